@@ -1,0 +1,1 @@
+"""A small ReAct agent loop wiring workspace, offloader and compression together."""

@@ -1,0 +1,89 @@
+"""Every exception ctxoffload raises.
+
+```
+CtxOffloadError
+├── InvalidSessionId        a session id that is not a plain name (raised before any I/O)
+├── InvalidReference        a reference that is unknown or points outside the workspace
+├── InvalidContent          input that cannot be offloaded faithfully (malformed base64, ...)
+├── OffloadError            the workspace could not persist content (disk full, permissions)
+├── TokenizerUnavailable    an exact tokenizer was asked for but cannot be loaded offline
+├── ConfigError             an impossible configuration value
+├── ModelError              a chat model call failed
+│   └── ContextOverflowError   the provider said the prompt is larger than the context window
+├── SummaryError            no valid summary could be produced by the summary model
+└── ToolError               a workspace file tool refused or failed (path outside the roots, ...)
+```
+
+Messages say what was wrong, with the offending value, and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ContextOverflowError",
+    "CtxOffloadError",
+    "InvalidContent",
+    "InvalidReference",
+    "InvalidSessionId",
+    "ModelError",
+    "OffloadError",
+    "SummaryError",
+    "TokenizerUnavailable",
+    "ToolError",
+]
+
+
+class CtxOffloadError(Exception):
+    """Base class of every error raised by ctxoffload."""
+
+
+class InvalidSessionId(CtxOffloadError, ValueError):
+    """A session id is not a plain name; nothing was read or written."""
+
+
+class InvalidReference(CtxOffloadError, ValueError):
+    """A reference is unknown to the workspace or points outside it."""
+
+
+class InvalidContent(CtxOffloadError, ValueError):
+    """Content cannot be offloaded faithfully, for example malformed base64."""
+
+
+class OffloadError(CtxOffloadError, OSError):
+    """The workspace could not persist content; nothing half-written is left visible.
+
+    Attributes:
+        path: the file that could not be written.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TokenizerUnavailable(CtxOffloadError):
+    """An exact tokenizer cannot be loaded without the network."""
+
+
+class ConfigError(CtxOffloadError, ValueError):
+    """A configuration value is impossible."""
+
+
+class ModelError(CtxOffloadError):
+    """A chat model call failed."""
+
+
+class ContextOverflowError(ModelError):
+    """The model provider reported that the prompt exceeds its context window."""
+
+
+class SummaryError(CtxOffloadError):
+    """The summary model did not produce a valid summary."""
+
+
+class ToolError(CtxOffloadError):
+    """A workspace file tool refused a request or failed."""

@@ -1,0 +1,178 @@
+"""The message model: `Msg` and its content blocks.
+
+A `Msg` has a role and either plain text or a list of blocks. Blocks are discriminated by
+their `type` field so a message survives `model_dump_json()` / `model_validate_json()`
+unchanged, which is how `context.jsonl` stores it. Conversion to and from the OpenAI chat
+format and the Anthropic messages format lives in `ctxoffload._formats` and is re-exported
+here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Base64Source",
+    "Block",
+    "DataBlock",
+    "Msg",
+    "Role",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "ToolResultBlock",
+    "URLSource",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class _Model(BaseModel):
+    # Unknown keys are kept rather than dropped: nothing that was given to us is lost when a
+    # message goes to disk and comes back.
+    model_config = ConfigDict(extra="allow")
+
+
+class TextBlock(_Model):
+    """Plain text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingBlock(_Model):
+    """A model's visible reasoning (Anthropic `thinking`), kept so conversions round-trip."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+class Base64Source(_Model):
+    """Inline bytes, base64-encoded."""
+
+    type: Literal["base64"] = "base64"
+    media_type: str
+    data: str
+
+
+class URLSource(_Model):
+    """Bytes that live elsewhere: an http(s) URL, a `file://` URL or a workspace path."""
+
+    type: Literal["url"] = "url"
+    url: str
+    media_type: str | None = None
+
+
+class DataBlock(_Model):
+    """An image, audio clip, PDF or other binary payload.
+
+    Args:
+        source: the bytes inline (`Base64Source`) or where to find them (`URLSource`).
+        name: an optional file name shown to the model and kept in placeholders.
+    """
+
+    type: Literal["data"] = "data"
+    source: Annotated[Base64Source | URLSource, Field(discriminator="type")]
+    name: str | None = None
+
+    @property
+    def media_type(self) -> str | None:
+        """The media type of the payload, when known."""
+        return self.source.media_type
+
+
+class ToolCallBlock(_Model):
+    """A request from the model to run a tool."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(_Model):
+    """What a tool returned for one call.
+
+    Args:
+        id: the id of the `ToolCallBlock` this answers.
+        name: the tool's name.
+        output: text, or a list of text and data blocks.
+        is_error: whether the tool failed.
+    """
+
+    type: Literal["tool_result"] = "tool_result"
+    id: str
+    name: str = ""
+    output: str | list[Annotated[TextBlock | DataBlock, Field(discriminator="type")]] = ""
+    is_error: bool = False
+
+
+Block = Annotated[
+    TextBlock | ThinkingBlock | DataBlock | ToolCallBlock | ToolResultBlock,
+    Field(discriminator="type"),
+]
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Msg(_Model):
+    """One message in an agent's context.
+
+    Args:
+        role: `system`, `user`, `assistant`, or `tool` (a message carrying tool results).
+        content: plain text or a list of blocks.
+        name: the speaker's name, when the caller tracks one.
+        id: a unique id; generated when not given.
+        metadata: free-form data that travels with the message.
+        timestamp: ISO-8601 creation time in UTC; generated when not given.
+    """
+
+    role: Role
+    content: str | list[Block]
+    name: str | None = None
+    id: str = Field(default_factory=_new_id)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timestamp: str = Field(default_factory=_now)
+
+    @property
+    def blocks(self) -> list[Block]:
+        """The content as a list of blocks (plain text becomes one `TextBlock`)."""
+        if isinstance(self.content, str):
+            return [TextBlock(text=self.content)] if self.content else []
+        return list(self.content)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines (tool calls, results and data excluded)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    def iter_blocks(self, kind: type[Any]) -> Iterator[Any]:
+        """Yield the blocks of one class, for example `msg.iter_blocks(ToolCallBlock)`."""
+        if isinstance(self.content, list):
+            for block in self.content:
+                if isinstance(block, kind):
+                    yield block
+
+    @property
+    def tool_calls(self) -> list[ToolCallBlock]:
+        """The tool calls this message makes."""
+        return list(self.iter_blocks(ToolCallBlock))
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        """The tool results this message carries."""
+        return list(self.iter_blocks(ToolResultBlock))

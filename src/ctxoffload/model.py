@@ -1,0 +1,156 @@
+"""The chat-model interface shared by the compressor (summaries) and the agent (replies).
+
+It lives at the top of the package rather than in `agent/` because `compression` needs it
+and must not import `agent` (see DESIGN.md section 1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from .exceptions import ModelError
+from .messages import Msg, TextBlock, ToolCallBlock
+
+__all__ = ["ChatModel", "ModelResponse", "ScriptedModel", "ScriptStep", "Usage"]
+
+
+class Usage(BaseModel):
+    """Token usage a provider reported for one call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ModelResponse(BaseModel):
+    """One model reply: an assistant message and, when reported, the usage."""
+
+    message: Msg
+    usage: Usage | None = None
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that can answer a list of messages.
+
+    Attributes:
+        model_name: the provider's model name; also used to pick a tokenizer.
+        context_window: the model's context window in tokens.
+    """
+
+    model_name: str
+    context_window: int
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """Answer `messages`.
+
+        Args:
+            messages: the context, oldest first; a system prompt, if any, comes first.
+            tools: JSON schemas of the tools the model may call (OpenAI function format).
+            response_schema: when given, the reply's text must be JSON matching this schema.
+
+        Raises:
+            ContextOverflowError: the provider says the prompt is larger than the window.
+            ModelError: any other failure.
+        """
+        ...
+
+
+ScriptStep = (
+    Msg | str | BaseException | Callable[[Sequence[Msg]], "Msg | str | Awaitable[Msg | str]"]
+)
+
+
+class ScriptedModel:
+    """A deterministic `ChatModel` that plays back a script; for tests, examples and the demo.
+
+    Each call consumes one step. A step is a reply `Msg`, a string (a plain text reply), a
+    `dict` (a JSON reply, handy for structured summaries), an exception to raise, or a
+    function of the messages that returns one of those. When the script runs out, the model
+    raises `ModelError` (or, with `default` set, returns `default`).
+
+    Args:
+        script: the steps, in order.
+        model_name: reported name; picks the tokenizer when counting.
+        context_window: reported window in tokens.
+        default: reply used once the script is exhausted, instead of raising.
+
+    Attributes:
+        calls: every list of messages the model was called with, for assertions.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Any] = (),
+        *,
+        model_name: str = "scripted",
+        context_window: int = 128_000,
+        default: Any = None,
+    ) -> None:
+        self.model_name = model_name
+        self.context_window = context_window
+        self._script = list(script)
+        self._default = default
+        self.calls: list[list[Msg]] = []
+        self.tools_seen: list[list[dict[str, Any]] | None] = []
+        self.schemas_seen: list[dict[str, Any] | None] = []
+
+    def add(self, *steps: Any) -> None:
+        """Append steps to the script."""
+        self._script.extend(steps)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted steps have not been played yet."""
+        return len(self._script)
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """Play the next step of the script."""
+        self.calls.append(list(messages))
+        self.tools_seen.append(list(tools) if tools is not None else None)
+        self.schemas_seen.append(response_schema)
+        if self._script:
+            step = self._script.pop(0)
+        elif self._default is not None:
+            step = self._default
+        else:
+            raise ModelError(
+                f"ScriptedModel {self.model_name!r} has no steps left after "
+                f"{len(self.calls) - 1} calls: add more with .add(...) or pass default="
+            )
+        if callable(step) and not isinstance(step, (Msg, BaseException)):
+            step = step(messages)
+            if isinstance(step, Awaitable):
+                step = await step
+        if isinstance(step, BaseException):
+            raise step
+        return ModelResponse(message=_as_reply(step))
+
+
+def _as_reply(step: Any) -> Msg:
+    if isinstance(step, Msg):
+        return step
+    if isinstance(step, str):
+        return Msg(role="assistant", content=step)
+    if isinstance(step, dict):
+        return Msg(role="assistant", content=json.dumps(step))
+    if isinstance(step, ToolCallBlock):
+        return Msg(role="assistant", content=[step])
+    if isinstance(step, list) and all(isinstance(b, (ToolCallBlock, TextBlock)) for b in step):
+        return Msg(role="assistant", content=list(step))
+    raise ModelError(f"ScriptedModel step {step!r} is not a Msg, str, dict or tool call list")

@@ -1,0 +1,1 @@
+"""Where content goes: LocalWorkspace (disk) and InMemoryWorkspace."""
