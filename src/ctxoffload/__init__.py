@@ -25,6 +25,8 @@ from .messages import (
 )
 from .model import ChatModel, ModelResponse, ScriptedModel, Usage
 from .offloader import Offloader
+from .references import ContextRef
+from .workspace import InMemoryWorkspace, LocalWorkspace
 
 __version__ = "0.1.0"
 
@@ -32,12 +34,15 @@ __all__ = [
     "Base64Source",
     "ChatModel",
     "ConfigError",
+    "ContextRef",
     "ContextOverflowError",
     "CtxOffloadError",
     "DataBlock",
+    "InMemoryWorkspace",
     "InvalidContent",
     "InvalidReference",
     "InvalidSessionId",
+    "LocalWorkspace",
     "ModelError",
     "ModelResponse",
     "Msg",

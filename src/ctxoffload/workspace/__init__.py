@@ -1,1 +1,7 @@
-"""Where content goes: LocalWorkspace (disk) and InMemoryWorkspace."""
+"""Where content goes: `LocalWorkspace` (disk, the default) and `InMemoryWorkspace`."""
+
+from ._ids import tool_file_stem, validate_session_id
+from ._local import LocalWorkspace
+from ._memory import InMemoryWorkspace
+
+__all__ = ["InMemoryWorkspace", "LocalWorkspace", "tool_file_stem", "validate_session_id"]

@@ -1,0 +1,197 @@
+"""InMemoryWorkspace: the same protocol and read side as LocalWorkspace, held in memory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..exceptions import InvalidReference
+from ..references import ContextRef
+from ._datastore import extension_for
+from ._ids import tool_file_stem, validate_session_id
+from ._jsonl import dumps_line
+from ._local import CONTEXT_FILE, EVENTS_FILE, now_iso
+from ._payloads import (
+    as_message_list,
+    message_json,
+    offload_block,
+    render_tool_output,
+    tool_output_of,
+)
+
+__all__ = ["InMemoryWorkspace"]
+
+
+class InMemoryWorkspace:
+    """A workspace that keeps everything in this process's memory.
+
+    For tests and for serverless functions with no writable disk. References look like
+    `memory://{name}/sessions/{id}/tool_result-{tool_id}.txt` and follow the on-disk naming
+    rules, so code written against `LocalWorkspace` reads the same. An agent cannot open
+    these with file tools; give it `retrieve_offloaded_content` instead.
+
+    Args:
+        name: distinguishes the references of several in-memory workspaces.
+    """
+
+    def __init__(self, name: str = "workspace") -> None:
+        self.name = validate_session_id(name)
+        self._lock = threading.Lock()
+        self._files: dict[str, bytes] = {}
+        self._sessions: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"InMemoryWorkspace(name={self.name!r})"
+
+    def _session_ref(self, session_id: str, filename: str) -> str:
+        return f"memory://{self.name}/sessions/{validate_session_id(session_id)}/{filename}"
+
+    def context_path(self, session_id: str) -> str:
+        """The reference of the session's context log."""
+        return self._session_ref(session_id, CONTEXT_FILE)
+
+    async def initialize(self) -> None:
+        """Nothing to prepare; present for symmetry with `LocalWorkspace`."""
+
+    def _store(self, raw: bytes, media_type: str | None) -> str:
+        ref = f"memory://{self.name}/data/{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
+        with self._lock:
+            self._files.setdefault(ref, raw)
+        return ref
+
+    def _append(self, ref: str, payload: bytes) -> tuple[int, int]:
+        with self._lock:
+            before = self._files.get(ref, b"")
+            self._files[ref] = before + payload
+            first = before.count(b"\n") + 1
+        return first, first + payload.count(b"\n") - 1
+
+    async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
+        """Append messages to the session's context log; see `LocalWorkspace.offload_context`."""
+        ref = self.context_path(session_id)
+        items = as_message_list(msgs)
+        payload = b"".join(
+            dumps_line(message_json(m, self._store, where=f"msgs[{i}]"))
+            for i, m in enumerate(items)
+        )
+        if not payload:
+            return ContextRef(ref, 0, -1)
+        first, last = self._append(ref, payload)
+        self._event(
+            session_id,
+            "context",
+            reference=ref,
+            bytes=len(payload),
+            messages=len(items),
+            lines=[first, last],
+        )
+        return ContextRef(ref, first, last)
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        """Store the whole text of a tool result; see `LocalWorkspace.offload_tool_result`."""
+        validate_session_id(session_id)
+        found = tool_output_of(tool_result)
+        data = render_tool_output(found.output, self._store)
+        stem = f"tool_result-{tool_file_stem(found.tool_id)}"
+        with self._lock:
+            n = 1
+            while True:
+                ref = self._session_ref(session_id, f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt")
+                existing = self._files.get(ref)
+                if existing is None:
+                    self._files[ref] = data
+                    break
+                if existing == data:
+                    break
+                n += 1
+        self._event(
+            session_id,
+            "tool_result",
+            reference=ref,
+            bytes=len(data),
+            lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
+            tool_id=found.tool_id,
+            tool_name=found.name,
+        )
+        return ref
+
+    async def offload_data_block(self, block: Any) -> Any:
+        """Store a block's payload once, by hash; see `LocalWorkspace.offload_data_block`."""
+        return offload_block(block, self._store)
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        """Append one line to the session's events log."""
+        self._event(session_id, kind, **fields)
+
+    def _event(self, session_id: str, kind: str, **fields: Any) -> None:
+        self._append(
+            self._session_ref(session_id, EVENTS_FILE),
+            dumps_line({"time": now_iso(), "kind": kind, **fields}),
+        )
+        with self._lock:
+            self._sessions.add(session_id)
+
+    async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
+        """Replace the session's saved live context."""
+        ref = self._session_ref(session_id, "state.json")
+        with self._lock:
+            self._files[ref] = dumps_line(state)
+            self._sessions.add(session_id)
+        return ref
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the sessions held, sorted."""
+        with self._lock:
+            return sorted(self._sessions)
+
+    def _lines(self, ref: str) -> list[Any]:
+        with self._lock:
+            raw = self._files.get(ref, b"")
+        return [json.loads(line) for line in raw.split(b"\n") if line.strip()]
+
+    async def read_context(self, session_id: str) -> list[Any]:
+        """Every message offloaded for a session, oldest first."""
+        return self._lines(self.context_path(session_id))
+
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events, oldest first."""
+        return self._lines(self._session_ref(session_id, EVENTS_FILE))
+
+    async def read_state(self, session_id: str) -> dict[str, Any] | None:
+        """The session's saved live context, or None."""
+        rows = self._lines(self._session_ref(session_id, "state.json"))
+        return rows[0] if rows else None
+
+    async def list_files(self, session_id: str) -> list[str]:
+        """The references of the session's tool_result files, sorted."""
+        prefix = self._session_ref(session_id, "tool_result-")
+        with self._lock:
+            return sorted(ref for ref in self._files if ref.startswith(prefix))
+
+    async def read_reference(self, reference: str) -> bytes:
+        """The bytes behind a reference this workspace returned.
+
+        Raises:
+            InvalidReference: the reference is unknown.
+        """
+        with self._lock:
+            data = self._files.get(reference)
+        if data is None:
+            raise InvalidReference(
+                f"reference {reference!r} is not held by {self!r}: pass a reference it returned"
+            )
+        return data
+
+    async def purge_session(self, session_id: str) -> bool:
+        """Forget a session; stored data payloads are shared and kept."""
+        prefix = self._session_ref(session_id, "")
+        with self._lock:
+            doomed = [ref for ref in self._files if ref.startswith(prefix)]
+            for ref in doomed:
+                del self._files[ref]
+            known = session_id in self._sessions
+            self._sessions.discard(session_id)
+        return bool(doomed) or known

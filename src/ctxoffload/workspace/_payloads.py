@@ -1,0 +1,269 @@
+"""Turning what callers hand us into what goes on disk.
+
+Callers pass ctxoffload messages, OpenAI / Anthropic dicts, or foreign pydantic models. For
+the context log each becomes its own JSON with inline base64 payloads moved to data/; for a
+tool result, the whole output becomes text, with each binary block as one `<data .../>` line.
+Both workspaces share this; only the `StoreData` function (where bytes go) differs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..exceptions import InvalidContent
+from ..messages import DataBlock, Msg, ToolResultBlock, URLSource
+from ._datastore import decode_base64
+
+__all__ = [
+    "StoreData",
+    "ToolOutput",
+    "as_message_list",
+    "data_line",
+    "externalize",
+    "message_json",
+    "offload_block",
+    "render_tool_output",
+    "tool_output_of",
+]
+
+StoreData = Callable[[bytes, "str | None"], str]
+"""Stores raw bytes with a media type and returns the reference to them."""
+
+_AUDIO_FORMATS = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "ogg": "audio/ogg"}
+
+
+def _split_data_url(value: str) -> tuple[str | None, str] | None:
+    """`data:<media type>;base64,<data>` -> (media type, data); None for anything else."""
+    if not value.startswith("data:"):
+        return None
+    head, sep, data = value.partition(",")
+    if not sep or not head.endswith(";base64"):
+        return None
+    media_type = head[len("data:") : -len(";base64")].split(";", 1)[0] or None
+    return media_type, data
+
+
+def externalize(value: Any, store: StoreData, *, where: str = "content") -> Any:
+    """A copy of a JSON value with every inline base64 payload stored and replaced.
+
+    Recognised payloads: a `{"type": "base64", "data": ..., "media_type": ...}` source (ours,
+    Anthropic's, AgentScope's) becomes `{"type": "url", "url": <ref>, "media_type": ...}`; a
+    `data:<type>;base64,...` string (OpenAI image_url / file_data) becomes the reference; an
+    OpenAI `input_audio` `{"data", "format"}` gets `"url"` in place of `"data"`.
+
+    Raises:
+        InvalidContent: a payload is not valid base64.
+    """
+    if isinstance(value, str):
+        split = _split_data_url(value)
+        if split is None:
+            return value
+        media_type, data = split
+        return store(decode_base64(data, what=f"data URL at {where}"), media_type)
+    if isinstance(value, list):
+        return [externalize(v, store, where=f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, dict):
+        return value
+    if value.get("type") == "base64" and isinstance(value.get("data"), str):
+        media_type = value.get("media_type")
+        raw = decode_base64(value["data"], what=f"base64 source at {where}")
+        out = {k: v for k, v in value.items() if k != "data"}
+        out["type"] = "url"
+        out["url"] = store(raw, media_type if isinstance(media_type, str) else None)
+        return out
+    result: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "input_audio" and isinstance(item, dict) and isinstance(item.get("data"), str):
+            fmt = item.get("format")
+            media_type = _AUDIO_FORMATS.get(fmt, f"audio/{fmt}") if isinstance(fmt, str) else None
+            raw = decode_base64(item["data"], what=f"input_audio at {where}")
+            audio = {k: v for k, v in item.items() if k != "data"}
+            audio["url"] = store(raw, media_type)
+            result[key] = audio
+        else:
+            result[key] = externalize(item, store, where=f"{where}.{key}")
+    return result
+
+
+def _as_json(obj: Any, *, where: str) -> Any:
+    """The JSON value of one message or block, as the caller's own type would serialise it."""
+    if isinstance(obj, BaseModel):
+        # The model's own JSON (aliases, custom serialisers and all), parsed back so that
+        # payloads can be replaced inside it.
+        return json.loads(obj.model_dump_json())
+    if isinstance(obj, Mapping):
+        try:
+            return json.loads(json.dumps(obj))
+        except (TypeError, ValueError) as exc:
+            raise InvalidContent(
+                f"{where} is a dict that is not JSON-serialisable ({exc}): pass plain JSON "
+                "values, a ctxoffload Msg, or a pydantic model"
+            ) from None
+    raise InvalidContent(
+        f"{where} is a {type(obj).__name__}; pass a ctxoffload Msg, an OpenAI or Anthropic "
+        "message dict, or a pydantic model"
+    )
+
+
+def as_message_list(msgs: Any) -> list[Any]:
+    """`msgs` as a list: a single message (a Msg, dict or model) is taken as a list of one."""
+    if isinstance(msgs, (BaseModel, Mapping, str, bytes)):
+        return [msgs]
+    return list(msgs)
+
+
+def message_json(msg: Any, store: StoreData, *, where: str) -> Any:
+    """The JSON value written to context.jsonl for one message."""
+    return externalize(_as_json(msg, where=where), store, where=where)
+
+
+def offload_block(block: Any, store: StoreData) -> Any:
+    """Store a block's inline payload and return the same kind of block pointing at it."""
+    if isinstance(block, DataBlock):
+        src = block.source
+        if isinstance(src, URLSource):
+            return block
+        raw = decode_base64(src.data, what="DataBlock source")
+        ref = store(raw, src.media_type)
+        return block.model_copy(update={"source": URLSource(url=ref, media_type=src.media_type)})
+    if isinstance(block, BaseModel):
+        dumped = _as_json(block, where="block")
+        replaced = externalize(dumped, store, where="block")
+        if replaced == dumped:
+            return block
+        try:
+            return type(block).model_validate(replaced)
+        except ValidationError:
+            pass
+        # A foreign URL source class may not take media_type: retry without it.
+        source = replaced.get("source")
+        if isinstance(source, dict):
+            slim = {**replaced, "source": {k: v for k, v in source.items() if k != "media_type"}}
+            try:
+                return type(block).model_validate(slim)
+            except ValidationError as exc:
+                raise InvalidContent(
+                    f"{type(block).__name__} cannot take a URL source after offloading: {exc}"
+                ) from None
+        raise InvalidContent(f"{type(block).__name__} has no 'source' that can point at data/")
+    if isinstance(block, Mapping):
+        return externalize(_as_json(block, where="block"), store, where="block")
+    raise InvalidContent(
+        f"offload_data_block got a {type(block).__name__}; pass a DataBlock, an OpenAI / "
+        "Anthropic content part dict, or a pydantic block with a base64 source"
+    )
+
+
+@dataclass
+class ToolOutput:
+    """A tool result reduced to what the tool_result file needs."""
+
+    tool_id: str
+    name: str
+    output: Any  # str, bytes, or a list of JSON content parts
+
+
+def tool_output_of(tool_result: Any) -> ToolOutput:
+    """Find the id, tool name and output in any supported tool-result shape.
+
+    Raises:
+        InvalidContent: the object is not a tool result this package understands.
+    """
+    if isinstance(tool_result, ToolResultBlock):
+        output: Any = tool_result.output
+        if isinstance(output, list):
+            output = [b.model_dump(mode="json") for b in output]
+        return ToolOutput(tool_result.id, tool_result.name, output)
+    if isinstance(tool_result, Msg):
+        results = tool_result.tool_results
+        if len(results) != 1:
+            raise InvalidContent(
+                f"a Msg passed as a tool result must hold exactly one ToolResultBlock, this one "
+                f"holds {len(results)}: pass the blocks one at a time"
+            )
+        return tool_output_of(results[0])
+    data = _as_json(tool_result, where="tool_result")
+    if not isinstance(data, dict):
+        raise InvalidContent(f"tool_result must be an object, got {type(data).__name__}")
+    if "tool_call_id" in data:  # OpenAI tool message
+        return ToolOutput(
+            str(data["tool_call_id"]), str(data.get("name") or ""), data.get("content", "")
+        )
+    if "tool_use_id" in data:  # Anthropic tool_result block
+        return ToolOutput(str(data["tool_use_id"]), "", data.get("content", ""))
+    if "id" in data and "output" in data:  # ours or AgentScope's ToolResultBlock
+        return ToolOutput(str(data["id"]), str(data.get("name") or ""), data["output"])
+    raise InvalidContent(
+        "tool_result has none of 'tool_call_id' (OpenAI), 'tool_use_id' (Anthropic) or "
+        f"'id' + 'output' (ctxoffload / AgentScope); keys were {sorted(data)[:10]}"
+    )
+
+
+def data_line(url: str, name: str | None, media_type: str | None) -> str:
+    """The one line that stands for a binary block in a tool_result file or a preview."""
+    attrs = [f"url='{html.escape(url, quote=True)}'"]
+    if name:
+        attrs.append(f"name='{html.escape(name, quote=True)}'")
+    if media_type:
+        attrs.append(f"media_type='{html.escape(media_type, quote=True)}'")
+    return f"<data {' '.join(attrs)}/>"
+
+
+def _part_text(part: Any, store: StoreData, where: str) -> str:
+    """One content part of a tool output as text; binary parts are stored first."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return json.dumps(part, ensure_ascii=False)
+    kind = part.get("type")
+    if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
+        return str(part["text"])
+    stored = externalize(part, store, where=where)
+    source = stored.get("source") if isinstance(stored.get("source"), dict) else None
+    if source is not None and isinstance(source.get("url"), str):
+        return data_line(source["url"], stored.get("name"), source.get("media_type"))
+    image_url = stored.get("image_url")
+    if isinstance(image_url, dict) and isinstance(image_url.get("url"), str):
+        return data_line(image_url["url"], None, None)
+    audio = stored.get("input_audio")
+    if isinstance(audio, dict) and isinstance(audio.get("url"), str):
+        return data_line(audio["url"], None, _AUDIO_FORMATS.get(str(audio.get("format"))))
+    file = stored.get("file")
+    if isinstance(file, dict) and isinstance(file.get("file_data"), str):
+        return data_line(file["file_data"], file.get("filename"), None)
+    # Anything else is kept whole, as JSON, rather than dropped.
+    return json.dumps(stored, ensure_ascii=False)
+
+
+def _encode_text(text: str) -> bytes:
+    # surrogateescape gives back the original bytes of text decoded with it (a tool that read
+    # a non-UTF-8 file that way); surrogatepass keeps any other lone surrogate, byte-exact.
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def render_tool_output(output: Any, store: StoreData) -> bytes:
+    """The whole text of a tool output, as the tool_result file holds it.
+
+    Text is written as is; bytes are written as given; a list of parts becomes one part per
+    line group, separated by newlines, each binary part stored in data/ and shown as one
+    `<data url='...' name='...' media_type='...'/>` line.
+    """
+    if isinstance(output, bytes):
+        return output
+    if isinstance(output, str):
+        return _encode_text(output)
+    if output is None:
+        return b""
+    if isinstance(output, list):
+        texts = [_part_text(p, store, f"output[{i}]") for i, p in enumerate(output)]
+        return _encode_text("\n".join(texts))
+    return _encode_text(json.dumps(output, ensure_ascii=False, indent=2))
