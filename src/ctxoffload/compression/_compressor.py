@@ -1,0 +1,451 @@
+"""The Compressor: truncates big tool results and compresses history when the context is full.
+
+```python
+compressor = Compressor(config, model=summary_model, offloader=ws, session_id="run-42")
+block = await compressor.process_tool_result(block)        # after each tool call
+result = await compressor.maybe_compress(context)          # before each model call
+context = result.messages
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import Msg, TextBlock, ToolResultBlock
+from ..model import ChatModel
+from ..offloader import Offloader
+from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
+from ._config import ContextConfig
+from ._split import is_user_request, split_for_compression
+from ._summarize import summarize
+from ._summary_model import Summary
+from ._truncate import truncate_text, truncate_tool_result
+
+__all__ = ["Artifact", "CompressionResult", "Compressor", "is_summary_message"]
+
+logger = logging.getLogger("ctxoffload")
+
+_MARK = "ctxoffload"
+
+
+def is_summary_message(msg: Msg) -> bool:
+    """Whether `msg` is a summary message made by a `Compressor`."""
+    marker = msg.metadata.get(_MARK)
+    return isinstance(marker, dict) and marker.get("kind") == "summary"
+
+
+def human_size(n: int) -> str:
+    """`1536` -> `'1.5 KB'`."""
+    size = float(n)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{n:,} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass
+class Artifact:
+    """A file that holds content offloaded from the context."""
+
+    path: str
+    bytes: int
+    source: str  # the producing tool's name, or "user message"
+    lines: int | None = None
+
+    def describe(self) -> str:
+        """One line for the artifact trail."""
+        lines = f", {self.lines:,} lines" if self.lines is not None else ""
+        return f"{self.path} ({human_size(self.bytes)}{lines}, from {self.source})"
+
+
+@dataclass
+class CompressionResult:
+    """What `Compressor.maybe_compress` did.
+
+    Attributes:
+        messages: the context to send next (unchanged when nothing was compressed).
+        compressed: whether older messages were replaced by a summary.
+        reason: why, in a few words ("below trigger", "compressed", "offload failed", ...).
+        tokens_before: tokens of the context given.
+        tokens_after: tokens of `messages`.
+        reference: where the compressed messages went (context.jsonl), if anywhere.
+        line_span: the lines of that file this compression wrote.
+        summary: the new summary.
+        summary_source: "model" or "extractive".
+    """
+
+    messages: list[Msg]
+    compressed: bool
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    reference: str | None = None
+    line_span: tuple[int, int] | None = None
+    summary: Summary | None = None
+    summary_source: str | None = None
+    compressed_messages: int = 0
+
+
+@dataclass
+class _State:
+    summary: Summary | None = None
+    reference: str | None = None
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)  # oldest first
+    compressions: int = 0
+
+
+class Compressor:
+    """Decides when and what to compress, and does it without losing anything.
+
+    Args:
+        config: thresholds, prompt and template.
+        model: the summary model; None gives extractive summaries only.
+        offloader: where content goes before it leaves the context; None means truncated
+            and compressed content is dropped (and the context says so).
+        session_id: the workspace session; generated when not given.
+        counter: the token counter; by default the exact one for `model`.
+        context_window: the window of the model whose context is managed, used when
+            `config.context_window` is not set (the summary model's window is the last
+            resort).
+    """
+
+    def __init__(
+        self,
+        config: ContextConfig | None = None,
+        *,
+        model: ChatModel | None = None,
+        offloader: Offloader | None = None,
+        session_id: str | None = None,
+        counter: TokenCounter | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        self.config = config or ContextConfig()
+        self.model = model
+        self.offloader = offloader
+        self.session_id = session_id or uuid.uuid4().hex[:16]
+        self.counter = counter or get_token_counter(model.model_name if model else None)
+        self.tracker = ContextTokenTracker(self.counter)
+        self._context_window = context_window
+        self._state = _State()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def summary(self) -> Summary | None:
+        """The latest summary, if history has been compressed."""
+        return self._state.summary
+
+    @property
+    def artifacts(self) -> list[Artifact]:
+        """Files offloaded so far, newest first."""
+        return list(reversed(self._state.artifacts))
+
+    @property
+    def compressions(self) -> int:
+        """How many times history has been compressed."""
+        return self._state.compressions
+
+    def window(self, config: ContextConfig | None = None) -> int:
+        """The context window in tokens that thresholds are computed against."""
+        cfg = config or self.config
+        fallback = self._context_window
+        if fallback is None and self.model is not None:
+            fallback = self.model.context_window
+        return cfg.window(fallback)
+
+    def count(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] = ()) -> int:
+        """Tokens `messages` (+ tool schemas) cost, counted incrementally."""
+        return self.tracker.count(None, None, messages, tools)
+
+    async def _event(self, kind: str, **fields: Any) -> None:
+        record = getattr(self.offloader, "record_event", None)
+        if record is None:
+            return
+        try:
+            await record(self.session_id, kind, **fields)
+        except Exception as exc:
+            logger.warning("could not record a %s event: %s", kind, exc)
+
+    # -- truncation (post-tool) -----------------------------------------------------------
+
+    async def process_tool_result(
+        self, block: ToolResultBlock, *, config: ContextConfig | None = None
+    ) -> ToolResultBlock:
+        """Offload and truncate one tool result if it is over `tool_result_limit`.
+
+        Returns:
+            The block to put in the context: `block` itself when it fits or could not be
+            offloaded, else a copy whose output is the head plus a marker naming the file.
+        """
+        cfg = config or self.config
+        done = await truncate_tool_result(
+            block,
+            limit=cfg.tool_result_limit,
+            counter=self.counter,
+            offloader=self.offloader,
+            session_id=self.session_id,
+        )
+        if done is None:
+            return block
+        if done.reference is not None:
+            self._state.artifacts.append(
+                Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
+            )
+        await self._event(
+            "truncation",
+            tool_id=block.id,
+            tool_name=block.name,
+            reference=done.reference,
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+            lines_shown=done.shown_lines,
+            lines_total=done.total_lines,
+        )
+        return done.block
+
+    async def process_message(self, msg: Msg, *, config: ContextConfig | None = None) -> Msg:
+        """`process_tool_result` for every tool result in a message."""
+        if not msg.tool_results or isinstance(msg.content, str):
+            return msg
+        content = [
+            await self.process_tool_result(b, config=config)
+            if isinstance(b, ToolResultBlock)
+            else b
+            for b in msg.content
+        ]
+        if all(a is b for a, b in zip(content, msg.content, strict=True)):
+            return msg
+        return msg.model_copy(update={"content": content})
+
+    async def _truncate_user_message(self, msg: Msg, limit: int) -> Msg:
+        """Offload a user request that alone exceeds the reserve; keep its head."""
+        text = msg.text
+        if self.counter.count_message(msg) <= limit or not text:
+            return msg
+        reference: str | None = None
+        if self.offloader is not None:
+            try:
+                reference = await self.offloader.offload_tool_result(
+                    self.session_id,
+                    ToolResultBlock(id=f"user-{msg.id}", name="user message", output=text),
+                )
+            except Exception as exc:
+                logger.warning("could not offload a long user message, keeping it whole: %s", exc)
+                return msg
+            raw = text.encode("utf-8", "surrogateescape")
+            self._state.artifacts.append(
+                Artifact(reference, len(raw), "user message", text.count("\n") + 1)
+            )
+        new_text, _ = truncate_text(
+            text, limit=limit, counter=self.counter, reference=reference, what="the user's message"
+        )
+        others = [b for b in msg.blocks if not isinstance(b, TextBlock)]
+        content: list[Any] = [TextBlock(text=new_text), *others]
+        return msg.model_copy(update={"content": content if others else new_text})
+
+    # -- compression (pre-model) ----------------------------------------------------------
+
+    def needs_compression(
+        self,
+        messages: Sequence[Msg],
+        tools: Sequence[dict[str, Any]] = (),
+        *,
+        config: ContextConfig | None = None,
+    ) -> bool:
+        """Whether the context is over `trigger_ratio x window`."""
+        cfg = config or self.config
+        return self.count(messages, tools) > cfg.trigger_ratio * self.window(cfg)
+
+    async def maybe_compress(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        force: bool = False,
+        config: ContextConfig | None = None,
+    ) -> CompressionResult:
+        """Compress older history if the context is over the trigger (a no-op below it).
+
+        The system prompt (a leading `system` message) is never compressed. An earlier
+        summary message is replaced by the new summary, into which it is folded. The newest
+        messages within `reserve_ratio x window` stay verbatim, never separating a tool call
+        from its result; the latest user request always stays.
+
+        Persist before drop: older messages are offloaded first, and if that fails nothing
+        is removed (a warning is logged and `reason` says so).
+
+        Args:
+            messages: the whole context, oldest first.
+            tools: the tool schemas sent with each call (they count against the window).
+            force: compress even below the trigger.
+            config: a one-off configuration for this call.
+        """
+        cfg = config or self.config
+        window = self.window(cfg)
+        context = list(messages)
+        tokens_before = self.count(context, tools)
+        if not force and tokens_before <= cfg.trigger_ratio * window:
+            return CompressionResult(context, False, "below trigger", tokens_before, tokens_before)
+
+        system = context[0] if context and context[0].role == "system" else None
+        rest = context[1:] if system is not None else context
+        for msg in rest:
+            if is_summary_message(msg):
+                self._adopt(msg)
+        rest = [m for m in rest if not is_summary_message(m)]
+        reserve = int(cfg.reserve_ratio * window)
+        split = split_for_compression(rest, self.tracker, reserve)
+
+        # The latest request stays verbatim unless it alone is over the reserve.
+        latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
+        if latest is not None:
+            replaced = await self._truncate_user_message(latest, reserve)
+            if replaced is not latest:
+                if split.pinned is latest:
+                    split.pinned = replaced
+                else:
+                    split.kept = [replaced if m is latest else m for m in split.kept]
+
+        if not split.older:
+            after = self._assemble(system, None, split.pinned, split.kept)
+            return CompressionResult(
+                after,
+                False,
+                "nothing old enough to compress",
+                tokens_before,
+                self.count(after, tools),
+            )
+
+        line_span: tuple[int, int] | None = None
+        reference: str | None = None
+        if self.offloader is not None:
+            try:
+                ref = await self.offloader.offload_context(self.session_id, msgs=split.older)
+            except Exception as exc:
+                logger.warning(
+                    "could not offload %d messages, not compressing: %s", len(split.older), exc
+                )
+                return CompressionResult(
+                    context, False, f"offload failed: {exc}", tokens_before, tokens_before
+                )
+            reference = str(ref)
+            first, last = getattr(ref, "first_line", None), getattr(ref, "last_line", None)
+            if isinstance(first, int) and isinstance(last, int) and last >= first:
+                line_span = (first, last)
+                self._state.spans.append(line_span)
+            self._state.reference = reference
+
+        outcome = await summarize(
+            split.older,
+            model=self.model,
+            config=cfg,
+            counter=self.counter,
+            previous=self._state.summary,
+            artifacts=[a.describe() for a in self.artifacts],
+        )
+        self._state.summary = outcome.summary
+        self._state.compressions += 1
+        summary_msg = self._render(outcome.summary, cfg, budget=reserve)
+        after = self._assemble(system, summary_msg, split.pinned, split.kept)
+        tokens_after = self.count(after, tools)
+        await self._event(
+            "compression",
+            reference=reference,
+            lines=list(line_span) if line_span else None,
+            messages=len(split.older),
+            kept=len(split.kept) + (1 if split.pinned else 0),
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            summary_source=outcome.source,
+            summary_model_calls=outcome.model_calls,
+        )
+        return CompressionResult(
+            after,
+            True,
+            "compressed",
+            tokens_before,
+            tokens_after,
+            reference=reference,
+            line_span=line_span,
+            summary=outcome.summary,
+            summary_source=outcome.source,
+            compressed_messages=len(split.older),
+        )
+
+    @staticmethod
+    def _assemble(
+        system: Msg | None, summary: Msg | None, pinned: Msg | None, kept: list[Msg]
+    ) -> list[Msg]:
+        return [m for m in (system, summary, pinned) if m is not None] + kept
+
+    def _adopt(self, msg: Msg) -> None:
+        """Take over the state recorded in a summary message (a resumed session)."""
+        if self._state.summary is not None:
+            return
+        marker = msg.metadata[_MARK]
+        try:
+            self._state.summary = Summary.model_validate(marker.get("summary", {}))
+        except ValueError:
+            return
+        self._state.reference = marker.get("reference")
+        self._state.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
+        self._state.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
+        self._state.compressions = int(marker.get("compressions", 0))
+
+    def _spans_text(self) -> str:
+        merged: list[list[int]] = []
+        for first, last in self._state.spans:
+            if merged and first == merged[-1][1] + 1:
+                merged[-1][1] = last
+            else:
+                merged.append([first, last])
+        return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged) or "none"
+
+    def _trail(self, limit: int) -> str:
+        artifacts = self.artifacts
+        if not artifacts:
+            return "none"
+        lines = [f"- {a.describe()}" for a in artifacts[:limit]]
+        if len(artifacts) > limit:
+            lines.append(
+                f"- ... and {len(artifacts) - limit} older files in the same session folder"
+            )
+        return "\n".join(lines)
+
+    def _render(self, summary: Summary, cfg: ContextConfig, *, budget: int) -> Msg:
+        reference = self._state.reference or "(not kept: no offloader was configured)"
+        fields = summary.model_dump()
+        text = ""
+        # Shrink the fields until the rendered summary fits its budget, so that compression
+        # always makes room; the originals are on disk.
+        for cap in (None, 4000, 2000, 1000, 500, 250):
+            shown = {
+                k: (v if cap is None or len(v) <= cap else v[:cap] + " […]")
+                for k, v in fields.items()
+            }
+            text = cfg.summary_template.format(
+                **shown,
+                context_path=reference,
+                line_span=self._spans_text(),
+                artifacts=self._trail(cfg.artifact_trail_limit),
+            )
+            if self.counter.count_text(text) <= max(budget, 500):
+                break
+        metadata = {
+            _MARK: {
+                "kind": "summary",
+                "summary": fields,
+                "reference": self._state.reference,
+                "spans": [list(s) for s in self._state.spans],
+                "artifacts": [vars(a) for a in self.artifacts],
+                "compressions": self._state.compressions,
+            }
+        }
+        return Msg(role="user", content=text, metadata=metadata)

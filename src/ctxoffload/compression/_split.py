@@ -1,0 +1,101 @@
+"""The split: which messages are compressed and which stay in the context verbatim.
+
+Messages are grouped into *turns* that must stay together: an assistant message that calls
+tools plus the messages carrying those calls' results. The newest turns that fit in the
+reserve stay; everything older is compressed. A turn whose calls have not all been answered
+yet is unfinished and always stays. The latest user request always stays verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..messages import Msg
+
+__all__ = ["Split", "is_user_request", "split_for_compression", "turns"]
+
+
+class MessageCounter(Protocol):
+    """Anything that counts one message's tokens (a `TokenCounter` or a tracker)."""
+
+    def count_message(self, msg: Msg) -> int: ...
+
+
+def is_user_request(msg: Msg) -> bool:
+    """Whether `msg` is something a person asked (a user message that is not tool results)."""
+    return msg.role == "user" and not msg.tool_results and not _is_summary(msg)
+
+
+def _is_summary(msg: Msg) -> bool:
+    marker = msg.metadata.get("ctxoffload")
+    return isinstance(marker, dict) and marker.get("kind") == "summary"
+
+
+def turns(messages: Sequence[Msg]) -> list[tuple[int, int, bool]]:
+    """Group messages into turns that must not be separated.
+
+    Returns:
+        `(start, end, finished)` index ranges covering `messages` in order; `finished` is
+        False for a turn whose tool calls are still waiting for results.
+    """
+    result: list[tuple[int, int, bool]] = []
+    i, n = 0, len(messages)
+    while i < n:
+        start = i
+        waiting = {call.id for call in messages[i].tool_calls}
+        i += 1
+        while waiting and i < n and messages[i].tool_results:
+            waiting -= {r.id for r in messages[i].tool_results}
+            i += 1
+        result.append((start, i, not waiting))
+    return result
+
+
+@dataclass
+class Split:
+    """The outcome of a split.
+
+    Attributes:
+        older: messages to compress, oldest first.
+        kept: messages that stay verbatim, oldest first.
+        pinned: the latest user request when it would otherwise have been compressed; it
+            stays in the context, right after the summary.
+    """
+
+    older: list[Msg] = field(default_factory=list)
+    kept: list[Msg] = field(default_factory=list)
+    pinned: Msg | None = None
+
+
+def split_for_compression(
+    messages: Sequence[Msg], counter: MessageCounter, reserve_tokens: int
+) -> Split:
+    """Keep the newest turns within `reserve_tokens`; the rest is to be compressed.
+
+    Args:
+        messages: the conversation without the system prompt and without an earlier summary.
+        counter: counts each message's tokens (cached by the caller's counter if it caches).
+        reserve_tokens: the budget for verbatim messages.
+    """
+    groups = turns(messages)
+    keep_from = len(messages)
+    used = 0
+    for index, (start, end, finished) in enumerate(reversed(groups)):
+        cost = sum(counter.count_message(m) for m in messages[start:end])
+        # The newest turn, if its calls are unanswered, is mid-execution: it stays whatever
+        # it costs. (An unanswered call further back is a dead one and may be compressed.)
+        mid_execution = index == 0 and not finished
+        if not mid_execution and used + cost > reserve_tokens:
+            break
+        used += cost
+        keep_from = start
+    older = list(messages[:keep_from])
+    kept = list(messages[keep_from:])
+    pinned: Msg | None = None
+    latest = next((m for m in reversed(messages) if is_user_request(m)), None)
+    if latest is not None and any(m is latest for m in older):
+        older = [m for m in older if m is not latest]
+        pinned = latest
+    return Split(older=older, kept=kept, pinned=pinned)
