@@ -1,0 +1,350 @@
+"""`ContextConfig`: when history is compressed and what the summary looks like."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from ..exceptions import ConfigError
+from ._summary_model import SUMMARY_FIELDS, Summary
+
+__all__ = [
+    "DEFAULT_COMPRESSION_PROMPT",
+    "DEFAULT_SUMMARY_TEMPLATE",
+    "SUMMARY_EXTRA_PLACEHOLDERS",
+    "ContextConfig",
+]
+
+MAX_TRIGGER_RATIO = 0.9
+
+SUMMARY_EXTRA_PLACEHOLDERS: dict[str, str] = {
+    "context_path": "the reference (path) of the context.jsonl holding the compressed messages",
+    "line_span": "the lines of context.jsonl this summary covers, as `first-last` (1-based)",
+    "artifacts": "the artifact trail: a list of offloaded files, newest last, one per line",
+}
+"""Placeholders a summary template may use besides the five `Summary` fields."""
+
+DEFAULT_COMPRESSION_PROMPT = """\
+You are compressing the earlier part of a conversation between a user and an AI agent that \
+works with tools. The agent will continue the task with only your summary and the most \
+recent messages in its context; the full messages are saved in a file it can read back, \
+but it should rarely need to.
+
+Write the summary as JSON with exactly these five fields:
+
+- task_overview: what the user asked for and why, with every constraint and preference they \
+stated.
+- current_state: what has been done and where things stand: files created or changed, \
+commands run and their results, what works, what still fails.
+- important_discoveries: facts that would be costly to rediscover: root causes, exact error \
+messages, file paths with line numbers, ids, numbers, and approaches that failed and why.
+- next_steps: the concrete next actions, in order, including any interrupted tool call or \
+open question for the user.
+- context_to_preserve: anything else that must survive verbatim: names, identifiers, URLs, \
+configuration values, the user's own words where they matter, and the paths of offloaded \
+files mentioned in the conversation.
+
+Rules:
+- Preserve file paths, ids, numbers, commands and error messages exactly as written; do not \
+paraphrase them.
+- Keep every user instruction and constraint, even ones given early and never repeated.
+- Use only what the conversation says. Do not invent facts, results, or file contents; if \
+something is unknown or unfinished, say so.
+- Be dense: short sentences or bullet points, no pleasantries. Write "none" for a field with \
+nothing to report.
+"""
+
+DEFAULT_SUMMARY_TEMPLATE = """\
+<context_summary>
+Earlier messages were moved out of the context into {context_path} (lines {line_span}). \
+Read that file with your file tools when you need exact details.
+
+## Task overview
+{task_overview}
+
+## Current state
+{current_state}
+
+## Important discoveries
+{important_discoveries}
+
+## Next steps
+{next_steps}
+
+## Context to preserve
+{context_to_preserve}
+
+## Offloaded files
+{artifacts}
+</context_summary>"""
+
+
+def _show(value: float) -> str:
+    """A ratio as the user most likely wrote it: 0 rather than 0.0."""
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _default_summary_schema() -> dict[str, Any]:
+    return Summary.model_json_schema()
+
+
+class ContextConfig(BaseModel):
+    """When the context is compressed and what replaces the compressed part.
+
+    Compression starts when the tokens about to be sent exceed `trigger_ratio` of the
+    window; it keeps the newest messages that fit in `reserve_ratio` of the window and
+    replaces the rest with a summary rendered from `summary_template`.
+
+    Constructing a `ContextConfig` directly raises pydantic's `ValidationError` (a
+    `ValueError`) for an impossible value, as every pydantic model does; `from_dict` and
+    `from_json_file` raise `ConfigError` instead, with one line per problem.
+
+    A config is frozen, because the agent and the compressor share it during a run. For a
+    changed copy, validate again: `ContextConfig.from_dict({**config.model_dump(), ...})`
+    (`model_copy(update=...)` would skip validation).
+
+    Args:
+        trigger_ratio: fraction of the window at which compression starts; in (0, 0.9].
+        reserve_ratio: fraction of the window kept as recent messages; in (0, trigger_ratio).
+        tool_result_limit: a tool result over this many tokens is offloaded to a file and
+            only its head stays in the context.
+        context_window: the window in tokens; overrides the one the model reports.
+        compression_prompt: instructions to the summary model.
+        summary_template: a `str.format` template turned into the summary message. It may
+            use `{task_overview}`, `{current_state}`, `{important_discoveries}`,
+            `{next_steps}`, `{context_to_preserve}` (the `Summary` fields) and
+            `{context_path}`, `{line_span}`, `{artifacts}` (see
+            `SUMMARY_EXTRA_PLACEHOLDERS`); write literal braces as `{{` and `}}`.
+        summary_schema: the JSON schema the summary model must answer in; by default the
+            schema of `Summary`.
+        summary_max_retries: extra attempts when the summary model's reply is invalid,
+            before falling back to an extractive summary.
+        artifact_trail_limit: how many offloaded files the summary lists, newest first.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trigger_ratio: float = 0.8
+    reserve_ratio: float = 0.1
+    tool_result_limit: int = 3000
+    context_window: int | None = None
+    compression_prompt: str = DEFAULT_COMPRESSION_PROMPT
+    summary_template: str = DEFAULT_SUMMARY_TEMPLATE
+    summary_schema: dict[str, Any] = Field(default_factory=_default_summary_schema)
+    summary_max_retries: int = 2
+    artifact_trail_limit: int = 20
+
+    @field_validator("trigger_ratio")
+    @classmethod
+    def _check_trigger_ratio(cls, value: float) -> float:
+        if value > MAX_TRIGGER_RATIO:
+            raise ValueError(
+                f"trigger_ratio {_show(value)} is above {MAX_TRIGGER_RATIO}: compression must "
+                "start while there is still room for the summary and the reply; use a value in "
+                f"(0, {MAX_TRIGGER_RATIO}], e.g. 0.8"
+            )
+        if not value > 0:  # also rejects NaN
+            raise ValueError(
+                f"trigger_ratio {_show(value)} is not above 0: use a value in "
+                f"(0, {MAX_TRIGGER_RATIO}], e.g. 0.8"
+            )
+        return value
+
+    @field_validator("reserve_ratio")
+    @classmethod
+    def _check_reserve_ratio(cls, value: float) -> float:
+        if not 0 < value < 1:  # also rejects NaN
+            raise ValueError(
+                f"reserve_ratio {_show(value)} is not in (0, 1): it is the fraction of the window "
+                "kept as recent messages and must be below trigger_ratio, e.g. 0.1"
+            )
+        return value
+
+    @field_validator("tool_result_limit")
+    @classmethod
+    def _check_tool_result_limit(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(
+                f"tool_result_limit {value} is below 1: it is a token count, e.g. 3000"
+            )
+        return value
+
+    @field_validator("context_window")
+    @classmethod
+    def _check_context_window(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(
+                f"context_window {value} is below 1: give the model's window in tokens, "
+                "e.g. 128000, or leave it unset to use the one the model reports"
+            )
+        return value
+
+    @field_validator("summary_max_retries", "artifact_trail_limit")
+    @classmethod
+    def _check_not_negative(cls, value: int, info: ValidationInfo) -> int:
+        if value < 0:
+            raise ValueError(f"{info.field_name} {value} is negative: use 0 or more")
+        return value
+
+    @field_validator("compression_prompt")
+    @classmethod
+    def _check_compression_prompt(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(
+                "compression_prompt is empty: give the summary model instructions, or leave "
+                "it unset for the default"
+            )
+        return value
+
+    @field_validator("summary_template")
+    @classmethod
+    def _check_summary_template(cls, value: str) -> str:
+        allowed = (*SUMMARY_FIELDS, *SUMMARY_EXTRA_PLACEHOLDERS)
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as exc:
+            raise ValueError(
+                f"summary_template is not a valid format string ({exc}): write literal "
+                "braces as {{ and }}"
+            ) from None
+        for field in fields:
+            if field not in allowed:
+                raise ValueError(
+                    f"summary_template placeholder {{{field}}} is unknown: use only "
+                    + ", ".join(f"{{{name}}}" for name in allowed)
+                    + "; write literal braces as {{ and }}"
+                )
+        return value
+
+    @field_validator("summary_schema")
+    @classmethod
+    def _check_summary_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value.get("type") != "object":
+            raise ValueError(
+                f"summary_schema has type {value.get('type')!r}, not 'object': the summary "
+                "model answers with a JSON object; start from Summary.model_json_schema()"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_reserve_below_trigger(self) -> ContextConfig:
+        if self.reserve_ratio >= self.trigger_ratio:
+            raise ValueError(
+                f"reserve_ratio {_show(self.reserve_ratio)} is not below trigger_ratio "
+                f"{_show(self.trigger_ratio)}: after compression the kept messages must fit under "
+                "the trigger, or every call would compress again; lower reserve_ratio "
+                "(e.g. 0.1) or raise trigger_ratio"
+            )
+        return self
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "context config") -> ContextConfig:
+        """Build a config from a mapping, such as a parsed JSON or YAML file.
+
+        Args:
+            data: field names to values; missing fields take their defaults.
+            source: how to name the input in error messages.
+
+        Raises:
+            ConfigError: `data` is not a mapping, has an unknown key, or an impossible value.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                f"{source} is a {type(data).__name__}, not a mapping: give an object such as "
+                '{"trigger_ratio": 0.8}'
+            )
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, source)) from None
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike[str]) -> ContextConfig:
+        """Read a config from a JSON file holding one object.
+
+        This is a small synchronous read meant for start-up, not for an event loop's hot path.
+
+        Raises:
+            ConfigError: the file is missing or unreadable, is not valid JSON, or holds an
+                impossible value.
+        """
+        name = os.fspath(path)
+        try:
+            with open(name, encoding="utf-8") as file:
+                text = file.read()
+        except FileNotFoundError:
+            raise ConfigError(
+                f"context config file {name!r} does not exist: check the path, or build the "
+                "config in code with ContextConfig(...)"
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"context config file {name!r} cannot be read: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"context config file {name!r} is not valid JSON: {exc.msg} at line "
+                f"{exc.lineno} column {exc.colno}"
+            ) from None
+        return cls.from_dict(data, source=f"context config file {name!r}")
+
+    def window(self, model_window: int | None) -> int:
+        """The context window in effect: `context_window` if set, else the model's.
+
+        Raises:
+            ConfigError: neither is known, or the model's is not a positive number.
+        """
+        if self.context_window is not None:
+            return self.context_window
+        if model_window is None:
+            raise ConfigError(
+                "no context window is known: the model does not report one; set "
+                "ContextConfig(context_window=...) to the model's window in tokens"
+            )
+        if model_window < 1:
+            raise ConfigError(
+                f"the model reports a context window of {model_window} tokens: set "
+                "ContextConfig(context_window=...) to the model's real window"
+            )
+        return model_window
+
+    def trigger_tokens(self, window: int) -> int:
+        """Token count above which the context is compressed."""
+        return int(window * self.trigger_ratio)
+
+    def reserve_tokens(self, window: int) -> int:
+        """Tokens of recent messages kept when the context is compressed."""
+        return int(window * self.reserve_ratio)
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    """One line per problem, with our own messages as written and pydantic's made plain."""
+    import difflib  # only needed on this error path; keeps `import ctxoffload` lighter
+
+    lines = [f"{source} is invalid:"]
+    known = list(ContextConfig.model_fields)
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(field, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "the fields are " + ", ".join(known)
+            lines.append(f"- unknown field {field!r}: {hint}")
+        elif error["type"] == "value_error":
+            lines.append(f"- {error['ctx']['error']}")
+        else:
+            where = field or "value"
+            lines.append(f"- {where} {error.get('input')!r}: {error['msg']}")
+    return "\n".join(lines)

