@@ -27,6 +27,12 @@ __all__ = [
     "ToolCallBlock",
     "ToolResultBlock",
     "URLSource",
+    "from_anthropic",
+    "from_openai",
+    "to_anthropic",
+    "to_msg",
+    "to_msgs",
+    "to_openai",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -176,3 +182,15 @@ class Msg(_Model):
     def tool_results(self) -> list[ToolResultBlock]:
         """The tool results this message carries."""
         return list(self.iter_blocks(ToolResultBlock))
+
+
+# At the bottom because _formats imports the classes above: importing it earlier would be a
+# circular import of a half-built module.
+from ._formats import (  # noqa: E402
+    from_anthropic,
+    from_openai,
+    to_anthropic,
+    to_msg,
+    to_msgs,
+    to_openai,
+)
