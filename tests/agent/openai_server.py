@@ -1,0 +1,277 @@
+"""A real OpenAI-compatible chat-completions server on loopback, scripted by the test.
+
+The server speaks the wire format of `POST /v1/chat/completions` over real HTTP, so the
+tests exercise the real `openai` client end to end: its request encoding, its retries and
+its error classes. A test queues the replies (`add_completion`, `add_error`, `add`) and
+reads back every request body the client sent (`requests`).
+
+    with OpenAIServer() as server:
+        server.add_completion("hello", usage=(12, 3))
+        ...  # point a client at server.base_url
+        assert server.requests[0]["messages"][0]["content"] == "hi"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+__all__ = ["OpenAIServer", "ScriptedReply", "chat_completion", "closed_port_url"]
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One scripted HTTP reply.
+
+    Args:
+        status: the HTTP status code.
+        body: the JSON body.
+        delay: seconds to wait before answering (to provoke client timeouts).
+    """
+
+    status: int
+    body: Any
+    delay: float = 0.0
+
+
+def chat_completion(
+    content: str | None = None,
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    usage: tuple[int, int] | None = (10, 5),
+    finish_reason: str | None = None,
+    model: str = "test-model",
+    message_extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build a `chat.completion` response body the way OpenAI-compatible servers return it.
+
+    Args:
+        content: the assistant's text (None when it only calls tools).
+        tool_calls: OpenAI `tool_calls` entries; `arguments` must already be a JSON string.
+        usage: (prompt_tokens, completion_tokens), or None to leave usage out.
+        finish_reason: defaults to "tool_calls" when there are tool calls, else "stop".
+        model: the model name echoed back.
+        message_extra: extra keys for the message (for example `reasoning_content`).
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    message.update(message_extra or {})
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
+            }
+        ],
+    }
+    if usage is not None:
+        prompt_tokens, completion_tokens = usage
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+    return body
+
+
+def closed_port_url() -> str:
+    """A base URL on loopback where nothing listens (a port bound and released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 so the client keeps its connection alive, as it would against a real server.
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.track(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.untrack(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Silence the per-request stderr line; the test asserts on `requests` instead.
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        # Header names are case-insensitive; lower-case them so tests can index reliably.
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        reply = self.server.owner.record(self.path, headers, body)
+        if reply.delay and self.server.owner.stopping.wait(reply.delay):
+            self.close_connection = True
+            return
+        payload = json.dumps(reply.body).encode()
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client gave up (a timeout test); nothing to answer.
+            self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    # Handler threads are joined in server_close() so none outlives the fixture.
+    daemon_threads = False
+
+    def __init__(self, owner: OpenAIServer) -> None:
+        self.owner = owner
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def track(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.add(connection)
+
+    def untrack(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
+
+    def drop_connections(self) -> None:
+        # Keep-alive handlers block reading the next request; shutting their sockets down
+        # wakes them with EOF so server_close() can join them.
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+class OpenAIServer:
+    """A scripted chat-completions server on 127.0.0.1, on an ephemeral port.
+
+    Replies are played in order; when the queue is empty the server answers 500 with a
+    message saying so, which makes a missing script step fail loudly.
+
+    Attributes:
+        requests: every JSON request body received, oldest first.
+        headers: the request headers (names lower-cased), one dict per request.
+        paths: the request paths, one per request.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+        self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self.stopping = threading.Event()
+        self._queue: list[ScriptedReply] = []
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The base URL to give an OpenAI client, ending in `/v1`."""
+        if self._server is None:
+            raise RuntimeError("OpenAIServer is not running: call start() first")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def add(self, *replies: Mapping[str, Any] | tuple[int, Any] | ScriptedReply) -> None:
+        """Queue replies: a response dict (status 200), a (status, body) pair, or ScriptedReply."""
+        with self._lock:
+            for reply in replies:
+                if isinstance(reply, ScriptedReply):
+                    self._queue.append(reply)
+                elif isinstance(reply, tuple):
+                    self._queue.append(ScriptedReply(status=reply[0], body=reply[1]))
+                else:
+                    self._queue.append(ScriptedReply(status=200, body=dict(reply)))
+
+    def add_completion(self, content: str | None = None, **kwargs: Any) -> None:
+        """Queue a successful completion; keyword arguments go to `chat_completion`."""
+        self.add(chat_completion(content, **kwargs))
+
+    def add_error(
+        self, status: int, message: str, *, code: str | None = None, **fields: Any
+    ) -> None:
+        """Queue an error in OpenAI's shape: `{"error": {"message", "type", "code", ...}}`."""
+        error = {"message": message, "type": "invalid_request_error", "code": code, **fields}
+        self.add((status, {"error": error}))
+
+    @property
+    def remaining(self) -> int:
+        """How many queued replies have not been served."""
+        with self._lock:
+            return len(self._queue)
+
+    def record(self, path: str, headers: dict[str, str], body: Any) -> ScriptedReply:
+        """Record one request and pop the reply for it (called from handler threads)."""
+        with self._lock:
+            self.paths.append(path)
+            self.headers.append(headers)
+            self.requests.append(body)
+            if path.rstrip("/") != "/v1/chat/completions":
+                return ScriptedReply(404, {"error": {"message": f"no route {path}"}})
+            if not self._queue:
+                return ScriptedReply(
+                    500, {"error": {"message": "OpenAIServer: no scripted reply left"}}
+                )
+            return self._queue.pop(0)
+
+    def start(self) -> OpenAIServer:
+        """Bind an ephemeral port and serve in a background thread."""
+        self._server = _Server(self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="openai-test-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, drop open connections, and join every thread."""
+        if self._server is None:
+            return
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.drop_connections()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
