@@ -1,5 +1,7 @@
 """ctxoffload: keep LLM agents inside their context window without losing anything."""
 
+from .agent import Agent
+from .compression import CompressionResult, Compressor, ContextConfig, Summary
 from .exceptions import (
     ConfigError,
     ContextOverflowError,
@@ -22,20 +24,32 @@ from .messages import (
     ToolCallBlock,
     ToolResultBlock,
     URLSource,
+    from_anthropic,
+    from_openai,
+    to_anthropic,
+    to_msg,
+    to_msgs,
+    to_openai,
 )
 from .model import ChatModel, ModelResponse, ScriptedModel, Usage
 from .offloader import Offloader
 from .references import ContextRef
+from .tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from .workspace import InMemoryWorkspace, LocalWorkspace
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
     "Base64Source",
     "ChatModel",
+    "CompressionResult",
+    "Compressor",
     "ConfigError",
-    "ContextRef",
+    "ContextConfig",
     "ContextOverflowError",
+    "ContextRef",
+    "ContextTokenTracker",
     "CtxOffloadError",
     "DataBlock",
     "InMemoryWorkspace",
@@ -49,9 +63,11 @@ __all__ = [
     "OffloadError",
     "Offloader",
     "ScriptedModel",
+    "Summary",
     "SummaryError",
     "TextBlock",
     "ThinkingBlock",
+    "TokenCounter",
     "TokenizerUnavailable",
     "ToolCallBlock",
     "ToolError",
@@ -59,4 +75,11 @@ __all__ = [
     "URLSource",
     "Usage",
     "__version__",
+    "from_anthropic",
+    "from_openai",
+    "get_token_counter",
+    "to_anthropic",
+    "to_msg",
+    "to_msgs",
+    "to_openai",
 ]

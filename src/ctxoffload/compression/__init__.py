@@ -1,1 +1,21 @@
-"""When and how history is compressed."""
+"""When and how history is compressed: `ContextConfig`, the split, `Summary`, `Compressor`."""
+
+from ._compressor import Artifact, CompressionResult, Compressor, is_summary_message
+from ._config import ContextConfig
+from ._split import split_for_compression, turns
+from ._summarize import extractive_summary
+from ._summary_model import Summary
+from ._truncate import TRUNCATION_MARKER
+
+__all__ = [
+    "TRUNCATION_MARKER",
+    "Artifact",
+    "CompressionResult",
+    "Compressor",
+    "ContextConfig",
+    "Summary",
+    "extractive_summary",
+    "is_summary_message",
+    "split_for_compression",
+    "turns",
+]

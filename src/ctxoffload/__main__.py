@@ -1,0 +1,7 @@
+"""`python -m ctxoffload`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

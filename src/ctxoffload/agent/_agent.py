@@ -1,0 +1,309 @@
+"""Agent: a small ReAct loop that keeps its context inside the window without losing anything."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..compression import CompressionResult, Compressor, ContextConfig
+from ..exceptions import ContextOverflowError, InvalidReference
+from ..messages import Base64Source, DataBlock, Msg, ToolResultBlock, URLSource
+from ..model import ChatModel, ModelResponse
+from ..offloader import Offloader
+from ..tokens import TokenCounter
+from ..workspace import validate_session_id
+from ._tools import Tool, as_tools
+
+__all__ = ["Agent", "StepRecord"]
+
+logger = logging.getLogger("ctxoffload")
+
+
+@dataclass
+class StepRecord:
+    """What happened in one step of the loop, for reports and debugging."""
+
+    step: int
+    context_tokens: int
+    tool_calls: list[str] = field(default_factory=list)
+    truncated: int = 0
+    compressed: bool = False
+    input_tokens: int | None = None
+
+
+class Agent:
+    """A ReAct agent whose context is kept within the model's window by offloading.
+
+    Each step: compress older history if the context is over the trigger (pre-model), call
+    the model, run the tool calls it made concurrently, and truncate each big result into
+    the workspace (post-tool), until the model answers without calling a tool or
+    `max_steps` is reached. After each step the live context is saved as
+    `sessions/<id>/state.json` when the offloader can store state, so a new `Agent` with
+    the same `session_id` continues where this one stopped.
+
+    Args:
+        name: the agent's name, used in messages and state.
+        system_prompt: the system prompt; never compressed.
+        model: the chat model that answers.
+        tools: plain functions (sync or async) with type hints and Google-style docstrings,
+            or `Tool`s; the schema is derived from them.
+        offloader: where offloaded content goes, usually a `LocalWorkspace`.
+        context_config: thresholds for truncation and compression.
+        session_id: the workspace session; a new one is generated when not given.
+        summary_model: a (cheaper) model for summaries; defaults to `model`.
+        max_steps: model calls per `reply` before giving up.
+        counter: the token counter; by default the exact one for `model`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel,
+        name: str = "agent",
+        system_prompt: str = "",
+        tools: Sequence[Callable[..., Any] | Tool] = (),
+        offloader: Offloader | None = None,
+        context_config: ContextConfig | None = None,
+        session_id: str | None = None,
+        summary_model: ChatModel | None = None,
+        max_steps: int = 30,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps {max_steps} is below 1: the agent must call the model")
+        self.name = name
+        self.model = model
+        self.system_prompt = system_prompt
+        self.tools = as_tools(tools)
+        self.offloader = offloader
+        self.max_steps = max_steps
+        self.session_id = validate_session_id(session_id or f"{uuid.uuid4().hex[:12]}")
+        self.compressor = Compressor(
+            context_config or ContextConfig(),
+            model=summary_model or model,
+            offloader=offloader,
+            session_id=self.session_id,
+            counter=counter,
+            context_window=model.context_window,
+        )
+        self.messages: list[Msg] = self._initial_messages()
+        self.steps: list[StepRecord] = []
+        self._restored = session_id is None
+        self._lock = asyncio.Lock()
+
+    def _initial_messages(self) -> list[Msg]:
+        return [Msg(role="system", content=self.system_prompt)] if self.system_prompt else []
+
+    @property
+    def context_config(self) -> ContextConfig:
+        """The configuration the compressor uses."""
+        return self.compressor.config
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools in the OpenAI function-tool format."""
+        return [tool.schema for tool in self.tools.values()]
+
+    def context_tokens(self) -> int:
+        """Tokens the next model call would send (counted incrementally)."""
+        return self.compressor.count(self.messages, self.tool_schemas)
+
+    async def reply(self, user_input: str | Msg) -> Msg:
+        """Answer one user request, calling tools as the model asks.
+
+        Returns:
+            The model's final assistant message (or a note that the step limit was hit).
+
+        Raises:
+            ModelError: the model failed (after one compress-and-retry on overflow).
+        """
+        async with self._lock:
+            await self._restore()
+            user = (
+                user_input if isinstance(user_input, Msg) else Msg(role="user", content=user_input)
+            )
+            self.messages.append(user)
+            for step in range(1, self.max_steps + 1):
+                record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
+                self.steps.append(record)
+                compression = await self.compressor.maybe_compress(
+                    self.messages, tools=self.tool_schemas
+                )
+                self.messages = compression.messages
+                record.compressed = compression.compressed
+                record.context_tokens = compression.tokens_after
+                response = await self._call_model(record)
+                reply = response.message
+                self.messages.append(reply)
+                calls = reply.tool_calls
+                record.tool_calls = [c.name for c in calls]
+                if not calls:
+                    await self._save_state()
+                    return reply
+                results = await asyncio.gather(*(self._run_tool(c) for c in calls))
+                processed = await asyncio.gather(
+                    *(self.compressor.process_tool_result(r) for r in results)
+                )
+                record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
+                self.messages.append(Msg(role="tool", content=list(processed), name=self.name))
+                await self._save_state()
+                logger.debug("step %d: %d tool calls", step, len(calls))
+            stop = Msg(
+                role="assistant",
+                name=self.name,
+                content=(
+                    f"I stopped after {self.max_steps} steps without a final answer. The work so "
+                    f"far is in session {self.session_id}; ask me to continue."
+                ),
+            )
+            self.messages.append(stop)
+            await self._save_state()
+            return stop
+
+    async def _call_model(self, record: StepRecord) -> ModelResponse:
+        try:
+            response = await self.model.generate(self.messages, tools=self.tool_schemas or None)
+        except ContextOverflowError as overflow:
+            # Our count said it fits but the provider disagrees (a different tokenizer, say):
+            # compress once more and retry once.
+            # The provider's window is evidently smaller than this context, so compress as if
+            # the window were 90% of what we are sending now.
+            logger.warning("the model reported a context overflow; compressing and retrying")
+            shrunk = max(1, int(self.context_tokens() * 0.9))
+            config = self.context_config.model_copy(update={"context_window": shrunk})
+            forced = await self.compressor.maybe_compress(
+                self.messages, tools=self.tool_schemas, force=True, config=config
+            )
+            if not forced.compressed:
+                raise overflow
+            self.messages = forced.messages
+            record.compressed = True
+            record.context_tokens = forced.tokens_after
+            response = await self.model.generate(self.messages, tools=self.tool_schemas or None)
+        if response.usage is not None and response.usage.input_tokens > 0:
+            record.input_tokens = response.usage.input_tokens
+            self.compressor.tracker.anchor(response.usage.input_tokens, self.messages)
+        if response.message.name is None:
+            response.message.name = self.name
+        return response
+
+    async def _run_tool(self, call: Any) -> ToolResultBlock:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return ToolResultBlock(
+                id=call.id,
+                name=call.name,
+                output=f"Error: there is no tool named {call.name!r}; the tools are: {known}",
+                is_error=True,
+            )
+        return await tool.run(call)
+
+    async def compress_context(
+        self, context_config: ContextConfig | None = None
+    ) -> CompressionResult:
+        """Check the context now and compress it if it is over the trigger.
+
+        Args:
+            context_config: a one-off configuration for this check.
+        """
+        async with self._lock:
+            await self._restore()
+            result = await self.compressor.maybe_compress(
+                self.messages, tools=self.tool_schemas, config=context_config
+            )
+            self.messages = result.messages
+            if result.compressed:
+                await self._save_state()
+            return result
+
+    # -- resumable sessions -----------------------------------------------------------------
+
+    async def _save_state(self) -> None:
+        write = getattr(self.offloader, "write_state", None)
+        if write is None:
+            return
+        try:
+            messages = [await self._without_payloads(m) for m in self.messages]
+            await write(
+                self.session_id,
+                {
+                    "session_id": self.session_id,
+                    "agent": self.name,
+                    "model": self.model.model_name,
+                    "steps": len(self.steps),
+                    "context_tokens": self.context_tokens(),
+                    "messages": [m.model_dump(mode="json") for m in messages],
+                },
+            )
+        except Exception as exc:
+            logger.warning("could not save the state of session %s: %s", self.session_id, exc)
+
+    async def _without_payloads(self, msg: Msg) -> Msg:
+        """The message with inline base64 replaced by data/ references (for state.json)."""
+        if isinstance(msg.content, str) or self.offloader is None:
+            return msg
+        changed = False
+        content: list[Any] = []
+        for block in msg.content:
+            if isinstance(block, DataBlock) and isinstance(block.source, Base64Source):
+                block = await self.offloader.offload_data_block(block)
+                changed = True
+            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
+                parts = []
+                for part in block.output:
+                    if isinstance(part, DataBlock) and isinstance(part.source, Base64Source):
+                        part = await self.offloader.offload_data_block(part)
+                        changed = True
+                    parts.append(part)
+                block = block.model_copy(update={"output": parts})
+            content.append(block)
+        return msg.model_copy(update={"content": content}) if changed else msg
+
+    async def _restore(self) -> None:
+        if self._restored:
+            return
+        self._restored = True
+        read = getattr(self.offloader, "read_state", None)
+        if read is None:
+            return
+        state = await read(self.session_id)
+        if not state:
+            return
+        messages = [Msg.model_validate(m) for m in state.get("messages", [])]
+        messages = [m for m in messages if m.role != "system"]
+        self.messages = self._initial_messages() + [await self._with_payloads(m) for m in messages]
+        logger.info("resumed session %s with %d messages", self.session_id, len(self.messages))
+
+    async def _with_payloads(self, msg: Msg) -> Msg:
+        """Inline again the data/ payloads that `_without_payloads` replaced."""
+        read = getattr(self.offloader, "read_reference", None)
+        if read is None or isinstance(msg.content, str):
+            return msg
+
+        async def inline(block: DataBlock) -> DataBlock:
+            if not isinstance(block.source, URLSource) or block.source.media_type is None:
+                return block
+            try:
+                raw = await read(block.source.url)
+            except InvalidReference:
+                return block
+            source = Base64Source(
+                media_type=block.source.media_type, data=base64.b64encode(raw).decode()
+            )
+            return block.model_copy(update={"source": source})
+
+        content: list[Any] = []
+        for block in msg.content:
+            if isinstance(block, DataBlock):
+                block = await inline(block)
+            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
+                parts = [await inline(p) if isinstance(p, DataBlock) else p for p in block.output]
+                block = block.model_copy(update={"output": parts})
+            content.append(block)
+        return msg.model_copy(update={"content": content})

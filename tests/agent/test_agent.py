@@ -1,0 +1,327 @@
+"""The Agent loop: tools, truncation, compression, overflow retry, state and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    Agent,
+    Base64Source,
+    ContextConfig,
+    ContextOverflowError,
+    DataBlock,
+    InvalidSessionId,
+    LocalWorkspace,
+    ModelError,
+    Msg,
+    ScriptedModel,
+    TextBlock,
+    ToolCallBlock,
+    get_token_counter,
+)
+from ctxoffload.compression import is_summary_message
+
+SUMMARY = {
+    "task_overview": "investigate",
+    "current_state": "working",
+    "important_discoveries": "none yet",
+    "next_steps": "continue",
+    "context_to_preserve": "none",
+}
+
+
+def call(call_id: str, name: str, **args: Any) -> Msg:
+    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+
+
+def big_log(lines: int = 3000) -> str:
+    return "\n".join(f"{i:05d} INFO request served in {i % 97} ms" for i in range(lines))
+
+
+def fetch_log(log: str) -> str:
+    """Fetch a log file.
+
+    Args:
+        log: which log.
+    """
+    return big_log() + f"\nFACT {log}"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> LocalWorkspace:
+    return LocalWorkspace(tmp_path / "ws")
+
+
+def make_agent(model: ScriptedModel, workspace: LocalWorkspace, **kwargs: Any) -> Agent:
+    kwargs.setdefault("context_config", ContextConfig(context_window=4000, tool_result_limit=300))
+    kwargs.setdefault("counter", get_token_counter(exact=False))
+    return Agent(
+        name="tester",
+        system_prompt="You test things.",
+        model=model,
+        offloader=workspace,
+        **kwargs,
+    )
+
+
+async def test_final_answer_without_tools_ends_the_loop(workspace: LocalWorkspace) -> None:
+    agent = make_agent(ScriptedModel(["hello"]), workspace)
+    reply = await agent.reply("hi")
+    assert reply.text == "hello"
+    assert [m.role for m in agent.messages] == ["system", "user", "assistant"]
+
+
+async def test_sync_tool_result_goes_back_to_the_model(workspace: LocalWorkspace) -> None:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    model = ScriptedModel([call("c1", "add", a=2, b=3), "done"])
+    agent = make_agent(model, workspace, tools=[add])
+    await agent.reply("add")
+    result = model.calls[1][-1].tool_results[0]
+    assert (result.id, result.output, result.is_error) == ("c1", "5", False)
+
+
+async def test_several_calls_in_one_step_run_concurrently(workspace: LocalWorkspace) -> None:
+    first, second = asyncio.Event(), asyncio.Event()
+
+    async def ping() -> str:
+        """Wait for pong."""
+        first.set()
+        await asyncio.wait_for(second.wait(), 30)  # a hang guard, not a speed check
+        return "ping"
+
+    async def pong() -> str:
+        """Wait for ping."""
+        second.set()
+        await asyncio.wait_for(first.wait(), 30)
+        return "pong"
+
+    both = Msg(
+        role="assistant",
+        content=[
+            ToolCallBlock(id="a", name="ping", input={}),
+            ToolCallBlock(id="b", name="pong", input={}),
+        ],
+    )
+    model = ScriptedModel([both, "done"])
+    agent = make_agent(model, workspace, tools=[ping, pong])
+    await agent.reply("go")
+    outputs = [r.output for r in model.calls[1][-1].tool_results]
+    assert outputs == ["ping", "pong"]
+
+
+async def test_tool_exception_becomes_an_error_result(workspace: LocalWorkspace) -> None:
+    def explode() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    model = ScriptedModel([call("c1", "explode"), "ok"])
+    agent = make_agent(model, workspace, tools=[explode])
+    assert (await agent.reply("try")).text == "ok"
+    result = model.calls[1][-1].tool_results[0]
+    assert result.is_error and "RuntimeError: disk on fire" in str(result.output)
+
+
+async def test_unknown_tool_and_bad_arguments_become_error_results(
+    workspace: LocalWorkspace,
+) -> None:
+    def square(x: int) -> int:
+        """Square a number."""
+        return x * x
+
+    model = ScriptedModel([call("c1", "nope"), call("c2", "square", x="not a number"), "ok"])
+    agent = make_agent(model, workspace, tools=[square])
+    await agent.reply("try")
+    unknown = model.calls[1][-1].tool_results[0]
+    bad = model.calls[2][-1].tool_results[0]
+    assert unknown.is_error and "no tool named 'nope'" in str(unknown.output)
+    assert "square" in str(unknown.output)
+    assert bad.is_error and "argument 'x'" in str(bad.output)
+
+
+async def test_large_tool_result_is_offloaded_whole_and_truncated(
+    workspace: LocalWorkspace,
+) -> None:
+    model = ScriptedModel([call("c1", "fetch_log", log="api"), "done"])
+    agent = make_agent(model, workspace, tools=[fetch_log])
+    await agent.reply("read the log")
+    seen = model.calls[1][-1].tool_results[0]
+    assert isinstance(seen.output, str) and "<<<TRUNCATED>>>" in seen.output
+    files = await workspace.list_files(agent.session_id)
+    assert len(files) == 1 and files[0] in seen.output
+    assert Path(files[0]).read_text() == fetch_log("api")
+    assert agent.steps[0].truncated == 1
+
+
+async def test_history_is_compressed_before_the_model_call(workspace: LocalWorkspace) -> None:
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(12)]
+    model = ScriptedModel([*steps, "done"])
+    agent = make_agent(
+        model, workspace, tools=[fetch_log], summary_model=ScriptedModel(default=SUMMARY)
+    )
+    await agent.reply("read many logs")
+    assert agent.compressor.compressions >= 1
+    window = 4000
+    for sent in model.calls:
+        assert agent.compressor.counter.count_messages(sent) <= window
+    assert any(is_summary_message(m) for m in agent.messages)
+    events = await workspace.read_events(agent.session_id)
+    assert any(e["kind"] == "compression" for e in events)
+
+
+async def test_summary_model_writes_the_summaries(workspace: LocalWorkspace) -> None:
+    summarizer = ScriptedModel(default=SUMMARY)
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(12)]
+    model = ScriptedModel([*steps, "done"])
+    agent = make_agent(model, workspace, tools=[fetch_log], summary_model=summarizer)
+    await agent.reply("go")
+    assert summarizer.calls, "the summary model was never asked"
+    assert all(s is not None for s in summarizer.schemas_seen)
+    assert model.schemas_seen == [None] * len(model.calls)
+
+
+async def test_context_overflow_compresses_once_and_retries(workspace: LocalWorkspace) -> None:
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(3)]
+    model = ScriptedModel(
+        [*steps, ContextOverflowError("maximum context length exceeded"), "recovered"]
+    )
+    config = ContextConfig(context_window=100_000, tool_result_limit=300)
+    agent = make_agent(
+        model,
+        workspace,
+        tools=[fetch_log],
+        context_config=config,
+        summary_model=ScriptedModel(default=SUMMARY),
+    )
+    reply = await agent.reply("go")
+    assert reply.text == "recovered"
+    assert agent.compressor.compressions == 1
+    assert is_summary_message(model.calls[-1][1])
+
+
+async def test_overflow_twice_is_raised(workspace: LocalWorkspace) -> None:
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(3)]
+    overflow = ContextOverflowError("prompt is too long")
+    model = ScriptedModel([*steps, overflow, ContextOverflowError("still too long")])
+    config = ContextConfig(context_window=100_000, tool_result_limit=300)
+    agent = make_agent(
+        model,
+        workspace,
+        tools=[fetch_log],
+        context_config=config,
+        summary_model=ScriptedModel(default=SUMMARY),
+    )
+    with pytest.raises(ContextOverflowError, match="still too long"):
+        await agent.reply("go")
+
+
+async def test_step_limit_stops_with_a_note(workspace: LocalWorkspace) -> None:
+    def noop() -> str:
+        """Do nothing."""
+        return "nothing"
+
+    model = ScriptedModel(default=lambda messages: call(f"c{len(messages)}", "noop"))
+    agent = make_agent(model, workspace, tools=[noop], max_steps=3)
+    reply = await agent.reply("loop forever")
+    assert len(model.calls) == 3
+    assert "stopped after 3 steps" in reply.text
+
+
+async def test_model_error_propagates(workspace: LocalWorkspace) -> None:
+    agent = make_agent(ScriptedModel([]), workspace)
+    with pytest.raises(ModelError, match="no steps left"):
+        await agent.reply("hi")
+
+
+async def test_session_id_is_generated_and_validated(workspace: LocalWorkspace) -> None:
+    agent = make_agent(ScriptedModel(["a"]), workspace)
+    other = make_agent(ScriptedModel(["a"]), workspace)
+    assert agent.session_id != other.session_id
+    with pytest.raises(InvalidSessionId):
+        make_agent(ScriptedModel(["a"]), workspace, session_id="../escape")
+
+
+async def test_state_json_holds_the_live_context_with_references(
+    workspace: LocalWorkspace,
+) -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()
+
+    def screenshot() -> list[TextBlock | DataBlock]:
+        """Take a screenshot."""
+        return [
+            TextBlock(text="here"),
+            DataBlock(source=Base64Source(media_type="image/png", data=png)),
+        ]
+
+    model = ScriptedModel([call("c1", "screenshot"), "seen"])
+    agent = make_agent(
+        model,
+        workspace,
+        tools=[screenshot],
+        context_config=ContextConfig(context_window=50_000, tool_result_limit=5_000),
+        session_id="run-42",
+    )
+    await agent.reply("look")
+    state_file = workspace.state_path("run-42")
+    text = state_file.read_text()
+    assert png not in text, "state.json must hold references, not payloads"
+    state = json.loads(text)
+    assert [m["role"] for m in state["messages"]] == [m.role for m in agent.messages]
+    assert "/data/" in text
+
+
+async def test_a_new_agent_resumes_the_session(workspace: LocalWorkspace) -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"x" * 100).decode()
+
+    def screenshot() -> list[TextBlock | DataBlock]:
+        """Take a screenshot."""
+        return [DataBlock(source=Base64Source(media_type="image/png", data=png))]
+
+    config = ContextConfig(context_window=50_000, tool_result_limit=5_000)
+    first = make_agent(
+        ScriptedModel([call("c1", "screenshot"), "first answer"]),
+        workspace,
+        tools=[screenshot],
+        context_config=config,
+        session_id="run-7",
+    )
+    await first.reply("look")
+    model = ScriptedModel(["second answer"])
+    second = make_agent(
+        model, workspace, tools=[screenshot], context_config=config, session_id="run-7"
+    )
+    await second.reply("and now?")
+    sent = model.calls[0]
+    assert [m.text for m in sent if m.role == "user"] == ["look", "and now?"]
+    # The system prompt comes from the new agent; everything after it is the saved session.
+    assert [m.id for m in sent[1:-1]] == [m.id for m in first.messages[1:]]
+    image = sent[3].tool_results[0].output[0]
+    assert isinstance(image, DataBlock) and isinstance(image.source, Base64Source)
+    assert image.source.data == png, "the payload is inlined again on resume"
+
+
+async def test_compress_context_takes_a_one_off_config(workspace: LocalWorkspace) -> None:
+    model = ScriptedModel([call("c1", "fetch_log", log="a"), "done"])
+    agent = make_agent(
+        model,
+        workspace,
+        tools=[fetch_log],
+        context_config=ContextConfig(context_window=100_000, tool_result_limit=300),
+        summary_model=ScriptedModel(default=SUMMARY),
+    )
+    await agent.reply("go")
+    assert not (await agent.compress_context()).compressed
+    tight = ContextConfig(context_window=600, trigger_ratio=0.5, reserve_ratio=0.1)
+    result = await agent.compress_context(tight)
+    assert result.compressed
+    assert result.tokens_after < result.tokens_before
+    assert agent.messages == result.messages
+    assert agent.context_config.context_window == 100_000

@@ -1,0 +1,72 @@
+"""`ctxoffload demo`, and the end-to-end recovery of a fact that left the context."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from ctxoffload.cli._demo import FAILED_ORDER, run_demo
+
+
+async def test_demo_recovers_a_fact_only_a_file_still_holds(tmp_path: Path) -> None:
+    report = await run_demo(tmp_path / "ws")
+    assert report.compressions >= 2
+    assert report.truncations >= 5
+    assert FAILED_ORDER in report.answer
+    # The Grep step was planned from a context in which the failing order appears nowhere:
+    # the fact survived only in the offloaded log file.
+    grep_step = next(s for s in report.steps if s[1] == "Grep")
+    assert grep_step[0] > max(s[0] for s in report.steps if s[4])
+    session = tmp_path / "ws" / "sessions" / report.session_id
+    log = (session / "tool_result-call_2.txt").read_text()
+    assert f"order_id={FAILED_ORDER}" in log
+    assert len(log) > 2_000_000
+    assert (session / "context.jsonl").stat().st_size > 0
+    assert (session / "state.json").exists()
+    assert list((tmp_path / "ws" / "data").glob("*.png"))
+
+
+async def test_the_model_never_saw_the_fact_before_grepping(tmp_path: Path) -> None:
+    from ctxoffload.cli import _demo
+
+    seen: list[str] = []
+    original = _demo._find_log_reference
+
+    def spy(messages):  # type: ignore[no-untyped-def]
+        seen.append("\n".join(m.model_dump_json() for m in messages))
+        return original(messages)
+
+    _demo._find_log_reference = spy
+    try:
+        await run_demo(tmp_path / "ws")
+    finally:
+        _demo._find_log_reference = original
+    assert seen, "the Grep step never ran"
+    assert FAILED_ORDER not in seen[0]
+    assert "tool_result-call_2.txt" in seen[0]
+
+
+def test_demo_command_prints_the_report(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "demo", "--workdir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = done.stdout
+    assert "context tokens" in out and "without ctxoffload" in out
+    assert "compressions of older history" in out
+    assert FAILED_ORDER in out
+    assert f"grep -n ERROR {tmp_path / 'd'}" in out
+
+
+def test_demo_refuses_to_overwrite_a_session(tmp_path: Path) -> None:
+    (tmp_path / "d" / "sessions" / "nightly-job").mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "demo", "--workdir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "already exists" in done.stderr
