@@ -24,6 +24,10 @@ __all__ = ["JsonlAppender", "count_newlines", "dumps_line", "iter_jsonl", "read_
 logger = logging.getLogger("ctxoffload")
 
 _CHUNK = 1 << 20
+# How many bytes before the counted end of a file are kept to recognise it again: ext4 hands
+# a purged session's inode number to the next new file, so the inode alone cannot tell that
+# a file was replaced (and its line count must be redone).
+_TAIL = 64
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -57,6 +61,7 @@ class _LineCount:
     inode: int
     size: int
     newlines: int
+    tail: bytes
 
 
 class JsonlAppender:
@@ -133,12 +138,20 @@ class JsonlAppender:
                 logger.exception("could not cut %s back to %d bytes", key, size)
             self._counts.pop(key, None)
             raise
-        self._counts[key] = _LineCount(st.st_ino, size + len(payload), newlines + n_lines)
+        end = size + len(payload)
+        keep = min(_TAIL, end)
+        tail = payload[-keep:] if len(payload) >= keep else os.pread(fd, keep, end - keep)
+        self._counts[key] = _LineCount(st.st_ino, end, newlines + n_lines, tail)
         return newlines + 1, newlines + n_lines
 
     def _newlines_before(self, key: str, fd: int, inode: int, size: int) -> int:
         known = self._counts.get(key)
-        if known is not None and known.inode == inode and known.size <= size:
+        if (
+            known is not None
+            and known.inode == inode
+            and known.size <= size
+            and os.pread(fd, len(known.tail), known.size - len(known.tail)) == known.tail
+        ):
             return known.newlines + count_newlines(fd, known.size, size)
         return count_newlines(fd, 0, size)
 

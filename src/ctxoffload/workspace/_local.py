@@ -278,8 +278,14 @@ class LocalWorkspace:
 
     async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
         """Append one line to the session's events.jsonl (used by the compressor)."""
-        validate_session_id(session_id)
-        await asyncio.to_thread(self._event, session_id, kind=kind, **fields)
+        session_dir = self.session_dir(session_id)
+
+        def record() -> None:
+            # The session may have no directory yet (nothing offloaded so far).
+            self._mkdir(session_dir)
+            self._event(session_id, kind=kind, **fields)
+
+        await asyncio.to_thread(record)
 
     def _event(self, session_id: str, *, kind: str, **fields: Any) -> None:
         # An event is a record of what happened, not content: failing to write one must not

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from ..exceptions import InvalidContent
 from ..messages import DataBlock, Msg, ToolResultBlock, URLSource
@@ -96,7 +97,19 @@ def _as_json(obj: Any, *, where: str) -> Any:
     if isinstance(obj, BaseModel):
         # The model's own JSON (aliases, custom serialisers and all), parsed back so that
         # payloads can be replaced inside it.
-        return json.loads(obj.model_dump_json())
+        try:
+            return json.loads(obj.model_dump_json())
+        except PydanticSerializationError:
+            pass
+        # JSON text cannot hold a lone surrogate (text a tool decoded with surrogateescape)
+        # but a Python str can: take the model's JSON values and let dumps_line escape them.
+        try:
+            return obj.model_dump(mode="json")
+        except ValueError as exc:
+            raise InvalidContent(
+                f"{where} is a {type(obj).__name__} that cannot be serialised to JSON ({exc}): "
+                "pass text, or binary payloads as base64"
+            ) from None
     if isinstance(obj, Mapping):
         try:
             return json.loads(json.dumps(obj))
@@ -169,6 +182,25 @@ class ToolOutput:
     output: Any  # str, bytes, or a list of JSON content parts
 
 
+def _bytes_output(tool_result: Any) -> ToolOutput | None:
+    """A tool result whose output is raw bytes (a non-UTF-8 file, say), kept byte for byte.
+
+    JSON cannot hold such bytes, so this is looked up before the result is serialised.
+    """
+    if not isinstance(tool_result, (Mapping, BaseModel)):
+        return None
+    fields = dict(tool_result)
+    for id_key, output_key in (
+        ("tool_call_id", "content"),
+        ("tool_use_id", "content"),
+        ("id", "output"),
+    ):
+        output = fields.get(output_key)
+        if fields.get(id_key) is not None and isinstance(output, bytes):
+            return ToolOutput(str(fields[id_key]), str(fields.get("name") or ""), output)
+    return None
+
+
 def tool_output_of(tool_result: Any) -> ToolOutput:
     """Find the id, tool name and output in any supported tool-result shape.
 
@@ -188,6 +220,9 @@ def tool_output_of(tool_result: Any) -> ToolOutput:
                 f"holds {len(results)}: pass the blocks one at a time"
             )
         return tool_output_of(results[0])
+    raw = _bytes_output(tool_result)
+    if raw is not None:
+        return raw
     data = _as_json(tool_result, where="tool_result")
     if not isinstance(data, dict):
         raise InvalidContent(f"tool_result must be an object, got {type(data).__name__}")

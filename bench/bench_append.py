@@ -1,0 +1,83 @@
+"""Does appending to context.jsonl stay cheap as the log grows?
+
+Measures `LocalWorkspace.offload_context` of one message into a log that already holds
+8,000 lines against the same append into a log that starts empty, alternating the two so
+that disk and scheduler noise hit both alike. Target: ratio <= 1.2, with fsync on and off.
+
+Also prints, for information, the first append by a *new* workspace to the 8,000-line log:
+it has no line count cached yet and must count the file once.
+
+Usage: python bench/bench_append.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from ctxoffload import LocalWorkspace, Msg
+
+PRIOR_LINES = 8_000
+TARGET = 1.2
+
+
+def _message(i: int) -> Msg:
+    return Msg(role="assistant", content=f"step {i}: " + "observations and reasoning " * 20)
+
+
+async def _timed_append(ws: LocalWorkspace, session_id: str, i: int) -> float:
+    msg = [_message(i)]
+    start = time.perf_counter()
+    await ws.offload_context(session_id, msgs=msg)
+    return time.perf_counter() - start
+
+
+async def measure(workdir: Path, *, fsync: bool, samples: int) -> dict[str, float]:
+    """Median seconds per append: into an empty log, an 8,000-line log, and cold."""
+    ws = LocalWorkspace(workdir, fsync=fsync)
+    # Fill quickly in batches; how the lines got there does not matter to the append.
+    for start in range(0, PRIOR_LINES, 500):
+        await ws.offload_context("big", msgs=[_message(i) for i in range(start, start + 500)])
+    await ws.offload_context("warmup", msgs=[_message(0)])
+    empty, loaded = [], []
+    for i in range(samples):
+        empty.append(await _timed_append(ws, "empty", i))
+        loaded.append(await _timed_append(ws, "big", i))
+    cold = [await _timed_append(LocalWorkspace(workdir, fsync=fsync), "big", i) for i in range(5)]
+    return {
+        "empty": statistics.median(empty),
+        "loaded": statistics.median(loaded),
+        "cold": statistics.median(cold),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    args = parser.parse_args()
+    samples = 50 if args.quick else 400
+    print(f"offload_context of one message; median of {samples} appends each")
+    ok = True
+    for fsync in (True, False):
+        with tempfile.TemporaryDirectory(dir=".") as tmp:
+            result = await measure(Path(tmp), fsync=fsync, samples=samples)
+        ratio = result["loaded"] / result["empty"]
+        ok = ok and ratio <= TARGET
+        print(
+            f"  fsync={'on ' if fsync else 'off'}: empty log {result['empty'] * 1e6:8.1f} us, "
+            f"{PRIOR_LINES} prior lines {result['loaded'] * 1e6:8.1f} us, "
+            f"ratio {ratio:.2f} (target <= {TARGET})"
+        )
+        print(
+            f"             first append by a new workspace to the {PRIOR_LINES}-line log "
+            f"(counts it once): {result['cold'] * 1e6:8.1f} us"
+        )
+    print("target met" if ok else "TARGET MISSED")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,91 @@
+"""Fixtures shared by the test suite: workspaces on real directories and real child processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import InMemoryWorkspace, LocalWorkspace
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """Where a test's LocalWorkspace lives (not created: the workspace creates it)."""
+    return tmp_path / "ws"
+
+
+@pytest.fixture
+def local_ws(workdir: Path) -> LocalWorkspace:
+    """A LocalWorkspace on a fresh directory, with the default fsync on."""
+    return LocalWorkspace(workdir)
+
+
+@pytest.fixture(params=["local", "memory"])
+def workspace(request: pytest.FixtureRequest, workdir: Path) -> LocalWorkspace | InMemoryWorkspace:
+    """Each workspace implementation in turn, for the behaviour both must share."""
+    if request.param == "local":
+        return LocalWorkspace(workdir)
+    return InMemoryWorkspace()
+
+
+def snapshot_tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` (relative), with file contents; directories map to None."""
+    tree: dict[str, bytes | None] = {}
+    if not root.exists():
+        return tree
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            tree[os.path.relpath(os.path.join(dirpath, name), root)] = None
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                tree[os.path.relpath(path, root)] = f.read()
+    return tree
+
+
+@pytest.fixture
+def tree() -> Callable[[Path], dict[str, bytes | None]]:
+    """`tree(root)`: a snapshot of every directory and file under `root`, to compare."""
+    return snapshot_tree
+
+
+SpawnPython = Callable[..., "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def spawn_python() -> Iterator[SpawnPython]:
+    """`spawn_python(code, *args)` starts `sys.executable -c code args...` as a real process.
+
+    stdin, stdout and stderr are text pipes. Every child still running when the test ends is
+    killed and reaped, so a failing test leaves no process (and no ResourceWarning) behind.
+    """
+    children: list[subprocess.Popen[str]] = []
+
+    def spawn(code: str, *args: str) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        children.append(child)
+        return child
+
+    yield spawn
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            if pipe is not None:
+                # A child killed early cannot take what is still buffered for its stdin.
+                with contextlib.suppress(BrokenPipeError):
+                    pipe.close()

@@ -1,0 +1,235 @@
+"""Writers that die mid-write: every acknowledged message survives, torn lines are skipped."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import LocalWorkspace, Msg
+
+SpawnPython = Callable[..., "subprocess.Popen[str]"]
+
+# A zygote: imports ctxoffload once, then for each round number read on stdin forks a writer
+# (which prints "pid N"), waits for that writer to die, and prints "dead". (Forking from a process
+# that has imported everything makes a round cost milliseconds instead of an interpreter
+# start-up; the zygote has no threads, so fork is safe.)
+#
+# The writer appends messages of about 1-2 MB until killed, acknowledging each one on stdout once
+# offload_context has returned (fsync on: an acknowledged message is on disk). Messages this
+# big take long enough to write that a kill can land in the middle of one.
+WRITER_ZYGOTE = """
+import asyncio, os, sys
+from ctxoffload import LocalWorkspace
+
+workdir = sys.argv[1]
+
+async def write_forever(round_no):
+    ws = LocalWorkspace(workdir)
+    seq = 0
+    while True:
+        msg_id = f"r{round_no}-{seq}"
+        repeat = (1 << 20) // (len(msg_id) + 1) * (1 + seq % 4) // 2 + 50_000
+        msg = {"role": "user", "id": msg_id, "repeat": repeat, "content": (msg_id + ";") * repeat}
+        ref = await ws.offload_context("crash", msgs=[msg])
+        print(msg_id, ref.first_line, flush=True)
+        seq += 1
+
+for line in sys.stdin:
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            print("pid", os.getpid(), flush=True)
+            asyncio.run(write_forever(line.strip()))
+        finally:
+            os._exit(1)
+    os.waitpid(pid, 0)
+    print("dead", flush=True)
+"""
+
+ROUNDS = 50
+
+
+def _kill_writers(spawn_python: SpawnPython, workdir: Path, seed: int) -> dict[str, int]:
+    """Run ROUNDS writers one after another on one log, SIGKILL each mid-stream.
+
+    Returns:
+        Every acknowledged message id with the line number its writer reported.
+    """
+    rng = random.Random(seed)
+    log = workdir / "sessions" / "crash" / "context.jsonl"
+    acked: dict[str, int] = {}
+    zygote = spawn_python(WRITER_ZYGOTE, str(workdir))
+    assert zygote.stdin is not None and zygote.stdout is not None
+
+    def take_ack(line: str) -> None:
+        assert line.endswith("\n"), f"writer died early: {line!r}"
+        msg_id, first_line = line.split()
+        acked[msg_id] = int(first_line)
+
+    for round_no in range(ROUNDS):
+        zygote.stdin.write(f"{round_no}\n")
+        zygote.stdin.flush()
+        pid_line = zygote.stdout.readline().split()
+        assert pid_line[:1] == ["pid"], f"no writer started in round {round_no}: {pid_line}"
+        pid = int(pid_line[1])
+        for _ in range(rng.randint(1, 3)):
+            take_ack(zygote.stdout.readline())
+        if rng.random() < 0.5:
+            # Kill as soon as the next write shows up in the file: most likely mid-write,
+            # which is what leaves a torn line.
+            size = log.stat().st_size
+            for _ in range(1_000_000):
+                if log.stat().st_size != size:
+                    break
+        else:
+            # Anywhere else: serialising the next message, fsyncing, writing the event.
+            time.sleep(rng.uniform(0, 0.02))
+        os.kill(pid, signal.SIGKILL)
+        # Acks printed between the last read and the kill count too.
+        while (line := zygote.stdout.readline()) != "dead\n":
+            take_ack(line)
+    zygote.stdin.close()
+    assert zygote.wait() == 0
+    return acked
+
+
+async def test_killed_writers_lose_no_acknowledged_message(
+    workdir: Path, spawn_python: SpawnPython, caplog: pytest.LogCaptureFixture
+) -> None:
+    acked = _kill_writers(spawn_python, workdir, seed=20240611)
+    log = workdir / "sessions" / "crash" / "context.jsonl"
+    raw_lines = log.read_bytes().split(b"\n")
+    complete, tail = raw_lines[:-1], raw_lines[-1]
+
+    ws = LocalWorkspace(workdir)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        messages = await ws.read_context("crash")
+    ids = [m["id"] for m in messages]
+    assert len(ids) == len(set(ids))
+    assert set(acked) <= set(ids)
+    for message in messages:
+        assert message["content"] == (message["id"] + ";") * message["repeat"]
+    for msg_id, first_line in acked.items():
+        assert json.loads(complete[first_line - 1])["id"] == msg_id
+
+    # Exactly the lines that are not JSON were skipped, each with a warning; an unfinished
+    # last line is skipped without one.
+    unreadable = []
+    for line in complete:
+        try:
+            json.loads(line)
+        except ValueError:
+            unreadable.append(line)
+    assert len(messages) == len(complete) - len(unreadable)
+    warnings = [r for r in caplog.records if "not valid JSON" in r.getMessage()]
+    assert len(warnings) == len(unreadable)
+    if tail:
+        with pytest.raises(ValueError):
+            json.loads(tail)
+
+    # The log stays usable: the next append reports where its line really is.
+    ref = await ws.offload_context("crash", msgs=[Msg(role="user", content="after the kills")])
+    lines = log.read_bytes().split(b"\n")
+    assert json.loads(lines[ref.first_line - 1])["content"] == "after the kills"
+    assert (await ws.read_context("crash"))[-1]["content"] == "after the kills"
+    assert len(await ws.read_events("crash")) >= len(acked)
+
+
+# -- a torn tail written by hand --------------------------------------------------------------
+
+TORN = b'{"role":"user","content":"half a mess'
+
+
+@pytest.fixture
+async def torn_log(local_ws: LocalWorkspace) -> Path:
+    """A context log of two messages followed by half a line, as a killed writer leaves it."""
+    ref = await local_ws.offload_context(
+        "s", msgs=[Msg(role="user", content="one"), Msg(role="user", content="two")]
+    )
+    with open(ref, "ab") as f:
+        f.write(TORN)
+    return Path(ref)
+
+
+async def test_read_context_skips_a_torn_last_line_silently(
+    local_ws: LocalWorkspace, torn_log: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        messages = await local_ws.read_context("s")
+    assert [m["content"] for m in messages] == ["one", "two"]
+    assert caplog.records == []
+
+
+async def test_append_after_a_torn_line_reports_its_true_line(
+    local_ws: LocalWorkspace, torn_log: Path
+) -> None:
+    ref = await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])
+    assert (ref.first_line, ref.last_line) == (4, 4)
+    lines = torn_log.read_bytes().split(b"\n")
+    assert lines[2] == TORN
+    assert json.loads(lines[3])["content"] == "three"
+
+
+async def test_append_after_a_torn_line_by_a_fresh_workspace_reports_its_true_line(
+    workdir: Path, torn_log: Path
+) -> None:
+    ref = await LocalWorkspace(workdir).offload_context(
+        "s", msgs=[Msg(role="user", content="three")]
+    )
+    assert (ref.first_line, ref.last_line) == (4, 4)
+
+
+async def test_closed_torn_line_is_skipped_with_a_warning(
+    local_ws: LocalWorkspace, torn_log: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        messages = await local_ws.read_context("s")
+    assert [m["content"] for m in messages] == ["one", "two", "three"]
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert "line 3" in record.getMessage()
+    assert str(torn_log) in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b'{"content":"caf\xc3',  # cut inside a UTF-8 sequence
+        b"\x00" * 4096,  # a zero-filled block, as a power cut can leave on ext4
+        b"\xff\xfe\xfd",
+        b'{"a": 1} trailing',
+    ],
+    ids=["mid-utf8", "zeros", "binary", "trailing"],
+)
+async def test_unreadable_line_in_the_middle_is_skipped_not_raised(
+    local_ws: LocalWorkspace, garbage: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    ref = await local_ws.offload_context("s", msgs=[Msg(role="user", content="one")])
+    with open(ref, "ab") as f:
+        f.write(garbage + b"\n")
+    await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        messages = await local_ws.read_context("s")
+    assert [m["content"] for m in messages] == ["one", "three"]
+    assert len(caplog.records) == 1
+
+
+async def test_read_events_skips_a_torn_last_line(local_ws: LocalWorkspace) -> None:
+    await local_ws.offload_context("s", msgs=[Msg(role="user", content="one")])
+    with open(local_ws.events_path("s"), "ab") as f:
+        f.write(b'{"time":"2024')
+    [event] = await local_ws.read_events("s")
+    assert event["kind"] == "context"
+    await local_ws.record_event("s", "note")
+    assert [e["kind"] for e in await local_ws.read_events("s")] == ["context", "note"]
