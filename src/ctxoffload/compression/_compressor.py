@@ -227,7 +227,9 @@ class Compressor:
     async def _truncate_user_message(self, msg: Msg, limit: int) -> Msg:
         """Offload a user request that alone exceeds the reserve; keep its head."""
         text = msg.text
-        if self.counter.count_message(msg) <= limit or not text:
+        # Text tokens, not message tokens: the cut text fits `limit` but the message adds its
+        # overhead, and comparing that with `limit` would cut the cut text again next time.
+        if self.counter.count_text(text) <= limit or not text:
             return msg
         reference: str | None = None
         if self.offloader is not None:
@@ -296,9 +298,11 @@ class Compressor:
 
         system = context[0] if context and context[0].role == "system" else None
         rest = context[1:] if system is not None else context
+        earlier_summary: Msg | None = None
         for msg in rest:
             if is_summary_message(msg):
                 self._adopt(msg)
+                earlier_summary = msg
         rest = [m for m in rest if not is_summary_message(m)]
         reserve = int(cfg.reserve_ratio * window)
         split = split_for_compression(rest, self.tracker, reserve)
@@ -314,7 +318,9 @@ class Compressor:
                     split.kept = [replaced if m is latest else m for m in split.kept]
 
         if not split.older:
-            after = self._assemble(system, None, split.pinned, split.kept)
+            # Nothing new to fold in: the earlier summary (the only path back to the messages
+            # compressed before) must stay.
+            after = self._assemble(system, earlier_summary, split.pinned, split.kept)
             return CompressionResult(
                 after,
                 False,

@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock
 from ..offloader import Offloader
 from ..tokens import TokenCounter
@@ -36,13 +38,20 @@ class Truncation:
     tokens_after: int
 
 
-def _no_store(raw: bytes, media_type: str | None) -> str:  # pragma: no cover - never called
-    raise AssertionError("payloads are offloaded before rendering")
+def _not_stored(raw: bytes, media_type: str | None) -> str:
+    return "(not kept: no offloader was configured)"
 
 
 def rendered_text(output: Any) -> str:
-    """A tool output as text, exactly as the tool_result file holds it (data as `<data/>`)."""
-    return render_tool_output(output, _no_store).decode("utf-8", "surrogateescape")
+    """A tool output as text, exactly as the tool_result file holds it (data as `<data/>`).
+
+    Payloads are offloaded before rendering when there is an offloader; without one, a
+    base64 payload is shown as a `<data/>` line saying it was not kept.
+    """
+    if isinstance(output, list):
+        # The workspace renders the JSON form of the blocks; render the same, line for line.
+        output = [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in output]
+    return render_tool_output(output, _not_stored).decode("utf-8", "surrogateescape")
 
 
 def head_within(text: str, budget: int, counter: TokenCounter) -> tuple[str, int, bool]:
@@ -88,9 +97,16 @@ def truncation_notice(
     shown_lines: int,
     partial_last: bool,
     what: str = "tool result",
+    compact: bool = False,
 ) -> str:
-    """The marker and `<system-reminder>` that follow a truncated head."""
-    shown = f"lines 1-{shown_lines}" if shown_lines else "no lines"
+    """The marker and `<system-reminder>` that follow a truncated head.
+
+    `compact` gives a one-line reminder with the same facts, for limits too small for the
+    full one.
+    """
+    shown = f"lines 1-{shown_lines}" if shown_lines > 1 else f"{shown_lines} line" + (
+        "" if shown_lines == 1 else "s"
+    )
     if partial_last:
         shown = (
             f"lines 1-{shown_lines - 1} and part of line {shown_lines}"
@@ -100,18 +116,28 @@ def truncation_notice(
     origin = f"tool {tool_name!r} (call {tool_id})" if tool_name else f"call {tool_id}"
     if what != "tool result":
         origin = what
-    size = f"{total_lines:,} lines, {total_bytes:,} bytes"
+    size = f"{total_lines:,} line{'' if total_lines == 1 else 's'}, {total_bytes:,} bytes"
+    next_line = shown_lines if partial_last else shown_lines + 1
+    if compact:
+        rest = (
+            "the rest was discarded (no offloader)"
+            if reference is None
+            else f"all in {reference} (Read offset={next_line}, or Grep it)"
+        )
+        return (
+            f"\n{TRUNCATION_MARKER}\n<system-reminder>{shown} of {size} shown; {rest}"
+            "</system-reminder>"
+        )
     if reference is None:
         return (
             f"\n{TRUNCATION_MARKER}\n<system-reminder>\nThe output of {origin} had {size}; "
-            f"only {shown} are shown above. The rest was discarded because no offloader is "
+            f"only {shown} shown above. The rest was discarded because no offloader is "
             "configured, and cannot be recovered: re-run the tool with a narrower request if "
             "you need more.\n</system-reminder>"
         )
-    next_line = shown_lines if partial_last else shown_lines + 1
     return (
         f"\n{TRUNCATION_MARKER}\n<system-reminder>\nThe output of {origin} had {size}; "
-        f"{shown} are shown above. The whole output is saved in:\n{reference}\n"
+        f"{shown} shown above. The whole output is saved in:\n{reference}\n"
         f"To read the rest, use Read(path={reference!r}, offset={next_line}, limit=200); "
         f"to search it, use Grep(pattern='...', path_or_glob={reference!r}). Line numbers in "
         "the file match the lines above.\n</system-reminder>"
@@ -140,8 +166,13 @@ def truncate_text(
         "what": what,
     }
     # The notice's own size depends on the numbers in it only slightly; measure it with the
-    # widest values so the head + notice never exceed the limit.
+    # widest values so the head + notice never exceed the limit. When the full notice would
+    # take over half the limit, the compact one leaves room for a useful head (and fits
+    # limits the full one cannot).
     probe = truncation_notice(**notice_args, shown_lines=total_lines, partial_last=True)
+    notice_args["compact"] = counter.count_text(probe) * 2 > limit
+    if notice_args["compact"]:
+        probe = truncation_notice(**notice_args, shown_lines=total_lines, partial_last=True)
     budget = limit - counter.count_text(probe)
     head, shown, partial = head_within(text, budget, counter)
     notice = truncation_notice(**notice_args, shown_lines=shown, partial_last=partial)
