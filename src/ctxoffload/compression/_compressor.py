@@ -24,7 +24,7 @@ from ._config import ContextConfig
 from ._split import is_user_request, split_for_compression
 from ._summarize import summarize
 from ._summary_model import Summary
-from ._truncate import truncate_text, truncate_tool_result
+from ._truncate import truncate_text, truncate_tool_result, utf8
 
 __all__ = ["Artifact", "CompressionResult", "Compressor", "is_summary_message"]
 
@@ -241,7 +241,7 @@ class Compressor:
             except Exception as exc:
                 logger.warning("could not offload a long user message, keeping it whole: %s", exc)
                 return msg
-            raw = text.encode("utf-8", "surrogateescape")
+            raw = utf8(text)
             self._state.artifacts.append(
                 Artifact(reference, len(raw), "user message", text.count("\n") + 1)
             )
@@ -429,9 +429,13 @@ class Compressor:
         reference = self._state.reference or "(not kept: no offloader was configured)"
         fields = summary.model_dump()
         text = ""
-        # Shrink the fields until the rendered summary fits its budget, so that compression
-        # always makes room; the originals are on disk.
-        for cap in (None, 4000, 2000, 1000, 500, 250):
+        # Shrink the fields, then the artifact trail, until the rendered summary fits its
+        # budget, so that compression always makes room; the originals are on disk, and every
+        # offloaded file is still named by the marker that replaced its content.
+        trail = cfg.artifact_trail_limit
+        attempts = [(cap, trail) for cap in (None, 4000, 2000, 1000, 500, 250)]
+        attempts += [(250, n) for n in (5, 1, 0) if n < trail]
+        for cap, trail_limit in attempts:
             shown = {
                 k: (v if cap is None or len(v) <= cap else v[:cap] + " […]")
                 for k, v in fields.items()
@@ -440,7 +444,7 @@ class Compressor:
                 **shown,
                 context_path=reference,
                 line_span=self._spans_text(),
-                artifacts=self._trail(cfg.artifact_trail_limit),
+                artifacts=self._trail(trail_limit),
             )
             if self.counter.count_text(text) <= max(budget, 500):
                 break

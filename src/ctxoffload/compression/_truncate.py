@@ -18,7 +18,14 @@ from ..offloader import Offloader
 from ..tokens import TokenCounter
 from ..workspace._payloads import render_tool_output
 
-__all__ = ["TRUNCATION_MARKER", "Truncation", "head_within", "truncate_text", "truncation_notice"]
+__all__ = [
+    "TRUNCATION_MARKER",
+    "Truncation",
+    "head_within",
+    "truncate_text",
+    "truncation_notice",
+    "utf8",
+]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -36,6 +43,18 @@ class Truncation:
     shown_lines: int
     tokens_before: int
     tokens_after: int
+
+
+def utf8(text: str) -> bytes:
+    """`text` as the workspace writes it, so sizes match the file.
+
+    Surrogate escapes go back to their bytes; any other lone surrogate (half an emoji from a
+    JSON escape, say) is kept with surrogatepass instead of failing the truncation.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def _not_stored(raw: bytes, media_type: str | None) -> str:
@@ -104,8 +123,10 @@ def truncation_notice(
     `compact` gives a one-line reminder with the same facts, for limits too small for the
     full one.
     """
-    shown = f"lines 1-{shown_lines}" if shown_lines > 1 else f"{shown_lines} line" + (
-        "" if shown_lines == 1 else "s"
+    shown = (
+        f"lines 1-{shown_lines}"
+        if shown_lines > 1
+        else f"{shown_lines} line" + ("" if shown_lines == 1 else "s")
     )
     if partial_last:
         shown = (
@@ -155,7 +176,7 @@ def truncate_text(
     what: str = "tool result",
 ) -> tuple[str, int]:
     """`text` cut to `limit` tokens including the notice. Returns (new text, lines shown)."""
-    raw = text.encode("utf-8", "surrogateescape")
+    raw = utf8(text)
     total_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     notice_args: dict[str, Any] = {
         "tool_name": tool_name,
@@ -220,7 +241,7 @@ async def truncate_tool_result(
         tool_id=block.id,
     )
     new_block = block.model_copy(update={"output": new_text})
-    raw = text.encode("utf-8", "surrogateescape")
+    raw = utf8(text)
     return Truncation(
         block=new_block,
         reference=reference,

@@ -1,0 +1,177 @@
+"""What does one compression of a 10,000-message context cost over just saving the messages?
+
+Measures one `Compressor.maybe_compress` of 10,000 realistic agent messages (assistant
+thoughts with a bash tool call, and the tool results, from a real mini-swe-agent trajectory
+in ../shared/corpus when it is there) into a `LocalWorkspace` (fsync on), with a
+`ScriptedModel` writing the summaries: it answers instantly, so model time is excluded and
+what is measured is ctxoffload's own work — counting tokens, the split, serialising and
+appending the older messages to context.jsonl, building the summary requests in chunks, and
+rendering the summary.
+
+Baseline, measured in the same run: `json.dumps` of the same messages and one write of the
+lines to a file followed by `fsync` — the least any "save the history, then drop it" needs.
+
+Two compression timings are printed: cold, where the compressor counts all 10,000 messages
+for the first time, and warm, where its tracker has already counted them, as in an agent
+loop that checks the context before every model call.
+
+Usage: python bench/bench_compression.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from ctxoffload import (
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    ScriptedModel,
+    Summary,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_token_counter,
+)
+from ctxoffload.compression import Compressor
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+TRAJECTORIES = [
+    CORPUS / "minisweagent-django__django-15629.traj.json",
+    CORPUS / "minisweagent-pylint-dev__pylint-6528.traj.json",
+    CORPUS / "minisweagent-sphinx-doc__sphinx-9258.traj.json",
+]
+WINDOW = 200_000
+SUMMARY = {name: f"{name}: what the compressed messages said" for name in Summary.model_fields}
+_COMMAND = re.compile(r"```bash\n(.*?)\n```", re.DOTALL)
+
+
+def _steps() -> tuple[list[tuple[str, str]], str]:
+    """(assistant text, observation) pairs from the corpus, or generated ones without it."""
+    steps: list[tuple[str, str]] = []
+    for path in TRAJECTORIES:
+        if not path.is_file():
+            continue
+        messages = json.loads(path.read_text(encoding="utf-8"))["messages"]
+        for reply, observation in zip(messages[2::2], messages[3::2], strict=False):
+            if reply["role"] == "assistant" and observation["role"] == "user":
+                steps.append((reply["content"], observation["content"]))
+    if steps:
+        return steps, "corpus: " + ", ".join(p.name for p in TRAJECTORIES if p.is_file())
+    rng = random.Random(0)
+    words = ["the", "file", "error", "def", "return", "src/app.py:42", "assert", "None"]
+    for i in range(200):
+        thought = " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))
+        output = "\n".join(
+            " ".join(rng.choice(words) for _ in range(12)) for _ in range(rng.randint(1, 80))
+        )
+        steps.append((f"{thought}\n```bash\ngrep -n x{i} src/\n```", output))
+    return steps, "generated text (corpus not found)"
+
+
+def _messages(n: int, steps: list[tuple[str, str]]) -> list[Msg]:
+    """n messages: a task, then assistant tool calls and their results, cycling the steps."""
+    msgs = [Msg(role="user", content="Fix the issue described below.\n" + steps[0][1][:4000])]
+    i = 0
+    while len(msgs) < n:
+        text, observation = steps[i % len(steps)]
+        found = _COMMAND.search(text)
+        command = found.group(1) if found else "ls"
+        call_id = f"call_{i}"
+        msgs.append(
+            Msg(
+                role="assistant",
+                content=[
+                    TextBlock(text=_COMMAND.sub("", text).strip() or "Running a command."),
+                    ToolCallBlock(id=call_id, name="bash", input={"command": command}),
+                ],
+            )
+        )
+        msgs.append(
+            Msg(role="tool", content=[ToolResultBlock(id=call_id, name="bash", output=observation)])
+        )
+        i += 1
+    return msgs[:n]
+
+
+def _baseline(path: Path, messages: list[Msg]) -> float:
+    start = time.perf_counter()
+    payload = "".join(json.dumps(m.model_dump(mode="json")) + "\n" for m in messages).encode()
+    with open(path, "xb") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    return time.perf_counter() - start
+
+
+async def _compress(
+    workdir: Path, system: Msg, messages: list[Msg], warm: bool
+) -> tuple[float, str]:
+    compressor = Compressor(
+        ContextConfig(context_window=WINDOW),
+        model=ScriptedModel(default=SUMMARY),
+        offloader=LocalWorkspace(workdir),
+        session_id="bench",
+        counter=get_token_counter(exact=True),
+    )
+    context = [system, *messages]
+    if warm:
+        compressor.count(context)
+    start = time.perf_counter()
+    result = await compressor.maybe_compress(context)
+    elapsed = time.perf_counter() - start
+    assert result.compressed and result.line_span is not None
+    calls = len(compressor.model.calls) if isinstance(compressor.model, ScriptedModel) else 0
+    detail = (
+        f"{result.compressed_messages:,} messages to lines {result.line_span[0]}-"
+        f"{result.line_span[1]}, {result.tokens_before:,} -> {result.tokens_after:,} tokens, "
+        f"{calls} summary calls"
+    )
+    return elapsed, detail
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 messages, one repeat")
+    args = parser.parse_args()
+    count, repeats = (1_000, 1) if args.quick else (10_000, 3)
+
+    steps, source = _steps()
+    system = Msg(role="system", content="You are a helpful assistant that can run bash commands.")
+    messages = _messages(count, steps)
+    size = sum(len(m.model_dump_json()) for m in messages)
+    get_token_counter(exact=True)  # load the encoding before any timing
+    print(f"source: {source}")
+    print(f"{count:,} messages, {size / 1e6:.1f} MB as JSON; window {WINDOW:,} tokens")
+
+    with tempfile.TemporaryDirectory(dir=".") as tmp:
+        root = Path(tmp)
+        baseline, cold, warm = [], [], []
+        detail = ""
+        for r in range(repeats):
+            baseline.append(_baseline(root / f"baseline-{r}.jsonl", messages))
+            elapsed, detail = await _compress(root / f"cold-{r}", system, messages, warm=False)
+            cold.append(elapsed)
+            elapsed, _ = await _compress(root / f"warm-{r}", system, messages, warm=True)
+            warm.append(elapsed)
+    base = min(baseline)
+    print(f"compression: {detail}")
+    print(f"  json.dumps + write + fsync   {base * 1e3:9.1f} ms  (baseline)")
+    for label, times in (("cold (counts every message)", cold), ("warm (counts cached)", warm)):
+        best = min(times)
+        print(
+            f"  compress, {label:<27} {best * 1e3:9.1f} ms  {count / best:11,.0f} messages/s  "
+            f"ratio {best / base:.1f}"
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

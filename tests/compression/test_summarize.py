@@ -1,0 +1,289 @@
+"""Summaries: the schema is sent, replies are validated and retried, big inputs are chunked,
+and a failing model gives an extractive summary, never its error text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    ContextConfig,
+    ContextOverflowError,
+    LocalWorkspace,
+    ModelError,
+    Msg,
+    ScriptedModel,
+    Summary,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_token_counter,
+)
+from ctxoffload.compression import Compressor
+from ctxoffload.compression._summarize import extractive_summary, summarize
+
+COUNTER = get_token_counter(exact=True)
+FIELDS = tuple(Summary.model_fields)
+
+
+def summary_dict(mark: str) -> dict[str, str]:
+    return {name: f"{mark} {name}" for name in FIELDS}
+
+
+def session(n: int, words: int = 12) -> list[Msg]:
+    """A plausible session of n messages: requests, tool calls with results, replies."""
+    msgs: list[Msg] = []
+    for i in range(n):
+        kind = i % 4
+        filler = " ".join(f"w{i}x{j}" for j in range(words))
+        if kind == 0:
+            msgs.append(Msg(role="user", content=f"request {i}: {filler}"))
+        elif kind == 1:
+            msgs.append(
+                Msg(
+                    role="assistant",
+                    content=[ToolCallBlock(id=f"c{i}", name="grep", input={"pattern": f"p{i}"})],
+                )
+            )
+        elif kind == 2:
+            msgs.append(
+                Msg(
+                    role="tool",
+                    content=[ToolResultBlock(id=f"c{i - 1}", name="grep", output=filler)],
+                )
+            )
+        else:
+            msgs.append(Msg(role="assistant", content=f"statement {i}: {filler}"))
+    return msgs
+
+
+def prompt_text(call: Sequence[Msg]) -> str:
+    return "\n".join(m.text for m in call)
+
+
+async def run(model: ScriptedModel, config: ContextConfig | None = None, **kwargs: Any) -> Any:
+    return await summarize(
+        session(12), model=model, config=config or ContextConfig(), counter=COUNTER, **kwargs
+    )
+
+
+async def test_the_request_carries_the_configured_schema() -> None:
+    schema = Summary.model_json_schema()
+    schema["title"] = "CustomSummary"
+    for config in (ContextConfig(), ContextConfig(summary_schema=schema)):
+        model = ScriptedModel([summary_dict("ok")])
+        await run(model, config)
+        assert model.schemas_seen == [config.summary_schema]
+        system, request = model.calls[0]
+        assert system.role == "system" and system.text == config.compression_prompt
+        assert "request 0:" in request.text and "statement 11:" in request.text
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        json.dumps(summary_dict("plain")),
+        "```json\n" + json.dumps(summary_dict("plain"), indent=2) + "\n```",
+        "```\n" + json.dumps(summary_dict("plain")) + "\n```",
+        json.dumps({**summary_dict("plain"), "extra_key": "ignored"}),
+    ],
+)
+async def test_a_valid_reply_becomes_the_summary(reply: str) -> None:
+    model = ScriptedModel([reply])
+    outcome = await run(model)
+    assert outcome.source == "model"
+    assert outcome.summary == Summary(**summary_dict("plain"))
+    assert outcome.model_calls == 1
+
+
+INVALID = [
+    "Sure! Here is a summary of the conversation.",
+    json.dumps({"task_overview": "only one field"}),
+    json.dumps({name: "  " for name in FIELDS}),
+    json.dumps([summary_dict("in a list")]),
+    "```json\n{not json}\n```",
+]
+
+
+@pytest.mark.parametrize("retries", [0, 1, 3])
+@pytest.mark.parametrize("reply", INVALID)
+async def test_invalid_replies_are_retried_then_the_summary_is_extractive(
+    reply: str, retries: int
+) -> None:
+    model = ScriptedModel([reply] * (retries + 1), default=summary_dict("too late"))
+    outcome = await run(model, ContextConfig(summary_max_retries=retries))
+    assert len(model.calls) == retries + 1
+    assert outcome.source == "extractive"
+    assert "too late" not in outcome.summary.model_dump_json()
+    assert "request 0:" in outcome.summary.task_overview
+
+
+async def test_a_valid_reply_after_invalid_ones_is_used() -> None:
+    model = ScriptedModel([INVALID[0], INVALID[1], summary_dict("third time")])
+    outcome = await run(model, ContextConfig(summary_max_retries=2))
+    assert outcome.source == "model"
+    assert outcome.summary.task_overview == "third time task_overview"
+    assert len(model.calls) == 3
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ModelError("upstream said: quota exceeded for key XYZZY-1234"),
+        RuntimeError("connection reset XYZZY-1234"),
+        "Error: the model is overloaded (XYZZY-1234), try again later",
+        json.dumps({"error": {"message": "XYZZY-1234 rate limited"}}),
+    ],
+)
+async def test_an_error_never_becomes_the_summary(failure: Any, local_ws: LocalWorkspace) -> None:
+    model = ScriptedModel(default=failure, context_window=200_000)
+    comp = Compressor(
+        ContextConfig(context_window=2000),
+        model=model,
+        offloader=local_ws,
+        session_id="s1",
+        counter=COUNTER,
+    )
+    msgs = [Msg(role="system", content="sys"), *session(60)]
+    result = await comp.maybe_compress(msgs)
+
+    assert result.compressed
+    assert result.summary_source == "extractive"
+    assert len(model.calls) == comp.config.summary_max_retries + 1
+    assert "XYZZY" not in result.summary.model_dump_json()
+    for msg in result.messages:
+        assert "XYZZY" not in msg.model_dump_json()
+    assert "request 0:" in result.messages[1].text  # the extractive summary took its place
+
+
+def chunk_summaries() -> Any:
+    count = 0
+
+    def reply(messages: Sequence[Msg]) -> dict[str, str]:
+        nonlocal count
+        count += 1
+        return summary_dict(f"chunk-summary-{count}")
+
+    return reply
+
+
+async def test_inputs_beyond_the_models_window_are_summarised_in_chunks_that_fold() -> None:
+    model = ScriptedModel(default=chunk_summaries(), context_window=2000)
+    msgs = session(300)
+    outcome = await summarize(msgs, model=model, config=ContextConfig(), counter=COUNTER)
+
+    assert outcome.source == "model"
+    assert len(model.calls) == outcome.chunks >= 5
+    for call in model.calls:
+        assert COUNTER.count_messages(call) <= 2000
+    for k in range(1, len(model.calls)):
+        assert f"chunk-summary-{k} task_overview" in prompt_text(model.calls[k])
+        assert f"chunk-summary-{k - 1} " not in prompt_text(model.calls[k])
+    assert outcome.summary.task_overview == f"chunk-summary-{len(model.calls)} task_overview"
+    # Every message went to the model in exactly one chunk, in order.
+    seen = "\n".join(prompt_text(call) for call in model.calls)
+    positions = [seen.find(f"{'request' if i % 4 == 0 else 'statement'} {i}:") for i in range(300)]
+    kept = [p for i, p in enumerate(positions) if i % 4 in (0, 3)]
+    assert -1 not in kept and kept == sorted(kept)
+
+
+async def test_a_context_overflow_makes_it_retry_with_smaller_chunks() -> None:
+    limit = 850
+    replies = chunk_summaries()
+
+    def strict(messages: Sequence[Msg]) -> dict[str, str]:
+        if COUNTER.count_messages(messages) > limit:
+            raise ContextOverflowError(f"prompt is over {limit} tokens")
+        return replies(messages)  # type: ignore[no-any-return]
+
+    model = ScriptedModel(default=strict, context_window=2000)
+    outcome = await summarize(session(120), model=model, config=ContextConfig(), counter=COUNTER)
+
+    sizes = [COUNTER.count_messages(call) for call in model.calls]
+    assert sizes[0] > limit  # the first attempt overflowed...
+    assert outcome.source == "model"  # ...and smaller chunks then succeeded
+    succeeded = [s for s in sizes if s <= limit]
+    assert len(succeeded) == outcome.chunks
+    assert outcome.chunks > 1
+
+
+async def test_a_model_that_always_overflows_gives_an_extractive_summary() -> None:
+    model = ScriptedModel(default=ContextOverflowError("too long"), context_window=2000)
+    outcome = await summarize(session(40), model=model, config=ContextConfig(), counter=COUNTER)
+    assert outcome.source == "extractive"
+    assert 1 <= len(model.calls) <= 3
+
+
+async def test_the_previous_summary_is_folded_into_the_next_one(local_ws: LocalWorkspace) -> None:
+    model = ScriptedModel([summary_dict("FIRST-MARK"), summary_dict("SECOND-MARK")])
+    comp = Compressor(
+        ContextConfig(context_window=3000),
+        model=model,
+        offloader=local_ws,
+        session_id="s1",
+        counter=COUNTER,
+    )
+    first = await comp.maybe_compress(session(40), force=True)
+    assert first.summary == Summary(**summary_dict("FIRST-MARK"))
+    assert "FIRST-MARK" not in prompt_text(model.calls[0])
+    second = await comp.maybe_compress([*first.messages, *session(40)], force=True)
+    assert "FIRST-MARK task_overview" in prompt_text(model.calls[1])
+    assert second.summary == Summary(**summary_dict("SECOND-MARK"))
+    assert "SECOND-MARK" in second.messages[0].text
+    assert "FIRST-MARK" not in second.messages[0].text
+
+
+async def test_the_previous_summary_is_folded_into_an_extractive_one() -> None:
+    previous = Summary(**summary_dict("EARLIER"))
+    outcome = await summarize(
+        session(8), model=None, config=ContextConfig(), counter=COUNTER, previous=previous
+    )
+    assert outcome.source == "extractive"
+    assert "EARLIER task_overview" in outcome.summary.task_overview
+    assert "EARLIER important_discoveries" in outcome.summary.important_discoveries
+    assert "EARLIER context_to_preserve" in outcome.summary.context_to_preserve
+
+
+def test_the_extractive_summary_keeps_requests_statement_tools_and_files() -> None:
+    msgs = [
+        Msg(role="user", content="FIRST: port the parser to Rust, keep the public API"),
+        Msg(role="assistant", content=[ToolCallBlock(id="1", name="grep", input={"p": "x"})]),
+        Msg(role="tool", content=[ToolResultBlock(id="1", name="grep", output="a.py:3: x")]),
+        Msg(role="assistant", content=[ToolCallBlock(id="2", name="bash", input={"c": "make"})]),
+        Msg(
+            role="tool",
+            content=[ToolResultBlock(id="2", name="bash", output="E: no rule", is_error=True)],
+        ),
+        Msg(role="assistant", content=[ToolCallBlock(id="3", name="grep", input={"p": "y"})]),
+        Msg(role="tool", content=[ToolResultBlock(id="3", name="grep", output="b.py:9: y")]),
+        Msg(role="user", content="LATEST: also add benchmarks"),
+        Msg(role="assistant", content="STATEMENT: benchmarks are in bench/, parser half done"),
+    ]
+    artifact = "ws/sessions/s1/tool_result-2.txt (1.2 KB, 40 lines, from bash)"
+    summary = extractive_summary(msgs, artifacts=[artifact])
+    assert "FIRST: port the parser to Rust, keep the public API" in summary.task_overview
+    assert "LATEST: also add benchmarks" in summary.task_overview
+    assert "STATEMENT: benchmarks are in bench/" in summary.current_state
+    assert "grep x2" in summary.important_discoveries
+    assert "bash x1" in summary.important_discoveries
+    assert "E: no rule" in summary.important_discoveries
+    assert artifact in summary.context_to_preserve
+
+
+async def test_without_a_model_the_compressor_writes_an_extractive_summary(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = Compressor(
+        ContextConfig(context_window=3000), offloader=local_ws, session_id="s1", counter=COUNTER
+    )
+    result = await comp.maybe_compress(session(40), force=True)
+    assert result.summary_source == "extractive"
+    text = result.messages[0].text
+    logged = await local_ws.read_context("s1")
+    statements = [r["content"] for r in logged if str(r["content"]).startswith("statement")]
+    assert len(logged) == result.compressed_messages > 20
+    assert "request 0:" in text  # the first request
+    assert statements[-1][:40] in text  # the last assistant statement compressed
+    assert "grep x" in text
