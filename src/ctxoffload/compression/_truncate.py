@@ -135,8 +135,7 @@ def truncation_notice(
             else ("part of line 1")
         )
     origin = f"tool {tool_name!r} (call {tool_id})" if tool_name else f"call {tool_id}"
-    if what != "tool result":
-        origin = what
+    subject = f"The output of {origin}" if what == "tool result" else what[:1].upper() + what[1:]
     size = f"{total_lines:,} line{'' if total_lines == 1 else 's'}, {total_bytes:,} bytes"
     next_line = shown_lines if partial_last else shown_lines + 1
     if compact:
@@ -151,13 +150,13 @@ def truncation_notice(
         )
     if reference is None:
         return (
-            f"\n{TRUNCATION_MARKER}\n<system-reminder>\nThe output of {origin} had {size}; "
+            f"\n{TRUNCATION_MARKER}\n<system-reminder>\n{subject} had {size}; "
             f"only {shown} shown above. The rest was discarded because no offloader is "
             "configured, and cannot be recovered: re-run the tool with a narrower request if "
             "you need more.\n</system-reminder>"
         )
     return (
-        f"\n{TRUNCATION_MARKER}\n<system-reminder>\nThe output of {origin} had {size}; "
+        f"\n{TRUNCATION_MARKER}\n<system-reminder>\n{subject} had {size}; "
         f"{shown} shown above. The whole output is saved in:\n{reference}\n"
         f"To read the rest, use Read(path={reference!r}, offset={next_line}, limit=200); "
         f"to search it, use Grep(pattern='...', path_or_glob={reference!r}). Line numbers in "
