@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from .exceptions import ModelError
 from .messages import Msg, TextBlock, ToolCallBlock
 
-__all__ = ["ChatModel", "ModelResponse", "ScriptedModel", "ScriptStep", "Usage"]
+__all__ = ["ChatModel", "ModelResponse", "ScriptStep", "ScriptedModel", "Usage"]
 
 
 class Usage(BaseModel):
