@@ -560,3 +560,19 @@ def test_impossible_caps_are_config_errors(tmp_path: Path, caps: dict[str, typin
 def test_toolbox_needs_a_root() -> None:
     with pytest.raises(ConfigError, match="at least one root"):
         FileToolbox([])
+
+
+def test_reference_relative_to_the_current_directory_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A LocalWorkspace with a relative workdir returns references like
+    # "agent_workspace/sessions/s/tool_result-x.txt"; the tools must open those as given.
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "agent_workspace" / "sessions" / "s" / "tool_result-x.txt"
+    target.parent.mkdir(parents=True)
+    target.write_text("alpha\nERROR beta\n")
+    roots = ["agent_workspace"]
+    assert resolve_in_roots("agent_workspace/sessions/s/tool_result-x.txt", roots) == target
+    assert resolve_in_roots("sessions/s/tool_result-x.txt", roots) == target
+    with pytest.raises(ToolError):
+        resolve_in_roots("../outside.txt", roots)

@@ -70,3 +70,15 @@ def test_demo_refuses_to_overwrite_a_session(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "already exists" in done.stderr
+
+
+def test_demo_with_a_relative_workdir(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "demo", "--workdir", "rel-ws"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert f"order {FAILED_ORDER}" in done.stdout
+    assert (tmp_path / "rel-ws" / "sessions" / "nightly-job" / "state.json").exists()

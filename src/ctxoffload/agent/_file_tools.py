@@ -44,7 +44,10 @@ Tool = Callable[..., Awaitable[str]]
 def resolve_in_roots(path: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]]) -> Path:
     """Resolve `path` and refuse it unless it lies inside one of `roots`.
 
-    Relative paths resolve against the first root. Symlinks (in the path and in the roots)
+    Relative paths resolve against the first root; a relative path that names nothing there
+    but names a file inside a root when taken from the current directory is taken that way,
+    because that is the form of the references a workspace with a relative workdir returns
+    (`agent_workspace/sessions/...`). Symlinks (in the path and in the roots)
     are followed before the check, so a link inside a root whose target is outside is
     refused like an absolute path outside.
 
@@ -65,16 +68,23 @@ def resolve_in_roots(path: str | os.PathLike[str], roots: Sequence[str | os.Path
     if "\0" in raw:
         raise ToolError(f"path {_quote(raw)} contains a NUL byte: pass a plain file path")
     real_roots = [Path(root).resolve() for root in roots]
-    candidate = Path(raw) if os.path.isabs(raw) else real_roots[0] / raw
-    try:
-        real = candidate.resolve()
-    except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop on Python 3.10
-        raise ToolError(
-            f"path {_quote(raw)} cannot be resolved ({exc}): pass another path"
-        ) from exc
-    for root in real_roots:
-        if real == root or real.is_relative_to(root):
-            return real
+    relative = [real_roots[0] / raw, Path.cwd() / raw]
+    candidates = [Path(raw)] if os.path.isabs(raw) else relative
+    inside: list[Path] = []
+    real = Path(raw)
+    for index, candidate in enumerate(candidates):
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop on Python 3.10
+            raise ToolError(
+                f"path {_quote(raw)} cannot be resolved ({exc}): pass another path"
+            ) from exc
+        if index == 0:
+            real = resolved
+        if any(resolved == root or resolved.is_relative_to(root) for root in real_roots):
+            inside.append(resolved)
+    if inside:
+        return next((p for p in inside if p.exists()), inside[0])
     allowed = ", ".join(str(root) for root in real_roots)
     raise ToolError(
         f"path {_quote(raw)} resolves to {_quote(str(real))}, which is outside the allowed roots "
