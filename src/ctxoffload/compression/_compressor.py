@@ -24,7 +24,7 @@ from ._config import ContextConfig
 from ._split import is_user_request, split_for_compression
 from ._summarize import summarize
 from ._summary_model import Summary
-from ._truncate import truncate_text, truncate_tool_result, utf8
+from ._truncate import truncate_text, truncate_tool_result
 
 __all__ = ["Artifact", "CompressionResult", "Compressor", "is_summary_message"]
 
@@ -241,16 +241,16 @@ class Compressor:
             except Exception as exc:
                 logger.warning("could not offload a long user message, keeping it whole: %s", exc)
                 return msg
-            raw = utf8(text)
-            self._state.artifacts.append(
-                Artifact(reference, len(raw), "user message", text.count("\n") + 1)
-            )
-        new_text, _ = truncate_text(
+        cut = truncate_text(
             text, limit=limit, counter=self.counter, reference=reference, what="the user's message"
         )
+        if reference is not None:
+            self._state.artifacts.append(
+                Artifact(reference, cut.total_bytes, "user message", cut.total_lines)
+            )
         others = [b for b in msg.blocks if not isinstance(b, TextBlock)]
-        content: list[Any] = [TextBlock(text=new_text), *others]
-        return msg.model_copy(update={"content": content if others else new_text})
+        content: list[Any] = [TextBlock(text=cut.text), *others]
+        return msg.model_copy(update={"content": content if others else cut.text})
 
     # -- compression (pre-model) ----------------------------------------------------------
 

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
+from .._payloads import count_lines, render_tool_output
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock
 from ..offloader import Offloader
 from ..tokens import TokenCounter
-from ..workspace._payloads import render_tool_output
 
 __all__ = [
     "TRUNCATION_MARKER",
+    "TruncatedText",
     "Truncation",
     "head_within",
     "truncate_text",
@@ -164,6 +165,15 @@ def truncation_notice(
     )
 
 
+class TruncatedText(NamedTuple):
+    """A text cut to its limit, and what the notice says about the whole."""
+
+    text: str
+    shown_lines: int
+    total_lines: int
+    total_bytes: int
+
+
 def truncate_text(
     text: str,
     *,
@@ -173,16 +183,16 @@ def truncate_text(
     tool_name: str = "",
     tool_id: str = "",
     what: str = "tool result",
-) -> tuple[str, int]:
-    """`text` cut to `limit` tokens including the notice. Returns (new text, lines shown)."""
-    raw = utf8(text)
-    total_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+) -> TruncatedText:
+    """`text` cut to `limit` tokens, the notice included."""
+    total_bytes = len(utf8(text))
+    total_lines = count_lines(text)
     notice_args: dict[str, Any] = {
         "tool_name": tool_name,
         "tool_id": tool_id,
         "reference": reference,
         "total_lines": total_lines,
-        "total_bytes": len(raw),
+        "total_bytes": total_bytes,
         "what": what,
     }
     # The notice's own size depends on the numbers in it only slightly; measure it with the
@@ -196,7 +206,7 @@ def truncate_text(
     budget = limit - counter.count_text(probe)
     head, shown, partial = head_within(text, budget, counter)
     notice = truncation_notice(**notice_args, shown_lines=shown, partial_last=partial)
-    return head + notice, shown
+    return TruncatedText(head + notice, shown, total_lines, total_bytes)
 
 
 async def truncate_tool_result(
@@ -230,25 +240,22 @@ async def truncate_tool_result(
                 exc,
             )
             return None
-    text = rendered_text(block.output)
-    new_text, shown = truncate_text(
-        text,
+    cut = truncate_text(
+        rendered_text(block.output),
         limit=limit,
         counter=counter,
         reference=reference,
         tool_name=block.name,
         tool_id=block.id,
     )
-    new_block = block.model_copy(update={"output": new_text})
-    raw = utf8(text)
     return Truncation(
-        block=new_block,
+        block=block.model_copy(update={"output": cut.text}),
         reference=reference,
-        total_lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
-        total_bytes=len(raw),
-        shown_lines=shown,
+        total_lines=cut.total_lines,
+        total_bytes=cut.total_bytes,
+        shown_lines=cut.shown_lines,
         tokens_before=tokens_before,
-        tokens_after=counter.count_text(new_text),
+        tokens_after=counter.count_text(cut.text),
     )
 
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import hashlib
 import os
 import uuid
 from pathlib import Path
 
-from ..exceptions import InvalidContent
-
-__all__ = ["decode_base64", "extension_for", "fsync_dir", "store_bytes"]
+__all__ = ["extension_for", "fsync_dir", "store_bytes"]
 
 # mimetypes.guess_extension answers differently across Python versions and platforms
 # (image/jpeg -> .jpe on some); file names are part of the on-disk contract, so fix them.
@@ -49,34 +45,6 @@ def extension_for(media_type: str | None) -> str:
     if not media_type:
         return ".bin"
     return _EXTENSIONS.get(media_type.split(";", 1)[0].strip().lower(), ".bin")
-
-
-def decode_base64(data: str, *, what: str) -> bytes:
-    """Decode base64 strictly (whitespace allowed), naming `what` in the error.
-
-    Raises:
-        InvalidContent: `data` is not base64; nothing has been written.
-    """
-    try:
-        # Fast path: most payloads have no whitespace, and stripping it from a multi-MB
-        # string first would cost more than the decoding itself.
-        return base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        pass
-    compact = "".join(data.split())
-    try:
-        return base64.b64decode(compact, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        try:
-            # Some providers send URL-safe base64; accept it rather than lose the payload.
-            return base64.b64decode(compact, altchars=b"-_", validate=True)
-        except (binascii.Error, ValueError):
-            pass
-        shown = compact[:32] + ("..." if len(compact) > 32 else "")
-        raise InvalidContent(
-            f"{what} is not valid base64 ({exc}; data starts {shown!r}): pass the bytes "
-            "base64-encoded, or a URL source instead"
-        ) from None
 
 
 def fsync_dir(path: Path) -> None:

@@ -14,18 +14,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import InvalidReference, OffloadError
-from ..references import ContextRef
-from ._datastore import fsync_dir, store_bytes
-from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import JsonlAppender, dumps_line, read_jsonl
-from ._payloads import (
+from .._payloads import (
     as_message_list,
+    count_lines,
     message_json,
     offload_block,
     render_tool_output,
     tool_output_of,
 )
+from ..exceptions import InvalidReference, OffloadError
+from ..references import ContextRef
+from ._datastore import fsync_dir, store_bytes
+from ._ids import tool_file_stem, validate_session_id
+from ._jsonl import JsonlAppender, dumps_line, read_jsonl
 
 __all__ = ["LocalWorkspace"]
 
@@ -224,7 +225,7 @@ class LocalWorkspace:
             kind="tool_result",
             reference=str(path),
             bytes=len(data),
-            lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
+            lines=count_lines(data),
             tool_id=found.tool_id,
             tool_name=found.name,
         )

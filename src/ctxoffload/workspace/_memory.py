@@ -8,19 +8,20 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._payloads import (
+    as_message_list,
+    count_lines,
+    message_json,
+    offload_block,
+    render_tool_output,
+    tool_output_of,
+)
 from ..exceptions import InvalidReference
 from ..references import ContextRef
 from ._datastore import extension_for
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import dumps_line
 from ._local import CONTEXT_FILE, EVENTS_FILE, now_iso
-from ._payloads import (
-    as_message_list,
-    message_json,
-    offload_block,
-    render_tool_output,
-    tool_output_of,
-)
 
 __all__ = ["InMemoryWorkspace"]
 
@@ -112,7 +113,7 @@ class InMemoryWorkspace:
             "tool_result",
             reference=ref,
             bytes=len(data),
-            lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
+            lines=count_lines(data),
             tool_id=found.tool_id,
             tool_name=found.name,
         )

@@ -1,13 +1,19 @@
-"""Turning what callers hand us into what goes on disk.
+"""Turning what callers hand us into what goes to an offloader, and tool output into text.
 
 Callers pass ctxoffload messages, OpenAI / Anthropic dicts, or foreign pydantic models. For
 the context log each becomes its own JSON with inline base64 payloads moved to data/; for a
 tool result, the whole output becomes text, with each binary block as one `<data .../>` line.
-Both workspaces share this; only the `StoreData` function (where bytes go) differs.
+
+Both workspaces use this (only the `StoreData` function, where bytes go, differs), and so
+does truncation: the head it keeps in the context is rendered by the same
+`render_tool_output` as the file, which is why line numbers in the two always agree. It
+sits outside `workspace/` because `compression` must not depend on a workspace.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import json
 from collections.abc import Callable, Mapping
@@ -17,15 +23,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from ..exceptions import InvalidContent
-from ..messages import DataBlock, Msg, ToolResultBlock, URLSource
-from ._datastore import decode_base64
+from .exceptions import InvalidContent
+from .messages import DataBlock, Msg, ToolResultBlock, URLSource
 
 __all__ = [
     "StoreData",
     "ToolOutput",
     "as_message_list",
+    "count_lines",
     "data_line",
+    "decode_base64",
     "externalize",
     "message_json",
     "offload_block",
@@ -37,6 +44,43 @@ StoreData = Callable[[bytes, "str | None"], str]
 """Stores raw bytes with a media type and returns the reference to them."""
 
 _AUDIO_FORMATS = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "ogg": "audio/ogg"}
+
+
+def decode_base64(data: str, *, what: str) -> bytes:
+    """Decode base64 strictly (whitespace allowed), naming `what` in the error.
+
+    Raises:
+        InvalidContent: `data` is not base64; nothing has been written.
+    """
+    try:
+        # Fast path: most payloads have no whitespace, and stripping it from a multi-MB
+        # string first would cost more than the decoding itself.
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        pass
+    compact = "".join(data.split())
+    try:
+        return base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        try:
+            # Some providers send URL-safe base64; accept it rather than lose the payload.
+            return base64.b64decode(compact, altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            pass
+        shown = compact[:32] + ("..." if len(compact) > 32 else "")
+        raise InvalidContent(
+            f"{what} is not valid base64 ({exc}; data starts {shown!r}): pass the bytes "
+            "base64-encoded, or a URL source instead"
+        ) from None
+
+
+def count_lines(data: bytes | str) -> int:
+    """Lines in `data` as `wc -l` counts them, plus a last line without its newline."""
+    if isinstance(data, bytes):
+        ends_open = bool(data) and not data.endswith(b"\n")
+        return data.count(b"\n") + ends_open
+    ends_open = bool(data) and not data.endswith("\n")
+    return data.count("\n") + ends_open
 
 
 def _split_data_url(value: str) -> tuple[str | None, str] | None:
