@@ -325,3 +325,38 @@ async def test_compress_context_takes_a_one_off_config(workspace: LocalWorkspace
     assert result.tokens_after < result.tokens_before
     assert agent.messages == result.messages
     assert agent.context_config.context_window == 100_000
+
+
+class CountingWorkspace(LocalWorkspace):
+    """A real LocalWorkspace that counts payload offloads."""
+
+    data_offloads = 0
+
+    async def offload_data_block(self, block: Any) -> Any:
+        self.data_offloads += 1
+        return await super().offload_data_block(block)
+
+
+async def test_state_saving_stores_each_image_once_per_session(tmp_path: Path) -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"y" * 5000).decode()
+
+    def screenshot() -> list[TextBlock | DataBlock]:
+        """Take a screenshot."""
+        return [DataBlock(source=Base64Source(media_type="image/png", data=png))]
+
+    def noop() -> str:
+        """Do nothing."""
+        return "ok"
+
+    ws = CountingWorkspace(tmp_path / "ws")
+    steps = [call("c1", "screenshot"), *(call(f"n{i}", "noop") for i in range(4)), "done"]
+    agent = make_agent(
+        ScriptedModel(steps),
+        ws,
+        tools=[screenshot, noop],
+        context_config=ContextConfig(context_window=50_000, tool_result_limit=5_000),
+    )
+    await agent.reply("look")
+    assert len(agent.steps) == 6
+    assert ws.data_offloads == 1
+    assert png not in ws.state_path(agent.session_id).read_text()

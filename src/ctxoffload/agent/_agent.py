@@ -95,6 +95,10 @@ class Agent:
         self.steps: list[StepRecord] = []
         self._restored = session_id is None
         self._lock = asyncio.Lock()
+        # Inline payloads already stored for state.json, by the identity of their base64
+        # string (messages are never mutated), so each image is decoded and hashed once per
+        # session rather than at every step. The string is kept to pin its identity.
+        self._stored_payloads: dict[int, tuple[str, DataBlock]] = {}
 
     def _initial_messages(self) -> list[Msg]:
         return [Msg(role="system", content=self.system_prompt)] if self.system_prompt else []
@@ -252,18 +256,28 @@ class Agent:
         content: list[Any] = []
         for block in msg.content:
             if isinstance(block, DataBlock) and isinstance(block.source, Base64Source):
-                block = await self.offloader.offload_data_block(block)
+                block = await self._stored(block)
                 changed = True
             elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
                 parts = []
                 for part in block.output:
                     if isinstance(part, DataBlock) and isinstance(part.source, Base64Source):
-                        part = await self.offloader.offload_data_block(part)
+                        part = await self._stored(part)
                         changed = True
                     parts.append(part)
                 block = block.model_copy(update={"output": parts})
             content.append(block)
         return msg.model_copy(update={"content": content}) if changed else msg
+
+    async def _stored(self, block: DataBlock) -> DataBlock:
+        assert isinstance(block.source, Base64Source) and self.offloader is not None
+        data = block.source.data
+        known = self._stored_payloads.get(id(data))
+        if known is not None and known[0] is data:
+            return known[1].model_copy(update={"name": block.name})
+        stored: DataBlock = await self.offloader.offload_data_block(block)
+        self._stored_payloads[id(data)] = (data, stored)
+        return stored
 
     async def _restore(self) -> None:
         if self._restored:
