@@ -905,3 +905,44 @@ def test_anthropic_round_trip_of_a_real_claude_code_session() -> None:
     assert len(images) == 1
     assert images[0].media_type == "image/png"
     assert all(r.name for msg in msgs for r in msg.tool_results)
+
+
+# -- depth: conversion never raises RecursionError ---------------------------------------------
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [150, 5000])
+def test_too_deep_openai_arguments_stay_the_text_the_model_sent(depth: int) -> None:
+    raw = '{"a":' * depth + "1" + "}" * depth
+    wire = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "t", "arguments": raw}}
+        ],
+    }
+    (msg,) = from_openai([wire])
+    assert msg.tool_calls[0].input == {"_raw_arguments": raw}
+    assert to_openai([msg])[0]["tool_calls"][0]["function"]["arguments"] == raw
+
+
+def test_a_too_deep_message_dict_is_refused_with_invalid_content() -> None:
+    anthropic = [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c", "name": "t", "input": _nested(5000)}],
+        }
+    ]
+    with pytest.raises(InvalidContent, match=r"messages\[0\] is nested deeper than"):
+        from_anthropic(anthropic)
+    with pytest.raises(InvalidContent, match=r"objs\[0\] is nested deeper than"):
+        to_msgs([{"role": "user", "content": [{"type": "text", "text": "x", "m": _nested(5000)}]}])
+    openai = {"role": "user", "content": "x", "extra": _nested(300)}
+    with pytest.raises(InvalidContent, match="nested deeper than"):
+        from_openai([openai])

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from ._depth import MAX_DEPTH, STORE_DEPTH, too_deep
 from .exceptions import InvalidContent
 from .messages import (
     Base64Source,
@@ -315,12 +316,22 @@ def _block_to_openai_part(block: Block) -> dict[str, Any] | None:
     return None  # thinking has no place in the OpenAI chat format
 
 
+def _check_depth(message: Mapping[str, Any], where: str) -> None:
+    # Conversion copies and walks values recursively: refuse what nests too deeply first.
+    if too_deep(message, STORE_DEPTH):
+        raise InvalidContent(
+            f"{where} is nested deeper than {STORE_DEPTH} levels (or contains itself): "
+            "flatten it, or pass deeply nested data as JSON text"
+        )
+
+
 def _parse_arguments(raw: str) -> tuple[dict[str, Any], _Hint]:
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # json.loads recurses: very deep JSON stops it
         return {_RAW_ARGUMENTS: raw}, {}
-    if not isinstance(value, dict):
+    # Kept as the text the model sent when too deep to store or render (see _depth).
+    if not isinstance(value, dict) or too_deep(value, MAX_DEPTH):
         return {_RAW_ARGUMENTS: raw}, {}
     if set(value) != {_RAW_ARGUMENTS}:
         for style, options in _ARGUMENT_STYLES.items():
@@ -437,6 +448,7 @@ def _from_openai_message(message: Any, where: str, names: dict[str, str]) -> Msg
             f"{where} is a {type(message).__name__}, not a message: pass dicts like "
             "{'role': 'user', 'content': 'hi'}"
         )
+    _check_depth(message, where)
     if "role" not in message:
         raise InvalidContent(f"{where} has no 'role': add one of {', '.join(_OPENAI_ROLES)}")
     role = message["role"]
@@ -815,6 +827,7 @@ def _from_anthropic_message(message: Any, where: str, names: dict[str, str]) -> 
             f"{where} is a {type(message).__name__}, not a message: pass dicts like "
             "{'role': 'user', 'content': 'hi'}"
         )
+    _check_depth(message, where)
     if "role" not in message:
         raise InvalidContent(f"{where} has no 'role': add 'user' or 'assistant'")
     role = message["role"]
@@ -1099,7 +1112,14 @@ def _coerce(obj: Any, where: str, names: dict[str, str]) -> Msg:
         return obj
     kind: str
     if isinstance(obj, BaseModel):
-        data: Mapping[str, Any] = obj.model_dump(mode="json")
+        try:
+            data: Mapping[str, Any] = obj.model_dump(mode="json")
+        except ValueError as exc:  # pydantic's "Maximum serialization depth exceeded", ...
+            raise InvalidContent(
+                f"{where} ({type(obj).__name__}) cannot be read as JSON ({exc}): flatten deeply "
+                "nested values, or pass an OpenAI or Anthropic message dict"
+            ) from None
+        _check_depth(data, where)
         if _shaped_like_ours(data):
             kind = "ours"
         else:
@@ -1108,6 +1128,7 @@ def _coerce(obj: Any, where: str, names: dict[str, str]) -> Msg:
             data = obj.model_dump(mode="json", exclude_unset=True)
             kind = _detect(data)
     elif isinstance(obj, Mapping):
+        _check_depth(obj, where)
         data = obj
         kind = _detect(data)
     else:

@@ -16,20 +16,25 @@ import base64
 import binascii
 import html
 import json
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from ._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from .exceptions import InvalidContent
-from .messages import DataBlock, Msg, ToolResultBlock, URLSource
+from .messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 
 __all__ = [
+    "MAX_DEPTH",
+    "STORE_DEPTH",
     "StoreData",
     "ToolOutput",
     "as_message_list",
+    "context_payload",
     "count_lines",
     "data_line",
     "decode_base64",
@@ -37,36 +42,44 @@ __all__ = [
     "message_json",
     "offload_block",
     "render_tool_output",
+    "storable_message",
+    "text_form",
+    "too_deep",
     "tool_output_of",
 ]
 
 StoreData = Callable[[bytes, "str | None"], str]
 """Stores raw bytes with a media type and returns the reference to them."""
 
+logger = logging.getLogger("ctxoffload")
+
 _AUDIO_FORMATS = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "ogg": "audio/ogg"}
 
 
+# URL-safe base64 spells '+' and '/' as '-' and '_'.
+_URL_SAFE = str.maketrans("-_", "+/")
+
+
 def decode_base64(data: str, *, what: str) -> bytes:
-    """Decode base64 strictly (whitespace allowed), naming `what` in the error.
+    """Decode base64 tolerantly, naming `what` in the error.
+
+    Accepted: the standard and the URL-safe alphabet (or a mix), missing `=` padding, and
+    whitespace anywhere (line-wrapped MIME base64).
 
     Raises:
-        InvalidContent: `data` is not base64; nothing has been written.
+        InvalidContent: `data` is not base64 in any of those spellings; nothing was written.
     """
     try:
-        # Fast path: most payloads have no whitespace, and stripping it from a multi-MB
-        # string first would cost more than the decoding itself.
+        # Fast path: almost every payload is standard, padded and unwrapped, and touching a
+        # multi-MB string before trying it would cost more than the decoding itself.
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         pass
-    compact = "".join(data.split())
+    compact = "".join(data.split()).translate(_URL_SAFE)
+    unpadded = compact.rstrip("=")
     try:
-        return base64.b64decode(compact, validate=True)
+        return base64.b64decode(unpadded + "=" * (-len(unpadded) % 4), validate=True)
     except (binascii.Error, ValueError) as exc:
-        try:
-            # Some providers send URL-safe base64; accept it rather than lose the payload.
-            return base64.b64decode(compact, altchars=b"-_", validate=True)
-        except (binascii.Error, ValueError):
-            pass
         shown = compact[:32] + ("..." if len(compact) > 32 else "")
         raise InvalidContent(
             f"{what} is not valid base64 ({exc}; data starts {shown!r}): pass the bytes "
@@ -94,7 +107,16 @@ def _split_data_url(value: str) -> tuple[str | None, str] | None:
     return media_type, data
 
 
-def externalize(value: Any, store: StoreData, *, where: str = "content") -> Any:
+def depth_error(where: str, limit: int = MAX_DEPTH) -> InvalidContent:
+    """The error for content nested deeper than `limit` levels (or containing itself)."""
+    shown = where if len(where) <= 80 else where[:80] + "..."
+    return InvalidContent(
+        f"{shown} is nested deeper than {limit} levels (or contains itself): flatten it, "
+        "or pass deeply nested data as JSON text"
+    )
+
+
+def externalize(value: Any, store: StoreData, *, where: str = "content", depth: int = 0) -> Any:
     """A copy of a JSON value with every inline base64 payload stored and replaced.
 
     Recognised payloads: a `{"type": "base64", "data": ..., "media_type": ...}` source (ours,
@@ -102,8 +124,15 @@ def externalize(value: Any, store: StoreData, *, where: str = "content") -> Any:
     `data:<type>;base64,...` string (OpenAI image_url / file_data) becomes the reference; an
     OpenAI `input_audio` `{"data", "format"}` gets `"url"` in place of `"data"`.
 
+    Args:
+        value: the JSON value.
+        store: where payload bytes go.
+        where: the value's place, for error messages.
+        depth: how deep `value` already is inside the message or block being stored.
+
     Raises:
-        InvalidContent: a payload is not valid base64.
+        InvalidContent: a payload is not valid base64, or the value nests deeper than
+            `STORE_DEPTH` levels in all.
     """
     if isinstance(value, str):
         split = _split_data_url(value)
@@ -111,14 +140,23 @@ def externalize(value: Any, store: StoreData, *, where: str = "content") -> Any:
             return value
         media_type, data = split
         return store(decode_base64(data, what=f"data URL at {where}"), media_type)
-    if isinstance(value, list):
-        return [externalize(v, store, where=f"{where}[{i}]") for i, v in enumerate(value)]
-    if not isinstance(value, dict):
+    if not isinstance(value, (list, dict)):
         return value
+    depth += 1
+    if depth > STORE_DEPTH:
+        raise depth_error(where, STORE_DEPTH)
+    if isinstance(value, list):
+        return [
+            externalize(v, store, where=f"{where}[{i}]", depth=depth) for i, v in enumerate(value)
+        ]
     if value.get("type") == "base64" and isinstance(value.get("data"), str):
         media_type = value.get("media_type")
         raw = decode_base64(value["data"], what=f"base64 source at {where}")
-        out = {k: v for k, v in value.items() if k != "data"}
+        out = {
+            k: externalize(v, store, where=f"{where}.{k}", depth=depth)
+            for k, v in value.items()
+            if k != "data"
+        }
         out["type"] = "url"
         out["url"] = store(raw, media_type if isinstance(media_type, str) else None)
         return out
@@ -128,16 +166,24 @@ def externalize(value: Any, store: StoreData, *, where: str = "content") -> Any:
             fmt = item.get("format")
             media_type = _AUDIO_FORMATS.get(fmt, f"audio/{fmt}") if isinstance(fmt, str) else None
             raw = decode_base64(item["data"], what=f"input_audio at {where}")
-            audio = {k: v for k, v in item.items() if k != "data"}
+            audio = {
+                k: externalize(v, store, where=f"{where}.{key}.{k}", depth=depth + 1)
+                for k, v in item.items()
+                if k != "data"
+            }
             audio["url"] = store(raw, media_type)
             result[key] = audio
         else:
-            result[key] = externalize(item, store, where=f"{where}.{key}")
+            result[key] = externalize(item, store, where=f"{where}.{key}", depth=depth)
     return result
 
 
 def _as_json(obj: Any, *, where: str) -> Any:
-    """The JSON value of one message or block, as the caller's own type would serialise it."""
+    """The JSON value of one message or block, as the caller's own type would serialise it.
+
+    Raises:
+        InvalidContent: the object has no JSON form, or nests deeper than `STORE_DEPTH`.
+    """
     if isinstance(obj, BaseModel):
         # The model's own JSON (aliases, custom serialisers and all), parsed back so that
         # payloads can be replaced inside it.
@@ -145,16 +191,23 @@ def _as_json(obj: Any, *, where: str) -> Any:
             return json.loads(obj.model_dump_json())
         except PydanticSerializationError:
             pass
+        except RecursionError:  # under pydantic's own limit, but too deep for json.loads
+            raise depth_error(where, STORE_DEPTH) from None
         # JSON text cannot hold a lone surrogate (text a tool decoded with surrogateescape)
         # but a Python str can: take the model's JSON values and let dumps_line escape them.
         try:
             return obj.model_dump(mode="json")
         except ValueError as exc:
+            if "depth" in str(exc):  # pydantic: "Maximum serialization depth exceeded"
+                raise depth_error(where, STORE_DEPTH) from None
             raise InvalidContent(
                 f"{where} is a {type(obj).__name__} that cannot be serialised to JSON ({exc}): "
                 "pass text, or binary payloads as base64"
             ) from None
     if isinstance(obj, Mapping):
+        # json recurses in C and would raise RecursionError past ~1,000 levels.
+        if too_deep(obj, STORE_DEPTH):
+            raise depth_error(where, STORE_DEPTH)
         try:
             return json.loads(json.dumps(obj))
         except (TypeError, ValueError) as exc:
@@ -175,9 +228,157 @@ def as_message_list(msgs: Any) -> list[Any]:
     return list(msgs)
 
 
-def message_json(msg: Any, store: StoreData, *, where: str) -> Any:
-    """The JSON value written to context.jsonl for one message."""
-    return externalize(_as_json(msg, where=where), store, where=where)
+def message_json(msg: Any, store: StoreData | None, *, where: str) -> Any:
+    """The JSON value written to context.jsonl for one message.
+
+    Args:
+        msg: the message.
+        store: where inline payloads go; None leaves them inline (only the depth is checked).
+        where: the message's place, for error messages.
+
+    Raises:
+        InvalidContent: the message cannot be stored as its own JSON.
+    """
+    value = _as_json(msg, where=where)
+    if store is None:
+        if too_deep(value, STORE_DEPTH):
+            raise depth_error(where, STORE_DEPTH)
+        return value
+    return externalize(value, store, where=where)
+
+
+UNSTORED = "unstored"
+"""`metadata["ctxoffload"]["kind"]` of a stand-in for a message that could not be stored."""
+
+
+def _note(what: str, problem: str) -> str:
+    return f"[ctxoffload: {what} could not be stored as JSON ({problem}); its text form follows]"
+
+
+def _block_stand_in(block: Block, problem: str) -> Block:
+    """A block that can be stored, holding the text form of one that cannot."""
+    if isinstance(block, ToolCallBlock):
+        # The form a model's unparseable arguments take (see _formats), so the call keeps
+        # its id and stays paired with its result.
+        return ToolCallBlock(
+            id=block.id, name=block.name, input={"_raw_arguments": text_form(block.input)}
+        )
+    if isinstance(block, ToolResultBlock):
+        text = f"{_note('this tool output', problem)}\n{text_form(block.output)}"
+        return ToolResultBlock(id=block.id, name=block.name, output=text, is_error=block.is_error)
+    return TextBlock(text=f"{_note(f'a {block.type} block', problem)}\n{text_form(block)}")
+
+
+def _repaired_msg(msg: Msg, problem: str, store: StoreData | None, where: str) -> Msg:
+    """`msg` with each part that cannot be stored replaced by its text form."""
+
+    def fits(value: Any, at: str) -> bool:
+        try:
+            message_json(value, store, where=at)
+        except InvalidContent:
+            return False
+        return True
+
+    content: str | list[Block] = msg.content
+    if isinstance(msg.content, list):
+        content = [
+            b if fits(b, f"{where}.content[{i}]") else _block_stand_in(b, problem)
+            for i, b in enumerate(msg.content)
+        ]
+    extra = msg.model_extra or {}
+    metadata: dict[str, Any] = {}
+    if not fits({"metadata": msg.metadata, **extra}, f"{where}.metadata"):
+        metadata["unstored_fields"] = text_form({"metadata": msg.metadata, **extra})
+        extra = {}
+    else:
+        metadata.update(msg.metadata)
+    metadata["ctxoffload"] = {"kind": UNSTORED, "error": problem}
+    name = msg.name if isinstance(msg.name, str) else None
+    return Msg(
+        role=msg.role,
+        content=content,
+        name=name,
+        id=msg.id,
+        timestamp=msg.timestamp,
+        metadata=metadata,
+        **extra,
+    )
+
+
+_KEPT_FIELDS = ("role", "id", "name", "tool_call_id", "tool_use_id", "timestamp")
+
+
+def _flat_stand_in(msg: Any, problem: str) -> dict[str, Any]:
+    """A message of plain text standing in for one that cannot be stored."""
+    fields: dict[str, Any] = {}
+    try:
+        fields = dict(msg) if isinstance(msg, (Mapping, BaseModel)) else {}
+    except Exception:  # a foreign mapping whose iteration fails
+        fields = {}
+    out = {k: fields[k] for k in _KEPT_FIELDS if isinstance(fields.get(k), str)}
+    out["content"] = f"{_note('this message', problem)}\n{text_form(msg)}"
+    out["metadata"] = {"ctxoffload": {"kind": UNSTORED, "error": problem}}
+    return out
+
+
+def storable_message(msg: Any, store: StoreData | None, *, where: str) -> tuple[Any, str | None]:
+    """The JSON value to store for one message, and what was wrong with it, if anything.
+
+    A message that cannot be stored as its own JSON (nested too deeply, a value with no
+    JSON form, a payload that is not base64) is not refused: a stand-in is returned that
+    keeps its role and id, says what was wrong in `metadata["ctxoffload"]` (kind
+    `"unstored"`), and holds its text form (see `text_form`). A ctxoffload `Msg` is repaired
+    part by part: good blocks stay as they are, a bad tool call keeps its id and name with
+    its input as JSON text under `_raw_arguments`, a bad tool result keeps its id with its
+    output as text. Anything else becomes one message of text.
+
+    Raises:
+        InvalidContent: `msg` is not a message at all (not a Msg, dict or pydantic model).
+        OffloadError: storing a payload failed (a disk error, not a content problem).
+    """
+    if not isinstance(msg, (BaseModel, Mapping)):
+        return _as_json(msg, where=where), None  # raises: not a message
+    try:
+        return message_json(msg, store, where=where), None
+    except InvalidContent as exc:
+        problem = str(exc)
+    if isinstance(msg, Msg):
+        try:
+            return message_json(_repaired_msg(msg, problem, store, where), store, where=where), (
+                problem
+            )
+        except InvalidContent:
+            pass
+    return _flat_stand_in(msg, problem), problem
+
+
+def context_payload(
+    msgs: Sequence[Any], store: StoreData, dumps_line: Callable[[Any], bytes]
+) -> bytes:
+    """The lines a batch of messages adds to context.jsonl.
+
+    Every message gets one line: its own JSON, or a stand-in (see `storable_message`) when
+    it cannot be stored, so one bad message never stops the rest of the batch. Each
+    stand-in is logged as a warning.
+
+    Args:
+        msgs: the messages, oldest first.
+        store: where inline payloads go.
+        dumps_line: serialises one JSON value as one line.
+
+    Raises:
+        InvalidContent: an item is not a message at all; nothing was stored.
+    """
+    for i, msg in enumerate(msgs):
+        if not isinstance(msg, (BaseModel, Mapping)):
+            _as_json(msg, where=f"msgs[{i}]")  # raises, naming the item
+    lines: list[bytes] = []
+    for i, msg in enumerate(msgs):
+        value, problem = storable_message(msg, store, where=f"msgs[{i}]")
+        if problem is not None:
+            logger.warning("stored a stand-in for a message that cannot be stored: %s", problem)
+        lines.append(dumps_line(value))
+    return b"".join(lines)
 
 
 def offload_block(block: Any, store: StoreData) -> Any:
@@ -254,7 +455,12 @@ def tool_output_of(tool_result: Any) -> ToolOutput:
     if isinstance(tool_result, ToolResultBlock):
         output: Any = tool_result.output
         if isinstance(output, list):
-            output = [b.model_dump(mode="json") for b in output]
+            try:
+                output = [b.model_dump(mode="json") for b in output]
+            except ValueError as exc:
+                if "depth" in str(exc):  # pydantic: "Maximum serialization depth exceeded"
+                    raise depth_error("tool_result.output", STORE_DEPTH) from None
+                raise InvalidContent(f"tool_result.output cannot be serialised: {exc}") from None
         return ToolOutput(tool_result.id, tool_result.name, output)
     if isinstance(tool_result, Msg):
         results = tool_result.tool_results
@@ -335,6 +541,10 @@ def render_tool_output(output: Any, store: StoreData) -> bytes:
     Text is written as is; bytes are written as given; a list of parts becomes one part per
     line group, separated by newlines, each binary part stored in data/ and shown as one
     `<data url='...' name='...' media_type='...'/>` line.
+
+    Raises:
+        InvalidContent: a payload is not base64, or the output nests deeper than
+            `STORE_DEPTH` levels.
     """
     if isinstance(output, bytes):
         return output
@@ -342,6 +552,9 @@ def render_tool_output(output: Any, store: StoreData) -> bytes:
         return _encode_text(output)
     if output is None:
         return b""
+    # json and externalize recurse: refuse what nests too deeply before either runs.
+    if too_deep(output, STORE_DEPTH):
+        raise depth_error("the tool output", STORE_DEPTH)
     if isinstance(output, list):
         texts = [_part_text(p, store, f"output[{i}]") for i, p in enumerate(output)]
         return _encode_text("\n".join(texts))

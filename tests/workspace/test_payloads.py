@@ -164,51 +164,12 @@ def _bad_data_block() -> co.DataBlock:
 
 
 BAD_INPUTS: dict[str, Callable[[Workspace], Any]] = {
-    "context-datablock": lambda ws: ws.offload_context(
-        "s", msgs=[co.Msg(role="user", content=[_bad_data_block()])]
-    ),
-    "context-openai-data-url": lambda ws: ws.offload_context(
-        "s",
-        msgs=[
-            {
-                "role": "user",
-                "content": [
-                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{BAD_B64}"}}
-                ],
-            }
-        ],
-    ),
-    "context-anthropic-source": lambda ws: ws.offload_context(
-        "s",
-        msgs=[
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "image",
-                        "source": {"type": "base64", "media_type": "image/png", "data": BAD_B64},
-                    }
-                ],
-            }
-        ],
-    ),
-    "context-openai-audio": lambda ws: ws.offload_context(
-        "s",
-        msgs=[
-            {
-                "role": "user",
-                "content": [
-                    {"type": "input_audio", "input_audio": {"data": BAD_B64, "format": "wav"}}
-                ],
-            }
-        ],
-    ),
     "tool-result-datablock": lambda ws: ws.offload_tool_result(
         "s", co.ToolResultBlock(id="c", output=[co.TextBlock(text="ok"), _bad_data_block()])
     ),
     "data-block": lambda ws: ws.offload_data_block(_bad_data_block()),
     "data-block-dict": lambda ws: ws.offload_data_block(
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "abc"}}
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": BAD_B64}}
     ),
 }
 
@@ -222,29 +183,65 @@ async def test_malformed_base64_is_refused_with_nothing_written(
         await BAD_INPUTS[case](workspace)
     assert tree(tmp_path) == before
     assert await workspace.list_sessions() == []
-    assert await workspace.read_context("s") == []
     assert await workspace.list_files("s") == []
 
 
-async def test_malformed_base64_leaves_an_existing_log_as_it_was(workspace: Workspace) -> None:
-    ref = await workspace.offload_context("s", msgs=[co.Msg(role="user", content="kept")])
-    before = await workspace.read_reference(ref)
+BAD_BATCHES: dict[str, Any] = {
+    "context-datablock": co.Msg(role="user", content=[_bad_data_block()], id="bad"),
+    "context-openai-data-url": {
+        "role": "user",
+        "id": "bad",
+        "content": [
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{BAD_B64}"}}
+        ],
+    },
+    "context-anthropic-source": {
+        "role": "user",
+        "id": "bad",
+        "content": [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": BAD_B64},
+            }
+        ],
+    },
+    "context-openai-audio": {
+        "role": "user",
+        "id": "bad",
+        "content": [{"type": "input_audio", "input_audio": {"data": BAD_B64, "format": "wav"}}],
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+async def test_malformed_base64_in_a_batch_is_kept_as_text_beside_the_rest(
+    case: str, workspace: Workspace
+) -> None:
+    msgs = [
+        co.Msg(role="user", content="before"),
+        BAD_BATCHES[case],
+        {"role": "user", "content": "after"},
+    ]
+    ref = await workspace.offload_context("s", msgs=msgs)
+    assert (ref.first_line, ref.last_line) == (1, 3)
+    before, stand_in, after = await workspace.read_context("s")
+    assert (before["content"], after["content"]) == ("before", "after")
+    assert (stand_in["role"], stand_in["id"]) == ("user", "bad")
+    problem = stand_in["metadata"]["ctxoffload"]
+    assert problem["kind"] == "unstored"
+    assert "msgs[1]" in problem["error"] and "not valid base64" in problem["error"]
+    assert BAD_B64[:10] in problem["error"]
+    assert BAD_B64 in json.dumps(stand_in)  # the payload is kept, as text
+
+
+async def test_a_bad_message_does_not_disturb_an_existing_log(workspace: Workspace) -> None:
+    await workspace.offload_context("s", msgs=[co.Msg(role="user", content="kept")])
     bad = co.Msg(role="user", content=[_bad_data_block()])
-    with pytest.raises(InvalidContent):
-        await workspace.offload_context("s", msgs=[co.Msg(role="user", content="x"), bad])
-    assert await workspace.read_reference(ref) == before
-    assert len(await workspace.read_events("s")) == 1
+    ref = await workspace.offload_context("s", msgs=[co.Msg(role="user", content="x"), bad])
+    assert (ref.first_line, ref.last_line) == (2, 3)
+    assert len(await workspace.read_events("s")) == 2
     again = await workspace.offload_context("s", msgs=[co.Msg(role="user", content="next")])
-    assert again.first_line == 2
-
-
-async def test_invalid_content_error_says_where_and_what(workspace: Workspace) -> None:
-    msgs = [co.Msg(role="user", content="fine"), co.Msg(role="user", content=[_bad_data_block()])]
-    with pytest.raises(InvalidContent) as caught:
-        await workspace.offload_context("s", msgs=msgs)
-    message = str(caught.value)
-    assert "msgs[1]" in message
-    assert BAD_B64[:10] in message
+    assert again.first_line == 4
 
 
 @pytest.mark.parametrize(
@@ -252,18 +249,26 @@ async def test_invalid_content_error_says_where_and_what(workspace: Workspace) -
     [
         {"role": "user", "content": {1, 2}},
         {"role": "user", "content": b"\xff"},
-        "just a string",
         BytesToolResult(id="c", name="n", output=b"\xff"),
-        12,
     ],
-    ids=["set", "bytes", "str", "model-with-bytes", "int"],
+    ids=["set", "bytes", "model-with-bytes"],
 )
-async def test_a_message_that_is_not_json_is_refused(
+async def test_a_message_that_is_not_json_is_stored_as_its_text_form(
+    workspace: Workspace, msg: Any
+) -> None:
+    await workspace.offload_context("s", msgs=[msg])
+    (line,) = await workspace.read_context("s")
+    assert line["metadata"]["ctxoffload"]["kind"] == "unstored"
+    assert "{1, 2}" in line["content"] or "\\xff" in line["content"]
+
+
+@pytest.mark.parametrize("msg", ["just a string", 12], ids=["str", "int"])
+async def test_something_that_is_not_a_message_is_refused(
     workspace: Workspace, msg: Any, tmp_path: Path, tree: Callable[[Path], Any]
 ) -> None:
     before = tree(tmp_path)
-    with pytest.raises(InvalidContent):
-        await workspace.offload_context("s", msgs=[msg])
+    with pytest.raises(InvalidContent, match="pass a ctxoffload Msg"):
+        await workspace.offload_context("s", msgs=[co.Msg(role="user", content="x"), msg])
     assert tree(tmp_path) == before
 
 

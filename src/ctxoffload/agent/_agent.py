@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._depth import MAX_DEPTH, text_form, too_deep
+from .._payloads import storable_message
 from ..compression import CompressionResult, Compressor, ContextConfig
-from ..exceptions import ContextOverflowError, InvalidReference
-from ..messages import Base64Source, DataBlock, Msg, ToolResultBlock, URLSource
+from ..exceptions import ContextOverflowError, InvalidContent, InvalidReference
+from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse
 from ..offloader import Offloader
 from ..tokens import TokenCounter
@@ -194,6 +196,7 @@ class Agent:
             self.compressor.tracker.anchor(response.usage.input_tokens, self.messages)
         if response.message.name is None:
             response.message.name = self.name
+        response.message = _bounded(response.message)
         return response
 
     async def _run_tool(self, call: Any) -> ToolResultBlock:
@@ -233,7 +236,16 @@ class Agent:
         if write is None:
             return
         try:
-            messages = [await self._without_payloads(m) for m in self.messages]
+            messages: list[Any] = []
+            for i, msg in enumerate(self.messages):
+                # One message that cannot be stored must not cost the state of all the others:
+                # it is saved as a stand-in that holds its text form (see storable_message).
+                value, problem = storable_message(
+                    await self._without_payloads(msg), None, where=f"messages[{i}]"
+                )
+                if problem is not None:
+                    logger.warning("state.json holds a stand-in for a message: %s", problem)
+                messages.append(value)
             await write(
                 self.session_id,
                 {
@@ -242,7 +254,7 @@ class Agent:
                     "model": self.model.model_name,
                     "steps": len(self.steps),
                     "context_tokens": self.context_tokens(),
-                    "messages": [m.model_dump(mode="json") for m in messages],
+                    "messages": messages,
                 },
             )
         except Exception as exc:
@@ -275,7 +287,12 @@ class Agent:
         known = self._stored_payloads.get(id(data))
         if known is not None and known[0] is data:
             return known[1].model_copy(update={"name": block.name})
-        stored: DataBlock = await self.offloader.offload_data_block(block)
+        try:
+            stored: DataBlock = await self.offloader.offload_data_block(block)
+        except InvalidContent as exc:
+            # Not base64 in any spelling: state.json keeps the block inline, as it was given.
+            logger.warning("kept an inline payload in state.json: %s", exc)
+            stored = block
         self._stored_payloads[id(data)] = (data, stored)
         return stored
 
@@ -321,3 +338,24 @@ class Agent:
                 block = block.model_copy(update={"output": parts})
             content.append(block)
         return msg.model_copy(update={"content": content})
+
+
+def _bounded(reply: Msg) -> Msg:
+    """`reply` with the arguments of each call nested deeper than `MAX_DEPTH` kept as text.
+
+    Such arguments could be neither stored nor sent back, and every later save and
+    compression would fail on them. As JSON text under `_raw_arguments` (the form that
+    arguments a model spelled wrongly take) they are kept whole, go back to the model as it
+    sent them, and the tool answers with an error instead of running.
+    """
+    if isinstance(reply.content, str) or not any(
+        too_deep(c.input, MAX_DEPTH) for c in reply.tool_calls
+    ):
+        return reply
+    content = [
+        ToolCallBlock(id=b.id, name=b.name, input={"_raw_arguments": text_form(b.input)})
+        if isinstance(b, ToolCallBlock) and too_deep(b.input, MAX_DEPTH)
+        else b
+        for b in reply.content
+    ]
+    return reply.model_copy(update={"content": content})

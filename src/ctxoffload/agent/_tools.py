@@ -12,6 +12,8 @@ from typing import Any, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
+from .._depth import MAX_DEPTH, too_deep
+from ..exceptions import InvalidContent
 from ..messages import DataBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
 __all__ = ["Tool", "as_tool", "parse_docstring"]
@@ -91,19 +93,27 @@ class Tool:
                 if inspect.isawaitable(value):
                     value = await value
         except Exception as exc:
-            return ToolResultBlock(
-                id=call.id,
-                name=self.name,
-                output=f"Error: {type(exc).__name__}: {exc}",
-                is_error=True,
+            return _error(call, self.name, f"{type(exc).__name__}: {exc}")
+        try:
+            output = _as_output(value)
+        except InvalidContent as exc:
+            return _error(
+                call,
+                self.name,
+                f"{self.name} returned a value that cannot be shown to the model: {exc}",
             )
-        return ToolResultBlock(id=call.id, name=self.name, output=_as_output(value))
+        return ToolResultBlock(id=call.id, name=self.name, output=output)
 
     def _arguments(self, raw: dict[str, Any]) -> dict[str, Any]:
         if "_raw_arguments" in raw:
-            raise ValueError(
-                f"the arguments for {self.name} were not valid JSON: {raw['_raw_arguments']!r}"
-            )
+            text = raw["_raw_arguments"]
+            shown = repr(text) if len(str(text)) <= 200 else repr(str(text)[:200]) + "..."
+            if _too_deep_json(text):
+                raise ValueError(
+                    f"the arguments for {self.name} are nested deeper than {MAX_DEPTH} levels "
+                    f"({shown}): pass flatter arguments"
+                )
+            raise ValueError(f"the arguments for {self.name} were not a valid JSON object: {shown}")
         signature = inspect.signature(self.func)
         hints = _hints(self.func)
         unknown = sorted(set(raw) - set(signature.parameters))
@@ -133,7 +143,31 @@ def _hints(func: Callable[..., Any]) -> dict[str, Any]:
         return {}
 
 
+def _error(call: ToolCallBlock, name: str, text: str) -> ToolResultBlock:
+    return ToolResultBlock(id=call.id, name=name, output=f"Error: {text}", is_error=True)
+
+
+def _too_deep_json(text: Any) -> bool:
+    """Whether `text` is JSON nested deeper than `MAX_DEPTH` levels."""
+    if not isinstance(text, str):
+        return False
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return True  # json.loads recurses: well-formed as far as it got, only too deep
+    except ValueError:
+        return False
+    return too_deep(value, MAX_DEPTH)
+
+
 def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
+    """A tool's return value as a tool result's output.
+
+    Raises:
+        InvalidContent: the value has no text form the model can be shown: nested deeper
+            than `MAX_DEPTH` levels (or containing itself), an int too long to print, or an
+            object whose `__str__` raises.
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, bytes):
@@ -149,10 +183,22 @@ def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
         return list(value)
     if value is None:
         return ""
+    # json.dumps and str() recurse and would raise RecursionError out of the agent.
+    if too_deep(value, MAX_DEPTH):
+        raise InvalidContent(
+            f"it is nested deeper than {MAX_DEPTH} levels (or contains itself): return "
+            "flatter data, or JSON text"
+        )
     try:
         return json.dumps(value, ensure_ascii=False, indent=2, default=str)
     except (TypeError, ValueError):
+        pass  # keys json cannot take, an int over the digit limit, a circular reference
+    except Exception as exc:  # default=str ran a __str__ that raised
+        raise InvalidContent(f"{type(exc).__name__}: {exc}") from None
+    try:
         return str(value)
+    except Exception as exc:
+        raise InvalidContent(f"{type(exc).__name__}: {exc}") from None
 
 
 def as_tool(func: Callable[..., Any] | Tool) -> Tool:

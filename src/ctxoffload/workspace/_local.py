@@ -16,8 +16,8 @@ from typing import Any
 
 from .._payloads import (
     as_message_list,
+    context_payload,
     count_lines,
-    message_json,
     offload_block,
     render_tool_output,
     tool_output_of,
@@ -165,9 +165,7 @@ class LocalWorkspace:
         path = self.context_path(session_id)
         # Serialise (and store payloads) before touching the log, so bad input leaves the
         # log untouched.
-        payload = b"".join(
-            dumps_line(message_json(m, self._store, where=f"msgs[{i}]")) for i, m in enumerate(msgs)
-        )
+        payload = context_payload(msgs, self._store, dumps_line)
         if not payload:
             return ContextRef(str(path), 0, -1)
         self._mkdir(path.parent)

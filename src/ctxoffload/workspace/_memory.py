@@ -10,8 +10,8 @@ from typing import Any
 
 from .._payloads import (
     as_message_list,
+    context_payload,
     count_lines,
-    message_json,
     offload_block,
     render_tool_output,
     tool_output_of,
@@ -74,10 +74,7 @@ class InMemoryWorkspace:
         """Append messages to the session's context log; see `LocalWorkspace.offload_context`."""
         ref = self.context_path(session_id)
         items = as_message_list(msgs)
-        payload = b"".join(
-            dumps_line(message_json(m, self._store, where=f"msgs[{i}]"))
-            for i, m in enumerate(items)
-        )
+        payload = context_payload(items, self._store, dumps_line)
         if not payload:
             return ContextRef(ref, 0, -1)
         first, last = self._append(ref, payload)

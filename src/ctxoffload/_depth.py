@@ -1,0 +1,129 @@
+"""How deeply content may nest, and a text form of any value that never recurses.
+
+Python's `json`, `repr` and pydantic's serialiser all recurse: 255 levels stop pydantic,
+about 1,000 stop `json.dumps`, and past that a `RecursionError` escapes. ctxoffload checks
+depth itself, without recursion, so that a value nested too deeply (or one that contains
+itself) is refused with a clear error at the edge, never a `RecursionError` in the middle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["MAX_DEPTH", "STORE_DEPTH", "text_form", "too_deep"]
+
+MAX_DEPTH = 100
+"""Levels of dicts and lists inside each other that a value may have: tool-call arguments, a
+tool's return value, or a field of a message or block. Deeper values are refused."""
+
+STORE_DEPTH = MAX_DEPTH + 8
+"""The limit for a whole message or block: its own envelope (content list, block, source,
+tool-result parts) may add a few levels on top of a value that is within `MAX_DEPTH`."""
+
+
+def _children(value: Any) -> Iterable[Any] | None:
+    if isinstance(value, Mapping):
+        return value.values()
+    if isinstance(value, (list, tuple)):
+        return value
+    if isinstance(value, BaseModel):
+        return [v for _, v in value]
+    return None
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests dicts, lists, tuples or pydantic models more than `limit` deep.
+
+    A value that contains itself is too deep. The walk is depth first and stops at the first
+    path over the limit, so a cycle or a very deep value costs at most `limit` steps down.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, parent_depth = stack.pop()
+        children = _children(item)
+        if children is None:
+            continue
+        depth = parent_depth + 1
+        if depth > limit:
+            return True
+        stack.extend((child, depth) for child in children)
+    return False
+
+
+class _Emit(str):
+    """Text to write as is (a bracket, a comma, a key), as opposed to a value to encode."""
+
+
+class _Leave:
+    """Marks the end of a container, which may then appear again elsewhere (not a cycle)."""
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+
+def _leaf(value: Any) -> str:
+    if isinstance(value, str) or value is None or isinstance(value, (bool, float)):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        try:
+            return str(value)
+        except ValueError:  # over sys.get_int_max_str_digits(); hex has no such limit
+            return json.dumps(hex(value))
+    try:
+        return json.dumps(repr(value), ensure_ascii=False)
+    except Exception as exc:
+        return json.dumps(f"<{type(value).__name__} whose repr raised {type(exc).__name__}>")
+
+
+def text_form(value: Any) -> str:
+    """`value` as compact JSON text, at any depth, for the record of what could not be stored.
+
+    JSON values come out as `json.dumps(value, separators=(",", ":"))` would write them;
+    a pydantic model as the object of its fields; anything else as the JSON string of its
+    `repr` (or a note naming its type when even that fails); an int too long for `str` in
+    hex; a container inside itself as `"<cycle>"`. Never raises, never recurses.
+    """
+    out: list[str] = []
+    open_ids: set[int] = set()
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Emit):
+            out.append(item)
+            continue
+        if isinstance(item, _Leave):
+            open_ids.discard(item.key)
+            continue
+        key = id(item)
+        if isinstance(item, BaseModel):
+            item = dict(item)
+        if isinstance(item, Mapping):
+            pairs: list[tuple[Any, Any]] = list(item.items())
+            opening, closing = "{", "}"
+        elif isinstance(item, (list, tuple)):
+            pairs = [(None, v) for v in item]
+            opening, closing = "[", "]"
+        else:
+            out.append(_leaf(item))
+            continue
+        if key in open_ids:
+            out.append('"<cycle>"')
+            continue
+        open_ids.add(key)
+        out.append(opening)
+        # Pushed in reverse, so the stack pops them in order.
+        stack.append(_Leave(key))
+        stack.append(_Emit(closing))
+        for i in range(len(pairs) - 1, -1, -1):
+            field, child = pairs[i]
+            stack.append(child)
+            if field is not None:
+                name = field if isinstance(field, str) else _leaf(field)
+                stack.append(_Emit(json.dumps(name, ensure_ascii=False) + ":"))
+            if i:
+                stack.append(_Emit(","))
+    return "".join(out)
