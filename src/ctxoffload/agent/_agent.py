@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import inspect
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -13,11 +14,11 @@ from typing import Any
 from .._depth import MAX_DEPTH, text_form, too_deep
 from .._payloads import storable_message
 from ..compression import CompressionResult, Compressor, ContextConfig
-from ..exceptions import ContextOverflowError, InvalidContent, InvalidReference
+from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
-from ..model import ChatModel, ModelResponse
+from ..model import ChatModel, ModelResponse, ScriptedModel
 from ..offloader import Offloader
-from ..tokens import TokenCounter
+from ..tokens import TokenCounter, get_token_counter
 from ..workspace import validate_session_id
 from ._tools import Tool, as_tools
 
@@ -48,6 +49,17 @@ class Agent:
     `sessions/<id>/state.json` when the offloader can store state, so a new `Agent` with
     the same `session_id` continues where this one stopped.
 
+    Construction checks everything it is given and raises `ConfigError` naming what to pass:
+    `model` (and `summary_model`) must have an `async def generate`; a context window must
+    be known from `model.context_window` (a positive int) or `ContextConfig(context_window=)`;
+    `offloader` must have async `offload_context`, `offload_tool_result` and
+    `offload_data_block`; `tools` must be a list of callables; `max_steps` at least 1.
+
+    A `ScriptedModel` plays one step per call, summary requests included. So with a
+    `ScriptedModel` as `model` and no `summary_model`, summaries are extractive (a warning is
+    logged) rather than taken from the agent's script; passing the same `ScriptedModel` as
+    both is a `ConfigError`.
+
     Args:
         name: the agent's name, used in messages and state.
         system_prompt: the system prompt; never compressed.
@@ -57,7 +69,8 @@ class Agent:
         offloader: where offloaded content goes, usually a `LocalWorkspace`.
         context_config: thresholds for truncation and compression.
         session_id: the workspace session; a new one is generated when not given.
-        summary_model: a (cheaper) model for summaries; defaults to `model`.
+        summary_model: a (cheaper) model for summaries; defaults to `model` (except for a
+            `ScriptedModel`, see above).
         max_steps: model calls per `reply` before giving up.
         counter: the token counter; by default the exact one for `model`.
     """
@@ -76,22 +89,49 @@ class Agent:
         max_steps: int = 30,
         counter: TokenCounter | None = None,
     ) -> None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps {max_steps} is below 1: the agent must call the model")
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ConfigError(
+                f"max_steps {max_steps!r} is below 1: the agent must call the model at least "
+                "once; pass max_steps=30 (the default) or another positive int"
+            )
+        config = context_config or ContextConfig()
+        _check_model(model, "model")
+        window = _model_window(model, config)
+        if summary_model is not None:
+            _check_model(summary_model, "summary_model")
+        if summary_model is model and isinstance(model, ScriptedModel):
+            raise ConfigError(
+                "model and summary_model are the same ScriptedModel, so summary requests would "
+                "play the agent's script: pass a separate ScriptedModel as summary_model, or "
+                "leave summary_model out for extractive summaries"
+            )
+        if summary_model is None and isinstance(model, ScriptedModel):
+            logger.warning(
+                "model is a ScriptedModel and no summary_model was given: summaries will be "
+                "extractive, so that summary requests do not play the agent's script; pass "
+                "summary_model=ScriptedModel(...) for model-written summaries"
+            )
+        _check_offloader(offloader)
         self.name = name
         self.model = model
         self.system_prompt = system_prompt
-        self.tools = as_tools(tools)
+        self.tools = _checked_tools(tools)
         self.offloader = offloader
         self.max_steps = max_steps
         self.session_id = validate_session_id(session_id or f"{uuid.uuid4().hex[:12]}")
+        summarizer: ChatModel | None = summary_model
+        if summarizer is None and not isinstance(model, ScriptedModel):
+            summarizer = model
         self.compressor = Compressor(
-            context_config or ContextConfig(),
-            model=summary_model or model,
+            config,
+            model=summarizer,
             offloader=offloader,
             session_id=self.session_id,
-            counter=counter,
-            context_window=model.context_window,
+            counter=counter
+            if counter is not None
+            else get_token_counter(getattr(model, "model_name", None)),
+            # Never None, so the compressor never asks a model without one for its window.
+            context_window=window if window is not None else config.context_window,
         )
         self.messages: list[Msg] = self._initial_messages()
         self.steps: list[StepRecord] = []
@@ -251,7 +291,7 @@ class Agent:
                 {
                     "session_id": self.session_id,
                     "agent": self.name,
-                    "model": self.model.model_name,
+                    "model": getattr(self.model, "model_name", type(self.model).__name__),
                     "steps": len(self.steps),
                     "context_tokens": self.context_tokens(),
                     "messages": messages,
@@ -359,3 +399,88 @@ def _bounded(reply: Msg) -> Msg:
         for b in reply.content
     ]
     return reply.model_copy(update={"content": content})
+
+
+# -- construction checks ---------------------------------------------------------------------
+
+
+def _check_model(model: Any, what: str) -> None:
+    if model is None:
+        raise ConfigError(
+            f"{what} is None: pass a chat model, for example OpenAIChatModel('gpt-4o-mini') "
+            "or ScriptedModel([...])"
+        )
+    generate = getattr(model, "generate", None)
+    if not callable(generate):
+        raise ConfigError(
+            f"{what} {type(model).__name__} has no generate method: pass a ChatModel, an "
+            "object with 'async def generate(self, messages, *, tools=None, "
+            "response_schema=None)'"
+        )
+    if not inspect.iscoroutinefunction(generate):
+        raise ConfigError(
+            f"{what}: {type(model).__name__}.generate is not async: define it with 'async def "
+            "generate(...)' (the agent awaits it)"
+        )
+
+
+def _model_window(model: Any, config: ContextConfig) -> int | None:
+    """The model's window when it reports a usable one; a ConfigError when none is known."""
+    window = getattr(model, "context_window", None)
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or window < 1
+    ):
+        if config.context_window is not None:
+            return None  # the config's window is used; the model's is never read
+        raise ConfigError(
+            f"model {type(model).__name__} reports context_window {window!r}, not a positive "
+            "number of tokens: give the model its real window, or pass "
+            "ContextConfig(context_window=...)"
+        )
+    if window is None and config.context_window is None:
+        raise ConfigError(
+            f"model {type(model).__name__} has no context_window and the config sets none: "
+            "pass ContextConfig(context_window=...) with the model's window in tokens"
+        )
+    return window
+
+
+_OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
+
+
+def _check_offloader(offloader: Any) -> None:
+    if offloader is None:
+        return
+    for method in _OFFLOADER_METHODS:
+        func = getattr(offloader, method, None)
+        if not callable(func):
+            raise ConfigError(
+                f"offloader {type(offloader).__name__} has no {method} method: pass a "
+                "LocalWorkspace, an InMemoryWorkspace, or an object with async "
+                + ", ".join(_OFFLOADER_METHODS)
+            )
+        if not inspect.iscoroutinefunction(func):
+            raise ConfigError(
+                f"offloader {type(offloader).__name__}.{method} is not async: define it with "
+                f"'async def {method}(...)' (the agent awaits it; a sync one would leave big "
+                "results in the context)"
+            )
+
+
+def _checked_tools(tools: Any) -> dict[str, Tool]:
+    if callable(tools) or isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        kind = "function" if inspect.isroutine(tools) else type(tools).__name__
+        raise ConfigError(
+            f"tools is a {kind}, not a list: pass tools=[fetch_logs, ...] (plain functions or "
+            "Tool objects)"
+        )
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Tool) and not callable(tool):
+            raise ConfigError(
+                f"tools[{i}] is a {type(tool).__name__} ({tool!r}), not a function: pass plain "
+                "functions (sync or async) or Tool objects"
+            )
+    try:
+        return as_tools(tools)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None

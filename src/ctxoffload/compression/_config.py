@@ -108,9 +108,9 @@ class ContextConfig(BaseModel):
     window; it keeps the newest messages that fit in `reserve_ratio` of the window and
     replaces the rest with a summary rendered from `summary_template`.
 
-    Constructing a `ContextConfig` directly raises pydantic's `ValidationError` (a
-    `ValueError`) for an impossible value, as every pydantic model does; `from_dict` and
-    `from_json_file` raise `ConfigError` instead, with one line per problem.
+    An impossible value raises `ConfigError` (a `CtxOffloadError` and a `ValueError`), with
+    one line per problem and a "did you mean" for a misspelt field, whether the config is
+    built directly, with `from_dict` or with `from_json_file`.
 
     A config is frozen, because the agent and the compressor share it during a run. For a
     changed copy, validate again: `ContextConfig.from_dict({**config.model_dump(), ...})`
@@ -136,6 +136,14 @@ class ContextConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        # pydantic raises its ValidationError from __init__; turn it into the same ConfigError
+        # that from_dict gives (model_validate, which from_dict uses, does not come here).
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, "ContextConfig(...)")) from None
 
     trigger_ratio: float = 0.8
     reserve_ratio: float = 0.1
