@@ -1199,3 +1199,67 @@ def to_msgs(objs: Iterable[Any]) -> list[Msg]:
             names.update((c.id, c.name) for c in msg.tool_calls)
         out.append(msg)
     return out
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def read_messages(messages: Any, *, caller: str) -> list[Msg]:
+    """`messages` as `Msg`s, for an API that takes what the workspace takes.
+
+    ctxoffload `Msg`s are returned as they are (not copied); OpenAI and Anthropic message
+    dicts and pydantic messages are converted with `to_msgs`.
+
+    Raises:
+        InvalidContent: in one line naming `caller` and `to_msgs`, for anything `to_msgs`
+            cannot read.
+    """
+    if isinstance(messages, (str, bytes, Mapping, BaseModel)) or not isinstance(messages, Iterable):
+        raise InvalidContent(
+            f"{caller} takes a list of messages, got one {type(messages).__name__}: pass a "
+            "list of ctxoffload Msgs or OpenAI / Anthropic message dicts (see ctxoffload.to_msgs)"
+        )
+    items = list(messages)
+    if all(isinstance(m, Msg) for m in items):
+        return items
+    try:
+        return to_msgs(items)
+    except InvalidContent as exc:
+        raise InvalidContent(
+            f"{caller} takes what ctxoffload.to_msgs takes (ctxoffload Msgs, OpenAI or "
+            f"Anthropic message dicts) and could not read these: {_one_line(exc)}"
+        ) from None
+
+
+def read_tool_result(result: Any, *, caller: str) -> ToolResultBlock:
+    """One tool result as a `ToolResultBlock`, from any shape the workspace takes.
+
+    Accepted: a `ToolResultBlock` (returned as is), our block as a dict, an OpenAI `tool`
+    message, an Anthropic `tool_result` block or a user message holding exactly one, or a
+    `Msg` holding exactly one result.
+
+    Raises:
+        InvalidContent: in one line naming `caller` and `to_msgs`, for anything else.
+    """
+    if isinstance(result, ToolResultBlock):
+        return result
+    try:
+        if isinstance(result, Mapping) and result.get("type") == "tool_result":
+            if "tool_use_id" in result:  # an Anthropic block: read it inside its message
+                result = {"role": "user", "content": [result]}
+            else:
+                return ToolResultBlock.model_validate(dict(result))
+        results = to_msg(result).tool_results
+    except (InvalidContent, ValidationError) as exc:
+        raise InvalidContent(
+            f"{caller} takes one tool result in a shape ctxoffload.to_msgs reads (a "
+            "ToolResultBlock, an OpenAI tool message, an Anthropic tool_result block) and could "
+            f"not read this {type(result).__name__}: {_one_line(exc)}"
+        ) from None
+    if len(results) != 1:
+        raise InvalidContent(
+            f"{caller} takes one tool result, and this {type(result).__name__} holds "
+            f"{len(results)} (read with ctxoffload.to_msgs): pass the results one at a time"
+        )
+    return results[0]

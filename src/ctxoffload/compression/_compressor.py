@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel
 from ..offloader import Offloader
@@ -176,14 +177,27 @@ class Compressor:
     # -- truncation (post-tool) -----------------------------------------------------------
 
     async def process_tool_result(
-        self, block: ToolResultBlock, *, config: ContextConfig | None = None
+        self,
+        block: ToolResultBlock | Mapping[str, Any] | Msg,
+        *,
+        config: ContextConfig | None = None,
     ) -> ToolResultBlock:
         """Offload and truncate one tool result if it is over `tool_result_limit`.
 
+        Args:
+            block: a `ToolResultBlock`, or what the workspace takes: an OpenAI `tool`
+                message, an Anthropic `tool_result` block, a `Msg` holding one result.
+            config: a one-off configuration for this call.
+
         Returns:
-            The block to put in the context: `block` itself when it fits or could not be
-            offloaded, else a copy whose output is the head plus a marker naming the file.
+            The block to put in the context, always a ctxoffload `ToolResultBlock`: the
+            result itself when it fits or could not be offloaded, else a copy whose output
+            is the head plus a marker naming the file.
+
+        Raises:
+            InvalidContent: `block` is not a tool result (one line, naming `to_msgs`).
         """
+        block = read_tool_result(block, caller="Compressor.process_tool_result")
         cfg = config or self.config
         done = await truncate_tool_result(
             block,
@@ -267,7 +281,7 @@ class Compressor:
 
     async def maybe_compress(
         self,
-        messages: Sequence[Msg],
+        messages: Sequence[Msg | Mapping[str, Any]],
         *,
         tools: Sequence[dict[str, Any]] = (),
         force: bool = False,
@@ -284,14 +298,22 @@ class Compressor:
         is removed (a warning is logged and `reason` says so).
 
         Args:
-            messages: the whole context, oldest first.
+            messages: the whole context, oldest first: ctxoffload `Msg`s, or OpenAI /
+                Anthropic message dicts (read with `to_msgs`).
             tools: the tool schemas sent with each call (they count against the window).
             force: compress even below the trigger.
             config: a one-off configuration for this call.
+
+        Returns:
+            The result; its `messages` are always ctxoffload `Msg`s (convert them back with
+            `to_openai` / `to_anthropic`).
+
+        Raises:
+            InvalidContent: a message `to_msgs` cannot read (one line, naming `to_msgs`).
         """
+        context = read_messages(messages, caller="Compressor.maybe_compress")
         cfg = config or self.config
         window = self.window(cfg)
-        context = list(messages)
         tokens_before = self.count(context, tools)
         if not force and tokens_before <= cfg.trigger_ratio * window:
             return CompressionResult(context, False, "below trigger", tokens_before, tokens_before)
