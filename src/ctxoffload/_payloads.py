@@ -42,6 +42,7 @@ __all__ = [
     "message_json",
     "offload_block",
     "render_tool_output",
+    "sniff_media_type",
     "storable_message",
     "text_form",
     "too_deep",
@@ -85,6 +86,28 @@ def decode_base64(data: str, *, what: str) -> bytes:
             f"{what} is not valid base64 ({exc}; data starts {shown!r}): pass the bytes "
             "base64-encoded, or a URL source instead"
         ) from None
+
+
+# Magic numbers of the binary formats a tool most often returns, longest prefixes first.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"%PDF-", "application/pdf"),
+    (b"PK\x03\x04", "application/zip"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"\x1f\x8b", "application/gzip"),
+)
+
+
+def sniff_media_type(data: bytes) -> str:
+    """The media type of binary data from its magic number; `application/octet-stream` else."""
+    for magic, media_type in _MAGIC:
+        if data.startswith(magic):
+            return media_type
+    if data[:4] == b"RIFF" and data[8:12] in (b"WEBP", b"WAVE"):
+        return "image/webp" if data[8:12] == b"WEBP" else "audio/wav"
+    return "application/octet-stream"
 
 
 def count_lines(data: bytes | str) -> int:

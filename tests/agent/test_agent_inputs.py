@@ -20,6 +20,7 @@ from ctxoffload import (
     TextBlock,
     ToolCallBlock,
     get_token_counter,
+    to_openai,
 )
 from ctxoffload._payloads import MAX_DEPTH
 
@@ -219,3 +220,29 @@ async def test_text_blocks_from_a_tool_are_kept(workspace: LocalWorkspace) -> No
     await agent.reply("go")
     (result,) = agent.messages[-2].tool_results
     assert [b.text for b in result.output if isinstance(b, TextBlock)] == ["one", "two"]
+
+
+async def test_bytes_from_a_tool_never_put_surrogates_in_the_context(
+    workspace: LocalWorkspace,
+) -> None:
+    blob = bytes(range(256)) * 4
+
+    def read_raw(binary: bool) -> bytes:
+        """Read raw bytes.
+
+        Args:
+            binary: binary data, or latin-1 text.
+        """
+        return blob if binary else "café, naïve".encode("latin-1")
+
+    script = [call("c1", "read_raw", {"binary": False}), call("c2", "read_raw", {"binary": True})]
+    model = ScriptedModel([*script, "done"])
+    agent = make_agent(model, workspace, [read_raw])
+    await agent.reply("go")
+    wire = to_openai(model.calls[-1])
+    json.dumps(wire, ensure_ascii=False).encode("utf-8")  # what the OpenAI client does
+    text_result = agent.messages[3].tool_results[0]
+    assert "were not valid UTF-8 and were replaced with U+FFFD" in str(text_result.output)
+    binary_result = agent.messages[5].tool_results[0]
+    stored = [p for p in binary_result.output if isinstance(p, DataBlock)]
+    assert stored and Path(stored[0].source.url).read_bytes() == blob  # type: ignore[union-attr]

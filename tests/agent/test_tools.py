@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from pathlib import Path
 from typing import Literal
 
 import pytest
 
-from ctxoffload.agent import as_tool
+from ctxoffload import (
+    Base64Source,
+    DataBlock,
+    LocalWorkspace,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+    to_openai,
+)
+from ctxoffload._payloads import sniff_media_type
+from ctxoffload.agent import Tool, as_tool
 from ctxoffload.agent._tools import as_tools, parse_docstring
 
 
@@ -60,3 +75,122 @@ def test_var_args_are_refused() -> None:
 def test_duplicate_names_are_refused() -> None:
     with pytest.raises(ValueError, match="unique"):
         as_tools([search, search])
+
+
+# -- bytes and odd text from a tool -------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+PDF = b"%PDF-1.7\n" + bytes(range(256)) * 4
+BLOB = bytes(range(256)) * 8  # NUL bytes and no magic number
+
+
+def returning(value: object) -> Tool:
+    def produce() -> object:
+        """Produce a value."""
+        return value
+
+    return as_tool(produce)
+
+
+CALL = ToolCallBlock(id="c1", name="produce", input={})
+
+
+def sendable(result: ToolResultBlock) -> None:
+    """What the OpenAI client does with a request body: JSON, encoded as UTF-8."""
+    wire = to_openai([Msg(role="tool", content=[result])])
+    json.dumps(wire, ensure_ascii=False).encode("utf-8")
+
+
+async def test_text_bytes_that_are_not_utf8_are_replaced_and_marked() -> None:
+    result = await returning(b"caf\xe9 ok \xff\xfe end").run(CALL)
+    assert not result.is_error
+    assert isinstance(result.output, str)
+    assert result.output.startswith(
+        "[3 bytes were not valid UTF-8 and were replaced with U+FFFD]\n"
+    )
+    assert result.output.endswith("caf\ufffd ok \ufffd\ufffd end")
+    sendable(result)
+
+
+async def test_utf8_bytes_are_decoded_unmarked() -> None:
+    result = await returning("naïve café".encode()).run(CALL)
+    assert result.output == "naïve café"
+
+
+async def test_text_with_lone_surrogates_is_replaced_and_marked() -> None:
+    raw = b"caf\xe9".decode("utf-8", "surrogateescape") + " and \ud800"
+    result = await returning(raw).run(CALL)
+    assert result.output == (
+        "[2 characters were lone surrogates (not Unicode text) and were replaced with U+FFFD]\n"
+        "caf\ufffd and \ufffd"
+    )
+    sendable(result)
+
+
+@pytest.mark.parametrize(
+    ("raw", "media_type"),
+    [
+        (BLOB, "application/octet-stream"),
+        (PDF, "application/pdf"),
+        (b"PK\x03\x04" + BLOB, "application/zip"),
+    ],
+    ids=["blob", "pdf", "zip"],
+)
+async def test_binary_bytes_go_to_data(tmp_path: Path, raw: bytes, media_type: str) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    result = await returning(raw).run(CALL, store_data=ws.offload_data_block)
+    assert not result.is_error
+    assert isinstance(result.output, list)
+    note, block = result.output
+    assert isinstance(note, TextBlock) and isinstance(block, DataBlock)
+    assert f"{len(raw):,} bytes of binary data ({media_type})" in note.text
+    assert isinstance(block.source, URLSource) and block.source.media_type == media_type
+    assert Path(block.source.url).parent == ws.data_dir
+    assert Path(block.source.url).read_bytes() == raw
+    sendable(result)
+
+
+async def test_image_bytes_become_an_image_the_model_can_see() -> None:
+    result = await returning(PNG).run(CALL)
+    assert isinstance(result.output, list)
+    (block,) = result.output
+    assert isinstance(block, DataBlock) and isinstance(block.source, Base64Source)
+    assert block.source.media_type == "image/png"
+    assert base64.b64decode(block.source.data) == PNG
+
+
+async def test_binary_bytes_without_an_offloader_are_described_not_lost_silently() -> None:
+    result = await returning(BLOB).run(CALL)
+    assert result.output == (
+        "[the tool returned 2,048 bytes of binary data (application/octet-stream); they were "
+        "not kept: the agent has no offloader to store them in data/]"
+    )
+
+
+def test_media_types_are_sniffed_from_magic_numbers() -> None:
+    assert sniff_media_type(PNG) == "image/png"
+    assert sniff_media_type(b"\xff\xd8\xff\xe0" + BLOB) == "image/jpeg"
+    assert sniff_media_type(b"GIF89a" + BLOB) == "image/gif"
+    assert sniff_media_type(b"RIFF\x00\x00\x00\x00WEBPVP8 ") == "image/webp"
+    assert sniff_media_type(PDF) == "application/pdf"
+    assert sniff_media_type(b"\x1f\x8b\x08" + BLOB) == "application/gzip"
+    assert sniff_media_type(BLOB) == "application/octet-stream"
+
+
+@pytest.mark.parametrize(
+    ("raw", "is_text"),
+    [
+        (bytes(range(1, 256)) * 4, False),  # binary without a NUL byte or a magic number
+        ("Grüße aus Köln, où est la boîte?".encode("latin-1"), True),
+        ("日志：一切正常。".encode() * 20 + b"\xff", True),  # UTF-8 with one bad byte
+        (b"\x1b[31mred\x1b[0m \xe9", True),  # ANSI colours
+    ],
+    ids=["binary", "latin-1", "utf8-one-bad-byte", "ansi"],
+)
+async def test_binary_and_text_in_another_encoding_are_told_apart(
+    raw: bytes, is_text: bool
+) -> None:
+    result = await returning(raw).run(CALL)
+    assert isinstance(result.output, str)
+    assert ("were not valid UTF-8" in result.output) is is_text
+    assert ("binary data" in result.output) is not is_text

@@ -249,7 +249,8 @@ class Agent:
                 output=f"Error: there is no tool named {call.name!r}; the tools are: {known}",
                 is_error=True,
             )
-        return await tool.run(call)
+        store = self.offloader.offload_data_block if self.offloader is not None else None
+        return await tool.run(call, store_data=store)
 
     async def compress_context(
         self, context_config: ContextConfig | None = None

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
 from .._depth import MAX_DEPTH, too_deep
+from .._payloads import sniff_media_type
 from ..exceptions import InvalidContent
-from ..messages import DataBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from ..messages import Base64Source, DataBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
 __all__ = ["Tool", "as_tool", "parse_docstring"]
 
@@ -82,8 +84,27 @@ class Tool:
             },
         }
 
-    async def run(self, call: ToolCallBlock) -> ToolResultBlock:
-        """Run the function for one call; failures become error results, never exceptions."""
+    async def run(
+        self,
+        call: ToolCallBlock,
+        *,
+        store_data: Callable[[DataBlock], Awaitable[DataBlock]] | None = None,
+    ) -> ToolResultBlock:
+        """Run the function for one call; failures become error results, never exceptions.
+
+        A return value of `bytes` that is binary (NUL bytes, a known magic number, or more
+        than a tenth of it not UTF-8) becomes a `DataBlock` with the sniffed media type:
+        an image stays inline for the model to see; anything else is stored with
+        `store_data` (into data/) and named, or described when there is nowhere to store
+        it. Other bytes are decoded as UTF-8, invalid bytes replaced with U+FFFD and a
+        first line saying how many; text never carries lone surrogates, which no provider
+        accepts.
+
+        Args:
+            call: the model's call.
+            store_data: stores a block's payload and returns the block pointing at it,
+                usually the offloader's `offload_data_block`.
+        """
         try:
             kwargs = self._arguments(call.input)
             if inspect.iscoroutinefunction(self.func):
@@ -94,6 +115,8 @@ class Tool:
                     value = await value
         except Exception as exc:
             return _error(call, self.name, f"{type(exc).__name__}: {exc}")
+        if isinstance(value, bytes) and _is_binary(value):
+            return await self._binary_result(call, value, store_data)
         try:
             output = _as_output(value)
         except InvalidContent as exc:
@@ -103,6 +126,33 @@ class Tool:
                 f"{self.name} returned a value that cannot be shown to the model: {exc}",
             )
         return ToolResultBlock(id=call.id, name=self.name, output=output)
+
+    async def _binary_result(
+        self,
+        call: ToolCallBlock,
+        data: bytes,
+        store_data: Callable[[DataBlock], Awaitable[DataBlock]] | None,
+    ) -> ToolResultBlock:
+        media_type = sniff_media_type(data)
+        encoded = base64.b64encode(data).decode("ascii")
+        block = DataBlock(source=Base64Source(media_type=media_type, data=encoded))
+        if media_type.startswith("image/"):
+            # What a tool returning a DataBlock gets: the model sees the image, and state
+            # saves and compression move its bytes to data/.
+            return ToolResultBlock(id=call.id, name=self.name, output=[block])
+        described = f"the tool returned {len(data):,} bytes of binary data ({media_type})"
+        if store_data is None:
+            text = (
+                f"[{described}; they were not kept: the agent has no offloader to store them "
+                "in data/]"
+            )
+            return ToolResultBlock(id=call.id, name=self.name, output=text)
+        try:
+            stored = await store_data(block)
+        except Exception as exc:
+            return _error(call, self.name, f"{described} and they could not be stored: {exc}")
+        note = TextBlock(text=f"[{described}, stored in data/ as named below]")
+        return ToolResultBlock(id=call.id, name=self.name, output=[note, stored])
 
     def _arguments(self, raw: dict[str, Any]) -> dict[str, Any]:
         if "_raw_arguments" in raw:
@@ -160,6 +210,57 @@ def _too_deep_json(text: Any) -> bool:
     return too_deep(value, MAX_DEPTH)
 
 
+# Bytes that are not UTF-8, as surrogateescape decodes them (one per byte), and any lone
+# surrogate: neither can be encoded as UTF-8, so no provider accepts them.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# Bytes are binary data, not text in another encoding, when more than this share of them is
+# not UTF-8 AND more than this share are control codes (read one byte per character, as
+# Latin-1: accented letters there are printable, while random bytes are a quarter controls).
+_BINARY_SHARE = 0.1
+# Bytes that appear in text: tab, newlines, form feed, escape (ANSI colours), printable ASCII
+# and the printable upper half of Latin-1. The rest are control codes.
+_TEXT_BYTES = bytes([8, 9, 10, 12, 13, 27, *range(0x20, 0x7F), *range(0xA0, 0x100)])
+
+
+def _is_binary(data: bytes) -> bool:
+    if sniff_media_type(data) != "application/octet-stream" or b"\x00" in data:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        invalid = len(_ESCAPED_BYTE.findall(data.decode("utf-8", "surrogateescape")))
+        controls = len(data.translate(None, _TEXT_BYTES))
+        limit = _BINARY_SHARE * len(data)
+        return invalid > limit and controls > limit
+    return False
+
+
+def _decoded(data: bytes) -> str:
+    """Bytes as text: UTF-8, with each invalid byte replaced by U+FFFD and counted."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    text, replaced = _ESCAPED_BYTE.subn("\ufffd", data.decode("utf-8", "surrogateescape"))
+    return f"[{replaced} bytes were not valid UTF-8 and were replaced with U+FFFD]\n{text}"
+
+
+def _without_surrogates(text: str) -> str:
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        clean, replaced = _SURROGATE.subn("\ufffd", text)
+        return (
+            f"[{replaced} characters were lone surrogates (not Unicode text) and were "
+            f"replaced with U+FFFD]\n{clean}"
+        )
+    return text
+
+
 def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
     """A tool's return value as a tool result's output.
 
@@ -169,10 +270,9 @@ def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
             object whose `__str__` raises.
     """
     if isinstance(value, str):
-        return value
+        return _without_surrogates(value)
     if isinstance(value, bytes):
-        # surrogateescape keeps non-UTF-8 bytes; the workspace writes them back unchanged.
-        return value.decode("utf-8", "surrogateescape")
+        return _decoded(value)
     if isinstance(value, (TextBlock, DataBlock)):
         return [value]
     if (
