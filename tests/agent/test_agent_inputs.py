@@ -14,6 +14,7 @@ from ctxoffload import (
     Base64Source,
     ContextConfig,
     DataBlock,
+    InvalidContent,
     LocalWorkspace,
     Msg,
     ScriptedModel,
@@ -246,3 +247,14 @@ async def test_bytes_from_a_tool_never_put_surrogates_in_the_context(
     binary_result = agent.messages[5].tool_results[0]
     stored = [p for p in binary_result.output if isinstance(p, DataBlock)]
     assert stored and Path(stored[0].source.url).read_bytes() == blob  # type: ignore[union-attr]
+
+
+async def test_a_too_deep_user_message_is_refused_before_it_enters_the_context(
+    workspace: LocalWorkspace,
+) -> None:
+    agent = make_agent(ScriptedModel(["ok"]), workspace, [])
+    deep = Msg(role="user", content="look", metadata={"x": nested(5000)})
+    with pytest.raises(InvalidContent, match="user_input is nested deeper than"):
+        await agent.reply(deep)
+    assert [m.role for m in agent.messages] == ["system"]
+    assert (await agent.reply("plain")).text == "ok"

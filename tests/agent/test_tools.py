@@ -192,5 +192,13 @@ async def test_binary_and_text_in_another_encoding_are_told_apart(
 ) -> None:
     result = await returning(raw).run(CALL)
     assert isinstance(result.output, str)
-    assert ("were not valid UTF-8" in result.output) is is_text
+    assert ("not valid UTF-8" in result.output) is is_text
     assert ("binary data" in result.output) is not is_text
+
+
+async def test_a_dict_holding_lone_surrogates_is_rendered_without_them() -> None:
+    result = await returning({"name": b"caf\xe9".decode("utf-8", "surrogateescape")}).run(CALL)
+    assert isinstance(result.output, str)
+    assert result.output.startswith("[1 character was a lone surrogate (not Unicode text) and was")
+    assert '"name": "caf\ufffd"' in result.output
+    sendable(result)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._depth import MAX_DEPTH, text_form, too_deep
+from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from .._payloads import storable_message
 from ..compression import CompressionResult, Compressor, ContextConfig
 from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
@@ -166,6 +166,8 @@ class Agent:
             The model's final assistant message (or a note that the step limit was hit).
 
         Raises:
+            InvalidContent: `user_input` nests deeper than `STORE_DEPTH` levels; nothing
+                was added to the context.
             ModelError: the model failed (after one compress-and-retry on overflow).
         """
         async with self._lock:
@@ -173,6 +175,13 @@ class Agent:
             user = (
                 user_input if isinstance(user_input, Msg) else Msg(role="user", content=user_input)
             )
+            if too_deep(user, STORE_DEPTH):
+                # Refused before it enters the context, where it could be neither stored,
+                # counted nor sent.
+                raise InvalidContent(
+                    f"user_input is nested deeper than {STORE_DEPTH} levels (or contains "
+                    "itself): flatten it, or pass deeply nested data as JSON text"
+                )
             self.messages.append(user)
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)

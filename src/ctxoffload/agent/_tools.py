@@ -244,7 +244,8 @@ def _decoded(data: bytes) -> str:
     except UnicodeDecodeError:
         pass
     text, replaced = _ESCAPED_BYTE.subn("\ufffd", data.decode("utf-8", "surrogateescape"))
-    return f"[{replaced} bytes were not valid UTF-8 and were replaced with U+FFFD]\n{text}"
+    were = "bytes were" if replaced != 1 else "byte was"
+    return f"[{replaced} {were} not valid UTF-8 and {were[-4:]} replaced with U+FFFD]\n{text}"
 
 
 def _without_surrogates(text: str) -> str:
@@ -254,10 +255,11 @@ def _without_surrogates(text: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         clean, replaced = _SURROGATE.subn("\ufffd", text)
-        return (
-            f"[{replaced} characters were lone surrogates (not Unicode text) and were "
-            f"replaced with U+FFFD]\n{clean}"
-        )
+        if replaced == 1:
+            what = "1 character was a lone surrogate (not Unicode text) and was"
+        else:
+            what = f"{replaced} characters were lone surrogates (not Unicode text) and were"
+        return f"[{what} replaced with U+FFFD]\n{clean}"
     return text
 
 
@@ -290,13 +292,13 @@ def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
             "flatter data, or JSON text"
         )
     try:
-        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+        return _without_surrogates(json.dumps(value, ensure_ascii=False, indent=2, default=str))
     except (TypeError, ValueError):
         pass  # keys json cannot take, an int over the digit limit, a circular reference
     except Exception as exc:  # default=str ran a __str__ that raised
         raise InvalidContent(f"{type(exc).__name__}: {exc}") from None
     try:
-        return str(value)
+        return _without_surrogates(str(value))
     except Exception as exc:
         raise InvalidContent(f"{type(exc).__name__}: {exc}") from None
 
