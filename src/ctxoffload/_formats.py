@@ -1235,9 +1235,10 @@ def read_messages(messages: Any, *, caller: str) -> list[Msg]:
 def read_tool_result(result: Any, *, caller: str) -> ToolResultBlock:
     """One tool result as a `ToolResultBlock`, from any shape the workspace takes.
 
-    Accepted: a `ToolResultBlock` (returned as is), our block as a dict, an OpenAI `tool`
-    message, an Anthropic `tool_result` block or a user message holding exactly one, or a
-    `Msg` holding exactly one result.
+    Accepted: a `ToolResultBlock` (returned as is), our block as a dict or a foreign pydantic
+    block of the same shape (AgentScope's), an OpenAI `tool` message, an Anthropic
+    `tool_result` block or a user message holding exactly one, or a `Msg` holding exactly
+    one result.
 
     Raises:
         InvalidContent: in one line naming `caller` and `to_msgs`, for anything else.
@@ -1245,13 +1246,19 @@ def read_tool_result(result: Any, *, caller: str) -> ToolResultBlock:
     if isinstance(result, ToolResultBlock):
         return result
     try:
+        if isinstance(result, BaseModel) and not isinstance(result, Msg):
+            # A foreign block (AgentScope's ToolResultBlock, say) is read as its dict; any
+            # other model (an SDK message) goes to to_msg as it is.
+            dumped = result.model_dump(mode="json")
+            if dumped.get("type") == "tool_result":
+                result = dumped
         if isinstance(result, Mapping) and result.get("type") == "tool_result":
             if "tool_use_id" in result:  # an Anthropic block: read it inside its message
                 result = {"role": "user", "content": [result]}
             else:
                 return ToolResultBlock.model_validate(dict(result))
         results = to_msg(result).tool_results
-    except (InvalidContent, ValidationError) as exc:
+    except (InvalidContent, ValidationError, ValueError) as exc:
         raise InvalidContent(
             f"{caller} takes one tool result in a shape ctxoffload.to_msgs reads (a "
             "ToolResultBlock, an OpenAI tool message, an Anthropic tool_result block) and could "

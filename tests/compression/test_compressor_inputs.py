@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 from ctxoffload import (
     ContextConfig,
@@ -123,3 +124,26 @@ async def test_process_tool_result_fails_in_one_line_naming_to_msgs(
         await make(local_ws).process_tool_result(result)
     assert "to_msgs" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+class ForeignText(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ForeignToolResult(BaseModel):
+    """Shaped like AgentScope 2.x's ToolResultBlock."""
+
+    type: Literal["tool_result"] = "tool_result"
+    id: str
+    name: str
+    output: list[ForeignText]
+
+
+async def test_process_tool_result_takes_a_foreign_block_the_workspace_takes(
+    local_ws: LocalWorkspace,
+) -> None:
+    foreign = ForeignToolResult(id="c9", name="bash", output=[ForeignText(text="x\n" * 400)])
+    block = await make(local_ws).process_tool_result(foreign)  # type: ignore[arg-type]
+    assert (block.id, block.name) == ("c9", "bash")
+    assert "TRUNCATED" in str(block.output)
