@@ -295,22 +295,24 @@ def _block_stand_in(block: Block, problem: str) -> Block:
 def _repaired_msg(msg: Msg, problem: str, store: StoreData | None, where: str) -> Msg:
     """`msg` with each part that cannot be stored replaced by its text form."""
 
-    def fits(value: Any, at: str) -> bool:
+    def problem_with(value: Any, at: str) -> str | None:
         try:
             message_json(value, store, where=at)
-        except InvalidContent:
-            return False
-        return True
+        except InvalidContent as exc:
+            return str(exc)
+        return None
 
     content: str | list[Block] = msg.content
     if isinstance(msg.content, list):
-        content = [
-            b if fits(b, f"{where}.content[{i}]") else _block_stand_in(b, problem)
-            for i, b in enumerate(msg.content)
-        ]
+        content = []
+        for i, block in enumerate(msg.content):
+            block_problem = problem_with(block, f"{where}.content[{i}]")
+            content.append(
+                block if block_problem is None else _block_stand_in(block, block_problem)
+            )
     extra = msg.model_extra or {}
     metadata: dict[str, Any] = {}
-    if not fits({"metadata": msg.metadata, **extra}, f"{where}.metadata"):
+    if problem_with({"metadata": msg.metadata, **extra}, f"{where}.metadata") is not None:
         metadata["unstored_fields"] = text_form({"metadata": msg.metadata, **extra})
         extra = {}
     else:

@@ -183,3 +183,22 @@ def test_text_form_writes_anything_without_recursing() -> None:
     assert "Unprintable" in text and "RuntimeError" in text
     assert "0x" in text
     assert "cycle" in text
+
+
+async def test_a_bad_tool_result_keeps_its_id_and_the_stand_in_converts(
+    workspace: Workspace,
+) -> None:
+    bad = co.DataBlock(source=co.Base64Source(media_type="image/png", data="!!not base64!!"))
+    result = co.ToolResultBlock(id="call-7", name="shot", output=[co.TextBlock(text="ok"), bad])
+    calling = co.Msg(
+        role="assistant", content=[co.ToolCallBlock(id="call-7", name="shot", input={})]
+    )
+    await workspace.offload_context("s", msgs=[calling, co.Msg(role="tool", content=[result])])
+    _, line = await _lines(workspace)
+    stand_in = co.Msg.model_validate(line)
+    (kept,) = stand_in.tool_results
+    assert (kept.id, kept.name) == ("call-7", "shot")
+    assert isinstance(kept.output, str)
+    assert "not valid base64" in kept.output and "!!not base64!!" in kept.output
+    wire = co.to_openai([calling, stand_in])  # still a valid call/result pair
+    assert wire[1]["tool_call_id"] == "call-7"
