@@ -73,6 +73,10 @@ class Agent:
             `ScriptedModel`, see above).
         max_steps: model calls per `reply` before giving up.
         counter: the token counter; by default the exact one for `model`.
+
+    Raises:
+        ConfigError: one of the checks above failed (also a `ValueError`).
+        InvalidSessionId: `session_id` is not a plain name.
     """
 
     def __init__(
