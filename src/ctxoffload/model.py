@@ -38,7 +38,11 @@ class ChatModel(Protocol):
 
     Attributes:
         model_name: the provider's model name; also used to pick a tokenizer.
-        context_window: the model's context window in tokens.
+        context_window: the model's context window in tokens. A model may lack it when
+            `ContextConfig(context_window=...)` gives the window instead.
+
+    `generate` must be a coroutine function (`async def`): `Agent` checks this when it is
+    constructed.
     """
 
     model_name: str
