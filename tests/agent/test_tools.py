@@ -202,3 +202,24 @@ async def test_a_dict_holding_lone_surrogates_is_rendered_without_them() -> None
     assert result.output.startswith("[1 character was a lone surrogate (not Unicode text) and was")
     assert '"name": "caf\ufffd"' in result.output
     sendable(result)
+
+
+async def test_returned_blocks_are_made_acceptable_to_a_provider() -> None:
+    unpadded = base64.urlsafe_b64encode(PNG).decode().rstrip("=")
+    image = DataBlock(source=Base64Source(media_type="image/png", data=unpadded))
+    text = TextBlock(text="caf" + b"\xe9".decode("utf-8", "surrogateescape"))
+    result = await returning([text, image]).run(CALL)
+    assert isinstance(result.output, list)
+    fixed_text, fixed_image = result.output
+    assert isinstance(fixed_text, TextBlock) and fixed_text.text.endswith("caf\ufffd")
+    assert isinstance(fixed_image, DataBlock) and isinstance(fixed_image.source, Base64Source)
+    assert fixed_image.source.data == base64.b64encode(PNG).decode()
+    sendable(result)
+
+
+async def test_a_returned_block_that_is_not_base64_is_an_error_result() -> None:
+    bad = DataBlock(source=Base64Source(media_type="image/png", data="!!nope!!"))
+    result = await returning(bad).run(CALL)
+    assert result.is_error
+    assert "cannot be shown to the model" in str(result.output)
+    assert "not valid base64" in str(result.output)

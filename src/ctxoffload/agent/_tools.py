@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import inspect
 import json
 import re
@@ -14,7 +15,7 @@ from typing import Any, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 
 from .._depth import MAX_DEPTH, too_deep
-from .._payloads import sniff_media_type
+from .._payloads import decode_base64, sniff_media_type
 from ..exceptions import InvalidContent
 from ..messages import Base64Source, DataBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -263,6 +264,27 @@ def _without_surrogates(text: str) -> str:
     return text
 
 
+def _checked_block(block: TextBlock | DataBlock) -> TextBlock | DataBlock:
+    """A block a provider will accept: text without lone surrogates, standard base64."""
+    if isinstance(block, TextBlock):
+        text = _without_surrogates(block.text)
+        return block if text is block.text else block.model_copy(update={"text": text})
+    source = block.source
+    if not isinstance(source, Base64Source):
+        return block
+    try:
+        base64.b64decode(source.data, validate=True)
+        return block
+    except (binascii.Error, ValueError):
+        pass
+    # URL-safe, unpadded or wrapped: providers want the standard spelling. Not base64 at
+    # all: InvalidContent, so the model gets an error result instead of every later call
+    # failing on it.
+    raw = decode_base64(source.data, what="the DataBlock the tool returned")
+    standard = source.model_copy(update={"data": base64.b64encode(raw).decode("ascii")})
+    return block.model_copy(update={"source": standard})
+
+
 def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
     """A tool's return value as a tool result's output.
 
@@ -276,13 +298,13 @@ def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
     if isinstance(value, bytes):
         return _decoded(value)
     if isinstance(value, (TextBlock, DataBlock)):
-        return [value]
+        return [_checked_block(value)]
     if (
         isinstance(value, list)
         and value
         and all(isinstance(v, (TextBlock, DataBlock)) for v in value)
     ):
-        return list(value)
+        return [_checked_block(v) for v in value]
     if value is None:
         return ""
     # json.dumps and str() recurse and would raise RecursionError out of the agent.
