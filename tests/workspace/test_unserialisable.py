@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxoffload as co
 from ctxoffload import InMemoryWorkspace, InvalidContent, LocalWorkspace
@@ -202,3 +204,19 @@ async def test_a_bad_tool_result_keeps_its_id_and_the_stand_in_converts(
     assert "not valid base64" in kept.output and "!!not base64!!" in kept.output
     wire = co.to_openai([calling, stand_in])  # still a valid call/result pair
     assert wire[1]["tool_call_id"] == "call-7"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@given(JSON_VALUES)
+@settings(max_examples=200, deadline=None)
+def test_the_text_form_of_a_json_value_is_its_compact_json(value: Any) -> None:
+    assert text_form(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(text_form(value)) == value
