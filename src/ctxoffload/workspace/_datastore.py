@@ -62,7 +62,12 @@ def _holds(data_fd: int, name: str, raw: bytes) -> bool:
         digest = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             digest.update(chunk)
-        return digest.digest() == hashlib.sha256(raw).digest()
+        if digest.digest() != hashlib.sha256(raw).digest():
+            return False
+        # Mark it as just used: gc() leaves recently used unreferenced files alone, so a
+        # reference about to be written to a log never points at a removed file.
+        os.utime(fd)
+        return True
     finally:
         os.close(fd)
 

@@ -23,9 +23,10 @@ from .._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ..exceptions import InvalidReference, OffloadError
+from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
 from ._datastore import store_bytes
+from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session_usage
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import JsonlAppender, dumps_line, read_log
 from ._paths import (
@@ -218,11 +219,31 @@ class LocalWorkspace:
             finally:
                 os.close(fd)
 
+    @contextlib.contextmanager
+    def _data_in_use(self) -> Iterator[None]:
+        """Hold data/ shared from storing payloads until the log line naming them is written.
+
+        gc() takes data/ exclusively before it looks for references, so it never removes a
+        file that an offload in progress has stored but not yet logged.
+        """
+        with contextlib.ExitStack() as stack:
+            try:
+                fd = stack.enter_context(self._tree("data", create=False))
+            except (FileNotFoundError, OffloadError):
+                # No data/ yet: the first store makes it, and a new file is kept by gc. A
+                # planted data/ is refused by the store itself, if there is one to make.
+                pass
+            else:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+
     # -- writing --------------------------------------------------------------------------
 
     def _store(self, raw: bytes, media_type: str | None) -> str:
         shown = str(self.data_dir)
         with _offload_errors("write to", shown), self._tree("data", create=True) as data_fd:
+            # Shared with other writers, exclusive for gc() while it removes files.
+            fcntl.flock(data_fd, fcntl.LOCK_SH)
             return store_bytes(data_fd, shown, raw, media_type, fsync=self.fsync)
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
@@ -256,6 +277,10 @@ class LocalWorkspace:
         return await asyncio.to_thread(self._offload_context, session_id, as_message_list(msgs))
 
     def _offload_context(self, session_id: str, msgs: list[Any]) -> ContextRef:
+        with self._data_in_use():
+            return self._offload_context_using_data(session_id, msgs)
+
+    def _offload_context_using_data(self, session_id: str, msgs: list[Any]) -> ContextRef:
         path = self.context_path(session_id)
         # Serialise (and store payloads) before touching the log, so bad input leaves the
         # log untouched.
@@ -306,6 +331,10 @@ class LocalWorkspace:
         return await asyncio.to_thread(self._offload_tool_result, session_id, tool_result)
 
     def _offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        with self._data_in_use():
+            return self._offload_tool_result_using_data(session_id, tool_result)
+
+    def _offload_tool_result_using_data(self, session_id: str, tool_result: Any) -> str:
         found = tool_output_of(tool_result)
         data = render_tool_output(found.output, self._store)
         session_dir = self.session_dir(session_id)
@@ -624,6 +653,134 @@ class LocalWorkspace:
 
         return await asyncio.to_thread(purge)
 
+    async def gc(
+        self,
+        *,
+        older_than: float | None = None,
+        max_bytes: int | None = None,
+        dry_run: bool = False,
+    ) -> GcReport:
+        """Remove old sessions, then the oldest until the workspace fits, then unused data.
+
+        1. Sessions whose last activity (the newest mtime of their files) is more than
+           `older_than` seconds ago are removed.
+        2. If `max_bytes` is given, the remaining sessions are removed oldest first until the
+           sessions plus the data/ files they reference take at most `max_bytes`.
+        3. data/ files that no remaining session references (in context.jsonl, tool_result
+           files, events.jsonl or state.json) are removed, except those used within the last
+           `DATA_GRACE_SECONDS` (a writer may have stored one and not yet logged it).
+
+        Safe while agents write: a session is removed under the same exclusive lock as
+        `purge_session`, and only if nothing was written to it since it was measured; data/
+        files are removed under an exclusive lock on data/ that every store shares. A
+        referenced file is never removed.
+
+        Args:
+            older_than: age in seconds; None skips step 1.
+            max_bytes: size budget for the whole workspace; None skips step 2.
+            dry_run: remove nothing; report what would be removed.
+
+        Returns:
+            A `GcReport`.
+
+        Raises:
+            ConfigError: a negative `older_than` or `max_bytes`.
+            OffloadError: a planted link, or the disk refused a removal.
+        """
+        for name, value in (("older_than", older_than), ("max_bytes", max_bytes)):
+            if value is not None and value < 0:
+                raise ConfigError(f"gc {name}={value!r} is negative: pass a value >= 0 or None")
+        return await asyncio.to_thread(self._gc, older_than, max_bytes, dry_run)
+
+    def _gc(self, older_than: float | None, max_bytes: int | None, dry_run: bool) -> GcReport:
+        report = GcReport(dry_run=dry_run)
+        now = time.time()
+        with _offload_errors("collect garbage in", str(self.workdir)):
+            usages = self._session_usages()
+            data = self._data_files()
+            doomed: list[SessionUsage] = []
+            remaining = sorted(usages, key=lambda u: u.last_activity)
+            if older_than is not None:
+                doomed = [u for u in remaining if u.last_activity < now - older_than]
+                remaining = [u for u in remaining if u not in doomed]
+            if max_bytes is not None:
+                while remaining and _footprint(remaining, data) > max_bytes:
+                    doomed.append(remaining.pop(0))
+            for usage in doomed:
+                if dry_run or self._remove_session_if_idle(usage):
+                    report.sessions_removed.append(usage.name)
+                    report.bytes_freed += usage.size
+                else:
+                    remaining.append(usage)
+            self._collect_data(remaining, now, report)
+        return report
+
+    def _session_usages(self) -> list[SessionUsage]:
+        try:
+            with self._tree("sessions", create=False) as sessions_fd:
+                with os.scandir(sessions_fd) as it:
+                    names = [
+                        e.name
+                        for e in it
+                        if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                    ]
+                found = (session_usage(sessions_fd, n, str(self.sessions_dir / n)) for n in names)
+                return [u for u in found if u is not None]
+        except FileNotFoundError:
+            return []
+
+    def _data_files(self) -> dict[str, os.stat_result]:
+        try:
+            with self._tree("data", create=False) as data_fd:
+                return data_files(data_fd)
+        except FileNotFoundError:
+            return {}
+
+    def _remove_session_if_idle(self, usage: SessionUsage) -> bool:
+        """Remove a session under the purge lock unless it was written since it was measured."""
+        shown = str(self.sessions_dir / usage.name)
+        with self._tree("sessions", create=False) as sessions_fd:
+            try:
+                fd = open_dir(sessions_fd, usage.name, shown, create=False)
+            except FileNotFoundError:
+                return False
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                now = session_usage(sessions_fd, usage.name, shown)
+                if (
+                    now is None
+                    or not same_entry(fd, sessions_fd, usage.name)
+                    or now.last_activity > usage.last_activity
+                ):
+                    return False
+                doomed = f".purge-{usage.name}-{time.time_ns()}"
+                os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+                remove_tree(sessions_fd, doomed)
+                return True
+            finally:
+                os.close(fd)
+
+    def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
+        try:
+            with self._tree("data", create=False) as data_fd:
+                fcntl.flock(data_fd, fcntl.LOCK_EX)
+                # Measured again under the lock: references written meanwhile count.
+                referenced: set[str] = set()
+                for usage in self._session_usages() if not report.dry_run else remaining:
+                    referenced |= usage.references
+                for name, st in sorted(data_files(data_fd).items()):
+                    if name in referenced or st.st_mtime > now - DATA_GRACE_SECONDS:
+                        continue
+                    if not report.dry_run:
+                        try:
+                            os.unlink(name, dir_fd=data_fd)
+                        except FileNotFoundError:
+                            continue
+                    report.data_removed.append(name)
+                    report.bytes_freed += st.st_size
+        except FileNotFoundError:
+            return
+
 
 def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
     for _ in range(_SESSION_TRIES):
@@ -644,6 +801,14 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
         finally:
             os.close(fd)
     raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
+
+
+def _footprint(sessions: list[SessionUsage], data: dict[str, os.stat_result]) -> int:
+    """Bytes the sessions take, with the data/ files they reference."""
+    referenced = set().union(*(u.references for u in sessions))
+    return sum(u.size for u in sessions) + sum(
+        st.st_size for name, st in data.items() if name in referenced
+    )
 
 
 def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
