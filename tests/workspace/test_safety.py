@@ -11,6 +11,7 @@ import base64
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,42 @@ async def test_workdir_that_is_a_symlink_is_resolved_once_and_works(
     assert (real / "sessions" / "s" / "context.jsonl").exists()
     assert [m["content"] for m in await ws.read_context("s")] == ["hi"]
     assert await ws.read_reference(str(ref))
+
+
+# Swaps tool_result-r.txt between its real content and a symlink to an outside file, as fast
+# as it can, until killed.
+SWAPPER = """
+import os, sys
+session, outside = sys.argv[1], sys.argv[2]
+real, link, target = (os.path.join(session, n) for n in (".real", ".link", "tool_result-r.txt"))
+print("ready", flush=True)
+while True:
+    os.symlink(outside, link)
+    os.rename(link, target)
+    with open(real, "wb") as f:
+        f.write(b"inside")
+    os.rename(real, target)
+"""
+
+
+async def test_read_reference_never_returns_an_outside_file_swapped_in_meanwhile(
+    local_ws: LocalWorkspace, outside: Path, spawn_python: object
+) -> None:
+    path = await local_ws.offload_tool_result("s", ToolResultBlock(id="r", output="inside"))
+    child = spawn_python(SWAPPER, str(Path(path).parent), str(outside / "secret.txt"))  # type: ignore[operator]
+    assert child.stdout.readline() == "ready\n"
+    outcomes: set[str] = set()
+    deadline = time.monotonic() + 2
+    try:
+        while time.monotonic() < deadline:
+            try:
+                data = await local_ws.read_reference(path)
+            except InvalidReference:
+                outcomes.add("refused")
+                continue
+            assert data != b"outside bytes\n"
+            outcomes.add("read")
+    finally:
+        child.kill()
+        child.wait()
+    assert "refused" in outcomes

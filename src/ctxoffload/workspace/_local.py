@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -427,9 +428,9 @@ class LocalWorkspace:
         path = str(self.events_path(session_id))
         try:
             self._jsonl.append(dir_fd, EVENTS_FILE, path, [line])
-        except OffloadError:
-            raise
         except OSError as exc:
+            if isinstance(exc, OffloadError) and not _is_disk_error(exc):
+                raise
             logger.warning("could not record a %s event in %s: %s", kind, path, exc)
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
@@ -801,6 +802,12 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
         finally:
             os.close(fd)
     raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
+
+
+def _is_disk_error(exc: OffloadError) -> bool:
+    """Whether an OffloadError comes from the disk refusing (not from a planted entry)."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno not in (errno.ELOOP, errno.ENOTDIR)
 
 
 def _footprint(sessions: list[SessionUsage], data: dict[str, os.stat_result]) -> int:
