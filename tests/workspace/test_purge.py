@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -63,11 +64,20 @@ async def test_append_acknowledged_after_purge_is_at_the_line_it_reported(
     purges = checked = 0
     deadline = time.monotonic() + 4
     line = child.stdout.readline()
+    orphans: list[tuple[int, int]] = []
     while line and time.monotonic() < deadline:
+        # Hold the log about to be purged open: whatever reaches it after the purge returned
+        # was written to a file nobody can find any more.
+        try:
+            doomed = os.open(ws.context_path("s"), os.O_RDONLY)
+        except FileNotFoundError:
+            doomed = None
         await ws.purge_session("s")
         # CLOCK_MONOTONIC is one clock for every process on the machine.
         purged_at = time.monotonic()
         purges += 1
+        if doomed is not None:
+            orphans.append((doomed, os.fstat(doomed).st_size))
         acks: list[tuple[str, int, float]] = []
         for _ in range(20):
             line = child.stdout.readline()
@@ -87,6 +97,10 @@ async def test_append_acknowledged_after_purge_is_at_the_line_it_reported(
                 assert log[first - 1] == msg_id, (msg_id, first)
     child.kill()
     child.wait()
+    for fd, size_at_purge in orphans:
+        size_now = os.fstat(fd).st_size
+        os.close(fd)
+        assert size_now == size_at_purge, "an append landed in a purged log"
     assert purges > 3 and checked > 10
     assert not [p for p in (workdir / "sessions").iterdir() if p.name.startswith(".")]
 
@@ -154,3 +168,36 @@ async def test_initialize_removes_old_temp_files_and_keeps_new_ones(
     assert [p.exists() for p in old] == [False, False]
     assert fresh.exists()
     assert not leftover_purge.exists()
+
+
+async def test_no_append_lands_in_a_log_after_its_purge_returned(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    ws = LocalWorkspace(workdir, fsync=False)
+    children = [spawn_python(APPENDER, str(workdir), "100000") for _ in range(2)]
+    for child in children:
+        _start(child)
+    held: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 3
+    try:
+        while time.monotonic() < deadline and len(held) < 400:
+            # Hold the log about to be purged open: whatever reaches it after the purge
+            # returned went to a file nobody can find any more (an acknowledged line lost).
+            try:
+                doomed = os.open(ws.context_path("s"), os.O_RDONLY)
+            except FileNotFoundError:
+                await asyncio.sleep(0)
+                continue
+            await ws.purge_session("s")
+            held.append((doomed, os.fstat(doomed).st_size))
+        time.sleep(0.2)  # let any writer still holding an orphan write into it
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+    late = 0
+    for fd, size_at_purge in held:
+        late += os.fstat(fd).st_size != size_at_purge
+        os.close(fd)
+    assert len(held) > 20
+    assert late == 0, f"{late} of {len(held)} purged logs were written to after the purge"
