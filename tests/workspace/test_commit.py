@@ -198,3 +198,15 @@ async def test_readers_never_see_part_of_a_batch_in_progress(
     finally:
         child.kill()
         child.wait()
+
+
+async def test_ids_are_found_across_appends_of_messages_without_ids(
+    workspace: LocalWorkspace | InMemoryWorkspace,
+) -> None:
+    plain = {"role": "user", "content": "no id"}
+    await workspace.offload_context("s", msgs=[plain])
+    await workspace.offload_context("s", msgs=_msgs("a"))
+    await workspace.offload_context("s", msgs=[plain])
+    ref = await workspace.offload_context("s", msgs=_msgs("a", "b"))
+    assert (ref.first_line, ref.last_line) == (2, 4)
+    assert [m.get("id") for m in await workspace.read_context("s")] == [None, "a", None, "b"]

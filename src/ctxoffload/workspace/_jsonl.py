@@ -277,14 +277,25 @@ class JsonlAppender:
                         size - committed,
                     )
                     os.ftruncate(fd, committed)
-            known = self._index(shown, fd, st, committed, newlines, record is not None)
-            index = known.ids if known.ids is not None else {}
+            index: dict[str, int] | None = None
+            if ids is not None and any(i is not None for i in ids):
+                index = self._index(shown, fd, st, committed, newlines, record is not None)
+            else:
+                # Nothing to look up: skip reading the log for ids; an index kept from
+                # before still continues from where it ends.
+                previous = self._known.get(shown)
+                if (
+                    previous is not None
+                    and previous.ids is not None
+                    and self._still(previous, fd, st, committed)
+                ):
+                    index = self._index(shown, fd, st, committed, newlines, record is not None)
             keep: list[bytes] = []
             kept_ids: list[str | None] = []
             found: list[int] = []
             for i, line in enumerate(lines):
                 msg_id = ids[i] if ids is not None else None
-                if msg_id is not None and msg_id in index:
+                if msg_id is not None and index is not None and msg_id in index:
                     found.append(index[msg_id])
                 else:
                     keep.append(line)
@@ -296,9 +307,10 @@ class JsonlAppender:
             end = committed + len(payload)
             end_newlines = newlines + payload.count(b"\n")
             self._write(shown, fd, payload, committed, commit=(commit_fd, end_newlines))
-            for line_no, msg_id in enumerate(kept_ids, first):
-                if msg_id is not None:
-                    index.setdefault(msg_id, line_no)
+            if index is not None:
+                for line_no, msg_id in enumerate(kept_ids, first):
+                    if msg_id is not None:
+                        index.setdefault(msg_id, line_no)
             self._known[shown] = _Known(
                 st.st_dev, st.st_ino, end, end_newlines, self._tail(fd, payload, end), index
             )
@@ -311,7 +323,7 @@ class JsonlAppender:
 
     def _index(
         self, key: str, fd: int, st: os.stat_result, committed: int, newlines: int, exact: bool
-    ) -> _Known:
+    ) -> dict[str, int]:
         """The ids in bytes [0, committed) of the log, continued from what was seen before."""
         known = self._known.get(key)
         if not (
@@ -325,7 +337,7 @@ class JsonlAppender:
             known.newlines = newlines
         known.size = committed
         self._known[key] = known
-        return known
+        return known.ids
 
     @staticmethod
     def _still(known: _Known, fd: int, st: os.stat_result, size: int) -> bool:
