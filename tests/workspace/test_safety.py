@@ -303,3 +303,14 @@ async def test_read_reference_never_returns_an_outside_file_swapped_in_meanwhile
         child.kill()
         child.wait()
     assert "refused" in outcomes
+
+
+async def test_purge_of_a_planted_session_link_removes_only_the_link(
+    local_ws: LocalWorkspace, workdir: Path, outside: Path
+) -> None:
+    await local_ws.initialize()
+    (workdir / "sessions" / "s").symlink_to(outside)
+    before = _outside_state(outside)
+    assert await local_ws.purge_session("s") is True
+    assert not (workdir / "sessions" / "s").is_symlink()
+    assert _outside_state(outside) == before

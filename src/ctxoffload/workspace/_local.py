@@ -789,6 +789,13 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
             fd = open_dir(sessions_fd, sid, shown, create=False)
         except FileNotFoundError:
             return False
+        except OffloadError:
+            st = os.stat(sid, dir_fd=sessions_fd, follow_symlinks=False)
+            if not stat.S_ISLNK(st.st_mode):
+                raise
+            # A planted link: remove the link itself, never what it points to.
+            os.unlink(sid, dir_fd=sessions_fd)
+            return True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if not same_entry(fd, sessions_fd, sid):
