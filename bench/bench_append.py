@@ -5,7 +5,7 @@ Measures `LocalWorkspace.offload_context` of one message into a log that already
 that disk and scheduler noise hit both alike. Target: ratio <= 1.2, with fsync on and off.
 
 Also prints, for information, the first append by a *new* workspace to the 8,000-line log:
-it has no line count cached yet and must count the file once.
+it has no line count or id index cached yet and must read the file once.
 
 Usage: python bench/bench_append.py [--quick]
 """
@@ -74,7 +74,7 @@ async def main() -> None:
         )
         print(
             f"             first append by a new workspace to the {PRIOR_LINES}-line log "
-            f"(counts it once): {result['cold'] * 1e6:8.1f} us"
+            f"(counts it and indexes its message ids once): {result['cold'] * 1e6:8.1f} us"
         )
     print("target met" if ok else "TARGET MISSED")
 

@@ -34,7 +34,7 @@ __all__ = [
     "StoreData",
     "ToolOutput",
     "as_message_list",
-    "context_payload",
+    "context_rows",
     "count_lines",
     "data_line",
     "decode_base64",
@@ -377,19 +377,16 @@ def storable_message(msg: Any, store: StoreData | None, *, where: str) -> tuple[
     return _flat_stand_in(msg, problem), problem
 
 
-def context_payload(
-    msgs: Sequence[Any], store: StoreData, dumps_line: Callable[[Any], bytes]
-) -> bytes:
-    """The lines a batch of messages adds to context.jsonl.
+def context_rows(msgs: Sequence[Any], store: StoreData) -> list[Any]:
+    """The JSON values a batch of messages adds to context.jsonl, one per message.
 
-    Every message gets one line: its own JSON, or a stand-in (see `storable_message`) when
+    Every message gets one row: its own JSON, or a stand-in (see `storable_message`) when
     it cannot be stored, so one bad message never stops the rest of the batch. Each
     stand-in is logged as a warning.
 
     Args:
         msgs: the messages, oldest first.
         store: where inline payloads go.
-        dumps_line: serialises one JSON value as one line.
 
     Raises:
         InvalidContent: an item is not a message at all; nothing was stored.
@@ -397,13 +394,13 @@ def context_payload(
     for i, msg in enumerate(msgs):
         if not isinstance(msg, (BaseModel, Mapping)):
             _as_json(msg, where=f"msgs[{i}]")  # raises, naming the item
-    lines: list[bytes] = []
+    rows: list[Any] = []
     for i, msg in enumerate(msgs):
         value, problem = storable_message(msg, store, where=f"msgs[{i}]")
         if problem is not None:
             logger.warning("stored a stand-in for a message that cannot be stored: %s", problem)
-        lines.append(dumps_line(value))
-    return b"".join(lines)
+        rows.append(value)
+    return rows
 
 
 def offload_block(block: Any, store: StoreData) -> Any:

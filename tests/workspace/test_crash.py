@@ -108,8 +108,12 @@ async def test_killed_writers_lose_no_acknowledged_message(
 ) -> None:
     acked = _kill_writers(spawn_python, workdir, seed=20240611)
     log = workdir / "sessions" / "crash" / "context.jsonl"
-    raw_lines = log.read_bytes().split(b"\n")
-    complete, tail = raw_lines[:-1], raw_lines[-1]
+    raw = log.read_bytes()
+    # Readers stop at the committed length: a kill between a batch's write and its commit
+    # leaves whole lines after it that no reader returns.
+    committed = int(log.with_name("context.jsonl.commit").read_bytes()[:20])
+    complete = raw[:committed].split(b"\n")[:-1]
+    tail = raw.split(b"\n")[-1]
 
     ws = LocalWorkspace(workdir)
     with caplog.at_level(logging.WARNING, logger="ctxoffload"):
@@ -170,27 +174,47 @@ async def test_read_context_skips_a_torn_last_line_silently(
     assert caplog.records == []
 
 
-async def test_append_after_a_torn_line_reports_its_true_line(
-    local_ws: LocalWorkspace, torn_log: Path
+async def test_append_after_an_uncommitted_tail_trims_it_and_reports_its_true_line(
+    local_ws: LocalWorkspace, torn_log: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ref = await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])
-    assert (ref.first_line, ref.last_line) == (4, 4)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        ref = await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])
+    assert (ref.first_line, ref.last_line) == (3, 3)
     lines = torn_log.read_bytes().split(b"\n")
-    assert lines[2] == TORN
-    assert json.loads(lines[3])["content"] == "three"
+    assert [json.loads(line)["content"] for line in lines[:-1]] == ["one", "two", "three"]
+    [record] = caplog.records
+    assert "never committed" in record.getMessage()
+    assert str(torn_log) in record.getMessage()
 
 
-async def test_append_after_a_torn_line_by_a_fresh_workspace_reports_its_true_line(
+async def test_append_after_an_uncommitted_tail_by_a_fresh_workspace_reports_its_true_line(
     workdir: Path, torn_log: Path
 ) -> None:
     ref = await LocalWorkspace(workdir).offload_context(
         "s", msgs=[Msg(role="user", content="three")]
     )
+    assert (ref.first_line, ref.last_line) == (3, 3)
+
+
+@pytest.fixture
+def legacy_torn_log(torn_log: Path) -> Path:
+    """The torn log as an older version (without commit records) leaves it."""
+    torn_log.with_name("context.jsonl.commit").unlink()
+    return torn_log
+
+
+async def test_append_after_a_torn_line_of_a_log_without_commit_record_closes_it(
+    local_ws: LocalWorkspace, legacy_torn_log: Path
+) -> None:
+    ref = await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])
     assert (ref.first_line, ref.last_line) == (4, 4)
+    lines = legacy_torn_log.read_bytes().split(b"\n")
+    assert lines[2] == TORN
+    assert json.loads(lines[3])["content"] == "three"
 
 
 async def test_closed_torn_line_is_skipped_with_a_warning(
-    local_ws: LocalWorkspace, torn_log: Path, caplog: pytest.LogCaptureFixture
+    local_ws: LocalWorkspace, legacy_torn_log: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])
     with caplog.at_level(logging.WARNING, logger="ctxoffload"):
@@ -199,7 +223,7 @@ async def test_closed_torn_line_is_skipped_with_a_warning(
     [record] = caplog.records
     assert record.levelno == logging.WARNING
     assert "line 3" in record.getMessage()
-    assert str(torn_log) in record.getMessage()
+    assert str(legacy_torn_log) in record.getMessage()
 
 
 @pytest.mark.parametrize(
@@ -216,6 +240,9 @@ async def test_unreadable_line_in_the_middle_is_skipped_not_raised(
     local_ws: LocalWorkspace, garbage: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
     ref = await local_ws.offload_context("s", msgs=[Msg(role="user", content="one")])
+    # Written by hand into a log without a commit record (as older versions leave it); with
+    # one, the next append would trim the garbage instead.
+    Path(ref).with_name("context.jsonl.commit").unlink()
     with open(ref, "ab") as f:
         f.write(garbage + b"\n")
     await local_ws.offload_context("s", msgs=[Msg(role="user", content="three")])

@@ -56,6 +56,7 @@ async def test_session_files_follow_the_documented_layout(
     session = workdir / "sessions" / "s"
     assert sorted(p.name for p in session.iterdir()) == [
         "context.jsonl",
+        "context.jsonl.commit",
         "events.jsonl",
         "tool_result-call_1.txt",
     ]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
+import stat
 import uuid
-from pathlib import Path
 
-__all__ = ["extension_for", "fsync_dir", "store_bytes"]
+from ._paths import READ_FLAGS, WRITE_NEW_FLAGS, unlink_quietly
+
+__all__ = ["extension_for", "store_bytes"]
 
 # mimetypes.guess_extension answers differently across Python versions and platforms
 # (image/jpeg -> .jpe on some); file names are part of the on-disk contract, so fix them.
@@ -47,37 +48,69 @@ def extension_for(media_type: str | None) -> str:
     return _EXTENSIONS.get(media_type.split(";", 1)[0].strip().lower(), ".bin")
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a directory's new entries durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def _holds(data_fd: int, name: str, raw: bytes) -> bool:
+    """Whether data/`name` is a regular file, one link, whose bytes are exactly `raw`."""
     try:
-        os.fsync(fd)
+        fd = os.open(name, READ_FLAGS, dir_fd=data_fd)
+    except OSError:
+        # Missing, or a planted symlink (ELOOP): not a stored copy.
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != len(raw):
+            return False
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+        if digest.digest() != hashlib.sha256(raw).digest():
+            return False
+        # Mark it as just used: gc() leaves recently used unreferenced files alone, so a
+        # reference about to be written to a log never points at a removed file.
+        os.utime(fd)
+        return True
     finally:
         os.close(fd)
 
 
-def store_bytes(data_dir: Path, raw: bytes, media_type: str | None, *, fsync: bool) -> Path:
-    """Store `raw` as data/<sha256><ext> unless it is there already; return its path.
+def store_bytes(
+    data_fd: int, data_dir: str, raw: bytes, media_type: str | None, *, fsync: bool
+) -> str:
+    """Store `raw` as data/<sha256><ext> unless a verified copy is there; return its path.
 
-    The bytes go to a temporary name first and are linked into place, so a reader never sees
-    a partial file and concurrent writers of the same payload leave exactly one file.
+    An existing entry is trusted only when it is a regular file with one link whose bytes
+    hash to its name. Anything else there (a planted symlink, a hard link to another file,
+    other bytes) is replaced atomically by a rename, which replaces the entry itself and never
+    writes through it. The bytes go to a temporary name first, so a reader never sees a
+    partial file, and concurrent writers of one payload leave one file with those bytes.
+
+    Args:
+        data_fd: data/, opened without following links.
+        data_dir: data/ as shown in references.
+        raw: the decoded payload.
+        media_type: chooses the extension.
+        fsync: make the file and its name durable before returning.
+
+    Raises:
+        OSError: the disk refused the write; no temporary file is left.
     """
-    final = data_dir / f"{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
-    if final.exists():
-        return final
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = data_dir / f".tmp-{final.name}-{uuid.uuid4().hex}"
+    name = f"{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
+    if _holds(data_fd, name, raw):
+        return os.path.join(data_dir, name)
+    tmp = f".tmp-{name}-{uuid.uuid4().hex}"
+    fd = os.open(tmp, WRITE_NEW_FLAGS, 0o644, dir_fd=data_fd)
     try:
-        with open(tmp, "xb") as f:
-            f.write(raw)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
             if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        # Another writer may have stored the same bytes first: same name, same content.
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, final)
-        if fsync:
-            fsync_dir(data_dir)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return final
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=data_fd, dst_dir_fd=data_fd)
+    except BaseException:
+        unlink_quietly(data_fd, tmp)
+        raise
+    if fsync:
+        os.fsync(data_fd)
+    return os.path.join(data_dir, name)

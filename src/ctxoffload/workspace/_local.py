@@ -3,30 +3,42 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
+import errno
+import fcntl
 import logging
 import os
-import shutil
+import stat
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .._payloads import (
     as_message_list,
-    context_payload,
+    context_rows,
     count_lines,
     offload_block,
     render_tool_output,
     tool_output_of,
 )
-from ..exceptions import InvalidReference, OffloadError
+from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
-from ._datastore import fsync_dir, store_bytes
+from ._datastore import store_bytes
+from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session_usage
 from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import JsonlAppender, dumps_line, read_jsonl
+from ._jsonl import JsonlAppender, dumps_line, read_log
+from ._paths import (
+    WRITE_NEW_FLAGS,
+    open_dir,
+    open_for_reading,
+    open_tree,
+    remove_tree,
+    same_entry,
+    unlink_quietly,
+)
 
 __all__ = ["LocalWorkspace"]
 
@@ -42,14 +54,31 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _same_content(path: Path, data: bytes) -> bool:
+# Temporary files older than this are a killed writer's leftovers; initialize() removes them.
+# (A live writer touches its temporary file at least every few seconds.)
+STALE_TMP_SECONDS = 300.0
+# How many times a writer retries when the session directory it opened was purged under it.
+_SESSION_TRIES = 50
+
+
+def _message_id(row: Any) -> str | None:
+    """The top-level `id` of a serialised message, the key of idempotent offloading."""
+    if isinstance(row, dict):
+        msg_id = row.get("id")
+        if isinstance(msg_id, str) and msg_id:
+            return msg_id
+    return None
+
+
+@contextlib.contextmanager
+def _offload_errors(action: str, shown: str) -> Iterator[None]:
+    """Turn an OSError into an OffloadError naming `shown`; OffloadErrors pass unchanged."""
     try:
-        if path.stat().st_size != len(data):
-            return False
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).digest() == hashlib.sha256(data).digest()
-    except FileNotFoundError:
-        return False
+        yield
+    except OffloadError:
+        raise
+    except OSError as exc:
+        raise OffloadError(f"cannot {action} {shown}: {exc.strerror or exc}", shown) from exc
 
 
 class LocalWorkspace:
@@ -78,6 +107,8 @@ class LocalWorkspace:
         self.workdir = Path(workdir)
         self.fsync = fsync
         self._jsonl = JsonlAppender(fsync=fsync)
+        # Resolved once: the workdir may be a symlink, nothing below it is followed.
+        self._root = os.path.realpath(self.workdir)
 
     def __repr__(self) -> str:
         return f"LocalWorkspace(workdir={str(self.workdir)!r})"
@@ -110,83 +141,172 @@ class LocalWorkspace:
         """The session's state.json (the agent's live context, written by `Agent`)."""
         return self.session_dir(session_id) / STATE_FILE
 
+    def _tree(self, *parts: str, create: bool) -> contextlib.AbstractContextManager[int]:
+        return open_tree(self._root, parts, str(self.workdir), create=create)
+
     async def initialize(self) -> None:
-        """Create `sessions/`, `data/` and `skills/`. Idempotent; offloading works without it.
+        """Create `sessions/`, `data/` and `skills/`, and clear what crashed writers left.
+
+        Idempotent; offloading works without it. Removes `.tmp-*` files older than
+        `STALE_TMP_SECONDS` in `sessions/*/` and `data/`, and the `.purge-*` directories of
+        purges that were killed.
 
         Raises:
-            OffloadError: a directory cannot be created.
+            OffloadError: a directory cannot be created, or is a planted link.
         """
         await asyncio.to_thread(self._initialize)
 
     def _initialize(self) -> None:
-        for sub in ("sessions", "data", "skills"):
-            self._mkdir(self.workdir / sub)
+        with _offload_errors("initialize", str(self.workdir)):
+            self._initialize_unwrapped()
 
-    def _mkdir(self, path: Path) -> None:
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OffloadError(
-                f"cannot create directory {path}: {exc.strerror or exc}", str(path)
-            ) from exc
+    def _initialize_unwrapped(self) -> None:
+        for sub in ("sessions", "data", "skills"):
+            with self._tree(sub, create=True):
+                pass
+        cutoff = time.time() - STALE_TMP_SECONDS
+        with self._tree("data", create=False) as data_fd:
+            _remove_stale_tmp(data_fd, cutoff)
+        with self._tree("sessions", create=False) as sessions_fd, os.scandir(sessions_fd) as it:
+            entries = [e for e in it if e.is_dir(follow_symlinks=False)]
+        with self._tree("sessions", create=False) as sessions_fd:
+            for entry in entries:
+                if entry.name.startswith(".purge-"):
+                    with contextlib.suppress(OSError):
+                        remove_tree(sessions_fd, entry.name)
+                elif not entry.name.startswith("."):
+                    try:
+                        session_fd = open_dir(sessions_fd, entry.name, entry.name, create=False)
+                    except (OSError, OffloadError):
+                        continue
+                    try:
+                        _remove_stale_tmp(session_fd, cutoff)
+                    finally:
+                        os.close(session_fd)
+
+    @contextlib.contextmanager
+    def _session_for_writing(self, session_id: str) -> Iterator[int]:
+        """The session directory, made if needed, held against `purge_session` while in use.
+
+        Writers hold a shared flock on the directory; purge takes it exclusively. A writer
+        that opened the directory just before a purge renamed it finds, once it has the lock,
+        that the entry `sessions/{id}` is no longer that directory, and starts again on the
+        new one: nothing acknowledged ever lands in a directory being deleted.
+        """
+        sid = validate_session_id(session_id)
+        shown = str(self.session_dir(sid))
+        with self._tree("sessions", create=True) as sessions_fd:
+            for _ in range(_SESSION_TRIES):
+                try:
+                    fd = open_dir(sessions_fd, sid, shown, create=True)
+                except FileNotFoundError:
+                    continue  # purged between mkdir and open
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH)
+                    if same_entry(fd, sessions_fd, sid):
+                        break
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.close(fd)
+            else:
+                raise OffloadError(
+                    f"{shown} was removed {_SESSION_TRIES} times while writing to it: "
+                    "stop whatever keeps purging it and retry",
+                    shown,
+                )
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+
+    @contextlib.contextmanager
+    def _data_in_use(self) -> Iterator[None]:
+        """Hold data/ shared from storing payloads until the log line naming them is written.
+
+        gc() takes data/ exclusively before it looks for references, so it never removes a
+        file that an offload in progress has stored but not yet logged.
+        """
+        with contextlib.ExitStack() as stack:
+            try:
+                fd = stack.enter_context(self._tree("data", create=False))
+            except (FileNotFoundError, OffloadError):
+                # No data/ yet: the first store makes it, and a new file is kept by gc. A
+                # planted data/ is refused by the store itself, if there is one to make.
+                pass
+            else:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
 
     # -- writing --------------------------------------------------------------------------
 
     def _store(self, raw: bytes, media_type: str | None) -> str:
-        try:
-            return str(store_bytes(self.data_dir, raw, media_type, fsync=self.fsync))
-        except OSError as exc:
-            raise OffloadError(
-                f"cannot write to {self.data_dir}: {exc.strerror or exc}", str(self.data_dir)
-            ) from exc
+        shown = str(self.data_dir)
+        with _offload_errors("write to", shown), self._tree("data", create=True) as data_fd:
+            # Shared with other writers, exclusive for gc() while it removes files.
+            fcntl.flock(data_fd, fcntl.LOCK_SH)
+            return store_bytes(data_fd, shown, raw, media_type, fsync=self.fsync)
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
         """Append messages, oldest first, to `sessions/{session_id}/context.jsonl`.
 
         All messages of one call land as consecutive lines in one write, even with other
-        writers (tasks or processes) appending to the same session at the same time.
+        writers (tasks or processes) appending to the same session at the same time, and
+        readers see all of them or none (the commit rule, see the README's "On disk").
+
+        Idempotent on message ids: a message whose top-level `id` is already in the log is
+        not written again, so offloading the same messages after a crash (an agent resumed
+        from an older state.json) returns the span where they already are. Messages without
+        an `id` are always written.
 
         Args:
             session_id: a plain name (see `InvalidSessionId`).
             msgs: ctxoffload `Msg`s, OpenAI / Anthropic message dicts, or pydantic models.
 
         Returns:
-            The path of context.jsonl, as a `ContextRef` carrying the lines written.
+            The path of context.jsonl, as a `ContextRef` carrying the lines of the batch (when
+            some messages were already there, the span from the first to the last line of
+            the batch's messages, which may include lines of other writers).
 
         Raises:
             InvalidSessionId: before any I/O.
-            InvalidContent: a message cannot be serialised; nothing was written.
-            OffloadError: the disk refused the write; the file is as it was before.
+            InvalidContent: an item is not a message at all; nothing was written. (A
+                message that cannot be stored as given gets a stand-in line instead; see
+                README "Errors".)
+            OffloadError: the disk refused the write, or a planted link was found; the log
+                is as it was before.
         """
         validate_session_id(session_id)
         return await asyncio.to_thread(self._offload_context, session_id, as_message_list(msgs))
 
     def _offload_context(self, session_id: str, msgs: list[Any]) -> ContextRef:
-        path = self.context_path(session_id)
-        # Serialise (and store payloads) before touching the log, so bad input leaves the
-        # log untouched.
-        payload = context_payload(msgs, self._store, dumps_line)
-        if not payload:
-            return ContextRef(str(path), 0, -1)
-        self._mkdir(path.parent)
-        first, last = self._append(path, payload)
-        self._event(
-            session_id,
-            kind="context",
-            reference=str(path),
-            bytes=len(payload),
-            messages=len(msgs),
-            lines=[first, last],
-        )
-        return ContextRef(str(path), first, last)
+        with self._data_in_use():
+            return self._offload_context_using_data(session_id, msgs)
 
-    def _append(self, path: Path, payload: bytes) -> tuple[int, int]:
-        try:
-            return self._jsonl.append(path, payload)
-        except OSError as exc:
-            raise OffloadError(
-                f"cannot append to {path}: {exc.strerror or exc}", str(path)
-            ) from exc
+    def _offload_context_using_data(self, session_id: str, msgs: list[Any]) -> ContextRef:
+        path = self.context_path(session_id)
+        # Serialise (and store payloads) before touching the log, so an item that is not a
+        # message leaves the log untouched.
+        rows = context_rows(msgs, self._store)
+        if not rows:
+            return ContextRef(str(path), 0, -1)
+        lines = [dumps_line(row) for row in rows]
+        ids = [_message_id(row) for row in rows]
+        shown = str(path)
+        with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
+            first, last = self._jsonl.append(
+                dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True
+            )
+            self._event(
+                dir_fd,
+                session_id,
+                kind="context",
+                reference=str(path),
+                bytes=sum(len(line) for line in lines),
+                messages=len(msgs),
+                lines=[first, last],
+            )
+        return ContextRef(str(path), first, last)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Write the whole text of one tool result to `sessions/{id}/tool_result-{tool_id}.txt`.
@@ -194,6 +314,8 @@ class LocalWorkspace:
         The file holds the entire output, so line numbers in it match what the agent saw.
         A file is never overwritten: the same id with the same content returns the existing
         file; the same id with other content gets `tool_result-{tool_id}.2.txt`, `.3`, ...
+        An entry at one of those names that is not a regular file with one link (a planted
+        link) is never opened: the result takes the next free name.
 
         Args:
             session_id: a plain name.
@@ -212,54 +334,65 @@ class LocalWorkspace:
         return await asyncio.to_thread(self._offload_tool_result, session_id, tool_result)
 
     def _offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        with self._data_in_use():
+            return self._offload_tool_result_using_data(session_id, tool_result)
+
+    def _offload_tool_result_using_data(self, session_id: str, tool_result: Any) -> str:
         found = tool_output_of(tool_result)
         data = render_tool_output(found.output, self._store)
         session_dir = self.session_dir(session_id)
-        self._mkdir(session_dir)
         stem = tool_file_stem(found.tool_id)
-        path = self._write_unique(session_dir, f"tool_result-{stem}", data)
-        self._event(
-            session_id,
-            kind="tool_result",
-            reference=str(path),
-            bytes=len(data),
-            lines=count_lines(data),
-            tool_id=found.tool_id,
-            tool_name=found.name,
-        )
-        return str(path)
+        first = str(session_dir / f"tool_result-{stem}.txt")
+        with _offload_errors("write", first), self._session_for_writing(session_id) as dir_fd:
+            name = self._write_unique(dir_fd, f"tool_result-{stem}", data)
+            path = str(session_dir / name)
+            self._event(
+                dir_fd,
+                session_id,
+                kind="tool_result",
+                reference=path,
+                bytes=len(data),
+                lines=count_lines(data),
+                tool_id=found.tool_id,
+                tool_name=found.name,
+            )
+        return path
 
-    def _write_unique(self, directory: Path, stem: str, data: bytes) -> Path:
-        tmp = directory / f".tmp-{stem}-{uuid.uuid4().hex}"
-        first = directory / f"{stem}.txt"
+    def _write_unique(self, dir_fd: int, stem: str, data: bytes) -> str:
+        tmp = f".tmp-{stem}-{uuid.uuid4().hex}"
+        fd = os.open(tmp, WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
         try:
-            with open(tmp, "xb") as f:
-                f.write(data)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
                 if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             n = 1
             while True:
-                path = first if n == 1 else directory / f"{stem}.{n}.txt"
+                name = f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt"
                 try:
-                    # link() never replaces an existing file, which makes "never overwritten"
-                    # hold against concurrent writers too.
-                    os.link(tmp, path)
+                    # link() never replaces an existing entry (nor follows one), which makes
+                    # "never overwritten" hold against concurrent writers too.
+                    os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
                     break
                 except FileExistsError:
-                    if _same_content(path, data):
+                    if _same_content(dir_fd, name, data):
                         break
                     n += 1
-            if self.fsync:
-                fsync_dir(directory)
-            return path
-        except OSError as exc:
-            raise OffloadError(f"cannot write {first}: {exc.strerror or exc}", str(first)) from exc
         finally:
-            tmp.unlink(missing_ok=True)
+            unlink_quietly(dir_fd, tmp)
+        if self.fsync:
+            os.fsync(dir_fd)
+        return name
 
     async def offload_data_block(self, block: Any) -> Any:
         """Store a block's base64 payload as `data/{sha256}.{ext}`, once.
+
+        An existing data/ entry is used only when it is a regular file with one link whose
+        bytes hash to its name; anything else at that name is replaced atomically.
 
         Args:
             block: a `DataBlock`, an OpenAI / Anthropic content-part dict, or a pydantic
@@ -271,156 +404,455 @@ class LocalWorkspace:
 
         Raises:
             InvalidContent: malformed base64 or an unsupported block.
-            OffloadError: the disk refused the write.
+            OffloadError: the disk refused the write, or data/ is a planted link.
         """
         return await asyncio.to_thread(offload_block, block, self._store)
 
     async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
-        """Append one line to the session's events.jsonl (used by the compressor)."""
-        session_dir = self.session_dir(session_id)
+        """Append one line to the session's events.jsonl (used by the compressor).
+
+        Raises:
+            OffloadError: the session directory cannot be made, or is a planted link.
+        """
+        validate_session_id(session_id)
 
         def record() -> None:
             # The session may have no directory yet (nothing offloaded so far).
-            self._mkdir(session_dir)
-            self._event(session_id, kind=kind, **fields)
+            with self._session_for_writing(session_id) as dir_fd:
+                self._event(dir_fd, session_id, kind=kind, **fields)
 
         await asyncio.to_thread(record)
 
-    def _event(self, session_id: str, *, kind: str, **fields: Any) -> None:
+    def _event(self, dir_fd: int, session_id: str, *, kind: str, **fields: Any) -> None:
         # An event is a record of what happened, not content: failing to write one must not
-        # undo the offload it describes.
+        # undo the offload it describes. A planted link is not a failure to shrug off.
         line = dumps_line({"time": now_iso(), "kind": kind, **fields})
-        path = self.events_path(session_id)
+        path = str(self.events_path(session_id))
         try:
-            self._jsonl.append(path, line)
+            self._jsonl.append(dir_fd, EVENTS_FILE, path, [line])
         except OSError as exc:
+            if isinstance(exc, OffloadError) and not _is_disk_error(exc):
+                raise
             logger.warning("could not record a %s event in %s: %s", kind, path, exc)
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
-        """Atomically replace the session's state.json (the agent's live context)."""
+        """Atomically replace the session's state.json (the agent's live context).
+
+        Raises:
+            OffloadError: the disk refused the write, or state.json is not a regular file
+                (a planted link); the old state.json is as it was.
+        """
         validate_session_id(session_id)
         return await asyncio.to_thread(self._write_state, session_id, state)
 
     def _write_state(self, session_id: str, state: dict[str, Any]) -> str:
-        path = self.state_path(session_id)
-        self._mkdir(path.parent)
-        tmp = path.with_name(f".tmp-state-{uuid.uuid4().hex}")
-        try:
-            with open(tmp, "xb") as f:
-                f.write(dumps_line(state))
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise OffloadError(f"cannot write {path}: {exc.strerror or exc}", str(path)) from exc
-        finally:
-            tmp.unlink(missing_ok=True)
-        return str(path)
+        path = str(self.state_path(session_id))
+        data = dumps_line(state)
+        with _offload_errors("write", path), self._session_for_writing(session_id) as dir_fd:
+            try:
+                st = os.stat(STATE_FILE, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if not stat.S_ISREG(st.st_mode):
+                    raise OffloadError(
+                        f"{path} is a symbolic link or not a regular file: the workspace "
+                        "follows no link inside its workdir; remove that entry",
+                        path,
+                    )
+            tmp = f".tmp-state-{uuid.uuid4().hex}"
+            fd = os.open(tmp, WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    if self.fsync:
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
+                # rename() replaces the entry itself, never a file it might point to.
+                os.replace(tmp, STATE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            finally:
+                unlink_quietly(dir_fd, tmp)
+        return path
 
     # -- reading --------------------------------------------------------------------------
 
     async def list_sessions(self) -> list[str]:
-        """The ids of the sessions in this workspace, sorted."""
+        """The ids of the sessions in this workspace, sorted (links and hidden entries skipped)."""
         return await asyncio.to_thread(self._list_sessions)
 
     def _list_sessions(self) -> list[str]:
         try:
-            return sorted(
-                p.name
-                for p in self.sessions_dir.iterdir()
-                if p.is_dir() and not p.name.startswith(".")
-            )
+            with self._tree("sessions", create=False) as fd, os.scandir(fd) as it:
+                return sorted(
+                    e.name
+                    for e in it
+                    if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                )
+        except FileNotFoundError:
+            return []
+
+    def _read_session_log(self, session_id: str, name: str, *, commit: bool) -> list[Any]:
+        sid = validate_session_id(session_id)
+        try:
+            with self._tree("sessions", sid, create=False) as dir_fd:
+                return read_log(dir_fd, name, str(self.session_dir(sid) / name), commit=commit)
         except FileNotFoundError:
             return []
 
     async def read_context(self, session_id: str) -> list[Any]:
-        """Every message offloaded for a session, oldest first, as the JSON written.
+        """Every committed message offloaded for a session, oldest first, as the JSON written.
 
-        A torn last line (a writer killed mid-write) is skipped, not an error.
+        Only whole acknowledged batches are returned: a batch being written, or one cut by a
+        killed writer, is not seen. A torn line is skipped, not an error.
+
+        Raises:
+            OffloadError: the session directory or the log is a planted link, a special
+                file, or a file with another hard link.
         """
-        path = self.context_path(session_id)
-        return await asyncio.to_thread(read_jsonl, path)
+        return await asyncio.to_thread(
+            self._read_session_log, session_id, CONTEXT_FILE, commit=True
+        )
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events.jsonl entries, oldest first."""
-        path = self.events_path(session_id)
-        return await asyncio.to_thread(read_jsonl, path)
+        """The session's events.jsonl entries, oldest first.
+
+        Raises:
+            OffloadError: as for `read_context`.
+        """
+        return await asyncio.to_thread(
+            self._read_session_log, session_id, EVENTS_FILE, commit=False
+        )
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
-        """The session's saved live context, or None if there is none."""
-        path = self.state_path(session_id)
-        rows = await asyncio.to_thread(read_jsonl, path)
+        """The session's saved live context, or None if there is none.
+
+        Raises:
+            OffloadError: as for `read_context`.
+        """
+        rows = await asyncio.to_thread(self._read_session_log, session_id, STATE_FILE, commit=False)
         return rows[0] if rows else None
 
     async def list_files(self, session_id: str) -> list[str]:
-        """The paths of the session's tool_result files, sorted by name."""
-        session_dir = self.session_dir(session_id)
+        """The paths of the session's tool_result files, sorted by name.
+
+        Only regular files are listed: links, FIFOs, sockets and devices are skipped.
+        """
+        sid = validate_session_id(session_id)
+        session_dir = self.session_dir(sid)
 
         def scan() -> list[str]:
             try:
-                return sorted(str(p) for p in session_dir.glob("tool_result-*.txt"))
+                with self._tree("sessions", sid, create=False) as fd, os.scandir(fd) as it:
+                    return sorted(
+                        str(session_dir / e.name)
+                        for e in it
+                        if e.name.startswith("tool_result-")
+                        and e.name.endswith(".txt")
+                        and e.is_file(follow_symlinks=False)
+                    )
             except FileNotFoundError:
                 return []
 
         return await asyncio.to_thread(scan)
 
-    def resolve_reference(self, reference: str) -> Path:
-        """The file a reference names, checked to lie inside the workspace.
-
-        Accepts a reference as returned (relative to the current directory or absolute) or
-        a path relative to the workdir.
-
-        Raises:
-            InvalidReference: it points outside the workspace or names no file.
-        """
+    def _reference_parts(self, reference: str) -> list[str]:
+        """The path components below the workdir that a reference names (lexically)."""
         if not isinstance(reference, str) or not reference or "\x00" in reference:
             raise InvalidReference(f"reference {reference!r} is not a path in this workspace")
-        root = self.workdir.resolve()
-        ref = str(reference)
-        if ref.startswith("file://"):
-            ref = ref[len("file://") :]
-        candidates = [Path(ref)]
-        if not Path(ref).is_absolute():
-            candidates.append(self.workdir / ref)
+        ref = reference[len("file://") :] if reference.startswith("file://") else reference
+        given = os.path.abspath(self.workdir)
+        candidates = [os.path.abspath(ref)]
+        if not os.path.isabs(ref):
+            candidates.append(os.path.join(given, ref))
         for candidate in candidates:
-            real = candidate.resolve()
-            if real != root and root not in real.parents:
-                continue
-            if real.is_file():
-                return real
-        raise InvalidReference(
+            # normpath is lexical; that is the right reading here because nothing below the
+            # workdir is followed when the parts are opened.
+            candidate = os.path.normpath(candidate)
+            for base in (given, self._root):
+                if candidate.startswith(base.rstrip(os.sep) + os.sep):
+                    parts = candidate[len(base.rstrip(os.sep)) + 1 :].split(os.sep)
+                    if parts and all(p not in ("", ".", "..") for p in parts):
+                        return parts
+        raise self._not_a_reference(reference)
+
+    def _not_a_reference(self, reference: str) -> InvalidReference:
+        return InvalidReference(
             f"reference {reference!r} names no file inside the workspace {str(self.workdir)!r}: "
             "pass a path this workspace returned"
         )
 
+    def _open_reference(self, reference: str) -> tuple[int, list[str]]:
+        parts = self._reference_parts(reference)
+        try:
+            with self._tree(*parts[:-1], create=False) as dir_fd:
+                fd = open_for_reading(dir_fd, parts[-1], os.path.join(*parts))
+        except (OSError, OffloadError) as exc:
+            raise self._not_a_reference(reference) from exc
+        return fd, parts
+
+    def resolve_reference(self, reference: str) -> Path:
+        """The file a reference names, checked to lie inside the workspace.
+
+        Accepts a reference as returned (relative to the current directory or absolute) or
+        a path relative to the workdir. Every component below the workdir is opened without
+        following links, and the file must be a regular file with one link.
+
+        Raises:
+            InvalidReference: it points outside the workspace, through a link, or names no
+                regular file.
+        """
+        fd, parts = self._open_reference(reference)
+        os.close(fd)
+        return Path(self._root, *parts)
+
     async def read_reference(self, reference: str) -> bytes:
         """The bytes behind a reference this workspace returned.
 
+        The file is opened first and verified on the open descriptor, so what is read is
+        the file that was checked.
+
         Raises:
-            InvalidReference: unknown, or outside the workspace.
+            InvalidReference: unknown, outside the workspace, a link or not a regular file.
         """
 
         def read() -> bytes:
-            return self.resolve_reference(reference).read_bytes()
+            fd, _ = self._open_reference(reference)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+            finally:
+                os.close(fd)
 
         return await asyncio.to_thread(read)
 
     async def purge_session(self, session_id: str) -> bool:
         """Delete a session's directory. data/ is shared between sessions and kept.
 
+        Takes the session's lock exclusively, so it waits for writers in progress and
+        writers after it start a fresh session directory: an append acknowledged after purge
+        returns is in the new log at the line it reported. Nothing is left behind.
+
         Returns:
             Whether there was anything to delete.
+
+        Raises:
+            OffloadError: the directory cannot be removed (read-only disk, a planted link).
         """
-        session_dir = self.session_dir(session_id)
+        sid = validate_session_id(session_id)
+        shown = str(self.session_dir(sid))
 
         def purge() -> bool:
-            if not session_dir.exists():
-                return False
-            # Rename first so a concurrent reader sees the whole session or none of it.
-            doomed = session_dir.with_name(f".purge-{session_dir.name}-{time.time_ns()}")
-            os.replace(session_dir, doomed)
-            shutil.rmtree(doomed)
-            return True
+            with _offload_errors("purge", shown):
+                try:
+                    with self._tree("sessions", create=False) as sessions_fd:
+                        return _purge_locked(sessions_fd, sid, shown)
+                except FileNotFoundError:
+                    return False
 
         return await asyncio.to_thread(purge)
+
+    async def gc(
+        self,
+        *,
+        older_than: float | None = None,
+        max_bytes: int | None = None,
+        dry_run: bool = False,
+    ) -> GcReport:
+        """Remove old sessions, then the oldest until the workspace fits, then unused data.
+
+        1. Sessions whose last activity (the newest mtime of their files) is more than
+           `older_than` seconds ago are removed.
+        2. If `max_bytes` is given, the remaining sessions are removed oldest first until the
+           sessions plus the data/ files they reference take at most `max_bytes`.
+        3. data/ files that no remaining session references (in context.jsonl, tool_result
+           files, events.jsonl or state.json) are removed, except those used within the last
+           `DATA_GRACE_SECONDS` (a writer may have stored one and not yet logged it).
+
+        Safe while agents write: a session is removed under the same exclusive lock as
+        `purge_session`, and only if nothing was written to it since it was measured; data/
+        files are removed under an exclusive lock on data/ that every store shares. A
+        referenced file is never removed.
+
+        Args:
+            older_than: age in seconds; None skips step 1.
+            max_bytes: size budget for the whole workspace; None skips step 2.
+            dry_run: remove nothing; report what would be removed.
+
+        Returns:
+            A `GcReport`.
+
+        Raises:
+            ConfigError: a negative `older_than` or `max_bytes`.
+            OffloadError: a planted link, or the disk refused a removal.
+        """
+        for name, value in (("older_than", older_than), ("max_bytes", max_bytes)):
+            if value is not None and value < 0:
+                raise ConfigError(f"gc {name}={value!r} is negative: pass a value >= 0 or None")
+        return await asyncio.to_thread(self._gc, older_than, max_bytes, dry_run)
+
+    def _gc(self, older_than: float | None, max_bytes: int | None, dry_run: bool) -> GcReport:
+        report = GcReport(dry_run=dry_run)
+        now = time.time()
+        with _offload_errors("collect garbage in", str(self.workdir)):
+            usages = self._session_usages()
+            data = self._data_files()
+            doomed: list[SessionUsage] = []
+            remaining = sorted(usages, key=lambda u: u.last_activity)
+            if older_than is not None:
+                doomed = [u for u in remaining if u.last_activity < now - older_than]
+                remaining = [u for u in remaining if u not in doomed]
+            if max_bytes is not None:
+                while remaining and _footprint(remaining, data) > max_bytes:
+                    doomed.append(remaining.pop(0))
+            for usage in doomed:
+                if dry_run or self._remove_session_if_idle(usage):
+                    report.sessions_removed.append(usage.name)
+                    report.bytes_freed += usage.size
+                else:
+                    remaining.append(usage)
+            self._collect_data(remaining, now, report)
+        return report
+
+    def _session_usages(self) -> list[SessionUsage]:
+        try:
+            with self._tree("sessions", create=False) as sessions_fd:
+                with os.scandir(sessions_fd) as it:
+                    names = [
+                        e.name
+                        for e in it
+                        if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                    ]
+                found = (session_usage(sessions_fd, n, str(self.sessions_dir / n)) for n in names)
+                return [u for u in found if u is not None]
+        except FileNotFoundError:
+            return []
+
+    def _data_files(self) -> dict[str, os.stat_result]:
+        try:
+            with self._tree("data", create=False) as data_fd:
+                return data_files(data_fd)
+        except FileNotFoundError:
+            return {}
+
+    def _remove_session_if_idle(self, usage: SessionUsage) -> bool:
+        """Remove a session under the purge lock unless it was written since it was measured."""
+        shown = str(self.sessions_dir / usage.name)
+        with self._tree("sessions", create=False) as sessions_fd:
+            try:
+                fd = open_dir(sessions_fd, usage.name, shown, create=False)
+            except FileNotFoundError:
+                return False
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                now = session_usage(sessions_fd, usage.name, shown)
+                if (
+                    now is None
+                    or not same_entry(fd, sessions_fd, usage.name)
+                    or now.last_activity > usage.last_activity
+                ):
+                    return False
+                doomed = f".purge-{usage.name}-{time.time_ns()}"
+                os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+                remove_tree(sessions_fd, doomed)
+                return True
+            finally:
+                os.close(fd)
+
+    def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
+        try:
+            with self._tree("data", create=False) as data_fd:
+                fcntl.flock(data_fd, fcntl.LOCK_EX)
+                # Measured again under the lock: references written meanwhile count.
+                referenced: set[str] = set()
+                for usage in self._session_usages() if not report.dry_run else remaining:
+                    referenced |= usage.references
+                for name, st in sorted(data_files(data_fd).items()):
+                    if name in referenced or st.st_mtime > now - DATA_GRACE_SECONDS:
+                        continue
+                    if not report.dry_run:
+                        try:
+                            os.unlink(name, dir_fd=data_fd)
+                        except FileNotFoundError:
+                            continue
+                    report.data_removed.append(name)
+                    report.bytes_freed += st.st_size
+        except FileNotFoundError:
+            return
+
+
+def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
+    for _ in range(_SESSION_TRIES):
+        try:
+            fd = open_dir(sessions_fd, sid, shown, create=False)
+        except FileNotFoundError:
+            return False
+        except OffloadError:
+            st = os.stat(sid, dir_fd=sessions_fd, follow_symlinks=False)
+            if not stat.S_ISLNK(st.st_mode):
+                raise
+            # A planted link: remove the link itself, never what it points to.
+            os.unlink(sid, dir_fd=sessions_fd)
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not same_entry(fd, sessions_fd, sid):
+                continue  # another purge got there first; look at what is there now
+            # Rename first so a reader sees the whole session or none of it, and so writers
+            # waiting for the lock find that their directory is gone.
+            doomed = f".purge-{sid}-{time.time_ns()}"
+            os.rename(sid, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+            remove_tree(sessions_fd, doomed)
+            return True
+        finally:
+            os.close(fd)
+    raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
+
+
+def _is_disk_error(exc: OffloadError) -> bool:
+    """Whether an OffloadError comes from the disk refusing (not from a planted entry)."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno not in (errno.ELOOP, errno.ENOTDIR)
+
+
+def _footprint(sessions: list[SessionUsage], data: dict[str, os.stat_result]) -> int:
+    """Bytes the sessions take, with the data/ files they reference."""
+    referenced = set().union(*(u.references for u in sessions))
+    return sum(u.size for u in sessions) + sum(
+        st.st_size for name, st in data.items() if name in referenced
+    )
+
+
+def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
+    """Whether `name` is a regular file with one link holding exactly `data`."""
+    try:
+        # Waits out the moment a concurrent writer of the same result has two links.
+        fd = open_for_reading(dir_fd, name, name)
+    except (OSError, OffloadError):
+        return False
+    try:
+        if os.fstat(fd).st_size != len(data):
+            return False
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks) == data
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_tmp(dir_fd: int, cutoff: float) -> None:
+    """Remove `.tmp-*` regular files last written before `cutoff` (a killed writer's)."""
+    with os.scandir(dir_fd) as it:
+        names = [e.name for e in it if e.name.startswith(".tmp-")]
+    for name in names:
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                os.unlink(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            continue

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._payloads import (
     as_message_list,
-    context_payload,
+    context_rows,
     count_lines,
     offload_block,
     render_tool_output,
@@ -21,7 +21,7 @@ from ..references import ContextRef
 from ._datastore import extension_for
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import dumps_line
-from ._local import CONTEXT_FILE, EVENTS_FILE, now_iso
+from ._local import CONTEXT_FILE, EVENTS_FILE, _message_id, now_iso
 
 __all__ = ["InMemoryWorkspace"]
 
@@ -43,6 +43,8 @@ class InMemoryWorkspace:
         self._lock = threading.Lock()
         self._files: dict[str, bytes] = {}
         self._sessions: set[str] = set()
+        # Per context log: message id -> the line it was first written at.
+        self._ids: dict[str, dict[str, int]] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryWorkspace(name={self.name!r})"
@@ -70,19 +72,39 @@ class InMemoryWorkspace:
             first = before.count(b"\n") + 1
         return first, first + payload.count(b"\n") - 1
 
+    def _append_batch(self, ref: str, lines: list[bytes], ids: list[str | None]) -> tuple[int, int]:
+        """Append the lines whose id is not in the log yet; return the batch's span."""
+        with self._lock:
+            index = self._ids.setdefault(ref, {})
+            found = [index[i] for i in ids if i is not None and i in index]
+            pairs = zip(lines, ids, strict=True)
+            keep = [(line, i) for line, i in pairs if i is None or i not in index]
+            if not keep:
+                return min(found), max(found)
+            before = self._files.get(ref, b"")
+            first = before.count(b"\n") + 1
+            self._files[ref] = before + b"".join(line for line, _ in keep)
+            for line_no, (_, msg_id) in enumerate(keep, first):
+                if msg_id is not None:
+                    index.setdefault(msg_id, line_no)
+        last = first + len(keep) - 1
+        return min([first, *found]), max([last, *found])
+
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
         """Append messages to the session's context log; see `LocalWorkspace.offload_context`."""
         ref = self.context_path(session_id)
         items = as_message_list(msgs)
-        payload = context_payload(items, self._store, dumps_line)
-        if not payload:
+        rows = context_rows(items, self._store)
+        if not rows:
             return ContextRef(ref, 0, -1)
-        first, last = self._append(ref, payload)
+        lines = [dumps_line(row) for row in rows]
+        first, last = self._append_batch(ref, lines, [_message_id(row) for row in rows])
+        payload_size = sum(len(line) for line in lines)
         self._event(
             session_id,
             "context",
             reference=ref,
-            bytes=len(payload),
+            bytes=payload_size,
             messages=len(items),
             lines=[first, last],
         )
@@ -190,6 +212,7 @@ class InMemoryWorkspace:
             doomed = [ref for ref in self._files if ref.startswith(prefix)]
             for ref in doomed:
                 del self._files[ref]
+                self._ids.pop(ref, None)
             known = session_id in self._sessions
             self._sessions.discard(session_id)
         return bool(doomed) or known

@@ -1,0 +1,229 @@
+"""The no-follow path layer: every entry inside the workspace is reached without following links.
+
+The workdir is resolved once, when the workspace is made (it may itself be a symlink). Below
+it, each directory is opened relative to its parent's descriptor with `O_NOFOLLOW |
+O_DIRECTORY`, and each file with `O_NOFOLLOW | O_NONBLOCK`, so a symlink planted anywhere
+inside cannot send a read or a write elsewhere: it is refused with an `OffloadError` naming
+it. Files are checked on the open descriptor (a regular file with one link) before a byte is
+read or written, so there is no gap between the check and the use; `O_NONBLOCK` makes opening
+a FIFO return at once instead of waiting for a writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import time
+from collections.abc import Iterator, Sequence
+
+from ..exceptions import OffloadError
+
+__all__ = [
+    "DIR_FLAGS",
+    "LOG_FLAGS",
+    "READ_FLAGS",
+    "WRITE_NEW_FLAGS",
+    "open_dir",
+    "open_file",
+    "open_for_reading",
+    "open_tree",
+    "remove_tree",
+    "same_entry",
+    "unlink_quietly",
+    "verify_file",
+]
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+LOG_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+WRITE_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+# open() with O_NOFOLLOW on a symlink fails with ELOOP; O_DIRECTORY on anything that is not a
+# directory (a file, or a symlink on some kernels) with ENOTDIR.
+_PLANTED = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+
+
+def _planted(shown: str, exc: OSError, kind: str) -> OffloadError:
+    error = OffloadError(
+        f"{shown} is a symbolic link or not a {kind}: the workspace follows no link inside "
+        "its workdir; remove that entry",
+        shown,
+    )
+    error.__cause__ = exc
+    return error
+
+
+def _failed(shown: str, exc: OSError, action: str) -> OffloadError:
+    error = OffloadError(f"cannot {action} {shown}: {exc.strerror or exc}", shown)
+    error.__cause__ = exc
+    return error
+
+
+def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> int:
+    """Open directory `name` under `parent_fd` without following a link; optionally make it.
+
+    Args:
+        parent_fd: the parent directory's descriptor; None when `name` is the resolved workdir.
+        name: one path component (or the resolved workdir's absolute path).
+        shown: the path named in errors.
+        create: make the directory when it does not exist.
+
+    Raises:
+        FileNotFoundError: it does not exist and `create` is false.
+        OffloadError: it is a symlink or not a directory, or it cannot be made or opened.
+    """
+    if create:
+        try:
+            if parent_fd is None:
+                os.makedirs(name, exist_ok=True)
+            else:
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            if exc.errno in _PLANTED:
+                raise _planted(shown, exc, "directory") from exc
+            raise _failed(shown, exc, "create directory") from exc
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in _PLANTED:
+            raise _planted(shown, exc, "directory") from exc
+        raise _failed(shown, exc, "open directory") from exc
+
+
+@contextlib.contextmanager
+def open_tree(root: str, parts: Sequence[str], shown_root: str, *, create: bool) -> Iterator[int]:
+    """The descriptor of `root/parts...`, each component opened without following links.
+
+    Args:
+        root: the resolved workdir.
+        parts: the components below it.
+        shown_root: the workdir as the user gave it, for error messages.
+        create: make missing directories on the way.
+
+    Raises:
+        FileNotFoundError: a component is missing and `create` is false.
+        OffloadError: a component is a planted link or not a directory.
+    """
+    fd = open_dir(None, root, shown_root, create=create)
+    try:
+        shown = shown_root
+        for part in parts:
+            shown = os.path.join(shown, part)
+            child = open_dir(fd, part, shown, create=create)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def verify_file(fd: int, shown: str) -> os.stat_result:
+    """Check an open descriptor: a regular file with exactly one link.
+
+    Raises:
+        OffloadError: it is a FIFO, socket, device or directory, or it has other hard links
+            (one may be outside the workspace).
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OffloadError(
+            f"{shown} is not a regular file (a FIFO, socket, device or directory): "
+            "the workspace only uses regular files; remove that entry",
+            shown,
+        )
+    if st.st_nlink != 1:
+        raise OffloadError(
+            f"{shown} has {st.st_nlink} hard links (another may be outside the workspace): "
+            "the workspace only uses files with one link; remove that entry",
+            shown,
+        )
+    return st
+
+
+def open_file(dir_fd: int, name: str, shown: str, flags: int, *, action: str = "open") -> int:
+    """Open `name` in `dir_fd` without following a link, then verify the descriptor.
+
+    Raises:
+        FileNotFoundError: it does not exist (and `flags` has no O_CREAT).
+        OffloadError: a planted link or special file, or the open failed.
+    """
+    try:
+        fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in _PLANTED:
+            raise _planted(shown, exc, "regular file") from exc
+        raise _failed(shown, exc, action) from exc
+    try:
+        verify_file(fd, shown)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_for_reading(dir_fd: int, name: str, shown: str) -> int:
+    """Open `name` in `dir_fd` for reading: no link followed, never blocking, verified.
+
+    A tool_result file has two links for the few microseconds between being linked into place
+    and its temporary name being removed; a second link that stays is refused.
+
+    Raises:
+        FileNotFoundError: it does not exist.
+        OffloadError: a planted link, a special file, or a file with other hard links.
+    """
+    for _ in range(20):
+        try:
+            return open_file(dir_fd, name, shown, READ_FLAGS, action="read")
+        except OffloadError as exc:
+            if "hard links" not in str(exc):
+                raise
+            time.sleep(0.001)
+    return open_file(dir_fd, name, shown, READ_FLAGS, action="read")
+
+
+def same_entry(fd: int, dir_fd: int, name: str) -> bool:
+    """Whether `name` in `dir_fd` (not followed) is still the file or directory open as `fd`."""
+    try:
+        entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    st = os.fstat(fd)
+    return (entry.st_dev, entry.st_ino) == (st.st_dev, st.st_ino)
+
+
+def remove_tree(parent_fd: int, name: str) -> None:
+    """Remove directory `name` under `parent_fd` and everything in it, following no link.
+
+    Entries that vanish meanwhile are fine (another remover got there first).
+    """
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return
+    try:
+        with os.scandir(fd) as it:
+            entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        for entry, is_dir in entries:
+            if is_dir:
+                remove_tree(fd, entry)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(name, dir_fd=parent_fd)
+
+
+def unlink_quietly(dir_fd: int, name: str) -> None:
+    """Remove a temporary entry; a failure here must never hide the error being raised."""
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)

@@ -1,0 +1,190 @@
+"""LocalWorkspace.gc: old sessions, a size budget, unreferenced data, and a live writer."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import (
+    Base64Source,
+    ConfigError,
+    DataBlock,
+    LocalWorkspace,
+    Msg,
+    TextBlock,
+    ToolResultBlock,
+)
+from ctxoffload.workspace import GcReport
+
+SpawnPython = Callable[..., "subprocess.Popen[str]"]
+DAY = 86_400.0
+
+
+def _image(payload: bytes) -> DataBlock:
+    return DataBlock(
+        source=Base64Source(media_type="image/png", data=base64.b64encode(payload).decode())
+    )
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Make every file under `path` (and `path`) look last written `seconds` ago."""
+    when = time.time() - seconds
+    for p in [path, *path.rglob("*")]:
+        # A live writer's temporary files come and go meanwhile.
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(p, (when, when), follow_symlinks=False)
+
+
+async def _session_with_image(ws: LocalWorkspace, session_id: str, payload: bytes) -> str:
+    msg = Msg(role="user", content=[TextBlock(text=session_id), _image(payload)])
+    await ws.offload_context(session_id, msgs=[msg])
+    await ws.offload_tool_result(session_id, ToolResultBlock(id="c1", output="x" * 1000))
+    [name] = [p.name for p in (ws.data_dir).iterdir() if payload in p.read_bytes()]
+    return name
+
+
+async def test_gc_removes_sessions_older_than_the_limit_and_their_unused_data(
+    local_ws: LocalWorkspace, workdir: Path
+) -> None:
+    old_image = await _session_with_image(local_ws, "old", b"old image")
+    new_image = await _session_with_image(local_ws, "new", b"new image")
+    _age(local_ws.session_dir("old"), 3 * DAY)
+    _age(workdir / "data", 3 * DAY)
+    report = await local_ws.gc(older_than=DAY)
+    assert report.sessions_removed == ["old"]
+    assert report.data_removed == [old_image]
+    assert report.bytes_freed > 1000
+    assert report.dry_run is False
+    assert await local_ws.list_sessions() == ["new"]
+    assert (workdir / "data" / new_image).exists()
+    assert not (workdir / "data" / old_image).exists()
+    assert not [p for p in (workdir / "sessions").iterdir() if p.name.startswith(".")]
+
+
+async def test_gc_dry_run_reports_the_same_and_removes_nothing(
+    local_ws: LocalWorkspace, workdir: Path, tree: Callable[[Path], object]
+) -> None:
+    await _session_with_image(local_ws, "old", b"old image")
+    await _session_with_image(local_ws, "new", b"new image")
+    _age(local_ws.session_dir("old"), 3 * DAY)
+    _age(workdir / "data", 3 * DAY)
+    before = tree(workdir)
+    dry = await local_ws.gc(older_than=DAY, dry_run=True)
+    assert tree(workdir) == before
+    real = await local_ws.gc(older_than=DAY)
+    assert (dry.sessions_removed, dry.data_removed, dry.bytes_freed, dry.dry_run) == (
+        real.sessions_removed,
+        real.data_removed,
+        real.bytes_freed,
+        True,
+    )
+
+
+async def test_gc_removes_oldest_sessions_first_until_under_max_bytes(
+    local_ws: LocalWorkspace, workdir: Path
+) -> None:
+    for i, name in enumerate(["a", "b", "c"]):
+        await local_ws.offload_tool_result(name, ToolResultBlock(id="c", output="y" * 10_000))
+        _age(local_ws.session_dir(name), (3 - i) * DAY)
+    report = await local_ws.gc(max_bytes=25_000)
+    assert report.sessions_removed == ["a"]
+    assert await local_ws.list_sessions() == ["b", "c"]
+    report = await local_ws.gc(max_bytes=0)
+    assert report.sessions_removed == ["b", "c"]
+
+
+async def test_gc_never_removes_a_referenced_data_file(
+    local_ws: LocalWorkspace, workdir: Path
+) -> None:
+    # Referenced only from a tool_result file and from state.json, both old.
+    image = _image(b"kept image")
+    block = await local_ws.offload_data_block(image)
+    await local_ws.offload_tool_result(
+        "s", ToolResultBlock(id="c", output=[TextBlock(text="see"), image])
+    )
+    await local_ws.write_state("t", {"image": block.source.url})
+    name = Path(block.source.url).name
+    _age(workdir, 3 * DAY)
+    report = await local_ws.gc()
+    assert report == GcReport(dry_run=False)
+    assert (workdir / "data" / name).exists()
+
+
+async def test_gc_keeps_unreferenced_data_used_recently(
+    local_ws: LocalWorkspace, workdir: Path
+) -> None:
+    block = await local_ws.offload_data_block(_image(b"just stored"))
+    assert (await local_ws.gc()).data_removed == []
+    _age(workdir / "data", 3 * DAY)
+    # Storing the same bytes again counts as a use.
+    await local_ws.offload_data_block(_image(b"just stored"))
+    assert (await local_ws.gc()).data_removed == []
+    _age(workdir / "data", 3 * DAY)
+    assert (await local_ws.gc()).data_removed == [Path(block.source.url).name]
+
+
+async def test_gc_rejects_negative_limits(local_ws: LocalWorkspace) -> None:
+    with pytest.raises(ConfigError, match="older_than=-1"):
+        await local_ws.gc(older_than=-1)
+    with pytest.raises(ConfigError, match="max_bytes=-5"):
+        await local_ws.gc(max_bytes=-5)
+
+
+# Appends to session "live" (each message with a new image) and prints each acked id.
+LIVE_WRITER = """
+import asyncio, base64, sys
+from ctxoffload import LocalWorkspace, Msg, TextBlock, DataBlock, Base64Source
+
+async def main():
+    ws = LocalWorkspace(sys.argv[1])
+    sys.stdin.readline()
+    for seq in range(100_000):
+        image = DataBlock(source=Base64Source(media_type="image/png",
+                          data=base64.b64encode(f"live image {seq}".encode()).decode()))
+        ref = await ws.offload_context("live", msgs=[
+            Msg(id=f"m{seq}", role="user", content=[TextBlock(text=f"m{seq}"), image])])
+        print(f"m{seq}", ref.first_line, flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def test_gc_while_an_agent_writes_loses_nothing_it_acknowledged(
+    local_ws: LocalWorkspace, workdir: Path, spawn_python: SpawnPython
+) -> None:
+    await local_ws.offload_context("live", msgs=[Msg(id="first", role="user", content="x")])
+    child = spawn_python(LIVE_WRITER, str(workdir))
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    deadline = time.monotonic() + 3
+    rounds = 0
+    while time.monotonic() < deadline:
+        # Old data on disk, as far as mtimes tell: only references can keep it.
+        _age(workdir / "data", 3 * DAY)
+        await local_ws.offload_tool_result(f"old{rounds}", ToolResultBlock(id="c", output="o"))
+        _age(local_ws.session_dir(f"old{rounds}"), 3 * DAY)
+        report = await local_ws.gc(older_than=DAY)
+        assert "live" not in report.sessions_removed
+        rounds += 1
+    child.kill()
+    out, _ = child.communicate()
+    acked = [line.split() for line in out.splitlines()]
+    assert len(acked) > 10 and rounds > 3
+    log = await local_ws.read_context("live")
+    for msg_id, first in acked:
+        message = log[int(first) - 1]
+        assert message["id"] == msg_id
+        for block in message["content"]:
+            if block["type"] == "data":
+                assert (await local_ws.read_reference(block["source"]["url"])).startswith(
+                    b"live image"
+                )
+    assert await local_ws.list_sessions() == ["live"]

@@ -1,0 +1,203 @@
+"""purge_session against live writers in other processes, and cleanup of what crashes leave."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ctxoffload import LocalWorkspace, Msg
+
+SpawnPython = Callable[..., "subprocess.Popen[str]"]
+
+# Appends one message at a time and prints each acknowledged id with its reported line.
+APPENDER = """
+import asyncio, sys, time
+from ctxoffload import LocalWorkspace
+
+async def main():
+    ws = LocalWorkspace(sys.argv[1])
+    sys.stdin.readline()
+    for seq in range(int(sys.argv[2])):
+        started = time.monotonic()
+        ref = await ws.offload_context("s", msgs=[{"role": "user", "id": f"a{seq}",
+                                                    "content": "x" * (seq % 5 * 100)}])
+        print(f"a{seq}", ref.first_line, started, time.monotonic(), flush=True)
+
+asyncio.run(main())
+"""
+
+TOOL_WRITER = """
+import asyncio, sys, time
+from ctxoffload import LocalWorkspace, ToolResultBlock
+
+async def main():
+    ws = LocalWorkspace(sys.argv[1])
+    sys.stdin.readline()
+    for seq in range(int(sys.argv[2])):
+        path = await ws.offload_tool_result(
+            "s", ToolResultBlock(id=f"t{seq}", output=f"result {seq}\\n" * 3000))
+        print(path, time.monotonic(), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def _start(child: subprocess.Popen[str]) -> None:
+    assert child.stdin is not None
+    child.stdin.write("go\n")
+    child.stdin.flush()
+
+
+async def test_append_acknowledged_after_purge_is_at_the_line_it_reported(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    ws = LocalWorkspace(workdir)
+    await ws.offload_context("s", msgs=[Msg(role="user", content="first")])
+    child = spawn_python(APPENDER, str(workdir), "3000")
+    assert child.stdout is not None
+    _start(child)
+    purges = checked = 0
+    deadline = time.monotonic() + 4
+    line = child.stdout.readline()
+    orphans: list[tuple[int, int]] = []
+    while line and time.monotonic() < deadline:
+        # Hold the log about to be purged open: whatever reaches it after the purge returned
+        # was written to a file nobody can find any more.
+        try:
+            doomed = os.open(ws.context_path("s"), os.O_RDONLY)
+        except FileNotFoundError:
+            doomed = None
+        await ws.purge_session("s")
+        # CLOCK_MONOTONIC is one clock for every process on the machine.
+        purged_at = time.monotonic()
+        purges += 1
+        if doomed is not None:
+            orphans.append((doomed, os.fstat(doomed).st_size))
+        acks: list[tuple[str, int, float]] = []
+        for _ in range(20):
+            line = child.stdout.readline()
+            if not line:
+                break
+            msg_id, first, started, acked = line.split()
+            if float(acked) > purged_at:
+                acks.append((msg_id, int(first), float(started)))
+        log = [json.loads(raw)["id"] for raw in ws.context_path("s").read_bytes().splitlines()]
+        for msg_id, first, started in acks:
+            if started > purged_at:
+                # Begun after the purge returned: it must be in the new log where it said.
+                assert first <= len(log) and log[first - 1] == msg_id, (msg_id, first)
+                checked += 1
+            elif msg_id in log:
+                # Begun before: purged with the old log, or in the new one where it said.
+                assert log[first - 1] == msg_id, (msg_id, first)
+    child.kill()
+    child.wait()
+    for fd, size_at_purge in orphans:
+        size_now = os.fstat(fd).st_size
+        os.close(fd)
+        assert size_now == size_at_purge, "an append landed in a purged log"
+    assert purges > 3 and checked > 10
+    assert not [p for p in (workdir / "sessions").iterdir() if p.name.startswith(".")]
+
+
+async def test_purge_racing_tool_result_writers_never_raises_and_leaves_nothing(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    ws = LocalWorkspace(workdir)
+    writers = [spawn_python(TOOL_WRITER, str(workdir), "400") for _ in range(2)]
+    for child in writers:
+        _start(child)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(c.poll() is None for c in writers):
+        await ws.purge_session("s")
+    for child in writers:
+        child.kill()
+        _, err = child.communicate()
+        assert "Traceback" not in err, err
+    await ws.purge_session("s")
+    assert [p.name for p in (workdir / "sessions").iterdir()] == []
+
+
+async def test_every_acknowledged_tool_result_exists_until_the_next_purge(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    ws = LocalWorkspace(workdir)
+    child = spawn_python(TOOL_WRITER, str(workdir), "300")
+    assert child.stdout is not None
+    _start(child)
+    checked = 0
+    for _ in range(40):
+        await ws.purge_session("s")
+        purged_at = time.monotonic()
+        for _ in range(3):
+            line = child.stdout.readline()
+            if not line:
+                break
+            path, acked_at = line.split()
+            if float(acked_at) > purged_at:
+                # Acknowledged after the purge returned, so it must be readable.
+                assert (await ws.read_reference(path)).startswith(b"result ")
+                checked += 1
+    child.kill()
+    child.wait()
+    assert checked > 10
+
+
+async def test_initialize_removes_old_temp_files_and_keeps_new_ones(
+    local_ws: LocalWorkspace, workdir: Path
+) -> None:
+    await local_ws.offload_context("s", msgs=[Msg(role="user", content="x")])
+    session = local_ws.session_dir("s")
+    old = [session / ".tmp-tool_result-c1-dead", workdir / "data" / ".tmp-abc.png-dead"]
+    (workdir / "data").mkdir(exist_ok=True)
+    fresh = session / ".tmp-tool_result-c2-live"
+    for path in [*old, fresh]:
+        path.write_bytes(b"partial")
+    an_hour_ago = time.time() - 3600
+    for path in old:
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    leftover_purge = workdir / "sessions" / ".purge-gone-123"
+    leftover_purge.mkdir()
+    (leftover_purge / "context.jsonl").write_text("{}\n")
+    await LocalWorkspace(workdir).initialize()
+    assert [p.exists() for p in old] == [False, False]
+    assert fresh.exists()
+    assert not leftover_purge.exists()
+
+
+async def test_no_append_lands_in_a_log_after_its_purge_returned(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    ws = LocalWorkspace(workdir, fsync=False)
+    children = [spawn_python(APPENDER, str(workdir), "100000") for _ in range(2)]
+    for child in children:
+        _start(child)
+    held: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 3
+    try:
+        while time.monotonic() < deadline and len(held) < 400:
+            # Hold the log about to be purged open: whatever reaches it after the purge
+            # returned went to a file nobody can find any more (an acknowledged line lost).
+            try:
+                doomed = os.open(ws.context_path("s"), os.O_RDONLY)
+            except FileNotFoundError:
+                await asyncio.sleep(0)
+                continue
+            await ws.purge_session("s")
+            held.append((doomed, os.fstat(doomed).st_size))
+        time.sleep(0.2)  # let any writer still holding an orphan write into it
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+    late = 0
+    for fd, size_at_purge in held:
+        late += os.fstat(fd).st_size != size_at_purge
+        os.close(fd)
+    assert len(held) > 20
+    assert late == 0, f"{late} of {len(held)} purged logs were written to after the purge"
