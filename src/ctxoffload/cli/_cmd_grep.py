@@ -108,7 +108,8 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
         options.case_sensitive = not ignore_case
         options.encoding = re2.Options.Encoding.UTF8
         try:
-            compiled2 = re2.compile(source.encode(), options=options)
+            # (?m): ^ and $ at line ends, as grep means them, while searching a whole buffer.
+            compiled2 = re2.compile(b"(?m)" + source.encode(), options=options)
         except re2.error:
             pass  # backreferences, lookarounds: Python's re below, under the deadline
         else:
