@@ -101,6 +101,7 @@ class ReplayResult:
     compressions: int = 0
     offloaded_messages: int = 0
     lost: list[str] = field(default_factory=list)
+    context: list[Any] = field(default_factory=list, repr=False)  # the final context
 
     @property
     def peak(self) -> int:
@@ -258,6 +259,7 @@ async def replay_run(
     result.truncations = sum(
         e.get("kind") == "tool_result" for e in await workspace.read_events(session)
     )
+    result.context = context
     result.lost = await _check_recoverable(messages, context, workspace, session)
     return result
 
