@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import pty
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from ctxoffload.cli import COMMANDS, build_parser
+from ctxoffload.cli._common import Progress, print_table
 
 Result = Any
 
@@ -152,3 +155,64 @@ def test_demo_with_a_file_as_workdir_creates_nothing(
     result = cli("demo", "--workdir", tmp_path / "f")
     assert result.code == 2 and "is a file" in result.err
     assert os.listdir(tmp_path) == ["f"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_tables_use_rich_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("rich")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        print_table(["session", "bytes"], [["run-1", 1234567]], right=(1,), out=stream)
+    assert pipe.getvalue() == "session      bytes\nrun-1    1,234,567\n"
+    assert "┃" in terminal.getvalue() or "│" in terminal.getvalue()
+    assert "1,234,567" in terminal.getvalue()
+
+
+def test_progress_is_drawn_on_a_terminal_only() -> None:
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        with Progress("verify: bytes", 10, stream=stream) as progress:
+            progress.advance(10)
+    assert "verify: bytes 10/10" in terminal.getvalue()
+    assert pipe.getvalue() == ""
+
+
+def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(
+    tmp_path: Path, filled: Path
+) -> None:
+    corpus = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+    transcript = corpus / "minisweagent-django__django-15629.traj.json"
+    if not transcript.is_file():
+        pytest.skip(f"the transcript corpus {corpus} is not there")
+    command = [sys.executable, "-m", "ctxoffload", "replay", str(transcript)]
+    piped = subprocess.run(
+        [*command, "--workdir", str(tmp_path / "a")], capture_output=True, text=True, check=True
+    )
+    assert piped.stderr == ""
+    main_fd, child_fd = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*command, "--workdir", str(tmp_path / "b")],
+            stdout=subprocess.PIPE,
+            stderr=child_fd,
+            check=True,
+        )
+        os.close(child_fd)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(main_fd)
+    assert b"replay: messages" in drawn
+    assert done.stdout.decode().startswith("replay of ")
