@@ -143,3 +143,47 @@ def test_stats_counts_what_was_saved(filled: Path, cli: Callable[..., Any]) -> N
 def test_stats_prints_a_total_line(filled: Path, cli: Callable[..., Any]) -> None:
     out = cli("stats", "--workdir", filled).out
     assert "all 2 sessions" in out and "1 extractive" in out
+
+
+def _corrupt(filled: Path) -> None:
+    for name in ("events.jsonl", "context.jsonl"):
+        path = filled / "sessions/run-1" / name
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(lines[0] + b"{this is not json\n" + b"".join(lines[1:]))
+
+
+def test_a_corrupt_line_is_skipped_and_said_not_a_crash(
+    filled: Path, cli: Callable[..., Any]
+) -> None:
+    _corrupt(filled)
+    for command in (["ls"], ["stats"], ["grep", "ORD-58213"]):
+        result = cli(*command, "--workdir", filled)
+        assert result.code == 0, (command, result)
+        assert "Traceback" not in result.err
+    out = cli("cat", "sessions/run-1/context.jsonl", "--lines", "2", "--workdir", filled).out
+    assert out.startswith("     2\t(not JSON: a torn line) {this is not json")
+    assert cli("verify", "--workdir", filled).code == 1
+
+
+def test_ls_does_not_follow_a_planted_events_link(
+    filled: Path, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text('{"kind": "compression"}\n' * 50)
+    events = filled / "sessions/run-2/events.jsonl"
+    events.unlink()
+    events.symlink_to(outside)
+    rows = {r["session"]: r for r in json.loads(cli("ls", "--json", "--workdir", filled).out)}
+    assert rows["run-2"]["compressions"] == 0
+    stats = json.loads(cli("stats", "run-2", "--json", "--workdir", filled).out)
+    assert stats["total"]["compressions"] == 0
+
+
+def test_the_demo_says_its_window_and_trigger(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    result = cli("demo", "--workdir", tmp_path / "d")
+    assert result.code == 0
+    assert result.out.splitlines()[1] == (
+        "window 4,000 tokens; compression triggers above 0.8 x window = 3,200 tokens and keeps "
+        "600 (0.15); tool results over 600 tokens go to files"
+    )
+    assert result.err == ""  # progress is drawn only on a terminal

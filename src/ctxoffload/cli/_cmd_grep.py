@@ -181,6 +181,11 @@ class _Printer:
         self.max_columns = max_columns
         self.context = context
         self.out: BinaryIO = sys.stdout.buffer
+        # GNU grep's colours: file names magenta, line numbers green, separators cyan.
+        tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        self._file, self._number, self._sep, self._end = (
+            (b"\x1b[35m", b"\x1b[32m", b"\x1b[36m", b"\x1b[0m") if tty else (b"",) * 4
+        )
         self.hits: list[dict[str, Any]] = []
         self.matches = 0
         self._last: tuple[str, int] | None = None
@@ -203,8 +208,19 @@ class _Printer:
         if self.max_columns and len(text) > self.max_columns:
             cut = len(text) - self.max_columns
             text = text[: self.max_columns] + f" [... {cut:,} more bytes]".encode()
-        sep = b":" if hit.is_match else b"-"
-        self.out.write(hit.path.encode() + sep + str(hit.line).encode() + sep + text + b"\n")
+        sep = self._sep + (b":" if hit.is_match else b"-") + self._end
+        self.out.write(
+            self._file
+            + hit.path.encode()
+            + self._end
+            + sep
+            + self._number
+            + str(hit.line).encode()
+            + self._end
+            + sep
+            + text
+            + b"\n"
+        )
 
 
 def _open_regular(path: Path) -> int | None:

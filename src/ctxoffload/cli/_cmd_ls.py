@@ -7,7 +7,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._common import add_json, add_workdir, iso_time, open_workspace, print_json, print_table
+from ._common import (
+    add_json,
+    add_workdir,
+    is_plain_file,
+    iso_time,
+    open_workspace,
+    print_json,
+    print_table,
+)
 
 __all__ = ["register", "run", "session_facts"]
 
@@ -25,6 +33,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _count_lines(path: Path) -> int:
+    if not is_plain_file(path):
+        return 0
     try:
         with open(path, "rb") as f:
             return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
@@ -50,7 +60,8 @@ def session_facts(session_dir: Path) -> dict[str, Any]:
                 tool_results += 1
     compressions = 0
     model_calls = 0
-    for _, event in iter_jsonl(session_dir / "events.jsonl"):
+    events = session_dir / "events.jsonl"
+    for _, event in iter_jsonl(events) if is_plain_file(events) else ():
         if not isinstance(event, dict):
             continue
         kind = event.get("kind")
@@ -58,7 +69,9 @@ def session_facts(session_dir: Path) -> dict[str, Any]:
         model_calls += kind == "model_call"
     steps: int | None = model_calls or None
     if steps is None:
-        state = next((v for _, v in iter_jsonl(session_dir / "state.json")), None)
+        state_path = session_dir / "state.json"
+        rows = iter_jsonl(state_path) if is_plain_file(state_path) else iter(())
+        state = next((v for _, v in rows), None)
         if isinstance(state, dict) and isinstance(state.get("steps"), int):
             steps = state["steps"]
     return {

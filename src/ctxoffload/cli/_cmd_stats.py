@@ -13,6 +13,7 @@ from ._common import (
     add_json,
     add_workdir,
     human_bytes,
+    is_plain_file,
     open_workspace,
     print_json,
     print_table,
@@ -47,7 +48,8 @@ def _session_stats(folder: Path) -> tuple[dict[str, Any], Counter[str]]:
 
     offloaded = tokens_out = compressions = truncations = 0
     sources: Counter[str] = Counter()
-    for _, event in iter_jsonl(folder / "events.jsonl"):
+    events = folder / "events.jsonl"
+    for _, event in iter_jsonl(events) if is_plain_file(events) else ():
         if not isinstance(event, dict):
             continue
         kind = event.get("kind")

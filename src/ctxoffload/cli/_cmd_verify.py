@@ -20,6 +20,7 @@ from ._common import (
     add_json,
     add_workdir,
     open_workspace,
+    paint,
     print_json,
     session_dir,
 )
@@ -217,11 +218,15 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         for p in report.problems:
-            print(f"problem: {p['path']}: {p['problem']}")
+            print(f"{paint('problem', 'red')}: {p['path']}: {p['problem']}")
         for w in report.warnings:
-            print(f"warning: {w['path']}: {w['warning']}")
+            print(f"{paint('warning', 'yellow')}: {w['path']}: {w['warning']}")
         c = report.checked
-        verdict = f"{len(report.problems)} problems" if report.problems else "ok"
+        verdict = (
+            paint(f"{len(report.problems)} problems", "red")
+            if report.problems
+            else paint("ok", "green")
+        )
         print(
             f"{verdict}: {c['files']:,} files, {c['jsonl_lines']:,} JSONL lines, "
             f"{c['data_files']:,} data files, {c['references']:,} references checked"

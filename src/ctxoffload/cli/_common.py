@@ -25,9 +25,11 @@ __all__ = [
     "add_json",
     "add_workdir",
     "human_bytes",
+    "is_plain_file",
     "iso_time",
     "message_lines",
     "open_workspace",
+    "paint",
     "print_json",
     "print_table",
     "session_dir",
@@ -128,6 +130,27 @@ def print_json(value: Any, out: TextIO | None = None) -> None:
     """Print one JSON document."""
     stream = out or sys.stdout
     stream.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def is_plain_file(path: Path) -> bool:
+    """Whether `path` is a regular file itself (not a link, FIFO, socket or device)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+_COLOURS = {"red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}
+
+
+def paint(text: str, colour: str, stream: TextIO | None = None) -> str:
+    """`text` in an ANSI colour when `stream` (stdout) is a terminal and NO_COLOR is unset."""
+    target = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or not target.isatty():
+        return text
+    return f"\x1b[{_COLOURS[colour]}m{text}\x1b[0m"
 
 
 def _use_rich(stream: TextIO) -> bool:
