@@ -252,3 +252,17 @@ def test_the_corpus_is_there_or_the_skip_says_why() -> None:
     if not CORPUS.is_dir():
         pytest.skip(f"the transcript corpus {CORPUS} is not there")
     assert len(CORPUS_FILES) == 11
+
+
+def test_a_replay_that_offloads_nothing_still_writes_its_session(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript(1)))
+    code, report = _replay(
+        cli, path, "--window", "100000", "--session", "calm", "--workdir", tmp_path / "ws"
+    )
+    assert code == 0 and report["results"][0]["compressions"] == 0
+    events = (tmp_path / "ws/sessions/calm/events.jsonl").read_text().splitlines()
+    first = json.loads(events[0])
+    assert first["kind"] == "replay" and first["config"]["context_window"] == 100000

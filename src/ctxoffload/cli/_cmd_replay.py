@@ -234,6 +234,15 @@ async def replay_run(
     from ..compression import Compressor
 
     compressor = Compressor(config, offloader=workspace, session_id=session, counter=counter)
+    # The session says what it is, and exists even when nothing had to be offloaded.
+    await workspace.record_event(
+        session,
+        "replay",
+        run=run_name,
+        config_name=config_name,
+        config=config.model_dump(mode="json"),
+        messages=len(messages),
+    )
     window = compressor.window()
     result = ReplayResult(run_name, config_name, session, window, len(messages))
     tracker = compressor.tracker
@@ -406,7 +415,7 @@ def _print_report(
                 "model calls",
                 "peak",
                 "peak without",
-                "truncations",
+                "files offloaded",
                 "compressions",
                 "messages offloaded",
                 "recoverable",
