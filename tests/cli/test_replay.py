@@ -209,6 +209,8 @@ def test_replay_refuses_a_folder_that_is_not_a_workspace(
     good.write_text(json.dumps(openai_transcript(2)))
     result = cli("replay", good, "--workdir", tmp_path)
     assert result.code == 2 and "not a ctxoffload workspace" in result.err
+    result = cli("replay", good, "--workdir", good)
+    assert result.code == 2 and "is not a folder" in result.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
 
 

@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from ._demo import DEMO_CONFIG, describe_config, format_report, run_demo
 
     with Progress("demo: model call") as progress:
-        progress.advance(0, describe_config(DEMO_CONFIG))
+        if progress.enabled:
+            # Said at once on a terminal, as the run takes a few seconds; the report says it too.
+            print(f"ctxoffload demo: {describe_config(DEMO_CONFIG)}", file=progress.stream)
 
         def on_step(done: int, total: int) -> None:
             progress.total = total
