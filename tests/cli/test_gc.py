@@ -91,6 +91,9 @@ def test_gc_removes_old_sessions_then_unreferenced_data(
 ) -> None:
     _age(filled / "sessions/run-1", 10)
     _age(filled / "sessions/run-2", 10)
+    # A data file stored in the last hour is kept even unreferenced (a writer may not have
+    # logged it yet): this one is old.
+    _age(filled / "data", 10)
     data = sorted(p.name for p in (filled / "data").iterdir())
     dry = json.loads(
         cli("gc", "--older-than", "7d", "--dry-run", "--json", "--workdir", filled).out

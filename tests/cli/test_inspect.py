@@ -160,6 +160,12 @@ def test_a_corrupt_line_is_skipped_and_said_not_a_crash(
         result = cli(*command, "--workdir", filled)
         assert result.code == 0, (command, result)
         assert "Traceback" not in result.err
+    for command in ("ls", "stats"):
+        err = cli(command, "--workdir", filled).err
+        assert err == (
+            f"ctxoffload {command}: warning: {filled}/sessions/run-1/events.jsonl line 2 is "
+            "not valid JSON: skipped; `ctxoffload verify` checks the workspace\n"
+        )
     out = cli("cat", "sessions/run-1/context.jsonl", "--lines", "2", "--workdir", filled).out
     assert out.startswith("     2\t(not JSON: a torn line) {this is not json")
     assert cli("verify", "--workdir", filled).code == 1

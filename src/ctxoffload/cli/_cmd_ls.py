@@ -12,6 +12,7 @@ from ._common import (
     add_workdir,
     is_plain_file,
     iso_time,
+    json_lines,
     open_workspace,
     print_json,
     print_table,
@@ -44,8 +45,6 @@ def _count_lines(path: Path) -> int:
 
 def session_facts(session_dir: Path) -> dict[str, Any]:
     """What `ls` shows of one session, read from its files without following links."""
-    from ..workspace._jsonl import iter_jsonl
-
     last = 0.0
     size = 0
     tool_results = 0
@@ -60,8 +59,7 @@ def session_facts(session_dir: Path) -> dict[str, Any]:
                 tool_results += 1
     compressions = 0
     model_calls = 0
-    events = session_dir / "events.jsonl"
-    for _, event in iter_jsonl(events) if is_plain_file(events) else ():
+    for _, event in json_lines(session_dir / "events.jsonl", command="ctxoffload ls"):
         if not isinstance(event, dict):
             continue
         kind = event.get("kind")
@@ -69,8 +67,7 @@ def session_facts(session_dir: Path) -> dict[str, Any]:
         model_calls += kind == "model_call"
     steps: int | None = model_calls or None
     if steps is None:
-        state_path = session_dir / "state.json"
-        rows = iter_jsonl(state_path) if is_plain_file(state_path) else iter(())
+        rows = json_lines(session_dir / "state.json", command="ctxoffload ls")
         state = next((v for _, v in rows), None)
         if isinstance(state, dict) and isinstance(state.get("steps"), int):
             steps = state["steps"]

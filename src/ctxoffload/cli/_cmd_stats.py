@@ -13,7 +13,7 @@ from ._common import (
     add_json,
     add_workdir,
     human_bytes,
-    is_plain_file,
+    json_lines,
     open_workspace,
     print_json,
     print_table,
@@ -44,12 +44,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _session_stats(folder: Path) -> tuple[dict[str, Any], Counter[str]]:
-    from ..workspace._jsonl import iter_jsonl
-
     offloaded = tokens_out = compressions = truncations = 0
     sources: Counter[str] = Counter()
-    events = folder / "events.jsonl"
-    for _, event in iter_jsonl(events) if is_plain_file(events) else ():
+    for _, event in json_lines(folder / "events.jsonl", command="ctxoffload stats"):
         if not isinstance(event, dict):
             continue
         kind = event.get("kind")

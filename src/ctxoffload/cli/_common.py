@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +27,7 @@ __all__ = [
     "human_bytes",
     "is_plain_file",
     "iso_time",
+    "json_lines",
     "message_lines",
     "open_workspace",
     "paint",
@@ -140,6 +141,41 @@ def is_plain_file(path: Path) -> bool:
         return stat.S_ISREG(path.lstat().st_mode)
     except OSError:
         return False
+
+
+def json_lines(path: Path, *, command: str = "ctxoffload") -> Iterator[tuple[int, Any]]:
+    """`(line_number, value)` for each complete JSON line of a plain file; nothing otherwise.
+
+    A link, FIFO or missing file yields nothing. A last line without its newline (a write
+    in progress) is skipped silently; lines that are not JSON are skipped, and said once
+    per file on stderr.
+    """
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return
+        bad: list[int] = []
+        for number, raw in enumerate(f, start=1):
+            if not raw.endswith(b"\n") or not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                bad.append(number)
+                continue
+            yield number, value
+        if bad:
+            print(
+                f"{command}: warning: {path} line {bad[0]} is not valid JSON"
+                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                + ": skipped; `ctxoffload verify` checks the workspace",
+                file=sys.stderr,
+            )
 
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}
