@@ -193,3 +193,10 @@ def test_the_demo_says_its_window_and_trigger(tmp_path: Path, cli: Callable[...,
         "600 (0.15); tool results over 600 tokens go to files"
     )
     assert result.err == ""  # progress is drawn only on a terminal
+    workdir = tmp_path / "d"
+    assert f"ctxoffload --workdir {workdir} grep ERROR nightly-job" in result.out
+    # The command the demo suggests finds the fact that left the context.
+    found = cli("--workdir", workdir, "grep", "ERROR", "nightly-job")
+    assert found.code == 0
+    assert f"{workdir}/sessions/nightly-job/tool_result-call_2.txt:" in found.out
+    assert "order_id=ORD-58213" in found.out

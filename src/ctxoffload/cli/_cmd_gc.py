@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import re
 
-from ._common import CliError, add_json, add_workdir, human_bytes, open_workspace, print_json
+from ._common import (
+    CliError,
+    Progress,
+    add_json,
+    add_workdir,
+    human_bytes,
+    open_workspace,
+    print_json,
+)
 
 __all__ = ["parse_duration", "parse_size", "register", "run"]
 
@@ -70,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     gc = getattr(workspace, "gc", None)
     if gc is None:
         raise CliError("this version of ctxoffload has no LocalWorkspace.gc: upgrade ctxoffload")
-    report = asyncio.run(gc(older_than=older_than, max_bytes=max_bytes, dry_run=args.dry_run))
+    with Progress("gc: measuring sessions and data/ references...") as progress:
+        progress.advance(0)
+        report = asyncio.run(gc(older_than=older_than, max_bytes=max_bytes, dry_run=args.dry_run))
     if args.json:
         print_json(
             {

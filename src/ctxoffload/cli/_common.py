@@ -302,7 +302,7 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self._last < 0.1 and (self.total is None or self.done < self.total):
+        if self._last and now - self._last < 0.1 and (self.total is None or self.done < self.total):
             return
         self._last = now
         of = f"/{self.total:,}" if self.total is not None else ""

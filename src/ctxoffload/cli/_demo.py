@@ -449,4 +449,8 @@ def format_report(report: DemoReport) -> str:
     out.append(f"  grep -n ERROR {session}/tool_result-*.txt")
     out.append(f"  cat {session}/events.jsonl")
     out.append(f"  python -m json.tool {session}/state.json | head -50")
+    out.append("or with the ctxoffload command:")
+    out.append(f"  ctxoffload --workdir {report.workdir} ls")
+    out.append(f"  ctxoffload --workdir {report.workdir} grep ERROR {report.session_id}")
+    out.append(f"  ctxoffload --workdir {report.workdir} stats")
     return "\n".join(out)
