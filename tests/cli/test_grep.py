@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -131,3 +133,14 @@ def test_the_matcher_prefers_re2() -> None:
 
 def test_negative_context_is_a_usage_error(filled: Path, cli: Callable[..., Any]) -> None:
     assert cli("grep", "-C", "-1", "x", "--workdir", filled).code == 2
+
+
+def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
+    (filled / "sessions/run-2/tool_result-raw.txt").write_bytes(b"caf\xe9 latin-1 line\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "grep", b"caf\xe9", "run-2"],
+        capture_output=True,
+        cwd=filled,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith(b"tool_result-raw.txt:1:caf\xe9 latin-1 line\n")

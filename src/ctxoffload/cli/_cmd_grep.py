@@ -109,7 +109,9 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
         options.encoding = re2.Options.Encoding.UTF8
         try:
             # (?m): ^ and $ at line ends, as grep means them, while searching a whole buffer.
-            compiled2 = re2.compile(b"(?m)" + source.encode(), options=options)
+            compiled2 = re2.compile(
+                b"(?m)" + source.encode("utf-8", "surrogateescape"), options=options
+            )
         except re2.error:
             pass  # backreferences, lookarounds: Python's re below, under the deadline
         else:
@@ -121,7 +123,7 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
             return Matcher(search2, "re2")
     flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
     try:
-        compiled = re.compile(source.encode(), flags)
+        compiled = re.compile(source.encode("utf-8", "surrogateescape"), flags)
     except (re.error, OverflowError, RecursionError) as exc:
         raise CliError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
 
@@ -211,7 +213,7 @@ class _Printer:
         sep = self._sep + (b":" if hit.is_match else b"-") + self._end
         self.out.write(
             self._file
-            + hit.path.encode()
+            + hit.path.encode("utf-8", "surrogateescape")
             + self._end
             + sep
             + self._number
@@ -317,7 +319,7 @@ def search_context_log(
                 value = json.loads(raw)
             except ValueError:
                 continue  # a torn line: `ctxoffload verify` reports it
-            lines = [line.encode() for line in message_lines(value)]
+            lines = [line.encode("utf-8", "surrogatepass") for line in message_lines(value)]
             shown_to = -1
             for i, line in enumerate(lines):
                 if not matcher.matches_line(line):
