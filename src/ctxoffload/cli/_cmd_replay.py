@@ -282,7 +282,7 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
         for path in args.config:
             configs.append((path.stem, ContextConfig.from_json_file(path)))
     except ConfigError as exc:
-        raise CliError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from exc
+        raise CliError(_one_line(exc)) from exc
     if not configs:
         configs.append(("default", ContextConfig()))
     if args.window is not None and args.window < 1:
@@ -290,11 +290,21 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     out = []
     for name, config in configs:
         window = args.window or config.context_window or DEFAULT_WINDOW
+        data = {**config.model_dump(), "context_window": window}
         try:
-            out.append((name, config.model_copy(update={"context_window": window})))
-        except ValueError as exc:  # pragma: no cover - model_copy does not validate
-            raise CliError(f"config {name}: {exc}") from exc
+            out.append((name, ContextConfig.from_dict(data, source=f"config {name}")))
+        except ConfigError as exc:
+            raise CliError(_one_line(exc)) from exc
     return out
+
+
+def _one_line(exc: Exception) -> str:
+    """A multi-line error message (one line per problem) as one line for stderr."""
+    lines = [line.strip().removeprefix("- ") for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return repr(exc)
+    head, rest = lines[0], lines[1:]
+    return head if not rest else f"{head.rstrip(':')}: " + "; ".join(rest)
 
 
 def _prepare_workspace(args: argparse.Namespace) -> Any:
