@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import ContextConfig, LocalWorkspace, get_token_counter
+from ctxoffload import ContextConfig, LocalWorkspace, Summary, get_token_counter
 from ctxoffload.cli._cmd_replay import _check_recoverable, replay_run
 from ctxoffload.cli._transcripts import load_transcript
 
@@ -268,3 +268,55 @@ def test_a_replay_that_offloads_nothing_still_writes_its_session(
     events = (tmp_path / "ws/sessions/calm/events.jsonl").read_text().splitlines()
     first = json.loads(events[0])
     assert first["kind"] == "replay" and first["config"]["context_window"] == 100000
+
+
+def test_summaries_by_a_model_on_an_openai_compatible_server(
+    tmp_path: Path, cli: Callable[..., Any], small_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "agent"))
+    from openai_server import OpenAIServer  # the scripted server of tests/agent
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    reply = {name: f"{name} written by the model" for name in Summary.model_fields}
+    with OpenAIServer() as server:
+        for _ in range(20):
+            server.add_completion(json.dumps(reply))
+        code, report = _replay(
+            cli,
+            path,
+            "--config",
+            small_config,
+            "--summary-model",
+            "summarizer",
+            "--base-url",
+            server.base_url,
+            "--session",
+            "m",
+            "--workdir",
+            tmp_path / "ws",
+        )
+        assert server.requests and server.requests[0]["model"] == "summarizer"
+    assert code == 0 and report["results"][0]["recoverable"]
+    log = (tmp_path / "ws/sessions/m/events.jsonl").read_text()
+    events = [json.loads(line) for line in log.splitlines()]
+    sources = {e["summary_source"] for e in events if e["kind"] == "compression"}
+    assert sources == {"model"}
+    state = (tmp_path / "ws/sessions/m/context.jsonl").read_text()
+    assert state  # the compressed messages are on disk
+
+
+def test_a_summary_model_without_a_key_is_one_line(
+    tmp_path: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("openai")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript(2)))
+    result = cli("replay", path, "--summary-model", "x", "--workdir", tmp_path / "ws")
+    assert result.code in (0, 2)
+    assert "Traceback" not in result.err
+    if result.code == 2:
+        assert result.err.count("\n") == 1 and not (tmp_path / "ws").exists()

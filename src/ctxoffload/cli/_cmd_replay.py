@@ -11,6 +11,8 @@ the references still in it.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,7 +45,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="replay a recorded agent transcript through truncation and compression",
         description=(
             "Replay a recorded transcript through ctxoffload's truncation and compression "
-            "(extractive summaries: no model is called), write it as a session of the "
+            "(extractive summaries unless --summary-model is given), write it as a session of the "
             "workspace, and report per model call the context tokens with and without "
             "ctxoffload, the peak, offloads, compressions, and whether every byte that left "
             "the context is recoverable from the references left in it. Several --config "
@@ -71,6 +73,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--format", choices=sorted(FORMATS), help="the transcript's format")
     parser.add_argument("--session", help="session id prefix (default: replay-<file>-<time>)")
+    parser.add_argument(
+        "--summary-model",
+        metavar="MODEL",
+        help=(
+            "write summaries with this model on an OpenAI-compatible server ($OPENAI_BASE_URL, "
+            "$OPENAI_API_KEY; needs ctxoffload[openai]) instead of extractive ones"
+        ),
+    )
+    parser.add_argument("--base-url", metavar="URL", help="the summary model's server")
     parser.add_argument(
         "--steps", action="store_true", help="print the per-step table (default: when short)"
     )
@@ -229,11 +240,18 @@ async def replay_run(
     config_name: str,
     counter: Any,
     progress: Progress | None = None,
+    summary_model: Any = None,
 ) -> ReplayResult:
-    """Replay one run with one config into `session` and check that nothing is lost."""
+    """Replay one run with one config into `session` and check that nothing is lost.
+
+    Args:
+        summary_model: a `ChatModel` that writes the summaries; None for extractive ones.
+    """
     from ..compression import Compressor
 
-    compressor = Compressor(config, offloader=workspace, session_id=session, counter=counter)
+    compressor = Compressor(
+        config, model=summary_model, offloader=workspace, session_id=session, counter=counter
+    )
     # The session says what it is, and exists even when nothing had to be offloaded.
     await workspace.record_event(
         session,
@@ -307,6 +325,24 @@ def _one_line(exc: Exception) -> str:
     return head if not rest else f"{head.rstrip(':')}: " + "; ".join(rest)
 
 
+def _summary_model(args: argparse.Namespace) -> Any:
+    """The summary model asked for with --summary-model, or None (extractive summaries)."""
+    if args.summary_model is None:
+        if args.base_url is not None:
+            raise CliError("--base-url needs --summary-model MODEL")
+        return None
+    try:
+        from ..agent import OpenAIChatModel
+    except ImportError as exc:  # pragma: no cover - the openai extra is in the test extra
+        raise CliError(f"--summary-model needs the openai extra: {exc}") from exc
+    try:
+        return OpenAIChatModel(
+            args.summary_model, base_url=args.base_url or os.environ.get("OPENAI_BASE_URL")
+        )
+    except Exception as exc:  # no openai package, no API key, a bad URL: say it, no traceback
+        raise CliError(f"--summary-model {args.summary_model}: {exc}") from exc
+
+
 def _prepare_workspace(args: argparse.Namespace) -> Any:
     """The workspace to write into: an existing one, or a folder that does not exist yet."""
     from ..workspace import LocalWorkspace
@@ -357,23 +393,29 @@ def run(args: argparse.Namespace) -> int:
     counter = get_token_counter()
     total = sum(len(one.messages) for one, _, _, _ in sessions)
 
+    summary_model = _summary_model(args)
+
     async def replay_all() -> list[ReplayResult]:
         await workspace.initialize()
         results = []
-        with Progress("replay: messages", total) as progress:
-            for one, name, config, session in sessions:
-                results.append(
-                    await replay_run(
-                        one.messages,
-                        config,
-                        workspace,
-                        session,
-                        run_name=one.name,
-                        config_name=name,
-                        counter=counter,
-                        progress=progress,
+        async with contextlib.AsyncExitStack() as stack:
+            if summary_model is not None:
+                await stack.enter_async_context(summary_model)
+            with Progress("replay: messages", total) as progress:
+                for one, name, config, session in sessions:
+                    results.append(
+                        await replay_run(
+                            one.messages,
+                            config,
+                            workspace,
+                            session,
+                            run_name=one.name,
+                            config_name=name,
+                            counter=counter,
+                            progress=progress,
+                            summary_model=summary_model,
+                        )
                     )
-                )
         return results
 
     results = asyncio.run(replay_all())
