@@ -335,12 +335,32 @@ def _summary_model(args: argparse.Namespace) -> Any:
         from ..agent import OpenAIChatModel
     except ImportError as exc:  # pragma: no cover - the openai extra is in the test extra
         raise CliError(f"--summary-model needs the openai extra: {exc}") from exc
+    import logging
+
+    # Warnings said while the model is built (an unknown window) are held back, so that a
+    # failure (no API key, a bad URL) is one line on stderr, and are said on success.
+    held: list[logging.LogRecord] = []
+
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            held.append(record)
+
+    logger = logging.getLogger("ctxoffload")
+    hold, propagate = Hold(), logger.propagate
+    logger.addHandler(hold)
+    logger.propagate = False
     try:
-        return OpenAIChatModel(
+        model = OpenAIChatModel(
             args.summary_model, base_url=args.base_url or os.environ.get("OPENAI_BASE_URL")
         )
     except Exception as exc:  # no openai package, no API key, a bad URL: say it, no traceback
         raise CliError(f"--summary-model {args.summary_model}: {exc}") from exc
+    finally:
+        logger.removeHandler(hold)
+        logger.propagate = propagate
+    for record in held:
+        logging.getLogger(record.name).handle(record)
+    return model
 
 
 def _prepare_workspace(args: argparse.Namespace) -> Any:
