@@ -16,7 +16,7 @@ import random
 import re
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from ..model import ScriptedModel
 from ..tokens import TokenCounter, get_token_counter
 from ..workspace import LocalWorkspace
 
-__all__ = ["DemoReport", "run_demo"]
+__all__ = ["DemoReport", "describe_config", "format_report", "run_demo"]
 
 FAILED_ORDER = "ORD-58213"
 ERROR_MESSAGE = (
@@ -311,8 +311,20 @@ class _FullCount:
         self.total += self.counter.count_message(msg)
 
 
-async def run_demo(workdir: Path, *, session_id: str = "nightly-job") -> DemoReport:
-    """Run the demo into `workdir` and return what happened."""
+async def run_demo(
+    workdir: Path,
+    *,
+    session_id: str = "nightly-job",
+    on_step: Callable[[int, int], None] | None = None,
+) -> DemoReport:
+    """Run the demo into `workdir` and return what happened.
+
+    Args:
+        workdir: the workspace folder.
+        session_id: the session to write.
+        on_step: called with (model calls so far, model calls in the script) before each one.
+    """
+    script = demo_script()
     workspace = LocalWorkspace(workdir)
     await workspace.initialize()
     counter = get_token_counter()
@@ -322,6 +334,8 @@ async def run_demo(workdir: Path, *, session_id: str = "nightly-job") -> DemoRep
     def timed(step: Any) -> Any:
         async def play(messages: Sequence[Msg]) -> Msg:
             seen.append((counter.count_messages(messages), full.total))
+            if on_step is not None:
+                on_step(len(seen), len(script))
             reply: Msg = step(messages) if callable(step) else step
             full.add(reply)
             return reply
@@ -343,7 +357,7 @@ async def run_demo(workdir: Path, *, session_id: str = "nightly-job") -> DemoRep
         wrapper.__signature__ = inspect.signature(tool)  # type: ignore[attr-defined]
         return wrapper
 
-    model = ScriptedModel([timed(s) for s in demo_script()], model_name="gpt-4o-mini")
+    model = ScriptedModel([timed(s) for s in script], model_name="gpt-4o-mini")
     model.context_window = DEMO_CONFIG.context_window or 4_000
     # Read/Grep output capped well under the tool-result limit, so reading an offloaded file
     # never gets offloaded again.
@@ -393,10 +407,22 @@ def _is_async(func: Any) -> bool:
     return inspect.iscoroutinefunction(func)
 
 
+def describe_config(config: ContextConfig) -> str:
+    """One line naming the window and the thresholds the demo runs with."""
+    window = config.context_window or 0
+    return (
+        f"window {window:,} tokens; compression triggers above {config.trigger_ratio:g} x window "
+        f"= {int(config.trigger_ratio * window):,} tokens and keeps "
+        f"{int(config.reserve_ratio * window):,} ({config.reserve_ratio:g}); tool results over "
+        f"{config.tool_result_limit:,} tokens go to files"
+    )
+
+
 def format_report(report: DemoReport) -> str:
     """The report the demo prints."""
     out: list[str] = []
     out.append(f"ctxoffload demo: session {report.session_id!r} in {report.workdir}")
+    out.append(describe_config(DEMO_CONFIG))
     out.append("")
     out.append(f"{'step':>4}  {'tool calls':<22} {'context tokens':>15} {'without ctxoffload':>19}")
     for step, tools, sent, without, compressed in report.steps:
@@ -423,4 +449,8 @@ def format_report(report: DemoReport) -> str:
     out.append(f"  grep -n ERROR {session}/tool_result-*.txt")
     out.append(f"  cat {session}/events.jsonl")
     out.append(f"  python -m json.tool {session}/state.json | head -50")
+    out.append("or with the ctxoffload command:")
+    out.append(f"  ctxoffload --workdir {report.workdir} ls")
+    out.append(f"  ctxoffload --workdir {report.workdir} grep ERROR {report.session_id}")
+    out.append(f"  ctxoffload --workdir {report.workdir} stats")
     return "\n".join(out)

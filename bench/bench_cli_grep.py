@@ -1,0 +1,128 @@
+"""Benchmark `ctxoffload grep` on a 100 MB offloaded file against GNU `grep -n`.
+
+A log of about 100 MB is offloaded as one tool result into a fresh workspace; each pattern
+is then searched with `grep -n PATTERN FILE` and with `ctxoffload grep PATTERN SESSION`,
+both as separate processes writing to a pipe (best of several runs). The in-process time
+of the search alone (`main([...])`, no interpreter start-up and no `import ctxoffload`) is
+printed too, because start-up is a fixed cost that dominates on small inputs.
+
+Target: ctxoffload grep <= 2x GNU grep. Run: `python bench/bench_cli_grep.py [--mb 100]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ctxoffload import LocalWorkspace, ToolResultBlock
+from ctxoffload.cli import main
+
+PATTERNS = [
+    ("literal", ["ERROR"], ["ERROR"]),
+    ("regex", [r"order_id=ORD-5[0-9]{4} "], ["-E", r"order_id=ORD-5[0-9]{4} "]),
+    ("ignore case", ["-i", "disk QUOTA"], ["-i", "disk QUOTA"]),
+    ("fixed string", ["-F", "ORD-12345 rows="], ["-F", "ORD-12345 rows="]),
+]
+RUNS = 5
+
+
+def make_log(megabytes: int) -> str:
+    rng = random.Random(7)
+    lines = []
+    size = 0
+    i = 0
+    while size < megabytes * 2**20:
+        if i % 40_000 == 17:
+            line = (
+                f"2026-11-20T03:{i % 60:02d}:00.118Z ERROR export-worker-7 "
+                f"order_id=ORD-{rng.randrange(10_000, 99_999)} failed: disk quota exceeded"
+            )
+        else:
+            line = (
+                f"2026-11-20T03:{i % 60:02d}:{i % 60:02d}.{i % 1000:03d}Z INFO "
+                f"export-worker-{i % 8} exported ORD-{rng.randrange(10_000, 99_999)} "
+                f"rows={rng.randrange(1, 400)} bytes={rng.randrange(10**4, 10**6)}"
+            )
+        lines.append(line)
+        size += len(line) + 1
+        i += 1
+    return "\n".join(lines)
+
+
+def best(command: list[str]) -> tuple[float, int]:
+    times = []
+    lines = 0
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        done = subprocess.run(command, stdout=subprocess.PIPE, check=False)
+        times.append(time.perf_counter() - start)
+        lines = done.stdout.count(b"\n")
+    return min(times), lines
+
+
+def in_process(args: list[str]) -> float:
+    times = []
+    for _ in range(RUNS):
+        sink = io.TextIOWrapper(io.BytesIO())
+        start = time.perf_counter()
+        with contextlib.redirect_stdout(sink):
+            main(args)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def run(megabytes: int) -> None:
+    gnu = shutil.which("grep")
+    if gnu is None:
+        sys.exit("GNU grep is not on PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp) / "ws"
+        ws = LocalWorkspace(workdir, fsync=False)
+        text = make_log(megabytes)
+        path = asyncio.run(
+            ws.offload_tool_result("bench", ToolResultBlock(id="call_1", name="logs", output=text))
+        )
+        size = os.path.getsize(path)
+        del text
+        engine = "re2" if _has_re2() else "re"
+        print(f"file: {size / 2**20:.0f} MB, {RUNS} runs each, best time; matcher: {engine}")
+        print(
+            f"{'pattern':<13} {'lines':>6} {'grep -n':>9} {'ctxoffload grep':>16} "
+            f"{'ratio':>6} {'search only':>12} {'ratio':>6}"
+        )
+        for name, ours, theirs in PATTERNS:
+            base, lines = best([gnu, "-n", *theirs, path])
+            command = [sys.executable, "-m", "ctxoffload", "grep", *ours, "bench"]
+            mine, my_lines = best([*command, "--workdir", str(workdir)])
+            search = in_process(["grep", *ours, "bench", "--workdir", str(workdir)])
+            assert my_lines == lines, (name, my_lines, lines)
+            print(
+                f"{name:<13} {lines:>6} {base:>8.3f}s {mine:>15.3f}s {mine / base:>5.2f}x "
+                f"{search:>11.3f}s {search / base:>5.2f}x"
+            )
+        startup, _ = best([sys.executable, "-c", "import ctxoffload.cli"])
+        print(f"start-up alone (python -c 'import ctxoffload.cli'): {startup:.3f}s")
+
+
+def _has_re2() -> bool:
+    try:
+        import re2  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mb", type=int, default=100, help="size of the offloaded file in MB")
+    run(parser.parse_args().mb)

@@ -1,0 +1,70 @@
+"""`ctxoffload demo`: an offline agent session that truncates, compresses and recovers."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+
+from ._common import CliError, Progress, add_workdir
+
+__all__ = ["register", "run"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `demo` to the command line."""
+    parser = commands.add_parser(
+        "demo",
+        help="run an offline agent session that truncates, compresses and recovers",
+        description=(
+            "Run a scripted agent through realistic tools with a small context window and "
+            "print what ctxoffload did. Needs no network and no API key. --workdir is the "
+            "workspace folder to create (default: ./ctxoffload-demo-<time>)."
+        ),
+    )
+    add_workdir(parser)
+    parser.add_argument(
+        "--session", default="nightly-job", help="session id (default: nightly-job)"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo and print its report."""
+    import asyncio
+
+    from ..exceptions import InvalidSessionId
+    from ..workspace._ids import validate_session_id
+
+    # Everything is checked before the first folder is created.
+    try:
+        validate_session_id(args.session)
+    except InvalidSessionId as exc:
+        raise CliError(str(exc)) from exc
+    given = getattr(args, "workdir", None)
+    workdir = (
+        Path(given)
+        if given is not None
+        else Path(f"ctxoffload-demo-{datetime.now():%Y%m%d-%H%M%S}")
+    )
+    if workdir.exists() and not workdir.is_dir():
+        raise CliError(f"workdir {str(workdir)!r} is a file, not a folder: pass a new --workdir")
+    if (workdir / "sessions" / args.session).exists():
+        raise CliError(
+            f"{workdir}/sessions/{args.session} already exists; pass a new --workdir or --session"
+        )
+
+    from ._demo import DEMO_CONFIG, describe_config, format_report, run_demo
+
+    with Progress("demo: model call") as progress:
+        if progress.enabled:
+            # Said at once on a terminal, as the run takes a few seconds; the report says it too.
+            print(f"ctxoffload demo: {describe_config(DEMO_CONFIG)}", file=progress.stream)
+
+        def on_step(done: int, total: int) -> None:
+            progress.total = total
+            progress.advance(done - progress.done)
+
+        report = asyncio.run(run_demo(workdir, session_id=args.session, on_step=on_step))
+    print(format_report(report))
+    return 0

@@ -1,0 +1,104 @@
+"""`ctxoffload gc`: remove old sessions and data files no session references."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from ._common import (
+    CliError,
+    Progress,
+    add_json,
+    add_workdir,
+    human_bytes,
+    open_workspace,
+    print_json,
+)
+
+__all__ = ["parse_duration", "parse_size", "register", "run"]
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_duration(text: str) -> float:
+    """`'7d'` -> 604800.0 seconds. Units: s, m, h, d, w; a bare number is seconds.
+
+    Raises:
+        CliError: not a duration.
+    """
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not found:
+        raise CliError(
+            f"--older-than {text!r} is not a duration: use a number and a unit, e.g. 7d, 12h, 30m"
+        )
+    return float(found.group(1)) * _DURATION_UNITS[found.group(2) or "s"]
+
+
+def parse_size(text: str) -> int:
+    """`'500M'` -> 524288000 bytes. Units: K, M, G, T (powers of 1024), optional B or iB.
+
+    Raises:
+        CliError: not a size.
+    """
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, flags=re.IGNORECASE)
+    if not found:
+        raise CliError(f"--max-bytes {text!r} is not a size: use e.g. 500M, 2G, 1048576")
+    return int(float(found.group(1)) * _SIZE_UNITS[found.group(2).upper()])
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `gc` to the command line."""
+    parser = commands.add_parser(
+        "gc",
+        help="remove sessions past an age or over a size, then unreferenced data files",
+        description=(
+            "Remove sessions older than --older-than (and, with --max-bytes, the oldest "
+            "sessions until the workspace fits), then the data/ files no remaining session "
+            "references. Never removes a referenced file. Safe while agents write."
+        ),
+    )
+    add_workdir(parser)
+    add_json(parser)
+    parser.add_argument("--older-than", metavar="AGE", help="e.g. 7d, 12h, 30m, 3600")
+    parser.add_argument("--max-bytes", metavar="SIZE", help="e.g. 500M, 2G")
+    parser.add_argument("--dry-run", action="store_true", help="report, remove nothing")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Collect garbage and print what was (or would be) removed."""
+    import asyncio
+
+    older_than = parse_duration(args.older_than) if args.older_than is not None else None
+    max_bytes = parse_size(args.max_bytes) if args.max_bytes is not None else None
+    if older_than is None and max_bytes is None:
+        raise CliError("say what to remove: --older-than AGE and/or --max-bytes SIZE")
+    workspace = open_workspace(args)
+    gc = getattr(workspace, "gc", None)
+    if gc is None:
+        raise CliError("this version of ctxoffload has no LocalWorkspace.gc: upgrade ctxoffload")
+    with Progress("gc: measuring sessions and data/ references...") as progress:
+        progress.advance(0)
+        report = asyncio.run(gc(older_than=older_than, max_bytes=max_bytes, dry_run=args.dry_run))
+    if args.json:
+        print_json(
+            {
+                "dry_run": report.dry_run,
+                "sessions_removed": list(report.sessions_removed),
+                "data_removed": list(report.data_removed),
+                "bytes_freed": report.bytes_freed,
+            }
+        )
+        return 0
+    verb = "would remove" if report.dry_run else "removed"
+    for session in report.sessions_removed:
+        print(f"{verb} session {session}")
+    for name in report.data_removed:
+        print(f"{verb} data file {name}")
+    print(
+        f"{verb} {len(report.sessions_removed)} sessions and {len(report.data_removed)} data "
+        f"files: {human_bytes(report.bytes_freed)}"
+        + (" would be freed" if report.dry_run else " freed")
+    )
+    return 0

@@ -1,0 +1,382 @@
+"""`ctxoffload grep`: search everything a workspace holds for one or all sessions.
+
+Tool-result files are searched as they are (line numbers match what the agent saw);
+context.jsonl is matched on each message's decoded text, so a string the model saw is found
+even when the file stores it JSON-escaped.
+
+Matching uses RE2 (linear time, `pip install 'ctxoffload[cli]'`) when it is installed and
+understands the pattern; otherwise Python's `re` runs under a deadline (`--timeout`), so a
+pattern chosen to backtrack forever cannot hang the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import signal
+import stat
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ._common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    CliError,
+    add_json,
+    add_workdir,
+    message_lines,
+    open_workspace,
+    print_json,
+    session_dir,
+)
+
+__all__ = ["Matcher", "compile_matcher", "register", "run"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `grep` to the command line."""
+    parser = commands.add_parser(
+        "grep",
+        help="search offloaded content of one or all sessions, with file and line numbers",
+        description=(
+            "Search the tool_result files and the decoded messages of context.jsonl of one "
+            "session or of all. Exit 0 when something matched, 1 when nothing did."
+        ),
+    )
+    add_workdir(parser)
+    add_json(parser)
+    parser.add_argument("pattern", help="a regular expression (RE2 / Python syntax)")
+    parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument("-C", "--context", type=int, default=0, metavar="N", help="N lines around")
+    parser.add_argument("-i", "--ignore-case", action="store_true", help="ignore case")
+    parser.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a string")
+    parser.add_argument("--events", action="store_true", help="search events.jsonl too")
+    parser.add_argument(
+        "--max-columns",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="cut printed lines after N characters (0: never; default 2000)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="give up after S seconds when Python's re has to run the pattern (default 30)",
+    )
+    parser.set_defaults(run=run)
+
+
+# -- matching -------------------------------------------------------------------------------
+
+
+@dataclass
+class Matcher:
+    """A compiled pattern: the one place that knows which regex engine runs."""
+
+    search: Callable[[Any, int], int | None]  # (buffer, pos) -> start of a match, or None
+    engine: str  # "re2" or "re"
+
+    def matches_line(self, line: bytes) -> bool:
+        """Whether one line (without its newline) matches."""
+        return self.search(line, 0) is not None
+
+
+def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = False) -> Matcher:
+    """Compile `pattern` for searching bytes: RE2 when it can, Python's `re` otherwise.
+
+    Raises:
+        CliError: the pattern is not a valid regular expression.
+    """
+    import re
+
+    source = re.escape(pattern) if fixed else pattern
+    try:
+        import re2  # type: ignore[import-untyped]
+    except ImportError:
+        re2 = None
+    if re2 is not None:
+        options = re2.Options()
+        options.log_errors = False
+        options.case_sensitive = not ignore_case
+        options.encoding = re2.Options.Encoding.UTF8
+        try:
+            # (?m): ^ and $ at line ends, as grep means them, while searching a whole buffer.
+            compiled2 = re2.compile(
+                b"(?m)" + source.encode("utf-8", "surrogateescape"), options=options
+            )
+        except re2.error:
+            pass  # backreferences, lookarounds: Python's re below, under the deadline
+        else:
+
+            def search2(buffer: Any, pos: int) -> int | None:
+                found = compiled2.search(buffer, pos)
+                return None if found is None else int(found.start())
+
+            return Matcher(search2, "re2")
+    flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+    try:
+        compiled = re.compile(source.encode("utf-8", "surrogateescape"), flags)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise CliError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+
+    def search(buffer: Any, pos: int) -> int | None:
+        found = compiled.search(buffer, pos)
+        return None if found is None else found.start()
+
+    return Matcher(search, "re")
+
+
+class _Deadline:
+    """Interrupts a `re` search after `seconds` (Python's regex engine checks for signals)."""
+
+    class Expired(Exception):
+        pass
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.active = (
+            seconds > 0
+            and hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+        )
+        self._previous: Any = None
+
+    def __enter__(self) -> _Deadline:
+        if self.active:
+
+            def expire(signum: int, frame: Any) -> None:
+                raise _Deadline.Expired()
+
+            self._previous = signal.signal(signal.SIGALRM, expire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous)
+
+
+# -- searching ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Hit:
+    path: str
+    line: int
+    text: bytes
+    is_match: bool
+    session: str
+
+
+class _Printer:
+    def __init__(self, as_json: bool, max_columns: int, context: int) -> None:
+        self.as_json = as_json
+        self.max_columns = max_columns
+        self.context = context
+        self.out: BinaryIO = sys.stdout.buffer
+        # GNU grep's colours: file names magenta, line numbers green, separators cyan.
+        tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        self._file, self._number, self._sep, self._end = (
+            (b"\x1b[35m", b"\x1b[32m", b"\x1b[36m", b"\x1b[0m") if tty else (b"",) * 4
+        )
+        self.hits: list[dict[str, Any]] = []
+        self.matches = 0
+        self._last: tuple[str, int] | None = None
+
+    def emit(self, hit: _Hit) -> None:
+        self.matches += hit.is_match
+        if self.as_json:
+            if hit.is_match:
+                decoded = hit.text.decode("utf-8", errors="replace")
+                self.hits.append(
+                    {"session": hit.session, "file": hit.path, "line": hit.line, "text": decoded}
+                )
+            return
+        if self.context and self._last is not None:
+            last_path, last_line = self._last
+            if last_path != hit.path or hit.line > last_line + 1:
+                self.out.write(b"--\n")
+        self._last = (hit.path, hit.line)
+        text = hit.text
+        if self.max_columns and len(text) > self.max_columns:
+            cut = len(text) - self.max_columns
+            text = text[: self.max_columns] + f" [... {cut:,} more bytes]".encode()
+        sep = self._sep + (b":" if hit.is_match else b"-") + self._end
+        self.out.write(
+            self._file
+            + hit.path.encode("utf-8", "surrogateescape")
+            + self._end
+            + sep
+            + self._number
+            + str(hit.line).encode()
+            + self._end
+            + sep
+            + text
+            + b"\n"
+        )
+
+
+def _open_regular(path: Path) -> int | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def search_file(
+    path: Path,
+    shown: str,
+    matcher: Matcher,
+    context: int,
+    emit: Callable[[_Hit], None],
+    session: str,
+) -> None:
+    """Report the matching lines of one text file, with `context` lines around each."""
+    fd = _open_regular(path)
+    if fd is None:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return
+        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+    with buf:
+        pos = 0
+        counted_at, line_no = 0, 1  # line_no is the number of the line starting at counted_at
+        printed_to = 0  # last line number printed
+        while pos < size:
+            start = matcher.search(buf, pos)
+            if start is None:
+                break
+            line_start = buf.rfind(b"\n", pos, start) + 1 or pos
+            line_end = buf.find(b"\n", start)
+            if line_end < 0:
+                line_end = size
+            if not matcher.matches_line(buf[line_start:line_end]):
+                pos = line_end + 1  # a match that ran across lines: not a line match
+                continue
+            line_no += buf[counted_at:line_start].count(b"\n")
+            counted_at = line_start
+            # Lines before, not already printed.
+            before: list[tuple[int, int, int]] = []
+            cursor = line_start
+            for back in range(1, context + 1):
+                if cursor == 0 or line_no - back <= printed_to:
+                    break
+                prev_start = buf.rfind(b"\n", 0, cursor - 1) + 1
+                before.insert(0, (line_no - back, prev_start, cursor - 1))
+                cursor = prev_start
+            for number, a, b in before:
+                emit(_Hit(shown, number, buf[a:b], False, session))
+            emit(_Hit(shown, line_no, buf[line_start:line_end], True, session))
+            number, next_start, remaining = line_no, line_end + 1, context
+            while remaining > 0 and next_start < size:
+                end = buf.find(b"\n", next_start)
+                if end < 0:
+                    end = size
+                number += 1
+                line = buf[next_start:end]
+                matched = matcher.matches_line(line)
+                emit(_Hit(shown, number, line, matched, session))
+                remaining = context if matched else remaining - 1
+                next_start = end + 1
+            printed_to = number
+            counted_at, line_no = next_start, number + 1
+            pos = next_start
+
+
+def search_context_log(
+    path: Path,
+    shown: str,
+    matcher: Matcher,
+    context: int,
+    emit: Callable[[_Hit], None],
+    session: str,
+) -> None:
+    """Match each message of a context.jsonl on its decoded text; report its JSONL line."""
+    fd = _open_regular(path)
+    if fd is None:
+        return
+    with os.fdopen(fd, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                continue  # a torn line: `ctxoffload verify` reports it
+            lines = [line.encode("utf-8", "surrogatepass") for line in message_lines(value)]
+            shown_to = -1
+            for i, line in enumerate(lines):
+                if not matcher.matches_line(line):
+                    continue
+                first = max(i - context, shown_to + 1)
+                last = min(i + context, len(lines) - 1)
+                for j in range(first, last + 1):
+                    emit(_Hit(shown, number, lines[j], matcher.matches_line(lines[j]), session))
+                shown_to = last
+
+
+def _targets(workspace: Any, session: str, events: bool) -> Iterator[tuple[str, Path, bool]]:
+    folder = workspace.sessions_dir / session
+    names = sorted(
+        e.name
+        for e in os.scandir(folder)
+        if e.name.startswith("tool_result-") and e.is_file(follow_symlinks=False)
+    )
+    for name in names:
+        yield name, folder / name, False
+    yield "context.jsonl", folder / "context.jsonl", True
+    if events:
+        yield "events.jsonl", folder / "events.jsonl", False
+
+
+def run(args: argparse.Namespace) -> int:
+    """Search and print the matching lines."""
+    if args.context < 0:
+        raise CliError(f"-C {args.context} is negative: give a number of lines >= 0")
+    workspace = open_workspace(args)
+    if args.session is not None:
+        sessions = [session_dir(workspace, args.session).name]
+    else:
+        sessions = [
+            e.name
+            for e in sorted(os.scandir(workspace.sessions_dir), key=lambda e: e.name)
+            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+        ]
+    matcher = compile_matcher(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed_strings)
+    printer = _Printer(args.json, args.max_columns, args.context)
+    deadline = _Deadline(args.timeout if matcher.engine == "re" else 0)
+    try:
+        with deadline:
+            for session in sessions:
+                for name, path, is_log in _targets(workspace, session, args.events):
+                    shown = str(workspace.sessions_dir / session / name)
+                    search = search_context_log if is_log else search_file
+                    search(path, shown, matcher, args.context, printer.emit, session)
+    except _Deadline.Expired:
+        sys.stdout.flush()
+        raise CliError(
+            f"pattern {args.pattern!r} ran longer than {args.timeout:g} s in Python's re "
+            "(it backtracks): simplify it, use -F, or install google-re2 "
+            "(pip install 'ctxoffload[cli]')"
+        ) from None
+    if args.json:
+        print_json(printer.hits)
+    else:
+        printer.out.flush()
+    return EXIT_OK if printer.matches else EXIT_PROBLEMS

@@ -1,0 +1,515 @@
+"""`ctxoffload replay`: what ctxoffload would have done to a recorded agent transcript.
+
+The transcript is fed to a `Compressor` as the agent produced it: each tool result goes
+through truncation as it arrives, and before each assistant message (a model call) the
+context is compressed if it is over the trigger. The report gives, per model call, the
+context tokens with ctxoffload next to the tokens the context held without it, and ends
+with a check that every message and every byte that left the context can be read back from
+the references still in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ._common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    CliError,
+    Progress,
+    add_json,
+    add_workdir,
+    print_json,
+    print_table,
+    workdir_of,
+)
+
+__all__ = ["ReplayResult", "register", "replay_run", "run"]
+
+DEFAULT_WINDOW = 32_000
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `replay` to the command line."""
+    from ._transcripts import FORMATS
+
+    parser = commands.add_parser(
+        "replay",
+        help="replay a recorded agent transcript through truncation and compression",
+        description=(
+            "Replay a recorded transcript through ctxoffload's truncation and compression "
+            "(extractive summaries unless --summary-model is given), write it as a session of the "
+            "workspace, and report per model call the context tokens with and without "
+            "ctxoffload, the peak, offloads, compressions, and whether every byte that left "
+            "the context is recoverable from the references left in it. Several --config "
+            "give a side-by-side comparison. The workspace is created if --workdir does not "
+            "exist yet. Exit 1 when something is not recoverable."
+        ),
+    )
+    add_workdir(parser)
+    add_json(parser)
+    parser.add_argument("transcript", type=Path, help="the transcript file")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"context window in tokens (default: the config's, else {DEFAULT_WINDOW:,})",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a ContextConfig JSON file; repeat to compare several",
+    )
+    parser.add_argument("--format", choices=sorted(FORMATS), help="the transcript's format")
+    parser.add_argument("--session", help="session id prefix (default: replay-<file>-<time>)")
+    parser.add_argument(
+        "--summary-model",
+        metavar="MODEL",
+        help=(
+            "write summaries with this model on an OpenAI-compatible server ($OPENAI_BASE_URL, "
+            "$OPENAI_API_KEY; needs ctxoffload[openai]) instead of extractive ones"
+        ),
+    )
+    parser.add_argument("--base-url", metavar="URL", help="the summary model's server")
+    parser.add_argument(
+        "--steps", action="store_true", help="print the per-step table (default: when short)"
+    )
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class Step:
+    """One model call of the replay."""
+
+    index: int
+    tokens: int  # context sent with ctxoffload
+    without: int  # what the context would have held without it
+    compressed: bool
+
+
+@dataclass
+class ReplayResult:
+    """What one configuration did to one run."""
+
+    run: str
+    config: str
+    session: str
+    window: int
+    messages: int
+    steps: list[Step] = field(default_factory=list)
+    truncations: int = 0  # files offloaded
+    compressions: int = 0
+    offloaded_messages: int = 0
+    lost: list[str] = field(default_factory=list)
+    context: list[Any] = field(default_factory=list, repr=False)  # the final context
+
+    @property
+    def peak(self) -> int:
+        return max((s.tokens for s in self.steps), default=0)
+
+    @property
+    def peak_without(self) -> int:
+        return max((s.without for s in self.steps), default=0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "config": self.config,
+            "session": self.session,
+            "window": self.window,
+            "messages": self.messages,
+            "model_calls": len(self.steps),
+            "peak_tokens": self.peak,
+            "peak_tokens_without": self.peak_without,
+            "final_tokens": self.steps[-1].tokens if self.steps else 0,
+            "final_tokens_without": self.steps[-1].without if self.steps else 0,
+            "files_offloaded": self.truncations,
+            "compressions": self.compressions,
+            "offloaded_messages": self.offloaded_messages,
+            "recoverable": not self.lost,
+            "lost": self.lost,
+            "steps": [
+                {
+                    "step": s.index,
+                    "tokens": s.tokens,
+                    "without": s.without,
+                    "compressed": s.compressed,
+                }
+                for s in self.steps
+            ],
+        }
+
+
+_FILE_REFERENCE = re.compile(r"(\S+/tool_result-[^\s'\"<>]+?\.txt)")
+
+
+async def _check_recoverable(
+    originals: list[Any], live: list[Any], workspace: Any, session: str
+) -> list[str]:
+    """Which original messages (or parts) cannot be read back from what the context names."""
+    from ..compression import is_summary_message
+    from ..compression._truncate import rendered_text
+    from ..messages import Msg, TextBlock, ToolResultBlock
+
+    rows = {
+        row.get("id"): row for row in await workspace.read_context(session) if isinstance(row, dict)
+    }
+    context_path = str(workspace.context_path(session))
+    live_by_id = {m.id: m for m in live}
+    lost: list[str] = []
+    if rows and not any(is_summary_message(m) and context_path in m.text for m in live):
+        lost.append(f"no message in the context names {context_path}")
+    files: dict[str, str] = {}
+
+    async def read(reference: str) -> str:
+        if reference not in files:
+            try:
+                files[reference] = (await workspace.read_reference(reference)).decode(
+                    "utf-8", "surrogateescape"
+                )
+            except Exception:
+                files[reference] = ""
+        return files[reference]
+
+    async def kept_in_file(original: str, version: str) -> bool:
+        for reference in _FILE_REFERENCE.findall(version):
+            content = await read(reference.strip("'\"(),"))
+            if original in content:
+                return True
+        return False
+
+    for msg in originals:
+        if msg.id in live_by_id:
+            version = live_by_id[msg.id]
+        elif msg.id in rows:
+            version = Msg.model_validate(rows[msg.id])
+        else:
+            lost.append(
+                f"message {msg.id} ({msg.role}) is neither in the context nor in {context_path}"
+            )
+            continue
+        if version.content == msg.content:
+            continue
+        old_blocks, new_blocks = msg.blocks, version.blocks
+        if len(old_blocks) != len(new_blocks):
+            if not await kept_in_file(msg.text, version.text):
+                lost.append(f"message {msg.id} ({msg.role}) changed and its text is in no file")
+            continue
+        for old, new in zip(old_blocks, new_blocks, strict=True):
+            if old == new:
+                continue
+            if isinstance(old, ToolResultBlock) and isinstance(new, ToolResultBlock):
+                original = (
+                    rendered_text(old.output)
+                    if isinstance(old.output, str)
+                    else "\n".join(p.text for p in old.output if isinstance(p, TextBlock))
+                )
+                shown = (
+                    rendered_text(new.output)
+                    if isinstance(new.output, str)
+                    else "\n".join(p.text for p in new.output if isinstance(p, TextBlock))
+                )
+                if not await kept_in_file(original, shown):
+                    lost.append(f"tool result {old.id} of message {msg.id} is in no file")
+            elif isinstance(old, TextBlock) and isinstance(new, TextBlock):
+                if not await kept_in_file(old.text, new.text):
+                    lost.append(f"text of message {msg.id} ({msg.role}) is in no file")
+            else:
+                lost.append(f"a {old.type} block of message {msg.id} changed")
+    return lost
+
+
+async def replay_run(
+    messages: list[Any],
+    config: Any,
+    workspace: Any,
+    session: str,
+    *,
+    run_name: str,
+    config_name: str,
+    counter: Any,
+    progress: Progress | None = None,
+    summary_model: Any = None,
+) -> ReplayResult:
+    """Replay one run with one config into `session` and check that nothing is lost.
+
+    Args:
+        summary_model: a `ChatModel` that writes the summaries; None for extractive ones.
+    """
+    from ..compression import Compressor
+
+    compressor = Compressor(
+        config, model=summary_model, offloader=workspace, session_id=session, counter=counter
+    )
+    # The session says what it is, and exists even when nothing had to be offloaded.
+    await workspace.record_event(
+        session,
+        "replay",
+        run=run_name,
+        config_name=config_name,
+        config=config.model_dump(mode="json"),
+        messages=len(messages),
+    )
+    window = compressor.window()
+    result = ReplayResult(run_name, config_name, session, window, len(messages))
+    tracker = compressor.tracker
+    context: list[Any] = []
+    without = 3  # the reply priming every count includes
+    for msg in messages:
+        if msg.role == "assistant" and context:
+            step = await compressor.maybe_compress(context)
+            context = step.messages
+            result.compressions += step.compressed
+            if step.compressed:
+                result.offloaded_messages += step.compressed_messages
+            result.steps.append(
+                Step(len(result.steps) + 1, step.tokens_after, without, step.compressed)
+            )
+        without += tracker.count_message(msg)
+        kept = await compressor.process_message(msg)
+        result.truncations += sum(a is not b for a, b in zip(kept.blocks, msg.blocks, strict=False))
+        context.append(kept)
+        if progress is not None:
+            progress.advance()
+    # Every file written: tool results cut by truncation and user messages cut by compression.
+    result.truncations = sum(
+        e.get("kind") == "tool_result" for e in await workspace.read_events(session)
+    )
+    result.context = context
+    result.lost = await _check_recoverable(messages, context, workspace, session)
+    return result
+
+
+def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    from ..compression import ContextConfig
+    from ..exceptions import ConfigError
+
+    configs: list[tuple[str, Any]] = []
+    try:
+        for path in args.config:
+            configs.append((path.stem, ContextConfig.from_json_file(path)))
+    except ConfigError as exc:
+        raise CliError(_one_line(exc)) from exc
+    if not configs:
+        configs.append(("default", ContextConfig()))
+    if args.window is not None and args.window < 1:
+        raise CliError(f"--window {args.window} is below 1: give the window in tokens")
+    out = []
+    for name, config in configs:
+        window = args.window or config.context_window or DEFAULT_WINDOW
+        data = {**config.model_dump(), "context_window": window}
+        try:
+            out.append((name, ContextConfig.from_dict(data, source=f"config {name}")))
+        except ConfigError as exc:
+            raise CliError(_one_line(exc)) from exc
+    return out
+
+
+def _one_line(exc: Exception) -> str:
+    """A multi-line error message (one line per problem) as one line for stderr."""
+    lines = [line.strip().removeprefix("- ") for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return repr(exc)
+    head, rest = lines[0], lines[1:]
+    return head if not rest else f"{head.rstrip(':')}: " + "; ".join(rest)
+
+
+def _summary_model(args: argparse.Namespace) -> Any:
+    """The summary model asked for with --summary-model, or None (extractive summaries)."""
+    if args.summary_model is None:
+        if args.base_url is not None:
+            raise CliError("--base-url needs --summary-model MODEL")
+        return None
+    try:
+        from ..agent import OpenAIChatModel
+    except ImportError as exc:  # pragma: no cover - the openai extra is in the test extra
+        raise CliError(f"--summary-model needs the openai extra: {exc}") from exc
+    import logging
+
+    # Warnings said while the model is built (an unknown window) are held back, so that a
+    # failure (no API key, a bad URL) is one line on stderr, and are said on success.
+    held: list[logging.LogRecord] = []
+
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            held.append(record)
+
+    logger = logging.getLogger("ctxoffload")
+    hold, propagate = Hold(), logger.propagate
+    logger.addHandler(hold)
+    logger.propagate = False
+    try:
+        model = OpenAIChatModel(
+            args.summary_model, base_url=args.base_url or os.environ.get("OPENAI_BASE_URL")
+        )
+    except Exception as exc:  # no openai package, no API key, a bad URL: say it, no traceback
+        raise CliError(f"--summary-model {args.summary_model}: {exc}") from exc
+    finally:
+        logger.removeHandler(hold)
+        logger.propagate = propagate
+    for record in held:
+        logging.getLogger(record.name).handle(record)
+    return model
+
+
+def _prepare_workspace(args: argparse.Namespace) -> Any:
+    """The workspace to write into: an existing one, or a folder that does not exist yet."""
+    from ..workspace import LocalWorkspace
+
+    workdir = workdir_of(args)
+    if workdir.exists():
+        if not workdir.is_dir():
+            raise CliError(f"workdir {str(workdir)!r} is not a folder: pass --workdir DIR")
+        if not (workdir / "sessions").is_dir():
+            raise CliError(
+                f"{str(workdir)!r} is not a ctxoffload workspace (it has no sessions/ folder): "
+                "pass --workdir with a workspace or a new folder"
+            )
+    return LocalWorkspace(workdir, fsync=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay and print the report."""
+    import asyncio
+
+    from ..exceptions import InvalidSessionId
+    from ..tokens import get_token_counter
+    from ..workspace._ids import validate_session_id
+    from ._transcripts import load_transcript
+
+    # Everything is checked before anything is written.
+    configs = _configs(args)
+    fmt, runs = load_transcript(args.transcript, args.format)
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", args.transcript.name.split(".")[0])[:60].strip("-")
+    prefix = args.session or f"replay-{stem or 'transcript'}-{datetime.now():%Y%m%d-%H%M%S}"
+    sessions: list[tuple[Any, str, Any, str]] = []
+    for r_index, one in enumerate(runs, start=1):
+        for c_index, (name, config) in enumerate(configs, start=1):
+            session = prefix
+            if len(runs) > 1:
+                session += f"-r{r_index}"
+            if len(configs) > 1:
+                session += f"-c{c_index}"
+            sessions.append((one, name, config, session))
+    workspace = _prepare_workspace(args)
+    for _, _, _, session in sessions:
+        try:
+            validate_session_id(session)
+        except InvalidSessionId as exc:
+            raise CliError(str(exc)) from exc
+        if workspace.session_dir(session).exists():
+            raise CliError(f"session {session!r} already exists: pass another --session")
+    counter = get_token_counter()
+    total = sum(len(one.messages) for one, _, _, _ in sessions)
+
+    summary_model = _summary_model(args)
+
+    async def replay_all() -> list[ReplayResult]:
+        await workspace.initialize()
+        results = []
+        async with contextlib.AsyncExitStack() as stack:
+            if summary_model is not None:
+                await stack.enter_async_context(summary_model)
+            with Progress("replay: messages", total) as progress:
+                for one, name, config, session in sessions:
+                    results.append(
+                        await replay_run(
+                            one.messages,
+                            config,
+                            workspace,
+                            session,
+                            run_name=one.name,
+                            config_name=name,
+                            counter=counter,
+                            progress=progress,
+                            summary_model=summary_model,
+                        )
+                    )
+        return results
+
+    results = asyncio.run(replay_all())
+    ok = all(not r.lost for r in results)
+    if args.json:
+        print_json(
+            {
+                "format": fmt,
+                "transcript": str(args.transcript),
+                "results": [r.as_dict() for r in results],
+            }
+        )
+        return EXIT_OK if ok else EXIT_PROBLEMS
+    _print_report(fmt, args, runs, configs, results)
+    return EXIT_OK if ok else EXIT_PROBLEMS
+
+
+def _print_report(
+    fmt: str,
+    args: argparse.Namespace,
+    runs: list[Any],
+    configs: list[tuple[str, Any]],
+    results: list[ReplayResult],
+) -> None:
+    print(f"replay of {args.transcript} ({fmt}, {len(runs)} run{'s' if len(runs) > 1 else ''})")
+    for one in runs:
+        mine = [r for r in results if r.run == one.name]
+        print()
+        if len(runs) > 1:
+            print(f"run {one.name}: {len(one.messages):,} messages")
+        if args.steps or len(mine[0].steps) <= 40:
+            headers = ["step", "without ctxoffload"] + [
+                f"{r.config} ({r.window:,})" if len(mine) > 1 else "context tokens" for r in mine
+            ]
+            rows = []
+            for i, step in enumerate(mine[0].steps):
+                cells: list[Any] = [step.index, step.without]
+                for r in mine:
+                    s = r.steps[i]
+                    cells.append(f"{s.tokens:,}" + (" *" if s.compressed else ""))
+                rows.append(cells)
+            print_table(headers, rows, right=tuple(range(len(headers))))
+            print("(* = compressed before this model call)")
+            print()
+        print_table(
+            [
+                "config",
+                "window",
+                "model calls",
+                "peak",
+                "peak without",
+                "files offloaded",
+                "compressions",
+                "messages offloaded",
+                "recoverable",
+                "session",
+            ],
+            [
+                [
+                    r.config,
+                    r.window,
+                    len(r.steps),
+                    r.peak,
+                    r.peak_without,
+                    r.truncations,
+                    r.compressions,
+                    r.offloaded_messages,
+                    "yes" if not r.lost else f"NO ({len(r.lost)})",
+                    r.session,
+                ]
+                for r in mine
+            ],
+            right=(1, 2, 3, 4, 5, 6, 7),
+        )
+        for r in mine:
+            for what in r.lost[:20]:
+                print(f"not recoverable ({r.config}): {what}")

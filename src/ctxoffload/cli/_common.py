@@ -1,0 +1,358 @@
+"""What every `ctxoffload` command shares: opening a workspace, printing, progress.
+
+Kept light on purpose: `ctxoffload --help` imports every command module, so nothing here
+imports rich, watchfiles or the agent at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_PROBLEMS",
+    "EXIT_USAGE",
+    "CliError",
+    "Progress",
+    "add_json",
+    "add_workdir",
+    "human_bytes",
+    "is_plain_file",
+    "iso_time",
+    "json_lines",
+    "message_lines",
+    "open_workspace",
+    "paint",
+    "print_json",
+    "print_table",
+    "session_dir",
+    "workdir_of",
+]
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A problem to report as one line on stderr, with the exit status to return."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def add_workdir(parser: argparse.ArgumentParser) -> None:
+    """`--workdir DIR` on a command (it may also be given before the command)."""
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="the workspace (default: $CTXOFFLOAD_WORKDIR, else the current directory)",
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    """`--json`: print machine-readable JSON instead of text."""
+    parser.add_argument(
+        "--json", action="store_true", default=False, help="print JSON instead of text"
+    )
+
+
+def workdir_of(args: argparse.Namespace) -> Path:
+    """The workdir asked for: `--workdir`, else `$CTXOFFLOAD_WORKDIR`, else the current dir."""
+    given = getattr(args, "workdir", None)
+    if given is not None:
+        return Path(given)
+    env = os.environ.get("CTXOFFLOAD_WORKDIR")
+    return Path(env) if env else Path.cwd()
+
+
+def open_workspace(args: argparse.Namespace) -> Any:
+    """The existing workspace named by the arguments, checked before anything is read.
+
+    Creates nothing. Returns a `LocalWorkspace`.
+
+    Raises:
+        CliError: the folder is missing, is a file, or is not a workspace.
+    """
+    from ..workspace import LocalWorkspace
+
+    workdir = workdir_of(args)
+    if not workdir.exists():
+        raise CliError(f"workdir {str(workdir)!r} does not exist: pass --workdir DIR")
+    if not workdir.is_dir():
+        raise CliError(f"workdir {str(workdir)!r} is not a folder: pass --workdir DIR")
+    sessions = workdir / "sessions"
+    if sessions.is_symlink() or not sessions.is_dir():
+        raise CliError(
+            f"{str(workdir)!r} is not a ctxoffload workspace (it has no sessions/ folder): "
+            "pass --workdir DIR or set CTXOFFLOAD_WORKDIR"
+        )
+    return LocalWorkspace(workdir, fsync=False)
+
+
+def session_dir(workspace: Any, session_id: str) -> Path:
+    """The folder of an existing session; the id is checked before any I/O.
+
+    Raises:
+        CliError: the id is not a plain name, or there is no such session.
+    """
+    from ..exceptions import InvalidSessionId
+
+    try:
+        path: Path = workspace.session_dir(session_id)
+    except InvalidSessionId as exc:
+        raise CliError(str(exc)) from exc
+    if path.is_symlink() or not path.is_dir():
+        raise CliError(
+            f"no session {session_id!r} in {str(workspace.workdir)!r}: "
+            "`ctxoffload ls` lists the sessions"
+        )
+    return path
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def print_json(value: Any, out: TextIO | None = None) -> None:
+    """Print one JSON document."""
+    stream = out or sys.stdout
+    stream.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def is_plain_file(path: Path) -> bool:
+    """Whether `path` is a regular file itself (not a link, FIFO, socket or device)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def json_lines(path: Path, *, command: str = "ctxoffload") -> Iterator[tuple[int, Any]]:
+    """`(line_number, value)` for each complete JSON line of a plain file; nothing otherwise.
+
+    A link, FIFO or missing file yields nothing. A last line without its newline (a write
+    in progress) is skipped silently; lines that are not JSON are skipped, and said once
+    per file on stderr.
+    """
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return
+        bad: list[int] = []
+        for number, raw in enumerate(f, start=1):
+            if not raw.endswith(b"\n") or not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                bad.append(number)
+                continue
+            yield number, value
+        if bad:
+            print(
+                f"{command}: warning: {path} line {bad[0]} is not valid JSON"
+                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                + ": skipped; `ctxoffload verify` checks the workspace",
+                file=sys.stderr,
+            )
+
+
+_COLOURS = {"red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}
+
+
+def paint(text: str, colour: str, stream: TextIO | None = None) -> str:
+    """`text` in an ANSI colour when `stream` (stdout) is a terminal and NO_COLOR is unset."""
+    target = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or not target.isatty():
+        return text
+    return f"\x1b[{_COLOURS[colour]}m{text}\x1b[0m"
+
+
+def _use_rich(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR") or not stream.isatty():
+        return False
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def print_table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    right: Sequence[int] = (),
+    title: str | None = None,
+    out: TextIO | None = None,
+) -> None:
+    """A table: rich on a terminal when rich is installed, aligned plain text otherwise.
+
+    Args:
+        headers: column titles.
+        rows: cells; numbers are printed with thousands separators.
+        right: indexes of right-aligned columns.
+        title: a line printed above the table.
+    """
+    stream = out or sys.stdout
+    cells = [[_cell(v) for v in row] for row in rows]
+    if _use_rich(stream):
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left")
+        for i, header in enumerate(headers):
+            table.add_column(header, justify="right" if i in right else "left")
+        for row in cells:
+            table.add_row(*row)
+        Console(file=stream).print(table)
+        return
+    if title:
+        stream.write(title + "\n")
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if i in right else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=False))
+        ]
+        return "  ".join(parts).rstrip()
+
+    stream.write(line(headers) + "\n")
+    for row in cells:
+        stream.write(line(row) + "\n")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return str(value)
+
+
+def human_bytes(n: int) -> str:
+    """`1536` -> `'1.5 KB'`."""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{n:,} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def iso_time(epoch: float) -> str:
+    """A POSIX time as `2026-11-22 10:53:18` UTC."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Progress:
+    """A one-line counter on stderr while long work runs; silent when stderr is not a terminal.
+
+    Args:
+        label: what is being done ("verifying").
+        total: how many units there are, when known.
+        stream: where to draw (stderr by default).
+    """
+
+    def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None):
+        self.label = label
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.done = 0
+        self._last = 0.0
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled and self._last:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+    def advance(self, n: int = 1, note: str = "") -> None:
+        """Count `n` more units done and redraw, at most ten times a second."""
+        self.done += n
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if self._last and now - self._last < 0.1 and (self.total is None or self.done < self.total):
+            return
+        self._last = now
+        of = f"/{self.total:,}" if self.total is not None else ""
+        self.stream.write(f"\r\x1b[K{self.label} {self.done:,}{of} {note}"[:200])
+        self.stream.flush()
+
+
+# -- messages as text -----------------------------------------------------------------------
+
+
+def message_lines(value: Any) -> list[str]:
+    """A context.jsonl message as readable lines: role, text, tool calls and results.
+
+    Understands ctxoffload's own messages and OpenAI / Anthropic dicts; anything else is
+    shown as its JSON.
+    """
+    from ..messages import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+    from ..messages import to_msg as _to_msg
+
+    try:
+        msg = _to_msg(value)
+    except Exception:
+        return json.dumps(value, ensure_ascii=False).splitlines() or [""]
+    head = f"[{msg.role}]" + (f" {msg.name}" if msg.name else "")
+    out = [head]
+    for block in msg.blocks:
+        if isinstance(block, TextBlock):
+            out.extend(block.text.splitlines() or [""])
+        elif isinstance(block, ThinkingBlock):
+            out.extend("(thinking) " + line for line in block.thinking.splitlines())
+        elif isinstance(block, ToolCallBlock):
+            args = json.dumps(block.input, ensure_ascii=False)
+            out.append(f"-> tool call {block.name} (id {block.id}) {args}")
+        elif isinstance(block, ToolResultBlock):
+            error = " (error)" if block.is_error else ""
+            out.append(f"<- tool result {block.name or '?'} (id {block.id}){error}:")
+            if isinstance(block.output, str):
+                out.extend(block.output.splitlines())
+            else:
+                for item in block.output:
+                    if isinstance(item, TextBlock):
+                        out.extend(item.text.splitlines())
+                    else:
+                        out.append(_data_line(item))
+        elif isinstance(block, DataBlock):
+            out.append(_data_line(block))
+    return out
+
+
+def _data_line(block: Any) -> str:
+    source = block.source
+    where = getattr(source, "url", None) or f"(inline base64, {len(source.data):,} chars)"
+    return f"<data url='{where}' name='{block.name or ''}' media_type='{block.media_type or ''}'/>"

@@ -1,0 +1,348 @@
+"""Recorded agent transcripts, read into ctxoffload messages for `ctxoffload replay`.
+
+Formats: OpenAI chat messages (a JSON list, `{"messages": [...]}`, or JSONL), Anthropic
+messages (`{"system": ..., "messages": [...]}` or a list), mini-swe-agent `.traj.json`,
+OpenHands evaluation `output.jsonl`, Claude Code session JSONL, Codex rollout JSONL and
+SWE-agent `.traj`. A file may hold several runs (OpenHands: one per line).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._common import CliError
+
+__all__ = ["FORMATS", "Run", "detect_format", "load_transcript"]
+
+
+@dataclass
+class Run:
+    """One recorded conversation: a name and its messages, oldest first."""
+
+    name: str
+    messages: list[Any]  # ctxoffload Msg
+
+
+def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
+    """The file as one JSON value, or as JSONL rows; (None, None) when it is neither."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None, None
+    try:
+        return json.loads(text), None
+    except ValueError:
+        pass
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            return None, None
+    return None, rows or None
+
+
+def detect_format(value: Any | None, rows: list[Any] | None) -> str | None:
+    """The name of the format of a parsed transcript, or None."""
+    if isinstance(value, dict):
+        if value.get("trajectory_format", "").startswith("mini-swe-agent") or (
+            "messages" in value and "info" in value and "trajectory" not in value
+        ):
+            return "mini-swe-agent"
+        if "history" in value and "trajectory" in value:
+            return "swe-agent"
+        if isinstance(value.get("messages"), list):
+            return _chat_format(value["messages"])
+        if "history" in value and "instance_id" in value:
+            return "openhands"
+    if isinstance(value, list):
+        return _chat_format(value)
+    if rows:
+        first = rows[0] if isinstance(rows[0], dict) else {}
+        if "history" in first and "instance_id" in first:
+            return "openhands"
+        if any(isinstance(r, dict) and r.get("type") == "response_item" for r in rows[:50]):
+            return "codex"
+        if any(
+            isinstance(r, dict) and r.get("type") in ("user", "assistant") and "message" in r
+            for r in rows[:50]
+        ):
+            return "claude-code"
+        return _chat_format(rows)
+    return None
+
+
+def _chat_format(messages: list[Any]) -> str | None:
+    if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
+        return None
+    for m in messages:
+        if m.get("role") == "tool" or "tool_calls" in m:
+            return "openai"
+        content = m.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return "anthropic"
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("image_url", "input_audio") for b in content
+        ):
+            return "openai"
+    return "openai"
+
+
+def _listed(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of messages, got {type(value).__name__}")
+    return value
+
+
+# -- one loader per format ----------------------------------------------------------------------
+
+
+def _openai(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
+    from ..messages import from_openai
+
+    messages = value.get("messages") if isinstance(value, dict) else value
+    return [Run(name, from_openai(_listed(messages if messages is not None else rows)))]
+
+
+def _anthropic(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
+    from ..messages import Msg, from_anthropic
+
+    system = value.get("system") if isinstance(value, dict) else None
+    messages = value.get("messages") if isinstance(value, dict) else value
+    out = from_anthropic(_listed(messages if messages is not None else rows))
+    if isinstance(system, str) and system:
+        out.insert(0, Msg(role="system", content=system))
+    return [Run(name, out)]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return "" if content is None else str(content)
+
+
+def _mini_swe_agent(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
+    from ..messages import Msg
+
+    # No tool calls in this format: each command's output comes back as a user message, and
+    # stays one here, as the agent saw it.
+    return [
+        Run(
+            name,
+            [Msg(role=m["role"], content=_text_of(m.get("content"))) for m in value["messages"]],
+        )
+    ]
+
+
+def _swe_agent(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
+    from ..messages import from_openai
+
+    def listed(field: Any) -> list[Any]:
+        if isinstance(field, str):  # some .traj files store these lists as Python reprs
+            import ast
+
+            try:
+                parsed = ast.literal_eval(field)
+            except (ValueError, SyntaxError):
+                return []
+            return parsed if isinstance(parsed, list) else []
+        return field if isinstance(field, list) else []
+
+    messages: list[dict[str, Any]] = []
+    for m in value["history"]:
+        role = m.get("role")
+        content = _text_of(m.get("content"))
+        if role == "tool":
+            ids = listed(m.get("tool_call_ids"))
+            messages.append(
+                {"role": "tool", "tool_call_id": ids[0] if ids else "", "content": content}
+            )
+        elif role == "assistant" and m.get("tool_calls"):
+            messages.append(
+                {"role": "assistant", "content": content, "tool_calls": listed(m["tool_calls"])}
+            )
+        elif role in ("system", "user", "assistant"):
+            messages.append({"role": role, "content": content})
+    return [Run(name, from_openai(messages))]
+
+
+def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
+    from ..messages import from_openai
+
+    tasks = rows if rows is not None else [value]
+    runs = []
+    for index, task in enumerate(tasks, start=1):
+        messages: list[dict[str, Any]] = []
+        responses: set[str] = set()
+        for event in task.get("history", []):
+            action, observation = event.get("action"), event.get("observation")
+            args = event.get("args") or {}
+            metadata = event.get("tool_call_metadata") or None
+            if action == "system":
+                messages.append(
+                    {"role": "system", "content": args.get("content") or event.get("message", "")}
+                )
+            elif action == "message" and not metadata:
+                role = "user" if event.get("source") == "user" else "assistant"
+                messages.append(
+                    {"role": role, "content": args.get("content") or event.get("message", "")}
+                )
+            elif action is not None and metadata:
+                response = metadata.get("model_response") or {}
+                if response.get("id") in responses:
+                    continue  # one model response, several tool calls
+                responses.add(str(response.get("id")))
+                message = (response.get("choices") or [{}])[0].get("message") or {}
+                calls = [
+                    {"id": c["id"], "type": "function", "function": c["function"]}
+                    for c in message.get("tool_calls") or []
+                ]
+                entry: dict[str, Any] = {
+                    "role": "assistant",
+                    "content": message.get("content") or "",
+                }
+                if calls:
+                    entry["tool_calls"] = calls
+                messages.append(entry)
+            elif observation is not None and metadata:
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": metadata.get("tool_call_id", ""),
+                        "name": metadata.get("function_name", ""),
+                        "content": event.get("content", ""),
+                    }
+                )
+        label = task.get("instance_id") or str(index)
+        runs.append(Run(f"{name}-{label}" if len(tasks) > 1 else name, from_openai(messages)))
+    return runs
+
+
+def _claude_code(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
+    from ..messages import from_anthropic
+
+    messages: list[dict[str, Any]] = []
+    last_id: str | None = None
+    for row in rows or []:
+        if not isinstance(row, dict) or row.get("type") not in ("user", "assistant"):
+            continue
+        if row.get("isSidechain"):
+            continue  # a subagent's traffic, not what the main agent's model saw
+        message = row.get("message") or {}
+        role, content = message.get("role"), message.get("content")
+        if role not in ("user", "assistant") or content in (None, "", []):
+            continue
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        # One API response is split over several lines that share its id: join them.
+        if role == "assistant" and message.get("id") and message.get("id") == last_id:
+            messages[-1]["content"].extend(blocks)
+            continue
+        last_id = message.get("id") if role == "assistant" else None
+        messages.append({"role": role, "content": blocks})
+    return [Run(name, from_anthropic(messages))]
+
+
+def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
+    from ..messages import from_openai
+
+    messages: list[dict[str, Any]] = []
+    for row in rows or []:
+        if not isinstance(row, dict) or row.get("type") != "response_item":
+            continue
+        item = row.get("payload") or {}
+        kind = item.get("type")
+        if kind == "message":
+            role = str(item.get("role"))
+            text = "\n".join(
+                str(b.get("text", "")) for b in item.get("content") or [] if isinstance(b, dict)
+            )
+            role = {"developer": "user"}.get(role, role)
+            if role in ("user", "assistant", "system"):
+                messages.append({"role": role, "content": text})
+        elif kind == "function_call":
+            call = {
+                "id": item.get("call_id", ""),
+                "type": "function",
+                "function": {
+                    "name": item.get("name", ""),
+                    "arguments": item.get("arguments", "{}"),
+                },
+            }
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output", "")
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id", ""),
+                    "content": output if isinstance(output, str) else json.dumps(output),
+                }
+            )
+    return [Run(name, from_openai(messages))]
+
+
+FORMATS: dict[str, Callable[[Any, list[Any] | None, str], list[Run]]] = {
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "mini-swe-agent": _mini_swe_agent,
+    "swe-agent": _swe_agent,
+    "openhands": _openhands,
+    "claude-code": _claude_code,
+    "codex": _codex,
+}
+
+
+def load_transcript(path: Path, fmt: str | None = None) -> tuple[str, list[Run]]:
+    """Read a transcript file into runs of messages.
+
+    Args:
+        path: the file.
+        fmt: one of `FORMATS`, or None to detect it.
+
+    Returns:
+        The format used and the runs.
+
+    Raises:
+        CliError: the file is missing, not JSON / JSONL, of no known format, or not valid
+            in the format given.
+    """
+    from ..exceptions import CtxOffloadError
+
+    if not path.is_file():
+        raise CliError(f"transcript {str(path)!r} is not a file")
+    value, rows = _read_json_or_lines(path)
+    if value is None and rows is None:
+        raise CliError(f"transcript {str(path)!r} is neither JSON nor JSONL")
+    detected = fmt or detect_format(value, rows)
+    if detected is None:
+        raise CliError(
+            f"transcript {str(path)!r} is in no format replay knows: pass --format "
+            f"({', '.join(FORMATS)})"
+        )
+    name = path.name.split(".")[0]
+    try:
+        runs = FORMATS[detected](value, rows, name)
+    except (CtxOffloadError, KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        raise CliError(
+            f"transcript {str(path)!r} is not valid {detected} ({type(exc).__name__}: {exc})"
+        ) from exc
+    runs = [r for r in runs if r.messages]
+    if not runs:
+        raise CliError(f"transcript {str(path)!r} holds no messages ({detected})")
+    return detected, runs

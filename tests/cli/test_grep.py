@@ -1,0 +1,146 @@
+"""`ctxoffload grep` on a real workspace, including patterns chosen to hurt."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_workspace import FAILING_LINE
+
+from ctxoffload import LocalWorkspace, ToolResultBlock
+from ctxoffload.cli._cmd_grep import compile_matcher
+
+
+def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
+    result = cli("grep", "ORD-58213", "--workdir", filled)
+    assert result.code == 0
+    lines = result.out.splitlines()
+    assert lines == [
+        f"{filled}/sessions/{s}/tool_result-call_1.txt:{FAILING_LINE}:"
+        f"{FAILING_LINE:05d} ERROR export-worker-7 order_id=ORD-58213 disk quota exceeded"
+        for s in ("run-1", "run-2")
+    ]
+
+
+def test_grep_one_session(filled: Path, cli: Callable[..., Any]) -> None:
+    out = cli("grep", "ORD-58213", "run-2", "--workdir", filled).out
+    assert "run-2" in out and "run-1" not in out
+
+
+def test_grep_with_context_lines(filled: Path, cli: Callable[..., Any]) -> None:
+    out = cli("grep", "-C", "1", "ORD-5821[3]|ORD-10003$", "run-1", "--workdir", filled).out
+    numbers = [
+        (line.split(".txt")[1][0], line.split(".txt")[1][1:].split(":")[0].split("-")[0])
+        for line in out.splitlines()
+        if ".txt" in line
+    ]
+    assert numbers == [
+        ("-", "2"),
+        (":", "3"),
+        ("-", "4"),
+        ("-", str(FAILING_LINE - 1)),
+        (":", str(FAILING_LINE)),
+        ("-", str(FAILING_LINE + 1)),
+    ]
+    assert out.splitlines()[3] == "--"
+
+
+def test_grep_ignore_case_and_fixed_strings(filled: Path, cli: Callable[..., Any]) -> None:
+    assert cli("grep", "order_id=ord-58213", "run-1", "--workdir", filled).code == 1
+    assert cli("grep", "-i", "order_id=ord-58213", "run-1", "--workdir", filled).code == 0
+    invalid = cli("grep", "quota (exceeded", "run-1", "--workdir", filled)
+    assert invalid.code == 2 and "not a valid regular expression" in invalid.err
+    assert invalid.err.count("\n") == 1
+    assert cli("grep", "-F", "ORD-58213 disk quota exceeded", "--workdir", filled).code == 0
+    assert cli("grep", "-F", "ORD-5821.", "--workdir", filled).code == 1
+
+
+def test_grep_matches_decoded_message_text(filled: Path, cli: Callable[..., Any]) -> None:
+    # In context.jsonl this text is JSON-escaped ("\"quoted\"", "\u2713" may be escaped, and
+    # it follows "line one\n" on the same line): only decoded matching finds it at ^.
+    result = cli("grep", '^the "quoted" needle \u2713 on line two$', "--workdir", filled)
+    assert result.code == 0
+    assert result.out == (
+        f'{filled}/sessions/run-1/context.jsonl:3:the "quoted" needle \u2713 on line two\n'
+    )
+
+
+def test_a_match_across_lines_is_no_line_match(filled: Path, cli: Callable[..., Any]) -> None:
+    assert cli("grep", r"ORD-10001\n00002", "--workdir", filled).code == 1
+
+
+def test_no_match_is_exit_1_and_prints_nothing(filled: Path, cli: Callable[..., Any]) -> None:
+    result = cli("grep", "no such text anywhere", "--workdir", filled)
+    assert (result.code, result.out, result.err) == (1, "", "")
+
+
+def test_grep_json(filled: Path, cli: Callable[..., Any]) -> None:
+    hits = json.loads(cli("grep", "ORD-58213", "run-1", "--json", "--workdir", filled).out)
+    assert hits == [
+        {
+            "session": "run-1",
+            "file": f"{filled}/sessions/run-1/tool_result-call_1.txt",
+            "line": FAILING_LINE,
+            "text": f"{FAILING_LINE:05d} ERROR export-worker-7 order_id=ORD-58213 "
+            "disk quota exceeded",
+        }
+    ]
+
+
+def test_grep_events_only_when_asked(filled: Path, cli: Callable[..., Any]) -> None:
+    assert cli("grep", '"kind":"compression"', "--workdir", filled).code == 1
+    assert cli("grep", '"kind":"compression"', "--events", "--workdir", filled).code == 0
+
+
+@pytest.fixture
+def hostile(filled: Path) -> Path:
+    """A session whose tool result makes backtracking regex engines explode."""
+    ws = LocalWorkspace(filled, fsync=False)
+    text = "\n".join(["a" * 40 + "!"] * 20)
+    asyncio.run(ws.offload_tool_result("evil", ToolResultBlock(id="call_1", output=text)))
+    return filled
+
+
+def test_a_catastrophic_pattern_finishes(hostile: Path, cli: Callable[..., Any]) -> None:
+    pytest.importorskip("re2")
+    result = cli("grep", "(a+)+$", "evil", "--workdir", hostile)
+    assert result.code == 1  # every line ends in "!": no match, and no hang
+
+
+def test_a_pattern_only_python_re_runs_is_stopped_at_the_deadline(
+    hostile: Path, cli: Callable[..., Any]
+) -> None:
+    # A backreference: RE2 refuses it, so Python's re runs it, and it backtracks for ages.
+    result = cli("grep", r"(a+)+\1!x", "evil", "--timeout", "0.5", "--workdir", hostile)
+    assert result.code == 2
+    assert "ran longer than 0.5 s" in result.err and result.err.count("\n") == 1
+
+
+def test_the_matcher_prefers_re2() -> None:
+    pytest.importorskip("re2")
+    assert compile_matcher("a+b").engine == "re2"
+    assert compile_matcher(r"(a)\1").engine == "re"
+    assert compile_matcher("x.y", fixed=True).matches_line(b"x.y")
+    assert not compile_matcher("x.y", fixed=True).matches_line(b"xzy")
+    assert compile_matcher("ABC", ignore_case=True).matches_line(b"xabcx")
+
+
+def test_negative_context_is_a_usage_error(filled: Path, cli: Callable[..., Any]) -> None:
+    assert cli("grep", "-C", "-1", "x", "--workdir", filled).code == 2
+
+
+def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
+    (filled / "sessions/run-2/tool_result-raw.txt").write_bytes(b"caf\xe9 latin-1 line\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "grep", b"caf\xe9", "run-2"],
+        capture_output=True,
+        cwd=filled,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith(b"tool_result-raw.txt:1:caf\xe9 latin-1 line\n")

@@ -1,0 +1,218 @@
+"""The command line as a whole: registration, --version, and bad input everywhere."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload.cli import COMMANDS, build_parser
+from ctxoffload.cli._common import Progress, print_table
+
+Result = Any
+
+
+def test_help_lists_every_command(cli: Callable[..., Result]) -> None:
+    result = cli("--help")
+    assert result.code == 0
+    for name in ["demo", "ls", "cat", "grep", "watch", "stats", "verify", "gc", "replay"]:
+        assert f"    {name} " in result.out
+
+
+def test_version(cli: Callable[..., Result]) -> None:
+    result = cli("--version")
+    assert result.code == 0
+    assert result.out.startswith("ctxoffload ")
+
+
+def test_no_command_is_a_usage_error(cli: Callable[..., Result]) -> None:
+    assert cli().code == 2
+
+
+def test_unknown_option_is_a_usage_error(cli: Callable[..., Result]) -> None:
+    result = cli("ls", "--no-such-option")
+    assert result.code == 2
+    assert "unrecognized arguments" in result.err
+
+
+def test_show_is_listed_only_when_its_module_exists() -> None:
+    present = (Path(__file__).parents[2] / "src/ctxoffload/cli/_cmd_show.py").exists()
+    names = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert ("show" in names) == present
+    assert "show" in COMMANDS
+
+
+def test_help_imports_no_heavy_module() -> None:
+    code = (
+        "import sys; from ctxoffload.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('rich', 'watchfiles', 're2') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_workdir_from_the_environment(
+    filled: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXOFFLOAD_WORKDIR", str(filled))
+    assert "run-1" in cli("ls").out
+
+
+def test_workdir_before_the_command(filled: Path, cli: Callable[..., Result]) -> None:
+    assert "run-1" in cli("--workdir", filled, "ls").out
+
+
+def test_workdir_defaults_to_the_current_directory(
+    filled: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    monkeypatch.chdir(filled)
+    assert "run-2" in cli("ls").out
+
+
+# Every command that reads a workspace, with what it needs after the workdir.
+READERS = [
+    ["ls"],
+    ["stats"],
+    ["verify"],
+    ["grep", "ERROR"],
+    ["cat", "sessions/run-1/tool_result-call_1.txt"],
+    ["watch"],
+    ["gc", "--older-than", "7d"],
+]
+
+
+def _bad_workdirs(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "plain-folder").mkdir()
+    (tmp_path / "plain-folder" / "notes.txt").write_text("hello")
+    return {
+        "missing": tmp_path / "missing",
+        "file": tmp_path / "a-file",
+        "not a workspace": tmp_path / "plain-folder",
+    }
+
+
+@pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
+@pytest.mark.parametrize("kind", ["missing", "file", "not a workspace"])
+def test_a_bad_workdir_is_one_line_and_exit_2_and_creates_nothing(
+    tmp_path: Path,
+    cli: Callable[..., Result],
+    tree: Callable[[Path], Any],
+    command: list[str],
+    kind: str,
+) -> None:
+    workdir = _bad_workdirs(tmp_path)[kind]
+    before = tree(tmp_path)
+    result = cli(command[0], "--workdir", workdir, *command[1:])
+    assert result.code == 2, result
+    assert result.err.count("\n") == 1, result.err
+    assert "Traceback" not in result.err
+    assert str(workdir) in result.err
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["grep ERROR", "stats", "verify", "watch"])
+@pytest.mark.parametrize("session", ["../x", "nope", "/etc", "a/b", ""])
+def test_a_bad_session_is_one_line_and_exit_2(
+    filled: Path,
+    cli: Callable[..., Result],
+    tree: Callable[[Path], Any],
+    command: str,
+    session: str,
+) -> None:
+    before = tree(filled.parent)
+    result = cli(*command.split(), session, "--workdir", filled)
+    assert result.code == 2, result
+    assert result.err.count("\n") == 1, result.err
+    assert "Traceback" not in result.err
+    assert tree(filled.parent) == before
+
+
+def test_demo_with_a_hostile_session_creates_nothing(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "demo", "--session", "../x", "--workdir", "ws"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "../x" in done.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_demo_with_a_file_as_workdir_creates_nothing(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    (tmp_path / "f").write_text("x")
+    result = cli("demo", "--workdir", tmp_path / "f")
+    assert result.code == 2 and "is a file" in result.err
+    assert os.listdir(tmp_path) == ["f"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_tables_use_rich_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("rich")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        print_table(["session", "bytes"], [["run-1", 1234567]], right=(1,), out=stream)
+    assert pipe.getvalue() == "session      bytes\nrun-1    1,234,567\n"
+    assert "┃" in terminal.getvalue() or "│" in terminal.getvalue()
+    assert "1,234,567" in terminal.getvalue()
+
+
+def test_progress_is_drawn_on_a_terminal_only() -> None:
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        with Progress("verify: bytes", 10, stream=stream) as progress:
+            progress.advance(10)
+    assert "verify: bytes 10/10" in terminal.getvalue()
+    assert pipe.getvalue() == ""
+
+
+def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(
+    tmp_path: Path, filled: Path
+) -> None:
+    corpus = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+    transcript = corpus / "minisweagent-django__django-15629.traj.json"
+    if not transcript.is_file():
+        pytest.skip(f"the transcript corpus {corpus} is not there")
+    command = [sys.executable, "-m", "ctxoffload", "replay", str(transcript)]
+    piped = subprocess.run(
+        [*command, "--workdir", str(tmp_path / "a")], capture_output=True, text=True, check=True
+    )
+    assert piped.stderr == ""
+    main_fd, child_fd = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*command, "--workdir", str(tmp_path / "b")],
+            stdout=subprocess.PIPE,
+            stderr=child_fd,
+            check=True,
+        )
+        os.close(child_fd)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(main_fd)
+    assert b"replay: messages" in drawn
+    assert done.stdout.decode().startswith("replay of ")

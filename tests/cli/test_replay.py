@@ -1,0 +1,321 @@
+"""`ctxoffload replay`: every transcript format, side-by-side configs, and the loss check."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import ContextConfig, LocalWorkspace, Summary, get_token_counter
+from ctxoffload.cli._cmd_replay import _check_recoverable, replay_run
+from ctxoffload.cli._transcripts import load_transcript
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+
+
+def _output(i: int) -> str:
+    return "\n".join(f"step {i} line {n}: value={n * i} status=ok" for n in range(400))
+
+
+def openai_transcript(steps: int = 12) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Check every shard."},
+    ]
+    for i in range(steps):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Checking shard {i}.",
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "check_shard", "arguments": json.dumps({"shard": i})},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": _output(i)})
+    messages.append({"role": "assistant", "content": "All shards are fine."})
+    return messages
+
+
+def anthropic_transcript(steps: int = 12) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Check every shard."}]
+    for i in range(steps):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Checking shard {i}."},
+                    {"type": "tool_use", "id": f"toolu_{i}", "name": "check", "input": {"s": i}},
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": _output(i)}
+                ],
+            }
+        )
+    messages.append({"role": "assistant", "content": "All fine."})
+    return {"system": "You are careful.", "messages": messages}
+
+
+@pytest.fixture
+def small_config(tmp_path: Path) -> Path:
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({"context_window": 4000, "tool_result_limit": 300}))
+    return path
+
+
+def _replay(cli: Callable[..., Any], *args: Any) -> tuple[int, dict[str, Any]]:
+    result = cli("replay", *args, "--json")
+    assert "Traceback" not in result.err
+    return result.code, json.loads(result.out) if result.out else {}
+
+
+@pytest.mark.parametrize("shape", ["openai-list", "openai-jsonl", "openai-object", "anthropic"])
+def test_replay_of_each_chat_format(
+    tmp_path: Path, cli: Callable[..., Any], small_config: Path, shape: str
+) -> None:
+    path = tmp_path / "t.json"
+    if shape == "openai-list":
+        path.write_text(json.dumps(openai_transcript()))
+    elif shape == "openai-jsonl":
+        path.write_text("\n".join(json.dumps(m) for m in openai_transcript()) + "\n")
+    elif shape == "openai-object":
+        path.write_text(json.dumps({"messages": openai_transcript()}))
+    else:
+        path.write_text(json.dumps(anthropic_transcript()))
+    code, report = _replay(cli, path, "--config", small_config, "--workdir", tmp_path / "ws")
+    assert code == 0
+    assert report["format"] == ("anthropic" if shape == "anthropic" else "openai")
+    [result] = report["results"]
+    assert result["model_calls"] == 13
+    assert result["files_offloaded"] == 12  # every 400-line output was cut into a file
+    assert result["compressions"] >= 1
+    assert result["recoverable"] and result["lost"] == []
+    assert result["peak_tokens"] < 4000 < result["peak_tokens_without"]
+    steps = result["steps"]
+    assert [s["step"] for s in steps] == list(range(1, 14))
+    assert all(s["tokens"] <= s["without"] for s in steps)
+    # The session is in the workspace, with its files.
+    session = tmp_path / "ws" / "sessions" / result["session"]
+    assert len(list(session.glob("tool_result-*.txt"))) == 12
+    assert (session / "context.jsonl").exists()
+
+
+def test_several_configs_side_by_side(
+    tmp_path: Path, cli: Callable[..., Any], small_config: Path
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    roomy = tmp_path / "roomy.json"
+    roomy.write_text(json.dumps({"context_window": 200_000}))
+    result = cli(
+        "replay",
+        path,
+        "--config",
+        small_config,
+        "--config",
+        roomy,
+        "--workdir",
+        tmp_path / "ws",
+        "--session",
+        "cmp",
+    )
+    assert result.code == 0
+    out = result.out
+    assert "small (4,000)" in out and "roomy (200,000)" in out
+    lines = {
+        line.split()[0]: line for line in out.splitlines() if line.startswith(("small ", "roomy "))
+    }
+    assert "cmp-c1" in lines["small"] and "cmp-c2" in lines["roomy"]
+    assert sorted(p.name for p in (tmp_path / "ws/sessions").iterdir()) == ["cmp-c1", "cmp-c2"]
+
+
+async def test_the_loss_check_finds_what_cannot_be_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    _, [run] = load_transcript(path)
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    config = ContextConfig(context_window=4000, tool_result_limit=300)
+    result = await replay_run(
+        run.messages, config, ws, "s", run_name="t", config_name="c", counter=get_token_counter()
+    )
+    assert result.lost == [] and result.compressions >= 1
+
+    async def check() -> list[str]:
+        return await _check_recoverable(run.messages, result.context, ws, "s")
+
+    # A tool output whose file is gone.
+    (ws.session_dir("s") / "tool_result-call_11.txt").unlink()
+    assert await check() == [
+        "tool result call_11 of message " + run.messages[-2].id + " is in no file"
+    ]
+    # A compressed message whose line is gone.
+    log = ws.context_path("s")
+    lines = log.read_bytes().splitlines(keepends=True)
+    gone = json.loads(lines[0])
+    log.write_bytes(b"".join(lines[1:]))
+    lost = await check()
+    assert any(gone["id"] in what and "neither in the context" in what for what in lost)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("this is not json {", "neither JSON nor JSONL"),
+        ('{"some": "object"}', "in no format replay knows"),
+        ("[1, 2, 3]", "in no format replay knows"),
+        ('{"messages": [{"role": "robot", "content": 1}]}', "is not valid openai"),
+        ("", "neither JSON nor JSONL"),
+    ],
+)
+def test_a_bad_transcript_is_one_line_exit_2_and_creates_nothing(
+    tmp_path: Path, cli: Callable[..., Any], content: str, message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    result = cli("replay", path, "--workdir", tmp_path / "ws")
+    assert result.code == 2, result
+    assert message in result.err and result.err.count("\n") == 1
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_missing_transcript_or_config(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    result = cli("replay", tmp_path / "nope.json", "--workdir", tmp_path / "ws")
+    assert result.code == 2 and "is not a file" in result.err
+    good = tmp_path / "t.json"
+    good.write_text(json.dumps(openai_transcript(2)))
+    for config in ('{"trigger_ratio": 7}', "not json"):
+        (tmp_path / "c.json").write_text(config)
+        result = cli("replay", good, "--config", tmp_path / "c.json", "--workdir", tmp_path / "ws")
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert not (tmp_path / "ws").exists()
+
+
+def test_replay_refuses_a_folder_that_is_not_a_workspace(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    good = tmp_path / "t.json"
+    good.write_text(json.dumps(openai_transcript(2)))
+    result = cli("replay", good, "--workdir", tmp_path)
+    assert result.code == 2 and "not a ctxoffload workspace" in result.err
+    result = cli("replay", good, "--workdir", good)
+    assert result.code == 2 and "is not a folder" in result.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def test_replay_refuses_a_hostile_or_taken_session(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    good = tmp_path / "t.json"
+    good.write_text(json.dumps(openai_transcript(2)))
+    assert cli("replay", good, "--session", "../x", "--workdir", tmp_path / "ws").code == 2
+    assert not (tmp_path / "ws").exists()
+    assert cli("replay", good, "--session", "once", "--workdir", tmp_path / "ws").code == 0
+    again = cli("replay", good, "--session", "once", "--workdir", tmp_path / "ws")
+    assert again.code == 2 and "already exists" in again.err
+
+
+CORPUS_FILES = (
+    sorted(p.name for p in CORPUS.glob("*") if p.name != "SOURCES.md") if CORPUS.is_dir() else []
+)
+EXPECTED_FORMAT = {
+    "minisweagent": "mini-swe-agent",
+    "openhands": "openhands",
+    "claudecode": "claude-code",
+    "codex": "codex",
+    "sweagent": "swe-agent",
+}
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason=f"the transcript corpus {CORPUS} is not there")
+@pytest.mark.parametrize("name", CORPUS_FILES)
+def test_replay_of_every_corpus_file(tmp_path: Path, cli: Callable[..., Any], name: str) -> None:
+    code, report = _replay(cli, CORPUS / name, "--window", "16000", "--workdir", tmp_path / "ws")
+    assert code == 0, report
+    assert report["format"] == EXPECTED_FORMAT[name.split("-")[0]]
+    for result in report["results"]:
+        assert result["recoverable"], result["lost"]
+        assert result["model_calls"] >= 5
+        assert result["peak_tokens"] <= 16000
+        if result["peak_tokens_without"] > 16000:
+            assert result["compressions"] >= 1
+
+
+def test_the_corpus_is_there_or_the_skip_says_why() -> None:
+    if not CORPUS.is_dir():
+        pytest.skip(f"the transcript corpus {CORPUS} is not there")
+    assert len(CORPUS_FILES) == 11
+
+
+def test_a_replay_that_offloads_nothing_still_writes_its_session(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript(1)))
+    code, report = _replay(
+        cli, path, "--window", "100000", "--session", "calm", "--workdir", tmp_path / "ws"
+    )
+    assert code == 0 and report["results"][0]["compressions"] == 0
+    events = (tmp_path / "ws/sessions/calm/events.jsonl").read_text().splitlines()
+    first = json.loads(events[0])
+    assert first["kind"] == "replay" and first["config"]["context_window"] == 100000
+
+
+def test_summaries_by_a_model_on_an_openai_compatible_server(
+    tmp_path: Path, cli: Callable[..., Any], small_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "agent"))
+    from openai_server import OpenAIServer  # the scripted server of tests/agent
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    reply = {name: f"{name} written by the model" for name in Summary.model_fields}
+    with OpenAIServer() as server:
+        for _ in range(20):
+            server.add_completion(json.dumps(reply))
+        code, report = _replay(
+            cli,
+            path,
+            "--config",
+            small_config,
+            "--summary-model",
+            "summarizer",
+            "--base-url",
+            server.base_url,
+            "--session",
+            "m",
+            "--workdir",
+            tmp_path / "ws",
+        )
+        assert server.requests and server.requests[0]["model"] == "summarizer"
+    assert code == 0 and report["results"][0]["recoverable"]
+    log = (tmp_path / "ws/sessions/m/events.jsonl").read_text()
+    events = [json.loads(line) for line in log.splitlines()]
+    sources = {e["summary_source"] for e in events if e["kind"] == "compression"}
+    assert sources == {"model"}
+    state = (tmp_path / "ws/sessions/m/context.jsonl").read_text()
+    assert state  # the compressed messages are on disk
+
+
+def test_a_summary_model_without_a_key_is_one_line(
+    tmp_path: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("openai")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript(2)))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = cli("replay", path, "--summary-model", "x", "--workdir", tmp_path / "ws")
+    assert result.code == 2 and "no API key" in result.err
+    assert result.err.count("\n") == 1 and not (tmp_path / "ws").exists()
