@@ -85,7 +85,6 @@ def _age(folder: Path, days: float) -> None:
         os.utime(path, (then, then), follow_symlinks=False)
 
 
-@pytest.mark.skipif(not hasattr(LocalWorkspace, "gc"), reason="LocalWorkspace.gc not merged yet")
 def test_gc_removes_old_sessions_then_unreferenced_data(
     filled: Path, cli: Callable[..., Any]
 ) -> None:
@@ -108,7 +107,6 @@ def test_gc_removes_old_sessions_then_unreferenced_data(
     assert data  # there was a data file to collect
 
 
-@pytest.mark.skipif(not hasattr(LocalWorkspace, "gc"), reason="LocalWorkspace.gc not merged yet")
 def test_gc_keeps_what_a_young_session_references(filled: Path, cli: Callable[..., Any]) -> None:
     _age(filled / "sessions/run-1", 10)
     result = cli("gc", "--older-than", "7d", "--json", "--workdir", filled)
