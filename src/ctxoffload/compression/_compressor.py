@@ -20,9 +20,9 @@ from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel
 from ..offloader import Offloader
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
-from ._config import ContextConfig
+from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._split import is_user_request, split_for_compression
-from ._summarize import summarize
+from ._summarize import bound_summary, summarize
 from ._summary_model import Summary
 from ._truncate import truncate_text, truncate_tool_result
 
@@ -301,7 +301,7 @@ class Compressor:
         earlier_summary: Msg | None = None
         for msg in rest:
             if is_summary_message(msg):
-                self._adopt(msg)
+                self._adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
                 earlier_summary = msg
         rest = [m for m in rest if not is_summary_message(m)]
         reserve = int(cfg.reserve_ratio * window)
@@ -355,6 +355,7 @@ class Compressor:
             counter=self.counter,
             previous=self._state.summary,
             artifacts=[a.describe() for a in self.artifacts],
+            window=window,
         )
         self._state.summary = outcome.summary
         self._state.compressions += 1
@@ -391,15 +392,17 @@ class Compressor:
     ) -> list[Msg]:
         return [m for m in (system, summary, pinned) if m is not None] + kept
 
-    def _adopt(self, msg: Msg) -> None:
+    def _adopt(self, msg: Msg, max_chars: int) -> None:
         """Take over the state recorded in a summary message (a resumed session)."""
         if self._state.summary is not None:
             return
         marker = msg.metadata[_MARK]
         try:
-            self._state.summary = Summary.model_validate(marker.get("summary", {}))
+            summary = Summary.model_validate(marker.get("summary", {}))
         except ValueError:
             return
+        # A state saved by an older version may carry a summary of any size.
+        self._state.summary = bound_summary(summary, max_chars)
         self._state.reference = marker.get("reference")
         self._state.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
         self._state.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import string
 from collections.abc import Mapping
@@ -29,6 +30,17 @@ __all__ = [
 ]
 
 MAX_TRIGGER_RATIO = 0.9
+
+SUMMARY_BUDGET_SHARE = 0.05
+"""Share of the context window a summary may take when `summary_max_tokens` is not set."""
+
+SUMMARY_BUDGET_FLOOR = 1_000
+"""Tokens a summary may always take, however small the window."""
+
+CHARS_PER_TOKEN = 4
+"""How summary budgets in tokens become characters: cutting by characters is exact and
+cheap even for a reply of many megabytes, and four characters per token is what English
+prose and code average with the common tokenizers."""
 
 SUMMARY_EXTRA_PLACEHOLDERS: dict[str, str] = {
     "context_path": "the reference (path) of the context.jsonl holding the compressed messages",
@@ -133,6 +145,14 @@ class ContextConfig(BaseModel):
         summary_max_retries: extra attempts when the summary model's reply is invalid,
             before falling back to an extractive summary.
         artifact_trail_limit: how many offloaded files the summary lists, newest first.
+        summary_timeout: seconds the whole summarisation may take (every chunk and every
+            retry together); past it, the extractive summary is used. The older messages
+            are already on disk by then, so a summary model that hangs never loses them.
+        summary_max_tokens: the summary budget: a summary (model-written or extractive) is
+            cut to this many tokens, counted as `CHARS_PER_TOKEN` characters each, before it
+            is stored, rendered or folded into the next summary request; no field may take
+            more than half of it. None (the default) means `SUMMARY_BUDGET_SHARE` (5%) of the
+            window, and at least `SUMMARY_BUDGET_FLOOR` (1,000) tokens.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -146,6 +166,8 @@ class ContextConfig(BaseModel):
     summary_schema: dict[str, Any] = Field(default_factory=_default_summary_schema)
     summary_max_retries: int = 2
     artifact_trail_limit: int = 20
+    summary_timeout: float = 120.0
+    summary_max_tokens: int | None = None
 
     @field_validator("trigger_ratio")
     @classmethod
@@ -197,6 +219,26 @@ class ContextConfig(BaseModel):
     def _check_not_negative(cls, value: int, info: ValidationInfo) -> int:
         if value < 0:
             raise ValueError(f"{info.field_name} {value} is negative: use 0 or more")
+        return value
+
+    @field_validator("summary_timeout")
+    @classmethod
+    def _check_summary_timeout(cls, value: float) -> float:
+        if not (value > 0 and math.isfinite(value)):  # also rejects NaN
+            raise ValueError(
+                f"summary_timeout {_show(value)} is not a positive number of seconds: it bounds "
+                "the whole summarisation before the extractive fallback runs, e.g. 120"
+            )
+        return value
+
+    @field_validator("summary_max_tokens")
+    @classmethod
+    def _check_summary_max_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 100:
+            raise ValueError(
+                f"summary_max_tokens {value} is below 100: a summary needs room for its five "
+                "fields; use e.g. 2000, or leave it unset for 5% of the window"
+            )
         return value
 
     @field_validator("compression_prompt")
@@ -328,6 +370,14 @@ class ContextConfig(BaseModel):
     def reserve_tokens(self, window: int) -> int:
         """Tokens of recent messages kept when the context is compressed."""
         return int(window * self.reserve_ratio)
+
+    def summary_budget_tokens(self, window: int | None) -> int:
+        """The most tokens a summary may take (see `summary_max_tokens`)."""
+        if self.summary_max_tokens is not None:
+            return self.summary_max_tokens
+        if window is None:
+            return SUMMARY_BUDGET_FLOOR
+        return max(SUMMARY_BUDGET_FLOOR, int(window * SUMMARY_BUDGET_SHARE))
 
 
 def _describe(exc: ValidationError, source: str) -> str:
