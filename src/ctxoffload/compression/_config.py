@@ -7,7 +7,7 @@ import math
 import os
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from ..exceptions import ConfigError
+from ._readers import ReaderTools
 from ._summary_model import SUMMARY_FIELDS, Summary
 
 __all__ = [
@@ -36,6 +37,9 @@ SUMMARY_BUDGET_SHARE = 0.05
 
 SUMMARY_BUDGET_FLOOR = 1_000
 """Tokens a summary may always take, however small the window."""
+
+DEFAULT_PREVIEW_CAP = 2_000
+"""`preview_tokens` when unset is `min(tool_result_limit, DEFAULT_PREVIEW_CAP)`."""
 
 CHARS_PER_TOKEN = 4
 """How summary budgets in tokens become characters: cutting by characters is exact and
@@ -131,8 +135,18 @@ class ContextConfig(BaseModel):
     Args:
         trigger_ratio: fraction of the window at which compression starts; in (0, 0.9].
         reserve_ratio: fraction of the window kept as recent messages; in (0, trigger_ratio).
-        tool_result_limit: a tool result over this many tokens is offloaded to a file and
-            only its head stays in the context.
+        tool_result_limit: a tool result over this many tokens is offloaded whole to a file
+            and only a preview stays in the context.
+        preview_tokens: the size of that preview in tokens, the notice included; None (the
+            default) means `min(tool_result_limit, 2000)`. When the window is known, the
+            compressor also keeps it within the reserve (and logs once if it has to).
+        preview: "head" keeps the first lines of an offloaded result; "head_tail" keeps
+            about two thirds of the preview from the start and one third from the end, with
+            the notice between them saying which lines are shown.
+        reader_tools: the names of the agent's tools for reading offloaded content back,
+            used in notices (see `ReaderTools`); for frameworks whose tools are called
+            `view_text_file` or `read_file`. A name given to the `Compressor` (as the
+            `Agent` does) takes precedence; with none, notices say "your file tools".
         context_window: the window in tokens; overrides the one the model reports.
         compression_prompt: instructions to the summary model.
         summary_template: a `str.format` template turned into the summary message. It may
@@ -160,6 +174,9 @@ class ContextConfig(BaseModel):
     trigger_ratio: float = 0.8
     reserve_ratio: float = 0.1
     tool_result_limit: int = 3000
+    preview_tokens: int | None = None
+    preview: Literal["head", "head_tail"] = "head"
+    reader_tools: ReaderTools | None = None
     context_window: int | None = None
     compression_prompt: str = DEFAULT_COMPRESSION_PROMPT
     summary_template: str = DEFAULT_SUMMARY_TEMPLATE
@@ -201,6 +218,16 @@ class ContextConfig(BaseModel):
         if value < 1:
             raise ValueError(
                 f"tool_result_limit {value} is below 1: it is a token count, e.g. 3000"
+            )
+        return value
+
+    @field_validator("preview_tokens")
+    @classmethod
+    def _check_preview_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 50:
+            raise ValueError(
+                f"preview_tokens {value} is below 50: the preview holds the notice that names "
+                "the file; use e.g. 1000, or leave it unset"
             )
         return value
 
@@ -280,6 +307,16 @@ class ContextConfig(BaseModel):
                 "model answers with a JSON object; start from Summary.model_json_schema()"
             )
         return value
+
+    @model_validator(mode="after")
+    def _check_preview_within_limit(self) -> ContextConfig:
+        if self.preview_tokens is not None and self.preview_tokens > self.tool_result_limit:
+            raise ValueError(
+                f"preview_tokens {self.preview_tokens} is above tool_result_limit "
+                f"{self.tool_result_limit}: the preview of an offloaded result must be smaller "
+                "than the size that triggers offloading; lower preview_tokens or leave it unset"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_reserve_below_trigger(self) -> ContextConfig:
@@ -370,6 +407,12 @@ class ContextConfig(BaseModel):
     def reserve_tokens(self, window: int) -> int:
         """Tokens of recent messages kept when the context is compressed."""
         return int(window * self.reserve_ratio)
+
+    def preview_budget(self) -> int:
+        """Tokens an offloaded tool result keeps in the context (see `preview_tokens`)."""
+        if self.preview_tokens is not None:
+            return self.preview_tokens
+        return min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
 
     def summary_budget_tokens(self, window: int | None) -> int:
         """The most tokens a summary may take (see `summary_max_tokens`)."""
