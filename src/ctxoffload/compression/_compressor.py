@@ -476,6 +476,16 @@ class Compressor:
         )
         self._state.summary = outcome.summary
         self._state.compressions += 1
+        # The history of summaries, each whole, lives in events.jsonl: the summary message
+        # in the context only ever holds the latest.
+        await self._event(
+            "summary",
+            compression=self._state.compressions,
+            source=outcome.source,
+            summary=outcome.summary.model_dump(),
+            reference=reference,
+            lines=list(line_span) if line_span else None,
+        )
         summary_msg = self._render(outcome.summary, cfg, budget=reserve)
         after = self._assemble(system, summary_msg, split.pinned, split.kept)
         tokens_after = self.count(after, tools)

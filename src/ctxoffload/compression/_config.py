@@ -86,7 +86,9 @@ nothing to report.
 DEFAULT_SUMMARY_TEMPLATE = """\
 <context_summary>
 Earlier messages were moved out of the context into {context_path} (lines {line_span}). \
-Read that file with your file tools when you need exact details.
+That file holds one JSON message per line, oldest first: search it with your file tools \
+for a word, a path or an id (grep finds the line), then read the lines around it when you \
+need exact details.
 
 ## Task overview
 {task_overview}

@@ -335,13 +335,64 @@ async def _model_summary(
     return None
 
 
+EXTRACTIVE_FIELD_CHARS = 2_000
+"""The most characters one field of an extractive summary holds. Each field is built newest
+first and cut at the end, so what is cut is the oldest material, and the size stays the same
+however many compressions came before."""
+
+_REQUEST_CHARS = 800
+_EXTRACTIVE_NEXT_STEPS = (
+    "Continue with the latest request. This summary was extracted without a summary "
+    "model; read the context log named above for the exact messages."
+)
+_TOOLS_LINE = re.compile(r"^Tools used: (.*)$", re.MULTILINE)
+_TOOL_COUNT = re.compile(r"(\S+) x(\d+)")
+_LIST_ITEM = re.compile(r"^- (.+)$", re.MULTILINE)
+
+
+def _section(text: str, title: str) -> list[str]:
+    """The `- item` lines under `title:` in an earlier extractive field."""
+    _head, found, rest = text.partition(f"{title}:\n")
+    if not found:
+        return []
+    block = rest.split("\n\n", 1)[0]
+    return _LIST_ITEM.findall(block)
+
+
+def _line_after(text: str, label: str) -> str | None:
+    """The text after `label: ` on its own line of an earlier extractive field, if any."""
+    found = re.search(rf"^{re.escape(label)}: (.*)$", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _fit(parts: list[str], limit: int = EXTRACTIVE_FIELD_CHARS) -> str:
+    """Join `parts` (newest or most important first) and cut the end to `limit`."""
+    text = "\n\n".join(p for p in parts if p.strip())
+    return _short(text, limit) if len(text) > limit else text
+
+
+def _unique(items: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = item.split(" (", 1)[0]  # a path, without its size and source
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
 def extractive_summary(
     messages: Sequence[Msg], *, previous: Summary | None = None, artifacts: Sequence[str] = ()
 ) -> Summary:
     """A summary built from the messages themselves, with no model.
 
-    It keeps the first and latest user requests, the last thing the assistant said, the
-    tools used and the errors they reported, and the files offloaded.
+    It keeps the first request ever made and the latest one, the last thing the assistant
+    said, how often each tool was used (counts merged with the previous summary's), the
+    newest errors, and the offloaded files (each once, newest first). Each field holds at
+    most `EXTRACTIVE_FIELD_CHARS` characters, newest material first, so summaries folded
+    into one another over many compressions neither grow nor repeat themselves. A previous
+    summary written by a model is kept, shortened, after the new material.
     """
     requests = [m.text for m in messages if is_user_request(m) and m.text.strip()]
     statements = [m.text for m in messages if m.role == "assistant" and m.text.strip()]
@@ -354,39 +405,62 @@ def extractive_summary(
             if result.is_error and isinstance(result.output, str):
                 errors.append(f"{result.name or 'tool'}: {_short(result.output, 200)}")
 
-    overview = []
-    if previous is not None:
-        overview.append(previous.task_overview)
-    if requests:
-        overview.append(f"First request: {_short(requests[0], 1500)}")
-        if len(requests) > 1:
-            overview.append(f"Latest request: {_short(requests[-1], 1500)}")
-    state = (
-        f"Last assistant message: {_short(statements[-1], 1500)}"
-        if statements
-        else (previous.current_state if previous is not None else "No assistant reply yet.")
+    before = (
+        previous.model_dump() if previous is not None else dict.fromkeys(Summary.model_fields, "")
+    )
+    # An earlier extractive summary is merged field by field; a model's is kept, shortened.
+    ours = previous is not None and before["next_steps"] == _EXTRACTIVE_NEXT_STEPS
+
+    # Task: the first request ever (kept from the previous summary) and the newest one.
+    first = _line_after(before["task_overview"], "First request") if ours else None
+    if first is None and requests:
+        first = _short(requests[0], _REQUEST_CHARS)
+    latest = _short(requests[-1], _REQUEST_CHARS) if requests else None
+    if latest is None and ours:
+        latest = _line_after(before["task_overview"], "Latest request")
+    overview = [f"Latest request: {latest}"] if latest and latest != first else []
+    if first:
+        overview.append(f"First request: {first}")
+    if previous is not None and not ours:
+        overview.append(f"Earlier summary: {before['task_overview']}")
+
+    if statements:
+        state = f"Last assistant message: {_short(statements[-1], 1500)}"
+    else:
+        state = before["current_state"] or "No assistant reply yet."
+
+    # Discoveries: merged tool counts, newest errors first, then what a model wrote before.
+    if ours:
+        for line in _TOOLS_LINE.findall(before["important_discoveries"]):
+            for name, count in _TOOL_COUNT.findall(line):
+                tools[name] += int(count)
+    errors = list(reversed(errors)) + (
+        _section(before["important_discoveries"], "Errors reported") if ours else []
     )
     discoveries = []
-    if previous is not None:
-        discoveries.append(previous.important_discoveries)
+    if errors:
+        discoveries.append(
+            "Errors reported (newest first):\n" + "\n".join(f"- {e}" for e in _unique(errors)[:5])
+        )
     if tools:
         discoveries.append(
             "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.most_common())
         )
-    if errors:
-        discoveries.append("Errors reported:\n" + "\n".join(f"- {e}" for e in errors[-5:]))
-    preserve = []
-    if previous is not None:
-        preserve.append(previous.context_to_preserve)
-    if artifacts:
-        preserve.append("Offloaded files:\n" + "\n".join(f"- {a}" for a in artifacts))
+    if previous is not None and not ours:
+        discoveries.append(f"Earlier summary: {before['important_discoveries']}")
+
+    # Files: each once, newest first (the compressor passes its whole trail, newest first).
+    files = _unique(
+        [*artifacts, *(_section(before["context_to_preserve"], "Offloaded files") if ours else [])]
+    )
+    preserve = ["Offloaded files:\n" + "\n".join(f"- {a}" for a in files)] if files else []
+    if previous is not None and not ours:
+        preserve.append(f"Earlier summary: {before['context_to_preserve']}")
+
     return Summary(
-        task_overview="\n".join(overview) or "Not stated in the compressed messages.",
-        current_state=state,
-        important_discoveries="\n".join(discoveries) or "none",
-        next_steps=(
-            "Continue with the latest request. This summary was extracted without a summary "
-            "model; read the context log named above for the exact messages."
-        ),
-        context_to_preserve="\n".join(preserve) or "none",
+        task_overview=_fit(overview) or "Not stated in the compressed messages.",
+        current_state=_fit([state]),
+        important_discoveries=_fit(discoveries) or "none",
+        next_steps=_EXTRACTIVE_NEXT_STEPS,
+        context_to_preserve=_fit(preserve) or "none",
     )
