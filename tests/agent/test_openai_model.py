@@ -436,6 +436,23 @@ async def test_timeout_is_model_error(server: OpenAIServer) -> None:
     assert isinstance(raised.value.__cause__, (openai.APITimeoutError, asyncio.TimeoutError))
 
 
+async def test_timeout_bounds_the_json_object_fallback_together_with_the_first_try(
+    server: OpenAIServer,
+) -> None:
+    # Each request answers within the timeout; the refused one and the fallback together do not.
+    rejection = {"error": {"message": "response_format json_schema is not supported"}}
+    server.add(ScriptedReply(400, rejection, delay=0.4))
+    server.add(ScriptedReply(200, chat_completion('{"task_overview": "t"}'), delay=0.4))
+
+    async with OpenAIChatModel(
+        "gpt-4o", base_url=server.base_url, timeout=0.6, max_retries=0
+    ) as chat:
+        with pytest.raises(ModelError, match=r"did not answer within 0\.6 s"):
+            await asyncio.wait_for(
+                chat.generate(_conversation(), response_schema=SUMMARY_SCHEMA), 20
+            )
+
+
 @pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
 def test_impossible_timeout_is_config_error(timeout: float) -> None:
     with pytest.raises(ConfigError, match=f"timeout {timeout!r} is not a positive number"):

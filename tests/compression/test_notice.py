@@ -74,6 +74,17 @@ def test_an_impossible_preview_is_rejected(fields: dict[str, object], message: s
         ContextConfig(**fields)  # type: ignore[arg-type]
 
 
+def test_a_preview_that_cannot_fit_the_reserve_of_a_known_window_is_rejected() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"preview_tokens 2000 does not fit the reserve of 800 tokens "
+        r"\(reserve_ratio 0\.1 × context_window 8000\)",
+    ):
+        ContextConfig(context_window=8000, preview_tokens=2000)
+    # Unset, the preview is derived and adjusted (and said) by the compressor instead.
+    assert ContextConfig(context_window=8000).preview_tokens is None
+
+
 async def test_the_limit_decides_what_is_offloaded_and_the_preview_what_stays(
     local_ws: LocalWorkspace,
 ) -> None:

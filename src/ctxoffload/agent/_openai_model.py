@@ -408,12 +408,15 @@ class OpenAIChatModel:
         if self.extra_body:
             request["extra_body"] = dict(self.extra_body)
 
+        # One deadline for the whole call, the json_object fallback included.
+        deadline = asyncio.get_running_loop().time() + self._timeout
         if response_schema is None:
-            completion = await self._complete(request)
+            completion = await self._complete(request, deadline)
         elif self._supports_json_schema:
             try:
                 completion = await self._complete(
-                    {**request, "response_format": _json_schema_format(response_schema)}
+                    {**request, "response_format": _json_schema_format(response_schema)},
+                    deadline,
                 )
             except ContextOverflowError:
                 raise
@@ -427,26 +430,32 @@ class OpenAIChatModel:
                     self.base_url,
                     error.__cause__,
                 )
-                completion = await self._complete(_json_object_request(request, response_schema))
+                completion = await self._complete(
+                    _json_object_request(request, response_schema), deadline
+                )
         else:
-            completion = await self._complete(_json_object_request(request, response_schema))
+            completion = await self._complete(
+                _json_object_request(request, response_schema), deadline
+            )
         return self._to_response(completion)
 
-    async def _complete(self, request: dict[str, Any]) -> ChatCompletion:
-        """One chat-completions call, with openai errors mapped to ctxoffload's."""
+    async def _complete(self, request: dict[str, Any], deadline: float) -> ChatCompletion:
+        """One chat-completions call before `deadline` (event-loop time), errors mapped."""
         import openai
+
+        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
 
         try:
             # The client's own timeout is per socket read, so a server that drips its reply
             # a byte at a time, or fails slowly enough to be retried, never trips it: the
             # deadline bounds the whole call, retries included.
             completion: ChatCompletion = await asyncio.wait_for(
-                self._client.chat.completions.create(**request), self._timeout
+                self._client.chat.completions.create(**request), remaining
             )
         except asyncio.TimeoutError as error:
             raise ModelError(
                 f"model {self.model_name!r} at {self.base_url} did not answer within "
-                f"{self._timeout:g} s (status: timeout, the whole request including retries): "
+                f"{self._timeout:g} s (status: timeout, the whole call including retries): "
                 "raise timeout= or check the server"
             ) from error
         except openai.APIStatusError as error:

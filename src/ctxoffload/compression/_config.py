@@ -321,6 +321,22 @@ class ContextConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _check_preview_within_reserve(self) -> ContextConfig:
+        # Only when both are given: a window known only at run time is checked (and an
+        # unset preview adjusted, with a warning) by the Compressor.
+        if self.preview_tokens is None or self.context_window is None:
+            return self
+        reserve = self.reserve_tokens(self.context_window)
+        if self.preview_tokens > reserve:
+            raise ValueError(
+                f"preview_tokens {self.preview_tokens} does not fit the reserve of {reserve} "
+                f"tokens (reserve_ratio {_show(self.reserve_ratio)} × context_window "
+                f"{self.context_window}): a truncated result could never stay beside its call; "
+                f"lower preview_tokens to at most {reserve} or raise reserve_ratio"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_reserve_below_trigger(self) -> ContextConfig:
         if self.reserve_ratio >= self.trigger_ratio:
             raise ValueError(
