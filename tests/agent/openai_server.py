@@ -35,11 +35,15 @@ class ScriptedReply:
         status: the HTTP status code.
         body: the JSON body.
         delay: seconds to wait before answering (to provoke client timeouts).
+        drip: when set, the headers go out at once and the body follows one byte every
+            `drip` seconds (a server that is alive but too slow, which per-read socket
+            timeouts never catch).
     """
 
     status: int
     body: Any
     delay: float = 0.0
+    drip: float | None = None
 
 
 def chat_completion(
@@ -134,7 +138,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if reply.drip is None:
+                self.wfile.write(payload)
+                return
+            for index in range(len(payload)):
+                self.wfile.write(payload[index : index + 1])
+                self.wfile.flush()
+                if self.server.owner.stopping.wait(reply.drip):
+                    self.close_connection = True
+                    return
         except (BrokenPipeError, ConnectionResetError):
             # The client gave up (a timeout test); nothing to answer.
             self.close_connection = True

@@ -6,6 +6,7 @@ over TCP, so what the tests assert is what goes over the wire.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -431,7 +432,59 @@ async def test_timeout_is_model_error(server: OpenAIServer) -> None:
         with pytest.raises(ModelError, match="did not answer") as raised:
             await chat.generate(_conversation())
 
-    assert isinstance(raised.value.__cause__, openai.APITimeoutError)
+    # The client's read timeout and the whole-request deadline are equal here; either may win.
+    assert isinstance(raised.value.__cause__, (openai.APITimeoutError, asyncio.TimeoutError))
+
+
+async def test_timeout_bounds_the_json_object_fallback_together_with_the_first_try(
+    server: OpenAIServer,
+) -> None:
+    # Each request answers within the timeout; the refused one and the fallback together do not.
+    rejection = {"error": {"message": "response_format json_schema is not supported"}}
+    server.add(ScriptedReply(400, rejection, delay=0.4))
+    server.add(ScriptedReply(200, chat_completion('{"task_overview": "t"}'), delay=0.4))
+
+    async with OpenAIChatModel(
+        "gpt-4o", base_url=server.base_url, timeout=0.6, max_retries=0
+    ) as chat:
+        with pytest.raises(ModelError, match=r"did not answer within 0\.6 s"):
+            await asyncio.wait_for(
+                chat.generate(_conversation(), response_schema=SUMMARY_SCHEMA), 20
+            )
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_impossible_timeout_is_config_error(timeout: float) -> None:
+    with pytest.raises(ConfigError, match=f"timeout {timeout!r} is not a positive number"):
+        OpenAIChatModel("gpt-4o", base_url="http://127.0.0.1:9/v1", timeout=timeout)
+
+
+async def test_timeout_bounds_a_reply_that_drips_in_byte_by_byte(server: OpenAIServer) -> None:
+    # Each byte arrives well within a per-read timeout, so only a deadline on the whole
+    # request stops it; the full body would take about 30 s to arrive.
+    body = chat_completion("too slow")
+    server.add(ScriptedReply(200, body, drip=30 / len(json.dumps(body))))
+
+    async with OpenAIChatModel(
+        "gpt-4o", base_url=server.base_url, timeout=0.5, max_retries=0
+    ) as chat:
+        with pytest.raises(ModelError, match=r"did not answer within 0\.5 s") as raised:
+            await asyncio.wait_for(chat.generate(_conversation()), 20)
+
+    assert "timeout=" in str(raised.value)
+
+
+async def test_timeout_bounds_the_client_retries_too(server: OpenAIServer) -> None:
+    # Each attempt fails within the per-read timeout, but three of them (plus the client's
+    # backoff between them) take longer than the timeout the caller asked for.
+    for _ in range(3):
+        server.add(ScriptedReply(500, {"error": {"message": "busy"}}, delay=0.4))
+
+    async with OpenAIChatModel(
+        "gpt-4o", base_url=server.base_url, timeout=0.6, max_retries=2
+    ) as chat:
+        with pytest.raises(ModelError, match=r"did not answer within 0\.6 s"):
+            await asyncio.wait_for(chat.generate(_conversation()), 20)
 
 
 @pytest.mark.parametrize(

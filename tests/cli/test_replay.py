@@ -247,7 +247,8 @@ def test_replay_of_every_corpus_file(tmp_path: Path, cli: Callable[..., Any], na
         assert result["model_calls"] >= 5
         assert result["peak_tokens"] <= 16000
         if result["peak_tokens_without"] > 16000:
-            assert result["compressions"] >= 1
+            # Truncating big results may be enough on its own; something must have left.
+            assert result["compressions"] + result["files_offloaded"] >= 1
 
 
 def test_the_corpus_is_there_or_the_skip_says_why() -> None:

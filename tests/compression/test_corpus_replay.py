@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+from corpus import conversations
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, Summary, get_token_counter
 from ctxoffload.compression import Compressor, is_summary_message
@@ -70,3 +73,65 @@ async def test_a_real_transcript_stays_in_the_window_and_loses_nothing(
         assert (await local_ws.read_reference(path)).decode() == msg.text
     summary = next(m for m in context if is_summary_message(m))
     assert f"{local_ws.context_path('pylint-6528')} (lines 1-{len(rows)})" in summary.text
+
+
+# -- every corpus file, at three windows ------------------------------------------------------
+
+
+@dataclass
+class Replay:
+    """What one replay saw."""
+
+    model_calls: int = 0
+    compressions: int = 0
+    misses: list[str] = field(default_factory=list)
+
+
+async def replay(conversation: list[Msg], window: int, offloader: Any, session_id: str) -> Replay:
+    """Play `conversation` as an agent would live it, calling `maybe_compress` before each
+    model call (before each assistant message) and truncating tool results as they arrive.
+
+    A miss is a tool result (or, in formats without tool calls, the observation that answers
+    the assistant) that arrived since the previous model call and is not in the context the
+    next model call is given.
+    """
+    comp = Compressor(
+        ContextConfig(context_window=window),
+        offloader=offloader,
+        session_id=session_id,
+        counter=get_token_counter(exact=True),
+    )
+    outcome = Replay()
+    context: list[Msg] = []
+    fresh: list[Msg] = []
+    for msg in conversation:
+        if msg.role == "assistant" and any(m.role != "system" for m in fresh):
+            result = await comp.maybe_compress(context)
+            outcome.model_calls += 1
+            outcome.compressions += result.compressed
+            context = result.messages
+            live = {m.id for m in context}
+            outcome.misses += [
+                f"call {outcome.model_calls}: {m.role} message {m.id}"
+                for m in fresh
+                if m.role in ("tool", "user") and m.id not in live
+            ]
+            fresh = []
+        if msg.role == "tool":
+            msg = await comp.process_message(msg)
+        context.append(msg)
+        fresh.append(msg)
+    return outcome
+
+
+CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.suffix != ".md") if CORPUS.is_dir() else []
+
+
+@pytest.mark.parametrize("window", [8_000, 16_000, 32_000])
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+async def test_no_model_call_misses_the_results_it_asked_for(
+    path: Path, window: int, local_ws: LocalWorkspace
+) -> None:
+    for index, conversation in enumerate(conversations(path)):
+        outcome = await replay(conversation, window, local_ws, f"replay-{index}")
+        assert outcome.misses == [], (outcome.compressions, outcome.misses[:5])

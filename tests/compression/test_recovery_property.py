@@ -239,6 +239,7 @@ async def play(
 class Recovered:
     files: dict[str, bytes]  # every path reached, with its bytes
     rows: dict[str, Any]  # context.jsonl rows in the named spans, by message id
+    ws: Any = None
 
 
 def visible_text(msg: Msg) -> str:
@@ -262,7 +263,7 @@ async def recover(ws: LocalWorkspace, context: list[Msg]) -> Recovered:
     texts = [visible_text(m) for m in context]
     spans = [s for t in texts for s in spans_named(t)]
     pending = {p.rstrip(".") for t in texts for p in path_re.findall(t)}
-    out = Recovered({}, {})
+    out = Recovered({}, {}, ws)
     cut: set[str] = set()
     while pending:
         path = pending.pop()
@@ -336,8 +337,22 @@ def check_message(msg: Msg, context: list[Msg], got: Recovered) -> None:
         version = got.rows[msg.id]["content"]
     if same_content(original, version, got):
         return
-    # A request bigger than the reserve was cut; its whole text is in the file it names.
-    assert msg.role == "user", f"{msg.role} message {msg.id} changed"
+    if msg.role == "tool":
+        # A fresh result in a newest turn over the reserve is cut harder, from its own file.
+        for block, shown in zip(msg.tool_results, version, strict=True):
+            if same_content(block.model_dump(mode="json"), shown, got):
+                continue
+            output = shown["output"]
+            assert isinstance(output, str) and TRUNCATION_MARKER in output
+            if isinstance(block.output, str) and TRUNCATION_MARKER in block.output:
+                # Truncated on arrival: cut again from the same file (checked in run.results).
+                assert marker_path(output, got) == marker_path(block.output, got)
+            else:
+                assert got.files[marker_path(output, got)] == expected_file(block, got.ws, got)
+        return
+    # A request bigger than the reserve, or the text of a fresh message in a newest turn over
+    # the reserve, was cut; its whole text is in the file it names.
+    assert msg.role in ("user", "assistant"), f"{msg.role} message {msg.id} changed"
     cut = version if isinstance(version, str) else version[0]["text"]
     assert TRUNCATION_MARKER in cut
     assert got.files[marker_path(cut, got)] == msg.text.encode()

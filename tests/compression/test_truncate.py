@@ -20,10 +20,11 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor
+from ctxoffload.compression import Compressor, ReaderTools
 from ctxoffload.compression._truncate import TRUNCATION_MARKER, truncate_tool_result
 
 COUNTER = get_token_counter(exact=True)
+OWN_TOOLS = ReaderTools(read="Read", grep="Grep", retrieve="retrieve_offloaded_content")
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(200)
 PDF = b"%PDF-1.4\n" + b"1 0 obj << >> endobj\n" * 20
@@ -38,7 +39,9 @@ def numbered(n: int, width: int = 6) -> str:
 
 def compressor(ws: LocalWorkspace | None, limit: int) -> Compressor:
     config = ContextConfig(tool_result_limit=limit, context_window=200_000)
-    return Compressor(config, offloader=ws, session_id="s1", counter=COUNTER)
+    return Compressor(
+        config, offloader=ws, session_id="s1", counter=COUNTER, reader_tools=OWN_TOOLS
+    )
 
 
 def split_notice(output: str) -> tuple[str, str]:

@@ -39,9 +39,12 @@ async def main():
     ws = LocalWorkspace(sys.argv[1])
     sys.stdin.readline()
     for seq in range(int(sys.argv[2])):
+        # The time the offload *started*: a file written and acknowledged before a purge
+        # may rightly be removed by it, even if this process prints its line later.
+        started = time.monotonic()
         path = await ws.offload_tool_result(
             "s", ToolResultBlock(id=f"t{seq}", output=f"result {seq}\\n" * 3000))
-        print(path, time.monotonic(), flush=True)
+        print(path, started, flush=True)
 
 asyncio.run(main())
 """
@@ -138,9 +141,9 @@ async def test_every_acknowledged_tool_result_exists_until_the_next_purge(
             line = child.stdout.readline()
             if not line:
                 break
-            path, acked_at = line.split()
-            if float(acked_at) > purged_at:
-                # Acknowledged after the purge returned, so it must be readable.
+            path, started_at = line.split()
+            if float(started_at) > purged_at:
+                # Written entirely after the purge returned, so it must be readable.
                 assert (await ws.read_reference(path)).startswith(b"result ")
                 checked += 1
     child.kill()

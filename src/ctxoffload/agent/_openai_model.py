@@ -11,6 +11,7 @@ Errors are mapped onto ctxoffload's own: a provider saying the prompt does not f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -256,10 +257,13 @@ class OpenAIChatModel:
         api_key: the API key; see above for the fallbacks.
         context_window: the model's window in tokens; overrides the table.
         client: an `openai.AsyncOpenAI` to use instead of building one. `base_url`,
-            `api_key`, `timeout` and `max_retries` are then ignored, and `aclose()` leaves
-            the client open: whoever made it closes it.
+            `api_key` and `max_retries` are then ignored (`timeout` is still the deadline),
+            and `aclose()` leaves the client open: whoever made it closes it.
         temperature: sampling temperature; None leaves the server's default.
-        timeout: seconds before one HTTP request is abandoned.
+        timeout: seconds after which one `generate` call is abandoned with `ModelError`: a
+            deadline on the whole request (connecting, a reply that arrives slowly, and the
+            client's retries), also given to the HTTP client as its per-read timeout. With
+            `client=`, the deadline still applies.
         max_retries: how often the openai client retries connection errors, 408, 409, 429
             and 5xx responses (with backoff) before giving up.
         extra_body: extra JSON fields merged into every request body, for server-specific
@@ -267,8 +271,8 @@ class OpenAIChatModel:
 
     Raises:
         ImportError: the `openai` package is not installed.
-        ConfigError: `context_window` is not a positive integer, or no API key can be found
-            for api.openai.com.
+        ConfigError: `context_window` is not a positive integer, `timeout` is not a positive
+            number, or no API key can be found for api.openai.com.
     """
 
     def __init__(
@@ -300,6 +304,15 @@ class OpenAIChatModel:
             raise ConfigError(
                 f"context_window {context_window!r} is not a positive number of tokens: "
                 "pass the model's window, for example context_window=32_768"
+            )
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not (0 < timeout < float("inf"))
+        ):
+            raise ConfigError(
+                f"timeout {timeout!r} is not a positive number of seconds: pass the longest a "
+                "model call may take, for example timeout=120"
             )
         self.model_name = model_name
         self.context_window = (
@@ -395,12 +408,15 @@ class OpenAIChatModel:
         if self.extra_body:
             request["extra_body"] = dict(self.extra_body)
 
+        # One deadline for the whole call, the json_object fallback included.
+        deadline = asyncio.get_running_loop().time() + self._timeout
         if response_schema is None:
-            completion = await self._complete(request)
+            completion = await self._complete(request, deadline)
         elif self._supports_json_schema:
             try:
                 completion = await self._complete(
-                    {**request, "response_format": _json_schema_format(response_schema)}
+                    {**request, "response_format": _json_schema_format(response_schema)},
+                    deadline,
                 )
             except ContextOverflowError:
                 raise
@@ -414,17 +430,34 @@ class OpenAIChatModel:
                     self.base_url,
                     error.__cause__,
                 )
-                completion = await self._complete(_json_object_request(request, response_schema))
+                completion = await self._complete(
+                    _json_object_request(request, response_schema), deadline
+                )
         else:
-            completion = await self._complete(_json_object_request(request, response_schema))
+            completion = await self._complete(
+                _json_object_request(request, response_schema), deadline
+            )
         return self._to_response(completion)
 
-    async def _complete(self, request: dict[str, Any]) -> ChatCompletion:
-        """One chat-completions call, with openai errors mapped to ctxoffload's."""
+    async def _complete(self, request: dict[str, Any], deadline: float) -> ChatCompletion:
+        """One chat-completions call before `deadline` (event-loop time), errors mapped."""
         import openai
 
+        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+
         try:
-            completion: ChatCompletion = await self._client.chat.completions.create(**request)
+            # The client's own timeout is per socket read, so a server that drips its reply
+            # a byte at a time, or fails slowly enough to be retried, never trips it: the
+            # deadline bounds the whole call, retries included.
+            completion: ChatCompletion = await asyncio.wait_for(
+                self._client.chat.completions.create(**request), remaining
+            )
+        except asyncio.TimeoutError as error:
+            raise ModelError(
+                f"model {self.model_name!r} at {self.base_url} did not answer within "
+                f"{self._timeout:g} s (status: timeout, the whole call including retries): "
+                "raise timeout= or check the server"
+            ) from error
         except openai.APIStatusError as error:
             provider_message = _provider_message(error)
             if is_context_overflow(error.status_code, error.body) or is_context_overflow(

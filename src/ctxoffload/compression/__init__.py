@@ -2,6 +2,7 @@
 
 from ._compressor import Artifact, CompressionResult, Compressor, is_summary_message
 from ._config import ContextConfig
+from ._readers import ReaderTools
 from ._split import split_for_compression, turns
 from ._summarize import extractive_summary
 from ._summary_model import Summary
@@ -13,6 +14,7 @@ __all__ = [
     "CompressionResult",
     "Compressor",
     "ContextConfig",
+    "ReaderTools",
     "Summary",
     "extractive_summary",
     "is_summary_message",

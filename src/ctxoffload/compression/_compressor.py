@@ -17,17 +17,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._formats import read_messages, read_tool_result
+from ..exceptions import ConfigError
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel
 from ..offloader import Offloader
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
-from ._config import ContextConfig
-from ._split import is_user_request, split_for_compression
-from ._summarize import summarize
+from ._config import CHARS_PER_TOKEN, ContextConfig
+from ._readers import ReaderTools
+from ._split import is_user_request, split_for_compression, turns
+from ._summarize import bound_summary, summarize
 from ._summary_model import Summary
-from ._truncate import truncate_text, truncate_tool_result
+from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
 
-__all__ = ["Artifact", "CompressionResult", "Compressor", "is_summary_message"]
+__all__ = [
+    "FRESH_PREVIEW_FLOOR",
+    "Artifact",
+    "CompressionResult",
+    "Compressor",
+    "is_summary_message",
+]
+
+FRESH_PREVIEW_FLOOR = 200
+"""The fewest tokens a fresh tool result (or a fresh message's text) is cut down to when the
+messages the model has not seen yet exceed the reserve on their own: room for the notice
+that names the file and a few lines. Fresh content is never cut below this, so a turn with
+many results may stay above the reserve (it still leaves the context only after the model
+has seen it)."""
 
 logger = logging.getLogger("ctxoffload")
 
@@ -115,6 +130,15 @@ class Compressor:
         context_window: the window of the model whose context is managed, used when
             `config.context_window` is not set (the summary model's window is the last
             resort).
+        reader_tools: the names of the agent's tools for reading offloaded content back,
+            written into every notice; they take precedence over `config.reader_tools`.
+            Change them later with `set_reader_tools`.
+
+    Which messages are fresh: `maybe_compress` remembers the ids of the messages it
+    returned; the messages after the last of those, from the model's latest message on,
+    are the ones the model has not seen yet, together with the turn they belong to (the
+    assistant's call). On the first call, the newest turn is fresh. Fresh messages are
+    never compressed (see `maybe_compress`).
     """
 
     def __init__(
@@ -126,6 +150,7 @@ class Compressor:
         session_id: str | None = None,
         counter: TokenCounter | None = None,
         context_window: int | None = None,
+        reader_tools: ReaderTools | None = None,
     ) -> None:
         self.config = config or ContextConfig()
         self.model = model
@@ -135,6 +160,30 @@ class Compressor:
         self.tracker = ContextTokenTracker(self.counter)
         self._context_window = context_window
         self._state = _State()
+        self._reader_tools = reader_tools
+        # Ids of the messages the previous call returned (None before the first call), and
+        # the fresh ones among them, kept fresh until new messages arrive (a forced retry
+        # after an overflow happens before the model has answered).
+        self._seen: set[str] | None = None
+        self._last_fresh: set[str] = set()
+        # Tool results truncated since the previous call, by call id: what a fresh result
+        # is cut from again when its turn must shrink.
+        self._recent: dict[str, Truncation] = {}
+        self._said: set[tuple[Any, ...]] = set()
+
+    def set_reader_tools(self, reader_tools: ReaderTools | None) -> None:
+        """Name the tools the agent has for reading offloaded content back (see `ReaderTools`).
+
+        The `Agent` calls this with the names it registered; notices written from now on
+        name them.
+        """
+        self._reader_tools = reader_tools
+
+    def reader_tools(self, config: ContextConfig | None = None) -> ReaderTools | None:
+        """The reader tools notices name: those given to the compressor, else the config's."""
+        if self._reader_tools is not None:
+            return self._reader_tools
+        return (config or self.config).reader_tools
 
     # -- state ----------------------------------------------------------------------------
 
@@ -205,9 +254,13 @@ class Compressor:
             counter=self.counter,
             offloader=self.offloader,
             session_id=self.session_id,
+            preview_tokens=self._preview_tokens(cfg, self._known_window(cfg)),
+            preview=cfg.preview,
+            readers=self.reader_tools(cfg),
         )
         if done is None:
             return block
+        self._recent[block.id] = done
         if done.reference is not None:
             self._state.artifacts.append(
                 Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
@@ -238,29 +291,79 @@ class Compressor:
             return msg
         return msg.model_copy(update={"content": content})
 
+    def _known_window(self, cfg: ContextConfig) -> int | None:
+        try:
+            return self.window(cfg)
+        except ConfigError:
+            return None
+
+    def _preview_tokens(self, cfg: ContextConfig, window: int | None) -> int:
+        """The preview size in effect: the config's, kept within the reserve.
+
+        A preview larger than the reserve could never stay beside its call when the context
+        is compressed; it is cut to the reserve (at least `FRESH_PREVIEW_FLOOR`), once said.
+        """
+        preview = cfg.preview_budget()
+        if window is None:
+            return preview
+        reserve = cfg.reserve_tokens(window)
+        cap = max(FRESH_PREVIEW_FLOOR, reserve)
+        if preview <= cap:
+            return preview
+        key = (cfg.tool_result_limit, preview, window, reserve)
+        if key not in self._said:
+            self._said.add(key)
+            logger.warning(
+                "tool_result_limit %d with a %d-token preview does not fit the reserve of %d "
+                "tokens (reserve_ratio %s of a %d-token window): previews of offloaded results "
+                "are cut to %d tokens, and fresh results that exceed the reserve down to %d; "
+                "lower tool_result_limit or preview_tokens, or raise reserve_ratio",
+                cfg.tool_result_limit,
+                preview,
+                reserve,
+                cfg.reserve_ratio,
+                window,
+                cap,
+                FRESH_PREVIEW_FLOOR,
+            )
+        return cap
+
     async def _truncate_user_message(self, msg: Msg, limit: int) -> Msg:
-        """Offload a user request that alone exceeds the reserve; keep its head."""
+        """Offload a message's text that alone exceeds `limit` tokens; keep its head.
+
+        Used for a user request over the reserve and for the text of a fresh message that
+        must shrink; tool calls and other blocks stay as they are.
+        """
         text = msg.text
         # Text tokens, not message tokens: the cut text fits `limit` but the message adds its
         # overhead, and comparing that with `limit` would cut the cut text again next time.
         if self.counter.count_text(text) <= limit or not text:
             return msg
+        if f"\n{TRUNCATION_MARKER}\n<system-reminder>" in text:
+            return msg  # cut already; cutting the cut text would store a copy of a notice
+        owner = "user's" if msg.role == "user" else f"{msg.role}'s"
+        source = f"{msg.role} message"
         reference: str | None = None
         if self.offloader is not None:
             try:
                 reference = await self.offloader.offload_tool_result(
                     self.session_id,
-                    ToolResultBlock(id=f"user-{msg.id}", name="user message", output=text),
+                    ToolResultBlock(id=f"{msg.role}-{msg.id}", name=source, output=text),
                 )
             except Exception as exc:
-                logger.warning("could not offload a long user message, keeping it whole: %s", exc)
+                logger.warning("could not offload a long %s, keeping it whole: %s", source, exc)
                 return msg
         cut = truncate_text(
-            text, limit=limit, counter=self.counter, reference=reference, what="the user's message"
+            text,
+            limit=limit,
+            counter=self.counter,
+            reference=reference,
+            what=f"the {owner} message",
+            readers=self.reader_tools(),
         )
         if reference is not None:
             self._state.artifacts.append(
-                Artifact(reference, cut.total_bytes, "user message", cut.total_lines)
+                Artifact(reference, cut.total_bytes, source, cut.total_lines)
             )
         others = [b for b in msg.blocks if not isinstance(b, TextBlock)]
         content: list[Any] = [TextBlock(text=cut.text), *others]
@@ -315,19 +418,27 @@ class Compressor:
         cfg = config or self.config
         window = self.window(cfg)
         tokens_before = self.count(context, tools)
+        self._preview_tokens(cfg, window)  # says once if the config does not fit the window
         if not force and tokens_before <= cfg.trigger_ratio * window:
-            return CompressionResult(context, False, "below trigger", tokens_before, tokens_before)
+            return self._note_call(
+                context,
+                CompressionResult(context, False, "below trigger", tokens_before, tokens_before),
+            )
 
         system = context[0] if context and context[0].role == "system" else None
         rest = context[1:] if system is not None else context
         earlier_summary: Msg | None = None
         for msg in rest:
             if is_summary_message(msg):
-                self._adopt(msg)
+                self._adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
                 earlier_summary = msg
         rest = [m for m in rest if not is_summary_message(m)]
         reserve = int(cfg.reserve_ratio * window)
-        split = split_for_compression(rest, self.tracker, reserve)
+        fresh = self._fresh_ids(rest)
+        fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
+        if fresh_from is not None:
+            rest = rest[:fresh_from] + await self._fit_fresh(rest[fresh_from:], reserve, cfg)
+        split = split_for_compression(rest, self.tracker, reserve, unseen_from=fresh_from)
 
         # The latest request stays verbatim unless it alone is over the reserve.
         latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
@@ -343,12 +454,15 @@ class Compressor:
             # Nothing new to fold in: the earlier summary (the only path back to the messages
             # compressed before) must stay.
             after = self._assemble(system, earlier_summary, split.pinned, split.kept)
-            return CompressionResult(
-                after,
-                False,
-                "nothing old enough to compress",
-                tokens_before,
-                self.count(after, tools),
+            return self._note_call(
+                context,
+                CompressionResult(
+                    after,
+                    False,
+                    "nothing old enough to compress",
+                    tokens_before,
+                    self.count(after, tools),
+                ),
             )
 
         line_span: tuple[int, int] | None = None
@@ -360,8 +474,11 @@ class Compressor:
                 logger.warning(
                     "could not offload %d messages, not compressing: %s", len(split.older), exc
                 )
-                return CompressionResult(
-                    context, False, f"offload failed: {exc}", tokens_before, tokens_before
+                return self._note_call(
+                    context,
+                    CompressionResult(
+                        context, False, f"offload failed: {exc}", tokens_before, tokens_before
+                    ),
                 )
             reference = str(ref)
             first, last = getattr(ref, "first_line", None), getattr(ref, "last_line", None)
@@ -377,9 +494,20 @@ class Compressor:
             counter=self.counter,
             previous=self._state.summary,
             artifacts=[a.describe() for a in self.artifacts],
+            window=window,
         )
         self._state.summary = outcome.summary
         self._state.compressions += 1
+        # The history of summaries, each whole, lives in events.jsonl: the summary message
+        # in the context only ever holds the latest.
+        await self._event(
+            "summary",
+            compression=self._state.compressions,
+            source=outcome.source,
+            summary=outcome.summary.model_dump(),
+            reference=reference,
+            lines=list(line_span) if line_span else None,
+        )
         summary_msg = self._render(outcome.summary, cfg, budget=reserve)
         after = self._assemble(system, summary_msg, split.pinned, split.kept)
         tokens_after = self.count(after, tools)
@@ -394,18 +522,142 @@ class Compressor:
             summary_source=outcome.source,
             summary_model_calls=outcome.model_calls,
         )
-        return CompressionResult(
-            after,
-            True,
-            "compressed",
-            tokens_before,
-            tokens_after,
-            reference=reference,
-            line_span=line_span,
-            summary=outcome.summary,
-            summary_source=outcome.source,
-            compressed_messages=len(split.older),
+        return self._note_call(
+            context,
+            CompressionResult(
+                after,
+                True,
+                "compressed",
+                tokens_before,
+                tokens_after,
+                reference=reference,
+                line_span=line_span,
+                summary=outcome.summary,
+                summary_source=outcome.source,
+                compressed_messages=len(split.older),
+            ),
         )
+
+    # -- the messages the model has not seen ------------------------------------------------
+
+    def _fresh_ids(self, rest: Sequence[Msg]) -> set[str]:
+        """Ids of the messages in `rest` the model has not seen, with their whole turn."""
+        if not rest:
+            return set()
+        groups = turns(rest)
+        if self._seen is None:
+            first = groups[-1][0]  # first call: the newest turn
+        else:
+            first = len(rest)
+            while first > 0 and rest[first - 1].id not in self._seen:
+                first -= 1
+            if first == len(rest):
+                # Nothing arrived since the previous call: the model has not answered it yet
+                # (a retry after an overflow), so what was fresh then is fresh still.
+                first = next((i for i, m in enumerate(rest) if m.id in self._last_fresh), len(rest))
+            if first == len(rest):
+                return set()
+            # Only the newest turn is fresh: the model's last message and what came after it.
+            # Messages added in bulk before it (history given at once) are history.
+            last_reply = max((i for i, m in enumerate(rest) if m.role == "assistant"), default=-1)
+            first = max(first, last_reply)
+        start = next(s for s, e, _ in groups if s <= first < e)
+        return {m.id for m in rest[start:]}
+
+    def _note_call(self, given: Sequence[Msg], result: CompressionResult) -> CompressionResult:
+        """Remember what this call returned, so the next one knows what is fresh."""
+        rest = [m for m in given if m.role != "system" and not is_summary_message(m)]
+        fresh = self._fresh_ids(rest)
+        if fresh:
+            self._last_fresh = fresh
+        self._seen = {m.id for m in result.messages}
+        live_calls = {
+            block.id
+            for m in result.messages
+            if m.id in self._last_fresh
+            for block in m.tool_results
+        }
+        self._recent = {k: v for k, v in self._recent.items() if k in live_calls}
+        return result
+
+    async def _fit_fresh(self, fresh: list[Msg], reserve: int, cfg: ContextConfig) -> list[Msg]:
+        """The fresh messages, their tool results and long texts cut so they fit the reserve.
+
+        Each result (or long text) gets an equal share of the reserve, never less than
+        `FRESH_PREVIEW_FLOOR` tokens; results are offloaded whole first (those truncated
+        already are cut again from the file they went to).
+        """
+        if sum(self.tracker.count_message(m) for m in fresh) <= reserve:
+            return fresh
+        items = sum(len(m.tool_results) or 1 for m in fresh)
+        limit = max(FRESH_PREVIEW_FLOOR, reserve // max(1, items))
+        return [await self._cut_fresh(m, limit, cfg) for m in fresh]
+
+    async def _cut_fresh(self, msg: Msg, limit: int, cfg: ContextConfig) -> Msg:
+        if not msg.tool_results:
+            if msg.role in ("user", "assistant", "tool") and msg.text:
+                return await self._truncate_user_message(msg, limit)
+            return msg
+        if isinstance(msg.content, str):
+            return msg
+        content = [
+            await self._cut_fresh_result(b, limit, cfg) if isinstance(b, ToolResultBlock) else b
+            for b in msg.content
+        ]
+        if all(a is b for a, b in zip(content, msg.content, strict=True)):
+            return msg
+        return msg.model_copy(update={"content": content})
+
+    async def _cut_fresh_result(
+        self, block: ToolResultBlock, limit: int, cfg: ContextConfig
+    ) -> ToolResultBlock:
+        readers = self.reader_tools(cfg)
+        earlier = self._recent.get(block.id)
+        if earlier is not None and earlier.reference is not None:
+            if self.counter.count_text(str(block.output)) <= limit:
+                return block
+            cut = truncate_text(
+                earlier.full_text,
+                limit=limit,
+                counter=self.counter,
+                reference=earlier.reference,
+                tool_name=block.name,
+                tool_id=block.id,
+                readers=readers,
+                preview=cfg.preview,
+                data=earlier.data,
+            )
+            return block.model_copy(update={"output": cut.text})
+        if isinstance(block.output, str) and TRUNCATION_MARKER in block.output:
+            return block  # cut by an earlier run; its file is named in it already
+        done = await truncate_tool_result(
+            block,
+            limit=limit,
+            counter=self.counter,
+            offloader=self.offloader,
+            session_id=self.session_id,
+            preview=cfg.preview,
+            readers=readers,
+        )
+        if done is None:
+            return block
+        self._recent[block.id] = done
+        if done.reference is not None:
+            self._state.artifacts.append(
+                Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
+            )
+        await self._event(
+            "truncation",
+            tool_id=block.id,
+            tool_name=block.name,
+            reference=done.reference,
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+            lines_shown=done.shown_lines,
+            lines_total=done.total_lines,
+            reason="the newest turn exceeds the reserve",
+        )
+        return done.block
 
     @staticmethod
     def _assemble(
@@ -413,15 +665,17 @@ class Compressor:
     ) -> list[Msg]:
         return [m for m in (system, summary, pinned) if m is not None] + kept
 
-    def _adopt(self, msg: Msg) -> None:
+    def _adopt(self, msg: Msg, max_chars: int) -> None:
         """Take over the state recorded in a summary message (a resumed session)."""
         if self._state.summary is not None:
             return
         marker = msg.metadata[_MARK]
         try:
-            self._state.summary = Summary.model_validate(marker.get("summary", {}))
+            summary = Summary.model_validate(marker.get("summary", {}))
         except ValueError:
             return
+        # A state saved by an older version may carry a summary of any size.
+        self._state.summary = bound_summary(summary, max_chars)
         self._state.reference = marker.get("reference")
         self._state.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
         self._state.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,6 +20,7 @@ from pydantic import (
 )
 
 from ..exceptions import ConfigError
+from ._readers import ReaderTools
 from ._summary_model import SUMMARY_FIELDS, Summary
 
 __all__ = [
@@ -29,6 +31,20 @@ __all__ = [
 ]
 
 MAX_TRIGGER_RATIO = 0.9
+
+SUMMARY_BUDGET_SHARE = 0.05
+"""Share of the context window a summary may take when `summary_max_tokens` is not set."""
+
+SUMMARY_BUDGET_FLOOR = 1_000
+"""Tokens a summary may always take, however small the window."""
+
+DEFAULT_PREVIEW_CAP = 2_000
+"""`preview_tokens` when unset is `min(tool_result_limit, DEFAULT_PREVIEW_CAP)`."""
+
+CHARS_PER_TOKEN = 4
+"""How summary budgets in tokens become characters: cutting by characters is exact and
+cheap even for a reply of many megabytes, and four characters per token is what English
+prose and code average with the common tokenizers."""
 
 SUMMARY_EXTRA_PLACEHOLDERS: dict[str, str] = {
     "context_path": "the reference (path) of the context.jsonl holding the compressed messages",
@@ -70,7 +86,9 @@ nothing to report.
 DEFAULT_SUMMARY_TEMPLATE = """\
 <context_summary>
 Earlier messages were moved out of the context into {context_path} (lines {line_span}). \
-Read that file with your file tools when you need exact details.
+That file holds one JSON message per line, oldest first: search it with your file tools \
+for a word, a path or an id (grep finds the line), then read the lines around it when you \
+need exact details.
 
 ## Task overview
 {task_overview}
@@ -119,8 +137,18 @@ class ContextConfig(BaseModel):
     Args:
         trigger_ratio: fraction of the window at which compression starts; in (0, 0.9].
         reserve_ratio: fraction of the window kept as recent messages; in (0, trigger_ratio).
-        tool_result_limit: a tool result over this many tokens is offloaded to a file and
-            only its head stays in the context.
+        tool_result_limit: a tool result over this many tokens is offloaded whole to a file
+            and only a preview stays in the context.
+        preview_tokens: the size of that preview in tokens, the notice included; None (the
+            default) means `min(tool_result_limit, 2000)`. When the window is known, the
+            compressor also keeps it within the reserve (and logs once if it has to).
+        preview: "head" keeps the first lines of an offloaded result; "head_tail" keeps
+            about two thirds of the preview from the start and one third from the end, with
+            the notice between them saying which lines are shown.
+        reader_tools: the names of the agent's tools for reading offloaded content back,
+            used in notices (see `ReaderTools`); for frameworks whose tools are called
+            `view_text_file` or `read_file`. A name given to the `Compressor` (as the
+            `Agent` does) takes precedence; with none, notices say "your file tools".
         context_window: the window in tokens; overrides the one the model reports.
         compression_prompt: instructions to the summary model.
         summary_template: a `str.format` template turned into the summary message. It may
@@ -133,6 +161,14 @@ class ContextConfig(BaseModel):
         summary_max_retries: extra attempts when the summary model's reply is invalid,
             before falling back to an extractive summary.
         artifact_trail_limit: how many offloaded files the summary lists, newest first.
+        summary_timeout: seconds the whole summarisation may take (every chunk and every
+            retry together); past it, the extractive summary is used. The older messages
+            are already on disk by then, so a summary model that hangs never loses them.
+        summary_max_tokens: the summary budget: a summary (model-written or extractive) is
+            cut to this many tokens, counted as `CHARS_PER_TOKEN` characters each, before it
+            is stored, rendered or folded into the next summary request; no field may take
+            more than half of it. None (the default) means `SUMMARY_BUDGET_SHARE` (5%) of the
+            window, and at least `SUMMARY_BUDGET_FLOOR` (1,000) tokens.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -148,12 +184,17 @@ class ContextConfig(BaseModel):
     trigger_ratio: float = 0.8
     reserve_ratio: float = 0.1
     tool_result_limit: int = 3000
+    preview_tokens: int | None = None
+    preview: Literal["head", "head_tail"] = "head"
+    reader_tools: ReaderTools | None = None
     context_window: int | None = None
     compression_prompt: str = DEFAULT_COMPRESSION_PROMPT
     summary_template: str = DEFAULT_SUMMARY_TEMPLATE
     summary_schema: dict[str, Any] = Field(default_factory=_default_summary_schema)
     summary_max_retries: int = 2
     artifact_trail_limit: int = 20
+    summary_timeout: float = 120.0
+    summary_max_tokens: int | None = None
 
     @field_validator("trigger_ratio")
     @classmethod
@@ -190,6 +231,16 @@ class ContextConfig(BaseModel):
             )
         return value
 
+    @field_validator("preview_tokens")
+    @classmethod
+    def _check_preview_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 50:
+            raise ValueError(
+                f"preview_tokens {value} is below 50: the preview holds the notice that names "
+                "the file; use e.g. 1000, or leave it unset"
+            )
+        return value
+
     @field_validator("context_window")
     @classmethod
     def _check_context_window(cls, value: int | None) -> int | None:
@@ -205,6 +256,26 @@ class ContextConfig(BaseModel):
     def _check_not_negative(cls, value: int, info: ValidationInfo) -> int:
         if value < 0:
             raise ValueError(f"{info.field_name} {value} is negative: use 0 or more")
+        return value
+
+    @field_validator("summary_timeout")
+    @classmethod
+    def _check_summary_timeout(cls, value: float) -> float:
+        if not (value > 0 and math.isfinite(value)):  # also rejects NaN
+            raise ValueError(
+                f"summary_timeout {_show(value)} is not a positive number of seconds: it bounds "
+                "the whole summarisation before the extractive fallback runs, e.g. 120"
+            )
+        return value
+
+    @field_validator("summary_max_tokens")
+    @classmethod
+    def _check_summary_max_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 100:
+            raise ValueError(
+                f"summary_max_tokens {value} is below 100: a summary needs room for its five "
+                "fields; use e.g. 2000, or leave it unset for 5% of the window"
+            )
         return value
 
     @field_validator("compression_prompt")
@@ -246,6 +317,32 @@ class ContextConfig(BaseModel):
                 "model answers with a JSON object; start from Summary.model_json_schema()"
             )
         return value
+
+    @model_validator(mode="after")
+    def _check_preview_within_limit(self) -> ContextConfig:
+        if self.preview_tokens is not None and self.preview_tokens > self.tool_result_limit:
+            raise ValueError(
+                f"preview_tokens {self.preview_tokens} is above tool_result_limit "
+                f"{self.tool_result_limit}: the preview of an offloaded result must be smaller "
+                "than the size that triggers offloading; lower preview_tokens or leave it unset"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_preview_within_reserve(self) -> ContextConfig:
+        # Only when both are given: a window known only at run time is checked (and an
+        # unset preview adjusted, with a warning) by the Compressor.
+        if self.preview_tokens is None or self.context_window is None:
+            return self
+        reserve = self.reserve_tokens(self.context_window)
+        if self.preview_tokens > reserve:
+            raise ValueError(
+                f"preview_tokens {self.preview_tokens} does not fit the reserve of {reserve} "
+                f"tokens (reserve_ratio {_show(self.reserve_ratio)} × context_window "
+                f"{self.context_window}): a truncated result could never stay beside its call; "
+                f"lower preview_tokens to at most {reserve} or raise reserve_ratio"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_reserve_below_trigger(self) -> ContextConfig:
@@ -336,6 +433,20 @@ class ContextConfig(BaseModel):
     def reserve_tokens(self, window: int) -> int:
         """Tokens of recent messages kept when the context is compressed."""
         return int(window * self.reserve_ratio)
+
+    def preview_budget(self) -> int:
+        """Tokens an offloaded tool result keeps in the context (see `preview_tokens`)."""
+        if self.preview_tokens is not None:
+            return self.preview_tokens
+        return min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
+
+    def summary_budget_tokens(self, window: int | None) -> int:
+        """The most tokens a summary may take (see `summary_max_tokens`)."""
+        if self.summary_max_tokens is not None:
+            return self.summary_max_tokens
+        if window is None:
+            return SUMMARY_BUDGET_FLOOR
+        return max(SUMMARY_BUDGET_FLOOR, int(window * SUMMARY_BUDGET_SHARE))
 
 
 def _describe(exc: ValidationError, source: str) -> str:

@@ -70,7 +70,10 @@ class Split:
 
 
 def split_for_compression(
-    messages: Sequence[Msg], counter: MessageCounter, reserve_tokens: int
+    messages: Sequence[Msg],
+    counter: MessageCounter,
+    reserve_tokens: int,
+    unseen_from: int | None = None,
 ) -> Split:
     """Keep the newest turns within `reserve_tokens`; the rest is to be compressed.
 
@@ -78,6 +81,9 @@ def split_for_compression(
         messages: the conversation without the system prompt and without an earlier summary.
         counter: counts each message's tokens (cached by the caller's counter if it caches).
         reserve_tokens: the budget for verbatim messages.
+        unseen_from: the index of the first message the model has not seen yet (the start of
+            a turn); the turns from there on stay whatever they cost, and older turns fill
+            what is left of the reserve.
     """
     groups = turns(messages)
     keep_from = len(messages)
@@ -87,7 +93,8 @@ def split_for_compression(
         # The newest turn, if its calls are unanswered, is mid-execution: it stays whatever
         # it costs. (An unanswered call further back is a dead one and may be compressed.)
         mid_execution = index == 0 and not finished
-        if not mid_execution and used + cost > reserve_tokens:
+        unseen = unseen_from is not None and end > unseen_from
+        if not (mid_execution or unseen) and used + cost > reserve_tokens:
             break
         used += cost
         keep_from = start

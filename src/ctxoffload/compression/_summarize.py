@@ -5,10 +5,20 @@ validated and retried. Messages that would not fit in the summary model's window
 summarised in chunks, each folding in the summary so far, so no call overflows. When the
 model cannot produce a valid summary, an extractive one is built from the messages
 themselves; the text of an error never becomes a summary.
+
+Three bounds hold for every summary:
+
+- time: the whole summarisation (all chunks, all retries) takes at most
+  `ContextConfig.summary_timeout` seconds, after which the extractive summary is used;
+- size: a summary is cut to the budget (`ContextConfig.summary_budget_tokens`, as
+  characters) before anyone stores, renders or folds it, by `bound_summary`;
+- kind: a reply whose fields only refuse or apologise (`is_refusal`) is an invalid reply,
+  retried and then replaced by the extractive summary.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -22,11 +32,18 @@ from ..exceptions import ContextOverflowError
 from ..messages import DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import TokenCounter
-from ._config import ContextConfig
+from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._split import is_user_request
 from ._summary_model import Summary
 
-__all__ = ["SummaryOutcome", "extractive_summary", "summarize", "transcript_entry"]
+__all__ = [
+    "SummaryOutcome",
+    "bound_summary",
+    "extractive_summary",
+    "is_refusal",
+    "summarize",
+    "transcript_entry",
+]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -118,6 +135,84 @@ def _request(config: ContextConfig, previous: Summary | None, entries: list[str]
     return [Msg(role="system", content=config.compression_prompt), Msg(role="user", content=body)]
 
 
+# A refusal opens with an apology or goes straight to "I can't"; both end in a refusal verb
+# aimed at the request. A field that says this and little else (a sentence or two, no more
+# than `_REFUSAL_MAX_CHARS`) refuses; a field that quotes an apology among facts does not.
+_REFUSAL = re.compile(
+    r"""^\W*
+    (?:(?:i['’]?m|i\s+am|we\s+are|we['’]re)\s+(?:so\s+|very\s+|truly\s+)?sorry
+      |sorry|i\s+apologi[sz]e|we\s+apologi[sz]e|my\s+apologies|apologies
+      |unfortunately)?
+    [\s,.!:;—–-]*(?:but\s+)?
+    (?:as\s+an\s+ai[^,.]*[,.]?\s*)?
+    (?:i|we)\s*
+    (?:(?:can['’]?t|cannot|can\s+not|won['’]?t|will\s+not|am\s+not\s+able\s+to
+         |['’]m\s+not\s+able\s+to|am\s+unable\s+to|['’]m\s+unable\s+to)
+       \s*(?:help|assist|comply|provide|fulfil|fulfill|continue|summari[sz]e|complete
+         |process|engage|respond|share|do\s+(?:that|this|so))\b
+      |(?:must|have\s+to)\s+decline|do\s+not\s+feel\s+comfortable
+      |don['’]t\s+feel\s+comfortable)
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+_REFUSAL_MAX_CHARS = 300
+_EMPTY_FIELD = re.compile(r"^\W*(?:none|n/?a|nothing|-)?\W*$", re.IGNORECASE)
+
+
+def is_refusal(text: str) -> bool:
+    """Whether `text` only refuses or apologises, as a summary model declining the task does.
+
+    The rule: the text is short (at most 300 characters) and opens with a refusal ("I can't
+    help with that", "I am unable to ...", "I cannot comply ..."), optionally after an
+    apology ("I'm sorry, but ...", "I apologize, but ...", "Unfortunately, ..."). A text that
+    mentions an apology among facts, starts with one and goes on about something else
+    ("Sorry, the build is broken: ..."), or is longer, is not a refusal.
+    """
+    stripped = text.strip()
+    if not stripped or len(stripped) > _REFUSAL_MAX_CHARS:
+        return False
+    return _REFUSAL.match(stripped) is not None
+
+
+def refuses(summary: Summary) -> bool:
+    """Whether every field of `summary` is empty, "none", or a refusal, and one refuses."""
+    values = [str(getattr(summary, name)) for name in Summary.model_fields]
+    meaningful = [v for v in values if not _EMPTY_FIELD.match(v)]
+    return bool(meaningful) and all(is_refusal(v) for v in meaningful)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    note = f" […{len(text) - limit:,} characters cut to the summary budget]"
+    return text[: max(0, limit - len(note))].rstrip() + note
+
+
+def bound_summary(summary: Summary, max_chars: int) -> Summary:
+    """`summary` with no field over half of `max_chars` and all fields within `max_chars`.
+
+    Each field keeps its start (models write the essentials first) and says how much was
+    cut. Fields under their fair share are never cut; the others share what is left.
+    """
+    values = {name: str(getattr(summary, name)) for name in Summary.model_fields}
+    if sum(len(v) for v in values.values()) <= max_chars and all(
+        len(v) <= max_chars // 2 for v in values.values()
+    ):
+        return summary
+    caps = dict.fromkeys(values, max_chars // 2)
+    # Water-filling: small fields keep all they have; the rest split the remainder evenly.
+    remaining = max_chars
+    pending = sorted(values, key=lambda name: len(values[name]))
+    while pending:
+        share = remaining // len(pending)
+        name = pending.pop(0)
+        caps[name] = min(caps[name], share, len(values[name]))
+        remaining -= caps[name]
+    return summary.model_copy(
+        update={name: _cut(value, caps[name]) for name, value in values.items()}
+    )
+
+
 def _parse(text: str) -> Summary:
     cleaned = text.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", cleaned, flags=re.DOTALL)
@@ -129,18 +224,20 @@ def _parse(text: str) -> Summary:
     summary = Summary.model_validate(data)
     if not any(getattr(summary, name).strip() for name in Summary.model_fields):
         raise ValueError("every field of the summary is empty")
+    if refuses(summary):
+        raise ValueError("the summary only refuses or apologises")
     return summary
 
 
 async def _ask(
-    model: ChatModel, request: list[Msg], config: ContextConfig, calls: list[int]
+    model: ChatModel, request: list[Msg], config: ContextConfig, calls: list[int], max_chars: int
 ) -> Summary:
     last_error: Exception | None = None
     for _ in range(config.summary_max_retries + 1):
         calls[0] += 1
         try:
             reply = await model.generate(request, response_schema=config.summary_schema)
-            return _parse(reply.message.text)
+            return bound_summary(_parse(reply.message.text), max_chars)
         except ContextOverflowError:
             raise
         except (ValueError, ValidationError) as exc:
@@ -162,41 +259,127 @@ async def summarize(
     counter: TokenCounter,
     previous: Summary | None = None,
     artifacts: Sequence[str] = (),
+    window: int | None = None,
 ) -> SummaryOutcome:
     """Summarise `messages`, folding in `previous`; never raises for a model failure.
 
     Args:
         messages: the messages leaving the context, oldest first.
         model: the summary model; None means extractive only.
-        config: prompt, schema and retry count.
+        config: prompt, schema, retry count, timeout and budget.
         counter: counts tokens to size the chunks.
         previous: the summary of what was compressed before, folded into the new one.
         artifacts: descriptions of offloaded files, for the extractive fallback.
+        window: the context window of the agent whose context is compressed; the summary
+            budget is a share of it (`ContextConfig.summary_budget_tokens`).
     """
-    entries = [transcript_entry(m) for m in messages]
+    max_chars = config.summary_budget_tokens(window) * CHARS_PER_TOKEN
+    if previous is not None:
+        previous = bound_summary(previous, max_chars)
     calls = [0]
-    if model is not None and entries:
-        budget = int(model.context_window * _CHUNK_SHARE) - counter.count_text(
-            config.compression_prompt
-        )
-        for _attempt in range(3):
-            if budget < 256:
-                break
-            chunks = _chunks(entries, budget, counter)
-            try:
-                summary = previous
-                for chunk in chunks:
-                    summary = await _ask(model, _request(config, summary, chunk), config, calls)
-                assert summary is not None
-                return SummaryOutcome(summary, "model", calls[0], len(chunks))
-            except ContextOverflowError:
-                # Our count under-estimated the model's tokenizer: halve and retry.
-                budget //= 2
-            except RuntimeError as exc:
-                logger.warning("falling back to an extractive summary: %s", exc)
-                break
+    if model is not None and messages:
+        try:
+            outcome = await asyncio.wait_for(
+                _model_summary(messages, model, config, counter, previous, calls, max_chars),
+                config.summary_timeout,
+            )
+        except asyncio.TimeoutError:
+            logger.warning(
+                "the summary model did not finish within summary_timeout=%g s; falling back "
+                "to an extractive summary",
+                config.summary_timeout,
+            )
+            outcome = None
+        if outcome is not None:
+            return outcome
     summary = extractive_summary(messages, previous=previous, artifacts=artifacts)
-    return SummaryOutcome(summary, "extractive", calls[0], 0)
+    return SummaryOutcome(bound_summary(summary, max_chars), "extractive", calls[0], 0)
+
+
+async def _model_summary(
+    messages: Sequence[Msg],
+    model: ChatModel,
+    config: ContextConfig,
+    counter: TokenCounter,
+    previous: Summary | None,
+    calls: list[int],
+    max_chars: int,
+) -> SummaryOutcome | None:
+    """The model's summary, in chunks that fit its window; None when it cannot give one."""
+    entries = [transcript_entry(m) for m in messages]
+    # The previous summary rides along in every request, beside the chunk.
+    carried = counter.count_text(previous.model_dump_json(indent=1)) if previous else 0
+    budget = (
+        int(model.context_window * _CHUNK_SHARE)
+        - counter.count_text(config.compression_prompt)
+        - min(carried, max_chars // CHARS_PER_TOKEN)
+    )
+    for _attempt in range(3):
+        if budget < 256:
+            break
+        chunks = _chunks(entries, budget, counter)
+        try:
+            summary = previous
+            for chunk in chunks:
+                summary = await _ask(
+                    model, _request(config, summary, chunk), config, calls, max_chars
+                )
+            assert summary is not None
+            return SummaryOutcome(summary, "model", calls[0], len(chunks))
+        except ContextOverflowError:
+            # Our count under-estimated the model's tokenizer: halve and retry.
+            budget //= 2
+        except RuntimeError as exc:
+            logger.warning("falling back to an extractive summary: %s", exc)
+            break
+    return None
+
+
+EXTRACTIVE_FIELD_CHARS = 2_000
+"""The most characters one field of an extractive summary holds. Each field is built newest
+first and cut at the end, so what is cut is the oldest material, and the size stays the same
+however many compressions came before."""
+
+_REQUEST_CHARS = 800
+_EXTRACTIVE_NEXT_STEPS = (
+    "Continue with the latest request. This summary was extracted without a summary "
+    "model; read the context log named above for the exact messages."
+)
+_TOOLS_LINE = re.compile(r"^Tools used: (.*)$", re.MULTILINE)
+_TOOL_COUNT = re.compile(r"(\S+) x(\d+)")
+_LIST_ITEM = re.compile(r"^- (.+)$", re.MULTILINE)
+
+
+def _section(text: str, title: str) -> list[str]:
+    """The `- item` lines under `title:` in an earlier extractive field."""
+    _head, found, rest = text.partition(f"{title}:\n")
+    if not found:
+        return []
+    block = rest.split("\n\n", 1)[0]
+    return _LIST_ITEM.findall(block)
+
+
+def _line_after(text: str, label: str) -> str | None:
+    """The text after `label: ` on its own line of an earlier extractive field, if any."""
+    found = re.search(rf"^{re.escape(label)}: (.*)$", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _fit(parts: list[str], limit: int = EXTRACTIVE_FIELD_CHARS) -> str:
+    """Join `parts` (newest or most important first) and cut the end to `limit`."""
+    text = "\n\n".join(p for p in parts if p.strip())
+    return _short(text, limit) if len(text) > limit else text
+
+
+def _unique(items: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = item.split(" (", 1)[0]  # a path, without its size and source
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
 
 
 def extractive_summary(
@@ -204,8 +387,12 @@ def extractive_summary(
 ) -> Summary:
     """A summary built from the messages themselves, with no model.
 
-    It keeps the first and latest user requests, the last thing the assistant said, the
-    tools used and the errors they reported, and the files offloaded.
+    It keeps the first request ever made and the latest one, the last thing the assistant
+    said, how often each tool was used (counts merged with the previous summary's), the
+    newest errors, and the offloaded files (each once, newest first). Each field holds at
+    most `EXTRACTIVE_FIELD_CHARS` characters, newest material first, so summaries folded
+    into one another over many compressions neither grow nor repeat themselves. A previous
+    summary written by a model is kept, shortened, after the new material.
     """
     requests = [m.text for m in messages if is_user_request(m) and m.text.strip()]
     statements = [m.text for m in messages if m.role == "assistant" and m.text.strip()]
@@ -218,39 +405,62 @@ def extractive_summary(
             if result.is_error and isinstance(result.output, str):
                 errors.append(f"{result.name or 'tool'}: {_short(result.output, 200)}")
 
-    overview = []
-    if previous is not None:
-        overview.append(previous.task_overview)
-    if requests:
-        overview.append(f"First request: {_short(requests[0], 1500)}")
-        if len(requests) > 1:
-            overview.append(f"Latest request: {_short(requests[-1], 1500)}")
-    state = (
-        f"Last assistant message: {_short(statements[-1], 1500)}"
-        if statements
-        else (previous.current_state if previous is not None else "No assistant reply yet.")
+    before = (
+        previous.model_dump() if previous is not None else dict.fromkeys(Summary.model_fields, "")
+    )
+    # An earlier extractive summary is merged field by field; a model's is kept, shortened.
+    ours = previous is not None and before["next_steps"] == _EXTRACTIVE_NEXT_STEPS
+
+    # Task: the first request ever (kept from the previous summary) and the newest one.
+    first = _line_after(before["task_overview"], "First request") if ours else None
+    if first is None and requests:
+        first = _short(requests[0], _REQUEST_CHARS)
+    latest = _short(requests[-1], _REQUEST_CHARS) if requests else None
+    if latest is None and ours:
+        latest = _line_after(before["task_overview"], "Latest request")
+    overview = [f"Latest request: {latest}"] if latest and latest != first else []
+    if first:
+        overview.append(f"First request: {first}")
+    if previous is not None and not ours:
+        overview.append(f"Earlier summary: {before['task_overview']}")
+
+    if statements:
+        state = f"Last assistant message: {_short(statements[-1], 1500)}"
+    else:
+        state = before["current_state"] or "No assistant reply yet."
+
+    # Discoveries: merged tool counts, newest errors first, then what a model wrote before.
+    if ours:
+        for line in _TOOLS_LINE.findall(before["important_discoveries"]):
+            for name, count in _TOOL_COUNT.findall(line):
+                tools[name] += int(count)
+    errors = list(reversed(errors)) + (
+        _section(before["important_discoveries"], "Errors reported") if ours else []
     )
     discoveries = []
-    if previous is not None:
-        discoveries.append(previous.important_discoveries)
+    if errors:
+        discoveries.append(
+            "Errors reported (newest first):\n" + "\n".join(f"- {e}" for e in _unique(errors)[:5])
+        )
     if tools:
         discoveries.append(
             "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.most_common())
         )
-    if errors:
-        discoveries.append("Errors reported:\n" + "\n".join(f"- {e}" for e in errors[-5:]))
-    preserve = []
-    if previous is not None:
-        preserve.append(previous.context_to_preserve)
-    if artifacts:
-        preserve.append("Offloaded files:\n" + "\n".join(f"- {a}" for a in artifacts))
+    if previous is not None and not ours:
+        discoveries.append(f"Earlier summary: {before['important_discoveries']}")
+
+    # Files: each once, newest first (the compressor passes its whole trail, newest first).
+    files = _unique(
+        [*artifacts, *(_section(before["context_to_preserve"], "Offloaded files") if ours else [])]
+    )
+    preserve = ["Offloaded files:\n" + "\n".join(f"- {a}" for a in files)] if files else []
+    if previous is not None and not ours:
+        preserve.append(f"Earlier summary: {before['context_to_preserve']}")
+
     return Summary(
-        task_overview="\n".join(overview) or "Not stated in the compressed messages.",
-        current_state=state,
-        important_discoveries="\n".join(discoveries) or "none",
-        next_steps=(
-            "Continue with the latest request. This summary was extracted without a summary "
-            "model; read the context log named above for the exact messages."
-        ),
-        context_to_preserve="\n".join(preserve) or "none",
+        task_overview=_fit(overview) or "Not stated in the compressed messages.",
+        current_state=_fit([state]),
+        important_discoveries=_fit(discoveries) or "none",
+        next_steps=_EXTRACTIVE_NEXT_STEPS,
+        context_to_preserve=_fit(preserve) or "none",
     )

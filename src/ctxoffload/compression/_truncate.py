@@ -8,20 +8,23 @@ the agent can page through it with Read or search it with Grep.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
 from .._payloads import count_lines, render_tool_output
-from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock
+from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..offloader import Offloader
 from ..tokens import TokenCounter
+from ._readers import ReaderTools, how_to_read
 
 __all__ = [
     "TRUNCATION_MARKER",
     "TruncatedText",
     "Truncation",
+    "data_files",
     "head_within",
     "truncate_text",
     "truncation_notice",
@@ -44,6 +47,8 @@ class Truncation:
     shown_lines: int
     tokens_before: int
     tokens_after: int
+    full_text: str = ""  # the whole result as the file holds it, to cut again if needed
+    data: list[tuple[str, str]] = field(default_factory=list)
 
 
 def utf8(text: str) -> bytes:
@@ -107,6 +112,34 @@ def head_within(text: str, budget: int, counter: TokenCounter) -> tuple[str, int
     return first[:lo], 1 if lo else 0, bool(lo)
 
 
+def _shown_phrase(shown_lines: int, partial_last: bool, tail_from: int | None, total: int) -> str:
+    if tail_from is not None:
+        head = f"lines 1-{shown_lines}" if shown_lines > 1 else "line 1"
+        tail = f"lines {tail_from}-{total}" if tail_from < total else f"line {total}"
+        return f"{head} and {tail}"
+    if partial_last:
+        return (
+            f"lines 1-{shown_lines - 1} and part of line {shown_lines}"
+            if shown_lines > 1
+            else "part of line 1"
+        )
+    if shown_lines > 1:
+        return f"lines 1-{shown_lines}"
+    return f"{shown_lines} line" + ("" if shown_lines == 1 else "s")
+
+
+def _data_sentence(data: Sequence[tuple[str, str]]) -> str:
+    """Where the result's images, audio or documents are, and what kind each is."""
+    if not data:
+        return ""
+    parts = [f"{media_type.split('/')[0]} ({media_type}) in {url}" for url, media_type in data]
+    return (
+        " It also held "
+        + "; ".join(parts)
+        + ": open such a file with a tool that takes images or documents, not as text."
+    )
+
+
 def truncation_notice(
     *,
     tool_name: str,
@@ -118,50 +151,59 @@ def truncation_notice(
     partial_last: bool,
     what: str = "tool result",
     compact: bool = False,
+    readers: ReaderTools | None = None,
+    tail_from: int | None = None,
+    data: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The marker and `<system-reminder>` that follow a truncated head.
 
-    `compact` gives a one-line reminder with the same facts, for limits too small for the
-    full one.
+    Args:
+        tool_name: the producing tool, or "" when unknown.
+        tool_id: the tool call's id.
+        reference: the file holding the whole content; None when nothing was kept.
+        total_lines: lines in that file.
+        total_bytes: bytes in that file.
+        shown_lines: lines of the head (the last one maybe `partial_last`).
+        partial_last: whether the head's last line was cut.
+        what: "tool result", or a description such as "the user's message".
+        compact: a one-line reminder with the same facts, for tight limits.
+        readers: the agent's reader tools, named in the "how to read on" sentence.
+        tail_from: with a head-and-tail preview, the first line of the tail, which follows
+            the notice.
+        data: (path, media type) of each image, audio or document the result held; they
+            are named, and no line offset is suggested past the end of the text.
     """
-    shown = (
-        f"lines 1-{shown_lines}"
-        if shown_lines > 1
-        else f"{shown_lines} line" + ("" if shown_lines == 1 else "s")
-    )
-    if partial_last:
-        shown = (
-            f"lines 1-{shown_lines - 1} and part of line {shown_lines}"
-            if shown_lines > 1
-            else ("part of line 1")
-        )
+    shown = _shown_phrase(shown_lines, partial_last, tail_from, total_lines)
     origin = f"tool {tool_name!r} (call {tool_id})" if tool_name else f"call {tool_id}"
     subject = f"The output of {origin}" if what == "tool result" else what[:1].upper() + what[1:]
     size = f"{total_lines:,} line{'' if total_lines == 1 else 's'}, {total_bytes:,} bytes"
-    next_line = shown_lines if partial_last else shown_lines + 1
+    next_line: int | None = shown_lines if partial_last else shown_lines + 1
+    if tail_from is None and next_line is not None and next_line > total_lines:
+        next_line = None  # every line is shown: nothing to read on from
+    where = "shown above" if tail_from is None else "shown (the head above, the tail below)"
     if compact:
         rest = (
             "the rest was discarded (no offloader)"
             if reference is None
-            else f"all in {reference} (Read offset={next_line}, or Grep it)"
+            else f"all in {reference} ({how_to_read(reference, next_line, readers, compact=True)})"
         )
+        kinds = "".join(f"; {mt} in {url}" for url, mt in data)
         return (
-            f"\n{TRUNCATION_MARKER}\n<system-reminder>{shown} of {size} shown; {rest}"
+            f"\n{TRUNCATION_MARKER}\n<system-reminder>{shown} of {size} shown; {rest}{kinds}"
             "</system-reminder>"
         )
     if reference is None:
         return (
             f"\n{TRUNCATION_MARKER}\n<system-reminder>\n{subject} had {size}; "
-            f"only {shown} shown above. The rest was discarded because no offloader is "
+            f"only {shown} {where}. The rest was discarded because no offloader is "
             "configured, and cannot be recovered: re-run the tool with a narrower request if "
-            "you need more.\n</system-reminder>"
+            f"you need more.{_data_sentence(data)}\n</system-reminder>"
         )
     return (
         f"\n{TRUNCATION_MARKER}\n<system-reminder>\n{subject} had {size}; "
-        f"{shown} shown above. The whole output is saved in:\n{reference}\n"
-        f"To read the rest, use Read(path={reference!r}, offset={next_line}, limit=200); "
-        f"to search it, use Grep(pattern='...', path_or_glob={reference!r}). Line numbers in "
-        "the file match the lines above.\n</system-reminder>"
+        f"{shown} {where}. The whole output is saved in:\n{reference}\n"
+        f"{how_to_read(reference, next_line, readers)} Line numbers in the file match the "
+        f"lines shown.{_data_sentence(data)}\n</system-reminder>"
     )
 
 
@@ -174,6 +216,20 @@ class TruncatedText(NamedTuple):
     total_bytes: int
 
 
+def _tail_within(lines: list[str], budget: int, counter: TokenCounter) -> list[str]:
+    """The longest run of whole lines from the end of `lines` within `budget` tokens."""
+    used = 0
+    tail: list[str] = []
+    for line in reversed(lines):
+        cost = counter.count_text(line + "\n")
+        if used + cost > budget:
+            break
+        tail.append(line)
+        used += cost
+    tail.reverse()
+    return tail
+
+
 def truncate_text(
     text: str,
     *,
@@ -183,8 +239,17 @@ def truncate_text(
     tool_name: str = "",
     tool_id: str = "",
     what: str = "tool result",
+    readers: ReaderTools | None = None,
+    preview: str = "head",
+    data: Sequence[tuple[str, str]] = (),
 ) -> TruncatedText:
-    """`text` cut to `limit` tokens, the notice included."""
+    """`text` cut to `limit` tokens, the notice included.
+
+    Args:
+        preview: "head" keeps the first lines; "head_tail" keeps about two thirds of the
+            budget from the start and one third from the end, with the notice between them
+            saying which lines are shown.
+    """
     total_bytes = len(utf8(text))
     total_lines = count_lines(text)
     notice_args: dict[str, Any] = {
@@ -194,16 +259,42 @@ def truncate_text(
         "total_lines": total_lines,
         "total_bytes": total_bytes,
         "what": what,
+        "readers": readers,
+        "data": data,
     }
+    widest = total_lines if preview == "head_tail" else None
     # The notice's own size depends on the numbers in it only slightly; measure it with the
     # widest values so the head + notice never exceed the limit. When the full notice would
     # take over half the limit, the compact one leaves room for a useful head (and fits
     # limits the full one cannot).
-    probe = truncation_notice(**notice_args, shown_lines=total_lines, partial_last=True)
+    probe = truncation_notice(
+        **notice_args, shown_lines=total_lines, partial_last=True, tail_from=widest
+    )
     notice_args["compact"] = counter.count_text(probe) * 2 > limit
     if notice_args["compact"]:
-        probe = truncation_notice(**notice_args, shown_lines=total_lines, partial_last=True)
+        probe = truncation_notice(
+            **notice_args, shown_lines=total_lines, partial_last=True, tail_from=widest
+        )
     budget = limit - counter.count_text(probe)
+    if preview == "head_tail":
+        head, shown, partial = head_within(text, budget * 2 // 3, counter)
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()  # the newline ends the last line; it does not start another
+        if not partial and shown < len(lines):
+            used = counter.count_text(head + "\n") if shown else 0
+            tail = _tail_within(lines[shown:], budget - used, counter)
+            if tail:
+                tail_from = len(lines) - len(tail) + 1
+                notice = truncation_notice(
+                    **notice_args, shown_lines=shown, partial_last=False, tail_from=tail_from
+                )
+                return TruncatedText(
+                    head + notice + "\n" + "\n".join(tail),
+                    shown + len(tail),
+                    total_lines,
+                    total_bytes,
+                )
     head, shown, partial = head_within(text, budget, counter)
     notice = truncation_notice(**notice_args, shown_lines=shown, partial_last=partial)
     return TruncatedText(head + notice, shown, total_lines, total_bytes)
@@ -216,12 +307,22 @@ async def truncate_tool_result(
     counter: TokenCounter,
     offloader: Offloader | None,
     session_id: str,
+    preview_tokens: int | None = None,
+    preview: str = "head",
+    readers: ReaderTools | None = None,
 ) -> Truncation | None:
     """Offload and truncate `block` when it is over `limit` tokens; None when it fits.
 
     Persist before drop: the whole result is offloaded first; if that fails, the result is
     kept whole and a warning logged. Binary blocks are stored in data/ first and appear in
-    both the file and the head as one `<data url=... />` line.
+    both the file and the head as one `<data url=... />` line; the notice names each such
+    file and its kind.
+
+    Args:
+        limit: the offload threshold in tokens (`tool_result_limit`).
+        preview_tokens: what stays in the context, notice included; `limit` when None.
+        preview: "head" or "head_tail" (see `truncate_text`).
+        readers: the agent's reader tools, named in the notice.
     """
     tokens_before = _count_output(block, counter)
     if tokens_before <= limit:
@@ -240,13 +341,18 @@ async def truncate_tool_result(
                 exc,
             )
             return None
+    full_text = rendered_text(block.output)
+    data = data_files(block) if reference is not None else []
     cut = truncate_text(
-        rendered_text(block.output),
-        limit=limit,
+        full_text,
+        limit=min(limit, preview_tokens or limit),
         counter=counter,
         reference=reference,
         tool_name=block.name,
         tool_id=block.id,
+        readers=readers,
+        preview=preview,
+        data=data,
     )
     return Truncation(
         block=block.model_copy(update={"output": cut.text}),
@@ -256,7 +362,20 @@ async def truncate_tool_result(
         shown_lines=cut.shown_lines,
         tokens_before=tokens_before,
         tokens_after=counter.count_text(cut.text),
+        full_text=full_text,
+        data=data,
     )
+
+
+def data_files(block: ToolResultBlock) -> list[tuple[str, str]]:
+    """(path, media type) of each stored payload in a tool result's output."""
+    if isinstance(block.output, str):
+        return []
+    found = []
+    for part in block.output:
+        if isinstance(part, DataBlock) and isinstance(part.source, URLSource):
+            found.append((part.source.url, part.media_type or "data"))
+    return found
 
 
 def _count_output(block: ToolResultBlock, counter: TokenCounter) -> int:

@@ -1,0 +1,177 @@
+"""The newest turn is always seen: messages that arrived since the previous model call are
+never compressed before the model has seen them; when they alone exceed the reserve, their
+tool results are offloaded whole and cut harder, down to a documented floor."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import (
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_token_counter,
+)
+from ctxoffload.compression import Compressor
+from ctxoffload.compression._compressor import FRESH_PREVIEW_FLOOR
+from ctxoffload.compression._truncate import TRUNCATION_MARKER
+
+COUNTER = get_token_counter(exact=True)
+SYSTEM = Msg(role="system", content="You are a coding agent.")
+WINDOW = 8_000  # reserve 800 tokens, tool_result_limit 3000 by default
+
+
+def numbered(n: int, tag: str) -> str:
+    return "\n".join(
+        f"{tag} line {i + 1}: " + " ".join(f"t{i}x{j}" for j in range(8)) for i in range(n)
+    )
+
+
+def history(n: int) -> list[Msg]:
+    words = " ".join(f"word{j}" for j in range(40))
+    return [
+        Msg(role="user" if i % 2 == 0 else "assistant", content=f"old {i}: {words}")
+        for i in range(n)
+    ]
+
+
+def turn(tag: str, *sizes: int) -> tuple[Msg, Msg]:
+    ids = [f"{tag}{k}" for k in range(len(sizes))]
+    call = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id=i, name="bash", input={"cmd": f"cat {i}"}) for i in ids],
+    )
+    results = Msg(
+        role="tool",
+        content=[
+            ToolResultBlock(id=i, name="bash", output=numbered(size, i))
+            for i, size in zip(ids, sizes, strict=True)
+        ],
+    )
+    return call, results
+
+
+def make(ws: LocalWorkspace, window: int = WINDOW, **config: object) -> Compressor:
+    return Compressor(
+        ContextConfig(context_window=window, **config),  # type: ignore[arg-type]
+        offloader=ws,
+        session_id="s1",
+        counter=COUNTER,
+    )
+
+
+def reference_in(text: str) -> str:
+    found = re.search(r"(\S+/tool_result-\S+?\.txt)", text)
+    assert found, text[-400:]
+    return found.group(1)
+
+
+async def test_fresh_results_over_the_reserve_stay_in_the_context_cut_harder(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = make(local_ws)
+    call, results = turn("r", 60, 60, 60)  # each under tool_result_limit, together over reserve
+    assert COUNTER.count_message(results) > comp.config.reserve_tokens(WINDOW)
+    context = [SYSTEM, Msg(role="user", content="investigate"), *history(150), call, results]
+
+    result = await comp.maybe_compress(context)
+
+    assert result.compressed
+    live = {m.id: m for m in result.messages}
+    assert call.id in live and results.id in live
+    for block in live[results.id].tool_results:
+        text = str(block.output)
+        assert TRUNCATION_MARKER in text
+        assert COUNTER.count_text(text) <= max(
+            FRESH_PREVIEW_FLOOR, comp.config.reserve_tokens(WINDOW) // 3
+        )
+        original = next(b for b in results.tool_results if b.id == block.id)
+        assert Path(reference_in(text)).read_text() == original.output
+    assert comp.count(result.messages) < comp.config.trigger_tokens(WINDOW)
+
+
+async def test_a_result_already_truncated_is_cut_again_from_the_same_file(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = make(local_ws)
+    call, raw = turn("big", 2000)
+    results = await comp.process_message(raw)
+    first_ref = reference_in(str(results.tool_results[0].output))
+    context = [SYSTEM, Msg(role="user", content="go"), *history(150), call, results]
+
+    result = await comp.maybe_compress(context)
+
+    kept = next(m for m in result.messages if m.id == results.id)
+    text = str(kept.tool_results[0].output)
+    assert reference_in(text) == first_ref
+    assert COUNTER.count_text(text) <= comp.config.reserve_tokens(WINDOW)
+    assert len(list(Path(first_ref).parent.glob("tool_result-*"))) == 1
+
+
+async def test_compressor_alone_knows_which_messages_arrived_since_its_previous_call(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = make(local_ws)
+    context = [SYSTEM, Msg(role="user", content="go"), *history(40)]
+    first = await comp.maybe_compress(context)
+    assert not first.compressed
+    # A long turn arrives; the one after it too, with nothing in between but the call.
+    call_a, results_a = turn("a", 70, 70)
+    second = await comp.maybe_compress([*first.messages, *history(110), call_a, results_a])
+    assert second.compressed
+    assert results_a.id in {m.id for m in second.messages}
+    call_b, results_b = turn("b", 90, 90)
+    third = await comp.maybe_compress([*second.messages, call_b, results_b], force=True)
+    ids = [m.id for m in third.messages]
+    assert results_b.id in ids and call_b.id in ids
+    # The turn the model has already seen may now go.
+    assert results_a.id not in ids
+
+
+async def test_a_forced_retry_before_the_model_answered_keeps_the_fresh_turn(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = make(local_ws, window=100_000)
+    call, results = turn("f", 50, 50)
+    context = [SYSTEM, Msg(role="user", content="go"), *history(60), call, results]
+    sent = await comp.maybe_compress(context)
+    assert not sent.compressed  # sent to the model, which then reported an overflow
+    tight = ContextConfig(context_window=4_000)
+    retry = await comp.maybe_compress(sent.messages, force=True, config=tight)
+    assert retry.compressed
+    assert results.id in {m.id for m in retry.messages}
+
+
+async def test_a_fresh_observation_as_user_text_is_kept_and_cut(local_ws: LocalWorkspace) -> None:
+    # mini-swe-agent sends command output back as a user message.
+    comp = make(local_ws)
+    context = [SYSTEM, Msg(role="user", content="task"), *history(150)]
+    await comp.maybe_compress(context[:3])
+    action = Msg(role="assistant", content="THOUGHT: look\n```bash\ncat big.log\n```")
+    observation = Msg(role="user", content=numbered(300, "obs"))
+    result = await comp.maybe_compress([*context, action, observation])
+    live = {m.id: m for m in result.messages}
+    assert action.id in live and observation.id in live
+    assert TRUNCATION_MARKER in live[observation.id].text
+
+
+def test_the_floor_is_documented_and_small() -> None:
+    assert 100 <= FRESH_PREVIEW_FLOOR <= 400
+
+
+async def test_a_limit_above_the_reserve_is_adjusted_and_said_once(
+    local_ws: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    comp = make(local_ws, window=4_000, tool_result_limit=3_000)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        await comp.maybe_compress([SYSTEM, Msg(role="user", content="go")])
+        await comp.maybe_compress([SYSTEM, Msg(role="user", content="go again")])
+    said = [r.getMessage() for r in caplog.records if "tool_result_limit" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "3000" in said[0] and "400" in said[0]
