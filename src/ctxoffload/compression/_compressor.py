@@ -22,6 +22,7 @@ from ..model import ChatModel
 from ..offloader import Offloader
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ._config import ContextConfig
+from ._events import EventCallback, emit_event
 from ._split import is_user_request, split_for_compression
 from ._summarize import summarize
 from ._summary_model import Summary
@@ -115,6 +116,8 @@ class Compressor:
         context_window: the window of the model whose context is managed, used when
             `config.context_window` is not set (the summary model's window is the last
             resort).
+        on_event: called with each event (truncation, compression) as it is written; a
+            plain function or `async def`. One that raises is logged and ignored.
     """
 
     def __init__(
@@ -126,8 +129,10 @@ class Compressor:
         session_id: str | None = None,
         counter: TokenCounter | None = None,
         context_window: int | None = None,
+        on_event: EventCallback | None = None,
     ) -> None:
         self.config = config or ContextConfig()
+        self.on_event = on_event
         self.model = model
         self.offloader = offloader
         self.session_id = session_id or uuid.uuid4().hex[:16]
@@ -166,13 +171,8 @@ class Compressor:
         return self.tracker.count(None, None, messages, tools)
 
     async def _event(self, kind: str, **fields: Any) -> None:
-        record = getattr(self.offloader, "record_event", None)
-        if record is None:
-            return
-        try:
-            await record(self.session_id, kind, **fields)
-        except Exception as exc:
-            logger.warning("could not record a %s event: %s", kind, exc)
+        # Written, logged (INFO for truncation and compression) and passed to on_event.
+        await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
 
     # -- truncation (post-tool) -----------------------------------------------------------
 
