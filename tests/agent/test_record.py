@@ -311,3 +311,57 @@ async def test_compressor_on_event_gets_truncations(workspace: LocalWorkspace) -
     assert [e["kind"] for e in seen] == ["truncation"]
     written = of_kind(await workspace.read_events("s1"), "truncation")
     assert written == seen
+
+
+async def test_an_overflow_retry_is_recorded_and_the_retry_is_rebuilt(
+    workspace: LocalWorkspace,
+) -> None:
+    from ctxoffload import ContextOverflowError
+
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(3)]
+    model = ScriptedModel([*steps, ContextOverflowError("prompt is too long"), "recovered"])
+    agent = make_agent(
+        model,
+        workspace,
+        context_config=ContextConfig(context_window=100_000, tool_result_limit=300),
+    )
+    await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    overflow, retry = [e for e in of_kind(events, "model_call") if e["step"] == 4]
+    assert overflow["outcome"] == "overflow" and overflow["attempt"] == 1
+    assert retry["outcome"] == "ok" and retry["attempt"] == 2
+    assert retry["summary"] is not None
+    rebuilt = rebuild_step(events, 4)
+    assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(model.calls[-1])
+
+
+async def test_a_user_request_cut_by_compression_is_rebuilt_as_each_step_saw_it(
+    workspace: LocalWorkspace,
+) -> None:
+    request = "Please look into this.\n" + "\n".join(
+        f"detail {i} of the request" for i in range(150)
+    )
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(8)]
+    model = ScriptedModel([*steps, "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply(request)
+    events = await workspace.read_events(agent.session_id)
+    user_versions = [e for e in of_kind(events, "message") if e["message"]["role"] == "user"]
+    assert len({e["message"]["id"] for e in user_versions}) < len(user_versions), (
+        "the request was never cut, so this test tests nothing"
+    )
+    for n, expected in enumerate(model.calls, start=1):
+        rebuilt = rebuild_step(events, n)
+        assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(expected)
+
+
+async def test_steps_keep_counting_when_a_session_is_resumed(workspace: LocalWorkspace) -> None:
+    first = make_agent(ScriptedModel([call("c1", "fetch_log", log="a"), "one"]), workspace)
+    await first.reply("go")
+    model = ScriptedModel(["two"])
+    second = make_agent(model, workspace, session_id=first.session_id)
+    await second.reply("again")
+    events = await workspace.read_events(first.session_id)
+    assert [e["step"] for e in of_kind(events, "model_call")] == [1, 2, 3]
+    rebuilt = rebuild_step(events, 3)
+    assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(model.calls[0])

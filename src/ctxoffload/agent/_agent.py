@@ -199,6 +199,7 @@ class Agent:
                     "itself): flatten it, or pass deeply nested data as JSON text"
                 )
             self.messages.append(user)
+            await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
                 self.steps.append(record)

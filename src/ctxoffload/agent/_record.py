@@ -73,6 +73,9 @@ class SessionRecorder:
         self._written: dict[str, Msg] = {}
         self._attempts: dict[int, int] = {}
         self._reply_id: str | None = None
+        # Steps are numbered over the whole session: an agent that resumes a session goes on
+        # from the last step recorded, so that `--step N` names one step.
+        self._step_offset = 0
 
     async def emit(self, kind: str, **fields: Any) -> None:
         """Write one event and tell `on_event`."""
@@ -85,6 +88,21 @@ class SessionRecorder:
         self._started = True
         from .. import __version__
 
+        read = getattr(self.offloader, "read_events", None)
+        if read is not None:
+            try:
+                earlier = await read(self.session_id)
+                self._step_offset = max(
+                    (
+                        e["step"]
+                        for e in earlier
+                        if e.get("kind") == "model_call" and isinstance(e.get("step"), int)
+                    ),
+                    default=0,
+                )
+            except Exception as exc:
+                logger.warning("could not read the record of session %s: %s", self.session_id, exc)
+
         summarizer = agent.compressor.model
         await self.emit(
             "session_start",
@@ -96,6 +114,7 @@ class SessionRecorder:
             config=agent.context_config.model_dump(mode="json"),
             tools=list(agent.tools),
             restored_messages=sum(1 for m in agent.messages if m.role != "system"),
+            first_step=self._step_offset + 1,
         )
 
     async def messages(self, msgs: Iterable[Msg], *, is_context: bool = True) -> None:
@@ -131,7 +150,8 @@ class SessionRecorder:
         response: ModelResponse | None = None,
         error: BaseException | None = None,
     ) -> None:
-        """Write a `model_call` event for one call of the model."""
+        """Write a `model_call` event for one call of the model (`step` counts this agent's)."""
+        step += self._step_offset
         self._attempts[step] = attempt = self._attempts.get(step, 0) + 1
         usage = response.usage if response is not None else None
         reply = response.message if response is not None else None
@@ -169,7 +189,11 @@ class SessionRecorder:
         exception: BaseException | None = None,
     ) -> None:
         """Write a `tool_call` event; log a tool's exception with its traceback."""
-        fields: dict[str, Any] = {"step": step, "tool_id": call.id, "name": call.name}
+        fields: dict[str, Any] = {
+            "step": step + self._step_offset,
+            "tool_id": call.id,
+            "name": call.name,
+        }
         try:
             size = len(json.dumps(call.input, ensure_ascii=False, default=str).encode())
         except (TypeError, ValueError, RecursionError):
