@@ -232,3 +232,28 @@ async def test_a_torn_last_line_is_skipped(
     with events.open("ab") as f:
         f.write(b'{"time": "t", "kind": "mod')
     assert show("run-1", "--step", "1", "--workdir", str(workdir)) == 0
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"kind": "model_call", "step": "six", "attempt": "x", "messages": 3, "error": "e"},
+        {"kind": "model_call"},
+        {"kind": "tool_call", "error": {"no": "type"}, "duration_ms": "slow"},
+        {"kind": "message", "message": {"role": "user", "content": [1, None, {"type": "x"}]}},
+        {"kind": "message", "message": "not a dict"},
+        {"kind": "compression", "lines": [1]},
+        {"kind": "summary", "summary": 5},
+        {"kind": "session_start", "tools": "abc"},
+    ],
+)
+@pytest.mark.parametrize("extra", [[], ["--step", "1"], ["--full"], ["--json"]])
+def test_odd_but_valid_events_never_raise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], event: dict[str, Any], extra: list[str]
+) -> None:
+    session_dir = tmp_path / "sessions" / "s"
+    session_dir.mkdir(parents=True)
+    (session_dir / "events.jsonl").write_text(json.dumps(event) + "\n")
+    assert show("s", *extra, "--workdir", str(tmp_path)) in (0, 1, 2)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") <= 1

@@ -266,7 +266,9 @@ def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, 
             msg = event["message"]
             known[str(msg.get("id"))] = msg
         elif kind == "model_call" and event.get("step") == step:
-            ids = event.get("messages") or []
+            ids = event.get("messages")
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise LookupError(f"the model call at step {step} names no list of messages")
             missing = [i for i in ids if i not in known]
             if missing:
                 raise LookupError(

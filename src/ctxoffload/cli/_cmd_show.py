@@ -129,7 +129,13 @@ def _show_step(events: list[dict[str, Any]], args: argparse.Namespace) -> None:
     try:
         messages = rebuild_step(events, args.step)
     except LookupError as exc:
-        steps = sorted({e["step"] for e in events if e["kind"] == "model_call"})
+        steps = sorted(
+            {
+                e["step"]
+                for e in events
+                if e["kind"] == "model_call" and isinstance(e.get("step"), int)
+            }
+        )
         known = f"steps {steps[0]}-{steps[-1]}" if steps else "no model calls"
         raise ShowError(f"{exc} ({known} are recorded)", 2) from None
     if args.json:
@@ -163,7 +169,13 @@ def _show_timeline(
         return
     print(f"session {args.session} ({session_dir})")
     for event in events:
-        for line in _describe(event, full=args.full):
+        try:
+            lines = _describe(event, full=args.full)
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+            # A line of JSON whose fields are not what this version writes: shown raw
+            # rather than hidden, so nothing in the record is skipped silently.
+            lines = [f"{str(event.get('time', ''))[11:19]} {json.dumps(event)[:300]}"]
+        for line in lines:
             print(line)
     if data_files:
         print("data files:")
@@ -198,7 +210,10 @@ def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
         tokens = f"{_n(event.get('tokens_counted'))} tokens counted" + (
             f" ({_n(reported)} reported)" if reported is not None else ""
         )
-        attempt = f" (attempt {event.get('attempt')})" if event.get("attempt", 1) > 1 else ""
+        attempt_no = event.get("attempt")
+        attempt = (
+            f" (attempt {attempt_no})" if isinstance(attempt_no, int) and attempt_no > 1 else ""
+        )
         outcome = str(event.get("outcome"))
         error = event.get("error")
         if isinstance(error, dict):
@@ -215,7 +230,7 @@ def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
         outcome = str(event.get("outcome"))
         error = event.get("error")
         if isinstance(error, dict):
-            what = f"{error['type']}: " if error.get("type") else ""
+            what = f"{error.get('type')}: " if error.get("type") else ""
             outcome += f": {what}{_first_line(str(error.get('message')))}"
         lines = [
             f"{at}   tool {event.get('name')} ({event.get('tool_id')}) {outcome} · "
