@@ -365,3 +365,21 @@ async def test_steps_keep_counting_when_a_session_is_resumed(workspace: LocalWor
     assert [e["step"] for e in of_kind(events, "model_call")] == [1, 2, 3]
     rebuilt = rebuild_step(events, 3)
     assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(model.calls[0])
+
+
+async def test_without_an_offloader_on_event_still_sees_the_run() -> None:
+    seen: list[dict[str, Any]] = []
+    agent = Agent(
+        model=ScriptedModel([call("c1", "explode", reason="x"), "done"]),
+        tools=[explode],
+        context_config=ContextConfig(context_window=4000),
+        counter=get_token_counter(exact=False),
+        on_event=seen.append,
+    )
+    assert (await agent.reply("go")).text == "done"
+    assert [e["kind"] for e in seen if e["kind"] != "message"] == [
+        "session_start",
+        "model_call",
+        "tool_call",
+        "model_call",
+    ]

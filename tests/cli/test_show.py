@@ -257,3 +257,20 @@ def test_odd_but_valid_events_never_raise(
     assert show("s", *extra, "--workdir", str(tmp_path)) in (0, 1, 2)
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") <= 1
+
+
+async def test_a_step_whose_message_is_missing_from_the_record_is_a_problem(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, _, model = session
+    events = workdir / "sessions" / "run-1" / "events.jsonl"
+    system_id = model.calls[0][0].id
+    kept = [
+        line
+        for line in events.read_text().splitlines(keepends=True)
+        if system_id not in line or '"kind":"model_call"' in line
+    ]
+    events.write_text("".join(kept))
+    assert show("run-1", "--step", "1", "--workdir", str(workdir)) == 1
+    err = capsys.readouterr().err
+    assert f"message {system_id}, which the record does not hold" in err

@@ -33,13 +33,17 @@ from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse
 
-__all__ = ["SessionRecorder", "rebuild_step"]
+__all__ = ["IncompleteRecord", "SessionRecorder", "rebuild_step"]
 
 logger = logging.getLogger("ctxoffload")
 
 # Tool arguments above this many bytes of JSON are not copied into the tool_call event: the
 # assistant message that made the call already holds them, recorded once.
 ARGUMENTS_INLINE_LIMIT = 4096
+
+
+class IncompleteRecord(LookupError):
+    """The record names a message it does not hold (written by an older version, or cut)."""
 
 
 class SessionRecorder:
@@ -256,7 +260,8 @@ def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, 
         The messages as stored (dicts with role, content, id, ...), in the order sent.
 
     Raises:
-        LookupError: no model call at that step, or a message it names was never recorded.
+        IncompleteRecord: a message the step was sent was never recorded.
+        LookupError: no model call at that step.
     """
     known: dict[str, dict[str, Any]] = {}
     rebuilt: list[dict[str, Any]] | None = None
@@ -271,7 +276,7 @@ def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, 
                 raise LookupError(f"the model call at step {step} names no list of messages")
             missing = [i for i in ids if i not in known]
             if missing:
-                raise LookupError(
+                raise IncompleteRecord(
                     f"step {step} was sent message {missing[0]}, which the record does not hold"
                 )
             rebuilt = [known[i] for i in ids]

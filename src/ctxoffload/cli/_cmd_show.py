@@ -124,10 +124,12 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def _show_step(events: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    from ..agent._record import rebuild_step
+    from ..agent._record import IncompleteRecord, rebuild_step
 
     try:
         messages = rebuild_step(events, args.step)
+    except IncompleteRecord as exc:
+        raise ShowError(str(exc), 1) from None
     except LookupError as exc:
         steps = sorted(
             {
@@ -168,6 +170,8 @@ def _show_timeline(
         print(json.dumps(report, ensure_ascii=False))
         return
     print(f"session {args.session} ({session_dir})")
+    if not events:
+        print("no record: events.jsonl is missing or empty (nothing recorded yet)")
     for event in events:
         try:
             lines = _describe(event, full=args.full)
