@@ -383,3 +383,35 @@ async def test_without_an_offloader_on_event_still_sees_the_run() -> None:
         "tool_call",
         "model_call",
     ]
+
+
+class RefusingOffloader(NoRecordOffloader):
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        raise OSError("disk full")
+
+
+async def test_a_failed_offload_is_a_warning(
+    workspace: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = make_agent(
+        ScriptedModel([call("c1", "fetch_log", log="a"), "done"]), RefusingOffloader(workspace)
+    )
+    with caplog.at_level(logging.INFO, logger="ctxoffload"):
+        await agent.reply("go")
+    (warning,) = [r for r in caplog.records if "could not offload" in r.getMessage()]
+    assert warning.levelno == logging.WARNING and "fetch_log" in warning.getMessage()
+
+
+async def test_tool_results_are_recorded_as_the_model_will_see_them(
+    workspace: LocalWorkspace,
+) -> None:
+    model = ScriptedModel([call("c1", "fetch_log", log="a")])
+    agent = make_agent(model, workspace)
+    with pytest.raises(Exception, match="no steps left"):
+        await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    (tool_msg,) = [
+        e["message"] for e in of_kind(events, "message") if e["message"]["role"] == "tool"
+    ]
+    assert tool_msg == agent.messages[-1].model_dump(mode="json")
+    assert "tool_result-c1.txt" in tool_msg["content"][0]["output"]

@@ -222,7 +222,9 @@ class Agent:
                     *(self.compressor.process_tool_result(r) for r in results)
                 )
                 record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
-                self.messages.append(Msg(role="tool", content=list(processed), name=self.name))
+                results_msg = Msg(role="tool", content=list(processed), name=self.name)
+                self.messages.append(results_msg)
+                await self._record.messages([results_msg], is_context=False)
                 await self._save_state()
                 logger.debug("step %d: %d tool calls", step, len(calls))
             stop = Msg(
