@@ -6,6 +6,7 @@ import asyncio
 import base64
 import inspect
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,12 +15,14 @@ from typing import Any
 from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from .._payloads import storable_message
 from ..compression import CompressionResult, Compressor, ContextConfig
+from ..compression._events import EventCallback
 from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
 from ..offloader import Offloader
 from ..tokens import TokenCounter, get_token_counter
 from ..workspace import validate_session_id
+from ._record import SessionRecorder
 from ._tools import Tool, as_tools
 
 __all__ = ["Agent", "StepRecord"]
@@ -73,6 +76,9 @@ class Agent:
             `ScriptedModel`, see above).
         max_steps: model calls per `reply` before giving up.
         counter: the token counter; by default the exact one for `model`.
+        on_event: called with each event of the session record (see README, "The session
+            record") as it is written, the compressor's included; a plain function or
+            `async def`. One that raises is logged and ignored.
 
     Raises:
         ConfigError: one of the checks above failed (also a `ValueError`).
@@ -92,6 +98,7 @@ class Agent:
         summary_model: ChatModel | None = None,
         max_steps: int = 30,
         counter: TokenCounter | None = None,
+        on_event: EventCallback | None = None,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(
@@ -136,6 +143,10 @@ class Agent:
             else get_token_counter(getattr(model, "model_name", None)),
             # Never None, so the compressor never asks a model without one for its window.
             context_window=window if window is not None else config.context_window,
+            on_event=on_event,
+        )
+        self._record = SessionRecorder(
+            offloader, self.session_id, on_event=on_event, prepare=self._without_payloads
         )
         self.messages: list[Msg] = self._initial_messages()
         self.steps: list[StepRecord] = []
@@ -176,6 +187,7 @@ class Agent:
         """
         async with self._lock:
             await self._restore()
+            await self._record.start(self)
             user = (
                 user_input if isinstance(user_input, Msg) else Msg(role="user", content=user_input)
             )
@@ -187,6 +199,7 @@ class Agent:
                     "itself): flatten it, or pass deeply nested data as JSON text"
                 )
             self.messages.append(user)
+            await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
                 self.steps.append(record)
@@ -209,7 +222,9 @@ class Agent:
                     *(self.compressor.process_tool_result(r) for r in results)
                 )
                 record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
-                self.messages.append(Msg(role="tool", content=list(processed), name=self.name))
+                results_msg = Msg(role="tool", content=list(processed), name=self.name)
+                self.messages.append(results_msg)
+                await self._record.messages([results_msg], is_context=False)
                 await self._save_state()
                 logger.debug("step %d: %d tool calls", step, len(calls))
             stop = Msg(
@@ -221,12 +236,13 @@ class Agent:
                 ),
             )
             self.messages.append(stop)
+            await self._record.messages(self.messages)
             await self._save_state()
             return stop
 
     async def _call_model(self, record: StepRecord) -> ModelResponse:
         try:
-            response = await self.model.generate(self.messages, tools=self.tool_schemas or None)
+            response = await self._generate(record)
         except ContextOverflowError as overflow:
             # Our count said it fits but the provider disagrees (a different tokenizer, say):
             # compress once more and retry once.
@@ -243,27 +259,52 @@ class Agent:
             self.messages = forced.messages
             record.compressed = True
             record.context_tokens = forced.tokens_after
-            response = await self.model.generate(self.messages, tools=self.tool_schemas or None)
+            response = await self._generate(record)
         if response.usage is not None and response.usage.input_tokens > 0:
             record.input_tokens = response.usage.input_tokens
             self.compressor.tracker.anchor(response.usage.input_tokens, self.messages)
         if response.message.name is None:
             response.message.name = self.name
         response.message = _bounded(response.message)
+        await self._record.messages([response.message], is_context=False)
+        return response
+
+    async def _generate(self, record: StepRecord) -> ModelResponse:
+        """Call the model once with the context, and record what it was sent and how it went."""
+        await self._record.messages(self.messages)
+        sent = list(self.messages)
+        tokens = self.context_tokens()
+        logger.debug(
+            "step %d: calling the model with %d messages, %d tokens", record.step, len(sent), tokens
+        )
+        started = time.monotonic()
+        try:
+            response = await self.model.generate(sent, tools=self.tool_schemas or None)
+        except Exception as exc:
+            await self._record.model_call(record.step, sent, tokens, started, error=exc)
+            raise
+        await self._record.model_call(record.step, sent, tokens, started, response=response)
         return response
 
     async def _run_tool(self, call: Any) -> ToolResultBlock:
+        started = time.monotonic()
+        raised: list[BaseException] = []
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
-            return ToolResultBlock(
+            result = ToolResultBlock(
                 id=call.id,
                 name=call.name,
                 output=f"Error: there is no tool named {call.name!r}; the tools are: {known}",
                 is_error=True,
             )
-        store = self.offloader.offload_data_block if self.offloader is not None else None
-        return await tool.run(call, store_data=store)
+        else:
+            store = self.offloader.offload_data_block if self.offloader is not None else None
+            result = await tool.run(call, store_data=store, on_error=raised.append)
+        await self._record.tool_call(
+            len(self.steps), call, result, started, raised[0] if raised else None
+        )
+        return result
 
     async def compress_context(
         self, context_config: ContextConfig | None = None
@@ -280,6 +321,7 @@ class Agent:
             )
             self.messages = result.messages
             if result.compressed:
+                await self._record.messages(self.messages)
                 await self._save_state()
             return result
 

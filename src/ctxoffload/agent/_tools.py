@@ -90,6 +90,7 @@ class Tool:
         call: ToolCallBlock,
         *,
         store_data: Callable[[DataBlock], Awaitable[DataBlock]] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
     ) -> ToolResultBlock:
         """Run the function for one call; failures become error results, never exceptions.
 
@@ -105,6 +106,8 @@ class Tool:
             call: the model's call.
             store_data: stores a block's payload and returns the block pointing at it,
                 usually the offloader's `offload_data_block`.
+            on_error: given the exception when the function (or reading its arguments)
+                raised, so its traceback can be kept; the result is an error result still.
         """
         try:
             kwargs = self._arguments(call.input)
@@ -115,6 +118,8 @@ class Tool:
                 if inspect.isawaitable(value):
                     value = await value
         except Exception as exc:
+            if on_error is not None:
+                on_error(exc)
             return _error(call, self.name, f"{type(exc).__name__}: {exc}")
         if isinstance(value, bytes) and _is_binary(value):
             return await self._binary_result(call, value, store_data)

@@ -23,6 +23,7 @@ from ..model import ChatModel
 from ..offloader import Offloader
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ._config import CHARS_PER_TOKEN, ContextConfig
+from ._events import EventCallback, emit_event
 from ._readers import ReaderTools
 from ._split import is_user_request, split_for_compression, turns
 from ._summarize import bound_summary, summarize
@@ -133,6 +134,8 @@ class Compressor:
         reader_tools: the names of the agent's tools for reading offloaded content back,
             written into every notice; they take precedence over `config.reader_tools`.
             Change them later with `set_reader_tools`.
+        on_event: called with each event (truncation, compression, summary) as it is
+            written; a plain function or `async def`. One that raises is logged and ignored.
 
     Which messages are fresh: `maybe_compress` remembers the ids of the messages it
     returned; the messages after the last of those, from the model's latest message on,
@@ -151,8 +154,10 @@ class Compressor:
         counter: TokenCounter | None = None,
         context_window: int | None = None,
         reader_tools: ReaderTools | None = None,
+        on_event: EventCallback | None = None,
     ) -> None:
         self.config = config or ContextConfig()
+        self.on_event = on_event
         self.model = model
         self.offloader = offloader
         self.session_id = session_id or uuid.uuid4().hex[:16]
@@ -215,13 +220,8 @@ class Compressor:
         return self.tracker.count(None, None, messages, tools)
 
     async def _event(self, kind: str, **fields: Any) -> None:
-        record = getattr(self.offloader, "record_event", None)
-        if record is None:
-            return
-        try:
-            await record(self.session_id, kind, **fields)
-        except Exception as exc:
-            logger.warning("could not record a %s event: %s", kind, exc)
+        # Written, logged (INFO for truncation and compression) and passed to on_event.
+        await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
 
     # -- truncation (post-tool) -----------------------------------------------------------
 

@@ -1,0 +1,285 @@
+"""The session record: what an `Agent` appends to events.jsonl, and how a step is rebuilt.
+
+Event kinds written here (each line also has `time` and `kind`):
+
+- `session_start`: agent, version, model, summary_model, context_window, config, tools,
+  restored_messages.
+- `message`: `message`, one message in full as it entered the context (a tool message
+  holds the results as the model saw them: truncated heads, not the whole output). A
+  message that changes while keeping its id (a long user request cut by compression) is
+  written again; the latest line before a model call is the one that call was sent.
+- `model_call`: step, attempt, messages (the ids sent, in order), summary (the id of the
+  summary message sent, or null), tokens_counted, input_tokens / output_tokens (what the
+  provider reported, or null), duration_ms, outcome (`ok`, `overflow` or `error`), error,
+  reply (the reply's id), tool_calls.
+- `tool_call`: step, tool_id, name, arguments (or arguments_ref and arguments_bytes when
+  they are over 4 KB: they are in the assistant message named), duration_ms, outcome
+  (`ok` or `error`), output_chars, error (type, message, traceback when it raised).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from .._payloads import storable_message
+from ..compression import is_summary_message
+from ..compression._events import EventCallback, emit_event
+from ..exceptions import ContextOverflowError
+from ..messages import Msg, ToolCallBlock, ToolResultBlock
+from ..model import ModelResponse
+
+__all__ = ["IncompleteRecord", "SessionRecorder", "rebuild_step"]
+
+logger = logging.getLogger("ctxoffload")
+
+# Tool arguments above this many bytes of JSON are not copied into the tool_call event: the
+# assistant message that made the call already holds them, recorded once.
+ARGUMENTS_INLINE_LIMIT = 4096
+
+
+class IncompleteRecord(LookupError):
+    """The record names a message it does not hold (written by an older version, or cut)."""
+
+
+class SessionRecorder:
+    """Appends an agent's session record through the offloader's `record_event`.
+
+    Recording never fails the run: an offloader without `record_event` gets no record, and
+    a failed write is logged.
+
+    Args:
+        offloader: where events go (its `record_event`), or None.
+        session_id: the session.
+        on_event: called with each event dict as it is written (sync or async).
+        prepare: turns a message into the form stored (inline payloads moved to data/).
+    """
+
+    def __init__(
+        self,
+        offloader: Any,
+        session_id: str,
+        *,
+        on_event: EventCallback | None = None,
+        prepare: Callable[[Msg], Awaitable[Msg]] | None = None,
+    ) -> None:
+        self.offloader = offloader
+        self.session_id = session_id
+        self.on_event = on_event
+        self._prepare = prepare
+        self._started = False
+        # The message objects last written, by id. Messages are never mutated in place, so
+        # the same object means the same content; a new object under a known id is a change.
+        self._written: dict[str, Msg] = {}
+        self._attempts: dict[int, int] = {}
+        self._reply_id: str | None = None
+        # Steps are numbered over the whole session: an agent that resumes a session goes on
+        # from the last step recorded, so that `--step N` names one step.
+        self._step_offset = 0
+
+    async def emit(self, kind: str, **fields: Any) -> None:
+        """Write one event and tell `on_event`."""
+        await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
+
+    async def start(self, agent: Any) -> None:
+        """Write `session_start` once per agent object."""
+        if self._started:
+            return
+        self._started = True
+        from .. import __version__
+
+        read = getattr(self.offloader, "read_events", None)
+        if read is not None:
+            try:
+                earlier = await read(self.session_id)
+                self._step_offset = max(
+                    (
+                        e["step"]
+                        for e in earlier
+                        if e.get("kind") == "model_call" and isinstance(e.get("step"), int)
+                    ),
+                    default=0,
+                )
+            except Exception as exc:
+                logger.warning("could not read the record of session %s: %s", self.session_id, exc)
+
+        summarizer = agent.compressor.model
+        await self.emit(
+            "session_start",
+            agent=agent.name,
+            version=__version__,
+            model=_model_name(agent.model),
+            summary_model=_model_name(summarizer) if summarizer is not None else None,
+            context_window=agent.compressor.window(),
+            config=agent.context_config.model_dump(mode="json"),
+            tools=list(agent.tools),
+            restored_messages=sum(1 for m in agent.messages if m.role != "system"),
+            first_step=self._step_offset + 1,
+        )
+
+    async def messages(self, msgs: Iterable[Msg], *, is_context: bool = True) -> None:
+        """Write a `message` event for each message not yet written in this form.
+
+        Args:
+            msgs: messages that are (or are about to be) in the context.
+            is_context: `msgs` is the whole context, so messages outside it are forgotten.
+        """
+        msgs = list(msgs)
+        for msg in msgs:
+            if self._written.get(msg.id) is msg:
+                continue
+            try:
+                stored = await self._prepare(msg) if self._prepare is not None else msg
+                value, _ = storable_message(stored, None, where=f"message {msg.id}")
+            except Exception as exc:
+                logger.warning("could not record message %s: %s", msg.id, exc)
+                continue
+            await self.emit("message", message=value)
+        if is_context:
+            self._written = {m.id: m for m in msgs}
+        else:
+            self._written.update((m.id, m) for m in msgs)
+
+    async def model_call(
+        self,
+        step: int,
+        sent: Sequence[Msg],
+        tokens_counted: int,
+        started: float,
+        *,
+        response: ModelResponse | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Write a `model_call` event for one call of the model (`step` counts this agent's)."""
+        step += self._step_offset
+        self._attempts[step] = attempt = self._attempts.get(step, 0) + 1
+        usage = response.usage if response is not None else None
+        reply = response.message if response is not None else None
+        if error is None:
+            outcome = "ok"
+        elif isinstance(error, ContextOverflowError):
+            outcome = "overflow"
+        else:
+            outcome = "error"
+        summary = next((m.id for m in sent if is_summary_message(m)), None)
+        if reply is not None:
+            self._reply_id = reply.id
+        await self.emit(
+            "model_call",
+            step=step,
+            attempt=attempt,
+            messages=[m.id for m in sent],
+            summary=summary,
+            tokens_counted=tokens_counted,
+            input_tokens=usage.input_tokens if usage is not None else None,
+            output_tokens=usage.output_tokens if usage is not None else None,
+            duration_ms=_elapsed_ms(started),
+            outcome=outcome,
+            error=_error_fields(error, with_traceback=False) if error is not None else None,
+            reply=reply.id if reply is not None else None,
+            tool_calls=[{"id": c.id, "name": c.name} for c in reply.tool_calls] if reply else [],
+        )
+
+    async def tool_call(
+        self,
+        step: int,
+        call: ToolCallBlock,
+        result: ToolResultBlock,
+        started: float,
+        exception: BaseException | None = None,
+    ) -> None:
+        """Write a `tool_call` event; log a tool's exception with its traceback."""
+        fields: dict[str, Any] = {
+            "step": step + self._step_offset,
+            "tool_id": call.id,
+            "name": call.name,
+        }
+        try:
+            size = len(json.dumps(call.input, ensure_ascii=False, default=str).encode())
+        except (TypeError, ValueError, RecursionError):
+            size = ARGUMENTS_INLINE_LIMIT + 1  # not JSON as it is: the message keeps it
+        if size <= ARGUMENTS_INLINE_LIMIT:
+            fields["arguments"] = call.input
+        else:
+            fields["arguments_ref"] = {"message_id": self._reply_id, "tool_call_id": call.id}
+            fields["arguments_bytes"] = size
+        fields["duration_ms"] = _elapsed_ms(started)
+        fields["outcome"] = "error" if result.is_error else "ok"
+        output = result.output
+        fields["output_chars"] = len(output) if isinstance(output, str) else None
+        if exception is not None:
+            fields["error"] = _error_fields(exception, with_traceback=True)
+            logger.warning(
+                "tool %s (call %s) raised %s: %s",
+                call.name,
+                call.id,
+                type(exception).__name__,
+                exception,
+                exc_info=(type(exception), exception, exception.__traceback__),
+            )
+        elif result.is_error:
+            text = output if isinstance(output, str) else ""
+            fields["error"] = {"type": None, "message": text[:1000]}
+        await self.emit("tool_call", **fields)
+
+
+def _model_name(model: Any) -> str:
+    name = getattr(model, "model_name", None)
+    return name if isinstance(name, str) else type(model).__name__
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)
+
+
+def _error_fields(error: BaseException, *, with_traceback: bool) -> dict[str, Any]:
+    fields: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    if with_traceback:
+        fields["traceback"] = "".join(
+            traceback.format_exception(type(error), error, error.__traceback__)
+        )
+    return fields
+
+
+def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """The messages the model was sent at `step`, rebuilt from a session's events.
+
+    Each id in the step's `model_call` event is looked up in the `message` events written
+    before it (the latest line for an id wins). When a step called the model more than once
+    (a retry after an overflow), the last call is the one rebuilt.
+
+    Args:
+        events: the session's events.jsonl entries, oldest first.
+        step: the step number (1-based, counted over the whole session).
+
+    Returns:
+        The messages as stored (dicts with role, content, id, ...), in the order sent.
+
+    Raises:
+        IncompleteRecord: a message the step was sent was never recorded.
+        LookupError: no model call at that step.
+    """
+    known: dict[str, dict[str, Any]] = {}
+    rebuilt: list[dict[str, Any]] | None = None
+    for event in events:
+        kind = event.get("kind")
+        if kind == "message" and isinstance(event.get("message"), dict):
+            msg = event["message"]
+            known[str(msg.get("id"))] = msg
+        elif kind == "model_call" and event.get("step") == step:
+            ids = event.get("messages")
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise LookupError(f"the model call at step {step} names no list of messages")
+            missing = [i for i in ids if i not in known]
+            if missing:
+                raise IncompleteRecord(
+                    f"step {step} was sent message {missing[0]}, which the record does not hold"
+                )
+            rebuilt = [known[i] for i in ids]
+    if rebuilt is None:
+        raise LookupError(f"the record has no model call at step {step}")
+    return rebuilt

@@ -1,0 +1,87 @@
+"""Writing an event: to the offloader's record, to the `ctxoffload` logger, to `on_event`."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = ["EventCallback", "emit_event"]
+
+logger = logging.getLogger("ctxoffload")
+
+EventCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
+"""Receives each event dict as it is written; a plain function or an `async def` one."""
+
+
+async def emit_event(
+    offloader: Any,
+    session_id: str,
+    on_event: EventCallback | None,
+    kind: str,
+    fields: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Write one event through `offloader.record_event`, log it, and tell `on_event`.
+
+    Neither a failed write nor a failing callback is raised: the record serves the run and
+    must never stop it. An offloader without `record_event` keeps no record.
+
+    Returns:
+        The event as written: `time`, `kind`, then `fields`.
+    """
+    event = {
+        "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "kind": kind,
+        **fields,
+    }
+    _log_event(event)
+    record = getattr(offloader, "record_event", None)
+    if record is not None:
+        try:
+            # `time` is passed on so that the line written and the dict `on_event` gets agree.
+            await record(session_id, kind, **{k: v for k, v in event.items() if k != "kind"})
+        except Exception as exc:
+            logger.warning("could not record a %s event: %s", kind, exc)
+    if on_event is not None:
+        try:
+            result = on_event(event)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            logger.warning("the on_event callback failed on a %s event", kind, exc_info=True)
+    return event
+
+
+def _tokens(n: Any) -> str:
+    """`259432` -> `'259k'`, `3665` -> `'3.7k'`, `812` -> `'812'`."""
+    if not isinstance(n, int) or n < 1000:
+        return str(n)
+    return f"{n / 1000:.1f}k" if n < 10_000 else f"{n // 1000}k"
+
+
+def _log_event(event: Mapping[str, Any]) -> None:
+    kind = event["kind"]
+    if kind == "truncation":
+        logger.info(
+            "truncated %s %s→%s tokens into %s",
+            event.get("tool_name") or "a tool result",
+            _tokens(event.get("tokens_before")),
+            _tokens(event.get("tokens_after")),
+            event.get("reference") or "nowhere (no offloader)",
+        )
+    elif kind == "compression":
+        lines = event.get("lines")
+        span = f" lines {lines[0]}-{lines[1]}" if isinstance(lines, list) and lines else ""
+        logger.info(
+            "compressed %s messages, %s→%s tokens, into %s%s (%s summary)",
+            event.get("messages"),
+            _tokens(event.get("tokens_before")),
+            _tokens(event.get("tokens_after")),
+            event.get("reference") or "nowhere (no offloader)",
+            span,
+            event.get("summary_source"),
+        )
+    else:
+        logger.debug("event %s", kind)

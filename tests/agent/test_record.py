@@ -1,0 +1,421 @@
+"""The session record: what an Agent writes to events.jsonl, logs, and tells on_event."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    ScriptedModel,
+    ToolCallBlock,
+    __version__,
+    get_token_counter,
+)
+from ctxoffload.agent._record import rebuild_step
+from ctxoffload.compression import Compressor
+from ctxoffload.messages import ToolResultBlock
+
+SUMMARY = {
+    "task_overview": "investigate",
+    "current_state": "working",
+    "important_discoveries": "none yet",
+    "next_steps": "continue",
+    "context_to_preserve": "none",
+}
+
+
+def call(call_id: str, name: str, **args: Any) -> Msg:
+    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+
+
+def fetch_log(log: str) -> str:
+    """Fetch a log file.
+
+    Args:
+        log: which log.
+    """
+    return "\n".join(f"{i:05d} INFO request served in {i % 97} ms" for i in range(3000)) + log
+
+
+def explode(reason: str) -> str:
+    """Fail on purpose.
+
+    Args:
+        reason: why.
+    """
+    raise RuntimeError(f"boom: {reason}")
+
+
+def make_agent(model: ScriptedModel, workspace: Any, **kwargs: Any) -> Agent:
+    kwargs.setdefault("context_config", ContextConfig(context_window=4000, tool_result_limit=300))
+    kwargs.setdefault("counter", get_token_counter(exact=False))
+    kwargs.setdefault("summary_model", ScriptedModel(default=SUMMARY))
+    return Agent(
+        name="tester",
+        system_prompt="You test things.",
+        model=model,
+        offloader=workspace,
+        tools=[fetch_log, explode],
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> LocalWorkspace:
+    return LocalWorkspace(tmp_path / "ws")
+
+
+def of_kind(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["kind"] == kind]
+
+
+def sent(msgs: list[Msg]) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": m.model_dump(mode="json")["content"]} for m in msgs]
+
+
+async def test_session_start_names_config_models_tools_and_version(
+    workspace: LocalWorkspace,
+) -> None:
+    agent = make_agent(ScriptedModel(["hi"], model_name="gpt-test"), workspace)
+    await agent.reply("hello")
+    (start,) = of_kind(await workspace.read_events(agent.session_id), "session_start")
+    assert start["version"] == __version__
+    assert start["model"] == "gpt-test"
+    assert start["summary_model"] == "scripted"
+    assert start["tools"] == ["fetch_log", "explode"]
+    assert start["config"]["tool_result_limit"] == 300
+    assert start["context_window"] == 4000
+
+
+async def test_user_requests_and_final_answers_stay_in_the_record(
+    workspace: LocalWorkspace,
+) -> None:
+    agent = make_agent(ScriptedModel(["first answer", "second answer"]), workspace)
+    await agent.reply("first question")
+    await agent.reply("second question")
+    messages = [
+        e["message"] for e in of_kind(await workspace.read_events(agent.session_id), "message")
+    ]
+    texts = [(m["role"], m["content"]) for m in messages]
+    for pair in [
+        ("system", "You test things."),
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question"),
+        ("assistant", "second answer"),
+    ]:
+        assert pair in texts
+
+
+async def test_each_step_is_rebuilt_from_the_files_through_compressions(
+    workspace: LocalWorkspace,
+) -> None:
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(24)]
+    model = ScriptedModel([*steps, "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("read many logs")
+    assert agent.compressor.compressions >= 2
+    events = await workspace.read_events(agent.session_id)
+    first_compression = next(i for i, e in enumerate(events) if e["kind"] == "compression")
+    calls = of_kind(events, "model_call")
+    assert len(calls) == len(model.calls)
+    assert any(events.index(c) < first_compression for c in calls)
+    for n, expected in enumerate(model.calls, start=1):
+        rebuilt = rebuild_step(events, n)
+        assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(expected)
+
+
+async def test_model_calls_record_ids_tokens_duration_and_outcome(
+    workspace: LocalWorkspace,
+) -> None:
+    model = ScriptedModel([call("c1", "fetch_log", log="a"), "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    first, second = of_kind(events, "model_call")
+    assert first["step"] == 1 and second["step"] == 2
+    assert first["messages"] == [m.id for m in model.calls[0]]
+    assert first["tokens_counted"] > 0
+    assert first["duration_ms"] >= 0
+    assert first["outcome"] == "ok"
+    assert first["tool_calls"] == [{"id": "c1", "name": "fetch_log"}]
+    assert second["reply"] == agent.messages[-1].id
+
+
+async def test_a_failed_model_call_is_recorded_with_its_error(workspace: LocalWorkspace) -> None:
+    model = ScriptedModel([ValueError("provider down")])
+    agent = make_agent(model, workspace)
+    with pytest.raises(ValueError):
+        await agent.reply("go")
+    (failed,) = of_kind(await workspace.read_events(agent.session_id), "model_call")
+    assert failed["outcome"] == "error"
+    assert failed["error"] == {"type": "ValueError", "message": "provider down"}
+
+
+async def test_tool_exception_keeps_type_message_and_traceback(
+    workspace: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedModel([call("c1", "explode", reason="test"), "done"])
+    agent = make_agent(model, workspace)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        await agent.reply("go")
+    (tool,) = of_kind(await workspace.read_events(agent.session_id), "tool_call")
+    assert tool["name"] == "explode"
+    assert tool["arguments"] == {"reason": "test"}
+    assert tool["outcome"] == "error"
+    assert tool["error"]["type"] == "RuntimeError"
+    assert tool["error"]["message"] == "boom: test"
+    assert 'raise RuntimeError(f"boom: {reason}")' in tool["error"]["traceback"]
+    warning = next(r for r in caplog.records if "explode" in r.getMessage())
+    assert warning.levelno == logging.WARNING
+    assert warning.exc_info is not None
+
+
+async def test_a_successful_tool_call_is_recorded(workspace: LocalWorkspace) -> None:
+    model = ScriptedModel([call("c1", "fetch_log", log="a"), "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("go")
+    (tool,) = of_kind(await workspace.read_events(agent.session_id), "tool_call")
+    assert tool["outcome"] == "ok"
+    assert tool["step"] == 1
+    assert tool["tool_id"] == "c1"
+    assert tool["duration_ms"] >= 0
+    assert "error" not in tool
+
+
+async def test_large_arguments_are_referenced_not_copied(workspace: LocalWorkspace) -> None:
+    big = "x" * 5000
+    model = ScriptedModel([call("c1", "fetch_log", log=big), "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    (tool,) = of_kind(events, "tool_call")
+    assert "arguments" not in tool
+    ref = tool["arguments_ref"]
+    holder = next(
+        e["message"] for e in of_kind(events, "message") if e["message"]["id"] == ref["message_id"]
+    )
+    (block,) = [b for b in holder["content"] if b.get("id") == ref["tool_call_id"]]
+    assert block["input"] == {"log": big}
+
+
+async def test_on_event_sees_the_events_as_written(workspace: LocalWorkspace) -> None:
+    seen: list[dict[str, Any]] = []
+    model = ScriptedModel([call("c1", "fetch_log", log="a"), "done"])
+    agent = make_agent(model, workspace, on_event=seen.append)
+    await agent.reply("go")
+    written = await workspace.read_events(agent.session_id)
+    # The workspace's own lines (tool_result, context) are not ours to announce.
+    ours = [e for e in written if e["kind"] not in ("tool_result", "context")]
+    assert seen == ours
+    assert {"session_start", "message", "model_call", "tool_call", "truncation"} <= {
+        e["kind"] for e in seen
+    }
+
+
+async def test_an_async_on_event_is_awaited(workspace: LocalWorkspace) -> None:
+    seen: list[str] = []
+
+    async def observe(event: dict[str, Any]) -> None:
+        seen.append(event["kind"])
+
+    agent = make_agent(ScriptedModel(["done"]), workspace, on_event=observe)
+    await agent.reply("go")
+    assert "model_call" in seen
+
+
+async def test_a_failing_on_event_is_logged_and_the_run_goes_on(
+    workspace: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(event: dict[str, Any]) -> None:
+        raise KeyError("observer bug")
+
+    agent = make_agent(ScriptedModel(["done"]), workspace, on_event=broken)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        reply = await agent.reply("go")
+    assert reply.text == "done"
+    assert any("on_event" in r.getMessage() for r in caplog.records)
+
+
+class NoRecordOffloader:
+    """An offloader without record_event: nothing is recorded and nothing fails."""
+
+    def __init__(self, inner: LocalWorkspace) -> None:
+        self.inner = inner
+
+    async def offload_context(self, session_id: str, msgs: Any) -> Any:
+        return await self.inner.offload_context(session_id, msgs)
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        return await self.inner.offload_tool_result(session_id, tool_result)
+
+    async def offload_data_block(self, block: Any) -> Any:
+        return await self.inner.offload_data_block(block)
+
+
+class FailingRecordOffloader(NoRecordOffloader):
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        raise OSError("disk full")
+
+
+@pytest.mark.parametrize("offloader_class", [NoRecordOffloader, FailingRecordOffloader])
+async def test_an_offloader_that_cannot_record_never_breaks_the_run(
+    workspace: LocalWorkspace, offloader_class: type[NoRecordOffloader]
+) -> None:
+    seen: list[dict[str, Any]] = []
+    steps: list[Any] = [call("c1", "explode", reason="x"), call("c2", "fetch_log", log="a")]
+    agent = make_agent(
+        ScriptedModel([*steps, "done"]), offloader_class(workspace), on_event=seen.append
+    )
+    assert (await agent.reply("go")).text == "done"
+    assert any(e["kind"] == "tool_call" for e in seen)
+
+
+async def test_truncation_and_compression_are_logged_at_info(
+    workspace: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(12)]
+    agent = make_agent(ScriptedModel([*steps, "done"]), workspace)
+    with caplog.at_level(logging.DEBUG, logger="ctxoffload"):
+        await agent.reply("go")
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    truncated = [m for m in infos if m.startswith("truncated fetch_log ")]
+    assert len(truncated) == 12
+    assert "tool_result-c0.txt" in truncated[0] and "→" in truncated[0]
+    compressed = [m for m in infos if m.startswith("compressed ")]
+    assert len(compressed) == agent.compressor.compressions
+    assert "context.jsonl lines 1-" in compressed[0]
+    debugs = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any(m.startswith("step 1:") for m in debugs)
+
+
+async def test_compressor_on_event_gets_truncations(workspace: LocalWorkspace) -> None:
+    seen: list[dict[str, Any]] = []
+    compressor = Compressor(
+        ContextConfig(context_window=4000, tool_result_limit=300),
+        offloader=workspace,
+        session_id="s1",
+        counter=get_token_counter(exact=False),
+        on_event=seen.append,
+    )
+    await compressor.process_tool_result(
+        ToolResultBlock(id="t1", name="fetch_log", output=fetch_log("a"))
+    )
+    assert [e["kind"] for e in seen] == ["truncation"]
+    written = of_kind(await workspace.read_events("s1"), "truncation")
+    assert written == seen
+
+
+async def test_an_overflow_retry_is_recorded_and_the_retry_is_rebuilt(
+    workspace: LocalWorkspace,
+) -> None:
+    from ctxoffload import ContextOverflowError
+
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(3)]
+    model = ScriptedModel([*steps, ContextOverflowError("prompt is too long"), "recovered"])
+    agent = make_agent(
+        model,
+        workspace,
+        context_config=ContextConfig(context_window=100_000, tool_result_limit=300),
+    )
+    await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    overflow, retry = [e for e in of_kind(events, "model_call") if e["step"] == 4]
+    assert overflow["outcome"] == "overflow" and overflow["attempt"] == 1
+    assert retry["outcome"] == "ok" and retry["attempt"] == 2
+    assert retry["summary"] is not None
+    rebuilt = rebuild_step(events, 4)
+    assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(model.calls[-1])
+
+
+async def test_a_user_request_cut_by_compression_is_rebuilt_as_each_step_saw_it(
+    workspace: LocalWorkspace,
+) -> None:
+    request = "Please look into this.\n" + "\n".join(
+        f"detail {i} of the request" for i in range(150)
+    )
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(8)]
+    model = ScriptedModel([*steps, "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply(request)
+    events = await workspace.read_events(agent.session_id)
+    user_versions = [e for e in of_kind(events, "message") if e["message"]["role"] == "user"]
+    assert len({e["message"]["id"] for e in user_versions}) < len(user_versions), (
+        "the request was never cut, so this test tests nothing"
+    )
+    for n, expected in enumerate(model.calls, start=1):
+        rebuilt = rebuild_step(events, n)
+        assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(expected)
+
+
+async def test_steps_keep_counting_when_a_session_is_resumed(workspace: LocalWorkspace) -> None:
+    first = make_agent(ScriptedModel([call("c1", "fetch_log", log="a"), "one"]), workspace)
+    await first.reply("go")
+    model = ScriptedModel(["two"])
+    second = make_agent(model, workspace, session_id=first.session_id)
+    await second.reply("again")
+    events = await workspace.read_events(first.session_id)
+    assert [e["step"] for e in of_kind(events, "model_call")] == [1, 2, 3]
+    rebuilt = rebuild_step(events, 3)
+    assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(model.calls[0])
+
+
+async def test_without_an_offloader_on_event_still_sees_the_run() -> None:
+    seen: list[dict[str, Any]] = []
+    agent = Agent(
+        model=ScriptedModel([call("c1", "explode", reason="x"), "done"]),
+        tools=[explode],
+        context_config=ContextConfig(context_window=4000),
+        counter=get_token_counter(exact=False),
+        on_event=seen.append,
+    )
+    assert (await agent.reply("go")).text == "done"
+    assert [e["kind"] for e in seen if e["kind"] != "message"] == [
+        "session_start",
+        "model_call",
+        "tool_call",
+        "model_call",
+    ]
+
+
+class RefusingOffloader(NoRecordOffloader):
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        raise OSError("disk full")
+
+
+async def test_a_failed_offload_is_a_warning(
+    workspace: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = make_agent(
+        ScriptedModel([call("c1", "fetch_log", log="a"), "done"]), RefusingOffloader(workspace)
+    )
+    with caplog.at_level(logging.INFO, logger="ctxoffload"):
+        await agent.reply("go")
+    # Once after the tool ran, and again when the fresh result is cut to fit before the
+    # next model call: each failed attempt is its own warning.
+    warnings = [r for r in caplog.records if "could not offload" in r.getMessage()]
+    assert warnings
+    for warning in warnings:
+        assert warning.levelno == logging.WARNING and "fetch_log" in warning.getMessage()
+
+
+async def test_tool_results_are_recorded_as_the_model_will_see_them(
+    workspace: LocalWorkspace,
+) -> None:
+    model = ScriptedModel([call("c1", "fetch_log", log="a")])
+    agent = make_agent(model, workspace)
+    with pytest.raises(Exception, match="no steps left"):
+        await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    (tool_msg,) = [
+        e["message"] for e in of_kind(events, "message") if e["message"]["role"] == "tool"
+    ]
+    assert tool_msg == agent.messages[-1].model_dump(mode="json")
+    assert "tool_result-c1.txt" in tool_msg["content"][0]["output"]

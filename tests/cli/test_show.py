@@ -1,0 +1,276 @@
+"""`ctxoffload show`: a session's timeline, and any step rebuilt, from the files alone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    ScriptedModel,
+    ToolCallBlock,
+    get_token_counter,
+)
+from ctxoffload.cli import _cmd_show
+
+SUMMARY = {
+    "task_overview": "find the failing export",
+    "current_state": "reading logs",
+    "important_discoveries": "quota errors at 02:14",
+    "next_steps": "check the quota API",
+    "context_to_preserve": "batch 2211",
+}
+
+
+def call(call_id: str, name: str, **args: Any) -> Msg:
+    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+
+
+def fetch_log(log: str) -> str:
+    """Fetch a log file.
+
+    Args:
+        log: which log.
+    """
+    return "\n".join(f"{i:05d} INFO request served in {i % 97} ms" for i in range(3000)) + log
+
+
+def explode(reason: str) -> str:
+    """Fail on purpose.
+
+    Args:
+        reason: why.
+    """
+    raise RuntimeError(f"boom: {reason}")
+
+
+def show(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="ctxoffload")
+    commands = parser.add_subparsers(dest="command")
+    _cmd_show.register(commands)
+    args = parser.parse_args(["show", *argv])
+    result: int = args.run(args)
+    return result
+
+
+async def run_session(workdir: Path, steps: int = 24) -> tuple[Agent, ScriptedModel]:
+    script: list[Any] = [call("c0", "explode", reason="first try")]
+    script += [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(1, steps)]
+    model = ScriptedModel([*script, "The export failed on a full quota."])
+    agent = Agent(
+        name="tester",
+        system_prompt="You test things.",
+        model=model,
+        offloader=LocalWorkspace(workdir),
+        tools=[fetch_log, explode],
+        session_id="run-1",
+        context_config=ContextConfig(context_window=4000, tool_result_limit=300),
+        counter=get_token_counter(exact=False),
+        summary_model=ScriptedModel(default=SUMMARY),
+    )
+    await agent.reply("why did the export fail?")
+    return agent, model
+
+
+@pytest.fixture
+async def session(tmp_path: Path) -> tuple[Path, Agent, ScriptedModel]:
+    workdir = tmp_path / "ws"
+    agent, model = await run_session(workdir)
+    return workdir, agent, model
+
+
+def as_sent(msgs: list[Msg]) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": m.model_dump(mode="json")["content"]} for m in msgs]
+
+
+async def test_step_json_rebuilds_what_the_model_was_sent_before_and_after_compression(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, agent, model = session
+    assert agent.compressor.compressions >= 2
+    summarised = [n for n, sent in enumerate(model.calls, start=1) if sent[1].role == "user"]
+    for n in [1, 2, summarised[-1], len(model.calls)]:
+        assert show("run-1", "--step", str(n), "--json", "--workdir", str(workdir)) == 0
+        rebuilt = json.loads(capsys.readouterr().out)["messages"]
+        assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == as_sent(
+            model.calls[n - 1]
+        )
+    assert any("<context_summary>" in str(m["content"]) for m in rebuilt), (
+        "the last step was sent a summary"
+    )
+
+
+async def test_timeline_shows_calls_tools_truncations_and_compressions(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, _, _ = session
+    assert show("run-1", "--workdir", str(workdir)) == 0
+    out = capsys.readouterr().out
+    assert "model: scripted" in out
+    assert "step 1 · model call" in out
+    assert "tool explode (c0) error: RuntimeError: boom: first try" in out
+    assert "truncated fetch_log" in out and "tool_result-c1.txt" in out
+    assert "compressed " in out and "context.jsonl lines 1-" in out
+    assert "quota errors at 02:14" in out  # a summary field
+    assert "user: why did the export fail?" in out
+    assert "assistant: The export failed on a full quota." in out
+
+
+async def test_full_prints_message_bodies(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, _, _ = session
+    assert show("run-1", "--full", "--workdir", str(workdir)) == 0
+    full = capsys.readouterr().out
+    assert show("run-1", "--workdir", str(workdir)) == 0
+    short = capsys.readouterr().out
+    assert "00012 INFO request served" in full
+    assert "00012 INFO request served" not in short
+
+
+async def test_json_timeline_is_the_events(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, _, _ = session
+    assert show("run-1", "--json", "--workdir", str(workdir)) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["session"] == "run-1"
+    assert report["events"] == await LocalWorkspace(workdir).read_events("run-1")
+
+
+async def test_env_var_gives_the_workdir(
+    session: tuple[Path, Agent, ScriptedModel],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    workdir, _, _ = session
+    monkeypatch.setenv("CTXOFFLOAD_WORKDIR", str(workdir))
+    assert show("run-1", "--step", "1") == 0
+    assert "You test things." in capsys.readouterr().out
+
+
+def test_data_files_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workdir = tmp_path / "ws"
+    session_dir = workdir / "sessions" / "s"
+    (workdir / "data").mkdir(parents=True)
+    session_dir.mkdir(parents=True)
+    name = "ab" * 32 + ".png"
+    (workdir / "data" / name).write_bytes(b"x" * 10)
+    event = {"time": "t", "kind": "tool_result", "reference": "r", "note": f"data/{name}"}
+    (session_dir / "events.jsonl").write_text(json.dumps(event) + "\n")
+    assert show("s", "--workdir", str(workdir)) == 0
+    assert f"data/{name} (10 bytes)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (["nope"], 2, "no session 'nope'"),
+        (["../x"], 2, "not a plain name"),
+        (["run-1", "--step", "999"], 2, "no model call at step 999"),
+        (["run-1", "--step", "0"], 2, "no model call at step 0"),
+    ],
+)
+async def test_bad_input_is_one_line_and_creates_nothing(
+    session: tuple[Path, Agent, ScriptedModel],
+    capsys: pytest.CaptureFixture[str],
+    tree: Callable[[Path], Any],
+    argv: list[str],
+    code: int,
+    says: str,
+) -> None:
+    workdir, _, _ = session
+    before = tree(workdir.parent)
+    assert show(*argv, "--workdir", str(workdir)) == code
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+    assert tree(workdir.parent) == before
+
+
+@pytest.mark.parametrize("kind", ["missing", "file", "plain folder"])
+def test_a_workdir_that_is_not_a_workspace_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tree: Callable[[Path], Any], kind: str
+) -> None:
+    workdir = tmp_path / "w"
+    if kind == "file":
+        workdir.write_text("x")
+    elif kind == "plain folder":
+        workdir.mkdir()
+    before = tree(tmp_path)
+    assert show("s", "--workdir", str(workdir)) == 2
+    err = capsys.readouterr().err
+    assert "is not a ctxoffload workspace" in err and err.count("\n") == 1
+    assert tree(tmp_path) == before
+
+
+async def test_a_corrupt_line_is_reported_with_its_number(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, _, _ = session
+    events = workdir / "sessions" / "run-1" / "events.jsonl"
+    lines = events.read_bytes().splitlines(keepends=True)
+    lines.insert(3, b'{"kind": "mod\n')
+    events.write_bytes(b"".join(lines))
+    assert show("run-1", "--workdir", str(workdir)) == 1
+    err = capsys.readouterr().err
+    assert "events.jsonl line 4 is not valid JSON" in err and err.count("\n") == 1
+
+
+async def test_a_torn_last_line_is_skipped(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, _, _ = session
+    events = workdir / "sessions" / "run-1" / "events.jsonl"
+    with events.open("ab") as f:
+        f.write(b'{"time": "t", "kind": "mod')
+    assert show("run-1", "--step", "1", "--workdir", str(workdir)) == 0
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"kind": "model_call", "step": "six", "attempt": "x", "messages": 3, "error": "e"},
+        {"kind": "model_call"},
+        {"kind": "tool_call", "error": {"no": "type"}, "duration_ms": "slow"},
+        {"kind": "message", "message": {"role": "user", "content": [1, None, {"type": "x"}]}},
+        {"kind": "message", "message": "not a dict"},
+        {"kind": "compression", "lines": [1]},
+        {"kind": "summary", "summary": 5},
+        {"kind": "session_start", "tools": "abc"},
+    ],
+)
+@pytest.mark.parametrize("extra", [[], ["--step", "1"], ["--full"], ["--json"]])
+def test_odd_but_valid_events_never_raise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], event: dict[str, Any], extra: list[str]
+) -> None:
+    session_dir = tmp_path / "sessions" / "s"
+    session_dir.mkdir(parents=True)
+    (session_dir / "events.jsonl").write_text(json.dumps(event) + "\n")
+    assert show("s", *extra, "--workdir", str(tmp_path)) in (0, 1, 2)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") <= 1
+
+
+async def test_a_step_whose_message_is_missing_from_the_record_is_a_problem(
+    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, _, model = session
+    events = workdir / "sessions" / "run-1" / "events.jsonl"
+    system_id = model.calls[0][0].id
+    kept = [
+        line
+        for line in events.read_text().splitlines(keepends=True)
+        if system_id not in line or '"kind":"model_call"' in line
+    ]
+    events.write_text("".join(kept))
+    assert show("run-1", "--step", "1", "--workdir", str(workdir)) == 1
+    err = capsys.readouterr().err
+    assert f"message {system_id}, which the record does not hold" in err
