@@ -273,14 +273,19 @@ def scripted_summary(messages: Sequence[Msg]) -> dict[str, str]:
         "task_overview": "Find out why the nightly export job failed last night and which order "
         "caused it.",
         "current_state": f"Tools called so far in the compressed part: {done}.",
-        "important_discoveries": (
-            (earlier.group(1) + " " if earlier else "")
-            + "Logs and API responses were too large for the context and were saved to files; "
-            "the failing line has not been located in the context yet."
-        ).strip(),
+        # Folds in the earlier summary's discoveries without repeating one already there.
+        "important_discoveries": _fold(
+            earlier.group(1) if earlier else "",
+            "Logs and API responses were too large for the context and were saved to files; "
+            "the failing line has not been located in the context yet.",
+        ),
         "next_steps": "Search the saved 2026-11-20 log for ERROR lines to find the failing order.",
         "context_to_preserve": "Saved tool outputs: " + (", ".join(files) or "none"),
     }
+
+
+def _fold(earlier: str, new: str) -> str:
+    return earlier if new in earlier else f"{earlier} {new}".strip()
 
 
 # -- running and reporting --------------------------------------------------------------
