@@ -274,3 +274,12 @@ async def test_a_step_whose_message_is_missing_from_the_record_is_a_problem(
     assert show("run-1", "--step", "1", "--workdir", str(workdir)) == 1
     err = capsys.readouterr().err
     assert f"message {system_id}, which the record does not hold" in err
+
+
+def test_the_ctxoffload_command_runs_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ctxoffload.cli import main
+
+    assert main(["show", "nope", "--workdir", str(tmp_path / "absent")]) == 2
+    assert "ctxoffload show" in capsys.readouterr().err
