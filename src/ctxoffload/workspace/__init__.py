@@ -1,7 +1,26 @@
-"""Where content goes: `LocalWorkspace` (disk, the default) and `InMemoryWorkspace`."""
+"""Where content goes: `LocalWorkspace` (disk, the default), `InMemoryWorkspace` and
+`ObjectStoreWorkspace` (S3 and friends, loaded on first use)."""
 
 from ._ids import tool_file_stem, validate_session_id
 from ._local import LocalWorkspace
 from ._memory import InMemoryWorkspace
 
-__all__ = ["InMemoryWorkspace", "LocalWorkspace", "tool_file_stem", "validate_session_id"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._objectstore import ObjectStoreWorkspace
+
+__all__ = [
+    "InMemoryWorkspace",
+    "LocalWorkspace",
+    "ObjectStoreWorkspace",
+    "tool_file_stem",
+    "validate_session_id",
+]
+
+
+def __getattr__(name: str) -> object:
+    if name == "ObjectStoreWorkspace":
+        from ._objectstore import ObjectStoreWorkspace
+
+        return ObjectStoreWorkspace
+    raise AttributeError(f"module 'ctxoffload.workspace' has no attribute {name!r}")
