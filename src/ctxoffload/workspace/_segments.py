@@ -47,6 +47,14 @@ def segment_key(log_key: str, seq: int) -> str:
     return f"{log_key}.d/{seq:012d}.jsonl"
 
 
+def _after(seq: int, attributes: dict[str, str]) -> _End | None:
+    """Where the log ends after segment `seq`, from its metadata (None if unreadable)."""
+    try:
+        return _End(seq, int(attributes["first-line"]) + int(attributes["lines"]))
+    except (KeyError, ValueError):
+        return None
+
+
 def _tail_key(log_key: str) -> str:
     return f"{log_key}.d/tail.json"
 
@@ -92,6 +100,7 @@ class SegmentLog:
         lock = self._locks.setdefault(log_key, asyncio.Lock())
         async with lock:
             end = self._ends.get(log_key) or await self._catch_up(log_key, None)
+            losses = 0
             while True:
                 seq = end.seq + 1
                 attributes = {
@@ -109,9 +118,14 @@ class SegmentLog:
                     # Our own earlier attempt had succeeded; its answer was lost.
                     first = int(winner["first-line"])
                     break
-                # Another writer won this seq; a little jitter spreads the next round.
-                await asyncio.sleep(random.random() * 0.005)
-                end = await self._catch_up(log_key, end)
+                # Another writer won this seq. Its metadata says where the log ends after it,
+                # so the next try is seq + 1 without a listing (writers racing are rarely
+                # more than a segment or two apart). Jitter that grows with each lost round
+                # keeps a crowd of writers from colliding again and again.
+                losses += 1
+                await asyncio.sleep(random.random() * min(0.002 * 2**losses, 0.1))
+                after_winner = _after(seq, winner) if winner is not None else None
+                end = after_winner or await self._catch_up(log_key, None)
             self._ends[log_key] = _End(seq, first + lines)
         if seq % TAIL_EVERY == 0:
             await self._write_tail(log_key, seq, first + lines)
@@ -148,15 +162,14 @@ class SegmentLog:
         newest = max(newer)
         key = segment_key(log_key, newest)
         attributes = await self.client.attributes(key)
-        try:
-            assert attributes is not None
-            return _End(newest, int(attributes["first-line"]) + int(attributes["lines"]))
-        except (AssertionError, KeyError, ValueError):
+        end = _after(newest, attributes) if attributes is not None else None
+        if end is None:
             raise OffloadError(
                 f"segment {self.client.reference(key)} has no readable first-line/lines "
                 "metadata: it was not written by ctxoffload; move it out of the log",
                 self.client.reference(key),
-            ) from None
+            )
+        return end
 
     async def segments(self, log_key: str) -> list[tuple[int, str]]:
         """The (seq, key) of every segment of a log, in order."""
