@@ -383,3 +383,50 @@ async def test_memory_url_works_without_a_server() -> None:
     tool = await ws.offload_tool_result("s", tool_result("c", "x"))
     assert await ws.read_reference(tool) == b"x"
     assert await ws.list_sessions() == ["s"]
+
+
+async def test_an_append_whose_answer_was_lost_is_not_written_twice(
+    ws: ObjectStoreWorkspace,
+) -> None:
+    await ws.offload_context("s", [text_msg("a")])
+    real_put_new = ws._client.put_new
+    lost = {"n": 0}
+
+    async def put_then_lose_the_answer(key: str, data: bytes, attributes: Any) -> bool:
+        created = await real_put_new(key, data, attributes)
+        if created and "context.jsonl.d" in key and not lost["n"]:
+            # The PUT succeeded, its answer never came; the retry met the object.
+            lost["n"] += 1
+            return await real_put_new(key, data, attributes)
+        return created
+
+    ws._client.put_new = put_then_lose_the_answer  # type: ignore[method-assign]
+    ref = await ws.offload_context("s", [text_msg("b"), text_msg("c")])
+    assert lost["n"] == 1
+    assert (ref.first_line, ref.last_line) == (2, 3)
+    texts = [r["content"][0]["text"] for r in await ws.read_context("s")]
+    assert texts == ["a", "b", "c"]
+
+
+async def test_a_store_that_comes_back_within_the_deadline_loses_nothing() -> None:
+    import asyncio
+
+    server = S3Server()
+    server.start()
+    try:
+        bucket = server.new_bucket()
+        ws = ObjectStoreWorkspace(f"s3://{bucket}/p", **server.workspace_kwargs(), deadline=20)
+        await ws.offload_context("s", [text_msg("before")])
+        server.stop()
+        loop = asyncio.get_running_loop()
+        # moto keeps its buckets in this process: the restarted server still has them.
+        restart = loop.call_later(1.0, server.start)
+        ref = await ws.offload_context("s", [text_msg("during")])
+        restart.cancel()
+        assert (ref.first_line, ref.last_line) == (2, 2)
+        assert [r["content"][0]["text"] for r in await ws.read_context("s")] == [
+            "before",
+            "during",
+        ]
+    finally:
+        server.stop()
