@@ -430,3 +430,39 @@ async def test_a_store_that_comes_back_within_the_deadline_loses_nothing() -> No
         ]
     finally:
         server.stop()
+
+
+async def test_gc_max_bytes_removes_the_oldest_sessions_first(ws: ObjectStoreWorkspace) -> None:
+    import asyncio
+
+    await ws.offload_tool_result("first", tool_result("c", "x" * 5000))
+    # LastModified has one-second resolution on S3.
+    await asyncio.sleep(1.1)
+    await ws.offload_tool_result("second", tool_result("c", "y" * 5000))
+    report = await ws.gc(max_bytes=7000)
+    assert report.sessions_removed == ["first"]
+    assert await ws.list_sessions() == ["second"]
+    assert report.bytes_freed >= 5000
+
+
+def test_missing_client_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "obstore.store", None)
+    with pytest.raises(ImportError, match=r"pip install 'ctxoffload\[s3\]'"):
+        ObjectStoreWorkspace("s3://bucket/p")
+
+
+def test_import_ctxoffload_does_not_load_the_client() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, ctxoffload; print('obstore' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+async def test_events_log_is_a_reference_too(ws: ObjectStoreWorkspace) -> None:
+    await ws.offload_context("s", [text_msg("a")])
+    raw = await ws.read_reference(ws.events_path("s"))
+    assert json.loads(raw.splitlines()[0])["kind"] == "context"
