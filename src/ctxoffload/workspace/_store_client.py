@@ -96,6 +96,14 @@ class StoreClient:
                     f"cannot {what} {self.reference(key)}: {self.describe(exc)}",
                     self.reference(key),
                 ) from None
+            except FileNotFoundError as exc:
+                # The calls that expect a missing object handle it themselves; here it means
+                # the bucket (or container) is missing, which no retry will fix.
+                raise OffloadError(
+                    f"cannot {what} {self.reference(key)}: {self.describe(exc)}: check that "
+                    "the bucket exists",
+                    self.reference(key),
+                ) from None
             except (asyncio.TimeoutError, errors.BaseError, OSError) as exc:
                 # Network errors, throttling (503 SlowDown, 429) and 5xx: retried until the
                 # deadline. Not-found and already-exists never get here: the callers'
