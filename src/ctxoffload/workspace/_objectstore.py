@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._payloads import (
+    StoreData,
     as_message_list,
     count_lines,
     message_json,
@@ -209,7 +210,7 @@ class ObjectStoreWorkspace:
 
     # -- writing --------------------------------------------------------------------------
 
-    def _store_into(self, pending: _PendingData) -> Any:
+    def _store_into(self, pending: _PendingData) -> StoreData:
         def store(raw: bytes, media_type: str | None) -> str:
             key = f"data/{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
             pending.objects.setdefault(key, (raw, media_type))
