@@ -37,6 +37,10 @@ from .references import ContextRef
 from .tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from .workspace import InMemoryWorkspace, LocalWorkspace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .workspace import ObjectStoreWorkspace
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -60,6 +64,7 @@ __all__ = [
     "ModelError",
     "ModelResponse",
     "Msg",
+    "ObjectStoreWorkspace",
     "OffloadError",
     "Offloader",
     "ScriptedModel",
@@ -83,3 +88,13 @@ __all__ = [
     "to_msgs",
     "to_openai",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ObjectStoreWorkspace is imported on first use, so `import ctxoffload` never loads the
+    # object-store client.
+    if name == "ObjectStoreWorkspace":
+        from .workspace import ObjectStoreWorkspace
+
+        return ObjectStoreWorkspace
+    raise AttributeError(f"module 'ctxoffload' has no attribute {name!r}")

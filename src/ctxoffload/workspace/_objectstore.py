@@ -1,0 +1,614 @@
+"""ObjectStoreWorkspace: the workspace layout of DESIGN.md section 3 in a bucket (section 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._payloads import (
+    StoreData,
+    as_message_list,
+    context_rows,
+    count_lines,
+    offload_block,
+    render_tool_output,
+    tool_output_of,
+)
+from ..exceptions import ConfigError, InvalidReference, OffloadError
+from ..references import ContextRef
+from ._datastore import extension_for
+from ._gc import GcReport
+from ._ids import tool_file_stem, validate_session_id
+from ._jsonl import dumps_line
+from ._segments import SegmentLog
+from ._store_client import ObjectInfo, StoreClient, gather_limited
+
+__all__ = ["ObjectStoreWorkspace"]
+
+logger = logging.getLogger("ctxoffload")
+
+CONTEXT_FILE = "context.jsonl"
+EVENTS_FILE = "events.jsonl"
+STATE_FILE = "state.json"
+_LOGS = (CONTEXT_FILE, EVENTS_FILE)
+_INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
+# An unreferenced data/ object changed within this many seconds is kept by gc(): a writer
+# may have stored it and not yet written the log line that names it.
+DATA_GRACE_SECONDS = 3600.0
+_DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
+_DATA_KEY = re.compile(r"data/[0-9a-f]{64}(\.[A-Za-z0-9]{1,8})?")
+_SESSION_KEY = re.compile(r"sessions/([^/]+)/([^/]+)")
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO-8601 with milliseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class _PendingData:
+    """Payloads serialisation stored by name, uploaded before the log line naming them."""
+
+    objects: dict[str, tuple[bytes, str | None]] = field(default_factory=dict)
+
+
+class ObjectStoreWorkspace:
+    """A workspace in object storage (S3, MinIO, R2, GCS, Azure, memory) for agents on many hosts.
+
+    Same protocol (`Offloader`), same read side and same key layout as `LocalWorkspace`,
+    under the URL's prefix: `sessions/<id>/tool_result-<tool_id>.txt`, `data/<sha256>.<ext>`,
+    and the logs context.jsonl and events.jsonl as ordered immutable segments (see
+    `_segments.py`) so that processes on different machines append to one session without
+    a coordinator, with global line numbers. References are URIs such as
+    `s3://bucket/prefix/sessions/run-1/tool_result-call_1.txt`; agents read them through
+    `retrieve_offloaded_content` (they cannot open a bucket with file tools).
+
+    Credentials and region come from the arguments, else from the usual environment
+    variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+    `AWS_REGION`, `AWS_ENDPOINT_URL`, ...; `GOOGLE_*`, `AZURE_*` for the other clouds). They
+    never appear in a reference, a repr, an error or a log line.
+
+    Args:
+        url: `s3://bucket/prefix` (also `gs://`, `az://`, `memory://`).
+        endpoint_url: an S3-compatible endpoint (MinIO, Ceph RGW, R2, a local server).
+        region: the bucket's region.
+        access_key_id: the access key id.
+        secret_access_key: the secret key.
+        session_token: a temporary session token.
+        options: further obstore configuration for the store (`S3Config`, ...).
+        deadline: seconds each request may take, retries with backoff included; past it,
+            `OffloadError` and the content stays in the caller's context.
+        writer_id: names this writer in the segments it writes (default: host and pid).
+
+    Raises:
+        ConfigError: the URL is not usable (credentials inside it, a query, an unknown scheme).
+        ImportError: obstore is not installed (`pip install 'ctxoffload[s3]'`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
+        options: Mapping[str, str] | None = None,
+        deadline: float = 30.0,
+        writer_id: str | None = None,
+    ) -> None:
+        if not (deadline > 0):
+            raise ConfigError(f"deadline={deadline!r} must be a positive number of seconds")
+        self.url = _checked_url(url)
+        if endpoint_url is not None:
+            _checked_endpoint(endpoint_url)
+        try:
+            from obstore.store import from_url as open_store_untyped
+        except ImportError as exc:
+            raise ImportError(_INSTALL_HINT) from exc
+        config: dict[str, Any] = dict(options or {})
+        for name, value in (
+            ("endpoint", endpoint_url),
+            ("region", region),
+            ("access_key_id", access_key_id),
+            ("secret_access_key", secret_access_key),
+            ("session_token", session_token),
+        ):
+            if value is not None:
+                config[name] = value
+        client_options: dict[str, Any] = {"connect_timeout": timedelta(seconds=min(deadline, 10))}
+        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
+        if endpoint.startswith("http://"):
+            client_options["allow_http"] = True
+        retry_config: dict[str, Any] = {
+            "max_retries": 10,
+            "retry_timeout": timedelta(seconds=deadline),
+            "backoff": {
+                "init_backoff": timedelta(milliseconds=50),
+                "max_backoff": timedelta(seconds=2),
+                "base": 2,
+            },
+        }
+        secrets = [
+            s
+            for s in (
+                secret_access_key,
+                session_token,
+                os.environ.get("AWS_SECRET_ACCESS_KEY"),
+                os.environ.get("AWS_SESSION_TOKEN"),
+                *(v for k, v in config.items() if _is_secret_name(k) and isinstance(v, str)),
+            )
+            if s
+        ]
+        try:
+            # The config TypedDicts differ per cloud; the URL's scheme picks one at run time.
+            open_store: Any = open_store_untyped
+            store = open_store(
+                self.url,
+                config=config or None,
+                client_options=client_options,
+                retry_config=retry_config,
+            )
+        except Exception as exc:
+            message = " ".join(str(exc).split())
+            for secret in secrets:
+                message = message.replace(secret, "***")
+            raise ConfigError(
+                f"cannot open object store {self.url!r}: {type(exc).__name__}: {message}"
+            ) from None
+        self.deadline = deadline
+        self.writer_id = writer_id or f"{_host()}-{os.getpid()}"
+        self._client = StoreClient(store, self.url, deadline, secrets)
+        self._logs = SegmentLog(self._client, self.writer_id)
+
+    def __repr__(self) -> str:
+        return f"ObjectStoreWorkspace(url={self.url!r})"
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def _session_key(self, session_id: str, filename: str) -> str:
+        return f"sessions/{validate_session_id(session_id)}/{filename}"
+
+    def context_path(self, session_id: str) -> str:
+        """The reference of the session's context log (`.../sessions/<id>/context.jsonl`)."""
+        return self._client.reference(self._session_key(session_id, CONTEXT_FILE))
+
+    def events_path(self, session_id: str) -> str:
+        """The reference of the session's events log."""
+        return self._client.reference(self._session_key(session_id, EVENTS_FILE))
+
+    async def initialize(self) -> None:
+        """Nothing to create in a bucket; present for symmetry with `LocalWorkspace`."""
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _store_into(self, pending: _PendingData) -> StoreData:
+        def store(raw: bytes, media_type: str | None) -> str:
+            key = f"data/{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
+            pending.objects.setdefault(key, (raw, media_type))
+            return self._client.reference(key)
+
+        return store
+
+    async def _upload_data(self, pending: _PendingData) -> None:
+        async def upload(key: str, raw: bytes, media_type: str | None) -> None:
+            attributes = {"Content-Type": media_type or "application/octet-stream"}
+            if await self._client.put_new(key, raw, attributes):
+                return
+            # Content-addressed: an existing object holds these bytes. gc() keeps unreferenced
+            # objects changed recently; refresh an old one so gc cannot remove it before the
+            # line naming it is written (rewriting identical bytes changes nothing else).
+            info = await self._client.info(key)
+            age = time.time() - info.last_modified.timestamp() if info else DATA_GRACE_SECONDS
+            if age > DATA_GRACE_SECONDS / 2:
+                await self._client.put(key, raw, attributes)
+
+        await gather_limited(
+            [
+                functools.partial(upload, key, raw, media)
+                for key, (raw, media) in pending.objects.items()
+            ],
+            8,
+        )
+
+    async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
+        """Append messages, oldest first, to the session's context log as one segment.
+
+        All messages of one call get consecutive global line numbers, whatever other
+        processes on other machines append to the same session at the same time.
+
+        Returns:
+            The context log's reference, as a `ContextRef` carrying the lines written.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            InvalidContent: a message cannot be serialised; nothing was written.
+            OffloadError: the store failed past the deadline; nothing was appended.
+        """
+        key = self._session_key(session_id, CONTEXT_FILE)
+        ref = self._client.reference(key)
+        items = as_message_list(msgs)
+        pending = _PendingData()
+        store = self._store_into(pending)
+
+        def serialise() -> bytes:
+            # A message that cannot be stored as given becomes a stand-in line (see
+            # context_rows), so one bad message never stops the rest of the batch.
+            return b"".join(dumps_line(row) for row in context_rows(items, store))
+
+        # Serialise before any write, so an item that is not a message leaves the store
+        # untouched.
+        payload = await asyncio.to_thread(serialise)
+        if not payload:
+            return ContextRef(ref, 0, -1)
+        await self._upload_data(pending)
+        first, last = await self._logs.append(key, payload)
+        await self._event(
+            session_id,
+            kind="context",
+            reference=ref,
+            bytes=len(payload),
+            messages=len(items),
+            lines=[first, last],
+        )
+        return ContextRef(ref, first, last)
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        """Store the whole text of one tool result as `sessions/<id>/tool_result-<tool_id>.txt`.
+
+        Never overwritten: the same id with the same content returns the existing object;
+        other content gets `tool_result-<tool_id>.2.txt`, `.3.txt`, ... (put-if-absent, so
+        this holds between machines too).
+
+        Returns:
+            The object's reference.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            InvalidContent: not a tool result, or a payload is not valid base64.
+            OffloadError: the store failed past the deadline; nothing is referenced.
+        """
+        validate_session_id(session_id)
+        found = tool_output_of(tool_result)
+        pending = _PendingData()
+        data = await asyncio.to_thread(render_tool_output, found.output, self._store_into(pending))
+        await self._upload_data(pending)
+        stem = f"tool_result-{tool_file_stem(found.tool_id)}"
+        attributes = {"Content-Type": "text/plain; charset=utf-8"}
+        n = 1
+        while True:
+            key = self._session_key(session_id, f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt")
+            if await self._client.put_new(key, data, attributes):
+                break
+            existing = await self._client.get(key)
+            if existing == data:
+                break
+            n += 1
+        ref = self._client.reference(key)
+        await self._event(
+            session_id,
+            kind="tool_result",
+            reference=ref,
+            bytes=len(data),
+            lines=count_lines(data),
+            tool_id=found.tool_id,
+            tool_name=found.name,
+        )
+        return ref
+
+    async def offload_data_block(self, block: Any) -> Any:
+        """Store a block's base64 payload once as `data/<sha256>.<ext>`.
+
+        Returns:
+            The same kind of block with a URL source naming the object's reference; a block
+            that already points elsewhere is returned unchanged.
+
+        Raises:
+            InvalidContent: malformed base64 or an unsupported block.
+            OffloadError: the store failed past the deadline.
+        """
+        pending = _PendingData()
+        result = await asyncio.to_thread(offload_block, block, self._store_into(pending))
+        await self._upload_data(pending)
+        return result
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        """Append one line to the session's events log (used by the compressor)."""
+        validate_session_id(session_id)
+        await self._event(session_id, kind=kind, **fields)
+
+    async def _event(self, session_id: str, *, kind: str, **fields: Any) -> None:
+        # An event records what happened; failing to write one must not undo the offload.
+        line = dumps_line({"time": now_iso(), "kind": kind, **fields})
+        try:
+            await self._logs.append(self._session_key(session_id, EVENTS_FILE), line)
+        except OffloadError as exc:
+            logger.warning("could not record a %s event for session %s: %s", kind, session_id, exc)
+
+    async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
+        """Replace the session's state.json (the agent's live context) in one PUT."""
+        key = self._session_key(session_id, STATE_FILE)
+        await self._client.put(key, dumps_line(state), {"Content-Type": "application/json"})
+        return self._client.reference(key)
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the sessions in this workspace, sorted."""
+        names = await self._client.list_directories("sessions")
+        return sorted(n for n in names if _is_session_id(n))
+
+    async def read_context(self, session_id: str) -> list[Any]:
+        """Every message offloaded for a session, oldest first, as the JSON written."""
+        return _parse_lines(await self._logs.read(self._session_key(session_id, CONTEXT_FILE)))
+
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events, oldest first."""
+        return _parse_lines(await self._logs.read(self._session_key(session_id, EVENTS_FILE)))
+
+    async def read_state(self, session_id: str) -> dict[str, Any] | None:
+        """The session's saved live context, or None if there is none."""
+        raw = await self._client.get(self._session_key(session_id, STATE_FILE))
+        rows = _parse_lines(raw or b"")
+        return rows[0] if rows else None
+
+    async def list_files(self, session_id: str) -> list[str]:
+        """The references of the session's tool_result objects, sorted by name."""
+        prefix = f"sessions/{validate_session_id(session_id)}"
+        infos = await self._client.list_objects(prefix)
+        return sorted(
+            self._client.reference(i.key)
+            for i in infos
+            if (m := _SESSION_KEY.fullmatch(i.key))
+            and m.group(2).startswith("tool_result-")
+            and m.group(2).endswith(".txt")
+        )
+
+    def key_of(self, reference: str) -> str:
+        """The key a reference names, checked to lie in this workspace's layout.
+
+        Accepts a reference as returned (`s3://bucket/prefix/...`) or a key relative to the
+        workspace (`sessions/<id>/...`, `data/...`).
+
+        Raises:
+            InvalidReference: it is not a reference into this workspace.
+        """
+        if not isinstance(reference, str) or not reference or "\x00" in reference:
+            raise InvalidReference(f"reference {reference!r} is not a reference in {self!r}")
+        key = reference
+        if reference.startswith(self.url + "/"):
+            key = reference[len(self.url) + 1 :]
+        elif "://" in reference:
+            raise InvalidReference(
+                f"reference {reference!r} is outside the workspace {self.url!r}: pass a "
+                "reference this workspace returned"
+            )
+        session = _SESSION_KEY.fullmatch(key)
+        if _DATA_KEY.fullmatch(key) or (
+            session is not None
+            and _is_session_id(session.group(1))
+            and not session.group(2).startswith(".")
+        ):
+            return key
+        raise InvalidReference(
+            f"reference {reference!r} names no object of the workspace {self.url!r}: pass a "
+            "reference this workspace returned"
+        )
+
+    async def read_reference(self, reference: str) -> bytes:
+        """The bytes behind a reference this workspace returned (a log: all its segments).
+
+        Raises:
+            InvalidReference: unknown, or outside the workspace.
+            OffloadError: the store failed past the deadline.
+        """
+        key = self.key_of(reference)
+        if key.rsplit("/", 1)[-1] in _LOGS:
+            segments = await self._logs.segments(key)
+            if segments:
+                return await self._logs.read(key)
+        data = await self._client.get(key)
+        if data is None:
+            raise InvalidReference(
+                f"reference {reference!r} names no object in {self.url!r}: pass a reference "
+                "this workspace returned"
+            )
+        return data
+
+    async def purge_session(self, session_id: str) -> bool:
+        """Delete every object of a session. data/ is shared between sessions and kept.
+
+        Do not purge a session that other processes still write to: one that cached the
+        end of its log would go on numbering lines after the purged ones.
+
+        Returns:
+            Whether there was anything to delete.
+        """
+        prefix = f"sessions/{validate_session_id(session_id)}"
+        keys = [i.key for i in await self._client.list_objects(prefix)]
+        for log in _LOGS:
+            self._logs.forget(f"{prefix}/{log}")
+        await self._client.delete(keys)
+        return bool(keys)
+
+    async def gc(
+        self,
+        *,
+        older_than: float | None = None,
+        max_bytes: int | None = None,
+        dry_run: bool = False,
+    ) -> GcReport:
+        """Remove old sessions, then the oldest until the workspace fits, then unused data.
+
+        1. Sessions whose last activity (the newest object) is more than `older_than`
+           seconds old are removed.
+        2. With `max_bytes`, the remaining sessions are removed oldest first until they and
+           the data/ objects they reference take at most `max_bytes`.
+        3. data/ objects no remaining session names are removed, except those changed in
+           the last `DATA_GRACE_SECONDS` (a writer refreshes an old object it re-stores).
+
+        A session written to after it was measured is kept. Reading every session's objects
+        to find references costs one GET per object.
+
+        Returns:
+            An `GcReport`.
+
+        Raises:
+            ConfigError: a negative `older_than` or `max_bytes`.
+            OffloadError: the store failed past the deadline.
+        """
+        for name, value in (("older_than", older_than), ("max_bytes", max_bytes)):
+            if value is not None and value < 0:
+                raise ConfigError(f"gc {name}={value!r} is negative: pass a value >= 0 or None")
+        report = GcReport(dry_run=dry_run)
+        now = time.time()
+        by_session: dict[str, list[ObjectInfo]] = {}
+        for info in await self._client.list_objects("sessions"):
+            parts = info.key.split("/")
+            if len(parts) >= 3:
+                by_session.setdefault(parts[1], []).append(info)
+        data = {
+            i.key.rsplit("/", 1)[-1]: i
+            for i in await self._client.list_objects("data")
+            if _DATA_NAME.fullmatch(i.key.rsplit("/", 1)[-1])
+        }
+        usages = await gather_limited(
+            [functools.partial(self._usage, name, objects) for name, objects in by_session.items()],
+            4,
+        )
+        remaining = sorted(usages, key=lambda u: u.last_activity)
+        doomed: list[_Usage] = []
+        if older_than is not None:
+            doomed = [u for u in remaining if u.last_activity < now - older_than]
+            remaining = [u for u in remaining if u not in doomed]
+        if max_bytes is not None:
+            while remaining and _footprint(remaining, data) > max_bytes:
+                doomed.append(remaining.pop(0))
+        for usage in doomed:
+            if dry_run or await self._remove_if_idle(usage):
+                report.sessions_removed.append(usage.name)
+                report.bytes_freed += usage.size
+            else:
+                remaining.append(usage)
+        referenced = set().union(*(u.references for u in remaining)) if remaining else set()
+        unused = sorted(
+            name
+            for name, info in data.items()
+            if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
+        )
+        if not dry_run:
+            await self._client.delete([data[name].key for name in unused])
+        report.data_removed = unused
+        report.bytes_freed += sum(data[name].size for name in unused)
+        return report
+
+    async def _usage(self, name: str, objects: list[ObjectInfo]) -> _Usage:
+        bodies = await gather_limited(
+            [functools.partial(self._client.get, i.key) for i in objects], 16
+        )
+        references: set[str] = set()
+        for body in bodies:
+            if body:
+                references.update(_DATA_NAME.findall(body.decode("utf-8", "replace")))
+        return _Usage(
+            name,
+            max(i.last_modified.timestamp() for i in objects),
+            sum(i.size for i in objects),
+            references,
+            [i.key for i in objects],
+        )
+
+    async def _remove_if_idle(self, usage: _Usage) -> bool:
+        now_there = await self._client.list_objects(f"sessions/{usage.name}")
+        if any(i.last_modified.timestamp() > usage.last_activity for i in now_there):
+            return False
+        keys = {i.key for i in now_there} | set(usage.keys)
+        await self._client.delete(sorted(keys))
+        for log in _LOGS:
+            self._logs.forget(f"sessions/{usage.name}/{log}")
+        return True
+
+
+@dataclass
+class _Usage:
+    name: str
+    last_activity: float
+    size: int
+    references: set[str]
+    keys: list[str]
+
+
+def _footprint(sessions: list[_Usage], data: dict[str, ObjectInfo]) -> int:
+    names: set[str] = set().union(*(u.references for u in sessions)) if sessions else set()
+    return sum(u.size for u in sessions) + sum(data[n].size for n in names if n in data)
+
+
+def _parse_lines(raw: bytes) -> list[Any]:
+    rows: list[Any] = []
+    for line in raw.split(b"\n"):
+        if line.strip():
+            rows.append(json.loads(line))
+    return rows
+
+
+def _is_session_id(name: str) -> bool:
+    try:
+        validate_session_id(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_secret_name(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in ("secret", "token", "key", "password", "sas"))
+
+
+def _host() -> str:
+    try:
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename)[:40] or "host"
+    except AttributeError:  # pragma: no cover - not on POSIX
+        return "host"
+
+
+def _checked_url(url: str) -> str:
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(
+            f"object store url {url!r} is not a URL: pass s3://bucket/prefix "
+            "(or gs://, az://, memory://)"
+        )
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        raise ConfigError(
+            "object store url holds credentials (user:secret@...): pass them as arguments "
+            "or environment variables, never in the URL"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(
+            f"object store url {parts.scheme}://{parts.netloc}{parts.path} has a query or "
+            "fragment: pass options as arguments"
+        )
+    path = parts.path.rstrip("/")
+    if any(p in ("", ".", "..") for p in path.split("/")[1:]):
+        raise ConfigError(f"object store url {url!r} has an empty, '.' or '..' path component")
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def _checked_endpoint(endpoint_url: str) -> None:
+    if "@" in urlsplit(endpoint_url).netloc:
+        raise ConfigError(
+            "endpoint_url holds credentials (user:secret@...): pass them as arguments or "
+            "environment variables"
+        )

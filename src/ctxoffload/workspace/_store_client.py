@@ -1,0 +1,245 @@
+"""The object-store calls ObjectStoreWorkspace makes: retried within a deadline, errors scrubbed.
+
+This is the only module that talks to obstore. Every call is retried with exponential
+backoff and jitter on network errors, throttling and 5xx answers until its deadline; past
+it, `OffloadError` (the caller keeps the content in its context). Error messages name the
+object's reference and the store's own message with every configured secret and any
+signature replaced by `***`, so credentials never reach an error, a log or a reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
+
+from ..exceptions import OffloadError
+
+if TYPE_CHECKING:
+    from obstore.store import ObjectStore
+
+__all__ = ["ObjectInfo", "StoreClient", "gather_limited"]
+
+T = TypeVar("T")
+
+# Signed URLs and authorization headers carry these; a store's error text may quote one.
+_SIGNATURE = re.compile(
+    r"(X-Amz-(?:Signature|Credential|Security-Token)=|Signature=|Credential=|sig=|token=)[^&\s\"']+",
+    re.IGNORECASE,
+)
+_MESSAGE_CHARS = 400
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One listed object: its key (relative to the workspace), size and last change."""
+
+    key: str
+    size: int
+    last_modified: datetime
+
+
+class StoreClient:
+    """An obstore store plus the workspace's retry, deadline and error policy.
+
+    Args:
+        store: the obstore store, already scoped to the workspace's prefix.
+        base_url: the workspace URL, used to name objects in errors.
+        deadline: seconds each call may take, retries included.
+        secrets: strings that must never appear in an error message.
+    """
+
+    def __init__(
+        self, store: ObjectStore, base_url: str, deadline: float, secrets: Sequence[str]
+    ) -> None:
+        self.store = store
+        self.base_url = base_url
+        self.deadline = deadline
+        self._secrets = tuple(s for s in secrets if s)
+
+    def reference(self, key: str) -> str:
+        """The URI of `key`: the workspace URL, '/', the key."""
+        return f"{self.base_url}/{key}"
+
+    def describe(self, exc: BaseException) -> str:
+        """`exc` as one short line with secrets and signatures removed."""
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        text = _SIGNATURE.sub(r"\1***", text)
+        if len(text) > _MESSAGE_CHARS:
+            text = text[:_MESSAGE_CHARS] + "…"
+        return text
+
+    async def _run(self, what: str, key: str, call: Callable[[], Awaitable[T]]) -> T:
+        import obstore.exceptions as errors
+
+        until = time.monotonic() + self.deadline
+        backoff = 0.05
+        while True:
+            remaining = until - time.monotonic()
+            try:
+                return await asyncio.wait_for(call(), timeout=max(remaining, 0.001))
+            except (errors.PermissionDeniedError, errors.UnauthenticatedError) as exc:
+                raise OffloadError(
+                    f"cannot {what} {self.reference(key)}: {self.describe(exc)}: check the "
+                    "credentials and the bucket's permissions",
+                    self.reference(key),
+                ) from None
+            except (errors.InvalidPathError, errors.NotSupportedError) as exc:
+                raise OffloadError(
+                    f"cannot {what} {self.reference(key)}: {self.describe(exc)}",
+                    self.reference(key),
+                ) from None
+            except FileNotFoundError as exc:
+                # The calls that expect a missing object handle it themselves; here it means
+                # the bucket (or container) is missing, which no retry will fix.
+                raise OffloadError(
+                    f"cannot {what} {self.reference(key)}: {self.describe(exc)}: check that "
+                    "the bucket exists",
+                    self.reference(key),
+                ) from None
+            except (asyncio.TimeoutError, errors.BaseError, OSError) as exc:
+                # Network errors, throttling (503 SlowDown, 429) and 5xx: retried until the
+                # deadline. Not-found and already-exists never get here: the callers'
+                # `call` turns them into values.
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    raise OffloadError(
+                        f"cannot {what} {self.reference(key)} within the {self.deadline:g} s "
+                        f"deadline: {self.describe(exc)}; the content stays where it was",
+                        self.reference(key),
+                    ) from None
+                await asyncio.sleep(min(remaining, backoff * (0.5 + random.random())))
+                backoff = min(backoff * 2, 2.0)
+
+    async def put_new(self, key: str, data: bytes, attributes: Mapping[str, str]) -> bool:
+        """Create `key` only if it does not exist (put-if-absent).
+
+        Returns:
+            True if this call created it, False if it already existed.
+        """
+        import obstore
+        import obstore.exceptions as errors
+
+        async def call() -> bool:
+            try:
+                await obstore.put_async(
+                    self.store,
+                    key,
+                    data,
+                    mode="create",
+                    attributes=dict(attributes),
+                    use_multipart=False,
+                )
+            except (errors.AlreadyExistsError, errors.PreconditionError):
+                return False
+            return True
+
+        return await self._run("create", key, call)
+
+    async def put(self, key: str, data: bytes, attributes: Mapping[str, str]) -> None:
+        """Write `key`, replacing what is there (only state.json and hints are replaced)."""
+        import obstore
+
+        async def call() -> None:
+            await obstore.put_async(
+                self.store, key, data, attributes=dict(attributes), use_multipart=False
+            )
+
+        await self._run("write", key, call)
+
+    async def get(self, key: str) -> bytes | None:
+        """The bytes of `key`, or None if there is no such object."""
+        import obstore
+
+        async def call() -> bytes | None:
+            try:
+                result = await obstore.get_async(self.store, key)
+                return bytes(await result.bytes_async())
+            except FileNotFoundError:
+                return None
+
+        return await self._run("read", key, call)
+
+    async def attributes(self, key: str) -> dict[str, str] | None:
+        """The metadata of `key` (one HEAD request), or None if there is no such object."""
+        import obstore
+
+        async def call() -> dict[str, str] | None:
+            try:
+                result = await obstore.get_async(self.store, key, options={"head": True})
+            except FileNotFoundError:
+                return None
+            return {str(k): str(v) for k, v in result.attributes.items()}
+
+        return await self._run("read", key, call)
+
+    async def info(self, key: str) -> ObjectInfo | None:
+        """The size and last change of `key` (one HEAD request), or None if it is missing."""
+        import obstore
+
+        async def call() -> ObjectInfo | None:
+            try:
+                meta = await obstore.head_async(self.store, key)
+            except FileNotFoundError:
+                return None
+            return ObjectInfo(key, int(meta["size"]), meta["last_modified"])
+
+        return await self._run("read", key, call)
+
+    async def list_objects(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
+        """Objects under the path `prefix` (recursively), with keys after `after` only."""
+        import obstore
+
+        async def call() -> list[ObjectInfo]:
+            stream = obstore.list(self.store, prefix=prefix, offset=after, chunk_size=1000)
+            found: list[ObjectInfo] = []
+            async for chunk in stream:
+                found.extend(
+                    ObjectInfo(str(meta["path"]), int(meta["size"]), meta["last_modified"])
+                    for meta in chunk
+                )
+            return found
+
+        return await self._run("list", prefix, call)
+
+    async def list_directories(self, prefix: str) -> list[str]:
+        """The names of the 'directories' directly under the path `prefix`."""
+        import obstore
+
+        async def call() -> list[str]:
+            result = await obstore.list_with_delimiter_async(self.store, prefix)
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
+
+        return await self._run("list", prefix, call)
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        """Delete `keys` (missing ones are not an error)."""
+        import obstore
+
+        if not keys:
+            return
+
+        async def call() -> None:
+            # One request per 1,000 keys on S3.
+            for start in range(0, len(keys), 1000):
+                await obstore.delete_async(self.store, list(keys[start : start + 1000]))
+
+        await self._run("delete", keys[0], call)
+
+
+def gather_limited(calls: Sequence[Callable[[], Awaitable[T]]], limit: int) -> Awaitable[list[T]]:
+    """Run `calls` concurrently, at most `limit` at a time, results in order."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
+        async with semaphore:
+            return await call()
+
+    return asyncio.gather(*(one(c) for c in calls))

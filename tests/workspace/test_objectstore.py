@@ -1,0 +1,467 @@
+"""ObjectStoreWorkspace on a real S3 API (moto's server on 127.0.0.1), with the real client."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from s3_server import SECRET_KEY, S3Server, free_port, shared_server
+
+from ctxoffload import (
+    ConfigError,
+    DataBlock,
+    InvalidReference,
+    InvalidSessionId,
+    Msg,
+    ObjectStoreWorkspace,
+    Offloader,
+    OffloadError,
+    TextBlock,
+    ToolResultBlock,
+)
+from ctxoffload.messages import Base64Source
+from ctxoffload.offloader import retrieve_offloaded_content
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+MakeWorkspace = Callable[..., ObjectStoreWorkspace]
+
+
+@pytest.fixture(scope="session")
+def s3() -> S3Server:
+    return shared_server()
+
+
+@pytest.fixture
+def url(s3: S3Server) -> str:
+    return f"s3://{s3.new_bucket()}/team/agents"
+
+
+@pytest.fixture
+def make_ws(s3: S3Server, url: str) -> MakeWorkspace:
+    def make(**kwargs: Any) -> ObjectStoreWorkspace:
+        return ObjectStoreWorkspace(url, **{**s3.workspace_kwargs(), **kwargs})
+
+    return make
+
+
+@pytest.fixture
+def ws(make_ws: MakeWorkspace) -> ObjectStoreWorkspace:
+    return make_ws()
+
+
+def text_msg(text: str, role: str = "user") -> Msg:
+    return Msg(role=role, content=[TextBlock(text=text)])  # type: ignore[arg-type]
+
+
+def tool_result(call_id: str, output: str) -> ToolResultBlock:
+    return ToolResultBlock(id=call_id, name="fetch", output=output)
+
+
+async def test_is_an_offloader(ws: ObjectStoreWorkspace) -> None:
+    assert isinstance(ws, Offloader)
+
+
+async def test_context_appends_get_global_line_numbers(ws: ObjectStoreWorkspace, url: str) -> None:
+    first = await ws.offload_context("run-1", msgs=[text_msg("a"), text_msg("b")])
+    second = await ws.offload_context("run-1", [text_msg("c")])
+    assert first == second == f"{url}/sessions/run-1/context.jsonl"
+    assert (first.first_line, first.last_line) == (1, 2)
+    assert (second.first_line, second.last_line) == (3, 3)
+    rows = await ws.read_context("run-1")
+    assert [r["content"][0]["text"] for r in rows] == ["a", "b", "c"]
+    raw = await ws.read_reference(first)
+    assert raw.count(b"\n") == 3 and json.loads(raw.split(b"\n")[2])["content"][0]["text"] == "c"
+
+
+async def test_each_append_is_one_immutable_segment(ws: ObjectStoreWorkspace) -> None:
+    await ws.offload_context("run-1", [text_msg("a"), text_msg("b")])
+    await ws.offload_context("run-1", [text_msg("c")])
+    keys = [k for _, k in await ws._logs.segments("sessions/run-1/context.jsonl")]
+    assert keys == [
+        "sessions/run-1/context.jsonl.d/000000000000.jsonl",
+        "sessions/run-1/context.jsonl.d/000000000001.jsonl",
+    ]
+    meta = await ws._client.attributes(keys[1])
+    assert meta is not None and (meta["first-line"], meta["lines"]) == ("3", "1")
+
+
+async def test_a_new_writer_continues_the_numbering(make_ws: MakeWorkspace) -> None:
+    one, two = make_ws(), make_ws()
+    await one.offload_context("s", [text_msg("a")])
+    ref = await two.offload_context("s", [text_msg("b"), text_msg("c")])
+    assert (ref.first_line, ref.last_line) == (2, 3)
+    # `one` still believes the log ends at line 1: its append collides and catches up.
+    ref = await one.offload_context("s", [text_msg("d")])
+    assert (ref.first_line, ref.last_line) == (4, 4)
+    assert [r["content"][0]["text"] for r in await one.read_context("s")] == list("abcd")
+
+
+async def test_a_fresh_writer_starts_from_the_tail_hint(make_ws: MakeWorkspace) -> None:
+    writer = make_ws()
+    for i in range(70):
+        await writer.offload_context("s", [text_msg(str(i))])
+    fresh = make_ws()
+    listed: list[str | None] = []
+    original = fresh._client.list_objects
+
+    async def spy(prefix: str, *, after: str | None = None) -> Any:
+        if prefix.endswith("context.jsonl.d"):
+            listed.append(after)
+        return await original(prefix, after=after)
+
+    fresh._client.list_objects = spy  # type: ignore[method-assign]
+    ref = await fresh.offload_context("s", [text_msg("last")])
+    assert (ref.first_line, ref.last_line) == (71, 71)
+    assert listed == ["sessions/s/context.jsonl.d/000000000064.jsonl"]
+
+
+async def test_empty_append_writes_nothing(ws: ObjectStoreWorkspace) -> None:
+    ref = await ws.offload_context("s", [])
+    assert (ref.first_line, ref.last_line) == (0, -1)
+    assert await ws.list_sessions() == []
+
+
+async def test_tool_result_is_stored_whole_and_never_overwritten(
+    ws: ObjectStoreWorkspace, url: str
+) -> None:
+    text = "\n".join(f"line {i}" for i in range(500))
+    ref = await ws.offload_tool_result("s", tool_result("call_1", text))
+    assert ref == f"{url}/sessions/s/tool_result-call_1.txt"
+    assert await ws.read_reference(ref) == text.encode()
+    assert await ws.offload_tool_result("s", tool_result("call_1", text)) == ref
+    other = await ws.offload_tool_result("s", tool_result("call_1", "other"))
+    assert other == f"{url}/sessions/s/tool_result-call_1.2.txt"
+    assert await ws.read_reference(ref) == text.encode()
+    assert await ws.list_files("s") == sorted([ref, other])
+    shown = await retrieve_offloaded_content(ws, ref, pattern=r"line 49\d$")
+    assert "line 499" in shown and "line 498" in shown
+
+
+async def test_events_record_every_offload(ws: ObjectStoreWorkspace) -> None:
+    await ws.offload_context("s", [text_msg("a")])
+    ref = await ws.offload_tool_result("s", tool_result("c1", "x\ny\n"))
+    await ws.record_event("s", "compression", tokens_before=10, tokens_after=2)
+    events = await ws.read_events("s")
+    assert [e["kind"] for e in events] == ["context", "tool_result", "compression"]
+    assert events[0]["lines"] == [1, 1] and events[1]["reference"] == ref
+    assert events[1]["lines"] == 2
+
+
+async def test_data_block_is_stored_once_by_hash(ws: ObjectStoreWorkspace, url: str) -> None:
+    block = DataBlock(
+        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
+    )
+    stored = await ws.offload_data_block(block)
+    expected = f"{url}/data/{hashlib.sha256(PNG).hexdigest()}.png"
+    assert stored.source.url == expected
+    assert await ws.read_reference(expected) == PNG
+    again = await ws.offload_data_block(block)
+    assert again.source.url == expected
+
+
+async def test_inline_payloads_in_messages_go_to_data(ws: ObjectStoreWorkspace, url: str) -> None:
+    message = {
+        "role": "user",
+        "content": [
+            {
+                "type": "image_url",
+                "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+            }
+        ],
+    }
+    await ws.offload_context("s", [message])
+    [row] = await ws.read_context("s")
+    ref = row["content"][0]["image_url"]["url"]
+    assert ref == f"{url}/data/{hashlib.sha256(PNG).hexdigest()}.png"
+    assert await ws.read_reference(ref) == PNG
+
+
+async def test_image_in_tool_result_is_a_data_line(ws: ObjectStoreWorkspace, url: str) -> None:
+    block = DataBlock(
+        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
+    )
+    ref = await ws.offload_tool_result(
+        "s", ToolResultBlock(id="c", name="shot", output=[TextBlock(text="see"), block])
+    )
+    text = (await ws.read_reference(ref)).decode()
+    assert f"{url}/data/{hashlib.sha256(PNG).hexdigest()}.png" in text
+
+
+async def test_state_sessions_and_purge(ws: ObjectStoreWorkspace) -> None:
+    assert await ws.read_state("a") is None
+    await ws.write_state("a", {"messages": [1]})
+    await ws.write_state("a", {"messages": [1, 2]})
+    assert await ws.read_state("a") == {"messages": [1, 2]}
+    await ws.offload_context("b", [text_msg("x")])
+    assert await ws.list_sessions() == ["a", "b"]
+    assert await ws.purge_session("b") is True
+    assert await ws.purge_session("b") is False
+    assert await ws.list_sessions() == ["a"]
+    ref = await ws.offload_context("b", [text_msg("again")])
+    assert ref.first_line == 1
+
+
+async def test_gc_removes_old_sessions_and_unreferenced_data(
+    ws: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxoffload.workspace._objectstore as module
+
+    block = DataBlock(
+        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
+    )
+    await ws.offload_context("old", [Msg(role="user", content=[block])])
+    await ws.offload_context("new", [text_msg("keep")])
+    dry = await ws.gc(older_than=0, dry_run=True)
+    assert dry.dry_run and sorted(dry.sessions_removed) == ["new", "old"]
+    assert await ws.list_sessions() == ["new", "old"]
+    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
+    report = await ws.gc(older_than=0)
+    assert sorted(report.sessions_removed) == ["new", "old"]
+    assert report.data_removed == [f"{hashlib.sha256(PNG).hexdigest()}.png"]
+    assert report.bytes_freed > len(PNG)
+    assert await ws.list_sessions() == []
+    with pytest.raises(ConfigError):
+        await ws.gc(older_than=-1)
+
+
+async def test_gc_keeps_data_a_live_session_references(
+    ws: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxoffload.workspace._objectstore as module
+
+    block = DataBlock(
+        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
+    )
+    await ws.offload_context("live", [Msg(role="user", content=[block])])
+    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
+    report = await ws.gc(older_than=3600)
+    assert report.sessions_removed == [] and report.data_removed == []
+
+
+@pytest.mark.parametrize(
+    "session_id", ["..", "../x", "a/b", "", "/abs", "x\x00y", "a\\b", ".hidden", "x" * 129, 7]
+)
+async def test_hostile_session_ids_are_refused_before_any_io(session_id: Any) -> None:
+    # A closed port and a short deadline: any I/O would surface as OffloadError.
+    dead = ObjectStoreWorkspace(
+        "s3://bucket1/p",
+        endpoint_url=f"http://127.0.0.1:{free_port()}",
+        access_key_id="k",
+        secret_access_key="s",
+        region="us-east-1",
+        deadline=0.5,
+    )
+    with pytest.raises(InvalidSessionId):
+        await dead.offload_context(session_id, [text_msg("a")])
+    with pytest.raises(InvalidSessionId):
+        await dead.offload_tool_result(session_id, tool_result("c", "x"))
+    with pytest.raises(InvalidSessionId):
+        await dead.read_context(session_id)
+    with pytest.raises(InvalidSessionId):
+        await dead.purge_session(session_id)
+    with pytest.raises(InvalidSessionId):
+        await dead.write_state(session_id, {})
+
+
+@pytest.mark.parametrize("tool_id", ["../../etc/passwd", "a/b", "x\x00y", "..", "é" * 300, ""])
+async def test_hostile_tool_ids_stay_in_the_session(
+    ws: ObjectStoreWorkspace, url: str, tool_id: str
+) -> None:
+    ref = await ws.offload_tool_result("s", tool_result(tool_id, f"out {tool_id!r}"))
+    assert ref.startswith(f"{url}/sessions/s/tool_result-") and ref.endswith(".txt")
+    assert "/" not in ref[len(f"{url}/sessions/s/") :]
+    assert await ws.read_reference(ref) == f"out {tool_id!r}".encode()
+
+
+async def test_two_unsafe_ids_never_share_an_object(ws: ObjectStoreWorkspace) -> None:
+    a = await ws.offload_tool_result("s", tool_result("a/b", "one"))
+    b = await ws.offload_tool_result("s", tool_result("a_b", "two"))
+    c = await ws.offload_tool_result("s", tool_result("a?b", "three"))
+    assert len({a, b, c}) == 3
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "s3://other-bucket/team/agents/sessions/s/context.jsonl",
+        "sessions/../data/x",
+        "sessions/s/../../secrets",
+        "/etc/passwd",
+        "file:///etc/passwd",
+        "sessions/.x/tool_result-a.txt",
+        "data/not-a-hash.png",
+        "",
+    ],
+)
+async def test_references_outside_the_workspace_are_refused(
+    ws: ObjectStoreWorkspace, reference: str
+) -> None:
+    with pytest.raises(InvalidReference):
+        await ws.read_reference(reference)
+
+
+async def test_unknown_reference_is_invalid(ws: ObjectStoreWorkspace, url: str) -> None:
+    with pytest.raises(InvalidReference):
+        await ws.read_reference(f"{url}/sessions/s/tool_result-nope.txt")
+
+
+async def test_relative_keys_are_accepted(ws: ObjectStoreWorkspace) -> None:
+    ref = await ws.offload_tool_result("s", tool_result("c", "hello"))
+    assert await ws.read_reference("sessions/s/tool_result-c.txt") == b"hello"
+    assert ref.endswith("sessions/s/tool_result-c.txt")
+
+
+async def test_store_down_is_offload_error_without_credentials(s3: S3Server) -> None:
+    dead = ObjectStoreWorkspace(
+        "s3://bucket1/p",
+        endpoint_url=f"http://127.0.0.1:{free_port()}",
+        access_key_id="AKIAEXAMPLE",
+        secret_access_key=SECRET_KEY,
+        session_token="session-token-secret",
+        region="us-east-1",
+        deadline=0.5,
+    )
+    with pytest.raises(OffloadError) as caught:
+        await dead.offload_context("s", [text_msg("a")])
+    message = str(caught.value)
+    assert "deadline" in message and "s3://bucket1/p/sessions/s/context.jsonl" in message
+    for secret in (SECRET_KEY, "session-token-secret"):
+        assert secret not in message and secret not in repr(dead)
+        assert secret not in repr(caught.value) and secret not in str(caught.value.path)
+    with pytest.raises(OffloadError):
+        await dead.offload_tool_result("s", tool_result("c", "x"))
+
+
+async def test_missing_bucket_is_offload_error_without_credentials(s3: S3Server) -> None:
+    ws = ObjectStoreWorkspace(
+        f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/p", **s3.workspace_kwargs(), deadline=30
+    )
+    with pytest.raises(OffloadError, match="check that the bucket exists") as caught:
+        await ws.offload_tool_result("s", tool_result("c", "x"))
+    assert SECRET_KEY not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "s3://AKIA:secret@bucket/p",
+        "s3://bucket/p?x-amz-security-token=abc",
+        "not a url",
+        "s3://bucket/a/../b",
+    ],
+)
+def test_bad_urls_are_config_errors_without_secrets(bad: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ObjectStoreWorkspace(bad)
+    assert "secret" not in str(caught.value).replace("user:secret", "")
+    assert "abc" not in str(caught.value)
+
+
+def test_endpoint_with_credentials_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        ObjectStoreWorkspace("s3://b/p", endpoint_url="http://key:hunter2@127.0.0.1:9000")
+    assert "hunter2" not in str(caught.value)
+
+
+def test_repr_names_only_the_url(s3: S3Server, url: str) -> None:
+    ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
+    assert repr(ws) == f"ObjectStoreWorkspace(url={url!r})"
+
+
+async def test_memory_url_works_without_a_server() -> None:
+    ws = ObjectStoreWorkspace("memory://")
+    ref = await ws.offload_context("s", [text_msg("a")])
+    again = await ws.offload_context("s", [text_msg("b")])
+    assert ref == "memory:///sessions/s/context.jsonl" and again.first_line == 2
+    tool = await ws.offload_tool_result("s", tool_result("c", "x"))
+    assert await ws.read_reference(tool) == b"x"
+    assert await ws.list_sessions() == ["s"]
+
+
+async def test_an_append_whose_answer_was_lost_is_not_written_twice(
+    ws: ObjectStoreWorkspace,
+) -> None:
+    await ws.offload_context("s", [text_msg("a")])
+    real_put_new = ws._client.put_new
+    lost = {"n": 0}
+
+    async def put_then_lose_the_answer(key: str, data: bytes, attributes: Any) -> bool:
+        created = await real_put_new(key, data, attributes)
+        if created and "context.jsonl.d" in key and not lost["n"]:
+            # The PUT succeeded, its answer never came; the retry met the object.
+            lost["n"] += 1
+            return await real_put_new(key, data, attributes)
+        return created
+
+    ws._client.put_new = put_then_lose_the_answer  # type: ignore[method-assign]
+    ref = await ws.offload_context("s", [text_msg("b"), text_msg("c")])
+    assert lost["n"] == 1
+    assert (ref.first_line, ref.last_line) == (2, 3)
+    texts = [r["content"][0]["text"] for r in await ws.read_context("s")]
+    assert texts == ["a", "b", "c"]
+
+
+async def test_a_store_that_comes_back_within_the_deadline_loses_nothing() -> None:
+    import asyncio
+
+    server = S3Server()
+    server.start()
+    try:
+        bucket = server.new_bucket()
+        ws = ObjectStoreWorkspace(f"s3://{bucket}/p", **server.workspace_kwargs(), deadline=20)
+        await ws.offload_context("s", [text_msg("before")])
+        server.stop()
+        loop = asyncio.get_running_loop()
+        # moto keeps its buckets in this process: the restarted server still has them.
+        restart = loop.call_later(1.0, server.start)
+        ref = await ws.offload_context("s", [text_msg("during")])
+        restart.cancel()
+        assert (ref.first_line, ref.last_line) == (2, 2)
+        assert [r["content"][0]["text"] for r in await ws.read_context("s")] == [
+            "before",
+            "during",
+        ]
+    finally:
+        server.stop()
+
+
+async def test_gc_max_bytes_removes_the_oldest_sessions_first(ws: ObjectStoreWorkspace) -> None:
+    import asyncio
+
+    await ws.offload_tool_result("first", tool_result("c", "x" * 5000))
+    # LastModified has one-second resolution on S3.
+    await asyncio.sleep(1.1)
+    await ws.offload_tool_result("second", tool_result("c", "y" * 5000))
+    report = await ws.gc(max_bytes=7000)
+    assert report.sessions_removed == ["first"]
+    assert await ws.list_sessions() == ["second"]
+    assert report.bytes_freed >= 5000
+
+
+def test_missing_client_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "obstore.store", None)
+    with pytest.raises(ImportError, match=r"pip install 'ctxoffload\[s3\]'"):
+        ObjectStoreWorkspace("s3://bucket/p")
+
+
+def test_import_ctxoffload_does_not_load_the_client() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, ctxoffload; print('obstore' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+async def test_events_log_is_a_reference_too(ws: ObjectStoreWorkspace) -> None:
+    await ws.offload_context("s", [text_msg("a")])
+    raw = await ws.read_reference(ws.events_path("s"))
+    assert json.loads(raw.splitlines()[0])["kind"] == "context"
