@@ -54,8 +54,10 @@ async def main() -> None:
         context_config=ContextConfig(context_window=16_000, tool_result_limit=500),
     )
     print("\nAnswer:", (await agent.reply("How did checkout latency look?")).text)
-    result = model.calls[1][-1].tool_results[0]
-    print("\nWhat the model saw of the 200 KB result:\n", str(result.output)[-600:])
+    seen = str(model.calls[1][-1].tool_results[0].output)
+    notice = seen.index("<<<TRUNCATED>>>")
+    print("\nWhat the model saw of the 200 KB result:")
+    print(seen[:160], "...", seen[notice:], sep="\n")
 
 
 if __name__ == "__main__":

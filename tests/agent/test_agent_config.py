@@ -168,7 +168,7 @@ async def test_a_scripted_model_without_summary_model_gets_extractive_summaries(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = ScriptedModel(calls(10))
-    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+    with caplog.at_level(logging.INFO, logger="ctxoffload"):
         agent = Agent(
             model=model,
             tools=[fetch],

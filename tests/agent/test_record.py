@@ -89,7 +89,7 @@ async def test_session_start_names_config_models_tools_and_version(
     assert start["version"] == __version__
     assert start["model"] == "gpt-test"
     assert start["summary_model"] == "scripted"
-    assert start["tools"] == ["fetch_log", "explode"]
+    assert start["tools"] == ["fetch_log", "explode", "retrieve_offloaded_content"]
     assert start["config"]["tool_result_limit"] == 300
     assert start["context_window"] == 4000
 

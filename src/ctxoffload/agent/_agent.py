@@ -14,16 +14,16 @@ from typing import Any
 
 from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from .._payloads import storable_message
-from ..compression import CompressionResult, Compressor, ContextConfig
+from ..compression import CompressionResult, Compressor, ContextConfig, ReaderTools
 from ..compression._events import EventCallback
 from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
-from ..offloader import Offloader
+from ..offloader import RETRIEVAL_TOOL_NAME, Offloader, retrieval_tool
 from ..tokens import TokenCounter, get_token_counter
 from ..workspace import validate_session_id
 from ._record import SessionRecorder
-from ._tools import Tool, as_tools
+from ._tools import Tool, as_tool, as_tools
 
 __all__ = ["Agent", "StepRecord"]
 
@@ -59,8 +59,8 @@ class Agent:
     `offload_data_block`; `tools` must be a list of callables; `max_steps` at least 1.
 
     A `ScriptedModel` plays one step per call, summary requests included. So with a
-    `ScriptedModel` as `model` and no `summary_model`, summaries are extractive (a warning is
-    logged) rather than taken from the agent's script; passing the same `ScriptedModel` as
+    `ScriptedModel` as `model` and no `summary_model`, summaries are extractive (logged at
+    INFO) rather than taken from the agent's script; passing the same `ScriptedModel` as
     both is a `ConfigError`.
 
     Args:
@@ -79,6 +79,15 @@ class Agent:
         on_event: called with each event of the session record (see README, "The session
             record") as it is written, the compressor's included; a plain function or
             `async def`. One that raises is logged and ignored.
+        include_retrieval_tool: register `retrieve_offloaded_content` (see
+            `ctxoffload.offloader.retrieval_tool`) when the offloader can read its references
+            back and no tool of that name was given, so the agent can always recover what
+            left its context, whatever the offloader. Its answers are capped at
+            `reader_output_chars(context_config)` characters.
+
+    Reader tools (the workspace file tools and the retrieval tool, marked
+    `ctxoffload_reader`) are named in every truncation notice, and their results are never
+    offloaded again after the tool runs, so reading an offloaded file cannot loop.
 
     Raises:
         ConfigError: one of the checks above failed (also a `ValueError`).
@@ -99,6 +108,7 @@ class Agent:
         max_steps: int = 30,
         counter: TokenCounter | None = None,
         on_event: EventCallback | None = None,
+        include_retrieval_tool: bool = True,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(
@@ -117,7 +127,9 @@ class Agent:
                 "leave summary_model out for extractive summaries"
             )
         if summary_model is None and isinstance(model, ScriptedModel):
-            logger.warning(
+            # INFO, not WARNING: a ScriptedModel is for tests and demos, where this is the
+            # expected set-up, and the rule is documented.
+            logger.info(
                 "model is a ScriptedModel and no summary_model was given: summaries will be "
                 "extractive, so that summary requests do not play the agent's script; pass "
                 "summary_model=ScriptedModel(...) for model-written summaries"
@@ -127,6 +139,15 @@ class Agent:
         self.model = model
         self.system_prompt = system_prompt
         self.tools = _checked_tools(tools)
+        if (
+            include_retrieval_tool
+            and offloader is not None
+            and callable(getattr(offloader, "read_reference", None))
+            and RETRIEVAL_TOOL_NAME not in self.tools
+        ):
+            source: Any = offloader  # it has read_reference, checked above
+            retrieve = retrieval_tool(source, max_output_chars=reader_output_chars(config))
+            self.tools[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)
         self.offloader = offloader
         self.max_steps = max_steps
         self.session_id = validate_session_id(session_id or f"{uuid.uuid4().hex[:12]}")
@@ -144,6 +165,7 @@ class Agent:
             # Never None, so the compressor never asks a model without one for its window.
             context_window=window if window is not None else config.context_window,
             on_event=on_event,
+            reader_tools=_reader_tools(self.tools),
         )
         self._record = SessionRecorder(
             offloader, self.session_id, on_event=on_event, prepare=self._without_payloads
@@ -156,6 +178,10 @@ class Agent:
         # string (messages are never mutated), so each image is decoded and hashed once per
         # session rather than at every step. The string is kept to pin its identity.
         self._stored_payloads: dict[int, tuple[str, DataBlock]] = {}
+
+    def _is_reader(self, tool_name: str) -> bool:
+        tool = self.tools.get(tool_name)
+        return tool is not None and bool(getattr(tool.func, "ctxoffload_reader", False))
 
     def _initial_messages(self) -> list[Msg]:
         return [Msg(role="system", content=self.system_prompt)] if self.system_prompt else []
@@ -219,7 +245,12 @@ class Agent:
                     return reply
                 results = await asyncio.gather(*(self._run_tool(c) for c in calls))
                 processed = await asyncio.gather(
-                    *(self.compressor.process_tool_result(r) for r in results)
+                    *(
+                        _unchanged(r)
+                        if self._is_reader(r.name)
+                        else self.compressor.process_tool_result(r)
+                        for r in results
+                    )
                 )
                 record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
                 results_msg = Msg(role="tool", content=list(processed), name=self.name)
@@ -521,6 +552,32 @@ def _check_offloader(offloader: Any) -> None:
                 f"'async def {method}(...)' (the agent awaits it; a sync one would leave big "
                 "results in the context)"
             )
+
+
+def reader_output_chars(config: ContextConfig) -> int:
+    """The answer cap of the retrieval tool an `Agent` registers: about `tool_result_limit`.
+
+    Three characters a token (dense text and code run three to four), between 1,000 and
+    20,000 characters, so a read-back stays within what a tool result may hold.
+    """
+    return max(1_000, min(20_000, config.tool_result_limit * 3))
+
+
+async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:
+    return result
+
+
+def _reader_tools(tools: dict[str, Tool]) -> ReaderTools | None:
+    """The names notices should give: the reader tools registered, by what they do."""
+    readers = {
+        name for name, tool in tools.items() if getattr(tool.func, "ctxoffload_reader", False)
+    }
+    found = ReaderTools(
+        read="Read" if "Read" in readers else None,
+        grep="Grep" if "Grep" in readers else None,
+        retrieve=RETRIEVAL_TOOL_NAME if RETRIEVAL_TOOL_NAME in readers else None,
+    )
+    return found if found.known else None
 
 
 def _checked_tools(tools: Any) -> dict[str, Tool]:

@@ -217,7 +217,12 @@ class FileToolbox:
             """
             return await asyncio.to_thread(toolbox.glob, pattern)
 
-        return [Read, Grep, Glob]
+        tools: list[Tool] = [Read, Grep, Glob]
+        for tool in tools:
+            # Read back, never offloaded again: the Agent checks this mark.
+            marked: Any = tool
+            marked.ctxoffload_reader = True
+        return tools
 
     # -- Read ------------------------------------------------------------------------------
 

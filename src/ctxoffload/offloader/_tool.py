@@ -1,0 +1,107 @@
+"""`retrieval_tool`: `retrieve_offloaded_content` as a tool an agent can call.
+
+File tools (Read, Grep) only reach content that lives in files the agent can open. Content
+offloaded to `InMemoryWorkspace`, a bucket or a custom offloader has a reference that is not
+a path; this tool reads any reference through the offloader's own `read_reference`, so an
+agent can always get back what left its context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..exceptions import CtxOffloadError
+from ._retrieval import ReferenceSource
+from ._retrieval import retrieve_offloaded_content as _retrieve
+
+__all__ = ["RETRIEVAL_TOOL_NAME", "retrieval_tool"]
+
+RETRIEVAL_TOOL_NAME = "retrieve_offloaded_content"
+"""The name the tool is registered under; notices name it."""
+
+_MIN_OUTPUT_CHARS = 1_000
+
+
+def retrieval_tool(
+    source: ReferenceSource, *, max_output_chars: int = 20_000, max_lines: int = 200
+) -> Callable[..., Awaitable[str]]:
+    """An async function, named `retrieve_offloaded_content`, that an agent calls as a tool.
+
+    Its type hints and docstring are written for the model; `Agent` (or any framework
+    that derives tool schemas from functions) turns them into the tool's schema. Failures
+    come back as text starting with "Error:", never as exceptions. The function carries
+    `ctxoffload_reader = True`, so an `Agent` never offloads its results again.
+
+    Args:
+        source: anything with `async read_reference(reference) -> bytes`: `LocalWorkspace`,
+            `InMemoryWorkspace`, `ObjectStoreWorkspace` or your own offloader.
+        max_output_chars: longest answer, notes included (at least 1,000).
+        max_lines: most lines in one answer.
+
+    Raises:
+        ConfigError: `source` has no `read_reference`, or a cap is impossible.
+    """
+    from ..exceptions import ConfigError
+
+    if not callable(getattr(source, "read_reference", None)):
+        raise ConfigError(
+            f"retrieval_tool needs an offloader with `async read_reference(reference)`, got "
+            f"{type(source).__name__}: pass a LocalWorkspace, InMemoryWorkspace or your own "
+            "offloader with that method"
+        )
+    if max_output_chars < _MIN_OUTPUT_CHARS:
+        raise ConfigError(
+            f"max_output_chars={max_output_chars} is below {_MIN_OUTPUT_CHARS}: the answer "
+            "must hold at least a few lines"
+        )
+    if max_lines < 1:
+        raise ConfigError(f"max_lines={max_lines} must be at least 1")
+
+    async def retrieve_offloaded_content(
+        reference: str,
+        pattern: str | None = None,
+        line_range: list[int] | None = None,
+        context_lines: int | None = None,
+    ) -> str:
+        """Read back content that was offloaded from your context, by its reference.
+
+        Use the reference named in a truncation notice or a summary (a tool_result file, the
+        context log, ...). Without pattern or line_range it shows the first lines. Lines are
+        numbered from 1; with a pattern, matching lines are marked with `>` and `--`
+        separates groups of lines that are not adjacent.
+
+        Args:
+            reference: The reference exactly as the notice or summary gives it.
+            pattern: A regular expression; only matching lines (and context) are shown.
+            line_range: [first, last] line numbers to show, 1-based and inclusive.
+            context_lines: With pattern, lines shown around each match; alone, how many
+                lines to show from the top.
+
+        Returns:
+            The numbered lines, or a message starting with "Error:".
+        """
+        span: tuple[int, int] | None = None
+        if line_range is not None:
+            if not isinstance(line_range, (list, tuple)) or len(line_range) != 2:
+                return (
+                    f"Error: line_range={line_range!r} is not [first, last]: pass two line "
+                    "numbers, e.g. [1, 200]"
+                )
+            span = (line_range[0], line_range[1])
+        try:
+            return await _retrieve(
+                source,
+                reference,
+                pattern=pattern,
+                line_range=span,
+                context_lines=context_lines,
+                max_lines=max_lines,
+                max_chars=max_output_chars,
+            )
+        except CtxOffloadError as exc:
+            return f"Error: {exc}"
+
+    marked: Any = retrieve_offloaded_content
+    marked.ctxoffload_reader = True
+    return retrieve_offloaded_content
