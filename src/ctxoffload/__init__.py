@@ -1,7 +1,7 @@
 """ctxoffload: keep LLM agents inside their context window without losing anything."""
 
 from .agent import Agent
-from .compression import CompressionResult, Compressor, ContextConfig, Summary
+from .compression import CompressionResult, Compressor, ContextConfig, ReaderTools, Summary
 from .exceptions import (
     ConfigError,
     ContextOverflowError,
@@ -67,6 +67,7 @@ __all__ = [
     "ObjectStoreWorkspace",
     "OffloadError",
     "Offloader",
+    "ReaderTools",
     "ScriptedModel",
     "Summary",
     "SummaryError",
