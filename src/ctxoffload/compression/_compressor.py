@@ -260,6 +260,12 @@ class Compressor:
         )
         if done is None:
             return block
+        return await self._truncated(block, done)
+
+    async def _truncated(
+        self, block: ToolResultBlock, done: Truncation, **extra: Any
+    ) -> ToolResultBlock:
+        """Remember a truncation (artifact trail, re-cuts) and record its event."""
         self._recent[block.id] = done
         if done.reference is not None:
             self._state.artifacts.append(
@@ -274,6 +280,7 @@ class Compressor:
             tokens_after=done.tokens_after,
             lines_shown=done.shown_lines,
             lines_total=done.total_lines,
+            **extra,
         )
         return done.block
 
@@ -641,23 +648,7 @@ class Compressor:
         )
         if done is None:
             return block
-        self._recent[block.id] = done
-        if done.reference is not None:
-            self._state.artifacts.append(
-                Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
-            )
-        await self._event(
-            "truncation",
-            tool_id=block.id,
-            tool_name=block.name,
-            reference=done.reference,
-            tokens_before=done.tokens_before,
-            tokens_after=done.tokens_after,
-            lines_shown=done.shown_lines,
-            lines_total=done.total_lines,
-            reason="the newest turn exceeds the reserve",
-        )
-        return done.block
+        return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
 
     @staticmethod
     def _assemble(

@@ -7,7 +7,7 @@ import os
 import stat
 import uuid
 
-from ._paths import READ_FLAGS, WRITE_NEW_FLAGS, unlink_quietly
+from ._paths import READ_FLAGS, unlink_quietly, write_new_file
 
 __all__ = ["extension_for", "store_bytes"]
 
@@ -97,16 +97,8 @@ def store_bytes(
     if _holds(data_fd, name, raw):
         return os.path.join(data_dir, name)
     tmp = f".tmp-{name}-{uuid.uuid4().hex}"
-    fd = os.open(tmp, WRITE_NEW_FLAGS, 0o644, dir_fd=data_fd)
     try:
-        try:
-            view = memoryview(raw)
-            while view:
-                view = view[os.write(fd, view) :]
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new_file(data_fd, tmp, raw, fsync=fsync)
         os.replace(tmp, name, src_dir_fd=data_fd, dst_dir_fd=data_fd)
     except BaseException:
         unlink_quietly(data_fd, tmp)

@@ -31,13 +31,13 @@ from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import JsonlAppender, dumps_line, read_log
 from ._paths import (
-    WRITE_NEW_FLAGS,
     open_dir,
     open_for_reading,
     open_tree,
     remove_tree,
     same_entry,
     unlink_quietly,
+    write_new_file,
 )
 
 __all__ = ["LocalWorkspace"]
@@ -360,16 +360,8 @@ class LocalWorkspace:
 
     def _write_unique(self, dir_fd: int, stem: str, data: bytes) -> str:
         tmp = f".tmp-{stem}-{uuid.uuid4().hex}"
-        fd = os.open(tmp, WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_new_file(dir_fd, tmp, data, fsync=self.fsync)
             n = 1
             while True:
                 name = f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt"
@@ -461,16 +453,8 @@ class LocalWorkspace:
                         path,
                     )
             tmp = f".tmp-state-{uuid.uuid4().hex}"
-            fd = os.open(tmp, WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
             try:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    if self.fsync:
-                        os.fsync(fd)
-                finally:
-                    os.close(fd)
+                write_new_file(dir_fd, tmp, data, fsync=self.fsync)
                 # rename() replaces the entry itself, never a file it might point to.
                 os.replace(tmp, STATE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             finally:

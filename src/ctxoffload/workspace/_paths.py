@@ -33,6 +33,7 @@ __all__ = [
     "same_entry",
     "unlink_quietly",
     "verify_file",
+    "write_new_file",
 ]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -221,6 +222,24 @@ def remove_tree(parent_fd: int, name: str) -> None:
         os.close(fd)
     with contextlib.suppress(FileNotFoundError):
         os.rmdir(name, dir_fd=parent_fd)
+
+
+def write_new_file(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
+    """Create `name` in `dir_fd` (it must not exist; no link is followed) holding `data`.
+
+    Raises:
+        OSError: the entry exists or the disk refused the write; the caller removes the
+            partial file (it is usually a temporary name).
+    """
+    fd = os.open(name, WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def unlink_quietly(dir_fd: int, name: str) -> None:
