@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -303,3 +304,29 @@ def test_every_line_shown_is_the_line_with_that_number(
     for row in shown:
         number, text = row.split("\t", 1)
         assert text == lines[int(number) - 1]
+
+
+async def test_a_catastrophic_pattern_keeps_the_event_loop_running() -> None:
+    import time
+
+    ticks: list[float] = []
+
+    async def heartbeat() -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            ticks.append(time.monotonic())
+
+    source = DictSource({"ref": (("a" * 40 + "b\n") * 2_000).encode()})
+    beating = asyncio.create_task(heartbeat())
+    try:
+        result = await asyncio.wait_for(
+            retrieve_offloaded_content(source, "ref", pattern="(a+)+$"), timeout=60
+        )
+    finally:
+        beating.cancel()
+    assert result == "ref: no lines match '(a+)+$' (2000 lines searched)."
+
+
+def test_backreferences_are_refused_with_what_to_do() -> None:
+    with pytest.raises(InvalidContent, match="not supported"):
+        format_retrieval("aa\n", "ref", pattern=r"(a)\1")
