@@ -165,7 +165,7 @@ class FileToolbox:
         so they are written for the model. Each runs its blocking work in a worker thread.
 
         Returns:
-            `[Read, Grep, Glob]`.
+            `[Read, Grep, Glob]`, each with the attribute `ctxoffload_reader = True`.
         """
         toolbox = self
 
@@ -228,7 +228,11 @@ class FileToolbox:
             """
             return await asyncio.to_thread(toolbox.glob, pattern)
 
-        return [Read, Grep, Glob]
+        tools: list[Tool] = [Read, Grep, Glob]
+        for tool in tools:
+            # Marks a reader: the agent does not offload its results again.
+            tool.ctxoffload_reader = True  # type: ignore[attr-defined]
+        return tools
 
     # -- Read ------------------------------------------------------------------------------
 

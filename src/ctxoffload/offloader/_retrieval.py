@@ -14,16 +14,17 @@ content) raises `InvalidContent`; impossible caps raise `ConfigError`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from ..exceptions import ConfigError, InvalidContent
+from ..exceptions import ConfigError, CtxOffloadError, InvalidContent
 from ._regex import Pattern, compile_pattern
 
 __all__ = [
     "ReferenceSource",
     "decode_reference_text",
     "format_retrieval",
+    "retrieval_tool",
     "retrieve_offloaded_content",
 ]
 
@@ -367,3 +368,61 @@ def _binary_message(reference: str, why: str) -> str:
         f"reference {reference!r} holds binary data ({why}), not text: it is probably a data "
         f"file (image, audio, PDF); refer to it by its path instead of retrieving it as text"
     )
+
+
+def retrieval_tool(
+    source: ReferenceSource, *, max_output_chars: int = 20_000
+) -> Callable[..., Awaitable[str]]:
+    """A `retrieve_offloaded_content` tool for an agent, reading from any source.
+
+    Args:
+        source: anything with `async read_reference(ref) -> bytes` (LocalWorkspace,
+            InMemoryWorkspace, a custom offloader).
+        max_output_chars: longest result; keep it below the agent's tool_result_limit.
+
+    Returns:
+        An async function named `retrieve_offloaded_content`, typed and documented for a
+        tool schema, with the attribute `ctxoffload_reader = True`. It never raises: a
+        failure is a text answer starting with "Error:".
+
+    Raises:
+        ConfigError: `max_output_chars` below 500.
+    """
+    if max_output_chars < _MIN_CHARS:
+        raise ConfigError(f"max_output_chars={max_output_chars} must be at least {_MIN_CHARS}")
+
+    async def retrieve_offloaded_content(
+        reference: str,
+        pattern: str | None = None,
+        line_range: list[int] | None = None,
+        context_lines: int | None = None,
+    ) -> str:
+        """Read back offloaded content (a tool result or context file) by its reference.
+
+        Lines are numbered; with a pattern, matching lines are marked `>` and `--`
+        separates hunks when context_lines is given.
+
+        Args:
+            reference: The path or reference named in the truncation notice or summary.
+            pattern: Regular expression (RE2 syntax: no backreferences or lookaround);
+                only matching lines and their context are shown.
+            line_range: [first, last] line numbers, counting from 1, inclusive.
+            context_lines: With pattern, lines shown around each match; alone, how many
+                lines to show from the top.
+
+        Returns:
+            The numbered lines, or a message starting with "Error:".
+        """
+        try:
+            bounds = None if line_range is None else _checked_range(tuple(line_range))  # type: ignore[arg-type]
+            return await _retrieve(
+                source, reference, pattern, bounds, context_lines, max_chars=max_output_chars
+            )
+        except (CtxOffloadError, TypeError, ValueError) as exc:
+            return f"Error: {exc}"
+
+    retrieve_offloaded_content.ctxoffload_reader = True  # type: ignore[attr-defined]
+    return retrieve_offloaded_content
+
+
+_retrieve = retrieve_offloaded_content
