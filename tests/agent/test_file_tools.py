@@ -423,20 +423,30 @@ def test_grep_in_process_gives_the_same_result_as_the_worker(log_root: Path) -> 
     assert bounded == unbounded
 
 
-def test_grep_stops_a_catastrophic_regex_with_an_error(tmp_path: Path) -> None:
-    (tmp_path / "evil.txt").write_text("a" * 40 + "b\n")
-    result = FileToolbox([tmp_path], grep_timeout=1.0).grep("(a+)+$", ".")
-    assert result.startswith("Error: Grep stopped after 1 s while searching evil.txt")
-    assert "too slow" in result
-
-
-def test_grep_keeps_matches_found_before_a_timeout(tmp_path: Path) -> None:
+def test_grep_runs_a_catastrophic_regex_in_linear_time(tmp_path: Path) -> None:
+    # (a+)+$ backtracks exponentially in Python's re; in RE2 it is one linear pass.
     (tmp_path / "a_good.txt").write_text("aaa\n")
     (tmp_path / "b_evil.txt").write_text("a" * 40 + "b\n")
-    result = FileToolbox([tmp_path], grep_timeout=2).grep("(a+)+$", ".")
+    result = FileToolbox([tmp_path], grep_timeout=None).grep("(a+)+$", ".")
+    assert result == "a_good.txt:1:aaa"
+
+
+def test_grep_stops_at_its_time_limit_and_keeps_what_it_found(tmp_path: Path) -> None:
+    (tmp_path / "a_good.txt").write_text("needle\n")
+    (tmp_path / "b_big.txt").write_text("hay\n" * 3_000_000)
+    result = FileToolbox([tmp_path], grep_timeout=0.01).grep("needle", ".")
     lines = result.splitlines()
-    assert lines[0].startswith("Error: Grep stopped after 2 s while searching b_evil.txt")
-    assert lines[1:] == ["Matches found before the stop:", "a_good.txt:1:aaa"]
+    assert lines[0].startswith("Error: Grep stopped after its time limit of 0.01 s while")
+    assert "narrower path_or_glob" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"(a)\1", "(?=a)", "(?<!a)b"], ids=["backreference", "lookahead", "lookbehind"]
+)
+def test_grep_explains_re2_syntax_it_does_not_support(log_root: Path, pattern: str) -> None:
+    result = FileToolbox([log_root]).grep(pattern, ".")
+    assert result.startswith(f"Error: invalid regular expression {pattern!r}")
+    assert "not supported" in result
 
 
 # -- Glob ------------------------------------------------------------------------------------
@@ -576,3 +586,170 @@ def test_reference_relative_to_the_current_directory_is_accepted(
     assert resolve_in_roots("sessions/s/tool_result-x.txt", roots) == target
     with pytest.raises(ToolError):
         resolve_in_roots("../outside.txt", roots)
+
+
+# -- reads that a race, a hard link, a FIFO or a pattern cannot subvert ----------------------
+
+_SWAPPER = """
+import os, sys, time
+victim, outside, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+link, plain = victim + ".link", victim + ".plain"
+end = time.monotonic() + seconds
+print("ready", flush=True)
+while time.monotonic() < end:
+    os.symlink(outside, link)
+    os.rename(link, victim)
+    time.sleep(0.0005)
+    with open(plain, "w") as file:
+        file.write("harmless line\\n")
+    os.rename(plain, victim)
+    time.sleep(0.0005)
+"""
+
+
+def test_a_file_swapped_for_an_outside_symlink_is_never_read(root: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    victim = root / "sub" / "victim.txt"
+    victim.write_text("harmless line\n")
+    outside = root.parent / "outside" / "secret.txt"
+    toolbox = FileToolbox([root])
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(victim), str(outside), "4"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+        results = []
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            results.append(toolbox.read("sub/victim.txt"))
+            results.append(toolbox.grep("TOP|harmless", "sub/victim.txt"))
+            results.append(toolbox.grep("TOP|harmless", "sub"))
+            results.append(toolbox.grep("TOP|harmless", "sub/*.txt"))
+    finally:
+        swapper.kill()
+        swapper.wait()
+        swapper.stdout.close()
+    assert not [result for result in results if SECRET in result]
+    assert any("harmless line" in result for result in results)  # the race really ran
+
+
+def test_a_hard_link_to_an_outside_file_is_refused(root: Path) -> None:
+    os.link(root.parent / "outside" / "secret.txt", root / "sub" / "hard.txt")
+    toolbox = FileToolbox([root])
+    read = toolbox.read("sub/hard.txt")
+    assert read.startswith("Error: 'sub/hard.txt' has 2 hard links")
+    assert SECRET not in read
+    assert SECRET not in toolbox.grep("SECRET", "sub/hard.txt")
+    walked = toolbox.grep("SECRET", ".")
+    assert SECRET not in walked
+    assert "hard links" in walked
+
+
+def test_grep_over_a_glob_skips_a_fifo_instead_of_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.log")
+    (tmp_path / "app.log").write_text("ERROR one\n")
+    result = FileToolbox([tmp_path], grep_timeout=None).grep("ERROR", "*.log")
+    assert result == "app.log:1:ERROR one\n[1 pipe(s), socket(s) or device(s) skipped]"
+
+
+def test_grep_with_a_huge_context_keeps_memory_bounded(tmp_path: Path) -> None:
+    (tmp_path / "big.log").write_text(("x" * 99 + "\n") * 200_000)  # 20 MB, every line matches
+    toolbox = FileToolbox([tmp_path], max_output_chars=20_000, grep_timeout=None)
+    tracemalloc.start()
+    try:
+        result = toolbox.grep("x", "big.log", context_lines=10**9, max_matches=10**9)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(result) <= 20_000
+    assert "[output cap of 20,000 characters reached" in result
+    assert peak < 5_000_000
+
+
+def test_glob_with_an_inverted_range_is_an_error(root: Path) -> None:
+    result = FileToolbox([root]).glob("[z-a]*")
+    assert result.startswith("Error: invalid glob '[z-a]*'")
+    assert FileToolbox([root]).grep("x", "sub/[z-a]*").startswith("Error: invalid glob")
+
+
+_NO_FDS = """
+import os, resource, sys
+from ctxoffload.agent._file_tools import FileToolbox
+from ctxoffload.offloader._regex import compile_pattern
+compile_pattern("x")  # load RE2 before the descriptors run out
+toolbox = FileToolbox([sys.argv[1]])
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+while True:  # take every descriptor that is left
+    try:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        break
+for result in (toolbox.grep("x", "."), toolbox.grep("x", "*.txt"), toolbox.glob("**/*.txt"),
+               toolbox.grep("x", "notes.txt"), toolbox.read("notes.txt")):
+    print(result.splitlines()[0])
+"""
+
+
+def test_with_no_file_descriptors_left_the_tools_say_so(root: Path) -> None:
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-c", _NO_FDS, str(root)], capture_output=True, text=True, check=True
+    )
+    results = completed.stdout.splitlines()
+    assert len(results) == 5, completed.stderr
+    for result in results:
+        assert result.startswith("Error: "), result
+        assert "no file descriptors are left" in result
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads directories whatever their mode")
+def test_an_unreadable_directory_is_an_error(root: Path) -> None:
+    (root / "sub").chmod(0)
+    try:
+        assert FileToolbox([root]).grep("x", "sub").startswith("Error: cannot list")
+        assert FileToolbox([root]).glob("sub/*").startswith("Error: cannot list")
+    finally:
+        (root / "sub").chmod(0o755)
+
+
+async def _with_heartbeat(call: typing.Awaitable[object]) -> tuple[object, float]:
+    """Await `call` while a task ticks every 10 ms; return its result and the longest gap."""
+    import asyncio
+    import time
+
+    gaps: list[float] = []
+
+    async def heartbeat() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    beating = asyncio.create_task(heartbeat())
+    try:
+        await asyncio.sleep(0.05)
+        result = await asyncio.wait_for(call, timeout=60)
+        await asyncio.sleep(0.05)
+    finally:
+        beating.cancel()
+    return result, max(gaps)
+
+
+async def test_pathological_globs_and_regexes_keep_the_event_loop_running(root: Path) -> None:
+    (root / ("a" * 60)).write_text("a" * 40 + "b\n")
+    _read, grep, glob = workspace_tools(root)
+    evil_glob = "*?" * 12 + "#"
+    for call in (glob(evil_glob), grep("x", evil_glob), grep("(a+)+$", "a" * 60)):
+        result, longest_gap = await _with_heartbeat(call)
+        assert isinstance(result, str) and result.startswith("No ")
+        assert longest_gap < 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -303,3 +304,54 @@ def test_every_line_shown_is_the_line_with_that_number(
     for row in shown:
         number, text = row.split("\t", 1)
         assert text == lines[int(number) - 1]
+
+
+async def test_a_catastrophic_pattern_keeps_the_event_loop_running() -> None:
+    import time
+
+    ticks: list[float] = []
+
+    async def heartbeat() -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            ticks.append(time.monotonic())
+
+    source = DictSource({"ref": (("a" * 40 + "b\n") * 2_000).encode()})
+    beating = asyncio.create_task(heartbeat())
+    try:
+        result = await asyncio.wait_for(
+            retrieve_offloaded_content(source, "ref", pattern="(a+)+$"), timeout=60
+        )
+    finally:
+        beating.cancel()
+    assert result == "ref: no lines match '(a+)+$' (2000 lines searched)."
+
+
+def test_backreferences_are_refused_with_what_to_do() -> None:
+    with pytest.raises(InvalidContent, match="not supported"):
+        format_retrieval("aa\n", "ref", pattern=r"(a)\1")
+
+
+async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text() -> None:
+    from ctxoffload.agent import retrieval_tool as reexported
+    from ctxoffload.agent._tools import as_tool
+    from ctxoffload.offloader import retrieval_tool
+
+    assert reexported is retrieval_tool
+    tool = retrieval_tool(DictSource({"ref": b"ok\nERROR boom\nok\n"}))
+    assert tool.__name__ == "retrieve_offloaded_content"
+    assert tool.ctxoffload_reader is True  # type: ignore[attr-defined]
+    assert as_tool(tool) is not None
+    assert await tool("ref", pattern="ERROR", context_lines=1) == (
+        "ref: 1 matching line for 'ERROR' (3 lines)\n      1\tok\n>     2\tERROR boom\n      3\tok"
+    )
+    assert await tool("ref", line_range=[2, 2]) == "ref: lines 2–2 of 3\n     2\tERROR boom"
+    assert (await tool("missing")).startswith("Error: unknown reference 'missing'")
+    assert (await tool("ref", pattern="(?=a)")).startswith("Error: invalid regular expression")
+    assert (await tool("ref", line_range=[3, 1])).startswith("Error: line_range=(3, 1)")
+
+
+def test_file_tools_are_marked_as_readers(tmp_path: Path) -> None:
+    from ctxoffload.agent import workspace_tools
+
+    assert all(tool.ctxoffload_reader is True for tool in workspace_tools(tmp_path))  # type: ignore[attr-defined]

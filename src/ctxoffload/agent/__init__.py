@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..model import ChatModel, ModelResponse, ScriptedModel, Usage
+from ..offloader import retrieval_tool
 from ._agent import Agent, StepRecord
 from ._file_tools import FileToolbox, resolve_in_roots, workspace_tools
 from ._tools import Tool, as_tool
@@ -27,6 +28,7 @@ __all__ = [
     "Usage",
     "as_tool",
     "resolve_in_roots",
+    "retrieval_tool",
     "workspace_tools",
 ]
 

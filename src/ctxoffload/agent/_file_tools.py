@@ -1,10 +1,13 @@
 """Read, Grep and Glob: the tools an agent uses to read back what was offloaded.
 
 Every path is confined to the toolbox's roots (normally the workspace directory): `..`
-escapes, absolute paths elsewhere and symlinks whose target lies outside are refused. Every
-result is capped, so reading an offloaded file can never produce a result big enough to be
-offloaded again. Grep runs the regex in a child process that is killed after a time bound,
-because Python's `re` cannot be interrupted in the middle of one catastrophic match.
+escapes, absolute paths elsewhere and symlinks whose target lies outside are refused. A file
+is opened first and the open descriptor is then checked (a regular file, inside the roots by
+its real path, one link), so swapping a file for a symlink after the check reads nothing
+outside; FIFOs, sockets and devices are skipped. Every result is capped, so reading an
+offloaded file can never produce a result big enough to be offloaded again. Regexes and globs
+run in RE2 (linear time, the GIL released while matching), and Grep also stops at a time
+bound.
 
 The tools return text for the model: a refusal or failure is a message starting with
 "Error:" that says what to do instead, so the model can correct itself. `resolve_in_roots`
@@ -15,18 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import inspect
-import json
+import collections
+import errno
+import fcntl
 import os
-import re
 import stat
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from ..exceptions import ConfigError, ToolError
+from ..exceptions import ConfigError, InvalidContent, ToolError
+from ..offloader._regex import Pattern, compile_pattern, escape
 
 __all__ = ["FileToolbox", "resolve_in_roots", "workspace_tools"]
 
@@ -37,6 +40,9 @@ _CHUNK_BYTES = 1 << 20
 # Room kept free under max_output_chars for footers and notes.
 _NOTE_ROOM = 300
 _GLOB_CHARS = frozenset("*?[")
+# Grep shows at most this many context lines around a match: more could never fit the output
+# cap, and keeping them would cost memory (context_lines=10**9 on a big log).
+_MAX_CONTEXT_LINES = 100
 
 Tool = Callable[..., Awaitable[str]]
 
@@ -112,8 +118,9 @@ class FileToolbox:
             many characters were left out.
         max_output_chars: longest result of any tool, footer and notes included.
         max_glob_paths: most paths one Glob lists.
-        grep_timeout: seconds one Grep may run before its worker process is killed. None
-            searches in this process with no bound: only for patterns you trust.
+        grep_timeout: seconds one Grep may spend listing and searching files before it
+            stops and reports what it found; None for no bound. Matching itself is linear
+            (RE2), so the bound is about the amount of data, not the pattern.
 
     Raises:
         ConfigError: no roots, or caps that cannot hold one line plus a footer.
@@ -158,7 +165,7 @@ class FileToolbox:
         so they are written for the model. Each runs its blocking work in a worker thread.
 
         Returns:
-            `[Read, Grep, Glob]`.
+            `[Read, Grep, Glob]`, each with the attribute `ctxoffload_reader = True`.
         """
         toolbox = self
 
@@ -182,17 +189,21 @@ class FileToolbox:
         async def Grep(
             pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
         ) -> str:
-            """Search files in the workspace for a regular expression (Python `re` syntax).
+            """Search files in the workspace for a regular expression.
 
-            Lines are matched one at a time. Output lines are `path:line:text`; with
-            context_lines, context lines are `path-line-text` and `--` separates hunks that
-            are not adjacent. Put `(?i)` at the start of the pattern to ignore case.
+            The syntax is RE2: like Python `re`, but without backreferences (`\\1`) and
+            lookaround (`(?=`, `(?!`, `(?<=`, `(?<!`); matching takes linear time. Lines are
+            matched one at a time. Pipes, sockets and devices are skipped. Output lines are
+            `path:line:text`; with context_lines, context lines are `path-line-text` and `--`
+            separates hunks that are not adjacent. Put `(?i)` at the start of the pattern to
+            ignore case.
 
             Args:
                 pattern: Regular expression to search for.
                 path_or_glob: File, directory (searched recursively) or glob such as
                     `sessions/*/tool_result-*.txt`; a relative path starts at the workspace root.
-                context_lines: Lines of context to show before and after each match.
+                context_lines: Lines of context to show before and after each match (at
+                    most 100).
                 max_matches: Most matching lines to show.
 
             Returns:
@@ -246,10 +257,12 @@ class FileToolbox:
     def _read(self, path: str, offset: int, limit: int) -> str:
         offset = _as_int("offset", offset, minimum=1)
         limit = _as_int("limit", limit, minimum=1)
-        real = resolve_in_roots(path, self.roots)
-        size = _regular_file_size(path, real)
+        roots = self._real_roots()
+        real = resolve_in_roots(path, roots)
+        fd = _open_verified(path, real, roots)
         try:
-            with real.open("rb") as file:
+            with os.fdopen(fd, "rb") as file:
+                size = os.fstat(file.fileno()).st_size
                 if b"\0" in file.read(_SNIFF_BYTES):
                     raise ToolError(_binary_message(path, size))
                 file.seek(0)
@@ -289,7 +302,7 @@ class FileToolbox:
         See the `Grep` tool for the output format.
 
         Args:
-            pattern: Python regular expression, matched against each line.
+            pattern: regular expression in RE2 syntax, matched against each line.
             path_or_glob: file, directory (searched recursively) or glob pattern.
             context_lines: lines of context before and after each match.
             max_matches: most matching lines shown.
@@ -303,61 +316,55 @@ class FileToolbox:
             return f"Error: {exc}"
 
     def _grep(self, pattern: str, path_or_glob: str, context_lines: int, max_matches: int) -> str:
-        context_lines = _as_int("context_lines", context_lines, minimum=0)
+        context_lines = min(_as_int("context_lines", context_lines, minimum=0), _MAX_CONTEXT_LINES)
         max_matches = _as_int("max_matches", max_matches, minimum=1)
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("pattern is empty: pass a regular expression to search for")
         try:
-            re.compile(pattern)
-        except (re.error, OverflowError, RecursionError, ValueError) as exc:
-            raise ToolError(
-                f"invalid regular expression {_quote(pattern)}: {exc}. Grep uses Python `re` "
-                f"syntax; put a backslash before a literal ( ) [ ] . * + ? {{ }} | or \\"
-            ) from exc
+            regex = compile_pattern(pattern)
+        except InvalidContent as exc:
+            raise ToolError(str(exc)) from None
+        deadline = None if self.grep_timeout is None else time.monotonic() + self.grep_timeout
         roots = self._real_roots()
-        files, outside, single_file = self._grep_targets(path_or_glob, roots)
+        files, outside, single_file = self._grep_targets(path_or_glob, roots, deadline)
         if not files:
             return f"No files to search in {_quote(path_or_glob)}." + _outside_note(outside)
         request: dict[str, Any] = {
             "pattern": pattern,
-            "paths": [str(real) for _, real in files],
             "context_lines": context_lines,
             "max_matches": max_matches,
-            "max_line_chars": self.max_line_chars,
-            "sniff_bytes": _SNIFF_BYTES,
         }
-        events, failure = self._run_search(request)
+        events, failure = self._search(regex, files, roots, request, single_file, deadline)
         names = [display for display, _ in files]
         return self._format_grep(
             events, failure, names, request, path_or_glob, single_file, outside
         )
 
     def _grep_targets(
-        self, path_or_glob: str, roots: list[Path]
+        self, path_or_glob: str, roots: list[Path], deadline: float | None
     ) -> tuple[list[tuple[str, Path]], int, bool]:
         """The files to search: (display name, real path), symlinks skipped, single file?"""
         if not isinstance(path_or_glob, str):
             raise ToolError(f"path_or_glob must be a string, got {_quote(path_or_glob)}")
         path_or_glob = path_or_glob or "."
         if _GLOB_CHARS.intersection(path_or_glob) and not _exists_in_roots(path_or_glob, roots):
-            entries, outside = self._glob_entries(path_or_glob, roots)
+            entries, outside = self._glob_entries(path_or_glob, roots, deadline)
             files = [(display, real) for display, real, is_dir in entries if not is_dir]
             return files, outside, False
         real = resolve_in_roots(path_or_glob, roots)
         if real.is_dir():
-            files, outside = self._walk_files(real, roots)
+            files, outside = self._walk_files(real, roots, deadline)
             return files, outside, False
-        _regular_file_size(path_or_glob, real)
         return [(self._display(real, roots), real)], 0, True
 
-    def _walk_files(self, start: Path, roots: list[Path]) -> tuple[list[tuple[str, Path]], int]:
+    def _walk_files(
+        self, start: Path, roots: list[Path], deadline: float | None
+    ) -> tuple[list[tuple[str, Path]], int]:
         """Regular files under `start`, sorted; symlinked directories are not descended."""
         files: list[tuple[str, Path]] = []
         outside = 0
-        # followlinks=False: a link to a directory could lead out of the roots or into a cycle.
-        for directory, dirnames, filenames in os.walk(start, followlinks=False):
-            dirnames.sort()
-            for name in sorted(filenames):
+        for directory, _dirnames, filenames in _walk(start, deadline):
+            for name in filenames:
                 entry = Path(directory, name)
                 real = entry
                 if entry.is_symlink():
@@ -370,35 +377,96 @@ class FileToolbox:
                     files.append((self._display(entry, roots), real))
         return files, outside
 
-    def _run_search(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-        """Run `_grep_worker` under the time bound; returns its events and a failure, if any."""
-        if self.grep_timeout is None or not sys.executable:
-            # No bound asked for, or no interpreter to start (an embedded Python): search here.
-            events: list[dict[str, Any]] = []
-            _grep_worker(request, events.append)
-            return events, None
-        # A fresh `python -I -S` imports only the standard library and starts in tens of
-        # milliseconds; a multiprocessing child would re-import ctxoffload (pydantic, tiktoken)
-        # and, on Python 3.12+, forking a process that has threads warns.
-        command = [sys.executable, "-I", "-S", "-c", _worker_source()]
-        try:
-            completed = subprocess.run(
-                command,
-                input=json.dumps(request).encode("ascii"),
-                capture_output=True,
-                timeout=self.grep_timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            # subprocess.run has killed and reaped the worker; exc.stdout holds what it
-            # reported before, which is every complete event line.
-            return _parse_events(exc.stdout), "timeout"
-        except OSError as exc:
-            raise ToolError(f"cannot start the Grep worker process: {exc}") from exc
-        events = _parse_events(completed.stdout)
-        if completed.returncode != 0:
-            stderr = completed.stderr.decode("utf-8", "replace").strip().splitlines()
-            return events, f"crash: {stderr[-1] if stderr else f'exit {completed.returncode}'}"
+    def _search(
+        self,
+        regex: Pattern,
+        files: list[tuple[str, Path]],
+        roots: list[Path],
+        request: dict[str, Any],
+        single_file: bool,
+        deadline: float | None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Search each file through a verified descriptor; events as `_format_grep` reads them.
+
+        Stops at the deadline ("timeout"), after max_matches (then looks for one more), or
+        once the lines kept exceed the output cap, so memory stays bounded whatever the
+        arguments.
+        """
+        context = int(request["context_lines"])
+        max_matches = int(request["max_matches"])
+        max_chars = self.max_line_chars
+        events: list[dict[str, Any]] = []
+        kept = 0  # characters kept in events; past the output cap, the search stops
+        matches = 0
+
+        def keep(event: dict[str, Any], name: str) -> None:
+            nonlocal kept
+            events.append(event)
+            # At least what the line costs in the result, so past the cap the result is too.
+            kept += len(event["text"]) + len(name) + len(str(event["line"])) + 3
+
+        for index, (display, real) in enumerate(files):
+            if deadline is not None and time.monotonic() > deadline:
+                return events, "timeout"
+            try:
+                fd = _open_verified(display, real, roots)
+            except _NotRegular:
+                if single_file:
+                    raise
+                events.append({"kind": "special", "file": index})
+                continue
+            except ToolError as exc:
+                if single_file or "no file descriptors" in str(exc):
+                    raise
+                events.append({"kind": "error", "file": index, "message": str(exc)})
+                continue
+            events.append({"kind": "start", "file": index})
+            with os.fdopen(fd, "rb") as file:
+                try:
+                    if b"\0" in file.read(_SNIFF_BYTES):
+                        events.append({"kind": "binary", "file": index})
+                        continue
+                    file.seek(0)
+                    before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
+                    after = 0
+                    for number, raw in enumerate(file, 1):
+                        if deadline is not None and time.monotonic() > deadline:
+                            return events, "timeout"
+                        text = raw.decode("utf-8", "replace").rstrip("\n")
+                        if text.endswith("\r"):
+                            text = text[:-1]
+                        found = regex.search(text)
+                        if found is not None:
+                            if matches == max_matches:
+                                events.append({"kind": "more"})
+                                return events, None
+                            for context_number, context_text in before:
+                                keep(
+                                    _line_event(index, context_number, context_text, False), display
+                                )
+                            before.clear()
+                            clipped = _clip(text, found.span(), max_chars)
+                            keep(_line_event(index, number, clipped, True), display)
+                            matches += 1
+                            if matches == max_matches:
+                                events.append({"kind": "full"})
+                            after = context
+                        elif after:
+                            keep(
+                                _line_event(index, number, _clip(text, None, max_chars), False),
+                                display,
+                            )
+                            after -= 1
+                        elif context:
+                            before.append((number, _clip(text, None, max_chars)))
+                        if kept > self.max_output_chars:
+                            events.append({"kind": "capped"})  # _format_grep writes the cap note
+                            return events, None
+                except OSError as exc:
+                    events.append(
+                        {"kind": "error", "file": index, "message": exc.strerror or str(exc)}
+                    )
+        events.append({"kind": "done"})
         return events, None
 
     def _format_grep(
@@ -415,7 +483,7 @@ class FileToolbox:
         pattern, max_matches = request["pattern"], request["max_matches"]
         hits: list[tuple[int, int, str, bool]] = []
         searching: int | None = None
-        searched = binary = 0
+        searched = binary = special = 0
         unreadable: list[str] = []
         more = full = False
         for event in events:
@@ -427,6 +495,8 @@ class FileToolbox:
                 hits.append((event["file"], event["line"], event["text"], event["match"]))
             elif kind == "binary":
                 binary += 1
+            elif kind == "special":
+                special += 1
             elif kind == "error":
                 unreadable.append(f"{names[event['file']]} ({event['message']})")
             elif kind == "more":
@@ -442,13 +512,10 @@ class FileToolbox:
         if failure == "timeout" and not full:
             where = f" while searching {names[searching]}" if searching is not None else ""
             header.append(
-                f"Error: Grep stopped after {self.grep_timeout:g} s{where}: the pattern "
-                f"{_quote(pattern)} is too slow on this input (nested quantifiers such as (a+)+ "
-                f"backtrack exponentially on long lines). Use a simpler pattern (a literal "
-                f"substring, or a+ instead of (a+)+) or a narrower path_or_glob."
+                f"Error: Grep stopped after its time limit of {self.grep_timeout:g} s{where}: "
+                f"there is too much to search. Pass a narrower path_or_glob (one file, or a "
+                f"glob such as sessions/*/tool_result-*.txt)."
             )
-        elif failure is not None and failure != "timeout":
-            header.append(f"Error: the Grep worker failed ({failure}); results may be partial.")
         notes: list[str] = []
         if more:
             notes.append(
@@ -462,6 +529,8 @@ class FileToolbox:
             )
         if binary:
             notes.append(f"[{binary} binary file(s) skipped]")
+        if special:
+            notes.append(f"[{special} pipe(s), socket(s) or device(s) skipped]")
         if unreadable:
             notes.append(f"[could not read: {', '.join(unreadable[:5])}]"[:_NOTE_ROOM])
         if outside:
@@ -544,7 +613,7 @@ class FileToolbox:
         return "\n".join(lines) + _outside_note(outside)
 
     def _glob_entries(
-        self, pattern: str, roots: list[Path]
+        self, pattern: str, roots: list[Path], deadline: float | None = None
     ) -> tuple[list[tuple[str, Path, bool]], int]:
         """Matches as (display, real path, is_dir), sorted by display, and symlinks skipped."""
         if "\0" in pattern:
@@ -568,14 +637,20 @@ class FileToolbox:
         base = resolve_in_roots(prefix, roots)
         if not base.is_dir():
             return [], 0
-        matcher = re.compile(_glob_regex(rest))
+        try:
+            matcher = compile_pattern(_glob_regex(rest))
+        except InvalidContent as exc:
+            reason = str(exc).split(": ", 2)[-1].split(";")[0]
+            raise ToolError(
+                f"invalid glob {_quote(pattern)} ({reason}): use * ? ** and classes such as "
+                f"[a-z] with the lower bound first; put a literal [ inside brackets: [[]"
+            ) from None
         recursive = "**" in rest
         entries: list[tuple[str, Path, bool]] = []
         outside = 0
-        for directory, dirnames, filenames in os.walk(base, followlinks=False):
+        for directory, dirnames, filenames in _walk(base, deadline):
             relative_dir = Path(directory).relative_to(base)
             depth = len(relative_dir.parts)
-            dirnames.sort()
             for name in dirnames + filenames:
                 if not matcher.fullmatch((relative_dir / name).as_posix()):
                     continue
@@ -626,7 +701,7 @@ def workspace_tools(
         max_line_chars: longest line shown.
         max_output_chars: longest tool result; keep it below the agent's tool_result_limit.
         max_glob_paths: most paths one Glob lists.
-        grep_timeout: seconds before a Grep's worker process is killed.
+        grep_timeout: seconds one Grep may spend before it stops; None for no bound.
 
     Returns:
         `[Read, Grep, Glob]`, async functions with type hints and docstrings to derive
@@ -672,21 +747,87 @@ def _as_int(name: str, value: Any, *, minimum: int) -> int:
     return number
 
 
-def _regular_file_size(shown: str, real: Path) -> int:
-    """The size of `real`, or a ToolError saying why it cannot be read as a file."""
+class _NotRegular(ToolError):
+    """The path names a FIFO, socket or device: skipped in a search, an error in Read."""
+
+
+def _open_verified(shown: str, path: Path, roots: list[Path]) -> int:
+    """Open `path` for reading, then check the open descriptor, and return it.
+
+    The checks run on what was opened, not on the name, so a file swapped for a symlink (or
+    a hard link) to an outside file between a check and the open is refused: the descriptor
+    must be a regular file, whose real path (from /proc/self/fd) lies inside `roots` (where
+    /proc is missing: the same device and inode as the resolved name, no symlink), with one
+    link. `O_NONBLOCK` makes opening a FIFO return at once; it is cleared afterwards.
+
+    Raises:
+        ToolError: the file is missing, unreadable, outside, hard-linked, or not regular
+            (`_NotRegular`); with no descriptors left, a message saying so.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
     try:
-        status = real.stat()
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise ToolError(
             f"no such file: {_quote(shown)}; call Glob to find the right path"
         ) from None
     except OSError as exc:
-        raise ToolError(f"cannot read {_quote(shown)}: {exc.strerror or exc}") from exc
-    if stat.S_ISDIR(status.st_mode):
-        raise ToolError(f"{_quote(shown)} is a directory: call Glob with '{shown}/*' to list it")
-    if not stat.S_ISREG(status.st_mode):
-        raise ToolError(f"{_quote(shown)} is not a regular file (a pipe, socket or device)")
-    return status.st_size
+        raise ToolError(_os_error_message(f"cannot open {_quote(shown)}", exc)) from exc
+    try:
+        status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):
+            raise ToolError(
+                f"{_quote(shown)} is a directory: call Glob with '{shown}/*' to list it"
+            )
+        if not stat.S_ISREG(status.st_mode):
+            raise _NotRegular(
+                f"{_quote(shown)} is not a regular file (a pipe, socket or device): it is skipped"
+            )
+        if not _descriptor_inside(fd, status, path, roots):
+            raise ToolError(
+                f"{_quote(shown)} changed while it was opened and now lies outside the allowed "
+                f"roots: it was not read"
+            )
+        if status.st_nlink != 1:
+            raise ToolError(
+                f"{_quote(shown)} has {status.st_nlink} hard links, so it may be a file from "
+                f"outside the workspace: it is not read"
+            )
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _descriptor_inside(fd: int, status: os.stat_result, path: Path, roots: list[Path]) -> bool:
+    try:
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        # No /proc: the name must still be the same file, reached without a symlink at its end.
+        try:
+            named = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino) and any(
+            path == root or path.is_relative_to(root) for root in roots
+        )
+    return any(real == root or real.is_relative_to(root) for root in roots)
+
+
+def _os_error_message(what: str, exc: OSError) -> str:
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return (
+            f"{what}: no file descriptors are left in this process ({exc.strerror}); nothing "
+            f"was searched: try again when fewer files are open"
+        )
+    return f"{what}: {exc.strerror or exc}"
+
+
+def _walk_error(error: OSError) -> None:
+    """os.walk's onerror: a directory that cannot be listed is an error, not 'no files'."""
+    name = error.filename if error.filename is not None else "a directory"
+    raise ToolError(_os_error_message(f"cannot list {_quote(str(name))}", error))
 
 
 def _binary_message(shown: str, size: int) -> str:
@@ -845,7 +986,7 @@ def _glob_segment_regex(segment: str) -> str:
             while end < len(segment) and segment[end] != "]":
                 end += 1
             if end >= len(segment):
-                out.append(re.escape(char))  # an unclosed `[` is literal, as in fnmatch
+                out.append(escape(char))  # an unclosed `[` is literal, as in fnmatch
                 continue
             body = segment[index:end].replace("\\", "\\\\")
             if body[:1] in ("!", "^"):
@@ -853,135 +994,44 @@ def _glob_segment_regex(segment: str) -> str:
             out.append(f"[{body}]")
             index = end + 1
         else:
-            out.append(re.escape(char))
+            out.append(escape(char))
     return "".join(out)
 
 
-def _parse_events(output: bytes | str | None) -> list[dict[str, Any]]:
-    """The worker's complete event lines; a line cut off by the kill is dropped."""
-    if not output:
-        return []
-    if isinstance(output, bytes):
-        output = output.decode("ascii", "replace")
-    events: list[dict[str, Any]] = []
-    for line in output.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+def _walk(start: Path, deadline: float | None) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk without following links, sorted; an unreadable `start`, or running out of
+    file descriptors anywhere, is a ToolError rather than an empty walk."""
+    top = os.fspath(start)
+
+    def on_error(error: OSError) -> None:
+        if error.filename in (top, None) or error.errno in (errno.EMFILE, errno.ENFILE):
+            _walk_error(error)
+
+    for directory, dirnames, filenames in os.walk(top, followlinks=False, onerror=on_error):
+        if deadline is not None and time.monotonic() > deadline:
+            raise ToolError(
+                f"listing {_quote(top)} took longer than the time limit: pass a narrower path"
+            )
+        dirnames.sort()
+        filenames.sort()
+        yield directory, dirnames, filenames
 
 
-def _worker_source() -> str:
-    """The program run by the Grep worker process: `_grep_worker` and a JSON-lines driver."""
-    return "\n".join(
-        [
-            "from __future__ import annotations",
-            "import json, sys",
-            inspect.getsource(_grep_worker),
-            "def _emit(event):",
-            "    sys.stdout.write(json.dumps(event) + '\\n')",
-            "    sys.stdout.flush()",  # flushed per event, so a killed worker loses nothing
-            "_grep_worker(json.loads(sys.stdin.buffer.read()), _emit)",
-        ]
+def _line_event(file: int, number: int, text: str, is_match: bool) -> dict[str, Any]:
+    return {"kind": "line", "file": file, "line": number, "text": text, "match": is_match}
+
+
+def _clip(text: str, span: tuple[int, int] | None, max_chars: int) -> str:
+    """The line cut to max_chars, around the match when there is one."""
+    if len(text) <= max_chars:
+        return text
+    start = 0
+    if span is not None:
+        start = max(0, min(span[0] - max_chars // 4, len(text) - max_chars))
+    end = min(start + max_chars, len(text))
+    return (
+        ("…" if start else "")
+        + text[start:end]
+        + ("…" if end < len(text) else "")
+        + f" [line has {len(text):,} characters; showing {start + 1:,}–{end:,}]"
     )
-
-
-def _grep_worker(request: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
-    """Search files line by line and report each output line through `emit`.
-
-    Runs in the Grep worker process, whose program is built from this function's source:
-    it must stay self-contained, importing only the standard library inside its body.
-
-    Events: `start` (a file is being searched), `line` (an output line: file, line, text,
-    match), `binary`, `error`, `full` (max_matches reached), `more` (a further match
-    exists; the search stops), `done`.
-    """
-    import collections as _collections
-    import re as _re
-
-    regex = _re.compile(request["pattern"])
-    context = int(request["context_lines"])
-    max_matches = int(request["max_matches"])
-    max_chars = int(request["max_line_chars"])
-    sniff_bytes = int(request["sniff_bytes"])
-
-    def clip(text: str, span: tuple[int, int] | None) -> str:
-        """The line cut to max_chars, around the match when there is one."""
-        if len(text) <= max_chars:
-            return text
-        start = 0
-        if span is not None:
-            start = max(0, min(span[0] - max_chars // 4, len(text) - max_chars))
-        end = min(start + max_chars, len(text))
-        return (
-            ("…" if start else "")
-            + text[start:end]
-            + ("…" if end < len(text) else "")
-            + f" [line has {len(text):,} characters; showing {start + 1:,}–{end:,}]"
-        )
-
-    matches = 0
-    for index, path in enumerate(request["paths"]):
-        emit({"kind": "start", "file": index})
-        try:
-            with open(path, "rb") as file:
-                if b"\0" in file.read(sniff_bytes):
-                    emit({"kind": "binary", "file": index})
-                    continue
-                file.seek(0)
-                before: _collections.deque[tuple[int, str]] = _collections.deque(maxlen=context)
-                after = 0
-                for number, raw in enumerate(file, 1):
-                    text = raw.decode("utf-8", "replace")
-                    if text.endswith("\n"):
-                        text = text[:-1]
-                    if text.endswith("\r"):
-                        text = text[:-1]
-                    found = regex.search(text)
-                    if found is not None:
-                        if matches == max_matches:
-                            emit({"kind": "more"})
-                            return
-                        for context_number, context_text in before:
-                            emit(
-                                {
-                                    "kind": "line",
-                                    "file": index,
-                                    "line": context_number,
-                                    "text": context_text,
-                                    "match": False,
-                                }
-                            )
-                        before.clear()
-                        emit(
-                            {
-                                "kind": "line",
-                                "file": index,
-                                "line": number,
-                                "text": clip(text, found.span()),
-                                "match": True,
-                            }
-                        )
-                        matches += 1
-                        if matches == max_matches:
-                            emit({"kind": "full"})
-                        after = context
-                    elif after:
-                        emit(
-                            {
-                                "kind": "line",
-                                "file": index,
-                                "line": number,
-                                "text": clip(text, None),
-                                "match": False,
-                            }
-                        )
-                        after -= 1
-                    elif context:
-                        before.append((number, clip(text, None)))
-        except OSError as exc:
-            emit({"kind": "error", "file": index, "message": exc.strerror or str(exc)})
-    emit({"kind": "done"})

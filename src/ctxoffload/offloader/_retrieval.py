@@ -14,11 +14,11 @@ content) raises `InvalidContent`; impossible caps raise `ConfigError`.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from typing import Protocol
 
 from ..exceptions import ConfigError, InvalidContent
+from ._regex import Pattern, compile_pattern
 
 __all__ = [
     "ReferenceSource",
@@ -59,14 +59,14 @@ async def retrieve_offloaded_content(
 ) -> str:
     """Numbered lines of offloaded content: a range, the lines matching a pattern, or the head.
 
-    See `format_retrieval` for what each combination of arguments shows. The regex runs in
-    this process without a time bound; give the model the workspace Grep tool, which
-    bounds it, for patterns the model writes.
+    See `format_retrieval` for what each combination of arguments shows. The regex is
+    matched by RE2 in a worker thread: linear time whatever the pattern, the event loop free.
 
     Args:
         source: where the reference is stored (any object with `read_reference`).
         reference: the reference an offload returned, such as a tool_result file's path.
-        pattern: a Python regular expression; only matching lines (and context) are shown.
+        pattern: a regular expression in RE2 syntax (Python `re` without backreferences
+            and lookaround); only matching lines (and context) are shown.
         line_range: `(first, last)`, 1-based and inclusive; `last` is clamped to the end.
         context_lines: with `pattern`, lines shown around each match (default 0); alone,
             the number of lines to show from the top.
@@ -157,7 +157,7 @@ def format_retrieval(
     Args:
         text: the decoded content.
         reference: the reference, named in the first line of the result.
-        pattern: a Python regular expression matched against each line.
+        pattern: a regular expression in RE2 syntax, matched against each line.
         line_range: `(first, last)`, 1-based and inclusive.
         context_lines: see above; at least 0.
         max_lines: most lines shown (context lines count, separators do not).
@@ -263,7 +263,7 @@ def _render(
     hunks: list[tuple[list[int], set[int]]],
     lines: list[str],
     header: str,
-    regex: re.Pattern[str] | None,
+    regex: Pattern | None,
     max_lines: int,
     max_chars: int,
     max_line_chars: int,
@@ -306,7 +306,7 @@ def _render(
     return "\n".join(out)
 
 
-def _format_line(number: int, line: str, line_cap: int, regex: re.Pattern[str] | None) -> str:
+def _format_line(number: int, line: str, line_cap: int, regex: Pattern | None) -> str:
     """`{number:>6}` TAB line; a long line is cut, around the match when there is one."""
     if len(line) <= line_cap:
         return f"{number:>6}\t{line}"
@@ -348,14 +348,9 @@ def _checked_range(line_range: tuple[int, int]) -> tuple[int, int]:
     return first, last
 
 
-def _compiled(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except (re.error, OverflowError, RecursionError, ValueError) as exc:
-        raise InvalidContent(
-            f"invalid regular expression {_quote(pattern)}: {exc}; put a backslash before a "
-            f"literal ( ) [ ] . * + ? {{ }} | or \\"
-        ) from exc
+def _compiled(pattern: str) -> Pattern:
+    # RE2: linear time whatever the pattern, so `(a+)+$` cannot hang the agent.
+    return compile_pattern(pattern)
 
 
 def _plural(count: int, noun: str) -> str:

@@ -73,7 +73,8 @@ def retrieval_tool(
 
         Args:
             reference: The reference exactly as the notice or summary gives it.
-            pattern: A regular expression; only matching lines (and context) are shown.
+            pattern: A regular expression (RE2 syntax: no backreferences or lookaround);
+                only matching lines (and context) are shown.
             line_range: [first, last] line numbers to show, 1-based and inclusive.
             context_lines: With pattern, lines shown around each match; alone, how many
                 lines to show from the top.
@@ -99,7 +100,8 @@ def retrieval_tool(
                 max_lines=max_lines,
                 max_chars=max_output_chars,
             )
-        except CtxOffloadError as exc:
+        except (CtxOffloadError, TypeError, ValueError) as exc:
+            # TypeError / ValueError: an argument of the wrong type, e.g. context_lines="x".
             return f"Error: {exc}"
 
     marked: Any = retrieve_offloaded_content

@@ -1,0 +1,102 @@
+"""Linear-time regular expressions for patterns a model writes (RE2, via google-re2).
+
+Python's `re` backtracks: `(a+)+$` on forty `a` and a `b`, or the glob `*?*?…#`, runs for
+minutes inside one C call that holds the GIL, freezing the event loop. RE2 matches in time
+linear in the input and releases the GIL while it matches, so a search over a big file is
+bounded and other tasks keep running. The price is RE2's syntax: no backreferences
+(`\\1`) and no lookaround (`(?=`, `(?!`, `(?<=`, `(?<!`). `google-re2` is imported on first
+use, so `import ctxoffload` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..exceptions import InvalidContent
+
+__all__ = ["PATTERN_SYNTAX", "Pattern", "compile_pattern", "escape"]
+
+PATTERN_SYNTAX = (
+    "RE2 syntax (like Python `re` without backreferences such as \\1 and without lookaround "
+    "such as (?=...), (?!...), (?<=...), (?<!...))"
+)
+
+
+class Match(Protocol):
+    """What the code here uses of a match."""
+
+    def span(self) -> tuple[int, int]: ...
+    def start(self) -> int: ...
+
+
+class Pattern(Protocol):
+    """What the code here uses of a compiled pattern."""
+
+    pattern: str
+
+    def search(self, text: str) -> Match | None: ...
+    def fullmatch(self, text: str) -> Match | None: ...
+
+
+def compile_pattern(pattern: str) -> Pattern:
+    """Compile `pattern` with RE2.
+
+    Args:
+        pattern: a regular expression in RE2 syntax.
+
+    Returns:
+        The compiled pattern (`search`, `fullmatch`, `pattern`).
+
+    Raises:
+        InvalidContent: the pattern is not a string, or RE2 rejects it; the message says
+            why and, for backreferences or lookaround, what to write instead.
+    """
+    if not isinstance(pattern, str):
+        raise InvalidContent(f"pattern {pattern!r} is not a string: pass a regular expression")
+    re2 = _re2()
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print each rejected pattern on stderr
+    options.max_mem = 64 << 20  # a bound on the compiled program, for absurd repetitions
+    try:
+        compiled: Any = re2.compile(pattern, options)
+    except (re2.error, TypeError, ValueError, OverflowError) as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        hint = (
+            f"patterns use {PATTERN_SYNTAX}; put a backslash before a literal "
+            f"( ) [ ] . * + ? {{ }} | or \\"
+        )
+        if "perl operator" in str(reason) or "escape sequence: \\" in str(reason):
+            hint = (
+                "backreferences (\\1) and lookaround ((?=...), (?!...), (?<=...), (?<!...)) "
+                "are not supported: search for a simpler pattern and read the lines around it"
+            )
+        raise InvalidContent(
+            f"invalid regular expression {_quote(pattern)}: {reason}; {hint}"
+        ) from None
+    return compiled  # type: ignore[no-any-return]
+
+
+def escape(text: str) -> str:
+    """`text` as a regex matching itself literally, in RE2 syntax."""
+    return "".join(char if char.isalnum() or char == "_" else _escape_char(char) for char in text)
+
+
+def _escape_char(char: str) -> str:
+    if char == "\n":
+        return "\\n"
+    if ord(char) < 128:
+        return "\\" + char if not char.isspace() else f"\\x{ord(char):02x}"
+    return char
+
+
+def _re2() -> Any:
+    import re2  # type: ignore[import-untyped]  # google-re2; imported here so that `import ctxoffload` stays light
+
+    return re2
+
+
+def _quote(value: str, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
