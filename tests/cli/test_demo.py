@@ -17,7 +17,7 @@ async def test_demo_recovers_a_fact_only_a_file_still_holds(tmp_path: Path) -> N
     # The Grep step was planned from a context in which the failing order appears nowhere:
     # the fact survived only in the offloaded log file.
     grep_step = next(s for s in report.steps if s[1] == "Grep")
-    assert grep_step[0] > max(s[0] for s in report.steps if s[4])
+    assert len([s for s in report.steps if s[4] and s[0] < grep_step[0]]) >= 2
     session = tmp_path / "ws" / "sessions" / report.session_id
     log = (session / "tool_result-call_2.txt").read_text()
     assert f"order_id={FAILED_ORDER}" in log
