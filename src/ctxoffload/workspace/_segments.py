@@ -29,6 +29,7 @@ import functools
 import json
 import random
 import re
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -101,6 +102,10 @@ class SegmentLog:
         async with lock:
             end = self._ends.get(log_key) or await self._catch_up(log_key, None)
             losses = 0
+            # Every call below is bounded by the client's deadline; so is the whole race, so a
+            # writer that keeps losing gives up with OffloadError (the content stays in the
+            # caller's context) instead of looping.
+            give_up = time.monotonic() + self.client.deadline
             while True:
                 seq = end.seq + 1
                 attributes = {
@@ -123,7 +128,15 @@ class SegmentLog:
                 # more than a segment or two apart). Jitter that grows with each lost round
                 # keeps a crowd of writers from colliding again and again.
                 losses += 1
-                await asyncio.sleep(random.random() * min(0.002 * 2**losses, 0.1))
+                if time.monotonic() > give_up:
+                    raise OffloadError(
+                        f"could not append to {self.client.reference(log_key)}: lost the race "
+                        f"for the next segment {losses} times within {self.client.deadline:g} s; "
+                        "nothing was appended, retry later",
+                        self.client.reference(log_key),
+                    )
+                # The exponent is capped: past 2**6 the jitter is at its 0.1 s ceiling anyway.
+                await asyncio.sleep(random.random() * min(0.002 * 2 ** min(losses, 6), 0.1))
                 after_winner = _after(seq, winner) if winner is not None else None
                 end = after_winner or await self._catch_up(log_key, None)
             self._ends[log_key] = _End(seq, first + lines)
