@@ -1,0 +1,41 @@
+"""Integration tests run against the real frameworks, each in its own environment.
+
+The files are tests/integrations/test_<framework>_*.py. The main test run has neither AgentScope
+nor Strands installed (their pins conflict with each other), so these tests skip there with the
+reason. `.ci/run` installs each framework in a virtual environment of its own and runs its test
+files with ``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` naming it: there a missing framework is a failure,
+never a skip.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+import pytest
+
+
+def require_framework(module: str, extra: str) -> ModuleType:
+    """Import a framework for an integration test module, or skip it with an install hint.
+
+    Args:
+        module: The framework's import name (``agentscope``, ``strands``).
+        extra: The ctxoffload extra that installs it.
+
+    Returns:
+        The imported module.
+    """
+    required = {
+        name.strip() for name in os.environ.get("CTXOFFLOAD_REQUIRE_FRAMEWORKS", "").split(",")
+    }
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if extra in required:
+            pytest.fail(f"{module} is required in this run but does not import: {exc}", False)
+        pytest.skip(
+            f"{module} is not installed: pip install 'ctxoffload[{extra}]' "
+            f"(.ci/run runs these tests in an environment of their own)",
+            allow_module_level=True,
+        )
