@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..exceptions import OffloadError
 
@@ -129,7 +129,8 @@ class StoreClient:
 
         async def call() -> bool:
             try:
-                await obstore.put_async(
+                await _blocking(
+                    obstore.put,
                     self.store,
                     key,
                     data,
@@ -148,8 +149,8 @@ class StoreClient:
         import obstore
 
         async def call() -> None:
-            await obstore.put_async(
-                self.store, key, data, attributes=dict(attributes), use_multipart=False
+            await _blocking(
+                obstore.put, self.store, key, data, attributes=dict(attributes), use_multipart=False
             )
 
         await self._run("write", key, call)
@@ -160,8 +161,7 @@ class StoreClient:
 
         async def call() -> bytes | None:
             try:
-                result = await obstore.get_async(self.store, key)
-                return bytes(await result.bytes_async())
+                return await _blocking(lambda: bytes(obstore.get(self.store, key).bytes()))
             except FileNotFoundError:
                 return None
 
@@ -173,7 +173,7 @@ class StoreClient:
 
         async def call() -> dict[str, str] | None:
             try:
-                result = await obstore.get_async(self.store, key, options={"head": True})
+                result = await _blocking(obstore.get, self.store, key, options={"head": True})
             except FileNotFoundError:
                 return None
             return {str(k): str(v) for k, v in result.attributes.items()}
@@ -186,7 +186,7 @@ class StoreClient:
 
         async def call() -> ObjectInfo | None:
             try:
-                meta = await obstore.head_async(self.store, key)
+                meta = await _blocking(obstore.head, self.store, key)
             except FileNotFoundError:
                 return None
             return ObjectInfo(key, int(meta["size"]), meta["last_modified"])
@@ -197,15 +197,16 @@ class StoreClient:
         """Objects under the path `prefix` (recursively), with keys after `after` only."""
         import obstore
 
-        async def call() -> list[ObjectInfo]:
+        def listing() -> list[ObjectInfo]:
             stream = obstore.list(self.store, prefix=prefix, offset=after, chunk_size=1000)
-            found: list[ObjectInfo] = []
-            async for chunk in stream:
-                found.extend(
-                    ObjectInfo(str(meta["path"]), int(meta["size"]), meta["last_modified"])
-                    for meta in chunk
-                )
-            return found
+            return [
+                ObjectInfo(str(meta["path"]), int(meta["size"]), meta["last_modified"])
+                for chunk in stream
+                for meta in chunk
+            ]
+
+        async def call() -> list[ObjectInfo]:
+            return await _blocking(listing)
 
         return await self._run("list", prefix, call)
 
@@ -214,7 +215,7 @@ class StoreClient:
         import obstore
 
         async def call() -> list[str]:
-            result = await obstore.list_with_delimiter_async(self.store, prefix)
+            result = await _blocking(obstore.list_with_delimiter, self.store, prefix)
             return [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
 
         return await self._run("list", prefix, call)
@@ -229,9 +230,23 @@ class StoreClient:
         async def call() -> None:
             # One request per 1,000 keys on S3.
             for start in range(0, len(keys), 1000):
-                await obstore.delete_async(self.store, list(keys[start : start + 1000]))
+                await _blocking(obstore.delete, self.store, list(keys[start : start + 1000]))
 
         await self._run("delete", keys[0], call)
+
+
+def _blocking(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]:
+    """Run one of obstore's blocking calls in a worker thread.
+
+    obstore's `*_async` calls finish on a tokio thread that calls back into Python to resolve
+    the awaited future. When that call is a process's last, the callback can still be waking
+    the event loop while the interpreter finalizes, and CPython 3.11 then ends the tokio thread
+    with `pthread_exit`, which aborts the whole process (SIGABRT after all work was done; seen
+    in about 1 of 100 short-lived processes). The blocking calls run the request inside the
+    calling thread, with the GIL released, so no tokio thread ever touches Python, and
+    `asyncio.run` joins the worker thread before the interpreter finalizes.
+    """
+    return asyncio.to_thread(func, *args, **kwargs)
 
 
 def gather_limited(calls: Sequence[Callable[[], Awaitable[T]]], limit: int) -> Awaitable[list[T]]:
