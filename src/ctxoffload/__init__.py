@@ -1,7 +1,10 @@
-"""ctxoffload: keep LLM agents inside their context window without losing anything."""
+"""ctxoffload: keep LLM agents inside their context window without losing anything.
 
-from .agent import Agent
-from .compression import CompressionResult, Compressor, ContextConfig, ReaderTools, Summary
+Every public name is imported from its module on first use (`_lazy.py`), so `import ctxoffload`
+and the `ctxoffload` command start without loading pydantic, the tokenizer or any client.
+"""
+
+from ._lazy import lazy_exports
 from .exceptions import (
     ConfigError,
     ContextOverflowError,
@@ -15,33 +18,36 @@ from .exceptions import (
     TokenizerUnavailable,
     ToolError,
 )
-from .messages import (
-    Base64Source,
-    DataBlock,
-    Msg,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    URLSource,
-    from_anthropic,
-    from_openai,
-    to_anthropic,
-    to_msg,
-    to_msgs,
-    to_openai,
-)
-from .model import ChatModel, ModelResponse, ScriptedModel, Usage
-from .offloader import Offloader
-from .references import ContextRef
-from .tokens import ContextTokenTracker, TokenCounter, get_token_counter
-from .workspace import InMemoryWorkspace, LocalWorkspace
 
+# `typing` itself costs ~8 ms at start-up; type checkers treat this name as theirs.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .workspace import ObjectStoreWorkspace
+    from .agent import Agent
+    from .compression import CompressionResult, Compressor, ContextConfig, ReaderTools, Summary
+    from .messages import (
+        Base64Source,
+        DataBlock,
+        Msg,
+        TextBlock,
+        ThinkingBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+        URLSource,
+        from_anthropic,
+        from_openai,
+        to_anthropic,
+        to_msg,
+        to_msgs,
+        to_openai,
+    )
+    from .model import ChatModel, ModelResponse, ScriptedModel, Usage
+    from .offloader import Offloader
+    from .references import ContextRef
+    from .tokens import ContextTokenTracker, TokenCounter, get_token_counter
+    from .workspace import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
 
 __version__ = "0.1.0"
+
 
 __all__ = [
     "Agent",
@@ -90,12 +96,41 @@ __all__ = [
     "to_openai",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # ObjectStoreWorkspace is imported on first use, so `import ctxoffload` never loads the
-    # object-store client.
-    if name == "ObjectStoreWorkspace":
-        from .workspace import ObjectStoreWorkspace
-
-        return ObjectStoreWorkspace
-    raise AttributeError(f"module 'ctxoffload' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        "Agent": ".agent",
+        "CompressionResult": ".compression",
+        "Compressor": ".compression",
+        "ContextConfig": ".compression",
+        "ReaderTools": ".compression",
+        "Summary": ".compression",
+        "Base64Source": ".messages",
+        "DataBlock": ".messages",
+        "Msg": ".messages",
+        "TextBlock": ".messages",
+        "ThinkingBlock": ".messages",
+        "ToolCallBlock": ".messages",
+        "ToolResultBlock": ".messages",
+        "URLSource": ".messages",
+        "from_anthropic": ".messages",
+        "from_openai": ".messages",
+        "to_anthropic": ".messages",
+        "to_msg": ".messages",
+        "to_msgs": ".messages",
+        "to_openai": ".messages",
+        "ChatModel": ".model",
+        "ModelResponse": ".model",
+        "ScriptedModel": ".model",
+        "Usage": ".model",
+        "Offloader": ".offloader",
+        "ContextRef": ".references",
+        "ContextTokenTracker": ".tokens",
+        "TokenCounter": ".tokens",
+        "get_token_counter": ".tokens",
+        "InMemoryWorkspace": ".workspace",
+        "LocalWorkspace": ".workspace",
+        "ObjectStoreWorkspace": ".workspace",
+    },
+)

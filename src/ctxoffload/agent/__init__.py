@@ -1,20 +1,17 @@
 """A small ReAct agent wiring the workspace, the offloader and compression together.
 
-`OpenAIChatModel` needs the `openai` extra and is imported only when first used.
-"""
+Every name is imported on first use; `OpenAIChatModel` needs the `openai` extra."""
 
-from __future__ import annotations
+from .._lazy import lazy_exports
 
-from typing import TYPE_CHECKING, Any
-
-from ..model import ChatModel, ModelResponse, ScriptedModel, Usage
-from ..offloader import retrieval_tool
-from ._agent import Agent, StepRecord
-from ._file_tools import FileToolbox, resolve_in_roots, workspace_tools
-from ._tools import Tool, as_tool
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..model import ChatModel, ModelResponse, ScriptedModel, Usage
+    from ..offloader._tool import retrieval_tool
+    from ._agent import Agent, StepRecord
+    from ._file_tools import FileToolbox, resolve_in_roots, workspace_tools
     from ._openai_model import OpenAIChatModel
+    from ._tools import Tool, as_tool
 
 __all__ = [
     "Agent",
@@ -32,11 +29,22 @@ __all__ = [
     "workspace_tools",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # Lazy: importing the OpenAI adapter must not happen on `import ctxoffload.agent`.
-    if name == "OpenAIChatModel":
-        from ._openai_model import OpenAIChatModel
-
-        return OpenAIChatModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        "ChatModel": "..model",
+        "ModelResponse": "..model",
+        "ScriptedModel": "..model",
+        "Usage": "..model",
+        "retrieval_tool": "..offloader._tool",
+        "Agent": "._agent",
+        "StepRecord": "._agent",
+        "FileToolbox": "._file_tools",
+        "resolve_in_roots": "._file_tools",
+        "workspace_tools": "._file_tools",
+        "Tool": "._tools",
+        "as_tool": "._tools",
+        "OpenAIChatModel": "._openai_model",
+    },
+)

@@ -1,13 +1,14 @@
 """Where content goes: `LocalWorkspace` (disk, the default), `InMemoryWorkspace` and
-`ObjectStoreWorkspace` (S3 and friends, loaded on first use)."""
+`ObjectStoreWorkspace` (S3 and friends); each is imported on first use."""
 
-from ._gc import GcReport
-from ._ids import tool_file_stem, validate_session_id
-from ._local import LocalWorkspace
-from ._memory import InMemoryWorkspace
+from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._gc import GcReport
+    from ._ids import tool_file_stem, validate_session_id
+    from ._local import LocalWorkspace
+    from ._memory import InMemoryWorkspace
     from ._objectstore import ObjectStoreWorkspace
 
 __all__ = [
@@ -19,10 +20,15 @@ __all__ = [
     "validate_session_id",
 ]
 
-
-def __getattr__(name: str) -> object:
-    if name == "ObjectStoreWorkspace":
-        from ._objectstore import ObjectStoreWorkspace
-
-        return ObjectStoreWorkspace
-    raise AttributeError(f"module 'ctxoffload.workspace' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        "GcReport": "._gc",
+        "tool_file_stem": "._ids",
+        "validate_session_id": "._ids",
+        "LocalWorkspace": "._local",
+        "InMemoryWorkspace": "._memory",
+        "ObjectStoreWorkspace": "._objectstore",
+    },
+)

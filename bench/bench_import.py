@@ -1,0 +1,71 @@
+"""Start-up cost of `import ctxoffload` and of the `ctxoffload` command, as whole processes.
+
+Each command runs as a fresh interpreter, best of several runs, after one warm-up run (an
+installed package has its bytecode cached; under PYTHONDONTWRITEBYTECODE an editable install
+would recompile every module at each start, so the variable is removed for the children).
+
+Targets (issue 13): `import ctxoffload` <= 1.3x `import pydantic`; `ctxoffload --help` <= 1.5x
+`python -c pass` + `import argparse`. Also printed: the first real use, `from ctxoffload import
+Agent, LocalWorkspace, ContextConfig`, which loads what those need (pydantic among them).
+Run: `python bench/bench_import.py [--runs N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def best(args: list[str], runs: int) -> float:
+    subprocess.run(args, env=ENV, check=True, stdout=subprocess.DEVNULL)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(args, env=ENV, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(runs: int) -> None:
+    py = sys.executable
+    code = {
+        "python -c pass": [py, "-c", "pass"],
+        "import argparse": [py, "-c", "import argparse"],
+        "import pydantic": [py, "-c", "import pydantic"],
+        "import ctxoffload": [py, "-c", "import ctxoffload"],
+        "first use (Agent, LocalWorkspace, ContextConfig)": [
+            py,
+            "-c",
+            "from ctxoffload import Agent, LocalWorkspace, ContextConfig",
+        ],
+        "ctxoffload --help": [
+            py,
+            "-c",
+            "import sys; from ctxoffload.cli import main; main(['--help'])",
+        ],
+    }
+    times = {name: best(args, runs) for name, args in code.items()}
+    for name, seconds in times.items():
+        print(f"{name:<50} {seconds * 1000:7.1f} ms")
+    pydantic = times["import pydantic"]
+    print(
+        f"import ctxoffload / import pydantic: {times['import ctxoffload'] / pydantic:.2f}x "
+        "(target <= 1.3)"
+    )
+    first = times["first use (Agent, LocalWorkspace, ContextConfig)"]
+    print(f"first use / import pydantic: {first / pydantic:.2f}x")
+    print(
+        f"ctxoffload --help / (python -c 'import argparse'): "
+        f"{times['ctxoffload --help'] / times['import argparse']:.2f}x (target <= 1.5)"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=10)
+    main(parser.parse_args().runs)
