@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from cli_workspace import FAILING_LINE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli._cmd_grep import compile_matcher
@@ -144,3 +146,37 @@ def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith(b"tool_result-raw.txt:1:caf\xe9 latin-1 line\n")
+
+
+# Without -C, files are searched in pieces cut at line ends. With pieces a few bytes long,
+# every line crosses a piece boundary somewhere, lines are longer than a piece, and the last
+# line may lack its newline: the lines reported must still be exactly those of a plain
+# line-by-line match, with their numbers.
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.text(alphabet="ab\nxé", max_size=300),
+    pattern=st.sampled_from(["a", "ab", "b+x", "^a", "a$", "x\\nb", "é", "(?s)a.b"]),
+    piece=st.sampled_from([1, 2, 5, 16, 4096]),
+)
+def test_searching_in_pieces_reports_exactly_the_matching_lines(
+    text: str, pattern: str, piece: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import ctxoffload.cli._cmd_grep as grep
+
+    path = tmp_path_factory.mktemp("pieces") / "tool_result-x.txt"
+    data = text.encode()
+    path.write_bytes(data)
+    matcher = compile_matcher(pattern)
+    lines = data.split(b"\n")
+    if data.endswith(b"\n"):
+        lines.pop()
+    expected = [(n, line) for n, line in enumerate(lines, 1) if matcher.matches_line(line)]
+    hits: list[Any] = []
+    saved = grep._CHUNK
+    grep._CHUNK = piece
+    try:
+        grep.search_file(path, str(path), matcher, 0, hits.append, "s")
+    finally:
+        grep._CHUNK = saved
+    assert [(h.line, h.text) for h in hits] == expected
+    assert all(h.is_match for h in hits)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import pty
@@ -13,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli import COMMANDS, build_parser
+from ctxoffload.cli._commands import COMMAND_HELP
 from ctxoffload.cli._common import Progress, print_table
 
 Result = Any
@@ -42,11 +45,36 @@ def test_unknown_option_is_a_usage_error(cli: Callable[..., Result]) -> None:
     assert "unrecognized arguments" in result.err
 
 
-def test_show_is_listed_only_when_its_module_exists() -> None:
-    present = (Path(__file__).parents[2] / "src/ctxoffload/cli/_cmd_show.py").exists()
-    names = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert ("show" in names) == present
-    assert "show" in COMMANDS
+@pytest.mark.parametrize("name", COMMANDS)
+def test_each_command_registers_itself_under_its_listed_name(name: str) -> None:
+    # `--help` lists the commands from COMMAND_HELP without importing them; a run imports
+    # only its own module. Both must describe the same command.
+    parser = build_parser(name)
+    action = parser._subparsers._group_actions[0]  # type: ignore[union-attr]
+    assert list(action.choices) == [name]
+    assert [a.help for a in action._choices_actions] == [COMMAND_HELP[name]]
+    assert callable(action.choices[name].get_default("run"))
+
+
+def test_help_and_a_search_import_neither_other_commands_nor_pydantic(tmp_path: Path) -> None:
+    # A session holding only tool results: searching it needs no message model (a
+    # context.jsonl does: its lines are decoded into messages, which loads pydantic).
+    asyncio.run(
+        LocalWorkspace(tmp_path).offload_tool_result(
+            "s1", ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
+        )
+    )
+    code = (
+        "import sys; from ctxoffload.cli import main; "
+        "codes = [main(['--help']), main(['grep', '--workdir', sys.argv[1], 'ERROR'])]; "
+        "print(codes, sorted(m for m in sys.modules if m.startswith('ctxoffload.cli._cmd_') "
+        "or m.split('.')[0] in ('pydantic', 'tiktoken', 'rich', 'asyncio')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert "tool_result-call_1.txt:2:ERROR disk full" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "[0, 0] ['ctxoffload.cli._cmd_grep']"
 
 
 def test_help_imports_no_heavy_module() -> None:

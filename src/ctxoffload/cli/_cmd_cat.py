@@ -9,6 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
+from ._commands import COMMAND_HELP
 from ._common import CliError, add_workdir, message_lines, open_workspace
 
 __all__ = ["parse_line_range", "register", "run"]
@@ -18,7 +19,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `cat` to the command line."""
     parser = commands.add_parser(
         "cat",
-        help="print an offloaded file by its reference, with line numbers",
+        help=COMMAND_HELP["cat"],
         description=(
             "Print the file a reference names (a path the workspace returned, absolute or "
             "relative, or a file:// URL), with line numbers. A context.jsonl line is shown as "

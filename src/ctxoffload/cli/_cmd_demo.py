@@ -6,6 +6,7 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
+from ._commands import COMMAND_HELP
 from ._common import CliError, Progress, add_workdir
 
 __all__ = ["register", "run"]
@@ -15,7 +16,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `demo` to the command line."""
     parser = commands.add_parser(
         "demo",
-        help="run an offline agent session that truncates, compresses and recovers",
+        help=COMMAND_HELP["demo"],
         description=(
             "Run a scripted agent through realistic tools with a small context window and "
             "print what ctxoffload did. Needs no network and no API key. --workdir is the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from ._commands import COMMAND_HELP
 from ._common import (
     CliError,
     Progress,
@@ -51,7 +52,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `gc` to the command line."""
     parser = commands.add_parser(
         "gc",
-        help="remove sessions past an age or over a size, then unreferenced data files",
+        help=COMMAND_HELP["gc"],
         description=(
             "Remove sessions older than --older-than (and, with --max-bytes, the oldest "
             "sessions until the workspace fits), then the data/ files no remaining session "

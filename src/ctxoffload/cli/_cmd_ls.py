@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ._commands import COMMAND_HELP
 from ._common import (
     add_json,
     add_workdir,
@@ -25,7 +26,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `ls` to the command line."""
     parser = commands.add_parser(
         "ls",
-        help="list sessions: last activity, steps, messages, tool results, bytes, compressions",
+        help=COMMAND_HELP["ls"],
         description="List the sessions of a workspace, the most recently active first.",
     )
     add_workdir(parser)

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ._commands import COMMAND_HELP
 from ._common import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -42,7 +43,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     parser = commands.add_parser(
         "replay",
-        help="replay a recorded agent transcript through truncation and compression",
+        help=COMMAND_HELP["replay"],
         description=(
             "Replay a recorded transcript through ctxoffload's truncation and compression "
             "(extractive summaries unless --summary-model is given), write it as a session of the "

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._commands import COMMAND_HELP
+
 __all__ = ["register", "run"]
 
 _DATA_FILE = re.compile(r"data/([0-9a-f]{64}(?:\.[A-Za-z0-9]+)?)")
@@ -28,7 +30,7 @@ def register(commands: Any) -> None:
     """Add the `show` command to the `ctxoffload` subcommands."""
     parser = commands.add_parser(
         "show",
-        help="a session's timeline, or exactly what the model was sent at one step",
+        help=COMMAND_HELP["show"],
         description=(
             "Print a session's timeline from the workspace files alone: model calls with "
             "tokens, tool calls with their outcome, truncations, compressions with their "

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ._commands import COMMAND_HELP
 from ._common import (
     add_json,
     add_workdir,
@@ -30,7 +31,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `stats` to the command line."""
     parser = commands.add_parser(
         "stats",
-        help="bytes offloaded, tokens kept out of the context, dedup savings, compressions",
+        help=COMMAND_HELP["stats"],
         description=(
             "Per session and overall: bytes offloaded to files, tokens kept out of the "
             "context (from the truncation and compression events), bytes saved by storing "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._commands import COMMAND_HELP
 from ._common import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -40,7 +41,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `verify` to the command line."""
     parser = commands.add_parser(
         "verify",
-        help="check JSONL lines, data hashes, references, and for links or foreign files",
+        help=COMMAND_HELP["verify"],
         description=(
             "Check that every JSONL line parses (a torn last line is a warning), every data "
             "file's sha256 matches its name, every reference in events, context and state "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._commands import COMMAND_HELP
 from ._common import add_json, add_workdir, message_lines, open_workspace, session_dir
 
 __all__ = ["Follower", "describe_event", "register", "run"]
@@ -20,7 +21,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add `watch` to the command line."""
     parser = commands.add_parser(
         "watch",
-        help="follow new events and context lines as agents write them (Ctrl-C ends)",
+        help=COMMAND_HELP["watch"],
         description=(
             "Print new events.jsonl entries, new context.jsonl messages and new files of one "
             "session or all, as they are written. A line still being written is printed once "

@@ -1,0 +1,20 @@
+"""The `ctxoffload` commands with their one-line help, in the order `--help` lists them.
+
+Kept apart from the command modules (`_cmd_<name>.py`) so that `ctxoffload --help` lists every
+command without importing any of them, and a run imports only the command it runs.
+"""
+
+from __future__ import annotations
+
+COMMAND_HELP = {
+    "demo": "run an offline agent session that truncates, compresses and recovers",
+    "ls": "list sessions: last activity, steps, messages, tool results, bytes, compressions",
+    "show": "a session's timeline, or exactly what the model was sent at one step",
+    "cat": "print an offloaded file by its reference, with line numbers",
+    "grep": "search offloaded content of one or all sessions, with file and line numbers",
+    "watch": "follow new events and context lines as agents write them (Ctrl-C ends)",
+    "stats": "bytes offloaded, tokens kept out of the context, dedup savings, compressions",
+    "verify": "check JSONL lines, data hashes, references, and for links or foreign files",
+    "gc": "remove sessions past an age or over a size, then unreferenced data files",
+    "replay": "replay a recorded agent transcript through truncation and compression",
+}
