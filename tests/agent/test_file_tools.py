@@ -16,6 +16,10 @@ from ctxoffload.exceptions import ConfigError, ToolError
 SECRET = "TOP SECRET outside the workspace"
 
 
+# The end of a cut line tells the model how to read the rest.
+REST = " (Read offset={} char_offset={} shows the rest)"
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """A workspace with text files and symlinks, next to directories it must not reach."""
@@ -174,14 +178,16 @@ def test_read_cuts_long_lines_and_says_how_much(root: Path) -> None:
     (root / "wide.txt").write_text("x" * 250 + "\nshort\n")
     result = FileToolbox([root], max_line_chars=100).read("wide.txt")
     first, second = result.splitlines()
-    assert first == "     1\t" + "x" * 100 + "… [line cut: 150 more characters]"
+    cut = "… [line cut: 150 more characters]" + REST.format(1, 100)
+    assert first == "     1\t" + "x" * 100 + cut
     assert second == "     2\tshort"
 
 
 def test_read_cut_count_is_in_characters_not_bytes(root: Path) -> None:
     (root / "accents.txt").write_text("é" * 150 + "\r\n", encoding="utf-8")
     result = FileToolbox([root], max_line_chars=100).read("accents.txt")
-    assert result == "     1\t" + "é" * 100 + "… [line cut: 50 more characters]"
+    cut = "… [line cut: 50 more characters]" + REST.format(1, 100)
+    assert result == "     1\t" + "é" * 100 + cut
 
 
 def test_read_caps_total_output_and_continues_where_it_stopped(root: Path) -> None:
@@ -274,7 +280,11 @@ def test_read_streams_a_50_mb_line_in_bounded_memory(huge_root: Path) -> None:
     assert peak < 8_000_000  # the file is 50 MB; reading it whole would exceed this
     first, footer = result.splitlines()
     assert (
-        first == "     1\t" + "x" * 2_000 + f"… [line cut: {HUGE_SIZE - 2_000:,} more characters]"
+        first
+        == "     1\t"
+        + "x" * 2_000
+        + f"… [line cut: {HUGE_SIZE - 2_000:,} more characters]"
+        + REST.format(1, 2000)
     )
     assert footer == "… lines 1–1 of 2 shown; call Read with offset=2 to continue"
 
@@ -525,7 +535,13 @@ async def test_workspace_tools_are_named_typed_and_documented(root: Path) -> Non
         assert inspect.iscoroutinefunction(tool)
         assert "Args:" in (tool.__doc__ or "")
     read, grep, glob = tools
-    assert typing.get_type_hints(read) == {"path": str, "offset": int, "limit": int, "return": str}
+    assert typing.get_type_hints(read) == {
+        "path": str,
+        "offset": int,
+        "limit": int,
+        "char_offset": int,
+        "return": str,
+    }
     assert typing.get_type_hints(grep) == {
         "pattern": str,
         "path_or_glob": str,
@@ -550,7 +566,8 @@ async def test_workspace_tools_accept_a_directory_or_a_list(root: Path) -> None:
 async def test_workspace_tools_pass_caps_through(root: Path) -> None:
     (root / "wide.txt").write_text("w" * 300 + "\n")
     read, _, _ = workspace_tools(root, max_line_chars=100, max_output_chars=1_000)
-    assert await read("wide.txt") == "     1\t" + "w" * 100 + "… [line cut: 200 more characters]"
+    cut = "… [line cut: 200 more characters]" + REST.format(1, 100)
+    assert await read("wide.txt") == "     1\t" + "w" * 100 + cut
 
 
 @pytest.mark.parametrize(

@@ -125,7 +125,7 @@ def test_line_range_end_is_clamped() -> None:
 
 def test_line_range_past_the_end_says_how_long_the_content_is() -> None:
     assert format_retrieval(_log(), REF, line_range=(31, 40)) == (
-        f"{REF}: 30 lines; line_range=(31, 40) starts past the end: pass a range within 1–30."
+        f"{REF}: 30 lines; line_range=[31, 40] starts past the end: pass a range within 1–30."
     )
 
 
@@ -233,7 +233,7 @@ def test_matches_beyond_max_lines_are_counted_in_the_note() -> None:
 def test_plain_cap_says_which_range_comes_next() -> None:
     text = "".join(f"row {n}\n" for n in range(1, 101))
     first = format_retrieval(text, REF, max_lines=40).splitlines()
-    assert first[-1] == "[capped: 60 more lines; pass line_range=(41, 80) to continue]"
+    assert first[-1] == "[capped: 60 more lines; pass line_range=[41, 80] to continue]"
     second = format_retrieval(text, REF, line_range=(41, 80), max_lines=40).splitlines()
     assert second[1] == "    41\trow 41"
     assert second[-1] == "    80\trow 80"
@@ -250,7 +250,10 @@ def test_max_chars_bounds_the_whole_result() -> None:
 def test_long_lines_are_cut_with_a_count() -> None:
     result = format_retrieval("x" * 5_000 + "\n", REF, max_line_chars=100)
     assert result.splitlines()[1] == (
-        "     1\t" + "x" * 100 + "… [line cut: 4,900 more characters]"
+        "     1\t"
+        + "x" * 100
+        + "… [line cut: 4,900 more characters]"
+        + " (pass line_range=[1, 1], char_offset=100 for the rest)"
     )
 
 
@@ -348,7 +351,7 @@ async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text()
     assert await tool("ref", line_range=[2, 2]) == "ref: lines 2–2 of 3\n     2\tERROR boom"
     assert (await tool("missing")).startswith("Error: unknown reference 'missing'")
     assert (await tool("ref", pattern="(?=a)")).startswith("Error: invalid regular expression")
-    assert (await tool("ref", line_range=[3, 1])).startswith("Error: line_range=(3, 1)")
+    assert (await tool("ref", line_range=[3, 1])).startswith("Error: line_range=[3, 1]")
 
 
 def test_file_tools_are_marked_as_readers(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from ..exceptions import ConfigError, InvalidContent, ToolError
+from ..offloader._jsonl_text import MAX_DECODED_LINE_BYTES, is_jsonl, message_text
 from ..offloader._regex import Pattern, compile_pattern, escape
 
 __all__ = ["FileToolbox", "resolve_in_roots", "workspace_tools"]
@@ -169,22 +170,26 @@ class FileToolbox:
         """
         toolbox = self
 
-        async def Read(path: str, offset: int = 1, limit: int = 200) -> str:
+        async def Read(path: str, offset: int = 1, limit: int = 200, char_offset: int = 0) -> str:
             """Read a text file from the workspace, with line numbers like `cat -n`.
 
             Use it to read back an offloaded tool result or context file by the path named
-            in its preview. Very long lines are cut with a marker; when more lines remain,
-            the last line of the result says which offset to pass next.
+            in its preview. A `.jsonl` log (context.jsonl) is shown one message per numbered
+            line as readable text: `[role]`, then the message's text with real newlines.
+            Very long lines are cut with a marker that says how to read the rest; when more
+            lines remain, the last line of the result says which offset to pass next.
 
             Args:
                 path: File to read; a relative path starts at the workspace root.
                 offset: First line to show, counting from 1.
                 limit: Most lines to show.
+                char_offset: To page inside one long line: show only line `offset`, from
+                    this character on (counting from 0), as far as the output allows.
 
             Returns:
                 The numbered lines, or a message starting with "Error:".
             """
-            return await asyncio.to_thread(toolbox.read, path, offset, limit)
+            return await asyncio.to_thread(toolbox.read, path, offset, limit, char_offset)
 
         async def Grep(
             pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
@@ -237,42 +242,42 @@ class FileToolbox:
 
     # -- Read ------------------------------------------------------------------------------
 
-    def read(self, path: str, offset: int = 1, limit: int = 200) -> str:
+    def read(self, path: str, offset: int = 1, limit: int = 200, char_offset: int = 0) -> str:
         """Numbered lines of a text file; blocking. See the `Read` tool for the format.
 
         Args:
             path: file to read; relative paths start at the first root.
             offset: first line to show, 1-based.
             limit: most lines to show.
+            char_offset: when above 0, only line `offset`, from this character (0-based).
 
         Returns:
             The numbered lines and, when lines remain, a footer naming the next offset; or
             a message starting with "Error:".
         """
         try:
-            return self._read(path, offset, limit)
+            return self._read(path, offset, limit, char_offset)
         except ToolError as exc:
             return f"Error: {exc}"
 
-    def _read(self, path: str, offset: int, limit: int) -> str:
+    def _read(self, path: str, offset: int, limit: int, char_offset: int = 0) -> str:
         offset = _as_int("offset", offset, minimum=1)
         limit = _as_int("limit", limit, minimum=1)
+        char_offset = _as_int("char_offset", char_offset, minimum=0)
         roots = self._real_roots()
         real = resolve_in_roots(path, roots)
         fd = _open_verified(path, real, roots)
+        budget = self.max_output_chars - _NOTE_ROOM
         try:
             with os.fdopen(fd, "rb") as file:
                 size = os.fstat(file.fileno()).st_size
                 if b"\0" in file.read(_SNIFF_BYTES):
                     raise ToolError(_binary_message(path, size))
                 file.seek(0)
-                shown, total = _read_window(
-                    file,
-                    offset,
-                    limit,
-                    self.max_line_chars,
-                    budget=self.max_output_chars - _NOTE_ROOM,
-                )
+                if char_offset:
+                    return _read_line_slice(file, path, offset, char_offset, budget)
+                window = _read_jsonl_window if is_jsonl(str(path)) else _read_window
+                shown, total = window(file, offset, limit, self.max_line_chars, budget=budget)
         except OSError as exc:
             raise ToolError(f"cannot read {_quote(path)}: {exc.strerror or exc}") from exc
         if total == 0:
@@ -421,6 +426,7 @@ class FileToolbox:
                 events.append({"kind": "error", "file": index, "message": str(exc)})
                 continue
             events.append({"kind": "start", "file": index})
+            jsonl = is_jsonl(display)
             with os.fdopen(fd, "rb") as file:
                 try:
                     if b"\0" in file.read(_SNIFF_BYTES):
@@ -436,6 +442,14 @@ class FileToolbox:
                         if text.endswith("\r"):
                             text = text[:-1]
                         found = regex.search(text)
+                        if jsonl:
+                            # Match the message's decoded text, so a string the model saw
+                            # is found although the log stores it JSON-escaped; show it.
+                            decoded = _decoded_match(text, regex)
+                            if decoded is not None:
+                                text, found = decoded
+                            elif found is None:
+                                text = _flattened(text)
                         if found is not None:
                             if matches == max_matches:
                                 events.append({"kind": "more"})
@@ -859,8 +873,116 @@ def _outside_note(outside: int) -> str:
 def _format_line(number: int, text: str, cut: int) -> str:
     line = f"{number:>6}\t{text}"
     if cut:
-        line += f"… [line cut: {cut:,} more characters]"
+        line += f"… [line cut: {cut:,} more characters]{_rest_hint(number, len(text))}"
     return line
+
+
+def _rest_hint(number: int, shown: int) -> str:
+    return f" (Read offset={number} char_offset={shown} shows the rest)"
+
+
+def _line_text(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text[:-1] if text.endswith("\r") else text
+
+
+def _readable(text: str, jsonl: bool) -> str:
+    """A line as Read shows it: a JSONL message as its readable text, anything else as is."""
+    rendered = message_text(text) if jsonl else None
+    return text if rendered is None else "\n".join(rendered)
+
+
+def _format_message(number: int, body: str, max_chars: int) -> str:
+    """One JSONL message: numbered first line, the others indented under it, cut if long."""
+    head = body[:max_chars]
+    cut = len(body) - len(head)
+    lines = head.split("\n")
+    out = f"{number:>6}\t{lines[0]}" + "".join(f"\n{'':>6}\t{line}" for line in lines[1:])
+    if cut:
+        out += f"… [message cut: {cut:,} more characters]{_rest_hint(number, len(head))}"
+    return out
+
+
+def _skip_rest_of_line(file: IO[bytes]) -> None:
+    while chunk := file.readline(_CHUNK_BYTES):
+        if chunk.endswith(b"\n"):
+            return
+
+
+def _read_jsonl_window(
+    file: IO[bytes], offset: int, limit: int, max_line_chars: int, *, budget: int
+) -> tuple[list[str], int]:
+    """`_read_window` for a JSONL log: each line shown as its message's readable text.
+
+    A line too long to decode (over `MAX_DECODED_LINE_BYTES`) is shown as its raw head.
+    """
+    shown: list[str] = []
+    used = 0
+    number = 0
+    last_wanted = offset + limit - 1
+    while raw := file.readline(MAX_DECODED_LINE_BYTES + 1):
+        number += 1
+        oversize = not raw.endswith(b"\n") and len(raw) > MAX_DECODED_LINE_BYTES
+        if oversize:
+            _skip_rest_of_line(file)
+        if number < offset or number > last_wanted:
+            continue
+        if oversize:
+            head = raw[: max_line_chars * 4].decode("utf-8", "replace")[:max_line_chars]
+            formatted = _format_line(number, head, MAX_DECODED_LINE_BYTES - len(head))
+        else:
+            body = _readable(_line_text(raw), jsonl=True)
+            formatted = _format_message(number, body, max_line_chars)
+        if used + len(formatted) + 1 > budget:
+            last_wanted = number - 1
+            continue
+        shown.append(formatted)
+        used += len(formatted) + 1
+    return shown, number
+
+
+def _read_line_slice(file: IO[bytes], path: str, number: int, start: int, budget: int) -> str:
+    """Characters `start`.. of line `number` (a JSONL message: of its readable text)."""
+    jsonl = is_jsonl(str(path))
+    current = 0
+    while raw := file.readline(MAX_DECODED_LINE_BYTES + 1):
+        current += 1
+        complete = raw.endswith(b"\n") or len(raw) <= MAX_DECODED_LINE_BYTES
+        if current < number:
+            if not complete:
+                _skip_rest_of_line(file)
+            continue
+        if not complete:
+            # Longer than any message: page through the raw text, reading on as needed.
+            text = _line_text(raw)
+            while len(text) < start + budget and (more := file.readline(_CHUNK_BYTES)):
+                text += _line_text(more)
+                if more.endswith(b"\n"):
+                    break
+            total = f"more than {len(text):,}"
+        else:
+            text = _readable(_line_text(raw), jsonl)
+            total = f"{len(text):,}"
+        if start >= len(text):
+            raise ToolError(
+                f"char_offset={start} is past the end of line {number} of {_quote(path)}, "
+                f"which has {total} characters: pass a smaller char_offset"
+            )
+        piece = text[start : start + budget]
+        end = start + len(piece)
+        note = (
+            f"\n… characters {start + 1:,}–{end:,} of {total} in line {number}; call Read "
+            f"with offset={number}, char_offset={end} to continue"
+            if end < len(text) or not complete
+            else f"\n… characters {start + 1:,}–{end:,} of line {number}: the end of the line"
+        )
+        return f"{number:>6}\t{piece}{note}"
+    raise ToolError(
+        f"offset={number} is past the end of {_quote(path)}, which has {current} lines: "
+        f"call Read with an offset from 1 to {current}"
+    )
 
 
 class _LineText:
@@ -1015,6 +1137,29 @@ def _walk(start: Path, deadline: float | None) -> Iterator[tuple[str, list[str],
         dirnames.sort()
         filenames.sort()
         yield directory, dirnames, filenames
+
+
+def _decoded_match(line: str, regex: Pattern) -> tuple[str, Any] | None:
+    """The first readable line of a JSONL message that matches, with its match."""
+    rendered = message_text(line)
+    if rendered is None:
+        return None
+    header = rendered[0] if rendered and rendered[0].startswith("[") else ""
+    for text in rendered:
+        found = regex.search(text)
+        if found is not None:
+            if header and text is not header:
+                # Name the role; the match's span moves with the text.
+                prefixed = f"{header} {text}"
+                return prefixed, regex.search(prefixed)
+            return text, found
+    return None
+
+
+def _flattened(line: str) -> str:
+    """A JSONL message on one line, for context lines around a match."""
+    rendered = message_text(line)
+    return line if rendered is None else " ⏎ ".join(rendered)
 
 
 def _line_event(file: int, number: int, text: str, is_match: bool) -> dict[str, Any]:

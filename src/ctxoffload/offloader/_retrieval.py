@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..exceptions import ConfigError, InvalidContent
+from ._jsonl_text import is_jsonl, message_text
 from ._regex import Pattern, compile_pattern
 
 __all__ = [
@@ -53,6 +54,7 @@ async def retrieve_offloaded_content(
     line_range: tuple[int, int] | None = None,
     context_lines: int | None = None,
     *,
+    char_offset: int | None = None,
     max_lines: int = 200,
     max_chars: int = 20_000,
     max_line_chars: int = 2_000,
@@ -70,6 +72,8 @@ async def retrieve_offloaded_content(
         line_range: `(first, last)`, 1-based and inclusive; `last` is clamped to the end.
         context_lines: with `pattern`, lines shown around each match (default 0); alone,
             the number of lines to show from the top.
+        char_offset: page inside one long line: the characters of line `line_range[0]`
+            from this one on (0-based).
         max_lines: most lines shown (context lines count, separators do not).
         max_chars: longest result, note included.
         max_line_chars: longest line shown; longer lines are cut with a marker.
@@ -96,6 +100,7 @@ async def retrieve_offloaded_content(
             max_lines,
             max_chars,
             max_line_chars=max_line_chars,
+            char_offset=char_offset,
         )
 
     # Decoding and matching a large result is CPU work: one thread hop keeps the loop free.
@@ -137,6 +142,7 @@ def format_retrieval(
     max_chars: int = 20_000,
     *,
     max_line_chars: int = 2_000,
+    char_offset: int | None = None,
 ) -> str:
     """Format offloaded text as numbered lines for the model.
 
@@ -148,7 +154,14 @@ def format_retrieval(
     - `pattern`: the matching lines, marked `>` in a leading column, with `context_lines`
       lines (default 0) of context marked with a space, and (when there is context) `--`
       between hunks that are not adjacent; with `line_range` too, only lines in the range
-      are searched.
+      are searched;
+    - `char_offset=K` with `line_range=(n, n)`: the characters of line n from K on, as many
+      as `max_chars` allows, for reading a line too long to show whole.
+
+    A JSON Lines reference (`….jsonl`, such as context.jsonl) is shown one message per
+    line as its readable text (`[role]`, then its strings, newlines shown as ⏎), and a pattern
+    matches that text as well as the raw line, so a string copied from what the model saw is
+    found although the log stores it JSON-escaped.
 
     Lines are numbered like the Read tool (`{number:>6}` and a tab). The first line says
     which reference and how many lines it has; when `max_lines` or `max_chars` cut the
@@ -160,6 +173,7 @@ def format_retrieval(
         pattern: a regular expression in RE2 syntax, matched against each line.
         line_range: `(first, last)`, 1-based and inclusive.
         context_lines: see above; at least 0.
+        char_offset: see above; at least 0, and only with a one-line `line_range`.
         max_lines: most lines shown (context lines count, separators do not).
         max_chars: longest result, first and last lines included; at least 500.
         max_line_chars: longest line shown; longer lines are cut with a marker.
@@ -190,6 +204,10 @@ def format_retrieval(
     total = len(lines)
     if total == 0:
         return f"{reference} is empty (0 lines)."
+    jsonl = is_jsonl(reference)
+    shown_text = _jsonl_display if jsonl else _as_is
+    if char_offset is not None:
+        return _line_slice(lines, reference, line_range, char_offset, max_chars, shown_text)
     first, last = line_range if line_range is not None else (1, total)
     if line_range is None and regex is None and context_lines is not None:
         if context_lines == 0:
@@ -197,7 +215,7 @@ def format_retrieval(
         last = context_lines
     if first > total:
         return (
-            f"{reference}: {_plural(total, 'line')}; line_range=({first}, {last}) starts past "
+            f"{reference}: {_plural(total, 'line')}; line_range=[{first}, {last}] starts past "
             f"the end: pass a range within 1–{total}."
         )
     last = min(last, total)
@@ -214,14 +232,19 @@ def format_retrieval(
             max_lines,
             max_chars,
             max_line_chars,
-            lambda shown, _: (
+            text_of=shown_text,
+            capped_note=lambda shown, _: (
                 f"[capped: {len(indexes) - shown:,} more lines; pass "
-                f"line_range=({first + shown}, {min(last, first + shown + max_lines - 1)}) "
+                f"line_range=[{first + shown}, {min(last, first + shown + max_lines - 1)}] "
                 f"to continue]"
             ),
         )
 
-    matches = [index for index in range(first - 1, last) if regex.search(lines[index])]
+    matches = [
+        index
+        for index in range(first - 1, last)
+        if regex.search(lines[index]) or (jsonl and _decoded_matches(lines[index], regex))
+    ]
     searched = span if line_range is not None else _plural(total, "line")
     if not matches:
         return f"{reference}: no lines match {_quote(regex.pattern)} ({searched} searched)."
@@ -247,7 +270,8 @@ def format_retrieval(
         max_lines,
         max_chars,
         max_line_chars,
-        lambda shown, shown_matches: (
+        text_of=shown_text,
+        capped_note=lambda shown, shown_matches: (
             f"[capped: {len(matches) - shown_matches:,} more matching lines; narrow the "
             f"pattern or pass line_range]"
             if shown_matches < len(matches)
@@ -267,8 +291,9 @@ def _render(
     max_lines: int,
     max_chars: int,
     max_line_chars: int,
-    capped_note: Callable[[int, int], str],
     *,
+    text_of: Callable[[str], str],
+    capped_note: Callable[[int, int], str],
     separate_hunks: bool = False,
 ) -> str:
     """Header, hunks of numbered lines (marked when `regex` is given) and, if cut, a note.
@@ -287,7 +312,9 @@ def _render(
             used += 3
         for index in indexes:
             is_match = index in matching
-            formatted = _format_line(index + 1, lines[index], line_cap, regex if is_match else None)
+            formatted = _format_line(
+                index + 1, text_of(lines[index]), line_cap, regex if is_match else None
+            )
             if regex is not None:
                 formatted = (">" if is_match else " ") + formatted
             if shown == max_lines or used + len(formatted) + 1 > budget:
@@ -313,7 +340,10 @@ def _format_line(number: int, line: str, line_cap: int, regex: Pattern | None) -
     found = regex.search(line) if regex is not None else None
     if found is None or found.start() < line_cap * 3 // 4:
         cut = len(line) - line_cap
-        return f"{number:>6}\t{line[:line_cap]}… [line cut: {cut:,} more characters]"
+        return (
+            f"{number:>6}\t{line[:line_cap]}… [line cut: {cut:,} more characters] (pass "
+            f"line_range=[{number}, {number}], char_offset={line_cap} for the rest)"
+        )
     # The match lies beyond the part a plain cut would show: show a window around it.
     start = min(found.start() - line_cap // 4, len(line) - line_cap)
     end = start + line_cap
@@ -321,6 +351,58 @@ def _format_line(number: int, line: str, line_cap: int, regex: Pattern | None) -
         f"{number:>6}\t…{line[start:end]}{'…' if end < len(line) else ''} "
         f"[line has {len(line):,} characters; showing {start + 1:,}–{end:,}]"
     )
+
+
+def _as_is(line: str) -> str:
+    return line
+
+
+def _jsonl_display(line: str) -> str:
+    rendered = message_text(line)
+    return line if rendered is None else " ⏎ ".join(rendered)
+
+
+def _decoded_matches(line: str, regex: Pattern) -> bool:
+    rendered = message_text(line)
+    return rendered is not None and any(regex.search(text) for text in rendered)
+
+
+def _line_slice(
+    lines: list[str],
+    reference: str,
+    line_range: tuple[int, int] | None,
+    char_offset: int,
+    max_chars: int,
+    text_of: Callable[[str], str],
+) -> str:
+    """Characters `char_offset`.. of one line, as many as `max_chars` leaves room for."""
+    if char_offset < 0:
+        raise InvalidContent(f"char_offset={char_offset} must be 0 or more")
+    if line_range is None or line_range[0] != line_range[1]:
+        raise InvalidContent(
+            f"char_offset={char_offset} needs one line: pass line_range=[n, n] naming it"
+        )
+    number = line_range[0]
+    if number > len(lines):
+        raise InvalidContent(
+            f"line_range=[{number}, {number}] is past the end of {reference} "
+            f"({_plural(len(lines), 'line')})"
+        )
+    text = text_of(lines[number - 1])
+    if char_offset >= len(text) and text:
+        raise InvalidContent(
+            f"char_offset={char_offset} is past the end of line {number}, which has "
+            f"{len(text):,} characters: pass a smaller char_offset"
+        )
+    piece = text[char_offset : char_offset + max_chars - _NOTE_ROOM - 20]
+    end = char_offset + len(piece)
+    note = (
+        f"[characters {char_offset + 1:,}–{end:,} of {len(text):,}; pass "
+        f"line_range=[{number}, {number}], char_offset={end} to continue]"
+        if end < len(text)
+        else f"[characters {char_offset + 1:,}–{end:,} of {len(text):,}: the end of the line]"
+    )
+    return f"{reference}: line {number}\n{number:>6}\t{piece}\n{note}"
 
 
 def _split_lines(text: str) -> list[str]:
@@ -338,11 +420,11 @@ def _checked_range(line_range: tuple[int, int]) -> tuple[int, int]:
         first, last = (int(bound) for bound in line_range)
     except (TypeError, ValueError):
         raise InvalidContent(
-            f"line_range={line_range!r} is not a pair of line numbers: pass (first, last)"
+            f"line_range={line_range!r} is not a pair of line numbers: pass [first, last]"
         ) from None
     if first < 1 or first > last:
         raise InvalidContent(
-            f"line_range=({first}, {last}) is impossible: pass (first, last) with "
+            f"line_range=[{first}, {last}] is impossible: pass [first, last] with "
             f"1 <= first <= last, counting lines from 1"
         )
     return first, last

@@ -63,13 +63,16 @@ def retrieval_tool(
         pattern: str | None = None,
         line_range: list[int] | None = None,
         context_lines: int | None = None,
+        char_offset: int | None = None,
     ) -> str:
         """Read back content that was offloaded from your context, by its reference.
 
         Use the reference named in a truncation notice or a summary (a tool_result file, the
         context log, ...). Without pattern or line_range it shows the first lines. Lines are
         numbered from 1; with a pattern, matching lines are marked with `>` and `--`
-        separates groups of lines that are not adjacent.
+        separates groups of lines that are not adjacent. A context log (`.jsonl`) is shown
+        one message per line as readable text, and a pattern matches that text, so you can
+        search for a string exactly as you saw it.
 
         Args:
             reference: The reference exactly as the notice or summary gives it.
@@ -78,6 +81,8 @@ def retrieval_tool(
             line_range: [first, last] line numbers to show, 1-based and inclusive.
             context_lines: With pattern, lines shown around each match; alone, how many
                 lines to show from the top.
+            char_offset: To read a line too long to show whole: with line_range [n, n],
+                the characters of line n from this one on (counting from 0).
 
         Returns:
             The numbered lines, or a message starting with "Error:".
@@ -97,6 +102,7 @@ def retrieval_tool(
                 pattern=pattern,
                 line_range=span,
                 context_lines=context_lines,
+                char_offset=char_offset,
                 max_lines=max_lines,
                 max_chars=max_output_chars,
             )
