@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from ..exceptions import ConfigError, InvalidContent, ToolError
+from ..messages import DataBlock, TextBlock
+from ..offloader._images import MAX_IMAGE_BYTES, describe_image, image_blocks, image_media_type
 from ..offloader._jsonl_text import MAX_DECODED_LINE_BYTES, is_jsonl, message_text
 from ..offloader._regex import Pattern, compile_pattern, escape
 
@@ -45,7 +47,7 @@ _GLOB_CHARS = frozenset("*?[")
 # cap, and keeping them would cost memory (context_lines=10**9 on a big log).
 _MAX_CONTEXT_LINES = 100
 
-Tool = Callable[..., Awaitable[str]]
+Tool = Callable[..., Awaitable[Any]]
 
 
 def resolve_in_roots(path: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]]) -> Path:
@@ -122,6 +124,8 @@ class FileToolbox:
         grep_timeout: seconds one Grep may spend listing and searching files before it
             stops and reports what it found; None for no bound. Matching itself is linear
             (RE2), so the bound is about the amount of data, not the pattern.
+        images: whether Read answers an image file (PNG, JPEG, GIF, WebP) with the image
+            itself, for a model that takes images; False: with one line describing it.
 
     Raises:
         ConfigError: no roots, or caps that cannot hold one line plus a footer.
@@ -135,6 +139,7 @@ class FileToolbox:
         max_output_chars: int = 30_000,
         max_glob_paths: int = 200,
         grep_timeout: float | None = 10.0,
+        images: bool = True,
     ) -> None:
         if isinstance(roots, (str, os.PathLike)):
             roots = [roots]
@@ -158,6 +163,7 @@ class FileToolbox:
         self.max_output_chars = max_output_chars
         self.max_glob_paths = max_glob_paths
         self.grep_timeout = grep_timeout
+        self.images = images
 
     def tools(self) -> list[Tool]:
         """The three tools as async functions named `Read`, `Grep` and `Glob`.
@@ -170,14 +176,18 @@ class FileToolbox:
         """
         toolbox = self
 
-        async def Read(path: str, offset: int = 1, limit: int = 200, char_offset: int = 0) -> str:
+        async def Read(
+            path: str, offset: int = 1, limit: int = 200, char_offset: int = 0
+        ) -> str | list[TextBlock | DataBlock]:
             """Read a text file from the workspace, with line numbers like `cat -n`.
 
             Use it to read back an offloaded tool result or context file by the path named
             in its preview. A `.jsonl` log (context.jsonl) is shown one message per numbered
             line as readable text: `[role]`, then the message's text with real newlines.
             Very long lines are cut with a marker that says how to read the rest; when more
-            lines remain, the last line of the result says which offset to pass next.
+            lines remain, the last line of the result says which offset to pass next. An
+            image (PNG, JPEG, GIF, WebP), such as one offloaded to data/, is shown as the
+            image itself.
 
             Args:
                 path: File to read; a relative path starts at the workspace root.
@@ -242,7 +252,9 @@ class FileToolbox:
 
     # -- Read ------------------------------------------------------------------------------
 
-    def read(self, path: str, offset: int = 1, limit: int = 200, char_offset: int = 0) -> str:
+    def read(
+        self, path: str, offset: int = 1, limit: int = 200, char_offset: int = 0
+    ) -> str | list[TextBlock | DataBlock]:
         """Numbered lines of a text file; blocking. See the `Read` tool for the format.
 
         Args:
@@ -252,15 +264,18 @@ class FileToolbox:
             char_offset: when above 0, only line `offset`, from this character (0-based).
 
         Returns:
-            The numbered lines and, when lines remain, a footer naming the next offset; or
-            a message starting with "Error:".
+            The numbered lines and, when lines remain, a footer naming the next offset; for
+            an image, a line describing it and the image (or the line alone without
+            `images`); or a message starting with "Error:".
         """
         try:
             return self._read(path, offset, limit, char_offset)
         except ToolError as exc:
             return f"Error: {exc}"
 
-    def _read(self, path: str, offset: int, limit: int, char_offset: int = 0) -> str:
+    def _read(
+        self, path: str, offset: int, limit: int, char_offset: int = 0
+    ) -> str | list[TextBlock | DataBlock]:
         offset = _as_int("offset", offset, minimum=1)
         limit = _as_int("limit", limit, minimum=1)
         char_offset = _as_int("char_offset", char_offset, minimum=0)
@@ -271,7 +286,11 @@ class FileToolbox:
         try:
             with os.fdopen(fd, "rb") as file:
                 size = os.fstat(file.fileno()).st_size
-                if b"\0" in file.read(_SNIFF_BYTES):
+                head = file.read(_SNIFF_BYTES)
+                media_type = image_media_type(head)
+                if media_type is not None:
+                    return self._read_image(file, path, size, media_type)
+                if b"\0" in head:
                     raise ToolError(_binary_message(path, size))
                 file.seek(0)
                 if char_offset:
@@ -296,6 +315,22 @@ class FileToolbox:
                 f"call Read with offset={last + 1} to continue"
             )
         return text
+
+    def _read_image(
+        self, file: IO[bytes], path: str, size: int, media_type: str
+    ) -> str | list[TextBlock | DataBlock]:
+        if size > MAX_IMAGE_BYTES:
+            raise ToolError(
+                f"{_quote(path)} is an image ({media_type}) of {size:,} bytes, more than the "
+                f"{MAX_IMAGE_BYTES:,} a model accepts in one request: refer to it by its path"
+            )
+        file.seek(0)
+        data = file.read(MAX_IMAGE_BYTES + 1)
+        if not self.images:
+            return describe_image(data, media_type, path) + (
+                " (this agent's model takes no images: refer to the file by its path)"
+            )
+        return image_blocks(data, media_type, path)
 
     # -- Grep ------------------------------------------------------------------------------
 
@@ -706,6 +741,7 @@ def workspace_tools(
     max_output_chars: int = 30_000,
     max_glob_paths: int = 200,
     grep_timeout: float | None = 10.0,
+    images: bool = True,
 ) -> list[Tool]:
     """Read, Grep and Glob for an agent, confined to a workspace.
 
@@ -716,6 +752,8 @@ def workspace_tools(
         max_output_chars: longest tool result; keep it below the agent's tool_result_limit.
         max_glob_paths: most paths one Glob lists.
         grep_timeout: seconds one Grep may spend before it stops; None for no bound.
+        images: Read shows an image file as the image (True), or describes it in one line
+            (False, for a model that takes no images).
 
     Returns:
         `[Read, Grep, Glob]`, async functions with type hints and docstrings to derive
@@ -743,6 +781,7 @@ def workspace_tools(
         max_output_chars=max_output_chars,
         max_glob_paths=max_glob_paths,
         grep_timeout=grep_timeout,
+        images=images,
     )
     return toolbox.tools()
 

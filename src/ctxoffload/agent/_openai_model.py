@@ -268,6 +268,10 @@ class OpenAIChatModel:
             and 5xx responses (with backoff) before giving up.
         extra_body: extra JSON fields merged into every request body, for server-specific
             options (for example `{"top_k": 20}` for vLLM).
+        images_in_tool_messages: send a tool result's images inside its `tool` message.
+            False (the default): OpenAI's chat completions take only text in a tool message,
+            so the images go in a `user` message right after the tool messages of that turn,
+            and each tool message says so; the model sees them either way.
 
     Raises:
         ImportError: the `openai` package is not installed.
@@ -287,6 +291,7 @@ class OpenAIChatModel:
         timeout: float = 120.0,
         max_retries: int = 2,
         extra_body: dict[str, Any] | None = None,
+        images_in_tool_messages: bool = False,
     ) -> None:
         try:
             import openai
@@ -320,6 +325,7 @@ class OpenAIChatModel:
         )
         self.temperature = temperature
         self.extra_body = dict(extra_body) if extra_body else None
+        self.images_in_tool_messages = images_in_tool_messages
         self._timeout = timeout
         # Flipped the first time the server refuses json_schema, so later structured calls
         # do not pay for a request that is known to fail.
@@ -400,7 +406,10 @@ class OpenAIChatModel:
         """
         from .._formats import to_openai
 
-        request: dict[str, Any] = {"model": self.model_name, "messages": to_openai(messages)}
+        sent = to_openai(messages)
+        if not self.images_in_tool_messages:
+            sent = images_after_tool_messages(sent)
+        request: dict[str, Any] = {"model": self.model_name, "messages": sent}
         if tools:  # never `tools: []`, which OpenAI rejects as an empty array
             request["tools"] = list(tools)
         if self.temperature is not None:
@@ -568,3 +577,34 @@ def _provider_message(error: Any, limit: int = 1_000) -> str:
     elif isinstance(body, str) and body:
         message = body
     return message if len(message) <= limit else message[:limit] + "…"
+
+
+def images_after_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Move the images of `tool` messages into one `user` message after each run of them.
+
+    OpenAI's chat completions accept only text in a tool message, and every tool message of
+    a turn must directly follow the assistant message that made the calls; so the images
+    wait until the run of tool messages ends. Each tool message keeps its text and says
+    where its images went.
+    """
+    out: list[dict[str, Any]] = []
+    waiting: list[dict[str, Any]] = []  # the user message's parts, while tool messages run
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, list):
+            images = [p for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
+            if images:
+                call = message.get("tool_call_id", "?")
+                note = f"[{len(images)} image(s) of this result follow in the next user message]"
+                text = [p for p in content if p not in images] + [{"type": "text", "text": note}]
+                out.append({**message, "content": text})
+                waiting.append({"type": "text", "text": f"Image(s) from tool call {call}:"})
+                waiting.extend(images)
+                continue
+        if waiting and message.get("role") != "tool":
+            out.append({"role": "user", "content": waiting})
+            waiting = []
+        out.append(message)
+    if waiting:
+        out.append({"role": "user", "content": waiting})
+    return out

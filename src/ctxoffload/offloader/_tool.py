@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..exceptions import CtxOffloadError
+from ..messages import DataBlock, TextBlock
+from ._images import MAX_IMAGE_BYTES, describe_image, image_blocks, image_media_type
 from ._retrieval import ReferenceSource
 from ._retrieval import retrieve_offloaded_content as _retrieve
 
@@ -24,8 +26,12 @@ _MIN_OUTPUT_CHARS = 1_000
 
 
 def retrieval_tool(
-    source: ReferenceSource, *, max_output_chars: int = 20_000, max_lines: int = 200
-) -> Callable[..., Awaitable[str]]:
+    source: ReferenceSource,
+    *,
+    max_output_chars: int = 20_000,
+    max_lines: int = 200,
+    images: bool = True,
+) -> Callable[..., Awaitable[Any]]:
     """An async function, named `retrieve_offloaded_content`, that an agent calls as a tool.
 
     Its type hints and docstring are written for the model; `Agent` (or any framework
@@ -38,6 +44,8 @@ def retrieval_tool(
             `InMemoryWorkspace`, `ObjectStoreWorkspace` or your own offloader.
         max_output_chars: longest answer, notes included (at least 1,000).
         max_lines: most lines in one answer.
+        images: answer a reference to an image (PNG, JPEG, GIF, WebP) with the image itself,
+            for a model that takes images; False: with one line describing it.
 
     Raises:
         ConfigError: `source` has no `read_reference`, or a cap is impossible.
@@ -64,7 +72,7 @@ def retrieval_tool(
         line_range: list[int] | None = None,
         context_lines: int | None = None,
         char_offset: int | None = None,
-    ) -> str:
+    ) -> str | list[TextBlock | DataBlock]:
         """Read back content that was offloaded from your context, by its reference.
 
         Use the reference named in a truncation notice or a summary (a tool_result file, the
@@ -72,7 +80,8 @@ def retrieval_tool(
         numbered from 1; with a pattern, matching lines are marked with `>` and `--`
         separates groups of lines that are not adjacent. A context log (`.jsonl`) is shown
         one message per line as readable text, and a pattern matches that text, so you can
-        search for a string exactly as you saw it.
+        search for a string exactly as you saw it. A reference to an image (in data/) is
+        answered with the image itself.
 
         Args:
             reference: The reference exactly as the notice or summary gives it.
@@ -96,8 +105,12 @@ def retrieval_tool(
                 )
             span = (line_range[0], line_range[1])
         try:
+            data = await source.read_reference(reference)
+            media_type = image_media_type(data[:16])
+            if media_type is not None:
+                return _image_answer(data, media_type, reference, images)
             return await _retrieve(
-                source,
+                _Loaded(data),
                 reference,
                 pattern=pattern,
                 line_range=span,
@@ -113,3 +126,29 @@ def retrieval_tool(
     marked: Any = retrieve_offloaded_content
     marked.ctxoffload_reader = True
     return retrieve_offloaded_content
+
+
+class _Loaded:
+    """Bytes already read, as a source: the tool reads a reference once."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    async def read_reference(self, reference: str) -> bytes:
+        return self._data
+
+
+def _image_answer(
+    data: bytes, media_type: str, reference: str, images: bool
+) -> str | list[TextBlock | DataBlock]:
+    if len(data) > MAX_IMAGE_BYTES:
+        return (
+            f"Error: {reference} is an image ({media_type}) of {len(data):,} bytes, more than "
+            f"the {MAX_IMAGE_BYTES:,} a model accepts in one request: refer to it by reference"
+        )
+    if not images:
+        return (
+            describe_image(data, media_type, reference)
+            + " (this agent's model takes no images: refer to it by reference)"
+        )
+    return image_blocks(data, media_type, reference)
