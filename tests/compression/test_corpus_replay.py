@@ -11,9 +11,21 @@ from typing import Any
 import pytest
 from corpus import conversations
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, Summary, get_token_counter
+from ctxoffload import (
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    ScriptedModel,
+    Summary,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_token_counter,
+)
+from ctxoffload.agent import FileToolbox
 from ctxoffload.compression import Compressor, is_summary_message
 from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.offloader._regex import escape
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 TRAJECTORY = CORPUS / "minisweagent-pylint-dev__pylint-6528.traj.json"
@@ -135,3 +147,90 @@ async def test_no_model_call_misses_the_results_it_asked_for(
     for index, conversation in enumerate(conversations(path)):
         outcome = await replay(conversation, window, local_ws, f"replay-{index}")
         assert outcome.misses == [], (outcome.compressions, outcome.misses[:5])
+
+
+# -- what left the context can be found again from the paths the context names -------------
+
+LITERALS_PER_REPLAY = 25
+_PATH = re.compile(r"(/[^\s'\"<>()\[\],;`]+)")
+
+
+def _texts(msg: Msg) -> list[str]:
+    """Everything of `msg` the model read as text."""
+    out: list[str] = []
+    for block in msg.blocks:
+        if isinstance(block, TextBlock):
+            out.append(block.text)
+        elif isinstance(block, ToolResultBlock):
+            if isinstance(block.output, str):
+                out.append(block.output)
+            else:
+                out += [p.text for p in block.output if isinstance(p, TextBlock)]
+        elif isinstance(block, ToolCallBlock):
+            out += [v for v in block.input.values() if isinstance(v, str)]
+    return out
+
+
+def _literal(texts: list[str]) -> str | None:
+    """A line the model saw, preferring one that JSON must escape (quotes, backslashes)."""
+    lines = [line.strip() for text in texts for line in text.split("\n")]
+    lines = [line for line in lines if len(line) >= 16 and "\ufffd" not in line]
+    if not lines:
+        return None
+    hard = [line for line in lines if '"' in line or "\\" in line]
+    line = (hard or lines)[len(hard or lines) // 2]
+    return line[:120]
+
+
+@pytest.mark.parametrize("window", [8_000, 16_000, 32_000])
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+async def test_what_left_the_context_is_found_by_grep_from_the_paths_it_names(
+    path: Path, window: int, tmp_path: Path
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    toolbox = FileToolbox([ws.workdir], max_output_chars=200_000)
+    conversation = conversations(path)[0]
+    comp = Compressor(
+        ContextConfig(context_window=window),
+        offloader=ws,
+        session_id="replay",
+        counter=get_token_counter(exact=True),
+    )
+    context: list[Msg] = []
+    for msg in conversation:
+        if msg.role == "assistant":
+            context = (await comp.maybe_compress(context)).messages
+        context.append(await comp.process_message(msg) if msg.role == "tool" else msg)
+    live = {m.id: m for m in context}
+    named = {
+        p
+        for m in context
+        for text in _texts(m)
+        for p in _PATH.findall(text)
+        if Path(p).is_file() and Path(p).is_relative_to(ws.workdir)
+    }
+    left = []
+    for msg in conversation:
+        kept = live.get(msg.id)
+        if kept is None:
+            left.append(_texts(msg))
+        elif TRUNCATION_MARKER in "".join(_texts(kept)):
+            shown = "".join(_texts(kept))
+            left.append(
+                [line for text in _texts(msg) for line in text.split("\n") if line not in shown]
+            )
+    literals = [lit for lit in map(_literal, left) if lit is not None]
+    if not literals:
+        pytest.skip(f"nothing left the context at window {window}")
+    step = max(1, len(literals) // LITERALS_PER_REPLAY)
+    sample = literals[::step][:LITERALS_PER_REPLAY]
+    missing = []
+    for literal in sample:
+        pattern = escape(literal)
+        if not any(
+            toolbox.grep(pattern, p).split(":", 1)[0] == str(Path(p).relative_to(ws.workdir))
+            for p in sorted(named)
+        ):
+            missing.append(literal)
+    assert named, "the final context names no file"
+    assert missing == [], f"{len(missing)} of {len(sample)} not found: {missing[:3]}"
