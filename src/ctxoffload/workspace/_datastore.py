@@ -9,7 +9,7 @@ import uuid
 
 from ._paths import READ_FLAGS, unlink_quietly, write_new_file
 
-__all__ = ["extension_for", "store_bytes"]
+__all__ = ["KnownPayloads", "extension_for", "store_bytes"]
 
 # mimetypes.guess_extension answers differently across Python versions and platforms
 # (image/jpeg -> .jpe on some); file names are part of the on-disk contract, so fix them.
@@ -106,3 +106,106 @@ def store_bytes(
     if fsync:
         os.fsync(data_fd)
     return os.path.join(data_dir, name)
+
+
+class KnownPayloads:
+    """Base64 payloads this workspace already stored, so a repeat costs no decode or hash.
+
+    Offloading the same image again normally decodes its base64 (about 18 ms for 5 MB) and
+    hashes the bytes to find its name, then re-reads and re-hashes the stored file to trust
+    it. A hit here skips all of that, and is safe because it needs both:
+
+    - the same base64 text: the text is the dict key, so a lookup compares it exactly
+      (by identity when it is the same string object, else byte for byte), and the same
+      text decodes to the same bytes, hence the same sha256 name;
+    - a stored file unchanged since it was verified: same device, inode, size and
+      `st_ctime_ns`. The kernel sets ctime on every write, rename, link or metadata change
+      and no caller can set it back, so a replaced, rewritten or relinked file misses and
+      goes through the full check again.
+
+    Bounded by `max_entries` and `max_chars` of keys (least recently used dropped first);
+    the keys are usually the very strings the messages already hold, so they cost little.
+    """
+
+    def __init__(self, max_entries: int = 64, max_chars: int = 256 << 20) -> None:
+        import collections
+        import threading
+
+        self._entries: collections.OrderedDict[
+            tuple[str, str | None], tuple[str, str, tuple[int, int, int, int]]
+        ] = collections.OrderedDict()
+        self._chars = 0
+        self._max_entries = max_entries
+        self._max_chars = max_chars
+        self._lock = threading.Lock()
+
+    def lookup(self, data: str, media_type: str | None, data_fd: int) -> str | None:
+        """The reference of `data` when it is stored and unchanged since verified, else None."""
+        key = (data, media_type)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+        name, reference, identity = entry
+        refreshed = _unchanged(data_fd, name, identity)
+        with self._lock:
+            if refreshed is None:
+                self._drop(key)
+                return None
+            if key in self._entries:
+                self._entries[key] = (name, reference, refreshed)
+        return reference
+
+    def remember(self, data: str, media_type: str | None, data_fd: int, reference: str) -> None:
+        """Record `data` as stored at `reference` (a data/ file just written or verified)."""
+        name = os.path.basename(reference)
+        identity = _identity(data_fd, name)
+        if identity is None or len(data) > self._max_chars:
+            return
+        key = (data, media_type)
+        with self._lock:
+            self._drop(key)
+            self._entries[key] = (name, reference, identity)
+            self._chars += len(data)
+            while len(self._entries) > self._max_entries or self._chars > self._max_chars:
+                self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: tuple[str, str | None]) -> None:
+        if self._entries.pop(key, None) is not None:
+            self._chars -= len(key[0])
+
+
+def _identity(data_fd: int, name: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(name, dir_fd=data_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns
+
+
+def _unchanged(
+    data_fd: int, name: str, identity: tuple[int, int, int, int]
+) -> tuple[int, int, int, int] | None:
+    """Refresh data/`name` for gc if it is the file verified before; its new identity."""
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=data_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or st.st_nlink != 1
+            or (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns) != identity
+        ):
+            return None
+        # Just used: gc() keeps recently used files (see `_holds`). Touching the file sets
+        # its ctime, which becomes the identity to compare next time.
+        os.utime(fd)
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns
+    finally:
+        os.close(fd)

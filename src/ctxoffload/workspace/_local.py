@@ -26,7 +26,7 @@ from .._payloads import (
 )
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
-from ._datastore import store_bytes
+from ._datastore import KnownPayloads, store_bytes
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session_usage
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import JsonlAppender, dumps_line, read_log
@@ -109,6 +109,7 @@ class LocalWorkspace:
         self._jsonl = JsonlAppender(fsync=fsync)
         # Resolved once: the workdir may be a symlink, nothing below it is followed.
         self._root = os.path.realpath(self.workdir)
+        self._known_payloads = KnownPayloads()
 
     def __repr__(self) -> str:
         return f"LocalWorkspace(workdir={str(self.workdir)!r})"
@@ -398,7 +399,27 @@ class LocalWorkspace:
             InvalidContent: malformed base64 or an unsupported block.
             OffloadError: the disk refused the write, or data/ is a planted link.
         """
-        return await asyncio.to_thread(offload_block, block, self._store)
+        return await asyncio.to_thread(self._offload_data_block, block)
+
+    def _offload_data_block(self, block: Any) -> Any:
+        from ..messages import Base64Source, DataBlock, URLSource
+
+        if not (isinstance(block, DataBlock) and isinstance(block.source, Base64Source)):
+            return offload_block(block, self._store)
+        source = block.source
+        known = None
+        # Any failure here (no data/ yet, a planted link) is a miss: the full path below
+        # then validates the payload first and reports a real problem as it always does.
+        with contextlib.suppress(OSError, OffloadError), self._tree("data", create=False) as fd:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # gc() takes it exclusively to remove files
+            known = self._known_payloads.lookup(source.data, source.media_type, fd)
+        if known is not None:
+            url = URLSource(url=known, media_type=source.media_type)
+            return block.model_copy(update={"source": url})
+        stored = offload_block(block, self._store)
+        with contextlib.suppress(OSError, OffloadError), self._tree("data", create=False) as fd:
+            self._known_payloads.remember(source.data, source.media_type, fd, stored.source.url)
+        return stored
 
     async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
         """Append one line to the session's events.jsonl (used by the compressor).
