@@ -559,3 +559,24 @@ def test_unreported_usage_clears_the_anchor() -> None:
     tracker.anchor(0, msgs)
     assert not tracker.is_anchored
     assert tracker.count(None, None, msgs) == HeuristicCounter().count_messages(msgs)
+
+
+def test_long_texts_are_counted_once_and_exactly() -> None:
+    from ctxoffload.tokens import TiktokenCounter, _CountCache
+
+    counter = TiktokenCounter()
+    text = "order ORD-58213 failed: disk quota exceeded\n" * 200
+    first = counter.count_text(text)
+    assert counter._counts.get(text) == first  # remembered
+    assert counter.count_text(text) == first
+    # Same length, one character different: an exact key, so a fresh count.
+    other = text[:-2] + "X\n"
+    assert counter.count_text(other) == len(counter._encoding.encode_ordinary(other))
+    # Short texts are not kept; the cache holds at most its budget of characters.
+    counter.count_text("short")
+    assert counter._counts.get("short") is None
+    small = _CountCache(max_chars=3 * _CountCache.MIN_CHARS)
+    texts = [str(i) * _CountCache.MIN_CHARS for i in range(4)]
+    for i, t in enumerate(texts):
+        small.put(t, i)
+    assert small.get(texts[0]) is None and small.get(texts[3]) == 3

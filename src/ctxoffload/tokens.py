@@ -36,7 +36,6 @@ header every reply is primed with. Tool schemas (`count_tools`) are counted as t
 
 from __future__ import annotations
 
-import base64
 import functools
 import gzip
 import hashlib
@@ -288,12 +287,14 @@ def _read_verified(path: str, spec: _EncodingSpec) -> bytes | None:
 
 
 def _parse_ranks(data: bytes) -> dict[bytes, int]:
-    ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    # One split of the whole file and binascii directly: about a third faster than decoding
+    # line by line with base64.b64decode (200,000 lines of o200k_base). The file's sha256
+    # was verified before, so its lines are pairs.
+    import binascii
+
+    fields = data.split()
+    decode = binascii.a2b_base64
+    return {decode(token): int(rank) for token, rank in zip(fields[::2], fields[1::2], strict=True)}
 
 
 # Verified ranks are byte-identical wherever they came from, so one Encoding per name serves
@@ -414,6 +415,46 @@ def _message_tokens(
     return total
 
 
+class _CountCache:
+    """Token counts of long texts, least recently used dropped first.
+
+    Keyed by the text itself, so a hit is exact (a dict compares the whole key; the same
+    string object compares by identity, and Python caches a string's hash). Encoding a text
+    costs about 100x hashing it, so even a miss costs little extra. Bounded by the characters
+    of the keys held; the keys are mostly strings the messages already hold.
+    """
+
+    MIN_CHARS = 2_048
+
+    def __init__(self, max_chars: int = 64 << 20) -> None:
+        import collections
+        import threading
+
+        self._counts: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._chars = 0
+        self._max_chars = max_chars
+        self._lock = threading.Lock()  # counting also runs in worker threads
+
+    def get(self, text: str) -> int | None:
+        with self._lock:
+            count = self._counts.get(text)
+            if count is not None:
+                self._counts.move_to_end(text)
+            return count
+
+    def put(self, text: str, count: int) -> None:
+        if len(text) > self._max_chars:
+            return
+        with self._lock:
+            if text in self._counts:
+                return
+            self._counts[text] = count
+            self._chars += len(text)
+            while self._chars > self._max_chars:
+                dropped, _ = self._counts.popitem(last=False)
+                self._chars -= len(dropped)
+
+
 class TiktokenCounter:
     """Exact token counts from a tiktoken encoding loaded offline (see the module docstring).
 
@@ -440,6 +481,7 @@ class TiktokenCounter:
         data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS,
     ) -> None:
         self._encoding, self.source = load_encoding(encoding_name, bpe_dir=bpe_dir)
+        self._counts = _CountCache()
         self.name: str = encoding_name
         self.is_exact: bool = True
         self.data_block_tokens = data_block_tokens
@@ -448,8 +490,20 @@ class TiktokenCounter:
         return f"TiktokenCounter({self.name!r}, source={self.source!r})"
 
     def count_text(self, text: str) -> int:
-        """Tokens in `text`."""
-        return len(self._encoding.encode_ordinary(text)) if text else 0
+        """Tokens in `text`.
+
+        Long texts are remembered (see `_CountCache`): a tool result is counted when it is
+        cut, and again by whoever adds up the context; the second time costs a lookup.
+        """
+        if not text:
+            return 0
+        if len(text) < _CountCache.MIN_CHARS:
+            return len(self._encoding.encode_ordinary(text))
+        known = self._counts.get(text)
+        if known is None:
+            known = len(self._encoding.encode_ordinary(text))
+            self._counts.put(text, known)
+        return known
 
     def count_message(self, msg: Msg) -> int:
         """Tokens `msg` costs in a context (see the module docstring for what counts)."""

@@ -1085,8 +1085,12 @@ def _read_window(
                 if line_number + newlines < offset:
                     line_number += newlines
                     break
-                position = chunk.index(b"\n", position) + 1
-                line_number += 1
+                # Line `offset` starts in this chunk: step to it newline by newline (counting
+                # the rest of the chunk again for every line skipped was quadratic: 1.6 s to
+                # reach line 16,800 of a 2 MB file).
+                while line_number < offset:
+                    position = chunk.index(b"\n", position) + 1
+                    line_number += 1
                 continue
             if line is None:
                 line = _LineText(max_line_chars)
