@@ -42,6 +42,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import Compressor
+from ctxoffload.tokens import TiktokenCounter
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 TRAJECTORIES = [
@@ -96,7 +97,14 @@ def _messages(n: int, steps: list[tuple[str, str]]) -> list[Msg]:
             )
         )
         msgs.append(
-            Msg(role="tool", content=[ToolResultBlock(id=call_id, name="bash", output=observation)])
+            # Each result its own text, as in a real history: the counter remembers the counts
+            # of long texts, and a history that repeats the same strings would flatter it.
+            Msg(
+                role="tool",
+                content=[
+                    ToolResultBlock(id=call_id, name="bash", output=f"{observation}\n[{call_id}]")
+                ],
+            )
         )
         i += 1
     return msgs[:n]
@@ -120,7 +128,7 @@ async def _compress(
         model=ScriptedModel(default=SUMMARY),
         offloader=LocalWorkspace(workdir),
         session_id="bench",
-        counter=get_token_counter(exact=True),
+        counter=TiktokenCounter(),  # fresh: nothing counted before this compression
     )
     context = [system, *messages]
     if warm:

@@ -287,3 +287,37 @@ async def test_without_a_model_the_compressor_writes_an_extractive_summary(
     assert "request 0:" in text  # the first request
     assert statements[-1][:40] in text  # the last assistant statement compressed
     assert "grep x" in text
+
+
+def test_chunks_are_sized_from_known_counts_when_given() -> None:
+    from ctxoffload.compression._summarize import _chunks
+
+    counter = get_token_counter(exact=False)
+    entries = ["a" * 400, "b" * 400, "c" * 400]  # ~100 tokens each by the heuristic
+    # Known sizes say the first two fill a chunk of 500: the third starts a new one.
+    assert _chunks(entries, 500, counter, [250, 250, 250]) == [entries[:2], entries[2:]]
+    # Without them each entry is counted: all three fit.
+    assert _chunks(entries, 500, counter) == [entries]
+
+
+async def test_a_compression_sizes_its_summary_requests_without_recounting(
+    local_ws: LocalWorkspace,
+) -> None:
+    # The requests still fit the summary model's window when sized from the tracker's counts.
+    model = ScriptedModel(
+        default={name: f"{name} so far" for name in Summary.model_fields}, context_window=4_000
+    )
+    comp = Compressor(
+        ContextConfig(context_window=8_000),
+        model=model,
+        offloader=local_ws,
+        session_id="s",
+        counter=get_token_counter(exact=True),
+    )
+    msgs = [Msg(role="user", content=f"step {i}: " + "word " * 300) for i in range(40)]
+    result = await comp.maybe_compress(msgs)
+    assert result.compressed
+    counter = get_token_counter(exact=True)
+    assert len(model.calls) > 1
+    for request in model.calls:
+        assert counter.count_messages(request) < model.context_window

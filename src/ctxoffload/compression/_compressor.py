@@ -502,6 +502,7 @@ class Compressor:
             previous=self._state.summary,
             artifacts=[a.describe() for a in self.artifacts],
             window=window,
+            sizes=[self.tracker.count_message(m) for m in split.older],
         )
         self._state.summary = outcome.summary
         self._state.compressions += 1

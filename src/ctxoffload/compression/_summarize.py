@@ -72,6 +72,11 @@ def _short(text: str, limit: int) -> str:
 
 def transcript_entry(msg: Msg, char_cap: int = _ENTRY_CHAR_CAP) -> str:
     """One message as plain text for the summary model."""
+    return _transcript_entry(msg, char_cap)[0]
+
+
+def _transcript_entry(msg: Msg, char_cap: int = _ENTRY_CHAR_CAP) -> tuple[str, float]:
+    """The entry, and the share of the message's text it kept (1.0 unless it was cut)."""
     parts: list[str] = []
     for block in msg.blocks:
         if isinstance(block, TextBlock):
@@ -94,17 +99,35 @@ def transcript_entry(msg: Msg, char_cap: int = _ENTRY_CHAR_CAP) -> str:
         elif isinstance(block, DataBlock):
             parts.append(f"[{block.media_type or 'data'} {block.name or ''}]".replace(" ]", "]"))
     text = "\n".join(parts)
+    kept = 1.0
     if len(text) > char_cap:
         omitted = len(text) - char_cap
+        kept = char_cap / len(text)
         text = text[:char_cap] + f"\n[... {omitted:,} more characters, kept in the context log]"
-    return f"<{msg.role}>\n{text}\n</{msg.role}>"
+    return f"<{msg.role}>\n{text}\n</{msg.role}>", kept
 
 
-def _chunks(entries: list[str], budget: int, counter: TokenCounter) -> list[list[str]]:
+# Tokens an entry adds around the message's own content: role tags, tool-call and result
+# headers, the cut note. Generous, as the estimate only sizes chunks (an overflow halves).
+_ENTRY_OVERHEAD_TOKENS = 40
+
+
+def _chunks(
+    entries: list[str],
+    budget: int,
+    counter: TokenCounter,
+    estimates: Sequence[int] | None = None,
+) -> list[list[str]]:
+    """Entries grouped so each group fits `budget` tokens.
+
+    `estimates` (one per entry) are sizes known without encoding the entries again: the
+    messages' own counts, already made by the compressor's tracker, scaled to what each entry
+    kept. Without them every entry is counted.
+    """
     chunks: list[list[str]] = [[]]
     used = 0
-    for entry in entries:
-        cost = counter.count_text(entry)
+    for index, entry in enumerate(entries):
+        cost = estimates[index] if estimates is not None else counter.count_text(entry)
         if cost > budget:
             # Cut by characters so one message can never overflow a call on its own.
             keep = max(200, int(len(entry) * budget / cost * 0.9))
@@ -260,6 +283,7 @@ async def summarize(
     previous: Summary | None = None,
     artifacts: Sequence[str] = (),
     window: int | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> SummaryOutcome:
     """Summarise `messages`, folding in `previous`; never raises for a model failure.
 
@@ -272,6 +296,8 @@ async def summarize(
         artifacts: descriptions of offloaded files, for the extractive fallback.
         window: the context window of the agent whose context is compressed; the summary
             budget is a share of it (`ContextConfig.summary_budget_tokens`).
+        sizes: each message's token count when already known (the compressor's tracker
+            has them); the summary requests are then sized without counting again.
     """
     max_chars = config.summary_budget_tokens(window) * CHARS_PER_TOKEN
     if previous is not None:
@@ -280,7 +306,7 @@ async def summarize(
     if model is not None and messages:
         try:
             outcome = await asyncio.wait_for(
-                _model_summary(messages, model, config, counter, previous, calls, max_chars),
+                _model_summary(messages, model, config, counter, previous, calls, max_chars, sizes),
                 config.summary_timeout,
             )
         except asyncio.TimeoutError:
@@ -304,9 +330,19 @@ async def _model_summary(
     previous: Summary | None,
     calls: list[int],
     max_chars: int,
+    sizes: Sequence[int] | None = None,
 ) -> SummaryOutcome | None:
     """The model's summary, in chunks that fit its window; None when it cannot give one."""
-    entries = [transcript_entry(m) for m in messages]
+    made = [_transcript_entry(m) for m in messages]
+    entries = [entry for entry, _ in made]
+    estimates = (
+        [
+            int(size * kept) + _ENTRY_OVERHEAD_TOKENS
+            for size, (_, kept) in zip(sizes, made, strict=True)
+        ]
+        if sizes is not None and len(sizes) == len(messages)
+        else None
+    )
     # The previous summary rides along in every request, beside the chunk.
     carried = counter.count_text(previous.model_dump_json(indent=1)) if previous else 0
     budget = (
@@ -317,7 +353,7 @@ async def _model_summary(
     for _attempt in range(3):
         if budget < 256:
             break
-        chunks = _chunks(entries, budget, counter)
+        chunks = _chunks(entries, budget, counter, estimates)
         try:
             summary = previous
             for chunk in chunks:
