@@ -102,6 +102,41 @@ async def test_a_new_writer_continues_the_numbering(make_ws: MakeWorkspace) -> N
     assert [r["content"][0]["text"] for r in await one.read_context("s")] == list("abcd")
 
 
+async def test_a_writer_that_lost_retries_at_once_and_learns_its_lines_after(
+    make_ws: MakeWorkspace,
+) -> None:
+    # The starvation seen with 8 writers: a loser that read the winner's metadata before
+    # each retry was always one request behind the winner's next append. Now a loser asks
+    # for the next seq at once, without a first line, and reads what it needs after winning.
+    one, two = make_ws(), make_ws()
+    await one.offload_context("s", [text_msg("a")])
+    for text in ("b", "c"):
+        await two.offload_context("s", [text_msg(text), text_msg(text + "2")])
+    heads: list[str] = []
+    original = one._client.attributes
+
+    async def spy(key: str) -> Any:
+        if "context.jsonl.d" in key:
+            heads.append(key.rsplit("/", 1)[-1])
+        return await original(key)
+
+    one._client.attributes = spy  # type: ignore[method-assign]
+    ref = await one.offload_context("s", [text_msg("d")])
+    # Refused at seq 1 and 2 (two's), it stepped to 3 without reading either, then read
+    # back from 2 to the first segment that states its first line.
+    assert (ref.first_line, ref.last_line) == (6, 6)
+    assert heads == ["000000000002.jsonl"]
+    key = "sessions/s/context.jsonl.d/000000000003.jsonl"
+    meta = await original(key)
+    assert meta is not None and "first-line" not in meta and meta["lines"] == "1"
+    # A fresh writer whose newest segment has no first line still numbers on exactly.
+    fresh = make_ws()
+    ref = await fresh.offload_context("s", [text_msg("e")])
+    assert (ref.first_line, ref.last_line) == (7, 7)
+    rows = await fresh.read_context("s")
+    assert [r["content"][0]["text"] for r in rows] == ["a", "b", "b2", "c", "c2", "d", "e"]
+
+
 async def test_a_fresh_writer_starts_from_the_tail_hint(make_ws: MakeWorkspace) -> None:
     writer = make_ws()
     for i in range(70):
@@ -388,18 +423,21 @@ async def test_an_append_whose_answer_was_lost_is_not_written_twice(
     ws: ObjectStoreWorkspace,
 ) -> None:
     await ws.offload_context("s", [text_msg("a")])
-    real_put_new = ws._client.put_new
+    real_create = ws._client.create
     lost = {"n": 0}
 
-    async def put_then_lose_the_answer(key: str, data: bytes, attributes: Any) -> bool:
-        created = await real_put_new(key, data, attributes)
+    async def create_then_lose_the_answer(
+        key: str, data: bytes, attributes: Any
+    ) -> tuple[bool, bool]:
+        created, retried = await real_create(key, data, attributes)
         if created and "context.jsonl.d" in key and not lost["n"]:
             # The PUT succeeded, its answer never came; the retry met the object.
             lost["n"] += 1
-            return await real_put_new(key, data, attributes)
-        return created
+            again, _ = await real_create(key, data, attributes)
+            return again, True
+        return created, retried
 
-    ws._client.put_new = put_then_lose_the_answer  # type: ignore[method-assign]
+    ws._client.create = create_then_lose_the_answer  # type: ignore[method-assign]
     ref = await ws.offload_context("s", [text_msg("b"), text_msg("c")])
     assert lost["n"] == 1
     assert (ref.first_line, ref.last_line) == (2, 3)

@@ -26,9 +26,7 @@ args = json.loads(sys.argv[1])
 ws = ObjectStoreWorkspace(args["url"], **args["kwargs"], writer_id=f"child-{args['n']}")
 """
 
-# Issue 12 asks for 8 x 200. While the contention bug below is open, a stuck writer can take
-# its whole deadline per append, so the run is kept to 8 x 50 to bound CI's time.
-CONTENDED_APPENDS = 50
+CONTENDED_APPENDS = 200
 
 APPENDS = (
     CHILD_PRELUDE
@@ -86,15 +84,6 @@ def run_children(spawn_python: SpawnPython, code: str, processes: int, **fields:
     return results
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "known bug, issue 12: under 8-writer contention a writer sometimes keeps losing the "
-        "put-if-absent race for the same segment (put refused, yet HEAD and the listing do not "
-        "show the winner), and now gives up with OffloadError after its deadline; seen in 2 "
-        "of about 5 runs against moto"
-    ),
-)
 def test_concurrent_appends_from_8_processes_lose_no_line(
     s3: S3Server, spawn_python: SpawnPython
 ) -> None:

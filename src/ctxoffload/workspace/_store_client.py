@@ -124,10 +124,27 @@ class StoreClient:
         Returns:
             True if this call created it, False if it already existed.
         """
+        created, _ = await self.create(key, data, attributes)
+        return created
+
+    async def create(
+        self, key: str, data: bytes, attributes: Mapping[str, str]
+    ) -> tuple[bool, bool]:
+        """`put_new`, also saying whether the request had to be sent more than once.
+
+        Returns:
+            (created, retried). When the object already existed and the request was retried,
+            the object may be this call's own: an earlier attempt succeeded and its answer
+            was lost. Without a retry, another writer made it.
+        """
         import obstore
         import obstore.exceptions as errors
 
+        attempts = 0
+
         async def call() -> bool:
+            nonlocal attempts
+            attempts += 1
             try:
                 await _blocking(
                     obstore.put,
@@ -142,7 +159,8 @@ class StoreClient:
                 return False
             return True
 
-        return await self._run("create", key, call)
+        created = await self._run("create", key, call)
+        return created, attempts > 1
 
     async def put(self, key: str, data: bytes, attributes: Mapping[str, str]) -> None:
         """Write `key`, replacing what is there (only state.json and hints are replaced)."""
