@@ -141,3 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{prefix}: cannot access{where}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_USAGE
         raise
+    finally:
+        if "ctxoffload.cli._bucket" in sys.modules:
+            from ._bucket import remove_copies
+
+            remove_copies()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -68,9 +69,19 @@ def run(args: argparse.Namespace) -> int:
     from ..exceptions import InvalidReference
 
     first, last = parse_line_range(args.lines)
-    workspace = open_workspace(args)
+    from ._bucket import is_store_url, local_reference
+    from ._common import shown, workdir_text
+
+    session = None
+    if is_store_url(workdir_text(args)):
+        # Copy only what the reference needs: its session, or data/.
+        found = re.search(r"(?:^|/)sessions/([^/]+)/", args.reference)
+        session = found.group(1) if found else None
+    workspace = open_workspace(
+        args, session=session, data=session is None and "data/" in args.reference
+    )
     try:
-        path = workspace.resolve_reference(args.reference)
+        path = workspace.resolve_reference(local_reference(args.reference))
     except InvalidReference as exc:
         raise CliError(str(exc)) from exc
     fd = _open_regular(path)
@@ -79,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         head = f.read(8192)
         if b"\x00" in head:
             size = os.fstat(f.fileno()).st_size
-            out.write(f"{path}: binary file, {size:,} bytes (not printed)\n")
+            out.write(f"{shown(path)}: binary file, {size:,} bytes (not printed)\n")
             return 0
         f.seek(0)
         is_log = path.name == "context.jsonl" and not args.raw

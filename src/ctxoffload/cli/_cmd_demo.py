@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from exc
     given = getattr(args, "workdir", None)
+    if given is not None:
+        from ._common import workdir_of
+
+        workdir_of(args)  # a bucket URL: one clear line, and no folder named after it
     workdir = (
         Path(given)
         if given is not None

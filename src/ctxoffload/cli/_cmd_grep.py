@@ -34,6 +34,7 @@ from ._common import (
     print_json,
     session_dir,
 )
+from ._common import shown as shown_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of the command's start-up
 if TYPE_CHECKING:
@@ -414,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
     """Search and print the matching lines."""
     if args.context < 0:
         raise CliError(f"-C {args.context} is negative: give a number of lines >= 0")
-    workspace = open_workspace(args, paths_only=True)
+    workspace = open_workspace(args, paths_only=True, session=args.session, data=False)
     if args.session is not None:
         sessions = [session_dir(workspace, args.session).name]
     else:
@@ -430,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
         with deadline:
             for session in sessions:
                 for name, path, is_log in _targets(workspace, session, args.events):
-                    shown = str(workspace.sessions_dir / session / name)
+                    shown = shown_path(workspace.sessions_dir / session / name)
                     search = search_context_log if is_log else search_file
                     search(path, shown, matcher, args.context, printer.emit, session)
     except _Deadline.Expired:

@@ -17,6 +17,7 @@ from ._common import (
     open_workspace,
     print_json,
     print_table,
+    shown,
 )
 
 __all__ = ["register", "run", "session_facts"]
@@ -85,7 +86,7 @@ def session_facts(session_dir: Path) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """List the sessions."""
-    workspace = open_workspace(args)
+    workspace = open_workspace(args, data=False)
     rows = []
     for entry in sorted(os.scandir(workspace.sessions_dir), key=lambda e: e.name):
         if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     if not rows:
-        print(f"no sessions in {workspace.workdir}")
+        print(f"no sessions in {shown(workspace.workdir)}")
         return 0
     print_table(
         ["session", "last activity (UTC)", "steps", "messages", "tool results", "bytes", "compr."],

@@ -73,11 +73,20 @@ def run(args: argparse.Namespace) -> int:
 def _session_dir(workdir_arg: str | None, session: str) -> Path:
     from ..exceptions import InvalidSessionId
     from ..workspace import validate_session_id
+    from ._bucket import copy_bucket, is_store_url
+    from ._common import CliError
 
-    workdir = Path(workdir_arg or os.environ.get("CTXOFFLOAD_WORKDIR") or ".")
+    where = workdir_arg or os.environ.get("CTXOFFLOAD_WORKDIR") or "."
+    if is_store_url(where):
+        try:
+            workdir = copy_bucket(where, session=session).folder
+        except CliError as exc:
+            raise ShowError(str(exc), exc.code) from None
+    else:
+        workdir = Path(where)
     if not (workdir / "sessions").is_dir():
         raise ShowError(
-            f"{str(workdir)!r} is not a ctxoffload workspace (it has no sessions/ folder): "
+            f"{where!r} is not a ctxoffload workspace (it has no sessions/ folder): "
             "pass --workdir with the folder given to LocalWorkspace",
             2,
         )
@@ -89,7 +98,7 @@ def _session_dir(workdir_arg: str | None, session: str) -> Path:
     if not session_dir.is_dir():
         known = sorted(p.name for p in (workdir / "sessions").iterdir() if p.is_dir())
         listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") or "none"
-        raise ShowError(f"no session {session!r} in {str(workdir)!r}; sessions: {listed}", 2)
+        raise ShowError(f"no session {session!r} in {where!r}; sessions: {listed}", 2)
     return session_dir
 
 
@@ -171,7 +180,9 @@ def _show_timeline(
         }
         print(json.dumps(report, ensure_ascii=False))
         return
-    print(f"session {args.session} ({session_dir})")
+    from ._common import shown
+
+    print(f"session {args.session} ({shown(session_dir)})")
     if not events:
         print("no record: events.jsonl is missing or empty (nothing recorded yet)")
     for event in events:
@@ -187,8 +198,8 @@ def _show_timeline(
         print("data files:")
         for name in data_files:
             size = _size(data_root / name)
-            shown = f"{size:,} bytes" if size is not None else "missing"
-            print(f"  data/{name} ({shown})")
+            what = f"{size:,} bytes" if size is not None else "missing"
+            print(f"  data/{name} ({what})")
 
 
 def _size(path: Path) -> int | None:

@@ -99,7 +99,7 @@ def _dedup(references: Counter[str], data_dir: Path) -> dict[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the statistics."""
-    workspace = open_workspace(args)
+    workspace = open_workspace(args, session=args.session)
     if args.session is not None:
         folders = [session_dir(workspace, args.session)]
     else:

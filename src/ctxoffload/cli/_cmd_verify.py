@@ -24,6 +24,7 @@ from ._common import (
     paint,
     print_json,
     session_dir,
+    shown,
 )
 
 __all__ = ["register", "run", "verify_workspace"]
@@ -66,10 +67,10 @@ class Report:
     )
 
     def problem(self, path: Path | str, what: str) -> None:
-        self.problems.append({"path": str(path), "problem": what})
+        self.problems.append({"path": shown(path), "problem": what})
 
     def warning(self, path: Path | str, what: str) -> None:
-        self.warnings.append({"path": str(path), "warning": what})
+        self.warnings.append({"path": shown(path), "warning": what})
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -204,10 +205,16 @@ def verify_workspace(workdir: Path, only_session: str | None = None) -> Report:
 
 def run(args: argparse.Namespace) -> int:
     """Verify and print the problems found."""
-    workspace = open_workspace(args)
+    workspace = open_workspace(args, session=args.session, check=True)
     if args.session is not None:
         session_dir(workspace, args.session)
     report = verify_workspace(workspace.workdir, args.session)
+    from ._bucket import _copies
+
+    copy = _copies.get(str(workspace.workdir))
+    for problem in copy.problems if copy is not None else []:
+        where, _, what = problem.partition(": ")
+        report.problem(where, what)
     if args.json:
         print_json(
             {

@@ -170,6 +170,9 @@ class Follower:
 
 def run(args: argparse.Namespace) -> int:
     """Follow the workspace until Ctrl-C."""
+    from ._common import workdir_of
+
+    workdir_of(args)  # a bucket cannot be watched: one clear line instead of a copy
     workspace = open_workspace(args)
     if args.session is not None:
         session_dir(workspace, args.session)

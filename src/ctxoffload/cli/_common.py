@@ -60,10 +60,12 @@ def add_workdir(parser: argparse.ArgumentParser) -> None:
     """`--workdir DIR` on a command (it may also be given before the command)."""
     parser.add_argument(
         "--workdir",
-        type=Path,
         default=argparse.SUPPRESS,
         metavar="DIR",
-        help="the workspace (default: $CTXOFFLOAD_WORKDIR, else the current directory)",
+        help=(
+            "the workspace: a folder, or a bucket URL such as s3://bucket/prefix "
+            "(default: $CTXOFFLOAD_WORKDIR, else the current directory)"
+        ),
     )
 
 
@@ -74,13 +76,57 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def workdir_of(args: argparse.Namespace) -> Path:
-    """The workdir asked for: `--workdir`, else `$CTXOFFLOAD_WORKDIR`, else the current dir."""
+def workdir_text(args: argparse.Namespace) -> str:
+    """The workdir asked for, as given: `--workdir`, else `$CTXOFFLOAD_WORKDIR`, else `.`."""
     given = getattr(args, "workdir", None)
     if given is not None:
-        return Path(given)
-    env = os.environ.get("CTXOFFLOAD_WORKDIR")
-    return Path(env) if env else Path.cwd()
+        return str(given)
+    return os.environ.get("CTXOFFLOAD_WORKDIR") or str(Path.cwd())
+
+
+def workdir_of(args: argparse.Namespace) -> Path:
+    """The workdir asked for, for a command that needs a local folder.
+
+    Raises:
+        CliError: the workdir is a bucket URL.
+    """
+    text = workdir_text(args)
+    from ._bucket import is_store_url
+
+    if is_store_url(text):
+        raise CliError(
+            f"--workdir {text!r}: `ctxoffload {getattr(args, 'command', '')}` works on a local "
+            "folder; ls, show, cat, grep, stats, verify and gc read a bucket"
+        )
+    return Path(text)
+
+
+def local_workdir(
+    args: argparse.Namespace,
+    *,
+    session: str | None = None,
+    data: bool = True,
+    check: bool = False,
+) -> Path:
+    """The workdir as a folder: itself, or a temporary copy of a bucket (`s3://...`).
+
+    For a bucket only `session` is copied when it is given, and data/ only with `data`.
+    """
+    text = workdir_text(args)
+    from ._bucket import is_store_url
+
+    if not is_store_url(text):
+        return Path(text)
+    from ._bucket import copy_bucket
+
+    return copy_bucket(text, session=session, data=data, check=check).folder
+
+
+def shown(path: str | Path) -> str:
+    """How a path is printed: the object's URI when it lies in a copy of a bucket."""
+    from ._bucket import _copies, display
+
+    return display(path) if _copies else str(path)
 
 
 class WorkspaceFolder:
@@ -105,15 +151,24 @@ class WorkspaceFolder:
         return self.sessions_dir / validate_session_id(session_id)
 
 
-def open_workspace(args: argparse.Namespace, *, paths_only: bool = False) -> Any:
+def open_workspace(
+    args: argparse.Namespace,
+    *,
+    paths_only: bool = False,
+    session: str | None = None,
+    data: bool = True,
+    check: bool = False,
+) -> Any:
     """The existing workspace named by the arguments, checked before anything is read.
 
-    Creates nothing. Returns a `LocalWorkspace`, or a `WorkspaceFolder` with `paths_only`.
+    Creates nothing in the workspace. Returns a `LocalWorkspace`, or a `WorkspaceFolder`
+    with `paths_only`. A bucket (`--workdir s3://...`) is read through a temporary copy of
+    it (see `_bucket.py`): `session`, `data` and `check` say what to copy.
 
     Raises:
         CliError: the folder is missing, is a file, or is not a workspace.
     """
-    workdir = workdir_of(args)
+    workdir = local_workdir(args, session=session, data=data, check=check)
     if not workdir.exists():
         raise CliError(f"workdir {str(workdir)!r} does not exist: pass --workdir DIR")
     if not workdir.is_dir():
@@ -145,7 +200,7 @@ def session_dir(workspace: Any, session_id: str) -> Path:
         raise CliError(str(exc)) from exc
     if path.is_symlink() or not path.is_dir():
         raise CliError(
-            f"no session {session_id!r} in {str(workspace.workdir)!r}: "
+            f"no session {session_id!r} in {shown(workspace.workdir)!r}: "
             "`ctxoffload ls` lists the sessions"
         )
     return path

@@ -427,6 +427,90 @@ class ObjectStoreWorkspace:
             )
         return data
 
+    async def download(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        session: str | None = None,
+        data: bool = True,
+        check: bool = False,
+    ) -> list[str]:
+        """Copy the workspace, or one session, into a local folder in the on-disk layout.
+
+        Each log's segments become one file (`sessions/<id>/context.jsonl`, events.jsonl),
+        line for line, so line numbers in references hold in the copy; tool_result objects,
+        state.json and (with `data`) the data/ objects are copied as they are, each file's
+        modification time set to its object's. The folder is then readable with the
+        `LocalWorkspace` read side, the `ctxoffload` commands and ordinary tools (`grep -n`,
+        `jq`). This is how `ctxoffload ... --workdir s3://...` reads a bucket.
+
+        Args:
+            folder: an empty or missing folder to fill.
+            session: only this session (data/ is still copied unless `data` is False).
+            data: copy the data/ objects too.
+            check: also read each segment's metadata (one HEAD per segment) and report a
+                missing seq or a segment whose stated first line is not where it lies.
+
+        Returns:
+            The problems found in the logs (with `check`): one line each, naming the object.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the store failed past the deadline.
+        """
+        root = os.fspath(folder)
+        if session is not None:
+            prefixes = [f"sessions/{validate_session_id(session)}"]
+        else:
+            prefixes = [f"sessions/{name}" for name in await self.list_sessions()]
+        infos: list[ObjectInfo] = []
+        for prefix in prefixes:
+            infos.extend(await self._client.list_objects(prefix))
+        if data:
+            infos.extend(
+                i
+                for i in await self._client.list_objects("data")
+                if _DATA_NAME.fullmatch(i.key.rsplit("/", 1)[-1])
+            )
+        problems: list[str] = []
+        logs: dict[str, list[ObjectInfo]] = {}
+        plain: list[ObjectInfo] = []
+        for info in infos:
+            head, _, name = info.key.rpartition("/")
+            if head.endswith(".d") and head[:-2].rsplit("/", 1)[-1] in _LOGS:
+                if name != "tail.json":
+                    logs.setdefault(head[:-2], []).append(info)
+            elif _DATA_KEY.fullmatch(info.key) or (
+                (m := _SESSION_KEY.fullmatch(info.key)) is not None
+                and _is_session_id(m.group(1))
+                and not m.group(2).startswith(".")
+            ):
+                plain.append(info)
+
+        def write(key: str, body: bytes, modified: float) -> None:
+            path = os.path.join(root, *key.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(body)
+            os.utime(path, (modified, modified))
+
+        async def copy(info: ObjectInfo) -> None:
+            body = await self._client.get(info.key)
+            if body is not None:  # removed since the listing: nothing to copy
+                await asyncio.to_thread(write, info.key, body, info.last_modified.timestamp())
+
+        async def copy_log(log_key: str, segments: list[ObjectInfo]) -> None:
+            body = await self._logs.read(log_key)
+            newest = max(i.last_modified.timestamp() for i in segments)
+            await asyncio.to_thread(write, log_key, body, newest)
+            if check:
+                problems.extend(await self._logs.check(log_key))
+
+        await gather_limited([functools.partial(copy, i) for i in plain], 16)
+        for log_key, segments in sorted(logs.items()):
+            await copy_log(log_key, segments)
+        return problems
+
     async def purge_session(self, session_id: str) -> bool:
         """Delete every object of a session. data/ is shared between sessions and kept.
 

@@ -1,0 +1,135 @@
+"""The commands on a workspace in object storage (`--workdir s3://bucket/prefix`).
+
+A bucket cannot be scanned like a folder, so the commands that read (ls, show, cat, grep,
+stats, verify) first copy what they need into a private temporary folder in the on-disk
+layout, with `ObjectStoreWorkspace.download`: each log's segments become one file, line for
+line, so every line number and reference means the same as in the bucket. The commands then
+run unchanged on that copy, and each path they print is shown as the object's URI. The copy
+is removed when the command ends. `gc` acts on the bucket itself.
+
+The store is opened as `ObjectStoreWorkspace(url)`: endpoint, region and credentials come
+from the usual environment variables (`AWS_ENDPOINT_URL`, `AWS_REGION`,
+`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, ...), and `CTXOFFLOAD_DEADLINE` (seconds,
+default 30) bounds each request, retries included.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BucketCopy", "copy_bucket", "display", "is_store_url", "open_store", "remove_copies"]
+
+# s3://, gs://, az://, abfs://, memory://, http(s)://... anything with a scheme but file://.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+_copies: dict[str, BucketCopy] = {}  # local folder -> its copy
+
+
+class BucketCopy:
+    """A local copy of (part of) a bucket's workspace."""
+
+    def __init__(self, url: str, folder: Path, store: Any, problems: list[str]) -> None:
+        self.url = url
+        self.folder = folder
+        self.store = store
+        self.problems = problems
+
+
+def is_store_url(text: str) -> bool:
+    """Whether a --workdir names object storage rather than a folder."""
+    return bool(_URL.match(text)) and not text.lower().startswith("file://")
+
+
+def open_store(url: str) -> Any:
+    """`ObjectStoreWorkspace(url)` with one clear line for what goes wrong."""
+    import os
+
+    from ..exceptions import ConfigError
+    from ._common import CliError
+
+    text = os.environ.get("CTXOFFLOAD_DEADLINE", "30")
+    try:
+        deadline = float(text)
+    except ValueError:
+        deadline = float("nan")
+    if not deadline > 0:
+        raise CliError(f"CTXOFFLOAD_DEADLINE={text!r} is not a positive number of seconds")
+    try:
+        from ..workspace import ObjectStoreWorkspace
+
+        return ObjectStoreWorkspace(url, deadline=deadline)
+    except ImportError as exc:
+        raise CliError(f"{url}: {exc}") from None
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def copy_bucket(
+    url: str, *, session: str | None = None, data: bool = True, check: bool = False
+) -> BucketCopy:
+    """Copy the workspace at `url` (or one session of it) into a temporary folder.
+
+    Raises:
+        CliError: the store cannot be opened or read, the session id is hostile, or
+            there is no such session.
+    """
+    import asyncio
+
+    from ..exceptions import InvalidSessionId, OffloadError
+    from ._common import CliError
+
+    if session is not None:
+        from ..workspace import validate_session_id
+
+        try:
+            validate_session_id(session)  # before any request
+        except InvalidSessionId as exc:
+            raise CliError(str(exc)) from None
+    store = open_store(url)
+    folder = Path(tempfile.mkdtemp(prefix="ctxoffload-bucket-"))
+    copy = BucketCopy(store.url, folder, store, [])
+    _copies[str(folder)] = copy
+    try:
+        if session is not None:
+            sessions = asyncio.run(store.list_sessions())
+            if session not in sessions:
+                raise CliError(
+                    f"no session {session!r} in {store.url!r}: `ctxoffload ls` lists the sessions"
+                )
+        copy.problems = asyncio.run(store.download(folder, session=session, data=data, check=check))
+    except InvalidSessionId as exc:
+        raise CliError(str(exc)) from None
+    except OffloadError as exc:
+        raise CliError(str(exc), 1) from None
+    (folder / "sessions").mkdir(exist_ok=True)
+    return copy
+
+
+def display(path: str | Path) -> str:
+    """A path for people: inside a bucket's copy, the object's URI; else the path itself."""
+    text = str(path)
+    for local, copy in _copies.items():
+        if text == local:
+            return copy.url
+        if text.startswith(local + "/"):
+            return copy.url + text[len(local) :]
+    return text
+
+
+def local_reference(reference: str) -> str:
+    """A reference into a copied bucket (its URI) as the path of the copy's file."""
+    for local, copy in _copies.items():
+        if reference.startswith(copy.url + "/"):
+            return local + reference[len(copy.url) :]
+    return reference
+
+
+def remove_copies() -> None:
+    """Delete every copy this process made (when the command ends)."""
+    while _copies:
+        local, _ = _copies.popitem()
+        shutil.rmtree(local, ignore_errors=True)
