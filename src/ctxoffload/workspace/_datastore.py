@@ -9,7 +9,7 @@ import uuid
 
 from ._paths import READ_FLAGS, unlink_quietly, write_new_file
 
-__all__ = ["KnownPayloads", "extension_for", "store_bytes"]
+__all__ = ["KnownPayloads", "extension_for", "media_type_of", "store_bytes"]
 
 # mimetypes.guess_extension answers differently across Python versions and platforms
 # (image/jpeg -> .jpe on some); file names are part of the on-disk contract, so fix them.
@@ -46,6 +46,27 @@ def extension_for(media_type: str | None) -> str:
     if not media_type:
         return ".bin"
     return _EXTENSIONS.get(media_type.split(";", 1)[0].strip().lower(), ".bin")
+
+
+# The media type a stored name stands for: the first type that maps to each extension above,
+# and the workspace's own text files.
+_MEDIA_TYPES = {ext: media for media, ext in reversed(list(_EXTENSIONS.items()))} | {
+    ".jsonl": "application/x-ndjson",
+}
+
+
+def media_type_of(name: str) -> str:
+    """The media type of a workspace file, from its extension (`application/octet-stream`).
+
+    The inverse of `extension_for` for the types it knows: `data/<sha>.png` is `image/png`,
+    a `tool_result-*.txt` is `text/plain`, context.jsonl is `application/x-ndjson`.
+    """
+    _, dot, ext = name.rpartition(".")
+    return (
+        _MEDIA_TYPES.get(f".{ext.lower()}", "application/octet-stream")
+        if dot
+        else ("application/octet-stream")
+    )
 
 
 def _holds(data_fd: int, name: str, raw: bytes) -> bool:

@@ -635,6 +635,37 @@ class LocalWorkspace:
 
         return await asyncio.to_thread(read)
 
+    async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
+        """Store raw bytes in data/ under their sha256 and the media type's extension, once.
+
+        For adapters that hand over payloads rather than messages (Strands' ContextOffloader
+        storage). The same bytes stored twice are one file.
+
+        Returns:
+            The reference of `data/<sha256>.<ext>`; `read_bytes` gives back the bytes and
+            the media type.
+
+        Raises:
+            OffloadError: the store refused the write.
+        """
+        return await asyncio.to_thread(self._store, bytes(data), media_type)
+
+    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+        """The bytes behind a reference, with their media type.
+
+        Returns:
+            (bytes, media type). The media type comes from the name's extension, which
+            `store_bytes` chose from the type given (`media_type_of`): `.txt` is
+            `text/plain`, `.json` `application/json`, an unknown type `.bin`,
+            `application/octet-stream`.
+
+        Raises:
+            InvalidReference: unknown, or outside the workspace.
+        """
+        from ._datastore import media_type_of
+
+        return await self.read_reference(reference), media_type_of(reference)
+
     async def purge_session(self, session_id: str) -> bool:
         """Delete a session's directory. data/ is shared between sessions and kept.
 

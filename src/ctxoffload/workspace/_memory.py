@@ -205,6 +205,37 @@ class InMemoryWorkspace:
             )
         return data
 
+    async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
+        """Store raw bytes in memory under their sha256 and the media type's extension, once.
+
+        For adapters that hand over payloads rather than messages (Strands' ContextOffloader
+        storage). The same bytes stored twice are one file.
+
+        Returns:
+            The reference of `data/<sha256>.<ext>`; `read_bytes` gives back the bytes and
+            the media type.
+
+        Raises:
+            OffloadError: the store refused the write.
+        """
+        return self._store(bytes(data), media_type)
+
+    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+        """The bytes behind a reference, with their media type.
+
+        Returns:
+            (bytes, media type). The media type comes from the name's extension, which
+            `store_bytes` chose from the type given (`media_type_of`): `.txt` is
+            `text/plain`, `.json` `application/json`, an unknown type `.bin`,
+            `application/octet-stream`.
+
+        Raises:
+            InvalidReference: unknown, or outside the workspace.
+        """
+        from ._datastore import media_type_of
+
+        return await self.read_reference(reference), media_type_of(reference)
+
     async def purge_session(self, session_id: str) -> bool:
         """Forget a session; stored data payloads are shared and kept."""
         prefix = self._session_ref(session_id, "")

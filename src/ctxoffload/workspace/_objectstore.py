@@ -27,7 +27,7 @@ from .._payloads import (
 )
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
-from ._datastore import extension_for
+from ._datastore import extension_for, media_type_of
 from ._gc import GcReport
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import dumps_line
@@ -510,6 +510,45 @@ class ObjectStoreWorkspace:
         for log_key, segments in sorted(logs.items()):
             await copy_log(log_key, segments)
         return problems
+
+    async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
+        """Store raw bytes in data/ under their sha256 and the media type's extension, once.
+
+        For adapters that hand over payloads rather than messages (Strands' ContextOffloader
+        storage). The same bytes stored twice are one file.
+
+        Returns:
+            The URI of `data/<sha256>.<ext>`, whose `Content-Type` metadata is the media
+            type; `read_bytes` gives back both.
+
+        Raises:
+            OffloadError: the store failed past the deadline.
+        """
+        pending = _PendingData()
+        reference = self._store_into(pending)(bytes(data), media_type)
+        await self._upload_data(pending)
+        return reference
+
+    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+        """The bytes behind a reference, with the media type stored in its metadata.
+
+        Falls back to the name's extension for an object without a `Content-Type`.
+
+        Raises:
+            InvalidReference: unknown, or outside the workspace.
+            OffloadError: the store failed past the deadline.
+        """
+        key = self.key_of(reference)
+        if key.rsplit("/", 1)[-1] in _LOGS:
+            return await self.read_reference(reference), "application/x-ndjson"
+        found = await self._client.get_typed(key)
+        if found is None:
+            raise InvalidReference(
+                f"reference {reference!r} names no object in {self.url!r}: pass a reference "
+                "this workspace returned"
+            )
+        data, content_type = found
+        return data, content_type or media_type_of(key)
 
     async def purge_session(self, session_id: str) -> bool:
         """Delete every object of a session. data/ is shared between sessions and kept.

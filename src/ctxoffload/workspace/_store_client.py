@@ -185,6 +185,23 @@ class StoreClient:
 
         return await self._run("read", key, call)
 
+    async def get_typed(self, key: str) -> tuple[bytes, str | None] | None:
+        """The bytes of `key` and its `Content-Type` (one GET), or None if it is missing."""
+        import obstore
+
+        def fetch() -> tuple[bytes, str | None]:
+            result = obstore.get(self.store, key)
+            content_type = result.attributes.get("Content-Type")
+            return bytes(result.bytes()), None if content_type is None else str(content_type)
+
+        async def call() -> tuple[bytes, str | None] | None:
+            try:
+                return await _blocking(fetch)
+            except FileNotFoundError:
+                return None
+
+        return await self._run("read", key, call)
+
     async def attributes(self, key: str) -> dict[str, str] | None:
         """The metadata of `key` (one HEAD request), or None if there is no such object."""
         import obstore

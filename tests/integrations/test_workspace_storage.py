@@ -1,0 +1,140 @@
+"""`WorkspaceStorage` (Strands' ContextOffloader storage) on each workspace, without Strands.
+
+The protocol is Strands' own (`store(key, content, content_type) -> reference`,
+`retrieve(reference) -> (content, content_type)`, KeyError when unknown); the test against
+the real plugin is tests/integrations/test_strands_offloader.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from ctxoffload.exceptions import InvalidSessionId, OffloadError
+from ctxoffload.integrations.strands import WorkspaceStorage
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "workspace"))
+from s3_server import shared_server
+
+PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"pixels" * 50)
+LOG = "\n".join(f"{i:05d} INFO exported ORD-{10000 + i}" for i in range(1, 3001))
+
+
+def local(tmp_path: Path) -> Any:
+    return LocalWorkspace(tmp_path / "ws", fsync=False)
+
+
+def memory(tmp_path: Path) -> Any:
+    return InMemoryWorkspace()
+
+
+def bucket(tmp_path: Path) -> Any:
+    s3 = shared_server()
+    return ObjectStoreWorkspace(f"s3://{s3.new_bucket()}/agents", **s3.workspace_kwargs())
+
+
+WORKSPACES: list[Callable[[Path], Any]] = [local, memory, bucket]
+
+
+@pytest.fixture(params=WORKSPACES, ids=lambda f: f.__name__)
+def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    return request.param(tmp_path)
+
+
+async def test_text_is_a_tool_result_file_and_comes_back_exactly(workspace: Any) -> None:
+    storage = WorkspaceStorage(workspace, session_id="run-1")
+    text = LOG + "\r\nlast line \u2713 with a \x00 byte"
+    ref = await storage.store("tooluse_7_0", text.encode(), "text/plain")
+    assert ref.endswith("sessions/run-1/tool_result-tooluse_7_0.txt")
+    content, content_type = await storage.retrieve(ref)
+    assert content == text.encode()
+    assert content_type.startswith("text/plain")
+    assert ref in await workspace.list_files("run-1")
+    events = await workspace.read_events("run-1")
+    assert any(e.get("kind") == "tool_result" for e in events)
+
+
+async def test_a_second_result_under_one_key_never_overwrites_the_first(workspace: Any) -> None:
+    storage = WorkspaceStorage(workspace, session_id="run-1")
+    first = await storage.store("call_1_0", b"first output", "text/plain")
+    second = await storage.store("call_1_0", b"second output", "text/plain")
+    assert first != second
+    assert (await storage.retrieve(first))[0] == b"first output"
+    assert (await storage.retrieve(second))[0] == b"second output"
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "suffix"),
+    [
+        (json.dumps({"rows": list(range(50))}, indent=2).encode(), "application/json", ".json"),
+        (PNG, "image/png", ".png"),
+        (b"%PDF-1.7 not really", "application/pdf", ".pdf"),
+        (b"\xff\xfe not utf-8 \x80", "text/plain", ".txt"),
+    ],
+)
+async def test_other_blocks_are_stored_once_by_hash_with_their_type(
+    workspace: Any, content: bytes, content_type: str, suffix: str
+) -> None:
+    storage = WorkspaceStorage(workspace, session_id="run-1")
+    ref = await storage.store("call_2_1", content, content_type)
+    again = await storage.store("call_9_0", content, content_type)
+    assert ref == again and "/data/" in ref and ref.endswith(suffix)
+    assert await storage.retrieve(ref) == (content, content_type)
+
+
+async def test_an_unknown_type_keeps_its_bytes(workspace: Any) -> None:
+    storage = WorkspaceStorage(workspace, session_id="run-1")
+    ref = await storage.store("k", b"\x00\x01", "application/x-custom")
+    content, content_type = await storage.retrieve(ref)
+    assert content == b"\x00\x01"
+    if isinstance(workspace, ObjectStoreWorkspace):
+        assert content_type == "application/x-custom"  # kept in the object's metadata
+    else:
+        assert content_type == "application/octet-stream"
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["../../etc/passwd", "/etc/passwd", "sessions/run-1/tool_result-nope.txt", "s3://other/x"],
+)
+async def test_unknown_or_outside_references_are_key_errors(workspace: Any, reference: str) -> None:
+    storage = WorkspaceStorage(workspace, session_id="run-1")
+    await storage.store("call_1_0", b"x", "text/plain")
+    with pytest.raises(KeyError):
+        await storage.retrieve(reference)
+
+
+async def test_hostile_keys_stay_in_the_session(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    storage = WorkspaceStorage(ws, session_id="run-1")
+    for key in ("../../escape", "/abs/path", "a\x00b", ".hidden", "x" * 600):
+        ref = await storage.store(key, b"content", "text/plain")
+        path = ws.resolve_reference(ref)
+        assert path.parent == (tmp_path / "ws" / "sessions" / "run-1").resolve()
+    assert sorted(p.name for p in (tmp_path / "ws").iterdir()) == ["sessions"]
+
+
+def test_bad_arguments_are_refused_at_once(tmp_path: Path) -> None:
+    with pytest.raises(InvalidSessionId):
+        WorkspaceStorage(LocalWorkspace(tmp_path), session_id="../x")
+    with pytest.raises(TypeError, match="not a ctxoffload workspace"):
+        WorkspaceStorage(object())
+
+
+async def test_a_refused_write_is_an_offload_error_and_loses_nothing(tmp_path: Path) -> None:
+    # "No permission" cannot be staged with chmod as root: data/ is made a regular file, so
+    # the write fails with ENOTDIR (a full disk is covered in tests/workspace/test_disk_errors).
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    storage = WorkspaceStorage(ws, session_id="run-1")
+    before = await storage.store("call_0", b"before", "text/plain")
+    (tmp_path / "ws" / "data").write_bytes(b"not a folder")
+    with pytest.raises(OffloadError):
+        await storage.store("call_1", PNG, "image/png")
+    assert await storage.retrieve(before) == (b"before", "text/plain")
