@@ -137,3 +137,96 @@ def shared_server() -> S3Server:
         _shared.start()
         atexit.register(_shared.stop)
     return _shared
+
+
+class ThrottlingProxy:
+    """An HTTP proxy on 127.0.0.1 in front of an S3 server that answers 503 SlowDown.
+
+    `throttle(n)`: the next `n` requests get S3's throttling answer (503, code SlowDown)
+    instead of reaching the server; `throttle(-1)`: every request does, until `throttle(0)`.
+    `throttled` counts the answers given. Everything else is passed through unchanged.
+    """
+
+    def __init__(self, upstream: S3Server) -> None:
+        import http.client
+        import http.server
+
+        self.upstream = upstream
+        self.port = free_port()
+        self.throttled = 0
+        self._remaining = 0
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if proxy._take():
+                    answer = (
+                        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                        b"<Message>Please reduce your request rate.</Message></Error>"
+                    )
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer)
+                    return
+                connection = http.client.HTTPConnection("127.0.0.1", proxy.upstream.port)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                    headers["Host"] = f"127.0.0.1:{proxy.upstream.port}"
+                    connection.request(self.command, self.path, body=body, headers=headers)
+                    response = connection.getresponse()
+                    payload = response.read()
+                    self.send_response(response.status)
+                    for name, value in response.getheaders():
+                        if name.lower() not in (
+                            "content-length",
+                            "transfer-encoding",
+                            "connection",
+                        ):
+                            self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(payload)
+                finally:
+                    connection.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def throttle(self, n: int) -> None:
+        with self._lock:
+            self._remaining = n
+
+    def _take(self) -> bool:
+        with self._lock:
+            if self._remaining == 0:
+                return False
+            if self._remaining > 0:
+                self._remaining -= 1
+            self.throttled += 1
+            return True
+
+    def workspace_kwargs(self) -> dict[str, Any]:
+        return {**self.upstream.workspace_kwargs(), "endpoint_url": self.endpoint_url}
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

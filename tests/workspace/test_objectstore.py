@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from s3_server import SECRET_KEY, S3Server, free_port, shared_server
+from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_port, shared_server
 
 from ctxoffload import (
     ConfigError,
@@ -503,3 +503,45 @@ async def test_events_log_is_a_reference_too(ws: ObjectStoreWorkspace) -> None:
     await ws.offload_context("s", [text_msg("a")])
     raw = await ws.read_reference(ws.events_path("s"))
     assert json.loads(raw.splitlines()[0])["kind"] == "context"
+
+
+async def test_throttling_is_retried_within_the_deadline(s3: S3Server) -> None:
+    proxy = ThrottlingProxy(s3)
+    try:
+        ws = ObjectStoreWorkspace(
+            f"s3://{s3.new_bucket()}/p", **proxy.workspace_kwargs(), deadline=20
+        )
+        await ws.offload_context("s", [text_msg("before")])
+        proxy.throttle(6)  # the next six requests are told to slow down
+        ref = await ws.offload_context("s", [text_msg("during")])
+        path = await ws.offload_tool_result("s", tool_result("call_1", "a result"))
+        assert proxy.throttled == 6
+        assert (ref.first_line, ref.last_line) == (2, 2)
+        texts = [r["content"][0]["text"] for r in await ws.read_context("s")]
+        assert texts == ["before", "during"]
+        assert await ws.read_reference(path) == b"a result"
+    finally:
+        proxy.stop()
+
+
+async def test_throttling_past_the_deadline_is_offload_error_and_appends_nothing(
+    s3: S3Server,
+) -> None:
+    proxy = ThrottlingProxy(s3)
+    try:
+        url = f"s3://{s3.new_bucket()}/p"
+        ws = ObjectStoreWorkspace(url, **proxy.workspace_kwargs(), deadline=2)
+        await ws.offload_context("s", [text_msg("before")])
+        proxy.throttle(-1)
+        with pytest.raises(OffloadError) as caught:
+            await ws.offload_context("s", [text_msg("refused")])
+        message = str(caught.value)
+        assert "deadline" in message and url in message
+        assert SECRET_KEY not in message and ACCESS_KEY not in message
+        proxy.throttle(0)
+        texts = [r["content"][0]["text"] for r in await ws.read_context("s")]
+        assert texts == ["before"]
+        ref = await ws.offload_context("s", [text_msg("after")])
+        assert (ref.first_line, ref.last_line) == (2, 2)
+    finally:
+        proxy.stop()
