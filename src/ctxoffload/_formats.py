@@ -1076,7 +1076,11 @@ def _shaped_like_ours(data: Mapping[str, Any]) -> bool:
     )
 
 
-def _detect(data: Mapping[str, Any]) -> Literal["ours", "openai", "anthropic"]:
+def _detect(data: Mapping[str, Any]) -> Literal["ours", "openai", "anthropic", "converse"]:
+    from ._converse import is_converse
+
+    if is_converse(data):
+        return "converse"
     blocks = _content_blocks(data)
     if any(_is_ours(b) for b in blocks):
         return "ours"
@@ -1138,6 +1142,10 @@ def _coerce(obj: Any, where: str, names: dict[str, str]) -> Msg:
         )
     if kind == "anthropic":
         return _from_anthropic_message(data, where, names)
+    if kind == "converse":
+        from ._converse import message_from_converse
+
+        return message_from_converse(data, where, names)
     if kind == "openai":
         return _from_openai_message(data, where, names)
     msg = _validate_ours(data, where, type(obj).__name__)

@@ -28,8 +28,10 @@ __all__ = [
     "ToolResultBlock",
     "URLSource",
     "from_anthropic",
+    "from_converse",
     "from_openai",
     "to_anthropic",
+    "to_converse",
     "to_msg",
     "to_msgs",
     "to_openai",
@@ -186,6 +188,7 @@ class Msg(_Model):
 
 # At the bottom because _formats imports the classes above: importing it earlier would be a
 # circular import of a half-built module.
+from ._converse import from_converse, to_converse  # noqa: E402
 from ._formats import (  # noqa: E402
     from_anthropic,
     from_openai,
