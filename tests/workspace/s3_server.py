@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,7 +145,9 @@ class ThrottlingProxy:
 
     `throttle(n)`: the next `n` requests get S3's throttling answer (503, code SlowDown)
     instead of reaching the server; `throttle(-1)`: every request does, until `throttle(0)`.
-    `throttled` counts the answers given. Everything else is passed through unchanged.
+    `throttled` counts the answers given. `hold(seconds)`: each request passed through waits
+    that long before it is sent on (a slow network: it still lands, late). Everything else is
+    passed through unchanged.
     """
 
     def __init__(self, upstream: S3Server) -> None:
@@ -155,6 +158,7 @@ class ThrottlingProxy:
         self.port = free_port()
         self.throttled = 0
         self._remaining = 0
+        self._hold = 0.0
         self._lock = threading.Lock()
         proxy = self
 
@@ -178,6 +182,8 @@ class ThrottlingProxy:
                     self.end_headers()
                     self.wfile.write(answer)
                     return
+                if proxy._hold:
+                    time.sleep(proxy._hold)
                 connection = http.client.HTTPConnection("127.0.0.1", proxy.upstream.port)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
@@ -214,6 +220,9 @@ class ThrottlingProxy:
     def throttle(self, n: int) -> None:
         with self._lock:
             self._remaining = n
+
+    def hold(self, seconds: float) -> None:
+        self._hold = seconds
 
     def _take(self) -> bool:
         with self._lock:

@@ -545,3 +545,30 @@ async def test_throttling_past_the_deadline_is_offload_error_and_appends_nothing
         assert (ref.first_line, ref.last_line) == (2, 2)
     finally:
         proxy.stop()
+
+
+async def test_an_error_at_the_deadline_means_the_write_did_not_happen(s3: S3Server) -> None:
+    # A request that reaches the store after the deadline still lands. Abandoned at the
+    # deadline, it was reported as a failure and then written anyway, so the caller, keeping
+    # the content, would offload it a second time. A write in flight is now waited for: its
+    # own outcome is the answer.
+    import asyncio
+
+    proxy = ThrottlingProxy(s3)
+    try:
+        ws = ObjectStoreWorkspace(
+            f"s3://{s3.new_bucket()}/p", **proxy.workspace_kwargs(), deadline=1
+        )
+        await ws.offload_context("s", [text_msg("before")])
+        proxy.hold(1.5)
+        try:
+            await ws.offload_context("s", [text_msg("held")])
+            acknowledged = True
+        except OffloadError:
+            acknowledged = False
+        proxy.hold(0)
+        await asyncio.sleep(2.5)  # any straggler lands by now
+        texts = [r["content"][0]["text"] for r in await ws.read_context("s")]
+        assert texts == (["before", "held"] if acknowledged else ["before"])
+    finally:
+        proxy.stop()

@@ -128,7 +128,14 @@ class ObjectStoreWorkspace:
         ):
             if value is not None:
                 config[name] = value
-        client_options: dict[str, Any] = {"connect_timeout": timedelta(seconds=min(deadline, 10))}
+        client_options: dict[str, Any] = {
+            "connect_timeout": timedelta(seconds=min(deadline, 10)),
+            # Bounds each request, so a write in flight at the deadline settles (see
+            # StoreClient._attempt) instead of hanging on a store that stopped answering. Two
+            # deadlines: a slow answer is waited for rather than abandoned, because a PUT
+            # abandoned by the client may still be applied by the store.
+            "timeout": timedelta(seconds=2 * deadline),
+        }
         endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
         if endpoint.startswith("http://"):
             client_options["allow_http"] = True

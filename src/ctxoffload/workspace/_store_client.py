@@ -33,6 +33,12 @@ _SIGNATURE = re.compile(
     re.IGNORECASE,
 )
 _MESSAGE_CHARS = 400
+# How many deadlines a write in flight at the deadline is waited for (see `_attempt`).
+_SETTLE_FACTOR = 3.0
+
+
+class _Unsettled(Exception):
+    """A write sent before the deadline has not answered long after it."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,18 @@ class StoreClient:
 
         until = time.monotonic() + self.deadline
         backoff = 0.05
+        write = what in ("create", "write")
         while True:
             remaining = until - time.monotonic()
             try:
-                return await asyncio.wait_for(call(), timeout=max(remaining, 0.001))
+                return await self._attempt(call, remaining, write)
+            except _Unsettled:
+                raise OffloadError(
+                    f"cannot {what} {self.reference(key)}: the store has not answered a request "
+                    f"sent before the {self.deadline:g} s deadline, even {_SETTLE_FACTOR:g} "
+                    "deadlines later; it may still be written: check before writing it again",
+                    self.reference(key),
+                ) from None
             except (errors.PermissionDeniedError, errors.UnauthenticatedError) as exc:
                 raise OffloadError(
                     f"cannot {what} {self.reference(key)}: {self.describe(exc)}: check the "
@@ -117,6 +131,28 @@ class StoreClient:
                     ) from None
                 await asyncio.sleep(min(remaining, backoff * (0.5 + random.random())))
                 backoff = min(backoff * 2, 2.0)
+
+    async def _attempt(self, call: Callable[[], Awaitable[T]], remaining: float, write: bool) -> T:
+        """One try of `call`, given `remaining` seconds.
+
+        A read that runs out of time is abandoned (its thread finishes unseen). A write
+        cannot be called back once it is sent: one abandoned at the deadline could still
+        land after the caller was told it failed (seen with a throttled store, whose client
+        was still retrying), and an append would then be in the log twice. So a write in
+        flight at the deadline is waited for, up to `_SETTLE_FACTOR` more deadlines, and its
+        own outcome is the answer: `OffloadError` means that nothing was written.
+        """
+        task = asyncio.ensure_future(call())
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout=max(remaining, 0.001))
+        except asyncio.TimeoutError:
+            if not write:
+                task.cancel()
+                raise
+        done, _ = await asyncio.wait({task}, timeout=_SETTLE_FACTOR * self.deadline)
+        if not done:
+            raise _Unsettled()
+        return task.result()
 
     async def put_new(self, key: str, data: bytes, attributes: Mapping[str, str]) -> bool:
         """Create `key` only if it does not exist (put-if-absent).
