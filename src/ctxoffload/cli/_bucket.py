@@ -15,16 +15,12 @@ default 30) bounds each request, retries included.
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 __all__ = ["BucketCopy", "copy_bucket", "display", "is_store_url", "open_store", "remove_copies"]
-
-# s3://, gs://, az://, abfs://, memory://, http(s)://... anything with a scheme but file://.
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 _copies: dict[str, BucketCopy] = {}  # local folder -> its copy
 
@@ -41,7 +37,9 @@ class BucketCopy:
 
 def is_store_url(text: str) -> bool:
     """Whether a --workdir names object storage rather than a folder."""
-    return bool(_URL.match(text)) and not text.lower().startswith("file://")
+    from ._common import is_store_url as check
+
+    return check(text)
 
 
 def open_store(url: str) -> Any:

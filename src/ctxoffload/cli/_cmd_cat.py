@@ -69,11 +69,12 @@ def run(args: argparse.Namespace) -> int:
     from ..exceptions import InvalidReference
 
     first, last = parse_line_range(args.lines)
-    from ._bucket import is_store_url, local_reference
-    from ._common import shown, workdir_text
+    from ._common import is_store_url, shown, workdir_text
 
     session = None
-    if is_store_url(workdir_text(args)):
+    reference = args.reference
+    bucket = is_store_url(workdir_text(args))
+    if bucket:
         # Copy only what the reference needs: its session, or data/.
         found = re.search(r"(?:^|/)sessions/([^/]+)/", args.reference)
         session = found.group(1) if found else None
@@ -81,7 +82,11 @@ def run(args: argparse.Namespace) -> int:
         args, session=session, data=session is None and "data/" in args.reference
     )
     try:
-        path = workspace.resolve_reference(local_reference(args.reference))
+        if bucket:
+            from ._bucket import local_reference
+
+            reference = local_reference(reference)
+        path = workspace.resolve_reference(reference)
     except InvalidReference as exc:
         raise CliError(str(exc)) from exc
     fd = _open_regular(path)

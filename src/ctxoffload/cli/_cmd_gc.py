@@ -75,11 +75,15 @@ def run(args: argparse.Namespace) -> int:
     max_bytes = parse_size(args.max_bytes) if args.max_bytes is not None else None
     if older_than is None and max_bytes is None:
         raise CliError("say what to remove: --older-than AGE and/or --max-bytes SIZE")
-    from ._bucket import is_store_url, open_store
-    from ._common import workdir_text
+    from ._common import is_store_url, workdir_text
 
     where = workdir_text(args)
-    workspace = open_store(where) if is_store_url(where) else open_workspace(args)
+    if is_store_url(where):
+        from ._bucket import open_store
+
+        workspace = open_store(where)
+    else:
+        workspace = open_workspace(args)
     gc = getattr(workspace, "gc", None)
     if gc is None:
         raise CliError("this version of ctxoffload has no LocalWorkspace.gc: upgrade ctxoffload")

@@ -73,11 +73,12 @@ def run(args: argparse.Namespace) -> int:
 def _session_dir(workdir_arg: str | None, session: str) -> Path:
     from ..exceptions import InvalidSessionId
     from ..workspace import validate_session_id
-    from ._bucket import copy_bucket, is_store_url
-    from ._common import CliError
+    from ._common import CliError, is_store_url
 
     where = workdir_arg or os.environ.get("CTXOFFLOAD_WORKDIR") or "."
     if is_store_url(where):
+        from ._bucket import copy_bucket
+
         try:
             workdir = copy_bucket(where, session=session).folder
         except CliError as exc:

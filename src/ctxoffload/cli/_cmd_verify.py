@@ -8,6 +8,7 @@ import json
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,9 +210,8 @@ def run(args: argparse.Namespace) -> int:
     if args.session is not None:
         session_dir(workspace, args.session)
     report = verify_workspace(workspace.workdir, args.session)
-    from ._bucket import _copies
-
-    copy = _copies.get(str(workspace.workdir))
+    bucket = sys.modules.get("ctxoffload.cli._bucket")  # imported only for a bucket
+    copy = bucket._copies.get(str(workspace.workdir)) if bucket is not None else None
     for problem in copy.problems if copy is not None else []:
         where, _, what = problem.partition(": ")
         report.problem(where, what)

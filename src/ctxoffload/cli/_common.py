@@ -91,8 +91,6 @@ def workdir_of(args: argparse.Namespace) -> Path:
         CliError: the workdir is a bucket URL.
     """
     text = workdir_text(args)
-    from ._bucket import is_store_url
-
     if is_store_url(text):
         raise CliError(
             f"--workdir {text!r}: `ctxoffload {getattr(args, 'command', '')}` works on a local "
@@ -113,8 +111,6 @@ def local_workdir(
     For a bucket only `session` is copied when it is given, and data/ only with `data`.
     """
     text = workdir_text(args)
-    from ._bucket import is_store_url
-
     if not is_store_url(text):
         return Path(text)
     from ._bucket import copy_bucket
@@ -124,9 +120,22 @@ def local_workdir(
 
 def shown(path: str | Path) -> str:
     """How a path is printed: the object's URI when it lies in a copy of a bucket."""
-    from ._bucket import _copies, display
+    bucket = sys.modules.get("ctxoffload.cli._bucket")  # imported only for a bucket
+    return str(bucket.display(path)) if bucket is not None else str(path)
 
-    return display(path) if _copies else str(path)
+
+def is_store_url(text: str) -> bool:
+    """Whether a --workdir names object storage (`s3://...`) rather than a folder.
+
+    (String methods only: this runs at every command's start, and `re` is not loaded yet.)
+    """
+    scheme, sep, _ = text.partition("://")
+    return (
+        bool(sep)
+        and scheme[:1].isalpha()
+        and all(c.isalnum() or c in "+.-" for c in scheme)
+        and scheme.lower() != "file"
+    )
 
 
 class WorkspaceFolder:
