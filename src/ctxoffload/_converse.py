@@ -23,8 +23,10 @@ import binascii
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
+from ._formats import _block_hint, _with_unknown
+from ._formats import _hinted as _hinted_as
 from .exceptions import InvalidContent
 from .messages import (
     Base64Source,
@@ -40,7 +42,7 @@ from .messages import (
 
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
 
-FMT = "converse"
+FMT: Literal["converse"] = "converse"
 # The keys of the Converse content blocks; a block is a dict with exactly one of them.
 BLOCK_KEYS = frozenset(
     {
@@ -87,12 +89,11 @@ def is_converse(data: Mapping[str, Any]) -> bool:
 
 def _hinted(hint: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments that attach `hint` to a new block (none when it is empty)."""
-    return {FMT: hint} if hint else {}
+    return _hinted_as(FMT, hint)
 
 
 def _hint(block: Any) -> dict[str, Any]:
-    hint = (block.model_extra or {}).get(FMT) if hasattr(block, "model_extra") else None
-    return hint if isinstance(hint, dict) else {}
+    return _block_hint(block, FMT)
 
 
 def _payload(source: Any, where: str) -> tuple[str, bool] | None:
@@ -294,14 +295,6 @@ def from_converse(
 def message_from_converse(message: Mapping[str, Any], where: str, names: dict[str, str]) -> Msg:
     """One Converse message (used by `to_msgs` when it detects the format)."""
     return _message_from(message, where, names)
-
-
-def _with_unknown(items: list[Any], hint: Mapping[str, Any]) -> list[Any]:
-    out = list(items)
-    for entry in hint.get("unknown") or []:
-        if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], int):
-            out.insert(min(entry[0], len(out)), copy.deepcopy(entry[1]))
-    return out
 
 
 def _data_to(block: DataBlock) -> dict[str, Any]:

@@ -63,7 +63,7 @@ from .messages import (
 
 __all__ = ["from_anthropic", "from_openai", "to_anthropic", "to_msg", "to_msgs", "to_openai"]
 
-_Format = Literal["openai", "anthropic"]
+_Format = Literal["openai", "anthropic", "converse"]
 _Hint = dict[str, Any]
 
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
