@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BucketCopy", "copy_bucket", "display", "is_store_url", "open_store", "remove_copies"]
+__all__ = ["BucketCopy", "copy_bucket", "display", "local_reference", "open_store", "remove_copies"]
 
 _copies: dict[str, BucketCopy] = {}  # local folder -> its copy
 
@@ -33,13 +33,6 @@ class BucketCopy:
         self.folder = folder
         self.store = store
         self.problems = problems
-
-
-def is_store_url(text: str) -> bool:
-    """Whether a --workdir names object storage rather than a folder."""
-    from ._common import is_store_url as check
-
-    return check(text)
 
 
 def open_store(url: str) -> Any:
@@ -88,7 +81,9 @@ def copy_bucket(
         except InvalidSessionId as exc:
             raise CliError(str(exc)) from None
     store = open_store(url)
-    folder = Path(tempfile.mkdtemp(prefix="ctxoffload-bucket-"))
+    # Resolved: the workspace resolves its workdir, and `display` matches paths by prefix
+    # (on macOS /tmp is a link to /private/tmp).
+    folder = Path(tempfile.mkdtemp(prefix="ctxoffload-bucket-")).resolve()
     copy = BucketCopy(store.url, folder, store, [])
     _copies[str(folder)] = copy
     try:
