@@ -23,7 +23,15 @@ from .exceptions import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .agent import Agent
-    from .compression import CompressionResult, Compressor, ContextConfig, ReaderTools, Summary
+    from .compression import (
+        Activation,
+        CompressionResult,
+        Compressor,
+        ContextConfig,
+        ContextPipeline,
+        ReaderTools,
+        Summary,
+    )
     from .messages import (
         Base64Source,
         DataBlock,
@@ -52,6 +60,7 @@ __version__ = "0.1.0"
 
 
 __all__ = [
+    "Activation",
     "Agent",
     "Base64Source",
     "ChatModel",
@@ -60,6 +69,7 @@ __all__ = [
     "ConfigError",
     "ContextConfig",
     "ContextOverflowError",
+    "ContextPipeline",
     "ContextRef",
     "ContextTokenTracker",
     "CtxOffloadError",
@@ -105,6 +115,8 @@ __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "Agent": ".agent",
+        "Activation": ".compression",
+        "ContextPipeline": ".compression",
         "CompressionResult": ".compression",
         "Compressor": ".compression",
         "ContextConfig": ".compression",

@@ -14,7 +14,13 @@ from typing import Any
 
 from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from .._payloads import storable_message
-from ..compression import CompressionResult, Compressor, ContextConfig, ReaderTools
+from ..compression import (
+    CompressionResult,
+    Compressor,
+    ContextConfig,
+    ContextPipeline,
+    ReaderTools,
+)
 from ..compression._events import EventCallback
 from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
@@ -70,7 +76,9 @@ class Agent:
         tools: plain functions (sync or async) with type hints and Google-style docstrings,
             or `Tool`s; the schema is derived from them.
         offloader: where offloaded content goes, usually a `LocalWorkspace`.
-        context_config: thresholds for truncation and compression.
+        context_config: thresholds for truncation and compression (the default pipeline).
+        context_management: a `ContextConfig` or a `ContextPipeline` (managers run at
+            post_tool and pre_llm under activation rules); give this or `context_config`.
         session_id: the workspace session; a new one is generated when not given.
         summary_model: a (cheaper) model for summaries; defaults to `model` (except for a
             `ScriptedModel`, see above).
@@ -109,13 +117,15 @@ class Agent:
         counter: TokenCounter | None = None,
         on_event: EventCallback | None = None,
         include_retrieval_tool: bool = True,
+        context_management: ContextConfig | ContextPipeline | None = None,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(
                 f"max_steps {max_steps!r} is below 1: the agent must call the model at least "
                 "once; pass max_steps=30 (the default) or another positive int"
             )
-        config = context_config or ContextConfig()
+        pipeline = _pipeline(context_config, context_management)
+        config = pipeline.config
         _check_model(model, "model")
         window = _model_window(model, config)
         if summary_model is not None:
@@ -167,6 +177,8 @@ class Agent:
             on_event=on_event,
             reader_tools=_reader_tools(self.tools),
         )
+        self.context_pipeline = pipeline
+        self._pipeline = pipeline.bind(self.compressor)
         self._record = SessionRecorder(
             offloader, self.session_id, on_event=on_event, prepare=self._without_payloads
         )
@@ -229,7 +241,7 @@ class Agent:
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
                 self.steps.append(record)
-                compression = await self.compressor.maybe_compress(
+                compression = await self._pipeline.pre_llm(
                     self.messages, tools=self.tool_schemas
                 )
                 self.messages = compression.messages
@@ -248,7 +260,9 @@ class Agent:
                     *(
                         _unchanged(r)
                         if self._is_reader(r.name)
-                        else self.compressor.process_tool_result(r)
+                        else self._pipeline.post_tool(
+                            r, messages=self.messages, tools=self.tool_schemas
+                        )
                         for r in results
                     )
                 )
@@ -279,18 +293,34 @@ class Agent:
             # compress once more and retry once.
             # The provider's window is evidently smaller than this context, so compress as if
             # the window were 90% of what we are sending now.
-            logger.warning("the model reported a context overflow; compressing and retrying")
-            shrunk = max(1, int(self.context_tokens() * 0.9))
-            config = self.context_config.model_copy(update={"context_window": shrunk})
-            forced = await self.compressor.maybe_compress(
-                self.messages, tools=self.tool_schemas, force=True, config=config
+            logger.warning(
+                "the model reported a context overflow; running the pre_llm managers with "
+                "their activation rules ignored, then retrying once"
+            )
+            tokens = self.context_tokens()
+            shrunk = max(1, int(tokens * 0.9))
+            forced = await self._pipeline.pre_llm(
+                self.messages, tools=self.tool_schemas, reactive=True, window=shrunk
             )
             if not forced.compressed:
-                raise overflow
+                raise ContextOverflowError(
+                    f"the model reported a context overflow ({overflow}) with {tokens} tokens, "
+                    f"and the context managers could not shrink it ({forced.reason}); lower "
+                    "ContextConfig(context_window=...) to the provider's real window, or add "
+                    "a manager that removes more"
+                ) from overflow
             self.messages = forced.messages
             record.compressed = True
             record.context_tokens = forced.tokens_after
-            response = await self._generate(record)
+            try:
+                response = await self._generate(record)
+            except ContextOverflowError as again:
+                raise ContextOverflowError(
+                    f"the model reported a context overflow again ({again}) after the context "
+                    f"managers shrank the context from {tokens} to {forced.tokens_after} tokens "
+                    f"({forced.reason}); lower ContextConfig(context_window=...) to the "
+                    "provider's real window"
+                ) from again
         if response.usage is not None and response.usage.input_tokens > 0:
             record.input_tokens = response.usage.input_tokens
             self.compressor.tracker.anchor(response.usage.input_tokens, self.messages)
@@ -347,9 +377,14 @@ class Agent:
         """
         async with self._lock:
             await self._restore()
-            result = await self.compressor.maybe_compress(
-                self.messages, tools=self.tool_schemas, config=context_config
-            )
+            if context_config is not None:
+                result = await self.compressor.maybe_compress(
+                    self.messages, tools=self.tool_schemas, config=context_config
+                )
+            else:
+                result = await self._pipeline.pre_llm(
+                    self.messages, tools=self.tool_schemas, model_call=False
+                )
             self.messages = result.messages
             if result.compressed:
                 await self._record.messages(self.messages)
@@ -489,6 +524,27 @@ def _bounded(reply: Msg) -> Msg:
 
 
 # -- construction checks ---------------------------------------------------------------------
+
+
+def _pipeline(
+    context_config: ContextConfig | None,
+    context_management: ContextConfig | ContextPipeline | None,
+) -> ContextPipeline:
+    """The pipeline the agent runs: the one given, or the one a `ContextConfig` stands for."""
+    if context_config is not None and context_management is not None:
+        raise ConfigError(
+            "both context_config and context_management were given: pass one (a "
+            "ContextConfig, or a ContextPipeline as context_management)"
+        )
+    given = context_management if context_management is not None else context_config
+    if given is None or isinstance(given, ContextConfig):
+        return ContextPipeline.from_config(given)
+    if isinstance(given, ContextPipeline):
+        return given
+    raise ConfigError(
+        f"context_management is a {type(given).__name__}: give a ContextConfig or a "
+        "ContextPipeline (ContextPipeline.from_json_file(path) loads a template)"
+    )
 
 
 def _check_model(model: Any, what: str) -> None:

@@ -1,25 +1,42 @@
-"""When and how history is compressed: `ContextConfig`, the split, `Summary`, `Compressor`."""
+"""When and how history is compressed: `ContextConfig`, the split, `Summary`, `Compressor`,
+and the `ContextPipeline` of managers (`ToolOutputOffload`, `ToolOutputTruncate`,
+`SlidingWindow`, `Summarization`, `ImageLimit`, `Null`) run under `Activation` rules."""
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._activation import Activation
     from ._compressor import Artifact, CompressionResult, Compressor, is_summary_message
     from ._config import ContextConfig
+    from ._history_managers import Null, SlidingWindow, Summarization
+    from ._image_limit import ImageLimit
+    from ._pipeline import ContextManager, ContextPipeline, PipelineRun
     from ._readers import ReaderTools
     from ._split import split_for_compression, turns
     from ._summarize import extractive_summary
     from ._summary_model import Summary
+    from ._tool_output import ToolOutputOffload, ToolOutputTruncate
     from ._truncate import TRUNCATION_MARKER
 
 __all__ = [
     "TRUNCATION_MARKER",
+    "Activation",
     "Artifact",
     "CompressionResult",
     "Compressor",
     "ContextConfig",
+    "ContextManager",
+    "ContextPipeline",
+    "ImageLimit",
+    "Null",
+    "PipelineRun",
     "ReaderTools",
+    "SlidingWindow",
+    "Summarization",
     "Summary",
+    "ToolOutputOffload",
+    "ToolOutputTruncate",
     "extractive_summary",
     "is_summary_message",
     "split_for_compression",
@@ -30,6 +47,16 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
+        "Activation": "._activation",
+        "Null": "._history_managers",
+        "SlidingWindow": "._history_managers",
+        "Summarization": "._history_managers",
+        "ImageLimit": "._image_limit",
+        "ContextManager": "._pipeline",
+        "ContextPipeline": "._pipeline",
+        "PipelineRun": "._pipeline",
+        "ToolOutputOffload": "._tool_output",
+        "ToolOutputTruncate": "._tool_output",
         "Artifact": "._compressor",
         "CompressionResult": "._compressor",
         "Compressor": "._compressor",

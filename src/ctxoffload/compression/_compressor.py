@@ -25,7 +25,7 @@ from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._events import EventCallback, emit_event
 from ._readers import ReaderTools
-from ._split import is_user_request, split_for_compression, turns
+from ._split import NOTE_KINDS, is_user_request, split_by_count, split_for_compression, turns
 from ._summarize import bound_summary, summarize
 from ._summary_model import Summary
 from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
@@ -35,7 +35,9 @@ __all__ = [
     "Artifact",
     "CompressionResult",
     "Compressor",
+    "is_context_note",
     "is_summary_message",
+    "is_window_note",
 ]
 
 FRESH_PREVIEW_FLOOR = 200
@@ -54,6 +56,18 @@ def is_summary_message(msg: Msg) -> bool:
     """Whether `msg` is a summary message made by a `Compressor`."""
     marker = msg.metadata.get(_MARK)
     return isinstance(marker, dict) and marker.get("kind") == "summary"
+
+
+def is_window_note(msg: Msg) -> bool:
+    """Whether `msg` is the note a `SlidingWindow` leaves where it dropped messages."""
+    marker = msg.metadata.get(_MARK)
+    return isinstance(marker, dict) and marker.get("kind") == "window_note"
+
+
+def is_context_note(msg: Msg) -> bool:
+    """Whether `msg` is a summary or a window note: ctxoffload's own, never compressed."""
+    marker = msg.metadata.get(_MARK)
+    return isinstance(marker, dict) and marker.get("kind") in NOTE_KINDS
 
 
 def human_size(n: int) -> str:
@@ -396,6 +410,9 @@ class Compressor:
         tools: Sequence[dict[str, Any]] = (),
         force: bool = False,
         config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+        by_count: tuple[float, int] | None = None,
+        remember: bool = True,
     ) -> CompressionResult:
         """Compress older history if the context is over the trigger (a no-op below it).
 
@@ -413,6 +430,13 @@ class Compressor:
             tools: the tool schemas sent with each call (they count against the window).
             force: compress even below the trigger.
             config: a one-off configuration for this call.
+            summary_model: the model that writes this summary, instead of the compressor's.
+            by_count: `(summary_ratio, preserve_recent_messages)`: compress that share of
+                the oldest messages (see `split_by_count`) instead of keeping what fits the
+                reserve; the `Summarization` manager's mode.
+            remember: note the returned messages as sent to the model (what makes the next
+                call's newest turn fresh); a `ContextPipeline` notes once, after all its
+                managers.
 
         Returns:
             The result; its `messages` are always ctxoffload `Msg`s (convert them back with
@@ -430,22 +454,30 @@ class Compressor:
             return self._note_call(
                 context,
                 CompressionResult(context, False, "below trigger", tokens_before, tokens_before),
+                remember,
             )
 
         system = context[0] if context and context[0].role == "system" else None
         rest = context[1:] if system is not None else context
         earlier_summary: Msg | None = None
+        earlier_note: Msg | None = None
         for msg in rest:
             if is_summary_message(msg):
                 self._adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
                 earlier_summary = msg
-        rest = [m for m in rest if not is_summary_message(m)]
+            elif is_window_note(msg):
+                self._adopt_note(msg)
+                earlier_note = msg
+        rest = [m for m in rest if not is_context_note(m)]
         reserve = int(cfg.reserve_ratio * window)
         fresh = self._fresh_ids(rest)
         fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
         if fresh_from is not None:
             rest = rest[:fresh_from] + await self._fit_fresh(rest[fresh_from:], reserve, cfg)
-        split = split_for_compression(rest, self.tracker, reserve, unseen_from=fresh_from)
+        if by_count is not None:
+            split = split_by_count(rest, *by_count, unseen_from=fresh_from)
+        else:
+            split = split_for_compression(rest, self.tracker, reserve, unseen_from=fresh_from)
 
         # The latest request stays verbatim unless it alone is over the reserve.
         latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
@@ -458,9 +490,13 @@ class Compressor:
                     split.kept = [replaced if m is latest else m for m in split.kept]
 
         if not split.older:
-            # Nothing new to fold in: the earlier summary (the only path back to the messages
-            # compressed before) must stay.
+            # Nothing new to fold in: the earlier summary and window note (the only paths
+            # back to the messages that left before) must stay.
             after = self._assemble(system, earlier_summary, split.pinned, split.kept)
+            if earlier_note is not None:
+                after.insert(
+                    len(after) - len(split.kept) - (1 if split.pinned else 0), earlier_note
+                )
             return self._note_call(
                 context,
                 CompressionResult(
@@ -470,6 +506,7 @@ class Compressor:
                     tokens_before,
                     self.count(after, tools),
                 ),
+                remember,
             )
 
         line_span: tuple[int, int] | None = None
@@ -486,6 +523,7 @@ class Compressor:
                     CompressionResult(
                         context, False, f"offload failed: {exc}", tokens_before, tokens_before
                     ),
+                    remember,
                 )
             reference = str(ref)
             first, last = getattr(ref, "first_line", None), getattr(ref, "last_line", None)
@@ -496,7 +534,7 @@ class Compressor:
 
         outcome = await summarize(
             split.older,
-            model=self.model,
+            model=summary_model or self.model,
             config=cfg,
             counter=self.counter,
             previous=self._state.summary,
@@ -544,6 +582,7 @@ class Compressor:
                 summary_source=outcome.source,
                 compressed_messages=len(split.older),
             ),
+            remember,
         )
 
     # -- the messages the model has not seen ------------------------------------------------
@@ -572,9 +611,52 @@ class Compressor:
         start = next(s for s, e, _ in groups if s <= first < e)
         return {m.id for m in rest[start:]}
 
-    def _note_call(self, given: Sequence[Msg], result: CompressionResult) -> CompressionResult:
+    def unseen_ids(self, messages: Sequence[Msg]) -> set[str]:
+        """Ids of the messages the model has not seen yet, with their whole turn.
+
+        The newest turn on the first call; later, what arrived since the messages last
+        noted as sent (see `remember_sent`), from the model's latest message on.
+        """
+        return self._fresh_ids(
+            [m for m in messages if m.role != "system" and not is_context_note(m)]
+        )
+
+    def remember_sent(self, given: Sequence[Msg], sent: Sequence[Msg]) -> None:
+        """Note that `sent` (made from `given`) is what the model will be sent next."""
+        self._note_call(given, CompressionResult(list(sent), False, "", 0, 0))
+
+    def record_offload(self, reference: str, line_span: tuple[int, int] | None) -> None:
+        """Note messages moved to `reference` by someone else (a `SlidingWindow`), so the
+        next summary names those lines too."""
+        self._state.reference = reference
+        if line_span is not None:
+            self._state.spans.append(line_span)
+
+    def note_artifact(self, artifact: Artifact) -> None:
+        """Add a file to the artifact trail the next summary lists."""
+        self._state.artifacts.append(artifact)
+
+    async def event(self, kind: str, **fields: Any) -> None:
+        """Write an event to the session's events.jsonl, log it and pass it to `on_event`."""
+        await self._event(kind, **fields)
+
+    async def truncated(
+        self, block: ToolResultBlock, done: Truncation, **extra: Any
+    ) -> ToolResultBlock:
+        """Record a truncation made by a manager (artifact trail, event); its block."""
+        return await self._truncated(block, done, **extra)
+
+    def spans_text(self) -> str:
+        """The lines of context.jsonl that hold what left the context, as `1-40, 52-60`."""
+        return self._spans_text()
+
+    def _note_call(
+        self, given: Sequence[Msg], result: CompressionResult, remember: bool = True
+    ) -> CompressionResult:
         """Remember what this call returned, so the next one knows what is fresh."""
-        rest = [m for m in given if m.role != "system" and not is_summary_message(m)]
+        if not remember:
+            return result
+        rest = [m for m in given if m.role != "system" and not is_context_note(m)]
         fresh = self._fresh_ids(rest)
         if fresh:
             self._last_fresh = fresh
@@ -672,6 +754,18 @@ class Compressor:
         self._state.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
         self._state.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
         self._state.compressions = int(marker.get("compressions", 0))
+
+    def _adopt_note(self, msg: Msg) -> None:
+        """Take over the lines a window note names (a resumed session), so the summary that
+        replaces the note names them too."""
+        marker = msg.metadata[_MARK]
+        if self._state.reference is None and isinstance(marker.get("reference"), str):
+            self._state.reference = marker["reference"]
+        for span in marker.get("spans", []):
+            pair = (int(span[0]), int(span[1]))
+            if pair not in self._state.spans:
+                self._state.spans.append(pair)
+        self._state.spans.sort()
 
     def _spans_text(self) -> str:
         merged: list[list[int]] = []

@@ -110,6 +110,25 @@ need exact details.
 </context_summary>"""
 
 
+_INIT_SOURCE = "ContextConfig(...)"
+
+_AGENTSCOPE_ONLY = {
+    "context_buffer_ratio": (
+        "ctxoffload does not warn the agent ahead of compression; remove it, or lower "
+        "trigger_ratio to compress earlier"
+    ),
+    "compression_fallback_to_truncation": (
+        "ctxoffload never truncates when a summary fails: the older messages are on disk and "
+        "an extractive summary is used; remove it"
+    ),
+    "compression_tool_enabled": (
+        "ctxoffload offers no compression tool to the agent; remove it, and call "
+        "Agent.compress_context() from your own code when you want to compress"
+    ),
+}
+"""AgentScope `ContextConfig` fields refused with a reason rather than as unknown."""
+
+
 def _show(value: float) -> str:
     """A ratio as the user most likely wrote it: 0 rather than 0.0."""
     return str(int(value)) if value.is_integer() else str(value)
@@ -164,6 +183,10 @@ class ContextConfig(BaseModel):
         summary_timeout: seconds the whole summarisation may take (every chunk and every
             retry together); past it, the extractive summary is used. The older messages
             are already on disk by then, so a summary model that hangs never loses them.
+        max_image_num: keep at most this many images in the context (AgentScope's field);
+            older ones go to data/ and leave a placeholder naming the file (an `ImageLimit`
+            manager in the default pipeline). None (the default) sets no limit; AgentScope's
+            default is 5.
         summary_max_tokens: the summary budget: a summary (model-written or extractive) is
             cut to this many tokens, counted as `CHARS_PER_TOKEN` characters each, before it
             is stored, rendered or folded into the next summary request; no field may take
@@ -179,7 +202,7 @@ class ContextConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, "ContextConfig(...)")) from None
+            raise ConfigError(_describe(exc, _INIT_SOURCE)) from None
 
     trigger_ratio: float = 0.8
     reserve_ratio: float = 0.1
@@ -195,6 +218,19 @@ class ContextConfig(BaseModel):
     artifact_trail_limit: int = 20
     summary_timeout: float = 120.0
     summary_max_tokens: int | None = None
+    max_image_num: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_agentscope_only(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key, why in _AGENTSCOPE_ONLY.items():
+                if key in data:
+                    raise ValueError(
+                        f"{key!r} is an AgentScope ContextConfig field that ctxoffload does not "
+                        f"implement: {why}"
+                    )
+        return data
 
     @field_validator("trigger_ratio")
     @classmethod
@@ -251,10 +287,10 @@ class ContextConfig(BaseModel):
             )
         return value
 
-    @field_validator("summary_max_retries", "artifact_trail_limit")
+    @field_validator("summary_max_retries", "artifact_trail_limit", "max_image_num")
     @classmethod
-    def _check_not_negative(cls, value: int, info: ValidationInfo) -> int:
-        if value < 0:
+    def _check_not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value < 0:
             raise ValueError(f"{info.field_name} {value} is negative: use 0 or more")
         return value
 
@@ -372,9 +408,11 @@ class ContextConfig(BaseModel):
                 '{"trigger_ratio": 0.8}'
             )
         try:
-            return cls.model_validate(dict(data))
-        except ValidationError as exc:
-            raise ConfigError(_describe(exc, source)) from None
+            return cls(**{str(key): value for key, value in data.items()})
+        except ConfigError as exc:
+            # __init__ names the input "ContextConfig(...)"; here it came from `source`.
+            message = str(exc).replace(_INIT_SOURCE, source, 1)
+            raise ConfigError(message) from None
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike[str]) -> ContextConfig:

@@ -28,9 +28,14 @@ def is_user_request(msg: Msg) -> bool:
     return msg.role == "user" and not msg.tool_results and not _is_summary(msg)
 
 
+NOTE_KINDS = ("summary", "window_note")
+"""Kinds of the messages ctxoffload puts in a context to say where earlier ones went: a
+summary, or a sliding window's note. They are never user requests and never compressed."""
+
+
 def _is_summary(msg: Msg) -> bool:
     marker = msg.metadata.get("ctxoffload")
-    return isinstance(marker, dict) and marker.get("kind") == "summary"
+    return isinstance(marker, dict) and marker.get("kind") in NOTE_KINDS
 
 
 def turns(messages: Sequence[Msg]) -> list[tuple[int, int, bool]]:
@@ -100,6 +105,51 @@ def split_for_compression(
         keep_from = start
     older = list(messages[:keep_from])
     kept = list(messages[keep_from:])
+    pinned: Msg | None = None
+    latest = next((m for m in reversed(messages) if is_user_request(m)), None)
+    if latest is not None and any(m is latest for m in older):
+        older = [m for m in older if m is not latest]
+        pinned = latest
+    return Split(older=older, kept=kept, pinned=pinned)
+
+
+def split_by_count(
+    messages: Sequence[Msg],
+    summary_ratio: float,
+    preserve_recent: int,
+    unseen_from: int | None = None,
+) -> Split:
+    """Compress the oldest `summary_ratio` of the messages, keeping `preserve_recent`.
+
+    The count is rounded down to a turn boundary, so a tool call never leaves its results
+    behind; when the first turn alone is longer, it is taken whole if `preserve_recent`
+    messages still remain after it. The turns from `unseen_from` on, and an unfinished
+    newest turn, always stay.
+
+    Args:
+        messages: the conversation without the system prompt and without earlier notes.
+        summary_ratio: the share of the messages to compress (Strands' and OpenSearch's
+            `summary_ratio`).
+        preserve_recent: the fewest messages kept verbatim (`preserve_recent_messages`).
+        unseen_from: the index of the first message the model has not seen yet.
+    """
+    n = len(messages)
+    limit = min(max(1, int(n * summary_ratio)), n - preserve_recent)
+    groups = turns(messages)
+    starts = [start for start, _, _ in groups]
+    if groups and not groups[-1][2]:
+        limit = min(limit, groups[-1][0])
+    if unseen_from is not None:
+        limit = min(limit, unseen_from)
+    boundary = max((s for s in starts if s <= limit), default=0)
+    if boundary == 0 and limit > 0:
+        # The first turn is longer than the share: take it whole if enough remains after it
+        # (limit > 0 means an unseen or unfinished turn starts after it, not inside it).
+        later = [s for s in starts if s > 0]
+        if later and later[0] <= n - preserve_recent:
+            boundary = later[0]
+    older = list(messages[:boundary])
+    kept = list(messages[boundary:])
     pinned: Msg | None = None
     latest = next((m for m in reversed(messages) if is_user_request(m)), None)
     if latest is not None and any(m is latest for m in older):

@@ -1,0 +1,152 @@
+"""`Activation`: when a context manager runs, and the checks every manager's settings share.
+
+Rules mean the same wherever they are written (Python, a JSON template, an OpenSearch
+template): `message_count_exceed` counts the context's messages other than the system
+prompt; `tokens_exceed` and `ratio_exceed` count everything the model would be sent
+(system prompt, summary, messages, tool schemas), the ratio against the window. Each fires
+when the value is strictly greater than the limit; several rules combine with AND.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import ConfigError
+
+__all__ = ["Activation", "SettingError", "check_int", "check_ratio", "unknown_keys"]
+
+
+class SettingError(ConfigError):
+    """One impossible setting; `key` is its name, so a loader can prefix the JSON path."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+def check_int(key: str, value: Any, *, minimum: int) -> int:
+    """`value` if it is an int of at least `minimum` (a bool is not an int here)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingError(key, f"{value!r} is not a whole number")
+    if value < minimum:
+        raise SettingError(key, f"{value} is below {minimum}")
+    return value
+
+
+def check_ratio(key: str, value: Any, *, low: float, high: float, low_open: bool = False) -> float:
+    """`value` as a float in [low, high] (or (low, high] when `low_open`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SettingError(key, f"{value!r} is not a number")
+    number = float(value)
+    if number != number:  # NaN
+        raise SettingError(key, "NaN is not a ratio")
+    if number > high:
+        raise SettingError(key, f"{value} is above {high}")
+    if number < low or (low_open and number == low):
+        bound = f"above {low}" if low_open else f"at least {low}"
+        raise SettingError(key, f"{value} is not {bound}")
+    return number
+
+
+def unknown_keys(given: Mapping[str, Any], known: set[str], what: str) -> None:
+    """Raise for the first key of `given` that is not in `known`, naming the known ones."""
+    for key in given:
+        if key not in known:
+            raise SettingError(
+                str(key), f"unknown setting for {what}; it takes: {', '.join(sorted(known))}"
+            )
+
+
+# The stored form of "always" in OpenSearch templates.
+_ALWAYS = {"rule_type": "always"}
+
+
+@dataclass(frozen=True)
+class Activation:
+    """When a manager runs: always (no rule), or when every rule given holds (AND).
+
+    Args:
+        message_count_exceed: runs when the context holds more messages than this, the
+            system prompt not counted.
+        tokens_exceed: runs when what the model would be sent costs more tokens than this.
+        ratio_exceed: runs when that cost is more than this share of the window; in (0, 1].
+    """
+
+    message_count_exceed: int | None = None
+    tokens_exceed: int | None = None
+    ratio_exceed: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.message_count_exceed is not None:
+            check_int("message_count_exceed", self.message_count_exceed, minimum=0)
+        if self.tokens_exceed is not None:
+            check_int("tokens_exceed", self.tokens_exceed, minimum=0)
+        if self.ratio_exceed is not None:
+            ratio = check_ratio("ratio_exceed", self.ratio_exceed, low=0, high=1, low_open=True)
+            object.__setattr__(self, "ratio_exceed", ratio)
+
+    @classmethod
+    def from_value(cls, value: Any) -> Activation:
+        """An `Activation` from an `Activation`, None (always) or a template's mapping.
+
+        The mapping takes `message_count_exceed`, `tokens_exceed`, `ratio_exceed`, and the
+        `{"rule_type": "always"}` that OpenSearch stores for a manager without rules.
+        """
+        if value is None or isinstance(value, Activation):
+            return value or cls()
+        if not isinstance(value, Mapping):
+            raise SettingError("activation", f"{value!r} is not an object of rules")
+        if dict(value) == _ALWAYS:
+            return cls()
+        unknown_keys(
+            value, {"message_count_exceed", "tokens_exceed", "ratio_exceed"}, "an activation"
+        )
+        return cls(**{str(k): v for k, v in value.items()})
+
+    @property
+    def is_always(self) -> bool:
+        """Whether no rule is set."""
+        return (
+            self.message_count_exceed is None
+            and self.tokens_exceed is None
+            and (self.ratio_exceed is None)
+        )
+
+    def holds(self, *, messages: int, tokens: int, window: int | None) -> bool:
+        """Whether every rule holds for a context of `messages` messages and `tokens` tokens.
+
+        Args:
+            messages: messages other than the system prompt.
+            tokens: tokens of everything the model would be sent.
+            window: the context window; needed only by `ratio_exceed`.
+
+        Raises:
+            ConfigError: `ratio_exceed` is set and the window is unknown.
+        """
+        if self.message_count_exceed is not None and messages <= self.message_count_exceed:
+            return False
+        if self.tokens_exceed is not None and tokens <= self.tokens_exceed:
+            return False
+        if self.ratio_exceed is not None:
+            if window is None:
+                raise ConfigError(
+                    "activation ratio_exceed needs the context window: give the model a "
+                    "context_window or set ContextConfig(context_window=...)"
+                )
+            if tokens <= self.ratio_exceed * window:
+                return False
+        return True
+
+    def describe(self) -> str:
+        """The rules in a few words, for logs and errors."""
+        parts = []
+        if self.message_count_exceed is not None:
+            parts.append(f"more than {self.message_count_exceed} messages")
+        if self.tokens_exceed is not None:
+            parts.append(f"more than {self.tokens_exceed} tokens")
+        if self.ratio_exceed is not None:
+            parts.append(f"more than {self.ratio_exceed:g} of the window")
+        return " and ".join(parts) or "always"

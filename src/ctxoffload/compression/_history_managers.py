@@ -1,0 +1,295 @@
+"""Managers for the history (pre_llm): `SlidingWindow`, `Summarization`, and `Null`."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..messages import Msg, ToolResultBlock
+from ._activation import Activation, SettingError, check_int, check_ratio
+from ._compressor import is_summary_message, is_window_note
+from ._readers import ReaderTools
+from ._split import is_user_request, turns
+
+if TYPE_CHECKING:
+    from ..model import ChatModel
+    from ._config import ContextConfig
+    from ._pipeline import PipelineRun
+
+__all__ = ["Null", "SlidingWindow", "Summarization"]
+
+logger = logging.getLogger("ctxoffload")
+
+_MARK = "ctxoffload"
+
+
+def _split_context(messages: list[Msg]) -> tuple[Msg | None, Msg | None, Msg | None, list[Msg]]:
+    """(system prompt, summary, window note, the conversation)."""
+    system = messages[0] if messages and messages[0].role == "system" else None
+    rest = messages[1:] if system is not None else messages
+    summary = next((m for m in rest if is_summary_message(m)), None)
+    note = next((m for m in rest if is_window_note(m)), None)
+    convo = [m for m in rest if not (is_summary_message(m) or is_window_note(m))]
+    return system, summary, note, convo
+
+
+def _merged(spans: list[tuple[int, int]]) -> str:
+    merged: list[list[int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged)
+
+
+def _search_phrase(reference: str, readers: ReaderTools | None) -> str:
+    readers = readers or ReaderTools()
+    if readers.grep == "Grep":
+        return (
+            f"search it with Grep(pattern='...', path_or_glob={reference!r}) and read the "
+            "lines around a match"
+        )
+    if readers.grep or readers.read:
+        tool = readers.grep or readers.read
+        return f"search or read it with your {tool} tool"
+    if readers.retrieve:
+        return f"search it with {readers.retrieve}(reference={reference!r}, pattern='...')"
+    return "search it with your file tools"
+
+
+class SlidingWindow:
+    """Keep the last `max_messages` messages of the conversation.
+
+    The system prompt, a summary and this manager's note are not counted and always stay.
+    The cut moves to a turn boundary so a tool result never loses its call (dropping a few
+    more messages), but never into the newest turn the model has not seen, nor an
+    unfinished one (keeping a few more); the latest user request stays, as in compression.
+    With an offloader, the dropped messages are appended to context.jsonl first, and the
+    context carries one note naming the file and its lines; if that fails, nothing is
+    dropped.
+
+    Args:
+        max_messages: messages kept; at least 1.
+        per_turn: when the window applies: True at every model call; an int N at every
+            N-th model call (Strands' `per_turn`); False only when the model reports an
+            overflow (the reactive run).
+        activation: when the manager runs (see `Activation`).
+    """
+
+    HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
+
+    def __init__(
+        self,
+        *,
+        max_messages: int = 40,
+        per_turn: bool | int = True,
+        activation: Activation | None = None,
+    ) -> None:
+        self.max_messages = check_int("max_messages", max_messages, minimum=1)
+        if not isinstance(per_turn, bool):
+            check_int("per_turn", per_turn, minimum=1)
+        self.per_turn = per_turn
+        self.activation = Activation.from_value(activation)
+
+    def __repr__(self) -> str:
+        return f"SlidingWindow(max_messages={self.max_messages}, per_turn={self.per_turn!r})"
+
+    async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
+        """Not a post_tool manager: the result unchanged."""
+        return result
+
+    def _due(self, run: PipelineRun) -> bool:
+        if run.reactive or self.per_turn is True:
+            return True
+        if self.per_turn is False:
+            return False
+        return run.model_calls % int(self.per_turn) == 0
+
+    def _boundary(self, convo: list[Msg], run: PipelineRun) -> int:
+        unseen = run.compressor.unseen_ids(convo)
+        cap = next((i for i, m in enumerate(convo) if m.id in unseen), len(convo))
+        groups = turns(convo)
+        if groups and not groups[-1][2]:
+            cap = min(cap, groups[-1][0])
+        target = len(convo) - self.max_messages
+        starts = [start for start, _, _ in groups]
+        forward = [s for s in starts if target <= s <= cap]
+        if forward:
+            return forward[0]
+        return max((s for s in starts if s <= min(target, cap)), default=0)
+
+    async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
+        """The context with the oldest messages beyond `max_messages` moved out."""
+        if not self._due(run):
+            return messages
+        system, summary, note, convo = _split_context(messages)
+        if len(convo) <= self.max_messages:
+            return messages
+        boundary = self._boundary(convo, run)
+        if boundary <= 0:
+            run.report(f"SlidingWindow: nothing can be dropped ({len(convo)} messages)")
+            return messages
+        dropped, kept = convo[:boundary], convo[boundary:]
+        latest = next((m for m in reversed(convo) if is_user_request(m)), None)
+        pinned = latest if latest is not None and any(m is latest for m in dropped) else None
+        if pinned is not None:
+            dropped = [m for m in dropped if m is not pinned]
+        compressor = run.compressor
+        marker: dict[str, Any] = dict(note.metadata.get(_MARK, {})) if note else {}
+        spans = [(int(a), int(b)) for a, b in marker.get("spans", [])]
+        reference: str | None = marker.get("reference")
+        span: tuple[int, int] | None = None
+        if compressor.offloader is not None and dropped:
+            try:
+                ref = await compressor.offloader.offload_context(
+                    compressor.session_id, msgs=dropped
+                )
+            except Exception as exc:
+                logger.warning(
+                    "could not offload %d messages, keeping them in the context: %s",
+                    len(dropped),
+                    exc,
+                )
+                run.report(f"SlidingWindow: offload failed: {exc}")
+                return messages
+            reference = str(ref)
+            first, last = getattr(ref, "first_line", None), getattr(ref, "last_line", None)
+            if isinstance(first, int) and isinstance(last, int) and last >= first:
+                span = (first, last)
+                spans.append(span)
+            compressor.record_offload(reference, span)
+        total = int(marker.get("dropped", 0)) + len(dropped)
+        if reference is not None:
+            where = f" (lines {_merged(spans)})" if spans else ""
+            readers = compressor.reader_tools(run.config())
+            text = (
+                f"[{total} earlier messages were moved out of the context into {reference}"
+                f"{where}, one JSON message per line; {_search_phrase(reference, readers)}.]"
+            )
+        else:
+            text = (
+                f"[{total} earlier messages were dropped from the context; no offloader was "
+                "configured, so they were not kept.]"
+            )
+        new_note = Msg(
+            role="user",
+            content=text,
+            metadata={
+                _MARK: {
+                    "kind": "window_note",
+                    "reference": reference,
+                    "spans": [list(s) for s in spans],
+                    "dropped": total,
+                }
+            },
+        )
+        await compressor.event(
+            "window",
+            reference=reference,
+            lines=list(span) if span else None,
+            messages=len(dropped),
+            kept=len(kept) + (1 if pinned else 0),
+            max_messages=self.max_messages,
+        )
+        run.report(f"SlidingWindow: moved {len(dropped)} messages out")
+        return [m for m in (system, summary, new_note, pinned) if m is not None] + kept
+
+
+class Summarization:
+    """Summarise the oldest `summary_ratio` of the messages into the five-field summary.
+
+    Strands' and OpenSearch's summarising manager on ctxoffload's compressor: the messages
+    are appended to context.jsonl before they leave the context, the summary names that
+    file, its lines and the offloaded files, and an earlier summary is folded in. The cut
+    moves back to a turn boundary; the newest turn the model has not seen, an unfinished
+    turn and the latest user request always stay.
+
+    Args:
+        summary_ratio: the share of the messages summarised; 0.1 to 0.8.
+        preserve_recent_messages: the fewest messages kept verbatim; at least 1.
+        summary_model: the model that writes the summary; the agent's summary model when
+            None. In JSON, an id resolved through `models=`.
+        activation: when the manager runs (see `Activation`).
+    """
+
+    HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
+
+    def __init__(
+        self,
+        *,
+        summary_ratio: float = 0.3,
+        preserve_recent_messages: int = 10,
+        summary_model: ChatModel | None = None,
+        activation: Activation | None = None,
+    ) -> None:
+        self.summary_ratio = check_ratio("summary_ratio", summary_ratio, low=0.1, high=0.8)
+        self.preserve_recent_messages = check_int(
+            "preserve_recent_messages", preserve_recent_messages, minimum=1
+        )
+        if summary_model is not None and not callable(getattr(summary_model, "generate", None)):
+            raise SettingError(
+                "summary_model", f"{summary_model!r} has no generate method: give a ChatModel"
+            )
+        self.summary_model = summary_model
+        self.activation = Activation.from_value(activation)
+        self._config: ContextConfig | None = None
+
+    @classmethod
+    def from_config(cls, config: ContextConfig) -> Summarization:
+        """The manager a `ContextConfig` stands for: past `trigger_ratio` of the window, keep
+        the newest messages within `reserve_ratio` and summarise the rest."""
+        manager = cls(activation=Activation(ratio_exceed=config.trigger_ratio))
+        manager._config = config
+        return manager
+
+    def __repr__(self) -> str:
+        if self._config is not None:
+            return (
+                f"Summarization(trigger_ratio={self._config.trigger_ratio}, "
+                f"reserve_ratio={self._config.reserve_ratio})"
+            )
+        return (
+            f"Summarization(summary_ratio={self.summary_ratio}, "
+            f"preserve_recent_messages={self.preserve_recent_messages})"
+        )
+
+    async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
+        """Not a post_tool manager: the result unchanged."""
+        return result
+
+    async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
+        """The context with its oldest part replaced by a summary."""
+        result = await run.compressor.maybe_compress(
+            messages,
+            tools=run.tools,
+            force=True,
+            config=run.config(self._config),
+            summary_model=self.summary_model,
+            by_count=None
+            if self._config is not None
+            else (self.summary_ratio, self.preserve_recent_messages),
+            remember=False,
+        )
+        run.report(result.reason, result)
+        return result.messages
+
+
+class Null:
+    """A manager that does nothing: a placeholder in a template, or a hook switched off."""
+
+    HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm", "post_tool"})
+
+    def __init__(self, *, activation: Activation | None = None) -> None:
+        self.activation = Activation.from_value(activation)
+
+    def __repr__(self) -> str:
+        return "Null()"
+
+    async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
+        """The context unchanged."""
+        return messages
+
+    async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
+        """The result unchanged."""
+        return result
