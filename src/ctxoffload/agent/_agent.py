@@ -241,9 +241,7 @@ class Agent:
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
                 self.steps.append(record)
-                compression = await self._pipeline.pre_llm(
-                    self.messages, tools=self.tool_schemas
-                )
+                compression = await self._pipeline.pre_llm(self.messages, tools=self.tool_schemas)
                 self.messages = compression.messages
                 record.compressed = compression.compressed
                 record.context_tokens = compression.tokens_after

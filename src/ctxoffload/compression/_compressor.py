@@ -449,7 +449,8 @@ class Compressor:
         cfg = config or self.config
         window = self.window(cfg)
         tokens_before = self.count(context, tools)
-        self._preview_tokens(cfg, window)  # says once if the config does not fit the window
+        if by_count is None:
+            self._preview_tokens(cfg, window)  # says once if the config does not fit the window
         if not force and tokens_before <= cfg.trigger_ratio * window:
             return self._note_call(
                 context,

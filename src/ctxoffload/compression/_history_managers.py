@@ -135,6 +135,9 @@ class SlidingWindow:
         pinned = latest if latest is not None and any(m is latest for m in dropped) else None
         if pinned is not None:
             dropped = [m for m in dropped if m is not pinned]
+        if not dropped:
+            run.report("SlidingWindow: only the latest user request is old enough to drop")
+            return messages
         compressor = run.compressor
         marker: dict[str, Any] = dict(note.metadata.get(_MARK, {})) if note else {}
         spans = [(int(a), int(b)) for a, b in marker.get("spans", [])]

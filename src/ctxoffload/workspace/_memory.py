@@ -16,7 +16,7 @@ from .._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ..exceptions import InvalidReference
+from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
 from ._datastore import extension_for
 from ._ids import tool_file_stem, validate_session_id
@@ -34,12 +34,38 @@ class InMemoryWorkspace:
     rules, so code written against `LocalWorkspace` reads the same. An agent cannot open
     these with file tools; give it `retrieve_offloaded_content` instead.
 
+    Turn-based eviction (off by default): with `evict_after_turns=N`, a tool_result file
+    or data/ payload that was neither written nor read during N model calls is dropped at
+    the next one, to bound a long-lived process's memory; reading it afterwards raises
+    `InvalidReference` saying when it was evicted. The `Agent` (through its pipeline)
+    calls `note_model_call` before each model call. Context logs, events and state are the
+    session's record and are never evicted.
+
     Args:
         name: distinguishes the references of several in-memory workspaces.
+        evict_after_turns: model calls an untouched file survives; None keeps everything.
+
+    Raises:
+        ConfigError: `evict_after_turns` is not a positive int.
     """
 
-    def __init__(self, name: str = "workspace") -> None:
+    def __init__(self, name: str = "workspace", *, evict_after_turns: int | None = None) -> None:
+        if evict_after_turns is not None and (
+            isinstance(evict_after_turns, bool)
+            or not isinstance(evict_after_turns, int)
+            or evict_after_turns < 1
+        ):
+            raise ConfigError(
+                f"evict_after_turns {evict_after_turns!r} is not a positive number of model "
+                "calls: pass 1 or more, or None to keep everything"
+            )
         self.name = validate_session_id(name)
+        self.evict_after_turns = evict_after_turns
+        self.model_calls = 0
+        # Evictable references -> the model call they were last written or read at; and the
+        # evicted ones -> the model call that evicted them.
+        self._touched: dict[str, int] = {}
+        self._evicted: dict[str, int] = {}
         self._lock = threading.Lock()
         self._files: dict[str, bytes] = {}
         self._sessions: set[str] = set()
@@ -63,7 +89,27 @@ class InMemoryWorkspace:
         ref = f"memory://{self.name}/data/{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
         with self._lock:
             self._files.setdefault(ref, raw)
+            self._touch(ref)
         return ref
+
+    def _touch(self, ref: str) -> None:
+        """Note a write or read of an evictable file (call with the lock held)."""
+        if self.evict_after_turns is not None:
+            self._touched[ref] = self.model_calls
+            self._evicted.pop(ref, None)
+
+    def note_model_call(self) -> None:
+        """Count a model call, and evict the files untouched for `evict_after_turns` calls."""
+        with self._lock:
+            self.model_calls += 1
+            limit = self.evict_after_turns
+            if limit is None:
+                return
+            stale = [ref for ref, at in self._touched.items() if self.model_calls - at > limit]
+            for ref in stale:
+                del self._touched[ref]
+                self._files.pop(ref, None)
+                self._evicted[ref] = self.model_calls
 
     def _append(self, ref: str, payload: bytes) -> tuple[int, int]:
         with self._lock:
@@ -121,12 +167,13 @@ class InMemoryWorkspace:
             while True:
                 ref = self._session_ref(session_id, f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt")
                 existing = self._files.get(ref)
-                if existing is None:
+                if existing is None and ref not in self._evicted:
                     self._files[ref] = data
                     break
                 if existing == data:
                     break
                 n += 1
+            self._touch(ref)
         self._event(
             session_id,
             "tool_result",
@@ -199,6 +246,16 @@ class InMemoryWorkspace:
         """
         with self._lock:
             data = self._files.get(reference)
+            if data is not None and reference in self._touched:
+                self._touch(reference)
+            evicted_at = self._evicted.get(reference)
+        if evicted_at is not None:
+            raise InvalidReference(
+                f"reference {reference!r} was evicted at model call {evicted_at}: it was "
+                f"neither written nor read for {self.evict_after_turns} model calls "
+                f"(InMemoryWorkspace(evict_after_turns={self.evict_after_turns})); raise "
+                "evict_after_turns, or use a LocalWorkspace to keep everything"
+            )
         if data is None:
             raise InvalidReference(
                 f"reference {reference!r} is not held by {self!r}: pass a reference it returned"
