@@ -158,18 +158,18 @@ class ToolOutputOffload:
                     kind = "json" if _is_json(part.text) else "text"
                     lines.append(f"[{kind}, {size:,} bytes, {count:,} lines | ref: {ref}]")
                     stored.append(Artifact(str(ref), size, result.name or "a tool", count))
-                elif isinstance(part, DataBlock):
+                else:  # a DataBlock: the output holds only text and data blocks
                     payload = _payload_size(part)
                     kept = part if isinstance(part.source, URLSource) else None
                     if kept is None:
                         kept = await offloader.offload_data_block(part)
-                    ref = kept.source.url if isinstance(kept.source, URLSource) else "?"
+                    if not isinstance(kept.source, URLSource):
+                        raise TypeError(f"the offloader returned {kept!r:.200}, not a reference")
+                    ref = kept.source.url
                     shown = f", {payload:,} bytes" if payload is not None else ""
                     lines.append(f"[{block_kind(part.media_type)}{shown} | ref: {ref}]")
                     if payload is not None:
                         stored.append(Artifact(ref, payload, result.name or "a tool"))
-                else:
-                    lines.append(f"[{type(part).__name__} kept inline: {part!r:.200}]")
         except Exception as exc:
             logger.warning(
                 "could not offload the result of %s (call %s) block by block, keeping it whole: %s",
