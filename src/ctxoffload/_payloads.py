@@ -139,7 +139,21 @@ def depth_error(where: str, limit: int = MAX_DEPTH) -> InvalidContent:
     )
 
 
-def externalize(value: Any, store: StoreData, *, where: str = "content", depth: int = 0) -> Any:
+def file_url(reference: str) -> str:
+    """A reference as a URL: `file://` before an absolute path; other references (memory://,
+    s3://) are URLs already. For block fields whose class demands a URL (AgentScope's
+    `URLSource.url` is pydantic's `AnyUrl`); everything meant for file tools keeps the path."""
+    return f"file://{reference}" if reference.startswith("/") else reference
+
+
+def externalize(
+    value: Any,
+    store: StoreData,
+    *,
+    where: str = "content",
+    depth: int = 0,
+    url_form: Callable[[str], str] | None = None,
+) -> Any:
     """A copy of a JSON value with every inline base64 payload stored and replaced.
 
     Recognised payloads: a `{"type": "base64", "data": ..., "media_type": ...}` source (ours,
@@ -152,6 +166,8 @@ def externalize(value: Any, store: StoreData, *, where: str = "content", depth: 
         store: where payload bytes go.
         where: the value's place, for error messages.
         depth: how deep `value` already is inside the message or block being stored.
+        url_form: how a reference is written into a `{"type": "url", "url": ...}` source
+            (`file_url` for foreign classes whose URL field must be a URL); as is by default.
 
     Raises:
         InvalidContent: a payload is not valid base64, or the value nests deeper than
@@ -170,18 +186,20 @@ def externalize(value: Any, store: StoreData, *, where: str = "content", depth: 
         raise depth_error(where, STORE_DEPTH)
     if isinstance(value, list):
         return [
-            externalize(v, store, where=f"{where}[{i}]", depth=depth) for i, v in enumerate(value)
+            externalize(v, store, where=f"{where}[{i}]", depth=depth, url_form=url_form)
+            for i, v in enumerate(value)
         ]
     if value.get("type") == "base64" and isinstance(value.get("data"), str):
         media_type = value.get("media_type")
         raw = decode_base64(value["data"], what=f"base64 source at {where}")
         out = {
-            k: externalize(v, store, where=f"{where}.{k}", depth=depth)
+            k: externalize(v, store, where=f"{where}.{k}", depth=depth, url_form=url_form)
             for k, v in value.items()
             if k != "data"
         }
         out["type"] = "url"
-        out["url"] = store(raw, media_type if isinstance(media_type, str) else None)
+        ref = store(raw, media_type if isinstance(media_type, str) else None)
+        out["url"] = url_form(ref) if url_form is not None else ref
         return out
     result: dict[str, Any] = {}
     for key, item in value.items():
@@ -190,14 +208,18 @@ def externalize(value: Any, store: StoreData, *, where: str = "content", depth: 
             media_type = _AUDIO_FORMATS.get(fmt, f"audio/{fmt}") if isinstance(fmt, str) else None
             raw = decode_base64(item["data"], what=f"input_audio at {where}")
             audio = {
-                k: externalize(v, store, where=f"{where}.{key}.{k}", depth=depth + 1)
+                k: externalize(
+                    v, store, where=f"{where}.{key}.{k}", depth=depth + 1, url_form=url_form
+                )
                 for k, v in item.items()
                 if k != "data"
             }
             audio["url"] = store(raw, media_type)
             result[key] = audio
         else:
-            result[key] = externalize(item, store, where=f"{where}.{key}", depth=depth)
+            result[key] = externalize(
+                item, store, where=f"{where}.{key}", depth=depth, url_form=url_form
+            )
     return result
 
 
@@ -267,7 +289,10 @@ def message_json(msg: Any, store: StoreData | None, *, where: str) -> Any:
         if too_deep(value, STORE_DEPTH):
             raise depth_error(where, STORE_DEPTH)
         return value
-    return externalize(value, store, where=where)
+    # A foreign model's line must load back with its own class, whose URL field may demand
+    # a URL (AgentScope's does); ctxoffload's own messages keep the plain path.
+    foreign = isinstance(msg, BaseModel) and not isinstance(msg, Msg)
+    return externalize(value, store, where=where, url_form=file_url if foreign else None)
 
 
 UNSTORED = "unstored"
@@ -414,7 +439,7 @@ def offload_block(block: Any, store: StoreData) -> Any:
         return block.model_copy(update={"source": URLSource(url=ref, media_type=src.media_type)})
     if isinstance(block, BaseModel):
         dumped = _as_json(block, where="block")
-        replaced = externalize(dumped, store, where="block")
+        replaced = externalize(dumped, store, where="block", url_form=file_url)
         if replaced == dumped:
             return block
         try:

@@ -117,12 +117,12 @@ async def test_result_over_the_limit_goes_whole_to_a_file_and_the_notice_says_ho
     assert (out.id, out.name) == ("call_1", "grep")
 
 
-@pytest.mark.parametrize("limit", [60, 100, 150, 300, 1000, 3000])
+@pytest.mark.parametrize("limit", [100, 150, 300, 1000, 3000])
 async def test_head_and_marker_fit_the_limit_and_show_the_files_first_lines(
     limit: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A relative workdir gives short references, as the default "./agent_workspace" does;
-    # only with those can a notice that names the file fit in 60 tokens.
+    # References are absolute whatever the workdir's form; a notice naming a file under
+    # pytest's temporary folder takes about 75 tokens, so 100 is the tightest limit here.
     monkeypatch.chdir(tmp_path)
     ws = LocalWorkspace("ws")
     text = numbered(3000)
@@ -155,7 +155,7 @@ async def test_head_and_marker_fit_the_limit_with_an_absolute_workdir(
     assert assert_head_is_the_files_start(head, notice, text) >= 1
 
 
-@pytest.mark.parametrize("limit", [60, 200, 3000])
+@pytest.mark.parametrize("limit", [100, 200, 3000])
 async def test_a_single_enormous_first_line_is_cut_by_characters(
     limit: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,7 +171,7 @@ async def test_a_single_enormous_first_line_is_cut_by_characters(
     assert COUNTER.count_text(out.output) <= limit
     head, notice = split_notice(out.output)
     assert first.startswith(head) and len(head) < len(first)
-    if limit > 60:
+    if limit > 100:
         assert head and "part of line 1" in notice
     assert "offset=1" in notice  # the cut line is read again from its start
     assert (tmp_path / "ws/sessions/s1/tool_result-big.txt").read_text() == text

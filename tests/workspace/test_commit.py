@@ -210,3 +210,22 @@ async def test_ids_are_found_across_appends_of_messages_without_ids(
     ref = await workspace.offload_context("s", msgs=_msgs("a", "b"))
     assert (ref.first_line, ref.last_line) == (2, 4)
     assert [m.get("id") for m in await workspace.read_context("s")] == [None, "a", None, "b"]
+
+
+async def test_a_message_that_grew_under_its_id_is_written_again(
+    workspace: LocalWorkspace | InMemoryWorkspace,
+) -> None:
+    # AgentScope keeps appending blocks to one reply Msg: each compression may drop a longer
+    # version of the same id, and every version must reach the log.
+    first = {"id": "reply-1", "role": "assistant", "content": ["call 1"], "created_at": "t1"}
+    grown = {**first, "content": ["call 1", "result 1", "call 2"]}
+    again = {**first, "created_at": "t2"}  # the same message rebuilt later: not new
+    await workspace.offload_context("s", msgs=[first])
+    ref = await workspace.offload_context("s", msgs=[grown])
+    assert (ref.first_line, ref.last_line) == (2, 2)
+    ref = await workspace.offload_context("s", msgs=[again])
+    assert (ref.first_line, ref.last_line) == (1, 1)
+    assert [row["content"] for row in await workspace.read_context("s")] == [
+        first["content"],
+        grown["content"],
+    ]

@@ -188,19 +188,22 @@ async def test_line_numbers_stay_exact_after_the_log_is_cut_shorter(workdir: Pat
 # -- references -------------------------------------------------------------------------------
 
 
-async def test_relative_workdir_gives_relative_references(
+async def test_a_relative_workdir_still_gives_absolute_references(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Other frameworks' file tools refuse relative paths, and the process may chdir later.
     monkeypatch.chdir(tmp_path)
     ws = LocalWorkspace("ws")
+    monkeypatch.chdir("/")
     ref = await ws.offload_context("s", msgs=[Msg(role="user", content=[_image_block()])])
     path = await ws.offload_tool_result("s", ToolResultBlock(id="c", output="o"))
     block = await ws.offload_data_block(_image_block())
     [line] = await ws.read_context("s")
     events = await ws.read_events("s")
-    assert ref == "ws/sessions/s/context.jsonl"
-    assert path == "ws/sessions/s/tool_result-c.txt"
-    assert block.source.url == f"ws/data/{hashlib.sha256(PNG).hexdigest()}.png"
+    root = os.path.abspath(tmp_path / "ws")
+    assert ref == f"{root}/sessions/s/context.jsonl"
+    assert path == f"{root}/sessions/s/tool_result-c.txt"
+    assert block.source.url == f"{root}/data/{hashlib.sha256(PNG).hexdigest()}.png"
     assert line["content"][0]["source"]["url"] == block.source.url
     assert [e["reference"] for e in events] == [ref, path]
     assert await ws.read_reference(path) == b"o"

@@ -29,7 +29,9 @@ FIFTY_MB = 50 * 1024 * 1024
 
 def _is_data_ref(workspace: Workspace, url: str) -> bool:
     if isinstance(workspace, LocalWorkspace):
-        return Path(url).parent == workspace.data_dir
+        # A foreign class's URL field holds a file:// URL (AgentScope's demands a URL);
+        # ctxoffload's own blocks hold the plain path.
+        return Path(url.removeprefix("file://")).parent == workspace.data_dir
     return url.startswith("memory://workspace/data/")
 
 

@@ -21,6 +21,7 @@ starts on a fresh line, and the reader skips any line that is not complete JSON.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -122,8 +123,29 @@ def _lines_of(fd: int, start: int, end: int) -> Iterator[bytes]:
         parts = [rest]
 
 
+# Top-level fields that differ between two copies of one message (made at different times),
+# left out of `message_key`.
+_VOLATILE = frozenset({"timestamp", "created_at", "finished_at", "usage"})
+
+
+def message_key(row: dict[str, Any]) -> str | None:
+    """The key of idempotent offloading: a message's id and a hash of what it says.
+
+    The same message offloaded again (an agent resumed after a crash, even one that rebuilt
+    its messages with new timestamps) has the same key and is not written twice; a message
+    whose id stays while its content grows (AgentScope keeps appending blocks to one reply
+    `Msg`) has a new key, and each new version is written. None for a row without an id.
+    """
+    msg_id = row.get("id")
+    if not isinstance(msg_id, str) or not msg_id:
+        return None
+    stable = {k: v for k, v in row.items() if k not in _VOLATILE}
+    digest = hashlib.sha256(dumps_line(stable)).hexdigest()[:20]
+    return f"{msg_id}:{digest}"
+
+
 def _scan_ids(fd: int, start: int, end: int, first_line: int, into: dict[str, int]) -> None:
-    """Record the top-level `id` of every message line in bytes [start, end)."""
+    """Record the key (`message_key`) of every message line in bytes [start, end)."""
     for line_no, raw in enumerate(_lines_of(fd, start, end), first_line):
         if b'"id"' not in raw:
             continue
@@ -131,8 +153,9 @@ def _scan_ids(fd: int, start: int, end: int, first_line: int, into: dict[str, in
             value = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(value, dict) and isinstance(value.get("id"), str):
-            into.setdefault(value["id"], line_no)
+        key = message_key(value) if isinstance(value, dict) else None
+        if key is not None:
+            into.setdefault(key, line_no)
 
 
 @dataclass

@@ -29,7 +29,7 @@ from ..references import ContextRef
 from ._datastore import KnownPayloads, store_bytes
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session_usage
 from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import JsonlAppender, dumps_line, read_log
+from ._jsonl import JsonlAppender, dumps_line, message_key, read_log
 from ._paths import (
     open_dir,
     open_for_reading,
@@ -61,13 +61,10 @@ STALE_TMP_SECONDS = 300.0
 _SESSION_TRIES = 50
 
 
-def _message_id(row: Any) -> str | None:
-    """The top-level `id` of a serialised message, the key of idempotent offloading."""
-    if isinstance(row, dict):
-        msg_id = row.get("id")
-        if isinstance(msg_id, str) and msg_id:
-            return msg_id
-    return None
+def message_keys(row: Any) -> str | None:
+    """The key of idempotent offloading for a serialised message (see `message_key`), or
+    None for a message without a top-level `id`, which is always written."""
+    return message_key(row) if isinstance(row, dict) else None
 
 
 @contextlib.contextmanager
@@ -85,8 +82,10 @@ class LocalWorkspace:
     """A workspace directory that holds everything offloaded from an agent's context.
 
     Implements the `Offloader` protocol. Every public method is async and does its file
-    work in one worker-thread hop. References are paths in the form `workdir` was given:
-    a relative workdir gives relative paths, an absolute one absolute paths.
+    work in one worker-thread hop. References are absolute paths, whatever form `workdir`
+    was given in (made absolute against the current directory at construction, links not
+    resolved), because other frameworks' file tools refuse relative paths (AgentScope's
+    Read does) and an agent's working directory may change.
 
     Args:
         workdir: the workspace root; created on first use.
@@ -104,7 +103,7 @@ class LocalWorkspace:
     def __init__(
         self, workdir: str | os.PathLike[str] = "./agent_workspace", *, fsync: bool = True
     ):
-        self.workdir = Path(workdir)
+        self.workdir = Path(os.path.abspath(workdir))
         self.fsync = fsync
         self._jsonl = JsonlAppender(fsync=fsync)
         # Resolved once: the workdir may be a symlink, nothing below it is followed.
@@ -292,7 +291,7 @@ class LocalWorkspace:
         if not rows:
             return ContextRef(str(path), 0, -1)
         lines = [dumps_line(row) for row in rows]
-        ids = [_message_id(row) for row in rows]
+        ids = [message_keys(row) for row in rows]
         shown = str(path)
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
             first, last = self._jsonl.append(
