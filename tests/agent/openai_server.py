@@ -18,7 +18,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -199,6 +199,8 @@ class OpenAIServer:
         self.stopping = threading.Event()
         self._queue: list[ScriptedReply] = []
         self._lock = threading.Lock()
+        # Asked first with each request body; a body it returns answers instead of the queue.
+        self.responder: Callable[[Any], Mapping[str, Any] | None] | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -246,6 +248,10 @@ class OpenAIServer:
             self.requests.append(body)
             if path.rstrip("/") != "/v1/chat/completions":
                 return ScriptedReply(404, {"error": {"message": f"no route {path}"}})
+            if self.responder is not None:
+                answer = self.responder(body)
+                if answer is not None:
+                    return ScriptedReply(200, dict(answer))
             if not self._queue:
                 return ScriptedReply(
                     500, {"error": {"message": "OpenAIServer: no scripted reply left"}}
