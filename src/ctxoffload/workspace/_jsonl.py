@@ -9,9 +9,9 @@ A log written with `commit=True` (context.jsonl) has a commit record beside it,
 of the log belong to acknowledged batches. A writer updates it, under the same lock, after
 its batch is written and fsynced, and only then returns. Readers stop at the committed length,
 so a batch being written, or one cut by a kill -9, is never seen in part; the next writer
-trims such a tail before appending. Messages that carry an `id` already in the log are not
-written again (the span where they are comes back), so a caller that retries a batch after
-a crash does not duplicate it.
+trims such a tail before appending. Messages already in the log (same `id`, same content,
+see `message_key`) are not written again (the span where they are comes back), so a caller
+that retries a batch after a crash does not duplicate it.
 
 A log without the record (events.jsonl, or a context.jsonl from an older version) is read
 whole: a writer killed mid-line leaves at most one torn line at the end; the next writer

@@ -254,10 +254,11 @@ class LocalWorkspace:
         writers (tasks or processes) appending to the same session at the same time, and
         readers see all of them or none (the commit rule, see the README's "On disk").
 
-        Idempotent on message ids: a message whose top-level `id` is already in the log is
-        not written again, so offloading the same messages after a crash (an agent resumed
-        from an older state.json) returns the span where they already are. Messages without
-        an `id` are always written.
+        Idempotent: a message whose top-level `id` is already in the log with the same
+        content (see `message_key`) is not written again, so offloading the same messages
+        after a crash (an agent resumed from an older state.json) returns the span where
+        they already are; a message that grew under its id is written as a new version.
+        Messages without an `id` are always written.
 
         Args:
             session_id: a plain name (see `InvalidSessionId`).
