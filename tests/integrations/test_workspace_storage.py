@@ -2,13 +2,18 @@
 
 The protocol is Strands' own (`store(key, content, content_type) -> reference`,
 `retrieve(reference) -> (content, content_type)`, KeyError when unknown); the test against
-the real plugin is tests/integrations/test_strands_offloader.py.
+the real plugin is tests/integrations/test_strands_offloader.py. The unified
+`strands.storage.Storage` methods raise Strands' own errors and return its result type, so
+they are tested with the real package in tests/integrations/test_strands_storage_unified.py;
+here only what holds without Strands: importing is free, and the install hint.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import textwrap
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -138,3 +143,54 @@ async def test_a_refused_write_is_an_offload_error_and_loses_nothing(tmp_path: P
     with pytest.raises(OffloadError):
         await storage.store("call_1", PNG, "image/png")
     assert await storage.retrieve(before) == (b"before", "text/plain")
+
+
+def test_importing_the_module_imports_no_strands() -> None:
+    code = "import sys, ctxoffload.integrations.strands; print('strands' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_without_strands_the_unified_methods_say_how_to_install_it(tmp_path: Path) -> None:
+    # sys.modules[name] = None makes the import fail as if Strands were not installed, in an
+    # environment that has it too.
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        sys.modules["strands"] = None
+        from ctxoffload import InMemoryWorkspace
+        from ctxoffload.exceptions import ConfigError
+        from ctxoffload.integrations.strands import WorkspaceStorage
+
+        storage = WorkspaceStorage(InMemoryWorkspace())
+        for call in (
+            lambda: asyncio.run(storage.write("k", b"v")),
+            lambda: storage.sync.read("k"),
+            lambda: asyncio.run(storage.search("k")),
+        ):
+            try:
+                call()
+            except ConfigError as exc:
+                print(exc)
+        print(asyncio.run(storage.retrieve(asyncio.run(storage.store("k", b"v")))))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4
+    assert all("pip install 'ctxoffload[strands]'" in line for line in lines[:3])
+    assert lines[3] == "(b'v', 'text/plain')"  # the ContextOffloader protocol needs no Strands
+
+
+async def test_the_sync_facade_refuses_to_block_the_running_loop() -> None:
+    storage = WorkspaceStorage(InMemoryWorkspace())
+    for name, args in [("write", ("k", b"v")), ("read", ("k",)), ("list", ("",))]:
+        with pytest.raises(RuntimeError, match=rf"running event loop.*await storage\.{name}\("):
+            getattr(storage.sync, name)(*args)
+
+
+def test_a_session_id_too_long_for_unified_keys_is_refused_when_they_are_used() -> None:
+    storage = WorkspaceStorage(InMemoryWorkspace(), session_id="s" * 100)
+    with pytest.raises(InvalidSessionId, match="at most 80"):
+        storage.sync.read("k")
