@@ -1,5 +1,11 @@
-"""Adapters that plug ctxoffload into other agent frameworks.
+"""Adapters that plug ctxoffload into other agent frameworks; none imports its framework
+until it is used.
 
-`ctxoffload.integrations.strands`: `WorkspaceStorage`, a storage for Strands Agents'
-`ContextOffloader` on any ctxoffload workspace (needs nothing from Strands to import).
+`ctxoffload.integrations.agentscope`: `AgentScopeOffloader`, AgentScope 2.x's offloader on a
+workspace, with the middleware that stores whole tool results and keeps a failing workspace
+from aborting a reply, and the retrieval tool as an AgentScope tool.
+
+`ctxoffload.integrations.strands`: `WorkspaceStorage` (Strands' `ContextOffloader` storage and
+its unified `strands.storage.Storage`, with blocking twins in `.sync`) and
+`OffloadingConversationManager` (a Strands conversation manager on ctxoffload's pipeline).
 """

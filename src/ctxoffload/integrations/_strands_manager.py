@@ -1,0 +1,243 @@
+"""`OffloadingConversationManager`: a Strands `ConversationManager` on ctxoffload's pipeline.
+
+Strands calls its conversation manager synchronously (`apply_management` after each
+invocation, `reduce_context` on an overflow or past the proactive threshold, and per-turn
+hooks before model calls) from inside its event loop. The manager converts `agent.messages`
+(Bedrock Converse) to ctxoffload messages, runs a `ContextPipeline` (a `SlidingWindow` or a
+`Summarization`, or any pipeline given) on a private event loop thread, and writes the
+result back in place. Whatever leaves the history is appended to the session's
+context.jsonl first, and the history keeps a note (or the summary) naming that file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+from .._converse import from_converse, to_converse
+from ..compression import Compressor, ContextConfig, ContextPipeline, PipelineRun
+from ..compression._compressor import is_context_note
+from ..compression._history_managers import SlidingWindow, Summarization
+from ..exceptions import ConfigError
+from ..messages import Msg, TextBlock
+from ..tokens import get_token_counter
+from ..workspace._ids import validate_session_id
+
+__all__ = ["manager_class"]
+
+_T = TypeVar("_T")
+
+
+class _LoopThread:
+    """One event loop on a daemon thread, for running the async pipeline from sync calls.
+
+    The workspace's locks and the pipeline's state live on this one loop, whichever thread
+    Strands calls from.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="ctxoffload-strands", daemon=True
+                ).start()
+                self._loop = loop
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+
+class _Bridge:
+    """The state shared by every call of one manager: ids, notes, the pipeline run."""
+
+    def __init__(self, workspace: Any, session_id: str, pipeline: ContextPipeline) -> None:
+        compressor = Compressor(
+            pipeline.config,
+            offloader=workspace,
+            session_id=session_id,
+            counter=get_token_counter(None),
+            context_window=pipeline.config.context_window or 200_000,
+        )
+        self.run: PipelineRun = pipeline.bind(compressor)
+        self.loop = _LoopThread()
+        # Converse dicts this manager wrote -> the ids of the messages they came from, so a
+        # message keeps its id (the freshness rule and idempotent offloading rely on it).
+        self._ids: dict[int, tuple[Mapping[str, Any], str]] = {}
+        # A note or summary travels as the first text of a user message; by its text it is
+        # recognised on the way back in, with the metadata Converse cannot carry.
+        self._notes: dict[str, Msg] = {}
+
+    def to_msgs(self, messages: list[Mapping[str, Any]]) -> list[Msg]:
+        out: list[Msg] = []
+        for message, msg in zip(messages, from_converse(messages), strict=True):
+            known = self._ids.get(id(message))
+            if known is not None and known[0] is message:
+                msg = msg.model_copy(update={"id": known[1]})
+            out.extend(self._split_note(msg))
+        return out
+
+    def _split_note(self, msg: Msg) -> list[Msg]:
+        blocks = msg.blocks
+        first = blocks[0] if blocks else None
+        if msg.role != "user" or not isinstance(first, TextBlock) or first.text not in self._notes:
+            return [msg]
+        note = self._notes[first.text]
+        rest = blocks[1:]
+        return [note, msg.model_copy(update={"content": rest})] if rest else [note]
+
+    def to_converse(self, msgs: list[Msg]) -> list[dict[str, Any]]:
+        # Bedrock wants user and assistant turns to alternate: a note is folded into the
+        # user message after it, as its first text block.
+        merged: list[Msg] = []
+        pending: Msg | None = None
+        for msg in msgs:
+            if msg.role == "system":
+                continue
+            if is_context_note(msg):
+                self._notes[msg.text] = msg
+                pending = msg
+                continue
+            if pending is not None:
+                if msg.role == "user":
+                    content = [TextBlock(text=pending.text), *msg.blocks]
+                    msg = msg.model_copy(update={"content": content})
+                else:
+                    merged.append(pending)
+                pending = None
+            merged.append(msg)
+        if pending is not None:
+            merged.append(pending)
+        _, converse = to_converse(merged)
+        # One Converse message per Msg, unless tool Msgs were joined into one user message.
+        pairs = zip(converse, merged, strict=True) if len(converse) == len(merged) else ()
+        self._ids = {id(d): (d, m.id) for d, m in pairs}
+        return converse
+
+
+def manager_class() -> type:
+    """Build `OffloadingConversationManager` on Strands' `ConversationManager` (imports
+    Strands; called on first use of the name)."""
+    try:
+        base: type = importlib.import_module(
+            "strands.agent.conversation_manager"
+        ).ConversationManager
+        before_model_call: type = importlib.import_module("strands.hooks").BeforeModelCallEvent
+    except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
+        raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
+
+    class OffloadingConversationManager(base):  # type: ignore[misc]
+        """A Strands conversation manager that persists what it removes and says where.
+
+        `strategy="sliding_window"` keeps the last `window_size` messages (Strands'
+        `SlidingWindowConversationManager`); `"summarization"` replaces the oldest
+        `summary_ratio` of the messages with ctxoffload's five-field summary, keeping
+        `preserve_recent_messages` (Strands' `SummarizingConversationManager`). Either way
+        the removed messages are appended to `sessions/<session_id>/context.jsonl` before
+        they leave `agent.messages`, and the history keeps a note (or the summary) naming
+        that file and its lines; if storing fails, nothing is removed. A tool call never
+        loses its result, and the newest turn stays.
+
+        Args:
+            workspace: the ctxoffload workspace (`LocalWorkspace`, `ObjectStoreWorkspace`,
+                `InMemoryWorkspace`).
+            session_id: the session folder (checked now).
+            strategy: "sliding_window" or "summarization"; ignored when `pipeline` is given.
+            window_size: messages kept by the sliding window.
+            summary_ratio: share of the messages summarised (0.1-0.8).
+            preserve_recent_messages: messages the summarisation always keeps.
+            summary_model: a ctxoffload `ChatModel` for summaries; None: extractive ones.
+            per_turn: as Strands': False applies management after each invocation only;
+                True before every model call too; N before every N-th.
+            proactive_compression: as Strands': reduce past a share of the window.
+            pipeline: a `ContextPipeline` of pre_llm managers to run instead.
+            context_window: the model's window in tokens, for ratio rules and summaries.
+
+        Raises:
+            ConfigError: an impossible setting.
+            InvalidSessionId: `session_id` is not a plain name.
+        """
+
+        def __init__(
+            self,
+            workspace: Any,
+            *,
+            session_id: str = "strands",
+            strategy: str = "sliding_window",
+            window_size: int = 40,
+            summary_ratio: float = 0.3,
+            preserve_recent_messages: int = 10,
+            summary_model: Any = None,
+            per_turn: bool | int = False,
+            proactive_compression: Any = None,
+            pipeline: ContextPipeline | None = None,
+            context_window: int | None = None,
+        ) -> None:
+            super().__init__(proactive_compression=proactive_compression)
+            if not callable(getattr(workspace, "offload_context", None)):
+                raise ConfigError(
+                    f"{type(workspace).__name__} has no offload_context: pass a ctxoffload "
+                    "workspace (LocalWorkspace, ObjectStoreWorkspace, InMemoryWorkspace)"
+                )
+            if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):
+                raise ConfigError(f"per_turn {per_turn!r} is not True, False or a positive int")
+            if pipeline is None:
+                config = ContextConfig(context_window=context_window)
+                if strategy == "sliding_window":
+                    manager: Any = SlidingWindow(max_messages=window_size)
+                elif strategy == "summarization":
+                    manager = Summarization(
+                        summary_ratio=summary_ratio,
+                        preserve_recent_messages=preserve_recent_messages,
+                        summary_model=summary_model,
+                    )
+                else:
+                    raise ConfigError(
+                        f"strategy {strategy!r} is not 'sliding_window' or 'summarization'"
+                    )
+                pipeline = ContextPipeline(pre_llm=[manager], config=config)
+            self.session_id = validate_session_id(session_id)
+            self.per_turn = per_turn
+            self._bridge = _Bridge(workspace, self.session_id, pipeline)
+            self._model_calls = 0
+
+        def register_hooks(self, registry: Any, **kwargs: Any) -> None:
+            super().register_hooks(registry, **kwargs)
+            registry.add_callback(before_model_call, self._before_model_call)
+
+        def _before_model_call(self, event: Any) -> None:
+            if self.per_turn is False:
+                return
+            self._model_calls += 1
+            if self.per_turn is True or self._model_calls % int(self.per_turn) == 0:
+                self.apply_management(event.agent)
+
+        def _manage(self, agent: Any, *, reactive: bool) -> bool:
+            bridge = self._bridge
+            before = list(agent.messages)
+            msgs = bridge.to_msgs(before)
+            result = bridge.loop.run(bridge.run.pre_llm(msgs, reactive=reactive, model_call=False))
+            if not result.compressed:
+                return False
+            kept = {m.id for m in result.messages}
+            self.removed_message_count += sum(
+                1 for m in msgs if m.id not in kept and not is_context_note(m)
+            )
+            agent.messages[:] = bridge.to_converse(result.messages)
+            return True
+
+        def apply_management(self, agent: Any, **kwargs: Any) -> None:
+            """Run the managers under their rules (after an invocation, or per turn)."""
+            self._manage(agent, reactive=False)
+
+        def reduce_context(self, agent: Any, e: Exception | None = None, **kwargs: Any) -> None:
+            """Run the managers with their rules ignored; re-raise `e` if nothing came out."""
+            if not self._manage(agent, reactive=True) and e is not None:
+                raise e
+
+    return OffloadingConversationManager

@@ -1,0 +1,174 @@
+"""`OffloadingConversationManager` inside a real Strands `Agent`, driven by a scripted model.
+
+Run by `.ci/run` in an environment with `ctxoffload[strands]`; skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from frameworks import require_framework
+
+require_framework("strands", "strands")
+
+from strands import Agent, tool  # noqa: E402
+from strands.models.model import Model  # noqa: E402
+from strands.types.exceptions import ContextWindowOverflowException  # noqa: E402
+
+from ctxoffload import LocalWorkspace  # noqa: E402
+from ctxoffload.integrations.strands import OffloadingConversationManager  # noqa: E402
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch one page of the report."""
+    return "\n".join(f"page {page} row {i}" for i in range(30)) + f"\nEND-{page}"
+
+
+class PlanModel(Model):
+    """Calls `fetch` for pages 0..n-1, then answers; optionally overflows once first."""
+
+    def __init__(self, pages: int, overflow_at: int | None = None) -> None:
+        self.pages = pages
+        self.overflow_at = overflow_at
+        self.requests: list[list[dict[str, Any]]] = []
+        self.calls = 0
+
+    def update_config(self, **model_config: Any) -> None:
+        pass
+
+    def get_config(self) -> Any:
+        return {}
+
+    async def structured_output(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError
+        yield
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        self.calls += 1
+        if self.overflow_at is not None and self.calls == self.overflow_at:
+            self.overflow_at = None
+            raise ContextWindowOverflowException("input is too long for the model")
+        self.requests.append(json.loads(json.dumps(messages, default=repr)))
+        done = sum(1 for m in messages for b in m["content"] if "toolResult" in b) + self._dropped(
+            messages
+        )
+        if done < self.pages:
+            events = [
+                {"messageStart": {"role": "assistant"}},
+                {
+                    "contentBlockStart": {
+                        "start": {"toolUse": {"toolUseId": f"t{done}", "name": "fetch"}}
+                    }
+                },
+                {
+                    "contentBlockDelta": {
+                        "delta": {"toolUse": {"input": json.dumps({"page": done})}}
+                    }
+                },
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "tool_use"}},
+            ]
+        else:
+            events = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockDelta": {"delta": {"text": "all pages read"}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "end_turn"}},
+            ]
+        for event in events:
+            yield event
+
+    @staticmethod
+    def _dropped(messages: Any) -> int:
+        # Pages whose results left the history: the highest page number named anywhere + 1
+        # minus those still present, read from the toolUse ids the history still holds.
+        seen = [
+            int(b["toolUse"]["toolUseId"][1:])
+            for m in messages
+            for b in m["content"]
+            if "toolUse" in b
+        ]
+        results = sum(1 for m in messages for b in m["content"] if "toolResult" in b)
+        return (max(seen) + 1 - results) if seen else 0
+
+
+def texts(messages: list[dict[str, Any]]) -> str:
+    return json.dumps(messages)
+
+
+def test_a_sliding_window_persists_what_it_drops_and_names_the_file(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, session_id="run-1", window_size=6, per_turn=True)
+    model = PlanModel(pages=8)
+    agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
+    assert str(agent("read every page")).strip() == "all pages read"
+
+    log = tmp_path / "ws/sessions/run-1/context.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert rows, "nothing was offloaded"
+    last = model.requests[-1]
+    assert str(log) in texts(last)  # the note names the file
+    assert last[0]["role"] == "user"  # Bedrock's rule: the history starts with a user turn
+    roles = [m["role"] for m in last]
+    assert all(a != b for a, b in itertools.pairwise(roles))  # turns alternate
+    # Every page's result is either still in the history or in context.jsonl, whole.
+    stored = texts(rows)
+    for page in range(8):
+        assert f"END-{page}" in stored or f"END-{page}" in texts(agent.messages)
+    assert manager.removed_message_count > 0
+
+
+def test_an_overflow_reduces_and_retries(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, session_id="run-2", window_size=4)
+    model = PlanModel(pages=5, overflow_at=6)
+    agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
+    assert str(agent("read every page")).strip() == "all pages read"
+    assert (tmp_path / "ws/sessions/run-2/context.jsonl").is_file()
+
+
+def test_summarization_writes_the_summary_and_keeps_the_newest(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(
+        ws,
+        session_id="run-3",
+        strategy="summarization",
+        summary_ratio=0.5,
+        preserve_recent_messages=2,
+        per_turn=2,
+    )
+    model = PlanModel(pages=6)
+    agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
+    assert str(agent("read every page")).strip() == "all pages read"
+    log = tmp_path / "ws/sessions/run-3/context.jsonl"
+    assert log.is_file()
+    assert any("<context_summary>" in texts(r) and str(log) in texts(r) for r in model.requests)
+
+
+def test_a_workspace_that_cannot_store_removes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "ws").write_text("a file where the workspace should be")
+    manager = OffloadingConversationManager(
+        LocalWorkspace(tmp_path / "ws"), session_id="run-4", window_size=2, per_turn=True
+    )
+    model = PlanModel(pages=3)
+    agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
+    assert str(agent("read every page")).strip() == "all pages read"
+    assert all(f"END-{p}" in texts(model.requests[-1]) for p in range(3))
+
+
+def test_bad_settings_are_refused(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    with pytest.raises(ValueError, match="strategy"):
+        OffloadingConversationManager(ws, strategy="window")
+    with pytest.raises(ValueError, match="per_turn"):
+        OffloadingConversationManager(ws, per_turn=0)
+    with pytest.raises(ValueError, match="session_id"):
+        OffloadingConversationManager(ws, session_id="../x")
