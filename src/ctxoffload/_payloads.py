@@ -273,6 +273,30 @@ def as_message_list(msgs: Any) -> list[Any]:
     return list(msgs)
 
 
+# Text that every payload `externalize` replaces contains one of these: a base64 source's
+# `"type": "base64"`, a data URL's start, an OpenAI `input_audio` part.
+_PAYLOAD_MARKS = ('"base64"', '"data:', '"input_audio"')
+
+
+def _without_payloads(model: BaseModel) -> Any:
+    """The JSON value of a model that holds no inline payload and nests shallowly, or None.
+
+    The common case (text, tool calls, results already offloaded) needs neither the walk
+    that replaces payloads nor the depth walk: no payload mark in the JSON text means
+    nothing to replace, and fewer opening brackets than `STORE_DEPTH` bound the depth.
+    None sends the caller down the full path.
+    """
+    try:
+        text = model.model_dump_json()
+    except (PydanticSerializationError, ValueError, RecursionError):
+        return None
+    if any(mark in text for mark in _PAYLOAD_MARKS):
+        return None
+    if text.count("{") + text.count("[") > STORE_DEPTH:
+        return None
+    return json.loads(text)
+
+
 def message_json(msg: Any, store: StoreData | None, *, where: str) -> Any:
     """The JSON value written to context.jsonl for one message.
 
@@ -284,6 +308,10 @@ def message_json(msg: Any, store: StoreData | None, *, where: str) -> Any:
     Raises:
         InvalidContent: the message cannot be stored as its own JSON.
     """
+    if store is not None and isinstance(msg, BaseModel):
+        fast = _without_payloads(msg)
+        if fast is not None:
+            return fast
     value = _as_json(msg, where=where)
     if store is None:
         if too_deep(value, STORE_DEPTH):

@@ -15,7 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, Msg
+from ctxoffload.workspace._jsonl import message_key, row_line_and_key
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 
@@ -229,3 +232,20 @@ async def test_a_message_that_grew_under_its_id_is_written_again(
         first["content"],
         grown["content"],
     ]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"role": "user", "content": "x", "id": "a", "metadata": {}, "timestamp": "t"},
+        {"id": "b", "created_at": "t1", "content": [{"created_at": "nested"}], "usage": {"n": 1}},
+        {"id": "c", "content": "no volatile field", "note": "caf\u00e9 \U0001f600"},
+        {"role": "user", "content": "no id"},
+        {"id": "d", "content": "lone surrogate \udc80", "timestamp": "t"},
+    ],
+)
+def test_a_line_and_its_key_come_from_one_serialisation(row: dict[str, object]) -> None:
+    line, key = row_line_and_key(row)
+    assert line.endswith(b"\n") and b"\n" not in line[:-1]
+    assert json.loads(line) == row  # the same JSON, volatile fields last
+    assert key == message_key(json.loads(line))  # what a fresh workspace finds by scanning

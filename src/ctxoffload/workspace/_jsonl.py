@@ -136,12 +136,25 @@ def message_key(row: dict[str, Any]) -> str | None:
     whose id stays while its content grows (AgentScope keeps appending blocks to one reply
     `Msg`) has a new key, and each new version is written. None for a row without an id.
     """
-    msg_id = row.get("id")
+    return row_line_and_key(row)[1]
+
+
+def row_line_and_key(row: Any) -> tuple[bytes, str | None]:
+    """A context row's line (`dumps_line`) and its `message_key`, serialising it once.
+
+    The hash covers the row without its volatile fields (`timestamp`, `created_at`, ...);
+    those are written after the rest, so the line is that text with them appended.
+    """
+    msg_id = row.get("id") if isinstance(row, dict) else None
     if not isinstance(msg_id, str) or not msg_id:
-        return None
-    stable = {k: v for k, v in row.items() if k not in _VOLATILE}
-    digest = hashlib.sha256(dumps_line(stable)).hexdigest()[:20]
-    return f"{msg_id}:{digest}"
+        return dumps_line(row), None
+    volatile = {k: v for k, v in row.items() if k in _VOLATILE}
+    stable = {k: v for k, v in row.items() if k not in _VOLATILE} if volatile else row
+    head = dumps_line(stable)
+    key = f"{msg_id}:{hashlib.sha256(head).hexdigest()[:20]}"
+    if not volatile:
+        return head, key
+    return head[:-2] + b"," + dumps_line(volatile)[1:], key
 
 
 def _scan_ids(fd: int, start: int, end: int, first_line: int, into: dict[str, int]) -> None:

@@ -29,7 +29,7 @@ from ..references import ContextRef
 from ._datastore import KnownPayloads, store_bytes
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session_usage
 from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import JsonlAppender, dumps_line, message_key, read_log
+from ._jsonl import JsonlAppender, dumps_line, read_log, row_line_and_key
 from ._paths import (
     open_dir,
     open_for_reading,
@@ -61,10 +61,11 @@ STALE_TMP_SECONDS = 300.0
 _SESSION_TRIES = 50
 
 
-def message_keys(row: Any) -> str | None:
-    """The key of idempotent offloading for a serialised message (see `message_key`), or
-    None for a message without a top-level `id`, which is always written."""
-    return message_key(row) if isinstance(row, dict) else None
+def _lines_and_keys(rows: Sequence[Any]) -> tuple[list[bytes], list[str | None]]:
+    """Each row's line and key of idempotent offloading (see `message_key`); a row without
+    a top-level `id` has no key and is always written."""
+    pairs = [row_line_and_key(row) for row in rows]
+    return [line for line, _ in pairs], [key for _, key in pairs]
 
 
 @contextlib.contextmanager
@@ -291,8 +292,7 @@ class LocalWorkspace:
         rows = context_rows(msgs, self._store)
         if not rows:
             return ContextRef(str(path), 0, -1)
-        lines = [dumps_line(row) for row in rows]
-        ids = [message_keys(row) for row in rows]
+        lines, ids = _lines_and_keys(rows)
         shown = str(path)
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
             first, last = self._jsonl.append(

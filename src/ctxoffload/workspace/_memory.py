@@ -21,7 +21,7 @@ from ..references import ContextRef
 from ._datastore import extension_for
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import dumps_line
-from ._local import CONTEXT_FILE, EVENTS_FILE, message_keys, now_iso
+from ._local import CONTEXT_FILE, EVENTS_FILE, _lines_and_keys, now_iso
 
 __all__ = ["InMemoryWorkspace"]
 
@@ -143,8 +143,8 @@ class InMemoryWorkspace:
         rows = context_rows(items, self._store)
         if not rows:
             return ContextRef(ref, 0, -1)
-        lines = [dumps_line(row) for row in rows]
-        first, last = self._append_batch(ref, lines, [message_keys(row) for row in rows])
+        lines, keys = _lines_and_keys(rows)
+        first, last = self._append_batch(ref, lines, keys)
         payload_size = sum(len(line) for line in lines)
         self._event(
             session_id,
