@@ -402,3 +402,31 @@ async def test_messages_unchanged_when_no_manager_acts(
     msgs = conversation(turns)
     result = await run_of(local_ws, SlidingWindow(max_messages=100)).pre_llm(msgs)
     assert result.messages == msgs and not result.compressed
+
+
+async def test_image_limit_keeps_an_image_it_cannot_store(tmp_path: Path) -> None:
+    blocker = tmp_path / "ws"
+    blocker.write_text("not a directory")
+    msgs = [Msg(role="user", content=[image(1)]), Msg(role="user", content=[image(2)])]
+    result = await run_of(LocalWorkspace(blocker), ImageLimit(max_images=1)).pre_llm(msgs)
+    assert result.messages == msgs and not result.compressed
+
+
+async def test_sliding_window_keeps_an_unanswered_call(local_ws: LocalWorkspace) -> None:
+    msgs = [
+        *conversation(4),
+        Msg(role="assistant", content=[ToolCallBlock(id="open", name="probe", input={})]),
+    ]
+    result = await run_of(local_ws, SlidingWindow(max_messages=1)).pre_llm(msgs)
+    system, note, request, last = result.messages
+    assert (system, request, last) == (msgs[0], msgs[1], msgs[-1])
+    assert is_window_note(note)
+
+
+async def test_an_enormous_single_line_gives_a_bounded_preview(local_ws: LocalWorkspace) -> None:
+    line = "x" * 2_000_000
+    run = run_of(local_ws, post=(ToolOutputOffload(max_tokens=200, preview_tokens=50),))
+    block = await run.post_tool(ToolResultBlock(id="c1", name="probe", output=line))
+    assert len(str(block.output)) < 2_000
+    (ref,) = REF.findall(str(block.output))
+    assert Path(ref).read_text(encoding="utf-8") == line
