@@ -17,8 +17,8 @@ from frameworks import require_framework
 require_framework("strands", "strands")
 
 from strands import Agent, tool  # noqa: E402
-from strands.models.model import Model  # noqa: E402
 from strands.types.exceptions import ContextWindowOverflowException  # noqa: E402
+from strands_scripted import ScriptedModelBase  # noqa: E402
 
 from ctxoffload import LocalWorkspace  # noqa: E402
 from ctxoffload.integrations.strands import OffloadingConversationManager  # noqa: E402
@@ -30,7 +30,7 @@ def fetch(page: int) -> str:
     return "\n".join(f"page {page} row {i}" for i in range(30)) + f"\nEND-{page}"
 
 
-class PlanModel(Model):
+class PlanModel(ScriptedModelBase):
     """Calls `fetch` for pages 0..n-1, then answers; optionally overflows once first."""
 
     def __init__(self, pages: int, overflow_at: int | None = None) -> None:
@@ -38,16 +38,6 @@ class PlanModel(Model):
         self.overflow_at = overflow_at
         self.requests: list[list[dict[str, Any]]] = []
         self.calls = 0
-
-    def update_config(self, **model_config: Any) -> None:
-        pass
-
-    def get_config(self) -> Any:
-        return {}
-
-    async def structured_output(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError
-        yield
 
     async def stream(
         self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any

@@ -21,8 +21,8 @@ from frameworks import require_framework
 require_framework("strands", "strands")
 
 from strands import Agent, tool  # noqa: E402
-from strands.models.model import Model  # noqa: E402
 from strands.vended_plugins.context_offloader import ContextOffloader  # noqa: E402
+from strands_scripted import ScriptedModelBase  # noqa: E402
 
 from ctxoffload import LocalWorkspace, ObjectStoreWorkspace  # noqa: E402
 from ctxoffload.integrations.strands import WorkspaceStorage  # noqa: E402
@@ -59,22 +59,12 @@ def capture_chart(name: str) -> dict[str, Any]:
     }
 
 
-class ScriptedModel(Model):
+class ScriptedModel(ScriptedModelBase):
     """Plays a fixed plan; records every request it is sent."""
 
     def __init__(self, first_tool: str) -> None:
         self.first_tool = first_tool
         self.requests: list[list[dict[str, Any]]] = []
-
-    def update_config(self, **model_config: Any) -> None:
-        pass
-
-    def get_config(self) -> Any:
-        return {}
-
-    async def structured_output(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError
-        yield
 
     async def stream(
         self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any

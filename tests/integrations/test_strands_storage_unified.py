@@ -29,7 +29,6 @@ from hypothesis import strategies as st
 require_framework("strands", "strands")
 
 from strands import Agent  # noqa: E402
-from strands.models.model import Model  # noqa: E402
 from strands.session.snapshot_session_manager import SnapshotSessionManager  # noqa: E402
 from strands.storage import InMemoryStorage, Storage  # noqa: E402
 from strands.storage.storage import (  # noqa: E402
@@ -40,30 +39,13 @@ from strands.storage.storage import (  # noqa: E402
 )
 from strands.types.exceptions import StorageError  # noqa: E402
 from strands.vended_memory_stores.file_memory_store import FileMemoryStore  # noqa: E402
+from strands_scripted import ScriptedModelBase  # noqa: E402
+from workspace_kinds import WORKSPACES, shared_server  # noqa: E402
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace  # noqa: E402
 from ctxoffload.integrations.strands import WorkspaceStorage  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "workspace"))
-from s3_server import shared_server  # noqa: E402
-
 NOT_UTF8 = b"\xff\xfe\x80\x00 not utf-8 \xc3\x28 \xed\xa0\x80"
-
-
-def local(tmp_path: Path) -> Any:
-    return LocalWorkspace(tmp_path / "ws", fsync=False)
-
-
-def memory(tmp_path: Path) -> Any:
-    return InMemoryWorkspace()
-
-
-def bucket(tmp_path: Path) -> Any:
-    s3 = shared_server()
-    return ObjectStoreWorkspace(f"s3://{s3.new_bucket()}/agents", **s3.workspace_kwargs())
-
-
-WORKSPACES: list[Callable[[Path], Any]] = [local, memory, bucket]
 
 
 @pytest.fixture(params=WORKSPACES, ids=lambda f: f.__name__)
@@ -640,18 +622,8 @@ async def test_the_sync_facade_works_from_a_worker_thread_of_a_running_loop(
 # -- real Strands components ---------------------------------------------------------------
 
 
-class EchoModel(Model):
+class EchoModel(ScriptedModelBase):
     """Answers every prompt with `heard: <prompt>`."""
-
-    def update_config(self, **model_config: Any) -> None:
-        pass
-
-    def get_config(self) -> Any:
-        return {}
-
-    async def structured_output(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError
-        yield
 
     async def stream(
         self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any

@@ -15,37 +15,18 @@ import subprocess
 import sys
 import textwrap
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from workspace_kinds import WORKSPACES
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
 from ctxoffload.exceptions import InvalidSessionId, OffloadError
 from ctxoffload.integrations.strands import WorkspaceStorage
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "workspace"))
-from s3_server import shared_server
-
 PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"pixels" * 50)
 LOG = "\n".join(f"{i:05d} INFO exported ORD-{10000 + i}" for i in range(1, 3001))
-
-
-def local(tmp_path: Path) -> Any:
-    return LocalWorkspace(tmp_path / "ws", fsync=False)
-
-
-def memory(tmp_path: Path) -> Any:
-    return InMemoryWorkspace()
-
-
-def bucket(tmp_path: Path) -> Any:
-    s3 = shared_server()
-    return ObjectStoreWorkspace(f"s3://{s3.new_bucket()}/agents", **s3.workspace_kwargs())
-
-
-WORKSPACES: list[Callable[[Path], Any]] = [local, memory, bucket]
 
 
 @pytest.fixture(params=WORKSPACES, ids=lambda f: f.__name__)

@@ -425,23 +425,9 @@ class ContextConfig(BaseModel):
                 impossible value.
         """
         name = os.fspath(path)
-        try:
-            with open(name, encoding="utf-8") as file:
-                text = file.read()
-        except FileNotFoundError:
-            raise ConfigError(
-                f"context config file {name!r} does not exist: check the path, or build the "
-                "config in code with ContextConfig(...)"
-            ) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"context config file {name!r} cannot be read: {exc}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"context config file {name!r} is not valid JSON: {exc.msg} at line "
-                f"{exc.lineno} column {exc.colno}"
-            ) from None
+        data = read_json_file(
+            name, "context config", missing="or build the config in code with ContextConfig(...)"
+        )
         return cls.from_dict(data, source=f"context config file {name!r}")
 
     def window(self, model_window: int | None) -> int:
@@ -485,6 +471,29 @@ class ContextConfig(BaseModel):
         if window is None:
             return SUMMARY_BUDGET_FLOOR
         return max(SUMMARY_BUDGET_FLOOR, int(window * SUMMARY_BUDGET_SHARE))
+
+
+def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
+    """The value in a JSON file, for configuration read at start-up (a small sync read).
+
+    Raises:
+        ConfigError: the file is missing or unreadable, or is not valid JSON, naming `what`.
+    """
+    try:
+        with open(name, encoding="utf-8") as file:
+            text = file.read()
+    except FileNotFoundError:
+        hint = f"check the path, {missing}" if missing else "check the path"
+        raise ConfigError(f"{what} file {name!r} does not exist: {hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{what} file {name!r} cannot be read: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{what} file {name!r} is not valid JSON: {exc.msg} at line {exc.lineno} column "
+            f"{exc.colno}"
+        ) from None
 
 
 def _describe(exc: ValidationError, source: str) -> str:

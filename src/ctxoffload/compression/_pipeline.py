@@ -168,10 +168,10 @@ class ContextPipeline:
             ConfigError: the file is missing, unreadable or not JSON, or the template is
                 invalid.
         """
-        from ._pipeline_load import read_json_file
+        from ._config import read_json_file
 
         name = os.fspath(path)
-        data = read_json_file(name)
+        data = read_json_file(name, "context pipeline")
         return cls.from_dict(data, models=models, config=config, source=f"{name}:")
 
     def bind(self, compressor: Compressor) -> PipelineRun:

@@ -6,7 +6,6 @@ Every problem is a `ConfigError` naming its JSON path:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from ._config import ContextConfig
     from ._pipeline import ContextManager, ContextPipeline
 
-__all__ = ["MANAGER_TYPES", "load_pipeline", "read_json_file"]
+__all__ = ["MANAGER_TYPES", "load_pipeline"]
 
 # What OpenSearch adds to a stored template; accepted and ignored.
 _METADATA = {"created_time", "last_modified", "last_updated_time", "created_by", "template_id"}
@@ -203,23 +202,3 @@ def _load(
         name=data.get("name"),
         description=data.get("description"),
     )
-
-
-def read_json_file(name: str) -> Any:
-    """The parsed content of a JSON template file, with clear errors."""
-    try:
-        with open(name, encoding="utf-8") as file:
-            text = file.read()
-    except FileNotFoundError:
-        raise ConfigError(
-            f"context pipeline file {name!r} does not exist: check the path"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"context pipeline file {name!r} cannot be read: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"context pipeline file {name!r} is not valid JSON: {exc.msg} at line "
-            f"{exc.lineno} column {exc.colno}"
-        ) from None

@@ -103,14 +103,7 @@ def split_for_compression(
             break
         used += cost
         keep_from = start
-    older = list(messages[:keep_from])
-    kept = list(messages[keep_from:])
-    pinned: Msg | None = None
-    latest = next((m for m in reversed(messages) if is_user_request(m)), None)
-    if latest is not None and any(m is latest for m in older):
-        older = [m for m in older if m is not latest]
-        pinned = latest
-    return Split(older=older, kept=kept, pinned=pinned)
+    return _split_at(messages, keep_from)
 
 
 def split_by_count(
@@ -148,6 +141,12 @@ def split_by_count(
         later = [s for s in starts if s > 0]
         if later and later[0] <= n - preserve_recent:
             boundary = later[0]
+    return _split_at(messages, boundary)
+
+
+def _split_at(messages: Sequence[Msg], boundary: int) -> Split:
+    """Messages before `boundary` are older, the rest kept; the latest user request, if it
+    is among the older, is pinned instead."""
     older = list(messages[:boundary])
     kept = list(messages[boundary:])
     pinned: Msg | None = None
