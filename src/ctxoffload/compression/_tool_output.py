@@ -122,20 +122,17 @@ class ToolOutputOffload:
         """Not a pre_llm manager: the context unchanged."""
         return messages
 
-    def _wanted(self, result: ToolResultBlock, run: PipelineRun) -> bool:
-        name = result.name or ""
-        if name in READER_TOOL_NAMES or name in self.exclude_tools:
-            return False
-        if self.should_offload is not None:
-            verdict = self.should_offload(name, result)
-            if verdict is not None:
-                return bool(verdict)
-        return _tokens(result, run) > self.max_tokens
-
     async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
         """The result, or its header, preview and references when it is offloaded."""
         offloader = run.compressor.offloader
-        if offloader is None or not self._wanted(result, run):
+        name = result.name or ""
+        if offloader is None or name in READER_TOOL_NAMES or name in self.exclude_tools:
+            return result
+        verdict = None if self.should_offload is None else self.should_offload(name, result)
+        if verdict is not None and not verdict:
+            return result
+        tokens = _tokens(result, run)  # counted once: the decision and the header use it
+        if verdict is None and tokens <= self.max_tokens:
             return result
         parts: list[Any] = (
             [TextBlock(text=result.output)] if isinstance(result.output, str) else result.output
@@ -178,7 +175,6 @@ class ToolOutputOffload:
                 exc,
             )
             return result
-        tokens = _tokens(result, run)
         text = "\n\n".join(p.text for p in texts)
         preview = self._preview(text, run)
         readers = run.compressor.reader_tools(run.config())
