@@ -162,3 +162,25 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         OffloadingConversationManager(ws, per_turn=0)
     with pytest.raises(ValueError, match="session_id"):
         OffloadingConversationManager(ws, session_id="../x")
+
+
+def test_the_managers_loop_thread_ends_with_the_manager(tmp_path: Path) -> None:
+    import gc
+    import threading
+
+    def loop_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "ctxoffload-strands"}
+
+    before = loop_threads()
+    manager = OffloadingConversationManager(
+        LocalWorkspace(tmp_path / "ws"), session_id="run-5", window_size=2
+    )
+    agent = Agent(
+        model=PlanModel(pages=3), tools=[fetch], conversation_manager=manager, callback_handler=None
+    )
+    agent("read every page")
+    (mine,) = loop_threads() - before
+    del agent, manager
+    gc.collect()
+    mine.join(timeout=5)
+    assert not mine.is_alive()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
+import weakref
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -47,10 +48,20 @@ class _LoopThread:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 threading.Thread(
-                    target=loop.run_forever, name="ctxoffload-strands", daemon=True
+                    target=_serve, args=(loop,), name="ctxoffload-strands", daemon=True
                 ).start()
+                # The thread ends with the manager that owns it, not with the process.
+                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 class _Bridge:
