@@ -283,3 +283,17 @@ def test_the_ctxoffload_command_runs_show(
 
     assert main(["show", "nope", "--workdir", str(tmp_path / "absent")]) == 2
     assert "ctxoffload show" in capsys.readouterr().err
+
+
+async def test_a_workdir_given_before_the_command_is_used(
+    session: tuple[Path, Agent, ScriptedModel],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    from ctxoffload.cli import main
+
+    workdir, _, _ = session
+    monkeypatch.chdir(tmp_path)  # not a workspace: only --workdir can find it
+    assert main(["--workdir", str(workdir), "show", "run-1", "--step", "1"]) == 0
+    assert "You test things." in capsys.readouterr().out

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ._commands import COMMAND_HELP
+from ._common import add_workdir
 
 __all__ = ["register", "run"]
 
@@ -43,19 +44,15 @@ def register(commands: Any) -> None:
     )
     parser.add_argument("--full", action="store_true", help="print message bodies whole")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument(
-        "--workdir",
-        metavar="DIR",
-        default=None,
-        help="the workspace (default: $CTXOFFLOAD_WORKDIR, else the current directory)",
-    )
+    # Suppressed when not given, so `ctxoffload --workdir DIR show ...` keeps the global one.
+    add_workdir(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `ctxoffload show`; returns the exit status (0 ok, 1 corrupt record, 2 bad input)."""
     try:
-        session_dir = _session_dir(args.workdir, args.session)
+        session_dir = _session_dir(getattr(args, "workdir", None), args.session)
         events = _read_events(session_dir / "events.jsonl")
         if args.step is not None:
             _show_step(events, args)
