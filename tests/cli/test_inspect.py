@@ -200,3 +200,42 @@ def test_the_demo_says_its_window_and_trigger(tmp_path: Path, cli: Callable[...,
     assert found.code == 0
     assert f"{workdir}/sessions/nightly-job/tool_result-call_2.txt:" in found.out
     assert "order_id=ORD-58213" in found.out
+
+
+def test_stats_counts_a_pipelines_offloads_and_window_moves(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    import asyncio
+
+    from ctxoffload import (
+        Compressor,
+        ContextConfig,
+        ContextPipeline,
+        LocalWorkspace,
+        Msg,
+        ToolCallBlock,
+        ToolResultBlock,
+    )
+    from ctxoffload.compression import SlidingWindow, ToolOutputOffload
+
+    ws = LocalWorkspace(tmp_path / "ws")
+    pipeline = ContextPipeline(
+        post_tool=[ToolOutputOffload(max_tokens=100, preview_tokens=20)],
+        pre_llm=[SlidingWindow(max_messages=2)],
+        config=ContextConfig(context_window=50_000),
+    )
+    run = pipeline.bind(Compressor(pipeline.config, offloader=ws, session_id="p1"))
+
+    async def play() -> None:
+        msgs = [Msg(role="user", content="go")]
+        for i in range(4):
+            msgs.append(Msg(role="assistant", content=[ToolCallBlock(id=f"c{i}", name="t")]))
+            block = ToolResultBlock(id=f"c{i}", name="t", output="row\n" * 500)
+            msgs.append(Msg(role="tool", content=[await run.post_tool(block)]))
+            msgs = (await run.pre_llm(msgs)).messages
+
+    asyncio.run(play())
+    report = json.loads(cli("stats", "--workdir", tmp_path / "ws", "--json").out)
+    (one,) = report["sessions"]
+    assert one["truncations"] == 4 and one["compressions"] >= 1
+    assert one["tokens_kept_out"] > 0

@@ -34,7 +34,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=COMMAND_HELP["stats"],
         description=(
             "Per session and overall: bytes offloaded to files, tokens kept out of the "
-            "context (from the truncation and compression events), bytes saved by storing "
+            "context (from the truncation, offload and compression events), bytes saved by storing "
             "each binary payload once in data/, compressions, and summaries by source."
         ),
     )
@@ -54,12 +54,14 @@ def _session_stats(folder: Path) -> tuple[dict[str, Any], Counter[str]]:
         if kind in ("tool_result", "context") and isinstance(event.get("bytes"), int):
             offloaded += event["bytes"]
         before, after = event.get("tokens_before"), event.get("tokens_after")
-        if kind in ("truncation", "compression") and isinstance(before, int):
+        # A pipeline's ToolOutputOffload writes `offload` events, its SlidingWindow `window`
+        # ones: a tool result cut, and history moved out, as the compressor's own events are.
+        if kind in ("truncation", "offload", "compression") and isinstance(before, int):
             tokens_out += max(0, before - (after if isinstance(after, int) else 0))
         if kind == "compression":
-            compressions += 1
             sources[str(event.get("summary_source") or "unknown")] += 1
-        truncations += kind == "truncation"
+        compressions += kind in ("compression", "window")
+        truncations += kind in ("truncation", "offload")
     references: Counter[str] = Counter()
     with os.scandir(folder) as entries:
         for entry in entries:
