@@ -647,10 +647,6 @@ class Compressor:
         """Record a truncation made by a manager (artifact trail, event); its block."""
         return await self._truncated(block, done, **extra)
 
-    def spans_text(self) -> str:
-        """The lines of context.jsonl that hold what left the context, as `1-40, 52-60`."""
-        return self._spans_text()
-
     def _note_call(
         self, given: Sequence[Msg], result: CompressionResult, remember: bool = True
     ) -> CompressionResult:

@@ -23,24 +23,21 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from .._formats import read_messages, read_tool_result
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ._activation import Activation
-from ._compressor import CompressionResult, Compressor, is_context_note
+from ._compressor import CompressionResult, Compressor
 from ._config import ContextConfig
 
 if TYPE_CHECKING:
     from ..model import ChatModel
 
-__all__ = ["ContextManager", "ContextPipeline", "Hook", "PipelineRun"]
+__all__ = ["ContextManager", "ContextPipeline", "PipelineRun"]
 
 logger = logging.getLogger("ctxoffload")
-
-Hook = Literal["post_tool", "pre_llm"]
-HOOKS: tuple[Hook, ...] = ("post_tool", "pre_llm")
 
 
 @runtime_checkable
@@ -345,11 +342,3 @@ class PipelineRun:
                     continue
             block = await manager.post_tool(block, self)
         return block
-
-
-def split_notes(messages: Sequence[Msg]) -> tuple[Msg | None, list[Msg], list[Msg]]:
-    """(system prompt, ctxoffload's notes, the conversation) of a context."""
-    system = messages[0] if messages and messages[0].role == "system" else None
-    rest = messages[1:] if system is not None else messages
-    notes = [m for m in rest if is_context_note(m)]
-    return system, notes, [m for m in rest if not is_context_note(m)]
