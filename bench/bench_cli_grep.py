@@ -2,9 +2,11 @@
 
 A log of about 100 MB is offloaded as one tool result into a fresh workspace; each pattern
 is then searched with `grep -n PATTERN FILE` and with `ctxoffload grep PATTERN SESSION`,
-both as separate processes writing to a pipe (best of several runs). The in-process time
-of the search alone (`main([...])`, no interpreter start-up and no `import ctxoffload`) is
-printed too, because start-up is a fixed cost that dominates on small inputs.
+both as separate processes writing to a pipe (best of several runs); `ctxoffload` is the
+script installed beside this Python, as a user runs it (`python -m ctxoffload` when there is
+none). The in-process time of the search alone (`main([...])`, no interpreter start-up and
+no `import ctxoffload`) is printed too, because start-up is a fixed cost that dominates on
+small inputs.
 
 Target: ctxoffload grep <= 2x GNU grep. Run: `python bench/bench_cli_grep.py [--mb 100]`.
 """
@@ -103,13 +105,14 @@ def run(megabytes: int) -> None:
         del text
         engine = "re2" if _has_re2() else "re"
         print(f"file: {size / 2**20:.0f} MB, {RUNS} runs each, best time; matcher: {engine}")
+        print(f"command: {' '.join(_ctxoffload_command())} grep ...")
         print(
             f"{'pattern':<13} {'lines':>6} {'grep -n':>9} {'ctxoffload grep':>16} "
             f"{'ratio':>6} {'search only':>12} {'ratio':>6}"
         )
         for name, ours, theirs in PATTERNS:
             base, lines = best([gnu, "-n", *theirs, path])
-            command = [sys.executable, "-m", "ctxoffload", "grep", *ours, "bench"]
+            command = [*_ctxoffload_command(), "grep", *ours, "bench"]
             mine, my_lines = best([*command, "--workdir", str(workdir)])
             search = in_process(["grep", *ours, "bench", "--workdir", str(workdir)])
             assert my_lines == lines, (name, my_lines, lines)
@@ -123,6 +126,12 @@ def run(megabytes: int) -> None:
             f"start-up: python -c 'import ctxoffload.cli' {startup:.3f}s, "
             f"python -c pass {bare:.3f}s"
         )
+
+
+def _ctxoffload_command() -> list[str]:
+    """What a user types: the `ctxoffload` script installed beside this Python, else -m."""
+    script = shutil.which("ctxoffload", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "ctxoffload"]
 
 
 def _has_re2() -> bool:

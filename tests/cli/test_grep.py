@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
-from ctxoffload.cli._cmd_grep import compile_matcher
+from ctxoffload.cli._cmd_grep import compile_matcher, required_literal
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
@@ -119,9 +120,18 @@ def test_a_pattern_only_python_re_runs_is_stopped_at_the_deadline(
     hostile: Path, cli: Callable[..., Any]
 ) -> None:
     # A backreference: RE2 refuses it, so Python's re runs it, and it backtracks for ages.
-    result = cli("grep", r"(a+)+\1!x", "evil", "--timeout", "0.5", "--workdir", hostile)
+    # (The group keeps "!x" from being a literal the search could look for first.)
+    result = cli("grep", r"(a+)+\1(!x)", "evil", "--timeout", "0.5", "--workdir", hostile)
     assert result.code == 2
     assert "ran longer than 0.5 s" in result.err and result.err.count("\n") == 1
+
+
+def test_a_backtracking_pattern_runs_only_on_lines_holding_its_literal(
+    hostile: Path, cli: Callable[..., Any]
+) -> None:
+    # Every match holds "!x" and no line does: the pattern never runs, so it cannot hang.
+    result = cli("grep", r"(a+)+\1!x", "evil", "--timeout", "30", "--workdir", hostile)
+    assert result.code == 1 and result.err == ""
 
 
 def test_the_matcher_prefers_re2() -> None:
@@ -155,7 +165,9 @@ def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
 @settings(max_examples=150, deadline=None)
 @given(
     text=st.text(alphabet="ab\nxé", max_size=300),
-    pattern=st.sampled_from(["a", "ab", "b+x", "^a", "a$", "x\\nb", "é", "(?s)a.b"]),
+    pattern=st.sampled_from(
+        ["a", "ab", "b+x", "^a", "a$", "x\\nb", "é", "(?s)a.b", "ab+x", "a[bx]bé", "xa.b$"]
+    ),
     piece=st.sampled_from([1, 2, 5, 16, 4096]),
 )
 def test_searching_in_pieces_reports_exactly_the_matching_lines(
@@ -180,3 +192,79 @@ def test_searching_in_pieces_reports_exactly_the_matching_lines(
         grep._CHUNK = saved
     assert [(h.line, h.text) for h in hits] == expected
     assert all(h.is_match for h in hits)
+
+
+# Pieces a pattern is made of: literals (plain and escaped), classes, groups with and
+# without alternation, quantifiers (braces too), anchors and escapes that are not literals.
+_TOKENS = [
+    "a",
+    "b",
+    "-",
+    "=",
+    " ",
+    "é",
+    "\\.",
+    "\\-",
+    ".",
+    "[ab]",
+    "[^a]",
+    "(a|b)",
+    "(ab)",
+    "*",
+    "+",
+    "?",
+    "{2}",
+    "{0,2}",
+    "{1,}",
+    "^",
+    "$",
+    "|",
+    "\\d",
+    "\\b",
+    "1",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    tokens=st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=8),
+    lines=st.lists(st.text(alphabet="ab-= .1é", max_size=12), min_size=1, max_size=25),
+)
+def test_every_line_a_pattern_matches_holds_its_required_literal(
+    tokens: list[str], lines: list[str]
+) -> None:
+    # The literal lets grep skip lines without it; a literal some match lacks would lose
+    # that match. Checked against both engines on lines made of the same characters.
+    import re
+
+    pattern = "".join(tokens)
+    literal = required_literal(pattern)
+    if literal is None:
+        return
+    engines = []
+    try:
+        engines.append(re.compile(pattern))
+    except re.error:
+        return
+    try:
+        import re2  # type: ignore[import-untyped]
+    except ImportError:
+        pass
+    else:
+        options = re2.Options()
+        options.log_errors = False
+        with contextlib.suppress(re2.error):
+            engines.append(re2.compile(pattern, options=options))
+    for line in [*lines, "".join(lines), literal]:
+        for engine in engines:
+            if engine.search(line):
+                assert literal in line, (pattern, literal, line, engine)
+
+
+def test_required_literals_of_typical_patterns() -> None:
+    assert required_literal("order_id=ORD-5[0-9]{4} ") == "order_id=ORD-5"
+    assert required_literal(r"\d+ rows=\.") == " rows=."
+    assert required_literal("(foo|bar)bazz") == "bazz"
+    assert required_literal("ab*") == "a"
+    for none in ["foo|bar", "(?i)abc", "[[:alpha:]]x", r"\Qab\E*", "a{x}", "[ab]", ".*"]:
+        assert required_literal(none) is None, none

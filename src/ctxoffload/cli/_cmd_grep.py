@@ -12,13 +12,10 @@ pattern chosen to backtrack forever cannot hang the command.
 from __future__ import annotations
 
 import argparse
-import json
 import mmap
 import os
-import signal
 import stat
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -89,11 +86,15 @@ class Matcher:
     a whole search of 100 MB.)
     """
 
-    __slots__ = ("engine", "search")
+    __slots__ = ("engine", "literal", "search")
 
-    def __init__(self, search: Callable[[Any, int], int | None], engine: str) -> None:
+    def __init__(
+        self, search: Callable[[Any, int], int | None], engine: str, literal: bytes | None = None
+    ) -> None:
         self.search = search  # (buffer, pos) -> start of a match, or None
         self.engine = engine  # "re2" or "re"
+        # Bytes that every matching line contains (see `required_literal`), or None.
+        self.literal = literal
 
     def matches_line(self, line: bytes) -> bool:
         """Whether one line (without its newline) matches."""
@@ -109,6 +110,12 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
     import re
 
     source = re.escape(pattern) if fixed else pattern
+    literal = None
+    if not ignore_case:
+        literal = pattern if fixed else required_literal(pattern)
+    needle = None if not literal else literal.encode("utf-8", "surrogateescape")
+    if needle is not None and b"\n" in needle:
+        needle = None  # a line never holds a newline: nothing would match anyway
     try:
         import re2  # type: ignore[import-untyped]
     except ImportError:
@@ -131,7 +138,7 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
                 found = compiled2.search(buffer, pos)
                 return None if found is None else int(found.start())
 
-            return Matcher(search2, "re2")
+            return Matcher(search2, "re2", needle)
     flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
     try:
         compiled = re.compile(source.encode("utf-8", "surrogateescape"), flags)
@@ -142,7 +149,107 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
         found = compiled.search(buffer, pos)
         return None if found is None else found.start()
 
-    return Matcher(search, "re")
+    return Matcher(search, "re", needle)
+
+
+_METACHARACTERS = frozenset("\\.[]{}()*+?|^$")
+_QUANTIFIERS = frozenset("*+?{")
+
+
+def required_literal(pattern: str) -> str | None:
+    """The longest run of plain characters that every match of `pattern` contains, or None.
+
+    Read conservatively, so that the answer holds in RE2's syntax and in Python's: only
+    characters outside any group or class count, an escaped punctuation mark counts as
+    itself, a character followed by a quantifier does not count, and a pattern with inline
+    flags (`(?i)`, `(?x)`...), RE2's `\\Q...\\E`, a top-level `|`, a nested class or a brace
+    that is not a repetition has none. A wrong None only
+    costs speed; a wrong literal would lose matches, hence the caution.
+    """
+    if "(?" in pattern or "\\Q" in pattern:
+        return None  # inline flags, or RE2's quoting, change what the characters mean
+    best = ""
+    run: list[str] = []
+    depth = 0
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        literal: str | None = None
+        step = 1
+        if ch == "\\":
+            step = 2
+            escaped = pattern[i + 1 : i + 2]
+            if escaped.isascii() and escaped.isprintable() and not escaped.isalnum():
+                literal = escaped  # \. \- \  ...: the character itself
+        elif ch == "[":
+            j = i + 1
+            j += pattern.startswith("^", j)
+            j += pattern.startswith("]", j)
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "[":
+                    return None  # [[:alpha:]] and friends: read differently by the engines
+                j += 2 if pattern[j] == "\\" else 1
+            step = j + 1 - i
+        elif ch == "{":
+            close = pattern.find("}", i)
+            if close < 0 or pattern[i + 1 : close].strip("0123456789,"):
+                return None  # a brace that is not a repetition: the engines disagree
+            step = close + 1 - i
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return None
+        elif ch not in _METACHARACTERS and ch.isprintable():
+            literal = ch
+        if ch in _QUANTIFIERS and run:
+            run.pop()  # the character before a quantifier may be absent or repeated
+        if literal is not None and depth == 0:
+            run.append(literal)
+        else:
+            if len(run) > len(best):
+                best = "".join(run)
+            run = []
+        i += step
+    if len(run) > len(best):
+        best = "".join(run)
+    return best or None
+
+
+def _literal_finder(
+    needle: bytes, sample: bytes | bytearray
+) -> Callable[[bytearray, int, int], int | None]:
+    """A fast search for `needle`, started at its rarest byte in `sample`.
+
+    RE2 skips to a literal's first byte with `memchr`, so starting the needle at the byte
+    that is rarest in this file (measured on its first piece) makes candidates few and the
+    scan fast. The needle's part before that byte is dropped: a candidate is only a hint,
+    and its line is checked with the whole pattern.
+    """
+    rarest = min(range(len(needle)), key=lambda k: sample.count(needle[k : k + 1]))
+    rest = needle[rarest:]
+    try:
+        import re2
+    except ImportError:
+
+        def find(buffer: bytearray, pos: int, end: int) -> int | None:
+            found = buffer.find(rest, pos, end)
+            return None if found < 0 else found
+
+        return find
+    import re
+
+    options = re2.Options()
+    options.log_errors = False
+    options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes
+    compiled = re2.compile(re.escape(rest), options=options)
+
+    def find2(buffer: bytearray, pos: int, end: int) -> int | None:
+        found = compiled.search(buffer, pos, end)
+        return None if found is None else int(found.start())
+
+    return find2
 
 
 class _Deadline:
@@ -153,15 +260,20 @@ class _Deadline:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.active = (
-            seconds > 0
-            and hasattr(signal, "setitimer")
-            and threading.current_thread() is threading.main_thread()
-        )
+        self.active = False
+        if seconds > 0:  # only Python's re needs one: signal and threading load only then
+            import signal
+            import threading
+
+            self.active = (
+                hasattr(signal, "setitimer")
+                and threading.current_thread() is threading.main_thread()
+            )
         self._previous: Any = None
 
     def __enter__(self) -> _Deadline:
         if self.active:
+            import signal
 
             def expire(signum: int, frame: Any) -> None:
                 raise _Deadline.Expired()
@@ -172,6 +284,8 @@ class _Deadline:
 
     def __exit__(self, *exc: object) -> None:
         if self.active:
+            import signal
+
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._previous)
 
@@ -319,6 +433,7 @@ def search_file(
 
 
 _CHUNK = 1 << 20
+_SAMPLE = 1 << 18  # bytes of a file's first piece that choose where a literal search starts
 
 
 def _search_chunks(
@@ -335,6 +450,7 @@ def _search_chunks(
     filled = 0  # bytes of `buffer` holding file content
     first_line = 1  # the number of the line that starts `buffer`
     at_eof = False
+    find: Callable[[bytearray, int, int], int | None] | None = None
     while not at_eof:
         with memoryview(buffer) as free:
             read = f.readinto(free[filled:]) or 0
@@ -345,10 +461,14 @@ def _search_chunks(
             if filled == len(buffer):
                 buffer.extend(bytes(len(buffer)))  # one line longer than the buffer
             continue
+        if find is None and matcher.literal is not None:
+            find = _literal_finder(matcher.literal, buffer[: min(end, _SAMPLE)])
         with memoryview(buffer)[:end] as piece:
             pos, counted_at, line_no = 0, 0, first_line
             while pos < end:
-                start = matcher.search(piece, pos)
+                # Candidates: lines holding the pattern's literal (checked whole below), or
+                # where the pattern matches in the piece.
+                start = find(buffer, pos, end) if find is not None else matcher.search(piece, pos)
                 if start is None:
                     break
                 line_start = buffer.rfind(b"\n", pos, start) + 1 or pos
@@ -379,6 +499,7 @@ def search_context_log(
     fd = _open_regular(path)
     if fd is None:
         return
+    import json
     with os.fdopen(fd, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:

@@ -7,12 +7,10 @@ imports rich, watchfiles or the agent at module level.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -220,6 +218,8 @@ def session_dir(workspace: Any, session_id: str) -> Path:
 
 def print_json(value: Any, out: TextIO | None = None) -> None:
     """Print one JSON document."""
+    import json
+
     stream = out or sys.stdout
     stream.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -241,6 +241,7 @@ def json_lines(path: Path, *, command: str = "ctxoffload") -> Iterator[tuple[int
     in progress) is skipped silently; lines that are not JSON are skipped, and said once
     per file on stderr.
     """
+    import json
     import stat
 
     try:
@@ -359,6 +360,8 @@ def human_bytes(n: int) -> str:
 
 def iso_time(epoch: float) -> str:
     """A POSIX time as `2026-11-22 10:53:18` UTC."""
+    from datetime import datetime, timezone
+
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -410,6 +413,8 @@ def message_lines(value: Any) -> list[str]:
     Understands ctxoffload's own messages and OpenAI / Anthropic dicts; anything else is
     shown as its JSON.
     """
+    import json
+
     from ..messages import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
     from ..messages import to_msg as _to_msg
 
