@@ -484,6 +484,8 @@ class TiktokenCounter:
         self._counts = _CountCache()
         self.name: str = encoding_name
         self.is_exact: bool = True
+        # tiktoken encodes with the GIL released: `ContextTokenTracker` may count on threads.
+        self.releases_gil: bool = True
         self.data_block_tokens = data_block_tokens
 
     def __repr__(self) -> str:
@@ -599,6 +601,11 @@ def get_token_counter(
 # Incremental counting of a whole context
 
 
+# A context with this many uncounted messages is counted on several threads (up to this many).
+_PARALLEL_MIN_MESSAGES = 256
+_MAX_COUNT_THREADS = 4
+
+
 class _CacheEntry:
     __slots__ = ("content", "last_seen", "tokens")
 
@@ -695,6 +702,7 @@ class ContextTokenTracker:
         self._generation += 1
         context = list(_context(system, summary, messages))
         keys = [_key(m) for m in context]
+        self._count_new(context, keys)
         per_message = [self._message_tokens(m, k) for m, k in zip(context, keys, strict=True)]
         tools_tokens = self._count_tools(tools)
         self._last_tools_tokens = tools_tokens
@@ -731,6 +739,29 @@ class ContextTokenTracker:
             contents=[m.content for m in messages],
             tools_tokens=self._last_tools_tokens,
         )
+
+    def _count_new(self, context: list[Msg], keys: list[tuple[str, int]]) -> None:
+        """Count the messages not cached yet, on several threads when there are many.
+
+        A tokenizer that releases the GIL while it encodes (tiktoken does) counts a long
+        history, say one resumed from disk, about as many times faster as there are cores;
+        the counts are the same numbers `count_message` gives one by one.
+        """
+        if not getattr(self.counter, "releases_gil", False):
+            return
+        new = [(m, k) for m, k in zip(context, keys, strict=True) if k not in self._cache]
+        workers = min(_MAX_COUNT_THREADS, os.cpu_count() or 1)
+        if len(new) < _PARALLEL_MIN_MESSAGES or workers < 2:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        count_message = self.counter.count_message
+        slices = [new[i::workers] for i in range(workers)]
+        with ThreadPoolExecutor(workers, thread_name_prefix="ctxoffload-count") as pool:
+            counted = list(pool.map(lambda part: [count_message(m) for m, _ in part], slices))
+        for part, counts in zip(slices, counted, strict=True):
+            for (msg, key), tokens in zip(part, counts, strict=True):
+                self._cache[key] = _CacheEntry(msg.content, tokens, self._generation)
 
     def _count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
         # Serialising is cheap next to tokenizing; the schemas rarely change between calls.

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..messages import Msg
+from ..messages import Msg, ToolCallBlock, ToolResultBlock
 
 __all__ = ["Split", "is_user_request", "split_for_compression", "turns"]
 
@@ -49,13 +49,25 @@ def turns(messages: Sequence[Msg]) -> list[tuple[int, int, bool]]:
     i, n = 0, len(messages)
     while i < n:
         start = i
-        waiting = {call.id for call in messages[i].tool_calls}
+        waiting = _ids_of(messages[i], ToolCallBlock)
         i += 1
-        while waiting and i < n and messages[i].tool_results:
-            waiting -= {r.id for r in messages[i].tool_results}
+        while waiting and i < n:
+            answered = _ids_of(messages[i], ToolResultBlock)
+            if not answered:
+                break
+            waiting -= answered
             i += 1
         result.append((start, i, not waiting))
     return result
+
+
+def _ids_of(msg: Msg, kind: type[ToolCallBlock] | type[ToolResultBlock]) -> set[str]:
+    # `msg.tool_calls` without its generator and list: this runs for every message of a
+    # history, several times per compression.
+    content = msg.content
+    if isinstance(content, str):
+        return set()
+    return {block.id for block in content if isinstance(block, kind)}
 
 
 @dataclass
