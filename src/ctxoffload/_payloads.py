@@ -278,6 +278,18 @@ def as_message_list(msgs: Any) -> list[Any]:
 _PAYLOAD_MARKS = ('"base64"', '"data:', '"input_audio"')
 
 
+class JsonRow(dict):  # type: ignore[type-arg]
+    """A row parsed from a model's own JSON text, kept as `json_text`.
+
+    The context log's line for it is that text: `row_line_and_key` uses it instead of
+    serialising the row again (pydantic-core writes parsed values back byte for byte).
+    """
+
+    __slots__ = ("json_text",)
+
+    json_text: str
+
+
 def _without_payloads(model: BaseModel) -> Any:
     """The JSON value of a model that holds no inline payload and nests shallowly, or None.
 
@@ -290,14 +302,17 @@ def _without_payloads(model: BaseModel) -> Any:
         text = model.model_dump_json()
     except (PydanticSerializationError, ValueError, RecursionError):
         return None
-    if any(mark in text for mark in _PAYLOAD_MARKS):
+    base64_mark, data_mark, audio_mark = _PAYLOAD_MARKS  # (no generator: this runs per message)
+    if base64_mark in text or data_mark in text or audio_mark in text:
         return None
     if text.count("{") + text.count("[") > STORE_DEPTH:
         return None
     # pydantic-core's parser: the same values as json.loads from pydantic's own output (it
     # has no NaN or lone surrogate), in a third of the time; its nesting limit (~200) is
     # above the STORE_DEPTH that the bracket count bounds.
-    return from_json(text)
+    row = JsonRow(from_json(text))
+    row.json_text = text
+    return row
 
 
 def message_json(msg: Any, store: StoreData | None, *, where: str) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload import (
     ContextConfig,
@@ -16,7 +18,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._split import split_for_compression, turns
+from ctxoffload.compression._split import split_for_compression, turn_start, turns
 from ctxoffload.compression._truncate import TRUNCATION_MARKER
 
 COUNTER = get_token_counter(exact=False)
@@ -87,6 +89,39 @@ def test_turns_group_a_call_message_with_all_of_its_results() -> None:
         (10, 13, True),
         (13, 14, True),
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shape=st.lists(
+        st.tuples(
+            st.sampled_from(["user", "calls", "results", "calls+results"]),
+            st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=3),
+        ),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_the_turn_of_any_message_is_found_reading_back_only_a_little(
+    shape: list[tuple[str, list[str]]],
+) -> None:
+    # Any mix: results without calls, repeated ids, a message with results and calls.
+    msgs: list[Msg] = []
+    for kind, ids in shape:
+        if kind == "user":
+            msgs.append(user("next"))
+        elif kind == "calls":
+            msgs.append(calls(*ids))
+        elif kind == "results":
+            msgs.append(results(*ids))
+        else:
+            blocks = results(*ids).content + calls(*(i + "x" for i in ids)).content
+            msgs.append(Msg(role="assistant", content=blocks))
+    starts = {}
+    for start, end, _ in turns(msgs):
+        for i in range(start, end):
+            starts[i] = start
+    assert [turn_start(msgs, i) for i in range(len(msgs))] == [starts[i] for i in range(len(msgs))]
 
 
 # Every reserve from nothing to the whole conversation, so each turn boundary is tried.

@@ -500,6 +500,7 @@ def search_context_log(
     if fd is None:
         return
     import json
+
     with os.fdopen(fd, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:

@@ -25,7 +25,13 @@ from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._events import EventCallback, emit_event
 from ._readers import ReaderTools
-from ._split import NOTE_KINDS, is_user_request, split_by_count, split_for_compression, turns
+from ._split import (
+    NOTE_KINDS,
+    is_user_request,
+    split_by_count,
+    split_for_compression,
+    turn_start,
+)
 from ._summarize import bound_summary, summarize
 from ._summary_model import Summary
 from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
@@ -592,9 +598,8 @@ class Compressor:
         """Ids of the messages in `rest` the model has not seen, with their whole turn."""
         if not rest:
             return set()
-        groups = turns(rest)
         if self._seen is None:
-            first = groups[-1][0]  # first call: the newest turn
+            first = len(rest) - 1  # first call: the newest turn
         else:
             first = len(rest)
             while first > 0 and rest[first - 1].id not in self._seen:
@@ -609,8 +614,7 @@ class Compressor:
             # Messages added in bulk before it (history given at once) are history.
             last_reply = max((i for i, m in enumerate(rest) if m.role == "assistant"), default=-1)
             first = max(first, last_reply)
-        start = next(s for s, e, _ in groups if s <= first < e)
-        return {m.id for m in rest[start:]}
+        return {m.id for m in rest[turn_start(rest, first) :]}
 
     def unseen_ids(self, messages: Sequence[Msg]) -> set[str]:
         """Ids of the messages the model has not seen yet, with their whole turn.

@@ -61,6 +61,22 @@ def turns(messages: Sequence[Msg]) -> list[tuple[int, int, bool]]:
     return result
 
 
+def turn_start(messages: Sequence[Msg], index: int) -> int:
+    """The index where the turn holding `messages[index]` starts (as `turns` groups them).
+
+    Reads back only to the nearest message without tool results: such a message always
+    starts a turn, so grouping from there gives the same turns as grouping from the first
+    message, and finding the newest turn costs O(turn), not O(history).
+    """
+    safe = index
+    while safe > 0 and _ids_of(messages[safe], ToolResultBlock):
+        safe -= 1
+    for start, end, _ in turns(messages[safe : index + 1]):
+        if start <= index - safe < end:
+            return safe + start
+    raise IndexError(index)  # pragma: no cover - the turns cover every index
+
+
 def _ids_of(msg: Msg, kind: type[ToolCallBlock] | type[ToolResultBlock]) -> set[str]:
     # `msg.tool_calls` without its generator and list: this runs for every message of a
     # history, several times per compression.
