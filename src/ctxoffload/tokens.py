@@ -740,6 +740,48 @@ class ContextTokenTracker:
             tools_tokens=self._last_tools_tokens,
         )
 
+    def count_later(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]], limit: float | None
+    ) -> PendingCount | None:
+        """Start counting a long, never-counted context on threads; its total comes later.
+
+        With `limit`, the newest messages are counted first, here, until they alone are
+        over `limit`; only then are the older ones handed to threads (the caller knows the
+        context is over its trigger and can go on, say, storing the older messages while
+        they are counted). None, with nothing started, when the counter cannot count
+        without the GIL, the context is anchored (its count is not a sum of message counts),
+        few messages are new, or everything was counted before the limit was passed: then
+        `count` gives the total as usual.
+        """
+        workers = min(_MAX_COUNT_THREADS, os.cpu_count() or 1)
+        if (
+            self._anchor is not None
+            or workers < 2
+            or not getattr(self.counter, "releases_gil", False)
+        ):
+            return None
+        keys = [_key(m) for m in messages]
+        new = [(m, k) for m, k in zip(messages, keys, strict=True) if k not in self._cache]
+        if len(new) < _PARALLEL_MIN_MESSAGES:
+            return None
+        if limit is not None:
+            total = self._count_tools(tools) + REPLY_PRIMING_TOKENS
+            for msg, key in zip(reversed(messages), reversed(keys), strict=True):
+                total += self._message_tokens(msg, key)
+                if total > limit:
+                    break
+            else:
+                return None  # under the limit: all counted
+            new = [(m, k) for m, k in new if k not in self._cache]
+        from concurrent.futures import ThreadPoolExecutor
+
+        count_message = self.counter.count_message
+        slices = [new[i::workers] for i in range(workers)]
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="ctxoffload-count")
+        futures = [pool.submit(lambda part: [count_message(m) for m, _ in part], s) for s in slices]
+        pool.shutdown(wait=False)
+        return PendingCount(self, slices, futures)
+
     def _count_new(self, context: list[Msg], keys: list[tuple[str, int]]) -> None:
         """Count the messages not cached yet, on several threads when there are many.
 
@@ -775,6 +817,34 @@ class ContextTokenTracker:
         if len(self._cache) > 2 * context_size + 64:
             generation = self._generation
             self._cache = {k: e for k, e in self._cache.items() if e.last_seen == generation}
+
+
+class PendingCount:
+    """Counts being made on threads for a `ContextTokenTracker` (see `count_later`)."""
+
+    def __init__(
+        self,
+        tracker: ContextTokenTracker,
+        slices: list[list[tuple[Msg, tuple[str, int]]]],
+        futures: list[Any],
+    ) -> None:
+        self._tracker = tracker
+        self._slices = slices
+        self._futures = futures
+
+    async def wait(self) -> None:
+        """Wait for the counts (without blocking the event loop) and cache them."""
+        import asyncio
+
+        if not self._futures:
+            return
+        counted = [await asyncio.wrap_future(f) for f in self._futures]
+        self._futures = []
+        tracker = self._tracker
+        for part, counts in zip(self._slices, counted, strict=True):
+            for (msg, key), tokens in zip(part, counts, strict=True):
+                if key not in tracker._cache:
+                    tracker._cache[key] = _CacheEntry(msg.content, tokens, tracker._generation)
 
 
 def _context(system: Msg | None, summary: Msg | None, messages: Sequence[Msg]) -> Iterator[Msg]:
