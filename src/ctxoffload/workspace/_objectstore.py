@@ -30,7 +30,7 @@ from ..references import ContextRef
 from ._datastore import extension_for, media_type_of
 from ._gc import GcReport
 from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import dumps_line
+from ._jsonl import dumps_line, dumps_row
 from ._segments import SegmentLog
 from ._store_client import ObjectInfo, StoreClient, gather_limited
 
@@ -253,7 +253,7 @@ class ObjectStoreWorkspace:
         def serialise() -> bytes:
             # A message that cannot be stored as given becomes a stand-in line (see
             # context_rows), so one bad message never stops the rest of the batch.
-            return b"".join(dumps_line(row) for row in context_rows(items, store))
+            return b"".join(dumps_row(row) for row in context_rows(items, store))
 
         # Serialise before any write, so an item that is not a message leaves the store
         # untouched.
