@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_workspace import fill_workspace
@@ -52,3 +55,47 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+@dataclass
+class DemoRun:
+    """One `ctxoffload demo` run: where it wrote, what it printed, and what happened inside."""
+
+    workdir: Path
+    result: Result
+    report: Any  # the DemoReport run_demo returned
+    grep_planned_from: list[str]  # the context, as JSON lines, each time the Grep step was planned
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """`ctxoffload demo --workdir <tmp>/d`, run once in this process for every test that reads it.
+
+    The demo takes seconds and its tests only read what it printed and wrote, so they share
+    one run instead of running it once each. On the way, the run's report and the context
+    from which the scripted model planned its Grep step are recorded (the calls are passed
+    through unchanged).
+    """
+    from ctxoffload.cli import _demo
+
+    workdir = tmp_path_factory.mktemp("demo") / "d"
+    reports: list[Any] = []
+    grep_planned_from: list[str] = []
+    run_demo, find_log_reference = _demo.run_demo, _demo._find_log_reference
+
+    async def recorded_run_demo(*args: Any, **kwargs: Any) -> Any:
+        report = await run_demo(*args, **kwargs)
+        reports.append(report)
+        return report
+
+    def spy(messages: Any) -> str:
+        grep_planned_from.append("\n".join(m.model_dump_json() for m in messages))
+        return find_log_reference(messages)
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        patch.setattr(_demo, "run_demo", recorded_run_demo)
+        patch.setattr(_demo, "_find_log_reference", spy)
+        code = main(["demo", "--workdir", str(workdir)])
+    [report] = reports
+    return DemoRun(workdir, Result(code, out.getvalue(), err.getvalue()), report, grep_planned_from)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from ctxoffload.cli._demo import FAILED_ORDER, run_demo
+from ctxoffload.cli._demo import FAILED_ORDER
+
+# `demo` (tests/cli/conftest.py) is one `ctxoffload demo` run that these tests share.
 
 
-async def test_demo_recovers_a_fact_only_a_file_still_holds(tmp_path: Path) -> None:
-    report = await run_demo(tmp_path / "ws")
+def test_demo_recovers_a_fact_only_a_file_still_holds(demo: Any) -> None:
+    report = demo.report
     assert report.compressions >= 2
     assert report.truncations >= 5
     assert FAILED_ORDER in report.answer
@@ -18,47 +21,34 @@ async def test_demo_recovers_a_fact_only_a_file_still_holds(tmp_path: Path) -> N
     # the fact survived only in the offloaded log file.
     grep_step = next(s for s in report.steps if s[1] == "Grep")
     assert len([s for s in report.steps if s[4] and s[0] < grep_step[0]]) >= 2
-    session = tmp_path / "ws" / "sessions" / report.session_id
+    session = demo.workdir / "sessions" / report.session_id
     log = (session / "tool_result-call_2.txt").read_text()
     assert f"order_id={FAILED_ORDER}" in log
     assert len(log) > 2_000_000
     assert (session / "context.jsonl").stat().st_size > 0
     assert (session / "state.json").exists()
-    assert list((tmp_path / "ws" / "data").glob("*.png"))
+    assert list((demo.workdir / "data").glob("*.png"))
 
 
-async def test_the_model_never_saw_the_fact_before_grepping(tmp_path: Path) -> None:
-    from ctxoffload.cli import _demo
-
-    seen: list[str] = []
-    original = _demo._find_log_reference
-
-    def spy(messages):  # type: ignore[no-untyped-def]
-        seen.append("\n".join(m.model_dump_json() for m in messages))
-        return original(messages)
-
-    _demo._find_log_reference = spy
-    try:
-        await run_demo(tmp_path / "ws")
-    finally:
-        _demo._find_log_reference = original
+def test_the_model_never_saw_the_fact_before_grepping(demo: Any) -> None:
+    seen = demo.grep_planned_from
     assert seen, "the Grep step never ran"
     assert FAILED_ORDER not in seen[0]
     assert "tool_result-call_2.txt" in seen[0]
 
 
-def test_demo_command_prints_the_report(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "demo", "--workdir", str(tmp_path / "d")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    out = done.stdout
+def test_demo_command_prints_the_report(demo: Any) -> None:
+    """The command prints its report.
+
+    Run in this process by the shared `demo`; test_demo_with_a_relative_workdir runs the
+    demo as a real `python -m ctxoffload` process.
+    """
+    assert demo.result.code == 0
+    out = demo.result.out
     assert "context tokens" in out and "without ctxoffload" in out
     assert "compressions of older history" in out
     assert FAILED_ORDER in out
-    assert f"grep -n ERROR {tmp_path / 'd'}" in out
+    assert f"grep -n ERROR {demo.workdir}" in out
 
 
 def test_demo_refuses_to_overwrite_a_session(tmp_path: Path) -> None:

@@ -185,15 +185,15 @@ def test_ls_does_not_follow_a_planted_events_link(
     assert stats["total"]["compressions"] == 0
 
 
-def test_the_demo_says_its_window_and_trigger(tmp_path: Path, cli: Callable[..., Any]) -> None:
-    result = cli("demo", "--workdir", tmp_path / "d")
+def test_the_demo_says_its_window_and_trigger(demo: Any, cli: Callable[..., Any]) -> None:
+    result = demo.result  # `ctxoffload demo`, run once for all its tests (tests/cli/conftest.py)
     assert result.code == 0
     assert result.out.splitlines()[1] == (
         "window 4,000 tokens; compression triggers above 0.8 x window = 3,200 tokens and keeps "
         "600 (0.15); tool results over 600 tokens go to files"
     )
     assert result.err == ""  # progress is drawn only on a terminal
-    workdir = tmp_path / "d"
+    workdir = demo.workdir
     assert f"ctxoffload --workdir {workdir} grep ERROR nightly-job" in result.out
     # The command the demo suggests finds the fact that left the context.
     found = cli("--workdir", workdir, "grep", "ERROR", "nightly-job")

@@ -82,8 +82,19 @@ async def run_session(workdir: Path, steps: int = 24) -> tuple[Agent, ScriptedMo
 
 @pytest.fixture
 async def session(tmp_path: Path) -> tuple[Path, Agent, ScriptedModel]:
+    """A recorded session of its own, for a test that damages its files."""
     workdir = tmp_path / "ws"
     agent, model = await run_session(workdir)
+    return workdir, agent, model
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Agent, ScriptedModel]:
+    """One recorded session shared by the tests that only read it (recording takes ~0.6 s)."""
+    import asyncio
+
+    workdir = tmp_path_factory.mktemp("show") / "ws"
+    agent, model = asyncio.run(run_session(workdir))
     return workdir, agent, model
 
 
@@ -92,9 +103,9 @@ def as_sent(msgs: list[Msg]) -> list[dict[str, Any]]:
 
 
 async def test_step_json_rebuilds_what_the_model_was_sent_before_and_after_compression(
-    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+    recorded: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workdir, agent, model = session
+    workdir, agent, model = recorded
     assert agent.compressor.compressions >= 2
     summarised = [n for n, sent in enumerate(model.calls, start=1) if sent[1].role == "user"]
     for n in [1, 2, summarised[-1], len(model.calls)]:
@@ -109,9 +120,9 @@ async def test_step_json_rebuilds_what_the_model_was_sent_before_and_after_compr
 
 
 async def test_timeline_shows_calls_tools_truncations_and_compressions(
-    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+    recorded: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workdir, _, _ = session
+    workdir, _, _ = recorded
     assert show("run-1", "--workdir", str(workdir)) == 0
     out = capsys.readouterr().out
     assert "model: scripted" in out
@@ -125,9 +136,9 @@ async def test_timeline_shows_calls_tools_truncations_and_compressions(
 
 
 async def test_full_prints_message_bodies(
-    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+    recorded: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workdir, _, _ = session
+    workdir, _, _ = recorded
     assert show("run-1", "--full", "--workdir", str(workdir)) == 0
     full = capsys.readouterr().out
     assert show("run-1", "--workdir", str(workdir)) == 0
@@ -137,9 +148,9 @@ async def test_full_prints_message_bodies(
 
 
 async def test_json_timeline_is_the_events(
-    session: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+    recorded: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workdir, _, _ = session
+    workdir, _, _ = recorded
     assert show("run-1", "--json", "--workdir", str(workdir)) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["session"] == "run-1"
@@ -147,11 +158,11 @@ async def test_json_timeline_is_the_events(
 
 
 async def test_env_var_gives_the_workdir(
-    session: tuple[Path, Agent, ScriptedModel],
+    recorded: tuple[Path, Agent, ScriptedModel],
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    workdir, _, _ = session
+    workdir, _, _ = recorded
     monkeypatch.setenv("CTXOFFLOAD_WORKDIR", str(workdir))
     assert show("run-1", "--step", "1") == 0
     assert "You test things." in capsys.readouterr().out
@@ -180,14 +191,14 @@ def test_data_files_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ],
 )
 async def test_bad_input_is_one_line_and_creates_nothing(
-    session: tuple[Path, Agent, ScriptedModel],
+    recorded: tuple[Path, Agent, ScriptedModel],
     capsys: pytest.CaptureFixture[str],
     tree: Callable[[Path], Any],
     argv: list[str],
     code: int,
     says: str,
 ) -> None:
-    workdir, _, _ = session
+    workdir, _, _ = recorded
     before = tree(workdir.parent)
     assert show(*argv, "--workdir", str(workdir)) == code
     err = capsys.readouterr().err
@@ -286,14 +297,14 @@ def test_the_ctxoffload_command_runs_show(
 
 
 async def test_a_workdir_given_before_the_command_is_used(
-    session: tuple[Path, Agent, ScriptedModel],
+    recorded: tuple[Path, Agent, ScriptedModel],
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
     from ctxoffload.cli import main
 
-    workdir, _, _ = session
+    workdir, _, _ = recorded
     monkeypatch.chdir(tmp_path)  # not a workspace: only --workdir can find it
     assert main(["--workdir", str(workdir), "show", "run-1", "--step", "1"]) == 0
     assert "You test things." in capsys.readouterr().out

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # Generous bounds so a loaded machine cannot hang the suite; they are not speed checks.
@@ -28,6 +30,26 @@ def _lines(stream: object) -> queue.Queue[str]:
 
     threading.Thread(target=pump, daemon=True).start()
     return found
+
+
+@contextmanager
+def _ctrl_c_reaches_children() -> Iterator[None]:
+    """Children started inside get SIGINT as a terminal gives it, even if this process ignores it.
+
+    A shell starts a background job (`pytest &`, nohup) with SIGINT ignored, and an ignored
+    signal stays ignored across fork and exec: `watch` would never see the Ctrl-C these tests
+    send, and each test would wait out its whole PATIENCE. A handled signal is reset to the
+    default in the child, so SIGINT is handled here while the child starts.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _stop(watch: subprocess.Popen[str]) -> None:
@@ -75,13 +97,14 @@ WRITER = textwrap.dedent(
 
 def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "ctxoffload", "watch", "--workdir", str(filled)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    with _ctrl_c_reaches_children():
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "ctxoffload", "watch", "--workdir", str(filled)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
     try:
         out, err = _lines(watch.stdout), _lines(watch.stderr)
         seen_err: list[str] = []
@@ -113,22 +136,23 @@ def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
 
 
 def test_watch_from_start_prints_what_is_there(filled: Path) -> None:
-    watch = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ctxoffload",
-            "watch",
-            "run-1",
-            "--from-start",
-            "--workdir",
-            str(filled),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    with _ctrl_c_reaches_children():
+        watch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ctxoffload",
+                "watch",
+                "run-1",
+                "--from-start",
+                "--workdir",
+                str(filled),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
         seen: list[str] = []
         _wait_for(_lines(watch.stdout), "Find the failing order", seen)

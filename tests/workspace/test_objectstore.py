@@ -527,10 +527,11 @@ async def test_throttling_is_retried_within_the_deadline(s3: S3Server) -> None:
 async def test_throttling_past_the_deadline_is_offload_error_and_appends_nothing(
     s3: S3Server,
 ) -> None:
+    """Throttled until the deadline (1 s; it was 2 s, which only made the retrying longer)."""
     proxy = ThrottlingProxy(s3)
     try:
         url = f"s3://{s3.new_bucket()}/p"
-        ws = ObjectStoreWorkspace(url, **proxy.workspace_kwargs(), deadline=2)
+        ws = ObjectStoreWorkspace(url, **proxy.workspace_kwargs(), deadline=1)
         await ws.offload_context("s", [text_msg("before")])
         proxy.throttle(-1)
         with pytest.raises(OffloadError) as caught:
@@ -548,6 +549,12 @@ async def test_throttling_past_the_deadline_is_offload_error_and_appends_nothing
 
 
 async def test_an_error_at_the_deadline_means_the_write_did_not_happen(s3: S3Server) -> None:
+    """A write held past the deadline: acknowledged and stored, or refused and never stored.
+
+    The times are 0.4 of what they were (deadline 1 s, hold 1.5 s, wait 2.5 s): only their
+    ratios matter (the write is held past the deadline, within the time a write in flight is
+    waited for, and the wait after it is several times what a straggler would need).
+    """
     # A request that reaches the store after the deadline still lands. Abandoned at the
     # deadline, it was reported as a failure and then written anyway, so the caller, keeping
     # the content, would offload it a second time. A write in flight is now waited for: its
@@ -557,17 +564,17 @@ async def test_an_error_at_the_deadline_means_the_write_did_not_happen(s3: S3Ser
     proxy = ThrottlingProxy(s3)
     try:
         ws = ObjectStoreWorkspace(
-            f"s3://{s3.new_bucket()}/p", **proxy.workspace_kwargs(), deadline=1
+            f"s3://{s3.new_bucket()}/p", **proxy.workspace_kwargs(), deadline=0.4
         )
         await ws.offload_context("s", [text_msg("before")])
-        proxy.hold(1.5)
+        proxy.hold(0.6)
         try:
             await ws.offload_context("s", [text_msg("held")])
             acknowledged = True
         except OffloadError:
             acknowledged = False
         proxy.hold(0)
-        await asyncio.sleep(2.5)  # any straggler lands by now
+        await asyncio.sleep(1.0)  # any straggler lands by now
         texts = [r["content"][0]["text"] for r in await ws.read_context("s")]
         assert texts == (["before", "held"] if acknowledged else ["before"])
     finally:

@@ -101,11 +101,18 @@ async def test_agent_answer_is_recovered_after_truncation_and_two_compressions(
 
 
 async def test_store_outage_mid_run_drops_nothing_from_the_context() -> None:
+    """The store goes down after three tool results: the rest of the run keeps everything.
+
+    The workspace's deadline is 0.25 s (it was 1 s): every store call after the outage
+    retries until the deadline and fails, about 25 of them, so the deadline sets this test's
+    time, while what is asserted only depends on those calls failing. Before the outage the
+    slowest call takes about 25 ms, ten times less than the deadline.
+    """
     server = S3Server()
     server.start()
     try:
         url = f"s3://{server.new_bucket()}/agents"
-        ws = ObjectStoreWorkspace(url, **server.workspace_kwargs(), deadline=1.0)
+        ws = ObjectStoreWorkspace(url, **server.workspace_kwargs(), deadline=0.25)
         calls = {"n": 0}
 
         def fetch_log(log: str) -> str:

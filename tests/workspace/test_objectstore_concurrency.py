@@ -8,6 +8,7 @@ import hashlib
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,56 +18,84 @@ from ctxoffload import ObjectStoreWorkspace
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 
-CHILD_PRELUDE = """
-import asyncio, faulthandler, json, sys
+# A zygote: imports ctxoffload once, then forks one writer per process wanted. Each writer
+# makes its own workspace (its own client and connections), says "ready", and waits at a
+# barrier that the test releases once all are ready, so every writer races from its first
+# request. (Started as interpreters one after another, the first writers could finish before
+# the last had imported anything; forking makes a writer cost milliseconds instead of an
+# interpreter start-up. The zygote has no threads and no client before it forks.) A writer
+# leaves what `write(ws, n)` returns in `<out>/<n>.json`; the zygote exits with 0 only if
+# every writer did.
+ZYGOTE = """
+import asyncio, faulthandler, json, os, sys, traceback
 faulthandler.enable()
 from ctxoffload import ObjectStoreWorkspace, Msg, TextBlock, ToolResultBlock, DataBlock
 from ctxoffload.messages import Base64Source
 args = json.loads(sys.argv[1])
-ws = ObjectStoreWorkspace(args["url"], **args["kwargs"], writer_id=f"child-{args['n']}")
+
+{write}
+
+go_read, go_write = os.pipe()
+writers = []
+for n in range(args["processes"]):
+    pid = os.fork()
+    if pid == 0:
+        status, ready = 1, False
+        try:
+            os.close(go_write)
+            ws = ObjectStoreWorkspace(args["url"], **args["kwargs"], writer_id=f"child-{{n}}")
+            os.write(1, b"ready\\n")  # one write: the writers share the pipe
+            ready = True
+            os.read(go_read, 1)  # end of file once the test says go: every writer starts
+            result = asyncio.run(write(ws, n))
+            with open(os.path.join(args["out"], f"{{n}}.json"), "w") as f:
+                json.dump(result, f)
+            status = 0
+        except BaseException:
+            traceback.print_exc()
+            if not ready:
+                os.write(1, b"failed\\n")
+        finally:
+            os._exit(status)
+    writers.append(pid)
+os.close(go_read)
+sys.stdin.readline()
+os.close(go_write)
+failed = [(n, os.waitpid(pid, 0)[1]) for n, pid in enumerate(writers)]
+failed = [(n, status) for n, status in failed if status != 0]
+if failed:
+    sys.exit(f"writers that failed (number, wait status): {{failed}}")
 """
 
-CONTENDED_APPENDS = 200
+CONTENDED_APPENDS = 20
 
-APPENDS = (
-    CHILD_PRELUDE
-    + """
-async def main():
+APPENDS = """
+async def write(ws, n):
     acknowledged = []
     for i in range(args["count"]):
-        text = f"writer {args['n']} message {i}"
+        text = f"writer {n} message {i}"
         msgs = [Msg(role="user", content=[TextBlock(text=text)])]
         if i % 10 == 0:
             msgs.append(Msg(role="assistant", content=[TextBlock(text=text + " reply")]))
         ref = await ws.offload_context("shared", msgs)
         acknowledged.append([ref.first_line, ref.last_line, text])
-    print(json.dumps(acknowledged))
-asyncio.run(main())
+    return acknowledged
 """
-)
 
-TOOL_RESULT = (
-    CHILD_PRELUDE
-    + """
-async def main():
-    output = "same output\\n" * 100 if args["n"] % 2 else f"output of writer {args['n']}\\n"
+TOOL_RESULT = """
+async def write(ws, n):
+    output = "same output\\n" * 100 if n % 2 else f"output of writer {n}\\n"
     result = ToolResultBlock(id="call_1", name="t", output=output)
     ref = await ws.offload_tool_result("shared", result)
-    print(json.dumps([ref, output]))
-asyncio.run(main())
+    return [ref, output]
 """
-)
 
-IMAGE = (
-    CHILD_PRELUDE
-    + """
-async def main():
+IMAGE = """
+async def write(ws, n):
     block = DataBlock(source=Base64Source(data=args["png"], media_type="image/png"))
     stored = await ws.offload_data_block(block)
-    print(json.dumps(stored.source.url))
-asyncio.run(main())
+    return stored.source.url
 """
-)
 
 
 @pytest.fixture(scope="session")
@@ -74,22 +103,45 @@ def s3() -> S3Server:
     return shared_server()
 
 
-def run_children(spawn_python: SpawnPython, code: str, processes: int, **fields: Any) -> list[Any]:
-    children = [spawn_python(code, json.dumps({**fields, "n": n})) for n in range(processes)]
-    results = []
-    for child in children:
-        out, err = child.communicate(timeout=300)
-        assert child.returncode == 0, err
-        results.append(json.loads(out))
-    return results
+def run_writers(
+    spawn_python: SpawnPython, out: Path, write: str, processes: int, **fields: Any
+) -> list[Any]:
+    """Run `processes` writers of `write` at once; returns what each returned, in order."""
+    fields = {**fields, "processes": processes, "out": str(out)}
+    zygote = spawn_python(ZYGOTE.format(write=write), json.dumps(fields))
+    assert zygote.stdin is not None and zygote.stdout is not None
+    for _ in range(processes):
+        line = zygote.stdout.readline()
+        if line != "ready\n":
+            zygote.kill()
+            raise AssertionError(f"a writer did not start: {line!r}\n{zygote.communicate()[1]}")
+    _, err = zygote.communicate("go\n", timeout=300)
+    assert zygote.returncode == 0, err
+    return [json.loads((out / f"{n}.json").read_text()) for n in range(processes)]
 
 
 def test_concurrent_appends_from_8_processes_lose_no_line(
-    s3: S3Server, spawn_python: SpawnPython
+    s3: S3Server, spawn_python: SpawnPython, tmp_path: Path
 ) -> None:
+    """8 writers x 20 appends, all started at once, into one log.
+
+    20 appends each rather than 200: the writers leave a barrier together, so all 160
+    appends are raced (each loses a seq to another writer again and again), and the log
+    still passes TAIL_EVERY (64) twice. The starvation this test was written for (a writer
+    that re-read the winner's metadata before each retry stayed one request behind: at
+    8 x 200 one gave up after 319 losses) is caught at this size by counting the segments
+    the others wrote while a writer waited: with that retry loop, in every run some writer
+    here waited through 50 to 140 of them; now none waits through more than 9.
+    """
     url = f"s3://{s3.new_bucket()}/fleet"
-    results = run_children(
-        spawn_python, APPENDS, 8, url=url, kwargs=s3.workspace_kwargs(), count=CONTENDED_APPENDS
+    results = run_writers(
+        spawn_python,
+        tmp_path,
+        APPENDS,
+        8,
+        url=url,
+        kwargs=s3.workspace_kwargs(),
+        count=CONTENDED_APPENDS,
     )
     ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
     rows = asyncio.run(ws.read_context("shared"))
@@ -104,13 +156,26 @@ def test_concurrent_appends_from_8_processes_lose_no_line(
     assert len(set(texts)) == len(texts)
     segments = asyncio.run(ws._logs.segments("sessions/shared/context.jsonl"))
     assert [seq for seq, _ in segments] == list(range(8 * CONTENDED_APPENDS))
+    # No writer starves: while one waits for its next append, the 7 others write a few
+    # segments each (at most 4 on average here), not everything they have to write. Each
+    # append is one segment, so an append's rank by first line is its seq.
+    order = sorted((first, n) for n, acks in enumerate(results) for first, _, _ in acks)
+    seqs_of: dict[int, list[int]] = {}
+    for seq, (_, n) in enumerate(order):
+        seqs_of.setdefault(n, []).append(seq)
+    for n, seqs in seqs_of.items():
+        previous = [-1, *seqs[:-1]]
+        waited = [seq - before - 1 for before, seq in zip(previous, seqs, strict=True)]
+        assert max(waited) <= 4 * 7, f"writer {n} waited through {waited} segments"
 
 
 def test_concurrent_tool_results_with_one_id_are_never_overwritten(
-    s3: S3Server, spawn_python: SpawnPython
+    s3: S3Server, spawn_python: SpawnPython, tmp_path: Path
 ) -> None:
     url = f"s3://{s3.new_bucket()}/fleet"
-    results = run_children(spawn_python, TOOL_RESULT, 8, url=url, kwargs=s3.workspace_kwargs())
+    results = run_writers(
+        spawn_python, tmp_path, TOOL_RESULT, 8, url=url, kwargs=s3.workspace_kwargs()
+    )
     ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
     for ref, output in results:
         assert asyncio.run(ws.read_reference(ref)) == output.encode()
@@ -121,12 +186,13 @@ def test_concurrent_tool_results_with_one_id_are_never_overwritten(
 
 
 def test_the_same_image_from_20_processes_is_one_object(
-    s3: S3Server, spawn_python: SpawnPython
+    s3: S3Server, spawn_python: SpawnPython, tmp_path: Path
 ) -> None:
     url = f"s3://{s3.new_bucket()}/fleet"
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64
-    results = run_children(
+    results = run_writers(
         spawn_python,
+        tmp_path,
         IMAGE,
         20,
         url=url,
