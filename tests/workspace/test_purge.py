@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -180,6 +181,9 @@ async def test_no_append_lands_in_a_log_after_its_purge_returned(
     children = [spawn_python(APPENDER, str(workdir), "100000") for _ in range(2)]
     for child in children:
         _start(child)
+        # Read what the writers print: a full pipe would stop them mid-test (they print a
+        # line per append), and the purges below would wait for a log nobody recreates.
+        threading.Thread(target=lambda out=child.stdout: out.read(), daemon=True).start()
     held: list[tuple[int, int]] = []
     # Enough purges to race the writers many times; the deadline is only a safety net for a
     # machine so loaded that the children never write (the count, not the time, is the test).
