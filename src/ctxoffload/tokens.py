@@ -773,14 +773,7 @@ class ContextTokenTracker:
             else:
                 return None  # under the limit: all counted
             new = [(m, k) for m, k in new if k not in self._cache]
-        from concurrent.futures import ThreadPoolExecutor
-
-        count_message = self.counter.count_message
-        slices = [new[i::workers] for i in range(workers)]
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="ctxoffload-count")
-        futures = [pool.submit(lambda part: [count_message(m) for m, _ in part], s) for s in slices]
-        pool.shutdown(wait=False)
-        return PendingCount(self, slices, futures)
+        return PendingCount(self, new, workers)
 
     def _count_new(self, context: list[Msg], keys: list[tuple[str, int]]) -> None:
         """Count the messages not cached yet, on several threads when there are many.
@@ -795,15 +788,7 @@ class ContextTokenTracker:
         workers = min(_MAX_COUNT_THREADS, os.cpu_count() or 1)
         if len(new) < _PARALLEL_MIN_MESSAGES or workers < 2:
             return
-        from concurrent.futures import ThreadPoolExecutor
-
-        count_message = self.counter.count_message
-        slices = [new[i::workers] for i in range(workers)]
-        with ThreadPoolExecutor(workers, thread_name_prefix="ctxoffload-count") as pool:
-            counted = list(pool.map(lambda part: [count_message(m) for m, _ in part], slices))
-        for part, counts in zip(slices, counted, strict=True):
-            for (msg, key), tokens in zip(part, counts, strict=True):
-                self._cache[key] = _CacheEntry(msg.content, tokens, self._generation)
+        PendingCount(self, new, workers).collect()
 
     def _count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
         # Serialising is cheap next to tokenizing; the schemas rarely change between calls.
@@ -823,28 +808,37 @@ class PendingCount:
     """Counts being made on threads for a `ContextTokenTracker` (see `count_later`)."""
 
     def __init__(
-        self,
-        tracker: ContextTokenTracker,
-        slices: list[list[tuple[Msg, tuple[str, int]]]],
-        futures: list[Any],
+        self, tracker: ContextTokenTracker, new: list[tuple[Msg, tuple[str, int]]], workers: int
     ) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        count_message = tracker.counter.count_message
         self._tracker = tracker
-        self._slices = slices
-        self._futures = futures
+        self._slices = [new[i::workers] for i in range(workers)]
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="ctxoffload-count")
+        self._futures = [
+            pool.submit(lambda part: [count_message(m) for m, _ in part], part)
+            for part in self._slices
+        ]
+        pool.shutdown(wait=False)
 
     async def wait(self) -> None:
         """Wait for the counts (without blocking the event loop) and cache them."""
         import asyncio
 
-        if not self._futures:
-            return
-        counted = [await asyncio.wrap_future(f) for f in self._futures]
-        self._futures = []
+        self._cache([await asyncio.wrap_future(f) for f in self._futures])
+
+    def collect(self) -> None:
+        """Wait for the counts and cache them."""
+        self._cache([f.result() for f in self._futures])
+
+    def _cache(self, counted: list[list[int]]) -> None:
         tracker = self._tracker
         for part, counts in zip(self._slices, counted, strict=True):
             for (msg, key), tokens in zip(part, counts, strict=True):
                 if key not in tracker._cache:
                     tracker._cache[key] = _CacheEntry(msg.content, tokens, tracker._generation)
+        self._slices, self._futures = [], []
 
 
 def _context(system: Msg | None, summary: Msg | None, messages: Sequence[Msg]) -> Iterator[Msg]:
