@@ -782,8 +782,10 @@ class ContextTokenTracker:
         history, say one resumed from disk, about as many times faster as there are cores;
         the counts are the same numbers `count_message` gives one by one.
         """
-        if not getattr(self.counter, "releases_gil", False):
-            return
+        if len(context) < _PARALLEL_MIN_MESSAGES or not getattr(
+            self.counter, "releases_gil", False
+        ):
+            return  # (the common case, a short context: no scan of the cache)
         new = [(m, k) for m, k in zip(context, keys, strict=True) if k not in self._cache]
         workers = min(_MAX_COUNT_THREADS, os.cpu_count() or 1)
         if len(new) < _PARALLEL_MIN_MESSAGES or workers < 2:

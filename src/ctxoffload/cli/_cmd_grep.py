@@ -227,8 +227,9 @@ def _literal_finder(
     scan fast. The needle's part before that byte is dropped: a candidate is only a hint,
     and its line is checked with the whole pattern.
     """
-    rarest = min(range(len(needle)), key=lambda k: sample.count(needle[k : k + 1]))
-    rest = needle[rarest:]
+    # Each distinct byte counted once: a long -F string costs at most 256 counts.
+    counts = {byte: sample.count(bytes((byte,))) for byte in set(needle)}
+    rest = needle[needle.index(min(needle, key=counts.__getitem__)) :]
     try:
         import re2
     except ImportError:
