@@ -179,13 +179,23 @@ def _call(step: int, name: str, thought: str, **args: Any) -> Msg:
 
 def _find_log_reference(messages: Sequence[Msg]) -> str:
     """The path of the offloaded 2026-11-20 log, found the way an agent would: in its context."""
-    pattern = re.compile(r"(\S*tool_result-call_2\.txt)")
+    named = re.compile(r"(\S*tool_result-call_2\.txt)")
+    # A long workspace path leaves room in the summary for the newest files only; it still
+    # names the session folder (its context.jsonl), where the log is the file of call 2, as
+    # a search of that context.jsonl for the 2026-11-20 call would tell an agent.
+    folder = re.compile(r"(\S*/)(?:context\.jsonl|tool_result-[\w.-]+\.txt)")
+    found_folder: str | None = None
     for msg in messages:
         texts = [msg.text] + [r.output for r in msg.tool_results if isinstance(r.output, str)]
         for text in texts:
-            match = pattern.search(text)
+            match = named.search(text)
             if match:
                 return match.group(1).strip("'\"(),")
+            match = folder.search(text)
+            if match and found_folder is None:
+                found_folder = match.group(1).strip("'\"(),")
+    if found_folder is not None:
+        return found_folder + "tool_result-call_2.txt"
     raise LookupError("the log file is named nowhere in the context")
 
 
