@@ -461,34 +461,28 @@ def test_tracker_total_equals_a_full_count() -> None:
     assert tracker.count(None, None, [], []) == 0
 
 
-def test_a_long_uncounted_history_is_counted_on_threads_to_the_same_total(
+def test_a_long_uncounted_history_counts_each_message_once_to_the_same_total(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A resumed or first-seen history of 2,000 messages: tiktoken releases the GIL, so the
-    # tracker spreads the messages over threads; the total must be the one-by-one total.
-    import threading
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a 1-core runner would stay serial
+    # A resumed or first-seen history of 2,000 messages: the total must be the one-by-one
+    # total, and a second count must tokenize nothing.
     counter = TiktokenCounter()
-    threads: set[str] = set()
+    counted: list[str] = []
     count_message = counter.count_message
 
     def spy(msg: Msg) -> int:
-        threads.add(threading.current_thread().name)
+        counted.append(msg.id)
         return count_message(msg)
 
     monkeypatch.setattr(counter, "count_message", spy)
     system = Msg(role="system", content="You are a careful coding agent.")
     msgs = _conversation(2000)
-    total = ContextTokenTracker(counter).count(system, None, msgs, TOOLS)
+    tracker = ContextTokenTracker(counter)
+    total = tracker.count(system, None, msgs, TOOLS)
     assert total == TiktokenCounter().count_messages([system, *msgs]) + counter.count_tools(TOOLS)
-    assert len([name for name in threads if name.startswith("ctxoffload-count")]) == 2
-    threads.clear()
-    small = ContextTokenTracker(counter).count(system, None, msgs[:100], TOOLS)
-    assert small == TiktokenCounter().count_messages([system, *msgs[:100]]) + counter.count_tools(
-        TOOLS
-    )
-    assert threads == {threading.current_thread().name}  # a short history: no threads
+    assert sorted(counted) == sorted(m.id for m in [system, *msgs])
+    assert tracker.count(system, None, msgs, TOOLS) == total
+    assert len(counted) == len(msgs) + 1
 
 
 def test_one_new_message_costs_one_tokenization() -> None:

@@ -433,7 +433,7 @@ class _CountCache:
         self._counts: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._chars = 0
         self._max_chars = max_chars
-        self._lock = threading.Lock()  # counting also runs in worker threads
+        self._lock = threading.Lock()  # one counter may serve several threads
 
     def get(self, text: str) -> int | None:
         with self._lock:
@@ -484,8 +484,6 @@ class TiktokenCounter:
         self._counts = _CountCache()
         self.name: str = encoding_name
         self.is_exact: bool = True
-        # tiktoken encodes with the GIL released: `ContextTokenTracker` may count on threads.
-        self.releases_gil: bool = True
         self.data_block_tokens = data_block_tokens
 
     def __repr__(self) -> str:
@@ -601,11 +599,6 @@ def get_token_counter(
 # Incremental counting of a whole context
 
 
-# A context with this many uncounted messages is counted on several threads (up to this many).
-_PARALLEL_MIN_MESSAGES = 256
-_MAX_COUNT_THREADS = 4
-
-
 class _CacheEntry:
     __slots__ = ("content", "last_seen", "tokens")
 
@@ -702,7 +695,6 @@ class ContextTokenTracker:
         self._generation += 1
         context = list(_context(system, summary, messages))
         keys = [_key(m) for m in context]
-        self._count_new(context, keys)
         per_message = [self._message_tokens(m, k) for m, k in zip(context, keys, strict=True)]
         tools_tokens = self._count_tools(tools)
         self._last_tools_tokens = tools_tokens
@@ -740,58 +732,6 @@ class ContextTokenTracker:
             tools_tokens=self._last_tools_tokens,
         )
 
-    def count_later(
-        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]], limit: float | None
-    ) -> PendingCount | None:
-        """Start counting a long, never-counted context on threads; its total comes later.
-
-        With `limit`, the newest messages are counted first, here, until they alone are
-        over `limit`; only then are the older ones handed to threads (the caller knows the
-        context is over its trigger and can go on, say, storing the older messages while
-        they are counted). None, with nothing started, when the counter cannot count
-        without the GIL, the context is anchored (its count is not a sum of message counts),
-        few messages are new, or everything was counted before the limit was passed: then
-        `count` gives the total as usual.
-        """
-        workers = min(_MAX_COUNT_THREADS, os.cpu_count() or 1)
-        if (
-            self._anchor is not None
-            or workers < 2
-            or not getattr(self.counter, "releases_gil", False)
-        ):
-            return None
-        keys = [_key(m) for m in messages]
-        new = [(m, k) for m, k in zip(messages, keys, strict=True) if k not in self._cache]
-        if len(new) < _PARALLEL_MIN_MESSAGES:
-            return None
-        if limit is not None:
-            total = self._count_tools(tools) + REPLY_PRIMING_TOKENS
-            for msg, key in zip(reversed(messages), reversed(keys), strict=True):
-                total += self._message_tokens(msg, key)
-                if total > limit:
-                    break
-            else:
-                return None  # under the limit: all counted
-            new = [(m, k) for m, k in new if k not in self._cache]
-        return PendingCount(self, new, workers)
-
-    def _count_new(self, context: list[Msg], keys: list[tuple[str, int]]) -> None:
-        """Count the messages not cached yet, on several threads when there are many.
-
-        A tokenizer that releases the GIL while it encodes (tiktoken does) counts a long
-        history, say one resumed from disk, about as many times faster as there are cores;
-        the counts are the same numbers `count_message` gives one by one.
-        """
-        if len(context) < _PARALLEL_MIN_MESSAGES or not getattr(
-            self.counter, "releases_gil", False
-        ):
-            return  # (the common case, a short context: no scan of the cache)
-        new = [(m, k) for m, k in zip(context, keys, strict=True) if k not in self._cache]
-        workers = min(_MAX_COUNT_THREADS, os.cpu_count() or 1)
-        if len(new) < _PARALLEL_MIN_MESSAGES or workers < 2:
-            return
-        PendingCount(self, new, workers).collect()
-
     def _count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
         # Serialising is cheap next to tokenizing; the schemas rarely change between calls.
         tools_json = _dumps(list(tools)) if tools else ""
@@ -804,43 +744,6 @@ class ContextTokenTracker:
         if len(self._cache) > 2 * context_size + 64:
             generation = self._generation
             self._cache = {k: e for k, e in self._cache.items() if e.last_seen == generation}
-
-
-class PendingCount:
-    """Counts being made on threads for a `ContextTokenTracker` (see `count_later`)."""
-
-    def __init__(
-        self, tracker: ContextTokenTracker, new: list[tuple[Msg, tuple[str, int]]], workers: int
-    ) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        count_message = tracker.counter.count_message
-        self._tracker = tracker
-        self._slices = [new[i::workers] for i in range(workers)]
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="ctxoffload-count")
-        self._futures = [
-            pool.submit(lambda part: [count_message(m) for m, _ in part], part)
-            for part in self._slices
-        ]
-        pool.shutdown(wait=False)
-
-    async def wait(self) -> None:
-        """Wait for the counts (without blocking the event loop) and cache them."""
-        import asyncio
-
-        self._cache([await asyncio.wrap_future(f) for f in self._futures])
-
-    def collect(self) -> None:
-        """Wait for the counts and cache them."""
-        self._cache([f.result() for f in self._futures])
-
-    def _cache(self, counted: list[list[int]]) -> None:
-        tracker = self._tracker
-        for part, counts in zip(self._slices, counted, strict=True):
-            for (msg, key), tokens in zip(part, counts, strict=True):
-                if key not in tracker._cache:
-                    tracker._cache[key] = _CacheEntry(msg.content, tokens, tracker._generation)
-        self._slices, self._futures = [], []
 
 
 def _context(system: Msg | None, summary: Msg | None, messages: Sequence[Msg]) -> Iterator[Msg]:

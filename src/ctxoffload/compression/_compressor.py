@@ -456,28 +456,13 @@ class Compressor:
         window = self.window(cfg)
         if by_count is None:
             self._preview_tokens(cfg, window)  # says once if the config does not fit the window
-        # A long history never counted (resumed, or handed over whole): once its newest
-        # messages alone are over the trigger, the older ones are counted on threads while
-        # the split is made and they are stored; the total is the same number, known later.
-        pending = self.tracker.count_later(
-            context, tools, None if force else cfg.trigger_ratio * window
-        )
-        counted: int | None = None
-        if pending is None:
-            counted = self.count(context, tools)
-            if not force and counted <= cfg.trigger_ratio * window:
-                return self._note_call(
-                    context,
-                    CompressionResult(context, False, "below trigger", counted, counted),
-                    remember,
-                )
-
-        async def counted_before() -> int:
-            if counted is not None:
-                return counted
-            assert pending is not None
-            await pending.wait()
-            return self.count(context, tools)
+        counted = self.count(context, tools)
+        if not force and counted <= cfg.trigger_ratio * window:
+            return self._note_call(
+                context,
+                CompressionResult(context, False, "below trigger", counted, counted),
+                remember,
+            )
 
         system = context[0] if context and context[0].role == "system" else None
         rest = context[1:] if system is not None else context
@@ -512,7 +497,7 @@ class Compressor:
                     split.kept = [replaced if m is latest else m for m in split.kept]
 
         if not split.older:
-            tokens_before = await counted_before()
+            tokens_before = counted
             # Nothing new to fold in: the earlier summary and window note (the only paths
             # back to the messages that left before) must stay.
             after = self._assemble(system, earlier_summary, split.pinned, split.kept)
@@ -541,7 +526,7 @@ class Compressor:
                 logger.warning(
                     "could not offload %d messages, not compressing: %s", len(split.older), exc
                 )
-                tokens_before = await counted_before()
+                tokens_before = counted
                 return self._note_call(
                     context,
                     CompressionResult(
@@ -556,7 +541,7 @@ class Compressor:
                 self._state.spans.append(line_span)
             self._state.reference = reference
 
-        tokens_before = await counted_before()
+        tokens_before = counted
         outcome = await summarize(
             split.older,
             model=summary_model or self.model,
