@@ -11,8 +11,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace
+
+# No wall-clock limit on any example: the suite runs on more workers than cores, and a slow
+# moment on a busy machine is not a failure.
+settings.register_profile("ctxoffload", deadline=None)
+settings.load_profile("ctxoffload")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
