@@ -17,7 +17,6 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from ._commands import COMMAND_HELP
 from ._common import (
@@ -26,13 +25,15 @@ from ._common import (
     CliError,
     add_json,
     add_workdir,
+    child_path,
     message_lines,
     open_workspace,
     print_json,
-    session_dir,
+    session_folder,
 )
 from ._common import shown as shown_path
 
+# Paths are str here: `pathlib` (urllib.parse, ipaddress) would cost ~4.5 ms of a search.
 TYPE_CHECKING = False  # `typing` costs ~8 ms of the command's start-up
 if TYPE_CHECKING:
     from io import FileIO
@@ -353,7 +354,7 @@ class _Printer:
         )
 
 
-def _open_regular(path: Path) -> int | None:
+def _open_regular(path: str | os.PathLike[str]) -> int | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -366,7 +367,7 @@ def _open_regular(path: Path) -> int | None:
 
 
 def search_file(
-    path: Path,
+    path: str | os.PathLike[str],
     shown: str,
     matcher: Matcher,
     context: int,
@@ -489,7 +490,7 @@ def _search_chunks(
 
 
 def search_context_log(
-    path: Path,
+    path: str | os.PathLike[str],
     shown: str,
     matcher: Matcher,
     context: int,
@@ -520,18 +521,19 @@ def search_context_log(
                 shown_to = last
 
 
-def _targets(workspace: Any, session: str, events: bool) -> Iterator[tuple[str, Path, bool]]:
-    folder = workspace.sessions_dir / session
+def _targets(workspace: Any, session: str, events: bool) -> Iterator[tuple[str, bool]]:
+    """The paths to search in a session, each with whether it is a context.jsonl."""
+    folder = child_path(workspace.sessions_dir, session)
     names = sorted(
         e.name
         for e in os.scandir(folder)
         if e.name.startswith("tool_result-") and e.is_file(follow_symlinks=False)
     )
     for name in names:
-        yield name, folder / name, False
-    yield "context.jsonl", folder / "context.jsonl", True
+        yield child_path(folder, name), False
+    yield child_path(folder, "context.jsonl"), True
     if events:
-        yield "events.jsonl", folder / "events.jsonl", False
+        yield child_path(folder, "events.jsonl"), False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -540,7 +542,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"-C {args.context} is negative: give a number of lines >= 0")
     workspace = open_workspace(args, paths_only=True, session=args.session, data=False)
     if args.session is not None:
-        sessions = [session_dir(workspace, args.session).name]
+        session_folder(workspace, args.session)  # a plain name, of an existing session
+        sessions = [args.session]
     else:
         sessions = [
             e.name
@@ -553,10 +556,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         with deadline:
             for session in sessions:
-                for name, path, is_log in _targets(workspace, session, args.events):
-                    shown = shown_path(workspace.sessions_dir / session / name)
+                for path, is_log in _targets(workspace, session, args.events):
                     search = search_context_log if is_log else search_file
-                    search(path, shown, matcher, args.context, printer.emit, session)
+                    search(path, shown_path(path), matcher, args.context, printer.emit, session)
     except _Deadline.Expired:
         sys.stdout.flush()
         raise CliError(

@@ -11,10 +11,12 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
+    # Not at run time: `pathlib` imports urllib.parse and ipaddress, ~4.5 ms that `grep`
+    # does without (it works on str paths); the helpers that return a Path import it then.
+    from pathlib import Path
     from typing import Any, TextIO
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "Progress",
     "add_json",
     "add_workdir",
+    "child_path",
     "human_bytes",
     "is_plain_file",
     "iso_time",
@@ -32,9 +35,11 @@ __all__ = [
     "message_lines",
     "open_workspace",
     "paint",
+    "path_text",
     "print_json",
     "print_table",
     "session_dir",
+    "session_folder",
     "workdir_of",
 ]
 
@@ -79,7 +84,7 @@ def workdir_text(args: argparse.Namespace) -> str:
     given = getattr(args, "workdir", None)
     if given is not None:
         return str(given)
-    return os.environ.get("CTXOFFLOAD_WORKDIR") or str(Path.cwd())
+    return os.environ.get("CTXOFFLOAD_WORKDIR") or os.getcwd()
 
 
 def workdir_of(args: argparse.Namespace) -> Path:
@@ -94,6 +99,8 @@ def workdir_of(args: argparse.Namespace) -> Path:
             f"--workdir {text!r}: `ctxoffload {getattr(args, 'command', '')}` works on a local "
             "folder; ls, show, cat, grep, stats, verify and gc read a bucket"
         )
+    from pathlib import Path
+
     return Path(text)
 
 
@@ -108,12 +115,91 @@ def local_workdir(
 
     For a bucket only `session` is copied when it is given, and data/ only with `data`.
     """
+    from pathlib import Path
+
+    return Path(_local_workdir_text(args, session=session, data=data, check=check))
+
+
+def _local_workdir_text(
+    args: argparse.Namespace, *, session: str | None, data: bool, check: bool
+) -> str:
+    """`local_workdir` as `str(Path(...))` would print it, without importing pathlib."""
     text = workdir_text(args)
     if not is_store_url(text):
-        return Path(text)
+        return path_text(text)
     from ._bucket import copy_bucket
 
-    return copy_bucket(text, session=session, data=data, check=check).folder
+    return str(copy_bucket(text, session=session, data=data, check=check).folder)
+
+
+def path_text(text: str) -> str:
+    """`str(Path(text))` without importing pathlib: `ws/./x//` -> `ws/x`, `''` -> `'.'`.
+
+    POSIX rules, as pathlib has them: empty and `.` parts dropped, `..` kept, trailing and
+    repeated slashes dropped, exactly two leading slashes kept (POSIX leaves `//` to the
+    system) and more than two made one.
+    """
+    if os.name != "posix":  # pragma: no cover - drives and backslashes: pathlib knows them
+        from pathlib import Path
+
+        return str(Path(text))
+    rest = text.lstrip("/")
+    slashes = len(text) - len(rest)
+    root = "" if slashes == 0 else "//" if slashes == 2 else "/"
+    return root + "/".join(p for p in rest.split("/") if p and p != ".") or "."
+
+
+def child_path(folder: str, name: str) -> str:
+    """`str(Path(folder) / name)` for a `folder` in the form `path_text` gives and a plain
+    file name (no `/`, not `.`, `..` or empty)."""
+    if folder == ".":
+        return name
+    return folder + name if folder.endswith("/") else folder + "/" + name
+
+
+# The answers of Path.exists(), is_dir() and is_symlink(), whose errors reach the user (as
+# "cannot access ..."): before Python 3.14 they take ENOENT, ENOTDIR, EBADF and ELOOP from
+# stat() (and these Windows errors) for "not there" and raise any other OSError (EACCES,
+# ENAMETOOLONG...); from 3.14 on they take every OSError for "not there", as os.path does.
+_MISSING_WINERRORS = (21, 123, 1921)  # not ready, invalid name, cannot resolve
+
+
+def _mode(path: str | os.PathLike[str], *, follow: bool = True) -> int | None:
+    """`stat(path).st_mode`, or None where pathlib would say the path is not there."""
+    try:
+        return os.stat(path, follow_symlinks=follow).st_mode
+    except OSError as exc:
+        if sys.version_info < (3, 14) and not _missing(exc):
+            raise
+        return None
+    except ValueError:  # a NUL in the path
+        return None
+
+
+def _missing(exc: OSError) -> bool:
+    import errno
+
+    return exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP) or (
+        getattr(exc, "winerror", None) in _MISSING_WINERRORS
+    )
+
+
+def _exists(path: str | os.PathLike[str]) -> bool:
+    return _mode(path) is not None
+
+
+def _is_dir(path: str | os.PathLike[str]) -> bool:
+    import stat
+
+    mode = _mode(path)
+    return mode is not None and stat.S_ISDIR(mode)
+
+
+def _is_symlink(path: str | os.PathLike[str]) -> bool:
+    import stat
+
+    mode = _mode(path, follow=False)
+    return mode is not None and stat.S_ISLNK(mode)
 
 
 def shown(path: str | Path) -> str:
@@ -141,21 +227,23 @@ class WorkspaceFolder:
 
     Has the path methods of `LocalWorkspace` (`workdir`, `sessions_dir`, `session_dir`) without
     loading the message model and the writers, so such a command starts in a few milliseconds.
+    Its paths are str, spelled as `str(Path(...))` would spell them (importing pathlib
+    would cost such a command ~4.5 ms).
     """
 
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: str) -> None:
+        self.workdir = path_text(workdir)
 
     @property
-    def sessions_dir(self) -> Path:
+    def sessions_dir(self) -> str:
         """`{workdir}/sessions`."""
-        return self.workdir / "sessions"
+        return child_path(self.workdir, "sessions")
 
-    def session_dir(self, session_id: str) -> Path:
+    def session_dir(self, session_id: str) -> str:
         """`{workdir}/sessions/{session_id}` (validated; not created)."""
         from ..workspace._ids import validate_session_id
 
-        return self.sessions_dir / validate_session_id(session_id)
+        return child_path(self.sessions_dir, validate_session_id(session_id))
 
 
 def open_workspace(
@@ -175,15 +263,15 @@ def open_workspace(
     Raises:
         CliError: the folder is missing, is a file, or is not a workspace.
     """
-    workdir = local_workdir(args, session=session, data=data, check=check)
-    if not workdir.exists():
-        raise CliError(f"workdir {str(workdir)!r} does not exist: pass --workdir DIR")
-    if not workdir.is_dir():
-        raise CliError(f"workdir {str(workdir)!r} is not a folder: pass --workdir DIR")
-    sessions = workdir / "sessions"
-    if sessions.is_symlink() or not sessions.is_dir():
+    workdir = _local_workdir_text(args, session=session, data=data, check=check)
+    if not _exists(workdir):
+        raise CliError(f"workdir {workdir!r} does not exist: pass --workdir DIR")
+    if not _is_dir(workdir):
+        raise CliError(f"workdir {workdir!r} is not a folder: pass --workdir DIR")
+    sessions = child_path(workdir, "sessions")
+    if _is_symlink(sessions) or not _is_dir(sessions):
         raise CliError(
-            f"{str(workdir)!r} is not a ctxoffload workspace (it has no sessions/ folder): "
+            f"{workdir!r} is not a ctxoffload workspace (it has no sessions/ folder): "
             "pass --workdir DIR or set CTXOFFLOAD_WORKDIR"
         )
     if paths_only:
@@ -194,18 +282,30 @@ def open_workspace(
 
 
 def session_dir(workspace: Any, session_id: str) -> Path:
-    """The folder of an existing session; the id is checked before any I/O.
+    """The folder of an existing session of a `LocalWorkspace`; the id is checked before any
+    I/O.
 
     Raises:
         CliError: the id is not a plain name, or there is no such session.
     """
+    path: Path = _existing_session(workspace, session_id)
+    return path
+
+
+def session_folder(workspace: WorkspaceFolder, session_id: str) -> str:
+    """`session_dir` for a `WorkspaceFolder`: the folder as a str."""
+    path: str = _existing_session(workspace, session_id)
+    return path
+
+
+def _existing_session(workspace: Any, session_id: str) -> Any:
     from ..exceptions import InvalidSessionId
 
     try:
-        path: Path = workspace.session_dir(session_id)
+        path = workspace.session_dir(session_id)
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from exc
-    if path.is_symlink() or not path.is_dir():
+    if _is_symlink(path) or not _is_dir(path):
         raise CliError(
             f"no session {session_id!r} in {shown(workspace.workdir)!r}: "
             "`ctxoffload ls` lists the sessions"

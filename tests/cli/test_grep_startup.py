@@ -1,0 +1,134 @@
+"""`ctxoffload grep` starts light: no pathlib, whose import (urllib.parse, ipaddress) costs
+~4.5 ms of a run that bench/bench_cli_grep.py holds to 2x GNU grep; paths are spelled
+as pathlib would spell them all the same."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import LocalWorkspace, ToolResultBlock
+from ctxoffload.cli._common import child_path, path_text
+
+# The modules pathlib brings in, none of which grep needs.
+PATHLIB = ["pathlib", "urllib.parse", "ipaddress"]
+
+# Run in a fresh interpreter: which of the modules named in argv[2] are loaded before the
+# first import of ctxoffload, each grep's (argv[1]) exit status, and which are loaded after.
+CHILD = """
+import io, json, sys
+watched = json.loads(sys.argv[2])
+before = sorted(m for m in watched if m in sys.modules)
+from ctxoffload.cli import main
+runs = []
+for argv in json.loads(sys.argv[1]):
+    sys.stdout = io.TextIOWrapper(io.BytesIO())
+    runs.append([argv, main(argv)])
+    sys.stdout = sys.__stdout__
+loaded = sorted(m for m in watched if m in sys.modules)
+print(json.dumps({"before": before, "runs": runs, "loaded": loaded}))
+"""
+
+
+def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
+    # Tool results only: a context.jsonl is decoded into messages, which loads pydantic
+    # (and pathlib with it).
+    workdir = tmp_path / "ws"
+    for session in ("s1", "s2"):
+        asyncio.run(
+            LocalWorkspace(workdir, fsync=False).offload_tool_result(
+                session, ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
+            )
+        )
+    (tmp_path / "a-file").write_text("x")
+    ws = str(workdir)
+    runs = [
+        (["grep", "ERROR", "--workdir", ws], 0),
+        (["grep", "ERROR", "s1", "--workdir", ws + "/./"], 0),
+        (["grep", "-F", "-C", "1", "--events", "disk", "--workdir", ws], 0),
+        (["grep", "--json", "-i", "error", "s2", "--workdir", ws], 0),
+        (["grep", "nothing-matches", "--workdir", ws], 1),
+        # Every way of failing, too: each is one line on stderr and exit 2.
+        (["grep", "ERROR", "--workdir", str(tmp_path / "missing")], 2),
+        (["grep", "ERROR", "--workdir", str(tmp_path / "a-file")], 2),
+        (["grep", "ERROR", "--workdir", str(tmp_path)], 2),
+        (["grep", "ERROR", "../s1", "--workdir", ws], 2),
+        (["grep", "ERROR", "nope", "--workdir", ws], 2),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([argv for argv, _ in runs]), json.dumps(PATHLIB)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if report["before"]:
+        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
+    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
+    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
+
+
+def test_a_bad_workdir_is_named_as_pathlib_spells_it(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    missing = tmp_path / "missing" / "sub"
+    result = cli("grep", "ERROR", "--workdir", f"{tmp_path}//missing/./sub/")
+    assert result.code == 2
+    assert result.err == (
+        f"ctxoffload grep: workdir {str(missing)!r} does not exist: pass --workdir DIR\n"
+    )
+
+
+def test_grep_names_files_as_pathlib_spells_them(
+    tmp_path: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(
+        LocalWorkspace(tmp_path / "ws", fsync=False).offload_tool_result(
+            "s1", ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    for spelling in ["ws", "ws/", "./ws", "ws//", "ws/./"]:
+        result = cli("grep", "ERROR", "--workdir", spelling)
+        assert result.out == "ws/sessions/s1/tool_result-call_1.txt:2:ERROR disk full\n"
+    monkeypatch.chdir(tmp_path / "ws")
+    for spelling in ["", ".", "./"]:
+        result = cli("grep", "ERROR", "s1", "--workdir", spelling)
+        assert result.out == "sessions/s1/tool_result-call_1.txt:2:ERROR disk full\n"
+
+
+SPELLINGS = [
+    "",
+    ".",
+    "./",
+    "..",
+    "../x",
+    "a",
+    "a/",
+    "a//b",
+    "a/./b/.",
+    "a/../b",
+    "/",
+    "//",
+    "///",
+    "//a//b/",
+    "///a",
+    "/./a",
+    ".//a",
+    "file://x",
+    "a b/ c",
+]
+
+
+@pytest.mark.parametrize("text", SPELLINGS)
+def test_path_text_spells_paths_as_pathlib_does(text: str) -> None:
+    assert path_text(text) == str(Path(text))
+    for name in ("sessions", "tool_result-call_1.txt", "a.."):
+        assert child_path(path_text(text), name) == str(Path(text) / name)
