@@ -9,6 +9,7 @@ SWE-agent `.traj`. A file may hold several runs (OpenHands: one per line).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +39,21 @@ def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
     except ValueError:
         pass
     rows = []
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             rows.append(json.loads(line))
         except ValueError:
+            if number == len(lines) and not text.endswith("\n") and rows:
+                # The last line of a session still being written: read what was complete.
+                print(
+                    f"ctxoffload replay: transcript {str(path)!r}: its last line is torn "
+                    f"(no newline, not JSON); replaying the {len(rows):,} lines before it",
+                    file=sys.stderr,
+                )
+                break
             return None, None
     return None, rows or None
 
