@@ -49,6 +49,11 @@ def test_demo_command_prints_the_report(demo: Any) -> None:
     assert "compressions of older history" in out
     assert FAILED_ORDER in out
     assert f"grep -n ERROR {demo.workdir}" in out
+    # The table counts the messages; the line under it says what the tool schemas add, so
+    # its numbers and `show`'s "tokens counted" (messages and schemas) can be told apart.
+    report = demo.report
+    assert report.tools == 8 and report.tools_tokens > 1_000
+    assert f"the 8 tool schemas add {report.tools_tokens:,} to every call" in out
 
 
 def test_demo_in_a_deep_workdir_finds_the_log_through_the_session_folder(tmp_path: Path) -> None:

@@ -313,6 +313,8 @@ class DemoReport:
     truncations: int = 0
     summary_text: str = ""
     files: list[tuple[str, int]] = field(default_factory=list)
+    tools: int = 0  # tool schemas sent with every model call
+    tools_tokens: int = 0  # what they cost, on top of the messages
 
 
 class _FullCount:
@@ -405,6 +407,8 @@ async def run_demo(
     reply = await agent.reply(question)
 
     report = DemoReport(workdir=workdir, session_id=agent.session_id, answer=reply.text)
+    report.tools = len(agent.tool_schemas)
+    report.tools_tokens = counter.count_tools(agent.tool_schemas)
     for record, (sent, without) in zip(agent.steps, seen, strict=False):
         tools = ", ".join(record.tool_calls) or "(final answer)"
         report.steps.append((record.step, tools, sent, without, record.compressed))
@@ -443,6 +447,12 @@ def format_report(report: DemoReport) -> str:
     for step, tools, sent, without, compressed in report.steps:
         note = "  <- compressed" if compressed else ""
         out.append(f"{step:>4}  {tools:<22} {sent:>15,} {without:>19,}{note}")
+    if report.tools:
+        out.append(
+            f"(tokens of the messages sent; the {report.tools} tool schemas add "
+            f"{report.tools_tokens:,} to every call, and count against the window: "
+            "`ctxoffload show` counts both)"
+        )
     out.append("")
     out.append(
         f"{report.truncations} tool results truncated into files, "
