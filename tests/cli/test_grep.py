@@ -268,3 +268,52 @@ def test_required_literals_of_typical_patterns() -> None:
     assert required_literal("ab*") == "a"
     for none in ["foo|bar", "(?i)abc", "[[:alpha:]]x", r"\Qab\E*", "a{x}", "[ab]", ".*"]:
         assert required_literal(none) is None, none
+
+
+def test_negative_max_columns_is_a_usage_error(filled: Path, cli: Callable[..., Any]) -> None:
+    result = cli("grep", "--max-columns", "-1", "ORD-58213", "--workdir", filled)
+    assert (result.code, result.out) == (2, "")
+    assert result.err == (
+        "ctxoffload grep: --max-columns -1 is negative: give a number of bytes >= 0 "
+        "(0: never cut)\n"
+    )
+    # 0 never cuts; 10 cuts after 10 characters and says how many bytes were left out.
+    whole = cli("grep", "--max-columns", "0", "ORD-58213", "run-1", "--workdir", filled)
+    assert whole.code == 0 and whole.out.endswith("disk quota exceeded\n")
+    cut = cli("grep", "--max-columns", "10", "ORD-58213", "run-1", "--workdir", filled)
+    line = f"{FAILING_LINE:05d} ERROR export-worker-7 order_id=ORD-58213 disk quota exceeded"
+    assert cut.out.endswith(f":{line[:10]} [... {len(line) - 10} more bytes]\n")
+
+
+def test_negative_timeout_is_a_usage_error_and_0_is_no_deadline(
+    hostile: Path, cli: Callable[..., Any]
+) -> None:
+    for value in ("-1", "-0.5", "nan", "inf"):
+        result = cli("grep", "--timeout", value, "x", "--workdir", hostile)
+        assert (result.code, result.out) == (2, ""), value
+        assert result.err == (
+            f"ctxoffload grep: --timeout {value}: give a number of seconds >= 0 (0: no deadline)\n"
+        )
+    # 0: Python's re runs a backreference with no deadline (this one is quick).
+    result = cli("grep", "--timeout", "0", r"(ORD-5)8213.*\1", "--workdir", hostile)
+    assert result.code == 1 and result.err == ""
+
+
+def test_grep_help_says_what_0_means(cli: Callable[..., Any]) -> None:
+    text = " ".join(cli("grep", "--help").out.split())
+    assert "0: never cut" in text and "0: no deadline" in text and "default 30" in text
+
+
+def test_the_deadline_message_offers_re2_only_when_it_is_missing(
+    hostile: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("re2")
+    args = ("grep", r"(a+)+\1(!x)", "evil", "--timeout", "0.3", "--workdir", hostile)
+    with_re2 = cli(*args)
+    assert with_re2.code == 2 and with_re2.err.count("\n") == 1
+    assert "pip install" not in with_re2.err and "install google-re2" not in with_re2.err
+    assert "RE2, which is installed, cannot run it (backreferences" in with_re2.err
+    monkeypatch.setitem(sys.modules, "re2", None)  # as if google-re2 were not installed
+    without = cli(*args)
+    assert without.code == 2 and without.err.count("\n") == 1
+    assert "install google-re2 (pip install google-re2)" in without.err

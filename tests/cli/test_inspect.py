@@ -167,7 +167,7 @@ def test_a_corrupt_line_is_skipped_and_said_not_a_crash(
             "not valid JSON: skipped; `ctxoffload verify` checks the workspace\n"
         )
     out = cli("cat", "sessions/run-1/context.jsonl", "--lines", "2", "--workdir", filled).out
-    assert out.startswith("     2\t(not JSON: a torn line) {this is not json")
+    assert out.startswith("     2\t(not JSON: a corrupt line) {this is not json")
     assert cli("verify", "--workdir", filled).code == 1
 
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 # Generous bounds so a loaded machine cannot hang the suite; they are not speed checks.
 PATIENCE = 60.0
@@ -160,3 +164,152 @@ def test_watch_from_start_prints_what_is_there(filled: Path) -> None:
         assert watch.wait(timeout=PATIENCE) == 0
     finally:
         _stop(watch)
+
+
+def _watch(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    with _ctrl_c_reaches_children():
+        return subprocess.Popen(
+            [*prefix, sys.executable, "-m", "ctxoffload", "watch", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+
+def _append_message(workdir: Path, session: str, text: str) -> None:
+    """A message offloaded by the library itself, in a child process as a live agent would."""
+    code = (
+        "import asyncio, sys\n"
+        "from ctxoffload import LocalWorkspace, Msg\n"
+        "ws = LocalWorkspace(sys.argv[1], fsync=False)\n"
+        "msg = Msg(role='user', content=sys.argv[3])\n"
+        "asyncio.run(ws.offload_context(sys.argv[2], msgs=[msg]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(workdir), session, text],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _end(watch: subprocess.Popen[str], err: queue.Queue[str], seen_err: list[str]) -> str:
+    """Ctrl-C, exit 0, and everything watch said on stderr."""
+    watch.send_signal(signal.SIGINT)
+    assert watch.wait(timeout=PATIENCE) == 0
+    while True:  # the pump ends at EOF, now that watch has exited
+        try:
+            seen_err.append(err.get(timeout=5))
+        except queue.Empty:
+            break
+    return "".join(seen_err)
+
+
+def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path: Path) -> None:
+    events = filled / "sessions/run-1/events.jsonl"
+    outside = tmp_path / "out.jsonl"
+    outside.write_text(
+        '{"time": "2026-11-22T12:00:00+00:00", "kind": "truncation", "tool_name": "SECRET"}\n'
+    )
+    events.unlink()
+    os.link(outside, events)
+    watch = _watch("run-1", "--from-start", "--workdir", str(filled))
+    try:
+        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        seen: list[str] = []
+        _wait_for(out, "Find the failing order", seen)  # context.jsonl is still followed
+        # (By hand: the library itself refuses to append to the hard-linked events.jsonl.)
+        with open(filled / "sessions/run-1/context.jsonl", "ab") as log:
+            log.write(b'{"role": "user", "content": "written after the refusal"}\n')
+        _wait_for(out, "written after the refusal", seen)
+        said = _end(watch, err, [])
+    finally:
+        _stop(watch)
+    assert not any("SECRET" in line for line in seen)
+    refusal = (
+        f"ctxoffload watch: {events}: has 2 hard links: it may be shared with a file outside "
+        "the workspace; not read\n"
+    )
+    assert said.count(refusal) == 1, said
+    assert "Traceback" not in said
+
+
+SETPRIV = ("setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search")
+
+
+def _unprivileged(tmp_path: Path) -> tuple[str, ...]:
+    """A prefix that runs a command unable to read a chmod 000 file, or skip."""
+    probe = tmp_path / "probe"
+    probe.write_text("x")
+    probe.chmod(0)
+    if os.geteuid() != 0:
+        prefix: tuple[str, ...] = ()
+    elif shutil.which("setpriv"):
+        prefix = SETPRIV
+    else:
+        pytest.skip("running as root without setpriv: a chmod 000 file stays readable")
+    check = subprocess.run(
+        [*prefix, sys.executable, "-c", f"open({str(probe)!r}).read()"],
+        capture_output=True,
+        text=True,
+    )
+    if "PermissionError" not in check.stderr:
+        pytest.skip(f"cannot drop the power to read a chmod 000 file here: {check.stderr!r}")
+    return prefix
+
+
+def test_watch_reports_a_log_it_cannot_read_once_and_goes_on(filled: Path, tmp_path: Path) -> None:
+    prefix = _unprivileged(tmp_path)
+    events = filled / "sessions/run-1/events.jsonl"
+    events.chmod(0)
+    watch = _watch("run-1", "--from-start", "--workdir", str(filled), prefix=prefix)
+    try:
+        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        seen: list[str] = []
+        _wait_for(out, "Find the failing order", seen)
+        _append_message(filled, "run-1", "written while events.jsonl is locked")
+        _wait_for(out, "written while events.jsonl is locked", seen)
+        said = _end(watch, err, [])
+    finally:
+        _stop(watch)
+    assert said.count(f"ctxoffload watch: cannot read {events}: Permission denied\n") == 1, said
+    assert "Traceback" not in said
+
+
+def test_watch_waits_for_a_session_that_does_not_exist_yet(filled: Path) -> None:
+    watch = _watch("not-yet", "--wait", "--workdir", str(filled))
+    try:
+        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        seen_err: list[str] = []
+        _wait_for(err, "waiting for it", seen_err)
+        _append_message(filled, "not-yet", "the first message of a new session")
+        seen: list[str] = []
+        _wait_for(out, "the first message of a new session", seen)
+        _append_message(filled, "run-1", "another session's message")
+        _append_message(filled, "not-yet", "its second message")
+        _wait_for(out, "its second message", seen)
+        said = _end(watch, err, seen_err)
+    finally:
+        _stop(watch)
+    assert not any("another session's message" in line for line in seen)
+    assert said.count("waiting for it") == 1 and "Traceback" not in said
+
+
+def test_watch_waits_only_when_asked_and_only_for_a_plain_name(
+    filled: Path, cli: Callable[..., Any]
+) -> None:
+    missing = cli("watch", "not-yet", "--workdir", filled)
+    assert (missing.code, missing.out) == (2, "")
+    assert missing.err == (
+        f"ctxoffload watch: no session 'not-yet' in {str(filled)!r}: `ctxoffload ls` lists "
+        "the sessions; --wait waits for it to appear\n"
+    )
+    for session in ("../etc", "a/b", ".hidden"):
+        bad = cli("watch", session, "--wait", "--workdir", filled)
+        assert (bad.code, bad.out) == (2, "") and bad.err.count("\n") == 1, bad
+        assert "waiting" not in bad.err
+    (filled / "sessions/a-file").write_text("x")
+    held = cli("watch", "a-file", "--wait", "--workdir", filled)
+    assert held.code == 2 and "no session 'a-file'" in held.err and "--wait" not in held.err

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import re
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._commands import COMMAND_HELP
-from ._common import CliError, add_workdir, message_lines, open_workspace
+from ._common import (
+    EXIT_PROBLEMS,
+    CliError,
+    add_workdir,
+    cannot_read,
+    hard_links_refused,
+    message_lines,
+    open_file,
+    open_workspace,
+    shown,
+)
 
 __all__ = ["parse_line_range", "register", "run"]
 
@@ -24,7 +36,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Print the file a reference names (a path the workspace returned, absolute or "
             "relative, or a file:// URL), with line numbers. A context.jsonl line is shown as "
-            "readable message text. Paths outside the workspace are refused."
+            "readable message text (a line that is not JSON is marked: a torn line when it is "
+            "the last one and has no newline yet, a corrupt line otherwise). Paths outside "
+            "the workspace, links, special files and files with more than one hard link (one "
+            "may be outside) are refused. Exit 1 when --lines starts after the end of the file "
+            "(its length is said on stderr), 2 when the file is refused or cannot be read, 0 "
+            "otherwise."
         ),
     )
     add_workdir(parser)
@@ -56,12 +73,38 @@ def parse_line_range(text: str | None) -> tuple[int, int | None]:
 
 
 def _open_regular(path: Path) -> int:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-        os.close(fd)
-        raise CliError(f"{path} is not a plain file of the workspace: refused")
-    return fd
+    """The file `resolve_reference` checked, opened and checked again on its descriptor.
+
+    Raises:
+        CliError: it has more than one hard link or cannot be read (`open_file`), or it is
+            no longer a regular file (replaced since).
+    """
+    opened = open_file(path)
+    if opened is None:
+        raise CliError(f"{shown(path)} is not a plain file of the workspace: refused")
+    return opened[0]
+
+
+def _why_refused(exc: Exception, workdir: Path) -> str | None:
+    """Why `resolve_reference` refused a reference inside the workspace, when the cause is
+    a file that cannot be read or a hard-linked file; None otherwise (its own message
+    stands: outside the workspace, missing, a link...)."""
+    from ..exceptions import OffloadError
+
+    refused = exc.__cause__
+    if not isinstance(refused, OffloadError) or refused.path is None:
+        return None
+    path = Path(workdir, refused.path)  # the workspace names it relative to the workdir
+    cause = refused.__cause__
+    if isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM):
+        return cannot_read(path, cause)
+    try:
+        st = os.lstat(path)  # only to name the reason: no byte of it is read
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return hard_links_refused(path, st.st_nlink)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from ..exceptions import InvalidReference
 
     first, last = parse_line_range(args.lines)
-    from ._common import is_store_url, shown, workdir_text
+    from ._common import is_store_url, workdir_text
 
     session = None
     reference = args.reference
@@ -88,32 +131,48 @@ def run(args: argparse.Namespace) -> int:
             reference = local_reference(reference)
         path = workspace.resolve_reference(reference)
     except InvalidReference as exc:
-        raise CliError(str(exc)) from exc
+        raise CliError(_why_refused(exc, workspace.workdir) or str(exc)) from exc
     fd = _open_regular(path)
-    out = sys.stdout
     with os.fdopen(fd, "rb") as f:
         head = f.read(8192)
         if b"\x00" in head:
             size = os.fstat(f.fileno()).st_size
-            out.write(f"{shown(path)}: binary file, {size:,} bytes (not printed)\n")
+            sys.stdout.write(f"{shown(path)}: binary file, {size:,} bytes (not printed)\n")
             return 0
         f.seek(0)
-        is_log = path.name == "context.jsonl" and not args.raw
-        width = 6
-        for number, raw in enumerate(f, start=1):
-            if number < first:
-                continue
-            if last is not None and number > last:
-                break
-            text = raw.decode("utf-8", errors="replace").rstrip("\n")
-            if not is_log:
-                out.write(f"{number:>{width}}\t{text}\n")
-                continue
-            try:
-                lines = message_lines(json.loads(text))
-            except ValueError:
-                lines = [f"(not JSON: a torn line) {text[:200]}"]
-            out.write(f"{number:>{width}}\t{lines[0]}\n")
-            for line in lines[1:]:
-                out.write(f"{'':>{width}}\t  {line}\n")
+        lines = _print_lines(f, first, last, is_log=path.name == "context.jsonl" and not args.raw)
+    if args.lines is not None and lines < first:
+        raise CliError(
+            f"{shown(path)} has {lines:,} line{'' if lines == 1 else 's'}: "
+            f"--lines {args.lines} starts after its end",
+            EXIT_PROBLEMS,
+        )
     return 0
+
+
+def _print_lines(f: Any, first: int, last: int | None, *, is_log: bool) -> int:
+    """Print lines `first` to `last` of `f`, numbered. Returns how many lines were read: the
+    file's length when it ends before line `last`."""
+    out = sys.stdout
+    width = 6
+    number = 0
+    for number, raw in enumerate(f, start=1):
+        if number < first:
+            continue
+        if last is not None and number > last:
+            break
+        text = raw.decode("utf-8", errors="replace").rstrip("\n")
+        if not is_log:
+            out.write(f"{number:>{width}}\t{text}\n")
+            continue
+        try:
+            lines = message_lines(json.loads(text))
+        except ValueError:
+            # Only a last line without its newline is torn (being written, or cut by a
+            # crash); a bad line that ends in a newline was written whole, and is corrupt.
+            what = "a torn line" if not raw.endswith(b"\n") else "a corrupt line"
+            lines = [f"(not JSON: {what}) {text[:200]}"]
+        out.write(f"{number:>{width}}\t{lines[0]}\n")
+        for line in lines[1:]:
+            out.write(f"{'':>{width}}\t  {line}\n")
+    return number

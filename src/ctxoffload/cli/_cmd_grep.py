@@ -4,17 +4,22 @@ Tool-result files are searched as they are (line numbers match what the agent sa
 context.jsonl is matched on each message's decoded text, so a string the model saw is found
 even when the file stores it JSON-escaped.
 
-Matching uses RE2 (linear time, `pip install 'ctxoffload[cli]'`) when it is installed and
+Matching uses RE2 (linear time; google-re2 is a dependency) when it is installed and
 understands the pattern; otherwise Python's `re` runs under a deadline (`--timeout`), so a
 pattern chosen to backtrack forever cannot hang the command.
+
+A file that is not read (a hard-linked file, which may be shared with a file outside the
+workspace, or one this user may not read) is said on stderr, one line each, and the others
+are searched; the exit status is then 2, as GNU grep's is after an error, even if lines
+matched.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import mmap
 import os
-import stat
 import sys
 from collections.abc import Callable, Iterator
 
@@ -22,11 +27,14 @@ from ._commands import COMMAND_HELP
 from ._common import (
     EXIT_OK,
     EXIT_PROBLEMS,
+    EXIT_USAGE,
     CliError,
     add_json,
     add_workdir,
+    cannot_read,
     child_path,
     message_lines,
+    open_file,
     open_workspace,
     print_json,
     session_folder,
@@ -49,7 +57,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=COMMAND_HELP["grep"],
         description=(
             "Search the tool_result files and the decoded messages of context.jsonl of one "
-            "session or of all. Exit 0 when something matched, 1 when nothing did."
+            "session or of all. Exit 0 when something matched, 1 when nothing did, 2 on an "
+            "error: a file that could not be read (each said on stderr; the others are still "
+            "searched) or a usage error. A file with more than one hard link is never read: "
+            "it may be shared with a file outside the workspace."
         ),
     )
     add_workdir(parser)
@@ -65,14 +76,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=int,
         default=2000,
         metavar="N",
-        help="cut printed lines after N characters (0: never; default 2000)",
+        help="cut printed lines after N bytes (0: never cut; default 2000)",
     )
     parser.add_argument(
         "--timeout",
         type=float,
         default=30.0,
         metavar="S",
-        help="give up after S seconds when Python's re has to run the pattern (default 30)",
+        help=(
+            "give up after S seconds when Python's re has to run the pattern (default 30; "
+            "0: no deadline)"
+        ),
     )
     parser.set_defaults(run=run)
 
@@ -354,18 +368,6 @@ class _Printer:
         )
 
 
-def _open_regular(path: str | os.PathLike[str]) -> int | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        return None
-    return fd
-
-
 def search_file(
     path: str | os.PathLike[str],
     shown: str,
@@ -374,16 +376,24 @@ def search_file(
     emit: Callable[[_Hit], None],
     session: str,
 ) -> None:
-    """Report the matching lines of one text file, with `context` lines around each."""
-    fd = _open_regular(path)
-    if fd is None:
+    """Report the matching lines of one text file, with `context` lines around each.
+
+    A missing file, a link or a special file is passed over (`open_file`).
+
+    Raises:
+        CliError: the file has more than one hard link, or cannot be read; nothing of it
+            was searched.
+    """
+    opened = open_file(path)
+    if opened is None:
         return
+    fd, st = opened
     if context == 0:
         with os.fdopen(fd, "rb", buffering=0) as f:
             _search_chunks(f, shown, matcher, emit, session)
         return
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         if size == 0:
             return
         buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -497,13 +507,17 @@ def search_context_log(
     emit: Callable[[_Hit], None],
     session: str,
 ) -> None:
-    """Match each message of a context.jsonl on its decoded text; report its JSONL line."""
-    fd = _open_regular(path)
-    if fd is None:
+    """Match each message of a context.jsonl on its decoded text; report its JSONL line.
+
+    Raises:
+        CliError: as `search_file`.
+    """
+    opened = open_file(path)
+    if opened is None:
         return
     import json
 
-    with os.fdopen(fd, "rb") as f:
+    with os.fdopen(opened[0], "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
                 value = json.loads(raw)
@@ -521,14 +535,26 @@ def search_context_log(
                 shown_to = last
 
 
-def _targets(workspace: Any, session: str, events: bool) -> Iterator[tuple[str, bool]]:
-    """The paths to search in a session, each with whether it is a context.jsonl."""
+def _targets(
+    workspace: Any, session: str, events: bool, skip: Callable[[str], None]
+) -> Iterator[tuple[str, bool]]:
+    """The paths to search in a session, each with whether it is a context.jsonl.
+
+    A session folder that cannot be listed is said through `skip` (one that vanished, not).
+    """
     folder = child_path(workspace.sessions_dir, session)
-    names = sorted(
-        e.name
-        for e in os.scandir(folder)
-        if e.name.startswith("tool_result-") and e.is_file(follow_symlinks=False)
-    )
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(
+                e.name
+                for e in entries
+                if e.name.startswith("tool_result-") and e.is_file(follow_symlinks=False)
+            )
+    except FileNotFoundError:
+        return  # removed (gc) since the sessions were listed
+    except OSError as exc:
+        skip(cannot_read(folder, exc))
+        return
     for name in names:
         yield child_path(folder, name), False
     yield child_path(folder, "context.jsonl"), True
@@ -540,6 +566,15 @@ def run(args: argparse.Namespace) -> int:
     """Search and print the matching lines."""
     if args.context < 0:
         raise CliError(f"-C {args.context} is negative: give a number of lines >= 0")
+    if args.max_columns < 0:
+        raise CliError(
+            f"--max-columns {args.max_columns} is negative: give a number of bytes >= 0 "
+            "(0: never cut)"
+        )
+    if not (args.timeout >= 0 and math.isfinite(args.timeout)):  # not NaN nor infinite
+        raise CliError(
+            f"--timeout {args.timeout:g}: give a number of seconds >= 0 (0: no deadline)"
+        )
     workspace = open_workspace(args, paths_only=True, session=args.session, data=False)
     if args.session is not None:
         session_folder(workspace, args.session)  # a plain name, of an existing session
@@ -553,21 +588,48 @@ def run(args: argparse.Namespace) -> int:
     matcher = compile_matcher(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed_strings)
     printer = _Printer(args.json, args.max_columns, args.context)
     deadline = _Deadline(args.timeout if matcher.engine == "re" else 0)
+    skipped = 0
+
+    def skip(message: str) -> None:
+        """Say on stderr that a file was not searched, after the lines found before it."""
+        nonlocal skipped
+        skipped += 1
+        printer.out.flush()
+        sys.stderr.write(f"ctxoffload grep: {message}\n")
+        sys.stderr.flush()
+
     try:
         with deadline:
             for session in sessions:
-                for path, is_log in _targets(workspace, session, args.events):
+                for path, is_log in _targets(workspace, session, args.events, skip):
                     search = search_context_log if is_log else search_file
-                    search(path, shown_path(path), matcher, args.context, printer.emit, session)
+                    try:
+                        search(path, shown_path(path), matcher, args.context, printer.emit, session)
+                    except CliError as exc:  # a hard-linked or unreadable file: not read
+                        skip(str(exc))
     except _Deadline.Expired:
         sys.stdout.flush()
         raise CliError(
             f"pattern {args.pattern!r} ran longer than {args.timeout:g} s in Python's re "
-            "(it backtracks): simplify it, use -F, or install google-re2 "
-            "(pip install 'ctxoffload[cli]')"
+            f"(it backtracks): {_deadline_advice()}"
         ) from None
     if args.json:
         print_json(printer.hits)
     else:
         printer.out.flush()
+    if skipped:
+        return EXIT_USAGE  # GNU grep's rule: an error gives 2 even if lines matched
     return EXIT_OK if printer.matches else EXIT_PROBLEMS
+
+
+def _deadline_advice() -> str:
+    """What to do about a pattern that Python's re ran past the deadline."""
+    try:
+        import re2  # noqa: F401
+    except ImportError:
+        return "simplify it, use -F, or install google-re2 (pip install google-re2)"
+    # RE2 is there: it refused the pattern, and installing it again would change nothing.
+    return (
+        "RE2, which is installed, cannot run it (backreferences, lookarounds and the like "
+        "need Python's re); simplify it or use -F"
+    )

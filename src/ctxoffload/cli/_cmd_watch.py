@@ -5,14 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ._commands import COMMAND_HELP
-from ._common import add_json, add_workdir, message_lines, open_workspace, session_dir
+from ._common import (
+    CliError,
+    add_json,
+    add_workdir,
+    cannot_read,
+    message_lines,
+    open_file,
+    open_workspace,
+    session_dir,
+    shown,
+)
 
 __all__ = ["Follower", "describe_event", "register", "run"]
 
@@ -25,12 +34,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Print new events.jsonl entries, new context.jsonl messages and new files of one "
             "session or all, as they are written. A line still being written is printed once "
-            "it is complete. Ctrl-C ends it (exit 0)."
+            "it is complete. A file that cannot be read, or has more than one hard link (one "
+            "may be outside the workspace: it is never read), is said once on stderr and the "
+            "rest is still followed. With --wait, a SESSION that does not exist yet is waited "
+            "for (to start watching before the agent starts). Ctrl-C ends it (exit 0)."
         ),
     )
-    add_workdir(parser)
+    add_workdir(parser, bucket=False)  # watchfiles follows a local folder
     add_json(parser)
     parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="if SESSION does not exist yet, wait for it to appear instead of exit 2",
+    )
     parser.add_argument(
         "--from-start", action="store_true", help="print what is already there first"
     )
@@ -70,18 +87,37 @@ class Follower:
     as_json: bool
     tails: dict[Path, _Tail] = field(default_factory=dict)
     known_files: set[Path] = field(default_factory=set)
+    # Files and folders that could not be read, said once on stderr until they can be again.
+    refused: set[Path] = field(default_factory=set)
+
+    def _refuse(self, path: Path, message: str) -> None:
+        """Say once on stderr that `path` is not read; watching goes on."""
+        if path not in self.refused:
+            self.refused.add(path)
+            print(f"ctxoffload watch: {message}", file=sys.stderr, flush=True)
+
+    def _scan(self, folder: Path, dirs: bool) -> list[Path]:
+        """The folders (`dirs`) or files of `folder`, links and dot names left out."""
+        try:
+            with os.scandir(folder) as entries:
+                found = sorted(
+                    Path(e.path)
+                    for e in entries
+                    if not e.name.startswith(".")
+                    and (e.is_dir if dirs else e.is_file)(follow_symlinks=False)
+                )
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            self._refuse(folder, cannot_read(folder, exc))
+            return []
+        self.refused.discard(folder)
+        return found
 
     def _session_dirs(self) -> list[Path]:
         if self.only is not None:
             return [self.sessions_dir / self.only]
-        try:
-            return sorted(
-                Path(e.path)
-                for e in os.scandir(self.sessions_dir)
-                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-            )
-        except FileNotFoundError:
-            return []
+        return self._scan(self.sessions_dir, dirs=True)
 
     def start(self, from_start: bool) -> None:
         """Remember where every file ends now (or start at 0 with `from_start`)."""
@@ -94,16 +130,8 @@ class Follower:
         if from_start:
             self.known_files.clear()
 
-    @staticmethod
-    def _files(folder: Path) -> list[Path]:
-        try:
-            return sorted(
-                Path(e.path)
-                for e in os.scandir(folder)
-                if e.is_file(follow_symlinks=False) and not e.name.startswith(".")
-            )
-        except FileNotFoundError:
-            return []
+    def _files(self, folder: Path) -> list[Path]:
+        return self._scan(folder, dirs=False)
 
     def poll(self) -> list[str]:
         """The lines to print for everything new."""
@@ -121,13 +149,15 @@ class Follower:
     def _read_new(self, session: str, path: Path) -> list[str]:
         tail = self.tails.setdefault(path, _Tail())
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+            opened = open_file(path)  # no link followed; a hard-linked file is never read
+        except CliError as exc:  # more than one hard link, or cannot be read
+            self._refuse(path, str(exc))
             return []
+        if opened is None:
+            return []  # gone, or a link or special file: nothing of the workspace's to read
+        self.refused.discard(path)
+        fd, st = opened
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                return []
             if st.st_ino != tail.inode or st.st_size < tail.offset:
                 # A new file under the old name (a purged and re-created session).
                 tail.offset, tail.inode, tail.partial = 0, st.st_ino, b""
@@ -174,30 +204,66 @@ def run(args: argparse.Namespace) -> int:
 
     workdir_of(args)  # a bucket cannot be watched: one clear line instead of a copy
     workspace = open_workspace(args)
+    folder = None
     if args.session is not None:
-        session_dir(workspace, args.session)
+        folder = _session_to_watch(workspace, args.session, wait=args.wait)
     follower = Follower(workspace.sessions_dir, args.session, args.json)
     follower.start(args.from_start)
     try:
         import watchfiles
 
+        # yield_on_timeout: look again every second even if a change notification was lost.
+        options: dict[str, Any] = {
+            "debounce": 50,
+            "step": 20,
+            "rust_timeout": 1000,
+            "yield_on_timeout": True,
+            "raise_interrupt": True,
+        }
+        if folder is not None and not os.path.lexists(folder):
+            print(
+                f"ctxoffload watch: no session {args.session!r} in {shown(workspace.workdir)} "
+                "yet: waiting for it to appear (Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
+            for _changes in watchfiles.watch(workspace.sessions_dir, recursive=False, **options):
+                if os.path.lexists(folder):
+                    break
+            session_dir(workspace, args.session)  # a folder, not a link or a file
         what = f"session {args.session}" if args.session else "all sessions"
         print(f"watching {what} in {workspace.workdir} (Ctrl-C to stop)", file=sys.stderr)
         sys.stderr.flush()
         for line in follower.poll():
             print(line, flush=True)
-        watched = workspace.sessions_dir / args.session if args.session else workspace.sessions_dir
-        # yield_on_timeout: look again every second even if a change notification was lost.
-        for _changes in watchfiles.watch(
-            watched,
-            debounce=50,
-            step=20,
-            rust_timeout=1000,
-            yield_on_timeout=True,
-            raise_interrupt=True,
-        ):
+        watched = folder if folder is not None else workspace.sessions_dir
+        for _changes in watchfiles.watch(watched, **options):
             for line in follower.poll():
                 print(line, flush=True)
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _session_to_watch(workspace: Any, session_id: str, *, wait: bool) -> Path:
+    """The folder of `session_id`, which with `wait` may not exist yet (watch waits for it).
+
+    Raises:
+        CliError: the id is not a plain name, something other than a folder (a link, a
+            file) holds its name, or there is no such session and not `wait`.
+    """
+    from ..exceptions import InvalidSessionId
+
+    try:
+        folder: Path = workspace.session_dir(session_id)
+    except InvalidSessionId as exc:
+        raise CliError(str(exc)) from exc
+    if wait and not os.path.lexists(folder):
+        return folder
+    try:
+        session_dir(workspace, session_id)  # refuses a link or a file in its place
+    except CliError as exc:
+        if os.path.lexists(folder):
+            raise
+        raise CliError(f"{exc}; --wait waits for it to appear") from None
+    return folder

@@ -7,7 +7,9 @@ imports rich, watchfiles or the agent at module level.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,12 +29,15 @@ __all__ = [
     "Progress",
     "add_json",
     "add_workdir",
+    "cannot_read",
     "child_path",
+    "hard_links_refused",
     "human_bytes",
     "is_plain_file",
     "iso_time",
     "json_lines",
     "message_lines",
+    "open_file",
     "open_workspace",
     "paint",
     "path_text",
@@ -59,16 +64,15 @@ class CliError(Exception):
 # -- arguments ------------------------------------------------------------------------------
 
 
-def add_workdir(parser: argparse.ArgumentParser) -> None:
-    """`--workdir DIR` on a command (it may also be given before the command)."""
+def add_workdir(parser: argparse.ArgumentParser, *, bucket: bool = True) -> None:
+    """`--workdir DIR` on a command (it may also be given before the command); `bucket`:
+    whether the command reads a bucket URL too."""
+    where = "a folder, or a bucket URL such as s3://bucket/prefix" if bucket else "a folder"
     parser.add_argument(
         "--workdir",
         default=argparse.SUPPRESS,
         metavar="DIR",
-        help=(
-            "the workspace: a folder, or a bucket URL such as s3://bucket/prefix "
-            "(default: $CTXOFFLOAD_WORKDIR, else the current directory)"
-        ),
+        help=f"the workspace: {where} (default: $CTXOFFLOAD_WORKDIR, else the current directory)",
     )
 
 
@@ -177,8 +181,6 @@ def _mode(path: str | os.PathLike[str], *, follow: bool = True) -> int | None:
 
 
 def _missing(exc: OSError) -> bool:
-    import errno
-
     return exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP) or (
         getattr(exc, "winerror", None) in _MISSING_WINERRORS
     )
@@ -189,15 +191,11 @@ def _exists(path: str | os.PathLike[str]) -> bool:
 
 
 def _is_dir(path: str | os.PathLike[str]) -> bool:
-    import stat
-
     mode = _mode(path)
     return mode is not None and stat.S_ISDIR(mode)
 
 
 def _is_symlink(path: str | os.PathLike[str]) -> bool:
-    import stat
-
     mode = _mode(path, follow=False)
     return mode is not None and stat.S_ISLNK(mode)
 
@@ -326,8 +324,6 @@ def print_json(value: Any, out: TextIO | None = None) -> None:
 
 def is_plain_file(path: Path) -> bool:
     """Whether `path` is a regular file itself (not a link, FIFO, socket or device)."""
-    import stat
-
     try:
         return stat.S_ISREG(path.lstat().st_mode)
     except OSError:
@@ -340,17 +336,17 @@ def json_lines(path: Path, *, command: str = "ctxoffload") -> Iterator[tuple[int
     A link, FIFO or missing file yields nothing. A last line without its newline (a write
     in progress) is skipped silently; lines that are not JSON are skipped, and said once
     per file on stderr.
+
+    Raises:
+        CliError: the file has more than one hard link (another may be outside the
+            workspace: its bytes are never read), or it cannot be read (EACCES...).
     """
     import json
-    import stat
 
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+    opened = open_file(path)
+    if opened is None:
         return
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return
+    with os.fdopen(opened[0], "rb") as f:
         bad: list[int] = []
         for number, raw in enumerate(f, start=1):
             if not raw.endswith(b"\n") or not raw.strip():
@@ -368,6 +364,66 @@ def json_lines(path: Path, *, command: str = "ctxoffload") -> Iterator[tuple[int
                 + ": skipped; `ctxoffload verify` checks the workspace",
                 file=sys.stderr,
             )
+
+
+# -- reading a workspace's files ------------------------------------------------------------
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# What `open_file` takes for "not a file of the workspace" (verify reports those): missing,
+# a symbolic link (O_NOFOLLOW), a socket or device with nothing behind it.
+_NOT_A_FILE = frozenset((errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO))
+# A tool_result or data/ file has two links for the microseconds between being linked into
+# place and its temporary name being removed: a second link is looked at again this often,
+# 1 ms apart, before it is refused (as the workspace's own readers do).
+_LINK_RETRIES = 20
+
+
+def hard_links_refused(path: str | os.PathLike[str], links: int) -> str:
+    """The one line that says a hard-linked file was not read."""
+    return (
+        f"{shown(os.fspath(path))}: has {links} hard links: it may be shared with a file "
+        "outside the workspace; not read"
+    )
+
+
+def cannot_read(path: str | os.PathLike[str], exc: OSError) -> str:
+    """The one line that says a file could not be opened (`cannot read PATH: Permission denied`)."""
+    return f"cannot read {shown(os.fspath(path))}: {exc.strerror or exc}"
+
+
+def open_file(path: str | os.PathLike[str]) -> tuple[int, os.stat_result] | None:
+    """Open a file of a workspace for reading: `(descriptor, its fstat)`.
+
+    Opened without following a link and without blocking (a FIFO), then checked on the open
+    descriptor, never by path (which races): a regular file with one link. So no byte of a
+    link's target or of a hard-linked file (another name of which may be outside the
+    workspace) is ever read. One `open` and one `fstat` for a good file: `grep` opens
+    thousands.
+
+    Returns:
+        None when there is no such file, or it is a symbolic link, FIFO, socket, device or
+        folder: not a file of the workspace (`ctxoffload verify` reports those).
+
+    Raises:
+        CliError: it has more than one hard link, or it cannot be opened (EACCES...). The
+            message is one line naming the file.
+    """
+    for attempt in range(_LINK_RETRIES + 1):
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except OSError as exc:
+            if exc.errno in _NOT_A_FILE:
+                return None
+            raise CliError(cannot_read(path, exc)) from None
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink <= 1:
+            return fd, st
+        os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if attempt < _LINK_RETRIES:
+            time.sleep(0.001)
+    raise CliError(hard_links_refused(path, st.st_nlink))
 
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}

@@ -1,0 +1,49 @@
+"""`ctxoffload cat`: what it says of lines it cannot show, and of ranges past the end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MESSAGE = b'{"role": "user", "content": "hello"}\n'
+
+
+def test_only_an_unfinished_last_line_is_called_torn(filled: Path, cli: Callable[..., Any]) -> None:
+    log = filled / "sessions/run-2/context.jsonl"
+    log.write_bytes(MESSAGE + b"{corrupt in the middle\n" + MESSAGE + b'{"role": "us')
+    out = cli("cat", log, "--workdir", filled).out.splitlines()
+    assert out[2] == "     2\t(not JSON: a corrupt line) {corrupt in the middle"
+    assert out[-1] == '     4\t(not JSON: a torn line) {"role": "us'
+    # A bad last line that did end with its newline was written whole: corrupt, not torn.
+    log.write_bytes(MESSAGE + b"{corrupt at the end\n")
+    out = cli("cat", log, "--workdir", filled).out.splitlines()
+    assert out[-1] == "     2\t(not JSON: a corrupt line) {corrupt at the end"
+
+
+def test_a_range_past_the_end_says_how_long_the_file_is(
+    filled: Path, cli: Callable[..., Any]
+) -> None:
+    ref = filled / "sessions/run-1/tool_result-call_1.txt"
+    past = cli("cat", ref, "--lines", "99999:100000", "--workdir", filled)
+    assert (past.code, past.out) == (1, "")
+    assert past.err == (
+        f"ctxoffload cat: {ref} has 2,000 lines: --lines 99999:100000 starts after its end\n"
+    )
+    # A range that only runs past the end prints what there is, and says nothing.
+    partly = cli("cat", ref, "--lines", "1999:2005", "--workdir", filled)
+    assert (partly.code, len(partly.out.splitlines()), partly.err) == (0, 2, "")
+    # An empty file printed whole is no error; one line is one line.
+    empty = filled / "sessions/run-2/context.jsonl"
+    empty.write_bytes(b"")
+    assert cli("cat", empty, "--workdir", filled).code == 0
+    empty.write_bytes(MESSAGE)
+    one = cli("cat", empty, "--lines", "2", "--workdir", filled)
+    assert one.code == 1 and one.err.endswith(" has 1 line: --lines 2 starts after its end\n")
+
+
+def test_cat_help_tells_the_exit_status_of_a_range_past_the_end(
+    cli: Callable[..., Any],
+) -> None:
+    text = " ".join(cli("cat", "--help").out.split())
+    assert "Exit 1 when --lines starts after the end of the file" in text
