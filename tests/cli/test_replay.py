@@ -320,3 +320,18 @@ def test_a_summary_model_without_a_key_is_one_line(
     result = cli("replay", path, "--summary-model", "x", "--workdir", tmp_path / "ws")
     assert result.code == 2 and "no API key" in result.err
     assert result.err.count("\n") == 1 and not (tmp_path / "ws").exists()
+
+
+def test_ls_shows_the_model_calls_of_a_replayed_session(
+    tmp_path: Path, cli: Callable[..., Any], small_config: Path
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript(6)))
+    code, report = _replay(
+        cli, path, "--config", small_config, "--session", "r", "--workdir", tmp_path / "ws"
+    )
+    assert code == 0
+    calls = report["results"][0]["model_calls"]
+    assert calls > 0
+    [row] = json.loads(cli("ls", "--json", "--workdir", tmp_path / "ws").out)
+    assert row["steps"] == calls

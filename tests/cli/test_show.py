@@ -308,3 +308,108 @@ async def test_a_workdir_given_before_the_command_is_used(
     monkeypatch.chdir(tmp_path)  # not a workspace: only --workdir can find it
     assert main(["--workdir", str(workdir), "show", "run-1", "--step", "1"]) == 0
     assert "You test things." in capsys.readouterr().out
+
+
+async def test_each_summary_is_printed_once_after_its_compression(
+    recorded: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, agent, _ = recorded
+    assert show("run-1", "--workdir", str(workdir)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    compressions = [i for i, line in enumerate(lines) if " compressed " in line]
+    assert len(compressions) == agent.compressor.compressions >= 2
+    fields = [line for line in lines if line.startswith("      task_overview: ")]
+    assert len(fields) == len(compressions)
+    for i in compressions:
+        assert "summary message " in lines[i + 1]
+        assert lines[i + 2] == "      task_overview: find the failing export"
+    assert not any(line.endswith(" summary:") for line in lines)
+
+
+async def test_full_prints_each_summarys_fields_once(
+    recorded: tuple[Path, Agent, ScriptedModel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir, agent, _ = recorded
+    assert show("run-1", "--full", "--workdir", str(workdir)) == 0
+    out = capsys.readouterr().out
+    # The message whole, as the model saw it: the five fields are in it.
+    assert out.count("find the failing export") == agent.compressor.compressions
+    assert out.count("<context_summary>") == agent.compressor.compressions
+    assert "task_overview: " not in out
+
+
+def test_a_summary_without_its_message_is_printed_after_its_compression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A Compressor without an Agent (replay, a pipeline) records no message events.
+    session_dir = tmp_path / "sessions" / "s"
+    session_dir.mkdir(parents=True)
+    events = [
+        {"time": "2026-01-01T10:00:00", "kind": "summary", "summary": SUMMARY},
+        {"time": "2026-01-01T10:00:01", "kind": "compression", "messages": 4, "lines": [1, 4]},
+    ]
+    (session_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert show("s", "--workdir", str(tmp_path)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("10:00:01 compressed 4 messages")
+    assert lines[2] == "10:00:00   summary:"
+    assert lines[3] == "      task_overview: find the failing export"
+    assert len(lines) == 8
+
+
+@pytest.mark.parametrize("damage", ["chmod 000", "hard link", "symbolic link"])
+def test_an_unreadable_record_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    session_dir = tmp_path / "ws" / "sessions" / "s"
+    session_dir.mkdir(parents=True)
+    events = session_dir / "events.jsonl"
+    events.write_text('{"kind": "session_start"}\n')
+    if damage == "hard link":
+        os.link(events, tmp_path / "elsewhere.jsonl")
+    elif damage == "symbolic link":
+        events.rename(tmp_path / "elsewhere.jsonl")
+        events.symlink_to(tmp_path / "elsewhere.jsonl")
+    else:
+        events.chmod(0)
+        # Root reads a chmod-000 file: the command runs without CAP_DAC_OVERRIDE.
+        drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
+        prefix = drop if os.geteuid() == 0 else []
+        probe = subprocess.run(
+            [*prefix, sys.executable, "-c", f"open({str(events)!r})"], capture_output=True
+        )
+        if probe.returncode == 0 or b"PermissionError" not in probe.stderr:
+            pytest.skip("running as root and setpriv cannot drop CAP_DAC_OVERRIDE here")
+        argv = ["show", "s", "--workdir", str(tmp_path / "ws")]
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "ctxoffload", *argv], capture_output=True, text=True
+        )
+        assert done.returncode == 2, done
+        assert done.stderr == f"ctxoffload show: cannot read {events}: Permission denied\n"
+        return
+    assert show("s", "--workdir", str(tmp_path / "ws")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ctxoffload show: {events}: ") and err.count("\n") == 1, err
+
+
+def test_no_such_session_names_the_workspace_by_its_absolute_path(
+    recorded: tuple[Path, Agent, ScriptedModel],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ctxoffload.cli import main
+
+    workdir, _, _ = recorded
+    monkeypatch.chdir(workdir)
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    for argv in (["show", "nope"], ["show", "nope", "--workdir", "."]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ctxoffload show: no session 'nope' in {str(workdir)!r}"), err
+    # as the other commands say it
+    assert main(["stats", "nope"]) == 2
+    assert f"no session 'nope' in {str(workdir)!r}" in capsys.readouterr().err

@@ -89,3 +89,25 @@ def test_verify_one_session(filled: Path, cli: Callable[..., Any]) -> None:
     (filled / "sessions/run-2/state.json").write_text("{not json")
     assert cli("verify", "run-1", "--workdir", filled).code == 0
     assert cli("verify", "run-2", "--workdir", filled).code == 1
+
+
+def test_one_of_a_kind_is_said_in_the_singular(filled: Path, cli: Callable[..., Any]) -> None:
+    (filled / "sessions/run-2/state.json").write_text("{not json")
+    last = cli("verify", "--workdir", filled).out.splitlines()[-1]
+    assert last.startswith("1 problem: ") and ", 1 data file, " in last
+
+
+def test_a_commit_record_that_miscounts_the_lines(filled: Path, cli: Callable[..., Any]) -> None:
+    from ctxoffload.workspace._jsonl import _encode_record
+
+    context = filled / "sessions/run-1/context.jsonl"
+    record = context.with_name("context.jsonl.commit")
+    record.write_bytes(_encode_record(context.stat().st_size, 3))
+    result = cli("verify", "--json", "--workdir", filled)
+    assert result.code == 1
+    assert json.loads(result.out)["problems"] == [
+        {
+            "path": str(record),
+            "problem": "says 3 lines of context.jsonl committed, but its committed part holds 4",
+        }
+    ]

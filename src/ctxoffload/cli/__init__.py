@@ -46,21 +46,23 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _requested_command(argv: list[str]) -> str | None:
-    """The command `argv` runs, when it is plain to see; None means "build the whole parser".
+def _command_at(argv: list[str]) -> int | None:
+    """Where in `argv` the command is, when it is plain to see; None means "parse with the
+    whole parser".
 
     Only global options (`--workdir DIR`) may come before the command; `--help`, `--version`
     or anything unknown there needs every command registered (to list them, or to report the
     usage error exactly as the whole parser would).
     """
-    tokens = iter(argv)
-    for token in tokens:
+    index = 0
+    while index < len(argv):
+        token = argv[index]
         if token == "--workdir":
-            next(tokens, None)
+            index += 2
         elif token.startswith("--workdir="):
-            continue
+            index += 1
         else:
-            return token if token in COMMANDS else None
+            return index if token in COMMANDS else None
     return None
 
 
@@ -125,7 +127,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--workdir",
         default=None,
         metavar="DIR",
-        help="the workspace (default: $CTXOFFLOAD_WORKDIR, else the current directory)",
+        help=(
+            "the workspace: a folder, or a bucket URL for ls, show, cat, grep, stats, verify "
+            "and gc (default: $CTXOFFLOAD_WORKDIR, else the current directory; demo makes a "
+            "new folder)"
+        ),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     if only is None:
@@ -137,6 +143,59 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str], at: int | None) -> argparse.Namespace:
+    """`argv` parsed: the global options, then the command's own arguments by its own parser.
+
+    The command's parser takes its options and positionals in any order
+    (`grep PATTERN -i SESSION`) and reports a usage error with its own usage line
+    (`usage: ctxoffload grep ...`, `ctxoffload grep: error: ...`).
+    """
+    if at is None:
+        return parser.parse_args(argv)
+    args = parser.parse_args(argv[:at])
+    commands: Any = parser._subparsers._group_actions[0]  # type: ignore[union-attr]
+    own: argparse.ArgumentParser = commands.choices[argv[at]]
+    for key, value in vars(_parse_intermixed(own, argv[at + 1 :])).items():
+        setattr(args, key, value)
+    args.command = argv[at]
+    return args
+
+
+def _parse_intermixed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`parser.parse_intermixed_args(argv)`, with everything after `--` a positional.
+
+    Before Python 3.13 the intermixed parse drops the `--` in its first pass and then reads
+    what followed it as options (`grep -- -worker-7 SESSION` failed with "unrecognized
+    arguments: -worker-7"). So with a `--` this runs the same two passes itself: the options
+    before `--` (positionals set aside), then the positionals, with `--` kept before the rest.
+    """
+    if "--" not in argv:
+        return parser.parse_intermixed_args(argv)
+    at = argv.index("--")
+    positionals = parser._get_positional_actions()
+    optionals = parser._get_optional_actions()
+    saved = [(a, a.nargs, a.default, a.required) for a in positionals + optionals]
+    usage = parser.usage
+    try:
+        if parser.usage is None:  # errors of the first pass show the positionals too
+            parser.usage = parser.format_usage()[len("usage: ") :]
+        for action in positionals:
+            action.nargs = action.default = argparse.SUPPRESS
+        args, rest = parser.parse_known_args(argv[:at])
+        for action, nargs, default, _ in saved:
+            action.nargs, action.default = nargs, default
+        for action in optionals:
+            action.required = False  # checked in the first pass
+        args, extras = parser.parse_known_args([*rest, "--", *argv[at + 1 :]], args)
+    finally:
+        for action, nargs, default, required in saved:
+            action.nargs, action.default, action.required = nargs, default, required
+        parser.usage = usage
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the `ctxoffload` command line and return its exit status.
 
@@ -145,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     if argv is None:
         argv = sys.argv[1:]
-    parser = build_parser(_requested_command(argv))
+    at = _command_at(argv)
+    parser = build_parser(argv[at] if at is not None else None)
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv, at)
     except SystemExit as exc:  # --help, --version, or a usage error argparse reported
         return exc.code if isinstance(exc.code, int) else 2
     # Imported only now: `--help` and `--version` need none of it.

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ._commands import COMMAND_HELP
-from ._common import CliError, Progress, add_workdir
+from ._common import CliError, Progress
 
 __all__ = ["register", "run"]
 
@@ -19,11 +19,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=COMMAND_HELP["demo"],
         description=(
             "Run a scripted agent through realistic tools with a small context window and "
-            "print what ctxoffload did. Needs no network and no API key. --workdir is the "
-            "workspace folder to create (default: ./ctxoffload-demo-<time>)."
+            "print what ctxoffload did. Needs no network and no API key."
         ),
     )
-    add_workdir(parser)
+    # Not `add_workdir`: the demo writes a new local workspace, and $CTXOFFLOAD_WORKDIR,
+    # which names the workspace the other commands read, is not where it goes.
+    parser.add_argument(
+        "--workdir",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help=(
+            "the folder to write the demo's workspace in, created if missing (default: a new "
+            "ctxoffload-demo-<time> folder in the current directory; $CTXOFFLOAD_WORKDIR is "
+            "not used); a bucket URL is refused"
+        ),
+    )
     parser.add_argument(
         "--session", default="nightly-job", help="session id (default: nightly-job)"
     )

@@ -106,8 +106,13 @@ def run(args: argparse.Namespace) -> int:
     for name in report.data_removed:
         print(f"{verb} data file {name}")
     print(
-        f"{verb} {len(report.sessions_removed)} sessions and {len(report.data_removed)} data "
-        f"files: {human_bytes(report.bytes_freed)}"
+        f"{verb} {_many(len(report.sessions_removed), 'session')} and "
+        f"{_many(len(report.data_removed), 'data file')}: {human_bytes(report.bytes_freed)}"
         + (" would be freed" if report.dry_run else " freed")
     )
     return 0
+
+
+def _many(n: int, what: str) -> str:
+    """`1 session`, `2 sessions`."""
+    return f"{n:,} {what}{'' if n == 1 else 's'}"

@@ -26,7 +26,6 @@ from ._common import (
     CliError,
     Progress,
     add_json,
-    add_workdir,
     print_json,
     print_table,
     workdir_of,
@@ -54,7 +53,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "exist yet. Exit 1 when something is not recoverable."
         ),
     )
-    add_workdir(parser)
+    # Not `add_workdir`: replay writes, and only into a folder.
+    parser.add_argument(
+        "--workdir",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help=(
+            "the workspace folder to write the sessions into, created if missing (default: "
+            "$CTXOFFLOAD_WORKDIR, else the current directory); a bucket URL is refused"
+        ),
+    )
     add_json(parser)
     parser.add_argument("transcript", type=Path, help="the transcript file")
     parser.add_argument(
@@ -253,7 +261,8 @@ async def replay_run(
     compressor = Compressor(
         config, model=summary_model, offloader=workspace, session_id=session, counter=counter
     )
-    # The session says what it is, and exists even when nothing had to be offloaded.
+    # The session says what it is, and exists even when nothing had to be offloaded. A
+    # model call is replayed before each assistant message but the first of the transcript.
     await workspace.record_event(
         session,
         "replay",
@@ -261,6 +270,7 @@ async def replay_run(
         config_name=config_name,
         config=config.model_dump(mode="json"),
         messages=len(messages),
+        model_calls=sum(m.role == "assistant" for m in messages[1:]),
     )
     window = compressor.window()
     result = ReplayResult(run_name, config_name, session, window, len(messages))

@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
 def _session_dir(workdir_arg: str | None, session: str) -> Path:
     from ..exceptions import InvalidSessionId
     from ..workspace import validate_session_id
-    from ._common import CliError, is_store_url
+    from ._common import CliError, is_store_url, shown
 
-    where = workdir_arg or os.environ.get("CTXOFFLOAD_WORKDIR") or "."
+    where = workdir_arg or os.environ.get("CTXOFFLOAD_WORKDIR") or os.getcwd()
     if is_store_url(where):
         from ._bucket import copy_bucket
 
@@ -93,21 +93,49 @@ def _session_dir(workdir_arg: str | None, session: str) -> Path:
     except InvalidSessionId as exc:
         raise ShowError(str(exc), 2) from None
     session_dir = workdir / "sessions" / session
-    if not session_dir.is_dir():
+    if session_dir.is_symlink() or not session_dir.is_dir():  # a planted link is not followed
         known = sorted(p.name for p in (workdir / "sessions").iterdir() if p.is_dir())
         listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") or "none"
-        raise ShowError(f"no session {session!r} in {where!r}; sessions: {listed}", 2)
+        # As the other commands name it: the absolute path (a bucket's URI).
+        named = shown(os.path.abspath(workdir))
+        raise ShowError(f"no session {session!r} in {named!r}; sessions: {listed}", 2)
     return session_dir
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:
-    """Every event of the file; a torn last line (a write in progress) is skipped."""
+    """Every event of the file; a torn last line (a write in progress) is skipped.
+
+    The file is read as the workspace reads it: no link followed, and only a regular file
+    with one link (another may be outside). One it cannot read is bad input (exit 2).
+    """
+    import errno
+    import stat
+
+    from ._common import shown
+
+    named = shown(os.path.abspath(path))
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise ShowError(f"cannot read {path}: {exc.strerror or exc}", 1) from None
+        if exc.errno == errno.ELOOP:
+            raise ShowError(f"{named}: is a symbolic link: links are not followed", 2) from None
+        raise ShowError(f"cannot read {named}: {exc.strerror or exc}", 2) from None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ShowError(f"{named}: is not a regular file", 2)
+            if st.st_nlink > 1:
+                raise ShowError(
+                    f"{named}: has {st.st_nlink} hard links: not read (it may be shared with "
+                    "a file outside)",
+                    2,
+                )
+            raw = f.read()
+    except OSError as exc:
+        raise ShowError(f"cannot read {named}: {exc.strerror or exc}", 2) from None
     lines = raw.split(b"\n")
     if lines and lines[-1]:
         lines.pop()  # no newline yet: still being written, or torn by a crash
@@ -183,21 +211,69 @@ def _show_timeline(
     print(f"session {args.session} ({shown(session_dir)})")
     if not events:
         print("no record: events.jsonl is missing or empty (nothing recorded yet)")
-    for event in events:
-        try:
-            lines = _describe(event, full=args.full)
-        except (AttributeError, KeyError, TypeError, ValueError, IndexError):
-            # A line of JSON whose fields are not what this version writes: shown raw
-            # rather than hidden, so nothing in the record is skipped silently.
-            lines = [f"{str(event.get('time', ''))[11:19]} {json.dumps(event)[:300]}"]
-        for line in lines:
-            print(line)
+    # Each summary is printed once, under the line of its compression: as the summary message
+    # the agent logged (its five fields; with --full the whole message the model saw), or,
+    # when no message holds it (a Compressor without an Agent), from the `summary` event,
+    # which the Compressor writes just before its `compression` event.
+    held: list[str] = []
+    for index, event in enumerate(events):
+        if event["kind"] == "summary":
+            if not _summary_logged_later(events, index):
+                _print_lines(held)
+                held = _describe_safely(event, full=args.full)
+            continue
+        _print_lines(_describe_safely(event, full=args.full))
+        if event["kind"] == "compression":
+            _print_lines(held)
+            held = []
+    _print_lines(held)
     if data_files:
         print("data files:")
         for name in data_files:
             size = _size(data_root / name)
             what = f"{size:,} bytes" if size is not None else "missing"
             print(f"  data/{name} ({what})")
+
+
+def _print_lines(lines: list[str]) -> None:
+    for line in lines:
+        print(line)
+
+
+def _describe_safely(event: dict[str, Any], *, full: bool) -> list[str]:
+    try:
+        return _describe(event, full=full)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        # A line of JSON whose fields are not what this version writes: shown raw
+        # rather than hidden, so nothing in the record is skipped silently.
+        return [f"{str(event.get('time', ''))[11:19]} {json.dumps(event)[:300]}"]
+
+
+def _summary_fields(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The summary a `summary` event or a summary message's `message` event holds."""
+    if event["kind"] == "summary":
+        nested = event.get("summary")
+        return nested if isinstance(nested, dict) else event
+    message = event.get("message") if event["kind"] == "message" else None
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    marker = metadata.get("ctxoffload") if isinstance(metadata, dict) else None
+    if isinstance(marker, dict) and marker.get("kind") == "summary":
+        fields = marker.get("summary")
+        return fields if isinstance(fields, dict) else {}
+    return None
+
+
+def _summary_logged_later(events: list[dict[str, Any]], index: int) -> bool:
+    """Whether a summary message with the fields of the `summary` event at `index` is logged
+    after it (before the next summary)."""
+    fields = _summary_lines(_summary_fields(events[index]) or {})
+    for event in events[index + 1 :]:
+        if event["kind"] == "summary":
+            return False
+        found = _summary_fields(event)
+        if found is not None and _summary_lines(found) == fields:
+            return True
+    return False
 
 
 def _size(path: Path) -> int | None:
@@ -273,7 +349,8 @@ def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
         ]
     if kind == "summary":
         nested = event.get("summary")
-        return [f"{at} summary:", *_summary_lines(nested if isinstance(nested, dict) else event)]
+        fields = nested if isinstance(nested, dict) else event
+        return [f"{at}   summary:", *_summary_lines(fields)]
     if kind in ("tool_result", "context"):
         return []  # the workspace's own line for a truncation or compression shown above
     return [f"{at} {kind}"]
@@ -284,10 +361,9 @@ def _describe_message(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:
     if isinstance(marker, dict) and marker.get("kind") == "summary":
         fields = marker.get("summary")
         lines = [f"{at}   summary message {msg.get('id')}:"]
-        lines += _summary_lines(fields if isinstance(fields, dict) else {})
-        if full:
-            lines += ["      " + t for t in _body(msg).splitlines()]
-        return lines
+        if full:  # the message as the model saw it: the five fields are in it
+            return lines + ["      " + t for t in _body(msg).splitlines()]
+        return lines + _summary_lines(fields if isinstance(fields, dict) else {})
     role = msg.get("role")
     if not full and role in ("system", "tool"):
         return []

@@ -9,12 +9,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ._cmd_ls import Warnings, read_json_lines
 from ._commands import COMMAND_HELP
 from ._common import (
+    CliError,
     add_json,
     add_workdir,
+    cannot_read,
     human_bytes,
-    json_lines,
+    open_file,
     open_workspace,
     print_json,
     print_table,
@@ -44,10 +47,64 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(run=run)
 
 
-def _session_stats(folder: Path) -> tuple[dict[str, Any], Counter[str]]:
+def _session_stats(folder: Path, warnings: Warnings) -> tuple[dict[str, Any], Counter[str]]:
+    """One session's row and the data/ references its files make.
+
+    A file that cannot be read is said once on stderr and listed in `unreadable`; when it is
+    events.jsonl, the counts it holds are None.
+    """
+    then = f"session {folder.name} is counted without it"
+    row: dict[str, Any] = {
+        "session": folder.name,
+        "bytes_offloaded": None,
+        "tokens_kept_out": None,
+        "truncations": None,
+        "compressions": None,
+        "summaries": None,
+        "unreadable": [],
+    }
+    events = read_json_lines(folder / "events.jsonl", warnings, then)
+    if events is None:
+        row["unreadable"].append("events.jsonl")
+    else:
+        row.update(_event_counts(events))
+    references: Counter[str] = Counter()
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        warnings.say(
+            folder,
+            f"cannot read the folder {folder}: {exc.strerror or exc}",
+            f"session {folder.name} is counted as unreadable",
+        )
+        row["unreadable"].append(".")
+        return row, references
+    for entry in entries:
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        path = Path(entry.path)
+        try:
+            opened = open_file(path)
+            if opened is None:
+                continue
+            with os.fdopen(opened[0], "rb") as f:
+                for line in f:
+                    references.update(m.decode() for m in DATA_REFERENCE.findall(line))
+            continue
+        except CliError as exc:
+            why = str(exc)
+        except OSError as exc:  # a read that failed after the open (EIO)
+            why = cannot_read(path, exc)
+        warnings.say(path, why, then)
+        if entry.name not in row["unreadable"]:
+            row["unreadable"].append(entry.name)
+    return row, references
+
+
+def _event_counts(events: list[Any]) -> dict[str, Any]:
     offloaded = tokens_out = compressions = truncations = 0
     sources: Counter[str] = Counter()
-    for _, event in json_lines(folder / "events.jsonl", command="ctxoffload stats"):
+    for event in events:
         if not isinstance(event, dict):
             continue
         kind = event.get("kind")
@@ -62,24 +119,13 @@ def _session_stats(folder: Path) -> tuple[dict[str, Any], Counter[str]]:
             sources[str(event.get("summary_source") or "unknown")] += 1
         compressions += kind in ("compression", "window")
         truncations += kind in ("truncation", "offload")
-    references: Counter[str] = Counter()
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.is_file(follow_symlinks=False):
-                with open(entry.path, "rb") as f:
-                    for line in f:
-                        references.update(m.decode() for m in DATA_REFERENCE.findall(line))
-    return (
-        {
-            "session": folder.name,
-            "bytes_offloaded": offloaded,
-            "tokens_kept_out": tokens_out,
-            "truncations": truncations,
-            "compressions": compressions,
-            "summaries": dict(sources),
-        },
-        references,
-    )
+    return {
+        "bytes_offloaded": offloaded,
+        "tokens_kept_out": tokens_out,
+        "truncations": truncations,
+        "compressions": compressions,
+        "summaries": dict(sources),
+    }
 
 
 def _dedup(references: Counter[str], data_dir: Path) -> dict[str, int]:
@@ -112,34 +158,47 @@ def run(args: argparse.Namespace) -> int:
         )
     rows: list[dict[str, Any]] = []
     everything: Counter[str] = Counter()
+    warnings = Warnings("stats")
     for folder in folders:
-        row, references = _session_stats(folder)
+        row, references = _session_stats(folder, warnings)
         row.update(_dedup(references, workspace.data_dir))
         everything.update(references)
         rows.append(row)
+
+    def total_of(key: str) -> int:
+        return sum(r[key] for r in rows if r[key] is not None)
+
     total: dict[str, Any] = {
         "sessions": len(rows),
-        "bytes_offloaded": sum(r["bytes_offloaded"] for r in rows),
-        "tokens_kept_out": sum(r["tokens_kept_out"] for r in rows),
-        "truncations": sum(r["truncations"] for r in rows),
-        "compressions": sum(r["compressions"] for r in rows),
-        "summaries": dict(sum((Counter(r["summaries"]) for r in rows), Counter())),
+        "bytes_offloaded": total_of("bytes_offloaded"),
+        "tokens_kept_out": total_of("tokens_kept_out"),
+        "truncations": total_of("truncations"),
+        "compressions": total_of("compressions"),
+        "summaries": dict(sum((Counter(r["summaries"] or {}) for r in rows), Counter())),
         **_dedup(everything, workspace.data_dir),
     }
     if args.json:
         print_json({"sessions": rows, "total": total})
         return 0
 
-    def summaries(counts: dict[str, int]) -> str:
+    def summaries(counts: dict[str, int] | None) -> str:
+        if counts is None:
+            return "?"
         return ", ".join(f"{n} {source}" for source, n in sorted(counts.items())) or "-"
+
+    def size(n: int | None) -> str:
+        return "?" if n is None else human_bytes(n)
+
+    def count(n: int | None) -> int | str:
+        return "?" if n is None else n
 
     table = [
         [
             r["session"],
-            human_bytes(r["bytes_offloaded"]),
-            r["tokens_kept_out"],
-            r["truncations"],
-            r["compressions"],
+            size(r["bytes_offloaded"]),
+            count(r["tokens_kept_out"]),
+            count(r["truncations"]),
+            count(r["compressions"]),
             summaries(r["summaries"]),
             human_bytes(r["dedup_saved_bytes"]),
         ]
@@ -147,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     table.append(
         [
-            f"all {len(rows)} sessions",
+            f"all {len(rows)} sessions" if len(rows) != 1 else "1 session",
             human_bytes(total["bytes_offloaded"]),
             total["tokens_kept_out"],
             total["truncations"],

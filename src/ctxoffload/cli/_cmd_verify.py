@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import os
 import re
 import stat
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,10 +48,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "verify",
         help=COMMAND_HELP["verify"],
         description=(
-            "Check that every JSONL line parses (a torn last line is a warning), every data "
-            "file's sha256 matches its name, every reference in events, context and state "
-            "names a file of this workspace, and that no link, FIFO, socket, device or "
-            "hard-linked file is inside. Exit 1 when a problem is found."
+            "Check that every file can be read, every JSONL line parses (a torn last line, "
+            "or lines past context.jsonl's committed length, are warnings), each commit "
+            "record is whole and matches its log, every data file's sha256 matches its name, "
+            "every reference in events, context and state names a file of this workspace "
+            "(none outside it), and that no link, FIFO, socket, device or hard-linked file is "
+            "inside. Exit 1 when a problem is found."
         ),
     )
     add_workdir(parser)
@@ -102,16 +107,34 @@ def _check_references(value: Any, where: str, root: Path, report: Report) -> Non
 
 
 def _check_jsonl(path: Path, root: Path, report: Report, progress: Progress) -> None:
+    record = _commit_record(path, report)
+    committed, committed_lines = record if record is not None else (None, 0)
+    events = path.name == "events.jsonl"
     with open(path, "rb") as f:
         number = 0
+        offset = 0
+        past: list[int] = []  # complete lines past the committed length
+        torn = 0
+        moved: Counter[str] = Counter()  # references into this workspace at another path
         for raw in f:
             number += 1
+            start, offset = offset, offset + len(raw)
             progress.advance(len(raw))
             if not raw.endswith(b"\n"):
+                torn = 1
                 report.warning(
                     path, f"line {number} is torn (no newline: a write in progress or killed)"
                 )
                 break
+            if committed is not None and start >= committed:
+                past.append(number)
+                continue
+            if committed is not None and offset > committed:
+                report.problem(
+                    path,
+                    f"its commit record ends inside line {number} (at byte {committed:,}): the "
+                    "record does not match the log",
+                )
             if not raw.strip():
                 continue
             report.checked["jsonl_lines"] += 1
@@ -121,6 +144,122 @@ def _check_jsonl(path: Path, root: Path, report: Report, progress: Progress) -> 
                 report.problem(path, f"line {number} is not valid JSON: {exc}")
                 continue
             _check_references(value, f"{path}:{number}", root, report)
+            if events and isinstance(value, dict):
+                folder = _check_inside(value.get("reference"), f"{path}:{number}", root, report)
+                if folder is not None:
+                    moved[folder] += 1
+    for folder, n in moved.items():
+        report.warning(
+            path,
+            f"{n:,} reference{'s name' if n > 1 else ' names'} files of the workspace at "
+            f"{folder!r}, not at {str(root)!r} (moved or copied?): checked here by their "
+            "path inside the workspace",
+        )
+    if past:
+        lines = f"line {past[0]} is" if len(past) == 1 else f"lines {past[0]}-{past[-1]} are"
+        report.warning(
+            path,
+            f"{lines} past the committed length (a batch never committed: a writer killed "
+            "before its commit, or lines added by hand); readers skip them and the next "
+            "append removes them",
+        )
+    if committed is not None and committed > offset:
+        report.problem(
+            path.with_name(path.name + COMMIT_SUFFIX),
+            f"says {committed:,} bytes of {path.name} committed, but it holds only "
+            f"{offset:,}: committed lines are missing",
+        )
+    elif committed is not None and committed_lines != number - len(past) - torn:
+        report.problem(
+            path.with_name(path.name + COMMIT_SUFFIX),
+            f"says {committed_lines:,} lines of {path.name} committed, but its committed "
+            f"part holds {number - len(past) - torn:,}",
+        )
+
+
+COMMIT_SUFFIX = ".commit"
+
+
+def _commit_record(path: Path, report: Report) -> tuple[int, int] | None:
+    """The committed length and line count of a log from its commit record (`<log>.commit`),
+    or None when there is none to go by (none at all, or one reported as a problem)."""
+    from ..workspace._jsonl import _decode_record
+
+    record = path.with_name(path.name + COMMIT_SUFFIX)
+    try:
+        fd = os.open(record, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:  # a link is reported by the walk
+            report.problem(record, f"cannot read: {exc.strerror or exc}")
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            return None  # reported by the walk
+        # A writer rewrites the record in place with one small pwrite: a read that lands in
+        # the middle of it fails its checksum and is taken again, as the workspace does.
+        for _ in range(20):
+            raw = os.pread(fd, 4096, 0)
+            decoded = _decode_record(raw)
+            if decoded is not None or not raw:
+                break
+            time.sleep(0.001)
+    except OSError as exc:
+        report.problem(record, f"cannot read: {exc.strerror or exc}")
+        return None
+    finally:
+        os.close(fd)
+    if not raw:
+        report.warning(
+            record, f"is empty (a writer killed before its first commit): {path.name} is read whole"
+        )
+        return None
+    if decoded is None:
+        report.problem(
+            record,
+            "not a valid commit record (one 51-byte line `BYTES LINES CRC32` whose checksum "
+            f"matches): readers take all of {path.name} as committed, so a batch cut by a "
+            "crash would be read",
+        )
+        return None
+    return decoded
+
+
+def _check_inside(reference: Any, where: str, root: Path, report: Report) -> str | None:
+    """Check that a reference (an event's `reference`) names a file inside the workspace.
+
+    One outside it (`/etc/passwd`, `.../sessions/s/../../../x`) is a problem. One that names
+    a workspace file (`sessions/ID/...`, `data/...`) of a workspace at another path is this
+    workspace moved or copied: its folder is returned, for one warning per log (the file is
+    checked here by the part from `sessions/` or `data/` on).
+    """
+    if not isinstance(reference, str) or not reference:
+        return None
+    bucket = sys.modules.get("ctxoffload.cli._bucket")  # imported only for a bucket
+    text = bucket.local_reference(reference) if bucket is not None else reference
+    text = text.removeprefix("file://")
+    bases = {os.path.abspath(root), os.path.realpath(root)}
+    candidates = [os.path.abspath(text)]
+    if not os.path.isabs(text):
+        candidates.append(os.path.join(os.path.abspath(root), text))
+    # Lexically first, as the workspace maps a reference; then with links resolved, for a
+    # workdir reached through a link (/tmp on macOS) in one spelling and not the other.
+    for resolve in (os.path.normpath, os.path.realpath):
+        for candidate in candidates:
+            path = resolve(candidate)
+            if any(path.startswith(base.rstrip(os.sep) + os.sep) for base in bases):
+                return None
+    elsewhere = _WORKSPACE_FILE.search(os.path.normpath(candidates[0]))
+    if elsewhere is not None:
+        return elsewhere.group(1) or os.sep
+    report.problem(where, f"reference {reference!r} names a file outside the workspace")
+    return None
+
+
+# A whole path that ends in a file of a workspace; group 1 is that workspace's folder.
+_WORKSPACE_FILE = re.compile(rf"^(.*?)/?(?<![^/])(?:{_REFERENCE.pattern})$")
 
 
 def _check_state(path: Path, root: Path, report: Report) -> None:
@@ -182,6 +321,23 @@ def _walk(top: Path, report: Report) -> Iterator[Path]:
             yield path
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _check_readable(path: Path, progress: Progress) -> None:
+    """Open and read a file that has nothing else to check (a tool_result file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        os.read(fd, 1)
+    finally:
+        os.close(fd)
+    progress.advance(path.stat().st_size)
+
+
 def verify_workspace(workdir: Path, only_session: str | None = None) -> Report:
     """Check a workspace (or one session and data/) and return what was found."""
     report = Report()
@@ -192,15 +348,22 @@ def verify_workspace(workdir: Path, only_session: str | None = None) -> Report:
     with Progress("verify: bytes", total) as progress:
         for path in files:
             relative = path.relative_to(workdir).parts
-            if relative[0] == "data" and len(relative) == 2:
-                _check_data(path, report, progress)
-            elif relative[0] == "sessions" and path.suffix == ".jsonl":
-                _check_jsonl(path, root, report, progress)
-            elif relative[0] == "sessions" and path.name == "state.json":
-                _check_state(path, root, report)
-                progress.advance(path.stat().st_size)
-            else:
-                progress.advance(path.stat().st_size)
+            try:
+                if relative[0] == "data" and len(relative) == 2:
+                    _check_data(path, report, progress)
+                elif relative[0] == "sessions" and path.suffix == ".jsonl":
+                    _check_jsonl(path, root, report, progress)
+                elif relative[0] == "sessions" and path.name == "state.json":
+                    _check_state(path, root, report)
+                    progress.advance(path.stat().st_size)
+                elif path.name.endswith(".jsonl" + COMMIT_SUFFIX) and _is_file(
+                    path.with_name(path.name.removesuffix(COMMIT_SUFFIX))
+                ):
+                    progress.advance(path.stat().st_size)  # checked with its log
+                else:
+                    _check_readable(path, progress)
+            except OSError as exc:
+                report.problem(path, f"cannot read: {exc.strerror or exc}")
     return report
 
 
@@ -231,13 +394,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"{paint('warning', 'yellow')}: {w['path']}: {w['warning']}")
         c = report.checked
         verdict = (
-            paint(f"{len(report.problems)} problems", "red")
+            paint(_many(len(report.problems), "problem"), "red")
             if report.problems
             else paint("ok", "green")
         )
         print(
-            f"{verdict}: {c['files']:,} files, {c['jsonl_lines']:,} JSONL lines, "
-            f"{c['data_files']:,} data files, {c['references']:,} references checked"
-            + (f"; {len(report.warnings)} warnings" if report.warnings else "")
+            f"{verdict}: {_many(c['files'], 'file')}, {_many(c['jsonl_lines'], 'JSONL line')}, "
+            f"{_many(c['data_files'], 'data file')}, "
+            f"{_many(c['references'], 'reference')} checked"
+            + (f"; {_many(len(report.warnings), 'warning')}" if report.warnings else "")
         )
     return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
+def _many(n: int, what: str) -> str:
+    """`1 problem`, `2 problems`."""
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
