@@ -6,6 +6,7 @@ import asyncio
 import io
 import os
 import pty
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -199,6 +200,20 @@ def test_tables_use_rich_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pipe.getvalue() == "session      bytes\nrun-1    1,234,567\n"
     assert "┃" in terminal.getvalue() or "│" in terminal.getvalue()
     assert "1,234,567" in terminal.getvalue()
+
+
+def test_a_narrow_terminal_never_cuts_an_id_or_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("rich")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    terminal = _Terminal()
+    headers = ["session", "last activity (UTC)", "steps", "bytes", "summaries", "dedup saved"]
+    row = ["nightly-job-2026-11-20", "2026-11-22 11:09:29", 12, 6_751_531_000, "2 model", 154]
+    print_table(headers, [row], right=(2, 3, 5), out=terminal)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())  # colours off
+    assert "nightly-job-2026-11-20" in text and "6,751,531,000" in text
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_progress_is_drawn_on_a_terminal_only() -> None:

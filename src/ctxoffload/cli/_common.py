@@ -471,7 +471,17 @@ def print_table(
 
         table = Table(title=title, title_justify="left")
         for i, header in enumerate(headers):
-            table.add_column(header, justify="right" if i in right else "left")
+            # The first column (ids, names) and the numbers are never cut or wrapped, on a
+            # narrow terminal too: the other columns wrap instead.
+            whole = i == 0 or i in right
+            width = max((len(row[i]) for row in cells if i < len(row)), default=0)
+            table.add_column(
+                header,
+                justify="right" if i in right else "left",
+                no_wrap=whole,
+                min_width=width if whole else None,
+                overflow="fold",  # what must give way wraps; nothing is cut with "…"
+            )
         for row in cells:
             table.add_row(*row)
         Console(file=stream).print(table)
