@@ -335,3 +335,55 @@ def test_ls_shows_the_model_calls_of_a_replayed_session(
     assert calls > 0
     [row] = json.loads(cli("ls", "--json", "--workdir", tmp_path / "ws").out)
     assert row["steps"] == calls
+
+
+def test_one_config_given_twice_gets_two_columns_of_its_own(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    (tmp_path / "small.json").write_text('{"context_window": 4000}')
+    config = tmp_path / "small.json"
+    result = cli(
+        "replay", path, "--config", config, "--config", config, "--workdir", tmp_path / "ws"
+    )
+    assert result.code == 0, result
+    assert "small-1 (4,000)" in result.out and "small-2 (4,000)" in result.out
+
+
+def test_the_legend_shows_only_when_something_was_compressed(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript(3)))
+    roomy = cli("replay", path, "--window", "200000", "--workdir", tmp_path / "a")
+    assert roomy.code == 0 and "compressed before" not in roomy.out
+    path.write_text(json.dumps(openai_transcript()))
+    tight = cli("replay", path, "--window", "2000", "--workdir", tmp_path / "b")
+    assert tight.code == 0 and "(* = compressed before this model call)" in tight.out
+
+
+def test_a_peak_over_the_window_is_said(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript(3)))
+    result = cli("replay", path, "--window", "100", "--workdir", tmp_path / "ws")
+    assert result.code == 0, result
+    assert "over the window (default): the context reached" in result.out
+    assert "in a 100-token window" in result.out
+
+
+def test_a_warning_of_every_run_is_said_once(tmp_path: Path) -> None:
+    # Three configurations, one compressor each, the same misfit: one line on stderr (a real
+    # process: in this one, pytest's log capture would take the line).
+    import subprocess
+    import sys
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    config = tmp_path / "tight.json"
+    config.write_text('{"context_window": 4000, "tool_result_limit": 500}')
+    command = [sys.executable, "-m", "ctxoffload", "replay", str(path)]
+    command += ["--config", str(config)] * 3 + ["--workdir", str(tmp_path / "ws")]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("does not fit the reserve") == 1, done.stderr

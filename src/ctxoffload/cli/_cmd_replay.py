@@ -316,6 +316,13 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
         configs.append(("default", ContextConfig()))
     if args.window is not None and args.window < 1:
         raise CliError(f"--window {args.window} is below 1: give the window in tokens")
+    # The same file given twice, or two files of one name in different folders: each column
+    # still needs a name of its own.
+    names = [name for name, _ in configs]
+    configs = [
+        (f"{name}-{names[:i].count(name) + 1}" if names.count(name) > 1 else name, config)
+        for i, (name, config) in enumerate(configs)
+    ]
     out = []
     for name, config in configs:
         window = args.window or config.context_window or DEFAULT_WINDOW
@@ -449,7 +456,25 @@ def run(args: argparse.Namespace) -> int:
                     )
         return results
 
-    results = asyncio.run(replay_all())
+    import logging
+
+    # Each run and configuration gets a compressor of its own, and each says once what does
+    # not fit in its configuration: across them, one line is enough.
+    said: set[str] = set()
+
+    def first_time(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text in said:
+            return False
+        said.add(text)
+        return True
+
+    logger = logging.getLogger("ctxoffload")
+    logger.addFilter(first_time)
+    try:
+        results = asyncio.run(replay_all())
+    finally:
+        logger.removeFilter(first_time)
     ok = all(not r.lost for r in results)
     if args.json:
         print_json(
@@ -489,7 +514,8 @@ def _print_report(
                     cells.append(f"{s.tokens:,}" + (" *" if s.compressed else ""))
                 rows.append(cells)
             print_table(headers, rows, right=tuple(range(len(headers))))
-            print("(* = compressed before this model call)")
+            if any(s.compressed for r in mine for s in r.steps):
+                print("(* = compressed before this model call)")
             print()
         print_table(
             [
@@ -522,5 +548,11 @@ def _print_report(
             right=(1, 2, 3, 4, 5, 6, 7),
         )
         for r in mine:
+            if r.peak > r.window:
+                print(
+                    f"over the window ({r.config}): the context reached {r.peak:,} tokens in a "
+                    f"{r.window:,}-token window; what never leaves it (the system prompt, the "
+                    "latest request, a turn that cannot be split) is more than the window holds"
+                )
             for what in r.lost[:20]:
                 print(f"not recoverable ({r.config}): {what}")
