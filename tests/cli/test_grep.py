@@ -317,3 +317,29 @@ def test_the_deadline_message_offers_re2_only_when_it_is_missing(
     without = cli(*args)
     assert without.code == 2 and without.err.count("\n") == 1
     assert "install google-re2 (pip install google-re2)" in without.err
+
+
+def test_a_cut_line_never_ends_inside_a_utf8_character(tmp_path: Path) -> None:
+    import asyncio
+    import subprocess
+    import sys
+
+    from ctxoffload import LocalWorkspace, ToolResultBlock
+
+    line = "needle " + "é€" * 50  # 2- and 3-byte characters after 7 ASCII bytes
+    workdir = tmp_path / "ws"
+    block = ToolResultBlock(id="c1", name="t", output=line + "\n")
+    asyncio.run(LocalWorkspace(workdir, fsync=False).offload_tool_result("s", block))
+    raw = line.encode()
+    command = [sys.executable, "-m", "ctxoffload", "grep", "needle", "s"]
+    for columns in range(7, 18):  # every offset into the 5-byte "é€" repeat
+        done = subprocess.run(
+            [*command, "--max-columns", str(columns), "--workdir", str(workdir)],
+            capture_output=True,
+        )
+        assert done.returncode == 0, done.stderr
+        text = done.stdout.decode("utf-8")  # strict: a split character raises here
+        shown, _, rest = text.split(":", 2)[2].partition(" [... ")
+        assert columns - 2 <= len(shown.encode()) <= columns
+        assert raw.startswith(shown.encode())
+        assert rest == f"{len(raw) - len(shown.encode()):,} more bytes]\n"

@@ -351,8 +351,14 @@ class _Printer:
         self._last = (hit.path, hit.line)
         text = hit.text
         if self.max_columns and len(text) > self.max_columns:
-            cut = len(text) - self.max_columns
-            text = text[: self.max_columns] + f" [... {cut:,} more bytes]".encode()
+            keep = self.max_columns
+            # Never inside a UTF-8 character: back off over its continuation bytes (at most 3,
+            # so a line that is not UTF-8 at all is still cut near max_columns).
+            for _ in range(3):
+                if keep > 0 and text[keep] & 0xC0 == 0x80:
+                    keep -= 1
+            cut = len(text) - keep
+            text = text[:keep] + f" [... {cut:,} more bytes]".encode()
         sep = self._sep + (b":" if hit.is_match else b"-") + self._end
         self.out.write(
             self._file
