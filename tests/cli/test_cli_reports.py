@@ -299,3 +299,32 @@ def _moved(n: int, old: Path, new: Path) -> str:
         f"{n} references name files of the workspace at {str(old)!r}, not at {str(new)!r} "
         "(moved or copied?): checked here by their path inside the workspace"
     )
+
+
+def test_ls_counts_only_the_committed_lines_of_a_log(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    workdir = tmp_path / "ws"
+    ws = LocalWorkspace(workdir, fsync=False)
+    asyncio.run(ws.offload_context("s", msgs=[Msg(role="user", content=f"m{i}") for i in range(5)]))
+    log = workdir / "sessions" / "s" / "context.jsonl"
+
+    def lines() -> int:
+        result = cli("ls", "--json", "--workdir", workdir)
+        assert result.code == 0, result
+        [session] = json.loads(result.out)
+        return int(session["message_lines"])
+
+    assert lines() == 5
+    # A batch written but never committed (its writer killed before the record): readers
+    # skip it, and so does the count.
+    with open(log, "ab") as f:
+        f.write(b'{"role":"user","content":"never committed"}\n')
+    assert lines() == 5
+    # Without a record, every line of the file is committed.
+    (log.parent / "context.jsonl.commit").unlink()
+    assert lines() == 6

@@ -70,17 +70,48 @@ def read_json_lines(path: Path, warnings: Warnings, then: str) -> list[Any] | No
 def count_lines(path: Path) -> int:
     """The newlines of a workspace file; 0 when it is missing, a link or a special file.
 
+    Of a log with a commit record (`context.jsonl.commit`), only the committed part counts:
+    lines past it are a batch never committed, which readers skip.
+
     Raises:
         CliError: it is hard-linked or cannot be read.
     """
     opened = open_file(path)
     if opened is None:
         return 0
+    limit = _committed_bytes(path)
     with os.fdopen(opened[0], "rb") as f:
         try:
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+            total, left = 0, limit
+            while left is None or left > 0:
+                chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
+                if not chunk:
+                    break
+                total += chunk.count(b"\n")
+                if left is not None:
+                    left -= len(chunk)
+            return total
         except OSError as exc:
             raise CliError(cannot_read(path, exc)) from None
+
+
+def _committed_bytes(path: Path) -> int | None:
+    """The committed length a log's commit record gives; None without a valid record."""
+    from ..workspace._jsonl import _decode_record
+
+    record = path.with_name(path.name + ".commit")
+    try:
+        opened = open_file(record)
+    except CliError:
+        return None  # verify reports a record that cannot be read
+    if opened is None:
+        return None
+    with os.fdopen(opened[0], "rb") as f:
+        try:
+            decoded = _decode_record(f.read(4096))
+        except OSError:
+            return None
+    return decoded[0] if decoded is not None else None
 
 
 def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[str, Any]:
