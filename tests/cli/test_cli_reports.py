@@ -328,3 +328,25 @@ def test_ls_counts_only_the_committed_lines_of_a_log(
     # Without a record, every line of the file is committed.
     (log.parent / "context.jsonl.commit").unlink()
     assert lines() == 6
+
+
+def test_ls_neither_counts_nor_sizes_a_hard_linked_file(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, ToolResultBlock
+
+    workdir = tmp_path / "ws"
+    ws = LocalWorkspace(workdir, fsync=False)
+    block = ToolResultBlock(id="c1", name="t", output="x\n" * 10)
+    asyncio.run(ws.offload_tool_result("s", block))
+    before = json.loads(cli("ls", "--json", "--workdir", workdir).out)[0]
+    outside = tmp_path / "secret.txt"
+    outside.write_bytes(b"s" * 5000)
+    os.link(outside, workdir / "sessions" / "s" / "tool_result-planted.txt")
+    result = cli("ls", "--json", "--workdir", workdir)
+    after = json.loads(result.out)[0]
+    assert (after["tool_results"], after["bytes"]) == (before["tool_results"], before["bytes"])
+    assert "tool_result-planted.txt" in after["unreadable"]
+    assert result.err.count("\n") == 1 and "has 2 hard links" in result.err

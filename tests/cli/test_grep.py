@@ -343,3 +343,24 @@ def test_a_cut_line_never_ends_inside_a_utf8_character(tmp_path: Path) -> None:
         assert columns - 2 <= len(shown.encode()) <= columns
         assert raw.startswith(shown.encode())
         assert rest == f"{len(raw) - len(shown.encode()):,} more bytes]\n"
+
+
+def test_grep_skips_the_lines_of_a_batch_never_committed(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    workdir = tmp_path / "ws"
+    ws = LocalWorkspace(workdir, fsync=False)
+    asyncio.run(ws.offload_context("s", msgs=[Msg(role="user", content="needle committed")]))
+    log = workdir / "sessions" / "s" / "context.jsonl"
+    with open(log, "ab") as f:  # a writer killed between its write and its commit record
+        f.write(b'{"role":"user","content":"needle never committed"}\n')
+    result = cli("grep", "needle", "--workdir", workdir)
+    assert result.code == 0, result
+    assert "needle committed" in result.out and "never committed" not in result.out
+    # Without a commit record (an older log), every line counts.
+    (log.parent / "context.jsonl.commit").unlink()
+    assert "never committed" in cli("grep", "needle", "--workdir", workdir).out

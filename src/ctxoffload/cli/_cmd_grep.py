@@ -33,6 +33,7 @@ from ._common import (
     add_workdir,
     cannot_read,
     child_path,
+    committed_bytes,
     message_lines,
     open_file,
     open_workspace,
@@ -523,8 +524,13 @@ def search_context_log(
         return
     import json
 
+    committed = committed_bytes(path)
+    read = 0
     with os.fdopen(opened[0], "rb") as f:
         for number, raw in enumerate(f, start=1):
+            read += len(raw)
+            if committed is not None and read > committed:
+                break  # a batch never committed: the workspace's readers skip it too
             try:
                 value = json.loads(raw)
             except ValueError:

@@ -14,6 +14,8 @@ from ._common import (
     add_json,
     add_workdir,
     cannot_read,
+    committed_bytes,
+    hard_links_refused,
     iso_time,
     json_lines,
     open_file,
@@ -79,7 +81,7 @@ def count_lines(path: Path) -> int:
     opened = open_file(path)
     if opened is None:
         return 0
-    limit = _committed_bytes(path)
+    limit = committed_bytes(path)
     with os.fdopen(opened[0], "rb") as f:
         try:
             total, left = 0, limit
@@ -93,25 +95,6 @@ def count_lines(path: Path) -> int:
             return total
         except OSError as exc:
             raise CliError(cannot_read(path, exc)) from None
-
-
-def _committed_bytes(path: Path) -> int | None:
-    """The committed length a log's commit record gives; None without a valid record."""
-    from ..workspace._jsonl import _decode_record
-
-    record = path.with_name(path.name + ".commit")
-    try:
-        opened = open_file(record)
-    except CliError:
-        return None  # verify reports a record that cannot be read
-    if opened is None:
-        return None
-    with os.fdopen(opened[0], "rb") as f:
-        try:
-            decoded = _decode_record(f.read(4096))
-        except OSError:
-            return None
-    return decoded[0] if decoded is not None else None
 
 
 def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[str, Any]:
@@ -140,7 +123,19 @@ def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[s
             for entry in entries:
                 if not entry.is_file(follow_symlinks=False):
                     continue
-                st = entry.stat(follow_symlinks=False)
+                st = _single_link_stat(entry)
+                if st is None:
+                    continue  # gone meanwhile (a temporary name)
+                if st.st_nlink > 1:
+                    # Perhaps another name of a file outside the workspace: neither its size
+                    # nor its time is the session's.
+                    warnings.say(
+                        Path(entry.path),
+                        hard_links_refused(entry.path, st.st_nlink),
+                        f"session {session_dir.name} is shown without it",
+                    )
+                    facts["unreadable"].append(entry.name)
+                    continue
                 last = max(last, st.st_mtime)
                 size += st.st_size
                 if entry.name.startswith("tool_result-") and entry.name.endswith(".txt"):
@@ -183,7 +178,26 @@ def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[s
     except CliError as exc:
         warnings.say(context, str(exc), then)
         facts["unreadable"].append("context.jsonl")
+    facts["unreadable"] = list(dict.fromkeys(facts["unreadable"]))  # each file once
     return facts
+
+
+def _single_link_stat(entry: os.DirEntry[str]) -> os.stat_result | None:
+    """`entry`'s lstat, looked at again for a moment while it has a second link (the
+    workspace links a finished tool_result into place, then drops its temporary name); None
+    when it is gone."""
+    import time
+
+    try:
+        st = entry.stat(follow_symlinks=False)
+        for _ in range(20):
+            if st.st_nlink <= 1:
+                break
+            time.sleep(0.001)
+            st = os.lstat(entry.path)
+    except FileNotFoundError:
+        return None
+    return st
 
 
 # The files each column is read from ("." the folder itself, for every column).

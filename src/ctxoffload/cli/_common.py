@@ -31,6 +31,7 @@ __all__ = [
     "add_workdir",
     "cannot_read",
     "child_path",
+    "committed_bytes",
     "hard_links_refused",
     "human_bytes",
     "is_plain_file",
@@ -376,6 +377,26 @@ _NOT_A_FILE = frozenset((errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENXIO))
 # place and its temporary name being removed: a second link is looked at again this often,
 # 1 ms apart, before it is refused (as the workspace's own readers do).
 _LINK_RETRIES = 20
+
+
+def committed_bytes(log: str | os.PathLike[str]) -> int | None:
+    """How much of a context.jsonl its commit record (`context.jsonl.commit`) says is
+    committed; None without a valid record, when the whole file counts. Lines past it are a
+    batch never committed, which the workspace's readers skip."""
+    from ..workspace._jsonl import _decode_record
+
+    try:
+        opened = open_file(os.fspath(log) + ".commit")
+    except CliError:
+        return None  # `ctxoffload verify` reports a record that cannot be read
+    if opened is None:
+        return None
+    with os.fdopen(opened[0], "rb") as f:
+        try:
+            decoded = _decode_record(f.read(4096))
+        except OSError:
+            return None
+    return decoded[0] if decoded is not None else None
 
 
 def hard_links_refused(path: str | os.PathLike[str], links: int) -> str:
