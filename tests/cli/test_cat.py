@@ -47,3 +47,24 @@ def test_cat_help_tells_the_exit_status_of_a_range_past_the_end(
 ) -> None:
     text = " ".join(cli("cat", "--help").out.split())
     assert "Exit 1 when --lines starts after the end of the file" in text
+
+
+def test_cat_marks_the_lines_of_a_batch_never_committed(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    workdir = tmp_path / "ws"
+    ws = LocalWorkspace(workdir, fsync=False)
+    asyncio.run(ws.offload_context("s", msgs=[Msg(role="user", content="kept")]))
+    log = workdir / "sessions" / "s" / "context.jsonl"
+    with open(log, "ab") as f:  # a writer killed between its write and its commit record
+        f.write(b'{"role":"user","content":"lost"}\n')
+    shown = cli("cat", "sessions/s/context.jsonl", "--workdir", workdir)
+    assert shown.code == 0, shown
+    assert shown.out.splitlines()[0] == "     1\t[user]"
+    assert shown.out.splitlines()[2] == "     2\t(not committed: readers skip it) [user]"
+    raw = cli("cat", "sessions/s/context.jsonl", "--raw", "--lines", "2", "--workdir", workdir)
+    assert raw.out.startswith("     2\t(not committed: readers skip it) {")

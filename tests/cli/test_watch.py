@@ -215,6 +215,9 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
     )
     events.unlink()
     os.link(outside, events)
+    planted = filled / "sessions/run-1/tool_result-planted.txt"
+    (tmp_path / "out.txt").write_text("SECRET\n")
+    os.link(tmp_path / "out.txt", planted)  # a tool_result too: not even announced as new
     watch = _watch("run-1", "--from-start", "--workdir", str(filled))
     try:
         out, err = _lines(watch.stdout), _lines(watch.stderr)
@@ -233,6 +236,8 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
         "the workspace; not read\n"
     )
     assert said.count(refusal) == 1, said
+    assert said.count(f"ctxoffload watch: {planted}: has 2 hard links") == 1, said
+    assert not any("tool_result-planted" in line for line in seen)
     assert "Traceback" not in said
 
 

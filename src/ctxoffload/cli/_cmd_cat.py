@@ -18,6 +18,7 @@ from ._common import (
     CliError,
     add_workdir,
     cannot_read,
+    committed_bytes,
     hard_links_refused,
     message_lines,
     open_file,
@@ -140,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{shown(path)}: binary file, {size:,} bytes (not printed)\n")
             return 0
         f.seek(0)
-        lines = _print_lines(f, first, last, is_log=path.name == "context.jsonl" and not args.raw)
+        is_log = path.name == "context.jsonl"
+        committed = committed_bytes(path) if is_log else None
+        lines = _print_lines(f, first, last, is_log=is_log and not args.raw, committed=committed)
     if args.lines is not None and lines < first:
         raise CliError(
             f"{shown(path)} has {lines:,} line{'' if lines == 1 else 's'}: "
@@ -150,20 +153,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_lines(f: Any, first: int, last: int | None, *, is_log: bool) -> int:
+def _print_lines(
+    f: Any, first: int, last: int | None, *, is_log: bool, committed: int | None = None
+) -> int:
     """Print lines `first` to `last` of `f`, numbered. Returns how many lines were read: the
-    file's length when it ends before line `last`."""
+    file's length when it ends before line `last`. Lines past `committed` bytes (a batch a
+    context.jsonl's commit record does not cover) are marked, raw JSON included."""
     out = sys.stdout
     width = 6
     number = 0
+    read = 0
     for number, raw in enumerate(f, start=1):
+        read += len(raw)
         if number < first:
             continue
         if last is not None and number > last:
             break
         text = raw.decode("utf-8", errors="replace").rstrip("\n")
+        mark = (
+            "(not committed: readers skip it) "
+            if committed is not None and read > committed
+            else ""
+        )
         if not is_log:
-            out.write(f"{number:>{width}}\t{text}\n")
+            out.write(f"{number:>{width}}\t{mark}{text}\n")
             continue
         try:
             lines = message_lines(json.loads(text))
@@ -172,7 +185,7 @@ def _print_lines(f: Any, first: int, last: int | None, *, is_log: bool) -> int:
             # crash); a bad line that ends in a newline was written whole, and is corrupt.
             what = "a torn line" if not raw.endswith(b"\n") else "a corrupt line"
             lines = [f"(not JSON: {what}) {text[:200]}"]
-        out.write(f"{number:>{width}}\t{lines[0]}\n")
+        out.write(f"{number:>{width}}\t{mark}{lines[0]}\n")
         for line in lines[1:]:
             out.write(f"{'':>{width}}\t  {line}\n")
     return number

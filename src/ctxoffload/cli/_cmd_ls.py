@@ -22,6 +22,7 @@ from ._common import (
     open_workspace,
     print_json,
     print_table,
+    settled_lstat,
     shown,
 )
 
@@ -123,7 +124,7 @@ def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[s
             for entry in entries:
                 if not entry.is_file(follow_symlinks=False):
                     continue
-                st = _single_link_stat(entry)
+                st = settled_lstat(entry.path)
                 if st is None:
                     continue  # gone meanwhile (a temporary name)
                 if st.st_nlink > 1:
@@ -180,24 +181,6 @@ def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[s
         facts["unreadable"].append("context.jsonl")
     facts["unreadable"] = list(dict.fromkeys(facts["unreadable"]))  # each file once
     return facts
-
-
-def _single_link_stat(entry: os.DirEntry[str]) -> os.stat_result | None:
-    """`entry`'s lstat, looked at again for a moment while it has a second link (the
-    workspace links a finished tool_result into place, then drops its temporary name); None
-    when it is gone."""
-    import time
-
-    try:
-        st = entry.stat(follow_symlinks=False)
-        for _ in range(20):
-            if st.st_nlink <= 1:
-                break
-            time.sleep(0.001)
-            st = os.lstat(entry.path)
-    except FileNotFoundError:
-        return None
-    return st
 
 
 # The files each column is read from ("." the folder itself, for every column).

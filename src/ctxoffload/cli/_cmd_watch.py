@@ -16,10 +16,12 @@ from ._common import (
     add_json,
     add_workdir,
     cannot_read,
+    hard_links_refused,
     message_lines,
     open_file,
     open_workspace,
     session_dir,
+    settled_lstat,
     shown,
 )
 
@@ -141,7 +143,11 @@ class Follower:
                 if path not in self.known_files:
                     self.known_files.add(path)
                     if path.name.startswith("tool_result-"):
-                        out.append(self._line(folder.name, "file", {"file": str(path)}))
+                        st = settled_lstat(path)
+                        if st is not None and st.st_nlink > 1:
+                            self._refuse(path, hard_links_refused(path, st.st_nlink))
+                        elif st is not None:
+                            out.append(self._line(folder.name, "file", {"file": str(path)}))
                 if path.suffix == ".jsonl":
                     out.extend(self._read_new(folder.name, path))
         return out

@@ -46,6 +46,7 @@ __all__ = [
     "print_table",
     "session_dir",
     "session_folder",
+    "settled_lstat",
     "workdir_of",
 ]
 
@@ -397,6 +398,24 @@ def committed_bytes(log: str | os.PathLike[str]) -> int | None:
         except OSError:
             return None
     return decoded[0] if decoded is not None else None
+
+
+def settled_lstat(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """`lstat(path)`, looked at again for a moment while it has a second link (the workspace
+    links a finished tool_result into place, then drops its temporary name); None when the
+    file is gone."""
+    import time
+
+    try:
+        st = os.lstat(path)
+        for _ in range(_LINK_RETRIES):
+            if st.st_nlink <= 1:
+                break
+            time.sleep(0.001)
+            st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st
 
 
 def hard_links_refused(path: str | os.PathLike[str], links: int) -> str:
