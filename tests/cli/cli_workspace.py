@@ -83,3 +83,41 @@ async def fill_workspace(workdir: Path) -> None:
         "run-1",
         {"session_id": "run-1", "steps": 4, "messages": [{"role": "user", "content": str(ref)}]},
     )
+
+
+# Root reads a chmod-000 file; a child without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH does not.
+_DROP = ("setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search")
+_prefix: tuple[str, ...] | None = None
+_why_none = ""
+
+
+def unprivileged_prefix() -> tuple[str, ...]:
+    """The command prefix under which a chmod-000 file cannot be read (checked once on one);
+    skips the calling test when this machine has none."""
+    global _prefix, _why_none
+    if _prefix is None and not _why_none:
+        import os
+        import shutil
+        import subprocess
+        import sys
+        import tempfile
+
+        prefix: tuple[str, ...] = () if os.geteuid() != 0 else _DROP
+        if prefix and shutil.which("setpriv") is None:
+            _why_none = "running as root without setpriv: a chmod-000 file stays readable"
+        else:
+            with tempfile.NamedTemporaryFile() as locked:
+                os.chmod(locked.name, 0)
+                probe = subprocess.run(
+                    [*prefix, sys.executable, "-c", f"open({locked.name!r}, 'rb')"],
+                    capture_output=True,
+                )
+            if b"PermissionError" in probe.stderr:
+                _prefix = prefix
+            else:
+                _why_none = f"cannot drop the power to read a chmod-000 file here: {probe.stderr!r}"
+    if _prefix is None:
+        import pytest
+
+        pytest.skip(_why_none)
+    return _prefix

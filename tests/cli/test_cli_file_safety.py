@@ -4,7 +4,6 @@ file it may not read instead of taking it for empty or missing."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_workspace import FAILING_LINE
+from cli_workspace import FAILING_LINE, unprivileged_prefix
 
 from ctxoffload.cli._common import CliError, json_lines
 
@@ -89,32 +88,8 @@ def test_cat_says_why_it_refuses_a_hard_linked_file(
 
 # -- files that cannot be read ----------------------------------------------------------------
 
-SETPRIV = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
 
-
-def _unprivileged(tmp_path: Path) -> list[str]:
-    """The prefix that runs a command without the power to read any file (root's
-    CAP_DAC_OVERRIDE dropped), checked on a chmod 000 file; skips when there is none."""
-    probe = tmp_path / "probe"
-    probe.write_text("x")
-    probe.chmod(0)
-    if os.geteuid() != 0:
-        prefix: list[str] = []
-    elif shutil.which("setpriv"):
-        prefix = SETPRIV
-    else:
-        pytest.skip("running as root without setpriv: a chmod 000 file stays readable")
-    check = subprocess.run(
-        [*prefix, sys.executable, "-c", f"open({str(probe)!r}).read()"],
-        capture_output=True,
-        text=True,
-    )
-    if "PermissionError" not in check.stderr:
-        pytest.skip(f"cannot drop the power to read a chmod 000 file here: {check.stderr!r}")
-    return prefix
-
-
-def _run(prefix: list[str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+def _run(prefix: tuple[str, ...], *args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*prefix, sys.executable, "-m", "ctxoffload", *map(str, args)],
         capture_output=True,
@@ -124,7 +99,7 @@ def _run(prefix: list[str], *args: str | Path) -> subprocess.CompletedProcess[st
 
 
 def test_grep_reports_a_file_it_cannot_read(filled: Path, tmp_path: Path) -> None:
-    prefix = _unprivileged(tmp_path)
+    prefix = unprivileged_prefix()
     locked = filled / "sessions/run-1/tool_result-call_1.txt"
     locked.chmod(0)
     result = _run(prefix, "grep", "ORD-58213", "--workdir", filled)
@@ -141,7 +116,7 @@ def test_grep_reports_a_file_it_cannot_read(filled: Path, tmp_path: Path) -> Non
 
 
 def test_cat_says_a_file_cannot_be_read(filled: Path, tmp_path: Path) -> None:
-    prefix = _unprivileged(tmp_path)
+    prefix = unprivileged_prefix()
     locked = filled / "sessions/run-1/tool_result-call_1.txt"
     locked.chmod(0)
     result = _run(prefix, "cat", locked, "--workdir", filled)
@@ -151,7 +126,7 @@ def test_cat_says_a_file_cannot_be_read(filled: Path, tmp_path: Path) -> None:
 
 def test_json_lines_reports_a_file_it_cannot_read(filled: Path, tmp_path: Path) -> None:
     # ls and stats read events.jsonl through json_lines: what they do with the error is theirs.
-    prefix = _unprivileged(tmp_path)
+    prefix = unprivileged_prefix()
     locked = filled / "sessions/run-1/events.jsonl"
     locked.chmod(0)
     code = (

@@ -3,7 +3,6 @@ and the other sessions are still reported."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -14,39 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_workspace import unprivileged_prefix
 
 Result = Any
-
-# Root reads a chmod-000 file; a child without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH does not.
-_DROP = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
-
-
-@functools.cache
-def _unprivileged_prefix() -> list[str] | None:
-    """The command prefix under which a chmod-000 file cannot be read; None if there is none."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        return None
-    import tempfile
-
-    with tempfile.NamedTemporaryFile() as locked:
-        os.chmod(locked.name, 0)
-        probe = subprocess.run(
-            [*_DROP, sys.executable, "-c", f"open({locked.name!r}, 'rb')"], capture_output=True
-        )
-    return _DROP if probe.returncode != 0 and b"PermissionError" in probe.stderr else None
 
 
 @pytest.fixture
 def unprivileged() -> Callable[..., subprocess.CompletedProcess[str]]:
     """`run(*argv)`: `ctxoffload ARGV` in a child that cannot read a chmod-000 file."""
-    prefix = _unprivileged_prefix()
-    if prefix is None:
-        pytest.skip(
-            "running as root and `setpriv` cannot drop CAP_DAC_OVERRIDE here, so a chmod-000 "
-            "file stays readable"
-        )
+    prefix = unprivileged_prefix()
 
     def run(*argv: str | Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

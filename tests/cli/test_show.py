@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_workspace import unprivileged_prefix
 
 from ctxoffload import (
     Agent,
@@ -376,14 +377,7 @@ def test_an_unreadable_record_is_an_input_error(
         events.symlink_to(tmp_path / "elsewhere.jsonl")
     else:
         events.chmod(0)
-        # Root reads a chmod-000 file: the command runs without CAP_DAC_OVERRIDE.
-        drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
-        prefix = drop if os.geteuid() == 0 else []
-        probe = subprocess.run(
-            [*prefix, sys.executable, "-c", f"open({str(events)!r})"], capture_output=True
-        )
-        if probe.returncode == 0 or b"PermissionError" not in probe.stderr:
-            pytest.skip("running as root and setpriv cannot drop CAP_DAC_OVERRIDE here")
+        prefix = unprivileged_prefix()  # root reads a chmod-000 file: drop that power
         argv = ["show", "s", "--workdir", str(tmp_path / "ws")]
         done = subprocess.run(
             [*prefix, sys.executable, "-m", "ctxoffload", *argv], capture_output=True, text=True

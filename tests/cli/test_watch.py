@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
+from cli_workspace import unprivileged_prefix
 
 # Generous bounds so a loaded machine cannot hang the suite; they are not speed checks.
 PATIENCE = 60.0
@@ -241,32 +240,8 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
     assert "Traceback" not in said
 
 
-SETPRIV = ("setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search")
-
-
-def _unprivileged(tmp_path: Path) -> tuple[str, ...]:
-    """A prefix that runs a command unable to read a chmod 000 file, or skip."""
-    probe = tmp_path / "probe"
-    probe.write_text("x")
-    probe.chmod(0)
-    if os.geteuid() != 0:
-        prefix: tuple[str, ...] = ()
-    elif shutil.which("setpriv"):
-        prefix = SETPRIV
-    else:
-        pytest.skip("running as root without setpriv: a chmod 000 file stays readable")
-    check = subprocess.run(
-        [*prefix, sys.executable, "-c", f"open({str(probe)!r}).read()"],
-        capture_output=True,
-        text=True,
-    )
-    if "PermissionError" not in check.stderr:
-        pytest.skip(f"cannot drop the power to read a chmod 000 file here: {check.stderr!r}")
-    return prefix
-
-
 def test_watch_reports_a_log_it_cannot_read_once_and_goes_on(filled: Path, tmp_path: Path) -> None:
-    prefix = _unprivileged(tmp_path)
+    prefix = unprivileged_prefix()
     events = filled / "sessions/run-1/events.jsonl"
     events.chmod(0)
     watch = _watch("run-1", "--from-start", "--workdir", str(filled), prefix=prefix)
