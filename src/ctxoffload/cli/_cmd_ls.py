@@ -56,6 +56,10 @@ class Warnings:
         named = (why if str(path) in why else f"{path}: {why}").replace(str(path), shown(path))
         print(f"ctxoffload {self.command}: warning: {named}; {then}", file=sys.stderr)
 
+    def folder(self, folder: Path, exc: OSError, then: str) -> None:
+        """Say once that the session folder `folder` cannot be listed."""
+        self.say(folder, f"cannot read the folder {folder}: {exc.strerror or exc}", then)
+
 
 def read_json_lines(path: Path, warnings: Warnings, then: str) -> list[Any] | None:
     """The JSON values of a workspace log, or None (said once on stderr) if it cannot be read:
@@ -142,11 +146,7 @@ def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[s
                 if entry.name.startswith("tool_result-") and entry.name.endswith(".txt"):
                     tool_results += 1
     except OSError as exc:
-        warnings.say(
-            session_dir,
-            f"cannot read the folder {session_dir}: {exc.strerror or exc}",
-            f"session {session_dir.name} is shown as unreadable",
-        )
+        warnings.folder(session_dir, exc, f"session {session_dir.name} is shown as unreadable")
         facts["unreadable"].append(".")
         return facts
     facts.update(last_activity=iso_time(last) if last else None, bytes=size)

@@ -72,11 +72,7 @@ def _session_stats(folder: Path, warnings: Warnings) -> tuple[dict[str, Any], Co
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
-        warnings.say(
-            folder,
-            f"cannot read the folder {folder}: {exc.strerror or exc}",
-            f"session {folder.name} is counted as unreadable",
-        )
+        warnings.folder(folder, exc, f"session {folder.name} is counted as unreadable")
         row["unreadable"].append(".")
         return row, references
     for entry in entries:
