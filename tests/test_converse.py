@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 from ctxoffload import (
+    Base64Source,
     DataBlock,
     LocalWorkspace,
     TextBlock,
     ToolCallBlock,
     from_converse,
     to_converse,
+    to_msgs,
 )
 from ctxoffload.exceptions import InvalidContent
-from ctxoffload.messages import Base64Source, to_msgs
 from ctxoffload.tokens import TiktokenCounter
 
 PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"a chart" * 30)

@@ -5,6 +5,7 @@ and the `ctxoffload` command start without loading pydantic, the tokenizer or an
 """
 
 from ._lazy import lazy_exports
+from ._version import __version__
 from .exceptions import (
     ConfigError,
     ContextOverflowError,
@@ -32,15 +33,7 @@ if TYPE_CHECKING:
         ReaderTools,
         Summary,
     )
-    from .messages import (
-        Base64Source,
-        DataBlock,
-        Msg,
-        TextBlock,
-        ThinkingBlock,
-        ToolCallBlock,
-        ToolResultBlock,
-        URLSource,
+    from .formats import (
         from_anthropic,
         from_converse,
         from_openai,
@@ -50,13 +43,21 @@ if TYPE_CHECKING:
         to_msgs,
         to_openai,
     )
+    from .messages import (
+        Base64Source,
+        DataBlock,
+        Msg,
+        TextBlock,
+        ThinkingBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+        URLSource,
+    )
     from .model import ChatModel, ModelResponse, ScriptedModel, Usage
     from .offloader import Offloader
     from .references import ContextRef
     from .tokens import ContextTokenTracker, TokenCounter, get_token_counter
     from .workspace import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
-
-__version__ = "0.1.0"
 
 
 __all__ = [
@@ -130,14 +131,14 @@ __getattr__, __dir__ = lazy_exports(
         "ToolCallBlock": ".messages",
         "ToolResultBlock": ".messages",
         "URLSource": ".messages",
-        "from_anthropic": ".messages",
-        "from_converse": ".messages",
-        "from_openai": ".messages",
-        "to_anthropic": ".messages",
-        "to_converse": ".messages",
-        "to_msg": ".messages",
-        "to_msgs": ".messages",
-        "to_openai": ".messages",
+        "from_anthropic": ".formats",
+        "from_converse": ".formats",
+        "from_openai": ".formats",
+        "to_anthropic": ".formats",
+        "to_converse": ".formats",
+        "to_msg": ".formats",
+        "to_msgs": ".formats",
+        "to_openai": ".formats",
         "ChatModel": ".model",
         "ModelResponse": ".model",
         "ScriptedModel": ".model",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import html
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +26,7 @@ from pydantic_core import PydanticSerializationError, from_json
 from ._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from .exceptions import InvalidContent
 from .messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
+from .text import data_line
 
 __all__ = [
     "MAX_DEPTH",
@@ -36,7 +36,6 @@ __all__ = [
     "as_message_list",
     "context_rows",
     "count_lines",
-    "data_line",
     "decode_base64",
     "externalize",
     "message_json",
@@ -352,7 +351,7 @@ def _note(what: str, problem: str) -> str:
 def _block_stand_in(block: Block, problem: str) -> Block:
     """A block that can be stored, holding the text form of one that cannot."""
     if isinstance(block, ToolCallBlock):
-        # The form a model's unparseable arguments take (see _formats), so the call keeps
+        # The form a model's unparseable arguments take (see formats/openai.py), so the call keeps
         # its id and stays paired with its result.
         return ToolCallBlock(
             id=block.id, name=block.name, input={"_raw_arguments": text_form(block.input)}
@@ -581,16 +580,6 @@ def tool_output_of(tool_result: Any) -> ToolOutput:
         "tool_result has none of 'tool_call_id' (OpenAI), 'tool_use_id' (Anthropic) or "
         f"'id' + 'output' (ctxoffload / AgentScope); keys were {sorted(data)[:10]}"
     )
-
-
-def data_line(url: str, name: str | None, media_type: str | None) -> str:
-    """The one line that stands for a binary block in a tool_result file or a preview."""
-    attrs = [f"url='{html.escape(url, quote=True)}'"]
-    if name:
-        attrs.append(f"name='{html.escape(name, quote=True)}'")
-    if media_type:
-        attrs.append(f"media_type='{html.escape(media_type, quote=True)}'")
-    return f"<data {' '.join(attrs)}/>"
 
 
 def _part_text(part: Any, store: StoreData, where: str) -> str:

@@ -11,7 +11,8 @@ CtxOffloadError
 ├── ModelError              a chat model call failed
 │   └── ContextOverflowError   the provider said the prompt is larger than the context window
 ├── SummaryError            no valid summary could be produced by the summary model
-└── ToolError               a workspace file tool refused or failed (path outside the roots, ...)
+├── ToolError               a workspace file tool refused or failed (path outside the roots, ...)
+└── CliError                a `ctxoffload` command stopped: one line on stderr, its exit status
 ```
 
 Messages say what was wrong, with the offending value, and what to do about it.
@@ -20,6 +21,7 @@ Messages say what was wrong, with the offending value, and what to do about it.
 from __future__ import annotations
 
 __all__ = [
+    "CliError",
     "ConfigError",
     "ContextOverflowError",
     "CtxOffloadError",
@@ -87,3 +89,15 @@ class SummaryError(CtxOffloadError):
 
 class ToolError(CtxOffloadError):
     """A workspace file tool refused a request or failed."""
+
+
+class CliError(CtxOffloadError):
+    """A `ctxoffload` command stopped: the message is printed as one line on stderr.
+
+    Attributes:
+        code: the exit status to return (2: usage or input error, 1: problems found).
+    """
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code

@@ -2,9 +2,9 @@
 
 A `Msg` has a role and either plain text or a list of blocks. Blocks are discriminated by
 their `type` field so a message survives `model_dump_json()` / `model_validate_json()`
-unchanged, which is how `context.jsonl` stores it. Conversion to and from the OpenAI chat
-format and the Anthropic messages format lives in `ctxoffload._formats` and is re-exported
-here.
+unchanged, which is how `context.jsonl` stores it. Conversion to and from the wire formats
+(OpenAI, Anthropic, Converse) lives in `ctxoffload.formats`, which imports this module and is
+never imported by it.
 """
 
 from __future__ import annotations
@@ -27,14 +27,6 @@ __all__ = [
     "ToolCallBlock",
     "ToolResultBlock",
     "URLSource",
-    "from_anthropic",
-    "from_converse",
-    "from_openai",
-    "to_anthropic",
-    "to_converse",
-    "to_msg",
-    "to_msgs",
-    "to_openai",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -184,16 +176,3 @@ class Msg(_Model):
     def tool_results(self) -> list[ToolResultBlock]:
         """The tool results this message carries."""
         return list(self.iter_blocks(ToolResultBlock))
-
-
-# At the bottom because _formats imports the classes above: importing it earlier would be a
-# circular import of a half-built module.
-from ._converse import from_converse, to_converse  # noqa: E402
-from ._formats import (  # noqa: E402
-    from_anthropic,
-    from_openai,
-    to_anthropic,
-    to_msg,
-    to_msgs,
-    to_openai,
-)

@@ -28,8 +28,8 @@ from ctxoffload import (
     ToolCallBlock,
     ToolResultBlock,
     Usage,
+    to_openai,
 )
-from ctxoffload._formats import to_openai
 from ctxoffload.agent._openai_model import (
     DEFAULT_CONTEXT_WINDOW,
     OpenAIChatModel,

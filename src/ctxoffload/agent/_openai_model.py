@@ -404,7 +404,7 @@ class OpenAIChatModel:
             InvalidContent: a message cannot be written in the OpenAI format (raised by
                 `to_openai` before anything is sent).
         """
-        from .._formats import to_openai
+        from ..formats import to_openai
 
         sent = to_openai(messages)
         if not self.images_in_tool_messages:
@@ -501,7 +501,7 @@ class OpenAIChatModel:
 
     def _to_response(self, completion: ChatCompletion) -> ModelResponse:
         """Turn a chat completion into a `ModelResponse` through `from_openai`."""
-        from .._formats import from_openai
+        from ..formats import from_openai
 
         if not completion.choices:
             raise ModelError(

@@ -90,7 +90,7 @@ class SessionRecorder:
         if self._started:
             return
         self._started = True
-        from .. import __version__
+        from .._version import __version__
 
         read = getattr(self.offloader, "read_events", None)
         if read is not None:

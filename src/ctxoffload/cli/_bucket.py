@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import CliError
+
 __all__ = ["BucketCopy", "copy_bucket", "display", "local_reference", "open_store", "remove_copies"]
 
 _copies: dict[str, BucketCopy] = {}  # local folder -> its copy
@@ -40,7 +42,6 @@ def open_store(url: str) -> Any:
     import os
 
     from ..exceptions import ConfigError
-    from ._common import CliError
 
     text = os.environ.get("CTXOFFLOAD_DEADLINE", "30")
     try:
@@ -71,7 +72,6 @@ def copy_bucket(
     import asyncio
 
     from ..exceptions import InvalidSessionId, OffloadError
-    from ._common import CliError
 
     if session is not None:
         from ..workspace import validate_session_id

@@ -14,6 +14,8 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
+from ..exceptions import CliError
+
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
     # Not at run time: `pathlib` imports urllib.parse and ipaddress, ~4.5 ms that `grep`
@@ -53,14 +55,6 @@ __all__ = [
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
-
-
-class CliError(Exception):
-    """A problem to report as one line on stderr, with the exit status to return."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -621,8 +615,8 @@ def message_lines(value: Any) -> list[str]:
     """
     import json
 
+    from ..formats import to_msg as _to_msg
     from ..messages import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
-    from ..messages import to_msg as _to_msg
 
     try:
         msg = _to_msg(value)

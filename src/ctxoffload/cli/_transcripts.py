@@ -116,14 +116,15 @@ def _listed(value: Any) -> list[Any]:
 
 
 def _openai(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..messages import from_openai
+    from ..formats import from_openai
 
     messages = value.get("messages") if isinstance(value, dict) else value
     return [Run(name, from_openai(_listed(messages if messages is not None else rows)))]
 
 
 def _anthropic(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..messages import Msg, from_anthropic
+    from ..formats import from_anthropic
+    from ..messages import Msg
 
     system = value.get("system") if isinstance(value, dict) else None
     messages = value.get("messages") if isinstance(value, dict) else value
@@ -157,7 +158,7 @@ def _mini_swe_agent(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
 
 def _swe_agent(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..messages import from_openai
+    from ..formats import from_openai
 
     def listed(field: Any) -> list[Any]:
         if isinstance(field, str):  # some .traj files store these lists as Python reprs
@@ -189,7 +190,7 @@ def _swe_agent(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
 
 def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..messages import from_openai
+    from ..formats import from_openai
 
     tasks = rows if rows is not None else [value]
     runs = []
@@ -241,7 +242,7 @@ def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
 
 def _claude_code(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..messages import from_anthropic
+    from ..formats import from_anthropic
 
     messages: list[dict[str, Any]] = []
     last_id: str | None = None
@@ -265,7 +266,7 @@ def _claude_code(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
 
 def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..messages import from_openai
+    from ..formats import from_openai
 
     messages: list[dict[str, Any]] = []
     for row in rows or []:

@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from ._config import ContextConfig
     from ._history_managers import Null, SlidingWindow, Summarization
     from ._image_limit import ImageLimit
-    from ._pipeline import ContextManager, ContextPipeline, PipelineRun
+    from ._pipeline import ContextPipeline
     from ._readers import ReaderTools
+    from ._run import ContextManager, PipelineRun
     from ._split import split_for_compression, turns
     from ._summarize import extractive_summary
     from ._summary_model import Summary
@@ -52,9 +53,9 @@ __getattr__, __dir__ = lazy_exports(
         "SlidingWindow": "._history_managers",
         "Summarization": "._history_managers",
         "ImageLimit": "._image_limit",
-        "ContextManager": "._pipeline",
+        "ContextManager": "._run",
         "ContextPipeline": "._pipeline",
-        "PipelineRun": "._pipeline",
+        "PipelineRun": "._run",
         "ToolOutputOffload": "._tool_output",
         "ToolOutputTruncate": "._tool_output",
         "Artifact": "._compressor",

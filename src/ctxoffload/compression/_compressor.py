@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._formats import read_messages, read_tool_result
 from ..exceptions import ConfigError
+from ..formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel
 from ..offloader import Offloader

@@ -14,7 +14,7 @@ from ._split import is_user_request, turns
 if TYPE_CHECKING:
     from ..model import ChatModel
     from ._config import ContextConfig
-    from ._pipeline import PipelineRun
+    from ._run import PipelineRun
 
 __all__ = ["Null", "SlidingWindow", "Summarization"]
 

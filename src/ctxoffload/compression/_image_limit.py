@@ -10,7 +10,7 @@ from ._activation import Activation, check_int
 from ._tool_output import _payload_size, block_kind
 
 if TYPE_CHECKING:
-    from ._pipeline import PipelineRun
+    from ._run import PipelineRun
 
 __all__ = ["ImageLimit"]
 

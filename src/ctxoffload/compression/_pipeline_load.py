@@ -7,7 +7,7 @@ Every problem is a `ConfigError` naming its JSON path:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..exceptions import ConfigError
 from ._activation import Activation, SettingError, unknown_keys
@@ -17,10 +17,19 @@ from ._tool_output import ToolOutputOffload, ToolOutputTruncate
 
 if TYPE_CHECKING:
     from ..model import ChatModel
-    from ._config import ContextConfig
-    from ._pipeline import ContextManager, ContextPipeline
+    from ._run import ContextManager
 
-__all__ = ["MANAGER_TYPES", "load_pipeline"]
+__all__ = ["MANAGER_TYPES", "Template", "load_pipeline"]
+
+
+class Template(NamedTuple):
+    """What a template holds: the managers of each hook, with its name and description."""
+
+    name: str | None
+    description: str | None
+    post_tool: list[ContextManager]
+    pre_llm: list[ContextManager]
+
 
 # What OpenSearch adds to a stored template; accepted and ignored.
 _METADATA = {"created_time", "last_modified", "last_updated_time", "created_by", "template_id"}
@@ -136,29 +145,16 @@ def _manager(entry: Any, path: str, models: Mapping[str, ChatModel]) -> ContextM
         raise ConfigError(f"{path}.config: {exc}") from None
 
 
-def load_pipeline(
-    cls: type[ContextPipeline],
-    data: Any,
-    *,
-    models: Mapping[str, ChatModel],
-    config: ContextConfig | None,
-    source: str,
-) -> ContextPipeline:
-    """Build `cls` from a template (see `ContextPipeline.from_dict`)."""
+def load_pipeline(data: Any, *, models: Mapping[str, ChatModel], source: str) -> Template:
+    """The managers of a template (see `ContextPipeline.from_dict`)."""
     prefix = f"{source} " if source.endswith(":") else f"{source}: "
     try:
-        return _load(cls, data, models=models, config=config)
+        return _load(data, models=models)
     except ConfigError as exc:
         raise ConfigError(prefix + str(exc)) from None
 
 
-def _load(
-    cls: type[ContextPipeline],
-    data: Any,
-    *,
-    models: Mapping[str, ChatModel],
-    config: ContextConfig | None,
-) -> ContextPipeline:
+def _load(data: Any, *, models: Mapping[str, ChatModel]) -> Template:
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"the template is a {type(data).__name__}, not an object with 'hooks': give "
@@ -195,10 +191,4 @@ def _load(
                     f"{path}.type: {entry['type']} cannot run at {hook}; it runs at {where}"
                 )
             lists[hook].append(manager)
-    return cls(
-        post_tool=lists["post_tool"],
-        pre_llm=lists["pre_llm"],
-        config=config,
-        name=data.get("name"),
-        description=data.get("description"),
-    )
+    return Template(data.get("name"), data.get("description"), lists["post_tool"], lists["pre_llm"])

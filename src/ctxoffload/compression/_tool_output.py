@@ -17,7 +17,7 @@ from ._truncate import _tail_within, head_within, truncate_tool_result, utf8
 if TYPE_CHECKING:
     from ..tokens import TokenCounter
     from ._config import ContextConfig
-    from ._pipeline import PipelineRun
+    from ._run import PipelineRun
 
 __all__ = ["READER_TOOL_NAMES", "ToolOutputOffload", "ToolOutputTruncate", "block_kind"]
 

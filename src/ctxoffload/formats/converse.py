@@ -25,10 +25,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ._formats import _block_hint, _with_unknown
-from ._formats import _hinted as _hinted_as
-from .exceptions import InvalidContent
-from .messages import (
+from ..exceptions import InvalidContent
+from ..messages import (
     Base64Source,
     Block,
     DataBlock,
@@ -39,6 +37,7 @@ from .messages import (
     ToolResultBlock,
     URLSource,
 )
+from ._shared import block_hint, hinted, with_unknown
 
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
 
@@ -89,11 +88,11 @@ def is_converse(data: Mapping[str, Any]) -> bool:
 
 def _hinted(hint: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments that attach `hint` to a new block (none when it is empty)."""
-    return _hinted_as(FMT, hint)
+    return hinted(FMT, hint)
 
 
 def _hint(block: Any) -> dict[str, Any]:
-    return _block_hint(block, FMT)
+    return block_hint(block, FMT)
 
 
 def _payload(source: Any, where: str) -> tuple[str, bool] | None:
@@ -363,7 +362,7 @@ def _block_to(block: Block) -> dict[str, Any]:
         if isinstance(block.output, str)
         else [_item_to(b) for b in block.output]
     )
-    result: dict[str, Any] = {"toolUseId": block.id, "content": _with_unknown(items, hint)}
+    result: dict[str, Any] = {"toolUseId": block.id, "content": with_unknown(items, hint)}
     if "status" in hint and not block.is_error:
         if hint["status"] is not None:
             result["status"] = copy.deepcopy(hint["status"])
@@ -417,7 +416,7 @@ def to_converse(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[dict[st
             else:
                 out.append({"role": "user", "content": blocks})
             continue
-        message: dict[str, Any] = {"role": msg.role, "content": _with_unknown(blocks, hint)}
+        message: dict[str, Any] = {"role": msg.role, "content": with_unknown(blocks, hint)}
         message.update(copy.deepcopy(hint.get("keys") or {}))
         out.append(message)
     return system, out

@@ -1,0 +1,4 @@
+"""The package's version, in a module of its own so the session record can name it without
+importing the package's `__init__`."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,132 @@
+"""What the format modules share: the hints that make conversions round-trip exactly.
+
+`to_openai(from_openai(x)) == x` and `to_anthropic(from_anthropic(m, s)) == (s, m)` for
+well-formed input (`s` a string or None), and likewise for Converse. Whatever the message model
+has no field for is stashed, and put back on the way out, under a key named for the format:
+
+- `Msg.metadata["openai"]` / `Msg.metadata["anthropic"]`: a dict with `keys` (message keys the
+  model has no field for, e.g. mini-swe-agent's `extra` or Anthropic's `usage`, merged back
+  verbatim), `content` (OpenAI only: `"list"`, `"null"`, `"absent"` or `"empty"` when the
+  content had a form the default output would not give) and `unknown` (`[index, part]` pairs
+  for content parts with no ctxoffload block, e.g. `refusal` or `redacted_thinking`,
+  re-inserted at their index).
+- the same key as an extra field on a block (`block.openai`, `block.anthropic`): `keys` (merged
+  into the block's default output, e.g. `detail` or `cache_control`), `drop` (keys the original
+  did not have), `as` (the part type when it is not the default for the media type),
+  `arguments` / `arguments_raw` (how a tool call's JSON arguments were spelled), `file_data`
+  (`"raw"`: a file part without a data: URL) and `unknown` (tool_result content items).
+
+The hints describe the message as it was read. Those that depend on the content (raw
+arguments, the content form, the part type) are used only while they still fit it, so an
+edited message converts sensibly; the other format's hints are never used.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from .._depth import STORE_DEPTH, too_deep
+from ..exceptions import InvalidContent
+from ..messages import Base64Source, DataBlock, Msg, TextBlock, URLSource
+
+Format = Literal["openai", "anthropic", "converse"]
+Hint = dict[str, Any]
+
+
+def msg_hint(msg: Msg, fmt: Format) -> Hint:
+    hint = msg.metadata.get(fmt)
+    return hint if isinstance(hint, dict) else {}
+
+
+def block_hint(block: BaseModel, fmt: Format) -> Hint:
+    hint = (block.model_extra or {}).get(fmt)
+    return hint if isinstance(hint, dict) else {}
+
+
+def hinted(fmt: Format, hint: Hint) -> dict[str, Any]:
+    """Keyword arguments that attach `hint` to a new block, or none when it is empty."""
+    return {fmt: hint} if hint else {}
+
+
+def extra_keys(value: Mapping[str, Any], known: Iterable[str]) -> dict[str, Any]:
+    known = frozenset(known)
+    return {k: copy.deepcopy(v) for k, v in value.items() if k not in known}
+
+
+def merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def apply(out: dict[str, Any], hint: Hint) -> dict[str, Any]:
+    keys = hint.get("keys")
+    if isinstance(keys, Mapping):
+        out = merge(out, keys)
+    drop = hint.get("drop")
+    if isinstance(drop, list):
+        for key in drop:
+            out.pop(key, None)
+    return out
+
+
+def with_unknown(items: list[Any], hint: Hint) -> list[Any]:
+    """`items` with the verbatim parts recorded in `hint["unknown"]` put back at their index."""
+    unknown = hint.get("unknown")
+    if not isinstance(unknown, list):
+        return items
+    out = list(items)
+    for entry in unknown:
+        if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], int):
+            out.insert(min(entry[0], len(out)), copy.deepcopy(entry[1]))
+    return out
+
+
+def text_block(part: Mapping[str, Any], fmt: Format, where: str) -> TextBlock:
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise InvalidContent(
+            f"{where} is a text part whose 'text' is {type(text).__name__}: make it a string"
+        )
+    keys = extra_keys(part, ("type", "text"))
+    return TextBlock(text=text, **hinted(fmt, {"keys": keys} if keys else {}))
+
+
+def data_block(
+    source: Base64Source | URLSource,
+    name: str | None,
+    fmt: Format,
+    kind: str,
+    hint: Hint,
+    default_kind: Callable[[DataBlock], str],
+) -> DataBlock:
+    """A DataBlock, recording the part type `kind` only when it is not `default_kind`'s."""
+    block = DataBlock(source=source, name=name)
+    if kind != default_kind(block):
+        hint["as"] = kind
+    if not hint:
+        return block
+    return DataBlock(source=source, name=name, **hinted(fmt, hint))
+
+
+def check_depth(message: Mapping[str, Any], where: str) -> None:
+    # Conversion copies and walks values recursively: refuse what nests too deeply first.
+    if too_deep(message, STORE_DEPTH):
+        raise InvalidContent(
+            f"{where} is nested deeper than {STORE_DEPTH} levels (or contains itself): "
+            "flatten it, or pass deeply nested data as JSON text"
+        )
+
+
+def bad_content(where: str, content: Any) -> InvalidContent:
+    return InvalidContent(
+        f"{where}.content is a {type(content).__name__}: use a string or a list of content parts"
+    )

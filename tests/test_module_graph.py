@@ -1,0 +1,238 @@
+"""The package's modules load in any order: no import cycle, and every public name imports first.
+
+A cycle hides while some other module happens to be imported first (the suite imports many),
+so both checks start from nothing: the first walks the source, the second imports each public
+name as the first thing a fresh interpreter does.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(importlib.util.find_spec("ctxoffload").origin).parent  # type: ignore[arg-type, union-attr]
+
+# Every package with a public `__all__`; the integrations need their framework installed.
+PACKAGES = [
+    "ctxoffload",
+    "ctxoffload.agent",
+    "ctxoffload.compression",
+    "ctxoffload.formats",
+    "ctxoffload.offloader",
+    "ctxoffload.workspace",
+]
+INTEGRATIONS = {
+    "ctxoffload.integrations.agentscope": "agentscope",
+    "ctxoffload.integrations.strands": "strands",
+}
+
+
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Each module of the package under `root`, with the package modules it imports.
+
+    Every import statement counts: at the top, inside a function, under `TYPE_CHECKING`.
+    `from package import name` is an edge to the module `name` when it is one, else to the
+    package (whose `__init__` is run).
+    """
+    modules: dict[str, tuple[Path, bool]] = {}
+    for path in root.rglob("*.py"):
+        parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+        is_package = parts[-1] == "__init__"
+        modules[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str | None] = []
+            if isinstance(node, ast.Import):
+                targets = [known(alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join([*base, node.module] if node.module else base)
+                else:
+                    source = node.module or ""
+                targets = [
+                    f"{source}.{alias.name}"
+                    if f"{source}.{alias.name}" in modules
+                    else known(source)
+                    for alias in node.names
+                ]
+            graph[name].update(t for t in targets if t is not None and t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_source_has_no_import_cycle() -> None:
+    graph = module_graph(SRC)
+    assert len(graph) > 50  # the walk found the package
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from .sub import b\n")
+    (package / "sub" / "b.py").write_text(
+        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from .. import a\n"
+    )
+    assert cycles(module_graph(package)) == [["pkg.a", "pkg.sub.b"]]
+
+
+def test_the_pillars_import_no_front() -> None:
+    """workspace, offloader and compression never import the agent, the CLI or an integration;
+    workspace imports neither offloader nor compression (DESIGN.md section 1)."""
+    graph = module_graph(SRC)
+    fronts = ("ctxoffload.agent", "ctxoffload.cli", "ctxoffload.integrations")
+    above_workspace = ("ctxoffload.offloader", "ctxoffload.compression", *fronts)
+    wrong = []
+    for module, imported in graph.items():
+        for target in imported:
+            pillar = module.split(".")[1] if module.count(".") else ""
+            if pillar in ("workspace", "offloader", "compression") and target.startswith(fronts):
+                wrong.append((module, target))
+            if pillar == "workspace" and target.startswith(above_workspace):
+                wrong.append((module, target))
+    assert wrong == []
+
+
+# Imports each name in a child forked from an interpreter that has imported nothing of the
+# package, so every name is the first thing imported; prints the failures as JSON.
+_FIRST_IMPORTS = """
+import json, os, sys, traceback
+names = json.loads(sys.argv[1])
+failed = {}
+for package, name in names:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            module = __import__(package, fromlist=[name])
+            getattr(module, name)
+            message = b""
+        except BaseException:
+            message = traceback.format_exc().encode()
+        os.write(write, message)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read()
+    os.waitpid(pid, 0)
+    if message:
+        failed[f"from {package} import {name}"] = message.decode().strip().splitlines()[-1]
+print(json.dumps(failed))
+"""
+
+
+def public_names(package: str) -> list[list[str]]:
+    code = f"import json, {package} as m; print(json.dumps(m.__all__))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return [[package, name] for name in json.loads(done.stdout)]
+
+
+def first_import_failures(names: list[list[str]]) -> dict[str, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_IMPORTS, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    failures: dict[str, str] = json.loads(done.stdout)
+    return failures
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_public_name_imports_first_in_a_fresh_interpreter(package: str) -> None:
+    names = public_names(package)
+    assert names
+    assert first_import_failures(names) == {}
+
+
+def test_the_first_import_check_reports_a_name_that_fails(tmp_path: Path) -> None:
+    (tmp_path / "broken_pkg").mkdir()
+    (tmp_path / "broken_pkg" / "__init__.py").write_text(
+        "__all__ = ['x']\nraise ImportError('boom')\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        code = _FIRST_IMPORTS.replace(
+            "import json, os, sys, traceback",
+            f"import json, os, sys, traceback\nsys.path.insert(0, {str(tmp_path)!r})",
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, json.dumps([["broken_pkg", "x"]])],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert json.loads(done.stdout) == {"from broken_pkg import x": "ImportError: boom"}
+
+
+@pytest.mark.parametrize("module", sorted(INTEGRATIONS))
+def test_an_integration_imports_first_or_names_its_extra(module: str) -> None:
+    """With its framework installed every public name imports first; without it, a name that
+    needs the framework says which extra to install."""
+    framework = INTEGRATIONS[module]
+    failures = first_import_failures(public_names(module))
+    if importlib.util.find_spec(framework) is not None:
+        assert failures == {}
+    else:
+        assert all(f"ctxoffload[{framework}]" in line for line in failures.values()), failures
