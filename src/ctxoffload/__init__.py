@@ -54,10 +54,15 @@ if TYPE_CHECKING:
         URLSource,
     )
     from .model import ChatModel, ModelResponse, ScriptedModel, Usage
-    from .offloader import Offloader
     from .references import ContextRef
     from .tokens import ContextTokenTracker, TokenCounter, get_token_counter
-    from .workspace import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+    from .workspace import (
+        InMemoryWorkspace,
+        LocalWorkspace,
+        ObjectStoreWorkspace,
+        Offloader,
+        Workspace,
+    )
 
 
 __all__ = [
@@ -99,6 +104,7 @@ __all__ = [
     "ToolResultBlock",
     "URLSource",
     "Usage",
+    "Workspace",
     "__version__",
     "from_anthropic",
     "from_converse",
@@ -143,7 +149,8 @@ __getattr__, __dir__ = lazy_exports(
         "ModelResponse": ".model",
         "ScriptedModel": ".model",
         "Usage": ".model",
-        "Offloader": ".offloader",
+        "Offloader": ".workspace",
+        "Workspace": ".workspace",
         "ContextRef": ".references",
         "ContextTokenTracker": ".tokens",
         "TokenCounter": ".tokens",

@@ -11,6 +11,7 @@ CtxOffloadError
 ├── ModelError              a chat model call failed
 │   └── ContextOverflowError   the provider said the prompt is larger than the context window
 ├── SummaryError            no valid summary could be produced by the summary model
+├── IncompleteRecord        a session record that cannot rebuild a step (a message never recorded)
 ├── ToolError               a workspace file tool refused or failed (path outside the roots, ...)
 └── CliError                a `ctxoffload` command stopped: one line on stderr, its exit status
 ```
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "CtxOffloadError",
+    "IncompleteRecord",
     "InvalidContent",
     "InvalidReference",
     "InvalidSessionId",
@@ -85,6 +87,10 @@ class ContextOverflowError(ModelError):
 
 class SummaryError(CtxOffloadError):
     """The summary model did not produce a valid summary."""
+
+
+class IncompleteRecord(CtxOffloadError, LookupError):
+    """A session's record cannot rebuild a step: a message that step was sent is not in it."""
 
 
 class ToolError(CtxOffloadError):

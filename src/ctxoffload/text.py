@@ -1,20 +1,67 @@
 """The text of a message, and of the `<data .../>` line that stands for a binary payload.
 
-One home for every audience that shows or matches a message as text: the agent's Grep and
-Read, the retrieval tool, the `ctxoffload` commands, the summariser's transcript and the token
-counter. Light on purpose (no pydantic): the CLI imports it at start-up.
+One home for every audience that shows or matches a message as text. There are two texts,
+named by audience, built from one walk over the message's blocks (`_parts`):
+
+- `message_lines`: what a person or an agent reads and searches. The agent's Read, Grep and
+  retrieval tool show a context.jsonl line as these lines and match them; `ctxoffload cat`,
+  `grep`, `watch` and `show` print the same lines, so `ctxoffload grep` finds exactly the
+  lines the agent's Grep finds (`matching_lines` is the rule both apply). Every string the
+  model saw is on a line of its own, unescaped, split at its real newlines: a tool call's
+  `print("FAILURE: disk")` is found by a literal search for it.
+- `transcript_entry`: what the summary model is sent for one message, between role tags.
+
+and one `data_line`, the line that stands for a binary payload in a tool_result file, a
+preview, a message converted to a format that takes no URL for it, and the text whose tokens
+are counted for it.
+
+Light on purpose: no pydantic. It reads a message as ctxoffload's own `Msg` (attributes) or
+as the JSON a context.jsonl line holds, in any format the workspace stores (ctxoffload's own,
+OpenAI chat, Anthropic messages, Bedrock Converse, a framework's dump); what it does not
+recognise it shows as its strings.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Mapping
 from html import escape
+from typing import Any
 
-__all__ = ["data_line"]
+__all__ = [
+    "MAX_DECODED_LINE_BYTES",
+    "data_line",
+    "decode_log_line",
+    "is_jsonl",
+    "matching_lines",
+    "message_lines",
+    "transcript_entry",
+]
+
+# Longer log lines are shown and searched as they are: decoding them would hold several
+# copies of one line in memory at once.
+MAX_DECODED_LINE_BYTES = 16 << 20
+
+# Values that say what a part is rather than what it says: not shown as text.
+_LABEL_KEYS = frozenset(
+    {
+        "role",
+        "name",
+        "type",
+        "id",
+        "tool_call_id",
+        "tool_use_id",
+        "toolUseId",
+        "timestamp",
+        "created_at",
+        "signature",
+    }
+)
 
 
 def data_line(url: str, name: str | None, media_type: str | None) -> str:
-    """The one line that stands for a binary payload: in a tool_result file, a preview, a
-    message converted to a format that takes no URL for it, and what is counted for it.
+    """The one line that stands for a binary payload.
 
     Attribute values are HTML-escaped (a quote in a file name cannot end the attribute); an
     attribute without a value is left out.
@@ -25,3 +72,299 @@ def data_line(url: str, name: str | None, media_type: str | None) -> str:
     if media_type:
         attrs.append(f"media_type='{escape(media_type, quote=True)}'")
     return f"<data {' '.join(attrs)}/>"
+
+
+def is_jsonl(name: str) -> bool:
+    """Whether a file or reference name is a JSON Lines log (context.jsonl, events.jsonl)."""
+    return name.endswith(".jsonl")
+
+
+# -- one walk over a message ----------------------------------------------------------------
+#
+# `_parts` turns a message into a flat sequence of typed parts, whatever its format:
+#   ("text", text)                               text the model saw or wrote
+#   ("thinking", text)                           visible reasoning
+#   ("call", name, id, arguments)                a tool call; arguments a JSON value
+#   ("result", name, id, is_error, items)        a tool result; items are parts too
+#   ("data", url or None, name, media_type, n)   a payload: its URL, or n base64 characters
+#   ("other", value)                             anything else, shown as its strings
+
+
+def _get(value: Any, key: str, default: Any = None) -> Any:
+    """`value[key]` for a dict, `value.key` for a model object."""
+    if isinstance(value, Mapping):
+        return value.get(key, default)
+    return getattr(value, key, default)
+
+
+def _content_of(value: Any) -> Any:
+    return _get(value, "content")
+
+
+def _parts(message: Any) -> Iterator[tuple[Any, ...]]:
+    content = _content_of(message)
+    if isinstance(content, str):
+        if content:
+            yield ("text", content)
+    elif isinstance(content, list):
+        for block in content:
+            yield from _block_parts(block)
+    elif content is not None:
+        yield ("other", content)
+    # OpenAI: tool calls beside the content (a `Msg`'s `tool_calls` are its blocks, above).
+    calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+    if isinstance(calls, list):
+        for call in calls:
+            function = _get(call, "function") or {}
+            arguments = _get(function, "arguments")
+            if isinstance(arguments, str):
+                # Arguments that are not JSON are shown as the model wrote them.
+                with contextlib.suppress(ValueError):
+                    arguments = json.loads(arguments)
+            yield ("call", _get(function, "name"), _get(call, "id"), arguments)
+
+
+def _block_parts(block: Any) -> Iterator[tuple[Any, ...]]:
+    kind = _get(block, "type")
+    if kind == "text" or (kind is None and isinstance(_get(block, "text"), str)):
+        yield ("text", _get(block, "text") or "")
+    elif kind == "thinking":
+        yield ("thinking", _get(block, "thinking") or "")
+    elif kind == "redacted_thinking":
+        yield ("thinking", "(redacted)")
+    elif kind in ("tool_call", "tool_use"):
+        yield ("call", _get(block, "name"), _get(block, "id"), _get(block, "input"))
+    elif kind == "tool_result":
+        output = _get(block, "output") if _get(block, "tool_use_id") is None else None
+        if output is None:
+            output = _get(block, "content")
+        items = [("text", output)] if isinstance(output, str) else list(_items(output))
+        call_id = _get(block, "id") or _get(block, "tool_use_id")
+        yield ("result", _get(block, "name"), call_id, bool(_get(block, "is_error")), items)
+    elif kind in ("data", "image", "document"):
+        yield _data_part(_get(block, "source"), _get(block, "name"))
+    elif kind == "image_url":
+        yield _data_part({"url": _get(_get(block, "image_url") or {}, "url")}, None)
+    elif kind == "input_audio":
+        audio = _get(block, "input_audio") or {}
+        yield _data_part({"url": _get(audio, "url"), "data": _get(audio, "data")}, None)
+    elif kind == "file":
+        file = _get(block, "file") or {}
+        data = _get(file, "file_data")
+        placed = isinstance(data, str) and data.startswith(("/", "file://", "http://", "https://"))
+        source = {"url": data} if placed else {"data": data}
+        yield _data_part(source, _get(file, "filename"))
+    elif kind is None and isinstance(block, Mapping) and len(block) == 1:
+        yield from _converse_parts(block)
+    else:
+        yield ("other", block)
+
+
+def _items(output: Any) -> Iterator[tuple[Any, ...]]:
+    if isinstance(output, list):
+        for item in output:
+            yield from _block_parts(item)
+    elif output is not None:
+        yield ("other", output)
+
+
+def _data_part(source: Any, name: Any) -> tuple[Any, ...]:
+    url = _get(source, "url")
+    if isinstance(url, str) and url.startswith("data:"):
+        url = None  # an inline data: URL is a payload, not a place
+    data = _get(source, "data")
+    size = len(data) if isinstance(data, str) else 0
+    media_type = _get(source, "media_type")
+    return ("data", url if isinstance(url, str) else None, name, media_type, size)
+
+
+def _converse_parts(block: Mapping[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """A Bedrock Converse block: a dict with one key saying what it is."""
+    ((key, body),) = block.items()
+    if key == "toolUse":
+        yield ("call", _get(body, "name"), _get(body, "toolUseId"), _get(body, "input"))
+    elif key == "toolResult":
+        items = list(_items(_get(body, "content")))
+        error = _get(body, "status") == "error"
+        yield ("result", None, _get(body, "toolUseId"), error, items)
+    elif key == "reasoningContent":
+        yield ("thinking", _get(_get(body, "reasoningText") or {}, "text") or "")
+    elif key == "json":
+        yield ("text", json.dumps(body, ensure_ascii=False))
+    elif key in ("image", "document"):
+        yield ("data", None, _get(body, "name"), _get(body, "format"), 0)
+    else:
+        yield ("other", block)
+
+
+# -- what people and agents read and search --------------------------------------------------
+
+
+def message_lines(message: Any) -> list[str]:
+    """A message as the lines people and agents read and search.
+
+    A header (`[role]`, then ` name` when the message has one), then, for each block: its
+    text split at newlines; `(thinking) ` before each line of visible reasoning;
+    `-> tool call NAME (id ID)` with one line per argument (`  key: value`, a string value
+    unescaped and split at its newlines, nested keys joined with dots); `<- tool result NAME
+    (id ID):` (` (error)` before the colon for a failed call) with the output's lines; a
+    payload as its `data_line` (`(inline base64, N chars)` where it has no URL yet).
+
+    Args:
+        message: a `Msg`, or the JSON value of a message in any format the workspace stores.
+            A value with no `role` is shown as its strings, without a header.
+    """
+    out: list[str] = []
+    role = _get(message, "role")
+    if not isinstance(role, str):
+        _strings(message, out, None)
+        return out
+    name = _get(message, "name")
+    out.append(f"[{role}]" + (f" {name}" if isinstance(name, str) and name else ""))
+    if role == "tool" and _get(message, "tool_call_id") is not None:  # OpenAI's tool message
+        out.append(f"<- tool result {name or '?'} (id {_get(message, 'tool_call_id')}):")
+    for part in _parts(message):
+        _part_lines(part, out)
+    return out
+
+
+def _part_lines(part: tuple[Any, ...], out: list[str]) -> None:
+    kind = part[0]
+    if kind == "text":
+        out.extend(str(part[1]).split("\n"))
+    elif kind == "thinking":
+        out.extend(f"(thinking) {line}" for line in str(part[1]).split("\n"))
+    elif kind == "call":
+        _, name, call_id, arguments = part
+        out.append(f"-> tool call {name} (id {call_id})")
+        _argument_lines(arguments, "", out)
+    elif kind == "result":
+        _, name, call_id, is_error, items = part
+        out.append(f"<- tool result {name or '?'} (id {call_id}){' (error)' if is_error else ''}:")
+        for item in items:
+            _part_lines(item, out)
+    elif kind == "data":
+        _, url, name, media_type, size = part
+        where = url if url is not None else f"(inline base64, {size:,} chars)"
+        out.append(data_line(where, name, media_type))
+    else:
+        _strings(part[1], out, None)
+
+
+def _argument_lines(value: Any, key: str, out: list[str]) -> None:
+    """One line per leaf of a tool call's arguments: `  key.sub[0]: value`."""
+    if isinstance(value, Mapping) and value:
+        for name, item in value.items():
+            _argument_lines(item, f"{key}.{name}" if key else str(name), out)
+    elif isinstance(value, list) and value:
+        for index, item in enumerate(value):
+            _argument_lines(item, f"{key}[{index}]", out)
+    elif isinstance(value, str):
+        first, *rest = value.split("\n")
+        out.append(f"  {key}: {first}" if key else f"  {first}")
+        out.extend(rest)
+    elif key or value not in (None, {}, []):
+        shown = json.dumps(value, ensure_ascii=False)
+        out.append(f"  {key}: {shown}" if key else f"  {shown}")
+
+
+def _strings(value: Any, out: list[str], label: str | None) -> None:
+    """Every string a value holds, split at newlines, but those that label a part."""
+    if isinstance(value, str):
+        if label not in _LABEL_KEYS and value:
+            out.extend(value.split("\n"))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _strings(item, out, key)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out, label)
+
+
+def decode_log_line(line: str) -> list[str] | None:
+    """The `message_lines` of one line of a JSONL log, or None when it is not shown decoded.
+
+    None for a line that is not a JSON object or list (a torn last line), is longer than
+    `MAX_DECODED_LINE_BYTES`, or nests about as deep as the JSON parser allows.
+
+    Args:
+        line: one line of the log, without its newline.
+    """
+    if len(line) > MAX_DECODED_LINE_BYTES or not line.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(line)
+        return message_lines(value)
+    except (ValueError, RecursionError):
+        return None
+
+
+def matching_lines(line: str, matches: Callable[[str], bool]) -> tuple[list[str], list[int]]:
+    """THE rule for searching a JSONL log, which the agent's Grep and `ctxoffload grep` apply.
+
+    A log line matches when one of its decoded lines matches; failing that, when the raw
+    JSON line does (a pattern such as `"role": "tool"`), and then it is shown raw.
+
+    Returns:
+        The lines to show for this log line (decoded, or `[line]` when shown raw) and the
+        indexes of those that match; no indexes when it does not match.
+    """
+    decoded = decode_log_line(line)
+    if decoded is not None:
+        hits = [i for i, text in enumerate(decoded) if matches(text)]
+        if hits:
+            return decoded, hits
+    if matches(line):
+        return [line], [0]
+    return (decoded if decoded is not None else [line]), []
+
+
+# -- what the summary model is sent ---------------------------------------------------------
+
+
+def transcript_entry(message: Any, char_cap: int) -> tuple[str, float]:
+    """One message as the summary model reads it, and the share of its text kept.
+
+    `<role>`, the message's text, `[calls tool NAME (id ID) with {arguments}]`,
+    `[result of NAME (id ID) (error)]` and its output, `[media/type name]` for a payload,
+    `</role>`; visible reasoning is left out (the text carries what matters). Past
+    `char_cap` characters the text is cut, with a line saying how much more the context log
+    keeps.
+    """
+    parts: list[str] = []
+    for part in _parts(message):
+        parts.extend(_transcript_part(part))
+    text = "\n".join(parts)
+    kept = 1.0
+    if len(text) > char_cap:
+        omitted = len(text) - char_cap
+        kept = char_cap / len(text)
+        text = text[:char_cap] + f"\n[... {omitted:,} more characters, kept in the context log]"
+    role = _get(message, "role")
+    return f"<{role}>\n{text}\n</{role}>", kept
+
+
+def _transcript_part(part: tuple[Any, ...]) -> list[str]:
+    kind = part[0]
+    if kind == "text":
+        return [str(part[1])]
+    if kind == "call":
+        _, name, call_id, arguments = part
+        return [f"[calls tool {name} (id {call_id}) with {json.dumps(arguments)}]"]
+    if kind == "result":
+        _, name, call_id, is_error, items = part
+        output = "\n".join(
+            str(item[1]) if item[0] == "text" else f"[{item[3] or 'data'}]"
+            for item in items
+            if item[0] in ("text", "data")
+        )
+        flag = " (error)" if is_error else ""
+        return [f"[result of {name or 'tool'} (id {call_id}){flag}]\n{output}"]
+    if kind == "data":
+        _, _, name, media_type, _ = part
+        return [f"[{media_type or 'data'} {name or ''}]".replace(" ]", "]")]
+    if kind == "other":
+        strings: list[str] = []
+        _strings(part[1], strings, None)
+        return strings
+    return []  # thinking: private reasoning

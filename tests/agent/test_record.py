@@ -18,7 +18,7 @@ from ctxoffload import (
     __version__,
     get_token_counter,
 )
-from ctxoffload.agent._record import rebuild_step
+from ctxoffload.workspace._reader import rebuild_step
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolResultBlock
 

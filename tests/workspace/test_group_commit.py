@@ -28,13 +28,9 @@ from typing import Any
 
 import pytest
 
-from ctxoffload.workspace._jsonl import (
-    COMMIT_SUFFIX,
-    JsonlAppender,
-    _decode_record,
-    read_log,
-    row_line_and_key,
-)
+from ctxoffload.workspace._jsonl import JsonlAppender, row_line_and_key
+from ctxoffload.workspace._layout import COMMIT_SUFFIX
+from ctxoffload.workspace._reader import decode_commit_record, read_log
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 Lines = list[bytes]
@@ -82,7 +78,7 @@ class _FsyncWatch:
     def __call__(self, fd: int) -> None:
         # Whatever is in the file before the sync starts is on disk once it returns.
         st = os.fstat(fd)
-        record = _decode_record(os.pread(fd, 64, 0))
+        record = decode_commit_record(os.pread(fd, 64, 0))
         self.real(fd)
         time.sleep(0.0005)
         with self.lock:
@@ -360,7 +356,7 @@ def test_many_threads_find_each_batch_at_its_span_and_synced_before_it_returned(
     assert syncs < THREADS * BATCHES * 3 // 4, f"{syncs} fsyncs for {THREADS * BATCHES} batches"
     if record_key is not None:
         assert fsync_watch.calls[record_key] == syncs
-        record = _decode_record((tmp_path / (LOG + COMMIT_SUFFIX)).read_bytes())
+        record = decode_commit_record((tmp_path / (LOG + COMMIT_SUFFIX)).read_bytes())
         assert record == (len(data), len(file_lines))
 
 
@@ -464,7 +460,7 @@ def test_a_leader_interrupted_mid_write_leaves_no_follower_waiting(
     # The next in the queue led the rest.
     assert outcomes[1:] == [(1, 2), (3, 3)]
     assert [row["id"] for row in read_log(dir_fd, LOG, shown, commit=True)] == ["b1", "b2", "c"]
-    assert _decode_record((tmp_path / (LOG + COMMIT_SUFFIX)).read_bytes()) == (
+    assert decode_commit_record((tmp_path / (LOG + COMMIT_SUFFIX)).read_bytes()) == (
         os.path.getsize(shown),
         3,
     )

@@ -33,17 +33,13 @@ from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse
 
-__all__ = ["IncompleteRecord", "SessionRecorder", "rebuild_step"]
+__all__ = ["SessionRecorder"]
 
 logger = logging.getLogger("ctxoffload")
 
 # Tool arguments above this many bytes of JSON are not copied into the tool_call event: the
 # assistant message that made the call already holds them, recorded once.
 ARGUMENTS_INLINE_LIMIT = 4096
-
-
-class IncompleteRecord(LookupError):
-    """The record names a message it does not hold (written by an older version, or cut)."""
 
 
 class SessionRecorder:
@@ -243,43 +239,3 @@ def _error_fields(error: BaseException, *, with_traceback: bool) -> dict[str, An
             traceback.format_exception(type(error), error, error.__traceback__)
         )
     return fields
-
-
-def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, Any]]:
-    """The messages the model was sent at `step`, rebuilt from a session's events.
-
-    Each id in the step's `model_call` event is looked up in the `message` events written
-    before it (the latest line for an id wins). When a step called the model more than once
-    (a retry after an overflow), the last call is the one rebuilt.
-
-    Args:
-        events: the session's events.jsonl entries, oldest first.
-        step: the step number (1-based, counted over the whole session).
-
-    Returns:
-        The messages as stored (dicts with role, content, id, ...), in the order sent.
-
-    Raises:
-        IncompleteRecord: a message the step was sent was never recorded.
-        LookupError: no model call at that step.
-    """
-    known: dict[str, dict[str, Any]] = {}
-    rebuilt: list[dict[str, Any]] | None = None
-    for event in events:
-        kind = event.get("kind")
-        if kind == "message" and isinstance(event.get("message"), dict):
-            msg = event["message"]
-            known[str(msg.get("id"))] = msg
-        elif kind == "model_call" and event.get("step") == step:
-            ids = event.get("messages")
-            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-                raise LookupError(f"the model call at step {step} names no list of messages")
-            missing = [i for i in ids if i not in known]
-            if missing:
-                raise IncompleteRecord(
-                    f"step {step} was sent message {missing[0]}, which the record does not hold"
-                )
-            rebuilt = [known[i] for i in ids]
-    if rebuilt is None:
-        raise LookupError(f"the record has no model call at step {step}")
-    return rebuilt

@@ -161,7 +161,8 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def _show_step(events: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    from ..agent._record import IncompleteRecord, rebuild_step
+    from ..exceptions import IncompleteRecord
+    from ..workspace._reader import rebuild_step
 
     try:
         messages = rebuild_step(events, args.step)

@@ -4,7 +4,7 @@ from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._protocol import Offloader
+    from ..workspace._protocol import Offloader
     from ._retrieval import retrieve_offloaded_content
     from ._tool import RETRIEVAL_TOOL_NAME, retrieval_tool
 
@@ -19,7 +19,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
-        "Offloader": "._protocol",
+        "Offloader": "..workspace._protocol",
         "retrieve_offloaded_content": "._retrieval",
         "RETRIEVAL_TOOL_NAME": "._tool",
         "retrieval_tool": "._tool",

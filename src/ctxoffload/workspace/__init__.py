@@ -1,5 +1,5 @@
 """Where content goes: `LocalWorkspace` (disk, the default), `InMemoryWorkspace` and
-`ObjectStoreWorkspace` (S3 and friends); each is imported on first use."""
+`ObjectStoreWorkspace` (S3 and friends), each a `Workspace`; each is imported on first use."""
 
 from .._lazy import lazy_exports
 
@@ -10,12 +10,28 @@ if TYPE_CHECKING:
     from ._local import LocalWorkspace
     from ._memory import InMemoryWorkspace
     from ._objectstore import ObjectStoreWorkspace
+    from ._protocol import (
+        EventLog,
+        GarbageCollector,
+        ModelCallClock,
+        Offloader,
+        ReferenceReader,
+        StateStore,
+        Workspace,
+    )
 
 __all__ = [
+    "EventLog",
+    "GarbageCollector",
     "GcReport",
     "InMemoryWorkspace",
     "LocalWorkspace",
+    "ModelCallClock",
     "ObjectStoreWorkspace",
+    "Offloader",
+    "ReferenceReader",
+    "StateStore",
+    "Workspace",
     "tool_file_stem",
     "validate_session_id",
 ]
@@ -30,5 +46,12 @@ __getattr__, __dir__ = lazy_exports(
         "LocalWorkspace": "._local",
         "InMemoryWorkspace": "._memory",
         "ObjectStoreWorkspace": "._objectstore",
+        "EventLog": "._protocol",
+        "GarbageCollector": "._protocol",
+        "ModelCallClock": "._protocol",
+        "Offloader": "._protocol",
+        "ReferenceReader": "._protocol",
+        "StateStore": "._protocol",
+        "Workspace": "._protocol",
     },
 )

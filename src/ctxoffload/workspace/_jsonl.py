@@ -40,34 +40,30 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import itertools
 import json
 import logging
 import os
 import threading
-import time
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_core import to_json as _to_json
 
 from ..exceptions import OffloadError
-from ._paths import LOG_FLAGS, READ_FLAGS, open_file, open_for_reading, same_entry, verify_file
+from ._layout import COMMIT_SUFFIX
+from ._paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
+from ._reader import (
+    COMMIT_RECORD_SIZE,
+    decode_commit_record,
+    encode_commit_record,
+    iter_lines,
+)
 
-__all__ = [
-    "COMMIT_SUFFIX",
-    "JsonlAppender",
-    "count_newlines",
-    "dumps_line",
-    "iter_jsonl_fd",
-    "read_log",
-]
+__all__ = ["JsonlAppender", "count_newlines", "dumps_line", "dumps_row", "row_line_and_key"]
 
 logger = logging.getLogger("ctxoffload")
 
-COMMIT_SUFFIX = ".commit"
 _CHUNK = 1 << 20
 # How many bytes before the counted end of a file are kept to recognise it again: ext4 hands
 # a purged session's inode number to the next new file, so the inode alone cannot tell that
@@ -75,30 +71,10 @@ _CHUNK = 1 << 20
 _TAIL = 64
 # A log replaced under an appender this many times in a row is being attacked, not purged.
 _REOPEN_TRIES = 50
-_RECORD_SIZE = 51
 # A leader adds queued batches to its group while the group stays below this size, so that a
 # small batch at the head is not held back writing and syncing megabytes for others (the
 # bound LevelDB puts on its write groups); the leader's own batch always goes in.
 _GROUP_BYTES = 1 << 20
-
-
-def _encode_record(committed: int, newlines: int) -> bytes:
-    body = b"%020d %020d" % (committed, newlines)
-    return body + b" %08x\n" % zlib.crc32(body)
-
-
-def _decode_record(raw: bytes) -> tuple[int, int] | None:
-    """(committed bytes, newlines) from a commit record, or None if absent or damaged."""
-    if len(raw) != _RECORD_SIZE or not raw.endswith(b"\n"):
-        return None
-    body, _, crc = raw[:-1].rpartition(b" ")
-    try:
-        if int(crc, 16) != zlib.crc32(body):
-            return None
-        committed, newlines = (int(x) for x in body.split(b" "))
-    except ValueError:
-        return None
-    return committed, newlines
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -139,35 +115,6 @@ def count_newlines(fd: int, start: int, end: int) -> int:
         total += chunk.count(b"\n")
         offset += len(chunk)
     return total
-
-
-def _chunks(fd: int, start: int, end: int) -> Iterator[bytes]:
-    offset = start
-    while offset < end:
-        chunk = os.pread(fd, min(_CHUNK, end - offset), offset)
-        if not chunk:
-            break
-        offset += len(chunk)
-        yield chunk
-
-
-def _lines_of(fd: int, start: int, end: int, more: bytes = b"") -> Iterator[bytes]:
-    """Yield the complete lines (without b'\\n') in bytes [start, end) of an open file.
-
-    `more` is taken as bytes following `end` (lines about to be written after them).
-    """
-    # Parts of the current unfinished line, joined only once its newline arrives, so an
-    # enormous single line costs O(its size), not O(size x chunks).
-    parts: list[bytes] = []
-    for chunk in itertools.chain(_chunks(fd, start, end), (more,) if more else ()):
-        if b"\n" not in chunk:
-            parts.append(chunk)
-            continue
-        first, *lines, rest = chunk.split(b"\n")
-        parts.append(first)
-        yield b"".join(parts)
-        yield from lines
-        parts = [rest]
 
 
 # Top-level fields that differ between two copies of one message (made at different times),
@@ -231,7 +178,7 @@ def _scan_ids(
     fd: int, start: int, end: int, first_line: int, into: dict[str, int], more: bytes = b""
 ) -> None:
     """Record the key (`message_key`) of every message line in bytes [start, end), then `more`."""
-    for line_no, raw in enumerate(_lines_of(fd, start, end, more), first_line):
+    for line_no, raw in enumerate(iter_lines(fd, start, end, more), first_line):
         if b'"id"' not in raw:
             continue
         try:
@@ -552,7 +499,7 @@ class JsonlAppender:
             dir_fd, name + COMMIT_SUFFIX, commit_shown, os.O_RDWR | os.O_CREAT | READ_FLAGS
         )
         try:
-            record = _decode_record(os.pread(commit_fd, _RECORD_SIZE + 1, 0))
+            record = decode_commit_record(os.pread(commit_fd, COMMIT_RECORD_SIZE + 1, 0))
             prefix = b""
             if record is None or record[0] > size:
                 # No record (a log from before commit records, or one edited by hand): all of
@@ -561,7 +508,7 @@ class JsonlAppender:
                 committed, newlines = size, self._newlines_before(shown, fd, st, size)
                 if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
                     prefix = b"\n"
-                os.pwrite(commit_fd, _encode_record(committed, newlines), 0)
+                os.pwrite(commit_fd, encode_commit_record(committed, newlines), 0)
             else:
                 committed, newlines = record
                 if size > committed:
@@ -701,7 +648,7 @@ class JsonlAppender:
                 os.fsync(fd)
             if commit is not None:
                 commit_fd, newlines = commit
-                os.pwrite(commit_fd, _encode_record(size + len(payload), newlines), 0)
+                os.pwrite(commit_fd, encode_commit_record(size + len(payload), newlines), 0)
                 if self.fsync:
                     os.fsync(commit_fd)
         except BaseException:
@@ -721,67 +668,3 @@ class JsonlAppender:
         if known is not None and self._still(known, fd, st, size):
             return known.newlines + count_newlines(fd, known.size, size)
         return count_newlines(fd, 0, size)
-
-
-def _committed_length(dir_fd: int, name: str, shown: str) -> int | None:
-    """The committed length from `name`'s commit record, or None if it has none."""
-    try:
-        fd = open_file(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX, READ_FLAGS)
-    except FileNotFoundError:
-        return None
-    try:
-        # A record is rewritten in place by one small pwrite; a read that lands in the middle
-        # of it fails its checksum, and is simply taken again.
-        for _ in range(20):
-            raw = os.pread(fd, _RECORD_SIZE + 1, 0)
-            if not raw:
-                return None
-            record = _decode_record(raw)
-            if record is not None:
-                return record[0]
-            time.sleep(0.001)
-        return None
-    finally:
-        os.close(fd)
-
-
-def iter_jsonl_fd(fd: int, end: int, shown: str) -> Iterator[tuple[int, Any]]:
-    """Yield `(line_number, value)` for every complete, valid JSON line of bytes [0, end).
-
-    A last line without its newline is a write in progress or a torn write: skipped. A line
-    in the middle that is not JSON (a torn write that a later writer closed) is skipped
-    with a warning.
-    """
-    for line_no, raw in enumerate(_lines_of(fd, 0, end), 1):
-        if not raw.strip():
-            continue
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            logger.warning("%s line %d is not valid JSON (torn write?): skipped", shown, line_no)
-            continue
-        yield line_no, value
-
-
-def read_log(dir_fd: int, name: str, shown: str, *, commit: bool = False) -> list[Any]:
-    """Every complete JSON value of the log `name` in `dir_fd`, in order.
-
-    With `commit`, only the committed batches (see the module docstring). A missing log is
-    empty; a planted link, a special file or a file with other hard links is refused.
-
-    Raises:
-        OffloadError: the entry is not a regular file with one link.
-    """
-    try:
-        fd = open_for_reading(dir_fd, name, shown)
-    except FileNotFoundError:
-        return []
-    try:
-        end = os.fstat(fd).st_size
-        if commit:
-            committed = _committed_length(dir_fd, name, shown)
-            if committed is not None:
-                end = min(end, committed)
-        return [value for _, value in iter_jsonl_fd(fd, end, shown)]
-    finally:
-        os.close(fd)

@@ -29,7 +29,7 @@ from ..references import ContextRef
 from ._datastore import KnownPayloads, store_bytes
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session_usage
 from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import JsonlAppender, dumps_line, read_log, row_line_and_key
+from ._jsonl import JsonlAppender, dumps_line, row_line_and_key
 from ._paths import (
     open_dir,
     open_for_reading,
@@ -39,6 +39,7 @@ from ._paths import (
     unlink_quietly,
     write_new_file,
 )
+from ._reader import read_log
 
 __all__ = ["LocalWorkspace"]
 
@@ -503,7 +504,8 @@ class LocalWorkspace:
         sid = validate_session_id(session_id)
         try:
             with self._tree("sessions", sid, create=False) as dir_fd:
-                return read_log(dir_fd, name, str(self.session_dir(sid) / name), commit=commit)
+                shown = str(self.session_dir(sid) / name)
+                return read_log(dir_fd, name, shown, commit=commit, warn=logger.warning)
         except FileNotFoundError:
             return []
 

@@ -25,6 +25,7 @@ __all__ = [
     "LOG_FLAGS",
     "READ_FLAGS",
     "WRITE_NEW_FLAGS",
+    "Refused",
     "open_dir",
     "open_file",
     "open_for_reading",
@@ -44,13 +45,35 @@ WRITE_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CL
 # open() with O_NOFOLLOW on a symlink fails with ELOOP; O_DIRECTORY on anything that is not a
 # directory (a file, or a symlink on some kernels) with ENOTDIR.
 _PLANTED = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+# A tool_result or data/ file has two links for the microseconds between being linked into
+# place and its temporary name being removed: a second link is looked at again this often,
+# 1 ms apart, before it is refused.
+_LINK_RETRIES = 20
 
 
-def _planted(shown: str, exc: OSError, kind: str) -> OffloadError:
-    error = OffloadError(
+class Refused(OffloadError):
+    """An entry the workspace never reads through: a link, a special file, a hard link.
+
+    Attributes:
+        path: the entry, as shown to people.
+        reason: `"link"` (a symbolic link, or not a folder where one was expected),
+            `"special"` (a FIFO, socket, device or folder where a file was expected) or
+            `"hard_links"` (a file with other names, one of which may be outside).
+        links: the file's link count, for `"hard_links"`.
+    """
+
+    def __init__(self, message: str, path: str, reason: str, links: int = 1) -> None:
+        super().__init__(message, path)
+        self.reason = reason
+        self.links = links
+
+
+def _planted(shown: str, exc: OSError, kind: str) -> Refused:
+    error = Refused(
         f"{shown} is a symbolic link or not a {kind}: the workspace follows no link inside "
         "its workdir; remove that entry",
         shown,
+        "link",
     )
     error.__cause__ = exc
     return error
@@ -128,21 +151,24 @@ def verify_file(fd: int, shown: str) -> os.stat_result:
     """Check an open descriptor: a regular file with exactly one link.
 
     Raises:
-        OffloadError: it is a FIFO, socket, device or directory, or it has other hard links
+        Refused: it is a FIFO, socket, device or directory, or it has other hard links
             (one may be outside the workspace).
     """
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        raise OffloadError(
+        raise Refused(
             f"{shown} is not a regular file (a FIFO, socket, device or directory): "
             "the workspace only uses regular files; remove that entry",
             shown,
+            "special",
         )
     if st.st_nlink != 1:
-        raise OffloadError(
+        raise Refused(
             f"{shown} has {st.st_nlink} hard links (another may be outside the workspace): "
             "the workspace only uses files with one link; remove that entry",
             shown,
+            "hard_links",
+            st.st_nlink,
         )
     return st
 
@@ -178,13 +204,14 @@ def open_for_reading(dir_fd: int, name: str, shown: str) -> int:
 
     Raises:
         FileNotFoundError: it does not exist.
-        OffloadError: a planted link, a special file, or a file with other hard links.
+        Refused: a planted link, a special file, or a file with other hard links.
+        OffloadError: it cannot be opened (EACCES...).
     """
-    for _ in range(20):
+    for _ in range(_LINK_RETRIES):
         try:
             return open_file(dir_fd, name, shown, READ_FLAGS, action="read")
-        except OffloadError as exc:
-            if "hard links" not in str(exc):
+        except Refused as exc:
+            if exc.reason != "hard_links":
                 raise
             time.sleep(0.001)
     return open_file(dir_fd, name, shown, READ_FLAGS, action="read")

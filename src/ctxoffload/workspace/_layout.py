@@ -1,0 +1,87 @@
+"""The names on disk, spelled once: folders, files, the commit record, the data/ name pattern.
+
+This is the contract with agents and with people reading a workspace (DESIGN.md section 3).
+Every backend, reader and command takes its names from here. Light on purpose: the CLI
+imports it at start-up (`re` is loaded by argparse anyway).
+
+```
+{workdir}/
+  sessions/{session_id}/
+    context.jsonl  context.jsonl.commit  events.jsonl  state.json
+    tool_result-{stem}.txt
+  data/{sha256}.{ext}
+  skills/
+```
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+__all__ = [
+    "COMMIT_SUFFIX",
+    "CONTEXT_FILE",
+    "DATA_DIR",
+    "DATA_NAME",
+    "DATA_REFERENCE",
+    "DATA_REFERENCE_BYTES",
+    "EVENTS_FILE",
+    "SESSIONS_DIR",
+    "SKILLS_DIR",
+    "STATE_FILE",
+    "TOOL_RESULT_PREFIX",
+    "TOOL_RESULT_SUFFIX",
+    "TOP_FOLDERS",
+    "is_data_name",
+    "is_tool_result_name",
+    "now_iso",
+    "tool_result_name",
+]
+
+SESSIONS_DIR = "sessions"
+DATA_DIR = "data"
+SKILLS_DIR = "skills"
+# The folders `initialize` makes, in the order it makes them.
+TOP_FOLDERS = (SESSIONS_DIR, DATA_DIR, SKILLS_DIR)
+
+CONTEXT_FILE = "context.jsonl"
+EVENTS_FILE = "events.jsonl"
+STATE_FILE = "state.json"
+# Beside a committed log: `context.jsonl.commit` says how much of it belongs to acknowledged
+# batches (workspace/_jsonl.py).
+COMMIT_SUFFIX = ".commit"
+
+TOOL_RESULT_PREFIX = "tool_result-"
+TOOL_RESULT_SUFFIX = ".txt"
+
+# A data/ file: the sha256 of the decoded bytes, then the extension of its media type.
+DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
+# Where a data/ file is named in text (a reference, a `<data url=.../>` line, a row): group 1
+# is the file name.
+DATA_REFERENCE = re.compile(r"\bdata/([0-9a-f]{64}\.[A-Za-z0-9]{1,8})(?![A-Za-z0-9])")
+DATA_REFERENCE_BYTES = re.compile(DATA_REFERENCE.pattern.encode())
+
+
+def tool_result_name(stem: str) -> str:
+    """The file name of a tool result whose id gave `stem` (`workspace._ids.tool_file_stem`)."""
+    return f"{TOOL_RESULT_PREFIX}{stem}{TOOL_RESULT_SUFFIX}"
+
+
+def is_tool_result_name(name: str) -> bool:
+    """Whether a file name in a session folder is a tool result's."""
+    return (
+        name.startswith(TOOL_RESULT_PREFIX)
+        and name.endswith(TOOL_RESULT_SUFFIX)
+        and len(name) > len(TOOL_RESULT_PREFIX) + len(TOOL_RESULT_SUFFIX)
+    )
+
+
+def is_data_name(name: str) -> bool:
+    """Whether a file name is a data/ file's (`{sha256}.{ext}`)."""
+    return DATA_NAME.fullmatch(name) is not None
+
+
+def now_iso() -> str:
+    """The current UTC time as the workspace writes it: ISO-8601 with milliseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

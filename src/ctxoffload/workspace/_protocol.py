@@ -1,0 +1,179 @@
+"""What callers may use from a workspace: the declared `Workspace`, its `Offloader` subset, and
+the optional capabilities, each a named protocol.
+
+`LocalWorkspace`, `InMemoryWorkspace` and `ObjectStoreWorkspace` are each a `Workspace`. A
+caller that takes a workspace is typed with `Workspace`; one that takes anything content can
+go to (the `Agent`, the compressor, the framework adapters) is typed with `Offloader`, the three
+methods a custom backend must have, and asks for more only through these protocols
+(`isinstance(offloader, EventLog)`), never by looking for a method by name. A backend that has
+a capability in name only (a method that cannot work there) raises `NotImplementedError` with
+a sentence saying so.
+
+| protocol           | methods                                        | who has it               |
+|--------------------|------------------------------------------------|--------------------------|
+| `Offloader`        | offload_context, offload_tool_result,          | every backend, and       |
+|                    | offload_data_block                             | custom offloaders        |
+| `ReferenceReader`  | read_reference                                 | every workspace          |
+| `EventLog`         | record_event, read_events                      | every workspace          |
+| `StateStore`       | write_state, read_state                        | every workspace          |
+| `Workspace`        | all of the above, and initialize, context_path, | every workspace          |
+|                    | list_sessions, read_context, list_files,       |                          |
+|                    | store_bytes, read_bytes, purge_session         |                          |
+| `GarbageCollector` | gc                                             | Local, ObjectStore       |
+| `ModelCallClock`   | note_model_call                                | InMemory (turn eviction) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ._gc import GcReport
+
+__all__ = [
+    "EventLog",
+    "GarbageCollector",
+    "ModelCallClock",
+    "Offloader",
+    "ReferenceReader",
+    "StateStore",
+    "Workspace",
+]
+
+
+@runtime_checkable
+class Offloader(Protocol):
+    """Persists content that leaves an agent's context and returns where it went.
+
+    Implementations must be durable before they return: a caller drops content from the
+    context only after one of these methods has returned its reference. Every workspace
+    implements it; so can a database or any other backend.
+
+    The methods accept ctxoffload's own messages and blocks, plain dicts in the OpenAI /
+    Anthropic chat formats, and foreign pydantic models of the same shape.
+    """
+
+    async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> str:
+        """Append `msgs` (oldest first) to the session's context log.
+
+        Returns:
+            The reference (for `LocalWorkspace`, the path) of the session's context.jsonl.
+        """
+        ...
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        """Store the whole text of one tool result.
+
+        Returns:
+            The reference of the file that holds it.
+        """
+        ...
+
+    async def offload_data_block(self, block: Any) -> Any:
+        """Store a binary payload once, by content hash.
+
+        Returns:
+            A block of the same kind whose source points at the stored copy.
+        """
+        ...
+
+
+@runtime_checkable
+class ReferenceReader(Protocol):
+    """Reads back what a reference names (a path into the workspace, a bucket URL...)."""
+
+    async def read_reference(self, reference: str) -> bytes:
+        """The bytes a reference names.
+
+        Raises:
+            InvalidReference: the reference is unknown or points outside the workspace.
+        """
+        ...
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """Keeps a session's events (offloads, compressions, model and tool calls), in order."""
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        """Append one event to the session's events.jsonl, stamped with the time."""
+        ...
+
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events, oldest first."""
+        ...
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Keeps a session's state snapshot, for resuming it."""
+
+    async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
+        """Replace the session's state.json; returns its reference."""
+        ...
+
+    async def read_state(self, session_id: str) -> dict[str, Any] | None:
+        """The session's last state, or None when it has none."""
+        ...
+
+
+@runtime_checkable
+class Workspace(Offloader, ReferenceReader, EventLog, StateStore, Protocol):
+    """What every workspace offers, whatever holds its files (a disk, memory, a bucket)."""
+
+    async def initialize(self) -> None:
+        """Create the workspace's folders; idempotent (offloading works without it)."""
+        ...
+
+    def context_path(self, session_id: str) -> Any:
+        """Where the session's context.jsonl is (a path, or a reference)."""
+        ...
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the sessions that have files, sorted."""
+        ...
+
+    async def read_context(self, session_id: str) -> list[Any]:
+        """The session's offloaded messages, as stored, oldest first."""
+        ...
+
+    async def list_files(self, session_id: str) -> list[str]:
+        """The references of the session's tool_result files."""
+        ...
+
+    async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
+        """Store a payload once, by content hash; returns its reference."""
+        ...
+
+    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+        """A stored payload and its media type."""
+        ...
+
+    async def purge_session(self, session_id: str) -> bool:
+        """Remove a session's files; whether there was anything to remove."""
+        ...
+
+
+@runtime_checkable
+class GarbageCollector(Protocol):
+    """Removes sessions and data/ files no longer needed, by age or to fit a size."""
+
+    async def gc(
+        self,
+        *,
+        older_than: float | None = None,
+        max_bytes: int | None = None,
+        dry_run: bool = False,
+    ) -> GcReport:
+        """Collect what is older than `older_than` seconds, or over `max_bytes` in all."""
+        ...
+
+
+@runtime_checkable
+class ModelCallClock(Protocol):
+    """Wants to know when a model call is made (`InMemoryWorkspace` evicts by turns)."""
+
+    def note_model_call(self) -> None:
+        """One more model call was made."""
+        ...

@@ -1,0 +1,389 @@
+"""The one light reader of a workspace's files: what the workspaces' read side, the agent's
+file tools, the retrieval tool and every `ctxoffload` command read through.
+
+- Opening: `Folder` reaches a folder of the workspace from its workdir one component at a time
+  without following a link (`_paths.open_tree`), and opens its files with `_paths`'s verified
+  open: no link followed, never blocking on a FIFO, checked on the open descriptor (a regular
+  file with one link, a second link looked at again for a moment while the workspace links a
+  finished file into place). A refusal is a `Refused` naming the file and why.
+- The commit record beside a committed log (`context.jsonl.commit`): its codec and a read that
+  retries one torn by a concurrent rewrite.
+- JSONL: complete lines up to the committed length, a torn last line skipped and counted,
+  a line that is not JSON skipped and counted (`JsonLines`).
+- The session record: event kinds as named constants, and rebuilding what the model was sent
+  at a step from the events alone.
+
+Light on purpose: no pydantic and no `typing` at run time, so `ctxoffload --help` and `grep`
+keep their start-up figures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+import zlib
+
+from ..exceptions import IncompleteRecord, InvalidReference
+from ._layout import COMMIT_SUFFIX, SESSIONS_DIR
+from ._paths import Refused, open_dir, open_for_reading
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any
+
+__all__ = [
+    "COMMIT_RECORD_SIZE",
+    "EventKind",
+    "Folder",
+    "JsonLines",
+    "Refused",
+    "decode_commit_record",
+    "encode_commit_record",
+    "iter_lines",
+    "read_commit",
+    "read_log",
+    "rebuild_step",
+]
+
+_CHUNK = 1 << 20
+COMMIT_RECORD_SIZE = 51
+# A commit record is rewritten in place by one small pwrite; a read that lands in the middle
+# of it fails its checksum and is taken again, this many times, 1 ms apart.
+_COMMIT_RETRIES = 20
+
+
+# -- the commit record ------------------------------------------------------------------------
+
+
+def encode_commit_record(committed: int, newlines: int) -> bytes:
+    """The record saying the first `committed` bytes (`newlines` lines) of a log are committed:
+    one fixed-width line `BYTES LINES CRC32`."""
+    body = b"%020d %020d" % (committed, newlines)
+    return body + b" %08x\n" % zlib.crc32(body)
+
+
+def decode_commit_record(raw: bytes) -> tuple[int, int] | None:
+    """(committed bytes, newlines) from a commit record, or None if absent or damaged."""
+    if len(raw) != COMMIT_RECORD_SIZE or not raw.endswith(b"\n"):
+        return None
+    body, _, crc = raw[:-1].rpartition(b" ")
+    try:
+        if int(crc, 16) != zlib.crc32(body):
+            return None
+        committed, newlines = (int(x) for x in body.split(b" "))
+    except ValueError:
+        return None
+    return committed, newlines
+
+
+def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
+    """(committed bytes, lines) from the commit record of the log `name` in `dir_fd`.
+
+    None when the log has no record (events.jsonl, a log from before records) or its record
+    stays damaged: then the whole log counts.
+
+    Raises:
+        Refused: the record is a planted link, a special file or hard-linked.
+        OffloadError: it cannot be opened (EACCES...).
+    """
+    try:
+        fd = open_for_reading(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)
+    except FileNotFoundError:
+        return None
+    try:
+        for _ in range(_COMMIT_RETRIES):
+            raw = os.pread(fd, COMMIT_RECORD_SIZE + 1, 0)
+            if not raw:
+                return None
+            record = decode_commit_record(raw)
+            if record is not None:
+                return record
+            time.sleep(0.001)
+        return None
+    finally:
+        os.close(fd)
+
+
+# -- lines and JSON lines ---------------------------------------------------------------------
+
+
+def _chunks(fd: int, start: int, end: int) -> Iterator[bytes]:
+    offset = start
+    while offset < end:
+        chunk = os.pread(fd, min(_CHUNK, end - offset), offset)
+        if not chunk:
+            break
+        offset += len(chunk)
+        yield chunk
+
+
+def iter_lines(fd: int, start: int, end: int, more: bytes = b"") -> Iterator[bytes]:
+    """The complete lines (without b'\\n') in bytes [start, end) of an open file.
+
+    `more` is taken as bytes following `end` (lines about to be written after them). A last
+    line without its newline is not yielded.
+    """
+    # Parts of the current unfinished line, joined only once its newline arrives, so an
+    # enormous single line costs O(its size), not O(size x chunks).
+    parts: list[bytes] = []
+    for chunk in itertools.chain(_chunks(fd, start, end), (more,) if more else ()):
+        if b"\n" not in chunk:
+            parts.append(chunk)
+            continue
+        first, *lines, rest = chunk.split(b"\n")
+        parts.append(first)
+        yield b"".join(parts)
+        yield from lines
+        parts = [rest]
+
+
+class JsonLines:
+    """The JSON values of a log's complete lines in bytes [0, end), counting what is skipped.
+
+    Iterate for `(line_number, value)`. After iterating: `torn` says a last line without its
+    newline was skipped (a write in progress, or one a kill cut); `corrupt` holds the numbers
+    of complete lines that are not JSON (a torn write a later writer closed, a hand edit);
+    blank lines are skipped silently.
+
+    Args:
+        fd: the log, open for reading.
+        end: where to stop: the file's size, or the committed length of a committed log.
+    """
+
+    def __init__(self, fd: int, end: int) -> None:
+        self.fd = fd
+        self.end = end
+        self.torn = False
+        self.corrupt: list[int] = []
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        self.torn = False
+        self.corrupt = []
+        read = 0
+        for number, raw in enumerate(iter_lines(self.fd, 0, self.end), 1):
+            read += len(raw) + 1
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except (ValueError, RecursionError):
+                self.corrupt.append(number)
+                continue
+            yield number, value
+        self.torn = read < self.end
+
+
+def read_log(
+    dir_fd: int,
+    name: str,
+    shown: str,
+    *,
+    commit: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> list[Any]:
+    """Every complete JSON value of the log `name` in `dir_fd`, in order.
+
+    With `commit`, only the committed batches: a batch being written, or one a kill cut, is
+    never seen in part. A missing log is empty. Each line that is not JSON is skipped and
+    said through `warn`.
+
+    Raises:
+        Refused: the log (or its commit record) is a planted link, a special file or
+            hard-linked.
+        OffloadError: it cannot be opened.
+    """
+    try:
+        fd = open_for_reading(dir_fd, name, shown)
+    except FileNotFoundError:
+        return []
+    try:
+        end = os.fstat(fd).st_size
+        if commit:
+            record = read_commit(dir_fd, name, shown)
+            if record is not None:
+                end = min(end, record[0])
+        lines = JsonLines(fd, end)
+        values = [value for _, value in lines]
+        if warn is not None:
+            for number in lines.corrupt:
+                warn(f"{shown} line {number} is not valid JSON (torn write?): skipped")
+        return values
+    finally:
+        os.close(fd)
+
+
+# -- folders of a workspace ---------------------------------------------------------------------
+
+
+class Folder:
+    """A folder of a workspace, reached from its workdir one component at a time without
+    following a link, and the files in it, opened the same way.
+
+    Use as a context manager (`with Folder(workdir, "sessions", sid) as folder:`): the
+    folder's descriptor is held until the block ends, so a folder swapped for a link
+    meanwhile changes nothing that is read through it.
+
+    Args:
+        workdir: the workspace's folder as given (it may itself be a link; resolved once).
+        parts: the components below it (`"sessions"`, a session id).
+
+    Raises (on entering):
+        FileNotFoundError: a component is missing.
+        Refused: a component is a planted link or not a folder.
+        OffloadError: a component cannot be opened.
+    """
+
+    def __init__(self, workdir: str, *parts: str) -> None:
+        self.workdir = workdir
+        self.parts = parts
+        self.shown = os.path.join(workdir, *parts) if parts else workdir
+        self.fd = -1
+
+    def __enter__(self) -> Folder:
+        fd = open_dir(None, os.path.realpath(self.workdir), self.workdir, create=False)
+        shown = self.workdir
+        try:
+            for part in self.parts:
+                shown = os.path.join(shown, part)
+                child = open_dir(fd, part, shown, create=False)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def path(self, name: str) -> str:
+        """How a file of this folder is named to people."""
+        return os.path.join(self.shown, name)
+
+    def names(self) -> list[str]:
+        """The names in the folder, sorted (entries of every kind)."""
+        with os.scandir(self.fd) as entries:
+            return sorted(entry.name for entry in entries)
+
+    def folders(self) -> list[str]:
+        """The names of the folders in it (no link), sorted, hidden ones left out."""
+        with os.scandir(self.fd) as entries:
+            return sorted(
+                e.name
+                for e in entries
+                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+            )
+
+    def open(self, name: str) -> tuple[int, os.stat_result]:
+        """Open a file of the folder for reading: `(descriptor, its fstat)`; close it after.
+
+        Raises:
+            FileNotFoundError: there is no such file.
+            Refused: a link, a FIFO, socket, device or folder, or a file with other hard
+                links (one may be outside the workspace): never read.
+            OffloadError: it cannot be opened (EACCES...).
+        """
+        fd = open_for_reading(self.fd, name, self.path(name))
+        return fd, os.fstat(fd)
+
+    def read_bytes(self, name: str) -> bytes:
+        """The whole of a file of the folder (see `open` for what is refused)."""
+        fd, st = self.open(name)
+        try:
+            return b"".join(_chunks(fd, 0, st.st_size))
+        finally:
+            os.close(fd)
+
+    def committed(self, name: str) -> tuple[int, int] | None:
+        """(bytes, lines) the commit record of the log `name` says are committed, or None."""
+        return read_commit(self.fd, name, self.path(name))
+
+    def read_log(
+        self, name: str, *, commit: bool = False, warn: Callable[[str], None] | None = None
+    ) -> list[Any]:
+        """`read_log` on a log of this folder."""
+        return read_log(self.fd, name, self.path(name), commit=commit, warn=warn)
+
+
+def sessions_folder(workdir: str) -> Folder:
+    """The sessions/ folder of the workspace at `workdir`, to enter.
+
+    Raises:
+        InvalidReference: `workdir` does not exist, is not a folder, or has no sessions/
+            folder: it is not a ctxoffload workspace.
+    """
+    if not os.path.isdir(workdir):
+        what = "does not exist" if not os.path.lexists(workdir) else "is not a folder"
+        raise InvalidReference(f"workdir {workdir!r} {what}")
+    sessions = os.path.join(workdir, SESSIONS_DIR)
+    if os.path.islink(sessions) or not os.path.isdir(sessions):
+        raise InvalidReference(
+            f"{workdir!r} is not a ctxoffload workspace (it has no {SESSIONS_DIR}/ folder)"
+        )
+    return Folder(workdir, SESSIONS_DIR)
+
+
+# -- the session record -----------------------------------------------------------------------
+
+
+class EventKind:
+    """The kinds of events in events.jsonl (each line also has `time` and `kind`)."""
+
+    # Written by the Agent's session record (agent/_record.py).
+    SESSION_START = "session_start"
+    MESSAGE = "message"
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+    # Written by the compressor and the pipeline's managers.
+    TRUNCATION = "truncation"
+    OFFLOAD = "offload"
+    SUMMARY = "summary"
+    COMPRESSION = "compression"
+    WINDOW = "window"
+    IMAGE_LIMIT = "image_limit"
+
+
+def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """The messages the model was sent at `step`, rebuilt from a session's events.
+
+    Each id in the step's `model_call` event is looked up in the `message` events written
+    before it (the latest line for an id wins). When a step called the model more than once
+    (a retry after an overflow), the last call is the one rebuilt.
+
+    Args:
+        events: the session's events.jsonl entries, oldest first.
+        step: the step number (1-based, counted over the whole session).
+
+    Returns:
+        The messages as stored (dicts with role, content, id, ...), in the order sent.
+
+    Raises:
+        IncompleteRecord: a message the step was sent was never recorded.
+        LookupError: no model call at that step.
+    """
+    known: dict[str, dict[str, Any]] = {}
+    rebuilt: list[dict[str, Any]] | None = None
+    for event in events:
+        kind = event.get("kind")
+        if kind == EventKind.MESSAGE and isinstance(event.get("message"), dict):
+            msg = event["message"]
+            known[str(msg.get("id"))] = msg
+        elif kind == EventKind.MODEL_CALL and event.get("step") == step:
+            ids = event.get("messages")
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise LookupError(f"the model call at step {step} names no list of messages")
+            missing = [i for i in ids if i not in known]
+            if missing:
+                raise IncompleteRecord(
+                    f"step {step} was sent message {missing[0]}, which the record does not hold"
+                )
+            rebuilt = [known[i] for i in ids]
+    if rebuilt is None:
+        raise LookupError(f"the record has no model call at step {step}")
+    return rebuilt
