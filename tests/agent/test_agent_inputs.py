@@ -23,7 +23,7 @@ from ctxoffload import (
     get_token_counter,
     to_openai,
 )
-from ctxoffload._payloads import MAX_DEPTH
+from ctxoffload.workspace._payloads import MAX_DEPTH
 
 SUMMARY = {
     "task_overview": "investigate",

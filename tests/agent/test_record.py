@@ -18,9 +18,9 @@ from ctxoffload import (
     __version__,
     get_token_counter,
 )
-from ctxoffload.workspace._reader import rebuild_step
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolResultBlock
+from ctxoffload.workspace._reader import rebuild_step
 
 SUMMARY = {
     "task_overview": "investigate",

@@ -15,8 +15,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from ctxoffload._payloads import JsonRow, message_json
 from ctxoffload.workspace._jsonl import dumps_row, row_line_and_key
+from ctxoffload.workspace._payloads import JsonRow, message_json
 
 _text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",)),  # no lone surrogates: Msg refuses

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import ctxoffload as co
 from ctxoffload import InMemoryWorkspace, InvalidContent, LocalWorkspace
-from ctxoffload._payloads import MAX_DEPTH, STORE_DEPTH, decode_base64, text_form
+from ctxoffload.workspace._payloads import MAX_DEPTH, STORE_DEPTH, decode_base64, text_form
 
 Workspace = LocalWorkspace | InMemoryWorkspace
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
-from .._payloads import storable_message
 from ..compression import (
     CompressionResult,
     Compressor,
@@ -28,6 +27,7 @@ from ..model import ChatModel, ModelResponse, ScriptedModel
 from ..offloader import RETRIEVAL_TOOL_NAME, Offloader, retrieval_tool
 from ..tokens import TokenCounter, get_token_counter
 from ..workspace import validate_session_id
+from ..workspace._payloads import storable_message
 from ._record import SessionRecorder
 from ._tools import Tool, as_tool, as_tools
 

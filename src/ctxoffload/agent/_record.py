@@ -26,12 +26,12 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from .._payloads import storable_message
 from ..compression import is_summary_message
 from ..compression._events import EventCallback, emit_event
 from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse
+from ..workspace._payloads import storable_message
 
 __all__ = ["SessionRecorder"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import base64
 import struct
 
-from .._payloads import sniff_media_type
 from ..messages import Base64Source, DataBlock, TextBlock
+from ..workspace._payloads import sniff_media_type
 
 __all__ = ["MAX_IMAGE_BYTES", "describe_image", "image_blocks", "image_media_type"]
 

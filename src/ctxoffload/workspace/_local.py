@@ -16,14 +16,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._payloads import (
-    as_message_list,
-    context_rows,
-    count_lines,
-    offload_block,
-    render_tool_output,
-    tool_output_of,
-)
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
 from ._datastore import KnownPayloads, store_bytes
@@ -38,6 +30,14 @@ from ._paths import (
     same_entry,
     unlink_quietly,
     write_new_file,
+)
+from ._payloads import (
+    as_message_list,
+    context_rows,
+    count_lines,
+    offload_block,
+    render_tool_output,
+    tool_output_of,
 )
 from ._reader import read_log
 

@@ -8,7 +8,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .._payloads import (
+from ..exceptions import ConfigError, InvalidReference
+from ..references import ContextRef
+from ._datastore import extension_for
+from ._ids import tool_file_stem, validate_session_id
+from ._jsonl import dumps_line
+from ._local import CONTEXT_FILE, EVENTS_FILE, _lines_and_keys, now_iso
+from ._payloads import (
     as_message_list,
     context_rows,
     count_lines,
@@ -16,12 +22,6 @@ from .._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ..exceptions import ConfigError, InvalidReference
-from ..references import ContextRef
-from ._datastore import extension_for
-from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import dumps_line
-from ._local import CONTEXT_FILE, EVENTS_FILE, _lines_and_keys, now_iso
 
 __all__ = ["InMemoryWorkspace"]
 

@@ -16,7 +16,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._payloads import (
+from ..exceptions import ConfigError, InvalidReference, OffloadError
+from ..references import ContextRef
+from ._datastore import extension_for, media_type_of
+from ._gc import GcReport
+from ._ids import tool_file_stem, validate_session_id
+from ._jsonl import dumps_line, dumps_row
+from ._payloads import (
     StoreData,
     as_message_list,
     context_rows,
@@ -25,12 +31,6 @@ from .._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ..exceptions import ConfigError, InvalidReference, OffloadError
-from ..references import ContextRef
-from ._datastore import extension_for, media_type_of
-from ._gc import GcReport
-from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import dumps_line, dumps_row
 from ._segments import SegmentLog
 from ._store_client import ObjectInfo, StoreClient, gather_limited
 

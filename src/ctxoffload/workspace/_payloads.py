@@ -23,10 +23,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
-from ._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
-from .exceptions import InvalidContent
-from .messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
-from .text import data_line
+from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
+from ..exceptions import InvalidContent
+from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
+from ..text import data_line
 
 __all__ = [
     "MAX_DEPTH",
