@@ -18,16 +18,15 @@ from ..compression import (
     Compressor,
     ContextConfig,
     ContextPipeline,
+    EventCallback,
     ReaderTools,
 )
-from ..compression._events import EventCallback
 from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
 from ..offloader import RETRIEVAL_TOOL_NAME, Offloader, retrieval_tool
 from ..tokens import TokenCounter, get_token_counter
-from ..workspace import validate_session_id
-from ..workspace._payloads import storable_message
+from ..workspace import storable_message, validate_session_id
 from ._record import SessionRecorder
 from ._tools import Tool, as_tool, as_tools
 

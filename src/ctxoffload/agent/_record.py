@@ -26,12 +26,11 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from ..compression import is_summary_message
-from ..compression._events import EventCallback, emit_event
+from ..compression import EventCallback, emit_event, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse
-from ..workspace._payloads import storable_message
+from ..workspace import storable_message
 
 __all__ = ["SessionRecorder"]
 

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from .._depth import MAX_DEPTH, too_deep
 from ..exceptions import InvalidContent
 from ..messages import Base64Source, DataBlock, TextBlock, ToolCallBlock, ToolResultBlock
-from ..workspace._payloads import decode_base64, sniff_media_type
+from ..workspace import decode_base64, sniff_media_type
 
 __all__ = ["Tool", "as_tool", "parse_docstring"]
 

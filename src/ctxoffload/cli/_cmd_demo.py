@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from ..exceptions import InvalidSessionId
-    from ..workspace._ids import validate_session_id
+    from ..workspace import validate_session_id
 
     # Everything is checked before the first folder is created.
     try:

@@ -167,8 +167,7 @@ async def _check_recoverable(
     originals: list[Any], live: list[Any], workspace: Any, session: str
 ) -> list[str]:
     """Which original messages (or parts) cannot be read back from what the context names."""
-    from ..compression import is_summary_message
-    from ..compression._truncate import rendered_text
+    from ..compression import is_summary_message, rendered_text
     from ..messages import Msg, TextBlock, ToolResultBlock
 
     rows = {
@@ -403,7 +402,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..exceptions import InvalidSessionId
     from ..tokens import get_token_counter
-    from ..workspace._ids import validate_session_id
+    from ..workspace import validate_session_id
     from ._transcripts import load_transcript
 
     # Everything is checked before anything is written.

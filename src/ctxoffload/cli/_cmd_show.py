@@ -162,7 +162,7 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
 
 def _show_step(events: list[dict[str, Any]], args: argparse.Namespace) -> None:
     from ..exceptions import IncompleteRecord
-    from ..workspace._reader import rebuild_step
+    from ..workspace import rebuild_step
 
     try:
         messages = rebuild_step(events, args.step)

@@ -183,7 +183,7 @@ COMMIT_SUFFIX = ".commit"
 def _commit_record(path: Path, report: Report) -> tuple[int, int] | None:
     """The committed length and line count of a log from its commit record (`<log>.commit`),
     or None when there is none to go by (none at all, or one reported as a problem)."""
-    from ..workspace._reader import decode_commit_record as _decode_record
+    from ..workspace import decode_commit_record as _decode_record
 
     record = path.with_name(path.name + COMMIT_SUFFIX)
     try:

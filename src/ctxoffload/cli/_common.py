@@ -235,7 +235,7 @@ class WorkspaceFolder:
 
     def session_dir(self, session_id: str) -> str:
         """`{workdir}/sessions/{session_id}` (validated; not created)."""
-        from ..workspace._ids import validate_session_id
+        from ..workspace import validate_session_id
 
         return child_path(self.sessions_dir, validate_session_id(session_id))
 
@@ -378,7 +378,7 @@ def committed_bytes(log: str | os.PathLike[str]) -> int | None:
     """How much of a context.jsonl its commit record (`context.jsonl.commit`) says is
     committed; None without a valid record, when the whole file counts. Lines past it are a
     batch never committed, which the workspace's readers skip."""
-    from ..workspace._reader import decode_commit_record as _decode_record
+    from ..workspace import decode_commit_record as _decode_record
 
     try:
         opened = open_file(os.fspath(log) + ".commit")

@@ -7,8 +7,16 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
-    from ._compressor import Artifact, CompressionResult, Compressor, is_summary_message
+    from ._compressor import (
+        Artifact,
+        CompressionResult,
+        Compressor,
+        is_context_note,
+        is_summary_message,
+        is_window_note,
+    )
     from ._config import ContextConfig
+    from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
     from ._image_limit import ImageLimit
     from ._pipeline import ContextPipeline
@@ -18,7 +26,7 @@ if TYPE_CHECKING:
     from ._summarize import extractive_summary
     from ._summary_model import Summary
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
-    from ._truncate import TRUNCATION_MARKER
+    from ._truncate import TRUNCATION_MARKER, rendered_text
 
 __all__ = [
     "TRUNCATION_MARKER",
@@ -29,6 +37,7 @@ __all__ = [
     "ContextConfig",
     "ContextManager",
     "ContextPipeline",
+    "EventCallback",
     "ImageLimit",
     "Null",
     "PipelineRun",
@@ -38,8 +47,12 @@ __all__ = [
     "Summary",
     "ToolOutputOffload",
     "ToolOutputTruncate",
+    "emit_event",
     "extractive_summary",
+    "is_context_note",
     "is_summary_message",
+    "is_window_note",
+    "rendered_text",
     "split_for_compression",
     "turns",
 ]
@@ -48,6 +61,11 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
+        "is_context_note": "._compressor",
+        "is_window_note": "._compressor",
+        "EventCallback": "._events",
+        "emit_event": "._events",
+        "rendered_text": "._truncate",
         "Activation": "._activation",
         "Null": "._history_managers",
         "SlidingWindow": "._history_managers",

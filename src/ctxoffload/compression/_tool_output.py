@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
-from ..workspace._payloads import count_lines
+from ..workspace import count_lines
 from ._activation import Activation, SettingError, check_int
 from ._compressor import Artifact
 from ._readers import how_to_read

@@ -18,14 +18,20 @@ import weakref
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from ..compression import Compressor, ContextConfig, ContextPipeline, PipelineRun
-from ..compression._compressor import is_context_note
-from ..compression._history_managers import SlidingWindow, Summarization
+from ..compression import (
+    Compressor,
+    ContextConfig,
+    ContextPipeline,
+    PipelineRun,
+    SlidingWindow,
+    Summarization,
+    is_context_note,
+)
 from ..exceptions import ConfigError
 from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
 from ..tokens import get_token_counter
-from ..workspace._ids import validate_session_id
+from ..workspace import validate_session_id
 
 __all__ = ["manager_class"]
 

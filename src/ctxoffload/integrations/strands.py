@@ -67,7 +67,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace._ids import validate_session_id
+from ..workspace import validate_session_id
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 
@@ -207,7 +207,7 @@ class WorkspaceStorage:
     def _ephemeral(self) -> object:
         # Strands marks storage that a restart empties with this sentinel (its stash then
         # keeps entries inline in a session snapshot); of the workspaces, only in-memory is.
-        from ..workspace._memory import InMemoryWorkspace
+        from ..workspace import InMemoryWorkspace
 
         if not isinstance(self.workspace, InMemoryWorkspace):
             return None

@@ -11,7 +11,7 @@ import base64
 import struct
 
 from ..messages import Base64Source, DataBlock, TextBlock
-from ..workspace._payloads import sniff_media_type
+from ..workspace import sniff_media_type
 
 __all__ = ["MAX_IMAGE_BYTES", "describe_image", "image_blocks", "image_media_type"]
 
