@@ -251,6 +251,46 @@ def test_replay_of_every_corpus_file(tmp_path: Path, cli: Callable[..., Any], na
             assert result["compressions"] + result["files_offloaded"] >= 1
 
 
+# A Claude Code session whose Read of a screenshot returns only the image: compressed, the
+# image leaves the context as a reference into data/.
+SCREENSHOT_SESSION = CORPUS / "claudecode-agentcmd-full-session-two.jsonl"
+needs_screenshot_session = pytest.mark.skipif(
+    not SCREENSHOT_SESSION.is_file(), reason=f"the corpus file {SCREENSHOT_SESSION} is not there"
+)
+
+
+@needs_screenshot_session
+@pytest.mark.parametrize("window", [4000, 8000, 16000])
+def test_an_image_stored_in_data_is_recoverable_and_verify_agrees(
+    tmp_path: Path, cli: Callable[..., Any], window: int
+) -> None:
+    workdir = tmp_path / "ws"
+    code, report = _replay(cli, SCREENSHOT_SESSION, "--window", str(window), "--workdir", workdir)
+    [result] = report["results"]
+    assert (code, result["lost"]) == (0, []), result["lost"]
+    verified = cli("verify", "--json", "--workdir", workdir)
+    assert verified.code == 0 and json.loads(verified.out)["ok"], verified.out
+
+
+@needs_screenshot_session
+async def test_a_damaged_data_file_is_lost_to_replay_and_to_verify(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    _, [run] = load_transcript(SCREENSHOT_SESSION)
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    config = ContextConfig(context_window=8000)
+    result = await replay_run(
+        run.messages, config, ws, "s", run_name="t", config_name="c", counter=get_token_counter()
+    )
+    assert result.lost == []
+    [image] = (tmp_path / "ws" / "data").iterdir()
+    image.write_bytes(image.read_bytes() + b"x")
+    lost = await _check_recoverable(run.messages, result.context, ws, "s")
+    assert len(lost) == 1 and lost[0].startswith("tool result "), lost
+    problems = json.loads(cli("verify", "--json", "--workdir", tmp_path / "ws").out)["problems"]
+    assert [p["path"] for p in problems] == [str(image)], problems
+
+
 def test_the_corpus_is_there_or_the_skip_says_why() -> None:
     if not CORPUS.is_dir():
         pytest.skip(f"the transcript corpus {CORPUS} is not there")
