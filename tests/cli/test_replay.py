@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from ctxoffload import ContextConfig, LocalWorkspace, Summary, get_token_counter
-from ctxoffload.cli._cmd_replay import _check_recoverable, replay_run
+from ctxoffload.cli._cmd_replay import replay_run
+from ctxoffload.cli._recoverable import check_recoverable
 from ctxoffload.cli._transcripts import load_transcript
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -153,7 +154,7 @@ async def test_the_loss_check_finds_what_cannot_be_read_back(tmp_path: Path) -> 
     assert result.lost == [] and result.compressions >= 1
 
     async def check() -> list[str]:
-        return await _check_recoverable(run.messages, result.context, ws, "s")
+        return await check_recoverable(run.messages, result.context, ws, "s")
 
     # A tool output whose file is gone.
     (ws.session_dir("s") / "tool_result-call_11.txt").unlink()
@@ -285,7 +286,7 @@ async def test_a_damaged_data_file_is_lost_to_replay_and_to_verify(
     assert result.lost == []
     [image] = (tmp_path / "ws" / "data").iterdir()
     image.write_bytes(image.read_bytes() + b"x")
-    lost = await _check_recoverable(run.messages, result.context, ws, "s")
+    lost = await check_recoverable(run.messages, result.context, ws, "s")
     assert len(lost) == 1 and lost[0].startswith("tool result "), lost
     problems = json.loads(cli("verify", "--json", "--workdir", tmp_path / "ws").out)["problems"]
     assert [p["path"] for p in problems] == [str(image)], problems

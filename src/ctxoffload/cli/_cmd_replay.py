@@ -20,18 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import CliError
-from ..workspace import (
-    DATA_DIR,
-    DATA_REFERENCE,
-    SESSIONS_DIR,
-    TOOL_RESULT_PREFIX,
-    TOOL_RESULT_SUFFIX,
-    EventKind,
-    Folder,
-)
+from ..workspace import SESSIONS_DIR, EventKind, Folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
 from ._commands import COMMAND_HELP
 from ._output import Progress, print_json, print_table
+from ._recoverable import check_recoverable
 
 __all__ = ["ReplayResult", "register", "replay_run", "run"]
 
@@ -162,155 +155,6 @@ class ReplayResult:
         }
 
 
-# A tool_result file named in a preview or a summary (the path ends at its suffix).
-_FILE_REFERENCE = re.compile(
-    rf"(\S+/{re.escape(TOOL_RESULT_PREFIX)}[^\s'\"<>]+?{re.escape(TOOL_RESULT_SUFFIX)})"
-)
-
-
-def _data_kept(workdir: str, old: Any, new: Any) -> bool:
-    """Whether a payload that left the context is in data/, byte for byte.
-
-    `old` is the block as the transcript had it, `new` as the context or its log now holds
-    it (a reference into data/, or None). The file is hashed through the workspace's reader
-    (`Folder.sha256`), as `ctxoffload verify` hashes it: the two cannot disagree.
-    """
-    import hashlib
-
-    from ..workspace import decode_base64
-
-    data = getattr(old.source, "data", None)
-    if not isinstance(data, str):
-        return False  # it named its bytes by a URL: only the same block keeps them
-    try:
-        digest = hashlib.sha256(decode_base64(data, what="the payload")).hexdigest()
-    except ValueError:
-        return False
-    url = getattr(getattr(new, "source", None), "url", None)
-    named = DATA_REFERENCE.findall(url) if isinstance(url, str) else []
-    try:
-        with Folder(workdir, DATA_DIR) as folder:
-            names = named or [n for n in folder.names() if n.split(".", 1)[0] == digest]
-            return any(folder.sha256(name) == digest for name in names)
-    except OSError:  # no data/ folder, or the file is missing, refused or unreadable
-        return False
-
-
-async def _check_recoverable(
-    originals: list[Any], live: list[Any], workspace: Any, session: str
-) -> list[str]:
-    """Which original messages (or parts) cannot be read back from what the context names.
-
-    Text must be in the context, in the session's context.jsonl, or in a tool_result file
-    the context names; a payload (an image) that left as a reference into data/ must be
-    there, byte for byte.
-    """
-    import asyncio
-
-    from ..compression import is_summary_message, rendered_text
-    from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock
-
-    rows = {
-        row.get("id"): row for row in await workspace.read_context(session) if isinstance(row, dict)
-    }
-    context_path = str(workspace.context_path(session))
-    workdir = str(workspace.workdir)
-    live_by_id = {m.id: m for m in live}
-    lost: list[str] = []
-    if rows and not any(is_summary_message(m) and context_path in m.text for m in live):
-        lost.append(f"no message in the context names {context_path}")
-    files: dict[str, str] = {}
-
-    async def read(reference: str) -> str:
-        if reference not in files:
-            try:
-                files[reference] = (await workspace.read_reference(reference)).decode(
-                    "utf-8", "surrogateescape"
-                )
-            except Exception:
-                files[reference] = ""
-        return files[reference]
-
-    async def kept_in_file(original: str, version: str) -> bool:
-        for reference in _FILE_REFERENCE.findall(version):
-            content = await read(reference.strip("'\"(),"))
-            if original in content:
-                return True
-        return False
-
-    def text_of(output: Any) -> str:
-        if isinstance(output, str):
-            return rendered_text(output)
-        return "\n".join(p.text for p in output if isinstance(p, TextBlock))
-
-    async def data_kept(old: Any, new: Any) -> bool:
-        return await asyncio.to_thread(_data_kept, workdir, old, new)
-
-    async def result_kept(old: Any, new: Any) -> bool:
-        if (
-            isinstance(old.output, list)
-            and isinstance(new.output, list)
-            and len(old.output) == len(new.output)
-        ):
-            # Item by item: a payload may have moved to data/ while the text stayed.
-            for a, b in zip(old.output, new.output, strict=True):
-                if a == b:
-                    continue
-                if isinstance(a, DataBlock) and isinstance(b, DataBlock):
-                    if not await data_kept(a, b):
-                        return False
-                elif not (
-                    isinstance(a, TextBlock)
-                    and isinstance(b, TextBlock)
-                    and await kept_in_file(a.text, b.text)
-                ):
-                    return False
-            return True
-        # Cut to a preview: its text is in the file the preview names, its payloads in data/.
-        if not await kept_in_file(text_of(old.output), text_of(new.output)):
-            return False
-        kept = new.output if isinstance(new.output, list) else []
-        payloads = (
-            [p for p in old.output if isinstance(p, DataBlock)]
-            if isinstance(old.output, list)
-            else []
-        )
-        return all([p in kept or await data_kept(p, None) for p in payloads])
-
-    for msg in originals:
-        if msg.id in live_by_id:
-            version = live_by_id[msg.id]
-        elif msg.id in rows:
-            version = Msg.model_validate(rows[msg.id])
-        else:
-            lost.append(
-                f"message {msg.id} ({msg.role}) is neither in the context nor in {context_path}"
-            )
-            continue
-        if version.content == msg.content:
-            continue
-        old_blocks, new_blocks = msg.blocks, version.blocks
-        if len(old_blocks) != len(new_blocks):
-            if not await kept_in_file(msg.text, version.text):
-                lost.append(f"message {msg.id} ({msg.role}) changed and its text is in no file")
-            continue
-        for old, new in zip(old_blocks, new_blocks, strict=True):
-            if old == new:
-                continue
-            if isinstance(old, ToolResultBlock) and isinstance(new, ToolResultBlock):
-                if not await result_kept(old, new):
-                    lost.append(f"tool result {old.id} of message {msg.id} is in no file")
-            elif isinstance(old, TextBlock) and isinstance(new, TextBlock):
-                if not await kept_in_file(old.text, new.text):
-                    lost.append(f"text of message {msg.id} ({msg.role}) is in no file")
-            elif isinstance(old, DataBlock) and isinstance(new, DataBlock):
-                if not await data_kept(old, new):
-                    lost.append(f"a data block of message {msg.id} is in no file")
-            else:
-                lost.append(f"a {old.type} block of message {msg.id} changed")
-    return lost
-
-
 async def replay_run(
     messages: list[Any],
     config: Any,
@@ -370,7 +214,7 @@ async def replay_run(
         e.get("kind") == EventKind.TOOL_RESULT for e in await workspace.read_events(session)
     )
     result.context = context
-    result.lost = await _check_recoverable(messages, context, workspace, session)
+    result.lost = await check_recoverable(messages, context, workspace, session)
     return result
 
 

@@ -12,7 +12,14 @@ from typing import Any
 
 from ..exceptions import CliError
 from ..text import is_jsonl, message_lines
-from ..workspace import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, Folder, is_tool_result_name
+from ..workspace import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    Folder,
+    is_tool_result_name,
+    iter_lines,
+)
 from ._arguments import add_json, add_workdir, workdir_of
 from ._commands import COMMAND_HELP
 from ._output import shown
@@ -75,9 +82,8 @@ def describe_event(event: dict[str, Any]) -> str:
 
 @dataclass
 class _Tail:
-    offset: int = 0
+    offset: int = 0  # where the next line of the log starts
     inode: int = 0
-    partial: bytes = b""
 
 
 @dataclass
@@ -193,25 +199,19 @@ class Follower:
             return []  # gone, or a link or special file: nothing of the workspace's to read
         self.refused.discard(path)
         fd, st = opened
+        lines: list[bytes] = []
         try:
             if st.st_ino != tail.inode or st.st_size < tail.offset:
                 # A new file under the old name (a purged and re-created session).
-                tail.offset, tail.inode, tail.partial = 0, st.st_ino, b""
-            chunks = []
-            while True:
-                chunk = os.pread(fd, 1 << 20, tail.offset)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                tail.offset += len(chunk)
+                tail.offset, tail.inode = 0, st.st_ino
+            # Complete lines only: one still being written is read whole at a later look.
+            for raw in iter_lines(fd, tail.offset, st.st_size):
+                tail.offset += len(raw) + 1
+                lines.append(raw)
         finally:
             os.close(fd)
-        data = tail.partial + b"".join(chunks)
-        complete, newline, tail.partial = data.rpartition(b"\n")
-        if not newline:
-            return []
         out = []
-        for raw in complete.split(b"\n"):
+        for raw in lines:
             if not raw.strip():
                 continue
             try:
