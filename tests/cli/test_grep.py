@@ -406,6 +406,14 @@ def test_grep_finds_a_tool_call_argument_as_the_model_wrote_it(
         f'{log}:2:print("FAILURE: disk")',
         f"{log}-2-sys.exit(1)",
     ]
+    # Two matches in one message: the context of each, every line once.
+    both = cli("grep", "-C", "1", "-F", "sys", "s", "--workdir", workdir)
+    assert both.out.splitlines() == [
+        f"{log}-2--> tool call python (id c1)",
+        f"{log}:2:  code: import sys",
+        f'{log}-2-print("FAILURE: disk")',
+        f"{log}:2:sys.exit(1)",
+    ]
     # The call's header is a line of the message too, as the agent's Grep sees it.
     header = cli("grep", "--json", "-F", "-> tool call python", "--workdir", workdir)
     assert [(h["line"], h["text"]) for h in json.loads(header.out)] == [

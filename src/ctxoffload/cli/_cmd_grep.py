@@ -27,7 +27,14 @@ import sys
 from collections.abc import Callable
 
 from ..exceptions import CliError
-from ..workspace import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, Folder, is_tool_result_name
+from ..workspace import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    Folder,
+    is_tool_result_name,
+    iter_lines,
+)
 from ._arguments import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -534,9 +541,8 @@ def search_context_log(
     opened = open_in(folder, name, shown)
     if opened is None:
         return
-    # Only now: a session of tool results alone is searched without these.
+    # Only now: a session of tool results alone is searched without it.
     from ..text import matching_lines
-    from ..workspace import iter_lines
 
     def matches(text: str) -> bool:
         return matcher.matches_line(_utf8(text))
@@ -548,8 +554,6 @@ def search_context_log(
             lines, hits = matching_lines(raw.decode("utf-8", "surrogateescape"), matches)
             shown_to = -1
             for i in hits:
-                if i <= shown_to:
-                    continue
                 first = max(i - context, shown_to + 1)
                 last = min(i + context, len(lines) - 1)
                 for j in range(first, last + 1):

@@ -100,9 +100,16 @@ def session_ids(workdir: str) -> list[str]:
 
 
 def no_session(workdir: str, session_id: str) -> str:
-    """The one line that says a workspace has no such session."""
+    """The one line that says a workspace has no such session, naming the first ten it has."""
     named = shown(os.path.abspath(workdir))
-    return f"no session {session_id!r} in {named!r}: `ctxoffload ls` lists the sessions"
+    try:
+        known = session_ids(workdir)
+    except OSError:  # sessions/ cannot be listed: the line names none
+        has = ""
+    else:
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        has = f" (it has {listed or 'none'})"
+    return f"no session {session_id!r} in {named!r}{has}: `ctxoffload ls` lists the sessions"
 
 
 def session_folder(workdir: str, session_id: str) -> str:
@@ -208,14 +215,7 @@ def committed_end(folder: Folder, name: str, size: int) -> int:
     return size if record is None else min(size, record[0])
 
 
-def read_json_lines(
-    folder: Folder,
-    name: str,
-    *,
-    command: str,
-    commit: bool = False,
-    path: str | os.PathLike[str] | None = None,
-) -> tuple[list[Any], list[int]]:
+def read_json_lines(folder: Folder, name: str, *, command: str) -> tuple[list[Any], list[int]]:
     """The JSON values of a log's complete lines (`JsonLines`), and the numbers of its lines
     that are not JSON.
 
@@ -224,21 +224,20 @@ def read_json_lines(
     once on stderr, as `ctxoffload COMMAND: warning: ...`.
 
     Args:
+        folder: the session's folder, entered.
+        name: the log's name in it.
         command: the command, for the warning (`ls`).
-        commit: only the committed part (a context.jsonl).
-        path: how the command names the file (default: `folder.path(name)`).
 
     Raises:
         CliError: it has other hard links, or it cannot be read.
     """
-    named = path if path is not None else folder.path(name)
+    named = folder.path(name)
     opened = open_in(folder, name, named)
     if opened is None:
         return [], []
     fd, st = opened
     try:
-        end = committed_end(folder, name, st.st_size) if commit else st.st_size
-        lines = JsonLines(fd, end)
+        lines = JsonLines(fd, st.st_size)
         values = [value for _, value in lines]
     except OSError as exc:  # a read that failed after the open (EIO)
         raise CliError(f"cannot read {shown(named)}: {exc.strerror or exc}") from None
