@@ -9,6 +9,12 @@ no `import ctxoffload`) is printed too, because start-up is a fixed cost that do
 small inputs.
 
 Target: ctxoffload grep <= 2x GNU grep. Run: `python bench/bench_cli_grep.py [--mb 100]`.
+
+Then a context.jsonl of about `--context-mb` MB (messages with tool calls and results) is
+searched the same way, for a string inside a tool call's argument. There `ctxoffload grep`
+decodes every line (`text.matching_lines`, the rule the agent's Grep applies) where GNU grep
+reads the stored JSON, so the two do not do the same work: the figure is printed, with no
+target, to follow what decoding costs.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ctxoffload import LocalWorkspace, ToolResultBlock
+from ctxoffload import LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock
 from ctxoffload.cli import main
 
 PATTERNS = [
@@ -90,7 +96,47 @@ def in_process(args: list[str]) -> float:
     return min(times)
 
 
-def run(megabytes: int) -> None:
+def make_messages(megabytes: int) -> list[Msg]:
+    """Assistant tool calls and their results, about `megabytes` MB as JSON lines."""
+    rng = random.Random(11)
+    msgs: list[Msg] = []
+    size = 0
+    i = 0
+    while size < megabytes * 2**20:
+        code = f'rows = export(batch={i})\nprint("exported", len(rows))'
+        if i % 2_000 == 999:
+            code = f'check(batch={i})\nprint("FAILURE: disk quota at order ORD-{i}")'
+        call = ToolCallBlock(id=f"call_{i}", name="python", input={"code": code})
+        output = "\n".join(
+            f"ORD-{rng.randrange(10_000, 99_999)} rows={rng.randrange(1, 400)} ok" for _ in range(8)
+        )
+        msgs.append(Msg(role="assistant", content=[call]))
+        msgs.append(Msg(role="tool", content=[ToolResultBlock(id=f"call_{i}", output=output)]))
+        size += 700
+        i += 1
+    return msgs
+
+
+def run_context(megabytes: int, tmp: str) -> None:
+    workdir = Path(tmp) / "ctx"
+    ws = LocalWorkspace(workdir, fsync=False)
+    path = asyncio.run(ws.offload_context("ctx", msgs=make_messages(megabytes)))
+    size = os.path.getsize(path)
+    gnu = shutil.which("grep") or "grep"
+    # Inside a tool call's argument, and spelled alike in the stored JSON.
+    ours = theirs = ["-F", "FAILURE: disk quota"]
+    base, lines = best([gnu, "-n", *theirs, path])
+    mine, my_lines = best([*_ctxoffload_command(), "grep", *ours, "ctx", "--workdir", str(workdir)])
+    search = in_process(["grep", *ours, "ctx", "--workdir", str(workdir)])
+    assert my_lines == lines, (my_lines, lines)
+    print(
+        f"context.jsonl: {size / 2**20:.0f} MB, {lines} matching messages: grep -n {base:.3f}s "
+        f"(stored JSON), ctxoffload grep {mine:.3f}s (decoded, {mine / base:.1f}x), "
+        f"search only {search:.3f}s"
+    )
+
+
+def run(megabytes: int, context_megabytes: int = 10) -> None:
     gnu = shutil.which("grep")
     if gnu is None:
         sys.exit("GNU grep is not on PATH")
@@ -126,6 +172,8 @@ def run(megabytes: int) -> None:
             f"start-up: python -c 'import ctxoffload.cli' {startup:.3f}s, "
             f"python -c pass {bare:.3f}s"
         )
+        if context_megabytes:
+            run_context(context_megabytes, tmp)
 
 
 def _ctxoffload_command() -> list[str]:
@@ -145,4 +193,8 @@ def _has_re2() -> bool:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mb", type=int, default=100, help="size of the offloaded file in MB")
-    run(parser.parse_args().mb)
+    parser.add_argument(
+        "--context-mb", type=int, default=10, help="size of the context.jsonl in MB (0: none)"
+    )
+    options = parser.parse_args()
+    run(options.mb, options.context_mb)

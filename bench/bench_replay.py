@@ -22,7 +22,7 @@ from ctxoffload import ContextConfig, LocalWorkspace
 from ctxoffload.cli import main
 from ctxoffload.cli._cmd_replay import replay_run
 from ctxoffload.cli._transcripts import load_transcript
-from ctxoffload.compression._truncate import rendered_text
+from ctxoffload.compression import rendered_text
 from ctxoffload.tokens import TiktokenCounter, load_encoding
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from cli_workspace import FAILING_LINE, unprivileged_prefix
 
-from ctxoffload.cli._common import CliError, json_lines
+from ctxoffload.cli._reading import read_json_lines
+from ctxoffload.exceptions import CliError
+from ctxoffload.workspace import Folder
 
 SECRET = "SECRET-0f1e2d"
 WHY = "it may be shared with a file outside the workspace; not read"
@@ -67,11 +69,14 @@ def test_grep_refuses_a_hard_linked_context_and_events_log(
     ]
 
 
-def test_json_lines_refuses_a_hard_linked_file(filled: Path, tmp_path: Path) -> None:
+def test_read_json_lines_refuses_a_hard_linked_file(filled: Path, tmp_path: Path) -> None:
     events = filled / "sessions/run-2/events.jsonl"
     _hard_link(tmp_path / "events.jsonl", events, _secret_event())
-    with pytest.raises(CliError, match="has 2 hard links") as raised:
-        list(json_lines(events))
+    with (
+        Folder(str(filled), "sessions", "run-2") as folder,
+        pytest.raises(CliError, match="has 2 hard links") as raised,
+    ):
+        read_json_lines(folder, "events.jsonl", command="ls")
     assert str(raised.value) == f"{events}: has 2 hard links: {WHY}"
     assert raised.value.code == 2
 
@@ -124,21 +129,24 @@ def test_cat_says_a_file_cannot_be_read(filled: Path, tmp_path: Path) -> None:
     assert result.stderr == f"ctxoffload cat: cannot read {locked}: Permission denied\n"
 
 
-def test_json_lines_reports_a_file_it_cannot_read(filled: Path, tmp_path: Path) -> None:
-    # ls and stats read events.jsonl through json_lines: what they do with the error is theirs.
+def test_read_json_lines_reports_a_file_it_cannot_read(filled: Path, tmp_path: Path) -> None:
+    # ls, stats and show read their logs through read_json_lines: what they do with the
+    # error is theirs.
     prefix = unprivileged_prefix()
     locked = filled / "sessions/run-1/events.jsonl"
     locked.chmod(0)
     code = (
         "import sys\n"
-        "from pathlib import Path\n"
-        "from ctxoffload.cli._common import CliError, json_lines\n"
+        "from ctxoffload.cli._reading import read_json_lines\n"
+        "from ctxoffload.exceptions import CliError\n"
+        "from ctxoffload.workspace import Folder\n"
         "try:\n"
-        "    list(json_lines(Path(sys.argv[1])))\n"
+        "    with Folder(sys.argv[1], 'sessions', 'run-1') as folder:\n"
+        "        read_json_lines(folder, 'events.jsonl', command='ls')\n"
         "except CliError as exc:\n"
         "    print(exc.code, exc)\n"
     )
     done = subprocess.run(
-        [*prefix, sys.executable, "-c", code, str(locked)], capture_output=True, text=True
+        [*prefix, sys.executable, "-c", code, str(filled)], capture_output=True, text=True
     )
     assert (done.stdout, done.stderr) == (f"2 cannot read {locked}: Permission denied\n", "")

@@ -13,7 +13,7 @@ import pytest
 
 from ctxoffload import LocalWorkspace
 from ctxoffload.cli._cmd_gc import parse_duration, parse_size
-from ctxoffload.cli._common import CliError
+from ctxoffload.exceptions import CliError
 
 
 @pytest.mark.parametrize(
@@ -73,9 +73,16 @@ def test_gc_needs_something_to_do(filled: Path, cli: Callable[..., Any]) -> None
 def test_gc_without_the_library_method_says_so(
     filled: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delattr(LocalWorkspace, "gc", raising=False)
+    import ctxoffload.workspace
+
+    class OldLocalWorkspace(LocalWorkspace):
+        """A workspace of a version without gc: it is no `GarbageCollector`."""
+
+        gc = None
+
+    monkeypatch.setattr(ctxoffload.workspace, "LocalWorkspace", OldLocalWorkspace)
     result = cli("gc", "--older-than", "7d", "--workdir", filled)
-    assert result.code == 2 and "no LocalWorkspace.gc" in result.err
+    assert result.code == 2 and "no OldLocalWorkspace.gc" in result.err
     assert result.err.count("\n") == 1
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli._cmd_grep import compile_matcher, required_literal
+from ctxoffload.workspace import Folder
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
@@ -187,7 +188,8 @@ def test_searching_in_pieces_reports_exactly_the_matching_lines(
     saved = grep._CHUNK
     grep._CHUNK = piece
     try:
-        grep.search_file(path, str(path), matcher, 0, hits.append, "s")
+        with Folder(str(path.parent)) as folder:
+            grep.search_file(folder, path.name, str(path), matcher, 0, hits.append, "s")
     finally:
         grep._CHUNK = saved
     assert [(h.line, h.text) for h in hits] == expected
@@ -364,3 +366,66 @@ def test_grep_skips_the_lines_of_a_batch_never_committed(
     # Without a commit record (an older log), every line counts.
     (log.parent / "context.jsonl.commit").unlink()
     assert "never committed" in cli("grep", "needle", "--workdir", workdir).out
+
+
+def _tool_call_session(workdir: Path) -> None:
+    """A session whose context.jsonl holds a tool call with quotes in its argument (stored
+    JSON-escaped) and its result."""
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock
+
+    code = 'import sys\nprint("FAILURE: disk")\nsys.exit(1)'
+    msgs = [
+        Msg(role="user", content="Run the check."),
+        Msg(
+            role="assistant", content=[ToolCallBlock(id="c1", name="python", input={"code": code})]
+        ),
+        Msg(role="tool", content=[ToolResultBlock(id="c1", name="python", output="FAILURE: disk")]),
+    ]
+    asyncio.run(LocalWorkspace(workdir, fsync=False).offload_context("s", msgs=msgs))
+
+
+def test_grep_finds_a_tool_call_argument_as_the_model_wrote_it(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "ws"
+    _tool_call_session(workdir)
+    log = f"{workdir}/sessions/s/context.jsonl"
+    assert b'print(\\"FAILURE' in (workdir / "sessions/s/context.jsonl").read_bytes()
+    for argv in (['print\\("FAILURE', "s"], ["-F", 'print("FAILURE: disk")', "s"]):
+        found = cli("grep", *argv, "--workdir", workdir)
+        assert (found.code, found.err) == (0, ""), found
+        assert found.out == f'{log}:2:print("FAILURE: disk")\n'
+    # -C stays within the message: the argument's other lines, the call, the header.
+    around = cli("grep", "-C", "9", "-F", 'print("FAILURE', "s", "--workdir", workdir)
+    assert around.out.splitlines() == [
+        f"{log}-2-[assistant]",
+        f"{log}-2--> tool call python (id c1)",
+        f"{log}-2-  code: import sys",
+        f'{log}:2:print("FAILURE: disk")',
+        f"{log}-2-sys.exit(1)",
+    ]
+    # Two matches in one message: the context of each, every line once.
+    both = cli("grep", "-C", "1", "-F", "sys", "s", "--workdir", workdir)
+    assert both.out.splitlines() == [
+        f"{log}-2--> tool call python (id c1)",
+        f"{log}:2:  code: import sys",
+        f'{log}-2-print("FAILURE: disk")',
+        f"{log}:2:sys.exit(1)",
+    ]
+    # The call's header is a line of the message too, as the agent's Grep sees it.
+    header = cli("grep", "--json", "-F", "-> tool call python", "--workdir", workdir)
+    assert [(h["line"], h["text"]) for h in json.loads(header.out)] == [
+        (2, "-> tool call python (id c1)")
+    ]
+
+
+def test_grep_falls_back_to_the_raw_json_line(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    # A pattern on the stored JSON itself, no decoded line has: the line is shown raw.
+    workdir = tmp_path / "ws"
+    _tool_call_session(workdir)
+    found = cli("grep", "-F", '"role":"tool"', "s", "--workdir", workdir)
+    assert found.code == 0, found
+    [line] = found.out.splitlines()
+    assert line.startswith(f"{workdir}/sessions/s/context.jsonl:3:{{") and '"role":"tool"' in line

@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import LocalWorkspace, ToolResultBlock
-from ctxoffload.cli._common import child_path, path_text
+from ctxoffload import LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock
+from ctxoffload.cli._arguments import child_path, path_text
 
 # The modules pathlib brings in, none of which grep needs.
 PATHLIB = ["pathlib", "urllib.parse", "ipaddress"]
+# The message model, which grep does not need either: a context.jsonl line is decoded into
+# the lines people read by `ctxoffload.text`, which reads the JSON as it is.
+MESSAGE_MODEL = ["pydantic", "ctxoffload.messages"]
 
 # Run in a fresh interpreter: which of the modules named in argv[2] are loaded before the
 # first import of ctxoffload, each grep's (argv[1]) exit status, and which are loaded after.
@@ -38,8 +41,6 @@ print(json.dumps({"before": before, "runs": runs, "loaded": loaded}))
 
 
 def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
-    # Tool results only: a context.jsonl is decoded into messages, which loads pydantic
-    # (and pathlib with it).
     workdir = tmp_path / "ws"
     for session in ("s1", "s2"):
         asyncio.run(
@@ -64,6 +65,43 @@ def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
     ]
     done = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps([argv for argv, _ in runs]), json.dumps(PATHLIB)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if report["before"]:
+        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
+    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
+    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
+
+
+def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
+    tmp_path: Path,
+) -> None:
+    workdir = tmp_path / "ws"
+    call = ToolCallBlock(id="c1", name="python", input={"code": 'print("FAILURE: disk")'})
+    asyncio.run(
+        LocalWorkspace(workdir, fsync=False).offload_context(
+            "s1", msgs=[Msg(role="user", content="run it"), Msg(role="assistant", content=[call])]
+        )
+    )
+    ws = str(workdir)
+    runs = [
+        (["grep", 'print\\("FAILURE', "--workdir", ws], 0),
+        (["grep", "-F", "-C", "2", 'print("FAILURE', "s1", "--workdir", ws], 0),
+        (["grep", "--json", "-i", "RUN IT", "--workdir", ws], 0),
+        (["grep", "-F", '"role":"user"', "s1", "--workdir", ws], 0),  # the raw JSON line
+        (["grep", "nothing-matches", "--workdir", ws], 1),
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            json.dumps([argv for argv, _ in runs]),
+            json.dumps(PATHLIB + MESSAGE_MODEL),
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -18,7 +18,7 @@ import pytest
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli import COMMANDS, build_parser
 from ctxoffload.cli._commands import COMMAND_HELP
-from ctxoffload.cli._common import Progress, print_table
+from ctxoffload.cli._output import Progress, print_table
 
 Result = Any
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from ctxoffload import ContextConfig, LocalWorkspace, Summary, get_token_counter
-from ctxoffload.cli._cmd_replay import _check_recoverable, replay_run
+from ctxoffload.cli._cmd_replay import replay_run
+from ctxoffload.cli._recoverable import check_recoverable
 from ctxoffload.cli._transcripts import load_transcript
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -153,7 +154,7 @@ async def test_the_loss_check_finds_what_cannot_be_read_back(tmp_path: Path) -> 
     assert result.lost == [] and result.compressions >= 1
 
     async def check() -> list[str]:
-        return await _check_recoverable(run.messages, result.context, ws, "s")
+        return await check_recoverable(run.messages, result.context, ws, "s")
 
     # A tool output whose file is gone.
     (ws.session_dir("s") / "tool_result-call_11.txt").unlink()
@@ -249,6 +250,46 @@ def test_replay_of_every_corpus_file(tmp_path: Path, cli: Callable[..., Any], na
         if result["peak_tokens_without"] > 16000:
             # Truncating big results may be enough on its own; something must have left.
             assert result["compressions"] + result["files_offloaded"] >= 1
+
+
+# A Claude Code session whose Read of a screenshot returns only the image: compressed, the
+# image leaves the context as a reference into data/.
+SCREENSHOT_SESSION = CORPUS / "claudecode-agentcmd-full-session-two.jsonl"
+needs_screenshot_session = pytest.mark.skipif(
+    not SCREENSHOT_SESSION.is_file(), reason=f"the corpus file {SCREENSHOT_SESSION} is not there"
+)
+
+
+@needs_screenshot_session
+@pytest.mark.parametrize("window", [4000, 8000, 16000])
+def test_an_image_stored_in_data_is_recoverable_and_verify_agrees(
+    tmp_path: Path, cli: Callable[..., Any], window: int
+) -> None:
+    workdir = tmp_path / "ws"
+    code, report = _replay(cli, SCREENSHOT_SESSION, "--window", str(window), "--workdir", workdir)
+    [result] = report["results"]
+    assert (code, result["lost"]) == (0, []), result["lost"]
+    verified = cli("verify", "--json", "--workdir", workdir)
+    assert verified.code == 0 and json.loads(verified.out)["ok"], verified.out
+
+
+@needs_screenshot_session
+async def test_a_damaged_data_file_is_lost_to_replay_and_to_verify(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    _, [run] = load_transcript(SCREENSHOT_SESSION)
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    config = ContextConfig(context_window=8000)
+    result = await replay_run(
+        run.messages, config, ws, "s", run_name="t", config_name="c", counter=get_token_counter()
+    )
+    assert result.lost == []
+    [image] = (tmp_path / "ws" / "data").iterdir()
+    image.write_bytes(image.read_bytes() + b"x")
+    lost = await check_recoverable(run.messages, result.context, ws, "s")
+    assert len(lost) == 1 and lost[0].startswith("tool result "), lost
+    problems = json.loads(cli("verify", "--json", "--workdir", tmp_path / "ws").out)["problems"]
+    assert [p["path"] for p in problems] == [str(image)], problems
 
 
 def test_the_corpus_is_there_or_the_skip_says_why() -> None:

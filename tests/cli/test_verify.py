@@ -34,7 +34,7 @@ def test_a_corrupt_line_is_a_problem(filled: Path, cli: Callable[..., Any]) -> N
 
 def _json_error() -> str:
     try:
-        json.loads('{"kind": "trunc\n')
+        json.loads('{"kind": "trunc')  # the line as the log holds it, without its newline
     except ValueError as exc:
         return str(exc)
     raise AssertionError
@@ -98,11 +98,11 @@ def test_one_of_a_kind_is_said_in_the_singular(filled: Path, cli: Callable[..., 
 
 
 def test_a_commit_record_that_miscounts_the_lines(filled: Path, cli: Callable[..., Any]) -> None:
-    from ctxoffload.workspace._reader import encode_commit_record as _encode_record
+    from ctxoffload.workspace import encode_commit_record
 
     context = filled / "sessions/run-1/context.jsonl"
     record = context.with_name("context.jsonl.commit")
-    record.write_bytes(_encode_record(context.stat().st_size, 3))
+    record.write_bytes(encode_commit_record(context.stat().st_size, 3))
     result = cli("verify", "--json", "--workdir", filled)
     assert result.code == 1
     assert json.loads(result.out)["problems"] == [

@@ -283,8 +283,8 @@ def test_watch_waits_only_when_asked_and_only_for_a_plain_name(
     missing = cli("watch", "not-yet", "--workdir", filled)
     assert (missing.code, missing.out) == (2, "")
     assert missing.err == (
-        f"ctxoffload watch: no session 'not-yet' in {str(filled)!r}: `ctxoffload ls` lists "
-        "the sessions; --wait waits for it to appear\n"
+        f"ctxoffload watch: no session 'not-yet' in {str(filled)!r} (it has run-1, run-2): "
+        "`ctxoffload ls` lists the sessions; --wait waits for it to appear\n"
     )
     for session in ("../etc", "a/b", ".hidden"):
         bad = cli("watch", session, "--wait", "--workdir", filled)

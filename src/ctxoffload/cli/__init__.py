@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or a usage error argparse reported
         return exc.code if isinstance(exc.code, int) else 2
     # Imported only now: `--help` and `--version` need none of it.
-    from ._common import EXIT_USAGE, CliError
+    from ..exceptions import CliError
+    from ._arguments import EXIT_USAGE
 
     run = getattr(args, "run", None)
     if run is None:

@@ -21,8 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import CliError
+from ..workspace import SESSIONS_DIR
 
-__all__ = ["BucketCopy", "copy_bucket", "display", "local_reference", "open_store", "remove_copies"]
+__all__ = [
+    "BucketCopy",
+    "copy_bucket",
+    "copy_problems",
+    "display",
+    "local_reference",
+    "open_store",
+    "remove_copies",
+]
 
 _copies: dict[str, BucketCopy] = {}  # local folder -> its copy
 
@@ -98,7 +107,7 @@ def copy_bucket(
         raise CliError(str(exc)) from None
     except OffloadError as exc:
         raise CliError(str(exc), 1) from None
-    (folder / "sessions").mkdir(exist_ok=True)
+    (folder / SESSIONS_DIR).mkdir(exist_ok=True)
     return copy
 
 
@@ -119,6 +128,13 @@ def local_reference(reference: str) -> str:
         if reference.startswith(copy.url + "/"):
             return local + reference[len(copy.url) :]
     return reference
+
+
+def copy_problems(folder: str) -> list[str]:
+    """What copying the bucket into `folder` found wrong (`PATH: problem` each), for
+    `ctxoffload verify`; nothing when `folder` is no copy of a bucket."""
+    copy = _copies.get(folder)
+    return list(copy.problems) if copy is not None else []
 
 
 def remove_copies() -> None:

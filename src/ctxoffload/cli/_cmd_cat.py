@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import errno
-import json
 import os
 import re
-import stat
 import sys
-from pathlib import Path
 from typing import Any
 
+from ..exceptions import CliError
+from ..workspace import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR, Folder
+from ._arguments import EXIT_PROBLEMS, add_workdir, is_store_url, workdir_text
 from ._commands import COMMAND_HELP
-from ._common import (
-    EXIT_PROBLEMS,
-    CliError,
-    add_workdir,
-    cannot_read,
-    committed_bytes,
-    hard_links_refused,
-    message_lines,
-    open_file,
-    open_workspace,
-    shown,
-)
+from ._output import shown
+from ._reading import committed_end, open_in, open_workspace, refusal
 
 __all__ = ["parse_line_range", "register", "run"]
 
@@ -73,58 +62,39 @@ def parse_line_range(text: str | None) -> tuple[int, int | None]:
     return first, last
 
 
-def _open_regular(path: Path) -> int:
-    """The file `resolve_reference` checked, opened and checked again on its descriptor.
-
-    Raises:
-        CliError: it has more than one hard link or cannot be read (`open_file`), or it is
-            no longer a regular file (replaced since).
-    """
-    opened = open_file(path)
-    if opened is None:
-        raise CliError(f"{shown(path)} is not a plain file of the workspace: refused")
-    return opened[0]
-
-
-def _why_refused(exc: Exception, workdir: Path) -> str | None:
-    """Why `resolve_reference` refused a reference inside the workspace, when the cause is
-    a file that cannot be read or a hard-linked file; None otherwise (its own message
-    stands: outside the workspace, missing, a link...)."""
+def _why_refused(exc: Exception, workdir: str) -> str | None:
+    """What the CLI says of a reference inside the workspace that `resolve_reference`
+    refused because of the file it names (other hard links, no permission: `refusal`);
+    None when its own message stands (outside the workspace, missing, a link...)."""
     from ..exceptions import OffloadError
 
-    refused = exc.__cause__
-    if not isinstance(refused, OffloadError) or refused.path is None:
+    cause = exc.__cause__
+    if not isinstance(cause, OffloadError) or cause.path is None:
         return None
-    path = Path(workdir, refused.path)  # the workspace names it relative to the workdir
-    cause = refused.__cause__
-    if isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM):
-        return cannot_read(path, cause)
-    try:
-        st = os.lstat(path)  # only to name the reason: no byte of it is read
-    except OSError:
-        return None
-    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        return hard_links_refused(path, st.st_nlink)
-    return None
+    return refusal(cause, os.path.join(workdir, cause.path))  # named below the workdir
+
+
+# Where a reference names a file of one session: only that session of a bucket is copied.
+_SESSION_IN_REFERENCE = re.compile(rf"(?:^|/){re.escape(SESSIONS_DIR)}/([^/]+)/")
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the file."""
     from ..exceptions import InvalidReference
+    from ..workspace import LocalWorkspace
 
     first, last = parse_line_range(args.lines)
-    from ._common import is_store_url, workdir_text
-
     session = None
     reference = args.reference
     bucket = is_store_url(workdir_text(args))
     if bucket:
         # Copy only what the reference needs: its session, or data/.
-        found = re.search(r"(?:^|/)sessions/([^/]+)/", args.reference)
+        found = _SESSION_IN_REFERENCE.search(args.reference)
         session = found.group(1) if found else None
-    workspace = open_workspace(
-        args, session=session, data=session is None and "data/" in args.reference
+    workdir = open_workspace(
+        args, session=session, data=session is None and f"{DATA_DIR}/" in args.reference
     )
+    workspace = LocalWorkspace(workdir, fsync=False)
     try:
         if bucket:
             from ._bucket import local_reference
@@ -132,18 +102,28 @@ def run(args: argparse.Namespace) -> int:
             reference = local_reference(reference)
         path = workspace.resolve_reference(reference)
     except InvalidReference as exc:
-        raise CliError(_why_refused(exc, workspace.workdir) or str(exc)) from exc
-    fd = _open_regular(path)
-    with os.fdopen(fd, "rb") as f:
-        head = f.read(8192)
-        if b"\x00" in head:
-            size = os.fstat(f.fileno()).st_size
-            sys.stdout.write(f"{shown(path)}: binary file, {size:,} bytes (not printed)\n")
-            return 0
-        f.seek(0)
-        is_log = path.name == "context.jsonl"
-        committed = committed_bytes(path) if is_log else None
-        lines = _print_lines(f, first, last, is_log=is_log and not args.raw, committed=committed)
+        raise CliError(_why_refused(exc, workdir) or str(exc)) from exc
+    # The file the workspace checked, opened through the reader from the workdir down, and
+    # checked again on its descriptor (it may have been replaced since).
+    root = os.path.realpath(workdir)
+    *parts, name = os.path.relpath(path, root).split(os.sep)
+    with Folder(root, *parts) as folder:
+        opened = open_in(folder, name, path)
+        if opened is None:
+            raise CliError(f"{shown(path)} is not a plain file of the workspace: refused")
+        fd, _ = opened
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(8192)
+            if b"\x00" in head:
+                size = os.fstat(f.fileno()).st_size
+                sys.stdout.write(f"{shown(path)}: binary file, {size:,} bytes (not printed)\n")
+                return 0
+            f.seek(0)
+            is_log = name == CONTEXT_FILE and parts[:1] == [SESSIONS_DIR]
+            committed = committed_end(folder, name, os.fstat(fd).st_size) if is_log else None
+            lines = _print_lines(
+                f, first, last, is_log=is_log and not args.raw, committed=committed
+            )
     if args.lines is not None and lines < first:
         raise CliError(
             f"{shown(path)} has {lines:,} line{'' if lines == 1 else 's'}: "
@@ -178,14 +158,28 @@ def _print_lines(
         if not is_log:
             out.write(f"{number:>{width}}\t{mark}{text}\n")
             continue
-        try:
-            lines = message_lines(json.loads(text))
-        except ValueError:
-            # Only a last line without its newline is torn (being written, or cut by a
-            # crash); a bad line that ends in a newline was written whole, and is corrupt.
-            what = "a torn line" if not raw.endswith(b"\n") else "a corrupt line"
-            lines = [f"(not JSON: {what}) {text[:200]}"]
+        lines = _message_lines(text, whole=raw.endswith(b"\n"))
         out.write(f"{number:>{width}}\t{mark}{lines[0]}\n")
         for line in lines[1:]:
             out.write(f"{'':>{width}}\t  {line}\n")
     return number
+
+
+def _message_lines(text: str, *, whole: bool) -> list[str]:
+    """A context.jsonl line as `text.message_lines` shows it; a line that is not JSON is
+    marked (only a last line without its newline is torn: being written, or cut by a crash;
+    a bad line that ends in a newline was written whole, and is corrupt)."""
+    import json
+
+    from ..text import MAX_DECODED_LINE_BYTES, decode_log_line
+
+    decoded = decode_log_line(text)
+    if decoded:
+        return decoded
+    if decoded is None and len(text) <= MAX_DECODED_LINE_BYTES:
+        try:
+            json.loads(text)
+        except (ValueError, RecursionError):
+            what = "a torn line" if not whole else "a corrupt line"
+            return [f"(not JSON: {what}) {text[:200]}"]
+    return [text]  # JSON that is no message (a number, an empty object), or too long: as is

@@ -6,8 +6,11 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
+from ..exceptions import CliError
+from ..workspace import SESSIONS_DIR
+from ._arguments import workdir_of
 from ._commands import COMMAND_HELP
-from ._common import CliError, Progress
+from ._output import Progress
 
 __all__ = ["register", "run"]
 
@@ -54,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     given = getattr(args, "workdir", None)
     if given is not None:
-        from ._common import workdir_of
-
         workdir_of(args)  # a bucket URL: one clear line, and no folder named after it
     workdir = (
         Path(given)
@@ -64,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if workdir.exists() and not workdir.is_dir():
         raise CliError(f"workdir {str(workdir)!r} is a file, not a folder: pass a new --workdir")
-    if (workdir / "sessions" / args.session).exists():
+    if (workdir / SESSIONS_DIR / args.session).exists():
         raise CliError(
-            f"{workdir}/sessions/{args.session} already exists; pass a new --workdir or --session"
+            f"{workdir / SESSIONS_DIR / args.session} already exists; pass a new --workdir or "
+            "--session"
         )
 
     from ._demo import DEMO_CONFIG, describe_config, format_report, run_demo

@@ -5,16 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..exceptions import CliError
+from ._arguments import add_json, add_workdir, is_store_url, workdir_text
 from ._commands import COMMAND_HELP
-from ._common import (
-    CliError,
-    Progress,
-    add_json,
-    add_workdir,
-    human_bytes,
-    open_workspace,
-    print_json,
-)
+from ._output import Progress, human_bytes, print_json
+from ._reading import open_workspace
 
 __all__ = ["parse_duration", "parse_size", "register", "run"]
 
@@ -75,21 +70,25 @@ def run(args: argparse.Namespace) -> int:
     max_bytes = parse_size(args.max_bytes) if args.max_bytes is not None else None
     if older_than is None and max_bytes is None:
         raise CliError("say what to remove: --older-than AGE and/or --max-bytes SIZE")
-    from ._common import is_store_url, workdir_text
+    from ..workspace import GarbageCollector, LocalWorkspace
 
     where = workdir_text(args)
+    workspace: object
     if is_store_url(where):
         from ._bucket import open_store
 
         workspace = open_store(where)
     else:
-        workspace = open_workspace(args)
-    gc = getattr(workspace, "gc", None)
-    if gc is None:
-        raise CliError("this version of ctxoffload has no LocalWorkspace.gc: upgrade ctxoffload")
+        workspace = LocalWorkspace(open_workspace(args), fsync=False)
+    if not isinstance(workspace, GarbageCollector):
+        raise CliError(
+            f"this version of ctxoffload has no {type(workspace).__name__}.gc: upgrade ctxoffload"
+        )
     with Progress("gc: measuring sessions and data/ references...") as progress:
         progress.advance(0)
-        report = asyncio.run(gc(older_than=older_than, max_bytes=max_bytes, dry_run=args.dry_run))
+        report = asyncio.run(
+            workspace.gc(older_than=older_than, max_bytes=max_bytes, dry_run=args.dry_run)
+        )
     if args.json:
         print_json(
             {

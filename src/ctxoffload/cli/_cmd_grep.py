@@ -1,8 +1,10 @@
 """`ctxoffload grep`: search everything a workspace holds for one or all sessions.
 
 Tool-result files are searched as they are (line numbers match what the agent saw);
-context.jsonl is matched on each message's decoded text, so a string the model saw is found
-even when the file stores it JSON-escaped.
+context.jsonl is searched by the rule the agent's Grep applies (`text.matching_lines`): each
+message's decoded lines (`text.message_lines`), else its raw JSON line, so a string the model
+saw is found even when the file stores it JSON-escaped, and a match is the same line the
+agent's Grep finds.
 
 Matching uses RE2 (linear time; google-re2 is a dependency) when it is installed and
 understands the pattern; otherwise Python's `re` runs under a deadline (`--timeout`), so a
@@ -17,30 +19,41 @@ matched.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import mmap
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from ._commands import COMMAND_HELP
-from ._common import (
+from ..exceptions import CliError
+from ..workspace import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    Folder,
+    is_tool_result_name,
+    iter_lines,
+)
+from ._arguments import (
     EXIT_OK,
     EXIT_PROBLEMS,
     EXIT_USAGE,
-    CliError,
     add_json,
     add_workdir,
-    cannot_read,
     child_path,
-    committed_bytes,
-    message_lines,
-    open_file,
-    open_workspace,
-    print_json,
-    session_folder,
 )
-from ._common import shown as shown_path
+from ._commands import COMMAND_HELP
+from ._output import print_json
+from ._output import shown as shown_path
+from ._reading import (
+    committed_end,
+    open_in,
+    open_workspace,
+    refusal,
+    session_folder,
+    session_ids,
+)
 
 # Paths are str here: `pathlib` (urllib.parse, ipaddress) would cost ~4.5 ms of a search.
 TYPE_CHECKING = False  # `typing` costs ~8 ms of the command's start-up
@@ -376,22 +389,24 @@ class _Printer:
 
 
 def search_file(
-    path: str | os.PathLike[str],
+    folder: Folder,
+    name: str,
     shown: str,
     matcher: Matcher,
     context: int,
     emit: Callable[[_Hit], None],
     session: str,
 ) -> None:
-    """Report the matching lines of one text file, with `context` lines around each.
+    """Report the matching lines of one text file of a session, with `context` lines around
+    each.
 
-    A missing file, a link or a special file is passed over (`open_file`).
+    A missing file, a link or a special file is passed over (`_reading.refusal`).
 
     Raises:
         CliError: the file has more than one hard link, or cannot be read; nothing of it
             was searched.
     """
-    opened = open_file(path)
+    opened = open_in(folder, name, shown)
     if opened is None:
         return
     fd, st = opened
@@ -507,71 +522,89 @@ def _search_chunks(
 
 
 def search_context_log(
-    path: str | os.PathLike[str],
+    folder: Folder,
+    name: str,
     shown: str,
     matcher: Matcher,
     context: int,
     emit: Callable[[_Hit], None],
     session: str,
 ) -> None:
-    """Match each message of a context.jsonl on its decoded text; report its JSONL line.
+    """Report the messages of a context.jsonl that match, as the agent's Grep does: each log
+    line by `text.matching_lines` (its decoded lines, else the raw JSON line), with up to
+    `context` lines around each match, within the message. Each is reported under its
+    JSONL line number; the log is read up to its committed length.
 
     Raises:
         CliError: as `search_file`.
     """
-    opened = open_file(path)
+    opened = open_in(folder, name, shown)
     if opened is None:
         return
-    import json
+    # Only now: a session of tool results alone is searched without it.
+    from ..text import matching_lines
 
-    committed = committed_bytes(path)
-    read = 0
-    with os.fdopen(opened[0], "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            read += len(raw)
-            if committed is not None and read > committed:
-                break  # a batch never committed: the workspace's readers skip it too
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                continue  # a torn line: `ctxoffload verify` reports it
-            lines = [line.encode("utf-8", "surrogatepass") for line in message_lines(value)]
+    def matches(text: str) -> bool:
+        return matcher.matches_line(_utf8(text))
+
+    fd, st = opened
+    try:
+        end = committed_end(folder, name, st.st_size)  # a batch never committed is skipped
+        for number, raw in enumerate(iter_lines(fd, 0, end), start=1):
+            lines, hits = matching_lines(raw.decode("utf-8", "surrogateescape"), matches)
             shown_to = -1
-            for i, line in enumerate(lines):
-                if not matcher.matches_line(line):
-                    continue
+            for i in hits:
                 first = max(i - context, shown_to + 1)
                 last = min(i + context, len(lines) - 1)
                 for j in range(first, last + 1):
-                    emit(_Hit(shown, number, lines[j], matcher.matches_line(lines[j]), session))
+                    line = _utf8(lines[j])
+                    emit(_Hit(shown, number, line, matcher.matches_line(line), session))
                 shown_to = last
+    finally:
+        os.close(fd)
 
 
-def _targets(
-    workspace: Any, session: str, events: bool, skip: Callable[[str], None]
-) -> Iterator[tuple[str, bool]]:
-    """The paths to search in a session, each with whether it is a context.jsonl.
-
-    A session folder that cannot be listed is said through `skip` (one that vanished, not).
-    """
-    folder = child_path(workspace.sessions_dir, session)
+def _utf8(text: str) -> bytes:
+    """A line's text as the bytes a pattern is matched on and printed: a byte that was not
+    UTF-8 back as itself, a lone surrogate a JSON escape gave as UTF-8 would spell it."""
     try:
-        with os.scandir(folder) as entries:
-            names = sorted(
-                e.name
-                for e in entries
-                if e.name.startswith("tool_result-") and e.is_file(follow_symlinks=False)
-            )
-    except FileNotFoundError:
-        return  # removed (gc) since the sessions were listed
-    except OSError as exc:
-        skip(cannot_read(folder, exc))
-        return
-    for name in names:
-        yield child_path(folder, name), False
-    yield child_path(folder, "context.jsonl"), True
-    if events:
-        yield child_path(folder, "events.jsonl"), False
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _search_session(
+    workdir: str,
+    session: str,
+    args: argparse.Namespace,
+    matcher: Matcher,
+    emit: Callable[[_Hit], None],
+    skip: Callable[[str], None],
+) -> None:
+    """Search one session: its tool results, then context.jsonl (and events.jsonl with
+    --events). A file that is not read, or a folder that cannot be listed, is said through
+    `skip`; a session removed since it was listed (gc), or a link in its place, is passed
+    over."""
+    where = child_path(child_path(workdir, SESSIONS_DIR), session)
+    with contextlib.ExitStack() as stack:
+        try:
+            folder = stack.enter_context(Folder(workdir, SESSIONS_DIR, session))
+            names = [name for name in folder.names() if is_tool_result_name(name)]
+        except OSError as exc:  # Refused and OffloadError too
+            line = refusal(exc, where)
+            if line is not None:
+                skip(line)
+            return
+        names.append(CONTEXT_FILE)
+        if args.events:
+            names.append(EVENTS_FILE)
+        for name in names:
+            search = search_context_log if name == CONTEXT_FILE else search_file
+            shown = shown_path(child_path(where, name))
+            try:
+                search(folder, name, shown, matcher, args.context, emit, session)
+            except CliError as exc:  # a hard-linked or unreadable file: not read
+                skip(str(exc))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -587,16 +620,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"--timeout {args.timeout:g}: give a number of seconds >= 0 (0: no deadline)"
         )
-    workspace = open_workspace(args, paths_only=True, session=args.session, data=False)
+    # As given (spelled as pathlib would): files are named the way the user named the folder.
+    workdir = open_workspace(args, session=args.session, data=False, as_given=True)
     if args.session is not None:
-        session_folder(workspace, args.session)  # a plain name, of an existing session
-        sessions = [args.session]
+        sessions = [session_folder(workdir, args.session)]
     else:
-        sessions = [
-            e.name
-            for e in sorted(os.scandir(workspace.sessions_dir), key=lambda e: e.name)
-            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-        ]
+        sessions = session_ids(workdir)
     matcher = compile_matcher(args.pattern, ignore_case=args.ignore_case, fixed=args.fixed_strings)
     printer = _Printer(args.json, args.max_columns, args.context)
     deadline = _Deadline(args.timeout if matcher.engine == "re" else 0)
@@ -613,12 +642,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with deadline:
             for session in sessions:
-                for path, is_log in _targets(workspace, session, args.events, skip):
-                    search = search_context_log if is_log else search_file
-                    try:
-                        search(path, shown_path(path), matcher, args.context, printer.emit, session)
-                    except CliError as exc:  # a hard-linked or unreadable file: not read
-                        skip(str(exc))
+                _search_session(workdir, session, args, matcher, printer.emit, skip)
     except _Deadline.Expired:
         sys.stdout.flush()
         raise CliError(

@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
-from pathlib import Path
 from typing import Any
 
+from ..exceptions import CliError
+from ..workspace import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    STATE_FILE,
+    EventKind,
+    Folder,
+    is_tool_result_name,
+)
+from ._arguments import add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._common import (
-    CliError,
-    add_json,
-    add_workdir,
-    cannot_read,
-    committed_bytes,
+from ._output import iso_time, print_json, print_table, shown
+from ._reading import (
+    committed_end,
     hard_links_refused,
-    iso_time,
-    json_lines,
-    open_file,
+    open_in,
     open_workspace,
-    print_json,
-    print_table,
-    settled_lstat,
-    shown,
+    read_json_lines,
+    session_ids,
 )
 
-__all__ = ["Warnings", "count_lines", "read_json_lines", "register", "run", "session_facts"]
+__all__ = ["Warnings", "count_newlines", "read_logged", "register", "run", "session_facts"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,34 +52,33 @@ class Warnings:
         self.command = command
         self.said: set[str] = set()
 
-    def say(self, path: Path, why: str, then: str) -> None:
+    def say(self, path: str, why: str, then: str) -> None:
         """Say `why` once for `path`, and what the command does about it (`then`)."""
-        if str(path) in self.said:
+        if path in self.said:
             return
-        self.said.add(str(path))
-        named = (why if str(path) in why else f"{path}: {why}").replace(str(path), shown(path))
+        self.said.add(path)
+        named = (why if path in why else f"{path}: {why}").replace(path, shown(path))
         print(f"ctxoffload {self.command}: warning: {named}; {then}", file=sys.stderr)
 
-    def folder(self, folder: Path, exc: OSError, then: str) -> None:
+    def folder(self, folder: str, exc: OSError, then: str) -> None:
         """Say once that the session folder `folder` cannot be listed."""
-        self.say(folder, f"cannot read the folder {folder}: {exc.strerror or exc}", then)
+        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        self.say(folder, f"cannot read the folder {folder}: {cause.strerror or cause}", then)
 
 
-def read_json_lines(path: Path, warnings: Warnings, then: str) -> list[Any] | None:
-    """The JSON values of a workspace log, or None (said once on stderr) if it cannot be read:
-    a hard-linked file, or one it has no permission to read."""
+def read_logged(folder: Folder, name: str, warnings: Warnings, then: str) -> list[Any] | None:
+    """The JSON values of a log of a session folder, or None (said once on stderr) if it
+    cannot be read: a hard-linked file, or one it has no permission to read."""
     try:
-        return [value for _, value in json_lines(path, command=f"ctxoffload {warnings.command}")]
+        values, _ = read_json_lines(folder, name, command=warnings.command)
+        return values
     except CliError as exc:
-        why = str(exc)
-    except OSError as exc:  # a read that failed after the open (EIO)
-        why = cannot_read(path, exc)
-    warnings.say(path, why, then)
+        warnings.say(folder.path(name), str(exc), then)
     return None
 
 
-def count_lines(path: Path) -> int:
-    """The newlines of a workspace file; 0 when it is missing, a link or a special file.
+def count_newlines(folder: Folder, name: str) -> int:
+    """The newlines of a file of a session folder; 0 when it is not a file of the workspace.
 
     Of a log with a commit record (`context.jsonl.commit`), only the committed part counts:
     lines past it are a batch never committed, which readers skip.
@@ -83,35 +86,36 @@ def count_lines(path: Path) -> int:
     Raises:
         CliError: it is hard-linked or cannot be read.
     """
-    opened = open_file(path)
+    opened = open_in(folder, name)
     if opened is None:
         return 0
-    limit = committed_bytes(path)
-    with os.fdopen(opened[0], "rb") as f:
-        try:
-            total, left = 0, limit
-            while left is None or left > 0:
-                chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
-                if not chunk:
-                    break
-                total += chunk.count(b"\n")
-                if left is not None:
-                    left -= len(chunk)
-            return total
-        except OSError as exc:
-            raise CliError(cannot_read(path, exc)) from None
+    fd, st = opened
+    try:
+        end = committed_end(folder, name, st.st_size)
+        total = offset = 0
+        while offset < end:
+            chunk = os.pread(fd, min(1 << 20, end - offset), offset)
+            if not chunk:
+                break
+            total += chunk.count(b"\n")
+            offset += len(chunk)
+        return total
+    except OSError as exc:
+        raise CliError(f"cannot read {shown(folder.path(name))}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
-def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[str, Any]:
-    """What `ls` shows of one session, read from its files without following links.
+def session_facts(workdir: str, session: str, warnings: Warnings | None = None) -> dict[str, Any]:
+    """What `ls` shows of one session, read from its files through the workspace's reader.
 
     A file that cannot be read is said on stderr, listed in `unreadable`, and what it would
     tell is None.
     """
     warnings = warnings or Warnings("ls")
-    then = f"session {session_dir.name} is shown without it"
+    then = f"session {session} is shown without it"
     facts: dict[str, Any] = {
-        "session": session_dir.name,
+        "session": session,
         "last_activity": None,
         "steps": None,
         "message_lines": None,
@@ -120,92 +124,91 @@ def session_facts(session_dir: Path, warnings: Warnings | None = None) -> dict[s
         "compressions": None,
         "unreadable": [],
     }
+    shown_folder = os.path.join(workdir, SESSIONS_DIR, session)
+    try:
+        with Folder(workdir, SESSIONS_DIR, session) as folder:
+            _read_facts(folder, facts, warnings, then)
+    except FileNotFoundError:
+        pass  # removed (gc) since the sessions were listed
+    except OSError as exc:  # Refused and OffloadError too: a folder that cannot be listed
+        warnings.folder(shown_folder, exc, f"session {session} is shown as unreadable")
+        facts["unreadable"].append(".")
+    facts["unreadable"] = list(dict.fromkeys(facts["unreadable"]))  # each file once
+    return facts
+
+
+def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then: str) -> None:
     last = 0.0
     size = 0
     tool_results = 0
-    try:
-        with os.scandir(session_dir) as entries:
-            for entry in entries:
-                if not entry.is_file(follow_symlinks=False):
-                    continue
-                st = settled_lstat(entry.path)
-                if st is None:
-                    continue  # gone meanwhile (a temporary name)
-                if st.st_nlink > 1:
-                    # Perhaps another name of a file outside the workspace: neither its size
-                    # nor its time is the session's.
-                    warnings.say(
-                        Path(entry.path),
-                        hard_links_refused(entry.path, st.st_nlink),
-                        f"session {session_dir.name} is shown without it",
-                    )
-                    facts["unreadable"].append(entry.name)
-                    continue
-                last = max(last, st.st_mtime)
-                size += st.st_size
-                if entry.name.startswith("tool_result-") and entry.name.endswith(".txt"):
-                    tool_results += 1
-    except OSError as exc:
-        warnings.folder(session_dir, exc, f"session {session_dir.name} is shown as unreadable")
-        facts["unreadable"].append(".")
-        return facts
+    for name in folder.names():
+        try:
+            st = folder.stat(name)  # a second link is looked at again for a moment
+        except FileNotFoundError:
+            continue  # gone meanwhile (a temporary name)
+        if not stat.S_ISREG(st.st_mode):
+            continue  # a folder, a link, a FIFO: not a file of the session
+        if st.st_nlink > 1:
+            # Perhaps another name of a file outside the workspace: neither its size nor its
+            # time is the session's.
+            warnings.say(
+                folder.path(name), hard_links_refused(folder.path(name), st.st_nlink), then
+            )
+            facts["unreadable"].append(name)
+            continue
+        last = max(last, st.st_mtime)
+        size += st.st_size
+        tool_results += is_tool_result_name(name)
     facts.update(last_activity=iso_time(last) if last else None, bytes=size)
     facts["tool_results"] = tool_results
-    events = read_json_lines(session_dir / "events.jsonl", warnings, then)
+    events = read_logged(folder, EVENTS_FILE, warnings, then)
     if events is None:
-        facts["unreadable"].append("events.jsonl")
+        facts["unreadable"].append(EVENTS_FILE)
     else:
         kinds = [e.get("kind") for e in events if isinstance(e, dict)]
-        facts["compressions"] = kinds.count("compression")
+        facts["compressions"] = kinds.count(EventKind.COMPRESSION)
         # An agent's model calls, or those `ctxoffload replay` replayed (it says how many).
         replayed = [
             e["model_calls"]
             for e in events
             if isinstance(e, dict)
-            and e.get("kind") == "replay"
+            and e.get("kind") == EventKind.REPLAY
             and isinstance(e.get("model_calls"), int)
         ]
-        facts["steps"] = kinds.count("model_call") or sum(replayed) or None
+        facts["steps"] = kinds.count(EventKind.MODEL_CALL) or sum(replayed) or None
     if facts["steps"] is None:
-        rows = read_json_lines(session_dir / "state.json", warnings, then)
+        rows = read_logged(folder, STATE_FILE, warnings, then)
         if rows is None:
-            facts["unreadable"].append("state.json")
+            facts["unreadable"].append(STATE_FILE)
         state = next(iter(rows or []), None)
         if isinstance(state, dict) and isinstance(state.get("steps"), int):
             facts["steps"] = state["steps"]
-    context = session_dir / "context.jsonl"
     try:
-        facts["message_lines"] = count_lines(context)
+        facts["message_lines"] = count_newlines(folder, CONTEXT_FILE)
     except CliError as exc:
-        warnings.say(context, str(exc), then)
-        facts["unreadable"].append("context.jsonl")
-    facts["unreadable"] = list(dict.fromkeys(facts["unreadable"]))  # each file once
-    return facts
+        warnings.say(folder.path(CONTEXT_FILE), str(exc), then)
+        facts["unreadable"].append(CONTEXT_FILE)
 
 
 # The files each column is read from ("." the folder itself, for every column).
 _SOURCES = {
-    "steps": (".", "events.jsonl", "state.json"),
-    "message_lines": (".", "context.jsonl"),
-    "compressions": (".", "events.jsonl"),
+    "steps": (".", EVENTS_FILE, STATE_FILE),
+    "message_lines": (".", CONTEXT_FILE),
+    "compressions": (".", EVENTS_FILE),
 }
 
 
 def run(args: argparse.Namespace) -> int:
     """List the sessions."""
-    workspace = open_workspace(args, data=False)
+    workdir = open_workspace(args, data=False)
     warnings = Warnings("ls")
-    rows = []
-    for entry in sorted(os.scandir(workspace.sessions_dir), key=lambda e: e.name):
-        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-            continue
-        rows.append(session_facts(Path(entry.path), warnings))
+    rows = [session_facts(workdir, session, warnings) for session in session_ids(workdir)]
     rows.sort(key=lambda r: r["last_activity"] or "", reverse=True)
     if args.json:
         print_json(rows)
         return 0
     if not rows:
-        print(f"no sessions in {shown(workspace.workdir)}")
+        print(f"no sessions in {shown(workdir)}")
         return 0
 
     def cell(row: dict[str, Any], key: str) -> Any:

@@ -19,17 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import CliError
+from ..workspace import SESSIONS_DIR, EventKind, Folder
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
 from ._commands import COMMAND_HELP
-from ._common import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    CliError,
-    Progress,
-    add_json,
-    print_json,
-    print_table,
-    workdir_of,
-)
+from ._output import Progress, print_json, print_table
+from ._recoverable import check_recoverable
 
 __all__ = ["ReplayResult", "register", "replay_run", "run"]
 
@@ -160,84 +155,6 @@ class ReplayResult:
         }
 
 
-_FILE_REFERENCE = re.compile(r"(\S+/tool_result-[^\s'\"<>]+?\.txt)")
-
-
-async def _check_recoverable(
-    originals: list[Any], live: list[Any], workspace: Any, session: str
-) -> list[str]:
-    """Which original messages (or parts) cannot be read back from what the context names."""
-    from ..compression import is_summary_message, rendered_text
-    from ..messages import Msg, TextBlock, ToolResultBlock
-
-    rows = {
-        row.get("id"): row for row in await workspace.read_context(session) if isinstance(row, dict)
-    }
-    context_path = str(workspace.context_path(session))
-    live_by_id = {m.id: m for m in live}
-    lost: list[str] = []
-    if rows and not any(is_summary_message(m) and context_path in m.text for m in live):
-        lost.append(f"no message in the context names {context_path}")
-    files: dict[str, str] = {}
-
-    async def read(reference: str) -> str:
-        if reference not in files:
-            try:
-                files[reference] = (await workspace.read_reference(reference)).decode(
-                    "utf-8", "surrogateescape"
-                )
-            except Exception:
-                files[reference] = ""
-        return files[reference]
-
-    async def kept_in_file(original: str, version: str) -> bool:
-        for reference in _FILE_REFERENCE.findall(version):
-            content = await read(reference.strip("'\"(),"))
-            if original in content:
-                return True
-        return False
-
-    for msg in originals:
-        if msg.id in live_by_id:
-            version = live_by_id[msg.id]
-        elif msg.id in rows:
-            version = Msg.model_validate(rows[msg.id])
-        else:
-            lost.append(
-                f"message {msg.id} ({msg.role}) is neither in the context nor in {context_path}"
-            )
-            continue
-        if version.content == msg.content:
-            continue
-        old_blocks, new_blocks = msg.blocks, version.blocks
-        if len(old_blocks) != len(new_blocks):
-            if not await kept_in_file(msg.text, version.text):
-                lost.append(f"message {msg.id} ({msg.role}) changed and its text is in no file")
-            continue
-        for old, new in zip(old_blocks, new_blocks, strict=True):
-            if old == new:
-                continue
-            if isinstance(old, ToolResultBlock) and isinstance(new, ToolResultBlock):
-                original = (
-                    rendered_text(old.output)
-                    if isinstance(old.output, str)
-                    else "\n".join(p.text for p in old.output if isinstance(p, TextBlock))
-                )
-                shown = (
-                    rendered_text(new.output)
-                    if isinstance(new.output, str)
-                    else "\n".join(p.text for p in new.output if isinstance(p, TextBlock))
-                )
-                if not await kept_in_file(original, shown):
-                    lost.append(f"tool result {old.id} of message {msg.id} is in no file")
-            elif isinstance(old, TextBlock) and isinstance(new, TextBlock):
-                if not await kept_in_file(old.text, new.text):
-                    lost.append(f"text of message {msg.id} ({msg.role}) is in no file")
-            else:
-                lost.append(f"a {old.type} block of message {msg.id} changed")
-    return lost
-
-
 async def replay_run(
     messages: list[Any],
     config: Any,
@@ -264,7 +181,7 @@ async def replay_run(
     # model call is replayed before each assistant message but the first of the transcript.
     await workspace.record_event(
         session,
-        "replay",
+        EventKind.REPLAY,
         run=run_name,
         config_name=config_name,
         config=config.model_dump(mode="json"),
@@ -294,10 +211,10 @@ async def replay_run(
             progress.advance()
     # Every file written: tool results cut by truncation and user messages cut by compression.
     result.truncations = sum(
-        e.get("kind") == "tool_result" for e in await workspace.read_events(session)
+        e.get("kind") == EventKind.TOOL_RESULT for e in await workspace.read_events(session)
     )
     result.context = context
-    result.lost = await _check_recoverable(messages, context, workspace, session)
+    result.lost = await check_recoverable(messages, context, workspace, session)
     return result
 
 
@@ -381,19 +298,32 @@ def _summary_model(args: argparse.Namespace) -> Any:
 
 
 def _prepare_workspace(args: argparse.Namespace) -> Any:
-    """The workspace to write into: an existing one, or a folder that does not exist yet."""
-    from ..workspace import LocalWorkspace
+    """The workspace to write into: an existing one, or a folder that does not exist yet.
+
+    Raises:
+        CliError: the folder exists and is not a workspace (the reader's `sessions_folder`
+            says why).
+    """
+    from ..exceptions import InvalidReference
+    from ..workspace import LocalWorkspace, sessions_folder
 
     workdir = workdir_of(args)
-    if workdir.exists():
-        if not workdir.is_dir():
-            raise CliError(f"workdir {str(workdir)!r} is not a folder: pass --workdir DIR")
-        if not (workdir / "sessions").is_dir():
-            raise CliError(
-                f"{str(workdir)!r} is not a ctxoffload workspace (it has no sessions/ folder): "
-                "pass --workdir with a workspace or a new folder"
-            )
+    if os.path.lexists(workdir):
+        try:
+            sessions_folder(str(workdir))
+        except InvalidReference as exc:
+            raise CliError(f"{exc}: pass --workdir with a workspace or a new folder") from None
     return LocalWorkspace(workdir, fsync=False)
+
+
+def _session_exists(workdir: str, session: str) -> bool:
+    """Whether sessions/ of the workspace holds an entry of that name (of any kind)."""
+    try:
+        with Folder(workdir, SESSIONS_DIR) as sessions:
+            sessions.stat(session)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -425,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
             validate_session_id(session)
         except InvalidSessionId as exc:
             raise CliError(str(exc)) from exc
-        if workspace.session_dir(session).exists():
+        if _session_exists(str(workspace.workdir), session):
             raise CliError(f"session {session!r} already exists: pass another --session")
     counter = get_token_counter()
     total = sum(len(one.messages) for one, _, _, _ in sessions)

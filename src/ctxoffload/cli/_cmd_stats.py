@@ -4,30 +4,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-from ._cmd_ls import Warnings, read_json_lines
-from ._commands import COMMAND_HELP
-from ._common import (
-    CliError,
-    add_json,
-    add_workdir,
-    cannot_read,
-    human_bytes,
-    open_file,
-    open_workspace,
-    print_json,
-    print_table,
-    session_dir,
+from ..exceptions import CliError
+from ..workspace import (
+    DATA_DIR,
+    DATA_REFERENCE_BYTES,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    EventKind,
+    Folder,
 )
+from ._arguments import add_json, add_workdir
+from ._cmd_ls import Warnings, read_logged
+from ._commands import COMMAND_HELP
+from ._output import human_bytes, print_json, print_table, shown
+from ._reading import open_in, open_workspace, session_folder, session_ids
 
-__all__ = ["DATA_REFERENCE", "register", "run"]
-
-# A reference into the content-addressed store, in any of the forms a workspace writes.
-DATA_REFERENCE = re.compile(rb"data/([0-9a-f]{64}\.[A-Za-z0-9]+)")
+__all__ = ["register", "run"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,15 +42,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(run=run)
 
 
-def _session_stats(folder: Path, warnings: Warnings) -> tuple[dict[str, Any], Counter[str]]:
+def _session_stats(
+    workdir: str, session: str, warnings: Warnings
+) -> tuple[dict[str, Any], Counter[str]]:
     """One session's row and the data/ references its files make.
 
     A file that cannot be read is said once on stderr and listed in `unreadable`; when it is
     events.jsonl, the counts it holds are None.
     """
-    then = f"session {folder.name} is counted without it"
     row: dict[str, Any] = {
-        "session": folder.name,
+        "session": session,
         "bytes_offloaded": None,
         "tokens_kept_out": None,
         "truncations": None,
@@ -63,38 +59,49 @@ def _session_stats(folder: Path, warnings: Warnings) -> tuple[dict[str, Any], Co
         "summaries": None,
         "unreadable": [],
     }
-    events = read_json_lines(folder / "events.jsonl", warnings, then)
-    if events is None:
-        row["unreadable"].append("events.jsonl")
-    else:
-        row.update(_event_counts(events))
     references: Counter[str] = Counter()
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError as exc:
-        warnings.folder(folder, exc, f"session {folder.name} is counted as unreadable")
+        with Folder(workdir, SESSIONS_DIR, session) as folder:
+            _read_session(folder, row, references, warnings)
+    except FileNotFoundError:
+        pass  # removed (gc) since the sessions were listed
+    except OSError as exc:  # Refused and OffloadError too: a folder that cannot be listed
+        path = os.path.join(workdir, SESSIONS_DIR, session)
+        warnings.folder(path, exc, f"session {session} is counted as unreadable")
         row["unreadable"].append(".")
-        return row, references
-    for entry in entries:
-        if not entry.is_file(follow_symlinks=False):
-            continue
-        path = Path(entry.path)
+    return row, references
+
+
+def _read_session(
+    folder: Folder, row: dict[str, Any], references: Counter[str], warnings: Warnings
+) -> None:
+    then = f"session {row['session']} is counted without it"
+    events = read_logged(folder, EVENTS_FILE, warnings, then)
+    if events is None:
+        row["unreadable"].append(EVENTS_FILE)
+    else:
+        row.update(_event_counts(events))
+    for name in folder.names():
         try:
-            opened = open_file(path)
+            opened = open_in(folder, name)
             if opened is None:
-                continue
-            with os.fdopen(opened[0], "rb") as f:
+                continue  # a folder, a link, a FIFO: not a file of the session
+            fd, _ = opened
+            with os.fdopen(fd, "rb") as f:
                 for line in f:
-                    references.update(m.decode() for m in DATA_REFERENCE.findall(line))
+                    references.update(m.decode() for m in DATA_REFERENCE_BYTES.findall(line))
             continue
         except CliError as exc:
             why = str(exc)
         except OSError as exc:  # a read that failed after the open (EIO)
-            why = cannot_read(path, exc)
-        warnings.say(path, why, then)
-        if entry.name not in row["unreadable"]:
-            row["unreadable"].append(entry.name)
-    return row, references
+            why = f"cannot read {shown(folder.path(name))}: {exc.strerror or exc}"
+        warnings.say(folder.path(name), why, then)
+        if name not in row["unreadable"]:
+            row["unreadable"].append(name)
+
+
+# The events whose tokens before and after say how much left the context.
+_TOKENS_KEPT_OUT = (EventKind.TRUNCATION, EventKind.OFFLOAD, EventKind.COMPRESSION)
 
 
 def _event_counts(events: list[Any]) -> dict[str, Any]:
@@ -104,17 +111,19 @@ def _event_counts(events: list[Any]) -> dict[str, Any]:
         if not isinstance(event, dict):
             continue
         kind = event.get("kind")
-        if kind in ("tool_result", "context") and isinstance(event.get("bytes"), int):
+        if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT) and isinstance(
+            event.get("bytes"), int
+        ):
             offloaded += event["bytes"]
         before, after = event.get("tokens_before"), event.get("tokens_after")
         # A pipeline's ToolOutputOffload writes `offload` events, its SlidingWindow `window`
         # ones: a tool result cut, and history moved out, as the compressor's own events are.
-        if kind in ("truncation", "offload", "compression") and isinstance(before, int):
+        if kind in _TOKENS_KEPT_OUT and isinstance(before, int):
             tokens_out += max(0, before - (after if isinstance(after, int) else 0))
-        if kind == "compression":
+        if kind == EventKind.COMPRESSION:
             sources[str(event.get("summary_source") or "unknown")] += 1
-        compressions += kind in ("compression", "window")
-        truncations += kind in ("truncation", "offload")
+        compressions += kind in (EventKind.COMPRESSION, EventKind.WINDOW)
+        truncations += kind in (EventKind.TRUNCATION, EventKind.OFFLOAD)
     return {
         "bytes_offloaded": offloaded,
         "tokens_kept_out": tokens_out,
@@ -124,16 +133,20 @@ def _event_counts(events: list[Any]) -> dict[str, Any]:
     }
 
 
-def _dedup(references: Counter[str], data_dir: Path) -> dict[str, int]:
+def _dedup(references: Counter[str], workdir: str) -> dict[str, int]:
     """Bytes the references would take as copies, bytes the files take, and the difference."""
     referenced = stored = 0
-    for name, count in references.items():
-        try:
-            size = (data_dir / name).lstat().st_size
-        except FileNotFoundError:
-            continue
-        referenced += size * count
-        stored += size
+    try:
+        with Folder(workdir, DATA_DIR) as data:
+            for name, count in references.items():
+                try:
+                    size = data.stat(name).st_size
+                except FileNotFoundError:
+                    continue
+                referenced += size * count
+                stored += size
+    except FileNotFoundError:
+        pass  # no data/ folder: nothing stored
     return {
         "data_references": sum(references.values()),
         "data_files": len(references),
@@ -143,21 +156,17 @@ def _dedup(references: Counter[str], data_dir: Path) -> dict[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the statistics."""
-    workspace = open_workspace(args, session=args.session)
+    workdir = open_workspace(args, session=args.session)
     if args.session is not None:
-        folders = [session_dir(workspace, args.session)]
+        sessions = [session_folder(workdir, args.session)]
     else:
-        folders = sorted(
-            Path(e.path)
-            for e in os.scandir(workspace.sessions_dir)
-            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-        )
+        sessions = session_ids(workdir)
     rows: list[dict[str, Any]] = []
     everything: Counter[str] = Counter()
     warnings = Warnings("stats")
-    for folder in folders:
-        row, references = _session_stats(folder, warnings)
-        row.update(_dedup(references, workspace.data_dir))
+    for session in sessions:
+        row, references = _session_stats(workdir, session, warnings)
+        row.update(_dedup(references, workdir))
         everything.update(references)
         rows.append(row)
 
@@ -171,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         "truncations": total_of("truncations"),
         "compressions": total_of("compressions"),
         "summaries": dict(sum((Counter(r["summaries"] or {}) for r in rows), Counter())),
-        **_dedup(everything, workspace.data_dir),
+        **_dedup(everything, workdir),
     }
     if args.json:
         print_json({"sessions": rows, "total": total})

@@ -1,45 +1,57 @@
-"""`ctxoffload verify`: check that a workspace is whole and holds nothing it should not."""
+"""`ctxoffload verify`: check that a workspace is whole and holds nothing it should not.
+
+Everything is read through the workspace's reader (`Folder`): each folder is reached from the
+workdir without following a link, each file opened and checked on its descriptor, the commit
+records read as the workspace's readers read them, and data/ files hashed as the recoverability
+check of `ctxoffload replay` hashes them (`Folder.sha256`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import errno
-import hashlib
+import contextlib
 import json
 import os
 import re
 import stat
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ._commands import COMMAND_HELP
-from ._common import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    Progress,
-    add_json,
-    add_workdir,
-    open_workspace,
-    paint,
-    print_json,
-    session_dir,
-    shown,
+from ..exceptions import OffloadError
+from ..text import is_jsonl
+from ..workspace import (
+    COMMIT_SUFFIX,
+    CONTEXT_FILE,
+    DATA_DIR,
+    DATA_NAME,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    STATE_FILE,
+    TOOL_RESULT_PREFIX,
+    TOOL_RESULT_SUFFIX,
+    Folder,
+    Refused,
+    is_data_name,
+    iter_lines,
 )
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
+from ._commands import COMMAND_HELP
+from ._output import Progress, paint, print_json, shown
+from ._reading import open_workspace, session_folder
 
-__all__ = ["register", "run", "verify_workspace"]
+__all__ = ["Report", "register", "run", "verify_workspace"]
 
 # A path into the workspace as references write it (absolute, relative or file://); the part
 # from `sessions/` or `data/` on is what must exist in this workspace.
 _REFERENCE = re.compile(
-    r"(?:sessions/[A-Za-z0-9][A-Za-z0-9._-]{0,127}/(?:tool_result-[A-Za-z0-9._-]+\.txt"
-    r"|context\.jsonl|events\.jsonl|state\.json)|data/[0-9a-f]{64}\.[A-Za-z0-9]+)"
+    rf"(?:{re.escape(SESSIONS_DIR)}/[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}/"
+    rf"(?:{re.escape(TOOL_RESULT_PREFIX)}[A-Za-z0-9._-]+{re.escape(TOOL_RESULT_SUFFIX)}"
+    rf"|{'|'.join(re.escape(n) for n in (CONTEXT_FILE, EVENTS_FILE, STATE_FILE))})"
+    rf"|{re.escape(DATA_DIR)}/{DATA_NAME.pattern})"
 )
-_CHUNK = 1 << 20
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,11 +84,58 @@ class Report:
         default_factory=lambda: {"files": 0, "jsonl_lines": 0, "data_files": 0, "references": 0}
     )
 
-    def problem(self, path: Path | str, what: str) -> None:
+    def problem(self, path: str, what: str) -> None:
         self.problems.append({"path": shown(path), "problem": what})
 
-    def warning(self, path: Path | str, what: str) -> None:
+    def warning(self, path: str, what: str) -> None:
         self.warnings.append({"path": shown(path), "warning": what})
+
+
+def _reason(exc: OSError) -> str:
+    """Why a file could not be read, in a few words (`Permission denied`)."""
+    cause = exc.__cause__ if isinstance(exc, OffloadError) else exc
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    return str(exc)
+
+
+class _Entries:
+    """The entries references name, looked at through the reader: each folder is entered
+    once, and a few are kept open (a log's references mostly name its own session)."""
+
+    _KEPT = 32
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir
+        self.stack = contextlib.ExitStack()
+        self.folders: dict[tuple[str, ...], Folder | None] = {}
+
+    def __enter__(self) -> _Entries:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def mode(self, relative: str) -> int | None:
+        """The `st_mode` of the entry at `relative` (`sessions/ID/NAME`, `data/NAME`), not
+        followed; None when there is none, or a folder on the way is not one."""
+        *parts, name = relative.split("/")
+        key = tuple(parts)
+        if key not in self.folders:
+            if len(self.folders) >= self._KEPT:
+                self.stack.close()
+                self.folders.clear()
+            try:
+                self.folders[key] = self.stack.enter_context(Folder(self.workdir, *parts))
+            except OSError:  # missing, a link, or a folder that cannot be opened
+                self.folders[key] = None
+        folder = self.folders[key]
+        if folder is None:
+            return None
+        try:
+            return folder.stat(name).st_mode
+        except OSError:
+            return None
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -90,42 +149,38 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def _check_references(value: Any, where: str, root: Path, report: Report) -> None:
+def _check_references(value: Any, where: str, entries: _Entries, report: Report) -> None:
     for text in _strings(value):
-        if "sessions/" not in text and "data/" not in text:
+        if f"{SESSIONS_DIR}/" not in text and f"{DATA_DIR}/" not in text:
             continue
         for found in _REFERENCE.finditer(text):
             report.checked["references"] += 1
-            target = root / found.group(0)
-            try:
-                mode = target.lstat().st_mode
-            except OSError:
+            mode = entries.mode(found.group(0))
+            if mode is None:
                 report.problem(where, f"reference {found.group(0)} names no file")
-                continue
-            if not stat.S_ISREG(mode):
+            elif not stat.S_ISREG(mode):
                 report.problem(where, f"reference {found.group(0)} is not a regular file")
 
 
-def _check_jsonl(path: Path, root: Path, report: Report, progress: Progress) -> None:
-    record = _commit_record(path, report)
+def _check_jsonl(
+    folder: Folder, name: str, entries: _Entries, report: Report, progress: Progress
+) -> None:
+    path = folder.path(name)
+    record = _commit_record(folder, name, report)
     committed, committed_lines = record if record is not None else (None, 0)
-    events = path.name == "events.jsonl"
-    with open(path, "rb") as f:
+    events = name == EVENTS_FILE
+    root = entries.workdir
+    fd, st = folder.open(name)
+    try:
         number = 0
         offset = 0
         past: list[int] = []  # complete lines past the committed length
         torn = 0
         moved: Counter[str] = Counter()  # references into this workspace at another path
-        for raw in f:
+        for raw in iter_lines(fd, 0, st.st_size):
             number += 1
-            start, offset = offset, offset + len(raw)
-            progress.advance(len(raw))
-            if not raw.endswith(b"\n"):
-                torn = 1
-                report.warning(
-                    path, f"line {number} is torn (no newline: a write in progress or killed)"
-                )
-                break
+            start, offset = offset, offset + len(raw) + 1
+            progress.advance(len(raw) + 1)
             if committed is not None and start >= committed:
                 past.append(number)
                 continue
@@ -140,19 +195,27 @@ def _check_jsonl(path: Path, root: Path, report: Report, progress: Progress) -> 
             report.checked["jsonl_lines"] += 1
             try:
                 value = json.loads(raw)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 report.problem(path, f"line {number} is not valid JSON: {exc}")
                 continue
-            _check_references(value, f"{path}:{number}", root, report)
+            _check_references(value, f"{path}:{number}", entries, report)
             if events and isinstance(value, dict):
-                folder = _check_inside(value.get("reference"), f"{path}:{number}", root, report)
-                if folder is not None:
-                    moved[folder] += 1
-    for folder, n in moved.items():
+                elsewhere = _check_inside(value.get("reference"), f"{path}:{number}", root, report)
+                if elsewhere is not None:
+                    moved[elsewhere] += 1
+    finally:
+        os.close(fd)
+    if offset < st.st_size:  # a last line without its newline
+        number += 1
+        torn = 1
+        progress.advance(st.st_size - offset)
+        offset = st.st_size
+        report.warning(path, f"line {number} is torn (no newline: a write in progress or killed)")
+    for elsewhere, n in moved.items():
         report.warning(
             path,
             f"{n:,} reference{'s name' if n > 1 else ' names'} files of the workspace at "
-            f"{folder!r}, not at {str(root)!r} (moved or copied?): checked here by their "
+            f"{elsewhere!r}, not at {root!r} (moved or copied?): checked here by their "
             "path inside the workspace",
         )
     if past:
@@ -165,69 +228,50 @@ def _check_jsonl(path: Path, root: Path, report: Report, progress: Progress) -> 
         )
     if committed is not None and committed > offset:
         report.problem(
-            path.with_name(path.name + COMMIT_SUFFIX),
-            f"says {committed:,} bytes of {path.name} committed, but it holds only "
+            path + COMMIT_SUFFIX,
+            f"says {committed:,} bytes of {name} committed, but it holds only "
             f"{offset:,}: committed lines are missing",
         )
     elif committed is not None and committed_lines != number - len(past) - torn:
         report.problem(
-            path.with_name(path.name + COMMIT_SUFFIX),
-            f"says {committed_lines:,} lines of {path.name} committed, but its committed "
+            path + COMMIT_SUFFIX,
+            f"says {committed_lines:,} lines of {name} committed, but its committed "
             f"part holds {number - len(past) - torn:,}",
         )
 
 
-COMMIT_SUFFIX = ".commit"
-
-
-def _commit_record(path: Path, report: Report) -> tuple[int, int] | None:
+def _commit_record(folder: Folder, name: str, report: Report) -> tuple[int, int] | None:
     """The committed length and line count of a log from its commit record (`<log>.commit`),
-    or None when there is none to go by (none at all, or one reported as a problem)."""
-    from ..workspace import decode_commit_record as _decode_record
-
-    record = path.with_name(path.name + COMMIT_SUFFIX)
+    read as the workspace's readers read it (`read_commit`, which takes a record torn by a
+    concurrent rewrite again); None when there is none to go by (none at all, or one
+    reported as a problem). A link, a special or hard-linked record is reported by the walk.
+    """
+    record = folder.path(name) + COMMIT_SUFFIX
     try:
-        fd = os.open(record, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
+        found = folder.committed(name)
+        if found is not None:
+            return found
+        raw = folder.read_bytes(name + COMMIT_SUFFIX)  # to say what is wrong with it
+    except (FileNotFoundError, Refused):
         return None
     except OSError as exc:
-        if exc.errno != errno.ELOOP:  # a link is reported by the walk
-            report.problem(record, f"cannot read: {exc.strerror or exc}")
+        report.problem(record, f"cannot read: {_reason(exc)}")
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-            return None  # reported by the walk
-        # A writer rewrites the record in place with one small pwrite: a read that lands in
-        # the middle of it fails its checksum and is taken again, as the workspace does.
-        for _ in range(20):
-            raw = os.pread(fd, 4096, 0)
-            decoded = _decode_record(raw)
-            if decoded is not None or not raw:
-                break
-            time.sleep(0.001)
-    except OSError as exc:
-        report.problem(record, f"cannot read: {exc.strerror or exc}")
-        return None
-    finally:
-        os.close(fd)
     if not raw:
         report.warning(
-            record, f"is empty (a writer killed before its first commit): {path.name} is read whole"
+            record, f"is empty (a writer killed before its first commit): {name} is read whole"
         )
         return None
-    if decoded is None:
-        report.problem(
-            record,
-            "not a valid commit record (one 51-byte line `BYTES LINES CRC32` whose checksum "
-            f"matches): readers take all of {path.name} as committed, so a batch cut by a "
-            "crash would be read",
-        )
-        return None
-    return decoded
+    report.problem(
+        record,
+        "not a valid commit record (one 51-byte line `BYTES LINES CRC32` whose checksum "
+        f"matches): readers take all of {name} as committed, so a batch cut by a "
+        "crash would be read",
+    )
+    return None
 
 
-def _check_inside(reference: Any, where: str, root: Path, report: Report) -> str | None:
+def _check_inside(reference: Any, where: str, root: str, report: Report) -> str | None:
     """Check that a reference (an event's `reference`) names a file inside the workspace.
 
     One outside it (`/etc/passwd`, `.../sessions/s/../../../x`) is a problem. One that names
@@ -262,120 +306,140 @@ def _check_inside(reference: Any, where: str, root: Path, report: Report) -> str
 _WORKSPACE_FILE = re.compile(rf"^(.*?)/?(?<![^/])(?:{_REFERENCE.pattern})$")
 
 
-def _check_state(path: Path, root: Path, report: Report) -> None:
+def _check_state(folder: Folder, name: str, entries: _Entries, report: Report) -> None:
     try:
-        value = json.loads(path.read_bytes())
-    except ValueError as exc:
-        report.problem(path, f"not valid JSON: {exc}")
+        value = json.loads(folder.read_bytes(name))
+    except (ValueError, RecursionError) as exc:
+        report.problem(folder.path(name), f"not valid JSON: {exc}")
         return
-    _check_references(value, str(path), root, report)
+    _check_references(value, folder.path(name), entries, report)
 
 
-def _check_data(path: Path, report: Report, progress: Progress) -> None:
+def _check_data(folder: Folder, name: str, report: Report, progress: Progress) -> None:
     report.checked["data_files"] += 1
-    stem = path.name.split(".", 1)[0]
-    if not re.fullmatch(r"[0-9a-f]{64}", stem):
-        if not path.name.startswith(".tmp"):
-            report.problem(path, "not named by a sha256: a foreign file in data/")
+    if not is_data_name(name):
+        if not name.startswith(".tmp"):
+            report.problem(folder.path(name), "not named by a sha256: a foreign file in data/")
         return
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(chunk)
-            progress.advance(len(chunk))
-    if digest.hexdigest() != stem:
-        report.problem(path, f"content hashes to {digest.hexdigest()}, not to its name")
+    digest = folder.sha256(name, progress.advance)
+    if digest != name.split(".", 1)[0]:
+        report.problem(folder.path(name), f"content hashes to {digest}, not to its name")
 
 
-def _walk(top: Path, report: Report) -> Iterator[Path]:
-    """Every regular file under `top`, reporting links and foreign file types; never follows."""
+def _walk(
+    workdir: str, parts: tuple[str, ...], report: Report
+) -> Iterator[tuple[tuple[str, ...], str, int]]:
+    """`(folder parts, name, size)` of every regular file under `workdir/parts`, reporting
+    links and foreign file types; never follows a link."""
+    path = os.path.join(workdir, *parts)
     try:
-        entries = list(os.scandir(top))
-    except OSError as exc:
-        report.problem(top, f"cannot be listed: {exc.strerror or exc}")
+        with Folder(workdir, *parts) as folder:
+            names = folder.names()
+            for name in names:
+                entry = folder.path(name)
+                try:
+                    st = folder.stat(name)
+                except FileNotFoundError:
+                    continue  # gone meanwhile (a temporary name)
+                except OSError as exc:
+                    report.problem(entry, f"cannot read: {_reason(exc)}")
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    target = os.readlink(name, dir_fd=folder.fd)
+                    report.problem(entry, f"is a symbolic link (to {target}): links are refused")
+                elif stat.S_ISDIR(st.st_mode):
+                    yield from _walk(workdir, (*parts, name), report)
+                elif not stat.S_ISREG(st.st_mode):
+                    kind = (
+                        "a FIFO"
+                        if stat.S_ISFIFO(st.st_mode)
+                        else "a socket"
+                        if stat.S_ISSOCK(st.st_mode)
+                        else "a device"
+                    )
+                    report.problem(entry, f"is {kind}: only regular files belong in a workspace")
+                elif st.st_nlink > 1:
+                    report.problem(
+                        entry, f"has {st.st_nlink} hard links: it may be shared with a file outside"
+                    )
+                else:
+                    report.checked["files"] += 1
+                    if name.startswith(".tmp"):
+                        report.warning(entry, "a temporary file left by an interrupted write")
+                    yield parts, name, st.st_size
+    except FileNotFoundError:
         return
-    for entry in sorted(entries, key=lambda e: e.name):
-        path = Path(entry.path)
-        st = entry.stat(follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
-            report.problem(path, f"is a symbolic link (to {os.readlink(path)}): links are refused")
-        elif stat.S_ISDIR(st.st_mode):
-            yield from _walk(path, report)
-        elif not stat.S_ISREG(st.st_mode):
-            kind = (
-                "a FIFO"
-                if stat.S_ISFIFO(st.st_mode)
-                else "a socket"
-                if stat.S_ISSOCK(st.st_mode)
-                else "a device"
-            )
-            report.problem(path, f"is {kind}: only regular files belong in a workspace")
-        elif st.st_nlink > 1:
-            report.problem(
-                path, f"has {st.st_nlink} hard links: it may be shared with a file outside"
-            )
-        else:
-            report.checked["files"] += 1
-            if entry.name.startswith(".tmp"):
-                report.warning(path, "a temporary file left by an interrupted write")
-            yield path
+    except OSError as exc:  # Refused and OffloadError too
+        report.problem(path, f"cannot be listed: {_reason(exc)}")
 
 
-def _is_file(path: Path) -> bool:
+def _check_file(
+    folder: Folder, name: str, size: int, entries: _Entries, report: Report, progress: Progress
+) -> None:
+    """Check one file by what it is in the layout."""
+    parts = folder.parts
+    in_sessions = parts[:1] == (SESSIONS_DIR,)
+    if parts == (DATA_DIR,):
+        _check_data(folder, name, report, progress)
+    elif in_sessions and is_jsonl(name):
+        _check_jsonl(folder, name, entries, report, progress)
+    elif in_sessions and name == STATE_FILE:
+        _check_state(folder, name, entries, report)
+        progress.advance(size)
+    elif name.endswith(".jsonl" + COMMIT_SUFFIX) and _is_file(
+        folder, name.removesuffix(COMMIT_SUFFIX)
+    ):
+        progress.advance(size)  # checked with its log
+    else:
+        # Nothing else to check (a tool_result file): it must open and read.
+        fd, _ = folder.open(name)
+        try:
+            os.read(fd, 1)
+        finally:
+            os.close(fd)
+        progress.advance(size)
+
+
+def _is_file(folder: Folder, name: str) -> bool:
     try:
-        return stat.S_ISREG(path.lstat().st_mode)
+        return stat.S_ISREG(folder.stat(name).st_mode)
     except OSError:
         return False
 
 
-def _check_readable(path: Path, progress: Progress) -> None:
-    """Open and read a file that has nothing else to check (a tool_result file)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        os.read(fd, 1)
-    finally:
-        os.close(fd)
-    progress.advance(path.stat().st_size)
-
-
-def verify_workspace(workdir: Path, only_session: str | None = None) -> Report:
+def verify_workspace(workdir: str, only_session: str | None = None) -> Report:
     """Check a workspace (or one session and data/) and return what was found."""
     report = Report()
-    root = workdir
-    tops = [workdir / "sessions" / only_session, workdir / "data"] if only_session else [workdir]
-    files = [p for top in tops if top.is_dir() for p in _walk(top, report)]
-    total = sum(p.stat().st_size for p in files)
-    with Progress("verify: bytes", total) as progress:
-        for path in files:
-            relative = path.relative_to(workdir).parts
+    tops = [(SESSIONS_DIR, only_session), (DATA_DIR,)] if only_session else [()]
+    files = [found for top in tops for found in _walk(workdir, top, report)]
+    total = sum(size for _, _, size in files)
+    by_folder: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for parts, name, size in files:
+        by_folder.setdefault(parts, []).append((name, size))
+    with Progress("verify: bytes", total) as progress, _Entries(workdir) as entries:
+        for parts, names in by_folder.items():
             try:
-                if relative[0] == "data" and len(relative) == 2:
-                    _check_data(path, report, progress)
-                elif relative[0] == "sessions" and path.suffix == ".jsonl":
-                    _check_jsonl(path, root, report, progress)
-                elif relative[0] == "sessions" and path.name == "state.json":
-                    _check_state(path, root, report)
-                    progress.advance(path.stat().st_size)
-                elif path.name.endswith(".jsonl" + COMMIT_SUFFIX) and _is_file(
-                    path.with_name(path.name.removesuffix(COMMIT_SUFFIX))
-                ):
-                    progress.advance(path.stat().st_size)  # checked with its log
-                else:
-                    _check_readable(path, progress)
+                with Folder(workdir, *parts) as folder:
+                    for name, size in names:
+                        try:
+                            _check_file(folder, name, size, entries, report, progress)
+                        except FileNotFoundError:
+                            report.problem(folder.path(name), "was removed while verifying")
+                        except OSError as exc:  # Refused and OffloadError too
+                            report.problem(folder.path(name), f"cannot read: {_reason(exc)}")
             except OSError as exc:
-                report.problem(path, f"cannot read: {exc.strerror or exc}")
+                report.problem(os.path.join(workdir, *parts), f"cannot be listed: {_reason(exc)}")
     return report
 
 
 def run(args: argparse.Namespace) -> int:
     """Verify and print the problems found."""
-    workspace = open_workspace(args, session=args.session, check=True)
+    workdir = open_workspace(args, session=args.session, check=True)
     if args.session is not None:
-        session_dir(workspace, args.session)
-    report = verify_workspace(workspace.workdir, args.session)
+        session_folder(workdir, args.session)
+    report = verify_workspace(workdir, args.session)
     bucket = sys.modules.get("ctxoffload.cli._bucket")  # imported only for a bucket
-    copy = bucket._copies.get(str(workspace.workdir)) if bucket is not None else None
-    for problem in copy.problems if copy is not None else []:
+    for problem in bucket.copy_problems(workdir) if bucket is not None else []:
         where, _, what = problem.partition(": ")
         report.problem(where, what)
     if args.json:

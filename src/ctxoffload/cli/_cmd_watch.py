@@ -5,24 +5,31 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from ..exceptions import CliError
+from ..text import is_jsonl, message_lines
+from ..workspace import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    Folder,
+    is_tool_result_name,
+    iter_lines,
+)
+from ._arguments import add_json, add_workdir, workdir_of
 from ._commands import COMMAND_HELP
-from ._common import (
-    CliError,
-    add_json,
-    add_workdir,
-    cannot_read,
+from ._output import shown
+from ._reading import (
     hard_links_refused,
-    message_lines,
-    open_file,
+    no_session,
+    open_in,
     open_workspace,
-    session_dir,
-    settled_lstat,
-    shown,
+    refusal,
+    session_folder,
 )
 
 __all__ = ["Follower", "describe_event", "register", "run"]
@@ -75,87 +82,116 @@ def describe_event(event: dict[str, Any]) -> str:
 
 @dataclass
 class _Tail:
-    offset: int = 0
+    offset: int = 0  # where the next line of the log starts
     inode: int = 0
-    partial: bytes = b""
 
 
 @dataclass
 class Follower:
-    """Reads what was appended to a session's files since the last look."""
+    """Reads what was appended to a session's files since the last look.
 
-    sessions_dir: Path
+    Each look reaches the workspace afresh through its reader (`Folder`), so a session
+    folder, or sessions/ itself, swapped for a link while watching is never followed.
+    Files are keyed by `(session, name)`.
+    """
+
+    workdir: str
     only: str | None
     as_json: bool
-    tails: dict[Path, _Tail] = field(default_factory=dict)
-    known_files: set[Path] = field(default_factory=set)
+    tails: dict[tuple[str, str], _Tail] = field(default_factory=dict)
+    known_files: set[tuple[str, str]] = field(default_factory=set)
     # Files and folders that could not be read, said once on stderr until they can be again.
-    refused: set[Path] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)
 
-    def _refuse(self, path: Path, message: str) -> None:
+    def _refuse(self, path: str, message: str) -> None:
         """Say once on stderr that `path` is not read; watching goes on."""
         if path not in self.refused:
             self.refused.add(path)
             print(f"ctxoffload watch: {message}", file=sys.stderr, flush=True)
 
-    def _scan(self, folder: Path, dirs: bool) -> list[Path]:
-        """The folders (`dirs`) or files of `folder`, links and dot names left out."""
+    def _path(self, *parts: str) -> str:
+        return os.path.join(self.workdir, SESSIONS_DIR, *parts)
+
+    def _sessions(self) -> list[str]:
+        if self.only is not None:
+            return [self.only]
         try:
-            with os.scandir(folder) as entries:
-                found = sorted(
-                    Path(e.path)
-                    for e in entries
-                    if not e.name.startswith(".")
-                    and (e.is_dir if dirs else e.is_file)(follow_symlinks=False)
-                )
-        except FileNotFoundError:
+            with Folder(self.workdir, SESSIONS_DIR) as sessions:
+                found = sessions.folders()
+        except OSError as exc:  # Refused and OffloadError too
+            self._say(self._path(), exc)
             return []
-        except OSError as exc:
-            self._refuse(folder, cannot_read(folder, exc))
-            return []
-        self.refused.discard(folder)
+        self.refused.discard(self._path())
         return found
 
-    def _session_dirs(self) -> list[Path]:
-        if self.only is not None:
-            return [self.sessions_dir / self.only]
-        return self._scan(self.sessions_dir, dirs=True)
+    def _say(self, path: str, exc: OSError) -> None:
+        line = refusal(exc, path)
+        if line is not None:
+            self._refuse(path, line)
+
+    def _look(self, session: str, read: bool) -> list[str]:
+        """Look at the files of one session: with `read`, the lines to print for what is new;
+        without, only remember where each log ends now."""
+        out: list[str] = []
+        where = self._path(session)
+        try:
+            with Folder(self.workdir, SESSIONS_DIR, session) as folder:
+                for name in folder.names():
+                    if name.startswith("."):
+                        continue
+                    out.extend(self._file(folder, session, name, read))
+        except OSError as exc:  # gone, a link in its place, or a folder it cannot list
+            self._say(where, exc)
+            return out
+        self.refused.discard(where)
+        return out
+
+    def _file(self, folder: Folder, session: str, name: str, read: bool) -> list[str]:
+        key = (session, name)
+        try:
+            st = folder.stat(name)  # a second link is looked at again for a moment
+        except FileNotFoundError:
+            return []
+        if not stat.S_ISREG(st.st_mode):
+            return []  # a folder, a link, a FIFO: not a file of the workspace
+        if not read:
+            self.known_files.add(key)
+            if is_jsonl(name):
+                self.tails[key] = _Tail(st.st_size, st.st_ino)
+            return []
+        out: list[str] = []
+        if key not in self.known_files:
+            self.known_files.add(key)
+            if is_tool_result_name(name):
+                if st.st_nlink > 1:
+                    self._refuse(
+                        folder.path(name), hard_links_refused(folder.path(name), st.st_nlink)
+                    )
+                else:
+                    out.append(self._line(session, "file", {"file": folder.path(name)}))
+        if is_jsonl(name):
+            out.extend(self._read_new(folder, session, name))
+        return out
 
     def start(self, from_start: bool) -> None:
         """Remember where every file ends now (or start at 0 with `from_start`)."""
-        for folder in self._session_dirs():
-            for path in self._files(folder):
-                self.known_files.add(path)
-                if path.suffix == ".jsonl" and not from_start:
-                    st = path.lstat()
-                    self.tails[path] = _Tail(st.st_size, st.st_ino)
         if from_start:
-            self.known_files.clear()
-
-    def _files(self, folder: Path) -> list[Path]:
-        return self._scan(folder, dirs=False)
+            return
+        for session in self._sessions():
+            self._look(session, read=False)
 
     def poll(self) -> list[str]:
         """The lines to print for everything new."""
         out: list[str] = []
-        for folder in self._session_dirs():
-            for path in self._files(folder):
-                if path not in self.known_files:
-                    self.known_files.add(path)
-                    if path.name.startswith("tool_result-"):
-                        st = settled_lstat(path)
-                        if st is not None and st.st_nlink > 1:
-                            self._refuse(path, hard_links_refused(path, st.st_nlink))
-                        elif st is not None:
-                            out.append(self._line(folder.name, "file", {"file": str(path)}))
-                if path.suffix == ".jsonl":
-                    out.extend(self._read_new(folder.name, path))
+        for session in self._sessions():
+            out.extend(self._look(session, read=True))
         return out
 
-    def _read_new(self, session: str, path: Path) -> list[str]:
-        tail = self.tails.setdefault(path, _Tail())
+    def _read_new(self, folder: Folder, session: str, name: str) -> list[str]:
+        tail = self.tails.setdefault((session, name), _Tail())
+        path = folder.path(name)
         try:
-            opened = open_file(path)  # no link followed; a hard-linked file is never read
+            opened = open_in(folder, name)  # no link followed; a hard-linked file is never read
         except CliError as exc:  # more than one hard link, or cannot be read
             self._refuse(path, str(exc))
             return []
@@ -163,29 +199,29 @@ class Follower:
             return []  # gone, or a link or special file: nothing of the workspace's to read
         self.refused.discard(path)
         fd, st = opened
-        with os.fdopen(fd, "rb") as f:
+        lines: list[bytes] = []
+        try:
             if st.st_ino != tail.inode or st.st_size < tail.offset:
                 # A new file under the old name (a purged and re-created session).
-                tail.offset, tail.inode, tail.partial = 0, st.st_ino, b""
-            f.seek(tail.offset)
-            data = f.read()
-        tail.offset += len(data)
-        data = tail.partial + data
-        complete, _, tail.partial = data.rpartition(b"\n")
-        if not complete and not _:
-            return []
+                tail.offset, tail.inode = 0, st.st_ino
+            # Complete lines only: one still being written is read whole at a later look.
+            for raw in iter_lines(fd, tail.offset, st.st_size):
+                tail.offset += len(raw) + 1
+                lines.append(raw)
+        finally:
+            os.close(fd)
         out = []
-        for raw in complete.split(b"\n"):
+        for raw in lines:
             if not raw.strip():
                 continue
             try:
                 value = json.loads(raw)
-            except ValueError:
-                out.append(self._line(session, "torn", {"file": str(path)}))
+            except (ValueError, RecursionError):
+                out.append(self._line(session, "torn", {"file": path}))
                 continue
-            if path.name == "events.jsonl" and isinstance(value, dict):
+            if name == EVENTS_FILE and isinstance(value, dict):
                 out.append(self._line(session, "event", value))
-            elif path.name == "context.jsonl":
+            elif name == CONTEXT_FILE:
                 out.append(self._line(session, "message", value))
         return out
 
@@ -196,9 +232,9 @@ class Follower:
             stamp = str(value.get("time", ""))[11:19]
             return f"{stamp} {session} {describe_event(value)}"
         if what == "message":
-            lines = message_lines(value)
+            lines = message_lines(value) or [json.dumps(value, ensure_ascii=False)]
             body = " | ".join(line for line in lines[1:4] if line.strip())
-            return f"{'':8} {session} context.jsonl {lines[0]} {body}"[:300]
+            return f"{'':8} {session} {CONTEXT_FILE} {lines[0]} {body}"[:300]
         if what == "file":
             return f"{'':8} {session} new file {value['file']}"
         return f"{'':8} {session} a line of {value['file']} is not JSON (torn write?)"
@@ -206,14 +242,13 @@ class Follower:
 
 def run(args: argparse.Namespace) -> int:
     """Follow the workspace until Ctrl-C."""
-    from ._common import workdir_of
-
     workdir_of(args)  # a bucket cannot be watched: one clear line instead of a copy
-    workspace = open_workspace(args)
-    folder = None
+    workdir = open_workspace(args)
+    waiting = False
     if args.session is not None:
-        folder = _session_to_watch(workspace, args.session, wait=args.wait)
-    follower = Follower(workspace.sessions_dir, args.session, args.json)
+        waiting = _session_to_watch(workdir, args.session, wait=args.wait)
+    sessions_dir = os.path.join(workdir, SESSIONS_DIR)
+    follower = Follower(workdir, args.session, args.json)
     follower.start(args.from_start)
     try:
         import watchfiles
@@ -226,23 +261,23 @@ def run(args: argparse.Namespace) -> int:
             "yield_on_timeout": True,
             "raise_interrupt": True,
         }
-        if folder is not None and not os.path.lexists(folder):
+        if waiting:
             print(
-                f"ctxoffload watch: no session {args.session!r} in {shown(workspace.workdir)} "
+                f"ctxoffload watch: no session {args.session!r} in {shown(workdir)} "
                 "yet: waiting for it to appear (Ctrl-C to stop)",
                 file=sys.stderr,
                 flush=True,
             )
-            for _changes in watchfiles.watch(workspace.sessions_dir, recursive=False, **options):
-                if os.path.lexists(folder):
+            for _changes in watchfiles.watch(sessions_dir, recursive=False, **options):
+                if _exists(workdir, args.session):
                     break
-            session_dir(workspace, args.session)  # a folder, not a link or a file
+            session_folder(workdir, args.session)  # a folder, not a link or a file
         what = f"session {args.session}" if args.session else "all sessions"
-        print(f"watching {what} in {workspace.workdir} (Ctrl-C to stop)", file=sys.stderr)
+        print(f"watching {what} in {workdir} (Ctrl-C to stop)", file=sys.stderr)
         sys.stderr.flush()
         for line in follower.poll():
             print(line, flush=True)
-        watched = folder if folder is not None else workspace.sessions_dir
+        watched = sessions_dir if args.session is None else os.path.join(sessions_dir, args.session)
         for _changes in watchfiles.watch(watched, **options):
             for line in follower.poll():
                 print(line, flush=True)
@@ -251,25 +286,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _session_to_watch(workspace: Any, session_id: str, *, wait: bool) -> Path:
-    """The folder of `session_id`, which with `wait` may not exist yet (watch waits for it).
+def _session_to_watch(workdir: str, session_id: str, *, wait: bool) -> bool:
+    """Check the session to watch; returns whether it does not exist yet (then, with `wait`,
+    watch waits for it).
 
     Raises:
         CliError: the id is not a plain name, something other than a folder (a link, a
             file) holds its name, or there is no such session and not `wait`.
     """
     from ..exceptions import InvalidSessionId
+    from ..workspace import validate_session_id
 
     try:
-        folder: Path = workspace.session_dir(session_id)
+        validate_session_id(session_id)
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from exc
-    if wait and not os.path.lexists(folder):
-        return folder
+    exists = _exists(workdir, session_id)
+    if wait and not exists:
+        return True
+    if not exists:
+        raise CliError(f"{no_session(workdir, session_id)}; --wait waits for it to appear")
+    session_folder(workdir, session_id)  # refuses a link or a file in its place
+    return False
+
+
+def _exists(workdir: str, session_id: str) -> bool:
+    """Whether sessions/ holds an entry of that name (of any kind: a link too)."""
     try:
-        session_dir(workspace, session_id)  # refuses a link or a file in its place
-    except CliError as exc:
-        if os.path.lexists(folder):
-            raise
-        raise CliError(f"{exc}; --wait waits for it to appear") from None
-    return folder
+        with Folder(workdir, SESSIONS_DIR) as sessions:
+            sessions.stat(session_id)
+    except FileNotFoundError:
+        return False
+    return True

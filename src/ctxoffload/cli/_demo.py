@@ -14,6 +14,7 @@ import inspect
 import json
 import random
 import re
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Sequence
@@ -26,7 +27,18 @@ from ..compression import ContextConfig
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock
 from ..model import ScriptedModel
 from ..tokens import TokenCounter, get_token_counter
-from ..workspace import LocalWorkspace
+from ..workspace import (
+    CONTEXT_FILE,
+    DATA_DIR,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    STATE_FILE,
+    TOOL_RESULT_PREFIX,
+    TOOL_RESULT_SUFFIX,
+    Folder,
+    LocalWorkspace,
+    tool_result_name,
+)
 
 __all__ = ["DemoReport", "describe_config", "format_report", "run_demo"]
 
@@ -177,13 +189,19 @@ def _call(step: int, name: str, thought: str, **args: Any) -> Msg:
     )
 
 
+# The name of a tool_result file, as a pattern.
+_TOOL_RESULT = rf"{re.escape(TOOL_RESULT_PREFIX)}[\w.-]+{re.escape(TOOL_RESULT_SUFFIX)}"
+# The file that holds the 2026-11-20 log: the result of the second call.
+_LOG_FILE = tool_result_name("call_2")
+
+
 def _find_log_reference(messages: Sequence[Msg]) -> str:
     """The path of the offloaded 2026-11-20 log, found the way an agent would: in its context."""
-    named = re.compile(r"(\S*tool_result-call_2\.txt)")
+    named = re.compile(rf"(\S*{re.escape(_LOG_FILE)})")
     # A long workspace path leaves room in the summary for the newest files only; it still
     # names the session folder (its context.jsonl), where the log is the file of call 2, as
     # a search of that context.jsonl for the 2026-11-20 call would tell an agent.
-    folder = re.compile(r"(\S*/)(?:context\.jsonl|tool_result-[\w.-]+\.txt)")
+    folder = re.compile(rf"(\S*/)(?:{re.escape(CONTEXT_FILE)}|{_TOOL_RESULT})")
     found_folder: str | None = None
     for msg in messages:
         texts = [msg.text] + [r.output for r in msg.tool_results if isinstance(r.output, str)]
@@ -195,7 +213,7 @@ def _find_log_reference(messages: Sequence[Msg]) -> str:
             if match and found_folder is None:
                 found_folder = match.group(1).strip("'\"(),")
     if found_folder is not None:
-        return found_folder + "tool_result-call_2.txt"
+        return found_folder + _LOG_FILE
     raise LookupError("the log file is named nowhere in the context")
 
 
@@ -276,7 +294,7 @@ def scripted_summary(messages: Sequence[Msg]) -> dict[str, str]:
     """
     prompt = messages[-1].text
     calls = re.findall(r"\[calls tool (\w+) \(id (\w+)\) with (\{.*?\})\]", prompt)
-    files = sorted(set(re.findall(r"([^\s'\"(=,]+tool_result-[\w.-]+\.txt)", prompt)))
+    files = sorted(set(re.findall(rf"([^\s'\"(=,]+{_TOOL_RESULT})", prompt)))
     earlier = re.search(r'"important_discoveries": "(.*?)"', prompt)
     done = "; ".join(f"{name} {args}" for name, _id, args in calls) or "no tool calls"
     return {
@@ -416,10 +434,24 @@ async def run_demo(
     report.truncations = sum(r.truncated for r in agent.steps)
     summary = next((m for m in agent.messages if m.metadata.get("ctxoffload")), None)
     report.summary_text = summary.text if summary is not None else ""
-    for path in sorted(workdir.rglob("*")):
-        if path.is_file():
-            report.files.append((str(path.relative_to(workdir)), path.stat().st_size))
+    report.files = _files_written(workdir, agent.session_id)
     return report
+
+
+def _files_written(workdir: Path, session_id: str) -> list[tuple[str, int]]:
+    """The files of data/ and of the session's folder, with their sizes, read through the
+    workspace's reader (no link followed)."""
+    files: list[tuple[str, int]] = []
+    for parts in ((DATA_DIR,), (SESSIONS_DIR, session_id)):
+        try:
+            with Folder(str(workdir), *parts) as folder:
+                for name in folder.names():
+                    st = folder.stat(name)
+                    if stat.S_ISREG(st.st_mode):
+                        files.append(("/".join((*parts, name)), st.st_size))
+        except FileNotFoundError:
+            continue  # nothing was stored in data/
+    return files
 
 
 def _is_async(func: Any) -> bool:
@@ -468,12 +500,12 @@ def format_report(report: DemoReport) -> str:
     out.append("")
     out.append(f"Answer: {report.answer}")
     out.append("")
-    session = report.workdir / "sessions" / report.session_id
+    session = report.workdir / SESSIONS_DIR / report.session_id
     out.append("Inspect the session:")
     out.append(f"  ls -l {session}")
-    out.append(f"  grep -n ERROR {session}/tool_result-*.txt")
-    out.append(f"  cat {session}/events.jsonl")
-    out.append(f"  python -m json.tool {session}/state.json | head -50")
+    out.append(f"  grep -n ERROR {session}/{TOOL_RESULT_PREFIX}*{TOOL_RESULT_SUFFIX}")
+    out.append(f"  cat {session}/{EVENTS_FILE}")
+    out.append(f"  python -m json.tool {session}/{STATE_FILE} | head -50")
     out.append("or with the ctxoffload command:")
     out.append(f"  ctxoffload --workdir {report.workdir} ls")
     out.append(f"  ctxoffload --workdir {report.workdir} grep ERROR {report.session_id}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._common import CliError
+from ..exceptions import CliError
 
 __all__ = ["FORMATS", "Run", "detect_format", "load_transcript"]
 

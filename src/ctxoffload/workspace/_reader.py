@@ -14,18 +14,19 @@ file tools, the retrieval tool and every `ctxoffload` command read through.
   at a step from the events alone.
 
 Light on purpose: no pydantic and no `typing` at run time, so `ctxoffload --help` and `grep`
-keep their start-up figures.
+keep their start-up figures; `json` and `zlib` are imported by what needs them (a search of
+tool results needs neither: ~1.5 ms of its start-up).
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
-import json
 import os
+import stat
 import time
-import zlib
 
-from ..exceptions import IncompleteRecord, InvalidReference
+from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._layout import COMMIT_SUFFIX, SESSIONS_DIR
 from ._paths import Refused, open_dir, open_for_reading
 
@@ -53,6 +54,33 @@ COMMIT_RECORD_SIZE = 51
 # A commit record is rewritten in place by one small pwrite; a read that lands in the middle
 # of it fails its checksum and is taken again, this many times, 1 ms apart.
 _COMMIT_RETRIES = 20
+# A tool_result or data/ file has two links for the microseconds between being linked into
+# place and its temporary name being removed: `Folder.stat` looks again this often, 1 ms
+# apart, as the verified open does before it refuses a second link.
+_SETTLE_RETRIES = 20
+
+
+def _open(dir_fd: int, name: str, shown: str) -> int:
+    """`open_for_reading`, with a socket refused as the special file it is.
+
+    Opening a UNIX socket fails with ENXIO before there is a descriptor to check, so the
+    path layer reports it as a file that cannot be opened; a reader passes it over as it
+    passes over a FIFO or a device.
+    """
+    try:
+        return open_for_reading(dir_fd, name, shown)
+    except Refused:
+        raise
+    except OffloadError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno == errno.ENXIO:
+            raise Refused(
+                f"{shown} is not a regular file (a FIFO, socket, device or directory): "
+                "the workspace only uses regular files; remove that entry",
+                shown,
+                "special",
+            ) from cause
+        raise
 
 
 # -- the commit record ------------------------------------------------------------------------
@@ -61,12 +89,16 @@ _COMMIT_RETRIES = 20
 def encode_commit_record(committed: int, newlines: int) -> bytes:
     """The record saying the first `committed` bytes (`newlines` lines) of a log are committed:
     one fixed-width line `BYTES LINES CRC32`."""
+    import zlib
+
     body = b"%020d %020d" % (committed, newlines)
     return body + b" %08x\n" % zlib.crc32(body)
 
 
 def decode_commit_record(raw: bytes) -> tuple[int, int] | None:
     """(committed bytes, newlines) from a commit record, or None if absent or damaged."""
+    import zlib
+
     if len(raw) != COMMIT_RECORD_SIZE or not raw.endswith(b"\n"):
         return None
     body, _, crc = raw[:-1].rpartition(b" ")
@@ -90,7 +122,7 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
         OffloadError: it cannot be opened (EACCES...).
     """
     try:
-        fd = open_for_reading(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)
+        fd = _open(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)
     except FileNotFoundError:
         return None
     try:
@@ -160,6 +192,8 @@ class JsonLines:
         self.corrupt: list[int] = []
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
+        import json
+
         self.torn = False
         self.corrupt = []
         read = 0
@@ -196,7 +230,7 @@ def read_log(
         OffloadError: it cannot be opened.
     """
     try:
-        fd = open_for_reading(dir_fd, name, shown)
+        fd = _open(dir_fd, name, shown)
     except FileNotFoundError:
         return []
     try:
@@ -289,8 +323,53 @@ class Folder:
                 links (one may be outside the workspace): never read.
             OffloadError: it cannot be opened (EACCES...).
         """
-        fd = open_for_reading(self.fd, name, self.path(name))
+        fd = _open(self.fd, name, self.path(name))
         return fd, os.fstat(fd)
+
+    def stat(self, name: str) -> os.stat_result:
+        """The `lstat` of an entry of the folder, taken on the folder's descriptor (no link
+        followed), without opening it.
+
+        A regular file with a second link is looked at again for a moment (the workspace
+        links a finished file into place, then drops its temporary name), so a file being
+        written is not taken for a hard-linked one; one that keeps its links is returned as
+        it is, for the caller to refuse.
+
+        Raises:
+            FileNotFoundError: there is no such entry.
+            OSError: it cannot be looked at (EACCES...).
+        """
+        st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        for _ in range(_SETTLE_RETRIES):
+            if st.st_nlink <= 1 or not stat.S_ISREG(st.st_mode):
+                break
+            time.sleep(0.001)
+            st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        return st
+
+    def sha256(self, name: str, progress: Callable[[int], None] | None = None) -> str:
+        """The sha256 (hex) of a file of the folder, read in pieces through `open`: what a
+        data/ file is named by.
+
+        Args:
+            name: the file.
+            progress: called with the size of each piece read.
+
+        Raises:
+            as `open`.
+        """
+        import hashlib
+
+        fd, st = self.open(name)
+        try:
+            digest = hashlib.sha256()
+            for chunk in _chunks(fd, 0, st.st_size):
+                digest.update(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+            return digest.hexdigest()
+        finally:
+            os.close(fd)
 
     def read_bytes(self, name: str) -> bytes:
         """The whole of a file of the folder (see `open` for what is refused)."""
@@ -347,6 +426,11 @@ class EventKind:
     COMPRESSION = "compression"
     WINDOW = "window"
     IMAGE_LIMIT = "image_limit"
+    # Written by the workspace for each file it writes (a tool result, a batch of context).
+    TOOL_RESULT = "tool_result"
+    CONTEXT = "context"
+    # Written by `ctxoffload replay` first in each session it replays into.
+    REPLAY = "replay"
 
 
 def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, Any]]:

@@ -1,0 +1,254 @@
+"""How every `ctxoffload` command reaches a workspace's files, and what it says when one is
+not read.
+
+Every read goes through ctxoffload.workspace's one reader: `sessions_folder` says whether a
+folder is a workspace, `Folder` reaches its folders and opens its files (no link followed
+anywhere below the workdir, each file checked on its open descriptor, a second link looked
+at again for a moment), `read_commit` (`Folder.committed`) reads the commit record and
+`JsonLines` the JSON lines. No command opens a workspace file by itself.
+
+What the reader refuses is said here, once, for every command (`refusal`):
+
+- a missing entry, a symbolic link, a FIFO, socket or device is not a file of the workspace:
+  it is passed over, as if absent (`ctxoffload verify` reports it);
+- a file with more than one hard link (another name may be outside the workspace) is never
+  read: `PATH: has N hard links: it may be shared with a file outside the workspace; not
+  read`;
+- a file that cannot be opened: `cannot read PATH: Permission denied`.
+
+Kept light on purpose: `grep` starts through this module, so nothing here imports pydantic,
+pathlib or `typing` at run time.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+from ..exceptions import CliError, InvalidReference, OffloadError
+from ..workspace import SESSIONS_DIR, Folder, JsonLines, Refused, sessions_folder
+from ._arguments import is_store_url, path_text, workdir_given, workdir_text
+from ._output import shown
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+__all__ = [
+    "committed_end",
+    "hard_links_refused",
+    "no_session",
+    "open_in",
+    "open_workspace",
+    "read_json_lines",
+    "refusal",
+    "session_folder",
+    "session_ids",
+]
+
+
+# -- the workspace and its sessions ----------------------------------------------------------
+
+
+def open_workspace(
+    args: argparse.Namespace,
+    *,
+    session: str | None = None,
+    data: bool = True,
+    check: bool = False,
+    as_given: bool = False,
+) -> str:
+    """The folder of the existing workspace the arguments name, checked before anything is
+    read; creates nothing in it.
+
+    A bucket (`--workdir s3://...`) is read through a temporary copy of it (see
+    `_bucket.py`): `session`, `data` and `check` say what to copy.
+
+    Args:
+        args: the command's arguments (`--workdir`, else $CTXOFFLOAD_WORKDIR, else `.`).
+        as_given: return the folder as the user spelled it (as pathlib spells it: `grep`
+            prints paths that way) instead of as an absolute path.
+
+    Raises:
+        CliError: the folder is missing, is a file, or is not a workspace (the reader's
+            `sessions_folder` says which).
+    """
+    text = workdir_text(args)
+    if is_store_url(text):
+        from ._bucket import copy_bucket
+
+        workdir = str(copy_bucket(text, session=session, data=data, check=check).folder)
+    else:
+        workdir = path_text(text)
+    try:
+        sessions_folder(workdir)
+    except InvalidReference as exc:
+        fix = "pass --workdir DIR"
+        if not workdir_given(args):
+            fix += " or set CTXOFFLOAD_WORKDIR"
+        raise CliError(f"{exc}: {fix}") from None
+    return workdir if as_given else os.path.abspath(workdir)
+
+
+def session_ids(workdir: str) -> list[str]:
+    """The sessions of a workspace: the folders in sessions/ (no link, no hidden name),
+    sorted."""
+    with Folder(workdir, SESSIONS_DIR) as sessions:
+        return sessions.folders()
+
+
+def no_session(workdir: str, session_id: str) -> str:
+    """The one line that says a workspace has no such session, naming the first ten it has."""
+    named = shown(os.path.abspath(workdir))
+    try:
+        known = session_ids(workdir)
+    except OSError:  # sessions/ cannot be listed: the line names none
+        has = ""
+    else:
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        has = f" (it has {listed or 'none'})"
+    return f"no session {session_id!r} in {named!r}{has}: `ctxoffload ls` lists the sessions"
+
+
+def session_folder(workdir: str, session_id: str) -> str:
+    """The id of an existing session of the workspace, checked before any of its files is
+    read.
+
+    Raises:
+        CliError: the id is not a plain name, or sessions/ holds no folder of that name (a
+            link or a file in its place is none).
+    """
+    import stat
+
+    from ..exceptions import InvalidSessionId
+    from ..workspace import validate_session_id
+
+    try:
+        validate_session_id(session_id)
+    except InvalidSessionId as exc:
+        raise CliError(str(exc)) from exc
+    try:
+        with Folder(workdir, SESSIONS_DIR) as sessions:
+            mode = sessions.stat(session_id).st_mode
+    except FileNotFoundError:
+        mode = 0
+    if not stat.S_ISDIR(mode):
+        raise CliError(no_session(workdir, session_id))
+    return session_id
+
+
+# -- what is not read, said once -------------------------------------------------------------
+
+
+def hard_links_refused(path: str | os.PathLike[str], links: int) -> str:
+    """The one line that says a hard-linked file was not read."""
+    return (
+        f"{shown(path)}: has {links} hard links: it may be shared with a file outside the "
+        "workspace; not read"
+    )
+
+
+def refusal(exc: OSError, path: str | os.PathLike[str]) -> str | None:
+    """What the CLI says of a workspace file the reader did not open or read.
+
+    Args:
+        exc: what `Folder.open` (or a read after it) raised.
+        path: the file, as the command names it.
+
+    Returns:
+        None for an entry that is not a file of the workspace (missing, a symbolic link, a
+        FIFO, socket or device): the command passes it over. Otherwise one line: a file
+        with other hard links is refused, one that cannot be read says why.
+    """
+    if isinstance(exc, FileNotFoundError):
+        return None
+    if isinstance(exc, Refused):
+        if exc.reason == "hard_links":
+            return hard_links_refused(path, exc.links)
+        return None
+    cause = exc.__cause__ if isinstance(exc, OffloadError) else exc
+    if not isinstance(cause, OSError):
+        cause = exc
+    if cause.errno == errno.ENXIO:
+        # A socket, which cannot even be opened: the reader refuses it as a special file;
+        # `LocalWorkspace.resolve_reference` (cat) still reports the failed open.
+        return None
+    return f"cannot read {shown(path)}: {cause.strerror or cause}"
+
+
+def open_in(
+    folder: Folder, name: str, path: str | os.PathLike[str] | None = None
+) -> tuple[int, os.stat_result] | None:
+    """Open a file of a session (or data/) folder for reading: `(descriptor, its fstat)`.
+
+    Args:
+        folder: the folder, entered.
+        name: the file's name in it.
+        path: how the command names the file (default: `folder.path(name)`).
+
+    Returns:
+        None when it is not a file of the workspace (see `refusal`).
+
+    Raises:
+        CliError: it has other hard links, or it cannot be opened (`refusal` says which).
+    """
+    try:
+        return folder.open(name)
+    except OSError as exc:  # Refused and OffloadError are OSErrors too
+        line = refusal(exc, path if path is not None else folder.path(name))
+        if line is None:
+            return None
+        raise CliError(line) from None
+
+
+def committed_end(folder: Folder, name: str, size: int) -> int:
+    """Where the committed part of a log of `size` bytes ends: its commit record's length
+    (`read_commit`), or the whole file when it has no valid record (one that cannot be read
+    counts as none: `ctxoffload verify` reports it). Lines past it are a batch never
+    committed, which the workspace's readers skip."""
+    try:
+        record = folder.committed(name)
+    except OSError:
+        return size
+    return size if record is None else min(size, record[0])
+
+
+def read_json_lines(folder: Folder, name: str, *, command: str) -> tuple[list[Any], list[int]]:
+    """The JSON values of a log's complete lines (`JsonLines`), and the numbers of its lines
+    that are not JSON.
+
+    Nothing when it is not a file of the workspace. A last line without its newline (a
+    write in progress) is skipped silently; lines that are not JSON are skipped and said
+    once on stderr, as `ctxoffload COMMAND: warning: ...`.
+
+    Args:
+        folder: the session's folder, entered.
+        name: the log's name in it.
+        command: the command, for the warning (`ls`).
+
+    Raises:
+        CliError: it has other hard links, or it cannot be read.
+    """
+    named = folder.path(name)
+    opened = open_in(folder, name, named)
+    if opened is None:
+        return [], []
+    fd, st = opened
+    try:
+        lines = JsonLines(fd, st.st_size)
+        values = [value for _, value in lines]
+    except OSError as exc:  # a read that failed after the open (EIO)
+        raise CliError(f"cannot read {shown(named)}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    bad = lines.corrupt
+    if bad:
+        print(
+            f"ctxoffload {command}: warning: {shown(named)} line {bad[0]} is not valid JSON"
+            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+            + ": skipped; `ctxoffload verify` checks the workspace",
+            file=sys.stderr,
+        )
+    return values, bad
