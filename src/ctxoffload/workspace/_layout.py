@@ -63,9 +63,15 @@ DATA_REFERENCE = re.compile(r"\bdata/([0-9a-f]{64}\.[A-Za-z0-9]{1,8})(?![A-Za-z0
 DATA_REFERENCE_BYTES = re.compile(DATA_REFERENCE.pattern.encode())
 
 
-def tool_result_name(stem: str) -> str:
-    """The file name of a tool result whose id gave `stem` (`workspace._ids.tool_file_stem`)."""
-    return f"{TOOL_RESULT_PREFIX}{stem}{TOOL_RESULT_SUFFIX}"
+def tool_result_name(stem: str, version: int = 1) -> str:
+    """The file name of a tool result whose id gave `stem` (`workspace._ids.tool_file_stem`).
+
+    A file is never overwritten: version 2, 3, ... (`tool_result-{stem}.2.txt`) holds other
+    content that came under the same id.
+    """
+    if version == 1:
+        return f"{TOOL_RESULT_PREFIX}{stem}{TOOL_RESULT_SUFFIX}"
+    return f"{TOOL_RESULT_PREFIX}{stem}.{version}{TOOL_RESULT_SUFFIX}"
 
 
 def is_tool_result_name(name: str) -> bool:
