@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_port, shared_server
+from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_port
 
 from ctxoffload import (
     ConfigError,
@@ -19,22 +19,15 @@ from ctxoffload import (
     InvalidSessionId,
     Msg,
     ObjectStoreWorkspace,
-    Offloader,
     OffloadError,
     TextBlock,
     ToolResultBlock,
 )
 from ctxoffload.messages import Base64Source
 from ctxoffload.offloader import retrieve_offloaded_content
-
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+from helpers import PNG, image_block
 
 MakeWorkspace = Callable[..., ObjectStoreWorkspace]
-
-
-@pytest.fixture(scope="session")
-def s3() -> S3Server:
-    return shared_server()
 
 
 @pytest.fixture
@@ -61,10 +54,6 @@ def text_msg(text: str, role: str = "user") -> Msg:
 
 def tool_result(call_id: str, output: str) -> ToolResultBlock:
     return ToolResultBlock(id=call_id, name="fetch", output=output)
-
-
-async def test_is_an_offloader(ws: ObjectStoreWorkspace) -> None:
-    assert isinstance(ws, Offloader)
 
 
 async def test_context_appends_get_global_line_numbers(ws: ObjectStoreWorkspace, url: str) -> None:
@@ -189,9 +178,7 @@ async def test_events_record_every_offload(ws: ObjectStoreWorkspace) -> None:
 
 
 async def test_data_block_is_stored_once_by_hash(ws: ObjectStoreWorkspace, url: str) -> None:
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     stored = await ws.offload_data_block(block)
     expected = f"{url}/data/{hashlib.sha256(PNG).hexdigest()}.png"
     assert stored.source.url == expected
@@ -218,9 +205,7 @@ async def test_inline_payloads_in_messages_go_to_data(ws: ObjectStoreWorkspace, 
 
 
 async def test_image_in_tool_result_is_a_data_line(ws: ObjectStoreWorkspace, url: str) -> None:
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     ref = await ws.offload_tool_result(
         "s", ToolResultBlock(id="c", name="shot", output=[TextBlock(text="see"), block])
     )
@@ -339,6 +324,14 @@ async def test_references_outside_the_workspace_are_refused(
 ) -> None:
     with pytest.raises(InvalidReference):
         await ws.read_reference(reference)
+
+
+def test_a_key_names_a_data_file_only_as_the_layout_spells_it(ws: ObjectStoreWorkspace) -> None:
+    sha = hashlib.sha256(b"x").hexdigest()
+    assert ws.key_of(f"data/{sha}.png") == f"data/{sha}.png"
+    for name in (sha, f"{sha}.", f"{sha.upper()}.png", f"{sha}.png/x"):
+        with pytest.raises(InvalidReference):
+            ws.key_of(f"data/{name}")
 
 
 async def test_unknown_reference_is_invalid(ws: ObjectStoreWorkspace, url: str) -> None:

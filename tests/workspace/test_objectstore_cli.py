@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, shared_server
+from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 from ctxoffload import DataBlock, Msg, ObjectStoreWorkspace, TextBlock, ToolResultBlock
 from ctxoffload.cli import main
@@ -35,11 +35,6 @@ def log_text(lines: int = 2000) -> str:
         else f"{i:05d} INFO exported ORD-{10000 + i}"
         for i in range(1, lines + 1)
     )
-
-
-@pytest.fixture(scope="module")
-def s3() -> S3Server:
-    return shared_server()
 
 
 @pytest.fixture
