@@ -11,6 +11,15 @@ from typing import Any
 
 from ctxoffload import Base64Source, DataBlock, Msg
 
+# What a scripted summary model answers: the five fields of ctxoffload's `Summary`.
+SUMMARY = {
+    "task_overview": "investigate the logs",
+    "current_state": "reading logs",
+    "important_discoveries": "none yet",
+    "next_steps": "continue",
+    "context_to_preserve": "none",
+}
+
 # A small PNG-looking payload: the signature, then bytes that are not text.
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 

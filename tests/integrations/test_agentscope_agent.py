@@ -38,15 +38,8 @@ from openai_server import OpenAIServer, chat_completion  # noqa: E402
 from ctxoffload import LocalWorkspace  # noqa: E402
 from ctxoffload.exceptions import ConfigError  # noqa: E402
 from ctxoffload.integrations.agentscope import AgentScopeOffloader  # noqa: E402
-from helpers import MinimalOffloader  # noqa: E402
+from helpers import SUMMARY, MinimalOffloader  # noqa: E402
 
-SUMMARY = {
-    "task_overview": "read the report pages",
-    "current_state": "pages fetched so far are offloaded",
-    "important_discoveries": "none",
-    "next_steps": "fetch the next page",
-    "context_to_preserve": "page numbers",
-}
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="test")
 
 

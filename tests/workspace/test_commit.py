@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxoffload import InMemoryWorkspace, LocalWorkspace, Msg
-from ctxoffload.workspace import COMMIT_SUFFIX, decode_commit_record
+from ctxoffload import LocalWorkspace, Msg
+from ctxoffload.workspace import COMMIT_SUFFIX, Workspace, decode_commit_record
 from ctxoffload.workspace._jsonl import message_key, row_line_and_key
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
@@ -29,7 +29,7 @@ def _msgs(*names: str) -> list[Msg]:
 
 
 async def test_same_messages_twice_are_written_once_and_get_their_span_back(
-    workspace: LocalWorkspace | InMemoryWorkspace,
+    workspace: Workspace,
 ) -> None:
     first = await workspace.offload_context("s", msgs=_msgs("a", "b"))
     again = await workspace.offload_context("s", msgs=_msgs("a", "b"))
@@ -38,7 +38,7 @@ async def test_same_messages_twice_are_written_once_and_get_their_span_back(
 
 
 async def test_overlapping_batch_writes_only_the_new_messages(
-    workspace: LocalWorkspace | InMemoryWorkspace,
+    workspace: Workspace,
 ) -> None:
     await workspace.offload_context("s", msgs=_msgs("a", "b"))
     ref = await workspace.offload_context("s", msgs=_msgs("a", "b", "c"))
@@ -47,7 +47,7 @@ async def test_overlapping_batch_writes_only_the_new_messages(
 
 
 async def test_messages_without_ids_are_always_written(
-    workspace: LocalWorkspace | InMemoryWorkspace,
+    workspace: Workspace,
 ) -> None:
     msg = {"role": "user", "content": "no id"}
     await workspace.offload_context("s", msgs=[msg])
@@ -215,7 +215,7 @@ async def test_readers_never_see_part_of_a_batch_in_progress(
 
 
 async def test_ids_are_found_across_appends_of_messages_without_ids(
-    workspace: LocalWorkspace | InMemoryWorkspace,
+    workspace: Workspace,
 ) -> None:
     plain = {"role": "user", "content": "no id"}
     await workspace.offload_context("s", msgs=[plain])
@@ -227,7 +227,7 @@ async def test_ids_are_found_across_appends_of_messages_without_ids(
 
 
 async def test_a_message_that_grew_under_its_id_is_written_again(
-    workspace: LocalWorkspace | InMemoryWorkspace,
+    workspace: Workspace,
 ) -> None:
     # AgentScope keeps appending blocks to one reply Msg: each compression may drop a longer
     # version of the same id, and every version must reach the log.

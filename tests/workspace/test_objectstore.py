@@ -14,7 +14,6 @@ from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_po
 
 from ctxoffload import (
     ConfigError,
-    DataBlock,
     InvalidReference,
     InvalidSessionId,
     Msg,
@@ -23,7 +22,6 @@ from ctxoffload import (
     TextBlock,
     ToolResultBlock,
 )
-from ctxoffload.messages import Base64Source
 from ctxoffload.offloader import retrieve_offloaded_content
 from helpers import PNG, image_block
 
@@ -232,9 +230,7 @@ async def test_gc_removes_old_sessions_and_unreferenced_data(
 ) -> None:
     import ctxoffload.workspace._objectstore as module
 
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     await ws.offload_context("old", [Msg(role="user", content=[block])])
     await ws.offload_context("new", [text_msg("keep")])
     dry = await ws.gc(older_than=0, dry_run=True)
@@ -255,9 +251,7 @@ async def test_gc_keeps_data_a_live_session_references(
 ) -> None:
     import ctxoffload.workspace._objectstore as module
 
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     await ws.offload_context("live", [Msg(role="user", content=[block])])
     monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
     report = await ws.gc(older_than=3600)

@@ -17,14 +17,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.offloader import retrieve_offloaded_content
-
-SUMMARY = {
-    "task_overview": "investigate the logs",
-    "current_state": "reading logs",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
+from helpers import SUMMARY
 
 
 def call(call_id: str, name: str, **args: Any) -> Msg:
