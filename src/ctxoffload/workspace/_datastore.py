@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import uuid
 
+from ._layout import temporary_name
 from ._paths import READ_FLAGS, open_file, unlink_quietly, write_new_file
 from ._reader import iter_chunks
 
@@ -123,7 +123,7 @@ def store_bytes(
     name = data_name(raw, media_type)
     if _holds(data_fd, name, raw):
         return os.path.join(data_dir, name)
-    tmp = f".tmp-{name}-{uuid.uuid4().hex}"
+    tmp = temporary_name(name)
     try:
         write_new_file(data_fd, tmp, raw, fsync=fsync)
         os.replace(tmp, name, src_dir_fd=data_fd, dst_dir_fd=data_fd)

@@ -16,7 +16,9 @@ imports it at start-up (`re` is loaded by argparse anyway).
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from datetime import datetime, timezone
 
 __all__ = [
@@ -27,15 +29,19 @@ __all__ = [
     "DATA_REFERENCE",
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
+    "PURGING_PREFIX",
     "SESSIONS_DIR",
     "SKILLS_DIR",
     "STATE_FILE",
+    "TEMPORARY_PREFIX",
     "TOOL_RESULT_PREFIX",
     "TOOL_RESULT_SUFFIX",
     "TOP_FOLDERS",
     "is_data_name",
     "is_tool_result_name",
     "now_iso",
+    "purging_name",
+    "temporary_name",
     "tool_result_name",
 ]
 
@@ -51,6 +57,12 @@ STATE_FILE = "state.json"
 # Beside a committed log: `context.jsonl.commit` says how much of it belongs to acknowledged
 # batches (workspace/_jsonl.py).
 COMMIT_SUFFIX = ".commit"
+
+# A file is written under a temporary name first and linked or renamed into place; a session
+# being removed is renamed first. Both are hidden names, which readers and listings skip, and
+# `initialize` clears what a killed writer or purge left of them.
+TEMPORARY_PREFIX = ".tmp-"
+PURGING_PREFIX = ".purge-"
 
 TOOL_RESULT_PREFIX = "tool_result-"
 TOOL_RESULT_SUFFIX = ".txt"
@@ -81,6 +93,16 @@ def is_tool_result_name(name: str) -> bool:
         and name.endswith(TOOL_RESULT_SUFFIX)
         and len(name) > len(TOOL_RESULT_PREFIX) + len(TOOL_RESULT_SUFFIX)
     )
+
+
+def temporary_name(name: str) -> str:
+    """A fresh name to write the file `name` under before it is put in place."""
+    return f"{TEMPORARY_PREFIX}{name}-{os.urandom(16).hex()}"
+
+
+def purging_name(name: str) -> str:
+    """A fresh name for the session folder `name` to be renamed to while it is removed."""
+    return f"{PURGING_PREFIX}{name}-{time.time_ns()}"
 
 
 def is_data_name(name: str) -> bool:

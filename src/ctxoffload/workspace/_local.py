@@ -10,7 +10,6 @@ import logging
 import os
 import stat
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,11 +32,15 @@ from ._layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
+    PURGING_PREFIX,
     SESSIONS_DIR,
     STATE_FILE,
+    TEMPORARY_PREFIX,
     TOP_FOLDERS,
     is_tool_result_name,
     now_iso,
+    purging_name,
+    temporary_name,
     tool_result_name,
 )
 from ._paths import (
@@ -182,7 +185,7 @@ class LocalWorkspace:
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
             for entry in entries:
-                if entry.name.startswith(".purge-"):
+                if entry.name.startswith(PURGING_PREFIX):
                     with contextlib.suppress(OSError):
                         remove_tree(sessions_fd, entry.name)
                 elif not entry.name.startswith("."):
@@ -371,7 +374,7 @@ class LocalWorkspace:
 
     def _write_unique(self, dir_fd: int, stem: str, data: bytes) -> str:
         """Link `data` in as the first free version of the tool result `stem`; its name."""
-        tmp = f".tmp-{tool_result_name(stem)}-{uuid.uuid4().hex}"
+        tmp = temporary_name(tool_result_name(stem))
         try:
             write_new_file(dir_fd, tmp, data, fsync=self.fsync)
             n = 1
@@ -484,7 +487,7 @@ class LocalWorkspace:
                         "follows no link inside its workdir; remove that entry",
                         path,
                     )
-            tmp = f".tmp-state-{uuid.uuid4().hex}"
+            tmp = temporary_name(STATE_FILE)
             try:
                 write_new_file(dir_fd, tmp, data, fsync=self.fsync)
                 # rename() replaces the entry itself, never a file it might point to.
@@ -786,7 +789,7 @@ class LocalWorkspace:
                 or session_usage(session).last_activity > usage.last_activity
             ):
                 return False
-            doomed = f".purge-{usage.name}-{time.time_ns()}"
+            doomed = purging_name(usage.name)
             os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
             remove_tree(sessions_fd, doomed)
             return True
@@ -832,7 +835,7 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
                 continue  # another purge got there first; look at what is there now
             # Rename first so a reader sees the whole session or none of it, and so writers
             # waiting for the lock find that their directory is gone.
-            doomed = f".purge-{sid}-{time.time_ns()}"
+            doomed = purging_name(sid)
             os.rename(sid, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
             remove_tree(sessions_fd, doomed)
             return True
@@ -864,7 +867,7 @@ def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
 def _remove_stale_tmp(dir_fd: int, cutoff: float) -> None:
     """Remove `.tmp-*` regular files last written before `cutoff` (a killed writer's)."""
     with os.scandir(dir_fd) as it:
-        names = [e.name for e in it if e.name.startswith(".tmp-")]
+        names = [e.name for e in it if e.name.startswith(TEMPORARY_PREFIX)]
     for name in names:
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
