@@ -23,6 +23,7 @@ from ctxoffload import (
     ToolResultBlock,
 )
 from ctxoffload.offloader import retrieve_offloaded_content
+from ctxoffload.workspace import GcReport
 from helpers import PNG, image_block
 
 MakeWorkspace = Callable[..., ObjectStoreWorkspace]
@@ -244,6 +245,17 @@ async def test_gc_removes_old_sessions_and_unreferenced_data(
     assert await ws.list_sessions() == []
     with pytest.raises(ConfigError):
         await ws.gc(older_than=-1)
+
+
+async def test_gc_removes_a_session_put_in_the_bucket_by_hand_under_any_name(
+    s3: S3Server,
+) -> None:
+    bucket = s3.new_bucket()
+    ws = ObjectStoreWorkspace(f"s3://{bucket}/p", **s3.workspace_kwargs())
+    s3.put_object(bucket, "p/sessions/not a plain name/notes.txt", b"by hand")
+    report = await ws.gc(older_than=0)
+    assert report.sessions_removed == ["not a plain name"]
+    assert await ws.gc(older_than=0) == GcReport()
 
 
 async def test_gc_keeps_data_a_live_session_references(

@@ -734,9 +734,10 @@ class LocalWorkspace:
         report = GcReport(dry_run=dry_run)
         now = time.time()
         with _offload_errors("collect garbage in", str(self.workdir)):
+            usages = self._session_usages()
             data_sizes = {name: st.st_size for name, st in self._data_files().items()}
             doomed, remaining = sessions_to_remove(
-                self._session_usages(),
+                usages,
                 data_sizes,
                 now=now,
                 older_than=older_than,

@@ -663,7 +663,9 @@ class ObjectStoreWorkspace:
         )
 
     async def _remove_if_idle(self, usage: SessionUsage) -> bool:
-        prefix = self._session_prefix(usage.name)
+        # A name found in the bucket, not given by a caller: removed as it is, even one that
+        # is not a plain name (an object put there by hand).
+        prefix = f"{SESSIONS_DIR}/{usage.name}"
         now_there = await self._client.list_objects(prefix)
         if any(i.last_modified.timestamp() > usage.last_activity for i in now_there):
             return False
