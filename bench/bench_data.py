@@ -62,7 +62,7 @@ async def main() -> None:
             stored = await ws.offload_data_block(block)
             per_call.append(time.perf_counter() - start)
         total = time.perf_counter() - start_all
-        stored_files = list((Path(tmp) / "ws" / "data").iterdir())
+        stored_files = list(ws.data_dir.iterdir())
         assert len(stored_files) == 1 and stored_files[0].read_bytes() == image
         assert Path(stored.source.url) == stored_files[0]
 

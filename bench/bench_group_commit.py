@@ -28,9 +28,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ctxoffload.workspace import CONTEXT_FILE
+
+# The appender itself is what is measured, below the workspace: its private module on purpose.
 from ctxoffload.workspace._jsonl import JsonlAppender, row_line_and_key
 
-LOG = "context.jsonl"
+LOG = CONTEXT_FILE
 
 
 class _CountingFsync:

@@ -29,8 +29,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ctxoffload import Msg, ObjectStoreWorkspace, TextBlock, ToolResultBlock
+from ctxoffload.workspace import CONTEXT_FILE, SESSIONS_DIR
 
 SIZE = 10 * 1024 * 1024
+# The log the prior segments go to, written below the workspace (its segment log) so that
+# thousands of them take seconds, not minutes.
+LONG_LOG = f"{SESSIONS_DIR}/long/{CONTEXT_FILE}"
 KEYS = {"access_key_id": "bench", "secret_access_key": "bench-secret", "region": "us-east-1"}
 
 
@@ -116,7 +120,7 @@ async def bench_append(endpoint: str, runs: int, prior: int) -> tuple[float, flo
     start = time.perf_counter()
     await ws.offload_context("warmup", _msg(0))
     for i in range(prior):
-        await ws._logs.append("sessions/long/context.jsonl", b'{"prior": %d}\n' % i)
+        await ws._logs.append(LONG_LOG, b'{"prior": %d}\n' % i)
     setup = time.perf_counter() - start
     counter = iter(range(10**9))
 
@@ -155,7 +159,7 @@ async def bench_append(endpoint: str, runs: int, prior: int) -> tuple[float, flo
     start = time.perf_counter()
     rows = await ws.read_context("long")
     elapsed = time.perf_counter() - start
-    segments = len(await ws._logs.segments("sessions/long/context.jsonl"))
+    segments = len(await ws._logs.segments(LONG_LOG))
     print(
         f"read_context of {segments:,} segments ({len(rows):,} lines): {elapsed * 1e3:.0f} ms, "
         f"{segments / elapsed:,.0f} segments/s"

@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 from ctxoffload import Base64Source, DataBlock, LocalWorkspace, Msg, TextBlock, ToolResultBlock
+from ctxoffload.workspace import GarbageCollector, Workspace
 
 
 def tiny_png() -> bytes:
@@ -71,6 +72,18 @@ async def main(workdir: Path) -> None:
         output=[TextBlock(text="Dashboard at 03:00:"), image],
     )
     print(f"mixed    -> {await ws.offload_tool_result('run-42', mixed)}")
+
+    # 4. Reading back: every workspace (on disk, in memory, in a bucket) is a `Workspace`;
+    #    what only some can do is a protocol of its own, asked with isinstance.
+    assert isinstance(ws, Workspace)
+    messages = await ws.read_context("run-42")
+    kinds = [event["kind"] for event in await ws.read_events("run-42")]
+    print(f"\nread back: {len(messages)} messages, events {kinds}")
+    if isinstance(ws, GarbageCollector):
+        report = await ws.gc(older_than=30 * 86_400, dry_run=True)
+        print(
+            f"gc (dry run, older than 30 days) would remove {report.sessions_removed or 'nothing'}"
+        )
 
     print("\nThe workspace now holds:")
     for path in sorted(workdir.rglob("*")):

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import settings
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace
+from ctxoffload.workspace import Workspace
 
 # No wall-clock limit on any example: the suite runs on more workers than cores, and a slow
 # moment on a busy machine is not a failure.
@@ -44,7 +45,7 @@ def local_ws(workdir: Path) -> LocalWorkspace:
 
 
 @pytest.fixture(params=["local", "memory"])
-def workspace(request: pytest.FixtureRequest, workdir: Path) -> LocalWorkspace | InMemoryWorkspace:
+def workspace(request: pytest.FixtureRequest, workdir: Path) -> Workspace:
     """Each workspace implementation in turn, for the behaviour both must share."""
     if request.param == "local":
         return LocalWorkspace(workdir)

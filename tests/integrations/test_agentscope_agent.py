@@ -13,7 +13,6 @@ import base64
 import json
 import logging
 import re
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,20 +33,13 @@ from agentscope.message import (  # noqa: E402
 from agentscope.model import OpenAIChatModel  # noqa: E402
 from agentscope.permission import PermissionBehavior, PermissionDecision  # noqa: E402
 from agentscope.tool import FunctionTool, Toolkit  # noqa: E402
-
-from ctxoffload import LocalWorkspace  # noqa: E402
-from ctxoffload.integrations.agentscope import AgentScopeOffloader  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 from openai_server import OpenAIServer, chat_completion  # noqa: E402
 
-SUMMARY = {
-    "task_overview": "read the report pages",
-    "current_state": "pages fetched so far are offloaded",
-    "important_discoveries": "none",
-    "next_steps": "fetch the next page",
-    "context_to_preserve": "page numbers",
-}
+from ctxoffload import LocalWorkspace  # noqa: E402
+from ctxoffload.exceptions import ConfigError  # noqa: E402
+from ctxoffload.integrations.agentscope import AgentScopeOffloader  # noqa: E402
+from helpers import SUMMARY, MinimalOffloader  # noqa: E402
+
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="test")
 
 
@@ -353,3 +345,14 @@ async def test_the_retrieval_tool_reads_a_long_line_back_in_pieces(
     assert (await agent.reply(user("go"))).get_text_content() == "done"
     read_back = tool_messages(server.requests[-1])[-1]
     assert one_line(40_000)[20_000:20_400] in read_back
+
+
+def test_anything_but_an_offloader_is_refused_naming_what_it_lacks() -> None:
+    with pytest.raises(ConfigError, match="no offload_context, offload_tool_result"):
+        AgentScopeOffloader(object())  # type: ignore[arg-type]
+
+
+def test_a_custom_offloader_is_taken_and_its_retrieval_tool_refused() -> None:
+    offloader = AgentScopeOffloader(MinimalOffloader())
+    with pytest.raises(ConfigError, match="has no read_reference"):
+        offloader.tools()

@@ -21,7 +21,9 @@ from strands.types.exceptions import ContextWindowOverflowException  # noqa: E40
 from strands_scripted import ScriptedModelBase  # noqa: E402
 
 from ctxoffload import LocalWorkspace  # noqa: E402
+from ctxoffload.exceptions import ConfigError  # noqa: E402
 from ctxoffload.integrations.strands import OffloadingConversationManager  # noqa: E402
+from helpers import MinimalOffloader  # noqa: E402
 
 
 @tool
@@ -162,6 +164,21 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         OffloadingConversationManager(ws, per_turn=0)
     with pytest.raises(ValueError, match="session_id"):
         OffloadingConversationManager(ws, session_id="../x")
+
+
+def test_anything_but_an_offloader_is_refused_naming_what_it_lacks() -> None:
+    with pytest.raises(ConfigError, match="object has no offload_context, offload_tool_result"):
+        OffloadingConversationManager(object())  # type: ignore[arg-type]
+
+
+def test_a_custom_offloader_with_the_three_methods_gets_what_is_dropped() -> None:
+    custom = MinimalOffloader()
+    manager = OffloadingConversationManager(custom, session_id="run-6", window_size=2)
+    agent = Agent(
+        model=PlanModel(pages=3), tools=[fetch], conversation_manager=manager, callback_handler=None
+    )
+    assert str(agent("read every page")).strip() == "all pages read"
+    assert custom.contexts and all(session == "run-6" for session, _ in custom.contexts)
 
 
 def test_the_managers_loop_thread_ends_with_the_manager(tmp_path: Path) -> None:

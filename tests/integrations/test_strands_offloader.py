@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,15 +19,13 @@ from frameworks import require_framework
 
 require_framework("strands", "strands")
 
+from s3_server import shared_server  # noqa: E402
 from strands import Agent, tool  # noqa: E402
 from strands.vended_plugins.context_offloader import ContextOffloader  # noqa: E402
 from strands_scripted import ScriptedModelBase  # noqa: E402
 
 from ctxoffload import LocalWorkspace, ObjectStoreWorkspace  # noqa: E402
 from ctxoffload.integrations.strands import WorkspaceStorage  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "workspace"))
-from s3_server import shared_server  # noqa: E402
 
 NEEDLE = "02817 ERROR export-worker-3 order_id=ORD-58213 failed: disk quota exceeded"
 PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"chart" * 40)

@@ -24,6 +24,7 @@ from workspace_kinds import WORKSPACES
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
 from ctxoffload.exceptions import InvalidSessionId, OffloadError
 from ctxoffload.integrations.strands import WorkspaceStorage
+from helpers import MinimalOffloader
 
 PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"pixels" * 50)
 LOG = "\n".join(f"{i:05d} INFO exported ORD-{10000 + i}" for i in range(1, 3001))
@@ -111,7 +112,10 @@ def test_bad_arguments_are_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(InvalidSessionId):
         WorkspaceStorage(LocalWorkspace(tmp_path), session_id="../x")
     with pytest.raises(TypeError, match="not a ctxoffload workspace"):
-        WorkspaceStorage(object())
+        WorkspaceStorage(object())  # type: ignore[arg-type]
+    # An Offloader is not enough: the storage reads back and keeps keys in state.json.
+    with pytest.raises(TypeError, match=r"has no read_reference, record_event, .*purge_session"):
+        WorkspaceStorage(MinimalOffloader())  # type: ignore[arg-type]
 
 
 async def test_a_refused_write_is_an_offload_error_and_loses_nothing(tmp_path: Path) -> None:

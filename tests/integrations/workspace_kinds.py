@@ -3,30 +3,28 @@ a local folder, memory, and a bucket on the shared moto S3 server (127.0.0.1).""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from s3_server import shared_server
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "workspace"))
-from s3_server import shared_server
+from ctxoffload.workspace import Workspace
 
 __all__ = ["WORKSPACES", "bucket", "local", "memory", "shared_server"]
 
 
-def local(tmp_path: Path) -> Any:
+def local(tmp_path: Path) -> Workspace:
     return LocalWorkspace(tmp_path / "ws", fsync=False)
 
 
-def memory(tmp_path: Path) -> Any:
+def memory(tmp_path: Path) -> Workspace:
     return InMemoryWorkspace()
 
 
-def bucket(tmp_path: Path) -> Any:
+def bucket(tmp_path: Path) -> Workspace:
     s3 = shared_server()
     return ObjectStoreWorkspace(f"s3://{s3.new_bucket()}/agents", **s3.workspace_kwargs())
 
 
-WORKSPACES: list[Callable[[Path], Any]] = [local, memory, bucket]
+WORKSPACES: list[Callable[[Path], Workspace]] = [local, memory, bucket]

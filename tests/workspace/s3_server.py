@@ -65,19 +65,29 @@ class S3Server:
 
     def new_bucket(self) -> str:
         """Create a fresh bucket and return its name."""
+        name = f"ctx-{uuid.uuid4().hex[:20]}"
+        client = self._client()
+        client.create_bucket(Bucket=name)
+        client.close()
+        return name
+
+    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+        """Write an object with the plain S3 API, as a hand or another program would."""
+        client = self._client()
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+        client.close()
+
+    def _client(self) -> Any:
+        """A boto3 S3 client of this server (the plain API, beside the workspace's own)."""
         import boto3
 
-        name = f"ctx-{uuid.uuid4().hex[:20]}"
-        client = boto3.client(
+        return boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,
             aws_access_key_id=ACCESS_KEY,
             aws_secret_access_key=SECRET_KEY,
             region_name=REGION,
         )
-        client.create_bucket(Bucket=name)
-        client.close()
-        return name
 
     def workspace_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that point an ObjectStoreWorkspace at this server."""

@@ -7,7 +7,6 @@ Every child waits for a "go" line on stdin, so all of them start writing togethe
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import subprocess
@@ -16,15 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxoffload import (
-    Base64Source,
-    DataBlock,
-    InMemoryWorkspace,
-    LocalWorkspace,
-    ToolResultBlock,
-)
+from ctxoffload import LocalWorkspace, ToolResultBlock
+from ctxoffload.workspace import Workspace
+from helpers import image_block
 
-Workspace = LocalWorkspace | InMemoryWorkspace
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 
 APPEND_WRITER = """
@@ -242,9 +236,7 @@ async def test_same_image_offloaded_by_many_tasks_is_stored_once(
     workspace: Workspace,
 ) -> None:
     raw = bytes(range(256)) * 4096
-    block = DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(raw).decode())
-    )
+    block = image_block(raw)
     results: list[Any] = await asyncio.gather(
         *(workspace.offload_data_block(block) for _ in range(100))
     )

@@ -8,7 +8,6 @@ running as root, so `sessions` is made a regular file and mkdir fails with ENOTD
 
 from __future__ import annotations
 
-import base64
 import errno
 import json
 import shutil
@@ -21,14 +20,13 @@ from typing import Any
 import pytest
 
 from ctxoffload import (
-    Base64Source,
     CtxOffloadError,
-    DataBlock,
     LocalWorkspace,
     Msg,
     OffloadError,
     ToolResultBlock,
 )
+from helpers import image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 
@@ -205,9 +203,7 @@ async def test_initialize_into_an_unwritable_place_raises_offload_error(
 async def test_data_store_into_an_unwritable_place_raises_offload_error(workdir: Path) -> None:
     workdir.mkdir()
     (workdir / "data").write_text("not a directory")
-    block = DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(b"img").decode())
-    )
+    block = image_block(b"img")
     with pytest.raises(OffloadError, match="data"):
         await LocalWorkspace(workdir).offload_data_block(block)
 
@@ -253,9 +249,7 @@ async def test_full_tmpfs_refuses_and_leaves_everything_as_it_was(
     ref = await ws.offload_context("s", msgs=[Msg(role="user", content="before")])
     before = tree(small_tmpfs)
     big = "z" * (512 * 1024)
-    image = DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(big.encode()).decode())
-    )
+    image = image_block(big.encode())
     attempts: list[Callable[[], Awaitable[Any]]] = [
         lambda: ws.offload_context("s", msgs=[Msg(role="user", content=big)]),
         lambda: ws.offload_tool_result("s", ToolResultBlock(id="call_big", output=big)),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import subprocess
@@ -13,24 +12,17 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import (
-    Base64Source,
     ConfigError,
-    DataBlock,
     LocalWorkspace,
     Msg,
     TextBlock,
     ToolResultBlock,
 )
 from ctxoffload.workspace import GcReport
+from helpers import image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 DAY = 86_400.0
-
-
-def _image(payload: bytes) -> DataBlock:
-    return DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(payload).decode())
-    )
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -43,7 +35,7 @@ def _age(path: Path, seconds: float) -> None:
 
 
 async def _session_with_image(ws: LocalWorkspace, session_id: str, payload: bytes) -> str:
-    msg = Msg(role="user", content=[TextBlock(text=session_id), _image(payload)])
+    msg = Msg(role="user", content=[TextBlock(text=session_id), image_block(payload)])
     await ws.offload_context(session_id, msgs=[msg])
     await ws.offload_tool_result(session_id, ToolResultBlock(id="c1", output="x" * 1000))
     [name] = [p.name for p in (ws.data_dir).iterdir() if payload in p.read_bytes()]
@@ -104,7 +96,7 @@ async def test_gc_never_removes_a_referenced_data_file(
     local_ws: LocalWorkspace, workdir: Path
 ) -> None:
     # Referenced only from a tool_result file and from state.json, both old.
-    image = _image(b"kept image")
+    image = image_block(b"kept image")
     block = await local_ws.offload_data_block(image)
     await local_ws.offload_tool_result(
         "s", ToolResultBlock(id="c", output=[TextBlock(text="see"), image])
@@ -120,11 +112,11 @@ async def test_gc_never_removes_a_referenced_data_file(
 async def test_gc_keeps_unreferenced_data_used_recently(
     local_ws: LocalWorkspace, workdir: Path
 ) -> None:
-    block = await local_ws.offload_data_block(_image(b"just stored"))
+    block = await local_ws.offload_data_block(image_block(b"just stored"))
     assert (await local_ws.gc()).data_removed == []
     _age(workdir / "data", 3 * DAY)
     # Storing the same bytes again counts as a use.
-    await local_ws.offload_data_block(_image(b"just stored"))
+    await local_ws.offload_data_block(image_block(b"just stored"))
     assert (await local_ws.gc()).data_removed == []
     _age(workdir / "data", 3 * DAY)
     assert (await local_ws.gc()).data_removed == [Path(block.source.url).name]

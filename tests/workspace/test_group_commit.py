@@ -28,9 +28,8 @@ from typing import Any
 
 import pytest
 
+from ctxoffload.workspace import COMMIT_SUFFIX, decode_commit_record, read_log
 from ctxoffload.workspace._jsonl import JsonlAppender, row_line_and_key
-from ctxoffload.workspace._layout import COMMIT_SUFFIX
-from ctxoffload.workspace._reader import decode_commit_record, read_log
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 Lines = list[bytes]

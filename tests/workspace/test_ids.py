@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import InMemoryWorkspace, InvalidSessionId, LocalWorkspace, Msg
-from ctxoffload.workspace import tool_file_stem, validate_session_id
+from ctxoffload.workspace import Workspace, tool_file_stem, validate_session_id
 
 HOSTILE_SESSION_IDS: list[str] = [
     "",
@@ -103,7 +103,6 @@ NON_STR_SESSION_IDS: list[Any] = [
 
 PLAIN_SESSION_IDS = ["a", "A", "0", "_", "con", "nul", "a.b", "a..b", "a-", "a.", "run-42_v1.2"]
 
-Workspace = LocalWorkspace | InMemoryWorkspace
 Call = Callable[[Any, Any], Any]
 
 TOOL_RESULT = {"role": "tool", "tool_call_id": "call_1", "content": "output"}

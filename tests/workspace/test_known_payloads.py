@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import threading
 from pathlib import Path
 
-from ctxoffload import Base64Source, DataBlock, LocalWorkspace
+from ctxoffload import DataBlock, LocalWorkspace
 from ctxoffload.workspace._datastore import KnownPayloads
+from helpers import image_block
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
 
 
 def block(raw: bytes = PNG) -> DataBlock:
-    return DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(raw).decode())
-    )
+    return image_block(raw)
 
 
 def offload(ws: LocalWorkspace, b: DataBlock) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -11,25 +10,12 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import (
-    Base64Source,
-    DataBlock,
     InvalidReference,
     LocalWorkspace,
     Msg,
     ToolResultBlock,
 )
-
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
-
-
-def _image_block(raw: bytes = PNG, media_type: str = "image/png") -> DataBlock:
-    source = Base64Source(media_type=media_type, data=base64.b64encode(raw).decode())
-    return DataBlock(source=source, name="img")
-
-
-def _msgs(*texts: str) -> list[Msg]:
-    return [Msg(role="user", content=text) for text in texts]
-
+from helpers import PNG, image_block, user_msgs
 
 # -- layout -----------------------------------------------------------------------------------
 
@@ -43,7 +29,7 @@ async def test_initialize_creates_sessions_data_and_skills(
 
 
 async def test_offloading_works_without_initialize(local_ws: LocalWorkspace, workdir: Path) -> None:
-    ref = await local_ws.offload_context("s", msgs=_msgs("x"))
+    ref = await local_ws.offload_context("s", msgs=user_msgs("x"))
     assert Path(ref) == workdir / "sessions" / "s" / "context.jsonl"
     assert Path(ref).is_file()
 
@@ -51,7 +37,7 @@ async def test_offloading_works_without_initialize(local_ws: LocalWorkspace, wor
 async def test_session_files_follow_the_documented_layout(
     local_ws: LocalWorkspace, workdir: Path
 ) -> None:
-    await local_ws.offload_context("s", msgs=_msgs("x"))
+    await local_ws.offload_context("s", msgs=user_msgs("x"))
     await local_ws.offload_tool_result("s", ToolResultBlock(id="call_1", output="o"))
     session = workdir / "sessions" / "s"
     assert sorted(p.name for p in session.iterdir()) == [
@@ -65,7 +51,7 @@ async def test_session_files_follow_the_documented_layout(
 async def test_context_log_has_one_json_line_per_message(
     local_ws: LocalWorkspace, workdir: Path
 ) -> None:
-    msgs = _msgs("a", "b\nwith a newline", "c")
+    msgs = user_msgs("a", "b\nwith a newline", "c")
     ref = await local_ws.offload_context("s", msgs=msgs)
     lines = Path(ref).read_bytes().split(b"\n")
     assert lines[-1] == b""
@@ -88,15 +74,15 @@ async def test_context_log_has_one_json_line_per_message(
 async def test_data_file_is_named_by_the_sha256_of_the_decoded_bytes(
     local_ws: LocalWorkspace, workdir: Path, media_type: str, extension: str
 ) -> None:
-    block = await local_ws.offload_data_block(_image_block(PNG, media_type))
+    block = await local_ws.offload_data_block(image_block(PNG, media_type))
     path = Path(block.source.url)
     assert path == workdir / "data" / f"{hashlib.sha256(PNG).hexdigest()}{extension}"
     assert path.read_bytes() == PNG
 
 
 async def test_data_store_leaves_no_temporary_file(local_ws: LocalWorkspace, workdir: Path) -> None:
-    await local_ws.offload_data_block(_image_block())
-    await local_ws.offload_data_block(_image_block())
+    await local_ws.offload_data_block(image_block())
+    await local_ws.offload_data_block(image_block())
     assert [p.name for p in (workdir / "data").iterdir()] == [
         f"{hashlib.sha256(PNG).hexdigest()}.png"
     ]
@@ -127,7 +113,7 @@ async def test_a_file_put_at_the_tool_result_name_is_not_overwritten(
 async def test_list_sessions_ignores_hidden_directories_and_files(
     local_ws: LocalWorkspace, workdir: Path
 ) -> None:
-    await local_ws.offload_context("s", msgs=_msgs("x"))
+    await local_ws.offload_context("s", msgs=user_msgs("x"))
     (workdir / "sessions" / ".purge-old-1").mkdir()
     (workdir / "sessions" / "stray.txt").write_text("x")
     assert await local_ws.list_sessions() == ["s"]
@@ -140,7 +126,7 @@ async def test_list_sessions_of_a_missing_workdir_is_empty(local_ws: LocalWorksp
 async def test_purge_session_keeps_data_files_on_disk(
     local_ws: LocalWorkspace, workdir: Path
 ) -> None:
-    await local_ws.offload_context("s", msgs=[Msg(role="user", content=[_image_block()])])
+    await local_ws.offload_context("s", msgs=[Msg(role="user", content=[image_block()])])
     data_before = sorted((workdir / "data").iterdir())
     assert await local_ws.purge_session("s") is True
     assert list((workdir / "sessions").iterdir()) == []
@@ -155,9 +141,9 @@ async def test_line_numbers_count_lines_that_another_workspace_appended(
     workdir: Path,
 ) -> None:
     a, b = LocalWorkspace(workdir), LocalWorkspace(workdir)
-    await a.offload_context("s", msgs=_msgs("a1", "a2"))
-    await b.offload_context("s", msgs=_msgs("b1", "b2", "b3"))
-    ref = await a.offload_context("s", msgs=_msgs("a3"))
+    await a.offload_context("s", msgs=user_msgs("a1", "a2"))
+    await b.offload_context("s", msgs=user_msgs("b1", "b2", "b3"))
+    ref = await a.offload_context("s", msgs=user_msgs("a3"))
     assert (ref.first_line, ref.last_line) == (6, 6)
 
 
@@ -167,10 +153,10 @@ async def test_line_numbers_stay_exact_when_a_purged_session_is_recreated(
     # ext4 gives the new context.jsonl the inode number of the purged one: a line count
     # cached by inode alone would then be wrong.
     a, b = LocalWorkspace(workdir), LocalWorkspace(workdir)
-    await a.offload_context("s", msgs=_msgs("old 1", "old 2", "old 3"))
+    await a.offload_context("s", msgs=user_msgs("old 1", "old 2", "old 3"))
     await b.purge_session("s")
-    await b.offload_context("s", msgs=_msgs(*(f"new {i} " + "x" * 200 for i in range(10))))
-    ref = await a.offload_context("s", msgs=_msgs("last"))
+    await b.offload_context("s", msgs=user_msgs(*(f"new {i} " + "x" * 200 for i in range(10))))
+    ref = await a.offload_context("s", msgs=user_msgs("last"))
     lines = Path(ref).read_bytes().split(b"\n")
     assert (ref.first_line, ref.last_line) == (11, 11)
     assert json.loads(lines[ref.first_line - 1])["content"] == "last"
@@ -178,10 +164,10 @@ async def test_line_numbers_stay_exact_when_a_purged_session_is_recreated(
 
 async def test_line_numbers_stay_exact_after_the_log_is_cut_shorter(workdir: Path) -> None:
     ws = LocalWorkspace(workdir)
-    ref = await ws.offload_context("s", msgs=_msgs("1", "2", "3"))
+    ref = await ws.offload_context("s", msgs=user_msgs("1", "2", "3"))
     data = Path(ref).read_bytes()
     Path(ref).write_bytes(data[: data.index(b"\n") + 1])  # keep only line 1
-    again = await ws.offload_context("s", msgs=_msgs("4"))
+    again = await ws.offload_context("s", msgs=user_msgs("4"))
     assert (again.first_line, again.last_line) == (2, 2)
 
 
@@ -195,9 +181,9 @@ async def test_a_relative_workdir_still_gives_absolute_references(
     monkeypatch.chdir(tmp_path)
     ws = LocalWorkspace("ws")
     monkeypatch.chdir("/")
-    ref = await ws.offload_context("s", msgs=[Msg(role="user", content=[_image_block()])])
+    ref = await ws.offload_context("s", msgs=[Msg(role="user", content=[image_block()])])
     path = await ws.offload_tool_result("s", ToolResultBlock(id="c", output="o"))
-    block = await ws.offload_data_block(_image_block())
+    block = await ws.offload_data_block(image_block())
     [line] = await ws.read_context("s")
     events = await ws.read_events("s")
     root = os.path.abspath(tmp_path / "ws")
@@ -212,9 +198,9 @@ async def test_a_relative_workdir_still_gives_absolute_references(
 
 async def test_absolute_workdir_gives_absolute_references(workdir: Path) -> None:
     ws = LocalWorkspace(str(workdir))
-    ref = await ws.offload_context("s", msgs=_msgs("x"))
+    ref = await ws.offload_context("s", msgs=user_msgs("x"))
     path = await ws.offload_tool_result("s", ToolResultBlock(id="c", output="o"))
-    block = await ws.offload_data_block(_image_block())
+    block = await ws.offload_data_block(image_block())
     for reference in (ref, path, block.source.url):
         assert os.path.isabs(reference)
         assert Path(reference).is_relative_to(workdir)
@@ -223,7 +209,7 @@ async def test_absolute_workdir_gives_absolute_references(workdir: Path) -> None
 async def test_read_reference_accepts_a_path_relative_to_the_workdir(
     local_ws: LocalWorkspace,
 ) -> None:
-    block = await local_ws.offload_data_block(_image_block())
+    block = await local_ws.offload_data_block(image_block())
     relative = "data/" + Path(block.source.url).name
     assert await local_ws.read_reference(relative) == PNG
 
@@ -236,14 +222,14 @@ async def test_read_reference_accepts_a_file_url(local_ws: LocalWorkspace) -> No
 async def test_read_reference_returns_the_exact_bytes_of_the_context_log(
     local_ws: LocalWorkspace,
 ) -> None:
-    ref = await local_ws.offload_context("s", msgs=_msgs("a", "b"))
+    ref = await local_ws.offload_context("s", msgs=user_msgs("a", "b"))
     assert await local_ws.read_reference(ref) == Path(ref).read_bytes()
 
 
 @pytest.fixture
 async def outside_file(tmp_path: Path, local_ws: LocalWorkspace) -> Path:
     """A file next to the workspace, and a workspace with one session in it."""
-    await local_ws.offload_context("s", msgs=_msgs("x"))
+    await local_ws.offload_context("s", msgs=user_msgs("x"))
     secret = tmp_path / "secret.txt"
     secret.write_text("not yours")
     return secret

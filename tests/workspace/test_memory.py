@@ -7,7 +7,6 @@ does (files on disk, `memory://` references) take that one directly.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from typing import Any
@@ -16,44 +15,27 @@ import pytest
 
 import ctxoffload
 from ctxoffload import (
-    Base64Source,
     DataBlock,
     InMemoryWorkspace,
     InvalidReference,
-    LocalWorkspace,
     Msg,
     TextBlock,
     ToolResultBlock,
     URLSource,
 )
-
-Workspace = LocalWorkspace | InMemoryWorkspace
-
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
-
-
-def _image_block(raw: bytes = PNG, name: str | None = "chart.png") -> DataBlock:
-    source = Base64Source(media_type="image/png", data=base64.b64encode(raw).decode())
-    return DataBlock(source=source, name=name)
-
-
-def _msgs(*texts: str) -> list[Msg]:
-    return [Msg(role="user", content=text) for text in texts]
+from ctxoffload.workspace import Workspace
+from helpers import PNG, image_block, user_msgs
 
 
 def _line(log: bytes, line_no: int) -> Any:
     return json.loads(log.split(b"\n")[line_no - 1])
 
 
-# -- the Offloader protocol -------------------------------------------------------------------
-
-
-def test_workspace_is_an_offloader(workspace: Workspace) -> None:
-    assert isinstance(workspace, ctxoffload.Offloader)
+# -- the Offloader protocol (tests/workspace/test_protocols.py checks what each one is) ------
 
 
 async def test_msgs_can_be_passed_by_keyword(workspace: Workspace) -> None:
-    ref = await workspace.offload_context("s", msgs=_msgs("hello"))
+    ref = await workspace.offload_context("s", msgs=user_msgs("hello"))
     assert (ref.first_line, ref.last_line) == (1, 1)
     assert [m["content"] for m in await workspace.read_context("s")] == ["hello"]
 
@@ -68,9 +50,9 @@ async def test_initialize_is_idempotent(workspace: Workspace) -> None:
 
 
 async def test_offload_context_reports_the_lines_each_call_wrote(workspace: Workspace) -> None:
-    first = await workspace.offload_context("s", msgs=_msgs("a", "b"))
-    second = await workspace.offload_context("s", msgs=_msgs("c"))
-    third = await workspace.offload_context("s", msgs=_msgs("d", "e", "f"))
+    first = await workspace.offload_context("s", msgs=user_msgs("a", "b"))
+    second = await workspace.offload_context("s", msgs=user_msgs("c"))
+    third = await workspace.offload_context("s", msgs=user_msgs("d", "e", "f"))
     assert [(r.first_line, r.last_line) for r in (first, second, third)] == [
         (1, 2),
         (3, 3),
@@ -80,7 +62,7 @@ async def test_offload_context_reports_the_lines_each_call_wrote(workspace: Work
 
 
 async def test_offload_context_returns_the_context_log_reference(workspace: Workspace) -> None:
-    ref = await workspace.offload_context("s", msgs=_msgs("a"))
+    ref = await workspace.offload_context("s", msgs=user_msgs("a"))
     assert isinstance(ref, ctxoffload.ContextRef)
     assert str(ref) == str(workspace.context_path("s"))
 
@@ -88,8 +70,8 @@ async def test_offload_context_returns_the_context_log_reference(workspace: Work
 async def test_context_line_at_the_reported_span_holds_the_message(
     workspace: Workspace,
 ) -> None:
-    await workspace.offload_context("s", msgs=_msgs("before"))
-    msgs = _msgs("one", "two")
+    await workspace.offload_context("s", msgs=user_msgs("before"))
+    msgs = user_msgs("one", "two")
     ref = await workspace.offload_context("s", msgs=msgs)
     log = await workspace.read_reference(ref)
     for line_no, msg in zip(range(ref.first_line, ref.last_line + 1), msgs, strict=True):
@@ -97,8 +79,8 @@ async def test_context_line_at_the_reported_span_holds_the_message(
 
 
 async def test_read_context_returns_every_message_oldest_first(workspace: Workspace) -> None:
-    await workspace.offload_context("s", msgs=_msgs("1", "2"))
-    await workspace.offload_context("s", msgs=_msgs("3"))
+    await workspace.offload_context("s", msgs=user_msgs("1", "2"))
+    await workspace.offload_context("s", msgs=user_msgs("3"))
     assert [m["content"] for m in await workspace.read_context("s")] == ["1", "2", "3"]
 
 
@@ -132,8 +114,8 @@ async def test_empty_msgs_write_nothing(workspace: Workspace) -> None:
 
 
 async def test_sessions_do_not_share_a_context_log(workspace: Workspace) -> None:
-    await workspace.offload_context("a", msgs=_msgs("for a"))
-    ref = await workspace.offload_context("b", msgs=_msgs("for b"))
+    await workspace.offload_context("a", msgs=user_msgs("for a"))
+    ref = await workspace.offload_context("b", msgs=user_msgs("for b"))
     assert ref.first_line == 1
     assert [m["content"] for m in await workspace.read_context("a")] == ["for a"]
     assert await workspace.list_sessions() == ["a", "b"]
@@ -143,7 +125,7 @@ async def test_sessions_do_not_share_a_context_log(workspace: Workspace) -> None
 
 
 async def test_context_offload_records_an_event(workspace: Workspace) -> None:
-    ref = await workspace.offload_context("s", msgs=_msgs("a", "b"))
+    ref = await workspace.offload_context("s", msgs=user_msgs("a", "b"))
     log = await workspace.read_reference(ref)
     [event] = await workspace.read_events("s")
     assert event["kind"] == "context"
@@ -214,7 +196,9 @@ async def test_earlier_content_of_a_reused_tool_id_is_found_again(workspace: Wor
 
 
 async def test_tool_result_with_a_data_block_stores_it_and_names_it(workspace: Workspace) -> None:
-    result = ToolResultBlock(id="call_1", output=[TextBlock(text="plot:"), _image_block()])
+    result = ToolResultBlock(
+        id="call_1", output=[TextBlock(text="plot:"), image_block(name="chart.png")]
+    )
     path = await workspace.offload_tool_result("s", result)
     text = (await workspace.read_reference(path)).decode()
     first, data_line = text.split("\n")
@@ -240,7 +224,7 @@ async def test_tool_results_of_two_sessions_are_kept_apart(workspace: Workspace)
 
 
 async def test_data_block_comes_back_with_a_url_source(workspace: Workspace) -> None:
-    block = await workspace.offload_data_block(_image_block())
+    block = await workspace.offload_data_block(image_block(name="chart.png"))
     assert isinstance(block, DataBlock)
     assert isinstance(block.source, URLSource)
     assert block.source.media_type == "image/png"
@@ -250,14 +234,14 @@ async def test_data_block_comes_back_with_a_url_source(workspace: Workspace) -> 
 
 
 async def test_same_payload_is_stored_once(workspace: Workspace) -> None:
-    first = await workspace.offload_data_block(_image_block(name="a.png"))
-    second = await workspace.offload_data_block(_image_block(name="b.png"))
+    first = await workspace.offload_data_block(image_block(name="a.png"))
+    second = await workspace.offload_data_block(image_block(name="b.png"))
     assert first.source.url == second.source.url
 
 
 async def test_different_payloads_are_stored_apart(workspace: Workspace) -> None:
-    first = await workspace.offload_data_block(_image_block(PNG))
-    second = await workspace.offload_data_block(_image_block(PNG + b"!"))
+    first = await workspace.offload_data_block(image_block(PNG, name="chart.png"))
+    second = await workspace.offload_data_block(image_block(PNG + b"!", name="chart.png"))
     assert first.source.url != second.source.url
     assert await workspace.read_reference(second.source.url) == PNG + b"!"
 
@@ -272,7 +256,7 @@ async def test_data_block_with_a_url_source_is_returned_unchanged(workspace: Wor
 
 async def test_list_sessions_is_sorted(workspace: Workspace) -> None:
     for session_id in ("b", "a", "c"):
-        await workspace.offload_context(session_id, msgs=_msgs("x"))
+        await workspace.offload_context(session_id, msgs=user_msgs("x"))
     assert await workspace.list_sessions() == ["a", "b", "c"]
 
 
@@ -284,7 +268,7 @@ async def test_read_of_an_unknown_session_is_empty(workspace: Workspace) -> None
 
 
 async def test_read_reference_refuses_an_unknown_reference(workspace: Workspace) -> None:
-    ref = await workspace.offload_context("s", msgs=_msgs("x"))
+    ref = await workspace.offload_context("s", msgs=user_msgs("x"))
     for unknown in (
         str(ref).replace("context.jsonl", "nope.jsonl"),
         str(ref).replace("/s/", "/t/"),
@@ -303,9 +287,9 @@ async def test_write_state_is_read_back(workspace: Workspace) -> None:
 
 
 async def test_purge_session_removes_the_session(workspace: Workspace) -> None:
-    await workspace.offload_context("s", msgs=_msgs("x"))
+    await workspace.offload_context("s", msgs=user_msgs("x"))
     path = await workspace.offload_tool_result("s", ToolResultBlock(id="c", output="out"))
-    await workspace.offload_context("other", msgs=_msgs("y"))
+    await workspace.offload_context("other", msgs=user_msgs("y"))
     assert await workspace.purge_session("s") is True
     assert await workspace.list_sessions() == ["other"]
     assert await workspace.read_context("s") == []
@@ -317,7 +301,7 @@ async def test_purge_session_removes_the_session(workspace: Workspace) -> None:
 
 
 async def test_purge_session_keeps_shared_data(workspace: Workspace) -> None:
-    msg = Msg(role="user", content=[_image_block()])
+    msg = Msg(role="user", content=[image_block(name="chart.png")])
     await workspace.offload_context("s", msgs=[msg])
     [line] = await workspace.read_context("s")
     url = line["content"][0]["source"]["url"]
@@ -330,9 +314,9 @@ async def test_purge_of_an_unknown_session_returns_false(workspace: Workspace) -
 
 
 async def test_a_purged_session_starts_again_at_line_one(workspace: Workspace) -> None:
-    await workspace.offload_context("s", msgs=_msgs("a", "b", "c"))
+    await workspace.offload_context("s", msgs=user_msgs("a", "b", "c"))
     await workspace.purge_session("s")
-    ref = await workspace.offload_context("s", msgs=_msgs("again"))
+    ref = await workspace.offload_context("s", msgs=user_msgs("again"))
     assert (ref.first_line, ref.last_line) == (1, 1)
 
 
@@ -341,9 +325,9 @@ async def test_a_purged_session_starts_again_at_line_one(workspace: Workspace) -
 
 async def test_memory_references_follow_the_on_disk_names() -> None:
     ws = InMemoryWorkspace("mine")
-    ref = await ws.offload_context("s", msgs=_msgs("x"))
+    ref = await ws.offload_context("s", msgs=user_msgs("x"))
     path = await ws.offload_tool_result("s", ToolResultBlock(id="call_1", output="o"))
-    block = await ws.offload_data_block(_image_block())
+    block = await ws.offload_data_block(image_block(name="chart.png"))
     assert ref == "memory://mine/sessions/s/context.jsonl"
     assert path == "memory://mine/sessions/s/tool_result-call_1.txt"
     assert block.source.url == f"memory://mine/data/{hashlib.sha256(PNG).hexdigest()}.png"
@@ -351,7 +335,7 @@ async def test_memory_references_follow_the_on_disk_names() -> None:
 
 async def test_two_memory_workspaces_share_nothing() -> None:
     a, b = InMemoryWorkspace("a"), InMemoryWorkspace("b")
-    ref = await a.offload_context("s", msgs=_msgs("x"))
+    ref = await a.offload_context("s", msgs=user_msgs("x"))
     assert await b.list_sessions() == []
     with pytest.raises(InvalidReference):
         await b.read_reference(ref)

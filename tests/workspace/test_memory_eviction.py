@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 
 from ctxoffload import (
-    Base64Source,
     ConfigError,
-    DataBlock,
     InMemoryWorkspace,
     InvalidReference,
     Msg,
     ToolResultBlock,
 )
+from helpers import image_block
 
 
 def result(tool_id: str, text: str = "output") -> ToolResultBlock:
@@ -43,9 +40,7 @@ async def test_an_untouched_file_survives_n_model_calls_then_goes() -> None:
 async def test_data_payloads_are_evicted_and_the_record_never_is() -> None:
     ws = InMemoryWorkspace(evict_after_turns=1)
     raw = b"\x89PNG\r\n\x1a\n" + b"x" * 50
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(raw).decode(), media_type="image/png")
-    )
+    block = image_block(raw)
     stored = await ws.offload_data_block(block)
     ref = stored.source.url
     await ws.offload_context("s", msgs=[Msg(role="user", content="keep me")])

@@ -10,31 +10,23 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_port, shared_server
+from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_port
 
 from ctxoffload import (
     ConfigError,
-    DataBlock,
     InvalidReference,
     InvalidSessionId,
     Msg,
     ObjectStoreWorkspace,
-    Offloader,
     OffloadError,
     TextBlock,
     ToolResultBlock,
 )
-from ctxoffload.messages import Base64Source
 from ctxoffload.offloader import retrieve_offloaded_content
-
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+from ctxoffload.workspace import GcReport
+from helpers import PNG, image_block
 
 MakeWorkspace = Callable[..., ObjectStoreWorkspace]
-
-
-@pytest.fixture(scope="session")
-def s3() -> S3Server:
-    return shared_server()
 
 
 @pytest.fixture
@@ -61,10 +53,6 @@ def text_msg(text: str, role: str = "user") -> Msg:
 
 def tool_result(call_id: str, output: str) -> ToolResultBlock:
     return ToolResultBlock(id=call_id, name="fetch", output=output)
-
-
-async def test_is_an_offloader(ws: ObjectStoreWorkspace) -> None:
-    assert isinstance(ws, Offloader)
 
 
 async def test_context_appends_get_global_line_numbers(ws: ObjectStoreWorkspace, url: str) -> None:
@@ -189,9 +177,7 @@ async def test_events_record_every_offload(ws: ObjectStoreWorkspace) -> None:
 
 
 async def test_data_block_is_stored_once_by_hash(ws: ObjectStoreWorkspace, url: str) -> None:
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     stored = await ws.offload_data_block(block)
     expected = f"{url}/data/{hashlib.sha256(PNG).hexdigest()}.png"
     assert stored.source.url == expected
@@ -218,9 +204,7 @@ async def test_inline_payloads_in_messages_go_to_data(ws: ObjectStoreWorkspace, 
 
 
 async def test_image_in_tool_result_is_a_data_line(ws: ObjectStoreWorkspace, url: str) -> None:
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     ref = await ws.offload_tool_result(
         "s", ToolResultBlock(id="c", name="shot", output=[TextBlock(text="see"), block])
     )
@@ -247,9 +231,7 @@ async def test_gc_removes_old_sessions_and_unreferenced_data(
 ) -> None:
     import ctxoffload.workspace._objectstore as module
 
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     await ws.offload_context("old", [Msg(role="user", content=[block])])
     await ws.offload_context("new", [text_msg("keep")])
     dry = await ws.gc(older_than=0, dry_run=True)
@@ -265,14 +247,23 @@ async def test_gc_removes_old_sessions_and_unreferenced_data(
         await ws.gc(older_than=-1)
 
 
+async def test_gc_removes_a_session_put_in_the_bucket_by_hand_under_any_name(
+    s3: S3Server,
+) -> None:
+    bucket = s3.new_bucket()
+    ws = ObjectStoreWorkspace(f"s3://{bucket}/p", **s3.workspace_kwargs())
+    s3.put_object(bucket, "p/sessions/not a plain name/notes.txt", b"by hand")
+    report = await ws.gc(older_than=0)
+    assert report.sessions_removed == ["not a plain name"]
+    assert await ws.gc(older_than=0) == GcReport()
+
+
 async def test_gc_keeps_data_a_live_session_references(
     ws: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ctxoffload.workspace._objectstore as module
 
-    block = DataBlock(
-        source=Base64Source(data=base64.b64encode(PNG).decode(), media_type="image/png")
-    )
+    block = image_block()
     await ws.offload_context("live", [Msg(role="user", content=[block])])
     monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
     report = await ws.gc(older_than=3600)
@@ -339,6 +330,14 @@ async def test_references_outside_the_workspace_are_refused(
 ) -> None:
     with pytest.raises(InvalidReference):
         await ws.read_reference(reference)
+
+
+def test_a_key_names_a_data_file_only_as_the_layout_spells_it(ws: ObjectStoreWorkspace) -> None:
+    sha = hashlib.sha256(b"x").hexdigest()
+    assert ws.key_of(f"data/{sha}.png") == f"data/{sha}.png"
+    for name in (sha, f"{sha}.", f"{sha.upper()}.png", f"{sha}.png/x"):
+        with pytest.raises(InvalidReference):
+            ws.key_of(f"data/{name}")
 
 
 async def test_unknown_reference_is_invalid(ws: ObjectStoreWorkspace, url: str) -> None:

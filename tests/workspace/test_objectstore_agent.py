@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
-from s3_server import S3Server, shared_server
+from s3_server import S3Server
 
 from ctxoffload import (
     Agent,
@@ -18,14 +17,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.offloader import retrieve_offloaded_content
-
-SUMMARY = {
-    "task_overview": "investigate the logs",
-    "current_state": "reading logs",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
+from helpers import SUMMARY
 
 
 def call(call_id: str, name: str, **args: Any) -> Msg:
@@ -58,11 +50,6 @@ def make_agent(model: ScriptedModel, ws: ObjectStoreWorkspace, **kwargs: Any) ->
         summary_model=ScriptedModel(default=SUMMARY),
         **kwargs,
     )
-
-
-@pytest.fixture(scope="session")
-def s3() -> S3Server:
-    return shared_server()
 
 
 async def test_agent_answer_is_recovered_after_truncation_and_two_compressions(

@@ -7,7 +7,6 @@ variables. Each command reads the bucket through a temporary local copy that it 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import subprocess
@@ -18,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server, shared_server
+from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
-from ctxoffload import DataBlock, Msg, ObjectStoreWorkspace, TextBlock, ToolResultBlock
+from ctxoffload import Msg, ObjectStoreWorkspace, TextBlock, ToolResultBlock
 from ctxoffload.cli import main
-from ctxoffload.messages import Base64Source
+from helpers import image_block
 
 PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"a tiny picture" * 20)
 NEEDLE_LINE = 1500
@@ -35,11 +34,6 @@ def log_text(lines: int = 2000) -> str:
         else f"{i:05d} INFO exported ORD-{10000 + i}"
         for i in range(1, lines + 1)
     )
-
-
-@pytest.fixture(scope="module")
-def s3() -> S3Server:
-    return shared_server()
 
 
 @pytest.fixture
@@ -65,9 +59,7 @@ def bucket(s3: S3Server) -> Iterator[tuple[str, ObjectStoreWorkspace]]:
             await ws.offload_tool_result(
                 session, ToolResultBlock(id="call_1", name="fetch_logs", output=log_text())
             )
-        image = DataBlock(
-            source=Base64Source(media_type="image/png", data=base64.b64encode(PNG).decode())
-        )
+        image = image_block(PNG)
         for batch in (
             [Msg(role="user", content="Find the failing order")],
             [Msg(role="assistant", content='print("FAILURE: quoted needle")')],

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-from s3_server import S3Server, shared_server
+from s3_server import S3Server
 
 from ctxoffload import ObjectStoreWorkspace
 
@@ -96,11 +95,6 @@ async def write(ws, n):
     stored = await ws.offload_data_block(block)
     return stored.source.url
 """
-
-
-@pytest.fixture(scope="session")
-def s3() -> S3Server:
-    return shared_server()
 
 
 def run_writers(

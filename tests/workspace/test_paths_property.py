@@ -10,7 +10,6 @@ outside file keeps its bytes and its mtime.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import os
 import tempfile
@@ -21,13 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import (
-    Base64Source,
     CtxOffloadError,
-    DataBlock,
     LocalWorkspace,
     Msg,
     ToolResultBlock,
 )
+from helpers import image_block
 
 MARKER = b"OUTSIDE-MARKER-7f3a"
 PNG = b"\x89PNG\r\n\x1a\nimage bytes"
@@ -96,9 +94,7 @@ def _returned_bytes(value: Any) -> bytes:
 
 
 async def _operations(ws: LocalWorkspace, workdir: Path, out: Path) -> list[Any]:
-    image = DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(PNG).decode())
-    )
+    image = image_block(PNG)
     refs = [str(workdir / t) for t in TARGETS] + [
         str(out / "secret.txt"),
         str(workdir / "sessions" / "s" / ".." / ".." / ".." / "outside" / "secret.txt"),

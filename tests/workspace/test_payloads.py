@@ -16,9 +16,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 import ctxoffload as co
-from ctxoffload import InMemoryWorkspace, InvalidContent, LocalWorkspace
-
-Workspace = LocalWorkspace | InMemoryWorkspace
+from ctxoffload import InvalidContent, LocalWorkspace
+from ctxoffload.workspace import Workspace
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(range(200))

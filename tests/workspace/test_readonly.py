@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import errno
 import shutil
 import subprocess
@@ -13,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import (
-    Base64Source,
-    DataBlock,
     LocalWorkspace,
     Msg,
     OffloadError,
     ToolResultBlock,
 )
+from helpers import image_block
 
 
 @pytest.fixture
@@ -54,9 +52,7 @@ async def test_every_offload_on_a_read_only_workdir_raises_offload_error(
     await ws.offload_context("s", msgs=[Msg(role="user", content="before")])
     await ws.initialize()
     _remount_readonly(readonly_workdir)
-    image = DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(b"png!").decode())
-    )
+    image = image_block(b"png!")
     attempts = {
         "context": lambda: ws.offload_context("s", msgs=[Msg(role="user", content="x")]),
         "new session": lambda: ws.offload_context("t", msgs=[Msg(role="user", content="x")]),

@@ -6,16 +6,7 @@ import json
 from pathlib import Path
 
 from ctxoffload import Agent, ContextConfig, LocalWorkspace, ScriptedModel, get_token_counter
-
-SUMMARY = json.dumps(
-    {
-        "task_overview": "chat",
-        "current_state": "talking",
-        "important_discoveries": "none",
-        "next_steps": "continue",
-        "context_to_preserve": "nothing",
-    }
-)
+from helpers import SUMMARY
 
 
 def _agent(ws: LocalWorkspace, replies: list[str], window: int) -> Agent:
@@ -23,7 +14,7 @@ def _agent(ws: LocalWorkspace, replies: list[str], window: int) -> Agent:
         name="tester",
         system_prompt="You test things.",
         model=ScriptedModel(replies),
-        summary_model=ScriptedModel([SUMMARY] * 4),
+        summary_model=ScriptedModel([json.dumps(SUMMARY)] * 4),
         offloader=ws,
         counter=get_token_counter(exact=False),
         context_config=ContextConfig(context_window=window, tool_result_limit=300),

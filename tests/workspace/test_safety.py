@@ -7,7 +7,6 @@ file is untouched and that the workspace says which entry it refused.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import threading
@@ -17,22 +16,13 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import (
-    Base64Source,
-    DataBlock,
     InvalidReference,
     LocalWorkspace,
     Msg,
     OffloadError,
     ToolResultBlock,
 )
-
-PNG = b"\x89PNG\r\n\x1a\n" + b"pixels" * 50
-
-
-def _image() -> DataBlock:
-    return DataBlock(
-        source=Base64Source(media_type="image/png", data=base64.b64encode(PNG).decode())
-    )
+from helpers import PNG, image_block
 
 
 @pytest.fixture
@@ -112,7 +102,7 @@ async def test_planted_data_dir_symlink_refuses_the_store(
     workdir.mkdir()
     (workdir / "data").symlink_to(outside)
     with pytest.raises(OffloadError, match="data"):
-        await local_ws.offload_data_block(_image())
+        await local_ws.offload_data_block(image_block())
     assert [p.name for p in outside.iterdir()] == ["secret.txt"]
 
 
@@ -130,7 +120,7 @@ async def test_data_entry_that_does_not_hash_to_its_name_is_replaced(
     else:
         os.link(outside / "secret.txt", entry)
     before = _outside_state(outside)
-    block = await local_ws.offload_data_block(_image())
+    block = await local_ws.offload_data_block(image_block())
     assert block.source.url.endswith(name)
     assert not entry.is_symlink()
     assert entry.read_bytes() == PNG
@@ -264,6 +254,25 @@ async def test_workdir_that_is_a_symlink_is_resolved_once_and_works(
     assert (real / "sessions" / "s" / "context.jsonl").exists()
     assert [m["content"] for m in await ws.read_context("s")] == ["hi"]
     assert await ws.read_reference(str(ref))
+
+
+async def test_a_workdir_link_pointed_elsewhere_later_changes_nothing_that_is_read(
+    tmp_path: Path,
+) -> None:
+    real, other, link = tmp_path / "real-ws", tmp_path / "other-ws", tmp_path / "link-ws"
+    link.symlink_to(real)
+    ws = LocalWorkspace(link)
+    await ws.offload_context("s", msgs=[Msg(role="user", content="mine")])
+    path = await ws.offload_tool_result("s", ToolResultBlock(id="c", output="mine"))
+    theirs = LocalWorkspace(other)
+    await theirs.offload_context("t", msgs=[Msg(role="user", content="theirs")])
+    await theirs.offload_tool_result("s", ToolResultBlock(id="c", output="theirs"))
+    link.unlink()
+    link.symlink_to(other)
+    assert [m["content"] for m in await ws.read_context("s")] == ["mine"]
+    assert await ws.read_reference(path) == b"mine"
+    assert await ws.list_sessions() == ["s"]
+    assert await ws.list_files("s") == [path]
 
 
 # Swaps tool_result-r.txt between its real content and a symlink to an outside file, as fast

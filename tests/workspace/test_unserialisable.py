@@ -18,10 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctxoffload as co
-from ctxoffload import InMemoryWorkspace, InvalidContent, LocalWorkspace
-from ctxoffload.workspace._payloads import MAX_DEPTH, STORE_DEPTH, decode_base64, text_form
-
-Workspace = LocalWorkspace | InMemoryWorkspace
+from ctxoffload import InvalidContent
+from ctxoffload._depth import MAX_DEPTH, STORE_DEPTH, text_form
+from ctxoffload.workspace import Workspace, decode_base64
 
 
 def nested(depth: int, leaf: Any = "bottom") -> Any:

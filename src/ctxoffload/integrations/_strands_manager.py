@@ -31,7 +31,7 @@ from ..exceptions import ConfigError
 from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
 from ..tokens import get_token_counter
-from ..workspace import validate_session_id
+from ..workspace import Offloader, missing_methods, validate_session_id
 
 __all__ = ["manager_class"]
 
@@ -73,7 +73,7 @@ def _serve(loop: asyncio.AbstractEventLoop) -> None:
 class _Bridge:
     """The state shared by every call of one manager: ids, notes, the pipeline run."""
 
-    def __init__(self, workspace: Any, session_id: str, pipeline: ContextPipeline) -> None:
+    def __init__(self, workspace: Offloader, session_id: str, pipeline: ContextPipeline) -> None:
         compressor = Compressor(
             pipeline.config,
             offloader=workspace,
@@ -161,8 +161,8 @@ def manager_class() -> type:
         loses its result, and the newest turn stays.
 
         Args:
-            workspace: the ctxoffload workspace (`LocalWorkspace`, `ObjectStoreWorkspace`,
-                `InMemoryWorkspace`).
+            workspace: where removed messages go: a ctxoffload workspace (`LocalWorkspace`,
+                `ObjectStoreWorkspace`, `InMemoryWorkspace`) or any `Offloader`.
             session_id: the session folder (checked now).
             strategy: "sliding_window" or "summarization"; ignored when `pipeline` is given.
             window_size: messages kept by the sliding window.
@@ -176,13 +176,13 @@ def manager_class() -> type:
             context_window: the model's window in tokens, for ratio rules and summaries.
 
         Raises:
-            ConfigError: an impossible setting.
+            ConfigError: an impossible setting, or `workspace` is not an `Offloader`.
             InvalidSessionId: `session_id` is not a plain name.
         """
 
         def __init__(
             self,
-            workspace: Any,
+            workspace: Offloader,
             *,
             session_id: str = "strands",
             strategy: str = "sliding_window",
@@ -196,9 +196,10 @@ def manager_class() -> type:
             context_window: int | None = None,
         ) -> None:
             super().__init__(proactive_compression=proactive_compression)
-            if not callable(getattr(workspace, "offload_context", None)):
+            if not isinstance(workspace, Offloader):
                 raise ConfigError(
-                    f"{type(workspace).__name__} has no offload_context: pass a ctxoffload "
+                    f"{type(workspace).__name__} has no "
+                    f"{', '.join(missing_methods(workspace, Offloader))}: pass a ctxoffload "
                     "workspace (LocalWorkspace, ObjectStoreWorkspace, InMemoryWorkspace)"
                 )
             if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):

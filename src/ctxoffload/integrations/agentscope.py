@@ -43,6 +43,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from ..exceptions import ConfigError, OffloadError
+from ..workspace import Offloader, ReferenceReader, missing_methods
 
 __all__ = ["AgentScopeOffloader"]
 
@@ -75,22 +76,18 @@ class AgentScopeOffloader:
     it behaves as the bare workspace (the file holds the part AgentScope cut off).
 
     Args:
-        workspace: a `LocalWorkspace` (or any ctxoffload workspace).
+        workspace: a `LocalWorkspace` (or any ctxoffload workspace, or any `Offloader`;
+            `tools()` needs one that reads references back, a `ReferenceReader`).
 
     Raises:
-        ConfigError: `workspace` lacks the offloader methods.
+        ConfigError: `workspace` is not an `Offloader`.
     """
 
-    def __init__(self, workspace: Any) -> None:
-        missing = [
-            name
-            for name in ("offload_context", "offload_tool_result", "offload_data_block")
-            if not callable(getattr(workspace, name, None))
-        ]
-        if missing:
+    def __init__(self, workspace: Offloader) -> None:
+        if not isinstance(workspace, Offloader):
             raise ConfigError(
                 f"{type(workspace).__name__} is not a ctxoffload workspace (no "
-                f"{', '.join(missing)}): pass a LocalWorkspace"
+                f"{', '.join(missing_methods(workspace, Offloader))}): pass a LocalWorkspace"
             )
         self.workspace = workspace
         # (session id, tool call id) -> the file the whole result went to.
@@ -202,11 +199,21 @@ class AgentScopeOffloader:
         Read-only and allowed without asking. It reads any reference this workspace gave
         (paths and `file://` URLs), decodes context.jsonl lines to the messages they hold,
         searches with `pattern`, and pages inside a long line with `char_offset`.
+
+        Raises:
+            ConfigError: the workspace is an `Offloader` that cannot read references back
+                (not a `ReferenceReader`).
         """
         from ..offloader import retrieval_tool
 
+        source = self.workspace
+        if not isinstance(source, ReferenceReader):
+            raise ConfigError(
+                f"{type(source).__name__} has no read_reference, which the retrieval tool "
+                "reads offloaded content back through: pass a LocalWorkspace"
+            )
         permission = _agentscope(".permission")
-        function = retrieval_tool(self.workspace, max_output_chars=max_output_chars, images=False)
+        function = retrieval_tool(source, max_output_chars=max_output_chars, images=False)
         tool = _agentscope(".tool").FunctionTool(
             function,
             is_read_only=True,

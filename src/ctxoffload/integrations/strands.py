@@ -67,7 +67,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace import validate_session_id
+from ..workspace import DATA_DIR, Workspace, is_data_name, missing_methods, validate_session_id
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 
@@ -92,17 +92,8 @@ _STATE_FIELD = "strands_storage"
 _UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
 _SLASH_RUN = re.compile(r"/+")
 _ENTRY_END = re.compile(rf"\.[0-9a-f]{{{_DIGEST_HEX}}}\Z")
-_DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
 # state.json reads in flight at once while listing (one GET each on a bucket).
 _LIST_CONCURRENCY = 16
-_UNIFIED_METHODS = (
-    "store_bytes",
-    "read_bytes",
-    "write_state",
-    "read_state",
-    "list_sessions",
-    "purge_session",
-)
 
 
 def _strands(module: str) -> Any:
@@ -131,10 +122,8 @@ class WorkspaceStorage:
     `sync` has blocking twins of the unified methods.
 
     Args:
-        workspace: a `LocalWorkspace`, `ObjectStoreWorkspace` or `InMemoryWorkspace` (any
-            object with `offload_tool_result`, `store_bytes` and `read_bytes`; the unified
-            methods also need `write_state`, `read_state`, `list_sessions` and
-            `purge_session`).
+        workspace: a `Workspace`: a `LocalWorkspace`, `ObjectStoreWorkspace` or
+            `InMemoryWorkspace` (a custom one needs every method `Workspace` declares).
         session_id: the session whose folder holds the text results (checked now); the
             unified keys live in sessions named after it, so storages with different
             session ids on one workspace see different keys. The unified methods need it
@@ -142,19 +131,15 @@ class WorkspaceStorage:
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name.
-        TypeError: `workspace` lacks `offload_tool_result`, `store_bytes` or `read_bytes`.
+        TypeError: `workspace` is not a `Workspace` (the message names what it lacks).
     """
 
-    def __init__(self, workspace: Any, session_id: str = "strands") -> None:
-        missing = [
-            name
-            for name in ("offload_tool_result", "store_bytes", "read_bytes")
-            if not callable(getattr(workspace, name, None))
-        ]
-        if missing:
+    def __init__(self, workspace: Workspace, session_id: str = "strands") -> None:
+        if not isinstance(workspace, Workspace):
             raise TypeError(
-                f"{workspace!r} is not a ctxoffload workspace (it has no {', '.join(missing)}): "
-                "pass a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace"
+                f"{workspace!r} is not a ctxoffload workspace (it has no "
+                f"{', '.join(missing_methods(workspace, Workspace))}): pass a LocalWorkspace, "
+                "ObjectStoreWorkspace or InMemoryWorkspace"
             )
         self.workspace = workspace
         self.session_id = validate_session_id(session_id)
@@ -179,8 +164,7 @@ class WorkspaceStorage:
                 pass  # not text after all: stored as bytes below, nothing altered
             else:
                 block = ToolResultBlock(id=str(key), name=_TOOL_NAME, output=text)
-                reference: str = await self.workspace.offload_tool_result(self.session_id, block)
-                return str(reference)
+                return str(await self.workspace.offload_tool_result(self.session_id, block))
         return str(await self.workspace.store_bytes(data, content_type or None))
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:
@@ -270,9 +254,10 @@ class WorkspaceStorage:
         # A LocalWorkspace's references are absolute paths and a bucket's are URIs: a
         # workspace moved to another folder or bucket still holds data/<name> inside it.
         name = reference.rsplit("/", 1)[-1]
-        if _DATA_NAME.fullmatch(name) and reference != f"data/{name}":
+        moved = f"{DATA_DIR}/{name}"
+        if is_data_name(name) and reference != moved:
             try:
-                data, _ = await self.workspace.read_bytes(f"data/{name}")
+                data, _ = await self.workspace.read_bytes(moved)
                 return bytes(data)
             except (OSError, CtxOffloadError):
                 pass
@@ -361,14 +346,6 @@ class WorkspaceStorage:
     def _unified(self) -> Any:
         """Check that the unified methods can run here; return Strands' `StorageError`."""
         self._entry_prefix()
-        missing = [
-            name for name in _UNIFIED_METHODS if not callable(getattr(self.workspace, name, None))
-        ]
-        if missing:
-            raise TypeError(
-                f"{self.workspace!r} has no {', '.join(missing)}: the strands.storage methods "
-                "need a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace"
-            )
         return _strands(".types.exceptions").StorageError
 
     def _entry_prefix(self) -> str:

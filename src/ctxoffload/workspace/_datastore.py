@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import uuid
 
-from ._paths import READ_FLAGS, unlink_quietly, write_new_file
+from ._layout import temporary_name
+from ._paths import READ_FLAGS, open_file, unlink_quietly, write_new_file
+from ._reader import iter_chunks
 
-__all__ = ["KnownPayloads", "extension_for", "media_type_of", "store_bytes"]
+__all__ = ["KnownPayloads", "data_name", "extension_for", "media_type_of", "store_bytes"]
 
 # mimetypes.guess_extension answers differently across Python versions and platforms
 # (image/jpeg -> .jpe on some); file names are part of the on-disk contract, so fix them.
@@ -48,6 +49,11 @@ def extension_for(media_type: str | None) -> str:
     return _EXTENSIONS.get(media_type.split(";", 1)[0].strip().lower(), ".bin")
 
 
+def data_name(raw: bytes, media_type: str | None) -> str:
+    """The data/ file name of a payload: the sha256 of its bytes, then its type's extension."""
+    return f"{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
+
+
 # The media type a stored name stands for: the first type that maps to each extension above,
 # and the workspace's own text files.
 _MEDIA_TYPES = {ext: media for media, ext in reversed(list(_EXTENSIONS.items()))} | {
@@ -72,16 +78,16 @@ def media_type_of(name: str) -> str:
 def _holds(data_fd: int, name: str, raw: bytes) -> bool:
     """Whether data/`name` is a regular file, one link, whose bytes are exactly `raw`."""
     try:
-        fd = os.open(name, READ_FLAGS, dir_fd=data_fd)
+        fd = open_file(data_fd, name, name, READ_FLAGS, action="read")
     except OSError:
-        # Missing, or a planted symlink (ELOOP): not a stored copy.
+        # Missing, a planted link, a special file or another hard link: not a stored copy.
         return False
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != len(raw):
+        if os.fstat(fd).st_size != len(raw):
             return False
         digest = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
+        # One byte past the size seen: a file that grew since then does not match.
+        for chunk in iter_chunks(fd, 0, len(raw) + 1):
             digest.update(chunk)
         if digest.digest() != hashlib.sha256(raw).digest():
             return False
@@ -114,10 +120,10 @@ def store_bytes(
     Raises:
         OSError: the disk refused the write; no temporary file is left.
     """
-    name = f"{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
+    name = data_name(raw, media_type)
     if _holds(data_fd, name, raw):
         return os.path.join(data_dir, name)
-    tmp = f".tmp-{name}-{uuid.uuid4().hex}"
+    tmp = temporary_name(name)
     try:
         write_new_file(data_fd, tmp, raw, fsync=fsync)
         os.replace(tmp, name, src_dir_fd=data_fd, dst_dir_fd=data_fd)
@@ -212,16 +218,12 @@ def _unchanged(
 ) -> tuple[int, int, int, int] | None:
     """Refresh data/`name` for gc if it is the file verified before; its new identity."""
     try:
-        fd = os.open(name, READ_FLAGS, dir_fd=data_fd)
+        fd = open_file(data_fd, name, name, READ_FLAGS, action="read")
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or st.st_nlink != 1
-            or (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns) != identity
-        ):
+        if (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns) != identity:
             return None
         # Just used: gc() keeps recently used files (see `_holds`). Touching the file sets
         # its ctime, which becomes the identity to compare next time.

@@ -1,30 +1,44 @@
-"""What `LocalWorkspace.gc` measures: sessions' activity, size and data/ references."""
+"""What `gc` measures and decides, for `LocalWorkspace` and `ObjectStoreWorkspace` alike:
+each session's activity, size and data/ references, and which sessions go."""
 
 from __future__ import annotations
 
 import os
 import re
 import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..exceptions import OffloadError
-from ._paths import open_dir, open_for_reading
+from ..exceptions import ConfigError, OffloadError
+from ._layout import DATA_NAME
+from ._reader import Folder, iter_chunks
 
-__all__ = ["DATA_GRACE_SECONDS", "GcReport", "SessionUsage", "data_files", "session_usage"]
+__all__ = [
+    "DATA_GRACE_SECONDS",
+    "GcReport",
+    "SessionUsage",
+    "check_limits",
+    "data_files",
+    "data_names_in",
+    "footprint",
+    "session_usage",
+    "sessions_to_remove",
+]
 
 # An unreferenced data/ file used (stored or re-stored) within this many seconds is kept:
 # a writer that has just stored an image has not yet written the log line naming it.
 DATA_GRACE_SECONDS = 3600.0
 
-# A data/ file name as it appears in any reference: 64 hex digits and an extension.
-_DATA_NAME = re.compile(rb"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
-_CHUNK = 1 << 20
+# A data/ name anywhere in a file, not only after `data/` (`DATA_REFERENCE`): gc keeps what a
+# file names in any form, so a reference written some other way never loses its file.
+_DATA_NAME_IN_TEXT = re.compile(DATA_NAME.pattern.encode())
+# A name cut by a chunk boundary is found again in the next chunk's window.
 _OVERLAP = 80
 
 
 @dataclass
 class GcReport:
-    """What `LocalWorkspace.gc` removed (or, with `dry_run`, would remove).
+    """What `gc` removed (or, with `dry_run`, would remove).
 
     Attributes:
         sessions_removed: the ids of the sessions removed, oldest activity first.
@@ -41,58 +55,97 @@ class GcReport:
 
 @dataclass
 class SessionUsage:
-    """One session directory: when it was last written, its size and the data it names."""
+    """One session: when it was last written, its size and the data/ names it holds.
+
+    Attributes:
+        keys: in a bucket, the objects it was measured from (removed with it).
+    """
 
     name: str
     last_activity: float
     size: int
     references: set[str]
+    keys: list[str] = field(default_factory=list)
 
 
-def _references_in(fd: int) -> set[str]:
+def check_limits(older_than: float | None, max_bytes: int | None) -> None:
+    """Refuse a negative `gc` limit.
+
+    Raises:
+        ConfigError: `older_than` or `max_bytes` is negative.
+    """
+    for name, value in (("older_than", older_than), ("max_bytes", max_bytes)):
+        if value is not None and value < 0:
+            raise ConfigError(f"gc {name}={value!r} is negative: pass a value >= 0 or None")
+
+
+def data_names_in(chunks: Iterable[bytes]) -> set[str]:
+    """The data/ file names that consecutive chunks of one file mention."""
     found: set[str] = set()
     tail = b""
-    while chunk := os.read(fd, _CHUNK):
+    for chunk in chunks:
         window = tail + chunk
-        found.update(m.decode() for m in _DATA_NAME.findall(window))
+        found.update(m.decode() for m in _DATA_NAME_IN_TEXT.findall(window))
         tail = window[-_OVERLAP:]
     return found
 
 
-def session_usage(sessions_fd: int, name: str, shown: str) -> SessionUsage | None:
-    """Measure `sessions/{name}`, following no link; None if it is gone.
+def footprint(sessions: Iterable[SessionUsage], data_sizes: Mapping[str, int]) -> int:
+    """Bytes the sessions take, with the data/ files they reference."""
+    sessions = list(sessions)
+    referenced: set[str] = set().union(*(u.references for u in sessions))
+    return sum(u.size for u in sessions) + sum(
+        size for name, size in data_sizes.items() if name in referenced
+    )
+
+
+def sessions_to_remove(
+    usages: Iterable[SessionUsage],
+    data_sizes: Mapping[str, int],
+    *,
+    now: float,
+    older_than: float | None,
+    max_bytes: int | None,
+) -> tuple[list[SessionUsage], list[SessionUsage]]:
+    """(to remove, to keep): the sessions idle for more than `older_than` seconds, then the
+    oldest until the rest, with the data/ files they reference, take at most `max_bytes`.
+
+    Both lists are oldest activity first.
+    """
+    remaining = sorted(usages, key=lambda u: u.last_activity)
+    doomed: list[SessionUsage] = []
+    if older_than is not None:
+        cutoff = now - older_than
+        doomed = [u for u in remaining if u.last_activity < cutoff]
+        remaining = [u for u in remaining if u.last_activity >= cutoff]
+    if max_bytes is not None:
+        while remaining and footprint(remaining, data_sizes) > max_bytes:
+            doomed.append(remaining.pop(0))
+    return doomed, remaining
+
+
+def session_usage(session: Folder) -> SessionUsage:
+    """Measure an entered session folder, following no link.
 
     Every regular file counts towards its size and last activity (the newest mtime, or the
-    directory's own), and is read for data/ names. Links and special files are skipped.
-
-    Raises:
-        OffloadError: the entry is a planted link.
+    folder's own), and is read for data/ names. Links, special files and files with other
+    hard links are skipped.
     """
-    try:
-        dir_fd = open_dir(sessions_fd, name, shown, create=False)
-    except FileNotFoundError:
-        return None
-    try:
-        last = os.fstat(dir_fd).st_mtime
-        size = 0
-        references: set[str] = set()
-        with os.scandir(dir_fd) as it:
-            entries = [e.name for e in it if e.is_file(follow_symlinks=False)]
-        for entry in entries:
-            try:
-                fd = open_for_reading(dir_fd, entry, os.path.join(shown, entry))
-            except (FileNotFoundError, OffloadError):
-                continue
-            try:
-                st = os.fstat(fd)
-                size += st.st_size
-                last = max(last, st.st_mtime)
-                references |= _references_in(fd)
-            finally:
-                os.close(fd)
-        return SessionUsage(name, last, size, references)
-    finally:
-        os.close(dir_fd)
+    last = os.fstat(session.fd).st_mtime
+    size = 0
+    references: set[str] = set()
+    for name in session.files():
+        try:
+            fd, st = session.open(name)
+        except (FileNotFoundError, OffloadError):
+            continue
+        try:
+            size += st.st_size
+            last = max(last, st.st_mtime)
+            references |= data_names_in(iter_chunks(fd, 0, st.st_size))
+        finally:
+            os.close(fd)
+    return SessionUsage(session.parts[-1], last, size, references)
 
 
 def data_files(data_fd: int) -> dict[str, os.stat_result]:

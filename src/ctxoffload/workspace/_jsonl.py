@@ -57,14 +57,21 @@ from ._reader import (
     COMMIT_RECORD_SIZE,
     decode_commit_record,
     encode_commit_record,
+    iter_chunks,
     iter_lines,
 )
 
-__all__ = ["JsonlAppender", "count_newlines", "dumps_line", "dumps_row", "row_line_and_key"]
+__all__ = [
+    "JsonlAppender",
+    "count_newlines",
+    "dumps_line",
+    "dumps_row",
+    "lines_and_keys",
+    "row_line_and_key",
+]
 
 logger = logging.getLogger("ctxoffload")
 
-_CHUNK = 1 << 20
 # How many bytes before the counted end of a file are kept to recognise it again: ext4 hands
 # a purged session's inode number to the next new file, so the inode alone cannot tell that
 # a file was replaced (and its line count must be redone).
@@ -106,15 +113,7 @@ def dumps_row(row: Any) -> bytes:
 
 def count_newlines(fd: int, start: int, end: int) -> int:
     """Count b'\\n' in bytes [start, end) of an open file, reading in chunks."""
-    total = 0
-    offset = start
-    while offset < end:
-        chunk = os.pread(fd, min(_CHUNK, end - offset), offset)
-        if not chunk:
-            break
-        total += chunk.count(b"\n")
-        offset += len(chunk)
-    return total
+    return sum(chunk.count(b"\n") for chunk in iter_chunks(fd, start, end))
 
 
 # Top-level fields that differ between two copies of one message (made at different times),
@@ -154,6 +153,13 @@ def row_line_and_key(row: Any) -> tuple[bytes, str | None]:
     if not volatile:
         return head, key
     return head[:-2] + b"," + dumps_row(volatile)[1:], key
+
+
+def lines_and_keys(rows: Sequence[Any]) -> tuple[list[bytes], list[str | None]]:
+    """Each context row's line and key (`row_line_and_key`), as the two lists an append takes;
+    a row without a top-level `id` has no key and is always written."""
+    pairs = [row_line_and_key(row) for row in rows]
+    return [line for line, _ in pairs], [key for _, key in pairs]
 
 
 def _line_and_key_of_text(text: str, row: dict[str, Any], msg_id: str) -> tuple[bytes, str] | None:

@@ -16,7 +16,9 @@ imports it at start-up (`re` is loaded by argparse anyway).
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
 __all__ = [
     "COMMIT_SUFFIX",
@@ -26,15 +28,19 @@ __all__ = [
     "DATA_REFERENCE",
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
+    "PURGING_PREFIX",
     "SESSIONS_DIR",
     "SKILLS_DIR",
     "STATE_FILE",
+    "TEMPORARY_PREFIX",
     "TOOL_RESULT_PREFIX",
     "TOOL_RESULT_SUFFIX",
     "TOP_FOLDERS",
     "is_data_name",
     "is_tool_result_name",
     "now_iso",
+    "purging_name",
+    "temporary_name",
     "tool_result_name",
 ]
 
@@ -51,6 +57,12 @@ STATE_FILE = "state.json"
 # batches (workspace/_jsonl.py).
 COMMIT_SUFFIX = ".commit"
 
+# A file is written under a temporary name first and linked or renamed into place; a session
+# being removed is renamed first. Both are hidden names, which readers and listings skip, and
+# `initialize` clears what a killed writer or purge left of them.
+TEMPORARY_PREFIX = ".tmp-"
+PURGING_PREFIX = ".purge-"
+
 TOOL_RESULT_PREFIX = "tool_result-"
 TOOL_RESULT_SUFFIX = ".txt"
 
@@ -62,9 +74,15 @@ DATA_REFERENCE = re.compile(r"\bdata/([0-9a-f]{64}\.[A-Za-z0-9]{1,8})(?![A-Za-z0
 DATA_REFERENCE_BYTES = re.compile(DATA_REFERENCE.pattern.encode())
 
 
-def tool_result_name(stem: str) -> str:
-    """The file name of a tool result whose id gave `stem` (`workspace._ids.tool_file_stem`)."""
-    return f"{TOOL_RESULT_PREFIX}{stem}{TOOL_RESULT_SUFFIX}"
+def tool_result_name(stem: str, version: int = 1) -> str:
+    """The file name of a tool result whose id gave `stem` (`workspace._ids.tool_file_stem`).
+
+    A file is never overwritten: version 2, 3, ... (`tool_result-{stem}.2.txt`) holds other
+    content that came under the same id.
+    """
+    if version == 1:
+        return f"{TOOL_RESULT_PREFIX}{stem}{TOOL_RESULT_SUFFIX}"
+    return f"{TOOL_RESULT_PREFIX}{stem}.{version}{TOOL_RESULT_SUFFIX}"
 
 
 def is_tool_result_name(name: str) -> bool:
@@ -74,6 +92,16 @@ def is_tool_result_name(name: str) -> bool:
         and name.endswith(TOOL_RESULT_SUFFIX)
         and len(name) > len(TOOL_RESULT_PREFIX) + len(TOOL_RESULT_SUFFIX)
     )
+
+
+def temporary_name(name: str) -> str:
+    """A fresh name to write the file `name` under before it is put in place."""
+    return f"{TEMPORARY_PREFIX}{name}-{os.urandom(16).hex()}"
+
+
+def purging_name(name: str) -> str:
+    """A fresh name for the session folder `name` to be renamed to while it is removed."""
+    return f"{PURGING_PREFIX}{name}-{time.time_ns()}"
 
 
 def is_data_name(name: str) -> bool:

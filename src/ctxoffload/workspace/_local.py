@@ -10,18 +10,39 @@ import logging
 import os
 import stat
 import time
-import uuid
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ConfigError, InvalidReference, OffloadError
+from ..exceptions import InvalidReference, OffloadError
 from ..references import ContextRef
-from ._datastore import KnownPayloads, store_bytes
-from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, data_files, session_usage
+from ._datastore import KnownPayloads, media_type_of, store_bytes
+from ._gc import (
+    DATA_GRACE_SECONDS,
+    GcReport,
+    SessionUsage,
+    check_limits,
+    data_files,
+    session_usage,
+    sessions_to_remove,
+)
 from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import JsonlAppender, dumps_line, row_line_and_key
+from ._jsonl import JsonlAppender, dumps_line, lines_and_keys
+from ._layout import (
+    CONTEXT_FILE,
+    DATA_DIR,
+    EVENTS_FILE,
+    PURGING_PREFIX,
+    SESSIONS_DIR,
+    STATE_FILE,
+    TEMPORARY_PREFIX,
+    TOP_FOLDERS,
+    is_tool_result_name,
+    now_iso,
+    purging_name,
+    temporary_name,
+    tool_result_name,
+)
 from ._paths import (
     open_dir,
     open_for_reading,
@@ -39,34 +60,20 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import read_log
+from ._reader import EventKind, Folder, iter_chunks
+
+if TYPE_CHECKING:
+    from ._protocol import GarbageCollector, Workspace
 
 __all__ = ["LocalWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
-
-CONTEXT_FILE = "context.jsonl"
-EVENTS_FILE = "events.jsonl"
-STATE_FILE = "state.json"
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO-8601 with milliseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
 
 # Temporary files older than this are a killed writer's leftovers; initialize() removes them.
 # (A live writer touches its temporary file at least every few seconds.)
 STALE_TMP_SECONDS = 300.0
 # How many times a writer retries when the session directory it opened was purged under it.
 _SESSION_TRIES = 50
-
-
-def _lines_and_keys(rows: Sequence[Any]) -> tuple[list[bytes], list[str | None]]:
-    """Each row's line and key of idempotent offloading (see `message_key`); a row without
-    a top-level `id` has no key and is always written."""
-    pairs = [row_line_and_key(row) for row in rows]
-    return [line for line, _ in pairs], [key for _, key in pairs]
 
 
 @contextlib.contextmanager
@@ -83,7 +90,7 @@ def _offload_errors(action: str, shown: str) -> Iterator[None]:
 class LocalWorkspace:
     """A workspace directory that holds everything offloaded from an agent's context.
 
-    Implements the `Offloader` protocol. Every public method is async and does its file
+    A `Workspace` and a `GarbageCollector`. Every public method is async and does its file
     work in one worker-thread hop. References are absolute paths, whatever form `workdir`
     was given in (made absolute against the current directory at construction, links not
     resolved), because other frameworks' file tools refuse relative paths (AgentScope's
@@ -120,12 +127,12 @@ class LocalWorkspace:
     @property
     def sessions_dir(self) -> Path:
         """`{workdir}/sessions`."""
-        return self.workdir / "sessions"
+        return self.workdir / SESSIONS_DIR
 
     @property
     def data_dir(self) -> Path:
         """`{workdir}/data`, the content-addressed store."""
-        return self.workdir / "data"
+        return self.workdir / DATA_DIR
 
     def session_dir(self, session_id: str) -> Path:
         """`{workdir}/sessions/{session_id}` (validated; not created)."""
@@ -144,7 +151,12 @@ class LocalWorkspace:
         return self.session_dir(session_id) / STATE_FILE
 
     def _tree(self, *parts: str, create: bool) -> contextlib.AbstractContextManager[int]:
+        """A folder to write in: made if `create`, reached without following a link."""
         return open_tree(self._root, parts, str(self.workdir), create=create)
+
+    def _folder(self, *parts: str) -> Folder:
+        """A folder to read, through the workspace's reader (never made)."""
+        return Folder(str(self.workdir), *parts, root=self._root)
 
     async def initialize(self) -> None:
         """Create `sessions/`, `data/` and `skills/`, and clear what crashed writers left.
@@ -163,17 +175,17 @@ class LocalWorkspace:
             self._initialize_unwrapped()
 
     def _initialize_unwrapped(self) -> None:
-        for sub in ("sessions", "data", "skills"):
+        for sub in TOP_FOLDERS:
             with self._tree(sub, create=True):
                 pass
         cutoff = time.time() - STALE_TMP_SECONDS
-        with self._tree("data", create=False) as data_fd:
+        with self._tree(DATA_DIR, create=False) as data_fd:
             _remove_stale_tmp(data_fd, cutoff)
-        with self._tree("sessions", create=False) as sessions_fd, os.scandir(sessions_fd) as it:
+        with self._tree(SESSIONS_DIR, create=False) as sessions_fd, os.scandir(sessions_fd) as it:
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
-        with self._tree("sessions", create=False) as sessions_fd:
+        with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
             for entry in entries:
-                if entry.name.startswith(".purge-"):
+                if entry.name.startswith(PURGING_PREFIX):
                     with contextlib.suppress(OSError):
                         remove_tree(sessions_fd, entry.name)
                 elif not entry.name.startswith("."):
@@ -197,7 +209,7 @@ class LocalWorkspace:
         """
         sid = validate_session_id(session_id)
         shown = str(self.session_dir(sid))
-        with self._tree("sessions", create=True) as sessions_fd:
+        with self._tree(SESSIONS_DIR, create=True) as sessions_fd:
             for _ in range(_SESSION_TRIES):
                 try:
                     fd = open_dir(sessions_fd, sid, shown, create=True)
@@ -231,7 +243,7 @@ class LocalWorkspace:
         """
         with contextlib.ExitStack() as stack:
             try:
-                fd = stack.enter_context(self._tree("data", create=False))
+                fd = stack.enter_context(self._tree(DATA_DIR, create=False))
             except (FileNotFoundError, OffloadError):
                 # No data/ yet: the first store makes it, and a new file is kept by gc. A
                 # planted data/ is refused by the store itself, if there is one to make.
@@ -244,7 +256,7 @@ class LocalWorkspace:
 
     def _store(self, raw: bytes, media_type: str | None) -> str:
         shown = str(self.data_dir)
-        with _offload_errors("write to", shown), self._tree("data", create=True) as data_fd:
+        with _offload_errors("write to", shown), self._tree(DATA_DIR, create=True) as data_fd:
             # Shared with other writers, exclusive for gc() while it removes files.
             fcntl.flock(data_fd, fcntl.LOCK_SH)
             return store_bytes(data_fd, shown, raw, media_type, fsync=self.fsync)
@@ -293,7 +305,7 @@ class LocalWorkspace:
         rows = context_rows(msgs, self._store)
         if not rows:
             return ContextRef(str(path), 0, -1)
-        lines, ids = _lines_and_keys(rows)
+        lines, ids = lines_and_keys(rows)
         shown = str(path)
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
             first, last = self._jsonl.append(
@@ -302,7 +314,7 @@ class LocalWorkspace:
             self._event(
                 dir_fd,
                 session_id,
-                kind="context",
+                kind=EventKind.CONTEXT,
                 reference=str(path),
                 bytes=sum(len(line) for line in lines),
                 messages=len(msgs),
@@ -344,14 +356,14 @@ class LocalWorkspace:
         data = render_tool_output(found.output, self._store)
         session_dir = self.session_dir(session_id)
         stem = tool_file_stem(found.tool_id)
-        first = str(session_dir / f"tool_result-{stem}.txt")
+        first = str(session_dir / tool_result_name(stem))
         with _offload_errors("write", first), self._session_for_writing(session_id) as dir_fd:
-            name = self._write_unique(dir_fd, f"tool_result-{stem}", data)
+            name = self._write_unique(dir_fd, stem, data)
             path = str(session_dir / name)
             self._event(
                 dir_fd,
                 session_id,
-                kind="tool_result",
+                kind=EventKind.TOOL_RESULT,
                 reference=path,
                 bytes=len(data),
                 lines=count_lines(data),
@@ -361,12 +373,13 @@ class LocalWorkspace:
         return path
 
     def _write_unique(self, dir_fd: int, stem: str, data: bytes) -> str:
-        tmp = f".tmp-{stem}-{uuid.uuid4().hex}"
+        """Link `data` in as the first free version of the tool result `stem`; its name."""
+        tmp = temporary_name(tool_result_name(stem))
         try:
             write_new_file(dir_fd, tmp, data, fsync=self.fsync)
             n = 1
             while True:
-                name = f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt"
+                name = tool_result_name(stem, n)
                 try:
                     # link() never replaces an existing entry (nor follows one), which makes
                     # "never overwritten" hold against concurrent writers too.
@@ -411,14 +424,14 @@ class LocalWorkspace:
         known = None
         # Any failure here (no data/ yet, a planted link) is a miss: the full path below
         # then validates the payload first and reports a real problem as it always does.
-        with contextlib.suppress(OSError, OffloadError), self._tree("data", create=False) as fd:
+        with contextlib.suppress(OSError, OffloadError), self._tree(DATA_DIR, create=False) as fd:
             fcntl.flock(fd, fcntl.LOCK_SH)  # gc() takes it exclusively to remove files
             known = self._known_payloads.lookup(source.data, source.media_type, fd)
         if known is not None:
             url = URLSource(url=known, media_type=source.media_type)
             return block.model_copy(update={"source": url})
         stored = offload_block(block, self._store)
-        with contextlib.suppress(OSError, OffloadError), self._tree("data", create=False) as fd:
+        with contextlib.suppress(OSError, OffloadError), self._tree(DATA_DIR, create=False) as fd:
             self._known_payloads.remember(source.data, source.media_type, fd, stored.source.url)
         return stored
 
@@ -474,7 +487,7 @@ class LocalWorkspace:
                         "follows no link inside its workdir; remove that entry",
                         path,
                     )
-            tmp = f".tmp-state-{uuid.uuid4().hex}"
+            tmp = temporary_name(STATE_FILE)
             try:
                 write_new_file(dir_fd, tmp, data, fsync=self.fsync)
                 # rename() replaces the entry itself, never a file it might point to.
@@ -491,21 +504,16 @@ class LocalWorkspace:
 
     def _list_sessions(self) -> list[str]:
         try:
-            with self._tree("sessions", create=False) as fd, os.scandir(fd) as it:
-                return sorted(
-                    e.name
-                    for e in it
-                    if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
-                )
+            with self._folder(SESSIONS_DIR) as sessions:
+                return sessions.folders()
         except FileNotFoundError:
             return []
 
     def _read_session_log(self, session_id: str, name: str, *, commit: bool) -> list[Any]:
         sid = validate_session_id(session_id)
         try:
-            with self._tree("sessions", sid, create=False) as dir_fd:
-                shown = str(self.session_dir(sid) / name)
-                return read_log(dir_fd, name, shown, commit=commit, warn=logger.warning)
+            with self._folder(SESSIONS_DIR, sid) as session:
+                return session.read_log(name, commit=commit, warn=logger.warning)
         except FileNotFoundError:
             return []
 
@@ -552,16 +560,11 @@ class LocalWorkspace:
 
         def scan() -> list[str]:
             try:
-                with self._tree("sessions", sid, create=False) as fd, os.scandir(fd) as it:
-                    return sorted(
-                        str(session_dir / e.name)
-                        for e in it
-                        if e.name.startswith("tool_result-")
-                        and e.name.endswith(".txt")
-                        and e.is_file(follow_symlinks=False)
-                    )
+                with self._folder(SESSIONS_DIR, sid) as session:
+                    names = session.files()
             except FileNotFoundError:
                 return []
+            return [str(session_dir / name) for name in names if is_tool_result_name(name)]
 
         return await asyncio.to_thread(scan)
 
@@ -591,14 +594,15 @@ class LocalWorkspace:
             "pass a path this workspace returned"
         )
 
-    def _open_reference(self, reference: str) -> tuple[int, list[str]]:
+    def _open_reference(self, reference: str) -> tuple[int, os.stat_result, list[str]]:
+        """Open the file a reference names through the reader: `(fd, its fstat, its parts)`."""
         parts = self._reference_parts(reference)
         try:
-            with self._tree(*parts[:-1], create=False) as dir_fd:
-                fd = open_for_reading(dir_fd, parts[-1], os.path.join(*parts))
+            with self._folder(*parts[:-1]) as folder:
+                fd, st = folder.open(parts[-1])
         except (OSError, OffloadError) as exc:
             raise self._not_a_reference(reference) from exc
-        return fd, parts
+        return fd, st, parts
 
     def resolve_reference(self, reference: str) -> Path:
         """The file a reference names, checked to lie inside the workspace.
@@ -611,7 +615,7 @@ class LocalWorkspace:
             InvalidReference: it points outside the workspace, through a link, or names no
                 regular file.
         """
-        fd, parts = self._open_reference(reference)
+        fd, _, parts = self._open_reference(reference)
         os.close(fd)
         return Path(self._root, *parts)
 
@@ -626,12 +630,9 @@ class LocalWorkspace:
         """
 
         def read() -> bytes:
-            fd, _ = self._open_reference(reference)
+            fd, st, _ = self._open_reference(reference)
             try:
-                chunks = []
-                while chunk := os.read(fd, 1 << 20):
-                    chunks.append(chunk)
-                return b"".join(chunks)
+                return b"".join(iter_chunks(fd, 0, st.st_size))
             finally:
                 os.close(fd)
 
@@ -664,8 +665,6 @@ class LocalWorkspace:
         Raises:
             InvalidReference: unknown, or outside the workspace.
         """
-        from ._datastore import media_type_of
-
         return await self.read_reference(reference), media_type_of(reference)
 
     async def purge_session(self, session_id: str) -> bool:
@@ -687,7 +686,7 @@ class LocalWorkspace:
         def purge() -> bool:
             with _offload_errors("purge", shown):
                 try:
-                    with self._tree("sessions", create=False) as sessions_fd:
+                    with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
                         return _purge_locked(sessions_fd, sid, shown)
                 except FileNotFoundError:
                     return False
@@ -728,9 +727,7 @@ class LocalWorkspace:
             ConfigError: a negative `older_than` or `max_bytes`.
             OffloadError: a planted link, or the disk refused a removal.
         """
-        for name, value in (("older_than", older_than), ("max_bytes", max_bytes)):
-            if value is not None and value < 0:
-                raise ConfigError(f"gc {name}={value!r} is negative: pass a value >= 0 or None")
+        check_limits(older_than, max_bytes)
         return await asyncio.to_thread(self._gc, older_than, max_bytes, dry_run)
 
     def _gc(self, older_than: float | None, max_bytes: int | None, dry_run: bool) -> GcReport:
@@ -738,15 +735,14 @@ class LocalWorkspace:
         now = time.time()
         with _offload_errors("collect garbage in", str(self.workdir)):
             usages = self._session_usages()
-            data = self._data_files()
-            doomed: list[SessionUsage] = []
-            remaining = sorted(usages, key=lambda u: u.last_activity)
-            if older_than is not None:
-                doomed = [u for u in remaining if u.last_activity < now - older_than]
-                remaining = [u for u in remaining if u not in doomed]
-            if max_bytes is not None:
-                while remaining and _footprint(remaining, data) > max_bytes:
-                    doomed.append(remaining.pop(0))
+            data_sizes = {name: st.st_size for name, st in self._data_files().items()}
+            doomed, remaining = sessions_to_remove(
+                usages,
+                data_sizes,
+                now=now,
+                older_than=older_than,
+                max_bytes=max_bytes,
+            )
             for usage in doomed:
                 if dry_run or self._remove_session_if_idle(usage):
                     report.sessions_removed.append(usage.name)
@@ -757,53 +753,51 @@ class LocalWorkspace:
         return report
 
     def _session_usages(self) -> list[SessionUsage]:
+        """Every session measured, each read through the reader; one gone meanwhile is left out."""
         try:
-            with self._tree("sessions", create=False) as sessions_fd:
-                with os.scandir(sessions_fd) as it:
-                    names = [
-                        e.name
-                        for e in it
-                        if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
-                    ]
-                found = (session_usage(sessions_fd, n, str(self.sessions_dir / n)) for n in names)
-                return [u for u in found if u is not None]
+            with self._folder(SESSIONS_DIR) as sessions:
+                names = sessions.folders()
         except FileNotFoundError:
             return []
+        usages = []
+        for name in names:
+            try:
+                with self._folder(SESSIONS_DIR, name) as session:
+                    usages.append(session_usage(session))
+            except FileNotFoundError:
+                continue
+        return usages
 
     def _data_files(self) -> dict[str, os.stat_result]:
         try:
-            with self._tree("data", create=False) as data_fd:
+            with self._tree(DATA_DIR, create=False) as data_fd:
                 return data_files(data_fd)
         except FileNotFoundError:
             return {}
 
     def _remove_session_if_idle(self, usage: SessionUsage) -> bool:
         """Remove a session under the purge lock unless it was written since it was measured."""
-        shown = str(self.sessions_dir / usage.name)
-        with self._tree("sessions", create=False) as sessions_fd:
+        with self._tree(SESSIONS_DIR, create=False) as sessions_fd, contextlib.ExitStack() as stack:
             try:
-                fd = open_dir(sessions_fd, usage.name, shown, create=False)
+                session = stack.enter_context(self._folder(SESSIONS_DIR, usage.name))
             except FileNotFoundError:
                 return False
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                now = session_usage(sessions_fd, usage.name, shown)
-                if (
-                    now is None
-                    or not same_entry(fd, sessions_fd, usage.name)
-                    or now.last_activity > usage.last_activity
-                ):
-                    return False
-                doomed = f".purge-{usage.name}-{time.time_ns()}"
-                os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
-                remove_tree(sessions_fd, doomed)
-                return True
-            finally:
-                os.close(fd)
+            fcntl.flock(session.fd, fcntl.LOCK_EX)
+            # Measured again under the lock, and only if `sessions/{name}` is still the folder
+            # locked: a purge may have renamed it, and a writer made a new one.
+            if (
+                not same_entry(session.fd, sessions_fd, usage.name)
+                or session_usage(session).last_activity > usage.last_activity
+            ):
+                return False
+            doomed = purging_name(usage.name)
+            os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+            remove_tree(sessions_fd, doomed)
+            return True
 
     def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
         try:
-            with self._tree("data", create=False) as data_fd:
+            with self._tree(DATA_DIR, create=False) as data_fd:
                 fcntl.flock(data_fd, fcntl.LOCK_EX)
                 # Measured again under the lock: references written meanwhile count.
                 referenced: set[str] = set()
@@ -842,7 +836,7 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
                 continue  # another purge got there first; look at what is there now
             # Rename first so a reader sees the whole session or none of it, and so writers
             # waiting for the lock find that their directory is gone.
-            doomed = f".purge-{sid}-{time.time_ns()}"
+            doomed = purging_name(sid)
             os.rename(sid, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
             remove_tree(sessions_fd, doomed)
             return True
@@ -857,14 +851,6 @@ def _is_disk_error(exc: OffloadError) -> bool:
     return isinstance(cause, OSError) and cause.errno not in (errno.ELOOP, errno.ENOTDIR)
 
 
-def _footprint(sessions: list[SessionUsage], data: dict[str, os.stat_result]) -> int:
-    """Bytes the sessions take, with the data/ files they reference."""
-    referenced = set().union(*(u.references for u in sessions))
-    return sum(u.size for u in sessions) + sum(
-        st.st_size for name, st in data.items() if name in referenced
-    )
-
-
 def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
     """Whether `name` is a regular file with one link holding exactly `data`."""
     try:
@@ -873,12 +859,8 @@ def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
     except (OSError, OffloadError):
         return False
     try:
-        if os.fstat(fd).st_size != len(data):
-            return False
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks) == data
+        size = os.fstat(fd).st_size
+        return size == len(data) and b"".join(iter_chunks(fd, 0, size)) == data
     finally:
         os.close(fd)
 
@@ -886,7 +868,7 @@ def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
 def _remove_stale_tmp(dir_fd: int, cutoff: float) -> None:
     """Remove `.tmp-*` regular files last written before `cutoff` (a killed writer's)."""
     with os.scandir(dir_fd) as it:
-        names = [e.name for e in it if e.name.startswith(".tmp-")]
+        names = [e.name for e in it if e.name.startswith(TEMPORARY_PREFIX)]
     for name in names:
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -894,3 +876,8 @@ def _remove_stale_tmp(dir_fd: int, cutoff: float) -> None:
                 os.unlink(name, dir_fd=dir_fd)
         except FileNotFoundError:
             continue
+
+
+if TYPE_CHECKING:  # mypy checks that LocalWorkspace is what it is declared to be
+    _workspace: type[Workspace] = LocalWorkspace
+    _collector: type[GarbageCollector] = LocalWorkspace

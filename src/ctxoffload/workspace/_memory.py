@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
+import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
-from ._datastore import extension_for
+from ._datastore import data_name, media_type_of
 from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import dumps_line
-from ._local import CONTEXT_FILE, EVENTS_FILE, _lines_and_keys, now_iso
+from ._jsonl import dumps_line, lines_and_keys
+from ._layout import (
+    CONTEXT_FILE,
+    DATA_DIR,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    STATE_FILE,
+    is_tool_result_name,
+    now_iso,
+    tool_result_name,
+)
 from ._payloads import (
     as_message_list,
     context_rows,
@@ -22,12 +30,19 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
+from ._reader import EventKind, parse_log
+
+if TYPE_CHECKING:
+    from ._protocol import ModelCallClock, Workspace
 
 __all__ = ["InMemoryWorkspace"]
 
+logger = logging.getLogger("ctxoffload")
+
 
 class InMemoryWorkspace:
-    """A workspace that keeps everything in this process's memory.
+    """A workspace that keeps everything in this process's memory (a `Workspace`, and a
+    `ModelCallClock` for its turn-based eviction).
 
     For tests and for serverless functions with no writable disk. References look like
     `memory://{name}/sessions/{id}/tool_result-{tool_id}.txt` and follow the on-disk naming
@@ -60,6 +75,7 @@ class InMemoryWorkspace:
                 "calls: pass 1 or more, or None to keep everything"
             )
         self.name = validate_session_id(name)
+        self._root = f"memory://{self.name}"
         self.evict_after_turns = evict_after_turns
         self.model_calls = 0
         # Evictable references -> the model call they were last written or read at; and the
@@ -76,7 +92,7 @@ class InMemoryWorkspace:
         return f"InMemoryWorkspace(name={self.name!r})"
 
     def _session_ref(self, session_id: str, filename: str) -> str:
-        return f"memory://{self.name}/sessions/{validate_session_id(session_id)}/{filename}"
+        return f"{self._root}/{SESSIONS_DIR}/{validate_session_id(session_id)}/{filename}"
 
     def context_path(self, session_id: str) -> str:
         """The reference of the session's context log."""
@@ -86,7 +102,7 @@ class InMemoryWorkspace:
         """Nothing to prepare; present for symmetry with `LocalWorkspace`."""
 
     def _store(self, raw: bytes, media_type: str | None) -> str:
-        ref = f"memory://{self.name}/data/{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
+        ref = f"{self._root}/{DATA_DIR}/{data_name(raw, media_type)}"
         with self._lock:
             self._files.setdefault(ref, raw)
             self._touch(ref)
@@ -143,12 +159,12 @@ class InMemoryWorkspace:
         rows = context_rows(items, self._store)
         if not rows:
             return ContextRef(ref, 0, -1)
-        lines, keys = _lines_and_keys(rows)
+        lines, keys = lines_and_keys(rows)
         first, last = self._append_batch(ref, lines, keys)
         payload_size = sum(len(line) for line in lines)
         self._event(
             session_id,
-            "context",
+            EventKind.CONTEXT,
             reference=ref,
             bytes=payload_size,
             messages=len(items),
@@ -161,11 +177,11 @@ class InMemoryWorkspace:
         validate_session_id(session_id)
         found = tool_output_of(tool_result)
         data = render_tool_output(found.output, self._store)
-        stem = f"tool_result-{tool_file_stem(found.tool_id)}"
+        stem = tool_file_stem(found.tool_id)
         with self._lock:
             n = 1
             while True:
-                ref = self._session_ref(session_id, f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt")
+                ref = self._session_ref(session_id, tool_result_name(stem, n))
                 existing = self._files.get(ref)
                 if existing is None and ref not in self._evicted:
                     self._files[ref] = data
@@ -176,7 +192,7 @@ class InMemoryWorkspace:
             self._touch(ref)
         self._event(
             session_id,
-            "tool_result",
+            EventKind.TOOL_RESULT,
             reference=ref,
             bytes=len(data),
             lines=count_lines(data),
@@ -203,7 +219,7 @@ class InMemoryWorkspace:
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's saved live context."""
-        ref = self._session_ref(session_id, "state.json")
+        ref = self._session_ref(session_id, STATE_FILE)
         with self._lock:
             self._files[ref] = dumps_line(state)
             self._sessions.add(session_id)
@@ -215,9 +231,10 @@ class InMemoryWorkspace:
             return sorted(self._sessions)
 
     def _lines(self, ref: str) -> list[Any]:
+        """The JSON values of a log, by the reader's rule for torn and corrupt lines."""
         with self._lock:
             raw = self._files.get(ref, b"")
-        return [json.loads(line) for line in raw.split(b"\n") if line.strip()]
+        return parse_log(raw, ref, warn=logger.warning)
 
     async def read_context(self, session_id: str) -> list[Any]:
         """Every message offloaded for a session, oldest first."""
@@ -229,14 +246,18 @@ class InMemoryWorkspace:
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
         """The session's saved live context, or None."""
-        rows = self._lines(self._session_ref(session_id, "state.json"))
+        rows = self._lines(self._session_ref(session_id, STATE_FILE))
         return rows[0] if rows else None
 
     async def list_files(self, session_id: str) -> list[str]:
         """The references of the session's tool_result files, sorted."""
-        prefix = self._session_ref(session_id, "tool_result-")
+        prefix = self._session_ref(session_id, "")
         with self._lock:
-            return sorted(ref for ref in self._files if ref.startswith(prefix))
+            return sorted(
+                ref
+                for ref in self._files
+                if ref.startswith(prefix) and is_tool_result_name(ref[len(prefix) :])
+            )
 
     async def read_reference(self, reference: str) -> bytes:
         """The bytes behind a reference this workspace returned.
@@ -289,8 +310,6 @@ class InMemoryWorkspace:
         Raises:
             InvalidReference: unknown, or outside the workspace.
         """
-        from ._datastore import media_type_of
-
         return await self.read_reference(reference), media_type_of(reference)
 
     async def purge_session(self, session_id: str) -> bool:
@@ -304,3 +323,8 @@ class InMemoryWorkspace:
             known = session_id in self._sessions
             self._sessions.discard(session_id)
         return bool(doomed) or known
+
+
+if TYPE_CHECKING:  # mypy checks that InMemoryWorkspace is what it is declared to be
+    _workspace: type[Workspace] = InMemoryWorkspace
+    _clock: type[ModelCallClock] = InMemoryWorkspace

@@ -4,24 +4,40 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import logging
 import os
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
-from ._datastore import extension_for, media_type_of
-from ._gc import GcReport
+from ._datastore import data_name, media_type_of
+from ._gc import (
+    DATA_GRACE_SECONDS,
+    GcReport,
+    SessionUsage,
+    check_limits,
+    data_names_in,
+    sessions_to_remove,
+)
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import dumps_line, dumps_row
+from ._layout import (
+    CONTEXT_FILE,
+    DATA_DIR,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    STATE_FILE,
+    is_data_name,
+    is_tool_result_name,
+    now_iso,
+    tool_result_name,
+)
 from ._payloads import (
     StoreData,
     as_message_list,
@@ -31,29 +47,22 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._segments import SegmentLog
+from ._reader import EventKind, parse_log
+from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited
+
+if TYPE_CHECKING:
+    from ._protocol import GarbageCollector, Workspace
 
 __all__ = ["ObjectStoreWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
 
-CONTEXT_FILE = "context.jsonl"
-EVENTS_FILE = "events.jsonl"
-STATE_FILE = "state.json"
+# The logs kept as segments (see _segments.py); state.json is one object, replaced whole.
 _LOGS = (CONTEXT_FILE, EVENTS_FILE)
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
-# An unreferenced data/ object changed within this many seconds is kept by gc(): a writer
-# may have stored it and not yet written the log line that names it.
-DATA_GRACE_SECONDS = 3600.0
-_DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
-_DATA_KEY = re.compile(r"data/[0-9a-f]{64}(\.[A-Za-z0-9]{1,8})?")
-_SESSION_KEY = re.compile(r"sessions/([^/]+)/([^/]+)")
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO-8601 with milliseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+# A file of a session: `sessions/<id>/<name>` (group 1 the id, group 2 the name).
+_SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
 
 
 @dataclass
@@ -66,7 +75,7 @@ class _PendingData:
 class ObjectStoreWorkspace:
     """A workspace in object storage (S3, MinIO, R2, GCS, Azure, memory) for agents on many hosts.
 
-    Same protocol (`Offloader`), same read side and same key layout as `LocalWorkspace`,
+    A `Workspace` and a `GarbageCollector`: the same read side and key layout as `LocalWorkspace`,
     under the URL's prefix: `sessions/<id>/tool_result-<tool_id>.txt`, `data/<sha256>.<ext>`,
     and the logs context.jsonl and events.jsonl as ordered immutable segments (see
     `_segments.py`) so that processes on different machines append to one session without
@@ -186,7 +195,11 @@ class ObjectStoreWorkspace:
     # -- layout ---------------------------------------------------------------------------
 
     def _session_key(self, session_id: str, filename: str) -> str:
-        return f"sessions/{validate_session_id(session_id)}/{filename}"
+        return f"{self._session_prefix(session_id)}/{filename}"
+
+    @staticmethod
+    def _session_prefix(session_id: str) -> str:
+        return f"{SESSIONS_DIR}/{validate_session_id(session_id)}"
 
     def context_path(self, session_id: str) -> str:
         """The reference of the session's context log (`.../sessions/<id>/context.jsonl`)."""
@@ -203,7 +216,7 @@ class ObjectStoreWorkspace:
 
     def _store_into(self, pending: _PendingData) -> StoreData:
         def store(raw: bytes, media_type: str | None) -> str:
-            key = f"data/{hashlib.sha256(raw).hexdigest()}{extension_for(media_type)}"
+            key = f"{DATA_DIR}/{data_name(raw, media_type)}"
             pending.objects.setdefault(key, (raw, media_type))
             return self._client.reference(key)
 
@@ -264,7 +277,7 @@ class ObjectStoreWorkspace:
         first, last = await self._logs.append(key, payload)
         await self._event(
             session_id,
-            kind="context",
+            kind=EventKind.CONTEXT,
             reference=ref,
             bytes=len(payload),
             messages=len(items),
@@ -292,11 +305,11 @@ class ObjectStoreWorkspace:
         pending = _PendingData()
         data = await asyncio.to_thread(render_tool_output, found.output, self._store_into(pending))
         await self._upload_data(pending)
-        stem = f"tool_result-{tool_file_stem(found.tool_id)}"
+        stem = tool_file_stem(found.tool_id)
         attributes = {"Content-Type": "text/plain; charset=utf-8"}
         n = 1
         while True:
-            key = self._session_key(session_id, f"{stem}.txt" if n == 1 else f"{stem}.{n}.txt")
+            key = self._session_key(session_id, tool_result_name(stem, n))
             if await self._client.put_new(key, data, attributes):
                 break
             existing = await self._client.get(key)
@@ -306,7 +319,7 @@ class ObjectStoreWorkspace:
         ref = self._client.reference(key)
         await self._event(
             session_id,
-            kind="tool_result",
+            kind=EventKind.TOOL_RESULT,
             reference=ref,
             bytes=len(data),
             lines=count_lines(data),
@@ -354,33 +367,35 @@ class ObjectStoreWorkspace:
 
     async def list_sessions(self) -> list[str]:
         """The ids of the sessions in this workspace, sorted."""
-        names = await self._client.list_directories("sessions")
+        names = await self._client.list_directories(SESSIONS_DIR)
         return sorted(n for n in names if _is_session_id(n))
+
+    async def _read_log(self, session_id: str, name: str) -> list[Any]:
+        """A log's JSON values, by the reader's rule for torn and corrupt lines."""
+        key = self._session_key(session_id, name)
+        raw = await (self._logs.read(key) if name in _LOGS else self._client.get(key))
+        return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)
 
     async def read_context(self, session_id: str) -> list[Any]:
         """Every message offloaded for a session, oldest first, as the JSON written."""
-        return _parse_lines(await self._logs.read(self._session_key(session_id, CONTEXT_FILE)))
+        return await self._read_log(session_id, CONTEXT_FILE)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events, oldest first."""
-        return _parse_lines(await self._logs.read(self._session_key(session_id, EVENTS_FILE)))
+        return await self._read_log(session_id, EVENTS_FILE)
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
         """The session's saved live context, or None if there is none."""
-        raw = await self._client.get(self._session_key(session_id, STATE_FILE))
-        rows = _parse_lines(raw or b"")
+        rows = await self._read_log(session_id, STATE_FILE)
         return rows[0] if rows else None
 
     async def list_files(self, session_id: str) -> list[str]:
         """The references of the session's tool_result objects, sorted by name."""
-        prefix = f"sessions/{validate_session_id(session_id)}"
-        infos = await self._client.list_objects(prefix)
+        infos = await self._client.list_objects(self._session_prefix(session_id))
         return sorted(
             self._client.reference(i.key)
             for i in infos
-            if (m := _SESSION_KEY.fullmatch(i.key))
-            and m.group(2).startswith("tool_result-")
-            and m.group(2).endswith(".txt")
+            if (m := _SESSION_KEY.fullmatch(i.key)) and is_tool_result_name(m.group(2))
         )
 
     def key_of(self, reference: str) -> str:
@@ -402,12 +417,7 @@ class ObjectStoreWorkspace:
                 f"reference {reference!r} is outside the workspace {self.url!r}: pass a "
                 "reference this workspace returned"
             )
-        session = _SESSION_KEY.fullmatch(key)
-        if _DATA_KEY.fullmatch(key) or (
-            session is not None
-            and _is_session_id(session.group(1))
-            and not session.group(2).startswith(".")
-        ):
+        if _is_workspace_key(key):
             return key
         raise InvalidReference(
             f"reference {reference!r} names no object of the workspace {self.url!r}: pass a "
@@ -467,31 +477,22 @@ class ObjectStoreWorkspace:
         """
         root = os.fspath(folder)
         if session is not None:
-            prefixes = [f"sessions/{validate_session_id(session)}"]
+            sessions = [session]
         else:
-            prefixes = [f"sessions/{name}" for name in await self.list_sessions()]
+            sessions = await self.list_sessions()
         infos: list[ObjectInfo] = []
-        for prefix in prefixes:
-            infos.extend(await self._client.list_objects(prefix))
+        for name in sessions:
+            infos.extend(await self._client.list_objects(self._session_prefix(name)))
         if data:
-            infos.extend(
-                i
-                for i in await self._client.list_objects("data")
-                if _DATA_NAME.fullmatch(i.key.rsplit("/", 1)[-1])
-            )
+            infos.extend(await self._data_objects())
         problems: list[str] = []
         logs: dict[str, list[ObjectInfo]] = {}
         plain: list[ObjectInfo] = []
         for info in infos:
-            head, _, name = info.key.rpartition("/")
-            if head.endswith(".d") and head[:-2].rsplit("/", 1)[-1] in _LOGS:
-                if name != "tail.json":
-                    logs.setdefault(head[:-2], []).append(info)
-            elif _DATA_KEY.fullmatch(info.key) or (
-                (m := _SESSION_KEY.fullmatch(info.key)) is not None
-                and _is_session_id(m.group(1))
-                and not m.group(2).startswith(".")
-            ):
+            log = segment_log(info.key)
+            if log is not None and log.rsplit("/", 1)[-1] in _LOGS:
+                logs.setdefault(log, []).append(info)
+            elif _is_workspace_key(info.key):
                 plain.append(info)
 
         def write(key: str, body: bytes, modified: float) -> None:
@@ -566,7 +567,7 @@ class ObjectStoreWorkspace:
         Returns:
             Whether there was anything to delete.
         """
-        prefix = f"sessions/{validate_session_id(session_id)}"
+        prefix = self._session_prefix(session_id)
         keys = [i.key for i in await self._client.list_objects(prefix)]
         for log in _LOGS:
             self._logs.forget(f"{prefix}/{log}")
@@ -593,46 +594,39 @@ class ObjectStoreWorkspace:
         to find references costs one GET per object.
 
         Returns:
-            An `GcReport`.
+            A `GcReport`.
 
         Raises:
             ConfigError: a negative `older_than` or `max_bytes`.
             OffloadError: the store failed past the deadline.
         """
-        for name, value in (("older_than", older_than), ("max_bytes", max_bytes)):
-            if value is not None and value < 0:
-                raise ConfigError(f"gc {name}={value!r} is negative: pass a value >= 0 or None")
+        check_limits(older_than, max_bytes)
         report = GcReport(dry_run=dry_run)
         now = time.time()
         by_session: dict[str, list[ObjectInfo]] = {}
-        for info in await self._client.list_objects("sessions"):
+        for info in await self._client.list_objects(SESSIONS_DIR):
             parts = info.key.split("/")
             if len(parts) >= 3:
                 by_session.setdefault(parts[1], []).append(info)
-        data = {
-            i.key.rsplit("/", 1)[-1]: i
-            for i in await self._client.list_objects("data")
-            if _DATA_NAME.fullmatch(i.key.rsplit("/", 1)[-1])
-        }
+        data = {i.key.rsplit("/", 1)[-1]: i for i in await self._data_objects()}
         usages = await gather_limited(
             [functools.partial(self._usage, name, objects) for name, objects in by_session.items()],
             4,
         )
-        remaining = sorted(usages, key=lambda u: u.last_activity)
-        doomed: list[_Usage] = []
-        if older_than is not None:
-            doomed = [u for u in remaining if u.last_activity < now - older_than]
-            remaining = [u for u in remaining if u not in doomed]
-        if max_bytes is not None:
-            while remaining and _footprint(remaining, data) > max_bytes:
-                doomed.append(remaining.pop(0))
+        doomed, remaining = sessions_to_remove(
+            usages,
+            {name: info.size for name, info in data.items()},
+            now=now,
+            older_than=older_than,
+            max_bytes=max_bytes,
+        )
         for usage in doomed:
             if dry_run or await self._remove_if_idle(usage):
                 report.sessions_removed.append(usage.name)
                 report.bytes_freed += usage.size
             else:
                 remaining.append(usage)
-        referenced = set().union(*(u.references for u in remaining)) if remaining else set()
+        referenced: set[str] = set().union(*(u.references for u in remaining))
         unused = sorted(
             name
             for name, info in data.items()
@@ -644,15 +638,23 @@ class ObjectStoreWorkspace:
         report.bytes_freed += sum(data[name].size for name in unused)
         return report
 
-    async def _usage(self, name: str, objects: list[ObjectInfo]) -> _Usage:
+    async def _data_objects(self) -> list[ObjectInfo]:
+        """The objects of data/ named as data/ files are (`<sha256>.<ext>`)."""
+        return [
+            i
+            for i in await self._client.list_objects(DATA_DIR)
+            if is_data_name(i.key.rsplit("/", 1)[-1])
+        ]
+
+    async def _usage(self, name: str, objects: list[ObjectInfo]) -> SessionUsage:
         bodies = await gather_limited(
             [functools.partial(self._client.get, i.key) for i in objects], 16
         )
         references: set[str] = set()
         for body in bodies:
             if body:
-                references.update(_DATA_NAME.findall(body.decode("utf-8", "replace")))
-        return _Usage(
+                references |= data_names_in([body])
+        return SessionUsage(
             name,
             max(i.last_modified.timestamp() for i in objects),
             sum(i.size for i in objects),
@@ -660,37 +662,31 @@ class ObjectStoreWorkspace:
             [i.key for i in objects],
         )
 
-    async def _remove_if_idle(self, usage: _Usage) -> bool:
-        now_there = await self._client.list_objects(f"sessions/{usage.name}")
+    async def _remove_if_idle(self, usage: SessionUsage) -> bool:
+        # A name found in the bucket, not given by a caller: removed as it is, even one that
+        # is not a plain name (an object put there by hand).
+        prefix = f"{SESSIONS_DIR}/{usage.name}"
+        now_there = await self._client.list_objects(prefix)
         if any(i.last_modified.timestamp() > usage.last_activity for i in now_there):
             return False
         keys = {i.key for i in now_there} | set(usage.keys)
         await self._client.delete(sorted(keys))
         for log in _LOGS:
-            self._logs.forget(f"sessions/{usage.name}/{log}")
+            self._logs.forget(f"{prefix}/{log}")
         return True
 
 
-@dataclass
-class _Usage:
-    name: str
-    last_activity: float
-    size: int
-    references: set[str]
-    keys: list[str]
-
-
-def _footprint(sessions: list[_Usage], data: dict[str, ObjectInfo]) -> int:
-    names: set[str] = set().union(*(u.references for u in sessions)) if sessions else set()
-    return sum(u.size for u in sessions) + sum(data[n].size for n in names if n in data)
-
-
-def _parse_lines(raw: bytes) -> list[Any]:
-    rows: list[Any] = []
-    for line in raw.split(b"\n"):
-        if line.strip():
-            rows.append(json.loads(line))
-    return rows
+def _is_workspace_key(key: str) -> bool:
+    """Whether `key` names an object of the layout: a data/ file, or a session's file."""
+    folder, _, name = key.partition("/")
+    if folder == DATA_DIR:
+        return is_data_name(name)
+    session = _SESSION_KEY.fullmatch(key)
+    return (
+        session is not None
+        and _is_session_id(session.group(1))
+        and not session.group(2).startswith(".")
+    )
 
 
 def _is_session_id(name: str) -> bool:
@@ -742,3 +738,8 @@ def _checked_endpoint(endpoint_url: str) -> None:
             "endpoint_url holds credentials (user:secret@...): pass them as arguments or "
             "environment variables"
         )
+
+
+if TYPE_CHECKING:  # mypy checks that ObjectStoreWorkspace is what it is declared to be
+    _workspace: type[Workspace] = ObjectStoreWorkspace
+    _collector: type[GarbageCollector] = ObjectStoreWorkspace

@@ -39,6 +39,7 @@ __all__ = [
     "ReferenceReader",
     "StateStore",
     "Workspace",
+    "missing_methods",
 ]
 
 
@@ -177,3 +178,20 @@ class ModelCallClock(Protocol):
     def note_model_call(self) -> None:
         """One more model call was made."""
         ...
+
+
+def missing_methods(obj: object, protocol: type) -> list[str]:
+    """The methods of `protocol` (one of this module's) that `obj` lacks, in declared order.
+
+    For the error that refuses `obj` after `isinstance(obj, protocol)` said no: it names
+    what to add, where `isinstance` says only yes or no.
+    """
+    declared = [
+        name
+        # The protocols it extends first (Offloader's methods lead Workspace's), then its own.
+        for cls in (*protocol.__mro__[1:], protocol)
+        if cls.__module__ == __name__
+        for name, value in vars(cls).items()
+        if callable(value) and not name.startswith("_")
+    ]
+    return [name for name in dict.fromkeys(declared) if not callable(getattr(obj, name, None))]

@@ -9,7 +9,8 @@ file tools, the retrieval tool and every `ctxoffload` command read through.
 - The commit record beside a committed log (`context.jsonl.commit`): its codec and a read that
   retries one torn by a concurrent rewrite.
 - JSONL: complete lines up to the committed length, a torn last line skipped and counted,
-  a line that is not JSON skipped and counted (`JsonLines`).
+  a line that is not JSON skipped and counted (`JsonLines`); the same rule for a log held in
+  memory (`parse_log`: an object store's segments, an in-memory workspace's files).
 - The session record: event kinds as named constants, and rebuilding what the model was sent
   at a step from the events alone.
 
@@ -43,7 +44,9 @@ __all__ = [
     "Refused",
     "decode_commit_record",
     "encode_commit_record",
+    "iter_chunks",
     "iter_lines",
+    "parse_log",
     "read_commit",
     "read_log",
     "rebuild_step",
@@ -142,7 +145,8 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
 # -- lines and JSON lines ---------------------------------------------------------------------
 
 
-def _chunks(fd: int, start: int, end: int) -> Iterator[bytes]:
+def iter_chunks(fd: int, start: int, end: int) -> Iterator[bytes]:
+    """Bytes [start, end) of an open file (less if it ends first), read a megabyte at a time."""
     offset = start
     while offset < end:
         chunk = os.pread(fd, min(_CHUNK, end - offset), offset)
@@ -161,7 +165,7 @@ def iter_lines(fd: int, start: int, end: int, more: bytes = b"") -> Iterator[byt
     # Parts of the current unfinished line, joined only once its newline arrives, so an
     # enormous single line costs O(its size), not O(size x chunks).
     parts: list[bytes] = []
-    for chunk in itertools.chain(_chunks(fd, start, end), (more,) if more else ()):
+    for chunk in itertools.chain(iter_chunks(fd, start, end), (more,) if more else ()):
         if b"\n" not in chunk:
             parts.append(chunk)
             continue
@@ -190,6 +194,14 @@ class JsonLines:
         self.end = end
         self.torn = False
         self.corrupt: list[int] = []
+        self._held: bytes | None = None
+
+    @classmethod
+    def of_bytes(cls, raw: bytes) -> JsonLines:
+        """The JSON lines of a log held in memory (read from a bucket, kept by a process)."""
+        lines = cls(-1, len(raw))
+        lines._held = raw
+        return lines
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         import json
@@ -197,7 +209,11 @@ class JsonLines:
         self.torn = False
         self.corrupt = []
         read = 0
-        for number, raw in enumerate(iter_lines(self.fd, 0, self.end), 1):
+        if self._held is None:
+            complete = iter_lines(self.fd, 0, self.end)
+        else:
+            complete = iter(self._held.split(b"\n")[:-1])
+        for number, raw in enumerate(complete, 1):
             read += len(raw) + 1
             if not raw.strip():
                 continue
@@ -239,14 +255,29 @@ def read_log(
             record = read_commit(dir_fd, name, shown)
             if record is not None:
                 end = min(end, record[0])
-        lines = JsonLines(fd, end)
-        values = [value for _, value in lines]
-        if warn is not None:
-            for number in lines.corrupt:
-                warn(f"{shown} line {number} is not valid JSON (torn write?): skipped")
-        return values
+        return _values(JsonLines(fd, end), shown, warn)
     finally:
         os.close(fd)
+
+
+def parse_log(raw: bytes, shown: str, *, warn: Callable[[str], None] | None = None) -> list[Any]:
+    """Every complete JSON value of a log held in memory, by `read_log`'s rule: a torn last
+    line is skipped, and so is each line that is not JSON, said through `warn`.
+
+    Args:
+        raw: the log's bytes (an object store's segments joined, an in-memory file).
+        shown: how the log is named to people.
+        warn: told about each line skipped as not JSON.
+    """
+    return _values(JsonLines.of_bytes(raw), shown, warn)
+
+
+def _values(lines: JsonLines, shown: str, warn: Callable[[str], None] | None) -> list[Any]:
+    values = [value for _, value in lines]
+    if warn is not None:
+        for number in lines.corrupt:
+            warn(f"{shown} line {number} is not valid JSON (torn write?): skipped")
+    return values
 
 
 # -- folders of a workspace ---------------------------------------------------------------------
@@ -263,6 +294,8 @@ class Folder:
     Args:
         workdir: the workspace's folder as given (it may itself be a link; resolved once).
         parts: the components below it (`"sessions"`, a session id).
+        root: `workdir` already resolved (a workspace resolves it once, when it is made, and
+            keeps to that folder); None resolves it on entering.
 
     Raises (on entering):
         FileNotFoundError: a component is missing.
@@ -270,14 +303,16 @@ class Folder:
         OffloadError: a component cannot be opened.
     """
 
-    def __init__(self, workdir: str, *parts: str) -> None:
+    def __init__(self, workdir: str, *parts: str, root: str | None = None) -> None:
         self.workdir = workdir
         self.parts = parts
+        self.root = root
         self.shown = os.path.join(workdir, *parts) if parts else workdir
         self.fd = -1
 
     def __enter__(self) -> Folder:
-        fd = open_dir(None, os.path.realpath(self.workdir), self.workdir, create=False)
+        root = self.root if self.root is not None else os.path.realpath(self.workdir)
+        fd = open_dir(None, root, self.workdir, create=False)
         shown = self.workdir
         try:
             for part in self.parts:
@@ -313,6 +348,12 @@ class Folder:
                 for e in entries
                 if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
             )
+
+    def files(self) -> list[str]:
+        """The names of the regular files in it (no link, FIFO or device), sorted, hidden ones
+        (a writer's `.tmp-*`) included."""
+        with os.scandir(self.fd) as entries:
+            return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
 
     def open(self, name: str) -> tuple[int, os.stat_result]:
         """Open a file of the folder for reading: `(descriptor, its fstat)`; close it after.
@@ -363,7 +404,7 @@ class Folder:
         fd, st = self.open(name)
         try:
             digest = hashlib.sha256()
-            for chunk in _chunks(fd, 0, st.st_size):
+            for chunk in iter_chunks(fd, 0, st.st_size):
                 digest.update(chunk)
                 if progress is not None:
                     progress(len(chunk))
@@ -375,7 +416,7 @@ class Folder:
         """The whole of a file of the folder (see `open` for what is refused)."""
         fd, st = self.open(name)
         try:
-            return b"".join(_chunks(fd, 0, st.st_size))
+            return b"".join(iter_chunks(fd, 0, st.st_size))
         finally:
             os.close(fd)
 
@@ -414,6 +455,9 @@ def sessions_folder(workdir: str) -> Folder:
 class EventKind:
     """The kinds of events in events.jsonl (each line also has `time` and `kind`)."""
 
+    # Written by every workspace: a batch appended to context.jsonl, a tool result stored.
+    CONTEXT = "context"
+    TOOL_RESULT = "tool_result"
     # Written by the Agent's session record (agent/_record.py).
     SESSION_START = "session_start"
     MESSAGE = "message"
@@ -426,9 +470,6 @@ class EventKind:
     COMPRESSION = "compression"
     WINDOW = "window"
     IMAGE_LIMIT = "image_limit"
-    # Written by the workspace for each file it writes (a tool result, a batch of context).
-    TOOL_RESULT = "tool_result"
-    CONTEXT = "context"
     # Written by `ctxoffload replay` first in each session it replays into.
     REPLAY = "replay"
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from ..exceptions import OffloadError
 from ._store_client import StoreClient, gather_limited
 
-__all__ = ["TAIL_EVERY", "SegmentLog", "segment_key"]
+__all__ = ["TAIL_EVERY", "SegmentLog", "segment_key", "segment_log"]
 
 TAIL_EVERY = 64
 _SEGMENT = re.compile(r"(\d{12})\.jsonl")
@@ -56,6 +56,14 @@ _LOSSES_BEFORE_LISTING = 4
 def segment_key(log_key: str, seq: int) -> str:
     """The key of segment `seq` of the log `log_key`."""
     return f"{log_key}.d/{seq:012d}.jsonl"
+
+
+def segment_log(key: str) -> str | None:
+    """The log whose segment `key` is (`<log>.d/<seq>.jsonl` gives `<log>`), or None."""
+    folder, _, name = key.rpartition("/")
+    if folder.endswith(".d") and _SEGMENT.fullmatch(name):
+        return folder[: -len(".d")]
+    return None
 
 
 def _after(seq: int, attributes: dict[str, str]) -> _End | None:

@@ -1,0 +1,75 @@
+"""Each workspace is exactly what it is declared to be: a `Workspace`, plus its capabilities.
+
+Callers find a capability with `isinstance(ws, GarbageCollector)`, never by looking for a
+method by name, so a backend that lost a method, or grew one it cannot honour, shows here.
+(mypy checks the same declarations against the signatures: see the end of each backend.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from ctxoffload.workspace import (
+    EventLog,
+    GarbageCollector,
+    ModelCallClock,
+    Offloader,
+    ReferenceReader,
+    StateStore,
+    Workspace,
+    missing_methods,
+)
+from helpers import MinimalOffloader
+
+PROTOCOLS: list[type] = [
+    Offloader,
+    ReferenceReader,
+    EventLog,
+    StateStore,
+    Workspace,
+    GarbageCollector,
+    ModelCallClock,
+]
+EVERY_WORKSPACE = {Offloader, ReferenceReader, EventLog, StateStore, Workspace}
+
+# Each backend, and the protocols it claims; it must satisfy none of the others.
+BACKENDS: dict[str, tuple[Callable[[Path], object], set[type]]] = {
+    "local": (lambda tmp: LocalWorkspace(tmp / "ws"), EVERY_WORKSPACE | {GarbageCollector}),
+    "memory": (lambda tmp: InMemoryWorkspace(), EVERY_WORKSPACE | {ModelCallClock}),
+    "objectstore": (
+        lambda tmp: ObjectStoreWorkspace("memory://"),
+        EVERY_WORKSPACE | {GarbageCollector},
+    ),
+}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_backend_is_each_protocol_it_claims_and_no_other(
+    backend: str, protocol: type, tmp_path: Path
+) -> None:
+    make, claims = BACKENDS[backend]
+    workspace = make(tmp_path)
+    assert isinstance(workspace, protocol) == (protocol in claims)
+    assert (missing_methods(workspace, protocol) == []) == (protocol in claims)
+
+
+def test_a_custom_offloader_is_an_offloader_and_nothing_more() -> None:
+    custom = MinimalOffloader()
+    assert [p for p in PROTOCOLS if isinstance(custom, p)] == [Offloader]
+
+
+def test_missing_methods_names_what_to_add_in_declared_order() -> None:
+    assert missing_methods(object(), Offloader) == [
+        "offload_context",
+        "offload_tool_result",
+        "offload_data_block",
+    ]
+    # Workspace: what it extends first, then its own.
+    lacking = missing_methods(MinimalOffloader(), Workspace)
+    assert lacking[:3] == ["read_reference", "record_event", "read_events"]
+    assert "offload_context" not in lacking and lacking[-1] == "purge_session"
