@@ -22,7 +22,14 @@ if TYPE_CHECKING:
     from ._pipeline import ContextPipeline
     from ._readers import ReaderTools
     from ._run import ContextManager, PipelineRun
-    from ._split import split_for_compression, turns
+    from ._split import (
+        SplitByCount,
+        SplitByTokens,
+        SplitStrategy,
+        split_by_count,
+        split_for_compression,
+        turns,
+    )
     from ._summarize import extractive_summary
     from ._summary_model import Summary
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
@@ -43,6 +50,9 @@ __all__ = [
     "PipelineRun",
     "ReaderTools",
     "SlidingWindow",
+    "SplitByCount",
+    "SplitByTokens",
+    "SplitStrategy",
     "Summarization",
     "Summary",
     "ToolOutputOffload",
@@ -53,6 +63,7 @@ __all__ = [
     "is_summary_message",
     "is_window_note",
     "rendered_text",
+    "split_by_count",
     "split_for_compression",
     "turns",
 ]
@@ -82,6 +93,10 @@ __getattr__, __dir__ = lazy_exports(
         "is_summary_message": "._compressor",
         "ContextConfig": "._config",
         "ReaderTools": "._readers",
+        "SplitByCount": "._split",
+        "SplitByTokens": "._split",
+        "SplitStrategy": "._split",
+        "split_by_count": "._split",
         "split_for_compression": "._split",
         "turns": "._split",
         "extractive_summary": "._summarize",

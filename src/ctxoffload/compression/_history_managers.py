@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import Msg, ToolResultBlock
 from ._activation import Activation, SettingError, check_int, check_ratio
 from ._compressor import is_summary_message, is_window_note
 from ._readers import ReaderTools
-from ._split import is_user_request, turns
+from ._split import SplitByCount, SplitByTokens, SplitStrategy, is_user_request, turns
 
 if TYPE_CHECKING:
     from ..model import ChatModel
@@ -17,8 +16,6 @@ if TYPE_CHECKING:
     from ._run import PipelineRun
 
 __all__ = ["Null", "SlidingWindow", "Summarization"]
-
-logger = logging.getLogger("ctxoffload")
 
 _MARK = "ctxoffload"
 
@@ -142,26 +139,14 @@ class SlidingWindow:
         marker: dict[str, Any] = dict(note.metadata.get(_MARK, {})) if note else {}
         spans = [(int(a), int(b)) for a, b in marker.get("spans", [])]
         reference: str | None = marker.get("reference")
-        span: tuple[int, int] | None = None
-        if compressor.offloader is not None and dropped:
-            try:
-                ref = await compressor.offloader.offload_context(
-                    compressor.session_id, msgs=dropped
-                )
-            except Exception as exc:
-                logger.warning(
-                    "could not offload %d messages, keeping them in the context: %s",
-                    len(dropped),
-                    exc,
-                )
-                run.report(f"SlidingWindow: offload failed: {exc}")
-                return messages
-            reference = str(ref)
-            first, last = getattr(ref, "first_line", None), getattr(ref, "last_line", None)
-            if isinstance(first, int) and isinstance(last, int) and last >= first:
-                span = (first, last)
-                spans.append(span)
-            compressor.record_offload(reference, span)
+        persisted = await compressor.persist(dropped, on_failure="keeping them in the context")
+        if persisted.failure is not None:
+            run.report(f"SlidingWindow: offload failed: {persisted.failure}")
+            return messages
+        if persisted.reference is not None:
+            reference = persisted.reference
+        if persisted.line_span is not None:
+            spans.append(persisted.line_span)
         total = int(marker.get("dropped", 0)) + len(dropped)
         if reference is not None:
             where = f" (lines {_merged(spans)})" if spans else ""
@@ -190,7 +175,7 @@ class SlidingWindow:
         await compressor.event(
             "window",
             reference=reference,
-            lines=list(span) if span else None,
+            lines=persisted.lines,
             messages=len(dropped),
             kept=len(kept) + (1 if pinned else 0),
             max_messages=self.max_messages,
@@ -261,6 +246,14 @@ class Summarization:
         """Not a post_tool manager: the result unchanged."""
         return result
 
+    def split_strategy(self) -> SplitStrategy:
+        """How this manager splits: by tokens (the newest within the reserve) when it stands
+        for a `ContextConfig`, else by message count (`summary_ratio`,
+        `preserve_recent_messages`)."""
+        if self._config is not None:
+            return SplitByTokens()
+        return SplitByCount(self.summary_ratio, self.preserve_recent_messages)
+
     async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
         """The context with its oldest part replaced by a summary."""
         result = await run.compressor.maybe_compress(
@@ -269,9 +262,7 @@ class Summarization:
             force=True,
             config=run.config(self._config),
             summary_model=self.summary_model,
-            by_count=None
-            if self._config is not None
-            else (self.summary_ratio, self.preserve_recent_messages),
+            split=self.split_strategy(),
             remember=False,
         )
         run.report(result.reason, result)
