@@ -21,14 +21,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.model import ModelResponse
-
-SUMMARY = {
-    "task_overview": "investigate",
-    "current_state": "working",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
+from helpers import SUMMARY
 
 
 class SyncModel:

@@ -24,14 +24,7 @@ from ctxoffload import (
     to_openai,
 )
 from ctxoffload.workspace._payloads import MAX_DEPTH
-
-SUMMARY = {
-    "task_overview": "investigate",
-    "current_state": "working",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
+from helpers import SUMMARY
 
 
 def nested(depth: int, leaf: Any = "bottom") -> Any:

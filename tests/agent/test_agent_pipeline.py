@@ -18,17 +18,11 @@ from ctxoffload import (
     InMemoryWorkspace,
     InvalidReference,
     LocalWorkspace,
-    Msg,
     ScriptedModel,
-    ToolCallBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Null, SlidingWindow, ToolOutputOffload
-from ctxoffload.compression._compressor import is_window_note
-
-
-def call(call_id: str, name: str, **args: Any) -> Msg:
-    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+from ctxoffload.compression import Null, SlidingWindow, ToolOutputOffload, is_window_note
+from helpers import call
 
 
 def fetch(page: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -253,6 +253,36 @@ def test_python_constructors_check_the_same_values() -> None:
         ContextPipeline(pre_llm=[ToolOutputOffload()])
     with pytest.raises(ConfigError, match="is not a context manager"):
         ContextPipeline(pre_llm=["SlidingWindow"])  # type: ignore[list-item]
+
+
+class PreLlmOnly:
+    """Runs at pre_llm and has no post_tool: not a `ContextManager`."""
+
+    HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
+
+    def __init__(self) -> None:
+        self.activation = Activation()
+
+    async def pre_llm(self, messages: list[Any], run: Any) -> list[Any]:
+        return messages
+
+
+class KeepEverything(PreLlmOnly):
+    """A user's own manager with every method of the `ContextManager` protocol."""
+
+    async def post_tool(self, result: Any, run: Any) -> Any:
+        return result
+
+
+def test_a_custom_manager_is_checked_against_the_context_manager_protocol() -> None:
+    manager = KeepEverything()
+    assert ContextPipeline(pre_llm=[manager]).pre_llm == (manager,)
+    with pytest.raises(ConfigError, match=r"pre_llm\[0\]: .* is not a context manager"):
+        ContextPipeline(pre_llm=[PreLlmOnly()])  # type: ignore[list-item]
+    wrong = KeepEverything()
+    wrong.activation = {"ratio_exceed": 0.5}  # type: ignore[assignment]
+    with pytest.raises(ConfigError, match="is not a context manager"):
+        ContextPipeline(pre_llm=[wrong])
 
 
 def test_the_default_pipeline_is_what_a_context_config_stands_for() -> None:

@@ -26,15 +26,9 @@ from ctxoffload.compression import (
 )
 from ctxoffload.compression._split import split_for_compression, turn_start, turns
 from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from helpers import SUMMARY
 
 COUNTER = get_token_counter(exact=False)
-SUMMARY = {
-    "task_overview": "overview",
-    "current_state": "state",
-    "important_discoveries": "discoveries",
-    "next_steps": "next",
-    "context_to_preserve": "preserve",
-}
 
 
 def user(text: str) -> Msg:

@@ -24,9 +24,15 @@ from ..compression import (
 from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
-from ..offloader import RETRIEVAL_TOOL_NAME, Offloader, retrieval_tool
+from ..offloader import RETRIEVAL_TOOL_NAME, retrieval_tool
 from ..tokens import TokenCounter, get_token_counter
-from ..workspace import storable_message, validate_session_id
+from ..workspace import (
+    Offloader,
+    ReferenceReader,
+    StateStore,
+    storable_message,
+    validate_session_id,
+)
 from ._record import SessionRecorder
 from ._tools import Tool, as_tool, as_tools
 
@@ -150,12 +156,10 @@ class Agent:
         self.tools = _checked_tools(tools)
         if (
             include_retrieval_tool
-            and offloader is not None
-            and callable(getattr(offloader, "read_reference", None))
+            and isinstance(offloader, ReferenceReader)
             and RETRIEVAL_TOOL_NAME not in self.tools
         ):
-            source: Any = offloader  # it has read_reference, checked above
-            retrieve = retrieval_tool(source, max_output_chars=reader_output_chars(config))
+            retrieve = retrieval_tool(offloader, max_output_chars=reader_output_chars(config))
             self.tools[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)
         self.offloader = offloader
         self.max_steps = max_steps
@@ -391,8 +395,9 @@ class Agent:
     # -- resumable sessions -----------------------------------------------------------------
 
     async def _save_state(self) -> None:
-        write = getattr(self.offloader, "write_state", None)
-        if write is None:
+        """Save the live context as state.json, when the offloader is a `StateStore`."""
+        store = self.offloader
+        if not isinstance(store, StateStore):
             return
         try:
             messages: list[Any] = []
@@ -405,7 +410,7 @@ class Agent:
                 if problem is not None:
                     logger.warning("state.json holds a stand-in for a message: %s", problem)
                 messages.append(value)
-            await write(
+            await store.write_state(
                 self.session_id,
                 {
                     "session_id": self.session_id,
@@ -459,10 +464,10 @@ class Agent:
         if self._restored:
             return
         self._restored = True
-        read = getattr(self.offloader, "read_state", None)
-        if read is None:
+        store = self.offloader
+        if not isinstance(store, StateStore):
             return
-        state = await read(self.session_id)
+        state = await store.read_state(self.session_id)
         if not state:
             return
         messages = [Msg.model_validate(m) for m in state.get("messages", [])]
@@ -472,15 +477,15 @@ class Agent:
 
     async def _with_payloads(self, msg: Msg) -> Msg:
         """Inline again the data/ payloads that `_without_payloads` replaced."""
-        read = getattr(self.offloader, "read_reference", None)
-        if read is None or isinstance(msg.content, str):
+        reader = self.offloader
+        if not isinstance(reader, ReferenceReader) or isinstance(msg.content, str):
             return msg
 
         async def inline(block: DataBlock) -> DataBlock:
             if not isinstance(block.source, URLSource) or block.source.media_type is None:
                 return block
             try:
-                raw = await read(block.source.url)
+                raw = await reader.read_reference(block.source.url)
             except InvalidReference:
                 return block
             source = Base64Source(
@@ -588,21 +593,28 @@ def _model_window(model: Any, config: ContextConfig) -> int | None:
 _OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
 
 
-def _check_offloader(offloader: Any) -> None:
+def _check_offloader(offloader: object) -> None:
+    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`."""
     if offloader is None:
         return
-    for method in _OFFLOADER_METHODS:
-        func = getattr(offloader, method, None)
-        if not callable(func):
+    if not isinstance(offloader, Offloader):
+        # Which method is missing, for the message (a method set to None counts as missing).
+        missing = [m for m in _OFFLOADER_METHODS if not callable(getattr(offloader, m, None))]
+        raise ConfigError(
+            f"offloader {type(offloader).__name__} has no {missing[0]} method: pass a "
+            "LocalWorkspace, an InMemoryWorkspace, or an object with async "
+            + ", ".join(_OFFLOADER_METHODS)
+        )
+    methods = (
+        offloader.offload_context,
+        offloader.offload_tool_result,
+        offloader.offload_data_block,
+    )
+    for name, method in zip(_OFFLOADER_METHODS, methods, strict=True):
+        if not inspect.iscoroutinefunction(method):
             raise ConfigError(
-                f"offloader {type(offloader).__name__} has no {method} method: pass a "
-                "LocalWorkspace, an InMemoryWorkspace, or an object with async "
-                + ", ".join(_OFFLOADER_METHODS)
-            )
-        if not inspect.iscoroutinefunction(func):
-            raise ConfigError(
-                f"offloader {type(offloader).__name__}.{method} is not async: define it with "
-                f"'async def {method}(...)' (the agent awaits it; a sync one would leave big "
+                f"offloader {type(offloader).__name__}.{name} is not async: define it with "
+                f"'async def {name}(...)' (the agent awaits it; a sync one would leave big "
                 "results in the context)"
             )
 

@@ -7,18 +7,12 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
-    from ._compressor import (
-        Artifact,
-        CompressionResult,
-        Compressor,
-        is_context_note,
-        is_summary_message,
-        is_window_note,
-    )
+    from ._compressor import Artifact, CompressionResult, Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
     from ._image_limit import ImageLimit
+    from ._notes import is_context_note, is_summary_message, is_window_note
     from ._pipeline import ContextPipeline
     from ._readers import ReaderTools
     from ._run import ContextManager, PipelineRun
@@ -72,8 +66,8 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
-        "is_context_note": "._compressor",
-        "is_window_note": "._compressor",
+        "is_context_note": "._notes",
+        "is_window_note": "._notes",
         "EventCallback": "._events",
         "emit_event": "._events",
         "rendered_text": "._truncate",
@@ -90,7 +84,7 @@ __getattr__, __dir__ = lazy_exports(
         "Artifact": "._compressor",
         "CompressionResult": "._compressor",
         "Compressor": "._compressor",
-        "is_summary_message": "._compressor",
+        "is_summary_message": "._notes",
         "ContextConfig": "._config",
         "ReaderTools": "._readers",
         "SplitByCount": "._split",

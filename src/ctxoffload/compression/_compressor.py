@@ -25,8 +25,15 @@ from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._events import EventCallback, emit_event
+from ._notes import (
+    NOTE_MARK,
+    SUMMARY_NOTE,
+    is_context_note,
+    is_summary_message,
+    is_window_note,
+)
 from ._readers import ReaderTools
-from ._split import NOTE_KINDS, Split, SplitByTokens, SplitStrategy, is_user_request, turn_start
+from ._split import Split, SplitByTokens, SplitStrategy, is_user_request, turn_start
 from ._summarize import SummaryOutcome, bound_summary, summarize
 from ._summary_model import Summary
 from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
@@ -37,9 +44,6 @@ __all__ = [
     "CompressionResult",
     "Compressor",
     "Persisted",
-    "is_context_note",
-    "is_summary_message",
-    "is_window_note",
 ]
 
 FRESH_PREVIEW_FLOOR = 200
@@ -50,26 +54,6 @@ many results may stay above the reserve (it still leaves the context only after 
 has seen it)."""
 
 logger = logging.getLogger("ctxoffload")
-
-_MARK = "ctxoffload"
-
-
-def is_summary_message(msg: Msg) -> bool:
-    """Whether `msg` is a summary message made by a `Compressor`."""
-    marker = msg.metadata.get(_MARK)
-    return isinstance(marker, dict) and marker.get("kind") == "summary"
-
-
-def is_window_note(msg: Msg) -> bool:
-    """Whether `msg` is the note a `SlidingWindow` leaves where it dropped messages."""
-    marker = msg.metadata.get(_MARK)
-    return isinstance(marker, dict) and marker.get("kind") == "window_note"
-
-
-def is_context_note(msg: Msg) -> bool:
-    """Whether `msg` is a summary or a window note: ctxoffload's own, never compressed."""
-    marker = msg.metadata.get(_MARK)
-    return isinstance(marker, dict) and marker.get("kind") in NOTE_KINDS
 
 
 def human_size(n: int) -> str:
@@ -860,7 +844,7 @@ class Compressor:
         """Take over the state recorded in a summary message (a resumed session)."""
         if self._state.summary is not None:
             return
-        marker = msg.metadata[_MARK]
+        marker = msg.metadata[NOTE_MARK]
         try:
             summary = Summary.model_validate(marker.get("summary", {}))
         except ValueError:
@@ -875,7 +859,7 @@ class Compressor:
     def _adopt_note(self, msg: Msg) -> None:
         """Take over the lines a window note names (a resumed session), so the summary that
         replaces the note names them too."""
-        marker = msg.metadata[_MARK]
+        marker = msg.metadata[NOTE_MARK]
         if self._state.reference is None and isinstance(marker.get("reference"), str):
             self._state.reference = marker["reference"]
         for span in marker.get("spans", []):
@@ -928,8 +912,8 @@ class Compressor:
             if self.counter.count_text(text) <= max(budget, 500):
                 break
         metadata = {
-            _MARK: {
-                "kind": "summary",
+            NOTE_MARK: {
+                "kind": SUMMARY_NOTE,
                 "summary": fields,
                 "reference": self._state.reference,
                 "spans": [list(s) for s in self._state.spans],

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import Msg, ToolResultBlock
+from ..workspace import EventKind
 from ._activation import Activation, SettingError, check_int, check_ratio
-from ._compressor import is_summary_message, is_window_note
+from ._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note
 from ._readers import ReaderTools
 from ._split import SplitByCount, SplitByTokens, SplitStrategy, is_user_request, turns
 
@@ -16,8 +17,6 @@ if TYPE_CHECKING:
     from ._run import PipelineRun
 
 __all__ = ["Null", "SlidingWindow", "Summarization"]
-
-_MARK = "ctxoffload"
 
 
 def _split_context(messages: list[Msg]) -> tuple[Msg | None, Msg | None, Msg | None, list[Msg]]:
@@ -136,7 +135,7 @@ class SlidingWindow:
             run.report("SlidingWindow: only the latest user request is old enough to drop")
             return messages
         compressor = run.compressor
-        marker: dict[str, Any] = dict(note.metadata.get(_MARK, {})) if note else {}
+        marker: dict[str, Any] = dict(note.metadata.get(NOTE_MARK, {})) if note else {}
         spans = [(int(a), int(b)) for a, b in marker.get("spans", [])]
         reference: str | None = marker.get("reference")
         persisted = await compressor.persist(dropped, on_failure="keeping them in the context")
@@ -164,8 +163,8 @@ class SlidingWindow:
             role="user",
             content=text,
             metadata={
-                _MARK: {
-                    "kind": "window_note",
+                NOTE_MARK: {
+                    "kind": WINDOW_NOTE,
                     "reference": reference,
                     "spans": [list(s) for s in spans],
                     "dropped": total,
@@ -173,7 +172,7 @@ class SlidingWindow:
             },
         )
         await compressor.event(
-            "window",
+            EventKind.WINDOW,
             reference=reference,
             lines=persisted.lines,
             messages=len(dropped),

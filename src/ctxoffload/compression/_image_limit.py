@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
+from ..workspace import EventKind
 from ._activation import Activation, check_int
 from ._tool_output import _payload_size, block_kind
 
@@ -102,7 +103,7 @@ class ImageLimit:
             return messages
         result = _replaced(messages, placeholders)
         await run.compressor.event(
-            "image_limit",
+            EventKind.IMAGE_LIMIT,
             images=len(images),
             replaced=len(placeholders),
             max_images=self.max_images,

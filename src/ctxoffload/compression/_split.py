@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
+from ._notes import is_context_note
 
 __all__ = [
     "Split",
@@ -33,18 +34,9 @@ class MessageCounter(Protocol):
 
 
 def is_user_request(msg: Msg) -> bool:
-    """Whether `msg` is something a person asked (a user message that is not tool results)."""
-    return msg.role == "user" and not msg.tool_results and not _is_summary(msg)
-
-
-NOTE_KINDS = ("summary", "window_note")
-"""Kinds of the messages ctxoffload puts in a context to say where earlier ones went: a
-summary, or a sliding window's note. They are never user requests and never compressed."""
-
-
-def _is_summary(msg: Msg) -> bool:
-    marker = msg.metadata.get("ctxoffload")
-    return isinstance(marker, dict) and marker.get("kind") in NOTE_KINDS
+    """Whether `msg` is something a person asked (a user message that is neither tool
+    results nor one of ctxoffload's notes)."""
+    return msg.role == "user" and not msg.tool_results and not is_context_note(msg)
 
 
 def turns(messages: Sequence[Msg]) -> list[tuple[int, int, bool]]:

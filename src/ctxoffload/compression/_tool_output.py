@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
-from ..workspace import count_lines
+from ..workspace import EventKind, count_lines
 from ._activation import Activation, SettingError, check_int
 from ._compressor import Artifact
 from ._readers import how_to_read
@@ -196,7 +196,7 @@ class ToolOutputOffload:
         for artifact in stored:
             run.compressor.note_artifact(artifact)
         await run.compressor.event(
-            "offload",
+            EventKind.OFFLOAD,
             tool_id=result.id,
             tool_name=result.name,
             blocks=len(parts),

@@ -1,0 +1,69 @@
+"""Helpers shared by test files: import them with `from helpers import ...` (tests/ is on the
+path, as pytest puts each rootdir conftest's folder there)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxoffload import LocalWorkspace, Msg, Summary, ToolCallBlock, ToolResultBlock
+
+__all__ = ["SUMMARY", "OffloaderOnly", "call", "plausible_session", "summary_reply"]
+
+
+def summary_reply(mark: str) -> dict[str, str]:
+    """A summary model's answer: every field of `Summary`, each `'<mark> <field>'`, so a test
+    can tell which answer a summary came from."""
+    return {name: f"{mark} {name}" for name in Summary.model_fields}
+
+
+SUMMARY = summary_reply("scripted")
+"""A summary model's answer, for a `ScriptedModel(default=SUMMARY)` that writes every summary."""
+
+
+def call(call_id: str, name: str, **args: Any) -> Msg:
+    """An assistant message that calls one tool."""
+    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+
+
+class OffloaderOnly:
+    """A custom offloader with only the three `Offloader` methods (no event log, no state, no
+    read-back), storing through a real `LocalWorkspace`."""
+
+    def __init__(self, inner: LocalWorkspace) -> None:
+        self.inner = inner
+
+    async def offload_context(self, session_id: str, msgs: Any) -> Any:
+        return await self.inner.offload_context(session_id, msgs)
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        return await self.inner.offload_tool_result(session_id, tool_result)
+
+    async def offload_data_block(self, block: Any) -> Any:
+        return await self.inner.offload_data_block(block)
+
+
+def plausible_session(n: int, words: int = 12) -> list[Msg]:
+    """A plausible session of n messages: requests, tool calls with results, replies."""
+    msgs: list[Msg] = []
+    for i in range(n):
+        kind = i % 4
+        filler = " ".join(f"w{i}x{j}" for j in range(words))
+        if kind == 0:
+            msgs.append(Msg(role="user", content=f"request {i}: {filler}"))
+        elif kind == 1:
+            msgs.append(
+                Msg(
+                    role="assistant",
+                    content=[ToolCallBlock(id=f"c{i}", name="grep", input={"pattern": f"p{i}"})],
+                )
+            )
+        elif kind == 2:
+            msgs.append(
+                Msg(
+                    role="tool",
+                    content=[ToolResultBlock(id=f"c{i - 1}", name="grep", output=filler)],
+                )
+            )
+        else:
+            msgs.append(Msg(role="assistant", content=f"statement {i}: {filler}"))
+    return msgs
