@@ -41,7 +41,7 @@ def agent_with(model: ScriptedModel, offloader: Any, pipeline: ContextPipeline) 
         model=model,
         tools=[fetch],
         offloader=offloader,
-        context_management=pipeline,
+        context_config=pipeline,
         session_id="s1",
         counter=get_token_counter(exact=False),
     )

@@ -11,7 +11,6 @@ import pytest
 
 from ctxoffload import (
     Activation,
-    Agent,
     ConfigError,
     ContextConfig,
     ContextPipeline,
@@ -307,16 +306,3 @@ def test_agentscope_context_config_fields() -> None:
         text = str(raised.value)
         assert f"'{field}' is an AgentScope ContextConfig field that ctxoffload does not" in text
         assert "Extra inputs are not permitted" not in text
-
-
-def test_the_agent_takes_a_config_or_a_pipeline_but_not_both() -> None:
-    model = ScriptedModel(["ok"], context_window=10_000)
-    pipeline = ContextPipeline(pre_llm=[SlidingWindow(max_messages=4)])
-    assert Agent(model=model, context_management=pipeline).context_pipeline is pipeline
-    config = ContextConfig(tool_result_limit=100)
-    agent = Agent(model=model, context_management=config)
-    assert agent.context_config is config
-    with pytest.raises(ConfigError, match="both context_config and context_management"):
-        Agent(model=model, context_config=config, context_management=pipeline)
-    with pytest.raises(ConfigError, match="context_management is a dict"):
-        Agent(model=model, context_management={"hooks": {}})  # type: ignore[arg-type]

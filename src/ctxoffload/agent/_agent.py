@@ -8,6 +8,7 @@ import inspect
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,9 +82,12 @@ class Agent:
         tools: plain functions (sync or async) with type hints and Google-style docstrings,
             or `Tool`s; the schema is derived from them.
         offloader: where offloaded content goes, usually a `LocalWorkspace`.
-        context_config: thresholds for truncation and compression (the default pipeline).
-        context_management: a `ContextConfig` or a `ContextPipeline` (managers run at
-            post_tool and pre_llm under activation rules); give this or `context_config`.
+        context_config: how the context is managed: a `ContextConfig` (thresholds for
+            truncation and compression; it stands for the default pipeline) or a
+            `ContextPipeline` (managers run at post_tool and pre_llm under activation
+            rules). `ContextConfig()` when None.
+        context_management: deprecated spelling of `context_config`; it still works for
+            this release and warns (`DeprecationWarning`).
         session_id: the workspace session; a new one is generated when not given.
         summary_model: a (cheaper) model for summaries; defaults to `model` (except for a
             `ScriptedModel`, see above).
@@ -115,7 +119,7 @@ class Agent:
         system_prompt: str = "",
         tools: Sequence[Callable[..., Any] | Tool] = (),
         offloader: Offloader | None = None,
-        context_config: ContextConfig | None = None,
+        context_config: ContextConfig | ContextPipeline | None = None,
         session_id: str | None = None,
         summary_model: ChatModel | None = None,
         max_steps: int = 30,
@@ -203,7 +207,9 @@ class Agent:
 
     @property
     def context_config(self) -> ContextConfig:
-        """The configuration the compressor uses."""
+        """The shared settings in effect (window, thresholds, summary prompt and template):
+        the `ContextConfig` given, or the `config` of the `ContextPipeline` given. The
+        pipeline itself is `context_pipeline`."""
         return self.compressor.config
 
     @property
@@ -529,23 +535,33 @@ def _bounded(reply: Msg) -> Msg:
 
 
 def _pipeline(
-    context_config: ContextConfig | None,
+    context_config: ContextConfig | ContextPipeline | None,
     context_management: ContextConfig | ContextPipeline | None,
 ) -> ContextPipeline:
     """The pipeline the agent runs: the one given, or the one a `ContextConfig` stands for."""
-    if context_config is not None and context_management is not None:
-        raise ConfigError(
-            "both context_config and context_management were given: pass one (a "
-            "ContextConfig, or a ContextPipeline as context_management)"
+    name = "context_config"
+    given = context_config
+    if context_management is not None:
+        if context_config is not None:
+            raise ConfigError(
+                "both context_config and context_management were given: pass one, as "
+                "context_config (a ContextConfig or a ContextPipeline); context_management is "
+                "its deprecated spelling"
+            )
+        warnings.warn(
+            "Agent(context_management=...) is deprecated and will be removed in the next "
+            "release: pass the ContextConfig or ContextPipeline as context_config=...",
+            DeprecationWarning,
+            stacklevel=3,
         )
-    given = context_management if context_management is not None else context_config
+        name, given = "context_management", context_management
     if given is None or isinstance(given, ContextConfig):
         return ContextPipeline.from_config(given)
     if isinstance(given, ContextPipeline):
         return given
     raise ConfigError(
-        f"context_management is a {type(given).__name__}: give a ContextConfig or a "
-        "ContextPipeline (ContextPipeline.from_json_file(path) loads a template)"
+        f"{name} is a {type(given).__name__}: give a ContextConfig or a ContextPipeline "
+        "(ContextPipeline.from_json_file(path) loads a template)"
     )
 
 
