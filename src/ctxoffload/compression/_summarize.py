@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from ..exceptions import ContextOverflowError
-from ..messages import DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from ..messages import Msg
 from ..model import ChatModel
+from ..text import transcript_entry
 from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._split import is_user_request
@@ -42,7 +43,6 @@ __all__ = [
     "extractive_summary",
     "is_refusal",
     "summarize",
-    "transcript_entry",
 ]
 
 logger = logging.getLogger("ctxoffload")
@@ -50,6 +50,8 @@ logger = logging.getLogger("ctxoffload")
 # Share of the summary model's window given to the messages of one call; the rest holds the
 # instructions, the summary so far and the reply.
 _CHUNK_SHARE = 0.5
+# The most characters of one message the summary model is sent (`transcript_entry`): the
+# rest is in the context log, which the summary names.
 _ENTRY_CHAR_CAP = 20_000
 
 
@@ -68,43 +70,6 @@ def _short(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 1].rstrip() + "…"
-
-
-def transcript_entry(msg: Msg, char_cap: int = _ENTRY_CHAR_CAP) -> str:
-    """One message as plain text for the summary model."""
-    return _transcript_entry(msg, char_cap)[0]
-
-
-def _transcript_entry(msg: Msg, char_cap: int = _ENTRY_CHAR_CAP) -> tuple[str, float]:
-    """The entry, and the share of the message's text it kept (1.0 unless it was cut)."""
-    parts: list[str] = []
-    for block in msg.blocks:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ThinkingBlock):
-            continue  # private reasoning; the visible text carries what matters
-        elif isinstance(block, ToolCallBlock):
-            parts.append(
-                f"[calls tool {block.name} (id {block.id}) with {json.dumps(block.input)}]"
-            )
-        elif isinstance(block, ToolResultBlock):
-            output = block.output
-            if not isinstance(output, str):
-                output = "\n".join(
-                    p.text if isinstance(p, TextBlock) else f"[{p.media_type or 'data'}]"
-                    for p in output
-                )
-            flag = " (error)" if block.is_error else ""
-            parts.append(f"[result of {block.name or 'tool'} (id {block.id}){flag}]\n{output}")
-        elif isinstance(block, DataBlock):
-            parts.append(f"[{block.media_type or 'data'} {block.name or ''}]".replace(" ]", "]"))
-    text = "\n".join(parts)
-    kept = 1.0
-    if len(text) > char_cap:
-        omitted = len(text) - char_cap
-        kept = char_cap / len(text)
-        text = text[:char_cap] + f"\n[... {omitted:,} more characters, kept in the context log]"
-    return f"<{msg.role}>\n{text}\n</{msg.role}>", kept
 
 
 # Tokens an entry adds around the message's own content: role tags, tool-call and result
@@ -333,7 +298,7 @@ async def _model_summary(
     sizes: Sequence[int] | None = None,
 ) -> SummaryOutcome | None:
     """The model's summary, in chunks that fit its window; None when it cannot give one."""
-    made = [_transcript_entry(m) for m in messages]
+    made = [transcript_entry(m, _ENTRY_CHAR_CAP) for m in messages]
     entries = [entry for entry, _ in made]
     estimates = (
         [
