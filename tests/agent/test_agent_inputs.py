@@ -23,7 +23,7 @@ from ctxoffload import (
     get_token_counter,
     to_openai,
 )
-from ctxoffload.workspace._payloads import MAX_DEPTH
+from ctxoffload._depth import MAX_DEPTH
 from helpers import SUMMARY
 
 

@@ -19,7 +19,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolResultBlock
-from ctxoffload.workspace._reader import rebuild_step
+from ctxoffload.workspace import rebuild_step
 from helpers import SUMMARY, OffloaderOnly, call
 
 

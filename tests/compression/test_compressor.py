@@ -24,8 +24,7 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor, is_summary_message
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor, is_summary_message
 from helpers import summary_reply
 
 COUNTER = get_token_counter(exact=True)

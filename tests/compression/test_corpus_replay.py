@@ -22,8 +22,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.agent import FileToolbox
-from ctxoffload.compression import Compressor, is_summary_message
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor, is_summary_message
 from ctxoffload.offloader._regex import escape
 from helpers import SUMMARY
 

@@ -18,14 +18,16 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import (
+    TRUNCATION_MARKER,
     Compressor,
     SplitByCount,
     SplitByTokens,
     Summarization,
     split_by_count,
+    split_for_compression,
+    turns,
 )
-from ctxoffload.compression._split import split_for_compression, turn_start, turns
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression._split import turn_start  # the private unit under test
 from helpers import SUMMARY
 
 COUNTER = get_token_counter(exact=False)

@@ -7,7 +7,7 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
-    from ._compressor import Artifact, CompressionResult, Compressor
+    from ._compressor import FRESH_PREVIEW_FLOOR, Artifact, CompressionResult, Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._truncate import TRUNCATION_MARKER, rendered_text
 
 __all__ = [
+    "FRESH_PREVIEW_FLOOR",
     "TRUNCATION_MARKER",
     "Activation",
     "Artifact",
@@ -82,6 +83,7 @@ __getattr__, __dir__ = lazy_exports(
         "ToolOutputOffload": "._tool_output",
         "ToolOutputTruncate": "._tool_output",
         "Artifact": "._compressor",
+        "FRESH_PREVIEW_FLOOR": "._compressor",
         "CompressionResult": "._compressor",
         "Compressor": "._compressor",
         "is_summary_message": "._notes",

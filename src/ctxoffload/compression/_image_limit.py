@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..workspace import EventKind
 from ._activation import Activation, check_int
-from ._tool_output import _payload_size, block_kind
+from ._tool_output import block_kind, payload_size
 
 if TYPE_CHECKING:
     from ._run import PipelineRun
@@ -78,7 +78,7 @@ class ImageLimit:
         placeholders: dict[_Where, TextBlock] = {}
         references: list[str] = []
         for where, block in images[:excess]:
-            size = _payload_size(block)
+            size = payload_size(block)
             shown = f", {size:,} bytes" if size is not None else ""
             kind = block_kind(block.media_type)
             name = f" {block.name!r}" if block.name else ""

@@ -12,14 +12,20 @@ from ..workspace import EventKind, count_lines
 from ._activation import Activation, SettingError, check_int
 from ._compressor import Artifact
 from ._readers import how_to_read
-from ._truncate import _tail_within, head_within, truncate_tool_result, utf8
+from ._truncate import head_within, tail_within, truncate_tool_result, utf8
 
 if TYPE_CHECKING:
     from ..tokens import TokenCounter
     from ._config import ContextConfig
     from ._run import PipelineRun
 
-__all__ = ["READER_TOOL_NAMES", "ToolOutputOffload", "ToolOutputTruncate", "block_kind"]
+__all__ = [
+    "READER_TOOL_NAMES",
+    "ToolOutputOffload",
+    "ToolOutputTruncate",
+    "block_kind",
+    "payload_size",
+]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -42,7 +48,9 @@ def block_kind(media_type: str | None) -> str:
     return f"document: {sub}"
 
 
-def _payload_size(block: DataBlock) -> int | None:
+def payload_size(block: DataBlock) -> int | None:
+    """The decoded size in bytes of an inline (base64) payload, from its length alone; None
+    for a payload given by URL."""
     if isinstance(block.source, Base64Source):
         data = block.source.data
         return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
@@ -156,7 +164,7 @@ class ToolOutputOffload:
                     lines.append(f"[{kind}, {size:,} bytes, {count:,} lines | ref: {ref}]")
                     stored.append(Artifact(str(ref), size, result.name or "a tool", count))
                 else:  # a DataBlock: the output holds only text and data blocks
-                    payload = _payload_size(part)
+                    payload = payload_size(part)
                     kept = part if isinstance(part.source, URLSource) else None
                     if kept is None:
                         kept = await offloader.offload_data_block(part)
@@ -216,7 +224,7 @@ class ToolOutputOffload:
             head, _, partial = head_within(text, self.preview_tokens, counter)
             return head + (" […]" if partial else "\n[…]")
         head, shown, _ = head_within(text, self.preview_tokens * 2 // 3, counter)
-        tail = _tail_within(text.split("\n")[shown:], self.preview_tokens // 3, counter)
+        tail = tail_within(text.split("\n")[shown:], self.preview_tokens // 3, counter)
         return f"{head}\n[…]\n" + "\n".join(tail)
 
 
