@@ -200,7 +200,7 @@ class Agent:
 
     def _is_reader(self, tool_name: str) -> bool:
         tool = self.tools.get(tool_name)
-        return tool is not None and bool(getattr(tool.func, "ctxoffload_reader", False))
+        return tool is not None and tool.is_reader
 
     def _initial_messages(self) -> list[Msg]:
         return [Msg(role="system", content=self.system_prompt)] if self.system_prompt else []
@@ -650,9 +650,7 @@ async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:
 
 def _reader_tools(tools: dict[str, Tool]) -> ReaderTools | None:
     """The names notices should give: the reader tools registered, by what they do."""
-    readers = {
-        name for name, tool in tools.items() if getattr(tool.func, "ctxoffload_reader", False)
-    }
+    readers = {name for name, tool in tools.items() if tool.is_reader}
     found = ReaderTools(
         read="Read" if "Read" in readers else None,
         grep="Grep" if "Grep" in readers else None,

@@ -15,9 +15,8 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
-from ..offloader import Offloader
 from ..tokens import TokenCounter
-from ..workspace import count_lines, render_tool_output
+from ..workspace import Offloader, count_lines, render_tool_output
 from ._readers import ReaderTools, how_to_read
 
 __all__ = [
