@@ -54,6 +54,31 @@ def _search_phrase(reference: str, readers: ReaderTools | None) -> str:
     return "search it with your file tools"
 
 
+def _window_note(
+    total: int, reference: str | None, spans: list[tuple[int, int]], readers: ReaderTools | None
+) -> Msg:
+    """The note that stands where a `SlidingWindow` dropped `total` messages in all: the file
+    and the lines that hold them, and how to search it; the same state in its mark."""
+    if reference is not None:
+        where = f" (lines {_merged(spans)})" if spans else ""
+        text = (
+            f"[{total} earlier messages were moved out of the context into {reference}"
+            f"{where}, one JSON message per line; {_search_phrase(reference, readers)}.]"
+        )
+    else:
+        text = (
+            f"[{total} earlier messages were dropped from the context; no offloader was "
+            "configured, so they were not kept.]"
+        )
+    mark = {
+        "kind": WINDOW_NOTE,
+        "reference": reference,
+        "spans": [list(s) for s in spans],
+        "dropped": total,
+    }
+    return Msg(role="user", content=text, metadata={NOTE_MARK: mark})
+
+
 class SlidingWindow:
     """Keep the last `max_messages` messages of the conversation.
 
@@ -147,30 +172,8 @@ class SlidingWindow:
         if persisted.line_span is not None:
             spans.append(persisted.line_span)
         total = int(marker.get("dropped", 0)) + len(dropped)
-        if reference is not None:
-            where = f" (lines {_merged(spans)})" if spans else ""
-            readers = compressor.reader_tools(run.config())
-            text = (
-                f"[{total} earlier messages were moved out of the context into {reference}"
-                f"{where}, one JSON message per line; {_search_phrase(reference, readers)}.]"
-            )
-        else:
-            text = (
-                f"[{total} earlier messages were dropped from the context; no offloader was "
-                "configured, so they were not kept.]"
-            )
-        new_note = Msg(
-            role="user",
-            content=text,
-            metadata={
-                NOTE_MARK: {
-                    "kind": WINDOW_NOTE,
-                    "reference": reference,
-                    "spans": [list(s) for s in spans],
-                    "dropped": total,
-                }
-            },
-        )
+        readers = compressor.reader_tools(run.config())
+        new_note = _window_note(total, reference, spans, readers)
         await compressor.event(
             EventKind.WINDOW,
             reference=reference,
