@@ -7,7 +7,7 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
-    from ._compressor import FRESH_PREVIEW_FLOOR, Artifact, CompressionResult, Compressor
+    from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         turns,
     )
     from ._summarize import extractive_summary
+    from ._summary_message import Artifact
     from ._summary_model import Summary
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
     from ._truncate import TRUNCATION_MARKER, rendered_text
@@ -82,7 +83,7 @@ __getattr__, __dir__ = lazy_exports(
         "PipelineRun": "._run",
         "ToolOutputOffload": "._tool_output",
         "ToolOutputTruncate": "._tool_output",
-        "Artifact": "._compressor",
+        "Artifact": "._summary_message",
         "FRESH_PREVIEW_FLOOR": "._compressor",
         "CompressionResult": "._compressor",
         "Compressor": "._compressor",

@@ -6,6 +6,12 @@ block = await compressor.process_tool_result(block)        # after each tool cal
 result = await compressor.maybe_compress(context)          # before each model call
 context = result.messages
 ```
+
+`maybe_compress` runs five named steps: check (is compression due), split (what leaves and
+what stays; a `SplitStrategy` decides how much older history stays), persist (to the
+offloader first; on failure nothing leaves), summarise (the model's summary, or an
+extractive one), assemble (the summary message, then the messages kept). The summary
+message's state and text live in `_summary_message.py`, which messages are fresh here.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ConfigError
@@ -25,22 +31,16 @@ from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._events import EventCallback, emit_event
-from ._notes import (
-    NOTE_MARK,
-    SUMMARY_NOTE,
-    is_context_note,
-    is_summary_message,
-    is_window_note,
-)
+from ._notes import is_context_note, is_summary_message, is_window_note
 from ._readers import ReaderTools
 from ._split import Split, SplitByTokens, SplitStrategy, is_user_request, turn_start
-from ._summarize import SummaryOutcome, bound_summary, summarize
+from ._summarize import SummaryOutcome, summarize
+from ._summary_message import Artifact, SummaryState
 from ._summary_model import Summary
 from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
 
 __all__ = [
     "FRESH_PREVIEW_FLOOR",
-    "Artifact",
     "CompressionResult",
     "Compressor",
     "Persisted",
@@ -54,31 +54,6 @@ many results may stay above the reserve (it still leaves the context only after 
 has seen it)."""
 
 logger = logging.getLogger("ctxoffload")
-
-
-def human_size(n: int) -> str:
-    """`1536` -> `'1.5 KB'`."""
-    size = float(n)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{n:,} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-@dataclass
-class Artifact:
-    """A file that holds content offloaded from the context."""
-
-    path: str
-    bytes: int
-    source: str  # the producing tool's name, or "user message"
-    lines: int | None = None
-
-    def describe(self) -> str:
-        """One line for the artifact trail."""
-        lines = f", {self.lines:,} lines" if self.lines is not None else ""
-        return f"{self.path} ({human_size(self.bytes)}{lines}, from {self.source})"
 
 
 @dataclass
@@ -163,15 +138,6 @@ def _context(
     return [m for m in (system, summary, pinned) if m is not None] + kept
 
 
-@dataclass
-class _State:
-    summary: Summary | None = None
-    reference: str | None = None
-    spans: list[tuple[int, int]] = field(default_factory=list)
-    artifacts: list[Artifact] = field(default_factory=list)  # oldest first
-    compressions: int = 0
-
-
 class Compressor:
     """Decides when and what to compress, and does it without losing anything.
 
@@ -218,7 +184,7 @@ class Compressor:
         self.counter = counter or get_token_counter(model.model_name if model else None)
         self.tracker = ContextTokenTracker(self.counter)
         self._context_window = context_window
-        self._state = _State()
+        self._state = SummaryState()
         self._reader_tools = reader_tools
         # Ids of the messages the previous call returned (None before the first call), and
         # the fresh ones among them, kept fresh until new messages arrive (a forced retry
@@ -254,7 +220,7 @@ class Compressor:
     @property
     def artifacts(self) -> list[Artifact]:
         """Files offloaded so far, newest first."""
-        return list(reversed(self._state.artifacts))
+        return self._state.newest_artifacts()
 
     @property
     def compressions(self) -> int:
@@ -538,10 +504,10 @@ class Compressor:
         earlier_note: Msg | None = None
         for msg in rest:
             if is_summary_message(msg):
-                self._adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
+                self._state.adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
                 earlier_summary = msg
             elif is_window_note(msg):
-                self._adopt_note(msg)
+                self._state.adopt_note(msg)
                 earlier_note = msg
         return earlier_summary, earlier_note
 
@@ -671,7 +637,7 @@ class Compressor:
         """Assemble: the system prompt, the summary message (naming context.jsonl, the line
         span and the artifact trail, within the reserve), then the messages kept; the
         compression event records it."""
-        summary_msg = self._render(outcome.summary, cfg, budget=plan.reserve)
+        summary_msg = self._state.render(outcome.summary, cfg, self.counter, budget=plan.reserve)
         after = _context(plan.system, summary_msg, plan.pinned, plan.kept)
         tokens_after = self.count(after, tools)
         await self._event(
@@ -737,11 +703,9 @@ class Compressor:
         self._note_call(given, CompressionResult(list(sent), False, "", 0, 0))
 
     def record_offload(self, reference: str, line_span: tuple[int, int] | None) -> None:
-        """Note messages moved to `reference` by someone else (a `SlidingWindow`), so the
+        """Note messages moved to `reference` (by `persist`, or by someone else), so the
         next summary names those lines too."""
-        self._state.reference = reference
-        if line_span is not None:
-            self._state.spans.append(line_span)
+        self._state.record_offload(reference, line_span)
 
     def note_artifact(self, artifact: Artifact) -> None:
         """Add a file to the artifact trail the next summary lists."""
@@ -839,86 +803,3 @@ class Compressor:
         if done is None:
             return block
         return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
-
-    def _adopt(self, msg: Msg, max_chars: int) -> None:
-        """Take over the state recorded in a summary message (a resumed session)."""
-        if self._state.summary is not None:
-            return
-        marker = msg.metadata[NOTE_MARK]
-        try:
-            summary = Summary.model_validate(marker.get("summary", {}))
-        except ValueError:
-            return
-        # A state saved by an older version may carry a summary of any size.
-        self._state.summary = bound_summary(summary, max_chars)
-        self._state.reference = marker.get("reference")
-        self._state.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
-        self._state.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
-        self._state.compressions = int(marker.get("compressions", 0))
-
-    def _adopt_note(self, msg: Msg) -> None:
-        """Take over the lines a window note names (a resumed session), so the summary that
-        replaces the note names them too."""
-        marker = msg.metadata[NOTE_MARK]
-        if self._state.reference is None and isinstance(marker.get("reference"), str):
-            self._state.reference = marker["reference"]
-        for span in marker.get("spans", []):
-            pair = (int(span[0]), int(span[1]))
-            if pair not in self._state.spans:
-                self._state.spans.append(pair)
-        self._state.spans.sort()
-
-    def _spans_text(self) -> str:
-        merged: list[list[int]] = []
-        for first, last in self._state.spans:
-            if merged and first == merged[-1][1] + 1:
-                merged[-1][1] = last
-            else:
-                merged.append([first, last])
-        return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged) or "none"
-
-    def _trail(self, limit: int) -> str:
-        artifacts = self.artifacts
-        if not artifacts:
-            return "none"
-        lines = [f"- {a.describe()}" for a in artifacts[:limit]]
-        if len(artifacts) > limit:
-            lines.append(
-                f"- ... and {len(artifacts) - limit} older files in the same session folder"
-            )
-        return "\n".join(lines)
-
-    def _render(self, summary: Summary, cfg: ContextConfig, *, budget: int) -> Msg:
-        reference = self._state.reference or "(not kept: no offloader was configured)"
-        fields = summary.model_dump()
-        text = ""
-        # Shrink the fields, then the artifact trail, until the rendered summary fits its
-        # budget, so that compression always makes room; the originals are on disk, and every
-        # offloaded file is still named by the marker that replaced its content.
-        trail = cfg.artifact_trail_limit
-        attempts = [(cap, trail) for cap in (None, 4000, 2000, 1000, 500, 250)]
-        attempts += [(250, n) for n in (5, 1, 0) if n < trail]
-        for cap, trail_limit in attempts:
-            shown = {
-                k: (v if cap is None or len(v) <= cap else v[:cap] + " […]")
-                for k, v in fields.items()
-            }
-            text = cfg.summary_template.format(
-                **shown,
-                context_path=reference,
-                line_span=self._spans_text(),
-                artifacts=self._trail(trail_limit),
-            )
-            if self.counter.count_text(text) <= max(budget, 500):
-                break
-        metadata = {
-            NOTE_MARK: {
-                "kind": SUMMARY_NOTE,
-                "summary": fields,
-                "reference": self._state.reference,
-                "spans": [list(s) for s in self._state.spans],
-                "artifacts": [vars(a) for a in self.artifacts],
-                "compressions": self._state.compressions,
-            }
-        }
-        return Msg(role="user", content=text, metadata=metadata)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..workspace import EventKind, Offloader, count_lines
 from ._activation import Activation, SettingError, check_int
-from ._compressor import Artifact
 from ._readers import how_to_read
+from ._summary_message import Artifact
 from ._truncate import head_within, tail_within, truncate_tool_result, utf8
 
 if TYPE_CHECKING:
