@@ -9,16 +9,75 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
-from ctxoffload import Base64Source, DataBlock, Msg
+from ctxoffload import (
+    Base64Source,
+    DataBlock,
+    LocalWorkspace,
+    Msg,
+    Summary,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 
-# What a scripted summary model answers: the five fields of ctxoffload's `Summary`.
-SUMMARY = {
-    "task_overview": "investigate the logs",
-    "current_state": "reading logs",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
+
+def summary_reply(mark: str) -> dict[str, str]:
+    """A summary model's answer: every field of `Summary`, each `'<mark> <field>'`, so a test
+    can tell which answer a summary came from."""
+    return {name: f"{mark} {name}" for name in Summary.model_fields}
+
+
+SUMMARY = summary_reply("scripted")
+"""A summary model's answer, for a `ScriptedModel(default=SUMMARY)` that writes every summary."""
+
+
+def call(call_id: str, name: str, **args: Any) -> Msg:
+    """An assistant message that calls one tool."""
+    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+
+
+class OffloaderOnly:
+    """A custom offloader with only the three `Offloader` methods (no event log, no state, no
+    read-back), storing through a real `LocalWorkspace`."""
+
+    def __init__(self, inner: LocalWorkspace) -> None:
+        self.inner = inner
+
+    async def offload_context(self, session_id: str, msgs: Any) -> Any:
+        return await self.inner.offload_context(session_id, msgs)
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        return await self.inner.offload_tool_result(session_id, tool_result)
+
+    async def offload_data_block(self, block: Any) -> Any:
+        return await self.inner.offload_data_block(block)
+
+
+def plausible_session(n: int, words: int = 12) -> list[Msg]:
+    """A plausible session of n messages: requests, tool calls with results, replies."""
+    msgs: list[Msg] = []
+    for i in range(n):
+        kind = i % 4
+        filler = " ".join(f"w{i}x{j}" for j in range(words))
+        if kind == 0:
+            msgs.append(Msg(role="user", content=f"request {i}: {filler}"))
+        elif kind == 1:
+            msgs.append(
+                Msg(
+                    role="assistant",
+                    content=[ToolCallBlock(id=f"c{i}", name="grep", input={"pattern": f"p{i}"})],
+                )
+            )
+        elif kind == 2:
+            msgs.append(
+                Msg(
+                    role="tool",
+                    content=[ToolResultBlock(id=f"c{i - 1}", name="grep", output=filler)],
+                )
+            )
+        else:
+            msgs.append(Msg(role="assistant", content=f"statement {i}: {filler}"))
+    return msgs
+
 
 # A small PNG-looking payload: the signature, then bytes that are not text.
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4

@@ -27,6 +27,7 @@ from ctxoffload import (
     ToolCallBlock,
     ToolResultBlock,
     get_token_counter,
+    to_openai,
 )
 from ctxoffload.messages import Base64Source, ThinkingBlock, URLSource
 from ctxoffload.tokens import (
@@ -304,6 +305,19 @@ def test_workspace_data_block_costs_only_its_placeholder_line() -> None:
         tokens = counter.count_message(Msg(role="user", content=[block]))
         assert tokens == MESSAGE_OVERHEAD_TOKENS + counter.count_text(placeholder)
         assert tokens < 100
+
+
+@pytest.mark.parametrize("name", [None, "it's.pdf"])
+def test_a_placeholder_costs_the_line_a_model_is_sent(name: str | None) -> None:
+    path = "/ws/data/" + "cd" * 32 + ".pdf"
+    block = DataBlock(source=URLSource(url=path, media_type="application/pdf"), name=name)
+    msg = Msg(role="user", content=[block])
+    (sent,) = to_openai([msg])
+    line = sent["content"]  # one text part is sent as a string
+    assert line.startswith(f"<data url='{path}'") and "None" not in line
+    for counter in (HeuristicCounter(), TiktokenCounter()):
+        expected = MESSAGE_OVERHEAD_TOKENS + counter.count_text(line)
+        assert counter.count_message(msg) == expected
 
 
 # ---------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ How a message is counted (both counters, with their own `count_text` / JSON cost
   `data_block_tokens` (1,000 by default; providers charge by size, which we do not decode);
 - a data block whose URL is a local path or `file://` URL (content offloaded into the
   workspace): only the placeholder line `<data url='…' name='…' media_type='…'/>` that a
-  model adapter shows in its place, counted as text.
+  model adapter shows in its place (`ctxoffload.text.data_line`), counted as text.
 
 A list of messages (`count_messages`) adds `REPLY_PRIMING_TOKENS` (3) for the assistant
 header every reply is primed with. Tool schemas (`count_tools`) are counted as their JSON.
@@ -61,6 +61,7 @@ from .messages import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from .text import data_line
 
 if TYPE_CHECKING:
     import tiktoken
@@ -379,8 +380,7 @@ def _data_block_tokens(
         return data_block_tokens
     # A local path or file:// URL cannot be sent as-is: adapters show this placeholder line,
     # the same one tool_result files use (DESIGN.md section 3).
-    placeholder = f"<data url='{source.url}' name='{block.name}' media_type='{source.media_type}'/>"
-    return count_text(placeholder)
+    return count_text(data_line(source.url, block.name, source.media_type))
 
 
 def _message_tokens(

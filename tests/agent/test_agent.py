@@ -20,24 +20,15 @@ from ctxoffload import (
     LocalWorkspace,
     ModelError,
     Msg,
+    Offloader,
     ScriptedModel,
     TextBlock,
     ToolCallBlock,
     get_token_counter,
 )
 from ctxoffload.compression import is_summary_message
-
-SUMMARY = {
-    "task_overview": "investigate",
-    "current_state": "working",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
-
-
-def call(call_id: str, name: str, **args: Any) -> Msg:
-    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+from ctxoffload.offloader import RETRIEVAL_TOOL_NAME
+from helpers import SUMMARY, OffloaderOnly, call
 
 
 def big_log(lines: int = 3000) -> str:
@@ -58,7 +49,7 @@ def workspace(tmp_path: Path) -> LocalWorkspace:
     return LocalWorkspace(tmp_path / "ws")
 
 
-def make_agent(model: ScriptedModel, workspace: LocalWorkspace, **kwargs: Any) -> Agent:
+def make_agent(model: ScriptedModel, workspace: Offloader, **kwargs: Any) -> Agent:
     kwargs.setdefault("context_config", ContextConfig(context_window=4000, tool_result_limit=300))
     kwargs.setdefault("counter", get_token_counter(exact=False))
     return Agent(
@@ -175,6 +166,30 @@ async def test_history_is_compressed_before_the_model_call(workspace: LocalWorks
     assert any(is_summary_message(m) for m in agent.messages)
     events = await workspace.read_events(agent.session_id)
     assert any(e["kind"] == "compression" for e in events)
+
+
+async def test_an_offloader_with_only_the_three_methods_truncates_and_compresses(
+    workspace: LocalWorkspace,
+) -> None:
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(12)]
+    model = ScriptedModel([*steps, "done"])
+    agent = make_agent(
+        model,
+        OffloaderOnly(workspace),
+        tools=[fetch_log],
+        summary_model=ScriptedModel(default=SUMMARY),
+    )
+    assert (await agent.reply("read many logs")).text == "done"
+    assert agent.compressor.compressions >= 1
+    summary = next(m for m in agent.messages if is_summary_message(m))
+    assert str(workspace.context_path(agent.session_id)) in summary.text
+    assert len(await workspace.list_files(agent.session_id)) == 12
+    # Not a ReferenceReader, an EventLog nor a StateStore: no retrieval tool, no session
+    # record (the workspace underneath logs its own offloads), no state.
+    assert RETRIEVAL_TOOL_NAME not in agent.tools
+    kinds = {e["kind"] for e in await workspace.read_events(agent.session_id)}
+    assert not kinds & {"session_start", "model_call", "summary", "compression"}
+    assert await workspace.read_state(agent.session_id) is None
 
 
 async def test_summary_model_writes_the_summaries(workspace: LocalWorkspace) -> None:

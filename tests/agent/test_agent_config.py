@@ -13,6 +13,7 @@ from ctxoffload import (
     Agent,
     ConfigError,
     ContextConfig,
+    ContextPipeline,
     CtxOffloadError,
     LocalWorkspace,
     Msg,
@@ -20,15 +21,9 @@ from ctxoffload import (
     ToolCallBlock,
     get_token_counter,
 )
+from ctxoffload.compression import SlidingWindow
 from ctxoffload.model import ModelResponse
-
-SUMMARY = {
-    "task_overview": "investigate",
-    "current_state": "working",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
+from helpers import SUMMARY
 
 
 class SyncModel:
@@ -187,3 +182,38 @@ def test_one_scripted_model_as_both_model_and_summary_model_is_refused() -> None
     model = ScriptedModel(["hi", SUMMARY])
     with pytest.raises(ConfigError, match="the same ScriptedModel"):
         Agent(model=model, summary_model=model)
+
+
+def test_context_config_takes_a_config_or_a_pipeline() -> None:
+    model = ScriptedModel(["ok"], context_window=10_000)
+    shared = ContextConfig(context_window=8_000)
+    pipeline = ContextPipeline(pre_llm=[SlidingWindow(max_messages=4)], config=shared)
+    agent = Agent(model=model, context_config=pipeline)
+    assert agent.context_pipeline is pipeline
+    assert agent.context_config is shared  # the settings in effect: the pipeline's
+    config = ContextConfig(tool_result_limit=100)
+    agent = Agent(model=model, context_config=config)
+    assert agent.context_config is config
+    assert agent.context_pipeline.post_tool[0].max_tokens == 100  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="context_config is a dict: give a ContextConfig or"):
+        Agent(model=model, context_config={"hooks": {}})  # type: ignore[arg-type]
+
+
+def test_context_management_still_works_for_one_release_and_warns() -> None:
+    model = ScriptedModel(["ok"], context_window=10_000)
+    pipeline = ContextPipeline(pre_llm=[SlidingWindow(max_messages=4)])
+    deprecated = r"context_management=\.\.\.\) is deprecated .* as context_config=\.\.\."
+    with pytest.warns(DeprecationWarning, match=deprecated) as caught:
+        agent = Agent(model=model, context_management=pipeline)
+    assert agent.context_pipeline is pipeline
+    assert caught[0].filename == __file__  # it points at the caller's line
+    config = ContextConfig(tool_result_limit=100)
+    with pytest.warns(DeprecationWarning):
+        assert Agent(model=model, context_management=config).context_config is config
+    with pytest.raises(ConfigError, match="both context_config and context_management"):
+        Agent(model=model, context_config=config, context_management=pipeline)
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(ConfigError, match="context_management is"),
+    ):
+        Agent(model=model, context_management={"hooks": {}})  # type: ignore[arg-type]

@@ -23,15 +23,8 @@ from ctxoffload import (
     get_token_counter,
     to_openai,
 )
-from ctxoffload.workspace._payloads import MAX_DEPTH
-
-SUMMARY = {
-    "task_overview": "investigate",
-    "current_state": "working",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
+from ctxoffload._depth import MAX_DEPTH
+from helpers import SUMMARY
 
 
 def nested(depth: int, leaf: Any = "bottom") -> Any:

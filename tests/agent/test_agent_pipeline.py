@@ -18,17 +18,11 @@ from ctxoffload import (
     InMemoryWorkspace,
     InvalidReference,
     LocalWorkspace,
-    Msg,
     ScriptedModel,
-    ToolCallBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Null, SlidingWindow, ToolOutputOffload
-from ctxoffload.compression._compressor import is_window_note
-
-
-def call(call_id: str, name: str, **args: Any) -> Msg:
-    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+from ctxoffload.compression import Null, SlidingWindow, ToolOutputOffload, is_window_note
+from helpers import call
 
 
 def fetch(page: int) -> str:
@@ -47,7 +41,7 @@ def agent_with(model: ScriptedModel, offloader: Any, pipeline: ContextPipeline) 
         model=model,
         tools=[fetch],
         offloader=offloader,
-        context_management=pipeline,
+        context_config=pipeline,
         session_id="s1",
         counter=get_token_counter(exact=False),
     )

@@ -14,25 +14,13 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ScriptedModel,
-    ToolCallBlock,
     __version__,
     get_token_counter,
 )
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolResultBlock
-from ctxoffload.workspace._reader import rebuild_step
-
-SUMMARY = {
-    "task_overview": "investigate",
-    "current_state": "working",
-    "important_discoveries": "none yet",
-    "next_steps": "continue",
-    "context_to_preserve": "none",
-}
-
-
-def call(call_id: str, name: str, **args: Any) -> Msg:
-    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+from ctxoffload.workspace import rebuild_step
+from helpers import SUMMARY, OffloaderOnly, call
 
 
 def fetch_log(log: str) -> str:
@@ -244,38 +232,32 @@ async def test_a_failing_on_event_is_logged_and_the_run_goes_on(
     assert any("on_event" in r.getMessage() for r in caplog.records)
 
 
-class NoRecordOffloader:
-    """An offloader without record_event: nothing is recorded and nothing fails."""
+class FailingRecordOffloader(OffloaderOnly):
+    """An `EventLog` whose writes fail."""
 
-    def __init__(self, inner: LocalWorkspace) -> None:
-        self.inner = inner
-
-    async def offload_context(self, session_id: str, msgs: Any) -> Any:
-        return await self.inner.offload_context(session_id, msgs)
-
-    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
-        return await self.inner.offload_tool_result(session_id, tool_result)
-
-    async def offload_data_block(self, block: Any) -> Any:
-        return await self.inner.offload_data_block(block)
-
-
-class FailingRecordOffloader(NoRecordOffloader):
     async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
         raise OSError("disk full")
 
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        return []
 
-@pytest.mark.parametrize("offloader_class", [NoRecordOffloader, FailingRecordOffloader])
+
+@pytest.mark.parametrize("offloader_class", [OffloaderOnly, FailingRecordOffloader])
 async def test_an_offloader_that_cannot_record_never_breaks_the_run(
-    workspace: LocalWorkspace, offloader_class: type[NoRecordOffloader]
+    workspace: LocalWorkspace,
+    offloader_class: type[OffloaderOnly],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     seen: list[dict[str, Any]] = []
     steps: list[Any] = [call("c1", "explode", reason="x"), call("c2", "fetch_log", log="a")]
     agent = make_agent(
         ScriptedModel([*steps, "done"]), offloader_class(workspace), on_event=seen.append
     )
-    assert (await agent.reply("go")).text == "done"
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        assert (await agent.reply("go")).text == "done"
     assert any(e["kind"] == "tool_call" for e in seen)
+    failed = any("could not record a" in r.getMessage() for r in caplog.records)
+    assert failed is (offloader_class is FailingRecordOffloader)
 
 
 async def test_truncation_and_compression_are_logged_at_info(
@@ -385,7 +367,7 @@ async def test_without_an_offloader_on_event_still_sees_the_run() -> None:
     ]
 
 
-class RefusingOffloader(NoRecordOffloader):
+class RefusingOffloader(OffloaderOnly):
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         raise OSError("disk full")
 

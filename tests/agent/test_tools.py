@@ -22,7 +22,7 @@ from ctxoffload import (
 )
 from ctxoffload.agent import Tool, as_tool
 from ctxoffload.agent._tools import as_tools, parse_docstring
-from ctxoffload.workspace._payloads import sniff_media_type
+from ctxoffload.workspace import sniff_media_type
 
 
 def search(query: str, limit: int = 10, mode: Literal["fast", "exact"] = "fast") -> str:

@@ -16,22 +16,10 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ScriptedModel,
-    ToolCallBlock,
     get_token_counter,
 )
 from ctxoffload.cli import main
-
-SUMMARY = {
-    "task_overview": "find the failing export",
-    "current_state": "reading logs",
-    "important_discoveries": "quota errors at 02:14",
-    "next_steps": "check the quota API",
-    "context_to_preserve": "batch 2211",
-}
-
-
-def call(call_id: str, name: str, **args: Any) -> Msg:
-    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+from helpers import SUMMARY, call
 
 
 def fetch_log(log: str) -> str:
@@ -126,7 +114,7 @@ async def test_timeline_shows_calls_tools_truncations_and_compressions(
     assert "tool explode (c0) error: RuntimeError: boom: first try" in out
     assert "truncated fetch_log" in out and "tool_result-c1.txt" in out
     assert "compressed " in out and "context.jsonl lines 1-" in out
-    assert "quota errors at 02:14" in out  # a summary field
+    assert SUMMARY["important_discoveries"] in out  # a summary field
     assert "user: why did the export fail?" in out
     assert "assistant: The export failed on a full quota." in out
 
@@ -326,7 +314,7 @@ async def test_each_summary_is_printed_once_after_its_compression(
     assert len(fields) == len(compressions)
     for i in compressions:
         assert "summary message " in lines[i + 1]
-        assert lines[i + 2] == "      task_overview: find the failing export"
+        assert lines[i + 2] == f"      task_overview: {SUMMARY['task_overview']}"
     assert not any(line.endswith(" summary:") for line in lines)
 
 
@@ -337,7 +325,7 @@ async def test_full_prints_each_summarys_fields_once(
     assert show("run-1", "--full", "--workdir", str(workdir)) == 0
     out = capsys.readouterr().out
     # The message whole, as the model saw it: the five fields are in it.
-    assert out.count("find the failing export") == agent.compressor.compressions
+    assert out.count(SUMMARY["task_overview"]) == agent.compressor.compressions
     assert out.count("<context_summary>") == agent.compressor.compressions
     assert "task_overview: " not in out
 
@@ -357,7 +345,7 @@ def test_a_summary_without_its_message_is_printed_after_its_compression(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("10:00:01 compressed 4 messages")
     assert lines[2] == "10:00:00   summary:"
-    assert lines[3] == "      task_overview: find the failing export"
+    assert lines[3] == f"      task_overview: {SUMMARY['task_overview']}"
     assert len(lines) == 8
 
 

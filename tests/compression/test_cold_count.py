@@ -18,15 +18,13 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ScriptedModel,
-    Summary,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 from ctxoffload.compression import Compressor
 from ctxoffload.tokens import TiktokenCounter
-
-SUMMARY = {name: f"{name}: what happened" for name in Summary.model_fields}
+from helpers import SUMMARY
 
 
 def history(n: int) -> list[Msg]:

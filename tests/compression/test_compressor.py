@@ -24,20 +24,16 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor, is_summary_message
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor, is_summary_message
+from helpers import summary_reply
 
 COUNTER = get_token_counter(exact=True)
 FIELDS = tuple(Summary.model_fields)
 SYSTEM = Msg(role="system", content="You are a coding agent.")
 
 
-def summary_dict(mark: str) -> dict[str, str]:
-    return {name: f"{mark} {name}" for name in FIELDS}
-
-
 def model(*marks: str) -> ScriptedModel:
-    return ScriptedModel([summary_dict(m) for m in marks], default=summary_dict("default"))
+    return ScriptedModel([summary_reply(m) for m in marks], default=summary_reply("default"))
 
 
 def make(ws: LocalWorkspace | None, window: int = 3000, **config: Any) -> Compressor:

@@ -13,18 +13,18 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ScriptedModel,
-    Summary,
     ToolResultBlock,
     get_token_counter,
     to_openai,
 )
 from ctxoffload.compression import Compressor, is_summary_message
+from helpers import summary_reply
 
 WORDS = " ".join(f"word{j}" for j in range(25))
 
 
 def make(ws: LocalWorkspace) -> Compressor:
-    summary = {name: f"s {name}" for name in Summary.model_fields}
+    summary = summary_reply("s")
     return Compressor(
         ContextConfig(context_window=3000, tool_result_limit=100),
         model=ScriptedModel(default=summary),

@@ -16,16 +16,15 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ScriptedModel,
-    Summary,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     get_token_counter,
 )
 from ctxoffload.agent import FileToolbox
-from ctxoffload.compression import Compressor, is_summary_message
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor, is_summary_message
 from ctxoffload.offloader._regex import escape
+from helpers import SUMMARY
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 TRAJECTORY = CORPUS / "minisweagent-pylint-dev__pylint-6528.traj.json"
@@ -46,10 +45,9 @@ async def test_a_real_transcript_stays_in_the_window_and_loses_nothing(
 ) -> None:
     transcript = load()
     assert transcript[0].role == "system"
-    reply = {name: f"{name} of the pylint session so far" for name in Summary.model_fields}
     comp = Compressor(
         ContextConfig(context_window=WINDOW),
-        model=ScriptedModel(default=reply),
+        model=ScriptedModel(default=SUMMARY),
         offloader=local_ws,
         session_id="pylint-6528",
         counter=get_token_counter(exact=True),

@@ -18,9 +18,7 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor
-from ctxoffload.compression._compressor import FRESH_PREVIEW_FLOOR
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import FRESH_PREVIEW_FLOOR, TRUNCATION_MARKER, Compressor
 
 COUNTER = get_token_counter(exact=True)
 SYSTEM = Msg(role="system", content="You are a coding agent.")

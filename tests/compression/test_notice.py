@@ -19,8 +19,7 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor, ReaderTools
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor, ReaderTools
 
 COUNTER = get_token_counter(exact=True)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4

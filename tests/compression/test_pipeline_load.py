@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from ctxoffload import (
     Activation,
-    Agent,
     ConfigError,
     ContextConfig,
     ContextPipeline,
@@ -255,6 +254,36 @@ def test_python_constructors_check_the_same_values() -> None:
         ContextPipeline(pre_llm=["SlidingWindow"])  # type: ignore[list-item]
 
 
+class PreLlmOnly:
+    """Runs at pre_llm and has no post_tool: not a `ContextManager`."""
+
+    HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
+
+    def __init__(self) -> None:
+        self.activation = Activation()
+
+    async def pre_llm(self, messages: list[Any], run: Any) -> list[Any]:
+        return messages
+
+
+class KeepEverything(PreLlmOnly):
+    """A user's own manager with every method of the `ContextManager` protocol."""
+
+    async def post_tool(self, result: Any, run: Any) -> Any:
+        return result
+
+
+def test_a_custom_manager_is_checked_against_the_context_manager_protocol() -> None:
+    manager = KeepEverything()
+    assert ContextPipeline(pre_llm=[manager]).pre_llm == (manager,)
+    with pytest.raises(ConfigError, match=r"pre_llm\[0\]: .* is not a context manager"):
+        ContextPipeline(pre_llm=[PreLlmOnly()])  # type: ignore[list-item]
+    wrong = KeepEverything()
+    wrong.activation = {"ratio_exceed": 0.5}  # type: ignore[assignment]
+    with pytest.raises(ConfigError, match="is not a context manager"):
+        ContextPipeline(pre_llm=[wrong])
+
+
 def test_the_default_pipeline_is_what_a_context_config_stands_for() -> None:
     pipeline = ContextPipeline.from_config(ContextConfig(tool_result_limit=500, max_image_num=3))
     (truncate,) = pipeline.post_tool
@@ -277,16 +306,3 @@ def test_agentscope_context_config_fields() -> None:
         text = str(raised.value)
         assert f"'{field}' is an AgentScope ContextConfig field that ctxoffload does not" in text
         assert "Extra inputs are not permitted" not in text
-
-
-def test_the_agent_takes_a_config_or_a_pipeline_but_not_both() -> None:
-    model = ScriptedModel(["ok"], context_window=10_000)
-    pipeline = ContextPipeline(pre_llm=[SlidingWindow(max_messages=4)])
-    assert Agent(model=model, context_management=pipeline).context_pipeline is pipeline
-    config = ContextConfig(tool_result_limit=100)
-    agent = Agent(model=model, context_management=config)
-    assert agent.context_config is config
-    with pytest.raises(ConfigError, match="both context_config and context_management"):
-        Agent(model=model, context_config=config, context_management=pipeline)
-    with pytest.raises(ConfigError, match="context_management is a dict"):
-        Agent(model=model, context_management={"hooks": {}})  # type: ignore[arg-type]

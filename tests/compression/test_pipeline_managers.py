@@ -20,7 +20,6 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ScriptedModel,
-    Summary,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -36,10 +35,10 @@ from ctxoffload.compression import (
     ToolOutputOffload,
     ToolOutputTruncate,
     is_summary_message,
+    is_window_note,
 )
-from ctxoffload.compression._compressor import is_window_note
+from helpers import SUMMARY
 
-SUMMARY = {name: f"{name} so far" for name in Summary.model_fields}
 REF = re.compile(r"ref: (\S+?)\]")
 
 

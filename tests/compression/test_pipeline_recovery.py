@@ -22,13 +22,13 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ScriptedModel,
-    Summary,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression._compressor import is_context_note
+from ctxoffload.compression import is_context_note
+from helpers import SUMMARY
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 WINDOW = 16_000
@@ -44,7 +44,6 @@ def documented_pipelines() -> dict[str, dict[str, Any] | None]:
 
 
 PIPELINES = documented_pipelines()
-SUMMARY = {name: f"{name}: the session so far" for name in Summary.model_fields}
 
 
 def build(name: str, ws: LocalWorkspace, session: str) -> Any:

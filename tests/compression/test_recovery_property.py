@@ -40,8 +40,12 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import CompressionResult, Compressor, is_summary_message
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import (
+    TRUNCATION_MARKER,
+    CompressionResult,
+    Compressor,
+    is_summary_message,
+)
 from ctxoffload.tokens import MESSAGE_OVERHEAD_TOKENS
 
 VOCAB = ["error", "file", "def", "return", "src/app.py:42", "None", "0x1f", "ok", "{", "}"]

@@ -17,18 +17,20 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor
-from ctxoffload.compression._split import split_for_compression, turn_start, turns
-from ctxoffload.compression._truncate import TRUNCATION_MARKER
+from ctxoffload.compression import (
+    TRUNCATION_MARKER,
+    Compressor,
+    SplitByCount,
+    SplitByTokens,
+    Summarization,
+    split_by_count,
+    split_for_compression,
+    turns,
+)
+from ctxoffload.compression._split import turn_start  # the private unit under test
+from helpers import SUMMARY
 
 COUNTER = get_token_counter(exact=False)
-SUMMARY = {
-    "task_overview": "overview",
-    "current_state": "state",
-    "important_discoveries": "discoveries",
-    "next_steps": "next",
-    "context_to_preserve": "preserve",
-}
 
 
 def user(text: str) -> Msg:
@@ -254,3 +256,25 @@ async def test_a_request_larger_than_the_reserve_is_offloaded_whole_and_cut(
     assert path.read_text() == text
     assert cut.text.startswith("requirement 0: ")
     assert str(path) in result.messages[1].text  # the artifact trail names it too
+
+
+async def test_the_split_strategy_given_chooses_what_leaves(local_ws: LocalWorkspace) -> None:
+    msgs = [Msg(role="system", content="sys"), *conversation()]
+    comp = compressor(local_ws, window=20_000)
+    by_count = split_by_count(msgs[1:], 0.5, 2)
+    by_tokens = split_for_compression(msgs[1:], comp.tracker, comp.config.reserve_tokens(20_000))
+    assert len(by_count.older) != len(by_tokens.older)
+
+    counted = await comp.maybe_compress(msgs, force=True, split=SplitByCount(0.5, 2))
+    assert counted.compressed_messages == len(by_count.older)
+    assert [row["id"] for row in await local_ws.read_context("s1")] == [
+        m.id for m in by_count.older
+    ]
+    tokens = await compressor(local_ws, window=20_000).maybe_compress(msgs, force=True)
+    assert tokens.compressed_messages == len(by_tokens.older)
+
+
+def test_summarization_splits_by_tokens_for_a_config_and_by_count_otherwise() -> None:
+    assert Summarization.from_config(ContextConfig()).split_strategy() == SplitByTokens()
+    manager = Summarization(summary_ratio=0.4, preserve_recent_messages=3)
+    assert manager.split_strategy() == SplitByCount(0.4, 3)

@@ -21,42 +21,12 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor
-from ctxoffload.compression._summarize import extractive_summary, summarize
+from ctxoffload.compression import Compressor, extractive_summary
+from ctxoffload.compression._summarize import summarize  # the private unit under test
+from helpers import SUMMARY, plausible_session, summary_reply
 
 COUNTER = get_token_counter(exact=True)
 FIELDS = tuple(Summary.model_fields)
-
-
-def summary_dict(mark: str) -> dict[str, str]:
-    return {name: f"{mark} {name}" for name in FIELDS}
-
-
-def session(n: int, words: int = 12) -> list[Msg]:
-    """A plausible session of n messages: requests, tool calls with results, replies."""
-    msgs: list[Msg] = []
-    for i in range(n):
-        kind = i % 4
-        filler = " ".join(f"w{i}x{j}" for j in range(words))
-        if kind == 0:
-            msgs.append(Msg(role="user", content=f"request {i}: {filler}"))
-        elif kind == 1:
-            msgs.append(
-                Msg(
-                    role="assistant",
-                    content=[ToolCallBlock(id=f"c{i}", name="grep", input={"pattern": f"p{i}"})],
-                )
-            )
-        elif kind == 2:
-            msgs.append(
-                Msg(
-                    role="tool",
-                    content=[ToolResultBlock(id=f"c{i - 1}", name="grep", output=filler)],
-                )
-            )
-        else:
-            msgs.append(Msg(role="assistant", content=f"statement {i}: {filler}"))
-    return msgs
 
 
 def prompt_text(call: Sequence[Msg]) -> str:
@@ -65,7 +35,11 @@ def prompt_text(call: Sequence[Msg]) -> str:
 
 async def run(model: ScriptedModel, config: ContextConfig | None = None, **kwargs: Any) -> Any:
     return await summarize(
-        session(12), model=model, config=config or ContextConfig(), counter=COUNTER, **kwargs
+        plausible_session(12),
+        model=model,
+        config=config or ContextConfig(),
+        counter=COUNTER,
+        **kwargs,
     )
 
 
@@ -73,7 +47,7 @@ async def test_the_request_carries_the_configured_schema() -> None:
     schema = Summary.model_json_schema()
     schema["title"] = "CustomSummary"
     for config in (ContextConfig(), ContextConfig(summary_schema=schema)):
-        model = ScriptedModel([summary_dict("ok")])
+        model = ScriptedModel([summary_reply("ok")])
         await run(model, config)
         assert model.schemas_seen == [config.summary_schema]
         system, request = model.calls[0]
@@ -84,17 +58,17 @@ async def test_the_request_carries_the_configured_schema() -> None:
 @pytest.mark.parametrize(
     "reply",
     [
-        json.dumps(summary_dict("plain")),
-        "```json\n" + json.dumps(summary_dict("plain"), indent=2) + "\n```",
-        "```\n" + json.dumps(summary_dict("plain")) + "\n```",
-        json.dumps({**summary_dict("plain"), "extra_key": "ignored"}),
+        json.dumps(summary_reply("plain")),
+        "```json\n" + json.dumps(summary_reply("plain"), indent=2) + "\n```",
+        "```\n" + json.dumps(summary_reply("plain")) + "\n```",
+        json.dumps({**summary_reply("plain"), "extra_key": "ignored"}),
     ],
 )
 async def test_a_valid_reply_becomes_the_summary(reply: str) -> None:
     model = ScriptedModel([reply])
     outcome = await run(model)
     assert outcome.source == "model"
-    assert outcome.summary == Summary(**summary_dict("plain"))
+    assert outcome.summary == Summary(**summary_reply("plain"))
     assert outcome.model_calls == 1
 
 
@@ -102,7 +76,7 @@ INVALID = [
     "Sure! Here is a summary of the conversation.",
     json.dumps({"task_overview": "only one field"}),
     json.dumps({name: "  " for name in FIELDS}),
-    json.dumps([summary_dict("in a list")]),
+    json.dumps([summary_reply("in a list")]),
     "```json\n{not json}\n```",
 ]
 
@@ -112,7 +86,7 @@ INVALID = [
 async def test_invalid_replies_are_retried_then_the_summary_is_extractive(
     reply: str, retries: int
 ) -> None:
-    model = ScriptedModel([reply] * (retries + 1), default=summary_dict("too late"))
+    model = ScriptedModel([reply] * (retries + 1), default=summary_reply("too late"))
     outcome = await run(model, ContextConfig(summary_max_retries=retries))
     assert len(model.calls) == retries + 1
     assert outcome.source == "extractive"
@@ -121,7 +95,7 @@ async def test_invalid_replies_are_retried_then_the_summary_is_extractive(
 
 
 async def test_a_valid_reply_after_invalid_ones_is_used() -> None:
-    model = ScriptedModel([INVALID[0], INVALID[1], summary_dict("third time")])
+    model = ScriptedModel([INVALID[0], INVALID[1], summary_reply("third time")])
     outcome = await run(model, ContextConfig(summary_max_retries=2))
     assert outcome.source == "model"
     assert outcome.summary.task_overview == "third time task_overview"
@@ -146,7 +120,7 @@ async def test_an_error_never_becomes_the_summary(failure: Any, local_ws: LocalW
         session_id="s1",
         counter=COUNTER,
     )
-    msgs = [Msg(role="system", content="sys"), *session(60)]
+    msgs = [Msg(role="system", content="sys"), *plausible_session(60)]
     result = await comp.maybe_compress(msgs)
 
     assert result.compressed
@@ -164,14 +138,14 @@ def chunk_summaries() -> Any:
     def reply(messages: Sequence[Msg]) -> dict[str, str]:
         nonlocal count
         count += 1
-        return summary_dict(f"chunk-summary-{count}")
+        return summary_reply(f"chunk-summary-{count}")
 
     return reply
 
 
 async def test_inputs_beyond_the_models_window_are_summarised_in_chunks_that_fold() -> None:
     model = ScriptedModel(default=chunk_summaries(), context_window=2000)
-    msgs = session(300)
+    msgs = plausible_session(300)
     outcome = await summarize(msgs, model=model, config=ContextConfig(), counter=COUNTER)
 
     assert outcome.source == "model"
@@ -199,7 +173,9 @@ async def test_a_context_overflow_makes_it_retry_with_smaller_chunks() -> None:
         return replies(messages)  # type: ignore[no-any-return]
 
     model = ScriptedModel(default=strict, context_window=2000)
-    outcome = await summarize(session(120), model=model, config=ContextConfig(), counter=COUNTER)
+    outcome = await summarize(
+        plausible_session(120), model=model, config=ContextConfig(), counter=COUNTER
+    )
 
     sizes = [COUNTER.count_messages(call) for call in model.calls]
     assert sizes[0] > limit  # the first attempt overflowed...
@@ -211,13 +187,15 @@ async def test_a_context_overflow_makes_it_retry_with_smaller_chunks() -> None:
 
 async def test_a_model_that_always_overflows_gives_an_extractive_summary() -> None:
     model = ScriptedModel(default=ContextOverflowError("too long"), context_window=2000)
-    outcome = await summarize(session(40), model=model, config=ContextConfig(), counter=COUNTER)
+    outcome = await summarize(
+        plausible_session(40), model=model, config=ContextConfig(), counter=COUNTER
+    )
     assert outcome.source == "extractive"
     assert 1 <= len(model.calls) <= 3
 
 
 async def test_the_previous_summary_is_folded_into_the_next_one(local_ws: LocalWorkspace) -> None:
-    model = ScriptedModel([summary_dict("FIRST-MARK"), summary_dict("SECOND-MARK")])
+    model = ScriptedModel([summary_reply("FIRST-MARK"), summary_reply("SECOND-MARK")])
     comp = Compressor(
         ContextConfig(context_window=3000),
         model=model,
@@ -225,20 +203,20 @@ async def test_the_previous_summary_is_folded_into_the_next_one(local_ws: LocalW
         session_id="s1",
         counter=COUNTER,
     )
-    first = await comp.maybe_compress(session(40), force=True)
-    assert first.summary == Summary(**summary_dict("FIRST-MARK"))
+    first = await comp.maybe_compress(plausible_session(40), force=True)
+    assert first.summary == Summary(**summary_reply("FIRST-MARK"))
     assert "FIRST-MARK" not in prompt_text(model.calls[0])
-    second = await comp.maybe_compress([*first.messages, *session(40)], force=True)
+    second = await comp.maybe_compress([*first.messages, *plausible_session(40)], force=True)
     assert "FIRST-MARK task_overview" in prompt_text(model.calls[1])
-    assert second.summary == Summary(**summary_dict("SECOND-MARK"))
+    assert second.summary == Summary(**summary_reply("SECOND-MARK"))
     assert "SECOND-MARK" in second.messages[0].text
     assert "FIRST-MARK" not in second.messages[0].text
 
 
 async def test_the_previous_summary_is_folded_into_an_extractive_one() -> None:
-    previous = Summary(**summary_dict("EARLIER"))
+    previous = Summary(**summary_reply("EARLIER"))
     outcome = await summarize(
-        session(8), model=None, config=ContextConfig(), counter=COUNTER, previous=previous
+        plausible_session(8), model=None, config=ContextConfig(), counter=COUNTER, previous=previous
     )
     assert outcome.source == "extractive"
     assert "EARLIER task_overview" in outcome.summary.task_overview
@@ -278,7 +256,7 @@ async def test_without_a_model_the_compressor_writes_an_extractive_summary(
     comp = Compressor(
         ContextConfig(context_window=3000), offloader=local_ws, session_id="s1", counter=COUNTER
     )
-    result = await comp.maybe_compress(session(40), force=True)
+    result = await comp.maybe_compress(plausible_session(40), force=True)
     assert result.summary_source == "extractive"
     text = result.messages[0].text
     logged = await local_ws.read_context("s1")
@@ -304,9 +282,7 @@ async def test_a_compression_sizes_its_summary_requests_without_recounting(
     local_ws: LocalWorkspace,
 ) -> None:
     # The requests still fit the summary model's window when sized from the tracker's counts.
-    model = ScriptedModel(
-        default={name: f"{name} so far" for name in Summary.model_fields}, context_window=4_000
-    )
+    model = ScriptedModel(default=SUMMARY, context_window=4_000)
     comp = Compressor(
         ContextConfig(context_window=8_000),
         model=model,

@@ -7,11 +7,11 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
-from test_summarize import session, summary_dict
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, Summary, get_token_counter
 from ctxoffload.compression import Compressor
 from ctxoffload.compression._summarize import is_refusal, summarize
+from helpers import plausible_session, summary_reply
 
 COUNTER = get_token_counter(exact=True)
 FIELDS = tuple(Summary.model_fields)
@@ -38,7 +38,7 @@ async def test_a_summary_model_that_never_answers_gives_an_extractive_summary() 
     model = ScriptedModel(default=never_answers)
     outcome = await asyncio.wait_for(
         summarize(
-            session(12),
+            plausible_session(12),
             model=model,
             config=ContextConfig(summary_timeout=0.2),
             counter=COUNTER,
@@ -52,12 +52,12 @@ async def test_a_summary_model_that_never_answers_gives_an_extractive_summary() 
 async def test_the_summary_timeout_bounds_all_chunks_together() -> None:
     async def slow(messages: Sequence[Msg]) -> dict[str, str]:
         await asyncio.sleep(0.1)
-        return summary_dict("slow")
+        return summary_reply("slow")
 
     model = ScriptedModel(default=slow, context_window=2000)
     outcome = await asyncio.wait_for(
         summarize(
-            session(300),
+            plausible_session(300),
             model=model,
             config=ContextConfig(summary_timeout=0.25),
             counter=COUNTER,
@@ -79,7 +79,7 @@ async def test_a_hanging_summary_model_still_compresses_what_is_on_disk(
         session_id="s1",
         counter=COUNTER,
     )
-    result = await asyncio.wait_for(comp.maybe_compress(session(40), force=True), GUARD)
+    result = await asyncio.wait_for(comp.maybe_compress(plausible_session(40), force=True), GUARD)
     assert result.compressed and result.summary_source == "extractive"
     assert len(await local_ws.read_context("s1")) == result.compressed_messages > 0
 
@@ -101,12 +101,12 @@ def test_the_summary_budget_is_a_share_of_the_window_with_a_floor() -> None:
 async def test_a_huge_model_summary_is_cut_to_the_budget_before_anything_uses_it(
     local_ws: LocalWorkspace,
 ) -> None:
-    model = ScriptedModel([huge_reply("FIRST"), summary_dict("SECOND")], context_window=100_000)
+    model = ScriptedModel([huge_reply("FIRST"), summary_reply("SECOND")], context_window=100_000)
     config = ContextConfig(context_window=20_000)
     comp = Compressor(config, model=model, offloader=local_ws, session_id="s1", counter=COUNTER)
     budget = config.summary_budget_tokens(20_000) * 4  # characters
 
-    first = await comp.maybe_compress(session(120), force=True)
+    first = await comp.maybe_compress(plausible_session(120), force=True)
     assert first.summary_source == "model"
     assert first.summary is not None
     dumped = first.summary.model_dump()
@@ -117,7 +117,7 @@ async def test_a_huge_model_summary_is_cut_to_the_budget_before_anything_uses_it
     # The message in the context and the state carried in it are bounded too.
     assert len(first.messages[0].model_dump_json()) < 4 * budget
 
-    await comp.maybe_compress([*first.messages, *session(120)], force=True)
+    await comp.maybe_compress([*first.messages, *plausible_session(120)], force=True)
     folded = "\n".join(m.text for m in model.calls[1])
     assert "FIRST-task_overview-start" in folded
     assert len(folded) < budget + 40_000
@@ -129,15 +129,15 @@ async def test_an_adopted_summary_from_a_saved_state_is_bounded_too(
     model = ScriptedModel([huge_reply("OLD")], context_window=100_000)
     config = ContextConfig(context_window=20_000)
     comp = Compressor(config, model=model, offloader=local_ws, session_id="s1", counter=COUNTER)
-    first = await comp.maybe_compress(session(120), force=True)
+    first = await comp.maybe_compress(plausible_session(120), force=True)
     # Someone saved a state with a huge summary in it (an older version, say).
     marker = first.messages[0].metadata["ctxoffload"]
     marker["summary"] = huge_reply("SAVED")
-    second_model = ScriptedModel([summary_dict("NEXT")], context_window=100_000)
+    second_model = ScriptedModel([summary_reply("NEXT")], context_window=100_000)
     resumed = Compressor(
         config, model=second_model, offloader=local_ws, session_id="s1", counter=COUNTER
     )
-    await resumed.maybe_compress([*first.messages, *session(120)], force=True)
+    await resumed.maybe_compress([*first.messages, *plausible_session(120)], force=True)
     folded = "\n".join(m.text for m in second_model.calls[0])
     assert "SAVED-task_overview-start" in folded
     assert len(folded) < config.summary_budget_tokens(20_000) * 4 + 40_000
@@ -160,7 +160,10 @@ async def test_a_summary_that_only_refuses_is_a_failure(refusal: str) -> None:
     every_field = {name: refusal for name in FIELDS}
     model = ScriptedModel(default=every_field)
     outcome = await summarize(
-        session(12), model=model, config=ContextConfig(summary_max_retries=1), counter=COUNTER
+        plausible_session(12),
+        model=model,
+        config=ContextConfig(summary_max_retries=1),
+        counter=COUNTER,
     )
     assert outcome.source == "extractive"
     assert len(model.calls) == 2
@@ -172,7 +175,10 @@ async def test_a_refusal_with_empty_or_none_fields_is_still_a_refusal() -> None:
     reply["task_overview"] = REFUSALS[0]
     reply["next_steps"] = ""
     outcome = await summarize(
-        session(12), model=ScriptedModel(default=reply), config=ContextConfig(), counter=COUNTER
+        plausible_session(12),
+        model=ScriptedModel(default=reply),
+        config=ContextConfig(),
+        counter=COUNTER,
     )
     assert outcome.source == "extractive"
 
@@ -182,7 +188,7 @@ async def test_a_refusal_with_empty_or_none_fields_is_still_a_refusal() -> None:
     [
         # A real summary that quotes an apology.
         {
-            **summary_dict("real"),
+            **summary_reply("real"),
             "important_discoveries": (
                 "The fixture tests/data/refusal.txt holds \"I'm sorry, but I can't help with "
                 'that request." and test_refusal at tests/test_chat.py:41 compares against it.'
@@ -190,16 +196,16 @@ async def test_a_refusal_with_empty_or_none_fields_is_still_a_refusal() -> None:
         },
         # The user apologised; the summary says so and goes on with the facts.
         {
-            **summary_dict("real"),
+            **summary_reply("real"),
             "task_overview": "Sorry for the confusion earlier: fix the failing build in ci.yml.",
         },
         # One field refuses, the others carry content.
-        {**summary_dict("real"), "next_steps": REFUSALS[0]},
+        {**summary_reply("real"), "next_steps": REFUSALS[0]},
     ],
 )
 async def test_a_real_summary_that_mentions_an_apology_is_kept(reply: dict[str, str]) -> None:
     outcome = await summarize(
-        session(12), model=ScriptedModel([reply]), config=ContextConfig(), counter=COUNTER
+        plausible_session(12), model=ScriptedModel([reply]), config=ContextConfig(), counter=COUNTER
     )
     assert outcome.source == "model"
     assert outcome.summary == Summary(**reply)

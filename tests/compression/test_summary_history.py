@@ -17,6 +17,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import Compressor, is_summary_message
 from ctxoffload.compression._summarize import EXTRACTIVE_FIELD_CHARS
+from helpers import summary_reply
 
 COUNTER = get_token_counter(exact=True)
 SYSTEM = Msg(role="system", content="You are a coding agent.")
@@ -123,7 +124,7 @@ async def test_the_rendered_summary_keeps_the_newest_request(local_ws: LocalWork
 async def test_every_summary_is_stored_in_the_session_with_its_five_fields(
     local_ws: LocalWorkspace,
 ) -> None:
-    replies = [{n: f"MODEL-{k} {n}" for n in Summary.model_fields} for k in range(5)]
+    replies = [summary_reply(f"MODEL-{k}") for k in range(5)]
     model = ScriptedModel([replies[0], "not json", "not json", "not json", *replies[1:]])
     await eleven_compressions(local_ws, model)
     events = [e for e in await local_ws.read_events("s1") if e["kind"] == "summary"]

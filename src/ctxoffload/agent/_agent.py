@@ -8,6 +8,7 @@ import inspect
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +25,15 @@ from ..compression import (
 from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
-from ..offloader import RETRIEVAL_TOOL_NAME, Offloader, retrieval_tool
+from ..offloader import RETRIEVAL_TOOL_NAME, retrieval_tool
 from ..tokens import TokenCounter, get_token_counter
-from ..workspace import storable_message, validate_session_id
+from ..workspace import (
+    Offloader,
+    ReferenceReader,
+    StateStore,
+    storable_message,
+    validate_session_id,
+)
 from ._record import SessionRecorder
 from ._tools import Tool, as_tool, as_tools
 
@@ -75,9 +82,12 @@ class Agent:
         tools: plain functions (sync or async) with type hints and Google-style docstrings,
             or `Tool`s; the schema is derived from them.
         offloader: where offloaded content goes, usually a `LocalWorkspace`.
-        context_config: thresholds for truncation and compression (the default pipeline).
-        context_management: a `ContextConfig` or a `ContextPipeline` (managers run at
-            post_tool and pre_llm under activation rules); give this or `context_config`.
+        context_config: how the context is managed: a `ContextConfig` (thresholds for
+            truncation and compression; it stands for the default pipeline) or a
+            `ContextPipeline` (managers run at post_tool and pre_llm under activation
+            rules). `ContextConfig()` when None.
+        context_management: deprecated spelling of `context_config`; it still works for
+            this release and warns (`DeprecationWarning`).
         session_id: the workspace session; a new one is generated when not given.
         summary_model: a (cheaper) model for summaries; defaults to `model` (except for a
             `ScriptedModel`, see above).
@@ -109,7 +119,7 @@ class Agent:
         system_prompt: str = "",
         tools: Sequence[Callable[..., Any] | Tool] = (),
         offloader: Offloader | None = None,
-        context_config: ContextConfig | None = None,
+        context_config: ContextConfig | ContextPipeline | None = None,
         session_id: str | None = None,
         summary_model: ChatModel | None = None,
         max_steps: int = 30,
@@ -150,12 +160,10 @@ class Agent:
         self.tools = _checked_tools(tools)
         if (
             include_retrieval_tool
-            and offloader is not None
-            and callable(getattr(offloader, "read_reference", None))
+            and isinstance(offloader, ReferenceReader)
             and RETRIEVAL_TOOL_NAME not in self.tools
         ):
-            source: Any = offloader  # it has read_reference, checked above
-            retrieve = retrieval_tool(source, max_output_chars=reader_output_chars(config))
+            retrieve = retrieval_tool(offloader, max_output_chars=reader_output_chars(config))
             self.tools[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)
         self.offloader = offloader
         self.max_steps = max_steps
@@ -192,14 +200,16 @@ class Agent:
 
     def _is_reader(self, tool_name: str) -> bool:
         tool = self.tools.get(tool_name)
-        return tool is not None and bool(getattr(tool.func, "ctxoffload_reader", False))
+        return tool is not None and tool.is_reader
 
     def _initial_messages(self) -> list[Msg]:
         return [Msg(role="system", content=self.system_prompt)] if self.system_prompt else []
 
     @property
     def context_config(self) -> ContextConfig:
-        """The configuration the compressor uses."""
+        """The shared settings in effect (window, thresholds, summary prompt and template):
+        the `ContextConfig` given, or the `config` of the `ContextPipeline` given. The
+        pipeline itself is `context_pipeline`."""
         return self.compressor.config
 
     @property
@@ -391,8 +401,9 @@ class Agent:
     # -- resumable sessions -----------------------------------------------------------------
 
     async def _save_state(self) -> None:
-        write = getattr(self.offloader, "write_state", None)
-        if write is None:
+        """Save the live context as state.json, when the offloader is a `StateStore`."""
+        store = self.offloader
+        if not isinstance(store, StateStore):
             return
         try:
             messages: list[Any] = []
@@ -405,7 +416,7 @@ class Agent:
                 if problem is not None:
                     logger.warning("state.json holds a stand-in for a message: %s", problem)
                 messages.append(value)
-            await write(
+            await store.write_state(
                 self.session_id,
                 {
                     "session_id": self.session_id,
@@ -459,10 +470,10 @@ class Agent:
         if self._restored:
             return
         self._restored = True
-        read = getattr(self.offloader, "read_state", None)
-        if read is None:
+        store = self.offloader
+        if not isinstance(store, StateStore):
             return
-        state = await read(self.session_id)
+        state = await store.read_state(self.session_id)
         if not state:
             return
         messages = [Msg.model_validate(m) for m in state.get("messages", [])]
@@ -472,15 +483,15 @@ class Agent:
 
     async def _with_payloads(self, msg: Msg) -> Msg:
         """Inline again the data/ payloads that `_without_payloads` replaced."""
-        read = getattr(self.offloader, "read_reference", None)
-        if read is None or isinstance(msg.content, str):
+        reader = self.offloader
+        if not isinstance(reader, ReferenceReader) or isinstance(msg.content, str):
             return msg
 
         async def inline(block: DataBlock) -> DataBlock:
             if not isinstance(block.source, URLSource) or block.source.media_type is None:
                 return block
             try:
-                raw = await read(block.source.url)
+                raw = await reader.read_reference(block.source.url)
             except InvalidReference:
                 return block
             source = Base64Source(
@@ -524,23 +535,33 @@ def _bounded(reply: Msg) -> Msg:
 
 
 def _pipeline(
-    context_config: ContextConfig | None,
+    context_config: ContextConfig | ContextPipeline | None,
     context_management: ContextConfig | ContextPipeline | None,
 ) -> ContextPipeline:
     """The pipeline the agent runs: the one given, or the one a `ContextConfig` stands for."""
-    if context_config is not None and context_management is not None:
-        raise ConfigError(
-            "both context_config and context_management were given: pass one (a "
-            "ContextConfig, or a ContextPipeline as context_management)"
+    name = "context_config"
+    given = context_config
+    if context_management is not None:
+        if context_config is not None:
+            raise ConfigError(
+                "both context_config and context_management were given: pass one, as "
+                "context_config (a ContextConfig or a ContextPipeline); context_management is "
+                "its deprecated spelling"
+            )
+        warnings.warn(
+            "Agent(context_management=...) is deprecated and will be removed in the next "
+            "release: pass the ContextConfig or ContextPipeline as context_config=...",
+            DeprecationWarning,
+            stacklevel=3,
         )
-    given = context_management if context_management is not None else context_config
+        name, given = "context_management", context_management
     if given is None or isinstance(given, ContextConfig):
         return ContextPipeline.from_config(given)
     if isinstance(given, ContextPipeline):
         return given
     raise ConfigError(
-        f"context_management is a {type(given).__name__}: give a ContextConfig or a "
-        "ContextPipeline (ContextPipeline.from_json_file(path) loads a template)"
+        f"{name} is a {type(given).__name__}: give a ContextConfig or a ContextPipeline "
+        "(ContextPipeline.from_json_file(path) loads a template)"
     )
 
 
@@ -588,21 +609,28 @@ def _model_window(model: Any, config: ContextConfig) -> int | None:
 _OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
 
 
-def _check_offloader(offloader: Any) -> None:
+def _check_offloader(offloader: object) -> None:
+    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`."""
     if offloader is None:
         return
-    for method in _OFFLOADER_METHODS:
-        func = getattr(offloader, method, None)
-        if not callable(func):
+    if not isinstance(offloader, Offloader):
+        # Which method is missing, for the message (a method set to None counts as missing).
+        missing = [m for m in _OFFLOADER_METHODS if not callable(getattr(offloader, m, None))]
+        raise ConfigError(
+            f"offloader {type(offloader).__name__} has no {missing[0]} method: pass a "
+            "LocalWorkspace, an InMemoryWorkspace, or an object with async "
+            + ", ".join(_OFFLOADER_METHODS)
+        )
+    methods = (
+        offloader.offload_context,
+        offloader.offload_tool_result,
+        offloader.offload_data_block,
+    )
+    for name, method in zip(_OFFLOADER_METHODS, methods, strict=True):
+        if not inspect.iscoroutinefunction(method):
             raise ConfigError(
-                f"offloader {type(offloader).__name__} has no {method} method: pass a "
-                "LocalWorkspace, an InMemoryWorkspace, or an object with async "
-                + ", ".join(_OFFLOADER_METHODS)
-            )
-        if not inspect.iscoroutinefunction(func):
-            raise ConfigError(
-                f"offloader {type(offloader).__name__}.{method} is not async: define it with "
-                f"'async def {method}(...)' (the agent awaits it; a sync one would leave big "
+                f"offloader {type(offloader).__name__}.{name} is not async: define it with "
+                f"'async def {name}(...)' (the agent awaits it; a sync one would leave big "
                 "results in the context)"
             )
 
@@ -622,9 +650,7 @@ async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:
 
 def _reader_tools(tools: dict[str, Tool]) -> ReaderTools | None:
     """The names notices should give: the reader tools registered, by what they do."""
-    readers = {
-        name for name, tool in tools.items() if getattr(tool.func, "ctxoffload_reader", False)
-    }
+    readers = {name for name, tool in tools.items() if tool.is_reader}
     found = ReaderTools(
         read="Read" if "Read" in readers else None,
         grep="Grep" if "Grep" in readers else None,

@@ -30,7 +30,7 @@ from ..compression import EventCallback, emit_event, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse
-from ..workspace import storable_message
+from ..workspace import EventKind, EventLog, Offloader, storable_message
 
 __all__ = ["SessionRecorder"]
 
@@ -44,11 +44,11 @@ ARGUMENTS_INLINE_LIMIT = 4096
 class SessionRecorder:
     """Appends an agent's session record through the offloader's `record_event`.
 
-    Recording never fails the run: an offloader without `record_event` gets no record, and
-    a failed write is logged.
+    Recording never fails the run: an offloader that is not an `EventLog` gets no record,
+    and a failed write is logged.
 
     Args:
-        offloader: where events go (its `record_event`), or None.
+        offloader: where events go (its `record_event`, when it is an `EventLog`), or None.
         session_id: the session.
         on_event: called with each event dict as it is written (sync or async).
         prepare: turns a message into the form stored (inline payloads moved to data/).
@@ -56,7 +56,7 @@ class SessionRecorder:
 
     def __init__(
         self,
-        offloader: Any,
+        offloader: Offloader | None,
         session_id: str,
         *,
         on_event: EventCallback | None = None,
@@ -87,15 +87,14 @@ class SessionRecorder:
         self._started = True
         from .._version import __version__
 
-        read = getattr(self.offloader, "read_events", None)
-        if read is not None:
+        if isinstance(self.offloader, EventLog):
             try:
-                earlier = await read(self.session_id)
+                earlier = await self.offloader.read_events(self.session_id)
                 self._step_offset = max(
                     (
                         e["step"]
                         for e in earlier
-                        if e.get("kind") == "model_call" and isinstance(e.get("step"), int)
+                        if e.get("kind") == EventKind.MODEL_CALL and isinstance(e.get("step"), int)
                     ),
                     default=0,
                 )
@@ -104,7 +103,7 @@ class SessionRecorder:
 
         summarizer = agent.compressor.model
         await self.emit(
-            "session_start",
+            EventKind.SESSION_START,
             agent=agent.name,
             version=__version__,
             model=_model_name(agent.model),
@@ -133,7 +132,7 @@ class SessionRecorder:
             except Exception as exc:
                 logger.warning("could not record message %s: %s", msg.id, exc)
                 continue
-            await self.emit("message", message=value)
+            await self.emit(EventKind.MESSAGE, message=value)
         if is_context:
             self._written = {m.id: m for m in msgs}
         else:
@@ -164,7 +163,7 @@ class SessionRecorder:
         if reply is not None:
             self._reply_id = reply.id
         await self.emit(
-            "model_call",
+            EventKind.MODEL_CALL,
             step=step,
             attempt=attempt,
             messages=[m.id for m in sent],
@@ -219,7 +218,7 @@ class SessionRecorder:
         elif result.is_error:
             text = output if isinstance(output, str) else ""
             fields["error"] = {"type": None, "message": text[:1000]}
-        await self.emit("tool_call", **fields)
+        await self.emit(EventKind.TOOL_CALL, **fields)
 
 
 def _model_name(model: Any) -> str:

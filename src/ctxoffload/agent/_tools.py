@@ -74,6 +74,13 @@ class Tool:
     func: Callable[..., Any]
 
     @property
+    def is_reader(self) -> bool:
+        """Whether the tool reads offloaded content back: its function is marked
+        `ctxoffload_reader = True` (the workspace file tools and the retrieval tool are), so
+        its results are never offloaded again."""
+        return bool(getattr(self.func, "ctxoffload_reader", False))
+
+    @property
     def schema(self) -> dict[str, Any]:
         """The tool in the OpenAI function-tool format."""
         return {

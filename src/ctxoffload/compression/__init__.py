@@ -7,28 +7,31 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
-    from ._compressor import (
-        Artifact,
-        CompressionResult,
-        Compressor,
-        is_context_note,
-        is_summary_message,
-        is_window_note,
-    )
+    from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
     from ._image_limit import ImageLimit
+    from ._notes import is_context_note, is_summary_message, is_window_note
     from ._pipeline import ContextPipeline
     from ._readers import ReaderTools
     from ._run import ContextManager, PipelineRun
-    from ._split import split_for_compression, turns
+    from ._split import (
+        SplitByCount,
+        SplitByTokens,
+        SplitStrategy,
+        split_by_count,
+        split_for_compression,
+        turns,
+    )
     from ._summarize import extractive_summary
+    from ._summary_message import Artifact
     from ._summary_model import Summary
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
     from ._truncate import TRUNCATION_MARKER, rendered_text
 
 __all__ = [
+    "FRESH_PREVIEW_FLOOR",
     "TRUNCATION_MARKER",
     "Activation",
     "Artifact",
@@ -43,6 +46,9 @@ __all__ = [
     "PipelineRun",
     "ReaderTools",
     "SlidingWindow",
+    "SplitByCount",
+    "SplitByTokens",
+    "SplitStrategy",
     "Summarization",
     "Summary",
     "ToolOutputOffload",
@@ -53,6 +59,7 @@ __all__ = [
     "is_summary_message",
     "is_window_note",
     "rendered_text",
+    "split_by_count",
     "split_for_compression",
     "turns",
 ]
@@ -61,8 +68,8 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
-        "is_context_note": "._compressor",
-        "is_window_note": "._compressor",
+        "is_context_note": "._notes",
+        "is_window_note": "._notes",
         "EventCallback": "._events",
         "emit_event": "._events",
         "rendered_text": "._truncate",
@@ -76,12 +83,17 @@ __getattr__, __dir__ = lazy_exports(
         "PipelineRun": "._run",
         "ToolOutputOffload": "._tool_output",
         "ToolOutputTruncate": "._tool_output",
-        "Artifact": "._compressor",
+        "Artifact": "._summary_message",
+        "FRESH_PREVIEW_FLOOR": "._compressor",
         "CompressionResult": "._compressor",
         "Compressor": "._compressor",
-        "is_summary_message": "._compressor",
+        "is_summary_message": "._notes",
         "ContextConfig": "._config",
         "ReaderTools": "._readers",
+        "SplitByCount": "._split",
+        "SplitByTokens": "._split",
+        "SplitStrategy": "._split",
+        "split_by_count": "._split",
         "split_for_compression": "._split",
         "turns": "._split",
         "extractive_summary": "._summarize",

@@ -6,6 +6,12 @@ block = await compressor.process_tool_result(block)        # after each tool cal
 result = await compressor.maybe_compress(context)          # before each model call
 context = result.messages
 ```
+
+`maybe_compress` runs five named steps: check (is compression due), split (what leaves and
+what stays; a `SplitStrategy` decides how much older history stays), persist (to the
+offloader first; on failure nothing leaves), summarise (the model's summary, or an
+extractive one), assemble (the summary message, then the messages kept). The summary
+message's state and text live in `_summary_message.py`, which messages are fresh here.
 """
 
 from __future__ import annotations
@@ -13,37 +19,31 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ConfigError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel
-from ..offloader import Offloader
+from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
+from ..workspace import EventKind, Offloader
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._events import EventCallback, emit_event
+from ._notes import is_context_note, is_summary_message, is_window_note
 from ._readers import ReaderTools
-from ._split import (
-    NOTE_KINDS,
-    is_user_request,
-    split_by_count,
-    split_for_compression,
-    turn_start,
-)
-from ._summarize import bound_summary, summarize
+from ._split import Split, SplitByTokens, SplitStrategy, is_user_request, turn_start
+from ._summarize import SummaryOutcome, summarize
+from ._summary_message import Artifact, SummaryState
 from ._summary_model import Summary
 from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
 
 __all__ = [
     "FRESH_PREVIEW_FLOOR",
-    "Artifact",
     "CompressionResult",
     "Compressor",
-    "is_context_note",
-    "is_summary_message",
-    "is_window_note",
+    "Persisted",
 ]
 
 FRESH_PREVIEW_FLOOR = 200
@@ -54,51 +54,6 @@ many results may stay above the reserve (it still leaves the context only after 
 has seen it)."""
 
 logger = logging.getLogger("ctxoffload")
-
-_MARK = "ctxoffload"
-
-
-def is_summary_message(msg: Msg) -> bool:
-    """Whether `msg` is a summary message made by a `Compressor`."""
-    marker = msg.metadata.get(_MARK)
-    return isinstance(marker, dict) and marker.get("kind") == "summary"
-
-
-def is_window_note(msg: Msg) -> bool:
-    """Whether `msg` is the note a `SlidingWindow` leaves where it dropped messages."""
-    marker = msg.metadata.get(_MARK)
-    return isinstance(marker, dict) and marker.get("kind") == "window_note"
-
-
-def is_context_note(msg: Msg) -> bool:
-    """Whether `msg` is a summary or a window note: ctxoffload's own, never compressed."""
-    marker = msg.metadata.get(_MARK)
-    return isinstance(marker, dict) and marker.get("kind") in NOTE_KINDS
-
-
-def human_size(n: int) -> str:
-    """`1536` -> `'1.5 KB'`."""
-    size = float(n)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{n:,} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-@dataclass
-class Artifact:
-    """A file that holds content offloaded from the context."""
-
-    path: str
-    bytes: int
-    source: str  # the producing tool's name, or "user message"
-    lines: int | None = None
-
-    def describe(self) -> str:
-        """One line for the artifact trail."""
-        lines = f", {self.lines:,} lines" if self.lines is not None else ""
-        return f"{self.path} ({human_size(self.bytes)}{lines}, from {self.source})"
 
 
 @dataclass
@@ -129,13 +84,58 @@ class CompressionResult:
     compressed_messages: int = 0
 
 
-@dataclass
-class _State:
-    summary: Summary | None = None
+@dataclass(frozen=True)
+class Persisted:
+    """Where `Compressor.persist` put the messages that leave the context.
+
+    Attributes:
+        reference: the context log they were appended to; None without an offloader.
+        line_span: the lines they took there, when the offloader says (a `ContextRef`).
+        failure: what the offloader raised; then nothing was kept and nothing may leave.
+    """
+
     reference: str | None = None
-    spans: list[tuple[int, int]] = field(default_factory=list)
-    artifacts: list[Artifact] = field(default_factory=list)  # oldest first
-    compressions: int = 0
+    line_span: tuple[int, int] | None = None
+    failure: Exception | None = None
+
+    @property
+    def lines(self) -> list[int] | None:
+        """The line span as events record it, `[first, last]`, or None."""
+        return list(self.line_span) if self.line_span else None
+
+
+@dataclass
+class _Plan:
+    """What the split step decided: the parts of the context and the reserve."""
+
+    system: Msg | None
+    earlier_summary: Msg | None
+    earlier_note: Msg | None
+    split: Split
+    reserve: int
+
+    @property
+    def older(self) -> list[Msg]:
+        """The messages that leave, oldest first."""
+        return self.split.older
+
+    @property
+    def kept(self) -> list[Msg]:
+        """The messages that stay verbatim, oldest first."""
+        return self.split.kept
+
+    @property
+    def pinned(self) -> Msg | None:
+        """The latest user request, kept right after the summary, when it was among the
+        older messages."""
+        return self.split.pinned
+
+
+def _context(
+    system: Msg | None, summary: Msg | None, pinned: Msg | None, kept: list[Msg]
+) -> list[Msg]:
+    """A context in its order: system prompt, summary, pinned request, the messages kept."""
+    return [m for m in (system, summary, pinned) if m is not None] + kept
 
 
 class Compressor:
@@ -184,7 +184,7 @@ class Compressor:
         self.counter = counter or get_token_counter(model.model_name if model else None)
         self.tracker = ContextTokenTracker(self.counter)
         self._context_window = context_window
-        self._state = _State()
+        self._state = SummaryState()
         self._reader_tools = reader_tools
         # Ids of the messages the previous call returned (None before the first call), and
         # the fresh ones among them, kept fresh until new messages arrive (a forced retry
@@ -220,7 +220,7 @@ class Compressor:
     @property
     def artifacts(self) -> list[Artifact]:
         """Files offloaded so far, newest first."""
-        return list(reversed(self._state.artifacts))
+        return self._state.newest_artifacts()
 
     @property
     def compressions(self) -> int:
@@ -292,7 +292,7 @@ class Compressor:
                 Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
             )
         await self._event(
-            "truncation",
+            EventKind.TRUNCATION,
             tool_id=block.id,
             tool_name=block.name,
             reference=done.reference,
@@ -396,18 +396,7 @@ class Compressor:
         content: list[Any] = [TextBlock(text=cut.text), *others]
         return msg.model_copy(update={"content": content if others else cut.text})
 
-    # -- compression (pre-model) ----------------------------------------------------------
-
-    def needs_compression(
-        self,
-        messages: Sequence[Msg],
-        tools: Sequence[dict[str, Any]] = (),
-        *,
-        config: ContextConfig | None = None,
-    ) -> bool:
-        """Whether the context is over `trigger_ratio x window`."""
-        cfg = config or self.config
-        return self.count(messages, tools) > cfg.trigger_ratio * self.window(cfg)
+    # -- compression (pre-model): check, split, persist, summarise, assemble ---------------
 
     async def maybe_compress(
         self,
@@ -417,7 +406,7 @@ class Compressor:
         force: bool = False,
         config: ContextConfig | None = None,
         summary_model: ChatModel | None = None,
-        by_count: tuple[float, int] | None = None,
+        split: SplitStrategy | None = None,
         remember: bool = True,
     ) -> CompressionResult:
         """Compress older history if the context is over the trigger (a no-op below it).
@@ -427,8 +416,9 @@ class Compressor:
         messages within `reserve_ratio x window` stay verbatim, never separating a tool call
         from its result; the latest user request always stays.
 
-        Persist before drop: older messages are offloaded first, and if that fails nothing
-        is removed (a warning is logged and `reason` says so).
+        Five steps, each a method: check (`_is_due`), `_split`, then (`_compress`)
+        `persist`, `_summarise`, `_assemble`. Persist before drop: if offloading the older
+        messages fails, nothing is removed (a warning is logged and `reason` says so).
 
         Args:
             messages: the whole context, oldest first: ctxoffload `Msg`s, or OpenAI /
@@ -437,9 +427,8 @@ class Compressor:
             force: compress even below the trigger.
             config: a one-off configuration for this call.
             summary_model: the model that writes this summary, instead of the compressor's.
-            by_count: `(summary_ratio, preserve_recent_messages)`: compress that share of
-                the oldest messages (see `split_by_count`) instead of keeping what fits the
-                reserve; the `Summarization` manager's mode.
+            split: which older messages stay: `SplitByTokens()` (the default, the newest
+                within the reserve) or `SplitByCount(summary_ratio, preserve_recent)`.
             remember: note the returned messages as sent to the model (what makes the next
                 call's newest turn fresh); a `ContextPipeline` notes once, after all its
                 managers.
@@ -453,146 +442,226 @@ class Compressor:
         """
         context = read_messages(messages, caller="Compressor.maybe_compress")
         cfg = config or self.config
+        strategy = split or SplitByTokens()
         window = self.window(cfg)
-        if by_count is None:
-            self._preview_tokens(cfg, window)  # says once if the config does not fit the window
         counted = self.count(context, tools)
-        if not force and counted <= cfg.trigger_ratio * window:
-            return self._note_call(
-                context,
-                CompressionResult(context, False, "below trigger", counted, counted),
-                remember,
-            )
+        if not self._is_due(counted, cfg, window, strategy, force=force):
+            result = CompressionResult(context, False, "below trigger", counted, counted)
+        else:
+            plan = await self._split(context, cfg, window, strategy)
+            model = summary_model or self.model
+            result = await self._compress(context, plan, counted, tools, cfg, window, model)
+        return self._note_call(context, result, remember)
 
+    def _is_due(
+        self,
+        counted: int,
+        cfg: ContextConfig,
+        window: int,
+        strategy: SplitStrategy,
+        *,
+        force: bool,
+    ) -> bool:
+        """Check: whether the context of `counted` tokens is over `trigger_ratio x window`.
+
+        `force` makes it due whatever it costs (a reactive run, a manager's own rules).
+        When the split keeps what fits the reserve, a config whose previews cannot fit it is
+        said once here too, before any tool result has been cut.
+        """
+        if strategy.fits_reserve:
+            self._preview_tokens(cfg, window)
+        return force or counted > cfg.trigger_ratio * window
+
+    async def _split(
+        self, context: list[Msg], cfg: ContextConfig, window: int, strategy: SplitStrategy
+    ) -> _Plan:
+        """Split: which messages leave the context and which stay.
+
+        The system prompt and the notes (an earlier summary, a window note) are set apart,
+        and the state they carry is adopted (a resumed session). The messages the model has
+        not seen stay, cut to fit the reserve when they alone exceed it (`_fit_fresh`);
+        `strategy` divides the older ones, never separating a tool call from its results;
+        the latest user request stays verbatim unless it alone is over the reserve.
+        """
         system = context[0] if context and context[0].role == "system" else None
         rest = context[1:] if system is not None else context
-        earlier_summary: Msg | None = None
-        earlier_note: Msg | None = None
-        for msg in rest:
-            if is_summary_message(msg):
-                self._adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
-                earlier_summary = msg
-            elif is_window_note(msg):
-                self._adopt_note(msg)
-                earlier_note = msg
+        earlier_summary, earlier_note = self._adopt_notes(rest, cfg, window)
         rest = [m for m in rest if not is_context_note(m)]
         reserve = int(cfg.reserve_ratio * window)
         fresh = self._fresh_ids(rest)
         fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
         if fresh_from is not None:
             rest = rest[:fresh_from] + await self._fit_fresh(rest[fresh_from:], reserve, cfg)
-        if by_count is not None:
-            split = split_by_count(rest, *by_count, unseen_from=fresh_from)
-        else:
-            split = split_for_compression(rest, self.tracker, reserve, unseen_from=fresh_from)
+        split = strategy.split(rest, self.tracker, reserve, fresh_from)
+        await self._keep_latest_request(split, reserve)
+        return _Plan(system, earlier_summary, earlier_note, split, reserve)
 
-        # The latest request stays verbatim unless it alone is over the reserve.
+    def _adopt_notes(
+        self, rest: Sequence[Msg], cfg: ContextConfig, window: int
+    ) -> tuple[Msg | None, Msg | None]:
+        """The earlier summary and window note among `rest`, their state taken over."""
+        earlier_summary: Msg | None = None
+        earlier_note: Msg | None = None
+        for msg in rest:
+            if is_summary_message(msg):
+                self._state.adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
+                earlier_summary = msg
+            elif is_window_note(msg):
+                self._state.adopt_note(msg)
+                earlier_note = msg
+        return earlier_summary, earlier_note
+
+    async def _keep_latest_request(self, split: Split, reserve: int) -> None:
+        """Cut the latest user request (pinned, or among the kept) if it alone is over the
+        reserve; it stays in the context either way."""
         latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
-        if latest is not None:
-            replaced = await self._truncate_user_message(latest, reserve)
-            if replaced is not latest:
-                if split.pinned is latest:
-                    split.pinned = replaced
-                else:
-                    split.kept = [replaced if m is latest else m for m in split.kept]
+        if latest is None:
+            return
+        replaced = await self._truncate_user_message(latest, reserve)
+        if replaced is latest:
+            return
+        if split.pinned is latest:
+            split.pinned = replaced
+        else:
+            split.kept = [replaced if m is latest else m for m in split.kept]
 
-        if not split.older:
-            tokens_before = counted
-            # Nothing new to fold in: the earlier summary and window note (the only paths
-            # back to the messages that left before) must stay.
-            after = self._assemble(system, earlier_summary, split.pinned, split.kept)
-            if earlier_note is not None:
-                after.insert(
-                    len(after) - len(split.kept) - (1 if split.pinned else 0), earlier_note
-                )
-            return self._note_call(
-                context,
-                CompressionResult(
-                    after,
-                    False,
-                    "nothing old enough to compress",
-                    tokens_before,
-                    self.count(after, tools),
-                ),
-                remember,
-            )
+    async def _compress(
+        self,
+        context: list[Msg],
+        plan: _Plan,
+        counted: int,
+        tools: Sequence[dict[str, Any]],
+        cfg: ContextConfig,
+        window: int,
+        model: ChatModel | None,
+    ) -> CompressionResult:
+        """Persist the older messages, summarise them, assemble the new context.
 
+        Nothing leaves when nothing is old enough (the notes stay, `_keep_notes`) or when
+        the older messages could not be persisted (the context is returned as given).
+        """
+        if not plan.older:
+            return self._keep_notes(plan, counted, tools)
+        persisted = await self.persist(plan.older)
+        if persisted.failure is not None:
+            reason = f"offload failed: {persisted.failure}"
+            return CompressionResult(context, False, reason, counted, counted)
+        outcome = await self._summarise(plan, persisted, cfg, window, model)
+        return await self._assemble(plan, persisted, outcome, counted, tools, cfg)
+
+    def _keep_notes(
+        self, plan: _Plan, counted: int, tools: Sequence[dict[str, Any]]
+    ) -> CompressionResult:
+        """The context when nothing is old enough to compress: the earlier summary and
+        window note (the only paths back to the messages that left before) stay."""
+        after = _context(plan.system, plan.earlier_summary, plan.pinned, plan.kept)
+        if plan.earlier_note is not None:
+            after.insert(len(after) - len(plan.kept) - (1 if plan.pinned else 0), plan.earlier_note)
+        reason = "nothing old enough to compress"
+        return CompressionResult(after, False, reason, counted, self.count(after, tools))
+
+    async def persist(
+        self, messages: Sequence[Msg], *, on_failure: str = "not compressing"
+    ) -> Persisted:
+        """Persist: append `messages` to the session's context.jsonl before they leave.
+
+        The offloader is asked first; the file and the lines written are remembered, so the
+        next summary names them. If it raises, a warning is logged (`could not offload N
+        messages, <on_failure>: <error>`) and the caller keeps the messages in the context.
+
+        Args:
+            messages: the messages about to leave the context, oldest first.
+            on_failure: what the caller does instead, for the warning.
+
+        Returns:
+            Where the messages went (nowhere without an offloader), or why they could not go.
+        """
+        if self.offloader is None:
+            return Persisted()
+        try:
+            ref = await self.offloader.offload_context(self.session_id, msgs=messages)
+        except Exception as exc:
+            logger.warning("could not offload %d messages, %s: %s", len(messages), on_failure, exc)
+            return Persisted(failure=exc)
         line_span: tuple[int, int] | None = None
-        reference: str | None = None
-        if self.offloader is not None:
-            try:
-                ref = await self.offloader.offload_context(self.session_id, msgs=split.older)
-            except Exception as exc:
-                logger.warning(
-                    "could not offload %d messages, not compressing: %s", len(split.older), exc
-                )
-                tokens_before = counted
-                return self._note_call(
-                    context,
-                    CompressionResult(
-                        context, False, f"offload failed: {exc}", tokens_before, tokens_before
-                    ),
-                    remember,
-                )
-            reference = str(ref)
-            first, last = getattr(ref, "first_line", None), getattr(ref, "last_line", None)
-            if isinstance(first, int) and isinstance(last, int) and last >= first:
-                line_span = (first, last)
-                self._state.spans.append(line_span)
-            self._state.reference = reference
+        if isinstance(ref, ContextRef) and ref.last_line >= ref.first_line:
+            line_span = (ref.first_line, ref.last_line)
+        self.record_offload(str(ref), line_span)
+        return Persisted(str(ref), line_span)
 
-        tokens_before = counted
+    async def _summarise(
+        self,
+        plan: _Plan,
+        persisted: Persisted,
+        cfg: ContextConfig,
+        window: int,
+        model: ChatModel | None,
+    ) -> SummaryOutcome:
+        """Summarise: the model's summary of the messages that leave, with the previous
+        summary folded in; an extractive one when there is no model or it fails.
+
+        The summary, whole, is written to events.jsonl: the summary message in the context
+        only ever holds the latest.
+        """
         outcome = await summarize(
-            split.older,
-            model=summary_model or self.model,
+            plan.older,
+            model=model,
             config=cfg,
             counter=self.counter,
             previous=self._state.summary,
             artifacts=[a.describe() for a in self.artifacts],
             window=window,
-            sizes=[self.tracker.count_message(m) for m in split.older],
+            sizes=[self.tracker.count_message(m) for m in plan.older],
         )
         self._state.summary = outcome.summary
         self._state.compressions += 1
-        # The history of summaries, each whole, lives in events.jsonl: the summary message
-        # in the context only ever holds the latest.
         await self._event(
-            "summary",
+            EventKind.SUMMARY,
             compression=self._state.compressions,
             source=outcome.source,
             summary=outcome.summary.model_dump(),
-            reference=reference,
-            lines=list(line_span) if line_span else None,
+            reference=persisted.reference,
+            lines=persisted.lines,
         )
-        summary_msg = self._render(outcome.summary, cfg, budget=reserve)
-        after = self._assemble(system, summary_msg, split.pinned, split.kept)
+        return outcome
+
+    async def _assemble(
+        self,
+        plan: _Plan,
+        persisted: Persisted,
+        outcome: SummaryOutcome,
+        counted: int,
+        tools: Sequence[dict[str, Any]],
+        cfg: ContextConfig,
+    ) -> CompressionResult:
+        """Assemble: the system prompt, the summary message (naming context.jsonl, the line
+        span and the artifact trail, within the reserve), then the messages kept; the
+        compression event records it."""
+        summary_msg = self._state.render(outcome.summary, cfg, self.counter, budget=plan.reserve)
+        after = _context(plan.system, summary_msg, plan.pinned, plan.kept)
         tokens_after = self.count(after, tools)
         await self._event(
-            "compression",
-            reference=reference,
-            lines=list(line_span) if line_span else None,
-            messages=len(split.older),
-            kept=len(split.kept) + (1 if split.pinned else 0),
-            tokens_before=tokens_before,
+            EventKind.COMPRESSION,
+            reference=persisted.reference,
+            lines=persisted.lines,
+            messages=len(plan.older),
+            kept=len(plan.kept) + (1 if plan.pinned else 0),
+            tokens_before=counted,
             tokens_after=tokens_after,
             summary_source=outcome.source,
             summary_model_calls=outcome.model_calls,
         )
-        return self._note_call(
-            context,
-            CompressionResult(
-                after,
-                True,
-                "compressed",
-                tokens_before,
-                tokens_after,
-                reference=reference,
-                line_span=line_span,
-                summary=outcome.summary,
-                summary_source=outcome.source,
-                compressed_messages=len(split.older),
-            ),
-            remember,
+        return CompressionResult(
+            after,
+            True,
+            "compressed",
+            counted,
+            tokens_after,
+            reference=persisted.reference,
+            line_span=persisted.line_span,
+            summary=outcome.summary,
+            summary_source=outcome.source,
+            compressed_messages=len(plan.older),
         )
 
     # -- the messages the model has not seen ------------------------------------------------
@@ -634,11 +703,9 @@ class Compressor:
         self._note_call(given, CompressionResult(list(sent), False, "", 0, 0))
 
     def record_offload(self, reference: str, line_span: tuple[int, int] | None) -> None:
-        """Note messages moved to `reference` by someone else (a `SlidingWindow`), so the
+        """Note messages moved to `reference` (by `persist`, or by someone else), so the
         next summary names those lines too."""
-        self._state.reference = reference
-        if line_span is not None:
-            self._state.spans.append(line_span)
+        self._state.record_offload(reference, line_span)
 
     def note_artifact(self, artifact: Artifact) -> None:
         """Add a file to the artifact trail the next summary lists."""
@@ -736,92 +803,3 @@ class Compressor:
         if done is None:
             return block
         return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
-
-    @staticmethod
-    def _assemble(
-        system: Msg | None, summary: Msg | None, pinned: Msg | None, kept: list[Msg]
-    ) -> list[Msg]:
-        return [m for m in (system, summary, pinned) if m is not None] + kept
-
-    def _adopt(self, msg: Msg, max_chars: int) -> None:
-        """Take over the state recorded in a summary message (a resumed session)."""
-        if self._state.summary is not None:
-            return
-        marker = msg.metadata[_MARK]
-        try:
-            summary = Summary.model_validate(marker.get("summary", {}))
-        except ValueError:
-            return
-        # A state saved by an older version may carry a summary of any size.
-        self._state.summary = bound_summary(summary, max_chars)
-        self._state.reference = marker.get("reference")
-        self._state.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
-        self._state.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
-        self._state.compressions = int(marker.get("compressions", 0))
-
-    def _adopt_note(self, msg: Msg) -> None:
-        """Take over the lines a window note names (a resumed session), so the summary that
-        replaces the note names them too."""
-        marker = msg.metadata[_MARK]
-        if self._state.reference is None and isinstance(marker.get("reference"), str):
-            self._state.reference = marker["reference"]
-        for span in marker.get("spans", []):
-            pair = (int(span[0]), int(span[1]))
-            if pair not in self._state.spans:
-                self._state.spans.append(pair)
-        self._state.spans.sort()
-
-    def _spans_text(self) -> str:
-        merged: list[list[int]] = []
-        for first, last in self._state.spans:
-            if merged and first == merged[-1][1] + 1:
-                merged[-1][1] = last
-            else:
-                merged.append([first, last])
-        return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged) or "none"
-
-    def _trail(self, limit: int) -> str:
-        artifacts = self.artifacts
-        if not artifacts:
-            return "none"
-        lines = [f"- {a.describe()}" for a in artifacts[:limit]]
-        if len(artifacts) > limit:
-            lines.append(
-                f"- ... and {len(artifacts) - limit} older files in the same session folder"
-            )
-        return "\n".join(lines)
-
-    def _render(self, summary: Summary, cfg: ContextConfig, *, budget: int) -> Msg:
-        reference = self._state.reference or "(not kept: no offloader was configured)"
-        fields = summary.model_dump()
-        text = ""
-        # Shrink the fields, then the artifact trail, until the rendered summary fits its
-        # budget, so that compression always makes room; the originals are on disk, and every
-        # offloaded file is still named by the marker that replaced its content.
-        trail = cfg.artifact_trail_limit
-        attempts = [(cap, trail) for cap in (None, 4000, 2000, 1000, 500, 250)]
-        attempts += [(250, n) for n in (5, 1, 0) if n < trail]
-        for cap, trail_limit in attempts:
-            shown = {
-                k: (v if cap is None or len(v) <= cap else v[:cap] + " […]")
-                for k, v in fields.items()
-            }
-            text = cfg.summary_template.format(
-                **shown,
-                context_path=reference,
-                line_span=self._spans_text(),
-                artifacts=self._trail(trail_limit),
-            )
-            if self.counter.count_text(text) <= max(budget, 500):
-                break
-        metadata = {
-            _MARK: {
-                "kind": "summary",
-                "summary": fields,
-                "reference": self._state.reference,
-                "spans": [list(s) for s in self._state.spans],
-                "artifacts": [vars(a) for a in self.artifacts],
-                "compressions": self._state.compressions,
-            }
-        }
-        return Msg(role="user", content=text, metadata=metadata)

@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from ..workspace import EventKind, EventLog, Offloader
+
 __all__ = ["EventCallback", "emit_event"]
 
 logger = logging.getLogger("ctxoffload")
@@ -17,7 +19,7 @@ EventCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 
 async def emit_event(
-    offloader: Any,
+    offloader: Offloader | None,
     session_id: str,
     on_event: EventCallback | None,
     kind: str,
@@ -26,7 +28,8 @@ async def emit_event(
     """Write one event through `offloader.record_event`, log it, and tell `on_event`.
 
     Neither a failed write nor a failing callback is raised: the record serves the run and
-    must never stop it. An offloader without `record_event` keeps no record.
+    must never stop it. An offloader that is not an `EventLog` (a custom one with only the
+    three `Offloader` methods) keeps no record.
 
     Returns:
         The event as written: `time`, `kind`, then `fields`.
@@ -37,11 +40,11 @@ async def emit_event(
         **fields,
     }
     _log_event(event)
-    record = getattr(offloader, "record_event", None)
-    if record is not None:
+    if isinstance(offloader, EventLog):
         try:
             # `time` is passed on so that the line written and the dict `on_event` gets agree.
-            await record(session_id, kind, **{k: v for k, v in event.items() if k != "kind"})
+            stamped = {k: v for k, v in event.items() if k != "kind"}
+            await offloader.record_event(session_id, kind, **stamped)
         except Exception as exc:
             logger.warning("could not record a %s event: %s", kind, exc)
     if on_event is not None:
@@ -63,7 +66,7 @@ def _tokens(n: Any) -> str:
 
 def _log_event(event: Mapping[str, Any]) -> None:
     kind = event["kind"]
-    if kind == "truncation":
+    if kind == EventKind.TRUNCATION:
         logger.info(
             "truncated %s %s→%s tokens into %s",
             event.get("tool_name") or "a tool result",
@@ -71,7 +74,7 @@ def _log_event(event: Mapping[str, Any]) -> None:
             _tokens(event.get("tokens_after")),
             event.get("reference") or "nowhere (no offloader)",
         )
-    elif kind == "compression":
+    elif kind == EventKind.COMPRESSION:
         lines = event.get("lines")
         span = f" lines {lines[0]}-{lines[1]}" if isinstance(lines, list) and lines else ""
         logger.info(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import Msg, ToolResultBlock
+from ..workspace import EventKind
 from ._activation import Activation, SettingError, check_int, check_ratio
-from ._compressor import is_summary_message, is_window_note
+from ._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note
 from ._readers import ReaderTools
-from ._split import is_user_request, turns
+from ._split import SplitByCount, SplitByTokens, SplitStrategy, is_user_request, turns
 
 if TYPE_CHECKING:
     from ..model import ChatModel
@@ -17,10 +17,6 @@ if TYPE_CHECKING:
     from ._run import PipelineRun
 
 __all__ = ["Null", "SlidingWindow", "Summarization"]
-
-logger = logging.getLogger("ctxoffload")
-
-_MARK = "ctxoffload"
 
 
 def _split_context(messages: list[Msg]) -> tuple[Msg | None, Msg | None, Msg | None, list[Msg]]:
@@ -56,6 +52,31 @@ def _search_phrase(reference: str, readers: ReaderTools | None) -> str:
     if readers.retrieve:
         return f"search it with {readers.retrieve}(reference={reference!r}, pattern='...')"
     return "search it with your file tools"
+
+
+def _window_note(
+    total: int, reference: str | None, spans: list[tuple[int, int]], readers: ReaderTools | None
+) -> Msg:
+    """The note that stands where a `SlidingWindow` dropped `total` messages in all: the file
+    and the lines that hold them, and how to search it; the same state in its mark."""
+    if reference is not None:
+        where = f" (lines {_merged(spans)})" if spans else ""
+        text = (
+            f"[{total} earlier messages were moved out of the context into {reference}"
+            f"{where}, one JSON message per line; {_search_phrase(reference, readers)}.]"
+        )
+    else:
+        text = (
+            f"[{total} earlier messages were dropped from the context; no offloader was "
+            "configured, so they were not kept.]"
+        )
+    mark = {
+        "kind": WINDOW_NOTE,
+        "reference": reference,
+        "spans": [list(s) for s in spans],
+        "dropped": total,
+    }
+    return Msg(role="user", content=text, metadata={NOTE_MARK: mark})
 
 
 class SlidingWindow:
@@ -139,58 +160,24 @@ class SlidingWindow:
             run.report("SlidingWindow: only the latest user request is old enough to drop")
             return messages
         compressor = run.compressor
-        marker: dict[str, Any] = dict(note.metadata.get(_MARK, {})) if note else {}
+        marker: dict[str, Any] = dict(note.metadata.get(NOTE_MARK, {})) if note else {}
         spans = [(int(a), int(b)) for a, b in marker.get("spans", [])]
         reference: str | None = marker.get("reference")
-        span: tuple[int, int] | None = None
-        if compressor.offloader is not None and dropped:
-            try:
-                ref = await compressor.offloader.offload_context(
-                    compressor.session_id, msgs=dropped
-                )
-            except Exception as exc:
-                logger.warning(
-                    "could not offload %d messages, keeping them in the context: %s",
-                    len(dropped),
-                    exc,
-                )
-                run.report(f"SlidingWindow: offload failed: {exc}")
-                return messages
-            reference = str(ref)
-            first, last = getattr(ref, "first_line", None), getattr(ref, "last_line", None)
-            if isinstance(first, int) and isinstance(last, int) and last >= first:
-                span = (first, last)
-                spans.append(span)
-            compressor.record_offload(reference, span)
+        persisted = await compressor.persist(dropped, on_failure="keeping them in the context")
+        if persisted.failure is not None:
+            run.report(f"SlidingWindow: offload failed: {persisted.failure}")
+            return messages
+        if persisted.reference is not None:
+            reference = persisted.reference
+        if persisted.line_span is not None:
+            spans.append(persisted.line_span)
         total = int(marker.get("dropped", 0)) + len(dropped)
-        if reference is not None:
-            where = f" (lines {_merged(spans)})" if spans else ""
-            readers = compressor.reader_tools(run.config())
-            text = (
-                f"[{total} earlier messages were moved out of the context into {reference}"
-                f"{where}, one JSON message per line; {_search_phrase(reference, readers)}.]"
-            )
-        else:
-            text = (
-                f"[{total} earlier messages were dropped from the context; no offloader was "
-                "configured, so they were not kept.]"
-            )
-        new_note = Msg(
-            role="user",
-            content=text,
-            metadata={
-                _MARK: {
-                    "kind": "window_note",
-                    "reference": reference,
-                    "spans": [list(s) for s in spans],
-                    "dropped": total,
-                }
-            },
-        )
+        readers = compressor.reader_tools(run.config())
+        new_note = _window_note(total, reference, spans, readers)
         await compressor.event(
-            "window",
+            EventKind.WINDOW,
             reference=reference,
-            lines=list(span) if span else None,
+            lines=persisted.lines,
             messages=len(dropped),
             kept=len(kept) + (1 if pinned else 0),
             max_messages=self.max_messages,
@@ -261,6 +248,14 @@ class Summarization:
         """Not a post_tool manager: the result unchanged."""
         return result
 
+    def split_strategy(self) -> SplitStrategy:
+        """How this manager splits: by tokens (the newest within the reserve) when it stands
+        for a `ContextConfig`, else by message count (`summary_ratio`,
+        `preserve_recent_messages`)."""
+        if self._config is not None:
+            return SplitByTokens()
+        return SplitByCount(self.summary_ratio, self.preserve_recent_messages)
+
     async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
         """The context with its oldest part replaced by a summary."""
         result = await run.compressor.maybe_compress(
@@ -269,9 +264,7 @@ class Summarization:
             force=True,
             config=run.config(self._config),
             summary_model=self.summary_model,
-            by_count=None
-            if self._config is not None
-            else (self.summary_ratio, self.preserve_recent_messages),
+            split=self.split_strategy(),
             remember=False,
         )
         run.report(result.reason, result)

@@ -6,8 +6,9 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
+from ..workspace import EventKind
 from ._activation import Activation, check_int
-from ._tool_output import _payload_size, block_kind
+from ._tool_output import block_kind, payload_size
 
 if TYPE_CHECKING:
     from ._run import PipelineRun
@@ -77,7 +78,7 @@ class ImageLimit:
         placeholders: dict[_Where, TextBlock] = {}
         references: list[str] = []
         for where, block in images[:excess]:
-            size = _payload_size(block)
+            size = payload_size(block)
             shown = f", {size:,} bytes" if size is not None else ""
             kind = block_kind(block.media_type)
             name = f" {block.name!r}" if block.name else ""
@@ -102,7 +103,7 @@ class ImageLimit:
             return messages
         result = _replaced(messages, placeholders)
         await run.compressor.event(
-            "image_limit",
+            EventKind.IMAGE_LIMIT,
             images=len(images),
             replaced=len(placeholders),
             max_images=self.max_images,

@@ -6,7 +6,7 @@ pipeline = ContextPipeline(
     pre_llm=[SlidingWindow(max_messages=40, activation=Activation(tokens_exceed=200_000)),
              Summarization(summary_ratio=0.3, preserve_recent_messages=10)],
 )
-agent = Agent(model=model, offloader=ws, context_management=pipeline)
+agent = Agent(model=model, offloader=ws, context_config=pipeline)
 ```
 
 A pipeline is configuration; `bind(compressor)` gives the `PipelineRun` that holds one
@@ -159,16 +159,20 @@ class ContextPipeline:
         return PipelineRun(self, compressor)
 
 
-def _check_manager(manager: Any, hook: str, index: int) -> None:
-    hooks = getattr(manager, "HOOKS", None)
-    if not isinstance(hooks, frozenset) or not isinstance(
-        getattr(manager, "activation", None), Activation
+def _check_manager(manager: object, hook: str, index: int) -> None:
+    """Refuse what is not a `ContextManager` (a user's object of the wrong shape), or one
+    placed at a hook it does not run at."""
+    if (
+        not isinstance(manager, ContextManager)
+        or not isinstance(manager.HOOKS, frozenset)
+        or not isinstance(manager.activation, Activation)
     ):
         raise ConfigError(
             f"{hook}[{index}]: {manager!r} is not a context manager: give a ToolOutputOffload, "
             "ToolOutputTruncate, SlidingWindow, Summarization, ImageLimit or Null, or an "
             "object with HOOKS, activation, pre_llm and post_tool"
         )
+    hooks = manager.HOOKS
     if hook not in hooks:
         where = " or ".join(sorted(hooks))
         raise ConfigError(

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from ..exceptions import ConfigError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolResultBlock
+from ..workspace import ModelCallClock
 from ._activation import Activation
 from ._compressor import CompressionResult, Compressor
 from ._config import ContextConfig
@@ -99,6 +100,14 @@ class PipelineRun:
         if compression is not None:
             self._compression = compression
 
+    def _count_model_call(self) -> None:
+        """One more model call: counted here, and told to an offloader that is a
+        `ModelCallClock` (an `InMemoryWorkspace` evicts by turns)."""
+        self.model_calls += 1
+        offloader = self.compressor.offloader
+        if isinstance(offloader, ModelCallClock):
+            offloader.note_model_call()
+
     # -- the hooks --------------------------------------------------------------------------
 
     def _holds(self, manager: ContextManager, messages: Sequence[Msg]) -> bool:
@@ -141,10 +150,7 @@ class PipelineRun:
         self._reasons = []
         self._compression = None
         if model_call and not reactive:
-            self.model_calls += 1
-            tick = getattr(self.compressor.offloader, "note_model_call", None)
-            if callable(tick):
-                tick()
+            self._count_model_call()
         tokens_before = self.compressor.count(context, tools)
         current = list(context)
         try:

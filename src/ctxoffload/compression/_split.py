@@ -13,8 +13,18 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
+from ._notes import is_context_note
 
-__all__ = ["Split", "is_user_request", "split_for_compression", "turns"]
+__all__ = [
+    "Split",
+    "SplitByCount",
+    "SplitByTokens",
+    "SplitStrategy",
+    "is_user_request",
+    "split_by_count",
+    "split_for_compression",
+    "turns",
+]
 
 
 class MessageCounter(Protocol):
@@ -24,18 +34,9 @@ class MessageCounter(Protocol):
 
 
 def is_user_request(msg: Msg) -> bool:
-    """Whether `msg` is something a person asked (a user message that is not tool results)."""
-    return msg.role == "user" and not msg.tool_results and not _is_summary(msg)
-
-
-NOTE_KINDS = ("summary", "window_note")
-"""Kinds of the messages ctxoffload puts in a context to say where earlier ones went: a
-summary, or a sliding window's note. They are never user requests and never compressed."""
-
-
-def _is_summary(msg: Msg) -> bool:
-    marker = msg.metadata.get("ctxoffload")
-    return isinstance(marker, dict) and marker.get("kind") in NOTE_KINDS
+    """Whether `msg` is something a person asked (a user message that is neither tool
+    results nor one of ctxoffload's notes)."""
+    return msg.role == "user" and not msg.tool_results and not is_context_note(msg)
 
 
 def turns(messages: Sequence[Msg]) -> list[tuple[int, int, bool]]:
@@ -183,3 +184,86 @@ def _split_at(messages: Sequence[Msg], boundary: int) -> Split:
         older = [m for m in older if m is not latest]
         pinned = latest
     return Split(older=older, kept=kept, pinned=pinned)
+
+
+class SplitStrategy(Protocol):
+    """How a compression divides the conversation: which messages leave and which stay.
+
+    Whatever the strategy, the compressor keeps the turns the model has not seen (from
+    `unseen_from` on) and an unfinished newest turn, and never separates a tool call from
+    its results; a strategy only chooses how much older history stays.
+    """
+
+    @property
+    def fits_reserve(self) -> bool:
+        """Whether what stays is chosen to fit the reserve (`reserve_ratio x window`).
+
+        Then a tool result's preview larger than the reserve could never stay beside its
+        call, and the compressor says so once.
+        """
+        ...
+
+    def split(
+        self,
+        messages: Sequence[Msg],
+        counter: MessageCounter,
+        reserve_tokens: int,
+        unseen_from: int | None,
+    ) -> Split:
+        """Divide `messages` (the conversation without the system prompt and notes).
+
+        Args:
+            messages: the conversation, oldest first.
+            counter: counts each message's tokens.
+            reserve_tokens: the budget for verbatim messages.
+            unseen_from: the index of the first message the model has not seen yet.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class SplitByTokens:
+    """Keep the newest turns within the reserve, compress the rest (`split_for_compression`).
+
+    The split of `ContextConfig`: the context is compressed past `trigger_ratio` of the
+    window and what stays fits `reserve_ratio` of it.
+    """
+
+    fits_reserve = True
+
+    def split(
+        self,
+        messages: Sequence[Msg],
+        counter: MessageCounter,
+        reserve_tokens: int,
+        unseen_from: int | None,
+    ) -> Split:
+        """The newest turns within `reserve_tokens` stay; see `split_for_compression`."""
+        return split_for_compression(messages, counter, reserve_tokens, unseen_from)
+
+
+@dataclass(frozen=True)
+class SplitByCount:
+    """Compress the oldest `summary_ratio` of the messages, keeping `preserve_recent`.
+
+    The split of a `Summarization(summary_ratio=..., preserve_recent_messages=...)` manager
+    (Strands' and OpenSearch's); see `split_by_count`.
+
+    Attributes:
+        summary_ratio: the share of the messages to compress.
+        preserve_recent: the fewest messages kept verbatim.
+    """
+
+    summary_ratio: float
+    preserve_recent: int
+    fits_reserve = False
+
+    def split(
+        self,
+        messages: Sequence[Msg],
+        counter: MessageCounter,
+        reserve_tokens: int,
+        unseen_from: int | None,
+    ) -> Split:
+        """The oldest share leaves, rounded to a turn; the reserve is not used here."""
+        return split_by_count(messages, self.summary_ratio, self.preserve_recent, unseen_from)

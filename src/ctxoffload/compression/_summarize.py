@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from ..exceptions import ContextOverflowError
-from ..messages import DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from ..messages import Msg
 from ..model import ChatModel
+from ..text import transcript_entry
 from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._split import is_user_request
@@ -42,7 +43,6 @@ __all__ = [
     "extractive_summary",
     "is_refusal",
     "summarize",
-    "transcript_entry",
 ]
 
 logger = logging.getLogger("ctxoffload")
@@ -50,6 +50,8 @@ logger = logging.getLogger("ctxoffload")
 # Share of the summary model's window given to the messages of one call; the rest holds the
 # instructions, the summary so far and the reply.
 _CHUNK_SHARE = 0.5
+# The most characters of one message the summary model is sent (`transcript_entry`): the
+# rest is in the context log, which the summary names.
 _ENTRY_CHAR_CAP = 20_000
 
 
@@ -68,43 +70,6 @@ def _short(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 1].rstrip() + "…"
-
-
-def transcript_entry(msg: Msg, char_cap: int = _ENTRY_CHAR_CAP) -> str:
-    """One message as plain text for the summary model."""
-    return _transcript_entry(msg, char_cap)[0]
-
-
-def _transcript_entry(msg: Msg, char_cap: int = _ENTRY_CHAR_CAP) -> tuple[str, float]:
-    """The entry, and the share of the message's text it kept (1.0 unless it was cut)."""
-    parts: list[str] = []
-    for block in msg.blocks:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ThinkingBlock):
-            continue  # private reasoning; the visible text carries what matters
-        elif isinstance(block, ToolCallBlock):
-            parts.append(
-                f"[calls tool {block.name} (id {block.id}) with {json.dumps(block.input)}]"
-            )
-        elif isinstance(block, ToolResultBlock):
-            output = block.output
-            if not isinstance(output, str):
-                output = "\n".join(
-                    p.text if isinstance(p, TextBlock) else f"[{p.media_type or 'data'}]"
-                    for p in output
-                )
-            flag = " (error)" if block.is_error else ""
-            parts.append(f"[result of {block.name or 'tool'} (id {block.id}){flag}]\n{output}")
-        elif isinstance(block, DataBlock):
-            parts.append(f"[{block.media_type or 'data'} {block.name or ''}]".replace(" ]", "]"))
-    text = "\n".join(parts)
-    kept = 1.0
-    if len(text) > char_cap:
-        omitted = len(text) - char_cap
-        kept = char_cap / len(text)
-        text = text[:char_cap] + f"\n[... {omitted:,} more characters, kept in the context log]"
-    return f"<{msg.role}>\n{text}\n</{msg.role}>", kept
 
 
 # Tokens an entry adds around the message's own content: role tags, tool-call and result
@@ -333,7 +298,7 @@ async def _model_summary(
     sizes: Sequence[int] | None = None,
 ) -> SummaryOutcome | None:
     """The model's summary, in chunks that fit its window; None when it cannot give one."""
-    made = [_transcript_entry(m) for m in messages]
+    made = [transcript_entry(m, _ENTRY_CHAR_CAP) for m in messages]
     entries = [entry for entry, _ in made]
     estimates = (
         [
@@ -430,24 +395,33 @@ def extractive_summary(
     into one another over many compressions neither grow nor repeat themselves. A previous
     summary written by a model is kept, shortened, after the new material.
     """
-    requests = [m.text for m in messages if is_user_request(m) and m.text.strip()]
-    statements = [m.text for m in messages if m.role == "assistant" and m.text.strip()]
-    tools: Counter[str] = Counter()
-    errors: list[str] = []
-    for msg in messages:
-        for call in msg.tool_calls:
-            tools[call.name] += 1
-        for result in msg.tool_results:
-            if result.is_error and isinstance(result.output, str):
-                errors.append(f"{result.name or 'tool'}: {_short(result.output, 200)}")
-
     before = (
         previous.model_dump() if previous is not None else dict.fromkeys(Summary.model_fields, "")
     )
     # An earlier extractive summary is merged field by field; a model's is kept, shortened.
     ours = previous is not None and before["next_steps"] == _EXTRACTIVE_NEXT_STEPS
+    theirs = previous is not None and not ours
+    statements = [m.text for m in messages if m.role == "assistant" and m.text.strip()]
+    if statements:
+        state = f"Last assistant message: {_short(statements[-1], 1500)}"
+    else:
+        state = before["current_state"] or "No assistant reply yet."
+    return Summary(
+        task_overview=_fit(_overview(messages, before, ours, theirs))
+        or "Not stated in the compressed messages.",
+        current_state=_fit([state]),
+        important_discoveries=_fit(_discoveries(messages, before, ours, theirs)) or "none",
+        next_steps=_EXTRACTIVE_NEXT_STEPS,
+        context_to_preserve=_fit(_preserved(artifacts, before, ours, theirs)) or "none",
+    )
 
-    # Task: the first request ever (kept from the previous summary) and the newest one.
+
+def _overview(
+    messages: Sequence[Msg], before: dict[str, str], ours: bool, theirs: bool
+) -> list[str]:
+    """The task: the latest request, the first request ever (kept from an earlier extractive
+    summary, `ours`), and a model's earlier overview (`theirs`)."""
+    requests = [m.text for m in messages if is_user_request(m) and m.text.strip()]
     first = _line_after(before["task_overview"], "First request") if ours else None
     if first is None and requests:
         first = _short(requests[0], _REQUEST_CHARS)
@@ -457,15 +431,24 @@ def extractive_summary(
     overview = [f"Latest request: {latest}"] if latest and latest != first else []
     if first:
         overview.append(f"First request: {first}")
-    if previous is not None and not ours:
+    if theirs:
         overview.append(f"Earlier summary: {before['task_overview']}")
+    return overview
 
-    if statements:
-        state = f"Last assistant message: {_short(statements[-1], 1500)}"
-    else:
-        state = before["current_state"] or "No assistant reply yet."
 
-    # Discoveries: merged tool counts, newest errors first, then what a model wrote before.
+def _discoveries(
+    messages: Sequence[Msg], before: dict[str, str], ours: bool, theirs: bool
+) -> list[str]:
+    """The newest errors first and the tool counts, merged with an earlier extractive
+    summary's (`ours`), then what a model wrote before (`theirs`)."""
+    tools: Counter[str] = Counter()
+    errors: list[str] = []
+    for msg in messages:
+        for call in msg.tool_calls:
+            tools[call.name] += 1
+        for result in msg.tool_results:
+            if result.is_error and isinstance(result.output, str):
+                errors.append(f"{result.name or 'tool'}: {_short(result.output, 200)}")
     if ours:
         for line in _TOOLS_LINE.findall(before["important_discoveries"]):
             for name, count in _TOOL_COUNT.findall(line):
@@ -482,21 +465,20 @@ def extractive_summary(
         discoveries.append(
             "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.most_common())
         )
-    if previous is not None and not ours:
+    if theirs:
         discoveries.append(f"Earlier summary: {before['important_discoveries']}")
+    return discoveries
 
-    # Files: each once, newest first (the compressor passes its whole trail, newest first).
+
+def _preserved(
+    artifacts: Sequence[str], before: dict[str, str], ours: bool, theirs: bool
+) -> list[str]:
+    """The offloaded files, each once, newest first (the compressor passes its whole trail,
+    newest first), with an earlier extractive summary's (`ours`); a model's text after."""
     files = _unique(
         [*artifacts, *(_section(before["context_to_preserve"], "Offloaded files") if ours else [])]
     )
     preserve = ["Offloaded files:\n" + "\n".join(f"- {a}" for a in files)] if files else []
-    if previous is not None and not ours:
+    if theirs:
         preserve.append(f"Earlier summary: {before['context_to_preserve']}")
-
-    return Summary(
-        task_overview=_fit(overview) or "Not stated in the compressed messages.",
-        current_state=_fit([state]),
-        important_discoveries=_fit(discoveries) or "none",
-        next_steps=_EXTRACTIVE_NEXT_STEPS,
-        context_to_preserve=_fit(preserve) or "none",
-    )
+    return preserve

@@ -8,18 +8,24 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
-from ..workspace import count_lines
+from ..workspace import EventKind, Offloader, count_lines
 from ._activation import Activation, SettingError, check_int
-from ._compressor import Artifact
 from ._readers import how_to_read
-from ._truncate import _tail_within, head_within, truncate_tool_result, utf8
+from ._summary_message import Artifact
+from ._truncate import head_within, tail_within, truncate_tool_result, utf8
 
 if TYPE_CHECKING:
     from ..tokens import TokenCounter
     from ._config import ContextConfig
     from ._run import PipelineRun
 
-__all__ = ["READER_TOOL_NAMES", "ToolOutputOffload", "ToolOutputTruncate", "block_kind"]
+__all__ = [
+    "READER_TOOL_NAMES",
+    "ToolOutputOffload",
+    "ToolOutputTruncate",
+    "block_kind",
+    "payload_size",
+]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -42,7 +48,9 @@ def block_kind(media_type: str | None) -> str:
     return f"document: {sub}"
 
 
-def _payload_size(block: DataBlock) -> int | None:
+def payload_size(block: DataBlock) -> int | None:
+    """The decoded size in bytes of an inline (base64) payload, from its length alone; None
+    for a payload given by URL."""
     if isinstance(block.source, Base64Source):
         data = block.source.data
         return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
@@ -125,48 +133,14 @@ class ToolOutputOffload:
     async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
         """The result, or its header, preview and references when it is offloaded."""
         offloader = run.compressor.offloader
-        name = result.name or ""
-        if offloader is None or name in READER_TOOL_NAMES or name in self.exclude_tools:
-            return result
-        verdict = None if self.should_offload is None else self.should_offload(name, result)
-        if verdict is not None and not verdict:
-            return result
-        tokens = _tokens(result, run)  # counted once: the decision and the header use it
-        if verdict is None and tokens <= self.max_tokens:
+        tokens = None if offloader is None else self._tokens_to_offload(result, run)
+        if offloader is None or tokens is None:
             return result
         parts: list[Any] = (
             [TextBlock(text=result.output)] if isinstance(result.output, str) else result.output
         )
-        texts = [p for p in parts if isinstance(p, TextBlock)]
-        lines: list[str] = []
-        stored: list[Artifact] = []
         try:
-            for index, part in enumerate(parts):
-                if isinstance(part, TextBlock):
-                    suffix = "" if len(texts) == 1 else f".{index + 1}"
-                    ref = await offloader.offload_tool_result(
-                        run.compressor.session_id,
-                        ToolResultBlock(
-                            id=f"{result.id}{suffix}", name=result.name, output=part.text
-                        ),
-                    )
-                    size = len(utf8(part.text))
-                    count = count_lines(part.text)
-                    kind = "json" if _is_json(part.text) else "text"
-                    lines.append(f"[{kind}, {size:,} bytes, {count:,} lines | ref: {ref}]")
-                    stored.append(Artifact(str(ref), size, result.name or "a tool", count))
-                else:  # a DataBlock: the output holds only text and data blocks
-                    payload = _payload_size(part)
-                    kept = part if isinstance(part.source, URLSource) else None
-                    if kept is None:
-                        kept = await offloader.offload_data_block(part)
-                    if not isinstance(kept.source, URLSource):
-                        raise TypeError(f"the offloader returned {kept!r:.200}, not a reference")
-                    ref = kept.source.url
-                    shown = f", {payload:,} bytes" if payload is not None else ""
-                    lines.append(f"[{block_kind(part.media_type)}{shown} | ref: {ref}]")
-                    if payload is not None:
-                        stored.append(Artifact(ref, payload, result.name or "a tool"))
+            lines, stored = await _store_blocks(result, parts, offloader, run.compressor.session_id)
         except Exception as exc:
             logger.warning(
                 "could not offload the result of %s (call %s) block by block, keeping it whole: %s",
@@ -175,28 +149,11 @@ class ToolOutputOffload:
                 exc,
             )
             return result
-        text = "\n\n".join(p.text for p in texts)
-        preview = self._preview(text, run)
-        readers = run.compressor.reader_tools(run.config())
-        first_ref = next((a.path for a in stored if a.lines is not None), None)
-        guidance = (
-            "The whole result was stored in the workspace; the context keeps a preview. "
-            + (how_to_read(first_ref, None, readers) if first_ref else "")
-        ).strip()
-        plural = "block" if len(parts) == 1 else "blocks"
-        output = "\n".join(
-            [
-                f"[Offloaded: {len(parts)} {plural}, ~{tokens:,} tokens]",
-                guidance,
-                *([f"--- preview ---\n{preview}\n--- end of preview ---"] if preview else []),
-                "Stored blocks:",
-                *lines,
-            ]
-        )
+        output = self._offloaded_text(parts, tokens, lines, stored, run)
         for artifact in stored:
             run.compressor.note_artifact(artifact)
         await run.compressor.event(
-            "offload",
+            EventKind.OFFLOAD,
             tool_id=result.id,
             tool_name=result.name,
             blocks=len(parts),
@@ -205,6 +162,49 @@ class ToolOutputOffload:
             tokens_after=run.compressor.counter.count_text(output),
         )
         return result.model_copy(update={"output": output})
+
+    def _tokens_to_offload(self, result: ToolResultBlock, run: PipelineRun) -> int | None:
+        """The result's tokens when it is to be offloaded; None when it stays whole (a reader
+        tool's, an excluded tool's, refused by `should_offload`, or within `max_tokens`)."""
+        name = result.name or ""
+        if name in READER_TOOL_NAMES or name in self.exclude_tools:
+            return None
+        verdict = None if self.should_offload is None else self.should_offload(name, result)
+        if verdict is not None and not verdict:
+            return None
+        tokens = _tokens(result, run)  # counted once: the decision and the header use it
+        if verdict is None and tokens <= self.max_tokens:
+            return None
+        return tokens
+
+    def _offloaded_text(
+        self,
+        parts: Sequence[Any],
+        tokens: int,
+        lines: list[str],
+        stored: list[Artifact],
+        run: PipelineRun,
+    ) -> str:
+        """What the context keeps of an offloaded result: a header, how to read it back, a
+        preview of its text, and one line per stored block."""
+        text = "\n\n".join(p.text for p in parts if isinstance(p, TextBlock))
+        preview = self._preview(text, run)
+        readers = run.compressor.reader_tools(run.config())
+        first_ref = next((a.path for a in stored if a.lines is not None), None)
+        guidance = (
+            "The whole result was stored in the workspace; the context keeps a preview. "
+            + (how_to_read(first_ref, None, readers) if first_ref else "")
+        ).strip()
+        plural = "block" if len(parts) == 1 else "blocks"
+        return "\n".join(
+            [
+                f"[Offloaded: {len(parts)} {plural}, ~{tokens:,} tokens]",
+                guidance,
+                *([f"--- preview ---\n{preview}\n--- end of preview ---"] if preview else []),
+                "Stored blocks:",
+                *lines,
+            ]
+        )
 
     def _preview(self, text: str, run: PipelineRun) -> str:
         counter = run.compressor.counter
@@ -216,8 +216,49 @@ class ToolOutputOffload:
             head, _, partial = head_within(text, self.preview_tokens, counter)
             return head + (" […]" if partial else "\n[…]")
         head, shown, _ = head_within(text, self.preview_tokens * 2 // 3, counter)
-        tail = _tail_within(text.split("\n")[shown:], self.preview_tokens // 3, counter)
+        tail = tail_within(text.split("\n")[shown:], self.preview_tokens // 3, counter)
         return f"{head}\n[…]\n" + "\n".join(tail)
+
+
+async def _store_blocks(
+    result: ToolResultBlock, parts: Sequence[Any], offloader: Offloader, session_id: str
+) -> tuple[list[str], list[Artifact]]:
+    """Store each block of a result: a text block in its own tool_result file (the whole
+    block), a data block in data/.
+
+    Returns:
+        One line per block naming where it went, and the files stored (for the trail).
+
+    Raises:
+        Exception: whatever the offloader raised; then the result must stay whole.
+    """
+    texts = sum(isinstance(p, TextBlock) for p in parts)
+    source = result.name or "a tool"
+    lines: list[str] = []
+    stored: list[Artifact] = []
+    for index, part in enumerate(parts):
+        if isinstance(part, TextBlock):
+            suffix = "" if texts == 1 else f".{index + 1}"
+            block = ToolResultBlock(id=f"{result.id}{suffix}", name=result.name, output=part.text)
+            ref = await offloader.offload_tool_result(session_id, block)
+            size = len(utf8(part.text))
+            count = count_lines(part.text)
+            kind = "json" if _is_json(part.text) else "text"
+            lines.append(f"[{kind}, {size:,} bytes, {count:,} lines | ref: {ref}]")
+            stored.append(Artifact(str(ref), size, source, count))
+        else:  # a DataBlock: the output holds only text and data blocks
+            payload = payload_size(part)
+            kept = part if isinstance(part.source, URLSource) else None
+            if kept is None:
+                kept = await offloader.offload_data_block(part)
+            if not isinstance(kept.source, URLSource):
+                raise TypeError(f"the offloader returned {kept!r:.200}, not a reference")
+            ref = kept.source.url
+            shown = f", {payload:,} bytes" if payload is not None else ""
+            lines.append(f"[{block_kind(part.media_type)}{shown} | ref: {ref}]")
+            if payload is not None:
+                stored.append(Artifact(ref, payload, source))
+    return lines, stored
 
 
 def _tokens(result: ToolResultBlock, run: PipelineRun) -> int:

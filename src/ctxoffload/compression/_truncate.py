@@ -15,9 +15,8 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
-from ..offloader import Offloader
 from ..tokens import TokenCounter
-from ..workspace import count_lines, render_tool_output
+from ..workspace import Offloader, count_lines, render_tool_output
 from ._readers import ReaderTools, how_to_read
 
 __all__ = [
@@ -26,6 +25,7 @@ __all__ = [
     "Truncation",
     "data_files",
     "head_within",
+    "tail_within",
     "truncate_text",
     "truncation_notice",
     "utf8",
@@ -216,7 +216,7 @@ class TruncatedText(NamedTuple):
     total_bytes: int
 
 
-def _tail_within(lines: list[str], budget: int, counter: TokenCounter) -> list[str]:
+def tail_within(lines: list[str], budget: int, counter: TokenCounter) -> list[str]:
     """The longest run of whole lines from the end of `lines` within `budget` tokens."""
     used = 0
     tail: list[str] = []
@@ -283,7 +283,7 @@ def truncate_text(
             lines.pop()  # the newline ends the last line; it does not start another
         if not partial and shown < len(lines):
             used = counter.count_text(head + "\n") if shown else 0
-            tail = _tail_within(lines[shown:], budget - used, counter)
+            tail = tail_within(lines[shown:], budget - used, counter)
             if tail:
                 tail_from = len(lines) - len(tail) + 1
                 notice = truncation_notice(

@@ -1,0 +1,165 @@
+"""The summary message: the state it carries across compressions, and its text.
+
+A compression replaces the older messages with one summary message. Its text (the
+`ContextConfig.summary_template`) names the context log, the lines that hold what left, and
+the artifact trail of offloaded files; its mark (`metadata["ctxoffload"]`) carries the same
+state, so a compressor that resumes a session from the context alone takes it over
+(`SummaryState.adopt`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..messages import Msg
+from ..tokens import TokenCounter
+from ._config import ContextConfig
+from ._notes import NOTE_MARK, SUMMARY_NOTE
+from ._summarize import bound_summary
+from ._summary_model import Summary
+
+__all__ = ["Artifact", "SummaryState", "human_size"]
+
+
+def human_size(n: int) -> str:
+    """`1536` -> `'1.5 KB'`."""
+    size = float(n)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{n:,} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass
+class Artifact:
+    """A file that holds content offloaded from the context."""
+
+    path: str
+    bytes: int
+    source: str  # the producing tool's name, or "user message"
+    lines: int | None = None
+
+    def describe(self) -> str:
+        """One line for the artifact trail."""
+        lines = f", {self.lines:,} lines" if self.lines is not None else ""
+        return f"{self.path} ({human_size(self.bytes)}{lines}, from {self.source})"
+
+
+@dataclass
+class SummaryState:
+    """What the next summary message says besides the summary itself.
+
+    Attributes:
+        summary: the latest summary, if history has been compressed.
+        reference: the context log the compressed messages went to.
+        spans: the lines of that log they took, in order.
+        artifacts: the files offloaded so far, oldest first.
+        compressions: how many times history has been compressed.
+    """
+
+    summary: Summary | None = None
+    reference: str | None = None
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+    compressions: int = 0
+
+    def newest_artifacts(self) -> list[Artifact]:
+        """The artifact trail, newest first."""
+        return list(reversed(self.artifacts))
+
+    def record_offload(self, reference: str, line_span: tuple[int, int] | None) -> None:
+        """Messages were appended to `reference`, at `line_span` when it is known."""
+        self.reference = reference
+        if line_span is not None:
+            self.spans.append(line_span)
+
+    def adopt(self, msg: Msg, max_chars: int) -> None:
+        """Take over the state recorded in a summary message (a resumed session), unless a
+        summary is held already; the summary is cut to `max_chars`."""
+        if self.summary is not None:
+            return
+        marker = msg.metadata[NOTE_MARK]
+        try:
+            summary = Summary.model_validate(marker.get("summary", {}))
+        except ValueError:
+            return
+        # A state saved by an older version may carry a summary of any size.
+        self.summary = bound_summary(summary, max_chars)
+        self.reference = marker.get("reference")
+        self.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
+        self.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
+        self.compressions = int(marker.get("compressions", 0))
+
+    def adopt_note(self, msg: Msg) -> None:
+        """Take over the lines a window note names (a resumed session), so the summary that
+        replaces the note names them too."""
+        marker = msg.metadata[NOTE_MARK]
+        if self.reference is None and isinstance(marker.get("reference"), str):
+            self.reference = marker["reference"]
+        for span in marker.get("spans", []):
+            pair = (int(span[0]), int(span[1]))
+            if pair not in self.spans:
+                self.spans.append(pair)
+        self.spans.sort()
+
+    def spans_text(self) -> str:
+        """The spans as text, adjacent ones merged: `"1-40, 52-60"`, or `"none"`."""
+        merged: list[list[int]] = []
+        for first, last in self.spans:
+            if merged and first == merged[-1][1] + 1:
+                merged[-1][1] = last
+            else:
+                merged.append([first, last])
+        return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged) or "none"
+
+    def trail(self, limit: int) -> str:
+        """The artifact trail, newest first, at most `limit` files and a line for the rest."""
+        artifacts = self.newest_artifacts()
+        if not artifacts:
+            return "none"
+        lines = [f"- {a.describe()}" for a in artifacts[:limit]]
+        if len(artifacts) > limit:
+            lines.append(
+                f"- ... and {len(artifacts) - limit} older files in the same session folder"
+            )
+        return "\n".join(lines)
+
+    def render(
+        self, summary: Summary, cfg: ContextConfig, counter: TokenCounter, *, budget: int
+    ) -> Msg:
+        """The summary message: `cfg.summary_template` filled in, within `budget` tokens (at
+        least 500), marked with this state."""
+        reference = self.reference or "(not kept: no offloader was configured)"
+        fields = summary.model_dump()
+        text = ""
+        # Shrink the fields, then the artifact trail, until the rendered summary fits its
+        # budget, so that compression always makes room; the originals are on disk, and every
+        # offloaded file is still named by the marker that replaced its content.
+        trail = cfg.artifact_trail_limit
+        attempts = [(cap, trail) for cap in (None, 4000, 2000, 1000, 500, 250)]
+        attempts += [(250, n) for n in (5, 1, 0) if n < trail]
+        for cap, trail_limit in attempts:
+            shown = {
+                k: (v if cap is None or len(v) <= cap else v[:cap] + " […]")
+                for k, v in fields.items()
+            }
+            text = cfg.summary_template.format(
+                **shown,
+                context_path=reference,
+                line_span=self.spans_text(),
+                artifacts=self.trail(trail_limit),
+            )
+            if counter.count_text(text) <= max(budget, 500):
+                break
+        metadata = {
+            NOTE_MARK: {
+                "kind": SUMMARY_NOTE,
+                "summary": fields,
+                "reference": self.reference,
+                "spans": [list(s) for s in self.spans],
+                "artifacts": [vars(a) for a in self.newest_artifacts()],
+                "compressions": self.compressions,
+            }
+        }
+        return Msg(role="user", content=text, metadata=metadata)
