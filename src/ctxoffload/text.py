@@ -92,6 +92,8 @@ def is_jsonl(name: str) -> bool:
 
 def _get(value: Any, key: str, default: Any = None) -> Any:
     """`value[key]` for a dict, `value.key` for a model object."""
+    if type(value) is dict:  # the common case, without the ABC check below
+        return value.get(key, default)
     if isinstance(value, Mapping):
         return value.get(key, default)
     return getattr(value, key, default)
@@ -135,11 +137,11 @@ def _block_parts(block: Any) -> Iterator[tuple[Any, ...]]:
     elif kind in ("tool_call", "tool_use"):
         yield ("call", _get(block, "name"), _get(block, "id"), _get(block, "input"))
     elif kind == "tool_result":
-        output = _get(block, "output") if _get(block, "tool_use_id") is None else None
-        if output is None:
-            output = _get(block, "content")
+        if isinstance(block, Mapping) and "tool_use_id" in block:  # Anthropic's
+            output, call_id = block.get("content"), block["tool_use_id"]
+        else:  # ctxoffload's own, as a model or as its JSON
+            output, call_id = _get(block, "output"), _get(block, "id")
         items = [("text", output)] if isinstance(output, str) else list(_items(output))
-        call_id = _get(block, "id") or _get(block, "tool_use_id")
         yield ("result", _get(block, "name"), call_id, bool(_get(block, "is_error")), items)
     elif kind in ("data", "image", "document"):
         yield _data_part(_get(block, "source"), _get(block, "name"))
@@ -221,8 +223,8 @@ def message_lines(message: Any) -> list[str]:
         return out
     name = _get(message, "name")
     out.append(f"[{role}]" + (f" {name}" if isinstance(name, str) and name else ""))
-    if role == "tool" and _get(message, "tool_call_id") is not None:  # OpenAI's tool message
-        out.append(f"<- tool result {name or '?'} (id {_get(message, 'tool_call_id')}):")
+    if isinstance(message, Mapping) and message.get("tool_call_id") is not None:  # OpenAI's
+        out.append(f"<- tool result {name or '?'} (id {message['tool_call_id']}):")
     for part in _parts(message):
         _part_lines(part, out)
     return out
