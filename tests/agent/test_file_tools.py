@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import DataBlock, TextBlock
-from ctxoffload.agent._file_tools import FileToolbox, resolve_in_roots, workspace_tools
 from ctxoffload.exceptions import ConfigError, ToolError
+from ctxoffload.offloader import FileToolbox, resolve_in_roots, workspace_tools
 
 SECRET = "TOP SECRET outside the workspace"
 
@@ -699,7 +699,7 @@ def test_glob_with_an_inverted_range_is_an_error(root: Path) -> None:
 
 _NO_FDS = """
 import os, resource, sys
-from ctxoffload.agent._file_tools import FileToolbox
+from ctxoffload.offloader import FileToolbox
 from ctxoffload.offloader._regex import compile_pattern
 compile_pattern("x")  # load RE2 before the descriptors run out
 toolbox = FileToolbox([sys.argv[1]])

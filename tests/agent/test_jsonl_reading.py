@@ -63,7 +63,8 @@ def test_read_shows_each_message_as_readable_text_under_its_line_number(
         "      \tthen stop",
     ]
     assert "     2\t[assistant]" in lines
-    assert "      \tls" in lines
+    assert "      \t-> tool call bash (id c1)" in lines
+    assert "      \t  cmd: ls" in lines
     # The long tool result is cut, and the marker says exactly how to read on.
     last = lines[-1]
     assert last.endswith("(Read offset=3 char_offset=300 shows the rest)")
@@ -104,7 +105,7 @@ def test_read_pages_through_one_message_of_the_context_log(workspace: LocalWorks
         if found is None:
             break
         char_offset = int(found.group(1))
-    assert text == f"[tool]\n{MINIFIED}"
+    assert text == f"[tool]\n<- tool result bash (id c1):\n{MINIFIED}"
 
 
 def test_char_offset_past_the_end_is_an_error_naming_the_length(tmp_path: Path) -> None:
@@ -144,6 +145,6 @@ async def test_the_retrieval_tool_matches_decoded_text_and_pages_inside_a_line(
         if found_next is None:
             break
         char_offset = int(found_next.group(1))
-    assert text == f"[tool] ⏎ {MINIFIED}"
+    assert text == f"[tool] ⏎ <- tool result bash (id c1): ⏎ {MINIFIED}"
     refused = await tool(reference, char_offset=5)
     assert refused.startswith("Error: char_offset=5 needs one line")

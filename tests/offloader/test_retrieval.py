@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxoffload.agent._file_tools import FileToolbox
 from ctxoffload.exceptions import ConfigError, InvalidContent, InvalidReference
-from ctxoffload.offloader import retrieve_offloaded_content
+from ctxoffload.offloader import FileToolbox, retrieve_offloaded_content
 from ctxoffload.offloader._retrieval import decode_reference_text, format_retrieval
 
 REF = "/ws/sessions/s1/tool_result-call_1.txt"
