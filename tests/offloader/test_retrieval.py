@@ -351,9 +351,3 @@ async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text()
     assert (await tool("missing")).startswith("Error: unknown reference 'missing'")
     assert (await tool("ref", pattern="(?=a)")).startswith("Error: invalid regular expression")
     assert (await tool("ref", line_range=[3, 1])).startswith("Error: line_range=[3, 1]")
-
-
-def test_file_tools_are_marked_as_readers(tmp_path: Path) -> None:
-    from ctxoffload.agent import workspace_tools
-
-    assert all(tool.ctxoffload_reader is True for tool in workspace_tools(tmp_path))  # type: ignore[attr-defined]
