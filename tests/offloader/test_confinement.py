@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -188,6 +190,62 @@ def test_a_hard_link_to_an_outside_file_is_refused(root: Path) -> None:
     assert SECRET not in walked
     assert "hard links" in walked
 
+
+
+def _held_open(path: Path) -> bool:
+    """Whether this process has `path` open (its descriptors, read from /proc)."""
+    wanted = str(path)
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == wanted:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to see open files")
+def test_a_second_link_that_goes_while_the_tool_looks_again_is_no_refusal(root: Path) -> None:
+    # The workspace puts a tool_result in place by linking it under its name, then removing
+    # its temporary name: for that moment the file has two links. Here the temporary name
+    # goes 3 ms after the tool has the file open (a tool that looks once refuses it by then),
+    # well within the 20 ms the workspace's readers look again.
+    target = (root / "sub" / "tool_result-c1.txt").resolve()
+    target.write_text("the whole output\n")
+    temporary = target.with_name(".tool_result-c1.txt.tmp")
+    toolbox = FileToolbox([root])
+
+    def remove_when_opened(done: threading.Event) -> None:
+        while not done.is_set() and not _held_open(target):
+            time.sleep(0.0001)
+        time.sleep(0.003)
+        os.unlink(temporary)
+
+    def attempts(read: Callable[[], object]) -> list[str]:
+        results: list[str] = []
+        for _ in range(3):  # a busy machine may hold the remover past 20 ms once
+            os.link(target, temporary)
+            done = threading.Event()
+            remover = threading.Thread(target=remove_when_opened, args=(done,))
+            remover.start()
+            try:
+                results.append(str(read()))
+            finally:
+                done.set()
+                remover.join()
+            if "the whole output" in results[-1]:
+                break
+        return results
+
+    read = attempts(lambda: toolbox.read("sub/tool_result-c1.txt"))
+    assert "the whole output" in read[-1], read
+    grep = attempts(lambda: toolbox.grep("whole", "sub/tool_result-c1.txt"))
+    assert "the whole output" in grep[-1], grep
+    # A second link that stays is still refused.
+    os.link(target, temporary)
+    assert toolbox.read("sub/tool_result-c1.txt").startswith(
+        "Error: 'sub/tool_result-c1.txt' has 2 hard links"
+    )
 
 _NO_FDS = """
 import os, resource, sys
