@@ -191,7 +191,6 @@ def test_a_hard_link_to_an_outside_file_is_refused(root: Path) -> None:
     assert "hard links" in walked
 
 
-
 def _held_open(path: Path) -> bool:
     """Whether this process has `path` open (its descriptors, read from /proc)."""
     wanted = str(path)
@@ -246,6 +245,7 @@ def test_a_second_link_that_goes_while_the_tool_looks_again_is_no_refusal(root: 
     assert toolbox.read("sub/tool_result-c1.txt").startswith(
         "Error: 'sub/tool_result-c1.txt' has 2 hard links"
     )
+
 
 _NO_FDS = """
 import os, resource, sys
