@@ -8,3 +8,8 @@ REST = " (Read offset={} char_offset={} shows the rest)"
 
 HUGE_SIZE = 50_000_000
 """The length of the one line of `huge_root`'s huge.txt."""
+
+
+def literal(text: str) -> str:
+    """A pattern (RE2 syntax) that matches `text` as it is, whatever characters it holds."""
+    return "".join(f"\\x{{{ord(char):x}}}" for char in text)

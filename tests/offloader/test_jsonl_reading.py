@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from readback_files import literal
 
 from ctxoffload import LocalWorkspace, Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ctxoffload.offloader import FileToolbox, retrieval_tool
-from ctxoffload.offloader._regex import escape
 from ctxoffload.text import matching_lines
 
 SEEN = 'print("FAILURE: disk \\\\ é full")'  # quotes, a backslash, non-ASCII: JSON escapes all
@@ -50,7 +50,7 @@ def test_the_string_the_model_saw_is_not_in_the_file_as_written(workspace: Local
 def test_grep_finds_a_literal_string_the_model_saw_and_names_its_line(
     workspace: LocalWorkspace,
 ) -> None:
-    result = FileToolbox([workspace.workdir]).grep(escape(SEEN), "sessions")
+    result = FileToolbox([workspace.workdir]).grep(literal(SEEN), "sessions")
     assert result == f"sessions/s1/context.jsonl:1:[user] {SEEN}"
 
 
@@ -141,7 +141,7 @@ async def test_the_retrieval_tool_matches_decoded_text_and_pages_inside_a_line(
 ) -> None:
     tool = retrieval_tool(workspace, max_output_chars=4_000)
     reference = str(context_log(workspace))
-    found = await tool(reference, pattern=escape(SEEN))
+    found = await tool(reference, pattern=literal(SEEN))
     assert f">     1\t[user] ⏎ run the job ⏎ {SEEN} ⏎ then stop" in found
     text = ""
     char_offset = 0
@@ -179,7 +179,7 @@ def test_grep_finds_a_tool_call_argument_as_the_model_wrote_it(workspace: LocalW
     assert toolbox.grep(r'print\("FAILURE: disk"\)', "sessions") == (
         'sessions/s1/context.jsonl:4:[assistant]   code: print("FAILURE: disk")'
     )
-    assert toolbox.grep(escape('print("naïve \\\\ done")'), "sessions") == (
+    assert toolbox.grep(literal('print("naïve \\\\ done")'), "sessions") == (
         'sessions/s1/context.jsonl:4:[assistant] print("naïve \\\\ done")'
     )
     assert toolbox.grep("tool call python", "sessions") == (
@@ -208,8 +208,7 @@ async def test_the_retrieval_tool_shows_a_line_matched_on_its_raw_json_raw(
     assert found.splitlines()[1].startswith('>     4\t{"')
 
 
-# Any text but control characters (a pattern for one would be a test of the regex escaper).
-MESSAGE_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=30)
+MESSAGE_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 
 
 @st.composite
@@ -246,7 +245,7 @@ def test_grep_finds_the_log_lines_that_the_rule_of_ctxoffload_text_finds(
             if matching_lines(line, lambda text: needle in text)[1]
         }
         toolbox = FileToolbox([folder], max_output_chars=10**6, grep_timeout=None)
-        result = toolbox.grep(escape(needle), str(path), max_matches=10**6)
+        result = toolbox.grep(literal(needle), str(path), max_matches=10**6)
         prefix = "sessions/s/context.jsonl:"
         rows = [] if result.startswith("No matches") else result.split("\n")
         found = {int(row[len(prefix) :].split(":", 1)[0]) for row in rows}
