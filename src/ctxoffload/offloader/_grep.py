@@ -23,9 +23,9 @@ from ..text import is_jsonl
 from ._arguments import as_int, quote
 from ._confine import NotRegular, display_name, exists_in_roots, open_in_roots, resolve_in_roots
 from ._globs import has_wildcard
-from ._lines import NOTE_ROOM, clip_around, line_text
+from ._lines import NOTE_ROOM, line_text
 from ._listing import files_under, glob_entries, outside_note
-from ._matches import Row, log_row, plain_row, with_context
+from ._matches import Row, judged, with_context
 from ._regex import Pattern, compile_pattern
 from ._sniff import SNIFF_BYTES, looks_binary
 
@@ -173,8 +173,13 @@ class _Search:
                 self.binary += 1
                 return True
             file.seek(0)
-            jsonl = is_jsonl(shown)
-            rows = (self._row(number, line, jsonl) for number, line in _lines(file, deadline))
+            rows = judged(
+                self.regex,
+                _numbered(file, deadline),
+                jsonl=is_jsonl(shown),
+                context=self.context,
+                max_chars=self.max_line_chars,
+            )
             for before, row in with_context(rows, self.context):
                 if row.is_match:
                     if self.full:
@@ -190,21 +195,13 @@ class _Search:
             self.unreadable.append(f"{shown} ({exc.strerror or exc})")
         return True
 
-    def _row(self, number: int, line: str, jsonl: bool) -> Row:
-        if jsonl:
-            row = log_row(self.regex, number, line, whole_message=False)
-        else:
-            row = plain_row(self.regex, number, line)
-        # Cut now, not when shown: a context line waiting in the window costs its cut size.
-        return row._replace(text=clip_around(row.text, row.span, self.max_line_chars))
-
     def _keep(self, shown: str, row: Row) -> None:
         self.hits.append((shown, row))
         # At least what the line costs in the answer, so past the cap the answer is too.
         self._kept += len(row.text) + len(shown) + len(str(row.number)) + 3
 
 
-def _lines(file: IO[bytes], deadline: float | None) -> Iterator[tuple[int, str]]:
+def _numbered(file: IO[bytes], deadline: float | None) -> Iterator[tuple[int, str]]:
     for number, raw in enumerate(file, 1):
         if deadline is not None and time.monotonic() > deadline:
             raise _TimedOut

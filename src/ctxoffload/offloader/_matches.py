@@ -22,9 +22,10 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from ..text import matching_lines
+from ._lines import clip_around
 from ._regex import Pattern
 
-__all__ = ["JOINED", "Row", "log_row", "plain_row", "with_context"]
+__all__ = ["JOINED", "Row", "judged", "log_row", "with_context"]
 
 JOINED = " ⏎ "
 """What joins the lines of a message shown on one line."""
@@ -46,10 +47,43 @@ class Row(NamedTuple):
     span: tuple[int, int] | None = None
 
 
-def plain_row(regex: Pattern, number: int, line: str) -> Row:
-    """A line of a text file, judged: it matches when the regex finds something in it."""
-    found = regex.search(line)
-    return Row(number, line, found is not None, None if found is None else found.span())
+def judged(
+    regex: Pattern,
+    lines: Iterable[tuple[int, str]],
+    *,
+    jsonl: bool,
+    whole_message: bool = False,
+    context: int = 0,
+    max_chars: int | None = None,
+) -> Iterator[Row]:
+    """The lines of a file (numbered), judged, as `with_context` takes them.
+
+    Args:
+        regex: the pattern.
+        lines: `(number, line)` for each line, without its line ending.
+        jsonl: the lines are a JSONL log's (`log_row`); otherwise text.
+        whole_message: see `log_row`.
+        context: the context lines wanted; without any, only the matches are given (no
+            row is made for a line that is never shown).
+        max_chars: cut each line to this many characters (`clip_around` its match) as it
+            is judged, so a line waiting in the context window costs no more; None: as is.
+    """
+    for number, line in lines:
+        if jsonl:
+            row = log_row(regex, number, line, whole_message=whole_message)
+            if not (row.is_match or context):
+                continue
+        else:
+            found = regex.search(line)
+            if found is not None:
+                row = Row(number, line, True, found.span())
+            elif context:
+                row = Row(number, line, False)
+            else:
+                continue
+        if max_chars is not None and len(row.text) > max_chars:
+            row = row._replace(text=clip_around(row.text, row.span, max_chars))
+        yield row
 
 
 def log_row(regex: Pattern, number: int, line: str, *, whole_message: bool) -> Row:

@@ -22,7 +22,7 @@ from ..text import decode_log_line, is_jsonl
 from ..workspace import ReferenceReader
 from ._arguments import plural, quote
 from ._lines import clip_around, cut_line, numbered, split_lines
-from ._matches import JOINED, Row, log_row, plain_row, with_context
+from ._matches import JOINED, Row, judged, with_context
 from ._regex import Pattern, compile_pattern
 from ._sniff import looks_binary
 
@@ -285,17 +285,15 @@ def _search(
     jsonl: bool,
     max_lines: int,
 ) -> tuple[list[Row], int]:
-    """The first `max_lines + 1` lines to show (matches and context), and the match count."""
+    """The first `max_lines + 1` lines to show (matches and context), and the match count.
 
-    def judge(number: int) -> Row:
-        if jsonl:
-            return log_row(regex, number, lines[number - 1], whole_message=True)
-        return plain_row(regex, number, lines[number - 1])
-
+    One more than can be shown, so the page knows when it is cut short.
+    """
     kept: list[Row] = []
     matches = 0
-    # One more than can be shown, so the page knows it was capped.
-    for before, row in with_context(map(judge, range(first, last + 1)), context):
+    numbered = enumerate(lines[first - 1 : last], first)
+    rows = judged(regex, numbered, jsonl=jsonl, whole_message=True, context=context)
+    for before, row in with_context(rows, context):
         kept.extend(before[: max_lines + 1 - len(kept)])
         if len(kept) <= max_lines:
             kept.append(row)
