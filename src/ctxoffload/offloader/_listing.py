@@ -1,4 +1,5 @@
-"""Listing: which paths of the roots a folder or a glob names, links out of the roots skipped.
+"""Listing: which paths of the roots a folder or a glob names, links out of the roots skipped;
+and Glob's answer, those paths one a line.
 
 The walks follow no link into a folder; an entry that is a link is resolved and kept only
 when its target lies inside the roots (the others are counted, so the answer can say how

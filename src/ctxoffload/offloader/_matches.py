@@ -11,8 +11,9 @@ matched, after the message's `[role]` header (`[role] text`); the retrieval tool
 whole message with its lines joined by ` ⏎ `. A log line that matched on its raw JSON is
 shown raw; a context line is its message joined by ` ⏎ `.
 
-`with_context` then walks the judged lines once, in order, and gives each match with the
-lines before it and the lines after it, as `grep -C` does; touching windows run together.
+`judged` judges each line of a file once, in order, and `with_context` gives each match
+with the lines before it and after it, as `grep -C` does (touching windows run together),
+holding one window of lines, never the file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..text import matching_lines
 from ._lines import clip_around
 from ._regex import Pattern
 
-__all__ = ["JOINED", "Row", "judged", "log_row", "with_context"]
+__all__ = ["JOINED", "Row", "judged", "with_context"]
 
 JOINED = " ⏎ "
 """What joins the lines of a message shown on one line."""
@@ -61,8 +62,8 @@ def judged(
     Args:
         regex: the pattern.
         lines: `(number, line)` for each line, without its line ending.
-        jsonl: the lines are a JSONL log's (`log_row`); otherwise text.
-        whole_message: see `log_row`.
+        jsonl: the lines are a JSONL log's (`_log_row`); otherwise text.
+        whole_message: see `_log_row`.
         context: the context lines wanted; without any, only the matches are given (no
             row is made for a line that is never shown).
         max_chars: cut each line to this many characters (`clip_around` its match) as it
@@ -70,7 +71,7 @@ def judged(
     """
     for number, line in lines:
         if jsonl:
-            row = log_row(regex, number, line, whole_message=whole_message)
+            row = _log_row(regex, number, line, whole_message=whole_message)
             if not (row.is_match or context):
                 continue
         else:
@@ -86,7 +87,7 @@ def judged(
         yield row
 
 
-def log_row(regex: Pattern, number: int, line: str, *, whole_message: bool) -> Row:
+def _log_row(regex: Pattern, number: int, line: str, *, whole_message: bool) -> Row:
     """A line of a JSONL log, judged by `matching_lines` and shown as its message.
 
     Args:

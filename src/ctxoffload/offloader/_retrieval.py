@@ -208,12 +208,7 @@ def format_retrieval(
             `line_range` is not `(a, b)` with 1 <= a <= b, or `context_lines` is negative.
         ConfigError: `max_lines` < 1, `max_chars` < 500 or `max_line_chars` < 1.
     """
-    if max_lines < 1:
-        raise ConfigError(f"max_lines={max_lines} must be at least 1")
-    if max_chars < _MIN_CHARS:
-        raise ConfigError(f"max_chars={max_chars} must be at least {_MIN_CHARS}")
-    if max_line_chars < 1:
-        raise ConfigError(f"max_line_chars={max_line_chars} must be at least 1")
+    _check_caps(max_lines, max_chars, max_line_chars)
     if context_lines is not None and context_lines < 0:
         raise InvalidContent(f"context_lines={context_lines} must be 0 or more")
     if line_range is not None:
@@ -222,7 +217,6 @@ def format_retrieval(
     regex = compile_pattern(pattern) if pattern is not None else None
     if looks_binary(text):
         raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
-
     lines = split_lines(text)
     total = len(lines)
     if total == 0:
@@ -240,13 +234,48 @@ def format_retrieval(
             f"{reference}: {plural(total, 'line')}; line_range=[{first}, {last}] starts past "
             f"the end: pass a range within 1–{total}."
         )
-    last = min(last, total)
-    span = f"lines {first}–{last} of {total}"
-    page = _Page(max_lines, max_chars, max_line_chars)
+    page = _Page(reference, lines, jsonl, max_lines, max_chars, max_line_chars)
     if regex is None:
+        return page.lines_in_range(first, min(last, total))
+    return page.matching_lines(
+        regex, first, min(last, total), line_range is not None, context_lines or 0
+    )
+
+
+def _check_caps(max_lines: int, max_chars: int, max_line_chars: int) -> None:
+    if max_lines < 1:
+        raise ConfigError(f"max_lines={max_lines} must be at least 1")
+    if max_chars < _MIN_CHARS:
+        raise ConfigError(f"max_chars={max_chars} must be at least {_MIN_CHARS}")
+    if max_line_chars < 1:
+        raise ConfigError(f"max_line_chars={max_line_chars} must be at least 1")
+
+
+class _Page:
+    """What a retrieval shows of `lines`: a header, numbered lines and, when cut, a note."""
+
+    def __init__(
+        self,
+        reference: str,
+        lines: list[str],
+        jsonl: bool,
+        max_lines: int,
+        max_chars: int,
+        max_line_chars: int,
+    ) -> None:
+        self.reference = reference
+        self.lines = lines
+        self.jsonl = jsonl
+        self.max_lines = max_lines
+        self.max_chars = max_chars
+        self.max_line_chars = max_line_chars
+
+    def lines_in_range(self, first: int, last: int) -> str:
+        """Lines `first`..`last`, as far as the caps allow."""
+        lines, jsonl, max_lines = self.lines, self.jsonl, self.max_lines
         rows = (Row(n, _shown(lines[n - 1], jsonl), False) for n in range(first, last + 1))
-        return page.render(
-            f"{reference}: {span}",
+        return self._render(
+            f"{self.reference}: lines {first}–{last} of {len(lines)}",
             rows,
             marked=False,
             capped_note=lambda shown, _: (
@@ -255,61 +284,41 @@ def format_retrieval(
                 f"to continue]"
             ),
         )
-    searched = span if line_range is not None else plural(total, "line")
-    context = context_lines or 0
-    kept, matches = _search(regex, lines, first, last, context, jsonl, max_lines)
-    if not matches:
-        return f"{reference}: no lines match {quote(regex.pattern)} ({searched} searched)."
-    return page.render(
-        f"{reference}: {plural(matches, 'matching line')} for {quote(regex.pattern)} ({searched})",
-        kept,
-        marked=True,
-        capped_note=lambda shown, shown_matches: (
-            f"[capped: {matches - shown_matches:,} more matching lines; narrow the "
-            f"pattern or pass line_range]"
-            if shown_matches < matches
-            else f"[capped at {shown} lines: every matching line is shown, some context is "
-            f"not; lower context_lines or pass line_range]"
-        ),
-        # As in grep: `--` only when context is shown; without it, line numbers show gaps.
-        separate_hunks=context > 0,
-    )
 
+    def matching_lines(
+        self, regex: Pattern, first: int, last: int, ranged: bool, context: int
+    ) -> str:
+        """The lines of `first`..`last` that match, with `context` lines around each."""
+        total = len(self.lines)
+        searched = f"lines {first}–{last} of {total}" if ranged else plural(total, "line")
+        numbered = enumerate(self.lines[first - 1 : last], first)
+        rows = judged(regex, numbered, jsonl=self.jsonl, whole_message=True, context=context)
+        kept: list[Row] = []  # one more than can be shown, so the page knows it was cut
+        matches = 0
+        for before, row in with_context(rows, context):
+            kept.extend(before[: self.max_lines + 1 - len(kept)])
+            if len(kept) <= self.max_lines:
+                kept.append(row)
+            matches += row.is_match
+        pattern = quote(regex.pattern)
+        if not matches:
+            return f"{self.reference}: no lines match {pattern} ({searched} searched)."
+        return self._render(
+            f"{self.reference}: {plural(matches, 'matching line')} for {pattern} ({searched})",
+            kept,
+            marked=True,
+            capped_note=lambda shown, shown_matches: (
+                f"[capped: {matches - shown_matches:,} more matching lines; narrow the "
+                f"pattern or pass line_range]"
+                if shown_matches < matches
+                else f"[capped at {shown} lines: every matching line is shown, some context is "
+                f"not; lower context_lines or pass line_range]"
+            ),
+            # As in grep: `--` only when context is shown; without it, line numbers show gaps.
+            separate_hunks=context > 0,
+        )
 
-def _search(
-    regex: Pattern,
-    lines: list[str],
-    first: int,
-    last: int,
-    context: int,
-    jsonl: bool,
-    max_lines: int,
-) -> tuple[list[Row], int]:
-    """The first `max_lines + 1` lines to show (matches and context), and the match count.
-
-    One more than can be shown, so the page knows when it is cut short.
-    """
-    kept: list[Row] = []
-    matches = 0
-    numbered = enumerate(lines[first - 1 : last], first)
-    rows = judged(regex, numbered, jsonl=jsonl, whole_message=True, context=context)
-    for before, row in with_context(rows, context):
-        kept.extend(before[: max_lines + 1 - len(kept)])
-        if len(kept) <= max_lines:
-            kept.append(row)
-        matches += row.is_match
-    return kept, matches
-
-
-class _Page:
-    """A header, numbered lines (matches marked `>`) and, when cut short, a note."""
-
-    def __init__(self, max_lines: int, max_chars: int, max_line_chars: int) -> None:
-        self.max_lines = max_lines
-        self.max_chars = max_chars
-        self.max_line_chars = max_line_chars
-
-    def render(
+    def _render(
         self,
         header: str,
         rows: Iterable[Row],

@@ -52,20 +52,7 @@ def retrieval_tool(
         ConfigError: `source` is not a `ReferenceReader` (it has no `read_reference`), or a
             cap is impossible.
     """
-    if not isinstance(source, ReferenceReader):
-        raise ConfigError(
-            f"retrieval_tool needs a ReferenceReader, an object with `async "
-            f"read_reference(reference) -> bytes`; {type(source).__name__} has none: pass a "
-            "LocalWorkspace, InMemoryWorkspace, ObjectStoreWorkspace or your own offloader "
-            "with that method"
-        )
-    if max_output_chars < _MIN_OUTPUT_CHARS:
-        raise ConfigError(
-            f"max_output_chars={max_output_chars} is below {_MIN_OUTPUT_CHARS}: the answer "
-            "must hold at least a few lines"
-        )
-    if max_lines < 1:
-        raise ConfigError(f"max_lines={max_lines} must be at least 1")
+    _check(source, max_output_chars, max_lines)
 
     async def retrieve_offloaded_content(
         reference: str,
@@ -125,6 +112,23 @@ def retrieval_tool(
             return f"Error: {exc}"
 
     return mark_reader(retrieve_offloaded_content)
+
+
+def _check(source: object, max_output_chars: int, max_lines: int) -> None:
+    if not isinstance(source, ReferenceReader):
+        raise ConfigError(
+            f"retrieval_tool needs a ReferenceReader, an object with `async "
+            f"read_reference(reference) -> bytes`; {type(source).__name__} has none: pass a "
+            "LocalWorkspace, InMemoryWorkspace, ObjectStoreWorkspace or your own offloader "
+            "with that method"
+        )
+    if max_output_chars < _MIN_OUTPUT_CHARS:
+        raise ConfigError(
+            f"max_output_chars={max_output_chars} is below {_MIN_OUTPUT_CHARS}: the answer "
+            "must hold at least a few lines"
+        )
+    if max_lines < 1:
+        raise ConfigError(f"max_lines={max_lines} must be at least 1")
 
 
 def _image(
