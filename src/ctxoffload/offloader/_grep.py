@@ -25,7 +25,7 @@ from ._confine import NotRegular, display_name, exists_in_roots, open_in_roots, 
 from ._globs import has_wildcard
 from ._lines import NOTE_ROOM, line_text
 from ._listing import files_under, glob_entries, outside_note
-from ._matches import Row, judged, with_context
+from ._matches import Row, in_context
 from ._regex import Pattern, compile_pattern
 from ._sniff import SNIFF_BYTES, looks_binary
 
@@ -173,14 +173,14 @@ class _Search:
                 self.binary += 1
                 return True
             file.seek(0)
-            rows = judged(
+            found = in_context(
                 self.regex,
                 _numbered(file, deadline),
                 jsonl=is_jsonl(shown),
                 context=self.context,
                 max_chars=self.max_line_chars,
             )
-            for before, row in with_context(rows, self.context):
+            for before, row in found:
                 if row.is_match:
                     if self.full:
                         self.more = True

@@ -11,9 +11,9 @@ matched, after the message's `[role]` header (`[role] text`); the retrieval tool
 whole message with its lines joined by ` ⏎ `. A log line that matched on its raw JSON is
 shown raw; a context line is its message joined by ` ⏎ `.
 
-`judged` judges each line of a file once, in order, and `with_context` gives each match
-with the lines before it and after it, as `grep -C` does (touching windows run together),
-holding one window of lines, never the file.
+`in_context` judges each line of a file once, in order, and gives each match with the
+lines before it and after it, as `grep -C` does (touching windows run together), holding
+one window of lines, never the file.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from ..text import matching_lines
 from ._lines import clip_around
 from ._regex import Pattern
 
-__all__ = ["JOINED", "Row", "judged", "with_context"]
+__all__ = ["JOINED", "Row", "in_context"]
+
+Span = tuple[int, int]
 
 JOINED = " ⏎ "
 """What joins the lines of a message shown on one line."""
@@ -45,54 +47,64 @@ class Row(NamedTuple):
     number: int
     text: str
     is_match: bool
-    span: tuple[int, int] | None = None
+    span: Span | None = None
 
 
-def judged(
+def in_context(
     regex: Pattern,
     lines: Iterable[tuple[int, str]],
     *,
     jsonl: bool,
-    whole_message: bool = False,
     context: int = 0,
+    whole_message: bool = False,
     max_chars: int | None = None,
-) -> Iterator[Row]:
-    """The lines of a file (numbered), judged, as `with_context` takes them.
+) -> Iterator[tuple[list[Row], Row]]:
+    """The lines that match, each with the lines around it, from one pass over `lines`.
+
+    At most `context` lines are held back, so a search over a big file holds one window,
+    never the file; a line that does not match costs no row unless it is shown.
 
     Args:
         regex: the pattern.
-        lines: `(number, line)` for each line, without its line ending.
-        jsonl: the lines are a JSONL log's (`_log_row`); otherwise text.
-        whole_message: see `_log_row`.
-        context: the context lines wanted; without any, only the matches are given (no
-            row is made for a line that is never shown).
-        max_chars: cut each line to this many characters (`clip_around` its match) as it
-            is judged, so a line waiting in the context window costs no more; None: as is.
+        lines: `(number, line)` for each line, in order, without its line ending.
+        jsonl: the lines are a JSONL log's (judged by `matching_lines`); otherwise text.
+        context: lines shown before and after each match.
+        whole_message: see `_log_line`.
+        max_chars: cut each line shown to this many characters (`clip_around` its match),
+            and a line waiting in the window too, so it costs no more; None: as it is.
+
+    Yields:
+        `(before, match)` for a match (`before`: up to `context` lines just above it that
+        were not yielded already), and `([], line)` for each of the `context` lines after
+        a match that do not match themselves.
     """
+    before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
+    after = 0
     for number, line in lines:
         if jsonl:
-            row = _log_row(regex, number, line, whole_message=whole_message)
-            if not (row.is_match or context):
-                continue
+            text, is_match, span = _log_line(regex, line, whole_message)
         else:
             found = regex.search(line)
-            if found is not None:
-                row = Row(number, line, True, found.span())
-            elif context:
-                row = Row(number, line, False)
-            else:
-                continue
-        if max_chars is not None and len(row.text) > max_chars:
-            row = row._replace(text=clip_around(row.text, row.span, max_chars))
-        yield row
+            text, is_match = line, found is not None
+            span = found.span() if found is not None else None
+        if max_chars is not None and len(text) > max_chars:
+            text = clip_around(text, span, max_chars)
+        if is_match:
+            yield [Row(n, t, False) for n, t in before], Row(number, text, True, span)
+            before.clear()
+            after = context
+        elif after:
+            yield [], Row(number, text, False)
+            after -= 1
+        elif context:
+            before.append((number, text))
 
 
-def _log_row(regex: Pattern, number: int, line: str, *, whole_message: bool) -> Row:
-    """A line of a JSONL log, judged by `matching_lines` and shown as its message.
+def _log_line(regex: Pattern, line: str, whole_message: bool) -> tuple[str, bool, Span | None]:
+    """A line of a JSONL log, judged by `matching_lines`: (as shown, matches?, match span).
 
     Args:
         regex: the pattern.
-        number: the line's number.
         line: the raw line, without its newline.
         whole_message: show a match as the whole message joined by ` ⏎ ` (the retrieval
             tool); otherwise as the message line that matched, after the `[role]` header
@@ -106,35 +118,6 @@ def _log_row(regex: Pattern, number: int, line: str, *, whole_message: bool) -> 
         if hits[0] and shown[0].startswith("["):
             text = f"{shown[0]} {text}"  # name the role; the span is found in this text
     if not hits:
-        return Row(number, text, False)
+        return text, False, None
     found = regex.search(text)
-    return Row(number, text, True, None if found is None else found.span())
-
-
-def with_context(rows: Iterable[Row], context: int) -> Iterator[tuple[list[Row], Row]]:
-    """Each match with the lines before it not given yet, and each line after a match.
-
-    Reads `rows` once, keeping at most `context` lines back, so a search over a big file
-    holds one window, never the file.
-
-    Args:
-        rows: the judged lines, in order.
-        context: lines shown before and after each match.
-
-    Yields:
-        `(before, match)` for a match (`before`: up to `context` lines just above it that
-        were not yielded already), and `([], line)` for each of the `context` lines after
-        a match that do not match themselves.
-    """
-    before: collections.deque[Row] = collections.deque(maxlen=context)
-    after = 0
-    for row in rows:
-        if row.is_match:
-            yield list(before), row
-            before.clear()
-            after = context
-        elif after:
-            yield [], row
-            after -= 1
-        elif context:
-            before.append(row)
+    return text, True, None if found is None else found.span()

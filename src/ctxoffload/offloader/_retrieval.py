@@ -22,7 +22,7 @@ from ..text import decode_log_line, is_jsonl
 from ..workspace import ReferenceReader
 from ._arguments import plural, quote
 from ._lines import clip_around, cut_line, numbered, split_lines
-from ._matches import JOINED, Row, judged, with_context
+from ._matches import JOINED, Row, in_context
 from ._regex import Pattern, compile_pattern
 from ._sniff import looks_binary
 
@@ -292,10 +292,10 @@ class _Page:
         total = len(self.lines)
         searched = f"lines {first}–{last} of {total}" if ranged else plural(total, "line")
         numbered = enumerate(self.lines[first - 1 : last], first)
-        rows = judged(regex, numbered, jsonl=self.jsonl, whole_message=True, context=context)
+        found = in_context(regex, numbered, jsonl=self.jsonl, context=context, whole_message=True)
         kept: list[Row] = []  # one more than can be shown, so the page knows it was cut
         matches = 0
-        for before, row in with_context(rows, context):
+        for before, row in found:
             kept.extend(before[: self.max_lines + 1 - len(kept)])
             if len(kept) <= self.max_lines:
                 kept.append(row)
