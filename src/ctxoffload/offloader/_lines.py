@@ -64,7 +64,5 @@ def split_lines(text: str) -> list[str]:
 
 def line_text(raw: bytes) -> str:
     """One line read from a file, decoded (bad bytes as U+FFFD), without its line ending."""
-    text = raw.decode("utf-8", "replace")
-    if text.endswith("\n"):
-        text = text[:-1]
+    text = raw.decode("utf-8", "replace").rstrip("\n")  # a line holds one newline at most
     return text[:-1] if text.endswith("\r") else text
