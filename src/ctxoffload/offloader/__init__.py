@@ -1,10 +1,11 @@
 """What leaves the context and how it comes back.
 
-Reading back, one job per module: `_confine` (the roots, resolving a path inside them, the
-verified open), `_listing` and `_globs` (which paths a folder or a glob names), `_sniff`
-(binary or text), `_lines` and `_window` (numbered lines, Read's window on a file),
-`_matches` (match with context), `_images`, and the tools built from them: `_read`, `_grep`
-and `_toolbox` (Read, Grep, Glob), `_retrieval` and `_tool` (the retrieval tool).
+Reading back, one job per module: `_confine` (the roots, a path resolved inside them, the
+verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_sniff`
+(binary or text), `_lines` (numbered lines), `_window` (Read's window on a file), `_matches`
+(match with context), `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the
+tools are built from them: `_read`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
+and `_tool` (the retrieval tool), each marked by `_marks` as a reader.
 """
 
 from .._lazy import lazy_exports
