@@ -2,8 +2,9 @@
 
 `Offloader` is a Protocol with three async methods; any object that has them can be passed
 as `offloader=`. This one keeps everything in SQLite (standard library, a real file), and
-also offers `read_reference` so `retrieve_offloaded_content` can read it back for an agent
-that has no file access.
+is also a `ReferenceReader` (it has `read_reference`), so `retrieve_offloaded_content` and
+the `retrieval_tool` an `Agent` registers for it can read content back for an agent that
+has no file access.
 
 Run:  python examples/custom_offloader.py
 """
@@ -19,8 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxoffload import Offloader, ToolResultBlock
+from ctxoffload import InvalidReference, Offloader, ToolResultBlock
 from ctxoffload.offloader import retrieve_offloaded_content
+from ctxoffload.workspace import ReferenceReader
 
 
 class SQLiteOffloader:
@@ -50,14 +52,16 @@ class SQLiteOffloader:
     async def read_reference(self, reference: str) -> bytes:
         row = self.db.execute("SELECT body FROM blobs WHERE ref = ?", (reference,)).fetchone()
         if row is None:
-            raise KeyError(reference)
+            # The protocol's error: the retrieval tool answers it as text the model can read.
+            raise InvalidReference(f"no offloaded content is stored as {reference!r}")
         return bytes(row[0])
 
 
 async def main() -> None:
     path = str(Path(tempfile.mkdtemp()) / "offload.db")
     offloader = SQLiteOffloader(path)
-    assert isinstance(offloader, Offloader)  # the protocol is runtime-checkable
+    assert isinstance(offloader, Offloader)  # the protocols are runtime-checkable
+    assert isinstance(offloader, ReferenceReader)
 
     output = "\n".join(f"row {i}: ok" for i in range(10_000)) + "\nrow 10000: FAILED checksum"
     ref = await offloader.offload_tool_result("s1", ToolResultBlock(id="c1", output=output))

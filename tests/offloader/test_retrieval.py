@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxoffload.agent._file_tools import FileToolbox
 from ctxoffload.exceptions import ConfigError, InvalidContent, InvalidReference
-from ctxoffload.offloader import retrieve_offloaded_content
+from ctxoffload.offloader import FileToolbox, retrieve_offloaded_content
 from ctxoffload.offloader._retrieval import decode_reference_text, format_retrieval
 
 REF = "/ws/sessions/s1/tool_result-call_1.txt"
@@ -352,9 +351,3 @@ async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text()
     assert (await tool("missing")).startswith("Error: unknown reference 'missing'")
     assert (await tool("ref", pattern="(?=a)")).startswith("Error: invalid regular expression")
     assert (await tool("ref", line_range=[3, 1])).startswith("Error: line_range=[3, 1]")
-
-
-def test_file_tools_are_marked_as_readers(tmp_path: Path) -> None:
-    from ctxoffload.agent import workspace_tools
-
-    assert all(tool.ctxoffload_reader is True for tool in workspace_tools(tmp_path))  # type: ignore[attr-defined]

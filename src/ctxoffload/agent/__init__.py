@@ -1,15 +1,17 @@
 """A small ReAct agent wiring the workspace, the offloader and compression together.
 
-Every name is imported on first use; `OpenAIChatModel` needs the `openai` extra."""
+Every name is imported on first use; `OpenAIChatModel` needs the `openai` extra. The
+read-back tools (`FileToolbox`, `workspace_tools`, `resolve_in_roots`, `retrieval_tool`)
+are built in `ctxoffload.offloader`; they are importable from here too, where agents
+register them."""
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..model import ChatModel, ModelResponse, ScriptedModel, Usage
-    from ..offloader._tool import retrieval_tool
+    from ..offloader import FileToolbox, resolve_in_roots, retrieval_tool, workspace_tools
     from ._agent import Agent, StepRecord
-    from ._file_tools import FileToolbox, resolve_in_roots, workspace_tools
     from ._openai_model import OpenAIChatModel
     from ._tools import Tool, as_tool
 
@@ -37,12 +39,12 @@ __getattr__, __dir__ = lazy_exports(
         "ModelResponse": "..model",
         "ScriptedModel": "..model",
         "Usage": "..model",
-        "retrieval_tool": "..offloader._tool",
+        "FileToolbox": "..offloader",
+        "resolve_in_roots": "..offloader",
+        "retrieval_tool": "..offloader",
+        "workspace_tools": "..offloader",
         "Agent": "._agent",
         "StepRecord": "._agent",
-        "FileToolbox": "._file_tools",
-        "resolve_in_roots": "._file_tools",
-        "workspace_tools": "._file_tools",
         "Tool": "._tools",
         "as_tool": "._tools",
         "OpenAIChatModel": "._openai_model",

@@ -1,27 +1,43 @@
-"""What leaves the context and how it comes back."""
+"""What leaves the context and how it comes back.
+
+Reading back, one job per module: `_confine` (the roots, a path resolved inside them, the
+verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_sniff`
+(binary or text), `_lines` (numbered lines), `_window` (Read's window on a file), `_matches`
+(match with context), `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the
+tools are built from them: `_read`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
+and `_tool` (the retrieval tool), each marked by `_marks` as a reader.
+"""
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..workspace._protocol import Offloader
+    from ..workspace import Offloader
+    from ._confine import resolve_in_roots
     from ._retrieval import retrieve_offloaded_content
     from ._tool import RETRIEVAL_TOOL_NAME, retrieval_tool
+    from ._toolbox import FileToolbox, workspace_tools
 
 __all__ = [
     "RETRIEVAL_TOOL_NAME",
+    "FileToolbox",
     "Offloader",
+    "resolve_in_roots",
     "retrieval_tool",
     "retrieve_offloaded_content",
+    "workspace_tools",
 ]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
-        "Offloader": "..workspace._protocol",
+        "Offloader": "..workspace",
+        "resolve_in_roots": "._confine",
         "retrieve_offloaded_content": "._retrieval",
         "RETRIEVAL_TOOL_NAME": "._tool",
         "retrieval_tool": "._tool",
+        "FileToolbox": "._toolbox",
+        "workspace_tools": "._toolbox",
     },
 )

@@ -2,7 +2,9 @@
 
 An image offloaded to data/ can be seen again: Read and the retrieval tool answer with the
 image itself (a `DataBlock` the model adapter sends as an image part) after a line that
-says what it is, or, for a model that takes no images, with that line alone.
+says what it is, or, for a model that takes no images, with that line alone
+(`image_answer`). An image larger than a request may hold is refused, with what to do
+instead (`image_too_big`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ import struct
 from ..messages import Base64Source, DataBlock, TextBlock
 from ..workspace import sniff_media_type
 
-__all__ = ["MAX_IMAGE_BYTES", "describe_image", "image_blocks", "image_media_type"]
+__all__ = [
+    "MAX_IMAGE_BYTES",
+    "describe_image",
+    "image_answer",
+    "image_blocks",
+    "image_media_type",
+    "image_too_big",
+]
 
 # The largest image the main providers accept in one request (OpenAI: 20 MB).
 MAX_IMAGE_BYTES = 20 << 20
@@ -41,6 +50,42 @@ def image_blocks(data: bytes, media_type: str, where: str) -> list[TextBlock | D
         TextBlock(text=describe_image(data, media_type, where)),
         DataBlock(source=Base64Source(media_type=media_type, data=encoded)),
     ]
+
+
+def image_too_big(where: str, media_type: str, size: int, refer: str) -> str:
+    """Why an image is not sent: over `MAX_IMAGE_BYTES`.
+
+    Args:
+        where: the image's path or reference, as the message names it.
+        media_type: its media type.
+        size: its size in bytes.
+        refer: how the model should refer to it instead ("its path", "reference").
+    """
+    return (
+        f"{where} is an image ({media_type}) of {size:,} bytes, more than the "
+        f"{MAX_IMAGE_BYTES:,} a model accepts in one request: refer to it by {refer}"
+    )
+
+
+def image_answer(
+    data: bytes, media_type: str, where: str, *, images: bool, refer: str
+) -> str | list[TextBlock | DataBlock]:
+    """What Read and the retrieval tool answer for an image of at most `MAX_IMAGE_BYTES`.
+
+    Args:
+        data: the image's bytes.
+        media_type: its media type (`image_media_type`).
+        where: its path or reference.
+        images: whether the model takes images: the image itself after a line describing
+            it; otherwise that line alone, saying to refer to it by `refer`.
+        refer: how the model should refer to it ("its path", "reference").
+    """
+    if not images:
+        return (
+            describe_image(data, media_type, where)
+            + f" (this agent's model takes no images: refer to it by {refer})"
+        )
+    return image_blocks(data, media_type, where)
 
 
 def _pixel_size(data: bytes, media_type: str) -> tuple[int, int] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..exceptions import InvalidContent
+from ._arguments import quote
 
 __all__ = ["PATTERN_SYNTAX", "Pattern", "compile_pattern", "escape"]
 
@@ -73,7 +74,7 @@ def compile_pattern(pattern: str) -> Pattern:
                 "are not supported: search for a simpler pattern and read the lines around it"
             )
         raise InvalidContent(
-            f"invalid regular expression {_quote(pattern)}: {reason}; {hint}"
+            f"invalid regular expression {quote(pattern)}: {reason}; {hint}"
         ) from None
     return compiled  # type: ignore[no-any-return]
 
@@ -95,8 +96,3 @@ def _re2() -> Any:
     import re2  # type: ignore[import-untyped]  # google-re2; imported here so that `import ctxoffload` stays light
 
     return re2
-
-
-def _quote(value: str, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"

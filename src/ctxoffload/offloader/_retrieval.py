@@ -1,10 +1,11 @@
 """Reading offloaded content back: a line range, the lines matching a pattern, or the head.
 
-`retrieve_offloaded_content` fetches a reference's bytes from any source that has
-`read_reference` (LocalWorkspace, InMemoryWorkspace, ...); `format_retrieval` turns the
-text into numbered lines. Lines are numbered exactly as the Read tool numbers them (split
-on "\\n" only, a trailing "\\r" dropped), so a line number in a summary, a preview or a
-retrieval always points at the same line of the file.
+`retrieve_offloaded_content` fetches a reference's bytes from any `ReferenceReader` (every
+workspace, and a custom offloader that has `read_reference`); `format_retrieval` turns the
+text into numbered lines. Lines are numbered as Read numbers them (`_lines.py`), so a line
+number in a summary, a preview or a retrieval always points at the same line of the file,
+and a pattern matches as Grep matches (`_matches.py`): a context.jsonl line on the text the
+model saw, else on its raw JSON.
 
 Errors: an unknown reference raises `InvalidReference` (from the source); a request that
 cannot be answered (an invalid regex, an impossible line range, a negative context, binary
@@ -14,41 +15,31 @@ content) raises `InvalidContent`; impossible caps raise `ConfigError`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Iterable
 
 from ..exceptions import ConfigError, InvalidContent
-from ._jsonl_text import is_jsonl, message_text
+from ..text import decode_log_line, is_jsonl
+from ..workspace import ReferenceReader
+from ._arguments import plural, quote
+from ._lines import clip_around, cut_line, numbered, split_lines
+from ._matches import JOINED, Row, in_context
 from ._regex import Pattern, compile_pattern
+from ._sniff import looks_binary
 
 __all__ = [
-    "ReferenceSource",
     "decode_reference_text",
     "format_retrieval",
+    "format_stored",
     "retrieve_offloaded_content",
 ]
 
-# Content with a NUL byte in its first 8 KB is binary: the rule git, grep and Read use.
-_SNIFF_CHARS = 8192
 # Room kept under max_chars for the final note.
 _NOTE_ROOM = 200
 _MIN_CHARS = 500
 
 
-class ReferenceSource(Protocol):
-    """Anything that returns the stored bytes of a reference, such as a workspace."""
-
-    async def read_reference(self, reference: str) -> bytes:
-        """The bytes stored under `reference`.
-
-        Raises:
-            InvalidReference: the reference is unknown or points outside the workspace.
-        """
-        ...
-
-
 async def retrieve_offloaded_content(
-    source: ReferenceSource,
+    source: ReferenceReader,
     reference: str,
     pattern: str | None = None,
     line_range: tuple[int, int] | None = None,
@@ -65,7 +56,7 @@ async def retrieve_offloaded_content(
     matched by RE2 in a worker thread: linear time whatever the pattern, the event loop free.
 
     Args:
-        source: where the reference is stored (any object with `read_reference`).
+        source: where the reference is stored: a workspace, or any `ReferenceReader`.
         reference: the reference an offload returned, such as a tool_result file's path.
         pattern: a regular expression in RE2 syntax (Python `re` without backreferences
             and lookaround); only matching lines (and context) are shown.
@@ -88,6 +79,37 @@ async def retrieve_offloaded_content(
         ConfigError: `max_lines`, `max_chars` or `max_line_chars` is impossible.
     """
     data = await source.read_reference(reference)
+    return await format_stored(
+        data,
+        reference,
+        pattern,
+        line_range,
+        context_lines,
+        char_offset=char_offset,
+        max_lines=max_lines,
+        max_chars=max_chars,
+        max_line_chars=max_line_chars,
+    )
+
+
+async def format_stored(
+    data: bytes,
+    reference: str,
+    pattern: str | None = None,
+    line_range: tuple[int, int] | None = None,
+    context_lines: int | None = None,
+    *,
+    char_offset: int | None = None,
+    max_lines: int = 200,
+    max_chars: int = 20_000,
+    max_line_chars: int = 2_000,
+) -> str:
+    """`format_retrieval` of a reference's stored bytes, decoded and formatted off the loop.
+
+    Raises:
+        InvalidContent: as `decode_reference_text` and `format_retrieval`.
+        ConfigError: as `format_retrieval`.
+    """
 
     def decode_and_format() -> str:
         text = decode_reference_text(data, reference)
@@ -120,7 +142,7 @@ def decode_reference_text(data: bytes, reference: str) -> str:
     Raises:
         InvalidContent: a NUL byte in the first 8 KB, or mostly undecodable bytes.
     """
-    if b"\0" in data[:_SNIFF_CHARS]:
+    if looks_binary(data):
         raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
     text = data.decode("utf-8", errors="replace")
     # U+FFFD that was in the data as valid UTF-8 is text, not a decoding failure.
@@ -159,9 +181,9 @@ def format_retrieval(
       as `max_chars` allows, for reading a line too long to show whole.
 
     A JSON Lines reference (`….jsonl`, such as context.jsonl) is shown one message per
-    line as its readable text (`[role]`, then its strings, newlines shown as ⏎), and a pattern
-    matches that text as well as the raw line, so a string copied from what the model saw is
-    found although the log stores it JSON-escaped.
+    line as the text the model saw (`ctxoffload.text.message_lines`, joined by ` ⏎ `), and
+    a pattern matches that text, else the raw line (then shown raw): so a string copied from
+    what the model saw is found although the log stores it JSON-escaped.
 
     Lines are numbered like the Read tool (`{number:>6}` and a tab). The first line says
     which reference and how many lines it has; when `max_lines` or `max_chars` cut the
@@ -186,185 +208,166 @@ def format_retrieval(
             `line_range` is not `(a, b)` with 1 <= a <= b, or `context_lines` is negative.
         ConfigError: `max_lines` < 1, `max_chars` < 500 or `max_line_chars` < 1.
     """
+    _check_caps(max_lines, max_chars, max_line_chars)
+    if context_lines is not None and context_lines < 0:
+        raise InvalidContent(f"context_lines={context_lines} must be 0 or more")
+    if line_range is not None:
+        line_range = _checked_range(line_range)
+    # RE2: linear time whatever the pattern, so `(a+)+$` cannot hang the agent.
+    regex = compile_pattern(pattern) if pattern is not None else None
+    if looks_binary(text):
+        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
+    lines = split_lines(text)
+    total = len(lines)
+    if total == 0:
+        return f"{reference} is empty (0 lines)."
+    jsonl = is_jsonl(reference)
+    if char_offset is not None:
+        return _line_slice(lines, reference, line_range, char_offset, max_chars, jsonl)
+    first, last = line_range if line_range is not None else (1, total)
+    if line_range is None and regex is None and context_lines is not None:
+        if context_lines == 0:
+            return f"{reference}: {plural(total, 'line')}; none shown (context_lines=0)."
+        last = context_lines
+    if first > total:
+        return (
+            f"{reference}: {plural(total, 'line')}; line_range=[{first}, {last}] starts past "
+            f"the end: pass a range within 1–{total}."
+        )
+    page = _Page(reference, lines, jsonl, max_lines, max_chars, max_line_chars)
+    if regex is None:
+        return page.lines_in_range(first, min(last, total))
+    return page.matching_lines(
+        regex, first, min(last, total), line_range is not None, context_lines or 0
+    )
+
+
+def _check_caps(max_lines: int, max_chars: int, max_line_chars: int) -> None:
     if max_lines < 1:
         raise ConfigError(f"max_lines={max_lines} must be at least 1")
     if max_chars < _MIN_CHARS:
         raise ConfigError(f"max_chars={max_chars} must be at least {_MIN_CHARS}")
     if max_line_chars < 1:
         raise ConfigError(f"max_line_chars={max_line_chars} must be at least 1")
-    if context_lines is not None and context_lines < 0:
-        raise InvalidContent(f"context_lines={context_lines} must be 0 or more")
-    if line_range is not None:
-        line_range = _checked_range(line_range)
-    regex = _compiled(pattern) if pattern is not None else None
-    if "\0" in text[:_SNIFF_CHARS]:
-        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
 
-    lines = _split_lines(text)
-    total = len(lines)
-    if total == 0:
-        return f"{reference} is empty (0 lines)."
-    jsonl = is_jsonl(reference)
-    shown_text = _jsonl_display if jsonl else _as_is
-    if char_offset is not None:
-        return _line_slice(lines, reference, line_range, char_offset, max_chars, shown_text)
-    first, last = line_range if line_range is not None else (1, total)
-    if line_range is None and regex is None and context_lines is not None:
-        if context_lines == 0:
-            return f"{reference}: {_plural(total, 'line')}; none shown (context_lines=0)."
-        last = context_lines
-    if first > total:
-        return (
-            f"{reference}: {_plural(total, 'line')}; line_range=[{first}, {last}] starts past "
-            f"the end: pass a range within 1–{total}."
-        )
-    last = min(last, total)
-    span = f"lines {first}–{last} of {total}"
 
-    if regex is None:
-        header = f"{reference}: {span}"
-        indexes = list(range(first - 1, last))
-        return _render(
-            [(indexes, set())],
-            lines,
-            header,
-            None,
-            max_lines,
-            max_chars,
-            max_line_chars,
-            text_of=shown_text,
+class _Page:
+    """What a retrieval shows of `lines`: a header, numbered lines and, when cut, a note."""
+
+    def __init__(
+        self,
+        reference: str,
+        lines: list[str],
+        jsonl: bool,
+        max_lines: int,
+        max_chars: int,
+        max_line_chars: int,
+    ) -> None:
+        self.reference = reference
+        self.lines = lines
+        self.jsonl = jsonl
+        self.max_lines = max_lines
+        self.max_chars = max_chars
+        self.max_line_chars = max_line_chars
+
+    def lines_in_range(self, first: int, last: int) -> str:
+        """Lines `first`..`last`, as far as the caps allow."""
+        lines, jsonl, max_lines = self.lines, self.jsonl, self.max_lines
+        rows = (Row(n, _shown(lines[n - 1], jsonl), False) for n in range(first, last + 1))
+        return self._render(
+            f"{self.reference}: lines {first}–{last} of {len(lines)}",
+            rows,
+            marked=False,
             capped_note=lambda shown, _: (
-                f"[capped: {len(indexes) - shown:,} more lines; pass "
+                f"[capped: {last - first + 1 - shown:,} more lines; pass "
                 f"line_range=[{first + shown}, {min(last, first + shown + max_lines - 1)}] "
                 f"to continue]"
             ),
         )
 
-    matches = [
-        index
-        for index in range(first - 1, last)
-        if regex.search(lines[index]) or (jsonl and _decoded_matches(lines[index], regex))
-    ]
-    searched = span if line_range is not None else _plural(total, "line")
-    if not matches:
-        return f"{reference}: no lines match {_quote(regex.pattern)} ({searched} searched)."
-    context = context_lines or 0
-    hunks: list[tuple[list[int], set[int]]] = []
-    for index in matches:
-        start, end = max(first - 1, index - context), min(last - 1, index + context)
-        if hunks and start <= hunks[-1][0][-1] + 1:  # touching or overlapping: one hunk
-            previous_end = hunks[-1][0][-1]
-            hunks[-1][0].extend(range(previous_end + 1, end + 1))
-            hunks[-1][1].add(index)
-        else:
-            hunks.append((list(range(start, end + 1)), {index}))
-    header = (
-        f"{reference}: {_plural(len(matches), 'matching line')} for {_quote(regex.pattern)} "
-        f"({searched})"
-    )
-    return _render(
-        hunks,
-        lines,
-        header,
-        regex,
-        max_lines,
-        max_chars,
-        max_line_chars,
-        text_of=shown_text,
-        capped_note=lambda shown, shown_matches: (
-            f"[capped: {len(matches) - shown_matches:,} more matching lines; narrow the "
-            f"pattern or pass line_range]"
-            if shown_matches < len(matches)
-            else f"[capped at {shown} lines: every matching line is shown, some context is "
-            f"not; lower context_lines or pass line_range]"
-        ),
-        # As in grep: `--` only when context is shown; without it, line numbers show gaps.
-        separate_hunks=context > 0,
-    )
-
-
-def _render(
-    hunks: list[tuple[list[int], set[int]]],
-    lines: list[str],
-    header: str,
-    regex: Pattern | None,
-    max_lines: int,
-    max_chars: int,
-    max_line_chars: int,
-    *,
-    text_of: Callable[[str], str],
-    capped_note: Callable[[int, int], str],
-    separate_hunks: bool = False,
-) -> str:
-    """Header, hunks of numbered lines (marked when `regex` is given) and, if cut, a note.
-
-    `capped_note(lines_shown, matches_shown)` writes the note.
-    """
-    out = [header]
-    budget = max_chars - len(header) - 1 - _NOTE_ROOM
-    # A line must fit in the budget even when max_chars is small.
-    line_cap = max(1, min(max_line_chars, budget - 80))
-    used = shown = shown_matches = 0
-    capped = False
-    for hunk_number, (indexes, matching) in enumerate(hunks):
-        if hunk_number and separate_hunks:
-            out.append("--")
-            used += 3
-        for index in indexes:
-            is_match = index in matching
-            formatted = _format_line(
-                index + 1, text_of(lines[index]), line_cap, regex if is_match else None
-            )
-            if regex is not None:
-                formatted = (">" if is_match else " ") + formatted
-            if shown == max_lines or used + len(formatted) + 1 > budget:
-                capped = True
-                break
-            out.append(formatted)
-            used += len(formatted) + 1
-            shown += 1
-            shown_matches += is_match
-        if capped:
-            break
-    if capped:
-        if out[-1] == "--":
-            out.pop()
-        out.append(capped_note(shown, shown_matches))
-    return "\n".join(out)
-
-
-def _format_line(number: int, line: str, line_cap: int, regex: Pattern | None) -> str:
-    """`{number:>6}` TAB line; a long line is cut, around the match when there is one."""
-    if len(line) <= line_cap:
-        return f"{number:>6}\t{line}"
-    found = regex.search(line) if regex is not None else None
-    if found is None or found.start() < line_cap * 3 // 4:
-        cut = len(line) - line_cap
-        return (
-            f"{number:>6}\t{line[:line_cap]}… [line cut: {cut:,} more characters] (pass "
-            f"line_range=[{number}, {number}], char_offset={line_cap} for the rest)"
+    def matching_lines(
+        self, regex: Pattern, first: int, last: int, ranged: bool, context: int
+    ) -> str:
+        """The lines of `first`..`last` that match, with `context` lines around each."""
+        total = len(self.lines)
+        searched = f"lines {first}–{last} of {total}" if ranged else plural(total, "line")
+        numbered = enumerate(self.lines[first - 1 : last], first)
+        found = in_context(regex, numbered, jsonl=self.jsonl, context=context, whole_message=True)
+        kept: list[Row] = []  # one more than can be shown, so the page knows it was cut
+        matches = 0
+        for before, row in found:
+            kept.extend(before[: self.max_lines + 1 - len(kept)])
+            if len(kept) <= self.max_lines:
+                kept.append(row)
+            matches += row.is_match
+        pattern = quote(regex.pattern)
+        if not matches:
+            return f"{self.reference}: no lines match {pattern} ({searched} searched)."
+        return self._render(
+            f"{self.reference}: {plural(matches, 'matching line')} for {pattern} ({searched})",
+            kept,
+            marked=True,
+            capped_note=lambda shown, shown_matches: (
+                f"[capped: {matches - shown_matches:,} more matching lines; narrow the "
+                f"pattern or pass line_range]"
+                if shown_matches < matches
+                else f"[capped at {shown} lines: every matching line is shown, some context is "
+                f"not; lower context_lines or pass line_range]"
+            ),
+            # As in grep: `--` only when context is shown; without it, line numbers show gaps.
+            separate_hunks=context > 0,
         )
+
+    def _render(
+        self,
+        header: str,
+        rows: Iterable[Row],
+        *,
+        marked: bool,
+        capped_note: Callable[[int, int], str],
+        separate_hunks: bool = False,
+    ) -> str:
+        """The page; `capped_note(lines_shown, matches_shown)` writes the note when cut."""
+        out = [header]
+        budget = self.max_chars - len(header) - 1 - _NOTE_ROOM
+        # A line must fit in the budget even when max_chars is small.
+        line_cap = max(1, min(self.max_line_chars, budget - 80))
+        used = shown_matches = 0
+        previous: int | None = None
+        for shown, row in enumerate(rows):  # `shown`: the lines shown before this one
+            formatted = _format_row(row, line_cap)
+            if marked:
+                formatted = (">" if row.is_match else " ") + formatted
+            separated = separate_hunks and previous is not None and row.number != previous + 1
+            cost = len(formatted) + 1 + (3 if separated else 0)
+            if shown == self.max_lines or used + cost > budget:
+                out.append(capped_note(shown, shown_matches))
+                return "\n".join(out)
+            if separated:
+                out.append("--")
+            out.append(formatted)
+            used += cost
+            shown_matches += row.is_match
+            previous = row.number
+        return "\n".join(out)
+
+
+def _format_row(row: Row, line_cap: int) -> str:
+    """A numbered line; a long one is cut, around the match when there is one."""
+    number, text = row.number, row.text
+    if len(text) <= line_cap:
+        return numbered(number, text)
+    if row.span is None or row.span[0] < line_cap * 3 // 4:
+        rest = f"(pass line_range=[{number}, {number}], char_offset={line_cap} for the rest)"
+        return cut_line(number, text[:line_cap], len(text) - line_cap, rest)
     # The match lies beyond the part a plain cut would show: show a window around it.
-    start = min(found.start() - line_cap // 4, len(line) - line_cap)
-    end = start + line_cap
-    return (
-        f"{number:>6}\t…{line[start:end]}{'…' if end < len(line) else ''} "
-        f"[line has {len(line):,} characters; showing {start + 1:,}–{end:,}]"
-    )
+    return numbered(number, clip_around(text, row.span, line_cap))
 
 
-def _as_is(line: str) -> str:
-    return line
-
-
-def _jsonl_display(line: str) -> str:
-    rendered = message_text(line)
-    return line if rendered is None else " ⏎ ".join(rendered)
-
-
-def _decoded_matches(line: str, regex: Pattern) -> bool:
-    rendered = message_text(line)
-    return rendered is not None and any(regex.search(text) for text in rendered)
+def _shown(line: str, jsonl: bool) -> str:
+    """A line as shown: a JSONL message as its lines joined by ` ⏎ `, else as it is."""
+    decoded = decode_log_line(line) if jsonl else None
+    return line if decoded is None else JOINED.join(decoded)
 
 
 def _line_slice(
@@ -373,7 +376,7 @@ def _line_slice(
     line_range: tuple[int, int] | None,
     char_offset: int,
     max_chars: int,
-    text_of: Callable[[str], str],
+    jsonl: bool,
 ) -> str:
     """Characters `char_offset`.. of one line, as many as `max_chars` leaves room for."""
     if char_offset < 0:
@@ -386,9 +389,9 @@ def _line_slice(
     if number > len(lines):
         raise InvalidContent(
             f"line_range=[{number}, {number}] is past the end of {reference} "
-            f"({_plural(len(lines), 'line')})"
+            f"({plural(len(lines), 'line')})"
         )
-    text = text_of(lines[number - 1])
+    text = _shown(lines[number - 1], jsonl)
     if char_offset >= len(text) and text:
         raise InvalidContent(
             f"char_offset={char_offset} is past the end of line {number}, which has "
@@ -402,17 +405,7 @@ def _line_slice(
         if end < len(text)
         else f"[characters {char_offset + 1:,}–{end:,} of {len(text):,}: the end of the line]"
     )
-    return f"{reference}: line {number}\n{number:>6}\t{piece}\n{note}"
-
-
-def _split_lines(text: str) -> list[str]:
-    """Lines as Read numbers them: split on "\\n" only, a trailing "\\r" dropped."""
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return f"{reference}: line {number}\n{numbered(number, piece)}\n{note}"
 
 
 def _checked_range(line_range: tuple[int, int]) -> tuple[int, int]:
@@ -428,20 +421,6 @@ def _checked_range(line_range: tuple[int, int]) -> tuple[int, int]:
             f"1 <= first <= last, counting lines from 1"
         )
     return first, last
-
-
-def _compiled(pattern: str) -> Pattern:
-    # RE2: linear time whatever the pattern, so `(a+)+$` cannot hang the agent.
-    return compile_pattern(pattern)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def _quote(value: str, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _binary_message(reference: str, why: str) -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..exceptions import CtxOffloadError
+from ..exceptions import ConfigError, CtxOffloadError
 from ..messages import DataBlock, TextBlock
-from ._images import MAX_IMAGE_BYTES, describe_image, image_blocks, image_media_type
-from ._retrieval import ReferenceSource
-from ._retrieval import retrieve_offloaded_content as _retrieve
+from ..workspace import ReferenceReader
+from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
+from ._marks import mark_reader
+from ._retrieval import format_stored
 
 __all__ = ["RETRIEVAL_TOOL_NAME", "retrieval_tool"]
 
@@ -26,7 +27,7 @@ _MIN_OUTPUT_CHARS = 1_000
 
 
 def retrieval_tool(
-    source: ReferenceSource,
+    source: ReferenceReader,
     *,
     max_output_chars: int = 20_000,
     max_lines: int = 200,
@@ -48,23 +49,10 @@ def retrieval_tool(
             for a model that takes images; False: with one line describing it.
 
     Raises:
-        ConfigError: `source` has no `read_reference`, or a cap is impossible.
+        ConfigError: `source` is not a `ReferenceReader` (it has no `read_reference`), or a
+            cap is impossible.
     """
-    from ..exceptions import ConfigError
-
-    if not callable(getattr(source, "read_reference", None)):
-        raise ConfigError(
-            f"retrieval_tool needs an offloader with `async read_reference(reference)`, got "
-            f"{type(source).__name__}: pass a LocalWorkspace, InMemoryWorkspace or your own "
-            "offloader with that method"
-        )
-    if max_output_chars < _MIN_OUTPUT_CHARS:
-        raise ConfigError(
-            f"max_output_chars={max_output_chars} is below {_MIN_OUTPUT_CHARS}: the answer "
-            "must hold at least a few lines"
-        )
-    if max_lines < 1:
-        raise ConfigError(f"max_lines={max_lines} must be at least 1")
+    _check(source, max_output_chars, max_lines)
 
     async def retrieve_offloaded_content(
         reference: str,
@@ -108,9 +96,9 @@ def retrieval_tool(
             data = await source.read_reference(reference)
             media_type = image_media_type(data[:16])
             if media_type is not None:
-                return _image_answer(data, media_type, reference, images)
-            return await _retrieve(
-                _Loaded(data),
+                return _image(data, media_type, reference, images)
+            return await format_stored(
+                data,
                 reference,
                 pattern=pattern,
                 line_range=span,
@@ -123,32 +111,29 @@ def retrieval_tool(
             # TypeError / ValueError: an argument of the wrong type, e.g. context_lines="x".
             return f"Error: {exc}"
 
-    marked: Any = retrieve_offloaded_content
-    marked.ctxoffload_reader = True
-    return retrieve_offloaded_content
+    return mark_reader(retrieve_offloaded_content)
 
 
-class _Loaded:
-    """Bytes already read, as a source: the tool reads a reference once."""
+def _check(source: object, max_output_chars: int, max_lines: int) -> None:
+    if not isinstance(source, ReferenceReader):
+        raise ConfigError(
+            f"retrieval_tool needs a ReferenceReader, an object with `async "
+            f"read_reference(reference) -> bytes`; {type(source).__name__} has none: pass a "
+            "LocalWorkspace, InMemoryWorkspace, ObjectStoreWorkspace or your own offloader "
+            "with that method"
+        )
+    if max_output_chars < _MIN_OUTPUT_CHARS:
+        raise ConfigError(
+            f"max_output_chars={max_output_chars} is below {_MIN_OUTPUT_CHARS}: the answer "
+            "must hold at least a few lines"
+        )
+    if max_lines < 1:
+        raise ConfigError(f"max_lines={max_lines} must be at least 1")
 
-    def __init__(self, data: bytes) -> None:
-        self._data = data
 
-    async def read_reference(self, reference: str) -> bytes:
-        return self._data
-
-
-def _image_answer(
+def _image(
     data: bytes, media_type: str, reference: str, images: bool
 ) -> str | list[TextBlock | DataBlock]:
     if len(data) > MAX_IMAGE_BYTES:
-        return (
-            f"Error: {reference} is an image ({media_type}) of {len(data):,} bytes, more than "
-            f"the {MAX_IMAGE_BYTES:,} a model accepts in one request: refer to it by reference"
-        )
-    if not images:
-        return (
-            describe_image(data, media_type, reference)
-            + " (this agent's model takes no images: refer to it by reference)"
-        )
-    return image_blocks(data, media_type, reference)
+        return "Error: " + image_too_big(reference, media_type, len(data), "reference")
+    return image_answer(data, media_type, reference, images=images, refer="reference")

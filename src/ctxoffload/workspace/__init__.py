@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._local import LocalWorkspace
     from ._memory import InMemoryWorkspace
     from ._objectstore import ObjectStoreWorkspace
+    from ._paths import verify_settled
     from ._payloads import (
         count_lines,
         decode_base64,
@@ -120,6 +121,7 @@ __all__ = [
     "tool_file_stem",
     "tool_result_name",
     "validate_session_id",
+    "verify_settled",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -147,6 +149,7 @@ __getattr__, __dir__ = lazy_exports(
         "purging_name": "._layout",
         "temporary_name": "._layout",
         "tool_result_name": "._layout",
+        "verify_settled": "._paths",
         "count_lines": "._payloads",
         "decode_base64": "._payloads",
         "render_tool_output": "._payloads",

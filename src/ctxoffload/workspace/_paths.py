@@ -16,7 +16,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..exceptions import OffloadError
 
@@ -34,6 +34,7 @@ __all__ = [
     "same_entry",
     "unlink_quietly",
     "verify_file",
+    "verify_settled",
     "write_new_file",
 ]
 
@@ -180,16 +181,24 @@ def open_file(dir_fd: int, name: str, shown: str, flags: int, *, action: str = "
         FileNotFoundError: it does not exist (and `flags` has no O_CREAT).
         OffloadError: a planted link or special file, or the open failed.
     """
+    return _checked(_open_no_follow(dir_fd, name, shown, flags, action), shown, verify_file)
+
+
+def _open_no_follow(dir_fd: int, name: str, shown: str, flags: int, action: str) -> int:
     try:
-        fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+        return os.open(name, flags, 0o644, dir_fd=dir_fd)
     except FileNotFoundError:
         raise
     except OSError as exc:
         if exc.errno in _PLANTED:
             raise _planted(shown, exc, "regular file") from exc
         raise _failed(shown, exc, action) from exc
+
+
+def _checked(fd: int, shown: str, verify: Callable[[int, str], os.stat_result]) -> int:
+    """`fd` once `verify` passes on it; closed when it does not."""
     try:
-        verify_file(fd, shown)
+        verify(fd, shown)
     except BaseException:
         os.close(fd)
         raise
@@ -199,22 +208,39 @@ def open_file(dir_fd: int, name: str, shown: str, flags: int, *, action: str = "
 def open_for_reading(dir_fd: int, name: str, shown: str) -> int:
     """Open `name` in `dir_fd` for reading: no link followed, never blocking, verified.
 
-    A tool_result file has two links for the few microseconds between being linked into place
-    and its temporary name being removed; a second link that stays is refused.
+    A second link is looked at again for a moment (`verify_settled`): a tool_result file has
+    two for the few microseconds between being linked into place and its temporary name
+    being removed.
 
     Raises:
         FileNotFoundError: it does not exist.
         Refused: a planted link, a special file, or a file with other hard links.
         OffloadError: it cannot be opened (EACCES...).
     """
+    fd = _open_no_follow(dir_fd, name, shown, READ_FLAGS, "read")
+    return _checked(fd, shown, verify_settled)
+
+
+def verify_settled(fd: int, shown: str) -> os.stat_result:
+    """`verify_file`, looking again for up to 20 ms while the file has a second link.
+
+    The workspace puts a finished tool_result file in place by linking it under its final
+    name and then removing its temporary name, so for a few microseconds it has two
+    links; a reader that opens it then must not refuse it. A second link that stays is
+    refused. Usable on any open descriptor, however it was opened (the read-back tools open
+    by path).
+
+    Raises:
+        Refused: a FIFO, socket, device or directory, or a second link that stays.
+    """
     for _ in range(_LINK_RETRIES):
         try:
-            return open_file(dir_fd, name, shown, READ_FLAGS, action="read")
+            return verify_file(fd, shown)
         except Refused as exc:
             if exc.reason != "hard_links":
                 raise
-            time.sleep(0.001)
-    return open_file(dir_fd, name, shown, READ_FLAGS, action="read")
+        time.sleep(0.001)
+    return verify_file(fd, shown)
 
 
 def same_entry(fd: int, dir_fd: int, name: str) -> bool:

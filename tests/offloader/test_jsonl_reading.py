@@ -5,16 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from readback_files import literal
 
 from ctxoffload import LocalWorkspace, Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from ctxoffload.agent import FileToolbox
-from ctxoffload.offloader import retrieval_tool
-from ctxoffload.offloader._regex import escape
+from ctxoffload.offloader import FileToolbox, retrieval_tool
+from ctxoffload.text import matching_lines
 
 SEEN = 'print("FAILURE: disk \\\\ é full")'  # quotes, a backslash, non-ASCII: JSON escapes all
+CALLED = 'print("FAILURE: disk")\nprint("naïve \\\\ done")'  # a tool call's argument, two lines
 MINIFIED = json.dumps({"rows": [{"id": i, "v": "x" * 40} for i in range(2_500)]})  # ~138 KB
 
 
@@ -25,6 +29,10 @@ def workspace(tmp_path: Path) -> LocalWorkspace:
         Msg(role="user", content=[TextBlock(text=f"run the job\n{SEEN}\nthen stop")]),
         Msg(role="assistant", content=[ToolCallBlock(id="c1", name="bash", input={"cmd": "ls"})]),
         Msg(role="tool", content=[ToolResultBlock(id="c1", name="bash", output=MINIFIED)]),
+        Msg(
+            role="assistant",
+            content=[ToolCallBlock(id="c2", name="python", input={"code": CALLED, "timeout": 5})],
+        ),
     ]
     asyncio.run(ws.offload_context("s1", msgs))
     return ws
@@ -42,7 +50,7 @@ def test_the_string_the_model_saw_is_not_in_the_file_as_written(workspace: Local
 def test_grep_finds_a_literal_string_the_model_saw_and_names_its_line(
     workspace: LocalWorkspace,
 ) -> None:
-    result = FileToolbox([workspace.workdir]).grep(escape(SEEN), "sessions")
+    result = FileToolbox([workspace.workdir]).grep(literal(SEEN), "sessions")
     assert result == f"sessions/s1/context.jsonl:1:[user] {SEEN}"
 
 
@@ -63,10 +71,11 @@ def test_read_shows_each_message_as_readable_text_under_its_line_number(
         "      \tthen stop",
     ]
     assert "     2\t[assistant]" in lines
-    assert "      \tls" in lines
+    assert "      \t-> tool call bash (id c1)" in lines
+    assert "      \t  cmd: ls" in lines
     # The long tool result is cut, and the marker says exactly how to read on.
-    last = lines[-1]
-    assert last.endswith("(Read offset=3 char_offset=300 shows the rest)")
+    cut = next(line for line in lines if "[message cut: " in line)
+    assert cut.endswith("(Read offset=3 char_offset=300 shows the rest)")
 
 
 def test_read_pages_through_a_138_kb_line_by_character_offset(tmp_path: Path) -> None:
@@ -104,7 +113,7 @@ def test_read_pages_through_one_message_of_the_context_log(workspace: LocalWorks
         if found is None:
             break
         char_offset = int(found.group(1))
-    assert text == f"[tool]\n{MINIFIED}"
+    assert text == f"[tool]\n<- tool result bash (id c1):\n{MINIFIED}"
 
 
 def test_char_offset_past_the_end_is_an_error_naming_the_length(tmp_path: Path) -> None:
@@ -132,7 +141,7 @@ async def test_the_retrieval_tool_matches_decoded_text_and_pages_inside_a_line(
 ) -> None:
     tool = retrieval_tool(workspace, max_output_chars=4_000)
     reference = str(context_log(workspace))
-    found = await tool(reference, pattern=escape(SEEN))
+    found = await tool(reference, pattern=literal(SEEN))
     assert f">     1\t[user] ⏎ run the job ⏎ {SEEN} ⏎ then stop" in found
     text = ""
     char_offset = 0
@@ -144,6 +153,100 @@ async def test_the_retrieval_tool_matches_decoded_text_and_pages_inside_a_line(
         if found_next is None:
             break
         char_offset = int(found_next.group(1))
-    assert text == f"[tool] ⏎ {MINIFIED}"
+    assert text == f"[tool] ⏎ <- tool result bash (id c1): ⏎ {MINIFIED}"
     refused = await tool(reference, char_offset=5)
     assert refused.startswith("Error: char_offset=5 needs one line")
+
+
+# -- a tool call, and THE rule ---------------------------------------------------------------
+
+
+def test_read_shows_a_tool_call_as_its_name_and_one_line_per_argument(
+    workspace: LocalWorkspace,
+) -> None:
+    result = FileToolbox([workspace.workdir]).read("sessions/s1/context.jsonl", offset=4)
+    assert result.splitlines() == [
+        "     4\t[assistant]",
+        "      \t-> tool call python (id c2)",
+        '      \t  code: print("FAILURE: disk")',
+        '      \tprint("naïve \\\\ done")',
+        "      \t  timeout: 5",
+    ]
+
+
+def test_grep_finds_a_tool_call_argument_as_the_model_wrote_it(workspace: LocalWorkspace) -> None:
+    toolbox = FileToolbox([workspace.workdir])
+    assert toolbox.grep(r'print\("FAILURE: disk"\)', "sessions") == (
+        'sessions/s1/context.jsonl:4:[assistant]   code: print("FAILURE: disk")'
+    )
+    assert toolbox.grep(literal('print("naïve \\\\ done")'), "sessions") == (
+        'sessions/s1/context.jsonl:4:[assistant] print("naïve \\\\ done")'
+    )
+    assert toolbox.grep("tool call python", "sessions") == (
+        "sessions/s1/context.jsonl:4:[assistant] -> tool call python (id c2)"
+    )
+
+
+def test_grep_matches_a_pattern_anchored_at_a_message_line(workspace: LocalWorkspace) -> None:
+    # The role header is put before the line shown; the match is on the line itself.
+    result = FileToolbox([workspace.workdir]).grep("^then stop$", "sessions/s1/context.jsonl")
+    assert result == "sessions/s1/context.jsonl:1:[user] then stop"
+
+
+async def test_the_retrieval_tool_shows_a_tool_call_on_one_line(workspace: LocalWorkspace) -> None:
+    found = await retrieval_tool(workspace)(str(context_log(workspace)), pattern="naïve")
+    assert found.splitlines()[1] == (
+        ">     4\t[assistant] ⏎ -> tool call python (id c2) ⏎   code: "
+        'print("FAILURE: disk") ⏎ print("naïve \\\\ done") ⏎   timeout: 5'
+    )
+
+
+async def test_the_retrieval_tool_shows_a_line_matched_on_its_raw_json_raw(
+    workspace: LocalWorkspace,
+) -> None:
+    found = await retrieval_tool(workspace)(str(context_log(workspace)), pattern='"timeout": ?5')
+    assert found.splitlines()[1].startswith('>     4\t{"')
+
+
+MESSAGE_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Msg:
+    text = st.text(alphabet=st.sampled_from('ab"\\\n é{}:'), max_size=12) | MESSAGE_TEXT
+    kind = draw(st.sampled_from(["text", "call", "result"]))
+    if kind == "text":
+        return Msg(role=draw(st.sampled_from(["user", "assistant"])), content=draw(text))
+    if kind == "call":
+        arguments = draw(st.dictionaries(st.sampled_from(["cmd", "path", "n"]), text, max_size=3))
+        call = ToolCallBlock(id="c", name=draw(st.sampled_from(["bash", "Read"])), input=arguments)
+        return Msg(role="assistant", content=[call])
+    return Msg(role="tool", content=[ToolResultBlock(id="c", name="bash", output=draw(text))])
+
+
+@given(st.lists(messages(), min_size=1, max_size=6), st.data())
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+def test_grep_finds_the_log_lines_that_the_rule_of_ctxoffload_text_finds(
+    msgs: list[Msg], data: st.DataObject
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        ws = LocalWorkspace(folder, fsync=False)
+        path = Path(asyncio.run(ws.offload_context("s", msgs)))
+        lines = path.read_bytes().decode().split("\n")[:-1]  # not splitlines: U+2028 is text
+        shown = [text for line in lines for text in matching_lines(line, lambda _: True)[0]]
+        needle = data.draw(
+            st.sampled_from(
+                [*(t[i:j] for t in shown for i, j in [(0, 3), (2, 9)]), '"role"']
+            ).filter(bool)
+        )
+        expected = {
+            number
+            for number, line in enumerate(lines, 1)
+            if matching_lines(line, lambda text: needle in text)[1]
+        }
+        toolbox = FileToolbox([folder], max_output_chars=10**6, grep_timeout=None)
+        result = toolbox.grep(literal(needle), str(path), max_matches=10**6)
+        prefix = "sessions/s/context.jsonl:"
+        rows = [] if result.startswith("No matches") else result.split("\n")
+        found = {int(row[len(prefix) :].split(":", 1)[0]) for row in rows}
+        assert found == expected, result

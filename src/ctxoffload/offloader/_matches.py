@@ -1,0 +1,123 @@
+"""Match with context: which lines match a pattern, and the lines shown around each match.
+
+Grep and the retrieval tool search the same way. A line of a text file matches when the
+regex finds something in it. A line of a JSONL log (context.jsonl) matches by THE rule of
+`ctxoffload.text.matching_lines`, which `ctxoffload grep` applies too: on the lines of its
+message as the model saw them, else on its raw JSON; so a string copied from what the model
+saw is found although the log stores it JSON-escaped, and both find the same log lines.
+
+What a matching log line shows depends on the tool: Grep shows the message line that
+matched, after the message's `[role]` header (`[role] text`); the retrieval tool shows the
+whole message with its lines joined by ` ⏎ `. A log line that matched on its raw JSON is
+shown raw; a context line is its message joined by ` ⏎ `.
+
+`in_context` judges each line of a file once, in order, and gives each match with the
+lines before it and after it, as `grep -C` does (touching windows run together), holding
+one window of lines, never the file.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from ..text import matching_lines
+from ._lines import clip_around
+from ._regex import Pattern
+
+__all__ = ["JOINED", "Row", "in_context"]
+
+Span = tuple[int, int]
+
+JOINED = " ⏎ "
+"""What joins the lines of a message shown on one line."""
+
+
+class Row(NamedTuple):
+    """One line of a search, as it is shown.
+
+    Attributes:
+        number: the line's number, from 1.
+        text: the line as shown.
+        is_match: whether it matches.
+        span: where the match is in `text`, when it is there to point at.
+    """
+
+    number: int
+    text: str
+    is_match: bool
+    span: Span | None = None
+
+
+def in_context(
+    regex: Pattern,
+    lines: Iterable[tuple[int, str]],
+    *,
+    jsonl: bool,
+    context: int = 0,
+    whole_message: bool = False,
+    max_chars: int | None = None,
+) -> Iterator[tuple[list[Row], Row]]:
+    """The lines that match, each with the lines around it, from one pass over `lines`.
+
+    At most `context` lines are held back, so a search over a big file holds one window,
+    never the file; a line that does not match costs no row unless it is shown.
+
+    Args:
+        regex: the pattern.
+        lines: `(number, line)` for each line, in order, without its line ending.
+        jsonl: the lines are a JSONL log's (judged by `matching_lines`); otherwise text.
+        context: lines shown before and after each match.
+        whole_message: see `_log_line`.
+        max_chars: cut each line shown to this many characters (`clip_around` its match),
+            and a line waiting in the window too, so it costs no more; None: as it is.
+
+    Yields:
+        `(before, match)` for a match (`before`: up to `context` lines just above it that
+        were not yielded already), and `([], line)` for each of the `context` lines after
+        a match that do not match themselves.
+    """
+    before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
+    after = 0
+    for number, line in lines:
+        if jsonl:
+            text, is_match, span = _log_line(regex, line, whole_message)
+        else:
+            found = regex.search(line)
+            text, is_match = line, found is not None
+            span = found.span() if found is not None else None
+        if max_chars is not None and len(text) > max_chars:
+            text = clip_around(text, span, max_chars)
+        if is_match:
+            yield [Row(n, t, False) for n, t in before], Row(number, text, True, span)
+            before.clear()
+            after = context
+        elif after:
+            yield [], Row(number, text, False)
+            after -= 1
+        elif context:
+            before.append((number, text))
+
+
+def _log_line(regex: Pattern, line: str, whole_message: bool) -> tuple[str, bool, Span | None]:
+    """A line of a JSONL log, judged by `matching_lines`: (as shown, matches?, match span).
+
+    Args:
+        regex: the pattern.
+        line: the raw line, without its newline.
+        whole_message: show a match as the whole message joined by ` ⏎ ` (the retrieval
+            tool); otherwise as the message line that matched, after the `[role]` header
+            (Grep).
+    """
+    shown, hits = matching_lines(line, lambda text: regex.search(text) is not None)
+    if not hits or whole_message:
+        text = JOINED.join(shown)  # a line shown raw is `[line]`: joined, it is the line
+    else:
+        text = shown[hits[0]]
+        if hits[0] and shown[0].startswith("["):
+            text = f"{shown[0]} {text}"  # name the role; the span is found in this text
+    if not hits:
+        return text, False, None
+    found = regex.search(text)
+    return text, True, None if found is None else found.span()

@@ -1,0 +1,314 @@
+"""Read, Grep and Glob: the tools an agent uses to read back what was offloaded.
+
+`FileToolbox` holds the roots and the caps and builds the three tools from the read-back
+pieces: `_read.py`, `_grep.py` and `_listing.py` do the work, confined by `_confine.py`.
+Every result is capped, so reading an offloaded file can never produce a result big enough
+to be offloaded again. Regexes and globs run in RE2 (linear time, the GIL released while
+matching), and Grep also stops at a time bound.
+
+The tools return text for the model: a refusal or failure is a message starting with
+"Error:" that says what to do instead, so the model can correct itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..exceptions import ConfigError, ToolError
+from ..messages import DataBlock, TextBlock
+from ._confine import real_roots
+from ._grep import grep_files
+from ._lines import NOTE_ROOM
+from ._listing import glob_answer
+from ._marks import mark_reader
+from ._read import read_file
+
+__all__ = ["FileToolbox", "workspace_tools"]
+
+Tool = Callable[..., Awaitable[Any]]
+
+
+@runtime_checkable
+class _HasWorkdir(Protocol):
+    """A workspace on a local folder, such as `LocalWorkspace`."""
+
+    @property
+    def workdir(self) -> str | os.PathLike[str]: ...
+
+
+class FileToolbox:
+    """Read, Grep and Glob confined to a set of root directories, with capped results.
+
+    The caps exist so that reading an offloaded file never produces a result that is
+    itself offloaded: keep `max_output_chars` below the agent's `tool_result_limit`
+    (which counts tokens; English text and code run about 4 characters a token).
+
+    Args:
+        roots: directories the tools may read; relative paths resolve against the first.
+        max_line_chars: longest line shown; longer lines are cut with a marker saying how
+            many characters were left out.
+        max_output_chars: longest result of any tool, footer and notes included.
+        max_glob_paths: most paths one Glob lists.
+        grep_timeout: seconds one Grep may spend listing and searching files before it
+            stops and reports what it found; None for no bound. Matching itself is linear
+            (RE2), so the bound is about the amount of data, not the pattern.
+        images: whether Read answers an image file (PNG, JPEG, GIF, WebP) with the image
+            itself, for a model that takes images; False: with one line describing it.
+
+    Raises:
+        ConfigError: no roots, or caps that cannot hold one line plus a footer.
+    """
+
+    def __init__(
+        self,
+        roots: Sequence[str | os.PathLike[str]],
+        *,
+        max_line_chars: int = 2_000,
+        max_output_chars: int = 30_000,
+        max_glob_paths: int = 200,
+        grep_timeout: float | None = 10.0,
+        images: bool = True,
+    ) -> None:
+        if isinstance(roots, (str, os.PathLike)):
+            roots = [roots]
+        if not roots:
+            raise ConfigError("FileToolbox needs at least one root directory, got none")
+        if max_line_chars < 1:
+            raise ConfigError(f"max_line_chars={max_line_chars} must be at least 1")
+        minimum_output = max_line_chars + 2 * NOTE_ROOM
+        if max_output_chars < minimum_output:
+            raise ConfigError(
+                f"max_output_chars={max_output_chars} cannot hold one line of max_line_chars="
+                f"{max_line_chars} plus a footer: use at least {minimum_output}, or lower "
+                f"max_line_chars"
+            )
+        if max_glob_paths < 1:
+            raise ConfigError(f"max_glob_paths={max_glob_paths} must be at least 1")
+        if grep_timeout is not None and grep_timeout <= 0:
+            raise ConfigError(f"grep_timeout={grep_timeout} must be positive, or None")
+        self.roots = [Path(root) for root in roots]
+        self.max_line_chars = max_line_chars
+        self.max_output_chars = max_output_chars
+        self.max_glob_paths = max_glob_paths
+        self.grep_timeout = grep_timeout
+        self.images = images
+
+    def tools(self) -> list[Tool]:
+        """The three tools as async functions named `Read`, `Grep` and `Glob`.
+
+        Their type hints and docstrings are what the agent turns into each tool's schema,
+        so they are written for the model. Each runs its blocking work in a worker thread.
+
+        Returns:
+            `[Read, Grep, Glob]`, each with the attribute `ctxoffload_reader = True`.
+        """
+        toolbox = self
+
+        async def Read(
+            path: str, offset: int = 1, limit: int = 200, char_offset: int = 0
+        ) -> str | list[TextBlock | DataBlock]:
+            """Read a text file from the workspace, with line numbers like `cat -n`.
+
+            Use it to read back an offloaded tool result or context file by the path named
+            in its preview. A `.jsonl` log (context.jsonl) is shown one message per numbered
+            line as readable text: `[role]`, then the message's text with real newlines, a
+            tool call as `-> tool call NAME (id ID)` with one `  key: value` line per
+            argument. Very long lines are cut with a marker that says how to read the rest;
+            when more lines remain, the last line of the result says which offset to pass
+            next. An image (PNG, JPEG, GIF, WebP), such as one offloaded to data/, is shown
+            as the image itself.
+
+            Args:
+                path: File to read; a relative path starts at the workspace root.
+                offset: First line to show, counting from 1.
+                limit: Most lines to show.
+                char_offset: To page inside one long line: show only line `offset`, from
+                    this character on (counting from 0), as far as the output allows.
+
+            Returns:
+                The numbered lines, or a message starting with "Error:".
+            """
+            return await asyncio.to_thread(toolbox.read, path, offset, limit, char_offset)
+
+        async def Grep(
+            pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
+        ) -> str:
+            """Search files in the workspace for a regular expression.
+
+            The syntax is RE2: like Python `re`, but without backreferences (`\\1`) and
+            lookaround (`(?=`, `(?!`, `(?<=`, `(?<!`); matching takes linear time. Lines are
+            matched one at a time; a `.jsonl` log line matches on its message as Read shows
+            it. Pipes, sockets and devices are skipped. Output lines are `path:line:text`;
+            with context_lines, context lines are `path-line-text` and `--` separates hunks
+            that are not adjacent. Put `(?i)` at the start of the pattern to ignore case.
+
+            Args:
+                pattern: Regular expression to search for.
+                path_or_glob: File, directory (searched recursively) or glob such as
+                    `sessions/*/tool_result-*.txt`; a relative path starts at the workspace root.
+                context_lines: Lines of context to show before and after each match (at
+                    most 100).
+                max_matches: Most matching lines to show.
+
+            Returns:
+                The matching lines and notes, or a message starting with "Error:".
+            """
+            return await asyncio.to_thread(
+                toolbox.grep, pattern, path_or_glob, context_lines, max_matches
+            )
+
+        async def Glob(pattern: str) -> str:
+            """List workspace paths matching a glob pattern, sorted.
+
+            `*` and `?` match within one path segment, `**` matches any number of
+            directories, `[abc]` matches one of the characters. Directories end with `/`.
+
+            Args:
+                pattern: Glob pattern such as `sessions/*/tool_result-*.txt` or `**/*.jsonl`;
+                    a relative pattern starts at the workspace root.
+
+            Returns:
+                One path per line, or a message starting with "Error:".
+            """
+            return await asyncio.to_thread(toolbox.glob, pattern)
+
+        return [mark_reader(Read), mark_reader(Grep), mark_reader(Glob)]
+
+    def read(
+        self, path: str, offset: int = 1, limit: int = 200, char_offset: int = 0
+    ) -> str | list[TextBlock | DataBlock]:
+        """Numbered lines of a text file; blocking. See the `Read` tool for the format.
+
+        Args:
+            path: file to read; relative paths start at the first root.
+            offset: first line to show, 1-based.
+            limit: most lines to show.
+            char_offset: when above 0, only line `offset`, from this character (0-based).
+
+        Returns:
+            The numbered lines and, when lines remain, a footer naming the next offset; for
+            an image, a line describing it and the image (or the line alone without
+            `images`); or a message starting with "Error:".
+        """
+        try:
+            return read_file(
+                path,
+                offset,
+                limit,
+                char_offset,
+                roots=real_roots(self.roots),
+                max_line_chars=self.max_line_chars,
+                max_output_chars=self.max_output_chars,
+                images=self.images,
+            )
+        except ToolError as exc:
+            return f"Error: {exc}"
+
+    def grep(
+        self, pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
+    ) -> str:
+        """Regex search through a file, a directory tree or a glob; blocking.
+
+        See the `Grep` tool for the output format.
+
+        Args:
+            pattern: regular expression in RE2 syntax, matched against each line.
+            path_or_glob: file, directory (searched recursively) or glob pattern.
+            context_lines: lines of context before and after each match.
+            max_matches: most matching lines shown.
+
+        Returns:
+            The matching lines and notes, or a message starting with "Error:".
+        """
+        try:
+            return grep_files(
+                pattern,
+                path_or_glob,
+                context_lines,
+                max_matches,
+                roots=real_roots(self.roots),
+                max_line_chars=self.max_line_chars,
+                max_output_chars=self.max_output_chars,
+                timeout=self.grep_timeout,
+            )
+        except ToolError as exc:
+            return f"Error: {exc}"
+
+    def glob(self, pattern: str) -> str:
+        """Paths matching a glob pattern, sorted and capped; blocking.
+
+        Args:
+            pattern: glob pattern; `**` matches any number of directories. Relative patterns
+                start at the first root.
+
+        Returns:
+            One path per line (directories end with `/`), relative to the first root when
+            inside it; or a message starting with "Error:".
+        """
+        try:
+            return glob_answer(
+                pattern,
+                real_roots(self.roots),
+                max_paths=self.max_glob_paths,
+                max_chars=self.max_output_chars,
+            )
+        except ToolError as exc:
+            return f"Error: {exc}"
+
+
+def workspace_tools(
+    workspace_or_roots: _HasWorkdir | str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    max_line_chars: int = 2_000,
+    max_output_chars: int = 30_000,
+    max_glob_paths: int = 200,
+    grep_timeout: float | None = 10.0,
+    images: bool = True,
+) -> list[Tool]:
+    """Read, Grep and Glob for an agent, confined to a workspace.
+
+    Args:
+        workspace_or_roots: a workspace on a local folder (one with a `workdir`, such as
+            `LocalWorkspace`), one directory, or several; relative paths resolve against
+            the first.
+        max_line_chars: longest line shown.
+        max_output_chars: longest tool result; keep it below the agent's tool_result_limit.
+        max_glob_paths: most paths one Glob lists.
+        grep_timeout: seconds one Grep may spend before it stops; None for no bound.
+        images: Read shows an image file as the image (True), or describes it in one line
+            (False, for a model that takes no images).
+
+    Returns:
+        `[Read, Grep, Glob]`, async functions with type hints and docstrings to derive
+        tool schemas from.
+
+    Raises:
+        ConfigError: no roots, impossible caps, or a workspace without a local folder
+            (such as `InMemoryWorkspace`: give the agent `retrieval_tool` instead).
+    """
+    roots: Sequence[str | os.PathLike[str]]
+    if isinstance(workspace_or_roots, _HasWorkdir):
+        roots = [workspace_or_roots.workdir]
+    elif isinstance(workspace_or_roots, (str, os.PathLike)):
+        roots = [workspace_or_roots]
+    elif isinstance(workspace_or_roots, Sequence):
+        roots = list(workspace_or_roots)
+    else:
+        raise ConfigError(
+            f"workspace_tools needs a workspace with a workdir, a directory or a list of "
+            f"directories, got {workspace_or_roots!r}: for a workspace with no local folder "
+            f"(InMemoryWorkspace, ObjectStoreWorkspace), give the agent retrieval_tool"
+        )
+    toolbox = FileToolbox(
+        roots,
+        max_line_chars=max_line_chars,
+        max_output_chars=max_output_chars,
+        max_glob_paths=max_glob_paths,
+        grep_timeout=grep_timeout,
+        images=images,
+    )
+    return toolbox.tools()

@@ -1,0 +1,287 @@
+"""The read-back tools reach nothing outside their roots: escapes, links, races, hard links."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from readback_files import SECRET
+
+from ctxoffload.exceptions import ToolError
+from ctxoffload.offloader import FileToolbox, resolve_in_roots
+
+HOSTILE_PATHS = [
+    "../outside/secret.txt",
+    "../../../../../../../../etc/passwd",
+    "/etc/passwd",
+    "sub/../../outside/secret.txt",
+    "./../outside/secret.txt",
+    "..",
+    "/",
+    "link_out",
+    "link_dir_out/secret.txt",
+    "chain",
+    "sub/link_up/secret.txt",
+    "../ws2/secret.txt",
+    "sub/../../ws/../outside/secret.txt",
+    "{outside}/secret.txt",
+    "{root}/../outside/secret.txt",
+    "{root}2/secret.txt",
+]
+
+
+def _hostile(template: str, root: Path) -> str:
+    return template.format(root=root, outside=root.parent / "outside")
+
+
+@pytest.mark.parametrize("template", HOSTILE_PATHS)
+def test_resolve_in_roots_refuses_escapes(root: Path, template: str) -> None:
+    with pytest.raises(ToolError, match="outside the allowed roots") as caught:
+        resolve_in_roots(_hostile(template, root), [root])
+    assert str(root.resolve()) in str(caught.value)
+
+
+@pytest.mark.parametrize("template", HOSTILE_PATHS)
+def test_read_returns_error_text_for_escapes(
+    toolbox: FileToolbox, root: Path, template: str
+) -> None:
+    result = toolbox.read(_hostile(template, root))
+    assert result.startswith("Error:")
+    assert str(root.resolve()) in result
+    assert SECRET not in result
+
+
+@pytest.mark.parametrize("template", HOSTILE_PATHS)
+def test_grep_returns_error_text_for_escapes(
+    toolbox: FileToolbox, root: Path, template: str
+) -> None:
+    result = toolbox.grep("SECRET", _hostile(template, root))
+    assert result.startswith("Error:")
+    assert SECRET not in result
+
+
+def test_resolve_in_roots_accepts_paths_inside(root: Path) -> None:
+    notes = (root / "notes.txt").resolve()
+    assert resolve_in_roots("notes.txt", [root]) == notes
+    assert resolve_in_roots(str(notes), [root]) == notes
+    assert resolve_in_roots("sub/../notes.txt", [root]) == notes
+    assert resolve_in_roots(f"{root}/../ws/notes.txt", [root]) == notes
+    assert resolve_in_roots(".", [root]) == root.resolve()
+    assert resolve_in_roots("not-yet-written.txt", [root]) == root.resolve() / "not-yet-written.txt"
+
+
+def test_resolve_in_roots_follows_symlinks_that_stay_inside(root: Path) -> None:
+    assert resolve_in_roots("link_in", [root]) == (root / "notes.txt").resolve()
+
+
+def test_resolve_in_roots_refuses_nul_byte(root: Path) -> None:
+    with pytest.raises(ToolError, match="NUL"):
+        resolve_in_roots("notes.txt\0../../etc/passwd", [root])
+
+
+def test_resolve_in_roots_needs_a_root() -> None:
+    with pytest.raises(ToolError, match="no roots"):
+        resolve_in_roots("notes.txt", [])
+
+
+def test_absolute_path_in_a_second_root_is_allowed(root: Path) -> None:
+    other = root.parent / "outside"
+    toolbox = FileToolbox([root, other])
+    assert SECRET in toolbox.read(str(other / "secret.txt"))
+    # Relative paths still start at the first root only.
+    assert toolbox.read("secret.txt").startswith("Error: no such file")
+
+
+def test_symlink_loop_is_an_error_not_a_hang(root: Path) -> None:
+    (root / "loop_a").symlink_to(root / "loop_b")
+    (root / "loop_b").symlink_to(root / "loop_a")
+    assert FileToolbox([root]).read("loop_a").startswith("Error:")
+
+
+def test_reference_relative_to_the_current_directory_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A LocalWorkspace with a relative workdir returns references like
+    # "agent_workspace/sessions/s/tool_result-x.txt"; the tools must open those as given.
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "agent_workspace" / "sessions" / "s" / "tool_result-x.txt"
+    target.parent.mkdir(parents=True)
+    target.write_text("alpha\nERROR beta\n")
+    roots = ["agent_workspace"]
+    assert resolve_in_roots("agent_workspace/sessions/s/tool_result-x.txt", roots) == target
+    assert resolve_in_roots("sessions/s/tool_result-x.txt", roots) == target
+    with pytest.raises(ToolError):
+        resolve_in_roots("../outside.txt", roots)
+
+
+@pytest.mark.parametrize("pattern", ["../*", "../outside/*", "/etc/*", "/*", "link_dir_out/*"])
+def test_glob_refuses_patterns_outside_the_roots(toolbox: FileToolbox, pattern: str) -> None:
+    result = toolbox.glob(pattern)
+    assert result.startswith("Error:")
+    assert "secret" not in result
+
+
+@pytest.mark.parametrize("pattern", ["../outside/*", "/etc/pass*", "link_dir_out/*.txt"])
+def test_grep_refuses_globs_outside_the_roots(toolbox: FileToolbox, pattern: str) -> None:
+    result = toolbox.grep("SECRET", pattern)
+    assert result.startswith("Error:")
+    assert SECRET not in result
+
+
+_SWAPPER = """
+import os, sys, time
+victim, outside, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+link, plain = victim + ".link", victim + ".plain"
+end = time.monotonic() + seconds
+print("ready", flush=True)
+while time.monotonic() < end:
+    os.symlink(outside, link)
+    os.rename(link, victim)
+    time.sleep(0.0005)
+    with open(plain, "w") as file:
+        file.write("harmless line\\n")
+    os.rename(plain, victim)
+    time.sleep(0.0005)
+"""
+
+
+def test_a_file_swapped_for_an_outside_symlink_is_never_read(root: Path) -> None:
+
+    victim = root / "sub" / "victim.txt"
+    victim.write_text("harmless line\n")
+    outside = root.parent / "outside" / "secret.txt"
+    toolbox = FileToolbox([root])
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(victim), str(outside), "4"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "ready\n"
+        results = []
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            results.append(toolbox.read("sub/victim.txt"))
+            results.append(toolbox.grep("TOP|harmless", "sub/victim.txt"))
+            results.append(toolbox.grep("TOP|harmless", "sub"))
+            results.append(toolbox.grep("TOP|harmless", "sub/*.txt"))
+    finally:
+        swapper.kill()
+        swapper.wait()
+        swapper.stdout.close()
+    assert not [result for result in results if SECRET in result]
+    assert any("harmless line" in result for result in results)  # the race really ran
+
+
+def test_a_hard_link_to_an_outside_file_is_refused(root: Path) -> None:
+    os.link(root.parent / "outside" / "secret.txt", root / "sub" / "hard.txt")
+    toolbox = FileToolbox([root])
+    read = toolbox.read("sub/hard.txt")
+    assert read.startswith("Error: 'sub/hard.txt' has 2 hard links")
+    assert SECRET not in read
+    assert SECRET not in toolbox.grep("SECRET", "sub/hard.txt")
+    walked = toolbox.grep("SECRET", ".")
+    assert SECRET not in walked
+    assert "hard links" in walked
+
+
+def _held_open(path: Path) -> bool:
+    """Whether this process has `path` open (its descriptors, read from /proc)."""
+    wanted = str(path)
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == wanted:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to see open files")
+def test_a_second_link_that_goes_while_the_tool_looks_again_is_no_refusal(root: Path) -> None:
+    # The workspace puts a tool_result in place by linking it under its name, then removing
+    # its temporary name: for that moment the file has two links. Here the temporary name
+    # goes 3 ms after the tool has the file open (a tool that looks once refuses it by then),
+    # well within the 20 ms the workspace's readers look again.
+    target = (root / "sub" / "tool_result-c1.txt").resolve()
+    target.write_text("the whole output\n")
+    temporary = target.with_name(".tool_result-c1.txt.tmp")
+    toolbox = FileToolbox([root])
+
+    def remove_when_opened(done: threading.Event) -> None:
+        while not done.is_set() and not _held_open(target):
+            time.sleep(0.0001)
+        time.sleep(0.003)
+        os.unlink(temporary)
+
+    def attempts(read: Callable[[], object]) -> list[str]:
+        results: list[str] = []
+        for _ in range(3):  # a busy machine may hold the remover past 20 ms once
+            os.link(target, temporary)
+            done = threading.Event()
+            remover = threading.Thread(target=remove_when_opened, args=(done,))
+            remover.start()
+            try:
+                results.append(str(read()))
+            finally:
+                done.set()
+                remover.join()
+            if "the whole output" in results[-1]:
+                break
+        return results
+
+    read = attempts(lambda: toolbox.read("sub/tool_result-c1.txt"))
+    assert "the whole output" in read[-1], read
+    grep = attempts(lambda: toolbox.grep("whole", "sub/tool_result-c1.txt"))
+    assert "the whole output" in grep[-1], grep
+    # A second link that stays is still refused.
+    os.link(target, temporary)
+    assert toolbox.read("sub/tool_result-c1.txt").startswith(
+        "Error: 'sub/tool_result-c1.txt' has 2 hard links"
+    )
+
+
+_NO_FDS = """
+import os, resource, sys
+from ctxoffload.offloader import FileToolbox
+toolbox = FileToolbox([sys.argv[1]])
+toolbox.grep("x", "notes.txt")  # load every module (RE2 too) before the descriptors run out
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+while True:  # take every descriptor that is left
+    try:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        break
+for result in (toolbox.grep("x", "."), toolbox.grep("x", "*.txt"), toolbox.glob("**/*.txt"),
+               toolbox.grep("x", "notes.txt"), toolbox.read("notes.txt")):
+    print(result.splitlines()[0])
+"""
+
+
+def test_with_no_file_descriptors_left_the_tools_say_so(root: Path) -> None:
+
+    completed = subprocess.run(
+        [sys.executable, "-c", _NO_FDS, str(root)], capture_output=True, text=True, check=True
+    )
+    results = completed.stdout.splitlines()
+    assert len(results) == 5, completed.stderr
+    for result in results:
+        assert result.startswith("Error: "), result
+        assert "no file descriptors are left" in result
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads directories whatever their mode")
+def test_an_unreadable_directory_is_an_error(root: Path) -> None:
+    (root / "sub").chmod(0)
+    try:
+        assert FileToolbox([root]).grep("x", "sub").startswith("Error: cannot list")
+        assert FileToolbox([root]).glob("sub/*").startswith("Error: cannot list")
+    finally:
+        (root / "sub").chmod(0o755)
