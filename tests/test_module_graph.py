@@ -236,3 +236,60 @@ def test_an_integration_imports_first_or_names_its_extra(module: str) -> None:
         assert failures == {}
     else:
         assert all(f"ctxoffload[{framework}]" in line for line in failures.values()), failures
+
+
+def private_imports(root: Path) -> list[str]:
+    """Imports that reach past a package's exports: an underscore name from another module, or
+    a name from a private module of another package (a module of a package may use its own
+    package's private modules; the top-level private modules belong to the whole package)."""
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+        is_package = parts[-1] == "__init__"
+        module = ".".join(parts[:-1] if is_package else parts)
+        package = module if is_package else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            if source.split(".")[0] != root.name:
+                continue
+            names = [alias.name for alias in node.names]
+            shown = f"{module}: from {source} import {', '.join(names)}"
+            if any(name.startswith("_") and name != "__version__" for name in names):
+                wrong.append(shown)
+                continue
+            steps = source.split(".")
+            private_at = next((i for i, step in enumerate(steps) if step.startswith("_")), None)
+            if private_at is None or private_at == 1:
+                continue  # a public module, or a top-level private module of the package
+            owner = ".".join(steps[:private_at])
+            if not (module == owner or module.startswith(owner + ".")):
+                wrong.append(shown)
+    return wrong
+
+
+def test_no_module_reaches_past_another_packages_exports() -> None:
+    assert private_imports(SRC) == []
+
+
+def test_the_export_check_finds_what_reaches_past(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    for folder in (package / "a", package / "b"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "_shared.py").write_text("X = 1\n")
+    (package / "a" / "_impl.py").write_text("Y = 1\n_Z = 2\n")
+    (package / "a" / "own.py").write_text("from ._impl import Y\nfrom .._shared import X\n")
+    (package / "b" / "user.py").write_text(
+        "from ..a._impl import Y\nfrom ..a.own import _Z\nfrom ..a import own\n"
+    )
+    assert private_imports(package) == [
+        "pkg.b.user: from pkg.a._impl import Y",
+        "pkg.b.user: from pkg.a.own import _Z",
+    ]

@@ -20,8 +20,8 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor, ReaderTools
-from ctxoffload.compression._truncate import TRUNCATION_MARKER, truncate_tool_result
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor, ReaderTools
+from ctxoffload.compression._truncate import truncate_tool_result  # the private unit under test
 
 COUNTER = get_token_counter(exact=True)
 OWN_TOOLS = ReaderTools(read="Read", grep="Grep", retrieve="retrieve_offloaded_content")

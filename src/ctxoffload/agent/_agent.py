@@ -31,6 +31,7 @@ from ..workspace import (
     Offloader,
     ReferenceReader,
     StateStore,
+    missing_methods,
     storable_message,
     validate_session_id,
 )
@@ -614,8 +615,7 @@ def _check_offloader(offloader: object) -> None:
     if offloader is None:
         return
     if not isinstance(offloader, Offloader):
-        # Which method is missing, for the message (a method set to None counts as missing).
-        missing = [m for m in _OFFLOADER_METHODS if not callable(getattr(offloader, m, None))]
+        missing = missing_methods(offloader, Offloader)
         raise ConfigError(
             f"offloader {type(offloader).__name__} has no {missing[0]} method: pass a "
             "LocalWorkspace, an InMemoryWorkspace, or an object with async "

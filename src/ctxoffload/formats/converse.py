@@ -37,6 +37,7 @@ from ..messages import (
     ToolResultBlock,
     URLSource,
 )
+from ..text import data_line
 from ._shared import block_hint, hinted, with_unknown
 
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
@@ -301,12 +302,7 @@ def _data_to(block: DataBlock) -> dict[str, Any]:
     source = block.source
     if isinstance(source, URLSource):
         # Offloaded: Converse takes no URL, so the model gets a line naming the file.
-        attrs = [f"url='{source.url}'"]
-        if block.name:
-            attrs.append(f"name='{block.name}'")
-        if source.media_type:
-            attrs.append(f"media_type='{source.media_type}'")
-        return {"text": f"<data {' '.join(attrs)}/>"}
+        return {"text": data_line(source.url, block.name, source.media_type)}
     media = source.media_type.split(";", 1)[0].strip().lower()
     kind = hint.get("as") or ("image" if media.startswith("image/") else "document")
     fmt = hint.get("format") or (

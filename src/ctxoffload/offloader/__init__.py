@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..workspace import Offloader
     from ._confine import resolve_in_roots
+    from ._regex import escape
     from ._retrieval import retrieve_offloaded_content
     from ._tool import RETRIEVAL_TOOL_NAME, retrieval_tool
     from ._toolbox import FileToolbox, workspace_tools
@@ -22,6 +23,7 @@ __all__ = [
     "RETRIEVAL_TOOL_NAME",
     "FileToolbox",
     "Offloader",
+    "escape",
     "resolve_in_roots",
     "retrieval_tool",
     "retrieve_offloaded_content",
@@ -34,6 +36,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "Offloader": "..workspace",
         "resolve_in_roots": "._confine",
+        "escape": "._regex",
         "retrieve_offloaded_content": "._retrieval",
         "RETRIEVAL_TOOL_NAME": "._tool",
         "retrieval_tool": "._tool",

@@ -80,7 +80,8 @@ def compile_pattern(pattern: str) -> Pattern:
 
 
 def escape(text: str) -> str:
-    """`text` as a regex matching itself literally, in RE2 syntax."""
+    """`text` as a pattern that Grep and the retrieval tool match literally (RE2 syntax, which
+    Python's `re` reads the same way)."""
     return "".join(char if char.isalnum() or char == "_" else _escape_char(char) for char in text)
 
 

@@ -1,0 +1,145 @@
+"""One text of a message for every audience (`ctxoffload.text`).
+
+The agent's Grep and `ctxoffload grep` search a context.jsonl through the same text, so for any
+message and any literal they find the same log lines; the `<data .../>` line is the same
+wherever a payload is named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxoffload import (
+    DataBlock,
+    LocalWorkspace,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+    to_anthropic,
+    to_converse,
+    to_openai,
+)
+from ctxoffload.agent import FileToolbox
+from ctxoffload.cli import main
+from ctxoffload.offloader import escape
+from ctxoffload.text import data_line, message_lines
+
+# Text the model saw that JSON must escape or that a naive decoder would split: quotes,
+# backslashes, newlines, tabs, non-ASCII; no carriage return (a line ends there for Grep) and
+# no surrogates (not UTF-8).
+_ALPHABET = st.characters(
+    codec="utf-8", exclude_characters="\r\x00", exclude_categories=("Cs",)
+) | st.sampled_from('"\\\n\t{}[]:, éß✓')
+_TEXT = st.text(_ALPHABET, min_size=1, max_size=40)
+_KEY = st.text("abcdefgh_", min_size=1, max_size=6)
+
+
+@st.composite
+def _messages(draw: st.DrawFn) -> list[Msg]:
+    msgs: list[Msg] = [Msg(role="user", content=draw(_TEXT))]
+    for number in range(draw(st.integers(0, 3))):
+        call_id = f"call_{number}"
+        arguments = draw(
+            st.dictionaries(
+                _KEY,
+                _TEXT | st.integers() | st.lists(_TEXT, max_size=2) | st.dictionaries(_KEY, _TEXT),
+                max_size=3,
+            )
+        )
+        name = draw(st.sampled_from(["run", "fetch", "Read"]))
+        msgs.append(
+            Msg(
+                role="assistant",
+                content=[
+                    TextBlock(text=draw(_TEXT)),
+                    ToolCallBlock(id=call_id, name=name, input=arguments),
+                ],
+            )
+        )
+        image = DataBlock(
+            source=URLSource(url="/ws/data/" + "a" * 64 + ".png", media_type="image/png"),
+            name=draw(st.none() | _TEXT),
+        )
+        output: str | list[TextBlock | DataBlock] = draw(
+            st.one_of(_TEXT, st.just([TextBlock(text=draw(_TEXT)), image]))
+        )
+        msgs.append(
+            Msg(role="tool", content=[ToolResultBlock(id=call_id, name=name, output=output)])
+        )
+    return msgs
+
+
+def _literal(msgs: list[Msg], data: st.DataObject) -> str:
+    """A literal to search for: often a piece of a string the model saw, sometimes anything."""
+    seen = [line for msg in msgs for line in message_lines(msg) if line.strip()]
+    if seen and data.draw(st.booleans()):
+        line = data.draw(st.sampled_from(seen))
+        start = data.draw(st.integers(0, len(line) - 1))
+        end = data.draw(st.integers(start + 1, len(line)))
+        return line[start:end]
+    return data.draw(st.text(_ALPHABET.filter(lambda c: c != "\n"), min_size=1, max_size=5))
+
+
+def _cli_lines(workdir: Path, literal: str) -> set[int]:
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # grep writes to its .buffer too
+    with contextlib.redirect_stdout(out):
+        status = main(["--workdir", str(workdir), "grep", "--json", "-F", "--", literal, "s1"])
+    assert status in (0, 1)
+    out.flush()
+    hits = json.loads(out.buffer.getvalue())  # type: ignore[attr-defined]
+    return {hit["line"] for hit in hits if hit["file"].endswith(".jsonl")}
+
+
+def _agent_lines(workdir: Path, literal: str) -> set[int]:
+    found = FileToolbox([workdir]).grep(
+        escape(literal), "sessions/s1/context.jsonl", max_matches=1000
+    )
+    return {int(m) for m in re.findall(r"^sessions/s1/context\.jsonl:(\d+):", found, re.M)}
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(msgs=_messages(), data=st.data())
+def test_ctxoffload_grep_and_the_agents_grep_find_the_same_log_lines(
+    tmp_path: Path, msgs: list[Msg], data: st.DataObject
+) -> None:
+    workdir = tmp_path / f"ws{len(list(tmp_path.iterdir()))}"
+    asyncio.run(LocalWorkspace(workdir, fsync=False).offload_context("s1", msgs))
+    literal = _literal(msgs, data)
+    assert _cli_lines(workdir, literal) == _agent_lines(workdir, literal)
+
+
+def test_a_quoted_tool_argument_is_found_by_both(tmp_path: Path) -> None:
+    msgs = [
+        Msg(role="user", content="fix it"),
+        Msg(
+            role="assistant",
+            content=[ToolCallBlock(id="c1", name="run", input={"code": 'print("FAILURE: disk")'})],
+        ),
+    ]
+    asyncio.run(LocalWorkspace(tmp_path, fsync=False).offload_context("s1", msgs))
+    assert _cli_lines(tmp_path, 'print("FAILURE') == _agent_lines(tmp_path, 'print("FAILURE') == {2}
+
+
+def test_a_payload_is_named_by_the_same_line_in_every_format() -> None:
+    """A stored image is one `data_line` in a tool_result file, in the OpenAI and Converse
+    forms that take no URL for it, and in what people and agents read."""
+    block = DataBlock(
+        source=URLSource(url="/ws/data/x'y.pdf", media_type="application/pdf"), name='a "b".pdf'
+    )
+    line = data_line("/ws/data/x'y.pdf", 'a "b".pdf', "application/pdf")
+    assert "&#x27;" in line and "&quot;" in line  # a quote cannot end an attribute
+    msg = Msg(role="user", content=[block])
+    assert to_openai([msg])[0]["content"] == line  # one text part is sent as a string
+    assert to_converse([msg])[1][0]["content"] == [{"text": line}]
+    assert message_lines(msg) == ["[user]", line]
+    assert to_anthropic([msg])[1]  # Anthropic takes the URL itself: no line needed
