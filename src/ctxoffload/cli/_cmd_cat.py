@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -13,7 +14,7 @@ from ..workspace import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR, Folder
 from ._arguments import EXIT_PROBLEMS, add_workdir, is_store_url, workdir_text
 from ._commands import COMMAND_HELP
 from ._output import shown
-from ._reading import committed_end, open_in, open_workspace, refusal
+from ._reading import committed_end, open_workspace, refusal
 
 __all__ = ["parse_line_range", "register", "run"]
 
@@ -62,16 +63,13 @@ def parse_line_range(text: str | None) -> tuple[int, int | None]:
     return first, last
 
 
-def _why_refused(exc: Exception, workdir: str) -> str | None:
-    """What the CLI says of a reference inside the workspace that `resolve_reference`
-    refused because of the file it names (other hard links, no permission: `refusal`);
-    None when its own message stands (outside the workspace, missing, a link...)."""
-    from ..exceptions import OffloadError
+def _refused(exc: OSError, reference: str, workdir: str, path: str) -> str:
+    """What cat says of a reference whose file it could not open: the reader's refusal line
+    (other hard links, no permission), else that it names no file of the workspace (missing,
+    through a link, a special file)."""
+    from ..workspace import not_a_reference
 
-    cause = exc.__cause__
-    if not isinstance(cause, OffloadError) or cause.path is None:
-        return None
-    return refusal(cause, os.path.join(workdir, cause.path))  # named below the workdir
+    return refusal(exc, path) or str(not_a_reference(reference, workdir))
 
 
 # Where a reference names a file of one session: only that session of a bucket is copied.
@@ -81,7 +79,7 @@ _SESSION_IN_REFERENCE = re.compile(rf"(?:^|/){re.escape(SESSIONS_DIR)}/([^/]+)/"
 def run(args: argparse.Namespace) -> int:
     """Print the file."""
     from ..exceptions import InvalidReference
-    from ..workspace import LocalWorkspace
+    from ..workspace import reference_parts
 
     first, last = parse_line_range(args.lines)
     session = None
@@ -94,36 +92,33 @@ def run(args: argparse.Namespace) -> int:
     workdir = open_workspace(
         args, session=session, data=session is None and f"{DATA_DIR}/" in args.reference
     )
-    workspace = LocalWorkspace(workdir, fsync=False)
+    root = os.path.realpath(workdir)
     try:
         if bucket:
             from ._bucket import local_reference
 
             reference = local_reference(reference)
-        path = workspace.resolve_reference(reference)
+        *parts, name = reference_parts(reference, workdir, root)
     except InvalidReference as exc:
-        raise CliError(_why_refused(exc, workdir) or str(exc)) from exc
-    # The file the workspace checked, opened through the reader from the workdir down, and
-    # checked again on its descriptor (it may have been replaced since).
-    root = os.path.realpath(workdir)
-    *parts, name = os.path.relpath(path, root).split(os.sep)
-    with Folder(root, *parts) as folder:
-        opened = open_in(folder, name, path)
-        if opened is None:
-            raise CliError(f"{shown(path)} is not a plain file of the workspace: refused")
-        fd, _ = opened
-        with os.fdopen(fd, "rb") as f:
-            head = f.read(8192)
-            if b"\x00" in head:
-                size = os.fstat(f.fileno()).st_size
-                sys.stdout.write(f"{shown(path)}: binary file, {size:,} bytes (not printed)\n")
-                return 0
-            f.seek(0)
-            is_log = name == CONTEXT_FILE and parts[:1] == [SESSIONS_DIR]
-            committed = committed_end(folder, name, os.fstat(fd).st_size) if is_log else None
-            lines = _print_lines(
-                f, first, last, is_log=is_log and not args.raw, committed=committed
-            )
+        raise CliError(str(exc)) from exc
+    path = os.path.join(root, *parts, name)
+    with contextlib.ExitStack() as stack:
+        # Every folder on the way is opened without following a link; the file is checked
+        # on its descriptor.
+        try:
+            folder = stack.enter_context(Folder(workdir, *parts, root=root))
+            fd, st = folder.open(name)
+        except OSError as exc:  # Refused and OffloadError are OSErrors too
+            raise CliError(_refused(exc, reference, workdir, path)) from None
+        f = stack.enter_context(os.fdopen(fd, "rb"))
+        head = f.read(8192)
+        if b"\x00" in head:
+            sys.stdout.write(f"{shown(path)}: binary file, {st.st_size:,} bytes (not printed)\n")
+            return 0
+        f.seek(0)
+        is_log = name == CONTEXT_FILE and parts[:1] == [SESSIONS_DIR]
+        committed = committed_end(folder, name, st.st_size) if is_log else None
+        lines = _print_lines(f, first, last, is_log=is_log and not args.raw, committed=committed)
     if args.lines is not None and lines < first:
         raise CliError(
             f"{shown(path)} has {lines:,} line{'' if lines == 1 else 's'}: "

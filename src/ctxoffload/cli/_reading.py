@@ -22,7 +22,6 @@ pathlib or `typing` at run time.
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 
@@ -171,10 +170,6 @@ def refusal(exc: OSError, path: str | os.PathLike[str]) -> str | None:
     cause = exc.__cause__ if isinstance(exc, OffloadError) else exc
     if not isinstance(cause, OSError):
         cause = exc
-    if cause.errno == errno.ENXIO:
-        # A socket, which cannot even be opened: the reader refuses it as a special file;
-        # `LocalWorkspace.resolve_reference` (cat) still reports the failed open.
-        return None
     return f"cannot read {shown(path)}: {cause.strerror or cause}"
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import InvalidReference, OffloadError
+from ..exceptions import OffloadError
 from ..references import ContextRef
 from ._datastore import KnownPayloads, media_type_of, store_bytes
 from ._gc import (
@@ -60,7 +60,7 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, Folder, iter_chunks
+from ._reader import EventKind, Folder, iter_chunks, open_reference
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -568,41 +568,9 @@ class LocalWorkspace:
 
         return await asyncio.to_thread(scan)
 
-    def _reference_parts(self, reference: str) -> list[str]:
-        """The path components below the workdir that a reference names (lexically)."""
-        if not isinstance(reference, str) or not reference or "\x00" in reference:
-            raise InvalidReference(f"reference {reference!r} is not a path in this workspace")
-        ref = reference[len("file://") :] if reference.startswith("file://") else reference
-        given = os.path.abspath(self.workdir)
-        candidates = [os.path.abspath(ref)]
-        if not os.path.isabs(ref):
-            candidates.append(os.path.join(given, ref))
-        for candidate in candidates:
-            # normpath is lexical; that is the right reading here because nothing below the
-            # workdir is followed when the parts are opened.
-            candidate = os.path.normpath(candidate)
-            for base in (given, self._root):
-                if candidate.startswith(base.rstrip(os.sep) + os.sep):
-                    parts = candidate[len(base.rstrip(os.sep)) + 1 :].split(os.sep)
-                    if parts and all(p not in ("", ".", "..") for p in parts):
-                        return parts
-        raise self._not_a_reference(reference)
-
-    def _not_a_reference(self, reference: str) -> InvalidReference:
-        return InvalidReference(
-            f"reference {reference!r} names no file inside the workspace {str(self.workdir)!r}: "
-            "pass a path this workspace returned"
-        )
-
     def _open_reference(self, reference: str) -> tuple[int, os.stat_result, list[str]]:
         """Open the file a reference names through the reader: `(fd, its fstat, its parts)`."""
-        parts = self._reference_parts(reference)
-        try:
-            with self._folder(*parts[:-1]) as folder:
-                fd, st = folder.open(parts[-1])
-        except (OSError, OffloadError) as exc:
-            raise self._not_a_reference(reference) from exc
-        return fd, st, parts
+        return open_reference(reference, str(self.workdir), self._root)
 
     def resolve_reference(self, reference: str) -> Path:
         """The file a reference names, checked to lie inside the workspace.

@@ -29,6 +29,7 @@ __all__ = [
     "open_dir",
     "open_file",
     "open_for_reading",
+    "open_path",
     "open_tree",
     "remove_tree",
     "same_entry",
@@ -80,6 +81,15 @@ def _planted(shown: str, exc: OSError, kind: str) -> Refused:
     return error
 
 
+def _special(shown: str) -> Refused:
+    return Refused(
+        f"{shown} is not a regular file (a FIFO, socket, device or directory): "
+        "the workspace only uses regular files; remove that entry",
+        shown,
+        "special",
+    )
+
+
 def _failed(shown: str, exc: OSError, action: str) -> OffloadError:
     error = OffloadError(f"cannot {action} {shown}: {exc.strerror or exc}", shown)
     error.__cause__ = exc
@@ -121,9 +131,9 @@ def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> i
         raise _failed(shown, exc, "open directory") from exc
 
 
-@contextlib.contextmanager
-def open_tree(root: str, parts: Sequence[str], shown_root: str, *, create: bool) -> Iterator[int]:
-    """The descriptor of `root/parts...`, each component opened without following links.
+def open_path(root: str, parts: Sequence[str], shown_root: str, *, create: bool) -> int:
+    """The descriptor of `root/parts...`, each component opened without following links;
+    the caller closes it.
 
     Args:
         root: the resolved workdir.
@@ -133,7 +143,8 @@ def open_tree(root: str, parts: Sequence[str], shown_root: str, *, create: bool)
 
     Raises:
         FileNotFoundError: a component is missing and `create` is false.
-        OffloadError: a component is a planted link or not a directory.
+        Refused: a component is a planted link or not a directory.
+        OffloadError: a component cannot be made or opened.
     """
     fd = open_dir(None, root, shown_root, create=create)
     try:
@@ -143,6 +154,17 @@ def open_tree(root: str, parts: Sequence[str], shown_root: str, *, create: bool)
             child = open_dir(fd, part, shown, create=create)
             os.close(fd)
             fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def open_tree(root: str, parts: Sequence[str], shown_root: str, *, create: bool) -> Iterator[int]:
+    """`open_path` for the length of a `with` block."""
+    fd = open_path(root, parts, shown_root, create=create)
+    try:
         yield fd
     finally:
         os.close(fd)
@@ -157,12 +179,7 @@ def verify_file(fd: int, shown: str) -> os.stat_result:
     """
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(
-            f"{shown} is not a regular file (a FIFO, socket, device or directory): "
-            "the workspace only uses regular files; remove that entry",
-            shown,
-            "special",
-        )
+        raise _special(shown)
     if st.st_nlink != 1:
         raise Refused(
             f"{shown} has {st.st_nlink} hard links (another may be outside the workspace): "
@@ -192,6 +209,10 @@ def _open_no_follow(dir_fd: int, name: str, shown: str, flags: int, action: str)
     except OSError as exc:
         if exc.errno in _PLANTED:
             raise _planted(shown, exc, "regular file") from exc
+        if exc.errno == errno.ENXIO:
+            # A UNIX socket cannot even be opened: there is no descriptor to check, so it is
+            # refused here as the special file it is.
+            raise _special(shown) from exc
         raise _failed(shown, exc, action) from exc
 
 

@@ -21,7 +21,6 @@ tool results needs neither: ~1.5 ms of its start-up).
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 import stat
@@ -29,7 +28,7 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._layout import COMMIT_SUFFIX, SESSIONS_DIR
-from ._paths import Refused, open_dir, open_for_reading
+from ._paths import Refused, open_for_reading, open_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -46,10 +45,13 @@ __all__ = [
     "encode_commit_record",
     "iter_chunks",
     "iter_lines",
+    "not_a_reference",
+    "open_reference",
     "parse_log",
     "read_commit",
     "read_log",
     "rebuild_step",
+    "reference_parts",
 ]
 
 _CHUNK = 1 << 20
@@ -61,29 +63,6 @@ _COMMIT_RETRIES = 20
 # place and its temporary name being removed: `Folder.stat` looks again this often, 1 ms
 # apart, as the verified open does before it refuses a second link.
 _SETTLE_RETRIES = 20
-
-
-def _open(dir_fd: int, name: str, shown: str) -> int:
-    """`open_for_reading`, with a socket refused as the special file it is.
-
-    Opening a UNIX socket fails with ENXIO before there is a descriptor to check, so the
-    path layer reports it as a file that cannot be opened; a reader passes it over as it
-    passes over a FIFO or a device.
-    """
-    try:
-        return open_for_reading(dir_fd, name, shown)
-    except Refused:
-        raise
-    except OffloadError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, OSError) and cause.errno == errno.ENXIO:
-            raise Refused(
-                f"{shown} is not a regular file (a FIFO, socket, device or directory): "
-                "the workspace only uses regular files; remove that entry",
-                shown,
-                "special",
-            ) from cause
-        raise
 
 
 # -- the commit record ------------------------------------------------------------------------
@@ -125,7 +104,7 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
         OffloadError: it cannot be opened (EACCES...).
     """
     try:
-        fd = _open(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)
+        fd = open_for_reading(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)
     except FileNotFoundError:
         return None
     try:
@@ -246,7 +225,7 @@ def read_log(
         OffloadError: it cannot be opened.
     """
     try:
-        fd = _open(dir_fd, name, shown)
+        fd = open_for_reading(dir_fd, name, shown)
     except FileNotFoundError:
         return []
     try:
@@ -312,18 +291,7 @@ class Folder:
 
     def __enter__(self) -> Folder:
         root = self.root if self.root is not None else os.path.realpath(self.workdir)
-        fd = open_dir(None, root, self.workdir, create=False)
-        shown = self.workdir
-        try:
-            for part in self.parts:
-                shown = os.path.join(shown, part)
-                child = open_dir(fd, part, shown, create=False)
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
+        self.fd = open_path(root, self.parts, self.workdir, create=False)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -364,7 +332,7 @@ class Folder:
                 links (one may be outside the workspace): never read.
             OffloadError: it cannot be opened (EACCES...).
         """
-        fd = _open(self.fd, name, self.path(name))
+        fd = open_for_reading(self.fd, name, self.path(name))
         return fd, os.fstat(fd)
 
     def stat(self, name: str) -> os.stat_result:
@@ -429,6 +397,69 @@ class Folder:
     ) -> list[Any]:
         """`read_log` on a log of this folder."""
         return read_log(self.fd, name, self.path(name), commit=commit, warn=warn)
+
+
+def reference_parts(reference: str, workdir: str, root: str) -> list[str]:
+    """The path components below a workspace's workdir that a reference names (lexically).
+
+    A reference is a path the workspace returned (absolute, or relative to the current
+    folder), a `file://` URL of one, or a path relative to the workdir. Nothing is opened:
+    `open_reference` opens the parts without following a link.
+
+    Args:
+        reference: the reference.
+        workdir: the workdir as given.
+        root: the workdir resolved once (it may itself be a link).
+
+    Raises:
+        InvalidReference: it names nothing inside the workspace.
+    """
+    if not isinstance(reference, str) or not reference or "\x00" in reference:
+        raise InvalidReference(f"reference {reference!r} is not a path in this workspace")
+    ref = reference[len("file://") :] if reference.startswith("file://") else reference
+    given = os.path.abspath(workdir)
+    candidates = [os.path.abspath(ref)]
+    if not os.path.isabs(ref):
+        candidates.append(os.path.join(given, ref))
+    for candidate in candidates:
+        # normpath is lexical; that is the right reading here because nothing below the
+        # workdir is followed when the parts are opened.
+        candidate = os.path.normpath(candidate)
+        for base in (given, root):
+            if candidate.startswith(base.rstrip(os.sep) + os.sep):
+                parts = candidate[len(base.rstrip(os.sep)) + 1 :].split(os.sep)
+                if parts and all(p not in ("", ".", "..") for p in parts):
+                    return parts
+    raise not_a_reference(reference, workdir)
+
+
+def not_a_reference(reference: str, workdir: str) -> InvalidReference:
+    """The error for a reference that names no file of the workspace at `workdir`."""
+    return InvalidReference(
+        f"reference {reference!r} names no file inside the workspace {workdir!r}: "
+        "pass a path this workspace returned"
+    )
+
+
+def open_reference(
+    reference: str, workdir: str, root: str
+) -> tuple[int, os.stat_result, list[str]]:
+    """Open the file a reference names: `(descriptor, its fstat, its parts below the workdir)`.
+
+    Every component below the workdir is opened without following a link, and the file is
+    checked on its descriptor (a regular file with one link).
+
+    Raises:
+        InvalidReference: it names nothing inside the workspace, or a link, a special file,
+            a hard-linked file or one that cannot be opened (the cause says which).
+    """
+    parts = reference_parts(reference, workdir, root)
+    try:
+        with Folder(workdir, *parts[:-1], root=root) as folder:
+            fd, st = folder.open(parts[-1])
+    except (OSError, OffloadError) as exc:
+        raise not_a_reference(reference, workdir) from exc
+    return fd, st, parts
 
 
 def sessions_folder(workdir: str) -> Folder:
