@@ -33,7 +33,17 @@ from ..messages import Msg, TextBlock
 from ..tokens import get_token_counter
 from ..workspace import Offloader, missing_methods, validate_session_id
 
-__all__ = ["manager_class"]
+__all__ = ["OffloadingConversationManager"]
+
+# Strands is imported with this module: `ctxoffload.integrations.strands` imports it only on
+# first use of `OffloadingConversationManager`, which subclasses Strands' ConversationManager.
+try:
+    _ConversationManager: Any = importlib.import_module(
+        "strands.agent.conversation_manager"
+    ).ConversationManager
+    _BeforeModelCallEvent: Any = importlib.import_module("strands.hooks").BeforeModelCallEvent
+except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
+    raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
 
 _T = TypeVar("_T")
 
@@ -137,125 +147,112 @@ class _Bridge:
         return converse
 
 
-def manager_class() -> type:
-    """Build `OffloadingConversationManager` on Strands' `ConversationManager` (imports
-    Strands; called on first use of the name)."""
-    try:
-        base: type = importlib.import_module(
-            "strands.agent.conversation_manager"
-        ).ConversationManager
-        before_model_call: type = importlib.import_module("strands.hooks").BeforeModelCallEvent
-    except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
-        raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
+class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
+    """A Strands conversation manager that persists what it removes and says where.
 
-    class OffloadingConversationManager(base):  # type: ignore[misc]
-        """A Strands conversation manager that persists what it removes and says where.
+    `strategy="sliding_window"` keeps the last `window_size` messages (Strands'
+    `SlidingWindowConversationManager`); `"summarization"` replaces the oldest
+    `summary_ratio` of the messages with ctxoffload's five-field summary, keeping
+    `preserve_recent_messages` (Strands' `SummarizingConversationManager`). Either way
+    the removed messages are appended to `sessions/<session_id>/context.jsonl` before
+    they leave `agent.messages`, and the history keeps a note (or the summary) naming
+    that file and its lines; if storing fails, nothing is removed. A tool call never
+    loses its result, and the newest turn stays.
 
-        `strategy="sliding_window"` keeps the last `window_size` messages (Strands'
-        `SlidingWindowConversationManager`); `"summarization"` replaces the oldest
-        `summary_ratio` of the messages with ctxoffload's five-field summary, keeping
-        `preserve_recent_messages` (Strands' `SummarizingConversationManager`). Either way
-        the removed messages are appended to `sessions/<session_id>/context.jsonl` before
-        they leave `agent.messages`, and the history keeps a note (or the summary) naming
-        that file and its lines; if storing fails, nothing is removed. A tool call never
-        loses its result, and the newest turn stays.
+    Args:
+        workspace: where removed messages go: a ctxoffload workspace (`LocalWorkspace`,
+            `ObjectStoreWorkspace`, `InMemoryWorkspace`) or any `Offloader`.
+        session_id: the session folder (checked now).
+        strategy: "sliding_window" or "summarization"; ignored when `pipeline` is given.
+        window_size: messages kept by the sliding window.
+        summary_ratio: share of the messages summarised (0.1-0.8).
+        preserve_recent_messages: messages the summarisation always keeps.
+        summary_model: a ctxoffload `ChatModel` for summaries; None: extractive ones.
+        per_turn: as Strands': False applies management after each invocation only;
+            True before every model call too; N before every N-th.
+        proactive_compression: as Strands': reduce past a share of the window.
+        pipeline: a `ContextPipeline` of pre_llm managers to run instead.
+        context_window: the model's window in tokens, for ratio rules and summaries.
 
-        Args:
-            workspace: where removed messages go: a ctxoffload workspace (`LocalWorkspace`,
-                `ObjectStoreWorkspace`, `InMemoryWorkspace`) or any `Offloader`.
-            session_id: the session folder (checked now).
-            strategy: "sliding_window" or "summarization"; ignored when `pipeline` is given.
-            window_size: messages kept by the sliding window.
-            summary_ratio: share of the messages summarised (0.1-0.8).
-            preserve_recent_messages: messages the summarisation always keeps.
-            summary_model: a ctxoffload `ChatModel` for summaries; None: extractive ones.
-            per_turn: as Strands': False applies management after each invocation only;
-                True before every model call too; N before every N-th.
-            proactive_compression: as Strands': reduce past a share of the window.
-            pipeline: a `ContextPipeline` of pre_llm managers to run instead.
-            context_window: the model's window in tokens, for ratio rules and summaries.
+    Raises:
+        ConfigError: an impossible setting, or `workspace` is not an `Offloader`.
+        InvalidSessionId: `session_id` is not a plain name.
+    """
 
-        Raises:
-            ConfigError: an impossible setting, or `workspace` is not an `Offloader`.
-            InvalidSessionId: `session_id` is not a plain name.
-        """
-
-        def __init__(
-            self,
-            workspace: Offloader,
-            *,
-            session_id: str = "strands",
-            strategy: str = "sliding_window",
-            window_size: int = 40,
-            summary_ratio: float = 0.3,
-            preserve_recent_messages: int = 10,
-            summary_model: Any = None,
-            per_turn: bool | int = False,
-            proactive_compression: Any = None,
-            pipeline: ContextPipeline | None = None,
-            context_window: int | None = None,
-        ) -> None:
-            super().__init__(proactive_compression=proactive_compression)
-            if not isinstance(workspace, Offloader):
-                raise ConfigError(
-                    f"{type(workspace).__name__} has no "
-                    f"{', '.join(missing_methods(workspace, Offloader))}: pass a ctxoffload "
-                    "workspace (LocalWorkspace, ObjectStoreWorkspace, InMemoryWorkspace)"
-                )
-            if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):
-                raise ConfigError(f"per_turn {per_turn!r} is not True, False or a positive int")
-            if pipeline is None:
-                config = ContextConfig(context_window=context_window)
-                if strategy == "sliding_window":
-                    manager: Any = SlidingWindow(max_messages=window_size)
-                elif strategy == "summarization":
-                    manager = Summarization(
-                        summary_ratio=summary_ratio,
-                        preserve_recent_messages=preserve_recent_messages,
-                        summary_model=summary_model,
-                    )
-                else:
-                    raise ConfigError(
-                        f"strategy {strategy!r} is not 'sliding_window' or 'summarization'"
-                    )
-                pipeline = ContextPipeline(pre_llm=[manager], config=config)
-            self.session_id = validate_session_id(session_id)
-            self.per_turn = per_turn
-            self._bridge = _Bridge(workspace, self.session_id, pipeline)
-            self._model_calls = 0
-
-        def register_hooks(self, registry: Any, **kwargs: Any) -> None:
-            super().register_hooks(registry, **kwargs)
-            registry.add_callback(before_model_call, self._before_model_call)
-
-        def _before_model_call(self, event: Any) -> None:
-            if self.per_turn is False:
-                return
-            self._model_calls += 1
-            if self.per_turn is True or self._model_calls % int(self.per_turn) == 0:
-                self.apply_management(event.agent)
-
-        def _manage(self, agent: Any, *, reactive: bool) -> bool:
-            bridge = self._bridge
-            before = list(agent.messages)
-            msgs = bridge.to_msgs(before)
-            result = bridge.loop.run(bridge.run.pre_llm(msgs, reactive=reactive, model_call=False))
-            if not result.compressed:
-                return False
-            kept = {m.id for m in result.messages}
-            self.removed_message_count += sum(
-                1 for m in msgs if m.id not in kept and not is_context_note(m)
+    def __init__(
+        self,
+        workspace: Offloader,
+        *,
+        session_id: str = "strands",
+        strategy: str = "sliding_window",
+        window_size: int = 40,
+        summary_ratio: float = 0.3,
+        preserve_recent_messages: int = 10,
+        summary_model: Any = None,
+        per_turn: bool | int = False,
+        proactive_compression: Any = None,
+        pipeline: ContextPipeline | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        super().__init__(proactive_compression=proactive_compression)
+        if not isinstance(workspace, Offloader):
+            raise ConfigError(
+                f"{type(workspace).__name__} has no "
+                f"{', '.join(missing_methods(workspace, Offloader))}: pass a ctxoffload "
+                "workspace (LocalWorkspace, ObjectStoreWorkspace, InMemoryWorkspace)"
             )
-            agent.messages[:] = bridge.to_converse(result.messages)
-            return True
+        if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):
+            raise ConfigError(f"per_turn {per_turn!r} is not True, False or a positive int")
+        if pipeline is None:
+            config = ContextConfig(context_window=context_window)
+            if strategy == "sliding_window":
+                manager: Any = SlidingWindow(max_messages=window_size)
+            elif strategy == "summarization":
+                manager = Summarization(
+                    summary_ratio=summary_ratio,
+                    preserve_recent_messages=preserve_recent_messages,
+                    summary_model=summary_model,
+                )
+            else:
+                raise ConfigError(
+                    f"strategy {strategy!r} is not 'sliding_window' or 'summarization'"
+                )
+            pipeline = ContextPipeline(pre_llm=[manager], config=config)
+        self.session_id = validate_session_id(session_id)
+        self.per_turn = per_turn
+        self._bridge = _Bridge(workspace, self.session_id, pipeline)
+        self._model_calls = 0
 
-        def apply_management(self, agent: Any, **kwargs: Any) -> None:
-            """Run the managers under their rules (after an invocation, or per turn)."""
-            self._manage(agent, reactive=False)
+    def register_hooks(self, registry: Any, **kwargs: Any) -> None:
+        super().register_hooks(registry, **kwargs)
+        registry.add_callback(_BeforeModelCallEvent, self._before_model_call)
 
-        def reduce_context(self, agent: Any, e: Exception | None = None, **kwargs: Any) -> None:
-            """Run the managers with their rules ignored; re-raise `e` if nothing came out."""
-            if not self._manage(agent, reactive=True) and e is not None:
-                raise e
+    def _before_model_call(self, event: Any) -> None:
+        if self.per_turn is False:
+            return
+        self._model_calls += 1
+        if self.per_turn is True or self._model_calls % int(self.per_turn) == 0:
+            self.apply_management(event.agent)
 
-    return OffloadingConversationManager
+    def _manage(self, agent: Any, *, reactive: bool) -> bool:
+        bridge = self._bridge
+        before = list(agent.messages)
+        msgs = bridge.to_msgs(before)
+        result = bridge.loop.run(bridge.run.pre_llm(msgs, reactive=reactive, model_call=False))
+        if not result.compressed:
+            return False
+        kept = {m.id for m in result.messages}
+        self.removed_message_count += sum(
+            1 for m in msgs if m.id not in kept and not is_context_note(m)
+        )
+        agent.messages[:] = bridge.to_converse(result.messages)
+        return True
+
+    def apply_management(self, agent: Any, **kwargs: Any) -> None:
+        """Run the managers under their rules (after an invocation, or per turn)."""
+        self._manage(agent, reactive=False)
+
+    def reduce_context(self, agent: Any, e: Exception | None = None, **kwargs: Any) -> None:
+        """Run the managers with their rules ignored; re-raise `e` if nothing came out."""
+        if not self._manage(agent, reactive=True) and e is not None:
+            raise e

@@ -495,9 +495,8 @@ def __getattr__(name: str) -> Any:
     # `OffloadingConversationManager` subclasses Strands' ConversationManager, so it is built
     # (and Strands imported) on first use of the name, never at import.
     if name == "OffloadingConversationManager":
-        from ._strands_manager import manager_class
+        from ._strands_manager import OffloadingConversationManager
 
-        built = manager_class()
-        globals()[name] = built
-        return built
+        globals()[name] = OffloadingConversationManager
+        return OffloadingConversationManager
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -252,6 +252,50 @@ def _size(batch: _Batch) -> int:
     return sum(map(len, batch.lines))
 
 
+@dataclass
+class _Plan:
+    """A group's batches as they will be written: `chunks` are their bytes, `added` the ids
+    of their lines (kept apart from `index`, which must hold only what is written, until the
+    write succeeds), `spans` each batch's line span, `newlines` the log's after them."""
+
+    newlines: int
+    chunks: list[bytes] = field(default_factory=list)
+    added: dict[str, int] = field(default_factory=dict)
+    index: dict[str, int] | None = None
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+    def add(self, batch: _Batch, prefix: bytes) -> None:
+        """Plan one batch: its lines not already in the log or the group, and its span."""
+        keep: list[bytes] = []
+        kept_ids: list[str | None] = []
+        found: list[int] = []
+        for i, line in enumerate(batch.lines):
+            msg_id = batch.ids[i] if batch.ids is not None else None
+            line_no = None
+            if msg_id is not None and self.index is not None:
+                line_no = self.index.get(msg_id)
+                if line_no is None and self.added:
+                    line_no = self.added.get(msg_id)
+            if line_no is not None:
+                found.append(line_no)
+            else:
+                keep.append(line)
+                kept_ids.append(msg_id)
+        if not keep:
+            self.spans.append((min(found), max(found)))
+            return
+        payload = prefix + b"".join(keep)
+        first = self.newlines + len(prefix) + 1
+        last = first + len(keep) - 1
+        self.chunks.append(payload)
+        self.newlines += payload.count(b"\n")
+        if self.index is not None:
+            for line_no, msg_id in enumerate(kept_ids, first):
+                if msg_id is not None:
+                    self.added.setdefault(msg_id, line_no)
+        self.spans.append((min(first, *found), max(last, *found)) if found else (first, last))
+
+
 class JsonlAppender:
     """Appends whole lines to JSONL files and reports the line numbers it wrote.
 
@@ -499,111 +543,96 @@ class JsonlAppender:
         self, shown: str, fd: int, st: os.stat_result, batches: list[_Batch]
     ) -> list[tuple[int, int]]:
         dir_fd, name = batches[0].dir_fd, batches[0].name
-        size = st.st_size
-        commit_shown = shown + COMMIT_SUFFIX
         commit_fd = open_file(
-            dir_fd, name + COMMIT_SUFFIX, commit_shown, os.O_RDWR | os.O_CREAT | READ_FLAGS
+            dir_fd,
+            name + COMMIT_SUFFIX,
+            shown + COMMIT_SUFFIX,
+            os.O_RDWR | os.O_CREAT | READ_FLAGS,
         )
         try:
-            record = decode_commit_record(os.pread(commit_fd, COMMIT_RECORD_SIZE + 1, 0))
-            prefix = b""
-            if record is None or record[0] > size:
-                # No record (a log from before commit records, or one edited by hand): all of
-                # it counts. Record that first, so readers never take the batch below for
-                # old content.
-                committed, newlines = size, self._newlines_before(shown, fd, st, size)
-                if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-                    prefix = b"\n"
-                os.pwrite(commit_fd, encode_commit_record(committed, newlines), 0)
-            else:
-                committed, newlines = record
-                if size > committed:
-                    # A writer was killed between its write and its commit: that batch was
-                    # never acknowledged (its messages are still in the caller's context).
-                    logger.warning(
-                        "%s: trimming %d bytes of a batch that was never committed",
-                        shown,
-                        size - committed,
-                    )
-                    os.ftruncate(fd, committed)
-            # Each batch is planned as if those before it were already on disk: `chunks` are
-            # their bytes, `added` the ids of their lines (kept apart from the index, which
-            # must hold only what is written, until the write succeeds).
-            chunks: list[bytes] = []
-            added: dict[str, int] = {}
-            index: dict[str, int] | None = None
-            spans: list[tuple[int, int]] = []
-            for k, batch in enumerate(batches):
-                ids = batch.ids
-                has_ids = ids is not None and any(i is not None for i in ids)
-                if k == 0:
-                    if has_ids:
-                        index = self._index(shown, fd, st, committed, newlines, record is not None)
-                    else:
-                        # Nothing to look up: skip reading the log for ids; an index kept
-                        # from before still continues from where it ends.
-                        previous = self._known.get(shown)
-                        if (
-                            previous is not None
-                            and previous.ids is not None
-                            and self._still(previous, fd, st, committed)
-                        ):
-                            index = self._index(
-                                shown, fd, st, committed, newlines, record is not None
-                            )
-                elif has_ids and index is None:
-                    # As a writer after the earlier batches would: read every id in the log,
-                    # those earlier batches' lines included.
-                    index = {}
-                    _scan_ids(fd, 0, committed, 1, index, more=b"".join(chunks))
-                keep: list[bytes] = []
-                kept_ids: list[str | None] = []
-                found: list[int] = []
-                for i, line in enumerate(batch.lines):
-                    msg_id = ids[i] if ids is not None else None
-                    line_no = None
-                    if msg_id is not None and index is not None:
-                        line_no = index.get(msg_id)
-                        if line_no is None and added:
-                            line_no = added.get(msg_id)
-                    if line_no is not None:
-                        found.append(line_no)
-                    else:
-                        keep.append(line)
-                        kept_ids.append(msg_id)
-                if not keep:
-                    spans.append((min(found), max(found)))
-                    prefix = b""
-                    continue
-                payload = prefix + b"".join(keep)
-                first = newlines + len(prefix) + 1
-                last = first + len(keep) - 1
-                chunks.append(payload)
-                newlines += payload.count(b"\n")
-                prefix = b""
-                if index is not None:
-                    for line_no, msg_id in enumerate(kept_ids, first):
-                        if msg_id is not None:
-                            added.setdefault(msg_id, line_no)
-                if found:
-                    spans.append((min(first, *found), max(last, *found)))
-                else:
-                    spans.append((first, last))
-            if not chunks:
-                return spans
-            payload = b"".join(chunks)
+            committed, newlines, prefix, exact = self._settle_commit(shown, fd, st, commit_fd)
+            plan = self._plan(shown, fd, st, batches, committed, newlines, prefix, exact)
+            if not plan.chunks:
+                return plan.spans
+            payload = b"".join(plan.chunks)
             end = committed + len(payload)
-            self._write(shown, fd, payload, committed, commit=(commit_fd, newlines))
-            if index is not None:
+            self._write(shown, fd, payload, committed, commit=(commit_fd, plan.newlines))
+            if plan.index is not None:
                 # None of `added` was in the index when planned, and nothing else has
                 # touched the index since.
-                index.update(added)
+                plan.index.update(plan.added)
             self._known[shown] = _Known(
-                st.st_dev, st.st_ino, end, newlines, self._tail(fd, payload, end), index
+                st.st_dev, st.st_ino, end, plan.newlines, self._tail(fd, payload, end), plan.index
             )
-            return spans
+            return plan.spans
         finally:
             os.close(commit_fd)
+
+    def _settle_commit(
+        self, shown: str, fd: int, st: os.stat_result, commit_fd: int
+    ) -> tuple[int, int, bytes, bool]:
+        """Where the committed part of the log ends, before a group is appended.
+
+        Returns:
+            (committed bytes, newlines in them, the bytes to write before the group: a newline
+            when the log ends without one, whether a valid record was found).
+        """
+        size = st.st_size
+        record = decode_commit_record(os.pread(commit_fd, COMMIT_RECORD_SIZE + 1, 0))
+        if record is None or record[0] > size:
+            # No record (a log from before commit records, or one edited by hand): all of
+            # it counts. Record that first, so readers never take the group for old content.
+            newlines = self._newlines_before(shown, fd, st, size)
+            prefix = b"\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else b""
+            os.pwrite(commit_fd, encode_commit_record(size, newlines), 0)
+            return size, newlines, prefix, False
+        committed, newlines = record
+        if size > committed:
+            # A writer was killed between its write and its commit: that batch was never
+            # acknowledged (its messages are still in the caller's context).
+            logger.warning(
+                "%s: trimming %d bytes of a batch that was never committed",
+                shown,
+                size - committed,
+            )
+            os.ftruncate(fd, committed)
+        return committed, newlines, b"", True
+
+    def _plan(
+        self,
+        shown: str,
+        fd: int,
+        st: os.stat_result,
+        batches: list[_Batch],
+        committed: int,
+        newlines: int,
+        prefix: bytes,
+        exact: bool,
+    ) -> _Plan:
+        """Each batch planned as if those before it were already on disk: the lines it adds
+        and the span its messages have (a message already in the log, or in an earlier
+        batch of the group, is not written again)."""
+        plan = _Plan(newlines=newlines)
+        for k, batch in enumerate(batches):
+            has_ids = batch.ids is not None and any(i is not None for i in batch.ids)
+            if k == 0:
+                previous = self._known.get(shown)
+                if has_ids or (
+                    # Nothing to look up: the log is not read for ids, but an index kept
+                    # from before still continues from where it ends.
+                    previous is not None
+                    and previous.ids is not None
+                    and self._still(previous, fd, st, committed)
+                ):
+                    plan.index = self._index(shown, fd, st, committed, newlines, exact)
+            elif has_ids and plan.index is None:
+                # As a writer after the earlier batches would: read every id in the log,
+                # those earlier batches' lines included.
+                plan.index = {}
+                _scan_ids(fd, 0, committed, 1, plan.index, more=b"".join(plan.chunks))
+            plan.add(batch, prefix)
+            prefix = b""
+        return plan
 
     def _index(
         self, key: str, fd: int, st: os.stat_result, committed: int, newlines: int, exact: bool
