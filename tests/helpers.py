@@ -6,6 +6,9 @@ Import as `from helpers import ...`: pytest puts tests/ on the path for its conf
 from __future__ import annotations
 
 import base64
+import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,3 +116,52 @@ class MinimalOffloader:
 
     async def offload_data_block(self, block: Any) -> Any:
         return block
+
+
+# Imports each name in a child forked from an interpreter that has imported nothing of the
+# package, so every name is the first thing imported; prints the failures as JSON.
+FIRST_IMPORTS = """
+import json, os, sys, traceback
+names = json.loads(sys.argv[1])
+failed = {}
+for package, name in names:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            module = __import__(package, fromlist=[name])
+            getattr(module, name)
+            message = b""
+        except BaseException:
+            message = traceback.format_exc().encode()
+        os.write(write, message)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read()
+    os.waitpid(pid, 0)
+    if message:
+        failed[f"from {package} import {name}"] = message.decode().strip().splitlines()[-1]
+print(json.dumps(failed))
+"""
+
+
+def public_names(package: str) -> list[list[str]]:
+    """`[package, name]` for each name of the package's `__all__`."""
+    code = f"import json, {package} as m; print(json.dumps(m.__all__))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return [[package, name] for name in json.loads(done.stdout)]
+
+
+def first_import_failures(names: list[list[str]]) -> dict[str, str]:
+    """`from package import name` for each pair, each the first import of a fresh interpreter;
+    the last line of each failure, by import."""
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORTS, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    failures: dict[str, str] = json.loads(done.stdout)
+    return failures

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import FIRST_IMPORTS, first_import_failures, public_names
+
 SRC = Path(importlib.util.find_spec("ctxoffload").origin).parent  # type: ignore[arg-type, union-attr]
 
 # Every package with a public `__all__`; the integrations need their framework installed.
@@ -151,52 +153,6 @@ def test_the_pillars_import_no_front() -> None:
     assert wrong == []
 
 
-# Imports each name in a child forked from an interpreter that has imported nothing of the
-# package, so every name is the first thing imported; prints the failures as JSON.
-_FIRST_IMPORTS = """
-import json, os, sys, traceback
-names = json.loads(sys.argv[1])
-failed = {}
-for package, name in names:
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            module = __import__(package, fromlist=[name])
-            getattr(module, name)
-            message = b""
-        except BaseException:
-            message = traceback.format_exc().encode()
-        os.write(write, message)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        message = pipe.read()
-    os.waitpid(pid, 0)
-    if message:
-        failed[f"from {package} import {name}"] = message.decode().strip().splitlines()[-1]
-print(json.dumps(failed))
-"""
-
-
-def public_names(package: str) -> list[list[str]]:
-    code = f"import json, {package} as m; print(json.dumps(m.__all__))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return [[package, name] for name in json.loads(done.stdout)]
-
-
-def first_import_failures(names: list[list[str]]) -> dict[str, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", _FIRST_IMPORTS, json.dumps(names)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    failures: dict[str, str] = json.loads(done.stdout)
-    return failures
-
-
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_public_name_imports_first_in_a_fresh_interpreter(package: str) -> None:
     names = public_names(package)
@@ -211,7 +167,7 @@ def test_the_first_import_check_reports_a_name_that_fails(tmp_path: Path) -> Non
     )
     sys.path.insert(0, str(tmp_path))
     try:
-        code = _FIRST_IMPORTS.replace(
+        code = FIRST_IMPORTS.replace(
             "import json, os, sys, traceback",
             f"import json, os, sys, traceback\nsys.path.insert(0, {str(tmp_path)!r})",
         )

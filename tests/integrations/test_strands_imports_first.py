@@ -1,0 +1,16 @@
+"""Every public name of `ctxoffload.integrations.strands` imports first in a fresh interpreter
+where Strands is installed (tests/test_module_graph.py checks the rest of the package)."""
+
+from __future__ import annotations
+
+from frameworks import require_framework
+
+from helpers import first_import_failures, public_names
+
+require_framework("strands", "strands")
+
+
+def test_every_public_name_imports_first() -> None:
+    names = public_names("ctxoffload.integrations.strands")
+    assert names
+    assert first_import_failures(names) == {}
