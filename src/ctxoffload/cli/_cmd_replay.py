@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CliError
 from ..workspace import SESSIONS_DIR, EventKind, Folder
@@ -25,6 +25,13 @@ from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
 from ._commands import COMMAND_HELP
 from ._output import Progress, print_json, print_table
 from ._recoverable import check_recoverable
+
+if TYPE_CHECKING:
+    from ..compression import ContextConfig
+    from ..messages import Msg
+    from ..model import ChatModel
+    from ..tokens import TokenCounter
+    from ..workspace import LocalWorkspace
 
 __all__ = ["ReplayResult", "register", "replay_run", "run"]
 
@@ -156,16 +163,16 @@ class ReplayResult:
 
 
 async def replay_run(
-    messages: list[Any],
-    config: Any,
-    workspace: Any,
+    messages: list[Msg],
+    config: ContextConfig,
+    workspace: LocalWorkspace,
     session: str,
     *,
     run_name: str,
     config_name: str,
-    counter: Any,
+    counter: TokenCounter,
     progress: Progress | None = None,
-    summary_model: Any = None,
+    summary_model: ChatModel | None = None,
 ) -> ReplayResult:
     """Replay one run with one config into `session` and check that nothing is lost.
 

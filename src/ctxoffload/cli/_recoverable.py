@@ -14,9 +14,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..workspace import DATA_DIR, DATA_REFERENCE, TOOL_RESULT_PREFIX, TOOL_RESULT_SUFFIX, Folder
+
+if TYPE_CHECKING:
+    from ..workspace import LocalWorkspace
 
 __all__ = ["check_recoverable", "data_kept"]
 
@@ -58,7 +61,7 @@ def data_kept(workdir: str, old: Any, new: Any) -> bool:
 class _ReadBack:
     """What one session's context names, read back (each file once)."""
 
-    def __init__(self, workspace: Any) -> None:
+    def __init__(self, workspace: LocalWorkspace) -> None:
         self.workspace = workspace
         self.workdir = str(workspace.workdir)
         self.files: dict[str, str] = {}
@@ -142,7 +145,7 @@ class _ReadBack:
 
 
 async def check_recoverable(
-    originals: list[Any], live: list[Any], workspace: Any, session: str
+    originals: list[Any], live: list[Any], workspace: LocalWorkspace, session: str
 ) -> list[str]:
     """Which original messages (or parts) cannot be read back from what the context names.
 
