@@ -10,7 +10,16 @@ from typing import Any
 
 from ..exceptions import CliError
 from ..text import message_lines
-from ..workspace import DATA_DIR, DATA_REFERENCE, EVENTS_FILE, SESSIONS_DIR, EventKind, Folder
+from ..workspace import (
+    DATA_DIR,
+    DATA_REFERENCE,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    SUMMARY_MARK,
+    EventKind,
+    Folder,
+    mark_of,
+)
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import shown
@@ -19,9 +28,6 @@ from ._reading import open_workspace, read_json_lines, session_folder
 __all__ = ["register", "run"]
 
 _SHORT = 100  # characters of a message body shown without --full
-# `metadata["ctxoffload"]["kind"]` of the summary message the compressor puts in the context
-# (`compression.is_summary_message`, which loads the message model: not imported here).
-_SUMMARY_MARKER = "summary"
 
 
 def register(commands: Any) -> None:
@@ -207,10 +213,9 @@ def _summary_fields(event: dict[str, Any]) -> dict[str, Any] | None:
         nested = event.get("summary")
         return nested if isinstance(nested, dict) else event
     message = event.get("message") if event["kind"] == EventKind.MESSAGE else None
-    metadata = message.get("metadata") if isinstance(message, dict) else None
-    marker = metadata.get("ctxoffload") if isinstance(metadata, dict) else None
-    if isinstance(marker, dict) and marker.get("kind") == _SUMMARY_MARKER:
-        fields = marker.get("summary")
+    mark = mark_of(message.get("metadata")) if isinstance(message, dict) else None
+    if mark is not None and mark.get("kind") == SUMMARY_MARK:
+        fields = mark.get("summary")
         return fields if isinstance(fields, dict) else {}
     return None
 
@@ -304,9 +309,9 @@ def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
 def _message_event(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:
     """The timeline's lines for a message the agent logged: its first line (the message's
     text as `text.message_lines` shows it), or with `full` all of it."""
-    marker = (msg.get("metadata") or {}).get("ctxoffload")
-    if isinstance(marker, dict) and marker.get("kind") == _SUMMARY_MARKER:
-        fields = marker.get("summary")
+    mark = mark_of(msg.get("metadata"))
+    if mark is not None and mark.get("kind") == SUMMARY_MARK:
+        fields = mark.get("summary")
         lines = [f"{at}   summary message {msg.get('id')}:"]
         if full:  # the message as the model saw it: the five fields are in it
             return lines + ["      " + t for t in _body(msg)]

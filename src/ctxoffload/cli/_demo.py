@@ -31,6 +31,7 @@ from ..workspace import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
+    MARK,
     SESSIONS_DIR,
     STATE_FILE,
     TOOL_RESULT_PREFIX,
@@ -432,7 +433,7 @@ async def run_demo(
         report.steps.append((record.step, tools, sent, without, record.compressed))
     report.compressions = agent.compressor.compressions
     report.truncations = sum(r.truncated for r in agent.steps)
-    summary = next((m for m in agent.messages if m.metadata.get("ctxoffload")), None)
+    summary = next((m for m in agent.messages if m.metadata.get(MARK)), None)
     report.summary_text = summary.text if summary is not None else ""
     report.files = _files_written(workdir, agent.session_id)
     return report

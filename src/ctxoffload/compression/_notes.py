@@ -9,6 +9,7 @@ adopts the state a summary carries).
 from __future__ import annotations
 
 from ..messages import Msg
+from ..workspace import MARK, SUMMARY_MARK, WINDOW_NOTE_MARK, mark_kind
 
 __all__ = [
     "NOTE_KINDS",
@@ -20,14 +21,10 @@ __all__ = [
     "is_window_note",
 ]
 
-NOTE_MARK = "ctxoffload"
-"""The metadata key of the mark: `msg.metadata[NOTE_MARK] = {"kind": ..., ...}`."""
-
-SUMMARY_NOTE = "summary"
-"""The kind of a compression's summary message."""
-
-WINDOW_NOTE = "window_note"
-"""The kind of the note a `SlidingWindow` leaves where it dropped messages."""
+# The mark is part of what a row holds on disk: its names live with the layout's.
+NOTE_MARK = MARK
+SUMMARY_NOTE = SUMMARY_MARK
+WINDOW_NOTE = WINDOW_NOTE_MARK
 
 NOTE_KINDS = (SUMMARY_NOTE, WINDOW_NOTE)
 """Kinds of the messages ctxoffload puts in a context to say where earlier ones went: a
@@ -35,8 +32,7 @@ summary, or a sliding window's note. They are never user requests and never comp
 
 
 def _kind(msg: Msg) -> object:
-    marker = msg.metadata.get(NOTE_MARK)
-    return marker.get("kind") if isinstance(marker, dict) else None
+    return mark_kind(msg.metadata)
 
 
 def is_summary_message(msg: Msg) -> bool:

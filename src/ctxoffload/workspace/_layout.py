@@ -28,16 +28,22 @@ __all__ = [
     "DATA_REFERENCE",
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
+    "MARK",
     "PURGING_PREFIX",
     "SESSIONS_DIR",
     "SKILLS_DIR",
     "STATE_FILE",
+    "SUMMARY_MARK",
     "TEMPORARY_PREFIX",
     "TOOL_RESULT_PREFIX",
     "TOOL_RESULT_SUFFIX",
     "TOP_FOLDERS",
+    "UNSTORED_MARK",
+    "WINDOW_NOTE_MARK",
     "is_data_name",
     "is_tool_result_name",
+    "mark_kind",
+    "mark_of",
     "now_iso",
     "purging_name",
     "temporary_name",
@@ -72,6 +78,26 @@ DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
 # is the file name.
 DATA_REFERENCE = re.compile(r"\bdata/([0-9a-f]{64}\.[A-Za-z0-9]{1,8})(?![A-Za-z0-9])")
 DATA_REFERENCE_BYTES = re.compile(DATA_REFERENCE.pattern.encode())
+
+
+# The mark ctxoffload puts on the messages it writes into a context, in every row that holds
+# one (context.jsonl, events.jsonl, state.json): `metadata[MARK] = {"kind": ..., ...}`.
+MARK = "ctxoffload"
+SUMMARY_MARK = "summary"  # a compression's summary message
+WINDOW_NOTE_MARK = "window_note"  # the note a sliding window leaves where it dropped messages
+UNSTORED_MARK = "unstored"  # the stand-in for a message that could not be stored
+
+
+def mark_of(metadata: object) -> dict[str, object] | None:
+    """ctxoffload's mark in a message's metadata (`{"kind": ..., ...}`), or None."""
+    marker = metadata.get(MARK) if isinstance(metadata, dict) else None
+    return marker if isinstance(marker, dict) else None
+
+
+def mark_kind(metadata: object) -> object:
+    """The kind of ctxoffload's mark in a message's metadata, or None when it has none."""
+    marker = mark_of(metadata)
+    return marker.get("kind") if marker is not None else None
 
 
 def tool_result_name(stem: str, version: int = 1) -> str:

@@ -27,6 +27,7 @@ from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from ..exceptions import InvalidContent
 from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import data_line
+from ._layout import MARK, UNSTORED_MARK
 
 __all__ = [
     "MAX_DEPTH",
@@ -340,7 +341,7 @@ def message_json(msg: Any, store: StoreData | None, *, where: str) -> Any:
     return externalize(value, store, where=where, url_form=file_url if foreign else None)
 
 
-UNSTORED = "unstored"
+UNSTORED = UNSTORED_MARK
 """`metadata["ctxoffload"]["kind"]` of a stand-in for a message that could not be stored."""
 
 
@@ -387,7 +388,7 @@ def _repaired_msg(msg: Msg, problem: str, store: StoreData | None, where: str) -
         extra = {}
     else:
         metadata.update(msg.metadata)
-    metadata["ctxoffload"] = {"kind": UNSTORED, "error": problem}
+    metadata[MARK] = {"kind": UNSTORED, "error": problem}
     name = msg.name if isinstance(msg.name, str) else None
     return Msg(
         role=msg.role,
@@ -412,7 +413,7 @@ def _flat_stand_in(msg: Any, problem: str) -> dict[str, Any]:
         fields = {}
     out = {k: fields[k] for k in _KEPT_FIELDS if isinstance(fields.get(k), str)}
     out["content"] = f"{_note('this message', problem)}\n{text_form(msg)}"
-    out["metadata"] = {"ctxoffload": {"kind": UNSTORED, "error": problem}}
+    out["metadata"] = {MARK: {"kind": UNSTORED, "error": problem}}
     return out
 
 
