@@ -335,8 +335,8 @@ def test_backreferences_are_refused_with_what_to_do() -> None:
 
 
 async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text() -> None:
-    from ctxoffload.agent import retrieval_tool as reexported
     from ctxoffload.agent import as_tool
+    from ctxoffload.agent import retrieval_tool as reexported
     from ctxoffload.offloader import retrieval_tool
 
     assert reexported is retrieval_tool
