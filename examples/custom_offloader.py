@@ -6,6 +6,8 @@ is also a `ReferenceReader` (it has `read_reference`), so `retrieve_offloaded_co
 the `retrieval_tool` an `Agent` registers for it can read content back for an agent that
 has no file access.
 
+The guides: docs/guides/agent.md ("Your own offloader") and docs/guides/reading-back.md.
+
 Run:  python examples/custom_offloader.py
 """
 

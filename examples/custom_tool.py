@@ -3,6 +3,8 @@
 The JSON schema the model sees comes from the type hints and the Google-style docstring.
 This example runs offline with a ScriptedModel standing in for a real model.
 
+The guide: docs/guides/agent.md ("Tools").
+
 Run:  python examples/custom_tool.py
 """
 

@@ -1,6 +1,7 @@
 """Quick start: an agent on any OpenAI-compatible endpoint, kept inside its window.
 
-Needs the `openai` extra:  pip install 'ctxoffload[openai]'
+Needs the `openai` extra: from a clone  pip install -e '.[openai]'  (once the package is
+published: pip install 'ctxoffload[openai]'). docs/guides/agent.md walks through it.
 
 Environment variables:
   OPENAI_BASE_URL  the endpoint, e.g. http://127.0.0.1:8000/v1 for a local vLLM or llama.cpp

@@ -1,5 +1,7 @@
 """A tour of the workspace: offload a context, a large tool result and an image.
 
+The guide: docs/guides/workspace.md.
+
 Run:  python examples/workspace_tour.py [WORKDIR]
 Then: grep -n ERROR WORKDIR/sessions/run-42/tool_result-*.txt
 """

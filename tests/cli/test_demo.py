@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxoffload.cli._demo import FAILED_ORDER
+import pytest
+
+from ctxoffload import LocalWorkspace
+from ctxoffload.cli._demo import FAILED_ORDER, run_demo
+from ctxoffload.workspace import rebuild_step
 
 # `demo` (tests/cli/conftest.py) is one `ctxoffload demo` run that these tests share.
 
@@ -94,3 +106,78 @@ def test_demo_with_a_relative_workdir(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"order {FAILED_ORDER}" in done.stdout
     assert (tmp_path / "rel-ws" / "sessions" / "nightly-job" / "state.json").exists()
+
+
+# -- the story in workdirs of any length -----------------------------------------------------
+# Every notice and summary names the workspace's files by their full path, so the path's
+# length moves the token counts and the steps at which compressions fall (docs/getting-
+# started.md says so). What must not move is the story the page tells.
+
+
+@contextlib.contextmanager
+def workdir_of_length(length: int) -> Iterator[Path]:
+    """A new folder whose absolute path has exactly `length` characters (at least 10),
+    removed afterwards."""
+    if length < 16:
+        # Directly under /tmp: "/tmp/" and a random name, made with mkdir so that nothing
+        # that exists is touched.
+        while True:
+            folder = Path("/tmp") / secrets.token_hex(8)[: length - len("/tmp/")]
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir()
+                break
+        base = folder
+    else:
+        base = Path(tempfile.mkdtemp(dir="/tmp", prefix="d"))
+        folder = base / ("w" * (length - len(str(base)) - 1))
+    try:
+        assert len(str(folder)) == length and str(folder) == os.path.abspath(folder)
+        yield folder
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def tool_result_ids(message: dict[str, Any]) -> set[str]:
+    """The call ids of the tool results a stored message holds."""
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return {b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"}
+
+
+@pytest.mark.parametrize("length", [10, 40, 70, 100])
+def test_the_demo_story_holds_in_a_workdir_path_of_any_length(length: int) -> None:
+    """At least three compressions; the answer names the failing order; and it was found by
+    a Grep and a Read of the 2026-11-20 log (call 2's file) at a step when that log's result
+    had left the context for context.jsonl, and the order had never been in the context."""
+    with workdir_of_length(length) as workdir:
+        report = asyncio.run(run_demo(workdir))
+        ws = LocalWorkspace(workdir)
+        events = asyncio.run(ws.read_events(report.session_id))
+        logged = asyncio.run(ws.read_context(report.session_id))
+    assert report.compressions >= 3
+    assert len([e for e in events if e["kind"] == "compression"]) == report.compressions
+    assert FAILED_ORDER in report.answer
+
+    log_file = ws.session_dir(report.session_id) / "tool_result-call_2.txt"
+    calls = [e for e in events if e["kind"] == "tool_call"]
+    grep = next(c for c in calls if c["name"] == "Grep")
+    read = next(c for c in calls if c["name"] == "Read")
+    # Read and Grep take paths absolute or relative to the workspace.
+    assert workdir / grep["arguments"]["path_or_glob"] == log_file
+    assert workdir / read["arguments"]["path"] == log_file and read["step"] == grep["step"] + 1
+
+    # When the model planned the Grep, the log's result was no longer in its context: it was
+    # in context.jsonl, put there by a compression before that step.
+    planned_from = rebuild_step(events, grep["step"])
+    assert not any("call_2" in tool_result_ids(m) for m in planned_from)
+    line = next(i for i, m in enumerate(logged, 1) if "call_2" in tool_result_ids(m))
+    assert any(
+        e["kind"] == "compression" and e["lines"][0] <= line <= e["lines"][1]
+        for e in events[: events.index(grep)]
+    )
+    # The order entered the context only with the Grep's answer.
+    for step in range(1, grep["step"] + 1):
+        assert FAILED_ORDER not in json.dumps(rebuild_step(events, step))
+    answered_from = rebuild_step(events, read["step"] + 1)
+    grep_answer = next(m for m in answered_from if grep["tool_id"] in tool_result_ids(m))
+    assert f"order_id={FAILED_ORDER}" in json.dumps(grep_answer)
