@@ -59,7 +59,9 @@ STAND_INS = (
     "cart", "grid", "icon", "maps", "song", "tree", "unit", "form", "game",
     "item", "mail", "node", "page", "shop", "site", "star", "team", "view",
 )  # fmt: skip
-"""Words `w` for which `/tmp/w` gives a demo run with the figures of `/tmp/demo`."""
+"""Words `w` for which `/tmp/w` gives a demo run with the figures of `/tmp/demo` (each was
+compared once by whole demo runs and the commands' outputs; the test checks the token
+counts that make it so)."""
 
 # Where a path stands in what the demo and the commands write: in prose, quoted, in JSON,
 # in a reminder's `reference='...'`, after `=`, in parentheses, at the end of a line.
