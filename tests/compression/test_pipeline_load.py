@@ -1,9 +1,8 @@
-"""Loading a ContextPipeline from JSON templates: README examples, OpenSearch's, and mistakes."""
+"""Loading a ContextPipeline from JSON templates: the documented ones, OpenSearch's, mistakes."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,17 +24,17 @@ from ctxoffload.compression import (
     ToolOutputTruncate,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TEMPLATES = Path(__file__).with_name("pipeline_templates.json")
 
 
-def readme_templates() -> list[dict[str, Any]]:
-    """Every JSON block of the README that is a pipeline template."""
-    blocks = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    return [json.loads(b) for b in blocks if '"hooks"' in b]
+def documented_templates() -> list[dict[str, Any]]:
+    """The templates of the pipelines guide (docs/guides/pipelines.md), as test data."""
+    templates: list[dict[str, Any]] = json.loads(TEMPLATES.read_text(encoding="utf-8"))
+    return templates
 
 
-def test_the_readme_shows_the_three_use_cases_and_an_opensearch_template() -> None:
-    names = [t["name"] for t in readme_templates()]
+def test_the_documented_templates_are_three_use_cases_and_an_opensearch_one() -> None:
+    names = [t["name"] for t in documented_templates()]
     assert names == [
         "long-conversations",
         "tool-heavy",
@@ -44,8 +43,8 @@ def test_the_readme_shows_the_three_use_cases_and_an_opensearch_template() -> No
     ]
 
 
-@pytest.mark.parametrize("template", readme_templates(), ids=lambda t: t["name"])
-def test_every_readme_template_loads(template: dict[str, Any]) -> None:
+@pytest.mark.parametrize("template", documented_templates(), ids=lambda t: t["name"])
+def test_every_documented_template_loads(template: dict[str, Any]) -> None:
     pipeline = ContextPipeline.from_dict(template, models={"small": ScriptedModel()})
     assert pipeline.name == template["name"]
     hooks = {k.lower(): v for k, v in template["hooks"].items()}
@@ -54,7 +53,7 @@ def test_every_readme_template_loads(template: dict[str, Any]) -> None:
 
 
 def test_an_opensearch_template_loads_unchanged_with_its_meaning() -> None:
-    template = readme_templates()[-1]
+    template = documented_templates()[-1]
     pipeline = ContextPipeline.from_dict(template)
     (truncate,) = pipeline.post_tool
     (window,) = pipeline.pre_llm
@@ -225,7 +224,7 @@ def test_a_mistake_fails_at_load_time_with_its_json_path(template: Any, message:
 
 def test_a_template_file_loads_and_its_errors_name_the_file(tmp_path: Path) -> None:
     good = tmp_path / "pipeline.json"
-    good.write_text(json.dumps(readme_templates()[1]), encoding="utf-8")
+    good.write_text(json.dumps(documented_templates()[1]), encoding="utf-8")
     pipeline = ContextPipeline.from_json_file(good)
     assert pipeline.name == "tool-heavy"
 

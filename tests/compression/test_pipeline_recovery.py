@@ -30,14 +30,13 @@ from ctxoffload import (
 from ctxoffload.compression import is_context_note
 from helpers import SUMMARY
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TEMPLATES = Path(__file__).with_name("pipeline_templates.json")
 WINDOW = 16_000
 _PATH = re.compile(r"(/[^\s'\"<>()\[\],;`|]+)")
 
 
 def documented_pipelines() -> dict[str, dict[str, Any] | None]:
-    blocks = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    templates = [json.loads(b) for b in blocks if '"hooks"' in b]
+    templates = json.loads(TEMPLATES.read_text(encoding="utf-8"))
     found: dict[str, dict[str, Any] | None] = {"default": None}
     found.update({t["name"]: t for t in templates})
     return found
