@@ -16,6 +16,7 @@ from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ._notes import is_context_note
 
 __all__ = [
+    "MessageCounter",
     "Split",
     "SplitByCount",
     "SplitByTokens",
