@@ -37,7 +37,9 @@ class HasWorkdir(Protocol):
     """A workspace on a local folder, such as `LocalWorkspace`."""
 
     @property
-    def workdir(self) -> str | os.PathLike[str]: ...
+    def workdir(self) -> str | os.PathLike[str]:
+        """The folder the workspace's files are in."""
+        ...
 
 
 class FileToolbox:
