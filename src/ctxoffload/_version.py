@@ -2,3 +2,4 @@
 importing the package's `__init__`."""
 
 __version__ = "0.1.0"
+"""The version of ctxoffload, as the package index and `ctxoffload --version` show it."""

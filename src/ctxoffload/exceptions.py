@@ -1,20 +1,18 @@
-"""Every exception ctxoffload raises.
+"""Every exception ctxoffload raises::
 
-```
-CtxOffloadError
-├── InvalidSessionId        a session id that is not a plain name (raised before any I/O)
-├── InvalidReference        a reference that is unknown or points outside the workspace
-├── InvalidContent          input that cannot be offloaded faithfully (malformed base64, ...)
-├── OffloadError            the workspace could not persist content (disk full, permissions)
-├── TokenizerUnavailable    an exact tokenizer was asked for but cannot be loaded offline
-├── ConfigError             an impossible configuration value
-├── ModelError              a chat model call failed
-│   └── ContextOverflowError   the provider said the prompt is larger than the context window
-├── SummaryError            no valid summary could be produced by the summary model
-├── IncompleteRecord        a session record that cannot rebuild a step (a message never recorded)
-├── ToolError               a workspace file tool refused or failed (path outside the roots, ...)
-└── CliError                a `ctxoffload` command stopped: one line on stderr, its exit status
-```
+    CtxOffloadError
+    ├── InvalidSessionId        a session id that is not a plain name (raised before any I/O)
+    ├── InvalidReference        a reference that is unknown or points outside the workspace
+    ├── InvalidContent          input that cannot be offloaded faithfully (malformed base64, ...)
+    ├── OffloadError            the workspace could not persist content (disk full, permissions)
+    ├── TokenizerUnavailable    an exact tokenizer was asked for but cannot be loaded offline
+    ├── ConfigError             an impossible configuration value
+    ├── ModelError              a chat model call failed
+    │   └── ContextOverflowError   the provider said the prompt is larger than the context window
+    ├── SummaryError            no valid summary could be produced by the summary model
+    ├── IncompleteRecord        a record that cannot rebuild a step (a message never recorded)
+    ├── ToolError               a file tool refused or failed (a path outside the roots, ...)
+    └── CliError                a `ctxoffload` command stopped: one line on stderr, its exit status
 
 Messages say what was wrong, with the offending value, and what to do about it.
 """

@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
+"""Who a message is from; `tool` is a message carrying tool results."""
 
 
 class _Model(BaseModel):
@@ -39,14 +40,24 @@ class _Model(BaseModel):
 
 
 class TextBlock(_Model):
-    """Plain text."""
+    """Plain text.
+
+    Args:
+        text: the text.
+    """
 
     type: Literal["text"] = "text"
     text: str
 
 
 class ThinkingBlock(_Model):
-    """A model's visible reasoning (Anthropic `thinking`), kept so conversions round-trip."""
+    """A model's visible reasoning (Anthropic `thinking`), kept so conversions round-trip.
+
+    Args:
+        thinking: the reasoning text.
+        signature: the provider's signature of it, sent back unchanged; None when there is
+            none.
+    """
 
     type: Literal["thinking"] = "thinking"
     thinking: str
@@ -54,7 +65,12 @@ class ThinkingBlock(_Model):
 
 
 class Base64Source(_Model):
-    """Inline bytes, base64-encoded."""
+    """Inline bytes, base64-encoded.
+
+    Args:
+        media_type: the bytes' media type (`image/png`, `application/pdf`...).
+        data: the bytes, base64-encoded.
+    """
 
     type: Literal["base64"] = "base64"
     media_type: str
@@ -62,7 +78,12 @@ class Base64Source(_Model):
 
 
 class URLSource(_Model):
-    """Bytes that live elsewhere: an http(s) URL, a `file://` URL or a workspace path."""
+    """Bytes that live elsewhere: an http(s) URL, a `file://` URL or a workspace path.
+
+    Args:
+        url: where the bytes are.
+        media_type: their media type, when known.
+    """
 
     type: Literal["url"] = "url"
     url: str
@@ -88,7 +109,14 @@ class DataBlock(_Model):
 
 
 class ToolCallBlock(_Model):
-    """A request from the model to run a tool."""
+    """A request from the model to run a tool.
+
+    Args:
+        id: the call's id, given by the provider; the `ToolResultBlock` answering it
+            carries the same id.
+        name: the tool's name.
+        input: the arguments, parsed from JSON.
+    """
 
     type: Literal["tool_call"] = "tool_call"
     id: str
@@ -117,6 +145,7 @@ Block = Annotated[
     TextBlock | ThinkingBlock | DataBlock | ToolCallBlock | ToolResultBlock,
     Field(discriminator="type"),
 ]
+"""Any block of a message's content, told apart by its `type` field."""
 
 
 def _new_id() -> str:

@@ -19,14 +19,24 @@ __all__ = ["ChatModel", "ModelResponse", "ScriptStep", "ScriptedModel", "Usage"]
 
 
 class Usage(BaseModel):
-    """Token usage a provider reported for one call."""
+    """Token usage a provider reported for one call.
+
+    Args:
+        input_tokens: the tokens of the prompt, as the provider counted them.
+        output_tokens: the tokens of the reply.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
 
 
 class ModelResponse(BaseModel):
-    """One model reply: an assistant message and, when reported, the usage."""
+    """One model reply: an assistant message and, when reported, the usage.
+
+    Args:
+        message: the assistant message (text, tool calls, thinking).
+        usage: the tokens the provider reported; None when it reported none.
+    """
 
     message: Msg
     usage: Usage | None = None
@@ -72,15 +82,20 @@ class ChatModel(Protocol):
 ScriptStep = (
     Msg | str | BaseException | Callable[[Sequence[Msg]], "Msg | str | Awaitable[Msg | str]"]
 )
+"""One step of a `ScriptedModel`'s script: a reply `Msg`, a plain text reply, an exception to
+raise, or a function of the messages that returns a reply (or awaits one). `ScriptedModel`
+also takes a `dict` (a JSON reply) and tool calls; see there."""
 
 
 class ScriptedModel:
     """A deterministic `ChatModel` that plays back a script; for tests, examples and the demo.
 
     Each call consumes one step. A step is a reply `Msg`, a string (a plain text reply), a
-    `dict` (a JSON reply, handy for structured summaries), an exception to raise, or a
-    function of the messages that returns one of those. When the script runs out, the model
-    raises `ModelError` (or, with `default` set, returns `default`).
+    `dict` (a JSON reply, handy for structured summaries), a `ToolCallBlock` or a list of
+    `ToolCallBlock` and `TextBlock` objects (an assistant message calling tools), an
+    exception to raise, or a function of the messages that returns (or awaits) one of those.
+    When the script runs out, the model raises `ModelError` (or, with `default` set, returns
+    `default`).
 
     Args:
         script: the steps, in order.
@@ -109,7 +124,11 @@ class ScriptedModel:
         self.schemas_seen: list[dict[str, Any] | None] = []
 
     def add(self, *steps: Any) -> None:
-        """Append steps to the script."""
+        """Append steps to the script.
+
+        Args:
+            *steps: the steps, in order (see the class docstring for what a step may be).
+        """
         self._script.extend(steps)
 
     @property
@@ -124,7 +143,21 @@ class ScriptedModel:
         tools: Sequence[dict[str, Any]] | None = None,
         response_schema: dict[str, Any] | None = None,
     ) -> ModelResponse:
-        """Play the next step of the script."""
+        """Play the next step of the script.
+
+        Args:
+            messages: the context; kept in `calls`.
+            tools: the tool schemas; kept in `tools_seen`.
+            response_schema: the requested JSON schema; kept in `schemas_seen`.
+
+        Returns:
+            The step's reply.
+
+        Raises:
+            ModelError: the script ran out (and no `default` was given), or a step is not
+                something the model can reply with.
+            BaseException: a step that is an exception is raised as it is.
+        """
         self.calls.append(list(messages))
         self.tools_seen.append(list(tools) if tools is not None else None)
         self.schemas_seen.append(response_schema)

@@ -39,9 +39,9 @@ __all__ = [
     "transcript_entry",
 ]
 
-# Longer log lines are shown and searched as they are: decoding them would hold several
-# copies of one line in memory at once.
 MAX_DECODED_LINE_BYTES = 16 << 20
+"""Log lines longer than this are shown and searched as they are, not decoded: decoding would
+hold several copies of one line in memory at once."""
 
 # Values that say what a part is rather than what it says: not shown as text.
 _LABEL_KEYS = frozenset(

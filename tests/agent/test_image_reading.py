@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from openai_server import OpenAIServer
 
 from ctxoffload import (
     Agent,
@@ -24,6 +23,7 @@ from ctxoffload import (
 from ctxoffload.agent import FileToolbox, OpenAIChatModel, workspace_tools
 from ctxoffload.agent._openai_model import images_after_tool_messages
 from ctxoffload.offloader import retrieval_tool
+from openai_server import OpenAIServer
 
 
 def png(width: int, height: int) -> bytes:

@@ -16,7 +16,6 @@ from typing import Any
 
 import openai
 import pytest
-from openai_server import OpenAIServer, ScriptedReply, chat_completion, closed_port_url
 
 from ctxoffload import (
     ChatModel,
@@ -36,6 +35,7 @@ from ctxoffload.agent._openai_model import (
     is_context_overflow,
     known_context_window,
 )
+from openai_server import OpenAIServer, ScriptedReply, chat_completion, closed_port_url
 
 READ_FILE_TOOL = {
     "type": "function",

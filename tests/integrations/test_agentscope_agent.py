@@ -33,12 +33,12 @@ from agentscope.message import (  # noqa: E402
 from agentscope.model import OpenAIChatModel  # noqa: E402
 from agentscope.permission import PermissionBehavior, PermissionDecision  # noqa: E402
 from agentscope.tool import FunctionTool, Toolkit  # noqa: E402
-from openai_server import OpenAIServer, chat_completion  # noqa: E402
 
 from ctxoffload import LocalWorkspace  # noqa: E402
 from ctxoffload.exceptions import ConfigError  # noqa: E402
 from ctxoffload.integrations.agentscope import AgentScopeOffloader  # noqa: E402
 from helpers import SUMMARY, MinimalOffloader  # noqa: E402
+from openai_server import OpenAIServer, chat_completion  # noqa: E402
 
 ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="test")
 

@@ -45,7 +45,16 @@ logger = logging.getLogger("ctxoffload")
 
 @dataclass
 class StepRecord:
-    """What happened in one step of the loop, for reports and debugging."""
+    """What happened in one step of the loop, for reports and debugging.
+
+    Attributes:
+        step: the step's number, from 1.
+        context_tokens: the tokens of the messages sent to the model at this step.
+        tool_calls: the names of the tools the model called, in order.
+        truncated: how many tool results were truncated into files.
+        compressed: whether older history was compressed before the model call.
+        input_tokens: the input tokens the provider reported; None when it reported none.
+    """
 
     step: int
     context_tokens: int
@@ -81,7 +90,7 @@ class Agent:
         system_prompt: the system prompt; never compressed.
         model: the chat model that answers.
         tools: plain functions (sync or async) with type hints and Google-style docstrings,
-            or `Tool`s; the schema is derived from them.
+            or `Tool` objects; the schema is derived from them.
         offloader: where offloaded content goes, usually a `LocalWorkspace`.
         context_config: how the context is managed: a `ContextConfig` (thresholds for
             truncation and compression; it stands for the default pipeline) or a
@@ -94,14 +103,14 @@ class Agent:
             `ScriptedModel`, see above).
         max_steps: model calls per `reply` before giving up.
         counter: the token counter; by default the exact one for `model`.
-        on_event: called with each event of the session record (see README, "The session
-            record") as it is written, the compressor's included; a plain function or
-            `async def`. One that raises is logged and ignored.
+        on_event: called with each event of the session record (see "The session record"
+            in the documentation) as it is written, the compressor's included; a plain
+            function or `async def`. One that raises is logged and ignored.
         include_retrieval_tool: register `retrieve_offloaded_content` (see
             `ctxoffload.offloader.retrieval_tool`) when the offloader can read its references
             back and no tool of that name was given, so the agent can always recover what
-            left its context, whatever the offloader. Its answers are capped at
-            `reader_output_chars(context_config)` characters.
+            left its context, whatever the offloader. Its answers are capped at three
+            characters per token of `tool_result_limit`, between 1,000 and 20,000.
 
     Reader tools (the workspace file tools and the retrieval tool, marked
     `ctxoffload_reader`) are named in every truncation notice, and their results are never
@@ -225,12 +234,15 @@ class Agent:
     async def reply(self, user_input: str | Msg) -> Msg:
         """Answer one user request, calling tools as the model asks.
 
+        Args:
+            user_input: the request: text, or a user `Msg` (to send images or other blocks).
+
         Returns:
             The model's final assistant message (or a note that the step limit was hit).
 
         Raises:
-            InvalidContent: `user_input` nests deeper than `STORE_DEPTH` levels; nothing
-                was added to the context.
+            InvalidContent: `user_input` nests deeper than 108 levels (or contains itself);
+                nothing was added to the context.
             ModelError: the model failed (after one compress-and-retry on overflow).
         """
         async with self._lock:

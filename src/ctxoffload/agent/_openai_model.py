@@ -223,15 +223,14 @@ def _with_schema_instruction(
 class OpenAIChatModel:
     """A `ChatModel` backed by the OpenAI chat-completions API or any compatible server.
 
-    Example:
-        ```python
+    Example::
+
         async with OpenAIChatModel("gpt-4o-mini") as model:          # OPENAI_API_KEY
             reply = await model.generate([Msg(role="user", content="hi")])
 
         local = OpenAIChatModel(
             "qwen2.5-7b-instruct", base_url="http://127.0.0.1:8000/v1", context_window=32_768
         )
-        ```
 
     The API key is `api_key`, else the `OPENAI_API_KEY` environment variable, else - when
     `base_url` (or `OPENAI_BASE_URL`) is set - the placeholder "not-needed", because local
@@ -395,7 +394,7 @@ class OpenAIChatModel:
             response_schema: a JSON schema the reply's text must match.
 
         Returns:
-            The assistant message (text and `ToolCallBlock`s) and the reported usage.
+            The assistant message (text and `ToolCallBlock` objects) and the reported usage.
 
         Raises:
             ContextOverflowError: the server says the prompt exceeds the context window.

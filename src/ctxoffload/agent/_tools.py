@@ -75,9 +75,12 @@ class Tool:
 
     @property
     def is_reader(self) -> bool:
-        """Whether the tool reads offloaded content back: its function is marked
-        `ctxoffload_reader = True` (the workspace file tools and the retrieval tool are), so
-        its results are never offloaded again."""
+        """True when the tool reads offloaded content back, so its results are never
+        offloaded again.
+
+        Its function is marked `ctxoffload_reader = True`, as the workspace file tools and
+        the retrieval tool are.
+        """
         return bool(getattr(self.func, "ctxoffload_reader", False))
 
     @property
@@ -339,6 +342,16 @@ def _as_output(value: Any) -> str | list[TextBlock | DataBlock]:
 
 def as_tool(func: Callable[..., Any] | Tool) -> Tool:
     """Describe a function as a `Tool`, its schema taken from type hints and docstring.
+
+    The docstring's text before its first section becomes the description, and its
+    Google-style `Args:` section describes each parameter; a parameter with a default is
+    optional.
+
+    Args:
+        func: a named function, sync or async; a `Tool` is returned unchanged.
+
+    Returns:
+        The tool, with its JSON schema.
 
     Raises:
         TypeError: the function takes `*args` or positional-only parameters, which a model

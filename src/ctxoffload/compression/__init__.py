@@ -7,7 +7,7 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
-    from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor
+    from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor, Persisted
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from ._notes import is_context_note, is_summary_message, is_window_note
     from ._pipeline import ContextPipeline
     from ._readers import ReaderTools
-    from ._run import ContextManager, PipelineRun
+    from ._run import ContextManager, Managers, PipelineRun
     from ._split import (
+        MessageCounter,
+        Split,
         SplitByCount,
         SplitByTokens,
         SplitStrategy,
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from ._summary_message import Artifact
     from ._summary_model import Summary
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
-    from ._truncate import TRUNCATION_MARKER, rendered_text
+    from ._truncate import TRUNCATION_MARKER, Truncation, rendered_text
 
 __all__ = [
     "FRESH_PREVIEW_FLOOR",
@@ -42,10 +44,14 @@ __all__ = [
     "ContextPipeline",
     "EventCallback",
     "ImageLimit",
+    "Managers",
+    "MessageCounter",
     "Null",
+    "Persisted",
     "PipelineRun",
     "ReaderTools",
     "SlidingWindow",
+    "Split",
     "SplitByCount",
     "SplitByTokens",
     "SplitStrategy",
@@ -53,6 +59,7 @@ __all__ = [
     "Summary",
     "ToolOutputOffload",
     "ToolOutputTruncate",
+    "Truncation",
     "emit_event",
     "extractive_summary",
     "is_context_note",
@@ -79,6 +86,7 @@ __getattr__, __dir__ = lazy_exports(
         "Summarization": "._history_managers",
         "ImageLimit": "._image_limit",
         "ContextManager": "._run",
+        "Managers": "._run",
         "ContextPipeline": "._pipeline",
         "PipelineRun": "._run",
         "ToolOutputOffload": "._tool_output",
@@ -86,10 +94,13 @@ __getattr__, __dir__ = lazy_exports(
         "Artifact": "._summary_message",
         "FRESH_PREVIEW_FLOOR": "._compressor",
         "CompressionResult": "._compressor",
+        "Persisted": "._compressor",
         "Compressor": "._compressor",
         "is_summary_message": "._notes",
         "ContextConfig": "._config",
         "ReaderTools": "._readers",
+        "MessageCounter": "._split",
+        "Split": "._split",
         "SplitByCount": "._split",
         "SplitByTokens": "._split",
         "SplitStrategy": "._split",
@@ -99,5 +110,6 @@ __getattr__, __dir__ = lazy_exports(
         "extractive_summary": "._summarize",
         "Summary": "._summary_model",
         "TRUNCATION_MARKER": "._truncate",
+        "Truncation": "._truncate",
     },
 )

@@ -73,6 +73,9 @@ class Activation:
             system prompt not counted.
         tokens_exceed: runs when what the model would be sent costs more tokens than this.
         ratio_exceed: runs when that cost is more than this share of the window; in (0, 1].
+
+    Raises:
+        ConfigError: a negative count, or a ratio outside (0, 1].
     """
 
     message_count_exceed: int | None = None
@@ -94,6 +97,12 @@ class Activation:
 
         The mapping takes `message_count_exceed`, `tokens_exceed`, `ratio_exceed`, and the
         `{"rule_type": "always"}` that OpenSearch stores for a manager without rules.
+
+        Args:
+            value: the activation, None, or the mapping.
+
+        Raises:
+            ConfigError: not a mapping, an unknown key, or an impossible value.
         """
         if value is None or isinstance(value, Activation):
             return value or cls()

@@ -421,7 +421,7 @@ class Compressor:
         messages fails, nothing is removed (a warning is logged and `reason` says so).
 
         Args:
-            messages: the whole context, oldest first: ctxoffload `Msg`s, or OpenAI /
+            messages: the whole context, oldest first: ctxoffload `Msg` objects, or OpenAI /
                 Anthropic message dicts (read with `to_msgs`).
             tools: the tool schemas sent with each call (they count against the window).
             force: compress even below the trigger.
@@ -434,7 +434,7 @@ class Compressor:
                 managers.
 
         Returns:
-            The result; its `messages` are always ctxoffload `Msg`s (convert them back with
+            The result; its `messages` are always ctxoffload `Msg` objects (convert them back with
             `to_openai` / `to_anthropic`).
 
         Raises:

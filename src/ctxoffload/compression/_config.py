@@ -172,9 +172,10 @@ class ContextConfig(BaseModel):
         compression_prompt: instructions to the summary model.
         summary_template: a `str.format` template turned into the summary message. It may
             use `{task_overview}`, `{current_state}`, `{important_discoveries}`,
-            `{next_steps}`, `{context_to_preserve}` (the `Summary` fields) and
-            `{context_path}`, `{line_span}`, `{artifacts}` (see
-            `SUMMARY_EXTRA_PLACEHOLDERS`); write literal braces as `{{` and `}}`.
+            `{next_steps}`, `{context_to_preserve}` (the `Summary` fields),
+            `{context_path}` (the file holding the compressed messages), `{line_span}`
+            (their lines there, as `first-last`) and `{artifacts}` (the trail of offloaded
+            files, one per line); write literal braces as `{{` and `}}`.
         summary_schema: the JSON schema the summary model must answer in; by default the
             schema of `Summary`.
         summary_max_retries: extra attempts when the summary model's reply is invalid,
@@ -188,10 +189,10 @@ class ContextConfig(BaseModel):
             manager in the default pipeline). None (the default) sets no limit; AgentScope's
             default is 5.
         summary_max_tokens: the summary budget: a summary (model-written or extractive) is
-            cut to this many tokens, counted as `CHARS_PER_TOKEN` characters each, before it
-            is stored, rendered or folded into the next summary request; no field may take
-            more than half of it. None (the default) means `SUMMARY_BUDGET_SHARE` (5%) of the
-            window, and at least `SUMMARY_BUDGET_FLOOR` (1,000) tokens.
+            cut to this many tokens, counted as four characters each, before it is stored,
+            rendered or folded into the next summary request; no field may take more than
+            half of it. None (the default) means 5% of the window, and at least 1,000
+            tokens.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -96,6 +96,9 @@ class SlidingWindow:
             N-th model call (Strands' `per_turn`); False only when the model reports an
             overflow (the reactive run).
         activation: when the manager runs (see `Activation`).
+
+    Raises:
+        ConfigError: an impossible setting, named with the value and what is allowed.
     """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
@@ -201,6 +204,9 @@ class Summarization:
         summary_model: the model that writes the summary; the agent's summary model when
             None. In JSON, an id resolved through `models=`.
         activation: when the manager runs (see `Activation`).
+
+    Raises:
+        ConfigError: an impossible setting, named with the value and what is allowed.
     """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
@@ -272,7 +278,11 @@ class Summarization:
 
 
 class Null:
-    """A manager that does nothing: a placeholder in a template, or a hook switched off."""
+    """A manager that does nothing: a placeholder in a template, or a hook switched off.
+
+    Args:
+        activation: when the manager runs (see `Activation`); it changes nothing either way.
+    """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm", "post_tool"})
 

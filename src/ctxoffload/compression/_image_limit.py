@@ -53,6 +53,9 @@ class ImageLimit:
     Args:
         max_images: images kept; 0 removes them all.
         activation: when the manager runs (see `Activation`).
+
+    Raises:
+        ConfigError: an impossible setting, named with the value and what is allowed.
     """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})

@@ -29,11 +29,28 @@ class ContextManager(Protocol):
     activation: Activation
 
     async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
-        """The context to send, given the context about to be sent."""
+        """The context to send, given the context about to be sent.
+
+        Args:
+            messages: the context, oldest first, as the managers before this one left it.
+            run: the session's run: its compressor (counter, offloader, session, events)
+                and this manager's state (`run.state(self)`).
+
+        Returns:
+            The context to pass on; `messages` itself when nothing changes.
+        """
         ...
 
     async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
-        """The tool result to put in the context, given the one the tool returned."""
+        """The tool result to put in the context, given the one the tool returned.
+
+        Args:
+            result: the tool result, as the managers before this one left it.
+            run: the session's run (see `pre_llm`).
+
+        Returns:
+            The result to pass on; `result` itself when nothing changes.
+        """
         ...
 
 
@@ -42,13 +59,19 @@ class Managers(Protocol):
     (a `ContextPipeline` is one)."""
 
     @property
-    def post_tool(self) -> tuple[ContextManager, ...]: ...
+    def post_tool(self) -> tuple[ContextManager, ...]:
+        """The managers run on each tool result, in order."""
+        ...
 
     @property
-    def pre_llm(self) -> tuple[ContextManager, ...]: ...
+    def pre_llm(self) -> tuple[ContextManager, ...]:
+        """The managers run on the context before each model call, in order."""
+        ...
 
     @property
-    def config(self) -> ContextConfig: ...
+    def config(self) -> ContextConfig:
+        """The settings the managers share (window, summary prompt, reader tools...)."""
+        ...
 
 
 class PipelineRun:
@@ -133,7 +156,7 @@ class PipelineRun:
         """Run the `pre_llm` managers on the context about to be sent.
 
         Args:
-            messages: the whole context, oldest first (`Msg`s or OpenAI / Anthropic dicts).
+            messages: the whole context, oldest first (`Msg` objects or OpenAI / Anthropic dicts).
             tools: the tool schemas sent with the call (they count against the window).
             reactive: the model reported an overflow: every manager runs, rules ignored.
             window: the window to assume in a reactive run (smaller than the model says).
@@ -141,7 +164,7 @@ class PipelineRun:
                 for an `InMemoryWorkspace`'s turn-based eviction).
 
         Returns:
-            The context to send (always `Msg`s), whether anything changed, and why.
+            The context to send (always `Msg` objects), whether anything changed, and why.
         """
         context = read_messages(messages, caller="PipelineRun.pre_llm")
         self.tools = tools

@@ -16,6 +16,7 @@ from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ._notes import is_context_note
 
 __all__ = [
+    "MessageCounter",
     "Split",
     "SplitByCount",
     "SplitByTokens",
@@ -30,7 +31,9 @@ __all__ = [
 class MessageCounter(Protocol):
     """Anything that counts one message's tokens (a `TokenCounter` or a tracker)."""
 
-    def count_message(self, msg: Msg) -> int: ...
+    def count_message(self, msg: Msg) -> int:
+        """Tokens `msg` costs in a context, overhead included."""
+        ...
 
 
 def is_user_request(msg: Msg) -> bool:

@@ -14,6 +14,17 @@ class Summary(BaseModel):
     `ContextConfig.summary_schema`: every field is required and no other key is allowed,
     so it also works as an OpenAI strict structured-output schema. Parsing is lenient:
     unknown keys in a model's reply are ignored rather than failing the summary.
+
+    Args:
+        task_overview: what the user asked for and why, with every constraint they stated.
+        current_state: what has been done and where things stand: files changed, commands
+            run and their outcome, what works and what still fails.
+        important_discoveries: facts costly to rediscover: root causes, exact errors, paths
+            and line numbers, ids, approaches that failed and why.
+        next_steps: the next actions, in order, including an interrupted tool call or a
+            question waiting for the user.
+        context_to_preserve: anything else to keep verbatim: names, identifiers, URLs,
+            configuration values, the user's words, paths of offloaded files.
     """
 
     # The schema is sent to the summary model, so its description speaks to that model rather

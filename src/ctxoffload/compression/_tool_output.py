@@ -87,6 +87,9 @@ class ToolOutputOffload:
         should_offload: `(tool_name, result) -> bool | None`, asked first: True offloads
             whatever the size, False keeps the result, None falls back to `max_tokens`.
         activation: when the manager runs (see `Activation`).
+
+    Raises:
+        ConfigError: an impossible setting, named with the value and what is allowed.
     """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"post_tool"})
@@ -314,6 +317,9 @@ class ToolOutputTruncate:
         max_tokens: the most tokens kept; give this or `max_output_length`, not both.
         preview: "head", or "head_tail".
         activation: when the manager runs (see `Activation`).
+
+    Raises:
+        ConfigError: an impossible setting, named with the value and what is allowed.
     """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"post_tool"})

@@ -34,6 +34,8 @@ __all__ = [
 logger = logging.getLogger("ctxoffload")
 
 TRUNCATION_MARKER = "<<<TRUNCATED>>>"
+"""The marker that starts the notice in a truncated tool result; the notice names the file
+holding the whole result and how to read the rest."""
 
 
 @dataclass

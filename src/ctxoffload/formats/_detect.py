@@ -157,7 +157,7 @@ def to_msg(obj: Any) -> Msg:
 
 
 def to_msgs(objs: Iterable[Any]) -> list[Msg]:
-    """Coerce messages to `Msg`s, like `to_msg` for each, formats may be mixed.
+    """Coerce messages to `Msg` objects, like `to_msg` for each, formats may be mixed.
 
     An OpenAI `tool` message and an Anthropic user message holding tool_result blocks both
     work; tool result names are filled from the tool calls of earlier messages in `objs`.
@@ -166,7 +166,7 @@ def to_msgs(objs: Iterable[Any]) -> list[Msg]:
         objs: the messages, oldest first.
 
     Returns:
-        One `Msg` per message; `Msg`s given are returned as is, not copied.
+        One `Msg` per message; `Msg` objects given are returned as is, not copied.
 
     Raises:
         InvalidContent: an item is not a message or is malformed.
@@ -191,10 +191,14 @@ def _one_line(exc: Exception) -> str:
 
 
 def read_messages(messages: Any, *, caller: str) -> list[Msg]:
-    """`messages` as `Msg`s, for an API that takes what the workspace takes.
+    """`messages` as `Msg` objects, for an API that takes what the workspace takes.
 
-    ctxoffload `Msg`s are returned as they are (not copied); OpenAI and Anthropic message
+    ctxoffload `Msg` objects are returned as they are (not copied); OpenAI and Anthropic message
     dicts and pydantic messages are converted with `to_msgs`.
+
+    Args:
+        messages: a list of messages in any format `to_msgs` reads.
+        caller: the API's name, for the error message.
 
     Raises:
         InvalidContent: in one line naming `caller` and `to_msgs`, for anything `to_msgs`
@@ -224,6 +228,10 @@ def read_tool_result(result: Any, *, caller: str) -> ToolResultBlock:
     block of the same shape (AgentScope's), an OpenAI `tool` message, an Anthropic
     `tool_result` block or a user message holding exactly one, or a `Msg` holding exactly
     one result.
+
+    Args:
+        result: the tool result.
+        caller: the API's name, for the error message.
 
     Raises:
         InvalidContent: in one line naming `caller` and `to_msgs`, for anything else.

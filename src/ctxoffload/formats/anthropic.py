@@ -173,6 +173,21 @@ def _anthropic_result(
 
 
 def message_from_anthropic(message: Any, where: str, names: dict[str, str]) -> Msg:
+    """Convert one Anthropic message, as `from_anthropic` does for each.
+
+    Args:
+        message: the message dict.
+        where: how errors name the message (`messages[3]`).
+        names: tool use id -> tool name, shared across one list of messages: the tool_use
+            blocks of an assistant message are added, and a tool_result block takes its
+            tool's name from it.
+
+    Returns:
+        The message.
+
+    Raises:
+        InvalidContent: as `from_anthropic`.
+    """
     if not isinstance(message, Mapping):
         raise InvalidContent(
             f"{where} is a {type(message).__name__}, not a message: pass dicts like "
@@ -352,7 +367,7 @@ def from_anthropic(
     """Convert Anthropic messages (and the system prompt) to ctxoffload messages.
 
     The system prompt, when given, becomes a leading system Msg. One Msg per message; a user
-    message holding tool_result blocks stays one user Msg with `ToolResultBlock`s, whose tool
+    message holding tool_result blocks stays one user Msg with `ToolResultBlock` objects, whose tool
     names come from the matching earlier tool_use. Whatever the message model has no field
     for is kept in `Msg.metadata["anthropic"]` and block `anthropic` fields, so `to_anthropic`
     gives the input back (a system prompt given as blocks comes back as their joined text).
@@ -362,7 +377,7 @@ def from_anthropic(
         system: the system prompt, as a string or a list of text blocks.
 
     Returns:
-        The messages as `Msg`s, in order.
+        The messages as `Msg` objects, in order.
 
     Raises:
         InvalidContent: a message has no role, a role other than user / assistant, no

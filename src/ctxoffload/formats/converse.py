@@ -43,7 +43,6 @@ from ._shared import block_hint, hinted, with_unknown
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
 
 FMT: Literal["converse"] = "converse"
-# The keys of the Converse content blocks; a block is a dict with exactly one of them.
 BLOCK_KEYS = frozenset(
     {
         "text",
@@ -58,6 +57,7 @@ BLOCK_KEYS = frozenset(
         "citationsContent",
     }
 )
+"""The keys of the Converse content blocks; a block is a dict with exactly one of them."""
 _DOCUMENT_TYPES = {
     "pdf": "application/pdf",
     "csv": "text/csv",
@@ -77,6 +77,9 @@ def is_converse(data: Mapping[str, Any]) -> bool:
     """Whether a message dict is in the Converse format: one-key blocks without a `type`.
 
     (OpenAI parts and Anthropic blocks always carry `type`, so `{"text": "hi"}` is Converse.)
+
+    Args:
+        data: a message dict.
     """
     content = data.get("content")
     if not isinstance(content, list) or not content:
@@ -268,7 +271,7 @@ def _message_from(message: Any, where: str, names: dict[str, str]) -> Msg:
 def from_converse(
     messages: Sequence[Mapping[str, Any]], system: Sequence[Mapping[str, Any]] | str | None = None
 ) -> list[Msg]:
-    """Read Converse messages (a Strands `agent.messages`) as `Msg`s, oldest first.
+    """Read Converse messages (a Strands `agent.messages`) as `Msg` objects, oldest first.
 
     Args:
         messages: the Converse messages.
@@ -375,6 +378,13 @@ def to_converse(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[dict[st
     OpenAI) becomes toolResult blocks in a user message, joined with the results before it.
     Image and document payloads are written as raw bytes, as Strands holds them; an offloaded
     payload (a URL source) becomes a text line naming its file.
+
+    Args:
+        msgs: ctxoffload messages (convert others with `to_msgs` first).
+
+    Returns:
+        The system blocks and the messages, as Strands' `Agent(system_prompt=...)` and
+        `agent.messages` take them.
 
     Raises:
         InvalidContent: an item is not a `Msg`, or a system message holds more than text.

@@ -5,7 +5,7 @@ Mapping
 - `system` / `developer` / `user` / `assistant` messages -> `Msg` of that role (`developer`
   becomes `system`); `content` parts `text`, `image_url`, `input_audio` and `file` (with
   `file_data`) become `TextBlock` / `DataBlock`; assistant `tool_calls` become
-  `ToolCallBlock`s whose `input` is the parsed `arguments` (arguments that are not a JSON
+  `ToolCallBlock` objects whose `input` is the parsed `arguments` (arguments that are not a JSON
   object are kept as `{"_raw_arguments": "<the string>"}`).
 - `tool` messages -> `Msg(role="tool", content=[ToolResultBlock(...)])`; the tool name, which
   the OpenAI format does not carry, is taken from the matching earlier tool call.
@@ -318,6 +318,21 @@ def _is_plain_text(part: Any) -> bool:
 
 
 def message_from_openai(message: Any, where: str, names: dict[str, str]) -> Msg:
+    """Convert one OpenAI chat completions message, as `from_openai` does for each.
+
+    Args:
+        message: the message dict.
+        where: how errors name the message (`messages[3]`).
+        names: tool call id -> tool name, shared across one list of messages: the calls of
+            an assistant message are added, and a tool message takes its tool's name from
+            it.
+
+    Returns:
+        The message.
+
+    Raises:
+        InvalidContent: as `from_openai`.
+    """
     if not isinstance(message, Mapping):
         raise InvalidContent(
             f"{where} is a {type(message).__name__}, not a message: pass dicts like "
@@ -516,7 +531,7 @@ def to_openai(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     Each `ToolResultBlock` becomes its own `tool` message (a Msg holding several results gives
     several tool messages; results held by a user Msg come before its remaining content). A
     result whose output holds images becomes a content list with `image_url` parts: whether a
-    provider accepts images in tool messages is provider-dependent. `ThinkingBlock`s are
+    provider accepts images in tool messages is provider-dependent. `ThinkingBlock` objects are
     dropped, since the format has no place for them, and so is `is_error`. A `DataBlock` with
     an image becomes an `image_url` part (a data: URL or the source URL), base64 audio an
     `input_audio` part, other base64 media (PDF, ...) a `file` part; audio or files that are
@@ -552,7 +567,7 @@ def from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Msg]:
         messages: OpenAI message dicts (`role`, `content`, `tool_calls`, `tool_call_id`, ...).
 
     Returns:
-        The messages as `Msg`s, in order.
+        The messages as `Msg` objects, in order.
 
     Raises:
         InvalidContent: a message has no role, an unknown role, a tool message has no

@@ -2,7 +2,7 @@
 
 `LocalWorkspace` already satisfies AgentScope's `Offloader` protocol, and works as
 `Agent(offloader=LocalWorkspace(...))`: references are absolute paths (AgentScope's Read
-refuses relative ones), data blocks come back as AgentScope `DataBlock`s with a `file://`
+refuses relative ones), data blocks come back as AgentScope `DataBlock` objects with a `file://`
 URL (its `URLSource.url` is a URL type; its formatters read `file://` from disk), and
 context.jsonl lines load back with `Msg.model_validate_json`. Three things need more than
 the protocol, and `AgentScopeOffloader` adds them:
@@ -19,8 +19,8 @@ the protocol, and `AgentScopeOffloader` adds them:
   cuts them at 2,000; `tools()` gives ctxoffload's `retrieve_offloaded_content` as an
   AgentScope tool, which pages inside a long line (`char_offset`) and decodes context.jsonl.
 
-Example:
-    ```python
+Example::
+
     from agentscope.agent import Agent
     from agentscope.tool import Toolkit
     from ctxoffload import LocalWorkspace
@@ -30,7 +30,6 @@ Example:
     agent = Agent(name="analyst", system_prompt="...", model=model,
                   toolkit=Toolkit(tools=[*my_tools, *offloader.tools()]),
                   offloader=offloader, middlewares=[offloader.middleware])
-    ```
 
 Importing this module does not import AgentScope; `middleware` and `tools()` do.
 """

@@ -40,8 +40,8 @@ store over the same workspace:
 (`SyncWorkspaceStorage`). Importing this module does not import Strands; the unified
 methods import it on first use.
 
-Example:
-    ```python
+Example::
+
     from strands import Agent
     from strands.session import SnapshotSessionManager
     from strands.vended_plugins.context_offloader import ContextOffloader
@@ -55,7 +55,6 @@ Example:
         plugins=[ContextOffloader(storage=storage)],
         session_manager=SnapshotSessionManager("chat-1", storage=storage),
     )
-    ```
 """
 
 from __future__ import annotations
@@ -208,8 +207,9 @@ class WorkspaceStorage:
         one key, one whole value wins.
 
         Raises:
-            StorageError: the key is refused (see the module docstring) or the workspace
-                refused the write (the old value, if any, is kept).
+            strands.types.exceptions.StorageError: the key is refused (see the module
+                docstring) or the workspace refused the write (the old value, if any, is
+                kept).
             InvalidSessionId: `session_id` is longer than 80 characters.
             ConfigError: Strands is not installed.
         """
@@ -226,8 +226,8 @@ class WorkspaceStorage:
         """The bytes last written under `key`, or None if there are none.
 
         Raises:
-            StorageError: the key is refused, the workspace failed, or the value's bytes
-                are gone from data/ (removed by hand, or evicted by an
+            strands.types.exceptions.StorageError: the key is refused, the workspace failed,
+                or the value's bytes are gone from data/ (removed by hand, or evicted by an
                 `InMemoryWorkspace(evict_after_turns=N)`).
             InvalidSessionId: `session_id` is longer than 80 characters.
             ConfigError: Strands is not installed.
@@ -272,7 +272,7 @@ class WorkspaceStorage:
         no reference to them (another key or a session may hold the same bytes).
 
         Raises:
-            StorageError: the key is refused, or the workspace failed.
+            strands.types.exceptions.StorageError: the key is refused, or the workspace failed.
             InvalidSessionId: `session_id` is longer than 80 characters.
             ConfigError: Strands is not installed.
         """
@@ -291,8 +291,8 @@ class WorkspaceStorage:
         one state.json read per key whose safe characters match the prefix.
 
         Raises:
-            StorageError: the prefix has a backslash or a `'..'` segment, or the workspace
-                failed.
+            strands.types.exceptions.StorageError: the prefix has a backslash or a `'..'`
+                segment, or the workspace failed.
             InvalidSessionId: `session_id` is longer than 80 characters.
             ConfigError: Strands is not installed.
         """
@@ -335,7 +335,7 @@ class WorkspaceStorage:
             `strands.storage.storage.StorageSearchResult` items.
 
         Raises:
-            StorageError: the workspace failed while listing.
+            strands.types.exceptions.StorageError: the workspace failed while listing.
             InvalidSessionId: `session_id` is longer than 80 characters.
             ConfigError: Strands is not installed.
         """
@@ -382,12 +382,11 @@ class SyncWorkspaceStorage:
     Args:
         storage: the `WorkspaceStorage` to call.
 
-    Example:
-        ```python
+    Example::
+
         storage = WorkspaceStorage(LocalWorkspace("ws"), session_id="run-1")
         storage.sync.write("notes/today.md", b"# Today")
         assert storage.sync.read("notes/today.md") == b"# Today"
-        ```
     """
 
     def __init__(self, storage: WorkspaceStorage) -> None:

@@ -1,12 +1,18 @@
-"""What leaves the context and how it comes back.
+"""What leaves the context and how it comes back: the tools an agent reads offloaded content
+back with.
 
-Reading back, one job per module: `_confine` (the roots, a path resolved inside them, the
-verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_sniff`
-(binary or text), `_lines` (numbered lines), `_window` (Read's window on a file), `_matches`
-(match with context), `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the
-tools are built from them: `_read`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
-and `_tool` (the retrieval tool), each marked by `_marks` as a reader.
+`retrieval_tool` (`retrieve_offloaded_content`) reads any reference a workspace returned, on
+disk, in memory or in a bucket; `workspace_tools` gives Read, Grep and Glob confined to a
+workspace on a local folder. Both cap what they return, so reading an offloaded file never
+produces a result that is offloaded again.
 """
+
+# Reading back, one job per module: `_confine` (the roots, a path resolved inside them, the
+# verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_sniff`
+# (binary or text), `_lines` (numbered lines), `_window` (Read's window on a file), `_matches`
+# (match with context), `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the
+# tools are built from them: `_read`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
+# and `_tool` (the retrieval tool), each marked by `_marks` as a reader.
 
 from .._lazy import lazy_exports
 
@@ -17,11 +23,12 @@ if TYPE_CHECKING:
     from ._regex import escape
     from ._retrieval import retrieve_offloaded_content
     from ._tool import RETRIEVAL_TOOL_NAME, retrieval_tool
-    from ._toolbox import FileToolbox, workspace_tools
+    from ._toolbox import FileToolbox, HasWorkdir, workspace_tools
 
 __all__ = [
     "RETRIEVAL_TOOL_NAME",
     "FileToolbox",
+    "HasWorkdir",
     "Offloader",
     "escape",
     "resolve_in_roots",
@@ -41,6 +48,7 @@ __getattr__, __dir__ = lazy_exports(
         "RETRIEVAL_TOOL_NAME": "._tool",
         "retrieval_tool": "._tool",
         "FileToolbox": "._toolbox",
+        "HasWorkdir": "._toolbox",
         "workspace_tools": "._toolbox",
     },
 )

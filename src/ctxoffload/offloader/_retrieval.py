@@ -52,8 +52,20 @@ async def retrieve_offloaded_content(
 ) -> str:
     """Numbered lines of offloaded content: a range, the lines matching a pattern, or the head.
 
-    See `format_retrieval` for what each combination of arguments shows. The regex is
-    matched by RE2 in a worker thread: linear time whatever the pattern, the event loop free.
+    What is shown:
+
+    - `reference` alone: lines from the top;
+    - `line_range=(a, b)`: lines a to b (`b` clamped to the last line);
+    - `context_lines=N` alone: the first N lines (ignored when `line_range` is given);
+    - `pattern`: the matching lines, marked `>` in a leading column, with `context_lines`
+      lines of context around each, and `--` between hunks that are not adjacent; with
+      `line_range` too, only lines in the range are searched;
+    - `char_offset=K` with `line_range=(n, n)`: the characters of line n from K on, for
+      reading a line too long to show whole.
+
+    A JSON Lines reference (context.jsonl) is shown one message per line as the text the
+    model saw, and a pattern matches that text. The regex is matched by RE2 in a worker
+    thread: linear time whatever the pattern, the event loop free.
 
     Args:
         source: where the reference is stored: a workspace, or any `ReferenceReader`.

@@ -27,17 +27,19 @@ from ._listing import glob_answer
 from ._marks import mark_reader
 from ._read import read_file
 
-__all__ = ["FileToolbox", "workspace_tools"]
+__all__ = ["FileToolbox", "HasWorkdir", "workspace_tools"]
 
 Tool = Callable[..., Awaitable[Any]]
 
 
 @runtime_checkable
-class _HasWorkdir(Protocol):
+class HasWorkdir(Protocol):
     """A workspace on a local folder, such as `LocalWorkspace`."""
 
     @property
-    def workdir(self) -> str | os.PathLike[str]: ...
+    def workdir(self) -> str | os.PathLike[str]:
+        """The folder the workspace's files are in."""
+        ...
 
 
 class FileToolbox:
@@ -261,7 +263,7 @@ class FileToolbox:
 
 
 def workspace_tools(
-    workspace_or_roots: _HasWorkdir | str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    workspace_or_roots: HasWorkdir | str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     max_line_chars: int = 2_000,
     max_output_chars: int = 30_000,
@@ -291,7 +293,7 @@ def workspace_tools(
             (such as `InMemoryWorkspace`: give the agent `retrieval_tool` instead).
     """
     roots: Sequence[str | os.PathLike[str]]
-    if isinstance(workspace_or_roots, _HasWorkdir):
+    if isinstance(workspace_or_roots, HasWorkdir):
         roots = [workspace_or_roots.workdir]
     elif isinstance(workspace_or_roots, (str, os.PathLike)):
         roots = [workspace_or_roots]

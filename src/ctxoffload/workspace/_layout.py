@@ -51,41 +51,56 @@ __all__ = [
 ]
 
 SESSIONS_DIR = "sessions"
+"""The folder of the sessions, one folder each: `{workdir}/sessions/{session_id}/`."""
 DATA_DIR = "data"
+"""The folder of the binary payloads, stored once by content hash: `{workdir}/data/`."""
 SKILLS_DIR = "skills"
-# The folders `initialize` makes, in the order it makes them.
+"""A folder reserved for an agent's skills (created, not otherwise used)."""
 TOP_FOLDERS = (SESSIONS_DIR, DATA_DIR, SKILLS_DIR)
+"""The folders `initialize` makes, in the order it makes them."""
 
 CONTEXT_FILE = "context.jsonl"
+"""A session's log of compressed messages, one message per line, oldest first."""
 EVENTS_FILE = "events.jsonl"
+"""A session's record: one event per line (offloads, compressions, model and tool calls)."""
 STATE_FILE = "state.json"
-# Beside a committed log: `context.jsonl.commit` says how much of it belongs to acknowledged
-# batches (workspace/_jsonl.py).
+"""A session's snapshot for resuming: the live context, replaced at each step."""
 COMMIT_SUFFIX = ".commit"
+"""Beside a committed log, `context.jsonl.commit` says how much of it belongs to
+acknowledged batches; a reader ignores what lies past it."""
 
-# A file is written under a temporary name first and linked or renamed into place; a session
-# being removed is renamed first. Both are hidden names, which readers and listings skip, and
-# `initialize` clears what a killed writer or purge left of them.
+# Both are hidden names, which readers and listings skip, and `initialize` clears what a
+# killed writer or purge left of them.
 TEMPORARY_PREFIX = ".tmp-"
+"""A file is written under a temporary name first, then linked or renamed into place."""
 PURGING_PREFIX = ".purge-"
+"""A session folder being removed is renamed to a name with this prefix first."""
 
 TOOL_RESULT_PREFIX = "tool_result-"
+"""The start of a tool result file's name: `tool_result-{stem}.txt`."""
 TOOL_RESULT_SUFFIX = ".txt"
+"""The end of a tool result file's name."""
 
-# A data/ file: the sha256 of the decoded bytes, then the extension of its media type.
 DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
-# Where a data/ file is named in text (a reference, a `<data url=.../>` line, a row): group 1
-# is the file name.
+"""A data/ file's name: the sha256 of the decoded bytes, then the extension of its media
+type."""
 DATA_REFERENCE = re.compile(r"\bdata/([0-9a-f]{64}\.[A-Za-z0-9]{1,8})(?![A-Za-z0-9])")
+"""Where a data/ file is named in text (a reference, a `<data url=.../>` line, a row); group
+1 is the file name."""
 DATA_REFERENCE_BYTES = re.compile(DATA_REFERENCE.pattern.encode())
+"""`DATA_REFERENCE`, for bytes."""
 
 
-# The mark ctxoffload puts on the messages it writes into a context, in every row that holds
-# one (context.jsonl, events.jsonl, state.json): `metadata[MARK] = {"kind": ..., ...}`.
 MARK = "ctxoffload"
-SUMMARY_MARK = "summary"  # a compression's summary message
-WINDOW_NOTE_MARK = "window_note"  # the note a sliding window leaves where it dropped messages
-UNSTORED_MARK = "unstored"  # the stand-in for a message that could not be stored
+"""The metadata key of the mark ctxoffload puts on the messages it writes into a context, in
+every row that holds one (context.jsonl, events.jsonl, state.json):
+`metadata[MARK] = {"kind": ..., ...}`."""
+SUMMARY_MARK = "summary"
+"""The mark's kind on a compression's summary message."""
+WINDOW_NOTE_MARK = "window_note"
+"""The mark's kind on the note a sliding window leaves where it dropped messages."""
+UNSTORED_MARK = "unstored"
+"""The mark's kind on the stand-in for a message that could not be stored."""
 
 
 def mark_of(metadata: object) -> dict[str, object] | None:
@@ -101,7 +116,7 @@ def mark_kind(metadata: object) -> object:
 
 
 def tool_result_name(stem: str, version: int = 1) -> str:
-    """The file name of a tool result whose id gave `stem` (`workspace._ids.tool_file_stem`).
+    """The file name of a tool result whose id gave `stem` (see `tool_file_stem`).
 
     A file is never overwritten: version 2, 3, ... (`tool_result-{stem}.2.txt`) holds other
     content that came under the same id.

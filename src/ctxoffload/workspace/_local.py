@@ -101,12 +101,11 @@ class LocalWorkspace:
         fsync: flush every write to stable storage before returning (the default). Turn
             off only where losing the last writes on a power cut is acceptable.
 
-    Example:
-        ```python
+    Example::
+
         ws = LocalWorkspace(workdir="./agent_workspace")
         await ws.initialize()
         path = await ws.offload_tool_result("run-42", result_block)
-        ```
     """
 
     def __init__(
@@ -266,7 +265,8 @@ class LocalWorkspace:
 
         All messages of one call land as consecutive lines in one write, even with other
         writers (tasks or processes) appending to the same session at the same time, and
-        readers see all of them or none (the commit rule, see the README's "On disk").
+        readers see all of them or none (the commit rule: see "The on-disk format" in the
+        documentation).
 
         Idempotent: a message whose top-level `id` is already in the log with the same
         content (see `message_key`) is not written again, so offloading the same messages
@@ -276,7 +276,7 @@ class LocalWorkspace:
 
         Args:
             session_id: a plain name (see `InvalidSessionId`).
-            msgs: ctxoffload `Msg`s, OpenAI / Anthropic message dicts, or pydantic models.
+            msgs: ctxoffload `Msg` objects, OpenAI / Anthropic message dicts, or pydantic models.
 
         Returns:
             The path of context.jsonl, as a `ContextRef` carrying the lines of the batch (when
@@ -287,7 +287,7 @@ class LocalWorkspace:
             InvalidSessionId: before any I/O.
             InvalidContent: an item is not a message at all; nothing was written. (A
                 message that cannot be stored as given gets a stand-in line instead; see
-                README "Errors".)
+                "Errors" in the documentation.)
             OffloadError: the disk refused the write, or a planted link was found; the log
                 is as it was before.
         """

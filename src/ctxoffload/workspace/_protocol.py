@@ -58,24 +58,49 @@ class Offloader(Protocol):
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> str:
         """Append `msgs` (oldest first) to the session's context log.
 
+        Args:
+            session_id: the session; a plain name (letters, digits, '.', '_', '-').
+            msgs: the messages that leave the context, oldest first.
+
         Returns:
             The reference (for `LocalWorkspace`, the path) of the session's context.jsonl.
+
+        Raises:
+            InvalidSessionId: `session_id` is not a plain name (before any I/O).
+            OffloadError: the messages could not be stored; nothing may leave the context.
         """
         ...
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Store the whole text of one tool result.
 
+        Args:
+            session_id: the session; a plain name.
+            tool_result: the tool result (a `ToolResultBlock`, a dict or a model of that
+                shape); its id names the file.
+
         Returns:
             The reference of the file that holds it.
+
+        Raises:
+            InvalidSessionId: `session_id` is not a plain name (before any I/O).
+            OffloadError: the result could not be stored; it stays in the context.
         """
         ...
 
     async def offload_data_block(self, block: Any) -> Any:
         """Store a binary payload once, by content hash.
 
+        Args:
+            block: a data block with inline base64 bytes (a `DataBlock`, or a dict or model
+                of that shape).
+
         Returns:
             A block of the same kind whose source points at the stored copy.
+
+        Raises:
+            InvalidContent: the payload is not valid base64.
+            OffloadError: the payload could not be stored.
         """
         ...
 
@@ -86,6 +111,10 @@ class ReferenceReader(Protocol):
 
     async def read_reference(self, reference: str) -> bytes:
         """The bytes a reference names.
+
+        Args:
+            reference: a reference this workspace returned (a path, a `data/...` name or
+                a bucket URL).
 
         Raises:
             InvalidReference: the reference is unknown or points outside the workspace.
@@ -98,11 +127,21 @@ class EventLog(Protocol):
     """Keeps a session's events (offloads, compressions, model and tool calls), in order."""
 
     async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
-        """Append one event to the session's events.jsonl, stamped with the time."""
+        """Append one event to the session's events.jsonl, stamped with the time.
+
+        Args:
+            session_id: the session.
+            kind: what happened (`offload`, `compression`, `model_call`...).
+            **fields: the event's other fields, JSON-serialisable.
+        """
         ...
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events, oldest first."""
+        """The session's events, oldest first (none for a session without events).
+
+        Args:
+            session_id: the session.
+        """
         ...
 
 
@@ -111,24 +150,47 @@ class StateStore(Protocol):
     """Keeps a session's state snapshot, for resuming it."""
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
-        """Replace the session's state.json; returns its reference."""
+        """Replace the session's state.json in one step.
+
+        Args:
+            session_id: the session.
+            state: the snapshot, JSON-serialisable.
+
+        Returns:
+            The reference of state.json.
+        """
         ...
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
-        """The session's last state, or None when it has none."""
+        """The session's last state, or None when it has none.
+
+        Args:
+            session_id: the session.
+        """
         ...
 
 
 @runtime_checkable
 class Workspace(Offloader, ReferenceReader, EventLog, StateStore, Protocol):
-    """What every workspace offers, whatever holds its files (a disk, memory, a bucket)."""
+    """What every workspace offers, whatever holds its files (a disk, memory, a bucket).
+
+    `LocalWorkspace`, `InMemoryWorkspace` and `ObjectStoreWorkspace` are each one: the three
+    `Offloader` methods, `ReferenceReader`, `EventLog` and `StateStore`, and the methods
+    below. Two capabilities are optional, each its own protocol: `GarbageCollector` (`gc`;
+    `LocalWorkspace` and `ObjectStoreWorkspace`) and `ModelCallClock` (`InMemoryWorkspace`,
+    which evicts by turns). Code that needs one asks with `isinstance`.
+    """
 
     async def initialize(self) -> None:
         """Create the workspace's folders; idempotent (offloading works without it)."""
         ...
 
     def context_path(self, session_id: str) -> Any:
-        """Where the session's context.jsonl is (a path, or a reference)."""
+        """Where the session's context.jsonl is (a path, or a reference).
+
+        Args:
+            session_id: the session.
+        """
         ...
 
     async def list_sessions(self) -> list[str]:
@@ -136,23 +198,54 @@ class Workspace(Offloader, ReferenceReader, EventLog, StateStore, Protocol):
         ...
 
     async def read_context(self, session_id: str) -> list[Any]:
-        """The session's offloaded messages, as stored, oldest first."""
+        """The session's offloaded messages, as stored, oldest first.
+
+        Args:
+            session_id: the session.
+        """
         ...
 
     async def list_files(self, session_id: str) -> list[str]:
-        """The references of the session's tool_result files."""
+        """The references of the session's tool_result files.
+
+        Args:
+            session_id: the session.
+        """
         ...
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
-        """Store a payload once, by content hash; returns its reference."""
+        """Store a payload once, by content hash, under data/.
+
+        Args:
+            data: the bytes.
+            media_type: their media type, which picks the file's extension; None when
+                unknown.
+
+        Returns:
+            The reference of the stored copy.
+        """
         ...
 
     async def read_bytes(self, reference: str) -> tuple[bytes, str]:
-        """A stored payload and its media type."""
+        """A stored payload and its media type.
+
+        Args:
+            reference: what `store_bytes` (or `offload_data_block`) returned.
+
+        Raises:
+            InvalidReference: the reference names no payload of this workspace.
+        """
         ...
 
     async def purge_session(self, session_id: str) -> bool:
-        """Remove a session's files; whether there was anything to remove."""
+        """Remove a session's files.
+
+        Args:
+            session_id: the session.
+
+        Returns:
+            Whether there was anything to remove.
+        """
         ...
 
 
@@ -167,7 +260,18 @@ class GarbageCollector(Protocol):
         max_bytes: int | None = None,
         dry_run: bool = False,
     ) -> GcReport:
-        """Collect what is older than `older_than` seconds, or over `max_bytes` in all."""
+        """Collect what is older than `older_than` seconds, or over `max_bytes` in all.
+
+        Args:
+            older_than: remove sessions not written for this many seconds; None keeps
+                every session by age.
+            max_bytes: then remove the oldest sessions until the workspace holds at most
+                this many bytes; None sets no limit.
+            dry_run: report what would go, remove nothing.
+
+        Returns:
+            What was (or would be) removed and what it freed.
+        """
         ...
 
 
@@ -185,6 +289,10 @@ def missing_methods(obj: object, protocol: type) -> list[str]:
 
     For the error that refuses `obj` after `isinstance(obj, protocol)` said no: it names
     what to add, where `isinstance` says only yes or no.
+
+    Args:
+        obj: the object that was refused.
+        protocol: `Offloader`, `Workspace` or another protocol of `ctxoffload.workspace`.
     """
     declared = [
         name

@@ -365,7 +365,10 @@ class Folder:
             progress: called with the size of each piece read.
 
         Raises:
-            as `open`.
+            FileNotFoundError: there is no such file.
+            Refused: a link, a FIFO, socket, device or folder, or a file with other hard
+                links: never read.
+            OffloadError: it cannot be opened (EACCES...).
         """
         import hashlib
 
