@@ -122,16 +122,17 @@ class MinimalOffloader:
 # package, so every name is the first thing imported; prints the failures as JSON.
 FIRST_IMPORTS = """
 import json, os, sys, traceback
-names = json.loads(sys.argv[1])
+groups = json.loads(sys.argv[1])
 failed = {}
-for package, name in names:
+for package, names in groups:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
-            module = __import__(package, fromlist=[name])
-            getattr(module, name)
+            module = __import__(package, fromlist=names[:1])
+            for name in names:
+                getattr(module, name)
             message = b""
         except BaseException:
             message = traceback.format_exc().encode()
@@ -142,23 +143,62 @@ for package, name in names:
         message = pipe.read()
     os.waitpid(pid, 0)
     if message:
-        failed[f"from {package} import {name}"] = message.decode().strip().splitlines()[-1]
+        for name in names:
+            failed[f"from {package} import {name}"] = message.decode().strip().splitlines()[-1]
 print(json.dumps(failed))
 """
 
 
 def public_names(package: str) -> list[list[str]]:
-    """`[package, name]` for each name of the package's `__all__`."""
-    code = f"import json, {package} as m; print(json.dumps(m.__all__))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return [[package, name] for name in json.loads(done.stdout)]
+    """`[package, name, source]` for each name of the package's `__all__`: `source` is the
+    module that defines it, followed through the lazy maps of the packages on the way (names
+    that come from one module share one first import), or the name itself where that cannot
+    be known without importing it."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SOURCES, package], capture_output=True, text=True, check=True
+    )
+    return [[package, name, source] for name, source in json.loads(done.stdout)]
+
+
+# Follows each exported name through the packages' lazy maps (`_lazy.lazy_exports` keeps
+# them on `__getattr__.exports`) to the module that defines it, importing only packages.
+_SOURCES = """
+import importlib, importlib.util, json, sys
+package = importlib.import_module(sys.argv[1])
+
+
+def source(module, name):
+    exports = getattr(getattr(module, "__getattr__", None), "exports", {})
+    target = exports.get(name)
+    if target is None:
+        return None
+    full = importlib.util.resolve_name(target, module.__name__)
+    spec = importlib.util.find_spec(full)
+    if spec is not None and spec.submodule_search_locations is not None:
+        deeper = source(importlib.import_module(full), name)
+        return deeper or full
+    return full
+
+
+print(json.dumps([[n, source(package, n) or n] for n in package.__all__]))
+"""
 
 
 def first_import_failures(names: list[list[str]]) -> dict[str, str]:
-    """`from package import name` for each pair, each the first import of a fresh interpreter;
-    the last line of each failure, by import."""
+    """`from package import name` for each `[package, name]` or `[package, name, source]`,
+    as the first import of a fresh interpreter (one per package and source: the names a
+    package imports from one module share its first import); the last line of each
+    failure, by import."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for package, name, *source in names:
+        groups.setdefault((package, source[0] if source else name), []).append(name)
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_IMPORTS, json.dumps(names)],
+        [
+            sys.executable,
+            "-c",
+            FIRST_IMPORTS,
+            json.dumps([[package, group] for (package, _), group in groups.items()]),
+        ],
         capture_output=True,
         text=True,
         check=True,

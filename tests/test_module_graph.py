@@ -172,7 +172,7 @@ def test_the_first_import_check_reports_a_name_that_fails(tmp_path: Path) -> Non
             f"import json, os, sys, traceback\nsys.path.insert(0, {str(tmp_path)!r})",
         )
         done = subprocess.run(
-            [sys.executable, "-c", code, json.dumps([["broken_pkg", "x"]])],
+            [sys.executable, "-c", code, json.dumps([["broken_pkg", ["x"]]])],
             capture_output=True,
             text=True,
             check=True,

@@ -43,4 +43,7 @@ def lazy_exports(
     def __dir__() -> list[str]:
         return sorted(set(namespace) | set(exports))
 
+    # Which module each name comes from, for tools that check the exports (the tests import
+    # each module first in a fresh interpreter).
+    __getattr__.exports = dict(exports)  # type: ignore[attr-defined]
     return __getattr__, __dir__
