@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from .._depth import MAX_DEPTH, too_deep
 from ..exceptions import ConfigError
 from ._readers import ReaderTools
 from ._summary_model import SUMMARY_FIELDS, Summary
@@ -474,11 +475,41 @@ class ContextConfig(BaseModel):
         return max(SUMMARY_BUDGET_FLOOR, int(window * SUMMARY_BUDGET_SHARE))
 
 
+class LongNumber:
+    """A whole number of a configuration file too long to be a setting (over `LONG_DIGITS`
+    digits), kept as its length: Python refuses to parse one of over 4,300 digits, and no
+    setting needs more than a dozen. It is not an `int`, so every check refuses it by name.
+    """
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"a {self.digits}-digit number"
+
+
+LONG_DIGITS = 40
+"""Whole numbers of a configuration file with more digits than this are read as `LongNumber`."""
+
+
+def _parse_int(text: str) -> int | LongNumber:
+    digits = len(text.lstrip("-"))
+    return LongNumber(digits) if digits > LONG_DIGITS else int(text)
+
+
 def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
     """The value in a JSON file, for configuration read at start-up (a small sync read).
 
+    Bounded on hostile input: a value nested more than `MAX_DEPTH` levels deep is refused
+    (Python's parser would raise `RecursionError` a few hundred levels later), and a whole
+    number of more than `LONG_DIGITS` digits is read as a `LongNumber` that every check
+    refuses with the path of its field.
+
     Raises:
-        ConfigError: the file is missing or unreadable, or is not valid JSON, naming `what`.
+        ConfigError: the file is missing or unreadable, is not valid JSON, or is nested too
+            deeply, naming `what`.
     """
     try:
         with open(name, encoding="utf-8") as file:
@@ -488,13 +519,22 @@ def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
         raise ConfigError(f"{what} file {name!r} does not exist: {hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{what} file {name!r} cannot be read: {exc}") from None
+    too_deep_error = ConfigError(
+        f"{what} file {name!r} is nested more than {MAX_DEPTH} levels deep: a configuration "
+        "needs a few; check that the file is the one you meant"
+    )
     try:
-        return json.loads(text)
+        data = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{what} file {name!r} is not valid JSON: {exc.msg} at line {exc.lineno} column "
             f"{exc.colno}"
         ) from None
+    except RecursionError:
+        raise too_deep_error from None
+    if too_deep(data):
+        raise too_deep_error
+    return data
 
 
 def _describe(exc: ValidationError, source: str) -> str:
