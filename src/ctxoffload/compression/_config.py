@@ -40,7 +40,12 @@ SUMMARY_BUDGET_FLOOR = 1_000
 """Tokens a summary may always take, however small the window."""
 
 DEFAULT_PREVIEW_CAP = 2_000
-"""`preview_tokens` when unset is `min(tool_result_limit, DEFAULT_PREVIEW_CAP)`."""
+"""`preview_tokens` when unset is `min(tool_result_limit, DEFAULT_PREVIEW_CAP)`, and within
+the room of the window when it is known (see `ContextConfig.preview_budget`)."""
+
+RESULT_FLOOR = 200
+"""The fewest tokens a tool result left in the context is cut to, however small the
+reserve: room for the notice that names the file and a few lines."""
 
 CHARS_PER_TOKEN = 4
 """How summary budgets in tokens become characters: cutting by characters is exact and
@@ -151,8 +156,10 @@ class ContextConfig(BaseModel):
     built directly, with `from_dict` or with `from_json_file`.
 
     A config is frozen, because the agent and the compressor share it during a run. For a
-    changed copy, validate again: `ContextConfig.from_dict({**config.model_dump(), ...})`
-    (`model_copy(update=...)` would skip validation).
+    changed copy, validate again what was given:
+    `ContextConfig.from_dict({**config.model_dump(exclude_unset=True), ...})`
+    (`model_copy(update=...)` would skip validation; without `exclude_unset` every default
+    would count as a value the user chose, and defaults derived from the window would not be).
 
     Args:
         trigger_ratio: fraction of the window at which compression starts; in (0, 0.9].
@@ -160,8 +167,9 @@ class ContextConfig(BaseModel):
         tool_result_limit: a tool result over this many tokens is offloaded whole to a file
             and only a preview stays in the context.
         preview_tokens: the size of that preview in tokens, the notice included; None (the
-            default) means `min(tool_result_limit, 2000)`. When the window is known, the
-            compressor also keeps it within the reserve (and logs once if it has to).
+            default) means `min(tool_result_limit, 2000)`, cut to the reserve of the window
+            (at least 200 tokens) so the default fits every window. A value the user chose
+            (this or `tool_result_limit`) that does not fit is cut too, and said once.
         preview: "head" keeps the first lines of an offloaded result; "head_tail" keeps
             about two thirds of the preview from the start and one third from the end, with
             the notice between them saying which lines are shown.
@@ -460,11 +468,38 @@ class ContextConfig(BaseModel):
         """Tokens of recent messages kept when the context is compressed."""
         return int(window * self.reserve_ratio)
 
-    def preview_budget(self) -> int:
-        """Tokens an offloaded tool result keeps in the context (see `preview_tokens`)."""
+    def result_room(self, window: int) -> int:
+        """Tokens a tool result may keep in the context of a `window`-token window: the
+        reserve, and never less than `RESULT_FLOOR`."""
+        return max(RESULT_FLOOR, self.reserve_tokens(window))
+
+    def chose(self, field: str) -> bool:
+        """Whether `field` was given (to the constructor or `from_dict`) rather than left to
+        its default; a default may be derived from the window, a chosen value never is."""
+        return field in self.model_fields_set
+
+    def preview_budget(self, window: int | None = None) -> int:
+        """Tokens an offloaded tool result keeps in the context (see `preview_tokens`).
+
+        The `preview_tokens` given; unset, `min(tool_result_limit, 2000)`, and within the
+        room of the window (`result_room`) when the window is known, so the default fits
+        every window. (`tool_result_limit` itself is not scaled: a result under it stays
+        whole until a compression, which cuts fresh results that exceed the reserve.)
+        """
         if self.preview_tokens is not None:
             return self.preview_tokens
-        return min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
+        budget = min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
+        return budget if window is None else min(budget, self.result_room(window))
+
+    def misfit(self, window: int) -> bool:
+        """Whether a value the user chose (`tool_result_limit`, `preview_tokens`) makes the
+        previews of a `window`-token window larger than its room: said once, then cut."""
+        if self.chose("preview_tokens") or self.chose("tool_result_limit"):
+            chosen = self.preview_tokens
+            if chosen is None:
+                chosen = min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
+            return chosen > self.result_room(window)
+        return False
 
     def summary_budget_tokens(self, window: int | None) -> int:
         """The most tokens a summary may take (see `summary_max_tokens`)."""
