@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -205,3 +206,29 @@ def first_import_failures(names: list[list[str]]) -> dict[str, str]:
     )
     failures: dict[str, str] = json.loads(done.stdout)
     return failures
+
+
+# The tool names a notice or a summary could give: the reader tools ctxoffload knows and the
+# names other frameworks use for theirs.
+KNOWN_TOOL_NAMES = frozenset(
+    {"Read", "Grep", "Glob", "retrieve_offloaded_content", "view_text_file", "read_file"}
+)
+_NOTE = re.compile(
+    r"<system-reminder>.*?(?:</system-reminder>|$)|<context_summary>.*?</context_summary>",
+    re.DOTALL,
+)
+
+
+def notes_in(text: str) -> list[str]:
+    """The notices (`<system-reminder>`) and summaries (`<context_summary>`) in `text`."""
+    return _NOTE.findall(text)
+
+
+def tools_named(note: str, also: Sequence[str] = ()) -> set[str]:
+    """The tools a notice or summary names: each known name (and each of `also`) written as
+    a word of its own (`Read(path=...)`, `your view_text_file tool`, `Read offset=3`)."""
+    return {
+        name
+        for name in (*KNOWN_TOOL_NAMES, *also)
+        if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", note)
+    }
