@@ -277,6 +277,63 @@ def test_with_no_file_descriptors_left_the_tools_say_so(root: Path) -> None:
         assert "no file descriptors are left" in result
 
 
+_NO_FDS_TOOLS = """
+import asyncio, os, resource, sys
+from ctxoffload import LocalWorkspace
+from ctxoffload.agent import workspace_tools
+from ctxoffload.offloader import retrieval_tool
+
+async def main():
+    ws = LocalWorkspace(sys.argv[1])
+    Read, Grep, Glob = workspace_tools(ws)
+    retrieve = retrieval_tool(ws)
+    calls = {
+        "Grep dir": lambda: Grep("x", "."),
+        "Grep glob": lambda: Grep("x", "**/*.txt"),
+        "Grep file": lambda: Grep("x", "notes.txt"),
+        "Glob": lambda: Glob("**/*.txt"),
+        "Read": lambda: Read("notes.txt"),
+        "retrieve": lambda: retrieve("notes.txt"),
+        "retrieve pattern": lambda: retrieve("notes.txt", pattern="x"),
+    }
+    for call in calls.values():  # every module loaded, every thread started, before
+        await call()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    held = []
+    while True:  # take every descriptor that is left
+        try:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            break
+    for name, call in calls.items():
+        try:
+            answer = str(await call())
+        except BaseException as exc:
+            answer = f"raised {type(exc).__name__}: {exc}"
+        print(name, "->", answer.splitlines()[0])
+
+asyncio.run(main())
+"""
+
+
+def test_with_no_file_descriptors_left_every_tool_entry_answers_the_cause_and_fix(
+    root: Path,
+) -> None:
+    # The async tools an agent calls (Read, Grep, Glob, retrieve_offloaded_content), in a
+    # process whose descriptors are all taken.
+    completed = subprocess.run(
+        [sys.executable, "-c", _NO_FDS_TOOLS, str(root)], capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr
+    results = completed.stdout.splitlines()
+    assert len(results) == 7, completed.stderr
+    for result in results:
+        _name, _, answer = result.partition(" -> ")
+        assert answer.startswith("Error: "), result
+        assert "Too many open files" in answer, result
+        assert "try again when fewer files are open" in answer, result
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads directories whatever their mode")
 def test_an_unreadable_directory_is_an_error(root: Path) -> None:
     (root / "sub").chmod(0)

@@ -207,6 +207,6 @@ def os_error_message(what: str, exc: OSError) -> str:
     if exc.errno in (errno.EMFILE, errno.ENFILE):
         return (
             f"{what}: no file descriptors are left in this process ({exc.strerror}); nothing "
-            f"was searched: try again when fewer files are open"
+            f"was read or searched: try again when fewer files are open"
         )
     return f"{what}: {exc.strerror or exc}"
