@@ -60,17 +60,25 @@ class SQLiteOffloader:
 
 
 async def main() -> None:
-    path = str(Path(tempfile.mkdtemp()) / "offload.db")
-    offloader = SQLiteOffloader(path)
-    assert isinstance(offloader, Offloader)  # the protocols are runtime-checkable
-    assert isinstance(offloader, ReferenceReader)
-
-    output = "\n".join(f"row {i}: ok" for i in range(10_000)) + "\nrow 10000: FAILED checksum"
-    ref = await offloader.offload_tool_result("s1", ToolResultBlock(id="c1", output=output))
-    print("stored as", ref)
-    print(await retrieve_offloaded_content(offloader, ref, pattern="FAILED", context_lines=1))
-    print(json.dumps({"database": path}))
-    offloader.db.close()
+    # A temporary folder for the database, removed with everything in it at the end.
+    with tempfile.TemporaryDirectory(prefix="ctxoffload-") as folder:
+        path = str(Path(folder) / "offload.db")
+        offloader = SQLiteOffloader(path)
+        assert isinstance(offloader, Offloader)  # the protocols are runtime-checkable
+        assert isinstance(offloader, ReferenceReader)
+        try:
+            output = "\n".join(f"row {i}: ok" for i in range(10_000))
+            output += "\nrow 10000: FAILED checksum"
+            block = ToolResultBlock(id="c1", output=output)
+            ref = await offloader.offload_tool_result("s1", block)
+            print("stored as", ref)
+            print(
+                await retrieve_offloaded_content(offloader, ref, pattern="FAILED", context_lines=1)
+            )
+            (rows,) = offloader.db.execute("SELECT COUNT(*) FROM blobs").fetchone()
+            print(json.dumps({"path": path, "rows": rows}))
+        finally:
+            offloader.db.close()
 
 
 if __name__ == "__main__":

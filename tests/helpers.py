@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import base64
 import json
+import queue
+import re
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from ctxoffload import (
     Base64Source,
@@ -205,3 +209,67 @@ def first_import_failures(names: list[list[str]]) -> dict[str, str]:
     )
     failures: dict[str, str] = json.loads(done.stdout)
     return failures
+
+
+# The tool names a notice or a summary could give: the reader tools ctxoffload knows and the
+# names other frameworks use for theirs.
+KNOWN_TOOL_NAMES = frozenset(
+    {"Read", "Grep", "Glob", "retrieve_offloaded_content", "view_text_file", "read_file"}
+)
+_NOTE = re.compile(
+    r"<system-reminder>.*?(?:</system-reminder>|$)|<context_summary>.*?</context_summary>",
+    re.DOTALL,
+)
+
+
+def notes_in(text: str) -> list[str]:
+    """The notices (`<system-reminder>`) and summaries (`<context_summary>`) in `text`."""
+    return _NOTE.findall(text)
+
+
+def tools_named(note: str, also: Sequence[str] = ()) -> set[str]:
+    """The tools a notice or summary names: each known name (and each of `also`) written as
+    a word of its own (`Read(path=...)`, `your view_text_file tool`, `Read offset=3`)."""
+    return {
+        name
+        for name in (*KNOWN_TOOL_NAMES, *also)
+        if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/.-])", note)
+    }
+
+
+class ChildLines:
+    """The lines a child process prints, read by a thread, so a test can wait for the next
+    one with a deadline (a plain `readline` would wait forever on a child that hangs)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._lines: queue.Queue[str] = queue.Queue()
+
+        def pump() -> None:
+            for line in stream:
+                self._lines.put(line)
+            self._lines.put("")  # end of output
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def next(self, deadline: float) -> str:
+        """The next line, waiting until `deadline` (`time.monotonic()`); fails the test when
+        the child ends its output first or the deadline passes (a safety net for a machine so
+        loaded that the child never writes: the test counts lines, not time)."""
+        try:
+            line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError("the child printed nothing more before the deadline") from None
+        assert line, "the child ended its output"
+        return line
+
+    def rest(self, deadline: float) -> list[str]:
+        """Every line left until the child's output ends (call it after the child exits)."""
+        out: list[str] = []
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("the child's output did not end by the deadline") from None
+            if not line:
+                return out
+            out.append(line)

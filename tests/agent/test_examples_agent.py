@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from openai_server import OpenAIServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -43,7 +45,17 @@ def test_custom_tool_example_shows_schema_and_truncation(tmp_path: Path) -> None
 def test_custom_offloader_example_finds_the_failure(tmp_path: Path) -> None:
     out = run_example("custom_offloader.py", cwd=tmp_path)
     assert "> 10001\trow 10000: FAILED checksum" in out
-    assert Path(json.loads(out.splitlines()[-1])["database"]).exists()
+    database = json.loads(out.splitlines()[-1])
+    assert database["rows"] == 1 and database["path"].endswith("offload.db")
+
+
+@pytest.mark.parametrize("name", ["custom_tool.py", "custom_offloader.py", "workspace_tour.py"])
+def test_an_example_leaves_nothing_in_the_temporary_folder(tmp_path: Path, name: str) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    args = [str(tmp_path / "ws")] if name == "workspace_tour.py" else []
+    run_example(name, *args, cwd=tmp_path, env={"TMPDIR": str(temp)})
+    assert sorted(p.name for p in temp.iterdir()) == []
 
 
 def test_quickstart_runs_against_an_openai_compatible_server(tmp_path: Path) -> None:

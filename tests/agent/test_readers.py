@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +21,9 @@ from ctxoffload import (
     ToolCallBlock,
 )
 from ctxoffload.agent import as_tool, workspace_tools
-from ctxoffload.compression import TRUNCATION_MARKER
+from ctxoffload.compression import TRUNCATION_MARKER, ReaderTools
 from ctxoffload.offloader import RETRIEVAL_TOOL_NAME, retrieval_tool
+from helpers import notes_in, tools_named
 
 CONFIG = ContextConfig(context_window=64_000, tool_result_limit=1_500)
 
@@ -149,3 +151,70 @@ def test_retrieval_tool_refuses_a_source_it_cannot_read_and_impossible_caps() ->
         retrieval_tool(object())  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="max_output_chars"):
         retrieval_tool(InMemoryWorkspace(), max_output_chars=10)
+
+
+def _counting(tool: Any, style: str) -> Any:
+    """`tool` wrapped by a decorator of one common style (a counter, a timer, a logger)."""
+    if style == "wraps":
+
+        @functools.wraps(tool)
+        async def wrapper(**kwargs: Any) -> Any:
+            return await tool(**kwargs)
+
+        return wrapper
+    if style == "wraps-without-dict":
+
+        @functools.wraps(tool, updated=())
+        async def wrapper_(**kwargs: Any) -> Any:
+            return await tool(**kwargs)
+
+        return wrapper_
+    assert style == "twice"
+    return _counting(_counting(tool, "wraps-without-dict"), "wraps")
+
+
+@pytest.mark.parametrize("style", ["wraps", "wraps-without-dict", "twice"])
+async def test_wrapped_file_tools_are_still_the_readers_notices_name(
+    tmp_path: Path, style: str
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    wrapped = [_counting(t, style) for t in workspace_tools(ws, max_output_chars=20_000)]
+    model = ScriptedModel([call("c1", "fetch_log", log="a"), "done"])
+    agent = Agent(
+        model=model,
+        tools=[fetch_log, *wrapped],
+        offloader=ws,
+        context_config=CONFIG,
+        include_retrieval_tool=False,
+    )
+    await agent.reply("go")
+    assert all(agent.tools[name].is_reader for name in ("Read", "Grep", "Glob"))
+    sent = [m.model_dump_json() for calls in model.calls for m in calls]
+    notes = [note for text in sent for note in notes_in(text)]
+    assert notes
+    for note in notes:
+        assert tools_named(note) <= set(agent.tools), note
+        assert {"Read", "Grep"} <= tools_named(note), note
+
+
+async def test_reader_tools_the_agent_does_not_have_are_refused(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    config = ContextConfig(context_window=64_000, reader_tools=ReaderTools(read="view_text_file"))
+    with pytest.raises(ConfigError, match=r"view_text_file.*not one of the agent's tools"):
+        Agent(model=ScriptedModel(["done"]), tools=[fetch_log], offloader=ws, context_config=config)
+
+    # Given the tool, the name stands.
+    def view_text_file(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the file.
+        """
+        return ""
+
+    Agent(
+        model=ScriptedModel(["done"]),
+        tools=[fetch_log, view_text_file],
+        offloader=ws,
+        context_config=config,
+    )

@@ -20,6 +20,7 @@ import pytest
 from ctxoffload import LocalWorkspace
 from ctxoffload.cli._demo import FAILED_ORDER, run_demo
 from ctxoffload.workspace import rebuild_step
+from helpers import notes_in, tools_named
 
 # `demo` (tests/cli/conftest.py) is one `ctxoffload demo` run that these tests share.
 
@@ -181,3 +182,24 @@ def test_the_demo_story_holds_in_a_workdir_path_of_any_length(length: int) -> No
     answered_from = rebuild_step(events, read["step"] + 1)
     grep_answer = next(m for m in answered_from if grep["tool_id"] in tool_result_ids(m))
     assert f"order_id={FAILED_ORDER}" in json.dumps(grep_answer)
+
+
+def test_every_notice_names_the_file_tools_the_demo_gives_its_model(demo: Any) -> None:
+    # The prompt says "read them back with Read and Grep": every notice and summary the model
+    # was sent names only tools it has, and the file tools among them.
+    session = demo.workdir / "sessions" / demo.report.session_id
+    events = [json.loads(line) for line in (session / "events.jsonl").read_text().splitlines()]
+    tools = set(next(e for e in events if e["kind"] == "session_start")["tools"])
+    steps = sorted({e["step"] for e in events if e["kind"] == "model_call"})
+    notes = [
+        note
+        for step in steps
+        for msg in rebuild_step(events, step)
+        for note in notes_in(json.dumps(msg))
+    ]
+    assert len(notes) >= 5
+    for note in notes:
+        named = tools_named(note)
+        assert named <= tools, f"names {named - tools}, not among {sorted(tools)}: {note}"
+    truncations = [n for n in notes if n.startswith("<system-reminder>")]
+    assert all(tools_named(n) & {"Read", "Grep"} for n in truncations), truncations[0]

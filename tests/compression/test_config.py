@@ -188,3 +188,20 @@ def test_trigger_and_reserve_tokens_are_fractions_of_the_window() -> None:
     assert config.trigger_tokens(128_000) == 102_400
     assert config.reserve_tokens(128_000) == 12_800
     assert config.trigger_tokens(1001) == 800
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"context_window": ' + "9" * 5000 + "}", "context_window a 5000-digit number"),
+        ('{"a": ' * 5000 + "1" + "}" * 5000, "nested more than 100 levels deep"),
+        ("[" * 100_000 + "]" * 100_000, "nested more than 100 levels deep"),
+    ],
+)
+def test_a_hostile_config_file_is_a_config_error(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        ContextConfig.from_json_file(path)
+    assert message in str(raised.value)
+    assert len(str(raised.value)) < 300 + len(str(path))

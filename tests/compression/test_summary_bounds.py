@@ -64,9 +64,11 @@ async def test_the_summary_timeout_bounds_all_chunks_together() -> None:
         ),
         GUARD,
     )
-    # Each chunk alone is well within the timeout; all of them together are not.
+    # Each chunk alone is well within the timeout; all of them together are not. A call
+    # takes 0.1 s at least, so only a few start within 0.25 s; a slower machine starts
+    # fewer, maybe none before the timeout (so no lower bound).
     assert outcome.source == "extractive"
-    assert 1 <= len(model.calls) <= 4
+    assert len(model.calls) <= 4
 
 
 async def test_a_hanging_summary_model_still_compresses_what_is_on_disk(

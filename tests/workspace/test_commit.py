@@ -199,16 +199,20 @@ async def test_readers_never_see_part_of_a_batch_in_progress(
     await ws.offload_context("s", msgs=[{"role": "user", "batch": -1, "content": "start"}])
     child = spawn_python(BATCH_WRITER, str(workdir))
     try:
-        reads = 0
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
+        # Counted, not timed: read until the reads have watched the writer commit several
+        # batches (each read between two of them raced one in progress). The deadline is a
+        # safety net for a machine so loaded that the writer never runs.
+        reads, batches_seen = 0, set[int]()
+        deadline = time.monotonic() + 300
+        while len(batches_seen) < 5 or reads < 10:
+            assert time.monotonic() < deadline, f"{reads} reads saw {sorted(batches_seen)}"
             messages = await ws.read_context("s")
             counts: dict[int, int] = {}
             for m in messages[1:]:
                 counts[m["batch"]] = counts.get(m["batch"], 0) + 1
             assert all(n == 2000 for n in counts.values()), counts
             reads += 1
-        assert reads > 5
+            batches_seen.add(len(counts))
     finally:
         child.kill()
         child.wait()

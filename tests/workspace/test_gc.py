@@ -19,7 +19,7 @@ from ctxoffload import (
     ToolResultBlock,
 )
 from ctxoffload.workspace import GcReport
-from helpers import image_block
+from helpers import ChildLines, image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 DAY = 86_400.0
@@ -154,22 +154,25 @@ async def test_gc_while_an_agent_writes_loses_nothing_it_acknowledged(
     await local_ws.offload_context("live", msgs=[Msg(id="first", role="user", content="x")])
     child = spawn_python(LIVE_WRITER, str(workdir))
     assert child.stdin is not None and child.stdout is not None
+    lines = ChildLines(child.stdout)
     child.stdin.write("go\n")
     child.stdin.flush()
-    deadline = time.monotonic() + 3
-    rounds = 0
-    while time.monotonic() < deadline:
+    # Counted, not timed: each gc round is followed by one more acknowledged append, so the
+    # rounds and the writer interleave whatever the machine's speed. The deadline is a
+    # safety net for a machine so loaded that the writer never runs.
+    deadline = time.monotonic() + 300
+    acked = []
+    for rounds in range(12):
         # Old data on disk, as far as mtimes tell: only references can keep it.
         _age(workdir / "data", 3 * DAY)
         await local_ws.offload_tool_result(f"old{rounds}", ToolResultBlock(id="c", output="o"))
         _age(local_ws.session_dir(f"old{rounds}"), 3 * DAY)
         report = await local_ws.gc(older_than=DAY)
         assert "live" not in report.sessions_removed
-        rounds += 1
+        acked.append(lines.next(deadline).split())
     child.kill()
-    out, _ = child.communicate()
-    acked = [line.split() for line in out.splitlines()]
-    assert len(acked) > 10 and rounds > 3
+    child.wait()
+    acked += [line.split() for line in lines.rest(deadline)]
     log = await local_ws.read_context("live")
     for msg_id, first in acked:
         message = log[int(first) - 1]

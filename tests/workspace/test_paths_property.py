@@ -119,7 +119,7 @@ async def _operations(ws: LocalWorkspace, workdir: Path, out: Path) -> list[Any]
     results = []
     for call in calls:
         try:
-            results.append(await asyncio.wait_for(call(), timeout=10))
+            results.append(await asyncio.wait_for(call(), timeout=300))  # a hang guard only
         except CtxOffloadError as exc:
             results.append(exc)
     return results

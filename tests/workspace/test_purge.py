@@ -12,8 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ctxoffload import LocalWorkspace, Msg
+from helpers import ChildLines
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
+
+PURGES = 12
+"""Purges raced against a live writer in each test: the count is what the test checks."""
+
+SAFETY_NET = 300
+"""Seconds before a test gives up on a writer that prints nothing: only for a machine so
+loaded that the child never runs, never a measure of speed."""
 
 # Appends one message at a time and prints each acknowledged id with its reported line.
 APPENDER = """
@@ -62,14 +70,16 @@ async def test_append_acknowledged_after_purge_is_at_the_line_it_reported(
 ) -> None:
     ws = LocalWorkspace(workdir)
     await ws.offload_context("s", msgs=[Msg(role="user", content="first")])
-    child = spawn_python(APPENDER, str(workdir), "3000")
+    child = spawn_python(APPENDER, str(workdir), str(10**9))  # appends until killed
     assert child.stdout is not None
+    lines = ChildLines(child.stdout)
     _start(child)
-    purges = checked = 0
-    deadline = time.monotonic() + 4
-    line = child.stdout.readline()
+    # Counted, not timed: each purge is followed by at least one append begun after it
+    # returned (the writer never stops), and each such append is checked.
+    deadline = time.monotonic() + SAFETY_NET
+    checked = 0
     orphans: list[tuple[int, int]] = []
-    while line and time.monotonic() < deadline:
+    for _ in range(PURGES):
         # Hold the log about to be purged open: whatever reaches it after the purge returned
         # was written to a file nobody can find any more.
         try:
@@ -79,15 +89,11 @@ async def test_append_acknowledged_after_purge_is_at_the_line_it_reported(
         await ws.purge_session("s")
         # CLOCK_MONOTONIC is one clock for every process on the machine.
         purged_at = time.monotonic()
-        purges += 1
         if doomed is not None:
             orphans.append((doomed, os.fstat(doomed).st_size))
         acks: list[tuple[str, int, float]] = []
-        for _ in range(20):
-            line = child.stdout.readline()
-            if not line:
-                break
-            msg_id, first, started, acked = line.split()
+        while not acks or acks[-1][2] <= purged_at:
+            msg_id, first, started, acked = lines.next(deadline).split()
             if float(acked) > purged_at:
                 acks.append((msg_id, int(first), float(started)))
         log = [json.loads(raw)["id"] for raw in ws.context_path("s").read_bytes().splitlines()]
@@ -105,7 +111,7 @@ async def test_append_acknowledged_after_purge_is_at_the_line_it_reported(
         size_now = os.fstat(fd).st_size
         os.close(fd)
         assert size_now == size_at_purge, "an append landed in a purged log"
-    assert purges > 3 and checked > 10
+    assert checked >= PURGES
     assert not [p for p in (workdir / "sessions").iterdir() if p.name.startswith(".")]
 
 
@@ -131,25 +137,27 @@ async def test_every_acknowledged_tool_result_exists_until_the_next_purge(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
     ws = LocalWorkspace(workdir)
-    child = spawn_python(TOOL_WRITER, str(workdir), "300")
+    child = spawn_python(TOOL_WRITER, str(workdir), str(10**9))  # writes until killed
     assert child.stdout is not None
+    lines = ChildLines(child.stdout)
     _start(child)
+    # Counted, not timed: after each purge, read until a result begun after it returned
+    # arrives (the writer never stops), and check it; so every purge checks one at least.
+    deadline = time.monotonic() + SAFETY_NET
     checked = 0
-    for _ in range(40):
+    for _ in range(PURGES):
         await ws.purge_session("s")
         purged_at = time.monotonic()
-        for _ in range(3):
-            line = child.stdout.readline()
-            if not line:
-                break
-            path, started_at = line.split()
+        while True:
+            path, started_at = lines.next(deadline).split()
             if float(started_at) > purged_at:
                 # Written entirely after the purge returned, so it must be readable.
                 assert (await ws.read_reference(path)).startswith(b"result ")
                 checked += 1
+                break
     child.kill()
     child.wait()
-    assert checked > 10
+    assert checked == PURGES
 
 
 async def test_initialize_removes_old_temp_files_and_keeps_new_ones(

@@ -175,6 +175,7 @@ class Agent:
         ):
             retrieve = retrieval_tool(offloader, max_output_chars=reader_output_chars(config))
             self.tools[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)
+        _check_reader_names(config.reader_tools, self.tools)
         self.offloader = offloader
         self.max_steps = max_steps
         self.session_id = validate_session_id(session_id or f"{uuid.uuid4().hex[:12]}")
@@ -669,6 +670,23 @@ def _reader_tools(tools: dict[str, Tool]) -> ReaderTools | None:
         retrieve=RETRIEVAL_TOOL_NAME if RETRIEVAL_TOOL_NAME in readers else None,
     )
     return found if found.known else None
+
+
+def _check_reader_names(readers: ReaderTools | None, tools: dict[str, Tool]) -> None:
+    """Refuse `ContextConfig.reader_tools` naming a tool the agent does not have: every
+    notice would tell the model to call it."""
+    if readers is None:
+        return
+    for role in ("read", "grep", "retrieve"):
+        name = getattr(readers, role)
+        if name is not None and name not in tools:
+            have = ", ".join(tools) or "none"
+            raise ConfigError(
+                f"ContextConfig.reader_tools {role}={name!r} is not one of the agent's tools "
+                f"({have}): notices would tell the model to call a tool it does not have; "
+                "register that tool, or leave reader_tools unset (the agent names the reader "
+                "tools it has)"
+            )
 
 
 def _checked_tools(tools: Any) -> dict[str, Tool]:

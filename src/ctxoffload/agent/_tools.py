@@ -57,6 +57,23 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), args
 
 
+_MAX_WRAPPERS = 100  # as inspect.unwrap, a bound on a chain that loops
+
+
+def is_reader_function(func: Callable[..., Any]) -> bool:
+    """Whether `func`, or a function it wraps (`__wrapped__`), is marked `ctxoffload_reader`."""
+    seen: set[int] = set()
+    current: Any = func
+    for _ in range(_MAX_WRAPPERS):
+        if getattr(current, "ctxoffload_reader", False) is True:
+            return True
+        current = getattr(current, "__wrapped__", None)
+        if current is None or id(current) in seen:
+            return False
+        seen.add(id(current))
+    return False
+
+
 @dataclass
 class Tool:
     """A function the model can call.
@@ -79,9 +96,13 @@ class Tool:
         offloaded again.
 
         Its function is marked `ctxoffload_reader = True`, as the workspace file tools and
-        the retrieval tool are.
+        the retrieval tool are, or wraps one that is: the mark is looked for along the
+        `__wrapped__` chain that `functools.wraps` leaves, so a decorator (a counter, a
+        timer, a logger) keeps a reader a reader even when it does not copy the function's
+        attributes. A wrapper that keeps neither can be marked itself
+        (`wrapper.ctxoffload_reader = True`).
         """
-        return bool(getattr(self.func, "ctxoffload_reader", False))
+        return is_reader_function(self.func)
 
     @property
     def schema(self) -> dict[str, Any]:

@@ -249,7 +249,7 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     out = []
     for name, config in configs:
         window = args.window or config.context_window or DEFAULT_WINDOW
-        data = {**config.model_dump(), "context_window": window}
+        data = {**config.model_dump(exclude_unset=True), "context_window": window}
         try:
             out.append((name, ContextConfig.from_dict(data, source=f"config {name}")))
         except ConfigError as exc:

@@ -10,6 +10,7 @@ grepping a log file that left its context long before.
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import json
 import random
@@ -379,6 +380,9 @@ async def run_demo(
         return play
 
     def counted(tool: Any) -> Any:
+        # functools.wraps keeps the name, docstring and signature the schema is built from,
+        # and the reader mark (copied, and reachable through __wrapped__).
+        @functools.wraps(tool)
         async def wrapper(**kwargs: Any) -> Any:
             result = await tool(**kwargs) if _is_async(tool) else tool(**kwargs)
             if isinstance(result, str):
@@ -387,10 +391,6 @@ async def run_demo(
                 full.add(Msg(role="tool", content=list(result)))
             return result
 
-        wrapper.__name__ = tool.__name__
-        wrapper.__doc__ = tool.__doc__
-        wrapper.__annotations__ = dict(getattr(tool, "__annotations__", {}))
-        wrapper.__signature__ = inspect.signature(tool)  # type: ignore[attr-defined]
         return wrapper
 
     model = ScriptedModel([timed(s) for s in script], model_name="gpt-4o-mini")

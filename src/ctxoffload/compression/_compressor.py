@@ -29,7 +29,7 @@ from ..model import ChatModel
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader
-from ._config import CHARS_PER_TOKEN, ContextConfig
+from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
 from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._readers import ReaderTools
@@ -46,7 +46,7 @@ __all__ = [
     "Persisted",
 ]
 
-FRESH_PREVIEW_FLOOR = 200
+FRESH_PREVIEW_FLOOR = RESULT_FLOOR
 """The fewest tokens a fresh tool result (or a fresh message's text) is cut down to when the
 messages the model has not seen yet exceed the reserve on their own: room for the notice
 that names the file and a few lines. Fresh content is never cut below this, so a turn with
@@ -268,13 +268,14 @@ class Compressor:
         """
         block = read_tool_result(block, caller="Compressor.process_tool_result")
         cfg = config or self.config
+        window = self._known_window(cfg)
         done = await truncate_tool_result(
             block,
             limit=cfg.tool_result_limit,
             counter=self.counter,
             offloader=self.offloader,
             session_id=self.session_id,
-            preview_tokens=self._preview_tokens(cfg, self._known_window(cfg)),
+            preview_tokens=self._preview_tokens(cfg, window),
             preview=cfg.preview,
             readers=self.reader_tools(cfg),
         )
@@ -328,15 +329,18 @@ class Compressor:
         """The preview size in effect: the config's, kept within the reserve.
 
         A preview larger than the reserve could never stay beside its call when the context
-        is compressed; it is cut to the reserve (at least `FRESH_PREVIEW_FLOOR`), once said.
+        is compressed; it is cut to the reserve (at least `FRESH_PREVIEW_FLOOR`). A default
+        is derived to fit (`ContextConfig.preview_budget`); a value the user chose that does
+        not fit is said once.
         """
-        preview = cfg.preview_budget()
+        preview = cfg.preview_budget(window)
         if window is None:
             return preview
         reserve = cfg.reserve_tokens(window)
-        cap = max(FRESH_PREVIEW_FLOOR, reserve)
-        if preview <= cap:
-            return preview
+        cap = cfg.result_room(window)
+        if not cfg.misfit(window):
+            return min(preview, cap)
+        preview = cfg.preview_budget()
         key = (cfg.tool_result_limit, preview, window, reserve)
         if key not in self._said:
             self._said.add(key)

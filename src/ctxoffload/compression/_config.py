@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from .._depth import MAX_DEPTH, too_deep
 from ..exceptions import ConfigError
 from ._readers import ReaderTools
 from ._summary_model import SUMMARY_FIELDS, Summary
@@ -39,7 +40,12 @@ SUMMARY_BUDGET_FLOOR = 1_000
 """Tokens a summary may always take, however small the window."""
 
 DEFAULT_PREVIEW_CAP = 2_000
-"""`preview_tokens` when unset is `min(tool_result_limit, DEFAULT_PREVIEW_CAP)`."""
+"""`preview_tokens` when unset is `min(tool_result_limit, DEFAULT_PREVIEW_CAP)`, and within
+the room of the window when it is known (see `ContextConfig.preview_budget`)."""
+
+RESULT_FLOOR = 200
+"""The fewest tokens a tool result left in the context is cut to, however small the
+reserve: room for the notice that names the file and a few lines."""
 
 CHARS_PER_TOKEN = 4
 """How summary budgets in tokens become characters: cutting by characters is exact and
@@ -150,8 +156,10 @@ class ContextConfig(BaseModel):
     built directly, with `from_dict` or with `from_json_file`.
 
     A config is frozen, because the agent and the compressor share it during a run. For a
-    changed copy, validate again: `ContextConfig.from_dict({**config.model_dump(), ...})`
-    (`model_copy(update=...)` would skip validation).
+    changed copy, validate again what was given:
+    `ContextConfig.from_dict({**config.model_dump(exclude_unset=True), ...})`
+    (`model_copy(update=...)` would skip validation; without `exclude_unset` every default
+    would count as a value the user chose, and defaults derived from the window would not be).
 
     Args:
         trigger_ratio: fraction of the window at which compression starts; in (0, 0.9].
@@ -159,8 +167,9 @@ class ContextConfig(BaseModel):
         tool_result_limit: a tool result over this many tokens is offloaded whole to a file
             and only a preview stays in the context.
         preview_tokens: the size of that preview in tokens, the notice included; None (the
-            default) means `min(tool_result_limit, 2000)`. When the window is known, the
-            compressor also keeps it within the reserve (and logs once if it has to).
+            default) means `min(tool_result_limit, 2000)`, cut to the reserve of the window
+            (at least 200 tokens) so the default fits every window. A value the user chose
+            (this or `tool_result_limit`) that does not fit is cut too, and said once.
         preview: "head" keeps the first lines of an offloaded result; "head_tail" keeps
             about two thirds of the preview from the start and one third from the end, with
             the notice between them saying which lines are shown.
@@ -459,11 +468,38 @@ class ContextConfig(BaseModel):
         """Tokens of recent messages kept when the context is compressed."""
         return int(window * self.reserve_ratio)
 
-    def preview_budget(self) -> int:
-        """Tokens an offloaded tool result keeps in the context (see `preview_tokens`)."""
+    def result_room(self, window: int) -> int:
+        """Tokens a tool result may keep in the context of a `window`-token window: the
+        reserve, and never less than `RESULT_FLOOR`."""
+        return max(RESULT_FLOOR, self.reserve_tokens(window))
+
+    def chose(self, field: str) -> bool:
+        """Whether `field` was given (to the constructor or `from_dict`) rather than left to
+        its default; a default may be derived from the window, a chosen value never is."""
+        return field in self.model_fields_set
+
+    def preview_budget(self, window: int | None = None) -> int:
+        """Tokens an offloaded tool result keeps in the context (see `preview_tokens`).
+
+        The `preview_tokens` given; unset, `min(tool_result_limit, 2000)`, and within the
+        room of the window (`result_room`) when the window is known, so the default fits
+        every window. (`tool_result_limit` itself is not scaled: a result under it stays
+        whole until a compression, which cuts fresh results that exceed the reserve.)
+        """
         if self.preview_tokens is not None:
             return self.preview_tokens
-        return min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
+        budget = min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
+        return budget if window is None else min(budget, self.result_room(window))
+
+    def misfit(self, window: int) -> bool:
+        """Whether a value the user chose (`tool_result_limit`, `preview_tokens`) makes the
+        previews of a `window`-token window larger than its room: said once, then cut."""
+        if self.chose("preview_tokens") or self.chose("tool_result_limit"):
+            chosen = self.preview_tokens
+            if chosen is None:
+                chosen = min(self.tool_result_limit, DEFAULT_PREVIEW_CAP)
+            return chosen > self.result_room(window)
+        return False
 
     def summary_budget_tokens(self, window: int | None) -> int:
         """The most tokens a summary may take (see `summary_max_tokens`)."""
@@ -474,11 +510,41 @@ class ContextConfig(BaseModel):
         return max(SUMMARY_BUDGET_FLOOR, int(window * SUMMARY_BUDGET_SHARE))
 
 
+class LongNumber:
+    """A whole number of a configuration file too long to be a setting (over `LONG_DIGITS`
+    digits), kept as its length: Python refuses to parse one of over 4,300 digits, and no
+    setting needs more than a dozen. It is not an `int`, so every check refuses it by name.
+    """
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"a {self.digits}-digit number"
+
+
+LONG_DIGITS = 40
+"""Whole numbers of a configuration file with more digits than this are read as `LongNumber`."""
+
+
+def _parse_int(text: str) -> int | LongNumber:
+    digits = len(text.lstrip("-"))
+    return LongNumber(digits) if digits > LONG_DIGITS else int(text)
+
+
 def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
     """The value in a JSON file, for configuration read at start-up (a small sync read).
 
+    Bounded on hostile input: a value nested more than `MAX_DEPTH` levels deep is refused
+    (Python's parser would raise `RecursionError` a few hundred levels later), and a whole
+    number of more than `LONG_DIGITS` digits is read as a `LongNumber` that every check
+    refuses with the path of its field.
+
     Raises:
-        ConfigError: the file is missing or unreadable, or is not valid JSON, naming `what`.
+        ConfigError: the file is missing or unreadable, is not valid JSON, or is nested too
+            deeply, naming `what`.
     """
     try:
         with open(name, encoding="utf-8") as file:
@@ -488,13 +554,22 @@ def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
         raise ConfigError(f"{what} file {name!r} does not exist: {hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{what} file {name!r} cannot be read: {exc}") from None
+    too_deep_error = ConfigError(
+        f"{what} file {name!r} is nested more than {MAX_DEPTH} levels deep: a configuration "
+        "needs a few; check that the file is the one you meant"
+    )
     try:
-        return json.loads(text)
+        data = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{what} file {name!r} is not valid JSON: {exc.msg} at line {exc.lineno} column "
             f"{exc.colno}"
         ) from None
+    except RecursionError:
+        raise too_deep_error from None
+    if too_deep(data):
+        raise too_deep_error
+    return data
 
 
 def _describe(exc: ValidationError, source: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
@@ -115,8 +115,16 @@ class ToolOutputOffload:
         if preview not in ("head", "head_tail"):
             raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
         self.preview = preview
-        if isinstance(exclude_tools, str) or not all(isinstance(t, str) for t in exclude_tools):
-            raise SettingError("exclude_tools", f"{exclude_tools!r} is not a list of tool names")
+        if (
+            isinstance(exclude_tools, str | Mapping)
+            or not isinstance(exclude_tools, Iterable)
+            or not all(isinstance(t, str) for t in exclude_tools)
+        ):
+            raise SettingError(
+                "exclude_tools",
+                f"a {type(exclude_tools).__name__} that is not all strings is not a list of "
+                "tool names: give a list such as ['ls', 'cat']",
+            )
         self.exclude_tools = frozenset(exclude_tools)
         if should_offload is not None and not callable(should_offload):
             raise SettingError("should_offload", f"{should_offload!r} is not callable")

@@ -203,10 +203,10 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 
 
 def os_error_message(what: str, exc: OSError) -> str:
-    """`what: reason`; running out of descriptors says so, and that nothing was searched."""
+    """`what: reason`; running out of descriptors says so, and that nothing was read or searched."""
     if exc.errno in (errno.EMFILE, errno.ENFILE):
         return (
             f"{what}: no file descriptors are left in this process ({exc.strerror}); nothing "
-            f"was searched: try again when fewer files are open"
+            f"was read or searched: try again when fewer files are open"
         )
     return f"{what}: {exc.strerror or exc}"

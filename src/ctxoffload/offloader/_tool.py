@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..exceptions import ConfigError, CtxOffloadError
+from ..exceptions import ConfigError
 from ..messages import DataBlock, TextBlock
 from ..workspace import ReferenceReader
+from ._answers import answering
 from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
 from ._marks import mark_reader
 from ._retrieval import format_stored
@@ -37,7 +38,8 @@ def retrieval_tool(
 
     Its type hints and docstring are written for the model; `Agent` (or any framework
     that derives tool schemas from functions) turns them into the tool's schema. Failures
-    come back as text starting with "Error:", never as exceptions. The function carries
+    come back as text starting with "Error:", never as exceptions (the rule of every file
+    tool; running out of file descriptors is said as such). The function carries
     `ctxoffload_reader = True`, so an `Agent` never offloads its results again.
 
     Args:
@@ -92,26 +94,23 @@ def retrieval_tool(
                     "numbers, e.g. [1, 200]"
                 )
             span = (line_range[0], line_range[1])
-        try:
-            data = await source.read_reference(reference)
-            media_type = image_media_type(data[:16])
-            if media_type is not None:
-                return _image(data, media_type, reference, images)
-            return await format_stored(
-                data,
-                reference,
-                pattern=pattern,
-                line_range=span,
-                context_lines=context_lines,
-                char_offset=char_offset,
-                max_lines=max_lines,
-                max_chars=max_output_chars,
-            )
-        except (CtxOffloadError, TypeError, ValueError) as exc:
-            # TypeError / ValueError: an argument of the wrong type, e.g. context_lines="x".
-            return f"Error: {exc}"
+        # A failure is answered as "Error: ..." by `answering`, the rule of every tool.
+        data = await source.read_reference(reference)
+        media_type = image_media_type(data[:16])
+        if media_type is not None:
+            return _image(data, media_type, reference, images)
+        return await format_stored(
+            data,
+            reference,
+            pattern=pattern,
+            line_range=span,
+            context_lines=context_lines,
+            char_offset=char_offset,
+            max_lines=max_lines,
+            max_chars=max_output_chars,
+        )
 
-    return mark_reader(retrieve_offloaded_content)
+    return mark_reader(answering(retrieve_offloaded_content))
 
 
 def _check(source: object, max_output_chars: int, max_lines: int) -> None:

@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..exceptions import ConfigError, ToolError
+from ..exceptions import ConfigError
 from ..messages import DataBlock, TextBlock
+from ._answers import answering
 from ._confine import real_roots
 from ._grep import grep_files
 from ._lines import NOTE_ROOM
@@ -178,8 +179,9 @@ class FileToolbox:
             """
             return await asyncio.to_thread(toolbox.glob, pattern)
 
-        return [mark_reader(Read), mark_reader(Grep), mark_reader(Glob)]
+        return [mark_reader(answering(tool)) for tool in (Read, Grep, Glob)]
 
+    @answering
     def read(
         self, path: str, offset: int = 1, limit: int = 200, char_offset: int = 0
     ) -> str | list[TextBlock | DataBlock]:
@@ -196,20 +198,18 @@ class FileToolbox:
             an image, a line describing it and the image (or the line alone without
             `images`); or a message starting with "Error:".
         """
-        try:
-            return read_file(
-                path,
-                offset,
-                limit,
-                char_offset,
-                roots=real_roots(self.roots),
-                max_line_chars=self.max_line_chars,
-                max_output_chars=self.max_output_chars,
-                images=self.images,
-            )
-        except ToolError as exc:
-            return f"Error: {exc}"
+        return read_file(
+            path,
+            offset,
+            limit,
+            char_offset,
+            roots=real_roots(self.roots),
+            max_line_chars=self.max_line_chars,
+            max_output_chars=self.max_output_chars,
+            images=self.images,
+        )
 
+    @answering
     def grep(
         self, pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
     ) -> str:
@@ -226,20 +226,18 @@ class FileToolbox:
         Returns:
             The matching lines and notes, or a message starting with "Error:".
         """
-        try:
-            return grep_files(
-                pattern,
-                path_or_glob,
-                context_lines,
-                max_matches,
-                roots=real_roots(self.roots),
-                max_line_chars=self.max_line_chars,
-                max_output_chars=self.max_output_chars,
-                timeout=self.grep_timeout,
-            )
-        except ToolError as exc:
-            return f"Error: {exc}"
+        return grep_files(
+            pattern,
+            path_or_glob,
+            context_lines,
+            max_matches,
+            roots=real_roots(self.roots),
+            max_line_chars=self.max_line_chars,
+            max_output_chars=self.max_output_chars,
+            timeout=self.grep_timeout,
+        )
 
+    @answering
     def glob(self, pattern: str) -> str:
         """Paths matching a glob pattern, sorted and capped; blocking.
 
@@ -251,15 +249,12 @@ class FileToolbox:
             One path per line (directories end with `/`), relative to the first root when
             inside it; or a message starting with "Error:".
         """
-        try:
-            return glob_answer(
-                pattern,
-                real_roots(self.roots),
-                max_paths=self.max_glob_paths,
-                max_chars=self.max_output_chars,
-            )
-        except ToolError as exc:
-            return f"Error: {exc}"
+        return glob_answer(
+            pattern,
+            real_roots(self.roots),
+            max_paths=self.max_glob_paths,
+            max_chars=self.max_output_chars,
+        )
 
 
 def workspace_tools(
