@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ._image_limit import ImageLimit
     from ._notes import is_context_note, is_summary_message, is_window_note
     from ._pipeline import ContextPipeline
+    from ._protect import Protected, is_pinned
     from ._readers import ReaderTools
     from ._run import ContextManager, Managers, PipelineRun
     from ._split import (
@@ -49,6 +50,7 @@ __all__ = [
     "Null",
     "Persisted",
     "PipelineRun",
+    "Protected",
     "ReaderTools",
     "SlidingWindow",
     "Split",
@@ -63,6 +65,7 @@ __all__ = [
     "emit_event",
     "extractive_summary",
     "is_context_note",
+    "is_pinned",
     "is_summary_message",
     "is_window_note",
     "rendered_text",
@@ -89,6 +92,8 @@ __getattr__, __dir__ = lazy_exports(
         "Managers": "._run",
         "ContextPipeline": "._pipeline",
         "PipelineRun": "._run",
+        "Protected": "._protect",
+        "is_pinned": "._protect",
         "ToolOutputOffload": "._tool_output",
         "ToolOutputTruncate": "._tool_output",
         "Artifact": "._summary_message",

@@ -41,6 +41,7 @@ __all__ = [
     "Folder",
     "JsonLines",
     "Refused",
+    "context_event_sentence",
     "decode_commit_record",
     "encode_commit_record",
     "iter_chunks",
@@ -504,8 +505,44 @@ class EventKind:
     COMPRESSION = "compression"
     WINDOW = "window"
     IMAGE_LIMIT = "image_limit"
+    CLEAR_TOOL_USES = "clear_tool_uses"
+    CLEAR_THINKING = "clear_thinking"
+    # Written by a pin or an unpin (the API or the agent's pin_context tool), and by a
+    # compaction the agent asked for (compact_context).
+    PIN = "pin"
+    UNPIN = "unpin"
+    COMPACT = "compact"
     # Written by `ctxoffload replay` first in each session it replays into.
     REPLAY = "replay"
+
+
+def _count(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def context_event_sentence(event: dict[str, Any]) -> str | None:
+    """One sentence for a pin, an unpin, a clearing or an asked-for compaction, as the INFO
+    log and `ctxoffload show` print it; None for the other kinds.
+
+    `pinned message 1f3c… (assistant, by api): pins 0→120 tokens, 3% of the 4,000-token
+    window`
+    """
+    kind = event.get("kind")
+    if kind in (EventKind.PIN, EventKind.UNPIN):
+        window = event.get("window")
+        after = event.get("pinned_tokens_after")
+        share = (
+            f", {after / window:.0%} of the {window:,}-token window"
+            if isinstance(window, int) and window > 0 and isinstance(after, int)
+            else ""
+        )
+        verb = "pinned" if kind == EventKind.PIN else "unpinned"
+        return (
+            f"{verb} message {event.get('message_id')} ({event.get('role')}, by "
+            f"{event.get('by')}): pins {_count(event.get('pinned_tokens_before'))}→"
+            f"{_count(after)} tokens{share}"
+        )
+    return None
 
 
 def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, Any]]:

@@ -1,0 +1,44 @@
+"""`ctxoffload show` says each pin, clearing and asked-for compaction as a sentence."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import Agent, ContextConfig, LocalWorkspace, ScriptedModel, get_token_counter
+from ctxoffload.cli import main
+
+
+async def pinned_session(workdir: Path) -> str:
+    agent = Agent(
+        model=ScriptedModel(["PLAN: read the logs, then report."]),
+        offloader=LocalWorkspace(workdir),
+        session_id="pins",
+        context_config=ContextConfig(context_window=4000),
+        counter=get_token_counter(exact=False),
+    )
+    await agent.reply("Plan.")
+    plan = agent.messages[-1]
+    await agent.pin(plan.id)
+    await agent.unpin(plan.id)
+    return plan.id
+
+
+async def test_show_says_each_pin_and_unpin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan_id = await pinned_session(tmp_path)
+    assert main(["--workdir", str(tmp_path), "show", "pins"]) == 0
+    out = capsys.readouterr().out
+    assert f"pinned message {plan_id} (assistant, by api): pins 0→" in out
+    assert "of the 4,000-token window" in out
+    assert f"unpinned message {plan_id} (assistant, by api): pins " in out
+
+
+async def test_pins_are_logged_at_info(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="ctxoffload"):
+        plan_id = await pinned_session(tmp_path)
+    assert any(f"pinned message {plan_id}" in r.getMessage() for r in caplog.records)
+    assert any(f"unpinned message {plan_id}" in r.getMessage() for r in caplog.records)
