@@ -7,8 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from ctxoffload import Agent, ContextConfig, LocalWorkspace, ScriptedModel, get_token_counter
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    ContextPipeline,
+    LocalWorkspace,
+    ScriptedModel,
+    get_token_counter,
+)
 from ctxoffload.cli import main
+from ctxoffload.compression import ClearToolUses
+from helpers import call
 
 
 async def pinned_session(workdir: Path) -> str:
@@ -42,3 +51,32 @@ async def test_pins_are_logged_at_info(tmp_path: Path, caplog: pytest.LogCapture
         plan_id = await pinned_session(tmp_path)
     assert any(f"pinned message {plan_id}" in r.getMessage() for r in caplog.records)
     assert any(f"unpinned message {plan_id}" in r.getMessage() for r in caplog.records)
+
+
+async def test_show_says_each_clearing_of_tool_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def probe(i: int) -> str:
+        """Probe.
+
+        Args:
+            i: which.
+        """
+        return f"probe {i}\n" + "x" * 800
+
+    steps = [call(f"c{i}", "probe", i=i) for i in range(5)]
+    agent = Agent(
+        model=ScriptedModel([*steps, "done"]),
+        offloader=LocalWorkspace(tmp_path),
+        tools=[probe],
+        session_id="clears",
+        context_config=ContextPipeline(
+            pre_llm=[ClearToolUses(keep=2)], config=ContextConfig(context_window=8000)
+        ),
+        counter=get_token_counter(exact=False),
+    )
+    await agent.reply("Probe.")
+    assert main(["--workdir", str(tmp_path), "show", "clears"]) == 0
+    out = capsys.readouterr().out
+    assert "cleared 1 tool output (c0), " in out
+    assert "/sessions/clears/tool_result-c0.txt" in out

@@ -1,12 +1,14 @@
 """When and how history is compressed: `ContextConfig`, the split, `Summary`, `Compressor`,
 and the `ContextPipeline` of managers (`ToolOutputOffload`, `ToolOutputTruncate`,
-`SlidingWindow`, `Summarization`, `ImageLimit`, `Null`) run under `Activation` rules."""
+`SlidingWindow`, `Summarization`, `ImageLimit`, `ClearToolUses`, `Null`) run under
+`Activation` rules."""
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
+    from ._clear_tool_uses import CLEARED_MARK, ClearToolUses
     from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor, Persisted
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
@@ -34,10 +36,12 @@ if TYPE_CHECKING:
     from ._truncate import TRUNCATION_MARKER, Truncation, rendered_text
 
 __all__ = [
+    "CLEARED_MARK",
     "FRESH_PREVIEW_FLOOR",
     "TRUNCATION_MARKER",
     "Activation",
     "Artifact",
+    "ClearToolUses",
     "CompressionResult",
     "Compressor",
     "ContextConfig",
@@ -84,6 +88,8 @@ __getattr__, __dir__ = lazy_exports(
         "emit_event": "._events",
         "rendered_text": "._truncate",
         "Activation": "._activation",
+        "CLEARED_MARK": "._clear_tool_uses",
+        "ClearToolUses": "._clear_tool_uses",
         "Null": "._history_managers",
         "SlidingWindow": "._history_managers",
         "Summarization": "._history_managers",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..exceptions import ConfigError
 from ._activation import Activation, SettingError, unknown_keys
+from ._clear_tool_uses import ClearToolUses
 from ._history_managers import Null, SlidingWindow, Summarization
 from ._image_limit import ImageLimit
 from ._tool_output import ToolOutputOffload, ToolOutputTruncate
@@ -95,6 +96,15 @@ def _image_limit(config: dict[str, Any], models: Mapping[str, ChatModel]) -> Any
     return ImageLimit(**config)
 
 
+def _clear_tool_uses(config: dict[str, Any], models: Mapping[str, ChatModel]) -> Any:
+    unknown_keys(
+        config,
+        {"trigger", "keep", "clear_at_least", "exclude_tools", "clear_tool_inputs", "activation"},
+        "ClearToolUses",
+    )
+    return ClearToolUses(**config)
+
+
 def _null(config: dict[str, Any], models: Mapping[str, ChatModel]) -> Any:
     unknown_keys(config, {"activation"}, "Null")
     return Null(**config)
@@ -109,6 +119,8 @@ MANAGER_TYPES: dict[str, _Build] = {
     "Summarization": _summarization,
     "SummarizationManager": _summarization,
     "ImageLimit": _image_limit,
+    "ClearToolUses": _clear_tool_uses,
+    "clear_tool_uses_20250919": _clear_tool_uses,
     "Null": _null,
 }
 """Template type names (ctxoffload's and OpenSearch's) to the function that builds each."""

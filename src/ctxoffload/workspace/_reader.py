@@ -542,6 +542,23 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"{event.get('by')}): pins {_count(event.get('pinned_tokens_before'))}→"
             f"{_count(after)} tokens{share}"
         )
+    if kind == EventKind.CLEAR_TOOL_USES:
+        refs = event.get("references") or []
+        where = (
+            f"; stored in {refs[0]}" + (f" and {len(refs) - 1} more files" if len(refs) > 1 else "")
+            if refs
+            else ""
+        )
+        inputs = event.get("inputs_cleared")
+        also = f" and {inputs} inputs" if isinstance(inputs, int) and inputs else ""
+        ids = ", ".join(str(i) for i in event.get("tool_ids") or [])
+        cleared = event.get("cleared")
+        plural = "" if cleared == 1 else "s"
+        return (
+            f"cleared {cleared} tool output{plural} ({ids}){also}, "
+            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+            f"{where}"
+        )
     return None
 
 
