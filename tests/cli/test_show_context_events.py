@@ -80,3 +80,32 @@ async def test_show_says_each_clearing_of_tool_outputs(
     out = capsys.readouterr().out
     assert "cleared 1 tool output (c0), " in out
     assert "/sessions/clears/tool_result-c0.txt" in out
+
+
+async def test_show_says_a_compaction_the_agent_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def probe(i: int) -> str:
+        """Probe.
+
+        Args:
+            i: which.
+        """
+        return f"probe {i}\n" + "word " * 100
+
+    steps = [call(f"c{i}", "probe", i=i) for i in range(8)]
+    agent = Agent(
+        model=ScriptedModel([*steps, call("k", "compact_context", instructions="keep ids"), "ok"]),
+        offloader=LocalWorkspace(tmp_path),
+        tools=[probe],
+        session_id="asked",
+        context_config=ContextConfig(context_window=100_000),
+        counter=get_token_counter(exact=False),
+        include_compact_tool=True,
+    )
+    await agent.reply("Probe, then compact.")
+    assert main(["--workdir", str(tmp_path), "show", "asked"]) == 0
+    out = capsys.readouterr().out
+    assert "compacted on the agent's request (compressed), " in out
+    assert "/sessions/asked/context.jsonl lines 1-" in out
+    assert 'instructions: "keep ids"' in out

@@ -42,7 +42,12 @@ from ..workspace import (
     storable_message,
     validate_session_id,
 )
-from ._context_tools import CONTEXT_TOOL_NAMES, PIN_TOOL_NAME, pin_context_tool
+from ._context_tools import (
+    CONTEXT_TOOL_NAMES,
+    PIN_TOOL_NAME,
+    compact_context_tool,
+    pin_context_tool,
+)
 from ._record import SessionRecorder
 from ._tools import Tool, as_tool, as_tools
 
@@ -122,6 +127,8 @@ class Agent:
         include_pin_tool: register `pin_context(message_id=None, text=None)`, with which
             the model pins the turn of one of its tool calls, or a text such as its plan,
             so that no compaction removes it (see `pin`). Off by default.
+        include_compact_tool: register `compact_context(instructions=None)`, with which
+            the model compacts its context now (see `compact`). Off by default.
 
     Reader tools (the workspace file tools and the retrieval tool, marked
     `ctxoffload_reader`) are named in every truncation notice, and their results are never
@@ -149,6 +156,7 @@ class Agent:
         include_retrieval_tool: bool = True,
         context_management: ContextConfig | ContextPipeline | None = None,
         include_pin_tool: bool = False,
+        include_compact_tool: bool = False,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(
@@ -189,6 +197,8 @@ class Agent:
             self.tools[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)
         if include_pin_tool:
             self._add_context_tool(pin_context_tool(self._pin_from_tool))
+        if include_compact_tool:
+            self._add_context_tool(compact_context_tool(self._compact_from_tool))
         self.offloader = offloader
         self.max_steps = max_steps
         self.session_id = validate_session_id(session_id or f"{uuid.uuid4().hex[:12]}")
@@ -436,6 +446,49 @@ class Agent:
                 await self._record.messages(self.messages)
                 await self._save_state()
             return result
+
+    # -- compaction asked for -------------------------------------------------------------
+
+    async def compact(self, instructions: str | None = None) -> CompressionResult:
+        """Compact the context now: run the pre_llm managers whatever their activation rules,
+        with `instructions` added to the summary request.
+
+        At most one compaction per model call; when nothing would leave the context, nothing
+        is done and `reason` begins with "nothing to compact". One that changed the context
+        is a `compact` event.
+
+        Args:
+            instructions: what the summary should focus on and keep.
+
+        Returns:
+            What was done: `compressed` is whether the context changed.
+        """
+        async with self._lock:
+            await self._restore()
+            return await self._compact(instructions)
+
+    async def _compact(self, instructions: str | None) -> CompressionResult:
+        result = await self._pipeline.compact(
+            self.messages, tools=self.tool_schemas, instructions=instructions
+        )
+        self.messages = result.messages
+        if result.compressed:
+            await self._record.messages(self.messages)
+            await self._save_state()
+        return result
+
+    async def _compact_from_tool(self, instructions: str | None) -> str:
+        """What `compact_context` answers."""
+        result = await self._compact(instructions)
+        if not result.compressed:
+            return f"Nothing was compacted: {result.reason}."
+        where = f" into {result.reference}" if result.reference else ""
+        span = f" (lines {result.line_span[0]}-{result.line_span[1]})" if result.line_span else ""
+        return (
+            f"Compacted: {result.reason}; {result.compressed_messages} messages moved{where}"
+            f"{span}; the context went from {result.tokens_before:,} to "
+            f"{result.tokens_after:,} tokens."
+        )
 
     # -- pins -------------------------------------------------------------------------------
 

@@ -10,13 +10,21 @@ from collections.abc import Awaitable, Callable
 
 from ._tools import Tool, as_tool
 
-__all__ = ["CONTEXT_TOOL_NAMES", "PIN_TOOL_NAME", "pin_context_tool"]
+__all__ = [
+    "COMPACT_TOOL_NAME",
+    "CONTEXT_TOOL_NAMES",
+    "PIN_TOOL_NAME",
+    "compact_context_tool",
+    "pin_context_tool",
+]
 
 PIN_TOOL_NAME = "pin_context"
-CONTEXT_TOOL_NAMES = frozenset({PIN_TOOL_NAME})
+COMPACT_TOOL_NAME = "compact_context"
+CONTEXT_TOOL_NAMES = frozenset({PIN_TOOL_NAME, COMPACT_TOOL_NAME})
 """Tools whose results stay whole in the context (no post_tool manager runs on them)."""
 
 PinFunction = Callable[[str | None, str | None], Awaitable[str]]
+CompactFunction = Callable[[str | None], Awaitable[str]]
 
 
 def pin_context_tool(pin: PinFunction) -> Tool:
@@ -35,3 +43,21 @@ def pin_context_tool(pin: PinFunction) -> Tool:
         return await pin(message_id, text)
 
     return as_tool(pin_context)
+
+
+def compact_context_tool(compact: CompactFunction) -> Tool:
+    """The `compact_context` tool, answering through `compact(instructions)`."""
+
+    async def compact_context(instructions: str | None = None) -> str:
+        """Compact your context now: older messages are stored in the workspace and replaced
+        by a summary (and old tool outputs by placeholders naming their files). Use it when
+        a phase of the work is done and its details are no longer needed. At most once per
+        step.
+
+        Args:
+            instructions: what the summary should focus on and keep (the facts, paths and
+                decisions you still need).
+        """
+        return await compact(instructions)
+
+    return as_tool(compact_context)

@@ -141,11 +141,12 @@ class ClearToolUses:
         return result
 
     async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
-        """The context with the older tool outputs replaced by placeholders."""
-        return await self.clear(messages, run, forced=False)
+        """The context with the older tool outputs replaced by placeholders.
 
-    async def clear(self, messages: list[Msg], run: PipelineRun, *, forced: bool) -> list[Msg]:
-        """Clear now; `forced` ignores `trigger` (a compaction the agent asked for)."""
+        In a reactive run (an overflow, or a compaction the agent asked for) `trigger` and
+        `clear_at_least` are ignored.
+        """
+        forced = run.reactive
         uses = _uses(messages)
         if not forced and not self._triggered(messages, uses, run):
             return messages
@@ -155,7 +156,7 @@ class ClearToolUses:
         readers = run.compressor.reader_tools(run.config())
         reader_names = _reader_names(readers)
         freed_estimate = sum(_tokens(u.result, run) for u in candidates) - 40 * len(candidates)
-        if freed_estimate < self.clear_at_least:
+        if not forced and freed_estimate < self.clear_at_least:
             run.report(
                 f"ClearToolUses: {len(candidates)} outputs would free about {freed_estimate:,} "
                 f"tokens, under clear_at_least {self.clear_at_least:,}"

@@ -105,15 +105,23 @@ class PipelineRun:
         self._pinned: set[str] = set()
         self._unpinned: set[str] = set()
         self._last_context: list[Msg] = []
+        self._instructions: str | None = None
+        self._compacted_at: int | None = None
 
     # -- what managers use ------------------------------------------------------------------
 
     def config(self, base: ContextConfig | None = None) -> ContextConfig:
         """`base` (by default the shared settings), with the shrunk window of a reactive run."""
         cfg = base or self.pipeline.config
+        update: dict[str, Any] = {}
         if self._window_override is not None:
-            return cfg.model_copy(update={"context_window": self._window_override})
-        return cfg
+            update["context_window"] = self._window_override
+        if self._instructions:
+            update["compression_prompt"] = (
+                f"{cfg.compression_prompt}\n\nThe agent asked for this compaction, with these "
+                f"instructions on what to focus on and keep:\n{self._instructions}"
+            )
+        return cfg.model_copy(update=update) if update else cfg
 
     @property
     def window(self) -> int | None:
@@ -270,6 +278,73 @@ class PipelineRun:
             window=self.window,
         )
         return marked
+
+    # -- compaction asked for ---------------------------------------------------------------
+
+    async def compact(
+        self,
+        messages: Sequence[Msg | Mapping[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        instructions: str | None = None,
+    ) -> CompressionResult:
+        """Run the `pre_llm` managers now, whatever their activation rules (a compaction the
+        agent asked for, `compact_context`), as if the context filled the window (a summary
+        keeps `reserve_ratio` of what the context holds now).
+
+        At most one per model call: a second one before the next `pre_llm` changes nothing
+        and says so. When nothing would leave the context, nothing is done and the reason
+        says "nothing to compact". A compaction that changed the context is a `compact`
+        event with the instructions and the tokens before and after.
+
+        Args:
+            messages: the whole context, oldest first.
+            tools: the tool schemas sent with the calls.
+            instructions: what the summary should focus on and keep; added to the summary
+                request.
+
+        Returns:
+            The context to go on with, whether it changed, and why.
+        """
+        context = self._marked(read_messages(messages, caller="PipelineRun.compact"))
+        if self._compacted_at == self.model_calls:
+            tokens = self.compressor.count(context, tools)
+            return CompressionResult(
+                context,
+                False,
+                "already compacted since the last model call: one compaction per model call",
+                tokens,
+                tokens,
+            )
+        # Taken before the managers run: a second call made in the same step (the tools of
+        # one step run concurrently) is refused, not run twice.
+        self._compacted_at = self.model_calls
+        self._instructions = instructions
+        # As if the context filled the window: a summary keeps `reserve_ratio` of what is
+        # there now, however far below the trigger it is.
+        tokens = self.compressor.count(context, tools)
+        full = max(1, min(self.window or tokens, tokens))
+        try:
+            result = await self.pre_llm(
+                context, tools=tools, reactive=True, window=full, model_call=False
+            )
+        finally:
+            self._instructions = None
+        if not result.compressed:
+            result.reason = f"nothing to compact: {result.reason}"
+            return result
+        await self.compressor.event(
+            EventKind.COMPACT,
+            instructions=instructions,
+            changed=True,
+            reason=result.reason,
+            messages=result.compressed_messages,
+            reference=result.reference,
+            lines=list(result.line_span) if result.line_span else None,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+        )
+        return result
 
     # -- the hooks --------------------------------------------------------------------------
 

@@ -559,6 +559,18 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
             f"{where}"
         )
+    if kind == EventKind.COMPACT:
+        span = event.get("lines")
+        where = f" into {event.get('reference')}" if event.get("reference") else ""
+        if isinstance(span, list) and len(span) == 2:
+            where += f" lines {span[0]}-{span[1]}"
+        asked = event.get("instructions")
+        focus = f', instructions: "{asked}"' if asked else ""
+        return (
+            f"compacted on the agent's request ({event.get('reason')}), "
+            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+            f"{where}{focus}"
+        )
     return None
 
 
