@@ -1,6 +1,6 @@
 """When and how history is compressed: `ContextConfig`, the split, `Summary`, `Compressor`,
 and the `ContextPipeline` of managers (`ToolOutputOffload`, `ToolOutputTruncate`,
-`SlidingWindow`, `Summarization`, `ImageLimit`, `ClearToolUses`, `Null`) run under
+`SlidingWindow`, `Summarization`, `ImageLimit`, `ClearToolUses`, `ClearThinking`, `Null`) run under
 `Activation` rules."""
 
 from .._lazy import lazy_exports
@@ -8,6 +8,7 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
+    from ._clear_thinking import THINKING_CLEARED, ClearThinking
     from ._clear_tool_uses import CLEARED_MARK, ClearToolUses
     from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor, Persisted
     from ._config import ContextConfig
@@ -38,9 +39,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CLEARED_MARK",
     "FRESH_PREVIEW_FLOOR",
+    "THINKING_CLEARED",
     "TRUNCATION_MARKER",
     "Activation",
     "Artifact",
+    "ClearThinking",
     "ClearToolUses",
     "CompressionResult",
     "Compressor",
@@ -90,6 +93,8 @@ __getattr__, __dir__ = lazy_exports(
         "Activation": "._activation",
         "CLEARED_MARK": "._clear_tool_uses",
         "ClearToolUses": "._clear_tool_uses",
+        "ClearThinking": "._clear_thinking",
+        "THINKING_CLEARED": "._clear_thinking",
         "Null": "._history_managers",
         "SlidingWindow": "._history_managers",
         "Summarization": "._history_managers",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..exceptions import ConfigError
 from ._activation import Activation, SettingError, unknown_keys
+from ._clear_thinking import ClearThinking
 from ._clear_tool_uses import ClearToolUses
 from ._history_managers import Null, SlidingWindow, Summarization
 from ._image_limit import ImageLimit
@@ -105,6 +106,11 @@ def _clear_tool_uses(config: dict[str, Any], models: Mapping[str, ChatModel]) ->
     return ClearToolUses(**config)
 
 
+def _clear_thinking(config: dict[str, Any], models: Mapping[str, ChatModel]) -> Any:
+    unknown_keys(config, {"keep", "activation"}, "ClearThinking")
+    return ClearThinking(**config)
+
+
 def _null(config: dict[str, Any], models: Mapping[str, ChatModel]) -> Any:
     unknown_keys(config, {"activation"}, "Null")
     return Null(**config)
@@ -121,6 +127,8 @@ MANAGER_TYPES: dict[str, _Build] = {
     "ImageLimit": _image_limit,
     "ClearToolUses": _clear_tool_uses,
     "clear_tool_uses_20250919": _clear_tool_uses,
+    "ClearThinking": _clear_thinking,
+    "clear_thinking_20251015": _clear_thinking,
     "Null": _null,
 }
 """Template type names (ctxoffload's and OpenSearch's) to the function that builds each."""

@@ -559,6 +559,16 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
             f"{where}"
         )
+    if kind == EventKind.CLEAR_THINKING:
+        span = event.get("lines")
+        where = f" into {event.get('reference')}" if event.get("reference") else ""
+        if isinstance(span, list) and len(span) == 2:
+            where += f" lines {span[0]}-{span[1]}"
+        return (
+            f"cleared the thinking of {event.get('messages')} turns ({event.get('blocks')} "
+            f"blocks), {_count(event.get('tokens_before'))}→"
+            f"{_count(event.get('tokens_after'))} tokens{where}"
+        )
     if kind == EventKind.COMPACT:
         span = event.get("lines")
         where = f" into {event.get('reference')}" if event.get("reference") else ""
