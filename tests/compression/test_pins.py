@@ -185,3 +185,52 @@ async def test_a_run_marks_the_ids_it_pinned_in_each_context_it_is_given(tmp_pat
     fresh_copy = [m.model_copy() for m in context]  # what a framework would hand over again
     after = (await run.pre_llm(fresh_copy)).messages
     assert plan.id in ids(after)
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_pins_hold_over_many_steps_of_every_manager(tmp_path: Path, seed: int) -> None:
+    """Every step: each pinned message is there once and unchanged, no message twice, and
+    every tool result follows its call."""
+    import random
+
+    from ctxoffload.compression import ClearToolUses
+
+    rng = random.Random(seed)
+    ws = LocalWorkspace(tmp_path)
+    run = run_of(
+        ws,
+        ClearToolUses(keep=2),
+        SlidingWindow(max_messages=12),
+        Summarization(summary_ratio=0.5, preserve_recent_messages=4),
+        window=20_000,
+    )
+    context = conversation(0)
+    pinned: dict[str, Msg] = {}
+    for step in range(40):
+        context += turn(step, output="out " * rng.randint(5, 80))
+        if rng.random() < 0.2:
+            candidates = [m for m in context if m.role != "system" and m.id not in pinned]
+            chosen = rng.choice(candidates)
+            try:
+                context = await run.pin(chosen.id, context)
+                pinned[chosen.id] = next(m for m in context if m.id == chosen.id)
+            except PinError:
+                pass
+        context = (await run.pre_llm(context)).messages
+        seen = [m.id for m in context]
+        assert len(seen) == len(set(seen))
+        for pin_id, msg in pinned.items():
+            now = [m for m in context if m.id == pin_id]
+            assert len(now) == 1 and now[0].content == msg.content
+        calls: set[str] = set()
+        for m in context:
+            calls |= {c.id for c in m.tool_calls}
+            assert all(r.id in calls for r in m.tool_results)
+
+
+async def test_a_summary_cannot_be_pinned(tmp_path: Path) -> None:
+    run = run_of(LocalWorkspace(tmp_path), Summarization(summary_ratio=0.8))
+    after = (await run.pre_llm(conversation(12))).messages
+    assert is_summary_message(after[1])
+    with pytest.raises(PinError, match="ctxoffload's own note"):
+        await run.pin(after[1].id, after)

@@ -13,6 +13,7 @@ from ..workspace import EventKind, ModelCallClock
 from ._activation import Activation
 from ._compressor import CompressionResult, Compressor
 from ._config import ContextConfig
+from ._notes import is_context_note
 from ._protect import Protected, is_pinned, pinned_copy, unpinned_copy
 
 __all__ = ["ContextManager", "Managers", "PipelineRun"]
@@ -196,8 +197,8 @@ class PipelineRun:
             The context with the message marked as pinned (its metadata).
 
         Raises:
-            PinError: the message is not in the context, or the pins would take more than
-                `pin_ratio` of the window; nothing was pinned.
+            PinError: the message is not in the context, is a summary or window note, or
+                the pins would take more than `pin_ratio` of the window; nothing was pinned.
         """
         context = self._marked(self._last_context if messages is None else messages)
         index = _find(context, message_id)
@@ -205,6 +206,12 @@ class PipelineRun:
             raise PinError(
                 f"message {message_id!r} is not in the context: pin the id of a message the "
                 "context holds (Msg.id), or the id of a tool call in it"
+            )
+        if is_context_note(context[index]):
+            raise PinError(
+                f"message {message_id!r} is ctxoffload's own note (a summary or a window note), "
+                "which each compaction replaces: pin a message of the conversation, or keep "
+                "what matters in it as a text (the pin_context tool's text=)"
             )
         message_id = context[index].id
         before = self.pinned_tokens(context)
