@@ -123,7 +123,9 @@ def _object_at(path: str) -> Any:
         try:
             for part in parts[cut:]:
                 found = getattr(found, part)
-        except AttributeError:
+        except Exception:
+            # AttributeError, or a lazy name whose optional framework is not installed
+            # (the integrations' names raise naming the extra to install).
             return None
         return found
     return None

@@ -7,6 +7,7 @@
     ├── OffloadError            the workspace could not persist content (disk full, permissions)
     ├── TokenizerUnavailable    an exact tokenizer was asked for but cannot be loaded offline
     ├── ConfigError             an impossible configuration value
+    │   └── PinError            a pin refused: an unknown message, or pins over their share
     ├── ModelError              a chat model call failed
     │   └── ContextOverflowError   the provider said the prompt is larger than the context window
     ├── SummaryError            no valid summary could be produced by the summary model
@@ -30,6 +31,7 @@ __all__ = [
     "InvalidSessionId",
     "ModelError",
     "OffloadError",
+    "PinError",
     "SummaryError",
     "TokenizerUnavailable",
     "ToolError",
@@ -73,6 +75,11 @@ class TokenizerUnavailable(CtxOffloadError):
 
 class ConfigError(CtxOffloadError, ValueError):
     """A configuration value is impossible."""
+
+
+class PinError(ConfigError):
+    """A pin was refused: the message is not in the context, or the pins would take more
+    than their share of the window (`ContextConfig.pin_ratio`); nothing was pinned."""
 
 
 class ModelError(CtxOffloadError):

@@ -20,6 +20,8 @@ KINDS: dict[str, tuple[str, dict[str, Any]]] = {
     "SlidingWindow": ("pre_llm", {}),
     "Summarization": ("pre_llm", {}),
     "ImageLimit": ("pre_llm", {}),
+    "ClearToolUses": ("pre_llm", {}),
+    "ClearThinking": ("pre_llm", {}),
     "Null": ("pre_llm", {}),
 }
 
@@ -57,7 +59,7 @@ WRONG = [
 ]
 
 # Which of WRONG a field accepts (its own type, a valid value).
-VALID_FOR: dict[str, list[Any]] = {"per_turn": [True]}
+VALID_FOR: dict[str, list[Any]] = {"per_turn": [True], "clear_tool_inputs": [True]}
 
 
 def template(kind: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +71,13 @@ def test_every_manager_type_is_covered() -> None:
     with pytest.raises(ConfigError) as raised:
         ContextPipeline.from_dict({"hooks": {"pre_llm": [{"type": "?"}]}})
     names = str(raised.value).split("the types are ")[1].split(", ")
-    aliases = {"ToolsOutputTruncateManager", "SlidingWindowManager", "SummarizationManager"}
+    aliases = {
+        "ToolsOutputTruncateManager",
+        "SlidingWindowManager",
+        "SummarizationManager",
+        "clear_tool_uses_20250919",
+        "clear_thinking_20251015",
+    }
     assert set(names) - aliases == set(KINDS)
 
 

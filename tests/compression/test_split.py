@@ -27,7 +27,7 @@ from ctxoffload.compression import (
     split_for_compression,
     turns,
 )
-from ctxoffload.compression._split import turn_start  # the private unit under test
+from ctxoffload.compression._turns import turn_start  # the private unit under test
 from helpers import SUMMARY
 
 COUNTER = get_token_counter(exact=False)

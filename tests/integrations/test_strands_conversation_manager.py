@@ -201,3 +201,64 @@ def test_the_managers_loop_thread_ends_with_the_manager(tmp_path: Path) -> None:
     gc.collect()
     mine.join(timeout=5)
     assert not mine.is_alive()
+
+
+class CompactingModel(ScriptedModelBase):
+    """Fetches pages 0..n-1, then calls compact_context twice at once, then answers."""
+
+    def __init__(self, pages: int) -> None:
+        self.pages = pages
+        self.step = 0
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        self.step += 1
+        uses: list[tuple[str, str, dict[str, Any]]] = []
+        if self.step <= self.pages:
+            uses = [(f"t{self.step}", "fetch", {"page": self.step})]
+        elif self.step == self.pages + 1:
+            uses = [
+                ("k1", "compact_context", {"instructions": "keep the END markers"}),
+                ("k2", "compact_context", {}),
+            ]
+        events: list[dict[str, Any]] = [{"messageStart": {"role": "assistant"}}]
+        for use_id, name, args in uses:
+            events += [
+                {"contentBlockStart": {"start": {"toolUse": {"toolUseId": use_id, "name": name}}}},
+                {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(args)}}}},
+                {"contentBlockStop": {}},
+            ]
+        if uses:
+            events.append({"messageStop": {"stopReason": "tool_use"}})
+        else:
+            events += [
+                {"contentBlockDelta": {"delta": {"text": "compacted and done"}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "end_turn"}},
+            ]
+        for event in events:
+            yield event
+
+
+def test_the_compact_tool_compacts_once_per_step_and_says_where(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(
+        ws, session_id="run-c", strategy="summarization", summary_ratio=0.5
+    )
+    agent = Agent(
+        model=CompactingModel(pages=6),
+        tools=[fetch, manager.compact_tool()],
+        conversation_manager=manager,
+        callback_handler=None,
+    )
+    assert str(agent("read every page, then compact")).strip() == "compacted and done"
+    answers = {
+        b["toolResult"]["toolUseId"]: texts(b["toolResult"]["content"])
+        for m in agent.messages
+        for b in m["content"]
+        if "toolResult" in b
+    }
+    assert "Compacted:" in answers["k1"] and "context.jsonl" in answers["k1"]
+    assert "already compacted" in answers["k2"]
+    assert (tmp_path / "ws/sessions/run-c/context.jsonl").is_file()

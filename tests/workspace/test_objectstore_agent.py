@@ -128,3 +128,23 @@ async def test_store_outage_mid_run_drops_nothing_from_the_context() -> None:
     # No compression could persist the older messages, so none was dropped.
     assert agent.compressor.compressions == 0
     assert any("Read the logs n0 to n5." in str(m.model_dump()) for m in agent.messages)
+
+
+async def test_a_pin_survives_a_resume_from_the_bucket(s3: S3Server) -> None:
+    url = f"s3://{s3.new_bucket()}/agents"
+    ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
+    agent = make_agent(ScriptedModel(["PLAN: read n0 to n9."]), ws, session_id="pinned")
+    await agent.reply("Plan first.")
+    plan = agent.messages[-1]
+    await agent.pin(plan.id)
+
+    steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(10)]
+    resumed = make_agent(
+        ScriptedModel([*steps, "done"]),
+        ObjectStoreWorkspace(url, **s3.workspace_kwargs()),
+        session_id="pinned",
+    )
+    await resumed.reply("Read them.")
+    assert resumed.compressor.compressions >= 1
+    assert [m.id for m in resumed.pinned] == [plan.id]
+    assert resumed.pinned[0].text == plan.text

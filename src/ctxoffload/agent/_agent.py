@@ -21,8 +21,15 @@ from ..compression import (
     ContextPipeline,
     EventCallback,
     ReaderTools,
+    is_pinned,
 )
-from ..exceptions import ConfigError, ContextOverflowError, InvalidContent, InvalidReference
+from ..exceptions import (
+    ConfigError,
+    ContextOverflowError,
+    InvalidContent,
+    InvalidReference,
+    PinError,
+)
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
 from ..offloader import RETRIEVAL_TOOL_NAME, retrieval_tool
@@ -34,6 +41,12 @@ from ..workspace import (
     missing_methods,
     storable_message,
     validate_session_id,
+)
+from ._context_tools import (
+    CONTEXT_TOOL_NAMES,
+    PIN_TOOL_NAME,
+    compact_context_tool,
+    pin_context_tool,
 )
 from ._record import SessionRecorder
 from ._tools import Tool, as_tool, as_tools
@@ -111,6 +124,11 @@ class Agent:
             back and no tool of that name was given, so the agent can always recover what
             left its context, whatever the offloader. Its answers are capped at three
             characters per token of `tool_result_limit`, between 1,000 and 20,000.
+        include_pin_tool: register `pin_context(message_id=None, text=None)`, with which
+            the model pins the turn of one of its tool calls, or a text such as its plan,
+            so that no compaction removes it (see `pin`). Off by default.
+        include_compact_tool: register `compact_context(instructions=None)`, with which
+            the model compacts its context now (see `compact`). Off by default.
 
     Reader tools (the workspace file tools and the retrieval tool, marked
     `ctxoffload_reader`) are named in every truncation notice, and their results are never
@@ -137,6 +155,8 @@ class Agent:
         on_event: EventCallback | None = None,
         include_retrieval_tool: bool = True,
         context_management: ContextConfig | ContextPipeline | None = None,
+        include_pin_tool: bool = False,
+        include_compact_tool: bool = False,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(
@@ -175,6 +195,10 @@ class Agent:
         ):
             retrieve = retrieval_tool(offloader, max_output_chars=reader_output_chars(config))
             self.tools[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)
+        if include_pin_tool:
+            self._add_context_tool(pin_context_tool(self._pin_from_tool))
+        if include_compact_tool:
+            self._add_context_tool(compact_context_tool(self._compact_from_tool))
         _check_reader_names(config.reader_tools, self.tools)
         self.offloader = offloader
         self.max_steps = max_steps
@@ -209,9 +233,19 @@ class Agent:
         # session rather than at every step. The string is kept to pin its identity.
         self._stored_payloads: dict[int, tuple[str, DataBlock]] = {}
 
-    def _is_reader(self, tool_name: str) -> bool:
+    def _add_context_tool(self, tool: Tool) -> None:
+        if tool.name in self.tools:
+            raise ConfigError(
+                f"a tool named {tool.name!r} was given and include_{tool.name.split('_')[0]}"
+                "_tool=True asks for ctxoffload's: rename yours, or leave the option off"
+            )
+        self.tools[tool.name] = tool
+
+    def _keeps_whole(self, tool_name: str) -> bool:
+        """Whether a tool's results skip the post_tool managers: the reader tools' (reading
+        back must not loop) and the context tools' (a pinned text stays whole)."""
         tool = self.tools.get(tool_name)
-        return tool is not None and tool.is_reader
+        return tool is not None and (tool.is_reader or tool_name in CONTEXT_TOOL_NAMES)
 
     def _initial_messages(self) -> list[Msg]:
         return [Msg(role="system", content=self.system_prompt)] if self.system_prompt else []
@@ -280,7 +314,7 @@ class Agent:
                 processed = await asyncio.gather(
                     *(
                         _unchanged(r)
-                        if self._is_reader(r.name)
+                        if self._keeps_whole(r.name)
                         else self._pipeline.post_tool(
                             r, messages=self.messages, tools=self.tool_schemas
                         )
@@ -290,6 +324,8 @@ class Agent:
                 record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
                 results_msg = Msg(role="tool", content=list(processed), name=self.name)
                 self.messages.append(results_msg)
+                if _pinned_a_text(calls, processed):
+                    await self._pin_text_results(results_msg)
                 await self._record.messages([results_msg], is_context=False)
                 await self._save_state()
                 logger.debug("step %d: %d tool calls", step, len(calls))
@@ -411,6 +447,134 @@ class Agent:
                 await self._record.messages(self.messages)
                 await self._save_state()
             return result
+
+    # -- compaction asked for -------------------------------------------------------------
+
+    async def compact(self, instructions: str | None = None) -> CompressionResult:
+        """Compact the context now: run the pre_llm managers whatever their activation rules,
+        with `instructions` added to the summary request.
+
+        At most one compaction per model call; when nothing would leave the context, nothing
+        is done and `reason` begins with "nothing to compact". One that changed the context
+        is a `compact` event.
+
+        Args:
+            instructions: what the summary should focus on and keep.
+
+        Returns:
+            What was done: `compressed` is whether the context changed.
+        """
+        async with self._lock:
+            await self._restore()
+            return await self._compact(instructions)
+
+    async def _compact(self, instructions: str | None) -> CompressionResult:
+        result = await self._pipeline.compact(
+            self.messages, tools=self.tool_schemas, instructions=instructions
+        )
+        self.messages = result.messages
+        if result.compressed:
+            await self._record.messages(self.messages)
+            await self._save_state()
+        return result
+
+    async def _compact_from_tool(self, instructions: str | None) -> str:
+        """What `compact_context` answers."""
+        result = await self._compact(instructions)
+        if not result.compressed:
+            return f"Nothing was compacted: {result.reason}."
+        where = f" into {result.reference}" if result.reference else ""
+        span = f" (lines {result.line_span[0]}-{result.line_span[1]})" if result.line_span else ""
+        return (
+            f"Compacted: {result.reason}; {result.compressed_messages} messages moved{where}"
+            f"{span}; the context went from {result.tokens_before:,} to "
+            f"{result.tokens_after:,} tokens."
+        )
+
+    # -- pins -------------------------------------------------------------------------------
+
+    async def pin(self, message_id: str) -> Msg:
+        """Pin a message of the context: no manager summarises, moves, clears or cuts it.
+
+        Pins stay in the context right after the summary (or the window note), oldest
+        first, and count against the window; together they may take at most `pin_ratio` of
+        it (`ContextConfig`, 0.3 by default). A pin is kept in the message's metadata, so it
+        is in state.json and a resumed session keeps it. Each pin is a `pin` event.
+
+        Args:
+            message_id: the message's id (`Msg.id`), or the id of a tool call in the context
+                (the call and its results are pinned together).
+
+        Returns:
+            The pinned message as it now is in the context.
+
+        Raises:
+            PinError: the message is not in the context, or the pins would take more than
+                `pin_ratio` of the window; nothing was pinned.
+        """
+        async with self._lock:
+            await self._restore()
+            return await self._pin(message_id, by="api")
+
+    async def unpin(self, message_id: str) -> Msg:
+        """Unpin a message: managers may move it out of the context again (an `unpin` event).
+
+        Raises:
+            PinError: no pinned message of that id is in the context.
+        """
+        async with self._lock:
+            await self._restore()
+            self.messages = await self._pipeline.unpin(message_id, self.messages)
+            await self._after_pin_change()
+            return next(m for m in self.messages if m.id == message_id)
+
+    @property
+    def pinned(self) -> list[Msg]:
+        """The pinned messages of the context, in order."""
+        return [m for m in self.messages if is_pinned(m)]
+
+    async def _pin(self, message_id: str, *, by: str) -> Msg:
+        self.messages = await self._pipeline.pin(message_id, self.messages, by=by)
+        await self._after_pin_change()
+        return next(m for m in self.messages if is_pinned(m) and _holds(m, message_id))
+
+    async def _after_pin_change(self) -> None:
+        await self._record.messages(self.messages)
+        await self._save_state()
+
+    async def _pin_from_tool(self, message_id: str | None, text: str | None) -> str:
+        """What `pin_context` answers; a `PinError` becomes the tool's error result."""
+        if (message_id is None) == (text is None):
+            raise PinError(
+                "pin_context takes message_id or text: give the id of one of your tool calls, "
+                "or the text to keep"
+            )
+        if message_id is not None:
+            await self._pin(message_id, by="agent")
+            return f"Pinned {message_id}: it stays in your context whatever is compacted."
+        assert text is not None
+        # The text is pinned as this call's result once the results message exists; its
+        # share is checked now, so a refusal reaches the model as this call's error.
+        window = self._pipeline.window
+        ratio = self.context_config.pin_ratio
+        after = self._pipeline.pinned_tokens(self.messages) + self.compressor.counter.count_text(
+            text
+        )
+        if window is not None and after > ratio * window:
+            raise PinError(
+                f"pinning this text would bring the pins to {after:,} tokens, "
+                f"{after / window:.0%} of the {window:,}-token window, over pin_ratio {ratio}: "
+                "pin a shorter text (the few lines that matter)"
+            )
+        return f"Pinned; this text stays in your context whatever is compacted:\n{text}"
+
+    async def _pin_text_results(self, results_msg: Msg) -> None:
+        """Pin the results message holding a `pin_context(text=...)` answer."""
+        try:
+            self.messages = await self._pipeline.pin(results_msg.id, self.messages, by="agent")
+        except PinError as exc:
+            # Other results of the same step made the message too big to pin.
+            logger.warning("could not pin the text the model gave to pin_context: %s", exc)
 
     # -- resumable sessions -----------------------------------------------------------------
 
@@ -659,6 +823,23 @@ def reader_output_chars(config: ContextConfig) -> int:
 
 async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:
     return result
+
+
+def _pinned_a_text(calls: Sequence[ToolCallBlock], results: Sequence[ToolResultBlock]) -> bool:
+    """Whether one of a step's calls was a `pin_context(text=...)` that succeeded."""
+    return any(
+        call.name == PIN_TOOL_NAME and call.input.get("text") is not None and not result.is_error
+        for call, result in zip(calls, results, strict=True)
+    )
+
+
+def _holds(msg: Msg, message_id: str) -> bool:
+    """Whether `msg` is the message `message_id` names (its id, or a tool call's in it)."""
+    return (
+        msg.id == message_id
+        or any(b.id == message_id for b in msg.tool_calls)
+        or any(b.id == message_id for b in msg.tool_results)
+    )
 
 
 def _reader_tools(tools: dict[str, Tool]) -> ReaderTools | None:

@@ -18,6 +18,7 @@ from ..workspace import (
     SUMMARY_MARK,
     EventKind,
     Folder,
+    context_event_sentence,
     mark_of,
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
@@ -303,7 +304,8 @@ def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
         return [f"{at}   summary:", *_summary_lines(fields)]
     if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT):
         return []  # the workspace's own line for a truncation or compression shown above
-    return [f"{at} {kind}"]
+    sentence = context_event_sentence(event)
+    return [f"{at} {sentence or kind}"]
 
 
 def _message_event(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:

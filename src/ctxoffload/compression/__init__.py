@@ -1,12 +1,15 @@
 """When and how history is compressed: `ContextConfig`, the split, `Summary`, `Compressor`,
 and the `ContextPipeline` of managers (`ToolOutputOffload`, `ToolOutputTruncate`,
-`SlidingWindow`, `Summarization`, `ImageLimit`, `Null`) run under `Activation` rules."""
+`SlidingWindow`, `Summarization`, `ImageLimit`, `ClearToolUses`, `ClearThinking`, `Null`) run under
+`Activation` rules."""
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
+    from ._clear_thinking import THINKING_CLEARED, ClearThinking
+    from ._clear_tool_uses import CLEARED_MARK, ClearToolUses
     from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor, Persisted
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
@@ -14,6 +17,7 @@ if TYPE_CHECKING:
     from ._image_limit import ImageLimit
     from ._notes import is_context_note, is_summary_message, is_window_note
     from ._pipeline import ContextPipeline
+    from ._protect import Protected, is_pinned
     from ._readers import ReaderTools
     from ._run import ContextManager, Managers, PipelineRun
     from ._split import (
@@ -33,10 +37,14 @@ if TYPE_CHECKING:
     from ._truncate import TRUNCATION_MARKER, Truncation, rendered_text
 
 __all__ = [
+    "CLEARED_MARK",
     "FRESH_PREVIEW_FLOOR",
+    "THINKING_CLEARED",
     "TRUNCATION_MARKER",
     "Activation",
     "Artifact",
+    "ClearThinking",
+    "ClearToolUses",
     "CompressionResult",
     "Compressor",
     "ContextConfig",
@@ -49,6 +57,7 @@ __all__ = [
     "Null",
     "Persisted",
     "PipelineRun",
+    "Protected",
     "ReaderTools",
     "SlidingWindow",
     "Split",
@@ -63,6 +72,7 @@ __all__ = [
     "emit_event",
     "extractive_summary",
     "is_context_note",
+    "is_pinned",
     "is_summary_message",
     "is_window_note",
     "rendered_text",
@@ -81,6 +91,10 @@ __getattr__, __dir__ = lazy_exports(
         "emit_event": "._events",
         "rendered_text": "._truncate",
         "Activation": "._activation",
+        "CLEARED_MARK": "._clear_tool_uses",
+        "ClearToolUses": "._clear_tool_uses",
+        "ClearThinking": "._clear_thinking",
+        "THINKING_CLEARED": "._clear_thinking",
         "Null": "._history_managers",
         "SlidingWindow": "._history_managers",
         "Summarization": "._history_managers",
@@ -89,6 +103,8 @@ __getattr__, __dir__ = lazy_exports(
         "Managers": "._run",
         "ContextPipeline": "._pipeline",
         "PipelineRun": "._run",
+        "Protected": "._protect",
+        "is_pinned": "._protect",
         "ToolOutputOffload": "._tool_output",
         "ToolOutputTruncate": "._tool_output",
         "Artifact": "._summary_message",

@@ -32,12 +32,14 @@ from ..workspace import EventKind, Offloader
 from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
 from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
+from ._protect import is_pinned
 from ._readers import ReaderTools
-from ._split import Split, SplitByTokens, SplitStrategy, is_user_request, turn_start
+from ._split import Split, SplitByTokens, SplitStrategy
 from ._summarize import SummaryOutcome, summarize
 from ._summary_message import Artifact, SummaryState
 from ._summary_model import Summary
 from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
+from ._turns import is_user_request, turn_start
 
 __all__ = [
     "FRESH_PREVIEW_FLOOR",
@@ -131,11 +133,11 @@ class _Plan:
         return self.split.pinned
 
 
-def _context(
-    system: Msg | None, summary: Msg | None, pinned: Msg | None, kept: list[Msg]
-) -> list[Msg]:
-    """A context in its order: system prompt, summary, pinned request, the messages kept."""
-    return [m for m in (system, summary, pinned) if m is not None] + kept
+def _context(system: Msg | None, summary: Msg | None, split: Split) -> list[Msg]:
+    """A context in its order: system prompt, summary, the pins that would have left (oldest
+    first), the latest user request if it would have left, the messages kept."""
+    head = [m for m in (system, summary) if m is not None] + split.pins
+    return head + ([split.pinned] if split.pinned else []) + split.kept
 
 
 class Compressor:
@@ -519,7 +521,7 @@ class Compressor:
         """Cut the latest user request (pinned, or among the kept) if it alone is over the
         reserve; it stays in the context either way."""
         latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
-        if latest is None:
+        if latest is None or is_pinned(latest):
             return
         replaced = await self._truncate_user_message(latest, reserve)
         if replaced is latest:
@@ -558,9 +560,10 @@ class Compressor:
     ) -> CompressionResult:
         """The context when nothing is old enough to compress: the earlier summary and
         window note (the only paths back to the messages that left before) stay."""
-        after = _context(plan.system, plan.earlier_summary, plan.pinned, plan.kept)
+        after = _context(plan.system, plan.earlier_summary, plan.split)
         if plan.earlier_note is not None:
-            after.insert(len(after) - len(plan.kept) - (1 if plan.pinned else 0), plan.earlier_note)
+            at = len(after) - len(plan.kept) - (1 if plan.pinned else 0) - len(plan.split.pins)
+            after.insert(at, plan.earlier_note)
         reason = "nothing old enough to compress"
         return CompressionResult(after, False, reason, counted, self.count(after, tools))
 
@@ -642,14 +645,15 @@ class Compressor:
         span and the artifact trail, within the reserve), then the messages kept; the
         compression event records it."""
         summary_msg = self._state.render(outcome.summary, cfg, self.counter, budget=plan.reserve)
-        after = _context(plan.system, summary_msg, plan.pinned, plan.kept)
+        after = _context(plan.system, summary_msg, plan.split)
         tokens_after = self.count(after, tools)
         await self._event(
             EventKind.COMPRESSION,
             reference=persisted.reference,
             lines=persisted.lines,
             messages=len(plan.older),
-            kept=len(plan.kept) + (1 if plan.pinned else 0),
+            kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
+            pinned=len(plan.split.pins),
             tokens_before=counted,
             tokens_after=tokens_after,
             summary_source=outcome.source,
@@ -759,6 +763,8 @@ class Compressor:
         return [await self._cut_fresh(m, limit, cfg) for m in fresh]
 
     async def _cut_fresh(self, msg: Msg, limit: int, cfg: ContextConfig) -> Msg:
+        if is_pinned(msg):
+            return msg  # a pin is never cut; the pins' share of the window was checked
         if not msg.tool_results:
             if msg.role in ("user", "assistant", "tool") and msg.text:
                 return await self._truncate_user_message(msg, limit)

@@ -202,6 +202,8 @@ class ContextConfig(BaseModel):
             rendered or folded into the next summary request; no field may take more than
             half of it. None (the default) means 5% of the window, and at least 1,000
             tokens.
+        pin_ratio: the most of the window pinned messages may take together, in (0, 1];
+            a pin that would take them over it is refused (`PinError`) when it is made.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -229,6 +231,7 @@ class ContextConfig(BaseModel):
     summary_timeout: float = 120.0
     summary_max_tokens: int | None = None
     max_image_num: int | None = None
+    pin_ratio: float = Field(default=0.3, gt=0, le=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..workspace import EventKind, EventLog, Offloader
+from ..workspace import EventKind, EventLog, Offloader, context_event_sentence
 
 __all__ = ["EventCallback", "emit_event"]
 
@@ -87,4 +87,8 @@ def _log_event(event: Mapping[str, Any]) -> None:
             event.get("summary_source"),
         )
     else:
-        logger.debug("event %s", kind)
+        sentence = context_event_sentence(dict(event))
+        if sentence is not None:
+            logger.info("%s", sentence)
+        else:
+            logger.debug("event %s", kind)

@@ -85,7 +85,8 @@ class SlidingWindow:
     The system prompt, a summary and this manager's note are not counted and always stay.
     The cut moves to a turn boundary so a tool result never loses its call (dropping a few
     more messages), but never into the newest turn the model has not seen, nor an
-    unfinished one (keeping a few more); the latest user request stays, as in compression.
+    unfinished one (keeping a few more); the latest user request and pinned messages stay,
+    as in compression: after the note, the pins oldest first, then the request.
     With an offloader, the dropped messages are appended to context.jsonl first, and the
     context carries one note naming the file and its lines; if that fails, nothing is
     dropped.
@@ -154,13 +155,14 @@ class SlidingWindow:
         if boundary <= 0:
             run.report(f"SlidingWindow: nothing can be dropped ({len(convo)} messages)")
             return messages
-        dropped, kept = convo[:boundary], convo[boundary:]
+        dropped, pins = run.protected.split_off(convo[:boundary])
+        kept = convo[boundary:]
         latest = next((m for m in reversed(convo) if is_user_request(m)), None)
         pinned = latest if latest is not None and any(m is latest for m in dropped) else None
         if pinned is not None:
             dropped = [m for m in dropped if m is not pinned]
         if not dropped:
-            run.report("SlidingWindow: only the latest user request is old enough to drop")
+            run.report("SlidingWindow: only pinned messages are old enough to drop")
             return messages
         compressor = run.compressor
         marker: dict[str, Any] = dict(note.metadata.get(NOTE_MARK, {})) if note else {}
@@ -182,11 +184,13 @@ class SlidingWindow:
             reference=reference,
             lines=persisted.lines,
             messages=len(dropped),
-            kept=len(kept) + (1 if pinned else 0),
+            kept=len(kept) + (1 if pinned else 0) + len(pins),
+            pinned=len(pins),
             max_messages=self.max_messages,
         )
         run.report(f"SlidingWindow: moved {len(dropped)} messages out")
-        return [m for m in (system, summary, new_note, pinned) if m is not None] + kept
+        head = [m for m in (system, summary, new_note) if m is not None] + pins
+        return head + ([pinned] if pinned is not None else []) + kept
 
 
 class Summarization:

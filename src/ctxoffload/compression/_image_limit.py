@@ -48,7 +48,8 @@ class ImageLimit:
     `[image: png, 1,032 bytes | ref: /…/data/<sha256>.png]`, which the agent's Read opens as
     the image again. If storing fails, the image stays. Without an offloader the
     placeholder says the image was not kept. The limit is strict, the newest turn included,
-    because providers refuse requests over their image limit.
+    because providers refuse requests over their image limit; only the images of pinned
+    messages stay whatever the limit (they count against it).
 
     Args:
         max_images: images kept; 0 removes them all.
@@ -80,7 +81,9 @@ class ImageLimit:
         offloader = run.compressor.offloader
         placeholders: dict[_Where, TextBlock] = {}
         references: list[str] = []
-        for where, block in images[:excess]:
+        # A pinned message's images count against the limit but stay (see `Protected`).
+        movable = [(w, b) for w, b in images if not run.protected.is_pinned(messages[w[0]])]
+        for where, block in movable[:excess]:
             size = payload_size(block)
             shown = f", {size:,} bytes" if size is not None else ""
             kind = block_kind(block.media_type)

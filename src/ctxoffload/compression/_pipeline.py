@@ -55,7 +55,7 @@ class ContextPipeline:
         post_tool: managers for each tool result (`ToolOutputOffload`, `ToolOutputTruncate`,
             `Null`).
         pre_llm: managers for the context before each model call (`SlidingWindow`,
-            `Summarization`, `ImageLimit`, `Null`).
+            `Summarization`, `ImageLimit`, `ClearToolUses`, `Null`).
         config: the shared settings: window, summary prompt and template, reader tools,
             preview style; `ContextConfig()` when None.
         name: a name, as templates carry one.
@@ -169,8 +169,8 @@ def _check_manager(manager: object, hook: str, index: int) -> None:
     ):
         raise ConfigError(
             f"{hook}[{index}]: {manager!r} is not a context manager: give a ToolOutputOffload, "
-            "ToolOutputTruncate, SlidingWindow, Summarization, ImageLimit or Null, or an "
-            "object with HOOKS, activation, pre_llm and post_tool"
+            "ToolOutputTruncate, SlidingWindow, Summarization, ImageLimit, ClearToolUses or "
+            "Null, or an object with HOOKS, activation, pre_llm and post_tool"
         )
     hooks = manager.HOOKS
     if hook not in hooks:

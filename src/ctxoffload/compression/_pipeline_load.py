@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 from .._depth import text_form
 from ..exceptions import ConfigError
 from ._activation import Activation, SettingError
+from ._clear_thinking import ClearThinking
+from ._clear_tool_uses import ClearToolUses
 from ._config import LongNumber
 from ._history_managers import Null, SlidingWindow, Summarization
 from ._image_limit import ImageLimit
@@ -218,6 +220,44 @@ _SUMMARIZATION = _Kind(
 _IMAGE_LIMIT = _Kind("ImageLimit", ImageLimit, {"max_images": _At.whole, "activation": _activation})
 _NULL = _Kind("Null", Null, {"activation": _activation})
 
+
+def _amount(at: _At) -> int | dict[str, Any]:
+    """A whole number, or Anthropic's amount object `{"type": "...", "value": N}` (its type
+    is checked by the manager, which knows the kinds it takes)."""
+    if not isinstance(at.value, Mapping):
+        return at.whole()
+    members = at.object()
+    return {
+        key: member.string() if key == "type" else member.whole() for key, member in members.items()
+    }
+
+
+def _names_or_bool(at: _At) -> bool | list[str]:
+    """true, false or a list of tool names."""
+    return at.value if isinstance(at.value, bool) else at.names()
+
+
+def _thinking_keep(at: _At) -> str | int | dict[str, Any]:
+    """'all', a whole number or Anthropic's `{"type": "thinking_turns", "value": N}`."""
+    return at.value if at.value == "all" else _amount(at)
+
+
+_CLEAR_TOOL_USES = _Kind(
+    "ClearToolUses",
+    ClearToolUses,
+    {
+        "trigger": _amount,
+        "keep": _amount,
+        "clear_at_least": _amount,
+        "exclude_tools": _At.names,
+        "clear_tool_inputs": _names_or_bool,
+        "activation": _activation,
+    },
+)
+_CLEAR_THINKING = _Kind(
+    "ClearThinking", ClearThinking, {"keep": _thinking_keep, "activation": _activation}
+)
+
 MANAGER_TYPES: dict[str, _Kind] = {
     "ToolOutputOffload": _TOOL_OUTPUT_OFFLOAD,
     "ToolOutputTruncate": _TOOL_OUTPUT_TRUNCATE,
@@ -227,6 +267,10 @@ MANAGER_TYPES: dict[str, _Kind] = {
     "Summarization": _SUMMARIZATION,
     "SummarizationManager": _SUMMARIZATION,
     "ImageLimit": _IMAGE_LIMIT,
+    "ClearToolUses": _CLEAR_TOOL_USES,
+    "clear_tool_uses_20250919": _CLEAR_TOOL_USES,
+    "ClearThinking": _CLEAR_THINKING,
+    "clear_thinking_20251015": _CLEAR_THINKING,
     "Null": _NULL,
 }
 """Template type names (ctxoffload's and OpenSearch's) to the manager each builds."""

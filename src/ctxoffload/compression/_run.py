@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, PinError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolResultBlock
-from ..workspace import ModelCallClock
+from ..workspace import EventKind, ModelCallClock
 from ._activation import Activation
 from ._compressor import CompressionResult, Compressor
 from ._config import ContextConfig
+from ._notes import is_context_note
+from ._protect import Protected, is_pinned, pinned_copy, unpinned_copy
 
 __all__ = ["ContextManager", "Managers", "PipelineRun"]
 
@@ -83,6 +85,9 @@ class PipelineRun:
             events, summary state).
         model_calls: model calls so far (each non-reactive `pre_llm` with `model_call`).
         reactive: whether the `pre_llm` in progress runs after an overflow.
+        protected: the messages no manager may touch in the `pre_llm` in progress (the
+            system prompt, the latest user request, the pins and their turns), computed
+            once when it starts.
     """
 
     def __init__(self, pipeline: Managers, compressor: Compressor) -> None:
@@ -95,15 +100,29 @@ class PipelineRun:
         self._reasons: list[str] = []
         self._compression: CompressionResult | None = None
         self._state: dict[int, dict[str, Any]] = {}
+        self.protected = Protected(frozenset(), frozenset())
+        # Ids pinned through this run, marked again on each context given to pre_llm (an
+        # integration hands over its framework's messages, which do not keep our metadata).
+        self._pinned: set[str] = set()
+        self._unpinned: set[str] = set()
+        self._last_context: list[Msg] = []
+        self._instructions: str | None = None
+        self._compacted_at: int | None = None
 
     # -- what managers use ------------------------------------------------------------------
 
     def config(self, base: ContextConfig | None = None) -> ContextConfig:
         """`base` (by default the shared settings), with the shrunk window of a reactive run."""
         cfg = base or self.pipeline.config
+        update: dict[str, Any] = {}
         if self._window_override is not None:
-            return cfg.model_copy(update={"context_window": self._window_override})
-        return cfg
+            update["context_window"] = self._window_override
+        if self._instructions:
+            update["compression_prompt"] = (
+                f"{cfg.compression_prompt}\n\nThe agent asked for this compaction, with these "
+                f"instructions on what to focus on and keep:\n{self._instructions}"
+            )
+        return cfg.model_copy(update=update) if update else cfg
 
     @property
     def window(self) -> int | None:
@@ -130,6 +149,209 @@ class PipelineRun:
         offloader = self.compressor.offloader
         if isinstance(offloader, ModelCallClock):
             offloader.note_model_call()
+
+    # -- pins ---------------------------------------------------------------------------------
+
+    @property
+    def pinned_ids(self) -> frozenset[str]:
+        """The ids of the messages pinned through this run (`pin`), not unpinned since."""
+        return frozenset(self._pinned)
+
+    def pinned_tokens(self, messages: Sequence[Msg]) -> int:
+        """Tokens the pinned messages of `messages` (with the turns holding them) cost."""
+        protected = Protected.of(messages)
+        return sum(
+            self.compressor.tracker.count_message(m) for m in messages if protected.is_pinned(m)
+        )
+
+    def _marked(self, messages: Sequence[Msg]) -> list[Msg]:
+        """`messages` with this run's pins and unpins applied by id."""
+        if not self._pinned and not self._unpinned:
+            return list(messages)
+        return [
+            pinned_copy(m, "api")
+            if m.id in self._pinned
+            else unpinned_copy(m)
+            if m.id in self._unpinned
+            else m
+            for m in messages
+        ]
+
+    async def pin(
+        self, message_id: str, messages: Sequence[Msg] | None = None, *, by: str = "api"
+    ) -> list[Msg]:
+        """Pin a message: no manager moves, summarises, clears or cuts it from now on.
+
+        A pinned message that would leave the context stays right after the summary (or the
+        window note), with the other pins, oldest first; a tool call and its results are
+        pinned together. Pins count against the window, and together they may take at most
+        `pin_ratio` of it (`ContextConfig`, 0.3 by default).
+
+        Args:
+            message_id: the id of the message to pin, or of a tool call in the context (the
+                model sees those): the message holding the call is pinned.
+            messages: the context holding it; the one last given to `pre_llm` when None.
+            by: who pinned it, for the record ("api", or "agent" for the `pin_context` tool).
+
+        Returns:
+            The context with the message marked as pinned (its metadata).
+
+        Raises:
+            PinError: the message is not in the context, is a summary or window note, or
+                the pins would take more than `pin_ratio` of the window; nothing was pinned.
+        """
+        context = self._marked(self._last_context if messages is None else messages)
+        index = _find(context, message_id)
+        if index is None:
+            raise PinError(
+                f"message {message_id!r} is not in the context: pin the id of a message the "
+                "context holds (Msg.id), or the id of a tool call in it"
+            )
+        if is_context_note(context[index]):
+            raise PinError(
+                f"message {message_id!r} is ctxoffload's own note (a summary or a window note), "
+                "which each compaction replaces: pin a message of the conversation, or keep "
+                "what matters in it as a text (the pin_context tool's text=)"
+            )
+        message_id = context[index].id
+        before = self.pinned_tokens(context)
+        marked = list(context)
+        marked[index] = pinned_copy(context[index], by)
+        after = self.pinned_tokens(marked)
+        window = self.window
+        ratio = self.config().pin_ratio
+        if window is not None and after > ratio * window:
+            raise PinError(
+                f"pinning message {message_id!r} would bring the pins to {after:,} tokens, "
+                f"{after / window:.0%} of the {window:,}-token window, over pin_ratio {ratio}: "
+                "unpin another message first, pin a shorter one (or the few lines that "
+                "matter, as text), or raise ContextConfig(pin_ratio=...)"
+            )
+        self._pinned.add(message_id)
+        self._unpinned.discard(message_id)
+        self._last_context = marked
+        await self.compressor.event(
+            EventKind.PIN,
+            message_id=message_id,
+            role=context[index].role,
+            by=by,
+            pinned_tokens_before=before,
+            pinned_tokens_after=after,
+            pinned_messages=sum(1 for m in marked if is_pinned(m)),
+            window=window,
+        )
+        return marked
+
+    async def unpin(
+        self, message_id: str, messages: Sequence[Msg] | None = None, *, by: str = "api"
+    ) -> list[Msg]:
+        """Unpin a message: managers may move it again.
+
+        Args:
+            message_id: the id of a pinned message.
+            messages: the context holding it; the one last given to `pre_llm` when None.
+            by: who unpinned it, for the record.
+
+        Returns:
+            The context with the message's pin removed.
+
+        Raises:
+            PinError: no pinned message of that id is in the context.
+        """
+        context = self._marked(self._last_context if messages is None else messages)
+        index = next(
+            (i for i, m in enumerate(context) if m.id == message_id and is_pinned(m)), None
+        )
+        if index is None:
+            raise PinError(
+                f"message {message_id!r} is not pinned in the context: unpin the id of a "
+                "pinned message (is_pinned(msg) says which are)"
+            )
+        before = self.pinned_tokens(context)
+        marked = list(context)
+        marked[index] = unpinned_copy(context[index])
+        after = self.pinned_tokens(marked)
+        self._pinned.discard(message_id)
+        self._unpinned.add(message_id)
+        self._last_context = marked
+        await self.compressor.event(
+            EventKind.UNPIN,
+            message_id=message_id,
+            role=context[index].role,
+            by=by,
+            pinned_tokens_before=before,
+            pinned_tokens_after=after,
+            pinned_messages=sum(1 for m in marked if is_pinned(m)),
+            window=self.window,
+        )
+        return marked
+
+    # -- compaction asked for ---------------------------------------------------------------
+
+    async def compact(
+        self,
+        messages: Sequence[Msg | Mapping[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        instructions: str | None = None,
+    ) -> CompressionResult:
+        """Run the `pre_llm` managers now, whatever their activation rules (a compaction the
+        agent asked for, `compact_context`), as if the context filled the window (a summary
+        keeps `reserve_ratio` of what the context holds now).
+
+        At most one per model call: a second one before the next `pre_llm` changes nothing
+        and says so. When nothing would leave the context, nothing is done and the reason
+        says "nothing to compact". A compaction that changed the context is a `compact`
+        event with the instructions and the tokens before and after.
+
+        Args:
+            messages: the whole context, oldest first.
+            tools: the tool schemas sent with the calls.
+            instructions: what the summary should focus on and keep; added to the summary
+                request.
+
+        Returns:
+            The context to go on with, whether it changed, and why.
+        """
+        context = self._marked(read_messages(messages, caller="PipelineRun.compact"))
+        if self._compacted_at == self.model_calls:
+            tokens = self.compressor.count(context, tools)
+            return CompressionResult(
+                context,
+                False,
+                "already compacted since the last model call: one compaction per model call",
+                tokens,
+                tokens,
+            )
+        # Taken before the managers run: a second call made in the same step (the tools of
+        # one step run concurrently) is refused, not run twice.
+        self._compacted_at = self.model_calls
+        self._instructions = instructions
+        # As if the context filled the window: a summary keeps `reserve_ratio` of what is
+        # there now, however far below the trigger it is.
+        tokens = self.compressor.count(context, tools)
+        full = max(1, min(self.window or tokens, tokens))
+        try:
+            result = await self.pre_llm(
+                context, tools=tools, reactive=True, window=full, model_call=False
+            )
+        finally:
+            self._instructions = None
+        if not result.compressed:
+            result.reason = f"nothing to compact: {result.reason}"
+            return result
+        await self.compressor.event(
+            EventKind.COMPACT,
+            instructions=instructions,
+            changed=True,
+            reason=result.reason,
+            messages=result.compressed_messages,
+            reference=result.reference,
+            lines=list(result.line_span) if result.line_span else None,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+        )
+        return result
 
     # -- the hooks --------------------------------------------------------------------------
 
@@ -166,7 +388,8 @@ class PipelineRun:
         Returns:
             The context to send (always `Msg` objects), whether anything changed, and why.
         """
-        context = read_messages(messages, caller="PipelineRun.pre_llm")
+        context = self._marked(read_messages(messages, caller="PipelineRun.pre_llm"))
+        self.protected = Protected.of(context)
         self.tools = tools
         self.reactive = reactive
         self._window_override = window if reactive else None
@@ -185,6 +408,7 @@ class PipelineRun:
             self._window_override = None
             self.reactive = False
         self.compressor.remember_sent(context, current)
+        self._last_context = current
         changed = len(current) != len(context) or any(
             a is not b for a, b in zip(current, context, strict=False)
         )
@@ -228,3 +452,18 @@ class PipelineRun:
                     continue
             block = await manager.post_tool(block, self)
         return block
+
+
+def _find(context: Sequence[Msg], message_id: str) -> int | None:
+    """The index of the message `message_id` names: its id, or the id of a tool call (or
+    result) it holds, the call first."""
+    for i, m in enumerate(context):
+        if m.id == message_id:
+            return i
+    for i, m in enumerate(context):
+        if any(block.id == message_id for block in m.tool_calls):
+            return i
+    for i, m in enumerate(context):
+        if any(block.id == message_id for block in m.tool_results):
+            return i
+    return None

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..messages import Msg, ToolCallBlock, ToolResultBlock
-from ._notes import is_context_note
+from ..messages import Msg
+from ._protect import Protected
+from ._turns import is_user_request, turns
 
 __all__ = [
     "MessageCounter",
@@ -36,60 +37,6 @@ class MessageCounter(Protocol):
         ...
 
 
-def is_user_request(msg: Msg) -> bool:
-    """Whether `msg` is something a person asked (a user message that is neither tool
-    results nor one of ctxoffload's notes)."""
-    return msg.role == "user" and not msg.tool_results and not is_context_note(msg)
-
-
-def turns(messages: Sequence[Msg]) -> list[tuple[int, int, bool]]:
-    """Group messages into turns that must not be separated.
-
-    Returns:
-        `(start, end, finished)` index ranges covering `messages` in order; `finished` is
-        False for a turn whose tool calls are still waiting for results.
-    """
-    result: list[tuple[int, int, bool]] = []
-    i, n = 0, len(messages)
-    while i < n:
-        start = i
-        waiting = _ids_of(messages[i], ToolCallBlock)
-        i += 1
-        while waiting and i < n:
-            answered = _ids_of(messages[i], ToolResultBlock)
-            if not answered:
-                break
-            waiting -= answered
-            i += 1
-        result.append((start, i, not waiting))
-    return result
-
-
-def turn_start(messages: Sequence[Msg], index: int) -> int:
-    """The index where the turn holding `messages[index]` starts (as `turns` groups them).
-
-    Reads back only to the nearest message without tool results: such a message always
-    starts a turn, so grouping from there gives the same turns as grouping from the first
-    message, and finding the newest turn costs O(turn), not O(history).
-    """
-    safe = index
-    while safe > 0 and _ids_of(messages[safe], ToolResultBlock):
-        safe -= 1
-    for start, end, _ in turns(messages[safe : index + 1]):
-        if start <= index - safe < end:
-            return safe + start
-    raise IndexError(index)  # pragma: no cover - the turns cover every index
-
-
-def _ids_of(msg: Msg, kind: type[ToolCallBlock] | type[ToolResultBlock]) -> set[str]:
-    # `msg.tool_calls` without its generator and list: this runs for every message of a
-    # history, several times per compression.
-    content = msg.content
-    if isinstance(content, str):
-        return set()
-    return {block.id for block in content if isinstance(block, kind)}
-
-
 @dataclass
 class Split:
     """The outcome of a split.
@@ -98,12 +45,15 @@ class Split:
         older: messages to compress, oldest first.
         kept: messages that stay verbatim, oldest first.
         pinned: the latest user request when it would otherwise have been compressed; it
-            stays in the context, right after the summary.
+            stays in the context, right after the summary and the pins.
+        pins: the pinned messages (and the turns holding them) that would otherwise have
+            been compressed, oldest first; they stay in the context, right after the summary.
     """
 
     older: list[Msg] = field(default_factory=list)
     kept: list[Msg] = field(default_factory=list)
     pinned: Msg | None = None
+    pins: list[Msg] = field(default_factory=list)
 
 
 def split_for_compression(
@@ -177,16 +127,17 @@ def split_by_count(
 
 
 def _split_at(messages: Sequence[Msg], boundary: int) -> Split:
-    """Messages before `boundary` are older, the rest kept; the latest user request, if it
-    is among the older, is pinned instead."""
-    older = list(messages[:boundary])
+    """Messages before `boundary` are older, the rest kept; the protected ones among the older
+    (see `Protected`) stay: the pinned ones as `pins`, the latest user request as `pinned`."""
+    protected = Protected.of(messages)
+    older, pins = protected.split_off(messages[:boundary])
     kept = list(messages[boundary:])
     pinned: Msg | None = None
     latest = next((m for m in reversed(messages) if is_user_request(m)), None)
     if latest is not None and any(m is latest for m in older):
         older = [m for m in older if m is not latest]
         pinned = latest
-    return Split(older=older, kept=kept, pinned=pinned)
+    return Split(older=older, kept=kept, pinned=pinned, pins=pins)
 
 
 class SplitStrategy(Protocol):

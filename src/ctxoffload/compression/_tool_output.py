@@ -25,6 +25,7 @@ __all__ = [
     "ToolOutputTruncate",
     "block_kind",
     "payload_size",
+    "store_blocks",
 ]
 
 logger = logging.getLogger("ctxoffload")
@@ -151,7 +152,7 @@ class ToolOutputOffload:
             [TextBlock(text=result.output)] if isinstance(result.output, str) else result.output
         )
         try:
-            lines, stored = await _store_blocks(result, parts, offloader, run.compressor.session_id)
+            lines, stored = await store_blocks(result, parts, offloader, run.compressor.session_id)
         except Exception as exc:
             logger.warning(
                 "could not offload the result of %s (call %s) block by block, keeping it whole: %s",
@@ -231,7 +232,7 @@ class ToolOutputOffload:
         return f"{head}\n[…]\n" + "\n".join(tail)
 
 
-async def _store_blocks(
+async def store_blocks(
     result: ToolResultBlock, parts: Sequence[Any], offloader: Offloader, session_id: str
 ) -> tuple[list[str], list[Artifact]]:
     """Store each block of a result: a text block in its own tool_result file (the whole

@@ -42,6 +42,7 @@ try:
         "strands.agent.conversation_manager"
     ).ConversationManager
     _BeforeModelCallEvent: Any = importlib.import_module("strands.hooks").BeforeModelCallEvent
+    _strands_tool: Any = importlib.import_module("strands").tool
 except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
     raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
 
@@ -222,6 +223,8 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         self.per_turn = per_turn
         self._bridge = _Bridge(workspace, self.session_id, pipeline)
         self._model_calls = 0
+        self._step_message: str | None = None
+        self._step_lock = threading.Lock()
 
     def register_hooks(self, registry: Any, **kwargs: Any) -> None:
         super().register_hooks(registry, **kwargs)
@@ -247,6 +250,57 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         )
         agent.messages[:] = bridge.to_converse(result.messages)
         return True
+
+    def compact_tool(self) -> Any:
+        """A Strands tool, `compact_context(instructions=None)`, with which the model compacts
+        its history now: this manager's pipeline runs whatever its rules (see
+        `PipelineRun.compact`), with the instructions added to the summary request; at most
+        once per model call, and "nothing to compact" when nothing would leave.
+
+        Returns:
+            The tool, for `Agent(tools=[..., manager.compact_tool()])`.
+        """
+        manager = self
+
+        @_strands_tool(context=True)  # type: ignore[untyped-decorator]
+        def compact_context(tool_context: Any, instructions: str | None = None) -> str:
+            """Compact your context now: older messages are stored in the workspace and
+            replaced by a summary or a note naming the file. Use it when a phase of the work
+            is done. At most once per step.
+
+            Args:
+                instructions: what the summary should focus on and keep.
+            """
+            return manager._compact(tool_context.agent, instructions)
+
+        return compact_context
+
+    def _compact(self, agent: Any, instructions: str | None) -> str:
+        bridge = self._bridge
+        msgs = bridge.to_msgs(list(agent.messages))
+        # One compaction per model call: the run counts a model call whenever the newest
+        # assistant message (the one whose tool calls run now) is a new one, known by its
+        # tool-use ids (a message read from Converse gets a new Msg id each time).
+        run = bridge.run
+        last = next((m for m in reversed(msgs) if m.role == "assistant"), None)
+        newest = ",".join(c.id for c in last.tool_calls) if last is not None else None
+        with self._step_lock:  # Strands runs the tools of a step on threads at once
+            if newest != self._step_message:
+                self._step_message = newest
+                run.model_calls += 1
+        result = bridge.loop.run(run.compact(msgs, instructions=instructions))
+        if not result.compressed:
+            return f"Nothing was compacted: {result.reason}."
+        kept = {m.id for m in result.messages}
+        self.removed_message_count += sum(
+            1 for m in msgs if m.id not in kept and not is_context_note(m)
+        )
+        agent.messages[:] = bridge.to_converse(result.messages)
+        where = f" into {result.reference}" if result.reference else ""
+        return (
+            f"Compacted: {result.reason}; {result.compressed_messages} messages moved{where}; "
+            f"the context went from {result.tokens_before:,} to {result.tokens_after:,} tokens."
+        )
 
     def apply_management(self, agent: Any, **kwargs: Any) -> None:
         """Run the managers under their rules (after an invocation, or per turn)."""

@@ -29,6 +29,7 @@ __all__ = [
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
     "MARK",
+    "PIN_MARK",
     "PURGING_PREFIX",
     "SESSIONS_DIR",
     "SKILLS_DIR",
@@ -101,6 +102,10 @@ WINDOW_NOTE_MARK = "window_note"
 """The mark's kind on the note a sliding window leaves where it dropped messages."""
 UNSTORED_MARK = "unstored"
 """The mark's kind on the stand-in for a message that could not be stored."""
+PIN_MARK = "ctxoffload_pin"
+"""The metadata key on a pinned message, `metadata[PIN_MARK] = {"by": "api" | "agent"}`: no
+context manager moves, summarises, clears or cuts it (it travels into state.json and every
+row that holds the message)."""
 
 
 def mark_of(metadata: object) -> dict[str, object] | None:

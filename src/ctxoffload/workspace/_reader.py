@@ -41,6 +41,7 @@ __all__ = [
     "Folder",
     "JsonLines",
     "Refused",
+    "context_event_sentence",
     "decode_commit_record",
     "encode_commit_record",
     "iter_chunks",
@@ -504,8 +505,83 @@ class EventKind:
     COMPRESSION = "compression"
     WINDOW = "window"
     IMAGE_LIMIT = "image_limit"
+    CLEAR_TOOL_USES = "clear_tool_uses"
+    CLEAR_THINKING = "clear_thinking"
+    # Written by a pin or an unpin (the API or the agent's pin_context tool), and by a
+    # compaction the agent asked for (compact_context).
+    PIN = "pin"
+    UNPIN = "unpin"
+    COMPACT = "compact"
     # Written by `ctxoffload replay` first in each session it replays into.
     REPLAY = "replay"
+
+
+def _count(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def context_event_sentence(event: dict[str, Any]) -> str | None:
+    """One sentence for a pin, an unpin, a clearing or an asked-for compaction, as the INFO
+    log and `ctxoffload show` print it; None for the other kinds.
+
+    `pinned message 1f3c… (assistant, by api): pins 0→120 tokens, 3% of the 4,000-token
+    window`
+    """
+    kind = event.get("kind")
+    if kind in (EventKind.PIN, EventKind.UNPIN):
+        window = event.get("window")
+        after = event.get("pinned_tokens_after")
+        share = (
+            f", {after / window:.0%} of the {window:,}-token window"
+            if isinstance(window, int) and window > 0 and isinstance(after, int)
+            else ""
+        )
+        verb = "pinned" if kind == EventKind.PIN else "unpinned"
+        return (
+            f"{verb} message {event.get('message_id')} ({event.get('role')}, by "
+            f"{event.get('by')}): pins {_count(event.get('pinned_tokens_before'))}→"
+            f"{_count(after)} tokens{share}"
+        )
+    if kind == EventKind.CLEAR_TOOL_USES:
+        refs = event.get("references") or []
+        where = (
+            f"; stored in {refs[0]}" + (f" and {len(refs) - 1} more files" if len(refs) > 1 else "")
+            if refs
+            else ""
+        )
+        inputs = event.get("inputs_cleared")
+        also = f" and {inputs} inputs" if isinstance(inputs, int) and inputs else ""
+        ids = ", ".join(str(i) for i in event.get("tool_ids") or [])
+        cleared = event.get("cleared")
+        plural = "" if cleared == 1 else "s"
+        return (
+            f"cleared {cleared} tool output{plural} ({ids}){also}, "
+            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+            f"{where}"
+        )
+    if kind == EventKind.CLEAR_THINKING:
+        span = event.get("lines")
+        where = f" into {event.get('reference')}" if event.get("reference") else ""
+        if isinstance(span, list) and len(span) == 2:
+            where += f" lines {span[0]}-{span[1]}"
+        return (
+            f"cleared the thinking of {event.get('messages')} turns ({event.get('blocks')} "
+            f"blocks), {_count(event.get('tokens_before'))}→"
+            f"{_count(event.get('tokens_after'))} tokens{where}"
+        )
+    if kind == EventKind.COMPACT:
+        span = event.get("lines")
+        where = f" into {event.get('reference')}" if event.get("reference") else ""
+        if isinstance(span, list) and len(span) == 2:
+            where += f" lines {span[0]}-{span[1]}"
+        asked = event.get("instructions")
+        focus = f', instructions: "{asked}"' if asked else ""
+        return (
+            f"compacted on the agent's request ({event.get('reason')}), "
+            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+            f"{where}{focus}"
+        )
+    return None
 
 
 def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, Any]]:

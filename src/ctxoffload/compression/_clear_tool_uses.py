@@ -1,0 +1,355 @@
+"""`ClearToolUses`: old tool outputs replaced by a one-line placeholder naming where each is.
+
+Anthropic's `clear_tool_uses` context edit on ctxoffload's rules: each output is stored
+before it leaves (persist before drop), the placeholder names the tool, the size and the
+file, and no message leaves the context, so a tool call always keeps its result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
+from ..workspace import EventKind, Offloader
+from ._activation import Activation, SettingError, check_int
+from ._readers import ReaderTools, how_to_read
+from ._summary_message import Artifact
+from ._tool_output import READER_TOOL_NAMES, store_blocks
+from ._truncate import utf8
+
+if TYPE_CHECKING:
+    from ._run import PipelineRun
+
+__all__ = ["CLEARED_MARK", "ClearToolUses"]
+
+logger = logging.getLogger("ctxoffload")
+
+CLEARED_MARK = "[cleared: "
+"""How a placeholder left by `ClearToolUses` begins (an output that begins so is not
+cleared again)."""
+
+# Arguments smaller than this stay: their placeholder would be about as long.
+_INPUT_BYTES_WORTH_CLEARING = 512
+
+
+def _amount(key: str, value: Any, kinds: tuple[str, ...]) -> tuple[str, int]:
+    """(`kind`, value) from an int (the first kind) or Anthropic's `{"type", "value"}`."""
+    if isinstance(value, Mapping):
+        kind, number = value.get("type"), value.get("value")
+        extra = set(value) - {"type", "value"}
+        if kind not in kinds or extra:
+            raise SettingError(
+                key,
+                f"{dict(value)!r} is not an amount in {' or '.join(kinds)}: give "
+                f'{{"type": "{kinds[0]}", "value": N}} or N',
+            )
+        return str(kind), check_int(key, number, minimum=0)
+    return kinds[0], check_int(key, value, minimum=0)
+
+
+@dataclass(frozen=True)
+class _Use:
+    """One tool use of the context: where its result is, and its call."""
+
+    message: int
+    block: int
+    result: ToolResultBlock
+    call: ToolCallBlock | None
+
+
+class ClearToolUses:
+    """Replace the outputs of all tool uses but the newest `keep` with a one-line placeholder.
+
+    The placeholder names the tool, the call, the output's size and the file that holds it
+    whole, with how to read it back; the output is stored there first (persist before
+    drop), and if storing any of them fails, nothing is cleared. No message leaves the
+    context, so a call keeps its result. The outputs of the reader tools (`Read`, `Grep`,
+    `Glob`, `retrieve_offloaded_content`) are not stored again: their placeholder repeats
+    the call so the model can run it again. Pinned messages, the turn the model has not seen
+    and the excluded tools are never cleared. Anthropic's key names and amounts
+    (`{"type": "input_tokens", "value": N}`) are accepted as they are.
+
+    Args:
+        trigger: when to clear: an int or `{"type": "input_tokens", "value": N}` (the
+            context costs more than N tokens), or `{"type": "tool_uses", "value": N}` (it
+            holds more than N tool uses); None clears whenever `activation` holds.
+        keep: the newest tool uses whose outputs stay (`{"type": "tool_uses", ...}` or an
+            int); 3 by default.
+        clear_at_least: clear only if at least this many tokens would be freed, so that the
+            prompt prefix a provider caches breaks rarely; 0 by default.
+        exclude_tools: tools whose outputs are never cleared.
+        clear_tool_inputs: also store and replace the large arguments (over 512 bytes of
+            JSON) of the calls cleared: True for every tool, or a list of tool names.
+        activation: when the manager runs (see `Activation`).
+
+    Raises:
+        ConfigError: an impossible setting, named with the value and what is allowed.
+    """
+
+    HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
+
+    def __init__(
+        self,
+        *,
+        trigger: int | Mapping[str, Any] | None = None,
+        keep: int | Mapping[str, Any] = 3,
+        clear_at_least: int | Mapping[str, Any] = 0,
+        exclude_tools: Iterable[str] = (),
+        clear_tool_inputs: bool | Iterable[str] = False,
+        activation: Activation | None = None,
+    ) -> None:
+        self.trigger = None if trigger is None else _amount("trigger", trigger, _TRIGGER_KINDS)
+        self.keep = _amount("keep", keep, ("tool_uses",))[1]
+        self.clear_at_least = _amount("clear_at_least", clear_at_least, ("input_tokens",))[1]
+        if isinstance(exclude_tools, str) or not all(isinstance(t, str) for t in exclude_tools):
+            raise SettingError("exclude_tools", f"{exclude_tools!r} is not a list of tool names")
+        self.exclude_tools = tuple(exclude_tools)
+        if isinstance(clear_tool_inputs, bool):
+            self.clear_tool_inputs: bool | frozenset[str] = clear_tool_inputs
+        elif isinstance(clear_tool_inputs, str) or not all(
+            isinstance(t, str) for t in clear_tool_inputs
+        ):
+            raise SettingError(
+                "clear_tool_inputs",
+                f"{clear_tool_inputs!r} is not true, false or a list of tool names",
+            )
+        else:
+            self.clear_tool_inputs = frozenset(clear_tool_inputs)
+        self.activation = Activation.from_value(activation)
+
+    def __repr__(self) -> str:
+        if self.trigger is None:
+            trigger: object = None
+        elif self.trigger[0] == "input_tokens":
+            trigger = self.trigger[1]
+        else:
+            trigger = {"tool_uses": self.trigger[1]}
+        shown = f"trigger={trigger!r}, keep={self.keep}, clear_at_least={self.clear_at_least}"
+        if self.exclude_tools:
+            shown += f", exclude_tools={list(self.exclude_tools)!r}"
+        if self.clear_tool_inputs:
+            inputs = self.clear_tool_inputs
+            shown += f", clear_tool_inputs={inputs if inputs is True else sorted(inputs)!r}"
+        return f"ClearToolUses({shown})"
+
+    async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
+        """Not a post_tool manager: the result unchanged."""
+        return result
+
+    async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
+        """The context with the older tool outputs replaced by placeholders.
+
+        In a reactive run (an overflow, or a compaction the agent asked for) `trigger` and
+        `clear_at_least` are ignored.
+        """
+        forced = run.reactive
+        uses = _uses(messages)
+        if not forced and not self._triggered(messages, uses, run):
+            return messages
+        candidates = self._candidates(messages, uses, run)
+        if not candidates:
+            return messages
+        readers = run.compressor.reader_tools(run.config())
+        reader_names = _reader_names(readers)
+        freed_estimate = sum(_tokens(u.result, run) for u in candidates) - 40 * len(candidates)
+        if not forced and freed_estimate < self.clear_at_least:
+            run.report(
+                f"ClearToolUses: {len(candidates)} outputs would free about {freed_estimate:,} "
+                f"tokens, under clear_at_least {self.clear_at_least:,}"
+            )
+            return messages
+        offloader = run.compressor.offloader
+        if offloader is None:
+            run.report("ClearToolUses: no offloader to store the outputs in; nothing cleared")
+            return messages
+        try:
+            placeholders, inputs, references = await self._store(
+                candidates, offloader, run, readers, reader_names
+            )
+        except Exception as exc:
+            logger.warning("could not store the tool outputs to clear, clearing none: %s", exc)
+            run.report(f"ClearToolUses: offload failed: {exc}")
+            return messages
+        tokens_before = run.compressor.count(messages, run.tools)
+        after = _replaced(messages, candidates, placeholders, inputs)
+        tokens_after = run.compressor.count(after, run.tools)
+        await run.compressor.event(
+            EventKind.CLEAR_TOOL_USES,
+            cleared=len(candidates),
+            tool_ids=[u.result.id for u in candidates],
+            tool_names=[u.result.name for u in candidates],
+            inputs_cleared=len(inputs),
+            references=references,
+            kept=self.keep,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            forced=forced,
+        )
+        run.report(f"ClearToolUses: cleared {len(candidates)} tool outputs")
+        return after
+
+    def _triggered(self, messages: list[Msg], uses: list[_Use], run: PipelineRun) -> bool:
+        if self.trigger is None:
+            return True
+        kind, value = self.trigger
+        if kind == "tool_uses":
+            return len(uses) > value
+        return run.compressor.count(messages, run.tools) > value
+
+    def _candidates(self, messages: list[Msg], uses: list[_Use], run: PipelineRun) -> list[_Use]:
+        unseen = run.compressor.unseen_ids(messages)
+        older = uses[: max(0, len(uses) - self.keep)]
+        return [
+            u
+            for u in older
+            if not _is_cleared(u.result)
+            and (u.result.name or "") not in self.exclude_tools
+            and not run.protected.is_pinned(messages[u.message])
+            and messages[u.message].id not in unseen
+        ]
+
+    def _clears_input(self, name: str) -> bool:
+        inputs = self.clear_tool_inputs
+        return inputs is True or (isinstance(inputs, frozenset) and name in inputs)
+
+    async def _store(
+        self,
+        candidates: list[_Use],
+        offloader: Offloader,
+        run: PipelineRun,
+        readers: ReaderTools | None,
+        reader_names: frozenset[str],
+    ) -> tuple[dict[str, str], dict[str, str], list[str]]:
+        """Store each output (and large input) to clear; their placeholders and references.
+
+        Raises:
+            Exception: whatever the offloader raised; then nothing may be cleared.
+        """
+        session = run.compressor.session_id
+        placeholders: dict[str, str] = {}
+        inputs: dict[str, str] = {}
+        references: list[str] = []
+        for use in candidates:
+            result, name = use.result, use.result.name or "a tool"
+            tokens = _tokens(result, run)
+            if name in reader_names:
+                again = _call_text(use.call) if use.call is not None else name
+                placeholders[result.id] = (
+                    f"{CLEARED_MARK}the output of {again} (~{tokens:,} tokens) was cleared "
+                    "from the context; call it again to see it]"
+                )
+            else:
+                refs, size = await _store_output(result, offloader, session)
+                if not refs:
+                    continue  # nothing in it to store (an empty list of blocks)
+                references += refs
+                for ref in refs:
+                    run.compressor.note_artifact(Artifact(ref, size, name))
+                where = ", ".join(refs)
+                placeholders[result.id] = (
+                    f"{CLEARED_MARK}the output of {name} (call {result.id}, ~{tokens:,} "
+                    f"tokens, {size:,} bytes) is stored in {where}; "
+                    f"{_lower(how_to_read(refs[0], 1, readers))}]"
+                )
+            call = use.call
+            if call is not None and self._clears_input(call.name):
+                arguments = json.dumps(call.input, ensure_ascii=False)
+                size = len(utf8(arguments))
+                if size > _INPUT_BYTES_WORTH_CLEARING:
+                    block = ToolResultBlock(id=f"{call.id}-input", name=call.name, output=arguments)
+                    ref = str(await offloader.offload_tool_result(session, block))
+                    references.append(ref)
+                    inputs[call.id] = (
+                        f"{CLEARED_MARK}the arguments of {call.name} (call {call.id}, "
+                        f"{size:,} bytes of JSON) are stored in {ref}; "
+                        f"{_lower(how_to_read(ref, 1, readers))}]"
+                    )
+        return placeholders, inputs, references
+
+
+_TRIGGER_KINDS = ("input_tokens", "tool_uses")
+
+
+def _lower(sentence: str) -> str:
+    return sentence[:1].lower() + sentence[1:].rstrip(".")
+
+
+def _reader_names(readers: ReaderTools | None) -> frozenset[str]:
+    named = {readers.read, readers.grep, readers.retrieve} if readers is not None else set()
+    return READER_TOOL_NAMES | {n for n in named if n}
+
+
+def _call_text(call: ToolCallBlock) -> str:
+    """`Read(path='/w/notes.txt', offset=1)`: the call, as the model can make it again."""
+    arguments = ", ".join(f"{k}={v!r}" for k, v in call.input.items())
+    return f"{call.name}({arguments})"
+
+
+def _is_cleared(result: ToolResultBlock) -> bool:
+    return isinstance(result.output, str) and result.output.startswith(CLEARED_MARK)
+
+
+def _tokens(result: ToolResultBlock, run: PipelineRun) -> int:
+    counter = run.compressor.counter
+    if isinstance(result.output, str):
+        return counter.count_text(result.output)
+    return counter.count_message(Msg(role="tool", content=[result]))
+
+
+def _uses(messages: Sequence[Msg]) -> list[_Use]:
+    """Every tool result of the context, oldest first, with its call when the context has it."""
+    calls: dict[str, ToolCallBlock] = {}
+    uses: list[_Use] = []
+    for m, msg in enumerate(messages):
+        if isinstance(msg.content, str):
+            continue
+        for b, block in enumerate(msg.content):
+            if isinstance(block, ToolCallBlock):
+                calls[block.id] = block
+            elif isinstance(block, ToolResultBlock):
+                uses.append(_Use(m, b, block, calls.get(block.id)))
+    return uses
+
+
+async def _store_output(
+    result: ToolResultBlock, offloader: Offloader, session: str
+) -> tuple[list[str], int]:
+    """Store one output whole: its references and its size in bytes."""
+    if isinstance(result.output, str):
+        ref = await offloader.offload_tool_result(session, result)
+        return [str(ref)], len(utf8(result.output))
+    parts: list[Any] = list(result.output)
+    _, stored = await store_blocks(result, parts, offloader, session)
+    refs = [a.path for a in stored]
+    refs += [
+        p.source.url for p in parts if isinstance(p, DataBlock) and isinstance(p.source, URLSource)
+    ]
+    return refs, sum(a.bytes for a in stored)
+
+
+def _replaced(
+    messages: list[Msg],
+    candidates: list[_Use],
+    placeholders: dict[str, str],
+    inputs: dict[str, str],
+) -> list[Msg]:
+    """`messages` with the outputs (and inputs) of `candidates` replaced."""
+    touched = {u.message for u in candidates}
+    touched |= {m for m, msg in enumerate(messages) if any(c.id in inputs for c in msg.tool_calls)}
+    after = list(messages)
+    for m in sorted(touched):
+        msg = messages[m]
+        assert not isinstance(msg.content, str)
+        content: list[Any] = []
+        for block in msg.content:
+            if isinstance(block, ToolResultBlock) and block.id in placeholders:
+                block = block.model_copy(update={"output": placeholders[block.id]})
+            elif isinstance(block, ToolCallBlock) and block.id in inputs:
+                block = block.model_copy(update={"input": {"cleared": inputs[block.id]}})
+            content.append(block)
+        after[m] = msg.model_copy(update={"content": content})
+    return after

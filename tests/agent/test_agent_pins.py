@@ -1,0 +1,150 @@
+"""An Agent's pins: the API, the opt-in pin_context tool, and pins across a resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    InMemoryWorkspace,
+    LocalWorkspace,
+    Msg,
+    PinError,
+    ScriptedModel,
+    Workspace,
+    get_token_counter,
+)
+from ctxoffload.compression import is_pinned, is_summary_message
+from helpers import SUMMARY, call
+
+
+def probe(i: int) -> str:
+    """Probe one thing.
+
+    Args:
+        i: which.
+    """
+    return f"probe {i}: " + "word " * 60
+
+
+def make_agent(ws: Any, model: ScriptedModel, **kwargs: Any) -> Agent:
+    return Agent(
+        system_prompt="You probe.",
+        model=model,
+        offloader=ws,
+        tools=[probe],
+        context_config=ContextConfig(context_window=3000, trigger_ratio=0.5, reserve_ratio=0.1),
+        counter=get_token_counter(exact=False),
+        summary_model=ScriptedModel(default=SUMMARY),
+        session_id=kwargs.pop("session_id", "pins"),
+        **kwargs,
+    )
+
+
+def probes(n: int, first: int = 0) -> list[Any]:
+    return [call(f"c{i}", "probe", i=i) for i in range(first, first + n)]
+
+
+@pytest.fixture(params=["local", "memory"])
+def ws(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
+    if request.param == "local":
+        return LocalWorkspace(tmp_path)
+    return InMemoryWorkspace()
+
+
+async def test_a_pinned_message_survives_compressions_and_a_resume(ws: Workspace) -> None:
+    agent = make_agent(ws, ScriptedModel(["PLAN: probe 0 to 9, then report.", *probes(3), "ok"]))
+    await agent.reply("Make a plan.")
+    plan = next(m for m in agent.messages if m.text.startswith("PLAN"))
+    await agent.pin(plan.id)
+    await agent.reply("Probe 0 to 2.")
+
+    resumed = make_agent(ws, ScriptedModel([*probes(8, 3), "done"]))
+    await resumed.reply("Go on with 3 to 10.")
+    assert resumed.compressor.compressions >= 1
+    kept = [m for m in resumed.messages if m.id == plan.id]
+    assert len(kept) == 1 and is_pinned(kept[0]) and kept[0].text == plan.text
+    summary_at = next(i for i, m in enumerate(resumed.messages) if is_summary_message(m))
+    assert resumed.messages[summary_at + 1].id == plan.id  # the documented place
+    state = await ws.read_state("pins")
+    assert state is not None
+    assert any(
+        m["id"] == plan.id and m["metadata"].get("ctxoffload_pin") for m in state["messages"]
+    )
+
+
+async def test_agent_pin_over_the_share_is_refused(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    agent = make_agent(ws, ScriptedModel(["word " * 1200]))
+    await agent.reply("Write a lot.")
+    with pytest.raises(PinError, match="pin_ratio"):
+        await agent.pin(agent.messages[-1].id)
+    assert not any(is_pinned(m) for m in agent.messages)
+
+
+async def test_agent_unpin_lets_the_message_leave(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    agent = make_agent(ws, ScriptedModel(["PLAN: a", *probes(10), "done"]))
+    await agent.reply("Plan.")
+    plan = agent.messages[-1]
+    await agent.pin(plan.id)
+    await agent.unpin(plan.id)
+    await agent.reply("Probe.")
+    assert plan.id not in {m.id for m in agent.messages}
+    kinds = [e["kind"] for e in await ws.read_events("pins")]
+    assert kinds.count("pin") == 1 and kinds.count("unpin") == 1
+
+
+async def test_the_pin_context_tool_is_opt_in(tmp_path: Path) -> None:
+    agent = make_agent(LocalWorkspace(tmp_path), ScriptedModel(["x"]))
+    assert "pin_context" not in agent.tools
+    agent = make_agent(LocalWorkspace(tmp_path), ScriptedModel(["x"]), include_pin_tool=True)
+    assert "pin_context" in agent.tools
+
+
+async def test_the_pin_context_tool_keeps_a_text_the_model_gives(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    script = [
+        call("p1", "pin_context", text="TODO: 1. probe all 2. report the odd one"),
+        *probes(10),
+        "done",
+    ]
+    agent = make_agent(ws, ScriptedModel(script), include_pin_tool=True)
+    await agent.reply("Probe everything; keep your todo list.")
+    assert agent.compressor.compressions >= 1
+    pinned = [m for m in agent.messages if is_pinned(m)]
+    assert any("TODO: 1. probe all" in str(m.content) for m in pinned)
+    pins = [e for e in await ws.read_events("pins") if e["kind"] == "pin"]
+    assert len(pins) == 1 and pins[0]["by"] == "agent"
+
+
+async def test_the_pin_context_tool_pins_the_turn_of_a_tool_call_id(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    script = [*probes(1), call("p1", "pin_context", message_id="c0"), *probes(10, 1), "done"]
+    agent = make_agent(ws, ScriptedModel(script), include_pin_tool=True)
+    await agent.reply("Probe everything; keep the first result.")
+    assert agent.compressor.compressions >= 1
+    kept = [m for m in agent.messages if any(b.id == "c0" for b in m.tool_calls + m.tool_results)]
+    assert len(kept) == 2  # the call and its result, together
+
+
+async def test_the_pin_context_tool_answers_a_refusal_as_an_error(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    script = [call("p1", "pin_context", text="x " * 3000), "done"]
+    agent = make_agent(ws, ScriptedModel(script), include_pin_tool=True)
+    await agent.reply("Pin it all.")
+    result = next(b for m in agent.messages for b in m.tool_results if b.id == "p1")
+    assert result.is_error and "pin_ratio" in str(result.output)
+    assert not any(is_pinned(m) for m in agent.messages)
+
+
+async def test_an_agent_with_no_pins_has_no_pin_events(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    agent = make_agent(ws, ScriptedModel([*probes(4), "done"]))
+    await agent.reply("Probe.")
+    assert not [e for e in await ws.read_events("pins") if e["kind"] in ("pin", "unpin")]
+    assert all(not is_pinned(m) for m in agent.messages if isinstance(m, Msg))

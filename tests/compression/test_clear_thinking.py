@@ -1,0 +1,119 @@
+"""`ClearThinking`: older thinking moved to context.jsonl first; kept thinking untouched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    Compressor,
+    ConfigError,
+    ContextConfig,
+    ContextPipeline,
+    LocalWorkspace,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_token_counter,
+)
+from ctxoffload.compression import ClearThinking, PipelineRun
+from ctxoffload.workspace import context_event_sentence
+from helpers import OffloaderOnly
+
+
+def run_of(ws: Any, *managers: Any) -> PipelineRun:
+    pipeline = ContextPipeline(pre_llm=managers, config=ContextConfig(context_window=100_000))
+    compressor = Compressor(
+        pipeline.config, offloader=ws, session_id="s1", counter=get_token_counter(exact=False)
+    )
+    return pipeline.bind(compressor)
+
+
+def thinking_turns(n: int) -> list[Msg]:
+    msgs = [Msg(role="system", content="sys"), Msg(role="user", content="solve it")]
+    for i in range(n):
+        thought = ThinkingBlock(thinking=f"step {i}: " + "hmm " * 50, signature=f"sig-{i}==")
+        call = ToolCallBlock(id=f"c{i}", name="probe", input={"i": i})
+        msgs.append(Msg(role="assistant", content=[thought, TextBlock(text=f"try {i}"), call]))
+        msgs.append(
+            Msg(role="tool", content=[ToolResultBlock(id=f"c{i}", name="probe", output="ok")])
+        )
+    return msgs
+
+
+def thoughts(msg: Msg) -> list[Any]:
+    return [b for b in msg.blocks if isinstance(b, ThinkingBlock)]
+
+
+async def test_older_thinking_is_stored_then_removed_and_newer_kept_untouched(
+    tmp_path: Path,
+) -> None:
+    ws = LocalWorkspace(tmp_path)
+    before = thinking_turns(5)
+    after = (await run_of(ws, ClearThinking(keep=2)).pre_llm(before)).messages
+    assistants = [(b, a) for b, a in zip(before, after, strict=True) if b.role == "assistant"]
+    for old, new in assistants[:3]:
+        assert thoughts(new) == [] and new.text == old.text and new.tool_calls == old.tool_calls
+        mark = new.metadata["ctxoffload_thinking_cleared"]
+        row = Path(mark["reference"]).read_text().splitlines()[mark["line"] - 1]
+        assert json.loads(row)["content"][0] == old.content[0].model_dump()  # type: ignore[union-attr]
+    for old, new in assistants[3:]:
+        assert new is old  # byte for byte: the same message, signature and all
+    (event,) = [e for e in await ws.read_events("s1") if e["kind"] == "clear_thinking"]
+    assert event["messages"] == 3 and event["tokens_before"] > event["tokens_after"]
+    sentence = context_event_sentence(event)
+    assert sentence is not None and sentence.startswith("cleared the thinking of 3 turns")
+
+
+async def test_by_default_every_thinking_block_stays(tmp_path: Path) -> None:
+    before = thinking_turns(4)
+    after = (await run_of(LocalWorkspace(tmp_path), ClearThinking()).pre_llm(before)).messages
+    assert after == before
+
+
+async def test_an_offloader_that_fails_clears_no_thinking(tmp_path: Path) -> None:
+    class Failing(OffloaderOnly):
+        async def offload_context(self, session_id: str, msgs: Any) -> Any:
+            raise OSError("no space left on device")
+
+    before = thinking_turns(4)
+    result = await run_of(Failing(LocalWorkspace(tmp_path)), ClearThinking(keep=1)).pre_llm(before)
+    assert result.messages == before and "offload failed" in result.reason
+
+
+async def test_pinned_thinking_stays(tmp_path: Path) -> None:
+    run = run_of(LocalWorkspace(tmp_path), ClearThinking(keep=1))
+    context = thinking_turns(4)
+    context = await run.pin(context[2].id, context)
+    after = (await run.pre_llm(context)).messages
+    assert thoughts(after[2]) == thoughts(context[2])
+    assert thoughts(after[4]) == []
+
+
+def test_the_anthropic_keys_load_from_json() -> None:
+    pipeline = ContextPipeline.from_dict(
+        {
+            "hooks": {
+                "pre_llm": [
+                    {
+                        "type": "clear_thinking_20251015",
+                        "config": {"keep": {"type": "thinking_turns", "value": 2}},
+                    },
+                    {"type": "ClearThinking", "config": {"keep": "all"}},
+                ]
+            }
+        }
+    )
+    assert [repr(m) for m in pipeline.pre_llm] == [
+        "ClearThinking(keep=2)",
+        "ClearThinking(keep='all')",
+    ]
+    with pytest.raises(ConfigError, match=r"keep: .*thinking_turns"):
+        ContextPipeline.from_dict(
+            {"hooks": {"pre_llm": [{"type": "ClearThinking", "config": {"keep": {"type": "x"}}}]}}
+        )
