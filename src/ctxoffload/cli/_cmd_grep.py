@@ -44,7 +44,7 @@ from ._arguments import (
     child_path,
 )
 from ._commands import COMMAND_HELP
-from ._output import print_json
+from ._output import inert_bytes, print_json, raw_stream
 from ._output import shown as shown_path
 from ._reading import (
     committed_end,
@@ -339,7 +339,9 @@ class _Printer:
         self.as_json = as_json
         self.max_columns = max_columns
         self.context = context
-        self.out: BinaryIO = sys.stdout.buffer
+        # The stream beneath the inert one: the colours below are written as they are, and
+        # the file name and the line are made inert in `emit`.
+        self.out: BinaryIO = raw_stream(sys.stdout).buffer
         # GNU grep's colours: file names magenta, line numbers green, separators cyan.
         tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         self._file, self._number, self._sep, self._end = (
@@ -376,14 +378,14 @@ class _Printer:
         sep = self._sep + (b":" if hit.is_match else b"-") + self._end
         self.out.write(
             self._file
-            + hit.path.encode("utf-8", "surrogateescape")
+            + inert_bytes(hit.path.encode("utf-8", "surrogateescape"))
             + self._end
             + sep
             + self._number
             + str(hit.line).encode()
             + self._end
             + sep
-            + text
+            + inert_bytes(text)
             + b"\n"
         )
 

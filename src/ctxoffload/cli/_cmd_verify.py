@@ -39,7 +39,7 @@ from ..workspace import (
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._output import Progress, paint, print_json, shown
+from ._output import Progress, inert, paint, print_json, print_styled, shown
 from ._reading import open_workspace, session_folder
 
 __all__ = ["Report", "register", "run", "verify_workspace"]
@@ -453,16 +453,16 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         for p in report.problems:
-            print(f"{paint('problem', 'red')}: {p['path']}: {p['problem']}")
+            print_styled(f"{paint('problem', 'red')}: {inert(p['path'])}: {inert(p['problem'])}")
         for w in report.warnings:
-            print(f"{paint('warning', 'yellow')}: {w['path']}: {w['warning']}")
+            print_styled(f"{paint('warning', 'yellow')}: {inert(w['path'])}: {inert(w['warning'])}")
         c = report.checked
         verdict = (
             paint(_many(len(report.problems), "problem"), "red")
             if report.problems
             else paint("ok", "green")
         )
-        print(
+        print_styled(
             f"{verdict}: {_many(c['files'], 'file')}, {_many(c['jsonl_lines'], 'JSONL line')}, "
             f"{_many(c['data_files'], 'data file')}, "
             f"{_many(c['references'], 'reference')} checked"
