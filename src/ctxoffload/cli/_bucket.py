@@ -57,8 +57,11 @@ def open_store(url: str) -> Any:
         deadline = float(text)
     except ValueError:
         deadline = float("nan")
-    if not deadline > 0:
-        raise CliError(f"CTXOFFLOAD_DEADLINE={text!r} is not a positive number of seconds")
+    if not 0 < deadline <= 86400:  # NaN and infinity fail too
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise CliError(
+            f"CTXOFFLOAD_DEADLINE={shown!r} is not a number of seconds from 0 to 86400 (a day)"
+        )
     try:
         from ..workspace import ObjectStoreWorkspace
 

@@ -183,6 +183,7 @@ def _message_lines(text: str, *, whole: bool) -> list[str]:
     a bad line that ends in a newline was written whole, and is corrupt)."""
     import json
 
+    from .._depth import load_json
     from ..text import MAX_DECODED_LINE_BYTES, decode_log_line
 
     decoded = decode_log_line(text)
@@ -194,4 +195,8 @@ def _message_lines(text: str, *, whole: bool) -> list[str]:
         except (ValueError, RecursionError):
             what = "a torn line" if not whole else "a corrupt line"
             return [f"(not JSON: {what}) {text[:200]}"]
+        try:
+            load_json(text)
+        except ValueError as exc:  # JSON, deeper than any workspace writes: not decoded
+            return [f"(not shown decoded: {exc}) {text[:200]}"]
     return [text]  # JSON that is no message (a number, an empty object), or too long: as is

@@ -618,9 +618,11 @@ def run(args: argparse.Namespace) -> int:
             f"--max-columns {args.max_columns} is negative: give a number of bytes >= 0 "
             "(0: never cut)"
         )
-    if not (args.timeout >= 0 and math.isfinite(args.timeout)):  # not NaN nor infinite
+    # Not NaN nor infinite, and within what the interval timer takes (about 3 years).
+    if not (0 <= args.timeout <= _MAX_TIMEOUT and math.isfinite(args.timeout)):
         raise CliError(
-            f"--timeout {args.timeout:g}: give a number of seconds >= 0 (0: no deadline)"
+            f"--timeout {args.timeout:g}: give a number of seconds from 0 to {_MAX_TIMEOUT:,} "
+            "(0: no deadline)"
         )
     # As given (spelled as pathlib would): files are named the way the user named the folder.
     workdir = open_workspace(args, session=args.session, data=False, as_given=True)
@@ -658,6 +660,9 @@ def run(args: argparse.Namespace) -> int:
     if skipped:
         return EXIT_USAGE  # GNU grep's rule: an error gives 2 even if lines matched
     return EXIT_OK if printer.matches else EXIT_PROBLEMS
+
+
+_MAX_TIMEOUT = 100_000_000
 
 
 def _deadline_advice() -> str:

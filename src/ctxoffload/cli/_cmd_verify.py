@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import stat
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._depth import load_json
 from ..exceptions import OffloadError
 from ..text import is_jsonl
 from ..workspace import (
@@ -194,8 +194,8 @@ def _check_jsonl(
                 continue
             report.checked["jsonl_lines"] += 1
             try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError) as exc:
+                value = load_json(raw)
+            except ValueError as exc:  # not JSON, or nested deeper than any workspace writes
                 report.problem(path, f"line {number} is not valid JSON: {exc}")
                 continue
             _check_references(value, f"{path}:{number}", entries, report)
@@ -308,8 +308,8 @@ _WORKSPACE_FILE = re.compile(rf"^(.*?)/?(?<![^/])(?:{_REFERENCE.pattern})$")
 
 def _check_state(folder: Folder, name: str, entries: _Entries, report: Report) -> None:
     try:
-        value = json.loads(folder.read_bytes(name))
-    except (ValueError, RecursionError) as exc:
+        value = load_json(folder.read_bytes(name))
+    except ValueError as exc:
         report.problem(folder.path(name), f"not valid JSON: {exc}")
         return
     _check_references(value, folder.path(name), entries, report)

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._depth import load_json
 from ..exceptions import CliError
 from ..text import is_jsonl, message_lines
 from ..workspace import (
@@ -215,8 +216,8 @@ class Follower:
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError):
+                value = load_json(raw)
+            except ValueError:  # not JSON, or nested deeper than any workspace writes
                 out.append(self._line(session, "torn", {"file": path}))
                 continue
             if name == EVENTS_FILE and isinstance(value, dict):
