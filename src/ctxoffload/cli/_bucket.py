@@ -108,8 +108,8 @@ def copy_bucket(
         copy.problems = asyncio.run(store.download(folder, session=session, data=data, check=check))
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from None
-    except OffloadError as exc:
-        raise CliError(str(exc), 1) from None
+    except OffloadError as exc:  # an error, not "nothing found": exit 2 in every command
+        raise CliError(str(exc)) from None
     (folder / SESSIONS_DIR).mkdir(exist_ok=True)
     return copy
 

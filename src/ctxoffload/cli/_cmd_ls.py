@@ -18,7 +18,7 @@ from ..workspace import (
     Folder,
     is_tool_result_name,
 )
-from ._arguments import add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import iso_time, print_json, print_table, shown
 from ._reading import (
@@ -204,12 +204,15 @@ def run(args: argparse.Namespace) -> int:
     warnings = Warnings("ls")
     rows = [session_facts(workdir, session, warnings) for session in session_ids(workdir)]
     rows.sort(key=lambda r: r["last_activity"] or "", reverse=True)
+    # A file that could not be read is an error (said on stderr, shown as `?`): exit 2 once
+    # everything else is listed, as grep does.
+    status = EXIT_USAGE if warnings.said else EXIT_OK
     if args.json:
         print_json(rows)
-        return 0
+        return status
     if not rows:
         print(f"no sessions in {shown(workdir)}")
-        return 0
+        return status
 
     def cell(row: dict[str, Any], key: str) -> Any:
         value = row[key]
@@ -234,4 +237,4 @@ def run(args: argparse.Namespace) -> int:
         ],
         right=(2, 3, 4, 5, 6),
     )
-    return 0
+    return status

@@ -16,7 +16,7 @@ from ..workspace import (
     EventKind,
     Folder,
 )
-from ._arguments import add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._cmd_ls import Warnings, read_logged
 from ._commands import COMMAND_HELP
 from ._output import human_bytes, print_json, print_table, shown
@@ -182,9 +182,12 @@ def run(args: argparse.Namespace) -> int:
         "summaries": dict(sum((Counter(r["summaries"] or {}) for r in rows), Counter())),
         **_dedup(everything, workdir),
     }
+    # A file that could not be read is an error (said on stderr, counted as `?`): exit 2 once
+    # everything else is counted, as grep does.
+    status = EXIT_USAGE if warnings.said else EXIT_OK
     if args.json:
         print_json({"sessions": rows, "total": total})
-        return 0
+        return status
 
     def summaries(counts: dict[str, int] | None) -> str:
         if counts is None:
@@ -233,4 +236,4 @@ def run(args: argparse.Namespace) -> int:
         table,
         right=(1, 2, 3, 4, 6),
     )
-    return 0
+    return status
