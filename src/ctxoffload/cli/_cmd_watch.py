@@ -18,6 +18,7 @@ from ..workspace import (
     EVENTS_FILE,
     SESSIONS_DIR,
     Folder,
+    Refused,
     is_tool_result_name,
     iter_lines,
 )
@@ -126,7 +127,12 @@ class Follower:
         return found
 
     def _say(self, path: str, exc: OSError) -> None:
+        """Say once why a folder (sessions/ or a session's) is not looked into now."""
         line = refusal(exc, path)
+        if line is None and isinstance(exc, Refused):
+            # A link (or a file) in the folder's place, perhaps swapped in while watching:
+            # never followed, and said, so that silence does not read as "nothing new".
+            line = str(exc)
         if line is not None:
             self._refuse(path, line)
 
@@ -284,6 +290,12 @@ def run(args: argparse.Namespace) -> int:
                 print(line, flush=True)
     except KeyboardInterrupt:
         return 0
+    except Exception as exc:
+        # A Ctrl-C that lands while a module is being imported (watchfiles imports `platform`
+        # on its first call) comes out wrapped: `RuntimeError: Error calling __set_name__`.
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            return 0
+        raise
     return 0
 
 
