@@ -16,7 +16,15 @@ TYPE_CHECKING = False  # `typing` and pydantic cost every command's start-up: th
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["MAX_DEPTH", "READ_DEPTH", "STORE_DEPTH", "load_json", "text_form", "too_deep"]
+__all__ = [
+    "MAX_DEPTH",
+    "READ_DEPTH",
+    "STORE_DEPTH",
+    "TooDeep",
+    "load_json",
+    "text_form",
+    "too_deep",
+]
 
 MAX_DEPTH = 100
 """Levels of dicts and lists inside each other that a value may have: tool-call arguments, a
@@ -71,6 +79,10 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+class TooDeep(ValueError):
+    """JSON nested more levels deep than `load_json` reads."""
+
+
 def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
     """`json.loads(raw)`, refusing a value nested more than `limit` levels deep.
 
@@ -79,17 +91,18 @@ def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
     reaching code that walks it (or the parser's own RecursionError escaping).
 
     Raises:
-        ValueError: not JSON, or nested too deeply (the message says which).
+        TooDeep: nested too deeply (a `ValueError`).
+        ValueError: not JSON.
     """
     try:
         value = json.loads(raw)
     except RecursionError:
-        raise ValueError(f"nested more than {limit} levels deep") from None
+        raise TooDeep(f"nested more than {limit} levels deep") from None
     # Only a text with more brackets than the limit can be that deep: counting them is a
     # C-speed pass, so an ordinary line is not walked at all.
     opening = ("[", "{") if isinstance(raw, str) else (b"[", b"{")
     if raw.count(opening[0]) + raw.count(opening[1]) > limit and too_deep(value, limit):  # type: ignore[arg-type]
-        raise ValueError(f"nested more than {limit} levels deep")
+        raise TooDeep(f"nested more than {limit} levels deep")
     return value
 
 
