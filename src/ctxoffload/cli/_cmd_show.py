@@ -202,7 +202,7 @@ def _show_timeline(events: _EventLog, workdir: str, args: argparse.Namespace) ->
     logged_later: set[int] = set()
     pending: tuple[int, list[str]] | None = None  # the last summary event, and its lines
     for index, event in enumerate(events):
-        data_names.update(DATA_REFERENCE.findall(json.dumps(event, ensure_ascii=False)))
+        data_names.update(_data_names(event))
         if event["kind"] == EventKind.SUMMARY:
             pending = (index, _summary_lines(_summary_fields(event) or {}))
             continue
@@ -248,6 +248,22 @@ def _show_timeline(events: _EventLog, workdir: str, args: argparse.Namespace) ->
             size = sizes[name]
             what = f"{size:,} bytes" if size is not None else "missing"
             print(f"  {DATA_DIR}/{name} ({what})")
+
+
+def _data_names(event: dict[str, Any]) -> Iterator[str]:
+    """The data/ files an event names, in any of its strings (keys too), found in place: no
+    copy of a long line is made to search it."""
+    stack: list[Any] = [event]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "data/" in item:
+                yield from DATA_REFERENCE.findall(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _data_sizes(workdir: str, names: list[str]) -> dict[str, int | None]:
