@@ -9,12 +9,22 @@ itself) is refused with a clear error at the edge, never a `RecursionError` in t
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-from pydantic import BaseModel
+TYPE_CHECKING = False  # `typing` and pydantic cost every command's start-up: the reader uses this
+if TYPE_CHECKING:
+    from typing import Any
 
-__all__ = ["MAX_DEPTH", "STORE_DEPTH", "text_form", "too_deep"]
+__all__ = [
+    "MAX_DEPTH",
+    "READ_DEPTH",
+    "STORE_DEPTH",
+    "TooDeep",
+    "load_json",
+    "text_form",
+    "too_deep",
+]
 
 MAX_DEPTH = 100
 """Levels of dicts and lists inside each other that a value may have: tool-call arguments, a
@@ -25,12 +35,26 @@ STORE_DEPTH = MAX_DEPTH + 8
 tool-result parts) may add a few levels on top of a value that is within `MAX_DEPTH`."""
 
 
-def _children(value: Any) -> Iterable[Any] | None:
+READ_DEPTH = 2 * STORE_DEPTH
+"""The limit for one JSON line or file read from a workspace or given to a command (a log line,
+state.json, a transcript): an event or state.json holds a whole message inside its own object,
+and this leaves room to spare. A deeper value is read as a bad line, so nothing that walks what
+was read (rendering a message, a report) can recurse past the interpreter's stack."""
+
+
+def _model_class() -> Any:
+    """pydantic's `BaseModel` when pydantic is loaded; no value can be a model when it is not
+    (so the light reader, which never loads it, costs no pydantic import)."""
+    pydantic = sys.modules.get("pydantic")
+    return None if pydantic is None else pydantic.BaseModel
+
+
+def _children(value: Any, model: Any = None) -> Iterable[Any] | None:
     if isinstance(value, Mapping):
         return value.values()
     if isinstance(value, (list, tuple)):
         return value
-    if isinstance(value, BaseModel):
+    if model is not None and isinstance(value, model):
         return [v for _, v in value]
     return None
 
@@ -41,10 +65,11 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     A value that contains itself is too deep. The walk is depth first and stops at the first
     path over the limit, so a cycle or a very deep value costs at most `limit` steps down.
     """
+    model = _model_class()
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, parent_depth = stack.pop()
-        children = _children(item)
+        children = _children(item, model)
         if children is None:
             continue
         depth = parent_depth + 1
@@ -52,6 +77,33 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
             return True
         stack.extend((child, depth) for child in children)
     return False
+
+
+class TooDeep(ValueError):
+    """JSON nested more levels deep than `load_json` reads."""
+
+
+def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
+    """`json.loads(raw)`, refusing a value nested more than `limit` levels deep.
+
+    The one rule for JSON read from a workspace or given to a command: a value deeper than any
+    the workspace writes is refused as a bad value, like text that is not JSON, instead of
+    reaching code that walks it (or the parser's own RecursionError escaping).
+
+    Raises:
+        TooDeep: nested too deeply (a `ValueError`).
+        ValueError: not JSON.
+    """
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise TooDeep(f"nested more than {limit} levels deep") from None
+    # Only a text with more brackets than the limit can be that deep: counting them is a
+    # C-speed pass, so an ordinary line is not walked at all.
+    opening = ("[", "{") if isinstance(raw, str) else (b"[", b"{")
+    if raw.count(opening[0]) + raw.count(opening[1]) > limit and too_deep(value, limit):  # type: ignore[arg-type]
+        raise TooDeep(f"nested more than {limit} levels deep")
+    return value
 
 
 class _Emit(str):
@@ -87,6 +139,7 @@ def text_form(value: Any) -> str:
     `repr` (or a note naming its type when even that fails); an int too long for `str` in
     hex; a container inside itself as `"<cycle>"`. Never raises, never recurses.
     """
+    model = _model_class()
     out: list[str] = []
     open_ids: set[int] = set()
     stack: list[Any] = [value]
@@ -99,7 +152,7 @@ def text_form(value: Any) -> str:
             open_ids.discard(item.key)
             continue
         key = id(item)
-        if isinstance(item, BaseModel):
+        if model is not None and isinstance(item, model):
             item = dict(item)
         if isinstance(item, Mapping):
             pairs: list[tuple[Any, Any]] = list(item.items())

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator, Mapping
 from html import escape
 from typing import Any
 
+from ._depth import load_json
+
 __all__ = [
     "MAX_DECODED_LINE_BYTES",
     "data_line",
@@ -120,9 +122,9 @@ def _parts(message: Any) -> Iterator[tuple[Any, ...]]:
             function = _get(call, "function") or {}
             arguments = _get(function, "arguments")
             if isinstance(arguments, str):
-                # Arguments that are not JSON are shown as the model wrote them.
+                # Arguments that are not JSON (or nest too deeply) are shown as written.
                 with contextlib.suppress(ValueError):
-                    arguments = json.loads(arguments)
+                    arguments = load_json(arguments)
             yield ("call", _get(function, "name"), _get(call, "id"), arguments)
 
 
@@ -287,7 +289,7 @@ def decode_log_line(line: str) -> list[str] | None:
     """The `message_lines` of one line of a JSONL log, or None when it is not shown decoded.
 
     None for a line that is not a JSON object or list (a torn last line), is longer than
-    `MAX_DECODED_LINE_BYTES`, or nests about as deep as the JSON parser allows.
+    `MAX_DECODED_LINE_BYTES`, or nests deeper than any workspace writes (`_depth.load_json`).
 
     Args:
         line: one line of the log, without its newline.
@@ -295,10 +297,10 @@ def decode_log_line(line: str) -> list[str] | None:
     if len(line) > MAX_DECODED_LINE_BYTES or not line.lstrip().startswith(("{", "[")):
         return None
     try:
-        value = json.loads(line)
-        return message_lines(value)
-    except (ValueError, RecursionError):
+        value = load_json(line)
+    except ValueError:  # not JSON, or nested deeper than any workspace writes
         return None
+    return message_lines(value)
 
 
 def matching_lines(line: str, matches: Callable[[str], bool]) -> tuple[list[str], list[int]]:

@@ -293,3 +293,74 @@ def test_watch_waits_only_when_asked_and_only_for_a_plain_name(
     (filled / "sessions/a-file").write_text("x")
     held = cli("watch", "a-file", "--wait", "--workdir", filled)
     assert held.code == 2 and "no session 'a-file'" in held.err and "--wait" not in held.err
+
+
+def _swap_for_link(folder: Path, outside: Path) -> None:
+    """`folder` (a session folder, or sessions/) becomes a link to `outside`, a folder outside
+    the workspace that holds a session's files with a secret in each."""
+    outside.mkdir()
+    secret = "SECRET-outside-7f3a"
+    (outside / "context.jsonl").write_text(f'{{"role": "user", "content": "{secret}"}}\n')
+    (outside / "events.jsonl").write_text(f'{{"kind": "truncation", "tool_name": "{secret}"}}\n')
+    (outside / f"tool_result-{secret}.txt").write_text(secret + "\n")
+    for name in ("run-1", "run-2"):  # for a swapped sessions/: sessions inside the link too
+        (outside / name).mkdir()
+        (outside / name / "context.jsonl").write_text(
+            f'{{"role": "user", "content": "{secret}"}}\n'
+        )
+    folder.rename(folder.with_name(folder.name + ".moved"))
+    folder.symlink_to(outside, target_is_directory=True)
+
+
+def _append_outside(outside: Path) -> None:
+    """More lines written where the link points, as an agent there would write them."""
+    line = '{"role": "user", "content": "SECRET-outside-7f3a again"}\n'
+    for log in (outside / "context.jsonl", outside / "run-1" / "context.jsonl"):
+        with open(log, "a") as f:
+            f.write(line)
+
+
+def test_watch_refuses_a_session_folder_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
+    watch = _watch("run-1", "--workdir", str(filled))
+    try:
+        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        seen: list[str] = []
+        seen_err: list[str] = []
+        _wait_for(err, "watching session run-1", seen_err)
+        _append_message(filled, "run-1", "before the swap")
+        _wait_for(out, "before the swap", seen)
+        outside = tmp_path / "outside"
+        _swap_for_link(filled / "sessions" / "run-1", outside)
+        _append_outside(outside)
+        # The next look refuses the link and says so, once.
+        _wait_for(err, "sessions/run-1 is a symbolic link", seen_err)
+        _append_outside(outside)
+        said = _end(watch, err, seen_err)
+        while not out.empty():
+            seen.append(out.get())
+    finally:
+        _stop(watch)
+    assert "SECRET" not in "".join(seen) + said
+    assert said.count("sessions/run-1 is a symbolic link") == 1, said
+
+
+def test_watch_refuses_sessions_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
+    watch = _watch("--workdir", str(filled))
+    try:
+        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        seen: list[str] = []
+        seen_err: list[str] = []
+        _wait_for(err, "watching all sessions", seen_err)
+        _append_message(filled, "run-1", "before the swap")
+        _wait_for(out, "before the swap", seen)
+        outside = tmp_path / "outside"
+        _swap_for_link(filled / "sessions", outside)
+        _append_outside(outside)
+        _wait_for(err, "/sessions is a symbolic link", seen_err)
+        _append_outside(outside)
+        said = _end(watch, err, seen_err)
+        while not out.empty():
+            seen.append(out.get())
+    finally:
+        _stop(watch)
+    assert "SECRET" not in "".join(seen) + said

@@ -204,6 +204,19 @@ def main(argv: list[str] | None = None) -> int:
     """
     if argv is None:
         argv = sys.argv[1:]
+    from ._output import InertStream
+
+    # Every line any command prints goes through `inert`: nothing a workspace holds (a tool's
+    # output, a file name, a run name) reaches the terminal as a control sequence.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(sys.stdout), InertStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str]) -> int:
     at = _command_at(argv)
     parser = build_parser(argv[at] if at is not None else None)
     try:

@@ -57,8 +57,11 @@ def open_store(url: str) -> Any:
         deadline = float(text)
     except ValueError:
         deadline = float("nan")
-    if not deadline > 0:
-        raise CliError(f"CTXOFFLOAD_DEADLINE={text!r} is not a positive number of seconds")
+    if not 0 < deadline <= 86400:  # NaN and infinity fail too
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise CliError(
+            f"CTXOFFLOAD_DEADLINE={shown!r} is not a number of seconds from 0 to 86400 (a day)"
+        )
     try:
         from ..workspace import ObjectStoreWorkspace
 
@@ -105,8 +108,8 @@ def copy_bucket(
         copy.problems = asyncio.run(store.download(folder, session=session, data=data, check=check))
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from None
-    except OffloadError as exc:
-        raise CliError(str(exc), 1) from None
+    except OffloadError as exc:  # an error, not "nothing found": exit 2 in every command
+        raise CliError(str(exc)) from None
     (folder / SESSIONS_DIR).mkdir(exist_ok=True)
     return copy
 

@@ -13,7 +13,7 @@ from ..exceptions import CliError
 from ..workspace import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR, Folder
 from ._arguments import EXIT_PROBLEMS, add_workdir, is_store_url, workdir_text
 from ._commands import COMMAND_HELP
-from ._output import shown
+from ._output import raw_stream, shown
 from ._reading import committed_end, open_workspace, refusal
 
 __all__ = ["parse_line_range", "register", "run"]
@@ -118,7 +118,11 @@ def run(args: argparse.Namespace) -> int:
         f.seek(0)
         is_log = name == CONTEXT_FILE and parts[:1] == [SESSIONS_DIR]
         committed = committed_end(folder, name, st.st_size) if is_log else None
-        lines = _print_lines(f, first, last, is_log=is_log and not args.raw, committed=committed)
+        # --raw to a pipe or a file: the bytes as stored. On a terminal they stay inert.
+        exact = args.raw and not sys.stdout.isatty()
+        lines = _print_lines(
+            f, first, last, is_log=is_log and not args.raw, committed=committed, exact=exact
+        )
     if args.lines is not None and lines < first:
         raise CliError(
             f"{shown(path)} has {lines:,} line{'' if lines == 1 else 's'}: "
@@ -129,12 +133,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_lines(
-    f: Any, first: int, last: int | None, *, is_log: bool, committed: int | None = None
+    f: Any,
+    first: int,
+    last: int | None,
+    *,
+    is_log: bool,
+    committed: int | None = None,
+    exact: bool = False,
 ) -> int:
     """Print lines `first` to `last` of `f`, numbered. Returns how many lines were read: the
     file's length when it ends before line `last`. Lines past `committed` bytes (a batch a
-    context.jsonl's commit record does not cover) are marked, raw JSON included."""
+    context.jsonl's commit record does not cover) are marked, raw JSON included. With
+    `exact`, each line's bytes are written as stored, control characters included (the
+    stream beneath the inert one); otherwise through the inert stream."""
     out = sys.stdout
+    exact_out = raw_stream(sys.stdout).buffer if exact else None
     width = 6
     number = 0
     read = 0
@@ -144,12 +157,16 @@ def _print_lines(
             continue
         if last is not None and number > last:
             break
-        text = raw.decode("utf-8", errors="replace").rstrip("\n")
         mark = (
             "(not committed: readers skip it) "
             if committed is not None and read > committed
             else ""
         )
+        if exact_out is not None:
+            body = raw if raw.endswith(b"\n") else raw + b"\n"
+            exact_out.write(f"{number:>{width}}\t{mark}".encode() + body)
+            continue
+        text = raw.decode("utf-8", errors="replace").rstrip("\n")
         if not is_log:
             out.write(f"{number:>{width}}\t{mark}{text}\n")
             continue
@@ -166,6 +183,7 @@ def _message_lines(text: str, *, whole: bool) -> list[str]:
     a bad line that ends in a newline was written whole, and is corrupt)."""
     import json
 
+    from .._depth import load_json
     from ..text import MAX_DECODED_LINE_BYTES, decode_log_line
 
     decoded = decode_log_line(text)
@@ -177,4 +195,8 @@ def _message_lines(text: str, *, whole: bool) -> list[str]:
         except (ValueError, RecursionError):
             what = "a torn line" if not whole else "a corrupt line"
             return [f"(not JSON: {what}) {text[:200]}"]
+        try:
+            load_json(text)
+        except ValueError as exc:  # JSON, deeper than any workspace writes: not decoded
+            return [f"(not shown decoded: {exc}) {text[:200]}"]
     return [text]  # JSON that is no message (a number, an empty object), or too long: as is

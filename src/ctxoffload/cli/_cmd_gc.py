@@ -14,6 +14,7 @@ from ._reading import open_workspace
 __all__ = ["parse_duration", "parse_size", "register", "run"]
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_MAX_SIZE = float(1024**6)  # more bytes than any disk holds
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
@@ -40,7 +41,11 @@ def parse_size(text: str) -> int:
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, flags=re.IGNORECASE)
     if not found:
         raise CliError(f"--max-bytes {text!r} is not a size: use e.g. 500M, 2G, 1048576")
-    return int(float(found.group(1)) * _SIZE_UNITS[found.group(2).upper()])
+    size = float(found.group(1)) * _SIZE_UNITS[found.group(2).upper()]
+    if not size < _MAX_SIZE:  # 5,000 digits read as a float are infinite
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise CliError(f"--max-bytes {shown!r} is too large: give a size up to 1048576T")
+    return int(size)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -44,7 +44,7 @@ from ._arguments import (
     child_path,
 )
 from ._commands import COMMAND_HELP
-from ._output import print_json
+from ._output import inert_bytes, print_json, raw_stream
 from ._output import shown as shown_path
 from ._reading import (
     committed_end,
@@ -339,7 +339,9 @@ class _Printer:
         self.as_json = as_json
         self.max_columns = max_columns
         self.context = context
-        self.out: BinaryIO = sys.stdout.buffer
+        # The stream beneath the inert one: the colours below are written as they are, and
+        # the file name and the line are made inert in `emit`.
+        self.out: BinaryIO = raw_stream(sys.stdout).buffer
         # GNU grep's colours: file names magenta, line numbers green, separators cyan.
         tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         self._file, self._number, self._sep, self._end = (
@@ -376,14 +378,14 @@ class _Printer:
         sep = self._sep + (b":" if hit.is_match else b"-") + self._end
         self.out.write(
             self._file
-            + hit.path.encode("utf-8", "surrogateescape")
+            + inert_bytes(hit.path.encode("utf-8", "surrogateescape"))
             + self._end
             + sep
             + self._number
             + str(hit.line).encode()
             + self._end
             + sep
-            + text
+            + inert_bytes(text)
             + b"\n"
         )
 
@@ -616,9 +618,11 @@ def run(args: argparse.Namespace) -> int:
             f"--max-columns {args.max_columns} is negative: give a number of bytes >= 0 "
             "(0: never cut)"
         )
-    if not (args.timeout >= 0 and math.isfinite(args.timeout)):  # not NaN nor infinite
+    # Not NaN nor infinite, and within what the interval timer takes (about 3 years).
+    if not (0 <= args.timeout <= _MAX_TIMEOUT and math.isfinite(args.timeout)):
         raise CliError(
-            f"--timeout {args.timeout:g}: give a number of seconds >= 0 (0: no deadline)"
+            f"--timeout {args.timeout:g}: give a number of seconds from 0 to {_MAX_TIMEOUT:,} "
+            "(0: no deadline)"
         )
     # As given (spelled as pathlib would): files are named the way the user named the folder.
     workdir = open_workspace(args, session=args.session, data=False, as_given=True)
@@ -656,6 +660,9 @@ def run(args: argparse.Namespace) -> int:
     if skipped:
         return EXIT_USAGE  # GNU grep's rule: an error gives 2 even if lines matched
     return EXIT_OK if printer.matches else EXIT_PROBLEMS
+
+
+_MAX_TIMEOUT = 100_000_000
 
 
 def _deadline_advice() -> str:

@@ -6,6 +6,7 @@ import argparse
 import os
 import stat
 import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..exceptions import CliError
@@ -18,7 +19,7 @@ from ..workspace import (
     Folder,
     is_tool_result_name,
 )
-from ._arguments import add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import iso_time, print_json, print_table, shown
 from ._reading import (
@@ -66,15 +67,37 @@ class Warnings:
         self.say(folder, f"cannot read the folder {folder}: {cause.strerror or cause}", then)
 
 
-def read_logged(folder: Folder, name: str, warnings: Warnings, then: str) -> list[Any] | None:
-    """The JSON values of a log of a session folder, or None (said once on stderr) if it
-    cannot be read: a hard-linked file, or one it has no permission to read."""
+def read_logged(
+    folder: Folder,
+    name: str,
+    warnings: Warnings,
+    then: str,
+    consume: Callable[[Iterable[Any]], Any] = list,
+) -> Any | None:
+    """What `consume` makes of the JSON values of a log of a session folder (read as a
+    stream: `read_json_lines`), or None (said once on stderr) if it cannot be read: a
+    hard-linked file, or one it has no permission to read."""
     try:
-        values, _ = read_json_lines(folder, name, command=warnings.command)
-        return values
+        result, _ = read_json_lines(folder, name, command=warnings.command, consume=consume)
+        return result
     except CliError as exc:
         warnings.say(folder.path(name), str(exc), then)
     return None
+
+
+def _event_facts(events: Iterable[Any]) -> dict[str, int]:
+    """What ls shows of a session's events, counted in one pass (one line in memory at a
+    time): compressions, model calls, and the model calls `replay` says it replayed."""
+    facts = {"compressions": 0, "model_calls": 0, "replayed": 0}
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("kind")
+        facts["compressions"] += kind == EventKind.COMPRESSION
+        facts["model_calls"] += kind == EventKind.MODEL_CALL
+        if kind == EventKind.REPLAY and isinstance(event.get("model_calls"), int):
+            facts["replayed"] += event["model_calls"]
+    return facts
 
 
 def count_newlines(folder: Folder, name: str) -> int:
@@ -161,21 +184,13 @@ def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then:
         tool_results += is_tool_result_name(name)
     facts.update(last_activity=iso_time(last) if last else None, bytes=size)
     facts["tool_results"] = tool_results
-    events = read_logged(folder, EVENTS_FILE, warnings, then)
-    if events is None:
+    counted = read_logged(folder, EVENTS_FILE, warnings, then, _event_facts)
+    if counted is None:
         facts["unreadable"].append(EVENTS_FILE)
     else:
-        kinds = [e.get("kind") for e in events if isinstance(e, dict)]
-        facts["compressions"] = kinds.count(EventKind.COMPRESSION)
+        facts["compressions"] = counted["compressions"]
         # An agent's model calls, or those `ctxoffload replay` replayed (it says how many).
-        replayed = [
-            e["model_calls"]
-            for e in events
-            if isinstance(e, dict)
-            and e.get("kind") == EventKind.REPLAY
-            and isinstance(e.get("model_calls"), int)
-        ]
-        facts["steps"] = kinds.count(EventKind.MODEL_CALL) or sum(replayed) or None
+        facts["steps"] = counted["model_calls"] or counted["replayed"] or None
     if facts["steps"] is None:
         rows = read_logged(folder, STATE_FILE, warnings, then)
         if rows is None:
@@ -204,12 +219,15 @@ def run(args: argparse.Namespace) -> int:
     warnings = Warnings("ls")
     rows = [session_facts(workdir, session, warnings) for session in session_ids(workdir)]
     rows.sort(key=lambda r: r["last_activity"] or "", reverse=True)
+    # A file that could not be read is an error (said on stderr, shown as `?`): exit 2 once
+    # everything else is listed, as grep does.
+    status = EXIT_USAGE if warnings.said else EXIT_OK
     if args.json:
         print_json(rows)
-        return 0
+        return status
     if not rows:
         print(f"no sessions in {shown(workdir)}")
-        return 0
+        return status
 
     def cell(row: dict[str, Any], key: str) -> Any:
         value = row[key]
@@ -234,4 +252,4 @@ def run(args: argparse.Namespace) -> int:
         ],
         right=(2, 3, 4, 5, 6),
     )
-    return 0
+    return status

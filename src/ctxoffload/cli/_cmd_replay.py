@@ -230,11 +230,16 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     from ..exceptions import ConfigError
 
     configs: list[tuple[str, Any]] = []
-    try:
-        for path in args.config:
+    for path in args.config:
+        try:
             configs.append((path.stem, ContextConfig.from_json_file(path)))
-    except ConfigError as exc:
-        raise CliError(_one_line(exc)) from exc
+        except ConfigError as exc:
+            raise CliError(_one_line(exc)) from exc
+        except (ValueError, RecursionError) as exc:
+            # What the loader may still let through: a number past Python's 4,300 digits, a
+            # document nested past the parser's stack. An error in the file all the same.
+            what = "nested too deeply" if isinstance(exc, RecursionError) else _one_line(exc)
+            raise CliError(f"context config file {str(path)!r} cannot be read: {what}") from None
     if not configs:
         configs.append(("default", ContextConfig()))
     if args.window is not None and args.window < 1:

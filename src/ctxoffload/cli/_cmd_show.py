@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from ..exceptions import CliError
@@ -18,13 +20,14 @@ from ..workspace import (
     SUMMARY_MARK,
     EventKind,
     Folder,
+    JsonLines,
     context_event_sentence,
     mark_of,
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import shown
-from ._reading import open_workspace, read_json_lines, session_folder
+from ._reading import open_in, open_workspace, session_folder
 
 __all__ = ["register", "run"]
 
@@ -61,62 +64,125 @@ def run(args: argparse.Namespace) -> int:
     """
     workdir = open_workspace(args, session=args.session)
     session = session_folder(workdir, args.session)
-    events, damaged = _read_events(workdir, session)
-    if args.step is not None:
-        _show_step(events, args)
-    else:
-        _show_timeline(events, workdir, args)
+    with _EventLog(workdir, session) as events:
+        if args.step is not None:
+            _show_step(events, args)
+        else:
+            _show_timeline(events, workdir, args)
+        damaged = events.warn()
     return EXIT_PROBLEMS if damaged else EXIT_OK
 
 
 # -- reading -------------------------------------------------------------------------------
 
 
-def _read_events(workdir: str, session: str) -> tuple[list[dict[str, Any]], bool]:
-    """Every event of the session's events.jsonl, read through the workspace's reader, and
-    whether lines were skipped as damaged.
+class _EventLog:
+    """The session's events.jsonl, read as a stream through the workspace's reader, as many
+    times as the command needs: memory holds one line at a time (the longest line bounds
+    it), never the whole log. Each pass stops where the log ended when it was opened, so an
+    agent still writing does not make two passes disagree.
 
     A torn last line (a write in progress) is skipped silently. A line that is not JSON, or
-    JSON that is not an event (an object with a kind), is skipped and said once on stderr.
+    JSON that is not an event (an object with a kind), is skipped and said once on stderr
+    (`warn`).
 
-    Raises:
+    Raises (on entering):
         CliError: the file has other hard links or cannot be read (exit 2).
     """
-    with Folder(workdir, SESSIONS_DIR, session) as folder:
-        values, corrupt = read_json_lines(folder, EVENTS_FILE, command="show")
-        path = folder.path(EVENTS_FILE)
-    events = [v for v in values if isinstance(v, dict) and isinstance(v.get("kind"), str)]
-    odd = len(values) - len(events)
-    if odd:
-        print(
-            f"ctxoffload show: warning: {shown(path)}: {odd:,} JSON "
-            f"line{' is' if odd == 1 else 's are'} not an event (an object with a kind): "
-            "skipped; `ctxoffload verify` checks the workspace",
-            file=sys.stderr,
-        )
-    return events, bool(corrupt or odd)
+
+    def __init__(self, workdir: str, session: str) -> None:
+        self.workdir = workdir
+        self.session = session
+        self.corrupt: list[int] = []
+        self.odd = 0
+        self._stack = contextlib.ExitStack()
+        self._fd = -1
+        self._end = 0
+        self.path = ""
+
+    def __enter__(self) -> _EventLog:
+        folder = self._stack.enter_context(Folder(self.workdir, SESSIONS_DIR, self.session))
+        self.path = folder.path(EVENTS_FILE)
+        opened = open_in(folder, EVENTS_FILE, self.path)
+        if opened is not None:
+            self._fd, st = opened
+            self._stack.callback(os.close, self._fd)
+            self._end = st.st_size
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Every event, oldest first; counts what is skipped."""
+        if self._fd < 0:
+            return
+        lines = JsonLines(self._fd, self._end)
+        odd = 0
+        try:
+            for _, value in lines:
+                if isinstance(value, dict) and isinstance(value.get("kind"), str):
+                    yield value
+                else:
+                    odd += 1
+        except OSError as exc:  # a read that failed after the open (EIO)
+            raise CliError(f"cannot read {shown(self.path)}: {exc.strerror or exc}") from None
+        self.corrupt, self.odd = lines.corrupt, odd
+
+    def warn(self) -> bool:
+        """Say what the last whole pass skipped, once; whether anything was."""
+        bad, odd = self.corrupt, self.odd
+        if bad:
+            print(
+                f"ctxoffload show: warning: {shown(self.path)} line {bad[0]} is not valid JSON"
+                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                + ": skipped; `ctxoffload verify` checks the workspace",
+                file=sys.stderr,
+            )
+        if odd:
+            print(
+                f"ctxoffload show: warning: {shown(self.path)}: {odd:,} JSON "
+                f"line{' is' if odd == 1 else 's are'} not an event (an object with a kind): "
+                "skipped; `ctxoffload verify` checks the workspace",
+                file=sys.stderr,
+            )
+        return bool(bad or odd)
 
 
 # -- --step N --------------------------------------------------------------------------------
 
 
-def _show_step(events: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def _show_step(events: _EventLog, args: argparse.Namespace) -> None:
     from ..exceptions import IncompleteRecord
     from ..workspace import rebuild_step
 
+    # Two passes, so that memory holds the step's messages only, not every message logged:
+    # the first finds the ids the step was sent, the second keeps only those messages.
+    wanted: set[str] = set()
+    steps: set[int] = set()
+    for event in events:
+        if event["kind"] == EventKind.MODEL_CALL and isinstance(event.get("step"), int):
+            steps.add(event["step"])
+            ids = event.get("messages")
+            if event["step"] == args.step and isinstance(ids, list):
+                wanted.update(i for i in ids if isinstance(i, str))
+
+    def needed() -> Iterator[dict[str, Any]]:
+        for event in events:
+            if event["kind"] == EventKind.MESSAGE:
+                message = event.get("message")
+                if not isinstance(message, dict) or str(message.get("id")) not in wanted:
+                    continue
+            elif event["kind"] != EventKind.MODEL_CALL:
+                continue
+            yield event
+
     try:
-        messages = rebuild_step(events, args.step)
+        messages = rebuild_step(needed(), args.step)
     except IncompleteRecord as exc:
         raise CliError(str(exc), EXIT_PROBLEMS) from None
     except LookupError as exc:
-        steps = sorted(
-            {
-                e["step"]
-                for e in events
-                if e["kind"] == EventKind.MODEL_CALL and isinstance(e.get("step"), int)
-            }
-        )
-        known = f"steps {steps[0]}-{steps[-1]}" if steps else "no model calls"
+        known = f"steps {min(steps)}-{max(steps)}" if steps else "no model calls"
         raise CliError(f"{exc} ({known} are recorded)", EXIT_USAGE) from None
     if args.json:
         print(json.dumps({"session": args.session, "step": args.step, "messages": messages}))
@@ -130,32 +196,43 @@ def _show_step(events: list[dict[str, Any]], args: argparse.Namespace) -> None:
 # -- the timeline ----------------------------------------------------------------------------
 
 
-def _show_timeline(events: list[dict[str, Any]], workdir: str, args: argparse.Namespace) -> None:
-    data_files = sorted(
-        {m for e in events for m in DATA_REFERENCE.findall(json.dumps(e, ensure_ascii=False))}
-    )
+def _show_timeline(events: _EventLog, workdir: str, args: argparse.Namespace) -> None:
+    # A first pass finds what the second needs ahead of it: the data/ files named anywhere,
+    # and the `summary` events whose fields a summary message logs later (printed there).
+    data_names: set[str] = set()
+    logged_later: set[int] = set()
+    pending: tuple[int, list[str]] | None = None  # the last summary event, and its lines
+    for index, event in enumerate(events):
+        data_names.update(_data_names(event))
+        if event["kind"] == EventKind.SUMMARY:
+            pending = (index, _summary_lines(_summary_fields(event) or {}))
+            continue
+        found = _summary_fields(event)
+        if pending is not None and found is not None and _summary_lines(found) == pending[1]:
+            logged_later.add(pending[0])
+            pending = None
+    data_files = sorted(data_names)
     sizes = _data_sizes(workdir, data_files)
     if args.json:
-        report = {
-            "session": args.session,
-            "events": events,
-            "data_files": [
-                {"path": f"{DATA_DIR}/{name}", "bytes": sizes[name]} for name in data_files
-            ],
-        }
-        print(json.dumps(report, ensure_ascii=False))
+        # Written as it is read: one event in memory at a time.
+        out = sys.stdout
+        out.write(f'{{"session": {json.dumps(args.session)}, "events": [')
+        for index, event in enumerate(events):
+            out.write((", " if index else "") + json.dumps(event, ensure_ascii=False))
+        files = [{"path": f"{DATA_DIR}/{name}", "bytes": sizes[name]} for name in data_files]
+        out.write(f'], "data_files": {json.dumps(files)}}}\n')
         return
     print(f"session {args.session} ({shown(os.path.join(workdir, SESSIONS_DIR, args.session))})")
-    if not events:
-        print(f"no record: {EVENTS_FILE} is missing or empty (nothing recorded yet)")
+    empty = True
     # Each summary is printed once, under the line of its compression: as the summary message
     # the agent logged (its five fields; with --full the whole message the model saw), or,
     # when no message holds it (a Compressor without an Agent), from the `summary` event,
     # which the Compressor writes just before its `compression` event.
     held: list[str] = []
     for index, event in enumerate(events):
+        empty = False
         if event["kind"] == EventKind.SUMMARY:
-            if not _summary_logged_later(events, index):
+            if index not in logged_later:
                 _print_lines(held)
                 held = _describe_safely(event, full=args.full)
             continue
@@ -164,12 +241,30 @@ def _show_timeline(events: list[dict[str, Any]], workdir: str, args: argparse.Na
             _print_lines(held)
             held = []
     _print_lines(held)
+    if empty:
+        print(f"no record: {EVENTS_FILE} is missing or empty (nothing recorded yet)")
     if data_files:
         print("data files:")
         for name in data_files:
             size = sizes[name]
             what = f"{size:,} bytes" if size is not None else "missing"
             print(f"  {DATA_DIR}/{name} ({what})")
+
+
+def _data_names(event: dict[str, Any]) -> Iterator[str]:
+    """The data/ files an event names, in any of its strings (keys too), found in place: no
+    copy of a long line is made to search it."""
+    stack: list[Any] = [event]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "data/" in item:
+                yield from DATA_REFERENCE.findall(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _data_sizes(workdir: str, names: list[str]) -> dict[str, int | None]:
@@ -219,19 +314,6 @@ def _summary_fields(event: dict[str, Any]) -> dict[str, Any] | None:
         fields = mark.get("summary")
         return fields if isinstance(fields, dict) else {}
     return None
-
-
-def _summary_logged_later(events: list[dict[str, Any]], index: int) -> bool:
-    """Whether a summary message with the fields of the `summary` event at `index` is logged
-    after it (before the next summary)."""
-    fields = _summary_lines(_summary_fields(events[index]) or {})
-    for event in events[index + 1 :]:
-        if event["kind"] == EventKind.SUMMARY:
-            return False
-        found = _summary_fields(event)
-        if found is not None and _summary_lines(found) == fields:
-            return True
-    return False
 
 
 def _describe(event: dict[str, Any], *, full: bool) -> list[str]:

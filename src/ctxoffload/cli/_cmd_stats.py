@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from ..exceptions import CliError
@@ -16,7 +17,7 @@ from ..workspace import (
     EventKind,
     Folder,
 )
-from ._arguments import add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._cmd_ls import Warnings, read_logged
 from ._commands import COMMAND_HELP
 from ._output import human_bytes, print_json, print_table, shown
@@ -76,11 +77,11 @@ def _read_session(
     folder: Folder, row: dict[str, Any], references: Counter[str], warnings: Warnings
 ) -> None:
     then = f"session {row['session']} is counted without it"
-    events = read_logged(folder, EVENTS_FILE, warnings, then)
-    if events is None:
+    counts = read_logged(folder, EVENTS_FILE, warnings, then, _event_counts)
+    if counts is None:
         row["unreadable"].append(EVENTS_FILE)
     else:
-        row.update(_event_counts(events))
+        row.update(counts)
     for name in folder.names():
         try:
             opened = open_in(folder, name)
@@ -104,7 +105,8 @@ def _read_session(
 _TOKENS_KEPT_OUT = (EventKind.TRUNCATION, EventKind.OFFLOAD, EventKind.COMPRESSION)
 
 
-def _event_counts(events: list[Any]) -> dict[str, Any]:
+def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
+    """A session's figures from its events, counted in one pass (one line in memory)."""
     offloaded = tokens_out = compressions = truncations = 0
     sources: Counter[str] = Counter()
     for event in events:
@@ -182,9 +184,12 @@ def run(args: argparse.Namespace) -> int:
         "summaries": dict(sum((Counter(r["summaries"] or {}) for r in rows), Counter())),
         **_dedup(everything, workdir),
     }
+    # A file that could not be read is an error (said on stderr, counted as `?`): exit 2 once
+    # everything else is counted, as grep does.
+    status = EXIT_USAGE if warnings.said else EXIT_OK
     if args.json:
         print_json({"sessions": rows, "total": total})
-        return 0
+        return status
 
     def summaries(counts: dict[str, int] | None) -> str:
         if counts is None:
@@ -233,4 +238,4 @@ def run(args: argparse.Namespace) -> int:
         table,
         right=(1, 2, 3, 4, 6),
     )
-    return 0
+    return status

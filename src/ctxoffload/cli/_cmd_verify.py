@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import stat
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._depth import load_json
 from ..exceptions import OffloadError
 from ..text import is_jsonl
 from ..workspace import (
@@ -39,7 +39,7 @@ from ..workspace import (
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._output import Progress, paint, print_json, shown
+from ._output import Progress, inert, paint, print_json, print_styled, shown
 from ._reading import open_workspace, session_folder
 
 __all__ = ["Report", "register", "run", "verify_workspace"]
@@ -194,8 +194,8 @@ def _check_jsonl(
                 continue
             report.checked["jsonl_lines"] += 1
             try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError) as exc:
+                value = load_json(raw)
+            except ValueError as exc:  # not JSON, or nested deeper than any workspace writes
                 report.problem(path, f"line {number} is not valid JSON: {exc}")
                 continue
             _check_references(value, f"{path}:{number}", entries, report)
@@ -308,8 +308,8 @@ _WORKSPACE_FILE = re.compile(rf"^(.*?)/?(?<![^/])(?:{_REFERENCE.pattern})$")
 
 def _check_state(folder: Folder, name: str, entries: _Entries, report: Report) -> None:
     try:
-        value = json.loads(folder.read_bytes(name))
-    except (ValueError, RecursionError) as exc:
+        value = load_json(folder.read_bytes(name))
+    except ValueError as exc:
         report.problem(folder.path(name), f"not valid JSON: {exc}")
         return
     _check_references(value, folder.path(name), entries, report)
@@ -453,16 +453,16 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         for p in report.problems:
-            print(f"{paint('problem', 'red')}: {p['path']}: {p['problem']}")
+            print_styled(f"{paint('problem', 'red')}: {inert(p['path'])}: {inert(p['problem'])}")
         for w in report.warnings:
-            print(f"{paint('warning', 'yellow')}: {w['path']}: {w['warning']}")
+            print_styled(f"{paint('warning', 'yellow')}: {inert(w['path'])}: {inert(w['warning'])}")
         c = report.checked
         verdict = (
             paint(_many(len(report.problems), "problem"), "red")
             if report.problems
             else paint("ok", "green")
         )
-        print(
+        print_styled(
             f"{verdict}: {_many(c['files'], 'file')}, {_many(c['jsonl_lines'], 'JSONL line')}, "
             f"{_many(c['data_files'], 'data file')}, "
             f"{_many(c['references'], 'reference')} checked"

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._depth import load_json
 from ..exceptions import CliError
 from ..text import is_jsonl, message_lines
 from ..workspace import (
@@ -17,6 +18,7 @@ from ..workspace import (
     EVENTS_FILE,
     SESSIONS_DIR,
     Folder,
+    Refused,
     is_tool_result_name,
     iter_lines,
 )
@@ -125,7 +127,12 @@ class Follower:
         return found
 
     def _say(self, path: str, exc: OSError) -> None:
+        """Say once why a folder (sessions/ or a session's) is not looked into now."""
         line = refusal(exc, path)
+        if line is None and isinstance(exc, Refused):
+            # A link (or a file) in the folder's place, perhaps swapped in while watching:
+            # never followed, and said, so that silence does not read as "nothing new".
+            line = str(exc)
         if line is not None:
             self._refuse(path, line)
 
@@ -215,8 +222,8 @@ class Follower:
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError):
+                value = load_json(raw)
+            except ValueError:  # not JSON, or nested deeper than any workspace writes
                 out.append(self._line(session, "torn", {"file": path}))
                 continue
             if name == EVENTS_FILE and isinstance(value, dict):
@@ -283,6 +290,12 @@ def run(args: argparse.Namespace) -> int:
                 print(line, flush=True)
     except KeyboardInterrupt:
         return 0
+    except Exception as exc:
+        # A Ctrl-C that lands while a module is being imported (watchfiles imports `platform`
+        # on its first call) comes out wrapped: `RuntimeError: Error calling __set_name__`.
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            return 0
+        raise
     return 0
 
 

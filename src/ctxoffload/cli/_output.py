@@ -1,5 +1,13 @@
-"""What every `ctxoffload` command prints through: paths as people see them, JSON, tables,
-colours, sizes, times, and a progress line.
+"""What every `ctxoffload` command prints through: the inert writer, paths as people see them,
+JSON, tables, colours, sizes, times, and a progress line.
+
+Terminal safety has one home here: `inert` shows every character that could act on a terminal
+(C0 controls but newline and tab, DEL, C1 controls, ESC sequences, a bare CR, bidirectional
+overrides and isolates) as a visible escape, and `main` puts an `InertStream` in place of
+stdout and stderr while a command runs, so every `print` of every command goes through it and
+none can forget it. What writes its own colours or progress line (`paint` through
+`print_styled`, `print_table` with rich, `Progress`, grep's coloured lines) writes to the
+stream beneath (`raw_stream`) and makes its content inert itself.
 
 Kept light on purpose: rich is imported only to draw a table on a terminal.
 """
@@ -16,14 +24,146 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 __all__ = [
+    "InertStream",
     "Progress",
     "human_bytes",
+    "inert",
+    "inert_bytes",
     "iso_time",
     "paint",
     "print_json",
+    "print_styled",
     "print_table",
+    "raw_stream",
     "shown",
 ]
+
+# -- terminal safety: one rule, one writer ------------------------------------------------------
+
+# Bidirectional controls: embeddings and overrides (U+202A-202E), isolates (U+2066-2069), the
+# marks (U+200E/200F, U+061C). They reorder what a terminal shows (a name that reads `txt.exe`).
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# Everything that may act on a terminal: C0 controls but \t and \n, DEL, C1 controls (0x9b is a
+# CSI on its own), bidi controls, the line and paragraph separators, and lone surrogates (which
+# no terminal can be sent; U+DC80-DC9F is a byte 0x80-0x9f that was not UTF-8, read with
+# surrogateescape, and is shown as that byte).
+_ACTIVE = f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\u2028\u2029\ud800-\udfff]"
+# The same for bytes meant to be UTF-8 (grep's lines): a byte 0xa0-0xff that is not UTF-8 is
+# written as it is, as GNU grep writes it (no terminal takes it for a control).
+_ACTIVE_IN_BYTES = f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\u2028\u2029\ud800-\udc9f\udd00-\udfff]"
+_patterns: dict[str, Any] = {}  # compiled on first use (`re` is not loaded at start-up)
+_NAMED = {"\r": "\\r", "\x1b": "\\x1b", "\x00": "\\x00"}
+
+
+def _escape(found: Any) -> str:
+    char: str = found.group(0)
+    code = ord(char)
+    if code < 0x20:
+        return _NAMED.get(char) or f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
+        return f"\\x{code - 0xDC00:02x}"
+    # DEL, C1 and the rest as \uXXXX: a JSON string reads that escape back as the same
+    # character, so JSON written through the stream stays exact.
+    return f"\\u{code:04x}"
+
+
+def inert(text: str) -> str:
+    """`text` with every character that could act on a terminal shown as a visible escape.
+
+    ESC becomes `\\x1b` (so `\\x1b[2J` no longer clears the screen, and an OSC 52 clipboard
+    write or an OSC 8 link is shown, not obeyed), a bare CR `\\r`, other C0 controls
+    `\\xNN`, DEL, C1 and bidirectional controls `\\uXXXX` (`\\u202e`), and a byte that was
+    not UTF-8 (a lone surrogate from `surrogateescape`) `\\xNN`. Newlines and tabs stay: they
+    lay out the text. The rule of `git` and `less`: nothing the workspace holds reaches the
+    terminal as a command.
+    """
+    if text.isascii() and text.isprintable():
+        return text  # the common case: nothing to look at
+    return _substitute(_ACTIVE, text)
+
+
+def _substitute(pattern: str, text: str) -> str:
+    compiled = _patterns.get(pattern)
+    if compiled is None:
+        import re
+
+        compiled = _patterns[pattern] = re.compile(pattern)
+    return str(compiled.sub(_escape, text))
+
+
+def inert_bytes(data: bytes) -> bytes:
+    """`inert` for bytes that are meant to be UTF-8 (what grep prints): a byte 0x80-0x9f that
+    is not UTF-8 is shown as `\\xNN`; one 0xa0-0xff is written as it is, as GNU grep does."""
+    if data.isascii() and (not data or _ascii_printable(data)):
+        return data
+    text = data.decode("utf-8", "surrogateescape")
+    return _substitute(_ACTIVE_IN_BYTES, text).encode("utf-8", "surrogateescape")
+
+
+def _ascii_printable(data: bytes) -> bool:
+    # bytes.translate deletes every printable byte and tab/newline: what is left is active.
+    return not data.translate(None, _PRINTABLE_ASCII)
+
+
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
+
+
+class _InertBytes:
+    """The binary side of an `InertStream`: bytes written are made inert as UTF-8 text."""
+
+    def __init__(self, stream: Any) -> None:
+        self.raw_stream = stream
+
+    def write(self, data: bytes) -> int:
+        self.raw_stream.write(inert_bytes(bytes(data)))
+        return len(data)
+
+    def flush(self) -> None:
+        self.raw_stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw_stream, name)
+
+
+class InertStream:
+    """A text stream that writes everything through `inert` to the stream beneath.
+
+    `main` puts one in place of `sys.stdout` and one of `sys.stderr` while a command runs.
+    Its `buffer` makes bytes inert the same way. `raw_stream` is the stream beneath, for
+    what writes its own control sequences (colours, a progress line) around content it has
+    made inert itself.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.raw_stream = stream
+        buffer = getattr(stream, "buffer", None)
+        self.buffer = _InertBytes(buffer) if buffer is not None else None
+
+    def write(self, text: str) -> int:
+        self.raw_stream.write(inert(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self.raw_stream.flush()
+
+    def isatty(self) -> bool:
+        return self.raw_stream.isatty()
+
+    def fileno(self) -> int:
+        return self.raw_stream.fileno()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, errors, closed...
+        return getattr(self.raw_stream, name)
+
+
+def raw_stream(stream: Any) -> Any:
+    """The stream beneath an `InertStream` (the stream itself when it is none): for writing
+    control sequences of the command's own around content made inert with `inert`."""
+    return getattr(stream, "raw_stream", stream)
 
 
 def shown(path: str | os.PathLike[str]) -> str:
@@ -45,11 +185,20 @@ _COLOURS = {"red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan":
 
 
 def paint(text: str, colour: str, stream: TextIO | None = None) -> str:
-    """`text` in an ANSI colour when `stream` (stdout) is a terminal and NO_COLOR is unset."""
+    """`text` (made inert) in an ANSI colour when `stream` (stdout) is a terminal and
+    NO_COLOR is unset; print it with `print_styled`."""
     target = stream or sys.stdout
+    text = inert(text)
     if os.environ.get("NO_COLOR") or not target.isatty():
         return text
     return f"\x1b[{_COLOURS[colour]}m{text}\x1b[0m"
+
+
+def print_styled(line: str, out: TextIO | None = None) -> None:
+    """Print a line whose every part is already inert (`inert`, `paint`): its colours reach
+    the terminal, and nothing else that could act on it."""
+    stream = raw_stream(out or sys.stdout)
+    stream.write(line + "\n")
 
 
 def _use_rich(stream: TextIO) -> bool:
@@ -79,10 +228,11 @@ def print_table(
         title: a line printed above the table.
     """
     stream = out or sys.stdout
-    cells = [[_cell(v) for v in row] for row in rows]
+    cells = [[inert(_cell(v)) for v in row] for row in rows]
     if _use_rich(stream):
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=title, title_justify="left")
         for i, header in enumerate(headers):
@@ -98,8 +248,9 @@ def print_table(
                 overflow="fold",  # what must give way wraps; nothing is cut with "…"
             )
         for row in cells:
-            table.add_row(*row)
-        Console(file=stream).print(table)
+            table.add_row(*(Text(cell) for cell in row))  # Text: `[red]` in a name is no markup
+        # The stream beneath: rich writes its own colours; the cells are inert already.
+        Console(file=raw_stream(stream)).print(table)
         return
     if title:
         stream.write(title + "\n")
@@ -168,7 +319,7 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled and self._last:
-            self.stream.write("\r\x1b[K")
+            raw_stream(self.stream).write("\r\x1b[K")
             self.stream.flush()
 
     def advance(self, n: int = 1, note: str = "") -> None:
@@ -181,5 +332,6 @@ class Progress:
             return
         self._last = now
         of = f"/{self.total:,}" if self.total is not None else ""
-        self.stream.write(f"\r\x1b[K{self.label} {self.done:,}{of} {note}"[:200])
+        line = inert(f"{self.label} {self.done:,}{of} {note}"[:200])
+        raw_stream(self.stream).write(f"\r\x1b[K{line}")
         self.stream.flush()

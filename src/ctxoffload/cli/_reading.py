@@ -33,6 +33,7 @@ from ._output import shown
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Iterable
     from typing import Any
 
 __all__ = [
@@ -210,10 +211,18 @@ def committed_end(folder: Folder, name: str, size: int) -> int:
     return size if record is None else min(size, record[0])
 
 
-def read_json_lines(folder: Folder, name: str, *, command: str) -> tuple[list[Any], list[int]]:
-    """The JSON values of a log's complete lines (`JsonLines`), and the numbers of its lines
-    that are not JSON.
+def read_json_lines(
+    folder: Folder,
+    name: str,
+    *,
+    command: str,
+    consume: Callable[[Iterable[Any]], Any] = list,
+) -> tuple[Any, list[int]]:
+    """What `consume` makes of the JSON values of a log's complete lines (`JsonLines`), read
+    as a stream, and the numbers of its lines that are not JSON.
 
+    With the default `consume` (`list`) every value is held; a command that only counts
+    passes a function that iterates once, and memory then holds one line at a time.
     Nothing when it is not a file of the workspace. A last line without its newline (a
     write in progress) is skipped silently; lines that are not JSON are skipped and said
     once on stderr, as `ctxoffload COMMAND: warning: ...`.
@@ -222,6 +231,7 @@ def read_json_lines(folder: Folder, name: str, *, command: str) -> tuple[list[An
         folder: the session's folder, entered.
         name: the log's name in it.
         command: the command, for the warning (`ls`).
+        consume: called once with the values, as an iterable to go through once.
 
     Raises:
         CliError: it has other hard links, or it cannot be read.
@@ -229,11 +239,11 @@ def read_json_lines(folder: Folder, name: str, *, command: str) -> tuple[list[An
     named = folder.path(name)
     opened = open_in(folder, name, named)
     if opened is None:
-        return [], []
+        return consume(()), []
     fd, st = opened
     try:
         lines = JsonLines(fd, st.st_size)
-        values = [value for _, value in lines]
+        result = consume(value for _, value in lines)
     except OSError as exc:  # a read that failed after the open (EIO)
         raise CliError(f"cannot read {shown(named)}: {exc.strerror or exc}") from None
     finally:
@@ -246,4 +256,4 @@ def read_json_lines(folder: Folder, name: str, *, command: str) -> tuple[list[An
             + ": skipped; `ctxoffload verify` checks the workspace",
             file=sys.stderr,
         )
-    return values, bad
+    return result, bad

@@ -8,6 +8,7 @@ SWE-agent `.traj`. A file may hold several runs (OpenHands: one per line).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -29,13 +30,22 @@ class Run:
 
 
 def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
-    """The file as one JSON value, or as JSONL rows; (None, None) when it is neither."""
+    """The file as one JSON value, or as JSONL rows; (None, None) when it is neither.
+
+    Raises:
+        CliError: the file, or one of its lines, nests deeper than any transcript does
+            (`_depth.load_json`: nothing after it may recurse past the stack).
+    """
+    from .._depth import TooDeep, load_json
+
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         return None, None
     try:
-        return json.loads(text), None
+        return load_json(text), None
+    except TooDeep as exc:
+        raise CliError(f"transcript {str(path)!r} is {exc}: it is no transcript") from None
     except ValueError:
         pass
     rows = []
@@ -44,7 +54,11 @@ def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append(load_json(line))
+        except TooDeep as exc:
+            raise CliError(
+                f"transcript {str(path)!r}: line {number} is {exc}: it is no transcript"
+            ) from None
         except ValueError:
             if number == len(lines) and not text.endswith("\n") and rows:
                 # The last line of a session still being written: read what was complete.
@@ -61,9 +75,10 @@ def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
 def detect_format(value: Any | None, rows: list[Any] | None) -> str | None:
     """The name of the format of a parsed transcript, or None."""
     if isinstance(value, dict):
-        if value.get("trajectory_format", "").startswith("mini-swe-agent") or (
-            "messages" in value and "info" in value and "trajectory" not in value
-        ):
+        trajectory_format = value.get("trajectory_format")
+        if (
+            isinstance(trajectory_format, str) and trajectory_format.startswith("mini-swe-agent")
+        ) or ("messages" in value and "info" in value and "trajectory" not in value):
             return "mini-swe-agent"
         if "history" in value and "trajectory" in value:
             return "swe-agent"
@@ -162,12 +177,7 @@ def _swe_agent(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
     def listed(field: Any) -> list[Any]:
         if isinstance(field, str):  # some .traj files store these lists as Python reprs
-            import ast
-
-            try:
-                parsed = ast.literal_eval(field)
-            except (ValueError, SyntaxError):
-                return []
+            parsed = _python_literal(field)
             return parsed if isinstance(parsed, list) else []
         return field if isinstance(field, list) else []
 
@@ -189,11 +199,40 @@ def _swe_agent(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
     return [Run(name, from_openai(messages))]
 
 
+# A Python repr of a list of tool calls or ids is a few kilobytes; past this, one is no such
+# list, and Python's parser would spend memory (and stack) on it for nothing.
+_MAX_LITERAL = 1 << 20
+
+
+def _python_literal(text: str) -> Any:
+    """The value a Python literal spells (`"['call_1']"`), or None when it is none.
+
+    JSON first (no parser of Python's at all); then `ast.literal_eval` on a text of at most
+    `_MAX_LITERAL` characters, whose parser's own limits (MemoryError for `-` repeated
+    100,000 times, RecursionError for `1+1+...`) make it None too.
+    """
+    from .._depth import load_json
+
+    try:
+        return load_json(text)
+    except ValueError:
+        pass
+    if len(text) > _MAX_LITERAL:
+        return None
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
 def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
     from ..formats import from_openai
 
     tasks = rows if rows is not None else [value]
     runs = []
+    labels: set[str] = set()
     for index, task in enumerate(tasks, start=1):
         messages: list[dict[str, Any]] = []
         responses: set[str] = set()
@@ -236,7 +275,10 @@ def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
                         "content": event.get("content", ""),
                     }
                 )
-        label = task.get("instance_id") or str(index)
+        label = str(task.get("instance_id") or index)
+        if label in labels:  # two runs of one task: each needs a name of its own
+            label = next(f"{label}-{n}" for n in itertools.count(2) if f"{label}-{n}" not in labels)
+        labels.add(label)
         runs.append(Run(f"{name}-{label}" if len(tasks) > 1 else name, from_openai(messages)))
     return runs
 

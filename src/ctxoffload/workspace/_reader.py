@@ -9,7 +9,8 @@ file tools, the retrieval tool and every `ctxoffload` command read through.
 - The commit record beside a committed log (`context.jsonl.commit`): its codec and a read that
   retries one torn by a concurrent rewrite.
 - JSONL: complete lines up to the committed length, a torn last line skipped and counted,
-  a line that is not JSON skipped and counted (`JsonLines`); the same rule for a log held in
+  a line that is not JSON (or nests deeper than any workspace writes) skipped and counted
+  (`JsonLines`); the same rule for a log held in
   memory (`parse_log`: an object store's segments, an in-memory workspace's files).
 - The session record: event kinds as named constants, and rebuilding what the model was sent
   at a step from the events alone.
@@ -161,8 +162,9 @@ class JsonLines:
 
     Iterate for `(line_number, value)`. After iterating: `torn` says a last line without its
     newline was skipped (a write in progress, or one a kill cut); `corrupt` holds the numbers
-    of complete lines that are not JSON (a torn write a later writer closed, a hand edit);
-    blank lines are skipped silently.
+    of complete lines that are not JSON (a torn write a later writer closed, a hand edit) or
+    nest deeper than any workspace writes (`_depth.READ_DEPTH`: whatever reads the values
+    never walks a value deep enough to exhaust the stack); blank lines are skipped silently.
 
     Args:
         fd: the log, open for reading.
@@ -184,7 +186,8 @@ class JsonLines:
         return lines
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
-        import json
+        # Here, not at the top: a search of tool results reads no JSON (~1.5 ms of start-up).
+        from .._depth import load_json
 
         self.torn = False
         self.corrupt = []
@@ -198,8 +201,8 @@ class JsonLines:
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError):
+                value = load_json(raw)
+            except ValueError:  # not JSON, or nested deeper than any workspace writes
                 self.corrupt.append(number)
                 continue
             yield number, value

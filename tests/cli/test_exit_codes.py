@@ -1,0 +1,57 @@
+"""Every command exits 2 on an error (docs/concepts/errors.md: 0 found or done, 1 not found
+or problems found, 2 error), with one line on stderr; an error after part of the output (a
+file that could not be read) gives 2 too, once the rest is printed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _hard_link(path: Path, tmp_path: Path) -> None:
+    """`path` becomes a second name of a file outside the workspace: never read."""
+    outside = tmp_path / f"outside-{path.name}"
+    outside.write_bytes(path.read_bytes())
+    path.unlink()
+    os.link(outside, path)
+
+
+ERRORS: dict[str, tuple[list[str], str]] = {
+    "ls: no workspace": (["ls", "--workdir", "{missing}"], "does not exist"),
+    "ls: a log not read": (["ls", "--workdir", "{ws}"], "hard links"),
+    "stats: a log not read": (["stats", "--workdir", "{ws}"], "hard links"),
+    "stats: no session": (["stats", "nope", "--workdir", "{ws}"], "no session 'nope'"),
+    "show: no session": (["show", "nope", "--workdir", "{ws}"], "no session 'nope'"),
+    "show: a log not read": (["show", "run-1", "--workdir", "{ws}"], "hard links"),
+    "cat: refused": (["cat", "/etc/passwd", "--workdir", "{ws}"], "names no file"),
+    "grep: a file not read": (["grep", "ORD-58213", "--workdir", "{ws}"], "hard links"),
+    "grep: bad pattern": (["grep", "(", "--workdir", "{ws}"], "not a valid regular"),
+    "verify: no workspace": (["verify", "--workdir", "{missing}"], "does not exist"),
+    "gc: nothing asked": (["gc", "--workdir", "{ws}"], "say what to remove"),
+    "watch: no session": (["watch", "nope", "--workdir", "{ws}"], "no session 'nope'"),
+    "replay: not JSON": (["replay", "{notjson}", "--workdir", "{new}"], "neither JSON"),
+    "demo: session taken": (["demo", "--session", "run-1", "--workdir", "{ws}"], "exists"),
+}
+
+
+@pytest.mark.parametrize(("argv", "says"), ERRORS.values(), ids=ERRORS.keys())
+def test_every_command_exits_2_on_an_error(
+    filled: Path, tmp_path: Path, cli: Callable[..., Any], argv: list[str], says: str
+) -> None:
+    _hard_link(filled / "sessions/run-1/events.jsonl", tmp_path)
+    _hard_link(filled / "sessions/run-1/tool_result-call_1.txt", tmp_path)
+    (tmp_path / "t.txt").write_text("not json {")
+    names = {
+        "ws": filled,
+        "missing": tmp_path / "missing",
+        "notjson": tmp_path / "t.txt",
+        "new": tmp_path / "new",
+    }
+    result = cli(*[a.format(**names) for a in argv])
+    assert result.code == 2, result
+    assert says in result.err, result.err
+    assert "Traceback" not in result.err

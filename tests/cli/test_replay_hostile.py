@@ -1,0 +1,149 @@
+"""`ctxoffload replay` on hostile transcripts and configs: each ends in a correct report or
+one clear line with exit 2, never a traceback. Run as a real process: what a person sees."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _replay(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctxoffload",
+            "replay",
+            *map(str, args),
+            "--workdir",
+            str(tmp_path / "ws"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str], says: str) -> None:
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 2, done
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("ctxoffload replay: ") and says in done.stderr, done.stderr
+
+
+CHAT = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "ok"},
+    {"role": "user", "content": "again"},
+    {"role": "assistant", "content": "done"},
+]
+
+
+def _swe_agent(tool_call_ids: str) -> dict[str, object]:
+    call = {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    return {
+        "trajectory": [],
+        "history": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": "look", "tool_calls": [call]},
+            {"role": "tool", "content": "file.txt", "tool_call_ids": tool_call_ids},
+            {"role": "assistant", "content": "done"},
+        ],
+    }
+
+
+@pytest.mark.parametrize("value", [5, None, ["x"], {"a": 1}])
+def test_a_trajectory_format_that_is_no_string_is_no_traceback(
+    tmp_path: Path, value: object
+) -> None:
+    transcript = tmp_path / "t.traj.json"
+    transcript.write_text(json.dumps({"trajectory_format": value, "messages": CHAT}))
+    done = _replay(tmp_path, transcript)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode in (0, 2), done
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        "-" * 100_000 + "1",  # MemoryError in Python's parser
+        "1+" * 50_000 + "1",  # RecursionError building its tree
+        "[" + "~" * 99_998 + "1]",
+        "[" * 100_000,
+        "['" + "x" * 99_996 + "']",  # long, and harmless
+    ],
+    ids=["minus", "plus", "tilde", "brackets", "long-id"],
+)
+def test_swe_agent_tool_call_ids_of_100000_characters(tmp_path: Path, ids: str) -> None:
+    transcript = tmp_path / "t.traj"
+    transcript.write_text(json.dumps(_swe_agent(ids)))
+    done = _replay(tmp_path, transcript, "--json")
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode in (0, 2), done
+
+
+def test_swe_agent_tool_call_ids_as_a_python_list_are_read(tmp_path: Path) -> None:
+    transcript = tmp_path / "t.traj"
+    transcript.write_text(json.dumps(_swe_agent("['call_1']")))
+    done = _replay(tmp_path, transcript, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["recoverable"]
+
+
+def _openhands_line(instance_id: str, text: str) -> str:
+    history = [
+        {"action": "message", "source": "user", "args": {"content": f"do {text}"}},
+        {"action": "message", "source": "agent", "args": {"content": "looking"}},
+        {"action": "message", "source": "user", "args": {"content": "go on"}},
+        {"action": "message", "source": "agent", "args": {"content": f"done {text}"}},
+    ]
+    return json.dumps({"instance_id": instance_id, "history": history})
+
+
+def test_two_openhands_runs_with_one_instance_id_get_a_report_each(tmp_path: Path) -> None:
+    transcript = tmp_path / "output.jsonl"
+    transcript.write_text(_openhands_line("same", "a") + "\n" + _openhands_line("same", "b") + "\n")
+    done = _replay(tmp_path, transcript)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "run output-same:" in done.stdout and "run output-same-2:" in done.stdout, done.stdout
+    as_json = _replay(tmp_path, transcript, "--json", "--session", "again")
+    runs = [r["run"] for r in json.loads(as_json.stdout)["results"]]
+    assert runs == ["output-same", "output-same-2"]
+
+
+@pytest.mark.parametrize("depth", [990, 100_000])
+def test_a_deeply_nested_transcript_is_one_line(tmp_path: Path, depth: int) -> None:
+    transcript = tmp_path / "t.json"
+    deep = "[" * depth + "]" * depth
+    transcript.write_text('[{"role": "user", "content": ' + deep + "}]")
+    _one_line_error(_replay(tmp_path, transcript), "nested more than")
+    lines = tmp_path / "t.jsonl"
+    lines.write_text(json.dumps(CHAT[0]) + "\n" + '{"role": "user", "content": ' + deep + "}\n")
+    _one_line_error(_replay(tmp_path, lines), "nested more than")
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ('{"context_window": ' + "[" * 100_000 + "]" * 100_000 + "}", "config"),
+        ('{"context_window": ' + "[" * 990 + "]" * 990 + "}", "config"),
+        ('{"context_window": ' + "9" * 5000 + "}", "config"),
+        ('{"tool_result_limit": ' + "9" * 5000 + "}", "config"),
+        ('{"context_window": 1e999}', "config"),
+    ],
+    ids=["deep", "deep-990", "5000-digit window", "5000-digit limit", "infinite"],
+)
+def test_a_hostile_config_is_one_line(tmp_path: Path, config: str, says: str) -> None:
+    transcript = tmp_path / "t.json"
+    transcript.write_text(json.dumps(CHAT))
+    path = tmp_path / "c.json"
+    path.write_text(config)
+    _one_line_error(_replay(tmp_path, transcript, "--config", path), says)
