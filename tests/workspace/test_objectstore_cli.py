@@ -208,7 +208,7 @@ def test_a_bucket_that_does_not_answer_is_one_line(
     monkeypatch.setenv("AWS_ENDPOINT_URL", stopped.endpoint_url)
     monkeypatch.setenv("CTXOFFLOAD_DEADLINE", "2")
     code, _out, err = run(capsys, "ls", "--workdir", "s3://nobody/here")
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "within the 2 s deadline" in err
     monkeypatch.setenv("CTXOFFLOAD_DEADLINE", "soon")
     code, _out, err = run(capsys, "ls", "--workdir", "s3://nobody/here")

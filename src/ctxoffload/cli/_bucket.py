@@ -106,7 +106,7 @@ def copy_bucket(
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from None
     except OffloadError as exc:
-        raise CliError(str(exc), 1) from None
+        raise CliError(str(exc), 2) from None
     (folder / SESSIONS_DIR).mkdir(exist_ok=True)
     return copy
 

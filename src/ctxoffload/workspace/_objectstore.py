@@ -49,7 +49,7 @@ from ._payloads import (
 )
 from ._reader import EventKind, parse_log
 from ._segments import SegmentLog, segment_log
-from ._store_client import ObjectInfo, StoreClient, gather_limited
+from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -122,7 +122,10 @@ class ObjectStoreWorkspace:
             raise ConfigError(f"deadline={deadline!r} must be a positive number of seconds")
         self.url = _checked_url(url)
         if endpoint_url is not None:
-            _checked_endpoint(endpoint_url)
+            _refuse_userinfo("endpoint_url", endpoint_url)
+        for option, option_value in (options or {}).items():
+            _refuse_userinfo(f"options[{option!r}]", option_value)
+        _refuse_userinfo_in_environment(self.url)
         try:
             from obstore.store import from_url as open_store_untyped
         except ImportError as exc:
@@ -145,7 +148,7 @@ class ObjectStoreWorkspace:
             # abandoned by the client may still be applied by the store.
             "timeout": timedelta(seconds=2 * deadline),
         }
-        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
+        endpoint: str = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
         if endpoint.startswith("http://"):
             client_options["allow_http"] = True
         retry_config: dict[str, Any] = {
@@ -178,15 +181,15 @@ class ObjectStoreWorkspace:
                 retry_config=retry_config,
             )
         except Exception as exc:
-            message = " ".join(str(exc).split())
-            for secret in secrets:
-                message = message.replace(secret, "***")
             raise ConfigError(
-                f"cannot open object store {self.url!r}: {type(exc).__name__}: {message}"
+                f"cannot open object store {self.url!r}: "
+                f"{scrub(f'{type(exc).__name__}: {exc}', secrets)}"
             ) from None
         self.deadline = deadline
         self.writer_id = writer_id or f"{_host()}-{os.getpid()}"
-        self._client = StoreClient(store, self.url, deadline, secrets)
+        self._client = StoreClient(
+            store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
+        )
         self._logs = SegmentLog(self._client, self.writer_id)
 
     def __repr__(self) -> str:
@@ -709,13 +712,31 @@ def _host() -> str:
         return "host"
 
 
+# The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
+_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
+_ACCEPTED = (
+    "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
+    "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
+    "for a folder on disk use LocalWorkspace"
+)
+# The environment variables each cloud's client reads (obstore reads every one of them).
+_ENVIRONMENT_PREFIXES = {
+    "s3": "AWS_",
+    "s3a": "AWS_",
+    "gs": "GOOGLE_",
+    "az": "AZURE_",
+    "azure": "AZURE_",
+    "abfs": "AZURE_",
+    "abfss": "AZURE_",
+    "adl": "AZURE_",
+}
+
+
 def _checked_url(url: str) -> str:
     if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(
-            f"object store url {url!r} is not a URL: pass s3://bucket/prefix "
-            "(or gs://, az://, memory://)"
-        )
+        raise ConfigError(f"object store url {url!r} is not a URL: {_ACCEPTED}")
     parts = urlsplit(url)
+    scheme = parts.scheme.lower()
     if "@" in parts.netloc:
         raise ConfigError(
             "object store url holds credentials (user:secret@...): pass them as arguments "
@@ -726,18 +747,62 @@ def _checked_url(url: str) -> str:
             f"object store url {parts.scheme}://{parts.netloc}{parts.path} has a query or "
             "fragment: pass options as arguments"
         )
+    if scheme == "memory":
+        if parts.netloc:
+            raise ConfigError(
+                f"object store url {url!r} is not accepted: memory:// takes no bucket "
+                f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
+            )
+    elif scheme not in _BUCKET_SCHEMES:
+        raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
+    elif not parts.netloc or ":" in parts.netloc:
+        raise ConfigError(
+            f"object store url {url!r} names no bucket (or names a port): {_ACCEPTED}"
+        )
     path = parts.path.rstrip("/")
     if any(p in ("", ".", "..") for p in path.split("/")[1:]):
         raise ConfigError(f"object store url {url!r} has an empty, '.' or '..' path component")
-    return f"{parts.scheme}://{parts.netloc}{path}"
+    return f"{scheme}://{parts.netloc}{path}"
 
 
-def _checked_endpoint(endpoint_url: str) -> None:
-    if "@" in urlsplit(endpoint_url).netloc:
+def _has_userinfo(value: object) -> bool:
+    """Whether `value` is a URL with a user (and maybe a password) before its host."""
+    if not isinstance(value, str) or "://" not in value:
+        return False
+    try:
+        return "@" in urlsplit(value.strip()).netloc
+    except ValueError:
+        return True  # not parseable: refuse rather than risk quoting it
+
+
+def _refuse_userinfo(name: str, value: object) -> None:
+    if _has_userinfo(value):
         raise ConfigError(
-            "endpoint_url holds credentials (user:secret@...): pass them as arguments or "
-            "environment variables"
+            f"{name} holds credentials in its URL (user:secret@...): give the URL without "
+            "them, and the credentials as arguments or environment variables"
         )
+
+
+def _refuse_userinfo_in_environment(url: str) -> None:
+    """Refuse an endpoint variable with a password, as `endpoint_url=` is refused.
+
+    obstore reads the cloud's variables itself and quotes the endpoint, password included,
+    in its error messages; so the variable is named here, never its value.
+    """
+    prefix = _ENVIRONMENT_PREFIXES.get(url.split("://", 1)[0])
+    if prefix is None:
+        return
+    for name, value in sorted(os.environ.items()):
+        if name.upper().startswith(prefix) and _has_userinfo(value):
+            raise ConfigError(
+                f"the environment variable {name} holds credentials in its URL "
+                "(user:secret@...): set it to the URL without them, and give the credentials "
+                f"in {prefix}ACCESS_KEY_ID / {prefix}SECRET_ACCESS_KEY or as arguments"
+                if prefix == "AWS_"
+                else f"the environment variable {name} holds credentials in its URL "
+                "(user:secret@...): set it to the URL without them, and give the "
+                "credentials as arguments or in their own variables"
+            )
 
 
 if TYPE_CHECKING:  # mypy checks that ObjectStoreWorkspace is what it is declared to be
