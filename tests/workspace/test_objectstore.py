@@ -270,6 +270,40 @@ async def test_gc_keeps_data_a_live_session_references(
     assert report.sessions_removed == [] and report.data_removed == []
 
 
+async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
+    make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxoffload.workspace._objectstore as module
+
+    collector, agent = make_ws(), make_ws()
+    # The image was stored once, and the session naming it is gone: unreferenced, and with
+    # the grace over (as an hour later), garbage, until an agent stores it again.
+    await agent.offload_context("gone", [Msg(role="user", content=[image_block()])])
+    await agent.purge_session("gone")
+    await agent.offload_context("other", [text_msg("gc reads this session")])
+    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
+    read_sessions = collector._usage
+    written: list[str] = []
+
+    async def an_agent_re_stores_meanwhile(name: str, objects: Any) -> Any:
+        # gc has listed data/ and the sessions; an agent re-stores the image, in a session
+        # gc did not list, before gc goes on.
+        if not written:
+            written.append(
+                await agent.offload_context("live", [Msg(role="user", content=[image_block()])])
+            )
+        return await read_sessions(name, objects)
+
+    collector._usage = an_agent_re_stores_meanwhile  # type: ignore[method-assign]
+    report = await collector.gc()
+    assert written and report.data_removed == []
+    [row] = await agent.read_context("live")
+    assert await agent.read_reference(row["content"][0]["source"]["url"]) == PNG
+    # Once nothing names it any more, the next gc removes it.
+    await agent.purge_session("live")
+    assert (await collector.gc()).data_removed == [f"{hashlib.sha256(PNG).hexdigest()}.png"]
+
+
 @pytest.mark.parametrize(
     "session_id", ["..", "../x", "a/b", "", "/abs", "x\x00y", "a\\b", ".hidden", "x" * 129, 7]
 )

@@ -592,6 +592,8 @@ class ObjectStoreWorkspace:
            the data/ objects they reference take at most `max_bytes`.
         3. data/ objects no remaining session names are removed, except those changed in
            the last `DATA_GRACE_SECONDS` (a writer refreshes an old object it re-stores).
+           Before removing any, data/ and the sessions are listed again, and an object
+           refreshed or named since the first listings is kept.
 
         A session written to after it was measured is kept. Reading every session's objects
         to find references costs one GET per object.
@@ -606,8 +608,9 @@ class ObjectStoreWorkspace:
         check_limits(older_than, max_bytes)
         report = GcReport(dry_run=dry_run)
         now = time.time()
+        listed = await self._client.list_objects(SESSIONS_DIR)
         by_session: dict[str, list[ObjectInfo]] = {}
-        for info in await self._client.list_objects(SESSIONS_DIR):
+        for info in listed:
             parts = info.key.split("/")
             if len(parts) >= 3:
                 by_session.setdefault(parts[1], []).append(info)
@@ -630,16 +633,53 @@ class ObjectStoreWorkspace:
             else:
                 remaining.append(usage)
         referenced: set[str] = set().union(*(u.references for u in remaining))
-        unused = sorted(
+        unused = {
             name
             for name, info in data.items()
             if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
-        )
+        }
+        if unused and not dry_run:
+            unused = await self._still_unused(unused, data, listed)
         if not dry_run:
-            await self._client.delete([data[name].key for name in unused])
-        report.data_removed = unused
+            await self._client.delete([data[name].key for name in sorted(unused)])
+        report.data_removed = sorted(unused)
         report.bytes_freed += sum(data[name].size for name in unused)
         return report
+
+    async def _still_unused(
+        self, unused: set[str], data: dict[str, ObjectInfo], listed: list[ObjectInfo]
+    ) -> set[str]:
+        """The data/ objects of `unused` that are unused still, checked after the sessions
+        were read: the listings that decided it are stale by then.
+
+        A writer that stores an object which is already there refreshes it when it is old
+        (a PUT of the same bytes), then appends the line naming it. Listed again, data/ shows
+        the refresh; listed again, the sessions show the new line: every session object that
+        is new or changed since the first listing is read for data/ names. Only an object
+        unchanged in data/ and named by none of them goes. (Listing data/ first narrows what
+        is left to a writer whose refresh lands after that listing and whose line lands
+        after the second listing of the sessions, while gc sends the delete.)
+        """
+        again = {i.key.rsplit("/", 1)[-1]: i for i in await self._data_objects()}
+        unused = {
+            name
+            for name in unused
+            if name in again and again[name].last_modified == data[name].last_modified
+        }
+        seen = {i.key: (i.last_modified, i.size) for i in listed}
+        changed = [
+            i
+            for i in await self._client.list_objects(SESSIONS_DIR)
+            if seen.get(i.key) != (i.last_modified, i.size)
+        ]
+        bodies = await gather_limited(
+            [functools.partial(self._client.get, i.key) for i in changed], 16
+        )
+        named: set[str] = set()
+        for body in bodies:
+            if body:
+                named |= data_names_in([body])
+        return unused - named
 
     async def _data_objects(self) -> list[ObjectInfo]:
         """The objects of data/ named as data/ files are (`<sha256>.<ext>`)."""
