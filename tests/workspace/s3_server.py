@@ -71,10 +71,26 @@ class S3Server:
         client.close()
         return name
 
-    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+    def put_object(
+        self, bucket: str, key: str, body: bytes, metadata: dict[str, str] | None = None
+    ) -> None:
         """Write an object with the plain S3 API, as a hand or another program would."""
         client = self._client()
-        client.put_object(Bucket=bucket, Key=key, Body=body)
+        client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata or {})
+        client.close()
+
+    def replace_metadata(self, bucket: str, key: str, changes: dict[str, str]) -> None:
+        """Change an object's user metadata in place (a copy onto itself), as a hand would."""
+        client = self._client()
+        found = client.head_object(Bucket=bucket, Key=key)
+        client.copy_object(
+            Bucket=bucket,
+            Key=key,
+            CopySource={"Bucket": bucket, "Key": key},
+            Metadata={**found["Metadata"], **changes},
+            MetadataDirective="REPLACE",
+            ContentType=found.get("ContentType", "application/octet-stream"),
+        )
         client.close()
 
     def _client(self) -> Any:

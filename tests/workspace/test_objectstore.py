@@ -100,22 +100,29 @@ async def test_a_writer_that_lost_retries_at_once_and_learns_its_lines_after(
     await one.offload_context("s", [text_msg("a")])
     for text in ("b", "c"):
         await two.offload_context("s", [text_msg(text), text_msg(text + "2")])
-    heads: list[str] = []
-    original = one._client.attributes
+    calls: list[tuple[str, str]] = []
+    create, head, get = one._client.create, one._client.head, one._client.get
 
-    async def spy(key: str) -> Any:
-        if "context.jsonl.d" in key:
-            heads.append(key.rsplit("/", 1)[-1])
-        return await original(key)
+    def spy(name: str, call: Any) -> Any:
+        async def spied(key: str, *args: Any) -> Any:
+            if "context.jsonl.d" in key:
+                calls.append((name, key.rsplit("/", 1)[-1].split(".")[0][-1]))
+            return await call(key, *args)
 
-    one._client.attributes = spy  # type: ignore[method-assign]
+        return spied
+
+    one._client.create = spy("create", create)  # type: ignore[method-assign]
+    one._client.head = spy("head", head)  # type: ignore[method-assign]
+    one._client.get = spy("get", get)  # type: ignore[method-assign]
     ref = await one.offload_context("s", [text_msg("d")])
-    # Refused at seq 1 and 2 (two's), it stepped to 3 without reading either, then read
-    # back from 2 to the first segment that states its first line.
+    # Refused at seq 1 and 2 (two's), it stepped to 3 without reading either; only then did
+    # it read back: segment 2's lines counted in its bytes, its first line confirmed by 1.
     assert (ref.first_line, ref.last_line) == (6, 6)
-    assert heads == ["000000000002.jsonl"]
+    assert calls[:3] == [("create", "1"), ("create", "2"), ("create", "3")]
+    assert {name for name, _ in calls[3:]} <= {"head", "get"}
+    assert ("get", "2") in calls[3:]
     key = "sessions/s/context.jsonl.d/000000000003.jsonl"
-    meta = await original(key)
+    meta = await one._client.attributes(key)
     assert meta is not None and "first-line" not in meta and meta["lines"] == "1"
     # A fresh writer whose newest segment has no first line still numbers on exactly.
     fresh = make_ws()

@@ -389,6 +389,21 @@ class StoreClient:
 
         return await self._run("read", key, call)
 
+    async def head(self, key: str) -> tuple[dict[str, str], int] | None:
+        """The metadata and size of `key` (one HEAD request), or None if it is missing."""
+        import obstore
+
+        async def call() -> tuple[dict[str, str], int] | None:
+            try:
+                result = await _blocking(obstore.get, self.store, key, options={"head": True})
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
+                return None
+            attributes = {str(k): str(v) for k, v in result.attributes.items()}
+            return attributes, int(result.meta["size"])
+
+        return await self._run("read", key, call)
+
     async def info(self, key: str) -> ObjectInfo | None:
         """The size and last change of `key` (one HEAD request), or None if it is missing."""
         import obstore
