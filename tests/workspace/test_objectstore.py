@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -309,6 +310,75 @@ async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
     # Once nothing names it any more, the next gc removes it.
     await agent.purge_session("live")
     assert (await collector.gc()).data_removed == [f"{hashlib.sha256(PNG).hexdigest()}.png"]
+
+
+async def _garbage_image(agent: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An image stored once whose session is gone, with gc's grace over: its data/ name."""
+    import ctxoffload.workspace._objectstore as module
+
+    await agent.offload_context("gone", [Msg(role="user", content=[image_block()])])
+    await agent.purge_session("gone")
+    await agent.offload_context("other", [text_msg("gc reads this session")])
+    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
+    return f"{hashlib.sha256(PNG).hexdigest()}.png"
+
+
+async def test_gc_puts_back_an_image_named_by_a_line_written_just_before_its_delete(
+    make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collector, agent = make_ws(), make_ws()
+    name = await _garbage_image(agent, monkeypatch)
+    delete = collector._client.delete
+    written: list[str] = []
+
+    async def an_agent_re_stores_before_the_delete(keys: Any) -> None:
+        # Every check of gc is done: the agent re-stores the image (found, refreshed) and
+        # writes the line naming it; then gc's delete lands.
+        if not written and list(keys)[:1] == [f"data/{name}"]:
+            ref = await agent.offload_context("live", [Msg(role="user", content=[image_block()])])
+            written.append(ref)
+        await delete(keys)
+
+    collector._client.delete = an_agent_re_stores_before_the_delete  # type: ignore[method-assign]
+    report = await collector.gc()
+    assert written and report.data_removed == []
+    [row] = await agent.read_context("live")
+    assert await agent.read_reference(row["content"][0]["source"]["url"]) == PNG
+    assert [i.key for i in await agent._client.list_objects(".gc-hold")] == []
+
+
+async def test_an_agent_whose_line_lands_after_gc_stores_the_image_again(
+    make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collector, agent = make_ws(), make_ws()
+    name = await _garbage_image(agent, monkeypatch)
+    at_line, gc_done = asyncio.Event(), asyncio.Event()
+    append, delete = agent._logs.append, collector._client.delete
+    tasks: list[asyncio.Future[Any]] = []
+
+    async def the_line_waits_for_gc(key: str, payload: bytes) -> Any:
+        if key.endswith("context.jsonl"):
+            at_line.set()
+            await gc_done.wait()
+        return await append(key, payload)
+
+    async def the_agent_refreshes_before_the_delete(keys: Any) -> None:
+        # The agent has found the image and refreshed it after gc's checks; its line comes
+        # only after gc has finished, so gc cannot see it.
+        if not tasks and list(keys)[:1] == [f"data/{name}"]:
+            message = Msg(role="user", content=[image_block()])
+            tasks.append(asyncio.ensure_future(agent.offload_context("live", [message])))
+            await at_line.wait()
+        await delete(keys)
+
+    agent._logs.append = the_line_waits_for_gc  # type: ignore[method-assign]
+    collector._client.delete = the_agent_refreshes_before_the_delete  # type: ignore[method-assign]
+    report = await collector.gc()
+    assert tasks and report.data_removed == [name]  # gc saw no line, and deleted it
+    gc_done.set()
+    await tasks[0]
+    [row] = await agent.read_context("live")
+    assert await agent.read_reference(row["content"][0]["source"]["url"]) == PNG
 
 
 @pytest.mark.parametrize(

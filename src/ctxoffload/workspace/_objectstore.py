@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -61,6 +62,8 @@ logger = logging.getLogger("ctxoffload")
 # The logs kept as segments (see _segments.py); state.json is one object, replaced whole.
 _LOGS = (CONTEXT_FILE, EVENTS_FILE)
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
+# Where gc copies the data/ objects it deletes until it has checked that none is named.
+_GC_HOLD = ".gc-hold"
 # A file of a session: `sessions/<id>/<name>` (group 1 the id, group 2 the name).
 _SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
 
@@ -70,6 +73,8 @@ class _PendingData:
     """Payloads serialisation stored by name, uploaded before the log line naming them."""
 
     objects: dict[str, tuple[bytes, str | None]] = field(default_factory=dict)
+    # The keys of `objects` that were already in the store (re-used, not created).
+    reused: set[str] = field(default_factory=set)
 
 
 class ObjectStoreWorkspace:
@@ -230,6 +235,7 @@ class ObjectStoreWorkspace:
             attributes = {"Content-Type": media_type or "application/octet-stream"}
             if await self._client.put_new(key, raw, attributes):
                 return
+            pending.reused.add(key)
             # Content-addressed: an existing object holds these bytes. gc() keeps unreferenced
             # objects changed recently; refresh an old one so gc cannot remove it before the
             # line naming it is written (rewriting identical bytes changes nothing else).
@@ -245,6 +251,22 @@ class ObjectStoreWorkspace:
             ],
             8,
         )
+
+    async def _keep_present(self, pending: _PendingData) -> None:
+        """After the line naming them is written: store again any re-used object now gone.
+
+        A gc that decided before that line that an object was unused may delete it after
+        the writer found it there (see `gc`); once the line is written, every later gc keeps
+        it, so one check here closes the gap.
+        """
+
+        async def check(key: str) -> None:
+            if await self._client.info(key) is None:
+                raw, media_type = pending.objects[key]
+                attributes = {"Content-Type": media_type or "application/octet-stream"}
+                await self._client.put_new(key, raw, attributes)
+
+        await gather_limited([functools.partial(check, key) for key in sorted(pending.reused)], 8)
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
         """Append messages, oldest first, to the session's context log as one segment.
@@ -278,6 +300,7 @@ class ObjectStoreWorkspace:
             return ContextRef(ref, 0, -1)
         await self._upload_data(pending)
         first, last = await self._logs.append(key, payload)
+        await self._keep_present(pending)
         await self._event(
             session_id,
             kind=EventKind.CONTEXT,
@@ -319,6 +342,7 @@ class ObjectStoreWorkspace:
             if existing == data:
                 break
             n += 1
+        await self._keep_present(pending)
         ref = self._client.reference(key)
         await self._event(
             session_id,
@@ -607,6 +631,8 @@ class ObjectStoreWorkspace:
         """
         check_limits(older_than, max_bytes)
         report = GcReport(dry_run=dry_run)
+        if not dry_run:
+            await self._recover_held()
         now = time.time()
         listed = await self._client.list_objects(SESSIONS_DIR)
         by_session: dict[str, list[ObjectInfo]] = {}
@@ -639,16 +665,15 @@ class ObjectStoreWorkspace:
             if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
         }
         if unused and not dry_run:
-            unused = await self._still_unused(unused, data, listed)
-        if not dry_run:
-            await self._client.delete([data[name].key for name in sorted(unused)])
+            unused, listed = await self._still_unused(unused, data, listed)
+            unused = await self._delete_data(unused, listed)
         report.data_removed = sorted(unused)
         report.bytes_freed += sum(data[name].size for name in unused)
         return report
 
     async def _still_unused(
         self, unused: set[str], data: dict[str, ObjectInfo], listed: list[ObjectInfo]
-    ) -> set[str]:
+    ) -> tuple[set[str], list[ObjectInfo]]:
         """The data/ objects of `unused` that are unused still, checked after the sessions
         were read: the listings that decided it are stale by then.
 
@@ -666,12 +691,15 @@ class ObjectStoreWorkspace:
             for name in unused
             if name in again and again[name].last_modified == data[name].last_modified
         }
+        named, listed = await self._named_since(listed)
+        return unused - named, listed
+
+    async def _named_since(self, listed: list[ObjectInfo]) -> tuple[set[str], list[ObjectInfo]]:
+        """The data/ names in the session objects new or changed since `listed`, and the
+        sessions' objects as they are listed now."""
         seen = {i.key: (i.last_modified, i.size) for i in listed}
-        changed = [
-            i
-            for i in await self._client.list_objects(SESSIONS_DIR)
-            if seen.get(i.key) != (i.last_modified, i.size)
-        ]
+        now_listed = await self._client.list_objects(SESSIONS_DIR)
+        changed = [i for i in now_listed if seen.get(i.key) != (i.last_modified, i.size)]
         bodies = await gather_limited(
             [functools.partial(self._client.get, i.key) for i in changed], 16
         )
@@ -679,7 +707,48 @@ class ObjectStoreWorkspace:
         for body in bodies:
             if body:
                 named |= data_names_in([body])
-        return unused - named
+        return named, now_listed
+
+    async def _delete_data(self, names: set[str], listed: list[ObjectInfo]) -> set[str]:
+        """Delete data/ `names`, and put back any that a session names by the end; the names
+        deleted for good.
+
+        A writer may still refresh an object after the last check and then write the line
+        naming it (an unconditional DELETE cannot tell). So each object is first copied
+        aside (`.gc-hold/<run>/`, inside the store), and after the delete the sessions
+        changed since `listed` are read once more: an object a new line names is copied
+        back. A line written later still is covered by its writer, which makes sure, after
+        the line, that the objects it re-used are there (see `_keep_present`). A gc that
+        dies on the way leaves its copies to the next gc, which puts them back first.
+        """
+        if not names:
+            return names
+        hold = f"{_GC_HOLD}/{uuid.uuid4().hex}"
+        ordered = sorted(names)
+        copied = await gather_limited(
+            [
+                functools.partial(self._client.copy, f"{DATA_DIR}/{name}", f"{hold}/{name}")
+                for name in ordered
+            ],
+            8,
+        )
+        # One gone meanwhile (another gc) is not deleted, nor reported.
+        held = {name for name, done in zip(ordered, copied, strict=True) if done}
+        await self._client.delete([f"{DATA_DIR}/{name}" for name in sorted(held)])
+        named, _ = await self._named_since(listed)
+        for name in sorted(held & named):
+            await self._client.copy(f"{hold}/{name}", f"{DATA_DIR}/{name}")
+        await self._client.delete([f"{hold}/{name}" for name in sorted(held)])
+        return held - named
+
+    async def _recover_held(self) -> None:
+        """Put back the data/ objects an earlier gc copied aside and did not finish with."""
+        stale = await self._client.list_objects(_GC_HOLD)
+        for info in stale:
+            name = info.key.rsplit("/", 1)[-1]
+            if is_data_name(name) and await self._client.info(f"{DATA_DIR}/{name}") is None:
+                await self._client.copy(info.key, f"{DATA_DIR}/{name}")
+        await self._client.delete([i.key for i in stale])
 
     async def _data_objects(self) -> list[ObjectInfo]:
         """The objects of data/ named as data/ files are (`<sha256>.<ext>`)."""

@@ -455,6 +455,24 @@ class StoreClient:
             await self._check_api("list", prefix)
         return found
 
+    async def copy(self, source: str, target: str) -> bool:
+        """Copy `source` to `target` in the store (replacing it), metadata included.
+
+        Returns:
+            False if there is no `source`.
+        """
+        import obstore
+
+        async def call() -> bool:
+            try:
+                await _blocking(obstore.copy, self.store, source, target)
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
+                return False
+            return True
+
+        return await self._run("write", target, call)
+
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete `keys` (missing ones are not an error)."""
         import obstore
