@@ -211,50 +211,45 @@ class SegmentLog:
         """The line after segment `newest`, from the segments, not trusting their metadata.
 
         Walks back from `newest`, adding up lines (the newest's counted in its bytes, the
-        others' `lines` when within 1..size, else counted too), to where this writer knows
-        the log ends (`known`), to the log's start, or to a segment whose stated first line
-        the segment before it confirms. A gap or a contradiction counts the whole log.
+        others' `lines` when within 1..size, else counted too). The first segment that
+        states its first line claims where the log ends; the claim stands once a second
+        one (or the log's start, or where this writer knows the log ends, `known`) leads to
+        the same end. A gap or a contradiction counts the whole log, as readers number it.
+        One HEAD per segment walked: under contention, segments whose writer lost a race
+        state no first line, so the walk goes back to the second one that does.
         """
-        total = 0
+        total = 0  # the lines of the segments walked, `at`+1 .. `newest`
+        claim: int | None = None
         at = newest
-        while at >= 0:
-            if known is not None and at == known.seq:
-                return known.next_line + total
+        while True:
+            start: int | None = None
+            if at < 0:
+                start = 1
+            elif known is not None and at == known.seq:
+                start = known.next_line
+            if start is not None:
+                if claim is not None and claim != start + total:
+                    return await self._count_before(log_key, newest + 1)
+                return start + total
             found = await self.client.head(segment_key(log_key, at))
             if found is None:
                 return await self._count_before(log_key, newest + 1)
             attributes, size = found
             lines = _stated(attributes, "lines")
             if at == newest or lines is None or lines > size:
-                counted = await self._count(log_key, at)
-                if counted is None:
+                lines = await self._count(log_key, at)
+                if lines is None:
                     return await self._count_before(log_key, newest + 1)
-                lines = counted
             total += lines
             first = _stated(attributes, "first-line")
             if first is not None:
-                confirmed = await self._confirmed(log_key, at, first)
-                if confirmed is False:
+                end = first + total
+                if first < at + 1 or (claim is not None and claim != end):
                     return await self._count_before(log_key, newest + 1)
-                if confirmed:
-                    return first + total
+                if claim is not None:
+                    return end
+                claim = end
             at -= 1
-        return 1 + total
-
-    async def _confirmed(self, log_key: str, seq: int, first: int) -> bool | None:
-        """Whether segment `seq`'s stated first line is right, as far as the segment before
-        it tells: True, False (contradicted) or None (it states nothing to compare)."""
-        if seq == 0:
-            return first == 1
-        found = await self.client.head(segment_key(log_key, seq - 1))
-        if found is None:
-            return False  # a gap: readers number the lines after it differently
-        attributes, size = found
-        before_first = _stated(attributes, "first-line")
-        before_lines = _stated(attributes, "lines")
-        if before_first is None or before_lines is None or before_lines > size:
-            return None
-        return before_first + before_lines == first
 
     async def _count(self, log_key: str, seq: int) -> int | None:
         """The lines of segment `seq`, counted in its bytes (None if it is gone)."""
