@@ -31,8 +31,9 @@ by other tools). The tail hint only says where to start listing; a hint out of r
 ahead of the log is ignored. A writer works out where the log ends from the segments
 themselves: the newest one's lines are counted in its bytes, and a stated `first-line` is
 taken only when the next segment below it that states one (or the log's start) leads,
-with the `lines` between, exactly there; a `lines` outside 1..size is counted in the bytes. Anything that does not fit (a
-gap, a mismatch) makes the writer count every line of the log, as readers number them.
+with the `lines` between, exactly there; a `lines` outside 1..size is counted in the
+bytes. Anything that does not fit (a gap, a mismatch) makes the writer count every line of
+the log, as readers number them.
 Seqs have 12 digits, the only names readers list: a log whose next seq would not fit
 refuses the append instead of writing a segment nobody would read.
 
