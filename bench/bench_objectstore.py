@@ -5,7 +5,8 @@
 2. `offload_context` append latency into a session with 1,000 prior segments vs into a new
    one, for a writer that has appended before (the usual case: one PUT for the segment and
    one for its event) and for a fresh writer (a new workspace object: tail hint, a short
-   listing and one HEAD first). Target: ratio <= 1.5.
+   listing, the newest segment and the metadata back to the second segment that states its
+   first line). Target: ratio <= 1.5.
 3. Reading a 1,000-segment context (`read_context`): time and segments/s.
 4. The client choice: obstore vs aiobotocore on the same server, for the requests the
    workspace makes (10 MB put, small put-if-absent, small get, HEAD, listing 1,000 keys).

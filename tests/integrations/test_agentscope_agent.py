@@ -216,6 +216,27 @@ async def test_images_beyond_max_image_num_go_to_data_and_the_reply_goes_on(
     assert base64.b64encode(png(2)).decode() in sent  # the newest image is still sent
 
 
+async def test_images_an_agent_holds_only_by_url_survive_gc(
+    server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxoffload.workspace._local as local
+
+    ws = LocalWorkspace(tmp_path / "ws")
+    agent = make_agent(server, AgentScopeOffloader(ws), max_image_num=1)
+    for seed in range(3):
+        server.add(chat_completion(f"seen {seed}"))
+        await agent.reply(user(f"look at shot {seed}", image(seed)))
+    # Nothing compressed: the URLs of images 0 and 1 are only in the agent's context; the
+    # data events in its session name them.
+    session = str(agent.state.session_id)
+    named = {e["reference"] for e in await ws.read_events(session) if e["kind"] == "data"}
+    assert len(named) == 2
+    monkeypatch.setattr(local, "DATA_GRACE_SECONDS", 0.0)  # as an hour later
+    assert (await ws.gc()).data_removed == []
+    stored = {p.read_bytes() for p in (tmp_path / "ws" / "data").glob("*.png")}
+    assert {png(0), png(1)} <= stored
+
+
 async def test_context_lines_with_images_load_back_as_agentscope_messages(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws")
     msgs = [user("first", image(1)), user("second", image(2))]

@@ -71,10 +71,26 @@ class S3Server:
         client.close()
         return name
 
-    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+    def put_object(
+        self, bucket: str, key: str, body: bytes, metadata: dict[str, str] | None = None
+    ) -> None:
         """Write an object with the plain S3 API, as a hand or another program would."""
         client = self._client()
-        client.put_object(Bucket=bucket, Key=key, Body=body)
+        client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata or {})
+        client.close()
+
+    def replace_metadata(self, bucket: str, key: str, changes: dict[str, str]) -> None:
+        """Change an object's user metadata in place (a copy onto itself), as a hand would."""
+        client = self._client()
+        found = client.head_object(Bucket=bucket, Key=key)
+        client.copy_object(
+            Bucket=bucket,
+            Key=key,
+            CopySource={"Bucket": bucket, "Key": key},
+            Metadata={**found["Metadata"], **changes},
+            MetadataDirective="REPLACE",
+            ContentType=found.get("ContentType", "application/octet-stream"),
+        )
         client.close()
 
     def _client(self) -> Any:
@@ -155,9 +171,9 @@ class ThrottlingProxy:
 
     `throttle(n)`: the next `n` requests get S3's throttling answer (503, code SlowDown)
     instead of reaching the server; `throttle(-1)`: every request does, until `throttle(0)`.
-    `throttled` counts the answers given. `hold(seconds)`: each request passed through waits
-    that long before it is sent on (a slow network: it still lands, late). Everything else is
-    passed through unchanged.
+    `throttled` counts the answers given, `requests` every request received. `hold(seconds)`:
+    each request passed through waits that long before it is sent on (a slow network: it
+    still lands, late). Everything else is passed through unchanged.
     """
 
     def __init__(self, upstream: S3Server) -> None:
@@ -167,6 +183,7 @@ class ThrottlingProxy:
         self.upstream = upstream
         self.port = free_port()
         self.throttled = 0
+        self.requests = 0
         self._remaining = 0
         self._hold = 0.0
         self._lock = threading.Lock()
@@ -181,6 +198,8 @@ class ThrottlingProxy:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                with proxy._lock:
+                    proxy.requests += 1
                 if proxy._take():
                     answer = (
                         b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
@@ -249,3 +268,69 @@ class ThrottlingProxy:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class CannedServer:
+    """An HTTP server on 127.0.0.1 that gives one answer to every request.
+
+    `CannedServer(200, "text/html", b"<html>...")` is a web console on the port a user took
+    for the S3 API; `CannedServer(403, "application/xml", ACCESS_DENIED)` a store that refuses
+    the credentials. `requests` counts the requests answered.
+    """
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
+        import http.server
+
+        self.port = free_port()
+        self.requests = 0
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                server.requests += 1
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def workspace_kwargs(self) -> dict[str, Any]:
+        return {
+            "endpoint_url": self.endpoint_url,
+            "region": REGION,
+            "access_key_id": ACCESS_KEY,
+            "secret_access_key": SECRET_KEY,
+        }
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+HTML_CONSOLE = (
+    b"<!doctype html><html><head><title>Console</title></head><body>Sign in</body></html>"
+)
+ACCESS_DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message><RequestId>R1</RequestId></Error>"
+)

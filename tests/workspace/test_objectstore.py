@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -100,22 +101,29 @@ async def test_a_writer_that_lost_retries_at_once_and_learns_its_lines_after(
     await one.offload_context("s", [text_msg("a")])
     for text in ("b", "c"):
         await two.offload_context("s", [text_msg(text), text_msg(text + "2")])
-    heads: list[str] = []
-    original = one._client.attributes
+    calls: list[tuple[str, str]] = []
+    create, head, get = one._client.create, one._client.head, one._client.get
 
-    async def spy(key: str) -> Any:
-        if "context.jsonl.d" in key:
-            heads.append(key.rsplit("/", 1)[-1])
-        return await original(key)
+    def spy(name: str, call: Any) -> Any:
+        async def spied(key: str, *args: Any) -> Any:
+            if "context.jsonl.d" in key:
+                calls.append((name, key.rsplit("/", 1)[-1].split(".")[0][-1]))
+            return await call(key, *args)
 
-    one._client.attributes = spy  # type: ignore[method-assign]
+        return spied
+
+    one._client.create = spy("create", create)  # type: ignore[method-assign]
+    one._client.head = spy("head", head)  # type: ignore[method-assign]
+    one._client.get = spy("get", get)  # type: ignore[method-assign]
     ref = await one.offload_context("s", [text_msg("d")])
-    # Refused at seq 1 and 2 (two's), it stepped to 3 without reading either, then read
-    # back from 2 to the first segment that states its first line.
+    # Refused at seq 1 and 2 (two's), it stepped to 3 without reading either; only then did
+    # it read back: segment 2's lines counted in its bytes, its first line confirmed by 1.
     assert (ref.first_line, ref.last_line) == (6, 6)
-    assert heads == ["000000000002.jsonl"]
+    assert calls[:3] == [("create", "1"), ("create", "2"), ("create", "3")]
+    assert {name for name, _ in calls[3:]} <= {"head", "get"}
+    assert ("get", "2") in calls[3:]
     key = "sessions/s/context.jsonl.d/000000000003.jsonl"
-    meta = await original(key)
+    meta = await one._client.attributes(key)
     assert meta is not None and "first-line" not in meta and meta["lines"] == "1"
     # A fresh writer whose newest segment has no first line still numbers on exactly.
     fresh = make_ws()
@@ -270,6 +278,109 @@ async def test_gc_keeps_data_a_live_session_references(
     assert report.sessions_removed == [] and report.data_removed == []
 
 
+async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
+    make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxoffload.workspace._objectstore as module
+
+    collector, agent = make_ws(), make_ws()
+    # The image was stored once, and the session naming it is gone: unreferenced, and with
+    # the grace over (as an hour later), garbage, until an agent stores it again.
+    await agent.offload_context("gone", [Msg(role="user", content=[image_block()])])
+    await agent.purge_session("gone")
+    await agent.offload_context("other", [text_msg("gc reads this session")])
+    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
+    read_sessions = collector._usage
+    written: list[str] = []
+
+    async def an_agent_re_stores_meanwhile(name: str, objects: Any) -> Any:
+        # gc has listed data/ and the sessions; an agent re-stores the image, in a session
+        # gc did not list, before gc goes on.
+        if not written:
+            written.append(
+                await agent.offload_context("live", [Msg(role="user", content=[image_block()])])
+            )
+        return await read_sessions(name, objects)
+
+    collector._usage = an_agent_re_stores_meanwhile  # type: ignore[method-assign]
+    report = await collector.gc()
+    assert written and report.data_removed == []
+    [row] = await agent.read_context("live")
+    assert await agent.read_reference(row["content"][0]["source"]["url"]) == PNG
+    # Once nothing names it any more, the next gc removes it.
+    await agent.purge_session("live")
+    assert (await collector.gc()).data_removed == [f"{hashlib.sha256(PNG).hexdigest()}.png"]
+
+
+async def _garbage_image(agent: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An image stored once whose session is gone, with gc's grace over: its data/ name."""
+    import ctxoffload.workspace._objectstore as module
+
+    await agent.offload_context("gone", [Msg(role="user", content=[image_block()])])
+    await agent.purge_session("gone")
+    await agent.offload_context("other", [text_msg("gc reads this session")])
+    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
+    return f"{hashlib.sha256(PNG).hexdigest()}.png"
+
+
+async def test_gc_puts_back_an_image_named_by_a_line_written_just_before_its_delete(
+    make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collector, agent = make_ws(), make_ws()
+    name = await _garbage_image(agent, monkeypatch)
+    delete = collector._client.delete
+    written: list[str] = []
+
+    async def an_agent_re_stores_before_the_delete(keys: Any) -> None:
+        # Every check of gc is done: the agent re-stores the image (found, refreshed) and
+        # writes the line naming it; then gc's delete lands.
+        if not written and list(keys)[:1] == [f"data/{name}"]:
+            ref = await agent.offload_context("live", [Msg(role="user", content=[image_block()])])
+            written.append(ref)
+        await delete(keys)
+
+    collector._client.delete = an_agent_re_stores_before_the_delete  # type: ignore[method-assign]
+    report = await collector.gc()
+    assert written and report.data_removed == []
+    [row] = await agent.read_context("live")
+    assert await agent.read_reference(row["content"][0]["source"]["url"]) == PNG
+    assert [i.key for i in await agent._client.list_objects(".gc-hold")] == []
+
+
+async def test_an_agent_whose_line_lands_after_gc_stores_the_image_again(
+    make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collector, agent = make_ws(), make_ws()
+    name = await _garbage_image(agent, monkeypatch)
+    at_line, gc_done = asyncio.Event(), asyncio.Event()
+    append, delete = agent._logs.append, collector._client.delete
+    tasks: list[asyncio.Future[Any]] = []
+
+    async def the_line_waits_for_gc(key: str, payload: bytes) -> Any:
+        if key.endswith("context.jsonl"):
+            at_line.set()
+            await gc_done.wait()
+        return await append(key, payload)
+
+    async def the_agent_refreshes_before_the_delete(keys: Any) -> None:
+        # The agent has found the image and refreshed it after gc's checks; its line comes
+        # only after gc has finished, so gc cannot see it.
+        if not tasks and list(keys)[:1] == [f"data/{name}"]:
+            message = Msg(role="user", content=[image_block()])
+            tasks.append(asyncio.ensure_future(agent.offload_context("live", [message])))
+            await at_line.wait()
+        await delete(keys)
+
+    agent._logs.append = the_line_waits_for_gc  # type: ignore[method-assign]
+    collector._client.delete = the_agent_refreshes_before_the_delete  # type: ignore[method-assign]
+    report = await collector.gc()
+    assert tasks and report.data_removed == [name]  # gc saw no line, and deleted it
+    gc_done.set()
+    await tasks[0]
+    [row] = await agent.read_context("live")
+    assert await agent.read_reference(row["content"][0]["source"]["url"]) == PNG
+
+
 @pytest.mark.parametrize(
     "session_id", ["..", "../x", "a/b", "", "/abs", "x\x00y", "a\\b", ".hidden", "x" * 129, 7]
 )
@@ -376,7 +487,7 @@ async def test_missing_bucket_is_offload_error_without_credentials(s3: S3Server)
     ws = ObjectStoreWorkspace(
         f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/p", **s3.workspace_kwargs(), deadline=30
     )
-    with pytest.raises(OffloadError, match="check that the bucket exists") as caught:
+    with pytest.raises(OffloadError, match=r"bucket 'no-such-bucket-\w+' does not exist") as caught:
         await ws.offload_tool_result("s", tool_result("c", "x"))
     assert SECRET_KEY not in str(caught.value)
 

@@ -19,6 +19,11 @@ the protocol, and `AgentScopeOffloader` adds them:
   cuts them at 2,000; `tools()` gives ctxoffload's `retrieve_offloaded_content` as an
   AgentScope tool, which pages inside a long line (`char_offset`) and decodes context.jsonl.
 
+Each data block it stores (an image past AgentScope's limit, an attachment the model cannot
+take) is named by a `data` event in the replying agent's session (the middleware knows it;
+without the middleware, in a session called `agentscope`), so `gc` keeps the file while the
+agent holds only its URL.
+
 Example::
 
     from agentscope.agent import Agent
@@ -36,13 +41,15 @@ Importing this module does not import AgentScope; `middleware` and `tools()` do.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from ..exceptions import ConfigError, OffloadError
-from ..workspace import Offloader, ReferenceReader, missing_methods
+from ..workspace import EventKind, EventLog, Offloader, ReferenceReader, missing_methods
 
 __all__ = ["AgentScopeOffloader"]
 
@@ -53,6 +60,13 @@ logger = logging.getLogger("ctxoffload")
 _NO_SPLIT = 10**15
 
 _INSTALL_HINT = "AgentScope is not installed: pip install 'ctxoffload[agentscope]'"
+
+# The session of the agent whose reply is running (set by the middleware's on_reply): where
+# a stored data block is recorded. Without the middleware, `_DATA_SESSION`.
+_REPLYING_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "ctxoffload_agentscope_session", default=None
+)
+_DATA_SESSION = "agentscope"
 
 
 class _ContextNotStored(OffloadError):
@@ -103,14 +117,29 @@ class AgentScopeOffloader:
     async def offload_data_block(self, block: Any) -> Any:
         """Store a base64 data block in data/; an AgentScope `DataBlock` with a `file://` URL.
 
-        If storing fails, the block comes back unchanged and a warning is logged (AgentScope
-        then treats it as not offloaded) instead of aborting the reply.
+        The file is named by a `data` event in the replying agent's session (see the module
+        docstring), which `gc` reads: the agent holds only the URL. If storing fails, the
+        block comes back unchanged and a warning is logged (AgentScope then treats it as not
+        offloaded) instead of aborting the reply.
         """
         try:
-            return await self.workspace.offload_data_block(block)
+            stored = await self.workspace.offload_data_block(block)
         except Exception as exc:
             logger.warning("could not store a data block, leaving it inline: %s", exc)
             return block
+        url = _url_of(stored)
+        if stored is not block and url is not None and isinstance(self.workspace, EventLog):
+            session_id = _REPLYING_SESSION.get() or _DATA_SESSION
+            try:
+                await self.workspace.record_event(
+                    session_id, EventKind.DATA, reference=url, media_type=_media_type_of(stored)
+                )
+            except Exception as exc:
+                # Stored all the same: the file is kept for gc's grace (an hour) without it.
+                logger.warning(
+                    "could not record data file %s in session %s: %s", url, session_id, exc
+                )
+        return stored
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> str:
         """Append compressed messages to the session's context.jsonl; its absolute path.
@@ -224,6 +253,23 @@ class AgentScopeOffloader:
         return [tool]
 
 
+def _url_of(block: Any) -> str | None:
+    """The URL of a block's URL source (attribute or dict form), or None."""
+    source = block.get("source") if isinstance(block, dict) else getattr(block, "source", None)
+    url = source.get("url") if isinstance(source, dict) else getattr(source, "url", None)
+    return None if url is None else str(url)
+
+
+def _media_type_of(block: Any) -> str | None:
+    source = block.get("source") if isinstance(block, dict) else getattr(block, "source", None)
+    media = (
+        source.get("media_type")
+        if isinstance(source, dict)
+        else getattr(source, "media_type", None)
+    )
+    return None if media is None else str(media)
+
+
 def _middleware_class() -> type:
     """The middleware class, built on first use so that importing this module is free."""
     base: type = _agentscope(".middleware").MiddlewareBase
@@ -235,6 +281,23 @@ def _middleware_class() -> type:
 
         def __init__(self, offloader: AgentScopeOffloader) -> None:
             self.offloader = offloader
+
+        async def on_reply(
+            self,
+            agent: Any,
+            input_kwargs: dict[str, Any],
+            next_handler: Callable[..., AsyncGenerator[Any, None]],
+        ) -> AsyncGenerator[Any, None]:
+            # The data blocks stored during this reply are recorded in the agent's session.
+            token = _REPLYING_SESSION.set(str(agent.state.session_id))
+            try:
+                async for item in next_handler(**input_kwargs):
+                    yield item
+            finally:
+                # Resumed in another context (a consumer that moved between tasks): that
+                # context never saw the value.
+                with contextlib.suppress(ValueError):
+                    _REPLYING_SESSION.reset(token)
 
         async def on_acting(
             self,

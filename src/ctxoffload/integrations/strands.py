@@ -12,7 +12,8 @@ with `store(key, content, content_type) -> reference` and reads it back with
   gets `.2.txt`), recorded in events.jsonl, readable with Read / Grep and `ctxoffload grep`;
 - anything else (JSON, images, documents) goes to the content-addressed `data/<sha256>.<ext>`,
   stored once however often it is offloaded, its media type kept in the extension (and, in
-  a bucket, in the object's `Content-Type`).
+  a bucket, in the object's `Content-Type`), and a `data` event in the session's events.jsonl
+  names it, so `gc` keeps it as long as the session (the model holds only the reference).
 
 The plugin prefers this protocol when a storage has both, and deletes entries only from its
 unified backends, so every reference the model was given keeps working.
@@ -66,7 +67,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace import DATA_DIR, Workspace, is_data_name, missing_methods, validate_session_id
+from ..workspace import (
+    DATA_DIR,
+    EventKind,
+    Workspace,
+    is_data_name,
+    missing_methods,
+    validate_session_id,
+)
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 
@@ -149,6 +157,10 @@ class WorkspaceStorage:
     async def store(self, key: str, content: bytes, content_type: str = "text/plain") -> str:
         """Store one block and return its reference (a path, or an `s3://` URI).
 
+        A block stored in data/ is named by a `data` event in the session's events.jsonl,
+        which `gc` reads: the model holds only the reference, and the file lives as long as
+        the session does.
+
         Raises:
             OffloadError: the workspace refused the write (disk full, store down); Strands
                 then keeps the whole result in the context.
@@ -164,7 +176,16 @@ class WorkspaceStorage:
             else:
                 block = ToolResultBlock(id=str(key), name=_TOOL_NAME, output=text)
                 return str(await self.workspace.offload_tool_result(self.session_id, block))
-        return str(await self.workspace.store_bytes(data, content_type or None))
+        reference = str(await self.workspace.store_bytes(data, content_type or None))
+        await self.workspace.record_event(
+            self.session_id,
+            EventKind.DATA,
+            reference=reference,
+            bytes=len(data),
+            media_type=content_type or None,
+            key=str(key),
+        )
+        return reference
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:
         """The bytes and media type behind a reference `store` returned.

@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -49,7 +50,7 @@ from ._payloads import (
 )
 from ._reader import EventKind, parse_log
 from ._segments import SegmentLog, segment_log
-from ._store_client import ObjectInfo, StoreClient, gather_limited
+from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -61,6 +62,8 @@ logger = logging.getLogger("ctxoffload")
 # The logs kept as segments (see _segments.py); state.json is one object, replaced whole.
 _LOGS = (CONTEXT_FILE, EVENTS_FILE)
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
+# Where gc copies the data/ objects it deletes until it has checked that none is named.
+_GC_HOLD = ".gc-hold"
 # A file of a session: `sessions/<id>/<name>` (group 1 the id, group 2 the name).
 _SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
 
@@ -70,6 +73,8 @@ class _PendingData:
     """Payloads serialisation stored by name, uploaded before the log line naming them."""
 
     objects: dict[str, tuple[bytes, str | None]] = field(default_factory=dict)
+    # The keys of `objects` that were already in the store (re-used, not created).
+    reused: set[str] = field(default_factory=set)
 
 
 class ObjectStoreWorkspace:
@@ -122,7 +127,10 @@ class ObjectStoreWorkspace:
             raise ConfigError(f"deadline={deadline!r} must be a positive number of seconds")
         self.url = _checked_url(url)
         if endpoint_url is not None:
-            _checked_endpoint(endpoint_url)
+            _refuse_userinfo("endpoint_url", endpoint_url)
+        for option, option_value in (options or {}).items():
+            _refuse_userinfo(f"options[{option!r}]", option_value)
+        _refuse_userinfo_in_environment(self.url)
         try:
             from obstore.store import from_url as open_store_untyped
         except ImportError as exc:
@@ -145,7 +153,7 @@ class ObjectStoreWorkspace:
             # abandoned by the client may still be applied by the store.
             "timeout": timedelta(seconds=2 * deadline),
         }
-        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
+        endpoint: str = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or ""
         if endpoint.startswith("http://"):
             client_options["allow_http"] = True
         retry_config: dict[str, Any] = {
@@ -178,15 +186,15 @@ class ObjectStoreWorkspace:
                 retry_config=retry_config,
             )
         except Exception as exc:
-            message = " ".join(str(exc).split())
-            for secret in secrets:
-                message = message.replace(secret, "***")
             raise ConfigError(
-                f"cannot open object store {self.url!r}: {type(exc).__name__}: {message}"
+                f"cannot open object store {self.url!r}: "
+                f"{scrub(f'{type(exc).__name__}: {exc}', secrets)}"
             ) from None
         self.deadline = deadline
         self.writer_id = writer_id or f"{_host()}-{os.getpid()}"
-        self._client = StoreClient(store, self.url, deadline, secrets)
+        self._client = StoreClient(
+            store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
+        )
         self._logs = SegmentLog(self._client, self.writer_id)
 
     def __repr__(self) -> str:
@@ -227,6 +235,7 @@ class ObjectStoreWorkspace:
             attributes = {"Content-Type": media_type or "application/octet-stream"}
             if await self._client.put_new(key, raw, attributes):
                 return
+            pending.reused.add(key)
             # Content-addressed: an existing object holds these bytes. gc() keeps unreferenced
             # objects changed recently; refresh an old one so gc cannot remove it before the
             # line naming it is written (rewriting identical bytes changes nothing else).
@@ -242,6 +251,22 @@ class ObjectStoreWorkspace:
             ],
             8,
         )
+
+    async def _keep_present(self, pending: _PendingData) -> None:
+        """After the line naming them is written: store again any re-used object now gone.
+
+        A gc that decided before that line that an object was unused may delete it after
+        the writer found it there (see `gc`); once the line is written, every later gc keeps
+        it, so one check here closes the gap.
+        """
+
+        async def check(key: str) -> None:
+            if await self._client.info(key) is None:
+                raw, media_type = pending.objects[key]
+                attributes = {"Content-Type": media_type or "application/octet-stream"}
+                await self._client.put_new(key, raw, attributes)
+
+        await gather_limited([functools.partial(check, key) for key in sorted(pending.reused)], 8)
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
         """Append messages, oldest first, to the session's context log as one segment.
@@ -275,6 +300,7 @@ class ObjectStoreWorkspace:
             return ContextRef(ref, 0, -1)
         await self._upload_data(pending)
         first, last = await self._logs.append(key, payload)
+        await self._keep_present(pending)
         await self._event(
             session_id,
             kind=EventKind.CONTEXT,
@@ -316,6 +342,7 @@ class ObjectStoreWorkspace:
             if existing == data:
                 break
             n += 1
+        await self._keep_present(pending)
         ref = self._client.reference(key)
         await self._event(
             session_id,
@@ -589,6 +616,8 @@ class ObjectStoreWorkspace:
            the data/ objects they reference take at most `max_bytes`.
         3. data/ objects no remaining session names are removed, except those changed in
            the last `DATA_GRACE_SECONDS` (a writer refreshes an old object it re-stores).
+           Before removing any, data/ and the sessions are listed again, and an object
+           refreshed or named since the first listings is kept.
 
         A session written to after it was measured is kept. Reading every session's objects
         to find references costs one GET per object.
@@ -602,9 +631,12 @@ class ObjectStoreWorkspace:
         """
         check_limits(older_than, max_bytes)
         report = GcReport(dry_run=dry_run)
+        if not dry_run:
+            await self._recover_held()
         now = time.time()
+        listed = await self._client.list_objects(SESSIONS_DIR)
         by_session: dict[str, list[ObjectInfo]] = {}
-        for info in await self._client.list_objects(SESSIONS_DIR):
+        for info in listed:
             parts = info.key.split("/")
             if len(parts) >= 3:
                 by_session.setdefault(parts[1], []).append(info)
@@ -627,16 +659,96 @@ class ObjectStoreWorkspace:
             else:
                 remaining.append(usage)
         referenced: set[str] = set().union(*(u.references for u in remaining))
-        unused = sorted(
+        unused = {
             name
             for name, info in data.items()
             if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
-        )
-        if not dry_run:
-            await self._client.delete([data[name].key for name in unused])
-        report.data_removed = unused
+        }
+        if unused and not dry_run:
+            unused, listed = await self._still_unused(unused, data, listed)
+            unused = await self._delete_data(unused, listed)
+        report.data_removed = sorted(unused)
         report.bytes_freed += sum(data[name].size for name in unused)
         return report
+
+    async def _still_unused(
+        self, unused: set[str], data: dict[str, ObjectInfo], listed: list[ObjectInfo]
+    ) -> tuple[set[str], list[ObjectInfo]]:
+        """The data/ objects of `unused` that are unused still, checked after the sessions
+        were read: the listings that decided it are stale by then.
+
+        A writer that stores an object which is already there refreshes it when it is old
+        (a PUT of the same bytes), then appends the line naming it. Listed again, data/ shows
+        the refresh; listed again, the sessions show the new line: every session object that
+        is new or changed since the first listing is read for data/ names. Only an object
+        unchanged in data/ and named by none of them goes. (Listing data/ first narrows what
+        is left to a writer whose refresh lands after that listing and whose line lands
+        after the second listing of the sessions, while gc sends the delete.)
+        """
+        again = {i.key.rsplit("/", 1)[-1]: i for i in await self._data_objects()}
+        unused = {
+            name
+            for name in unused
+            if name in again and again[name].last_modified == data[name].last_modified
+        }
+        named, listed = await self._named_since(listed)
+        return unused - named, listed
+
+    async def _named_since(self, listed: list[ObjectInfo]) -> tuple[set[str], list[ObjectInfo]]:
+        """The data/ names in the session objects new or changed since `listed`, and the
+        sessions' objects as they are listed now."""
+        seen = {i.key: (i.last_modified, i.size) for i in listed}
+        now_listed = await self._client.list_objects(SESSIONS_DIR)
+        changed = [i for i in now_listed if seen.get(i.key) != (i.last_modified, i.size)]
+        bodies = await gather_limited(
+            [functools.partial(self._client.get, i.key) for i in changed], 16
+        )
+        named: set[str] = set()
+        for body in bodies:
+            if body:
+                named |= data_names_in([body])
+        return named, now_listed
+
+    async def _delete_data(self, names: set[str], listed: list[ObjectInfo]) -> set[str]:
+        """Delete data/ `names`, and put back any that a session names by the end; the names
+        deleted for good.
+
+        A writer may still refresh an object after the last check and then write the line
+        naming it (an unconditional DELETE cannot tell). So each object is first copied
+        aside (`.gc-hold/<run>/`, inside the store), and after the delete the sessions
+        changed since `listed` are read once more: an object a new line names is copied
+        back. A line written later still is covered by its writer, which makes sure, after
+        the line, that the objects it re-used are there (see `_keep_present`). A gc that
+        dies on the way leaves its copies to the next gc, which puts them back first.
+        """
+        if not names:
+            return names
+        hold = f"{_GC_HOLD}/{uuid.uuid4().hex}"
+        ordered = sorted(names)
+        copied = await gather_limited(
+            [
+                functools.partial(self._client.copy, f"{DATA_DIR}/{name}", f"{hold}/{name}")
+                for name in ordered
+            ],
+            8,
+        )
+        # One gone meanwhile (another gc) is not deleted, nor reported.
+        held = {name for name, done in zip(ordered, copied, strict=True) if done}
+        await self._client.delete([f"{DATA_DIR}/{name}" for name in sorted(held)])
+        named, _ = await self._named_since(listed)
+        for name in sorted(held & named):
+            await self._client.copy(f"{hold}/{name}", f"{DATA_DIR}/{name}")
+        await self._client.delete([f"{hold}/{name}" for name in sorted(held)])
+        return held - named
+
+    async def _recover_held(self) -> None:
+        """Put back the data/ objects an earlier gc copied aside and did not finish with."""
+        stale = await self._client.list_objects(_GC_HOLD)
+        for info in stale:
+            name = info.key.rsplit("/", 1)[-1]
+            if is_data_name(name) and await self._client.info(f"{DATA_DIR}/{name}") is None:
+                await self._client.copy(info.key, f"{DATA_DIR}/{name}")
+        await self._client.delete([i.key for i in stale])
 
     async def _data_objects(self) -> list[ObjectInfo]:
         """The objects of data/ named as data/ files are (`<sha256>.<ext>`)."""
@@ -709,13 +821,31 @@ def _host() -> str:
         return "host"
 
 
+# The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
+_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
+_ACCEPTED = (
+    "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
+    "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
+    "for a folder on disk use LocalWorkspace"
+)
+# The environment variables each cloud's client reads (obstore reads every one of them).
+_ENVIRONMENT_PREFIXES = {
+    "s3": "AWS_",
+    "s3a": "AWS_",
+    "gs": "GOOGLE_",
+    "az": "AZURE_",
+    "azure": "AZURE_",
+    "abfs": "AZURE_",
+    "abfss": "AZURE_",
+    "adl": "AZURE_",
+}
+
+
 def _checked_url(url: str) -> str:
     if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(
-            f"object store url {url!r} is not a URL: pass s3://bucket/prefix "
-            "(or gs://, az://, memory://)"
-        )
+        raise ConfigError(f"object store url {url!r} is not a URL: {_ACCEPTED}")
     parts = urlsplit(url)
+    scheme = parts.scheme.lower()
     if "@" in parts.netloc:
         raise ConfigError(
             "object store url holds credentials (user:secret@...): pass them as arguments "
@@ -726,18 +856,62 @@ def _checked_url(url: str) -> str:
             f"object store url {parts.scheme}://{parts.netloc}{parts.path} has a query or "
             "fragment: pass options as arguments"
         )
+    if scheme == "memory":
+        if parts.netloc:
+            raise ConfigError(
+                f"object store url {url!r} is not accepted: memory:// takes no bucket "
+                f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
+            )
+    elif scheme not in _BUCKET_SCHEMES:
+        raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
+    elif not parts.netloc or ":" in parts.netloc:
+        raise ConfigError(
+            f"object store url {url!r} names no bucket (or names a port): {_ACCEPTED}"
+        )
     path = parts.path.rstrip("/")
     if any(p in ("", ".", "..") for p in path.split("/")[1:]):
         raise ConfigError(f"object store url {url!r} has an empty, '.' or '..' path component")
-    return f"{parts.scheme}://{parts.netloc}{path}"
+    return f"{scheme}://{parts.netloc}{path}"
 
 
-def _checked_endpoint(endpoint_url: str) -> None:
-    if "@" in urlsplit(endpoint_url).netloc:
+def _has_userinfo(value: object) -> bool:
+    """Whether `value` is a URL with a user (and maybe a password) before its host."""
+    if not isinstance(value, str) or "://" not in value:
+        return False
+    try:
+        return "@" in urlsplit(value.strip()).netloc
+    except ValueError:
+        return True  # not parseable: refuse rather than risk quoting it
+
+
+def _refuse_userinfo(name: str, value: object) -> None:
+    if _has_userinfo(value):
         raise ConfigError(
-            "endpoint_url holds credentials (user:secret@...): pass them as arguments or "
-            "environment variables"
+            f"{name} holds credentials in its URL (user:secret@...): give the URL without "
+            "them, and the credentials as arguments or environment variables"
         )
+
+
+def _refuse_userinfo_in_environment(url: str) -> None:
+    """Refuse an endpoint variable with a password, as `endpoint_url=` is refused.
+
+    obstore reads the cloud's variables itself and quotes the endpoint, password included,
+    in its error messages; so the variable is named here, never its value.
+    """
+    prefix = _ENVIRONMENT_PREFIXES.get(url.split("://", 1)[0])
+    if prefix is None:
+        return
+    for name, value in sorted(os.environ.items()):
+        if name.upper().startswith(prefix) and _has_userinfo(value):
+            raise ConfigError(
+                f"the environment variable {name} holds credentials in its URL "
+                "(user:secret@...): set it to the URL without them, and give the credentials "
+                f"in {prefix}ACCESS_KEY_ID / {prefix}SECRET_ACCESS_KEY or as arguments"
+                if prefix == "AWS_"
+                else f"the environment variable {name} holds credentials in its URL "
+                "(user:secret@...): set it to the URL without them, and give the "
+                "credentials as arguments or in their own variables"
+            )
 
 
 if TYPE_CHECKING:  # mypy checks that ObjectStoreWorkspace is what it is declared to be

@@ -496,6 +496,9 @@ class EventKind:
     # Written by every workspace: a batch appended to context.jsonl, a tool result stored.
     CONTEXT = "context"
     TOOL_RESULT = "tool_result"
+    # Written by the adapters (Strands' storage, AgentScope's data blocks): a data/ file an
+    # agent holds only a reference to; the line names it, so gc keeps it with the session.
+    DATA = "data"
     # Written by the Agent's session record (agent/_record.py).
     SESSION_START = "session_start"
     MESSAGE = "message"

@@ -26,6 +26,17 @@ segments, lists the keys after it and reads the newest one's metadata, so an app
 same with 1,000 segments before it as with none; a stale hint is only slower. A writer that
 keeps losing (it is far behind) lists the keys after the seq it lost and jumps to the end.
 
+Hints and metadata are starting points, never the truth (a bucket is writable by hand and
+by other tools). The tail hint only says where to start listing; a hint out of range or
+ahead of the log is ignored. A writer works out where the log ends from the segments
+themselves: the newest one's lines are counted in its bytes, and a stated `first-line` is
+taken only when the next segment below it that states one (or the log's start) leads,
+with the `lines` between, exactly there; a `lines` outside 1..size is counted in the
+bytes. Anything that does not fit (a gap, a mismatch) makes the writer count every line of
+the log, as readers number them.
+Seqs have 12 digits, the only names readers list: a log whose next seq would not fit
+refuses the append instead of writing a segment nobody would read.
+
 A request that succeeded but whose answer was lost is retried and then collides with
 itself: each segment names its batch (`batch` metadata), and a writer whose retried request
 finds an object at the seq reads it, and takes its own batch there as its success, so a
@@ -45,16 +56,20 @@ from dataclasses import dataclass
 from ..exceptions import OffloadError
 from ._store_client import StoreClient, gather_limited
 
-__all__ = ["TAIL_EVERY", "SegmentLog", "segment_key", "segment_log"]
+__all__ = ["MAX_SEQ", "TAIL_EVERY", "SegmentLog", "segment_key", "segment_log"]
 
 TAIL_EVERY = 64
+# Segment names have 12 digits: the last seq a reader lists.
+MAX_SEQ = 10**12 - 1
 _SEGMENT = re.compile(r"(\d{12})\.jsonl")
 _READ_CONCURRENCY = 32
 _LOSSES_BEFORE_LISTING = 4
 
 
 def segment_key(log_key: str, seq: int) -> str:
-    """The key of segment `seq` of the log `log_key`."""
+    """The key of segment `seq` (0..`MAX_SEQ`) of the log `log_key`."""
+    if not 0 <= seq <= MAX_SEQ:
+        raise ValueError(f"segment seq {seq} is outside 0..{MAX_SEQ}")
     return f"{log_key}.d/{seq:012d}.jsonl"
 
 
@@ -66,16 +81,30 @@ def segment_log(key: str) -> str | None:
     return None
 
 
-def _after(seq: int, attributes: dict[str, str]) -> _End | None:
-    """Where the log ends after segment `seq`, from its metadata (None if unreadable)."""
-    try:
-        return _End(seq, int(attributes["first-line"]) + int(attributes["lines"]))
-    except (KeyError, ValueError):
+def _stated(attributes: dict[str, str], name: str) -> int | None:
+    """A metadata value that is a plain positive integer, else None (missing or garbage)."""
+    text = attributes.get(name, "")
+    if not (text.isascii() and text.isdigit()) or len(text) > 15:
         return None
+    value = int(text)
+    return value if value >= 1 else None
 
 
 def _tail_key(log_key: str) -> str:
     return f"{log_key}.d/tail.json"
+
+
+def _hinted_seq(hint: bytes | None) -> int:
+    """The seq a tail hint names, if it is one a segment can have; else -1 (list it all)."""
+    if hint is None:
+        return -1
+    try:
+        seq = json.loads(hint)["seq"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return -1
+    if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= MAX_SEQ:
+        return seq
+    return -1
 
 
 @dataclass(frozen=True)
@@ -127,6 +156,14 @@ class SegmentLog:
             # caller's context) instead of looping.
             give_up = time.monotonic() + self.client.deadline
             while True:
+                if seq > MAX_SEQ:
+                    raise OffloadError(
+                        f"cannot append to {self.client.reference(log_key)}: its newest segment "
+                        f"is at seq {MAX_SEQ:012d}, the last one readers list; nothing was "
+                        "appended: move the segments after the log's real end out of "
+                        f"{self.client.reference(log_key)}.d/, or write to a new session",
+                        self.client.reference(log_key),
+                    )
                 attributes = {
                     "Content-Type": "application/x-ndjson",
                     "lines": str(lines),
@@ -168,37 +205,65 @@ class SegmentLog:
         return first, first + lines - 1
 
     async def _first_line(self, log_key: str, seq: int, known: _End) -> int:
-        """The first line number of segment `seq`: the end of the segments before it.
+        """The first line number of segment `seq`: where the segments before it end."""
+        return await self._end_after(log_key, seq - 1, known)
 
-        Reads the metadata of the segments before `seq`, newest first, down to one that
-        states its first line (or to `known`, where this writer knows the log ends).
+    async def _end_after(self, log_key: str, newest: int, known: _End | None) -> int:
+        """The line after segment `newest`, from the segments, not trusting their metadata.
+
+        Walks back from `newest`, adding up lines (the newest's counted in its bytes, the
+        others' `lines` when within 1..size, else counted too). The first segment that
+        states its first line claims where the log ends; the claim stands once a second
+        one (or the log's start, or where this writer knows the log ends, `known`) leads to
+        the same end. A gap or a contradiction counts the whole log, as readers number it.
+        One HEAD per segment walked: under contention, segments whose writer lost a race
+        state no first line, so the walk goes back to the second one that does.
         """
-        below = 0  # lines of the segments read so far
-        at = seq - 1
-        while at >= 0:
-            if at == known.seq:
-                return known.next_line + below
-            key = segment_key(log_key, at)
-            attributes = await self.client.attributes(key)
-            if attributes is None:
-                raise OffloadError(
-                    f"segment {self.client.reference(key)} disappeared while appending after it "
-                    "(the session was purged?); the append was written but its line numbers "
-                    "are unknown",
-                    self.client.reference(key),
-                )
-            try:
-                below += int(attributes["lines"])
-                if "first-line" in attributes:
-                    return int(attributes["first-line"]) + below
-            except (KeyError, ValueError):
-                raise OffloadError(
-                    f"segment {self.client.reference(key)} has no readable first-line/lines "
-                    "metadata: it was not written by ctxoffload; move it out of the log",
-                    self.client.reference(key),
-                ) from None
+        total = 0  # the lines of the segments walked, `at`+1 .. `newest`
+        claim: int | None = None
+        at = newest
+        while True:
+            start: int | None = None
+            if at < 0:
+                start = 1
+            elif known is not None and at == known.seq:
+                start = known.next_line
+            if start is not None:
+                if claim is not None and claim != start + total:
+                    return await self._count_before(log_key, newest + 1)
+                return start + total
+            found = await self.client.head(segment_key(log_key, at))
+            if found is None:
+                return await self._count_before(log_key, newest + 1)
+            attributes, size = found
+            lines = _stated(attributes, "lines")
+            if at == newest or lines is None or lines > size:
+                lines = await self._count(log_key, at)
+                if lines is None:
+                    return await self._count_before(log_key, newest + 1)
+            total += lines
+            first = _stated(attributes, "first-line")
+            if first is not None:
+                end = first + total
+                if first < at + 1 or (claim is not None and claim != end):
+                    return await self._count_before(log_key, newest + 1)
+                if claim is not None:
+                    return end
+                claim = end
             at -= 1
-        return 1 + below
+
+    async def _count(self, log_key: str, seq: int) -> int | None:
+        """The lines of segment `seq`, counted in its bytes (None if it is gone)."""
+        body = await self.client.get(segment_key(log_key, seq))
+        return None if body is None else body.count(b"\n")
+
+    async def _count_before(self, log_key: str, seq: int) -> int:
+        """The line after every segment before `seq`, counted as readers number them."""
+        keys = [key for s, key in await self.segments(log_key) if s < seq]
+        bodies = await gather_limited(
+            [functools.partial(self.client.get, key) for key in keys], _READ_CONCURRENCY
+        )
+        return 1 + sum(body.count(b"\n") for body in bodies if body is not None)
 
     async def _write_tail(self, log_key: str, seq: int, next_line: int) -> None:
         # Only a hint: a failure costs a later fresh writer a longer listing, nothing else.
@@ -219,34 +284,31 @@ class SegmentLog:
         return [s for s in newer if s > seq]
 
     async def _catch_up(self, log_key: str, known: _End | None) -> _End:
-        """Where the log ends now, listing only the keys after what is already known."""
+        """Where the log ends now, listing only the keys after what is already known.
+
+        A fresh writer (`known` None) starts listing after the tail hint's seq; the hint
+        says nothing else that is believed, and one out of range is ignored.
+        """
+        start = -1 if known is None else known.seq
         if known is None:
-            known = _End(-1, 1)
             hint = await self.client.get(_tail_key(log_key))
-            if hint is not None:
-                try:
-                    parsed = json.loads(hint)
-                    known = _End(int(parsed["seq"]), int(parsed["next_line"]))
-                except (ValueError, KeyError, TypeError):
-                    pass
-        newer = await self._newer_seqs(log_key, known.seq)
-        if not newer:
+            start = _hinted_seq(hint)
+        newer = await self._newer_seqs(log_key, start)
+        if newer:
+            newest = max(newer)
+        elif known is not None:
             return known
-        newest = max(newer)
-        attributes = await self.client.attributes(segment_key(log_key, newest))
-        try:
-            lines = int((attributes or {})["lines"])
-        except (KeyError, ValueError):
-            key = segment_key(log_key, newest)
-            raise OffloadError(
-                f"segment {self.client.reference(key)} has no readable first-line/lines "
-                "metadata: it was not written by ctxoffload; move it out of the log",
-                self.client.reference(key),
-            ) from None
-        end = _after(newest, attributes or {})
-        if end is not None:
-            return end
-        return _End(newest, await self._first_line(log_key, newest, known) + lines)
+        elif start < 0:
+            return _End(-1, 1)
+        else:
+            newest = start  # the hint's segment: checked like any other below
+            if await self.client.head(segment_key(log_key, newest)) is None:
+                # A hint ahead of the log (or the log was purged): start from the listing.
+                segments = await self.segments(log_key)
+                if not segments:
+                    return _End(-1, 1)
+                newest = segments[-1][0]
+        return _End(newest, await self._end_after(log_key, newest, known))
 
     async def segments(self, log_key: str) -> list[tuple[int, str]]:
         """The (seq, key) of every segment of a log, in order."""

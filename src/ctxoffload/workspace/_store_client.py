@@ -2,9 +2,16 @@
 
 This is the only module that talks to obstore. Every call is retried with exponential
 backoff and jitter on network errors, throttling and 5xx answers until its deadline; past
-it, `OffloadError` (the caller keeps the content in its context). Error messages name the
-object's reference and the store's own message with every configured secret and any
-signature replaced by `***`, so credentials never reach an error, a log or a reference.
+it, `OffloadError` (the caller keeps the content in its context). An answer that no retry
+can change (no such bucket, access denied, refused credentials, any other 4xx but 408, 409
+and 429) is an `OffloadError` at once, naming the cause. Error messages name the object's
+reference and the store's own message passed through `scrub`: every configured secret, any
+signature and the user:password part of every URL replaced by `***`, so credentials never
+reach an error, a log or a reference.
+
+A store that answers 200 to everything (a web console on the port taken for the API) would
+read as an empty bucket; the first empty listing, or the first object read without an ETag,
+is checked by reading an object that cannot exist, which an S3 API answers 404.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import asyncio
 import random
 import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,7 +31,7 @@ from ..exceptions import OffloadError
 if TYPE_CHECKING:
     from obstore.store import ObjectStore
 
-__all__ = ["ObjectInfo", "StoreClient", "gather_limited"]
+__all__ = ["ObjectInfo", "StoreClient", "gather_limited", "scrub"]
 
 T = TypeVar("T")
 
@@ -32,13 +40,79 @@ _SIGNATURE = re.compile(
     r"(X-Amz-(?:Signature|Credential|Security-Token)=|Signature=|Credential=|sig=|token=)[^&\s\"']+",
     re.IGNORECASE,
 )
+# The user:password@ part of a URL (obstore quotes the request's URL, endpoint included).
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#]*@")
 _MESSAGE_CHARS = 400
+# What an S3 error answer says, as obstore quotes it: the status, the code, the message.
+_STATUS = re.compile(r"(?:status code: |status: )(\d{3})")
+_CODE = re.compile(r"<Code>([^<]{1,100})</Code>")
+_CODE_MESSAGE = re.compile(r"<Message>([^<]{0,200})</Message>")
+# 4xx answers a retry can change: a request timeout, a conflict, throttling.
+_RETRYABLE_STATUS = {408, 409, 429}
+_RETRYABLE_CODES = {"RequestTimeout", "SlowDown", "OperationAborted", "ConditionalRequestConflict"}
+_CREDENTIAL_CODES = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "AllAccessDisabled",
+}
 # How many deadlines a write in flight at the deadline is waited for (see `_attempt`).
 _SETTLE_FACTOR = 3.0
 
 
 class _Unsettled(Exception):
     """A write sent before the deadline has not answered long after it."""
+
+
+def scrub(text: str, secrets: Sequence[str]) -> str:
+    """A store's message as one short line that holds no credential.
+
+    Drops obstore's `Debug source:` dump, joins the lines, and replaces each of `secrets`,
+    every signature or token parameter and the user:password part of every URL with `***`.
+    """
+    text = " ".join(text.split("Debug source:", 1)[0].split())
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    text = _SIGNATURE.sub(r"\1***", text)
+    text = _USERINFO.sub(r"\1***@", text)
+    if len(text) > _MESSAGE_CHARS:
+        text = text[:_MESSAGE_CHARS] + "…"
+    return text
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What an S3 error answer quoted in an obstore error says (each part may be missing)."""
+
+    status: int | None
+    code: str | None
+    message: str | None
+
+    @classmethod
+    def of(cls, exc: BaseException) -> _Answer:
+        text = str(exc)
+        status = _STATUS.search(text)
+        code = _CODE.search(text)
+        message = _CODE_MESSAGE.search(text)
+        return cls(
+            int(status.group(1)) if status else None,
+            code.group(1).strip() if code else None,
+            message.group(1).strip() if message else None,
+        )
+
+    @property
+    def is_final(self) -> bool:
+        """Whether no retry can change this answer (a 4xx other than 408, 409, 429)."""
+        if self.code in _RETRYABLE_CODES:
+            return False
+        return (
+            self.status is not None
+            and 400 <= self.status < 500
+            and (self.status not in _RETRYABLE_STATUS)
+        )
 
 
 @dataclass(frozen=True)
@@ -61,26 +135,52 @@ class StoreClient:
     """
 
     def __init__(
-        self, store: ObjectStore, base_url: str, deadline: float, secrets: Sequence[str]
+        self,
+        store: ObjectStore,
+        base_url: str,
+        deadline: float,
+        secrets: Sequence[str],
+        endpoint: str | None = None,
     ) -> None:
         self.store = store
         self.base_url = base_url
         self.deadline = deadline
+        self.endpoint = endpoint
         self._secrets = tuple(s for s in secrets if s)
+        # Whether the store has answered as an S3 API does (see `_check_api`).
+        self._api_seen = base_url.startswith("memory:")
 
     def reference(self, key: str) -> str:
         """The URI of `key`: the workspace URL, '/', the key."""
         return f"{self.base_url}/{key}"
 
     def describe(self, exc: BaseException) -> str:
-        """`exc` as one short line with secrets and signatures removed."""
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        text = _SIGNATURE.sub(r"\1***", text)
-        if len(text) > _MESSAGE_CHARS:
-            text = text[:_MESSAGE_CHARS] + "…"
-        return text
+        """`exc` as one short line with secrets, signatures and URL passwords removed."""
+        return scrub(f"{type(exc).__name__}: {exc}", self._secrets)
+
+    @property
+    def bucket(self) -> str:
+        """The bucket (or container) of the workspace URL."""
+        return self.base_url.split("://", 1)[-1].split("/", 1)[0]
+
+    def _final(self, what: str, key: str, exc: BaseException, answer: _Answer) -> OffloadError:
+        """The error for an answer that no retry can change, naming its cause and the fix."""
+        reference = self.reference(key)
+        said = ": ".join(p for p in (answer.code, answer.message) if p) or self.describe(exc)
+        if answer.code == "NoSuchBucket" or (answer.status == 404 and answer.code is None):
+            text = (
+                f"the bucket {self.bucket!r} does not exist ({said}): check the bucket's name "
+                "in the URL and the endpoint, or create the bucket"
+            )
+        elif answer.code in _CREDENTIAL_CODES or answer.status in (401, 403):
+            text = (
+                f"the store refused the credentials ({said}): check the credentials "
+                "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the arguments) and the "
+                f"permissions on the bucket {self.bucket!r}"
+            )
+        else:
+            text = f"the store answered {answer.status} ({said}); retrying cannot change that"
+        return OffloadError(f"cannot {what} {reference}: {scrub(text, self._secrets)}", reference)
 
     async def _run(self, what: str, key: str, call: Callable[[], Awaitable[T]]) -> T:
         import obstore.exceptions as errors
@@ -88,6 +188,8 @@ class StoreClient:
         until = time.monotonic() + self.deadline
         backoff = 0.05
         write = what in ("create", "write")
+        # The last error the store gave: what a deadline reached in a later try reports.
+        last: BaseException | None = None
         while True:
             remaining = until - time.monotonic()
             try:
@@ -100,11 +202,7 @@ class StoreClient:
                     self.reference(key),
                 ) from None
             except (errors.PermissionDeniedError, errors.UnauthenticatedError) as exc:
-                raise OffloadError(
-                    f"cannot {what} {self.reference(key)}: {self.describe(exc)}: check the "
-                    "credentials and the bucket's permissions",
-                    self.reference(key),
-                ) from None
+                raise self._final(what, key, exc, _Answer.of(exc)) from None
             except (errors.InvalidPathError, errors.NotSupportedError) as exc:
                 raise OffloadError(
                     f"cannot {what} {self.reference(key)}: {self.describe(exc)}",
@@ -113,24 +211,52 @@ class StoreClient:
             except FileNotFoundError as exc:
                 # The calls that expect a missing object handle it themselves; here it means
                 # the bucket (or container) is missing, which no retry will fix.
-                raise OffloadError(
-                    f"cannot {what} {self.reference(key)}: {self.describe(exc)}: check that "
-                    "the bucket exists",
-                    self.reference(key),
+                answer = _Answer.of(exc)
+                raise self._final(
+                    what, key, exc, _Answer(404, answer.code or "NoSuchBucket", answer.message)
                 ) from None
             except (asyncio.TimeoutError, errors.BaseError, OSError) as exc:
                 # Network errors, throttling (503 SlowDown, 429) and 5xx: retried until the
                 # deadline. Not-found and already-exists never get here: the callers'
-                # `call` turns them into values.
+                # `call` turns them into values. A 4xx answer is final.
+                answer = _Answer.of(exc)
+                if answer.is_final:
+                    raise self._final(what, key, exc, answer) from None
+                if not isinstance(exc, asyncio.TimeoutError) or last is None:
+                    last = exc
                 remaining = until - time.monotonic()
                 if remaining <= 0:
                     raise OffloadError(
                         f"cannot {what} {self.reference(key)} within the {self.deadline:g} s "
-                        f"deadline: {self.describe(exc)}; the content stays where it was",
+                        f"deadline: {self.describe(last)}; the content stays where it was",
                         self.reference(key),
                     ) from None
                 await asyncio.sleep(min(remaining, backoff * (0.5 + random.random())))
                 backoff = min(backoff * 2, 2.0)
+
+    async def _check_api(self, what: str, key: str) -> None:
+        """Refuse a store that answered like no S3 API, once it has looked like one.
+
+        Called when a listing came back empty or an object had no ETag: a web page served
+        with 200 to every request parses as an empty listing. Reading an object that cannot
+        exist tells the two apart: an S3 API answers 404.
+        """
+        if self._api_seen:
+            return
+        probe = f".ctxoffload-probe-{uuid.uuid4().hex}"
+        found = await self.get_typed(probe, check=False)
+        if found is None:
+            self._api_seen = True
+            return
+        body, content_type = found
+        where = self.endpoint or "the endpoint"
+        raise OffloadError(
+            f"cannot {what} {self.reference(key)}: {where} is not an S3 API endpoint: it answered "
+            f"a request for an object that does not exist with {len(body)} bytes of "
+            f"{content_type or 'unknown type'} instead of 404 (a web console's port instead of "
+            "the API's?): check the endpoint (AWS_ENDPOINT_URL or endpoint_url)",
+            self.reference(key),
+        )
 
     async def _attempt(self, call: Callable[[], Awaitable[T]], remaining: float, write: bool) -> T:
         """One try of `call`, given `remaining` seconds.
@@ -211,32 +337,43 @@ class StoreClient:
 
     async def get(self, key: str) -> bytes | None:
         """The bytes of `key`, or None if there is no such object."""
+        found = await self.get_typed(key)
+        return None if found is None else found[0]
+
+    async def get_typed(self, key: str, *, check: bool = True) -> tuple[bytes, str | None] | None:
+        """The bytes of `key` and its `Content-Type` (one GET), or None if it is missing.
+
+        With `check`, an answer without an ETag (which every S3 object has) first makes sure
+        the endpoint is an S3 API (see `_check_api`).
+        """
         import obstore
 
-        async def call() -> bytes | None:
-            try:
-                return await _blocking(lambda: bytes(obstore.get(self.store, key).bytes()))
-            except FileNotFoundError:
-                return None
-
-        return await self._run("read", key, call)
-
-    async def get_typed(self, key: str) -> tuple[bytes, str | None] | None:
-        """The bytes of `key` and its `Content-Type` (one GET), or None if it is missing."""
-        import obstore
-
-        def fetch() -> tuple[bytes, str | None]:
+        def fetch() -> tuple[bytes, str | None, bool]:
             result = obstore.get(self.store, key)
             content_type = result.attributes.get("Content-Type")
-            return bytes(result.bytes()), None if content_type is None else str(content_type)
+            return (
+                bytes(result.bytes()),
+                None if content_type is None else str(content_type),
+                result.meta.get("e_tag") is not None,
+            )
 
-        async def call() -> tuple[bytes, str | None] | None:
+        async def call() -> tuple[bytes, str | None, bool] | None:
             try:
                 return await _blocking(fetch)
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
                 return None
 
-        return await self._run("read", key, call)
+        found = await self._run("read", key, call)
+        if found is None:
+            self._api_seen = True  # a 404: what an S3 API answers
+            return None
+        body, content_type, tagged = found
+        if check and not tagged:
+            await self._check_api("read", key)
+        elif tagged:
+            self._api_seen = True
+        return body, content_type
 
     async def attributes(self, key: str) -> dict[str, str] | None:
         """The metadata of `key` (one HEAD request), or None if there is no such object."""
@@ -245,9 +382,25 @@ class StoreClient:
         async def call() -> dict[str, str] | None:
             try:
                 result = await _blocking(obstore.get, self.store, key, options={"head": True})
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
                 return None
             return {str(k): str(v) for k, v in result.attributes.items()}
+
+        return await self._run("read", key, call)
+
+    async def head(self, key: str) -> tuple[dict[str, str], int] | None:
+        """The metadata and size of `key` (one HEAD request), or None if it is missing."""
+        import obstore
+
+        async def call() -> tuple[dict[str, str], int] | None:
+            try:
+                result = await _blocking(obstore.get, self.store, key, options={"head": True})
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
+                return None
+            attributes = {str(k): str(v) for k, v in result.attributes.items()}
+            return attributes, int(result.meta["size"])
 
         return await self._run("read", key, call)
 
@@ -258,7 +411,8 @@ class StoreClient:
         async def call() -> ObjectInfo | None:
             try:
                 meta = await _blocking(obstore.head, self.store, key)
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
                 return None
             return ObjectInfo(key, int(meta["size"]), meta["last_modified"])
 
@@ -279,7 +433,12 @@ class StoreClient:
         async def call() -> list[ObjectInfo]:
             return await _blocking(listing)
 
-        return await self._run("list", prefix, call)
+        found = await self._run("list", prefix, call)
+        if found:
+            self._api_seen = True
+        else:
+            await self._check_api("list", prefix)
+        return found
 
     async def list_directories(self, prefix: str) -> list[str]:
         """The names of the 'directories' directly under the path `prefix`."""
@@ -289,7 +448,30 @@ class StoreClient:
             result = await _blocking(obstore.list_with_delimiter, self.store, prefix)
             return [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
 
-        return await self._run("list", prefix, call)
+        found = await self._run("list", prefix, call)
+        if found:
+            self._api_seen = True
+        else:
+            await self._check_api("list", prefix)
+        return found
+
+    async def copy(self, source: str, target: str) -> bool:
+        """Copy `source` to `target` in the store (replacing it), metadata included.
+
+        Returns:
+            False if there is no `source`.
+        """
+        import obstore
+
+        async def call() -> bool:
+            try:
+                await _blocking(obstore.copy, self.store, source, target)
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
+                return False
+            return True
+
+        return await self._run("write", target, call)
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete `keys` (missing ones are not an error)."""
@@ -304,6 +486,12 @@ class StoreClient:
                 await _blocking(obstore.delete, self.store, list(keys[start : start + 1000]))
 
         await self._run("delete", keys[0], call)
+
+
+def _raise_missing_bucket(exc: FileNotFoundError) -> None:
+    """Raise `exc` again if it is a missing bucket, not a missing object (see `_run`)."""
+    if "NoSuchBucket" in str(exc):
+        raise exc
 
 
 def _blocking(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]:
