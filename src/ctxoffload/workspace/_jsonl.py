@@ -55,6 +55,7 @@ from ._layout import COMMIT_SUFFIX
 from ._paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
 from ._reader import (
     COMMIT_RECORD_SIZE,
+    commit_mismatch,
     decode_commit_record,
     encode_commit_record,
     iter_chunks,
@@ -579,9 +580,26 @@ class JsonlAppender:
         """
         size = st.st_size
         record = decode_commit_record(os.pread(commit_fd, COMMIT_RECORD_SIZE + 1, 0))
-        if record is None or record[0] > size:
-            # No record (a log from before commit records, or one edited by hand): all of
-            # it counts. Record that first, so readers never take the group for old content.
+        if record is not None:
+            wrong = commit_mismatch(fd, record, size)
+            if wrong is None and self._newlines_before(shown, fd, st, record[0]) != record[1]:
+                wrong = (
+                    f"says {record[1]:,} lines are committed in {record[0]:,} bytes, "
+                    f"which hold {self._newlines_before(shown, fd, st, record[0]):,}"
+                )
+            if wrong is not None:
+                # Copied from another session, edited by hand, damaged: trimming to it could
+                # cut into a line, and counting from it would misnumber every line after.
+                logger.warning(
+                    "%s: its commit record %s: ignored, the whole log counts as committed",
+                    shown,
+                    wrong,
+                )
+                record = None
+        if record is None:
+            # No record (a log from before commit records), or one that does not match the
+            # log: all of it counts. Record that first, so readers never take the group for
+            # old content.
             newlines = self._newlines_before(shown, fd, st, size)
             prefix = b"\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else b""
             os.pwrite(commit_fd, encode_commit_record(size, newlines), 0)

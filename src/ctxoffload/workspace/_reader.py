@@ -41,6 +41,7 @@ __all__ = [
     "Folder",
     "JsonLines",
     "Refused",
+    "commit_mismatch",
     "decode_commit_record",
     "encode_commit_record",
     "iter_chunks",
@@ -119,6 +120,31 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
         return None
     finally:
         os.close(fd)
+
+
+def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
+    """Why a commit record cannot describe the log open as `fd`, or None if it may.
+
+    A record is trusted only where it ends: inside the log (`size` bytes, taken after the
+    record was read, as writers extend a log before they commit it) and on a line boundary
+    (offset 0, or the byte before it a newline). One that fails (copied from another session,
+    edited, written by a damaged disk) is ignored: the whole log counts, and no writer trims
+    into a line. Its line count is the writer's to check (`JsonlAppender`), as only it must
+    count the lines.
+
+    Args:
+        fd: the log, open for reading.
+        record: (committed bytes, lines) as `read_commit` found them.
+        size: the log's size.
+    """
+    committed, lines = record
+    if committed > size:
+        return f"says {committed:,} bytes are committed but the log holds only {size:,}"
+    if committed > 0 and os.pread(fd, 1, committed - 1) != b"\n":
+        return f"says {committed:,} bytes are committed, which ends in the middle of a line"
+    if lines > committed:
+        return f"says {lines:,} lines are committed in {committed:,} bytes"
+    return None
 
 
 # -- lines and JSON lines ---------------------------------------------------------------------
@@ -229,11 +255,16 @@ def read_log(
     except FileNotFoundError:
         return []
     try:
+        # The record before the size: a writer extends the log before it commits, so a
+        # record read first never lies past the end because of a concurrent append.
+        record = read_commit(dir_fd, name, shown) if commit else None
         end = os.fstat(fd).st_size
-        if commit:
-            record = read_commit(dir_fd, name, shown)
-            if record is not None:
-                end = min(end, record[0])
+        if record is not None:
+            wrong = commit_mismatch(fd, record, end)
+            if wrong is None:
+                end = record[0]
+            elif warn is not None:
+                warn(f"{shown}: its commit record {wrong}: ignored, the whole log is read")
         return _values(JsonLines(fd, end), shown, warn)
     finally:
         os.close(fd)
