@@ -27,11 +27,13 @@ __all__ = [
     "READ_FLAGS",
     "WRITE_NEW_FLAGS",
     "Refused",
+    "file_url_to_path",
     "open_dir",
     "open_file",
     "open_for_reading",
     "open_path",
     "open_tree",
+    "path_to_file_url",
     "remove_dead_temporaries",
     "remove_tree",
     "same_entry",
@@ -298,6 +300,30 @@ def remove_tree(parent_fd: int, name: str) -> None:
         os.close(fd)
     with contextlib.suppress(FileNotFoundError):
         os.rmdir(name, dir_fd=parent_fd)
+
+
+def path_to_file_url(path: str) -> str:
+    """The `file://` URL of an absolute path, percent-encoded (RFC 8089, as
+    `pathlib.Path.as_uri` writes it): a space, `é`, `%`, `#` and `?` are encoded, so the URL
+    is valid and decodes (`file_url_to_path`) to this path and no other."""
+    from urllib.parse import quote_from_bytes
+
+    return "file://" + quote_from_bytes(os.fsencode(path), safe="/")
+
+
+def file_url_to_path(url: str) -> str:
+    """The path a `file://` URL names: the inverse of `path_to_file_url`.
+
+    The part after `file://` (and an optional `localhost` host) is percent-decoded once,
+    whole: a `#` or `?` in it is part of the path (encoded by `path_to_file_url`, or written
+    raw by an older version), never a fragment or query.
+    """
+    from urllib.parse import unquote_to_bytes
+
+    rest = url.removeprefix("file://")
+    if rest.startswith("localhost/"):
+        rest = rest[len("localhost") :]
+    return os.fsdecode(unquote_to_bytes(rest))
 
 
 # A writer whose new temporary file was removed before it could lock it (by a remover that

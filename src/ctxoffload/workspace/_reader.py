@@ -28,7 +28,7 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._layout import COMMIT_SUFFIX, SESSIONS_DIR
-from ._paths import Refused, open_for_reading, open_path
+from ._paths import Refused, file_url_to_path, open_for_reading, open_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -437,8 +437,8 @@ def reference_parts(reference: str, workdir: str, root: str) -> list[str]:
     """The path components below a workspace's workdir that a reference names (lexically).
 
     A reference is a path the workspace returned (absolute, or relative to the current
-    folder), a `file://` URL of one, or a path relative to the workdir. Nothing is opened:
-    `open_reference` opens the parts without following a link.
+    folder), a `file://` URL of one (percent-decoded), or a path relative to the workdir.
+    Nothing is opened: `open_reference` opens the parts without following a link.
 
     Args:
         reference: the reference.
@@ -450,7 +450,7 @@ def reference_parts(reference: str, workdir: str, root: str) -> list[str]:
     """
     if not isinstance(reference, str) or not reference or "\x00" in reference:
         raise InvalidReference(f"reference {reference!r} is not a path in this workspace")
-    ref = reference[len("file://") :] if reference.startswith("file://") else reference
+    ref = file_url_to_path(reference) if reference.startswith("file://") else reference
     given = os.path.abspath(workdir)
     candidates = [os.path.abspath(ref)]
     if not os.path.isabs(ref):
