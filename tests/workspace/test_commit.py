@@ -351,3 +351,14 @@ async def test_readers_do_not_stop_mid_line_at_a_record_that_ends_there(
         "c",
         "d",
     ]
+
+
+async def test_a_batch_repeating_messages_apart_names_only_their_lines(
+    local_ws: LocalWorkspace,
+) -> None:
+    await local_ws.offload_context("s", msgs=_msgs("a", "b", "c"))
+    ref = await local_ws.offload_context("s", msgs=_msgs("a", "c", "d"))
+    assert (ref.first_line, ref.last_line) == (1, 4)
+    assert ref.spans == ((1, 1), (3, 4))
+    [*_, event] = await local_ws.read_events("s")
+    assert event["lines"] == [1, 4] and event["spans"] == [[1, 1], [3, 4]]

@@ -64,6 +64,7 @@ from ._reader import (
 
 __all__ = [
     "JsonlAppender",
+    "Span",
     "count_newlines",
     "dumps_line",
     "dumps_row",
@@ -197,6 +198,35 @@ def _scan_ids(
             into.setdefault(key, line_no)
 
 
+class Span(tuple[int, int]):
+    """A batch's line span `(first, last)` in a log, with `runs`: the lines its messages are
+    on, as sorted runs `(first, last)` of consecutive lines.
+
+    A message already in the log is not written again: it is where it was, so a batch that
+    repeats some messages (an agent resumed after a kill, with another split) can be on lines
+    that are not consecutive; `(first, last)` then covers lines of other messages too, and
+    `runs` names only its own.
+    """
+
+    runs: tuple[tuple[int, int], ...]
+
+    def __new__(cls, first: int, last: int, runs: Sequence[tuple[int, int]] | None = None) -> Span:
+        span = super().__new__(cls, (first, last))
+        span.runs = tuple(runs) if runs is not None else ((first, last),)
+        return span
+
+    @classmethod
+    def of_lines(cls, lines: Sequence[int]) -> Span:
+        """The span of messages on these lines (in any order, repeats allowed)."""
+        runs: list[tuple[int, int]] = []
+        for n in sorted(set(lines)):
+            if runs and n == runs[-1][1] + 1:
+                runs[-1] = (runs[-1][0], n)
+            else:
+                runs.append((n, n))
+        return cls(runs[0][0], runs[-1][1], runs)
+
+
 @dataclass
 class _Known:
     """What an appender last saw of one log: enough to continue counting from its end."""
@@ -236,7 +266,7 @@ class _Batch:
         # Its caller was interrupted while a leader had it: drop it if that leader fails.
         self.abandoned = False
         # Its span, or why it failed; None until it is done.
-        self.result: tuple[int, int] | Exception | None = None
+        self.result: Span | Exception | None = None
 
 
 class _Queue:
@@ -263,7 +293,7 @@ class _Plan:
     chunks: list[bytes] = field(default_factory=list)
     added: dict[str, int] = field(default_factory=dict)
     index: dict[str, int] | None = None
-    spans: list[tuple[int, int]] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
 
     def add(self, batch: _Batch, prefix: bytes) -> None:
         """Plan one batch: its lines not already in the log or the group, and its span."""
@@ -283,7 +313,7 @@ class _Plan:
                 keep.append(line)
                 kept_ids.append(msg_id)
         if not keep:
-            self.spans.append((min(found), max(found)))
+            self.spans.append(Span.of_lines(found))
             return
         payload = prefix + b"".join(keep)
         first = self.newlines + len(prefix) + 1
@@ -294,7 +324,9 @@ class _Plan:
             for line_no, msg_id in enumerate(kept_ids, first):
                 if msg_id is not None:
                     self.added.setdefault(msg_id, line_no)
-        self.spans.append((min(first, *found), max(last, *found)) if found else (first, last))
+        self.spans.append(
+            Span.of_lines([*found, *range(first, last + 1)]) if found else Span(first, last)
+        )
 
 
 class JsonlAppender:
@@ -347,7 +379,7 @@ class JsonlAppender:
         ids: Sequence[str | None] | None = None,
         *,
         commit: bool = False,
-    ) -> tuple[int, int]:
+    ) -> Span:
         """Append `lines` (each ending in b'\\n') to the log `name` in the directory `dir_fd`.
 
         Another thread of this process may write the batch, together with its own, while
@@ -520,7 +552,7 @@ class JsonlAppender:
 
     def _append_plain(
         self, key: str, fd: int, st: os.stat_result, batches: list[_Batch]
-    ) -> list[tuple[int, int]]:
+    ) -> list[Span]:
         size = st.st_size
         newlines = self._newlines_before(key, fd, st, size)
         chunks: list[bytes] = []
@@ -529,10 +561,10 @@ class JsonlAppender:
             # skip the torn one.
             chunks.append(b"\n")
             newlines += 1
-        spans: list[tuple[int, int]] = []
+        spans: list[Span] = []
         for batch in batches:
             chunks.extend(batch.lines)
-            spans.append((newlines + 1, newlines + len(batch.lines)))
+            spans.append(Span(newlines + 1, newlines + len(batch.lines)))
             newlines += len(batch.lines)
         payload = b"".join(chunks)
         self._write(key, fd, payload, size)
@@ -542,7 +574,7 @@ class JsonlAppender:
 
     def _append_committed(
         self, shown: str, fd: int, st: os.stat_result, batches: list[_Batch]
-    ) -> list[tuple[int, int]]:
+    ) -> list[Span]:
         dir_fd, name = batches[0].dir_fd, batches[0].name
         commit_fd = open_file(
             dir_fd,

@@ -303,9 +303,10 @@ class LocalWorkspace:
         lines, ids = lines_and_keys(rows)
         shown = str(path)
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
-            first, last = self._jsonl.append(
-                dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True
-            )
+            span = self._jsonl.append(dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True)
+            first, last = span
+            # Lines apart (messages already in the log): the event names each run as well.
+            apart = {"spans": [list(r) for r in span.runs]} if len(span.runs) > 1 else {}
             self._event(
                 dir_fd,
                 session_id,
@@ -314,8 +315,9 @@ class LocalWorkspace:
                 bytes=sum(len(line) for line in lines),
                 messages=len(msgs),
                 lines=[first, last],
+                **apart,
             )
-        return ContextRef(str(path), first, last)
+        return ContextRef(str(path), first, last, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Write the whole text of one tool result to `sessions/{id}/tool_result-{tool_id}.txt`.
