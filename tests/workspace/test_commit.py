@@ -362,3 +362,16 @@ async def test_a_batch_repeating_messages_apart_names_only_their_lines(
     assert ref.spans == ((1, 1), (3, 4))
     [*_, event] = await local_ws.read_events("s")
     assert event["lines"] == [1, 4] and event["spans"] == [[1, 1], [3, 4]]
+
+
+async def test_a_commit_record_of_another_log_that_fits_this_one_is_not_trusted(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Copied from a session whose first lines have the same lengths: on a line boundary and
+    with the right count, it still names other bytes, and trusting it would cut lines c, d."""
+    log = await _log_of(workdir, "s", "a", "b", "c", "d")
+    other = await _log_of(workdir, "other", "x", "y")
+    assert _line_ends(other)[-1] == _line_ends(log)[1], "the lines should have the same lengths"
+    commit = log.with_name(log.name + COMMIT_SUFFIX)
+    commit.write_bytes(other.with_name(other.name + COMMIT_SUFFIX).read_bytes())
+    assert await _append_after_mismatch(workdir, log, caplog) == (5, 5)

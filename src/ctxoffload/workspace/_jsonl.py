@@ -55,6 +55,7 @@ from ._layout import COMMIT_SUFFIX
 from ._paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
 from ._reader import (
     COMMIT_RECORD_SIZE,
+    COMMIT_TAIL,
     commit_mismatch,
     decode_commit_record,
     encode_commit_record,
@@ -634,7 +635,8 @@ class JsonlAppender:
             # old content.
             newlines = self._newlines_before(shown, fd, st, size)
             prefix = b"\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else b""
-            os.pwrite(commit_fd, encode_commit_record(size, newlines), 0)
+            tail = os.pread(fd, min(COMMIT_TAIL, size), size - min(COMMIT_TAIL, size))
+            os.pwrite(commit_fd, encode_commit_record(size, newlines, tail), 0)
             return size, newlines, prefix, False
         committed, newlines = record
         if size > committed:
@@ -733,7 +735,9 @@ class JsonlAppender:
                 os.fsync(fd)
             if commit is not None:
                 commit_fd, newlines = commit
-                os.pwrite(commit_fd, encode_commit_record(size + len(payload), newlines), 0)
+                end = size + len(payload)
+                tail = self._tail(fd, payload, end)
+                os.pwrite(commit_fd, encode_commit_record(end, newlines, tail), 0)
                 if self.fsync:
                     os.fsync(commit_fd)
         except BaseException:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMIT_RECORD_SIZE",
+    "COMMIT_TAIL",
+    "CommitRecord",
     "EventKind",
     "Folder",
     "JsonLines",
@@ -56,7 +58,11 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-COMMIT_RECORD_SIZE = 51
+COMMIT_RECORD_SIZE = 60
+# A record written before it carried the checksum of the log's bytes before its end.
+_OLD_COMMIT_RECORD_SIZE = 51
+# How many of the log's bytes before the committed end the record's identity covers.
+COMMIT_TAIL = 64
 # A commit record is rewritten in place by one small pwrite; a read that lands in the middle
 # of it fails its checksum and is taken again, this many times, 1 ms apart.
 _COMMIT_RETRIES = 20
@@ -69,32 +75,53 @@ _SETTLE_RETRIES = 20
 # -- the commit record ------------------------------------------------------------------------
 
 
-def encode_commit_record(committed: int, newlines: int) -> bytes:
+class CommitRecord(tuple[int, int]):
+    """(committed bytes, newlines) from a commit record, and `tail`: the CRC-32 of the last
+    `COMMIT_TAIL` bytes of the log before the committed end (None in a record written before
+    records carried it). The tail ties the record to its log: one copied from another
+    session does not match it."""
+
+    tail: int | None
+
+    def __new__(cls, committed: int, newlines: int, tail: int | None = None) -> CommitRecord:
+        record = super().__new__(cls, (committed, newlines))
+        record.tail = tail
+        return record
+
+
+def encode_commit_record(committed: int, newlines: int, tail: bytes | None = None) -> bytes:
     """The record saying the first `committed` bytes (`newlines` lines) of a log are committed:
-    one fixed-width line `BYTES LINES CRC32`."""
+    one fixed-width line `BYTES LINES TAIL CRC32`, where TAIL is the CRC-32 of `tail`, the
+    last `COMMIT_TAIL` bytes of the log before `committed` (all of them when fewer). Without
+    `tail`, the shorter `BYTES LINES CRC32` of older versions."""
     import zlib
 
     body = b"%020d %020d" % (committed, newlines)
+    if tail is not None:
+        body += b" %08x" % zlib.crc32(tail[-COMMIT_TAIL:])
     return body + b" %08x\n" % zlib.crc32(body)
 
 
-def decode_commit_record(raw: bytes) -> tuple[int, int] | None:
-    """(committed bytes, newlines) from a commit record, or None if absent or damaged."""
+def decode_commit_record(raw: bytes) -> CommitRecord | None:
+    """(committed bytes, newlines) from a commit record, or None if absent or damaged; its
+    `tail` is the checksum of the log's last bytes before the committed end, when it has one."""
     import zlib
 
-    if len(raw) != COMMIT_RECORD_SIZE or not raw.endswith(b"\n"):
+    if len(raw) not in (COMMIT_RECORD_SIZE, _OLD_COMMIT_RECORD_SIZE) or not raw.endswith(b"\n"):
         return None
     body, _, crc = raw[:-1].rpartition(b" ")
     try:
         if int(crc, 16) != zlib.crc32(body):
             return None
-        committed, newlines = (int(x) for x in body.split(b" "))
-    except ValueError:
+        fields = body.split(b" ")
+        committed, newlines = int(fields[0]), int(fields[1])
+        tail = int(fields[2], 16) if len(fields) == 3 else None
+    except (ValueError, IndexError):
         return None
-    return committed, newlines
+    return CommitRecord(committed, newlines, tail)
 
 
-def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
+def read_commit(dir_fd: int, name: str, shown: str) -> CommitRecord | None:
     """(committed bytes, lines) from the commit record of the log `name` in `dir_fd`.
 
     None when the log has no record (events.jsonl, a log from before records) or its record
@@ -126,17 +153,21 @@ def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
     """Why a commit record cannot describe the log open as `fd`, or None if it may.
 
     A record is trusted only where it ends: inside the log (`size` bytes, taken after the
-    record was read, as writers extend a log before they commit it) and on a line boundary
-    (offset 0, or the byte before it a newline). One that fails (copied from another session,
-    edited, written by a damaged disk) is ignored: the whole log counts, and no writer trims
-    into a line. Its line count is the writer's to check (`JsonlAppender`), as only it must
-    count the lines.
+    record was read, as writers extend a log before they commit it), on a line boundary
+    (offset 0, or the byte before it a newline), and, when it carries one, with the checksum
+    of the log's last bytes before its end (`CommitRecord.tail`). One that fails (copied
+    from another session, edited, written by a damaged disk) is ignored: the whole log
+    counts, and no writer trims into a line. Its line count is the writer's to check
+    (`JsonlAppender`), as only it must count the lines.
 
     Args:
         fd: the log, open for reading.
-        record: (committed bytes, lines) as `read_commit` found them.
+        record: (committed bytes, lines) as `read_commit` found them; a `CommitRecord`'s
+            `tail` is checked too.
         size: the log's size.
     """
+    import zlib
+
     committed, lines = record
     if committed > size:
         return f"says {committed:,} bytes are committed but the log holds only {size:,}"
@@ -144,6 +175,14 @@ def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
         return f"says {committed:,} bytes are committed, which ends in the middle of a line"
     if lines > committed:
         return f"says {lines:,} lines are committed in {committed:,} bytes"
+    tail = getattr(record, "tail", None)
+    if tail is not None:
+        start = max(0, committed - COMMIT_TAIL)
+        if zlib.crc32(os.pread(fd, committed - start, start)) != tail:
+            return (
+                "was written for other bytes than the log holds before its end (a record "
+                "copied from another session?)"
+            )
     return None
 
 
