@@ -110,8 +110,8 @@ class Persisted:
 
     @property
     def apart(self) -> dict[str, list[list[int]]]:
-        """`{"spans": [[first, last], ...]}` for an event when the lines are not consecutive,
-        else nothing."""
+        """The event field `spans` (each run as `[first, last]`) when the lines are not
+        consecutive, else no field."""
         return {"spans": [list(r) for r in self.spans]} if len(self.spans) > 1 else {}
 
 

@@ -102,9 +102,12 @@ def encode_commit_record(committed: int, newlines: int, tail: bytes | None = Non
     return body + b" %08x\n" % zlib.crc32(body)
 
 
-def decode_commit_record(raw: bytes) -> CommitRecord | None:
-    """(committed bytes, newlines) from a commit record, or None if absent or damaged; its
-    `tail` is the checksum of the log's last bytes before the committed end, when it has one."""
+def decode_commit_record(raw: bytes) -> tuple[int, int] | None:
+    """(committed bytes, newlines) from a commit record, or None if absent or damaged.
+
+    The pair is a `CommitRecord`, whose `tail` is the checksum of the log's last bytes before
+    the committed end (None in a record of an older version), which `commit_mismatch` checks.
+    """
     import zlib
 
     if len(raw) not in (COMMIT_RECORD_SIZE, _OLD_COMMIT_RECORD_SIZE) or not raw.endswith(b"\n"):
@@ -121,7 +124,7 @@ def decode_commit_record(raw: bytes) -> CommitRecord | None:
     return CommitRecord(committed, newlines, tail)
 
 
-def read_commit(dir_fd: int, name: str, shown: str) -> CommitRecord | None:
+def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
     """(committed bytes, lines) from the commit record of the log `name` in `dir_fd`.
 
     None when the log has no record (events.jsonl, a log from before records) or its record
