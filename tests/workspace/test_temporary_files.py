@@ -73,6 +73,9 @@ def _stop_while_writing(child: subprocess.Popen[str], folder: Path) -> list[Path
             os.sched_yield()
             continue
         os.kill(child.pid, signal.SIGSTOP)
+        # The signal is delivered asynchronously: wait until the writer has stopped.
+        _, status = os.waitpid(child.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), status
         found = _temporaries(folder)
         if found:
             return found
