@@ -15,11 +15,25 @@ class ContextRef(str):
 
     first_line: int
     last_line: int
+    spans: tuple[tuple[int, int], ...]
+    """The lines the messages of the append are on, as runs `(first, last)` of consecutive
+    lines: `((first_line, last_line),)` unless some were in the log already (a batch repeated
+    after a crash, with another split) at lines apart from the rest; empty when nothing was
+    written."""
 
-    def __new__(cls, path: str, first_line: int, last_line: int) -> ContextRef:
+    def __new__(
+        cls,
+        path: str,
+        first_line: int,
+        last_line: int,
+        spans: tuple[tuple[int, int], ...] | None = None,
+    ) -> ContextRef:
         ref = super().__new__(cls, path)
         ref.first_line = first_line
         ref.last_line = last_line
+        if spans is None:
+            spans = ((first_line, last_line),) if last_line >= first_line else ()
+        ref.spans = tuple(spans)
         return ref
 
     @property
@@ -29,5 +43,7 @@ class ContextRef(str):
             return str(self.first_line)
         return f"{self.first_line}-{self.last_line}"
 
-    def __reduce__(self) -> tuple[type[ContextRef], tuple[str, int, int]]:
-        return (ContextRef, (str(self), self.first_line, self.last_line))
+    def __reduce__(
+        self,
+    ) -> tuple[type[ContextRef], tuple[str, int, int, tuple[tuple[int, int], ...]]]:
+        return (ContextRef, (str(self), self.first_line, self.last_line, self.spans))

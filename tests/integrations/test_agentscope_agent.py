@@ -13,6 +13,8 @@ import base64
 import json
 import logging
 import re
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -377,3 +379,26 @@ def test_a_custom_offloader_is_taken_and_its_retrieval_tool_refused() -> None:
     offloader = AgentScopeOffloader(MinimalOffloader())
     with pytest.raises(ConfigError, match="has no read_reference"):
         offloader.tools()
+
+
+# Workdir names a file:// URL must percent-encode: AgentScope's URL type encodes a space and
+# é itself, and keeps % # ? raw, so a URL made as "file://" + path was refused by
+# read_reference or decoded (by any reader of URLs) to another file.
+AWKWARD_WORKDIRS = ["with space", "caf\u00e9", "100%41", "a#b", "what?x", "all %41 #? \u00e9"]
+
+
+@pytest.mark.parametrize("name", AWKWARD_WORKDIRS)
+async def test_data_block_urls_read_back_from_any_workdir(tmp_path: Path, name: str) -> None:
+    ws = LocalWorkspace(tmp_path / name / "ws")
+    ref = await ws.offload_context("s1", msgs=[user("first", image(1))])
+    [line] = Path(str(ref)).read_text(encoding="utf-8").splitlines()
+    stored = await ws.offload_data_block(image(2))
+    for seed, block in ((1, Msg.model_validate_json(line).content[1]), (2, stored)):
+        assert isinstance(block, DataBlock)
+        url = str(block.source.url)
+        # Decoded as a URL by the standard library, it names the file that was stored ...
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+        assert path.parent == tmp_path / name / "ws" / "data"
+        assert path.read_bytes() == png(seed)
+        # ... and the workspace reads it back.
+        assert await ws.read_reference(url) == png(seed)

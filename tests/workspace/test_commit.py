@@ -8,6 +8,7 @@ the log is not written again: the span where it already is comes back instead.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -18,7 +19,12 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import LocalWorkspace, Msg
-from ctxoffload.workspace import COMMIT_SUFFIX, Workspace, decode_commit_record
+from ctxoffload.workspace import (
+    COMMIT_SUFFIX,
+    Workspace,
+    decode_commit_record,
+    encode_commit_record,
+)
 from ctxoffload.workspace._jsonl import message_key, row_line_and_key
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
@@ -264,3 +270,112 @@ def test_a_line_and_its_key_come_from_one_serialisation(row: dict[str, object]) 
     assert line.endswith(b"\n") and b"\n" not in line[:-1]
     assert json.loads(line) == row  # the same JSON, volatile fields last
     assert key == message_key(json.loads(line))  # what a fresh workspace finds by scanning
+
+
+# -- a commit record that does not match its log ---------------------------------------------
+
+
+async def _log_of(workdir: Path, session: str, *names: str) -> Path:
+    """A session whose context.jsonl holds a message per name, committed by a workspace."""
+    await LocalWorkspace(workdir).offload_context(session, msgs=_msgs(*names))
+    return workdir / "sessions" / session / "context.jsonl"
+
+
+def _line_ends(log: Path) -> list[int]:
+    """The byte offset just after each line of `log`."""
+    ends, offset = [], 0
+    for line in log.read_bytes().splitlines(keepends=True):
+        offset += len(line)
+        ends.append(offset)
+    return ends
+
+
+async def _append_after_mismatch(
+    workdir: Path, log: Path, caplog: pytest.LogCaptureFixture
+) -> tuple[int, int]:
+    """Append one message with a fresh workspace; check every acknowledged line is still
+    readable, the new one where its span says, and the mismatch was reported."""
+    ws = LocalWorkspace(workdir)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        ref = await ws.offload_context("s", msgs=_msgs("new"))
+    lines = log.read_bytes().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["a", "b", "c", "d", "new"]
+    assert json.loads(lines[ref.first_line - 1])["id"] == "new"
+    assert [m["id"] for m in await LocalWorkspace(workdir).read_context("s")] == [
+        "a",
+        "b",
+        "c",
+        "d",
+        "new",
+    ]
+    assert any(
+        "commit record" in r.getMessage() and str(log) in r.getMessage() for r in caplog.records
+    ), [r.getMessage() for r in caplog.records]
+    return ref.first_line, ref.last_line
+
+
+async def test_a_commit_record_copied_from_another_session_is_not_trusted(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = await _log_of(workdir, "s", "a", "b", "c", "d")
+    other = await _log_of(workdir, "other", "a-much-longer-id", "x")
+    commit = log.with_name(log.name + COMMIT_SUFFIX)
+    commit.write_bytes(other.with_name(other.name + COMMIT_SUFFIX).read_bytes())
+    assert await _append_after_mismatch(workdir, log, caplog) == (5, 5)
+
+
+async def test_a_commit_record_ending_mid_line_is_not_trusted(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = await _log_of(workdir, "s", "a", "b", "c", "d")
+    ends = _line_ends(log)
+    commit = log.with_name(log.name + COMMIT_SUFFIX)
+    commit.write_bytes(encode_commit_record(ends[1] + 5, 2))
+    assert await _append_after_mismatch(workdir, log, caplog) == (5, 5)
+
+
+async def test_a_commit_record_with_a_wrong_line_count_is_not_trusted(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = await _log_of(workdir, "s", "a", "b", "c", "d")
+    commit = log.with_name(log.name + COMMIT_SUFFIX)
+    commit.write_bytes(encode_commit_record(log.stat().st_size, 1))
+    assert await _append_after_mismatch(workdir, log, caplog) == (5, 5)
+
+
+async def test_readers_do_not_stop_mid_line_at_a_record_that_ends_there(
+    workdir: Path,
+) -> None:
+    log = await _log_of(workdir, "s", "a", "b", "c", "d")
+    commit = log.with_name(log.name + COMMIT_SUFFIX)
+    commit.write_bytes(encode_commit_record(_line_ends(log)[1] + 5, 2))
+    assert [m["id"] for m in await LocalWorkspace(workdir).read_context("s")] == [
+        "a",
+        "b",
+        "c",
+        "d",
+    ]
+
+
+async def test_a_batch_repeating_messages_apart_names_only_their_lines(
+    local_ws: LocalWorkspace,
+) -> None:
+    await local_ws.offload_context("s", msgs=_msgs("a", "b", "c"))
+    ref = await local_ws.offload_context("s", msgs=_msgs("a", "c", "d"))
+    assert (ref.first_line, ref.last_line) == (1, 4)
+    assert ref.spans == ((1, 1), (3, 4))
+    [*_, event] = await local_ws.read_events("s")
+    assert event["lines"] == [1, 4] and event["spans"] == [[1, 1], [3, 4]]
+
+
+async def test_a_commit_record_of_another_log_that_fits_this_one_is_not_trusted(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Copied from a session whose first lines have the same lengths: on a line boundary and
+    with the right count, it still names other bytes, and trusting it would cut lines c, d."""
+    log = await _log_of(workdir, "s", "a", "b", "c", "d")
+    other = await _log_of(workdir, "other", "x", "y")
+    assert _line_ends(other)[-1] == _line_ends(log)[1], "the lines should have the same lengths"
+    commit = log.with_name(log.name + COMMIT_SUFFIX)
+    commit.write_bytes(other.with_name(other.name + COMMIT_SUFFIX).read_bytes())
+    assert await _append_after_mismatch(workdir, log, caplog) == (5, 5)

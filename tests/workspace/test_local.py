@@ -291,3 +291,31 @@ async def test_invalid_reference_error_names_the_reference(
 ) -> None:
     with pytest.raises(InvalidReference, match=r"secret\.txt"):
         await local_ws.read_reference(str(outside_file))
+
+
+# Workdir names that a URL must encode: a space and é (refused when left raw), and % # ?
+# (left raw, a URL decodes to another file, or loses its tail as a fragment or query).
+AWKWARD_WORKDIRS = ["with space", "caf\u00e9", "100%41", "a#b", "what?x", "all %41 #? \u00e9"]
+
+
+@pytest.mark.parametrize("name", AWKWARD_WORKDIRS)
+async def test_read_reference_takes_the_file_url_of_a_file_in_any_workdir(
+    tmp_path: Path, name: str
+) -> None:
+    ws = LocalWorkspace(tmp_path / name)
+    path = await ws.offload_tool_result("s", ToolResultBlock(id="c", output="o"))
+    block = await ws.offload_data_block(image_block())
+    assert await ws.read_reference(Path(path).as_uri()) == b"o"
+    assert await ws.read_reference(Path(block.source.url).as_uri()) == PNG
+
+
+async def test_a_file_url_is_decoded_once_so_it_names_no_other_file(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "w%41")
+    block = await ws.offload_data_block(image_block())
+    decoded_once = Path(str(block.source.url).replace("w%41", "wA"))
+    decoded_once.parent.mkdir(parents=True)
+    decoded_once.write_bytes(b"another workspace's file")
+    assert await ws.read_reference(Path(block.source.url).as_uri()) == PNG
+    # The URL the raw path makes means wA's file: outside this workspace, so refused.
+    with pytest.raises(InvalidReference):
+        await ws.read_reference("file://" + block.source.url)

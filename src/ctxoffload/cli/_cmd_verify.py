@@ -264,7 +264,8 @@ def _commit_record(folder: Folder, name: str, report: Report) -> tuple[int, int]
         return None
     report.problem(
         record,
-        "not a valid commit record (one 51-byte line `BYTES LINES CRC32` whose checksum "
+        "not a valid commit record (one 60-byte line `BYTES LINES TAIL CRC32`, or 51 bytes "
+        "without TAIL, whose checksum "
         f"matches): readers take all of {name} as committed, so a batch cut by a "
         "crash would be read",
     )

@@ -92,18 +92,29 @@ class Persisted:
 
     Attributes:
         reference: the context log they were appended to; None without an offloader.
-        line_span: the lines they took there, when the offloader says (a `ContextRef`).
+        line_span: the lines they took there, when the offloader says (a `ContextRef`):
+            from the first to the last.
+        spans: the lines they are on, as runs of consecutive lines: more than one when some
+            were in the log already, at lines apart (resumed after a kill, with another
+            split), so that a summary names only the lines it replaced.
         failure: what the offloader raised; then nothing was kept and nothing may leave.
     """
 
     reference: str | None = None
     line_span: tuple[int, int] | None = None
     failure: Exception | None = None
+    spans: tuple[tuple[int, int], ...] = ()
 
     @property
     def lines(self) -> list[int] | None:
         """The line span as events record it, `[first, last]`, or None."""
         return list(self.line_span) if self.line_span else None
+
+    @property
+    def apart(self) -> dict[str, list[list[int]]]:
+        """The event field `spans` (each run as `[first, last]`) when the lines are not
+        consecutive, else no field."""
+        return {"spans": [list(r) for r in self.spans]} if len(self.spans) > 1 else {}
 
 
 @dataclass
@@ -591,10 +602,18 @@ class Compressor:
             logger.warning("could not offload %d messages, %s: %s", len(messages), on_failure, exc)
             return Persisted(failure=exc)
         line_span: tuple[int, int] | None = None
+        spans: tuple[tuple[int, int], ...] = ()
         if isinstance(ref, ContextRef) and ref.last_line >= ref.first_line:
             line_span = (ref.first_line, ref.last_line)
-        self.record_offload(str(ref), line_span)
-        return Persisted(str(ref), line_span)
+            # Only the lines its messages are on: some may have been in the log already, at
+            # lines apart from the rest, with other messages (still in the context) between.
+            spans = getattr(ref, "spans", None) or (line_span,)
+        if spans:
+            for span in spans:
+                self.record_offload(str(ref), span)
+        else:
+            self.record_offload(str(ref), None)
+        return Persisted(str(ref), line_span, spans=spans)
 
     async def _summarise(
         self,
@@ -629,6 +648,7 @@ class Compressor:
             summary=outcome.summary.model_dump(),
             reference=persisted.reference,
             lines=persisted.lines,
+            **persisted.apart,
         )
         return outcome
 
@@ -651,6 +671,7 @@ class Compressor:
             EventKind.COMPRESSION,
             reference=persisted.reference,
             lines=persisted.lines,
+            **persisted.apart,
             messages=len(plan.older),
             kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
             pinned=len(plan.split.pins),

@@ -71,7 +71,7 @@ class SummaryState:
     def record_offload(self, reference: str, line_span: tuple[int, int] | None) -> None:
         """Messages were appended to `reference`, at `line_span` when it is known."""
         self.reference = reference
-        if line_span is not None:
+        if line_span is not None and line_span not in self.spans:
             self.spans.append(line_span)
 
     def adopt(self, msg: Msg, max_chars: int) -> None:
@@ -104,11 +104,12 @@ class SummaryState:
         self.spans.sort()
 
     def spans_text(self) -> str:
-        """The spans as text, adjacent ones merged: `"1-40, 52-60"`, or `"none"`."""
+        """The spans as text, in order, adjacent or overlapping ones merged: `"1-40, 52-60"`,
+        or `"none"`."""
         merged: list[list[int]] = []
-        for first, last in self.spans:
-            if merged and first == merged[-1][1] + 1:
-                merged[-1][1] = last
+        for first, last in sorted(self.spans):
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
             else:
                 merged.append([first, last])
         return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged) or "none"

@@ -6,8 +6,7 @@ import hashlib
 import os
 import stat
 
-from ._layout import temporary_name
-from ._paths import READ_FLAGS, open_file, unlink_quietly, write_new_file
+from ._paths import READ_FLAGS, open_file, temporary_file
 from ._reader import iter_chunks
 
 __all__ = ["KnownPayloads", "data_name", "extension_for", "media_type_of", "store_bytes"]
@@ -123,13 +122,8 @@ def store_bytes(
     name = data_name(raw, media_type)
     if _holds(data_fd, name, raw):
         return os.path.join(data_dir, name)
-    tmp = temporary_name(name)
-    try:
-        write_new_file(data_fd, tmp, raw, fsync=fsync)
+    with temporary_file(data_fd, name, raw, fsync=fsync) as tmp:
         os.replace(tmp, name, src_dir_fd=data_fd, dst_dir_fd=data_fd)
-    except BaseException:
-        unlink_quietly(data_fd, tmp)
-        raise
     if fsync:
         os.fsync(data_fd)
     return os.path.join(data_dir, name)

@@ -55,6 +55,8 @@ from ._layout import COMMIT_SUFFIX
 from ._paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
 from ._reader import (
     COMMIT_RECORD_SIZE,
+    COMMIT_TAIL,
+    commit_mismatch,
     decode_commit_record,
     encode_commit_record,
     iter_chunks,
@@ -63,6 +65,7 @@ from ._reader import (
 
 __all__ = [
     "JsonlAppender",
+    "Span",
     "count_newlines",
     "dumps_line",
     "dumps_row",
@@ -196,6 +199,35 @@ def _scan_ids(
             into.setdefault(key, line_no)
 
 
+class Span(tuple[int, int]):
+    """A batch's line span `(first, last)` in a log, with `runs`: the lines its messages are
+    on, as sorted runs `(first, last)` of consecutive lines.
+
+    A message already in the log is not written again: it is where it was, so a batch that
+    repeats some messages (an agent resumed after a kill, with another split) can be on lines
+    that are not consecutive; `(first, last)` then covers lines of other messages too, and
+    `runs` names only its own.
+    """
+
+    runs: tuple[tuple[int, int], ...]
+
+    def __new__(cls, first: int, last: int, runs: Sequence[tuple[int, int]] | None = None) -> Span:
+        span = super().__new__(cls, (first, last))
+        span.runs = tuple(runs) if runs is not None else ((first, last),)
+        return span
+
+    @classmethod
+    def of_lines(cls, lines: Sequence[int]) -> Span:
+        """The span of messages on these lines (in any order, repeats allowed)."""
+        runs: list[tuple[int, int]] = []
+        for n in sorted(set(lines)):
+            if runs and n == runs[-1][1] + 1:
+                runs[-1] = (runs[-1][0], n)
+            else:
+                runs.append((n, n))
+        return cls(runs[0][0], runs[-1][1], runs)
+
+
 @dataclass
 class _Known:
     """What an appender last saw of one log: enough to continue counting from its end."""
@@ -235,7 +267,7 @@ class _Batch:
         # Its caller was interrupted while a leader had it: drop it if that leader fails.
         self.abandoned = False
         # Its span, or why it failed; None until it is done.
-        self.result: tuple[int, int] | Exception | None = None
+        self.result: Span | Exception | None = None
 
 
 class _Queue:
@@ -262,7 +294,7 @@ class _Plan:
     chunks: list[bytes] = field(default_factory=list)
     added: dict[str, int] = field(default_factory=dict)
     index: dict[str, int] | None = None
-    spans: list[tuple[int, int]] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
 
     def add(self, batch: _Batch, prefix: bytes) -> None:
         """Plan one batch: its lines not already in the log or the group, and its span."""
@@ -282,7 +314,7 @@ class _Plan:
                 keep.append(line)
                 kept_ids.append(msg_id)
         if not keep:
-            self.spans.append((min(found), max(found)))
+            self.spans.append(Span.of_lines(found))
             return
         payload = prefix + b"".join(keep)
         first = self.newlines + len(prefix) + 1
@@ -293,7 +325,9 @@ class _Plan:
             for line_no, msg_id in enumerate(kept_ids, first):
                 if msg_id is not None:
                     self.added.setdefault(msg_id, line_no)
-        self.spans.append((min(first, *found), max(last, *found)) if found else (first, last))
+        self.spans.append(
+            Span.of_lines([*found, *range(first, last + 1)]) if found else Span(first, last)
+        )
 
 
 class JsonlAppender:
@@ -346,7 +380,7 @@ class JsonlAppender:
         ids: Sequence[str | None] | None = None,
         *,
         commit: bool = False,
-    ) -> tuple[int, int]:
+    ) -> Span:
         """Append `lines` (each ending in b'\\n') to the log `name` in the directory `dir_fd`.
 
         Another thread of this process may write the batch, together with its own, while
@@ -519,7 +553,7 @@ class JsonlAppender:
 
     def _append_plain(
         self, key: str, fd: int, st: os.stat_result, batches: list[_Batch]
-    ) -> list[tuple[int, int]]:
+    ) -> list[Span]:
         size = st.st_size
         newlines = self._newlines_before(key, fd, st, size)
         chunks: list[bytes] = []
@@ -528,10 +562,10 @@ class JsonlAppender:
             # skip the torn one.
             chunks.append(b"\n")
             newlines += 1
-        spans: list[tuple[int, int]] = []
+        spans: list[Span] = []
         for batch in batches:
             chunks.extend(batch.lines)
-            spans.append((newlines + 1, newlines + len(batch.lines)))
+            spans.append(Span(newlines + 1, newlines + len(batch.lines)))
             newlines += len(batch.lines)
         payload = b"".join(chunks)
         self._write(key, fd, payload, size)
@@ -541,7 +575,7 @@ class JsonlAppender:
 
     def _append_committed(
         self, shown: str, fd: int, st: os.stat_result, batches: list[_Batch]
-    ) -> list[tuple[int, int]]:
+    ) -> list[Span]:
         dir_fd, name = batches[0].dir_fd, batches[0].name
         commit_fd = open_file(
             dir_fd,
@@ -579,12 +613,30 @@ class JsonlAppender:
         """
         size = st.st_size
         record = decode_commit_record(os.pread(commit_fd, COMMIT_RECORD_SIZE + 1, 0))
-        if record is None or record[0] > size:
-            # No record (a log from before commit records, or one edited by hand): all of
-            # it counts. Record that first, so readers never take the group for old content.
+        if record is not None:
+            wrong = commit_mismatch(fd, record, size)
+            if wrong is None and self._newlines_before(shown, fd, st, record[0]) != record[1]:
+                wrong = (
+                    f"says {record[1]:,} lines are committed in {record[0]:,} bytes, "
+                    f"which hold {self._newlines_before(shown, fd, st, record[0]):,}"
+                )
+            if wrong is not None:
+                # Copied from another session, edited by hand, damaged: trimming to it could
+                # cut into a line, and counting from it would misnumber every line after.
+                logger.warning(
+                    "%s: its commit record %s: ignored, the whole log counts as committed",
+                    shown,
+                    wrong,
+                )
+                record = None
+        if record is None:
+            # No record (a log from before commit records), or one that does not match the
+            # log: all of it counts. Record that first, so readers never take the group for
+            # old content.
             newlines = self._newlines_before(shown, fd, st, size)
             prefix = b"\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else b""
-            os.pwrite(commit_fd, encode_commit_record(size, newlines), 0)
+            tail = os.pread(fd, min(COMMIT_TAIL, size), size - min(COMMIT_TAIL, size))
+            os.pwrite(commit_fd, encode_commit_record(size, newlines, tail), 0)
             return size, newlines, prefix, False
         committed, newlines = record
         if size > committed:
@@ -683,7 +735,9 @@ class JsonlAppender:
                 os.fsync(fd)
             if commit is not None:
                 commit_fd, newlines = commit
-                os.pwrite(commit_fd, encode_commit_record(size + len(payload), newlines), 0)
+                end = size + len(payload)
+                tail = self._tail(fd, payload, end)
+                os.pwrite(commit_fd, encode_commit_record(end, newlines, tail), 0)
                 if self.fsync:
                     os.fsync(commit_fd)
         except BaseException:

@@ -35,22 +35,20 @@ from ._layout import (
     PURGING_PREFIX,
     SESSIONS_DIR,
     STATE_FILE,
-    TEMPORARY_PREFIX,
     TOP_FOLDERS,
     is_tool_result_name,
     now_iso,
     purging_name,
-    temporary_name,
     tool_result_name,
 )
 from ._paths import (
     open_dir,
     open_for_reading,
     open_tree,
+    remove_dead_temporaries,
     remove_tree,
     same_entry,
-    unlink_quietly,
-    write_new_file,
+    temporary_file,
 )
 from ._payloads import (
     as_message_list,
@@ -69,9 +67,6 @@ __all__ = ["LocalWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
 
-# Temporary files older than this are a killed writer's leftovers; initialize() removes them.
-# (A live writer touches its temporary file at least every few seconds.)
-STALE_TMP_SECONDS = 300.0
 # How many times a writer retries when the session directory it opened was purged under it.
 _SESSION_TRIES = 50
 
@@ -160,9 +155,10 @@ class LocalWorkspace:
     async def initialize(self) -> None:
         """Create `sessions/`, `data/` and `skills/`, and clear what crashed writers left.
 
-        Idempotent; offloading works without it. Removes `.tmp-*` files older than
-        `STALE_TMP_SECONDS` in `sessions/*/` and `data/`, and the `.purge-*` directories of
-        purges that were killed.
+        Idempotent; offloading works without it. Removes the `.tmp-*` files of writers that
+        died (killed mid-write) in `sessions/*/` and `data/`, at once, and never one a live
+        writer holds (`temporary_file`: a writer locks its temporary file while it exists),
+        and the `.purge-*` directories of purges that were killed.
 
         Raises:
             OffloadError: a directory cannot be created, or is a planted link.
@@ -177,9 +173,8 @@ class LocalWorkspace:
         for sub in TOP_FOLDERS:
             with self._tree(sub, create=True):
                 pass
-        cutoff = time.time() - STALE_TMP_SECONDS
         with self._tree(DATA_DIR, create=False) as data_fd:
-            _remove_stale_tmp(data_fd, cutoff)
+            remove_dead_temporaries(data_fd)
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd, os.scandir(sessions_fd) as it:
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
@@ -193,7 +188,7 @@ class LocalWorkspace:
                     except (OSError, OffloadError):
                         continue
                     try:
-                        _remove_stale_tmp(session_fd, cutoff)
+                        remove_dead_temporaries(session_fd)
                     finally:
                         os.close(session_fd)
 
@@ -308,9 +303,10 @@ class LocalWorkspace:
         lines, ids = lines_and_keys(rows)
         shown = str(path)
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
-            first, last = self._jsonl.append(
-                dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True
-            )
+            span = self._jsonl.append(dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True)
+            first, last = span
+            # Lines apart (messages already in the log): the event names each run as well.
+            apart = {"spans": [list(r) for r in span.runs]} if len(span.runs) > 1 else {}
             self._event(
                 dir_fd,
                 session_id,
@@ -319,8 +315,9 @@ class LocalWorkspace:
                 bytes=sum(len(line) for line in lines),
                 messages=len(msgs),
                 lines=[first, last],
+                **apart,
             )
-        return ContextRef(str(path), first, last)
+        return ContextRef(str(path), first, last, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Write the whole text of one tool result to `sessions/{id}/tool_result-{tool_id}.txt`.
@@ -374,9 +371,7 @@ class LocalWorkspace:
 
     def _write_unique(self, dir_fd: int, stem: str, data: bytes) -> str:
         """Link `data` in as the first free version of the tool result `stem`; its name."""
-        tmp = temporary_name(tool_result_name(stem))
-        try:
-            write_new_file(dir_fd, tmp, data, fsync=self.fsync)
+        with temporary_file(dir_fd, tool_result_name(stem), data, fsync=self.fsync) as tmp:
             n = 1
             while True:
                 name = tool_result_name(stem, n)
@@ -389,8 +384,6 @@ class LocalWorkspace:
                     if _same_content(dir_fd, name, data):
                         break
                     n += 1
-        finally:
-            unlink_quietly(dir_fd, tmp)
         if self.fsync:
             os.fsync(dir_fd)
         return name
@@ -487,13 +480,9 @@ class LocalWorkspace:
                         "follows no link inside its workdir; remove that entry",
                         path,
                     )
-            tmp = temporary_name(STATE_FILE)
-            try:
-                write_new_file(dir_fd, tmp, data, fsync=self.fsync)
+            with temporary_file(dir_fd, STATE_FILE, data, fsync=self.fsync) as tmp:
                 # rename() replaces the entry itself, never a file it might point to.
                 os.replace(tmp, STATE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            finally:
-                unlink_quietly(dir_fd, tmp)
         return path
 
     # -- reading --------------------------------------------------------------------------
@@ -831,19 +820,6 @@ def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
         return size == len(data) and b"".join(iter_chunks(fd, 0, size)) == data
     finally:
         os.close(fd)
-
-
-def _remove_stale_tmp(dir_fd: int, cutoff: float) -> None:
-    """Remove `.tmp-*` regular files last written before `cutoff` (a killed writer's)."""
-    with os.scandir(dir_fd) as it:
-        names = [e.name for e in it if e.name.startswith(TEMPORARY_PREFIX)]
-    for name in names:
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
-                os.unlink(name, dir_fd=dir_fd)
-        except FileNotFoundError:
-            continue
 
 
 if TYPE_CHECKING:  # mypy checks that LocalWorkspace is what it is declared to be

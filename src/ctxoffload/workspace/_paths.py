@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from ..exceptions import OffloadError
+from ._layout import TEMPORARY_PREFIX, temporary_name
 
 __all__ = [
     "DIR_FLAGS",
@@ -26,17 +27,20 @@ __all__ = [
     "READ_FLAGS",
     "WRITE_NEW_FLAGS",
     "Refused",
+    "file_url_to_path",
     "open_dir",
     "open_file",
     "open_for_reading",
     "open_path",
     "open_tree",
+    "path_to_file_url",
+    "remove_dead_temporaries",
     "remove_tree",
     "same_entry",
+    "temporary_file",
     "unlink_quietly",
     "verify_file",
     "verify_settled",
-    "write_new_file",
 ]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -298,22 +302,120 @@ def remove_tree(parent_fd: int, name: str) -> None:
         os.rmdir(name, dir_fd=parent_fd)
 
 
-def write_new_file(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> None:
-    """Create `name` in `dir_fd` (it must not exist; no link is followed) holding `data`.
+def path_to_file_url(path: str) -> str:
+    """The `file://` URL of an absolute path, percent-encoded (RFC 8089, as
+    `pathlib.Path.as_uri` writes it): a space, `é`, `%`, `#` and `?` are encoded, so the URL
+    is valid and decodes (`file_url_to_path`) to this path and no other."""
+    from urllib.parse import quote_from_bytes
+
+    return "file://" + quote_from_bytes(os.fsencode(path), safe="/")
+
+
+def file_url_to_path(url: str) -> str:
+    """The path a `file://` URL names: the inverse of `path_to_file_url`.
+
+    The part after `file://` (and an optional `localhost` host) is percent-decoded once,
+    whole: a `#` or `?` in it is part of the path (encoded by `path_to_file_url`, or written
+    raw by an older version), never a fragment or query.
+    """
+    from urllib.parse import unquote_to_bytes
+
+    rest = url.removeprefix("file://")
+    if rest.startswith("localhost/"):
+        rest = rest[len("localhost") :]
+    return os.fsdecode(unquote_to_bytes(rest))
+
+
+# A writer whose new temporary file was removed before it could lock it (by a remover that
+# took it for a dead writer's) makes another, at most this many times.
+_TEMPORARY_TRIES = 50
+
+
+@contextlib.contextmanager
+def temporary_file(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> Iterator[str]:
+    """Write `data` to a fresh temporary name for the file `name` in `dir_fd`; yield that name.
+
+    The caller links or renames it into place inside the block; on leaving, the temporary
+    name is removed if it is still there. From its creation until then the writer holds an
+    exclusive `flock` on the file: its proof of life. The kernel drops the lock when the
+    writer dies (even by `kill -9`), so `remove_dead_temporaries` removes exactly the files
+    of dead writers, at once, and never one that a live writer is still writing.
 
     Raises:
-        OSError: the entry exists or the disk refused the write; the caller removes the
-            partial file (it is usually a temporary name).
+        OSError: the disk refused the write; the temporary file is removed.
+        OffloadError: every new temporary file was removed before it could be locked.
     """
-    fd = os.open(name, WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
+    import fcntl
+
+    for _ in range(_TEMPORARY_TRIES):
+        tmp = temporary_name(name)
+        fd = os.open(tmp, WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # A remover may have locked and removed the file between its creation and this
+            # lock (it found it unlocked): make another then, never write to an orphan.
+            if same_entry(fd, dir_fd, tmp):
+                break
+        except BaseException:
+            unlink_quietly(dir_fd, tmp)
+            os.close(fd)
+            raise
+        os.close(fd)
+    else:
+        raise OffloadError(
+            f"temporary files for {name} were removed {_TEMPORARY_TRIES} times as soon as "
+            "they were made: something other than the workspace is removing them; stop it "
+            "and retry",
+            name,
+        )
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         if fsync:
             os.fsync(fd)
+        yield tmp
     finally:
+        # Removed before the lock is let go, so a remover never sees it unlocked.
+        unlink_quietly(dir_fd, tmp)
         os.close(fd)
+
+
+def remove_dead_temporaries(dir_fd: int) -> list[str]:
+    """Remove the temporary files (`.tmp-*`) in `dir_fd` that no live writer holds.
+
+    A writer holds a lock on its temporary file for as long as the name exists
+    (`temporary_file`); one this can lock is a dead writer's, however new, and one it cannot
+    is being written, however old. Entries that are not regular files are left alone.
+
+    Returns:
+        The names removed.
+    """
+    import fcntl
+
+    with os.scandir(dir_fd) as it:
+        names = [e.name for e in it if e.name.startswith(TEMPORARY_PREFIX)]
+    removed: list[str] = []
+    for name in names:
+        try:
+            fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+        except OSError:  # gone meanwhile, or a link (O_NOFOLLOW): not ours to remove
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live writer's
+            # Still this file under that name (it may have been put in place meanwhile).
+            if same_entry(fd, dir_fd, name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dir_fd)
+                    removed.append(name)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def unlink_quietly(dir_fd: int, name: str) -> None:

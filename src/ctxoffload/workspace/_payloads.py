@@ -28,6 +28,7 @@ from ..exceptions import InvalidContent
 from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import data_line
 from ._layout import MARK, UNSTORED_MARK
+from ._paths import path_to_file_url
 
 __all__ = [
     "MAX_DEPTH",
@@ -140,10 +141,11 @@ def depth_error(where: str, limit: int = MAX_DEPTH) -> InvalidContent:
 
 
 def file_url(reference: str) -> str:
-    """A reference as a URL: `file://` before an absolute path; other references (memory://,
+    """A reference as a URL: an absolute path as its percent-encoded `file://` URL
+    (`path_to_file_url`, which `read_reference` decodes); other references (memory://,
     s3://) are URLs already. For block fields whose class demands a URL (AgentScope's
     `URLSource.url` is pydantic's `AnyUrl`); everything meant for file tools keeps the path."""
-    return f"file://{reference}" if reference.startswith("/") else reference
+    return path_to_file_url(reference) if reference.startswith("/") else reference
 
 
 def externalize(

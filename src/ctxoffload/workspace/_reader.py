@@ -29,7 +29,7 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._layout import COMMIT_SUFFIX, SESSIONS_DIR
-from ._paths import Refused, open_for_reading, open_path
+from ._paths import Refused, file_url_to_path, open_for_reading, open_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -38,10 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMIT_RECORD_SIZE",
+    "COMMIT_TAIL",
+    "CommitRecord",
     "EventKind",
     "Folder",
     "JsonLines",
     "Refused",
+    "commit_mismatch",
     "context_event_sentence",
     "decode_commit_record",
     "encode_commit_record",
@@ -57,7 +60,11 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-COMMIT_RECORD_SIZE = 51
+COMMIT_RECORD_SIZE = 60
+# A record written before it carried the checksum of the log's bytes before its end.
+_OLD_COMMIT_RECORD_SIZE = 51
+# How many of the log's bytes before the committed end the record's identity covers.
+COMMIT_TAIL = 64
 # A commit record is rewritten in place by one small pwrite; a read that lands in the middle
 # of it fails its checksum and is taken again, this many times, 1 ms apart.
 _COMMIT_RETRIES = 20
@@ -70,29 +77,53 @@ _SETTLE_RETRIES = 20
 # -- the commit record ------------------------------------------------------------------------
 
 
-def encode_commit_record(committed: int, newlines: int) -> bytes:
+class CommitRecord(tuple[int, int]):
+    """(committed bytes, newlines) from a commit record, and `tail`: the CRC-32 of the last
+    `COMMIT_TAIL` bytes of the log before the committed end (None in a record written before
+    records carried it). The tail ties the record to its log: one copied from another
+    session does not match it."""
+
+    tail: int | None
+
+    def __new__(cls, committed: int, newlines: int, tail: int | None = None) -> CommitRecord:
+        record = super().__new__(cls, (committed, newlines))
+        record.tail = tail
+        return record
+
+
+def encode_commit_record(committed: int, newlines: int, tail: bytes | None = None) -> bytes:
     """The record saying the first `committed` bytes (`newlines` lines) of a log are committed:
-    one fixed-width line `BYTES LINES CRC32`."""
+    one fixed-width line `BYTES LINES TAIL CRC32`, where TAIL is the CRC-32 of `tail`, the
+    last `COMMIT_TAIL` bytes of the log before `committed` (all of them when fewer). Without
+    `tail`, the shorter `BYTES LINES CRC32` of older versions."""
     import zlib
 
     body = b"%020d %020d" % (committed, newlines)
+    if tail is not None:
+        body += b" %08x" % zlib.crc32(tail[-COMMIT_TAIL:])
     return body + b" %08x\n" % zlib.crc32(body)
 
 
 def decode_commit_record(raw: bytes) -> tuple[int, int] | None:
-    """(committed bytes, newlines) from a commit record, or None if absent or damaged."""
+    """(committed bytes, newlines) from a commit record, or None if absent or damaged.
+
+    The pair is a `CommitRecord`, whose `tail` is the checksum of the log's last bytes before
+    the committed end (None in a record of an older version), which `commit_mismatch` checks.
+    """
     import zlib
 
-    if len(raw) != COMMIT_RECORD_SIZE or not raw.endswith(b"\n"):
+    if len(raw) not in (COMMIT_RECORD_SIZE, _OLD_COMMIT_RECORD_SIZE) or not raw.endswith(b"\n"):
         return None
     body, _, crc = raw[:-1].rpartition(b" ")
     try:
         if int(crc, 16) != zlib.crc32(body):
             return None
-        committed, newlines = (int(x) for x in body.split(b" "))
-    except ValueError:
+        fields = body.split(b" ")
+        committed, newlines = int(fields[0]), int(fields[1])
+        tail = int(fields[2], 16) if len(fields) == 3 else None
+    except (ValueError, IndexError):
         return None
-    return committed, newlines
+    return CommitRecord(committed, newlines, tail)
 
 
 def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
@@ -121,6 +152,43 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
         return None
     finally:
         os.close(fd)
+
+
+def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
+    """Why a commit record cannot describe the log open as `fd`, or None if it may.
+
+    A record is trusted only where it ends: inside the log (`size` bytes, taken after the
+    record was read, as writers extend a log before they commit it), on a line boundary
+    (offset 0, or the byte before it a newline), and, when it carries one, with the checksum
+    of the log's last bytes before its end (`CommitRecord.tail`). One that fails (copied
+    from another session, edited, written by a damaged disk) is ignored: the whole log
+    counts, and no writer trims into a line. Its line count is the writer's to check
+    (`JsonlAppender`), as only it must count the lines.
+
+    Args:
+        fd: the log, open for reading.
+        record: (committed bytes, lines) as `read_commit` found them; a `CommitRecord`'s
+            `tail` is checked too.
+        size: the log's size.
+    """
+    import zlib
+
+    committed, lines = record
+    if committed > size:
+        return f"says {committed:,} bytes are committed but the log holds only {size:,}"
+    if committed > 0 and os.pread(fd, 1, committed - 1) != b"\n":
+        return f"says {committed:,} bytes are committed, which ends in the middle of a line"
+    if lines > committed:
+        return f"says {lines:,} lines are committed in {committed:,} bytes"
+    tail = getattr(record, "tail", None)
+    if tail is not None:
+        start = max(0, committed - COMMIT_TAIL)
+        if zlib.crc32(os.pread(fd, committed - start, start)) != tail:
+            return (
+                "was written for other bytes than the log holds before its end (a record "
+                "copied from another session?)"
+            )
+    return None
 
 
 # -- lines and JSON lines ---------------------------------------------------------------------
@@ -233,11 +301,16 @@ def read_log(
     except FileNotFoundError:
         return []
     try:
+        # The record before the size: a writer extends the log before it commits, so a
+        # record read first never lies past the end because of a concurrent append.
+        record = read_commit(dir_fd, name, shown) if commit else None
         end = os.fstat(fd).st_size
-        if commit:
-            record = read_commit(dir_fd, name, shown)
-            if record is not None:
-                end = min(end, record[0])
+        if record is not None:
+            wrong = commit_mismatch(fd, record, end)
+            if wrong is None:
+                end = record[0]
+            elif warn is not None:
+                warn(f"{shown}: its commit record {wrong}: ignored, the whole log is read")
         return _values(JsonLines(fd, end), shown, warn)
     finally:
         os.close(fd)
@@ -399,6 +472,19 @@ class Folder:
         """(bytes, lines) the commit record of the log `name` says are committed, or None."""
         return read_commit(self.fd, name, self.path(name))
 
+    def committed_end(self, name: str, fd: int, size: int) -> int:
+        """Where the committed part of the log `name` (open as `fd`, `size` bytes) ends: its
+        commit record's length when `commit_mismatch` trusts the record, else the whole log
+        (a record that cannot be read, or one that ends mid-line or was copied from another
+        log, counts as none; `ctxoffload verify` reports it)."""
+        try:
+            record = self.committed(name)
+        except OSError:
+            return size
+        if record is None or commit_mismatch(fd, record, size) is not None:
+            return size
+        return record[0]
+
     def read_log(
         self, name: str, *, commit: bool = False, warn: Callable[[str], None] | None = None
     ) -> list[Any]:
@@ -410,8 +496,8 @@ def reference_parts(reference: str, workdir: str, root: str) -> list[str]:
     """The path components below a workspace's workdir that a reference names (lexically).
 
     A reference is a path the workspace returned (absolute, or relative to the current
-    folder), a `file://` URL of one, or a path relative to the workdir. Nothing is opened:
-    `open_reference` opens the parts without following a link.
+    folder), a `file://` URL of one (percent-decoded), or a path relative to the workdir.
+    Nothing is opened: `open_reference` opens the parts without following a link.
 
     Args:
         reference: the reference.
@@ -423,7 +509,7 @@ def reference_parts(reference: str, workdir: str, root: str) -> list[str]:
     """
     if not isinstance(reference, str) or not reference or "\x00" in reference:
         raise InvalidReference(f"reference {reference!r} is not a path in this workspace")
-    ref = reference[len("file://") :] if reference.startswith("file://") else reference
+    ref = file_url_to_path(reference) if reference.startswith("file://") else reference
     given = os.path.abspath(workdir)
     candidates = [os.path.abspath(ref)]
     if not os.path.isabs(ref):

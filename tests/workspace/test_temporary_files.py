@@ -1,0 +1,120 @@
+"""Temporary files carry proof of life: a dead writer's are removed at once, a live one's never.
+
+A file is written under a `.tmp-` name, then linked or renamed into place. Its writer holds
+a lock on it from the moment it is created until its name is gone; the kernel drops that
+lock when the writer dies. `initialize()` removes exactly the temporary files whose lock it
+can take, however new they are, and keeps every one a writer still holds, however old.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import LocalWorkspace
+from ctxoffload.workspace import TEMPORARY_PREFIX
+
+SpawnPython = Callable[..., "subprocess.Popen[str]"]
+
+# Writes one kind of whole file (by temporary name) over and over, each 8 MB and different,
+# printing "ok N" after each; the test stops or kills it while a temporary file exists.
+WRITER = """
+import asyncio, base64, sys
+from ctxoffload import Base64Source, DataBlock, LocalWorkspace, ToolResultBlock
+
+workdir, kind = sys.argv[1], sys.argv[2]
+SIZE = 8 << 20
+
+async def main():
+    ws = LocalWorkspace(workdir)
+    n = 0
+    while True:
+        if kind == "tool_result":
+            await ws.offload_tool_result(
+                "s", ToolResultBlock(id=f"call_{n}", output=f"{n:08d}" * (SIZE // 8)))
+        elif kind == "state":
+            await ws.write_state("s", {"n": n, "pad": "p" * SIZE})
+        else:
+            raw = n.to_bytes(8, "big") * (SIZE // 8)
+            await ws.offload_data_block(DataBlock(source=Base64Source(
+                media_type="image/png", data=base64.b64encode(raw).decode())))
+        print("ok", n, flush=True)
+        n += 1
+
+asyncio.run(main())
+"""
+
+KINDS = {"tool_result": ("sessions", "s"), "state": ("sessions", "s"), "data": ("data",)}
+
+
+def _temporaries(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.iterdir() if p.name.startswith(TEMPORARY_PREFIX)]
+
+
+def _stop_while_writing(child: subprocess.Popen[str], folder: Path) -> list[Path]:
+    """Stop `child` (SIGSTOP) at a moment when it has a temporary file in `folder`.
+
+    Waits for one to appear, stops the writer, and looks again: a file still there while the
+    writer is stopped is one it is writing. Otherwise the writer goes on, and the next write
+    is tried. Returns the temporary files found with the writer stopped.
+    """
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert child.poll() is None, child.stderr.read() if child.stderr else ""
+        if not _temporaries(folder):
+            os.sched_yield()
+            continue
+        os.kill(child.pid, signal.SIGSTOP)
+        # The signal is delivered asynchronously: wait until the writer has stopped.
+        _, status = os.waitpid(child.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), status
+        found = _temporaries(folder)
+        if found:
+            return found
+        os.kill(child.pid, signal.SIGCONT)
+    raise AssertionError(f"no temporary file appeared in {folder} in 120 s")
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+async def test_initialize_removes_a_killed_writers_temporary_file_at_once(
+    workdir: Path, spawn_python: SpawnPython, kind: str
+) -> None:
+    folder = workdir.joinpath(*KINDS[kind])
+    child = spawn_python(WRITER, str(workdir), kind)
+    found = _stop_while_writing(child, folder)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert all(path.exists() for path in found)
+    await LocalWorkspace(workdir).initialize()
+    assert _temporaries(folder) == []
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+async def test_initialize_keeps_a_live_writers_temporary_file_however_old(
+    workdir: Path, spawn_python: SpawnPython, kind: str
+) -> None:
+    folder = workdir.joinpath(*KINDS[kind])
+    child = spawn_python(WRITER, str(workdir), kind)
+    found = _stop_while_writing(child, folder)
+    an_hour_ago = time.time() - 3600
+    for path in found:
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    await LocalWorkspace(workdir).initialize()
+    assert all(path.exists() for path in found)
+    # The writer goes on, puts that file in place and removes its temporary name.
+    os.kill(child.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 120
+    while any(path.exists() for path in found) and time.monotonic() < deadline:
+        os.sched_yield()
+    assert not any(path.exists() for path in found)
+    child.kill()
+    _, err = child.communicate(timeout=60)
+    assert "Traceback" not in err, err
