@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         f.seek(0)
         is_log = name == CONTEXT_FILE and parts[:1] == [SESSIONS_DIR]
-        committed = committed_end(folder, name, st.st_size) if is_log else None
+        committed = committed_end(folder, name, f.fileno(), st.st_size) if is_log else None
         # --raw to a pipe or a file: the bytes as stored. On a terminal they stay inert.
         exact = args.raw and not sys.stdout.isatty()
         lines = _print_lines(

@@ -551,7 +551,7 @@ def search_context_log(
 
     fd, st = opened
     try:
-        end = committed_end(folder, name, st.st_size)  # a batch never committed is skipped
+        end = committed_end(folder, name, fd, st.st_size)  # a batch never committed is skipped
         for number, raw in enumerate(iter_lines(fd, 0, end), start=1):
             lines, hits = matching_lines(raw.decode("utf-8", "surrogateescape"), matches)
             shown_to = -1

@@ -114,7 +114,7 @@ def count_newlines(folder: Folder, name: str) -> int:
         return 0
     fd, st = opened
     try:
-        end = committed_end(folder, name, st.st_size)
+        end = committed_end(folder, name, fd, st.st_size)
         total = offset = 0
         while offset < end:
             chunk = os.pread(fd, min(1 << 20, end - offset), offset)

@@ -199,16 +199,11 @@ def open_in(
         raise CliError(line) from None
 
 
-def committed_end(folder: Folder, name: str, size: int) -> int:
-    """Where the committed part of a log of `size` bytes ends: its commit record's length
-    (`read_commit`), or the whole file when it has no valid record (one that cannot be read
-    counts as none: `ctxoffload verify` reports it). Lines past it are a batch never
-    committed, which the workspace's readers skip."""
-    try:
-        record = folder.committed(name)
-    except OSError:
-        return size
-    return size if record is None else min(size, record[0])
+def committed_end(folder: Folder, name: str, fd: int, size: int) -> int:
+    """Where the committed part of a log open as `fd` (`size` bytes) ends
+    (`Folder.committed_end`): lines past it are a batch never committed, which the
+    workspace's readers skip."""
+    return folder.committed_end(name, fd, size)
 
 
 def read_json_lines(
