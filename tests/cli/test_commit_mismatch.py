@@ -39,9 +39,7 @@ def damaged(tmp_path: Path) -> Path:
     log = tmp_path / "sessions" / "s" / CONTEXT_FILE
     raw = log.read_bytes()
     second_end = [i for i, b in enumerate(raw) if b == 0x0A][1] + 1
-    log.with_name(CONTEXT_FILE + COMMIT_SUFFIX).write_bytes(
-        encode_commit_record(second_end + 5, 2)
-    )
+    log.with_name(CONTEXT_FILE + COMMIT_SUFFIX).write_bytes(encode_commit_record(second_end + 5, 2))
     return tmp_path
 
 
