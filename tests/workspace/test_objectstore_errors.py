@@ -106,6 +106,17 @@ def test_an_unaccepted_url_says_which_urls_are_accepted(url: str) -> None:
     assert "Debug" not in message and "Url {" not in message and len(message) < 400
 
 
+@pytest.mark.parametrize(
+    "deadline",
+    [0, -1, float("inf"), float("nan"), 10**5000, 86_401, "30", True, None],
+    ids=["0", "-1", "inf", "nan", "5001-digits", "a-day-and-a-second", "str", "bool", "None"],
+)
+def test_a_hostile_deadline_is_a_config_error_naming_the_range(deadline: object) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ObjectStoreWorkspace("memory://", deadline=deadline)  # type: ignore[arg-type]
+    assert "deadline=" in str(caught.value) and len(str(caught.value)) < 200
+
+
 # -- errors that no retry can fix fail at once, with their cause ------------------------
 
 

@@ -57,14 +57,15 @@ def open_store(url: str) -> Any:
         deadline = float(text)
     except ValueError:
         deadline = float("nan")
-    if not 0 < deadline <= 86400:  # NaN and infinity fail too
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise CliError(
-            f"CTXOFFLOAD_DEADLINE={shown!r} is not a number of seconds from 0 to 86400 (a day)"
-        )
     try:
         from ..workspace import ObjectStoreWorkspace
 
+        if not 0 < deadline <= ObjectStoreWorkspace.MAX_DEADLINE:  # NaN and infinity too
+            shown = text if len(text) <= 40 else text[:40] + "..."
+            raise CliError(
+                f"CTXOFFLOAD_DEADLINE={shown!r} is not a number of seconds from 0 to "
+                f"{ObjectStoreWorkspace.MAX_DEADLINE:.0f} (a day)"
+            )
         return ObjectStoreWorkspace(url, deadline=deadline)
     except ImportError as exc:
         raise CliError(f"{url}: {exc}") from None

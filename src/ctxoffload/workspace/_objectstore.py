@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, InvalidReference, OffloadError
@@ -110,6 +110,9 @@ class ObjectStoreWorkspace:
         ImportError: obstore is not installed (`pip install 'ctxoffload[s3]'`).
     """
 
+    MAX_DEADLINE: ClassVar[float] = 86_400.0
+    """The longest `deadline` accepted, in seconds (a day): a longer one is a mistake."""
+
     def __init__(
         self,
         url: str,
@@ -123,8 +126,14 @@ class ObjectStoreWorkspace:
         deadline: float = 30.0,
         writer_id: str | None = None,
     ) -> None:
-        if not (deadline > 0):
-            raise ConfigError(f"deadline={deadline!r} must be a positive number of seconds")
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+            raise ConfigError(f"deadline={deadline!r} must be a number of seconds")
+        if not (0 < deadline <= self.MAX_DEADLINE):  # NaN and infinity fail too
+            shown = "a very large number" if abs(deadline) >= 1e12 else repr(deadline)
+            raise ConfigError(
+                f"deadline={shown} must be more than 0 and at most "
+                f"{self.MAX_DEADLINE:,} seconds (a day)"
+            )
         self.url = _checked_url(url)
         if endpoint_url is not None:
             _refuse_userinfo("endpoint_url", endpoint_url)
