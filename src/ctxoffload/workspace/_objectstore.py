@@ -132,7 +132,7 @@ class ObjectStoreWorkspace:
             shown = "a very large number" if abs(deadline) >= 1e12 else repr(deadline)
             raise ConfigError(
                 f"deadline={shown} must be more than 0 and at most "
-                f"{self.MAX_DEADLINE:,} seconds (a day)"
+                f"{self.MAX_DEADLINE:,.0f} seconds (a day)"
             )
         self.url = _checked_url(url)
         if endpoint_url is not None:
