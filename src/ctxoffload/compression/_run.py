@@ -230,17 +230,32 @@ class PipelineRun:
         self._pinned.add(message_id)
         self._unpinned.discard(message_id)
         self._last_context = marked
+        await self._pin_event(
+            EventKind.PIN, message_id, context[index].role, by, (before, after), marked, window
+        )
+        return marked
+
+    async def _pin_event(
+        self,
+        kind: str,
+        message_id: str,
+        role: str,
+        by: str,
+        tokens: tuple[int, int],
+        marked: Sequence[Msg],
+        window: int | None,
+    ) -> None:
+        """Record a pin or unpin: which message, who, and the pins' tokens before and after."""
         await self.compressor.event(
-            EventKind.PIN,
+            kind,
             message_id=message_id,
-            role=context[index].role,
+            role=role,
             by=by,
-            pinned_tokens_before=before,
-            pinned_tokens_after=after,
+            pinned_tokens_before=tokens[0],
+            pinned_tokens_after=tokens[1],
             pinned_messages=sum(1 for m in marked if is_pinned(m)),
             window=window,
         )
-        return marked
 
     async def unpin(
         self, message_id: str, messages: Sequence[Msg] | None = None, *, by: str = "api"
@@ -274,15 +289,14 @@ class PipelineRun:
         self._pinned.discard(message_id)
         self._unpinned.add(message_id)
         self._last_context = marked
-        await self.compressor.event(
+        await self._pin_event(
             EventKind.UNPIN,
-            message_id=message_id,
-            role=context[index].role,
-            by=by,
-            pinned_tokens_before=before,
-            pinned_tokens_after=after,
-            pinned_messages=sum(1 for m in marked if is_pinned(m)),
-            window=self.window,
+            message_id,
+            context[index].role,
+            by,
+            (before, after),
+            marked,
+            self.window,
         )
         return marked
 

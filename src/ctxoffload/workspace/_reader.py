@@ -612,6 +612,15 @@ def _count(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def _into(event: dict[str, Any]) -> str:
+    """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
+    span = event.get("lines")
+    where = f" into {event.get('reference')}" if event.get("reference") else ""
+    if isinstance(span, list) and len(span) == 2:
+        where += f" lines {span[0]}-{span[1]}"
+    return where
+
+
 def context_event_sentence(event: dict[str, Any]) -> str | None:
     """One sentence for a pin, an unpin, a clearing or an asked-for compaction, as the INFO
     log and `ctxoffload show` print it; None for the other kinds.
@@ -652,20 +661,14 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"{where}"
         )
     if kind == EventKind.CLEAR_THINKING:
-        span = event.get("lines")
-        where = f" into {event.get('reference')}" if event.get("reference") else ""
-        if isinstance(span, list) and len(span) == 2:
-            where += f" lines {span[0]}-{span[1]}"
+        where = _into(event)
         return (
             f"cleared the thinking of {event.get('messages')} turns ({event.get('blocks')} "
             f"blocks), {_count(event.get('tokens_before'))}→"
             f"{_count(event.get('tokens_after'))} tokens{where}"
         )
     if kind == EventKind.COMPACT:
-        span = event.get("lines")
-        where = f" into {event.get('reference')}" if event.get("reference") else ""
-        if isinstance(span, list) and len(span) == 2:
-            where += f" lines {span[0]}-{span[1]}"
+        where = _into(event)
         asked = event.get("instructions")
         focus = f', instructions: "{asked}"' if asked else ""
         return (
