@@ -313,8 +313,12 @@ async def test_each_summary_is_printed_once_after_its_compression(
     fields = [line for line in lines if line.startswith("      task_overview: ")]
     assert len(fields) == len(compressions)
     for i in compressions:
-        assert "summary message " in lines[i + 1]
-        assert lines[i + 2] == f"      task_overview: {SUMMARY['task_overview']}"
+        # The compression's fidelity report, then its summary.
+        assert (
+            " artifacts: " in lines[i + 1] and "messages read back at their lines" in lines[i + 1]
+        )
+        assert "summary message " in lines[i + 2]
+        assert lines[i + 3] == f"      task_overview: {SUMMARY['task_overview']}"
     assert not any(line.endswith(" summary:") for line in lines)
 
 

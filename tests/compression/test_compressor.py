@@ -130,7 +130,8 @@ async def test_the_artifact_trail_lists_offloaded_files_newest_first_within_its_
         msgs += [call, Msg(role="tool", content=[await comp.process_tool_result(block)])]
     result = await comp.maybe_compress(msgs, force=True)
 
-    trail = result.messages[1].text.split("## Offloaded files\n", 1)[1].split("\n")
+    summary = result.messages[1].text.split("</context_summary>", 1)[0]
+    trail = (summary + "</context_summary>").split("## Offloaded files\n", 1)[1].split("\n")
     paths = [str(local_ws.session_dir("s1") / f"tool_result-call{i}.txt") for i in range(5)]
     assert len(trail) == 5  # three files, the "older" line, and the closing tag
     for line, i in zip(trail[:3], (4, 3, 2), strict=True):

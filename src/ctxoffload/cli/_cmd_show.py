@@ -22,6 +22,7 @@ from ..workspace import (
     Folder,
     JsonLines,
     context_event_sentence,
+    fidelity_sentence,
     mark_of,
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
@@ -375,17 +376,21 @@ def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
         where = str(event.get("reference") or "nowhere (no offloader)")
         if isinstance(span, list) and len(span) == 2:
             where += f" lines {span[0]}-{span[1]}"
+        fidelity = fidelity_sentence(event)
         return [
             f"{at} compressed {event.get('messages')} messages, "
             f"{_n(event.get('tokens_before'))}→{_n(event.get('tokens_after'))} tokens, into "
-            f"{where} ({event.get('summary_source')} summary, {event.get('kept')} kept)"
+            f"{where} ({event.get('summary_source')} summary, {event.get('kept')} kept)",
+            *([f"{at}   {fidelity}"] if fidelity else []),
         ]
     if kind == EventKind.SUMMARY:
         nested = event.get("summary")
         fields = nested if isinstance(nested, dict) else event
         return [f"{at}   summary:", *_summary_lines(fields)]
-    if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT):
-        return []  # the workspace's own line for a truncation or compression shown above
+    if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT, EventKind.ARTIFACTS):
+        # The workspace's own line for a truncation or compression, and the artifact list a
+        # compression's line sums up (`artifacts: ... left`): shown above.
+        return []
     sentence = context_event_sentence(event)
     return [f"{at} {sentence or kind}"]
 

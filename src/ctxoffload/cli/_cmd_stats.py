@@ -58,6 +58,7 @@ def _session_stats(
         "truncations": None,
         "compressions": None,
         "summaries": None,
+        "artifacts": None,
         "unreadable": [],
     }
     references: Counter[str] = Counter()
@@ -109,6 +110,7 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
     """A session's figures from its events, counted in one pass (one line in memory)."""
     offloaded = tokens_out = compressions = truncations = 0
     sources: Counter[str] = Counter()
+    artifacts: Counter[str] = Counter()
     for event in events:
         if not isinstance(event, dict):
             continue
@@ -124,6 +126,7 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
             tokens_out += max(0, before - (after if isinstance(after, int) else 0))
         if kind == EventKind.COMPRESSION:
             sources[str(event.get("summary_source") or "unknown")] += 1
+            _add_fidelity(artifacts, event)
         compressions += kind in (EventKind.COMPRESSION, EventKind.WINDOW)
         truncations += kind in (EventKind.TRUNCATION, EventKind.OFFLOAD)
     return {
@@ -132,7 +135,22 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
         "truncations": truncations,
         "compressions": compressions,
         "summaries": dict(sources),
+        "artifacts": dict(artifacts),
     }
+
+
+def _add_fidelity(into: Counter[str], event: dict[str, Any]) -> None:
+    """Add a compression's fidelity report (its artifacts, the messages read back)."""
+    counts, checked = event.get("artifacts"), event.get("recoverable")
+    for key, value in (counts if isinstance(counts, dict) else {}).items():
+        if isinstance(value, int):
+            into[str(key)] += value
+    if isinstance(checked, dict):
+        for key in ("messages", "verified"):
+            if isinstance(checked.get(key), int):
+                into[f"messages_{key}" if key == "verified" else "messages_compressed"] += checked[
+                    key
+                ]
 
 
 def _dedup(references: Counter[str], workdir: str) -> dict[str, int]:
@@ -182,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         "truncations": total_of("truncations"),
         "compressions": total_of("compressions"),
         "summaries": dict(sum((Counter(r["summaries"] or {}) for r in rows), Counter())),
+        "artifacts": dict(sum((Counter(r["artifacts"] or {}) for r in rows), Counter())),
         **_dedup(everything, workdir),
     }
     # A file that could not be read is an error (said on stderr, counted as `?`): exit 2 once
@@ -195,6 +214,16 @@ def run(args: argparse.Namespace) -> int:
         if counts is None:
             return "?"
         return ", ".join(f"{n} {source}" for source, n in sorted(counts.items())) or "-"
+
+    def named(counts: dict[str, int] | None) -> str:
+        # The artifacts that left and are named in the context after (in the summary, still
+        # in a kept message, or in the index), of all that left.
+        if counts is None:
+            return "?"
+        if not counts.get("left"):
+            return "-"
+        kept = sum(counts.get(k, 0) for k in ("in_summary", "in_kept", "indexed"))
+        return f"{kept:,}/{counts['left']:,}"
 
     def size(n: int | None) -> str:
         return "?" if n is None else human_bytes(n)
@@ -210,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
             count(r["truncations"]),
             count(r["compressions"]),
             summaries(r["summaries"]),
+            named(r["artifacts"]),
             human_bytes(r["dedup_saved_bytes"]),
         ]
         for r in rows
@@ -222,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
             total["truncations"],
             total["compressions"],
             summaries(total["summaries"]),
+            named(total["artifacts"]),
             human_bytes(total["dedup_saved_bytes"]),
         ]
     )
@@ -233,9 +264,10 @@ def run(args: argparse.Namespace) -> int:
             "truncations",
             "compressions",
             "summaries",
+            "artifacts named",
             "dedup saved",
         ],
         table,
-        right=(1, 2, 3, 4, 6),
+        right=(1, 2, 3, 4, 6, 7),
     )
     return status

@@ -21,7 +21,7 @@ from typing import Any
 
 from .._depth import load_json
 from ..exceptions import OffloadError
-from ..text import is_jsonl
+from ..text import decode_log_line, is_jsonl
 from ..workspace import (
     COMMIT_SUFFIX,
     CONTEXT_FILE,
@@ -32,6 +32,7 @@ from ..workspace import (
     STATE_FILE,
     TOOL_RESULT_PREFIX,
     TOOL_RESULT_SUFFIX,
+    EventKind,
     Folder,
     Refused,
     is_data_name,
@@ -81,7 +82,13 @@ class Report:
     problems: list[dict[str, str]] = field(default_factory=list)
     warnings: list[dict[str, str]] = field(default_factory=list)
     checked: dict[str, int] = field(
-        default_factory=lambda: {"files": 0, "jsonl_lines": 0, "data_files": 0, "references": 0}
+        default_factory=lambda: {
+            "files": 0,
+            "jsonl_lines": 0,
+            "data_files": 0,
+            "references": 0,
+            "artifacts": 0,
+        }
     )
 
     def problem(self, path: str, what: str) -> None:
@@ -384,6 +391,8 @@ def _check_file(
         _check_data(folder, name, report, progress)
     elif in_sessions and is_jsonl(name):
         _check_jsonl(folder, name, entries, report, progress)
+        if name == EVENTS_FILE:
+            _check_artifact_index(folder, report)
     elif in_sessions and name == STATE_FILE:
         _check_state(folder, name, entries, report)
         progress.advance(size)
@@ -399,6 +408,72 @@ def _check_file(
         finally:
             os.close(fd)
         progress.advance(size)
+
+
+def _check_artifact_index(folder: Folder, report: Report) -> None:
+    """Re-check the artifact index of every compression of a session: each artifact its
+    `artifacts` events place at a line of context.jsonl must be on that line (a line that
+    was changed or lost since makes the index point nowhere)."""
+    fd, st = folder.open(EVENTS_FILE)
+    wanted: dict[int, list[str]] = {}
+    try:
+        events = [
+            _json_or_none(raw)
+            for raw in iter_lines(fd, 0, st.st_size)
+            if b'"kind": "artifacts"' in raw or b'"kind":"artifacts"' in raw
+        ]
+    finally:
+        os.close(fd)
+    for event in events:
+        if not isinstance(event, dict) or event.get("kind") != EventKind.ARTIFACTS:
+            continue
+        for entry in event.get("artifacts") or []:
+            line, value = (
+                (entry.get("line"), entry.get("value")) if isinstance(entry, dict) else (None, None)
+            )
+            if isinstance(line, int) and isinstance(value, str) and line > 0:
+                wanted.setdefault(line, []).append(value.removesuffix(" […]"))
+    if not wanted:
+        return
+    path = folder.path(CONTEXT_FILE)
+    try:
+        fd, st = folder.open(CONTEXT_FILE)
+    except FileNotFoundError:
+        report.problem(path, f"is missing, but {EVENTS_FILE} indexes artifacts on its lines")
+        return
+    try:
+        for number, line in enumerate(iter_lines(fd, 0, st.st_size), start=1):
+            values = wanted.pop(number, None)
+            if values is None:
+                continue
+            shown_lines = decode_log_line(line.decode("utf-8", errors="replace"))
+            text = "\n".join(shown_lines) if shown_lines is not None else ""
+            for value in values:
+                report.checked["artifacts"] += 1
+                if value not in text:
+                    report.problem(
+                        f"{path}:{number}",
+                        f"the artifact index places {value!r} on this line, which does not "
+                        "hold it (the line was changed after the compression)",
+                    )
+            if not wanted:
+                break
+    finally:
+        os.close(fd)
+    for number, values in sorted(wanted.items()):
+        report.checked["artifacts"] += len(values)
+        report.problem(
+            f"{path}:{number}",
+            f"the artifact index places {len(values)} artifacts on this line, which the "
+            "file does not have",
+        )
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return load_json(raw)
+    except ValueError:
+        return None  # said by the JSONL check
 
 
 def _is_file(folder: Folder, name: str) -> bool:
@@ -466,7 +541,9 @@ def run(args: argparse.Namespace) -> int:
         print_styled(
             f"{verdict}: {_many(c['files'], 'file')}, {_many(c['jsonl_lines'], 'JSONL line')}, "
             f"{_many(c['data_files'], 'data file')}, "
-            f"{_many(c['references'], 'reference')} checked"
+            f"{_many(c['references'], 'reference')}"
+            + (f", {_many(c['artifacts'], 'artifact')}" if c.get("artifacts") else "")
+            + " checked"
             + (f"; {_many(len(report.warnings), 'warning')}" if report.warnings else "")
         )
     return EXIT_PROBLEMS if report.problems else EXIT_OK

@@ -16,6 +16,7 @@ message's state and text live in `_summary_message.py`, which messages are fresh
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,8 @@ from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
-from ..workspace import EventKind, Offloader
+from ..workspace import EventKind, Offloader, ReferenceReader
+from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts
 from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
 from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
@@ -563,8 +565,9 @@ class Compressor:
         if persisted.failure is not None:
             reason = f"offload failed: {persisted.failure}"
             return CompressionResult(context, False, reason, counted, counted)
+        lines = await self._read_back(persisted, plan.older)
         outcome = await self._summarise(plan, persisted, cfg, window, model)
-        return await self._assemble(plan, persisted, outcome, counted, tools, cfg)
+        return await self._assemble(plan, persisted, outcome, counted, tools, cfg, window, lines)
 
     def _keep_notes(
         self, plan: _Plan, counted: int, tools: Sequence[dict[str, Any]]
@@ -615,6 +618,36 @@ class Compressor:
             self.record_offload(str(ref), None)
         return Persisted(str(ref), line_span, spans=spans)
 
+    async def _read_back(self, persisted: Persisted, older: Sequence[Msg]) -> dict[str, int] | None:
+        """The line of the context log each message that leaves is on, read back from the
+        offloader (the fidelity check: a message is recoverable when its line holds it);
+        None when the offloader cannot read references back."""
+        reference = persisted.reference
+        if (
+            reference is None
+            or not persisted.spans
+            or not isinstance(self.offloader, ReferenceReader)
+        ):
+            return None
+        try:
+            raw = await self.offloader.read_reference(reference)
+        except Exception as exc:
+            logger.warning("could not read back %s to check it: %s", reference, exc)
+            return {}
+        wanted = {m.id for m in older}
+        rows = raw.split(b"\n")
+        found: dict[str, int] = {}
+        for first, last in persisted.spans:
+            for number in range(first, min(last, len(rows)) + 1):
+                try:
+                    value = json.loads(rows[number - 1])
+                except ValueError:
+                    continue
+                row_id = value.get("id") if isinstance(value, dict) else None
+                if isinstance(row_id, str) and row_id in wanted:
+                    found[row_id] = number
+        return found
+
     async def _summarise(
         self,
         plan: _Plan,
@@ -660,13 +693,39 @@ class Compressor:
         counted: int,
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
+        window: int,
+        lines: dict[str, int] | None,
     ) -> CompressionResult:
         """Assemble: the system prompt, the summary message (naming context.jsonl, the line
-        span and the artifact trail, within the reserve), then the messages kept; the
-        compression event records it."""
-        summary_msg = self._state.render(outcome.summary, cfg, self.counter, budget=plan.reserve)
+        span and the artifact trail, within the reserve, then the artifact index), then the
+        messages kept; the artifacts and compression events record it."""
+        listed_in = events_file(persisted.reference)
+        candidates = self._leaving_artifacts(plan.older, lines, self._state)
+        # The index's least part (how many artifacts are cut, and where they are listed)
+        # comes out of the summary's budget; the rest of the index takes what is left under
+        # the trigger, up to its own budget.
+        least = ArtifactIndex.least_tokens(self.counter, listed_in) if candidates else 0
+        summary_msg = self._state.render(
+            outcome.summary, cfg, self.counter, budget=plan.reserve - least, floor=500 - least
+        )
+        room = int(cfg.trigger_ratio * window) - self.count(
+            _context(plan.system, summary_msg, plan.split), tools
+        )
+        kept = [*plan.split.pins, *([plan.pinned] if plan.pinned else []), *plan.kept]
+        index = self._artifact_index(
+            candidates, self._state, summary_msg.text, kept, persisted, cfg, window, room, least
+        )
+        summary_msg = self._state.with_index(summary_msg, index, listed_in)
         after = _context(plan.system, summary_msg, plan.split)
         tokens_after = self.count(after, tools)
+        if index.left:
+            await self._event(
+                EventKind.ARTIFACTS,
+                compression=self._state.compressions,
+                reference=persisted.reference,
+                artifacts=index.listing(),
+            )
+        recoverable = _read_back_report(plan.older, lines)
         await self._event(
             EventKind.COMPRESSION,
             reference=persisted.reference,
@@ -679,6 +738,8 @@ class Compressor:
             tokens_after=tokens_after,
             summary_source=outcome.source,
             summary_model_calls=outcome.model_calls,
+            artifacts=index.report(),
+            recoverable=recoverable,
         )
         return CompressionResult(
             after,
@@ -691,6 +752,96 @@ class Compressor:
             summary=outcome.summary,
             summary_source=outcome.source,
             compressed_messages=len(plan.older),
+        )
+
+    async def index_note(
+        self,
+        note: Msg,
+        leaving: Sequence[Msg],
+        persisted: Persisted,
+        *,
+        earlier: Mapping[str, Any],
+        summary_text: str,
+        kept: Sequence[Msg],
+        config: ContextConfig | None = None,
+    ) -> tuple[Msg, dict[str, Any]]:
+        """`note` (a manager's note standing where `leaving` left the context) followed by
+        the artifact index of what left, as a summary is; the `artifacts` event written.
+
+        Args:
+            note: the note, marked (`metadata["ctxoffload"]`); its text is not changed.
+            leaving: the messages that left, as `persist` stored them at `persisted`.
+            persisted: what `persist` returned.
+            earlier: the mark of the note this one replaces (its index is checked again).
+            summary_text: the text of a summary the context keeps, if any.
+            kept: the messages that stay.
+            config: the configuration in force (its index budget).
+
+        Returns:
+            The note with the index, and the fidelity fields for the manager's event
+            (`artifacts`, `recoverable`).
+        """
+        cfg = config or self.config
+        lines = await self._read_back(persisted, leaving)
+        state = SummaryState()
+        state.adopt_index(dict(earlier))
+        index = self._artifact_index(
+            self._leaving_artifacts(leaving, lines, state),
+            state,
+            summary_text,
+            kept,
+            persisted,
+            cfg,
+            self.window(cfg),
+        )
+        note = state.with_index(note, index, events_file(persisted.reference))
+        if index.left:
+            await self._event(
+                EventKind.ARTIFACTS, reference=persisted.reference, artifacts=index.listing()
+            )
+        return note, {"artifacts": index.report(), "recoverable": _read_back_report(leaving, lines)}
+
+    def _leaving_artifacts(
+        self, leaving: Sequence[Msg], lines: Mapping[str, int] | None, state: SummaryState
+    ) -> list[FoundArtifact]:
+        """The artifacts of a compaction that moves `leaving` out (a summary's, or a window
+        note's), with those `state` carries from the note it replaces; `state` counts the
+        messages and calls that left."""
+        found, calls = find_artifacts(leaving, lines, recency=state.messages_left)
+        state.messages_left += len(leaving)
+        state.calls.update(calls)
+        seen = {(f.kind, f.value) for f in found}
+        return [f for f in state.carried if (f.kind, f.value) not in seen] + found
+
+    def _artifact_index(
+        self,
+        candidates: Sequence[FoundArtifact],
+        state: SummaryState,
+        summary_text: str,
+        kept: Sequence[Msg],
+        persisted: Persisted,
+        cfg: ContextConfig,
+        window: int,
+        room: int | None = None,
+        least: int = 0,
+    ) -> ArtifactIndex:
+        """The artifact index of `candidates` (`_leaving_artifacts`): each checked against
+        `summary_text` and the `kept` messages, within the config's index budget and half
+        of `room` (the tokens left under the trigger, when the caller keeps the context under
+        it), but never below `least` (what the caller set aside for the index)."""
+        budget = cfg.artifact_index_budget(window)
+        if room is not None:
+            # Half the room under the trigger at most: the rest is for the turns to come.
+            budget = min(budget, room // 2)
+        return ArtifactIndex.build(
+            candidates,
+            state.calls,
+            summary_text=summary_text,
+            kept=kept,
+            counter=self.counter,
+            budget=max(budget, least),
+            events_file=events_file(persisted.reference),
+            cut_before=state.artifacts_cut,
         )
 
     # -- the messages the model has not seen ------------------------------------------------
@@ -834,3 +985,12 @@ class Compressor:
         if done is None:
             return block
         return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
+
+
+def _read_back_report(leaving: Sequence[Msg], lines: Mapping[str, int] | None) -> dict[str, int]:
+    """The `recoverable` field of a compaction's event: how many messages left and, when the
+    offloader could read them back, how many were at their lines."""
+    report = {"messages": len(leaving)}
+    if lines is not None:
+        report["verified"] = sum(1 for m in leaving if m.id in lines)
+    return report

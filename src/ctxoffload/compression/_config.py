@@ -39,6 +39,13 @@ SUMMARY_BUDGET_SHARE = 0.05
 SUMMARY_BUDGET_FLOOR = 1_000
 """Tokens a summary may always take, however small the window."""
 
+ARTIFACT_INDEX_SHARE = 0.25
+"""The artifact index's budget when `artifact_index_tokens` is not set: this share of the
+summary budget, on top of the summary."""
+
+ARTIFACT_INDEX_FLOOR = 200
+"""Tokens the artifact index may always take when `artifact_index_tokens` is not set."""
+
 DEFAULT_PREVIEW_CAP = 2_000
 """`preview_tokens` when unset is `min(tool_result_limit, DEFAULT_PREVIEW_CAP)`, and within
 the room of the window when it is known (see `ContextConfig.preview_budget`)."""
@@ -202,6 +209,11 @@ class ContextConfig(BaseModel):
             rendered or folded into the next summary request; no field may take more than
             half of it. None (the default) means 5% of the window, and at least 1,000
             tokens.
+        artifact_index_tokens: the budget of the artifact index that follows a summary: the
+            paths, URLs, commands and ids of what left that the summary and the messages
+            kept do not name, each with its line of context.jsonl. None (the default) means
+            a quarter of the summary budget, and at least 200 tokens; 0 lists them only in
+            events.jsonl (the index then says how many and where).
         pin_ratio: the most of the window pinned messages may take together, in (0, 1];
             a pin that would take them over it is refused (`PinError`) when it is made.
     """
@@ -231,6 +243,7 @@ class ContextConfig(BaseModel):
     summary_timeout: float = 120.0
     summary_max_tokens: int | None = None
     max_image_num: int | None = None
+    artifact_index_tokens: int | None = None
     pin_ratio: float = Field(default=0.3, gt=0, le=1)
 
     @model_validator(mode="before")
@@ -300,7 +313,9 @@ class ContextConfig(BaseModel):
             )
         return value
 
-    @field_validator("summary_max_retries", "artifact_trail_limit", "max_image_num")
+    @field_validator(
+        "summary_max_retries", "artifact_trail_limit", "max_image_num", "artifact_index_tokens"
+    )
     @classmethod
     def _check_not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value < 0:
@@ -511,6 +526,13 @@ class ContextConfig(BaseModel):
         if window is None:
             return SUMMARY_BUDGET_FLOOR
         return max(SUMMARY_BUDGET_FLOOR, int(window * SUMMARY_BUDGET_SHARE))
+
+    def artifact_index_budget(self, window: int | None) -> int:
+        """The most tokens the artifact index may take (see `artifact_index_tokens`)."""
+        if self.artifact_index_tokens is not None:
+            return self.artifact_index_tokens
+        share = int(ARTIFACT_INDEX_SHARE * self.summary_budget_tokens(window))
+        return max(ARTIFACT_INDEX_FLOOR, share)
 
 
 class LongNumber:

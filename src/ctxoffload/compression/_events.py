@@ -8,7 +8,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..workspace import EventKind, EventLog, Offloader, context_event_sentence
+from ..workspace import (
+    EventKind,
+    EventLog,
+    Offloader,
+    context_event_sentence,
+    fidelity_sentence,
+)
 
 __all__ = ["EventCallback", "emit_event"]
 
@@ -77,14 +83,16 @@ def _log_event(event: Mapping[str, Any]) -> None:
     elif kind == EventKind.COMPRESSION:
         lines = event.get("lines")
         span = f" lines {lines[0]}-{lines[1]}" if isinstance(lines, list) and lines else ""
+        fidelity = fidelity_sentence(dict(event))
         logger.info(
-            "compressed %s messages, %s→%s tokens, into %s%s (%s summary)",
+            "compressed %s messages, %s→%s tokens, into %s%s (%s summary)%s",
             event.get("messages"),
             _tokens(event.get("tokens_before")),
             _tokens(event.get("tokens_after")),
             event.get("reference") or "nowhere (no offloader)",
             span,
             event.get("summary_source"),
+            f"; {fidelity}" if fidelity else "",
         )
     else:
         sentence = context_event_sentence(dict(event))

@@ -177,8 +177,19 @@ class SlidingWindow:
         if persisted.line_span is not None:
             spans.append(persisted.line_span)
         total = int(marker.get("dropped", 0)) + len(dropped)
-        readers = compressor.reader_tools(run.config())
+        config = run.config()
+        readers = compressor.reader_tools(config)
         new_note = _window_note(total, reference, spans, readers)
+        # The artifacts of what left are named after the note, as after a summary.
+        new_note, fidelity = await compressor.index_note(
+            new_note,
+            dropped,
+            persisted,
+            earlier=marker,
+            summary_text=summary.text if summary is not None else "",
+            kept=[*pins, *([pinned] if pinned is not None else []), *kept],
+            config=config,
+        )
         await compressor.event(
             EventKind.WINDOW,
             reference=reference,
@@ -187,6 +198,7 @@ class SlidingWindow:
             kept=len(kept) + (1 if pinned else 0) + len(pins),
             pinned=len(pins),
             max_messages=self.max_messages,
+            **fidelity,
         )
         run.report(f"SlidingWindow: moved {len(dropped)} messages out")
         head = [m for m in (system, summary, new_note) if m is not None] + pins

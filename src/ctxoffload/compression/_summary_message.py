@@ -9,10 +9,13 @@ state, so a compressor that resumes a session from the context alone takes it ov
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..messages import Msg
 from ..tokens import TokenCounter
+from ._artifacts import ArtifactIndex, FoundArtifact
 from ._config import ContextConfig
 from ._notes import NOTE_MARK, SUMMARY_NOTE
 from ._summarize import bound_summary
@@ -56,6 +59,13 @@ class SummaryState:
         spans: the lines of that log they took, in order.
         artifacts: the files offloaded so far, oldest first.
         compressions: how many times history has been compressed.
+        carried: the artifacts the current summary or its index names, checked again by the
+            next compression (which replaces them).
+        artifacts_cut: artifacts the index's budget left out so far (each listed in an
+            `artifacts` event).
+        messages_left: how many messages have left the context so far (the recency of the
+            next ones' artifacts starts there).
+        calls: the tool calls that have left the context so far, by tool name.
     """
 
     summary: Summary | None = None
@@ -63,6 +73,10 @@ class SummaryState:
     spans: list[tuple[int, int]] = field(default_factory=list)
     artifacts: list[Artifact] = field(default_factory=list)
     compressions: int = 0
+    carried: list[FoundArtifact] = field(default_factory=list)
+    artifacts_cut: int = 0
+    messages_left: int = 0
+    calls: Counter[str] = field(default_factory=Counter)
 
     def newest_artifacts(self) -> list[Artifact]:
         """The artifact trail, newest first."""
@@ -90,6 +104,35 @@ class SummaryState:
         self.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
         self.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
         self.compressions = int(marker.get("compressions", 0))
+        self.adopt_index(marker)
+
+    def adopt_index(self, marker: dict[str, Any]) -> None:
+        """Take over the artifact index state a note's mark carries (`index_mark`)."""
+        found = marker.get("index")
+        index: dict[str, Any] = found if isinstance(found, dict) else {}
+        carried = (
+            FoundArtifact.from_json(e) for e in index.get("carried", []) if isinstance(e, dict)
+        )
+        self.carried = [f for f in carried if f is not None]
+        self.artifacts_cut = _int(index.get("cut_total"))
+        self.messages_left = _int(index.get("messages_left"))
+        calls = index.get("calls")
+        if isinstance(calls, dict):
+            self.calls = Counter({str(k): _int(v) for k, v in calls.items() if _int(v)})
+
+    def index_mark(self) -> dict[str, Any]:
+        """The artifact index state, as a note's mark carries it (`adopt_index`)."""
+        return {
+            "carried": [f.to_json() for f in self.carried],
+            "cut_total": self.artifacts_cut,
+            "messages_left": self.messages_left,
+            "calls": dict(self.calls),
+        }
+
+    def note_index(self, index: ArtifactIndex) -> None:
+        """Remember what a compaction's `index` left to check next time."""
+        self.carried = list(index.carried)
+        self.artifacts_cut += len(index.cut)
 
     def adopt_note(self, msg: Msg) -> None:
         """Take over the lines a window note names (a resumed session), so the summary that
@@ -127,10 +170,16 @@ class SummaryState:
         return "\n".join(lines)
 
     def render(
-        self, summary: Summary, cfg: ContextConfig, counter: TokenCounter, *, budget: int
+        self,
+        summary: Summary,
+        cfg: ContextConfig,
+        counter: TokenCounter,
+        *,
+        budget: int,
+        floor: int = 500,
     ) -> Msg:
         """The summary message: `cfg.summary_template` filled in, within `budget` tokens (at
-        least 500), marked with this state."""
+        least `floor`), marked with this state."""
         reference = self.reference or "(not kept: no offloader was configured)"
         fields = summary.model_dump()
         text = ""
@@ -151,7 +200,7 @@ class SummaryState:
                 line_span=self.spans_text(),
                 artifacts=self.trail(trail_limit),
             )
-            if counter.count_text(text) <= max(budget, 500):
+            if counter.count_text(text) <= max(budget, floor):
                 break
         metadata = {
             NOTE_MARK: {
@@ -164,3 +213,16 @@ class SummaryState:
             }
         }
         return Msg(role="user", content=text, metadata=metadata)
+
+    def with_index(self, msg: Msg, index: ArtifactIndex, events_file: str | None) -> Msg:
+        """`msg` (a summary message, or a window note) followed by the artifact index, its
+        own text unchanged; the index's state in its mark and in this state."""
+        self.note_index(index)
+        text = index.render(events_file)
+        marker = {**msg.metadata[NOTE_MARK], "index": self.index_mark()}
+        content = f"{msg.text}\n\n{text}" if text else msg.text
+        return msg.model_copy(update={"content": content, "metadata": {NOTE_MARK: marker}})
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

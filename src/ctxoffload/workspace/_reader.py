@@ -28,7 +28,7 @@ import stat
 import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
-from ._layout import COMMIT_SUFFIX, SESSIONS_DIR
+from ._layout import COMMIT_SUFFIX, EVENTS_FILE, SESSIONS_DIR
 from ._paths import Refused, file_url_to_path, open_for_reading, open_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -48,6 +48,7 @@ __all__ = [
     "context_event_sentence",
     "decode_commit_record",
     "encode_commit_record",
+    "fidelity_sentence",
     "iter_chunks",
     "iter_lines",
     "not_a_reference",
@@ -595,6 +596,9 @@ class EventKind:
     OFFLOAD = "offload"
     SUMMARY = "summary"
     COMPRESSION = "compression"
+    # Every artifact (path, URL, command, id) of what a compression moved out, and where it
+    # is named now: the full artifact index.
+    ARTIFACTS = "artifacts"
     WINDOW = "window"
     IMAGE_LIMIT = "image_limit"
     CLEAR_TOOL_USES = "clear_tool_uses"
@@ -619,6 +623,41 @@ def _into(event: dict[str, Any]) -> str:
     if isinstance(span, list) and len(span) == 2:
         where += f" lines {span[0]}-{span[1]}"
     return where
+
+
+def fidelity_sentence(event: dict[str, Any]) -> str | None:
+    """What a compression kept named and could read back, from its event; None for an event
+    without the report (another kind, or written before the report existed).
+
+    `artifacts: 28 left, 8 in the summary, 16 indexed, 4 cut (listed in events.jsonl);
+    2 of 2 messages read back at their lines`
+    """
+    counts = event.get("artifacts")
+    checked = event.get("recoverable")
+    parts: list[str] = []
+    if isinstance(counts, dict) and isinstance(counts.get("left"), int):
+        named = [
+            f"{_count(counts.get(key))} {what}"
+            for key, what in (
+                ("in_summary", "in the summary"),
+                ("in_kept", "still in the context"),
+                ("indexed", "indexed"),
+            )
+            if counts.get(key)
+        ]
+        cut = counts.get("cut")
+        if cut:
+            named.append(f"{_count(cut)} cut (listed in {EVENTS_FILE})")
+        parts.append(f"artifacts: {_count(counts['left'])} left" + "".join(f", {n}" for n in named))
+    if isinstance(checked, dict) and isinstance(checked.get("messages"), int):
+        if isinstance(checked.get("verified"), int):
+            parts.append(
+                f"{_count(checked['verified'])} of {_count(checked['messages'])} messages read "
+                "back at their lines"
+            )
+        else:
+            parts.append("messages not read back (the offloader cannot read references)")
+    return "; ".join(parts) or None
 
 
 def context_event_sentence(event: dict[str, Any]) -> str | None:

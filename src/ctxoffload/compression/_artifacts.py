@@ -1,0 +1,414 @@
+"""The artifact index: every file path, URL, command and identifier that leaves the context
+stays named in the next one.
+
+A summary, model-written or extractive, keeps the gist of what left and drops most of its
+paths, commands and ids: the model then no longer knows which file holds the answer, even
+though the file is on disk. Before a compaction replaces history, `find_artifacts` takes,
+without a model, the artifacts of the messages that leave; `ArtifactIndex.build` checks each
+against the new context (the summary's text and the messages kept) and lists the ones named
+nowhere, each with the line of context.jsonl where it can be read back, within a budget of
+tokens. What the budget cuts is counted, and the whole list is written to events.jsonl (an
+`artifacts` event), which the index names.
+
+What counts as an artifact (linear-time patterns, over the text `message_lines` gives):
+
+- `path`: an absolute path with two components or more (`/mnt/exports/a.csv`, `~/x/y`), or
+  a relative one ending in an extension (`src/app/main.py`);
+- `url`: `http(s)://`, `s3://`, `gs://`, `file://` addresses;
+- `command`: a tool call's `command` / `cmd` / `script` argument (a list is joined), a line
+  of a fenced `bash` / `sh` / `shell` / `console` block, a line starting with `$ `;
+- `id`: keys such as `ORD-58213` or `PROJ-12`, codes such as `E1234` or `HTTP404`, UUIDs,
+  and hexadecimal hashes of 7 to 64 digits holding a letter and a digit.
+
+Tool calls are tallied by name (`bash x7`) rather than listed: their commands and paths are
+artifacts of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import Msg, ToolCallBlock
+from ..text import message_lines
+from ..tokens import TokenCounter
+from ..workspace import CONTEXT_FILE, EVENTS_FILE
+
+__all__ = [
+    "ARTIFACTS_PER_MESSAGE",
+    "ArtifactIndex",
+    "FoundArtifact",
+    "events_file",
+    "find_artifacts",
+]
+
+ARTIFACTS_PER_MESSAGE = 256
+"""The most artifacts taken from one message. A message that holds more (a listing, a log)
+is a file's worth of names: its line in context.jsonl, named by the index, holds them all."""
+
+_VALUE_CHARS = 200
+_CUT = " […]"
+"""An artifact longer than this (a command of many lines) is cut, with ` […]`."""
+
+_URL = re.compile(r"\b(?:https?|s3|gs|file)://[^\s<>\"'`|()\[\]{}]+")
+_ABSOLUTE = re.compile(r"(?<![\w/.~:-])(?:~|\.\.?)?(?:/[\w.@+-]+){2,}/?")
+_RELATIVE = re.compile(r"(?<![\w/.~:-])[\w.-]+(?:/[\w.@+-]+)+\.[A-Za-z][A-Za-z0-9]{0,7}\b")
+_KEY = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{2,}\b")
+_CODE = re.compile(r"\b[A-Z]{1,5}\d{3,6}\b")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_HASH = re.compile(r"\b[0-9a-f]{7,64}\b")
+_FENCE = re.compile(r"^\s*```\s*(\w*)")
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)")
+_SHELLS = frozenset({"bash", "sh", "shell", "console", "zsh"})
+_COMMAND_KEYS = ("command", "cmd", "script", "commands")
+_TRAILING = ".,;:!?'\""
+_KINDS = ("path", "url", "command", "id")
+_HEADER = (
+    "Named in the messages that left and nowhere above; each can be read back at its line "
+    "of the context file:"
+)
+
+
+@dataclass
+class FoundArtifact:
+    """An artifact of the messages that left, and where it can be read back.
+
+    Attributes:
+        kind: `path`, `url`, `command` or `id`.
+        value: the artifact as it was written (a long one cut to 200 characters).
+        line: the line of context.jsonl holding the (newest) message that names it, when
+            known.
+        mentions: how many of the messages that left name it.
+        recency: larger is newer: the order of the newest message naming it, across
+            compressions.
+    """
+
+    kind: str
+    value: str
+    line: int | None = None
+    mentions: int = 1
+    recency: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as an event and a summary's mark hold it."""
+        return {
+            "kind": self.kind,
+            "value": self.value,
+            "line": self.line,
+            "mentions": self.mentions,
+            "recency": self.recency,
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> FoundArtifact | None:
+        """An entry read back from a mark; None for one that is not well formed."""
+        kind, text = value.get("kind"), value.get("value")
+        if kind not in _KINDS or not isinstance(text, str) or not text:
+            return None
+        line = value.get("line")
+        mentions, recency = value.get("mentions"), value.get("recency")
+        return cls(
+            kind,
+            text,
+            line if isinstance(line, int) and not isinstance(line, bool) else None,
+            mentions if isinstance(mentions, int) and mentions > 0 else 1,
+            recency if isinstance(recency, int) else 0,
+        )
+
+    def entry(self) -> str:
+        """The index's line for it: `- path /mnt/a.csv (line 41)`."""
+        where = f" (line {self.line})" if self.line is not None else ""
+        return f"- {self.kind} {self.value}{where}"
+
+
+def _cut(value: str) -> str:
+    value = value.strip()
+    return value if len(value) <= _VALUE_CHARS else value[:_VALUE_CHARS] + _CUT
+
+
+def _commands_of(call: ToolCallBlock) -> Iterable[str]:
+    arguments = call.input if isinstance(call.input, Mapping) else {}
+    for key in _COMMAND_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            # ["bash", "-lc", "pytest -q"]: the script is what was run.
+            shell = len(value) == 3 and value[1] in ("-c", "-lc")
+            value = value[2] if shell else " ".join(value)
+        if isinstance(value, str) and value.strip():
+            yield value.strip()
+
+
+def _line_values(line: str) -> Iterable[tuple[str, str]]:
+    """The (kind, value) pairs of one line of text, URLs first and not again as paths."""
+    rest = line
+    for match in _URL.finditer(line):
+        yield "url", match.group().rstrip(_TRAILING)
+        rest = rest.replace(match.group(), " ")
+    for pattern in (_ABSOLUTE, _RELATIVE):
+        for match in pattern.finditer(rest):
+            value = match.group().rstrip(_TRAILING)
+            if value.count("/") >= 1 and len(value) > 3:
+                yield "path", value
+    for pattern in (_KEY, _CODE, _UUID):
+        for match in pattern.finditer(rest):
+            yield "id", match.group()
+    for match in _HASH.finditer(rest):
+        value = match.group()
+        if not value.isdigit() and any(c.isdigit() for c in value):
+            yield "id", value
+
+
+def message_artifacts(msg: Msg) -> list[tuple[str, str]]:
+    """The distinct (kind, value) artifacts of one message, at most `ARTIFACTS_PER_MESSAGE`,
+    commands first."""
+    found: dict[tuple[str, str], None] = {}
+
+    def add(kind: str, value: str) -> bool:
+        if value:
+            found.setdefault((kind, _cut(value)), None)
+        return len(found) >= ARTIFACTS_PER_MESSAGE
+
+    for block in msg.blocks:
+        if isinstance(block, ToolCallBlock):
+            for command in _commands_of(block):
+                if add("command", command):
+                    return list(found)
+    fence: str | None = None
+    heredoc: str | None = None  # the word that ends the here-document being read
+    continued = False  # the previous line of the shell block ended with a backslash
+    for line in message_lines(msg):
+        opened = _FENCE.match(line)
+        if opened is not None:
+            fence = None if fence is not None else opened.group(1).lower()
+            heredoc, continued = None, False
+            continue
+        stripped = line.strip()
+        if heredoc is not None:
+            heredoc = None if stripped == heredoc else heredoc  # a script's body, not commands
+        elif fence in _SHELLS and stripped and not stripped.startswith("#"):
+            if not continued and add("command", stripped.removeprefix("$ ")):
+                break
+            continued = stripped.endswith("\\")
+            started = _HEREDOC.search(stripped)
+            heredoc = started.group(1) if started is not None else None
+        elif stripped.startswith("$ ") and len(stripped) > 2 and add("command", stripped[2:]):
+            break
+        if any(add(kind, value) for kind, value in _line_values(line)):
+            break
+    return list(found)
+
+
+def find_artifacts(
+    messages: Sequence[Msg], lines: Mapping[str, int] | None = None, *, recency: int = 0
+) -> tuple[list[FoundArtifact], Counter[str]]:
+    """The artifacts of `messages` (oldest first), and a tally of the tool calls they made.
+
+    Args:
+        messages: the messages that leave the context.
+        lines: the line of context.jsonl each message is on, by message id, when known.
+        recency: added to each message's position, so that entries of a later compression
+            sort as newer.
+    """
+    by_value: dict[tuple[str, str], FoundArtifact] = {}
+    calls: Counter[str] = Counter()
+    for position, msg in enumerate(messages):
+        line = (lines or {}).get(msg.id)
+        for block in msg.blocks:
+            if isinstance(block, ToolCallBlock):
+                calls[block.name] += 1
+        for kind, value in message_artifacts(msg):
+            known = by_value.get((kind, value))
+            if known is None:
+                by_value[(kind, value)] = FoundArtifact(kind, value, line, 1, recency + position)
+            else:
+                known.mentions += 1
+                known.recency = recency + position
+                known.line = line if line is not None else known.line
+    return list(by_value.values()), calls
+
+
+def named_values(messages: Iterable[Msg]) -> set[tuple[str, str]]:
+    """The artifacts the messages still in the context name."""
+    named: set[tuple[str, str]] = set()
+    for msg in messages:
+        named.update(message_artifacts(msg))
+    return named
+
+
+@dataclass
+class ArtifactIndex:
+    """What a compaction did with the artifacts that left, and the index that names them.
+
+    Attributes:
+        entries: the artifacts listed in the index, in its order.
+        in_summary: artifacts the summary's own text names.
+        in_kept: artifacts a message still in the context names.
+        cut: artifacts the budget left out (listed in events.jsonl).
+        calls: the tool calls that left, by name.
+        carried: the entries the next compaction checks again (what this context names
+            only through the summary or the index, which the next compaction replaces).
+        cut_before: artifacts cut by earlier compactions, for the index's last line.
+        show_calls: whether the tally of calls fitted the budget.
+    """
+
+    entries: list[FoundArtifact] = field(default_factory=list)
+    in_summary: list[FoundArtifact] = field(default_factory=list)
+    in_kept: list[FoundArtifact] = field(default_factory=list)
+    cut: list[FoundArtifact] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)
+    carried: list[FoundArtifact] = field(default_factory=list)
+    cut_before: int = 0
+    show_calls: bool = False
+
+    @property
+    def left(self) -> int:
+        """How many distinct artifacts left the context (carried ones included)."""
+        return len(self.entries) + len(self.in_summary) + len(self.in_kept) + len(self.cut)
+
+    @classmethod
+    def build(
+        cls,
+        leaving: Sequence[FoundArtifact],
+        calls: Counter[str],
+        *,
+        summary_text: str,
+        kept: Iterable[Msg],
+        counter: TokenCounter,
+        budget: int,
+        events_file: str | None,
+        cut_before: int = 0,
+    ) -> ArtifactIndex:
+        """Check each artifact against the new context and list the ones named nowhere,
+        most-mentioned first and newest first among equals, within `budget` tokens.
+
+        Args:
+            leaving: the artifacts of what leaves, with those carried from the summary and
+                index this compaction replaces.
+            calls: the tool calls that leave, by name.
+            summary_text: the text of the new summary (without the index).
+            kept: the messages that stay in the context.
+            counter: counts the index's lines.
+            budget: tokens the index may take.
+            events_file: where the whole list is written (named when the budget cuts).
+            cut_before: artifacts earlier compactions cut.
+        """
+        still = named_values(kept)
+        index = cls(calls=Counter(calls), cut_before=cut_before)
+        waiting: list[FoundArtifact] = []
+        for found in leaving:
+            if (found.kind, found.value) in still:
+                index.in_kept.append(found)
+            elif found.value.removesuffix(_CUT) in summary_text:
+                index.in_summary.append(found)
+            else:
+                waiting.append(found)
+        # Files the workspace stored (a tool result's whole output) first: each holds what
+        # left; then the most-mentioned, newest first.
+        stored = os.path.dirname(events_file) if events_file else None
+        waiting.sort(
+            key=lambda f: (
+                not (stored and f.value.startswith(stored)),
+                -f.mentions,
+                -f.recency,
+                -len(f.value),
+            )
+        )
+        # What is always said (how many are cut and where they are listed) is paid first;
+        # then the entries, most-mentioned and newest first; then the tally of calls.
+        spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
+        header = counter.count_text(_HEADER) + 1
+        chosen = ""  # the entries' values so far: one that holds another is named by it
+        for found in waiting:
+            if found.value in chosen:
+                index.in_summary.append(found)  # inside an entry (a command's path)
+                continue
+            cost = counter.count_text(found.entry()) + 1 + (0 if index.entries else header)
+            if spent + cost > budget:
+                index.cut.append(found)
+                continue
+            index.entries.append(found)
+            chosen += found.value + "\n"
+            spent += cost
+        tally = index._tally()
+        index.show_calls = bool(tally) and spent + counter.count_text(tally) + 1 <= budget
+        index.carried = index.in_summary + index.entries
+        return index
+
+    @staticmethod
+    def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
+        """What the index costs at least, when artifacts leave: its line saying how many
+        were cut and where they are listed (counted for a cut of six digits)."""
+        return counter.count_text(ArtifactIndex().render_with([], 999_999, events_file)) + 4
+
+    def _tally(self) -> str:
+        if not self.calls:
+            return ""
+        tally = ", ".join(f"{name} x{n}" for name, n in self.calls.most_common(12))
+        more = len(self.calls) - 12
+        return f"Tool calls that left: {tally}" + (f", and {more} other tools" if more > 0 else "")
+
+    def render(self, events_file: str | None) -> str:
+        """The index as it follows the summary in the context; "" when there is nothing to
+        say."""
+        return self.render_with(self.entries, len(self.cut), events_file, calls=self.show_calls)
+
+    def render_with(
+        self,
+        entries: Sequence[FoundArtifact],
+        cut: int,
+        events_file: str | None,
+        *,
+        calls: bool = False,
+    ) -> str:
+        """The index with `entries`, `cut` artifacts cut now, and the tally of calls when
+        `calls`."""
+        lines: list[str] = []
+        if entries:
+            lines.append(_HEADER)
+            lines.extend(f.entry() for f in entries)
+        if calls and self.calls:
+            lines.append(self._tally())
+        total_cut = cut + self.cut_before
+        if total_cut:
+            where = events_file or "the session's events.jsonl"
+            lines.append(
+                f'{total_cut} more artifacts are listed in {where} (lines of kind "artifacts").'
+            )
+        if not lines:
+            return ""
+        return "<artifact_index>\n" + "\n".join(lines) + "\n</artifact_index>"
+
+    def report(self) -> dict[str, int]:
+        """The counts a compaction event holds."""
+        return {
+            "left": self.left,
+            "in_summary": len(self.in_summary),
+            "in_kept": len(self.in_kept),
+            "indexed": len(self.entries),
+            "cut": len(self.cut),
+        }
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every artifact that left, with what became of it: the `artifacts` event's list."""
+        out: list[dict[str, Any]] = []
+        for status, group in (
+            ("summary", self.in_summary),
+            ("kept", self.in_kept),
+            ("index", self.entries),
+            ("cut", self.cut),
+        ):
+            out.extend({**f.to_json(), "status": status} for f in group)
+        return out
+
+
+def events_file(reference: str | None) -> str | None:
+    """The session's events.jsonl beside the context log `reference`, when it is named so."""
+    if reference is None or not reference.endswith(CONTEXT_FILE):
+        return None
+    return reference[: -len(CONTEXT_FILE)] + EVENTS_FILE

@@ -1,0 +1,381 @@
+"""The artifact index: every path, URL, command and id that leaves the context is named in the
+next one (in the summary, a kept message, or the index), each indexed one at a line of
+context.jsonl that holds it, and what the budget cuts is listed in events.jsonl."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
+from ctxoffload.cli import main
+from ctxoffload.compression import Compressor
+from ctxoffload.compression._artifacts import (
+    ARTIFACTS_PER_MESSAGE,
+    ArtifactIndex,
+    find_artifacts,
+    message_artifacts,
+)
+from helpers import OffloaderOnly, call, summary_reply
+
+COUNTER = get_token_counter(exact=True)
+SYSTEM = Msg(role="system", content="You are a coding agent.")
+FILLER = " ".join(f"word{j}" for j in range(80))
+
+
+def planted_turn(i: int) -> tuple[list[Msg], dict[str, str]]:
+    """A turn naming four artifacts of its own (a command, a path, an id, a URL)."""
+    artifacts = {
+        "command": f"pytest -q tests/unit/test_mod{i}.py -k case{i}",
+        "path": f"/srv/app{i}/releases/build-{i}.tar.gz",
+        "id": f"ORD-{58000 + i}",
+        "url": f"https://ci.example.com/jobs/{9000 + i}/log",
+    }
+    turn = [
+        Msg(role="user", content=f"step {i}: check order {artifacts['id']}. {FILLER}"),
+        call(f"c{i}", "bash", command=artifacts["command"]),
+        Msg(
+            role="user",
+            content=f"ran; wrote {artifacts['path']}, log at {artifacts['url']} {FILLER}",
+        ),
+        Msg(role="assistant", content=f"noted step {i}. {FILLER}"),
+    ]
+    return turn, artifacts
+
+
+def compressor(
+    ws: Any, model: ScriptedModel | None, window: int = 4000, index_tokens: int | None = 1200
+) -> Compressor:
+    return Compressor(
+        ContextConfig(context_window=window, artifact_index_tokens=index_tokens),
+        model=model,
+        offloader=ws,
+        session_id="s1",
+        counter=COUNTER,
+    )
+
+
+def pathless_model() -> ScriptedModel:
+    """A summary model that keeps no path, command, id or URL at all."""
+    return ScriptedModel([], default=summary_reply("gist"))
+
+
+def context_text(messages: list[Msg]) -> str:
+    """Everything the model is sent, as text (tool calls' arguments included)."""
+    return "\n".join(m.model_dump_json() for m in messages)
+
+
+@pytest.mark.parametrize("summariser", ["model", "extractive"])
+async def test_every_artifact_that_left_is_named_after_two_and_three_compactions(
+    local_ws: LocalWorkspace, summariser: str
+) -> None:
+    model = pathless_model() if summariser == "model" else None
+    comp = compressor(local_ws, model, window=6000, index_tokens=1800)
+    context: list[Msg] = [SYSTEM]
+    planted: list[dict[str, str]] = []
+    compactions = 0
+    for i in range(30):
+        turn, artifacts = planted_turn(i)
+        context += turn
+        planted.append(artifacts)
+        result = await comp.maybe_compress(context)
+        context = result.messages
+        if not result.compressed:
+            continue
+        compactions += 1
+        assert result.summary_source == summariser
+        text = context_text(context)
+        for artifacts in planted:
+            for value in artifacts.values():
+                assert value in text, f"compaction {compactions}: {value!r} is named nowhere"
+        if compactions == 3:
+            break
+    assert compactions == 3
+
+
+async def test_the_model_summarys_own_text_is_unchanged_and_the_index_follows_it(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = compressor(local_ws, pathless_model())
+    context: list[Msg] = [SYSTEM]
+    for i in range(6):
+        context += planted_turn(i)[0]
+    result = await comp.maybe_compress(context, force=True)
+    text = result.messages[1].text
+    summary, _, index = text.partition("</context_summary>")
+    for name in ("task_overview", "current_state", "next_steps"):
+        assert f"gist {name}" in summary
+    assert "ORD-58000" not in summary  # the model dropped it: only the index names it
+    assert index.strip().startswith("<artifact_index>")
+    assert "- id ORD-58000 (line " in index
+
+
+async def test_each_indexed_artifact_is_on_the_line_the_index_names(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = compressor(local_ws, pathless_model())
+    context: list[Msg] = [SYSTEM]
+    for i in range(6):
+        context += planted_turn(i)[0]
+    result = await comp.maybe_compress(context, force=True)
+    lines = (local_ws.session_dir("s1") / "context.jsonl").read_text().splitlines()
+    entries = [
+        line
+        for line in result.messages[1].text.splitlines()
+        if line.startswith("- ") and "(line " in line
+    ]
+    assert len(entries) >= 12
+    for entry in entries:
+        kind_value, _, number = entry[2:].rpartition(" (line ")
+        value = kind_value.split(" ", 1)[1]
+        row = json.loads(lines[int(number.rstrip(")")) - 1])
+        assert value in json.dumps(row, ensure_ascii=False).replace('\\"', '"')
+
+
+async def test_the_budget_cuts_entries_and_events_jsonl_lists_every_one(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = compressor(local_ws, pathless_model(), window=4000, index_tokens=None)
+    many = [f"TICKET-{1000 + k}" for k in range(200)]
+    context = [
+        SYSTEM,
+        Msg(role="user", content="triage: " + ", ".join(many)),
+        Msg(role="assistant", content="triaged. " + FILLER),
+        Msg(role="user", content="next " + FILLER),
+    ]
+    result = await comp.maybe_compress(context, force=True)
+    index = result.messages[1].text.partition("</context_summary>")[2]
+    events_file = local_ws.session_dir("s1") / "events.jsonl"
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    compression = next(e for e in events if e["kind"] == "compression")
+    report = compression["artifacts"]
+    assert report["cut"] > 0 and report["indexed"] > 0
+    assert f"{report['cut']} more artifacts are listed in {events_file}" in index
+    assert COUNTER.count_text(index) <= 500  # half the summary's budget (1,000 at this window)
+    listed = next(e for e in events if e["kind"] == "artifacts")["artifacts"]
+    assert {e["value"] for e in listed} >= set(many)
+    assert {e["status"] for e in listed if e["value"] in many} == {"index", "cut"}
+
+
+async def test_the_compression_event_reports_messages_read_back_at_their_lines(
+    local_ws: LocalWorkspace,
+) -> None:
+    comp = compressor(local_ws, pathless_model())
+    context: list[Msg] = [SYSTEM]
+    for i in range(6):
+        context += planted_turn(i)[0]
+    result = await comp.maybe_compress(context, force=True)
+    events = [
+        json.loads(line)
+        for line in (local_ws.session_dir("s1") / "events.jsonl").read_text().splitlines()
+    ]
+    compression = next(e for e in events if e["kind"] == "compression")
+    left = result.compressed_messages
+    assert compression["recoverable"] == {"messages": left, "verified": left}
+    report = compression["artifacts"]
+    assert report["left"] == sum(report[k] for k in ("in_summary", "in_kept", "indexed", "cut"))
+
+
+async def test_an_offloader_that_cannot_read_back_is_reported_as_unchecked(
+    local_ws: LocalWorkspace,
+) -> None:
+    events: list[dict[str, Any]] = []
+    comp = Compressor(
+        ContextConfig(context_window=4000, artifact_index_tokens=1200),
+        model=pathless_model(),
+        offloader=OffloaderOnly(local_ws),
+        session_id="s1",
+        counter=COUNTER,
+        on_event=events.append,
+    )
+    context: list[Msg] = [SYSTEM]
+    for i in range(6):
+        context += planted_turn(i)[0]
+    result = await comp.maybe_compress(context, force=True)
+    assert result.compressed
+    compression = next(e for e in events if e["kind"] == "compression")
+    assert compression["recoverable"] == {"messages": result.compressed_messages}
+    # Without lines the index still names every artifact.
+    assert "- id ORD-58000" in result.messages[1].text
+
+
+async def test_verify_finds_an_index_that_points_at_a_changed_line(
+    local_ws: LocalWorkspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    comp = compressor(local_ws, pathless_model())
+    context: list[Msg] = [SYSTEM]
+    for i in range(6):
+        context += planted_turn(i)[0]
+    await comp.maybe_compress(context, force=True)
+    workdir = str(local_ws.workdir)
+    assert main(["--workdir", workdir, "verify"]) == 0
+    assert " artifacts checked" in capsys.readouterr().out
+
+    log = local_ws.session_dir("s1") / "context.jsonl"
+    rows = log.read_bytes().split(b"\n")
+    tampered = next(i for i, row in enumerate(rows) if b"ORD-58003" in row)
+    rows[tampered] = rows[tampered].replace(b"ORD-58003", b"ORD-00000")  # same length
+    log.write_bytes(b"\n".join(rows))
+    assert main(["--workdir", workdir, "verify"]) == 1
+    out = capsys.readouterr().out
+    assert f"context.jsonl:{tampered + 1}" in out and "'ORD-58003'" in out
+
+
+async def test_show_and_stats_print_the_fidelity_report(
+    local_ws: LocalWorkspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    comp = compressor(local_ws, pathless_model())
+    context: list[Msg] = [SYSTEM]
+    for i in range(6):
+        context += planted_turn(i)[0]
+    await comp.maybe_compress(context, force=True)
+    workdir = str(local_ws.workdir)
+    assert main(["--workdir", workdir, "show", "s1"]) == 0
+    out = capsys.readouterr().out
+    assert "artifacts: " in out and "messages read back at their lines" in out
+    assert main(["--workdir", workdir, "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    artifacts = stats["sessions"][0]["artifacts"]
+    assert (
+        artifacts["left"] > 0 and artifacts["messages_verified"] == artifacts["messages_compressed"]
+    )
+
+
+# -- what counts as an artifact -------------------------------------------------------------
+
+
+def test_commands_come_from_tool_arguments_fenced_blocks_and_prompts() -> None:
+    msgs = [
+        call("a", "shell", command=["bash", "-lc", "git log --oneline -5"]),
+        call("b", "bash", cmd="make test"),
+        Msg(role="assistant", content="run:\n```bash\nls -la /var/log/app\n```\nthen\n$ df -h"),
+    ]
+    found = {(f.kind, f.value) for f in find_artifacts(msgs)[0]}
+    assert {
+        ("command", "git log --oneline -5"),
+        ("command", "make test"),
+        ("command", "ls -la /var/log/app"),
+        ("command", "df -h"),
+        ("path", "/var/log/app"),
+    } <= found
+    assert find_artifacts(msgs)[1] == {"shell": 1, "bash": 1}
+
+
+def test_ids_paths_and_urls_are_told_apart() -> None:
+    text = (
+        "see https://example.com/a/b.html and s3://bucket/key.parquet; order ORD-58213, "
+        "code E1234, commit 3f9a2c1d, uuid 123e4567-e89b-12d3-a456-426614174000, "
+        "file src/app/main.py, year 2026 and 1234567 and deadbeef"
+    )
+    found = set(message_artifacts(Msg(role="user", content=text)))
+    assert ("url", "https://example.com/a/b.html") in found
+    assert ("url", "s3://bucket/key.parquet") in found
+    assert ("path", "/a/b.html") not in found and ("path", "//bucket/key.parquet") not in found
+    assert {("id", "ORD-58213"), ("id", "E1234"), ("id", "3f9a2c1d")} <= found
+    assert ("id", "123e4567-e89b-12d3-a456-426614174000") in found
+    assert ("path", "src/app/main.py") in found
+    assert ("id", "1234567") not in found and ("id", "deadbeef") not in found  # no digit/letter mix
+
+
+def test_a_message_gives_at_most_its_share_of_artifacts() -> None:
+    listing = "\n".join(f"/data/part-{k}/file.csv" for k in range(5000))
+    assert len(message_artifacts(Msg(role="tool", content=listing))) == ARTIFACTS_PER_MESSAGE
+
+
+def test_hostile_text_is_scanned_in_one_pass() -> None:
+    # Inputs that make backtracking patterns blow up: long runs of path and id characters.
+    for text in (
+        "/" * 200_000,
+        "a/" * 100_000,
+        "A" * 200_000 + "-",
+        "-1" * 100_000,
+        "0a" * 100_000,
+    ):
+        message_artifacts(Msg(role="user", content=text))  # returns (no assertion on time)
+
+
+def test_the_index_orders_most_mentioned_then_newest_first() -> None:
+    msgs = [
+        Msg(role="user", content="ORD-10001 and ORD-10002"),
+        Msg(role="user", content="ORD-10002 again"),
+        Msg(role="user", content="ORD-10003"),
+    ]
+    found, calls = find_artifacts(msgs, {m.id: n for n, m in enumerate(msgs, start=1)})
+    index = ArtifactIndex.build(
+        found,
+        calls,
+        summary_text="",
+        kept=[],
+        counter=COUNTER,
+        budget=10_000,
+        events_file=None,
+    )
+    assert [f.value for f in index.entries] == ["ORD-10002", "ORD-10003", "ORD-10001"]
+    assert [f.line for f in index.entries] == [2, 3, 1]
+
+
+def test_a_summary_mark_carries_the_index_across_a_resume(tmp_path: Path) -> None:
+    from ctxoffload.compression._artifacts import FoundArtifact
+
+    assert FoundArtifact.from_json({"kind": "path", "value": "/a/b", "line": 3}) == FoundArtifact(
+        "path", "/a/b", 3
+    )
+    for bad in ({"kind": "nope", "value": "x"}, {"kind": "id", "value": ""}, {"kind": "id"}):
+        assert FoundArtifact.from_json(bad) is None
+
+
+async def test_a_resumed_compressor_takes_the_index_over_from_the_summary(
+    local_ws: LocalWorkspace,
+) -> None:
+    first = compressor(local_ws, pathless_model())
+    context: list[Msg] = [SYSTEM]
+    planted: list[dict[str, str]] = []
+    for i in range(4):
+        turn, artifacts = planted_turn(i)
+        context += turn
+        planted.append(artifacts)
+    context = (await first.maybe_compress(context, force=True)).messages
+    # A new process: a compressor that knows nothing but the context it is given.
+    second = compressor(local_ws, pathless_model())
+    for i in range(4, 8):
+        turn, artifacts = planted_turn(i)
+        context += turn
+        planted.append(artifacts)
+    result = await second.maybe_compress(context, force=True)
+    assert result.compressed
+    text = context_text(result.messages)
+    for artifacts in planted:
+        for value in artifacts.values():
+            assert value in text, f"{value!r} was lost across the resume"
+
+
+async def test_a_sliding_window_note_is_followed_by_the_index_across_moves(
+    local_ws: LocalWorkspace,
+) -> None:
+    from ctxoffload.compression import ContextPipeline, SlidingWindow
+
+    pipeline = ContextPipeline(
+        pre_llm=[SlidingWindow(max_messages=4)], config=ContextConfig(context_window=50_000)
+    )
+    run = pipeline.bind(compressor(local_ws, None, window=50_000))
+    context: list[Msg] = [SYSTEM]
+    planted: list[dict[str, str]] = []
+    moves = 0
+    for i in range(5):
+        turn, artifacts = planted_turn(i)
+        context += turn
+        planted.append(artifacts)
+        before = len(context)
+        context = (await run.pre_llm(context)).messages
+        moves += len(context) < before
+        text = context_text(context)
+        for artifacts in planted:
+            for value in artifacts.values():
+                assert value in text, f"{value!r} is named nowhere after move {moves}"
+    assert moves >= 2
+    windows = [e for e in await local_ws.read_events("s1") if e["kind"] == "window"]
+    assert windows[-1]["recoverable"]["verified"] == windows[-1]["messages"]
+    assert windows[-1]["artifacts"]["left"] > 0
