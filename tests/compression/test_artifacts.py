@@ -5,6 +5,7 @@ context.jsonl that holds it, and what the budget cuts is listed in events.jsonl.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ async def test_the_model_summarys_own_text_is_unchanged_and_the_index_follows_it
         assert f"gist {name}" in summary
     assert "ORD-58000" not in summary  # the model dropped it: only the index names it
     assert index.strip().startswith("<artifact_index>")
-    assert "- id ORD-58000 (line " in index
+    assert re.search(r"\n- line \d+: [^\n]*ORD-58000", index)
 
 
 async def test_each_indexed_artifact_is_on_the_line_the_index_names(
@@ -122,17 +123,12 @@ async def test_each_indexed_artifact_is_on_the_line_the_index_names(
         context += planted_turn(i)[0]
     result = await comp.maybe_compress(context, force=True)
     lines = (local_ws.session_dir("s1") / "context.jsonl").read_text().splitlines()
-    entries = [
-        line
-        for line in result.messages[1].text.splitlines()
-        if line.startswith("- ") and "(line " in line
-    ]
-    assert len(entries) >= 12
-    for entry in entries:
-        kind_value, _, number = entry[2:].rpartition(" (line ")
-        value = kind_value.split(" ", 1)[1]
-        row = json.loads(lines[int(number.rstrip(")")) - 1])
-        assert value in json.dumps(row, ensure_ascii=False).replace('\\"', '"')
+    groups = re.findall(r"^- line (\d+): (.*)$", result.messages[1].text, re.M)
+    assert sum(len(values.split(" | ")) for _, values in groups) >= 12
+    for number, values in groups:
+        row = json.dumps(json.loads(lines[int(number) - 1]), ensure_ascii=False)
+        for value in values.split(" | "):
+            assert value in row.replace('\\"', '"'), (number, value)
 
 
 async def test_the_budget_cuts_entries_and_events_jsonl_lists_every_one(
@@ -154,7 +150,7 @@ async def test_the_budget_cuts_entries_and_events_jsonl_lists_every_one(
     report = compression["artifacts"]
     assert report["cut"] > 0 and report["indexed"] > 0
     assert f"{report['cut']} more artifacts are listed in {events_file}" in index
-    assert COUNTER.count_text(index) <= 500  # half the summary's budget (1,000 at this window)
+    assert COUNTER.count_text(index) <= 1_000  # the summary budget at this window
     listed = next(e for e in events if e["kind"] == "artifacts")["artifacts"]
     assert {e["value"] for e in listed} >= set(many)
     assert {e["status"] for e in listed if e["value"] in many} == {"index", "cut"}
@@ -199,7 +195,7 @@ async def test_an_offloader_that_cannot_read_back_is_reported_as_unchecked(
     compression = next(e for e in events if e["kind"] == "compression")
     assert compression["recoverable"] == {"messages": result.compressed_messages}
     # Without lines the index still names every artifact.
-    assert "- id ORD-58000" in result.messages[1].text
+    assert re.search(r"\n- no line: [^\n]*ORD-58000", result.messages[1].text)
 
 
 async def test_verify_finds_an_index_that_points_at_a_changed_line(

@@ -70,8 +70,8 @@ _COMMAND_KEYS = ("command", "cmd", "script", "commands")
 _TRAILING = ".,;:!?'\""
 _KINDS = ("path", "url", "command", "id")
 _HEADER = (
-    "Named in the messages that left and nowhere above; each can be read back at its line "
-    "of the context file:"
+    "Named in the messages that left and nowhere above, by the line of the context file that "
+    "holds them (read it back there):"
 )
 
 
@@ -121,10 +121,18 @@ class FoundArtifact:
             recency if isinstance(recency, int) else 0,
         )
 
-    def entry(self) -> str:
-        """The index's line for it: `- path /mnt/a.csv (line 41)`."""
-        where = f" (line {self.line})" if self.line is not None else ""
-        return f"- {self.kind} {self.value}{where}"
+    def where(self) -> str:
+        """`line 41`, or `no line` when the offloader could not say."""
+        return f"line {self.line}" if self.line is not None else "no line"
+
+
+def _grouped(entries: Sequence[FoundArtifact]) -> list[str]:
+    """The index's lines: one per line of context.jsonl, in the order of its first entry,
+    `- line 41: /mnt/a.csv | pytest -q tests | ORD-58213`."""
+    groups: dict[str, list[str]] = {}
+    for found in entries:
+        groups.setdefault(found.where(), []).append(found.value)
+    return [f"- {where}: " + " | ".join(values) for where, values in groups.items()]
 
 
 def _cut(value: str) -> str:
@@ -324,15 +332,19 @@ class ArtifactIndex:
         spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
         header = counter.count_text(_HEADER) + 1
         chosen = ""  # the entries' values so far: one that holds another is named by it
+        lines_named: set[str] = set()
         for found in waiting:
             if found.value in chosen:
                 index.in_summary.append(found)  # inside an entry (a command's path)
                 continue
-            cost = counter.count_text(found.entry()) + 1 + (0 if index.entries else header)
+            cost = counter.count_text(found.value) + 2 + (0 if index.entries else header)
+            if found.where() not in lines_named:
+                cost += counter.count_text(f"- {found.where()}: ") + 1
             if spent + cost > budget:
                 index.cut.append(found)
                 continue
             index.entries.append(found)
+            lines_named.add(found.where())
             chosen += found.value + "\n"
             spent += cost
         tally = index._tally()
@@ -371,7 +383,7 @@ class ArtifactIndex:
         lines: list[str] = []
         if entries:
             lines.append(_HEADER)
-            lines.extend(f.entry() for f in entries)
+            lines.extend(_grouped(entries))
         if calls and self.calls:
             lines.append(self._tally())
         total_cut = cut + self.cut_before

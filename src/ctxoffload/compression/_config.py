@@ -39,7 +39,7 @@ SUMMARY_BUDGET_SHARE = 0.05
 SUMMARY_BUDGET_FLOOR = 1_000
 """Tokens a summary may always take, however small the window."""
 
-ARTIFACT_INDEX_SHARE = 0.25
+ARTIFACT_INDEX_SHARE = 1.0
 """The artifact index's budget when `artifact_index_tokens` is not set: this share of the
 summary budget, on top of the summary."""
 
@@ -212,7 +212,7 @@ class ContextConfig(BaseModel):
         artifact_index_tokens: the budget of the artifact index that follows a summary: the
             paths, URLs, commands and ids of what left that the summary and the messages
             kept do not name, each with its line of context.jsonl. None (the default) means
-            a quarter of the summary budget, and at least 200 tokens; 0 lists them only in
+            as much as the summary budget, and at least 200 tokens; 0 lists them only in
             events.jsonl (the index then says how many and where).
         pin_ratio: the most of the window pinned messages may take together, in (0, 1];
             a pin that would take them over it is refused (`PinError`) when it is made.
