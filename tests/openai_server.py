@@ -54,6 +54,7 @@ def chat_completion(
     finish_reason: str | None = None,
     model: str = "test-model",
     message_extra: Mapping[str, Any] | None = None,
+    cached_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Build a `chat.completion` response body the way OpenAI-compatible servers return it.
 
@@ -64,6 +65,8 @@ def chat_completion(
         finish_reason: defaults to "tool_calls" when there are tool calls, else "stop".
         model: the model name echoed back.
         message_extra: extra keys for the message (for example `reasoning_content`).
+        cached_tokens: the prompt tokens the provider's cache served
+            (`usage.prompt_tokens_details.cached_tokens`); None leaves the details out.
     """
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
@@ -89,6 +92,8 @@ def chat_completion(
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if cached_tokens is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     return body
 
 

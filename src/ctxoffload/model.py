@@ -24,10 +24,13 @@ class Usage(BaseModel):
     Args:
         input_tokens: the tokens of the prompt, as the provider counted them.
         output_tokens: the tokens of the reply.
+        cached_input_tokens: the tokens of the prompt the provider's prompt cache served
+            (OpenAI's `usage.prompt_tokens_details.cached_tokens`); None when not reported.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int | None = None
 
 
 class ModelResponse(BaseModel):

@@ -396,6 +396,7 @@ class Agent:
             "step %d: calling the model with %d messages, %d tokens", record.step, len(sent), tokens
         )
         started = time.monotonic()
+        self.compressor.note_request(sent, self.tool_schemas, self.model)
         try:
             response = await self.model.generate(sent, tools=self.tool_schemas or None)
         except Exception as exc:

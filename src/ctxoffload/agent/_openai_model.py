@@ -531,9 +531,12 @@ class OpenAIChatModel:
             message.metadata.setdefault("finish_reason", choice.finish_reason)
         usage = None
         if completion.usage is not None:
+            details = getattr(completion.usage, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None)
             usage = Usage(
                 input_tokens=completion.usage.prompt_tokens or 0,
                 output_tokens=completion.usage.completion_tokens or 0,
+                cached_input_tokens=cached if isinstance(cached, int) else None,
             )
         return ModelResponse(message=message, usage=usage)
 

@@ -171,6 +171,7 @@ class SessionRecorder:
             tokens_counted=tokens_counted,
             input_tokens=usage.input_tokens if usage is not None else None,
             output_tokens=usage.output_tokens if usage is not None else None,
+            cached_input_tokens=usage.cached_input_tokens if usage is not None else None,
             duration_ms=_elapsed_ms(started),
             outcome=outcome,
             error=_error_fields(error, with_traceback=False) if error is not None else None,

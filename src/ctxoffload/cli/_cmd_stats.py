@@ -59,6 +59,8 @@ def _session_stats(
         "compressions": None,
         "summaries": None,
         "artifacts": None,
+        "input_tokens": None,
+        "cached_input_tokens": None,
         "unreadable": [],
     }
     references: Counter[str] = Counter()
@@ -111,6 +113,7 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
     offloaded = tokens_out = compressions = truncations = 0
     sources: Counter[str] = Counter()
     artifacts: Counter[str] = Counter()
+    reported = cached = 0
     for event in events:
         if not isinstance(event, dict):
             continue
@@ -127,6 +130,14 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
         if kind == EventKind.COMPRESSION:
             sources[str(event.get("summary_source") or "unknown")] += 1
             _add_fidelity(artifacts, event)
+        # The cache share counts only the model calls whose provider said what it cached.
+        if (
+            kind == EventKind.MODEL_CALL
+            and isinstance(event.get("input_tokens"), int)
+            and isinstance(event.get("cached_input_tokens"), int)
+        ):
+            reported += event["input_tokens"]
+            cached += event["cached_input_tokens"]
         compressions += kind in (EventKind.COMPRESSION, EventKind.WINDOW)
         truncations += kind in (EventKind.TRUNCATION, EventKind.OFFLOAD)
     return {
@@ -136,6 +147,8 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
         "compressions": compressions,
         "summaries": dict(sources),
         "artifacts": dict(artifacts),
+        "input_tokens": reported,
+        "cached_input_tokens": cached,
     }
 
 
@@ -201,6 +214,8 @@ def run(args: argparse.Namespace) -> int:
         "compressions": total_of("compressions"),
         "summaries": dict(sum((Counter(r["summaries"] or {}) for r in rows), Counter())),
         "artifacts": dict(sum((Counter(r["artifacts"] or {}) for r in rows), Counter())),
+        "input_tokens": total_of("input_tokens"),
+        "cached_input_tokens": total_of("cached_input_tokens"),
         **_dedup(everything, workdir),
     }
     # A file that could not be read is an error (said on stderr, counted as `?`): exit 2 once
@@ -225,6 +240,15 @@ def run(args: argparse.Namespace) -> int:
         kept = sum(counts.get(k, 0) for k in ("in_summary", "in_kept", "indexed"))
         return f"{kept:,}/{counts['left']:,}"
 
+    def cache(row: dict[str, Any]) -> str:
+        # The share of the input tokens the provider's prompt cache served, over the model
+        # calls whose usage said it; "-" when none did.
+        if row["input_tokens"] is None:
+            return "?"
+        if not row["input_tokens"]:
+            return "-"
+        return f"{row['cached_input_tokens'] / row['input_tokens']:.0%}"
+
     def size(n: int | None) -> str:
         return "?" if n is None else human_bytes(n)
 
@@ -240,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
             count(r["compressions"]),
             summaries(r["summaries"]),
             named(r["artifacts"]),
+            cache(r),
             human_bytes(r["dedup_saved_bytes"]),
         ]
         for r in rows
@@ -253,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
             total["compressions"],
             summaries(total["summaries"]),
             named(total["artifacts"]),
+            cache(total),
             human_bytes(total["dedup_saved_bytes"]),
         ]
     )
@@ -265,9 +291,10 @@ def run(args: argparse.Namespace) -> int:
             "compressions",
             "summaries",
             "artifacts named",
+            "cached input",
             "dedup saved",
         ],
         table,
-        right=(1, 2, 3, 4, 6, 7),
+        right=(1, 2, 3, 4, 6, 7, 8),
     )
     return status

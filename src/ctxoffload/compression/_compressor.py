@@ -31,6 +31,7 @@ from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader, ReferenceReader
 from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts
+from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
 from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
@@ -210,6 +211,9 @@ class Compressor:
         # is cut from again when its turn must shrink.
         self._recent: dict[str, Truncation] = {}
         self._said: set[tuple[Any, ...]] = set()
+        # What the agent last sent its model (`note_request`): the prefix a summary request
+        # to the same model reuses, so that the provider's prompt cache serves it.
+        self._last_request: LastRequest | None = None
 
     def set_reader_tools(self, reader_tools: ReaderTools | None) -> None:
         """Name the tools the agent has for reading offloaded content back (see `ReaderTools`).
@@ -662,22 +666,32 @@ class Compressor:
         The summary, whole, is written to events.jsonl: the summary message in the context
         only ever holds the latest.
         """
-        outcome = await summarize(
-            plan.older,
-            model=model,
-            config=cfg,
-            counter=self.counter,
-            previous=self._state.summary,
-            artifacts=[a.describe() for a in self.artifacts],
-            window=window,
-            sizes=[self.tracker.count_message(m) for m in plan.older],
-        )
+        outcome: SummaryOutcome | None = None
+        request = "new"
+        last = self._last_request
+        if model is not None and last is not None and same_model(model, last.model):
+            outcome = await summarize_from_cache(
+                last, plan.older, config=cfg, counter=self.counter, window=window
+            )
+            request = "cached_prefix" if outcome is not None else "new"
+        if outcome is None:
+            outcome = await summarize(
+                plan.older,
+                model=model,
+                config=cfg,
+                counter=self.counter,
+                previous=self._state.summary,
+                artifacts=[a.describe() for a in self.artifacts],
+                window=window,
+                sizes=[self.tracker.count_message(m) for m in plan.older],
+            )
         self._state.summary = outcome.summary
         self._state.compressions += 1
         await self._event(
             EventKind.SUMMARY,
             compression=self._state.compressions,
             source=outcome.source,
+            request=request if outcome.source == "model" else None,
             summary=outcome.summary.model_dump(),
             reference=persisted.reference,
             lines=persisted.lines,
@@ -877,6 +891,14 @@ class Compressor:
         return self._fresh_ids(
             [m for m in messages if m.role != "system" and not is_context_note(m)]
         )
+
+    def note_request(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] | None, model: ChatModel
+    ) -> None:
+        """Note what the agent is sending its model: a later summary request to the same
+        model (`same_model`) is this request plus one instruction, so that the provider's
+        prompt cache serves its prefix. The `Agent` calls this before each model call."""
+        self._last_request = LastRequest(tuple(messages), tuple(tools or ()), model)
 
     def remember_sent(self, given: Sequence[Msg], sent: Sequence[Msg]) -> None:
         """Note that `sent` (made from `given`) is what the model will be sent next."""

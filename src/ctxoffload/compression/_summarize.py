@@ -42,6 +42,7 @@ __all__ = [
     "bound_summary",
     "extractive_summary",
     "is_refusal",
+    "parse_summary",
     "summarize",
 ]
 
@@ -201,7 +202,13 @@ def bound_summary(summary: Summary, max_chars: int) -> Summary:
     )
 
 
-def _parse(text: str) -> Summary:
+def parse_summary(text: str) -> Summary:
+    """A summary model's reply as a `Summary` (a fenced JSON block accepted).
+
+    Raises:
+        ValueError: not a JSON object of the summary's fields, every field empty, or a
+            refusal.
+    """
     cleaned = text.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", cleaned, flags=re.DOTALL)
     if fenced:
@@ -225,7 +232,7 @@ async def _ask(
         calls[0] += 1
         try:
             reply = await model.generate(request, response_schema=config.summary_schema)
-            return bound_summary(_parse(reply.message.text), max_chars)
+            return bound_summary(parse_summary(reply.message.text), max_chars)
         except ContextOverflowError:
             raise
         except (ValueError, ValidationError) as exc:
