@@ -425,6 +425,19 @@ class Agent:
         )
         return result
 
+    async def aclose(self) -> None:
+        """Stop the agent's background work: a summary under way in the background
+        (`ContextConfig(background_compaction=True)`) is cancelled, with nothing
+        half-written. The agent can still be used afterwards. `async with Agent(...)` calls
+        this on the way out."""
+        await self.compressor.aclose()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def compress_context(
         self, context_config: ContextConfig | None = None
     ) -> CompressionResult:

@@ -10,12 +10,13 @@ if TYPE_CHECKING:
     from ._activation import Activation
     from ._clear_thinking import THINKING_CLEARED, ClearThinking
     from ._clear_tool_uses import CLEARED_MARK, ClearToolUses
-    from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor, Persisted
+    from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
     from ._image_limit import ImageLimit
     from ._notes import is_context_note, is_summary_message, is_window_note
+    from ._persisted import Persisted
     from ._pipeline import ContextPipeline
     from ._protect import Protected, is_pinned
     from ._readers import ReaderTools
@@ -110,7 +111,7 @@ __getattr__, __dir__ = lazy_exports(
         "Artifact": "._summary_message",
         "FRESH_PREVIEW_FLOOR": "._compressor",
         "CompressionResult": "._compressor",
-        "Persisted": "._compressor",
+        "Persisted": "._persisted",
         "Compressor": "._compressor",
         "is_summary_message": "._notes",
         "ContextConfig": "._config",

@@ -16,8 +16,10 @@ message's state and text live in `_summary_message.py`, which messages are fresh
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,10 +33,12 @@ from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader, ReferenceReader
 from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts
+from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
 from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
+from ._persisted import Persisted
 from ._protect import is_pinned
 from ._readers import ReaderTools
 from ._split import Split, SplitByTokens, SplitStrategy
@@ -87,37 +91,6 @@ class CompressionResult:
     summary: Summary | None = None
     summary_source: str | None = None
     compressed_messages: int = 0
-
-
-@dataclass(frozen=True)
-class Persisted:
-    """Where `Compressor.persist` put the messages that leave the context.
-
-    Attributes:
-        reference: the context log they were appended to; None without an offloader.
-        line_span: the lines they took there, when the offloader says (a `ContextRef`):
-            from the first to the last.
-        spans: the lines they are on, as runs of consecutive lines: more than one when some
-            were in the log already, at lines apart (resumed after a kill, with another
-            split), so that a summary names only the lines it replaced.
-        failure: what the offloader raised; then nothing was kept and nothing may leave.
-    """
-
-    reference: str | None = None
-    line_span: tuple[int, int] | None = None
-    failure: Exception | None = None
-    spans: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def lines(self) -> list[int] | None:
-        """The line span as events record it, `[first, last]`, or None."""
-        return list(self.line_span) if self.line_span else None
-
-    @property
-    def apart(self) -> dict[str, list[list[int]]]:
-        """The event field `spans` (each run as `[first, last]`) when the lines are not
-        consecutive, else no field."""
-        return {"spans": [list(r) for r in self.spans]} if len(self.spans) > 1 else {}
 
 
 @dataclass
@@ -214,6 +187,8 @@ class Compressor:
         # What the agent last sent its model (`note_request`): the prefix a summary request
         # to the same model reuses, so that the provider's prompt cache serves it.
         self._last_request: LastRequest | None = None
+        # A summary under way in the background (`background_compaction`).
+        self._pending: Pending | None = None
 
     def set_reader_tools(self, reader_tools: ReaderTools | None) -> None:
         """Name the tools the agent has for reading offloaded content back (see `ReaderTools`).
@@ -470,6 +445,9 @@ class Compressor:
         counted = self.count(context, tools)
         if not self._is_due(counted, cfg, window, strategy, force=force):
             result = CompressionResult(context, False, "below trigger", counted, counted)
+            await self.start_background(
+                context, tools=tools, config=cfg, summary_model=summary_model, split=split
+            )
         else:
             plan = await self._split(context, cfg, window, strategy)
             model = summary_model or self.model
@@ -565,6 +543,11 @@ class Compressor:
         """
         if not plan.older:
             return self._keep_notes(plan, counted, tools)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            ready = await self._apply_background(pending, plan, counted, tools, cfg, window)
+            if ready is not None:
+                return ready
         persisted = await self.persist(plan.older)
         if persisted.failure is not None:
             reason = f"offload failed: {persisted.failure}"
@@ -666,25 +649,39 @@ class Compressor:
         The summary, whole, is written to events.jsonl: the summary message in the context
         only ever holds the latest.
         """
-        outcome: SummaryOutcome | None = None
-        request = "new"
+        outcome, request = await self._summary_of(plan.older, cfg, window, model)
+        await self._record_summary(outcome, request, persisted)
+        return outcome
+
+    async def _summary_of(
+        self, older: Sequence[Msg], cfg: ContextConfig, window: int, model: ChatModel | None
+    ) -> tuple[SummaryOutcome, str]:
+        """The summary of `older` with the current one folded in, and how it was asked
+        (`cached_prefix` or `new`): the agent's previous request as prefix when the summary
+        model is the agent's own, else the usual request; extractive without a model."""
         last = self._last_request
         if model is not None and last is not None and same_model(model, last.model):
-            outcome = await summarize_from_cache(
-                last, plan.older, config=cfg, counter=self.counter, window=window
+            cached = await summarize_from_cache(
+                last, older, config=cfg, counter=self.counter, window=window
             )
-            request = "cached_prefix" if outcome is not None else "new"
-        if outcome is None:
-            outcome = await summarize(
-                plan.older,
-                model=model,
-                config=cfg,
-                counter=self.counter,
-                previous=self._state.summary,
-                artifacts=[a.describe() for a in self.artifacts],
-                window=window,
-                sizes=[self.tracker.count_message(m) for m in plan.older],
-            )
+            if cached is not None:
+                return cached, "cached_prefix"
+        outcome = await summarize(
+            older,
+            model=model,
+            config=cfg,
+            counter=self.counter,
+            previous=self._state.summary,
+            artifacts=[a.describe() for a in self.artifacts],
+            window=window,
+            sizes=[self.tracker.count_message(m) for m in older],
+        )
+        return outcome, "new"
+
+    async def _record_summary(
+        self, outcome: SummaryOutcome, request: str, persisted: Persisted
+    ) -> None:
+        """Make `outcome` the current summary and write it whole to events.jsonl."""
         self._state.summary = outcome.summary
         self._state.compressions += 1
         await self._event(
@@ -697,7 +694,6 @@ class Compressor:
             lines=persisted.lines,
             **persisted.apart,
         )
-        return outcome
 
     async def _assemble(
         self,
@@ -857,6 +853,147 @@ class Compressor:
             events_file=events_file(persisted.reference),
             cut_before=state.artifacts_cut,
         )
+
+    # -- the summary made in the background (`background_compaction`) ---------------------
+
+    async def start_background(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+        split: SplitStrategy | None = None,
+    ) -> bool:
+        """Start the summary of what would leave the context, in the background, when
+        `background_compaction` is on and the context is past `trigger_ratio -
+        background_lead` of the window (but below the trigger) and none is under way.
+
+        What would leave is stored first (persist before drop); nothing leaves the context
+        now. The next compression applies the summary if it still fits (see
+        `_background.py`). `maybe_compress` calls this below the trigger, and a pipeline
+        run after its managers.
+
+        Returns:
+            Whether a background summary started.
+        """
+        cfg = config or self.config
+        model = summary_model or self.model
+        if not cfg.background_compaction or model is None or self._pending is not None:
+            return False
+        context = [m for m in messages if isinstance(m, Msg)]
+        window = self.window(cfg)
+        counted = self.count(context, tools)
+        start = (cfg.trigger_ratio - cfg.background_lead) * window
+        if not start < counted <= cfg.trigger_ratio * window:
+            return False
+        older = self._would_leave(context, cfg, window, split or SplitByTokens())
+        if not older:
+            return False
+        persisted = await self.persist(older, on_failure="not starting a background summary")
+        if persisted.failure is not None:
+            return False
+        lines = await self._read_back(persisted, older)
+        previous = self._state.summary
+        task = asyncio.create_task(self._summary_of(older, cfg, window, model))
+        self._pending = Pending(task, older, persisted, lines, previous)
+        await self._background_event("started", self._pending)
+        return True
+
+    def _would_leave(
+        self, context: list[Msg], cfg: ContextConfig, window: int, strategy: SplitStrategy
+    ) -> list[Msg]:
+        """The messages a compression now would move out, found without changing anything
+        (no fresh message is cut, no state adopted): the split's older part."""
+        rest = context[1:] if context and context[0].role == "system" else context
+        rest = [m for m in rest if not is_context_note(m)]
+        fresh = self._fresh_ids(rest)
+        fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
+        split = strategy.split(rest, self.tracker, int(cfg.reserve_ratio * window), fresh_from)
+        return split.older
+
+    async def _apply_background(
+        self,
+        pending: Pending,
+        plan: _Plan,
+        counted: int,
+        tools: Sequence[dict[str, Any]],
+        cfg: ContextConfig,
+        window: int,
+    ) -> CompressionResult | None:
+        """The compression made of the background summary, or None when it does not fit
+        (the caller then compresses as usual).
+
+        It fits when no compression came since it started and its messages are the first
+        of those to drop now, all of them, or only some when the others still fit under
+        the trigger (they stay verbatim, and leave with the next compression).
+        """
+        covered = pending.covers(plan.older)
+        reason = None
+        if pending.previous is not self._state.summary:
+            reason = "a compression came in between"
+        elif not covered:
+            reason = "the messages to drop changed (a pin, another split)"
+        if reason is not None:
+            await pending.cancel()
+            await self._background_event("stale", pending, reason=reason)
+            return None
+        waited = time.monotonic()
+        done = pending.task.done()
+        try:
+            outcome, request = await pending.task
+        except Exception as exc:  # summarize falls back on its own; this is a bug or a cancel
+            await self._background_event("failed", pending, reason=str(exc))
+            return None
+        extra = plan.older[covered:]
+        split = Split(
+            older=pending.older,
+            kept=[*extra, *plan.kept],
+            pinned=plan.pinned,
+            pins=plan.split.pins,
+        )
+        partial = _Plan(plan.system, plan.earlier_summary, plan.earlier_note, split, plan.reserve)
+        if extra:
+            candidate = self._state.render(outcome.summary, cfg, self.counter, budget=plan.reserve)
+            after = self.count(_context(plan.system, candidate, split), tools)
+            if after > cfg.trigger_ratio * window:
+                await self._background_event(
+                    "stale", pending, reason="more must leave than it covers"
+                )
+                return None
+        await self._record_summary(outcome, request, pending.persisted)
+        waited_ms = 0.0 if done else (time.monotonic() - waited) * 1000
+        await self._background_event("applied", pending, waited_ms=round(waited_ms, 1))
+        return await self._assemble(
+            partial, pending.persisted, outcome, counted, tools, cfg, window, pending.lines
+        )
+
+    async def _background_event(self, status: str, pending: Pending, **fields: Any) -> None:
+        await self._event(
+            EventKind.BACKGROUND,
+            status=status,
+            messages=len(pending.older),
+            reference=pending.persisted.reference,
+            lines=pending.persisted.lines,
+            age_ms=round((time.monotonic() - pending.started) * 1000, 1),
+            **fields,
+        )
+
+    @property
+    def background(self) -> str | None:
+        """The background summary's state: None (none under way), `running` or `ready`."""
+        if self._pending is None:
+            return None
+        return "ready" if self._pending.task.done() else "running"
+
+    async def aclose(self) -> None:
+        """Cancel a summary under way in the background and wait for it to end. Nothing is
+        half-written: its messages were stored before it started, and a summary is written
+        only when applied. Safe to call more than once."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            await pending.cancel()
+            await self._background_event("cancelled", pending, reason="the compressor closed")
 
     # -- the messages the model has not seen ------------------------------------------------
 

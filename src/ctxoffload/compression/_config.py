@@ -214,6 +214,14 @@ class ContextConfig(BaseModel):
             kept do not name, each with its line of context.jsonl. None (the default) means
             as much as the summary budget, and at least 200 tokens; 0 lists them only in
             events.jsonl (the index then says how many and where).
+        background_compaction: start the summary before the trigger, in the background:
+            once the context passes `trigger_ratio - background_lead` of the window, what
+            would leave is stored and its summary starts in an asyncio task while the agent
+            goes on; at the trigger, a ready summary that still covers the messages to drop
+            (or the oldest of them, when the rest still fits under the trigger) is applied
+            without waiting, else the summary is made as usual. Off by default.
+        background_lead: how far below the trigger (a share of the window, in (0,
+            trigger_ratio)) the background summary starts.
         pin_ratio: the most of the window pinned messages may take together, in (0, 1];
             a pin that would take them over it is refused (`PinError`) when it is made.
     """
@@ -244,6 +252,8 @@ class ContextConfig(BaseModel):
     summary_max_tokens: int | None = None
     max_image_num: int | None = None
     artifact_index_tokens: int | None = None
+    background_compaction: bool = False
+    background_lead: float = Field(default=0.1, gt=0, lt=1)
     pin_ratio: float = Field(default=0.3, gt=0, le=1)
 
     @model_validator(mode="before")
@@ -405,6 +415,16 @@ class ContextConfig(BaseModel):
                 f"tokens (reserve_ratio {_show(self.reserve_ratio)} × context_window "
                 f"{self.context_window}): a truncated result could never stay beside its call; "
                 f"lower preview_tokens to at most {reserve} or raise reserve_ratio"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_background_lead(self) -> ContextConfig:
+        if self.background_lead >= self.trigger_ratio:
+            raise ValueError(
+                f"background_lead {self.background_lead} is not below trigger_ratio "
+                f"{self.trigger_ratio}: the background summary would start at an empty "
+                "context; use a lead under the trigger (0.1 is the default)"
             )
         return self
 

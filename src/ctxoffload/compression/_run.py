@@ -421,6 +421,9 @@ class PipelineRun:
         finally:
             self._window_override = None
             self.reactive = False
+        if not reactive and self._compression is None:
+            # Past the background threshold, the next summary starts now (when asked for).
+            await self.compressor.start_background(current, tools=tools, config=self.config())
         self.compressor.remember_sent(context, current)
         self._last_context = current
         changed = len(current) != len(context) or any(

@@ -608,6 +608,9 @@ class EventKind:
     PIN = "pin"
     UNPIN = "unpin"
     COMPACT = "compact"
+    # A summary made in the background before the trigger (`background_compaction`): its
+    # `status` is started, applied, stale, failed or cancelled.
+    BACKGROUND = "background_summary"
     # Written by `ctxoffload replay` first in each session it replays into.
     REPLAY = "replay"
 
@@ -706,6 +709,17 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"blocks), {_count(event.get('tokens_before'))}→"
             f"{_count(event.get('tokens_after'))} tokens{where}"
         )
+    if kind == EventKind.BACKGROUND:
+        status = event.get("status")
+        what = f"{event.get('messages')} messages{_into(event)}"
+        if status == "started":
+            return f"started a background summary of {what}"
+        if status == "applied":
+            waited = event.get("waited_ms")
+            wait = f"; the step waited {waited:,.0f} ms" if isinstance(waited, (int, float)) else ""
+            return f"applied the background summary of {what}{wait}"
+        reason = event.get("reason")
+        return f"background summary of {what} {status}" + (f": {reason}" if reason else "")
     if kind == EventKind.COMPACT:
         where = _into(event)
         asked = event.get("instructions")

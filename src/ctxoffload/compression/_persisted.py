@@ -1,0 +1,38 @@
+"""Where the messages that leave the context were stored (`Compressor.persist`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Persisted"]
+
+
+@dataclass(frozen=True)
+class Persisted:
+    """Where `Compressor.persist` put the messages that leave the context.
+
+    Attributes:
+        reference: the context log they were appended to; None without an offloader.
+        line_span: the lines they took there, when the offloader says (a `ContextRef`):
+            from the first to the last.
+        spans: the lines they are on, as runs of consecutive lines: more than one when some
+            were in the log already, at lines apart (resumed after a kill, with another
+            split), so that a summary names only the lines it replaced.
+        failure: what the offloader raised; then nothing was kept and nothing may leave.
+    """
+
+    reference: str | None = None
+    line_span: tuple[int, int] | None = None
+    failure: Exception | None = None
+    spans: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def lines(self) -> list[int] | None:
+        """The line span as events record it, `[first, last]`, or None."""
+        return list(self.line_span) if self.line_span else None
+
+    @property
+    def apart(self) -> dict[str, list[list[int]]]:
+        """The event field `spans` (each run as `[first, last]`) when the lines are not
+        consecutive, else no field."""
+        return {"spans": [list(r) for r in self.spans]} if len(self.spans) > 1 else {}
