@@ -981,7 +981,7 @@ class Compressor:
 
     @property
     def background(self) -> str | None:
-        """The background summary's state: None (none under way), `running` or `ready`."""
+        """None when no background summary is under way, else `running` or `ready`."""
         if self._pending is None:
             return None
         return "ready" if self._pending.task.done() else "running"
