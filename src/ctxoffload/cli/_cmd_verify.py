@@ -450,7 +450,8 @@ def _check_artifact_index(folder: Folder, report: Report) -> None:
             text = "\n".join(shown_lines) if shown_lines is not None else ""
             for value in values:
                 report.checked["artifacts"] += 1
-                if value not in text:
+                # A command of several lines is one entry, its lines joined by " ⏎ ".
+                if not all(part in text for part in value.split(" ⏎ ")):
                     report.problem(
                         f"{path}:{number}",
                         f"the artifact index places {value!r} on this line, which does not "

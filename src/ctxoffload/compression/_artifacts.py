@@ -40,6 +40,7 @@ from ..workspace import CONTEXT_FILE, EVENTS_FILE
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",
+    "NEWLINE_MARK",
     "ArtifactIndex",
     "FoundArtifact",
     "events_file",
@@ -52,6 +53,8 @@ is a file's worth of names: its line in context.jsonl, named by the index, holds
 
 _VALUE_CHARS = 200
 _CUT = " […]"
+NEWLINE_MARK = " ⏎ "
+"""What stands for a line break inside an artifact (a command of several lines)."""
 """An artifact longer than this (a command of many lines) is cut, with ` […]`."""
 
 _URL = re.compile(r"\b(?:https?|s3|gs|file)://[^\s<>\"'`|()\[\]{}]+")
@@ -136,7 +139,9 @@ def _grouped(entries: Sequence[FoundArtifact]) -> list[str]:
 
 
 def _cut(value: str) -> str:
-    value = value.strip()
+    """One line of at most 200 characters: a command of several lines keeps them, joined by
+    ` ⏎ ` (the index is one entry a line), and a longer one is cut with ` […]`."""
+    value = NEWLINE_MARK.join(part.strip() for part in value.strip().splitlines() if part.strip())
     return value if len(value) <= _VALUE_CHARS else value[:_VALUE_CHARS] + _CUT
 
 
@@ -312,7 +317,7 @@ class ArtifactIndex:
         for found in leaving:
             if (found.kind, found.value) in still:
                 index.in_kept.append(found)
-            elif found.value.removesuffix(_CUT) in summary_text:
+            elif all(p in summary_text for p in found.value.removesuffix(_CUT).split(NEWLINE_MARK)):
                 index.in_summary.append(found)
             else:
                 waiting.append(found)
