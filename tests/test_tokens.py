@@ -618,3 +618,53 @@ def test_long_texts_are_counted_once_and_exactly() -> None:
     for i, t in enumerate(texts):
         small.put(t, i)
     assert small.get(texts[0]) is None and small.get(texts[3]) == 3
+
+
+# -- long unbroken runs: linear time, a bounded difference ---------------------------------
+
+
+class _Recording:
+    """An encoding that records the length of every text it is asked to encode."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.sizes: list[int] = []
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.sizes.append(len(text))
+        return list(self.inner.encode_ordinary(text))
+
+
+def test_an_unbroken_run_is_encoded_in_pieces_of_bounded_size() -> None:
+    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+
+    counter = TiktokenCounter()
+    recording = _Recording(counter._encoding)
+    counter._encoding = recording  # type: ignore[assignment]
+    text = "header line\n" + "A" * 1_000_000 + "\nfooter " + "G" * 5_000
+    assert counter.count_text(text) > 0
+    assert max(recording.sizes) <= RUN_PIECE_CHARS  # never BPE over the whole run
+    assert sum(recording.sizes) == len(text)  # every character counted, once
+
+
+def test_a_long_run_counts_within_a_token_a_piece_of_the_exact_count() -> None:
+    import base64
+    import random
+
+    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+
+    counter = TiktokenCounter()
+    encoding = counter._encoding
+    blob = base64.b64encode(random.Random(7).randbytes(150_000)).decode()
+    for text in (blob, "A" * 200_000, "x=" * 50_000 + " tail"):
+        exact = len(encoding.encode_ordinary(text))
+        pieces = -(-len(text) // RUN_PIECE_CHARS)
+        assert abs(counter.count_text(text) - exact) <= pieces
+
+
+def test_text_without_a_long_run_is_counted_exactly() -> None:
+    from ctxoffload.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    text = " ".join(f"word{i} and 'quoted' {i * 7}" for i in range(20_000))
+    assert counter.count_text(text) == len(counter._encoding.encode_ordinary(text))

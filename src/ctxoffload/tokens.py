@@ -415,6 +415,16 @@ def _message_tokens(
     return total
 
 
+RUN_PIECE_CHARS = 2048
+"""An unbroken run of non-space characters this long or longer is counted in pieces of this
+many characters (see `TiktokenCounter.count_text`): linear time, measured 2.9x the time of
+ordinary text of the same size, where counting it whole grew faster than its length."""
+
+# A run of RUN_PIECE_CHARS non-space characters, matched only from its start (the look-behind
+# makes every position inside a run fail at once), so finding them is linear too.
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{RUN_PIECE_CHARS},}}")
+
+
 class _CountCache:
     """Token counts of long texts, least recently used dropped first.
 
@@ -501,9 +511,32 @@ class TiktokenCounter:
             return len(self._encoding.encode_ordinary(text))
         known = self._counts.get(text)
         if known is None:
-            known = len(self._encoding.encode_ordinary(text))
+            known = self._count_long(text)
             self._counts.put(text, known)
         return known
+
+    def _count_long(self, text: str) -> int:
+        """Tokens in a long text, in time linear in its size.
+
+        BPE on one unbroken run of characters (8 MB of `A`, a base64 blob, a DNA line) costs
+        more than linear time: tiktoken took 10-19 s for 8 MB of one letter. A run of
+        `RUN_PIECE_CHARS` or more non-space characters is therefore counted in pieces of that
+        size, and the text around it exactly. A run's count may then differ from the exact one
+        by a token or so per piece (base64 of 300,000 random bytes: 272,865 against 272,772,
+        0.03%); text without such a run is counted exactly.
+        """
+        encode = self._encoding.encode_ordinary
+        total = 0
+        at = 0
+        for run in _LONG_RUN.finditer(text):
+            if run.start() > at:
+                total += len(encode(text[at : run.start()]))
+            for piece in range(run.start(), run.end(), RUN_PIECE_CHARS):
+                total += len(encode(text[piece : min(piece + RUN_PIECE_CHARS, run.end())]))
+            at = run.end()
+        if at == 0:
+            return len(encode(text))
+        return total + (len(encode(text[at:])) if at < len(text) else 0)
 
     def count_message(self, msg: Msg) -> int:
         """Tokens `msg` costs in a context (see the module docstring for what counts)."""
