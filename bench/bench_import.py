@@ -6,7 +6,8 @@ would recompile every module at each start, so the variable is removed for the c
 
 Targets (issue 13): `import ctxoffload` <= 1.3x `import pydantic`; `ctxoffload --help` <= 1.5x
 `python -c pass` + `import argparse`. Also printed: the first real use, `from ctxoffload import
-Agent, LocalWorkspace, ContextConfig`, which loads what those need (pydantic among them).
+Agent, LocalWorkspace, ContextConfig`, which loads what those need (pydantic among them), and
+the first exact count in a fresh process (issue 28: <= 150 ms), with rs-bpe and with tiktoken.
 Run: `python bench/bench_import.py [--runs N]`.
 """
 
@@ -43,6 +44,23 @@ def main(runs: int) -> None:
             "-c",
             "from ctxoffload import Agent, LocalWorkspace, ContextConfig",
         ],
+        "get_token_counter (no count)": [
+            py,
+            "-c",
+            "from ctxoffload import get_token_counter",
+        ],
+        "first exact count (rs-bpe, the fast extra)": [
+            py,
+            "-c",
+            "from ctxoffload import get_token_counter; "
+            "get_token_counter(exact=True).count_text('hello')",
+        ],
+        "first exact count (tiktoken)": [
+            py,
+            "-c",
+            "from ctxoffload.tokens import TiktokenCounter; "
+            "TiktokenCounter(fast=False).count_text('hello')",
+        ],
         "ctxoffload --help": [
             py,
             "-c",
@@ -59,6 +77,9 @@ def main(runs: int) -> None:
     )
     first = times["first use (Agent, LocalWorkspace, ContextConfig)"]
     print(f"first use / import pydantic: {first / pydantic:.2f}x")
+    counting = times["get_token_counter (no count)"]
+    for name in ("first exact count (rs-bpe, the fast extra)", "first exact count (tiktoken)"):
+        print(f"{name}: {(times[name] - counting) * 1000:.0f} ms after the import (target <= 150)")
     print(
         f"ctxoffload --help / (python -c 'import argparse'): "
         f"{times['ctxoffload --help'] / times['import argparse']:.2f}x (target <= 1.5)"

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload import (
     ContextTokenTracker,
@@ -54,6 +56,13 @@ SAMPLES = [
     "   leading spaces and a long run of whitespace                 \n\n\n\n end",
     "https://example.com/a/b?c=d&e=f#g  ////  \\\\ ~~~ ``` ```python",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _tiktoken_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # These tests are about tiktoken and its ranks files; the fast counter (rs-bpe, the
+    # `fast` extra) is checked against them at the end of this file.
+    monkeypatch.setenv("CTXOFFLOAD_FAST_COUNTER", "0")
 
 
 @pytest.fixture(autouse=True)
@@ -668,3 +677,78 @@ def test_text_without_a_long_run_is_counted_exactly() -> None:
     counter = TiktokenCounter()
     text = " ".join(f"word{i} and 'quoted' {i * 7}" for i in range(20_000))
     assert counter.count_text(text) == len(counter._encoding.encode_ordinary(text))
+
+
+# -- the fast counter (rs-bpe) counts as tiktoken does ------------------------------------
+
+
+def _corpus_strings() -> list[str]:
+    from pathlib import Path
+
+    strings: list[str] = []
+    corpus = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+    for path in sorted(corpus.glob("*.json*")):
+        raw = path.read_text(encoding="utf-8", errors="replace")
+        strings.append(raw)
+        for line in raw.splitlines():
+            try:
+                stack = [json.loads(line)]
+            except ValueError:
+                continue
+            while stack:
+                item = stack.pop()
+                if isinstance(item, str):
+                    strings.append(item)
+                elif isinstance(item, dict):
+                    stack.extend(item.values())
+                elif isinstance(item, list):
+                    stack.extend(item)
+    return strings
+
+
+def test_the_fast_counter_counts_the_corpus_as_tiktoken_does() -> None:
+    fast, reference = _counter(fast=True), _counter(fast=False)
+    assert fast.source.startswith("rs-bpe"), "the test extra installs rs-bpe"
+    strings = _corpus_strings()
+    if len(strings) < 100:
+        pytest.skip("the corpus (../shared/corpus) is not here")
+    encoding = reference._encoding
+    differ = [s[:80] for s in strings if fast._count(s) != len(encoding.encode_ordinary(s))]
+    assert differ == [], f"{len(differ)} of {len(strings)} strings counted otherwise"
+
+
+_COUNTERS: dict[bool, Any] = {}
+
+
+def _counter(*, fast: bool) -> Any:
+    from ctxoffload.tokens import TiktokenCounter
+
+    if fast not in _COUNTERS:
+        _COUNTERS[fast] = TiktokenCounter(fast=fast)
+    return _COUNTERS[fast]
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(max_size=300))
+def test_the_fast_counter_counts_any_text_as_tiktoken_does(text: str) -> None:
+    # Lone surrogates included: both replace them before counting.
+    fast, reference = _counter(fast=True), _counter(fast=False)
+    assert fast.count_text(text) == len(reference._encoding.encode_ordinary(text))
+
+
+def test_a_lone_surrogate_is_replaced_as_tiktoken_replaces_it() -> None:
+    fast, reference = _counter(fast=True), _counter(fast=False)
+    for text in ("a\ud800b", "\udfff", "ok \ud83d then text"):
+        assert fast.count_text(text) == len(reference._encoding.encode_ordinary(text))
+
+
+def test_the_fast_counter_is_linear_on_one_run() -> None:
+    assert _counter(fast=True).count_text("A" * 2_000_000) == 250_000  # whole, no pieces
+
+
+def test_the_environment_can_ask_for_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxoffload.tokens import TiktokenCounter
+
+    assert not TiktokenCounter().source.startswith("rs-bpe")  # the fixture sets it to 0
+    monkeypatch.delenv("CTXOFFLOAD_FAST_COUNTER")
+    assert TiktokenCounter().source.startswith("rs-bpe")
