@@ -213,3 +213,25 @@ def test_impossible_settings_name_their_path(config: dict[str, Any], message: st
         ContextPipeline.from_dict(
             {"hooks": {"pre_llm": [{"type": "ClearToolUses", "config": config}]}}
         )
+
+
+async def test_a_placeholder_names_the_artifacts_its_output_held(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    run = run_of(ws, ClearToolUses(keep=1))
+    msgs = [Msg(role="system", content="sys"), Msg(role="user", content="find the order")]
+    few = "ERROR order ORD-58213 failed writing /mnt/exports/batch-2211.csv\n" + output(0)
+    many = "\n".join(f"row {k}: TICKET-{1000 + k} in /data/part-{k}/rows.csv" for k in range(40))
+    for i, text in enumerate((few, many, output(2))):
+        msgs += [
+            Msg(role="assistant", content=[ToolCallBlock(id=f"c{i}", name="probe", input={})]),
+            Msg(role="tool", content=[ToolResultBlock(id=f"c{i}", name="probe", output=text)]),
+        ]
+    after = (await run.pre_llm(msgs)).messages
+    cleared = results(after)
+    first, second = str(cleared["c0"].output), str(cleared["c1"].output)
+    assert "; it names ORD-58213 | /mnt/exports/batch-2211.csv" in first or (
+        "it names /mnt/exports/batch-2211.csv | ORD-58213" in first
+    )
+    assert second.count(" | ") == 7 and ", and 72 more there]" in second  # 80 in all, 8 named
+    event = next(e for e in await ws.read_events("s1") if e["kind"] == "clear_tool_uses")
+    assert event["artifacts"] == {"left": 82, "in_kept": 0, "indexed": 10, "cut": 72}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..workspace import EventKind, Offloader
 from ._activation import Activation, SettingError, check_int
+from ._artifacts import message_artifacts, named_values
 from ._readers import ReaderTools, how_to_read
 from ._summary_message import Artifact
 from ._tool_output import READER_TOOL_NAMES, store_blocks
@@ -175,6 +176,7 @@ class ClearToolUses:
             run.report(f"ClearToolUses: offload failed: {exc}")
             return messages
         tokens_before = run.compressor.count(messages, run.tools)
+        placeholders, named = _naming(messages, candidates, placeholders, inputs)
         after = _replaced(messages, candidates, placeholders, inputs)
         tokens_after = run.compressor.count(after, run.tools)
         await run.compressor.event(
@@ -188,6 +190,7 @@ class ClearToolUses:
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             forced=forced,
+            artifacts=named,
         )
         run.report(f"ClearToolUses: cleared {len(candidates)} tool outputs")
         return after
@@ -329,6 +332,51 @@ async def _store_output(
         p.source.url for p in parts if isinstance(p, DataBlock) and isinstance(p.source, URLSource)
     ]
     return refs, sum(a.bytes for a in stored)
+
+
+_NAMED_PER_PLACEHOLDER = 8
+"""The most artifacts one placeholder names; the stored output it points to holds the rest."""
+
+
+def _naming(
+    messages: list[Msg],
+    candidates: list[_Use],
+    placeholders: dict[str, str],
+    inputs: dict[str, str],
+) -> tuple[dict[str, str], dict[str, int]]:
+    """The placeholders, each naming the paths, URLs, commands and ids of its output (and
+    cleared input) that nothing left in the context names, at most `_NAMED_PER_PLACEHOLDER`
+    (the file it points to holds the rest); and the counts for the event (`left`,
+    `in_kept`, `indexed`, `cut`). A reader tool's output, not stored, is called again."""
+    remaining = named_values(_replaced(messages, candidates, placeholders, inputs))
+    counts = {"left": 0, "in_kept": 0, "indexed": 0, "cut": 0}
+    seen: set[tuple[str, str]] = set()
+    named = dict(placeholders)
+    for use in candidates:
+        text = placeholders.get(use.result.id)
+        if text is None or "is stored in" not in text:
+            continue
+        found = message_artifacts(Msg(role="tool", content=[use.result]))
+        if use.call is not None and use.call.id in inputs:
+            found += message_artifacts(Msg(role="assistant", content=[use.call]))
+        missing: list[str] = []
+        for artifact in found:
+            if artifact in seen:
+                continue
+            seen.add(artifact)
+            counts["left"] += 1
+            if artifact in remaining:
+                counts["in_kept"] += 1
+            else:
+                missing.append(artifact[1])
+        shown = missing[:_NAMED_PER_PLACEHOLDER]
+        counts["indexed"] += len(shown)
+        counts["cut"] += len(missing) - len(shown)
+        if shown:
+            more = len(missing) - len(shown)
+            rest = f", and {more} more there" if more else ""
+            named[use.result.id] = text[:-1] + "; it names " + " | ".join(shown) + rest + "]"
+    return named, counts
 
 
 def _replaced(

@@ -650,7 +650,13 @@ def fidelity_sentence(event: dict[str, Any]) -> str | None:
         ]
         cut = counts.get("cut")
         if cut:
-            named.append(f"{_count(cut)} cut (listed in {EVENTS_FILE})")
+            # A clearing leaves the rest in the outputs it stored; a compaction lists them.
+            held = (
+                "in the stored outputs"
+                if event.get("kind") == EventKind.CLEAR_TOOL_USES
+                else f"listed in {EVENTS_FILE}"
+            )
+            named.append(f"{_count(cut)} cut ({held})")
         parts.append(f"artifacts: {_count(counts['left'])} left" + "".join(f", {n}" for n in named))
     if isinstance(checked, dict) and isinstance(checked.get("messages"), int):
         if isinstance(checked.get("verified"), int):
@@ -697,10 +703,11 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
         ids = ", ".join(str(i) for i in event.get("tool_ids") or [])
         cleared = event.get("cleared")
         plural = "" if cleared == 1 else "s"
+        fidelity = fidelity_sentence(event)
         return (
             f"cleared {cleared} tool output{plural} ({ids}){also}, "
             f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
-            f"{where}"
+            f"{where}" + (f"; {fidelity}" if fidelity else "")
         )
     if kind == EventKind.CLEAR_THINKING:
         where = _into(event)
