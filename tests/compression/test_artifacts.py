@@ -13,7 +13,7 @@ import pytest
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.cli import main
-from ctxoffload.compression import Compressor
+from ctxoffload.compression import CompressionResult, Compressor
 from ctxoffload.compression._artifacts import (
     ARTIFACTS_PER_MESSAGE,
     ArtifactIndex,
@@ -59,6 +59,16 @@ def compressor(
     )
 
 
+def six_turns() -> list[Msg]:
+    """The system prompt and six turns, each naming its own four artifacts."""
+    return [SYSTEM, *(m for i in range(6) for m in planted_turn(i)[0])]
+
+
+async def compressed_once(ws: LocalWorkspace) -> CompressionResult:
+    """Six planted turns, compressed once by a summary model that keeps no artifact."""
+    return await compressor(ws, pathless_model()).maybe_compress(six_turns(), force=True)
+
+
 def pathless_model() -> ScriptedModel:
     """A summary model that keeps no path, command, id or URL at all."""
     return ScriptedModel([], default=summary_reply("gist"))
@@ -100,11 +110,7 @@ async def test_every_artifact_that_left_is_named_after_two_and_three_compactions
 async def test_the_model_summarys_own_text_is_unchanged_and_the_index_follows_it(
     local_ws: LocalWorkspace,
 ) -> None:
-    comp = compressor(local_ws, pathless_model())
-    context: list[Msg] = [SYSTEM]
-    for i in range(6):
-        context += planted_turn(i)[0]
-    result = await comp.maybe_compress(context, force=True)
+    result = await compressed_once(local_ws)
     text = result.messages[1].text
     summary, _, index = text.partition("</context_summary>")
     for name in ("task_overview", "current_state", "next_steps"):
@@ -117,11 +123,7 @@ async def test_the_model_summarys_own_text_is_unchanged_and_the_index_follows_it
 async def test_each_indexed_artifact_is_on_the_line_the_index_names(
     local_ws: LocalWorkspace,
 ) -> None:
-    comp = compressor(local_ws, pathless_model())
-    context: list[Msg] = [SYSTEM]
-    for i in range(6):
-        context += planted_turn(i)[0]
-    result = await comp.maybe_compress(context, force=True)
+    result = await compressed_once(local_ws)
     lines = (local_ws.session_dir("s1") / "context.jsonl").read_text().splitlines()
     groups = re.findall(r"^- line (\d+): (.*)$", result.messages[1].text, re.M)
     assert sum(len(values.split(" | ")) for _, values in groups) >= 12
@@ -159,11 +161,7 @@ async def test_the_budget_cuts_entries_and_events_jsonl_lists_every_one(
 async def test_the_compression_event_reports_messages_read_back_at_their_lines(
     local_ws: LocalWorkspace,
 ) -> None:
-    comp = compressor(local_ws, pathless_model())
-    context: list[Msg] = [SYSTEM]
-    for i in range(6):
-        context += planted_turn(i)[0]
-    result = await comp.maybe_compress(context, force=True)
+    result = await compressed_once(local_ws)
     events = [
         json.loads(line)
         for line in (local_ws.session_dir("s1") / "events.jsonl").read_text().splitlines()
@@ -187,10 +185,7 @@ async def test_an_offloader_that_cannot_read_back_is_reported_as_unchecked(
         counter=COUNTER,
         on_event=events.append,
     )
-    context: list[Msg] = [SYSTEM]
-    for i in range(6):
-        context += planted_turn(i)[0]
-    result = await comp.maybe_compress(context, force=True)
+    result = await comp.maybe_compress(six_turns(), force=True)
     assert result.compressed
     compression = next(e for e in events if e["kind"] == "compression")
     assert compression["recoverable"] == {"messages": result.compressed_messages}
@@ -201,11 +196,7 @@ async def test_an_offloader_that_cannot_read_back_is_reported_as_unchecked(
 async def test_verify_finds_an_index_that_points_at_a_changed_line(
     local_ws: LocalWorkspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    comp = compressor(local_ws, pathless_model())
-    context: list[Msg] = [SYSTEM]
-    for i in range(6):
-        context += planted_turn(i)[0]
-    await comp.maybe_compress(context, force=True)
+    await compressed_once(local_ws)
     workdir = str(local_ws.workdir)
     assert main(["--workdir", workdir, "verify"]) == 0
     assert " artifacts checked" in capsys.readouterr().out
@@ -223,11 +214,7 @@ async def test_verify_finds_an_index_that_points_at_a_changed_line(
 async def test_show_and_stats_print_the_fidelity_report(
     local_ws: LocalWorkspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    comp = compressor(local_ws, pathless_model())
-    context: list[Msg] = [SYSTEM]
-    for i in range(6):
-        context += planted_turn(i)[0]
-    await comp.maybe_compress(context, force=True)
+    await compressed_once(local_ws)
     workdir = str(local_ws.workdir)
     assert main(["--workdir", workdir, "show", "s1"]) == 0
     out = capsys.readouterr().out

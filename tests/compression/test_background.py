@@ -21,7 +21,7 @@ from ctxoffload import (
     ScriptedModel,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor
+from ctxoffload.compression import CompressionResult, Compressor
 from ctxoffload.compression._protect import is_pinned, pinned_copy
 from helpers import summary_reply
 
@@ -85,6 +85,17 @@ async def grow_until(comp: Compressor, context: list[Msg], status: str, ws: Loca
     raise AssertionError("the background summary never started")
 
 
+async def until_compressed(comp: Compressor, context: list[Msg]) -> CompressionResult:
+    """Add turns, running the compressor before each model call, until it compresses."""
+    for i in range(100, 300):
+        context += turn(i)
+        result = await comp.maybe_compress(context)
+        context = result.messages
+        if result.compressed:
+            return result
+    raise AssertionError("the context never reached the trigger")
+
+
 async def test_a_ready_summary_is_applied_at_the_trigger_without_a_new_call(
     local_ws: LocalWorkspace,
 ) -> None:
@@ -102,14 +113,7 @@ async def test_a_ready_summary_is_applied_at_the_trigger_without_a_new_call(
     while comp.background != "ready":  # the summary finishes while the agent goes on
         await asyncio.sleep(0)
 
-    result = None
-    for i in range(100, 200):
-        context += turn(i)
-        result = await comp.maybe_compress(context)
-        context = result.messages
-        if result.compressed:
-            break
-    assert result is not None and result.compressed
+    result = await until_compressed(comp, context)
     assert (
         result.summary is not None and result.summary.task_overview == "background1 task_overview"
     )
@@ -150,12 +154,7 @@ async def test_a_message_pinned_meanwhile_makes_it_stale(local_ws: LocalWorkspac
     await grow_until(comp, context, "started", local_ws)
     # The agent pins the oldest message, which the background summary was to replace.
     context[1] = pinned_copy(context[1], "api")
-    for i in range(100, 300):
-        context += turn(i)
-        result = await comp.maybe_compress(context)
-        context = result.messages
-        if result.compressed:
-            break
+    context = (await until_compressed(comp, context)).messages
     assert any(m.id == context[1].id or is_pinned(m) for m in context)
     stale = [e for e in events(local_ws, "background_summary") if e["status"] == "stale"]
     assert stale and stale[0]["reason"].startswith("the messages to drop changed")
