@@ -12,6 +12,7 @@
     │   └── ContextOverflowError   the provider said the prompt is larger than the context window
     ├── SummaryError            no valid summary could be produced by the summary model
     ├── IncompleteRecord        a record that cannot rebuild a step (a message never recorded)
+    ├── SessionBusyError        another live writer holds the session's lease
     ├── ToolError               a file tool refused or failed (a path outside the roots, ...)
     └── CliError                a `ctxoffload` command stopped: one line on stderr, its exit status
 
@@ -32,6 +33,7 @@ __all__ = [
     "ModelError",
     "OffloadError",
     "PinError",
+    "SessionBusyError",
     "SummaryError",
     "TokenizerUnavailable",
     "ToolError",
@@ -96,6 +98,21 @@ class SummaryError(CtxOffloadError):
 
 class IncompleteRecord(CtxOffloadError, LookupError):
     """A session's record cannot rebuild a step: a message that step was sent is not in it."""
+
+
+class SessionBusyError(CtxOffloadError):
+    """Another live writer holds the session's lease (see "Agents together" in the docs).
+
+    Attributes:
+        session_id: the session asked for.
+        holder: what the lease file or object says of its holder (pid, host, agent,
+            started, and for a bucket expires), as far as it could be read.
+    """
+
+    def __init__(self, message: str, session_id: str, holder: dict[str, object]) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.holder = holder
 
 
 class ToolError(CtxOffloadError):

@@ -309,6 +309,7 @@ async def test_a_new_agent_resumes_the_session(workspace: LocalWorkspace) -> Non
         session_id="run-7",
     )
     await first.reply("look")
+    await first.aclose()  # the session's lease is given up: another agent may write it
     model = ScriptedModel(["second answer"])
     second = make_agent(
         model, workspace, tools=[screenshot], context_config=config, session_id="run-7"

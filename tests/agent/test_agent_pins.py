@@ -62,6 +62,7 @@ async def test_a_pinned_message_survives_compressions_and_a_resume(ws: Workspace
     plan = next(m for m in agent.messages if m.text.startswith("PLAN"))
     await agent.pin(plan.id)
     await agent.reply("Probe 0 to 2.")
+    await agent.aclose()
 
     resumed = make_agent(ws, ScriptedModel([*probes(8, 3), "done"]))
     await resumed.reply("Go on with 3 to 10.")

@@ -340,6 +340,7 @@ async def test_a_user_request_cut_by_compression_is_rebuilt_as_each_step_saw_it(
 async def test_steps_keep_counting_when_a_session_is_resumed(workspace: LocalWorkspace) -> None:
     first = make_agent(ScriptedModel([call("c1", "fetch_log", log="a"), "one"]), workspace)
     await first.reply("go")
+    await first.aclose()
     model = ScriptedModel(["two"])
     second = make_agent(model, workspace, session_id=first.session_id)
     await second.reply("again")

@@ -345,7 +345,7 @@ def test_each_block_starts_from_the_demo_workspace(
 ) -> None:
     planted = console(tmp_path, "$ ln -s /etc/passwd sessions/nightly-job/tool_result-x.txt\n")
     assert report(planted, demo_workspace.run(planted)) is None
-    verified = console(tmp_path, "$ ctxoffload verify\nok: 14 files, ...\n")
+    verified = console(tmp_path, "$ ctxoffload verify\nok: 15 files, ...\n")
     assert report(verified, demo_workspace.run(verified)) is None
 
 

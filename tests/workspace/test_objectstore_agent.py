@@ -137,6 +137,7 @@ async def test_a_pin_survives_a_resume_from_the_bucket(s3: S3Server) -> None:
     await agent.reply("Plan first.")
     plan = agent.messages[-1]
     await agent.pin(plan.id)
+    await agent.aclose()
 
     steps: list[Any] = [call(f"c{i}", "fetch_log", log=f"n{i}") for i in range(10)]
     resumed = make_agent(

@@ -30,6 +30,7 @@ async def test_agent_resumed_from_a_stale_state_compresses_without_duplicating(
     for i in range(6):
         await talker.reply(f"question {i} " + "words " * 100)
     state_before = ws.state_path("run").read_bytes()
+    await talker.aclose()
 
     # Compress, then put back the state.json from before: what a kill -9 between the
     # offload and the state write leaves on disk.
@@ -38,6 +39,7 @@ async def test_agent_resumed_from_a_stale_state_compresses_without_duplicating(
     logged = [m["id"] for m in await ws.read_context("run")]
     assert logged
     ws.state_path("run").write_bytes(state_before)
+    await first.aclose()  # as its death would: the lease is free
 
     resumed = _agent(ws, [], window=1500)
     assert (await resumed.compress_context()).compressed

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import inspect
 import logging
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,18 +30,24 @@ from ..exceptions import (
     InvalidContent,
     InvalidReference,
     PinError,
+    SessionBusyError,
 )
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
 from ..offloader import RETRIEVAL_TOOL_NAME, retrieval_tool
 from ..tokens import TokenCounter, get_token_counter
 from ..workspace import (
+    EventKind,
+    LeaseHolder,
     Offloader,
     ReferenceReader,
+    SessionLease,
     StateStore,
+    fork_session,
     missing_methods,
     storable_message,
     validate_session_id,
+    writing_as,
 )
 from ._context_tools import (
     CONTEXT_TOOL_NAMES,
@@ -49,9 +56,13 @@ from ._context_tools import (
     pin_context_tool,
 )
 from ._record import SessionRecorder
+from ._subagent import CALLER, Caller, subagent_tool
 from ._tools import Tool, as_tool, as_tools
 
-__all__ = ["Agent", "StepRecord"]
+__all__ = ["IF_BUSY", "Agent", "StepRecord"]
+
+IF_BUSY = ("raise", "fork")
+"""What `Agent(if_busy=...)` may be."""
 
 logger = logging.getLogger("ctxoffload")
 
@@ -129,6 +140,13 @@ class Agent:
             so that no compaction removes it (see `pin`). Off by default.
         include_compact_tool: register `compact_context(instructions=None)`, with which
             the model compacts its context now (see `compact`). Off by default.
+        if_busy: what to do when another live writer holds the session's lease (taken on
+            first use when the offloader is a `LeaseHolder`, as every ctxoffload workspace
+            is; released by `aclose`): "raise" `SessionBusyError` naming the holder (the
+            default), or "fork": continue in a new session,
+            `{session_id}-fork-{6 hex}`, that starts from the holder's saved state (a
+            `fork` event in the new record names the origin; `session_id` then names the
+            new session).
 
     Reader tools (the workspace file tools and the retrieval tool, marked
     `ctxoffload_reader`) are named in every truncation notice, and their results are never
@@ -157,11 +175,18 @@ class Agent:
         context_management: ContextConfig | ContextPipeline | None = None,
         include_pin_tool: bool = False,
         include_compact_tool: bool = False,
+        if_busy: str = "raise",
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(
                 f"max_steps {max_steps!r} is below 1: the agent must call the model at least "
                 "once; pass max_steps=30 (the default) or another positive int"
+            )
+        if if_busy not in IF_BUSY:
+            raise ConfigError(
+                f"if_busy {if_busy!r} is not one of {', '.join(map(repr, IF_BUSY))}: pass "
+                "'raise' to get SessionBusyError when another writer holds the session, or "
+                "'fork' to continue in a fork of its saved state"
             )
         pipeline = _pipeline(context_config, context_management)
         config = pipeline.config
@@ -232,6 +257,27 @@ class Agent:
         # string (messages are never mutated), so each image is decoded and hashed once per
         # session rather than at every step. The string is kept to pin its identity.
         self._stored_payloads: dict[int, tuple[str, DataBlock]] = {}
+        self.if_busy = if_busy
+        self._lease: SessionLease | None = None
+        # For a sub-agent: the parent's session, agent, step and tool call (`as_tool`).
+        self.parent: dict[str, Any] | None = None
+        # What `spawn` builds a fresh agent from (the tools as given: the retrieval tool is
+        # made again for the new agent's offloader).
+        self._settings: dict[str, Any] = {
+            "model": model,
+            "name": name,
+            "system_prompt": system_prompt,
+            "tools": list(tools),
+            "context_config": pipeline,
+            "summary_model": summary_model,
+            "max_steps": max_steps,
+            "counter": counter,
+            "on_event": on_event,
+            "include_retrieval_tool": include_retrieval_tool,
+            "include_pin_tool": include_pin_tool,
+            "include_compact_tool": include_compact_tool,
+            "if_busy": if_busy,
+        }
 
     def _add_context_tool(self, tool: Tool) -> None:
         if tool.name in self.tools:
@@ -280,8 +326,7 @@ class Agent:
                 nothing was added to the context.
             ModelError: the model failed (after one compress-and-retry on overflow).
         """
-        async with self._lock:
-            await self._restore()
+        async with self._working():
             await self._record.start(self)
             user = (
                 user_input if isinstance(user_input, Msg) else Msg(role="user", content=user_input)
@@ -419,18 +464,133 @@ class Agent:
             )
         else:
             store = self.offloader.offload_data_block if self.offloader is not None else None
-            result = await tool.run(call, store_data=store, on_error=raised.append)
+            # Tools that start sub-agents learn who called them; each call runs in a task
+            # of its own (`asyncio.gather`), so the mark is this call's alone.
+            token = CALLER.set(Caller(self, len(self.steps), call.id))
+            try:
+                result = await tool.run(call, store_data=store, on_error=raised.append)
+            finally:
+                CALLER.reset(token)
         await self._record.tool_call(
             len(self.steps), call, result, started, raised[0] if raised else None
         )
         return result
 
     async def aclose(self) -> None:
-        """Stop the agent's background work: a summary under way in the background
-        (`ContextConfig(background_compaction=True)`) is cancelled, with nothing
-        half-written. The agent can still be used afterwards. `async with Agent(...)` calls
-        this on the way out."""
-        await self.compressor.aclose()
+        """Stop the agent's background work and give its session up: a summary under way in
+        the background (`ContextConfig(background_compaction=True)`) is cancelled, with
+        nothing half-written, and the session's lease is released, so another agent may
+        write the session. The agent can still be used afterwards (it takes the lease
+        again). `async with Agent(...)` calls this on the way out."""
+        try:
+            await self.compressor.aclose()
+        finally:
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                await lease.release()
+
+    @property
+    def lease(self) -> SessionLease | None:
+        """The session's lease while this agent holds it (from its first use until
+        `aclose`), else None."""
+        return self._lease if self._lease is not None and self._lease.held else None
+
+    @contextlib.asynccontextmanager
+    async def _working(self) -> AsyncIterator[None]:
+        """One public operation: one at a time, holding the session, its events stamped
+        with this agent, on the saved context."""
+        async with self._lock:
+            await self._hold_session()
+            with writing_as(self.name, self.session_id):
+                await self._restore()
+                yield
+
+    async def _hold_session(self) -> None:
+        """Take the session's lease on first use (again after `aclose`, or once lost)."""
+        store = self.offloader
+        if self.lease is not None or not isinstance(store, LeaseHolder):
+            return
+        try:
+            self._lease = await store.acquire_lease(self.session_id, agent=self.name)
+        except SessionBusyError as busy:
+            if self.if_busy != "fork":
+                raise
+            await self._fork_busy(store, busy)
+
+    async def _fork_busy(self, store: LeaseHolder, busy: SessionBusyError) -> None:
+        """Continue in a fork of a busy session's saved state (`if_busy="fork"`)."""
+        source = self.session_id
+        suffix = f"-fork-{uuid.uuid4().hex[:6]}"
+        new = validate_session_id(source[: 128 - len(suffix)] + suffix)
+        self._lease = await store.acquire_lease(new, agent=self.name)
+        self.session_id = self.compressor.session_id = self._record.session_id = new
+        self._restored = False
+        with writing_as(self.name, new):
+            try:
+                await fork_session(store, source, new, take_lease=False)
+            except ConfigError:
+                # Nothing saved yet: the fork starts empty, its record naming the origin.
+                await self._record.emit(
+                    EventKind.FORK, origin={"session": source, "step": None}, messages=0
+                )
+        logger.warning(
+            "session %s is busy (%s): this agent continues in %s, a fork of its saved state",
+            source,
+            busy,
+            new,
+        )
+
+    # -- sub-agents -------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        *,
+        session_id: str | None = None,
+        offloader: Offloader | None = None,
+        parent: dict[str, Any] | None = None,
+    ) -> Agent:
+        """A fresh agent with this one's settings (model, prompt, tools, context config),
+        in session `session_id` of `offloader` (this agent's when None).
+
+        Args:
+            session_id: the new agent's session; a new one when None.
+            offloader: where it offloads; this agent's when None.
+            parent: for a sub-agent, what its `session_start` names as its parent.
+        """
+        settings = dict(self._settings)
+        settings["offloader"] = offloader if offloader is not None else self.offloader
+        agent = Agent(session_id=session_id, **settings)
+        agent.parent = parent
+        return agent
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool another agent can call to hand it a task: a sub-agent.
+
+        Each call starts a fresh agent with this one's settings in a new session of the
+        CALLING agent's workspace, `{parent session}--{name}-{6 hex}`, with its own context
+        and window, and runs the task there. The caller's context receives the sub-agent's
+        final answer and the paths of what it stored (its tool_result files, its context
+        log), never its transcript. Calls made in one step run at once. The caller's
+        record gets `subagent` events naming each child session; the child's
+        `session_start` names its parent (`ctxoffload show` on the parent lists them as a
+        tree, `ctxoffload ls` groups them).
+
+        Args:
+            name: the tool's name (default: this agent's `name`).
+            description: what the calling model is told the tool does (default: built from
+                the name and the first line of the system prompt).
+
+        Returns:
+            A `Tool` taking one argument, `task`, to pass in `Agent(tools=[...])`.
+
+        Example::
+
+            researcher = Agent(name="researcher", model=model, tools=[search],
+                               system_prompt="You research one question and cite files.")
+            lead = Agent(name="lead", model=model, offloader=ws,
+                         tools=[researcher.as_tool(description="Research one question")])
+        """
+        return subagent_tool(self, name, description)
 
     async def __aenter__(self) -> Agent:
         return self
@@ -446,8 +606,7 @@ class Agent:
         Args:
             context_config: a one-off configuration for this check.
         """
-        async with self._lock:
-            await self._restore()
+        async with self._working():
             if context_config is not None:
                 result = await self.compressor.maybe_compress(
                     self.messages, tools=self.tool_schemas, config=context_config
@@ -478,8 +637,7 @@ class Agent:
         Returns:
             What was done: `compressed` is whether the context changed.
         """
-        async with self._lock:
-            await self._restore()
+        async with self._working():
             return await self._compact(instructions)
 
     async def _compact(self, instructions: str | None) -> CompressionResult:
@@ -526,8 +684,7 @@ class Agent:
             PinError: the message is not in the context, or the pins would take more than
                 `pin_ratio` of the window; nothing was pinned.
         """
-        async with self._lock:
-            await self._restore()
+        async with self._working():
             return await self._pin(message_id, by="api")
 
     async def unpin(self, message_id: str) -> Msg:
@@ -536,8 +693,7 @@ class Agent:
         Raises:
             PinError: no pinned message of that id is in the context.
         """
-        async with self._lock:
-            await self._restore()
+        async with self._working():
             self.messages = await self._pipeline.unpin(message_id, self.messages)
             await self._after_pin_change()
             return next(m for m in self.messages if m.id == message_id)

@@ -3,7 +3,7 @@
 Event kinds written here (each line also has `time` and `kind`):
 
 - `session_start`: agent, version, model, summary_model, context_window, config, tools,
-  restored_messages.
+  restored_messages, first_step; for a sub-agent, `parent` (session, agent, step, tool_id).
 - `message`: `message`, one message in full as it entered the context (a tool message
   holds the results as the model saw them: truncated heads, not the whole output). A
   message that changes while keeping its id (a long user request cut by compression) is
@@ -76,6 +76,10 @@ class SessionRecorder:
         # from the last step recorded, so that `--step N` names one step.
         self._step_offset = 0
 
+    def step_of(self, step: int) -> int:
+        """The session's number of this agent's `step` (an agent resumed goes on counting)."""
+        return step + self._step_offset
+
     async def emit(self, kind: str, **fields: Any) -> None:
         """Write one event and tell `on_event`."""
         await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
@@ -113,6 +117,7 @@ class SessionRecorder:
             tools=list(agent.tools),
             restored_messages=sum(1 for m in agent.messages if m.role != "system"),
             first_step=self._step_offset + 1,
+            **({"parent": agent.parent} if agent.parent is not None else {}),
         )
 
     async def messages(self, msgs: Iterable[Msg], *, is_context: bool = True) -> None:

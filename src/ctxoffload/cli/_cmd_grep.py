@@ -25,6 +25,7 @@ import mmap
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from ..exceptions import CliError
 from ..workspace import (
@@ -85,6 +86,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("-i", "--ignore-case", action="store_true", help="ignore case")
     parser.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a string")
     parser.add_argument("--events", action="store_true", help="search events.jsonl too")
+    parser.add_argument(
+        "--writers",
+        action="store_true",
+        help="begin each line's text with the agent that wrote it (from events.jsonl)",
+    )
     parser.add_argument(
         "--max-columns",
         type=int,
@@ -324,7 +330,7 @@ class _Deadline:
 
 
 class _Hit:
-    __slots__ = ("is_match", "line", "path", "session", "text")
+    __slots__ = ("is_match", "line", "path", "session", "text", "writer")
 
     def __init__(self, path: str, line: int, text: bytes, is_match: bool, session: str) -> None:
         self.path = path
@@ -332,6 +338,7 @@ class _Hit:
         self.text = text
         self.is_match = is_match
         self.session = session
+        self.writer: dict[str, Any] | None = None
 
 
 class _Printer:
@@ -356,9 +363,10 @@ class _Printer:
         if self.as_json:
             if hit.is_match:
                 decoded = hit.text.decode("utf-8", errors="replace")
-                self.hits.append(
-                    {"session": hit.session, "file": hit.path, "line": hit.line, "text": decoded}
-                )
+                found = {"session": hit.session, "file": hit.path, "line": hit.line}
+                if hit.writer is not None:
+                    found["writer"] = hit.writer
+                self.hits.append({**found, "text": decoded})
             return
         if self.context and self._last is not None:
             last_path, last_line = self._last
@@ -366,6 +374,9 @@ class _Printer:
                 self.out.write(b"--\n")
         self._last = (hit.path, hit.line)
         text = hit.text
+        if hit.writer is not None:
+            agent = hit.writer.get("agent") or "workspace"
+            text = f"[{agent}] ".encode("utf-8", "replace") + text
         if self.max_columns and len(text) > self.max_columns:
             keep = self.max_columns
             # Never inside a UTF-8 character: back off over its continuation bytes (at most 3,
@@ -600,6 +611,8 @@ def _search_session(
         names.append(CONTEXT_FILE)
         if args.events:
             names.append(EVENTS_FILE)
+        if getattr(args, "writers", False):
+            emit = _with_writers(folder, emit)
         for name in names:
             search = search_context_log if name == CONTEXT_FILE else search_file
             shown = shown_path(child_path(where, name))
@@ -607,6 +620,44 @@ def _search_session(
                 search(folder, name, shown, matcher, args.context, emit, session)
             except CliError as exc:  # a hard-linked or unreadable file: not read
                 skip(str(exc))
+
+
+def _with_writers(folder: Folder, emit: Callable[[_Hit], None]) -> Callable[[_Hit], None]:
+    """`emit`, each hit first given its writer: a context.jsonl line's is the writer of the
+    `context` event whose span holds it; a tool result file's, of the `tool_result` event
+    naming it; an events.jsonl line's, its own."""
+    from ..workspace import WRITER_FIELD, EventKind, line_writers
+
+    try:
+        events = [e for e in folder.read_log(EVENTS_FILE) if isinstance(e, dict)]
+    except (OSError, ValueError):
+        events = []
+    by_line = line_writers(events)
+    by_file: dict[str, dict[str, Any]] = {}
+    for event in events:
+        writer, reference = event.get(WRITER_FIELD), event.get("reference")
+        kind = event.get("kind")
+        if (
+            kind == EventKind.TOOL_RESULT
+            and isinstance(writer, dict)
+            and isinstance(reference, str)
+        ):
+            by_file.setdefault(os.path.basename(reference), writer)
+    unknown: dict[str, Any] = {"agent": None, "session": None, "pid": None}
+
+    def emit_with_writer(hit: _Hit) -> None:
+        name = os.path.basename(hit.path)
+        if name == CONTEXT_FILE:
+            hit.writer = by_line.get(hit.line, unknown)
+        elif name == EVENTS_FILE:
+            event = events[hit.line - 1] if 0 < hit.line <= len(events) else {}
+            found = event.get(WRITER_FIELD)
+            hit.writer = found if isinstance(found, dict) else unknown
+        else:
+            hit.writer = by_file.get(name, unknown)
+        emit(hit)
+
+    return emit_with_writer
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,7 +31,15 @@ from ._reading import (
     session_ids,
 )
 
-__all__ = ["Warnings", "count_newlines", "read_logged", "register", "run", "session_facts"]
+__all__ = [
+    "Warnings",
+    "count_newlines",
+    "grouped",
+    "read_logged",
+    "register",
+    "run",
+    "session_facts",
+]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -85,10 +93,17 @@ def read_logged(
     return None
 
 
-def _event_facts(events: Iterable[Any]) -> dict[str, int]:
+def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
     """What ls shows of a session's events, counted in one pass (one line in memory at a
-    time): compressions, model calls, and the model calls `replay` says it replayed."""
-    facts = {"compressions": 0, "model_calls": 0, "replayed": 0}
+    time): compressions, model calls, the model calls `replay` says it replayed, and the
+    session a sub-agent's session was started by (`parent`) or a fork was made from."""
+    facts: dict[str, Any] = {
+        "compressions": 0,
+        "model_calls": 0,
+        "replayed": 0,
+        "parent": None,
+        "forked_from": None,
+    }
     for event in events:
         if not isinstance(event, dict):
             continue
@@ -97,7 +112,17 @@ def _event_facts(events: Iterable[Any]) -> dict[str, int]:
         facts["model_calls"] += kind == EventKind.MODEL_CALL
         if kind == EventKind.REPLAY and isinstance(event.get("model_calls"), int):
             facts["replayed"] += event["model_calls"]
+        link = event.get("parent") if kind == EventKind.SESSION_START else None
+        if facts["parent"] is None and isinstance(link, dict):
+            facts["parent"] = _session_name(link.get("session"))
+        origin = event.get("origin") if kind == EventKind.FORK else None
+        if facts["forked_from"] is None and isinstance(origin, dict):
+            facts["forked_from"] = _session_name(origin.get("session"))
     return facts
+
+
+def _session_name(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def count_newlines(folder: Folder, name: str) -> int:
@@ -145,6 +170,8 @@ def session_facts(workdir: str, session: str, warnings: Warnings | None = None) 
         "tool_results": None,
         "bytes": None,
         "compressions": None,
+        "parent": None,
+        "forked_from": None,
         "unreadable": [],
     }
     shown_folder = os.path.join(workdir, SESSIONS_DIR, session)
@@ -189,6 +216,8 @@ def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then:
         facts["unreadable"].append(EVENTS_FILE)
     else:
         facts["compressions"] = counted["compressions"]
+        facts["parent"] = counted["parent"]
+        facts["forked_from"] = counted["forked_from"]
         # An agent's model calls, or those `ctxoffload replay` replayed (it says how many).
         facts["steps"] = counted["model_calls"] or counted["replayed"] or None
     if facts["steps"] is None:
@@ -205,6 +234,37 @@ def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then:
         facts["unreadable"].append(CONTEXT_FILE)
 
 
+def grouped(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with each sub-agent's session right under its parent's (each level in the
+    order given), a `depth` added to each; a session whose parent is not listed stays at
+    the top."""
+    listed = {r["session"] for r in rows}
+    children: dict[str, list[dict[str, Any]]] = {}
+    top: list[dict[str, Any]] = []
+    for row in rows:
+        parent = row.get("parent")
+        if isinstance(parent, str) and parent in listed and parent != row["session"]:
+            children.setdefault(parent, []).append(row)
+        else:
+            top.append(row)
+    ordered: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def place(row: dict[str, Any], depth: int) -> None:
+        if row["session"] in seen:
+            return  # a loop of parents (hand-edited records): each row once
+        seen.add(row["session"])
+        ordered.append({**row, "depth": depth})
+        for child in children.get(row["session"], []):
+            place(child, depth + 1)
+
+    for row in top:
+        place(row, 0)
+    for row in rows:  # rows only reachable through a loop
+        place(row, 0)
+    return ordered
+
+
 # The files each column is read from ("." the folder itself, for every column).
 _SOURCES = {
     "steps": (".", EVENTS_FILE, STATE_FILE),
@@ -219,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
     warnings = Warnings("ls")
     rows = [session_facts(workdir, session, warnings) for session in session_ids(workdir)]
     rows.sort(key=lambda r: r["last_activity"] or "", reverse=True)
+    rows = grouped(rows)
     # A file that could not be read is an error (said on stderr, shown as `?`): exit 2 once
     # everything else is listed, as grep does.
     status = EXIT_USAGE if warnings.said else EXIT_OK
@@ -240,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
         ["session", "last activity (UTC)", "steps", "messages", "tool results", "bytes", "compr."],
         [
             [
-                r["session"],
+                "  " * r["depth"] + ("└ " if r["depth"] else "") + r["session"],
                 cell(r, "last_activity"),
                 cell(r, "steps"),
                 cell(r, "message_lines"),

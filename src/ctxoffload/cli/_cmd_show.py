@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..exceptions import CliError
@@ -18,6 +18,7 @@ from ..workspace import (
     EVENTS_FILE,
     SESSIONS_DIR,
     SUMMARY_MARK,
+    WRITER_FIELD,
     EventKind,
     Folder,
     JsonLines,
@@ -51,6 +52,11 @@ def register(commands: Any) -> None:
         "--step", type=int, metavar="N", help="print what the model was sent at step N"
     )
     parser.add_argument("--full", action="store_true", help="print message bodies whole")
+    parser.add_argument(
+        "--writers",
+        action="store_true",
+        help="end each line with the agent (and process) that wrote the event",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     # Suppressed when not given, so `ctxoffload --workdir DIR show ...` keeps the global one.
     add_workdir(parser)
@@ -235,15 +241,16 @@ def _show_timeline(events: _EventLog, workdir: str, args: argparse.Namespace) ->
         if event["kind"] == EventKind.SUMMARY:
             if index not in logged_later:
                 _print_lines(held)
-                held = _describe_safely(event, full=args.full)
+                held = _describe_safely(event, full=args.full, writers=args.writers)
             continue
-        _print_lines(_describe_safely(event, full=args.full))
+        _print_lines(_describe_safely(event, full=args.full, writers=args.writers))
         if event["kind"] == EventKind.COMPRESSION:
             _print_lines(held)
             held = []
     _print_lines(held)
     if empty:
         print(f"no record: {EVENTS_FILE} is missing or empty (nothing recorded yet)")
+    _print_subagents(workdir, args.session, events)
     if data_files:
         print("data files:")
         for name in data_files:
@@ -295,13 +302,67 @@ def _print_lines(lines: list[str]) -> None:
         print(line)
 
 
-def _describe_safely(event: dict[str, Any], *, full: bool) -> list[str]:
+def _describe_safely(event: dict[str, Any], *, full: bool, writers: bool = False) -> list[str]:
     try:
-        return _describe(event, full=full)
+        lines = _describe(event, full=full)
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
         # A line of JSON whose fields are not what this version writes: shown raw
         # rather than hidden, so nothing in the record is skipped silently.
         return [f"{str(event.get('time', ''))[11:19]} {json.dumps(event)[:300]}"]
+    if writers and lines:
+        lines[0] += f" · {writer_text(event.get(WRITER_FIELD))}"
+    return lines
+
+
+def writer_text(writer: object) -> str:
+    """`by lead (session s1, pid 12)`, or `by an unnamed writer (pid 12)`, from an event's
+    `writer`; `writer not recorded` for an event of an older release."""
+    if not isinstance(writer, dict):
+        return "writer not recorded"
+    agent = writer.get("agent")
+    who = f"by {agent}" if agent else "by the workspace alone"
+    return f"{who} (session {writer.get('session')}, pid {writer.get('pid')})"
+
+
+def _print_subagents(workdir: str, session: str, events: Iterable[dict[str, Any]]) -> None:
+    """The tree of the sub-agents a session started, read from each one's own record."""
+    lines: list[str] = []
+    _subagent_tree(workdir, session, events, 1, lines, {session})
+    if lines:
+        print("sub-agents:")
+        _print_lines(lines)
+
+
+def _subagent_tree(
+    workdir: str,
+    session: str,
+    events: Iterable[dict[str, Any]],
+    depth: int,
+    lines: list[str],
+    seen: set[str],
+) -> None:
+    children: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event["kind"] == EventKind.SUBAGENT and isinstance(event.get("session"), str):
+            children.setdefault(event["session"], {}).update(event)
+    for child, last in children.items():
+        status = last.get("status")
+        steps = last.get("steps")
+        done = f"{_n(steps)} step{'' if steps == 1 else 's'}, {status}" if steps else status
+        lines.append(
+            f"{'  ' * depth}step {last.get('step')} · {last.get('name')} → {child} ({done})"
+        )
+        if child in seen or depth >= _MAX_TREE_DEPTH:
+            continue
+        seen.add(child)
+        try:
+            with _EventLog(workdir, child) as grandchildren:
+                _subagent_tree(workdir, child, grandchildren, depth + 1, lines, seen)
+        except (OSError, CliError):
+            lines.append(f"{'  ' * (depth + 1)}(its record cannot be read)")
+
+
+_MAX_TREE_DEPTH = 16
 
 
 def _summary_fields(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -322,11 +383,18 @@ def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
     at = str(event.get("time", ""))[11:19]
     if kind == EventKind.SESSION_START:
         tools = ", ".join(event.get("tools") or []) or "none"
+        parent = event.get("parent")
+        child = (
+            f"; sub-agent of session {parent.get('session')} (agent {parent.get('agent')}, "
+            f"step {parent.get('step')}, call {parent.get('tool_id')})"
+            if isinstance(parent, dict)
+            else ""
+        )
         return [
             f"{at} session started: agent {event.get('agent')}, model: {event.get('model')} "
             f"(summaries: {event.get('summary_model') or 'extractive'}), window "
             f"{_n(event.get('context_window'))} tokens, tools: {tools}; ctxoffload "
-            f"{event.get('version')}"
+            f"{event.get('version')}{child}"
         ]
     if kind == EventKind.MESSAGE:
         return _message_event(event.get("message") or {}, at, full=full)

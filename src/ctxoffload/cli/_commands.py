@@ -17,4 +17,5 @@ COMMAND_HELP = {
     "verify": "check JSONL lines, data hashes, references, and for links or foreign files",
     "gc": "remove sessions past an age or over a size, then unreferenced data files",
     "replay": "replay a recorded agent transcript through truncation and compression",
+    "fork": "start a new session from what the model was sent at one step of another",
 }

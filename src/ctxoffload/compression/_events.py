@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from ..workspace import (
@@ -13,6 +12,7 @@ from ..workspace import (
     EventLog,
     Offloader,
     context_event_sentence,
+    event_record,
     fidelity_sentence,
 )
 
@@ -40,11 +40,7 @@ async def emit_event(
     Returns:
         The event as written: `time`, `kind`, then `fields`.
     """
-    event = {
-        "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-        "kind": kind,
-        **fields,
-    }
+    event = event_record(session_id, kind, dict(fields))
     _log_event(event)
     if isinstance(offloader, EventLog):
         try:

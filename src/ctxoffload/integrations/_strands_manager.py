@@ -31,7 +31,14 @@ from ..exceptions import ConfigError
 from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
 from ..tokens import get_token_counter
-from ..workspace import Offloader, missing_methods, validate_session_id
+from ..workspace import (
+    LeaseHolder,
+    Offloader,
+    SessionLease,
+    missing_methods,
+    validate_session_id,
+    writing_as,
+)
 
 __all__ = ["OffloadingConversationManager"]
 
@@ -94,12 +101,31 @@ class _Bridge:
         )
         self.run: PipelineRun = pipeline.bind(compressor)
         self.loop = _LoopThread()
+        self.session_id = session_id
+        self.lease: SessionLease | None = None
         # Converse dicts this manager wrote -> the ids of the messages they came from, so a
         # message keeps its id (the freshness rule and idempotent offloading rely on it).
         self._ids: dict[int, tuple[Mapping[str, Any], str]] = {}
         # A note or summary travels as the first text of a user message; by its text it is
         # recognised on the way back in, with the metadata Converse cannot carry.
         self._notes: dict[str, Msg] = {}
+
+    async def as_writer(self, agent: Any, work: Coroutine[Any, Any, _T]) -> _T:
+        """Run `work` as the session's one live writer, its events naming the agent.
+
+        The lease is taken on first use and held for the manager's life (on this manager's
+        loop, where a bucket's lease is renewed); a second live writer of the session gets
+        `SessionBusyError` naming this one.
+        """
+        name = str(getattr(agent, "name", None) or "strands")
+        try:
+            workspace = self.run.compressor.offloader
+            if (self.lease is None or not self.lease.held) and isinstance(workspace, LeaseHolder):
+                self.lease = await workspace.acquire_lease(self.session_id, agent=name)
+            with writing_as(name, self.session_id):
+                return await work
+        finally:
+            work.close()  # never awaited when the lease was refused
 
     def to_msgs(self, messages: list[Mapping[str, Any]]) -> list[Msg]:
         out: list[Msg] = []
@@ -241,7 +267,9 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         bridge = self._bridge
         before = list(agent.messages)
         msgs = bridge.to_msgs(before)
-        result = bridge.loop.run(bridge.run.pre_llm(msgs, reactive=reactive, model_call=False))
+        result = bridge.loop.run(
+            bridge.as_writer(agent, bridge.run.pre_llm(msgs, reactive=reactive, model_call=False))
+        )
         if not result.compressed:
             return False
         kept = {m.id for m in result.messages}
@@ -288,7 +316,9 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
             if newest != self._step_message:
                 self._step_message = newest
                 run.model_calls += 1
-        result = bridge.loop.run(run.compact(msgs, instructions=instructions))
+        result = bridge.loop.run(
+            bridge.as_writer(agent, run.compact(msgs, instructions=instructions))
+        )
         if not result.compressed:
             return f"Nothing was compacted: {result.reason}."
         kept = {m.id for m in result.messages}

@@ -49,7 +49,15 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from ..exceptions import ConfigError, OffloadError
-from ..workspace import EventKind, EventLog, Offloader, ReferenceReader, missing_methods
+from ..workspace import (
+    EventKind,
+    EventLog,
+    LeaseHolder,
+    Offloader,
+    ReferenceReader,
+    missing_methods,
+    writing_as,
+)
 
 __all__ = ["AgentScopeOffloader"]
 
@@ -288,12 +296,23 @@ def _middleware_class() -> type:
             input_kwargs: dict[str, Any],
             next_handler: Callable[..., AsyncGenerator[Any, None]],
         ) -> AsyncGenerator[Any, None]:
-            # The data blocks stored during this reply are recorded in the agent's session.
-            token = _REPLYING_SESSION.set(str(agent.state.session_id))
+            # The data blocks stored during this reply are recorded in the agent's session,
+            # every event written meanwhile names the agent, and the session has one live
+            # writer: a second reply on it (another agent object, another process) gets
+            # SessionBusyError until this one ends.
+            session_id = str(agent.state.session_id)
+            token = _REPLYING_SESSION.set(session_id)
+            workspace = self.offloader.workspace
+            lease = None
             try:
-                async for item in next_handler(**input_kwargs):
-                    yield item
+                if isinstance(workspace, LeaseHolder):
+                    lease = await workspace.acquire_lease(session_id, agent=str(agent.name))
+                with writing_as(str(agent.name), session_id):
+                    async for item in next_handler(**input_kwargs):
+                        yield item
             finally:
+                if lease is not None:
+                    await lease.release()
                 # Resumed in another context (a consumer that moved between tasks): that
                 # context never saw the value.
                 with contextlib.suppress(ValueError):

@@ -71,9 +71,11 @@ from ..workspace import (
     DATA_DIR,
     EventKind,
     Workspace,
+    check_reference,
     is_data_name,
     missing_methods,
     validate_session_id,
+    writing_as,
 )
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
@@ -135,13 +137,20 @@ class WorkspaceStorage:
             unified keys live in sessions named after it, so storages with different
             session ids on one workspace see different keys. The unified methods need it
             to be at most 80 characters.
+        isolate: `retrieve` refuses a reference of another session (its folder, or a
+            data/ file its record does not name), as a `KeyError`, whatever the
+            workspace's `isolate_sessions`; the default, since a storage is bound to one
+            session. Its sub-agents' sessions and fork origin stay readable. False reads
+            anything in the workspace.
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name.
         TypeError: `workspace` is not a `Workspace` (the message names what it lacks).
     """
 
-    def __init__(self, workspace: Workspace, session_id: str = "strands") -> None:
+    def __init__(
+        self, workspace: Workspace, session_id: str = "strands", *, isolate: bool = True
+    ) -> None:
         if not isinstance(workspace, Workspace):
             raise TypeError(
                 f"{workspace!r} is not a ctxoffload workspace (it has no "
@@ -150,6 +159,7 @@ class WorkspaceStorage:
             )
         self.workspace = workspace
         self.session_id = validate_session_id(session_id)
+        self.isolate = isolate
 
     def __repr__(self) -> str:
         return f"WorkspaceStorage({self.workspace!r}, session_id={self.session_id!r})"
@@ -192,10 +202,17 @@ class WorkspaceStorage:
 
         Raises:
             KeyError: the reference names nothing in the workspace (or lies outside it),
-                as Strands' own storages do.
+                as Strands' own storages do; or, with `isolate`, it is another session's
+                (the `KeyError`'s cause says so).
         """
         try:
-            data, media_type = await self.workspace.read_bytes(reference)
+            key_of = getattr(self.workspace, "reference_key", None)
+            if self.isolate and callable(key_of):
+                await check_reference(
+                    self.workspace, reference, key_of(reference), session_id=self.session_id
+                )
+            with writing_as(None, self.session_id):
+                data, media_type = await self.workspace.read_bytes(reference)
         except InvalidReference as exc:
             raise KeyError(reference) from exc
         return bytes(data), str(media_type)

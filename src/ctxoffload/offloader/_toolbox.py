@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, ToolError
 from ..messages import DataBlock, TextBlock
+from ..workspace import DATA_DIR, SESSIONS_DIR
 from ._answers import answering
 from ._confine import real_roots
 from ._grep import grep_files
@@ -61,6 +62,9 @@ class FileToolbox:
             (RE2), so the bound is about the amount of data, not the pattern.
         images: whether Read answers an image file (PNG, JPEG, GIF, WebP) with the image
             itself, for a model that takes images; False: with one line describing it.
+        scope: for a workspace that keeps sessions apart: called before each tool call,
+            it returns the roots of that call (the working session's reach), replacing
+            `roots`; a `ToolError` it raises is the tool's answer.
 
     Raises:
         ConfigError: no roots, or caps that cannot hold one line plus a footer.
@@ -75,6 +79,7 @@ class FileToolbox:
         max_glob_paths: int = 200,
         grep_timeout: float | None = 10.0,
         images: bool = True,
+        scope: Callable[[], Awaitable[list[Path]]] | None = None,
     ) -> None:
         if isinstance(roots, (str, os.PathLike)):
             roots = [roots]
@@ -99,6 +104,11 @@ class FileToolbox:
         self.max_glob_paths = max_glob_paths
         self.grep_timeout = grep_timeout
         self.images = images
+        self.scope = scope
+
+    async def _roots(self) -> list[Path] | None:
+        """The roots of one tool call: the scope's, or None for the toolbox's own."""
+        return await self.scope() if self.scope is not None else None
 
     def tools(self) -> list[Tool]:
         """The three tools as async functions named `Read`, `Grep` and `Glob`.
@@ -135,7 +145,10 @@ class FileToolbox:
             Returns:
                 The numbered lines, or a message starting with "Error:".
             """
-            return await asyncio.to_thread(toolbox.read, path, offset, limit, char_offset)
+            roots = await toolbox._roots()
+            return await asyncio.to_thread(
+                toolbox.read, path, offset, limit, char_offset, roots=roots
+            )
 
         async def Grep(
             pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
@@ -160,8 +173,9 @@ class FileToolbox:
             Returns:
                 The matching lines and notes, or a message starting with "Error:".
             """
+            roots = await toolbox._roots()
             return await asyncio.to_thread(
-                toolbox.grep, pattern, path_or_glob, context_lines, max_matches
+                toolbox.grep, pattern, path_or_glob, context_lines, max_matches, roots=roots
             )
 
         async def Glob(pattern: str) -> str:
@@ -177,13 +191,20 @@ class FileToolbox:
             Returns:
                 One path per line, or a message starting with "Error:".
             """
-            return await asyncio.to_thread(toolbox.glob, pattern)
+            roots = await toolbox._roots()
+            return await asyncio.to_thread(toolbox.glob, pattern, roots=roots)
 
         return [mark_reader(answering(tool)) for tool in (Read, Grep, Glob)]
 
     @answering
     def read(
-        self, path: str, offset: int = 1, limit: int = 200, char_offset: int = 0
+        self,
+        path: str,
+        offset: int = 1,
+        limit: int = 200,
+        char_offset: int = 0,
+        *,
+        roots: list[Path] | None = None,
     ) -> str | list[TextBlock | DataBlock]:
         """Numbered lines of a text file; blocking. See the `Read` tool for the format.
 
@@ -192,6 +213,7 @@ class FileToolbox:
             offset: first line to show, 1-based.
             limit: most lines to show.
             char_offset: when above 0, only line `offset`, from this character (0-based).
+            roots: the roots of this call instead of the toolbox's (see `scope`).
 
         Returns:
             The numbered lines and, when lines remain, a footer naming the next offset; for
@@ -203,7 +225,7 @@ class FileToolbox:
             offset,
             limit,
             char_offset,
-            roots=real_roots(self.roots),
+            roots=real_roots(roots or self.roots),
             max_line_chars=self.max_line_chars,
             max_output_chars=self.max_output_chars,
             images=self.images,
@@ -211,7 +233,13 @@ class FileToolbox:
 
     @answering
     def grep(
-        self, pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
+        self,
+        pattern: str,
+        path_or_glob: str = ".",
+        context_lines: int = 0,
+        max_matches: int = 50,
+        *,
+        roots: list[Path] | None = None,
     ) -> str:
         """Regex search through a file, a directory tree or a glob; blocking.
 
@@ -222,6 +250,7 @@ class FileToolbox:
             path_or_glob: file, directory (searched recursively) or glob pattern.
             context_lines: lines of context before and after each match.
             max_matches: most matching lines shown.
+            roots: the roots of this call instead of the toolbox's (see `scope`).
 
         Returns:
             The matching lines and notes, or a message starting with "Error:".
@@ -231,19 +260,20 @@ class FileToolbox:
             path_or_glob,
             context_lines,
             max_matches,
-            roots=real_roots(self.roots),
+            roots=real_roots(roots or self.roots),
             max_line_chars=self.max_line_chars,
             max_output_chars=self.max_output_chars,
             timeout=self.grep_timeout,
         )
 
     @answering
-    def glob(self, pattern: str) -> str:
+    def glob(self, pattern: str, *, roots: list[Path] | None = None) -> str:
         """Paths matching a glob pattern, sorted and capped; blocking.
 
         Args:
             pattern: glob pattern; `**` matches any number of directories. Relative patterns
                 start at the first root.
+            roots: the roots of this call instead of the toolbox's (see `scope`).
 
         Returns:
             One path per line (directories end with `/`), relative to the first root when
@@ -251,10 +281,35 @@ class FileToolbox:
         """
         return glob_answer(
             pattern,
-            real_roots(self.roots),
+            real_roots(roots or self.roots),
             max_paths=self.max_glob_paths,
             max_chars=self.max_output_chars,
         )
+
+
+def session_scope(workspace: Any) -> Callable[[], Awaitable[list[Path]]]:
+    """The roots of a tool call on a workspace that keeps sessions apart: the working
+    session's folder first (relative paths start there), the folders of its sub-agents and
+    fork origin, and the data/ files their messages name (see `isolate_sessions`)."""
+    from ..workspace import current_session, reach_of
+
+    async def roots() -> list[Path]:
+        session = current_session()
+        if session is None:
+            raise ToolError(
+                "this workspace keeps sessions apart (isolate_sessions=True) and no agent "
+                "session is working: call these tools from an Agent, or run them inside "
+                "ctxoffload.workspace.writing_as(name, session_id)"
+            )
+        reach = await reach_of(workspace, session)
+        base = Path(workspace.workdir)
+        return [
+            base / SESSIONS_DIR / session,
+            *(base / SESSIONS_DIR / s for s in sorted(reach.sessions - {session})),
+            *(base / DATA_DIR / name for name in sorted(reach.data)),
+        ]
+
+    return roots
 
 
 def workspace_tools(
@@ -288,8 +343,11 @@ def workspace_tools(
             (such as `InMemoryWorkspace`: give the agent `retrieval_tool` instead).
     """
     roots: Sequence[str | os.PathLike[str]]
+    scope = None
     if isinstance(workspace_or_roots, HasWorkdir):
         roots = [workspace_or_roots.workdir]
+        if getattr(workspace_or_roots, "isolate_sessions", False) is True:
+            scope = session_scope(workspace_or_roots)
     elif isinstance(workspace_or_roots, (str, os.PathLike)):
         roots = [workspace_or_roots]
     elif isinstance(workspace_or_roots, Sequence):
@@ -307,5 +365,6 @@ def workspace_tools(
         max_glob_paths=max_glob_paths,
         grep_timeout=grep_timeout,
         images=images,
+        scope=scope,
     )
     return toolbox.tools()

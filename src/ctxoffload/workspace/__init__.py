@@ -5,6 +5,7 @@ from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._fork import fork_session
     from ._gc import GcReport
     from ._ids import tool_file_stem, validate_session_id
     from ._layout import (
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         temporary_name,
         tool_result_name,
     )
+    from ._lease import LeaseHolder, SessionLease
     from ._local import LocalWorkspace
     from ._memory import InMemoryWorkspace
     from ._objectstore import ObjectStoreWorkspace
@@ -78,6 +80,15 @@ if TYPE_CHECKING:
         reference_parts,
         sessions_folder,
     )
+    from ._scope import Reach, check_reference, reach_of
+    from ._writer import (
+        WRITER_FIELD,
+        current_session,
+        current_writer,
+        event_record,
+        line_writers,
+        writing_as,
+    )
 
 __all__ = [
     "COMMIT_SUFFIX",
@@ -100,6 +111,7 @@ __all__ = [
     "TOP_FOLDERS",
     "UNSTORED_MARK",
     "WINDOW_NOTE_MARK",
+    "WRITER_FIELD",
     "EventKind",
     "EventLog",
     "Folder",
@@ -107,24 +119,33 @@ __all__ = [
     "GcReport",
     "InMemoryWorkspace",
     "JsonLines",
+    "LeaseHolder",
     "LocalWorkspace",
     "ModelCallClock",
     "ObjectStoreWorkspace",
     "Offloader",
+    "Reach",
     "ReferenceReader",
     "Refused",
+    "SessionLease",
     "StateStore",
     "Workspace",
+    "check_reference",
     "context_event_sentence",
     "count_lines",
+    "current_session",
+    "current_writer",
     "decode_base64",
     "decode_commit_record",
     "encode_commit_record",
+    "event_record",
     "fidelity_sentence",
+    "fork_session",
     "is_data_name",
     "is_tool_result_name",
     "iter_chunks",
     "iter_lines",
+    "line_writers",
     "mark_kind",
     "mark_of",
     "missing_methods",
@@ -133,6 +154,7 @@ __all__ = [
     "open_reference",
     "parse_log",
     "purging_name",
+    "reach_of",
     "read_commit",
     "read_log",
     "rebuild_step",
@@ -146,6 +168,7 @@ __all__ = [
     "tool_result_name",
     "validate_session_id",
     "verify_settled",
+    "writing_as",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -218,5 +241,17 @@ __getattr__, __dir__ = lazy_exports(
         "StateStore": "._protocol",
         "Workspace": "._protocol",
         "missing_methods": "._protocol",
+        "SessionLease": "._lease",
+        "LeaseHolder": "._lease",
+        "fork_session": "._fork",
+        "Reach": "._scope",
+        "check_reference": "._scope",
+        "reach_of": "._scope",
+        "current_session": "._writer",
+        "writing_as": "._writer",
+        "line_writers": "._writer",
+        "event_record": "._writer",
+        "current_writer": "._writer",
+        "WRITER_FIELD": "._writer",
     },
 )

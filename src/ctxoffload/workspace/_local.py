@@ -6,17 +6,21 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import json
 import logging
 import os
+import socket
 import stat
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import OffloadError
+from ..exceptions import OffloadError, SessionBusyError
 from ..references import ContextRef
 from ._datastore import KnownPayloads, media_type_of, store_bytes
+from ._fork import fork_session
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
@@ -41,6 +45,14 @@ from ._layout import (
     purging_name,
     tool_result_name,
 )
+from ._lease import (
+    LEASE_FILE,
+    SessionLease,
+    busy_error,
+    holder_record,
+    orphaned_here,
+    took_over,
+)
 from ._paths import (
     open_dir,
     open_for_reading,
@@ -58,7 +70,9 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, Folder, iter_chunks, open_reference
+from ._reader import EventKind, Folder, iter_chunks, open_reference, reference_parts
+from ._scope import check_reference
+from ._writer import event_record
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -95,6 +109,12 @@ class LocalWorkspace:
         workdir: the workspace root; created on first use.
         fsync: flush every write to stable storage before returning (the default). Turn
             off only where losing the last writes on a power cut is acceptable.
+        isolate_sessions: keep sessions apart, for a workspace that serves many users:
+            while an agent works in a session, what it reads back (the retrieval tool, the
+            workspace file tools, the adapters) is confined to that session's folder, its
+            sub-agents' and fork origin's, and the data/ files their messages name; another
+            session's reference is an `InvalidReference` saying so. Off by default: one
+            agent and its sub-agents share the workspace.
 
     Example::
 
@@ -104,10 +124,15 @@ class LocalWorkspace:
     """
 
     def __init__(
-        self, workdir: str | os.PathLike[str] = "./agent_workspace", *, fsync: bool = True
+        self,
+        workdir: str | os.PathLike[str] = "./agent_workspace",
+        *,
+        fsync: bool = True,
+        isolate_sessions: bool = False,
     ):
         self.workdir = Path(os.path.abspath(workdir))
         self.fsync = fsync
+        self.isolate_sessions = isolate_sessions
         self._jsonl = JsonlAppender(fsync=fsync)
         # Resolved once: the workdir may be a symlink, nothing below it is followed.
         self._root = os.path.realpath(self.workdir)
@@ -446,7 +471,7 @@ class LocalWorkspace:
     def _event(self, dir_fd: int, session_id: str, *, kind: str, **fields: Any) -> None:
         # An event is a record of what happened, not content: failing to write one must not
         # undo the offload it describes. A planted link is not a failure to shrug off.
-        line = dumps_line({"time": now_iso(), "kind": kind, **fields})
+        line = dumps_line(event_record(session_id, kind, fields))
         path = str(self.events_path(session_id))
         try:
             self._jsonl.append(dir_fd, EVENTS_FILE, path, [line])
@@ -484,6 +509,92 @@ class LocalWorkspace:
                 # rename() replaces the entry itself, never a file it might point to.
                 os.replace(tmp, STATE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         return path
+
+    async def fork_session(
+        self, source: str, new: str, *, step: int | None = None
+    ) -> dict[str, Any]:
+        """Start session `new` from what the model was sent at `step` of `source` (or from
+        its saved state when `step` is None), referencing its files without copying them.
+        See `ctxoffload.workspace.fork_session`, which this calls."""
+        return await fork_session(self, source, new, step=step)
+
+    # -- one live writer --------------------------------------------------------------------
+
+    async def acquire_lease(
+        self, session_id: str, *, agent: str | None = None, ttl: float | None = None
+    ) -> SessionLease:
+        """Take the session's lease: `sessions/{id}/lease.json`, locked while held.
+
+        The lock is an exclusive `flock` on the open file, so it ends with the holder's
+        process however that ends (`ttl` is not needed on one machine and is ignored). The
+        file records the holder (pid, host, agent, start) for the error a second writer
+        gets and for people looking at the folder. Readers never take it.
+
+        Raises:
+            SessionBusyError: another open lease holds the session (in this process or
+                another), named in the message.
+            OffloadError: the folder cannot be made, or `lease.json` is a planted link.
+        """
+        sid = validate_session_id(session_id)
+        path = str(self.session_dir(sid) / LEASE_FILE)
+        try:
+            fd, holder = await asyncio.to_thread(self._take_lease, sid, path, agent)
+        except SessionBusyError as busy:
+            if not orphaned_here(busy.holder):
+                raise
+            # Collected just now, its descriptor closed: the lock is free.
+            fd, holder = await asyncio.to_thread(self._take_lease, sid, path, agent)
+        # Closing the descriptor drops the lock: when the lease is released, or when the
+        # lease object is garbage-collected unreleased.
+        closer = _Closer(fd)
+        fsync = self.fsync
+
+        async def release() -> None:
+            def give_up() -> None:
+                if closer.fd is None:
+                    return
+                try:
+                    _write_record(closer.fd, {**holder, "released": now_iso()}, fsync=fsync)
+                finally:
+                    closer.close()
+
+            await asyncio.to_thread(give_up)
+
+        lease = SessionLease(sid, holder, path, release=release)
+        weakref.finalize(lease, closer.close)
+        return lease
+
+    def _take_lease(self, sid: str, path: str, agent: str | None) -> tuple[int, dict[str, Any]]:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        with _offload_errors("lock", path), self._session_for_writing(sid) as dir_fd:
+            try:
+                fd = os.open(LEASE_FILE, flags, 0o644, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise OffloadError(
+                        f"{path} is a symbolic link: the workspace follows no link inside its "
+                        "workdir; remove that entry",
+                        path,
+                    ) from None
+                raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OffloadError(
+                    f"{path} is not a regular file: remove that entry and retry", path
+                )
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise busy_error(sid, _read_record(fd, settle=True), path) from None
+            previous = _read_record(fd, settle=False)
+            if previous and not previous.get("released"):
+                took_over(sid, previous, _why_free(previous))
+            holder = holder_record(agent)
+            _write_record(fd, holder, fsync=self.fsync)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, holder
 
     # -- reading --------------------------------------------------------------------------
 
@@ -561,6 +672,14 @@ class LocalWorkspace:
         """Open the file a reference names through the reader: `(fd, its fstat, its parts)`."""
         return open_reference(reference, str(self.workdir), self._root)
 
+    def reference_key(self, reference: str) -> list[str]:
+        """The parts of a reference below the workdir (`["sessions", id, name]`).
+
+        Raises:
+            InvalidReference: it names nothing inside the workspace.
+        """
+        return reference_parts(reference, str(self.workdir), self._root)
+
     def resolve_reference(self, reference: str) -> Path:
         """The file a reference names, checked to lie inside the workspace.
 
@@ -585,6 +704,9 @@ class LocalWorkspace:
         Raises:
             InvalidReference: unknown, outside the workspace, a link or not a regular file.
         """
+
+        if self.isolate_sessions:
+            await check_reference(self, reference, self.reference_key(reference))
 
         def read() -> bytes:
             fd, st, _ = self._open_reference(reference)
@@ -800,6 +922,49 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
         finally:
             os.close(fd)
     raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
+
+
+def _read_record(fd: int, *, settle: bool) -> dict[str, Any]:
+    """What a lease file says of its holder; with `settle`, waits a moment for a holder
+    that has the lock but has not yet written itself in."""
+    for _ in range(20 if settle else 1):
+        raw = os.pread(fd, 64 * 1024, 0)
+        try:
+            found = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            return found
+        if settle:
+            time.sleep(0.01)
+    return {}
+
+
+def _write_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
+    data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    if fsync:
+        os.fsync(fd)
+
+
+def _why_free(previous: dict[str, Any]) -> str:
+    if previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
+        return "this process dropped it without release() (an Agent not closed?)"
+    return "its process ended without releasing it"
+
+
+class _Closer:
+    """A lease's descriptor, closed once (closing it drops the lock)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _is_disk_error(exc: OffloadError) -> bool:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
 from ._datastore import data_name, media_type_of
+from ._fork import fork_session
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import dumps_line, lines_and_keys
 from ._layout import (
@@ -19,9 +21,9 @@ from ._layout import (
     SESSIONS_DIR,
     STATE_FILE,
     is_tool_result_name,
-    now_iso,
     tool_result_name,
 )
+from ._lease import LEASE_FILE, SessionLease, busy_error, holder_record, orphaned_here
 from ._payloads import (
     as_message_list,
     context_rows,
@@ -31,6 +33,8 @@ from ._payloads import (
     tool_output_of,
 )
 from ._reader import EventKind, parse_log
+from ._scope import check_reference
+from ._writer import event_record
 
 if TYPE_CHECKING:
     from ._protocol import ModelCallClock, Workspace
@@ -64,7 +68,13 @@ class InMemoryWorkspace:
         ConfigError: `evict_after_turns` is not a positive int.
     """
 
-    def __init__(self, name: str = "workspace", *, evict_after_turns: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "workspace",
+        *,
+        evict_after_turns: int | None = None,
+        isolate_sessions: bool = False,
+    ) -> None:
         if evict_after_turns is not None and (
             isinstance(evict_after_turns, bool)
             or not isinstance(evict_after_turns, int)
@@ -77,6 +87,7 @@ class InMemoryWorkspace:
         self.name = validate_session_id(name)
         self._root = f"memory://{self.name}"
         self.evict_after_turns = evict_after_turns
+        self.isolate_sessions = isolate_sessions
         self.model_calls = 0
         # Evictable references -> the model call they were last written or read at; and the
         # evicted ones -> the model call that evicted them.
@@ -87,12 +98,26 @@ class InMemoryWorkspace:
         self._sessions: set[str] = set()
         # Per context log: message id -> the line it was first written at.
         self._ids: dict[str, dict[str, int]] = {}
+        self._leases: dict[str, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryWorkspace(name={self.name!r})"
 
     def _session_ref(self, session_id: str, filename: str) -> str:
         return f"{self._root}/{SESSIONS_DIR}/{validate_session_id(session_id)}/{filename}"
+
+    def reference_key(self, reference: str) -> list[str]:
+        """The parts of a reference below the workspace (`["sessions", id, name]`).
+
+        Raises:
+            InvalidReference: not a reference of this workspace.
+        """
+        prefix = f"{self._root}/"
+        if not reference.startswith(prefix):
+            raise InvalidReference(
+                f"reference {reference!r} is not of {self!r}: pass a reference it returned"
+            )
+        return reference[len(prefix) :].split("/")
 
     def context_path(self, session_id: str) -> str:
         """The reference of the session's context log."""
@@ -212,7 +237,7 @@ class InMemoryWorkspace:
     def _event(self, session_id: str, kind: str, **fields: Any) -> None:
         self._append(
             self._session_ref(session_id, EVENTS_FILE),
-            dumps_line({"time": now_iso(), "kind": kind, **fields}),
+            dumps_line(event_record(session_id, kind, fields)),
         )
         with self._lock:
             self._sessions.add(session_id)
@@ -224,6 +249,47 @@ class InMemoryWorkspace:
             self._files[ref] = dumps_line(state)
             self._sessions.add(session_id)
         return ref
+
+    async def fork_session(
+        self, source: str, new: str, *, step: int | None = None
+    ) -> dict[str, Any]:
+        """Start session `new` from what the model was sent at `step` of `source` (or from
+        its saved state when `step` is None), referencing its files without copying them.
+        See `ctxoffload.workspace.fork_session`, which this calls."""
+        return await fork_session(self, source, new, step=step)
+
+    async def acquire_lease(
+        self, session_id: str, *, agent: str | None = None, ttl: float | None = None
+    ) -> SessionLease:
+        """Take the session's lease (held in this object; `ttl` is ignored).
+
+        Raises:
+            SessionBusyError: another lease on this workspace holds the session.
+        """
+        sid = validate_session_id(session_id)
+        where = self._session_ref(sid, LEASE_FILE)
+        holder = holder_record(agent)
+        current = self._leases.get(sid)
+        if current is not None and orphaned_here(current):
+            self._leases.pop(sid, None)
+        with self._lock:
+            current = self._leases.get(sid)
+            if current is not None:
+                raise busy_error(sid, current, where)
+            self._leases[sid] = holder
+        leases, lock = self._leases, self._lock
+
+        def drop() -> None:
+            with lock:
+                if leases.get(sid) is holder:
+                    del leases[sid]
+
+        async def release() -> None:
+            drop()
+
+        lease = SessionLease(sid, holder, where, release=release)
+        weakref.finalize(lease, drop)
+        return lease
 
     async def list_sessions(self) -> list[str]:
         """The ids of the sessions held, sorted."""
@@ -263,8 +329,11 @@ class InMemoryWorkspace:
         """The bytes behind a reference this workspace returned.
 
         Raises:
-            InvalidReference: the reference is unknown.
+            InvalidReference: the reference is unknown, or out of the working session's
+                reach (`isolate_sessions`).
         """
+        if self.isolate_sessions:
+            await check_reference(self, reference, self.reference_key(reference))
         with self._lock:
             data = self._files.get(reference)
             if data is not None and reference in self._touched:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import re
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
 from ._datastore import data_name, media_type_of
+from ._fork import fork_session
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
@@ -39,6 +41,15 @@ from ._layout import (
     now_iso,
     tool_result_name,
 )
+from ._lease import (
+    DEFAULT_LEASE_TTL,
+    LEASE_FILE,
+    SessionLease,
+    busy_error,
+    holder_record,
+    orphaned_here,
+    took_over,
+)
 from ._payloads import (
     StoreData,
     as_message_list,
@@ -49,8 +60,10 @@ from ._payloads import (
     tool_output_of,
 )
 from ._reader import EventKind, parse_log
+from ._scope import check_reference
 from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
+from ._writer import event_record
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -104,6 +117,9 @@ class ObjectStoreWorkspace:
         deadline: seconds each request may take, retries with backoff included; past it,
             `OffloadError` and the content stays in the caller's context.
         writer_id: names this writer in the segments it writes (default: host and pid).
+        isolate_sessions: keep sessions apart, as `LocalWorkspace(isolate_sessions=True)`
+            does: while an agent works in a session, `read_reference` (the retrieval tool)
+            refuses another session's references.
 
     Raises:
         ConfigError: the URL is not usable (credentials inside it, a query, an unknown scheme).
@@ -125,7 +141,9 @@ class ObjectStoreWorkspace:
         options: Mapping[str, str] | None = None,
         deadline: float = 30.0,
         writer_id: str | None = None,
+        isolate_sessions: bool = False,
     ) -> None:
+        self.isolate_sessions = isolate_sessions
         if isinstance(deadline, bool) or not isinstance(deadline, int | float):
             raise ConfigError(f"deadline={deadline!r} must be a number of seconds")
         if not (0 < deadline <= self.MAX_DEADLINE):  # NaN and infinity fail too
@@ -387,7 +405,7 @@ class ObjectStoreWorkspace:
 
     async def _event(self, session_id: str, *, kind: str, **fields: Any) -> None:
         # An event records what happened; failing to write one must not undo the offload.
-        line = dumps_line({"time": now_iso(), "kind": kind, **fields})
+        line = dumps_line(event_record(session_id, kind, fields))
         try:
             await self._logs.append(self._session_key(session_id, EVENTS_FILE), line)
         except OffloadError as exc:
@@ -398,6 +416,96 @@ class ObjectStoreWorkspace:
         key = self._session_key(session_id, STATE_FILE)
         await self._client.put(key, dumps_line(state), {"Content-Type": "application/json"})
         return self._client.reference(key)
+
+    async def fork_session(
+        self, source: str, new: str, *, step: int | None = None
+    ) -> dict[str, Any]:
+        """Start session `new` from what the model was sent at `step` of `source` (or from
+        its saved state when `step` is None), referencing its files without copying them.
+        See `ctxoffload.workspace.fork_session`, which this calls."""
+        return await fork_session(self, source, new, step=step)
+
+    # -- one live writer --------------------------------------------------------------------
+
+    async def acquire_lease(
+        self, session_id: str, *, agent: str | None = None, ttl: float | None = None
+    ) -> SessionLease:
+        """Take the session's lease: the object `sessions/{id}/lease.json`.
+
+        It is created with a conditional put, renewed every third of `ttl` (a put
+        conditional on its ETag) while the event loop that took it runs, and given up by
+        `release()`. A lease past its expiry (its holder died, lost its machine or its
+        network) is taken over with a warning; two takers cannot both win.
+
+        Args:
+            session_id: the session.
+            agent: the holder's name, for the error others get.
+            ttl: seconds the lease lives without renewal (default 60).
+
+        Raises:
+            SessionBusyError: a live holder has it, named in the message.
+            OffloadError: the store cannot be reached within the deadline.
+        """
+        sid = validate_session_id(session_id)
+        ttl = DEFAULT_LEASE_TTL if ttl is None else float(ttl)
+        if not ttl > 0:
+            raise ConfigError(f"ttl={ttl!r} must be a positive number of seconds")
+        key = self._session_key(sid, LEASE_FILE)
+        where = self._client.reference(key)
+        attributes = {"Content-Type": "application/json"}
+        holder = holder_record(agent, ttl)
+        e_tag: str | None = None
+        for _ in range(8):
+            found = await self._client.get_tagged(key)
+            previous: dict[str, Any] = {}
+            if found is not None:
+                previous = _lease_record(found[0])
+                if previous.get("token") == holder["token"]:
+                    e_tag = found[1]  # our own put, whose answer was lost
+                    break
+                expires = previous.get("expires")
+                live = isinstance(expires, (int, float)) and expires > time.time()
+                if live and not previous.get("released") and not orphaned_here(previous):
+                    raise busy_error(sid, previous, where)
+            holder["expires"] = time.time() + ttl
+            e_tag = await self._client.put_if(
+                key,
+                dumps_line(holder),
+                attributes,
+                e_tag=None if found is None else found[1],
+            )
+            if e_tag is not None:
+                if previous and not previous.get("released"):
+                    took_over(sid, previous, "it expired without being renewed")
+                break
+        else:
+            raise OffloadError(
+                f"could not take the lease {where}: other writers kept changing it", where
+            )
+        client = self._client
+        current = {"e_tag": e_tag}
+
+        async def renew() -> bool:
+            holder["expires"] = time.time() + ttl
+            tag = await client.put_if(key, dumps_line(holder), attributes, e_tag=current["e_tag"])
+            if tag is None:
+                found = await client.get_tagged(key)
+                if found is None or _lease_record(found[0]).get("token") != holder["token"]:
+                    return False
+                tag = found[1]
+            current["e_tag"] = tag
+            return True
+
+        async def release() -> None:
+            record = {**holder, "released": now_iso(), "expires": time.time()}
+            try:
+                await client.put_if(key, dumps_line(record), attributes, e_tag=current["e_tag"])
+            except OffloadError as exc:
+                logger.warning(
+                    "could not release the lease %s (it expires by itself): %s", where, exc
+                )
+
+        return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -434,6 +542,10 @@ class ObjectStoreWorkspace:
             if (m := _SESSION_KEY.fullmatch(i.key)) and is_tool_result_name(m.group(2))
         )
 
+    def reference_key(self, reference: str) -> list[str]:
+        """The parts of a reference's key below the workspace (`["sessions", id, name]`)."""
+        return self.key_of(reference).split("/")
+
     def key_of(self, reference: str) -> str:
         """The key a reference names, checked to lie in this workspace's layout.
 
@@ -468,6 +580,8 @@ class ObjectStoreWorkspace:
             OffloadError: the store failed past the deadline.
         """
         key = self.key_of(reference)
+        if self.isolate_sessions:
+            await check_reference(self, reference, key.split("/"))
         if key.rsplit("/", 1)[-1] in _LOGS:
             segments = await self._logs.segments(key)
             if segments:
@@ -585,6 +699,8 @@ class ObjectStoreWorkspace:
         key = self.key_of(reference)
         if key.rsplit("/", 1)[-1] in _LOGS:
             return await self.read_reference(reference), "application/x-ndjson"
+        if self.isolate_sessions:
+            await check_reference(self, reference, key.split("/"))
         found = await self._client.get_typed(key)
         if found is None:
             raise InvalidReference(
@@ -795,6 +911,14 @@ class ObjectStoreWorkspace:
         for log in _LOGS:
             self._logs.forget(f"{prefix}/{log}")
         return True
+
+
+def _lease_record(raw: bytes) -> dict[str, Any]:
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _is_workspace_key(key: str) -> bool:

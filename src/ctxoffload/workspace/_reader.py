@@ -613,6 +613,12 @@ class EventKind:
     BACKGROUND = "background_summary"
     # Written by `ctxoffload replay` first in each session it replays into.
     REPLAY = "replay"
+    # Written first in a fork (`ctxoffload fork`, `fork_session`): its `origin` session and
+    # step; and by an Agent that takes over or forks a busy session.
+    FORK = "fork"
+    # Written by a parent agent when it starts and ends a sub-agent (`Agent.as_tool`): the
+    # child's session, the step and tool call that started it, what came back.
+    SUBAGENT = "subagent"
 
 
 def _count(value: object) -> str:
@@ -670,8 +676,9 @@ def fidelity_sentence(event: dict[str, Any]) -> str | None:
 
 
 def context_event_sentence(event: dict[str, Any]) -> str | None:
-    """One sentence for a pin, an unpin, a clearing or an asked-for compaction, as the INFO
-    log and `ctxoffload show` print it; None for the other kinds.
+    """One sentence for a pin, an unpin, a clearing, an asked-for compaction, a background
+    summary, a fork or a sub-agent, as the INFO log and `ctxoffload show` print it; None for
+    the other kinds.
 
     `pinned message 1f3c… (assistant, by api): pins 0→120 tokens, 3% of the 4,000-token
     window`
@@ -735,6 +742,32 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"compacted on the agent's request ({event.get('reason')}), "
             f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
             f"{where}{focus}"
+        )
+    if kind == EventKind.FORK:
+        given = event.get("origin")
+        origin: dict[str, Any] = given if isinstance(given, dict) else {}
+        step = origin.get("step")
+        at = f" at step {step}" if step is not None else " from its saved state"
+        return (
+            f"forked from session {origin.get('session')}{at}: "
+            f"{_count(event.get('messages'))} messages to start from"
+        )
+    if kind == EventKind.SUBAGENT:
+        status = event.get("status")
+        who = f"sub-agent {event.get('name')} (session {event.get('session')})"
+        if status == "started":
+            return f"step {event.get('step')} · started {who} for call {event.get('tool_id')}"
+        if status == "done":
+            steps = event.get("steps")
+            return (
+                f"step {event.get('step')} · {who} answered after {_count(steps)} "
+                f"step{'' if steps == 1 else 's'}: {_count(event.get('answer_chars'))} "
+                f"characters, {_count(event.get('files'))} stored files named"
+            )
+        found = event.get("error")
+        error: dict[str, Any] = found if isinstance(found, dict) else {}
+        return (
+            f"step {event.get('step')} · {who} failed: {error.get('type')}: {error.get('message')}"
         )
     return None
 

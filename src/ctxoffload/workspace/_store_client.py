@@ -324,6 +324,57 @@ class StoreClient:
         created = await self._run("create", key, call)
         return created, attempts > 1
 
+    async def put_if(
+        self, key: str, data: bytes, attributes: Mapping[str, str], *, e_tag: str | None
+    ) -> str | None:
+        """Write `key` only if it is absent (`e_tag` None) or still has that ETag.
+
+        Returns:
+            The new object's ETag, or None when the condition failed (another writer got
+            there first). A request retried after a lost answer may report a failure that
+            was its own success: callers read the object back to tell (a lease compares its
+            token).
+        """
+        import obstore
+        import obstore.exceptions as errors
+
+        mode: Any = "create" if e_tag is None else {"e_tag": e_tag}
+
+        async def call() -> str | None:
+            try:
+                result = await _blocking(
+                    obstore.put,
+                    self.store,
+                    key,
+                    data,
+                    mode=mode,
+                    attributes=dict(attributes),
+                    use_multipart=False,
+                )
+            except (errors.AlreadyExistsError, errors.PreconditionError):
+                return None
+            tag = result.get("e_tag")
+            return str(tag) if tag is not None else ""
+
+        return await self._run("create", key, call)
+
+    async def get_tagged(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes of `key` and its ETag (one GET), or None if it is missing."""
+        import obstore
+
+        def fetch() -> tuple[bytes, str]:
+            result = obstore.get(self.store, key)
+            return bytes(result.bytes()), str(result.meta.get("e_tag") or "")
+
+        async def call() -> tuple[bytes, str] | None:
+            try:
+                return await _blocking(fetch)
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
+                return None
+
+        return await self._run("read", key, call)
+
     async def put(self, key: str, data: bytes, attributes: Mapping[str, str]) -> None:
         """Write `key`, replacing what is there (only state.json and hints are replaced)."""
         import obstore

@@ -1,0 +1,174 @@
+"""Sub-agents: an `Agent` run as another agent's tool, in a session and context of its own.
+
+`child.as_tool()` gives a tool that, each time a parent agent calls it, starts a fresh agent
+with the child's settings in a new session of the PARENT's workspace
+(`{parent session}--{child name}-{6 hex}`), runs the task there, and answers the parent with
+the child's final answer and the references to what the child stored: never the child's
+transcript (context isolation). Calls made in one step run at once, each in its own session;
+data/ is shared, being content-addressed.
+
+The two records link: the parent's record gets a `subagent` event (`status` started, then
+done or failed) naming the child's session, the step and the tool call; the child's
+`session_start` names its `parent` (session, step, tool call, agent).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from ..workspace import EventKind, validate_session_id
+from ._tools import Tool, as_tool
+
+__all__ = ["CALLER", "Caller", "subagent_tool"]
+
+# The most stored files an answer names one by one; the rest are counted, and the child's
+# session folder (named too) holds them all.
+MAX_NAMED_FILES = 20
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The agent running a tool call, and which one: set by `Agent` around each tool."""
+
+    agent: Any  # the Agent (typed loosely: `_agent` imports this module)
+    step: int
+    tool_id: str
+
+
+CALLER: ContextVar[Caller | None] = ContextVar("ctxoffload_caller", default=None)
+
+
+def child_session_id(parent: str, name: str) -> str:
+    """`{parent}--{name}-{6 hex}`, cut to the 128 characters a session id may have."""
+    tail = f"--{name}-{uuid.uuid4().hex[:6]}"
+    tail = "".join(c if c.isalnum() or c in "._-" else "_" for c in tail)
+    return validate_session_id(parent[: 128 - len(tail)] + tail)
+
+
+def subagent_tool(template: Any, name: str | None, description: str | None) -> Tool:
+    """The tool `Agent.as_tool` returns (see there)."""
+    tool_name = name or template.name
+
+    async def run_subagent(task: str) -> str:
+        """Hand a task to a sub-agent.
+
+        Args:
+            task: What the sub-agent should do, stated fully: it sees nothing of your
+                context but this text.
+        """
+        caller = CALLER.get()
+        parent = caller.agent if caller is not None else None
+        offloader = parent.offloader if parent is not None else template.offloader
+        session = (
+            child_session_id(parent.session_id, tool_name)
+            if parent is not None
+            else child_session_id(template.session_id, tool_name)
+        )
+        link = (
+            {
+                "session": parent.session_id,
+                "agent": parent.name,
+                "step": caller.step,
+                "tool_id": caller.tool_id,
+            }
+            if parent is not None and caller is not None
+            else None
+        )
+        child = template.spawn(session_id=session, offloader=offloader, parent=link)
+        if parent is not None and caller is not None:
+            await parent._record.emit(
+                EventKind.SUBAGENT,
+                status="started",
+                step=parent._record.step_of(caller.step),
+                tool_id=caller.tool_id,
+                name=tool_name,
+                session=session,
+                task_chars=len(task),
+            )
+        started = time.monotonic()
+        try:
+            async with child:
+                reply = await child.reply(task)
+        except BaseException as exc:
+            if parent is not None and caller is not None:
+                await parent._record.emit(
+                    EventKind.SUBAGENT,
+                    status="failed",
+                    step=parent._record.step_of(caller.step),
+                    tool_id=caller.tool_id,
+                    name=tool_name,
+                    session=session,
+                    steps=len(child.steps),
+                    error={"type": type(exc).__name__, "message": str(exc)[:1000]},
+                )
+            raise
+        answer = reply.text
+        files = await _stored_files(child)
+        if parent is not None and caller is not None:
+            await parent._record.emit(
+                EventKind.SUBAGENT,
+                status="done",
+                step=parent._record.step_of(caller.step),
+                tool_id=caller.tool_id,
+                name=tool_name,
+                session=session,
+                steps=len(child.steps),
+                answer_chars=len(answer),
+                files=len(files),
+                duration_ms=round((time.monotonic() - started) * 1000, 3),
+            )
+        return _hand_back(tool_name, session, answer, len(child.steps), files, child)
+
+    tool = as_tool(run_subagent)
+    tool.name = tool_name
+    tool.description = description or (
+        f"Hand a task to the sub-agent {tool_name!r}"
+        + (f" ({_first_line(template.system_prompt)})" if template.system_prompt else "")
+        + ". It works in a context of its own and answers with its result and the paths of "
+        "the files it stored, which you can read back."
+    )
+    return tool
+
+
+async def _stored_files(child: Any) -> list[str]:
+    """The references of what the child stored: its context log (when compressions wrote
+    one) and its tool_result files."""
+    store: Any = child.offloader
+    files: list[str] = []
+    lister = getattr(store, "list_files", None)
+    if lister is not None:
+        try:
+            files = list(await lister(child.session_id))
+        except Exception:  # the answer matters more than the listing
+            files = []
+    if any(s.compressed for s in child.steps):
+        files.insert(0, str(store.context_path(child.session_id)))
+    return files
+
+
+def _hand_back(
+    name: str, session: str, answer: str, steps: int, files: list[str], child: Any
+) -> str:
+    folder = getattr(child.offloader, "session_dir", None)
+    where = f" (folder {folder(session)})" if callable(folder) else ""
+    lines = [
+        answer.strip() or "(the sub-agent gave no answer text)",
+        "",
+        f"[sub-agent {name} worked in session {session}{where}, {steps} "
+        f"step{'' if steps == 1 else 's'}; its transcript stays there]",
+    ]
+    if files:
+        lines.append("[what it stored, to read back:]")
+        lines.extend(f"- {path}" for path in files[:MAX_NAMED_FILES])
+        if len(files) > MAX_NAMED_FILES:
+            lines.append(f"- ... and {len(files) - MAX_NAMED_FILES} more in that session")
+    return "\n".join(lines)
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."

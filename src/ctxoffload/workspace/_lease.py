@@ -1,0 +1,224 @@
+"""One live writer per session: the lease every backend gives, and what it records.
+
+A lease says who writes a session now. Readers (the CLI, other agents' file tools) never
+look at it and are never blocked.
+
+- On disk (`LocalWorkspace`): `sessions/{id}/lease.json`, held by an open file with an
+  exclusive `flock`. The kernel drops the lock when the holder's process ends however it
+  ends (kill -9 included), so a dead holder's lease is free at once; the file keeps the
+  holder's record (pid, host, agent, start), and a writer that takes a lease its last holder
+  never released says so in a warning naming it.
+- In a bucket (`ObjectStoreWorkspace`): the object `sessions/{id}/lease.json`, created with a
+  conditional put and renewed (a put conditional on its ETag) every third of its time to
+  live while the holder runs. A lease past its expiry is taken over (again a conditional
+  put, so two takers cannot both win) with a warning naming the holder that let it lapse.
+- In memory (`InMemoryWorkspace`): a table of the process.
+
+A second live writer gets `SessionBusyError` naming the holder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import socket
+import time
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
+
+from ..exceptions import SessionBusyError
+from ._layout import now_iso
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "LEASE_FILE",
+    "LeaseHolder",
+    "SessionLease",
+    "busy_error",
+    "holder_record",
+    "orphaned_here",
+    "took_over",
+]
+
+logger = logging.getLogger("ctxoffload")
+
+LEASE_FILE = "lease.json"
+"""The lease of a session: `sessions/{id}/lease.json` (a file on disk, an object in a bucket)."""
+DEFAULT_LEASE_TTL = 60.0
+"""Seconds a lease in a bucket lives without renewal; renewed every third of it."""
+
+
+# The leases this process holds, by token: a lease recorded with this process's pid and host
+# whose token is not here belongs to an object that was dropped without `release()`.
+_LIVE: weakref.WeakValueDictionary[str, SessionLease] = weakref.WeakValueDictionary()
+
+
+def orphaned_here(holder: dict[str, Any]) -> bool:
+    """Whether `holder` is a lease of this process whose object is gone (an `Agent` dropped
+    without `aclose`, kept only by a reference cycle until now): such a lease is free.
+
+    Runs the cycle collector first, so a dropped agent's lease is let go of now rather than
+    at the next collection."""
+    if holder.get("pid") != os.getpid() or holder.get("host") != socket.gethostname():
+        return False
+    gc.collect()
+    return holder.get("token") not in _LIVE
+
+
+def holder_record(agent: str | None, ttl: float | None = None) -> dict[str, Any]:
+    """What a lease says of its holder: a token, pid, host, agent, start (and expiry)."""
+    record: dict[str, Any] = {
+        "token": uuid.uuid4().hex,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "agent": agent,
+        "started": now_iso(),
+    }
+    if ttl is not None:
+        record["ttl"] = ttl
+        record["expires"] = time.time() + ttl
+    return record
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """`agent 'coder' (pid 123 on host-a, since 2026-...)`, from what could be read."""
+    agent = holder.get("agent")
+    who = f"agent {agent!r}" if agent else "a writer"
+    where = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+    since = f", since {holder['started']}" if holder.get("started") else ""
+    return f"{who} ({where}{since})"
+
+
+def busy_error(session_id: str, holder: dict[str, Any], where: str) -> SessionBusyError:
+    """The error a second live writer gets."""
+    expires = holder.get("expires")
+    lapse = (
+        f"; it expires at {time.strftime('%H:%M:%S', time.gmtime(expires))} UTC unless renewed"
+        if isinstance(expires, (int, float))
+        else ""
+    )
+    return SessionBusyError(
+        f"session {session_id!r} is being written by {describe_holder(holder)}: its lease is "
+        f"{where}{lapse}. Wait for it to stop, pass another session_id, or pass "
+        "Agent(..., if_busy='fork') to continue in a fork of its saved state",
+        session_id,
+        holder,
+    )
+
+
+def took_over(session_id: str, holder: dict[str, Any], why: str) -> None:
+    """Warn that a lease its holder never released was taken over."""
+    logger.warning(
+        "took over the lease of session %s from %s: %s; its last writes are on disk, and "
+        "this writer goes on from the session's saved state",
+        session_id,
+        describe_holder(holder),
+        why,
+    )
+
+
+class SessionLease:
+    """A held lease: `release()` (idempotent) gives the session up.
+
+    Attributes:
+        session_id: the session held.
+        holder: what the lease records of this holder.
+        where: where the lease lives (a path or an object URL).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        holder: dict[str, Any],
+        where: str,
+        *,
+        release: Callable[[], Awaitable[None]],
+        renew: Callable[[], Awaitable[bool]] | None = None,
+        every: float | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        self.where = where
+        self._release = release
+        self._renew = renew
+        self._released = False
+        self._task: asyncio.Task[None] | None = None
+        token = holder.get("token")
+        if isinstance(token, str):
+            _LIVE[token] = self
+        if renew is not None and every is not None:
+            # The task holds the lease weakly: a lease dropped unreleased stops renewing and
+            # expires.
+            self._task = asyncio.get_running_loop().create_task(
+                _keep(weakref.ref(self), renew, every)
+            )
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "held"
+        return f"SessionLease({self.session_id!r}, {state}, {self.where})"
+
+    @property
+    def held(self) -> bool:
+        """Whether this lease has not been released (a lost renewal also ends it)."""
+        return not self._released
+
+    async def release(self) -> None:
+        """Give the session up; what it wrote stays. Safe to call twice."""
+        if self._released:
+            return
+        self._released = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._release()
+
+    async def __aenter__(self) -> SessionLease:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
+
+
+async def _keep(
+    ref: weakref.ReferenceType[SessionLease], renew: Callable[[], Awaitable[bool]], every: float
+) -> None:
+    """Renew a lease every `every` seconds while it is held and referenced."""
+    while True:
+        await asyncio.sleep(every)
+        lease = ref()
+        if lease is None or not lease.held:
+            return
+        session_id = lease.session_id
+        del lease
+        try:
+            kept = await renew()
+        except Exception as exc:  # the store is away: try again at the next beat
+            logger.warning("could not renew the lease of session %s: %s", session_id, exc)
+            continue
+        if not kept:
+            logger.error(
+                "lost the lease of session %s: another writer took it over after it expired "
+                "(was this process paused?); stop writing this session",
+                session_id,
+            )
+            lease = ref()
+            if lease is not None:
+                lease._released = True
+            return
+
+
+@runtime_checkable
+class LeaseHolder(Protocol):
+    """A workspace that gives one live writer per session (every ctxoffload workspace)."""
+
+    async def acquire_lease(
+        self, session_id: str, *, agent: str | None = None, ttl: float | None = None
+    ) -> SessionLease:
+        """Take the session's lease, or raise `SessionBusyError` naming its live holder."""
+        ...

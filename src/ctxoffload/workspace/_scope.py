@@ -1,0 +1,172 @@
+"""Sessions kept apart: what one session may read when a workspace serves many users.
+
+With `isolate_sessions=True` on a workspace, everything an agent reads back while it works
+in a session (the retrieval tool, the workspace file tools, the framework adapters) is
+confined to what that session can reach:
+
+- its own folder, `sessions/{id}/`;
+- the folders of the sub-agents it started and of theirs (named by its `subagent`
+  events), and the session it was forked from (named by its `fork` event), as their
+  records say: ctxoffload writes those events, a model cannot;
+- the data/ files those sessions' own files name (its messages' images and documents).
+
+Anything else, another session's reference among them, is refused with `InvalidReference`
+saying so. Which session is working is the one an `Agent` (or an adapter) declared with
+`writing_as`; outside any (a person's script, the CLI) nothing is confined. Being
+record-based, the check reads the session's record at each read-back: its cost grows with
+the record, like the read itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import InvalidReference
+from ._layout import DATA_DIR, DATA_NAME, SESSIONS_DIR
+from ._reader import EventKind
+from ._writer import current_session
+
+__all__ = ["MAX_REACH", "Reach", "check_reference", "reach_of"]
+
+MAX_REACH = 256
+"""The most sessions one session reaches (itself, its sub-agents', its fork origins)."""
+
+_DATA_REFERENCE = re.compile(rf"(?:^|/){DATA_DIR}/({DATA_NAME.pattern})$")
+# A tool result file's line for a block it stored: `<data url='.../data/NAME' ...`.
+_DATA_LINE = re.compile(rf"^<data url='[^']*/{DATA_DIR}/({DATA_NAME.pattern})'", re.MULTILINE)
+# Where a block's URL sits (`{"source": {"url": ...}}`, OpenAI's `{"image_url": {"url"}}`).
+_BLOCK_KEYS = frozenset({"source", "image_url"})
+# What a model or a person writes: never a reason to reach a file.
+_TEXT_KEYS = frozenset({"text", "input", "arguments", "thinking", "reasoning"})
+# Set while a reach is measured: the workspace's own reads of the records it walks are not
+# checked again (they would measure the reach again, without end).
+_MEASURING: ContextVar[bool] = ContextVar("ctxoffload_measuring_reach", default=False)
+
+
+@dataclass
+class Reach:
+    """What one session may read: session ids, and data/ file names."""
+
+    session: str
+    sessions: set[str] = field(default_factory=set)
+    data: set[str] = field(default_factory=set)
+
+    def refusal(self, parts: list[str], reference: str) -> str | None:
+        """Why `reference` (its key below the workspace, split) is out of reach, or None."""
+        if len(parts) >= 3 and parts[0] == SESSIONS_DIR:
+            if parts[1] in self.sessions:
+                return None
+            owner = f"session {parts[1]!r}"
+        elif len(parts) == 2 and parts[0] == DATA_DIR:
+            if parts[1] in self.data:
+                return None
+            owner = "a data/ file no message of this session names"
+        else:
+            owner = "no session"
+        return (
+            f"reference {reference!r} belongs to {owner}: this workspace keeps sessions apart "
+            f"(isolate_sessions=True), and session {self.session!r} may read only its own "
+            "files, those of its sub-agents and fork origin, and the data/ files its messages "
+            "name"
+        )
+
+
+def _links(events: Iterable[dict[str, Any]]) -> Iterable[str]:
+    """The sessions a record links to: sub-agents it started, the session it forked."""
+    for event in events:
+        kind = event.get("kind")
+        if kind == EventKind.SUBAGENT and isinstance(event.get("session"), str):
+            yield event["session"]
+        elif kind == EventKind.FORK:
+            origin = event.get("origin")
+            if isinstance(origin, dict) and isinstance(origin.get("session"), str):
+                yield origin["session"]
+
+
+async def reach_of(workspace: Any, session_id: str, *, data: bool = True) -> Reach:
+    """The sessions (and, with `data`, the data/ names) `session_id` may read, from the
+    records of `workspace` (an `EventLog` and `StateStore`, with `list_files` and
+    `read_reference`: every ctxoffload workspace)."""
+    token = _MEASURING.set(True)
+    try:
+        return await _measure(workspace, session_id, data)
+    finally:
+        _MEASURING.reset(token)
+
+
+async def _measure(workspace: Any, session_id: str, data: bool) -> Reach:
+    reach = Reach(session_id)
+    pending = [session_id]
+    while pending and len(reach.sessions) < MAX_REACH:
+        sid = pending.pop()
+        if sid in reach.sessions:
+            continue
+        reach.sessions.add(sid)
+        events = await workspace.read_events(sid)
+        pending.extend(s for s in _links(events) if s not in reach.sessions)
+        if data:
+            reach.data |= _stored_names(events)
+            reach.data |= _stored_names([await workspace.read_state(sid)])
+            reach.data |= _stored_names(await workspace.read_context(sid))
+            for path in await workspace.list_files(sid):
+                try:
+                    raw = await workspace.read_reference(str(path))
+                except InvalidReference:
+                    continue
+                text = raw.decode("utf-8", "replace")
+                reach.data |= {m.group(1) for m in _DATA_LINE.finditer(text)}
+    return reach
+
+
+def _stored_names(values: Iterable[Any]) -> set[str]:
+    """The data/ files that blocks of these records point at (a block's `url` beside a
+    `media_type`, or in a `source` / `image_url`), and that `data` events name. Text is not
+    read: a name a model or a user merely wrote does not make a file reachable."""
+    found: set[str] = set()
+    stack: list[tuple[Any, str | None]] = [(v, None) for v in values]
+    while stack:
+        value, key = stack.pop()
+        if isinstance(value, dict):
+            if value.get("kind") == EventKind.DATA:
+                found |= _in(value.get("reference"))
+            url = value.get("url")
+            if isinstance(url, str) and ("media_type" in value or key in _BLOCK_KEYS):
+                found |= _in(url)
+            stack.extend((v, k) for k, v in value.items() if k not in _TEXT_KEYS)
+        elif isinstance(value, list):
+            stack.extend((v, key) for v in value)
+    return found
+
+
+def _in(text: object) -> set[str]:
+    return set(_DATA_REFERENCE.findall(text)) if isinstance(text, str) else set()
+
+
+async def check_reference(
+    workspace: Any, reference: str, parts: list[str], session_id: str | None = None
+) -> None:
+    """Refuse `reference` unless the working session (`session_id`, else the one declared
+    with `writing_as`) may read it; nothing is checked when no session is working.
+
+    Args:
+        workspace: the workspace the reference is of.
+        reference: the reference, as given (named in the error).
+        parts: its key below the workspace, split on `/` (`["sessions", id, name]`).
+        session_id: the session to confine to, for a caller bound to one (an adapter).
+
+    Raises:
+        InvalidReference: out of the session's reach.
+    """
+    session = session_id if session_id is not None else current_session()
+    if session is None or _MEASURING.get():
+        return
+    if len(parts) >= 3 and parts[0] == SESSIONS_DIR and parts[1] == session:
+        return  # its own folder: no record to read
+    reach = await reach_of(workspace, session, data=len(parts) == 2 and parts[0] == DATA_DIR)
+    why = reach.refusal(parts, reference)
+    if why is not None:
+        raise InvalidReference(why)

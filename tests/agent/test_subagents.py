@@ -1,0 +1,203 @@
+"""Sub-agents: `Agent.as_tool`, eight at once under one parent in one workspace, each in a
+session and context of its own, the records linked both ways, and the CLI's tree."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    LocalWorkspace,
+    ModelResponse,
+    Msg,
+    ScriptedModel,
+    ToolCallBlock,
+)
+from ctxoffload.cli import main
+
+
+class TaskModel:
+    """A model that works from the task it is given, so that children running at once each
+    follow their own script: step 1 fetches a log named after the task (and waits a moment,
+    so the children overlap), step 2 answers with the task and the log's last line."""
+
+    model_name = "task-model"
+    context_window = 32_000
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.most_at_once = 0
+
+    async def generate(self, messages: list[Msg], **_: Any) -> ModelResponse:
+        task = next(m.text for m in messages if m.role == "user")
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        await asyncio.sleep(0.05)
+        self.running -= 1
+        if messages[-1].role == "user":
+            call = ToolCallBlock(id=f"fetch-{task}", name="fetch_log", input={"task": task})
+            return ModelResponse(message=Msg(role="assistant", content=[call]))
+        last = messages[-1].tool_results[0].output
+        assert isinstance(last, str)
+        return ModelResponse(message=Msg(role="assistant", content=f"{task} finished: ok"))
+
+
+def fetch_log(task: str) -> str:
+    """Fetch the log of a task.
+
+    Args:
+        task: the task's name.
+    """
+    return "\n".join(f"{task} line {i} " + "detail " * 8 for i in range(2_000))
+
+
+def lead(ws: LocalWorkspace, child: Agent, tasks: list[str]) -> tuple[Agent, ScriptedModel]:
+    calls = [ToolCallBlock(id=f"p-{t}", name="worker", input={"task": t}) for t in tasks]
+    model = ScriptedModel([Msg(role="assistant", content=calls), "all reported"])
+    model.context_window = 64_000
+    parent = Agent(
+        name="lead",
+        model=model,
+        tools=[child.as_tool(name="worker", description="Run one task")],
+        offloader=ws,
+        session_id="lead",
+    )
+    return parent, model
+
+
+def worker(model: TaskModel) -> Agent:
+    return Agent(
+        name="worker",
+        model=model,
+        tools=[fetch_log],
+        system_prompt="You run one task and report.",
+        context_config=ContextConfig(tool_result_limit=400),
+    )
+
+
+def events(ws: LocalWorkspace, session: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in ws.events_path(session).read_text().splitlines()]
+
+
+async def test_eight_sub_agents_at_once_each_in_a_session_of_its_own(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    model = TaskModel()
+    tasks = [f"task{i}" for i in range(8)]
+    parent, parent_model = lead(ws, worker(model), tasks)
+    async with parent:
+        assert (await parent.reply("Run the eight tasks")).text == "all reported"
+    assert model.most_at_once > 1, "the children ran one after another"
+
+    # The parent's context holds each child's answer and the references to what it stored,
+    # never its transcript.
+    results = parent_model.calls[1][-1].tool_results
+    assert [r.id for r in results] == [f"p-{t}" for t in tasks]
+    children: dict[str, str] = {}
+    for task, result in zip(tasks, results, strict=True):
+        text = result.output
+        assert isinstance(text, str)
+        assert text.startswith(f"{task} finished: ok")
+        assert f"{task} line 10 " not in text  # no part of the child's log came back
+        session = text.split("worked in session ", 1)[1].split(" ", 1)[0]
+        assert session.startswith("lead--worker-")
+        children[task] = session
+        stored = ws.session_dir(session) / f"tool_result-fetch-{task}.txt"
+        assert str(stored) in text
+        assert stored.read_text().splitlines()[1999].startswith(f"{task} line 1999")
+    assert len(set(children.values())) == 8
+
+    # No file of one child was touched by another: each folder holds its own task's file
+    # only, and every event in it was written by that child.
+    for task, session in children.items():
+        folder = ws.session_dir(session)
+        results_there = sorted(p.name for p in folder.glob("tool_result-*"))
+        assert results_there == [f"tool_result-fetch-{task}.txt"]
+        for event in events(ws, session):
+            assert event["writer"] == {
+                "agent": "worker",
+                "session": session,
+                "pid": event["writer"]["pid"],
+            }
+
+    # The records link both ways.
+    started = [e for e in events(ws, "lead") if e["kind"] == "subagent"]
+    assert sorted(e["status"] for e in started) == ["done"] * 8 + ["started"] * 8
+    for task, session in children.items():
+        start = events(ws, session)[0]
+        assert start["kind"] == "session_start"
+        assert start["parent"] == {
+            "session": "lead",
+            "agent": "lead",
+            "step": 1,
+            "tool_id": f"p-{task}",
+        }
+        done = next(e for e in started if e["session"] == session and e["status"] == "done")
+        assert done["tool_id"] == f"p-{task}" and done["steps"] == 2 and done["files"] == 1
+
+
+async def test_a_failing_sub_agent_is_an_error_result_and_a_failed_event(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+
+    class Broken:
+        model_name = "broken"
+        context_window = 8_000
+
+        async def generate(self, messages: list[Msg], **_: Any) -> ModelResponse:
+            raise RuntimeError("the provider is down")
+
+    child = Agent(name="worker", model=Broken())
+    parent, parent_model = lead(ws, child, ["only"])
+    async with parent:
+        await parent.reply("go")
+    result = parent_model.calls[1][-1].tool_results[0]
+    assert result.is_error and "the provider is down" in str(result.output)
+    failed = [e for e in events(ws, "lead") if e["kind"] == "subagent" and e["status"] == "failed"]
+    assert failed[0]["error"]["type"] == "RuntimeError"
+
+
+def test_show_prints_the_tree_and_ls_groups_the_children(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    parent, _ = lead(ws, worker(TaskModel()), ["a", "b"])
+
+    async def run() -> None:
+        async with parent:
+            await parent.reply("go")
+
+    asyncio.run(run())
+    children = sorted(p.name for p in (tmp_path / "ws/sessions").iterdir() if p.name != "lead")
+    assert main(["show", "lead", "--workdir", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    tree = out.split("sub-agents:\n", 1)[1].splitlines()
+    assert sorted(tree) == sorted(f"  step 1 · worker → {c} (2 steps, done)" for c in children)
+    assert "started sub-agent worker" in out
+    assert main(["show", children[0], "--workdir", str(tmp_path / "ws")]) == 0
+    assert "sub-agent of session lead (agent lead, step 1, call p-" in capsys.readouterr().out
+
+    assert main(["ls", "--workdir", str(tmp_path / "ws")]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    names = [row.split()[0] if not row.startswith("  └") else row.split()[1] for row in rows]
+    assert names[0] == "lead" and sorted(names[1:]) == children
+    assert all(row.startswith("  └ ") for row in rows[1:])
+    assert main(["ls", "--json", "--workdir", str(tmp_path / "ws")]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {r["session"]: r["parent"] for r in listed} == {
+        "lead": None,
+        **dict.fromkeys(children, "lead"),
+    }
+
+
+async def test_a_sub_agent_called_outside_an_agent_uses_its_own_offloader(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    child = Agent(name="worker", model=TaskModel(), tools=[fetch_log], offloader=ws)
+    tool = child.as_tool()
+    answer = await tool.func(task="solo")
+    assert answer.startswith("solo finished: ok")
+    assert "worked in session" in answer

@@ -1,0 +1,86 @@
+"""A process that writes one session, for the lease tests: run as
+`python lease_worker.py MODE WORKDIR_OR_URL SESSION [IF_BUSY] [START_AT]`.
+
+Modes:
+- `agent`: an `Agent` with `if_busy` (raise or fork) answers one request whose tool sleeps
+  one second (so the two racers overlap); prints one JSON line: `{"outcome": "ok",
+  "session": ...}` or `{"outcome": "busy", "holder": ...}`.
+- `hold`: takes the session's lease, prints `{"held": true}`, then sleeps until killed.
+
+`START_AT` (a time.time() value) makes racers start together. For a bucket, the S3
+endpoint and keys come from the environment (`CTXOFFLOAD_TEST_S3`, a JSON object of
+`ObjectStoreWorkspace` keyword arguments).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+
+def workspace(where: str) -> object:
+    if where.startswith("s3://"):
+        from ctxoffload import ObjectStoreWorkspace
+
+        return ObjectStoreWorkspace(where, **json.loads(os.environ["CTXOFFLOAD_TEST_S3"]))
+    from ctxoffload import LocalWorkspace
+
+    return LocalWorkspace(where)
+
+
+async def agent(where: str, session: str, if_busy: str) -> None:
+    from ctxoffload import Agent, Msg, ScriptedModel, SessionBusyError, ToolCallBlock
+
+    async def slow_step(seconds: float) -> str:
+        """Wait, holding the session.
+
+        Args:
+            seconds: how long.
+        """
+        await asyncio.sleep(seconds)
+        return f"waited {seconds} s in {os.getpid()}"
+
+    call = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id=f"wait-{os.getpid()}", name="slow_step", input={"seconds": 1})],
+    )
+    bot = Agent(
+        name=f"racer-{os.getpid()}",
+        model=ScriptedModel([call, f"done by {os.getpid()}"], context_window=32_000),
+        tools=[slow_step],
+        offloader=workspace(where),  # type: ignore[arg-type]
+        session_id=session,
+        if_busy=if_busy,
+    )
+    try:
+        async with bot:
+            await bot.reply(f"request from {os.getpid()}")
+    except SessionBusyError as busy:
+        print(json.dumps({"outcome": "busy", "holder": busy.holder, "message": str(busy)}))
+        return
+    print(json.dumps({"outcome": "ok", "session": bot.session_id, "pid": os.getpid()}))
+
+
+async def hold(where: str, session: str, ttl: float | None) -> None:
+    ws = workspace(where)
+    lease = await ws.acquire_lease(session, agent="holder", ttl=ttl)  # type: ignore[attr-defined]
+    print(json.dumps({"held": True, "token": lease.holder["token"]}), flush=True)
+    await asyncio.sleep(3600)
+
+
+def main() -> None:
+    mode, where, session = sys.argv[1:4]
+    extra = sys.argv[4] if len(sys.argv) > 4 else "raise"
+    if len(sys.argv) > 5:
+        time.sleep(max(0.0, float(sys.argv[5]) - time.time()))
+    if mode == "agent":
+        asyncio.run(agent(where, session, extra))
+    else:
+        asyncio.run(hold(where, session, float(extra) if extra != "raise" else None))
+
+
+if __name__ == "__main__":
+    main()
