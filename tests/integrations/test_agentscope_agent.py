@@ -402,3 +402,28 @@ async def test_data_block_urls_read_back_from_any_workdir(tmp_path: Path, name: 
         assert path.read_bytes() == png(seed)
         # ... and the workspace reads it back.
         assert await ws.read_reference(url) == png(seed)
+
+
+async def test_a_reply_is_the_sessions_one_live_writer_and_signs_its_events(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The middleware holds the agent's session for the length of a reply: every event
+    written meanwhile names the agent, and a reply while another writer holds the session
+    is refused naming it; the lease is given up when the reply ends."""
+    from ctxoffload import SessionBusyError
+
+    ws = LocalWorkspace(tmp_path / "ws")
+    server.add(tool_call("c1", "fetch", number=7), chat_completion("done"))
+    agent = make_agent(server, AgentScopeOffloader(ws), tool_result_limit=500)
+    assert (await agent.reply(user("read page 7"))).get_text_content() == "done"
+    session = str(agent.state.session_id)
+    events = [json.loads(x) for x in ws.events_path(session).read_text().splitlines()]
+    assert events and all(e["writer"]["agent"] == "analyst" for e in events)
+    assert "released" in json.loads((ws.session_dir(session) / "lease.json").read_text())
+
+    held = await LocalWorkspace(tmp_path / "ws").acquire_lease(session, agent="someone-else")
+    server.add(chat_completion("again"))
+    with pytest.raises(SessionBusyError, match="someone-else"):
+        await agent.reply(user("and now?"))
+    await held.release()
+    assert (await agent.reply(user("and now?"))).get_text_content() == "again"

@@ -262,3 +262,49 @@ def test_the_compact_tool_compacts_once_per_step_and_says_where(tmp_path: Path) 
     assert "Compacted:" in answers["k1"] and "context.jsonl" in answers["k1"]
     assert "already compacted" in answers["k2"]
     assert (tmp_path / "ws/sessions/run-c/context.jsonl").is_file()
+
+
+def test_the_manager_is_the_sessions_one_live_writer_and_signs_its_events(
+    tmp_path: Path,
+) -> None:
+    """The manager takes its session's lease on first use and keeps it: a second manager
+    (another agent) on the same session is refused, naming the first, and every event the
+    first wrote names its Strands agent."""
+    from ctxoffload import SessionBusyError
+
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, session_id="run-l", window_size=6, per_turn=True)
+    agent = Agent(
+        name="reader",
+        model=PlanModel(pages=8),
+        tools=[fetch],
+        conversation_manager=manager,
+        callback_handler=None,
+    )
+    assert str(agent("read every page")).strip() == "all pages read"
+    events = [
+        json.loads(x)
+        for x in (tmp_path / "ws/sessions/run-l/events.jsonl").read_text().splitlines()
+    ]
+    assert events and {e["writer"]["agent"] for e in events} == {"reader"}
+    assert {e["writer"]["session"] for e in events} == {"run-l"}
+
+    other = OffloadingConversationManager(ws, session_id="run-l", window_size=6, per_turn=True)
+    intruder = Agent(
+        name="intruder",
+        model=PlanModel(pages=8),
+        tools=[fetch],
+        conversation_manager=other,
+        callback_handler=None,
+    )
+    with pytest.raises(SessionBusyError, match="agent 'reader'"):
+        intruder("read every page")
+    del agent, manager  # the first writer goes away: its lease with it
+    import gc
+
+    gc.collect()
+    third = OffloadingConversationManager(ws, session_id="run-l", window_size=6, per_turn=True)
+    later = Agent(
+        model=PlanModel(pages=8), tools=[fetch], conversation_manager=third, callback_handler=None
+    )
+    assert str(later("read every page")).strip() == "all pages read"

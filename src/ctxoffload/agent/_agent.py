@@ -46,6 +46,7 @@ from ..workspace import (
     fork_session,
     missing_methods,
     storable_message,
+    take_lease,
     validate_session_id,
     writing_as,
 )
@@ -511,7 +512,7 @@ class Agent:
         if self.lease is not None or not isinstance(store, LeaseHolder):
             return
         try:
-            self._lease = await store.acquire_lease(self.session_id, agent=self.name)
+            self._lease = await take_lease(store, self.session_id, self.name)
         except SessionBusyError as busy:
             if self.if_busy != "fork":
                 raise

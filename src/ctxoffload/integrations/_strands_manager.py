@@ -32,10 +32,10 @@ from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
 from ..tokens import get_token_counter
 from ..workspace import (
-    LeaseHolder,
     Offloader,
     SessionLease,
     missing_methods,
+    take_lease,
     validate_session_id,
     writing_as,
 )
@@ -103,6 +103,7 @@ class _Bridge:
         self.loop = _LoopThread()
         self.session_id = session_id
         self.lease: SessionLease | None = None
+        self._lease_lock: asyncio.Lock | None = None
         # Converse dicts this manager wrote -> the ids of the messages they came from, so a
         # message keeps its id (the freshness rule and idempotent offloading rely on it).
         self._ids: dict[int, tuple[Mapping[str, Any], str]] = {}
@@ -119,9 +120,12 @@ class _Bridge:
         """
         name = str(getattr(agent, "name", None) or "strands")
         try:
-            workspace = self.run.compressor.offloader
-            if (self.lease is None or not self.lease.held) and isinstance(workspace, LeaseHolder):
-                self.lease = await workspace.acquire_lease(self.session_id, agent=name)
+            if self._lease_lock is None:
+                self._lease_lock = asyncio.Lock()
+            async with self._lease_lock:  # the tools of one step run at once
+                if self.lease is None or not self.lease.held:
+                    workspace = self.run.compressor.offloader
+                    self.lease = await take_lease(workspace, self.session_id, name)
             with writing_as(name, self.session_id):
                 return await work
         finally:

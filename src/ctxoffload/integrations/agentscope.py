@@ -52,10 +52,10 @@ from ..exceptions import ConfigError, OffloadError
 from ..workspace import (
     EventKind,
     EventLog,
-    LeaseHolder,
     Offloader,
     ReferenceReader,
     missing_methods,
+    take_lease,
     writing_as,
 )
 
@@ -305,8 +305,7 @@ def _middleware_class() -> type:
             workspace = self.offloader.workspace
             lease = None
             try:
-                if isinstance(workspace, LeaseHolder):
-                    lease = await workspace.acquire_lease(session_id, agent=str(agent.name))
+                lease = await take_lease(workspace, session_id, str(agent.name))
                 with writing_as(str(agent.name), session_id):
                     async for item in next_handler(**input_kwargs):
                         yield item

@@ -42,6 +42,7 @@ __all__ = [
     "busy_error",
     "holder_record",
     "orphaned_here",
+    "take_lease",
     "took_over",
 ]
 
@@ -211,6 +212,33 @@ async def _keep(
             if lease is not None:
                 lease._released = True
             return
+
+
+async def take_lease(workspace: object, session_id: str, agent: str | None) -> SessionLease | None:
+    """The session's lease for a writer about to write it, or None when the workspace gives
+    none (a custom offloader) or cannot be written at all.
+
+    A workspace that fails (a full disk, a folder that cannot be made, a bucket away) must
+    not stop the run: its writes fail the same way and leave the content in the context.
+    Such a failure is logged as a warning and the writer goes on without a lease.
+
+    Raises:
+        SessionBusyError: another live writer holds the session.
+    """
+    if not isinstance(workspace, LeaseHolder):
+        return None
+    try:
+        return await workspace.acquire_lease(session_id, agent=agent)
+    except SessionBusyError:
+        raise
+    except OSError as exc:  # OffloadError among them
+        logger.warning(
+            "could not take the lease of session %s (%s): going on without one; nothing "
+            "stops another writer of this session meanwhile",
+            session_id,
+            exc,
+        )
+        return None
 
 
 @runtime_checkable
