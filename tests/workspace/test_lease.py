@@ -250,3 +250,27 @@ def test_two_processes_racing_for_one_session_in_a_bucket(s3: S3Server) -> None:
 
     winner = next(o for o in outcomes if o["outcome"] == "ok")
     assert asyncio.run(writers()) == {winner["pid"]}
+
+
+@pytest.mark.parametrize("planted", ["hard link", "fifo"])
+async def test_a_planted_lease_file_is_never_written(tmp_path: Path, planted: str) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    folder = tmp_path / "ws/sessions/s"
+    folder.mkdir(parents=True)
+    if planted == "hard link":
+        os.link(outside, folder / "lease.json")
+    else:
+        os.mkfifo(folder / "lease.json")
+    with pytest.raises(OffloadError, match="not a regular file with one link"):
+        await LocalWorkspace(tmp_path / "ws").acquire_lease("s")
+    assert outside.read_text() == "keep me"
+
+
+def test_sub_agent_session_names_stay_plain() -> None:
+    from ctxoffload.agent._subagent import child_session_id
+    from ctxoffload.workspace import validate_session_id
+
+    for name in ["../../etc", "a/b", "x" * 300, "naïve name", "", ".hidden"]:
+        made = child_session_id("p" * 128, name)
+        assert validate_session_id(made) == made and "/" not in made and ".." not in made

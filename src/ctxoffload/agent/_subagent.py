@@ -14,6 +14,7 @@ done or failed) naming the child's session, the step and the tool call; the chil
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from contextvars import ContextVar
@@ -43,9 +44,11 @@ CALLER: ContextVar[Caller | None] = ContextVar("ctxoffload_caller", default=None
 
 
 def child_session_id(parent: str, name: str) -> str:
-    """`{parent}--{name}-{6 hex}`, cut to the 128 characters a session id may have."""
-    tail = f"--{name}-{uuid.uuid4().hex[:6]}"
-    tail = "".join(c if c.isalnum() or c in "._-" else "_" for c in tail)
+    """`{parent}--{name}-{6 hex}`: the name with anything but ASCII letters, digits, `_`
+    and `-` replaced by `_` and cut to 40 characters, the parent's id cut so that the whole
+    fits the 128 characters a session id may have."""
+    plain = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40] or "agent"
+    tail = f"--{plain}-{uuid.uuid4().hex[:6]}"
     return validate_session_id(parent[: 128 - len(tail)] + tail)
 
 

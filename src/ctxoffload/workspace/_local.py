@@ -578,9 +578,12 @@ class LocalWorkspace:
                     ) from None
                 raise
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                # A FIFO, a device, or a hard link to a file elsewhere: never written to.
                 raise OffloadError(
-                    f"{path} is not a regular file: remove that entry and retry", path
+                    f"{path} is not a regular file with one link: remove that entry and retry",
+                    path,
                 )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
