@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from .exceptions import ModelError
 from .messages import Msg, TextBlock, ToolCallBlock
 
-__all__ = ["ChatModel", "ModelResponse", "ScriptStep", "ScriptedModel", "Usage"]
+__all__ = ["ChatModel", "ModelResponse", "ScriptStep", "ScriptedModel", "Usage", "model_label"]
 
 
 class Usage(BaseModel):
@@ -180,6 +180,16 @@ class ScriptedModel:
         if isinstance(step, BaseException):
             raise step
         return ModelResponse(message=_as_reply(step))
+
+
+def model_label(model: Any) -> str:
+    """How the record names a model: its `model_name`, else its class; a `ScriptedModel` is
+    named as such (`scripted`, or `scripted (gpt-4o-mini)` for one given a provider's name),
+    so that a record never passes a script off as a provider's model."""
+    name = getattr(model, "model_name", None)
+    if isinstance(model, ScriptedModel):
+        return "scripted" if name in (None, "scripted") else f"scripted ({name})"
+    return name if isinstance(name, str) else type(model).__name__
 
 
 def _as_reply(step: Any) -> Msg:

@@ -750,6 +750,11 @@ class ContextTokenTracker:
         self._last_tools_tokens: int | None = None
 
     @property
+    def tools_tokens(self) -> int:
+        """What the tool schemas of the latest `count` cost (0 before any count)."""
+        return self._last_tools_tokens or 0
+
+    @property
     def is_anchored(self) -> bool:
         """Whether counts currently start from a provider-reported number."""
         return self._anchor is not None

@@ -45,12 +45,12 @@ def make_agent(model: ScriptedModel, workspace: Any, **kwargs: Any) -> Agent:
     kwargs.setdefault("context_config", ContextConfig(context_window=4000, tool_result_limit=300))
     kwargs.setdefault("counter", get_token_counter(exact=False))
     kwargs.setdefault("summary_model", ScriptedModel(default=SUMMARY))
+    kwargs.setdefault("tools", [fetch_log, explode])
     return Agent(
         name="tester",
         system_prompt="You test things.",
         model=model,
         offloader=workspace,
-        tools=[fetch_log, explode],
         **kwargs,
     )
 
@@ -75,7 +75,7 @@ async def test_session_start_names_config_models_tools_and_version(
     await agent.reply("hello")
     (start,) = of_kind(await workspace.read_events(agent.session_id), "session_start")
     assert start["version"] == __version__
-    assert start["model"] == "gpt-test"
+    assert start["model"] == "scripted (gpt-test)"
     assert start["summary_model"] == "scripted"
     assert start["tools"] == ["fetch_log", "explode", "retrieve_offloaded_content"]
     assert start["config"]["tool_result_limit"] == 300
@@ -402,3 +402,46 @@ async def test_tool_results_are_recorded_as_the_model_will_see_them(
     ]
     assert tool_msg == agent.messages[-1].model_dump(mode="json")
     assert "tool_result-c1.txt" in tool_msg["content"][0]["output"]
+
+
+async def test_each_model_call_says_what_its_tokens_were_spent_on(
+    workspace: LocalWorkspace,
+) -> None:
+    """`window` splits a call's count by part (system, tools, pinned, tool results, images,
+    messages); the parts add up to `tokens_counted` (ScriptedModel reports no usage, so no
+    provider anchor moves the count), and the window and trigger line come with them."""
+    import base64
+
+    from ctxoffload.messages import Base64Source, DataBlock, TextBlock
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256))).decode()
+
+    def screenshot() -> list[TextBlock | DataBlock]:
+        """Take a screenshot."""
+        return [DataBlock(source=Base64Source(media_type="image/png", data=png))]
+
+    model = ScriptedModel(
+        [call("c1", "fetch_log", log="x"), call("c2", "screenshot"), "done", "again"]
+    )
+    agent = make_agent(
+        model,
+        workspace,
+        tools=[fetch_log, screenshot],
+        context_config=ContextConfig(context_window=50_000, tool_result_limit=5_000),
+    )
+    await agent.reply("look at the log")
+    await agent.pin(agent.messages[1].id)
+    await agent.reply("and now?")
+    calls = of_kind(await workspace.read_events(agent.session_id), "model_call")
+    assert [c["step"] for c in calls] == [1, 2, 3, 4]
+    for event in calls:
+        window = event["window"]
+        assert sum(window.values()) == event["tokens_counted"], window
+        assert window["system"] > 0 and window["tools"] > 0
+        assert event["context_window"] == 50_000
+        assert event["trigger_tokens"] == int(0.8 * 50_000)
+    assert calls[0]["window"]["tool_results"] == 0
+    assert calls[1]["window"]["tool_results"] > 0  # fetch_log's truncated result
+    assert calls[2]["window"]["images"] > 0  # the screenshot
+    assert calls[2]["window"]["pinned"] == 0
+    assert calls[3]["window"]["pinned"] > 0  # the first request, pinned

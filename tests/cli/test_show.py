@@ -347,10 +347,13 @@ def test_a_summary_without_its_message_is_printed_after_its_compression(
     (session_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     assert show("s", "--workdir", str(tmp_path)) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("10:00:01 compressed 4 messages")
-    assert lines[2] == "10:00:00   summary:"
-    assert lines[3] == f"      task_overview: {SUMMARY['task_overview']}"
-    assert len(lines) == 8
+    # No Agent wrote it, and show says what that means for the record.
+    assert lines[1].startswith("no session_start: this session was not written by")
+    assert "no model calls" in lines[1]
+    assert lines[2].startswith("10:00:01 compressed 4 messages")
+    assert lines[3] == "10:00:00   summary:"
+    assert lines[4] == f"      task_overview: {SUMMARY['task_overview']}"
+    assert len(lines) == 9
 
 
 @pytest.mark.parametrize("damage", ["chmod 000", "hard link"])

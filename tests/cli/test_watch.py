@@ -120,7 +120,7 @@ def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
         )
         assert writer.returncode == 0, writer.stderr
         seen: list[str] = []
-        _wait_for(out, "truncation 900->90 tokens tool_name=half_written", seen)
+        _wait_for(out, "truncated half_written 900→90 tokens", seen)
         _wait_for(out, "tool_result-call_77.txt", seen)
         _wait_for(out, "a message written live", seen)
         _wait_for(out, "brand-new", seen)

@@ -15,6 +15,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -81,8 +82,28 @@ def bucket(s3: S3Server) -> Iterator[tuple[str, ObjectStoreWorkspace]]:
     yield url, ws
 
 
+_MADE: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _record_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Record the bucket copies this process makes: other test processes (pytest-xdist's
+    workers) make and remove copies of their own in the same temporary folder meanwhile."""
+    from ctxoffload.cli import _bucket
+
+    made = tempfile.mkdtemp
+
+    def recording(*args: Any, **kwargs: Any) -> str:
+        folder = made(*args, **kwargs)
+        _MADE.append(os.path.basename(folder))
+        return folder
+
+    monkeypatch.setattr(_bucket.tempfile, "mkdtemp", recording)
+
+
 def copies() -> set[str]:
-    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("ctxoffload-bucket-")}
+    """The copies this process made that are still on disk."""
+    return {p for p in _MADE if os.path.exists(os.path.join(tempfile.gettempdir(), p))}
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

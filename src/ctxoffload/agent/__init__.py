@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..offloader import FileToolbox, resolve_in_roots, retrieval_tool, workspace_tools
     from ._agent import Agent, StepRecord
     from ._openai_model import OpenAIChatModel
+    from ._record import SessionRecorder
     from ._tools import Tool, as_tool
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ModelResponse",
     "OpenAIChatModel",
     "ScriptedModel",
+    "SessionRecorder",
     "StepRecord",
     "Tool",
     "Usage",
@@ -48,5 +50,6 @@ __getattr__, __dir__ = lazy_exports(
         "Tool": "._tools",
         "as_tool": "._tools",
         "OpenAIChatModel": "._openai_model",
+        "SessionRecorder": "._record",
     },
 )

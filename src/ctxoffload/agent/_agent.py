@@ -56,7 +56,7 @@ from ._context_tools import (
     compact_context_tool,
     pin_context_tool,
 )
-from ._record import SessionRecorder
+from ._record import SessionRecorder, window_parts
 from ._subagent import CALLER, Caller, subagent_tool
 from ._tools import Tool, as_tool, as_tools
 
@@ -443,12 +443,21 @@ class Agent:
         )
         started = time.monotonic()
         self.compressor.note_request(sent, self.tool_schemas, self.model)
+        tracker = self.compressor.tracker
+        window = self.compressor.window()
+        shape: dict[str, Any] = {
+            "window": window_parts(sent, tracker.count_message, tracker.tools_tokens),
+            "context_window": window,
+            "trigger_tokens": int(self.context_config.trigger_ratio * window),
+        }
         try:
             response = await self.model.generate(sent, tools=self.tool_schemas or None)
         except Exception as exc:
-            await self._record.model_call(record.step, sent, tokens, started, error=exc)
+            await self._record.model_call(record.step, sent, tokens, started, error=exc, **shape)
             raise
-        await self._record.model_call(record.step, sent, tokens, started, response=response)
+        await self._record.model_call(
+            record.step, sent, tokens, started, response=response, **shape
+        )
         return response
 
     async def _run_tool(self, call: Any) -> ToolResultBlock:

@@ -11,7 +11,9 @@ Event kinds written here (each line also has `time` and `kind`):
 - `model_call`: step, attempt, messages (the ids sent, in order), summary (the id of the
   summary message sent, or null), tokens_counted, input_tokens / output_tokens (what the
   provider reported, or null), duration_ms, outcome (`ok`, `overflow` or `error`), error,
-  reply (the reply's id), tool_calls.
+  reply (the reply's id), tool_calls; `window`, what the tokens counted were spent on
+  (`WINDOW_PARTS`: each message counted whole in the first part it belongs to, so the parts
+  add up to the count before any provider anchor), `context_window` and `trigger_tokens`.
 - `tool_call`: step, tool_id, name, arguments (or arguments_ref and arguments_bytes when
   they are over 4 KB: they are in the assistant message named), duration_ms, outcome
   (`ok` or `error`), output_chars, error (type, message, traceback when it raised).
@@ -26,15 +28,82 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from ..compression import EventCallback, emit_event, is_summary_message
+from ..compression import EventCallback, emit_event, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
-from ..messages import Msg, ToolCallBlock, ToolResultBlock
-from ..model import ModelResponse
+from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock
+from ..model import ModelResponse, model_label
 from ..workspace import EventKind, EventLog, Offloader, storable_message
 
-__all__ = ["SessionRecorder"]
+__all__ = ["WINDOW_PARTS", "SessionRecorder", "window_parts"]
 
 logger = logging.getLogger("ctxoffload")
+
+WINDOW_PARTS = (
+    "system",
+    "tools",
+    "summary",
+    "pinned",
+    "messages",
+    "tool_results",
+    "images",
+)
+"""What a model call's tokens are spent on, in the order `ctxoffload ui` stacks them: the
+system prompt, the tool schemas, the summary of compressed history, pinned messages, the
+rest of the conversation, tool results and images."""
+
+
+def window_parts(
+    sent: Sequence[Msg], count_message: Callable[[Msg], int], tools_tokens: int
+) -> dict[str, int]:
+    """The tokens of one model call by `WINDOW_PARTS`.
+
+    Each message is counted whole in the first part it belongs to: a system message in
+    `system`, the summary in `summary`, a pinned message in `pinned`, one holding an image
+    (in a tool result too) in `images`, one holding a tool result in `tool_results`, any
+    other in `messages` (which also holds the reply priming). The parts add up to what
+    `ContextTokenTracker.count` returns before a provider anchor.
+
+    Args:
+        sent: the messages of the call, in order.
+        count_message: the tokens of one message (the tracker's cached count).
+        tools_tokens: what the tool schemas cost.
+    """
+    from ..tokens import REPLY_PRIMING_TOKENS
+
+    parts = dict.fromkeys(WINDOW_PARTS, 0)
+    parts["tools"] = tools_tokens
+    for msg in sent:
+        parts[_part_of(msg)] += count_message(msg)
+    if sent:
+        parts["messages"] += REPLY_PRIMING_TOKENS
+    return parts
+
+
+def _part_of(msg: Msg) -> str:
+    if is_summary_message(msg):
+        return "summary"
+    if msg.role == "system":
+        return "system"
+    if is_pinned(msg):
+        return "pinned"
+    if isinstance(msg.content, str):
+        return "messages"
+    results = False
+    for block in msg.content:
+        if isinstance(block, DataBlock) and _is_image(block):
+            return "images"
+        if isinstance(block, ToolResultBlock):
+            results = True
+            if not isinstance(block.output, str) and any(
+                isinstance(part, DataBlock) and _is_image(part) for part in block.output
+            ):
+                return "images"
+    return "tool_results" if results else "messages"
+
+
+def _is_image(block: DataBlock) -> bool:
+    return (block.media_type or "").startswith("image/")
+
 
 # Tool arguments above this many bytes of JSON are not copied into the tool_call event: the
 # assistant message that made the call already holds them, recorded once.
@@ -102,6 +171,7 @@ class SessionRecorder:
                     ),
                     default=0,
                 )
+                await self._known_already(agent.messages, earlier)
             except Exception as exc:
                 logger.warning("could not read the record of session %s: %s", self.session_id, exc)
 
@@ -110,8 +180,8 @@ class SessionRecorder:
             EventKind.SESSION_START,
             agent=agent.name,
             version=__version__,
-            model=_model_name(agent.model),
-            summary_model=_model_name(summarizer) if summarizer is not None else None,
+            model=model_label(agent.model),
+            summary_model=model_label(summarizer) if summarizer is not None else None,
             context_window=agent.compressor.window(),
             config=agent.context_config.model_dump(mode="json"),
             tools=list(agent.tools),
@@ -119,6 +189,24 @@ class SessionRecorder:
             first_step=self._step_offset + 1,
             **({"parent": agent.parent} if agent.parent is not None else {}),
         )
+
+    async def _known_already(self, restored: Sequence[Msg], earlier: Sequence[Any]) -> None:
+        """Mark the restored messages the record already holds, as they are, as written: a
+        resumed session's record keeps each message once (a message that changed under its
+        id since is written again)."""
+        wanted = {m.id for m in restored}
+        recorded: dict[str, Any] = {}
+        for event in earlier:
+            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
+            if isinstance(message, dict) and message.get("id") in wanted:
+                recorded[message["id"]] = message
+        for msg in restored:
+            if msg.id not in recorded:
+                continue
+            stored = await self._prepare(msg) if self._prepare is not None else msg
+            value, _ = storable_message(stored, None, where=f"message {msg.id}")
+            if json.loads(json.dumps(value, default=str)) == recorded[msg.id]:
+                self._written[msg.id] = msg
 
     async def messages(self, msgs: Iterable[Msg], *, is_context: bool = True) -> None:
         """Write a `message` event for each message not yet written in this form.
@@ -152,8 +240,14 @@ class SessionRecorder:
         *,
         response: ModelResponse | None = None,
         error: BaseException | None = None,
+        window: dict[str, int] | None = None,
+        context_window: int | None = None,
+        trigger_tokens: int | None = None,
     ) -> None:
-        """Write a `model_call` event for one call of the model (`step` counts this agent's)."""
+        """Write a `model_call` event for one call of the model (`step` counts this agent's).
+
+        `window` is `window_parts` of the call; `context_window` and `trigger_tokens` the
+        window and the count past which compression starts, for `ctxoffload ui`."""
         step += self._step_offset
         self._attempts[step] = attempt = self._attempts.get(step, 0) + 1
         usage = response.usage if response is not None else None
@@ -182,6 +276,9 @@ class SessionRecorder:
             error=_error_fields(error, with_traceback=False) if error is not None else None,
             reply=reply.id if reply is not None else None,
             tool_calls=[{"id": c.id, "name": c.name} for c in reply.tool_calls] if reply else [],
+            **({"window": window} if window is not None else {}),
+            **({"context_window": context_window} if context_window is not None else {}),
+            **({"trigger_tokens": trigger_tokens} if trigger_tokens is not None else {}),
         )
 
     async def tool_call(
@@ -225,11 +322,6 @@ class SessionRecorder:
             text = output if isinstance(output, str) else ""
             fields["error"] = {"type": None, "message": text[:1000]}
         await self.emit(EventKind.TOOL_CALL, **fields)
-
-
-def _model_name(model: Any) -> str:
-    name = getattr(model, "model_name", None)
-    return name if isinstance(name, str) else type(model).__name__
 
 
 def _elapsed_ms(started: float) -> float:

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -180,6 +181,7 @@ async def replay_run(
         summary_model: a `ChatModel` that writes the summaries; None for extractive ones.
     """
     from ..compression import Compressor
+    from ..model import ModelResponse
 
     compressor = Compressor(
         config, model=summary_model, offloader=workspace, session_id=session, counter=counter
@@ -196,6 +198,11 @@ async def replay_run(
         model_calls=sum(m.role == "assistant" for m in messages[1:]),
     )
     window = compressor.window()
+    # The record an Agent keeps (session_start, each message as it entered the context, each
+    # model call with the ids it was sent), so that `show --step N` rebuilds a replayed step.
+    recorder = await _start_record(
+        workspace, session, run_name, config, window, messages, summary_model
+    )
     result = ReplayResult(run_name, config_name, session, window, len(messages))
     tracker = compressor.tracker
     context: list[Any] = []
@@ -210,10 +217,19 @@ async def replay_run(
             result.steps.append(
                 Step(len(result.steps) + 1, step.tokens_after, without, step.compressed)
             )
+            await recorder.messages(context)
+            await recorder.model_call(
+                len(result.steps),
+                context,
+                step.tokens_after,
+                time.monotonic(),
+                response=ModelResponse(message=msg),
+            )
         without += tracker.count_message(msg)
         kept = await compressor.process_message(msg)
         result.truncations += sum(a is not b for a, b in zip(kept.blocks, msg.blocks, strict=False))
         context.append(kept)
+        await recorder.messages([kept], is_context=False)
         if progress is not None:
             progress.advance()
     # Every file written: tool results cut by truncation and user messages cut by compression.
@@ -223,6 +239,38 @@ async def replay_run(
     result.context = context
     result.lost = await check_recoverable(messages, context, workspace, session)
     return result
+
+
+async def _start_record(
+    workspace: LocalWorkspace,
+    session: str,
+    run_name: str,
+    config: ContextConfig,
+    window: int,
+    messages: list[Msg],
+    summary_model: ChatModel | None,
+) -> Any:
+    """A `SessionRecorder` for a replayed session, its `session_start` written: the agent is
+    `replay`, the model the transcript's, the tools those its messages call."""
+    from .._version import __version__
+    from ..agent import SessionRecorder
+    from ..model import model_label
+
+    recorder = SessionRecorder(workspace, session)
+    tools = sorted({call.name for m in messages for call in m.tool_calls})
+    await recorder.emit(
+        EventKind.SESSION_START,
+        agent="replay",
+        version=__version__,
+        model=f"the transcript {run_name} (replayed, no model called)",
+        summary_model=model_label(summary_model) if summary_model is not None else None,
+        context_window=window,
+        config=config.model_dump(mode="json"),
+        tools=tools,
+        restored_messages=0,
+        first_step=1,
+    )
+    return recorder
 
 
 def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:

@@ -17,23 +17,17 @@ from ..workspace import (
     DATA_REFERENCE,
     EVENTS_FILE,
     SESSIONS_DIR,
-    SUMMARY_MARK,
-    WRITER_FIELD,
     EventKind,
     Folder,
     JsonLines,
-    context_event_sentence,
-    fidelity_sentence,
-    mark_of,
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
+from ._describe import NOT_BY_AGENT, describe, summary_fields, summary_lines
 from ._output import shown
 from ._reading import open_in, open_workspace, session_folder
 
 __all__ = ["register", "run"]
-
-_SHORT = 100  # characters of a message body shown without --full
 
 
 def register(commands: Any) -> None:
@@ -197,7 +191,7 @@ def _show_step(events: _EventLog, args: argparse.Namespace) -> None:
     print(f"step {args.step}: the model was sent {len(messages)} messages")
     for i, msg in enumerate(messages, start=1):
         print(f"\n--- [{i}] {msg.get('role')} (id {msg.get('id')})")
-        print("\n".join(_body(msg)))
+        print("\n".join(message_lines(msg)[1:]))
 
 
 # -- the timeline ----------------------------------------------------------------------------
@@ -209,13 +203,15 @@ def _show_timeline(events: _EventLog, workdir: str, args: argparse.Namespace) ->
     data_names: set[str] = set()
     logged_later: set[int] = set()
     pending: tuple[int, list[str]] | None = None  # the last summary event, and its lines
+    by_agent = False
     for index, event in enumerate(events):
         data_names.update(_data_names(event))
+        by_agent = by_agent or event["kind"] in (EventKind.SESSION_START, EventKind.FORK)
         if event["kind"] == EventKind.SUMMARY:
-            pending = (index, _summary_lines(_summary_fields(event) or {}))
+            pending = (index, summary_lines(summary_fields(event) or {}))
             continue
-        found = _summary_fields(event)
-        if pending is not None and found is not None and _summary_lines(found) == pending[1]:
+        found = summary_fields(event)
+        if pending is not None and found is not None and summary_lines(found) == pending[1]:
             logged_later.add(pending[0])
             pending = None
     data_files = sorted(data_names)
@@ -236,14 +232,26 @@ def _show_timeline(events: _EventLog, workdir: str, args: argparse.Namespace) ->
     # when no message holds it (a Compressor without an Agent), from the `summary` event,
     # which the Compressor writes just before its `compression` event.
     held: list[str] = []
+    # A resumed agent records the messages it restored again: each is printed once, when it
+    # first entered the context (a message that changed under its id is printed again).
+    printed: dict[str, int] = {}
     for index, event in enumerate(events):
+        if empty and not by_agent:
+            print(NOT_BY_AGENT)
         empty = False
         if event["kind"] == EventKind.SUMMARY:
             if index not in logged_later:
                 _print_lines(held)
-                held = _describe_safely(event, full=args.full, writers=args.writers)
+                held = describe(event, full=args.full, writers=args.writers)
             continue
-        _print_lines(_describe_safely(event, full=args.full, writers=args.writers))
+        message = event.get("message") if event["kind"] == EventKind.MESSAGE else None
+        if isinstance(message, dict) and isinstance(message.get("id"), str):
+            digest = hash(json.dumps(message, sort_keys=True, default=str))
+            if printed.get(message["id"]) == digest:
+                continue
+            printed[message["id"]] = digest
+        lines = describe(event, full=args.full, writers=args.writers, by_agent=by_agent)
+        _print_lines(lines)
         if event["kind"] == EventKind.COMPRESSION:
             _print_lines(held)
             held = []
@@ -302,28 +310,6 @@ def _print_lines(lines: list[str]) -> None:
         print(line)
 
 
-def _describe_safely(event: dict[str, Any], *, full: bool, writers: bool = False) -> list[str]:
-    try:
-        lines = _describe(event, full=full)
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
-        # A line of JSON whose fields are not what this version writes: shown raw
-        # rather than hidden, so nothing in the record is skipped silently.
-        return [f"{str(event.get('time', ''))[11:19]} {json.dumps(event)[:300]}"]
-    if writers and lines:
-        lines[0] += f" · {writer_text(event.get(WRITER_FIELD))}"
-    return lines
-
-
-def writer_text(writer: object) -> str:
-    """`by lead (session s1, pid 12)`, or `by an unnamed writer (pid 12)`, from an event's
-    `writer`; `writer not recorded` for an event of an older release."""
-    if not isinstance(writer, dict):
-        return "writer not recorded"
-    agent = writer.get("agent")
-    who = f"by {agent}" if agent else "by the workspace alone"
-    return f"{who} (session {writer.get('session')}, pid {writer.get('pid')})"
-
-
 def _print_subagents(workdir: str, session: str, events: Iterable[dict[str, Any]]) -> None:
     """The tree of the sub-agents a session started, read from each one's own record."""
     lines: list[str] = []
@@ -348,7 +334,7 @@ def _subagent_tree(
     for child, last in children.items():
         status = last.get("status")
         steps = last.get("steps")
-        done = f"{_n(steps)} step{'' if steps == 1 else 's'}, {status}" if steps else status
+        done = f"{_count(steps)} step{'' if steps == 1 else 's'}, {status}" if steps else status
         lines.append(
             f"{'  ' * depth}step {last.get('step')} · {last.get('name')} → {child} ({done})"
         )
@@ -365,159 +351,5 @@ def _subagent_tree(
 _MAX_TREE_DEPTH = 16
 
 
-def _summary_fields(event: dict[str, Any]) -> dict[str, Any] | None:
-    """The summary a `summary` event or a summary message's `message` event holds."""
-    if event["kind"] == EventKind.SUMMARY:
-        nested = event.get("summary")
-        return nested if isinstance(nested, dict) else event
-    message = event.get("message") if event["kind"] == EventKind.MESSAGE else None
-    mark = mark_of(message.get("metadata")) if isinstance(message, dict) else None
-    if mark is not None and mark.get("kind") == SUMMARY_MARK:
-        fields = mark.get("summary")
-        return fields if isinstance(fields, dict) else {}
-    return None
-
-
-def _describe(event: dict[str, Any], *, full: bool) -> list[str]:
-    kind = event["kind"]
-    at = str(event.get("time", ""))[11:19]
-    if kind == EventKind.SESSION_START:
-        tools = ", ".join(event.get("tools") or []) or "none"
-        parent = event.get("parent")
-        child = (
-            f"; sub-agent of session {parent.get('session')} (agent {parent.get('agent')}, "
-            f"step {parent.get('step')}, call {parent.get('tool_id')})"
-            if isinstance(parent, dict)
-            else ""
-        )
-        return [
-            f"{at} session started: agent {event.get('agent')}, model: {event.get('model')} "
-            f"(summaries: {event.get('summary_model') or 'extractive'}), window "
-            f"{_n(event.get('context_window'))} tokens, tools: {tools}; ctxoffload "
-            f"{event.get('version')}{child}"
-        ]
-    if kind == EventKind.MESSAGE:
-        return _message_event(event.get("message") or {}, at, full=full)
-    if kind == EventKind.MODEL_CALL:
-        reported = event.get("input_tokens")
-        tokens = f"{_n(event.get('tokens_counted'))} tokens counted" + (
-            f" ({_n(reported)} reported)" if reported is not None else ""
-        )
-        attempt_no = event.get("attempt")
-        attempt = (
-            f" (attempt {attempt_no})" if isinstance(attempt_no, int) and attempt_no > 1 else ""
-        )
-        outcome = str(event.get("outcome"))
-        error = event.get("error")
-        if isinstance(error, dict):
-            outcome += f": {error.get('type')}: {error.get('message')}"
-        calls = event.get("tool_calls") or []
-        then = f" → {', '.join(c.get('name', '?') for c in calls)}" if calls else ""
-        summary = " (one a summary)" if event.get("summary") else ""
-        return [
-            f"{at} step {event.get('step')} · model call{attempt} · "
-            f"{len(event.get('messages') or [])} messages{summary} · {tokens} · "
-            f"{_ms(event.get('duration_ms'))} · {outcome}{then}"
-        ]
-    if kind == EventKind.TOOL_CALL:
-        outcome = str(event.get("outcome"))
-        error = event.get("error")
-        if isinstance(error, dict):
-            what = f"{error.get('type')}: " if error.get("type") else ""
-            outcome += f": {what}{_first_line(str(error.get('message')))}"
-        lines = [
-            f"{at}   tool {event.get('name')} ({event.get('tool_id')}) {outcome} · "
-            f"{_ms(event.get('duration_ms'))}"
-        ]
-        if full and isinstance(error, dict) and error.get("traceback"):
-            lines += ["      " + t for t in str(error["traceback"]).rstrip().splitlines()]
-        return lines
-    if kind == EventKind.TRUNCATION:
-        return [
-            f"{at}   truncated {event.get('tool_name')} {_n(event.get('tokens_before'))}→"
-            f"{_n(event.get('tokens_after'))} tokens, {_n(event.get('lines_shown'))} of "
-            f"{_n(event.get('lines_total'))} lines shown; whole output in "
-            f"{event.get('reference') or 'nowhere (no offloader)'}"
-        ]
-    if kind == EventKind.COMPRESSION:
-        span = event.get("lines")
-        where = str(event.get("reference") or "nowhere (no offloader)")
-        if isinstance(span, list) and len(span) == 2:
-            where += f" lines {span[0]}-{span[1]}"
-        fidelity = fidelity_sentence(event)
-        return [
-            f"{at} compressed {event.get('messages')} messages, "
-            f"{_n(event.get('tokens_before'))}→{_n(event.get('tokens_after'))} tokens, into "
-            f"{where} ({event.get('summary_source')} summary, {event.get('kept')} kept)",
-            *([f"{at}   {fidelity}"] if fidelity else []),
-        ]
-    if kind == EventKind.SUMMARY:
-        nested = event.get("summary")
-        fields = nested if isinstance(nested, dict) else event
-        return [f"{at}   summary:", *_summary_lines(fields)]
-    if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT, EventKind.ARTIFACTS):
-        # The workspace's own line for a truncation or compression, and the artifact list a
-        # compression's line sums up (`artifacts: ... left`): shown above.
-        return []
-    sentence = context_event_sentence(event)
-    return [f"{at} {sentence or kind}"]
-
-
-def _message_event(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:
-    """The timeline's lines for a message the agent logged: its first line (the message's
-    text as `text.message_lines` shows it), or with `full` all of it."""
-    mark = mark_of(msg.get("metadata"))
-    if mark is not None and mark.get("kind") == SUMMARY_MARK:
-        fields = mark.get("summary")
-        lines = [f"{at}   summary message {msg.get('id')}:"]
-        if full:  # the message as the model saw it: the five fields are in it
-            return lines + ["      " + t for t in _body(msg)]
-        return lines + _summary_lines(fields if isinstance(fields, dict) else {})
-    role = msg.get("role")
-    if not full and role in ("system", "tool"):
-        return []
-    body = _body(msg)
-    if not full and role == "assistant" and (not body or body[0].startswith(_CALL)):
-        return []  # only tool calls: the model_call line names them
-    if full:
-        return [f"{at} {role} ({msg.get('id')}):"] + ["    " + t for t in body]
-    short = _first_line("\n".join(body))
-    return [f"{at} {role}: {short}"]
-
-
-# How `text.message_lines` begins the lines of a tool call.
-_CALL = "-> tool call "
-
-
-def _body(msg: dict[str, Any]) -> list[str]:
-    """A message's lines as people and agents read them, without the `[role]` header."""
-    return message_lines(msg)[1:]
-
-
-def _summary_lines(fields: dict[str, Any]) -> list[str]:
-    names = (
-        "task_overview",
-        "current_state",
-        "important_discoveries",
-        "next_steps",
-        "context_to_preserve",
-    )
-    return [f"      {name}: {fields[name]}" for name in names if name in fields]
-
-
-def _first_line(text: str) -> str:
-    """The first line of `text`, cut to `_SHORT` characters, ` …` when there is more."""
-    text = text.strip()
-    line = text.split("\n", 1)[0]
-    more = len(line) > _SHORT or "\n" in text
-    return line[:_SHORT] + (" …" if more else "")
-
-
-def _n(value: Any) -> str:
+def _count(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def _ms(value: Any) -> str:
-    if not isinstance(value, (int, float)):
-        return "? ms"
-    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"

@@ -17,6 +17,7 @@ from ..workspace import (
     CONTEXT_FILE,
     EVENTS_FILE,
     SESSIONS_DIR,
+    EventKind,
     Folder,
     Refused,
     is_tool_result_name,
@@ -24,6 +25,7 @@ from ..workspace import (
 )
 from ._arguments import add_json, add_workdir, workdir_of
 from ._commands import COMMAND_HELP
+from ._describe import describe
 from ._output import shown
 from ._reading import (
     hard_links_refused,
@@ -65,21 +67,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(run=run)
 
 
-def describe_event(event: dict[str, Any]) -> str:
-    """One line for an events.jsonl entry."""
-    kind = str(event.get("kind", "?"))
-    reference = event.get("reference")
-    parts = [kind]
-    before, after = event.get("tokens_before"), event.get("tokens_after")
-    if isinstance(before, int) and isinstance(after, int):
-        parts.append(f"{before:,}->{after:,} tokens")
-    for key in ("tool_name", "bytes", "lines", "summary_source", "messages"):
-        value = event.get(key)
-        if value is not None:
-            parts.append(f"{key}={value:,}" if isinstance(value, int) else f"{key}={value}")
-    if reference:
-        parts.append(f"-> {reference}")
-    return " ".join(parts)
+def describe_event(event: dict[str, Any], session: str, *, by_agent: bool = True) -> str:
+    """The lines `show` prints for an event, each with the session after its time."""
+    lines = describe(event, by_agent=by_agent)
+    return "\n".join(f"{line[:8]} {session}{line[8:]}" for line in lines)
 
 
 @dataclass
@@ -104,6 +95,8 @@ class Follower:
     known_files: set[tuple[str, str]] = field(default_factory=set)
     # Files and folders that could not be read, said once on stderr until they can be again.
     refused: set[str] = field(default_factory=set)
+    # Whether an Agent wrote each session (see `describe`), found on its first event.
+    by_agent: dict[str, bool] = field(default_factory=dict)
 
     def _refuse(self, path: str, message: str) -> None:
         """Say once on stderr that `path` is not read; watching goes on."""
@@ -227,17 +220,38 @@ class Follower:
                 out.append(self._line(session, "torn", {"file": path}))
                 continue
             if name == EVENTS_FILE and isinstance(value, dict):
-                out.append(self._line(session, "event", value))
+                line = self._line(session, "event", value)
+                if line:  # what `show` does not print either (a system prompt, ...)
+                    out.append(line)
             elif name == CONTEXT_FILE:
                 out.append(self._line(session, "message", value))
         return out
+
+    def _started_by_agent(self, session: str) -> bool:
+        """Whether an Agent wrote the session: its record opens with `session_start` (or a
+        fork or sub-agent's first lines, soon after)."""
+        try:
+            with Folder(self.workdir, SESSIONS_DIR, session) as folder:
+                opened = open_in(folder, EVENTS_FILE)
+                if opened is None:
+                    return False
+                fd, _ = opened
+                try:
+                    head = os.pread(fd, 1 << 16, 0)
+                finally:
+                    os.close(fd)
+        except (OSError, CliError):
+            return False
+        return b'"kind":"session_start"' in head or b'"kind":"fork"' in head
 
     def _line(self, session: str, what: str, value: Any) -> str:
         if self.as_json:
             return json.dumps({"session": session, "type": what, "value": value})
         if what == "event":
-            stamp = str(value.get("time", ""))[11:19]
-            return f"{stamp} {session} {describe_event(value)}"
+            if value.get("kind") in (EventKind.SESSION_START, EventKind.FORK):
+                self.by_agent[session] = True
+            by_agent = self.by_agent.setdefault(session, self._started_by_agent(session))
+            return describe_event(value, session, by_agent=by_agent)
         if what == "message":
             lines = message_lines(value) or [json.dumps(value, ensure_ascii=False)]
             body = " | ".join(line for line in lines[1:4] if line.strip())

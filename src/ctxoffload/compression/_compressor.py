@@ -28,7 +28,7 @@ from typing import Any
 from ..exceptions import ConfigError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
-from ..model import ChatModel
+from ..model import ChatModel, model_label
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader, ReferenceReader
@@ -747,6 +747,7 @@ class Compressor:
             tokens_before=counted,
             tokens_after=tokens_after,
             summary_source=outcome.source,
+            summary_model=model_label(self.model) if outcome.source == "model" else None,
             summary_model_calls=outcome.model_calls,
             artifacts=index.report(),
             recoverable=recoverable,

@@ -676,9 +676,11 @@ def fidelity_sentence(event: dict[str, Any]) -> str | None:
 
 
 def context_event_sentence(event: dict[str, Any]) -> str | None:
-    """One sentence for a pin, an unpin, a clearing, an asked-for compaction, a background
-    summary, a fork or a sub-agent, as the INFO log and `ctxoffload show` print it; None for
-    the other kinds.
+    """One sentence for the events that are not a model call, a tool call, a message, a
+    truncation or a compression (`ctxoffload show` writes those itself): pins, clearings,
+    compactions, background summaries, offloads, windows, image limits, replays, data files,
+    context batches, stored tool results, forks and sub-agents; as the INFO log, `show` and
+    `watch` print it. None for the other kinds.
 
     `pinned message 1f3c… (assistant, by api): pins 0→120 tokens, 3% of the 4,000-token
     window`
@@ -742,6 +744,56 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"compacted on the agent's request ({event.get('reason')}), "
             f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
             f"{where}{focus}"
+        )
+    if kind == EventKind.OFFLOAD:
+        refs = event.get("references") or []
+        more = f" and {len(refs) - 1} more" if len(refs) > 1 else ""
+        where = f" into {refs[0]}{more}" if refs else ""
+        blocks = event.get("blocks")
+        return (
+            f"offloaded {_count(blocks)} block{'' if blocks == 1 else 's'} of "
+            f"{event.get('tool_name')} ({event.get('tool_id')}), "
+            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+            f"{where}"
+        )
+    if kind == EventKind.WINDOW:
+        pinned = event.get("pinned")
+        also = f", {pinned} pinned" if isinstance(pinned, int) and pinned else ""
+        fidelity = fidelity_sentence(event)
+        return (
+            f"sliding window moved {_count(event.get('messages'))} messages{_into(event)}, "
+            f"kept {_count(event.get('kept'))} (at most {_count(event.get('max_messages'))})"
+            f"{also}" + (f"; {fidelity}" if fidelity else "")
+        )
+    if kind == EventKind.IMAGE_LIMIT:
+        refs = event.get("references") or []
+        more = f" and {len(refs) - 1} more" if len(refs) > 1 else ""
+        where = f"; stored in {refs[0]}{more}" if refs else ""
+        return (
+            f"image limit: {_count(event.get('replaced'))} of {_count(event.get('images'))} "
+            f"images replaced by their references (at most {_count(event.get('max_images'))} "
+            f"kept){where}"
+        )
+    if kind == EventKind.REPLAY:
+        return (
+            f"replay {event.get('run')} ({event.get('config_name')}): "
+            f"{_count(event.get('messages'))} messages, {_count(event.get('model_calls'))} "
+            "model calls of the transcript"
+        )
+    if kind == EventKind.DATA:
+        media = event.get("media_type") or "bytes"
+        size = f", {_count(event.get('bytes'))} bytes" if event.get("bytes") is not None else ""
+        return f"stored a data file ({media}{size}): {event.get('reference')}"
+    if kind == EventKind.CONTEXT:
+        return (
+            f"appended {_count(event.get('messages'))} messages "
+            f"({_count(event.get('bytes'))} bytes){_into(event)}"
+        )
+    if kind == EventKind.TOOL_RESULT:
+        return (
+            f"stored the whole result of {event.get('tool_name')} ({event.get('tool_id')}): "
+            f"{_count(event.get('lines'))} lines, {_count(event.get('bytes'))} bytes, in "
+            f"{event.get('reference')}"
         )
     if kind == EventKind.FORK:
         given = event.get("origin")
