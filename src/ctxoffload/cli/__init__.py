@@ -128,8 +128,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help=(
-            "the workspace: a folder, or a bucket URL for ls, show, cat, grep, stats, verify "
-            "and gc (default: $CTXOFFLOAD_WORKDIR, else the current directory; demo makes a "
+            "the workspace: a folder, or a bucket URL for ls, show, cat, grep, stats, verify, "
+            "gc and ui (default: $CTXOFFLOAD_WORKDIR, else the current directory; demo makes a "
             "new folder)"
         ),
     )

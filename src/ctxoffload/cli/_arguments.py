@@ -79,7 +79,7 @@ def workdir_of(args: argparse.Namespace) -> Path:
     if is_store_url(text):
         raise CliError(
             f"--workdir {text!r}: `ctxoffload {getattr(args, 'command', '')}` works on a local "
-            "folder; ls, show, cat, grep, stats, verify and gc read a bucket"
+            "folder; ls, show, cat, grep, stats, verify, gc and ui read a bucket"
         )
     from pathlib import Path
 

@@ -31,6 +31,7 @@ __all__ = [
     "local_reference",
     "open_store",
     "remove_copies",
+    "remove_copy",
 ]
 
 _copies: dict[str, BucketCopy] = {}  # local folder -> its copy
@@ -146,3 +147,9 @@ def remove_copies() -> None:
     while _copies:
         local, _ = _copies.popitem()
         shutil.rmtree(local, ignore_errors=True)
+
+
+def remove_copy(folder: str) -> None:
+    """Delete one copy this process made (`ctxoffload ui` replaces its copy as it polls)."""
+    if _copies.pop(folder, None) is not None:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -27,7 +27,7 @@ from ._describe import NOT_BY_AGENT, describe, summary_fields, summary_lines
 from ._output import shown
 from ._reading import open_in, open_workspace, session_folder
 
-__all__ = ["register", "run"]
+__all__ = ["SessionLog", "register", "run", "step_messages"]
 
 
 def register(commands: Any) -> None:
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     """
     workdir = open_workspace(args, session=args.session)
     session = session_folder(workdir, args.session)
-    with _EventLog(workdir, session) as events:
+    with SessionLog(workdir, session) as events:
         if args.step is not None:
             _show_step(events, args)
         else:
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 # -- reading -------------------------------------------------------------------------------
 
 
-class _EventLog:
+class SessionLog:
     """The session's events.jsonl, read as a stream through the workspace's reader, as many
     times as the command needs: memory holds one line at a time (the longest line bounds
     it), never the whole log. Each pass stops where the log ended when it was opened, so an
@@ -101,7 +101,7 @@ class _EventLog:
         self._end = 0
         self.path = ""
 
-    def __enter__(self) -> _EventLog:
+    def __enter__(self) -> SessionLog:
         folder = self._stack.enter_context(Folder(self.workdir, SESSIONS_DIR, self.session))
         self.path = folder.path(EVENTS_FILE)
         opened = open_in(folder, EVENTS_FILE, self.path)
@@ -153,19 +153,26 @@ class _EventLog:
 # -- --step N --------------------------------------------------------------------------------
 
 
-def _show_step(events: _EventLog, args: argparse.Namespace) -> None:
+def step_messages(events: SessionLog, step: int) -> list[dict[str, Any]]:
+    """The messages the model was sent at `step`, rebuilt from the record.
+
+    Two passes, so that memory holds the step's messages only, not every message logged:
+    the first finds the ids the step was sent, the second keeps only those messages.
+
+    Raises:
+        CliError: the record cannot rebuild the step (exit 1), or no model call has that
+            step (exit 2; the message names the steps recorded).
+    """
     from ..exceptions import IncompleteRecord
     from ..workspace import rebuild_step
 
-    # Two passes, so that memory holds the step's messages only, not every message logged:
-    # the first finds the ids the step was sent, the second keeps only those messages.
     wanted: set[str] = set()
     steps: set[int] = set()
     for event in events:
         if event["kind"] == EventKind.MODEL_CALL and isinstance(event.get("step"), int):
             steps.add(event["step"])
             ids = event.get("messages")
-            if event["step"] == args.step and isinstance(ids, list):
+            if event["step"] == step and isinstance(ids, list):
                 wanted.update(i for i in ids if isinstance(i, str))
 
     def needed() -> Iterator[dict[str, Any]]:
@@ -179,12 +186,16 @@ def _show_step(events: _EventLog, args: argparse.Namespace) -> None:
             yield event
 
     try:
-        messages = rebuild_step(needed(), args.step)
+        return rebuild_step(needed(), step)
     except IncompleteRecord as exc:
         raise CliError(str(exc), EXIT_PROBLEMS) from None
     except LookupError as exc:
         known = f"steps {min(steps)}-{max(steps)}" if steps else "no model calls"
         raise CliError(f"{exc} ({known} are recorded)", EXIT_USAGE) from None
+
+
+def _show_step(events: SessionLog, args: argparse.Namespace) -> None:
+    messages = step_messages(events, args.step)
     if args.json:
         print(json.dumps({"session": args.session, "step": args.step, "messages": messages}))
         return
@@ -197,7 +208,7 @@ def _show_step(events: _EventLog, args: argparse.Namespace) -> None:
 # -- the timeline ----------------------------------------------------------------------------
 
 
-def _show_timeline(events: _EventLog, workdir: str, args: argparse.Namespace) -> None:
+def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -> None:
     # A first pass finds what the second needs ahead of it: the data/ files named anywhere,
     # and the `summary` events whose fields a summary message logs later (printed there).
     data_names: set[str] = set()
@@ -342,7 +353,7 @@ def _subagent_tree(
             continue
         seen.add(child)
         try:
-            with _EventLog(workdir, child) as grandchildren:
+            with SessionLog(workdir, child) as grandchildren:
                 _subagent_tree(workdir, child, grandchildren, depth + 1, lines, seen)
         except (OSError, CliError):
             lines.append(f"{'  ' * (depth + 1)}(its record cannot be read)")

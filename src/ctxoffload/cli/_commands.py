@@ -18,4 +18,5 @@ COMMAND_HELP = {
     "gc": "remove sessions past an age or over a size, then unreferenced data files",
     "replay": "replay a recorded agent transcript through truncation and compression",
     "fork": "start a new session from what the model was sent at one step of another",
+    "ui": "serve a local page: each step's window, what the model was sent, files, search",
 }

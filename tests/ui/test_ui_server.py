@@ -1,0 +1,349 @@
+"""`ctxoffload ui` over HTTP: the token, the Host check, read-only, confinement, and answers
+that agree with `show --json` and `grep --json`. A real server process; requests from
+http.client, so every header is the test's choice."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ui_running import Ui, start_ui, stop_ui
+
+from ctxoffload.workspace import EventKind
+
+
+def request(
+    ui: Ui,
+    path: str,
+    *,
+    method: str = "GET",
+    token: str | None = "ui",
+    host: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """One request; `token="ui"` adds the server's own token to the query."""
+    if token == "ui":
+        token = ui.token
+    if token is not None:
+        path += ("&" if "?" in path else "?") + urllib.parse.urlencode({"token": token})
+    connection = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=30)
+    sent = {"Host": host if host is not None else f"127.0.0.1:{ui.port}", **(headers or {})}
+    connection.putrequest(method, path, skip_host=True)
+    for name, value in sent.items():
+        connection.putheader(name, value)
+    connection.endheaders()
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response.status, dict(response.getheaders()), body
+
+
+def api(ui: Ui, name: str, **params: Any) -> Any:
+    status, _, body = request(ui, f"/api/{name}?{urllib.parse.urlencode(params)}")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+# -- who may ask --------------------------------------------------------------------------------
+
+
+def test_every_request_must_present_the_printed_token(ui: Ui) -> None:
+    for path in ("/", "/ui.js", "/api/sessions", "/api/session?session=nightly-job"):
+        assert request(ui, path, token=None)[0] == 403
+        assert request(ui, path, token="not-the-token")[0] == 403
+        assert request(ui, path, token=ui.token[:-1])[0] == 403
+        assert request(ui, path)[0] == 200
+    # The header and the cookie the page's first load sets are the other two ways in.
+    header = {"X-Ctxoffload-Token": ui.token}
+    assert request(ui, "/api/sessions", token=None, headers=header)[0] == 200
+    _, headers, _ = request(ui, "/")
+    cookie = headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    jar = {"Cookie": cookie.split(";")[0]}
+    assert request(ui, "/api/sessions", token=None, headers=jar)[0] == 200
+    assert (
+        request(ui, "/api/sessions", token=None, headers={"Cookie": "ctxoffload_ui_token=x"})[0]
+        == 403
+    )
+
+
+def test_a_request_for_another_host_is_refused(ui: Ui) -> None:
+    """DNS rebinding: a page of evil.example resolved to 127.0.0.1 sends its own Host."""
+    for host in (f"evil.example:{ui.port}", "127.0.0.1", f"127.0.0.1:{ui.port + 1}", ""):
+        status, _, body = request(ui, "/api/sessions", host=host)
+        assert status == 403, host
+        assert b"Host" in body
+    assert request(ui, "/api/sessions", host=f"localhost:{ui.port}")[0] == 200
+
+
+def test_it_listens_on_loopback_only(ui: Ui) -> None:
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=False).stdout
+    mine = [line for line in out.splitlines() if f":{ui.port} " in line]
+    if not mine:  # no ss here: ask /proc instead
+        port = f"{ui.port:04X}"
+        rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+        mine = [r.split()[1] for r in rows if r.split()[1].endswith(f":{port}")]
+        assert mine and all(local.startswith("0100007F:") for local in mine), mine
+    else:
+        assert all("127.0.0.1:" in line for line in mine), mine
+
+
+def test_it_writes_nothing_and_answers_get_only(ui: Ui) -> None:
+    before = snapshot(ui.workdir)
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, headers, _ = request(ui, "/api/sessions", method=method)
+        assert status == 405 and headers["Allow"] == "GET, HEAD"
+    for name, params in [
+        ("sessions", {}),
+        ("session", {"session": "nightly-job"}),
+        ("step", {"session": "nightly-job", "step": 4}),
+        ("diff", {"session": "nightly-job", "from": 3, "to": 4}),
+        ("file", {"path": "sessions/nightly-job/context.jsonl"}),
+        ("search", {"pattern": "ERROR"}),
+    ]:
+        api(ui, name, **params)
+    assert snapshot(ui.workdir) == before
+
+
+def test_answers_carry_a_policy_that_runs_no_foreign_script(ui: Ui) -> None:
+    for path in ("/", "/api/sessions"):
+        _, headers, _ = request(ui, path)
+        policy = headers["Content-Security-Policy"]
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["Referrer-Policy"] == "no-referrer"
+    _, headers, _ = request(ui, "/api/file?path=sessions/nightly-job/tool_result-call_1.txt")
+    assert headers["Content-Type"].startswith("application/json")
+
+
+# -- what it serves agrees with the other commands ---------------------------------------------
+
+
+def cli_json(workdir: Path, *args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), *args],
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def test_each_steps_parts_are_the_recorded_ones(ui: Ui) -> None:
+    shown = cli_json(ui.workdir, "show", "nightly-job", "--json")
+    recorded = {e["step"]: e for e in shown["events"] if e["kind"] == EventKind.MODEL_CALL}
+    steps = api(ui, "session", session="nightly-job")["steps"]
+    assert [s["step"] for s in steps] == sorted(recorded)
+    for step in steps:
+        event = recorded[step["step"]]
+        assert step["window"] == event["window"]
+        assert step["tokens_counted"] == event["tokens_counted"]
+        assert sum(step["window"].values()) == event["tokens_counted"]
+        assert step["context_window"] == event["context_window"]
+        assert step["trigger_tokens"] == event["trigger_tokens"]
+    marks = [m["mark"] for s in steps for m in s["marks"]]
+    assert "compression" in marks and "offload" in marks
+
+
+def test_a_step_is_what_show_step_prints(ui: Ui) -> None:
+    for step in (1, 4, 12):
+        sent = cli_json(ui.workdir, "show", "nightly-job", "--step", str(step), "--json")
+        served = api(ui, "step", session="nightly-job", step=step)
+        assert [m["id"] for m in served["messages"]] == [m["id"] for m in sent["messages"]]
+        assert [m["role"] for m in served["messages"]] == [m["role"] for m in sent["messages"]]
+    paths = {
+        part["path"]
+        for m in api(ui, "step", session="nightly-job", step=12)["messages"]
+        for part in m["parts"]
+        if "path" in part
+    }
+    assert "sessions/nightly-job/context.jsonl" in paths
+    assert any(p.startswith("sessions/nightly-job/tool_result-") for p in paths)
+    for path in paths:  # every link opens
+        assert not api(ui, "file", path=path)["error"], path
+
+
+def test_search_finds_what_grep_finds(ui: Ui) -> None:
+    for pattern, flags in [
+        ("ERROR", {}),
+        ("order_id=ORD-5821", {"fixed": "1"}),
+        ("error", {"ignore_case": "1"}),
+    ]:
+        args = (
+            ["grep", "--json"]
+            + (["-F"] if flags.get("fixed") else [])
+            + (["-i"] if flags.get("ignore_case") else [])
+            + [pattern]
+        )
+        hits = cli_json(ui.workdir, *args)
+        served = api(ui, "search", pattern=pattern, **flags)
+        assert served["total"] == len(hits)
+        expected = [(os.path.relpath(h["file"], ui.workdir), h["line"]) for h in hits][:500]
+        assert [(m["path"], m["line"]) for m in served["matches"]] == expected
+
+
+def test_the_difference_between_two_steps(ui: Ui) -> None:
+    first = api(ui, "step", session="nightly-job", step=3)["messages"]
+    second = api(ui, "step", session="nightly-job", step=4)["messages"]
+    diff = api(ui, "diff", session="nightly-job", **{"from": 3, "to": 4})
+    ids_before = {m["id"] for m in first}
+    ids_after = {m["id"] for m in second}
+    assert {m["id"] for m in diff["left"]} == ids_before - ids_after
+    assert {m["id"] for m in diff["entered"]} == ids_after - ids_before
+    assert diff["kept"] == len(ids_before & ids_after)
+    assert diff["left"], "step 4 follows a compression: messages left"
+
+
+# -- hostile input -----------------------------------------------------------------------------
+
+
+def test_hostile_paths_and_session_ids_get_an_error_not_a_file(
+    own_demo: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the secret\n")
+    session = own_demo / "sessions" / "nightly-job"
+    (session / "tool_result-link.txt").symlink_to(secret)
+    os.link(secret, session / "tool_result-hard.txt")
+    os.mkfifo(session / "tool_result-fifo.txt")
+    ui = start_ui(own_demo)
+    try:
+        for path in (
+            str(secret),
+            "../secret.txt",
+            "sessions/../../secret.txt",
+            "sessions/nightly-job/tool_result-link.txt",
+            "sessions/nightly-job/tool_result-hard.txt",
+            "sessions/nightly-job/tool_result-fifo.txt",
+            "/etc/passwd",
+        ):
+            answer = api(ui, "file", path=path)
+            assert answer["error"], path
+            assert "the secret" not in answer["text"] and "root:" not in answer["text"]
+        for session_id in ("../nightly-job", "/etc", "nightly-job/../x", "no-such", "a\x00b"):
+            status, _, body = request(
+                ui, f"/api/session?{urllib.parse.urlencode({'session': session_id})}"
+            )
+            assert status in (400, 404), (session_id, body)
+            assert "error" in json.loads(body)
+        for bad in ("/api/step?session=nightly-job&step=x", "/api/nothing", "/../etc/passwd"):
+            assert request(ui, bad)[0] in (400, 404)
+    finally:
+        stop_ui(ui)
+
+
+# -- live --------------------------------------------------------------------------------------
+
+
+def test_live_updates_name_the_session_that_changed(own_demo: Path) -> None:
+    ui = start_ui(own_demo)
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=60)
+        connection.request(
+            "GET", f"/api/live?token={ui.token}", headers={"Host": f"127.0.0.1:{ui.port}"}
+        )
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.getheader("Content-Type", "").startswith("text/event-stream")
+        assert response.readline() == b"retry: 2000\n"
+        got: list[bytes] = []
+
+        def read() -> None:
+            while True:
+                line = response.readline()
+                if not line or line.startswith(b"data: "):
+                    got.append(line)
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        with (own_demo / "sessions" / "nightly-job" / "events.jsonl").open("a") as log:
+            log.write(json.dumps({"time": "2026-11-24T00:00:00+00:00", "kind": "note"}) + "\n")
+        reader.join(timeout=30)
+        assert got, "no change event within 30 s"
+        change = json.loads(got[0][len(b"data: ") :])
+        assert "nightly-job" in change["sessions"]
+        connection.close()
+    finally:
+        stop_ui(ui)
+
+
+def test_a_busy_port_is_a_clear_error(ui: Ui) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctxoffload",
+            "--workdir",
+            str(ui.workdir),
+            "ui",
+            "--port",
+            str(ui.port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{ui.port}" in done.stderr and "--port 0" in done.stderr
+
+
+def test_not_a_workspace_is_a_clear_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "--workdir", str(tmp_path / "none"), "ui"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and "ctxoffload" in done.stderr
+
+
+def test_the_other_commands_and_import_pay_nothing_for_it() -> None:
+    code = (
+        "import sys, io, contextlib, ctxoffload\n"
+        "from ctxoffload.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['--help'])\n"
+        "loaded = [m for m in sys.modules if 'ui' in m.split('.')[-1] and 'ctxoffload' in m]\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "[]", done
+
+
+@pytest.mark.parametrize("port", ["-1", "70000"])
+def test_a_bad_port_is_a_usage_error(demo_workspace: Path, port: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctxoffload",
+            "--workdir",
+            str(demo_workspace),
+            "ui",
+            "--port",
+            port,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and "--port" in done.stderr

@@ -1,0 +1,103 @@
+"""Running `ctxoffload ui` as users do (a real process on 127.0.0.1), and where the system's
+Chromium is."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_HINT = (
+    "the browser tests need Debian's Chromium: `apt-get install -y chromium` (or set "
+    "CTXOFFLOAD_CHROMIUM to a Chromium binary); they do not download a browser"
+)
+
+
+@dataclass
+class Ui:
+    """A running `ctxoffload ui`: its process, its printed URL and what that URL holds."""
+
+    process: subprocess.Popen[str]
+    url: str
+    workdir: Path
+
+    @property
+    def base(self) -> str:
+        parts = urllib.parse.urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
+    def port(self) -> int:
+        return int(urllib.parse.urlsplit(self.url).port or 0)
+
+    @property
+    def token(self) -> str:
+        return urllib.parse.parse_qs(urllib.parse.urlsplit(self.url).query)["token"][0]
+
+
+def start_ui(workdir: Path | str, *extra: str) -> Ui:
+    """`ctxoffload --workdir WORKDIR ui --port 0`, started and its URL read from stdout."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ctxoffload",
+            "--workdir",
+            str(workdir),
+            "ui",
+            "--port",
+            "0",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    for _ in range(3):
+        line = process.stdout.readline()
+        if "http://" in line:
+            return Ui(process, line.strip(), Path(workdir))
+    process.kill()
+    raise AssertionError(f"ctxoffload ui printed no URL: {process.communicate()}")
+
+
+def stop_ui(ui: Ui) -> str:
+    """Stop the server; what it wrote on stderr (warnings)."""
+    ui.process.terminate()
+    try:
+        _, err = ui.process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        ui.process.kill()
+        _, err = ui.process.communicate()
+    return err
+
+
+def chromium_path() -> str:
+    """Where Chromium is; fails (never skips) with the command that installs it."""
+    for candidate in (
+        os.environ.get("CTXOFFLOAD_CHROMIUM"),
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+        "/usr/bin/chromium",
+    ):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    pytest.fail(CHROMIUM_HINT)
+
+
+def artifacts() -> Path:
+    """Where tests save what people look at afterwards (screenshots): $CTXOFFLOAD_ARTIFACTS,
+    else .ci/artifacts in the checkout."""
+    folder = Path(
+        os.environ.get("CTXOFFLOAD_ARTIFACTS")
+        or Path(__file__).resolve().parents[2] / ".ci" / "artifacts"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
