@@ -266,3 +266,25 @@ def test_scripted_models_are_named_as_such(demo: Path) -> None:
     out = run("show", "nightly-job", "--workdir", str(demo))
     assert "model: scripted (gpt-4o-mini) (summaries: scripted (gpt-4o-mini))" in out
     assert "(summary by scripted (gpt-4o-mini), 3 kept)" in out
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (
+            {"kind": "compression", "tokens_before": 9000, "tokens_after": 1000},
+            "compressed history, 9,000→1,000 tokens, into nowhere (no offloader)",
+        ),
+        (
+            {"kind": "truncation", "tool": "fetch_logs", "tokens_before": 30000},
+            "truncated fetch_logs 30,000→? tokens",
+        ),
+        ({"kind": "truncation"}, "truncated a tool result"),
+    ],
+)
+def test_an_event_missing_figures_says_what_it_has(event: dict[str, Any], expected: str) -> None:
+    """Events written by another writer (or an older version) may lack a figure: the line
+    says what the event holds and never prints `None` for the rest."""
+    [line] = describe({"time": "2026-11-24T10:00:00+00:00", **event}, by_agent=False)[:1]
+    assert expected in line
+    assert "None" not in line

@@ -152,7 +152,8 @@ def _describe(event: dict[str, Any], *, full: bool, by_agent: bool) -> list[str]
             else ""
         )
         return [
-            f"{at}   truncated {event.get('tool_name')} {_n(event.get('tokens_before'))}→"
+            f"{at}   truncated {event.get('tool_name') or event.get('tool') or 'a tool result'} "
+            f"{_n(event.get('tokens_before'))}→"
             f"{_n(event.get('tokens_after'))} tokens{of}; whole output in "
             f"{event.get('reference') or 'nowhere (no offloader)'}"
         ]
@@ -162,10 +163,14 @@ def _describe(event: dict[str, Any], *, full: bool, by_agent: bool) -> list[str]
         if isinstance(span, list) and len(span) == 2:
             where += f" lines {span[0]}-{span[1]}"
         fidelity = fidelity_sentence(event)
+        count = event.get("messages")
+        what = f"{_n(count)} messages" if isinstance(count, int) else "history"
+        kept = event.get("kept")
+        also = f", {_n(kept)} kept" if isinstance(kept, int) else ""
         return [
-            f"{at} compressed {event.get('messages')} messages, "
+            f"{at} compressed {what}, "
             f"{_n(event.get('tokens_before'))}→{_n(event.get('tokens_after'))} tokens, into "
-            f"{where} ({_summary_by(event)}, {event.get('kept')} kept)",
+            f"{where} ({_summary_by(event)}{also})",
             *([f"{at}   {fidelity}"] if fidelity else []),
         ]
     if kind == EventKind.SUMMARY:
@@ -183,7 +188,10 @@ def _describe(event: dict[str, Any], *, full: bool, by_agent: bool) -> list[str]
 def _summary_by(event: dict[str, Any]) -> str:
     """`summary by scripted (gpt-4o-mini)`, `model summary`, `extractive summary`."""
     by = event.get("summary_model")
-    return f"summary by {by}" if by else f"{event.get('summary_source')} summary"
+    if by:
+        return f"summary by {by}"
+    source = event.get("summary_source")
+    return f"{source} summary" if source else "summary"
 
 
 def _message_event(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:
@@ -237,6 +245,9 @@ def _first_line(text: str) -> str:
 
 
 def _n(value: Any) -> str:
+    """A figure with thousands separators; `?` for one the event does not hold."""
+    if value is None:
+        return "?"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
