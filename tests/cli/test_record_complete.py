@@ -59,6 +59,11 @@ def test_a_replayed_session_rebuilds_every_step(demo: Path, tmp_path: Path) -> N
         shown = json.loads(run("show", "wi", "--step", str(step), "--json", "--workdir", str(ws)))
         call_event = next(e for e in events if e["kind"] == "model_call" and e["step"] == step)
         assert [m["id"] for m in shown["messages"]] == call_event["messages"]
+        # What filled the window, for `ctxoffload ui`: the parts add up to the count.
+        assert sum(call_event["window"].values()) == call_event["tokens_counted"]
+        assert call_event["window"]["tools"] == 0  # a transcript sends no tool schemas
+        assert call_event["context_window"] == 1800
+        assert call_event["trigger_tokens"] == int(0.8 * 1800)
     # After a compression, the step is sent the summary instead of what left.
     compressed = run("show", "wi", "--step", str(steps[-1]), "--workdir", str(ws))
     assert "<context_summary>" in compressed

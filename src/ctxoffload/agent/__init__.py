@@ -13,10 +13,11 @@ if TYPE_CHECKING:
     from ..offloader import FileToolbox, resolve_in_roots, retrieval_tool, workspace_tools
     from ._agent import Agent, StepRecord
     from ._openai_model import OpenAIChatModel
-    from ._record import SessionRecorder
+    from ._record import WINDOW_PARTS, SessionRecorder, window_parts
     from ._tools import Tool, as_tool
 
 __all__ = [
+    "WINDOW_PARTS",
     "Agent",
     "ChatModel",
     "FileToolbox",
@@ -30,6 +31,7 @@ __all__ = [
     "as_tool",
     "resolve_in_roots",
     "retrieval_tool",
+    "window_parts",
     "workspace_tools",
 ]
 
@@ -51,5 +53,7 @@ __getattr__, __dir__ = lazy_exports(
         "as_tool": "._tools",
         "OpenAIChatModel": "._openai_model",
         "SessionRecorder": "._record",
+        "WINDOW_PARTS": "._record",
+        "window_parts": "._record",
     },
 )

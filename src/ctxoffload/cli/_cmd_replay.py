@@ -180,6 +180,7 @@ async def replay_run(
     Args:
         summary_model: a `ChatModel` that writes the summaries; None for extractive ones.
     """
+    from ..agent import window_parts
     from ..compression import Compressor
     from ..model import ModelResponse
 
@@ -224,6 +225,9 @@ async def replay_run(
                 step.tokens_after,
                 time.monotonic(),
                 response=ModelResponse(message=msg),
+                window=window_parts(context, tracker.count_message, 0),  # no tool schemas
+                context_window=window,
+                trigger_tokens=int(config.trigger_ratio * window),
             )
         without += tracker.count_message(msg)
         kept = await compressor.process_message(msg)

@@ -217,7 +217,9 @@ function drawTimeline(data) {
       el("div", { class: "label" }, String(step.step)),
     ));
   }
-  fill(box, ...children);
+  fill(box, el("div", { class: "track" }, children));
+  const current = box.querySelector(".step.current") || box.querySelector(".step:last-child");
+  if (current) current.scrollIntoView({ block: "nearest", inline: "nearest" });
 }
 
 function total(step) {
