@@ -377,3 +377,70 @@ async def test_a_command_of_several_lines_is_one_entry_that_verify_finds(
     assert "\nmake deploy" not in index  # one entry, one line
     assert main(["--workdir", str(local_ws.workdir), "verify"]) == 0
     capsys.readouterr()
+
+
+# -- the RE2 scan against the patterns it stands for -------------------------------------------
+
+
+def reference_artifacts(msg: Msg) -> set[tuple[str, str]]:
+    """What the artifact patterns find with Python's `re`, a line at a time (lookbehind and
+    all): the reference the whole-text RE2 scan must agree with, below the cap."""
+    from ctxoffload.compression import _artifacts as a
+    from ctxoffload.text import message_lines
+
+    found = set()
+    for line in message_lines(msg):
+        rest = line
+        for match in a._URL.finditer(line):
+            found.add(("url", match.group().rstrip(a._TRAILING)))
+            rest = rest[: match.start()] + " " * len(match.group()) + rest[match.end() :]
+        for pattern in (a._ABSOLUTE, a._RELATIVE):
+            for match in pattern.finditer(rest):
+                value = match.group().rstrip(a._TRAILING)
+                if value.count("/") >= 1 and len(value) > 3:
+                    found.add(("path", value))
+        for pattern in (a._KEY, a._CODE, a._UUID):
+            found.update(("id", m.group()) for m in pattern.finditer(rest))
+        for match in a._HASH.finditer(rest):
+            value = match.group()
+            if not value.isdigit() and any(c.isdigit() for c in value):
+                found.add(("id", value))
+    return {(kind, a._cut(value)) for kind, value in found}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A URL that begins another: the longer one is not cut into a path.
+        "fetch http://archive.ubuntu.com/ubuntu\n"
+        "W: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy/InRelease  Temporary",
+        # Paths one space apart, each found.
+        "rm snippet.py reproduction/example.py reproduction/conf.py reproduction/index.rst",
+        "/a/b /c/d:/e/f ~/x/y ../up/one.txt ./here/two.md",
+        "naïve/ünïcode/fïle.py and /home/josé/données/x.csv",
+        "ORD-58213,E1234;3f9a2c1d 123e4567-e89b-12d3-a456-426614174000",
+        "s3://b/k.parquet and gs://b/k and file:///tmp/x/y.txt",
+    ],
+)
+def test_the_scan_finds_what_the_patterns_find(text: str) -> None:
+    msg = Msg(role="user", content=text)
+    found = {(k, v) for k, v in message_artifacts(msg) if k != "command"}
+    assert found == reference_artifacts(msg)
+
+
+def test_the_scan_agrees_with_the_patterns_on_the_corpus() -> None:
+    from corpus import CORPUS, conversations
+
+    if not CORPUS.is_dir():
+        pytest.skip(f"the corpus ({CORPUS}) is not here")
+    checked = 0
+    for path in sorted(CORPUS.iterdir()):
+        if path.name == "SOURCES.md":
+            continue
+        for msg in (m for conversation in conversations(path) for m in conversation):
+            found = message_artifacts(msg)
+            if len(found) >= ARTIFACTS_PER_MESSAGE:
+                continue  # capped: which 256 are kept depends on the order of the scan
+            assert {(k, v) for k, v in found if k != "command"} == reference_artifacts(msg), msg.id
+            checked += 1
+    assert checked > 1000

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,29 +157,72 @@ def _commands_of(call: ToolCallBlock) -> Iterable[str]:
             yield value.strip()
 
 
-def _line_values(line: str) -> Iterable[tuple[str, str]]:
-    """The (kind, value) pairs of one line of text, URLs first and not again as paths."""
-    rest = line
-    for match in _URL.finditer(line):
-        yield "url", match.group().rstrip(_TRAILING)
-        rest = rest.replace(match.group(), " ")
-    for pattern in (_ABSOLUTE, _RELATIVE):
-        for match in pattern.finditer(rest):
-            value = match.group().rstrip(_TRAILING)
+# The same patterns for RE2, run once over a message's whole text (linear, and 3-7x faster
+# than `re` on these: none starts with a literal). RE2 has no lookbehind: the character
+# before a path is matched instead (or the line's start), and the path is group 1. `\w` is
+# spelled `[\pL\pN_]` for RE2, as Python's `re` reads it on str: letters of any script
+# (`\b` stays ASCII in RE2: an id or an extension right before a non-ASCII letter ends
+# there, where `re` would not end it).
+_W = r"\pL\pN_"
+_RE2_PATTERNS = {
+    "url": _URL.pattern,
+    "absolute": rf"(?m)(?:^|[^{_W}/.~:-])((?:~|\.\.?)?(?:/[{_W}.@+-]+){{2,}}/?)",
+    "relative": (
+        rf"(?m)(?:^|[^{_W}/.~:-])([{_W}.-]+(?:/[{_W}.@+-]+)+\.[A-Za-z][A-Za-z0-9]{{0,7}})\b"
+    ),
+    "key": _KEY.pattern,
+    "code": _CODE.pattern,
+    "uuid": _UUID.pattern,
+    "hash": _HASH.pattern,
+}
+_compiled: dict[str, Any] = {}
+
+
+def _scanner(name: str) -> Any:
+    found = _compiled.get(name)
+    if found is None:
+        import re2  # type: ignore[import-untyped]  # google-re2, a dependency; loaded on use
+
+        options = re2.Options()
+        options.log_errors = False
+        # Compiled for bytes: the text is encoded once for every pattern, not once a pattern.
+        found = _compiled[name] = re2.compile(_RE2_PATTERNS[name].encode(), options)
+    return found
+
+
+def _text_values(text: str) -> Iterable[tuple[str, str]]:
+    """The (kind, value) pairs of a message's text: URLs, then paths (not inside a URL),
+    then ids (not inside a URL), each in the order they appear."""
+    data = text.encode("utf-8", "surrogatepass")
+    pieces, at = [], 0  # the text with each URL blanked, for the paths and ids
+    for match in _scanner("url").finditer(data):
+        yield "url", _str(match.group()).rstrip(_TRAILING)
+        start, end = match.span()
+        pieces += [data[at:start], b" " * (end - start)]
+        at = end
+    rest = b"".join([*pieces, data[at:]]) if pieces else data
+    for name in ("absolute", "relative"):
+        for match in _scanner(name).finditer(rest):
+            value = _str(match.group(1)).rstrip(_TRAILING)
             if value.count("/") >= 1 and len(value) > 3:
                 yield "path", value
-    for pattern in (_KEY, _CODE, _UUID):
-        for match in pattern.finditer(rest):
-            yield "id", match.group()
-    for match in _HASH.finditer(rest):
-        value = match.group()
+    for name in ("key", "code", "uuid"):
+        for match in _scanner(name).finditer(rest):
+            yield "id", _str(match.group())
+    for match in _scanner("hash").finditer(rest):
+        value = _str(match.group())
         if not value.isdigit() and any(c.isdigit() for c in value):
             yield "id", value
 
 
+def _str(value: bytes) -> str:
+    return value.decode("utf-8", "surrogatepass")
+
+
 def message_artifacts(msg: Msg) -> list[tuple[str, str]]:
-    """The distinct (kind, value) artifacts of one message, at most `ARTIFACTS_PER_MESSAGE`,
-    commands first."""
+    """The distinct (kind, value) artifacts of one message, at most `ARTIFACTS_PER_MESSAGE`:
+    the commands of its tool calls, those of its shell blocks and `$ ` lines, then its URLs,
+    paths and ids."""
     found: dict[tuple[str, str], None] = {}
 
     def add(kind: str, value: str) -> bool:
@@ -192,29 +235,41 @@ def message_artifacts(msg: Msg) -> list[tuple[str, str]]:
             for command in _commands_of(block):
                 if add("command", command):
                     return list(found)
+    lines = message_lines(msg)
+    text = "\n".join(lines)
+    if ("```" in text or "$ " in text) and _shell_commands(lines, add):
+        return list(found)
+    for kind, value in _text_values(text):
+        if add(kind, value):
+            break
+    return list(found)
+
+
+def _shell_commands(lines: Iterable[str], add: Callable[[str, str], bool]) -> bool:
+    """Add the commands of the shell blocks and `$ ` lines; whether the cap was reached."""
     fence: str | None = None
     heredoc: str | None = None  # the word that ends the here-document being read
     continued = False  # the previous line of the shell block ended with a backslash
-    for line in message_lines(msg):
-        opened = _FENCE.match(line)
+    for line in lines:
+        opened = _FENCE.match(line) if "```" in line else None
         if opened is not None:
             fence = None if fence is not None else opened.group(1).lower()
             heredoc, continued = None, False
+            continue
+        if fence is None and "$ " not in line:
             continue
         stripped = line.strip()
         if heredoc is not None:
             heredoc = None if stripped == heredoc else heredoc  # a script's body, not commands
         elif fence in _SHELLS and stripped and not stripped.startswith("#"):
             if not continued and add("command", stripped.removeprefix("$ ")):
-                break
+                return True
             continued = stripped.endswith("\\")
             started = _HEREDOC.search(stripped)
             heredoc = started.group(1) if started is not None else None
         elif stripped.startswith("$ ") and len(stripped) > 2 and add("command", stripped[2:]):
-            break
-        if any(add(kind, value) for kind, value in _line_values(line)):
-            break
-    return list(found)
+            return True
+    return False
 
 
 def find_artifacts(
