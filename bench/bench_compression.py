@@ -17,7 +17,11 @@ loop that checks the context before every model call. A third line is the floor 
 cold figure: the bare tokenizer (tiktoken's `encode_ordinary`) on the messages' texts, which
 any exact count of a history never seen before has to pay.
 
-Usage: python bench/bench_compression.py [--quick]
+`--latency MS` makes the summary model take MS milliseconds to answer each request, as a
+real one does: the artifacts of what leaves are then found in a worker thread while the
+model is waited for, and do not add to the time.
+
+Usage: python bench/bench_compression.py [--quick] [--latency MS]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ctxoffload import (
     ContextConfig,
@@ -146,12 +151,22 @@ def _baseline(path: Path, messages: list[Msg]) -> float:
     return time.perf_counter() - start
 
 
+class _Answering(ScriptedModel):
+    """A `ScriptedModel` that takes `latency` seconds to answer, as a model on a network does."""
+
+    latency = 0.0
+
+    async def generate(self, messages: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(self.latency)
+        return await super().generate(messages, **kwargs)
+
+
 async def _compress(
     workdir: Path, system: Msg, messages: list[Msg], warm: bool
 ) -> tuple[float, str]:
     compressor = Compressor(
         ContextConfig(context_window=WINDOW),
-        model=ScriptedModel(default=SUMMARY),
+        model=_Answering(default=SUMMARY),
         offloader=LocalWorkspace(workdir),
         session_id="bench",
         counter=TiktokenCounter(),  # fresh: nothing counted before this compression
@@ -175,7 +190,11 @@ async def _compress(
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 messages, one repeat")
+    parser.add_argument(
+        "--latency", type=float, default=0.0, metavar="MS", help="summary model latency, ms"
+    )
     args = parser.parse_args()
+    _Answering.latency = args.latency / 1000
     count, repeats = (1_000, 1) if args.quick else (10_000, 3)
 
     steps, source = _steps()
@@ -200,6 +219,8 @@ async def main() -> None:
             warm.append(elapsed)
     base = min(baseline)
     print(f"compression: {detail}")
+    if args.latency:
+        print(f"  (the summary model answers each request in {args.latency:g} ms)")
     print(f"  json.dumps + write + fsync   {base * 1e3:9.1f} ms  (baseline)")
     for label, times in (("cold (counts every message)", cold), ("warm (counts cached)", warm)):
         best = min(times)

@@ -45,6 +45,7 @@ __all__ = [
     "FoundArtifact",
     "events_file",
     "find_artifacts",
+    "scan_messages",
 ]
 
 ARTIFACTS_PER_MESSAGE = 256
@@ -272,8 +273,19 @@ def _shell_commands(lines: Iterable[str], add: Callable[[str, str], bool]) -> bo
     return False
 
 
+def scan_messages(messages: Sequence[Msg]) -> list[list[tuple[str, str]]]:
+    """`message_artifacts` of each message, in order: the costly part of `find_artifacts`,
+    which a compaction runs in a worker thread while it persists and summarises (RE2 lets
+    go of the GIL while it matches)."""
+    return [message_artifacts(msg) for msg in messages]
+
+
 def find_artifacts(
-    messages: Sequence[Msg], lines: Mapping[str, int] | None = None, *, recency: int = 0
+    messages: Sequence[Msg],
+    lines: Mapping[str, int] | None = None,
+    *,
+    recency: int = 0,
+    scanned: Sequence[list[tuple[str, str]]] | None = None,
 ) -> tuple[list[FoundArtifact], Counter[str]]:
     """The artifacts of `messages` (oldest first), and a tally of the tool calls they made.
 
@@ -282,15 +294,17 @@ def find_artifacts(
         lines: the line of context.jsonl each message is on, by message id, when known.
         recency: added to each message's position, so that entries of a later compression
             sort as newer.
+        scanned: `scan_messages(messages)`, when it was run already.
     """
     by_value: dict[tuple[str, str], FoundArtifact] = {}
     calls: Counter[str] = Counter()
-    for position, msg in enumerate(messages):
+    per_message = scanned if scanned is not None else scan_messages(messages)
+    for position, (msg, artifacts) in enumerate(zip(messages, per_message, strict=True)):
         line = (lines or {}).get(msg.id)
         for block in msg.blocks:
             if isinstance(block, ToolCallBlock):
                 calls[block.name] += 1
-        for kind, value in message_artifacts(msg):
+        for kind, value in artifacts:
             known = by_value.get((kind, value))
             if known is None:
                 by_value[(kind, value)] = FoundArtifact(kind, value, line, 1, recency + position)

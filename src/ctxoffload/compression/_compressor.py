@@ -32,7 +32,7 @@ from ..model import ChatModel, model_label
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader, ReferenceReader
-from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts
+from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts, scan_messages
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
@@ -548,13 +548,24 @@ class Compressor:
             ready = await self._apply_background(pending, plan, counted, tools, cfg, window)
             if ready is not None:
                 return ready
-        persisted = await self.persist(plan.older)
-        if persisted.failure is not None:
-            reason = f"offload failed: {persisted.failure}"
-            return CompressionResult(context, False, reason, counted, counted)
-        lines = await self._read_back(persisted, plan.older)
-        outcome = await self._summarise(plan, persisted, cfg, window, model)
-        return await self._assemble(plan, persisted, outcome, counted, tools, cfg, window, lines)
+        # The artifacts of what leaves are found in a worker thread meanwhile: on a long
+        # history they take as long as the summary request's transcript, and a model takes
+        # longer still.
+        scanning = asyncio.ensure_future(asyncio.to_thread(scan_messages, plan.older))
+        try:
+            persisted = await self.persist(plan.older)
+            if persisted.failure is not None:
+                reason = f"offload failed: {persisted.failure}"
+                return CompressionResult(context, False, reason, counted, counted)
+            lines = await self._read_back(persisted, plan.older)
+            outcome = await self._summarise(plan, persisted, cfg, window, model)
+            scanned = await scanning
+        finally:
+            if not scanning.done():
+                scanning.cancel()  # the thread finishes on its own; nothing waits for it
+        return await self._assemble(
+            plan, persisted, outcome, counted, tools, cfg, window, lines, scanned=scanned
+        )
 
     def _keep_notes(
         self, plan: _Plan, counted: int, tools: Sequence[dict[str, Any]]
@@ -705,12 +716,15 @@ class Compressor:
         cfg: ContextConfig,
         window: int,
         lines: dict[str, int] | None,
+        *,
+        scanned: list[list[tuple[str, str]]] | None = None,
     ) -> CompressionResult:
         """Assemble: the system prompt, the summary message (naming context.jsonl, the line
         span and the artifact trail, within the reserve, then the artifact index), then the
-        messages kept; the artifacts and compression events record it."""
+        messages kept; the artifacts and compression events record it. `scanned` is
+        `scan_messages(plan.older)` when it was run already."""
         listed_in = events_file(persisted.reference)
-        candidates = self._leaving_artifacts(plan.older, lines, self._state)
+        candidates = self._leaving_artifacts(plan.older, lines, self._state, scanned=scanned)
         # The index's least part (how many artifacts are cut, and where they are listed)
         # comes out of the summary's budget; the rest of the index takes what is left under
         # the trigger, up to its own budget.
@@ -813,12 +827,17 @@ class Compressor:
         return note, {"artifacts": index.report(), "recoverable": _read_back_report(leaving, lines)}
 
     def _leaving_artifacts(
-        self, leaving: Sequence[Msg], lines: Mapping[str, int] | None, state: SummaryState
+        self,
+        leaving: Sequence[Msg],
+        lines: Mapping[str, int] | None,
+        state: SummaryState,
+        *,
+        scanned: list[list[tuple[str, str]]] | None = None,
     ) -> list[FoundArtifact]:
         """The artifacts of a compaction that moves `leaving` out (a summary's, or a window
         note's), with those `state` carries from the note it replaces; `state` counts the
         messages and calls that left."""
-        found, calls = find_artifacts(leaving, lines, recency=state.messages_left)
+        found, calls = find_artifacts(leaving, lines, recency=state.messages_left, scanned=scanned)
         state.messages_left += len(leaving)
         state.calls.update(calls)
         seen = {(f.kind, f.value) for f in found}
