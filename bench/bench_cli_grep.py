@@ -40,6 +40,11 @@ PATTERNS = [
     ("regex", [r"order_id=ORD-5[0-9]{4} "], ["-E", r"order_id=ORD-5[0-9]{4} "]),
     ("ignore case", ["-i", "disk QUOTA"], ["-i", "disk QUOTA"]),
     ("fixed string", ["-F", "ORD-12345 rows="], ["-F", "ORD-12345 rows="]),
+    # Many matching lines: the cost of each match (its line number, its line) shows here.
+    ("-F, thousands", ["-F", "rows=7 "], ["-F", "rows=7 "]),
+    ("regex, many", [r"rows=3[0-9]{2} "], ["-E", r"rows=3[0-9]{2} "]),
+    ("literal, most", ["INFO"], ["INFO"]),
+    ("-i, most", ["-i", "info export"], ["-i", "info export"]),
 ]
 RUNS = 5
 

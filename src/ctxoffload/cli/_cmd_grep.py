@@ -10,6 +10,17 @@ Matching uses RE2 (linear time; google-re2 is a dependency) when it is installed
 understands the pattern; otherwise Python's `re` runs under a deadline (`--timeout`), so a
 pattern chosen to backtrack forever cannot hang the command.
 
+A tool-result file may be searched by ripgrep instead (`rg`, from the `fast` extra's binary
+wheel, or on PATH): linear time as RE2, and as fast as GNU grep when hundreds of thousands of
+lines match, where a Python loop over the matches is 20-40 times slower. It is used only where
+it finds exactly what RE2 finds (`ripgrep_can`): a `-F` string, or a pattern made of literals,
+`.`, classes of explicit characters, groups, alternation, repetition and anchors (no `\\w`,
+`\\d`, `\\s`, `\\b`, whose ASCII or Unicode meaning differs between the two, and no inline
+flags), without -C and --writers. It reads the file from the descriptor this command opened
+(the same checks against links and hard links), and its lines are printed through the same
+inert writer. `CTXOFFLOAD_GREP=python` turns it off; `CTXOFFLOAD_GREP=/path/to/rg` picks
+the binary.
+
 A file that is not read (a hard-linked file, which may be shared with a file outside the
 workspace, or one this user may not read) is said on stderr, one line each, and the others
 are searched; the exit status is then 2, as GNU grep's is after an error, even if lines
@@ -480,6 +491,7 @@ def search_file(
 
 
 _CHUNK = 1 << 20
+_RG_READ = 4 << 20  # bytes of ripgrep's output printed at once
 _SAMPLE = 1 << 18  # bytes of a file's first piece that choose where a literal search starts
 
 
@@ -613,10 +625,17 @@ def _search_session(
             names.append(EVENTS_FILE)
         if getattr(args, "writers", False):
             emit = _with_writers(folder, emit)
+        fast = _ripgrep_for(args, emit)
         for name in names:
             search = search_context_log if name == CONTEXT_FILE else search_file
             shown = shown_path(child_path(where, name))
             try:
+                if (
+                    search is search_file
+                    and fast is not None
+                    and fast.search(folder, name, shown, session)
+                ):
+                    continue
                 search(folder, name, shown, matcher, args.context, emit, session)
             except CliError as exc:  # a hard-linked or unreadable file: not read
                 skip(str(exc))
@@ -658,6 +677,131 @@ def _with_writers(folder: Folder, emit: Callable[[_Hit], None]) -> Callable[[_Hi
         emit(hit)
 
     return emit_with_writer
+
+
+# -- ripgrep, for plain files with many matches -----------------------------------------------
+
+# What makes RE2 (UTF-8 mode) and ripgrep (Unicode mode) read a pattern differently: the
+# ASCII-or-Unicode classes and boundaries, POSIX classes, inline flags, and the escapes
+# each spells its own way. A pattern holding none of them matches the same lines in both.
+_DIFFERS = (*(f"\\{c}" for c in "wWdDsSbBpPQECzAxuU"), "[[:", "(?")
+
+
+def ripgrep_can(pattern: str, *, fixed: bool) -> bool:
+    """Whether ripgrep finds exactly the lines RE2 finds for `pattern` (see the module)."""
+    if fixed:
+        return True
+    if "\n" in pattern or "\x00" in pattern:
+        return False
+    return not any(part in pattern for part in _DIFFERS)
+
+
+def ripgrep_path() -> str | None:
+    """The `rg` to run: `CTXOFFLOAD_GREP` when it names one, else the one installed beside
+    this Python (the `fast` extra's wheel), else one on PATH; None when there is none or
+    `CTXOFFLOAD_GREP=python`."""
+    chosen = os.environ.get("CTXOFFLOAD_GREP", "")
+    if chosen.lower() == "python":
+        return None
+    import shutil
+
+    beside = os.path.join(os.path.dirname(sys.executable), "rg")
+    for candidate in (chosen, beside, shutil.which("rg")):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _ripgrep_for(args: argparse.Namespace, emit: Callable[[_Hit], None]) -> _Ripgrep | None:
+    printer = getattr(emit, "__self__", None)
+    if (
+        not isinstance(printer, _Printer)
+        or printer.as_json
+        or args.context
+        or getattr(args, "writers", False)
+        or not ripgrep_can(args.pattern, fixed=args.fixed_strings)
+    ):
+        return None
+    rg = ripgrep_path()
+    return _Ripgrep(rg, args, printer) if rg is not None else None
+
+
+class _Ripgrep:
+    """Searches one plain file with ripgrep and prints its lines as `_Printer` would."""
+
+    def __init__(self, rg: str, args: argparse.Namespace, printer: _Printer) -> None:
+        self.command = [rg, "--no-config", "--line-number", "--no-filename", "--text"]
+        self.command += ["--color", "never"]
+        self.command += ["--fixed-strings"] if args.fixed_strings else []
+        self.command += ["--ignore-case"] if args.ignore_case else ["--case-sensitive"]
+        self.command += ["--regexp", args.pattern, "-"]
+        self.printer = printer
+
+    def search(self, folder: Folder, name: str, shown: str, session: str) -> bool:
+        """Search `name`; False (nothing printed) when ripgrep cannot, for the usual search.
+
+        Raises:
+            CliError: the file has more than one hard link, or cannot be read.
+        """
+        import subprocess
+
+        opened = open_in(folder, name, shown)
+        if opened is None:
+            return True  # gone, or a link: passed over, as search_file does
+        fd, _ = opened
+        try:
+            process = subprocess.Popen(
+                self.command, stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        except OSError:
+            os.close(fd)
+            return False
+        os.close(fd)
+        assert process.stdout is not None and process.stderr is not None
+        printer = self.printer
+        prefix = inert_bytes(shown.encode("utf-8", "surrogateescape")) + b":"
+        plain = not printer._file  # no colours to put around each part
+        rest = b""
+        printed = False
+        with process:
+            while True:
+                block = process.stdout.read(_RG_READ)
+                if not block:
+                    break
+                block = rest + block
+                cut = block.rfind(b"\n") + 1
+                block, rest = block[:cut], block[cut:]
+                if block:
+                    printed = True
+                    self._print(block, prefix, shown, session, plain)
+            error = process.stderr.read()
+        if process.returncode not in (0, 1):
+            if not printed:
+                return False  # ripgrep refused the pattern or failed: the usual search
+            message = error.decode("utf-8", "replace").strip().splitlines()
+            raise CliError(f"{shown}: ripgrep failed: {message[-1] if message else ''}")
+        return True
+
+    def _print(self, block: bytes, prefix: bytes, shown: str, session: str, plain: bool) -> None:
+        """Print a block of ripgrep's `NUMBER:TEXT` lines: at once when no line is cut and no
+        colour goes in, else line by line through the printer."""
+        printer = self.printer
+        count = block.count(b"\n")
+        limit = printer.max_columns
+        # Each line's number is at most as long as the line: no text over the limit when no
+        # whole line is (the split, for that, only when the block could hold such a line).
+        if plain and (
+            not limit or len(block) <= limit or max(map(len, block.split(b"\n"))) <= limit
+        ):
+            printer.matches += count
+            out = printer.out
+            out.write(prefix)
+            # Every newline but the last starts the next line, with its path.
+            out.write(inert_bytes(block).replace(b"\n", b"\n" + prefix, count - 1))
+            return
+        for line in block.split(b"\n")[:-1]:
+            number, _, text = line.partition(b":")
+            printer.emit(_Hit(shown, int(number), text, True, session))
 
 
 def run(args: argparse.Namespace) -> int:
