@@ -4,7 +4,6 @@ session content shown as inert text. A screenshot of the timeline is saved as an
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -12,21 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_running import Ui, artifacts, start_ui, stop_ui
+from ui_running import Ui, artifacts, cli_json, start_ui, stop_ui
 
 from ctxoffload.workspace import EventKind
 
 pytestmark = pytest.mark.xdist_group("browser")  # one Chromium at a time on a small machine
-
-
-def cli_json(workdir: Path, *args: str) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), *args],
-        capture_output=True,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
 
 
 def open_session(page: Any, ui: Ui, session: str = "nightly-job") -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_running import Ui, start_ui, stop_ui
+from ui_running import Ui, cli_json, start_ui, stop_ui
 
 from ctxoffload.workspace import EventKind
 
@@ -132,16 +132,6 @@ def test_answers_carry_a_policy_that_runs_no_foreign_script(ui: Ui) -> None:
 
 
 # -- what it serves agrees with the other commands ---------------------------------------------
-
-
-def cli_json(workdir: Path, *args: str) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), *args],
-        capture_output=True,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
 
 
 def test_each_steps_parts_are_the_recorded_ones(ui: Ui) -> None:

@@ -10,6 +10,7 @@ import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,16 @@ def artifacts() -> Path:
     )
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def cli_json(workdir: Path, *args: str) -> Any:
+    """`ctxoffload --workdir WORKDIR ARGS` (a --json command) as a user runs it, parsed."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), *args],
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)

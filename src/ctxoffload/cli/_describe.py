@@ -19,6 +19,7 @@ from ..workspace import (
     context_event_sentence,
     fidelity_sentence,
     mark_of,
+    token_change,
 )
 
 __all__ = ["NOT_BY_AGENT", "describe", "summary_fields", "summary_lines", "writer_text"]
@@ -153,8 +154,7 @@ def _describe(event: dict[str, Any], *, full: bool, by_agent: bool) -> list[str]
         )
         return [
             f"{at}   truncated {event.get('tool_name') or event.get('tool') or 'a tool result'} "
-            f"{_n(event.get('tokens_before'))}→"
-            f"{_n(event.get('tokens_after'))} tokens{of}; whole output in "
+            f"{token_change(event)}{of}; whole output in "
             f"{event.get('reference') or 'nowhere (no offloader)'}"
         ]
     if kind == EventKind.COMPRESSION:
@@ -169,7 +169,7 @@ def _describe(event: dict[str, Any], *, full: bool, by_agent: bool) -> list[str]
         also = f", {_n(kept)} kept" if isinstance(kept, int) else ""
         return [
             f"{at} compressed {what}, "
-            f"{_n(event.get('tokens_before'))}→{_n(event.get('tokens_after'))} tokens, into "
+            f"{token_change(event)}, into "
             f"{where} ({_summary_by(event)}{also})",
             *([f"{at}   {fidelity}"] if fidelity else []),
         ]

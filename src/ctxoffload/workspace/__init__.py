@@ -79,6 +79,7 @@ if TYPE_CHECKING:
         rebuild_step,
         reference_parts,
         sessions_folder,
+        token_change,
     )
     from ._scope import Reach, check_reference, reach_of
     from ._writer import (
@@ -165,6 +166,7 @@ __all__ = [
     "storable_message",
     "take_lease",
     "temporary_name",
+    "token_change",
     "tool_file_stem",
     "tool_result_name",
     "validate_session_id",
@@ -227,6 +229,7 @@ __getattr__, __dir__ = lazy_exports(
         "rebuild_step": "._reader",
         "context_event_sentence": "._reader",
         "fidelity_sentence": "._reader",
+        "token_change": "._reader",
         "sessions_folder": "._reader",
         "GcReport": "._gc",
         "tool_file_stem": "._ids",

@@ -58,6 +58,7 @@ __all__ = [
     "read_log",
     "rebuild_step",
     "reference_parts",
+    "token_change",
 ]
 
 _CHUNK = 1 << 20
@@ -622,7 +623,22 @@ class EventKind:
 
 
 def _count(value: object) -> str:
+    """A figure with thousands separators; `?` for one the event does not hold."""
+    if value is None:
+        return "?"
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def token_change(event: dict[str, Any]) -> str:
+    """`6,760→570 tokens`: an event's `tokens_before` and `tokens_after`."""
+    return f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+
+
+def _files(refs: list[Any], lead: str, more: str = "more") -> str:
+    """`{lead}FIRST and N more` for the files an event names; "" for none."""
+    if not refs:
+        return ""
+    return f"{lead}{refs[0]}" + (f" and {len(refs) - 1} {more}" if len(refs) > 1 else "")
 
 
 def _into(event: dict[str, Any]) -> str:
@@ -702,11 +718,7 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
         )
     if kind == EventKind.CLEAR_TOOL_USES:
         refs = event.get("references") or []
-        where = (
-            f"; stored in {refs[0]}" + (f" and {len(refs) - 1} more files" if len(refs) > 1 else "")
-            if refs
-            else ""
-        )
+        where = _files(refs, "; stored in ", "more files")
         inputs = event.get("inputs_cleared")
         also = f" and {inputs} inputs" if isinstance(inputs, int) and inputs else ""
         ids = ", ".join(str(i) for i in event.get("tool_ids") or [])
@@ -714,16 +726,14 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
         plural = "" if cleared == 1 else "s"
         fidelity = fidelity_sentence(event)
         return (
-            f"cleared {cleared} tool output{plural} ({ids}){also}, "
-            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+            f"cleared {cleared} tool output{plural} ({ids}){also}, {token_change(event)}"
             f"{where}" + (f"; {fidelity}" if fidelity else "")
         )
     if kind == EventKind.CLEAR_THINKING:
         where = _into(event)
         return (
             f"cleared the thinking of {event.get('messages')} turns ({event.get('blocks')} "
-            f"blocks), {_count(event.get('tokens_before'))}→"
-            f"{_count(event.get('tokens_after'))} tokens{where}"
+            f"blocks), {token_change(event)}{where}"
         )
     if kind == EventKind.BACKGROUND:
         status = event.get("status")
@@ -741,20 +751,15 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
         asked = event.get("instructions")
         focus = f', instructions: "{asked}"' if asked else ""
         return (
-            f"compacted on the agent's request ({event.get('reason')}), "
-            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+            f"compacted on the agent's request ({event.get('reason')}), {token_change(event)}"
             f"{where}{focus}"
         )
     if kind == EventKind.OFFLOAD:
-        refs = event.get("references") or []
-        more = f" and {len(refs) - 1} more" if len(refs) > 1 else ""
-        where = f" into {refs[0]}{more}" if refs else ""
         blocks = event.get("blocks")
         return (
             f"offloaded {_count(blocks)} block{'' if blocks == 1 else 's'} of "
-            f"{event.get('tool_name')} ({event.get('tool_id')}), "
-            f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
-            f"{where}"
+            f"{event.get('tool_name')} ({event.get('tool_id')}), {token_change(event)}"
+            + _files(event.get("references") or [], " into ")
         )
     if kind == EventKind.WINDOW:
         pinned = event.get("pinned")
@@ -766,13 +771,10 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"{also}" + (f"; {fidelity}" if fidelity else "")
         )
     if kind == EventKind.IMAGE_LIMIT:
-        refs = event.get("references") or []
-        more = f" and {len(refs) - 1} more" if len(refs) > 1 else ""
-        where = f"; stored in {refs[0]}{more}" if refs else ""
         return (
             f"image limit: {_count(event.get('replaced'))} of {_count(event.get('images'))} "
             f"images replaced by their references (at most {_count(event.get('max_images'))} "
-            f"kept){where}"
+            "kept)" + _files(event.get("references") or [], "; stored in ")
         )
     if kind == EventKind.REPLAY:
         return (
