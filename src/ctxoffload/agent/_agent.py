@@ -250,6 +250,8 @@ class Agent:
         self._record = SessionRecorder(
             offloader, self.session_id, on_event=on_event, prepare=self._without_payloads
         )
+        # The part of the window each message of the last call was counted in (window_parts).
+        self._parts_known: dict[str, tuple[Msg, str]] = {}
         self.messages: list[Msg] = self._initial_messages()
         self.steps: list[StepRecord] = []
         self._restored = session_id is None
@@ -446,7 +448,9 @@ class Agent:
         tracker = self.compressor.tracker
         window = self.compressor.window()
         shape: dict[str, Any] = {
-            "window": window_parts(sent, tracker.count_message, tracker.tools_tokens),
+            "window": window_parts(
+                sent, tracker.count_message, tracker.tools_tokens, known=self._parts_known
+            ),
             "context_window": window,
             "trigger_tokens": int(self.context_config.trigger_ratio * window),
         }

@@ -53,7 +53,11 @@ rest of the conversation, tool results and images."""
 
 
 def window_parts(
-    sent: Sequence[Msg], count_message: Callable[[Msg], int], tools_tokens: int
+    sent: Sequence[Msg],
+    count_message: Callable[[Msg], int],
+    tools_tokens: int,
+    *,
+    known: dict[str, tuple[Msg, str]] | None = None,
 ) -> dict[str, int]:
     """The tokens of one model call by `WINDOW_PARTS`.
 
@@ -67,13 +71,23 @@ def window_parts(
         sent: the messages of the call, in order.
         count_message: the tokens of one message (the tracker's cached count).
         tools_tokens: what the tool schemas cost.
+        known: the part of each message seen before, by id, kept by the caller from one call
+            to the next (messages are not changed in place: the same object has the same
+            part); updated to hold exactly the messages of `sent`.
     """
     from ..tokens import REPLY_PRIMING_TOKENS
 
     parts = dict.fromkeys(WINDOW_PARTS, 0)
     parts["tools"] = tools_tokens
+    seen: dict[str, tuple[Msg, str]] = {}
     for msg in sent:
-        parts[_part_of(msg)] += count_message(msg)
+        entry = known.get(msg.id) if known is not None else None
+        part = entry[1] if entry is not None and entry[0] is msg else _part_of(msg)
+        seen[msg.id] = (msg, part)
+        parts[part] += count_message(msg)
+    if known is not None:
+        known.clear()
+        known.update(seen)
     if sent:
         parts["messages"] += REPLY_PRIMING_TOKENS
     return parts
