@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..exceptions import InvalidContent, ToolError
 from ..text import is_jsonl
@@ -26,7 +26,7 @@ from ._globs import has_wildcard
 from ._lines import NOTE_ROOM, line_text
 from ._listing import files_under, glob_entries, outside_note
 from ._matches import Row, in_context
-from ._regex import Pattern, compile_pattern
+from ._regex import Pattern, compile_pattern, line_finder
 from ._sniff import SNIFF_BYTES, looks_binary
 
 __all__ = ["grep_files"]
@@ -128,6 +128,7 @@ class _Search:
         self.more = False  # a match past max_matches was found
         self.timed_out = False
         self._kept = 0  # characters kept in hits; past the output cap, the search stops
+        self._line_finder: Any = False  # not made yet
 
     @property
     def full(self) -> bool:
@@ -173,9 +174,15 @@ class _Search:
                 self.binary += 1
                 return True
             file.seek(0)
+            finder = self._finder() if self.context == 0 and not is_jsonl(shown) else None
+            lines = (
+                _candidates(file, finder, deadline)
+                if finder is not None
+                else _numbered(file, deadline)
+            )
             found = in_context(
                 self.regex,
-                _numbered(file, deadline),
+                lines,
                 jsonl=is_jsonl(shown),
                 context=self.context,
                 max_chars=self.max_line_chars,
@@ -195,10 +202,69 @@ class _Search:
             self.unreadable.append(f"{shown} ({exc.strerror or exc})")
         return True
 
+    def _finder(self) -> Any:
+        """The whole-piece search for the lines that may match (`line_finder`), made once."""
+        if self._line_finder is False:
+            self._line_finder = line_finder(self.regex)
+        return self._line_finder
+
     def _keep(self, shown: str, row: Row) -> None:
         self.hits.append((shown, row))
         # At least what the line costs in the answer, so past the cap the answer is too.
         self._kept += len(row.text) + len(shown) + len(str(row.number)) + 3
+
+
+_PIECE = 1 << 20  # bytes read at once by `_candidates`
+
+
+def _candidates(file: IO[bytes], finder: Any, deadline: float | None) -> Iterator[tuple[int, str]]:
+    """`(number, line)` of the lines of `file` where `finder` (the pattern, line-anchored,
+    for bytes) matches, found in 1 MB pieces cut at line ends: the lines between are never
+    decoded, and newlines are counted only up to each match, in C. A piece that is not
+    UTF-8 is read line by line, as `_numbered` reads it, so a pattern that matches the
+    replacement character finds what it finds there."""
+    first = 1  # the number of the line that starts the piece
+    rest = b""
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            raise _TimedOut
+        data = file.read(_PIECE)
+        if data:
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data  # one line longer than a piece so far: read on
+                continue
+            piece, rest = data[:cut], data[cut:]
+        elif rest:
+            piece, rest = rest, b""  # the last line, without a newline
+        else:
+            return
+        yield from _piece_candidates(piece, first, finder)
+        first += piece.count(b"\n")
+
+
+def _piece_candidates(piece: bytes, first: int, finder: Any) -> Iterator[tuple[int, str]]:
+    try:
+        piece.decode("utf-8")
+    except UnicodeDecodeError:
+        for number, raw in enumerate(piece.splitlines(keepends=True), first):
+            yield number, line_text(raw)
+        return
+    pos, counted_at, number, end = 0, 0, first, len(piece)
+    while pos < end:
+        found = finder.search(piece, pos)
+        if found is None:
+            return
+        start = found.start()
+        line_start = piece.rfind(b"\n", pos, start) + 1 or pos
+        line_end = piece.find(b"\n", start)
+        if line_end < 0:
+            line_end = end
+        number += piece.count(b"\n", counted_at, line_start)
+        counted_at = line_start
+        yield number, line_text(piece[line_start:line_end])
+        pos = line_end + 1
 
 
 def _numbered(file: IO[bytes], deadline: float | None) -> Iterator[tuple[int, str]]:

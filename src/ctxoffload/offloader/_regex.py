@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from ..exceptions import InvalidContent
 from ._arguments import quote
 
-__all__ = ["PATTERN_SYNTAX", "Pattern", "compile_pattern", "escape"]
+__all__ = ["PATTERN_SYNTAX", "Pattern", "compile_pattern", "escape", "line_finder"]
 
 PATTERN_SYNTAX = (
     "RE2 syntax (like Python `re` without backreferences such as \\1 and without lookaround "
@@ -77,6 +77,24 @@ def compile_pattern(pattern: str) -> Pattern:
             f"invalid regular expression {quote(pattern)}: {reason}; {hint}"
         ) from None
     return compiled  # type: ignore[no-any-return]
+
+
+def line_finder(regex: Pattern) -> Any | None:
+    """`regex` compiled for bytes with `^` and `$` at every line end, to find in a whole
+    piece of a file the lines that may match (each is then judged on its own by `regex`);
+    None for a pattern that reads the start or end of the text (`\\A`, `\\z`), which only
+    a line-by-line search reads right."""
+    source = regex.pattern
+    if "\\A" in source or "\\z" in source:
+        return None
+    re2 = _re2()
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 64 << 20
+    try:
+        return re2.compile(b"(?m)" + source.encode("utf-8", "surrogatepass"), options)
+    except (re2.error, TypeError, ValueError, OverflowError):
+        return None
 
 
 def escape(text: str) -> str:

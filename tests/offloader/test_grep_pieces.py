@@ -1,0 +1,94 @@
+"""The agent's Grep searches a text file a piece at a time (the lines between matches are never
+decoded) and answers exactly what a search of every line answers: the same lines, numbers,
+cuts and notes, for anchors, case folding, patterns that could match across lines, carriage
+returns, bytes that are not UTF-8, a line longer than a piece, and no final newline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxoffload.offloader import FileToolbox, _grep
+
+LINES = [
+    "2026-11-20 ERROR export failed: disk quota exceeded",
+    "2026-11-20 INFO exported ORD-10001 rows=7",
+    "été ÉTÉ naïve 日本語 🙂 done",
+    "carriage return ERROR\r",
+    "",
+    "a\tb  c",
+    "x" * (3 << 20) + " ERROR at the end of a 3 MB line",
+    "tail ERROR",
+]
+
+PATTERNS = [
+    "ERROR",
+    "^2026",
+    "done$",
+    "(?i)été",
+    "(?i)error",
+    r"rows=[0-9]+",
+    r"b\s+c",
+    r"ERROR\s+2026",  # could match across a line end in a whole piece; never in a line
+    r"\n",
+    "",
+    ".*",
+    "\ufffd",
+    "日本.",
+    "nothing matches this",
+]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    body = "\n".join(LINES).encode() + b"\nnot utf-8 \xff\xfe ERROR\nlast line ERROR"  # no \n
+    (tmp_path / "app.log").write_bytes(body)
+    (tmp_path / "small.txt").write_text("one\ntwo ERROR\n")
+    return tmp_path
+
+
+def answers(root: Path, pattern: str, path: str, *, pieces: bool) -> str:
+    toolbox = FileToolbox([root], grep_timeout=None, max_output_chars=200_000)
+    with pytest.MonkeyPatch.context() as patch:
+        if not pieces:
+            patch.setattr(_grep, "line_finder", lambda regex: None)
+        return toolbox.grep(pattern, path, max_matches=1000)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_pieces_find_what_every_line_finds(root: Path, pattern: str) -> None:
+    for path in ("app.log", "."):
+        assert answers(root, pattern, path, pieces=True) == answers(
+            root, pattern, path, pieces=False
+        )
+
+
+def test_a_piece_is_searched_in_one_pass(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines between matches are not handed to the line matcher one by one."""
+    judged: list[int] = []
+    real = _grep.in_context
+
+    def counting(regex, lines, **kwargs):  # type: ignore[no-untyped-def]
+        def seen():  # type: ignore[no-untyped-def]
+            for number, line in lines:
+                judged.append(number)
+                yield number, line
+
+        return real(regex, seen(), **kwargs)
+
+    monkeypatch.setattr(_grep, "in_context", counting)
+    (root / "clean.log").write_text("".join(f"{i:07d} INFO ok\n" for i in range(300_000)))
+    answer = FileToolbox([root], grep_timeout=None).grep("0123456 ", "clean.log")
+    assert answer == "clean.log:123457:0123456 INFO ok"
+    assert judged == [123457]
+    # A piece that is not UTF-8 is judged line by line, as before.
+    judged.clear()
+    FileToolbox([root], grep_timeout=None).grep("ORD-10001", "app.log")
+    assert 2 in judged and len(judged) > 1
+
+
+def test_a_pattern_that_reads_the_start_of_the_text_is_searched_line_by_line(
+    root: Path,
+) -> None:
+    assert answers(root, r"\Aone", "small.txt", pieces=True) == "small.txt:1:one"
