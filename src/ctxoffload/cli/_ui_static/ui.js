@@ -182,6 +182,8 @@ function drawTimeline(data) {
     children.push(el("div", { class: "rule trigger", style: `bottom: ${px(last.trigger_tokens)}px` },
       el("span", {}, `trigger ${fmt(last.trigger_tokens)}`)));
   }
+  // On a long timeline, a number every 5th, 10th, 50th... bar, so the numbers stay legible.
+  const every = [1, 5, 10, 50, 100, 500, 1000].find((n) => data.steps.length / n <= 60) || 5000;
   for (const step of data.steps) {
     const segments = [];
     if (step.window) {
@@ -214,7 +216,7 @@ function drawTimeline(data) {
       },
       el("div", { class: "marks" }, marks),
       el("div", { class: "bar" }, segments),
-      el("div", { class: "label" }, String(step.step)),
+      el("div", { class: "label" }, step.step % every === 0 || step === data.steps[0] ? String(step.step) : "\u00a0"),
     ));
   }
   fill(box, el("div", { class: "track" }, children));
