@@ -92,3 +92,30 @@ def test_a_pattern_that_reads_the_start_of_the_text_is_searched_line_by_line(
     root: Path,
 ) -> None:
     assert answers(root, r"\Aone", "small.txt", pieces=True) == "small.txt:1:one"
+
+
+def test_pieces_end_at_line_ends_and_hold_a_long_line_whole(tmp_path: Path) -> None:
+    import os
+
+    from ctxoffload.workspace import iter_pieces
+
+    body = b"short\n" * 300_000 + b"L" * (5 << 20) + b"\n" + b"tail without newline"
+    path = tmp_path / "f.log"
+    path.write_bytes(body)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pieces = list(iter_pieces(fd, 0, len(body)))
+    finally:
+        os.close(fd)
+    assert b"".join(pieces) == body  # nothing lost, nothing twice
+    assert all(piece.endswith(b"\n") for piece in pieces[:-1])
+    assert pieces[-1].endswith(b"tail without newline")
+    assert any(b"L" * (5 << 20) + b"\n" in piece for piece in pieces)  # the line in one piece
+    assert max(map(len, pieces)) < (5 << 20) + (2 << 20)  # and a piece no bigger than it needs
+
+
+def test_an_enormous_single_line_is_found(tmp_path: Path) -> None:
+    (tmp_path / "blob.txt").write_bytes(b"A" * (20 << 20) + b" needle\nnext line\n")
+    answer = FileToolbox([tmp_path], grep_timeout=None).grep("needle", "blob.txt")
+    assert answer.startswith("blob.txt:1:") and "A needle [line has 20,971,527 characters" in answer
+    assert answer == answers(tmp_path, "needle", "blob.txt", pieces=False)

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from ..exceptions import InvalidContent, ToolError
 from ..text import is_jsonl
+from ..workspace import iter_pieces
 from ._arguments import as_int, quote
 from ._confine import NotRegular, display_name, exists_in_roots, open_in_roots, resolve_in_roots
 from ._globs import has_wildcard
@@ -214,32 +215,17 @@ class _Search:
         self._kept += len(row.text) + len(shown) + len(str(row.number)) + 3
 
 
-_PIECE = 1 << 20  # bytes read at once by `_candidates`
-
-
 def _candidates(file: IO[bytes], finder: Any, deadline: float | None) -> Iterator[tuple[int, str]]:
     """`(number, line)` of the lines of `file` where `finder` (the pattern, line-anchored,
-    for bytes) matches, found in 1 MB pieces cut at line ends: the lines between are never
-    decoded, and newlines are counted only up to each match, in C. A piece that is not
-    UTF-8 is read line by line, as `_numbered` reads it, so a pattern that matches the
-    replacement character finds what it finds there."""
+    for bytes) matches, found in pieces of about a megabyte cut at line ends (`iter_pieces`):
+    the lines between are never decoded, and newlines are counted only up to each match, in
+    C. A piece that is not UTF-8 is read line by line, as `_numbered` reads it, so a pattern
+    that matches the replacement character finds what it finds there."""
+    fd = file.fileno()
     first = 1  # the number of the line that starts the piece
-    rest = b""
-    while True:
+    for piece in iter_pieces(fd, 0, os.fstat(fd).st_size):
         if deadline is not None and time.monotonic() > deadline:
             raise _TimedOut
-        data = file.read(_PIECE)
-        if data:
-            data = rest + data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data  # one line longer than a piece so far: read on
-                continue
-            piece, rest = data[:cut], data[cut:]
-        elif rest:
-            piece, rest = rest, b""  # the last line, without a newline
-        else:
-            return
         yield from _piece_candidates(piece, first, finder)
         first += piece.count(b"\n")
 

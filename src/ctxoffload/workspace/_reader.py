@@ -51,6 +51,7 @@ __all__ = [
     "fidelity_sentence",
     "iter_chunks",
     "iter_lines",
+    "iter_pieces",
     "not_a_reference",
     "open_reference",
     "parse_log",
@@ -205,6 +206,23 @@ def iter_chunks(fd: int, start: int, end: int) -> Iterator[bytes]:
             break
         offset += len(chunk)
         yield chunk
+
+
+def iter_pieces(fd: int, start: int, end: int) -> Iterator[bytes]:
+    """Bytes [start, end) of an open file in pieces of about a megabyte that each end at a
+    line end (the last may not): for a search over whole pieces that counts lines. A line
+    longer than a megabyte comes whole, in one piece, joined once: O(its size)."""
+    parts: list[bytes] = []
+    for chunk in iter_chunks(fd, start, end):
+        cut = chunk.rfind(b"\n") + 1
+        if cut == 0:
+            parts.append(chunk)
+            continue
+        parts.append(chunk[:cut])
+        yield b"".join(parts)
+        parts = [chunk[cut:]] if cut < len(chunk) else []
+    if parts:
+        yield b"".join(parts)
 
 
 def iter_lines(fd: int, start: int, end: int, more: bytes = b"") -> Iterator[bytes]:
