@@ -23,7 +23,7 @@ from ..workspace import (
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
-from ._describe import NOT_BY_AGENT, describe, summary_fields, summary_lines
+from ._describe import NOT_BY_AGENT, Repeats, describe, summary_fields, summary_lines
 from ._output import shown
 from ._reading import open_in, open_workspace, session_folder
 
@@ -243,9 +243,7 @@ def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -
     # when no message holds it (a Compressor without an Agent), from the `summary` event,
     # which the Compressor writes just before its `compression` event.
     held: list[str] = []
-    # A resumed agent records the messages it restored again: each is printed once, when it
-    # first entered the context (a message that changed under its id is printed again).
-    printed: dict[str, int] = {}
+    repeats = Repeats()
     for index, event in enumerate(events):
         if empty and not by_agent:
             print(NOT_BY_AGENT)
@@ -255,12 +253,8 @@ def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -
                 _print_lines(held)
                 held = describe(event, full=args.full, writers=args.writers)
             continue
-        message = event.get("message") if event["kind"] == EventKind.MESSAGE else None
-        if isinstance(message, dict) and isinstance(message.get("id"), str):
-            digest = hash(json.dumps(message, sort_keys=True, default=str))
-            if printed.get(message["id"]) == digest:
-                continue
-            printed[message["id"]] = digest
+        if repeats.again(event):
+            continue
         lines = describe(event, full=args.full, writers=args.writers, by_agent=by_agent)
         _print_lines(lines)
         if event["kind"] == EventKind.COMPRESSION:

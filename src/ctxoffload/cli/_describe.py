@@ -22,7 +22,14 @@ from ..workspace import (
     token_change,
 )
 
-__all__ = ["NOT_BY_AGENT", "describe", "summary_fields", "summary_lines", "writer_text"]
+__all__ = [
+    "NOT_BY_AGENT",
+    "Repeats",
+    "describe",
+    "summary_fields",
+    "summary_lines",
+    "writer_text",
+]
 
 NOT_BY_AGENT = (
     "no session_start: this session was not written by ctxoffload's Agent (a workspace used "
@@ -34,6 +41,26 @@ NOT_BY_AGENT = (
 
 _SHORT = 100  # characters of a message body shown without --full
 _NAMED_BY_AGENT = frozenset({EventKind.TOOL_RESULT, EventKind.CONTEXT})
+
+
+class Repeats:
+    """The `message` events shown already. A resumed agent (of an older version) recorded the
+    messages it restored again: each is shown once, when it first entered the context, and
+    again only if it changed under its id."""
+
+    def __init__(self) -> None:
+        self._shown: dict[str, int] = {}
+
+    def again(self, event: dict[str, Any]) -> bool:
+        """Whether `event` records a message as it was shown already (then skip it)."""
+        message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
+        if not isinstance(message, dict) or not isinstance(message.get("id"), str):
+            return False
+        digest = hash(json.dumps(message, sort_keys=True, default=str))
+        if self._shown.get(message["id"]) == digest:
+            return True
+        self._shown[message["id"]] = digest
+        return False
 
 
 def describe(

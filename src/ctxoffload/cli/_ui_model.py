@@ -24,7 +24,7 @@ from ..text import message_lines
 from ..workspace import EventKind
 from ._cmd_ls import grouped, session_facts
 from ._cmd_show import SessionLog, step_messages
-from ._describe import NOT_BY_AGENT, describe
+from ._describe import NOT_BY_AGENT, Repeats, describe
 from ._output import inert
 from ._reading import session_folder, session_ids
 
@@ -94,17 +94,13 @@ class UiModel:
                 if event["kind"] in (EventKind.SESSION_START, EventKind.FORK):
                     by_agent = True
                     break
-            printed: dict[str, str] = {}
+            repeats = Repeats()
             for index, event in enumerate(events):
                 kind = event["kind"]
                 if kind == EventKind.SESSION_START and not start:
                     start = event
-                message = event.get("message") if kind == EventKind.MESSAGE else None
-                if isinstance(message, dict) and isinstance(message.get("id"), str):
-                    digest = json.dumps(message, sort_keys=True, default=str)
-                    if printed.get(message["id"]) == digest:
-                        continue  # a resumed agent records its restored messages again
-                    printed[message["id"]] = digest
+                if repeats.again(event):
+                    continue
                 text = describe(event, by_agent=by_agent)
                 if not text:
                     continue
