@@ -5,7 +5,8 @@ files where it reads a pattern as RE2 does. Each case runs the real command twic
 would, once with `CTXOFFLOAD_GREP=python` (RE2 in this process) and once through a wrapper
 that records that ripgrep ran, and compares stdout, stderr and the exit status: Unicode,
 case folding, terminal escapes, bidi controls, NUL bytes, carriage returns, bytes that are not
-UTF-8, lines past --max-columns.
+UTF-8, lines past --max-columns; ripgrep's output of several blocks, read from its pipe with
+lines across the blocks' edges; and the coloured lines written to a terminal.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
-from ctxoffload.cli._cmd_grep import ripgrep_can, ripgrep_path
+from ctxoffload.cli._cmd_grep import _RG_READ, ripgrep_can, ripgrep_path
 
 LINES = [
     "2026-11-20T03:42:00Z ERROR export-worker-7 order_id=ORD-58213 disk quota exceeded",
@@ -106,6 +107,84 @@ def test_ripgrep_prints_what_re2_prints(
     got = grep(workspace, args, str(wrapper))
     assert got == expected
     assert log.read_text().count("run") > runs_before, "ripgrep did not run"
+
+
+@pytest.fixture(scope="module")
+def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tool result whose matching lines fill several of the blocks in which ripgrep's
+    output is read and printed: blocks that end inside a line, a line longer than a block,
+    a terminal escape, a bidi control and bytes that are not UTF-8 inside a block, lines of
+    --max-columns bytes and one more, and a cut that falls inside a character."""
+    lines = []
+    count = 3 * _RG_READ // 60  # lines of about 60 bytes: three blocks and more
+    for i in range(count):
+        lines.append(f"{i} ERROR short line " + "x" * (i * 7 % 80))
+        if i == count // 50:
+            lines.append("ERROR longer than a block " + "y" * (_RG_READ + _RG_READ // 2))
+        if i == count // 2:
+            lines.append(
+                "ERROR escape \x1b[2J\x1b]52;c;aGk=\x07 bidi \u202e nul\x00 \udc85\udcff é"
+            )
+        if i == count * 2 // 3:
+            lines.append("ERROR " + "z" * 1994)  # 2000 bytes: --max-columns' default
+            lines.append("ERROR " + "z" * 1995)  # 2001
+            lines.append("ERROR " + "é" * 1200)  # the cut falls inside an é
+    workdir = tmp_path_factory.mktemp("rg-big") / "ws"
+    output = "\n".join(lines) + "\n"
+    block = ToolResultBlock(id="call_1", name="logs", output=output)
+    asyncio.run(LocalWorkspace(workdir, fsync=False).offload_tool_result("big", block))
+    return workdir
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ERROR"], ["--max-columns", "0", "ERROR"], ["--max-columns", "100", "ERROR"]],
+    ids=" ".join,
+)
+def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
+    big_workspace: Path, recording_rg: tuple[Path, Path], args: list[str]
+) -> None:
+    wrapper, log = recording_rg
+    runs_before = log.read_text().count("run") if log.exists() else 0
+    got = grep(big_workspace, args, str(wrapper))
+    assert log.read_text().count("run") > runs_before, "ripgrep did not run"
+    assert len(got[1]) > 2 * _RG_READ  # several blocks were printed
+    assert b"\x1b" not in got[1] and b"escape \\x1b[2J" in got[1]  # inert inside a block
+    assert got == grep(big_workspace, args, "python")
+
+
+def on_a_terminal(workdir: Path, args: list[str], engine: str) -> tuple[int, bytes]:
+    """Run `ctxoffload grep` with stdout on a terminal (so in colour); its status and output."""
+    pty = pytest.importorskip("pty")
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "CTXOFFLOAD_GREP": engine}
+    env.pop("NO_COLOR", None)
+    command = [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), "grep", *args]
+    process = subprocess.Popen(command, stdout=terminal, stderr=subprocess.DEVNULL, env=env)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the terminal's last writer is gone
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    return process.wait(timeout=120), b"".join(chunks)
+
+
+@pytest.mark.parametrize("args", [["ERROR"], ["--max-columns", "100", "-i", "error"]], ids=str)
+def test_ripgrep_colours_lines_as_re2_does(
+    workspace: Path, recording_rg: tuple[Path, Path], args: list[str]
+) -> None:
+    wrapper, log = recording_rg
+    runs_before = log.read_text().count("run") if log.exists() else 0
+    got = on_a_terminal(workspace, args, str(wrapper))
+    assert log.read_text().count("run") > runs_before, "ripgrep did not run"
+    assert b"\x1b[35m" in got[1]  # in colour
+    assert got == on_a_terminal(workspace, args, "python")
 
 
 def test_what_ripgrep_would_read_otherwise_is_left_to_re2(

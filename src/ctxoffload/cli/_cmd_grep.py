@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import math
 import mmap
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..exceptions import CliError
@@ -491,7 +492,9 @@ def search_file(
 
 
 _CHUNK = 1 << 20
-_RG_READ = 4 << 20  # bytes of ripgrep's output printed at once
+# Bytes of ripgrep's output read and printed at once, and the room its pipe is given: the
+# most an unprivileged process may give by default (/proc/sys/fs/pipe-max-size).
+_RG_READ = 1 << 20
 _SAMPLE = 1 << 18  # bytes of a file's first piece that choose where a literal search starts
 
 
@@ -750,30 +753,23 @@ class _Ripgrep:
             return True  # gone, or a link: passed over, as search_file does
         fd, _ = opened
         try:
+            # bufsize=0: ripgrep's output is read straight into one reused buffer.
             process = subprocess.Popen(
-                self.command, stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                self.command, stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
             )
         except OSError:
             os.close(fd)
             return False
         os.close(fd)
-        assert process.stdout is not None and process.stderr is not None
-        printer = self.printer
+        assert isinstance(process.stdout, io.FileIO) and process.stderr is not None
+        _widen_pipe(process.stdout.fileno())
         prefix = inert_bytes(shown.encode("utf-8", "surrogateescape")) + b":"
-        plain = not printer._file  # no colours to put around each part
-        rest = b""
+        plain = not self.printer._file  # no colours to put around each part
         printed = False
         with process:
-            while True:
-                block = process.stdout.read(_RG_READ)
-                if not block:
-                    break
-                block = rest + block
-                cut = block.rfind(b"\n") + 1
-                block, rest = block[:cut], block[cut:]
-                if block:
-                    printed = True
-                    self._print(block, prefix, shown, session, plain)
+            for block in _line_blocks(process.stdout):
+                printed = True
+                self._print(block, prefix, shown, session, plain)
             error = process.stderr.read()
         if process.returncode not in (0, 1):
             if not printed:
@@ -783,25 +779,109 @@ class _Ripgrep:
         return True
 
     def _print(self, block: bytes, prefix: bytes, shown: str, session: str, plain: bool) -> None:
-        """Print a block of ripgrep's `NUMBER:TEXT` lines: at once when no line is cut and no
-        colour goes in, else line by line through the printer."""
+        """Print a block of ripgrep's `NUMBER:TEXT` lines: at once when no colour goes in,
+        but for the lines longer than --max-columns, which go through the printer as each
+        line does when colours are on."""
         printer = self.printer
-        count = block.count(b"\n")
-        limit = printer.max_columns
-        # Each line's number is at most as long as the line: no text over the limit when no
-        # whole line is (the split, for that, only when the block could hold such a line).
-        if plain and (
-            not limit or len(block) <= limit or max(map(len, block.split(b"\n"))) <= limit
-        ):
-            printer.matches += count
-            out = printer.out
-            out.write(prefix)
-            # Every newline but the last starts the next line, with its path.
-            out.write(inert_bytes(block).replace(b"\n", b"\n" + prefix, count - 1))
+        if not plain:
+            for line in block.split(b"\n")[:-1]:
+                self._emit(line, shown, session)
             return
-        for line in block.split(b"\n")[:-1]:
-            number, _, text = line.partition(b":")
-            printer.emit(_Hit(shown, int(number), text, True, session))
+        start = 0
+        for line_start, line_end in _long_lines(block, printer.max_columns):
+            self._print_plain(block[start:line_start], prefix)
+            self._emit(block[line_start:line_end], shown, session)
+            start = line_end + 1
+        self._print_plain(block[start:] if start else block, prefix)
+
+    def _emit(self, line: bytes, shown: str, session: str) -> None:
+        number, _, text = line.partition(b":")
+        self.printer.emit(_Hit(shown, int(number), text, True, session))
+
+    def _print_plain(self, lines: bytes, prefix: bytes) -> None:
+        """Print whole `NUMBER:TEXT` lines made inert, each after `prefix` (the file's path)."""
+        if not lines:
+            return
+        text = inert_bytes(lines)
+        # One pass puts the path after every newline (after the last one it is not
+        # printed); how much longer the text grew says how many lines there were, without
+        # a second pass to count them.
+        with_paths = text.replace(b"\n", b"\n" + prefix)
+        self.printer.matches += (len(with_paths) - len(text)) // len(prefix)
+        out = self.printer.out
+        out.write(prefix)
+        with memoryview(with_paths) as view:
+            out.write(view[: len(view) - len(prefix)])
+
+
+def _widen_pipe(fd: int) -> None:
+    """Let ripgrep write up to `_RG_READ` bytes ahead of the reader, where the system lets a
+    pipe be widened (Linux).
+
+    In Linux's default 64 KB pipe, ripgrep stops each time the pipe is full, so it mostly
+    waits while a block is printed and the two run one after the other (the 1.2 M lines of
+    bench/bench_cli_grep.py took about 0.55 s instead of 0.3 s); with room for a whole block it
+    searches on while the last one is printed. A pipe this user may not widen (past
+    /proc/sys/fs/pipe-max-size or the user's quota) keeps its size.
+    """
+    import fcntl
+
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, set_size, _RG_READ)
+
+
+def _line_blocks(stream: FileIO) -> Iterator[bytes]:
+    """The whole lines read from `stream`, about `_RG_READ` bytes at a time.
+
+    One buffer is reused for every block and each block is copied out of it once: a fresh
+    buffer for each read costs more in faulting in its pages than the read itself. A line
+    longer than the buffer grows it. A last line without a newline (ripgrep ends every
+    line) is dropped.
+    """
+    buffer = bytearray(_RG_READ)
+    filled = 0
+    while True:
+        with memoryview(buffer) as free:
+            read = stream.readinto(free[filled:]) or 0
+        filled += read
+        if read and filled < len(buffer):
+            continue  # a pipe gives what it holds: fill the buffer first
+        end = buffer.rfind(b"\n", 0, filled) + 1
+        if end:
+            with memoryview(buffer) as view:
+                block = bytes(view[:end])
+            buffer[: filled - end] = buffer[end:filled]
+            filled -= end
+            yield block
+        if not read:
+            return
+        if filled == len(buffer):
+            buffer.extend(bytes(len(buffer)))  # one line longer than the buffer
+
+
+def _long_lines(block: bytes, limit: int) -> Iterator[tuple[int, int]]:
+    """Where the `NUMBER:TEXT` lines of `block` (whole lines) whose text is longer than
+    `limit` bytes start and end (at their newline); none when `limit` is 0.
+
+    Each step looks for the last newline within `limit` bytes of a line's start: the
+    lines up to it are short and the next starts after it, so a block of short lines is
+    passed over `limit` bytes at a time (splitting it into lines to measure each took
+    longer than printing them all).
+    """
+    if not limit:
+        return
+    pos, size = 0, len(block)
+    while size - pos > limit:
+        newline = block.rfind(b"\n", pos, pos + limit + 1)
+        if newline >= 0:
+            pos = newline + 1
+            continue
+        end = block.index(b"\n", pos)
+        if end - block.index(b":", pos, end) - 1 > limit:  # the number does not count
+            yield pos, end
+        pos = end + 1
 
 
 def run(args: argparse.Namespace) -> int:

@@ -83,12 +83,16 @@ def inert(text: str) -> str:
 
 
 def _substitute(pattern: str, text: str) -> str:
+    return str(_compiled(pattern).sub(_escape, text))
+
+
+def _compiled(pattern: str) -> Any:
     compiled = _patterns.get(pattern)
     if compiled is None:
         import re
 
         compiled = _patterns[pattern] = re.compile(pattern)
-    return str(compiled.sub(_escape, text))
+    return compiled
 
 
 def inert_bytes(data: bytes) -> bytes:
@@ -97,6 +101,10 @@ def inert_bytes(data: bytes) -> bytes:
     if data.isascii() and (not data or _ascii_printable(data)):
         return data
     text = data.decode("utf-8", "surrogateescape")
+    if _compiled(_ACTIVE_IN_BYTES).search(text) is None:
+        # surrogateescape encodes back to the very bytes: no substitution and no encoding
+        # (a MB of text that is not ASCII and holds nothing active: 5.4 ms -> 4.4 ms).
+        return data
     return _substitute(_ACTIVE_IN_BYTES, text).encode("utf-8", "surrogateescape")
 
 
