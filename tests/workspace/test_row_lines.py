@@ -1,9 +1,9 @@
 """A message's context line and idempotence key do not depend on how its row was made.
 
-A `Msg` without payloads is written from pydantic's own JSON text (no second
-serialisation); a message read back from context.jsonl, or given as a dict, is written by
-serialising its row. Both must give the same bytes and the same key, or a resumed agent
-would write its messages twice.
+A `Msg` without payloads is written from pydantic's own JSON (a `TextRow`: no second
+serialisation, no parse back); another model's from its JSON parsed once (a `JsonRow`); a
+message read back from context.jsonl, or given as a dict, by serialising its row. All must
+give the same bytes and the same key, or a resumed agent would write its messages twice.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Any
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from ctxoffload import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from ctxoffload.workspace._jsonl import dumps_row, row_line_and_key
+from ctxoffload.workspace._jsonl import TextRow, dumps_row, row_line_and_key
 from ctxoffload.workspace._payloads import JsonRow, message_json
 
 _text = st.text(
@@ -50,43 +51,76 @@ _messages = st.builds(
 )
 
 
-def _slow(row: dict[str, Any]) -> tuple[bytes, str | None]:
-    return row_line_and_key(dict(row))  # a plain dict: the serialising path
+def _slow(row: Any) -> tuple[bytes, str | None]:
+    value = json.loads(row.raw) if isinstance(row, TextRow) else dict(row)
+    return row_line_and_key(value)  # a plain dict: the serialising path
+
+
+def _row(msg: BaseModel) -> Any:
+    return message_json(msg, lambda raw, media_type: "unused", where="msg")
+
+
+class Foreign(BaseModel):
+    """Another framework's message model (not a ctxoffload `Msg`)."""
+
+    role: str
+    content: str
+    id: str
+    timestamp: str
 
 
 @settings(max_examples=300, deadline=None)
 @given(msg=_messages)
 def test_a_msg_row_gives_the_line_and_key_of_its_serialised_row(msg: Msg) -> None:
-    row = message_json(msg, lambda raw, media_type: "unused", where="msg")
+    row = _row(msg)
     # Text that looks like a payload ("input_audio", "data:...") takes the full path.
-    assume(isinstance(row, JsonRow))
+    assume(isinstance(row, TextRow))
     fast = row_line_and_key(row)
     assert fast == _slow(row)
+    assert fast[0] == msg.model_dump_json().encode() + b"\n" == dumps_row(row)
     # And the line read back from the log gives the same again (a resumed agent).
     reread = json.loads(fast[0])
     assert row_line_and_key(reread) == fast
 
 
+@settings(max_examples=100, deadline=None)
+@given(content=_text, msg_id=_text.filter(bool))
+def test_another_models_row_gives_the_line_and_key_of_its_serialised_row(
+    content: str, msg_id: str
+) -> None:
+    row = _row(Foreign(role="user", content=content, id=msg_id, timestamp="2026-11-24T00:00Z"))
+    assume(isinstance(row, JsonRow))
+    assert row_line_and_key(row) == _slow(row)
+
+
 def test_a_row_laid_out_otherwise_takes_the_serialising_path() -> None:
     msg = Msg(role="user", content="hello")
-    row = message_json(msg, lambda raw, media_type: "unused", where="msg")
-    # A text that does not end with the timestamp field (not what pydantic wrote): the
-    # fast path must notice and serialise the row instead of trusting the text.
-    row.json_text = row.json_text.replace('"timestamp"', '"timestamp" ')
-    assert row_line_and_key(row) == _slow(row)
-    moved = JsonRow({"timestamp": row["timestamp"], **{k: v for k, v in row.items()}})
-    moved.json_text = row.json_text
+    row = _row(msg)
+    assert isinstance(row, TextRow)
+    # JSON that does not end with the timestamp field as pydantic writes it: the fast path
+    # must notice and serialise the row instead of trusting the text.
+    for raw in (
+        row.raw.replace(b'"timestamp"', b'"timestamp" '),
+        row.raw[:-1] + b',"x":1}',
+        row.raw.replace(b'+00:00"', b'\\u002b00:00"'),
+    ):
+        odd = TextRow(raw, msg.id)
+        assert row_line_and_key(odd) == _slow(odd)
+    parsed = json.loads(row.raw)
+    moved = JsonRow({"timestamp": parsed["timestamp"], **parsed})
+    moved.json_text = row.raw.decode()
     assert row_line_and_key(moved) == row_line_and_key(dict(moved))
-    assert dumps_row(row) == row_line_and_key(dict(row))[0]
 
 
 def test_a_msg_row_is_written_from_its_own_text() -> None:
-    # The line is the text pydantic wrote, not a second serialisation: a text whose first
+    # The line is the JSON pydantic wrote, not a second serialisation: JSON whose first
     # fields are laid out with spaces (which pydantic never writes) shows which was used.
     msg = Msg(role="user", content="hello")
-    row = message_json(msg, lambda raw, media_type: "unused", where="msg")
-    stable = {k: v for k, v in row.items() if k != "timestamp"}
-    spaced = json.dumps(stable)[:-1] + ',"timestamp":' + json.dumps(row["timestamp"]) + "}"
-    row.json_text = spaced
-    assert row_line_and_key(row)[0] == spaced.encode() + b"\n"
-    assert row_line_and_key(dict(row))[0] != spaced.encode() + b"\n"
+    row = _row(msg)
+    parsed = json.loads(row.raw)
+    stable = {k: v for k, v in parsed.items() if k != "timestamp"}
+    spaced = json.dumps(stable)[:-1] + ',"timestamp":' + json.dumps(parsed["timestamp"]) + "}"
+    spaced_row = TextRow(spaced.encode(), msg.id)
+    assert row_line_and_key(spaced_row)[0] == spaced.encode() + b"\n"
+    assert dumps_row(spaced_row) == spaced.encode() + b"\n"
+    assert row_line_and_key(parsed)[0] != spaced.encode() + b"\n"

@@ -66,6 +66,7 @@ from ._reader import (
 __all__ = [
     "JsonlAppender",
     "Span",
+    "TextRow",
     "count_newlines",
     "dumps_line",
     "dumps_row",
@@ -85,6 +86,28 @@ _REOPEN_TRIES = 50
 # small batch at the head is not held back writing and syncing megabytes for others (the
 # bound LevelDB puts on its write groups); the leader's own batch always goes in.
 _GROUP_BYTES = 1 << 20
+
+
+class TextRow:
+    """A context row that is a ctxoffload `Msg`'s own JSON, serialised already: its line.
+
+    Its layout is the model's (`id` among the fields, `timestamp` last), so
+    `row_line_and_key` finds the key from the JSON and the id without parsing it back.
+
+    Attributes:
+        raw: the message's JSON (`model_dump_json`, as bytes), without a newline.
+        message_id: its `id`.
+    """
+
+    __slots__ = ("message_id", "raw")
+
+    def __init__(self, raw: bytes, message_id: str) -> None:
+        self.raw = raw
+        self.message_id = message_id
+
+    def value(self) -> Any:
+        """The row parsed, for what needs the JSON value itself."""
+        return json.loads(self.raw)
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -108,6 +131,11 @@ def dumps_row(row: Any) -> bytes:
     back as the same number). It refuses a lone surrogate, and that row goes to `dumps_line`,
     which escapes it.
     """
+    if isinstance(row, TextRow):
+        return row.raw + b"\n"
+    text = getattr(row, "json_text", None)
+    if isinstance(text, str):  # a model's own JSON text, parsed (a `JsonRow`)
+        return text.encode() + b"\n"
     try:
         return _to_json(row, inf_nan_mode="constants") + b"\n"
     except ValueError:
@@ -140,7 +168,16 @@ def row_line_and_key(row: Any) -> tuple[bytes, str | None]:
 
     The hash covers the row without its volatile fields (`timestamp`, `created_at`, ...);
     those are written after the rest, so the line is that text with them appended.
+
+    A row may be a message's own JSON rather than its value: a `JsonRow` (parsed from its
+    `json_text`) or a `TextRow` (not parsed: its last field is `timestamp`, which is found
+    in the JSON).
     """
+    if isinstance(row, TextRow):
+        fast = _line_and_key_of_msg_json(row.raw, row.message_id)
+        if fast is not None:
+            return fast
+        row = row.value()  # laid out otherwise (a Msg is not): the full way
     msg_id = row.get("id") if isinstance(row, dict) else None
     if not isinstance(msg_id, str) or not msg_id:
         return dumps_row(row), None
@@ -181,6 +218,31 @@ def _line_and_key_of_text(text: str, row: dict[str, Any], msg_id: str) -> tuple[
         return None
     head = line[: -len(tail)] + b"}\n"
     return line, f"{msg_id}:{hashlib.sha256(head).hexdigest()[:20]}"
+
+
+_TIMESTAMP_FIELD = b',"timestamp":"'
+
+
+def _line_and_key_of_msg_json(raw: bytes, msg_id: str) -> tuple[bytes, str] | None:
+    """`row_line_and_key` of a `TextRow`: the line is the JSON; the hashed part is the JSON
+    without its last field, `"timestamp":"..."`, as `message_key` hashes the parsed row.
+
+    The field found is the object's last one: it is followed only by the closing brace, and
+    its value holds no quote, backslash or brace, so it is neither inside a string (whose
+    quotes would be escaped) nor inside a nested object (which would close first). None when
+    the JSON does not end so.
+    """
+    at = raw.rfind(_TIMESTAMP_FIELD)
+    if at < 0 or not raw.endswith(b'"}'):
+        return None
+    value = raw[at + len(_TIMESTAMP_FIELD) : -2]
+    if b'"' in value or b"\\" in value or b"}" in value:
+        return None
+    line = raw + b"\n"
+    # The head is the line up to that field, closed: hashed from the line, not copied.
+    digest = hashlib.sha256(memoryview(line)[:at])
+    digest.update(b"}\n")
+    return line, f"{msg_id}:{digest.hexdigest()[:20]}"
 
 
 def _scan_ids(

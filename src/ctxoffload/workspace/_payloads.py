@@ -27,6 +27,7 @@ from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from ..exceptions import InvalidContent
 from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import data_line
+from ._jsonl import TextRow
 from ._layout import MARK, UNSTORED_MARK
 from ._paths import path_to_file_url
 
@@ -277,7 +278,7 @@ def as_message_list(msgs: Any) -> list[Any]:
 
 # Text that every payload `externalize` replaces contains one of these: a base64 source's
 # `"type": "base64"`, a data URL's start, an OpenAI `input_audio` part.
-_PAYLOAD_MARKS = ('"base64"', '"data:', '"input_audio"')
+_PAYLOAD_MARKS = (b'"base64"', b'"data:', b'"input_audio"')
 
 
 class JsonRow(dict):  # type: ignore[type-arg]
@@ -298,22 +299,26 @@ def _without_payloads(model: BaseModel) -> Any:
     The common case (text, tool calls, results already offloaded) needs neither the walk
     that replaces payloads nor the depth walk: no payload mark in the JSON text means
     nothing to replace, and fewer opening brackets than `STORE_DEPTH` bound the depth.
-    None sends the caller down the full path.
+    A ctxoffload `Msg` comes back as a `TextRow` (its JSON is its line, and nothing reads
+    the value), another model as a `JsonRow`. None sends the caller down the full path.
     """
     try:
-        text = model.model_dump_json()
+        # `model_dump_json` without its decode: the bytes are what the line holds.
+        raw: bytes = model.__pydantic_serializer__.to_json(model)
     except (PydanticSerializationError, ValueError, RecursionError):
         return None
     base64_mark, data_mark, audio_mark = _PAYLOAD_MARKS  # (no generator: this runs per message)
-    if base64_mark in text or data_mark in text or audio_mark in text:
+    if base64_mark in raw or data_mark in raw or audio_mark in raw:
         return None
-    if text.count("{") + text.count("[") > STORE_DEPTH:
+    if raw.count(b"{") + raw.count(b"[") > STORE_DEPTH:
         return None
+    if type(model) is Msg and not model.model_extra and isinstance(model.id, str) and model.id:
+        return TextRow(raw, model.id)
     # pydantic-core's parser: the same values as json.loads from pydantic's own output (it
     # has no NaN or lone surrogate), in a third of the time; its nesting limit (~200) is
     # above the STORE_DEPTH that the bracket count bounds.
-    row = JsonRow(from_json(text))
-    row.json_text = text
+    row = JsonRow(from_json(raw))
+    row.json_text = raw.decode()
     return row
 
 
