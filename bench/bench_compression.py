@@ -4,18 +4,25 @@ Measures one `Compressor.maybe_compress` of 10,000 realistic agent messages (ass
 thoughts with a bash tool call, and the tool results, from a real mini-swe-agent trajectory
 in ../shared/corpus when it is there) into a `LocalWorkspace` (fsync on), with a
 `ScriptedModel` writing the summaries: it answers instantly, so model time is excluded and
-what is measured is ctxoffload's own work — counting tokens, the split, serialising and
-appending the older messages to context.jsonl, building the summary requests in chunks, and
-rendering the summary.
+what is measured is ctxoffload's own work: counting what decides, the split, serialising
+and appending the older messages to context.jsonl, reading them back, the artifacts of what
+leaves, building the summary requests, and rendering the summary and its artifact index.
 
 Baseline, measured in the same run: `json.dumps` of the same messages and one write of the
-lines to a file followed by `fsync` — the least any "save the history, then drop it" needs.
+lines to a file followed by `fsync`, the least any "save the history, then drop it" needs.
 
-Two compression timings are printed: cold, where the compressor counts all 10,000 messages
-for the first time, and warm, where its tracker has already counted them, as in an agent
-loop that checks the context before every model call. A third line is the floor under the
-cold figure: the bare tokenizer (tiktoken's `encode_ordinary`) on the messages' texts, which
-any exact count of a history never seen before has to pay.
+Two compression timings are printed (targets, issue 28: cold <= 4x, warm <= 2.5x):
+
+- cold: a compressor that has never seen the messages (a resumed session, a history handed
+  over whole). It counts the newest messages until they pass the trigger and estimates the
+  rest (`tokens_before` is then an estimate with bounds), and scans every message that
+  leaves for the artifact index;
+- warm: the compressor counted the messages before, as in an agent's loop that checks the
+  context before each model call; counting a message also scans it for the artifact index,
+  so a compaction looks both up.
+
+A third line is the bare tokenizer (rs-bpe, or tiktoken without the fast extra) on every
+message's texts: what a cold compression cost when it counted every message.
 
 `--latency MS` makes the summary model take MS milliseconds to answer each request, as a
 real one does: the artifacts of what leaves are then found in a worker thread while the
@@ -134,10 +141,10 @@ def _texts(messages: list[Msg]) -> list[str]:
 
 
 def _tokenizer_alone(texts: list[str]) -> float:
-    encode = TiktokenCounter()._encoding.encode_ordinary
+    count = TiktokenCounter()._count  # rs-bpe with the fast extra, else tiktoken
     start = time.perf_counter()
     for text in texts:
-        encode(text)
+        count(text)
     return time.perf_counter() - start
 
 
@@ -179,9 +186,13 @@ async def _compress(
     elapsed = time.perf_counter() - start
     assert result.compressed and result.line_span is not None
     calls = len(compressor.model.calls) if isinstance(compressor.model, ScriptedModel) else 0
+    before = f"{result.tokens_before:,}"
+    if result.tokens_before_bounds is not None:
+        low, high = result.tokens_before_bounds
+        before = f"~{before} (estimated, {low:,} to {high:,})"
     detail = (
         f"{result.compressed_messages:,} messages to lines {result.line_span[0]}-"
-        f"{result.line_span[1]}, {result.tokens_before:,} -> {result.tokens_after:,} tokens, "
+        f"{result.line_span[1]}, {before} -> {result.tokens_after:,} tokens, "
         f"{calls} summary calls"
     )
     return elapsed, detail
@@ -222,7 +233,7 @@ async def main() -> None:
     if args.latency:
         print(f"  (the summary model answers each request in {args.latency:g} ms)")
     print(f"  json.dumps + write + fsync   {base * 1e3:9.1f} ms  (baseline)")
-    for label, times in (("cold (counts every message)", cold), ("warm (counts cached)", warm)):
+    for label, times in (("cold (never seen before)", cold), ("warm (counted before)", warm)):
         best = min(times)
         print(
             f"  compress, {label:<27} {best * 1e3:9.1f} ms  {count / best:11,.0f} messages/s  "
@@ -231,7 +242,7 @@ async def main() -> None:
     best = min(tokenizer)
     print(
         f"  the bare tokenizer on the same texts   {best * 1e3:9.1f} ms  "
-        f"{count / best:11,.0f} messages/s  ratio {best / base:.1f} (the floor under cold)"
+        f"{count / best:11,.0f} messages/s  ratio {best / base:.1f} (counting every message)"
     )
 
 

@@ -32,7 +32,7 @@ from ctxoffload import (
 from ctxoffload.agent import FileToolbox
 from ctxoffload.cli import main
 from ctxoffload.offloader import escape
-from ctxoffload.text import data_line, message_lines
+from ctxoffload.text import data_line, message_lines, message_text
 
 # Text the model saw that JSON must escape or that a naive decoder would split: quotes,
 # backslashes, newlines, tabs, non-ASCII; no carriage return (a line ends there for Grep) and
@@ -143,3 +143,14 @@ def test_a_payload_is_named_by_the_same_line_in_every_format() -> None:
     assert to_converse([msg])[1][0]["content"] == [{"text": line}]
     assert message_lines(msg) == ["[user]", line]
     assert to_anthropic([msg])[1]  # Anthropic takes the URL itself: no line needed
+
+
+@settings(max_examples=200)
+@given(msgs=_messages())
+def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
+    # `message_text` is built without splitting the message's strings: the artifact index
+    # scans it; it must be exactly the lines the agent's Grep searches, joined.
+    forms = [msgs, to_openai(msgs), to_anthropic(msgs), to_converse(msgs)]
+    for form in forms:
+        for msg in form:
+            assert message_text(msg) == "\n".join(message_lines(msg))

@@ -551,6 +551,103 @@ def test_cache_drops_messages_that_left_the_context() -> None:
     assert len(tracker._cache) <= 2 * len(kept) + 64
 
 
+# -- counting only what decides (`count_past`) -------------------------------------------------
+
+
+def test_below_the_limit_every_message_is_counted_exactly() -> None:
+    tracker = ContextTokenTracker(TiktokenCounter())
+    system = Msg(role="system", content="You are a careful coding agent.")
+    msgs = _conversation(40)
+    whole = ContextTokenTracker(TiktokenCounter()).count(system, None, msgs, TOOLS)
+    counted = tracker.count_past(system, None, msgs, TOOLS, limit=whole)
+    assert counted.exact and counted.tokens == counted.at_least == counted.at_most == whole
+    assert counted.uncounted == 0
+
+
+def test_past_the_limit_only_the_newest_messages_are_tokenized() -> None:
+    counter = CountingCounter(TiktokenCounter())
+    tracker = ContextTokenTracker(counter)
+    system = Msg(role="system", content="You are a careful coding agent.")
+    msgs = _conversation(2000)
+    whole = ContextTokenTracker(TiktokenCounter()).count(system, None, msgs, TOOLS)
+    counted = tracker.count_past(system, None, msgs, TOOLS, limit=5_000)
+    # The system prompt, then the newest messages until their total passes the limit.
+    tokenized = counter.messages_counted
+    assert tokenized[0] is system
+    newest = tokenized[1:]
+    assert newest == list(reversed(msgs[len(msgs) - len(newest) :]))
+    costs = [TiktokenCounter().count_message(m) for m in newest]
+    head = TiktokenCounter().count_message(system) + counter.count_tools(TOOLS) + 3
+    assert head + sum(costs) > 5_000 >= head + sum(costs[:-1])
+    # The total is estimated, with bounds that hold the exact count.
+    assert not counted.exact and counted.uncounted == len(msgs) - len(newest)
+    assert counted.tokens > 5_000
+    assert counted.at_least <= whole <= counted.at_most
+    assert counted.at_least <= counted.tokens <= counted.at_most
+    assert abs(counted.tokens - whole) < 0.1 * whole  # a uniform history: a close estimate
+    assert "estimated" in counted.describe() and counted.fields()["tokens_before_exact"] is False
+
+
+def test_messages_counted_before_are_looked_up_not_estimated() -> None:
+    counter = CountingCounter(TiktokenCounter())
+    tracker = ContextTokenTracker(counter)
+    msgs = _conversation(500)
+    whole = tracker.count(None, None, msgs)
+    counter.messages_counted.clear()
+    counted = tracker.count_past(None, None, msgs, limit=1_000)
+    assert counted.exact and counted.tokens == whole
+    assert counter.messages_counted == []
+
+
+def test_an_anchored_count_stays_exact_past_the_limit() -> None:
+    tracker = ContextTokenTracker(TiktokenCounter())
+    msgs = _conversation(100)
+    tracker.count(None, None, msgs)
+    tracker.anchor(123_456, msgs)
+    new = Msg(role="user", content="And the tests?")
+    counted = tracker.count_past(None, None, [*msgs, new], limit=10)
+    assert counted.exact
+    assert counted.tokens == 123_456 + TiktokenCounter().count_message(new)
+
+
+def test_a_heuristic_count_is_whole() -> None:
+    tracker = ContextTokenTracker(HeuristicCounter())
+    msgs = _conversation(300)
+    counted = tracker.count_past(None, None, msgs, limit=100)
+    assert counted.exact and counted.tokens == HeuristicCounter().count_messages(msgs)
+
+
+_ANY_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    texts=st.lists(_ANY_TEXT, min_size=2, max_size=30),
+    images=st.integers(0, 3),
+    limit=st.integers(0, 2_000),
+)
+def test_the_bounds_of_an_estimate_hold_the_exact_count(
+    texts: list[str], images: int, limit: int
+) -> None:
+    # Any text (scripts, emoji, one long run), calls with JSON arguments and payloads: the
+    # exact count always lies within the bounds, whatever the estimate.
+    msgs: list[Msg] = []
+    for i, text in enumerate(texts):
+        if i % 3 == 1:
+            call = ToolCallBlock(id=f"c{i}", name="run", input={"cmd": text, "n": i})
+            msgs.append(Msg(role="assistant", content=[TextBlock(text=text), call]))
+        else:
+            msgs.append(Msg(role="user", content=text, name="bob" if i % 5 == 0 else None))
+    for _ in range(images):
+        image = DataBlock(source=Base64Source(data="iVBORw0KGgo=", media_type="image/png"))
+        msgs.insert(0, Msg(role="user", content=[TextBlock(text="look"), image]))
+    whole = TiktokenCounter().count_messages(msgs)
+    counted = ContextTokenTracker(TiktokenCounter()).count_past(None, None, msgs, limit=limit)
+    assert counted.at_least <= whole <= counted.at_most
+    assert counted.at_least <= counted.tokens <= counted.at_most
+    assert (counted.tokens > limit) == (whole > limit)
+
+
 def test_anchor_adds_only_messages_appended_since() -> None:
     counter = TiktokenCounter()
     tracker = ContextTokenTracker(counter)

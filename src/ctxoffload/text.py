@@ -38,6 +38,7 @@ __all__ = [
     "is_jsonl",
     "matching_lines",
     "message_lines",
+    "message_text",
     "transcript_entry",
 ]
 
@@ -218,6 +219,19 @@ def message_lines(message: Any) -> list[str]:
         message: a `Msg`, or the JSON value of a message in any format the workspace stores.
             A value with no `role` is shown as its strings, without a header.
     """
+    return [line for piece in _pieces(message) for line in piece.split("\n")]
+
+
+def message_text(message: Any) -> str:
+    """`message_lines` joined by newlines, built without splitting the message's texts: what
+    the artifact index scans, in one string."""
+    return "\n".join(_pieces(message))
+
+
+def _pieces(message: Any) -> list[str]:
+    """`message_lines` before the split: texts that may hold newlines, whose lines, in
+    order, are the message's lines (splitting a text at its newlines and joining the lines
+    again gives back the text, so both shapes come from this one walk)."""
     out: list[str] = []
     role = _get(message, "role")
     if not isinstance(role, str):
@@ -228,25 +242,25 @@ def message_lines(message: Any) -> list[str]:
     if isinstance(message, Mapping) and message.get("tool_call_id") is not None:  # OpenAI's
         out.append(f"<- tool result {name or '?'} (id {message['tool_call_id']}):")
     for part in _parts(message):
-        _part_lines(part, out)
+        _part_pieces(part, out)
     return out
 
 
-def _part_lines(part: tuple[Any, ...], out: list[str]) -> None:
+def _part_pieces(part: tuple[Any, ...], out: list[str]) -> None:
     kind = part[0]
     if kind == "text":
-        out.extend(str(part[1]).split("\n"))
+        out.append(str(part[1]))
     elif kind == "thinking":
         out.extend(f"(thinking) {line}" for line in str(part[1]).split("\n"))
     elif kind == "call":
         _, name, call_id, arguments = part
         out.append(f"-> tool call {name} (id {call_id})")
-        _argument_lines(arguments, "", out)
+        _argument_pieces(arguments, "", out)
     elif kind == "result":
         _, name, call_id, is_error, items = part
         out.append(f"<- tool result {name or '?'} (id {call_id}){' (error)' if is_error else ''}:")
         for item in items:
-            _part_lines(item, out)
+            _part_pieces(item, out)
     elif kind == "data":
         _, url, name, media_type, size = part
         where = url if url is not None else f"(inline base64, {size:,} chars)"
@@ -255,28 +269,27 @@ def _part_lines(part: tuple[Any, ...], out: list[str]) -> None:
         _strings(part[1], out, None)
 
 
-def _argument_lines(value: Any, key: str, out: list[str]) -> None:
-    """One line per leaf of a tool call's arguments: `  key.sub[0]: value`."""
+def _argument_pieces(value: Any, key: str, out: list[str]) -> None:
+    """One line per leaf of a tool call's arguments: `  key.sub[0]: value` (a string value's
+    later lines follow as they are)."""
     if isinstance(value, Mapping) and value:
         for name, item in value.items():
-            _argument_lines(item, f"{key}.{name}" if key else str(name), out)
+            _argument_pieces(item, f"{key}.{name}" if key else str(name), out)
     elif isinstance(value, list) and value:
         for index, item in enumerate(value):
-            _argument_lines(item, f"{key}[{index}]", out)
+            _argument_pieces(item, f"{key}[{index}]", out)
     elif isinstance(value, str):
-        first, *rest = value.split("\n")
-        out.append(f"  {key}: {first}" if key else f"  {first}")
-        out.extend(rest)
+        out.append(f"  {key}: {value}" if key else f"  {value}")
     elif key or value not in (None, {}, []):
         shown = json.dumps(value, ensure_ascii=False)
         out.append(f"  {key}: {shown}" if key else f"  {shown}")
 
 
 def _strings(value: Any, out: list[str], label: str | None) -> None:
-    """Every string a value holds, split at newlines, but those that label a part."""
+    """Every string a value holds, but those that label a part."""
     if isinstance(value, str):
         if label not in _LABEL_KEYS and value:
-            out.extend(value.split("\n"))
+            out.append(value)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             _strings(item, out, key)

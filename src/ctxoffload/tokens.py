@@ -74,6 +74,7 @@ __all__ = [
     "ContextTokenTracker",
     "HeuristicCounter",
     "TiktokenCounter",
+    "TokenCount",
     "TokenCounter",
     "encoding_for_model",
     "get_token_counter",
@@ -693,6 +694,63 @@ def get_token_counter(
 # Incremental counting of a whole context
 
 
+@dataclass(frozen=True)
+class TokenCount:
+    """What a context costs, counted exactly or, past a limit, estimated within bounds.
+
+    `ContextTokenTracker.count_past` counts the newest messages first and stops once the
+    count is over its limit: the decision it was asked for ("over the trigger?") is then
+    exact, and the messages it did not count are estimated, never tokenized.
+
+    Attributes:
+        tokens: the exact count when `exact`, else the estimate.
+        exact: whether every message was counted.
+        at_least: a bound no exact count can fall below: the tokens counted, and the
+            overhead of each message not counted (`tokens` when exact).
+        at_most: a bound no exact count can exceed: the messages not counted are costed at
+            one token per UTF-8 byte, as a byte-level BPE never takes more (`tokens` when
+            exact).
+        uncounted: how many of the oldest messages were estimated.
+    """
+
+    tokens: int
+    exact: bool = True
+    at_least: int = 0
+    at_most: int = 0
+    uncounted: int = 0
+
+    @classmethod
+    def of(cls, tokens: int) -> TokenCount:
+        """An exact count."""
+        return cls(tokens, True, tokens, tokens, 0)
+
+    def describe(self) -> str:
+        """`12,345`, or `~4,310,000 (estimated: 160,214 counted, at most 17,900,000)`."""
+        if self.exact:
+            return f"{self.tokens:,}"
+        return f"~{self.tokens:,} (estimated: {self.at_least:,} counted, at most {self.at_most:,})"
+
+    def fields(self) -> dict[str, Any]:
+        """The event fields beside `tokens_before` for an estimate; none for an exact count."""
+        if self.exact:
+            return {}
+        return {
+            "tokens_before_exact": False,
+            "tokens_before_range": [self.at_least, self.at_most],
+            "tokens_before_uncounted": self.uncounted,
+        }
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _bound(msgs: Sequence[Msg], data_block_tokens: int) -> int:
+    """What `msgs` cost with every string at a token a UTF-8 byte, which no byte-level BPE
+    count exceeds (each token is one byte or more)."""
+    return sum(_message_tokens(m, _utf8_length, _utf8_length, data_block_tokens) for m in msgs)
+
+
 class _CacheEntry:
     __slots__ = ("content", "last_seen", "tokens")
 
@@ -763,6 +821,11 @@ class ContextTokenTracker:
         """Tokens one message costs, from the cache when it was counted before."""
         return self._message_tokens(msg, _key(msg))
 
+    def known(self, msg: Msg) -> int | None:
+        """The tokens of `msg` when it was counted before, else None (nothing is counted)."""
+        entry = self._cache.get(_key(msg))
+        return entry.tokens if entry is not None else None
+
     def _message_tokens(self, msg: Msg, key: tuple[str, int]) -> int:
         entry = self._cache.get(key)
         if entry is None:
@@ -810,6 +873,80 @@ class ContextTokenTracker:
             self._anchor = None
         priming = REPLY_PRIMING_TOKENS if context else 0
         return sum(per_message) + priming + tools_tokens
+
+    def count_past(
+        self,
+        system: Msg | None,
+        summary: Msg | None,
+        messages: Sequence[Msg],
+        tools: Sequence[dict[str, Any]] = (),
+        *,
+        limit: float,
+    ) -> TokenCount:
+        """Tokens the next model call will send, counted exactly up to where they pass `limit`.
+
+        The system prompt, the summary and the tool schemas are counted, then the messages
+        from the newest back; once the count is over `limit`, the older messages are not
+        tokenized: those counted before add their known count, the others an estimate
+        (their UTF-8 bytes at the tokens a byte the counted messages cost), with its bounds
+        (`TokenCount`). Whether the context is over `limit` is
+        exact either way, and so is every message that stays when the newest part is kept:
+        a compaction counts only what decides it. An anchored count (`anchor`) is exact and
+        costs only the messages appended since.
+
+        Args:
+            system: the system prompt, if any.
+            summary: the summary of compressed history, if any.
+            messages: the conversation, oldest first.
+            tools: the tool JSON schemas sent with the call.
+            limit: the count past which older messages are estimated (the trigger).
+        """
+        self._generation += 1
+        context = list(_context(system, summary, messages))
+        keys = [_key(m) for m in context]
+        anchor = self._anchor
+        if anchor is not None and keys[: len(anchor.keys)] != anchor.keys:
+            self._anchor = anchor = None
+        if anchor is not None or not self.counter.is_exact:
+            # Anchored: the messages appended since are all there is to count. A heuristic
+            # count costs a length a string: nothing to save.
+            return TokenCount.of(self.count(system, summary, messages, tools))
+        heads = len(context) - len(messages)  # the system prompt and the summary
+        total = self._count_tools(tools) + (REPLY_PRIMING_TOKENS if context else 0)
+        self._last_tools_tokens = total - (REPLY_PRIMING_TOKENS if context else 0)
+        for i in range(heads):
+            total += self._message_tokens(context[i], keys[i])
+        stop = heads
+        for i in range(len(context) - 1, heads - 1, -1):
+            total += self._message_tokens(context[i], keys[i])
+            if total > limit:
+                stop = i
+                break
+        # The older messages counted before (an agent's loop counts each once) cost a lookup;
+        # only those never counted are estimated.
+        unknown: list[Msg] = []
+        for i in range(heads, stop):
+            entry = self._cache.get(keys[i])
+            if entry is None:
+                unknown.append(context[i])
+            else:
+                entry.last_seen = self._generation
+                total += entry.tokens
+        self._evict(len(context))
+        if not unknown:
+            return TokenCount.of(total)
+        data = getattr(self.counter, "data_block_tokens", DEFAULT_DATA_BLOCK_TOKENS)
+        bound = _bound(unknown, data)
+        # The estimate takes the tokens a byte of the messages counted (the newest) cost
+        # against the same bound, to the bound of those not counted.
+        seen_bound = _bound(context[stop:], data)
+        seen = sum(self._cache[k].tokens for k in keys[stop:])
+        ratio = seen / seen_bound if seen_bound else 0.25
+        # Each message costs its overhead at least, and no more than its bound.
+        low = total + MESSAGE_OVERHEAD_TOKENS * len(unknown)
+        high = total + bound
+        estimate = min(max(total + round(bound * ratio), low), high)
+        return TokenCount(estimate, False, low, high, len(unknown))
 
     def anchor(self, input_tokens: int, messages: Sequence[Msg]) -> None:
         """Record the provider-reported input tokens for exactly `messages`.

@@ -9,9 +9,11 @@ import pytest
 
 from ctxoffload import (
     Agent,
+    Compressor,
     ContextConfig,
     ContextPipeline,
     LocalWorkspace,
+    Msg,
     ScriptedModel,
     get_token_counter,
 )
@@ -109,3 +111,29 @@ async def test_show_says_a_compaction_the_agent_asked_for(
     assert "compacted on the agent's request (compressed), " in out
     assert "/sessions/asked/context.jsonl lines 1-" in out
     assert 'instructions: "keep ids"' in out
+
+
+async def test_show_marks_an_estimated_total_with_its_bounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A long history given whole: counted only until past the trigger, so the total before
+    # the compression is an estimate, and show says so with the bounds the event holds.
+    history = [Msg(role="system", content="You answer questions.")]
+    for i in range(200):
+        history.append(Msg(role="user", content=f"Question {i}: " + "details " * 80))
+        history.append(Msg(role="assistant", content=f"Answer {i}: " + "findings " * 80))
+    compressor = Compressor(
+        ContextConfig(context_window=8_000),
+        offloader=LocalWorkspace(tmp_path),
+        session_id="cold",
+        counter=get_token_counter(exact=True),
+    )
+    result = await compressor.maybe_compress(history)
+    assert result.compressed and not result.tokens_before_exact
+    assert result.tokens_before_bounds is not None
+    low, high = result.tokens_before_bounds
+    assert main(["--workdir", str(tmp_path), "show", "cold"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if " compressed " in line)
+    assert f"~{result.tokens_before:,}→{result.tokens_after:,} tokens" in line
+    assert f"(before: estimated, {low:,} to {high:,})" in line

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.cli import main
@@ -444,3 +446,69 @@ def test_the_scan_agrees_with_the_patterns_on_the_corpus() -> None:
             assert {(k, v) for k, v in found if k != "command"} == reference_artifacts(msg), msg.id
             checked += 1
     assert checked > 1000
+
+
+# -- the set that picks the patterns to run, against running every pattern -------------------
+
+
+def every_pattern(text: str) -> list[tuple[str, str]]:
+    """The scan of `text` as it was before the set chose the patterns: every RE2 pattern run
+    with google-re2's `finditer`, each value decoded from the bytes."""
+    from ctxoffload.compression import _artifacts as a
+
+    data = text.encode("utf-8", "surrogatepass")
+    found: list[tuple[str, str]] = []
+    pieces, at = [], 0
+    for match in a._scanner("url").finditer(data):
+        found.append(("url", match.group().decode().rstrip(a._TRAILING)))
+        pieces += [data[at : match.start()], b" " * (match.end() - match.start())]
+        at = match.end()
+    rest = b"".join([*pieces, data[at:]])
+    for name in ("absolute", "relative"):
+        for match in a._scanner(name).finditer(rest):
+            value = match.group(1).decode().rstrip(a._TRAILING)
+            if value.count("/") >= 1 and len(value) > 3:
+                found.append(("path", value))
+    for name in ("key", "code", "uuid", "hash"):
+        for match in a._scanner(name).finditer(rest):
+            value = match.group().decode()
+            if name != "hash" or (not value.isdigit() and any(c.isdigit() for c in value)):
+                found.append(("id", value))
+    return list(dict.fromkeys((kind, a._cut(value)) for kind, value in found))
+
+
+_PIECES = [
+    *"/._-~@+:aZ09fF E-",
+    *["\n", "é", "ß", "✓", "\u2028", "\x0b", "\u00a0"],
+    *["http://", "s3://", "ORD-", "E123", "3f9a2c1", "src/", ".py", "~/", "../"],
+]
+_SCANNED = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_SCANNED)
+def test_the_patterns_the_set_rules_out_find_nothing(text: str) -> None:
+    # The set only picks which patterns to run, spans are read through the compiled object,
+    # and an ASCII text is sliced as it is: none of that may change what is found, or its
+    # order.
+    from ctxoffload.compression._artifacts import _add_text_values
+
+    found: dict[tuple[str, str], None] = {}
+    _add_text_values(text, found)
+    expected = every_pattern(text)
+    assert list(found) == expected[:ARTIFACTS_PER_MESSAGE]
+
+
+def test_a_hostile_text_is_scanned_alike_by_the_set_and_every_pattern() -> None:
+    from ctxoffload.compression._artifacts import _add_text_values
+
+    texts = [
+        "a/" * 200_000 + "b.py",  # one path-like run of 400 KB
+        ("x@x+" * 50_000) + "/y/z.txt",
+        "é/" * 100_000 + " ~/a/b " + "E1234 " * 1000,
+        "\n".join(f"http://h{i}.example/p/{i} /abs/{i}/x E{1000 + i}" for i in range(2000)),
+    ]
+    for text in texts:
+        found: dict[tuple[str, str], None] = {}
+        _add_text_values(text, found)
+        assert list(found) == every_pattern(text)[:ARTIFACTS_PER_MESSAGE]

@@ -30,9 +30,16 @@ from ..formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel, model_label
 from ..references import ContextRef
-from ..tokens import ContextTokenTracker, TokenCounter, get_token_counter
+from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_counter
 from ..workspace import EventKind, Offloader, ReferenceReader
-from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts, scan_messages
+from ._artifacts import (
+    ArtifactCache,
+    ArtifactIndex,
+    FoundArtifact,
+    events_file,
+    find_artifacts,
+    scan_messages,
+)
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
@@ -73,12 +80,17 @@ class CompressionResult:
         messages: the context to send next (unchanged when nothing was compressed).
         compressed: whether older messages were replaced by a summary.
         reason: why, in a few words ("below trigger", "compressed", "offload failed", ...).
-        tokens_before: tokens of the context given.
+        tokens_before: tokens of the context given: exact, or, when the count stopped past
+            the trigger (`ContextTokenTracker.count_past`), an estimate.
         tokens_after: tokens of `messages`.
         reference: where the compressed messages went (context.jsonl), if anywhere.
         line_span: the lines of that file this compression wrote.
         summary: the new summary.
         summary_source: "model" or "extractive".
+        compressed_messages: how many messages left the context.
+        tokens_before_exact: whether `tokens_before` is an exact count.
+        tokens_before_bounds: when it is an estimate, the least and the most the exact
+            count can be (see `TokenCount`); None when it is exact.
     """
 
     messages: list[Msg]
@@ -91,6 +103,8 @@ class CompressionResult:
     summary: Summary | None = None
     summary_source: str | None = None
     compressed_messages: int = 0
+    tokens_before_exact: bool = True
+    tokens_before_bounds: tuple[int, int] | None = None
 
 
 @dataclass
@@ -172,6 +186,8 @@ class Compressor:
         self.session_id = session_id or uuid.uuid4().hex[:16]
         self.counter = counter or get_token_counter(model.model_name if model else None)
         self.tracker = ContextTokenTracker(self.counter)
+        # The artifacts of each message, found when it is first counted (`count`).
+        self._scanned = ArtifactCache()
         self._context_window = context_window
         self._state = SummaryState()
         self._reader_tools = reader_tools
@@ -230,8 +246,31 @@ class Compressor:
         return cfg.window(fallback)
 
     def count(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] = ()) -> int:
-        """Tokens `messages` (+ tool schemas) cost, counted incrementally."""
-        return self.tracker.count(None, None, messages, tools)
+        """Tokens `messages` (+ tool schemas) cost, counted incrementally.
+
+        The messages not seen before are also scanned for the artifact index then (their
+        paths, URLs, commands and ids), once each as they are counted once each: a
+        compaction finds what leaves already scanned instead of scanning it all at once.
+        """
+        tokens = self.tracker.count(None, None, messages, tools)
+        self._scanned.note(messages)
+        return tokens
+
+    def count_until(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] = (), *, limit: float
+    ) -> TokenCount:
+        """Tokens `messages` (+ tool schemas) cost, counted exactly only until past `limit`.
+
+        The newest messages are counted first; once the count passes `limit`, the older ones
+        are estimated instead of tokenized, and the result says so with its bounds
+        (`ContextTokenTracker.count_past`): whether the context is over `limit` is exact
+        either way. Below `limit` every message is counted, and the messages new to the
+        compressor are scanned for the artifact index as `count` scans them.
+        """
+        counted = self.tracker.count_past(None, None, messages, tools, limit=limit)
+        if counted.exact:
+            self._scanned.note(messages)
+        return counted
 
     async def _event(self, kind: str, **fields: Any) -> None:
         # Written, logged (INFO for truncation and compression) and passed to on_event.
@@ -442,9 +481,13 @@ class Compressor:
         cfg = config or self.config
         strategy = split or SplitByTokens()
         window = self.window(cfg)
-        counted = self.count(context, tools)
-        if not self._is_due(counted, cfg, window, strategy, force=force):
-            result = CompressionResult(context, False, "below trigger", counted, counted)
+        # Counted exactly from the newest back until past the trigger: the decision and the
+        # messages that stay are exact; what leaves is estimated, not tokenized.
+        counted = self.count_until(context, tools, limit=cfg.trigger_ratio * window)
+        if not self._is_due(counted.tokens, cfg, window, strategy, force=force):
+            result = CompressionResult(
+                context, False, "below trigger", counted.tokens, counted.tokens
+            )
             await self.start_background(
                 context, tools=tools, config=cfg, summary_model=summary_model, split=split
             )
@@ -530,7 +573,7 @@ class Compressor:
         self,
         context: list[Msg],
         plan: _Plan,
-        counted: int,
+        counted: TokenCount,
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
         window: int,
@@ -548,27 +591,33 @@ class Compressor:
             ready = await self._apply_background(pending, plan, counted, tools, cfg, window)
             if ready is not None:
                 return ready
-        # The artifacts of what leaves are found in a worker thread meanwhile: on a long
-        # history they take as long as the summary request's transcript, and a model takes
-        # longer still.
-        scanning = asyncio.ensure_future(asyncio.to_thread(scan_messages, plan.older))
+        # The artifacts of what leaves that was not scanned when it was counted (a history
+        # given at once) are found in a worker thread meanwhile, while the summary model is
+        # waited for.
+        unscanned = self._scanned.missing(plan.older)
+        scanning = asyncio.ensure_future(asyncio.to_thread(scan_messages, unscanned))
         try:
             persisted = await self.persist(plan.older)
             if persisted.failure is not None:
                 reason = f"offload failed: {persisted.failure}"
-                return CompressionResult(context, False, reason, counted, counted)
+                return CompressionResult(
+                    context,
+                    False,
+                    reason,
+                    counted.tokens,
+                    counted.tokens,
+                    **_estimate(counted),
+                )
             lines = await self._read_back(persisted, plan.older)
             outcome = await self._summarise(plan, persisted, cfg, window, model)
-            scanned = await scanning
+            self._scanned.add(unscanned, await scanning)
         finally:
             if not scanning.done():
                 scanning.cancel()  # the thread finishes on its own; nothing waits for it
-        return await self._assemble(
-            plan, persisted, outcome, counted, tools, cfg, window, lines, scanned=scanned
-        )
+        return await self._assemble(plan, persisted, outcome, counted, tools, cfg, window, lines)
 
     def _keep_notes(
-        self, plan: _Plan, counted: int, tools: Sequence[dict[str, Any]]
+        self, plan: _Plan, counted: TokenCount, tools: Sequence[dict[str, Any]]
     ) -> CompressionResult:
         """The context when nothing is old enough to compress: the earlier summary and
         window note (the only paths back to the messages that left before) stay."""
@@ -577,7 +626,14 @@ class Compressor:
             at = len(after) - len(plan.kept) - (1 if plan.pinned else 0) - len(plan.split.pins)
             after.insert(at, plan.earlier_note)
         reason = "nothing old enough to compress"
-        return CompressionResult(after, False, reason, counted, self.count(after, tools))
+        return CompressionResult(
+            after,
+            False,
+            reason,
+            counted.tokens,
+            self.count(after, tools),
+            **_estimate(counted),
+        )
 
     async def persist(
         self, messages: Sequence[Msg], *, on_failure: str = "not compressing"
@@ -632,19 +688,7 @@ class Compressor:
         except Exception as exc:
             logger.warning("could not read back %s to check it: %s", reference, exc)
             return {}
-        wanted = {m.id for m in older}
-        rows = raw.split(b"\n")
-        found: dict[str, int] = {}
-        for first, last in persisted.spans:
-            for number in range(first, min(last, len(rows)) + 1):
-                try:
-                    value = json.loads(rows[number - 1])
-                except ValueError:
-                    continue
-                row_id = value.get("id") if isinstance(value, dict) else None
-                if isinstance(row_id, str) and row_id in wanted:
-                    found[row_id] = number
-        return found
+        return _lines_of(raw.split(b"\n"), persisted.spans, older)
 
     async def _summarise(
         self,
@@ -685,7 +729,7 @@ class Compressor:
             previous=self._state.summary,
             artifacts=[a.describe() for a in self.artifacts],
             window=window,
-            sizes=[self.tracker.count_message(m) for m in older],
+            known_tokens=self.tracker.known,
         )
         return outcome, "new"
 
@@ -711,20 +755,20 @@ class Compressor:
         plan: _Plan,
         persisted: Persisted,
         outcome: SummaryOutcome,
-        counted: int,
+        counted: TokenCount,
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
         window: int,
         lines: dict[str, int] | None,
-        *,
-        scanned: list[list[tuple[str, str]]] | None = None,
     ) -> CompressionResult:
         """Assemble: the system prompt, the summary message (naming context.jsonl, the line
         span and the artifact trail, within the reserve, then the artifact index), then the
-        messages kept; the artifacts and compression events record it. `scanned` is
-        `scan_messages(plan.older)` when it was run already."""
+        messages kept; the artifacts and compression events record it."""
         listed_in = events_file(persisted.reference)
-        candidates = self._leaving_artifacts(plan.older, lines, self._state, scanned=scanned)
+        candidates = self._leaving_artifacts(
+            plan.older, lines, self._state, scanned=self._scanned.of(plan.older)
+        )
+        self._scanned.forget(plan.older)  # they left: nothing looks them up again
         # The index's least part (how many artifacts are cut, and where they are listed)
         # comes out of the summary's budget; the rest of the index takes what is left under
         # the trigger, up to its own budget.
@@ -758,11 +802,13 @@ class Compressor:
             messages=len(plan.older),
             kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
             pinned=len(plan.split.pins),
-            tokens_before=counted,
+            tokens_before=counted.tokens,
+            **counted.fields(),
             tokens_after=tokens_after,
             summary_source=outcome.source,
             summary_model=model_label(self.model) if outcome.source == "model" else None,
             summary_model_calls=outcome.model_calls,
+            **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
             artifacts=index.report(),
             recoverable=recoverable,
         )
@@ -770,13 +816,14 @@ class Compressor:
             after,
             True,
             "compressed",
-            counted,
+            counted.tokens,
             tokens_after,
             reference=persisted.reference,
             line_span=persisted.line_span,
             summary=outcome.summary,
             summary_source=outcome.source,
             compressed_messages=len(plan.older),
+            **_estimate(counted),
         )
 
     async def index_note(
@@ -811,7 +858,7 @@ class Compressor:
         state = SummaryState()
         state.adopt_index(dict(earlier))
         index = self._artifact_index(
-            self._leaving_artifacts(leaving, lines, state),
+            self._leaving_artifacts(leaving, lines, state, scanned=self._scanned.of(leaving)),
             state,
             summary_text,
             kept,
@@ -872,6 +919,7 @@ class Compressor:
             budget=max(budget, least),
             events_file=events_file(persisted.reference),
             cut_before=state.artifacts_cut,
+            kept_scanned=self._scanned.of(kept),
         )
 
     # -- the summary made in the background (`background_compaction`) ---------------------
@@ -936,7 +984,7 @@ class Compressor:
         self,
         pending: Pending,
         plan: _Plan,
-        counted: int,
+        counted: TokenCount,
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
         window: int,
@@ -1164,6 +1212,53 @@ class Compressor:
         if done is None:
             return block
         return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
+
+
+def _estimate(counted: TokenCount) -> dict[str, Any]:
+    """`CompressionResult`'s fields for a count that stopped past the trigger (none when it
+    is exact)."""
+    if counted.exact:
+        return {}
+    return {
+        "tokens_before_exact": False,
+        "tokens_before_bounds": (counted.at_least, counted.at_most),
+    }
+
+
+def _lines_of(
+    rows: Sequence[bytes], spans: Sequence[tuple[int, int]], older: Sequence[Msg]
+) -> dict[str, int]:
+    """The line of `rows` (a context log, split at its newlines) holding each message of
+    `older`, among the lines of `spans`, by message id.
+
+    A line is first looked for the message's own `"id":"..."` pair, in the spans' order: the
+    messages of one batch are on its lines in order, so each search starts one line after the
+    last found. A line that does not hold the expected id that way is read as JSON (what
+    another writer's line or a message laid out otherwise needs).
+    """
+    wanted = {m.id: m for m in older}
+    expected = [m.id for m in older]
+    found: dict[str, int] = {}
+    at = 0  # the next message of `older` expected, in order
+    for first, last in spans:
+        for number in range(first, min(last, len(rows)) + 1):
+            row = rows[number - 1]
+            if at < len(expected):
+                mark = b'"id":' + json.dumps(expected[at], ensure_ascii=False).encode()
+                if mark in row:
+                    found[expected[at]] = number
+                    at += 1
+                    continue
+            try:
+                value = json.loads(row)
+            except ValueError:
+                continue
+            row_id = value.get("id") if isinstance(value, dict) else None
+            if isinstance(row_id, str) and row_id in wanted:
+                found[row_id] = number
+                if at < len(expected) and row_id == expected[at]:
+                    at += 1
+    return found
 
 
 def _read_back_report(leaving: Sequence[Msg], lines: Mapping[str, int] | None) -> dict[str, int]:

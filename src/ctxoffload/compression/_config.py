@@ -209,6 +209,14 @@ class ContextConfig(BaseModel):
             rendered or folded into the next summary request; no field may take more than
             half of it. None (the default) means 5% of the window, and at least 1,000
             tokens.
+        summary_input_tokens: the most tokens of the messages that leave that one compaction
+            sends the summary model (the newest of them, in as many requests as the summary
+            model's window needs). Messages older than that, which leave only when a long
+            history leaves at once (a session resumed, a history given whole), are folded in
+            as an extractive summary, without a model; their lines, artifacts and files are
+            named as the others are. None (the default) means the context window: every
+            message that leaves in an agent's own compactions is sent, as what leaves was in
+            the window one call before.
         artifact_index_tokens: the budget of the artifact index that follows a summary: the
             paths, URLs, commands and ids of what left that the summary and the messages
             kept do not name, each with its line of context.jsonl. None (the default) means
@@ -250,6 +258,7 @@ class ContextConfig(BaseModel):
     artifact_trail_limit: int = 20
     summary_timeout: float = 120.0
     summary_max_tokens: int | None = None
+    summary_input_tokens: int | None = None
     max_image_num: int | None = None
     artifact_index_tokens: int | None = None
     background_compaction: bool = False
@@ -349,6 +358,17 @@ class ContextConfig(BaseModel):
             raise ValueError(
                 f"summary_max_tokens {value} is below 100: a summary needs room for its five "
                 "fields; use e.g. 2000, or leave it unset for 5% of the window"
+            )
+        return value
+
+    @field_validator("summary_input_tokens")
+    @classmethod
+    def _check_summary_input_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 1_000:
+            raise ValueError(
+                f"summary_input_tokens {value} is below 1000: the summary model would see "
+                "almost nothing of what leaves; use e.g. 100000, or leave it unset for the "
+                "context window"
             )
         return value
 
@@ -546,6 +566,11 @@ class ContextConfig(BaseModel):
         if window is None:
             return SUMMARY_BUDGET_FLOOR
         return max(SUMMARY_BUDGET_FLOOR, int(window * SUMMARY_BUDGET_SHARE))
+
+    def summary_input_budget(self, window: int | None) -> int | None:
+        """The most tokens of what leaves sent to the summary model (see
+        `summary_input_tokens`); None (no bound) when neither it nor the window is known."""
+        return self.summary_input_tokens if self.summary_input_tokens is not None else window
 
     def artifact_index_budget(self, window: int | None) -> int:
         """The most tokens the artifact index may take (see `artifact_index_tokens`)."""

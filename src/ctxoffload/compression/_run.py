@@ -3,12 +3,14 @@ context manager follows."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..exceptions import ConfigError, PinError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolResultBlock
+from ..tokens import TokenCount
 from ..workspace import EventKind, ModelCallClock
 from ._activation import Activation
 from ._compressor import CompressionResult, Compressor
@@ -376,9 +378,29 @@ class PipelineRun:
         counted = sum(1 for m in messages if m.role != "system")
         return rule.holds(
             messages=counted,
-            tokens=self.compressor.count(messages, self.tools),
+            tokens=self._count(messages, self.tools).tokens,
             window=self.window,
         )
+
+    def _count(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]]) -> TokenCount:
+        """What `messages` cost, counted exactly as far as a rule of the `pre_llm` managers
+        or the trigger decides (`Compressor.count_until`): past the highest of those
+        thresholds, the older messages are estimated, and every rule still reads "over"."""
+        return self.compressor.count_until(messages, tools, limit=self._decisive_tokens())
+
+    def _decisive_tokens(self) -> float:
+        """The highest token count a `pre_llm` rule or the trigger compares with; infinite
+        (count everything) when one of them needs the window and it is unknown."""
+        window = self.window
+        limits: list[float] = []
+        for manager in self.pipeline.pre_llm:
+            rule = manager.activation
+            if rule.tokens_exceed is not None:
+                limits.append(rule.tokens_exceed)
+            if rule.ratio_exceed is not None:
+                limits.append(rule.ratio_exceed * window if window is not None else math.inf)
+        limits.append(self.config().trigger_ratio * window if window is not None else math.inf)
+        return max(limits)
 
     async def pre_llm(
         self,
@@ -411,7 +433,7 @@ class PipelineRun:
         self._compression = None
         if model_call and not reactive:
             self._count_model_call()
-        tokens_before = self.compressor.count(context, tools)
+        before = self._count(context, tools)
         current = list(context)
         try:
             for manager in self.pipeline.pre_llm:
@@ -434,13 +456,15 @@ class PipelineRun:
             current,
             changed,
             "; ".join(self._reasons) or "below trigger",
-            tokens_before,
+            before.tokens,
             self.compressor.count(current, tools),
             reference=found.reference if found else None,
             line_span=found.line_span if found else None,
             summary=found.summary if found else None,
             summary_source=found.summary_source if found else None,
             compressed_messages=found.compressed_messages if found else 0,
+            tokens_before_exact=before.exact,
+            tokens_before_bounds=None if before.exact else (before.at_least, before.at_most),
         )
 
     async def post_tool(

@@ -23,13 +23,13 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from ..exceptions import ContextOverflowError
-from ..messages import Msg
+from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
 from ..text import transcript_entry
 from ..tokens import TokenCounter
@@ -58,12 +58,30 @@ _ENTRY_CHAR_CAP = 20_000
 
 @dataclass
 class SummaryOutcome:
-    """A summary and how it was made."""
+    """A summary and how it was made.
+
+    Attributes:
+        summary: the summary.
+        source: "model" or "extractive".
+        model_calls: the requests made to the summary model, retries included.
+        chunks: how many parts the messages sent were split into.
+        sent: how many of the messages (the newest) the summary model was sent.
+        sent_tokens: what those cost, as the requests were sized.
+        folded: how many older messages were folded in as an extractive summary instead
+            (see `ContextConfig.summary_input_tokens`).
+    """
 
     summary: Summary
     source: str  # "model" or "extractive"
     model_calls: int
     chunks: int
+    sent: int = 0
+    sent_tokens: int = 0
+    folded: int = 0
+
+    def report(self) -> dict[str, int]:
+        """What the summary model was sent, for a compaction's event."""
+        return {"sent": self.sent, "tokens": self.sent_tokens, "folded": self.folded}
 
 
 def _short(text: str, limit: int) -> str:
@@ -86,9 +104,8 @@ def _chunks(
 ) -> list[list[str]]:
     """Entries grouped so each group fits `budget` tokens.
 
-    `estimates` (one per entry) are sizes known without encoding the entries again: the
-    messages' own counts, already made by the compressor's tracker, scaled to what each entry
-    kept. Without them every entry is counted.
+    `estimates` (one per entry) are their sizes as `_entries_sent` found them, so that no
+    entry is encoded again. Without them every entry is counted.
     """
     chunks: list[list[str]] = [[]]
     used = 0
@@ -255,9 +272,13 @@ async def summarize(
     previous: Summary | None = None,
     artifacts: Sequence[str] = (),
     window: int | None = None,
-    sizes: Sequence[int] | None = None,
+    known_tokens: Callable[[Msg], int | None] | None = None,
 ) -> SummaryOutcome:
     """Summarise `messages`, folding in `previous`; never raises for a model failure.
+
+    The summary model is sent the newest messages within `summary_input_tokens` (`window`
+    by default, and all of them when neither is given); older ones are folded in first as
+    an extractive summary.
 
     Args:
         messages: the messages leaving the context, oldest first.
@@ -268,8 +289,9 @@ async def summarize(
         artifacts: descriptions of offloaded files, for the extractive fallback.
         window: the context window of the agent whose context is compressed; the summary
             budget is a share of it (`ContextConfig.summary_budget_tokens`).
-        sizes: each message's token count when already known (the compressor's tracker
-            has them); the summary requests are then sized without counting again.
+        known_tokens: a message's token count when it is known already (the compressor's
+            tracker has counted it), else None; a message without one is sized by counting
+            only what is sent of it.
     """
     max_chars = config.summary_budget_tokens(window) * CHARS_PER_TOKEN
     if previous is not None:
@@ -278,7 +300,18 @@ async def summarize(
     if model is not None and messages:
         try:
             outcome = await asyncio.wait_for(
-                _model_summary(messages, model, config, counter, previous, calls, max_chars, sizes),
+                _model_summary(
+                    messages,
+                    model,
+                    config,
+                    counter,
+                    previous,
+                    calls,
+                    max_chars,
+                    config.summary_input_budget(window),
+                    known_tokens,
+                    artifacts,
+                ),
                 config.summary_timeout,
             )
         except asyncio.TimeoutError:
@@ -302,19 +335,20 @@ async def _model_summary(
     previous: Summary | None,
     calls: list[int],
     max_chars: int,
-    sizes: Sequence[int] | None = None,
+    input_budget: int | None,
+    known_tokens: Callable[[Msg], int | None] | None = None,
+    artifacts: Sequence[str] = (),
 ) -> SummaryOutcome | None:
     """The model's summary, in chunks that fit its window; None when it cannot give one."""
-    made = [transcript_entry(m, _ENTRY_CHAR_CAP) for m in messages]
-    entries = [entry for entry, _ in made]
-    estimates = (
-        [
-            int(size * kept) + _ENTRY_OVERHEAD_TOKENS
-            for size, (_, kept) in zip(sizes, made, strict=True)
-        ]
-        if sizes is not None and len(sizes) == len(messages)
-        else None
-    )
+    entries, estimates = _entries_sent(messages, counter, input_budget, known_tokens)
+    folded = len(messages) - len(entries)
+    if folded:
+        # What leaves beyond the input budget is summarised without a model, and that
+        # summary rides in the first request as the summary of what came before.
+        previous = bound_summary(
+            extractive_summary(messages[:folded], previous=previous, artifacts=artifacts),
+            max_chars,
+        )
     # The previous summary rides along in every request, beside the chunk.
     carried = counter.count_text(previous.model_dump_json(indent=1)) if previous else 0
     budget = (
@@ -333,7 +367,9 @@ async def _model_summary(
                     model, _request(config, summary, chunk), config, calls, max_chars
                 )
             assert summary is not None
-            return SummaryOutcome(summary, "model", calls[0], len(chunks))
+            return SummaryOutcome(
+                summary, "model", calls[0], len(chunks), len(entries), sum(estimates), folded
+            )
         except ContextOverflowError:
             # Our count under-estimated the model's tokenizer: halve and retry.
             budget //= 2
@@ -341,6 +377,40 @@ async def _model_summary(
             logger.warning("falling back to an extractive summary: %s", exc)
             break
     return None
+
+
+def _entries_sent(
+    messages: Sequence[Msg],
+    counter: TokenCounter,
+    input_budget: int | None,
+    known_tokens: Callable[[Msg], int | None] | None,
+) -> tuple[list[str], list[int]]:
+    """The transcript entries of the newest messages within `input_budget` tokens (the
+    newest one at least; all of them without a budget), oldest first, and what each costs.
+
+    A message whose count is known costs that count scaled to what its entry kept of it;
+    any other is counted as the entry sent, so the messages that leave are tokenized only
+    when a request needs their size, and then only in the part that is sent.
+    """
+    entries: list[str] = []
+    estimates: list[int] = []
+    used = 0
+    for message in reversed(messages):
+        entry, kept = transcript_entry(message, _ENTRY_CHAR_CAP)
+        known = known_tokens(message) if known_tokens is not None else None
+        cost = (
+            int(known * kept) + _ENTRY_OVERHEAD_TOKENS
+            if known is not None
+            else counter.count_text(entry)
+        )
+        if entries and input_budget is not None and used + cost > input_budget:
+            break
+        entries.append(entry)
+        estimates.append(cost)
+        used += cost
+    entries.reverse()
+    estimates.reverse()
+    return entries, estimates
 
 
 EXTRACTIVE_FIELD_CHARS = 2_000
@@ -408,9 +478,13 @@ def extractive_summary(
     # An earlier extractive summary is merged field by field; a model's is kept, shortened.
     ours = previous is not None and before["next_steps"] == _EXTRACTIVE_NEXT_STEPS
     theirs = previous is not None and not ours
-    statements = [m.text for m in messages if m.role == "assistant" and m.text.strip()]
-    if statements:
-        state = f"Last assistant message: {_short(statements[-1], 1500)}"
+    # Read newest first, and only as far as each field needs: a resumed session may fold
+    # in thousands of messages.
+    statement = next(
+        (m.text for m in reversed(messages) if m.role == "assistant" and m.text.strip()), None
+    )
+    if statement is not None:
+        state = f"Last assistant message: {_short(statement, 1500)}"
     else:
         state = before["current_state"] or "No assistant reply yet."
     return Summary(
@@ -428,11 +502,12 @@ def _overview(
 ) -> list[str]:
     """The task: the latest request, the first request ever (kept from an earlier extractive
     summary, `ours`), and a model's earlier overview (`theirs`)."""
-    requests = [m.text for m in messages if is_user_request(m) and m.text.strip()]
+    requests = (m.text for m in messages if is_user_request(m) and m.text.strip())
+    newest = (m.text for m in reversed(messages) if is_user_request(m) and m.text.strip())
     first = _line_after(before["task_overview"], "First request") if ours else None
-    if first is None and requests:
-        first = _short(requests[0], _REQUEST_CHARS)
-    latest = _short(requests[-1], _REQUEST_CHARS) if requests else None
+    if first is None:
+        first = next((_short(text, _REQUEST_CHARS) for text in requests), None)
+    latest = next((_short(text, _REQUEST_CHARS) for text in newest), None)
     if latest is None and ours:
         latest = _line_after(before["task_overview"], "Latest request")
     overview = [f"Latest request: {latest}"] if latest and latest != first else []
@@ -449,20 +524,27 @@ def _discoveries(
     """The newest errors first and the tool counts, merged with an earlier extractive
     summary's (`ours`), then what a model wrote before (`theirs`)."""
     tools: Counter[str] = Counter()
-    errors: list[str] = []
+    failed: list[ToolResultBlock] = []
     for msg in messages:
-        for call in msg.tool_calls:
-            tools[call.name] += 1
-        for result in msg.tool_results:
-            if result.is_error and isinstance(result.output, str):
-                errors.append(f"{result.name or 'tool'}: {_short(result.output, 200)}")
+        if isinstance(msg.content, str):
+            continue
+        for block in msg.content:
+            if isinstance(block, ToolCallBlock):
+                tools[block.name] += 1
+            elif isinstance(block, ToolResultBlock) and block.is_error:
+                failed.append(block)
     if ours:
         for line in _TOOLS_LINE.findall(before["important_discoveries"]):
             for name, count in _TOOL_COUNT.findall(line):
                 tools[name] += int(count)
-    errors = list(reversed(errors)) + (
-        _section(before["important_discoveries"], "Errors reported") if ours else []
-    )
+    # The newest errors first, as many as can be shown (five different ones).
+    errors: list[str] = []
+    keys: set[str] = set()
+    for result in reversed(failed):
+        if isinstance(result.output, str) and len(keys) < 5:
+            errors.append(f"{result.name or 'tool'}: {_short(result.output, 200)}")
+            keys.add(errors[-1].split(" (", 1)[0])  # as `_unique` tells them apart
+    errors += _section(before["important_discoveries"], "Errors reported") if ours else []
     discoveries = []
     if errors:
         discoveries.append(

@@ -648,8 +648,22 @@ def _count(value: object) -> str:
 
 
 def token_change(event: dict[str, Any]) -> str:
-    """`6,760→570 tokens`: an event's `tokens_before` and `tokens_after`."""
-    return f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+    """`6,760→570 tokens`: an event's `tokens_before` and `tokens_after`.
+
+    A `tokens_before` the compressor estimated (a long history seen for the first time is
+    counted only as far as decides) is marked `~`, with its bounds:
+    `~4,288,611→28,564 tokens (before: estimated, 160,214 to 17,935,201)`.
+    """
+    change = f"{_count(event.get('tokens_before'))}→{_count(event.get('tokens_after'))} tokens"
+    if event.get("tokens_before_exact") is not False:
+        return change
+    bounds = event.get("tokens_before_range")
+    within = (
+        f", {_count(bounds[0])} to {_count(bounds[1])}"
+        if isinstance(bounds, list) and len(bounds) == 2
+        else ""
+    )
+    return f"~{change} (before: estimated{within})"
 
 
 def _files(refs: list[Any], lead: str, more: str = "more") -> str:

@@ -1,0 +1,127 @@
+"""Counting only what decides changes no decision: the same compressions, at the same steps,
+with the same split, as counting every message exactly.
+
+`Compressor.maybe_compress` counts the newest messages until they pass the trigger and
+estimates the rest (`ContextTokenTracker.count_past`). Every corpus conversation is replayed
+twice in lockstep, as an agent lives it and as a history handed over whole, by that
+compressor and by one whose every count is exact and whole (what it did before): each step
+must compress or not alike, keep the same messages and write the same lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from corpus import CORPUS, conversations
+
+from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
+from ctxoffload.compression import CompressionResult, Compressor, is_context_note
+from ctxoffload.tokens import TokenCount
+from helpers import SUMMARY
+
+CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.suffix != ".md") if CORPUS.is_dir() else []
+
+
+def compressor(workdir: Path, window: int, *, whole: bool) -> Compressor:
+    comp = Compressor(
+        ContextConfig(context_window=window),
+        model=ScriptedModel(default=SUMMARY),
+        offloader=LocalWorkspace(workdir, fsync=False),
+        session_id="replay",
+        counter=get_token_counter(exact=True),
+    )
+    if whole:
+        tracker = comp.tracker
+
+        def count_everything(
+            system: Msg | None,
+            summary: Msg | None,
+            messages: Sequence[Msg],
+            tools: Sequence[dict[str, Any]] = (),
+            *,
+            limit: float,
+        ) -> TokenCount:
+            return TokenCount.of(tracker.count(system, summary, messages, tools))
+
+        tracker.count_past = count_everything  # type: ignore[method-assign]
+    return comp
+
+
+def kept(result: CompressionResult) -> list[str]:
+    """The ids of the messages a step kept (the summary and notes aside: their ids are new)."""
+    return [m.id for m in result.messages if not is_context_note(m)]
+
+
+def same(step: str, ours: CompressionResult, whole: CompressionResult) -> None:
+    assert ours.compressed == whole.compressed, step
+    assert ours.compressed_messages == whole.compressed_messages, step
+    assert kept(ours) == kept(whole), step
+    assert ours.line_span == whole.line_span, step
+    assert ours.tokens_after == whole.tokens_after, step
+    if ours.tokens_before_exact:
+        assert ours.tokens_before == whole.tokens_before, step
+    else:
+        assert ours.tokens_before_bounds is not None, step
+        low, high = ours.tokens_before_bounds
+        assert low <= whole.tokens_before <= high, step
+
+
+async def lockstep(conversation: list[Msg], window: int, tmp: Path) -> int:
+    """Replay `conversation` as an agent lives it through both compressors; compressions."""
+    ours, reference = (compressor(tmp / n, window, whole=n == "whole") for n in ("ours", "whole"))
+    a: list[Msg] = []
+    b: list[Msg] = []
+    compressions = 0
+    for step, msg in enumerate(conversation):
+        if msg.role == "assistant" and a:
+            mine, theirs = await ours.maybe_compress(a), await reference.maybe_compress(b)
+            same(f"step {step}", mine, theirs)
+            compressions += mine.compressed
+            a, b = mine.messages, theirs.messages
+        if msg.role == "tool":
+            a.append(await ours.process_message(msg))
+            b.append(await reference.process_message(msg))
+        else:
+            a.append(msg)
+            b.append(msg)
+    return compressions
+
+
+@pytest.mark.parametrize("window", [6_000, 32_000])
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+async def test_a_live_replay_compresses_at_the_same_steps_with_the_same_split(
+    path: Path, window: int, tmp_path: Path
+) -> None:
+    counter = get_token_counter(exact=True)
+    for index, conversation in enumerate(conversations(path)[:3]):
+        compressions = await lockstep(conversation, window, tmp_path / str(index))
+        if counter.count_messages(conversation) > window:
+            assert compressions > 0, "nothing was compressed: the test proves nothing here"
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+async def test_a_history_given_whole_is_split_alike(path: Path, tmp_path: Path) -> None:
+    conversation = conversations(path)[0]
+    window = 6_000
+    ours = compressor(tmp_path / "ours", window, whole=False)
+    reference = compressor(tmp_path / "whole", window, whole=True)
+    tokenized: list[str] = []
+    count_message = ours.counter.count_message
+
+    def spy(msg: Msg) -> int:
+        tokenized.append(msg.id)
+        return count_message(msg)
+
+    ours.counter.count_message = spy  # type: ignore[method-assign]
+    mine = await ours.maybe_compress(conversation)
+    theirs = await reference.maybe_compress(conversation)
+    same("whole history", mine, theirs)
+    if not mine.tokens_before_exact:
+        # Counted only as far as decides: the oldest message that left was never tokenized.
+        stay = {m.id for m in mine.messages}
+        oldest = next(m for m in conversation if m.role != "system" and m.id not in stay)
+        assert oldest.id not in tokenized
+        assert len(set(tokenized) & {m.id for m in conversation}) < len(conversation)
