@@ -6,8 +6,11 @@ would recompile every module at each start, so the variable is removed for the c
 
 Targets (issue 13): `import ctxoffload` <= 1.3x `import pydantic`; `ctxoffload --help` <= 1.5x
 `python -c pass` + `import argparse`. Also printed: the first real use, `from ctxoffload import
-Agent, LocalWorkspace, ContextConfig`, which loads what those need (pydantic among them), and
-the first exact count in a fresh process (issue 28: <= 150 ms), with rs-bpe and with tiktoken.
+Agent, LocalWorkspace, ContextConfig`, which loads what those need (pydantic's models among
+them), against `import pydantic` (issue 28 asked for <= 2x) and against the least a program
+with one pydantic model and asyncio pays; and the first exact count in a fresh process, the
+whole process timed (issue 28: <= 150 ms), with rs-bpe and with tiktoken. Counting a text
+loads no pydantic model.
 Run: `python bench/bench_import.py [--runs N]`.
 """
 
@@ -20,6 +23,11 @@ import sys
 import time
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+# What any program that defines one pydantic model pays: pydantic's model machinery (imported
+# on first use of BaseModel, not by `import pydantic`), its plugin loader (importlib.metadata)
+# and the model's build.
+_ONE_MODEL = "from pydantic import BaseModel, Field\nclass A(BaseModel):\n    x: int = Field(1)"
 
 
 def best(args: list[str], runs: int) -> float:
@@ -38,6 +46,8 @@ def main(runs: int) -> None:
         "python -c pass": [py, "-c", "pass"],
         "import argparse": [py, "-c", "import argparse"],
         "import pydantic": [py, "-c", "import pydantic"],
+        "one pydantic model with a Field": [py, "-c", _ONE_MODEL],
+        "one pydantic model, and import asyncio": [py, "-c", _ONE_MODEL + "\nimport asyncio"],
         "import ctxoffload": [py, "-c", "import ctxoffload"],
         "first use (Agent, LocalWorkspace, ContextConfig)": [
             py,
@@ -76,10 +86,14 @@ def main(runs: int) -> None:
         "(target <= 1.3)"
     )
     first = times["first use (Agent, LocalWorkspace, ContextConfig)"]
-    print(f"first use / import pydantic: {first / pydantic:.2f}x")
-    counting = times["get_token_counter (no count)"]
+    floor = times["one pydantic model, and import asyncio"]
+    print(
+        f"first use / import pydantic: {first / pydantic:.2f}x (target <= 2; one pydantic "
+        f"model with a Field alone is {times['one pydantic model with a Field'] / pydantic:.2f}x)"
+    )
+    print(f"first use / (one pydantic model, and import asyncio): {first / floor:.2f}x")
     for name in ("first exact count (rs-bpe, the fast extra)", "first exact count (tiktoken)"):
-        print(f"{name}: {(times[name] - counting) * 1000:.0f} ms after the import (target <= 150)")
+        print(f"{name}: {times[name] * 1000:.0f} ms in a fresh process (target <= 150)")
     print(
         f"ctxoffload --help / (python -c 'import argparse'): "
         f"{times['ctxoffload --help'] / times['import argparse']:.2f}x (target <= 1.5)"

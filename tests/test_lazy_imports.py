@@ -33,6 +33,20 @@ def test_the_first_use_of_a_name_loads_what_it_needs() -> None:
     assert done.stdout.split() == ["True", "False"]
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_counting_a_text_loads_no_pydantic_model(exact: bool) -> None:
+    # A count needs the counter, not the message model: a hook or a script that sizes a
+    # string starts without pydantic's model machinery (issue 28: the first exact count in
+    # a fresh process within 150 ms).
+    code = (
+        "import sys; from ctxoffload import get_token_counter; "
+        f"n = get_token_counter(exact={exact}).count_text('hello world'); "
+        "print(n > 0, 'pydantic.main' in sys.modules, 'ctxoffload.messages' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "False", "False"]
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_public_name_resolves_and_is_listed(package: str) -> None:
     module = importlib.import_module(package)

@@ -52,19 +52,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .exceptions import TokenizerUnavailable
-from .messages import (
-    Base64Source,
-    DataBlock,
-    Msg,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-)
 from .text import data_line
 
 if TYPE_CHECKING:
     import tiktoken
+
+    from .messages import DataBlock, Msg
 
 __all__ = [
     "DEFAULT_DATA_BLOCK_TOKENS",
@@ -377,7 +370,7 @@ def _data_block_tokens(
     block: DataBlock, count_text: Callable[[str], int], data_block_tokens: int
 ) -> int:
     source = block.source
-    if isinstance(source, Base64Source) or source.url.startswith(("http://", "https://", "data:")):
+    if source.type == "base64" or source.url.startswith(("http://", "https://", "data:")):
         return data_block_tokens
     # A local path or file:// URL cannot be sent as-is: adapters show this placeholder line,
     # the same one tool_result files use (DESIGN.md section 3).
@@ -395,19 +388,23 @@ def _message_tokens(
         total += count_text(msg.name) + 1
     if isinstance(msg.content, str):
         return total + count_text(msg.content)
-    for block in msg.content:
-        if isinstance(block, TextBlock):
+    # Blocks are told apart by their `type`, the field that discriminates them in `Msg`: this
+    # module needs no pydantic model to count a text, and loads none.
+    blocks: list[Any] = msg.content
+    for block in blocks:
+        kind = block.type
+        if kind == "text":
             total += count_text(block.text)
-        elif isinstance(block, ThinkingBlock):
+        elif kind == "thinking":
             total += count_text(block.thinking)
-        elif isinstance(block, ToolCallBlock):
+        elif kind == "tool_call":
             total += count_text(block.name) + count_json(_dumps(block.input))
-        elif isinstance(block, ToolResultBlock):
+        elif kind == "tool_result":
             if isinstance(block.output, str):
                 total += count_text(block.output)
             else:
                 for part in block.output:
-                    if isinstance(part, TextBlock):
+                    if part.type == "text":
                         total += count_text(part.text)
                     else:
                         total += _data_block_tokens(part, count_text, data_block_tokens)
