@@ -548,7 +548,7 @@ def test_cache_drops_messages_that_left_the_context() -> None:
     tracker.count(None, None, msgs)
     kept = msgs[-10:]
     tracker.count(None, None, kept)
-    assert len(tracker._cache) <= 2 * len(kept) + 64
+    assert len(tracker._tokens) <= 2 * len(kept) + 64
 
 
 # -- counting only what decides (`count_past`) -------------------------------------------------

@@ -748,22 +748,11 @@ def _bound(msgs: Sequence[Msg], data_block_tokens: int) -> int:
     return sum(_message_tokens(m, _utf8_length, _utf8_length, data_block_tokens) for m in msgs)
 
 
-class _CacheEntry:
-    __slots__ = ("content", "last_seen", "tokens")
-
-    def __init__(self, content: object, tokens: int, last_seen: int) -> None:
-        # Holding the content keeps id(content) from being reused by another object while
-        # the entry lives, which is what makes (msg.id, id(content)) a sound key.
-        self.content = content
-        self.tokens = tokens
-        self.last_seen = last_seen
-
-
 @dataclass
 class _Anchor:
     input_tokens: int
     keys: list[tuple[str, int]]
-    contents: list[object]  # strong references, for the same reason as in _CacheEntry
+    contents: list[object]  # strong references, as the tracker holds each counted content
     tools_tokens: int | None
 
 
@@ -797,8 +786,12 @@ class ContextTokenTracker:
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
-        self._cache: dict[tuple[str, int], _CacheEntry] = {}
-        self._generation = 0
+        # Per message key: its tokens, and its content (held, so that id(content) is not
+        # reused by another object while the count is kept, which is what makes (msg.id,
+        # id(content)) a sound key). Two dicts rather than an object per message: ints and
+        # keys give the garbage collector nothing to walk.
+        self._tokens: dict[tuple[str, int], int] = {}
+        self._held: dict[tuple[str, int], object] = {}
         self._anchor: _Anchor | None = None
         self._tools_json: str | None = None
         self._tools_tokens = 0
@@ -820,17 +813,14 @@ class ContextTokenTracker:
 
     def known(self, msg: Msg) -> int | None:
         """The tokens of `msg` when it was counted before, else None (nothing is counted)."""
-        entry = self._cache.get(_key(msg))
-        return entry.tokens if entry is not None else None
+        return self._tokens.get(_key(msg))
 
     def _message_tokens(self, msg: Msg, key: tuple[str, int]) -> int:
-        entry = self._cache.get(key)
-        if entry is None:
-            entry = _CacheEntry(msg.content, self.counter.count_message(msg), self._generation)
-            self._cache[key] = entry
-        else:
-            entry.last_seen = self._generation
-        return entry.tokens
+        tokens = self._tokens.get(key)
+        if tokens is None:
+            tokens = self._tokens[key] = self.counter.count_message(msg)
+            self._held[key] = msg.content
+        return tokens
 
     def count(
         self,
@@ -851,13 +841,18 @@ class ContextTokenTracker:
             system + summary + messages (overheads and reply priming included) + tools; or,
             when anchored, the anchored input tokens + what was appended since.
         """
-        self._generation += 1
         context = list(_context(system, summary, messages))
-        keys = [_key(m) for m in context]
-        per_message = [self._message_tokens(m, k) for m, k in zip(context, keys, strict=True)]
+        keys = [(m.id, id(m.content)) for m in context]
+        known = self._tokens
+        # A lookup a message, and a count only for one not seen before (this runs before
+        # every model call, over the whole context).
+        per_message = [
+            tokens if (tokens := known.get(k)) is not None else self._message_tokens(m, k)
+            for m, k in zip(context, keys, strict=True)
+        ]
         tools_tokens = self._count_tools(tools)
         self._last_tools_tokens = tools_tokens
-        self._evict(len(context))
+        self._evict(keys)
 
         anchor = self._anchor
         if anchor is not None:
@@ -898,7 +893,6 @@ class ContextTokenTracker:
             tools: the tool JSON schemas sent with the call.
             limit: the count past which older messages are estimated (the trigger).
         """
-        self._generation += 1
         context = list(_context(system, summary, messages))
         keys = [_key(m) for m in context]
         anchor = self._anchor
@@ -922,14 +916,14 @@ class ContextTokenTracker:
         # The older messages counted before (an agent's loop counts each once) cost a lookup;
         # only those never counted are estimated.
         unknown: list[Msg] = []
+        known = self._tokens
         for i in range(heads, stop):
-            entry = self._cache.get(keys[i])
-            if entry is None:
+            tokens = known.get(keys[i])
+            if tokens is None:
                 unknown.append(context[i])
             else:
-                entry.last_seen = self._generation
-                total += entry.tokens
-        self._evict(len(context))
+                total += tokens
+        self._evict(keys)
         if not unknown:
             return TokenCount.of(total)
         data = getattr(self.counter, "data_block_tokens", DEFAULT_DATA_BLOCK_TOKENS)
@@ -937,7 +931,7 @@ class ContextTokenTracker:
         # The estimate takes the tokens a byte of the messages counted (the newest) cost
         # against the same bound, to the bound of those not counted.
         seen_bound = _bound(context[stop:], data)
-        seen = sum(self._cache[k].tokens for k in keys[stop:])
+        seen = sum(known[k] for k in keys[stop:])
         ratio = seen / seen_bound if seen_bound else 0.25
         # Each message costs its overhead at least, and no more than its bound.
         low = total + MESSAGE_OVERHEAD_TOKENS * len(unknown)
@@ -973,10 +967,13 @@ class ContextTokenTracker:
             self._tools_tokens = self.counter.count_tools(tools) if tools else 0
         return self._tools_tokens
 
-    def _evict(self, context_size: int) -> None:
-        if len(self._cache) > 2 * context_size + 64:
-            generation = self._generation
-            self._cache = {k: e for k, e in self._cache.items() if e.last_seen == generation}
+    def _evict(self, keys: list[tuple[str, int]]) -> None:
+        """Drop the counts of messages not in the context of `keys` once there are more than
+        twice as many as it holds (rarely: the set is built only then)."""
+        if len(self._tokens) > 2 * len(keys) + 64:
+            current = set(keys)
+            for key in [k for k in self._tokens if k not in current]:
+                del self._tokens[key], self._held[key]
 
 
 def _context(system: Msg | None, summary: Msg | None, messages: Sequence[Msg]) -> Iterator[Msg]:

@@ -27,7 +27,10 @@ from ctxoffload.compression import (
     split_for_compression,
     turns,
 )
-from ctxoffload.compression._turns import turn_start  # the private unit under test
+from ctxoffload.compression._turns import (  # the private units under test
+    newest_turns,
+    turn_start,
+)
 from helpers import SUMMARY
 
 COUNTER = get_token_counter(exact=False)
@@ -124,6 +127,8 @@ def test_the_turn_of_any_message_is_found_reading_back_only_a_little(
         for i in range(start, end):
             starts[i] = start
     assert [turn_start(msgs, i) for i in range(len(msgs))] == [starts[i] for i in range(len(msgs))]
+    # And the newest turns, found back from the end as a split asks for them, are the turns.
+    assert list(newest_turns(msgs)) == list(reversed(turns(msgs)))
 
 
 # Every reserve from nothing to the whole conversation, so each turn boundary is tried.

@@ -80,7 +80,7 @@ _HEADER = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class FoundArtifact:
     """An artifact of the messages that left, and where it can be read back.
 
@@ -369,7 +369,7 @@ def scan_messages(messages: Sequence[Msg]) -> list[list[tuple[str, str]]]:
     return [message_artifacts(msg) for msg in messages]
 
 
-Scanned = list[tuple[str, str]]
+Scanned = Sequence[tuple[str, str]]
 """The artifacts of one message (`message_artifacts`)."""
 
 
@@ -382,8 +382,9 @@ class ArtifactCache:
     a step), so that a compaction looks the artifacts of its messages up instead of scanning
     them all at once; a history never seen before (a resumed session) is scanned when it is
     compacted. Keyed as `ContextTokenTracker` keys its counts, by `(msg.id,
-    id(msg.content))`, with the content held so that its id is not reused; an entry not in
-    the latest context noted is dropped once the cache outgrows twice that context.
+    id(msg.content))`, with the content held so that its id is not reused; the entries of
+    messages not in the context noted are dropped once the cache outgrows twice its size
+    (after a compaction, at the next count).
 
     The artifacts are kept as tuples of strings, which the garbage collector stops tracking:
     ten thousand entries add no work to its full collections (each about 70 ms over a
@@ -396,8 +397,6 @@ class ArtifactCache:
     def __init__(self) -> None:
         self._found: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {}
         self._held: dict[tuple[str, int], object] = {}  # each entry's content, kept alive
-        self._noted: dict[tuple[str, int], int] = {}  # the generation that last noted it
-        self._generation = 0
 
     def __len__(self) -> int:
         return len(self._found)
@@ -409,12 +408,10 @@ class ArtifactCache:
 
     def add(self, messages: Sequence[Msg], scanned: Sequence[Scanned]) -> None:
         """Keep `scanned` (`scan_messages(messages)`)."""
-        generation = self._generation
         for msg, artifacts in zip(messages, scanned, strict=True):
             key = (msg.id, id(msg.content))
             self._found[key] = tuple(artifacts)
             self._held[key] = msg.content
-            self._noted[key] = generation
 
     def of(self, messages: Sequence[Msg]) -> list[Scanned]:
         """The artifacts of each message, scanning those not scanned yet."""
@@ -422,31 +419,18 @@ class ArtifactCache:
         if missing:
             self.add(missing, scan_messages(missing))
         found = self._found
-        return [list(found[(m.id, id(m.content))]) for m in messages]
+        return [found[(m.id, id(m.content))] for m in messages]
 
     def note(self, context: Sequence[Msg]) -> None:
         """Scan the messages of `context` not scanned yet; drop the entries of messages no
         longer in it once the cache outgrows twice its size."""
-        self._generation += 1
         missing = self.missing(context)
         if missing:
             self.add(missing, scan_messages(missing))
-        noted, generation = self._noted, self._generation
-        for m in context:
-            noted[(m.id, id(m.content))] = generation
-        if len(noted) > 2 * len(context) + 64:
-            for key in [k for k, seen in noted.items() if seen != generation]:
-                self._forget(key)
-
-    def forget(self, messages: Sequence[Msg]) -> None:
-        """Drop the entries of `messages` (they left the context)."""
-        for m in messages:
-            self._forget((m.id, id(m.content)))
-
-    def _forget(self, key: tuple[str, int]) -> None:
-        self._found.pop(key, None)
-        self._held.pop(key, None)
-        self._noted.pop(key, None)
+        if len(self._found) > 2 * len(context) + 64:
+            current = {(m.id, id(m.content)) for m in context}
+            for key in [k for k in self._found if k not in current]:
+                del self._found[key], self._held[key]
 
 
 def find_artifacts(
@@ -454,7 +438,7 @@ def find_artifacts(
     lines: Mapping[str, int] | None = None,
     *,
     recency: int = 0,
-    scanned: Sequence[list[tuple[str, str]]] | None = None,
+    scanned: Sequence[Scanned] | None = None,
 ) -> tuple[list[FoundArtifact], Counter[str]]:
     """The artifacts of `messages` (oldest first), and a tally of the tool calls they made.
 
@@ -468,19 +452,22 @@ def find_artifacts(
     by_value: dict[tuple[str, str], FoundArtifact] = {}
     calls: Counter[str] = Counter()
     per_message = scanned if scanned is not None else scan_messages(messages)
+    lines = lines or {}
     for position, (msg, artifacts) in enumerate(zip(messages, per_message, strict=True)):
-        line = (lines or {}).get(msg.id)
-        for block in msg.blocks:
-            if isinstance(block, ToolCallBlock):
-                calls[block.name] += 1
-        for kind, value in artifacts:
-            known = by_value.get((kind, value))
+        line = lines.get(msg.id)
+        if not isinstance(msg.content, str):
+            for block in msg.content:
+                if isinstance(block, ToolCallBlock):
+                    calls[block.name] += 1
+        for pair in artifacts:
+            known = by_value.get(pair)
             if known is None:
-                by_value[(kind, value)] = FoundArtifact(kind, value, line, 1, recency + position)
+                by_value[pair] = FoundArtifact(pair[0], pair[1], line, 1, recency + position)
             else:
                 known.mentions += 1
                 known.recency = recency + position
-                known.line = line if line is not None else known.line
+                if line is not None:
+                    known.line = line
     return list(by_value.values()), calls
 
 

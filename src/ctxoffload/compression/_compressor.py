@@ -768,7 +768,6 @@ class Compressor:
         candidates = self._leaving_artifacts(
             plan.older, lines, self._state, scanned=self._scanned.of(plan.older)
         )
-        self._scanned.forget(plan.older)  # they left: nothing looks them up again
         # The index's least part (how many artifacts are cut, and where they are listed)
         # comes out of the summary's budget; the rest of the index takes what is left under
         # the trigger, up to its own budget.
@@ -879,7 +878,7 @@ class Compressor:
         lines: Mapping[str, int] | None,
         state: SummaryState,
         *,
-        scanned: list[list[tuple[str, str]]] | None = None,
+        scanned: Sequence[Sequence[tuple[str, str]]] | None = None,
     ) -> list[FoundArtifact]:
         """The artifacts of a compaction that moves `leaving` out (a summary's, or a window
         note's), with those `state` carries from the note it replaces; `state` counts the
@@ -1244,7 +1243,7 @@ def _lines_of(
         for number in range(first, min(last, len(rows)) + 1):
             row = rows[number - 1]
             if at < len(expected):
-                mark = b'"id":' + json.dumps(expected[at], ensure_ascii=False).encode()
+                mark = _id_pair(expected[at])
                 if mark in row:
                     found[expected[at]] = number
                     at += 1
@@ -1259,6 +1258,14 @@ def _lines_of(
                 if at < len(expected) and row_id == expected[at]:
                     at += 1
     return found
+
+
+def _id_pair(msg_id: str) -> bytes:
+    """`"id":"..."` as a message's JSON line spells it (pydantic escapes as `json` does
+    for what an id may hold; a plain id needs no escaping at all)."""
+    if msg_id.isascii() and msg_id.isalnum():
+        return b'"id":"' + msg_id.encode() + b'"'
+    return b'"id":' + json.dumps(msg_id, ensure_ascii=False).encode()
 
 
 def _read_back_report(leaving: Sequence[Msg], lines: Mapping[str, int] | None) -> dict[str, int]:

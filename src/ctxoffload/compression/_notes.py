@@ -32,7 +32,8 @@ summary, or a sliding window's note. They are never user requests and never comp
 
 
 def _kind(msg: Msg) -> object:
-    return mark_kind(msg.metadata)
+    metadata = msg.metadata
+    return mark_kind(metadata) if metadata else None  # most messages have no metadata
 
 
 def is_summary_message(msg: Msg) -> bool:

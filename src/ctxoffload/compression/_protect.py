@@ -59,10 +59,13 @@ class Protected:
     def of(cls, messages: Sequence[Msg]) -> Protected:
         """The protected messages of `messages` (a whole context, or its conversation)."""
         pinned: set[str] = set()
-        for start, end, _ in turns(messages):
-            group = messages[start:end]
-            if any(is_pinned(m) for m in group):
-                pinned.update(m.id for m in group)
+        # The turns are worked out only when something is pinned (a long history, else,
+        # would be grouped on every split for nothing).
+        if any(is_pinned(m) for m in messages):
+            for start, end, _ in turns(messages):
+                group = messages[start:end]
+                if any(is_pinned(m) for m in group):
+                    pinned.update(m.id for m in group)
         implicit = {m.id for m in messages[:1] if m.role == "system"}
         latest = next((m for m in reversed(messages) if is_user_request(m)), None)
         if latest is not None:

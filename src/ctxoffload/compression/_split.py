@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ..messages import Msg
 from ._protect import Protected
-from ._turns import is_user_request, turns
+from ._turns import is_user_request, newest_turns, turns
 
 __all__ = [
     "MessageCounter",
@@ -72,10 +72,9 @@ def split_for_compression(
             a turn); the turns from there on stay whatever they cost, and older turns fill
             what is left of the reserve.
     """
-    groups = turns(messages)
     keep_from = len(messages)
     used = 0
-    for index, (start, end, finished) in enumerate(reversed(groups)):
+    for index, (start, end, finished) in enumerate(newest_turns(messages)):
         cost = sum(counter.count_message(m) for m in messages[start:end])
         # The newest turn, if its calls are unanswered, is mid-execution: it stays whatever
         # it costs. (An unanswered call further back is a dead one and may be compressed.)

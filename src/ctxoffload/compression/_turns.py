@@ -3,12 +3,12 @@ tools, and the messages carrying those calls' results), and what counts as a use
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ._notes import is_context_note
 
-__all__ = ["is_user_request", "turn_start", "turns"]
+__all__ = ["is_user_request", "newest_turns", "turn_start", "turns"]
 
 
 def is_user_request(msg: Msg) -> bool:
@@ -54,6 +54,24 @@ def turn_start(messages: Sequence[Msg], index: int) -> int:
         if start <= index - safe < end:
             return safe + start
     raise IndexError(index)  # pragma: no cover - the turns cover every index
+
+
+def newest_turns(messages: Sequence[Msg]) -> Iterator[tuple[int, int, bool]]:
+    """The turns of `messages`, as `turns` groups them, newest first, found as they are asked
+    for: a split that keeps the newest turns stops reading where the reserve is full instead
+    of grouping a whole long history first.
+
+    A message without tool results always starts a turn, so the messages are grouped back to
+    the nearest such message at a time (as `turn_start` does).
+    """
+    end = len(messages)
+    while end > 0:
+        safe = end - 1
+        while safe > 0 and _ids_of(messages[safe], ToolResultBlock):
+            safe -= 1
+        for start, stop, finished in reversed(turns(messages[safe:end])):
+            yield safe + start, safe + stop, finished
+        end = safe
 
 
 def _ids_of(msg: Msg, kind: type[ToolCallBlock] | type[ToolResultBlock]) -> set[str]:
