@@ -206,7 +206,7 @@ async def main() -> None:
     )
     args = parser.parse_args()
     _Answering.latency = args.latency / 1000
-    count, repeats = (1_000, 1) if args.quick else (10_000, 3)
+    count, repeats = (1_000, 1) if args.quick else (10_000, 5)
 
     steps, source = _steps()
     system = Msg(role="system", content="You are a helpful assistant that can run bash commands.")
