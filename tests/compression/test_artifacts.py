@@ -512,3 +512,31 @@ def test_a_hostile_text_is_scanned_alike_by_the_set_and_every_pattern() -> None:
         found: dict[tuple[str, str], None] = {}
         _add_text_values(text, found)
         assert list(found) == every_pattern(text)[:ARTIFACTS_PER_MESSAGE]
+
+
+_PROMPTED = st.lists(
+    st.sampled_from(["$ ", "$", " ", "\n", "\t", "\x0b", "ls -la", "echo $HOME", "x", "\u2028"]),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_PROMPTED, cap=st.integers(1, 6))
+def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
+    text: str, cap: int
+) -> None:
+    # Without a fence only `$ ` lines are commands: they are found from each `$ `, not by
+    # reading every line; the commands, their order and where the cap stops must not change.
+    from ctxoffload.compression._artifacts import _prompt_commands, _shell_commands
+
+    def adder(into: list[str]) -> Any:
+        def add(kind: str, value: str) -> bool:
+            into.append(value)
+            return len(into) >= cap
+
+        return add
+
+    fast: list[str] = []
+    lines: list[str] = []
+    assert _prompt_commands(text, adder(fast)) == _shell_commands(text.split("\n"), adder(lines))
+    assert fast == lines

@@ -341,7 +341,10 @@ def message_artifacts(msg: Msg) -> list[tuple[str, str]]:
                     if add("command", command):
                         return list(found)
     text = message_text(msg)
-    if ("```" in text or "$ " in text) and _shell_commands(text.split("\n"), add):
+    if "```" in text:
+        if _shell_commands(text.split("\n"), add):
+            return list(found)
+    elif "$ " in text and _prompt_commands(text, add):
         return list(found)
     _add_text_values(text, found)
     return list(found)
@@ -371,6 +374,21 @@ def _shell_commands(lines: Iterable[str], add: Callable[[str, str], bool]) -> bo
             heredoc = started.group(1) if started is not None else None
         elif stripped.startswith("$ ") and len(stripped) > 2 and add("command", stripped[2:]):
             return True
+    return False
+
+
+def _prompt_commands(text: str, add: Callable[[str, str], bool]) -> bool:
+    """`_shell_commands` of a text without a fence, where only the `$ ` lines count: each line
+    holding `$ ` is found from there, not every line read."""
+    at = text.find("$ ")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        stripped = text[start:end].strip()
+        if stripped.startswith("$ ") and len(stripped) > 2 and add("command", stripped[2:]):
+            return True
+        at = text.find("$ ", end)
     return False
 
 
