@@ -273,3 +273,29 @@ class ChildLines:
             if not line:
                 return out
             out.append(line)
+
+
+def on_a_terminal(
+    argv: Sequence[str], env: dict[str, str], *, stderr_too: bool = False, timeout: float = 120
+) -> tuple[int, bytes]:
+    """Run `python -m ctxoffload ARGV` with stdout (and stderr, when `stderr_too`) on a
+    pseudo-terminal, as a person's shell runs it; its exit status and all it wrote there."""
+    import os
+    import pty
+
+    controller, terminal = pty.openpty()
+    command = [sys.executable, "-m", "ctxoffload", *argv]
+    stderr = terminal if stderr_too else subprocess.DEVNULL
+    process = subprocess.Popen(command, stdout=terminal, stderr=stderr, env=env)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the terminal's last writer is gone
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    return process.wait(timeout=timeout), b"".join(chunks)

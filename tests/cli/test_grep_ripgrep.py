@@ -22,6 +22,7 @@ import pytest
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli._cmd_grep import _RG_READ, ripgrep_can, ripgrep_path
+from helpers import on_a_terminal as run_on_a_terminal
 
 LINES = [
     "2026-11-20T03:42:00Z ERROR export-worker-7 order_id=ORD-58213 disk quota exceeded",
@@ -155,24 +156,9 @@ def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
 
 def on_a_terminal(workdir: Path, args: list[str], engine: str) -> tuple[int, bytes]:
     """Run `ctxoffload grep` with stdout on a terminal (so in colour); its status and output."""
-    pty = pytest.importorskip("pty")
-    controller, terminal = pty.openpty()
     env = {**os.environ, "CTXOFFLOAD_GREP": engine}
     env.pop("NO_COLOR", None)
-    command = [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), "grep", *args]
-    process = subprocess.Popen(command, stdout=terminal, stderr=subprocess.DEVNULL, env=env)
-    os.close(terminal)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # EIO: the terminal's last writer is gone
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(controller)
-    return process.wait(timeout=120), b"".join(chunks)
+    return run_on_a_terminal(["--workdir", str(workdir), "grep", *args], env)
 
 
 @pytest.mark.parametrize("args", [["ERROR"], ["--max-columns", "100", "-i", "error"]], ids=str)

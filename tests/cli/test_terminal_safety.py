@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import LocalWorkspace, Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from helpers import on_a_terminal
 
 # What a model, a tool or a planted file name may hold: a screen clear (CSI 2J), a clipboard
 # write (OSC 52), a hidden link (OSC 8), a window title (OSC 0), a bare CR that rewrites the
@@ -292,24 +293,12 @@ def test_colours_on_a_terminal_leave_the_content_inert(
 ) -> None:
     # On a terminal the commands write their own colours (rich tables, grep's and verify's
     # colours): those escapes are theirs, and the workspace's are still shown escaped.
-    pty = pytest.importorskip("pty")
-    controller, terminal = pty.openpty()
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("NO_COLOR", None)
-    command = [sys.executable, "-m", "ctxoffload", *argv, "--workdir", str(hostile_workspace)]
-    process = subprocess.Popen(command, stdout=terminal, stderr=terminal, env=env)
-    os.close(terminal)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # EIO: the terminal's last writer is gone
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(controller)
-    assert process.wait(timeout=PATIENCE) in (0, 1)
+    status, out = on_a_terminal(
+        [*argv, "--workdir", str(hostile_workspace)], env, stderr_too=True, timeout=PATIENCE
+    )
+    assert status in (0, 1)
     assert b"\x1b[" in out  # colours: the terminal path was taken
     planted = [b"\x1b[2J", b"\x1b]", b"\rOVERWRITTEN", "\x9b".encode(), "\u202e".encode()]
     assert [p for p in planted if p in out] == [], out
