@@ -526,6 +526,18 @@ def test_one_new_message_costs_one_tokenization() -> None:
     assert second == first + counter.count_message(new)
 
 
+def test_the_messages_a_count_tokenized_are_the_new_ones() -> None:
+    tracker = ContextTokenTracker(TiktokenCounter())
+    msgs = _conversation(50)
+    tracker.count(None, None, msgs)
+    assert tracker.newly_counted == msgs
+    new = Msg(role="user", content="And the tests?")
+    tracker.count(None, None, [*msgs, new])
+    assert tracker.newly_counted == [new]
+    tracker.count_past(None, None, [*msgs, new], limit=10)
+    assert tracker.newly_counted == []
+
+
 def test_replaced_message_is_recounted() -> None:
     counter = CountingCounter(HeuristicCounter())
     tracker = ContextTokenTracker(counter)

@@ -793,6 +793,7 @@ class ContextTokenTracker:
         self._tokens: dict[tuple[str, int], int] = {}
         self._held: dict[tuple[str, int], object] = {}
         self._anchor: _Anchor | None = None
+        self._new: list[Msg] = []
         self._tools_json: str | None = None
         self._tools_tokens = 0
         self._last_tools_tokens: int | None = None
@@ -815,11 +816,19 @@ class ContextTokenTracker:
         """The tokens of `msg` when it was counted before, else None (nothing is counted)."""
         return self._tokens.get(_key(msg))
 
+    @property
+    def newly_counted(self) -> list[Msg]:
+        """The messages the latest `count` or `count_past` tokenized: those it had not
+        counted before (what someone keeping per-message work beside the counts needs to do
+        for, without a second pass over the context)."""
+        return self._new
+
     def _message_tokens(self, msg: Msg, key: tuple[str, int]) -> int:
         tokens = self._tokens.get(key)
         if tokens is None:
             tokens = self._tokens[key] = self.counter.count_message(msg)
             self._held[key] = msg.content
+            self._new.append(msg)
         return tokens
 
     def count(
@@ -841,6 +850,7 @@ class ContextTokenTracker:
             system + summary + messages (overheads and reply priming included) + tools; or,
             when anchored, the anchored input tokens + what was appended since.
         """
+        self._new = []
         context = list(_context(system, summary, messages))
         keys = [(m.id, id(m.content)) for m in context]
         known = self._tokens
@@ -893,6 +903,7 @@ class ContextTokenTracker:
             tools: the tool JSON schemas sent with the call.
             limit: the count past which older messages are estimated (the trigger).
         """
+        self._new = []
         context = list(_context(system, summary, messages))
         keys = [_key(m) for m in context]
         anchor = self._anchor

@@ -451,10 +451,11 @@ class ArtifactCache:
         found = self._found
         return [found[(m.id, id(m.content))] for m in messages]
 
-    def note(self, context: Sequence[Msg]) -> None:
-        """Scan the messages of `context` not scanned yet; drop the entries of messages no
-        longer in it once the cache outgrows twice its size."""
-        missing = self.missing(context)
+    def note(self, context: Sequence[Msg], new: Sequence[Msg]) -> None:
+        """Scan `new`, the messages of `context` just counted for the first time (those
+        counted before without a scan wait for the compaction that needs them); drop the
+        entries of messages no longer in `context` once the cache outgrows twice its size."""
+        missing = self.missing(new)
         if missing:
             self.add(missing, scan_messages(missing))
         if len(self._found) > 2 * len(context) + 64:

@@ -248,12 +248,13 @@ class Compressor:
     def count(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] = ()) -> int:
         """Tokens `messages` (+ tool schemas) cost, counted incrementally.
 
-        The messages not seen before are also scanned for the artifact index then (their
-        paths, URLs, commands and ids), once each as they are counted once each: a
-        compaction finds what leaves already scanned instead of scanning it all at once.
+        The messages counted for the first time are also scanned for the artifact index
+        then (their paths, URLs, commands and ids), once each as they are counted once each,
+        with no second pass over the context: a compaction finds what leaves already
+        scanned instead of scanning it all at once.
         """
         tokens = self.tracker.count(None, None, messages, tools)
-        self._scanned.note(messages)
+        self._scanned.note(messages, self.tracker.newly_counted)
         return tokens
 
     def count_until(
@@ -264,12 +265,11 @@ class Compressor:
         The newest messages are counted first; once the count passes `limit`, the older ones
         are estimated instead of tokenized, and the result says so with its bounds
         (`ContextTokenTracker.count_past`): whether the context is over `limit` is exact
-        either way. Below `limit` every message is counted, and the messages new to the
-        compressor are scanned for the artifact index as `count` scans them.
+        either way. Below `limit` every message is counted. The messages counted for the
+        first time are scanned for the artifact index, as `count` scans them.
         """
         counted = self.tracker.count_past(None, None, messages, tools, limit=limit)
-        if counted.exact:
-            self._scanned.note(messages)
+        self._scanned.note(messages, self.tracker.newly_counted)
         return counted
 
     async def _event(self, kind: str, **fields: Any) -> None:
