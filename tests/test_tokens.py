@@ -597,7 +597,11 @@ def test_past_the_limit_only_the_newest_messages_are_tokenized() -> None:
     assert counted.at_least <= whole <= counted.at_most
     assert counted.at_least <= counted.tokens <= counted.at_most
     assert abs(counted.tokens - whole) < 0.1 * whole  # a uniform history: a close estimate
-    assert "estimated" in counted.describe() and counted.fields()["tokens_before_exact"] is False
+    assert counted.fields() == {
+        "tokens_before_exact": False,
+        "tokens_before_range": [counted.at_least, counted.at_most],
+        "tokens_before_uncounted": counted.uncounted,
+    }
 
 
 def test_messages_counted_before_are_looked_up_not_estimated() -> None:

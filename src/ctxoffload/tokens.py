@@ -721,14 +721,9 @@ class TokenCount:
         """An exact count."""
         return cls(tokens, True, tokens, tokens, 0)
 
-    def describe(self) -> str:
-        """`12,345`, or `~4,310,000 (estimated: 160,214 counted, at most 17,900,000)`."""
-        if self.exact:
-            return f"{self.tokens:,}"
-        return f"~{self.tokens:,} (estimated: {self.at_least:,} counted, at most {self.at_most:,})"
-
     def fields(self) -> dict[str, Any]:
-        """The event fields beside `tokens_before` for an estimate; none for an exact count."""
+        """The event fields beside `tokens_before` for an estimate; none for an exact count
+        (`ctxoffload show` words them: `workspace.token_change`)."""
         if self.exact:
             return {}
         return {
