@@ -721,6 +721,11 @@ class TokenCount:
         """An exact count."""
         return cls(tokens, True, tokens, tokens, 0)
 
+    @property
+    def bounds(self) -> tuple[int, int] | None:
+        """`(at_least, at_most)` for an estimate; None for an exact count."""
+        return None if self.exact else (self.at_least, self.at_most)
+
     def fields(self) -> dict[str, Any]:
         """The event fields beside `tokens_before` for an estimate; none for an exact count
         (`ctxoffload show` words them: `workspace.token_change`)."""

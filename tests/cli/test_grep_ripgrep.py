@@ -98,16 +98,21 @@ def grep(workdir: Path, args: list[str], engine: str) -> tuple[int, bytes, bytes
     return done.returncode, done.stdout, done.stderr
 
 
+def rg_runs(log: Path) -> int:
+    """How many times the recording ripgrep wrapper has run so far."""
+    return log.read_text().count("run") if log.exists() else 0
+
+
 @pytest.mark.parametrize("args", CASES, ids=lambda a: " ".join(a) or "empty")
 def test_ripgrep_prints_what_re2_prints(
     workspace: Path, recording_rg: tuple[Path, Path], args: list[str]
 ) -> None:
     wrapper, log = recording_rg
-    runs_before = log.read_text().count("run") if log.exists() else 0
+    runs_before = rg_runs(log)
     expected = grep(workspace, args, "python")
     got = grep(workspace, args, str(wrapper))
     assert got == expected
-    assert log.read_text().count("run") > runs_before, "ripgrep did not run"
+    assert rg_runs(log) > runs_before, "ripgrep did not run"
 
 
 @pytest.fixture(scope="module")
@@ -146,9 +151,9 @@ def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
     big_workspace: Path, recording_rg: tuple[Path, Path], args: list[str]
 ) -> None:
     wrapper, log = recording_rg
-    runs_before = log.read_text().count("run") if log.exists() else 0
+    runs_before = rg_runs(log)
     got = grep(big_workspace, args, str(wrapper))
-    assert log.read_text().count("run") > runs_before, "ripgrep did not run"
+    assert rg_runs(log) > runs_before, "ripgrep did not run"
     assert len(got[1]) > 2 * _RG_READ  # several blocks were printed
     assert b"\x1b" not in got[1] and b"escape \\x1b[2J" in got[1]  # inert inside a block
     assert got == grep(big_workspace, args, "python")
@@ -166,9 +171,9 @@ def test_ripgrep_colours_lines_as_re2_does(
     workspace: Path, recording_rg: tuple[Path, Path], args: list[str]
 ) -> None:
     wrapper, log = recording_rg
-    runs_before = log.read_text().count("run") if log.exists() else 0
+    runs_before = rg_runs(log)
     got = on_a_terminal(workspace, args, str(wrapper))
-    assert log.read_text().count("run") > runs_before, "ripgrep did not run"
+    assert rg_runs(log) > runs_before, "ripgrep did not run"
     assert b"\x1b[35m" in got[1]  # in colour
     assert got == on_a_terminal(workspace, args, "python")
 
@@ -186,10 +191,9 @@ def test_what_ripgrep_would_read_otherwise_is_left_to_re2(
         ["-C", "1", "ERROR"],
         ["--json", "ERROR"],
     ):
-        before = log.read_text().count("run") if log.exists() else 0
+        before = rg_runs(log)
         assert grep(workspace, args, str(wrapper)) == grep(workspace, args, "python")
-        after = log.read_text().count("run") if log.exists() else 0
-        assert after == before, args
+        assert rg_runs(log) == before, args
     assert not ripgrep_can(r"\w+", fixed=False) and ripgrep_can(r"\w+", fixed=True)
 
 

@@ -262,12 +262,16 @@ def _spans(name: str, data: bytes, group: int, latin1: bool = False) -> Iterator
 
 
 def _unanchored() -> Any:
-    try:
-        from re2 import _re2
+    """google-re2's UNANCHORED for its compiled object's `Match`, looked up once; None for a
+    binding without it."""
+    if "anchor" not in _compiled:
+        try:
+            from re2 import _re2
 
-        return _re2.RE2.Anchor.UNANCHORED
-    except (ImportError, AttributeError):
-        return None
+            _compiled["anchor"] = _re2.RE2.Anchor.UNANCHORED
+        except (ImportError, AttributeError):
+            _compiled["anchor"] = None
+    return _compiled["anchor"]
 
 
 def _add_text_values(text: str, found: dict[tuple[str, str], None]) -> None:

@@ -606,7 +606,8 @@ class Compressor:
                     reason,
                     counted.tokens,
                     counted.tokens,
-                    **_estimate(counted),
+                    tokens_before_exact=counted.exact,
+                    tokens_before_bounds=counted.bounds,
                 )
             lines = await self._read_back(persisted, plan.older)
             outcome = await self._summarise(plan, persisted, cfg, window, model)
@@ -632,7 +633,8 @@ class Compressor:
             reason,
             counted.tokens,
             self.count(after, tools),
-            **_estimate(counted),
+            tokens_before_exact=counted.exact,
+            tokens_before_bounds=counted.bounds,
         )
 
     async def persist(
@@ -822,7 +824,8 @@ class Compressor:
             summary=outcome.summary,
             summary_source=outcome.source,
             compressed_messages=len(plan.older),
-            **_estimate(counted),
+            tokens_before_exact=counted.exact,
+            tokens_before_bounds=counted.bounds,
         )
 
     async def index_note(
@@ -1211,17 +1214,6 @@ class Compressor:
         if done is None:
             return block
         return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
-
-
-def _estimate(counted: TokenCount) -> dict[str, Any]:
-    """`CompressionResult`'s fields for a count that stopped past the trigger (none when it
-    is exact)."""
-    if counted.exact:
-        return {}
-    return {
-        "tokens_before_exact": False,
-        "tokens_before_bounds": (counted.at_least, counted.at_most),
-    }
 
 
 def _lines_of(

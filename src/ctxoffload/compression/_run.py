@@ -464,7 +464,7 @@ class PipelineRun:
             summary_source=found.summary_source if found else None,
             compressed_messages=found.compressed_messages if found else 0,
             tokens_before_exact=before.exact,
-            tokens_before_bounds=None if before.exact else (before.at_least, before.at_most),
+            tokens_before_bounds=before.bounds,
         )
 
     async def post_tool(
