@@ -22,7 +22,9 @@ Two compression timings are printed (targets, issue 28: cold <= 4x, warm <= 2.5x
   so a compaction looks both up.
 
 A third line is the bare tokenizer (rs-bpe, or tiktoken without the fast extra) on every
-message's texts: what a cold compression cost when it counted every message.
+message's texts: what a cold compression cost when it counted every message. A fourth is the
+artifact scan alone (`scan_messages`) on every message: the part of a cold
+compression that a warm one has already done, one message at a time, as it counted them.
 
 `--latency MS` makes the summary model take MS milliseconds to answer each request, as a
 real one does: the artifacts of what leaves are then found in a worker thread while the
@@ -56,6 +58,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import Compressor
+from ctxoffload.compression._artifacts import scan_messages
 from ctxoffload.tokens import TiktokenCounter
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
@@ -148,6 +151,12 @@ def _tokenizer_alone(texts: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def _scan_alone(messages: list[Msg]) -> float:
+    start = time.perf_counter()
+    scan_messages(messages)
+    return time.perf_counter() - start
+
+
 def _baseline(path: Path, messages: list[Msg]) -> float:
     start = time.perf_counter()
     payload = "".join(json.dumps(m.model_dump(mode="json")) + "\n" for m in messages).encode()
@@ -218,12 +227,13 @@ async def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=".") as tmp:
         root = Path(tmp)
-        baseline, cold, warm, tokenizer = [], [], [], []
+        baseline, cold, warm, tokenizer, scan = [], [], [], [], []
         detail = ""
         texts = _texts(messages)
         for r in range(repeats):
             baseline.append(_baseline(root / f"baseline-{r}.jsonl", messages))
             tokenizer.append(_tokenizer_alone(texts))
+            scan.append(_scan_alone(messages))
             elapsed, detail = await _compress(root / f"cold-{r}", system, messages, warm=False)
             cold.append(elapsed)
             elapsed, _ = await _compress(root / f"warm-{r}", system, messages, warm=True)
@@ -243,6 +253,11 @@ async def main() -> None:
     print(
         f"  the bare tokenizer on the same texts   {best * 1e3:9.1f} ms  "
         f"{count / best:11,.0f} messages/s  ratio {best / base:.1f} (counting every message)"
+    )
+    best = min(scan)
+    print(
+        f"  the artifact scan alone                {best * 1e3:9.1f} ms  "
+        f"{count / best:11,.0f} messages/s  ratio {best / base:.1f} (every message, one thread)"
     )
 
 

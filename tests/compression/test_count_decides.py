@@ -6,18 +6,39 @@ estimates the rest (`ContextTokenTracker.count_past`). Every corpus conversation
 twice in lockstep, as an agent lives it and as a history handed over whole, by that
 compressor and by one whose every count is exact and whole (what it did before): each step
 must compress or not alike, keep the same messages and write the same lines.
+
+The corpus is not everywhere (CI has none), and it holds only what its agents happened to do:
+random sessions are replayed the same two ways too, with what the corpus lacks (a result
+larger than the window, images, non-ASCII text, calls left unanswered, tiny windows).
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import random
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from corpus import CORPUS, conversations
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
+from ctxoffload import (
+    Base64Source,
+    ContextConfig,
+    DataBlock,
+    LocalWorkspace,
+    Msg,
+    ScriptedModel,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_token_counter,
+)
 from ctxoffload.compression import CompressionResult, Compressor, is_context_note
 from ctxoffload.tokens import TokenCount
 from helpers import SUMMARY
@@ -125,3 +146,81 @@ async def test_a_history_given_whole_is_split_alike(path: Path, tmp_path: Path) 
         oldest = next(m for m in conversation if m.role != "system" and m.id not in stay)
         assert oldest.id not in tokenized
         assert len(set(tokenized) & {m.id for m in conversation}) < len(conversation)
+
+
+# -- random sessions ---------------------------------------------------------------------
+
+WORDS = ["error", "src/app/main.py:42", "def", "return", "None", "0x1f", "ok", "{", "PROJ-12"]
+EXOTIC = ["é", "日本語", "🎉", "👩‍💻", "ß", "naïve", "\u2028", "ﬁ"]
+
+text_spec = st.tuples(
+    st.sampled_from([1, 5, 40, 300, 3_000, 20_000]),  # words: 20,000 is past every window
+    st.integers(0, 2**32 - 1),  # seed
+    st.booleans(),  # non-ASCII
+)
+step_spec = st.one_of(
+    st.tuples(st.just("user"), text_spec),
+    st.tuples(st.just("assistant"), text_spec),
+    st.tuples(
+        st.just("tools"),
+        st.lists(st.tuples(text_spec, st.booleans()), min_size=1, max_size=3),  # with an image
+        st.booleans(),  # the results answered (False: the session ends waiting for them)
+    ),
+)
+
+
+def words(spec: tuple[int, int, bool]) -> str:
+    n, seed, exotic = spec
+    rng = random.Random(seed)
+    pool = WORDS + EXOTIC if exotic else WORDS
+    return " ".join(rng.choice(pool) + str(rng.randrange(1_000)) for _ in range(n))
+
+
+def session(steps: list[Any]) -> list[Msg]:
+    """The messages of `steps`: requests, replies, and tool turns (a call per result, the
+    results after the calls; the last turn's results may not have come yet)."""
+    msgs = [Msg(role="system", content="You are an agent.")]
+    for index, step in enumerate(steps):
+        if step[0] in ("user", "assistant"):
+            msgs.append(Msg(role=step[0], content=f"{step[0]} {index}: " + words(step[1])))
+            continue
+        _, results, answered = step
+        ids = [f"call_{index}_{k}" for k in range(len(results))]
+        calls = [ToolCallBlock(id=i, name="bash", input={"cmd": f"run {i}"}) for i in ids]
+        msgs.append(Msg(role="assistant", content=[TextBlock(text=f"turn {index}"), *calls]))
+        if not answered and index == len(steps) - 1:
+            break
+        for call_id, (spec, image) in zip(ids, results, strict=True):
+            output: Any = words(spec)
+            if image:
+                data = base64.b64encode(random.Random(spec[1]).randbytes(600)).decode()
+                source = Base64Source(media_type="image/png", data=data)
+                output = [TextBlock(text=output), DataBlock(source=source, name="shot.png")]
+            result = ToolResultBlock(id=call_id, name="bash", output=output)
+            msgs.append(Msg(role="tool", content=[result]))
+    return msgs
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    steps=st.lists(step_spec, min_size=1, max_size=24),
+    window=st.sampled_from([2_000, 6_000, 30_000]),
+)
+def test_a_random_session_compresses_alike_live_and_whole(steps: list[Any], window: int) -> None:
+    conversation = session(steps)
+
+    async def scenario(tmp: Path) -> None:
+        compressions = await lockstep(conversation, window, tmp / "live")
+        event(f"compressions live: {min(compressions, 3)}{'+' if compressions > 3 else ''}")
+        ours = compressor(tmp / "ours", window, whole=False)
+        reference = compressor(tmp / "whole", window, whole=True)
+        mine = await ours.maybe_compress(conversation)
+        same("whole history", mine, await reference.maybe_compress(conversation))
+        event(f"given whole: {'estimated' if not mine.tokens_before_exact else 'exact'}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(scenario(Path(tmp)))
