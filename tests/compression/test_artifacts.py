@@ -499,6 +499,25 @@ def test_the_patterns_the_set_rules_out_find_nothing(text: str) -> None:
     assert list(found) == expected[:ARTIFACTS_PER_MESSAGE]
 
 
+_ASCII_PATHS = st.lists(
+    st.sampled_from([*"/._-~@+:aZ09 \n\t!(=", "src/", ".py", "~/", "../", "a.b", "/x/y"]),
+    max_size=50,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_ASCII_PATHS)
+def test_a_path_in_ascii_text_is_found_without_its_capture_group(text: str) -> None:
+    # In an ASCII text the path patterns run without their group, and the path's start is
+    # told from the match's first byte: the same spans as the group gives.
+    from ctxoffload.compression import _artifacts as a
+
+    data = text.encode()
+    for name in ("absolute", "relative"):
+        grouped = [m.span(1) for m in a._scanner(name, latin1=True).finditer(data)]
+        assert list(a._finder(name, latin1=True)(data)) == grouped, name
+
+
 def test_a_hostile_text_is_scanned_alike_by_the_set_and_every_pattern() -> None:
     from ctxoffload.compression._artifacts import _add_text_values
 

@@ -166,17 +166,29 @@ def _commands_of(call: ToolCallBlock) -> Iterable[str]:
 # (`\b` stays ASCII in RE2: an id or an extension right before a non-ASCII letter ends
 # there, where `re` would not end it).
 _W = r"\pL\pN_"
+_PATH_LEAD = rf"(?m)(?:^|[^{_W}/.~:-])"
+_PATH_BODIES = {  # each path pattern's path, and what must follow it
+    "absolute": (rf"(?:~|\.\.?)?(?:/[{_W}.@+-]+){{2,}}/?", ""),
+    "relative": (rf"[{_W}.-]+(?:/[{_W}.@+-]+)+\.[A-Za-z][A-Za-z0-9]{{0,7}}", r"\b"),
+}
 _RE2_PATTERNS = {
     "url": _URL.pattern,
-    "absolute": rf"(?m)(?:^|[^{_W}/.~:-])((?:~|\.\.?)?(?:/[{_W}.@+-]+){{2,}}/?)",
-    "relative": (
-        rf"(?m)(?:^|[^{_W}/.~:-])([{_W}.-]+(?:/[{_W}.@+-]+)+\.[A-Za-z][A-Za-z0-9]{{0,7}})\b"
-    ),
+    **{name: rf"{_PATH_LEAD}({body}){tail}" for name, (body, tail) in _PATH_BODIES.items()},
     "key": _KEY.pattern,
     "code": _CODE.pattern,
     "uuid": _UUID.pattern,
     "hash": _HASH.pattern,
 }
+# In an ASCII text a path's span is read without the capture group, which costs RE2 a second
+# pass over each match (about a third of the paths' time): a match is the path, or the one
+# character before it and the path. That character is never one the path may start with (the
+# lead excludes them all), so the path starts a byte later exactly when the match's first
+# byte is not one of these.
+_PATH_FIRST = {
+    "absolute": frozenset(b"~./"),
+    "relative": frozenset(b"._-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"),
+}
+_PATTERN_NAMES = tuple(_RE2_PATTERNS)
 _compiled: dict[str, Any] = {}
 # A message is first matched against all the patterns at once (an RE2 set: one pass over
 # its text, whichever patterns hit); only the patterns that hit are run to find their
@@ -217,7 +229,7 @@ def _scanner(name: str, latin1: bool = False) -> Any:
     return found
 
 
-def _pattern_set(latin1: bool = False) -> tuple[Any, list[str]]:
+def _pattern_set(latin1: bool = False) -> tuple[Any, tuple[str, ...]]:
     """The RE2 set of every pattern, and the pattern name of each of its indexes."""
     key = f":{latin1}"
     found = _compiled.get(key)
@@ -232,33 +244,65 @@ def _pattern_set(latin1: bool = False) -> tuple[Any, list[str]]:
             patterns.Add(pattern.encode())
         patterns.Compile()
         found = _compiled[key] = patterns
-    return found, list(_RE2_PATTERNS)
+    return found, _PATTERN_NAMES
 
 
-def _spans(name: str, data: bytes, group: int, latin1: bool = False) -> Iterator[tuple[int, int]]:
-    """The span of `group` in each match of the pattern `name` in `data`, left to right
-    (`latin1`: with the pattern compiled for an ASCII `data`).
+def _finder(name: str, latin1: bool) -> Callable[[bytes], Iterator[tuple[int, int]]]:
+    """The spans of the artifacts the pattern `name` finds in a text's bytes, left to right
+    (the path of a path pattern, the whole match of the others); `latin1`: for an ASCII text.
+    Found as they are taken: a message stops being scanned when it has given enough.
 
     Through the compiled RE2 object that google-re2's `finditer` wraps: one call and one
     tuple a match, where `finditer` builds a match object in Python (about 4 µs a match, and
-    a long message names thousands of paths). Another binding gets `finditer`.
+    a long message names thousands of paths). Another binding gets `finditer`. Looked up
+    once per pattern and encoding.
     """
+    key = f"find:{name}:{latin1}"
+    cached: Callable[[bytes], Iterator[tuple[int, int]]] | None = _compiled.get(key)
+    if cached is not None:
+        return cached
     pattern = _scanner(name, latin1)
+    group = 1 if name in _PATH_BODIES else 0
     regexp = getattr(pattern, "_regexp", None)
     anchor = _unanchored()
+    first = _PATH_FIRST.get(name) if latin1 else None
     if regexp is None or anchor is None:
-        for match in pattern.finditer(data):
-            yield match.span(group)
-        return
-    search = regexp.Match
-    at, end = 0, len(data)
-    while at <= end:
-        found = search(anchor, data, at, end)
-        start, stop = found[0]
-        if start < 0:
-            return
-        yield found[group]
-        at = stop if stop > at else at + 1  # (none of the patterns matches empty text)
+
+        def spans(data: bytes) -> Iterator[tuple[int, int]]:
+            for match in pattern.finditer(data):
+                yield match.span(group)
+
+    elif first is not None:
+        body, tail = _PATH_BODIES[name]
+        import re2
+
+        ungrouped = rf"{_PATH_LEAD}(?:{body}){tail}".encode()
+        bare = re2.compile(ungrouped, _options(latin1))._regexp.Match
+
+        def spans(data: bytes) -> Iterator[tuple[int, int]]:
+            at, end = 0, len(data)
+            while at <= end:
+                start, stop = bare(anchor, data, at, end)[0]
+                if start < 0:
+                    return
+                yield (start if data[start] in first else start + 1), stop
+                at = stop if stop > at else at + 1
+
+    else:
+        search = regexp.Match
+
+        def spans(data: bytes) -> Iterator[tuple[int, int]]:
+            at, end = 0, len(data)
+            while at <= end:
+                found = search(anchor, data, at, end)
+                start, stop = found[0]
+                if start < 0:
+                    return
+                yield found[group]
+                at = stop if stop > at else at + 1  # (none of the patterns matches empty text)
+
+    _compiled[key] = spans
+    return spans
 
 
 def _unanchored() -> Any:
@@ -290,7 +334,7 @@ def _add_text_values(text: str, found: dict[tuple[str, str], None]) -> None:
     rest = data  # the text with each URL blanked, for the paths and ids
     if "url" in hits:
         pieces, at = [], 0
-        for start, end in _spans("url", data, 0, ascii_only):
+        for start, end in _finder("url", ascii_only)(data):
             value = text[start:end] if ascii_only else _str(data[start:end])
             if _put(found, "url", value.rstrip(_TRAILING)):
                 return
@@ -299,13 +343,13 @@ def _add_text_values(text: str, found: dict[tuple[str, str], None]) -> None:
         rest = b"".join([*pieces, data[at:]])
     for name in ("absolute", "relative"):
         if name in hits:
-            for start, end in _spans(name, rest, 1, ascii_only):
+            for start, end in _finder(name, ascii_only)(rest):
                 value = (text[start:end] if ascii_only else _str(rest[start:end])).rstrip(_TRAILING)
                 if len(value) > 3 and "/" in value and _put(found, "path", value):
                     return
     for name in ("key", "code", "uuid", "hash"):
         if name in hits:
-            for start, end in _spans(name, rest, 0, ascii_only):
+            for start, end in _finder(name, ascii_only)(rest):
                 value = text[start:end] if ascii_only else _str(rest[start:end])
                 if name == "hash" and (value.isdigit() or not any(c.isdigit() for c in value)):
                     continue
