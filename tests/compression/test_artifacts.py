@@ -546,7 +546,7 @@ def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
 ) -> None:
     # Without a fence only `$ ` lines are commands: they are found from each `$ `, not by
     # reading every line; the commands, their order and where the cap stops must not change.
-    from ctxoffload.compression._artifacts import _prompt_commands, _shell_commands
+    from ctxoffload.compression._artifacts import _prompt_commands
 
     def adder(into: list[str]) -> Any:
         def add(kind: str, value: str) -> bool:
@@ -557,5 +557,69 @@ def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
 
     fast: list[str] = []
     lines: list[str] = []
-    assert _prompt_commands(text, adder(fast)) == _shell_commands(text.split("\n"), adder(lines))
+    assert _prompt_commands(text, adder(fast)) == every_line(text.split("\n"), adder(lines))
+    assert fast == lines
+
+
+def every_line(lines: Any, add: Any) -> bool:
+    """The commands of a text's shell blocks and `$ ` lines, read a line at a time: how the
+    scan found them before it read only the shell blocks so (kept here as the reference)."""
+    from ctxoffload.compression._artifacts import _FENCE, _HEREDOC, _SHELLS
+
+    fence: str | None = None
+    heredoc: str | None = None
+    continued = False
+    for line in lines:
+        opened = _FENCE.match(line) if "```" in line else None
+        if opened is not None:
+            fence = None if fence is not None else opened.group(1).lower()
+            heredoc, continued = None, False
+            continue
+        if fence is None and "$ " not in line:
+            continue
+        stripped = line.strip()
+        if heredoc is not None:
+            heredoc = None if stripped == heredoc else heredoc
+        elif fence in _SHELLS and stripped and not stripped.startswith("#"):
+            if not continued and add("command", stripped.removeprefix("$ ")):
+                return True
+            continued = stripped.endswith("\\")
+            started = _HEREDOC.search(stripped)
+            heredoc = started.group(1) if started is not None else None
+        elif stripped.startswith("$ ") and len(stripped) > 2 and add("command", stripped[2:]):
+            return True
+    return False
+
+
+_FENCE_LINES = ["```", "```bash", "``` sh", "```python", "```Console", "  ```zsh", "````"]
+_LINE_PIECES = [" ", "\t", "\x0b", "\u2028", "$ ", "$", "#", "\\", "<<EOF", "<<-'END'", "```"]
+_FENCED = st.lists(
+    st.one_of(
+        st.sampled_from(_FENCE_LINES),
+        st.lists(
+            st.sampled_from([*_LINE_PIECES, "EOF", "END", "ls -la", "echo $HOME", "cat", "x"]),
+            max_size=6,
+        ).map("".join),
+    ),
+    max_size=25,
+).map("\n".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(text=_FENCED, cap=st.integers(1, 8))
+def test_shell_blocks_are_found_as_reading_every_line_finds_them(text: str, cap: int) -> None:
+    # Only a shell block's lines are read one by one; elsewhere `$ ` lines are found from
+    # each `$ `. The commands, their order and where the cap stops must not change.
+    from ctxoffload.compression._artifacts import _shell_commands
+
+    def adder(into: list[str]) -> Any:
+        def add(kind: str, value: str) -> bool:
+            into.append(value)
+            return len(into) >= cap
+
+        return add
+
+    fast: list[str] = []
+    lines: list[str] = []
+    assert _shell_commands(text, adder(fast)) == every_line(text.split("\n"), adder(lines))
     assert fast == lines

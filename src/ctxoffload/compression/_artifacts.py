@@ -188,7 +188,11 @@ _PATH_FIRST = {
     "absolute": frozenset(b"~./"),
     "relative": frozenset(b"._-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"),
 }
-_PATTERN_NAMES = tuple(_RE2_PATTERNS)
+# Two marks beside the patterns, which find no artifact but say where to look for commands:
+# a fence (a shell block may open there) and a `$ ` (a prompt line may hold one). The set
+# that reads the text for the patterns tells them too, without two more passes over it.
+_MARKS = {"fence": r"```", "prompt": r"\$ "}
+_PATTERN_NAMES = (*_RE2_PATTERNS, *_MARKS)
 _compiled: dict[str, Any] = {}
 # A message is first matched against all the patterns at once (an RE2 set: one pass over
 # its text, whichever patterns hit); only the patterns that hit are run to find their
@@ -230,7 +234,7 @@ def _scanner(name: str, latin1: bool = False) -> Any:
 
 
 def _pattern_set(latin1: bool = False) -> tuple[Any, tuple[str, ...]]:
-    """The RE2 set of every pattern, and the pattern name of each of its indexes."""
+    """The RE2 set of every pattern and mark, and the name of each of its indexes."""
     key = f":{latin1}"
     found = _compiled.get(key)
     if found is None:
@@ -240,7 +244,7 @@ def _pattern_set(latin1: bool = False) -> tuple[Any, tuple[str, ...]]:
         # it is given room far beyond what these patterns need on any text (tested on
         # hostile text in tests/compression/test_artifacts.py).
         patterns = re2.Set.SearchSet(_options(latin1, _SET_MEMORY))
-        for pattern in _RE2_PATTERNS.values():
+        for pattern in (*_RE2_PATTERNS.values(), *_MARKS.values()):
             patterns.Add(pattern.encode())
         patterns.Compile()
         found = _compiled[key] = patterns
@@ -318,19 +322,33 @@ def _unanchored() -> Any:
     return _compiled["anchor"]
 
 
+class _Read:
+    """A message's text as the scan reads it: its UTF-8 bytes, and the patterns and marks
+    that match somewhere in it (one pass of the RE2 set)."""
+
+    __slots__ = ("ascii_only", "data", "hits", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.data = text.encode("utf-8", "surrogatepass")
+        # Spans are byte offsets; in an ASCII text they are the text's own offsets, and a
+        # value is a slice of it (the URLs blanked below are never inside a path's or an id's
+        # span).
+        self.ascii_only = len(self.data) == len(text)
+        patterns, names = _pattern_set(self.ascii_only)
+        self.hits = {names[i] for i in patterns.Match(self.data) or ()}
+
+
 def _add_text_values(text: str, found: dict[tuple[str, str], None]) -> None:
     """Add the (kind, value) pairs of a message's text to `found` until it holds
     `ARTIFACTS_PER_MESSAGE`: URLs, then paths (not inside a URL), then ids (not inside a
     URL), each in the order they appear."""
-    data = text.encode("utf-8", "surrogatepass")
-    # Spans are byte offsets; in an ASCII text they are the text's own offsets, and a value
-    # is a slice of it (the URLs blanked below are never inside a path's or an id's span).
-    ascii_only = len(data) == len(text)
-    patterns, names = _pattern_set(ascii_only)
-    matched = patterns.Match(data)
-    if not matched:
-        return
-    hits = {names[i] for i in matched}
+    _add_values(_Read(text), found)
+
+
+def _add_values(read: _Read, found: dict[tuple[str, str], None]) -> None:
+    """`_add_text_values` of a text read already."""
+    text, data, ascii_only, hits = read.text, read.data, read.ascii_only, read.hits
     rest = data  # the text with each URL blanked, for the paths and ids
     if "url" in hits:
         pieces, at = [], 0
@@ -388,46 +406,69 @@ def message_artifacts(msg: Msg) -> list[tuple[str, str]]:
                 for command in _commands_of(block):
                     if add("command", command):
                         return list(found)
-    text = message_text(msg)
-    if "```" in text:
-        if _shell_commands(text.split("\n"), add):
+    read = _Read(message_text(msg))
+    if "fence" in read.hits:
+        if _shell_commands(read.text, add):
             return list(found)
-    elif "$ " in text and _prompt_commands(text, add):
+    elif "prompt" in read.hits and _prompt_commands(read.text, add):
         return list(found)
-    _add_text_values(text, found)
+    _add_values(read, found)
     return list(found)
 
 
-def _shell_commands(lines: Iterable[str], add: Callable[[str, str], bool]) -> bool:
-    """Add the commands of the shell blocks and `$ ` lines; whether the cap was reached."""
-    fence: str | None = None
-    heredoc: str | None = None  # the word that ends the here-document being read
-    continued = False  # the previous line of the shell block ended with a backslash
-    for line in lines:
-        opened = _FENCE.match(line) if "```" in line else None
+def _shell_commands(text: str, add: Callable[[str, str], bool]) -> bool:
+    """Add the commands of a text's shell blocks and `$ ` lines; whether the cap was reached.
+
+    A shell block is the lines between a fence naming a shell (```` ```bash ````, `sh`,
+    `shell`, `console`, `zsh`) and the next fence; a fence is a line starting, after blanks,
+    with ```` ``` ````. The lines of a shell block are read one by one (`_shell_block`);
+    elsewhere only `$ ` lines count, found from each `$ ` (`_prompt_commands`).
+    """
+    fence: str | None = None  # the language of the open fence
+    region = 0  # where the lines since the last fence line start
+    at = text.find("```")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        opened = _FENCE.match(text[start:end])
         if opened is not None:
+            lines = text[region:start]
+            if fence in _SHELLS:
+                if _shell_block(lines.split("\n"), add):
+                    return True
+            elif _prompt_commands(lines, add):
+                return True
             fence = None if fence is not None else opened.group(1).lower()
-            heredoc, continued = None, False
-            continue
-        if fence is None and "$ " not in line:
-            continue
+            region = end + 1
+        at = text.find("```", end)
+    lines = text[region:]
+    if fence in _SHELLS:
+        return _shell_block(lines.split("\n"), add)
+    return _prompt_commands(lines, add)
+
+
+def _shell_block(lines: Iterable[str], add: Callable[[str, str], bool]) -> bool:
+    """Add the commands of a shell block's lines: each line but a comment, the lines a
+    backslash continues and the body of a here-document; whether the cap was reached."""
+    heredoc: str | None = None  # the word that ends the here-document being read
+    continued = False  # the previous line ended with a backslash
+    for line in lines:
         stripped = line.strip()
         if heredoc is not None:
             heredoc = None if stripped == heredoc else heredoc  # a script's body, not commands
-        elif fence in _SHELLS and stripped and not stripped.startswith("#"):
+        elif stripped and not stripped.startswith("#"):
             if not continued and add("command", stripped.removeprefix("$ ")):
                 return True
             continued = stripped.endswith("\\")
             started = _HEREDOC.search(stripped)
             heredoc = started.group(1) if started is not None else None
-        elif stripped.startswith("$ ") and len(stripped) > 2 and add("command", stripped[2:]):
-            return True
     return False
 
 
 def _prompt_commands(text: str, add: Callable[[str, str], bool]) -> bool:
-    """`_shell_commands` of a text without a fence, where only the `$ ` lines count: each line
-    holding `$ ` is found from there, not every line read."""
+    """Add the commands of the `$ ` lines of a text outside a shell block; whether the cap was
+    reached. Each line holding `$ ` is found from there, not every line read."""
     at = text.find("$ ")
     while at >= 0:
         start = text.rfind("\n", 0, at) + 1
