@@ -548,6 +548,13 @@ def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
     # reading every line; the commands, their order and where the cap stops must not change.
     from ctxoffload.compression._artifacts import _prompt_commands
 
+    finds_as_every_line(_prompt_commands, text, cap)
+
+
+def finds_as_every_line(find: Any, text: str, cap: int) -> None:
+    """`find(text, add)` adds the same commands as `every_line`, in the same order, and says
+    the same about the cap (reached when `cap` commands are added)."""
+
     def adder(into: list[str]) -> Any:
         def add(kind: str, value: str) -> bool:
             into.append(value)
@@ -557,7 +564,7 @@ def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
 
     fast: list[str] = []
     lines: list[str] = []
-    assert _prompt_commands(text, adder(fast)) == every_line(text.split("\n"), adder(lines))
+    assert find(text, adder(fast)) == every_line(text.split("\n"), adder(lines))
     assert fast == lines
 
 
@@ -612,14 +619,4 @@ def test_shell_blocks_are_found_as_reading_every_line_finds_them(text: str, cap:
     # each `$ `. The commands, their order and where the cap stops must not change.
     from ctxoffload.compression._artifacts import _shell_commands
 
-    def adder(into: list[str]) -> Any:
-        def add(kind: str, value: str) -> bool:
-            into.append(value)
-            return len(into) >= cap
-
-        return add
-
-    fast: list[str] = []
-    lines: list[str] = []
-    assert _shell_commands(text, adder(fast)) == every_line(text.split("\n"), adder(lines))
-    assert fast == lines
+    finds_as_every_line(_shell_commands, text, cap)
