@@ -433,16 +433,17 @@ def _shell_commands(text: str, add: Callable[[str, str], bool]) -> bool:
         end = len(text) if end < 0 else end
         opened = _FENCE.match(text[start:end])
         if opened is not None:
-            lines = text[region:start]
-            if fence in _SHELLS:
-                if _shell_block(lines.split("\n"), add):
-                    return True
-            elif _prompt_commands(lines, add):
+            if _region_commands(text[region:start], fence, add):
                 return True
             fence = None if fence is not None else opened.group(1).lower()
             region = end + 1
         at = text.find("```", end)
-    lines = text[region:]
+    return _region_commands(text[region:], fence, add)
+
+
+def _region_commands(lines: str, fence: str | None, add: Callable[[str, str], bool]) -> bool:
+    """The commands of the lines between two fences, inside the fence `fence` (None: outside
+    any); whether the cap was reached."""
     if fence in _SHELLS:
         return _shell_block(lines.split("\n"), add)
     return _prompt_commands(lines, add)
