@@ -154,3 +154,46 @@ def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
     for form in forms:
         for msg in form:
             assert message_text(msg) == "\n".join(message_lines(msg))
+
+
+def test_a_message_reads_alike_as_a_model_a_dict_and_any_other_mapping() -> None:
+    # Whether a value is a mapping is remembered per type: a mapping that is not a dict
+    # (read-only, or a class registered as one after its first message) is still read as one.
+    from collections.abc import Mapping
+    from types import MappingProxyType
+
+    msg = Msg(
+        role="assistant",
+        content=[
+            TextBlock(text="reading /mnt/a.csv"),
+            ToolCallBlock(id="c1", name="bash", input={"command": "wc -l /mnt/a.csv"}),
+        ],
+    )
+    as_dict = msg.model_dump(mode="json")
+    as_proxy = MappingProxyType(
+        {**as_dict, "content": [MappingProxyType(b) for b in as_dict["content"]]}
+    )
+    assert message_text(as_proxy) == message_text(as_dict) == message_text(msg)
+
+    class Late:  # a mapping by registration, met once before it is registered
+        def __init__(self, data: dict[str, object]) -> None:
+            self.data = data
+
+        def get(self, key: str, default: object = None) -> object:
+            return self.data.get(key, default)
+
+        def __getitem__(self, key: str) -> object:
+            return self.data[key]
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter(self.data)
+
+        def __len__(self) -> int:
+            return len(self.data)
+
+        def items(self):  # type: ignore[no-untyped-def]
+            return self.data.items()
+
+    assert message_text(Late(as_dict)) == ""  # no `role` attribute: nothing to show
+    Mapping.register(Late)
+    assert message_text(Late(as_dict)) == message_text(as_dict)

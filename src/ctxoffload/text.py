@@ -23,6 +23,7 @@ recognise it shows as its strings.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -93,11 +94,33 @@ def is_jsonl(name: str) -> bool:
 #   ("other", value)                             anything else, shown as its strings
 
 
+_MAPPING: dict[type, bool] = {dict: True}
+"""Whether each type met is a `Mapping`, looked up without the ABC check (a fifth of a
+message's text when it is a model object). Emptied when a class is registered with an ABC
+(`abc.get_cache_token` changes; checked once a message) and past 256 types (classes made at
+run time are not held forever)."""
+_MAPPING_TOKEN = [abc.get_cache_token()]
+
+
+def _check_mapping_cache() -> None:
+    token = abc.get_cache_token()
+    if token != _MAPPING_TOKEN[0] or len(_MAPPING) > 256:
+        _MAPPING.clear()
+        _MAPPING[dict] = True
+        _MAPPING_TOKEN[0] = token
+
+
+def _is_mapping(value: Any) -> bool:
+    kind = type(value)
+    known = _MAPPING.get(kind)
+    if known is None:
+        known = _MAPPING[kind] = isinstance(value, Mapping)
+    return known
+
+
 def _get(value: Any, key: str, default: Any = None) -> Any:
     """`value[key]` for a dict, `value.key` for a model object."""
-    if type(value) is dict:  # the common case, without the ABC check below
-        return value.get(key, default)
-    if isinstance(value, Mapping):
+    if _is_mapping(value):
         return value.get(key, default)
     return getattr(value, key, default)
 
@@ -117,7 +140,7 @@ def _parts(message: Any) -> Iterator[tuple[Any, ...]]:
     elif content is not None:
         yield ("other", content)
     # OpenAI: tool calls beside the content (a `Msg`'s `tool_calls` are its blocks, above).
-    calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+    calls = message.get("tool_calls") if _is_mapping(message) else None
     if isinstance(calls, list):
         for call in calls:
             function = _get(call, "function") or {}
@@ -140,7 +163,7 @@ def _block_parts(block: Any) -> Iterator[tuple[Any, ...]]:
     elif kind in ("tool_call", "tool_use"):
         yield ("call", _get(block, "name"), _get(block, "id"), _get(block, "input"))
     elif kind == "tool_result":
-        if isinstance(block, Mapping) and "tool_use_id" in block:  # Anthropic's
+        if _is_mapping(block) and "tool_use_id" in block:  # Anthropic's
             output, call_id = block.get("content"), block["tool_use_id"]
         else:  # ctxoffload's own, as a model or as its JSON
             output, call_id = _get(block, "output"), _get(block, "id")
@@ -159,7 +182,7 @@ def _block_parts(block: Any) -> Iterator[tuple[Any, ...]]:
         placed = isinstance(data, str) and data.startswith(("/", "file://", "http://", "https://"))
         source = {"url": data} if placed else {"data": data}
         yield _data_part(source, _get(file, "filename"))
-    elif kind is None and isinstance(block, Mapping) and len(block) == 1:
+    elif kind is None and _is_mapping(block) and len(block) == 1:
         yield from _converse_parts(block)
     else:
         yield ("other", block)
@@ -232,6 +255,7 @@ def _pieces(message: Any) -> list[str]:
     """`message_lines` before the split: texts that may hold newlines, whose lines, in
     order, are the message's lines (splitting a text at its newlines and joining the lines
     again gives back the text, so both shapes come from this one walk)."""
+    _check_mapping_cache()
     out: list[str] = []
     role = _get(message, "role")
     if not isinstance(role, str):
@@ -239,7 +263,7 @@ def _pieces(message: Any) -> list[str]:
         return out
     name = _get(message, "name")
     out.append(f"[{role}]" + (f" {name}" if isinstance(name, str) and name else ""))
-    if isinstance(message, Mapping) and message.get("tool_call_id") is not None:  # OpenAI's
+    if _is_mapping(message) and message.get("tool_call_id") is not None:  # OpenAI's
         out.append(f"<- tool result {name or '?'} (id {message['tool_call_id']}):")
     for part in _parts(message):
         _part_pieces(part, out)
@@ -348,6 +372,7 @@ def transcript_entry(message: Any, char_cap: int) -> tuple[str, float]:
     `char_cap` characters the text is cut, with a line saying how much more the context log
     keeps.
     """
+    _check_mapping_cache()
     parts: list[str] = []
     for part in _parts(message):
         parts.extend(_transcript_part(part))

@@ -361,9 +361,10 @@ def load_encoding(
 # Counting a message
 
 
-def _dumps(value: Any) -> str:
-    # ensure_ascii=False: providers send UTF-8, and \uXXXX escapes would inflate counts.
-    return json.dumps(value, ensure_ascii=False, default=str)
+# ensure_ascii=False: providers send UTF-8, and \uXXXX escapes would inflate counts. One
+# encoder for every call: `json.dumps` with options builds a new one each time, which costs
+# as much as encoding a tool call's input.
+_dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
 
 def _data_block_tokens(

@@ -620,3 +620,36 @@ def test_shell_blocks_are_found_as_reading_every_line_finds_them(text: str, cap:
     from ctxoffload.compression._artifacts import _shell_commands
 
     finds_as_every_line(_shell_commands, text, cap)
+
+
+def test_only_the_space_among_printable_characters_is_stripped_or_splits_a_line() -> None:
+    # `_put` leaves a printable value of at most 200 characters with no space at either end
+    # as it is, without `_cut`: that holds only while no other printable character is one
+    # `str.strip` removes or `splitlines` splits at (checked on every code point).
+    acted_on = [
+        c
+        for c in map(chr, range(0x110000))
+        if c.isprintable() and (c.strip() != c or len(f"a{c}b".splitlines()) != 1)
+    ]
+    assert acted_on == [" "]
+
+
+_EDGES = st.sampled_from(["", " ", "  ", "\n", "\u00a0", "\x1c"])
+_VALUES = st.one_of(
+    st.text(min_size=1, max_size=260),
+    # printable lines (the fast path) with and without what `_cut` removes at their ends
+    st.tuples(_EDGES, st.text(st.sampled_from("ab/.-$ é✓\t\u2028"), max_size=20), _EDGES).map(
+        "".join
+    ),
+    st.text(st.sampled_from("ab/ ✓"), min_size=195, max_size=210),  # about the 200 cut
+).filter(bool)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_VALUES, kind=st.sampled_from(["command", "path", "url", "id"]))
+def test_a_value_is_kept_as_cutting_it_would_keep_it(value: str, kind: str) -> None:
+    from ctxoffload.compression._artifacts import _cut, _put
+
+    found: dict[tuple[str, str], None] = {}
+    _put(found, kind, value)
+    assert list(found) == [(kind, _cut(value))]

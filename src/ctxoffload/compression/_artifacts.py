@@ -379,9 +379,16 @@ def _put(found: dict[tuple[str, str], None], kind: str, value: str) -> bool:
     """Add one artifact (cut to one line of at most 200 characters); whether `found` is
     full."""
     if value:
-        # A path, URL or id is one printable line (`_cut` would leave it as it is) unless it
-        # is long or holds a character that `str.strip` or `splitlines` acts on.
-        if kind == "command" or len(value) > _VALUE_CHARS or not value.isprintable():
+        # `_cut` leaves a value as it is when it is one printable line of at most 200
+        # characters with no space at either end (nearly every one): `splitlines` splits
+        # only at characters that are not printable, and the one printable character that
+        # `str.strip` removes is the space.
+        if (
+            len(value) > _VALUE_CHARS
+            or not value.isprintable()
+            or value[0] == " "
+            or value[-1] == " "
+        ):
             value = _cut(value)
         found.setdefault((kind, value), None)
     return len(found) >= ARTIFACTS_PER_MESSAGE

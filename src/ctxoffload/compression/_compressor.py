@@ -1234,12 +1234,11 @@ def _lines_of(
     for first, last in spans:
         for number in range(first, min(last, len(rows)) + 1):
             row = rows[number - 1]
-            if at < len(expected):
-                mark = _id_pair(expected[at])
-                if mark in row:
-                    found[expected[at]] = number
-                    at += 1
-                    continue
+            # Looked for from the line's end: a message's id follows its content.
+            if at < len(expected) and row.rfind(_id_pair(expected[at])) >= 0:
+                found[expected[at]] = number
+                at += 1
+                continue
             try:
                 value = json.loads(row)
             except ValueError:
