@@ -983,9 +983,12 @@ class ContextTokenTracker:
         """Drop the counts of messages not in the context of `keys` once there are more than
         twice as many as it holds (rarely: the set is built only then)."""
         if len(self._tokens) > 2 * len(keys) + 64:
-            current = set(keys)
-            for key in [k for k in self._tokens if k not in current]:
-                del self._tokens[key], self._held[key]
+            # Kept rather than dropped: after a compaction the context is a few messages and
+            # the counts thousands.
+            tokens, held = self._tokens, self._held
+            kept = [k for k in keys if k in tokens]
+            self._tokens = {k: tokens[k] for k in kept}
+            self._held = {k: held[k] for k in kept}
 
 
 def _context(system: Msg | None, summary: Msg | None, messages: Sequence[Msg]) -> Iterator[Msg]:

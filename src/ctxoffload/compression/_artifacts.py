@@ -556,9 +556,12 @@ class ArtifactCache:
         if missing:
             self.add(missing, scan_messages(missing))
         if len(self._found) > 2 * len(context) + 64:
-            current = {(m.id, id(m.content)) for m in context}
-            for key in [k for k in self._found if k not in current]:
-                del self._found[key], self._held[key]
+            # Kept rather than dropped: after a compaction the context is a few messages and
+            # the cache thousands.
+            found, held = self._found, self._held
+            keys = [k for k in ((m.id, id(m.content)) for m in context) if k in found]
+            self._found = {k: found[k] for k in keys}
+            self._held = {k: held[k] for k in keys}
 
 
 def find_artifacts(
