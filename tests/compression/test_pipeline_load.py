@@ -202,7 +202,20 @@ def test_every_type_name_builds_its_manager() -> None:
                     ]
                 }
             },
-            "hooks.post_tool[0].config.preview_tokens: 200 is above max_tokens 100",
+            "hooks.post_tool[0].config.preview_tokens: preview_tokens 200 is above max_tokens 100",
+        ),
+        (
+            # A limit under the default preview: the path names the setting that was written.
+            {"hooks": {"post_tool": [{"type": "ToolOutputOffload", "config": {"max_tokens": 1}}]}},
+            "hooks.post_tool[0].config.max_tokens: preview_tokens 1000 is above max_tokens 1",
+        ),
+        (
+            {
+                "hooks": {
+                    "post_tool": [{"type": "ToolOutputOffload", "config": {"preview_tokens": 3000}}]
+                }
+            },
+            "hooks.post_tool[0].config.preview_tokens: preview_tokens 3000 is above max_tokens",
         ),
         (
             {"hooks": {"pre_llm": [{"type": "Summarization", "config": {"summary_model": "big"}}]}},

@@ -19,12 +19,18 @@ __all__ = ["Activation", "SettingError", "check_int", "check_ratio", "unknown_ke
 
 
 class SettingError(ConfigError):
-    """One impossible setting; `key` is its name, so a loader can prefix the JSON path."""
+    """One impossible setting; `key` is its name, so a loader can prefix the JSON path.
 
-    def __init__(self, key: str, problem: str) -> None:
+    `others`: the other settings a problem between settings involves (a preview above the
+    limit). A loader names the one its config set when the config left `key` at its default,
+    so the path points at what the user wrote.
+    """
+
+    def __init__(self, key: str, problem: str, *, others: tuple[str, ...] = ()) -> None:
         super().__init__(f"{key}: {problem}")
         self.key = key
         self.problem = problem
+        self.others = others
 
 
 def check_int(key: str, value: Any, *, minimum: int) -> int:

@@ -317,7 +317,10 @@ def _manager(at: _At, models: Mapping[str, ChatModel]) -> ContextManager:
     try:
         return kind.build(**values)
     except SettingError as exc:
-        config_at.key(exc.key).fail(exc.problem)
+        key = exc.key
+        if key not in values:  # a default at odds with a setting given: name that one
+            key = next((k for k in exc.others if k in values), key)
+        config_at.key(key).fail(exc.problem)
     except ConfigError as exc:
         config_at.fail(str(exc))
 

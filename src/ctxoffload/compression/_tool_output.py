@@ -110,8 +110,9 @@ class ToolOutputOffload:
         if self.preview_tokens > self.max_tokens:
             raise SettingError(
                 "preview_tokens",
-                f"{preview_tokens} is above max_tokens {max_tokens}: a preview larger than "
-                "the limit would never shrink the result",
+                f"preview_tokens {preview_tokens} is above max_tokens {max_tokens}: a preview "
+                "larger than the limit would never shrink the result",
+                others=("max_tokens",),
             )
         if preview not in ("head", "head_tail"):
             raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
