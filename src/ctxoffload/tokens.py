@@ -47,9 +47,9 @@ import os
 import re
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from .exceptions import TokenizerUnavailable
 from .text import data_line
@@ -981,14 +981,30 @@ class ContextTokenTracker:
 
     def _evict(self, keys: list[tuple[str, int]]) -> None:
         """Drop the counts of messages not in the context of `keys` once there are more than
-        twice as many as it holds (rarely: the set is built only then)."""
-        if len(self._tokens) > 2 * len(keys) + 64:
-            # Kept rather than dropped: after a compaction the context is a few messages and
-            # the counts thousands.
-            tokens, held = self._tokens, self._held
-            kept = [k for k in keys if k in tokens]
-            self._tokens = {k: tokens[k] for k in kept}
-            self._held = {k: held[k] for k in kept}
+        twice as many as it holds (`outgrown`)."""
+        if outgrown(self._tokens, len(keys)):
+            self._tokens, self._held = kept_entries(self._tokens, self._held, keys)
+
+
+_V = TypeVar("_V")
+_Key = tuple[str, int]
+
+
+def outgrown(entries: Mapping[_Key, object], context: int) -> bool:
+    """Whether a per-message cache keyed by `(msg.id, id(msg.content))` (the tracker's counts,
+    the artifact cache) holds more than twice a context of `context` messages, and so drops
+    the entries of messages no longer in it."""
+    return len(entries) > 2 * context + 64
+
+
+def kept_entries(
+    values: dict[_Key, _V], held: dict[_Key, object], keys: Iterable[_Key]
+) -> tuple[dict[_Key, _V], dict[_Key, object]]:
+    """The entries of `values` and `held` (each value's content, kept alive) under `keys`
+    alone: built anew rather than the others deleted, since after a compaction the context
+    is a few messages and the cache thousands."""
+    kept = [k for k in keys if k in values]
+    return {k: values[k] for k in kept}, {k: held[k] for k in kept}
 
 
 def _context(system: Msg | None, summary: Msg | None, messages: Sequence[Msg]) -> Iterator[Msg]:

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text
-from ..tokens import TokenCounter
+from ..tokens import TokenCounter, kept_entries, outgrown
 from ..workspace import CONTEXT_FILE, EVENTS_FILE
 
 __all__ = [
@@ -555,13 +555,9 @@ class ArtifactCache:
         missing = self.missing(new)
         if missing:
             self.add(missing, scan_messages(missing))
-        if len(self._found) > 2 * len(context) + 64:
-            # Kept rather than dropped: after a compaction the context is a few messages and
-            # the cache thousands.
-            found, held = self._found, self._held
-            keys = [k for k in ((m.id, id(m.content)) for m in context) if k in found]
-            self._found = {k: found[k] for k in keys}
-            self._held = {k: held[k] for k in keys}
+        if outgrown(self._found, len(context)):
+            keys = ((m.id, id(m.content)) for m in context)
+            self._found, self._held = kept_entries(self._found, self._held, keys)
 
 
 def find_artifacts(
