@@ -40,11 +40,13 @@ def events(workdir: Path, session: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def compressor(workdir: Path, window: int, **config: Any) -> Compressor:
+def compressor(
+    workdir: Path, window: int, *, offloader: LocalWorkspace | None = None, **config: Any
+) -> Compressor:
     return Compressor(
         ContextConfig(context_window=window, **config),
         model=ScriptedModel(default=SUMMARY),
-        offloader=LocalWorkspace(workdir, fsync=False),
+        offloader=offloader or LocalWorkspace(workdir, fsync=False),
         session_id="s",
         counter=get_token_counter(exact=True),
     )
@@ -176,3 +178,58 @@ async def test_messages_already_in_the_log_are_read_back_at_their_lines(tmp_path
     ]
     assert rows[:35] == [m.id for m in msgs[5:40]]
     assert len(rows) == len(set(rows)) == compression["messages"]
+
+
+class _Reads(LocalWorkspace):
+    """A LocalWorkspace that notes how the compressor reads its logs back."""
+
+    def __init__(self, workdir: Path, *, lines_work: bool = True) -> None:
+        super().__init__(workdir, fsync=False)
+        self.lines_work = lines_work
+        self.whole: list[str] = []
+        self.ranges: list[tuple[int, int]] = []
+
+    async def read_reference(self, reference: str) -> bytes:
+        self.whole.append(reference)
+        return await super().read_reference(reference)
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        self.ranges.append((first, last))
+        if not self.lines_work:
+            return b""  # a line reader that misses: the compressor must not trust it alone
+        return await super().read_lines(reference, first, last)
+
+
+async def test_each_compaction_reads_back_only_the_lines_it_wrote(tmp_path: Path) -> None:
+    # An agent's loop with many compactions: each reads back its own lines, never the whole
+    # log, so a compaction late in a long session costs what an early one does.
+    ws = _Reads(tmp_path)
+    comp = compressor(tmp_path, 6_000, offloader=ws)
+    msgs = history(400)
+    context = msgs[:1]
+    spans = []
+    for msg in msgs[1:]:
+        context.append(msg)
+        result = await comp.maybe_compress(context)
+        if result.compressed:
+            context = result.messages
+            spans.append(result.line_span)
+    assert len(spans) >= 5
+    assert ws.whole == []
+    assert ws.ranges == spans
+    compressions = [e for e in events(tmp_path, "s") if e["kind"] == "compression"]
+    assert len(compressions) == len(spans)
+    for compression in compressions:
+        assert compression["recoverable"]["verified"] == compression["messages"] > 0
+
+
+async def test_a_read_back_that_misses_its_lines_reads_the_whole_log(tmp_path: Path) -> None:
+    # A line reader that gives back the wrong bytes (a custom one, a file changed under the
+    # workspace's marks) does not make a stored message look lost: the log is read whole.
+    ws = _Reads(tmp_path, lines_work=False)
+    comp = compressor(tmp_path, 8_000, offloader=ws)
+    result = await comp.maybe_compress(history(300))
+    assert result.compressed
+    assert len(ws.ranges) == 1 and len(ws.whole) == 1
+    compression = next(e for e in events(tmp_path, "s") if e["kind"] == "compression")
+    assert compression["recoverable"]["verified"] == compression["messages"] > 0

@@ -31,7 +31,7 @@ from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel, model_label
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_counter
-from ..workspace import EventKind, Offloader, ReferenceReader
+from ..workspace import EventKind, LineReader, Offloader, ReferenceReader
 from ._artifacts import (
     ArtifactCache,
     ArtifactIndex,
@@ -677,16 +677,25 @@ class Compressor:
     async def _read_back(self, persisted: Persisted, older: Sequence[Msg]) -> dict[str, int] | None:
         """The line of the context log each message that leaves is on, read back from the
         offloader (the fidelity check: a message is recoverable when its line holds it);
-        None when the offloader cannot read references back."""
+        None when the offloader cannot read references back.
+
+        An offloader that reads lines (`LineReader`) is asked for the spans' lines only, so
+        a compaction reads what it wrote, not the whole log; if any message is not found
+        there, the whole log is read and looked through, as without one.
+        """
         reference = persisted.reference
-        if (
-            reference is None
-            or not persisted.spans
-            or not isinstance(self.offloader, ReferenceReader)
-        ):
+        offloader = self.offloader
+        if reference is None or not persisted.spans or not isinstance(offloader, ReferenceReader):
             return None
         try:
-            raw = await self.offloader.read_reference(reference)
+            if isinstance(offloader, LineReader):
+                first = persisted.spans[0][0]
+                last = max(end for _, end in persisted.spans)
+                raw = await offloader.read_lines(reference, first, last)
+                found = _lines_of(raw.split(b"\n"), persisted.spans, older, first=first)
+                if len(found) == len({m.id for m in older}):
+                    return found
+            raw = await offloader.read_reference(reference)
         except Exception as exc:
             logger.warning("could not read back %s to check it: %s", reference, exc)
             return {}
@@ -1217,10 +1226,10 @@ class Compressor:
 
 
 def _lines_of(
-    rows: Sequence[bytes], spans: Sequence[tuple[int, int]], older: Sequence[Msg]
+    rows: Sequence[bytes], spans: Sequence[tuple[int, int]], older: Sequence[Msg], first: int = 1
 ) -> dict[str, int]:
-    """The line of `rows` (a context log, split at its newlines) holding each message of
-    `older`, among the lines of `spans`, by message id.
+    """The line of `rows` (a context log from its line `first` on, split at its newlines)
+    holding each message of `older`, among the lines of `spans`, by message id.
 
     A line is first looked for the message's own `"id":"..."` pair, in the spans' order: the
     messages of one batch are on its lines in order, so each search starts one line after the
@@ -1231,9 +1240,10 @@ def _lines_of(
     expected = [m.id for m in older]
     found: dict[str, int] = {}
     at = 0  # the next message of `older` expected, in order
-    for first, last in spans:
-        for number in range(first, min(last, len(rows)) + 1):
-            row = rows[number - 1]
+    end = first + len(rows) - 1  # the number of the last row
+    for start, last in spans:
+        for number in range(max(start, first), min(last, end) + 1):
+            row = rows[number - first]
             # Looked for from the line's end: a message's id follows its content.
             if at < len(expected) and row.rfind(_id_pair(expected[at])) >= 0:
                 found[expected[at]] = number

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ._protocol import (
         EventLog,
         GarbageCollector,
+        LineReader,
         ModelCallClock,
         Offloader,
         ReferenceReader,
@@ -122,6 +123,7 @@ __all__ = [
     "InMemoryWorkspace",
     "JsonLines",
     "LeaseHolder",
+    "LineReader",
     "LocalWorkspace",
     "ModelCallClock",
     "ObjectStoreWorkspace",
@@ -242,6 +244,7 @@ __getattr__, __dir__ = lazy_exports(
         "ObjectStoreWorkspace": "._objectstore",
         "EventLog": "._protocol",
         "GarbageCollector": "._protocol",
+        "LineReader": "._protocol",
         "ModelCallClock": "._protocol",
         "Offloader": "._protocol",
         "ReferenceReader": "._protocol",

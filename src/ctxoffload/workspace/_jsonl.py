@@ -44,6 +44,7 @@ import json
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +87,9 @@ _REOPEN_TRIES = 50
 # small batch at the head is not held back writing and syncing megabytes for others (the
 # bound LevelDB puts on its write groups); the leader's own batch always goes in.
 _GROUP_BYTES = 1 << 20
+# Where this many of the latest batches written to a log begin is remembered, so reading
+# them back (`JsonlAppender.line_start`) starts at their first line, not at the log's.
+_MARKS = 32
 
 
 class TextRow:
@@ -357,6 +361,9 @@ class _Plan:
     added: dict[str, int] = field(default_factory=dict)
     index: dict[str, int] | None = None
     spans: list[Span] = field(default_factory=list)
+    # (first line, its offset from the group's start) of each batch's written lines
+    starts: list[tuple[int, int]] = field(default_factory=list)
+    size: int = 0
 
     def add(self, batch: _Batch, prefix: bytes) -> None:
         """Plan one batch: its lines not already in the log or the group, and its span."""
@@ -381,6 +388,8 @@ class _Plan:
         payload = prefix + b"".join(keep)
         first = self.newlines + len(prefix) + 1
         last = first + len(keep) - 1
+        self.starts.append((first, self.size + len(prefix)))
+        self.size += len(payload)
         self.chunks.append(payload)
         self.newlines += payload.count(b"\n")
         if self.index is not None:
@@ -414,6 +423,9 @@ class JsonlAppender:
         self._locks: dict[str, threading.Lock] = {}
         self._queues: dict[str, _Queue] = {}
         self._known: dict[str, _Known] = {}
+        # Per file (device, inode): (first line, offset, the bytes just before it) of the
+        # latest batches written, to start a read of their lines where they begin.
+        self._marks: dict[tuple[int, int], deque[tuple[int, int, bytes]]] = {}
 
     def _lock_for(self, path: str) -> threading.Lock:
         with self._guard:
@@ -625,14 +637,19 @@ class JsonlAppender:
             chunks.append(b"\n")
             newlines += 1
         spans: list[Span] = []
+        starts: list[tuple[int, int]] = []
+        offset = size + sum(map(len, chunks))  # after the newline closing a torn line
         for batch in batches:
             chunks.extend(batch.lines)
             spans.append(Span(newlines + 1, newlines + len(batch.lines)))
+            starts.append((newlines + 1, offset))
+            offset += _size(batch)
             newlines += len(batch.lines)
         payload = b"".join(chunks)
         self._write(key, fd, payload, size)
         end = size + len(payload)
         self._known[key] = _Known(st.st_dev, st.st_ino, end, newlines, self._tail(fd, payload, end))
+        self._mark(fd, st, starts)
         return spans
 
     def _append_committed(
@@ -660,6 +677,7 @@ class JsonlAppender:
             self._known[shown] = _Known(
                 st.st_dev, st.st_ino, end, plan.newlines, self._tail(fd, payload, end), plan.index
             )
+            self._mark(fd, st, [(line, committed + at) for line, at in plan.starts])
             return plan.spans
         finally:
             os.close(commit_fd)
@@ -765,6 +783,32 @@ class JsonlAppender:
         known.size = committed
         self._known[key] = known
         return known.ids
+
+    def _mark(self, fd: int, st: os.stat_result, starts: list[tuple[int, int]]) -> None:
+        """Remember where the batches just written begin: (first line, offset) each."""
+        marks = []
+        for line, offset in starts:
+            keep = min(_TAIL, offset)
+            marks.append((line, offset, os.pread(fd, keep, offset - keep)))
+        with self._guard:
+            known = self._marks.get((st.st_dev, st.st_ino))
+            if known is None:
+                known = self._marks[st.st_dev, st.st_ino] = deque(maxlen=_MARKS)
+            known.extend(marks)
+
+    def line_start(self, fd: int, st: os.stat_result, line: int) -> tuple[int, int]:
+        """Where to start reading the file open as `fd` (its status `st`) to reach line
+        `line`: `(a line number at or before it, that line's offset)`, from the batches this
+        appender wrote last; `(1, 0)`, the file's start, when none is at or before it, or
+        the file changed under the marks (cut back, replaced, edited).
+        """
+        with self._guard:
+            known = self._marks.get((st.st_dev, st.st_ino))
+            marks = sorted((m for m in known if m[0] <= line), reverse=True) if known else []
+        for first, offset, before in marks:
+            if offset <= st.st_size and os.pread(fd, len(before), offset - len(before)) == before:
+                return first, offset
+        return 1, 0
 
     @staticmethod
     def _still(known: _Known, fd: int, st: os.stat_result, size: int) -> bool:

@@ -70,7 +70,15 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, Folder, iter_chunks, open_reference, reference_parts
+from ._reader import (
+    EventKind,
+    Folder,
+    check_line_range,
+    iter_chunks,
+    open_reference,
+    reference_parts,
+    take_lines,
+)
 from ._scope import check_reference
 from ._writer import event_record
 
@@ -715,6 +723,36 @@ class LocalWorkspace:
             fd, st, _ = self._open_reference(reference)
             try:
                 return b"".join(iter_chunks(fd, 0, st.st_size))
+            finally:
+                os.close(fd)
+
+        return await asyncio.to_thread(read)
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` (1-based, inclusive) of the file a reference names, each
+        with its newline; fewer where the file ends first (the `LineReader` protocol).
+
+        A log is read from where the latest batch this workspace wrote there at or before
+        `first` begins, so reading back what an append just wrote costs that append's size,
+        however long the log; otherwise from the start. The batch's place is taken only
+        while the file is the one written (same device and inode, long enough) and the 64
+        bytes before it are the ones written; an edit in place further back is not seen,
+        as the line numbers of appends do not see it (the log is append-only).
+
+        Raises:
+            InvalidReference: as `read_reference`.
+            ValueError: `first` is below 1 or `last` below `first`.
+        """
+        check_line_range(first, last)
+        if self.isolate_sessions:
+            await check_reference(self, reference, self.reference_key(reference))
+
+        def read() -> bytes:
+            fd, st, _ = self._open_reference(reference)
+            try:
+                line, offset = self._jsonl.line_start(fd, st, first)
+                chunks = iter_chunks(fd, offset, st.st_size)
+                return take_lines(chunks, first - line, last - first + 1)
             finally:
                 os.close(fd)
 

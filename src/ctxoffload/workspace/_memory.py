@@ -32,7 +32,7 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, parse_log
+from ._reader import EventKind, check_line_range, parse_log, take_lines
 from ._scope import check_reference
 from ._writer import event_record
 
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
+
+# The bytes before a batch's first line kept to tell, before starting a read there, that the
+# log is still the one the batch was appended to.
+_MARK_BEFORE = 64
 
 
 class InMemoryWorkspace:
@@ -95,6 +99,11 @@ class InMemoryWorkspace:
         self._evicted: dict[str, int] = {}
         self._lock = threading.Lock()
         self._files: dict[str, bytes] = {}
+        # Per log: (first line, offset, the bytes just before it) of its latest batch.
+        self._marks: dict[str, tuple[int, int, bytes]] = {}
+        # Per log: (its length, its newlines) after the last append, so the next one need
+        # not count the whole log again (recounted when the length is not that one).
+        self._newlines: dict[str, tuple[int, int]] = {}
         self._sessions: set[str] = set()
         # Per context log: message id -> the line it was first written at.
         self._ids: dict[str, dict[str, int]] = {}
@@ -155,9 +164,18 @@ class InMemoryWorkspace:
     def _append(self, ref: str, payload: bytes) -> tuple[int, int]:
         with self._lock:
             before = self._files.get(ref, b"")
+            first = self._lines_in(ref, before) + 1
             self._files[ref] = before + payload
-            first = before.count(b"\n") + 1
-        return first, first + payload.count(b"\n") - 1
+            last = first + payload.count(b"\n") - 1
+            self._newlines[ref] = (len(before) + len(payload), last)
+        return first, last
+
+    def _lines_in(self, ref: str, data: bytes) -> int:
+        """The newlines of the log `ref`, whose bytes are `data` (call with the lock held)."""
+        known = self._newlines.get(ref)
+        if known is not None and known[0] == len(data):
+            return known[1]
+        return data.count(b"\n")
 
     def _append_batch(self, ref: str, lines: list[bytes], ids: list[str | None]) -> tuple[int, int]:
         """Append the lines whose id is not in the log yet; return the batch's span."""
@@ -169,8 +187,11 @@ class InMemoryWorkspace:
             if not keep:
                 return min(found), max(found)
             before = self._files.get(ref, b"")
-            first = before.count(b"\n") + 1
-            self._files[ref] = before + b"".join(line for line, _ in keep)
+            first = self._lines_in(ref, before) + 1
+            payload = b"".join(line for line, _ in keep)
+            self._files[ref] = before + payload
+            self._newlines[ref] = (len(before) + len(payload), first + len(keep) - 1)
+            self._marks[ref] = (first, len(before), before[-_MARK_BEFORE:])
             for line_no, (_, msg_id) in enumerate(keep, first):
                 if msg_id is not None:
                     index.setdefault(msg_id, line_no)
@@ -351,6 +372,25 @@ class InMemoryWorkspace:
                 f"reference {reference!r} is not held by {self!r}: pass a reference it returned"
             )
         return data
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` (1-based, inclusive) of what a reference names; see
+        `LocalWorkspace.read_lines`.
+
+        Raises:
+            InvalidReference: as `read_reference`.
+            ValueError: `first` is below 1 or `last` below `first`.
+        """
+        check_line_range(first, last)
+        data = await self.read_reference(reference)
+        line, offset = 1, 0
+        with self._lock:
+            mark = self._marks.get(reference)
+        if mark is not None:
+            at, where, before = mark
+            if at <= first and data[where - len(before) : where] == before:
+                line, offset = at, where
+        return take_lines((data[offset:],), first - line, last - first + 1)
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
         """Store raw bytes in memory under their sha256 and the media type's extension, once.

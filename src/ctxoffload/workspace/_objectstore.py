@@ -59,7 +59,7 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, parse_log
+from ._reader import EventKind, check_line_range, parse_log, take_lines
 from ._scope import check_reference
 from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
@@ -593,6 +593,27 @@ class ObjectStoreWorkspace:
                 "this workspace returned"
             )
         return data
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` (1-based, inclusive) of what a reference names; see
+        `LocalWorkspace.read_lines`. Lines of a log that one segment this workspace appended
+        holds are read from that segment alone (one GET); others from the whole log.
+
+        Raises:
+            InvalidReference: as `read_reference`.
+            OffloadError: the store failed past the deadline.
+            ValueError: `first` is below 1 or `last` below `first`.
+        """
+        check_line_range(first, last)
+        key = self.key_of(reference)
+        if self.isolate_sessions:
+            await check_reference(self, reference, key.split("/"))
+        if key.rsplit("/", 1)[-1] in _LOGS:
+            found = await self._logs.read_lines(key, first, last)
+            if found is not None:
+                return found
+        data = await self.read_reference(reference)
+        return take_lines((data,), first - 1, last - first + 1)
 
     async def download(
         self,

@@ -14,6 +14,8 @@ a sentence saying so.
 | `Offloader`        | offload_context, offload_tool_result,          | every backend, and       |
 |                    | offload_data_block                             | custom offloaders        |
 | `ReferenceReader`  | read_reference                                 | every workspace          |
+| `LineReader`       | read_lines                                     | every workspace (not     |
+|                    |                                                | part of `Workspace`)     |
 | `EventLog`         | record_event, read_events                      | every workspace          |
 | `StateStore`       | write_state, read_state                        | every workspace          |
 | `Workspace`        | all of the above, and initialize, context_path, | every workspace          |
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EventLog",
     "GarbageCollector",
+    "LineReader",
     "ModelCallClock",
     "Offloader",
     "ReferenceReader",
@@ -118,6 +121,25 @@ class ReferenceReader(Protocol):
 
         Raises:
             InvalidReference: the reference is unknown or points outside the workspace.
+        """
+        ...
+
+
+@runtime_checkable
+class LineReader(Protocol):
+    """Reads some lines of what a reference names without reading what comes before them
+    when it can: the compressor reads back only the lines a compaction wrote, so each
+    compaction of a long session costs what it wrote, not the whole log. Not part of
+    `Workspace`: an offloader without it is read whole."""
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` (1-based, inclusive, physical lines: what
+        `sed -n 'FIRST,LASTp'` prints) of what a reference names, each with its newline;
+        fewer, or none, where it ends first.
+
+        Raises:
+            InvalidReference: as `read_reference`.
+            ValueError: `first` is below 1 or `last` below `first`.
         """
         ...
 

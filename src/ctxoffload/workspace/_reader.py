@@ -44,6 +44,7 @@ __all__ = [
     "Folder",
     "JsonLines",
     "Refused",
+    "check_line_range",
     "commit_mismatch",
     "context_event_sentence",
     "decode_commit_record",
@@ -59,6 +60,7 @@ __all__ = [
     "read_log",
     "rebuild_step",
     "reference_parts",
+    "take_lines",
     "token_change",
 ]
 
@@ -206,6 +208,50 @@ def iter_chunks(fd: int, start: int, end: int) -> Iterator[bytes]:
             break
         offset += len(chunk)
         yield chunk
+
+
+def check_line_range(first: int, last: int) -> None:
+    """Refuse a line range `read_lines` cannot mean: lines are numbered from 1."""
+    if first < 1 or last < first:
+        raise ValueError(
+            f"lines {first} to {last}: lines are numbered from 1, and the last one asked for "
+            "must not come before the first"
+        )
+
+
+def take_lines(chunks: Iterable[bytes], skip: int, count: int) -> bytes:
+    """Lines `skip + 1` to `skip + count` of bytes that begin at the start of a line, given
+    in chunks: each with its newline (the data's last line may lack one), fewer when the data
+    ends first. Chunks past the last line wanted are not asked for, so a reader of a file
+    reads from the first line's chunk to the last's and no further."""
+    if count <= 0:
+        return b""
+    taken: list[bytes] = []
+    for chunk in chunks:
+        start = 0
+        if skip:
+            newlines = chunk.count(b"\n")
+            if newlines < skip:
+                skip -= newlines
+                continue
+            start = _after_newlines(chunk, 0, skip)
+            skip = 0
+        newlines = chunk.count(b"\n", start)
+        if newlines < count:
+            taken.append(chunk[start:])
+            count -= newlines
+            continue
+        taken.append(chunk[start : _after_newlines(chunk, start, count)])
+        break
+    return b"".join(taken)
+
+
+def _after_newlines(chunk: bytes, start: int, n: int) -> int:
+    """The offset just after the `n`-th newline of `chunk` from `start` (it has that many)."""
+    at = start - 1
+    for _ in range(n):
+        at = chunk.index(b"\n", at + 1)
+    return at + 1
 
 
 def iter_pieces(fd: int, start: int, end: int) -> Iterator[bytes]:

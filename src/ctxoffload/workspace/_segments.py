@@ -51,9 +51,11 @@ import json
 import re
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 
 from ..exceptions import OffloadError
+from ._reader import take_lines
 from ._store_client import StoreClient, gather_limited
 
 __all__ = ["MAX_SEQ", "TAIL_EVERY", "SegmentLog", "segment_key", "segment_log"]
@@ -64,6 +66,8 @@ MAX_SEQ = 10**12 - 1
 _SEGMENT = re.compile(r"(\d{12})\.jsonl")
 _READ_CONCURRENCY = 32
 _LOSSES_BEFORE_LISTING = 4
+# How many of its latest segments per log a writer remembers, to read their lines alone.
+_WRITTEN = 32
 
 
 def segment_key(log_key: str, seq: int) -> str:
@@ -128,10 +132,13 @@ class SegmentLog:
         self.writer_id = writer_id
         self._ends: dict[str, _End] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # Per log: (first line, last line, seq) of the latest segments this writer appended.
+        self._written: dict[str, deque[tuple[int, int, int]]] = {}
 
     def forget(self, log_key: str) -> None:
         """Drop what this writer knows of a log (after the session was purged)."""
         self._ends.pop(log_key, None)
+        self._written.pop(log_key, None)
 
     async def append(self, log_key: str, payload: bytes) -> tuple[int, int]:
         """Append `payload` (whole lines) as one segment.
@@ -200,6 +207,8 @@ class SegmentLog:
             if first is None:
                 first = await self._first_line(log_key, seq, known)
             self._ends[log_key] = _End(seq, first + lines)
+            written = self._written.setdefault(log_key, deque(maxlen=_WRITTEN))
+            written.append((first, first + lines - 1, seq))
         if seq % TAIL_EVERY == 0:
             await self._write_tail(log_key, seq, first + lines)
         return first, first + lines - 1
@@ -319,6 +328,18 @@ class SegmentLog:
                 found.append((int(m.group(1)), info.key))
         found.sort()
         return found
+
+    async def read_lines(self, log_key: str, first: int, last: int) -> bytes | None:
+        """Lines `first` to `last` of a log when one segment this writer appended holds them
+        all: that segment alone is read. None otherwise (read the log whole), or when the
+        segment is gone or holds another count of lines than it was written with."""
+        for start, end, seq in reversed(self._written.get(log_key, ())):
+            if start <= first and last <= end:
+                body = await self.client.get(segment_key(log_key, seq))
+                if body is None or body.count(b"\n") != end - start + 1:
+                    return None
+                return take_lines((body,), first - start, last - first + 1)
+        return None
 
     async def read(self, log_key: str) -> bytes:
         """The whole log: every segment's bytes, in order (b"" if there is none)."""
