@@ -13,22 +13,37 @@ compaction's lines costs reading only them (`read_lines`, what the compressor do
 reading the whole log back and splitting it (what it did before: each compaction then cost
 O(the log), the session O(its length squared)).
 
-Usage: python bench/bench_long_session.py [--messages N]
+`--agent N`: the same question of an `Agent`'s own loop instead: a `ScriptedModel` calls a
+`bash` tool N times (the trajectory's commands and outputs), and what is timed is each
+step, from one model call to the next (the tool, the truncation, counting, compaction, the
+session record); printed, the mean step of the first fifth and of the last, and their ratio.
+
+Usage: python bench/bench_long_session.py [--messages N] [--agent N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from bench_compression import SUMMARY, _Answering, _messages, _steps
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    ScriptedModel,
+    TextBlock,
+    ToolCallBlock,
+)
 from ctxoffload.compression import Compressor
 from ctxoffload.tokens import TiktokenCounter
 
@@ -71,11 +86,64 @@ async def _best(runs: int, work: Callable[[], Awaitable[object]]) -> float:
     return min(times)
 
 
+async def _agent(workdir: Path, steps: list[tuple[str, str]], n: int) -> list[float]:
+    """The time of each of an Agent's n steps, from one model call to the next."""
+    outputs = {f"step {i}": f"{steps[i % len(steps)][1]}\n[{i}]" for i in range(n)}
+
+    async def bash(command: str) -> str:
+        """Run a shell command.
+
+        Args:
+            command: the command line.
+        """
+        return outputs[command]
+
+    script: list[Msg | str] = [
+        Msg(
+            role="assistant",
+            content=[
+                TextBlock(text=steps[i % len(steps)][0][:2_000]),
+                ToolCallBlock(id=f"call_{i}", name="bash", input={"command": f"step {i}"}),
+            ],
+        )
+        for i in range(n)
+    ]
+    stamps: list[float] = []
+
+    class Stamped(ScriptedModel):
+        async def generate(self, messages: Any, **kwargs: Any) -> Any:
+            stamps.append(time.perf_counter())
+            return await super().generate(messages, **kwargs)
+
+    agent = Agent(
+        model=Stamped([*script, "done"], model_name="gpt-4o-mini"),
+        tools=[bash],
+        offloader=LocalWorkspace(workdir),
+        context_config=ContextConfig(context_window=WINDOW),
+        max_steps=n + 5,
+    )
+    await agent.reply("Fix the failing test.")
+    return [b - a for a, b in itertools.pairwise(stamps)]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--agent", type=int, default=0, metavar="N", help="an Agent's N steps")
     args = parser.parse_args()
     steps, source = _steps()
+    if args.agent:
+        print(f"source: {source}")
+        with tempfile.TemporaryDirectory(dir=".") as tmp:
+            gaps = await _agent(Path(tmp), steps, args.agent)
+            written = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
+        fifth = max(1, len(gaps) // 5)
+        early, late = statistics.mean(gaps[:fifth]), statistics.mean(gaps[-fifth:])
+        print(f"an Agent's {len(gaps):,} steps, {written / 1e6:.1f} MB written to the workspace")
+        print(f"  a step, first fifth   {early * 1e3:8.1f} ms")
+        print(f"  a step, last fifth    {late * 1e3:8.1f} ms")
+        print(f"  last / first: {late / early:.2f} (target <= 1.5)")
+        return
     messages = _messages(args.messages, steps)
     print(f"source: {source}")
     with tempfile.TemporaryDirectory(dir=".") as tmp:

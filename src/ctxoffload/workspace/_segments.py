@@ -67,7 +67,7 @@ _SEGMENT = re.compile(r"(\d{12})\.jsonl")
 _READ_CONCURRENCY = 32
 _LOSSES_BEFORE_LISTING = 4
 # How many of its latest segments per log a writer remembers, to read their lines alone.
-_WRITTEN = 32
+_WRITTEN = 8
 
 
 def segment_key(log_key: str, seq: int) -> str:
