@@ -689,7 +689,7 @@ class Compressor:
             return None
         try:
             if isinstance(offloader, LineReader):
-                first = persisted.spans[0][0]
+                first = min(start for start, _ in persisted.spans)
                 last = max(end for _, end in persisted.spans)
                 raw = await offloader.read_lines(reference, first, last)
                 found = _lines_of(raw.split(b"\n"), persisted.spans, older, first=first)

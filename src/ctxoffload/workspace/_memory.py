@@ -429,6 +429,8 @@ class InMemoryWorkspace:
             for ref in doomed:
                 del self._files[ref]
                 self._ids.pop(ref, None)
+                self._marks.pop(ref, None)
+                self._newlines.pop(ref, None)
             known = session_id in self._sessions
             self._sessions.discard(session_id)
         return bool(doomed) or known
