@@ -8,6 +8,7 @@ can take, however new they are, and keeps every one a writer still holds, howeve
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -59,12 +60,30 @@ def _temporaries(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.name.startswith(TEMPORARY_PREFIX)]
 
 
+def _held(path: Path) -> bool:
+    """Whether another open file holds a lock on `path` (a live writer's proof of life)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing lets go of a lock this took
+    return False
+
+
 def _stop_while_writing(child: subprocess.Popen[str], folder: Path) -> list[Path]:
     """Stop `child` (SIGSTOP) at a moment when it has a temporary file in `folder`.
 
-    Waits for one to appear, stops the writer, and looks again: a file still there while the
-    writer is stopped is one it is writing. Otherwise the writer goes on, and the next write
-    is tried. Returns the temporary files found with the writer stopped.
+    Waits for one to appear, stops the writer, and looks again: a file still there, and
+    locked, while the writer is stopped is one it is writing. A file the writer has created
+    but not yet locked (stopped between the two) is a dead writer's as far as anyone can
+    tell, and `initialize` would rightly remove it (the writer then makes another): then,
+    as when no file is there, the writer goes on and the next write is tried. Returns the
+    temporary files found with the writer stopped.
     """
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -77,7 +96,7 @@ def _stop_while_writing(child: subprocess.Popen[str], folder: Path) -> list[Path
         _, status = os.waitpid(child.pid, os.WUNTRACED)
         assert os.WIFSTOPPED(status), status
         found = _temporaries(folder)
-        if found:
+        if found and all(_held(path) for path in found):
             return found
         os.kill(child.pid, signal.SIGCONT)
     raise AssertionError(f"no temporary file appeared in {folder} in 120 s")
