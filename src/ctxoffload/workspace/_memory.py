@@ -43,10 +43,6 @@ __all__ = ["InMemoryWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
 
-# The bytes before a batch's first line kept to tell, before starting a read there, that the
-# log is still the one the batch was appended to.
-_MARK_BEFORE = 64
-
 
 class InMemoryWorkspace:
     """A workspace that keeps everything in this process's memory (a `Workspace`, and a
@@ -99,8 +95,10 @@ class InMemoryWorkspace:
         self._evicted: dict[str, int] = {}
         self._lock = threading.Lock()
         self._files: dict[str, bytes] = {}
-        # Per log: (first line, offset, the bytes just before it) of its latest batch.
-        self._marks: dict[str, tuple[int, int, bytes]] = {}
+        # Per log: (first line, offset) of its latest batch. A log here changes only by
+        # these appends and is dropped whole by a purge (which drops this too), so the
+        # place stays true.
+        self._marks: dict[str, tuple[int, int]] = {}
         # Per log: (its length, its newlines) after the last append, so the next one need
         # not count the whole log again (recounted when the length is not that one).
         self._newlines: dict[str, tuple[int, int]] = {}
@@ -191,7 +189,7 @@ class InMemoryWorkspace:
             payload = b"".join(line for line, _ in keep)
             self._files[ref] = before + payload
             self._newlines[ref] = (len(before) + len(payload), first + len(keep) - 1)
-            self._marks[ref] = (first, len(before), before[-_MARK_BEFORE:])
+            self._marks[ref] = (first, len(before))
             for line_no, (_, msg_id) in enumerate(keep, first):
                 if msg_id is not None:
                     index.setdefault(msg_id, line_no)
@@ -383,13 +381,10 @@ class InMemoryWorkspace:
         """
         check_line_range(first, last)
         data = await self.read_reference(reference)
-        line, offset = 1, 0
         with self._lock:
-            mark = self._marks.get(reference)
-        if mark is not None:
-            at, where, before = mark
-            if at <= first and data[where - len(before) : where] == before:
-                line, offset = at, where
+            line, offset = self._marks.get(reference, (1, 0))
+        if line > first or offset > len(data):
+            line, offset = 1, 0
         return take_lines((data[offset:],), first - line, last - first + 1)
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
