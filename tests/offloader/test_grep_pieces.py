@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload.offloader import FileToolbox, _grep
 
@@ -37,12 +39,18 @@ PATTERNS = [
     "\ufffd",
     "日本.",
     "nothing matches this",
+    "ERROR$",  # `carriage return ERROR\r\n` is the line `carriage return ERROR`
+    r"R\s*$",
+    "R.$",  # the "\r" is not in the line: no match there
+    "(?-m)^carriage",  # multi-line off: `^` is still the start of each line
+    "(?i-m:^TAIL)",
 ]
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     body = "\n".join(LINES).encode() + b"\nnot utf-8 \xff\xfe ERROR\nlast line ERROR"  # no \n
+    (tmp_path / "mixed.log").write_bytes(b"a lone \r ERROR\n\xff ERROR\r\nend ERROR\r")
     (tmp_path / "app.log").write_bytes(body)
     (tmp_path / "small.txt").write_text("one\ntwo ERROR\n")
     return tmp_path
@@ -58,7 +66,7 @@ def answers(root: Path, pattern: str, path: str, *, pieces: bool) -> str:
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_pieces_find_what_every_line_finds(root: Path, pattern: str) -> None:
-    for path in ("app.log", "."):
+    for path in ("app.log", "mixed.log", "."):
         assert answers(root, pattern, path, pieces=True) == answers(
             root, pattern, path, pieces=False
         )
@@ -119,3 +127,38 @@ def test_an_enormous_single_line_is_found(tmp_path: Path) -> None:
     answer = FileToolbox([tmp_path], grep_timeout=None).grep("needle", "blob.txt")
     assert answer.startswith("blob.txt:1:") and "A needle [line has 20,971,527 characters" in answer
     assert answer == answers(tmp_path, "needle", "blob.txt", pieces=False)
+
+
+def test_a_piece_that_is_not_utf8_numbers_lines_at_newlines_only(root: Path) -> None:
+    """A lone carriage return does not end a line (nor does it anywhere else)."""
+    answer = FileToolbox([root], grep_timeout=None).grep("ERROR$", "mixed.log")
+    assert answer == "mixed.log:1:a lone \r ERROR\nmixed.log:2:\ufffd ERROR\nmixed.log:3:end ERROR"
+
+
+_CHARS = st.sampled_from(["a", "b", " ", "\r", "\n", "\r\n", "é", "\xff"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.lists(_CHARS, max_size=40).map("".join),
+    pattern=st.sampled_from(
+        ["a$", "^b", "a\\s", "b.$", "\\bab\\b", "\\r", "(?-m)^a", "(?-m)b$", "(?s)a.b", "[^a]$"]
+    ),
+)
+def test_a_whole_piece_finds_every_line_a_line_by_line_search_finds(
+    tmp_path_factory: pytest.TempPathFactory, text: str, pattern: str
+) -> None:
+    """Carriage returns (trailing, lone, last), anchors, multi-line mode turned off, and
+    classes that match a newline: context 0 (a whole piece searched) and context 1 (every
+    line judged) find the same lines."""
+    root = tmp_path_factory.mktemp("grep")
+    data = text.encode().replace("\xff".encode(), b"\xff")  # a byte that is not UTF-8
+    (root / "f.txt").write_bytes(data)
+    toolbox = FileToolbox([root], grep_timeout=None, max_output_chars=200_000)
+    whole = toolbox.grep(pattern, "f.txt", max_matches=1000)
+    by_line = toolbox.grep(pattern, "f.txt", context_lines=1, max_matches=1000)
+    matched = [line for line in by_line.split("\n") if line.startswith("f.txt:")]
+    if matched:
+        assert whole == "\n".join(matched)
+    else:
+        assert whole.startswith("No matches") and by_line.startswith("No matches")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -234,9 +234,22 @@ def _piece_candidates(piece: bytes, first: int, finder: Any) -> Iterator[tuple[i
     try:
         piece.decode("utf-8")
     except UnicodeDecodeError:
-        for number, raw in enumerate(piece.splitlines(keepends=True), first):
+        # At "\n" only: `bytes.splitlines` would split at a lone "\r" too, and number the
+        # lines after it wrong.
+        lines = piece.split(b"\n")
+        if not lines[-1]:
+            lines.pop()
+        for number, raw in enumerate(lines, first):
             yield number, line_text(raw)
         return
+    decode: Callable[[bytes], str] = line_text
+    if b"\r" in piece:
+        # Lines are judged without a trailing "\r" (`line_text`), so the finder reads them
+        # so too: `done$` finds the line `done\r\n`. Newlines, and so line numbers, stay.
+        piece = piece.replace(b"\r\n", b"\n")
+        if piece.endswith(b"\r"):  # the file's last line, without a newline
+            piece = piece[:-1]
+        decode = _decoded
     pos, counted_at, number, end = 0, 0, first, len(piece)
     while pos < end:
         found = finder.search(piece, pos)
@@ -249,8 +262,13 @@ def _piece_candidates(piece: bytes, first: int, finder: Any) -> Iterator[tuple[i
             line_end = end
         number += piece.count(b"\n", counted_at, line_start)
         counted_at = line_start
-        yield number, line_text(piece[line_start:line_end])
+        yield number, decode(piece[line_start:line_end])
         pos = line_end + 1
+
+
+def _decoded(line: bytes) -> str:
+    """A line of a piece whose trailing carriage returns were dropped already."""
+    return line.decode("utf-8", "replace")
 
 
 def _numbered(file: IO[bytes], deadline: float | None) -> Iterator[tuple[int, str]]:

@@ -10,6 +10,7 @@ use, so `import ctxoffload` stays light.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 from ..exceptions import InvalidContent
@@ -79,13 +80,31 @@ def compile_pattern(pattern: str) -> Pattern:
     return compiled  # type: ignore[no-any-return]
 
 
+# A flag group that turns multi-line mode off, `(?-m)`, `(?i-m:`...: its `^` and `$` would
+# then hold only at the ends of a whole piece. Read loosely (an escaped parenthesis counts
+# too): a wrong match only sends the search line by line.
+_MULTILINE_OFF = re.compile(r"\(\?[A-Za-z]*-[A-Za-z]*m")
+
+
 def line_finder(regex: Pattern) -> Any | None:
-    """`regex` compiled for bytes with `^` and `$` at every line end, to find in a whole
-    piece of a file the lines that may match (each is then judged on its own by `regex`);
-    None for a pattern that reads the start or end of the text (`\\A`, `\\z`), which only
-    a line-by-line search reads right."""
+    """`regex` compiled for bytes with `^` and `$` at every line end, to find in text of many
+    lines, split at "\\n" and joined again, the lines that may match (each is then judged on
+    its own by `regex`).
+
+    Whatever `regex` finds in one of those lines, the finder finds in the joined text, at
+    the same characters: a line's ends are line ends there, its neighbours are newlines
+    (neither word characters nor part of the line), and more may match (a match that runs
+    across lines), never less. So a stretch where the finder finds nothing holds no
+    matching line. Lines whose trailing "\\r" is dropped (`split_lines`) must be joined
+    without it.
+
+    Returns:
+        The finder; None for a pattern that reads the start or end of the whole text (`\\A`,
+        `\\z`) or turns multi-line mode off (`(?-m)`), which only a line-by-line search
+        reads right.
+    """
     source = regex.pattern
-    if "\\A" in source or "\\z" in source:
+    if "\\A" in source or "\\z" in source or _MULTILINE_OFF.search(source):
         return None
     re2 = _re2()
     options = re2.Options()
