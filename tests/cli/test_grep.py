@@ -167,7 +167,12 @@ def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
 @given(
     text=st.text(alphabet="ab\nxé", max_size=300),
     pattern=st.sampled_from(
-        ["a", "ab", "b+x", "^a", "a$", "x\\nb", "é", "(?s)a.b", "ab+x", "a[bx]bé", "xa.b$"]
+        [
+            *("a", "ab", "b+x", "^a", "a$", "x\\nb", "é", "(?s)a.b", "ab+x", "a[bx]bé", "xa.b$"),
+            # Patterns that read the ends of the whole text, or turn multi-line mode off:
+            # in a buffer of many lines they would match at its ends only.
+            *("\\A(a|x)", "(b|x)\\z", "(?-m)^(a|b)", "(?i-m:B$)", "\\Aa\\z"),
+        ]
     ),
     piece=st.sampled_from([1, 2, 5, 16, 4096]),
 )
@@ -194,6 +199,12 @@ def test_searching_in_pieces_reports_exactly_the_matching_lines(
         grep._CHUNK = saved
     assert [(h.line, h.text) for h in hits] == expected
     assert all(h.is_match for h in hits)
+    # With context lines (the whole file mapped, searched from each match on): the same.
+    hits.clear()
+    if data:
+        with Folder(str(path.parent)) as folder:
+            grep.search_file(folder, path.name, str(path), matcher, 1, hits.append, "s")
+    assert [(h.line, h.text) for h in hits if h.is_match] == expected
 
 
 # Pieces a pattern is made of: literals (plain and escaped), classes, groups with and

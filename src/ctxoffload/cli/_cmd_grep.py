@@ -133,19 +133,33 @@ class Matcher:
     a whole search of 100 MB.)
     """
 
-    __slots__ = ("engine", "literal", "search")
+    __slots__ = ("_judge", "engine", "literal", "search")
 
     def __init__(
-        self, search: Callable[[Any, int], int | None], engine: str, literal: bytes | None = None
+        self,
+        search: Callable[[Any, int], int | None],
+        engine: str,
+        literal: bytes | None = None,
+        *,
+        whole_text: bool = False,
     ) -> None:
-        self.search = search  # (buffer, pos) -> start of a match, or None
+        self._judge = search
+        # (buffer, pos) -> where the next line that may match starts, or None. A pattern
+        # that reads the whole text's ends (`reads_whole_text`: `\A`, `\z`, `(?-m)`) finds
+        # in a buffer only what is at its ends: every line is then a candidate.
+        self.search = _every_line if whole_text else search
         self.engine = engine  # "re2" or "re"
         # Bytes that every matching line contains (see `required_literal`), or None.
         self.literal = literal
 
     def matches_line(self, line: bytes) -> bool:
         """Whether one line (without its newline) matches."""
-        return self.search(line, 0) is not None
+        return self._judge(line, 0) is not None
+
+
+def _every_line(buffer: Any, pos: int) -> int | None:
+    """Every line is a candidate: the next one starts at `pos` (and is judged alone)."""
+    return pos
 
 
 def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = False) -> Matcher:
@@ -156,7 +170,10 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
     """
     import re
 
+    from ..offloader import reads_whole_text
+
     source = re.escape(pattern) if fixed else pattern
+    whole_text = reads_whole_text(source)
     literal = None
     if not ignore_case:
         literal = pattern if fixed else required_literal(pattern)
@@ -185,7 +202,7 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
                 found = compiled2.search(buffer, pos)
                 return None if found is None else int(found.start())
 
-            return Matcher(search2, "re2", needle)
+            return Matcher(search2, "re2", needle, whole_text=whole_text)
     flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
     try:
         compiled = re.compile(source.encode("utf-8", "surrogateescape"), flags)
@@ -196,7 +213,7 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
         found = compiled.search(buffer, pos)
         return None if found is None else found.start()
 
-    return Matcher(search, "re", needle)
+    return Matcher(search, "re", needle, whole_text=whole_text)
 
 
 _METACHARACTERS = frozenset("\\.[]{}()*+?|^$")

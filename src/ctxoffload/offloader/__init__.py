@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..workspace import Offloader
     from ._confine import resolve_in_roots
-    from ._regex import escape
+    from ._regex import escape, reads_whole_text
     from ._retrieval import retrieve_offloaded_content
     from ._tool import RETRIEVAL_TOOL_NAME, retrieval_tool
     from ._toolbox import FileToolbox, HasWorkdir, workspace_tools
@@ -31,6 +31,7 @@ __all__ = [
     "HasWorkdir",
     "Offloader",
     "escape",
+    "reads_whole_text",
     "resolve_in_roots",
     "retrieval_tool",
     "retrieve_offloaded_content",
@@ -44,6 +45,7 @@ __getattr__, __dir__ = lazy_exports(
         "Offloader": "..workspace",
         "resolve_in_roots": "._confine",
         "escape": "._regex",
+        "reads_whole_text": "._regex",
         "retrieve_offloaded_content": "._retrieval",
         "RETRIEVAL_TOOL_NAME": "._tool",
         "retrieval_tool": "._tool",

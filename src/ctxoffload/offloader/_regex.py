@@ -16,7 +16,14 @@ from typing import Any, Protocol
 from ..exceptions import InvalidContent
 from ._arguments import quote
 
-__all__ = ["PATTERN_SYNTAX", "Pattern", "compile_pattern", "escape", "line_finder"]
+__all__ = [
+    "PATTERN_SYNTAX",
+    "Pattern",
+    "compile_pattern",
+    "escape",
+    "line_finder",
+    "reads_whole_text",
+]
 
 PATTERN_SYNTAX = (
     "RE2 syntax (like Python `re` without backreferences such as \\1 and without lookaround "
@@ -86,6 +93,17 @@ def compile_pattern(pattern: str) -> Pattern:
 _MULTILINE_OFF = re.compile(r"\(\?[A-Za-z]*-[A-Za-z]*m")
 
 
+def reads_whole_text(pattern: str) -> bool:
+    """Whether `pattern` may match differently in a line alone than in that line among others
+    in one text, with `^` and `$` at every line end (`(?m)`): it reads the start or end of the
+    whole text (`\\A`, `\\z`, Python's `\\Z`) or turns multi-line mode off (`(?-m)`). Such a
+    pattern is searched line by line, by Grep and by `ctxoffload grep` alike; any other is
+    searched over many lines at once (`line_finder`)."""
+    return any(end in pattern for end in ("\\A", "\\z", "\\Z")) or bool(
+        _MULTILINE_OFF.search(pattern)
+    )
+
+
 def line_finder(regex: Pattern) -> Any | None:
     """`regex` compiled for bytes with `^` and `$` at every line end, to find in text of many
     lines, split at "\\n" and joined again, the lines that may match (each is then judged on
@@ -99,12 +117,11 @@ def line_finder(regex: Pattern) -> Any | None:
     without it.
 
     Returns:
-        The finder; None for a pattern that reads the start or end of the whole text (`\\A`,
-        `\\z`) or turns multi-line mode off (`(?-m)`), which only a line-by-line search
-        reads right.
+        The finder; None for a pattern that `reads_whole_text`, which only a line-by-line
+        search reads right.
     """
     source = regex.pattern
-    if "\\A" in source or "\\z" in source or _MULTILINE_OFF.search(source):
+    if reads_whole_text(source):
         return None
     re2 = _re2()
     options = re2.Options()
