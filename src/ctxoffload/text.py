@@ -340,18 +340,32 @@ def decode_log_line(line: str) -> list[str] | None:
     return message_lines(value)
 
 
-def matching_lines(line: str, matches: Callable[[str], bool]) -> tuple[list[str], list[int]]:
+def matching_lines(
+    line: str,
+    matches: Callable[[str], bool],
+    *,
+    any_line: Callable[[str], bool] | None = None,
+) -> tuple[list[str], list[int]]:
     """THE rule for searching a JSONL log, which the agent's Grep and `ctxoffload grep` apply.
 
     A log line matches when one of its decoded lines matches; failing that, when the raw
     JSON line does (a pattern such as `"role": "tool"`), and then it is shown raw.
+
+    Args:
+        line: one line of the log, without its newline.
+        matches: whether one line of text matches.
+        any_line: whether some line of a text of many lines (joined by "\\n") may match:
+            False only when none does (the pattern with `^` and `$` at every line end,
+            `offloader.line_finder`). One search of a message's whole text then stands for
+            a search of each of its lines, which costs more than the decoding where a
+            message has hundreds of lines and none matches.
 
     Returns:
         The lines to show for this log line (decoded, or `[line]` when shown raw) and the
         indexes of those that match; no indexes when it does not match.
     """
     decoded = decode_log_line(line)
-    if decoded is not None:
+    if decoded is not None and (any_line is None or any_line("\n".join(decoded))):
         hits = [i for i, text in enumerate(decoded) if matches(text)]
         if hits:
             return decoded, hits

@@ -592,11 +592,18 @@ def search_context_log(
     def matches(text: str) -> bool:
         return matcher.matches_line(_utf8(text))
 
+    def any_line(text: str) -> bool:
+        # The search over many lines finds at least what each line's would (or, for a
+        # pattern that reads the ends of the whole text, every line is a candidate).
+        return matcher.search(_utf8(text), 0) is not None
+
     fd, st = opened
     try:
         end = committed_end(folder, name, fd, st.st_size)  # a batch never committed is skipped
         for number, raw in enumerate(iter_lines(fd, 0, end), start=1):
-            lines, hits = matching_lines(raw.decode("utf-8", "surrogateescape"), matches)
+            lines, hits = matching_lines(
+                raw.decode("utf-8", "surrogateescape"), matches, any_line=any_line
+            )
             shown_to = -1
             for i in hits:
                 first = max(i - context, shown_to + 1)

@@ -19,16 +19,19 @@ one window of lines, never the file.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..text import matching_lines
 from ._lines import clip_around
-from ._regex import Pattern
+from ._regex import Match, Pattern, line_finder
 
 __all__ = ["JOINED", "Row", "in_context"]
 
 Span = tuple[int, int]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 JOINED = " ⏎ "
 """What joins the lines of a message shown on one line."""
@@ -80,9 +83,10 @@ def in_context(
     """
     before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
     after = 0
+    any_line = _any_line(regex) if jsonl else None
     for number, line in lines:
         if jsonl:
-            text, is_match, span = _log_line(regex, line, whole_message)
+            text, is_match, span = _log_line(regex, line, whole_message, any_line)
         else:
             found = regex.search(line)
             text, is_match = line, found is not None
@@ -100,7 +104,27 @@ def in_context(
             before.append((number, text))
 
 
-def _log_line(regex: Pattern, line: str, whole_message: bool) -> tuple[str, bool, Span | None]:
+def _any_line(regex: Pattern) -> Callable[[str], bool] | None:
+    """Whether some line of a message's text may match (`matching_lines`' `any_line`): one
+    search with `line_finder`; None for a pattern only a line-by-line search reads right."""
+    finder = line_finder(regex)
+    if finder is None:
+        return None
+    search = finder.search
+
+    def any_line(text: str) -> bool:
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a JSON escape, read as `_search`
+            data = _SURROGATE.sub("\ufffd", text).encode("utf-8")
+        return search(data) is not None
+
+    return any_line
+
+
+def _log_line(
+    regex: Pattern, line: str, whole_message: bool, any_line: Callable[[str], bool] | None = None
+) -> tuple[str, bool, Span | None]:
     """A line of a JSONL log, judged by `matching_lines`: (as shown, matches?, match span).
 
     Args:
@@ -109,8 +133,11 @@ def _log_line(regex: Pattern, line: str, whole_message: bool) -> tuple[str, bool
         whole_message: show a match as the whole message joined by ` ⏎ ` (the retrieval
             tool); otherwise as the message line that matched, after the `[role]` header
             (Grep).
+        any_line: `_any_line(regex)`, made once for the whole log.
     """
-    shown, hits = matching_lines(line, lambda text: regex.search(text) is not None)
+    shown, hits = matching_lines(
+        line, lambda text: _search(regex, text) is not None, any_line=any_line
+    )
     if not hits or whole_message:
         text = JOINED.join(shown)  # a line shown raw is `[line]`: joined, it is the line
     else:
@@ -119,5 +146,15 @@ def _log_line(regex: Pattern, line: str, whole_message: bool) -> tuple[str, bool
             text = f"{shown[0]} {text}"  # name the role; the span is found in this text
     if not hits:
         return text, False, None
-    found = regex.search(text)
+    found = _search(regex, text)
     return text, True, None if found is None else found.span()
+
+
+def _search(regex: Pattern, text: str) -> Match | None:
+    """`regex.search(text)` of a message's decoded text, which may hold a lone surrogate (a
+    JSON escape such as `\\ud800`): RE2 reads UTF-8, which cannot spell one, so it is read
+    as U+FFFD, the character Read shows for it (one character for one: spans stay)."""
+    try:
+        return regex.search(text)
+    except UnicodeEncodeError:
+        return regex.search(_SURROGATE.sub("\ufffd", text))
