@@ -152,8 +152,8 @@ def _log_line(
 
 def _search(regex: Pattern, text: str) -> Match | None:
     """`regex.search(text)` of a message's decoded text, which may hold a lone surrogate (a
-    JSON escape such as `\\ud800`): RE2 reads UTF-8, which cannot spell one, so it is read
-    as U+FFFD, the character Read shows for it (one character for one: spans stay)."""
+    JSON escape such as `\\ud800`): RE2 reads UTF-8, which cannot spell one, so it is matched
+    as U+FFFD (one character for one: spans stay); it is shown as stored, as Read shows it."""
     try:
         return regex.search(text)
     except UnicodeEncodeError:
