@@ -219,3 +219,43 @@ async def test_no_append_lands_in_a_log_after_its_purge_returned(
         os.close(fd)
     assert len(held) == 30
     assert late == 0, f"{late} of {len(held)} purged logs were written to after the purge"
+
+
+async def test_reads_racing_replacements_and_purges_see_whole_values_or_nothing(
+    workdir: Path,
+) -> None:
+    # A reader may open state.json or context.jsonl a moment before a rename replaces it or
+    # a purge removes it, and then finds the file it holds has no link left. That file is
+    # read as it was, never refused as "hard-linked": the race is run until it has happened.
+    ws = LocalWorkspace(workdir)
+    values = [{"n": n, "pad": "x" * (n * 97)} for n in range(40)]
+    seen: list[dict[str, object] | None] = []
+    logs: list[list[str]] = []
+    appended: list[str] = []
+
+    async def writer(start: int) -> None:
+        for value in values[start::2]:
+            await ws.write_state("s", value)
+
+    async def appender() -> None:
+        for _ in range(40):
+            n = len(appended)
+            await ws.offload_context("s", msgs=[Msg(role="user", content=f"m{n}", id=f"m{n}")])
+            appended.append(f"m{n}")
+
+    async def purger() -> None:
+        for _ in range(15):
+            await ws.purge_session("s")
+            await asyncio.sleep(0)
+
+    async def reader() -> None:
+        for _ in range(80):
+            seen.append(await ws.read_state("s"))
+            logs.append([row["id"] for row in await ws.read_context("s")])
+
+    for _ in range(4):
+        await asyncio.gather(writer(0), writer(1), appender(), purger(), reader(), reader())
+    assert seen and all(value is None or value in values for value in seen)
+    # Each log read holds whole appends, in the order they were made.
+    assert all(log == sorted(log, key=lambda i: int(i[1:])) for log in logs)
+    assert all(set(log) <= set(appended) for log in logs)

@@ -18,6 +18,7 @@ from ..workspace import (
     EventKind,
     Folder,
     is_tool_result_name,
+    linked_elsewhere,
 )
 from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._commands import COMMAND_HELP
@@ -198,7 +199,7 @@ def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then:
             continue  # gone meanwhile (a temporary name)
         if not stat.S_ISREG(st.st_mode):
             continue  # a folder, a link, a FIFO: not a file of the session
-        if st.st_nlink > 1:
+        if linked_elsewhere(st):
             # Perhaps another name of a file outside the workspace: neither its size nor its
             # time is the session's.
             warnings.say(

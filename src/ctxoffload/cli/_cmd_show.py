@@ -20,6 +20,7 @@ from ..workspace import (
     EventKind,
     Folder,
     JsonLines,
+    linked_elsewhere,
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
@@ -303,7 +304,7 @@ def _data_sizes(workdir: str, names: list[str]) -> dict[str, int | None]:
                     st = data.stat(name)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                if stat.S_ISREG(st.st_mode) and not linked_elsewhere(st):
                     sizes[name] = st.st_size
     except OSError:  # no data/ folder, or one that cannot be opened
         pass

@@ -37,6 +37,7 @@ from ..workspace import (
     Refused,
     is_data_name,
     iter_lines,
+    linked_elsewhere,
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
 from ._commands import COMMAND_HELP
@@ -366,7 +367,7 @@ def _walk(
                         else "a device"
                     )
                     report.problem(entry, f"is {kind}: only regular files belong in a workspace")
-                elif st.st_nlink > 1:
+                elif linked_elsewhere(st):
                     report.problem(
                         entry, f"has {st.st_nlink} hard links: it may be shared with a file outside"
                     )

@@ -22,6 +22,7 @@ from ..workspace import (
     Refused,
     is_tool_result_name,
     iter_lines,
+    linked_elsewhere,
 )
 from ._arguments import add_json, add_workdir, workdir_of
 from ._commands import COMMAND_HELP
@@ -163,7 +164,7 @@ class Follower:
         if key not in self.known_files:
             self.known_files.add(key)
             if is_tool_result_name(name):
-                if st.st_nlink > 1:
+                if linked_elsewhere(st):
                     self._refuse(
                         folder.path(name), hard_links_refused(folder.path(name), st.st_nlink)
                     )

@@ -7,8 +7,8 @@ The policy of the file tools (Read, Grep, Glob), which take paths a model writes
   outside are refused (`resolve_in_roots`);
 - a file is opened first and the open descriptor checked after (`open_in_roots`): its real
   path lies inside the roots, it is a regular file (FIFOs, sockets and devices are skipped;
-  `O_NONBLOCK` keeps opening a FIFO from waiting), and it has one link. A file swapped for
-  a symlink between the check and the open is therefore never read. The one-link check and
+  `O_NONBLOCK` keeps opening a FIFO from waiting), and it has no second link. A file swapped
+  for a symlink between the check and the open is therefore never read. The link check and
   its refusal reasons are the workspace's (`verify_settled`, `Refused`): a second link is
   looked at again for a moment, as every reader of the workspace does, because a
   tool_result file has two while the workspace links it into place.
@@ -130,7 +130,7 @@ def open_in_roots(shown: str, path: Path, roots: list[Path]) -> int:
 
     The checks run on what was opened, not on the name, so a file swapped for a symlink (or
     a hard link) to an outside file between a check and the open is refused: the descriptor
-    must be a regular file, with one link (a second one looked at again for up to 20 ms),
+    must be a regular file, with no second link (one looked at again for up to 20 ms),
     whose real path (from /proc/self/fd) lies inside `roots` (where /proc is missing: the
     same device and inode as the resolved name, no symlink). `O_NONBLOCK` makes opening a
     FIFO return at once; it is cleared afterwards.

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ._local import LocalWorkspace
     from ._memory import InMemoryWorkspace
     from ._objectstore import ObjectStoreWorkspace
-    from ._paths import verify_settled
+    from ._paths import linked_elsewhere, verify_settled
     from ._payloads import (
         count_lines,
         decode_base64,
@@ -151,6 +151,7 @@ __all__ = [
     "iter_lines",
     "iter_pieces",
     "line_writers",
+    "linked_elsewhere",
     "mark_kind",
     "mark_of",
     "missing_methods",
@@ -210,6 +211,7 @@ __getattr__, __dir__ = lazy_exports(
         "purging_name": "._layout",
         "temporary_name": "._layout",
         "tool_result_name": "._layout",
+        "linked_elsewhere": "._paths",
         "verify_settled": "._paths",
         "count_lines": "._payloads",
         "decode_base64": "._payloads",

@@ -6,7 +6,7 @@ import hashlib
 import os
 import stat
 
-from ._paths import READ_FLAGS, open_file, temporary_file
+from ._paths import READ_FLAGS, linked_elsewhere, open_file, temporary_file
 from ._reader import iter_chunks
 
 __all__ = ["KnownPayloads", "data_name", "extension_for", "media_type_of", "store_bytes"]
@@ -202,7 +202,7 @@ def _identity(data_fd: int, name: str) -> tuple[int, int, int, int] | None:
         st = os.stat(name, dir_fd=data_fd, follow_symlinks=False)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+    if not stat.S_ISREG(st.st_mode) or linked_elsewhere(st):
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns
 

@@ -4,9 +4,9 @@ The workdir is resolved once, when the workspace is made (it may itself be a sym
 it, each directory is opened relative to its parent's descriptor with `O_NOFOLLOW |
 O_DIRECTORY`, and each file with `O_NOFOLLOW | O_NONBLOCK`, so a symlink planted anywhere
 inside cannot send a read or a write elsewhere: it is refused with an `OffloadError` naming
-it. Files are checked on the open descriptor (a regular file with one link) before a byte is
-read or written, so there is no gap between the check and the use; `O_NONBLOCK` makes opening
-a FIFO return at once instead of waiting for a writer.
+it. Files are checked on the open descriptor (a regular file with no second link) before a
+byte is read or written, so there is no gap between the check and the use; `O_NONBLOCK` makes
+opening a FIFO return at once instead of waiting for a writer.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ __all__ = [
     "WRITE_NEW_FLAGS",
     "Refused",
     "file_url_to_path",
+    "linked_elsewhere",
     "open_dir",
     "open_file",
     "open_for_reading",
@@ -174,8 +175,20 @@ def open_tree(root: str, parts: Sequence[str], shown_root: str, *, create: bool)
         os.close(fd)
 
 
+def linked_elsewhere(st: os.stat_result) -> bool:
+    """Whether the file `st` describes has a second hard link, which may be outside the
+    workspace: the one rule for refusing hard-linked files.
+
+    A file with no link left is not refused: it was removed, or replaced by a rename, after
+    it was opened, so nothing outside can reach it. A reader reads it whole as it was (the
+    old value of a replaced state.json); a writer sees with `same_entry` that the name now
+    points elsewhere.
+    """
+    return st.st_nlink > 1
+
+
 def verify_file(fd: int, shown: str) -> os.stat_result:
-    """Check an open descriptor: a regular file with exactly one link.
+    """Check an open descriptor: a regular file with no second link (`linked_elsewhere`).
 
     Raises:
         Refused: it is a FIFO, socket, device or directory, or it has other hard links
@@ -184,7 +197,7 @@ def verify_file(fd: int, shown: str) -> os.stat_result:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise _special(shown)
-    if st.st_nlink != 1:
+    if linked_elsewhere(st):
         raise Refused(
             f"{shown} has {st.st_nlink} hard links (another may be outside the workspace): "
             "the workspace only uses files with one link; remove that entry",

@@ -29,7 +29,7 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._layout import COMMIT_SUFFIX, EVENTS_FILE, SESSIONS_DIR
-from ._paths import Refused, file_url_to_path, open_for_reading, open_path
+from ._paths import Refused, file_url_to_path, linked_elsewhere, open_for_reading, open_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -493,7 +493,7 @@ class Folder:
         """
         st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         for _ in range(_SETTLE_RETRIES):
-            if st.st_nlink <= 1 or not stat.S_ISREG(st.st_mode):
+            if not linked_elsewhere(st) or not stat.S_ISREG(st.st_mode):
                 break
             time.sleep(0.001)
             st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
