@@ -165,10 +165,12 @@ def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
 # line-by-line match, with their numbers.
 @settings(max_examples=150, deadline=None)
 @given(
-    text=st.text(alphabet="ab\nxé", max_size=300),
+    text=st.text(alphabet="ab\nxé\r", max_size=300),
     pattern=st.sampled_from(
         [
             *("a", "ab", "b+x", "^a", "a$", "x\\nb", "é", "(?s)a.b", "ab+x", "a[bx]bé", "xa.b$"),
+            # A line is read without its trailing "\r", as the agent's Grep reads it.
+            *("a.$", "b\\s", "\r", "x\rb", "[^a]$"),
             # Patterns that read the ends of the whole text, or turn multi-line mode off:
             # in a buffer of many lines they would match at its ends only.
             *("\\A(a|x)", "(b|x)\\z", "(?-m)^(a|b)", "(?i-m:B$)", "\\Aa\\z"),
@@ -185,7 +187,8 @@ def test_searching_in_pieces_reports_exactly_the_matching_lines(
     data = text.encode()
     path.write_bytes(data)
     matcher = compile_matcher(pattern)
-    lines = data.split(b"\n")
+    # Split at "\n" only, each line without its trailing "\r" (the agent's `line_text`).
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in data.split(b"\n")]
     if data.endswith(b"\n"):
         lines.pop()
     expected = [(n, line) for n, line in enumerate(lines, 1) if matcher.matches_line(line)]

@@ -19,9 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
-from ctxoffload.cli._cmd_grep import _RG_READ, ripgrep_can, ripgrep_path
+from ctxoffload.cli._cmd_grep import _RG_READ, ripgrep_can, ripgrep_path, ripgrep_pattern
 from helpers import on_a_terminal as run_on_a_terminal
 
 LINES = [
@@ -30,6 +32,7 @@ LINES = [
     "2026-11-20T03:42:02Z WARN été ÉTÉ naïve 日本語 🙂 done",
     "escape \x1b[2J\x1b]52;c;aGk=\x07 bidi \u202etxt.exe ERROR in the middle",
     "carriage\rreturn ERROR",
+    "windows line ERROR\r",  # ends in "\r\n": its line is read without the "\r"
     "nul\x00byte ERROR",
     "not utf-8: \udcff\udcfe ERROR a\udcffb",
     "",
@@ -47,7 +50,10 @@ CASES = [
     ["rows=3[0-9]{2} "],
     ["(ERROR|WARN)"],
     ["^2026"],
+    ["ERROR."],  # ripgrep finds `ERROR\r`; judged again without the "\r", it goes
     ["done$"],
+    ["ERROR$"],  # ripgrep is given `ERROR(?:\r?$)`, to find `windows line ERROR\r`
+    ["[$]|ERROR\\$|[]$]$"],  # no `$` in a class or escaped is rewritten
     ["日本."],
     ["a.b"],
     [""],
@@ -124,7 +130,8 @@ def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines = []
     count = 3 * _RG_READ // 60  # lines of about 60 bytes: three blocks and more
     for i in range(count):
-        lines.append(f"{i} ERROR short line " + "x" * (i * 7 % 80))
+        # Every seventh line ends in "\r\n": judged again without the "\r" in the block.
+        lines.append(f"{i} ERROR short line " + "x" * (i * 7 % 80) + "\r" * (i % 7 == 0))
         if i == count // 50:
             lines.append("ERROR longer than a block " + "y" * (_RG_READ + _RG_READ // 2))
         if i == count // 2:
@@ -144,7 +151,13 @@ def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(
     "args",
-    [["ERROR"], ["--max-columns", "0", "ERROR"], ["--max-columns", "100", "ERROR"]],
+    [
+        ["ERROR"],
+        ["--max-columns", "0", "ERROR"],
+        ["--max-columns", "100", "ERROR"],
+        ["line x*$"],
+        ["x.$"],  # ripgrep finds `x\r`: dropped when judged again
+    ],
     ids=" ".join,
 )
 def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
@@ -155,7 +168,8 @@ def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
     got = grep(big_workspace, args, str(wrapper))
     assert rg_runs(log) > runs_before, "ripgrep did not run"
     assert len(got[1]) > 2 * _RG_READ  # several blocks were printed
-    assert b"\x1b" not in got[1] and b"escape \\x1b[2J" in got[1]  # inert inside a block
+    if args[-1] == "ERROR":
+        assert b"\x1b" not in got[1] and b"escape \\x1b[2J" in got[1]  # inert in a block
     assert got == grep(big_workspace, args, "python")
 
 
@@ -195,6 +209,7 @@ def test_what_ripgrep_would_read_otherwise_is_left_to_re2(
         assert grep(workspace, args, str(wrapper)) == grep(workspace, args, "python")
         assert rg_runs(log) == before, args
     assert not ripgrep_can(r"\w+", fixed=False) and ripgrep_can(r"\w+", fixed=True)
+    assert ripgrep_pattern("a$|[$]|\\$|[]$]|[^]$]$") == "a(?:\\r?$)|[$]|\\$|[]$]|[^]$](?:\\r?$)"
 
 
 def test_a_ripgrep_that_fails_leaves_the_search_to_re2(workspace: Path, tmp_path: Path) -> None:
@@ -220,3 +235,95 @@ def test_ripgrep_reads_no_link_and_no_hard_link(workspace: Path, tmp_path: Path)
     assert b"the secret" not in out
     assert code == 2 and b"hard link" in err
     assert (code, out, err) == grep(copy, ["secret"], "python")
+
+
+# Lines ending in "\r\n", a lone "\r" inside a line, "\r\r\n", and a last line ending in "\r"
+# without a newline. The agent's Grep reads a line without its trailing "\r".
+CRLF = b"alpha done\r\nbeta\r\ndone\r\r\nmid\rdle done\nlast done\r"
+CRLF_PATTERNS = [
+    "done$",
+    "done.",
+    r"done\s",
+    "e$",
+    "\r",
+    "^mid.dle",
+    "a$",
+    "(?-m)^beta$",
+    "done",
+    "[^e]$",
+    "dle",
+]
+
+
+@pytest.mark.parametrize("pattern", CRLF_PATTERNS, ids=repr)
+def test_cli_grep_finds_the_lines_and_text_the_agents_grep_finds(
+    tmp_path: Path, recording_rg: tuple[Path, Path], pattern: str
+) -> None:
+    from ctxoffload.offloader import FileToolbox
+
+    session = tmp_path / "ws" / "sessions" / "s"
+    session.mkdir(parents=True)
+    (session / "tool_result-x.txt").write_bytes(CRLF)
+    answer = FileToolbox([session], grep_timeout=None).grep(pattern, ".", max_matches=100)
+    prefix = "tool_result-x.txt:"
+    agent = [
+        (int(number), text)
+        for number, _, text in (
+            line[len(prefix) :].partition(":")
+            for line in answer.split("\n")
+            if line.startswith(prefix)
+        )
+    ]
+    # Every way the command searches a plain file: in pieces, mapped whole for -C, and
+    # through ripgrep where it may run; the lines and their numbers are the agent's.
+    wrapper, log = recording_rg
+    for engine, extra in (("python", []), ("python", ["-C", "1"]), (str(wrapper), [])):
+        runs_before = rg_runs(log)
+        code, out, err = grep(tmp_path / "ws", [*extra, "--", pattern], engine)
+        if engine == str(wrapper):
+            assert (rg_runs(log) > runs_before) == ripgrep_can(pattern, fixed=False)
+        assert code == (0 if agent else 1), err
+        numbers = [
+            int(line.split(b":", 2)[1])
+            for line in out.split(b"\n")
+            if b"tool_result-x.txt:" in line
+        ]
+        assert numbers == [n for n, _ in agent], (engine, extra, out)
+    # And their text, as --json gives it (each line decoded, without its "\r").
+    code, out, _ = grep(tmp_path / "ws", ["--json", "--", pattern], "python")
+    import json
+
+    assert [(hit["line"], hit["text"]) for hit in json.loads(out)] == agent
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lines=st.lists(
+        st.sampled_from(["a", "ab", "a\r", "b\r", "a\rb", "a\r\r", "\r", "", "a.$", "$\r"]),
+        min_size=1,
+        max_size=12,
+    ),
+    newline_at_end=st.booleans(),
+    tokens=st.lists(
+        st.sampled_from(["a", "b", ".", "$", "^", "[^a]", "\\r", "\r", "[$]", "\\$", "b*", "|"]),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_ripgrep_finds_what_re2_finds_in_lines_with_carriage_returns(
+    lines: list[str],
+    newline_at_end: bool,
+    tokens: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    text = "\n".join(lines) + "\n" * newline_at_end
+    pattern = "".join(tokens)
+    if not ripgrep_can(pattern, fixed=False):
+        return
+    workdir = tmp_path_factory.mktemp("cr") / "ws"
+    session = workdir / "sessions" / "s"
+    session.mkdir(parents=True)
+    (session / "tool_result-x.txt").write_bytes(text.encode())
+    rg = ripgrep_path()
+    assert rg is not None
+    assert grep(workdir, ["--", pattern], rg) == grep(workdir, ["--", pattern], "python")

@@ -1,10 +1,11 @@
 """`ctxoffload grep`: search everything a workspace holds for one or all sessions.
 
-Tool-result files are searched as they are (line numbers match what the agent saw);
-context.jsonl is searched by the rule the agent's Grep applies (`text.matching_lines`): each
-message's decoded lines (`text.message_lines`), else its raw JSON line, so a string the model
-saw is found even when the file stores it JSON-escaped, and a match is the same line the
-agent's Grep finds.
+Tool-result files are searched as the agent's Read and Grep read them: split at "\\n" only,
+each line without its trailing "\\r" (`offloader.lines_as_read`), so the line numbers and
+the matches are the agent's. context.jsonl is searched by the rule the agent's Grep applies
+(`text.matching_lines`): each message's decoded lines (`text.message_lines`), else its raw
+JSON line, so a string the model saw is found even when the file stores it JSON-escaped,
+and a match is the same line the agent's Grep finds.
 
 Matching uses RE2 (linear time; google-re2 is a dependency) when it is installed and
 understands the pattern; otherwise Python's `re` runs under a deadline (`--timeout`), so a
@@ -16,10 +17,12 @@ lines match, where a Python loop over the matches is 20-40 times slower. It is u
 it finds exactly what RE2 finds (`ripgrep_can`): a `-F` string, or a pattern made of literals,
 `.`, classes of explicit characters, groups, alternation, repetition and anchors (no `\\w`,
 `\\d`, `\\s`, `\\b`, whose ASCII or Unicode meaning differs between the two, and no inline
-flags), without -C and --writers. It reads the file from the descriptor this command opened
-(the same checks against links and hard links), and its lines are printed through the same
-inert writer. `CTXOFFLOAD_GREP=python` turns it off; `CTXOFFLOAD_GREP=/path/to/rg` picks
-the binary.
+flags), without -C and --writers. Each `$` is given to it as `(?:\\r?$)`, and a line it
+prints that ends in "\\r" is judged again without it (`ripgrep_pattern`): it reads that
+"\\r" as part of the line, where the agent's tools do not. It reads the file from the
+descriptor this command opened (the same checks against links and hard links), and its
+lines are printed through the same inert writer. `CTXOFFLOAD_GREP=python` turns it off;
+`CTXOFFLOAD_GREP=/path/to/rg` picks the binary.
 
 A file that is not read (a hard-linked file, which may be shared with a file outside the
 workspace, or one this user may not read) is said on stderr, one line each, and the others
@@ -74,7 +77,7 @@ if TYPE_CHECKING:
     from io import FileIO
     from typing import Any, BinaryIO
 
-__all__ = ["Matcher", "compile_matcher", "register", "run"]
+__all__ = ["Matcher", "compile_matcher", "register", "ripgrep_can", "ripgrep_pattern", "run"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -283,7 +286,7 @@ def required_literal(pattern: str) -> str | None:
 
 def _literal_finder(
     needle: bytes, sample: bytes | bytearray
-) -> Callable[[bytearray, int, int], int | None]:
+) -> Callable[[bytes | bytearray, int, int], int | None]:
     """A fast search for `needle`, started at its rarest byte in `sample`.
 
     RE2 skips to a literal's first byte with `memchr`, so starting the needle at the byte
@@ -298,7 +301,7 @@ def _literal_finder(
         import re2
     except ImportError:
 
-        def find(buffer: bytearray, pos: int, end: int) -> int | None:
+        def find(buffer: bytes | bytearray, pos: int, end: int) -> int | None:
             found = buffer.find(rest, pos, end)
             return None if found < 0 else found
 
@@ -310,7 +313,7 @@ def _literal_finder(
     options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes
     compiled = re2.compile(re.escape(rest), options=options)
 
-    def find2(buffer: bytearray, pos: int, end: int) -> int | None:
+    def find2(buffer: bytes | bytearray, pos: int, end: int) -> int | None:
         found = compiled.search(buffer, pos, end)
         return None if found is None else int(found.start())
 
@@ -464,21 +467,25 @@ def search_file(
     finally:
         os.close(fd)
     with buf:
+        # A file with carriage returns is searched as a copy read as the agent's tools read
+        # it (`_as_read`): twice its size in memory, only for such a file.
+        text: Any = buf if buf.find(b"\r") < 0 else _as_read(buf[:], ends_file=True)
+        size = len(text)
         pos = 0
         counted_at, line_no = 0, 1  # line_no is the number of the line starting at counted_at
         printed_to = 0  # last line number printed
         while pos < size:
-            start = matcher.search(buf, pos)
+            start = matcher.search(text, pos)
             if start is None:
                 break
-            line_start = buf.rfind(b"\n", pos, start) + 1 or pos
-            line_end = buf.find(b"\n", start)
+            line_start = text.rfind(b"\n", pos, start) + 1 or pos
+            line_end = text.find(b"\n", start)
             if line_end < 0:
                 line_end = size
-            if not matcher.matches_line(buf[line_start:line_end]):
+            if not matcher.matches_line(text[line_start:line_end]):
                 pos = line_end + 1  # a match that ran across lines: not a line match
                 continue
-            line_no += buf[counted_at:line_start].count(b"\n")
+            line_no += text[counted_at:line_start].count(b"\n")
             counted_at = line_start
             # Lines before, not already printed.
             before: list[tuple[int, int, int]] = []
@@ -486,19 +493,19 @@ def search_file(
             for back in range(1, context + 1):
                 if cursor == 0 or line_no - back <= printed_to:
                     break
-                prev_start = buf.rfind(b"\n", 0, cursor - 1) + 1
+                prev_start = text.rfind(b"\n", 0, cursor - 1) + 1
                 before.insert(0, (line_no - back, prev_start, cursor - 1))
                 cursor = prev_start
             for number, a, b in before:
-                emit(_Hit(shown, number, buf[a:b], False, session))
-            emit(_Hit(shown, line_no, buf[line_start:line_end], True, session))
+                emit(_Hit(shown, number, text[a:b], False, session))
+            emit(_Hit(shown, line_no, text[line_start:line_end], True, session))
             number, next_start, remaining = line_no, line_end + 1, context
             while remaining > 0 and next_start < size:
-                end = buf.find(b"\n", next_start)
+                end = text.find(b"\n", next_start)
                 if end < 0:
                     end = size
                 number += 1
-                line = buf[next_start:end]
+                line = text[next_start:end]
                 matched = matcher.matches_line(line)
                 emit(_Hit(shown, number, line, matched, session))
                 remaining = context if matched else remaining - 1
@@ -506,6 +513,14 @@ def search_file(
             printed_to = number
             counted_at, line_no = next_start, number + 1
             pos = next_start
+
+
+def _as_read(piece: bytes, *, ends_file: bool) -> bytes:
+    """`piece` as the agent's Read and Grep read its lines: a line's trailing "\\r" is not
+    part of it (`offloader.lines_as_read`, the one rule, imported only for such a file)."""
+    from ..offloader._lines import lines_as_read
+
+    return lines_as_read(piece, ends_file=ends_file)
 
 
 _CHUNK = 1 << 20
@@ -529,7 +544,7 @@ def _search_chunks(
     filled = 0  # bytes of `buffer` holding file content
     first_line = 1  # the number of the line that starts `buffer`
     at_eof = False
-    find: Callable[[bytearray, int, int], int | None] | None = None
+    find: Callable[[bytes | bytearray, int, int], int | None] | None = None
     while not at_eof:
         with memoryview(buffer) as free:
             read = f.readinto(free[filled:]) or 0
@@ -542,26 +557,32 @@ def _search_chunks(
             continue
         if find is None and matcher.literal is not None:
             find = _literal_finder(matcher.literal, buffer[: min(end, _SAMPLE)])
-        with memoryview(buffer)[:end] as piece:
+        # A piece with carriage returns is searched as the agent's tools read it (`_as_read`).
+        text: bytes | bytearray = buffer
+        size = end
+        if buffer.find(b"\r", 0, end) >= 0:
+            text = _as_read(bytes(buffer[:end]), ends_file=at_eof)
+            size = len(text)
+        with memoryview(text)[:size] as piece:
             pos, counted_at, line_no = 0, 0, first_line
-            while pos < end:
+            while pos < size:
                 # Candidates: lines holding the pattern's literal (checked whole below), or
                 # where the pattern matches in the piece.
-                start = find(buffer, pos, end) if find is not None else matcher.search(piece, pos)
+                start = find(text, pos, size) if find is not None else matcher.search(piece, pos)
                 if start is None:
                     break
-                line_start = buffer.rfind(b"\n", pos, start) + 1 or pos
-                line_end = buffer.find(b"\n", start, end)
+                line_start = text.rfind(b"\n", pos, start) + 1 or pos
+                line_end = text.find(b"\n", start, size)
                 if line_end < 0:
-                    line_end = end
+                    line_end = size
                 line = bytes(piece[line_start:line_end])
                 pos = line_end + 1
                 if not matcher.matches_line(line):
                     continue  # a match that ran across lines: not a line match
-                line_no += buffer.count(b"\n", counted_at, line_start)
+                line_no += text.count(b"\n", counted_at, line_start)
                 counted_at = line_start
                 emit(_Hit(shown, line_no, line, True, session))
-        first_line = line_no + buffer.count(b"\n", counted_at, end)
+        first_line = line_no + text.count(b"\n", counted_at, size)
         buffer[: filled - end] = buffer[end:filled]
         filled -= end
 
@@ -652,7 +673,7 @@ def _search_session(
             names.append(EVENTS_FILE)
         if getattr(args, "writers", False):
             emit = _with_writers(folder, emit)
-        fast = _ripgrep_for(args, emit)
+        fast = _ripgrep_for(args, matcher, emit)
         for name in names:
             search = search_context_log if name == CONTEXT_FILE else search_file
             shown = shown_path(child_path(where, name))
@@ -715,12 +736,50 @@ _DIFFERS = (*(f"\\{c}" for c in "wWdDsSbBpPQECzAxuU"), "[[:", "(?")
 
 
 def ripgrep_can(pattern: str, *, fixed: bool) -> bool:
-    """Whether ripgrep finds exactly the lines RE2 finds for `pattern` (see the module)."""
+    """Whether ripgrep, given `ripgrep_pattern(pattern)`, finds every line RE2 finds for
+    `pattern` (see the module), and nothing else once the lines it prints that end in
+    "\\r" are judged again."""
     if fixed:
         return True
     if "\n" in pattern or "\x00" in pattern:
         return False
     return not any(part in pattern for part in _DIFFERS)
+
+
+def ripgrep_pattern(pattern: str) -> str:
+    """`pattern` as ripgrep is given it: each `$` outside a class is `(?:\\r?$)`.
+
+    ripgrep reads a line's trailing "\\r" as part of the line, where the agent's tools drop
+    it (`offloader.lines_as_read`), so its `$` would miss `done\\r\\n` for `done$`. With
+    the "\\r" allowed before each `$`, it finds every line the agent's Grep finds; what it
+    finds more (`done.` in `done\\r`) ends in "\\r" and is judged again without it.
+    (`--crlf` is no cure: it makes `.` skip every "\\r", and a lone one end a line.)
+    """
+    out: list[str] = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            # A `]` first in a class (after `^`) is one of its characters.
+            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            if pattern[j : j + 1] == "]":
+                out.append(pattern[i : j + 1])
+                i = j + 1
+                continue
+        elif char == "$":
+            out.append("(?:\\r?$)")
+            i += 1
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
 
 
 def ripgrep_path() -> str | None:
@@ -739,7 +798,9 @@ def ripgrep_path() -> str | None:
     return None
 
 
-def _ripgrep_for(args: argparse.Namespace, emit: Callable[[_Hit], None]) -> _Ripgrep | None:
+def _ripgrep_for(
+    args: argparse.Namespace, matcher: Matcher, emit: Callable[[_Hit], None]
+) -> _Ripgrep | None:
     printer = getattr(emit, "__self__", None)
     if (
         not isinstance(printer, _Printer)
@@ -750,18 +811,23 @@ def _ripgrep_for(args: argparse.Namespace, emit: Callable[[_Hit], None]) -> _Rip
     ):
         return None
     rg = ripgrep_path()
-    return _Ripgrep(rg, args, printer) if rg is not None else None
+    return _Ripgrep(rg, args, matcher, printer) if rg is not None else None
 
 
 class _Ripgrep:
     """Searches one plain file with ripgrep and prints its lines as `_Printer` would."""
 
-    def __init__(self, rg: str, args: argparse.Namespace, printer: _Printer) -> None:
+    def __init__(
+        self, rg: str, args: argparse.Namespace, matcher: Matcher, printer: _Printer
+    ) -> None:
         self.command = [rg, "--no-config", "--line-number", "--no-filename", "--text"]
         self.command += ["--color", "never"]
         self.command += ["--fixed-strings"] if args.fixed_strings else []
         self.command += ["--ignore-case"] if args.ignore_case else ["--case-sensitive"]
-        self.command += ["--regexp", args.pattern, "-"]
+        pattern = args.pattern if args.fixed_strings else ripgrep_pattern(args.pattern)
+        self.command += ["--regexp", pattern, "-"]
+        self.matcher = matcher
+        self.may_match_cr = _may_match_cr(args.pattern, fixed=args.fixed_strings)
         self.printer = printer
 
     def search(self, folder: Folder, name: str, shown: str, session: str) -> bool:
@@ -807,6 +873,8 @@ class _Ripgrep:
         but for the lines longer than --max-columns, which go through the printer as each
         line does when colours are on."""
         printer = self.printer
+        if b"\r\n" in block:
+            block = self._as_read(block)
         if not plain:
             for line in block.split(b"\n")[:-1]:
                 self._emit(line, shown, session)
@@ -817,6 +885,24 @@ class _Ripgrep:
             self._emit(block[line_start:line_end], shown, session)
             start = line_end + 1
         self._print_plain(block[start:] if start else block, prefix)
+
+    def _as_read(self, block: bytes) -> bytes:
+        """`block` with each line that ends in "\\r" judged again without it, as the agent's
+        Grep reads that line (`ripgrep_pattern`): kept without the "\\r" if it still
+        matches, dropped if not."""
+        if not self.may_match_cr:
+            # Nothing in the pattern matches a "\\r" but the `\\r?` before each `$`, so
+            # each such line matches without it too.
+            return block.replace(b"\r\n", b"\n")
+        kept = []
+        for line in block.split(b"\n")[:-1]:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+                if not self.matcher.matches_line(line.partition(b":")[2]):
+                    continue
+            kept.append(line)
+        kept.append(b"")
+        return b"\n".join(kept)
 
     def _emit(self, line: bytes, shown: str, session: str) -> None:
         number, _, text = line.partition(b":")
@@ -836,6 +922,17 @@ class _Ripgrep:
         out.write(prefix)
         with memoryview(with_paths) as view:
             out.write(view[: len(view) - len(prefix)])
+
+
+def _may_match_cr(pattern: str, *, fixed: bool) -> bool:
+    """Whether something in a pattern `ripgrep_can` passes may match a "\\r": a `.`, a
+    negated class, a `\\r` or a carriage return, or an escaped digit (an octal or a
+    backreference), to be safe."""
+    if fixed:
+        return "\r" in pattern
+    if any(part in pattern for part in (".", "[^", "\\r", "\r")):
+        return True
+    return any(pattern[i + 1 : i + 2].isdigit() for i, c in enumerate(pattern) if c == "\\")
 
 
 def _widen_pipe(fd: int) -> None:

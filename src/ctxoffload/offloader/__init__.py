@@ -20,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..workspace import Offloader
     from ._confine import resolve_in_roots
+    from ._lines import lines_as_read
     from ._regex import escape, reads_whole_text
     from ._retrieval import retrieve_offloaded_content
     from ._tool import RETRIEVAL_TOOL_NAME, retrieval_tool
@@ -31,6 +32,7 @@ __all__ = [
     "HasWorkdir",
     "Offloader",
     "escape",
+    "lines_as_read",
     "reads_whole_text",
     "resolve_in_roots",
     "retrieval_tool",
@@ -45,6 +47,7 @@ __getattr__, __dir__ = lazy_exports(
         "Offloader": "..workspace",
         "resolve_in_roots": "._confine",
         "escape": "._regex",
+        "lines_as_read": "._lines",
         "reads_whole_text": "._regex",
         "retrieve_offloaded_content": "._retrieval",
         "RETRIEVAL_TOOL_NAME": "._tool",

@@ -24,7 +24,7 @@ from ..workspace import iter_pieces
 from ._arguments import as_int, quote
 from ._confine import NotRegular, display_name, exists_in_roots, open_in_roots, resolve_in_roots
 from ._globs import has_wildcard
-from ._lines import NOTE_ROOM, line_text
+from ._lines import NOTE_ROOM, line_text, lines_as_read
 from ._listing import files_under, glob_entries, outside_note
 from ._matches import Row, in_context
 from ._regex import Pattern, compile_pattern, line_finder
@@ -245,10 +245,9 @@ def _piece_candidates(piece: bytes, first: int, finder: Any) -> Iterator[tuple[i
     decode: Callable[[bytes], str] = line_text
     if b"\r" in piece:
         # Lines are judged without a trailing "\r" (`line_text`), so the finder reads them
-        # so too: `done$` finds the line `done\r\n`. Newlines, and so line numbers, stay.
-        piece = piece.replace(b"\r\n", b"\n")
-        if piece.endswith(b"\r"):  # the file's last line, without a newline
-            piece = piece[:-1]
+        # so too: `done$` finds the line `done\r\n`. A piece ends at a line end unless it
+        # is the file's last.
+        piece = lines_as_read(piece, ends_file=not piece.endswith(b"\n"))
         decode = _decoded
     pos, counted_at, number, end = 0, 0, first, len(piece)
     while pos < end:

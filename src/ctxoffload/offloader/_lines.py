@@ -9,7 +9,15 @@ a match, shown as a window with the match in it.
 
 from __future__ import annotations
 
-__all__ = ["NOTE_ROOM", "clip_around", "cut_line", "line_text", "numbered", "split_lines"]
+__all__ = [
+    "NOTE_ROOM",
+    "clip_around",
+    "cut_line",
+    "line_text",
+    "lines_as_read",
+    "numbered",
+    "split_lines",
+]
 
 NOTE_ROOM = 300
 """Room the file tools keep free under their output cap for footers and notes."""
@@ -66,3 +74,18 @@ def line_text(raw: bytes) -> str:
     """One line read from a file, decoded (bad bytes as U+FFFD), without its line ending."""
     text = raw.decode("utf-8", "replace").rstrip("\n")  # a line holds one newline at most
     return text[:-1] if text.endswith("\r") else text
+
+
+def lines_as_read(piece: bytes, *, ends_file: bool) -> bytes:
+    """`piece` (whole lines of a file) as the read-back tools number and match its lines:
+    each line's one trailing "\r" before its "\n" dropped, and the file's last "\r" too
+    when `ends_file` (its last line has no newline). Every "\n" stays, so line numbers do.
+
+    The one rule for searching many lines at once, which the agent's Grep and
+    `ctxoffload grep` share: a line is searched as `line_text` and Read show it, so
+    `done$` finds `done\r\n` in both, and `done\\s` does not.
+    """
+    if b"\r" not in piece:
+        return piece
+    piece = piece.replace(b"\r\n", b"\n")
+    return piece[:-1] if ends_file and piece.endswith(b"\r") else piece
