@@ -171,6 +171,8 @@ def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
             *("a", "ab", "b+x", "^a", "a$", "x\\nb", "é", "(?s)a.b", "ab+x", "a[bx]bé", "xa.b$"),
             # A line is read without its trailing "\r", as the agent's Grep reads it.
             *("a.$", "b\\s", "\r", "x\rb", "[^a]$"),
+            # Empty matches: none after the last newline, which ends no line.
+            *("^$", "b*$", "^"),
             # Patterns that read the ends of the whole text, or turn multi-line mode off:
             # in a buffer of many lines they would match at its ends only.
             *("\\A(a|x)", "(b|x)\\z", "(?-m)^(a|b)", "(?i-m:B$)", "\\Aa\\z"),
@@ -189,8 +191,8 @@ def test_searching_in_pieces_reports_exactly_the_matching_lines(
     matcher = compile_matcher(pattern)
     # Split at "\n" only, each line without its trailing "\r" (the agent's `line_text`).
     lines = [line[:-1] if line.endswith(b"\r") else line for line in data.split(b"\n")]
-    if data.endswith(b"\n"):
-        lines.pop()
+    if data.endswith(b"\n") or not data:
+        lines.pop()  # "" after the last newline, or in an empty file, is no line
     expected = [(n, line) for n, line in enumerate(lines, 1) if matcher.matches_line(line)]
     hits: list[Any] = []
     saved = grep._CHUNK

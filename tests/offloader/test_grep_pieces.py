@@ -44,6 +44,7 @@ PATTERNS = [
     "R.$",  # the "\r" is not in the line: no match there
     "(?-m)^carriage",  # multi-line off: `^` is still the start of each line
     "(?i-m:^TAIL)",
+    "^$",
 ]
 
 
@@ -53,6 +54,9 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "mixed.log").write_bytes(b"a lone \r ERROR\n\xff ERROR\r\nend ERROR\r")
     (tmp_path / "app.log").write_bytes(body)
     (tmp_path / "small.txt").write_text("one\ntwo ERROR\n")
+    # Last lines of only "\r": still lines, empty (`^$` finds them).
+    (tmp_path / "cr-end.log").write_bytes(b"ERROR\n\r")
+    (tmp_path / "cr-only.log").write_bytes(b"\r")
     return tmp_path
 
 

@@ -476,8 +476,8 @@ def search_file(
         printed_to = 0  # last line number printed
         while pos < size:
             start = matcher.search(text, pos)
-            if start is None:
-                break
+            if start is None or (start == size and text[size - 1] == _NEWLINE):
+                break  # (an empty match after the last newline is on no line)
             line_start = text.rfind(b"\n", pos, start) + 1 or pos
             line_end = text.find(b"\n", start)
             if line_end < 0:
@@ -518,12 +518,13 @@ def search_file(
 def _as_read(piece: bytes, *, ends_file: bool) -> bytes:
     """`piece` as the agent's Read and Grep read its lines: a line's trailing "\\r" is not
     part of it (`offloader.lines_as_read`, the one rule, imported only for such a file)."""
-    from ..offloader._lines import lines_as_read
+    from ..offloader import lines_as_read
 
     return lines_as_read(piece, ends_file=ends_file)
 
 
 _CHUNK = 1 << 20
+_NEWLINE = ord("\n")
 # Bytes of ripgrep's output read and printed at once, and the room its pipe is given: the
 # most an unprivileged process may give by default (/proc/sys/fs/pipe-max-size).
 _RG_READ = 1 << 20
@@ -569,8 +570,8 @@ def _search_chunks(
                 # Candidates: lines holding the pattern's literal (checked whole below), or
                 # where the pattern matches in the piece.
                 start = find(text, pos, size) if find is not None else matcher.search(piece, pos)
-                if start is None:
-                    break
+                if start is None or (start == size and text[size - 1] == _NEWLINE):
+                    break  # (an empty match after the last newline is on no line)
                 line_start = text.rfind(b"\n", pos, start) + 1 or pos
                 line_end = text.find(b"\n", start, size)
                 if line_end < 0:

@@ -255,6 +255,8 @@ def _piece_candidates(piece: bytes, first: int, finder: Any) -> Iterator[tuple[i
         if found is None:
             return
         start = found.start()
+        if start == end and piece.endswith(b"\n"):
+            return  # an empty match after the last newline is on no line
         line_start = piece.rfind(b"\n", pos, start) + 1 or pos
         line_end = piece.find(b"\n", start)
         if line_end < 0:
