@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
@@ -35,6 +35,8 @@ from ._payloads import (
 from ._reader import EventKind, check_line_range, parse_log, take_lines
 from ._scope import check_reference
 from ._writer import event_record
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from ._protocol import ModelCallClock, Workspace
@@ -94,7 +96,10 @@ class InMemoryWorkspace:
         self._touched: dict[str, int] = {}
         self._evicted: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._files: dict[str, bytes] = {}
+        # A log (context.jsonl, events.jsonl) is a bytearray that appends grow in place:
+        # a new bytes object per append copied the whole log each time, O(its length
+        # squared) over a session. Readers get bytes copied under the lock (`_read`).
+        self._files: dict[str, bytes | bytearray] = {}
         # Per log: (first line, offset) of its latest batch. A log here changes only by
         # these appends and is dropped whole by a purge (which drops this too), so the
         # place stays true.
@@ -161,14 +166,27 @@ class InMemoryWorkspace:
 
     def _append(self, ref: str, payload: bytes) -> tuple[int, int]:
         with self._lock:
-            before = self._files.get(ref, b"")
-            first = self._lines_in(ref, before) + 1
-            self._files[ref] = before + payload
+            log = self._log(ref)
+            first = self._lines_in(ref, log) + 1
+            log += payload
             last = first + payload.count(b"\n") - 1
-            self._newlines[ref] = (len(before) + len(payload), last)
+            self._newlines[ref] = (len(log), last)
         return first, last
 
-    def _lines_in(self, ref: str, data: bytes) -> int:
+    def _log(self, ref: str) -> bytearray:
+        """The log `ref`, to append to in place (call with the lock held)."""
+        log = self._files.get(ref)
+        if not isinstance(log, bytearray):
+            log = self._files[ref] = bytearray(log or b"")
+        return log
+
+    def _read(self, ref: str) -> bytes | None:
+        """The bytes of `ref` as they are now, or None (call with the lock held): a log is
+        copied, so later appends never change what a reader holds."""
+        data = self._files.get(ref)
+        return bytes(data) if isinstance(data, bytearray) else data
+
+    def _lines_in(self, ref: str, data: bytes | bytearray) -> int:
         """The newlines of the log `ref`, whose bytes are `data` (call with the lock held)."""
         known = self._newlines.get(ref)
         if known is not None and known[0] == len(data):
@@ -184,12 +202,13 @@ class InMemoryWorkspace:
             keep = [(line, i) for line, i in pairs if i is None or i not in index]
             if not keep:
                 return min(found), max(found)
-            before = self._files.get(ref, b"")
-            first = self._lines_in(ref, before) + 1
-            payload = b"".join(line for line, _ in keep)
-            self._files[ref] = before + payload
-            self._newlines[ref] = (len(before) + len(payload), first + len(keep) - 1)
-            self._marks[ref] = (first, len(before))
+            log = self._log(ref)
+            first = self._lines_in(ref, log) + 1
+            start = len(log)
+            for line, _ in keep:
+                log += line
+            self._newlines[ref] = (len(log), first + len(keep) - 1)
+            self._marks[ref] = (first, start)
             for line_no, (_, msg_id) in enumerate(keep, first):
                 if msg_id is not None:
                     index.setdefault(msg_id, line_no)
@@ -318,7 +337,7 @@ class InMemoryWorkspace:
     def _lines(self, ref: str) -> list[Any]:
         """The JSON values of a log, by the reader's rule for torn and corrupt lines."""
         with self._lock:
-            raw = self._files.get(ref, b"")
+            raw = self._read(ref) or b""
         return parse_log(raw, ref, warn=logger.warning)
 
     async def read_context(self, session_id: str) -> list[Any]:
@@ -351,10 +370,15 @@ class InMemoryWorkspace:
             InvalidReference: the reference is unknown, or out of the working session's
                 reach (`isolate_sessions`).
         """
+        return await self._reading(reference, self._read)
+
+    async def _reading(self, reference: str, read: Callable[[str], _T | None]) -> _T:
+        """`read(reference)` under the lock, once the reference is checked (held, not
+        evicted, within reach) and touched."""
         if self.isolate_sessions:
             await check_reference(self, reference, self.reference_key(reference))
         with self._lock:
-            data = self._files.get(reference)
+            data = read(reference)
             if data is not None and reference in self._touched:
                 self._touch(reference)
             evicted_at = self._evicted.get(reference)
@@ -380,12 +404,20 @@ class InMemoryWorkspace:
             ValueError: `first` is below 1 or `last` below `first`.
         """
         check_line_range(first, last)
-        data = await self.read_reference(reference)
-        with self._lock:
-            line, offset = self._marks.get(reference, (1, 0))
-        if line > first or offset > len(data):
-            line, offset = 1, 0
-        return take_lines((data[offset:],), first - line, last - first + 1)
+
+        def tail(ref: str) -> tuple[int, bytes] | None:
+            # Only from the latest batch's mark on, when it is at or before `first`: a
+            # compaction's read-back costs what it wrote, not the whole log.
+            data = self._files.get(ref)
+            if data is None:
+                return None
+            line, offset = self._marks.get(ref, (1, 0))
+            if line > first or offset > len(data):
+                line, offset = 1, 0
+            return line, bytes(data[offset:])
+
+        line, data = await self._reading(reference, tail)
+        return take_lines((data,), first - line, last - first + 1)
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
         """Store raw bytes in memory under their sha256 and the media type's extension, once.
