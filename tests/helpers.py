@@ -6,14 +6,16 @@ Import as `from helpers import ...`: pytest puts tests/ on the path for its conf
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from ctxoffload import (
@@ -299,3 +301,23 @@ def on_a_terminal(
         chunks.append(chunk)
     os.close(controller)
     return process.wait(timeout=timeout), b"".join(chunks)
+
+
+@contextlib.contextmanager
+def ctrl_c_reaches_children() -> Iterator[None]:
+    """Children started inside get SIGINT as a terminal gives it, even if this process ignores it.
+
+    A shell starts a background job (`pytest &`, nohup) with SIGINT ignored, and an ignored
+    signal stays ignored across fork and exec: `watch` would never see the Ctrl-C these tests
+    send, and each test would wait out its whole PATIENCE. A handled signal is reset to the
+    default in the child, so SIGINT is handled here while the child starts.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -18,7 +18,7 @@ import pytest
 
 from ctxoffload import Agent, LocalWorkspace, Msg, ScriptedModel
 from ctxoffload.cli._describe import NOT_BY_AGENT, describe
-from helpers import call
+from helpers import ChildLines, call, ctrl_c_reaches_children
 
 CLI = [sys.executable, "-m", "ctxoffload"]
 
@@ -247,24 +247,32 @@ def test_every_event_kind_reads_as_a_sentence_with_its_figures(event: dict[str, 
 
 def test_watch_prints_what_show_prints(demo: Path) -> None:
     shown = run("show", "nightly-job", "--workdir", str(demo)).splitlines()[1:]
-    watch = subprocess.Popen(
-        [*CLI, "watch", "nightly-job", "--from-start", "--workdir", str(demo)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(4)
-    watch.send_signal(signal.SIGINT)
-    out, _ = watch.communicate(timeout=30)
-    watched = {
-        line[:9] + line[9:].removeprefix("nightly-job ")
-        for line in out.splitlines()
-        if re.match(r"\d\d:\d\d:\d\d nightly-job ", line)
-    }
     timeline = [line for line in shown if re.match(r"\d\d:\d\d:\d\d ", line)]
-    assert timeline and all(line in watched for line in timeline), [
-        line for line in timeline if line not in watched
-    ][:3]
+    assert timeline
+    with ctrl_c_reaches_children():  # the SIGINT below must stop it
+        watch = subprocess.Popen(
+            [*CLI, "watch", "nightly-job", "--from-start", "--workdir", str(demo)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert watch.stdout is not None
+    lines = ChildLines(watch.stdout)
+    # Read until every line of the timeline has come (a count, not a time: a loaded
+    # machine only makes it slower); the deadline is a safety net for a watch that hangs.
+    missing = set(timeline)
+    deadline = time.monotonic() + 300
+    try:
+        while missing:
+            try:
+                line = lines.next(deadline).rstrip("\n")
+            except AssertionError as stopped:
+                raise AssertionError(f"{stopped}; never printed: {sorted(missing)[:3]}") from None
+            if re.match(r"\d\d:\d\d:\d\d nightly-job ", line):
+                missing.discard(line[:9] + line[9:].removeprefix("nightly-job "))
+    finally:
+        watch.send_signal(signal.SIGINT)
+        watch.communicate(timeout=60)
 
 
 def test_scripted_models_are_named_as_such(demo: Path) -> None:

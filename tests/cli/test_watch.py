@@ -9,12 +9,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cli_workspace import unprivileged_prefix
+
+from helpers import ctrl_c_reaches_children
 
 # Generous bounds so a loaded machine cannot hang the suite; they are not speed checks.
 PATIENCE = 60.0
@@ -33,26 +34,6 @@ def _lines(stream: object) -> queue.Queue[str]:
 
     threading.Thread(target=pump, daemon=True).start()
     return found
-
-
-@contextmanager
-def _ctrl_c_reaches_children() -> Iterator[None]:
-    """Children started inside get SIGINT as a terminal gives it, even if this process ignores it.
-
-    A shell starts a background job (`pytest &`, nohup) with SIGINT ignored, and an ignored
-    signal stays ignored across fork and exec: `watch` would never see the Ctrl-C these tests
-    send, and each test would wait out its whole PATIENCE. A handled signal is reset to the
-    default in the child, so SIGINT is handled here while the child starts.
-    """
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _stop(watch: subprocess.Popen[str]) -> None:
@@ -100,7 +81,7 @@ WRITER = textwrap.dedent(
 
 def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with _ctrl_c_reaches_children():
+    with ctrl_c_reaches_children():
         watch = subprocess.Popen(
             [sys.executable, "-m", "ctxoffload", "watch", "--workdir", str(filled)],
             stdout=subprocess.PIPE,
@@ -139,7 +120,7 @@ def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
 
 
 def test_watch_from_start_prints_what_is_there(filled: Path) -> None:
-    with _ctrl_c_reaches_children():
+    with ctrl_c_reaches_children():
         watch = subprocess.Popen(
             [
                 sys.executable,
@@ -166,7 +147,7 @@ def test_watch_from_start_prints_what_is_there(filled: Path) -> None:
 
 
 def _watch(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    with _ctrl_c_reaches_children():
+    with ctrl_c_reaches_children():
         return subprocess.Popen(
             [*prefix, sys.executable, "-m", "ctxoffload", "watch", *args],
             stdout=subprocess.PIPE,
