@@ -19,7 +19,9 @@ searched the same way, for a string inside a tool call's argument, by `ctxoffloa
 agent's Grep and the retrieval tool. They decode every line (`text.matching_lines`, the rule
 all three apply) and search each message's whole text once, where GNU grep reads the stored
 JSON, so they do not do the same work: the figures are printed, with no target, to follow
-what decoding costs.
+what decoding costs. Last, the retrieval tool reads 50 lines from the middle of that log by
+`line_range`, against `sed -n` printing them and against reading the whole log, which it
+needs to count the lines (it decodes only those it shows).
 """
 
 from __future__ import annotations
@@ -158,6 +160,28 @@ def run_context(megabytes: int, tmp: str) -> None:
         f"  the agent's Grep {grep_tool:.3f}s ({grep_tool / base:.1f}x), the retrieval tool "
         f"{retrieval:.3f}s ({retrieval / base:.1f}x)"
     )
+    # A page from the middle of the log, by line range: against `sed -n` printing the same
+    # lines (which stops reading there), and the read of the whole log the retrieval needs.
+    total = _count_lines(path)
+    first = total // 2
+    sed = best(["sed", "-n", f"{first},{first + 49}p;{first + 50}q", path])[0]
+    page = _best_call(
+        lambda: asyncio.run(retrieve_offloaded_content(ws, path, line_range=(first, first + 49)))
+    )
+
+    async def read_whole() -> int:
+        return len(await ws.read_reference(path))
+
+    whole = _best_call(lambda: asyncio.run(read_whole()))
+    print(
+        f"  50 lines from line {first:,} by the retrieval tool: {page:.3f}s ({page / sed:.1f}x "
+        f"sed -n {sed:.3f}s); reading the whole log alone {whole:.3f}s"
+    )
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
 
 
 def _best_call(call: Callable[[], object]) -> float:

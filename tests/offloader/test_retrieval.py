@@ -351,3 +351,67 @@ async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text()
     assert (await tool("missing")).startswith("Error: unknown reference 'missing'")
     assert (await tool("ref", pattern="(?=a)")).startswith("Error: invalid regular expression")
     assert (await tool("ref", line_range=[3, 1])).startswith("Error: line_range=[3, 1]")
+
+
+# -- a line range read from the bytes ---------------------------------------------------------
+
+_LINE_PIECES = ["a", "é", "\r", "\xff", '{"role": "user", "content": "x\\ny"}', "", "€" * 3]
+
+
+@given(
+    lines=st.lists(st.lists(st.sampled_from(_LINE_PIECES), max_size=4).map("".join), max_size=30),
+    newline_at_end=st.booleans(),
+    first=st.integers(1, 35),
+    length=st.integers(0, 40),
+    context_lines=st.one_of(st.none(), st.integers(0, 40)),
+    max_lines=st.integers(1, 12),
+    jsonl=st.booleans(),
+)
+def test_a_line_range_read_from_the_bytes_is_what_the_decoded_text_gives(
+    lines: list[str],
+    newline_at_end: bool,
+    first: int,
+    length: int,
+    context_lines: int | None,
+    max_lines: int,
+    jsonl: bool,
+) -> None:
+    # Only the lines a page shows are decoded (`_window`); the answer is the one the whole
+    # text, decoded and split, gives: numbering, "\r" before "\n", bytes not UTF-8 (here
+    # "\xff" stands for the byte 0xff), a last line without its newline, the caps.
+    data = "\n".join(lines).encode().replace("\xff".encode(), b"\xff")
+    data += b"\n" * (newline_at_end and bool(lines))
+    reference = "/ws/sessions/s/context.jsonl" if jsonl else REF
+    line_range = None if context_lines is not None else (first, first + length)
+    caps = {"max_lines": max_lines, "max_chars": 600, "max_line_chars": 40}
+    try:
+        whole = format_retrieval(
+            decode_reference_text(data, reference),
+            reference,
+            None,
+            line_range,
+            context_lines,
+            caps["max_lines"],
+            caps["max_chars"],
+            max_line_chars=caps["max_line_chars"],
+        )
+    except InvalidContent as refused:
+        whole = f"refused: {refused}"
+    source = DictSource({reference: data})
+    try:
+        window = asyncio.run(
+            retrieve_offloaded_content(
+                source, reference, line_range=line_range, context_lines=context_lines, **caps
+            )
+        )
+    except InvalidContent as refused:
+        window = f"refused: {refused}"
+    if whole.startswith("refused") != window.startswith("refused"):
+        # Content mostly not UTF-8 is refused for what is read, the whole text or the lines
+        # shown: the two differ only there.
+        assert b"\xff" in data
+        assert "not UTF-8" in (whole if whole.startswith("refused") else window)
+        return
+    if whole.startswith("refused"):
+        whole, window = whole.split(" (")[0], window.split(" (")[0]  # the counts differ
+    assert window == whole

@@ -15,7 +15,8 @@ content) raises `InvalidContent`; impossible caps raise `ConfigError`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ..exceptions import ConfigError, InvalidContent
 from ..text import decode_log_line, is_jsonl
@@ -24,7 +25,7 @@ from ._arguments import plural, quote
 from ._lines import clip_around, cut_line, numbered, split_lines
 from ._matches import JOINED, Row, in_context
 from ._regex import Pattern, compile_pattern
-from ._sniff import looks_binary
+from ._sniff import SNIFF_BYTES, looks_binary
 
 __all__ = [
     "decode_reference_text",
@@ -124,6 +125,12 @@ async def format_stored(
     """
 
     def decode_and_format() -> str:
+        if pattern is None and char_offset is None:
+            window = _window(
+                data, reference, line_range, context_lines, max_lines, max_chars, max_line_chars
+            )
+            if window is not None:
+                return window
         text = decode_reference_text(data, reference)
         return format_retrieval(
             text,
@@ -139,6 +146,108 @@ async def format_stored(
 
     # Decoding and matching a large result is CPU work: one thread hop keeps the loop free.
     return await asyncio.to_thread(decode_and_format)
+
+
+def _window(
+    data: bytes,
+    reference: str,
+    line_range: tuple[int, int] | None,
+    context_lines: int | None,
+    max_lines: int,
+    max_chars: int,
+    max_line_chars: int,
+) -> str | None:
+    """`format_retrieval` of a line range (or of the first `context_lines` lines) with no
+    pattern, from the bytes: only the lines the page can show are decoded, where the whole
+    content was decoded and split (a page of a 40 MB log took 0.17 s). None when it is not
+    such a request.
+
+    The same answer, but for content mostly not UTF-8: it is refused when the lines shown
+    are (a NUL in the first 8 KB refuses it whatever the lines), as Read decides on what it
+    reads.
+    """
+    if line_range is None and context_lines is None:
+        return None
+    if looks_binary(data):
+        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
+    _check_caps(max_lines, max_chars, max_line_chars)
+    if context_lines is not None and context_lines < 0:
+        raise InvalidContent(f"context_lines={context_lines} must be 0 or more")
+    if line_range is not None:
+        line_range = _checked_range(line_range)
+    # As `format_retrieval` sniffs the decoded text: its first 8,192 characters.
+    if looks_binary(data[: 4 * SNIFF_BYTES].decode("utf-8", "replace")):
+        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
+    total = data.count(b"\n") + (not data.endswith(b"\n") if data else 0)
+    if total == 0:
+        return f"{reference} is empty (0 lines)."
+    first, last = line_range if line_range is not None else (1, total)
+    if line_range is None:
+        if context_lines == 0:
+            return f"{reference}: {plural(total, 'line')}; none shown (context_lines=0)."
+        last = context_lines if context_lines is not None else last
+    if first > total:
+        return (
+            f"{reference}: {plural(total, 'line')}; line_range=[{first}, {last}] starts past "
+            f"the end: pass a range within 1–{total}."
+        )
+    # The page shows at most `max_lines` and looks at one more to know it was cut.
+    count = min(last, total, first + max_lines) - first + 1
+    lines = _Window(total, first, _lines_at(data, first, count))
+    decoded = "".join(lines.shown)
+    undecodable = decoded.count("\ufffd") - lines.raw_replacements
+    if undecodable * 2 > len(decoded):
+        raise InvalidContent(
+            _binary_message(
+                reference,
+                f"{undecodable:,} of {len(decoded):,} characters of lines {first}–"
+                f"{first + count - 1} not UTF-8",
+            )
+        )
+    page = _Page(reference, lines, is_jsonl(reference), max_lines, max_chars, max_line_chars)
+    return page.lines_in_range(first, min(last, total))
+
+
+def _lines_at(data: bytes, first: int, count: int) -> list[bytes]:
+    """Lines `first`.. of `data` (1-based, at most `count`, without their newlines), found by
+    counting newlines a megabyte at a time up to the first."""
+    pos, skip = 0, first - 1
+    while skip:
+        end = min(len(data), pos + (1 << 20))
+        found = data.count(b"\n", pos, end)
+        if found < skip:
+            skip -= found
+            pos = end
+            continue
+        for _ in range(skip):
+            pos = data.index(b"\n", pos) + 1
+        break
+    out: list[bytes] = []
+    while len(out) < count and pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        out.append(data[pos:end])
+        pos = end + 1
+    return out
+
+
+class _Window(Sequence[str]):
+    """The lines of a content as `_Page` reads them (`split_lines`), of which only those from
+    `first` on are held: its length is the content's, and a line outside is an error."""
+
+    def __init__(self, total: int, first: int, raw: list[bytes]) -> None:
+        self.total, self.first = total, first
+        self.raw_replacements = sum(line.count("\ufffd".encode()) for line in raw)
+        shown = [line.decode("utf-8", "replace") for line in raw]
+        self.shown = [line[:-1] if line.endswith("\r") else line for line in shown]
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, int) or not 0 <= index - self.first + 1 < len(self.shown):
+            raise IndexError(index)
+        return self.shown[index - self.first + 1]
 
 
 def decode_reference_text(data: bytes, reference: str) -> str:
@@ -269,7 +378,7 @@ class _Page:
     def __init__(
         self,
         reference: str,
-        lines: list[str],
+        lines: Sequence[str],
         jsonl: bool,
         max_lines: int,
         max_chars: int,
