@@ -62,6 +62,17 @@ async def measure(workdir: Path | None, *, fsync: bool, samples: int) -> dict[st
     }
 
 
+def report(label: str, result: dict[str, float]) -> bool:
+    """Print one workspace's two appends and their ratio; whether the target is met."""
+    ratio = result["loaded"] / result["empty"]
+    print(
+        f"  {label}: empty log {result['empty'] * 1e6:8.1f} us, "
+        f"{PRIOR_LINES} prior lines {result['loaded'] * 1e6:8.1f} us, "
+        f"ratio {ratio:.2f} (target <= {TARGET})"
+    )
+    return ratio <= TARGET
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
@@ -72,25 +83,12 @@ async def main() -> None:
     for fsync in (True, False):
         with tempfile.TemporaryDirectory(dir=".") as tmp:
             result = await measure(Path(tmp), fsync=fsync, samples=samples)
-        ratio = result["loaded"] / result["empty"]
-        ok = ok and ratio <= TARGET
-        print(
-            f"  fsync={'on ' if fsync else 'off'}: empty log {result['empty'] * 1e6:8.1f} us, "
-            f"{PRIOR_LINES} prior lines {result['loaded'] * 1e6:8.1f} us, "
-            f"ratio {ratio:.2f} (target <= {TARGET})"
-        )
+        ok = report(f"fsync={'on ' if fsync else 'off'}", result) and ok
         print(
             f"             first append by a new workspace to the {PRIOR_LINES}-line log "
             f"(counts it and indexes its message ids once): {result['cold'] * 1e6:8.1f} us"
         )
-    result = await measure(None, fsync=False, samples=samples)
-    ratio = result["loaded"] / result["empty"]
-    ok = ok and ratio <= TARGET
-    print(
-        f"  in memory: empty log {result['empty'] * 1e6:8.1f} us, "
-        f"{PRIOR_LINES} prior lines {result['loaded'] * 1e6:8.1f} us, "
-        f"ratio {ratio:.2f} (target <= {TARGET})"
-    )
+    ok = report("in memory", await measure(None, fsync=False, samples=samples)) and ok
     print("target met" if ok else "TARGET MISSED")
 
 
