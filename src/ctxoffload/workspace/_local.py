@@ -588,7 +588,9 @@ class LocalWorkspace:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                # A FIFO, a device, or a hard link to a file elsewhere: never written to.
+                # A FIFO, a device, or a hard link to a file elsewhere: never written to. Nor
+                # one a purge removed since it was opened (no link left, unlike the readers'
+                # `linked_elsewhere`): a lock on it would hold nothing.
                 raise OffloadError(
                     f"{path} is not a regular file with one link: remove that entry and retry",
                     path,
