@@ -319,6 +319,30 @@ async def test_the_summary_fits_its_budget_even_with_a_long_artifact_trail(
     assert str(local_ws.context_path("s1")) in summary
 
 
+async def test_a_field_cut_to_fit_drops_whole_paths_and_says_where_it_is_whole(
+    local_ws: LocalWorkspace,
+) -> None:
+    paths = [f"/srv/exports/batch-{i:03d}/orders-{i:03d}.csv" for i in range(45)]
+    reply = {**summary_reply("long"), "context_to_preserve": "Files: " + ", ".join(paths)}
+    comp = Compressor(
+        ContextConfig(context_window=3000),
+        model=ScriptedModel(default=reply),
+        offloader=local_ws,
+        session_id="s1",
+        counter=COUNTER,
+    )
+    result = await comp.maybe_compress([SYSTEM, *chat(60)])
+    assert result.compressed
+    text = result.messages[1].text
+    field = text.split("## Context to preserve\n", 1)[1].split("\n", 1)[0]
+    assert "characters not shown; whole in the events.jsonl beside context.jsonl]" in field
+    shown = re.findall(r"/srv/[^\s,\[]*", field)
+    assert shown and set(shown) <= set(paths)  # no path left half-written at the cut
+    events = (local_ws.session_dir("s1") / "events.jsonl").read_text().splitlines()
+    summaries = [e for e in map(json.loads, events) if e["kind"] == "summary"]
+    assert summaries[-1]["summary"]["context_to_preserve"] == reply["context_to_preserve"]
+
+
 async def test_a_request_with_a_lone_surrogate_is_cut_without_failing(
     local_ws: LocalWorkspace,
 ) -> None:

@@ -187,11 +187,24 @@ def refuses(summary: Summary) -> bool:
     return bool(meaningful) and all(is_refusal(v) for v in meaningful)
 
 
-def _cut(text: str, limit: int) -> str:
+def cut_field(text: str, limit: int, why: str = "cut to the summary budget") -> str:
+    """A summary field of at most `limit` characters: its start, then a note saying how many
+    characters were cut and `why` (where the whole field is, when it is somewhere).
+
+    The cut falls before a space, comma or semicolon in the last third of what is kept, where
+    there is one, so that a path or an id at the cut is dropped whole, not left half-written
+    (a half path reads as a real, shorter one).
+    """
     if len(text) <= limit:
         return text
-    note = f" […{len(text) - limit:,} characters cut to the summary budget]"
-    return text[: max(0, limit - len(note))].rstrip() + note
+
+    def note(cut: int) -> str:
+        return f" […{cut:,} characters {why}]"
+
+    keep = max(0, limit - len(note(len(text))))
+    at = max(text.rfind(sep, keep - keep // 3, keep) for sep in " ,;\n")
+    head = text[: at if at > 0 else keep].rstrip(" ,;\n")
+    return head + note(len(text) - len(head))
 
 
 def bound_summary(summary: Summary, max_chars: int) -> Summary:
@@ -215,7 +228,7 @@ def bound_summary(summary: Summary, max_chars: int) -> Summary:
         caps[name] = min(caps[name], share, len(values[name]))
         remaining -= caps[name]
     return summary.model_copy(
-        update={name: _cut(value, caps[name]) for name, value in values.items()}
+        update={name: cut_field(value, caps[name]) for name, value in values.items()}
     )
 
 

@@ -15,10 +15,11 @@ from typing import Any
 
 from ..messages import Msg
 from ..tokens import TokenCounter
+from ..workspace import CONTEXT_FILE, EVENTS_FILE
 from ._artifacts import ArtifactIndex, FoundArtifact
 from ._config import ContextConfig
 from ._notes import NOTE_MARK, SUMMARY_NOTE
-from ._summarize import bound_summary
+from ._summarize import bound_summary, cut_field
 from ._summary_model import Summary
 
 __all__ = ["Artifact", "SummaryState", "human_size"]
@@ -189,11 +190,14 @@ class SummaryState:
         trail = cfg.artifact_trail_limit
         attempts = [(cap, trail) for cap in (None, 4000, 2000, 1000, 500, 250)]
         attempts += [(250, n) for n in (5, 1, 0) if n < trail]
+        # A field cut here is whole in the session's events.jsonl (its `summary` event).
+        why = (
+            f"not shown; whole in the {EVENTS_FILE} beside {CONTEXT_FILE}"
+            if self.reference is not None
+            else "cut to fit"
+        )
         for cap, trail_limit in attempts:
-            shown = {
-                k: (v if cap is None or len(v) <= cap else v[:cap] + " […]")
-                for k, v in fields.items()
-            }
+            shown = {k: (v if cap is None else cut_field(v, cap, why)) for k, v in fields.items()}
             text = cfg.summary_template.format(
                 **shown,
                 context_path=reference,
