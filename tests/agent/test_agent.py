@@ -376,3 +376,37 @@ async def test_state_saving_stores_each_image_once_per_session(tmp_path: Path) -
     assert len(agent.steps) == 6
     assert ws.data_offloads == 1
     assert png not in ws.state_path(agent.session_id).read_text()
+
+
+async def test_a_reply_cancelled_while_its_tools_run_leaves_no_call_unanswered(
+    workspace: LocalWorkspace,
+) -> None:
+    # `asyncio.wait_for` cancels the reply while the tool waits (a server request dropped,
+    # Ctrl-C): the call must still get a result, or every later request would be refused
+    # by the provider (a tool call with no result after it).
+    async def hangs(host: str) -> str:
+        """Probe a host.
+
+        Args:
+            host: the host.
+        """
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    model = ScriptedModel([call("c1", "hangs", host="db-1"), "second answer"])
+    agent = make_agent(model, workspace, tools=[hangs], session_id="s")
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(agent.reply("first"), 0.2)
+    reply = await agent.reply("second")
+    assert reply.text == "second answer"
+    sent = model.calls[-1]
+    calls = [c.id for m in sent for c in m.tool_calls]
+    [result] = [r for m in sent for r in m.tool_results]
+    assert calls == ["c1"] and result.id == "c1" and result.is_error
+    assert "the reply stopped (CancelledError)" in str(result.output)
+    # The answer is in the session record and in the saved state too.
+    state = json.loads((workspace.session_dir("s") / "state.json").read_text())
+    saved = [b for m in state["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    assert any(b.get("type") == "tool_result" and b.get("id") == "c1" for b in saved)
+    record = (workspace.session_dir("s") / "events.jsonl").read_text()
+    assert "the reply stopped (CancelledError)" in record

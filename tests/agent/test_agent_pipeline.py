@@ -148,3 +148,62 @@ async def test_an_in_memory_workspace_evicts_results_the_agent_stopped_using() -
     assert len(await ws.read_context("s1")) == 0  # the record itself is never evicted
     events = await ws.read_events("s1")
     assert any(e["kind"] == "offload" for e in events)
+
+
+def Read(path: str) -> str:
+    """Read a project file (the user's own tool, not ctxoffload's).
+
+    Args:
+        path: the file.
+    """
+    return Path(path).read_text()
+
+
+def Edit(path: str, text: str) -> str:
+    """Overwrite a project file.
+
+    Args:
+        path: the file.
+        text: the new content.
+    """
+    Path(path).write_text(text)
+    return "ok"
+
+
+async def test_a_tool_of_yours_called_read_is_cut_and_stored_like_any_other(
+    tmp_path: Path,
+) -> None:
+    # Only the tools the agent marks as readers read offloaded content back; a user's own
+    # `Read` of project files is cut by ToolOutputTruncate, and ClearToolUses stores its
+    # output before clearing it (the file may change: "call it again" would not give it).
+    from ctxoffload.compression import ClearToolUses, ToolOutputTruncate
+
+    project = tmp_path / "notes.txt"
+    project.write_text("ORIGINAL v1\n" + "\n".join(f"row {i} " + "x " * 20 for i in range(400)))
+    ws = LocalWorkspace(tmp_path / "ws")
+    steps = [
+        call("c1", "Read", path=str(project)),
+        call("c2", "Edit", path=str(project), text="v2"),
+        call("c3", "Edit", path=str(project), text="v3"),
+        "done",
+    ]
+    pipeline = ContextPipeline(
+        post_tool=[ToolOutputTruncate(max_tokens=1000)],
+        pre_llm=[ClearToolUses(keep=1)],
+        config=ContextConfig(context_window=128_000),
+    )
+    agent = Agent(
+        model=ScriptedModel(steps),
+        tools=[Read, Edit],
+        offloader=ws,
+        context_config=pipeline,
+        session_id="s1",
+        counter=get_token_counter(exact=False),
+    )
+    await agent.reply("tidy the notes")
+    [read] = [r for m in agent.messages for r in m.tool_results if r.id == "c1"]
+    stored = ws.session_dir("s1") / "tool_result-c1.txt"
+    assert str(stored) in str(read.output) and "call it again" not in str(read.output)
+    assert stored.read_text().startswith("ORIGINAL v1\nrow 0 ")
+    events = [json.loads(x) for x in ws.events_path("s1").read_text().splitlines()]
+    assert any(e["kind"] == "truncation" and e.get("tool_id") == "c1" for e in events)

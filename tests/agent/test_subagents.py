@@ -20,6 +20,7 @@ from ctxoffload import (
     ToolCallBlock,
 )
 from ctxoffload.cli import main
+from helpers import OffloaderOnly
 
 
 class TaskModel:
@@ -201,3 +202,47 @@ async def test_a_sub_agent_called_outside_an_agent_uses_its_own_offloader(tmp_pa
     answer = await tool.func(task="solo")
     assert answer.startswith("solo finished: ok")
     assert "worked in session" in answer
+
+
+def probe(host: int) -> str:
+    """Probe one host.
+
+    Args:
+        host: the host's number.
+    """
+    return f"host {host}: " + "ok " * 300
+
+
+@pytest.mark.parametrize("custom", [True, False], ids=["three-methods", "none"])
+async def test_a_sub_agent_that_compressed_answers_whatever_the_offloader(
+    tmp_path: Path, custom: bool
+) -> None:
+    # An offloader of the three `Offloader` methods only (no `list_files`, no
+    # `context_path`), or none at all: the answer still comes back.
+    store = OffloaderOnly(LocalWorkspace(tmp_path / "ws")) if custom else None
+    probes = [
+        Msg(role="assistant", content=[ToolCallBlock(id=f"k{i}", name="probe", input={"host": i})])
+        for i in range(14)
+    ]
+    child = Agent(
+        name="worker",
+        model=ScriptedModel([*probes, "host 3 is slow"]),
+        tools=[probe],
+        context_config=ContextConfig(context_window=2500),
+    )
+    delegate = ToolCallBlock(id="p1", name="worker", input={"task": "probe the hosts"})
+    parent = Agent(
+        name="lead",
+        model=ScriptedModel([Msg(role="assistant", content=[delegate]), "done"]),
+        tools=[child.as_tool()],
+        offloader=store,
+    )
+    await parent.reply("delegate the probes")
+    [result] = [r for m in parent.messages for r in m.tool_results if r.id == "p1"]
+    assert not result.is_error and isinstance(result.output, str)
+    assert result.output.startswith("host 3 is slow")
+    named = [line[2:] for line in result.output.splitlines() if line.startswith("- ")]
+    if custom:  # the child's compressions went to its context log, which the answer names
+        assert named and named[0].endswith("/context.jsonl") and Path(named[0]).is_file()
+    else:
+        assert not named

@@ -4,6 +4,7 @@ instruction; otherwise, or when that fails, the usual request."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +93,34 @@ async def test_another_summary_model_gets_the_usual_request(local_ws: LocalWorks
     assert "<conversation>" in request[1].text
     summary_event = next(e for e in events(local_ws) if e["kind"] == "summary")
     assert summary_event["request"] == "new"
+
+
+async def test_both_summary_requests_share_one_summary_timeout(
+    local_ws: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The agent's own model hangs on the cache-shaped request: it spent the whole timeout,
+    # so the usual request is not sent (it would have waited a second full timeout).
+    async def hangs(messages: Any) -> dict[str, str]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    model = ScriptedModel([], default=hangs)
+    comp = Compressor(
+        ContextConfig(context_window=4000, summary_timeout=0.2),
+        model=model,
+        offloader=local_ws,
+        session_id="s1",
+        counter=COUNTER,
+    )
+    sent = history(8)
+    comp.note_request(sent, TOOLS, model)
+    result = await asyncio.wait_for(
+        comp.maybe_compress([*sent, Msg(role="user", content="next")], force=True), 30
+    )
+    assert result.compressed and result.summary_source == "extractive"
+    assert len(model.calls) == 1 and model.calls[0][: len(sent)] == sent
+    assert "no answer within summary_timeout=0.2 s" in caplog.text
+    assert "no time is left of summary_timeout=0.2 s" in caplog.text
 
 
 async def test_a_reply_that_is_no_summary_falls_back_to_the_usual_request(

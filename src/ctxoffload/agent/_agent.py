@@ -244,6 +244,9 @@ class Agent:
             context_window=window if window is not None else config.context_window,
             on_event=on_event,
             reader_tools=_reader_tools(self.tools),
+            # A tool of the user's called `Read` reads their files, not offloaded content:
+            # its results are cut and stored like any other's.
+            reader_names=[name for name, tool in self.tools.items() if tool.is_reader],
         )
         self.context_pipeline = pipeline
         self._pipeline = pipeline.bind(self.compressor)
@@ -358,17 +361,21 @@ class Agent:
                 if not calls:
                     await self._save_state()
                     return reply
-                results = await asyncio.gather(*(self._run_tool(c) for c in calls))
-                processed = await asyncio.gather(
-                    *(
-                        _unchanged(r)
-                        if self._keeps_whole(r.name)
-                        else self._pipeline.post_tool(
-                            r, messages=self.messages, tools=self.tool_schemas
+                try:
+                    results = await asyncio.gather(*(self._run_tool(c) for c in calls))
+                    processed = await asyncio.gather(
+                        *(
+                            _unchanged(r)
+                            if self._keeps_whole(r.name)
+                            else self._pipeline.post_tool(
+                                r, messages=self.messages, tools=self.tool_schemas
+                            )
+                            for r in results
                         )
-                        for r in results
                     )
-                )
+                except BaseException as stopped:
+                    await self._answer_unfinished(calls, stopped)
+                    raise
                 record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
                 results_msg = Msg(role="tool", content=list(processed), name=self.name)
                 self.messages.append(results_msg)
@@ -389,6 +396,34 @@ class Agent:
             await self._record.messages(self.messages)
             await self._save_state()
             return stop
+
+    async def _answer_unfinished(self, calls: list[ToolCallBlock], stopped: BaseException) -> None:
+        """Answer each of `calls` with an error result when the reply stopped before their
+        results entered the context (it was cancelled, a Ctrl-C, a tool's output that could
+        not be processed): a call left without a result makes every later request to the
+        model invalid, so the next `reply` could never be answered. The results are recorded
+        and saved unless the interpreter is stopping."""
+        results = Msg(
+            role="tool",
+            name=self.name,
+            content=[
+                ToolResultBlock(
+                    id=call.id,
+                    name=call.name,
+                    output=(
+                        f"Error: the reply stopped ({type(stopped).__name__}) before this "
+                        "call's result was kept; call the tool again if you still need it"
+                    ),
+                    is_error=True,
+                )
+                for call in calls
+            ],
+        )
+        self.messages.append(results)
+        if isinstance(stopped, (Exception, asyncio.CancelledError)):
+            with contextlib.suppress(Exception):
+                await self._record.messages([results], is_context=False)
+                await self._save_state()
 
     async def _call_model(self, record: StepRecord) -> ModelResponse:
         try:

@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from ..workspace import EventKind, validate_session_id
+from ..workspace import EventKind, LocalWorkspace, Workspace, validate_session_id
 from ._tools import Tool, as_tool
 
 __all__ = ["CALLER", "Caller", "subagent_tool"]
@@ -139,25 +139,28 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
 
 async def _stored_files(child: Any) -> list[str]:
     """The references of what the child stored: its context log (when compressions wrote
-    one) and its tool_result files."""
-    store: Any = child.offloader
+    one) and its tool_result files (all the session's, from a `Workspace`; else those its
+    compressor offloaded, newest first: any offloader's references, or none without one)."""
+    store = child.offloader
+    compressor = child.compressor
     files: list[str] = []
-    lister = getattr(store, "list_files", None)
-    if lister is not None:
+    if isinstance(store, Workspace):
         try:
-            files = list(await lister(child.session_id))
+            files = list(await store.list_files(child.session_id))
         except Exception:  # the answer matters more than the listing
             files = []
-    if any(s.compressed for s in child.steps):
-        files.insert(0, str(store.context_path(child.session_id)))
+    if not files:
+        files = [artifact.path for artifact in compressor.artifacts]
+    if compressor.context_reference is not None:
+        files.insert(0, compressor.context_reference)
     return files
 
 
 def _hand_back(
     name: str, session: str, answer: str, steps: int, files: list[str], child: Any
 ) -> str:
-    folder = getattr(child.offloader, "session_dir", None)
-    where = f" (folder {folder(session)})" if callable(folder) else ""
+    store = child.offloader
+    where = f" (folder {store.session_dir(session)})" if isinstance(store, LocalWorkspace) else ""
     lines = [
         answer.strip() or "(the sub-agent gave no answer text)",
         "",

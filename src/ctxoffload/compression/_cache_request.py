@@ -120,7 +120,14 @@ async def summarize_from_cache(
             config.summary_timeout,
         )
         summary = bound_summary(parse_summary(reply.message.text), max_chars)
-    except (asyncio.TimeoutError, ContextOverflowError, ValueError) as exc:
+    except asyncio.TimeoutError:
+        logger.warning(
+            "the cache-shaped summary request had no answer within summary_timeout=%g s; "
+            "asking anew in what is left of it",
+            config.summary_timeout,
+        )
+        return None
+    except (ContextOverflowError, ValueError) as exc:
         logger.warning("the cache-shaped summary request failed (%s); asking anew", exc)
         return None
     except Exception as exc:

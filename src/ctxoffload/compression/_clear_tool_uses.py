@@ -19,7 +19,7 @@ from ._activation import Activation, SettingError, check_int
 from ._artifacts import message_artifacts, named_values
 from ._readers import ReaderTools, how_to_read
 from ._summary_message import Artifact
-from ._tool_output import READER_TOOL_NAMES, store_blocks
+from ._tool_output import store_blocks
 from ._truncate import utf8
 
 if TYPE_CHECKING:
@@ -155,7 +155,6 @@ class ClearToolUses:
         if not candidates:
             return messages
         readers = run.compressor.reader_tools(run.config())
-        reader_names = _reader_names(readers)
         freed_estimate = sum(_tokens(u.result, run) for u in candidates) - 40 * len(candidates)
         if not forced and freed_estimate < self.clear_at_least:
             run.report(
@@ -169,7 +168,7 @@ class ClearToolUses:
             return messages
         try:
             placeholders, inputs, references = await self._store(
-                candidates, offloader, run, readers, reader_names
+                candidates, offloader, run, readers
             )
         except Exception as exc:
             logger.warning("could not store the tool outputs to clear, clearing none: %s", exc)
@@ -225,7 +224,6 @@ class ClearToolUses:
         offloader: Offloader,
         run: PipelineRun,
         readers: ReaderTools | None,
-        reader_names: frozenset[str],
     ) -> tuple[dict[str, str], dict[str, str], list[str]]:
         """Store each output (and large input) to clear; their placeholders and references.
 
@@ -239,7 +237,7 @@ class ClearToolUses:
         for use in candidates:
             result, name = use.result, use.result.name or "a tool"
             tokens = _tokens(result, run)
-            if name in reader_names:
+            if run.compressor.reads_back(use.result.name, run.config()):
                 again = _call_text(use.call) if use.call is not None else name
                 placeholders[result.id] = (
                     f"{CLEARED_MARK}the output of {again} (~{tokens:,} tokens) was cleared "
@@ -279,11 +277,6 @@ _TRIGGER_KINDS = ("input_tokens", "tool_uses")
 
 def _lower(sentence: str) -> str:
     return sentence[:1].lower() + sentence[1:].rstrip(".")
-
-
-def _reader_names(readers: ReaderTools | None) -> frozenset[str]:
-    named = {readers.read, readers.grep, readers.retrieve} if readers is not None else set()
-    return READER_TOOL_NAMES | {n for n in named if n}
 
 
 def _call_text(call: ToolCallBlock) -> str:

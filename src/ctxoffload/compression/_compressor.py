@@ -21,7 +21,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._persisted import Persisted
 from ._protect import is_pinned
-from ._readers import ReaderTools
+from ._readers import READER_TOOL_NAMES, ReaderTools
 from ._split import Split, SplitByTokens, SplitStrategy
 from ._summarize import SummaryOutcome, summarize
 from ._summary_message import Artifact, SummaryState
@@ -159,6 +159,9 @@ class Compressor:
             Change them later with `set_reader_tools`.
         on_event: called with each event (truncation, compression, summary) as it is
             written; a plain function or `async def`. One that raises is logged and ignored.
+        reader_names: the exact names of the tools whose results read offloaded content
+            back (`reads_back`); the `Agent` gives those it marks as readers. None (the
+            default): ctxoffload's reader tool names and those of `reader_tools`.
 
     Which messages are fresh: `maybe_compress` remembers the ids of the messages it
     returned; the messages after the last of those, from the model's latest message on,
@@ -178,6 +181,7 @@ class Compressor:
         context_window: int | None = None,
         reader_tools: ReaderTools | None = None,
         on_event: EventCallback | None = None,
+        reader_names: Collection[str] | None = None,
     ) -> None:
         self.config = config or ContextConfig()
         self.on_event = on_event
@@ -191,6 +195,7 @@ class Compressor:
         self._context_window = context_window
         self._state = SummaryState()
         self._reader_tools = reader_tools
+        self._reader_names = frozenset(reader_names) if reader_names is not None else None
         # Ids of the messages the previous call returned (None before the first call), and
         # the fresh ones among them, kept fresh until new messages arrive (a forced retry
         # after an overflow happens before the model has answered).
@@ -220,6 +225,21 @@ class Compressor:
             return self._reader_tools
         return (config or self.config).reader_tools
 
+    def reads_back(self, tool_name: str | None, config: ContextConfig | None = None) -> bool:
+        """Whether `tool_name`'s results read offloaded content back: such a result is never
+        offloaded or cut again (that would loop), and is cleared without a copy (calling the
+        tool again reads it anew).
+
+        The names given as `reader_names` when they were (an `Agent` gives the tools it marks
+        as readers, so a tool of yours called `Read` is not one); else ctxoffload's reader
+        tool names (`READER_TOOL_NAMES`) and those `reader_tools` gives.
+        """
+        if self._reader_names is not None:
+            return tool_name in self._reader_names
+        readers = self.reader_tools(config)
+        named = {readers.read, readers.grep, readers.retrieve} if readers is not None else set()
+        return tool_name is not None and (tool_name in READER_TOOL_NAMES or tool_name in named)
+
     # -- state ----------------------------------------------------------------------------
 
     @property
@@ -231,6 +251,12 @@ class Compressor:
     def artifacts(self) -> list[Artifact]:
         """Files offloaded so far, newest first."""
         return self._state.newest_artifacts()
+
+    @property
+    def context_reference(self) -> str | None:
+        """Where compressed messages went: what the offloader's `offload_context` returned
+        last (a resumed session's, taken from its summary), or None before any."""
+        return self._state.reference
 
     @property
     def compressions(self) -> int:
@@ -724,14 +750,21 @@ class Compressor:
     ) -> tuple[SummaryOutcome, str]:
         """The summary of `older` with the current one folded in, and how it was asked
         (`cached_prefix` or `new`): the agent's previous request as prefix when the summary
-        model is the agent's own, else the usual request; extractive without a model."""
+        model is the agent's own, else the usual request; extractive without a model.
+
+        Both requests share one `summary_timeout`: the usual request has what the cache-shaped
+        one left of it (a model that hangs costs the timeout once, not twice).
+        """
         last = self._last_request
+        timeout = cfg.summary_timeout
         if model is not None and last is not None and same_model(model, last.model):
+            started = time.monotonic()
             cached = await summarize_from_cache(
                 last, older, config=cfg, counter=self.counter, window=window
             )
             if cached is not None:
                 return cached, "cached_prefix"
+            timeout = max(0.0, timeout - (time.monotonic() - started))
         outcome = await summarize(
             older,
             model=model,
@@ -741,6 +774,7 @@ class Compressor:
             artifacts=[a.describe() for a in self.artifacts],
             window=window,
             known_tokens=self.tracker.known,
+            timeout=timeout,
         )
         return outcome, "new"
 

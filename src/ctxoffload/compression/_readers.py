@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ReaderTools", "how_to_read"]
+__all__ = ["READER_TOOL_NAMES", "ReaderTools", "how_to_read"]
+
+READER_TOOL_NAMES = frozenset({"Read", "Grep", "Glob", "retrieve_offloaded_content"})
+"""ctxoffload's reader tools: what a tool result's name says when no one declared which tools
+read back (`Compressor.reads_back`): a framework's agent whose tools carry these names."""
 
 # ctxoffload's own file tools, whose arguments the notice can spell out exactly.
 _OWN_READ = "Read"

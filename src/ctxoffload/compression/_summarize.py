@@ -286,6 +286,7 @@ async def summarize(
     artifacts: Sequence[str] = (),
     window: int | None = None,
     known_tokens: Callable[[Msg], int | None] | None = None,
+    timeout: float | None = None,
 ) -> SummaryOutcome:
     """Summarise `messages`, folding in `previous`; never raises for a model failure.
 
@@ -305,11 +306,20 @@ async def summarize(
         known_tokens: a message's token count when it is known already (the compressor's
             tracker has counted it), else None; a message without one is sized by counting
             only what is sent of it.
+        timeout: the seconds the model may take, all chunks together; `summary_timeout`
+            by default (less when a request before this one spent part of it).
     """
     max_chars = config.summary_budget_tokens(window) * CHARS_PER_TOKEN
     if previous is not None:
         previous = bound_summary(previous, max_chars)
     calls = [0]
+    if timeout is not None and timeout <= 0 and model is not None and messages:
+        logger.warning(
+            "no time is left of summary_timeout=%g s for the summary model; falling back to "
+            "an extractive summary",
+            config.summary_timeout,
+        )
+        model = None
     if model is not None and messages:
         try:
             outcome = await asyncio.wait_for(
@@ -325,7 +335,7 @@ async def summarize(
                     known_tokens,
                     artifacts,
                 ),
-                config.summary_timeout,
+                config.summary_timeout if timeout is None else timeout,
             )
         except asyncio.TimeoutError:
             logger.warning(

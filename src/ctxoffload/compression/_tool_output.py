@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ._run import PipelineRun
 
 __all__ = [
-    "READER_TOOL_NAMES",
     "ToolOutputOffload",
     "ToolOutputTruncate",
     "block_kind",
@@ -29,9 +28,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("ctxoffload")
-
-READER_TOOL_NAMES = frozenset({"Read", "Grep", "Glob", "retrieve_offloaded_content"})
-"""Tools whose results are never offloaded: offloading what was read back would loop."""
 
 ShouldOffload = Callable[[str, ToolResultBlock], "bool | None"]
 
@@ -180,7 +176,8 @@ class ToolOutputOffload:
         """The result's tokens when it is to be offloaded; None when it stays whole (a reader
         tool's, an excluded tool's, refused by `should_offload`, or within `max_tokens`)."""
         name = result.name or ""
-        if name in READER_TOOL_NAMES or name in self.exclude_tools:
+        # A reader's result is never offloaded: offloading what was read back would loop.
+        if run.compressor.reads_back(name, run.config()) or name in self.exclude_tools:
             return None
         verdict = None if self.should_offload is None else self.should_offload(name, result)
         if verdict is not None and not verdict:
@@ -380,9 +377,9 @@ class ToolOutputTruncate:
 
     async def post_tool(self, result: ToolResultBlock, run: PipelineRun) -> ToolResultBlock:
         """The result, or its head and a notice naming the file that holds all of it."""
-        if result.name in READER_TOOL_NAMES:
-            return result
         compressor = run.compressor
+        if compressor.reads_back(result.name, run.config()):
+            return result
         if self._config is not None:
             return await compressor.process_tool_result(result, config=run.config())
         chars = self.max_output_length is not None
