@@ -240,6 +240,12 @@ _TOKENS = [
     "\\d",
     "\\b",
     "1",
+    # Escapes that spell a character with what follows them: `a` three ways, a class.
+    "\\x61",
+    "\\141",
+    "\\x{61}",
+    "\\pL",
+    "\\1",
 ]
 
 
@@ -284,7 +290,12 @@ def test_required_literals_of_typical_patterns() -> None:
     assert required_literal(r"\d+ rows=\.") == " rows=."
     assert required_literal("(foo|bar)bazz") == "bazz"
     assert required_literal("ab*") == "a"
-    for none in ["foo|bar", "(?i)abc", "[[:alpha:]]x", r"\Qab\E*", "a{x}", "[ab]", ".*"]:
+    assert required_literal(r"\d+ ok\tdone") == "done"
+    nones = ["foo|bar", "(?i)abc", "[[:alpha:]]x", r"\Qab\E*", "a{x}", "[ab]", ".*"]
+    assert required_literal(r"\101BC-17") == "BC-17"  # \101 is "A"
+    assert required_literal(r"(a+)\1!x") == "!x"  # \1 is what the group matched
+    nones += [r"\x41BC-17", r"\pLBC-17", r"\x{41}BC-17", r"\p{Greek}xyz"]
+    for none in nones:
         assert required_literal(none) is None, none
 
 

@@ -223,15 +223,21 @@ _METACHARACTERS = frozenset("\\.[]{}()*+?|^$")
 _QUANTIFIERS = frozenset("*+?{")
 
 
+# Escapes of a letter that stand alone, in RE2 and in Python: a class, an anchor, a control
+# character. Any other letter or digit after a backslash may take more characters with it.
+_ONE_CHARACTER_ESCAPES = frozenset("dDwWsSbBAzZntrfv")
+
+
 def required_literal(pattern: str) -> str | None:
     """The longest run of plain characters that every match of `pattern` contains, or None.
 
     Read conservatively, so that the answer holds in RE2's syntax and in Python's: only
     characters outside any group or class count, an escaped punctuation mark counts as
     itself, a character followed by a quantifier does not count, and a pattern with inline
-    flags (`(?i)`, `(?x)`...), RE2's `\\Q...\\E`, a top-level `|`, a nested class or a brace
-    that is not a repetition has none. A wrong None only
-    costs speed; a wrong literal would lose matches, hence the caution.
+    flags (`(?i)`, `(?x)`...), RE2's `\\Q...\\E`, a top-level `|`, a nested class, a brace
+    that is not a repetition or an escape that spells a character (`\\x41`, `\\101`, `\\pL`)
+    has none. A wrong None only costs speed; a wrong literal would lose matches, hence the
+    caution.
     """
     if "(?" in pattern or "\\Q" in pattern:
         return None  # inline flags, or RE2's quoting, change what the characters mean
@@ -248,6 +254,16 @@ def required_literal(pattern: str) -> str | None:
             escaped = pattern[i + 1 : i + 2]
             if escaped.isascii() and escaped.isprintable() and not escaped.isalnum():
                 literal = escaped  # \. \- \  ...: the character itself
+            elif escaped.isdigit():
+                # A backreference (\1, \12) or an octal character (\101): at most three
+                # digits belong to it; skipping more than an engine reads only shortens the
+                # runs, which is safe.
+                while step < 4 and pattern[i + step : i + step + 1].isdigit():
+                    step += 1
+            elif escaped not in _ONE_CHARACTER_ESCAPES:
+                # \x41, \pL, \p{Greek}, \N{...}, \u0041: the characters after the letter
+                # belong to the escape, which spells a character of its own.
+                return None
         elif ch == "[":
             j = i + 1
             j += pattern.startswith("^", j)
