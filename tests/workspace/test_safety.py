@@ -83,6 +83,35 @@ async def test_planted_file_symlink_in_a_session_is_refused(
     assert _outside_state(outside) == before
 
 
+@pytest.mark.parametrize("plant", ["symlink", "hard link", "fifo"])
+async def test_a_planted_events_file_fails_an_offload_before_anything_is_written(
+    local_ws: LocalWorkspace, outside: Path, plant: str
+) -> None:
+    # An offload writes its content, then its event. Refusing the event only after the
+    # content was committed told the caller it failed: it kept the messages and retried,
+    # and messages without an id were appended again at each retry.
+    session = await _session(local_ws)
+    events = session / "events.jsonl"
+    events.unlink()
+    if plant == "symlink":
+        events.symlink_to(outside / "secret.txt")
+    elif plant == "hard link":
+        os.link(outside / "secret.txt", events)
+    else:
+        os.mkfifo(events)
+    log = (session / "context.jsonl").read_bytes()
+    files = sorted(p.name for p in session.iterdir())
+    before = _outside_state(outside)
+    for _ in range(3):
+        with pytest.raises(OffloadError, match=r"events\.jsonl"):
+            await local_ws.offload_context("s", msgs=[{"role": "user", "content": "retry me"}])
+        with pytest.raises(OffloadError, match=r"events\.jsonl"):
+            await local_ws.offload_tool_result("s", ToolResultBlock(id="c1", output="out"))
+    assert (session / "context.jsonl").read_bytes() == log
+    assert sorted(p.name for p in session.iterdir()) == files
+    assert _outside_state(outside) == before
+
+
 async def test_planted_hard_link_to_an_outside_file_is_not_appended_to(
     local_ws: LocalWorkspace, outside: Path
 ) -> None:

@@ -54,6 +54,7 @@ from ._lease import (
     took_over,
 )
 from ._paths import (
+    check_entry,
     open_dir,
     open_for_reading,
     open_tree,
@@ -336,6 +337,7 @@ class LocalWorkspace:
         lines, ids = lines_and_keys(rows)
         shown = str(path)
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
+            check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             span = self._jsonl.append(dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True)
             first, last = span
             # Lines apart (messages already in the log): the event names each run as well.
@@ -388,6 +390,7 @@ class LocalWorkspace:
         stem = tool_file_stem(found.tool_id)
         first = str(session_dir / tool_result_name(stem))
         with _offload_errors("write", first), self._session_for_writing(session_id) as dir_fd:
+            check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             name = self._write_unique(dir_fd, stem, data)
             path = str(session_dir / name)
             self._event(

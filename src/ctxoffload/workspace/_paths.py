@@ -27,6 +27,7 @@ __all__ = [
     "READ_FLAGS",
     "WRITE_NEW_FLAGS",
     "Refused",
+    "check_entry",
     "file_url_to_path",
     "linked_elsewhere",
     "open_dir",
@@ -195,6 +196,11 @@ def verify_file(fd: int, shown: str) -> os.stat_result:
             (one may be outside the workspace).
     """
     st = os.fstat(fd)
+    _refuse_unless_plain(st, shown)
+    return st
+
+
+def _refuse_unless_plain(st: os.stat_result, shown: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise _special(shown)
     if linked_elsewhere(st):
@@ -205,7 +211,27 @@ def verify_file(fd: int, shown: str) -> os.stat_result:
             "hard_links",
             st.st_nlink,
         )
-    return st
+
+
+def check_entry(dir_fd: int, name: str, shown: str) -> None:
+    """Refuse now an entry that a write later in the same operation would refuse: a
+    symbolic link, a special file or a hard-linked file at `name` (a missing one is fine).
+
+    An operation that writes two files (a batch, then its event) checks the second before
+    writing the first, so that a planted entry fails it with nothing written: once the
+    first write is committed, the operation has happened, and raising would make its caller
+    retry it.
+
+    Raises:
+        Refused: the entry is a link, not a regular file, or has other hard links.
+    """
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _planted(shown, OSError(errno.ELOOP, os.strerror(errno.ELOOP)), "regular file")
+    _refuse_unless_plain(st, shown)
 
 
 def open_file(dir_fd: int, name: str, shown: str, flags: int, *, action: str = "open") -> int:
