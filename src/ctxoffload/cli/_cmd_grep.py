@@ -192,6 +192,7 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
         options.log_errors = False
         options.case_sensitive = not ignore_case
         options.encoding = re2.Options.Encoding.UTF8
+        options.never_capture = True  # groups cost work on each match; none is read
         try:
             # (?m): ^ and $ at line ends, as grep means them, while searching a whole buffer.
             compiled2 = re2.compile(
