@@ -150,9 +150,13 @@ COMMANDS = {
     "grep -C": ["grep", "-C", "2", "needle"],
     "grep --events": ["grep", "--events", "owned"],
     "grep error": ["grep", "needle", NAME],
-    "ls": ["ls"],
     "stats": ["stats"],
     "verify": ["verify"],
+}
+# Commands that show sessions by name only: the planted folder is no session (its name is no
+# session id), so they show nothing of it.
+BY_NAME = {
+    "ls": ["ls"],
     "gc": ["gc", "--max-bytes", "0", "--dry-run"],
 }
 
@@ -167,6 +171,16 @@ def test_no_command_writes_a_control_sequence_from_the_workspace(
     assert _clean(done.stderr) == [], done.stderr
     # Shown, not dropped: the escapes are there to read.
     assert b"\\x1b" in done.stdout + done.stderr, (done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("argv", BY_NAME.values(), ids=BY_NAME.keys())
+def test_a_folder_named_as_no_session_is_not_listed(
+    hostile_workspace: Path, argv: list[str]
+) -> None:
+    done = _run(*argv, "--workdir", hostile_workspace)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode()
+    assert _clean(done.stdout + done.stderr) == [], (done.stdout, done.stderr)
+    assert b"run-1" in done.stdout and b"title" not in done.stdout + done.stderr
 
 
 def test_watch_writes_no_control_sequence(hostile_workspace: Path) -> None:
@@ -194,8 +208,9 @@ def test_watch_writes_no_control_sequence(hostile_workspace: Path) -> None:
     pumping.start()
     out = b""
     try:
-        # What --from-start prints: the hostile session's events and file, run-1's messages.
-        while out.count(b"new file") < 2 or out.count(b"needle") < 2:
+        # What --from-start prints: run-1's events, file and messages (the planted folder
+        # is no session, as its name is no session id).
+        while out.count(b"new file") < 1 or out.count(b"needle") < 2:
             try:
                 out += chunks.get(timeout=PATIENCE)
             except queue.Empty:
@@ -239,7 +254,6 @@ def test_replay_writes_no_control_sequence_from_a_run_name(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     "argv",
     [
-        ["ls", "--json"],
         ["grep", "--json", "needle"],
         ["show", "run-1", "--json"],
         ["show", "run-1", "--step", "1", "--json"],

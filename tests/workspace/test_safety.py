@@ -22,6 +22,7 @@ from ctxoffload import (
     OffloadError,
     ToolResultBlock,
 )
+from ctxoffload.cli import main
 from helpers import PNG, image_block
 
 
@@ -268,6 +269,23 @@ async def test_symlinked_sessions_are_not_listed(
     (local_ws.session_dir("s") / "tool_result-l.txt").symlink_to(outside / "secret.txt")
     assert await local_ws.list_sessions() == ["s"]
     assert await local_ws.list_files("s") == []
+
+
+async def test_folders_named_as_no_session_could_be_are_not_listed(
+    local_ws: LocalWorkspace, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A folder planted in sessions/ under a name no call accepts (a newline that would forge a
+    # row of `ctxoffload ls`, a look-alike slash): listing it made the natural loop
+    # `for sid in await ws.list_sessions(): await ws.read_context(sid)` raise.
+    await _session(local_ws)
+    for planted in ["bad name\nforged-row  2026-01-01", "a\u2215b", "-", "x" * 129]:
+        (workdir / "sessions" / planted).mkdir()
+    assert await local_ws.list_sessions() == ["s"]
+    for session_id in await local_ws.list_sessions():
+        assert await local_ws.read_context(session_id)
+    assert main(["--workdir", str(workdir), "ls"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [row.split()[0] for row in rows] == ["s"]
 
 
 async def test_workdir_that_is_a_symlink_is_resolved_once_and_works(

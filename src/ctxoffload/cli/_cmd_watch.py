@@ -113,7 +113,7 @@ class Follower:
             return [self.only]
         try:
             with Folder(self.workdir, SESSIONS_DIR) as sessions:
-                found = sessions.folders()
+                found = sessions.sessions()
         except OSError as exc:  # Refused and OffloadError too
             self._say(self._path(), exc)
             return []

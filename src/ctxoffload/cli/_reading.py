@@ -93,10 +93,10 @@ def open_workspace(
 
 
 def session_ids(workdir: str) -> list[str]:
-    """The sessions of a workspace: the folders in sessions/ (no link, no hidden name),
-    sorted."""
+    """The sessions of a workspace: the folders in sessions/ named as session ids (no link,
+    no hidden name), sorted."""
     with Folder(workdir, SESSIONS_DIR) as sessions:
-        return sessions.folders()
+        return sessions.sessions()
 
 
 def no_session(workdir: str, session_id: str) -> str:

@@ -6,7 +6,7 @@ import re
 
 from ..exceptions import InvalidSessionId
 
-__all__ = ["tool_file_stem", "validate_session_id"]
+__all__ = ["is_session_id", "tool_file_stem", "validate_session_id"]
 
 # ASCII only: a look-alike such as U+2215 (division slash) or U+FF0E (fullwidth full stop)
 # must not pass as a plain name. The first character may not be '.', which rules out '.',
@@ -20,6 +20,12 @@ def _show(value: str, limit: int = 40) -> str:
     if len(value) <= limit:
         return repr(value)
     return f"{value[:limit]!r}... ({len(value)} characters)"
+
+
+def is_session_id(name: str) -> bool:
+    """Whether `name` is a plain name `validate_session_id` accepts: a folder of sessions/
+    named otherwise (planted: a newline, a look-alike slash) is no session of this workspace."""
+    return _SESSION_ID.fullmatch(name) is not None
 
 
 def validate_session_id(session_id: object) -> str:

@@ -621,7 +621,7 @@ class LocalWorkspace:
     def _list_sessions(self) -> list[str]:
         try:
             with self._folder(SESSIONS_DIR) as sessions:
-                return sessions.folders()
+                return sessions.sessions()
         except FileNotFoundError:
             return []
 
@@ -881,7 +881,7 @@ class LocalWorkspace:
         """Every session measured, each read through the reader; one gone meanwhile is left out."""
         try:
             with self._folder(SESSIONS_DIR) as sessions:
-                names = sessions.folders()
+                names = sessions.sessions()
         except FileNotFoundError:
             return []
         usages = []

@@ -28,7 +28,7 @@ from ._gc import (
     data_names_in,
     sessions_to_remove,
 )
-from ._ids import tool_file_stem, validate_session_id
+from ._ids import is_session_id, tool_file_stem, validate_session_id
 from ._jsonl import dumps_line, dumps_row
 from ._layout import (
     CONTEXT_FILE,
@@ -512,7 +512,7 @@ class ObjectStoreWorkspace:
     async def list_sessions(self) -> list[str]:
         """The ids of the sessions in this workspace, sorted."""
         names = await self._client.list_directories(SESSIONS_DIR)
-        return sorted(n for n in names if _is_session_id(n))
+        return sorted(n for n in names if is_session_id(n))
 
     async def _read_log(self, session_id: str, name: str) -> list[Any]:
         """A log's JSON values, by the reader's rule for torn and corrupt lines."""
@@ -950,17 +950,9 @@ def _is_workspace_key(key: str) -> bool:
     session = _SESSION_KEY.fullmatch(key)
     return (
         session is not None
-        and _is_session_id(session.group(1))
+        and is_session_id(session.group(1))
         and not session.group(2).startswith(".")
     )
-
-
-def _is_session_id(name: str) -> bool:
-    try:
-        validate_session_id(name)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_secret_name(name: str) -> bool:

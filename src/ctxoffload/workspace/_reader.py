@@ -28,6 +28,7 @@ import stat
 import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
+from ._ids import is_session_id
 from ._layout import COMMIT_SUFFIX, EVENTS_FILE, SESSIONS_DIR
 from ._paths import Refused, file_url_to_path, linked_elsewhere, open_for_reading, open_path
 
@@ -459,6 +460,12 @@ class Folder:
                 for e in entries
                 if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
             )
+
+    def sessions(self) -> list[str]:
+        """The names of its folders that are session ids (`is_session_id`), sorted: the
+        sessions of a workspace, read from its sessions/ folder. A folder planted there under
+        another name (a newline in it, say) is none: no call could name it."""
+        return [name for name in self.folders() if is_session_id(name)]
 
     def files(self) -> list[str]:
         """The names of the regular files in it (no link, FIFO or device), sorted, hidden ones
