@@ -14,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,6 +144,18 @@ def test_a_payload_is_named_by_the_same_line_in_every_format() -> None:
     assert to_converse([msg])[1][0]["content"] == [{"text": line}]
     assert message_lines(msg) == ["[user]", line]
     assert to_anthropic([msg])[1]  # Anthropic takes the URL itself: no line needed
+
+
+@pytest.mark.parametrize("odd", [True, 7, {"a": 1}, ["x"]], ids=repr)
+def test_a_payload_name_or_type_that_is_not_text_is_left_out(odd: object) -> None:
+    # A stored line may hold anything (`"name": true`): the line still reads, without it.
+    for block in (
+        {"type": "data", "name": odd, "source": {"url": "/ws/data/a.png", "media_type": odd}},
+        {"image": {"name": odd, "format": odd}},
+    ):
+        lines = message_lines({"role": "user", "content": [block]})
+        assert lines[0] == "[user]" and lines[1].startswith("<data url=")
+        assert "name=" not in lines[1] and "media_type=" not in lines[1]
 
 
 @settings(max_examples=200)

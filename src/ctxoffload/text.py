@@ -288,6 +288,9 @@ def _part_pieces(part: tuple[Any, ...], out: list[str]) -> None:
     elif kind == "data":
         _, url, name, media_type, size = part
         where = url if url is not None else f"(inline base64, {size:,} chars)"
+        # A name or media type that is not text (`"name": true` in a stored line) says nothing.
+        name = name if isinstance(name, str) else None
+        media_type = media_type if isinstance(media_type, str) else None
         out.append(data_line(where, name, media_type))
     else:
         _strings(part[1], out, None)
