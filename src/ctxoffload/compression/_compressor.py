@@ -254,8 +254,8 @@ class Compressor:
 
     @property
     def context_reference(self) -> str | None:
-        """Where compressed messages went: what the offloader's `offload_context` returned
-        last (a resumed session's, taken from its summary), or None before any."""
+        """The reference compressed messages went to, as the offloader's `offload_context`
+        returned it last (a resumed session's is taken from its summary); None before any."""
         return self._state.reference
 
     @property
