@@ -44,9 +44,9 @@ def history(turns: int) -> list[Msg]:
     return msgs
 
 
-def compressor(ws: LocalWorkspace, model: ScriptedModel) -> Compressor:
+def compressor(ws: LocalWorkspace, model: ScriptedModel, **config: Any) -> Compressor:
     return Compressor(
-        ContextConfig(context_window=4000),
+        ContextConfig(context_window=4000, **config),
         model=model,
         offloader=ws,
         session_id="s1",
@@ -105,13 +105,7 @@ async def test_both_summary_requests_share_one_summary_timeout(
         raise AssertionError("unreachable")
 
     model = ScriptedModel([], default=hangs)
-    comp = Compressor(
-        ContextConfig(context_window=4000, summary_timeout=0.2),
-        model=model,
-        offloader=local_ws,
-        session_id="s1",
-        counter=COUNTER,
-    )
+    comp = compressor(local_ws, model, summary_timeout=0.2)
     sent = history(8)
     comp.note_request(sent, TOOLS, model)
     result = await asyncio.wait_for(
