@@ -8,6 +8,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -270,3 +271,70 @@ async def test_read_events_skips_a_torn_last_line(local_ws: LocalWorkspace) -> N
     assert event["kind"] == "context"
     await local_ws.record_event("s", "note")
     assert [e["kind"] for e in await local_ws.read_events("s")] == ["context", "note"]
+
+
+# -- a batch written and never committed: every reader agrees ---------------------------------
+
+# Appends a committed batch, then a second one, killed (SIGKILL) after its lines are written
+# and before its commit record is: the moment the commit record exists for.
+KILLED_BEFORE_COMMIT = """
+import asyncio, os, signal, sys
+from ctxoffload import LocalWorkspace, Msg
+from ctxoffload.workspace import _jsonl
+
+async def main():
+    ws = LocalWorkspace(sys.argv[1])
+    await ws.offload_context("s", msgs=[Msg(role="user", content="needle one, committed")])
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    _jsonl.encode_commit_record = killed
+    await ws.offload_context("s", msgs=[Msg(role="user", content="needle two, never committed")])
+
+asyncio.run(main())
+"""
+
+
+async def test_a_batch_killed_before_its_commit_is_shown_by_no_reader(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    """The agent's Read and Grep, the retrieval tool, `read_reference`, `read_lines`,
+    `read_context` and `ctxoffload grep` all stop where the commit record says the log ends
+    (`readable_end`), so none shows a line the next append trims."""
+    from ctxoffload.offloader import FileToolbox, retrieve_offloaded_content
+
+    writer = spawn_python(KILLED_BEFORE_COMMIT, str(workdir))
+    assert writer.wait() == -signal.SIGKILL, writer.stderr.read() if writer.stderr else ""
+    log = workdir / "sessions" / "s" / "context.jsonl"
+    assert b"never committed" in log.read_bytes()  # written, and past the commit record
+
+    ws = LocalWorkspace(workdir)
+    reference = str(log)
+    assert b"never committed" not in await ws.read_reference(reference)
+    assert await ws.read_lines(reference, 2, 2) == b""
+    assert b"needle one" in await ws.read_lines(reference, 1, 5)
+    assert [m["content"] for m in await ws.read_context("s")] == ["needle one, committed"]
+    shown = await retrieve_offloaded_content(ws, reference, pattern="needle")
+    assert "needle one" in shown and "never committed" not in shown
+
+    tools = FileToolbox([workdir])
+    read = tools.read("sessions/s/context.jsonl")
+    assert isinstance(read, str) and "needle one" in read and "never" not in read
+    assert "never" not in tools.read("sessions/s/context.jsonl", offset=1, char_offset=1)
+    found = tools.grep("needle", "sessions")
+    assert "needle one" in found and "never" not in found
+    assert "never" not in tools.grep("needle", "sessions/s/context.jsonl", context_lines=1)
+
+    by_cli = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "grep", "needle", "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "needle one" in by_cli.stdout and "never" not in by_cli.stdout
+
+    # The next append trims the uncommitted batch: what every reader showed is what stays.
+    ref = await ws.offload_context("s", msgs=[Msg(role="user", content="needle three")])
+    assert (ref.first_line, ref.last_line) == (2, 2)
+    assert "never" not in log.read_text()

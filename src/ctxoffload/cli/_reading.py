@@ -201,9 +201,9 @@ def open_in(
 
 def committed_end(folder: Folder, name: str, fd: int, size: int) -> int:
     """Where the committed part of a log open as `fd` (`size` bytes) ends
-    (`Folder.committed_end`): lines past it are a batch never committed, which the
-    workspace's readers skip."""
-    return folder.committed_end(name, fd, size)
+    (`Folder.readable_end`): lines past it are a batch never committed, which every reader
+    of the workspace skips."""
+    return folder.readable_end(name, fd, size)
 
 
 def read_json_lines(

@@ -11,7 +11,10 @@ The policy of the file tools (Read, Grep, Glob), which take paths a model writes
   for a symlink between the check and the open is therefore never read. The link check and
   its refusal reasons are the workspace's (`verify_settled`, `Refused`): a second link is
   looked at again for a moment, as every reader of the workspace does, because a
-  tool_result file has two while the workspace links it into place.
+  tool_result file has two while the workspace links it into place;
+- a file is read as every reader of the workspace reads it (`open_readable`): a
+  context.jsonl ends with its last committed batch (`readable_end`), so Read and Grep never
+  show a batch being written, or one a kill cut before its commit.
 
 Unlike the workspace's own reads, links inside the roots are followed: a model may pass a
 path through a link that stays inside.
@@ -21,13 +24,15 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import io
 import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from ..exceptions import ToolError
-from ..workspace import Refused, verify_settled
+from ..workspace import Refused, is_committed_log, readable_end, verify_settled
 from ._arguments import quote
 
 __all__ = [
@@ -35,6 +40,7 @@ __all__ = [
     "display_name",
     "exists_in_roots",
     "open_in_roots",
+    "open_readable",
     "os_error_message",
     "real_roots",
     "resolve_in_roots",
@@ -210,3 +216,81 @@ def os_error_message(what: str, exc: OSError) -> str:
             f"was read or searched: try again when fewer files are open"
         )
     return f"{what}: {exc.strerror or exc}"
+
+
+def open_readable(shown: str, path: Path, roots: list[Path]) -> IO[bytes]:
+    """`open_in_roots`, as a binary file that ends where every reader of the workspace stops
+    (`readable_end`): a context.jsonl with its last committed batch, any other file where it
+    ends. Seeking to the end gives that length.
+
+    Raises:
+        NotRegular, ToolError: as `open_in_roots`.
+    """
+    fd = open_in_roots(shown, path, roots)
+    try:
+        size = os.fstat(fd).st_size
+        end = _readable_end(fd, shown, path, size)
+    except BaseException:
+        os.close(fd)
+        raise
+    if end >= size:
+        return os.fdopen(fd, "rb")
+    return io.BufferedReader(_Prefix(fd, end))
+
+
+def _readable_end(fd: int, shown: str, path: Path, size: int) -> int:
+    if not is_committed_log(path.name):
+        return size  # no record to look for: no folder to open
+    # Were the folder swapped meanwhile, a record found there is still checked against this
+    # file's own bytes (`commit_mismatch`): at worst lines are hidden, never shown from elsewhere.
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return size
+    try:
+        return readable_end(dir_fd, path.name, shown, fd, size)
+    finally:
+        os.close(dir_fd)
+
+
+class _Prefix(io.RawIOBase):
+    """The first `end` bytes of an open file, read with `pread`; closing it closes the file."""
+
+    def __init__(self, fd: int, end: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._end = end
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position, os.SEEK_END: self._end}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        wanted = min(len(buffer), self._end - self._position)
+        if wanted <= 0:
+            return 0
+        data = os.pread(self._fd, wanted, self._position)
+        buffer[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self._fd)
+            finally:
+                super().close()

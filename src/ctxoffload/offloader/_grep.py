@@ -1,7 +1,7 @@
 """Grep: the lines of the files of the roots that match a regex, with context, capped.
 
 The files to search are one file, the files under a folder, or those a glob names
-(`_listing.py`); each is opened through `open_in_roots` and sniffed (binary files, FIFOs,
+(`_listing.py`); each is opened through `open_readable` and sniffed (binary files, FIFOs,
 sockets and devices are skipped and counted). Lines are judged and given with their context
 by `_matches.py`, so a context.jsonl line matches on the text the model saw. The search
 keeps what it found in a `_Search` and stops at the deadline, after one match more than
@@ -22,7 +22,7 @@ from ..exceptions import InvalidContent, ToolError
 from ..text import is_jsonl
 from ..workspace import iter_pieces
 from ._arguments import as_int, quote
-from ._confine import NotRegular, display_name, exists_in_roots, open_in_roots, resolve_in_roots
+from ._confine import NotRegular, display_name, exists_in_roots, open_readable, resolve_in_roots
 from ._globs import has_wildcard
 from ._lines import NOTE_ROOM, line_text, lines_as_read
 from ._listing import files_under, glob_entries, outside_note
@@ -149,7 +149,7 @@ class _Search:
                 if deadline is not None and time.monotonic() > deadline:
                     raise _TimedOut
                 try:
-                    fd = open_in_roots(shown, real, roots)
+                    file = open_readable(shown, real, roots)
                 except NotRegular:
                     if single_file:
                         raise
@@ -162,7 +162,7 @@ class _Search:
                     continue
                 self.searching = shown
                 self.searched += 1
-                with os.fdopen(fd, "rb") as file:
+                with file:
                     if not self._search_file(shown, file, deadline):
                         return
         except _TimedOut:
@@ -221,9 +221,9 @@ def _candidates(file: IO[bytes], finder: Any, deadline: float | None) -> Iterato
     the lines between are never decoded, and newlines are counted only up to each match, in
     C. A piece that is not UTF-8 is read line by line, as `_numbered` reads it, so a pattern
     that matches the replacement character finds what it finds there."""
-    fd = file.fileno()
+    end = file.seek(0, os.SEEK_END)  # where reading stops (`open_readable`)
     first = 1  # the number of the line that starts the piece
-    for piece in iter_pieces(fd, 0, os.fstat(fd).st_size):
+    for piece in iter_pieces(file.fileno(), 0, end):
         if deadline is not None and time.monotonic() > deadline:
             raise _TimedOut
         yield from _piece_candidates(piece, first, finder)

@@ -1,6 +1,6 @@
 """Read: numbered lines of one file of the roots, an image as the image, binary refused.
 
-The file is opened through `open_in_roots` (confined, checked on the descriptor), sniffed
+The file is opened through `open_readable` (confined, checked on the descriptor), sniffed
 (an image signature, then a NUL in the first 8 KB), and shown as a numbered-line window of
 at most `max_output_chars`, with a footer saying which offset to pass next.
 """
@@ -15,7 +15,7 @@ from ..exceptions import ToolError
 from ..messages import DataBlock, TextBlock
 from ..text import is_jsonl
 from ._arguments import as_int, quote
-from ._confine import open_in_roots, resolve_in_roots
+from ._confine import open_readable, resolve_in_roots
 from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
 from ._lines import NOTE_ROOM
 from ._sniff import SNIFF_BYTES, looks_binary
@@ -58,11 +58,11 @@ def read_file(
     offset = as_int("offset", offset, minimum=1)
     limit = as_int("limit", limit, minimum=1)
     char_offset = as_int("char_offset", char_offset, minimum=0)
-    fd = open_in_roots(path, resolve_in_roots(path, roots), roots)
     budget = max_output_chars - NOTE_ROOM
     try:
-        with os.fdopen(fd, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
+        with open_readable(path, resolve_in_roots(path, roots), roots) as file:
+            size = file.seek(0, os.SEEK_END)  # where reading stops (`open_readable`)
+            file.seek(0)
             head = file.read(SNIFF_BYTES)
             media_type = image_media_type(head)
             if media_type is not None:

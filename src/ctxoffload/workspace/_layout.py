@@ -41,6 +41,7 @@ __all__ = [
     "TOP_FOLDERS",
     "UNSTORED_MARK",
     "WINDOW_NOTE_MARK",
+    "is_committed_log",
     "is_data_name",
     "is_tool_result_name",
     "mark_kind",
@@ -69,6 +70,7 @@ STATE_FILE = "state.json"
 COMMIT_SUFFIX = ".commit"
 """Beside a committed log, `context.jsonl.commit` says how much of it belongs to
 acknowledged batches; a reader ignores what lies past it."""
+
 
 # Both are hidden names, which readers and listings skip, and `initialize` clears what a
 # killed writer or purge left of them.
@@ -148,6 +150,12 @@ def temporary_name(name: str) -> str:
 def purging_name(name: str) -> str:
     """A fresh name for the session folder `name` to be renamed to while it is removed."""
     return f"{PURGING_PREFIX}{name}-{time.time_ns()}"
+
+
+def is_committed_log(name: str) -> bool:
+    """Whether a file of that name is a committed log, with a commit record beside it that
+    says where its readable part ends (only context.jsonl is)."""
+    return name == CONTEXT_FILE
 
 
 def is_data_name(name: str) -> bool:

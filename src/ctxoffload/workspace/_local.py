@@ -684,8 +684,9 @@ class LocalWorkspace:
 
         return await asyncio.to_thread(scan)
 
-    def _open_reference(self, reference: str) -> tuple[int, os.stat_result, list[str]]:
-        """Open the file a reference names through the reader: `(fd, its fstat, its parts)`."""
+    def _open_reference(self, reference: str) -> tuple[int, os.stat_result, list[str], int]:
+        """Open the file a reference names through the reader: `(fd, its fstat, its parts,
+        where reading it stops)` (`open_reference`)."""
         return open_reference(reference, str(self.workdir), self._root)
 
     def reference_key(self, reference: str) -> list[str]:
@@ -707,7 +708,7 @@ class LocalWorkspace:
             InvalidReference: it points outside the workspace, through a link, or names no
                 regular file.
         """
-        fd, _, parts = self._open_reference(reference)
+        fd, _, parts, _ = self._open_reference(reference)
         os.close(fd)
         return Path(self._root, *parts)
 
@@ -725,9 +726,9 @@ class LocalWorkspace:
             await check_reference(self, reference, self.reference_key(reference))
 
         def read() -> bytes:
-            fd, st, _ = self._open_reference(reference)
+            fd, _, _, end = self._open_reference(reference)
             try:
-                return b"".join(iter_chunks(fd, 0, st.st_size))
+                return b"".join(iter_chunks(fd, 0, end))
             finally:
                 os.close(fd)
 
@@ -753,10 +754,10 @@ class LocalWorkspace:
             await check_reference(self, reference, self.reference_key(reference))
 
         def read() -> bytes:
-            fd, st, _ = self._open_reference(reference)
+            fd, st, _, end = self._open_reference(reference)
             try:
                 line, offset = self._jsonl.line_start(fd, st, first)
-                chunks = iter_chunks(fd, offset, st.st_size)
+                chunks = iter_chunks(fd, offset, end)
                 return take_lines(chunks, first - line, last - first + 1)
             finally:
                 os.close(fd)

@@ -29,7 +29,7 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._ids import is_session_id
-from ._layout import COMMIT_SUFFIX, EVENTS_FILE, SESSIONS_DIR
+from ._layout import COMMIT_SUFFIX, EVENTS_FILE, SESSIONS_DIR, is_committed_log
 from ._paths import Refused, file_url_to_path, linked_elsewhere, open_for_reading, open_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -59,6 +59,7 @@ __all__ = [
     "parse_log",
     "read_commit",
     "read_log",
+    "readable_end",
     "rebuild_step",
     "reference_parts",
     "take_lines",
@@ -195,6 +196,35 @@ def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
                 "copied from another session?)"
             )
     return None
+
+
+def readable_end(dir_fd: int, name: str, shown: str, fd: int, size: int) -> int:
+    """Where every reader of the file `name` in `dir_fd` (open as `fd`, `size` bytes) stops
+    reading: the one rule for the agent's Read and Grep, the retrieval tool, the workspace's
+    `read_reference` and `read_lines`, and the `ctxoffload` commands.
+
+    A committed log (context.jsonl) ends where its commit record says its acknowledged
+    batches end, when `commit_mismatch` trusts the record: lines past it are a batch being
+    written, or one a kill cut before its commit, which the next `initialize` trims and no
+    reader may show. Any other file, or a log whose record is missing, cannot be read or is
+    not trusted, ends at `size` (`ctxoffload verify` reports a record it does not trust).
+
+    Args:
+        dir_fd: the folder the file is in, open.
+        name: the file's name in it.
+        shown: how the file is named to people.
+        fd: the file, open for reading.
+        size: its size, taken after it was opened.
+    """
+    if not is_committed_log(name):
+        return size
+    try:
+        record = read_commit(dir_fd, name, shown)
+    except OSError:  # Refused and OffloadError are OSErrors too
+        return size
+    if record is None or commit_mismatch(fd, record, size) is not None:
+        return size
+    return record[0]
 
 
 # -- lines and JSON lines ---------------------------------------------------------------------
@@ -545,18 +575,10 @@ class Folder:
         """(bytes, lines) the commit record of the log `name` says are committed, or None."""
         return read_commit(self.fd, name, self.path(name))
 
-    def committed_end(self, name: str, fd: int, size: int) -> int:
-        """Where the committed part of the log `name` (open as `fd`, `size` bytes) ends: its
-        commit record's length when `commit_mismatch` trusts the record, else the whole log
-        (a record that cannot be read, or one that ends mid-line or was copied from another
-        log, counts as none; `ctxoffload verify` reports it)."""
-        try:
-            record = self.committed(name)
-        except OSError:
-            return size
-        if record is None or commit_mismatch(fd, record, size) is not None:
-            return size
-        return record[0]
+    def readable_end(self, name: str, fd: int, size: int) -> int:
+        """Where a reader of the file `name` (open as `fd`, `size` bytes) stops: the end of
+        a committed log's acknowledged batches, else `size` (`readable_end`)."""
+        return readable_end(self.fd, name, self.path(name), fd, size)
 
     def read_log(
         self, name: str, *, commit: bool = False, warn: Callable[[str], None] | None = None
@@ -609,11 +631,13 @@ def not_a_reference(reference: str, workdir: str) -> InvalidReference:
 
 def open_reference(
     reference: str, workdir: str, root: str
-) -> tuple[int, os.stat_result, list[str]]:
-    """Open the file a reference names: `(descriptor, its fstat, its parts below the workdir)`.
+) -> tuple[int, os.stat_result, list[str], int]:
+    """Open the file a reference names: `(descriptor, its fstat, its parts below the workdir,
+    where reading it stops)`.
 
     Every component below the workdir is opened without following a link, and the file is
-    checked on its descriptor (a regular file with one link).
+    checked on its descriptor (a regular file with one link). Reading stops at
+    `readable_end`: a context.jsonl ends with its last committed batch.
 
     Raises:
         InvalidReference: it names nothing inside the workspace, or a link, a special file,
@@ -623,9 +647,10 @@ def open_reference(
     try:
         with Folder(workdir, *parts[:-1], root=root) as folder:
             fd, st = folder.open(parts[-1])
+            end = folder.readable_end(parts[-1], fd, st.st_size)
     except (OSError, OffloadError) as exc:
         raise not_a_reference(reference, workdir) from exc
-    return fd, st, parts
+    return fd, st, parts, end
 
 
 def sessions_folder(workdir: str) -> Folder:
