@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import subprocess
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.workspace import Workspace
@@ -166,8 +169,20 @@ def test_concurrent_processes_with_fsync_lose_no_line(
 # -- tool results -----------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["no name until linked", "a temporary name"])
+def linking(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How tool result files are made: with no name until linked into place (Linux's
+    O_TMPFILE, the default here), or under a temporary name (other systems), forced by
+    hiding the flag."""
+    if request.param == "a temporary name":
+        monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    elif not hasattr(os, "O_TMPFILE"):
+        pytest.skip("O_TMPFILE is Linux's")
+    return str(request.param)
+
+
 async def test_concurrent_tool_results_with_one_id_get_distinct_intact_files(
-    workspace: Workspace,
+    workspace: Workspace, linking: str
 ) -> None:
     contents = [f"result {i}\n" * (1000 + i) for i in range(20)]
     paths = await asyncio.gather(
@@ -183,7 +198,7 @@ async def test_concurrent_tool_results_with_one_id_get_distinct_intact_files(
 
 
 async def test_concurrent_identical_tool_results_share_one_file(
-    workspace: Workspace,
+    workspace: Workspace, linking: str
 ) -> None:
     result = ToolResultBlock(id="call_same", output="identical\n" * 1000)
     paths = await asyncio.gather(*(workspace.offload_tool_result("s", result) for _ in range(20)))

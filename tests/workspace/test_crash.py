@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxoffload import LocalWorkspace, Msg
+from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 
@@ -279,7 +279,7 @@ async def test_read_events_skips_a_torn_last_line(local_ws: LocalWorkspace) -> N
 # and before its commit record is: the moment the commit record exists for.
 KILLED_BEFORE_COMMIT = """
 import asyncio, os, signal, sys
-from ctxoffload import LocalWorkspace, Msg
+from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
 from ctxoffload.workspace import _jsonl
 
 async def main():
@@ -338,3 +338,54 @@ async def test_a_batch_killed_before_its_commit_is_shown_by_no_reader(
     ref = await ws.offload_context("s", msgs=[Msg(role="user", content="needle three")])
     assert (ref.first_line, ref.last_line) == (2, 2)
     assert "never" not in log.read_text()
+
+
+# -- a tool result killed between its link and the removal of its temporary name -------------
+
+# Stores one tool result, then dies (SIGKILL) the moment the second is linked into place.
+KILLED_AFTER_LINK = """
+import asyncio, os, signal, sys
+from ctxoffload import LocalWorkspace, ToolResultBlock
+
+async def main():
+    ws = LocalWorkspace(sys.argv[1])
+    await ws.offload_tool_result("s", ToolResultBlock(id="call-1", output="first result\\n"))
+    link = os.link
+
+    def link_then_die(*args, **kwargs):
+        link(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    os.link = link_then_die
+    await ws.offload_tool_result("s", ToolResultBlock(id="call-2", output="second result\\n"))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "O_TMPFILE"), reason="O_TMPFILE is Linux's")
+async def test_a_tool_result_writer_killed_after_linking_leaves_one_readable_file(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    """The file is made with no name and linked into place, so it never has the second link
+    (a temporary name) that readers refuse: a kill right after the link leaves the whole
+    file, readable by the workspace and the agent's Read, and nothing else."""
+    from ctxoffload.offloader import FileToolbox
+
+    writer = spawn_python(KILLED_AFTER_LINK, str(workdir))
+    assert writer.wait() == -signal.SIGKILL, writer.stderr.read() if writer.stderr else ""
+    session = workdir / "sessions" / "s"
+    second = session / "tool_result-call-2.txt"
+    assert sorted(p.name for p in session.iterdir()) == [
+        "events.jsonl",
+        "tool_result-call-1.txt",
+        "tool_result-call-2.txt",
+    ]
+    assert second.stat().st_nlink == 1
+    assert await LocalWorkspace(workdir).read_reference(str(second)) == b"second result\n"
+    assert FileToolbox([workdir]).read(str(second)) == "     1\tsecond result"
+    # The same result offloaded again (the agent retrying the call) finds the file.
+    again = await LocalWorkspace(workdir).offload_tool_result(
+        "s", ToolResultBlock(id="call-2", output="second result\n")
+    )
+    assert again == str(second)

@@ -24,18 +24,25 @@ from ctxoffload.workspace import TEMPORARY_PREFIX
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 
 # Writes one kind of whole file (by temporary name) over and over, each 8 MB and different,
-# printing "ok N" after each; the test stops or kills it while a temporary file exists.
+# printing "ok N" after each; the test stops or kills it while a temporary file exists. It
+# gives up after WRITES files (the test then fails on its exit), so a writer that never makes
+# a temporary file cannot fill the disk. On Linux a tool result is made with no name at all
+# (O_TMPFILE): the flag is hidden here, so the writer takes the temporary name used where it
+# is missing.
+WRITES = 100
 WRITER = """
-import asyncio, base64, sys
+import asyncio, base64, os, sys
 from ctxoffload import Base64Source, DataBlock, LocalWorkspace, ToolResultBlock
 
-workdir, kind = sys.argv[1], sys.argv[2]
+workdir, kind, writes = sys.argv[1], sys.argv[2], int(sys.argv[3])
 SIZE = 8 << 20
+if kind == "tool_result" and sys.argv[4:] != ["unnamed"]:
+    os.__dict__.pop("O_TMPFILE", None)
 
 async def main():
     ws = LocalWorkspace(workdir)
     n = 0
-    while True:
+    while n < writes:
         if kind == "tool_result":
             await ws.offload_tool_result(
                 "s", ToolResultBlock(id=f"call_{n}", output=f"{n:08d}" * (SIZE // 8)))
@@ -107,7 +114,7 @@ async def test_initialize_removes_a_killed_writers_temporary_file_at_once(
     workdir: Path, spawn_python: SpawnPython, kind: str
 ) -> None:
     folder = workdir.joinpath(*KINDS[kind])
-    child = spawn_python(WRITER, str(workdir), kind)
+    child = spawn_python(WRITER, str(workdir), kind, str(WRITES))
     found = _stop_while_writing(child, folder)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
@@ -121,7 +128,7 @@ async def test_initialize_keeps_a_live_writers_temporary_file_however_old(
     workdir: Path, spawn_python: SpawnPython, kind: str
 ) -> None:
     folder = workdir.joinpath(*KINDS[kind])
-    child = spawn_python(WRITER, str(workdir), kind)
+    child = spawn_python(WRITER, str(workdir), kind, str(WRITES))
     found = _stop_while_writing(child, folder)
     an_hour_ago = time.time() - 3600
     for path in found:
@@ -137,3 +144,22 @@ async def test_initialize_keeps_a_live_writers_temporary_file_however_old(
     child.kill()
     _, err = child.communicate(timeout=60)
     assert "Traceback" not in err, err
+
+
+@pytest.mark.skipif(not hasattr(os, "O_TMPFILE"), reason="O_TMPFILE is Linux's")
+def test_a_tool_result_made_without_a_name_never_has_a_temporary_file(
+    workdir: Path, spawn_python: SpawnPython
+) -> None:
+    """Each 8 MB tool result takes milliseconds to write; written under a temporary name,
+    the folder would show that name for all of them. Made with no name, it never does."""
+    folder = workdir.joinpath(*KINDS["tool_result"])
+    writes = 20
+    child = spawn_python(WRITER, str(workdir), "tool_result", str(writes), "unnamed")
+    seen: set[str] = set()
+    while child.poll() is None:
+        seen.update(path.name for path in _temporaries(folder))
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0 and out.count("ok") == writes, err
+    assert seen == set()
+    assert len(list(folder.glob("tool_result-*"))) == writes
+

@@ -55,6 +55,7 @@ from ._lease import (
 )
 from ._paths import (
     check_entry,
+    file_to_link,
     open_dir,
     open_for_reading,
     open_tree,
@@ -407,14 +408,14 @@ class LocalWorkspace:
 
     def _write_unique(self, dir_fd: int, stem: str, data: bytes) -> str:
         """Link `data` in as the first free version of the tool result `stem`; its name."""
-        with temporary_file(dir_fd, tool_result_name(stem), data, fsync=self.fsync) as tmp:
+        with file_to_link(dir_fd, tool_result_name(stem), data, fsync=self.fsync) as link_as:
             n = 1
             while True:
                 name = tool_result_name(stem, n)
                 try:
-                    # link() never replaces an existing entry (nor follows one), which makes
+                    # A link never replaces an existing entry (nor follows one), which makes
                     # "never overwritten" hold against concurrent writers too.
-                    os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                    link_as(name)
                     break
                 except FileExistsError:
                     if _same_content(dir_fd, name, data):

@@ -28,6 +28,7 @@ __all__ = [
     "WRITE_NEW_FLAGS",
     "Refused",
     "check_entry",
+    "file_to_link",
     "file_url_to_path",
     "linked_elsewhere",
     "open_dir",
@@ -53,9 +54,9 @@ WRITE_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CL
 # open() with O_NOFOLLOW on a symlink fails with ELOOP; O_DIRECTORY on anything that is not a
 # directory (a file, or a symlink on some kernels) with ENOTDIR.
 _PLANTED = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
-# A tool_result or data/ file has two links for the microseconds between being linked into
-# place and its temporary name being removed: a second link is looked at again this often,
-# 1 ms apart, before it is refused.
+# Where a tool_result file cannot be made without a name (`file_to_link`), it has two links
+# for the microseconds between being linked into place and its temporary name being removed:
+# a second link is looked at again this often, 1 ms apart, before it is refused.
 _LINK_RETRIES = 20
 
 
@@ -272,9 +273,9 @@ def _checked(fd: int, shown: str, verify: Callable[[int, str], os.stat_result]) 
 def open_for_reading(dir_fd: int, name: str, shown: str) -> int:
     """Open `name` in `dir_fd` for reading: no link followed, never blocking, verified.
 
-    A second link is looked at again for a moment (`verify_settled`): a tool_result file has
-    two for the few microseconds between being linked into place and its temporary name
-    being removed.
+    A second link is looked at again for a moment (`verify_settled`): where `file_to_link`
+    uses a temporary name, a tool_result file has two for the few microseconds between being
+    linked into place and that name being removed.
 
     Raises:
         FileNotFoundError: it does not exist.
@@ -288,11 +289,11 @@ def open_for_reading(dir_fd: int, name: str, shown: str) -> int:
 def verify_settled(fd: int, shown: str) -> os.stat_result:
     """`verify_file`, looking again for up to 20 ms while the file has a second link.
 
-    The workspace puts a finished tool_result file in place by linking it under its final
-    name and then removing its temporary name, so for a few microseconds it has two
-    links; a reader that opens it then must not refuse it. A second link that stays is
-    refused. Usable on any open descriptor, however it was opened (the read-back tools open
-    by path).
+    Where the workspace cannot make a tool_result file without a name (`file_to_link`), it
+    links it under its final name and then removes its temporary name, so for a few
+    microseconds it has two links; a reader that opens it then must not refuse it. A second
+    link that stays is refused. Usable on any open descriptor, however it was opened (the
+    read-back tools open by path).
 
     Raises:
         Refused: a FIFO, socket, device or directory, or a second link that stays.
@@ -418,6 +419,70 @@ def temporary_file(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> Itera
         # Removed before the lock is let go, so a remover never sees it unlocked.
         unlink_quietly(dir_fd, tmp)
         os.close(fd)
+
+
+@contextlib.contextmanager
+def file_to_link(
+    dir_fd: int, name: str, data: bytes, *, fsync: bool
+) -> Iterator[Callable[[str], None]]:
+    """Write `data` to a new file in `dir_fd` that has no name yet; yield `link_as(entry)`,
+    which gives it the name `entry` in `dir_fd` (`FileExistsError` when that is taken: an
+    entry is never replaced, nor followed). May be called again after a `FileExistsError`.
+
+    On Linux the file is made with `O_TMPFILE`: it has no name until it is linked, so from
+    the moment any reader can see it, it has one link, and a writer killed at any point
+    leaves nothing to clear. Where that is not available (another system, a file system
+    without it, no /proc), it is written to a temporary name (`temporary_file`, for the file
+    `name`) that is removed once it is linked: a writer killed between the two leaves a file
+    with two links, which readers refuse until `initialize` removes the temporary name.
+
+    Raises:
+        OSError: the disk refused the write; nothing is left.
+        OffloadError: as `temporary_file`, where it is used.
+    """
+    fd = _unnamed_file(dir_fd)
+    if fd is None:
+        with temporary_file(dir_fd, name, data, fsync=fsync) as tmp:
+
+            def link_temporary(entry: str) -> None:
+                os.link(tmp, entry, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+
+            yield link_temporary
+        return
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+
+        def link_unnamed(entry: str) -> None:
+            # linkat(AT_SYMLINK_FOLLOW) of the descriptor's /proc entry: the one way to name
+            # an O_TMPFILE file without CAP_DAC_READ_SEARCH.
+            os.link(f"/proc/self/fd/{fd}", entry, dst_dir_fd=dir_fd, follow_symlinks=True)
+
+        yield link_unnamed
+    finally:
+        os.close(fd)
+
+
+# An O_TMPFILE open fails with one of these where the kernel or the file system lacks it
+# (EISDIR on kernels that predate it, as the flag includes O_DIRECTORY).
+_NO_UNNAMED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT)
+
+
+def _unnamed_file(dir_fd: int) -> int | None:
+    """A new file with no name in `dir_fd`, open for writing; None where it cannot be made
+    that way (then a temporary name is used)."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(".", flag | os.O_WRONLY | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in _NO_UNNAMED:
+            return None
+        raise
 
 
 def remove_dead_temporaries(dir_fd: int) -> list[str]:

@@ -75,9 +75,10 @@ COMMIT_TAIL = 64
 # A commit record is rewritten in place by one small pwrite; a read that lands in the middle
 # of it fails its checksum and is taken again, this many times, 1 ms apart.
 _COMMIT_RETRIES = 20
-# A tool_result or data/ file has two links for the microseconds between being linked into
-# place and its temporary name being removed: `Folder.stat` looks again this often, 1 ms
-# apart, as the verified open does before it refuses a second link.
+# A tool_result file made under a temporary name (`file_to_link` off Linux) has two links
+# for the microseconds between being linked into place and that name being removed:
+# `Folder.stat` looks again this often, 1 ms apart, as the verified open does before it
+# refuses a second link.
 _SETTLE_RETRIES = 20
 
 
