@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import queue
 import re
 import signal
@@ -321,3 +322,17 @@ def ctrl_c_reaches_children() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def makes_unnamed_files(folder: str | os.PathLike[str]) -> bool:
+    """Whether files with no name can be made in `folder` (Linux's `O_TMPFILE`, on a file
+    system that has it), as the workspace makes tool results there; elsewhere it uses a
+    temporary name."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        return False
+    try:
+        os.close(os.open(folder, flag | os.O_WRONLY, 0o600))
+    except OSError:
+        return False
+    return True
