@@ -336,3 +336,21 @@ def makes_unnamed_files(folder: str | os.PathLike[str]) -> bool:
     except OSError:
         return False
     return True
+
+
+async def chain_of_sub_agents(workdir: str | os.PathLike[str], length: int) -> list[str]:
+    """`length` sessions in a new workspace at `workdir`, each a sub-agent of the one before
+    (`s0000` the first), recorded as `Agent.as_tool` records them: the child's
+    `session_start` names its `parent` (session, agent, step, tool call)."""
+    workspace = LocalWorkspace(workdir, fsync=False)
+    await workspace.initialize()
+    names = [f"s{n:04d}" for n in range(length)]
+    for parent, session in zip([None, *names[:-1]], names, strict=True):
+        link = {"session": parent, "agent": "worker", "step": 1, "tool_id": "call_1"}
+        await workspace.record_event(
+            session,
+            "session_start",
+            agent="worker",
+            **({"parent": link} if parent is not None else {}),
+        )
+    return names

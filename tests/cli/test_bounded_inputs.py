@@ -128,6 +128,25 @@ def test_a_deeply_nested_line_is_reported_as_a_bad_line(deep: Path) -> None:
     assert "nested more than" in verify.stdout
 
 
+def test_a_chain_of_1200_sub_agents_is_listed_each_under_the_one_before(tmp_path: Path) -> None:
+    """Sub-agents of sub-agents, 1,200 deep, as parent links on disk: `ls` lists them all,
+    in order, each one level under its parent (a recursive walk ended in RecursionError)."""
+    import asyncio
+    import json
+
+    from helpers import chain_of_sub_agents
+
+    workdir = tmp_path / "ws"
+    names = asyncio.run(chain_of_sub_agents(workdir, 1200))
+    listed = _run("ls", "--json", "--workdir", workdir)
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    rows = json.loads(listed.stdout)
+    assert [(r["session"], r["depth"]) for r in rows] == [(n, d) for d, n in enumerate(names)]
+    table = _run("ls", "--workdir", workdir)
+    assert table.returncode == 0, table.stderr[-3000:]
+    assert table.stdout.splitlines()[-1].strip().startswith("└ s1199")
+
+
 # -- hostile numbers ---------------------------------------------------------------------------
 
 HUGE = "9" * 5000  # past Python's 4,300-digit limit for int()

@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from ui_running import Ui, chromium_path, start_ui, stop_ui
 
+NAN = float("nan")
+INF = float("inf")
+
 
 @pytest.fixture(scope="session")
 def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -34,6 +37,47 @@ def own_demo(demo_workspace: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "demo"
     shutil.copytree(demo_workspace, copy, symlinks=True)
     return copy
+
+
+@pytest.fixture
+def odd_numbers(tmp_path: Path) -> Path:
+    """A workspace whose record holds numbers JSON has no spelling for, as the workspace
+    writes a float that is not finite (the token NaN, Infinity or -Infinity, which Python's
+    json reads back): session `odd-numbers`, one model call."""
+    import asyncio
+    import concurrent.futures
+
+    from ctxoffload import LocalWorkspace
+
+    async def record() -> None:
+        workspace = LocalWorkspace(tmp_path / "ws", fsync=False)
+        await workspace.initialize()
+        session = "odd-numbers"
+        message = {"id": "m1", "role": "user", "content": "hello", "metadata": {"score": NAN}}
+        await workspace.record_event(
+            session,
+            "session_start",
+            agent="odd",
+            context_window=4000,
+            config={"trigger_ratio": INF},
+        )
+        await workspace.record_event(session, "message", message=message)
+        await workspace.record_event(
+            session,
+            "model_call",
+            step=1,
+            messages=["m1"],
+            context_window=NAN,
+            tokens_counted=INF,
+            input_tokens=-INF,
+            window={"messages": 12},
+        )
+        await workspace.offload_context(session, msgs=[message])
+
+    # A browser test's Playwright runs an event loop in this thread: record in another.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, record()).result()
+    return tmp_path / "ws"
 
 
 @pytest.fixture

@@ -199,3 +199,113 @@ def test_hostile_content_renders_as_inert_text(page: Any, tmp_path: Path) -> Non
         page.screenshot(path=str(artifacts() / "ui-hostile.png"))
     finally:
         stop_ui(ui)
+
+
+def test_a_hostile_agent_or_model_name_is_inert_text(page: Any, tmp_path: Path) -> None:
+    """The heading's agent and model come from the record as inert text, as every other
+    field does: markup shows as the characters it is made of, escapes as `\\x1b`."""
+    import asyncio
+    import concurrent.futures
+
+    from ctxoffload import Agent, LocalWorkspace, ScriptedModel
+
+    name = '<img src=x onerror="window.__pwned = 3">\x1b[2J\u202eevil'
+
+    async def run() -> None:
+        agent = Agent(
+            name=name,
+            model=ScriptedModel(["done"], model_name="<b>model</b>\x1b]52;c;aGVsbG8=\x07"),
+            offloader=LocalWorkspace(tmp_path / "ws"),
+            session_id="named",
+        )
+        await agent.reply("hello")
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
+    ui = start_ui(tmp_path / "ws")
+    try:
+        open_session(page, ui, "named")
+        head = page.inner_text("#session-head")
+        assert '<img src=x onerror="window.__pwned = 3">\\x1b[2J\\u202eevil' in head
+        assert "<b>model</b>\\x1b]52;c;aGVsbG8=\\x07" in head
+        assert not any(c in head for c in "\x1b\u202e\x07")
+        assert page.locator("#session-head img, #session-head b").count() == 0
+        assert page.evaluate("window.__pwned") is None
+    finally:
+        stop_ui(ui)
+
+
+def test_no_script_keeps_the_token_and_a_reload_still_works(page: Any, ui: Ui) -> None:
+    """The token lives in the HttpOnly cookie the first load sets: the address bar drops it,
+    no storage a script can read holds it, and a reload gets in by the cookie."""
+    open_session(page, ui)
+    page.wait_for_selector("#live.on")
+    assert ui.token not in page.url
+    readable = page.evaluate(
+        "() => JSON.stringify([{...sessionStorage}, {...localStorage}, document.cookie])"
+    )
+    assert ui.token not in readable
+    page.reload()
+    page.wait_for_selector(".step")
+    page.wait_for_selector("#live.on")
+    assert ui.token not in page.evaluate("() => JSON.stringify({...sessionStorage})")
+
+
+def test_two_viewers_on_two_ports_keep_their_own_cookie(page: Any, ui: Ui, own_demo: Path) -> None:
+    other = start_ui(own_demo)
+    try:
+        open_session(page, ui)
+        second = page.context.new_page()
+        open_session(second, other)
+        for tab in (page, second):  # neither viewer's cookie replaced the other's
+            tab.reload()
+            tab.wait_for_selector(".step")
+        names = {cookie["name"] for cookie in page.context.cookies()}
+        assert names == {f"ctxoffload_ui_token_{ui.port}", f"ctxoffload_ui_token_{other.port}"}
+    finally:
+        stop_ui(other)
+
+
+def test_many_tabs_of_one_viewer_all_load_and_follow_live(page: Any, own_demo: Path) -> None:
+    """Eight tabs: more than the six connections a browser opens to one host. They share one
+    live stream, so every tab loads, and each sees a new session; when the tab holding the
+    stream closes, another takes it over."""
+    import shutil
+
+    ui = start_ui(own_demo)
+    try:
+        tabs = [page] + [page.context.new_page() for _ in range(7)]
+        for tab in tabs:
+            open_session(tab, ui)
+        for tab in tabs:
+            tab.wait_for_selector("#live.on")
+        sessions = own_demo / "sessions"
+        shutil.copytree(sessions / "nightly-job", sessions / "added")
+        for tab in tabs:
+            tab.wait_for_selector('#sessions a[data-session="added"]')
+        for tab in tabs[:4]:  # the first tab holds the stream
+            tab.close()
+        shutil.copytree(sessions / "nightly-job", sessions / "added-later")
+        for tab in tabs[4:]:
+            tab.wait_for_selector('#sessions a[data-session="added-later"]')
+            assert tab.get_attribute("#live", "class") == "live on"
+    finally:
+        stop_ui(ui)
+
+
+def test_numbers_json_cannot_spell_show_as_a_dash(page: Any, odd_numbers: Path) -> None:
+    """A record's NaN and Infinity (sent as those words) show as – and draw as nothing."""
+    ui = start_ui(odd_numbers)
+    try:
+        open_session(page, ui, "odd-numbers")
+        assert "window 4,000 tokens" in page.inner_text("#session-head")
+        page.click('.step[data-step="1"]')
+        page.wait_for_selector("#step-title")
+        assert "– tokens counted" in page.inner_text("#step-title")
+        # The bar is drawn to the scale of the numbers there are (the 12 tokens of messages).
+        height = page.eval_on_selector(
+            '.step .seg[data-part="messages"]', "seg => seg.getBoundingClientRect().height"
+        )
+        assert height > 100
+    finally:
+        stop_ui(ui)

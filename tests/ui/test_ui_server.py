@@ -4,9 +4,13 @@ http.client, so every header is the test's choice."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
+import queue
+import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +22,11 @@ import pytest
 from ui_running import Ui, cli_json, start_ui, stop_ui
 
 from ctxoffload.workspace import EventKind
+from helpers import chain_of_sub_agents
+
+# A bound on every wait, so that a broken server fails the test instead of hanging the suite;
+# not a speed check.
+PATIENCE = 120.0
 
 
 def request(
@@ -49,7 +58,54 @@ def request(
 def api(ui: Ui, name: str, **params: Any) -> Any:
     status, _, body = request(ui, f"/api/{name}?{urllib.parse.urlencode(params)}")
     assert status == 200, body
-    return json.loads(body)
+    return strict_json(body)
+
+
+def strict_json(body: bytes) -> Any:
+    """`body` parsed as a browser parses JSON: NaN and Infinity are no JSON."""
+
+    def refuse(constant: str) -> Any:
+        raise AssertionError(f"{constant} is not JSON: {body[:300]!r}")
+
+    return json.loads(body, parse_constant=refuse)
+
+
+def live_changes(ui: Ui) -> queue.Queue[set[str]]:
+    """The sessions each `change` event of a new /api/live stream names, as they come."""
+    connection = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=PATIENCE)
+    connection.request(
+        "GET", f"/api/live?token={ui.token}", headers={"Host": f"127.0.0.1:{ui.port}"}
+    )
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.getheader("Content-Type", "").startswith("text/event-stream")
+    assert response.readline() == b"retry: 2000\n"
+    found: queue.Queue[set[str]] = queue.Queue()
+
+    def pump() -> None:
+        try:
+            while line := response.readline():
+                if line.startswith(b"data: "):
+                    found.put(set(json.loads(line[len(b"data: ") :])["sessions"]))
+        except OSError:
+            pass  # the server stopped
+
+    threading.Thread(target=pump, daemon=True).start()
+    return found
+
+
+def next_change(changes: queue.Queue[set[str]]) -> set[str]:
+    try:
+        return changes.get(timeout=PATIENCE)
+    except queue.Empty:
+        raise AssertionError(f"no change event within {PATIENCE:g} s") from None
+
+
+def append_event(workdir: Path, session: str) -> None:
+    """A line appended to a session's events.jsonl, as a writer appends one."""
+    (workdir / "sessions" / session).mkdir(parents=True, exist_ok=True)
+    with (workdir / "sessions" / session / "events.jsonl").open("a") as log:
+        log.write(json.dumps({"time": "2026-11-24T00:00:00+00:00", "kind": "note"}) + "\n")
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
@@ -77,9 +133,23 @@ def test_every_request_must_present_the_printed_token(ui: Ui) -> None:
     jar = {"Cookie": cookie.split(";")[0]}
     assert request(ui, "/api/sessions", token=None, headers=jar)[0] == 200
     assert (
-        request(ui, "/api/sessions", token=None, headers={"Cookie": "ctxoffload_ui_token=x"})[0]
-        == 403
+        request(ui, "/api/sessions", token=None, headers={"Cookie": f"{jar_name(ui)}=x"})[0] == 403
     )
+
+
+def jar_name(ui: Ui) -> str:
+    return f"ctxoffload_ui_token_{ui.port}"
+
+
+def test_the_token_cookie_is_named_for_the_port(ui: Ui) -> None:
+    """A browser sends 127.0.0.1's cookies to every port: two viewers on two ports each set
+    and read a cookie of their own, instead of one overwriting the other's token."""
+    _, headers, _ = request(ui, "/")
+    name, _, value = headers["Set-Cookie"].split(";")[0].partition("=")
+    assert (name, value) == (jar_name(ui), ui.token)
+    for other in ("ctxoffload_ui_token", f"ctxoffload_ui_token_{ui.port + 1}"):
+        jar = {"Cookie": f"{other}={ui.token}"}
+        assert request(ui, "/api/sessions", token=None, headers=jar)[0] == 403, other
 
 
 def test_a_request_for_another_host_is_refused(ui: Ui) -> None:
@@ -237,38 +307,135 @@ def test_hostile_paths_and_session_ids_get_an_error_not_a_file(
         stop_ui(ui)
 
 
+def test_numbers_json_cannot_spell_arrive_as_their_names(odd_numbers: Path) -> None:
+    """NaN, Infinity and -Infinity in a record (Python's json reads them; no browser does)
+    are sent as the strings "NaN", "Infinity" and "-Infinity"; every answer parses."""
+    ui = start_ui(odd_numbers)
+    try:
+        assert api(ui, "sessions")["sessions"][0]["session"] == "odd-numbers"
+        session = api(ui, "session", session="odd-numbers")
+        (step,) = session["steps"]
+        assert step["context_window"] == "NaN"
+        assert (step["tokens_counted"], step["input_tokens"]) == ("Infinity", "-Infinity")
+        assert step["trigger_tokens"] is None  # a trigger_ratio of Infinity draws no line
+        assert api(ui, "step", session="odd-numbers", step=1)["messages"][0]["id"] == "m1"
+        api(ui, "diff", session="odd-numbers", **{"from": 1, "to": 1})
+        assert "NaN" in api(ui, "search", pattern="NaN")["matches"][0]["text"]
+    finally:
+        stop_ui(ui)
+
+
+def test_a_chain_of_1200_sub_agents_is_listed(tmp_path: Path) -> None:
+    names = asyncio.run(chain_of_sub_agents(tmp_path / "ws", 1200))
+    ui = start_ui(tmp_path / "ws")
+    try:
+        rows = api(ui, "sessions")["sessions"]
+    finally:
+        stop_ui(ui)
+    assert [(r["session"], r["depth"]) for r in rows] == [(n, d) for d, n in enumerate(names)]
+
+
+# -- every request gets an answer --------------------------------------------------------------
+
+
+def test_a_nul_in_a_search_gets_a_4xx_that_says_so(ui: Ui) -> None:
+    for params in ({"pattern": "a\x00b"}, {"pattern": "\x00", "fixed": "1"}):
+        status, headers, body = request(ui, "/api/search?" + urllib.parse.urlencode(params))
+        assert status == 400, (params, body)
+        assert headers["Content-Type"].startswith("application/json")
+        assert "NUL" in strict_json(body)["error"]
+    assert api(ui, "sessions")["sessions"]  # and it goes on serving
+
+
+def test_a_workspace_removed_under_the_server_gets_answers(own_demo: Path) -> None:
+    ui = start_ui(own_demo)
+    try:
+        shutil.rmtree(own_demo / "sessions")
+        for path in (
+            "/api/sessions",
+            "/api/session?session=nightly-job",
+            "/api/step?session=nightly-job&step=1",
+            "/api/search?pattern=x",
+        ):
+            status, _, body = request(ui, path)
+            assert status == 404, (path, body)
+            assert "sessions/ folder" in strict_json(body)["error"] or "no session" in str(body)
+        assert request(ui, "/")[0] == 200
+    finally:
+        said = stop_ui(ui)
+    assert "Traceback" not in said
+
+
+def test_a_silent_connection_is_closed_and_a_live_stream_stays_open(own_demo: Path) -> None:
+    """A client that connects and sends nothing, or half a request line, is let go after a
+    while; a live stream (long-lived on purpose) outlasts that and still brings changes."""
+    ui = start_ui(own_demo)
+    try:
+        changes = live_changes(ui)
+        silent = socket.create_connection(("127.0.0.1", ui.port), timeout=PATIENCE)
+        half = socket.create_connection(("127.0.0.1", ui.port), timeout=PATIENCE)
+        half.sendall(b"GET /api/sess")
+        for connection in (silent, half):
+            with connection:
+                assert connection.recv(1) == b"", "the server answered a request never sent"
+        append_event(own_demo, "nightly-job")
+        assert "nightly-job" in next_change(changes)
+    finally:
+        stop_ui(ui)
+
+
 # -- live --------------------------------------------------------------------------------------
 
 
 def test_live_updates_name_the_session_that_changed(own_demo: Path) -> None:
     ui = start_ui(own_demo)
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=60)
-        connection.request(
-            "GET", f"/api/live?token={ui.token}", headers={"Host": f"127.0.0.1:{ui.port}"}
-        )
-        response = connection.getresponse()
-        assert response.status == 200
-        assert response.getheader("Content-Type", "").startswith("text/event-stream")
-        assert response.readline() == b"retry: 2000\n"
-        got: list[bytes] = []
+        changes = live_changes(ui)
+        append_event(own_demo, "nightly-job")
+        assert "nightly-job" in next_change(changes)
+    finally:
+        stop_ui(ui)
 
-        def read() -> None:
-            while True:
-                line = response.readline()
-                if not line or line.startswith(b"data: "):
-                    got.append(line)
-                    return
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        with (own_demo / "sessions" / "nightly-job" / "events.jsonl").open("a") as log:
-            log.write(json.dumps({"time": "2026-11-24T00:00:00+00:00", "kind": "note"}) + "\n")
-        reader.join(timeout=30)
-        assert got, "no change event within 30 s"
-        change = json.loads(got[0][len(b"data: ") :])
-        assert "nightly-job" in change["sessions"]
-        connection.close()
+def inotify_watches(pid: int) -> int:
+    """How many folders process `pid` watches with inotify (Linux)."""
+    watches = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify":
+                info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+                watches += sum(line.startswith("inotify wd:") for line in info.splitlines())
+        except FileNotFoundError:
+            continue  # closed meanwhile
+    return watches
+
+
+def test_live_updates_follow_no_link_out_of_the_workspace(own_demo: Path, tmp_path: Path) -> None:
+    """A link planted in a session folder, to a tree outside: nothing in that tree is watched
+    or reported; a session that appears later is followed."""
+    outside = tmp_path / "outside"
+    folders = [outside / f"d{n}" for n in range(40)]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    (own_demo / "sessions" / "nightly-job" / "outside").symlink_to(outside)
+    append_event(own_demo, "other")
+    ui = start_ui(own_demo)
+    try:
+        assert inotify_watches(ui.process.pid) < len(folders)
+        changes = live_changes(ui)
+        (folders[7] / "written-outside.txt").write_text("x")
+        append_event(own_demo, "other")
+        seen = next_change(changes)
+        while "other" not in seen:
+            assert "nightly-job" not in seen, seen
+            seen = next_change(changes)
+        assert "nightly-job" not in seen, seen
+        append_event(own_demo, "later")  # a session that appears now
+        while "later" not in next_change(changes):
+            pass
+        append_event(own_demo, "later")  # and is watched from then on
+        while "later" not in next_change(changes):
+            pass
     finally:
         stop_ui(ui)
 

@@ -250,19 +250,17 @@ def grouped(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             top.append(row)
     ordered: list[dict[str, Any]] = []
     seen: set[str] = set()
-
-    def place(row: dict[str, Any], depth: int) -> None:
-        if row["session"] in seen:
-            return  # a loop of parents (hand-edited records): each row once
-        seen.add(row["session"])
-        ordered.append({**row, "depth": depth})
-        for child in children.get(row["session"], []):
-            place(child, depth + 1)
-
-    for row in top:
-        place(row, 0)
-    for row in rows:  # rows only reachable through a loop
-        place(row, 0)
+    # Depth first with a stack, not recursion: sub-agents of sub-agents make chains of any
+    # length (1,200 levels ended in RecursionError).
+    for root in top + rows:  # then the rows only reachable through a loop of parents
+        stack = [(root, 0)]
+        while stack:
+            row, depth = stack.pop()
+            if row["session"] in seen:
+                continue  # a loop of parents (hand-edited records): each row once
+            seen.add(row["session"])
+            ordered.append({**row, "depth": depth})
+            stack.extend((child, depth + 1) for child in reversed(children.get(row["session"], [])))
     return ordered
 
 

@@ -7,22 +7,24 @@ it again every `--poll` seconds.
 
 Safe by default, as Jupyter is: it listens on 127.0.0.1 only; the URL it prints carries a
 random token that every request must present (in the query, in the `X-Ctxoffload-Token`
-header, or in the cookie the page's first load sets); a request whose Host header is not
-this server's own (DNS rebinding) is refused; it answers GET and HEAD only and writes
-nothing; files are read through the agent's Read tool (`FileToolbox`), confined to the
-workspace; every answer is JSON or the package's own files, with a content security policy
-that runs no script but the page's own, and the page puts session content into the document
-as text, never as HTML.
+header, or in the cookie the page's first load sets, named for the port); a request whose
+Host header is not this server's own (DNS rebinding) is refused; it answers GET and HEAD
+only and writes nothing; files are read through the agent's Read tool (`FileToolbox`),
+confined to the workspace; every answer is JSON or the package's own files, with a content
+security policy that runs no script but the page's own, and the page puts session content
+into the document as text, never as HTML. Every request gets an answer (an error is one too),
+and a connection that sends nothing for `REQUEST_SECONDS` before its request is in is closed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hmac
 import http.server
 import json
+import math
 import mimetypes
-import os
 import secrets
 import sys
 import threading
@@ -40,7 +42,9 @@ from ._output import shown
 __all__ = ["UiServer", "register", "run"]
 
 TOKEN_HEADER = "X-Ctxoffload-Token"
-COOKIE = "ctxoffload_ui_token"
+COOKIE_PREFIX = "ctxoffload_ui_token_"
+"""The token cookie's name, followed by the port: a browser sends 127.0.0.1's cookies to every
+port of it, so two viewers on two ports each need a cookie of their own."""
 STATIC = Path(__file__).with_name("_ui_static")
 _STATIC_FILES = ("index.html", "ui.js", "ui.css")
 _POLICY = (
@@ -48,6 +52,10 @@ _POLICY = (
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 _KEEPALIVE_SECONDS = 15.0
+REQUEST_SECONDS = 10.0
+"""How long a connection may go without sending anything while its request is read (a
+browser sends the request as soon as it has connected). Once the request is read there is no
+limit: a live stream stays open for as long as the page."""
 
 
 def register(commands: Any) -> None:
@@ -166,6 +174,7 @@ class UiServer:
         self._http.ui = self
         self.port = int(self._http.server_address[1])
         self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+        self.cookie = f"{COOKIE_PREFIX}{self.port}"
 
     @property
     def url(self) -> str:
@@ -211,12 +220,11 @@ class UiServer:
             return self.version, set(self.changed)
 
     def _watch(self) -> None:
-        import watchfiles
+        from ._watching import watch_sessions
 
-        sessions = os.path.join(self.model.workdir, "sessions")
         try:
-            for changes in watchfiles.watch(
-                sessions,
+            for touched in watch_sessions(
+                self.model.workdir,
                 stop_event=self._stop,
                 debounce=300,
                 step=100,
@@ -224,14 +232,8 @@ class UiServer:
                 yield_on_timeout=True,
             ):
                 self._following.set()  # the first (empty) answer: the watch is in place
-                if not changes:
-                    continue
-                touched = set()
-                for _, path in changes:
-                    relative = os.path.relpath(path, sessions).split(os.sep)
-                    if relative and relative[0] not in ("", ".", ".."):
-                        touched.add(relative[0])
-                self.note_change(touched)
+                if touched:
+                    self.note_change(touched)
         except Exception as exc:  # the page still works, without live updates
             print(f"ctxoffload ui: warning: live updates stopped: {exc}", file=sys.stderr)
         finally:
@@ -271,9 +273,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Http
     server_version = "ctxoffload-ui"
     sys_version = ""
+    # Set on the socket before the request is read (`StreamRequestHandler.setup`): a client
+    # that sends nothing, or half a request line, no longer holds a thread forever.
+    timeout = REQUEST_SECONDS
+    _answering = False  # the status line of the answer is written: no other can follow
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the terminal shows the URL and warnings only
+
+    def parse_request(self) -> bool:
+        read = super().parse_request()
+        if read:
+            self.connection.settimeout(None)  # the request is in: answer at the client's pace
+        return read
 
     def do_HEAD(self) -> None:
         self.do_GET()
@@ -284,6 +296,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_POST
 
     def do_GET(self) -> None:
+        """Answer the request, whatever happens on the way: bad input is a 4xx with what was
+        wrong, anything else a 5xx with what failed, and the server goes on serving."""
+        try:
+            self._get()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away: nobody to answer
+        except CliError as exc:
+            self._fail(404 if "no session" in str(exc) else 400, str(exc))
+        except Exception as exc:  # a bug, or the workspace changing under the reader
+            what = f"{type(exc).__name__}: {exc}"
+            print(f"ctxoffload ui: warning: {self.path[:200]!r}: {what}", file=sys.stderr)
+            status = 404 if isinstance(exc, FileNotFoundError) else 500
+            self._fail(status, f"the server could not answer this request: {what}")
+
+    def _get(self) -> None:
         ui = self.server.ui
         if self.headers.get("Host", "") not in ui.hosts:
             self._send(403, {"error": "this Host is not the server's own (DNS rebinding?)"})
@@ -300,26 +327,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
             return
         route = url.path
-        try:
-            if route == "/" or route in {f"/{name}" for name in _STATIC_FILES}:
-                self._static("index.html" if route == "/" else route[1:], query)
-            elif route == "/api/live":
-                self._live()
-            elif route.startswith("/api/"):
-                self._send(200, self._api(route[len("/api/") :], query))
-            else:
-                self._send(404, {"error": f"no such page: {route}"})
-        except CliError as exc:
-            self._send(404 if "no session" in str(exc) else 400, {"error": str(exc)})
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        if route == "/" or route in {f"/{name}" for name in _STATIC_FILES}:
+            self._static("index.html" if route == "/" else route[1:], query)
+        elif route == "/api/live":
+            self._live()
+        elif route.startswith("/api/"):
+            self._send(200, self._api(route[len("/api/") :], query))
+        else:
+            self._send(404, {"error": f"no such page: {route}"})
+
+    def _fail(self, status: int, message: str) -> None:
+        """Answer with an error, unless an answer has begun (then only end the connection)."""
+        self.close_connection = True
+        if self._answering:
+            return
+        with contextlib.suppress(OSError):  # the client went away meanwhile
+            self._send(status, {"error": message})
 
     def _authorised(self, given: str | None) -> bool:
-        token = self.server.ui.token.encode()
+        ui = self.server.ui
+        token = ui.token.encode()
         offered = [given, self.headers.get(TOKEN_HEADER)]
         for part in (self.headers.get("Cookie") or "").split(";"):
             name, _, value = part.strip().partition("=")
-            if name == COOKIE:
+            if name == ui.cookie:
                 offered.append(value)
         return any(o is not None and hmac.compare_digest(o.encode(), token) for o in offered)
 
@@ -355,16 +386,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
         extra: dict[str, str] = {}
         if name == "index.html" and query.get("token"):
-            # The page's later requests (and a file opened in a new tab) carry it as a
-            # cookie no script can read; Strict: no other site's page sends it.
-            extra["Set-Cookie"] = (
-                f"{COOKIE}={self.server.ui.token}; HttpOnly; SameSite=Strict; Path=/"
-            )
+            # The page's later requests (and a reload) carry it as a cookie no script can
+            # read; Strict: no other site's page sends it. Cookies are not kept apart by
+            # port, so the name holds the port: another viewer's cookie is another cookie.
+            ui = self.server.ui
+            extra["Set-Cookie"] = f"{ui.cookie}={ui.token}; HttpOnly; SameSite=Strict; Path=/"
         self._reply(200, body, f"{kind}; charset=utf-8", extra)
 
     def _live(self) -> None:
         """Server-sent events: `change` with the sessions that changed, as they change."""
         ui = self.server.ui
+        self._answering = True
         self.send_response(200)
         self._headers("text/event-stream; charset=utf-8")
         self.end_headers()
@@ -384,13 +416,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
 
     def _send(self, status: int, value: Any, extra: dict[str, str] | None = None) -> None:
-        # ensure_ascii: a lone surrogate (a byte that was not UTF-8) goes out as an escape.
-        body = json.dumps(value).encode()
-        self._reply(status, body, "application/json; charset=utf-8", extra)
+        self._reply(status, _json(value), "application/json; charset=utf-8", extra)
 
     def _reply(
         self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None
     ) -> None:
+        self._answering = True
         self.send_response(status)
         self._headers(kind)
         for name, value in (extra or {}).items():
@@ -407,6 +438,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Cache-Control", "no-store")
         self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+
+
+def _json(value: Any) -> bytes:
+    """`value` as JSON any parser takes: NaN, Infinity and -Infinity (which Python's json reads
+    in a record, and no JSON parser does) are sent as the strings "NaN", "Infinity" and
+    "-Infinity". ensure_ascii: a lone surrogate (a byte that was not UTF-8) goes out as an
+    escape."""
+    try:
+        return json.dumps(value, allow_nan=False).encode()
+    except ValueError:  # a number JSON cannot spell: spelled as a string
+        return json.dumps(_finite(value), allow_nan=False).encode()
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not finite as its name. Recursion is bounded: what is
+    read from a workspace nests at most `READ_DEPTH` levels."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _required(query: dict[str, str], name: str) -> str:

@@ -36,6 +36,7 @@ from ._reading import (
     refusal,
     session_folder,
 )
+from ._watching import watch_sessions
 
 __all__ = ["Follower", "describe_event", "register", "run"]
 
@@ -299,8 +300,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         for line in follower.poll():
             print(line, flush=True)
-        watched = sessions_dir if args.session is None else os.path.join(sessions_dir, args.session)
-        for _changes in watchfiles.watch(watched, **options):
+        for _sessions in watch_sessions(workdir, args.session, **options):
             for line in follower.poll():
                 print(line, flush=True)
     except KeyboardInterrupt:

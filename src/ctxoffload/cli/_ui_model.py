@@ -12,6 +12,7 @@ text (`textContent`), never as HTML.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -19,9 +20,9 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from ..exceptions import CliError
+from ..exceptions import CliError, InvalidReference
 from ..text import message_lines
-from ..workspace import EventKind
+from ..workspace import EventKind, sessions_folder
 from ._cmd_ls import grouped, session_facts
 from ._cmd_show import SessionLog, step_messages
 from ._describe import NOT_BY_AGENT, Repeats, describe
@@ -74,8 +75,20 @@ class UiModel:
     # -- the sessions ---------------------------------------------------------------------
 
     def sessions(self) -> dict[str, Any]:
-        """Every session with the facts `ls` shows, children under their parent (`depth`)."""
-        rows = [session_facts(self.workdir, session) for session in session_ids(self.workdir)]
+        """Every session with the facts `ls` shows, children under their parent (`depth`).
+
+        Raises:
+            CliError: sessions/ cannot be listed (removed while the page is open).
+        """
+        try:
+            ids = session_ids(self.workdir)
+        except OSError:
+            try:
+                sessions_folder(self.workdir)
+            except InvalidReference as exc:  # it says which: no folder, not a workspace
+                raise CliError(str(exc)) from None
+            raise
+        rows = [session_facts(self.workdir, session) for session in ids]
         return {"workspace": self.shown_as, "sessions": _plain(grouped(rows))}
 
     # -- one session ----------------------------------------------------------------------
@@ -120,8 +133,8 @@ class UiModel:
         return {
             "session": session,
             "path": self._shown(os.path.join(self.workdir, "sessions", folder)),
-            "agent": start.get("agent"),
-            "model": start.get("model"),
+            "agent": _label(start.get("agent")),
+            "model": _label(start.get("model")),
             "context_window": start.get("context_window"),
             "by_agent": by_agent,
             "not_recorded": None if by_agent else NOT_BY_AGENT,
@@ -215,6 +228,11 @@ class UiModel:
         command (its deadline and its engine), at most `limit` of them."""
         if session:
             self._folder(session)
+        if "\x00" in pattern:  # grep runs as a child process: no command line carries a NUL
+            raise CliError(
+                f"the search pattern '{inert(pattern)[:200]}' holds a NUL character, which "
+                "`ctxoffload grep` cannot be given: leave it out"
+            )
         command = [
             sys.executable,
             "-m",
@@ -317,8 +335,14 @@ def _trigger(start: dict[str, Any]) -> int | None:
     config = start.get("config")
     ratio = config.get("trigger_ratio") if isinstance(config, dict) else None
     if isinstance(window, int) and isinstance(ratio, (int, float)):
-        return int(ratio * window)
+        trigger = ratio * window
+        return int(trigger) if math.isfinite(trigger) else None
     return None
+
+
+def _label(value: Any) -> str | None:
+    """A name from the record (agent, model) as the page shows it: inert text, or None."""
+    return None if value is None else inert(str(value))
 
 
 def _inert_all(lines: Iterable[str]) -> list[str]:

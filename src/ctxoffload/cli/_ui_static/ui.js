@@ -1,6 +1,7 @@
 // ctxoffload ui: the page. Everything a session holds is put into the document as text
 // (text nodes, textContent): never as HTML. The server has already made control characters
-// visible (`\x1b`), so nothing it sends acts on the page.
+// visible (`\x1b`), so nothing it sends acts on the page. The token is the cookie's business:
+// no script reads or keeps it (see start()).
 "use strict";
 
 const PARTS = [
@@ -17,7 +18,7 @@ const MARK_LETTERS = {
   resume: "R", fork: "F", subagent: "S",
 };
 
-const state = { token: null, session: null, data: null, step: null, panel: null };
+const state = { session: null, data: null, step: null, panel: null };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -47,12 +48,14 @@ function fmt(n) {
   return typeof n === "number" ? n.toLocaleString("en-US") : "–";
 }
 
+// A count as a number to draw with: 0 for what is not one (a record may hold "NaN").
+function count(n) {
+  return typeof n === "number" && Number.isFinite(n) ? n : 0;
+}
+
 async function api(name, params) {
   const query = new URLSearchParams(params || {});
-  const response = await fetch(`/api/${name}?${query}`, {
-    headers: { "X-Ctxoffload-Token": state.token || "" },
-    credentials: "same-origin",
-  });
+  const response = await fetch(`/api/${name}?${query}`, { credentials: "same-origin" });
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
   return body;
@@ -168,17 +171,17 @@ function drawTimeline(data) {
   const height = 230; // pixels for the tallest of the window and the steps
   let top = 1;
   for (const step of data.steps) {
-    top = Math.max(top, step.context_window || 0, step.tokens_counted || 0, total(step));
+    top = Math.max(top, count(step.context_window), count(step.tokens_counted), total(step));
   }
   top *= 1.05;
-  const px = (tokens) => Math.max(0, (tokens / top) * height);
+  const px = (tokens) => Math.max(0, (count(tokens) / top) * height);
   const children = [];
   const last = data.steps[data.steps.length - 1];
-  if (last.context_window) {
+  if (count(last.context_window)) {
     children.push(el("div", { class: "rule window", style: `bottom: ${px(last.context_window)}px` },
       el("span", {}, `window ${fmt(last.context_window)}`)));
   }
-  if (last.trigger_tokens) {
+  if (count(last.trigger_tokens)) {
     children.push(el("div", { class: "rule trigger", style: `bottom: ${px(last.trigger_tokens)}px` },
       el("span", {}, `trigger ${fmt(last.trigger_tokens)}`)));
   }
@@ -225,7 +228,7 @@ function drawTimeline(data) {
 }
 
 function total(step) {
-  return step.window ? Object.values(step.window).reduce((a, b) => a + b, 0) : 0;
+  return step.window ? Object.values(step.window).reduce((a, b) => a + count(b), 0) : 0;
 }
 
 function drawCompare(data) {
@@ -389,39 +392,81 @@ async function runSearch(pattern) {
 }
 
 // -- live updates ---------------------------------------------------------------------------
+//
+// One stream for all the tabs of this viewer. A browser opens at most six connections to a
+// host, and a stream holds one for as long as it is open: with a stream per tab, a seventh
+// tab waited forever. The tab holding the lock (one holder per origin, so per viewer) opens
+// the stream and passes on what it hears over a BroadcastChannel; when that tab closes, the
+// next tab in line takes the lock and opens the stream, and every tab reloads what it shows,
+// so a change made in between is not missed.
+
+const LIVE = "ctxoffload-live";
 
 function follow() {
-  const badge = document.getElementById("live");
-  const source = new EventSource(`/api/live?token=${encodeURIComponent(state.token || "")}`);
+  const channel = "BroadcastChannel" in window ? new BroadcastChannel(LIVE) : null;
+  if (!channel || !(navigator.locks && navigator.locks.request)) {
+    stream(null);  // no way to share: a stream of its own
+    return;
+  }
+  let leading = false;
+  let on = false;
+  channel.onmessage = (event) => {
+    const message = event.data;
+    if (message.kind === "ask") {
+      if (leading) channel.postMessage({ kind: "status", on });
+    } else {
+      hear(message);
+    }
+  };
+  navigator.locks.request(LIVE, () => {
+    leading = true;
+    stream((message) => {
+      if (message.kind === "status") on = message.on;
+      channel.postMessage(message);
+    });
+    return new Promise(() => {});  // held until the tab closes
+  });
+  channel.postMessage({ kind: "ask" });  // the badge of a tab that joins
+}
+
+// Open the stream; what it hears is shown here and, with `tell`, passed to the other tabs.
+function stream(tell) {
+  const say = (message) => {
+    hear(message);
+    if (tell) tell(message);
+  };
+  let opened = false;
+  const source = new EventSource("/api/live");
   source.onopen = () => {
-    badge.className = "live on";
-    badge.title = "live updates: on";
+    say({ kind: "status", on: true });
+    // Reconnected, or taking over from a tab that closed: changes may have been missed.
+    if (opened || tell) say({ kind: "change", sessions: [] });
+    opened = true;
   };
-  source.onerror = () => {
-    badge.className = "live off";
-    badge.title = "live updates: reconnecting";
-  };
-  source.addEventListener("change", (event) => {
-    const change = JSON.parse(event.data);
+  source.onerror = () => say({ kind: "status", on: false });
+  source.addEventListener("change", (event) => say({ kind: "change", ...JSON.parse(event.data) }));
+}
+
+function hear(message) {
+  if (message.kind === "status") {
+    const badge = document.getElementById("live");
+    badge.className = message.on ? "live on" : "live off";
+    badge.title = message.on ? "live updates: on" : "live updates: reconnecting";
+  } else if (message.kind === "change") {
     loadSessions();
-    if (state.session && (!change.sessions.length || change.sessions.includes(state.session))) {
+    if (state.session && (!message.sessions.length || message.sessions.includes(state.session))) {
       openSession(state.session, true);
     }
-  });
+  }
 }
 
 // -- start ----------------------------------------------------------------------------------
 
 function start() {
-  const params = new URLSearchParams(location.search);
-  state.token = params.get("token");
-  if (state.token) {
-    // The cookie set with the page carries the token from here on; the address bar (and a
-    // screenshot of it) need not.
-    sessionStorage.setItem("ctxoffload-token", state.token);
+  if (new URLSearchParams(location.search).has("token")) {
+    // The HttpOnly cookie set with the page carries the token from here on (a reload too):
+    // the address bar (and a screenshot of it) need not, and no script keeps it.
     history.replaceState(null, "", location.pathname + location.hash);
-  } else {
-    state.token = sessionStorage.getItem("ctxoffload-token");
   }
   document.getElementById("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
