@@ -112,6 +112,36 @@ async def test_a_result_already_truncated_is_cut_again_from_the_same_file(
     assert len(list(Path(first_ref).parent.glob("tool_result-*"))) == 1
 
 
+async def test_a_result_that_reuses_an_earlier_call_id_is_cut_from_its_own_text(
+    local_ws: LocalWorkspace,
+) -> None:
+    """Some OpenAI-compatible servers number calls per turn (`call_0` every turn). A fresh
+    result under `tool_result_limit` that must still be cut to fit the reserve is cut from
+    its own text and stored whole, never from an earlier result that had the same id."""
+    comp = make(local_ws)
+    call_a, raw_a = turn("call_", 2000)
+    results_a = await comp.process_message(raw_a)  # cut and stored when it arrived
+    first_ref = reference_in(str(results_a.tool_results[0].output))
+    first = await comp.maybe_compress(
+        [SYSTEM, Msg(role="user", content="go"), *history(150), call_a, results_a]
+    )
+    new_output = numbered(60, "PAGE-5")
+    call_b = Msg(role="assistant", content=[ToolCallBlock(id="call_0", name="bash", input={})])
+    raw_b = Msg(role="tool", content=[ToolResultBlock(id="call_0", name="bash", output=new_output)])
+    results_b = await comp.process_message(raw_b)
+    assert results_b.tool_results[0].output == new_output  # under tool_result_limit: as is
+    assert COUNTER.count_message(results_b) > comp.config.reserve_tokens(WINDOW)
+
+    second = await comp.maybe_compress([*first.messages, call_b, results_b], force=True)
+
+    kept = next(m for m in second.messages if m.id == results_b.id)
+    text = str(kept.tool_results[0].output)
+    assert "PAGE-5 line 1:" in text and "call_0 line" not in text
+    new_ref = reference_in(text)
+    assert new_ref != first_ref
+    assert Path(new_ref).read_text() == new_output
+
+
 async def test_compressor_alone_knows_which_messages_arrived_since_its_previous_call(
     local_ws: LocalWorkspace,
 ) -> None:

@@ -52,7 +52,13 @@ from ._split import Split, SplitByTokens, SplitStrategy
 from ._summarize import SummaryOutcome, summarize
 from ._summary_message import Artifact, SummaryState
 from ._summary_model import Summary
-from ._truncate import TRUNCATION_MARKER, Truncation, truncate_text, truncate_tool_result
+from ._truncate import (
+    TRUNCATION_MARKER,
+    Truncation,
+    rendered_text,
+    truncate_text,
+    truncate_tool_result,
+)
 from ._turns import is_user_request, turn_start
 
 __all__ = [
@@ -1228,7 +1234,7 @@ class Compressor:
     ) -> ToolResultBlock:
         readers = self.reader_tools(cfg)
         earlier = self._recent.get(block.id)
-        if earlier is not None and earlier.reference is not None:
+        if earlier is not None and earlier.reference is not None and _result_of(block, earlier):
             if self.counter.count_text(str(block.output)) <= limit:
                 return block
             cut = truncate_text(
@@ -1257,6 +1263,19 @@ class Compressor:
         if done is None:
             return block
         return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
+
+
+def _result_of(block: ToolResultBlock, earlier: Truncation) -> bool:
+    """Whether `block` is the result `earlier` cut: its stand-in (which names the file it went
+    to) or the whole result again. Not another result that a model gave the same call id:
+    some servers number calls per turn (`call_0` every turn), and cutting a new result from
+    an old one's text would show the model the wrong output and store the new one nowhere."""
+    output = block.output
+    if output == earlier.block.output:
+        return True
+    if isinstance(output, str) and TRUNCATION_MARKER in output:
+        return earlier.reference is not None and earlier.reference in output
+    return rendered_text(output) == earlier.full_text
 
 
 def _lines_of(
