@@ -121,6 +121,29 @@ def test_ripgrep_prints_what_re2_prints(
     assert rg_runs(log) > runs_before, "ripgrep did not run"
 
 
+@pytest.mark.parametrize(
+    "mark", [b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf"], ids=["utf-16-le", "utf-16-be", "utf-8"]
+)
+@pytest.mark.parametrize("pattern", ["NEEDLE", "^.NEEDLE", "^NEEDLE"])
+def test_a_file_that_starts_with_a_byte_order_mark_is_searched_as_bytes(
+    tmp_path: Path, recording_rg: tuple[Path, Path], mark: bytes, pattern: str
+) -> None:
+    """ripgrep decodes a file with a byte-order mark as UTF-16 (or drops a UTF-8 one), even
+    with --text; RE2 and the agent's Grep search the bytes as stored. Both print the same."""
+    workdir = tmp_path / "ws"
+    session = workdir / "sessions" / "s"
+    session.mkdir(parents=True)
+    (session / "tool_result-bom.txt").write_bytes(mark + b"NEEDLE\x80\nplain NEEDLE\n")
+    wrapper, log = recording_rg
+    runs_before = rg_runs(log)
+    expected = grep(workdir, [pattern], "python")
+    got = grep(workdir, [pattern], str(wrapper))
+    assert rg_runs(log) > runs_before, "ripgrep did not run"
+    assert got == expected
+    if pattern == "NEEDLE":
+        assert expected[1].count(b"NEEDLE") == 2, expected
+
+
 @pytest.fixture(scope="module")
 def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tool result whose matching lines fill several of the blocks in which ripgrep's

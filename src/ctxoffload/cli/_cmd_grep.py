@@ -838,7 +838,11 @@ class _Ripgrep:
     def __init__(
         self, rg: str, args: argparse.Namespace, matcher: Matcher, printer: _Printer
     ) -> None:
+        # --encoding none: the bytes as stored, as RE2 and the agent's Grep read them. Without
+        # it ripgrep decodes a file that starts with a UTF-16 byte-order mark as UTF-16 (and
+        # drops a UTF-8 one), even with --text.
         self.command = [rg, "--no-config", "--line-number", "--no-filename", "--text"]
+        self.command += ["--encoding", "none"]
         self.command += ["--color", "never"]
         self.command += ["--fixed-strings"] if args.fixed_strings else []
         self.command += ["--ignore-case"] if args.ignore_case else ["--case-sensitive"]
