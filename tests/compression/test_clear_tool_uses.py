@@ -75,6 +75,37 @@ async def test_old_outputs_become_placeholders_naming_tool_size_and_file(tmp_pat
     assert [m.id for m in after] == [m.id for m in before]  # no message leaves: pairs stay
 
 
+async def test_calls_that_share_an_id_are_cleared_one_by_one(tmp_path: Path) -> None:
+    """Some servers number calls per turn (`c0` every turn): each old output is stored in a
+    file of its own and replaced by a placeholder naming that file, each large input too,
+    and the newest use with the same id keeps its own output and arguments."""
+    msgs = [Msg(role="system", content="sys"), Msg(role="user", content="probe all")]
+    for i in range(4):
+        call, result = turn(i, text=f"arguments {i} " + "y" * 600)
+        msgs += [
+            call.model_copy(
+                update={"content": [call.tool_calls[0].model_copy(update={"id": "c0"})]}
+            ),
+            result.model_copy(
+                update={"content": [result.tool_results[0].model_copy(update={"id": "c0"})]}
+            ),
+        ]
+    run = run_of(LocalWorkspace(tmp_path), ClearToolUses(keep=1, clear_tool_inputs=True))
+
+    after = (await run.pre_llm(msgs)).messages
+
+    outputs = [str(m.tool_results[0].output) for m in after if m.tool_results]
+    for i, text in enumerate(outputs[:3]):
+        stored = Path(REF.search(text).group(1))  # type: ignore[union-attr]
+        assert stored.read_text() == output(i)
+    assert outputs[3] == output(3)
+    inputs = [m.tool_calls[0].input for m in after if m.tool_calls]
+    for i, given in enumerate(inputs[:3]):
+        stored = Path(REF.search(given["cleared"]).group(1))  # type: ignore[union-attr]
+        assert json.loads(stored.read_text())["text"].startswith(f"arguments {i} ")
+    assert inputs[3]["text"].startswith("arguments 3 ")
+
+
 class FailsOnThirdResult(OffloaderOnly):
     """A real workspace whose third tool-result write fails (a disk that fills up)."""
 

@@ -54,12 +54,22 @@ def _amount(key: str, value: Any, kinds: tuple[str, ...]) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class _Use:
-    """One tool use of the context: where its result is, and its call."""
+    """One tool use of the context: where its result is, and its call and where that is.
+
+    Positions, not call ids, say which block is which: a model may give the same id to
+    calls of different turns (some servers send `call_0` every turn), and clearing one of
+    them must leave the others as they are."""
 
     message: int
     block: int
     result: ToolResultBlock
     call: ToolCallBlock | None
+    call_at: tuple[int, int] | None = None
+
+    @property
+    def at(self) -> tuple[int, int]:
+        """(message, block): where the result is in the context."""
+        return self.message, self.block
 
 
 class ClearToolUses:
@@ -176,7 +186,7 @@ class ClearToolUses:
             return messages
         tokens_before = run.compressor.count(messages, run.tools)
         placeholders, named = _naming(messages, candidates, placeholders, inputs)
-        after = _replaced(messages, candidates, placeholders, inputs)
+        after = _replaced(messages, placeholders, inputs)
         tokens_after = run.compressor.count(after, run.tools)
         await run.compressor.event(
             EventKind.CLEAR_TOOL_USES,
@@ -224,22 +234,23 @@ class ClearToolUses:
         offloader: Offloader,
         run: PipelineRun,
         readers: ReaderTools | None,
-    ) -> tuple[dict[str, str], dict[str, str], list[str]]:
-        """Store each output (and large input) to clear; their placeholders and references.
+    ) -> tuple[dict[tuple[int, int], str], dict[tuple[int, int], str], list[str]]:
+        """Store each output (and large input) to clear; their placeholders and references,
+        the placeholders by where the result is and where the call is (`_Use`).
 
         Raises:
             Exception: whatever the offloader raised; then nothing may be cleared.
         """
         session = run.compressor.session_id
-        placeholders: dict[str, str] = {}
-        inputs: dict[str, str] = {}
+        placeholders: dict[tuple[int, int], str] = {}
+        inputs: dict[tuple[int, int], str] = {}
         references: list[str] = []
         for use in candidates:
             result, name = use.result, use.result.name or "a tool"
             tokens = _tokens(result, run)
             if run.compressor.reads_back(use.result.name, run.config()):
                 again = _call_text(use.call) if use.call is not None else name
-                placeholders[result.id] = (
+                placeholders[use.at] = (
                     f"{CLEARED_MARK}the output of {again} (~{tokens:,} tokens) was cleared "
                     "from the context; call it again to see it]"
                 )
@@ -251,20 +262,20 @@ class ClearToolUses:
                 for ref in refs:
                     run.compressor.note_artifact(Artifact(ref, size, name))
                 where = ", ".join(refs)
-                placeholders[result.id] = (
+                placeholders[use.at] = (
                     f"{CLEARED_MARK}the output of {name} (call {result.id}, ~{tokens:,} "
                     f"tokens, {size:,} bytes) is stored in {where}; "
                     f"{_lower(how_to_read(refs[0], 1, readers))}]"
                 )
-            call = use.call
-            if call is not None and self._clears_input(call.name):
+            call, call_at = use.call, use.call_at
+            if call is not None and call_at is not None and self._clears_input(call.name):
                 arguments = json.dumps(call.input, ensure_ascii=False)
                 size = len(utf8(arguments))
                 if size > _INPUT_BYTES_WORTH_CLEARING:
                     block = ToolResultBlock(id=f"{call.id}-input", name=call.name, output=arguments)
                     ref = str(await offloader.offload_tool_result(session, block))
                     references.append(ref)
-                    inputs[call.id] = (
+                    inputs[call_at] = (
                         f"{CLEARED_MARK}the arguments of {call.name} (call {call.id}, "
                         f"{size:,} bytes of JSON) are stored in {ref}; "
                         f"{_lower(how_to_read(ref, 1, readers))}]"
@@ -297,17 +308,19 @@ def _tokens(result: ToolResultBlock, run: PipelineRun) -> int:
 
 
 def _uses(messages: Sequence[Msg]) -> list[_Use]:
-    """Every tool result of the context, oldest first, with its call when the context has it."""
-    calls: dict[str, ToolCallBlock] = {}
+    """Every tool result of the context, oldest first, with its call when the context has it
+    (the latest call with its id before it)."""
+    calls: dict[str, tuple[ToolCallBlock, tuple[int, int]]] = {}
     uses: list[_Use] = []
     for m, msg in enumerate(messages):
         if isinstance(msg.content, str):
             continue
         for b, block in enumerate(msg.content):
             if isinstance(block, ToolCallBlock):
-                calls[block.id] = block
+                calls[block.id] = (block, (m, b))
             elif isinstance(block, ToolResultBlock):
-                uses.append(_Use(m, b, block, calls.get(block.id)))
+                call, call_at = calls.get(block.id, (None, None))
+                uses.append(_Use(m, b, block, call, call_at))
     return uses
 
 
@@ -334,23 +347,23 @@ _NAMED_PER_PLACEHOLDER = 8
 def _naming(
     messages: list[Msg],
     candidates: list[_Use],
-    placeholders: dict[str, str],
-    inputs: dict[str, str],
-) -> tuple[dict[str, str], dict[str, int]]:
+    placeholders: dict[tuple[int, int], str],
+    inputs: dict[tuple[int, int], str],
+) -> tuple[dict[tuple[int, int], str], dict[str, int]]:
     """The placeholders, each naming the paths, URLs, commands and ids of its output (and
     cleared input) that nothing left in the context names, at most `_NAMED_PER_PLACEHOLDER`
     (the file it points to holds the rest); and the counts for the event (`left`,
     `in_kept`, `indexed`, `cut`). A reader tool's output, not stored, is called again."""
-    remaining = named_values(_replaced(messages, candidates, placeholders, inputs))
+    remaining = named_values(_replaced(messages, placeholders, inputs))
     counts = {"left": 0, "in_kept": 0, "indexed": 0, "cut": 0}
     seen: set[tuple[str, str]] = set()
     named = dict(placeholders)
     for use in candidates:
-        text = placeholders.get(use.result.id)
+        text = placeholders.get(use.at)
         if text is None or "is stored in" not in text:
             continue
         found = message_artifacts(Msg(role="tool", content=[use.result]))
-        if use.call is not None and use.call.id in inputs:
+        if use.call is not None and use.call_at in inputs:
             found += message_artifacts(Msg(role="assistant", content=[use.call]))
         missing: list[str] = []
         for artifact in found:
@@ -368,29 +381,28 @@ def _naming(
         if shown:
             more = len(missing) - len(shown)
             rest = f", and {more} more there" if more else ""
-            named[use.result.id] = text[:-1] + "; it names " + " | ".join(shown) + rest + "]"
+            named[use.at] = text[:-1] + "; it names " + " | ".join(shown) + rest + "]"
     return named, counts
 
 
 def _replaced(
     messages: list[Msg],
-    candidates: list[_Use],
-    placeholders: dict[str, str],
-    inputs: dict[str, str],
+    placeholders: dict[tuple[int, int], str],
+    inputs: dict[tuple[int, int], str],
 ) -> list[Msg]:
-    """`messages` with the outputs (and inputs) of `candidates` replaced."""
-    touched = {u.message for u in candidates}
-    touched |= {m for m, msg in enumerate(messages) if any(c.id in inputs for c in msg.tool_calls)}
+    """`messages` with the outputs (and inputs) of the tool uses cleared replaced, each at its
+    place (`_Use.at`, `_Use.call_at`)."""
+    touched = {m for m, _ in placeholders} | {m for m, _ in inputs}
     after = list(messages)
     for m in sorted(touched):
         msg = messages[m]
         assert not isinstance(msg.content, str)
         content: list[Any] = []
-        for block in msg.content:
-            if isinstance(block, ToolResultBlock) and block.id in placeholders:
-                block = block.model_copy(update={"output": placeholders[block.id]})
-            elif isinstance(block, ToolCallBlock) and block.id in inputs:
-                block = block.model_copy(update={"input": {"cleared": inputs[block.id]}})
+        for b, block in enumerate(msg.content):
+            if isinstance(block, ToolResultBlock) and (m, b) in placeholders:
+                block = block.model_copy(update={"output": placeholders[m, b]})
+            elif isinstance(block, ToolCallBlock) and (m, b) in inputs:
+                block = block.model_copy(update={"input": {"cleared": inputs[m, b]}})
             content.append(block)
         after[m] = msg.model_copy(update={"content": content})
     return after
