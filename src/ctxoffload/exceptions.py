@@ -13,7 +13,7 @@
     ├── SummaryError            no valid summary could be produced by the summary model
     ├── IncompleteRecord        a record that cannot rebuild a step (a message never recorded)
     ├── SessionBusyError        another live writer holds the session's lease
-    ├── ToolError               a file tool refused or failed (a path outside the roots, ...)
+    ├── ToolError               a tool refused or failed (a path outside the roots, a sub-agent)
     └── CliError                a `ctxoffload` command stopped: one line on stderr, its exit status
 
 Messages say what was wrong, with the offending value, and what to do about it.
@@ -116,7 +116,8 @@ class SessionBusyError(CtxOffloadError):
 
 
 class ToolError(CtxOffloadError):
-    """A workspace file tool refused a request or failed."""
+    """A tool refused a request or failed: a workspace file tool, or a sub-agent (the
+    message names its session and the files it stored)."""
 
 
 class CliError(CtxOffloadError):

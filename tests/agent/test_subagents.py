@@ -246,3 +246,67 @@ async def test_a_sub_agent_that_compressed_answers_whatever_the_offloader(
         assert named and named[0].endswith("/context.jsonl") and Path(named[0]).is_file()
     else:
         assert not named
+
+
+async def test_a_failed_sub_agent_names_its_session_and_what_it_stored(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    fetch = ToolCallBlock(id="f1", name="fetch_log", input={"task": "t"})
+    child = Agent(
+        name="worker",
+        model=ScriptedModel(
+            [Msg(role="assistant", content=[fetch]), RuntimeError("provider 500")],
+            context_window=32_000,
+        ),
+        tools=[fetch_log],
+        context_config=ContextConfig(tool_result_limit=200),
+    )
+    parent, parent_model = lead(ws, child, ["only"])
+    async with parent:
+        await parent.reply("go")
+    result = parent_model.calls[1][-1].tool_results[0]
+    text = result.output
+    assert result.is_error and isinstance(text, str)
+    assert text.startswith("Error: ") and "failed: RuntimeError: provider 500" in text
+    session = text.split("worked in session ", 1)[1].split(" ", 1)[0]
+    stored = ws.session_dir(session) / "tool_result-f1.txt"
+    assert f"- {stored}" in text.splitlines()
+    assert stored.read_text().startswith("t line 0 ")
+    [failed] = [e for e in events(ws, "lead") if e.get("status") == "failed"]
+    assert failed["session"] == session and failed["files"] == 1
+
+
+async def test_a_cancelled_sub_agent_is_recorded_as_cancelled_and_the_cancel_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    calling = asyncio.Event()
+
+    class Hanging:
+        model_name = "hanging"
+        context_window = 8_000
+
+        async def generate(self, messages: list[Msg], **_: Any) -> ModelResponse:
+            calling.set()
+            await asyncio.Event().wait()
+            raise AssertionError("never answers")
+
+    parent, _ = lead(ws, Agent(name="worker", model=Hanging()), ["only"])
+
+    async def run() -> None:
+        async with parent:
+            await parent.reply("go")
+
+    task = asyncio.create_task(run())
+    await calling.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [stopped] = [
+        e for e in events(ws, "lead") if e["kind"] == "subagent" and e["status"] != "started"
+    ]
+    assert stopped["status"] == "cancelled"
+    assert stopped["error"]["type"] == "CancelledError"
+    assert main(["show", "lead", "--workdir", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    assert f"→ {stopped['session']} (1 step, cancelled)" in out
+    assert f"sub-agent worker (session {stopped['session']}) was cancelled" in out

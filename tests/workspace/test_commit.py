@@ -15,10 +15,11 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ctxoffload import LocalWorkspace, Msg
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, Msg
 from ctxoffload.workspace import (
     COMMIT_SUFFIX,
     Workspace,
@@ -73,7 +74,7 @@ async def test_a_fresh_workspace_knows_the_ids_already_in_the_log(workdir: Path)
 # killed in the middle of a compression is.
 KILLED_BEFORE_STATE = """
 import asyncio, os, signal, sys
-from ctxoffload import LocalWorkspace, Msg
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, Msg
 
 async def main():
     ws = LocalWorkspace(sys.argv[1])
@@ -358,14 +359,35 @@ async def test_readers_do_not_stop_mid_line_at_a_record_that_ends_there(
 
 
 async def test_a_batch_repeating_messages_apart_names_only_their_lines(
-    local_ws: LocalWorkspace,
+    workspace: Workspace,
 ) -> None:
-    await local_ws.offload_context("s", msgs=_msgs("a", "b", "c"))
-    ref = await local_ws.offload_context("s", msgs=_msgs("a", "c", "d"))
+    await workspace.offload_context("s", msgs=_msgs("a", "b", "c"))
+    ref = await workspace.offload_context("s", msgs=_msgs("a", "c", "d"))
     assert (ref.first_line, ref.last_line) == (1, 4)
     assert ref.spans == ((1, 1), (3, 4))
-    [*_, event] = await local_ws.read_events("s")
+    [*_, event] = await workspace.read_events("s")
     assert event["lines"] == [1, 4] and event["spans"] == [[1, 1], [3, 4]]
+
+
+async def test_local_and_memory_workspaces_report_the_same_spans_and_events(
+    workdir: Path,
+) -> None:
+    batches = [("a", "b"), ("a", "c"), ("b",), ("d", "a", "e"), ("a", "b", "c", "d", "e")]
+
+    async def run(workspace: Workspace) -> tuple[list[Any], list[dict[str, Any]]]:
+        refs = []
+        for names in batches:
+            ref = await workspace.offload_context("s", msgs=_msgs(*names))
+            refs.append((ref.first_line, ref.last_line, ref.spans))
+        events = [
+            {k: v for k, v in event.items() if k not in ("time", "reference")}
+            for event in await workspace.read_events("s")
+        ]
+        return refs, events
+
+    on_disk = await run(LocalWorkspace(workdir))
+    assert await run(InMemoryWorkspace()) == on_disk
+    assert on_disk[0][1] == (1, 3, ((1, 1), (3, 3)))
 
 
 async def test_a_commit_record_of_another_log_that_fits_this_one_is_not_trusted(

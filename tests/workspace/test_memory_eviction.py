@@ -82,3 +82,28 @@ async def test_eviction_is_off_by_default() -> None:
 def test_evict_after_turns_must_be_a_positive_int(value: object) -> None:
     with pytest.raises(ConfigError, match="evict_after_turns"):
         InMemoryWorkspace(evict_after_turns=value)  # type: ignore[arg-type]
+
+
+async def test_a_purged_session_starts_fresh_without_its_evictions() -> None:
+    ws = InMemoryWorkspace(evict_after_turns=1)
+    old = await ws.offload_tool_result("s", result("c1", "old"))
+    ws.note_model_call()
+    ws.note_model_call()
+    assert await ws.purge_session("s")
+    with pytest.raises(InvalidReference, match="is not held by"):
+        await ws.read_reference(old)
+    new = await ws.offload_tool_result("s", result("c1", "new"))
+    assert new.endswith("/sessions/s/tool_result-c1.txt")
+    assert await ws.read_reference(new) == b"new"
+
+
+async def test_only_the_latest_evictions_are_remembered() -> None:
+    ws = InMemoryWorkspace(evict_after_turns=1)
+    kept = InMemoryWorkspace.evictions_remembered
+    refs = [await ws.offload_tool_result("s", result(f"x{i}")) for i in range(kept + 1)]
+    ws.note_model_call()
+    ws.note_model_call()
+    with pytest.raises(InvalidReference, match="evicted at model call 2"):
+        await ws.read_reference(refs[1])
+    with pytest.raises(InvalidReference, match=f"evicted before the latest {kept} evictions"):
+        await ws.read_reference(refs[0])

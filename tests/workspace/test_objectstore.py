@@ -8,6 +8,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
@@ -460,6 +461,14 @@ async def test_relative_keys_are_accepted(ws: ObjectStoreWorkspace) -> None:
     ref = await ws.offload_tool_result("s", tool_result("c", "hello"))
     assert await ws.read_reference("sessions/s/tool_result-c.txt") == b"hello"
     assert ref.endswith("sessions/s/tool_result-c.txt")
+
+
+async def test_a_relative_key_given_as_a_path_is_accepted(ws: ObjectStoreWorkspace) -> None:
+    await ws.offload_tool_result("s", tool_result("c", "hello\nthere\n"))
+    key = PurePosixPath("sessions/s/tool_result-c.txt")
+    assert await ws.read_reference(key) == b"hello\nthere\n"
+    assert await ws.read_lines(key, 2, 2) == b"there\n"
+    assert (await ws.read_bytes(key))[0] == b"hello\nthere\n"
 
 
 async def test_store_down_is_offload_error_without_credentials(s3: S3Server) -> None:

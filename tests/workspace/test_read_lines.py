@@ -22,6 +22,7 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     ObjectStoreWorkspace,
+    ToolResultBlock,
     Workspace,
 )
 from ctxoffload.workspace import LineReader
@@ -155,6 +156,40 @@ async def test_a_reference_outside_the_workspace_is_refused(tmp_path: Path) -> N
             await ws.read_lines(ref, 1, 1)
     with pytest.raises(InvalidReference):
         await InMemoryWorkspace().read_lines("memory://nowhere/context.jsonl", 1, 1)
+
+
+async def test_the_path_context_path_returns_reads_back(local_ws: LocalWorkspace) -> None:
+    await local_ws.offload_context("s", [Msg(role="user", content=t) for t in ("a", "b")])
+    path = local_ws.context_path("s")
+    raw = path.read_bytes()
+    assert await local_ws.read_reference(path) == raw
+    assert await local_ws.read_lines(path, 2, 2) == sed(raw, 2, 2)
+    assert (await local_ws.read_bytes(path))[0] == raw
+    assert local_ws.resolve_reference(path) == path
+
+
+class AsPath(os.PathLike[str]):
+    """A reference held as an `os.PathLike` whose text is the reference."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __fspath__(self) -> str:
+        return self.text
+
+
+async def test_every_workspace_reads_a_path_like_reference_as_its_text(
+    workspace: Workspace,
+) -> None:
+    ref = await workspace.offload_tool_result(
+        "s", ToolResultBlock(id="c1", name="probe", output="one\ntwo\n")
+    )
+    assert await workspace.read_reference(AsPath(ref)) == b"one\ntwo\n"
+    assert isinstance(workspace, LineReader)
+    assert await workspace.read_lines(AsPath(ref), 2, 2) == b"two\n"
+    for not_text in (ref.encode(), AsPath(""), 7):
+        with pytest.raises(InvalidReference):
+            await workspace.read_reference(not_text)  # type: ignore[arg-type]
 
 
 # -- a log changed under the marks --------------------------------------------------------------

@@ -7,9 +7,14 @@ the child's final answer and the references to what the child stored: never the 
 transcript (context isolation). Calls made in one step run at once, each in its own session;
 data/ is shared, being content-addressed.
 
+A child that fails (its model or a step raised) still hands back: the parent's tool result
+is an error result saying why, naming the child's session and what it stored, so the parent's
+model can read the partial work. A child that is cancelled (the parent's reply was cancelled,
+Ctrl-C) is not answered for: the cancellation goes on up.
+
 The two records link: the parent's record gets a `subagent` event (`status` started, then
-done or failed) naming the child's session, the step and the tool call; the child's
-`session_start` names its `parent` (session, step, tool call, agent).
+done, failed or cancelled) naming the child's session, the step and the tool call; the
+child's `session_start` names its `parent` (session, step, tool call, agent).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from ..exceptions import ToolError
 from ..workspace import EventKind, LocalWorkspace, Workspace, validate_session_id
 from ._tools import Tool, as_tool
 
@@ -29,6 +35,8 @@ __all__ = ["CALLER", "Caller", "subagent_tool"]
 # The most stored files an answer names one by one; the rest are counted, and the child's
 # session folder (named too) holds them all.
 MAX_NAMED_FILES = 20
+# The most characters of a failed child's error shown in the parent's tool result and event.
+MAX_ERROR_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,10 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
         Args:
             task: What the sub-agent should do, stated fully: it sees nothing of your
                 context but this text.
+
+        Raises:
+            ToolError: the sub-agent failed; the message says why and names its session
+                and the files it stored (the tool result the parent's model gets).
         """
         caller = CALLER.get()
         parent = caller.agent if caller is not None else None
@@ -82,48 +94,49 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
             else None
         )
         child = template.spawn(session_id=session, offloader=offloader, parent=link)
-        if parent is not None and caller is not None:
-            await parent._record.emit(
-                EventKind.SUBAGENT,
-                status="started",
-                step=parent._record.step_of(caller.step),
-                tool_id=caller.tool_id,
-                name=tool_name,
-                session=session,
-                task_chars=len(task),
-            )
+
+        async def note(status: str, **fields: Any) -> None:
+            """The parent's `subagent` event (none without a calling agent)."""
+            if parent is not None and caller is not None:
+                await parent._record.emit(
+                    EventKind.SUBAGENT,
+                    status=status,
+                    step=parent._record.step_of(caller.step),
+                    tool_id=caller.tool_id,
+                    name=tool_name,
+                    session=session,
+                    **fields,
+                )
+
+        await note("started", task_chars=len(task))
         started = time.monotonic()
         try:
             async with child:
                 reply = await child.reply(task)
         except BaseException as exc:
-            if parent is not None and caller is not None:
-                await parent._record.emit(
-                    EventKind.SUBAGENT,
-                    status="failed",
-                    step=parent._record.step_of(caller.step),
-                    tool_id=caller.tool_id,
-                    name=tool_name,
-                    session=session,
-                    steps=len(child.steps),
-                    error={"type": type(exc).__name__, "message": str(exc)[:1000]},
-                )
-            raise
+            error = {"type": type(exc).__name__, "message": str(exc)[:MAX_ERROR_CHARS]}
+            if not isinstance(exc, Exception):
+                # Cancelled (CancelledError, KeyboardInterrupt): nothing to answer; the
+                # record says so, and the cancellation goes on up.
+                await note("cancelled", steps=len(child.steps), error=error)
+                raise
+            # The child's work so far is on disk: name it, so the parent's model can read
+            # it back rather than start over.
+            files = await _stored_files(child)
+            await note("failed", steps=len(child.steps), error=error, files=len(files))
+            failed = f"the sub-agent {tool_name} failed: {error['type']}: {error['message']}"
+            raise ToolError(
+                _hand_back(tool_name, session, failed, len(child.steps), files, child)
+            ) from exc
         answer = reply.text
         files = await _stored_files(child)
-        if parent is not None and caller is not None:
-            await parent._record.emit(
-                EventKind.SUBAGENT,
-                status="done",
-                step=parent._record.step_of(caller.step),
-                tool_id=caller.tool_id,
-                name=tool_name,
-                session=session,
-                steps=len(child.steps),
-                answer_chars=len(answer),
-                files=len(files),
-                duration_ms=round((time.monotonic() - started) * 1000, 3),
-            )
+        await note(
+            "done",
+            steps=len(child.steps),
+            answer_chars=len(answer),
+            files=len(files),
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+        )
         return _hand_back(tool_name, session, answer, len(child.steps), files, child)
 
     tool = as_tool(run_subagent)

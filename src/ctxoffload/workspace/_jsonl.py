@@ -52,6 +52,7 @@ from typing import Any
 from pydantic_core import to_json as _to_json
 
 from ..exceptions import OffloadError
+from ._batch import Span, new_rows
 from ._layout import COMMIT_SUFFIX
 from ._paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
 from ._reader import (
@@ -66,7 +67,6 @@ from ._reader import (
 
 __all__ = [
     "JsonlAppender",
-    "Span",
     "TextRow",
     "count_newlines",
     "dumps_line",
@@ -267,35 +267,6 @@ def _scan_ids(
             into.setdefault(key, line_no)
 
 
-class Span(tuple[int, int]):
-    """A batch's line span `(first, last)` in a log, with `runs`: the lines its messages are
-    on, as sorted runs `(first, last)` of consecutive lines.
-
-    A message already in the log is not written again: it is where it was, so a batch that
-    repeats some messages (an agent resumed after a kill, with another split) can be on lines
-    that are not consecutive; `(first, last)` then covers lines of other messages too, and
-    `runs` names only its own.
-    """
-
-    runs: tuple[tuple[int, int], ...]
-
-    def __new__(cls, first: int, last: int, runs: Sequence[tuple[int, int]] | None = None) -> Span:
-        span = super().__new__(cls, (first, last))
-        span.runs = tuple(runs) if runs is not None else ((first, last),)
-        return span
-
-    @classmethod
-    def of_lines(cls, lines: Sequence[int]) -> Span:
-        """The span of messages on these lines (in any order, repeats allowed)."""
-        runs: list[tuple[int, int]] = []
-        for n in sorted(set(lines)):
-            if runs and n == runs[-1][1] + 1:
-                runs[-1] = (runs[-1][0], n)
-            else:
-                runs.append((n, n))
-        return cls(runs[0][0], runs[-1][1], runs)
-
-
 @dataclass
 class _Known:
     """What an appender last saw of one log: enough to continue counting from its end."""
@@ -369,38 +340,21 @@ class _Plan:
 
     def add(self, batch: _Batch, prefix: bytes) -> None:
         """Plan one batch: its lines not already in the log or the group, and its span."""
-        keep: list[bytes] = []
-        kept_ids: list[str | None] = []
-        found: list[int] = []
-        for i, line in enumerate(batch.lines):
-            msg_id = batch.ids[i] if batch.ids is not None else None
-            line_no = None
-            if msg_id is not None and self.index is not None:
-                line_no = self.index.get(msg_id)
-                if line_no is None and self.added:
-                    line_no = self.added.get(msg_id)
-            if line_no is not None:
-                found.append(line_no)
-            else:
-                keep.append(line)
-                kept_ids.append(msg_id)
-        if not keep:
-            self.spans.append(Span.of_lines(found))
-            return
-        payload = prefix + b"".join(keep)
+        logged = () if self.index is None else (self.index, self.added)
         first = self.newlines + len(prefix) + 1
-        last = first + len(keep) - 1
+        rows = new_rows(batch.lines, batch.ids, logged, first)
+        self.spans.append(rows.span)
+        if not rows.lines:
+            return
+        payload = prefix + b"".join(rows.lines)
         self.starts.append((first, self.size + len(prefix)))
         self.size += len(payload)
         self.chunks.append(payload)
         self.newlines += payload.count(b"\n")
         if self.index is not None:
-            for line_no, msg_id in enumerate(kept_ids, first):
+            for line_no, msg_id in enumerate(rows.ids, first):
                 if msg_id is not None:
                     self.added.setdefault(msg_id, line_no)
-        self.spans.append(
-            Span.of_lines([*found, *range(first, last + 1)]) if found else Span(first, last)
-        )
 
 
 class JsonlAppender:

@@ -79,6 +79,7 @@ from ._reader import (
     iter_chunks,
     open_reference,
     reference_parts,
+    reference_text,
     take_lines,
 )
 from ._scope import check_reference
@@ -340,9 +341,6 @@ class LocalWorkspace:
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             span = self._jsonl.append(dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True)
-            first, last = span
-            # Lines apart (messages already in the log): the event names each run as well.
-            apart = {"spans": [list(r) for r in span.runs]} if len(span.runs) > 1 else {}
             self._event(
                 dir_fd,
                 session_id,
@@ -350,10 +348,9 @@ class LocalWorkspace:
                 reference=str(path),
                 bytes=sum(len(line) for line in lines),
                 messages=len(msgs),
-                lines=[first, last],
-                **apart,
+                **span.event_fields(),
             )
-        return ContextRef(str(path), first, last, span.runs)
+        return ContextRef(str(path), *span, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Write the whole text of one tool result to `sessions/{id}/tool_result-{tool_id}.txt`.
@@ -685,12 +682,14 @@ class LocalWorkspace:
 
         return await asyncio.to_thread(scan)
 
-    def _open_reference(self, reference: str) -> tuple[int, os.stat_result, list[str], int]:
+    def _open_reference(
+        self, reference: str | os.PathLike[str]
+    ) -> tuple[int, os.stat_result, list[str], int]:
         """Open the file a reference names through the reader: `(fd, its fstat, its parts,
         where reading it stops)` (`open_reference`)."""
         return open_reference(reference, str(self.workdir), self._root)
 
-    def reference_key(self, reference: str) -> list[str]:
+    def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
         """The parts of a reference below the workdir (`["sessions", id, name]`).
 
         Raises:
@@ -698,7 +697,7 @@ class LocalWorkspace:
         """
         return reference_parts(reference, str(self.workdir), self._root)
 
-    def resolve_reference(self, reference: str) -> Path:
+    def resolve_reference(self, reference: str | os.PathLike[str]) -> Path:
         """The file a reference names, checked to lie inside the workspace.
 
         Accepts a reference as returned (relative to the current directory or absolute) or
@@ -713,7 +712,7 @@ class LocalWorkspace:
         os.close(fd)
         return Path(self._root, *parts)
 
-    async def read_reference(self, reference: str) -> bytes:
+    async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
         """The bytes behind a reference this workspace returned.
 
         The file is opened first and verified on the open descriptor, so what is read is
@@ -722,7 +721,7 @@ class LocalWorkspace:
         Raises:
             InvalidReference: unknown, outside the workspace, a link or not a regular file.
         """
-
+        reference = reference_text(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, self.reference_key(reference))
 
@@ -735,7 +734,7 @@ class LocalWorkspace:
 
         return await asyncio.to_thread(read)
 
-    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+    async def read_lines(self, reference: str | os.PathLike[str], first: int, last: int) -> bytes:
         """Lines `first` to `last` (1-based, inclusive) of the file a reference names, each
         with its newline; fewer where the file ends first (the `LineReader` protocol).
 
@@ -751,6 +750,7 @@ class LocalWorkspace:
             ValueError: `first` is below 1 or `last` below `first`.
         """
         check_line_range(first, last)
+        reference = reference_text(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, self.reference_key(reference))
 
@@ -780,7 +780,7 @@ class LocalWorkspace:
         """
         return await asyncio.to_thread(self._store, bytes(data), media_type)
 
-    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+    async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with their media type.
 
         Returns:
@@ -792,6 +792,7 @@ class LocalWorkspace:
         Raises:
             InvalidReference: unknown, or outside the workspace.
         """
+        reference = reference_text(reference)
         return await self.read_reference(reference), media_type_of(reference)
 
     async def purge_session(self, session_id: str) -> bool:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
+from ._batch import Span, new_rows
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._ids import tool_file_stem, validate_session_id
@@ -32,7 +35,7 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, check_line_range, parse_log, take_lines
+from ._reader import EventKind, check_line_range, parse_log, reference_text, take_lines
 from ._scope import check_reference
 from ._writer import event_record
 
@@ -62,6 +65,12 @@ class InMemoryWorkspace:
     calls `note_model_call` before each model call. Context logs, events and state are the
     session's record and are never evicted.
 
+    The record of evictions is bounded too: the latest `evictions_remembered` evicted
+    references are remembered (and their names are not given to new content). A reference
+    evicted before those reads as one never held, and a tool_result name that old may be
+    used again for another result with the same tool id. `purge_session` forgets the
+    session's evictions with its files: a new session of that id starts as a fresh one.
+
     Args:
         name: distinguishes the references of several in-memory workspaces.
         evict_after_turns: model calls an untouched file survives; None keeps everything.
@@ -69,6 +78,9 @@ class InMemoryWorkspace:
     Raises:
         ConfigError: `evict_after_turns` is not a positive int.
     """
+
+    evictions_remembered: ClassVar[int] = 10_000
+    """How many of the latest evicted references are remembered (about 200 bytes each)."""
 
     def __init__(
         self,
@@ -118,12 +130,13 @@ class InMemoryWorkspace:
     def _session_ref(self, session_id: str, filename: str) -> str:
         return f"{self._root}/{SESSIONS_DIR}/{validate_session_id(session_id)}/{filename}"
 
-    def reference_key(self, reference: str) -> list[str]:
+    def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
         """The parts of a reference below the workspace (`["sessions", id, name]`).
 
         Raises:
             InvalidReference: not a reference of this workspace.
         """
+        reference = reference_text(reference)
         prefix = f"{self._root}/"
         if not reference.startswith(prefix):
             raise InvalidReference(
@@ -163,6 +176,11 @@ class InMemoryWorkspace:
                 del self._touched[ref]
                 self._files.pop(ref, None)
                 self._evicted[ref] = self.model_calls
+            # Oldest first: a dict keeps the order the evictions were recorded in.
+            excess = len(self._evicted) - self.evictions_remembered
+            if excess > 0:
+                for ref in list(itertools.islice(self._evicted, excess)):
+                    del self._evicted[ref]
 
     def _append(self, ref: str, payload: bytes) -> tuple[int, int]:
         with self._lock:
@@ -193,27 +211,25 @@ class InMemoryWorkspace:
             return known[1]
         return data.count(b"\n")
 
-    def _append_batch(self, ref: str, lines: list[bytes], ids: list[str | None]) -> tuple[int, int]:
-        """Append the lines whose id is not in the log yet; return the batch's span."""
+    def _append_batch(self, ref: str, lines: list[bytes], ids: list[str | None]) -> Span:
+        """Append the lines whose id is not in the log yet (`new_rows`); return the span
+        of the batch's messages."""
         with self._lock:
             index = self._ids.setdefault(ref, {})
-            found = [index[i] for i in ids if i is not None and i in index]
-            pairs = zip(lines, ids, strict=True)
-            keep = [(line, i) for line, i in pairs if i is None or i not in index]
-            if not keep:
-                return min(found), max(found)
             log = self._log(ref)
             first = self._lines_in(ref, log) + 1
+            rows = new_rows(lines, ids, (index,), first)
+            if not rows.lines:
+                return rows.span
             start = len(log)
-            for line, _ in keep:
+            for line in rows.lines:
                 log += line
-            self._newlines[ref] = (len(log), first + len(keep) - 1)
+            self._newlines[ref] = (len(log), first + len(rows.lines) - 1)
             self._marks[ref] = (first, start)
-            for line_no, (_, msg_id) in enumerate(keep, first):
+            for line_no, msg_id in enumerate(rows.ids, first):
                 if msg_id is not None:
                     index.setdefault(msg_id, line_no)
-        last = first + len(keep) - 1
-        return min([first, *found]), max([last, *found])
+        return rows.span
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
         """Append messages to the session's context log; see `LocalWorkspace.offload_context`."""
@@ -223,17 +239,16 @@ class InMemoryWorkspace:
         if not rows:
             return ContextRef(ref, 0, -1)
         lines, keys = lines_and_keys(rows)
-        first, last = self._append_batch(ref, lines, keys)
-        payload_size = sum(len(line) for line in lines)
+        span = self._append_batch(ref, lines, keys)
         self._event(
             session_id,
             EventKind.CONTEXT,
             reference=ref,
-            bytes=payload_size,
+            bytes=sum(len(line) for line in lines),
             messages=len(items),
-            lines=[first, last],
+            **span.event_fields(),
         )
-        return ContextRef(ref, first, last)
+        return ContextRef(ref, *span, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Store the whole text of a tool result; see `LocalWorkspace.offload_tool_result`."""
@@ -363,7 +378,7 @@ class InMemoryWorkspace:
                 if ref.startswith(prefix) and is_tool_result_name(ref[len(prefix) :])
             )
 
-    async def read_reference(self, reference: str) -> bytes:
+    async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
         """The bytes behind a reference this workspace returned.
 
         Raises:
@@ -372,9 +387,12 @@ class InMemoryWorkspace:
         """
         return await self._reading(reference, self._read)
 
-    async def _reading(self, reference: str, read: Callable[[str], _T | None]) -> _T:
+    async def _reading(
+        self, reference: str | os.PathLike[str], read: Callable[[str], _T | None]
+    ) -> _T:
         """`read(reference)` under the lock, once the reference is checked (held, not
         evicted, within reach) and touched."""
+        reference = reference_text(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, self.reference_key(reference))
         with self._lock:
@@ -390,12 +408,19 @@ class InMemoryWorkspace:
                 "evict_after_turns, or use a LocalWorkspace to keep everything"
             )
         if data is None:
+            forgotten = (
+                ""
+                if self.evict_after_turns is None
+                else f" (or it was evicted before the latest {self.evictions_remembered} "
+                "evictions, which are all that is remembered)"
+            )
             raise InvalidReference(
-                f"reference {reference!r} is not held by {self!r}: pass a reference it returned"
+                f"reference {reference!r} is not held by {self!r}{forgotten}: pass a "
+                "reference it returned, of a session not purged since"
             )
         return data
 
-    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+    async def read_lines(self, reference: str | os.PathLike[str], first: int, last: int) -> bytes:
         """Lines `first` to `last` (1-based, inclusive) of what a reference names; see
         `LocalWorkspace.read_lines`.
 
@@ -434,7 +459,7 @@ class InMemoryWorkspace:
         """
         return self._store(bytes(data), media_type)
 
-    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+    async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with their media type.
 
         Returns:
@@ -446,10 +471,13 @@ class InMemoryWorkspace:
         Raises:
             InvalidReference: unknown, or outside the workspace.
         """
+        reference = reference_text(reference)
         return await self.read_reference(reference), media_type_of(reference)
 
     async def purge_session(self, session_id: str) -> bool:
-        """Forget a session; stored data payloads are shared and kept."""
+        """Forget a session, its evicted files included (a new session of that id starts
+        fresh: its first result is `tool_result-<id>.txt`, an old reference is unknown);
+        stored data payloads are shared and kept."""
         prefix = self._session_ref(session_id, "")
         with self._lock:
             doomed = [ref for ref in self._files if ref.startswith(prefix)]
@@ -458,6 +486,9 @@ class InMemoryWorkspace:
                 self._ids.pop(ref, None)
                 self._marks.pop(ref, None)
                 self._newlines.pop(ref, None)
+            for records in (self._touched, self._evicted):
+                for ref in [ref for ref in records if ref.startswith(prefix)]:
+                    del records[ref]
             known = session_id in self._sessions
             self._sessions.discard(session_id)
         return bool(doomed) or known

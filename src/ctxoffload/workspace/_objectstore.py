@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ..references import ContextRef
+from ._batch import Span
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
@@ -59,7 +60,7 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, check_line_range, parse_log, take_lines
+from ._reader import EventKind, check_line_range, parse_log, reference_text, take_lines
 from ._scope import check_reference
 from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
@@ -326,7 +327,7 @@ class ObjectStoreWorkspace:
         if not payload:
             return ContextRef(ref, 0, -1)
         await self._upload_data(pending)
-        first, last = await self._logs.append(key, payload)
+        span = Span(*await self._logs.append(key, payload))
         await self._keep_present(pending)
         await self._event(
             session_id,
@@ -334,9 +335,9 @@ class ObjectStoreWorkspace:
             reference=ref,
             bytes=len(payload),
             messages=len(items),
-            lines=[first, last],
+            **span.event_fields(),
         )
-        return ContextRef(ref, first, last)
+        return ContextRef(ref, *span, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Store the whole text of one tool result as `sessions/<id>/tool_result-<tool_id>.txt`.
@@ -542,11 +543,11 @@ class ObjectStoreWorkspace:
             if (m := _SESSION_KEY.fullmatch(i.key)) and is_tool_result_name(m.group(2))
         )
 
-    def reference_key(self, reference: str) -> list[str]:
+    def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
         """The parts of a reference's key below the workspace (`["sessions", id, name]`)."""
         return self.key_of(reference).split("/")
 
-    def key_of(self, reference: str) -> str:
+    def key_of(self, reference: str | os.PathLike[str]) -> str:
         """The key a reference names, checked to lie in this workspace's layout.
 
         Accepts a reference as returned (`s3://bucket/prefix/...`) or a key relative to the
@@ -555,8 +556,7 @@ class ObjectStoreWorkspace:
         Raises:
             InvalidReference: it is not a reference into this workspace.
         """
-        if not isinstance(reference, str) or not reference or "\x00" in reference:
-            raise InvalidReference(f"reference {reference!r} is not a reference in {self!r}")
+        reference = reference_text(reference)
         key = reference
         if reference.startswith(self.url + "/"):
             key = reference[len(self.url) + 1 :]
@@ -572,13 +572,14 @@ class ObjectStoreWorkspace:
             "reference this workspace returned"
         )
 
-    async def read_reference(self, reference: str) -> bytes:
+    async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
         """The bytes behind a reference this workspace returned (a log: all its segments).
 
         Raises:
             InvalidReference: unknown, or outside the workspace.
             OffloadError: the store failed past the deadline.
         """
+        reference = reference_text(reference)
         key = self.key_of(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
@@ -594,7 +595,7 @@ class ObjectStoreWorkspace:
             )
         return data
 
-    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+    async def read_lines(self, reference: str | os.PathLike[str], first: int, last: int) -> bytes:
         """Lines `first` to `last` (1-based, inclusive) of what a reference names; see
         `LocalWorkspace.read_lines`. Lines of a log that one segment this workspace appended
         holds are read from that segment alone (one GET); others from the whole log.
@@ -605,6 +606,7 @@ class ObjectStoreWorkspace:
             ValueError: `first` is below 1 or `last` below `first`.
         """
         check_line_range(first, last)
+        reference = reference_text(reference)
         key = self.key_of(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
@@ -708,7 +710,7 @@ class ObjectStoreWorkspace:
         await self._upload_data(pending)
         return reference
 
-    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+    async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with the media type stored in its metadata.
 
         Falls back to the name's extension for an object without a `Content-Type`.
@@ -717,6 +719,7 @@ class ObjectStoreWorkspace:
             InvalidReference: unknown, or outside the workspace.
             OffloadError: the store failed past the deadline.
         """
+        reference = reference_text(reference)
         key = self.key_of(reference)
         if key.rsplit("/", 1)[-1] in _LOGS:
             return await self.read_reference(reference), "application/x-ndjson"

@@ -27,6 +27,7 @@ a sentence saying so.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -112,12 +113,13 @@ class Offloader(Protocol):
 class ReferenceReader(Protocol):
     """Reads back what a reference names (a path into the workspace, a bucket URL...)."""
 
-    async def read_reference(self, reference: str) -> bytes:
+    async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
         """The bytes a reference names.
 
         Args:
             reference: a reference this workspace returned (a path, a `data/...` name or
-                a bucket URL).
+                a bucket URL), as a `str` or an `os.PathLike` (the `Path` that
+                `LocalWorkspace.context_path` returns).
 
         Raises:
             InvalidReference: the reference is unknown or points outside the workspace.
@@ -132,7 +134,7 @@ class LineReader(Protocol):
     compaction of a long session costs what it wrote, not the whole log. Not part of
     `Workspace`: an offloader without it is read whole."""
 
-    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+    async def read_lines(self, reference: str | os.PathLike[str], first: int, last: int) -> bytes:
         """Lines `first` to `last` (1-based, inclusive, physical lines: what
         `sed -n 'FIRST,LASTp'` prints) of what a reference names, each with its newline;
         fewer, or none, where it ends first.
@@ -248,7 +250,7 @@ class Workspace(Offloader, ReferenceReader, EventLog, StateStore, Protocol):
         """
         ...
 
-    async def read_bytes(self, reference: str) -> tuple[bytes, str]:
+    async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """A stored payload and its media type.
 
         Args:

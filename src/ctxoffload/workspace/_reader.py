@@ -51,6 +51,7 @@ __all__ = [
     "decode_commit_record",
     "encode_commit_record",
     "fidelity_sentence",
+    "is_event",
     "iter_chunks",
     "iter_lines",
     "iter_pieces",
@@ -62,6 +63,7 @@ __all__ = [
     "readable_end",
     "rebuild_step",
     "reference_parts",
+    "reference_text",
     "take_lines",
     "token_change",
 ]
@@ -588,12 +590,29 @@ class Folder:
         return read_log(self.fd, name, self.path(name), commit=commit, warn=warn)
 
 
-def reference_parts(reference: str, workdir: str, root: str) -> list[str]:
+def reference_text(reference: object) -> str:
+    """A reference as the text every workspace parses: a `str` as it is, an `os.PathLike`
+    (the `Path` that `LocalWorkspace.context_path` returns) as its `os.fspath`.
+
+    Raises:
+        InvalidReference: neither (bytes paths included), empty, or holding a NUL.
+    """
+    text = os.fspath(reference) if isinstance(reference, os.PathLike) else reference
+    if not isinstance(text, str) or not text or "\x00" in text:
+        raise InvalidReference(
+            f"reference {reference!r} is not a reference: pass a str or os.PathLike that "
+            "the workspace returned"
+        )
+    return text
+
+
+def reference_parts(reference: str | os.PathLike[str], workdir: str, root: str) -> list[str]:
     """The path components below a workspace's workdir that a reference names (lexically).
 
     A reference is a path the workspace returned (absolute, or relative to the current
-    folder), a `file://` URL of one (percent-decoded), or a path relative to the workdir.
-    Nothing is opened: `open_reference` opens the parts without following a link.
+    folder; a `str` or an `os.PathLike`), a `file://` URL of one (percent-decoded), or a
+    path relative to the workdir. Nothing is opened: `open_reference` opens the parts
+    without following a link.
 
     Args:
         reference: the reference.
@@ -603,8 +622,7 @@ def reference_parts(reference: str, workdir: str, root: str) -> list[str]:
     Raises:
         InvalidReference: it names nothing inside the workspace.
     """
-    if not isinstance(reference, str) or not reference or "\x00" in reference:
-        raise InvalidReference(f"reference {reference!r} is not a path in this workspace")
+    reference = reference_text(reference)
     ref = file_url_to_path(reference) if reference.startswith("file://") else reference
     given = os.path.abspath(workdir)
     candidates = [os.path.abspath(ref)]
@@ -631,7 +649,7 @@ def not_a_reference(reference: str, workdir: str) -> InvalidReference:
 
 
 def open_reference(
-    reference: str, workdir: str, root: str
+    reference: str | os.PathLike[str], workdir: str, root: str
 ) -> tuple[int, os.stat_result, list[str], int]:
     """Open the file a reference names: `(descriptor, its fstat, its parts below the workdir,
     where reading it stops)`.
@@ -644,6 +662,7 @@ def open_reference(
         InvalidReference: it names nothing inside the workspace, or a link, a special file,
             a hard-linked file or one that cannot be opened (the cause says which).
     """
+    reference = reference_text(reference)
     parts = reference_parts(reference, workdir, root)
     try:
         with Folder(workdir, *parts[:-1], root=root) as folder:
@@ -717,6 +736,15 @@ class EventKind:
     # Written by a parent agent when it starts and ends a sub-agent (`Agent.as_tool`): the
     # child's session, the step and tool call that started it, what came back.
     SUBAGENT = "subagent"
+
+
+def is_event(value: object) -> bool:
+    """Whether a value read from events.jsonl is an event: a JSON object whose `kind` is a
+    string. The one test every reader of a record applies before it looks at a field; the
+    rest (a line of valid JSON that is a list or a number, a hand edit) is skipped, never
+    taken for an event. The other fields may still be missing or of another type: read
+    them with `.get` and check their type."""
+    return isinstance(value, dict) and isinstance(value.get("kind"), str)
 
 
 def _count(value: object) -> str:
@@ -929,6 +957,8 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
                 f"step{'' if steps == 1 else 's'}: {_count(event.get('answer_chars'))} "
                 f"characters, {_count(event.get('files'))} stored files named"
             )
+        if status == "cancelled":
+            return f"step {event.get('step')} · {who} was cancelled before it answered"
         found = event.get("error")
         error: dict[str, Any] = found if isinstance(found, dict) else {}
         return (
@@ -937,7 +967,7 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
     return None
 
 
-def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+def rebuild_step(events: Iterable[Any], step: int) -> list[dict[str, Any]]:
     """The messages the model was sent at `step`, rebuilt from a session's events.
 
     Each id in the step's `model_call` event is looked up in the `message` events written
@@ -945,7 +975,8 @@ def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, 
     (a retry after an overflow), the last call is the one rebuilt.
 
     Args:
-        events: the session's events.jsonl entries, oldest first.
+        events: the session's events.jsonl entries, oldest first (a value that is not an
+            event, `is_event`, is skipped).
         step: the step number (1-based, counted over the whole session).
 
     Returns:
@@ -958,6 +989,8 @@ def rebuild_step(events: Iterable[dict[str, Any]], step: int) -> list[dict[str, 
     known: dict[str, dict[str, Any]] = {}
     rebuilt: list[dict[str, Any]] | None = None
     for event in events:
+        if not is_event(event):
+            continue
         kind = event.get("kind")
         if kind == EventKind.MESSAGE and isinstance(event.get("message"), dict):
             msg = event["message"]
