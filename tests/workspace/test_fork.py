@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,10 @@ from ctxoffload import (
     ContextConfig,
     InMemoryWorkspace,
     LocalWorkspace,
+    ObjectStoreWorkspace,
     ScriptedModel,
 )
+from ctxoffload.workspace import rebuild_step
 from helpers import call
 
 PROMPT = "You investigate failures."
@@ -150,3 +153,165 @@ def test_fork_on_the_command_line_refuses_bad_input(tmp_path: Path) -> None:
         run = subprocess.run([*cli, *args], capture_output=True, text=True)
         assert run.returncode == 2 and said in run.stderr, run.stderr
     assert sorted(p.name for p in (tmp_path / "ws/sessions").iterdir()) == ["orig"]
+
+
+@pytest.fixture(params=["local", "memory", "bucket"])
+def any_workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Each workspace a fork is made in: a folder, memory, a bucket on a real S3 API."""
+    if request.param == "local":
+        return LocalWorkspace(tmp_path / "ws")
+    if request.param == "memory":
+        return InMemoryWorkspace()
+    s3 = request.getfixturevalue("s3")
+    return ObjectStoreWorkspace(f"s3://{s3.new_bucket()}/ws", **s3.workspace_kwargs())
+
+
+async def test_a_fork_of_a_session_being_written_names_the_step_its_state_was_saved_after(
+    any_workspace: Any,
+) -> None:
+    ws = any_workspace
+    started, go_on = asyncio.Event(), asyncio.Event()
+
+    async def wait_for(what: str) -> str:
+        """Wait for something.
+
+        Args:
+            what: what to wait for.
+        """
+        started.set()
+        await go_on.wait()
+        return f"{what} came"
+
+    model = ScriptedModel(
+        [call("c1", "fetch_log", log="a"), call("c2", "wait_for", what="b"), "done"],
+        context_window=16_000,
+    )
+    writer = Agent(
+        name="analyst",
+        system_prompt=PROMPT,
+        model=model,
+        tools=[fetch_log, wait_for],
+        offloader=ws,
+        session_id="live",
+        context_config=ContextConfig(tool_result_limit=300),
+    )
+    async with writer:
+        replying = asyncio.create_task(writer.reply("Look at logs a and b"))
+        # Step 2's model call is in the record; its tool runs, so the saved state is still
+        # the one saved after step 1.
+        await started.wait()
+        event = await ws.fork_session("live", "copy")
+        go_on.set()
+        await replying
+    assert event["origin"] == {"session": "live", "step": 1}
+    events = await ws.read_events("live")
+    sent = [m["id"] for m in rebuild_step(events, 1)]
+    reply = next(e["reply"] for e in events if e["kind"] == "model_call" and e["step"] == 1)
+    state = await ws.read_state("copy")
+    assert state is not None and state["forked_from"] == {"session": "live", "step": 1}
+    # What step 1 was sent, its reply, then its tool's result: the state saved after it.
+    assert [m["id"] for m in state["messages"]][: len(sent) + 1] == [*sent, reply]
+    assert len(state["messages"]) == len(sent) + 2
+
+
+def test_a_fork_skips_lines_of_the_record_that_are_not_events(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    asyncio.run(three_steps(ws))
+    log = tmp_path / "ws/sessions/orig/events.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    first_call = next(i for i, x in enumerate(lines) if json.loads(x)["kind"] == "model_call")
+    # A line of JSON that is no event, and a model call that names no step.
+    nameless = {k: v for k, v in json.loads(lines[first_call]).items() if k != "step"}
+    lines[first_call:first_call] = ["[1, 2, 3]\n", json.dumps(nameless) + "\n"]
+    log.write_text("".join(lines))
+    cli = [sys.executable, "-m", "ctxoffload", "--workdir", str(tmp_path / "ws"), "fork", "orig"]
+    for new, step, origin in [("at-two", ["--step", "2"], 2), ("saved", [], 3)]:
+        run = subprocess.run([*cli, *step, "--as", new], capture_output=True, text=True)
+        assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+        assert "1 line of its record is not an event" in run.stderr
+        state = json.loads((tmp_path / "ws/sessions" / new / "state.json").read_text())
+        assert state["forked_from"] == {"session": "orig", "step": origin}
+
+
+# A fork in its own process: it says it is ready, forks SOURCE at STEP as `race` once told
+# to go, and prints `forked` or the name of the error that stopped it.
+RACER = """
+import asyncio, sys
+from ctxoffload import LocalWorkspace
+
+async def fork(ws, source, step):
+    try:
+        await ws.fork_session(source, "race", step=step)
+    except Exception as exc:
+        return type(exc).__name__
+    return "forked"
+
+ws = LocalWorkspace(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+print(asyncio.run(fork(ws, sys.argv[2], int(sys.argv[3]))), flush=True)
+"""
+
+
+def test_two_forks_to_one_new_id_make_one_fork(
+    tmp_path: Path, spawn_python: Callable[..., subprocess.Popen[str]]
+) -> None:
+    workdir = tmp_path / "ws"
+    asyncio.run(three_steps(LocalWorkspace(workdir)))
+    # `big`: the record of `orig`, then enough other events that reading it takes a while.
+    # A fork of it finds `race` absent before the fork of `orig` writes it, and takes the
+    # lease of `race` after that fork has let it go.
+    (workdir / "sessions/big").mkdir()
+    filler = "".join(
+        json.dumps({"kind": "note", "n": i, "text": "x" * 80}) + "\n" for i in range(200_000)
+    )
+    origin = (workdir / "sessions/orig/events.jsonl").read_text()
+    (workdir / "sessions/big/events.jsonl").write_text(origin + filler)
+    slow = spawn_python(RACER, str(workdir), "big", "2")
+    quick = spawn_python(RACER, str(workdir), "orig", "1")
+    for racer in (slow, quick):
+        assert racer.stdout is not None and racer.stdout.readline() == "ready\n"
+    for racer in (slow, quick):
+        assert racer.stdin is not None
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
+    said = [racer.communicate(timeout=60)[0].strip() for racer in (slow, quick)]
+    assert sorted(said) in (["ConfigError", "forked"], ["SessionBusyError", "forked"]), said
+    record = (workdir / "sessions/race/events.jsonl").read_text()
+    events = [json.loads(x) for x in record.splitlines()]
+    forks = [e["origin"] for e in events if e["kind"] == "fork"]
+    winner = (
+        {"session": "big", "step": 2} if said[0] == "forked" else {"session": "orig", "step": 1}
+    )
+    assert forks == [winner]
+    state = json.loads((workdir / "sessions/race/state.json").read_text())
+    assert state["forked_from"] == winner
+
+
+def test_fork_refuses_a_new_id_whose_folder_holds_files_but_no_record(
+    tmp_path: Path, tree: Callable[[Path], dict[str, bytes | None]]
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    asyncio.run(three_steps(ws))
+    victim = tmp_path / "ws/sessions/victim"
+    victim.mkdir()
+    (victim / "context.jsonl").write_text('{"role": "user", "content": "precious"}\n')
+    (victim / "tool_result-x.txt").write_text("hello\n")
+    (victim / "events.jsonl").write_text('{"kind": "cont')  # a torn first event
+    before = tree(victim)
+    cli = [sys.executable, "-m", "ctxoffload", "--workdir", str(tmp_path / "ws"), "fork"]
+    run = subprocess.run(
+        [*cli, "orig", "--step", "2", "--as", "victim"], capture_output=True, text=True
+    )
+    assert run.returncode == 2 and "session 'victim' already exists" in run.stderr, run.stderr
+    assert tree(victim) == before
+
+
+async def test_a_fork_refuses_a_new_id_a_bucket_holds_only_a_tool_result_of(s3: Any) -> None:
+    bucket = s3.new_bucket()
+    ws = ObjectStoreWorkspace(f"s3://{bucket}/ws", **s3.workspace_kwargs())
+    await three_steps(ws)
+    s3.put_object(bucket, "ws/sessions/victim/tool_result-x.txt", b"hello\n")
+    with pytest.raises(ConfigError, match="session 'victim' already exists"):
+        await ws.fork_session("orig", "victim", step=2)
+    assert await ws.read_state("victim") is None and await ws.read_events("victim") == []

@@ -20,6 +20,7 @@ from ..workspace import (
     EventKind,
     Folder,
     JsonLines,
+    is_event,
     linked_elsewhere,
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
@@ -123,7 +124,7 @@ class SessionLog:
         odd = 0
         try:
             for _, value in lines:
-                if isinstance(value, dict) and isinstance(value.get("kind"), str):
+                if is_event(value):
                     yield value
                 else:
                     odd += 1

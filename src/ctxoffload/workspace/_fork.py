@@ -10,14 +10,17 @@ fork shows what it starts from.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..exceptions import ConfigError, IncompleteRecord
 from ._ids import validate_session_id
 from ._lease import LeaseHolder
-from ._reader import EventKind, rebuild_step
+from ._reader import EventKind, is_event, rebuild_step
 
 __all__ = ["fork_session"]
+
+logger = logging.getLogger("ctxoffload")
 
 
 async def fork_session(
@@ -31,18 +34,22 @@ async def fork_session(
     """Make session `new` start from session `source` at `step`.
 
     Args:
-        workspace: the workspace holding both (an `EventLog` and a `StateStore`: every
-            ctxoffload workspace).
+        workspace: the workspace holding both (a `Workspace`: every ctxoffload workspace).
         source: the session forked.
-        new: the new session's id; it must not exist yet.
+        new: the new session's id; it must not exist yet: the workspace must not list it
+            (`list_sessions`: a folder or prefix of that name, whatever it holds).
         step: the model call whose messages the fork starts from (as `ctxoffload show
             SOURCE --step N` prints them); None: the source's saved state (state.json),
             that is, where its last writer stopped.
-        take_lease: hold the new session's lease while writing it (pass False when the
-            caller already holds it).
+        take_lease: take the new session's lease while writing it. Pass False when the
+            caller already holds it (it made `new` by taking it, so `new` is listed: only
+            what was recorded in it then counts).
 
     Returns:
         The fork's `fork` event: `origin` (`{"session", "step"}`), `messages`, `state`.
+        Without `step`, `origin["step"]` is the model call whose reply the copied state
+        holds last (None when it holds none: a fork never continued, a record without
+        model calls).
 
     Raises:
         InvalidSessionId: an id is not a plain name.
@@ -57,10 +64,8 @@ async def fork_session(
         raise ConfigError(f"a fork needs a new session id, not {source!r} itself")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
         raise ConfigError(f"step {step!r} is not a step number: pass 1 or more, or None")
-    if await workspace.read_events(new) or await workspace.read_state(new):
-        raise ConfigError(
-            f"session {new!r} already exists: pick a new id for the fork (or purge it first)"
-        )
+    if take_lease and new in await workspace.list_sessions():
+        raise _exists(new)
     # Everything is read before anything is written: a fork that cannot be made leaves
     # no trace.
     messages, at, agent, model = await _starting_point(workspace, source, step)
@@ -68,6 +73,12 @@ async def fork_session(
     if take_lease and isinstance(workspace, LeaseHolder):
         lease = await workspace.acquire_lease(new, agent="fork")
     try:
+        # Taking the lease made `new` listed (its folder or lease object), so what counts
+        # now is whether anything was recorded in it. A second fork to the same id checked
+        # before the first one wrote and took the lease after it was released: it stops
+        # here. Every write of a workspace records an event, and a fork saves its state.
+        if await workspace.read_events(new) or await workspace.read_state(new) is not None:
+            raise _exists(new)
         origin = {"session": source, "step": at}
         state = {
             "session_id": new,
@@ -88,14 +99,21 @@ async def fork_session(
             await lease.release()
 
 
+def _exists(new: str) -> ConfigError:
+    return ConfigError(
+        f"session {new!r} already exists: pick a new id for the fork (or purge it first)"
+    )
+
+
 async def _starting_point(
     workspace: Any, source: str, step: int | None
 ) -> tuple[list[Any], int | None, Any, Any]:
     """The messages a fork starts from, the step they are of, and the origin's agent and
     model names."""
-    events = await workspace.read_events(source)
-    steps = [e["step"] for e in events if e.get("kind") == EventKind.MODEL_CALL]
     if step is None:
+        # The state first, then the events: the record of the step the state was saved
+        # after is on disk before the state is, so the events read next hold it, whatever a
+        # live writer adds meanwhile.
         saved = await workspace.read_state(source)
         if not saved or not isinstance(saved.get("messages"), list):
             raise ConfigError(
@@ -103,20 +121,59 @@ async def _starting_point(
                 "call of its record) instead"
             )
         messages: list[Any] = saved["messages"]
-        at = max((s for s in steps if isinstance(s, int)), default=None)
-        agent, model = saved.get("agent"), saved.get("model")
-    else:
-        try:
-            messages = rebuild_step(events, step)
-        except IncompleteRecord:
-            raise
-        except LookupError as exc:  # no model call at that step
-            known = [s for s in steps if isinstance(s, int)]
-            shown = f"steps {min(known)}-{max(known)}" if known else "no model calls"
-            raise LookupError(f"session {source!r}: {exc} ({shown} are recorded)") from None
-        at = step
-        start: dict[str, Any] = next(
-            (e for e in events if e.get("kind") == EventKind.SESSION_START), {}
+        at = _step_saved(await _events(workspace, source), messages)
+        return messages, at, saved.get("agent"), saved.get("model")
+    events = await _events(workspace, source)
+    try:
+        messages = rebuild_step(events, step)
+    except IncompleteRecord:
+        raise
+    except LookupError as exc:  # no model call at that step
+        known = [s for _, s in _model_calls(events)]
+        shown = f"steps {min(known)}-{max(known)}" if known else "no model calls"
+        raise LookupError(f"session {source!r}: {exc} ({shown} are recorded)") from None
+    start: dict[str, Any] = next(
+        (e for e in events if e.get("kind") == EventKind.SESSION_START), {}
+    )
+    return messages, step, start.get("agent"), start.get("model")
+
+
+async def _events(workspace: Any, source: str) -> list[dict[str, Any]]:
+    """The source's events (`is_event`); the lines that are not one are skipped and said."""
+    values = await workspace.read_events(source)
+    events = [value for value in values if is_event(value)]
+    if len(events) < len(values):
+        odd = len(values) - len(events)
+        logger.warning(
+            "session %s: %d line%s of its record %s not an event (a JSON object with a kind): "
+            "skipped; `ctxoffload verify` checks the workspace",
+            source,
+            odd,
+            "" if odd == 1 else "s",
+            "is" if odd == 1 else "are",
         )
-        agent, model = start.get("agent"), start.get("model")
-    return messages, at, agent, model
+    return events
+
+
+def _model_calls(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """The model calls of a record that name their step, with it, oldest first."""
+    return [
+        (e, e["step"])
+        for e in events
+        if e.get("kind") == EventKind.MODEL_CALL
+        and isinstance(e.get("step"), int)
+        and not isinstance(e["step"], bool)
+    ]
+
+
+def _step_saved(events: list[dict[str, Any]], messages: list[Any]) -> int | None:
+    """The step a saved state was saved after: that of the newest model call whose reply
+    the state holds (an Agent saves its state after a step's reply and tool results, and
+    the reply's id is in the step's `model_call` event). None when none does."""
+    held = {m.get("id") for m in messages if isinstance(m, dict)}
+    found = None
+    for event, step in _model_calls(events):
+        reply = event.get("reply")
+        if isinstance(reply, str) and reply in held:
+            found = step
+    return found
