@@ -711,10 +711,10 @@ def _with_writers(folder: Folder, emit: Callable[[_Hit], None]) -> Callable[[_Hi
     """`emit`, each hit first given its writer: a context.jsonl line's is the writer of the
     `context` event whose span holds it; a tool result file's, of the `tool_result` event
     naming it; an events.jsonl line's, its own."""
-    from ..workspace import WRITER_FIELD, EventKind, line_writers
+    from ..workspace import WRITER_FIELD, EventKind, is_event, line_writers
 
     try:
-        events = [e for e in folder.read_log(EVENTS_FILE) if isinstance(e, dict)]
+        events = [e for e in folder.read_log(EVENTS_FILE) if is_event(e)]
     except (OSError, ValueError):
         events = []
     by_line = line_writers(events)

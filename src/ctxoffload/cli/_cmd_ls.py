@@ -17,6 +17,7 @@ from ..workspace import (
     STATE_FILE,
     EventKind,
     Folder,
+    is_event,
     is_tool_result_name,
     linked_elsewhere,
 )
@@ -106,7 +107,7 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
         "forked_from": None,
     }
     for event in events:
-        if not isinstance(event, dict):
+        if not is_event(event):
             continue
         kind = event.get("kind")
         facts["compressions"] += kind == EventKind.COMPRESSION

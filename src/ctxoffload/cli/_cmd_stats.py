@@ -16,6 +16,7 @@ from ..workspace import (
     SESSIONS_DIR,
     EventKind,
     Folder,
+    is_event,
 )
 from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._cmd_ls import Warnings, read_logged
@@ -115,7 +116,7 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
     artifacts: Counter[str] = Counter()
     reported = cached = 0
     for event in events:
-        if not isinstance(event, dict):
+        if not is_event(event):
             continue
         kind = event.get("kind")
         if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT) and isinstance(

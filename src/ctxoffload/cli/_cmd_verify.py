@@ -36,6 +36,7 @@ from ..workspace import (
     Folder,
     Refused,
     is_data_name,
+    is_event,
     iter_lines,
     linked_elsewhere,
 )
@@ -426,7 +427,7 @@ def _check_artifact_index(folder: Folder, report: Report) -> None:
     finally:
         os.close(fd)
     for event in events:
-        if not isinstance(event, dict) or event.get("kind") != EventKind.ARTIFACTS:
+        if not is_event(event) or event.get("kind") != EventKind.ARTIFACTS:
             continue
         for entry in event.get("artifacts") or []:
             line, value = (
