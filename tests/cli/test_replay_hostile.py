@@ -147,3 +147,19 @@ def test_a_hostile_config_is_one_line(tmp_path: Path, config: str, says: str) ->
     path = tmp_path / "c.json"
     path.write_text(config)
     _one_line_error(_replay(tmp_path, transcript, "--config", path), says)
+
+
+@pytest.mark.parametrize("jsonl", [False, True], ids=["json", "jsonl"])
+def test_a_transcript_that_starts_with_a_byte_order_mark_is_replayed(
+    tmp_path: Path, jsonl: bool
+) -> None:
+    messages = [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "hi"},
+    ]
+    text = "\n".join(map(json.dumps, messages)) if jsonl else json.dumps(messages)
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    done = _replay(tmp_path, path)
+    assert done.returncode == 0, done.stderr
+    assert "model calls" in done.stdout

@@ -39,7 +39,9 @@ def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
     from .._depth import TooDeep, load_json
 
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark at the start (some Windows editors write one) is no
+        # part of the JSON.
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         return None, None
     try:
