@@ -222,6 +222,21 @@ def test_bad_input_on_a_bucket_is_one_line(
     assert sorted(os.listdir(tmp_path)) == ["chat.json"]  # nothing created
 
 
+def test_an_error_about_a_file_of_a_bucket_names_its_uri(
+    env: dict[str, str],
+    bucket: tuple[str, ObjectStoreWorkspace],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The commands read a temporary copy, which is gone when the error is read: the error
+    names the object the user asked for."""
+    url, _ = bucket
+    missing = f"{url}/sessions/run-1/tool_result-nope.txt"
+    code, _out, err = run(capsys, "cat", missing, "--workdir", url)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert missing in err or f"{url}/sessions/run-1" in err, err
+    assert tempfile.gettempdir() not in err, err
+
+
 def test_a_bucket_that_does_not_answer_is_one_line(
     env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -236,7 +236,12 @@ def _main(argv: list[str]) -> int:
         status: int = run(args)
         return status
     except CliError as exc:
-        print(f"{prefix}: {exc}", file=sys.stderr)
+        message = str(exc)
+        if "ctxoffload.cli._bucket" in sys.modules:
+            from ._bucket import as_uris
+
+            message = as_uris(message)
+        print(f"{prefix}: {message}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)

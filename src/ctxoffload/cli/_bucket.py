@@ -25,6 +25,7 @@ from ..workspace import SESSIONS_DIR
 
 __all__ = [
     "BucketCopy",
+    "as_uris",
     "copy_bucket",
     "copy_problems",
     "display",
@@ -124,6 +125,18 @@ def display(path: str | Path) -> str:
             return copy.url
         if text.startswith(local + "/"):
             return copy.url + text[len(local) :]
+    return text
+
+
+def as_uris(text: str) -> str:
+    """A message for people with every path into a bucket's copy written as the object's URI
+    (an error names the file the user asked for, not a temporary folder that is gone when
+    the command ends)."""
+    import os
+
+    for local, copy in _copies.items():
+        for form in {os.path.realpath(local), local}:
+            text = text.replace(form, copy.url)
     return text
 
 
