@@ -410,3 +410,26 @@ async def test_a_reply_cancelled_while_its_tools_run_leaves_no_call_unanswered(
     assert any(b.get("type") == "tool_result" and b.get("id") == "c1" for b in saved)
     record = (workspace.session_dir("s") / "events.jsonl").read_text()
     assert "the reply stopped (CancelledError)" in record
+
+
+async def test_the_same_prompt_msg_sent_every_reply_is_compressed_like_new_ones(
+    tmp_path: Path,
+) -> None:
+    """A fixed prompt `Msg` passed to every `reply` (one id) is a new request each time: the
+    context is still compressed, and the model sees each copy as a message of its own."""
+    model = ScriptedModel(default="ok " * 150)
+    agent = Agent(
+        model=model,
+        offloader=LocalWorkspace(tmp_path),
+        context_config=ContextConfig(context_window=4000, trigger_ratio=0.5, reserve_ratio=0.1),
+        session_id="s",
+        summary_model=ScriptedModel(default=SUMMARY),
+        counter=get_token_counter(exact=False),
+    )
+    prompt = Msg(role="user", content="Check the queue and report. " + "detail " * 100)
+    for _ in range(12):
+        await agent.reply(prompt)
+    assert agent.compressor.compressions > 0
+    assert agent.steps[-1].context_tokens <= 4000
+    ids = [m.id for m in agent.messages]
+    assert len(ids) == len(set(ids))

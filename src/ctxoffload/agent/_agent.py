@@ -344,6 +344,11 @@ class Agent:
                     f"user_input is nested deeper than {STORE_DEPTH} levels (or contains "
                     "itself): flatten it, or pass deeply nested data as JSON text"
                 )
+            if any(m.id == user.id for m in self.messages):
+                # The same Msg passed again (a fixed "continue" prompt): a message is known by
+                # its id, and one the model has seen is never fresh, so this request would
+                # not be either. It enters the context as a new message.
+                user = user.model_copy(update={"id": uuid.uuid4().hex})
             self.messages.append(user)
             await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
