@@ -232,6 +232,57 @@ async def test_reply_without_choices_is_model_error(
         await model.generate(_conversation())
 
 
+def _malformed(kind: str) -> Any:
+    body = chat_completion("unused")
+    if kind == "a JSON string, not an object":
+        return "<html><body>502 Bad Gateway</body></html>"
+    if kind == "a JSON list":
+        return [body]
+    if kind == "choices as an object":
+        body["choices"] = {"0": body["choices"][0]}
+    elif kind == "a null message":
+        body["choices"][0]["message"] = None
+    elif kind == "no message":
+        del body["choices"][0]["message"]
+    return body
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "a JSON string, not an object",
+        "a JSON list",
+        "choices as an object",
+        "a null message",
+        "no message",
+    ],
+)
+async def test_a_200_that_is_no_chat_completion_is_a_model_error(
+    server: OpenAIServer, model: OpenAIChatModel, kind: str
+) -> None:
+    """A proxy's page or a broken body with status 200 is a `ModelError` naming the model,
+    as the docs say, never a raw AttributeError or KeyError."""
+    server.add(ScriptedReply(200, _malformed(kind)))
+
+    with pytest.raises(ModelError, match="cannot be read"):
+        await model.generate(_conversation())
+
+
+@pytest.mark.parametrize("value", [12.6, [12], None, -3])
+async def test_usage_of_the_wrong_type_is_read_as_a_count_or_zero(
+    server: OpenAIServer, model: OpenAIChatModel, value: Any
+) -> None:
+    body = chat_completion("fine")
+    body["usage"]["prompt_tokens"] = value
+    server.add(body)
+
+    response = await model.generate(_conversation())
+
+    assert response.message.text == "fine"
+    assert response.usage is not None
+    assert response.usage.input_tokens == (13 if value == 12.6 else 0)
+
+
 # --- structured output ----------------------------------------------------------------------
 
 

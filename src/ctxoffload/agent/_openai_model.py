@@ -445,7 +445,17 @@ class OpenAIChatModel:
             completion = await self._complete(
                 _json_object_request(request, response_schema), deadline
             )
-        return self._to_response(completion)
+        try:
+            return self._to_response(completion)
+        except ModelError:
+            raise
+        except Exception as error:
+            # A 200 whose body is not a chat completion (a proxy's page, a cut body, a field
+            # of the wrong type): the reply cannot be read, which is a ModelError like any.
+            raise ModelError(
+                f"model {self.model_name!r} at {self.base_url} returned a reply that cannot "
+                f"be read ({type(error).__name__}: {str(error)[:300]})"
+            ) from error
 
     async def _complete(self, request: dict[str, Any], deadline: float) -> ChatCompletion:
         """One chat-completions call before `deadline` (event-loop time), errors mapped."""
@@ -496,6 +506,11 @@ class OpenAIChatModel:
             raise ModelError(
                 f"model {self.model_name!r} at {self.base_url} failed: {error}"
             ) from error
+        except ValueError as error:  # a body that is not JSON (the client decodes it raw)
+            raise ModelError(
+                f"model {self.model_name!r} at {self.base_url} returned a body that is not "
+                f"JSON ({str(error)[:300]}): is base_url an OpenAI-compatible server?"
+            ) from error
         return completion
 
     def _to_response(self, completion: ChatCompletion) -> ModelResponse:
@@ -534,8 +549,8 @@ class OpenAIChatModel:
             details = getattr(completion.usage, "prompt_tokens_details", None)
             cached = getattr(details, "cached_tokens", None)
             usage = Usage(
-                input_tokens=completion.usage.prompt_tokens or 0,
-                output_tokens=completion.usage.completion_tokens or 0,
+                input_tokens=_tokens(getattr(completion.usage, "prompt_tokens", None)),
+                output_tokens=_tokens(getattr(completion.usage, "completion_tokens", None)),
                 cached_input_tokens=cached if isinstance(cached, int) else None,
             )
         return ModelResponse(message=message, usage=usage)
@@ -610,3 +625,15 @@ def images_after_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str,
     if waiting:
         out.append({"role": "user", "content": waiting})
     return out
+
+
+def _tokens(value: Any) -> int:
+    """A token count a server reported, as a whole number: 0 for what is none (a string, a
+    list, a negative or non-finite number), a float rounded; the reply is still read."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        return max(0, round(value))
+    return 0
