@@ -409,11 +409,7 @@ def temporary_file(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> Itera
             name,
         )
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
+        _write_all(fd, data, fsync=fsync)
         yield tmp
     finally:
         # Removed before the lock is let go, so a remover never sees it unlocked.
@@ -450,11 +446,7 @@ def file_to_link(
             yield link_temporary
         return
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
+        _write_all(fd, data, fsync=fsync)
 
         def link_unnamed(entry: str) -> None:
             # linkat(AT_SYMLINK_FOLLOW) of the descriptor's /proc entry: the one way to name
@@ -464,6 +456,16 @@ def file_to_link(
         yield link_unnamed
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes, *, fsync: bool) -> None:
+    """Write all of `data` to a new file open as `fd` (a write may take only part), then
+    fsync it when asked."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if fsync:
+        os.fsync(fd)
 
 
 # An O_TMPFILE open fails with one of these where the kernel or the file system lacks it
