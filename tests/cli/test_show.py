@@ -419,3 +419,28 @@ def test_no_such_session_names_the_workspace_by_its_absolute_path(
     # as the other commands say it
     assert main(["stats", "nope"]) == 2
     assert f"no session 'nope' in {str(workdir)!r}" in capsys.readouterr().err
+
+
+def test_show_json_spells_numbers_json_cannot_as_strings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record may hold NaN or Infinity (Python's json writes and reads them); `--json`
+    prints what any parser takes (jq, JSON.parse), as the viewer sends it."""
+    import asyncio
+
+    from ctxoffload import LocalWorkspace
+
+    workdir = tmp_path / "ws"
+    asyncio.run(
+        LocalWorkspace(workdir).record_event(
+            "s", "note", ratio=float("nan"), high=float("inf"), low=float("-inf")
+        )
+    )
+    assert main(["show", "s", "--json", "--workdir", str(workdir)]) == 0
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    printed = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    [event] = [e for e in printed["events"] if e["kind"] == "note"]
+    assert (event["ratio"], event["high"], event["low"]) == ("NaN", "Infinity", "-Infinity")

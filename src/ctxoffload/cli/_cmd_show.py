@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -26,7 +25,7 @@ from ..workspace import (
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
 from ._describe import NOT_BY_AGENT, Repeats, describe, summary_fields, summary_lines
-from ._output import shown
+from ._output import json_text, shown
 from ._reading import open_in, open_workspace, session_folder
 
 __all__ = ["SessionLog", "register", "run", "step_messages"]
@@ -199,7 +198,7 @@ def step_messages(events: SessionLog, step: int) -> list[dict[str, Any]]:
 def _show_step(events: SessionLog, args: argparse.Namespace) -> None:
     messages = step_messages(events, args.step)
     if args.json:
-        print(json.dumps({"session": args.session, "step": args.step, "messages": messages}))
+        print(json_text({"session": args.session, "step": args.step, "messages": messages}))
         return
     print(f"step {args.step}: the model was sent {len(messages)} messages")
     for i, msg in enumerate(messages, start=1):
@@ -232,11 +231,11 @@ def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -
     if args.json:
         # Written as it is read: one event in memory at a time.
         out = sys.stdout
-        out.write(f'{{"session": {json.dumps(args.session)}, "events": [')
+        out.write(f'{{"session": {json_text(args.session)}, "events": [')
         for index, event in enumerate(events):
-            out.write((", " if index else "") + json.dumps(event, ensure_ascii=False))
+            out.write((", " if index else "") + json_text(event, ensure_ascii=False))
         files = [{"path": f"{DATA_DIR}/{name}", "bytes": sizes[name]} for name in data_files]
-        out.write(f'], "data_files": {json.dumps(files)}}}\n')
+        out.write(f'], "data_files": {json_text(files)}}}\n')
         return
     print(f"session {args.session} ({shown(os.path.join(workdir, SESSIONS_DIR, args.session))})")
     empty = True

@@ -22,8 +22,6 @@ import argparse
 import contextlib
 import hmac
 import http.server
-import json
-import math
 import mimetypes
 import secrets
 import sys
@@ -37,7 +35,7 @@ from typing import Any
 from ..exceptions import CliError
 from ._arguments import EXIT_OK, add_workdir
 from ._commands import COMMAND_HELP
-from ._output import shown
+from ._output import json_text, shown
 
 __all__ = ["UiServer", "register", "run"]
 
@@ -411,12 +409,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b": keep-alive\n\n")
             else:
                 seen = version
-                data = json.dumps({"version": version, "sessions": sorted(sessions)})
+                data = json_text({"version": version, "sessions": sorted(sessions)})
                 self.wfile.write(f"event: change\ndata: {data}\n\n".encode())
             self.wfile.flush()
 
     def _send(self, status: int, value: Any, extra: dict[str, str] | None = None) -> None:
-        self._reply(status, _json(value), "application/json; charset=utf-8", extra)
+        # ensure_ascii: a lone surrogate (a byte that was not UTF-8) goes out as an escape.
+        body = json_text(value).encode()
+        self._reply(status, body, "application/json; charset=utf-8", extra)
 
     def _reply(
         self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None
@@ -438,29 +438,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Cache-Control", "no-store")
         self.send_header("Cross-Origin-Resource-Policy", "same-origin")
-
-
-def _json(value: Any) -> bytes:
-    """`value` as JSON any parser takes: NaN, Infinity and -Infinity (which Python's json reads
-    in a record, and no JSON parser does) are sent as the strings "NaN", "Infinity" and
-    "-Infinity". ensure_ascii: a lone surrogate (a byte that was not UTF-8) goes out as an
-    escape."""
-    try:
-        return json.dumps(value, allow_nan=False).encode()
-    except ValueError:  # a number JSON cannot spell: spelled as a string
-        return json.dumps(_finite(value), allow_nan=False).encode()
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every float that is not finite as its name. Recursion is bounded: what is
-    read from a workspace nests at most `READ_DEPTH` levels."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
 
 
 def _required(query: dict[str, str], name: str) -> str:

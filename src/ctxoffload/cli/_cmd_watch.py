@@ -27,7 +27,7 @@ from ..workspace import (
 from ._arguments import add_json, add_workdir, workdir_of
 from ._commands import COMMAND_HELP
 from ._describe import describe
-from ._output import shown
+from ._output import json_text, shown
 from ._reading import (
     hard_links_refused,
     no_session,
@@ -248,7 +248,7 @@ class Follower:
 
     def _line(self, session: str, what: str, value: Any) -> str:
         if self.as_json:
-            return json.dumps({"session": session, "type": what, "value": value})
+            return json_text({"session": session, "type": what, "value": value})
         if what == "event":
             if value.get("kind") in (EventKind.SESSION_START, EventKind.FORK):
                 self.by_agent[session] = True

@@ -30,6 +30,7 @@ __all__ = [
     "inert",
     "inert_bytes",
     "iso_time",
+    "json_text",
     "paint",
     "print_json",
     "print_styled",
@@ -181,12 +182,37 @@ def shown(path: str | os.PathLike[str]) -> str:
     return str(bucket.display(text)) if bucket is not None else text
 
 
-def print_json(value: Any, out: TextIO | None = None) -> None:
-    """Print one JSON document."""
+def json_text(value: Any, **options: Any) -> str:
+    """`value` as JSON any parser takes (jq, a browser, `JSON.parse`): a NaN, Infinity or
+    -Infinity (which Python's json writes for a float that is not finite, and reads back from
+    a record) is written as the string "NaN", "Infinity" or "-Infinity". The one rule for
+    every JSON a command prints or the viewer sends; `options` go to `json.dumps`."""
     import json
 
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:  # a number JSON cannot spell: spelled as a string
+        return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not finite as its name. Recursion is bounded: what is
+    read from a workspace nests at most `READ_DEPTH` levels."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def print_json(value: Any, out: TextIO | None = None) -> None:
+    """Print one JSON document (`json_text`)."""
     stream = out or sys.stdout
-    stream.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+    stream.write(json_text(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}
