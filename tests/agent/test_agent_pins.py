@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,18 @@ import pytest
 from ctxoffload import (
     Agent,
     ContextConfig,
+    ContextPipeline,
     InMemoryWorkspace,
     LocalWorkspace,
     Msg,
     PinError,
     ScriptedModel,
+    ToolCallBlock,
+    ToolResultBlock,
     Workspace,
     get_token_counter,
 )
-from ctxoffload.compression import is_pinned, is_summary_message
+from ctxoffload.compression import ClearToolUses, is_pinned, is_summary_message
 from helpers import SUMMARY, call
 
 
@@ -37,7 +41,10 @@ def make_agent(ws: Any, model: ScriptedModel, **kwargs: Any) -> Agent:
         model=model,
         offloader=ws,
         tools=[probe],
-        context_config=ContextConfig(context_window=3000, trigger_ratio=0.5, reserve_ratio=0.1),
+        context_config=kwargs.pop(
+            "context_config",
+            ContextConfig(context_window=3000, trigger_ratio=0.5, reserve_ratio=0.1),
+        ),
         counter=get_token_counter(exact=False),
         summary_model=ScriptedModel(default=SUMMARY),
         session_id=kwargs.pop("session_id", "pins"),
@@ -149,3 +156,85 @@ async def test_an_agent_with_no_pins_has_no_pin_events(tmp_path: Path) -> None:
     await agent.reply("Probe.")
     assert not [e for e in await ws.read_events("pins") if e["kind"] in ("pin", "unpin")]
     assert all(not is_pinned(m) for m in agent.messages if isinstance(m, Msg))
+
+
+async def slow_summary(messages: Any) -> dict[str, str]:
+    """A summary model's answer after 0.4 s: a compaction is still under way while the other
+    tools of its step run."""
+    await asyncio.sleep(0.4)
+    return SUMMARY
+
+
+def step_calling(*calls: ToolCallBlock) -> Msg:
+    return Msg(role="assistant", content=list(calls))
+
+
+def tool_answers(agent: Agent, call_id: str) -> list[ToolResultBlock]:
+    return [b for m in agent.messages for b in m.tool_results if b.id == call_id]
+
+
+def compact_agent(tmp_path: Path, script: list[Any], clearing: bool = False) -> Agent:
+    # A large window: only the compaction asked for moves anything.
+    config = ContextConfig(context_window=100_000)
+    # A clearing that runs only when asked for (its trigger is never reached).
+    clear = ContextPipeline(pre_llm=[ClearToolUses(trigger=10**6, keep=1)], config=config)
+    return Agent(
+        system_prompt="You probe.",
+        model=ScriptedModel(script),
+        offloader=LocalWorkspace(tmp_path),
+        tools=[probe],
+        context_config=clear if clearing else config,
+        counter=get_token_counter(exact=False),
+        summary_model=ScriptedModel(default=slow_summary),
+        session_id="pins",
+        include_pin_tool=True,
+        include_compact_tool=True,
+    )
+
+
+@pytest.mark.parametrize("clearing", [False, True], ids=["summary", "clearing"])
+@pytest.mark.parametrize("pin_first", [True, False], ids=["pin-first", "compact-first"])
+async def test_a_pin_beside_a_compaction_in_one_step_is_kept(
+    tmp_path: Path, pin_first: bool, clearing: bool
+) -> None:
+    pin = ToolCallBlock(id="p1", name="pin_context", input={"message_id": "c1"})
+    compact = ToolCallBlock(id="k1", name="compact_context", input={})
+    both = step_calling(pin, compact) if pin_first else step_calling(compact, pin)
+    agent = compact_agent(tmp_path, [*probes(8), both, "done"], clearing=clearing)
+    await agent.reply("Probe, then keep c1 and compact.")
+    assert str(tool_answers(agent, "k1")[0].output).startswith("Compacted:")
+    assert str(tool_answers(agent, "p1")[0].output).startswith("Pinned c1")
+    kept = [m for m in agent.messages if any(b.id == "c1" for b in m.tool_calls)]
+    assert len(kept) == 1 and is_pinned(kept[0])
+    # The result stayed too, whole.
+    assert [str(b.output) for b in tool_answers(agent, "c1")] == [probe(1)]
+    # c2 was moved out or cleared: the compaction did run.
+    assert [str(b.output) for b in tool_answers(agent, "c2")] != [probe(2)]
+    state = await agent.offloader.read_state("pins")  # type: ignore[union-attr]
+    assert state is not None
+    assert any(m["metadata"].get("ctxoffload_pin") for m in state["messages"])
+
+
+async def test_two_pins_in_one_step_are_measured_one_after_the_other(tmp_path: Path) -> None:
+    long_text = "word " * 400  # about 500 tokens: one fits the 900-token share, two do not
+    script = [
+        Msg(id="a1", role="assistant", content="A1 " + long_text),
+        Msg(id="a2", role="assistant", content="A2 " + long_text),
+        step_calling(
+            ToolCallBlock(id="p1", name="pin_context", input={"message_id": "a1"}),
+            ToolCallBlock(id="p2", name="pin_context", input={"message_id": "a2"}),
+        ),
+        "done",
+    ]
+    ws = LocalWorkspace(tmp_path)
+    config = ContextConfig(context_window=3000, trigger_ratio=0.9, reserve_ratio=0.1)
+    agent = make_agent(ws, ScriptedModel(script), include_pin_tool=True, context_config=config)
+    await agent.reply("Write.")
+    await agent.reply("Write more.")
+    await agent.reply("Keep both.")
+    answers = [tool_answers(agent, call_id)[0] for call_id in ("p1", "p2")]
+    assert [a.is_error for a in answers] == [False, True]
+    assert "pin_ratio" in str(answers[1].output)
+    assert [m.id for m in agent.pinned] == ["a1"]
+    pins = [e for e in await ws.read_events("pins") if e["kind"] == "pin"]
+    assert len(pins) == 1 and pins[0]["pinned_tokens_after"] <= config.pin_ratio * 3000

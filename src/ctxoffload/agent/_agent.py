@@ -367,7 +367,7 @@ class Agent:
                     await self._save_state()
                     return reply
                 try:
-                    results = await asyncio.gather(*(self._run_tool(c) for c in calls))
+                    results = await self._run_tools(calls)
                     processed = await asyncio.gather(
                         *(
                             _unchanged(r)
@@ -503,6 +503,32 @@ class Agent:
             record.step, sent, tokens, started, response=response, **shape
         )
         return response
+
+    async def _run_tools(self, calls: Sequence[ToolCallBlock]) -> list[ToolResultBlock]:
+        """Run a step's calls at once, except the context tools (`pin_context`,
+        `compact_context`): those run one after another, every pin before any compaction.
+
+        They are the only writers of the context while a step runs. Run at once, a compaction
+        would work on the context as it was before a pin beside it and then put its result
+        over the pin's (the model told "Pinned", the message gone); pins first, so a message
+        pinned in the step stays whatever the compaction moves, in either order of the calls.
+        """
+        results: list[ToolResultBlock | None] = [None] * len(calls)
+        context_calls = sorted(
+            (i for i, c in enumerate(calls) if c.name in CONTEXT_TOOL_NAMES),
+            key=lambda i: calls[i].name != PIN_TOOL_NAME,
+        )
+
+        async def run(index: int) -> None:
+            results[index] = await self._run_tool(calls[index])
+
+        async def edit_context() -> None:
+            for index in context_calls:
+                await run(index)
+
+        others = (run(i) for i in range(len(calls)) if i not in context_calls)
+        await asyncio.gather(edit_context(), *others)
+        return [r for r in results if r is not None]
 
     async def _run_tool(self, call: Any) -> ToolResultBlock:
         started = time.monotonic()
