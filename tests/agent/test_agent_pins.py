@@ -238,3 +238,31 @@ async def test_two_pins_in_one_step_are_measured_one_after_the_other(tmp_path: P
     assert [m.id for m in agent.pinned] == ["a1"]
     pins = [e for e in await ws.read_events("pins") if e["kind"] == "pin"]
     assert len(pins) == 1 and pins[0]["pinned_tokens_after"] <= config.pin_ratio * 3000
+
+
+def reused(turn: str, *calls: ToolCallBlock) -> Msg:
+    """A step from a server that numbers the calls of every turn from `call_0`."""
+    return Msg(id=turn, role="assistant", content=list(calls))
+
+
+async def test_a_reused_call_id_is_refused_naming_the_message_ids_to_pin(tmp_path: Path) -> None:
+    def pin_call(message_id: str) -> ToolCallBlock:
+        return ToolCallBlock(id="call_0", name="pin_context", input={"message_id": message_id})
+
+    script = [
+        reused("turn-1", ToolCallBlock(id="call_0", name="probe", input={"i": 1})),
+        reused("turn-2", ToolCallBlock(id="call_0", name="probe", input={"i": 2})),
+        reused("turn-3", pin_call("call_0")),
+        reused("turn-4", pin_call("turn-1")),
+        "done",
+    ]
+    ws = LocalWorkspace(tmp_path)
+    config = ContextConfig(context_window=100_000)
+    agent = make_agent(ws, ScriptedModel(script), include_pin_tool=True, context_config=config)
+    await agent.reply("Probe 1 and 2; keep the first.")
+    refused, pinned = [b for m in agent.messages for b in m.tool_results if b.name == "pin_context"]
+    assert refused.is_error and "names tool calls in 3 messages" in str(refused.output)
+    assert "'turn-1' (probe {\"i\":1})" in str(refused.output)
+    assert not pinned.is_error and str(pinned.output).startswith("Pinned turn-1")
+    assert [m.id for m in agent.pinned] == ["turn-1"]
+    assert await agent.pin("turn-1") == agent.pinned[0]

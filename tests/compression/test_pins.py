@@ -234,3 +234,63 @@ async def test_a_summary_cannot_be_pinned(tmp_path: Path) -> None:
     assert is_summary_message(after[1])
     with pytest.raises(PinError, match="ctxoffload's own note"):
         await run.pin(after[1].id, after)
+
+
+def reused_ids(turns: int) -> list[Msg]:
+    """A conversation from a server that calls its first tool call `call_0` every turn."""
+    msgs = [Msg(role="user", content="probe everything")]
+    for i in range(turns):
+        msgs += [
+            Msg(
+                role="assistant",
+                content=[ToolCallBlock(id="call_0", name="probe", input={"host": i})],
+            ),
+            Msg(role="tool", content=[ToolResultBlock(id="call_0", name="probe", output=f"r{i}")]),
+        ]
+    return msgs
+
+
+async def test_a_call_id_that_names_several_turns_is_refused_naming_each(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path)
+    run = run_of(ws, SlidingWindow(max_messages=4))
+    context = reused_ids(3)
+    calls = [m for m in context if m.tool_calls]
+    with pytest.raises(PinError, match="'call_0' names tool calls in 3 messages") as refused:
+        await run.pin("call_0", context)
+    said = str(refused.value)
+    # Newest first, each by the message id to pin instead, with the call it holds.
+    at = [said.index(m.id) for m in reversed(calls)]
+    assert at == sorted(at)
+    assert 'probe {"host":2}' in said and "pin one by its message id" in said
+    assert run.pinned_ids == frozenset()
+    assert not any(is_pinned(m) for m in context)
+    assert not [e for e in await ws.read_events("s1") if e["kind"] == "pin"]
+
+
+async def test_the_message_id_a_refusal_names_pins_that_call(tmp_path: Path) -> None:
+    run = run_of(LocalWorkspace(tmp_path), SlidingWindow(max_messages=4))
+    context = reused_ids(3)
+    meant = [m for m in context if m.tool_calls][1]
+    marked = await run.pin(meant.id, context)
+    assert [m.id for m in marked if is_pinned(m)] == [meant.id]
+    assert run.message_named(meant.id, marked).id == meant.id
+
+
+async def test_a_call_id_that_names_one_turn_still_pins_it(tmp_path: Path) -> None:
+    run = run_of(LocalWorkspace(tmp_path), SlidingWindow(max_messages=4))
+    twice = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id="dup", name="probe", input={"host": h}) for h in (8, 9)],
+    )
+    context = [*reused_ids(1), *turn(7), twice]
+    marked = await run.pin("call_0", context)
+    assert [m.id for m in marked if is_pinned(m)] == [context[1].id]
+    # One message that holds the id twice (one step's calls) is one message: no ambiguity.
+    assert run.message_named("dup", marked).id == twice.id
+
+
+async def test_a_long_list_of_ambiguous_calls_is_bounded(tmp_path: Path) -> None:
+    run = run_of(LocalWorkspace(tmp_path), SlidingWindow(max_messages=4))
+    with pytest.raises(PinError, match="and 35 older") as refused:
+        run.message_named("call_0", reused_ids(40))
+    assert len(str(refused.value)) < 1200

@@ -755,14 +755,17 @@ class Agent:
 
         Args:
             message_id: the message's id (`Msg.id`), or the id of a tool call in the context
-                (the call and its results are pinned together).
+                (the call and its results are pinned together). A call id that several
+                messages hold (a server that numbers each turn's calls from `call_0`) names
+                none: the refusal lists their message ids (`PipelineRun.message_named`).
 
         Returns:
             The pinned message as it now is in the context.
 
         Raises:
-            PinError: the message is not in the context, or the pins would take more than
-                `pin_ratio` of the window; nothing was pinned.
+            PinError: the message is not in the context, the call id is held by several
+                messages, or the pins would take more than `pin_ratio` of the window;
+                nothing was pinned.
         """
         async with self._working():
             return await self._pin(message_id, by="api")
@@ -786,7 +789,7 @@ class Agent:
     async def _pin(self, message_id: str, *, by: str) -> Msg:
         self.messages = await self._pipeline.pin(message_id, self.messages, by=by)
         await self._after_pin_change()
-        return next(m for m in self.messages if is_pinned(m) and _holds(m, message_id))
+        return self._pipeline.message_named(message_id, self.messages)
 
     async def _after_pin_change(self) -> None:
         await self._record.messages(self.messages)
@@ -1080,15 +1083,6 @@ def _pinned_a_text(calls: Sequence[ToolCallBlock], results: Sequence[ToolResultB
     return any(
         call.name == PIN_TOOL_NAME and call.input.get("text") is not None and not result.is_error
         for call, result in zip(calls, results, strict=True)
-    )
-
-
-def _holds(msg: Msg, message_id: str) -> bool:
-    """Whether `msg` is the message `message_id` names (its id, or a tool call's in it)."""
-    return (
-        msg.id == message_id
-        or any(b.id == message_id for b in msg.tool_calls)
-        or any(b.id == message_id for b in msg.tool_results)
     )
 
 

@@ -37,7 +37,8 @@ def pin_context_tool(pin: PinFunction) -> Tool:
 
         Args:
             message_id: the id of a tool call whose call and result must stay (the id you
-                gave the call), or of a message.
+                gave the call), or of a message. If several of your calls have that id, you
+                are told their message ids: pin one of those.
             text: a text to keep, such as your plan or todo list; give this or message_id.
         """
         return await pin(message_id, text)

@@ -7,9 +7,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from .._depth import text_form
 from ..exceptions import ConfigError, PinError
 from ..formats import read_messages, read_tool_result
-from ..messages import Msg, ToolResultBlock
+from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..tokens import TokenCount
 from ..workspace import EventKind, ModelCallClock
 from ._activation import Activation
@@ -191,7 +192,8 @@ class PipelineRun:
 
         Args:
             message_id: the id of the message to pin, or of a tool call in the context (the
-                model sees those): the message holding the call is pinned.
+                model sees those): the message holding the call is pinned. See
+                `message_named` for which message an id names.
             messages: the context holding it; the one last given to `pre_llm` when None.
             by: who pinned it, for the record ("api", or "agent" for the `pin_context` tool).
 
@@ -199,16 +201,12 @@ class PipelineRun:
             The context with the message marked as pinned (its metadata).
 
         Raises:
-            PinError: the message is not in the context, is a summary or window note, or
-                the pins would take more than `pin_ratio` of the window; nothing was pinned.
+            PinError: the message is not in the context, the id names calls in several
+                messages, the message is a summary or window note, or the pins would take
+                more than `pin_ratio` of the window; nothing was pinned.
         """
         context = self._marked(self._last_context if messages is None else messages)
-        index = _find(context, message_id)
-        if index is None:
-            raise PinError(
-                f"message {message_id!r} is not in the context: pin the id of a message the "
-                "context holds (Msg.id), or the id of a tool call in it"
-            )
+        index = _named(context, message_id)
         if is_context_note(context[index]):
             raise PinError(
                 f"message {message_id!r} is ctxoffload's own note (a summary or a window note), "
@@ -236,6 +234,26 @@ class PipelineRun:
             EventKind.PIN, message_id, context[index].role, by, (before, after), marked, window
         )
         return marked
+
+    def message_named(self, message_id: str, messages: Sequence[Msg] | None = None) -> Msg:
+        """The message of the context that a pin of `message_id` names.
+
+        A message's own id (`Msg.id`) names it. Otherwise the id of a tool call names the
+        message holding that call (the call and its results are one turn), and, when no
+        call has it, the id of a tool result names the message holding the result. Some
+        servers give the calls of every turn the same ids (`call_0`, `call_1`, ...): an id
+        held by several messages names none of them, and the refusal lists them, newest
+        first, each by its message id (the id to pin instead) and the calls it holds.
+
+        Args:
+            message_id: a message's id, or a tool call's (or result's) id.
+            messages: the context; the one last given to `pre_llm` when None.
+
+        Raises:
+            PinError: no message of the context holds the id, or several do.
+        """
+        context = self._last_context if messages is None else messages
+        return context[_named(context, message_id)]
 
     async def _pin_event(
         self,
@@ -495,16 +513,61 @@ class PipelineRun:
         return block
 
 
-def _find(context: Sequence[Msg], message_id: str) -> int | None:
-    """The index of the message `message_id` names: its id, or the id of a tool call (or
-    result) it holds, the call first."""
+_LISTED = 5
+"""How many messages a refusal of an ambiguous call id lists."""
+
+
+def _named(context: Sequence[Msg], message_id: str) -> int:
+    """The index of the message `message_id` names (see `PipelineRun.message_named`).
+
+    Raises:
+        PinError: no message holds the id, or several hold it as a call (or a result).
+    """
     for i, m in enumerate(context):
         if m.id == message_id:
             return i
-    for i, m in enumerate(context):
-        if any(block.id == message_id for block in m.tool_calls):
-            return i
-    for i, m in enumerate(context):
-        if any(block.id == message_id for block in m.tool_results):
-            return i
-    return None
+    for kind in ("call", "result"):
+        holding = [
+            i
+            for i, m in enumerate(context)
+            if any(b.id == message_id for b in (m.tool_calls if kind == "call" else m.tool_results))
+        ]
+        if len(holding) == 1:
+            return holding[0]
+        if holding:
+            raise PinError(_ambiguous(message_id, [context[i] for i in reversed(holding)], kind))
+    raise PinError(
+        f"message {message_id!r} is not in the context: pin the id of a message the "
+        "context holds (Msg.id), or the id of a tool call in it"
+    )
+
+
+def _ambiguous(call_id: str, holding: Sequence[Msg], kind: str) -> str:
+    """The refusal of a call id that several messages hold (newest first in `holding`)."""
+    listed = []
+    for msg in holding[:_LISTED]:
+        blocks = msg.tool_calls if kind == "call" else msg.tool_results
+        held = ", ".join(
+            _call_text(b.name, b.input) if isinstance(b, ToolCallBlock) else f"result of {b.name}"
+            for b in blocks
+            if b.id == call_id
+        )
+        listed.append(f"{msg.id!r} ({held})")
+    more = len(holding) - _LISTED
+    tail = f", and {more} older" if more > 0 else ""
+    return (
+        f"the id {call_id!r} names tool {kind}s in {len(holding)} messages of the context "
+        "(the server gave several calls the same id), so it does not say which to pin: pin "
+        f"one by its message id instead, newest first: {'; '.join(listed)}{tail}"
+    )
+
+
+def _call_text(name: str, arguments: Mapping[str, Any]) -> str:
+    """`name {arguments as JSON}`, the arguments cut to a few dozen characters."""
+    shown = text_form(arguments)
+    if len(shown) > _ARGUMENTS_SHOWN:
+        shown = shown[: _ARGUMENTS_SHOWN - 1] + "…"
+    return f"{name} {shown}"
+
+
+_ARGUMENTS_SHOWN = 60
