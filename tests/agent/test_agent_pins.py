@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,85 @@ async def test_a_reused_call_id_is_refused_naming_the_message_ids_to_pin(tmp_pat
     assert not pinned.is_error and str(pinned.output).startswith("Pinned turn-1")
     assert [m.id for m in agent.pinned] == ["turn-1"]
     assert await agent.pin("turn-1") == agent.pinned[0]
+
+
+def dump(part: int) -> str:
+    """Dump one part of the log.
+
+    Args:
+        part: which part.
+    """
+    return f"part {part}: " + "line " * 1000  # about 1,250 tokens
+
+
+def share_agent(ws: Workspace, script: list[Any]) -> Agent:
+    """An agent whose pins may take 1,000 tokens (a tenth of a 10,000-token window)."""
+    return Agent(
+        model=ScriptedModel(script),
+        offloader=ws,
+        tools=[probe, dump],
+        context_config=ContextConfig(context_window=10_000, pin_ratio=0.1),
+        counter=get_token_counter(exact=False),
+        summary_model=ScriptedModel(default=SUMMARY),
+        session_id="share",
+        include_pin_tool=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "pin",
+    [{"message_id": "d1"}, {"text": "TODO: read part 1"}],
+    ids=["call-of-the-step", "text"],
+)
+async def test_a_pin_of_the_step_is_measured_with_its_results(ws: Workspace, pin: Any) -> None:
+    step = step_calling(
+        ToolCallBlock(id="d1", name="dump", input={"part": 1}),
+        ToolCallBlock(id="p1", name="pin_context", input=pin),
+    )
+    agent = share_agent(ws, [step, "done"])
+    await agent.reply("Dump part 1 and keep it.")
+    answer = tool_answers(agent, "p1")[0]
+    assert answer.is_error and "pin_ratio 0.1" in str(answer.output)
+    said = re.search(r"bring the pins to ([\d,]+) tokens", str(answer.output))
+    assert said is not None and int(said[1].replace(",", "")) > 1_000  # the result counted
+    if "message_id" in pin:
+        assert "pinning tool call 'd1' (message " in str(answer.output)
+    assert agent.pinned == []
+    assert not [e for e in await ws.read_events("share") if e["kind"] == "pin"]
+    state = await ws.read_state("share")
+    assert state is not None
+    saved = [b for m in state["messages"] if m["role"] == "tool" for b in m["content"]]
+    assert any(b["id"] == "p1" and b["is_error"] for b in saved)
+
+
+async def test_a_pin_of_a_call_of_the_step_records_the_tokens_of_its_results(
+    ws: Workspace,
+) -> None:
+    step = step_calling(
+        ToolCallBlock(id="c1", name="probe", input={"i": 1}),
+        ToolCallBlock(id="p1", name="pin_context", input={"message_id": "c1"}),
+    )
+    agent = share_agent(ws, [step, "done"])
+    await agent.reply("Probe 1 and keep it.")
+    assert str(tool_answers(agent, "p1")[0].output).startswith("Pinned c1")
+    assert [m.id for m in agent.pinned] == [agent.messages[-3].id]
+    (event,) = [e for e in await ws.read_events("share") if e["kind"] == "pin"]
+    turn = agent.messages[-3:-1]  # the call and its results: what the pin keeps
+    counted = sum(agent.compressor.tracker.count_message(m) for m in turn)
+    assert event["pinned_tokens_after"] == counted
+    assert counted > agent.compressor.tracker.count_message(turn[0]) + 60  # results included
+
+
+async def test_a_pin_of_a_call_of_the_step_beside_a_compaction_is_kept(tmp_path: Path) -> None:
+    step = step_calling(
+        ToolCallBlock(id="k1", name="compact_context", input={}),
+        ToolCallBlock(id="c9", name="probe", input={"i": 9}),
+        ToolCallBlock(id="p1", name="pin_context", input={"message_id": "c9"}),
+    )
+    agent = compact_agent(tmp_path, [*probes(8), step, *probes(1, 10), "done"])
+    await agent.reply("Probe, keep 9, compact.")
+    assert str(tool_answers(agent, "k1")[0].output).startswith("Compacted:")
+    assert str(tool_answers(agent, "p1")[0].output).startswith("Pinned c9")
+    assert [m.id for m in agent.pinned] == [step.id]
+    await agent.compact()
+    assert [str(b.output) for b in tool_answers(agent, "c9")] == [probe(9)]

@@ -384,8 +384,8 @@ class Agent:
                 record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
                 results_msg = Msg(role="tool", content=list(processed), name=self.name)
                 self.messages.append(results_msg)
-                if _pinned_a_text(calls, processed):
-                    await self._pin_text_results(results_msg)
+                if PIN_TOOL_NAME in record.tool_calls:
+                    results_msg = await self._pin_with_results(reply)
                 await self._record.messages([results_msg], is_context=False)
                 await self._save_state()
                 logger.debug("step %d: %d tool calls", step, len(calls))
@@ -803,8 +803,14 @@ class Agent:
                 "or the text to keep"
             )
         if message_id is not None:
+            answer = f"Pinned {message_id}: it stays in your context whatever is compacted."
+            named = self._pipeline.message_named(message_id, self.messages)
+            if named.tool_calls and named.id == self.messages[-1].id:
+                # A call of this step: its results, which the pin keeps too, are not in the
+                # context yet, so its share is measured once they are (`_pin_with_results`).
+                return answer
             await self._pin(message_id, by="agent")
-            return f"Pinned {message_id}: it stays in your context whatever is compacted."
+            return answer
         assert text is not None
         # The text is pinned as this call's result once the results message exists; its
         # share is checked now, so a refusal reaches the model as this call's error.
@@ -821,13 +827,39 @@ class Agent:
             )
         return f"Pinned; this text stays in your context whatever is compacted:\n{text}"
 
-    async def _pin_text_results(self, results_msg: Msg) -> None:
-        """Pin the results message holding a `pin_context(text=...)` answer."""
-        try:
-            self.messages = await self._pipeline.pin(results_msg.id, self.messages, by="agent")
-        except PinError as exc:
-            # Other results of the same step made the message too big to pin.
-            logger.warning("could not pin the text the model gave to pin_context: %s", exc)
+    async def _pin_with_results(self, reply: Msg) -> Msg:
+        """Make the pins of a step that wait for its results, now the last message: each
+        `pin_context(text=...)` (the text is its result) and `pin_context(message_id=...)` of
+        a call of `reply`, this step's.
+
+        Each is measured with the results in the context, so a big result of the step counts
+        against `pin_ratio`; one over the share is refused, and its answer becomes the
+        refusal (a `PinError`), so the model is never told "Pinned" about a pin that was not
+        made. Returns the results message as it now is.
+        """
+        for index, call in enumerate(reply.tool_calls):
+            results = self.messages[-1]
+            answer = results.tool_results[index]
+            if call.name != PIN_TOOL_NAME or answer.is_error:
+                continue
+            message_id = call.input.get("message_id")
+            try:
+                if message_id is None:
+                    target = results.id
+                else:
+                    target = str(message_id)
+                    named = self._pipeline.message_named(target, self.messages)
+                    if named.id != reply.id or is_pinned(named):
+                        continue  # pinned when the tool ran
+                self.messages = await self._pipeline.pin(target, self.messages, by="agent")
+            except PinError as refused:
+                refusal = answer.model_copy(
+                    update={"output": f"Error: PinError: {refused}", "is_error": True}
+                )
+                answers = list(results.tool_results)
+                answers[index] = refusal
+                self.messages[-1] = results.model_copy(update={"content": answers})
+        return self.messages[-1]
 
     # -- resumable sessions -----------------------------------------------------------------
 
@@ -1076,14 +1108,6 @@ def reader_output_chars(config: ContextConfig) -> int:
 
 async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:
     return result
-
-
-def _pinned_a_text(calls: Sequence[ToolCallBlock], results: Sequence[ToolResultBlock]) -> bool:
-    """Whether one of a step's calls was a `pin_context(text=...)` that succeeded."""
-    return any(
-        call.name == PIN_TOOL_NAME and call.input.get("text") is not None and not result.is_error
-        for call, result in zip(calls, results, strict=True)
-    )
 
 
 def _reader_tools(tools: dict[str, Tool]) -> ReaderTools | None:

@@ -213,6 +213,10 @@ class PipelineRun:
                 "which each compaction replaces: pin a message of the conversation, or keep "
                 "what matters in it as a text (the pin_context tool's text=)"
             )
+        # The refusal names what was asked for: a tool call's id is the one the model knows.
+        asked = f"message {message_id!r}"
+        if message_id != context[index].id:
+            asked = f"tool call {message_id!r} (message {context[index].id!r})"
         message_id = context[index].id
         before = self.pinned_tokens(context)
         marked = list(context)
@@ -222,7 +226,7 @@ class PipelineRun:
         ratio = self.config().pin_ratio
         if window is not None and after > ratio * window:
             raise PinError(
-                f"pinning message {message_id!r} would bring the pins to {after:,} tokens, "
+                f"pinning {asked} would bring the pins to {after:,} tokens, "
                 f"{after / window:.0%} of the {window:,}-token window, over pin_ratio {ratio}: "
                 "unpin another message first, pin a shorter one (or the few lines that "
                 "matter, as text), or raise ContextConfig(pin_ratio=...)"
