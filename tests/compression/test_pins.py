@@ -294,3 +294,10 @@ async def test_a_long_list_of_ambiguous_calls_is_bounded(tmp_path: Path) -> None
     with pytest.raises(PinError, match="and 35 older") as refused:
         run.message_named("call_0", reused_ids(40))
     assert len(str(refused.value)) < 1200
+
+
+async def test_an_unknown_id_of_any_length_is_named_in_a_short_refusal(tmp_path: Path) -> None:
+    run = run_of(LocalWorkspace(tmp_path), SlidingWindow(max_messages=4))
+    with pytest.raises(PinError, match="100,000 characters") as refused:
+        await run.pin("x" * 100_000, conversation(2))
+    assert len(str(refused.value)) < 400

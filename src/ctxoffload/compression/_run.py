@@ -541,9 +541,19 @@ def _named(context: Sequence[Msg], message_id: str) -> int:
         if holding:
             raise PinError(_ambiguous(message_id, [context[i] for i in reversed(holding)], kind))
     raise PinError(
-        f"message {message_id!r} is not in the context: pin the id of a message the "
+        f"message {_shown(message_id)} is not in the context: pin the id of a message the "
         "context holds (Msg.id), or the id of a tool call in it"
     )
+
+
+def _shown(message_id: str) -> str:
+    """`message_id` quoted, cut when it is too long to be any id (a model may send anything)."""
+    if len(message_id) <= _ID_SHOWN:
+        return repr(message_id)
+    return f"{message_id[:_ID_SHOWN]!r}… ({len(message_id):,} characters)"
+
+
+_ID_SHOWN = 100
 
 
 def _ambiguous(call_id: str, holding: Sequence[Msg], kind: str) -> str:
