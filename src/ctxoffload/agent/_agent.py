@@ -93,7 +93,8 @@ class Agent:
     """A ReAct agent whose context is kept within the model's window by offloading.
 
     Each step: compress older history if the context is over the trigger (pre-model), call
-    the model, run the tool calls it made concurrently, and truncate each big result into
+    the model, run the tool calls it made concurrently (the context tools, `pin_context`
+    and `compact_context`, one after another, pins first), and truncate each big result into
     the workspace (post-tool), until the model answers without calling a tool or
     `max_steps` is reached. After each step the live context is saved as
     `sessions/<id>/state.json` when the offloader can store state, so a new `Agent` with
@@ -384,7 +385,7 @@ class Agent:
                 record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
                 results_msg = Msg(role="tool", content=list(processed), name=self.name)
                 self.messages.append(results_msg)
-                if PIN_TOOL_NAME in record.tool_calls:
+                if any(c.name == PIN_TOOL_NAME for c in calls):
                     results_msg = await self._pin_with_results(reply)
                 await self._record.messages([results_msg], is_context=False)
                 await self._save_state()
