@@ -165,8 +165,7 @@ def took_over(session_id: str, holder: dict[str, Any], why: str) -> None:
         )
     logger.log(
         level,
-        "took over the lease of session %s from %s: %s, and %s; its last writes are on disk, "
-        "and this writer goes on from the session's saved state",
+        "took over the lease of session %s from %s: %s, and %s; its last writes are on disk",
         session_id,
         describe_holder(holder),
         why,
