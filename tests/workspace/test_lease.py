@@ -231,6 +231,27 @@ async def test_taking_a_lease_whose_holder_still_runs_is_a_warning(
     await lease.release()
 
 
+async def test_a_holder_killed_but_not_yet_reaped_has_ended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A zombie (killed, its parent not yet waiting for it) still has its pid, but the kernel
+    shows it ended: the takeover is INFO."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        child.send_signal(signal.SIGKILL)
+        while (
+            not Path(f"/proc/{child.pid}/stat").read_bytes().rpartition(b")")[2].startswith(b" Z")
+        ):
+            await asyncio.sleep(0.01)
+        plant_unreleased_lease(tmp_path, "s", pid=child.pid, host=socket.gethostname())
+        with caplog.at_level(logging.INFO, logger="ctxoffload"):
+            await (await LocalWorkspace(tmp_path).acquire_lease("s")).release()
+    finally:
+        child.wait()
+    (took,) = [r for r in caplog.records if "took over" in r.getMessage()]
+    assert took.levelno == logging.INFO and "has ended" in took.getMessage()
+
+
 @pytest.mark.parametrize("pid", [2**70, -1, 0, "12"])
 async def test_taking_a_lease_of_another_host_or_an_odd_pid_is_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, pid: Any
