@@ -50,13 +50,13 @@ async def main() -> None:
     )
     # A temporary workspace, removed with everything in it at the end.
     with tempfile.TemporaryDirectory(prefix="ctxoffload-") as workdir:
-        agent = Agent(
+        async with Agent(
             model=model,
             tools=[query_metrics],
             offloader=LocalWorkspace(workdir),
             context_config=ContextConfig(context_window=16_000, tool_result_limit=500),
-        )
-        print("\nAnswer:", (await agent.reply("How did checkout latency look?")).text)
+        ) as agent:  # closing the agent releases its session (a lease)
+            print("\nAnswer:", (await agent.reply("How did checkout latency look?")).text)
     seen = str(model.calls[1][-1].tool_results[0].output)
     notice = seen.index("<<<TRUNCATED>>>")
     print("\nWhat the model saw of the 200 KB result:")

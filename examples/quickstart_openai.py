@@ -43,7 +43,7 @@ async def main(question: str) -> None:
         os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
         base_url=os.environ.get("OPENAI_BASE_URL"),
     ) as model:
-        agent = Agent(
+        async with Agent(
             name="analyst",
             system_prompt=(
                 "You investigate failures. Large tool results are saved to files in your "
@@ -55,8 +55,8 @@ async def main(question: str) -> None:
             tools=[fetch_logs, *workspace_tools(ws, max_output_chars=8_000)],
             offloader=ws,
             context_config=config,
-        )
-        reply = await agent.reply(question)
+        ) as agent:  # closing the agent releases its session (a lease) for the next run
+            reply = await agent.reply(question)
         print(reply.text)
         print(f"\nSession files: {ws.session_dir(agent.session_id)}")
 

@@ -26,8 +26,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto` (the default, pyproject.toml): one pytest-xdist worker per core, plus one.
 
     Many tests spend their time waiting (on child processes, a local server, a deadline), so
-    a spare worker keeps the cores busy: on 2 cores, 3 workers run the suite in about 80 s
-    where 2 take about 90 s and one about 135 s. `-n 0` runs it in this process.
+    a spare worker keeps the cores busy; the timings that chose it are in docs/benchmarks.md
+    (the test suite). `-n 0` runs it in this process.
     """
     return (os.cpu_count() or 1) + 1
 

@@ -354,3 +354,16 @@ async def chain_of_sub_agents(workdir: str | os.PathLike[str], length: int) -> l
             **({"parent": link} if parent is not None else {}),
         )
     return names
+
+
+def unreleased_leases(root: str | os.PathLike[str]) -> list[str]:
+    """The `lease.json` files under `root` whose holder never released them: an agent a
+    script or a page of the docs left open (run again, it would take the lease over)."""
+    found: list[str] = []
+    for folder, _, files in os.walk(root):
+        if "lease.json" in files:
+            path = os.path.join(folder, "lease.json")
+            with open(path, encoding="utf-8") as lease:
+                if "released" not in json.load(lease):
+                    found.append(os.path.relpath(path, root))
+    return sorted(found)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import unreleased_leases
 from openai_server import OpenAIServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -78,5 +79,6 @@ def test_quickstart_runs_against_an_openai_compatible_server(tmp_path: Path) -> 
             env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key"},
         )
     assert "max_connections=100" in out
+    assert unreleased_leases(tmp_path) == [], "the example never closed its agent"
     files = list((tmp_path / "agent_workspace" / "sessions").glob("*/tool_result-call_1.txt"))
     assert len(files) == 1 and "ERROR nightly" in files[0].read_text()

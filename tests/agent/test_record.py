@@ -350,6 +350,29 @@ async def test_steps_keep_counting_when_a_session_is_resumed(workspace: LocalWor
     assert [{"role": m["role"], "content": m["content"]} for m in rebuilt] == sent(model.calls[0])
 
 
+async def test_a_resumed_session_is_announced_once(
+    workspace: LocalWorkspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One INFO line says the session was resumed, with the count its session_start records
+    (the system prompt is the constructor's, not restored), and a closed agent's lease is
+    taken with no takeover line at all."""
+    async with make_agent(ScriptedModel(["one"]), workspace, session_id="run-42") as first:
+        await first.reply("go")
+    second = make_agent(ScriptedModel(["two", "three"]), workspace, session_id="run-42")
+    with caplog.at_level(logging.INFO, logger="ctxoffload"):
+        await second.reply("again")
+        await second.reply("and again")
+    await second.aclose()
+    starts = of_kind(await workspace.read_events("run-42"), "session_start")
+    restored = starts[-1]["restored_messages"]
+    lines = [r.getMessage() for r in caplog.records if "resum" in r.getMessage()]
+    assert lines == [
+        f"resumed session run-42 from its saved state: {restored} messages restored; "
+        "pass another session_id to start afresh"
+    ]
+    assert not [r for r in caplog.records if "took over" in r.getMessage()]
+
+
 async def test_without_an_offloader_on_event_still_sees_the_run() -> None:
     seen: list[dict[str, Any]] = []
     agent = Agent(

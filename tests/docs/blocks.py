@@ -4,8 +4,8 @@ Conventions (an annotation is an HTML comment on the line right before a fence; 
 show in the rendered page):
 
 - ```` ```python ```` blocks run, each on its own as a script, offline, in a fresh temporary
-  folder as the current directory. `<!-- test: continues -->` runs a block in the namespace
-  the page's previous Python block left (a guide building on its last step).
+  folder as the current directory: each block is complete (its imports, its set-up), since a
+  reader copies one block, not the page. There is no annotation to continue an earlier block.
 - `<!-- test: skip -- REASON -->` leaves a block out; the reason is required and says why it
   cannot run here (few blocks should need it).
 - `<!-- test: server -->` runs a Python block with `OPENAI_BASE_URL` set to a local
@@ -32,7 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 _ANNOTATION = re.compile(r"^\s*<!--\s*test:\s*(?P<what>[a-z]+)(?:\s*--\s*(?P<why>.*?))?\s*-->\s*$")
-_KINDS = frozenset({"skip", "continues", "server", "output"})
+_KINDS = frozenset({"skip", "server", "output"})
+_GONE = {
+    "continues": (
+        "each block runs alone, as a reader copies it: give this block the imports and the "
+        "set-up it took from the block before"
+    )
+}
 
 
 @dataclass
@@ -76,6 +82,8 @@ def blocks(page: Path) -> list[Block]:
         note = _ANNOTATION.match(text)
         if note is not None:
             what = note.group("what")
+            if what in _GONE:
+                raise ValueError(f"{page}:{index + 1}: 'test: {what}' is gone: {_GONE[what]}")
             if what not in _KINDS:
                 raise ValueError(f"{page}:{index + 1}: unknown annotation 'test: {what}'")
             if what == "skip" and not (note.group("why") or "").strip():

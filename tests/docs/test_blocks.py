@@ -20,14 +20,14 @@ def test_blocks_carry_their_annotations_and_outputs(tmp_path: Path) -> None:
             tmp_path,
             "# Title\n\n```python\nprint('a')\n```\n<!-- test: output -->\n```text\na\n```\n\n"
             "<!-- test: skip -- needs a GPU -->\n```python\nimport torch\n```\n\n"
-            "<!-- test: continues -->\n```python\nprint(x)\n```\n"
+            "<!-- test: server -->\n```python\nprint(x)\n```\n"
             "````console\n$ ctxoffload ls\n````\n",
         )
     )
     assert [(b.language, b.annotations) for b in found] == [
         ("python", {}),
         ("python", {"skip": "needs a GPU"}),
-        ("python", {"continues": ""}),
+        ("python", {"server": ""}),
         ("console", {}),
     ]
     assert found[0].code == "print('a')\n" and found[0].output is not None
@@ -43,6 +43,7 @@ def test_blocks_carry_their_annotations_and_outputs(tmp_path: Path) -> None:
         ("<!-- test: skip -- why -->\nprose\n```python\nx\n```\n", "right before a fence"),
         ("```text\nx\n```\n<!-- test: output -->\n```text\ny\n```\n", "must follow a Python"),
         ("```python\nx\n", "never closed"),
+        ("<!-- test: continues -->\n```python\nx\n```\n", "runs alone, as a reader copies"),
     ],
 )
 def test_a_page_the_tests_cannot_read_right_is_an_error(

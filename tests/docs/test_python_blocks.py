@@ -1,9 +1,8 @@
 """Every ```` ```python ```` block of README.md and docs/ runs as written, offline.
 
 The conventions are those of tests/docs/blocks.py. Each block is one test, named by its page
-and the line of its opening fence. It runs in a child process of its own, as a script, in a
-fresh temporary folder: a `continues` block after the blocks it continues, in their namespace
-(they run first in the same process, their output set aside); a `server` block with
+and the line of its opening fence. It runs alone, as a reader who copies it runs it: in a
+child process of its own, as a script, in a fresh temporary folder; a `server` block with
 `OPENAI_BASE_URL` and `OPENAI_API_KEY` naming a local OpenAI-compatible server
 (tests/openai_server.py) that answers every request with a short final answer. Every other
 block gets an `OPENAI_BASE_URL` where nothing listens, so a block that reaches for a model
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 from blocks import Block, blocks, matches, pages
 
+from helpers import unreleased_leases
 from openai_server import OpenAIServer, chat_completion, closed_port_url
 
 # More would make skipping the norm: a block that cannot run here should be rare.
@@ -35,32 +35,21 @@ MAX_SKIPPED_BLOCKS = 5
 FINAL_ANSWER = "The nightly job failed on a full disk."
 """What the local server answers to every request of a `server` block."""
 
-# Runs in the child: executes the blocks of one chain in one namespace, each compiled under
-# its page's path with the page's line numbers, and prints only the last block's output.
+# Runs in the child: executes one block as a script, compiled under its page's path with the
+# page's line numbers.
 DRIVER = r"""
-import contextlib, io, json, sys
-spec = json.loads(sys.stdin.read())
-namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-for index, part in enumerate(spec):
-    code = compile("\n" * part["line"] + part["code"], part["page"], "exec")
-    sys.argv = [part["page"]]
-    if index < len(spec) - 1:
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(code, namespace)
-    else:
-        exec(code, namespace)
+import json, sys
+part = json.loads(sys.stdin.read())
+code = compile("\n" * part["line"] + part["code"], part["page"], "exec")
+sys.argv = [part["page"]]
+exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
 """
 
 
-def python_blocks() -> Iterator[tuple[Block, list[Block]]]:
-    """Each Python block of every page, with the chain it runs in (itself last)."""
+def python_blocks() -> Iterator[Block]:
+    """Each Python block of every page."""
     for page in pages():
-        chain: list[Block] = []
-        for block in blocks(page):
-            if block.language != "python":
-                continue
-            chain = [*chain, block] if "continues" in block.annotations else [block]
-            yield block, chain
+        yield from (block for block in blocks(page) if block.language == "python")
 
 
 CASES = list(python_blocks())
@@ -80,10 +69,9 @@ def server_answer(body: Any) -> dict[str, Any]:
     return chat_completion(FINAL_ANSWER)
 
 
-def run_chain(
-    chain: list[Block], cwd: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    spec = [{"page": str(b.page), "line": b.line, "code": b.code} for b in chain]
+def run_block(block: Block, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The block as a script of its own, in a fresh interpreter."""
+    spec = {"page": str(block.page), "line": block.line, "code": block.code}
     return subprocess.run(
         [sys.executable, "-c", DRIVER],
         input=json.dumps(spec),
@@ -102,28 +90,28 @@ def child_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-@pytest.mark.parametrize(("block", "chain"), CASES, ids=[b.where for b, _ in CASES])
-def test_python_block_runs_as_written(block: Block, chain: list[Block], tmp_path: Path) -> None:
-    skipped = [b for b in chain if "skip" in b.annotations]
-    if skipped:
-        reason = skipped[-1].annotations["skip"]
-        pytest.skip(f"{block.where}: {reason}")
-    if any("server" in b.annotations for b in chain):
+@pytest.mark.parametrize("block", CASES, ids=[b.where for b in CASES])
+def test_python_block_runs_as_written(block: Block, tmp_path: Path) -> None:
+    if "skip" in block.annotations:
+        pytest.skip(f"{block.where}: {block.annotations['skip']}")
+    if "server" in block.annotations:
         with OpenAIServer() as server:
             server.responder = server_answer
-            done = run_chain(
-                chain,
+            done = run_block(
+                block,
                 tmp_path,
                 child_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key"),
             )
     else:
-        done = run_chain(chain, tmp_path, child_env(OPENAI_BASE_URL=closed_port_url()))
+        done = run_block(block, tmp_path, child_env(OPENAI_BASE_URL=closed_port_url()))
     if done.returncode != 0:
-        earlier = f" (after {', '.join(b.where for b in chain[:-1])})" if len(chain) > 1 else ""
-        pytest.fail(
-            f"{block.where}: the block failed{earlier}:\n{done.stderr}{done.stdout}",
-            pytrace=False,
-        )
+        pytest.fail(f"{block.where}: the block failed:\n{done.stderr}{done.stdout}", pytrace=False)
+    # An agent left open keeps its session's lease, and the reader's second run would take it
+    # over: every example closes its agents (`async with` or `aclose()`).
+    left_open = unreleased_leases(tmp_path)
+    assert not left_open, (
+        f"{block.where}: an agent was never closed, its lease is held: {left_open}"
+    )
     if block.output is not None and not matches(block.output.code, done.stdout):
         diff = "\n".join(
             difflib.unified_diff(
@@ -159,7 +147,7 @@ def test_no_block_awaits_at_the_top_level() -> None:
     and `asyncio.run(main())`."""
     offenders = [
         f"{block.where} (block line {line})"
-        for block, _ in CASES
+        for block in CASES
         if "skip" not in block.annotations
         for line in awaits_outside_functions(block.code)
     ]
@@ -173,7 +161,7 @@ def test_the_await_check_finds_a_top_level_await() -> None:
 
 
 def test_few_blocks_are_skipped() -> None:
-    skipped = [b.where for b, _ in CASES if "skip" in b.annotations]
+    skipped = [b.where for b in CASES if "skip" in b.annotations]
     assert len(skipped) <= MAX_SKIPPED_BLOCKS, (
         f"{len(skipped)} Python blocks are skipped (at most {MAX_SKIPPED_BLOCKS}): "
         + ", ".join(skipped)

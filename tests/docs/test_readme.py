@@ -122,6 +122,30 @@ def test_the_demo_command_runs_as_written_in_a_copy_of_the_repository(tmp_path: 
     assert (workspace / "sessions" / "nightly-job" / "events.jsonl").is_file()
 
 
+def test_the_quickstart_run_twice_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    """A new user runs the quickstart again: it closed its agent, so the second run takes no
+    lease over and prints no warning; it resumes run-42 and answers the same."""
+    quickstart = next(b for b in blocks(README) if b.language == "python")
+    script = tmp_path / "quickstart.py"
+    script.write_text(quickstart.code, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CTXOFFLOAD_"))}
+    runs = [
+        subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for _ in range(2)
+    ]
+    for run in runs:
+        assert (run.returncode, run.stderr) == (0, ""), run.stderr
+    assert runs[0].stdout == runs[1].stdout
+    assert not (tmp_path / "agent_workspace/sessions/run-42/tool_result-call_1.2.txt").exists()
+
+
 @pytest.mark.parametrize("page", ["README.md", "CHANGELOG.md", "CONTRIBUTING.md"])
 def test_every_relative_link_names_a_file_of_the_repository(page: str) -> None:
     missing = [target for target in relative_links(ROOT / page) if not (ROOT / target).is_file()]

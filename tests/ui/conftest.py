@@ -13,8 +13,19 @@ from typing import Any
 import pytest
 from ui_running import Ui, chromium_path, start_ui, stop_ui
 
+BROWSER = "browser"
+"""The fixture every browser test uses (through `page` or on its own)."""
+
 NAN = float("nan")
 INF = float("inf")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A browser test looks for Chromium before any of its fixtures is set up: without it,
+    it skips, or fails where CI=true (ui_running.chromium_path)."""
+    if BROWSER in getattr(item, "fixturenames", ()):
+        chromium_path(f"the browser tests of {item.nodeid.split('::')[0]}")
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +99,7 @@ def ui(demo_workspace: Path) -> Iterator[Ui]:
     stop_ui(running)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", name=BROWSER)
 def browser() -> Iterator[Any]:
     """Headless Chromium from the system's packages, through Playwright."""
     try:

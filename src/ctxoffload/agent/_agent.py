@@ -943,7 +943,14 @@ class Agent:
         messages = [Msg.model_validate(m) for m in state.get("messages", [])]
         messages = [m for m in messages if m.role != "system"]
         self.messages = self._initial_messages() + [await self._with_payloads(m) for m in messages]
-        logger.info("resumed session %s with %d messages", self.session_id, len(self.messages))
+        # Counted as the record's session_start counts them: the system prompt is this
+        # agent's own, not restored.
+        logger.info(
+            "resumed session %s from its saved state: %d messages restored; pass another "
+            "session_id to start afresh",
+            self.session_id,
+            len(messages),
+        )
 
     async def _with_payloads(self, msg: Msg) -> Msg:
         """Inline again the data/ payloads that `_without_payloads` replaced."""

@@ -7,11 +7,12 @@ look at it and are never blocked.
   exclusive `flock`. The kernel drops the lock when the holder's process ends however it
   ends (kill -9 included), so a dead holder's lease is free at once; the file keeps the
   holder's record (pid, host, agent, start), and a writer that takes a lease its last holder
-  never released says so in a warning naming it.
+  never released says so naming it: at INFO when the kernel shows that holder's process has
+  ended, as a warning when it may still run.
 - In a bucket (`ObjectStoreWorkspace`): the object `sessions/{id}/lease.json`, created with a
   conditional put and renewed (a put conditional on its ETag) every third of its time to
   live while the holder runs. A lease past its expiry is taken over (again a conditional
-  put, so two takers cannot both win) with a warning naming the holder that let it lapse.
+  put, so two takers cannot both win) naming the holder that let it lapse, at the same level.
 - In memory (`InMemoryWorkspace`): a table of the process.
 
 A second live writer gets `SessionBusyError` naming the holder.
@@ -40,6 +41,7 @@ __all__ = [
     "LeaseHolder",
     "SessionLease",
     "busy_error",
+    "holder_ended",
     "holder_record",
     "orphaned_here",
     "take_lease",
@@ -112,14 +114,62 @@ def busy_error(session_id: str, holder: dict[str, Any], where: str) -> SessionBu
     )
 
 
+def holder_ended(holder: dict[str, Any]) -> bool:
+    """Whether the kernel shows that the process `holder` names has ended: it ran on this host,
+    and no process has its pid now (or only a zombie its parent has not reaped).
+
+    A holder on another host, of this process, or with a pid no process can have is not shown
+    ended: whether it still runs is unknown here."""
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or pid == os.getpid():
+        return False
+    # Signal 0 only asks whether the pid exists; a pid <= 0 would name a process group.
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists, as another user's process (EPERM)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return False
+    return state == [b"Z"]
+
+
 def took_over(session_id: str, holder: dict[str, Any], why: str) -> None:
-    """Warn that a lease its holder never released was taken over."""
-    logger.warning(
-        "took over the lease of session %s from %s: %s; its last writes are on disk, and "
-        "this writer goes on from the session's saved state",
+    """Log that a lease its holder never released was taken over.
+
+    INFO when the kernel shows the holder's process has ended (a script that ended without
+    closing its agent, run again: nothing is wrong); WARNING when it may still run (a live
+    process of this host that let go without `release()`, or a process of another host),
+    since then two writers may share the session.
+    """
+    pid = holder.get("pid")
+    if holder_ended(holder):
+        level, state = logging.INFO, f"its process (pid {pid}) has ended"
+    elif holder.get("host") != socket.gethostname():
+        level = logging.WARNING
+        state = (
+            f"it ran on another machine ({holder.get('host')!r}), where it may still run: "
+            "stop it if it does"
+        )
+    else:
+        level = logging.WARNING
+        state = (
+            f"its process (pid {pid}) still runs: close agents with `async with` or "
+            "aclose() so that they release their session"
+        )
+    logger.log(
+        level,
+        "took over the lease of session %s from %s: %s, and %s; its last writes are on disk",
         session_id,
         describe_holder(holder),
         why,
+        state,
     )
 
 

@@ -1000,7 +1000,7 @@ def _write_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
 def _why_free(previous: dict[str, Any]) -> str:
     if previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
         return "this process dropped it without release() (an Agent not closed?)"
-    return "its process ended without releasing it"
+    return "its lock was let go without release()"
 
 
 class _Closer:
