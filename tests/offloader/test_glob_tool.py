@@ -53,3 +53,9 @@ def test_glob_with_an_inverted_range_is_an_error(root: Path) -> None:
     result = FileToolbox([root]).glob("[z-a]*")
     assert result.startswith("Error: invalid glob '[z-a]*'")
     assert FileToolbox([root]).grep("x", "sub/[z-a]*").startswith("Error: invalid glob")
+
+
+def test_an_invalid_glob_is_an_error_where_its_folder_does_not_exist(tmp_path: Path) -> None:
+    result = FileToolbox([tmp_path / "not-yet"]).glob("[z-a]*")
+    assert result.startswith("Error: invalid glob '[z-a]*'")
+    assert FileToolbox([tmp_path]).glob("missing/[z-a]*").startswith("Error: invalid glob")

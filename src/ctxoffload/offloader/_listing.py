@@ -98,9 +98,8 @@ def glob_entries(
             f"'..' may appear only before the first wildcard in {quote(pattern)}: "
             f"write the directory out, then the wildcard"
         )
-    base = resolve_in_roots(prefix, roots)
-    if not base.is_dir():
-        return [], 0
+    # The pattern is checked before anything is listed: a bad glob is the same error
+    # whether or not its folder exists yet.
     try:
         matcher = compile_pattern(glob_regex(rest))
     except InvalidContent as exc:
@@ -109,6 +108,9 @@ def glob_entries(
             f"invalid glob {quote(pattern)} ({reason}): use * ? ** and classes such as "
             f"[a-z] with the lower bound first; put a literal [ inside brackets: [[]"
         ) from None
+    base = resolve_in_roots(prefix, roots)
+    if not base.is_dir():
+        return [], 0
     recursive = "**" in rest
     entries: list[Entry] = []
     outside = 0
