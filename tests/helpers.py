@@ -354,3 +354,15 @@ async def chain_of_sub_agents(workdir: str | os.PathLike[str], length: int) -> l
             **({"parent": link} if parent is not None else {}),
         )
     return names
+
+
+def delimiters_in(text: str, delimiter: str) -> int:
+    """How many times `delimiter` occurs in `text` as a reader would take it: a tag
+    (`</artifact_index>`) in any case and spacing, with or without attributes; any other
+    mark in any case."""
+    tag = re.fullmatch(r"<(/?)([A-Za-z][\w-]*)>", delimiter)
+    if tag is None:
+        return len(re.findall(re.escape(delimiter), text, re.IGNORECASE))
+    closing, name = tag.groups()
+    slash = r"\s*/\s*" if closing else r"\s*(?!/)"
+    return len(re.findall(rf"<{slash}{re.escape(name)}(?![\w-])[^>]*>", text, re.IGNORECASE))
