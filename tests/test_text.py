@@ -38,7 +38,7 @@ from ctxoffload.text import (
     WRAPPER_MARKS,
     WRAPPER_TAGS,
     data_line,
-    inert,
+    defuse,
     message_lines,
     message_text,
     tagged,
@@ -261,18 +261,18 @@ def test_a_tag_holds_one_opening_and_one_closing_whatever_the_text(text: str, na
     assert delimiters_in(wrapped, f"<{name}>") == 1
     assert delimiters_in(wrapped, f"</{name}>") == 1
     for other in WRAPPER_TAGS:
-        assert delimiters_in(inert(text), f"<{other}>") == 0
-        assert delimiters_in(inert(text), f"</{other}>") == 0
+        assert delimiters_in(defuse(text), f"<{other}>") == 0
+        assert delimiters_in(defuse(text), f"</{other}>") == 0
 
 
 @given(text=_HOSTILE)
-def test_no_mark_and_no_given_delimiter_survives_inert(text: str) -> None:
-    made = inert(text, "]", "</summary>")
+def test_no_mark_and_no_given_delimiter_survives_defuse(text: str) -> None:
+    made = defuse(text, "]", "</summary>")
     for mark in (*WRAPPER_MARKS, "]", "<summary>", "</summary>"):
         assert delimiters_in(made, mark) == 0, mark
     placeholder = CLEARED_MARK + made + "]"
     assert delimiters_in(placeholder, CLEARED_MARK) == 1 and placeholder.count("]") == 1
-    assert inert(made, "]", "</summary>") == made  # once is enough
+    assert defuse(made, "]", "</summary>") == made  # once is enough
     assert made.count("\n") == text.count("\n")  # the lines stay
 
 

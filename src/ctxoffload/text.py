@@ -17,7 +17,7 @@ are counted for it.
 
 And the one rule for the wrappers ctxoffload puts around text a tool, a model or a web page
 wrote (the summary's tags, the artifact index, the transcript sent to the summary model,
-placeholders, notices): `inert` makes such text unable to close or fake any of them, and
+placeholders, notices): `defuse` makes such text unable to close or fake any of them, and
 `tagged` writes a wrapper with it.
 
 Light on purpose: no pydantic. It reads a message as ctxoffload's own `Msg` (attributes) or
@@ -42,12 +42,14 @@ from ._depth import load_json
 __all__ = [
     "CLEARED_MARK",
     "MAX_DECODED_LINE_BYTES",
+    "SUBAGENT_FILES_MARK",
+    "SUBAGENT_MARK",
     "TRUNCATION_MARKER",
     "WRAPPER_MARKS",
     "WRAPPER_TAGS",
     "data_line",
     "decode_log_line",
-    "inert",
+    "defuse",
     "is_jsonl",
     "matching_lines",
     "message_lines",
@@ -98,21 +100,30 @@ WRAPPER_TAGS = (
 )
 """The tags ctxoffload writes around text others wrote: the summary (the default template's),
 the artifact index, the transcript sent to the summary model and its messages (by role), a
-truncation's reminder. No text others wrote may open or close one of them (`inert`)."""
+truncation's reminder. No text others wrote may open or close one of them (`defuse`)."""
+SUBAGENT_MARK = "[sub-agent "
+"""How the line begins that follows a sub-agent's answer in its parent's context, naming the
+session it worked in."""
+SUBAGENT_FILES_MARK = "[what it stored, to read back:]"
+"""The line before the files a sub-agent hands back to its parent."""
+
 WRAPPER_MARKS = (
     TRUNCATION_MARKER,
     CLEARED_MARK,
     "--- preview ---",
     "--- end of preview ---",
+    SUBAGENT_MARK,
+    SUBAGENT_FILES_MARK,
 )
 """The other marks ctxoffload writes around or after text others wrote: a truncation's
-marker, a cleared output's placeholder, an offloaded result's preview."""
+marker, a cleared output's placeholder, an offloaded result's preview, what a sub-agent
+hands back."""
 
 _TAG = re.compile(r"</?([A-Za-z][\w-]*)>")
 
 
 @functools.lru_cache(maxsize=64)
-def _inert_pattern(delimiters: tuple[str, ...]) -> re.Pattern[str]:
+def _defuse_pattern(delimiters: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern for every wrapper of ctxoffload and each of `delimiters`: a tag in any
     case and spacing (`</ Artifact_Index >`, `<user name="x">`), another mark in any case."""
     tags = set(WRAPPER_TAGS)
@@ -135,7 +146,7 @@ def _defused(match: re.Match[str]) -> str:
     return ("&lt;" if first == "<" else f"&#{ord(first)};") + text[1:]
 
 
-def inert(text: str, *delimiters: str) -> str:
+def defuse(text: str, *delimiters: str) -> str:
     """`text` unable to close or fake a wrapper ctxoffload writes around it: THE rule for
     text a tool, a model or a web page wrote, wherever ctxoffload wraps it.
 
@@ -151,18 +162,18 @@ def inert(text: str, *delimiters: str) -> str:
         delimiters: the wrapper's own delimiters, when they are not ctxoffload's fixed ones
             (a `summary_template`'s tags, a placeholder's closing `]`).
     """
-    pattern = _inert_pattern(delimiters)
+    pattern = _defuse_pattern(delimiters)
     return pattern.sub(_defused, text)
 
 
 def tagged(name: str, text: str) -> str:
-    """`<name>`, the `inert` text, `</name>`, each on lines of their own.
+    """`<name>`, the text through `defuse`, `</name>`, each on lines of their own.
 
     Args:
         name: the tag's name (`artifact_index`).
         text: what goes inside; text others wrote in it cannot close or fake the tag.
     """
-    return f"<{name}>\n{inert(text, f'<{name}>')}\n</{name}>"
+    return f"<{name}>\n{defuse(text, f'<{name}>')}\n</{name}>"
 
 
 def data_line(url: str, name: str | None, media_type: str | None) -> str:
@@ -488,7 +499,7 @@ def transcript_entry(message: Any, char_cap: int) -> tuple[str, float]:
     `[result of NAME (id ID) (error)]` and its output, `[media/type name]` for a payload,
     `</role>`; visible reasoning is left out (the text carries what matters). Past
     `char_cap` characters the text is cut, with a line saying how much more the context log
-    keeps. The text is `inert`: it cannot close its message, open another or close the
+    keeps. The text goes through `defuse`: it cannot close its message, open another or close the
     conversation around it.
     """
     _check_mapping_cache()
@@ -496,7 +507,7 @@ def transcript_entry(message: Any, char_cap: int) -> tuple[str, float]:
     parts: list[str] = []
     for part in _parts(message):
         parts.extend(_transcript_part(part))
-    text = inert("\n".join(parts), f"<{role}>")
+    text = defuse("\n".join(parts), f"<{role}>")
     kept = 1.0
     if len(text) > char_cap:
         omitted = len(text) - char_cap

@@ -7,7 +7,8 @@ file, and no message leaves the context, so a tool call always keeps its result.
 What is cleared is known from ctxoffload's own record, never from the text: the message's
 metadata (`OUTPUTS_CLEARED`) and the placeholders this manager wrote. An output that merely
 starts like a placeholder is an output. What a placeholder repeats of the output and the
-call (names, ids, arguments, artifacts) is `inert`: it cannot end the placeholder early.
+call (names, ids, arguments, artifacts) goes through `defuse`: it cannot end the placeholder
+early.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
-from ..text import CLEARED_MARK, inert
+from ..text import CLEARED_MARK, defuse
 from ..workspace import EventKind, Offloader
 from ._activation import Activation, SettingError, check_int
 from ._artifacts import message_artifacts, named_values
@@ -269,7 +270,7 @@ class ClearToolUses:
             if run.compressor.reads_back(use.result.name, run.config()):
                 again = _call_text(use.call) if use.call is not None else name
                 placeholders[use.at] = _placeholder(
-                    f"the output of {_inert(again)} (~{tokens:,} tokens) was cleared from the "
+                    f"the output of {_defused(again)} (~{tokens:,} tokens) was cleared from the "
                     "context; call it again to see it"
                 )
             else:
@@ -281,7 +282,7 @@ class ClearToolUses:
                     run.compressor.note_artifact(Artifact(ref, size, name))
                 where = ", ".join(refs)
                 placeholders[use.at] = _placeholder(
-                    f"the output of {_inert(name)} (call {_inert(result.id)}, ~{tokens:,} "
+                    f"the output of {_defused(name)} (call {_defused(result.id)}, ~{tokens:,} "
                     f"tokens, {size:,} bytes) is stored in {where}; "
                     f"{_lower(how_to_read(refs[0], 1, readers))}"
                 )
@@ -294,7 +295,7 @@ class ClearToolUses:
                     ref = str(await offloader.offload_tool_result(session, block))
                     references.append(ref)
                     inputs[call_at] = _placeholder(
-                        f"the arguments of {_inert(call.name)} (call {_inert(call.id)}, "
+                        f"the arguments of {_defused(call.name)} (call {_defused(call.id)}, "
                         f"{size:,} bytes of JSON) are stored in {ref}; "
                         f"{_lower(how_to_read(ref, 1, readers))}"
                     )
@@ -304,14 +305,14 @@ class ClearToolUses:
 _TRIGGER_KINDS = ("input_tokens", "tool_uses")
 
 
-def _inert(text: str) -> str:
+def _defused(text: str) -> str:
     """What the output or the call wrote, as a placeholder repeats it: no `]` of it can end
     the placeholder, no `[cleared: ` of it start another."""
-    return inert(text, CLEARED_MARK, "]")
+    return defuse(text, CLEARED_MARK, "]")
 
 
 def _placeholder(sentence: str) -> str:
-    """A placeholder: `[cleared: `, the sentence (its parts from others already `_inert`),
+    """A placeholder: `[cleared: `, the sentence (its parts from others already `_defused`),
     `]`."""
     return f"{CLEARED_MARK}{sentence}]"
 
@@ -407,7 +408,7 @@ def _naming(
         if shown:
             more = len(missing) - len(shown)
             rest = f", and {more} more there" if more else ""
-            names = " | ".join(_inert(value) for value in shown)
+            names = " | ".join(_defused(value) for value in shown)
             named[use.at] = text[:-1] + "; it names " + names + rest + "]"
     return named, counts
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Msg
-from ..text import inert
+from ..text import defuse
 from ..tokens import TokenCounter
 from ..workspace import CONTEXT_FILE, EVENTS_FILE
 from ._artifacts import ArtifactIndex, FoundArtifact
@@ -211,14 +211,14 @@ class SummaryState:
         tags = template_tags(cfg.summary_template)
         for cap, trail_limit in attempts:
             shown = {
-                k: inert(v if cap is None else cut_field(v, cap, why), *tags)
+                k: defuse(v if cap is None else cut_field(v, cap, why), *tags)
                 for k, v in fields.items()
             }
             text = cfg.summary_template.format(
                 **shown,
                 context_path=reference,
                 line_span=self.spans_text(),
-                artifacts=inert(self.trail(trail_limit), *tags),
+                artifacts=defuse(self.trail(trail_limit), *tags),
             )
             if counter.count_text(text) <= max(budget, floor):
                 break

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
-from ..text import TRUNCATION_MARKER, inert
+from ..text import TRUNCATION_MARKER, defuse
 from ..tokens import TokenCounter
 from ..workspace import Offloader, count_lines, render_tool_output
 from ._readers import ReaderTools, how_to_read
@@ -177,9 +177,9 @@ def truncation_notice(
     """
     shown = _shown_phrase(shown_lines, partial_last, tail_from, total_lines)
     # The tool's name and the call's id come from the model: they cannot close the notice.
-    tool_id = inert(tool_id)
-    origin = f"tool {inert(repr(tool_name))} (call {tool_id})" if tool_name else f"call {tool_id}"
-    what = inert(what)
+    tool_id = defuse(tool_id)
+    origin = f"tool {defuse(repr(tool_name))} (call {tool_id})" if tool_name else f"call {tool_id}"
+    what = defuse(what)
     subject = f"The output of {origin}" if what == "tool result" else what[:1].upper() + what[1:]
     size = f"{total_lines:,} line{'' if total_lines == 1 else 's'}, {total_bytes:,} bytes"
     next_line: int | None = shown_lines if partial_last else shown_lines + 1
@@ -259,7 +259,7 @@ def truncate_text(
     total_lines = count_lines(text)
     # What stays of the text is shown beside the notice: it may not fake or close one (the
     # lines stay as they are numbered in the file, which keeps the original).
-    text = inert(text)
+    text = defuse(text)
     notice_args: dict[str, Any] = {
         "tool_name": tool_name,
         "tool_id": tool_id,
