@@ -5,6 +5,7 @@ escapes, and still reach their own files, their sub-agents' and the data/ files 
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,15 @@ async def test_a_data_line_a_tool_wrote_opens_nothing(make_workspace: Any) -> No
         ]
     )
     await ws.offload_tool_result("alice", {"id": "f1", "name": "fetch", "output": page})
+    # A tool's structured output shaped like ctxoffload's events, inside a stored message.
+    shaped = [
+        {"kind": "data", "reference": bob_image},
+        {"kind": "tool_result", "data_files": [bob_image]},
+    ]
+    await ws.offload_context(
+        "alice",
+        [{"role": "tool", "tool_call_id": "f1", "content": json.dumps(shaped), "parsed": shaped}],
+    )
     image = DataBlock(
         source={"type": "base64", "media_type": "image/png", "data": base64.b64encode(PNG).decode()}
     )

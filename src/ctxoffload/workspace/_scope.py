@@ -114,7 +114,7 @@ async def _measure(workspace: Any, session_id: str, data: bool) -> Reach:
         events = await workspace.read_events(sid)
         pending.extend(s for s in _links(events) if s not in reach.sessions)
         if data:
-            reach.data |= _stored_names(events)
+            reach.data |= _stored_names(events, events=True)
             reach.data |= _stored_names([await workspace.read_state(sid)])
             reach.data |= _stored_names(await workspace.read_context(sid))
     return reach
@@ -130,21 +130,27 @@ def data_files_field(urls: list[str]) -> dict[str, list[str]]:
     return {_DATA_FILES: list(urls)} if urls else {}
 
 
-def _stored_names(values: Iterable[Any]) -> set[str]:
+def _stored_names(values: Iterable[Any], *, events: bool = False) -> set[str]:
     """The data/ files that blocks of these records point at (a block's `url` beside a
-    `media_type`, or in a `source` / `image_url`), and that `data` events name. Text is not
-    read: a name a model or a user merely wrote does not make a file reachable."""
+    `media_type`, or in a `source` / `image_url`), and, for `events`, that `data` events and
+    `tool_result` events (`data_files`) name. Text is not read: a name a model or a user
+    merely wrote does not make a file reachable, nor does a dict shaped like an event inside
+    a message."""
     found: set[str] = set()
+    if events:
+        for event in values:
+            if not isinstance(event, dict):
+                continue
+            if event.get("kind") == EventKind.DATA:
+                found |= _in(event.get("reference"))
+            elif event.get("kind") == EventKind.TOOL_RESULT:
+                urls = event.get(_DATA_FILES)
+                for url in urls if isinstance(urls, list) else ():
+                    found |= _in(url)
     stack: list[tuple[Any, str | None]] = [(v, None) for v in values]
     while stack:
         value, key = stack.pop()
         if isinstance(value, dict):
-            if value.get("kind") == EventKind.DATA:
-                found |= _in(value.get("reference"))
-            elif value.get("kind") == EventKind.TOOL_RESULT:
-                urls = value.get(_DATA_FILES)
-                for url in urls if isinstance(urls, list) else ():
-                    found |= _in(url)
             url = value.get("url")
             if isinstance(url, str) and ("media_type" in value or key in _BLOCK_KEYS):
                 found |= _in(url)
