@@ -367,3 +367,15 @@ def unreleased_leases(root: str | os.PathLike[str]) -> list[str]:
                 if "released" not in json.load(lease):
                     found.append(os.path.relpath(path, root))
     return sorted(found)
+
+
+def delimiters_in(text: str, delimiter: str) -> int:
+    """How many times `delimiter` occurs in `text` as a reader would take it: a tag
+    (`</artifact_index>`) in any case and spacing, with or without attributes; any other
+    mark in any case."""
+    tag = re.fullmatch(r"<(/?)([A-Za-z][\w-]*)>", delimiter)
+    if tag is None:
+        return len(re.findall(re.escape(delimiter), text, re.IGNORECASE))
+    closing, name = tag.groups()
+    slash = r"\s*/\s*" if closing else r"\s*(?!/)"
+    return len(re.findall(rf"<{slash}{re.escape(name)}(?![\w-])[^>]*>", text, re.IGNORECASE))

@@ -15,6 +15,11 @@ and one `data_line`, the line that stands for a binary payload in a tool_result 
 preview, a message converted to a format that takes no URL for it, and the text whose tokens
 are counted for it.
 
+And the one rule for the wrappers ctxoffload puts around text a tool, a model or a web page
+wrote (the summary's tags, the artifact index, the transcript sent to the summary model,
+placeholders, notices): `defuse` makes such text unable to close or fake any of them, and
+`tagged` writes a wrapper with it.
+
 Light on purpose: no pydantic. It reads a message as ctxoffload's own `Msg` (attributes) or
 as the JSON a context.jsonl line holds, in any format the workspace stores (ctxoffload's own,
 OpenAI chat, Anthropic messages, Bedrock Converse, a framework's dump); what it does not
@@ -25,7 +30,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from html import escape
 from typing import Any
@@ -33,13 +40,21 @@ from typing import Any
 from ._depth import load_json
 
 __all__ = [
+    "CLEARED_MARK",
     "MAX_DECODED_LINE_BYTES",
+    "SUBAGENT_FILES_MARK",
+    "SUBAGENT_MARK",
+    "TRUNCATION_MARKER",
+    "WRAPPER_MARKS",
+    "WRAPPER_TAGS",
     "data_line",
     "decode_log_line",
+    "defuse",
     "is_jsonl",
     "matching_lines",
     "message_lines",
     "message_text",
+    "tagged",
     "transcript_entry",
 ]
 
@@ -62,6 +77,103 @@ _LABEL_KEYS = frozenset(
         "signature",
     }
 )
+
+
+# -- the wrappers around text others wrote ---------------------------------------------------
+
+TRUNCATION_MARKER = "<<<TRUNCATED>>>"
+"""The marker that starts the notice in a truncated tool result; the notice names the file
+holding the whole result and how to read the rest."""
+CLEARED_MARK = "[cleared: "
+"""How a placeholder left by `ClearToolUses` begins."""
+
+WRAPPER_TAGS = (
+    "context_summary",
+    "artifact_index",
+    "conversation",
+    "system-reminder",
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+)
+"""The tags ctxoffload writes around text others wrote: the summary (the default template's),
+the artifact index, the transcript sent to the summary model and its messages (by role), a
+truncation's reminder. No text others wrote may open or close one of them (`defuse`)."""
+SUBAGENT_MARK = "[sub-agent "
+"""How the line begins that follows a sub-agent's answer in its parent's context, naming the
+session it worked in."""
+SUBAGENT_FILES_MARK = "[what it stored, to read back:]"
+"""The line before the files a sub-agent hands back to its parent."""
+
+WRAPPER_MARKS = (
+    TRUNCATION_MARKER,
+    CLEARED_MARK,
+    "--- preview ---",
+    "--- end of preview ---",
+    SUBAGENT_MARK,
+    SUBAGENT_FILES_MARK,
+)
+"""The other marks ctxoffload writes around or after text others wrote: a truncation's
+marker, a cleared output's placeholder, an offloaded result's preview, what a sub-agent
+hands back."""
+
+_TAG = re.compile(r"</?([A-Za-z][\w-]*)>")
+
+
+@functools.lru_cache(maxsize=64)
+def _defuse_pattern(delimiters: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for every wrapper of ctxoffload and each of `delimiters`: a tag in any
+    case and spacing (`</ Artifact_Index >`, `<user name="x">`), another mark in any case."""
+    tags = set(WRAPPER_TAGS)
+    marks = set(WRAPPER_MARKS)
+    for delimiter in delimiters:
+        found = _TAG.fullmatch(delimiter.strip())
+        if found is not None:
+            tags.add(found.group(1))
+        elif delimiter:
+            marks.add(delimiter)
+    names = "|".join(re.escape(t) for t in sorted(tags, key=len, reverse=True))
+    literal = "|".join(re.escape(m) for m in sorted(marks, key=len, reverse=True))
+    # A name followed by a letter, a digit, `_` or `-` is another tag (`<tool_call>`).
+    return re.compile(rf"<(?=\s*/?\s*(?:{names})(?![\w-]))|{literal}", re.IGNORECASE)
+
+
+def _defused(match: re.Match[str]) -> str:
+    text = match.group()
+    first = text[:1]
+    return ("&lt;" if first == "<" else f"&#{ord(first)};") + text[1:]
+
+
+def defuse(text: str, *delimiters: str) -> str:
+    """`text` unable to close or fake a wrapper ctxoffload writes around it: THE rule for
+    text a tool, a model or a web page wrote, wherever ctxoffload wraps it.
+
+    Each tag of `WRAPPER_TAGS` (opening or closing, in any case and spacing), each mark of
+    `WRAPPER_MARKS` and each of `delimiters` (a tag such as `</summary>` stands for that
+    tag in any form; anything else is matched in any case) has its first character written
+    as an HTML character reference: `</artifact_index>` becomes `&lt;/artifact_index>`,
+    `]` becomes `&#93;`. Nothing else changes: the text keeps its lines, and the original
+    stays byte for byte in the file the wrapper names.
+
+    Args:
+        text: what a tool, a model or a web page wrote.
+        delimiters: the wrapper's own delimiters, when they are not ctxoffload's fixed ones
+            (a `summary_template`'s tags, a placeholder's closing `]`).
+    """
+    pattern = _defuse_pattern(delimiters)
+    return pattern.sub(_defused, text)
+
+
+def tagged(name: str, text: str) -> str:
+    """`<name>`, the text through `defuse`, `</name>`, each on lines of their own.
+
+    Args:
+        name: the tag's name (`artifact_index`).
+        text: what goes inside; text others wrote in it cannot close or fake the tag.
+    """
+    return f"<{name}>\n{defuse(text, f'<{name}>')}\n</{name}>"
 
 
 def data_line(url: str, name: str | None, media_type: str | None) -> str:
@@ -387,19 +499,20 @@ def transcript_entry(message: Any, char_cap: int) -> tuple[str, float]:
     `[result of NAME (id ID) (error)]` and its output, `[media/type name]` for a payload,
     `</role>`; visible reasoning is left out (the text carries what matters). Past
     `char_cap` characters the text is cut, with a line saying how much more the context log
-    keeps.
+    keeps. The text goes through `defuse`: it cannot close its message, open another or close the
+    conversation around it.
     """
     _check_mapping_cache()
+    role = _get(message, "role")
     parts: list[str] = []
     for part in _parts(message):
         parts.extend(_transcript_part(part))
-    text = "\n".join(parts)
+    text = defuse("\n".join(parts), f"<{role}>")
     kept = 1.0
     if len(text) > char_cap:
         omitted = len(text) - char_cap
         kept = char_cap / len(text)
         text = text[:char_cap] + f"\n[... {omitted:,} more characters, kept in the context log]"
-    role = _get(message, "role")
     return f"<{role}>\n{text}\n</{role}>", kept
 
 

@@ -290,7 +290,10 @@ def test_line_numbers_agree_with_the_read_tool(tmp_path: Path) -> None:
 
 @given(
     st.lists(
-        st.text(st.characters(exclude_characters="\n\r\x00"), max_size=30), min_size=1, max_size=60
+        # Control characters aside: text mostly made of them is binary (`binary_reason`).
+        st.text(st.characters(exclude_categories=["Cc", "Cs"]), max_size=30),
+        min_size=1,
+        max_size=60,
     ),
     st.data(),
 )
@@ -406,12 +409,5 @@ def test_a_line_range_read_from_the_bytes_is_what_the_decoded_text_gives(
         )
     except InvalidContent as refused:
         window = f"refused: {refused}"
-    if whole.startswith("refused") != window.startswith("refused"):
-        # Content mostly not UTF-8 is refused for what is read, the whole text or the lines
-        # shown: the two differ only there.
-        assert b"\xff" in data
-        assert "not UTF-8" in (whole if whole.startswith("refused") else window)
-        return
-    if whole.startswith("refused"):
-        whole, window = whole.split(" (")[0], window.split(" (")[0]  # the counts differ
+    # Binary content (here, mostly the byte 0xff) is refused by one rule, whatever is read.
     assert window == whole

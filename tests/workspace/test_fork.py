@@ -155,17 +155,6 @@ def test_fork_on_the_command_line_refuses_bad_input(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "ws/sessions").iterdir()) == ["orig"]
 
 
-@pytest.fixture(params=["local", "memory", "bucket"])
-def any_workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """Each workspace a fork is made in: a folder, memory, a bucket on a real S3 API."""
-    if request.param == "local":
-        return LocalWorkspace(tmp_path / "ws")
-    if request.param == "memory":
-        return InMemoryWorkspace()
-    s3 = request.getfixturevalue("s3")
-    return ObjectStoreWorkspace(f"s3://{s3.new_bucket()}/ws", **s3.workspace_kwargs())
-
-
 async def test_a_fork_of_a_session_being_written_names_the_step_its_state_was_saved_after(
     any_workspace: Any,
 ) -> None:

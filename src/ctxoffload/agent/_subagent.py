@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ToolError
+from ..text import SUBAGENT_FILES_MARK, SUBAGENT_MARK, defuse
 from ..workspace import EventKind, LocalWorkspace, Workspace, validate_session_id
 from ._tools import Tool, as_tool
 
@@ -175,13 +176,14 @@ def _hand_back(
     store = child.offloader
     where = f" (folder {store.session_dir(session)})" if isinstance(store, LocalWorkspace) else ""
     lines = [
-        answer.strip() or "(the sub-agent gave no answer text)",
+        # A model's text (maybe a page's): it may not forge the lines that follow it.
+        defuse(answer.strip()) or "(the sub-agent gave no answer text)",
         "",
-        f"[sub-agent {name} worked in session {session}{where}, {steps} "
+        f"{SUBAGENT_MARK}{name} worked in session {session}{where}, {steps} "
         f"step{'' if steps == 1 else 's'}; its transcript stays there]",
     ]
     if files:
-        lines.append("[what it stored, to read back:]")
+        lines.append(SUBAGENT_FILES_MARK)
         lines.extend(f"- {path}" for path in files[:MAX_NAMED_FILES])
         if len(files) > MAX_NAMED_FILES:
             lines.append(f"- ... and {len(files) - MAX_NAMED_FILES} more in that session")

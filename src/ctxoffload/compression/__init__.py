@@ -9,7 +9,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
     from ._clear_thinking import THINKING_CLEARED, ClearThinking
-    from ._clear_tool_uses import CLEARED_MARK, ClearToolUses
+    from ._clear_tool_uses import CLEARED_MARK, OUTPUTS_CLEARED, ClearToolUses
     from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLEARED_MARK",
     "FRESH_PREVIEW_FLOOR",
+    "OUTPUTS_CLEARED",
     "THINKING_CLEARED",
     "TRUNCATION_MARKER",
     "Activation",
@@ -93,6 +94,7 @@ __getattr__, __dir__ = lazy_exports(
         "rendered_text": "._truncate",
         "Activation": "._activation",
         "CLEARED_MARK": "._clear_tool_uses",
+        "OUTPUTS_CLEARED": "._clear_tool_uses",
         "ClearToolUses": "._clear_tool_uses",
         "ClearThinking": "._clear_thinking",
         "THINKING_CLEARED": "._clear_thinking",

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Msg, ToolCallBlock
-from ..text import message_text
+from ..text import message_text, tagged
 from ..tokens import TokenCounter, kept_entries, outgrown
 from ..workspace import CONTEXT_FILE, EVENTS_FILE
 
@@ -756,7 +756,8 @@ class ArtifactIndex:
             )
         if not lines:
             return ""
-        return "<artifact_index>\n" + "\n".join(lines) + "\n</artifact_index>"
+        # Its values are what tools and models wrote: `tagged` keeps them from closing it.
+        return tagged("artifact_index", "\n".join(lines))
 
     def report(self) -> dict[str, int]:
         """The counts a compaction event holds."""

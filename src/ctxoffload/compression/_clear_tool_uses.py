@@ -3,6 +3,12 @@
 Anthropic's `clear_tool_uses` context edit on ctxoffload's rules: each output is stored
 before it leaves (persist before drop), the placeholder names the tool, the size and the
 file, and no message leaves the context, so a tool call always keeps its result.
+
+What is cleared is known from ctxoffload's own record, never from the text: the message's
+metadata (`OUTPUTS_CLEARED`) and the placeholders this manager wrote. An output that merely
+starts like a placeholder is an output. What a placeholder repeats of the output and the
+call (names, ids, arguments, artifacts) goes through `defuse`: it cannot end the placeholder
+early.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
+from ..text import CLEARED_MARK, defuse
 from ..workspace import EventKind, Offloader
 from ._activation import Activation, SettingError, check_int
 from ._artifacts import message_artifacts, named_values
@@ -25,13 +32,13 @@ from ._truncate import utf8
 if TYPE_CHECKING:
     from ._run import PipelineRun
 
-__all__ = ["CLEARED_MARK", "ClearToolUses"]
+__all__ = ["CLEARED_MARK", "OUTPUTS_CLEARED", "ClearToolUses"]
 
 logger = logging.getLogger("ctxoffload")
 
-CLEARED_MARK = "[cleared: "
-"""How a placeholder left by `ClearToolUses` begins (an output that begins so is not
-cleared again)."""
+OUTPUTS_CLEARED = "ctxoffload_outputs_cleared"
+"""The metadata key on a message some of whose tool outputs `ClearToolUses` replaced: the
+indexes of those blocks in its content."""
 
 # Arguments smaller than this stay: their placeholder would be about as long.
 _INPUT_BYTES_WORTH_CLEARING = 512
@@ -131,6 +138,9 @@ class ClearToolUses:
         else:
             self.clear_tool_inputs = frozenset(clear_tool_inputs)
         self.activation = Activation.from_value(activation)
+        # The placeholders written, for hosts whose messages do not carry metadata back
+        # (Strands' Converse): such an output is not cleared again.
+        self._written: set[str] = set()
 
     def __repr__(self) -> str:
         if self.trigger is None:
@@ -187,6 +197,7 @@ class ClearToolUses:
         tokens_before = run.compressor.count(messages, run.tools)
         placeholders, named = _naming(messages, candidates, placeholders, inputs)
         after = _replaced(messages, placeholders, inputs)
+        self._written.update(placeholders.values())
         tokens_after = run.compressor.count(after, run.tools)
         await run.compressor.event(
             EventKind.CLEAR_TOOL_USES,
@@ -218,11 +229,19 @@ class ClearToolUses:
         return [
             u
             for u in older
-            if not _is_cleared(u.result)
+            if not self._is_cleared(messages[u.message], u)
             and (u.result.name or "") not in self.exclude_tools
             and not run.protected.is_pinned(messages[u.message])
             and messages[u.message].id not in unseen
         ]
+
+    def _is_cleared(self, msg: Msg, use: _Use) -> bool:
+        """Whether ctxoffload replaced this output: by the message's mark, or (a host that
+        drops metadata) by being a placeholder this manager wrote, never by how it starts."""
+        marked = msg.metadata.get(OUTPUTS_CLEARED) if msg.metadata else None
+        if isinstance(marked, list) and use.block in marked:
+            return True
+        return isinstance(use.result.output, str) and use.result.output in self._written
 
     def _clears_input(self, name: str) -> bool:
         inputs = self.clear_tool_inputs
@@ -250,9 +269,9 @@ class ClearToolUses:
             tokens = _tokens(result, run)
             if run.compressor.reads_back(use.result.name, run.config()):
                 again = _call_text(use.call) if use.call is not None else name
-                placeholders[use.at] = (
-                    f"{CLEARED_MARK}the output of {again} (~{tokens:,} tokens) was cleared "
-                    "from the context; call it again to see it]"
+                placeholders[use.at] = _placeholder(
+                    f"the output of {_defused(again)} (~{tokens:,} tokens) was cleared from the "
+                    "context; call it again to see it"
                 )
             else:
                 refs, size = await _store_output(result, offloader, session)
@@ -262,10 +281,10 @@ class ClearToolUses:
                 for ref in refs:
                     run.compressor.note_artifact(Artifact(ref, size, name))
                 where = ", ".join(refs)
-                placeholders[use.at] = (
-                    f"{CLEARED_MARK}the output of {name} (call {result.id}, ~{tokens:,} "
+                placeholders[use.at] = _placeholder(
+                    f"the output of {_defused(name)} (call {_defused(result.id)}, ~{tokens:,} "
                     f"tokens, {size:,} bytes) is stored in {where}; "
-                    f"{_lower(how_to_read(refs[0], 1, readers))}]"
+                    f"{_lower(how_to_read(refs[0], 1, readers))}"
                 )
             call, call_at = use.call, use.call_at
             if call is not None and call_at is not None and self._clears_input(call.name):
@@ -275,15 +294,27 @@ class ClearToolUses:
                     block = ToolResultBlock(id=f"{call.id}-input", name=call.name, output=arguments)
                     ref = str(await offloader.offload_tool_result(session, block))
                     references.append(ref)
-                    inputs[call_at] = (
-                        f"{CLEARED_MARK}the arguments of {call.name} (call {call.id}, "
+                    inputs[call_at] = _placeholder(
+                        f"the arguments of {_defused(call.name)} (call {_defused(call.id)}, "
                         f"{size:,} bytes of JSON) are stored in {ref}; "
-                        f"{_lower(how_to_read(ref, 1, readers))}]"
+                        f"{_lower(how_to_read(ref, 1, readers))}"
                     )
         return placeholders, inputs, references
 
 
 _TRIGGER_KINDS = ("input_tokens", "tool_uses")
+
+
+def _defused(text: str) -> str:
+    """What the output or the call wrote, as a placeholder repeats it: no `]` of it can end
+    the placeholder, no `[cleared: ` of it start another."""
+    return defuse(text, CLEARED_MARK, "]")
+
+
+def _placeholder(sentence: str) -> str:
+    """A placeholder: `[cleared: `, the sentence (its parts from others already `_defused`),
+    `]`."""
+    return f"{CLEARED_MARK}{sentence}]"
 
 
 def _lower(sentence: str) -> str:
@@ -294,10 +325,6 @@ def _call_text(call: ToolCallBlock) -> str:
     """`Read(path='/w/notes.txt', offset=1)`: the call, as the model can make it again."""
     arguments = ", ".join(f"{k}={v!r}" for k, v in call.input.items())
     return f"{call.name}({arguments})"
-
-
-def _is_cleared(result: ToolResultBlock) -> bool:
-    return isinstance(result.output, str) and result.output.startswith(CLEARED_MARK)
 
 
 def _tokens(result: ToolResultBlock, run: PipelineRun) -> int:
@@ -381,7 +408,8 @@ def _naming(
         if shown:
             more = len(missing) - len(shown)
             rest = f", and {more} more there" if more else ""
-            named[use.at] = text[:-1] + "; it names " + " | ".join(shown) + rest + "]"
+            names = " | ".join(_defused(value) for value in shown)
+            named[use.at] = text[:-1] + "; it names " + names + rest + "]"
     return named, counts
 
 
@@ -398,11 +426,21 @@ def _replaced(
         msg = messages[m]
         assert not isinstance(msg.content, str)
         content: list[Any] = []
+        cleared: list[int] = []
         for b, block in enumerate(msg.content):
             if isinstance(block, ToolResultBlock) and (m, b) in placeholders:
                 block = block.model_copy(update={"output": placeholders[m, b]})
+                cleared.append(b)
             elif isinstance(block, ToolCallBlock) and (m, b) in inputs:
                 block = block.model_copy(update={"input": {"cleared": inputs[m, b]}})
             content.append(block)
-        after[m] = msg.model_copy(update={"content": content})
+        update: dict[str, Any] = {"content": content}
+        if cleared:
+            # ctxoffload's record of what it cleared: how a later run tells a placeholder
+            # from an output that starts like one.
+            before = msg.metadata.get(OUTPUTS_CLEARED)
+            known = [b for b in before if isinstance(b, int)] if isinstance(before, list) else []
+            marked = sorted(set(known) | set(cleared))
+            update["metadata"] = {**msg.metadata, OUTPUTS_CLEARED: marked}
+        after[m] = msg.model_copy(update=update)
     return after

@@ -53,7 +53,6 @@ from ._summarize import SummaryOutcome, summarize
 from ._summary_message import Artifact, SummaryState
 from ._summary_model import Summary
 from ._truncate import (
-    TRUNCATION_MARKER,
     Truncation,
     rendered_text,
     truncate_text,
@@ -435,8 +434,6 @@ class Compressor:
         # overhead, and comparing that with `limit` would cut the cut text again next time.
         if self.counter.count_text(text) <= limit or not text:
             return msg
-        if f"\n{TRUNCATION_MARKER}\n<system-reminder>" in text:
-            return msg  # cut already; cutting the cut text would store a copy of a notice
         owner = "user's" if msg.role == "user" else f"{msg.role}'s"
         source = f"{msg.role} message"
         reference: str | None = None
@@ -1248,9 +1245,8 @@ class Compressor:
                 preview=cfg.preview,
                 data=earlier.data,
             )
+            earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut.text]
             return block.model_copy(update={"output": cut.text})
-        if isinstance(block.output, str) and TRUNCATION_MARKER in block.output:
-            return block  # cut by an earlier run; its file is named in it already
         done = await truncate_tool_result(
             block,
             limit=limit,
@@ -1271,10 +1267,10 @@ def _result_of(block: ToolResultBlock, earlier: Truncation) -> bool:
     some servers number calls per turn (`call_0` every turn), and cutting a new result from
     an old one's text would show the model the wrong output and store the new one nowhere."""
     output = block.output
-    if output == earlier.block.output:
+    if output == earlier.block.output or output in earlier.stand_ins:
         return True
-    if isinstance(output, str) and TRUNCATION_MARKER in output:
-        return earlier.reference is not None and earlier.reference in output
+    # Known by what ctxoffload wrote, never by a notice in the text: a tool's output may
+    # forge one naming the earlier file.
     return rendered_text(output) == earlier.full_text
 
 

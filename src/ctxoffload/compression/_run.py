@@ -11,6 +11,7 @@ from .._depth import text_form
 from ..exceptions import ConfigError, PinError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
+from ..text import defuse
 from ..tokens import TokenCount
 from ..workspace import EventKind, ModelCallClock
 from ._activation import Activation
@@ -123,7 +124,7 @@ class PipelineRun:
         if self._instructions:
             update["compression_prompt"] = (
                 f"{cfg.compression_prompt}\n\nThe agent asked for this compaction, with these "
-                f"instructions on what to focus on and keep:\n{self._instructions}"
+                f"instructions on what to focus on and keep:\n{defuse(self._instructions)}"
             )
         return cfg.model_copy(update=update) if update else cfg
 

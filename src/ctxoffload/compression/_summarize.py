@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
-from ..text import transcript_entry
+from ..text import defuse, transcript_entry
 from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._split import is_user_request
@@ -128,7 +128,7 @@ def _request(config: ContextConfig, previous: Summary | None, entries: list[str]
     keys = ", ".join(config.summary_schema.get("properties", {}) or Summary.model_fields)
     earlier = (
         "A summary of what came before these messages; fold it into yours, keeping what "
-        f"still matters:\n{previous.model_dump_json(indent=1)}\n\n"
+        f"still matters:\n{defuse(previous.model_dump_json(indent=1))}\n\n"
         if previous is not None
         else ""
     )

@@ -9,11 +9,13 @@ state, so a compressor that resumes a session from the context alone takes it ov
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Msg
+from ..text import defuse
 from ..tokens import TokenCounter
 from ..workspace import CONTEXT_FILE, EVENTS_FILE
 from ._artifacts import ArtifactIndex, FoundArtifact
@@ -22,7 +24,15 @@ from ._notes import NOTE_MARK, SUMMARY_NOTE
 from ._summarize import bound_summary, cut_field
 from ._summary_model import Summary
 
-__all__ = ["Artifact", "SummaryState", "human_size"]
+__all__ = ["Artifact", "SummaryState", "human_size", "template_tags"]
+
+_TEMPLATE_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
+
+
+def template_tags(template: str) -> tuple[str, ...]:
+    """The tags a `summary_template` writes (`<context_summary>`, `</context_summary>`):
+    what the text filled into it must not close or fake."""
+    return tuple(sorted(set(_TEMPLATE_TAG.findall(template))))
 
 
 def human_size(n: int) -> str:
@@ -196,13 +206,19 @@ class SummaryState:
             if self.reference is not None
             else "cut to fit"
         )
+        # The fields are a model's answer about what tools and pages wrote: they may close
+        # no tag of the template, nor open or close any wrapper of ctxoffload's.
+        tags = template_tags(cfg.summary_template)
         for cap, trail_limit in attempts:
-            shown = {k: (v if cap is None else cut_field(v, cap, why)) for k, v in fields.items()}
+            shown = {
+                k: defuse(v if cap is None else cut_field(v, cap, why), *tags)
+                for k, v in fields.items()
+            }
             text = cfg.summary_template.format(
                 **shown,
                 context_path=reference,
                 line_span=self.spans_text(),
-                artifacts=self.trail(trail_limit),
+                artifacts=defuse(self.trail(trail_limit), *tags),
             )
             if counter.count_text(text) <= max(budget, floor):
                 break

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
+from ..text import defuse
 from ..workspace import EventKind, Offloader, count_lines
 from ._activation import Activation, SettingError, check_int
 from ._readers import how_to_read
@@ -198,7 +199,8 @@ class ToolOutputOffload:
         """What the context keeps of an offloaded result: a header, how to read it back, a
         preview of its text, and one line per stored block."""
         text = "\n\n".join(p.text for p in parts if isinstance(p, TextBlock))
-        preview = self._preview(text, run)
+        # The preview is the tool's text: it may not end the preview early.
+        preview = defuse(self._preview(text, run))
         readers = run.compressor.reader_tools(run.config())
         first_ref = next((a.path for a in stored if a.lines is not None), None)
         guidance = (

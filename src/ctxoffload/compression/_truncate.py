@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
+from ..text import TRUNCATION_MARKER, defuse
 from ..tokens import TokenCounter
 from ..workspace import Offloader, count_lines, render_tool_output
 from ._readers import ReaderTools, how_to_read
@@ -33,10 +34,6 @@ __all__ = [
 
 logger = logging.getLogger("ctxoffload")
 
-TRUNCATION_MARKER = "<<<TRUNCATED>>>"
-"""The marker that starts the notice in a truncated tool result; the notice names the file
-holding the whole result and how to read the rest."""
-
 
 @dataclass
 class Truncation:
@@ -51,6 +48,9 @@ class Truncation:
     tokens_after: int
     full_text: str = ""  # the whole result as the file holds it, to cut again if needed
     data: list[tuple[str, str]] = field(default_factory=list)
+    # The texts ctxoffload cut from it since (to fit a reserve): a result that is one of them
+    # is this one. Its text alone never says so: a tool may write a notice.
+    stand_ins: list[str] = field(default_factory=list)
 
 
 def utf8(text: str) -> bytes:
@@ -176,7 +176,10 @@ def truncation_notice(
             are named, and no line offset is suggested past the end of the text.
     """
     shown = _shown_phrase(shown_lines, partial_last, tail_from, total_lines)
-    origin = f"tool {tool_name!r} (call {tool_id})" if tool_name else f"call {tool_id}"
+    # The tool's name and the call's id come from the model: they cannot close the notice.
+    tool_id = defuse(tool_id)
+    origin = f"tool {defuse(repr(tool_name))} (call {tool_id})" if tool_name else f"call {tool_id}"
+    what = defuse(what)
     subject = f"The output of {origin}" if what == "tool result" else what[:1].upper() + what[1:]
     size = f"{total_lines:,} line{'' if total_lines == 1 else 's'}, {total_bytes:,} bytes"
     next_line: int | None = shown_lines if partial_last else shown_lines + 1
@@ -254,6 +257,9 @@ def truncate_text(
     """
     total_bytes = len(utf8(text))
     total_lines = count_lines(text)
+    # What stays of the text is shown beside the notice: it may not fake or close one (the
+    # lines stay as they are numbered in the file, which keeps the original).
+    text = defuse(text)
     notice_args: dict[str, Any] = {
         "tool_name": tool_name,
         "tool_id": tool_id,

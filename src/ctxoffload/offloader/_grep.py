@@ -28,7 +28,7 @@ from ._lines import NOTE_ROOM, line_text, lines_as_read
 from ._listing import files_under, glob_entries, outside_note
 from ._matches import Row, in_context
 from ._regex import Pattern, compile_pattern, line_finder
-from ._sniff import SNIFF_BYTES, looks_binary
+from ._sniff import SNIFF_BYTES, binary_reason
 
 __all__ = ["grep_files"]
 
@@ -84,7 +84,7 @@ def grep_files(
     search.run(files, roots, single_file, deadline)
     if single_file and search.binary:
         raise ToolError(
-            f"{quote(path_or_glob)} is a binary file (NUL bytes in its first 8 KB): Grep "
+            f"{quote(path_or_glob)} is a binary file ({search.binary_reason}): Grep "
             f"searches text only; it is probably a data file to refer to by path"
         )
     return _answer(search, pattern, path_or_glob, timeout, notes)
@@ -125,6 +125,7 @@ class _Search:
         self.hits: list[tuple[str, Row]] = []  # (file as shown, line), in order
         self.searching: str | None = None  # the file searched last
         self.searched = self.binary = self.special = self.matches = 0
+        self.binary_reason = ""  # why the last file skipped as binary is binary
         self.unreadable: list[str] = []
         self.more = False  # a match past max_matches was found
         self.timed_out = False
@@ -171,8 +172,10 @@ class _Search:
     def _search_file(self, shown: str, file: IO[bytes], deadline: float | None) -> bool:
         """Search one open file; False when the whole search stops here."""
         try:
-            if looks_binary(file.read(SNIFF_BYTES)):
+            why = binary_reason(file.read(SNIFF_BYTES))
+            if why is not None:
                 self.binary += 1
+                self.binary_reason = why
                 return True
             file.seek(0)
             finder = self._finder() if self.context == 0 and not is_jsonl(shown) else None

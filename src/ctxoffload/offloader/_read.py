@@ -1,7 +1,7 @@
 """Read: numbered lines of one file of the roots, an image as the image, binary refused.
 
 The file is opened through `open_readable` (confined, checked on the descriptor), sniffed
-(an image signature, then a NUL in the first 8 KB), and shown as a numbered-line window of
+(an image signature, then `binary_reason`), and shown as a numbered-line window of
 at most `max_output_chars`, with a footer saying which offset to pass next.
 """
 
@@ -18,7 +18,7 @@ from ._arguments import as_int, quote
 from ._confine import open_readable, resolve_in_roots
 from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
 from ._lines import NOTE_ROOM
-from ._sniff import SNIFF_BYTES, looks_binary
+from ._sniff import SNIFF_BYTES, binary_reason
 from ._window import read_jsonl_window, read_line_slice, read_window
 
 __all__ = ["read_file"]
@@ -67,11 +67,12 @@ def read_file(
             media_type = image_media_type(head)
             if media_type is not None:
                 return _read_image(file, path, size, media_type, images)
-            if looks_binary(head):
+            why = binary_reason(head)
+            if why is not None:
                 raise ToolError(
-                    f"{quote(path)} is a binary file ({size:,} bytes, NUL bytes in its first "
-                    f"8 KB): Read shows text only. It is probably a data file (image, audio, "
-                    f"PDF): refer to it by path"
+                    f"{quote(path)} is a binary file ({size:,} bytes, {why}): Read shows "
+                    "text only. It is probably a data file (image, audio, PDF, archive): "
+                    "refer to it by path"
                 )
             file.seek(0)
             jsonl = is_jsonl(str(path))

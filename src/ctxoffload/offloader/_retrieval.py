@@ -25,7 +25,7 @@ from ._arguments import plural, quote
 from ._lines import clip_around, cut_line, numbered, split_lines
 from ._matches import JOINED, Row, in_context
 from ._regex import Pattern, compile_pattern
-from ._sniff import SNIFF_BYTES, looks_binary
+from ._sniff import binary_reason
 
 __all__ = [
     "decode_reference_text",
@@ -162,22 +162,17 @@ def _window(
     content was decoded and split (a page of a 40 MB log took 0.17 s). None when it is not
     such a request.
 
-    The same answer, but for content mostly not UTF-8: it is refused when the lines shown
-    are (a NUL in the first 8 KB refuses it whatever the lines), as Read decides on what it
-    reads.
+    The same answer: binary content is refused by the one rule (`binary_reason`), whatever
+    the lines.
     """
     if line_range is None and context_lines is None:
         return None
-    if looks_binary(data):
-        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
+    _refuse_binary(data, reference)
     _check_caps(max_lines, max_chars, max_line_chars)
     if context_lines is not None and context_lines < 0:
         raise InvalidContent(f"context_lines={context_lines} must be 0 or more")
     if line_range is not None:
         line_range = _checked_range(line_range)
-    # As `format_retrieval` sniffs the decoded text: its first 8,192 characters.
-    if looks_binary(data[: 4 * SNIFF_BYTES].decode("utf-8", "replace")):
-        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
     total = data.count(b"\n") + (not data.endswith(b"\n") if data else 0)
     if total == 0:
         return f"{reference} is empty (0 lines)."
@@ -194,16 +189,6 @@ def _window(
     # The page shows at most `max_lines` and looks at one more to know it was cut.
     count = min(last, total, first + max_lines) - first + 1
     lines = _Window(total, first, _lines_at(data, first, count))
-    decoded = "".join(lines.shown)
-    undecodable = decoded.count("\ufffd") - lines.raw_replacements
-    if undecodable * 2 > len(decoded):
-        raise InvalidContent(
-            _binary_message(
-                reference,
-                f"{undecodable:,} of {len(decoded):,} characters of lines {first}–"
-                f"{first + count - 1} not UTF-8",
-            )
-        )
     page = _Page(reference, lines, is_jsonl(reference), max_lines, max_chars, max_line_chars)
     return page.lines_in_range(first, min(last, total))
 
@@ -237,7 +222,6 @@ class _Window(Sequence[str]):
 
     def __init__(self, total: int, first: int, raw: list[bytes]) -> None:
         self.total, self.first = total, first
-        self.raw_replacements = sum(line.count("\ufffd".encode()) for line in raw)
         shown = [line.decode("utf-8", "replace") for line in raw]
         self.shown = [line[:-1] if line.endswith("\r") else line for line in shown]
 
@@ -261,18 +245,11 @@ def decode_reference_text(data: bytes, reference: str) -> str:
         The text; undecodable bytes become U+FFFD.
 
     Raises:
-        InvalidContent: a NUL byte in the first 8 KB, or mostly undecodable bytes.
+        InvalidContent: binary content, by the rule Read and Grep apply (`binary_reason`: a
+            NUL in the first 8 KB, or a first 8 KB mostly not text).
     """
-    if looks_binary(data):
-        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
-    text = data.decode("utf-8", errors="replace")
-    # U+FFFD that was in the data as valid UTF-8 is text, not a decoding failure.
-    undecodable = text.count("\ufffd") - data.count("\ufffd".encode())
-    if undecodable * 2 > len(text):
-        raise InvalidContent(
-            _binary_message(reference, f"{undecodable:,} of {len(text):,} characters not UTF-8")
-        )
-    return text
+    _refuse_binary(data, reference)
+    return data.decode("utf-8", errors="replace")
 
 
 def format_retrieval(
@@ -325,7 +302,7 @@ def format_retrieval(
         The formatted result.
 
     Raises:
-        InvalidContent: `text` is binary (a NUL in its first 8 KB), the regex is invalid,
+        InvalidContent: `text` is binary (`binary_reason`), the regex is invalid,
             `line_range` is not `(a, b)` with 1 <= a <= b, or `context_lines` is negative.
         ConfigError: `max_lines` < 1, `max_chars` < 500 or `max_line_chars` < 1.
     """
@@ -336,8 +313,7 @@ def format_retrieval(
         line_range = _checked_range(line_range)
     # RE2: linear time whatever the pattern, so `(a+)+$` cannot hang the agent.
     regex = compile_pattern(pattern) if pattern is not None else None
-    if looks_binary(text):
-        raise InvalidContent(_binary_message(reference, "NUL bytes in its first 8 KB"))
+    _refuse_binary(text, reference)
     lines = split_lines(text)
     total = len(lines)
     if total == 0:
@@ -542,6 +518,12 @@ def _checked_range(line_range: tuple[int, int]) -> tuple[int, int]:
             f"1 <= first <= last, counting lines from 1"
         )
     return first, last
+
+
+def _refuse_binary(head: bytes | str, reference: str) -> None:
+    why = binary_reason(head)
+    if why is not None:
+        raise InvalidContent(_binary_message(reference, why))
 
 
 def _binary_message(reference: str, why: str) -> str:

@@ -1,24 +1,61 @@
-"""The NUL sniff: whether content is text the tools show, or binary they refer to by path.
+"""The sniff: whether content is text the tools show, or binary they refer to by path.
 
-Read, Grep and the retrieval tool apply the rule git and grep use: a NUL in the first 8 KB
-makes content binary. (Images are told apart first, by their signature: `_images.py`.)
+Read, Grep and the retrieval tool apply one rule to the first 8 KB of what they read:
+binary when it holds a NUL (the rule git and grep use), or when most of it is not text
+(more than `NOT_TEXT_SHARE` of its characters are bytes that are not UTF-8 or control
+characters: a compressed or encrypted file has no NUL to tell it by). Content that passes
+is text: a byte that is not UTF-8 is shown as U+FFFD and a pattern still finds its line.
+(Images are told apart first, by their signature: `_images.py`.)
 """
 
 from __future__ import annotations
 
-__all__ = ["SNIFF_BYTES", "looks_binary"]
+import codecs
+import re
+
+__all__ = ["NOT_TEXT_SHARE", "SNIFF_BYTES", "binary_reason"]
 
 SNIFF_BYTES = 8192
 """How much of the start of a file the sniff looks at."""
 
+NOT_TEXT_SHARE = 0.3
+"""The share of the sniffed characters that may be bytes not UTF-8 or control characters
+before content counts as binary. Text in a legacy encoding (Latin-1 French, German) stays far
+below it (an accented letter is one byte in twenty); random bytes without a NUL are above
+one half."""
 
-def looks_binary(head: bytes | str) -> bool:
-    """Whether content starting with `head` is binary: a NUL in its first `SNIFF_BYTES`.
+# Control characters that text does not hold; tab, newline, vertical tab, form feed,
+# carriage return, backspace and escape (terminal colours in a log) it does.
+_CONTROL = re.compile(r"[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def binary_reason(head: bytes | str) -> str | None:
+    """Why content starting with `head` is binary, or None when it is text.
+
+    The one rule of Read, Grep and the retrieval tool (see the module's docstring).
 
     Args:
-        head: the start of the content, as bytes or as decoded text (then its first
-            `SNIFF_BYTES` characters are looked at).
+        head: the start of the content, as bytes (its first `SNIFF_BYTES` are looked at)
+            or as decoded text (its first `SNIFF_BYTES` characters, as their UTF-8 bytes).
+
+    Returns:
+        A phrase for an error message (`NUL bytes in its first 8 KB`), or None.
     """
     if isinstance(head, str):
-        return "\0" in head[:SNIFF_BYTES]
-    return b"\0" in head[:SNIFF_BYTES]
+        head = head[:SNIFF_BYTES].encode("utf-8", "surrogatepass")
+    head = head[:SNIFF_BYTES]
+    if b"\0" in head:
+        return "NUL bytes in its first 8 KB"
+    if head.isascii() and not _CONTROL.search(head.decode("ascii")):
+        return None  # nearly every file: nothing more to count
+    # A character the end of the sniff cuts is left out (not held against the content).
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(head, final=False)
+    whole = codecs.getincrementaldecoder("utf-8")("ignore").decode(head, final=False)
+    # U+FFFD that was in the content as UTF-8 is in both, so only decoding failures count.
+    not_text = len(text) - len(whole) + len(_CONTROL.findall(whole))
+    if not_text > NOT_TEXT_SHARE * len(text):
+        return (
+            f"its first 8 KB is mostly not text: {not_text:,} of {len(text):,} characters "
+            "are bytes that are not UTF-8 or control characters"
+        )
+    return None

@@ -82,7 +82,7 @@ from ._reader import (
     reference_text,
     take_lines,
 )
-from ._scope import check_reference
+from ._scope import check_reference, data_files_field
 from ._writer import event_record
 
 if TYPE_CHECKING:
@@ -383,7 +383,8 @@ class LocalWorkspace:
 
     def _offload_tool_result_using_data(self, session_id: str, tool_result: Any) -> str:
         found = tool_output_of(tool_result)
-        data = render_tool_output(found.output, self._store)
+        urls: list[str] = []
+        data = render_tool_output(found.output, self._store, urls)
         session_dir = self.session_dir(session_id)
         stem = tool_file_stem(found.tool_id)
         first = str(session_dir / tool_result_name(stem))
@@ -400,6 +401,7 @@ class LocalWorkspace:
                 lines=count_lines(data),
                 tool_id=found.tool_id,
                 tool_name=found.name,
+                **data_files_field(urls),
             )
         return path
 

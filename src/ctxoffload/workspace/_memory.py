@@ -36,7 +36,7 @@ from ._payloads import (
     tool_output_of,
 )
 from ._reader import EventKind, check_line_range, parse_log, reference_text, take_lines
-from ._scope import check_reference
+from ._scope import check_reference, data_files_field
 from ._writer import event_record
 
 _T = TypeVar("_T")
@@ -254,7 +254,8 @@ class InMemoryWorkspace:
         """Store the whole text of a tool result; see `LocalWorkspace.offload_tool_result`."""
         validate_session_id(session_id)
         found = tool_output_of(tool_result)
-        data = render_tool_output(found.output, self._store)
+        urls: list[str] = []
+        data = render_tool_output(found.output, self._store, urls)
         stem = tool_file_stem(found.tool_id)
         with self._lock:
             n = 1
@@ -276,6 +277,7 @@ class InMemoryWorkspace:
             lines=count_lines(data),
             tool_id=found.tool_id,
             tool_name=found.name,
+            **data_files_field(urls),
         )
         return ref
 

@@ -61,7 +61,7 @@ from ._payloads import (
     tool_output_of,
 )
 from ._reader import EventKind, check_line_range, parse_log, reference_text, take_lines
-from ._scope import check_reference
+from ._scope import check_reference, data_files_field
 from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
 from ._writer import event_record
@@ -357,7 +357,10 @@ class ObjectStoreWorkspace:
         validate_session_id(session_id)
         found = tool_output_of(tool_result)
         pending = _PendingData()
-        data = await asyncio.to_thread(render_tool_output, found.output, self._store_into(pending))
+        urls: list[str] = []
+        data = await asyncio.to_thread(
+            render_tool_output, found.output, self._store_into(pending), urls
+        )
         await self._upload_data(pending)
         stem = tool_file_stem(found.tool_id)
         attributes = {"Content-Type": "text/plain; charset=utf-8"}
@@ -380,6 +383,7 @@ class ObjectStoreWorkspace:
             lines=count_lines(data),
             tool_id=found.tool_id,
             tool_name=found.name,
+            **data_files_field(urls),
         )
         return ref
 

@@ -593,8 +593,9 @@ def tool_output_of(tool_result: Any) -> ToolOutput:
     )
 
 
-def _part_text(part: Any, store: StoreData, where: str) -> str:
-    """One content part of a tool output as text; binary parts are stored first."""
+def _part_text(part: Any, store: StoreData, where: str, urls: list[str]) -> str:
+    """One content part of a tool output as text; binary parts are stored first, and the URL
+    of each `<data .../>` line written is added to `urls`."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -604,19 +605,24 @@ def _part_text(part: Any, store: StoreData, where: str) -> str:
         return str(part["text"])
     stored = externalize(part, store, where=where)
     source = stored.get("source") if isinstance(stored.get("source"), dict) else None
-    if source is not None and isinstance(source.get("url"), str):
-        return data_line(source["url"], stored.get("name"), source.get("media_type"))
     image_url = stored.get("image_url")
-    if isinstance(image_url, dict) and isinstance(image_url.get("url"), str):
-        return data_line(image_url["url"], None, None)
     audio = stored.get("input_audio")
-    if isinstance(audio, dict) and isinstance(audio.get("url"), str):
-        return data_line(audio["url"], None, _AUDIO_FORMATS.get(str(audio.get("format"))))
     file = stored.get("file")
-    if isinstance(file, dict) and isinstance(file.get("file_data"), str):
-        return data_line(file["file_data"], file.get("filename"), None)
-    # Anything else is kept whole, as JSON, rather than dropped.
-    return json.dumps(stored, ensure_ascii=False)
+    if source is not None and isinstance(source.get("url"), str):
+        url = source["url"]
+        line = data_line(url, stored.get("name"), source.get("media_type"))
+    elif isinstance(image_url, dict) and isinstance(image_url.get("url"), str):
+        url, line = image_url["url"], data_line(image_url["url"], None, None)
+    elif isinstance(audio, dict) and isinstance(audio.get("url"), str):
+        media_type = _AUDIO_FORMATS.get(str(audio.get("format")))
+        url, line = audio["url"], data_line(audio["url"], None, media_type)
+    elif isinstance(file, dict) and isinstance(file.get("file_data"), str):
+        url, line = file["file_data"], data_line(file["file_data"], file.get("filename"), None)
+    else:
+        # Anything else is kept whole, as JSON, rather than dropped.
+        return json.dumps(stored, ensure_ascii=False)
+    urls.append(url)
+    return line
 
 
 def _encode_text(text: str) -> bytes:
@@ -628,12 +634,19 @@ def _encode_text(text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
-def render_tool_output(output: Any, store: StoreData) -> bytes:
+def render_tool_output(output: Any, store: StoreData, urls: list[str] | None = None) -> bytes:
     """The whole text of a tool output, as the tool_result file holds it.
 
     Text is written as is; bytes are written as given; a list of parts becomes one part per
     line group, separated by newlines, each binary part stored in data/ and shown as one
     `<data url='...' name='...' media_type='...'/>` line.
+
+    Args:
+        output: the tool's output.
+        store: where payloads go.
+        urls: given, the URL of each `<data .../>` line written for a block is added to it:
+            the references ctxoffload wrote, which the tool_result event records (the same
+            line in the output's text is text, and reaches no file: `_scope.py`).
 
     Raises:
         InvalidContent: a payload is not base64, or the output nests deeper than
@@ -649,6 +662,7 @@ def render_tool_output(output: Any, store: StoreData) -> bytes:
     if too_deep(output, STORE_DEPTH):
         raise depth_error("the tool output", STORE_DEPTH)
     if isinstance(output, list):
-        texts = [_part_text(p, store, f"output[{i}]") for i, p in enumerate(output)]
+        found: list[str] = [] if urls is None else urls
+        texts = [_part_text(p, store, f"output[{i}]", found) for i, p in enumerate(output)]
         return _encode_text("\n".join(texts))
     return _encode_text(json.dumps(output, ensure_ascii=False, indent=2))

@@ -8,7 +8,12 @@ confined to what that session can reach:
 - the folders of the sub-agents it started and of theirs (named by its `subagent`
   events), and the session it was forked from (named by its `fork` event), as their
   records say: ctxoffload writes those events, a model cannot;
-- the data/ files those sessions' own files name (its messages' images and documents).
+- the data/ files those sessions' records name as blocks: the images and documents of its
+  messages, and the payloads of its tool results (the `data_files` of a `tool_result`
+  event, the URLs of the `<data .../>` lines ctxoffload wrote for them).
+
+Only references ctxoffload wrote count. What a tool, a model or a web page wrote is text: a
+`<data url=.../>` line in a fetched page, a path in a message, reach nothing.
 
 Anything else, another session's reference among them, is refused with `InvalidReference`
 saying so. Which session is working is the one an `Agent` (or an adapter) declared with
@@ -30,14 +35,14 @@ from ._layout import DATA_DIR, DATA_NAME, SESSIONS_DIR
 from ._reader import EventKind
 from ._writer import current_session
 
-__all__ = ["MAX_REACH", "Reach", "check_reference", "reach_of"]
+__all__ = ["MAX_REACH", "Reach", "check_reference", "data_files_field", "reach_of"]
 
 MAX_REACH = 256
 """The most sessions one session reaches (itself, its sub-agents', its fork origins)."""
 
 _DATA_REFERENCE = re.compile(rf"(?:^|/){DATA_DIR}/({DATA_NAME.pattern})$")
-# A tool result file's line for a block it stored: `<data url='.../data/NAME' ...`.
-_DATA_LINE = re.compile(rf"^<data url='[^']*/{DATA_DIR}/({DATA_NAME.pattern})'", re.MULTILINE)
+# The field of a `tool_result` event that names the payloads its file shows as data lines.
+_DATA_FILES = "data_files"
 # Where a block's URL sits (`{"source": {"url": ...}}`, OpenAI's `{"image_url": {"url"}}`).
 _BLOCK_KEYS = frozenset({"source", "image_url"})
 # What a model or a person writes: never a reason to reach a file.
@@ -109,30 +114,43 @@ async def _measure(workspace: Any, session_id: str, data: bool) -> Reach:
         events = await workspace.read_events(sid)
         pending.extend(s for s in _links(events) if s not in reach.sessions)
         if data:
-            reach.data |= _stored_names(events)
+            reach.data |= _stored_names(events, events=True)
             reach.data |= _stored_names([await workspace.read_state(sid)])
             reach.data |= _stored_names(await workspace.read_context(sid))
-            for path in await workspace.list_files(sid):
-                try:
-                    raw = await workspace.read_reference(str(path))
-                except InvalidReference:
-                    continue
-                text = raw.decode("utf-8", "replace")
-                reach.data |= {m.group(1) for m in _DATA_LINE.finditer(text)}
     return reach
 
 
-def _stored_names(values: Iterable[Any]) -> set[str]:
+def data_files_field(urls: list[str]) -> dict[str, list[str]]:
+    """The field of a `tool_result` event naming the URLs of the `<data .../>` lines its file
+    holds for blocks (`render_tool_output`'s `urls`); none when it holds none.
+
+    A tool_result file is the tool's text as it was, so a data line in it can be the tool's
+    own text: the event, which only ctxoffload writes, says which lines are references.
+    """
+    return {_DATA_FILES: list(urls)} if urls else {}
+
+
+def _stored_names(values: Iterable[Any], *, events: bool = False) -> set[str]:
     """The data/ files that blocks of these records point at (a block's `url` beside a
-    `media_type`, or in a `source` / `image_url`), and that `data` events name. Text is not
-    read: a name a model or a user merely wrote does not make a file reachable."""
+    `media_type`, or in a `source` / `image_url`), and, for `events`, that `data` events and
+    `tool_result` events (`data_files`) name. Text is not read: a name a model or a user
+    merely wrote does not make a file reachable, nor does a dict shaped like an event inside
+    a message."""
     found: set[str] = set()
+    if events:
+        for event in values:
+            if not isinstance(event, dict):
+                continue
+            if event.get("kind") == EventKind.DATA:
+                found |= _in(event.get("reference"))
+            elif event.get("kind") == EventKind.TOOL_RESULT:
+                urls = event.get(_DATA_FILES)
+                for url in urls if isinstance(urls, list) else ():
+                    found |= _in(url)
     stack: list[tuple[Any, str | None]] = [(v, None) for v in values]
     while stack:
         value, key = stack.pop()
         if isinstance(value, dict):
-            if value.get("kind") == EventKind.DATA:
-                found |= _in(value.get("reference"))
             url = value.get("url")
             if isinstance(url, str) and ("media_type" in value or key in _BLOCK_KEYS):
                 found |= _in(url)

@@ -1,0 +1,78 @@
+"""One rule for binary content under Read, Grep and the retrieval tool: a NUL in the first
+8 KB, or a first 8 KB mostly not text, refuses it in all three; a few bytes that are not
+UTF-8 are shown as U+FFFD by Read and found by Grep and the retrieval tool alike."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxoffload import LocalWorkspace
+from ctxoffload.exceptions import InvalidContent
+from ctxoffload.offloader import FileToolbox, retrieve_offloaded_content
+
+
+def noise(size: int, seed: int = 0) -> bytes:
+    """Bytes of a compressed or encrypted file: random, but without a NUL."""
+    rng = random.Random(seed)
+    return bytes(rng.randrange(1, 256) for _ in range(size))
+
+
+async def verdicts(tmp_path: Path, data: bytes, pattern: str = "x") -> tuple[str, str, str]:
+    """What Read, Grep (on the file alone) and the retrieval tool say of `data`."""
+    ws = LocalWorkspace(tmp_path / "ws")
+    reference = await ws.offload_tool_result("s1", {"id": "c1", "name": "t", "output": data})
+    toolbox = FileToolbox([ws.workdir])
+    read = toolbox.read(reference)
+    grep = toolbox.grep(pattern, reference)
+    try:
+        retrieved = await retrieve_offloaded_content(ws, reference, pattern=pattern)
+    except InvalidContent as refused:
+        retrieved = f"Error: {refused}"
+    assert isinstance(read, str)
+    return read, grep, retrieved
+
+
+async def test_content_mostly_not_text_is_refused_by_all_three(tmp_path: Path) -> None:
+    read, grep, retrieved = await verdicts(tmp_path, b"x" + noise(20_000))
+    for answer in (read, grep, retrieved):
+        assert answer.startswith("Error:"), answer[:200]
+        assert "not text" in answer and "8 KB" in answer, answer
+    assert "\ufffd" not in read
+
+
+async def test_a_few_bytes_not_utf8_are_replaced_and_still_found(tmp_path: Path) -> None:
+    data = "café au lait\n".encode("latin-1") * 3 + b"plain x\n"
+    read, grep, retrieved = await verdicts(tmp_path, data, pattern="caf")
+    assert read.splitlines()[0] == "     1\tcaf\ufffd au lait"
+    assert grep.count("caf\ufffd au lait") == 3
+    assert retrieved.count("caf\ufffd au lait") == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.binary(max_size=300),
+    noise_share=st.integers(min_value=0, max_value=100),
+    nul_at=st.one_of(st.none(), st.integers(min_value=0, max_value=9_000)),
+)
+def test_read_grep_and_retrieval_refuse_the_same_content(
+    tmp_path_factory: pytest.TempPathFactory, text: bytes, noise_share: int, nul_at: int | None
+) -> None:
+    import asyncio
+
+    size = 9_000
+    rng = random.Random(noise_share)
+    data = bytearray(
+        rng.randrange(0x80, 0x100) if rng.randrange(100) < noise_share else rng.choice(b"abc x\n")
+        for _ in range(size)
+    )
+    data[:0] = text
+    if nul_at is not None:
+        data[nul_at : nul_at + 1] = b"\0"
+    read, grep, retrieved = asyncio.run(verdicts(tmp_path_factory.mktemp("rule"), bytes(data)))
+    refused = [answer.startswith("Error:") for answer in (read, grep, retrieved)]
+    assert len(set(refused)) == 1, (read[:300], grep[:300], retrieved[:300])
