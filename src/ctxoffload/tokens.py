@@ -444,8 +444,9 @@ def _run_pieces(text: str) -> Iterator[str]:
 
 
 def _fast_tokenizer(encoding_name: str) -> Any:
-    """rs-bpe's tokenizer for `encoding_name`, or None when the `fast` extra is not
-    installed, does not know the encoding, or fails to load (tiktoken is used then)."""
+    """rs-bpe's tokenizer for `encoding_name`, or None when rs-bpe is not installed (a
+    platform without its wheel, and without the `fast` extra), does not know the encoding,
+    or fails to load (tiktoken is used then)."""
     try:
         from rs_bpe import openai as rs_openai
     except ImportError:
@@ -511,11 +512,12 @@ class TiktokenCounter:
     Special-token strings such as `<|endoftext|>` in the text are counted as ordinary text,
     which is how providers treat them in user content.
 
-    With the `fast` extra installed (`pip install 'ctxoffload[fast]'`: rs-bpe, the Python
-    binding of GitHub's `bpe` crate, which ships the o200k and cl100k ranks in its wheel),
-    texts are counted by it instead: the same counts as tiktoken (checked on every string of
-    the corpus and on fuzzed text), about twice as fast, linear on any input, and loaded in
-    about 50 ms instead of several hundred. tiktoken is then loaded only if asked for.
+    Where rs-bpe is installed (the Python binding of GitHub's `bpe` crate, which ships the
+    o200k and cl100k ranks in its wheel: a default dependency wherever it has a binary wheel,
+    else the `fast` extra), texts are counted by it instead: the same counts as tiktoken
+    (checked on every string of the corpus and on fuzzed text), about twice as fast, linear on
+    any input, and loaded in about 50 ms instead of several hundred. tiktoken is then loaded
+    only if asked for.
 
     Args:
         encoding_name: `o200k_base` (default) or `cl100k_base`.
@@ -548,7 +550,7 @@ class TiktokenCounter:
         if self._fast is None:
             self._tiktoken, self.source = load_encoding(encoding_name, bpe_dir=bpe_dir)
         else:
-            self.source = f"rs-bpe {encoding_name} (the fast extra)"
+            self.source = f"rs-bpe {encoding_name}"
         self._counts = _CountCache()
         self.name: str = encoding_name
         self.is_exact: bool = True
