@@ -335,7 +335,7 @@ async def test_compress_context_takes_a_one_off_config(workspace: LocalWorkspace
     )
     await agent.reply("go")
     assert not (await agent.compress_context()).compressed
-    tight = ContextConfig(context_window=600, trigger_ratio=0.5, reserve_ratio=0.1)
+    tight = ContextConfig(context_window=700, trigger_ratio=0.5, reserve_ratio=0.1)
     result = await agent.compress_context(tight)
     assert result.compressed
     assert result.tokens_after < result.tokens_before
