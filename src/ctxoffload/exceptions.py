@@ -22,8 +22,6 @@ Messages say what was wrong, with the offending value, and what to do about it.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = [
     "CliError",
     "ConfigError",
@@ -101,7 +99,9 @@ class ContextOverflowError(ModelError):
             with. None when the provider reported the overflow.
     """
 
-    def __init__(self, *args: object, messages: list[Any] | None = None) -> None:
+    # `object`, not `Msg`: this module imports nothing (not even typing), so that every other
+    # module can import it.
+    def __init__(self, *args: object, messages: list[object] | None = None) -> None:
         super().__init__(*args)
         self.messages = messages
 

@@ -412,7 +412,7 @@ class Agent:
             return await self._pipeline.pre_llm(self.messages, tools=self.tool_schemas, **options)
         except ContextOverflowError as refused:
             if refused.messages is not None:
-                self.messages = list(refused.messages)
+                self.messages = [m for m in refused.messages if isinstance(m, Msg)]
                 await self._record.messages(self.messages)
                 await self._save_state()
             raise

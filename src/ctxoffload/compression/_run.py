@@ -513,10 +513,11 @@ class PipelineRun:
         await self.compressor.event(EventKind.OVER_WINDOW, **event)
         if refuse:
             said = context_event_sentence({"kind": EventKind.OVER_WINDOW, **event})
+            kept: list[object] = [*context]
             raise ContextOverflowError(
                 f"{said}: unpin messages, shorten the system prompt or the tools, or give the "
                 'model\'s real window; ContextConfig(over_window="warn") sends it anyway',
-                messages=context,
+                messages=kept,
             )
 
     async def post_tool(
