@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -817,6 +818,31 @@ def test_a_whitespace_run_is_encoded_in_pieces_of_bounded_size() -> None:
     assert counter.count_text(text) > 0
     assert max(recording.sizes) <= RUN_PIECE_CHARS
     assert sum(recording.sizes) == len(text)  # every character counted, once
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.sampled_from([" ", "\t", "\u3000", "\n", "a", "7", ".", "é"]), st.integers(1, 5000)
+        ),
+        max_size=8,
+    )
+)
+def test_the_pieces_of_a_text_are_the_text_with_every_run_bounded(
+    runs: list[tuple[str, int]],
+) -> None:
+    from ctxoffload.tokens import RUN_PIECE_CHARS, _run_pieces
+
+    text = "".join(char * n for char, n in runs)
+    pieces = list(_run_pieces(text))
+    assert "".join(pieces) == text
+    for piece in pieces:
+        # A piece longer than a run's piece holds no run of one class that long.
+        if len(piece) > RUN_PIECE_CHARS:
+            classes = [c.isspace() for c in piece]
+            longest = max(len(list(group)) for _, group in itertools.groupby(classes))
+            assert longest < RUN_PIECE_CHARS
 
 
 def test_a_whitespace_run_counts_within_a_token_a_piece_of_the_exact_count() -> None:
