@@ -77,7 +77,7 @@ async def test_over_window_refuse_sends_nothing_and_keeps_the_context(tmp_path: 
     agent = tight_agent(tmp_path, model, over_window="refuse")
     with pytest.raises(ContextOverflowError, match="over the 300-token window") as refused:
         await agent.reply("go")
-    assert model.calls == []
+    assert model.calls == [] and agent.steps == []
     assert refused.value.messages == agent.messages
     assert [m.role for m in agent.messages] == ["system", "user"]
     events = await LocalWorkspace(tmp_path / "ws").read_events("tight")

@@ -355,8 +355,8 @@ class Agent:
             await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
-                self.steps.append(record)
                 compression = await self._pre_llm()
+                self.steps.append(record)  # after: a request refused over the window is no step
                 self.messages = compression.messages
                 record.compressed = compression.compressed
                 record.context_tokens = compression.tokens_after
