@@ -40,6 +40,15 @@ SUMMARY = summary_reply("scripted")
 """A summary model's answer, for a `ScriptedModel(default=SUMMARY)` that writes every summary."""
 
 
+WHITESPACE_PADDING = (" ", "\t", "\u00a0", "\u3000")
+"""Spaces, tabs, NBSP and U+3000: a megabyte of any of them overflowed tiktoken's stack."""
+
+
+def padded_report(pad: str) -> str:
+    """A tool's report padded with a megabyte of `pad` between its two lines of figures."""
+    return "rows: 42" + pad * 1_000_000 + "total: 42"
+
+
 def call(call_id: str, name: str, **args: Any) -> Msg:
     """An assistant message that calls one tool."""
     return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])

@@ -16,6 +16,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,6 +117,48 @@ def test_the_wheel_holds_the_package_its_type_marker_and_the_license(dist: Path)
     assert fields.get_payload().strip() == (ROOT / "README.md").read_text(encoding="utf-8").strip()
 
 
+def _environment(python: str, platform: str, machine: str, implementation: str = "CPython") -> Any:
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": platform,
+        "platform_machine": machine,
+        "platform_python_implementation": implementation,
+        "implementation_name": implementation.lower(),
+    }
+
+
+# Where rs-bpe 0.1.0 has a binary wheel (`pip download --no-deps rs-bpe` lists them), and
+# where pip would build it from source with Rust.
+_RS_BPE_WHEELS = [
+    *(_environment(v, "linux", m) for v in ("3.10", "3.13") for m in ("x86_64", "aarch64")),
+    _environment("3.12", "darwin", "arm64"),
+    _environment("3.11", "darwin", "x86_64"),
+    _environment("3.12", "win32", "AMD64"),
+    _environment("3.10", "win32", "x86"),
+]
+_RS_BPE_NO_WHEEL = [
+    _environment("3.14", "linux", "x86_64"),
+    _environment("3.12", "linux", "armv7l"),
+    _environment("3.12", "linux", "riscv64"),
+    _environment("3.12", "win32", "ARM64"),
+    _environment("3.10", "linux", "x86_64", implementation="PyPy"),
+    _environment("3.12", "freebsd14", "amd64"),
+]
+
+
+def test_the_default_install_has_the_fast_counter_where_it_has_a_wheel(dist: Path) -> None:
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel_of(dist)) as wheel:
+        metadata = wheel.read(f"ctxoffload-{version()}.dist-info/METADATA").decode()
+    requires = email.parser.Parser().parsestr(metadata).get_all("Requires-Dist") or []
+    (fast,) = [Requirement(r) for r in requires if r.startswith("rs-bpe") and "extra" not in r]
+    assert fast.marker is not None
+    assert [e for e in _RS_BPE_WHEELS if not fast.marker.evaluate(e)] == []
+    assert [e for e in _RS_BPE_NO_WHEEL if fast.marker.evaluate(e)] == []
+
+
 def test_the_sdist_holds_the_source_its_tests_and_its_docs(dist: Path) -> None:
     prefix = f"ctxoffload-{version()}/"
     with tarfile.open(sdist_of(dist)) as sdist:
@@ -158,6 +201,10 @@ def test_the_wheel_installed_into_a_fresh_venv_runs_the_command(dist: Path, tmp_
     assert run(command, "--version", cwd=tmp_path).stdout.strip() == f"ctxoffload {version()}"
     where = run(python, "-c", "import ctxoffload; print(ctxoffload.__file__)", cwd=tmp_path)
     assert Path(where.stdout.strip()).is_relative_to(venv)
+    # CPython on Linux x86_64 (what the tests run on) has rs-bpe's wheel: the default install
+    # counts with it.
+    counts = "from ctxoffload.tokens import TiktokenCounter; print(TiktokenCounter().source)"
+    assert run(python, "-c", counts, cwd=tmp_path).stdout.startswith("rs-bpe")
 
     demo = run(command, "demo", "--workdir", tmp_path / "demo", cwd=tmp_path)
     assert "Answer: The nightly export failed on order ORD-58213" in demo.stdout

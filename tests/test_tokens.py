@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -41,6 +42,7 @@ from ctxoffload.tokens import (
     TiktokenCounter,
     encoding_for_model,
 )
+from helpers import WHITESPACE_PADDING, padded_report
 
 SAMPLES = [
     "hello world",
@@ -790,6 +792,74 @@ def test_text_without_a_long_run_is_counted_exactly() -> None:
     counter = TiktokenCounter()
     text = " ".join(f"word{i} and 'quoted' {i * 7}" for i in range(20_000))
     assert counter.count_text(text) == len(counter._encoding.encode_ordinary(text))
+
+
+# Whitespace tiktoken's pre-tokenizer backtracks over (`\\s+(?!\\S)`): a megabyte of any of them
+# overflowed its stack, a PanicException that `except Exception` does not catch.
+WHITESPACE_RUNS = [*WHITESPACE_PADDING, "\n", "\r\n", " \t", "\u2028", "\x85"]
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["tiktoken", "rs-bpe"])
+@pytest.mark.parametrize("space", WHITESPACE_RUNS)
+def test_a_megabyte_of_whitespace_is_counted(space: str, fast: bool) -> None:
+    counter = _counter(fast=fast)
+    padded = padded_report(space)
+    tokens = counter.count_text(padded)
+    assert 0 < tokens <= len(padded.encode("utf-8"))
+
+
+def test_a_whitespace_run_is_encoded_in_pieces_of_bounded_size() -> None:
+    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+
+    counter = TiktokenCounter()
+    recording = _Recording(counter._encoding)
+    counter._encoding = recording  # type: ignore[assignment]
+    text = "header\n" + " " * 1_000_000 + "middle" + "\u3000" * 50_000 + "\t" * 5_000 + "end"
+    assert counter.count_text(text) > 0
+    assert max(recording.sizes) <= RUN_PIECE_CHARS
+    assert sum(recording.sizes) == len(text)  # every character counted, once
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.sampled_from([" ", "\t", "\u3000", "\n", "a", "7", ".", "é"]), st.integers(1, 5000)
+        ),
+        max_size=8,
+    )
+)
+def test_the_pieces_of_a_text_are_the_text_with_every_run_bounded(
+    runs: list[tuple[str, int]],
+) -> None:
+    from ctxoffload.tokens import RUN_PIECE_CHARS, _run_pieces
+
+    text = "".join(char * n for char, n in runs)
+    pieces = list(_run_pieces(text))
+    assert "".join(pieces) == text
+    for piece in pieces:
+        # A piece longer than a run's piece holds no run of one class that long.
+        if len(piece) > RUN_PIECE_CHARS:
+            classes = [c.isspace() for c in piece]
+            longest = max(len(list(group)) for _, group in itertools.groupby(classes))
+            assert longest < RUN_PIECE_CHARS
+
+
+def test_a_whitespace_run_counts_within_a_token_a_piece_of_the_exact_count() -> None:
+    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+
+    counter = TiktokenCounter()
+    encoding = counter._encoding
+    # Short enough for tiktoken to count whole (it overflows somewhere under a megabyte).
+    for text in (
+        "a" + " " * 100_000 + "b",
+        "x\n" + "\t" * 60_000 + "y",
+        "total:" + "\u00a0" * 50_000 + " 42",
+        "\r\n" * 40_000,
+    ):
+        exact = len(encoding.encode_ordinary(text))
+        pieces = -(-len(text) // RUN_PIECE_CHARS)
+        assert abs(counter.count_text(text) - exact) <= pieces
 
 
 # -- the fast counter (rs-bpe) counts as tiktoken does ------------------------------------

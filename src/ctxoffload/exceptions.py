@@ -9,7 +9,8 @@
     ├── ConfigError             an impossible configuration value
     │   └── PinError            a pin refused: an unknown message, or pins over their share
     ├── ModelError              a chat model call failed
-    │   └── ContextOverflowError   the provider said the prompt is larger than the context window
+    │   └── ContextOverflowError   the prompt is larger than the context window (the provider
+    │                              said so, or ctxoffload refused to send it)
     ├── SummaryError            no valid summary could be produced by the summary model
     ├── IncompleteRecord        a record that cannot rebuild a step (a message never recorded)
     ├── SessionBusyError        another live writer holds the session's lease
@@ -89,7 +90,20 @@ class ModelError(CtxOffloadError):
 
 
 class ContextOverflowError(ModelError):
-    """The model provider reported that the prompt exceeds its context window."""
+    """The prompt exceeds the context window: the provider said so, or ctxoffload refused to
+    send it (`ContextConfig(over_window="refuse")`).
+
+    Attributes:
+        messages: when ctxoffload refused the request, the context as its managers left it
+            (`Msg` objects; a compaction made before the refusal is in it): what to go on
+            with. None when the provider reported the overflow.
+    """
+
+    # `object`, not `Msg`: this module imports nothing (not even typing), so that every other
+    # module can import it.
+    def __init__(self, *args: object, messages: list[object] | None = None) -> None:
+        super().__init__(*args)
+        self.messages = messages
 
 
 class SummaryError(CtxOffloadError):

@@ -415,18 +415,38 @@ def _message_tokens(
 
 
 RUN_PIECE_CHARS = 2048
-"""An unbroken run of non-space characters this long or longer is counted in pieces of this
-many characters (see `TiktokenCounter.count_text`): linear time, measured 2.9x the time of
-ordinary text of the same size, where counting it whole grew faster than its length."""
+"""A run of one character class (whitespace, or anything else) this long or longer is counted
+in pieces of this many characters (see `TiktokenCounter.count_text`): linear time, measured
+2.9x the time of ordinary text of the same size, where counting it whole grew faster than its
+length, and for whitespace overflowed tiktoken's stack (about a megabyte of spaces)."""
 
-# A run of RUN_PIECE_CHARS non-space characters, matched only from its start (the look-behind
-# makes every position inside a run fail at once), so finding them is linear too.
-_LONG_RUN = re.compile(rf"(?<!\S)\S{{{RUN_PIECE_CHARS},}}")
+# The one rule for every run class: a run of RUN_PIECE_CHARS characters that are all
+# whitespace, or all not, matched only from its start (the look-behind makes every position
+# inside a run fail at once), so finding them is linear too. Python's \s is a superset of the
+# Rust regex's (it adds \x1c-\x1f), so every run tiktoken's pre-tokenizer would backtrack over
+# is cut.
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{RUN_PIECE_CHARS},}}|(?<!\s)\s{{{RUN_PIECE_CHARS},}}")
+
+
+def _run_pieces(text: str) -> Iterator[str]:
+    """`text` in the pieces it is counted in, in order: each run of `RUN_PIECE_CHARS` or more
+    characters of one class (whitespace, or not whitespace) cut into pieces of that size, and
+    the text between such runs whole. Joined, the pieces are `text`."""
+    at = 0
+    for run in _LONG_RUN.finditer(text):
+        if run.start() > at:
+            yield text[at : run.start()]
+        for piece in range(run.start(), run.end(), RUN_PIECE_CHARS):
+            yield text[piece : min(piece + RUN_PIECE_CHARS, run.end())]
+        at = run.end()
+    if at < len(text):
+        yield text[at:]
 
 
 def _fast_tokenizer(encoding_name: str) -> Any:
-    """rs-bpe's tokenizer for `encoding_name`, or None when the `fast` extra is not
-    installed, does not know the encoding, or fails to load (tiktoken is used then)."""
+    """rs-bpe's tokenizer for `encoding_name`, or None when rs-bpe is not installed (a
+    platform without its wheel, and without the `fast` extra), does not know the encoding,
+    or fails to load (tiktoken is used then)."""
     try:
         from rs_bpe import openai as rs_openai
     except ImportError:
@@ -492,11 +512,12 @@ class TiktokenCounter:
     Special-token strings such as `<|endoftext|>` in the text are counted as ordinary text,
     which is how providers treat them in user content.
 
-    With the `fast` extra installed (`pip install 'ctxoffload[fast]'`: rs-bpe, the Python
-    binding of GitHub's `bpe` crate, which ships the o200k and cl100k ranks in its wheel),
-    texts are counted by it instead: the same counts as tiktoken (checked on every string of
-    the corpus and on fuzzed text), about twice as fast, linear on any input, and loaded in
-    about 50 ms instead of several hundred. tiktoken is then loaded only if asked for.
+    Where rs-bpe is installed (the Python binding of GitHub's `bpe` crate, which ships the
+    o200k and cl100k ranks in its wheel: a default dependency wherever it has a binary wheel,
+    else the `fast` extra), texts are counted by it instead: the same counts as tiktoken
+    (checked on every string of the corpus and on fuzzed text), about twice as fast, linear on
+    any input, and loaded in about 50 ms instead of several hundred. tiktoken is then loaded
+    only if asked for.
 
     Args:
         encoding_name: `o200k_base` (default) or `cl100k_base`.
@@ -529,7 +550,7 @@ class TiktokenCounter:
         if self._fast is None:
             self._tiktoken, self.source = load_encoding(encoding_name, bpe_dir=bpe_dir)
         else:
-            self.source = f"rs-bpe {encoding_name} (the fast extra)"
+            self.source = f"rs-bpe {encoding_name}"
         self._counts = _CountCache()
         self.name: str = encoding_name
         self.is_exact: bool = True
@@ -578,25 +599,18 @@ class TiktokenCounter:
         """Tokens in a long text, in time linear in its size.
 
         BPE on one unbroken run of characters (8 MB of `A`, a base64 blob, a DNA line) costs
-        tiktoken more than linear time: 10-19 s for 8 MB of one letter (rs-bpe, when
-        installed, is linear and counts the whole text). A run of
-        `RUN_PIECE_CHARS` or more non-space characters is therefore counted in pieces of that
-        size, and the text around it exactly. A run's count may then differ from the exact one
-        by a token or so per piece (base64 of 300,000 random bytes: 272,865 against 272,772,
-        0.03%); text without such a run is counted exactly.
+        tiktoken more than linear time: 10-19 s for 8 MB of one letter; and its pre-tokenizer
+        backtracks over a run of whitespace until, at about a megabyte of spaces, tabs, NBSP
+        or U+3000 (a padded report), its stack overflows: a `PanicException`, which
+        `except Exception` does not catch. (rs-bpe, when installed, is linear and counts the
+        whole text.) A run of `RUN_PIECE_CHARS` or more characters of one class, whitespace
+        or not, is therefore counted in pieces of that size, and the text around it exactly
+        (`_run_pieces`). A run's count may then differ from the exact one by a token or so
+        per piece (base64 of 300,000 random bytes: 272,865 against 272,772, 0.03%); text
+        without such a run is counted exactly.
         """
         encode = self._encoding.encode_ordinary
-        total = 0
-        at = 0
-        for run in _LONG_RUN.finditer(text):
-            if run.start() > at:
-                total += len(encode(text[at : run.start()]))
-            for piece in range(run.start(), run.end(), RUN_PIECE_CHARS):
-                total += len(encode(text[piece : min(piece + RUN_PIECE_CHARS, run.end())]))
-            at = run.end()
-        if at == 0:
-            return len(encode(text))
-        return total + (len(encode(text[at:])) if at < len(text) else 0)
+        return sum(len(encode(piece)) for piece in _run_pieces(text))
 
     def count_message(self, msg: Msg) -> int:
         """Tokens `msg` costs in a context (see the module docstring for what counts)."""

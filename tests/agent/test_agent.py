@@ -26,9 +26,9 @@ from ctxoffload import (
     ToolCallBlock,
     get_token_counter,
 )
-from ctxoffload.compression import is_summary_message
+from ctxoffload.compression import TRUNCATION_MARKER, is_summary_message
 from ctxoffload.offloader import RETRIEVAL_TOOL_NAME
-from helpers import SUMMARY, OffloaderOnly, call
+from helpers import SUMMARY, WHITESPACE_PADDING, OffloaderOnly, call, padded_report
 
 
 def big_log(lines: int = 3000) -> str:
@@ -335,12 +335,32 @@ async def test_compress_context_takes_a_one_off_config(workspace: LocalWorkspace
     )
     await agent.reply("go")
     assert not (await agent.compress_context()).compressed
-    tight = ContextConfig(context_window=600, trigger_ratio=0.5, reserve_ratio=0.1)
+    tight = ContextConfig(context_window=700, trigger_ratio=0.5, reserve_ratio=0.1)
     result = await agent.compress_context(tight)
     assert result.compressed
     assert result.tokens_after < result.tokens_before
     assert agent.messages == result.messages
     assert agent.context_config.context_window == 100_000
+
+
+@pytest.mark.parametrize("fast", ["0", "1"], ids=["tiktoken", "rs-bpe"])
+@pytest.mark.parametrize("pad", WHITESPACE_PADDING)
+async def test_a_report_padded_with_a_megabyte_of_whitespace_is_offloaded(
+    pad: str, fast: str, workspace: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXOFFLOAD_FAST_COUNTER", fast)
+
+    def report() -> str:
+        """Print the monthly report."""
+        return padded_report(pad)
+
+    model = ScriptedModel([call("c1", "report"), "done"])
+    agent = make_agent(model, workspace, tools=[report], counter=get_token_counter(exact=True))
+    assert (await agent.reply("report")).text == "done"
+    sent = model.calls[1][-1].tool_results[0].output
+    assert isinstance(sent, str) and TRUNCATION_MARKER in sent
+    stored = next(workspace.session_dir(agent.session_id).glob("tool_result-*.txt"))
+    assert stored.read_text(encoding="utf-8") == padded_report(pad)
 
 
 class CountingWorkspace(LocalWorkspace):

@@ -407,10 +407,14 @@ def test_the_legend_shows_only_when_something_was_compressed(
 def test_a_peak_over_the_window_is_said(tmp_path: Path, cli: Callable[..., Any]) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(openai_transcript(3)))
-    result = cli("replay", path, "--window", "100", "--workdir", tmp_path / "ws")
+    result = cli("replay", path, "--window", "400", "--workdir", tmp_path / "ws")
     assert result.code == 0, result
     assert "over the window (default): the context reached" in result.out
-    assert "in a 100-token window" in result.out
+    assert "in a 400-token window" in result.out
+    # A window no compaction fits in is refused, in one line naming the least one that does.
+    small = cli("replay", path, "--window", "100", "--workdir", tmp_path / "ws2")
+    assert small.code == 2 and len(small.err.strip().splitlines()) == 1, small
+    assert "context_window 100 cannot hold" in small.err and "at least 383 tokens" in small.err
 
 
 def test_a_warning_of_every_run_is_said_once(tmp_path: Path) -> None:

@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import WHITESPACE_PADDING, padded_report
 
-def _replay(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"}
+
+def _replay(
+    tmp_path: Path, *args: str | Path, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"} | (env_extra or {})
     return subprocess.run(
         [
             sys.executable,
@@ -163,3 +167,27 @@ def test_a_transcript_that_starts_with_a_byte_order_mark_is_replayed(
     done = _replay(tmp_path, path)
     assert done.returncode == 0, done.stderr
     assert "model calls" in done.stdout
+
+
+@pytest.mark.parametrize("fast", ["0", "1"], ids=["tiktoken", "rs-bpe"])
+def test_reports_padded_with_a_megabyte_of_whitespace_are_replayed(
+    tmp_path: Path, fast: str
+) -> None:
+    messages: list[dict[str, object]] = [{"role": "user", "content": "Print every report."}]
+    for i, pad in enumerate(WHITESPACE_PADDING):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "report", "arguments": "{}"},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": padded_report(pad)})
+    transcript = tmp_path / "padded.json"
+    transcript.write_text(json.dumps(messages), encoding="utf-8")
+    done = _replay(tmp_path, transcript, env_extra={"CTXOFFLOAD_FAST_COUNTER": fast})
+    assert "Traceback" not in done.stderr and "panicked" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0, done
+    stored = sorted((tmp_path / "ws").rglob("tool_result-*.txt"))
+    assert [p.read_text(encoding="utf-8") for p in stored] == [
+        padded_report(pad) for pad in WHITESPACE_PADDING
+    ]

@@ -205,3 +205,50 @@ def test_a_hostile_config_file_is_a_config_error(tmp_path: Path, text: str, mess
         ContextConfig.from_json_file(path)
     assert message in str(raised.value)
     assert len(str(raised.value)) < 300 + len(str(path))
+
+
+# -- a window that cannot hold what a compaction leaves --------------------------------------
+
+
+@pytest.mark.parametrize("window", [1, 2, 100, 300, 382])
+def test_a_window_that_cannot_hold_a_compaction_is_refused_with_the_least_that_can(
+    window: int,
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ContextConfig(context_window=window)
+    said = str(refused.value)
+    assert f"context_window {window} cannot hold what a compaction leaves" in said
+    assert "306 tokens" in said and "at least 383 tokens" in said
+    # The least window it names is accepted, and so is any above it.
+    assert ContextConfig(context_window=383).compaction_floor(383) <= 0.8 * 383
+
+
+def test_a_smaller_preview_or_template_fits_a_smaller_window() -> None:
+    # 300 tokens with 50-token previews: what a compaction leaves fits under the trigger.
+    ContextConfig(context_window=300, tool_result_limit=50)
+    short = "Earlier: {context_path} {artifacts}"
+    ContextConfig(context_window=100, tool_result_limit=50, summary_template=short)
+    with pytest.raises(ConfigError, match="context_window 60 cannot hold"):
+        ContextConfig(context_window=60, tool_result_limit=50)
+
+
+def test_from_dict_refuses_a_window_too_small_as_the_constructor_does() -> None:
+    with pytest.raises(
+        ConfigError, match=r"(?s)config small\.json is invalid:.*context_window 10 "
+    ):
+        ContextConfig.from_dict({"context_window": 10}, source="config small.json")
+
+
+def test_a_window_known_only_later_is_checked_by_check_window() -> None:
+    config = ContextConfig(tool_result_limit=500)
+    config.check_window(128_000)
+    with pytest.raises(ConfigError, match="the context window 250 cannot hold"):
+        config.check_window(250)
+
+
+@pytest.mark.parametrize("value", ["warn", "refuse"])
+def test_over_window_is_warn_or_refuse(value: str) -> None:
+    assert ContextConfig(over_window=value).over_window == value  # type: ignore[arg-type]
+    assert ContextConfig().over_window == "warn"
+    with pytest.raises(ConfigError, match="over_window"):
+        ContextConfig(over_window="raise")  # type: ignore[arg-type]

@@ -14,15 +14,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxoffload import ContextConfig, LocalWorkspace, ToolResultBlock
+from ctxoffload import ConfigError, ContextConfig, LocalWorkspace, ToolResultBlock
 from ctxoffload.compression import FRESH_PREVIEW_FLOOR, TRUNCATION_MARKER, Compressor
 from ctxoffload.tokens import get_token_counter
 
 COUNTER = get_token_counter(exact=True)
 
-# From the smallest window a config accepts to a large one, with the ones around the old
-# edge (20,000 tokens: a 2,000-token default preview in a 10% reserve).
-WINDOWS = [1, 2, 10, 100, 1_000, 1_999, 2_000, 4_000, 8_000, 19_999, 20_000, 20_001, 200_000]
+# From the smallest window a default config accepts (what a compaction leaves at the least,
+# the summary template's text and a 200-token preview, under the trigger) to a large one, with
+# the ones around the old edge (20,000 tokens: a 2,000-token default preview in a 10% reserve).
+SMALLEST = 383
+WINDOWS = [SMALLEST, 400, 1_000, 1_999, 2_000, 4_000, 8_000, 19_999, 20_000, 20_001, 200_000]
 
 
 def room(config: ContextConfig, window: int) -> int:
@@ -36,7 +38,7 @@ def big_result() -> ToolResultBlock:
 
 
 @given(
-    window=st.integers(min_value=1, max_value=10**9),
+    window=st.integers(min_value=SMALLEST, max_value=10**9),
     reserve=st.floats(min_value=0.01, max_value=0.5),
 )
 def test_the_derived_preview_fits_any_window(window: int, reserve: float) -> None:
@@ -89,6 +91,12 @@ async def test_a_value_the_user_chose_that_does_not_fit_is_said_once(
     assert len(said) == 1, said
     assert isinstance(out.output, str)
     assert COUNTER.count_text(out.output) <= room(config, window)
+
+
+def test_the_smallest_window_is_the_least_a_default_config_accepts() -> None:
+    ContextConfig(context_window=SMALLEST)
+    with pytest.raises(ConfigError, match=f"at least {SMALLEST} tokens"):
+        ContextConfig(context_window=SMALLEST - 1)
 
 
 def test_a_changed_copy_keeps_the_defaults_derived() -> None:

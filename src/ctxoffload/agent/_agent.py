@@ -194,6 +194,8 @@ class Agent:
         config = pipeline.config
         _check_model(model, "model")
         window = _model_window(model, config)
+        if window is not None and config.context_window is None:
+            config.check_window(window)  # the config's own window was checked when it was built
         if summary_model is not None:
             _check_model(summary_model, "summary_model")
         if summary_model is model and isinstance(model, ScriptedModel):
@@ -354,8 +356,8 @@ class Agent:
             await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
-                self.steps.append(record)
-                compression = await self._pipeline.pre_llm(self.messages, tools=self.tool_schemas)
+                compression = await self._pre_llm()
+                self.steps.append(record)  # after: a request refused over the window is no step
                 self.messages = compression.messages
                 record.compressed = compression.compressed
                 record.context_tokens = compression.tokens_after
@@ -403,6 +405,19 @@ class Agent:
             await self._save_state()
             return stop
 
+    async def _pre_llm(self, **options: Any) -> CompressionResult:
+        """The pipeline's `pre_llm` on the context. A request it refuses as over the window
+        (`over_window="refuse"`) leaves the context as the managers left it, a compaction
+        made kept, before the error goes to the caller."""
+        try:
+            return await self._pipeline.pre_llm(self.messages, tools=self.tool_schemas, **options)
+        except ContextOverflowError as refused:
+            if refused.messages is not None:
+                self.messages = [m for m in refused.messages if isinstance(m, Msg)]
+                await self._record.messages(self.messages)
+                await self._save_state()
+            raise
+
     async def _answer_unfinished(self, calls: list[ToolCallBlock], stopped: BaseException) -> None:
         """Answer each of `calls` with an error result when the reply stopped before their
         results entered the context (it was cancelled, a Ctrl-C, a tool's output that could
@@ -445,9 +460,7 @@ class Agent:
             )
             tokens = self.context_tokens()
             shrunk = max(1, int(tokens * 0.9))
-            forced = await self._pipeline.pre_llm(
-                self.messages, tools=self.tool_schemas, reactive=True, window=shrunk
-            )
+            forced = await self._pre_llm(reactive=True, window=shrunk)
             if not forced.compressed:
                 raise ContextOverflowError(
                     f"the model reported a context overflow ({overflow}) with {tokens} tokens, "
@@ -693,9 +706,7 @@ class Agent:
                     self.messages, tools=self.tool_schemas, config=context_config
                 )
             else:
-                result = await self._pipeline.pre_llm(
-                    self.messages, tools=self.tool_schemas, model_call=False
-                )
+                result = await self._pre_llm(model_call=False)
             self.messages = result.messages
             if result.compressed:
                 await self._record.messages(self.messages)

@@ -48,6 +48,7 @@ MARKED_KINDS = {
     EventKind.UNPIN: "pin",
     EventKind.FORK: "fork",
     EventKind.SUBAGENT: "subagent",
+    EventKind.OVER_WINDOW: "over_window",
 }
 """The events marked on the timeline between two steps, and the mark each gets."""
 

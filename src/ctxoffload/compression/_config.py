@@ -232,6 +232,17 @@ class ContextConfig(BaseModel):
             trigger_ratio)) the background summary starts.
         pin_ratio: the most of the window pinned messages may take together, in (0, 1];
             a pin that would take them over it is refused (`PinError`) when it is made.
+        over_window: what happens to a request still over the window once the `pre_llm`
+            managers have run (what never leaves is more than the window holds: the system
+            prompt, the tool schemas, pins, the newest turn). "warn" (the default) sends it
+            and reports it: an `over_window` event naming the sizes, and a WARNING log line.
+            "refuse" reports it and raises `ContextOverflowError` instead of sending it; the
+            error's `messages` is the context as the managers left it.
+
+    A window too small to hold what a compaction leaves at the least (the summary template's
+    own text and one tool result cut to its preview) under the trigger is refused when the
+    config is built with `context_window`, and by the `Agent` for a window its model
+    reports (`check_window`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -264,6 +275,7 @@ class ContextConfig(BaseModel):
     background_compaction: bool = False
     background_lead: float = Field(default=0.1, gt=0, lt=1)
     pin_ratio: float = Field(default=0.3, gt=0, le=1)
+    over_window: Literal["warn", "refuse"] = "warn"
 
     @model_validator(mode="before")
     @classmethod
@@ -439,6 +451,14 @@ class ContextConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _check_window_holds_a_compaction(self) -> ContextConfig:
+        if self.context_window is not None:
+            problem = self._window_problem(self.context_window, "context_window")
+            if problem is not None:
+                raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _check_background_lead(self) -> ContextConfig:
         if self.background_lead >= self.trigger_ratio:
             raise ValueError(
@@ -517,6 +537,50 @@ class ContextConfig(BaseModel):
                 "ContextConfig(context_window=...) to the model's real window"
             )
         return model_window
+
+    def compaction_floor(self, window: int) -> int:
+        """The fewest tokens the context holds after a compaction in a `window`-token window:
+        the summary template's own text (its placeholders empty, four characters a token)
+        and one tool result cut to its preview (`preview_budget`)."""
+        return self._template_tokens() + self.preview_budget(window)
+
+    def _template_tokens(self) -> int:
+        literal = "".join(text for text, _, _, _ in string.Formatter().parse(self.summary_template))
+        return math.ceil(len(literal) / CHARS_PER_TOKEN)
+
+    def check_window(self, window: int) -> None:
+        """Refuse a window too small for this config: one whose trigger is below what a
+        compaction leaves at the least (`compaction_floor`), so that every compaction would
+        leave the context over the trigger, and every request over the window.
+
+        Args:
+            window: the context window in tokens (the model's, when the config sets none).
+
+        Raises:
+            ConfigError: the window cannot hold what a compaction leaves, naming both.
+        """
+        problem = self._window_problem(window, "the context window")
+        if problem is not None:
+            raise ConfigError(problem)
+
+    def _window_problem(self, window: int, name: str) -> str | None:
+        floor = self.compaction_floor(window)
+        trigger = self.trigger_tokens(window)
+        if floor <= trigger:
+            return None
+        template = self._template_tokens()
+        # The smallest window that holds the floor: the preview may grow with the window (up
+        # to its cap), so step up from the first candidate until it holds.
+        least = max(window + 1, math.ceil(floor / self.trigger_ratio))
+        while self.compaction_floor(least) > self.trigger_tokens(least):
+            least = math.ceil(self.compaction_floor(least) / self.trigger_ratio)
+        return (
+            f"{name} {window} cannot hold what a compaction leaves: the summary template's own "
+            f"text (~{template} tokens) and one tool result's preview ({floor - template} "
+            f"tokens) take {floor} tokens, over the trigger of {trigger} tokens (trigger_ratio "
+            f"{_show(self.trigger_ratio)} × {window}); give the model's real window (at least "
+            f"{least} tokens here), or raise trigger_ratio, or lower preview_tokens"
+        )
 
     def trigger_tokens(self, window: int) -> int:
         """Token count above which the context is compressed."""

@@ -90,6 +90,9 @@ def _log_event(event: Mapping[str, Any]) -> None:
             event.get("summary_source"),
             f"; {fidelity}" if fidelity else "",
         )
+    elif kind == EventKind.OVER_WINDOW:
+        # The request is sent over the window (or refused): a WARNING, not a note.
+        logger.warning("%s", context_event_sentence(dict(event)))
     else:
         sentence = context_event_sentence(dict(event))
         if sentence is not None:

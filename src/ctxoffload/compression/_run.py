@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._depth import text_form
-from ..exceptions import ConfigError, PinError
+from ..exceptions import ConfigError, ContextOverflowError, PinError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..text import defuse
 from ..tokens import TokenCount
-from ..workspace import EventKind, ModelCallClock
+from ..workspace import EventKind, ModelCallClock, context_event_sentence
 from ._activation import Activation
 from ._compressor import CompressionResult, Compressor
 from ._config import ContextConfig
@@ -112,6 +112,7 @@ class PipelineRun:
         self._last_context: list[Msg] = []
         self._instructions: str | None = None
         self._compacted_at: int | None = None
+        self._compacting = False
 
     # -- what managers use ------------------------------------------------------------------
 
@@ -370,12 +371,14 @@ class PipelineRun:
         # there now, however far below the trigger it is.
         tokens = self.compressor.count(context, tools)
         full = max(1, min(self.window or tokens, tokens))
+        self._compacting = True
         try:
             result = await self.pre_llm(
                 context, tools=tools, reactive=True, window=full, model_call=False
             )
         finally:
             self._instructions = None
+            self._compacting = False
         if not result.compressed:
             result.reason = f"nothing to compact: {result.reason}"
             return result
@@ -436,6 +439,10 @@ class PipelineRun:
     ) -> CompressionResult:
         """Run the `pre_llm` managers on the context about to be sent.
 
+        A context they leave over the window is reported (an `over_window` event and a
+        WARNING log line naming the sizes), or refused with `ContextOverflowError` under
+        `ContextConfig(over_window="refuse")`.
+
         Args:
             messages: the whole context, oldest first (`Msg` objects or OpenAI / Anthropic dicts).
             tools: the tool schemas sent with the call (they count against the window).
@@ -446,6 +453,11 @@ class PipelineRun:
 
         Returns:
             The context to send (always `Msg` objects), whether anything changed, and why.
+
+        Raises:
+            ContextOverflowError: the context is still over the window and the config says
+                `over_window="refuse"`; its `messages` is the context to go on with (any
+                compaction made is in it).
         """
         context = self._marked(read_messages(messages, caller="PipelineRun.pre_llm"))
         self.protected = Protected.of(context)
@@ -475,12 +487,16 @@ class PipelineRun:
             a is not b for a, b in zip(current, context, strict=False)
         )
         found = self._compression
+        after = self.compressor.count(current, tools)
+        if not self._compacting:
+            # A compaction the agent asked for sends nothing: the request after it is checked.
+            await self._check_window(current, after)
         return CompressionResult(
             current,
             changed,
             "; ".join(self._reasons) or "below trigger",
             before.tokens,
-            self.compressor.count(current, tools),
+            after,
             reference=found.reference if found else None,
             line_span=found.line_span if found else None,
             summary=found.summary if found else None,
@@ -489,6 +505,43 @@ class PipelineRun:
             tokens_before_exact=before.exact,
             tokens_before_bounds=before.bounds,
         )
+
+    async def _check_window(self, context: list[Msg], tokens: int) -> None:
+        """Report a context of `tokens` still over the window once the managers have run
+        (what never leaves is more than it holds), or refuse it (`over_window`)."""
+        window = self.window
+        if window is None or tokens <= window:
+            return
+        count = self.compressor.tracker.count_message
+        refuse = self.config().over_window == "refuse"
+        system = sum(count(m) for m in context if m.role == "system")
+        notes = sum(count(m) for m in context if is_context_note(m))
+        pinned = self.pinned_tokens(context)
+        tools = self.compressor.tracker.tools_tokens
+        others = len(context) - sum(
+            1 for m in context if m.role == "system" or is_context_note(m) or is_pinned(m)
+        )
+        event = {
+            "tokens": tokens,
+            "window": window,
+            "system_tokens": system,
+            "tools_tokens": tools,
+            "summary_tokens": notes,
+            "pinned_tokens": pinned,
+            "messages": others,
+            # What is left: the kept messages, the newest turn among them, the reply priming.
+            "messages_tokens": max(0, tokens - system - notes - pinned - tools),
+            "action": "refused" if refuse else "sent",
+        }
+        await self.compressor.event(EventKind.OVER_WINDOW, **event)
+        if refuse:
+            said = context_event_sentence({"kind": EventKind.OVER_WINDOW, **event})
+            kept: list[object] = [*context]
+            raise ContextOverflowError(
+                f"{said}: unpin messages, shorten the system prompt or the tools, or give the "
+                'model\'s real window; ContextConfig(over_window="warn") sends it anyway',
+                messages=kept,
+            )
 
     async def post_tool(
         self,

@@ -728,6 +728,9 @@ class EventKind:
     # A summary made in the background before the trigger (`background_compaction`): its
     # `status` is started, applied, stale, failed or cancelled.
     BACKGROUND = "background_summary"
+    # A request still over the window once the pre_llm managers ran (`over_window`): its
+    # tokens, the window, what they were spent on, and whether it was sent or refused.
+    OVER_WINDOW = "over_window"
     # Written by `ctxoffload replay` first in each session it replays into.
     REPLAY = "replay"
     # Written first in a fork (`ctxoffload fork`, `fork_session`): its `origin` session and
@@ -833,9 +836,9 @@ def fidelity_sentence(event: dict[str, Any]) -> str | None:
 def context_event_sentence(event: dict[str, Any]) -> str | None:
     """One sentence for the events that are not a model call, a tool call, a message, a
     truncation or a compression (`ctxoffload show` writes those itself): pins, clearings,
-    compactions, background summaries, offloads, windows, image limits, replays, data files,
-    context batches, stored tool results, forks and sub-agents; as the INFO log, `show` and
-    `watch` print it. None for the other kinds.
+    compactions, background summaries, offloads, windows, image limits, requests over the
+    window, replays, data files, context batches, stored tool results, forks and sub-agents;
+    as the log, `show` and `watch` print it. None for the other kinds.
 
     `pinned message 1f3c… (assistant, by api): pins 0→120 tokens, 3% of the 4,000-token
     window`
@@ -914,6 +917,24 @@ def context_event_sentence(event: dict[str, Any]) -> str | None:
             f"image limit: {_count(event.get('replaced'))} of {_count(event.get('images'))} "
             f"images replaced by their references (at most {_count(event.get('max_images'))} "
             "kept)" + _files(event.get("references") or [], "; stored in ")
+        )
+    if kind == EventKind.OVER_WINDOW:
+        others = event.get("messages")
+        parts = ", ".join(
+            f"{name} {_count(event.get(field))}"
+            for name, field in (
+                ("system prompt", "system_tokens"),
+                ("tool schemas", "tools_tokens"),
+                ("summary", "summary_tokens"),
+                ("pins", "pinned_tokens"),
+                (f"{_count(others)} other message{'' if others == 1 else 's'}", "messages_tokens"),
+            )
+        )
+        refused = event.get("action") == "refused"
+        return (
+            f"the request to the model takes {_count(event.get('tokens'))} tokens, over the "
+            f"{_count(event.get('window'))}-token window, after the context managers ran: "
+            f"{parts}; " + ("refused (over_window='refuse')" if refused else "sent anyway")
         )
     if kind == EventKind.REPLAY:
         return (

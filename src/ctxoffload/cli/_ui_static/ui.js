@@ -15,7 +15,7 @@ const PARTS = [
 ];
 const MARK_LETTERS = {
   compression: "C", offload: "O", clearing: "X", window: "W", pin: "P",
-  resume: "R", fork: "F", subagent: "S",
+  resume: "R", fork: "F", subagent: "S", over_window: "!",
 };
 
 const state = { session: null, data: null, step: null, panel: null };
@@ -157,7 +157,7 @@ function drawLegend(data) {
     ),
     el("span", {}, el("span", { class: "swatch", style: "border-top: 2px dashed #dc2626" }), "trigger line"),
     el("span", {}, el("span", { class: "swatch", style: "border-top: 2px dashed #111827" }), "window"),
-    el("span", { class: "muted" }, "marks: C compression · O offload · X clearing · W window · P pin · R resume · S sub-agent"),
+    el("span", { class: "muted" }, "marks: C compression · O offload · X clearing · W window · P pin · R resume · S sub-agent · ! sent over the window"),
   );
 }
 
