@@ -1011,11 +1011,18 @@ def _lease_holder(session_fd: int) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return describe_holder(_read_record(fd, settle=True))
-        return None
+        for _ in range(2):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_record(fd, settle=True)
+                # A lease of this process whose object was dropped unreleased is free, as
+                # for a taker: collecting it closes its descriptor, and the lock with it.
+                if not orphaned_here(holder):
+                    return describe_holder(holder)
+            else:
+                return None
+        return describe_holder(holder)
     finally:
         os.close(fd)  # drops the lock tried
 

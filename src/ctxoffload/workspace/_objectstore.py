@@ -982,7 +982,7 @@ class ObjectStoreWorkspace:
                 continue
             record = _lease_record(lease[0])
             expires = lease_expires(record, lease[2].timestamp())
-            if expires is not None and now <= expires:
+            if expires is not None and now <= expires and not orphaned_here(record):
                 by_name[key.split("/")[1]].lease = describe_holder(record)
 
     async def _remove_if_idle(self, usage: SessionUsage) -> str | None:
