@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import subprocess
 import time
@@ -19,7 +20,7 @@ from ctxoffload import (
     ToolResultBlock,
 )
 from ctxoffload.workspace import GcReport
-from helpers import ChildLines, image_block
+from helpers import ChildLines, chain_of_sub_agents, image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 DAY = 86_400.0
@@ -183,3 +184,21 @@ async def test_gc_while_an_agent_writes_loses_nothing_it_acknowledged(
                     b"live image"
                 )
     assert await local_ws.list_sessions() == ["live"]
+
+
+async def test_gc_keeps_a_chain_of_sub_agents_while_its_newest_stays(workdir: Path) -> None:
+    # Each child's record names its parent: the newest keeps the whole chain.
+    names = await chain_of_sub_agents(workdir, 4)
+    ws = LocalWorkspace(workdir)
+    for name in names[:-1]:
+        _age(ws.session_dir(name), 3 * DAY)
+    report = await ws.gc(older_than=DAY)
+    assert report.sessions_removed == []
+    assert report.sessions_kept == {
+        parent: f"session '{child}' references its files"
+        for parent, child in itertools.pairwise(names)
+    }
+    # Once the newest is old too, the chain goes, each child before its parent.
+    _age(ws.session_dir(names[-1]), 3 * DAY)
+    report = await ws.gc(older_than=DAY)
+    assert report.sessions_removed == names[::-1]
