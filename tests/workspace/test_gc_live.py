@@ -123,6 +123,17 @@ async def test_gc_keeps_a_session_whose_lease_is_held(collector: Any) -> None:
     await again.release()
 
 
+async def test_gc_frees_a_lease_whose_object_this_process_dropped(collector: Any) -> None:
+    # An agent dropped without aclose(), kept only by a reference cycle (a notebook cell run
+    # again): its lease is free for gc as for the next agent.
+    await collector.offload_tool_result("dropped", ToolResultBlock(id="c", output="d"))
+    cycle: list[Any] = [await collector.acquire_lease("dropped", agent="notebook")]
+    cycle.append(cycle)
+    del cycle
+    report = await collector.gc(older_than=0)
+    assert report.sessions_removed == ["dropped"] and report.sessions_kept == {}
+
+
 async def test_gc_keeps_what_a_leased_session_names(collector: Any) -> None:
     await offloading_session(collector, "nightly-job")
     await collector.fork_session("nightly-job", "nightly-retry")
@@ -183,23 +194,25 @@ async def test_gc_in_another_process_never_removes_a_session_a_live_agent_holds(
 
 
 # Takes and gives back the lease of session "s" again and again, checking each time, while it
-# holds it, that the lease file on disk is its own (not one in a folder gc removed).
+# holds it, that the lease where it took it is its own (not gone with a session gc removed),
+# and that what it wrote is there.
 TAKER = """
 import asyncio, json, sys
-from pathlib import Path
-from ctxoffload import LocalWorkspace
+from ctxoffload import InvalidReference, LocalWorkspace, ObjectStoreWorkspace
 
 async def main():
-    ws = LocalWorkspace(sys.argv[1], fsync=False)
+    where, rounds, options = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    ws = ObjectStoreWorkspace(where, **options) if "://" in where else LocalWorkspace(where)
     lost = 0
-    for n in range(int(sys.argv[2])):
+    for n in range(rounds):
         lease = await ws.acquire_lease("s", agent="taker")
         await ws.record_event("s", "note", n=n)
-        await asyncio.sleep(0)
-        on_disk = (Path(sys.argv[1]) / "sessions/s/lease.json").read_text() if (
-            Path(sys.argv[1]) / "sessions/s/lease.json").exists() else "{}"
-        lost += json.loads(on_disk).get("token") != lease.holder["token"]
-        lost += not await ws.read_events("s")
+        try:
+            on_record = json.loads(await ws.read_reference(lease.where))
+        except InvalidReference:
+            on_record = {}
+        lost += on_record.get("token") != lease.holder["token"]
+        lost += not any(e.get("n") == n for e in await ws.read_events("s"))
         await lease.release()
         print(n, flush=True)
     print("lost", lost, flush=True)
@@ -208,27 +221,33 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
 async def test_gc_racing_a_lease_taker_never_removes_a_held_session(
-    tmp_path: Path, spawn_python: Any
+    tmp_path: Path, spawn_python: Any, request: pytest.FixtureRequest, where: str
 ) -> None:
-    workdir = tmp_path / "ws"
-    ws = LocalWorkspace(workdir, fsync=False)
-    await ws.initialize()
-    rounds = 150
-    child = spawn_python(TAKER, str(workdir), str(rounds))
+    if where == "local":
+        url, options = str(tmp_path / "ws"), {}
+        ws: Any = LocalWorkspace(url, fsync=False)
+        rounds = 150
+    else:
+        s3 = request.getfixturevalue("s3")
+        url, options = f"s3://{s3.new_bucket()}/ws", s3.workspace_kwargs()
+        ws = ObjectStoreWorkspace(url, **options)
+        rounds = 25
+    child = spawn_python(TAKER, url, str(rounds), json.dumps(options))
     assert child.stdout is not None
     lines = ChildLines(child.stdout)
     deadline = time.monotonic() + 300  # a safety net: the rounds are counted, not timed
-    removed = 0
     for _ in range(rounds):
-        removed += len((await ws.gc(older_than=0)).sessions_removed)
-        if lines.next(deadline).startswith("lost"):
-            break
+        await ws.gc(older_than=0)
+        lines.next(deadline)
     rest = lines.rest(deadline)
     _, err = child.communicate()
     assert child.returncode == 0, err
-    assert (rest[-1] if rest else "").split() == ["lost", "0"]
-    assert removed  # gc did remove the session between the leases
+    assert rest == ["lost 0\n"]
+    # Given back, the session is gc's to remove (as it may have been between the leases).
+    await ws.gc(older_than=0)
+    assert await ws.list_sessions() == []
 
 
 async def test_a_bucket_session_whose_holder_process_lives_is_kept(s3: Any) -> None:
