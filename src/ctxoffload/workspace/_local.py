@@ -847,10 +847,16 @@ class LocalWorkspace:
            files, events.jsonl or state.json) are removed, except those used within the last
            `DATA_GRACE_SECONDS` (a writer may have stored one and not yet logged it).
 
+        Never removes a live session (`GcReport.sessions_kept` says why each stays): one
+        whose lease is held, or whose files a session that stays references (a fork's
+        origin, a sub-agent's parent or child); a session referenced by a newer one goes only
+        after it.
+
         Safe while agents write: a session is removed under the same exclusive lock as
-        `purge_session`, and only if nothing was written to it since it was measured; data/
-        files are removed under an exclusive lock on data/ that every store shares. A
-        referenced file is never removed.
+        `purge_session`, only if nothing was written to it since it was measured and its
+        lease is free; a lease is taken only under that lock held shared, so never on a
+        session being removed. data/ files are removed under an exclusive lock on data/ that
+        every store shares. A referenced file is never removed.
 
         Args:
             older_than: age in seconds; None skips step 1.

@@ -794,8 +794,13 @@ class ObjectStoreWorkspace:
            Before removing any, data/ and the sessions are listed again, and an object
            refreshed or named since the first listings is kept.
 
-        A session written to after it was measured is kept. Reading every session's objects
-        to find references costs one GET per object.
+        A session written to after it was measured is kept, and so is a live one
+        (`GcReport.sessions_kept` says why): its lease has not expired on the store's clock,
+        or a session that stays references its objects (a fork's origin, a sub-agent's
+        parent or child). Before deleting a session, gc takes its lease (a conditional put)
+        and deletes the lease object last, so no writer takes it meanwhile. Reading every
+        session's objects to find references costs one GET per object; judging leases, one
+        empty object written and deleted under `.clock/` to read the store's time.
 
         Returns:
             A `GcReport`.
