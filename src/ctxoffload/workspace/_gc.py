@@ -149,62 +149,70 @@ def sessions_to_remove(
     most `max_bytes`; never one that is live.
 
     Live (DESIGN section 7): a session whose lease is held, and a session whose files a
-    session that stays names (a fork, a sub-agent's parent or child). So a session named by
-    a newer one counts as active as that one and goes only after it: a fork keeps its origin
-    as long as the fork stays, and gc never leaves a reference naming no file.
+    session that stays names (a fork, a sub-agent's parent or child), so those it names in
+    turn. A session named by a newer one counts as active as that one and goes only after
+    it, and sessions that name each other (a sub-agent and its parent) go together: gc never
+    leaves a reference naming no file.
 
-    The lists are oldest activity first; the dict says why each session the limits alone
-    would have removed is kept.
+    The lists are in the order to remove and oldest activity first; the dict says why each
+    session the limits alone would have removed is kept.
     """
-    by_name = {u.name: u for u in usages}
-    order = sorted(by_name.values(), key=lambda u: u.last_activity)
-    keep: dict[str, str] = {}
-    for usage in order:
-        if usage.lease is not None:
-            keep[usage.name] = f"its lease is held by {usage.lease}"
+    remaining = sorted(usages, key=lambda u: u.last_activity)
     doomed: list[SessionUsage] = []
-    if older_than is not None:
-        cutoff = now - older_than
-        idle = {u.name for u in order if u.last_activity < cutoff}
-        _keep_named(by_name, [n for n in by_name if n not in idle or n in keep], keep)
-        doomed = [u for u in order if u.name in idle and u.name not in keep]
-    remaining = [u for u in order if u not in doomed]
-    passed_over: set[str] = set()
+    cutoff = None if older_than is None else now - older_than
+    if cutoff is not None:
+        doomed += _remove_idle(remaining, cutoff)
+    newest_removed = None
     if max_bytes is not None:
-        while footprint(remaining, data_sizes) > max_bytes:
-            named = _named_by(remaining)
-            going = next((u for u in remaining if u.lease is None and not named.get(u.name)), None)
-            if going is None:
-                break  # all that is left is live
-            passed_over.update(
-                u.name for u in remaining[: remaining.index(going)] if u.name not in keep
-            )
-            remaining.remove(going)
-            doomed.append(going)
-        if footprint(remaining, data_sizes) > max_bytes:
-            passed_over.update(u.name for u in remaining)
-    named = _named_by(remaining)
-    for name in sorted(passed_over - set(keep)):
-        if named.get(name):
-            keep[name] = _named_reason(named[name])
-    limited = {u.name for u in doomed} | passed_over
-    if older_than is not None:
-        limited |= {u.name for u in order if u.last_activity < now - older_than}
-    kept = {name: why for name, why in keep.items() if name in limited}
+        for unit in _Links(remaining).removable():
+            if footprint(remaining, data_sizes) <= max_bytes:
+                break
+            for usage in unit:
+                remaining.remove(usage)
+            doomed += unit
+            newest_removed = max(u.last_activity for u in unit)
+        if cutoff is not None and newest_removed is not None:
+            # One whose newer referrer the budget removed is idle by its own activity now.
+            doomed += _remove_idle(remaining, cutoff)
+    over = max_bytes is not None and footprint(remaining, data_sizes) > max_bytes
+    limited = [
+        u
+        for u in remaining
+        if over
+        or (cutoff is not None and u.last_activity < cutoff)
+        or (newest_removed is not None and u.last_activity < newest_removed)
+    ]
+    kept = {}
+    for usage in limited:
+        why = _why_live(usage, remaining)
+        if why is not None:
+            kept[usage.name] = why
     return doomed, remaining, kept
 
 
-def _named_by(usages: list[SessionUsage]) -> dict[str, list[str]]:
-    """For each session, the other sessions of `usages` that name it, oldest first."""
-    named: dict[str, list[str]] = {}
-    for usage in usages:
-        for other in sorted(usage.sessions - {usage.name}):
-            named.setdefault(other, []).append(usage.name)
-    return named
+def _remove_idle(remaining: list[SessionUsage], cutoff: float) -> list[SessionUsage]:
+    """Take out of `remaining` (and return, in the order to remove) the sessions idle since
+    before `cutoff` that no live session keeps."""
+    links = _Links(remaining)
+    going = [u for unit in links.removable() if links.active(unit) < cutoff for u in unit]
+    for usage in going:
+        remaining.remove(usage)
+    return going
 
 
-def _named_reason(names: list[str]) -> str:
-    """`session 'b' references its files`, `sessions 'b', 'c' reference its files`."""
+def _why_live(usage: SessionUsage, staying: Iterable[SessionUsage]) -> str | None:
+    """Why a session that stays is live: its lease, or the staying sessions naming it."""
+    if usage.lease is not None:
+        return f"its lease is held by {usage.lease}"
+    return named_by_staying(usage, staying)
+
+
+def named_by_staying(usage: SessionUsage, staying: Iterable[SessionUsage]) -> str | None:
+    """Why `usage` must stay: sessions that stay (`staying`: those kept, and those whose
+    removal failed, as they were written meanwhile) name it. None when none does."""
+    names = sorted(u.name for u in staying if u.name != usage.name and usage.name in u.sessions)
+    if not names:
+        return None
     shown = ", ".join(repr(n) for n in names[:3])
     if len(names) > 3:
         shown += f" and {len(names) - 3} more"
@@ -213,40 +221,95 @@ def _named_reason(names: list[str]) -> str:
     return f"sessions {shown} reference its files"
 
 
-def named_by_staying(usage: SessionUsage, staying: Iterable[SessionUsage]) -> str | None:
-    """Why `usage` must stay after all: a session that stays (one whose removal failed, as
-    it was written meanwhile) names it. None when none does."""
-    names = [u.name for u in staying if u.name != usage.name and usage.name in u.sessions]
-    return _named_reason(sorted(names)) if names else None
+class _Links:
+    """The sessions as a graph (a session points at those it names), in units: sessions that
+    name each other in a ring (strongly connected components, found by Tarjan's algorithm)
+    go together or not at all."""
 
+    def __init__(self, usages: list[SessionUsage]) -> None:
+        by_name = {u.name: u for u in usages}
+        self._named = {
+            u.name: [n for n in sorted(u.sessions) if n in by_name and n != u.name] for u in usages
+        }
+        # Tarjan gives a unit after every unit it names: namers come last.
+        self.units = [[by_name[n] for n in unit] for unit in self._components(list(by_name))]
+        unit_of = {u.name: i for i, unit in enumerate(self.units) for u in unit}
+        # From namers to named: a unit is as recent as the newest unit naming it, and live
+        # (kept whatever the limits) if it or a unit naming it holds a lease.
+        self._active = [max(u.last_activity for u in unit) for unit in self.units]
+        self._leased = [any(u.lease is not None for u in unit) for unit in self.units]
+        for i in reversed(range(len(self.units))):
+            for usage in self.units[i]:
+                for name in self._named[usage.name]:
+                    j = unit_of[name]
+                    if j != i:
+                        self._active[j] = max(self._active[j], self._active[i])
+                        self._leased[j] = self._leased[j] or self._leased[i]
+        self._unit_of = unit_of
 
-def _keep_named(by_name: Mapping[str, SessionUsage], kept: list[str], keep: dict[str, str]) -> None:
-    """Add to `keep` every session the sessions `kept` name, and those they name, and so on
-    (a chain of forks or of sub-agents), each with the session that names it."""
-    queue = list(kept)
-    reached = set(kept)
-    while queue:
-        name = queue.pop()
-        for other in sorted(by_name[name].sessions - {name}):
-            if other in by_name and other not in reached:
-                reached.add(other)
-                keep.setdefault(other, _named_reason([name]))
-                queue.append(other)
+    def active(self, unit: list[SessionUsage]) -> float:
+        """The newest activity of the unit and of every unit naming it."""
+        return self._active[self._unit_of[unit[0].name]]
+
+    def removable(self) -> list[list[SessionUsage]]:
+        """The units no lease keeps, in the order to remove them: the least recently active
+        first (`active`), a unit before those it names (a unit is never more recent than
+        one naming it, and Tarjan's order, reversed, breaks the ties)."""
+        order = sorted(
+            (i for i in range(len(self.units)) if not self._leased[i]),
+            key=lambda i: (self._active[i], -i),
+        )
+        return [sorted(self.units[i], key=lambda u: u.last_activity) for i in order]
+
+    def _components(self, names: list[str]) -> list[list[str]]:
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        found: list[list[str]] = []
+        for root in names:
+            if root in index:
+                continue
+            work = [(root, 0)]
+            while work:
+                name, next_child = work[-1]
+                if next_child == 0:
+                    index[name] = low[name] = len(index)
+                    stack.append(name)
+                    on_stack.add(name)
+                children = self._named[name]
+                while next_child < len(children):
+                    child = children[next_child]
+                    next_child += 1
+                    if child not in index:
+                        work[-1] = (name, next_child)
+                        work.append((child, 0))
+                        break
+                    if child in on_stack:
+                        low[name] = min(low[name], index[child])
+                else:
+                    work.pop()
+                    if work:
+                        parent = work[-1][0]
+                        low[parent] = min(low[parent], low[name])
+                    if low[name] == index[name]:
+                        unit = []
+                        while True:
+                            member = stack.pop()
+                            on_stack.discard(member)
+                            unit.append(member)
+                            if member == name:
+                                break
+                        found.append(unit)
+        return found
 
 
 def removal_order(doomed: list[SessionUsage]) -> list[SessionUsage]:
     """`doomed` in the order to remove them: a session before those it names, so that a
     removal that fails (the session was written meanwhile) never leaves a reference naming
-    a removed file; otherwise oldest first. Sessions naming each other (a sub-agent and its
-    parent) go oldest first."""
-    left = list(doomed)
-    ordered: list[SessionUsage] = []
-    while left:
-        named = _named_by(left)
-        going = next((u for u in left if not named.get(u.name)), left[0])
-        left.remove(going)
-        ordered.append(going)
-    return ordered
+    a removed file (`named_by_staying` then keeps what it names); otherwise oldest first.
+    Sessions that name each other (a sub-agent and its parent) go oldest first."""
+    return [usage for unit in _Links(doomed).removable() for usage in unit]
 
 
 def session_usage(session: Folder) -> SessionUsage:
