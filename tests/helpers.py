@@ -388,3 +388,32 @@ def delimiters_in(text: str, delimiter: str) -> int:
     closing, name = tag.groups()
     slash = r"\s*/\s*" if closing else r"\s*(?!/)"
     return len(re.findall(rf"<{slash}{re.escape(name)}(?![\w-])[^>]*>", text, re.IGNORECASE))
+
+
+LEASE_WORKER = os.path.join(os.path.dirname(__file__), "workspace", "lease_worker.py")
+
+
+def start_lease_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `tests/workspace/lease_worker.py ARGS` (see its docstring) as a real process."""
+    return subprocess.Popen(
+        [sys.executable, LEASE_WORKER, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def lease_worker_result(process: subprocess.Popen[str]) -> dict[str, Any]:
+    """The JSON line a lease worker printed last, once it has ended without error."""
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def wait_held(process: subprocess.Popen[str]) -> dict[str, Any]:
+    """Wait for a lease worker in `hold` mode to say that it holds its lease."""
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, process.stderr.read() if process.stderr else "no output"
+    return json.loads(line)  # type: ignore[no-any-return]

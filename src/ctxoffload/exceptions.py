@@ -120,7 +120,7 @@ class SessionBusyError(CtxOffloadError):
     Attributes:
         session_id: the session asked for.
         holder: what the lease file or object says of its holder (pid, host, agent,
-            started, and for a bucket expires), as far as it could be read.
+            started, and for a bucket ttl), as far as it could be read.
     """
 
     def __init__(self, message: str, session_id: str, holder: dict[str, object]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -121,3 +122,65 @@ def test_gc_keeps_what_a_young_session_references(filled: Path, cli: Callable[..
     assert report["sessions_removed"] == ["run-1"]
     assert report["data_removed"] == []  # run-2 still references the image
     assert len(list((filled / "data").iterdir())) == 1
+
+
+def _demo_with_a_fork(workdir: Path, cli: Callable[..., Any]) -> None:
+    """The issue's workspace: `ctxoffload demo`, then `fork nightly-job --step 4 --as
+    nightly-retry`, whose messages name nightly-job's files."""
+    assert cli("demo", "--workdir", workdir).code == 0
+    forked = cli(
+        "fork", "nightly-job", "--step", "4", "--as", "nightly-retry", "--workdir", workdir
+    )
+    assert forked.code == 0, forked.err
+    assert (
+        str(workdir / "sessions/nightly-job")
+        in (workdir / "sessions/nightly-retry/state.json").read_text()
+    )
+
+
+def test_gc_keeps_the_origin_of_a_fork_and_says_why(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "d"
+    _demo_with_a_fork(workdir, cli)
+    _age(workdir / "sessions/nightly-job", 10)
+    dry = cli("gc", "--older-than", "7d", "--dry-run", "--workdir", workdir)
+    assert dry.code == 0
+    why = "session 'nightly-retry' references its files"
+    assert f"would keep session nightly-job: {why}" in dry.out
+    assert "would remove 0 sessions" in dry.out
+    report = json.loads(cli("gc", "--older-than", "7d", "--json", "--workdir", workdir).out)
+    assert report["sessions_removed"] == []
+    assert report["sessions_kept"] == {
+        "nightly-job": "session 'nightly-retry' references its files"
+    }
+    verified = cli("verify", "--workdir", workdir)
+    assert verified.code == 0, verified.out
+
+
+def test_gc_to_a_budget_after_a_fork_leaves_no_reference_naming_no_file(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "d"
+    _demo_with_a_fork(workdir, cli)
+    result = cli("gc", "--max-bytes", "1M", "--workdir", workdir)
+    assert result.code == 0
+    # Only removing both fits the budget: the fork goes first, then what it named.
+    assert result.out.index("removed session nightly-retry") < result.out.index(
+        "removed session nightly-job"
+    )
+    verified = cli("verify", "--workdir", workdir)
+    assert verified.code == 0, verified.out
+
+
+def test_gc_shows_a_lease_holders_name_inert(filled: Path, cli: Callable[..., Any]) -> None:
+    ws = LocalWorkspace(filled)
+    lease = asyncio.run(ws.acquire_lease("run-1", agent="evil\x1b]0;owned\x07"))
+    try:
+        result = cli("gc", "--max-bytes", "0", "--dry-run", "--workdir", filled)
+    finally:
+        asyncio.run(lease.release())
+    assert "would keep session run-1: its lease is held by agent 'evil\\x1b]0;owned\\x07'" in (
+        result.out
+    )
+    assert "\x1b" not in result.out

@@ -6,10 +6,14 @@ Modes:
   one second (so the two racers overlap); prints one JSON line: `{"outcome": "ok",
   "session": ...}` or `{"outcome": "busy", "holder": ...}`.
 - `hold`: takes the session's lease, prints `{"held": true}`, then sleeps until killed.
+- `take`: tries once to take the session's lease; prints `{"outcome": "ok"}` or
+  `{"outcome": "busy", "message": ...}`.
 
 `START_AT` (a time.time() value) makes racers start together. For a bucket, the S3
 endpoint and keys come from the environment (`CTXOFFLOAD_TEST_S3`, a JSON object of
-`ObjectStoreWorkspace` keyword arguments).
+`ObjectStoreWorkspace` keyword arguments). `CTXOFFLOAD_TEST_CLOCK_SKEW` (seconds) puts this
+process's `time.time` that far ahead (or behind, when negative): a machine whose clock is
+wrong.
 """
 
 from __future__ import annotations
@@ -71,13 +75,36 @@ async def hold(where: str, session: str, ttl: float | None) -> None:
     await asyncio.sleep(3600)
 
 
+async def take(where: str, session: str) -> None:
+    from ctxoffload import SessionBusyError
+
+    ws = workspace(where)
+    try:
+        lease = await ws.acquire_lease(session, agent="taker")  # type: ignore[attr-defined]
+    except SessionBusyError as busy:
+        print(json.dumps({"outcome": "busy", "message": str(busy)}))
+        return
+    await lease.release()
+    print(json.dumps({"outcome": "ok"}))
+
+
+def skew_clock() -> None:
+    skew = float(os.environ.get("CTXOFFLOAD_TEST_CLOCK_SKEW", "0"))
+    if skew:
+        real = time.time
+        time.time = lambda: real() + skew
+
+
 def main() -> None:
+    skew_clock()
     mode, where, session = sys.argv[1:4]
     extra = sys.argv[4] if len(sys.argv) > 4 else "raise"
     if len(sys.argv) > 5:
         time.sleep(max(0.0, float(sys.argv[5]) - time.time()))
     if mode == "agent":
         asyncio.run(agent(where, session, extra))
+    elif mode == "take":
+        asyncio.run(take(where, session))
     else:
         asyncio.run(hold(where, session, float(extra) if extra != "raise" else None))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import subprocess
 import time
@@ -19,7 +20,7 @@ from ctxoffload import (
     ToolResultBlock,
 )
 from ctxoffload.workspace import GcReport
-from helpers import ChildLines, image_block
+from helpers import ChildLines, chain_of_sub_agents, image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 DAY = 86_400.0
@@ -183,3 +184,58 @@ async def test_gc_while_an_agent_writes_loses_nothing_it_acknowledged(
                     b"live image"
                 )
     assert await local_ws.list_sessions() == ["live"]
+
+
+async def test_gc_keeps_a_chain_of_sub_agents_while_its_newest_stays(workdir: Path) -> None:
+    # Each child's record names its parent: the newest keeps the whole chain.
+    names = await chain_of_sub_agents(workdir, 4)
+    ws = LocalWorkspace(workdir)
+    for name in names[:-1]:
+        _age(ws.session_dir(name), 3 * DAY)
+    report = await ws.gc(older_than=DAY)
+    assert report.sessions_removed == []
+    assert report.sessions_kept == {
+        parent: f"session '{child}' references its files"
+        for parent, child in itertools.pairwise(names)
+    }
+    # Once the newest is old too, the chain goes, each child before its parent.
+    _age(ws.session_dir(names[-1]), 3 * DAY)
+    report = await ws.gc(older_than=DAY)
+    assert report.sessions_removed == names[::-1]
+
+
+async def _parent_and_child(ws: LocalWorkspace, parent: str, child: str) -> None:
+    """Records that name each other, as `Agent.as_tool` writes them."""
+    await ws.record_event(parent, "subagent", session=child, status="done")
+    await ws.record_event(child, "session_start", parent={"session": parent, "step": 1})
+
+
+async def test_gc_removes_a_sub_agent_and_its_parent_together(local_ws: LocalWorkspace) -> None:
+    await _parent_and_child(local_ws, "lead", "lead--helper-1")
+    await local_ws.offload_tool_result("newer", ToolResultBlock(id="c", output="n" * 100))
+    for name, days in (("lead", 5), ("lead--helper-1", 4), ("newer", 3)):
+        _age(local_ws.session_dir(name), days * DAY)
+    # Each names the other: neither is ever alone, and both go before a newer session.
+    report = await local_ws.gc(max_bytes=1)
+    assert report.sessions_removed[:2] == ["lead", "lead--helper-1"]
+    await _parent_and_child(local_ws, "lead", "lead--helper-1")
+    for name in ("lead", "lead--helper-1"):
+        _age(local_ws.session_dir(name), 5 * DAY)
+    assert (await local_ws.gc(older_than=DAY)).sessions_removed == ["lead", "lead--helper-1"]
+
+
+async def test_gc_removes_by_age_what_only_a_session_the_budget_removed_named(
+    local_ws: LocalWorkspace,
+) -> None:
+    await local_ws.offload_tool_result("origin", ToolResultBlock(id="c", output="o" * 100))
+    await local_ws.write_state("fork", {"forked_from": {"session": "origin"}})
+    await local_ws.offload_tool_result("big", ToolResultBlock(id="c", output="b" * 100))
+    _age(local_ws.session_dir("origin"), 5 * DAY)
+    _age(local_ws.session_dir("fork"), 2 * DAY)
+    _age(local_ws.session_dir("big"), 1 * DAY)
+    # By age the fork keeps its origin; the budget removes the fork, and then the origin is
+    # idle for longer than allowed, with nothing naming it.
+    everything = (await local_ws.gc(max_bytes=0, dry_run=True)).bytes_freed
+    report = await local_ws.gc(older_than=3 * DAY, max_bytes=everything - 1)
+    assert report.sessions_removed == ["fork", "origin"] and report.sessions_kept == {}
+    assert await local_ws.list_sessions() == ["big"]

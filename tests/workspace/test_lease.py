@@ -28,31 +28,7 @@ from ctxoffload import (
     ScriptedModel,
     SessionBusyError,
 )
-
-WORKER = Path(__file__).with_name("lease_worker.py")
-
-
-def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def finish(process: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
-def wait_held(process: subprocess.Popen[str]) -> dict[str, Any]:
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line, process.stderr.read() if process.stderr else "no output"
-    return json.loads(line)  # type: ignore[no-any-return]
+from helpers import lease_worker_result, start_lease_worker, wait_held
 
 
 def no_line_twice(folder: Path) -> None:
@@ -155,8 +131,8 @@ def test_two_processes_racing_for_one_session(tmp_path: Path, if_busy: str) -> N
     of it. No line is written twice anywhere."""
     ws = tmp_path / "ws"
     at = str(time.time() + 2.0)
-    racers = [start("agent", str(ws), "race", if_busy, at) for _ in range(2)]
-    outcomes = [finish(p) for p in racers]
+    racers = [start_lease_worker("agent", str(ws), "race", if_busy, at) for _ in range(2)]
+    outcomes = [lease_worker_result(p) for p in racers]
     winners = [o for o in outcomes if o["outcome"] == "ok" and o["session"] == "race"]
     assert len(winners) == 1, outcomes
     other = next(o for o in outcomes if o is not winners[0])
@@ -185,7 +161,7 @@ def test_two_processes_racing_for_one_session(tmp_path: Path, if_busy: str) -> N
 async def test_a_killed_holder_frees_the_session_at_once_on_disk(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    holder = start("hold", str(tmp_path), "s")
+    holder = start_lease_worker("hold", str(tmp_path), "s")
     try:
         wait_held(holder)
         with pytest.raises(SessionBusyError, match=f"pid {holder.pid}"):
@@ -275,7 +251,7 @@ async def test_a_killed_holder_in_a_bucket_is_taken_over_after_expiry(
 ) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     env = {"CTXOFFLOAD_TEST_S3": json.dumps(s3.workspace_kwargs())}
-    holder = start("hold", url, "s", "3", env=env)
+    holder = start_lease_worker("hold", url, "s", "3", env=env)
     try:
         wait_held(holder)
         await asyncio.sleep(1.5)  # a renewal has happened (every ttl/3)
@@ -312,8 +288,8 @@ def test_two_processes_racing_for_one_session_in_a_bucket(s3: S3Server) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     env = {"CTXOFFLOAD_TEST_S3": json.dumps(s3.workspace_kwargs())}
     at = str(time.time() + 2.5)
-    racers = [start("agent", url, "race", "raise", at, env=env) for _ in range(2)]
-    outcomes = [finish(p) for p in racers]
+    racers = [start_lease_worker("agent", url, "race", "raise", at, env=env) for _ in range(2)]
+    outcomes = [lease_worker_result(p) for p in racers]
     assert sorted(o["outcome"] for o in outcomes) == ["busy", "ok"], outcomes
 
     async def writers() -> set[int]:

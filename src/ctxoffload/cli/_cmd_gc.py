@@ -8,7 +8,7 @@ import re
 from ..exceptions import CliError
 from ._arguments import add_json, add_workdir, is_store_url, workdir_text
 from ._commands import COMMAND_HELP
-from ._output import Progress, human_bytes, print_json
+from ._output import Progress, human_bytes, inert, print_json
 from ._reading import open_workspace
 
 __all__ = ["parse_duration", "parse_size", "register", "run"]
@@ -56,7 +56,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Remove sessions older than --older-than (and, with --max-bytes, the oldest "
             "sessions until the workspace fits), then the data/ files no remaining session "
-            "references. Never removes a referenced file. Safe while agents write."
+            "references. Never removes a referenced file, nor a live session: one whose "
+            "lease a writer holds, or whose files a remaining session references (a fork's "
+            "origin, a sub-agent's parent or child); it says which it keeps and why. Safe "
+            "while agents write."
         ),
     )
     add_workdir(parser)
@@ -101,12 +104,18 @@ def run(args: argparse.Namespace) -> int:
                 "sessions_removed": list(report.sessions_removed),
                 "data_removed": list(report.data_removed),
                 "bytes_freed": report.bytes_freed,
+                "sessions_kept": dict(report.sessions_kept),
             }
         )
         return 0
     verb = "would remove" if report.dry_run else "removed"
     for session in report.sessions_removed:
-        print(f"{verb} session {session}")
+        print(f"{verb} session {inert(session)}")
+    for session, why in report.sessions_kept.items():
+        # `why` quotes a lease's record (an agent's name): text the workspace holds.
+        print(
+            f"{'would keep' if report.dry_run else 'kept'} session {inert(session)}: {inert(why)}"
+        )
     for name in report.data_removed:
         print(f"{verb} data file {name}")
     print(

@@ -13,6 +13,9 @@ look at it and are never blocked.
   conditional put and renewed (a put conditional on its ETag) every third of its time to
   live while the holder runs. A lease past its expiry is taken over (again a conditional
   put, so two takers cannot both win) naming the holder that let it lapse, at the same level.
+  Expiry is judged on the store's clock alone (`lease_expires`): the lease object's last
+  change, stamped by the store at the holder's latest renewal, against the store's time
+  now; never the holder's clock against the taker's.
 - In memory (`InMemoryWorkspace`): a table of the process.
 
 A second live writer gets `SessionBusyError` naming the holder.
@@ -36,13 +39,16 @@ from ..exceptions import SessionBusyError
 from ._layout import now_iso
 
 __all__ = [
+    "CLOCK_RESOLUTION",
     "DEFAULT_LEASE_TTL",
     "LEASE_FILE",
     "LeaseHolder",
     "SessionLease",
     "busy_error",
+    "describe_holder",
     "holder_ended",
     "holder_record",
+    "lease_expires",
     "orphaned_here",
     "take_lease",
     "took_over",
@@ -54,6 +60,10 @@ LEASE_FILE = "lease.json"
 """The lease of a session: `sessions/{id}/lease.json` (a file on disk, an object in a bucket)."""
 DEFAULT_LEASE_TTL = 60.0
 """Seconds a lease in a bucket lives without renewal; renewed every third of it."""
+CLOCK_RESOLUTION = 1.0
+"""Seconds added to a bucket lease's time to live before it is judged expired: S3 stamps
+objects to the second, so two stamps of the store's clock may differ by up to this much
+more than the time between them."""
 
 
 # The leases this process holds, by token: a lease recorded with this process's pid and host
@@ -83,9 +93,23 @@ def holder_record(agent: str | None, ttl: float | None = None) -> dict[str, Any]
         "started": now_iso(),
     }
     if ttl is not None:
+        # No expiry time by the holder's clock: a taker would compare it with its own.
         record["ttl"] = ttl
-        record["expires"] = time.time() + ttl
     return record
+
+
+def lease_expires(holder: dict[str, Any], renewed: float) -> float | None:
+    """When a bucket lease expires on the store's clock, from its record and `renewed`, the
+    store's stamp of its last write; None for a released lease (free now).
+
+    A record without a usable `ttl` (written by hand, or cut short) lives the default.
+    """
+    if holder.get("released"):
+        return None
+    ttl = holder.get("ttl")
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < 1e9:
+        ttl = DEFAULT_LEASE_TTL
+    return renewed + float(ttl) + CLOCK_RESOLUTION
 
 
 def describe_holder(holder: dict[str, Any]) -> str:
@@ -97,12 +121,15 @@ def describe_holder(holder: dict[str, Any]) -> str:
     return f"{who} ({where}{since})"
 
 
-def busy_error(session_id: str, holder: dict[str, Any], where: str) -> SessionBusyError:
-    """The error a second live writer gets."""
-    expires = holder.get("expires")
+def busy_error(
+    session_id: str, holder: dict[str, Any], where: str, *, expires: float | None = None
+) -> SessionBusyError:
+    """The error a second live writer gets; `expires` is a bucket lease's expiry on the
+    store's clock (`lease_expires`)."""
     lapse = (
-        f"; it expires at {time.strftime('%H:%M:%S', time.gmtime(expires))} UTC unless renewed"
-        if isinstance(expires, (int, float))
+        f"; it expires at {time.strftime('%H:%M:%S', time.gmtime(expires))} UTC by the "
+        "store's clock unless renewed"
+        if expires is not None
         else ""
     )
     return SessionBusyError(

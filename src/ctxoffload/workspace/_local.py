@@ -27,6 +27,8 @@ from ._gc import (
     SessionUsage,
     check_limits,
     data_files,
+    named_by_staying,
+    removal_order,
     session_usage,
     sessions_to_remove,
 )
@@ -49,6 +51,7 @@ from ._lease import (
     LEASE_FILE,
     SessionLease,
     busy_error,
+    describe_holder,
     holder_record,
     orphaned_here,
     took_over,
@@ -577,6 +580,10 @@ class LocalWorkspace:
 
     def _take_lease(self, sid: str, path: str, agent: str | None) -> tuple[int, dict[str, Any]]:
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        # The lock is taken while the session folder is held shared, as every writer holds
+        # it: gc and purge hold it exclusively while they look at the lease and remove the
+        # folder, so a lease is never taken on a folder being removed (the taker finds the
+        # new folder instead, `_session_for_writing`).
         with _offload_errors("lock", path), self._session_for_writing(sid) as dir_fd:
             try:
                 fd = os.open(LEASE_FILE, flags, 0o644, dir_fd=dir_fd)
@@ -588,20 +595,22 @@ class LocalWorkspace:
                         path,
                     ) from None
                 raise
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                # A FIFO, a device, or a hard link to a file elsewhere: never written to. Nor
-                # one a purge removed since it was opened (no link left, unlike the readers'
-                # `linked_elsewhere`): a lock on it would hold nothing.
-                raise OffloadError(
-                    f"{path} is not a regular file with one link: remove that entry and retry",
-                    path,
-                )
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise busy_error(sid, _read_record(fd, settle=True), path) from None
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    # A FIFO, a device, or a hard link to a file elsewhere: never written to.
+                    raise OffloadError(
+                        f"{path} is not a regular file with one link: remove that entry and retry",
+                        path,
+                    )
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise busy_error(sid, _read_record(fd, settle=True), path) from None
+            except BaseException:
+                os.close(fd)
+                raise
+        try:
             previous = _read_record(fd, settle=False)
             if previous and not previous.get("released"):
                 took_over(sid, previous, _why_free(previous))
@@ -840,10 +849,16 @@ class LocalWorkspace:
            files, events.jsonl or state.json) are removed, except those used within the last
            `DATA_GRACE_SECONDS` (a writer may have stored one and not yet logged it).
 
+        Never removes a live session (`GcReport.sessions_kept` says why each stays): one
+        whose lease is held, or whose files a session that stays references (a fork's
+        origin, a sub-agent's parent or child); a session referenced by a newer one goes only
+        after it.
+
         Safe while agents write: a session is removed under the same exclusive lock as
-        `purge_session`, and only if nothing was written to it since it was measured; data/
-        files are removed under an exclusive lock on data/ that every store shares. A
-        referenced file is never removed.
+        `purge_session`, only if nothing was written to it since it was measured and its
+        lease is free; a lease is taken only under that lock held shared, so never on a
+        session being removed. data/ files are removed under an exclusive lock on data/ that
+        every store shares. A referenced file is never removed.
 
         Args:
             older_than: age in seconds; None skips step 1.
@@ -864,26 +879,31 @@ class LocalWorkspace:
         report = GcReport(dry_run=dry_run)
         now = time.time()
         with _offload_errors("collect garbage in", str(self.workdir)):
-            usages = self._session_usages()
+            usages = self._session_usages(leases=True)
             data_sizes = {name: st.st_size for name, st in self._data_files().items()}
-            doomed, remaining = sessions_to_remove(
+            doomed, remaining, report.sessions_kept = sessions_to_remove(
                 usages,
                 data_sizes,
                 now=now,
                 older_than=older_than,
                 max_bytes=max_bytes,
             )
-            for usage in doomed:
-                if dry_run or self._remove_session_if_idle(usage):
+            for usage in removal_order(doomed):
+                why = named_by_staying(usage, remaining)
+                if why is None and not dry_run:
+                    why = self._remove_session_if_idle(usage)
+                if why is None:
                     report.sessions_removed.append(usage.name)
                     report.bytes_freed += usage.size
                 else:
                     remaining.append(usage)
+                    report.sessions_kept[usage.name] = why
             self._collect_data(remaining, now, report)
         return report
 
-    def _session_usages(self) -> list[SessionUsage]:
-        """Every session measured, each read through the reader; one gone meanwhile is left out."""
+    def _session_usages(self, *, leases: bool = False) -> list[SessionUsage]:
+        """Every session measured, each read through the reader; one gone meanwhile is left
+        out. With `leases`, who holds each session's lease too (`_lease_holder`)."""
         try:
             with self._folder(SESSIONS_DIR) as sessions:
                 names = sessions.sessions()
@@ -893,7 +913,11 @@ class LocalWorkspace:
         for name in names:
             try:
                 with self._folder(SESSIONS_DIR, name) as session:
-                    usages.append(session_usage(session))
+                    usage = session_usage(session)
+                    if leases:
+                        fcntl.flock(session.fd, fcntl.LOCK_EX)
+                        usage.lease = _lease_holder(session.fd)
+                    usages.append(usage)
             except FileNotFoundError:
                 continue
         return usages
@@ -905,13 +929,14 @@ class LocalWorkspace:
         except FileNotFoundError:
             return {}
 
-    def _remove_session_if_idle(self, usage: SessionUsage) -> bool:
-        """Remove a session under the purge lock unless it was written since it was measured."""
+    def _remove_session_if_idle(self, usage: SessionUsage) -> str | None:
+        """Remove a session under the purge lock unless it was written since it was measured
+        or its lease is held: None when removed, else why it stays."""
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd, contextlib.ExitStack() as stack:
             try:
                 session = stack.enter_context(self._folder(SESSIONS_DIR, usage.name))
             except FileNotFoundError:
-                return False
+                return "it was removed by another purge or gc meanwhile"
             fcntl.flock(session.fd, fcntl.LOCK_EX)
             # Measured again under the lock, and only if `sessions/{name}` is still the folder
             # locked: a purge may have renamed it, and a writer made a new one.
@@ -919,11 +944,16 @@ class LocalWorkspace:
                 not same_entry(session.fd, sessions_fd, usage.name)
                 or session_usage(session).last_activity > usage.last_activity
             ):
-                return False
+                return "it was written while gc ran"
+            # A taker locks the lease only while holding the folder shared, which this
+            # exclusive lock excludes: free now, the lease stays free until the folder is gone.
+            holder = _lease_holder(session.fd)
+            if holder is not None:
+                return f"its lease is held by {holder}"
             doomed = purging_name(usage.name)
             os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
             remove_tree(sessions_fd, doomed)
-            return True
+            return None
 
     def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
         try:
@@ -973,6 +1003,36 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
         finally:
             os.close(fd)
     raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
+
+
+def _lease_holder(session_fd: int) -> str | None:
+    """Who holds the lease of a session folder (`describe_holder`), or None when it is free.
+
+    Call with the folder locked exclusively: takers lock the lease only while holding the
+    folder shared, so the lock tried here never makes a taker find the session busy.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(LEASE_FILE, flags, dir_fd=session_fd)
+    except OSError:
+        return None  # none, or a planted link: no lease is held through it
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        for _ in range(2):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_record(fd, settle=True)
+                # A lease of this process whose object was dropped unreleased is free, as
+                # for a taker: collecting it closes its descriptor, and the lock with it.
+                if not orphaned_here(holder):
+                    return describe_holder(holder)
+            else:
+                return None
+        return describe_holder(holder)
+    finally:
+        os.close(fd)  # drops the lock tried
 
 
 def _read_record(fd: int, *, settle: bool) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
-from ..exceptions import ConfigError, InvalidReference, OffloadError
+from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
 from ._batch import Span
 from ._datastore import data_name, media_type_of
@@ -27,6 +27,9 @@ from ._gc import (
     SessionUsage,
     check_limits,
     data_names_in,
+    named_by_staying,
+    names_in,
+    removal_order,
     sessions_to_remove,
 )
 from ._ids import is_session_id, tool_file_stem, validate_session_id
@@ -47,7 +50,9 @@ from ._lease import (
     LEASE_FILE,
     SessionLease,
     busy_error,
+    describe_holder,
     holder_record,
+    lease_expires,
     orphaned_here,
     took_over,
 )
@@ -440,7 +445,9 @@ class ObjectStoreWorkspace:
         It is created with a conditional put, renewed every third of `ttl` (a put
         conditional on its ETag) while the event loop that took it runs, and given up by
         `release()`. A lease past its expiry (its holder died, lost its machine or its
-        network) is taken over with a warning; two takers cannot both win.
+        network) is taken over with a warning; two takers cannot both win. Expiry is judged
+        on the store's clock alone (its stamp of the latest renewal against its time now),
+        so a machine whose clock is ahead never takes a live lease.
 
         Args:
             session_id: the session.
@@ -459,39 +466,14 @@ class ObjectStoreWorkspace:
         where = self._client.reference(key)
         attributes = {"Content-Type": "application/json"}
         holder = holder_record(agent, ttl)
-        e_tag: str | None = None
-        for _ in range(8):
-            found = await self._client.get_tagged(key)
-            previous: dict[str, Any] = {}
-            if found is not None:
-                previous = _lease_record(found[0])
-                if previous.get("token") == holder["token"]:
-                    e_tag = found[1]  # our own put, whose answer was lost
-                    break
-                expires = previous.get("expires")
-                live = isinstance(expires, (int, float)) and expires > time.time()
-                if live and not previous.get("released") and not orphaned_here(previous):
-                    raise busy_error(sid, previous, where)
-            holder["expires"] = time.time() + ttl
-            e_tag = await self._client.put_if(
-                key,
-                dumps_line(holder),
-                attributes,
-                e_tag=None if found is None else found[1],
-            )
-            if e_tag is not None:
-                if previous and not previous.get("released"):
-                    took_over(sid, previous, "it expired without being renewed")
-                break
-        else:
-            raise OffloadError(
-                f"could not take the lease {where}: other writers kept changing it", where
-            )
+        e_tag, previous = await self._take_lease(sid, holder)
+        if previous and not previous.get("released"):
+            took_over(sid, previous, "it expired without being renewed")
         client = self._client
         current = {"e_tag": e_tag}
 
         async def renew() -> bool:
-            holder["expires"] = time.time() + ttl
+            # The put itself is the renewal: the store stamps the object with its own clock.
             tag = await client.put_if(key, dumps_line(holder), attributes, e_tag=current["e_tag"])
             if tag is None:
                 found = await client.get_tagged(key)
@@ -502,7 +484,7 @@ class ObjectStoreWorkspace:
             return True
 
         async def release() -> None:
-            record = {**holder, "released": now_iso(), "expires": time.time()}
+            record = {**holder, "released": now_iso()}
             try:
                 await client.put_if(key, dumps_line(record), attributes, e_tag=current["e_tag"])
             except OffloadError as exc:
@@ -511,6 +493,50 @@ class ObjectStoreWorkspace:
                 )
 
         return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
+
+    async def _take_lease(
+        self, session_id: str, holder: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """Write `holder` as the session's lease unless a live holder has it: (the lease
+        object's ETag, the record it replaced, `{}` when there was none).
+
+        A lease is live until `lease_expires` on the store's clock: the store's stamp of its
+        latest renewal against the store's time now (`StoreClient.now`, asked only when a
+        lease is there and not released). The put is conditional on the ETag read, so of
+        two takers one wins.
+
+        Raises:
+            SessionBusyError: a live holder has it.
+            OffloadError: the store failed past the deadline, or kept changing the lease.
+        """
+        key = self._session_key(session_id, LEASE_FILE)
+        where = self._client.reference(key)
+        attributes = {"Content-Type": "application/json"}
+        for _ in range(8):
+            found = await self._client.get_stamped(key)
+            previous: dict[str, Any] = {}
+            if found is not None:
+                previous = _lease_record(found[0])
+                if previous.get("token") == holder["token"]:
+                    return found[1], {}  # our own put, whose answer was lost
+                expires = lease_expires(previous, found[2].timestamp())
+                if (
+                    expires is not None
+                    and not orphaned_here(previous)
+                    and await self._client.now() <= expires
+                ):
+                    raise busy_error(session_id, previous, where, expires=expires)
+            e_tag = await self._client.put_if(
+                key,
+                dumps_line(holder),
+                attributes,
+                e_tag=None if found is None else found[1],
+            )
+            if e_tag is not None:
+                return e_tag, previous
+        raise OffloadError(
+            f"could not take the lease {where}: other writers kept changing it", where
+        )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -772,8 +798,13 @@ class ObjectStoreWorkspace:
            Before removing any, data/ and the sessions are listed again, and an object
            refreshed or named since the first listings is kept.
 
-        A session written to after it was measured is kept. Reading every session's objects
-        to find references costs one GET per object.
+        A session written to after it was measured is kept, and so is a live one
+        (`GcReport.sessions_kept` says why): its lease has not expired on the store's clock,
+        or a session that stays references its objects (a fork's origin, a sub-agent's
+        parent or child). Before deleting a session, gc takes its lease (a conditional put)
+        and deletes the lease object last, so no writer takes it meanwhile. Reading every
+        session's objects to find references costs one GET per object; judging leases, one
+        empty object written and deleted under `.clock/` to read the store's time.
 
         Returns:
             A `GcReport`.
@@ -798,19 +829,24 @@ class ObjectStoreWorkspace:
             [functools.partial(self._usage, name, objects) for name, objects in by_session.items()],
             4,
         )
-        doomed, remaining = sessions_to_remove(
+        await self._measure_leases(usages, listed)
+        doomed, remaining, report.sessions_kept = sessions_to_remove(
             usages,
             {name: info.size for name, info in data.items()},
             now=now,
             older_than=older_than,
             max_bytes=max_bytes,
         )
-        for usage in doomed:
-            if dry_run or await self._remove_if_idle(usage):
+        for usage in removal_order(doomed):
+            why = named_by_staying(usage, remaining)
+            if why is None and not dry_run:
+                why = await self._remove_if_idle(usage)
+            if why is None:
                 report.sessions_removed.append(usage.name)
                 report.bytes_freed += usage.size
             else:
                 remaining.append(usage)
+                report.sessions_kept[usage.name] = why
         referenced: set[str] = set().union(*(u.references for u in remaining))
         unused = {
             name
@@ -916,29 +952,85 @@ class ObjectStoreWorkspace:
             [functools.partial(self._client.get, i.key) for i in objects], 16
         )
         references: set[str] = set()
+        sessions: set[str] = set()
         for body in bodies:
             if body:
-                references |= data_names_in([body])
+                data, named = names_in([body])
+                references |= data
+                sessions |= named
         return SessionUsage(
             name,
             max(i.last_modified.timestamp() for i in objects),
             sum(i.size for i in objects),
             references,
             [i.key for i in objects],
+            sessions=sessions,
         )
 
-    async def _remove_if_idle(self, usage: SessionUsage) -> bool:
+    async def _measure_leases(self, usages: list[SessionUsage], listed: list[ObjectInfo]) -> None:
+        """Set `lease` of each session whose lease is live on the store's clock
+        (`lease_expires`), read after the listing that `listed` is: a lease renewed since is
+        live too. The store's time is asked once, and only if there is a lease to judge."""
+        names = {u.name for u in usages}
+        keys = [
+            i.key
+            for i in listed
+            if i.key.count("/") == 2
+            and i.key.endswith(f"/{LEASE_FILE}")
+            and i.key.split("/")[1] in names
+        ]
+        if not keys:
+            return
+        found = await gather_limited(
+            [functools.partial(self._client.get_stamped, key) for key in keys], 16
+        )
+        now = await self._client.now()
+        by_name = {u.name: u for u in usages}
+        for key, lease in zip(keys, found, strict=True):
+            if lease is None:
+                continue
+            record = _lease_record(lease[0])
+            expires = lease_expires(record, lease[2].timestamp())
+            if expires is not None and now <= expires and not orphaned_here(record):
+                by_name[key.split("/")[1]].lease = describe_holder(record)
+
+    async def _remove_if_idle(self, usage: SessionUsage) -> str | None:
+        """Remove a session unless it was written since it was measured or its lease is
+        live: None when removed, else why it stays.
+
+        gc first takes the session's lease itself (as `acquire_lease` does: a live holder
+        keeps the session), so no writer takes it while the objects are deleted; the lease
+        object goes last.
+        """
         # A name found in the bucket, not given by a caller: removed as it is, even one that
-        # is not a plain name (an object put there by hand).
+        # is not a plain name (an object put there by hand; no lease can be taken on it).
         prefix = f"{SESSIONS_DIR}/{usage.name}"
+        lease_key = f"{prefix}/{LEASE_FILE}"
+        claim: tuple[str, dict[str, Any]] | None = None
+        if is_session_id(usage.name):
+            holder = holder_record("gc", DEFAULT_LEASE_TTL)
+            try:
+                claim = await self._take_lease(usage.name, holder)
+            except SessionBusyError as busy:
+                return f"its lease is held by {describe_holder(busy.holder)}"
         now_there = await self._client.list_objects(prefix)
-        if any(i.last_modified.timestamp() > usage.last_activity for i in now_there):
-            return False
-        keys = {i.key for i in now_there} | set(usage.keys)
+        if any(
+            i.last_modified.timestamp() > usage.last_activity
+            for i in now_there
+            if i.key != lease_key
+        ):
+            if claim is not None:
+                record = dumps_line({**holder, "released": now_iso()})
+                await self._client.put_if(
+                    lease_key, record, {"Content-Type": "application/json"}, e_tag=claim[0]
+                )
+            return "it was written while gc ran"
+        keys = ({i.key for i in now_there} | set(usage.keys)) - {lease_key}
         await self._client.delete(sorted(keys))
+        await self._client.delete([lease_key])
         for log in _LOGS:
             self._logs.forget(f"{prefix}/{log}")
-        return True
+        return None
 
 
 def _lease_record(raw: bytes) -> dict[str, Any]:

@@ -286,6 +286,10 @@ class GarbageCollector(Protocol):
     ) -> GcReport:
         """Collect what is older than `older_than` seconds, or over `max_bytes` in all.
 
+        Never removes a live session: one whose lease is held, or whose files a session
+        that stays references (a fork's origin, a sub-agent's parent or child); the report's
+        `sessions_kept` says why each is kept.
+
         Args:
             older_than: remove sessions not written for this many seconds; None keeps
                 every session by age.
@@ -294,7 +298,7 @@ class GarbageCollector(Protocol):
             dry_run: report what would go, remove nothing.
 
         Returns:
-            What was (or would be) removed and what it freed.
+            What was (or would be) removed and what it freed, and what was kept as live.
         """
         ...
 

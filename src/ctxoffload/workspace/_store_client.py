@@ -31,9 +31,12 @@ from ..exceptions import OffloadError
 if TYPE_CHECKING:
     from obstore.store import ObjectStore
 
-__all__ = ["ObjectInfo", "StoreClient", "gather_limited", "scrub"]
+__all__ = ["CLOCK_PREFIX", "ObjectInfo", "StoreClient", "gather_limited", "scrub"]
 
 T = TypeVar("T")
+
+CLOCK_PREFIX = ".clock"
+"""Where `StoreClient.now` writes the empty object whose time it reads (outside the layout)."""
 
 # Signed URLs and authorization headers carry these; a store's error text may quote one.
 _SIGNATURE = re.compile(
@@ -374,6 +377,47 @@ class StoreClient:
                 return None
 
         return await self._run("read", key, call)
+
+    async def get_stamped(self, key: str) -> tuple[bytes, str, datetime] | None:
+        """The bytes of `key`, its ETag and its last change by the store's clock (one GET),
+        or None if it is missing."""
+        import obstore
+
+        def fetch() -> tuple[bytes, str, datetime]:
+            result = obstore.get(self.store, key)
+            meta = result.meta
+            return bytes(result.bytes()), str(meta.get("e_tag") or ""), meta["last_modified"]
+
+        async def call() -> tuple[bytes, str, datetime] | None:
+            try:
+                return await _blocking(fetch)
+            except FileNotFoundError as exc:
+                _raise_missing_bucket(exc)
+                return None
+
+        return await self._run("read", key, call)
+
+    async def now(self) -> float:
+        """The store's clock now, as a `time.time()` value: the last change of an object
+        written for the purpose (then deleted), so that times stamped by the store are
+        compared with a time of the same clock, never with this machine's.
+
+        Raises:
+            OffloadError: the store refused the write or failed past the deadline.
+        """
+        key = f"{CLOCK_PREFIX}/{uuid.uuid4().hex}"
+        await self.put(key, b"", {"Content-Type": "application/octet-stream"})
+        try:
+            found = await self.info(key)
+        finally:
+            await self.delete([key])
+        if found is None:
+            raise OffloadError(
+                f"{self.reference(key)} vanished right after it was written: the store does "
+                "not keep what it is given; check the bucket's lifecycle rules",
+                self.reference(key),
+            )
+        return found.last_modified.timestamp()
 
     async def put(self, key: str, data: bytes, attributes: Mapping[str, str]) -> None:
         """Write `key`, replacing what is there (only state.json and hints are replaced)."""
