@@ -20,7 +20,7 @@ import pytest
 from ctxoffload import LocalWorkspace
 from ctxoffload.cli._demo import FAILED_ORDER, run_demo
 from ctxoffload.workspace import rebuild_step
-from helpers import notes_in, tools_named
+from helpers import notes_in, tools_named, unreleased_leases
 
 # `demo` (tests/cli/conftest.py) is one `ctxoffload demo` run that these tests share.
 
@@ -67,6 +67,11 @@ def test_demo_command_prints_the_report(demo: Any) -> None:
     report = demo.report
     assert report.tools == 8 and report.tools_tokens > 1_000
     assert f"the 8 tool schemas add {report.tools_tokens:,} to every call" in out
+
+
+def test_the_demo_releases_its_lease(demo: Any) -> None:
+    assert (demo.workdir / "sessions" / "nightly-job" / "lease.json").exists()
+    assert unreleased_leases(demo.workdir) == []
 
 
 def test_demo_in_a_deep_workdir_finds_the_log_through_the_session_folder(tmp_path: Path) -> None:

@@ -423,7 +423,10 @@ async def run_demo(
         full.add(msg)
     question = "Find out why the nightly export job failed last night, and which order caused it."
     full.add(Msg(role="user", content=question))
-    reply = await agent.reply(question)
+    # Closed as every example closes its agent: the lease is released, so gc and a later run
+    # see the session as free, not held by a process that is gone.
+    async with agent:
+        reply = await agent.reply(question)
 
     report = DemoReport(workdir=workdir, session_id=agent.session_id, answer=reply.text)
     report.tools = len(agent.tool_schemas)
