@@ -17,10 +17,12 @@ message's state and text live in `_summary_message.py`, which messages are fresh
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -210,6 +212,8 @@ class Compressor:
         # is cut from again when its turn must shrink.
         self._recent: dict[str, Truncation] = {}
         self._said: set[tuple[Any, ...]] = set()
+        # Digests of the message texts this compressor cut (see `_truncate_user_message`).
+        self._cut_texts: deque[str] = deque(maxlen=_CUT_TEXTS_KEPT)
         # What the agent last sent its model (`note_request`): the prefix a summary request
         # to the same model reuses, so that the provider's prompt cache serves it.
         self._last_request: LastRequest | None = None
@@ -434,6 +438,10 @@ class Compressor:
         # overhead, and comparing that with `limit` would cut the cut text again next time.
         if self.counter.count_text(text) <= limit or not text:
             return msg
+        if _cut_by_us(msg, self._cut_texts):
+            # Its text is a cut this compressor (or the one before a resume) wrote: cutting
+            # it again would store a copy of a notice, one more hop from the whole text.
+            return msg
         owner = "user's" if msg.role == "user" else f"{msg.role}'s"
         source = f"{msg.role} message"
         reference: str | None = None
@@ -460,7 +468,12 @@ class Compressor:
             )
         others = [b for b in msg.blocks if not isinstance(b, TextBlock)]
         content: list[Any] = [TextBlock(text=cut.text), *others]
-        return msg.model_copy(update={"content": content if others else cut.text})
+        digest = _digest(cut.text)
+        self._cut_texts.append(digest)
+        metadata = {**msg.metadata, TEXT_CUT: digest}
+        return msg.model_copy(
+            update={"content": content if others else cut.text, "metadata": metadata}
+        )
 
     # -- compression (pre-model): check, split, persist, summarise, assemble ---------------
 
@@ -1259,6 +1272,26 @@ class Compressor:
         if done is None:
             return block
         return await self._truncated(block, done, reason="the newest turn exceeds the reserve")
+
+
+TEXT_CUT = "ctxoffload_text_cut"
+"""The metadata key of a message whose text ctxoffload cut: the sha256 of the cut text. What
+says a text was cut is this record, never a notice in the text, which a user or a tool can
+write; the digest makes the mark stale once the text changes."""
+
+_CUT_TEXTS_KEPT = 256
+"""How many digests of cut texts a compressor remembers, for hosts whose messages lose their
+metadata between calls."""
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _cut_by_us(msg: Msg, cut_texts: Collection[str]) -> bool:
+    """Whether `msg`'s text is one ctxoffload cut (its metadata, or a digest remembered)."""
+    digest = _digest(msg.text)
+    return (msg.metadata or {}).get(TEXT_CUT) == digest or digest in cut_texts
 
 
 def _result_of(block: ToolResultBlock, earlier: Truncation) -> bool:
