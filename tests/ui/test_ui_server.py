@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import itertools
 import json
 import os
 import queue
+import select
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_running import Ui, cli_json, start_ui, stop_ui
+from ui_running import TOKEN_HEADER, Ui, cli_json, start_ui, stop_ui
 
 from ctxoffload.workspace import EventKind
 from helpers import chain_of_sub_agents
@@ -38,13 +41,14 @@ def request(
     host: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """One request; `token="ui"` adds the server's own token to the query."""
+    """One request; `token="ui"` sends the server's own token in its header, as the page does."""
     if token == "ui":
         token = ui.token
+    sent = {"Host": host if host is not None else f"127.0.0.1:{ui.port}"}
     if token is not None:
-        path += ("&" if "?" in path else "?") + urllib.parse.urlencode({"token": token})
+        sent[TOKEN_HEADER] = token
+    sent.update(headers or {})
     connection = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=30)
-    sent = {"Host": host if host is not None else f"127.0.0.1:{ui.port}", **(headers or {})}
     connection.putrequest(method, path, skip_host=True)
     for name, value in sent.items():
         connection.putheader(name, value)
@@ -74,7 +78,7 @@ def live_changes(ui: Ui) -> queue.Queue[set[str]]:
     """The sessions each `change` event of a new /api/live stream names, as they come."""
     connection = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=PATIENCE)
     connection.request(
-        "GET", f"/api/live?token={ui.token}", headers={"Host": f"127.0.0.1:{ui.port}"}
+        "GET", "/api/live", headers={"Host": f"127.0.0.1:{ui.port}", TOKEN_HEADER: ui.token}
     )
     response = connection.getresponse()
     assert response.status == 200
@@ -119,37 +123,38 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 def test_every_request_must_present_the_printed_token(ui: Ui) -> None:
-    for path in ("/", "/ui.js", "/api/sessions", "/api/session?session=nightly-job"):
+    for path in ("/", "/ui.js", "/api/sessions", "/api/session?session=nightly-job", "/api/live"):
         assert request(ui, path, token=None)[0] == 403
         assert request(ui, path, token="not-the-token")[0] == 403
         assert request(ui, path, token=ui.token[:-1])[0] == 403
+    for path in ("/", "/ui.js", "/api/sessions", "/api/session?session=nightly-job"):
         assert request(ui, path)[0] == 200
-    # The header and the cookie the page's first load sets are the other two ways in.
-    header = {"X-Ctxoffload-Token": ui.token}
-    assert request(ui, "/api/sessions", token=None, headers=header)[0] == 200
-    _, headers, _ = request(ui, "/")
-    cookie = headers["Set-Cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    jar = {"Cookie": cookie.split(";")[0]}
-    assert request(ui, "/api/sessions", token=None, headers=jar)[0] == 200
-    assert (
-        request(ui, "/api/sessions", token=None, headers={"Cookie": f"{jar_name(ui)}=x"})[0] == 403
-    )
 
 
-def jar_name(ui: Ui) -> str:
-    return f"ctxoffload_ui_token_{ui.port}"
+def with_query_token(ui: Ui, path: str) -> str:
+    return path + ("&" if "?" in path else "?") + urllib.parse.urlencode({"token": ui.token})
 
 
-def test_the_token_cookie_is_named_for_the_port(ui: Ui) -> None:
-    """A browser sends 127.0.0.1's cookies to every port: two viewers on two ports each set
-    and read a cookie of their own, instead of one overwriting the other's token."""
-    _, headers, _ = request(ui, "/")
-    name, _, value = headers["Set-Cookie"].split(";")[0].partition("=")
-    assert (name, value) == (jar_name(ui), ui.token)
-    for other in ("ctxoffload_ui_token", f"ctxoffload_ui_token_{ui.port + 1}"):
-        jar = {"Cookie": f"{other}={ui.token}"}
-        assert request(ui, "/api/sessions", token=None, headers=jar)[0] == 403, other
+def test_the_token_is_in_no_cookie_and_the_data_only_comes_with_the_header(ui: Ui) -> None:
+    """A browser sends 127.0.0.1's cookies to every port of it, so the token is never a
+    cookie. The address `ctxoffload ui` prints carries it in its query (a browser can open
+    nothing else), and so do the page's two files; what a session holds comes only to a
+    request with the token in its header, which no other page can make a browser send."""
+    for path in ("/", "/ui.js", "/ui.css"):
+        status, headers, _ = request(ui, with_query_token(ui, path), token=None)
+        assert status == 200, path
+        assert "Set-Cookie" not in headers, path
+    status, headers, _ = request(ui, "/")
+    assert "Set-Cookie" not in headers
+    for path in ("/api/sessions", "/api/session?session=nightly-job", "/api/live"):
+        status, _, body = request(ui, with_query_token(ui, path), token=None)
+        assert status == 403, path
+        assert TOKEN_HEADER.encode() in body, body
+    # A cookie holding the token (as an earlier version set) lets nothing in.
+    for name in (f"ctxoffload_ui_token_{ui.port}", "token"):
+        jar = {"Cookie": f"{name}={ui.token}"}
+        for path in ("/", "/api/sessions"):
+            assert request(ui, path, token=None, headers=jar)[0] == 403, (name, path)
 
 
 def test_a_request_for_another_host_is_refused(ui: Ui) -> None:
@@ -380,6 +385,61 @@ def test_a_silent_connection_is_closed_and_a_live_stream_stays_open(own_demo: Pa
                 assert connection.recv(1) == b"", "the server answered a request never sent"
         append_event(own_demo, "nightly-job")
         assert "nightly-job" in next_change(changes)
+    finally:
+        stop_ui(ui)
+
+
+def trickle(port: int) -> None:
+    """A client that sends a request one byte at a time, a byte every 0.1 s, and never ends
+    it; returns once the server has cut it off."""
+    endless = f"GET /api/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode()
+    deadline = time.monotonic() + PATIENCE
+    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as connection:
+        for sent in itertools.count():
+            assert time.monotonic() < deadline, f"still open after {sent} bytes, one every 0.1 s"
+            try:
+                connection.sendall(endless[sent : sent + 1] or b"a")
+                readable, _, _ = select.select([connection], [], [], 0.1)
+                if readable and connection.recv(1) == b"":
+                    return  # closed
+            except (BrokenPipeError, ConnectionResetError):
+                return
+            assert not readable, "the server answered a request never finished"
+
+
+def test_a_trickling_client_is_cut_off_and_others_are_served_meanwhile(own_demo: Path) -> None:
+    """One byte every 0.1 s never leaves a connection idle for long: it is the time to read
+    the whole request that is bounded (`--request-timeout`)."""
+    ui = start_ui(own_demo, "--request-timeout", "1")
+    try:
+        slow = threading.Thread(target=trickle, args=(ui.port,))
+        slow.start()
+        assert api(ui, "sessions")["sessions"]  # served while the slow client trickles
+        slow.join()  # ends: the slow client was cut off
+        trickle(ui.port)
+        assert api(ui, "sessions")["sessions"]
+    finally:
+        stop_ui(ui)
+
+
+def test_connections_beyond_the_limit_are_refused_until_one_ends(own_demo: Path) -> None:
+    ui = start_ui(own_demo, "--request-timeout", "2", "--max-connections", "2")
+    try:
+        held = [socket.create_connection(("127.0.0.1", ui.port), timeout=PATIENCE) for _ in "ab"]
+        for connection in held:
+            connection.sendall(b"GET /api/sess")  # half a request: each holds a place
+        with socket.create_connection(("127.0.0.1", ui.port), timeout=PATIENCE) as refused:
+            answer = b"".join(iter(lambda: refused.recv(65536), b""))
+        assert answer.startswith(b"HTTP/1.0 503 "), answer
+        assert b"--max-connections" in answer
+        for connection in held:  # the two are cut off at the request's time limit
+            with connection:
+                assert connection.recv(1) == b""
+        deadline = time.monotonic() + PATIENCE
+        while (status := request(ui, "/api/sessions")[0]) == 503:  # a place is free again
+            assert time.monotonic() < deadline, "no place freed"
+            time.sleep(0.05)
+        assert status == 200
     finally:
         stop_ui(ui)
 

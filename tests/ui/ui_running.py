@@ -3,12 +3,16 @@ Chromium is."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +82,51 @@ def stop_ui(ui: Ui) -> str:
         ui.process.kill()
         _, err = ui.process.communicate()
     return err
+
+
+TOKEN_HEADER = "X-Ctxoffload-Token"
+"""The header that carries the viewer's token on every request but the page's own address."""
+
+
+@dataclass
+class PlainServer:
+    """Another local server the browser visits: it answers every GET with a small page and
+    keeps the headers of every request it received."""
+
+    port: int
+    received: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+
+@contextmanager
+def plain_server() -> Iterator[PlainServer]:
+    """A plain HTTP server on another port of 127.0.0.1, for as long as the block runs."""
+    received: list[dict[str, str]] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            received.append(dict(self.headers.items()))
+            body = b"<!doctype html><title>another local server</title><p>hello"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield PlainServer(int(server.server_address[1]), received)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def required_in_ci() -> bool:

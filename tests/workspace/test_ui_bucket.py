@@ -40,8 +40,9 @@ async def run_agent(ws: ObjectStoreWorkspace, session: str) -> None:
 
 def get(port: int, token: str, route: str, **params: Any) -> Any:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    query = urllib.parse.urlencode({**params, "token": token})
-    connection.request("GET", f"{route}?{query}", headers={"Host": f"127.0.0.1:{port}"})
+    query = urllib.parse.urlencode(params)
+    headers = {"Host": f"127.0.0.1:{port}", "X-Ctxoffload-Token": token}
+    connection.request("GET", f"{route}?{query}", headers=headers)
     response = connection.getresponse()
     body = response.read()
     connection.close()

@@ -5,15 +5,18 @@ server is the standard library's, one thread a request; live updates come from w
 (already a dependency, for `watch`) over server-sent events, or, for a bucket, from copying
 it again every `--poll` seconds.
 
-Safe by default, as Jupyter is: it listens on 127.0.0.1 only; the URL it prints carries a
-random token that every request must present (in the query, in the `X-Ctxoffload-Token`
-header, or in the cookie the page's first load sets, named for the port); a request whose
-Host header is not this server's own (DNS rebinding) is refused; it answers GET and HEAD
-only and writes nothing; files are read through the agent's Read tool (`FileToolbox`),
-confined to the workspace; every answer is JSON or the package's own files, with a content
-security policy that runs no script but the page's own, and the page puts session content
-into the document as text, never as HTML. Every request gets an answer (an error is one too),
-and a connection that sends nothing for `REQUEST_SECONDS` before its request is in is closed.
+Safe by default: it listens on 127.0.0.1 only; the URL it prints carries a random token that
+every request must present, in the `X-Ctxoffload-Token` header (the page's script sends it,
+the live stream included, which the page reads with `fetch` because `EventSource` cannot send
+a header) or, for the page's address and its two files only, in the query; never in a cookie,
+which a browser would send to every port of 127.0.0.1. A request whose Host header is not this
+server's own (DNS rebinding) is refused; it answers GET and HEAD only and writes nothing;
+files are read through the agent's Read tool (`FileToolbox`), confined to the workspace;
+every answer is JSON or the package's own files, with a content security policy that runs no
+script but the page's own, and the page puts session content into the document as text, never
+as HTML. Every request gets an answer (an error is one too); a connection has
+`request_seconds` to send its whole request, and at most `max_connections` are served at once
+(one more is answered 503).
 """
 
 from __future__ import annotations
@@ -22,38 +25,49 @@ import argparse
 import contextlib
 import hmac
 import http.server
+import io
 import mimetypes
 import secrets
+import socket
 import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CliError
 from ._arguments import EXIT_OK, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import json_text, shown
 
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
 __all__ = ["UiServer", "register", "run"]
 
 TOKEN_HEADER = "X-Ctxoffload-Token"
-COOKIE_PREFIX = "ctxoffload_ui_token_"
-"""The token cookie's name, followed by the port: a browser sends 127.0.0.1's cookies to every
-port of it, so two viewers on two ports each need a cookie of their own."""
+"""The header that carries the token. Never a cookie: a browser sends 127.0.0.1's cookies to
+every port of it, so any other local server the browser visits would receive the token."""
 STATIC = Path(__file__).with_name("_ui_static")
 _STATIC_FILES = ("index.html", "ui.js", "ui.css")
+_PAGE_ROUTES = frozenset({"/"} | {f"/{name}" for name in _STATIC_FILES})
+"""What may take the token in its query: the printed address, and the page's two files, which
+the browser loads by their addresses. The data (/api/...) needs the header."""
 _POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 _KEEPALIVE_SECONDS = 15.0
 REQUEST_SECONDS = 10.0
-"""How long a connection may go without sending anything while its request is read (a
-browser sends the request as soon as it has connected). Once the request is read there is no
-limit: a live stream stays open for as long as the page."""
+"""How long a connection has, from the moment it is accepted, to send its whole request: the
+request line and every header (a browser sends them as soon as it has connected). Once the
+request is read there is no limit: a live stream stays open for as long as the page."""
+MAX_CONNECTIONS = 32
+"""How many connections are served at once, each in a thread; one more is answered 503 and
+closed. A browser opens at most six to one address, and the tabs of a viewer share one live
+stream."""
 
 
 def register(commands: Any) -> None:
@@ -85,6 +99,23 @@ def register(commands: Any) -> None:
         metavar="S",
         help="for a bucket: copy it again every S seconds for live updates (default 5)",
     )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=REQUEST_SECONDS,
+        metavar="S",
+        help=(
+            "close a connection that has not sent its whole request within S seconds "
+            f"(default {REQUEST_SECONDS:g})"
+        ),
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"answer 503 to a connection beyond N open ones (default {MAX_CONNECTIONS})",
+    )
     parser.set_defaults(run=run)
 
 
@@ -97,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--port {args.port}: give a port from 1 to 65535, or 0 for any free one")
     if not args.poll > 0:
         raise CliError(f"--poll {args.poll:g}: give a number of seconds above 0")
+    if not args.request_timeout > 0:
+        raise CliError(f"--request-timeout {args.request_timeout:g}: give seconds above 0")
+    if args.max_connections < 1:
+        raise CliError(f"--max-connections {args.max_connections}: give 1 or more")
     text = workdir_text(args)
     workdir = open_workspace(args)
     refresh: Callable[[], str] | None = None
@@ -110,7 +145,13 @@ def run(args: argparse.Namespace) -> int:
             return open_workspace(args)
 
     try:
-        server = UiServer(workdir, port=args.port, shown_as=shown_as)
+        server = UiServer(
+            workdir,
+            port=args.port,
+            shown_as=shown_as,
+            request_seconds=args.request_timeout,
+            max_connections=args.max_connections,
+        )
     except OSError as exc:
         raise CliError(
             f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc} (another "
@@ -148,6 +189,8 @@ class UiServer:
         port: the port; 0 for any free one.
         token: the token requests must present; a random one by default.
         shown_as: how `workdir` is shown (a bucket's URL).
+        request_seconds: how long a connection has to send its whole request.
+        max_connections: how many connections are served at once; one more is answered 503.
     """
 
     def __init__(
@@ -157,11 +200,15 @@ class UiServer:
         port: int = 0,
         token: str | None = None,
         shown_as: str | None = None,
+        request_seconds: float = REQUEST_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         from ._ui_model import UiModel
 
         self.model = UiModel(workdir, shown_as)
         self.token = token or secrets.token_urlsafe(24)
+        self.request_seconds = request_seconds
+        self.max_connections = max_connections
         self.version = 0
         self.changed: set[str] = set()
         self._changes = threading.Condition()
@@ -170,9 +217,9 @@ class UiServer:
         self._threads: list[threading.Thread] = []
         self._http = _Http(("127.0.0.1", port), _Handler)
         self._http.ui = self
+        self._http.places = threading.BoundedSemaphore(max_connections)
         self.port = int(self._http.server_address[1])
         self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
-        self.cookie = f"{COOKIE_PREFIX}{self.port}"
 
     @property
     def url(self) -> str:
@@ -265,24 +312,91 @@ def _remove_later(folder: str) -> None:
 class _Http(http.server.ThreadingHTTPServer):
     daemon_threads = True
     ui: UiServer
+    places: threading.BoundedSemaphore  # one a connection being served
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Decided here, in the one thread that accepts: a thread a connection, and no more
+        # than `max_connections` of them, whatever the clients send (or do not send).
+        if not self.places.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.places.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.places.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        """Answer 503 without a thread: a few hundred bytes that fit the socket's buffer,
+        written without waiting, then the connection is closed."""
+        limit = self.ui.max_connections
+        body = json_text(
+            {
+                "error": f"too many connections to ctxoffload ui ({limit} open): close some "
+                "tabs or clients and try again, or start it with --max-connections N"
+            }
+        ).encode()
+        head = (
+            "HTTP/1.0 503 Service Unavailable\r\n"
+            "Content-Type: application/json; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            request.send(head.encode() + body)
+        self.shutdown_request(request)
+
+
+class _RequestReader(io.RawIOBase):
+    """The socket as the handler reads it, with one deadline for the whole request: every
+    read waits only for the time left, so a client that trickles a byte now and then is cut
+    off as surely as one that sends nothing."""
+
+    def __init__(self, connection: socket.socket, seconds: float) -> None:
+        self._connection = connection
+        self.deadline: float | None = time.monotonic() + seconds
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request was not complete in time")
+            self._connection.settimeout(left)
+        return self._connection.recv_into(buffer)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Http
     server_version = "ctxoffload-ui"
     sys_version = ""
-    # Set on the socket before the request is read (`StreamRequestHandler.setup`): a client
-    # that sends nothing, or half a request line, no longer holds a thread forever.
-    timeout = REQUEST_SECONDS
     _answering = False  # the status line of the answer is written: no other can follow
+    _reader: _RequestReader
+
+    def setup(self) -> None:
+        super().setup()
+        # The request line and the headers are read through a deadline (a socket timeout
+        # alone bounds each wait, not their sum: one byte every 2 s never trips it).
+        self.rfile.close()
+        self._reader = _RequestReader(self.connection, self.server.ui.request_seconds)
+        self.rfile = io.BufferedReader(self._reader)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the terminal shows the URL and warnings only
 
     def parse_request(self) -> bool:
         read = super().parse_request()
-        if read:
-            self.connection.settimeout(None)  # the request is in: answer at the client's pace
+        if read:  # the request is in: answer at the client's pace
+            self._reader.deadline = None
+            self.connection.settimeout(None)
         return read
 
     def do_HEAD(self) -> None:
@@ -318,15 +432,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._reply(204, b"", "image/x-icon")
             return
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
-        if not self._authorised(query.get("token")):
-            self._send(
-                403,
-                {"error": "open the URL `ctxoffload ui` printed: it carries the token"},
-            )
-            return
         route = url.path
-        if route == "/" or route in {f"/{name}" for name in _STATIC_FILES}:
-            self._static("index.html" if route == "/" else route[1:], query)
+        page = route in _PAGE_ROUTES
+        if not self._authorised(query.get("token") if page else None):
+            error = "open the URL `ctxoffload ui` printed: it carries the token"
+            if not page:
+                error = (
+                    f"{route} needs the token in the {TOKEN_HEADER} header (never in the "
+                    f"URL, never in a cookie): open the URL `ctxoffload ui` printed, or send "
+                    f"`{TOKEN_HEADER}: TOKEN`"
+                )
+            self._send(403, {"error": error})
+            return
+        if page:
+            self._static("index.html" if route == "/" else route[1:])
         elif route == "/api/live":
             self._live()
         elif route.startswith("/api/"):
@@ -342,14 +461,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):  # the client went away meanwhile
             self._send(status, {"error": message})
 
-    def _authorised(self, given: str | None) -> bool:
-        ui = self.server.ui
-        token = ui.token.encode()
-        offered = [given, self.headers.get(TOKEN_HEADER)]
-        for part in (self.headers.get("Cookie") or "").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == ui.cookie:
-                offered.append(value)
+    def _authorised(self, in_query: str | None) -> bool:
+        token = self.server.ui.token.encode()
+        offered = [in_query, self.headers.get(TOKEN_HEADER)]
         return any(o is not None and hmac.compare_digest(o.encode(), token) for o in offered)
 
     def _api(self, name: str, query: dict[str, str]) -> Any:
@@ -379,17 +493,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
         raise CliError(f"no such request: /api/{name}")
 
-    def _static(self, name: str, query: dict[str, str]) -> None:
+    def _static(self, name: str) -> None:
         body = (STATIC / name).read_bytes()
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        extra: dict[str, str] = {}
-        if name == "index.html" and query.get("token"):
-            # The page's later requests (and a reload) carry it as a cookie no script can
-            # read; Strict: no other site's page sends it. Cookies are not kept apart by
-            # port, so the name holds the port: another viewer's cookie is another cookie.
-            ui = self.server.ui
-            extra["Set-Cookie"] = f"{ui.cookie}={ui.token}; HttpOnly; SameSite=Strict; Path=/"
-        self._reply(200, body, f"{kind}; charset=utf-8", extra)
+        if name == "index.html":
+            # The browser loads the page's two files by address, with no header of ours: the
+            # address carries the token, as the page's own does. A cookie would reach every
+            # port of 127.0.0.1; the page's script sends the header on every other request.
+            token = urllib.parse.quote(self.server.ui.token, safe="").encode()
+            for file in (b"ui.js", b"ui.css"):
+                body = body.replace(b'"%s"' % file, b'"%s?token=%s"' % (file, token))
+        self._reply(200, body, f"{kind}; charset=utf-8")
 
     def _live(self) -> None:
         """Server-sent events: `change` with the sessions that changed, as they change."""

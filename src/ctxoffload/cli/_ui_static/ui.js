@@ -1,8 +1,15 @@
 // ctxoffload ui: the page. Everything a session holds is put into the document as text
 // (text nodes, textContent): never as HTML. The server has already made control characters
-// visible (`\x1b`), so nothing it sends acts on the page. The token is the cookie's business:
-// no script reads or keeps it (see start()).
+// visible (`\x1b`), so nothing it sends acts on the page.
 "use strict";
+
+// The token is in the page's own address (what `ctxoffload ui` printed; a reload opens it
+// again) and, from there, in this constant only: every request sends it in a header. Never a
+// cookie (a browser sends 127.0.0.1's cookies to every port of it, so any other local server
+// would receive it), never sessionStorage or localStorage.
+const TOKEN_HEADER = "X-Ctxoffload-Token";
+const TOKEN = new URLSearchParams(location.search).get("token") || "";
+const AUTH = { [TOKEN_HEADER]: TOKEN };
 
 const PARTS = [
   ["system", "system prompt"],
@@ -55,7 +62,7 @@ function count(n) {
 
 async function api(name, params) {
   const query = new URLSearchParams(params || {});
-  const response = await fetch(`/api/${name}?${query}`, { credentials: "same-origin" });
+  const response = await fetch(`/api/${name}?${query}`, { headers: AUTH, credentials: "omit" });
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
   return body;
@@ -418,33 +425,75 @@ function follow() {
       hear(message);
     }
   };
-  navigator.locks.request(LIVE, () => {
+  navigator.locks.request(LIVE, async () => {
     leading = true;
-    stream((message) => {
+    // Held until the tab closes, or until its token is refused: then another tab may lead.
+    await stream((message) => {
       if (message.kind === "status") on = message.on;
       channel.postMessage(message);
     });
-    return new Promise(() => {});  // held until the tab closes
+    leading = false;
   });
   channel.postMessage({ kind: "ask" });  // the badge of a tab that joins
 }
 
 // Open the stream; what it hears is shown here and, with `tell`, passed to the other tabs.
-function stream(tell) {
+// It is read with fetch, not EventSource: EventSource cannot send a header, and the token
+// would have to travel in the stream's URL, where nothing else of the data takes it. A stream
+// that ends or fails is opened again after `retry` (what the server asks, 2 s); one refused
+// (403: a viewer started again on this port, with another token) is not, and the returned
+// promise ends, so another tab may lead.
+async function stream(tell) {
   const say = (message) => {
     hear(message);
     if (tell) tell(message);
   };
   let opened = false;
-  const source = new EventSource("/api/live");
-  source.onopen = () => {
-    say({ kind: "status", on: true });
-    // Reconnected, or taking over from a tab that closed: changes may have been missed.
-    if (opened || tell) say({ kind: "change", sessions: [] });
-    opened = true;
-  };
-  source.onerror = () => say({ kind: "status", on: false });
-  source.addEventListener("change", (event) => say({ kind: "change", ...JSON.parse(event.data) }));
+  let retry = 2000;
+  for (;;) {
+    try {
+      const response = await fetch("/api/live", {
+        headers: AUTH, credentials: "omit", cache: "no-store",
+      });
+      if (response.status === 403) {
+        say({ kind: "status", on: false });
+        return;
+      }
+      if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+      say({ kind: "status", on: true });
+      // Reconnected, or taking over from a tab that closed: changes may have been missed.
+      if (opened || tell) say({ kind: "change", sessions: [] });
+      opened = true;
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const event = { name: "message", data: [] };
+          for (const line of buffer.slice(0, end).split("\n")) {
+            const colon = line.indexOf(":");
+            if (colon === 0) continue; // a comment: the keep-alive
+            const field = colon < 0 ? line : line.slice(0, colon);
+            const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+            if (field === "event") event.name = text;
+            else if (field === "data") event.data.push(text);
+            else if (field === "retry" && /^\d+$/.test(text)) retry = Number(text);
+          }
+          buffer = buffer.slice(end + 2);
+          if (event.name === "change") {
+            say({ kind: "change", ...JSON.parse(event.data.join("\n")) });
+          }
+        }
+      }
+    } catch (error) {
+      // the server stopped, or the connection broke: try again below
+    }
+    say({ kind: "status", on: false });
+    await new Promise((resolve) => setTimeout(resolve, retry));
+  }
 }
 
 function hear(message) {
@@ -463,11 +512,6 @@ function hear(message) {
 // -- start ----------------------------------------------------------------------------------
 
 function start() {
-  if (new URLSearchParams(location.search).has("token")) {
-    // The HttpOnly cookie set with the page carries the token from here on (a reload too):
-    // the address bar (and a screenshot of it) need not, and no script keeps it.
-    history.replaceState(null, "", location.pathname + location.hash);
-  }
   document.getElementById("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const pattern = document.getElementById("search").value;
