@@ -310,3 +310,62 @@ async def test_a_cancelled_sub_agent_is_recorded_as_cancelled_and_the_cancel_goe
     out = capsys.readouterr().out
     assert f"→ {stopped['session']} (1 step, cancelled)" in out
     assert f"sub-agent worker (session {stopped['session']}) was cancelled" in out
+
+
+# -- a child session is always new ----------------------------------------------------------
+
+
+def forced_tags(monkeypatch: pytest.MonkeyPatch, *tags: str) -> list[str]:
+    """Make the next sub-agent session ids end in `tags`, in order (then random again), so a
+    collision happens on purpose rather than once in about 580 calls; returns the tags not
+    used yet."""
+    from ctxoffload.workspace import _new_session
+
+    left = list(tags)
+    random_tag = _new_session.random_tag
+    monkeypatch.setattr(_new_session, "random_tag", lambda: left.pop(0) if left else random_tag())
+    return left
+
+
+async def test_a_sub_agent_never_resumes_an_earlier_child_of_the_same_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    left = forced_tags(monkeypatch, "abcdef", "abcdef")
+    first, _ = lead(ws, worker(TaskModel()), ["one"])
+    async with first:
+        await first.reply("go")
+    taken = "lead--worker-abcdef"
+    record = ws.events_path(taken).read_bytes()
+
+    # The same parent session, the same sub-agent, and the same random tag drawn again.
+    second, model = lead(ws, worker(TaskModel()), ["two"])
+    async with second:
+        await second.reply("go again")
+    assert not left
+    text = model.calls[1][-1].tool_results[0].output
+    assert isinstance(text, str) and text.startswith("two finished: ok")
+    session = text.split("worked in session ", 1)[1].split(" ", 1)[0]
+    assert session != taken and session.startswith("lead--worker-")
+    assert ws.events_path(taken).read_bytes() == record  # the earlier child is untouched
+    [start] = [e for e in events(ws, session) if e["kind"] == "session_start"]
+    assert start["restored_messages"] == 0
+
+
+async def test_two_sub_agents_drawing_one_id_at_once_get_two_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    forced_tags(monkeypatch, "abcdef", "abcdef")
+    parent, model = lead(ws, worker(TaskModel()), ["a", "b"])
+    async with parent:
+        await parent.reply("go")
+    sessions = []
+    for task, result in zip(["a", "b"], model.calls[1][-1].tool_results, strict=True):
+        text = result.output
+        assert isinstance(text, str) and text.startswith(f"{task} finished: ok"), text
+        sessions.append(text.split("worked in session ", 1)[1].split(" ", 1)[0])
+    assert len(set(sessions)) == 2 and "lead--worker-abcdef" in sessions
+    for task, session in zip(["a", "b"], sessions, strict=True):
+        names = [p.name for p in ws.session_dir(session).glob("tool_result-*")]
+        assert names == [f"tool_result-fetch-{task}.txt"]

@@ -45,6 +45,7 @@ from ..workspace import (
     StateStore,
     fork_session,
     missing_methods,
+    new_session,
     storable_message,
     take_lease,
     validate_session_id,
@@ -574,9 +575,11 @@ class Agent:
     async def _fork_busy(self, store: LeaseHolder, busy: SessionBusyError) -> None:
         """Continue in a fork of a busy session's saved state (`if_busy="fork"`)."""
         source = self.session_id
-        suffix = f"-fork-{uuid.uuid4().hex[:6]}"
-        new = validate_session_id(source[: 128 - len(suffix)] + suffix)
-        self._lease = await store.acquire_lease(new, agent=self.name)
+        # A new session, checked under its lease: a fork id drawn again must not continue
+        # in an earlier fork (whose record fork_session would then refuse as "nothing saved").
+        new, self._lease = await new_session(
+            store, source[: 128 - len("-fork-123456")] + "-fork", self.name
+        )
         self.session_id = self.compressor.session_id = self._record.session_id = new
         self._restored = False
         with writing_as(self.name, new):
@@ -602,6 +605,7 @@ class Agent:
         session_id: str | None = None,
         offloader: Offloader | None = None,
         parent: dict[str, Any] | None = None,
+        lease: SessionLease | None = None,
     ) -> Agent:
         """A fresh agent with this one's settings (model, prompt, tools, context config),
         in session `session_id` of `offloader` (this agent's when None).
@@ -610,11 +614,14 @@ class Agent:
             session_id: the new agent's session; a new one when None.
             offloader: where it offloads; this agent's when None.
             parent: for a sub-agent, what its `session_start` names as its parent.
+            lease: the session's lease, held already (`new_session`): the new agent
+                writes under it and releases it in `aclose`.
         """
         settings = dict(self._settings)
         settings["offloader"] = offloader if offloader is not None else self.offloader
         agent = Agent(session_id=session_id, **settings)
         agent.parent = parent
+        agent._lease = lease
         return agent
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:

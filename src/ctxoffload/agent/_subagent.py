@@ -2,10 +2,11 @@
 
 `child.as_tool()` gives a tool that, each time a parent agent calls it, starts a fresh agent
 with the child's settings in a new session of the PARENT's workspace
-(`{parent session}--{child name}-{6 hex}`), runs the task there, and answers the parent with
-the child's final answer and the references to what the child stored: never the child's
-transcript (context isolation). Calls made in one step run at once, each in its own session;
-data/ is shared, being content-addressed.
+(`{parent session}--{child name}-{6 hex}`, never one the workspace holds already: see
+`new_session`), runs the task there, and answers the parent with the child's final answer and
+the references to what the child stored: never the child's transcript (context isolation).
+Calls made in one step run at once, each in its own session; data/ is shared, being
+content-addressed.
 
 A child that fails (its model or a step raised) still hands back: the parent's tool result
 is an error result saying why, naming the child's session and what it stored, so the parent's
@@ -21,13 +22,12 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ToolError
-from ..workspace import EventKind, LocalWorkspace, Workspace, validate_session_id
+from ..workspace import EventKind, LocalWorkspace, Workspace, new_session
 from ._tools import Tool, as_tool
 
 __all__ = ["CALLER", "Caller", "subagent_tool"]
@@ -51,13 +51,14 @@ class Caller:
 CALLER: ContextVar[Caller | None] = ContextVar("ctxoffload_caller", default=None)
 
 
-def child_session_id(parent: str, name: str) -> str:
-    """`{parent}--{name}-{6 hex}`: the name with anything but ASCII letters, digits, `_`
-    and `-` replaced by `_` and cut to 40 characters, the parent's id cut so that the whole
-    fits the 128 characters a session id may have."""
+def child_prefix(parent: str, name: str) -> str:
+    """`{parent}--{name}`, what a child's session id starts with (`new_session` adds
+    `-{6 hex}`): the name with anything but ASCII letters, digits, `_` and `-` replaced by `_`
+    and cut to 40 characters, the parent's id cut so that the whole id fits the 128
+    characters a session id may have."""
     plain = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40] or "agent"
-    tail = f"--{plain}-{uuid.uuid4().hex[:6]}"
-    return validate_session_id(parent[: 128 - len(tail)] + tail)
+    tail = f"--{plain}"
+    return parent[: 128 - len(tail) - len("-123456")] + tail
 
 
 def subagent_tool(template: Any, name: str | None, description: str | None) -> Tool:
@@ -78,10 +79,15 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
         caller = CALLER.get()
         parent = caller.agent if caller is not None else None
         offloader = parent.offloader if parent is not None else template.offloader
-        session = (
-            child_session_id(parent.session_id, tool_name)
-            if parent is not None
-            else child_session_id(template.session_id, tool_name)
+        # A child session is always new: an id drawn again (24 random bits: about 1 in 100
+        # after 580 calls under one parent), or drawn by a call running at the same time,
+        # would resume another child's transcript. Taken under its lease, handed to the child.
+        session, lease = await new_session(
+            offloader,
+            child_prefix(
+                parent.session_id if parent is not None else template.session_id, tool_name
+            ),
+            agent=template.name,
         )
         link = (
             {
@@ -93,7 +99,7 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
             if parent is not None and caller is not None
             else None
         )
-        child = template.spawn(session_id=session, offloader=offloader, parent=link)
+        child = template.spawn(session_id=session, offloader=offloader, parent=link, lease=lease)
 
         async def note(status: str, **fields: Any) -> None:
             """The parent's `subagent` event (none without a calling agent)."""
@@ -108,7 +114,11 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
                     **fields,
                 )
 
-        await note("started", task_chars=len(task))
+        try:
+            await note("started", task_chars=len(task))
+        except BaseException:  # cancelled before the child ran: its session is let go of
+            await child.aclose()
+            raise
         started = time.monotonic()
         try:
             async with child:
