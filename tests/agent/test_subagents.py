@@ -20,7 +20,7 @@ from ctxoffload import (
     ToolCallBlock,
 )
 from ctxoffload.cli import main
-from helpers import OffloaderOnly
+from helpers import OffloaderOnly, forced_tags
 
 
 class TaskModel:
@@ -313,18 +313,6 @@ async def test_a_cancelled_sub_agent_is_recorded_as_cancelled_and_the_cancel_goe
 
 
 # -- a child session is always new ----------------------------------------------------------
-
-
-def forced_tags(monkeypatch: pytest.MonkeyPatch, *tags: str) -> list[str]:
-    """Make the next sub-agent session ids end in `tags`, in order (then random again), so a
-    collision happens on purpose rather than once in about 580 calls; returns the tags not
-    used yet."""
-    from ctxoffload.workspace import _new_session
-
-    left = list(tags)
-    random_tag = _new_session.random_tag
-    monkeypatch.setattr(_new_session, "random_tag", lambda: left.pop(0) if left else random_tag())
-    return left
 
 
 async def test_a_sub_agent_never_resumes_an_earlier_child_of_the_same_id(
