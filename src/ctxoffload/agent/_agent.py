@@ -58,7 +58,7 @@ from ._context_tools import (
     pin_context_tool,
 )
 from ._record import SessionRecorder, window_parts
-from ._subagent import CALLER, Caller, subagent_tool
+from ._subagent import CALLER, MAX_SUBAGENT_DEPTH, Caller, subagent_tool
 from ._tools import Tool, as_tool, as_tools
 
 __all__ = ["IF_BUSY", "Agent", "StepRecord"]
@@ -624,7 +624,13 @@ class Agent:
         agent._lease = lease
         return agent
 
-    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        max_depth: int = MAX_SUBAGENT_DEPTH,
+    ) -> Tool:
         """This agent as a tool another agent can call to hand it a task: a sub-agent.
 
         Each call starts a fresh agent with this one's settings in a new session of the
@@ -640,9 +646,15 @@ class Agent:
             name: the tool's name (default: this agent's `name`).
             description: what the calling model is told the tool does (default: built from
                 the name and the first line of the system prompt).
+            max_depth: how deep sub-agents may nest when this tool is called: a call made
+                by an agent already this many sub-agents below the first one starts none
+                and gets an error result (1 to 100; `MAX_SUBAGENT_DEPTH`, 8, by default).
 
         Returns:
             A `Tool` taking one argument, `task`, to pass in `Agent(tools=[...])`.
+
+        Raises:
+            ConfigError: `max_depth` is not an int from 1 to 100.
 
         Example::
 
@@ -651,7 +663,7 @@ class Agent:
             lead = Agent(name="lead", model=model, offloader=ws,
                          tools=[researcher.as_tool(description="Research one question")])
         """
-        return subagent_tool(self, name, description)
+        return subagent_tool(self, name, description, max_depth)
 
     async def __aenter__(self) -> Agent:
         return self

@@ -13,6 +13,11 @@ is an error result saying why, naming the child's session and what it stored, so
 model can read the partial work. A child that is cancelled (the parent's reply was cancelled,
 Ctrl-C) is not answered for: the cancellation goes on up.
 
+Sub-agents nest: a sub-agent with the tool of another (or of a copy of itself) may call it.
+A model that keeps delegating would nest until Python's stack ran out (430 to 690 sessions
+deep, then `RecursionError`); a call made `max_depth` levels down (`MAX_SUBAGENT_DEPTH`
+unless `as_tool` says otherwise) starts no sub-agent and is answered with an error result.
+
 The two records link: the parent's record gets a `subagent` event (`status` started, then
 done, failed or cancelled) naming the child's session, the step and the tool call; the
 child's `session_start` names its `parent` (session, step, tool call, agent).
@@ -26,17 +31,31 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ToolError
+from ..exceptions import ConfigError, ToolError
 from ..workspace import EventKind, LocalWorkspace, Workspace, new_session
 from ._tools import Tool, as_tool
 
-__all__ = ["CALLER", "Caller", "subagent_tool"]
+__all__ = ["CALLER", "MAX_SUBAGENT_DEPTH", "Caller", "subagent_tool"]
 
 # The most stored files an answer names one by one; the rest are counted, and the child's
 # session folder (named too) holds them all.
 MAX_NAMED_FILES = 20
 # The most characters of a failed child's error shown in the parent's tool result and event.
 MAX_ERROR_CHARS = 1000
+
+MAX_SUBAGENT_DEPTH = 8
+"""How deep sub-agents nest by default (`Agent.as_tool(max_depth=...)`): a call made by an
+agent that is already this many sub-agents below the first one is answered with an error
+result instead of starting another."""
+
+# The most `max_depth` may be: each level holds dozens of Python frames, and Python's stack
+# ran out between 430 and 690 levels, so a limit stays well below that.
+_DEPTH_CEILING = 100
+
+# How many sub-agents deep the code running now is: 0 in a top-level agent, 1 in its
+# sub-agents, and so on. A context variable, so calls running at once each see their own, and
+# the child's tool calls (tasks started inside the child's run) inherit it.
+_DEPTH: ContextVar[int] = ContextVar("ctxoffload_subagent_depth", default=0)
 
 
 @dataclass(frozen=True)
@@ -61,9 +80,28 @@ def child_prefix(parent: str, name: str) -> str:
     return parent[: 128 - len(tail) - len("-123456")] + tail
 
 
-def subagent_tool(template: Any, name: str | None, description: str | None) -> Tool:
+def check_max_depth(max_depth: object) -> int:
+    """`max_depth` as `Agent.as_tool` takes it: an int from 1 to 100.
+
+    Raises:
+        ConfigError: anything else, naming the value.
+    """
+    if (
+        isinstance(max_depth, bool)
+        or not isinstance(max_depth, int)
+        or not 1 <= max_depth <= _DEPTH_CEILING
+    ):
+        raise ConfigError(
+            f"max_depth {max_depth!r} is not a number of levels sub-agents may nest: pass an "
+            f"int from 1 to {_DEPTH_CEILING} (the default is {MAX_SUBAGENT_DEPTH})"
+        )
+    return max_depth
+
+
+def subagent_tool(template: Any, name: str | None, description: str | None, max_depth: int) -> Tool:
     """The tool `Agent.as_tool` returns (see there)."""
     tool_name = name or template.name
+    max_depth = check_max_depth(max_depth)
 
     async def run_subagent(task: str) -> str:
         """Hand a task to a sub-agent.
@@ -76,6 +114,14 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
             ToolError: the sub-agent failed; the message says why and names its session
                 and the files it stored (the tool result the parent's model gets).
         """
+        depth = _DEPTH.get()
+        if depth >= max_depth:
+            # Checked before anything is made: no session, no event but the tool call's.
+            raise ToolError(
+                f"the sub-agent {tool_name} was not started: sub-agents nest {max_depth} deep "
+                f"here already, the most this tool allows (as_tool(max_depth={max_depth})); "
+                "do the task with your own tools, or answer with what you have"
+            )
         caller = CALLER.get()
         parent = caller.agent if caller is not None else None
         offloader = parent.offloader if parent is not None else template.offloader
@@ -120,6 +166,7 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
             await child.aclose()
             raise
         started = time.monotonic()
+        nested = _DEPTH.set(depth + 1)
         try:
             async with child:
                 reply = await child.reply(task)
@@ -138,6 +185,8 @@ def subagent_tool(template: Any, name: str | None, description: str | None) -> T
             raise ToolError(
                 _hand_back(tool_name, session, failed, len(child.steps), files, child)
             ) from exc
+        finally:
+            _DEPTH.reset(nested)
         answer = reply.text
         files = await _stored_files(child)
         await note(
