@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-from s3_server import S3Server, shared_server
+from s3_server import s3
 
-
-@pytest.fixture(scope="session")
-def s3() -> S3Server:
-    """The moto S3 server shared by this process's tests (started on first use)."""
-    return shared_server()
+__all__ = ["s3"]

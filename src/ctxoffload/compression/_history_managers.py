@@ -174,8 +174,9 @@ class SlidingWindow:
             return messages
         if persisted.reference is not None:
             reference = persisted.reference
-        if persisted.line_span is not None:
-            spans.append(persisted.line_span)
+        # The lines its messages are on, not first to last: some may have been in the log
+        # already (a run killed mid-compression, resumed), with other messages between.
+        spans.extend(span for span in persisted.spans if span not in spans)
         total = int(marker.get("dropped", 0)) + len(dropped)
         config = run.config()
         readers = compressor.reader_tools(config)
@@ -194,6 +195,7 @@ class SlidingWindow:
             EventKind.WINDOW,
             reference=reference,
             lines=persisted.lines,
+            **persisted.apart,
             messages=len(dropped),
             kept=len(kept) + (1 if pinned else 0) + len(pins),
             pinned=len(pins),

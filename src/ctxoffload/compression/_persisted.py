@@ -36,3 +36,12 @@ class Persisted:
         """The event field `spans` (each run as `[first, last]`) when the lines are not
         consecutive, else no field."""
         return {"spans": [list(r) for r in self.spans]} if len(self.spans) > 1 else {}
+
+    def line_of_each(self, count: int) -> list[int | None]:
+        """The line of each of the `count` messages persisted, in their order: known when
+        they took one run of `count` lines (all written now, in order); None for each when
+        some were in the log already, at lines of their own, rather than a wrong number."""
+        if len(self.spans) == 1 and self.spans[0][1] - self.spans[0][0] + 1 == count:
+            first = self.spans[0][0]
+            return [first + n for n in range(count)]
+        return [None] * count
