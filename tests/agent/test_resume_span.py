@@ -261,3 +261,30 @@ async def test_a_window_note_names_only_the_lines_of_the_messages_it_dropped(
     assert 1 in dropped and 2 not in dropped
     spans = note.metadata["ctxoffload"]["spans"]
     assert _covered(spans) == dropped, (spans, sorted(dropped))
+
+
+async def test_a_compaction_resumed_says_exactly_which_lines_it_wrote(workdir: Path) -> None:
+    ws = LocalWorkspace(workdir)
+    first = Msg(role="user", content="first question " + "words " * 200)
+    await ws.offload_context("s1", [first, Msg(role="user", content="another writer's")])
+    context = [first, Msg(role="assistant", content="first answer " + "words " * 200)]
+    for i in range(2, 6):
+        context.append(Msg(role="user", content=f"question {i} " + "words " * 200))
+        context.append(Msg(role="assistant", content=f"answer {i} " + "words " * 200))
+    await ws.write_state("s1", {"messages": [m.model_dump(mode="json") for m in context]})
+    agent = Agent(
+        model=ScriptedModel([], context_window=32_000),
+        summary_model=ScriptedModel(default=SUMMARY),
+        offloader=ws,
+        counter=get_token_counter(exact=False),
+        session_id="s1",
+    )
+    result = await agent.compact()
+    assert result.compressed and result.line_span is not None
+    logged = [json.loads(row) for row in ws.context_path("s1").read_bytes().splitlines()]
+    left = {m.id for m in context} - {m.id for m in result.messages}
+    lines = {n for n, row in enumerate(logged, 1) if row["id"] in left}
+    assert 1 in lines and 2 not in lines
+    assert _covered([list(s) for s in result.spans]) == lines
+    last = max(lines)
+    assert result.spans_text() == f"1, 3-{last}" if last > 3 else "1, 3"

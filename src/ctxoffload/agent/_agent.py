@@ -729,7 +729,7 @@ class Agent:
         if not result.compressed:
             return f"Nothing was compacted: {result.reason}."
         where = f" into {result.reference}" if result.reference else ""
-        span = f" (lines {result.line_span[0]}-{result.line_span[1]})" if result.line_span else ""
+        span = f" (lines {result.spans_text()})" if result.spans else ""
         return (
             f"Compacted: {result.reason}; {result.compressed_messages} messages moved{where}"
             f"{span}; the context went from {result.tokens_before:,} to "

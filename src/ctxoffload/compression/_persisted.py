@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Persisted"]
+__all__ = ["Persisted", "spans_text"]
+
+
+def spans_text(spans: Iterable[tuple[int, int]]) -> str:
+    """Line spans as people and models read them, in order, adjacent or overlapping ones
+    merged: `"1-40, 52-60"` (a single line as `"7"`); `""` for none. Every text that names
+    where messages went in a context log spells its lines so."""
+    merged: list[list[int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged)
 
 
 @dataclass(frozen=True)
