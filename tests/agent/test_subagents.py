@@ -433,3 +433,21 @@ async def test_a_model_that_keeps_delegating_stops_at_the_default_depth(tmp_path
 def test_max_depth_is_checked(max_depth: Any) -> None:
     with pytest.raises(ConfigError, match="max_depth"):
         worker(TaskModel()).as_tool(max_depth=max_depth)
+
+
+async def test_a_planted_link_under_the_drawn_id_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    await ws.initialize()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "ws/sessions/lead--worker-abcdef").symlink_to(outside)
+    forced_tags(monkeypatch, "abcdef")
+    parent, model = lead(ws, worker(TaskModel()), ["one"])
+    async with parent:
+        await parent.reply("go")
+    text = model.calls[1][-1].tool_results[0].output
+    assert isinstance(text, str) and text.startswith("one finished: ok"), text
+    assert "lead--worker-abcdef" not in text
+    assert list(outside.iterdir()) == []

@@ -49,7 +49,15 @@ async def _take(workspace: Any, session_id: str, agent: str | None) -> SessionLe
     try:
         # Taking the lease made the id listed (its folder, its lease object): what counts
         # now is whether anything was recorded in it.
-        if await workspace.read_events(session_id) or await workspace.read_state(session_id):
+        try:
+            recorded = bool(
+                await workspace.read_events(session_id) or await workspace.read_state(session_id)
+            )
+        except OSError as exc:
+            # Something that is no session folder sits under that name (a planted link, a
+            # file): it is not new, and nothing will be written through it.
+            raise _Exists(session_id) from exc
+        if recorded:
             raise _Exists(session_id)
     except BaseException:
         if lease is not None:
