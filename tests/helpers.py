@@ -417,3 +417,15 @@ def wait_held(process: subprocess.Popen[str]) -> dict[str, Any]:
     line = process.stdout.readline()
     assert line, process.stderr.read() if process.stderr else "no output"
     return json.loads(line)  # type: ignore[no-any-return]
+
+
+def forced_tags(monkeypatch: Any, *tags: str) -> list[str]:
+    """Make the next new session ids (`ctxoffload.workspace.new_session`: sub-agents, forks
+    of a busy session) end in `tags`, in order, then random again, so that a collision
+    happens on purpose rather than once in about 580 draws. Returns the tags not used yet."""
+    from ctxoffload.workspace import _new_session
+
+    left = list(tags)
+    random_tag = _new_session.random_tag
+    monkeypatch.setattr(_new_session, "random_tag", lambda: left.pop(0) if left else random_tag())
+    return left

@@ -1,5 +1,7 @@
-"""An agent killed between compression steps and resumed: its summary names exactly the lines
-of context.jsonl holding the messages it replaced."""
+"""An agent killed in the middle of a compression and resumed: its summary (or window note)
+names exactly the lines of context.jsonl holding the messages it replaced, whether it was
+killed between compression steps or mid-batch (its lines written, not yet counted), on disk
+and in a bucket, and no message is logged twice."""
 
 from __future__ import annotations
 
@@ -9,9 +11,22 @@ import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from ctxoffload import Agent, ContextConfig, LocalWorkspace, ScriptedModel, get_token_counter
-from ctxoffload.compression import is_summary_message
+import pytest
+
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    ContextPipeline,
+    LocalWorkspace,
+    Msg,
+    ObjectStoreWorkspace,
+    ScriptedModel,
+    get_token_counter,
+)
+from ctxoffload.compression import SlidingWindow, is_summary_message, is_window_note
+from ctxoffload.workspace import Workspace
 from helpers import SUMMARY
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
@@ -97,3 +112,179 @@ async def test_a_resumed_summary_names_the_lines_it_replaced(
     [summary] = [m for m in result.messages if is_summary_message(m)]
     spans = summary.metadata["ctxoffload"]["spans"]
     assert _covered(spans) == replaced, (spans, sorted(replaced))
+
+
+# The same agent, killed in the middle of its second compression's batch: after the lines are
+# written and before they count (on disk, before the commit record is updated; in a bucket,
+# once the segment is put and before the workspace returns). argv: backend, where, and for a
+# bucket the workspace's keyword arguments as JSON.
+KILLED_MID_BATCH = """
+import asyncio, json, os, signal, sys
+from ctxoffload import (
+    Agent, ContextConfig, LocalWorkspace, ObjectStoreWorkspace, ScriptedModel, ToolCallBlock,
+    get_token_counter)
+from ctxoffload.workspace import _jsonl, _segments
+
+batches = []
+
+def die_at_the_second_batch():
+    batches.append(1)
+    if len(batches) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+if sys.argv[1] == "local":
+    ws = LocalWorkspace(sys.argv[2])
+    encode = _jsonl.encode_commit_record
+
+    def killing(size, lines, tail=b""):
+        if lines:  # a batch's commit, not the empty record a new log starts with
+            die_at_the_second_batch()
+        return encode(size, lines, tail)
+
+    _jsonl.encode_commit_record = killing
+else:
+    ws = ObjectStoreWorkspace(sys.argv[2], **json.loads(sys.argv[3]))
+    append = _segments.SegmentLog.append
+
+    async def killing(self, key, payload):
+        span = await append(self, key, payload)
+        if key.endswith("/context.jsonl"):
+            die_at_the_second_batch()
+        return span
+
+    _segments.SegmentLog.append = killing
+
+def fetch(page: int) -> str:
+    \"\"\"Fetch a page.\"\"\"
+    return "\\n".join(f"page {page} line {j} " + "x" * 40 for j in range(60))
+
+script = []
+for i in range(30):
+    script += [
+        ToolCallBlock(id=f"c{i}a", name="fetch", input={"page": i}),
+        ToolCallBlock(id=f"c{i}b", name="fetch", input={"page": i + 100}),
+        f"answer {i} " + "words " * 50,
+    ]
+
+async def main():
+    summary = {"task_overview": "t", "current_state": "s", "important_discoveries": "d",
+               "next_steps": "n", "context_to_preserve": "c"}
+    agent = Agent(
+        name="tester", system_prompt="You test things.", model=ScriptedModel(script),
+        tools=[fetch], summary_model=ScriptedModel(default=summary), offloader=ws,
+        counter=get_token_counter(exact=False),
+        context_config=ContextConfig(context_window=6000, tool_result_limit=300),
+        session_id="run")
+    for i in range(30):
+        await agent.reply(f"question {i} " + "long words " * (400 if i % 3 == 0 else 20))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "bucket"])
+@pytest.mark.parametrize("window", [4500, 3000])
+async def test_a_summary_resumed_after_a_kill_mid_batch_names_exactly_its_lines(
+    workdir: Path, spawn_python: SpawnPython, backend: str, window: int, request: Any
+) -> None:
+    ws: Workspace
+    if backend == "local":
+        child = spawn_python(KILLED_MID_BATCH, "local", str(workdir))
+        ws = LocalWorkspace(workdir)
+    else:
+        s3 = request.getfixturevalue("s3")
+        bucket = s3.new_bucket()
+        url = f"s3://{bucket}/agents"
+        child = spawn_python(KILLED_MID_BATCH, "bucket", url, json.dumps(s3.workspace_kwargs()))
+        ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
+    assert child.wait() == -signal.SIGKILL, child.communicate()[1]
+    if backend == "bucket":
+        # Its lease would lapse by itself within a minute: lapsed now.
+        s3.put_object(bucket, "agents/sessions/run/lease.json", b'{"expires": 0}\n')
+    reference = ws.context_path("run")
+
+    resumed = Agent(
+        name="tester",
+        system_prompt="You test things.",
+        model=ScriptedModel([]),
+        summary_model=ScriptedModel(default=SUMMARY),
+        offloader=ws,
+        counter=get_token_counter(exact=False),
+        context_config=ContextConfig(context_window=6000, tool_result_limit=300),
+        session_id="run",
+    )
+    result = await resumed.compress_context(
+        ContextConfig(context_window=window, tool_result_limit=300)
+    )
+    assert result.compressed
+    kept = {m.id for m in result.messages}
+    logged = [json.loads(row) for row in (await ws.read_reference(reference)).splitlines()]
+    # No message is in the log twice, and the summary names exactly the lines of those that
+    # left the context (a message the killed batch wrote may stay in it, with another split).
+    ids = [row["id"] for row in logged]
+    assert len(ids) == len(set(ids)), "a message is in the log twice"
+    left = {number for number, row in enumerate(logged, 1) if row["id"] not in kept}
+    [summary] = [m for m in result.messages if is_summary_message(m)]
+    spans = summary.metadata["ctxoffload"]["spans"]
+    assert _covered(spans) == left, (spans, sorted(left))
+
+
+async def test_a_window_note_names_only_the_lines_of_the_messages_it_dropped(
+    workdir: Path,
+) -> None:
+    # The log holds a message the context still has (as a killed run that split otherwise
+    # leaves it) and, after it, one the context no longer has: the window drops the first
+    # and later ones, which land after both.
+    ws = LocalWorkspace(workdir)
+    first = Msg(role="user", content="first question")
+    await ws.offload_context("s1", [first, Msg(role="user", content="another writer's")])
+    context = [
+        first,
+        Msg(role="assistant", content="first answer"),
+        Msg(role="user", content="second question"),
+        Msg(role="assistant", content="second answer"),
+    ]
+    await ws.write_state("s1", {"messages": [m.model_dump(mode="json") for m in context]})
+    model = ScriptedModel(["third answer"], context_window=32_000)
+    agent = Agent(
+        model=model,
+        offloader=ws,
+        context_config=ContextPipeline(pre_llm=[SlidingWindow(max_messages=2)]),
+        session_id="s1",
+    )
+    await agent.reply("third question")
+    [note] = [m for m in model.calls[0] if is_window_note(m)]
+    sent = {m.id for m in model.calls[0]}
+    logged = [json.loads(row) for row in ws.context_path("s1").read_bytes().splitlines()]
+    dropped = {n for n, row in enumerate(logged, 1) if row["id"] in {m.id for m in context}}
+    dropped -= {n for n, row in enumerate(logged, 1) if row["id"] in sent}
+    assert 1 in dropped and 2 not in dropped
+    spans = note.metadata["ctxoffload"]["spans"]
+    assert _covered(spans) == dropped, (spans, sorted(dropped))
+
+
+async def test_a_compaction_resumed_says_exactly_which_lines_it_wrote(workdir: Path) -> None:
+    ws = LocalWorkspace(workdir)
+    first = Msg(role="user", content="first question " + "words " * 200)
+    await ws.offload_context("s1", [first, Msg(role="user", content="another writer's")])
+    context = [first, Msg(role="assistant", content="first answer " + "words " * 200)]
+    for i in range(2, 6):
+        context.append(Msg(role="user", content=f"question {i} " + "words " * 200))
+        context.append(Msg(role="assistant", content=f"answer {i} " + "words " * 200))
+    await ws.write_state("s1", {"messages": [m.model_dump(mode="json") for m in context]})
+    agent = Agent(
+        model=ScriptedModel([], context_window=32_000),
+        summary_model=ScriptedModel(default=SUMMARY),
+        offloader=ws,
+        counter=get_token_counter(exact=False),
+        session_id="s1",
+    )
+    result = await agent.compact()
+    assert result.compressed and result.line_span is not None
+    logged = [json.loads(row) for row in ws.context_path("s1").read_bytes().splitlines()]
+    left = {m.id for m in context} - {m.id for m in result.messages}
+    lines = {n for n, row in enumerate(logged, 1) if row["id"] in left}
+    assert 1 in lines and 2 not in lines
+    assert _covered([list(s) for s in result.spans]) == lines
+    last = max(lines)
+    assert result.spans_text() == f"1, 3-{last}" if last > 3 else "1, 3"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from ctxoffload import (
     Agent,
+    ConfigError,
     ContextConfig,
     LocalWorkspace,
     ModelResponse,
@@ -19,8 +21,9 @@ from ctxoffload import (
     ScriptedModel,
     ToolCallBlock,
 )
+from ctxoffload.agent import Tool
 from ctxoffload.cli import main
-from helpers import OffloaderOnly, delimiters_in
+from helpers import OffloaderOnly, delimiters_in, forced_tags
 
 
 class TaskModel:
@@ -328,3 +331,141 @@ async def test_a_childs_answer_cannot_forge_what_it_hands_back(tmp_path: Path) -
     assert delimiters_in(text, "[sub-agent ") == 1
     assert delimiters_in(text, "[what it stored, to read back:]") == 0
     assert "worked in session lead--worker-" in text and "/etc/shadow" in text
+
+
+# -- a child session is always new ----------------------------------------------------------
+
+
+async def test_a_sub_agent_never_resumes_an_earlier_child_of_the_same_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    left = forced_tags(monkeypatch, "abcdef", "abcdef")
+    first, _ = lead(ws, worker(TaskModel()), ["one"])
+    async with first:
+        await first.reply("go")
+    taken = "lead--worker-abcdef"
+    record = ws.events_path(taken).read_bytes()
+
+    # The same parent session, the same sub-agent, and the same random tag drawn again.
+    second, model = lead(ws, worker(TaskModel()), ["two"])
+    async with second:
+        await second.reply("go again")
+    assert not left
+    text = model.calls[1][-1].tool_results[0].output
+    assert isinstance(text, str) and text.startswith("two finished: ok")
+    session = text.split("worked in session ", 1)[1].split(" ", 1)[0]
+    assert session != taken and session.startswith("lead--worker-")
+    assert ws.events_path(taken).read_bytes() == record  # the earlier child is untouched
+    [start] = [e for e in events(ws, session) if e["kind"] == "session_start"]
+    assert start["restored_messages"] == 0
+
+
+async def test_two_sub_agents_drawing_one_id_at_once_get_two_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    forced_tags(monkeypatch, "abcdef", "abcdef")
+    parent, model = lead(ws, worker(TaskModel()), ["a", "b"])
+    async with parent:
+        await parent.reply("go")
+    sessions = []
+    for task, result in zip(["a", "b"], model.calls[1][-1].tool_results, strict=True):
+        text = result.output
+        assert isinstance(text, str) and text.startswith(f"{task} finished: ok"), text
+        sessions.append(text.split("worked in session ", 1)[1].split(" ", 1)[0])
+    assert len(set(sessions)) == 2 and "lead--worker-abcdef" in sessions
+    for task, session in zip(["a", "b"], sessions, strict=True):
+        names = [p.name for p in ws.session_dir(session).glob("tool_result-*")]
+        assert names == [f"tool_result-fetch-{task}.txt"]
+
+
+# -- how deep sub-agents nest ---------------------------------------------------------------
+
+
+def delegate_or_answer(messages: list[Msg]) -> Any:
+    """A model that hands every task to a copy of itself, and answers with what came back."""
+    last = messages[-1]
+    if last.role == "user":
+        return ToolCallBlock(id=f"d{uuid.uuid4().hex[:8]}", name="deeper", input={"task": "dig"})
+    output = last.tool_results[0].output
+    return f"came back: {output if isinstance(output, str) else ''}"
+
+
+def self_delegating(ws: LocalWorkspace | None, **as_tool: Any) -> Agent:
+    """An agent whose one tool hands the task to a copy of itself (which has that tool too)."""
+    itself: list[Tool] = []
+
+    async def deeper(task: str) -> str:
+        """Hand the task to a copy of yourself.
+
+        Args:
+            task: the task.
+        """
+        return str(await itself[0].func(task=task))
+
+    template = Agent(
+        name="deep",
+        model=ScriptedModel(default=delegate_or_answer, context_window=32_000),
+        tools=[deeper],
+        offloader=ws,
+        session_id="top",
+    )
+    itself.append(template.as_tool(**as_tool))
+    return template
+
+
+@pytest.mark.parametrize("max_depth", [1, 3])
+async def test_sub_agents_nest_no_deeper_than_max_depth(tmp_path: Path, max_depth: int) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    top = self_delegating(ws, max_depth=max_depth)
+    async with top:
+        answer = (await top.reply("dig as deep as you can")).text
+    # Each level is one session below the one before: `max_depth` of them under the top one.
+    sessions = await ws.list_sessions()
+    assert len(sessions) == 1 + max_depth
+    deepest = max(sessions, key=len)
+    assert deepest.count("--deep-") == max_depth
+    # The call past the limit was answered with an error result naming the limit; that
+    # answer went back up through every level.
+    assert f"sub-agents nest {max_depth} deep" in answer and "max_depth" in answer
+    [refused] = [
+        e for e in events(ws, deepest) if e["kind"] == "tool_call" and e["outcome"] == "error"
+    ]
+    assert refused["name"] == "deeper"
+
+
+async def test_a_model_that_keeps_delegating_stops_at_the_default_depth(tmp_path: Path) -> None:
+    # Without a limit this nested 430-690 sessions deep, then raised RecursionError.
+    from ctxoffload.agent import MAX_SUBAGENT_DEPTH
+
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    top = self_delegating(ws)
+    async with top:
+        answer = (await top.reply("dig")).text
+    assert f"sub-agents nest {MAX_SUBAGENT_DEPTH} deep" in answer
+    assert len(await ws.list_sessions()) == 1 + MAX_SUBAGENT_DEPTH
+
+
+@pytest.mark.parametrize("max_depth", [0, -1, True, 2.5, 10_000])
+def test_max_depth_is_checked(max_depth: Any) -> None:
+    with pytest.raises(ConfigError, match="max_depth"):
+        worker(TaskModel()).as_tool(max_depth=max_depth)
+
+
+async def test_a_planted_link_under_the_drawn_id_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    await ws.initialize()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "ws/sessions/lead--worker-abcdef").symlink_to(outside)
+    forced_tags(monkeypatch, "abcdef")
+    parent, model = lead(ws, worker(TaskModel()), ["one"])
+    async with parent:
+        await parent.reply("go")
+    text = model.calls[1][-1].tool_results[0].output
+    assert isinstance(text, str) and text.startswith("one finished: ok"), text
+    assert "lead--worker-abcdef" not in text
+    assert list(outside.iterdir()) == []

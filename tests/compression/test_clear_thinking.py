@@ -117,3 +117,24 @@ def test_the_anthropic_keys_load_from_json() -> None:
         ContextPipeline.from_dict(
             {"hooks": {"pre_llm": [{"type": "ClearThinking", "config": {"keep": {"type": "x"}}}]}}
         )
+
+
+async def test_a_cleared_turn_names_its_own_line_or_none_when_resumed(tmp_path: Path) -> None:
+    # One turn is in the log already (a run killed in the middle of clearing, resumed), with
+    # another writer's line after it: the turns cleared now land after both, and each mark
+    # names the line that holds its own message (or no line), never another's.
+    ws = LocalWorkspace(tmp_path)
+    before = thinking_turns(5)
+    await ws.offload_context("s1", [before[2], Msg(role="user", content="another writer's")])
+    after = (await run_of(ws, ClearThinking(keep=2)).pre_llm(before)).messages
+    rows = Path(ws.context_path("s1")).read_text().splitlines()
+    marked = 0
+    for old, new in zip(before, after, strict=True):
+        mark = new.metadata.get("ctxoffload_thinking_cleared")
+        if mark is None or mark["line"] is None:
+            continue
+        assert json.loads(rows[mark["line"] - 1])["id"] == old.id
+        marked += 1
+    assert marked == 3 or all(
+        m.metadata.get("ctxoffload_thinking_cleared", {}).get("line") is None for m in after
+    )

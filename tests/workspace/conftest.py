@@ -8,15 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from s3_server import S3Server, shared_server
+from s3_server import s3
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
 
-
-@pytest.fixture(scope="session")
-def s3() -> S3Server:
-    """The moto S3 server shared by this process's tests (started on first use)."""
-    return shared_server()
+__all__ = ["any_workspace", "make_workspace", "s3"]
 
 
 @pytest.fixture(params=["local", "memory", "bucket"])
@@ -29,9 +25,9 @@ def make_workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[.
             return LocalWorkspace(tmp_path / "ws", **options)
         if request.param == "memory":
             return InMemoryWorkspace(**options)
-        s3 = request.getfixturevalue("s3")
+        server = request.getfixturevalue("s3")
         return ObjectStoreWorkspace(
-            f"s3://{s3.new_bucket()}/ws", **s3.workspace_kwargs(), **options
+            f"s3://{server.new_bucket()}/ws", **server.workspace_kwargs(), **options
         )
 
     return make

@@ -23,6 +23,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 ACCESS_KEY = "AKIATESTONLY0000"
 SECRET_KEY = "ctxoffload-test-secret-do-not-print"
 REGION = "us-east-1"
@@ -152,6 +154,13 @@ def _route_without_listing_moto() -> None:
 
 
 _shared: S3Server | None = None
+
+
+@pytest.fixture(scope="session")
+def s3() -> S3Server:
+    """The moto S3 server shared by this process's tests (started on first use); a fixture
+    for the conftest.py of each test folder that uses it to import."""
+    return shared_server()
 
 
 def shared_server() -> S3Server:

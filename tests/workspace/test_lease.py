@@ -28,7 +28,7 @@ from ctxoffload import (
     ScriptedModel,
     SessionBusyError,
 )
-from helpers import lease_worker_result, start_lease_worker, wait_held
+from helpers import forced_tags, lease_worker_result, start_lease_worker, wait_held
 
 
 def no_line_twice(folder: Path) -> None:
@@ -316,9 +316,40 @@ async def test_a_planted_lease_file_is_never_written(tmp_path: Path, planted: st
 
 
 def test_sub_agent_session_names_stay_plain() -> None:
-    from ctxoffload.agent._subagent import child_session_id
+    from ctxoffload.agent._subagent import child_prefix
     from ctxoffload.workspace import validate_session_id
 
     for name in ["../../etc", "a/b", "x" * 300, "naïve name", "", ".hidden"]:
-        made = child_session_id("p" * 128, name)
+        made = child_prefix("p" * 128, name) + "-abcdef"
         assert validate_session_id(made) == made and "/" not in made and ".." not in made
+
+
+async def test_a_fork_of_a_busy_session_never_continues_an_earlier_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    forced_tags(monkeypatch, "abcdef", "abcdef")
+    holder = Agent(model=ScriptedModel(["one"], context_window=8_000), offloader=ws, session_id="s")
+    await holder.reply("hello")
+    first = Agent(
+        model=ScriptedModel(["two"], context_window=8_000),
+        offloader=ws,
+        session_id="s",
+        if_busy="fork",
+    )
+    await first.reply("hello again")
+    assert first.session_id == "s-fork-abcdef"
+    await first.aclose()
+    record = ws.events_path("s-fork-abcdef").read_bytes()
+
+    second = Agent(
+        model=ScriptedModel(["three"], context_window=8_000),
+        offloader=ws,
+        session_id="s",
+        if_busy="fork",
+    )
+    await second.reply("and again")
+    assert second.session_id.startswith("s-fork-") and second.session_id != "s-fork-abcdef"
+    assert ws.events_path("s-fork-abcdef").read_bytes() == record
+    await second.aclose()
+    await holder.aclose()

@@ -150,7 +150,11 @@ async def test_a_fresh_writer_starts_from_the_tail_hint(make_ws: MakeWorkspace) 
     fresh._client.list_objects = spy  # type: ignore[method-assign]
     ref = await fresh.offload_context("s", [text_msg("last")])
     assert (ref.first_line, ref.last_line) == (71, 71)
-    assert listed == ["sessions/s/context.jsonl.d/000000000064.jsonl"]
+    # The end is found from the hint; the one listing from the start is the read of the
+    # messages already logged (once per writer and log), so that none is written twice.
+    assert listed == [None, "sessions/s/context.jsonl.d/000000000064.jsonl"]
+    await fresh.offload_context("s", [text_msg("later")])
+    assert len(listed) == 2
 
 
 async def test_empty_append_writes_nothing(ws: ObjectStoreWorkspace) -> None:

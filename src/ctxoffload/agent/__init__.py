@@ -14,9 +14,11 @@ if TYPE_CHECKING:
     from ._agent import Agent, StepRecord
     from ._openai_model import OpenAIChatModel
     from ._record import WINDOW_PARTS, SessionRecorder, window_parts
+    from ._subagent import MAX_SUBAGENT_DEPTH
     from ._tools import Tool, as_tool
 
 __all__ = [
+    "MAX_SUBAGENT_DEPTH",
     "WINDOW_PARTS",
     "Agent",
     "ChatModel",
@@ -55,5 +57,6 @@ __getattr__, __dir__ = lazy_exports(
         "SessionRecorder": "._record",
         "WINDOW_PARTS": "._record",
         "window_parts": "._record",
+        "MAX_SUBAGENT_DEPTH": "._subagent",
     },
 )

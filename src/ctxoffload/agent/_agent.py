@@ -45,6 +45,7 @@ from ..workspace import (
     StateStore,
     fork_session,
     missing_methods,
+    new_session,
     storable_message,
     take_lease,
     validate_session_id,
@@ -57,7 +58,7 @@ from ._context_tools import (
     pin_context_tool,
 )
 from ._record import SessionRecorder, window_parts
-from ._subagent import CALLER, Caller, subagent_tool
+from ._subagent import CALLER, MAX_SUBAGENT_DEPTH, Caller, subagent_tool
 from ._tools import Tool, as_tool, as_tools
 
 __all__ = ["IF_BUSY", "Agent", "StepRecord"]
@@ -614,9 +615,11 @@ class Agent:
     async def _fork_busy(self, store: LeaseHolder, busy: SessionBusyError) -> None:
         """Continue in a fork of a busy session's saved state (`if_busy="fork"`)."""
         source = self.session_id
-        suffix = f"-fork-{uuid.uuid4().hex[:6]}"
-        new = validate_session_id(source[: 128 - len(suffix)] + suffix)
-        self._lease = await store.acquire_lease(new, agent=self.name)
+        # A new session, checked under its lease: a fork id drawn again must not continue
+        # in an earlier fork (whose record fork_session would then refuse as "nothing saved").
+        new, self._lease = await new_session(
+            store, source[: 128 - len("-fork-123456")] + "-fork", self.name
+        )
         self.session_id = self.compressor.session_id = self._record.session_id = new
         self._restored = False
         with writing_as(self.name, new):
@@ -642,6 +645,7 @@ class Agent:
         session_id: str | None = None,
         offloader: Offloader | None = None,
         parent: dict[str, Any] | None = None,
+        lease: SessionLease | None = None,
     ) -> Agent:
         """A fresh agent with this one's settings (model, prompt, tools, context config),
         in session `session_id` of `offloader` (this agent's when None).
@@ -650,14 +654,23 @@ class Agent:
             session_id: the new agent's session; a new one when None.
             offloader: where it offloads; this agent's when None.
             parent: for a sub-agent, what its `session_start` names as its parent.
+            lease: the session's lease, held already (`new_session`): the new agent
+                writes under it and releases it in `aclose`.
         """
         settings = dict(self._settings)
         settings["offloader"] = offloader if offloader is not None else self.offloader
         agent = Agent(session_id=session_id, **settings)
         agent.parent = parent
+        agent._lease = lease
         return agent
 
-    def as_tool(self, name: str | None = None, description: str | None = None) -> Tool:
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        max_depth: int = MAX_SUBAGENT_DEPTH,
+    ) -> Tool:
         """This agent as a tool another agent can call to hand it a task: a sub-agent.
 
         Each call starts a fresh agent with this one's settings in a new session of the
@@ -673,9 +686,15 @@ class Agent:
             name: the tool's name (default: this agent's `name`).
             description: what the calling model is told the tool does (default: built from
                 the name and the first line of the system prompt).
+            max_depth: how deep sub-agents may nest when this tool is called: a call made
+                by an agent already this many sub-agents below the first one starts none
+                and gets an error result (1 to 100; `MAX_SUBAGENT_DEPTH`, 8, by default).
 
         Returns:
             A `Tool` taking one argument, `task`, to pass in `Agent(tools=[...])`.
+
+        Raises:
+            ConfigError: `max_depth` is not an int from 1 to 100.
 
         Example::
 
@@ -684,7 +703,7 @@ class Agent:
             lead = Agent(name="lead", model=model, offloader=ws,
                          tools=[researcher.as_tool(description="Research one question")])
         """
-        return subagent_tool(self, name, description)
+        return subagent_tool(self, name, description, max_depth)
 
     async def __aenter__(self) -> Agent:
         return self
@@ -748,7 +767,7 @@ class Agent:
         if not result.compressed:
             return f"Nothing was compacted: {result.reason}."
         where = f" into {result.reference}" if result.reference else ""
-        span = f" (lines {result.line_span[0]}-{result.line_span[1]})" if result.line_span else ""
+        span = f" (lines {result.spans_text()})" if result.spans else ""
         return (
             f"Compacted: {result.reason}; {result.compressed_messages} messages moved{where}"
             f"{span}; the context went from {result.tokens_before:,} to "

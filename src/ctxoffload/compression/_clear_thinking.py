@@ -101,7 +101,7 @@ class ClearThinking:
         if persisted.failure is not None:
             run.report(f"ClearThinking: offload failed: {persisted.failure}")
             return messages
-        first = persisted.line_span[0] if persisted.line_span else None
+        lines = persisted.line_of_each(len(older))
         after = list(messages)
         blocks = 0
         for n, i in enumerate(older):
@@ -112,7 +112,7 @@ class ClearThinking:
             blocks += removed
             mark = {
                 "reference": persisted.reference,
-                "line": first + n if first is not None else None,
+                "line": lines[n],
                 "blocks": removed,
             }
             after[i] = msg.model_copy(
@@ -127,6 +127,7 @@ class ClearThinking:
             kept=self.keep,
             reference=persisted.reference,
             lines=persisted.lines,
+            **persisted.apart,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
         )

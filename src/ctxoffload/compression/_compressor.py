@@ -47,7 +47,7 @@ from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, RESULT_FLOOR, ContextConfig
 from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
-from ._persisted import Persisted
+from ._persisted import Persisted, spans_text
 from ._protect import is_pinned
 from ._readers import READER_TOOL_NAMES, ReaderTools
 from ._split import Split, SplitByTokens, SplitStrategy
@@ -91,7 +91,11 @@ class CompressionResult:
             the trigger (`ContextTokenTracker.count_past`), an estimate.
         tokens_after: tokens of `messages`.
         reference: where the compressed messages went (context.jsonl), if anywhere.
-        line_span: the lines of that file this compression wrote.
+        line_span: the lines of that file this compression's messages are on, from the
+            first to the last.
+        spans: those lines exactly, as runs of consecutive lines: more than one when some
+            were in the file already (a run killed in the middle of a compression, resumed),
+            with other messages between; `spans_text()` spells them.
         summary: the new summary.
         summary_source: "model" or "extractive".
         compressed_messages: how many messages left the context.
@@ -112,6 +116,11 @@ class CompressionResult:
     compressed_messages: int = 0
     tokens_before_exact: bool = True
     tokens_before_bounds: tuple[int, int] | None = None
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def spans_text(self) -> str:
+        """The lines the compressed messages are on, as text: `"1-40, 52-60"`, or `""`."""
+        return spans_text(self.spans)
 
 
 @dataclass
@@ -880,6 +889,7 @@ class Compressor:
             tokens_after,
             reference=persisted.reference,
             line_span=persisted.line_span,
+            spans=persisted.spans,
             summary=outcome.summary,
             summary_source=outcome.source,
             compressed_messages=len(plan.older),

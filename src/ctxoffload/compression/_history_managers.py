@@ -8,6 +8,7 @@ from ..messages import Msg, ToolResultBlock
 from ..workspace import EventKind
 from ._activation import Activation, SettingError, check_int, check_ratio
 from ._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note
+from ._persisted import spans_text
 from ._readers import ReaderTools
 from ._split import SplitByCount, SplitByTokens, SplitStrategy, is_user_request, turns
 
@@ -27,16 +28,6 @@ def _split_context(messages: list[Msg]) -> tuple[Msg | None, Msg | None, Msg | N
     note = next((m for m in rest if is_window_note(m)), None)
     convo = [m for m in rest if not (is_summary_message(m) or is_window_note(m))]
     return system, summary, note, convo
-
-
-def _merged(spans: list[tuple[int, int]]) -> str:
-    merged: list[list[int]] = []
-    for first, last in sorted(spans):
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], last)
-        else:
-            merged.append([first, last])
-    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged)
 
 
 def _search_phrase(reference: str, readers: ReaderTools | None) -> str:
@@ -60,7 +51,7 @@ def _window_note(
     """The note that stands where a `SlidingWindow` dropped `total` messages in all: the file
     and the lines that hold them, and how to search it; the same state in its mark."""
     if reference is not None:
-        where = f" (lines {_merged(spans)})" if spans else ""
+        where = f" (lines {spans_text(spans)})" if spans else ""
         text = (
             f"[{total} earlier messages were moved out of the context into {reference}"
             f"{where}, one JSON message per line; {_search_phrase(reference, readers)}.]"
@@ -174,8 +165,9 @@ class SlidingWindow:
             return messages
         if persisted.reference is not None:
             reference = persisted.reference
-        if persisted.line_span is not None:
-            spans.append(persisted.line_span)
+        # The lines its messages are on, not first to last: some may have been in the log
+        # already (a run killed mid-compression, resumed), with other messages between.
+        spans.extend(span for span in persisted.spans if span not in spans)
         total = int(marker.get("dropped", 0)) + len(dropped)
         config = run.config()
         readers = compressor.reader_tools(config)
@@ -194,6 +186,7 @@ class SlidingWindow:
             EventKind.WINDOW,
             reference=reference,
             lines=persisted.lines,
+            **persisted.apart,
             messages=len(dropped),
             kept=len(kept) + (1 if pinned else 0) + len(pins),
             pinned=len(pins),

@@ -499,6 +499,7 @@ class PipelineRun:
             after,
             reference=found.reference if found else None,
             line_span=found.line_span if found else None,
+            spans=found.spans if found else (),
             summary=found.summary if found else None,
             summary_source=found.summary_source if found else None,
             compressed_messages=found.compressed_messages if found else 0,

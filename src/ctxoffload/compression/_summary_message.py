@@ -21,6 +21,7 @@ from ..workspace import CONTEXT_FILE, EVENTS_FILE
 from ._artifacts import ArtifactIndex, FoundArtifact
 from ._config import ContextConfig
 from ._notes import NOTE_MARK, SUMMARY_NOTE
+from ._persisted import spans_text
 from ._summarize import bound_summary, cut_field
 from ._summary_model import Summary
 
@@ -158,15 +159,8 @@ class SummaryState:
         self.spans.sort()
 
     def spans_text(self) -> str:
-        """The spans as text, in order, adjacent or overlapping ones merged: `"1-40, 52-60"`,
-        or `"none"`."""
-        merged: list[list[int]] = []
-        for first, last in sorted(self.spans):
-            if merged and first <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], last)
-            else:
-                merged.append([first, last])
-        return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged) or "none"
+        """The spans as text (`spans_text`): `"1-40, 52-60"`, or `"none"`."""
+        return spans_text(self.spans) or "none"
 
     def trail(self, limit: int) -> str:
         """The artifact trail, newest first, at most `limit` files and a line for the rest."""

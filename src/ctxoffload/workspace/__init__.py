@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ._lease import LeaseHolder, SessionLease
     from ._local import LocalWorkspace
     from ._memory import InMemoryWorkspace
+    from ._new_session import new_session, take_new_session
     from ._objectstore import ObjectStoreWorkspace
     from ._paths import linked_elsewhere, verify_settled
     from ._payloads import (
@@ -160,6 +161,7 @@ __all__ = [
     "mark_kind",
     "mark_of",
     "missing_methods",
+    "new_session",
     "not_a_reference",
     "now_iso",
     "open_reference",
@@ -176,6 +178,7 @@ __all__ = [
     "sniff_media_type",
     "storable_message",
     "take_lease",
+    "take_new_session",
     "temporary_name",
     "token_change",
     "tool_file_stem",
@@ -266,6 +269,8 @@ __getattr__, __dir__ = lazy_exports(
         "LeaseHolder": "._lease",
         "take_lease": "._lease",
         "fork_session": "._fork",
+        "new_session": "._new_session",
+        "take_new_session": "._new_session",
         "Reach": "._scope",
         "check_reference": "._scope",
         "reach_of": "._scope",

@@ -54,15 +54,26 @@ class Span(tuple[int, int]):
 
 
 class NewRows:
-    """A batch split by `new_rows`: the lines to append, their ids, and the lines its
-    messages are on once they are appended (`span`)."""
+    """A batch split by `new_rows`: the lines to append, their ids, the lines of its messages
+    found in the log already (`found`), and the batch's `span` once the new lines are
+    appended at the line `new_rows` was given (`placed_at` for another)."""
 
-    __slots__ = ("ids", "lines", "span")
+    __slots__ = ("found", "ids", "lines", "span")
 
-    def __init__(self, lines: list[bytes], ids: list[str | None], span: Span) -> None:
+    def __init__(
+        self, lines: list[bytes], ids: list[str | None], found: list[int], first: int
+    ) -> None:
         self.lines = lines
         self.ids = ids
-        self.span = span
+        self.found = found
+        self.span = self.placed_at(first)
+
+    def placed_at(self, first: int) -> Span:
+        """The batch's span when its new lines start at line `first`: for a store that
+        learns where its lines went only once they are written (a bucket's segments)."""
+        if not self.found:
+            return Span(first, first + len(self.lines) - 1)
+        return Span.of_lines([*self.found, *range(first, first + len(self.lines))])
 
 
 def new_rows(
@@ -103,6 +114,4 @@ def new_rows(
         else:
             keep.append(line)
             kept_ids.append(msg_id)
-    if not found:
-        return NewRows(keep, kept_ids, Span(first, first + len(keep) - 1))
-    return NewRows(keep, kept_ids, Span.of_lines([*found, *range(first, first + len(keep))]))
+    return NewRows(keep, kept_ids, found, first)

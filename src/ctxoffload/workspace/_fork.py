@@ -15,7 +15,7 @@ from typing import Any
 
 from ..exceptions import ConfigError, IncompleteRecord
 from ._ids import validate_session_id
-from ._lease import LeaseHolder
+from ._new_session import take_new_session
 from ._reader import EventKind, is_event, rebuild_step
 
 __all__ = ["fork_session"]
@@ -69,15 +69,14 @@ async def fork_session(
     # Everything is read before anything is written: a fork that cannot be made leaves
     # no trace.
     messages, at, agent, model = await _starting_point(workspace, source, step)
-    lease = None
-    if take_lease and isinstance(workspace, LeaseHolder):
-        lease = await workspace.acquire_lease(new, agent="fork")
+    # Checked again under the new session's lease (`take_new_session`): a second fork to
+    # the same id checked before the first one wrote, and took the lease after it was
+    # released, stops there.
+    lease = await take_new_session(workspace, new, agent="fork") if take_lease else None
     try:
-        # Taking the lease made `new` listed (its folder or lease object), so what counts
-        # now is whether anything was recorded in it. A second fork to the same id checked
-        # before the first one wrote and took the lease after it was released: it stops
-        # here. Every write of a workspace records an event, and a fork saves its state.
-        if await workspace.read_events(new) or await workspace.read_state(new) is not None:
+        if not take_lease and (
+            await workspace.read_events(new) or await workspace.read_state(new) is not None
+        ):
             raise _exists(new)
         origin = {"session": source, "step": at}
         state = {

@@ -45,7 +45,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,7 @@ __all__ = [
     "count_newlines",
     "dumps_line",
     "dumps_row",
+    "index_keys",
     "lines_and_keys",
     "row_line_and_key",
 ]
@@ -251,11 +252,14 @@ def _line_and_key_of_msg_json(raw: bytes, msg_id: str) -> tuple[bytes, str] | No
     return line, f"{msg_id}:{digest.hexdigest()[:20]}"
 
 
-def _scan_ids(
-    fd: int, start: int, end: int, first_line: int, into: dict[str, int], more: bytes = b""
-) -> None:
-    """Record the key (`message_key`) of every message line in bytes [start, end), then `more`."""
-    for line_no, raw in enumerate(iter_lines(fd, start, end, more), first_line):
+def index_keys(lines: Iterable[bytes], first_line: int, into: dict[str, int]) -> None:
+    """Record where each message of a context log is: its key (`message_key`) -> the number
+    of its line, counting `lines` from `first_line`; a key seen before keeps its first line.
+
+    The one index every backend builds from what a log holds, so that a message offloaded
+    again (an agent resumed after a kill) is found where it is, not written twice.
+    """
+    for line_no, raw in enumerate(lines, first_line):
         if b'"id"' not in raw:
             continue
         try:
@@ -265,6 +269,13 @@ def _scan_ids(
         key = message_key(value) if isinstance(value, dict) else None
         if key is not None:
             into.setdefault(key, line_no)
+
+
+def _scan_ids(
+    fd: int, start: int, end: int, first_line: int, into: dict[str, int], more: bytes = b""
+) -> None:
+    """Record the key (`message_key`) of every message line in bytes [start, end), then `more`."""
+    index_keys(iter_lines(fd, start, end, more), first_line, into)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
-from ._batch import Span
+from ._batch import new_rows
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
@@ -33,7 +33,7 @@ from ._gc import (
     sessions_to_remove,
 )
 from ._ids import is_session_id, tool_file_stem, validate_session_id
-from ._jsonl import dumps_line, dumps_row
+from ._jsonl import dumps_line, index_keys, lines_and_keys
 from ._layout import (
     CONTEXT_FILE,
     DATA_DIR,
@@ -229,6 +229,11 @@ class ObjectStoreWorkspace:
             store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
         )
         self._logs = SegmentLog(self._client, self.writer_id)
+        # Per context log: where each message this writer knows of is (`index_keys`), read
+        # whole on this object's first append to it and kept up with its own appends, and
+        # the lock that makes a lookup and the append after it one step for this process.
+        self._context_keys: dict[str, dict[str, int]] = {}
+        self._context_locks: dict[str, asyncio.Lock] = {}
 
     def __repr__(self) -> str:
         return f"ObjectStoreWorkspace(url={self.url!r})"
@@ -307,8 +312,15 @@ class ObjectStoreWorkspace:
         All messages of one call get consecutive global line numbers, whatever other
         processes on other machines append to the same session at the same time.
 
+        Idempotent, as `LocalWorkspace.offload_context` is: a message already in the log
+        (same id, same content) is not written again and the span names where it is, so an
+        agent resumed after a kill, which offloads again what its killed run had written,
+        leaves each message once. The log is read whole on this object's first append to it;
+        a message another process writes at the same moment as this one may be there twice.
+
         Returns:
-            The context log's reference, as a `ContextRef` carrying the lines written.
+            The context log's reference, as a `ContextRef` carrying the lines of the batch's
+            messages.
 
         Raises:
             InvalidSessionId: before any I/O.
@@ -321,18 +333,28 @@ class ObjectStoreWorkspace:
         pending = _PendingData()
         store = self._store_into(pending)
 
-        def serialise() -> bytes:
+        def serialise() -> tuple[list[bytes], list[str | None]]:
             # A message that cannot be stored as given becomes a stand-in line (see
             # context_rows), so one bad message never stops the rest of the batch.
-            return b"".join(dumps_row(row) for row in context_rows(items, store))
+            return lines_and_keys(context_rows(items, store))
 
         # Serialise before any write, so an item that is not a message leaves the store
         # untouched.
-        payload = await asyncio.to_thread(serialise)
-        if not payload:
+        lines, keys = await asyncio.to_thread(serialise)
+        if not lines:
             return ContextRef(ref, 0, -1)
         await self._upload_data(pending)
-        span = Span(*await self._logs.append(key, payload))
+        async with self._context_locks.setdefault(key, asyncio.Lock()):
+            index = await self._context_index(key)
+            # The new rows' first line is known once their segment is won: placed then.
+            rows = new_rows(lines, keys, (index,), 1)
+            payload = b"".join(rows.lines)
+            if payload:
+                first, _ = await self._logs.append(key, payload)
+                index_keys(rows.lines, first, index)
+                span = rows.placed_at(first)
+            else:
+                span = rows.span
         await self._keep_present(pending)
         await self._event(
             session_id,
@@ -343,6 +365,16 @@ class ObjectStoreWorkspace:
             **span.event_fields(),
         )
         return ContextRef(ref, *span, span.runs)
+
+    async def _context_index(self, key: str) -> dict[str, int]:
+        """Where each message of the context log `key` is, as far as this object knows."""
+        index = self._context_keys.get(key)
+        if index is None:
+            index = {}
+            data = await self._logs.read(key)
+            await asyncio.to_thread(index_keys, data.split(b"\n"), 1, index)
+            self._context_keys[key] = index
+        return index
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """Store the whole text of one tool result as `sessions/<id>/tool_result-<tool_id>.txt`.
@@ -777,6 +809,7 @@ class ObjectStoreWorkspace:
         keys = [i.key for i in await self._client.list_objects(prefix)]
         for log in _LOGS:
             self._logs.forget(f"{prefix}/{log}")
+            self._context_keys.pop(f"{prefix}/{log}", None)
         await self._client.delete(keys)
         return bool(keys)
 
@@ -1030,6 +1063,7 @@ class ObjectStoreWorkspace:
         await self._client.delete([lease_key])
         for log in _LOGS:
             self._logs.forget(f"{prefix}/{log}")
+            self._context_keys.pop(f"{prefix}/{log}", None)
         return None
 
 
