@@ -434,9 +434,9 @@ def test_watch_prints_a_live_agent_as_show_prints_it_after(
     watch = _watch(session, "--wait", "--workdir", str(workdir))
     err = _lines(watch.stderr)
     _wait_for(err, "waiting for it", [])
+    command = ["demo", "--workdir", str(workdir), "--session", session]
     demo = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "demo", "--workdir", str(workdir)]
-        + ["--session", session],
+        [sys.executable, "-m", "ctxoffload", *command],
         capture_output=True,
         text=True,
         timeout=PATIENCE * 4,
