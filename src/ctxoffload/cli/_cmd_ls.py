@@ -23,7 +23,7 @@ from ..workspace import (
 )
 from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._output import iso_time, print_json, print_table, shown
+from ._output import Column, iso_time, print_json, print_table, shown
 from ._reading import (
     committed_end,
     hard_links_refused,
@@ -42,6 +42,18 @@ __all__ = [
     "run",
     "session_facts",
 ]
+
+
+LS_COLUMNS = (
+    Column("session"),
+    Column("last activity (UTC)", "last (UTC)", fold=True, keep=6),
+    Column("steps", right=True, keep=5),
+    Column("messages", "msgs", right=True, keep=4),
+    Column("tool results", "tools", right=True, keep=3),
+    Column("bytes", right=True, keep=2),
+    Column("compr.", right=True, keep=1),
+)
+"""The columns of `ls`; on a narrow terminal they give way by `keep` (docs/cli.md)."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -298,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
         return "?" if any(name in sources for name in row["unreadable"]) else "-"
 
     print_table(
-        ["session", "last activity (UTC)", "steps", "messages", "tool results", "bytes", "compr."],
+        LS_COLUMNS,
         [
             [
                 "  " * r["depth"] + ("└ " if r["depth"] else "") + r["session"],
