@@ -97,3 +97,22 @@ def test_ls_fits_the_terminal(demo: Any, width: int, mode: str) -> None:
     date, clock = row[1].split()
     rows_with_time = [line for line in lines if _whole(date, line) or _whole(clock, line)]
     assert 1 <= len(rows_with_time) <= 2, "\n".join(lines)
+
+
+@pytest.mark.parametrize("mode", ["rich", "plain"])
+def test_a_long_session_id_folds_instead_of_leaving_every_column_out(
+    tmp_path: Path, mode: str
+) -> None:
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    long_id = "thread-" + "0123456789abcdef" * 7
+    workspace = LocalWorkspace(tmp_path, fsync=False)
+    asyncio.run(workspace.offload_context(long_id, msgs=[Msg(role="user", content="x")]))
+    lines = _printed(tmp_path, "ls", 80, mode)
+    assert max(len(line) for line in lines) <= 80
+    notes = [line for line in lines if "left out" in line]
+    assert notes in ([], ["(compr.: left out to fit 80 columns)"]), "\n".join(lines)
+    pieces = [re.sub(r"[│┃]", " ", line).split()[0] for line in lines if "0123" in line]
+    assert "".join(pieces) == long_id

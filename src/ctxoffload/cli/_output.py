@@ -330,27 +330,36 @@ def _fit_columns(
             if sum(step) + chrome(len(shown)) <= width:
                 return shown, titles, step
         widths = folded
-        for i in sorted(shown, key=lambda i: (columns[i].keep, -i)):
-            if not columns[i].fold:
-                continue
+        # The columns that fold, the lowest priority first; last the first column, when it
+        # takes more than a third of the room (a long id folds rather than every other
+        # column being left out; a shorter one is never folded).
+        folding = [i for i in sorted(shown, key=lambda i: (columns[i].keep, -i)) if columns[i].fold]
+        for i in [*(i for i in folding if i != 0), 0]:
             at = shown.index(i)
-            # A word is kept whole up to _WHOLE_WORD characters (a date, a source); a longer
-            # one (a path, a planted name) folds anywhere rather than leave the column out.
-            least = max(
-                [
-                    _longest_word(titles[at]),
-                    *(min(_WHOLE_WORD, _longest_word(row[i])) for row in cells if i < len(row)),
-                ]
-            )
+            column = [titles[at], *(row[i] for row in cells if i < len(row))]
+            if i == 0 and not columns[0].fold:
+                least = max(_longest_word(titles[0]), _WHOLE_WORD + 4, width // 3)
+            else:
+                # A word is kept whole up to _WHOLE_WORD characters (a date, a source); a
+                # longer one (a path, a planted name) folds anywhere rather than leave the
+                # column out.
+                least = max(
+                    [
+                        _longest_word(titles[at]),
+                        *(min(_WHOLE_WORD, _longest_word(t)) for t in column),
+                    ]
+                )
             over = sum(widths) + chrome(len(shown)) - width
             room = max(least, widths[at] - over)
+            if room >= widths[at]:
+                continue
             # As wide as its longest folded line: no room is kept that no line uses.
-            widths[at] = max(
-                len(line)
-                for text in (titles[at], *(row[i] for row in cells if i < len(row)))
-                for line in _folded(text, room)
-            )
+            widths[at] = max(len(line) for text in column for line in _folded(text, room))
             if sum(widths) + chrome(len(shown)) <= width:
+                # The room left unfolds the titles, the highest priority first.
+                for at in sorted(range(len(shown)), key=lambda a: -columns[shown[a]].keep):
+                    spare = width - sum(widths) - chrome(len(shown))
+                    widths[at] += max(0, min(spare, len(titles[at]) - widths[at]))
                 return shown, titles, widths
         if not leave:
             # The first column alone is wider than the room: it folds (never cut with "…").
