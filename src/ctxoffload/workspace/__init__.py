@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._local import LocalWorkspace
     from ._memory import InMemoryWorkspace
     from ._objectstore import ObjectStoreWorkspace
-    from ._paths import linked_elsewhere, verify_settled
+    from ._paths import linked_elsewhere, verify_settled, workdir_problem
     from ._payloads import (
         count_lines,
         decode_base64,
@@ -182,6 +182,7 @@ __all__ = [
     "tool_result_name",
     "validate_session_id",
     "verify_settled",
+    "workdir_problem",
     "writing_as",
 ]
 
@@ -220,6 +221,7 @@ __getattr__, __dir__ = lazy_exports(
         "tool_result_name": "._layout",
         "linked_elsewhere": "._paths",
         "verify_settled": "._paths",
+        "workdir_problem": "._paths",
         "count_lines": "._payloads",
         "decode_base64": "._payloads",
         "render_tool_output": "._payloads",

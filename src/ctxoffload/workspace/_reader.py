@@ -30,7 +30,14 @@ import time
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._ids import is_session_id
 from ._layout import COMMIT_SUFFIX, EVENTS_FILE, SESSIONS_DIR, is_committed_log
-from ._paths import Refused, file_url_to_path, linked_elsewhere, open_for_reading, open_path
+from ._paths import (
+    Refused,
+    file_url_to_path,
+    linked_elsewhere,
+    open_for_reading,
+    open_path,
+    workdir_problem,
+)
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -680,9 +687,9 @@ def sessions_folder(workdir: str) -> Folder:
         InvalidReference: `workdir` does not exist, is not a folder, or has no sessions/
             folder: it is not a ctxoffload workspace.
     """
-    if not os.path.isdir(workdir):
-        what = "does not exist" if not os.path.lexists(workdir) else "is not a folder"
-        raise InvalidReference(f"workdir {workdir!r} {what}")
+    problem = workdir_problem(workdir)
+    if problem is not None:
+        raise InvalidReference(problem)
     sessions = os.path.join(workdir, SESSIONS_DIR)
     if os.path.islink(sessions) or not os.path.isdir(sessions):
         raise InvalidReference(
