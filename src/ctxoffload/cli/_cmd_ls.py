@@ -6,7 +6,7 @@ import argparse
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..exceptions import CliError
@@ -37,6 +37,8 @@ __all__ = [
     "Warnings",
     "count_newlines",
     "grouped",
+    "newest_session",
+    "own_files",
     "read_logged",
     "register",
     "run",
@@ -201,10 +203,12 @@ def session_facts(workdir: str, session: str, warnings: Warnings | None = None) 
     return facts
 
 
-def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then: str) -> None:
-    last = 0.0
-    size = 0
-    tool_results = 0
+def own_files(
+    folder: Folder, refused: Callable[[str, os.stat_result], None] | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
+    """The session's own files, each with its `stat`: regular files with one link. One with
+    other links (perhaps another name of a file outside the workspace: neither its size nor
+    its time is the session's) is given to `refused` instead."""
     for name in folder.names():
         try:
             st = folder.stat(name)  # a second link is looked at again for a moment
@@ -213,13 +217,38 @@ def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then:
         if not stat.S_ISREG(st.st_mode):
             continue  # a folder, a link, a FIFO: not a file of the session
         if linked_elsewhere(st):
-            # Perhaps another name of a file outside the workspace: neither its size nor its
-            # time is the session's.
-            warnings.say(
-                folder.path(name), hard_links_refused(folder.path(name), st.st_nlink), then
-            )
-            facts["unreadable"].append(name)
+            if refused is not None:
+                refused(name, st)
             continue
+        yield name, st
+
+
+def newest_session(workdir: str) -> tuple[str | None, int]:
+    """The session with the latest activity (as `ls` sorts them: the newest time a file of
+    its own was changed), and how many sessions there are."""
+    newest: tuple[float, str] | None = None
+    sessions = session_ids(workdir)
+    for session in sessions:
+        try:
+            with Folder(workdir, SESSIONS_DIR, session) as folder:
+                last = max((st.st_mtime for _, st in own_files(folder)), default=0.0)
+        except OSError:  # gone, or cannot be listed: no activity to compare
+            continue
+        if newest is None or (last, session) > newest:
+            newest = (last, session)
+    return (newest[1] if newest else None), len(sessions)
+
+
+def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then: str) -> None:
+    last = 0.0
+    size = 0
+    tool_results = 0
+
+    def refused(name: str, st: os.stat_result) -> None:
+        warnings.say(folder.path(name), hard_links_refused(folder.path(name), st.st_nlink), then)
+        facts["unreadable"].append(name)
+
+    for name, st in own_files(folder, refused):
         last = max(last, st.st_mtime)
         size += st.st_size
         tool_results += is_tool_result_name(name)

@@ -42,7 +42,12 @@ def register(commands: Any) -> None:
             "summaries, data files. --step N prints the messages the model was sent at step N."
         ),
     )
-    parser.add_argument("session", metavar="SESSION", help="the session id")
+    parser.add_argument(
+        "session",
+        metavar="SESSION",
+        nargs="?",
+        help="the session id (default: the newest, as `ls` lists them first)",
+    )
     parser.add_argument(
         "--step", type=int, metavar="N", help="print what the model was sent at step N"
     )
@@ -65,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     is shown, and the exit status is then 1.
     """
     workdir = open_workspace(args, session=args.session)
+    if args.session is None:
+        args.session = _newest(workdir)
     session = session_folder(workdir, args.session)
     with SessionLog(workdir, session) as events:
         if args.step is not None:
@@ -73,6 +80,27 @@ def run(args: argparse.Namespace) -> int:
             _show_timeline(events, workdir, args)
         damaged = events.warn()
     return EXIT_PROBLEMS if damaged else EXIT_OK
+
+
+def _newest(workdir: str) -> str:
+    """The session `show` shows when none is named: the newest (said on stderr).
+
+    Raises:
+        CliError: the workspace has no session yet.
+    """
+    from ._cmd_ls import newest_session
+
+    newest, count = newest_session(workdir)
+    if newest is None:
+        raise CliError(
+            f"no session in {shown(workdir)!r} yet: pass a SESSION, or run an agent first"
+        )
+    if count > 1:
+        print(
+            f"ctxoffload show: the newest session of {count} is {newest} (ls lists them)",
+            file=sys.stderr,
+        )
+    return newest
 
 
 # -- reading -------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ if TYPE_CHECKING:
         reference_parts,
         sessions_folder,
         token_change,
+        workspace_of,
     )
     from ._scope import Reach, check_reference, reach_of
     from ._writer import (
@@ -183,6 +184,7 @@ __all__ = [
     "validate_session_id",
     "verify_settled",
     "workdir_problem",
+    "workspace_of",
     "writing_as",
 ]
 
@@ -249,6 +251,7 @@ __getattr__, __dir__ = lazy_exports(
         "fidelity_sentence": "._reader",
         "token_change": "._reader",
         "sessions_folder": "._reader",
+        "workspace_of": "._reader",
         "GcReport": "._gc",
         "tool_file_stem": "._ids",
         "validate_session_id": "._ids",
