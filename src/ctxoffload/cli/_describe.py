@@ -95,6 +95,7 @@ class Timeline:
         self._repeats = Repeats()
         self._started = False
         self._held: list[str] = []  # the lines of a summary event not printed yet
+        self._held_event: dict[str, Any] | None = None
         self._held_fields: list[str] = []  # its fields, to know the message that logs it
         self._compressed = False  # the compression of the held summary is printed
 
@@ -111,16 +112,23 @@ class Timeline:
 
     def add(self, event: dict[str, Any]) -> list[str]:
         """The lines to print for `event` (and for a summary held until now)."""
-        out: list[str] = []
+        return [line for _, lines in self.entries(event) for line in lines]
+
+    def entries(self, event: dict[str, Any]) -> list[tuple[dict[str, Any] | None, list[str]]]:
+        """What `add` prints, each part with the event it is the lines of (None: the
+        sentence `NOT_BY_AGENT`, before the first event), for a reader that keeps them
+        apart (the viewer)."""
+        out: list[tuple[dict[str, Any] | None, list[str]]] = []
         if not self._started:
             self._started = True
             if not self.by_agent:
-                out.append(NOT_BY_AGENT)
+                out.append((None, [NOT_BY_AGENT]))
         kind = event["kind"]
         if kind == EventKind.SUMMARY:
-            out += self.flush()  # an earlier summary no message held
+            out += self.flush_entries()  # an earlier summary no message held
             fields = summary_fields(event) or {}
             self._held = self._describe(event)
+            self._held_event = event
             self._held_fields = summary_lines(fields)
             self._compressed = False
             return out
@@ -132,16 +140,21 @@ class Timeline:
             return out
         lines = self._describe(event)
         if lines and self._held and self._compressed:
-            out += self.flush()
-        out += lines
+            out += self.flush_entries()
+        if lines:
+            out.append((event, lines))
         if kind == EventKind.COMPRESSION and self._held:
             self._compressed = True
         return out
 
     def flush(self) -> list[str]:
         """The lines held, to print now: no more events are coming (or none soon)."""
+        return [line for _, lines in self.flush_entries() for line in lines]
+
+    def flush_entries(self) -> list[tuple[dict[str, Any] | None, list[str]]]:
+        """`flush`, with the event the lines are of (see `entries`)."""
         held, self._held = self._held, []
-        return held
+        return [(self._held_event, held)] if held else []
 
     def _describe(self, event: dict[str, Any]) -> list[str]:
         return describe(
