@@ -86,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
     reference = args.reference
     if not workdir_given(args) and not os.environ.get("CTXOFFLOAD_WORKDIR"):
         # A path a notice printed is enough, from any folder: it names its workspace.
-        found = workspace_of(reference)
-        if found is not None:
-            args.workdir = found
+        own = workspace_of(reference)
+        if own is not None:
+            args.workdir = own
     bucket = is_store_url(workdir_text(args))
     if bucket:
         # Copy only what the reference needs: its session, or data/.
