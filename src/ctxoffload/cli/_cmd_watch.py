@@ -30,7 +30,7 @@ from ..workspace import (
 )
 from ._arguments import add_json, add_workdir, workdir_of
 from ._commands import COMMAND_HELP
-from ._describe import NOT_BY_AGENT, Timeline, describe
+from ._describe import NOT_BY_AGENT, Timeline
 from ._output import json_text, shown
 from ._reading import (
     hard_links_refused,
@@ -42,7 +42,7 @@ from ._reading import (
 )
 from ._watching import watch_sessions
 
-__all__ = ["Follower", "describe_event", "register", "run"]
+__all__ = ["Follower", "register", "run"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,14 +71,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--from-start", action="store_true", help="print what is already there first"
     )
     parser.set_defaults(run=run)
-
-
-def describe_event(event: dict[str, Any], session: str, *, by_agent: bool = True) -> str:
-    """The lines `show` prints for an event, the session after the time of each that has one.
-
-    A summary's fields and a traceback continue the line above them, as `show` prints them.
-    """
-    return "\n".join(describe(event, by_agent=by_agent, session=session))
 
 
 # How long the lines of a summary event wait for the summary message that may hold them (an
