@@ -358,12 +358,20 @@ def _watched(watch: subprocess.Popen[str], last: str) -> list[str]:
     seen: list[str] = []
     try:
         _wait_for(out, last, seen)
-        said = _end(watch, err, [])
+        watch.send_signal(signal.SIGINT)
+        code = watch.wait(timeout=PATIENCE)
+        said = []
+        while True:  # the pump ends at EOF, now that watch has exited
+            try:
+                said.append(err.get(timeout=5))
+            except queue.Empty:
+                break
+        assert code == 0, (code, said)
         while not out.empty():
             seen.append(out.get())
     finally:
         _stop(watch)
-    assert "Traceback" not in said, said
+    assert "Traceback" not in "".join(said), said
     return [line.rstrip("\n") for line in seen]
 
 
