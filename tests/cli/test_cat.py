@@ -68,3 +68,47 @@ def test_cat_marks_the_lines_of_a_batch_never_committed(
     assert shown.out.splitlines()[2] == "     2\t(not committed: readers skip it) [user]"
     raw = cli("cat", "sessions/s/context.jsonl", "--raw", "--lines", "2", "--workdir", workdir)
     assert raw.out.startswith("     2\t(not committed: readers skip it) {")
+
+
+def test_an_absolute_path_finds_its_workspace_from_any_folder(
+    filled: Path, tmp_path: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """The path a notice printed is enough, wherever the command runs."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    result = filled / "sessions/run-1/tool_result-call_1.txt"
+    for reference in (str(result), result.as_uri()):
+        found = cli("cat", reference, "--lines", "1:2")
+        assert (found.code, found.err) == (0, ""), found
+        assert found.out.splitlines()[0].endswith(result.read_text().splitlines()[0])
+    context = cli("cat", filled / "sessions/run-1/context.jsonl", "--lines", "1")
+    assert context.code == 0 and "Find the failing order" in context.out
+    # A workdir that is given still decides: the path is outside it.
+    (elsewhere / "sessions").mkdir()
+    refused = cli("cat", result, "--workdir", elsewhere)
+    assert refused.code == 2 and "names no file inside the workspace" in refused.err
+    # A path in no workspace is said as before.
+    stray = tmp_path / "stray.txt"
+    stray.write_text("x")
+    monkeypatch.chdir(tmp_path)
+    assert "is not a ctxoffload workspace" in cli("cat", stray).err
+
+
+def test_a_session_named_sessions_is_no_workspace_of_its_own(
+    tmp_path: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    workdir = tmp_path / "ws"
+    asyncio.run(
+        LocalWorkspace(workdir).offload_context("sessions", msgs=[Msg(role="user", content="hi")])
+    )
+    (workdir / "sessions/sessions/sessions").mkdir()  # a folder no workspace writes
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    found = cli("cat", workdir / "sessions/sessions/context.jsonl")
+    assert found.code == 0 and "hi" in found.out, found

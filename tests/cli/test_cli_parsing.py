@@ -113,7 +113,7 @@ def test_other_commands_take_options_before_their_positionals(
         (["grep", "x", "-C", "many"], "argument -C/--context: invalid int value: 'many'"),
         (["ls", "--no-such-option"], "unrecognized arguments: --no-such-option"),
         (["stats", "a", "b"], "unrecognized arguments: b"),
-        (["show"], "the following arguments are required: SESSION"),
+        (["show", "a", "b"], "unrecognized arguments: b"),
         (["verify", "--json=1"], "argument --json: ignored explicit argument '1'"),
         (["gc", "--dry-run", "extra"], "unrecognized arguments: extra"),
         (["cat"], "the following arguments are required: reference"),

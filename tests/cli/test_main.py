@@ -182,7 +182,7 @@ def test_demo_with_a_file_as_workdir_creates_nothing(
 ) -> None:
     (tmp_path / "f").write_text("x")
     result = cli("demo", "--workdir", tmp_path / "f")
-    assert result.code == 2 and "is a file" in result.err
+    assert result.code == 2 and "is not a folder" in result.err
     assert os.listdir(tmp_path) == ["f"]
 
 

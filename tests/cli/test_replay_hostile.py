@@ -64,15 +64,21 @@ def _swe_agent(tool_call_ids: str) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize("value", [5, None, ["x"], {"a": 1}])
-def test_a_trajectory_format_that_is_no_string_is_no_traceback(
-    tmp_path: Path, value: object
+@pytest.mark.parametrize("value", [5, None, ["x"], {"a": 1}, "other-agent-2", "x" * 10_000])
+@pytest.mark.parametrize("info", [False, True], ids=["chat", "mini-swe-agent's keys"])
+def test_a_trajectory_format_replay_does_not_know_is_said_in_one_line(
+    tmp_path: Path, value: object, info: bool
 ) -> None:
+    """A transcript that names its format, as one replay does not know, is not read as a
+    format guessed from its keys; --format says which to read it as."""
     transcript = tmp_path / "t.traj.json"
-    transcript.write_text(json.dumps({"trajectory_format": value, "messages": CHAT}))
+    data = {"trajectory_format": value, "messages": CHAT, **({"info": {}} if info else {})}
+    transcript.write_text(json.dumps(data))
     done = _replay(tmp_path, transcript)
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert done.returncode in (0, 2), done
+    _one_line_error(done, "is in no format replay knows (its trajectory_format is ")
+    assert len(done.stderr) < 400, done.stderr
+    chosen = _replay(tmp_path, transcript, "--format", "openai")
+    assert chosen.returncode == 0, chosen.stderr
 
 
 @pytest.mark.parametrize(

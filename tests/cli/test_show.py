@@ -444,3 +444,30 @@ def test_show_json_spells_numbers_json_cannot_as_strings(
     printed = json.loads(capsys.readouterr().out, parse_constant=refuse)
     [event] = [e for e in printed["events"] if e["kind"] == "note"]
     assert (event["ratio"], event["high"], event["low"]) == ("NaN", "Infinity", "-Infinity")
+
+
+def test_show_without_a_session_shows_the_newest(
+    filled: Path, cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    import os
+
+    for session, when in (("run-1", 1_000_000_000), ("run-2", 1_700_000_000)):
+        folder = filled / "sessions" / session
+        for file in folder.iterdir():
+            os.utime(file, (when, when))
+    newest = cli("show", "--workdir", filled)
+    assert newest.code == 0, newest.err
+    assert newest.out == cli("show", "run-2", "--workdir", filled).out
+    assert newest.err == "ctxoffload show: the newest session of 2 is run-2 (ls lists them)\n"
+    os.utime(filled / "sessions/run-1/context.jsonl")  # now
+    assert cli("show", "--workdir", filled).out.startswith("session run-1 ")
+    # --step and --json take the newest too.
+    assert json.loads(cli("show", "--json", "--workdir", filled).out)["session"] == "run-1"
+    empty = tmp_path / "empty"
+    (empty / "sessions").mkdir(parents=True)
+    none = cli("show", "--workdir", empty)
+    assert (none.code, none.out) == (2, "")
+    assert none.err == (
+        f"ctxoffload show: no session in {str(empty)!r} yet: pass a SESSION, or run an agent "
+        "first\n"
+    )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -345,3 +347,147 @@ def test_watch_refuses_sessions_swapped_for_a_link(filled: Path, tmp_path: Path)
     finally:
         _stop(watch)
     assert "SECRET" not in "".join(seen) + said
+
+
+# -- what watch prints is what show prints ---------------------------------------------------
+
+
+def _watched(watch: subprocess.Popen[str], last: str) -> list[str]:
+    """Everything watch printed until a line holding `last`, then Ctrl-C."""
+    out, err = _lines(watch.stdout), _lines(watch.stderr)
+    seen: list[str] = []
+    try:
+        _wait_for(out, last, seen)
+        watch.send_signal(signal.SIGINT)
+        code = watch.wait(timeout=PATIENCE)
+        said = []
+        while True:  # the pump ends at EOF, now that watch has exited
+            try:
+                said.append(err.get(timeout=5))
+            except queue.Empty:
+                break
+        assert code == 0, (code, said)
+        while not out.empty():
+            seen.append(out.get())
+    finally:
+        _stop(watch)
+    assert "Traceback" not in "".join(said), said
+    return [line.rstrip("\n") for line in seen]
+
+
+def _as_show_prints(lines: list[str], session: str) -> tuple[list[str], list[str]]:
+    """watch's lines of events, with the session taken out after each time (as show prints
+    them); and its other lines (messages of context.jsonl, new files)."""
+    at = re.compile(rf"^(\d\d:\d\d:\d\d) {re.escape(session)} ")
+    prefix = f"{'':8} {session} "  # before a sentence show prints alone
+    alone = f"{prefix}no session_start: "
+    lines = [line[len(prefix) :] if line.startswith(alone) else line for line in lines]
+    events = [at.sub(r"\1 ", line) for line in lines if not line.startswith(" " * 9)]
+    others = [line for line in lines if line.startswith(" " * 9)]
+    return events, others
+
+
+def _timeline(cli: Callable[..., Any], workdir: Path, session: str) -> list[str]:
+    """The lines `show` prints for the events of a session (its timeline, without the
+    header and the lists of sub-agents and data files after it)."""
+    shown = cli("show", session, "--workdir", workdir)
+    assert shown.code == 0, shown.err
+    lines = shown.out.splitlines()[1:]
+    for end in ("sub-agents:", "data files:"):
+        if end in lines:
+            lines = lines[: lines.index(end)]
+    return lines
+
+
+def _check_order(lines: list[str], session: str) -> None:
+    """Each message of context.jsonl comes before the line of the compression that moved it
+    there, after the one before; each new file just before the truncation that names it."""
+    span = re.compile(r"context\.jsonl lines (\d+)-(\d+)")
+    row = re.compile(rf"^ {{9}}{re.escape(session)} context\.jsonl line (\d+) ")
+    done = 0  # the last line of context.jsonl a compression printed so far named
+    rows = 0
+    for i, line in enumerate(lines):
+        if found := row.match(line):
+            assert int(found[1]) == done + rows + 1, (line, lines)
+            rows += 1
+        elif " new file " in line:
+            name = line.rsplit("/", 1)[1]
+            assert "truncated" in lines[i + 1] and lines[i + 1].endswith(name), lines[i : i + 2]
+        elif (found := span.search(line)) and " compressed " in line:
+            assert (int(found[1]), int(found[2])) == (done + 1, done + rows), (line, lines)
+            done, rows = int(found[2]), 0
+    assert done > 0 and rows == 0
+
+
+def test_watch_from_start_prints_what_show_prints_in_order(
+    demo: Any, cli: Callable[..., Any]
+) -> None:
+    session = "nightly-job"
+    shown = _timeline(cli, demo.workdir, session)
+    watch = _watch(session, "--from-start", "--workdir", str(demo.workdir))
+    printed = _watched(watch, shown[-1][9:])
+    events, others = _as_show_prints(printed, session)
+    assert events == shown
+    compressions = sum(bool(re.match(r"\d\d:\d\d:\d\d compressed ", line)) for line in shown)
+    assert sum(" summary message " in line for line in events) == compressions > 1
+    _check_order(printed, session)
+    assert len([line for line in others if " new file " in line]) == 9
+
+
+def test_watch_prints_a_live_agent_as_show_prints_it_after(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir, session = tmp_path / "ws", "live-job"
+    (workdir / "sessions").mkdir(parents=True)
+    watch = _watch(session, "--wait", "--workdir", str(workdir))
+    err = _lines(watch.stderr)
+    _wait_for(err, "waiting for it", [])
+    command = ["demo", "--workdir", str(workdir), "--session", session]
+    demo = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", *command],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE * 4,
+    )
+    assert demo.returncode == 0, demo.stderr
+    shown = _timeline(cli, workdir, session)
+    out = _lines(watch.stdout)
+    seen: list[str] = []
+    try:
+        _wait_for(out, shown[-1][9:], seen)
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=PATIENCE) == 0
+        while not out.empty():
+            seen.append(out.get())
+    finally:
+        _stop(watch)
+    printed = [line.rstrip("\n") for line in seen]
+    events, _ = _as_show_prints(printed, session)
+    assert events == shown
+    _check_order(printed, session)
+
+
+def test_watch_prints_a_summary_no_message_holds_once_under_its_compression(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """A Compressor without an Agent logs the summary as an event only: watch prints it once,
+    under the compression, with each of its lines whole."""
+    from ctxoffload import LocalWorkspace, Msg
+
+    async def write() -> None:
+        ws = LocalWorkspace(tmp_path, fsync=False)
+        ref = await ws.offload_context("s-1", msgs=[Msg(role="user", content="old")])
+        fields = {"task_overview": "find the order", "next_steps": "grep the log"}
+        span = [ref.first_line, ref.last_line]
+        await ws.record_event("s-1", "summary", reference=str(ref), lines=span, **fields)
+        await ws.record_event(
+            "s-1", "compression", reference=str(ref), lines=span, tokens_before=9, tokens_after=1
+        )
+
+    asyncio.run(write())
+    shown = _timeline(cli, tmp_path, "s-1")
+    assert shown[-2:] == ["      task_overview: find the order", "      next_steps: grep the log"]
+    printed = _watched(_watch("s-1", "--from-start", "--workdir", str(tmp_path)), "next_steps")
+    events, others = _as_show_prints(printed, "s-1")
+    assert events == shown
+    assert others == [f"{'':8} s-1 context.jsonl line 1 [user] old"]

@@ -318,3 +318,35 @@ def test_agentscope_context_config_fields() -> None:
         text = str(raised.value)
         assert f"'{field}' is an AgentScope ContextConfig field that ctxoffload does not" in text
         assert "Extra inputs are not permitted" not in text
+
+
+def test_a_key_given_twice_in_a_template_file_is_refused(tmp_path: Path) -> None:
+    """JSON keeps the last of two equal keys: the first list of managers would be dropped
+    without a word, as `"pre_llm"` with `"PRE_LLM"` is refused."""
+    twice = tmp_path / "twice.json"
+    twice.write_text(
+        '{"hooks": {"pre_llm": [{"type": "SlidingWindow", "config": {"max_messages": 8}}],\n'
+        '           "pre_llm": [{"type": "ImageLimit", "config": {"max_images": 2}}]}}'
+    )
+    with pytest.raises(ConfigError) as raised:
+        ContextPipeline.from_json_file(twice)
+    assert str(raised.value) == (
+        f"context pipeline file {str(twice)!r}: hooks.pre_llm is given twice in one object; "
+        "JSON would keep only the last: give it once"
+    )
+    deeper = tmp_path / "deeper.json"
+    deeper.write_text(
+        '{"hooks": {"pre_llm": [{"type": "SlidingWindow",'
+        ' "config": {"max_messages": 8, "max_messages": 80}}]}}'
+    )
+    with pytest.raises(ConfigError, match=r"hooks\.pre_llm\[0\]\.config\.max_messages is given"):
+        ContextPipeline.from_json_file(deeper)
+
+
+def test_a_key_given_twice_in_a_config_file_is_refused(tmp_path: Path) -> None:
+    from ctxoffload import ContextConfig
+
+    twice = tmp_path / "config.json"
+    twice.write_text('{"trigger_ratio": 0.5, "trigger_ratio": 0.9}')
+    with pytest.raises(ConfigError, match="trigger_ratio is given twice in one object"):
+        ContextConfig.from_json_file(twice)

@@ -564,3 +564,18 @@ def test_a_bad_port_is_a_usage_error(demo_workspace: Path, port: str) -> None:
         check=False,
     )
     assert done.returncode == 2 and "--port" in done.stderr
+
+
+def test_the_timeline_is_what_show_prints(ui: Ui) -> None:
+    """Each summary once, under its compression, as `show` prints it (one `Timeline`)."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "--workdir", str(ui.workdir), "show", "nightly-job"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()[1:]
+    shown = shown[: shown.index("data files:")] if "data files:" in shown else shown
+    served = api(ui, "session", session="nightly-job")["lines"]
+    assert [line for entry in served for line in entry["lines"]] == shown
+    assert [e["index"] for e in served] == sorted(e["index"] for e in served)
+    assert not any(e["kind"] == "summary" for e in served)

@@ -13,9 +13,35 @@ from ctxoffload import (
     InvalidReference,
     LocalWorkspace,
     Msg,
+    OffloadError,
     ToolResultBlock,
 )
 from helpers import PNG, image_block, user_msgs
+
+# -- a workdir that is no folder ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["the workdir", "a folder above it"])
+async def test_a_file_given_as_the_workdir_is_said_to_be_no_folder(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file where the workdir should be is a mistake in the workdir, said as the command
+    says it; not a planted link to remove (the file is the user's own)."""
+    from ctxoffload.cli import main
+
+    (tmp_path / "notes.txt").write_text("mine")
+    workdir = tmp_path / "notes.txt" if where == "the workdir" else tmp_path / "notes.txt" / "ws"
+    ws = LocalWorkspace(workdir)
+    with pytest.raises(OffloadError) as raised:
+        await ws.offload_context("s", msgs=user_msgs("x"))
+    said = str(raised.value)
+    assert "symbolic link" not in said and "remove" not in said, said
+    assert main(["ls", "--workdir", str(workdir)]) == 2
+    cli_said = capsys.readouterr().err
+    diagnosis = f"workdir {str(workdir)!r} is not a folder"
+    assert said.startswith(diagnosis) and cli_said.startswith(f"ctxoffload ls: {diagnosis}")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
 
 # -- layout -----------------------------------------------------------------------------------
 

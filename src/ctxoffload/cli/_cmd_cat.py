@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from ..exceptions import CliError
-from ..workspace import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR, Folder
-from ._arguments import EXIT_PROBLEMS, add_workdir, is_store_url, workdir_text
+from ..workspace import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR, Folder, workspace_of
+from ._arguments import EXIT_PROBLEMS, add_workdir, is_store_url, workdir_given, workdir_text
 from ._commands import COMMAND_HELP
 from ._output import raw_stream, shown
 from ._reading import committed_end, open_workspace, refusal
@@ -84,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
     first, last = parse_line_range(args.lines)
     session = None
     reference = args.reference
+    if not workdir_given(args) and not os.environ.get("CTXOFFLOAD_WORKDIR"):
+        # A path a notice printed is enough, from any folder: it names its workspace.
+        own = workspace_of(reference)
+        if own is not None:
+            args.workdir = own
     bucket = is_store_url(workdir_text(args))
     if bucket:
         # Copy only what the reference needs: its session, or data/.

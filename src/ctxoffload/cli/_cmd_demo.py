@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..exceptions import CliError
-from ..workspace import SESSIONS_DIR
+from ..workspace import SESSIONS_DIR, workdir_problem
 from ._arguments import workdir_of
 from ._commands import COMMAND_HELP
 from ._output import Progress
@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
         if given is not None
         else Path(f"ctxoffload-demo-{datetime.now():%Y%m%d-%H%M%S}")
     )
-    if workdir.exists() and not workdir.is_dir():
-        raise CliError(f"workdir {str(workdir)!r} is a file, not a folder: pass a new --workdir")
+    problem = workdir_problem(str(workdir), create=True)
+    if problem is not None:
+        raise CliError(f"{problem}: pass a new --workdir")
     if (workdir / SESSIONS_DIR / args.session).exists():
         raise CliError(
             f"{workdir / SESSIONS_DIR / args.session} already exists; pass a new --workdir or "

@@ -6,7 +6,7 @@ import argparse
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..exceptions import CliError
@@ -23,7 +23,7 @@ from ..workspace import (
 )
 from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._output import iso_time, print_json, print_table, shown
+from ._output import Column, iso_time, print_json, print_table, shown
 from ._reading import (
     committed_end,
     hard_links_refused,
@@ -37,11 +37,25 @@ __all__ = [
     "Warnings",
     "count_newlines",
     "grouped",
+    "newest_session",
+    "own_files",
     "read_logged",
     "register",
     "run",
     "session_facts",
 ]
+
+
+LS_COLUMNS = (
+    Column("session"),
+    Column("last activity (UTC)", "last (UTC)", fold=True, keep=6),
+    Column("steps", right=True, keep=5),
+    Column("messages", "msgs", right=True, keep=4),
+    Column("tool results", "tools", right=True, keep=3),
+    Column("bytes", right=True, keep=2),
+    Column("compr.", right=True, keep=1),
+)
+"""The columns of `ls`; on a narrow terminal they give way by `keep` (docs/cli.md)."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -189,10 +203,12 @@ def session_facts(workdir: str, session: str, warnings: Warnings | None = None) 
     return facts
 
 
-def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then: str) -> None:
-    last = 0.0
-    size = 0
-    tool_results = 0
+def own_files(
+    folder: Folder, refused: Callable[[str, os.stat_result], None] | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
+    """The session's own files, each with its `stat`: regular files with one link. One with
+    other links (perhaps another name of a file outside the workspace: neither its size nor
+    its time is the session's) is given to `refused` instead."""
     for name in folder.names():
         try:
             st = folder.stat(name)  # a second link is looked at again for a moment
@@ -201,13 +217,38 @@ def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then:
         if not stat.S_ISREG(st.st_mode):
             continue  # a folder, a link, a FIFO: not a file of the session
         if linked_elsewhere(st):
-            # Perhaps another name of a file outside the workspace: neither its size nor its
-            # time is the session's.
-            warnings.say(
-                folder.path(name), hard_links_refused(folder.path(name), st.st_nlink), then
-            )
-            facts["unreadable"].append(name)
+            if refused is not None:
+                refused(name, st)
             continue
+        yield name, st
+
+
+def newest_session(workdir: str) -> tuple[str | None, int]:
+    """The session with the latest activity (as `ls` sorts them: the newest time a file of
+    its own was changed), and how many sessions there are."""
+    newest: tuple[float, str] | None = None
+    sessions = session_ids(workdir)
+    for session in sessions:
+        try:
+            with Folder(workdir, SESSIONS_DIR, session) as folder:
+                last = max((st.st_mtime for _, st in own_files(folder)), default=0.0)
+        except OSError:  # gone, or cannot be listed: no activity to compare
+            continue
+        if newest is None or (last, session) > newest:
+            newest = (last, session)
+    return (newest[1] if newest else None), len(sessions)
+
+
+def _read_facts(folder: Folder, facts: dict[str, Any], warnings: Warnings, then: str) -> None:
+    last = 0.0
+    size = 0
+    tool_results = 0
+
+    def refused(name: str, st: os.stat_result) -> None:
+        warnings.say(folder.path(name), hard_links_refused(folder.path(name), st.st_nlink), then)
+        facts["unreadable"].append(name)
+
+    for name, st in own_files(folder, refused):
         last = max(last, st.st_mtime)
         size += st.st_size
         tool_results += is_tool_result_name(name)
@@ -298,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
         return "?" if any(name in sources for name in row["unreadable"]) else "-"
 
     print_table(
-        ["session", "last activity (UTC)", "steps", "messages", "tool results", "bytes", "compr."],
+        LS_COLUMNS,
         [
             [
                 "  " * r["depth"] + ("└ " if r["depth"] else "") + r["session"],

@@ -24,7 +24,7 @@ from ..exceptions import CliError
 from ..workspace import SESSIONS_DIR, EventKind, Folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
 from ._commands import COMMAND_HELP
-from ._output import Progress, print_json, print_table
+from ._output import Column, Progress, print_json, print_table
 from ._recoverable import check_recoverable
 
 if TYPE_CHECKING:
@@ -37,6 +37,21 @@ if TYPE_CHECKING:
 __all__ = ["ReplayResult", "register", "replay_run", "run"]
 
 DEFAULT_WINDOW = 32_000
+
+
+RESULT_COLUMNS = (
+    Column("config"),
+    Column("window", right=True, keep=5),
+    Column("model calls", "calls", right=True, keep=1),
+    Column("peak", right=True, keep=9),
+    Column("peak without", "without", right=True, keep=8),
+    Column("files offloaded", "files", right=True, keep=3),
+    Column("compressions", "compr.", right=True, keep=6),
+    Column("messages offloaded", "msgs", right=True, keep=2),
+    Column("recoverable", "recov.", keep=7),
+    Column("session", fold=True, keep=4),
+)
+"""The columns of replay's results; on a narrow terminal they give way by `keep`."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -511,18 +526,7 @@ def _print_report(
                 print("(* = compressed before this model call)")
             print()
         print_table(
-            [
-                "config",
-                "window",
-                "model calls",
-                "peak",
-                "peak without",
-                "files offloaded",
-                "compressions",
-                "messages offloaded",
-                "recoverable",
-                "session",
-            ],
+            RESULT_COLUMNS,
             [
                 [
                     r.config,
@@ -538,7 +542,6 @@ def _print_report(
                 ]
                 for r in mine
             ],
-            right=(1, 2, 3, 4, 5, 6, 7),
         )
         for r in mine:
             if r.peak > r.window:

@@ -24,7 +24,7 @@ from ..workspace import (
 )
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
-from ._describe import NOT_BY_AGENT, Repeats, describe, summary_fields, summary_lines
+from ._describe import Timeline
 from ._output import json_text, shown
 from ._reading import open_in, open_workspace, session_folder
 
@@ -42,7 +42,12 @@ def register(commands: Any) -> None:
             "summaries, data files. --step N prints the messages the model was sent at step N."
         ),
     )
-    parser.add_argument("session", metavar="SESSION", help="the session id")
+    parser.add_argument(
+        "session",
+        metavar="SESSION",
+        nargs="?",
+        help="the session id (default: the newest, as `ls` lists them first)",
+    )
     parser.add_argument(
         "--step", type=int, metavar="N", help="print what the model was sent at step N"
     )
@@ -65,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     is shown, and the exit status is then 1.
     """
     workdir = open_workspace(args, session=args.session)
+    if args.session is None:
+        args.session = _newest(workdir)
     session = session_folder(workdir, args.session)
     with SessionLog(workdir, session) as events:
         if args.step is not None:
@@ -73,6 +80,27 @@ def run(args: argparse.Namespace) -> int:
             _show_timeline(events, workdir, args)
         damaged = events.warn()
     return EXIT_PROBLEMS if damaged else EXIT_OK
+
+
+def _newest(workdir: str) -> str:
+    """The session `show` shows when none is named: the newest (said on stderr).
+
+    Raises:
+        CliError: the workspace has no session yet.
+    """
+    from ._cmd_ls import newest_session
+
+    newest, count = newest_session(workdir)
+    if newest is None:
+        raise CliError(
+            f"no session in {shown(workdir)!r} yet: pass a SESSION, or run an agent first"
+        )
+    if count > 1:
+        print(
+            f"ctxoffload show: the newest session of {count} is {newest} (ls lists them)",
+            file=sys.stderr,
+        )
+    return newest
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -211,21 +239,12 @@ def _show_step(events: SessionLog, args: argparse.Namespace) -> None:
 
 def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -> None:
     # A first pass finds what the second needs ahead of it: the data/ files named anywhere,
-    # and the `summary` events whose fields a summary message logs later (printed there).
+    # and whether an Agent wrote the session.
     data_names: set[str] = set()
-    logged_later: set[int] = set()
-    pending: tuple[int, list[str]] | None = None  # the last summary event, and its lines
     by_agent = False
-    for index, event in enumerate(events):
+    for event in events:
         data_names.update(_data_names(event))
         by_agent = by_agent or event["kind"] in (EventKind.SESSION_START, EventKind.FORK)
-        if event["kind"] == EventKind.SUMMARY:
-            pending = (index, summary_lines(summary_fields(event) or {}))
-            continue
-        found = summary_fields(event)
-        if pending is not None and found is not None and summary_lines(found) == pending[1]:
-            logged_later.add(pending[0])
-            pending = None
     data_files = sorted(data_names)
     sizes = _data_sizes(workdir, data_files)
     if args.json:
@@ -238,30 +257,12 @@ def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -
         out.write(f'], "data_files": {json_text(files)}}}\n')
         return
     print(f"session {args.session} ({shown(os.path.join(workdir, SESSIONS_DIR, args.session))})")
+    timeline = Timeline(full=args.full, writers=args.writers, by_agent=by_agent)
     empty = True
-    # Each summary is printed once, under the line of its compression: as the summary message
-    # the agent logged (its five fields; with --full the whole message the model saw), or,
-    # when no message holds it (a Compressor without an Agent), from the `summary` event,
-    # which the Compressor writes just before its `compression` event.
-    held: list[str] = []
-    repeats = Repeats()
-    for index, event in enumerate(events):
-        if empty and not by_agent:
-            print(NOT_BY_AGENT)
+    for event in events:
         empty = False
-        if event["kind"] == EventKind.SUMMARY:
-            if index not in logged_later:
-                _print_lines(held)
-                held = describe(event, full=args.full, writers=args.writers)
-            continue
-        if repeats.again(event):
-            continue
-        lines = describe(event, full=args.full, writers=args.writers, by_agent=by_agent)
-        _print_lines(lines)
-        if event["kind"] == EventKind.COMPRESSION:
-            _print_lines(held)
-            held = []
-    _print_lines(held)
+        _print_lines(timeline.add(event))
+    _print_lines(timeline.flush())
     if empty:
         print(f"no record: {EVENTS_FILE} is missing or empty (nothing recorded yet)")
     _print_subagents(workdir, args.session, events)

@@ -21,10 +21,24 @@ from ..workspace import (
 from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._cmd_ls import Warnings, read_logged
 from ._commands import COMMAND_HELP
-from ._output import human_bytes, print_json, print_table, shown
+from ._output import Column, human_bytes, print_json, print_table, shown
 from ._reading import open_in, open_workspace, session_folder, session_ids
 
 __all__ = ["register", "run"]
+
+
+STATS_COLUMNS = (
+    Column("session"),
+    Column("offloaded", right=True, keep=8),
+    Column("tokens kept out", "tokens out", right=True, keep=7),
+    Column("truncations", "trunc.", right=True, keep=5),
+    Column("compressions", "compr.", right=True, keep=6),
+    Column("summaries", fold=True, keep=4),
+    Column("artifacts named", "named", right=True, keep=3),
+    Column("cached input", "cached", right=True, keep=2),
+    Column("dedup saved", "dedup", right=True, keep=1),
+)
+"""The columns of `stats`; on a narrow terminal they give way by `keep` (docs/cli.md)."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -283,19 +297,5 @@ def run(args: argparse.Namespace) -> int:
             human_bytes(total["dedup_saved_bytes"]),
         ]
     )
-    print_table(
-        [
-            "session",
-            "offloaded",
-            "tokens kept out",
-            "truncations",
-            "compressions",
-            "summaries",
-            "artifacts named",
-            "cached input",
-            "dedup saved",
-        ],
-        table,
-        right=(1, 2, 3, 4, 6, 7, 8),
-    )
+    print_table(STATS_COLUMNS, table)
     return status

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import load_json
 from ..exceptions import CliError
-from ..text import is_jsonl, message_lines
+from ..text import message_lines
 from ..workspace import (
     CONTEXT_FILE,
     EVENTS_FILE,
@@ -20,13 +22,15 @@ from ..workspace import (
     EventKind,
     Folder,
     Refused,
+    is_event,
     is_tool_result_name,
+    iter_chunks,
     iter_lines,
     linked_elsewhere,
 )
 from ._arguments import add_json, add_workdir, workdir_of
 from ._commands import COMMAND_HELP
-from ._describe import describe
+from ._describe import NOT_BY_AGENT, Timeline
 from ._output import json_text, shown
 from ._reading import (
     hard_links_refused,
@@ -38,7 +42,7 @@ from ._reading import (
 )
 from ._watching import watch_sessions
 
-__all__ = ["Follower", "describe_event", "register", "run"]
+__all__ = ["Follower", "register", "run"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,16 +73,26 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(run=run)
 
 
-def describe_event(event: dict[str, Any], session: str, *, by_agent: bool = True) -> str:
-    """The lines `show` prints for an event, each with the session after its time."""
-    lines = describe(event, by_agent=by_agent)
-    return "\n".join(f"{line[:8]} {session}{line[8:]}" for line in lines)
+# How long the lines of a summary event wait for the summary message that may hold them (an
+# Agent logs it just after the compression), before they are printed from the event.
+HOLD_SECONDS = 5.0
 
 
 @dataclass
 class _Tail:
     offset: int = 0  # where the next line of the log starts
     inode: int = 0
+    lines: int | None = 0  # complete lines before `offset`; None: not counted yet
+
+
+@dataclass
+class _Line:
+    """A complete line of a log, new since the last look: its number and its JSON value
+    (`torn` when it is not JSON)."""
+
+    number: int
+    value: Any = None
+    torn: bool = False
 
 
 @dataclass
@@ -88,6 +102,11 @@ class Follower:
     Each look reaches the workspace afresh through its reader (`Folder`), so a session
     folder, or sessions/ itself, swapped for a link while watching is never followed.
     Files are keyed by `(session, name)`.
+
+    What a look finds is printed in the order it was written: events.jsonl is read first,
+    then context.jsonl and the new files, and a message of context.jsonl or a new tool
+    result is printed just before the first event that names it (the workspace writes the
+    file before it records the event). The events print as `show` prints them (`Timeline`).
     """
 
     workdir: str
@@ -97,8 +116,10 @@ class Follower:
     known_files: set[tuple[str, str]] = field(default_factory=set)
     # Files and folders that could not be read, said once on stderr until they can be again.
     refused: set[str] = field(default_factory=set)
-    # Whether an Agent wrote each session (see `describe`), found on its first event.
-    by_agent: dict[str, bool] = field(default_factory=dict)
+    # Each session's timeline, made at its first event (see `Timeline`).
+    timelines: dict[str, Timeline] = field(default_factory=dict)
+    # Since when (time.monotonic) a session's timeline holds a summary's lines.
+    held_since: dict[str, float] = field(default_factory=dict)
 
     def _refuse(self, path: str, message: str) -> None:
         """Say once on stderr that `path` is not read; watching goes on."""
@@ -134,46 +155,58 @@ class Follower:
     def _look(self, session: str, read: bool) -> list[str]:
         """Look at the files of one session: with `read`, the lines to print for what is new;
         without, only remember where each log ends now."""
-        out: list[str] = []
         where = self._path(session)
         try:
             with Folder(self.workdir, SESSIONS_DIR, session) as folder:
-                for name in folder.names():
-                    if name.startswith("."):
-                        continue
-                    out.extend(self._file(folder, session, name, read))
+                if not read:
+                    for name in folder.names():
+                        self._remember(folder, session, name)
+                    out = []
+                else:
+                    # events.jsonl first: whatever an event names was written before it.
+                    events = self._read_new(folder, session, EVENTS_FILE)
+                    rows = self._read_new(folder, session, CONTEXT_FILE)
+                    files = {
+                        name: folder.path(name)
+                        for name in folder.names()
+                        if self._is_new_file(folder, session, name)
+                    }
+                    out = self._in_order(session, folder.path(EVENTS_FILE), events, rows, files)
         except OSError as exc:  # gone, a link in its place, or a folder it cannot list
             self._say(where, exc)
-            return out
+            return self._held(session, poll_ended=False)
         self.refused.discard(where)
         return out
 
-    def _file(self, folder: Folder, session: str, name: str, read: bool) -> list[str]:
+    def _remember(self, folder: Folder, session: str, name: str) -> None:
+        """Take a file as seen: a log as read up to its end now."""
+        try:
+            st = folder.stat(name)
+        except FileNotFoundError:
+            return
+        if name.startswith(".") or not stat.S_ISREG(st.st_mode):
+            return
+        self.known_files.add((session, name))
+        if name in (EVENTS_FILE, CONTEXT_FILE):
+            self.tails[(session, name)] = _Tail(st.st_size, st.st_ino, None)
+
+    def _is_new_file(self, folder: Folder, session: str, name: str) -> bool:
+        """Whether `name` is a tool result not announced yet (one hard-linked elsewhere is
+        said once on stderr instead, and never announced)."""
         key = (session, name)
+        if key in self.known_files or not is_tool_result_name(name):
+            return False
         try:
             st = folder.stat(name)  # a second link is looked at again for a moment
         except FileNotFoundError:
-            return []
+            return False
         if not stat.S_ISREG(st.st_mode):
-            return []  # a folder, a link, a FIFO: not a file of the workspace
-        if not read:
-            self.known_files.add(key)
-            if is_jsonl(name):
-                self.tails[key] = _Tail(st.st_size, st.st_ino)
-            return []
-        out: list[str] = []
-        if key not in self.known_files:
-            self.known_files.add(key)
-            if is_tool_result_name(name):
-                if linked_elsewhere(st):
-                    self._refuse(
-                        folder.path(name), hard_links_refused(folder.path(name), st.st_nlink)
-                    )
-                else:
-                    out.append(self._line(session, "file", {"file": folder.path(name)}))
-        if is_jsonl(name):
-            out.extend(self._read_new(folder, session, name))
-        return out
+            return False  # a folder, a link, a FIFO: not a file of the workspace
+        self.known_files.add(key)
+        if linked_elsewhere(st):
+            self._refuse(folder.path(name), hard_links_refused(folder.path(name), st.st_nlink))
+            return False
+        return True
 
     def start(self, from_start: bool) -> None:
         """Remember where every file ends now (or start at 0 with `from_start`)."""
@@ -189,7 +222,16 @@ class Follower:
             out.extend(self._look(session, read=True))
         return out
 
-    def _read_new(self, folder: Folder, session: str, name: str) -> list[str]:
+    def flush(self) -> list[str]:
+        """The lines every timeline still holds (watching ends)."""
+        out: list[str] = []
+        for timeline in self.timelines.values():
+            out.extend(timeline.flush())
+        self.held_since.clear()
+        return out
+
+    def _read_new(self, folder: Folder, session: str, name: str) -> list[_Line]:
+        """The complete lines appended to a log since the last look."""
         tail = self.tails.setdefault((session, name), _Tail())
         path = folder.path(name)
         try:
@@ -200,34 +242,96 @@ class Follower:
         if opened is None:
             return []  # gone, or a link or special file: nothing of the workspace's to read
         self.refused.discard(path)
+        self.known_files.add((session, name))
         fd, st = opened
-        lines: list[bytes] = []
+        out: list[_Line] = []
         try:
             if st.st_ino != tail.inode or st.st_size < tail.offset:
                 # A new file under the old name (a purged and re-created session).
-                tail.offset, tail.inode = 0, st.st_ino
+                tail.offset, tail.inode, tail.lines = 0, st.st_ino, 0
             # Complete lines only: one still being written is read whole at a later look.
             for raw in iter_lines(fd, tail.offset, st.st_size):
+                if tail.lines is None:  # lines there before watch started: counted once
+                    tail.lines = sum(c.count(b"\n") for c in iter_chunks(fd, 0, tail.offset))
                 tail.offset += len(raw) + 1
-                lines.append(raw)
+                tail.lines += 1
+                if not raw.strip():
+                    continue
+                try:
+                    out.append(_Line(tail.lines, load_json(raw)))
+                except ValueError:  # not JSON, or nested deeper than any workspace writes
+                    out.append(_Line(tail.lines, torn=True))
         finally:
             os.close(fd)
-        out = []
-        for raw in lines:
-            if not raw.strip():
-                continue
-            try:
-                value = load_json(raw)
-            except ValueError:  # not JSON, or nested deeper than any workspace writes
-                out.append(self._line(session, "torn", {"file": path}))
-                continue
-            if name == EVENTS_FILE and isinstance(value, dict):
-                line = self._line(session, "event", value)
-                if line:  # what `show` does not print either (a system prompt, ...)
-                    out.append(line)
-            elif name == CONTEXT_FILE:
-                out.append(self._line(session, "message", value))
         return out
+
+    def _in_order(
+        self,
+        session: str,
+        events_path: str,
+        events: list[_Line],
+        rows: list[_Line],
+        files: dict[str, str],
+    ) -> list[str]:
+        """The lines for new events, messages and files, each message and file just before
+        the first event that names it; what no event names yet comes last."""
+        context_path = self._path(session, CONTEXT_FILE)
+        out: list[str] = []
+        for line in events:
+            if line.torn:
+                out.append(self._line(session, "torn", {"file": events_path}))
+                continue
+            event = line.value
+            if not is_event(event):
+                continue  # what `show` skips too (`ctxoffload verify` reports it)
+            named = event.get("reference")
+            if isinstance(named, str) and named.endswith(CONTEXT_FILE):
+                span = event.get("lines")
+                last = span[-1] if isinstance(span, list) and span else None
+                while rows and isinstance(last, int) and rows[0].number <= last:
+                    out.append(self._row(session, context_path, rows.pop(0)))
+            elif isinstance(named, str) and (name := os.path.basename(named)) in files:
+                out.append(self._line(session, "file", {"file": files.pop(name)}))
+            out.extend(self._event(session, event))
+        out.extend(self._held(session, poll_ended=True))
+        out.extend(self._row(session, context_path, row) for row in rows)
+        out.extend(self._line(session, "file", {"file": path}) for path in files.values())
+        return out
+
+    def _row(self, session: str, path: str, row: _Line) -> str:
+        if row.torn:
+            return self._line(session, "torn", {"file": path})
+        return self._line(session, "message", row.value, row.number)
+
+    def _event(self, session: str, event: dict[str, Any]) -> list[str]:
+        if self.as_json:
+            return [self._line(session, "event", event)]
+        timeline = self.timelines.get(session)
+        if timeline is None:
+            by_agent = self._started_by_agent(session)
+            timeline = self.timelines[session] = Timeline(by_agent=by_agent, session=session)
+        if event["kind"] in (EventKind.SESSION_START, EventKind.FORK):
+            timeline.by_agent = True
+        lines = timeline.add(event)
+        if lines and lines[0] == NOT_BY_AGENT:
+            lines[0] = f"{'':8} {session} {NOT_BY_AGENT}"
+        return lines
+
+    def _held(self, session: str, *, poll_ended: bool) -> list[str]:
+        """The lines of a summary its timeline held, once no message can hold them: the
+        session was not written by an Agent, or none came within `HOLD_SECONDS`."""
+        timeline = self.timelines.get(session)
+        if timeline is None or not timeline.holding:
+            self.held_since.pop(session, None)
+            return []
+        now = time.monotonic()
+        since = self.held_since.setdefault(session, now)
+        if (poll_ended and not timeline.by_agent and timeline.compressed) or (
+            now - since >= HOLD_SECONDS
+        ):
+            self.held_since.pop(session, None)
+            return timeline.flush()
+        return []
 
     def _started_by_agent(self, session: str) -> bool:
         """Whether an Agent wrote the session: its record opens with `session_start` (or a
@@ -246,18 +350,13 @@ class Follower:
             return False
         return b'"kind":"session_start"' in head or b'"kind":"fork"' in head
 
-    def _line(self, session: str, what: str, value: Any) -> str:
+    def _line(self, session: str, what: str, value: Any, number: int = 0) -> str:
         if self.as_json:
             return json_text({"session": session, "type": what, "value": value})
-        if what == "event":
-            if value.get("kind") in (EventKind.SESSION_START, EventKind.FORK):
-                self.by_agent[session] = True
-            by_agent = self.by_agent.setdefault(session, self._started_by_agent(session))
-            return describe_event(value, session, by_agent=by_agent)
         if what == "message":
             lines = message_lines(value) or [json.dumps(value, ensure_ascii=False)]
             body = " | ".join(line for line in lines[1:4] if line.strip())
-            return f"{'':8} {session} {CONTEXT_FILE} {lines[0]} {body}"[:300]
+            return f"{'':8} {session} {CONTEXT_FILE} line {number} {lines[0]} {body}"[:300]
         if what == "file":
             return f"{'':8} {session} new file {value['file']}"
         return f"{'':8} {session} a line of {value['file']} is not JSON (torn write?)"
@@ -304,14 +403,23 @@ def run(args: argparse.Namespace) -> int:
             for line in follower.poll():
                 print(line, flush=True)
     except KeyboardInterrupt:
+        _print_held(follower)
         return 0
     except Exception as exc:
         # A Ctrl-C that lands while a module is being imported (watchfiles imports `platform`
         # on its first call) comes out wrapped: `RuntimeError: Error calling __set_name__`.
         if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            _print_held(follower)
             return 0
         raise
     return 0
+
+
+def _print_held(follower: Follower) -> None:
+    """At Ctrl-C, what the timelines still hold (a summary no message has logged yet)."""
+    with contextlib.suppress(OSError, ValueError):  # stdout closed by the reader
+        for line in follower.flush():
+            print(line, flush=True)
 
 
 def _session_to_watch(workdir: str, session_id: str, *, wait: bool) -> bool:

@@ -25,6 +25,7 @@ from ..workspace import (
 __all__ = [
     "NOT_BY_AGENT",
     "Repeats",
+    "Timeline",
     "describe",
     "summary_fields",
     "summary_lines",
@@ -63,8 +64,115 @@ class Repeats:
         return False
 
 
+class Timeline:
+    """The lines of a session's timeline, fed one event at a time, oldest first: what `show`
+    prints, and what `watch` prints as the events are written.
+
+    A Compressor logs each summary as a `summary` event just before its `compression`
+    event, and an Agent then logs the summary message too. Each summary is printed once,
+    under the line of its compression: as the message when one holds the same fields (with
+    `full`, the whole message the model saw), otherwise from the event. So the event's lines
+    are held (`holding`) until the event after the compression says which: `flush` prints
+    what is held when no more events are coming, or none soon.
+
+    Args:
+        full: message bodies whole, and a failed tool's traceback.
+        writers: end the first line of each event with who wrote it.
+        by_agent: whether an `Agent` wrote the session (see `describe`); may be set later.
+        session: written after each time (see `describe`).
+    """
+
+    def __init__(
+        self,
+        *,
+        full: bool = False,
+        writers: bool = False,
+        by_agent: bool = True,
+        session: str | None = None,
+    ) -> None:
+        self.by_agent = by_agent
+        self._full, self._writers, self._session = full, writers, session
+        self._repeats = Repeats()
+        self._started = False
+        self._held: list[str] = []  # the lines of a summary event not printed yet
+        self._held_event: dict[str, Any] | None = None
+        self._held_fields: list[str] = []  # its fields, to know the message that logs it
+        self._compressed = False  # the compression of the held summary is printed
+
+    @property
+    def holding(self) -> bool:
+        """Whether the lines of a summary event wait for what comes next."""
+        return bool(self._held)
+
+    @property
+    def compressed(self) -> bool:
+        """Whether the compression of the summary held is printed: only a summary message
+        that holds it can come next."""
+        return bool(self._held) and self._compressed
+
+    def add(self, event: dict[str, Any]) -> list[str]:
+        """The lines to print for `event` (and for a summary held until now)."""
+        return [line for _, lines in self.entries(event) for line in lines]
+
+    def entries(self, event: dict[str, Any]) -> list[tuple[dict[str, Any] | None, list[str]]]:
+        """What `add` prints, each part with the event it is the lines of (None: the
+        sentence `NOT_BY_AGENT`, before the first event), for a reader that keeps them
+        apart (the viewer)."""
+        out: list[tuple[dict[str, Any] | None, list[str]]] = []
+        if not self._started:
+            self._started = True
+            if not self.by_agent:
+                out.append((None, [NOT_BY_AGENT]))
+        kind = event["kind"]
+        if kind == EventKind.SUMMARY:
+            out += self.flush_entries()  # an earlier summary no message held
+            fields = summary_fields(event) or {}
+            self._held = self._describe(event)
+            self._held_event = event
+            self._held_fields = summary_lines(fields)
+            self._compressed = False
+            return out
+        if self._held:
+            found = summary_fields(event)
+            if found is not None and summary_lines(found) == self._held_fields:
+                self._held = []  # the summary message logs it: printed there
+        if self._repeats.again(event):
+            return out
+        lines = self._describe(event)
+        if lines and self._held and self._compressed:
+            out += self.flush_entries()
+        if lines:
+            out.append((event, lines))
+        if kind == EventKind.COMPRESSION and self._held:
+            self._compressed = True
+        return out
+
+    def flush(self) -> list[str]:
+        """The lines held, to print now: no more events are coming (or none soon)."""
+        return [line for _, lines in self.flush_entries() for line in lines]
+
+    def flush_entries(self) -> list[tuple[dict[str, Any] | None, list[str]]]:
+        """`flush`, with the event the lines are of (see `entries`)."""
+        held, self._held = self._held, []
+        return [(self._held_event, held)] if held else []
+
+    def _describe(self, event: dict[str, Any]) -> list[str]:
+        return describe(
+            event,
+            full=self._full,
+            writers=self._writers,
+            by_agent=self.by_agent,
+            session=self._session,
+        )
+
+
 def describe(
-    event: dict[str, Any], *, full: bool = False, writers: bool = False, by_agent: bool = True
+    event: dict[str, Any],
+    *,
+    full: bool = False,
+    writers: bool = False,
+    by_agent: bool = True,
+    session: str | None = None,
 ) -> list[str]:
     """The lines printed for one event: the first begins with its time (`HH:MM:SS`).
 
@@ -76,13 +184,17 @@ def describe(
             lines name the files the workspace's own `tool_result` and `context` events
             describe; without one (a workspace used on its own, a framework adapter), those
             events are the record and are printed.
+        session: written after the time of each line that has one (what `watch` prints,
+            following several sessions); the lines that continue one (a summary's fields,
+            a traceback) are the same as without it.
     """
+    at = _time_of(event) + (f" {session}" if session is not None else "")
     try:
-        lines = _describe(event, full=full, by_agent=by_agent)
+        lines = _describe(event, at, full=full, by_agent=by_agent)
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
         # A line of JSON whose fields are not what this version writes: shown raw
         # rather than hidden, so nothing in the record is skipped silently.
-        return [f"{str(event.get('time', ''))[11:19]} {json.dumps(event)[:300]}"]
+        return [f"{at} {json.dumps(event)[:300]}"]
     if writers and lines:
         lines[0] += f" · {writer_text(event.get(WRITER_FIELD))}"
     return lines
@@ -111,9 +223,13 @@ def summary_fields(event: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _describe(event: dict[str, Any], *, full: bool, by_agent: bool) -> list[str]:
+def _time_of(event: dict[str, Any]) -> str:
+    """`HH:MM:SS` of the event's time (empty when it has none)."""
+    return str(event.get("time", ""))[11:19]
+
+
+def _describe(event: dict[str, Any], at: str, *, full: bool, by_agent: bool) -> list[str]:
     kind = event["kind"]
-    at = str(event.get("time", ""))[11:19]
     restored = event.get("restored_messages") if kind == EventKind.SESSION_START else None
     if isinstance(restored, int) and restored > 0 and not isinstance(event.get("parent"), dict):
         return [

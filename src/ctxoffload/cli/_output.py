@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 __all__ = [
+    "Column",
     "InertStream",
     "Progress",
     "human_bytes",
@@ -37,6 +38,7 @@ __all__ = [
     "print_table",
     "raw_stream",
     "shown",
+    "table_width",
 ]
 
 # -- terminal safety: one rule, one writer ------------------------------------------------------
@@ -245,8 +247,146 @@ def _use_rich(stream: TextIO) -> bool:
     return True
 
 
+class Column:
+    """A column of `print_table`, and how it gives way when the table is too wide.
+
+    Args:
+        header: its title.
+        short: the title abbreviated, used when the table does not fit with the titles whole.
+        right: right-aligned (numbers).
+        fold: its cells may wrap at their spaces (a time, a list); other cells are never
+            cut or wrapped.
+        keep: its priority: when columns must be left out, the lowest goes first (ties: the
+            rightmost first). The first column is never left out.
+    """
+
+    def __init__(
+        self,
+        header: str,
+        short: str | None = None,
+        *,
+        right: bool = False,
+        fold: bool = False,
+        keep: int = 0,
+    ) -> None:
+        self.header, self.short, self.right, self.fold, self.keep = header, short, right, fold, keep
+
+
+def table_width(stream: TextIO) -> int | None:
+    """The columns a table may take on `stream`: $COLUMNS when set, else the terminal's
+    width; None (any) for a pipe without $COLUMNS."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not stream.isatty():
+        return None
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
+
+
+_WHOLE_WORD = 16
+
+
+def _longest_word(text: str) -> int:
+    return max((len(word) for word in text.split()), default=0)
+
+
+def _fit_columns(
+    columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None, chrome: Any
+) -> tuple[list[int], list[str], list[int]]:
+    """Which columns to show in `width`, with which titles and widths: the titles whole,
+    then abbreviated, then folded at their spaces; then the cells of the columns that fold,
+    the lowest priority first; then columns left out by priority, each step tried again.
+
+    Args:
+        columns: the table's columns.
+        cells: its rows, as text.
+        width: the room; None: any.
+        chrome: `chrome(n)`, the characters a table of n columns adds to its cells.
+
+    Returns:
+        The indexes of the columns shown, their titles and their widths.
+    """
+
+    def natural(i: int, title: str) -> int:
+        return max([len(title), *(len(row[i]) for row in cells if i < len(row))])
+
+    shown = list(range(len(columns)))
+    leave = sorted(shown[1:], key=lambda i: (columns[i].keep, -i))  # first to go first
+    while True:
+        titles = [columns[i].header for i in shown]
+        widths = [natural(i, t) for i, t in zip(shown, titles, strict=True)]
+        if width is None or sum(widths) + chrome(len(shown)) <= width:
+            return shown, titles, widths
+        titles = [columns[i].short or columns[i].header for i in shown]
+        widths = [natural(i, t) for i, t in zip(shown, titles, strict=True)]
+        folded = [
+            max([_longest_word(t), *(len(row[i]) for row in cells if i < len(row))])
+            for i, t in zip(shown, titles, strict=True)
+        ]
+        for step in (widths, folded):
+            if sum(step) + chrome(len(shown)) <= width:
+                return shown, titles, step
+        widths = folded
+        # The columns that fold, the lowest priority first; last the first column, when it
+        # takes more than a third of the room (a long id folds rather than every other
+        # column being left out; a shorter one is never folded).
+        folding = [i for i in sorted(shown, key=lambda i: (columns[i].keep, -i)) if columns[i].fold]
+        for i in [*(i for i in folding if i != 0), 0]:
+            at = shown.index(i)
+            column = [titles[at], *(row[i] for row in cells if i < len(row))]
+            if i == 0 and not columns[0].fold:
+                least = max(_longest_word(titles[0]), _WHOLE_WORD + 4, width // 3)
+            else:
+                # A word is kept whole up to _WHOLE_WORD characters (a date, a source); a
+                # longer one (a path, a planted name) folds anywhere rather than leave the
+                # column out.
+                least = max(
+                    [
+                        _longest_word(titles[at]),
+                        *(min(_WHOLE_WORD, _longest_word(t)) for t in column),
+                    ]
+                )
+            over = sum(widths) + chrome(len(shown)) - width
+            room = max(least, widths[at] - over)
+            if room >= widths[at]:
+                continue
+            # As wide as its longest folded line: no room is kept that no line uses.
+            widths[at] = max(len(line) for text in column for line in _folded(text, room))
+            if sum(widths) + chrome(len(shown)) <= width:
+                # The room left unfolds the titles, the highest priority first.
+                for at in sorted(range(len(shown)), key=lambda a: -columns[shown[a]].keep):
+                    spare = width - sum(widths) - chrome(len(shown))
+                    widths[at] += max(0, min(spare, len(titles[at]) - widths[at]))
+                return shown, titles, widths
+        if not leave:
+            # The first column alone is wider than the room: it folds (never cut with "…").
+            return shown, titles, [max(1, width - chrome(1))]
+        shown.remove(leave.pop(0))
+
+
+def _rich_chrome(n: int) -> int:
+    return 3 * n + 1  # "│ " before each cell, " " after it, and the closing "│"
+
+
+def _plain_chrome(n: int) -> int:
+    return 2 * (n - 1)  # two spaces between cells
+
+
+def _folded(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width`, broken at spaces (inside a word only where one is
+    longer than the width)."""
+    if len(text) <= width:
+        return [text]
+    import textwrap
+
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+
+
 def print_table(
-    headers: Sequence[str],
+    headers: Sequence[str | Column],
     rows: Iterable[Sequence[Any]],
     *,
     right: Sequence[int] = (),
@@ -255,53 +395,73 @@ def print_table(
 ) -> None:
     """A table: rich on a terminal when rich is installed, aligned plain text otherwise.
 
+    It fits the terminal ($COLUMNS, else the terminal's width; a pipe without $COLUMNS
+    takes any width): see `_fit_columns`. The columns left out are named on a line below.
+
     Args:
-        headers: column titles.
+        headers: column titles, or `Column`s that say how each gives way.
         rows: cells; numbers are printed with thousands separators.
-        right: indexes of right-aligned columns.
+        right: indexes of right-aligned columns (besides `Column.right`).
         title: a line printed above the table.
     """
     stream = out or sys.stdout
+    columns = [
+        h if isinstance(h, Column) else Column(h, right=i in right, fold=i > 0 and i not in right)
+        for i, h in enumerate(headers)
+    ]
     cells = [[inert(_cell(v)) for v in row] for row in rows]
-    if _use_rich(stream):
+    rich = _use_rich(stream)
+    width = table_width(stream)
+    shown, titles, widths = _fit_columns(
+        columns, cells, width, _rich_chrome if rich else _plain_chrome
+    )
+    cells = [[row[i] if i < len(row) else "" for i in shown] for row in cells]
+    aligned = [columns[i].right or i in right for i in shown]
+    left_out = [columns[i].header for i in range(len(columns)) if i not in shown]
+    note = f"({', '.join(left_out)}: left out to fit {width} columns)" if left_out else None
+    if rich:
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text
 
         table = Table(title=title, title_justify="left")
-        for i, header in enumerate(headers):
-            # The first column (ids, names) and the numbers are never cut or wrapped, on a
-            # narrow terminal too: the other columns wrap instead.
-            whole = i == 0 or i in right
-            width = max((len(row[i]) for row in cells if i < len(row)), default=0)
+        for header, w, is_right in zip(titles, widths, aligned, strict=True):
             table.add_column(
                 header,
-                justify="right" if i in right else "left",
-                no_wrap=whole,
-                min_width=width if whole else None,
+                justify="right" if is_right else "left",
+                width=w,
                 overflow="fold",  # what must give way wraps; nothing is cut with "…"
             )
         for row in cells:
             table.add_row(*(Text(cell) for cell in row))  # Text: `[red]` in a name is no markup
         # The stream beneath: rich writes its own colours; the cells are inert already.
-        Console(file=raw_stream(stream)).print(table)
+        Console(file=raw_stream(stream), width=width).print(table)
+        if note:
+            stream.write(note + "\n")
         return
     if title:
         stream.write(title + "\n")
-    widths = [len(h) for h in headers]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
 
-    def line(values: Sequence[str]) -> str:
-        parts = [
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=False))
-        ]
-        return "  ".join(parts).rstrip()
+    def lines(values: Sequence[str]) -> list[str]:
+        parts = [_folded(v, w) for v, w in zip(values, widths, strict=True)]
+        out = []
+        for n in range(max(len(p) for p in parts)):
+            line = [
+                (p[n] if n < len(p) else "").rjust(w)
+                if r
+                else (p[n] if n < len(p) else "").ljust(w)
+                for p, w, r in zip(parts, widths, aligned, strict=True)
+            ]
+            out.append("  ".join(line).rstrip())
+        return out
 
-    stream.write(line(headers) + "\n")
+    for line in lines(titles):
+        stream.write(line + "\n")
     for row in cells:
-        stream.write(line(row) + "\n")
+        for line in lines(row):
+            stream.write(line + "\n")
+    if note:
+        stream.write(note + "\n")
 
 
 def _cell(value: Any) -> str:

@@ -77,10 +77,11 @@ def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
 def detect_format(value: Any | None, rows: list[Any] | None) -> str | None:
     """The name of the format of a parsed transcript, or None."""
     if isinstance(value, dict):
-        trajectory_format = value.get("trajectory_format")
-        if (
-            isinstance(trajectory_format, str) and trajectory_format.startswith("mini-swe-agent")
-        ) or ("messages" in value and "info" in value and "trajectory" not in value):
+        if "trajectory_format" in value:
+            # The transcript names its format: one replay does not know is not guessed from
+            # the keys (a null, a number, another agent's format).
+            return "mini-swe-agent" if _mini_swe_agent_format(value) else None
+        if "messages" in value and "info" in value and "trajectory" not in value:
             return "mini-swe-agent"
         if "history" in value and "trajectory" in value:
             return "swe-agent"
@@ -103,6 +104,20 @@ def detect_format(value: Any | None, rows: list[Any] | None) -> str | None:
             return "claude-code"
         return _chat_format(rows)
     return None
+
+
+def _mini_swe_agent_format(value: dict[str, Any]) -> bool:
+    named = value.get("trajectory_format")
+    return isinstance(named, str) and named.startswith("mini-swe-agent")
+
+
+def _named_format(value: Any) -> str:
+    """` (its trajectory_format is null)`, for a transcript that names a format replay does
+    not know; empty for one that names none."""
+    if not isinstance(value, dict) or "trajectory_format" not in value:
+        return ""
+    named = json.dumps(value["trajectory_format"], ensure_ascii=False, default=str)
+    return f" (its trajectory_format is {named if len(named) <= 40 else named[:39] + '…'})"
 
 
 def _chat_format(messages: list[Any]) -> str | None:
@@ -387,8 +402,8 @@ def load_transcript(path: Path, fmt: str | None = None) -> tuple[str, list[Run]]
     detected = fmt or detect_format(value, rows)
     if detected is None:
         raise CliError(
-            f"transcript {str(path)!r} is in no format replay knows: pass --format "
-            f"({', '.join(FORMATS)})"
+            f"transcript {str(path)!r} is in no format replay knows{_named_format(value)}: "
+            f"pass --format ({', '.join(FORMATS)})"
         )
     name = path.name.split(".")[0]
     try:

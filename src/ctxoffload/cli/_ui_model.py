@@ -25,7 +25,7 @@ from ..text import message_lines
 from ..workspace import EventKind, sessions_folder
 from ._cmd_ls import grouped, session_facts
 from ._cmd_show import SessionLog, step_messages
-from ._describe import NOT_BY_AGENT, Repeats, describe
+from ._describe import NOT_BY_AGENT, Timeline, describe
 from ._output import inert
 from ._reading import session_folder, session_ids
 
@@ -108,28 +108,42 @@ class UiModel:
                 if event["kind"] in (EventKind.SESSION_START, EventKind.FORK):
                     by_agent = True
                     break
-            repeats = Repeats()
+            # Each line as `show` prints it, each summary once under its compression.
+            timeline = Timeline(by_agent=by_agent)
+            indexes: dict[int, int] = {}  # the index of each event held (by its id)
+
+            def entries(parts: Iterable[tuple[dict[str, Any] | None, list[str]]]) -> None:
+                for part, text in parts:
+                    if part is None:
+                        continue  # NOT_BY_AGENT: said as `not_recorded`
+                    step = part.get("step") if isinstance(part.get("step"), int) else None
+                    lines.append(
+                        {
+                            "index": indexes.pop(id(part)),
+                            "kind": part["kind"],
+                            "step": step,
+                            "lines": _inert_all(text),
+                        }
+                    )
+
             for index, event in enumerate(events):
                 kind = event["kind"]
                 if kind == EventKind.SESSION_START and not start:
                     start = event
-                if repeats.again(event):
-                    continue
-                text = describe(event, by_agent=by_agent)
-                if not text:
-                    continue
-                step = event.get("step") if isinstance(event.get("step"), int) else None
-                lines.append(
-                    {"index": index, "kind": kind, "step": step, "lines": _inert_all(text)}
-                )
+                indexes[id(event)] = index
+                entries(timeline.entries(event))
+                if not (timeline.holding and kind == EventKind.SUMMARY):
+                    indexes.pop(id(event), None)  # printed, or nothing to print
                 mark = MARKED_KINDS.get(kind)
                 if kind == EventKind.SESSION_START and event.get("restored_messages"):
                     mark = "resume"
-                if mark is not None:
+                text = describe(event, by_agent=by_agent) if mark is not None else []
+                if text:
                     marks.append({"mark": mark, "kind": kind, "text": inert(text[0])})
                 if kind == EventKind.MODEL_CALL and isinstance(event.get("step"), int):
                     steps[event["step"]] = _step_facts(event, marks, start)
                     marks = []
+            entries(timeline.flush_entries())
             damaged = len(events.corrupt) + events.odd
         return {
             "session": session,

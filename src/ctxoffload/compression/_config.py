@@ -693,7 +693,7 @@ def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
         "needs a few; check that the file is the one you meant"
     )
     try:
-        data = json.loads(text, parse_int=_parse_int)
+        data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{what} file {name!r} is not valid JSON: {exc.msg} at line {exc.lineno} column "
@@ -703,7 +703,50 @@ def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
         raise too_deep_error from None
     if too_deep(data):
         raise too_deep_error
+    repeated = _repeated_key(data)
+    if repeated is not None:
+        raise ConfigError(
+            f"{what} file {name!r}: {repeated} is given twice in one object; JSON would keep "
+            "only the last: give it once"
+        )
     return data
+
+
+class _Repeated(dict[str, Any]):
+    """A JSON object of a configuration file that gave a key twice (`key`)."""
+
+    key = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; one that gives a key twice is marked (`_Repeated`): Python's
+    json keeps the last silently, and a configuration would lose the first."""
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    seen: set[str] = set()
+    marked = _Repeated(value)
+    for key, _ in pairs:
+        if key in seen:
+            marked.key = key
+            break
+        seen.add(key)
+    return marked
+
+
+def _repeated_key(data: Any) -> str | None:
+    """The JSON path of the first key given twice in `data` (within `MAX_DEPTH`), or None."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _Repeated):
+            return f"{path}.{value.key}" if path else value.key
+        if isinstance(value, dict):
+            items = [(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()]
+            stack.extend(reversed(items))
+        elif isinstance(value, list):
+            stack.extend(reversed([(v, f"{path}[{i}]") for i, v in enumerate(value)]))
+    return None
 
 
 def _describe(exc: ValidationError, source: str) -> str:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ._memory import InMemoryWorkspace
     from ._new_session import new_session, take_new_session
     from ._objectstore import ObjectStoreWorkspace
-    from ._paths import linked_elsewhere, verify_settled
+    from ._paths import linked_elsewhere, verify_settled, workdir_problem
     from ._payloads import (
         count_lines,
         decode_base64,
@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         reference_parts,
         sessions_folder,
         token_change,
+        workspace_of,
     )
     from ._scope import Reach, check_reference, reach_of
     from ._writer import (
@@ -185,6 +186,8 @@ __all__ = [
     "tool_result_name",
     "validate_session_id",
     "verify_settled",
+    "workdir_problem",
+    "workspace_of",
     "writing_as",
 ]
 
@@ -223,6 +226,7 @@ __getattr__, __dir__ = lazy_exports(
         "tool_result_name": "._layout",
         "linked_elsewhere": "._paths",
         "verify_settled": "._paths",
+        "workdir_problem": "._paths",
         "count_lines": "._payloads",
         "decode_base64": "._payloads",
         "render_tool_output": "._payloads",
@@ -250,6 +254,7 @@ __getattr__, __dir__ = lazy_exports(
         "fidelity_sentence": "._reader",
         "token_change": "._reader",
         "sessions_folder": "._reader",
+        "workspace_of": "._reader",
         "GcReport": "._gc",
         "tool_file_stem": "._ids",
         "validate_session_id": "._ids",

@@ -44,6 +44,7 @@ __all__ = [
     "unlink_quietly",
     "verify_file",
     "verify_settled",
+    "workdir_problem",
 ]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -103,6 +104,30 @@ def _failed(shown: str, exc: OSError, action: str) -> OffloadError:
     return error
 
 
+def workdir_problem(workdir: str, *, create: bool = False) -> str | None:
+    """What keeps `workdir` from being a workspace's folder, said as every front says it
+    (`workdir '/x' does not exist`, `workdir '/x' is not a folder`), or None when it is one.
+
+    The one diagnosis of a workdir: the commands (through `sessions_folder`) and the
+    workspaces (through `open_dir`) each add the fix in their own terms.
+
+    Args:
+        workdir: the workdir as given.
+        create: a missing folder will be made: missing is no problem, unless a file on the
+            way keeps it from being made.
+    """
+    if os.path.isdir(workdir):
+        return None
+    if os.path.lexists(workdir):
+        return f"workdir {workdir!r} is not a folder"
+    above = os.path.dirname(os.path.abspath(workdir))
+    while not os.path.lexists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        return f"workdir {workdir!r} is not a folder: {above!r} is not a folder"
+    return None if create else f"workdir {workdir!r} does not exist"
+
+
 def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> int:
     """Open directory `name` under `parent_fd` without following a link; optionally make it.
 
@@ -126,7 +151,7 @@ def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> i
             pass
         except OSError as exc:
             if exc.errno in _PLANTED:
-                raise _planted(shown, exc, "directory") from exc
+                raise _not_a_folder(parent_fd, shown, exc) from exc
             raise _failed(shown, exc, "create directory") from exc
     try:
         return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
@@ -134,8 +159,21 @@ def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> i
         raise
     except OSError as exc:
         if exc.errno in _PLANTED:
-            raise _planted(shown, exc, "directory") from exc
+            raise _not_a_folder(parent_fd, shown, exc) from exc
         raise _failed(shown, exc, "open directory") from exc
+
+
+def _not_a_folder(parent_fd: int | None, shown: str, exc: OSError) -> OffloadError:
+    """A folder of the workspace that is none: below the workdir, a planted entry
+    (`Refused`); the workdir itself (resolved, so no link), a file the user gave as it."""
+    problem = workdir_problem(shown, create=True) if parent_fd is None else None
+    if problem is None:
+        return _planted(shown, exc, "directory")
+    error = OffloadError(
+        f"{problem}: give the workspace a folder as its workdir (a missing one is made)", shown
+    )
+    error.__cause__ = exc
+    return error
 
 
 def open_path(root: str, parts: Sequence[str], shown_root: str, *, create: bool) -> int:

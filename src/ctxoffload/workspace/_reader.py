@@ -29,8 +29,15 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from ._ids import is_session_id
-from ._layout import COMMIT_SUFFIX, EVENTS_FILE, SESSIONS_DIR, is_committed_log
-from ._paths import Refused, file_url_to_path, linked_elsewhere, open_for_reading, open_path
+from ._layout import COMMIT_SUFFIX, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_committed_log
+from ._paths import (
+    Refused,
+    file_url_to_path,
+    linked_elsewhere,
+    open_for_reading,
+    open_path,
+    workdir_problem,
+)
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -66,6 +73,7 @@ __all__ = [
     "reference_text",
     "take_lines",
     "token_change",
+    "workspace_of",
 ]
 
 _CHUNK = 1 << 20
@@ -640,6 +648,35 @@ def reference_parts(reference: str | os.PathLike[str], workdir: str, root: str) 
     raise not_a_reference(reference, workdir)
 
 
+def workspace_of(reference: str | os.PathLike[str]) -> str | None:
+    """The workspace an absolute path (or a `file://` URL) names a file of, found from the
+    path alone: the nearest folder above it that holds a `sessions/` folder and under which
+    the path is `sessions/ID/FILE` or `data/FILE`. None for a relative path, or a path in
+    no workspace. Nothing below that folder is opened (`open_reference` does that without
+    following a link).
+    """
+    try:
+        text = reference_text(reference)
+    except InvalidReference:
+        return None
+    path = file_url_to_path(text) if text.startswith("file://") else text
+    if not os.path.isabs(path):
+        return None
+    parts = os.path.normpath(path).split(os.sep)[1:]
+    for cut in range(len(parts) - 2, -1, -1):
+        below = parts[cut:]
+        if not (
+            (below[0] == SESSIONS_DIR and len(below) == 3)
+            or (below[0] == DATA_DIR and len(below) == 2)
+        ):
+            continue
+        workdir = os.sep + os.path.join(*parts[:cut]) if cut else os.sep
+        sessions = os.path.join(workdir, SESSIONS_DIR)
+        if os.path.isdir(sessions) and not os.path.islink(sessions):
+            return workdir
+    return None
+
+
 def not_a_reference(reference: str, workdir: str) -> InvalidReference:
     """The error for a reference that names no file of the workspace at `workdir`."""
     return InvalidReference(
@@ -680,9 +717,9 @@ def sessions_folder(workdir: str) -> Folder:
         InvalidReference: `workdir` does not exist, is not a folder, or has no sessions/
             folder: it is not a ctxoffload workspace.
     """
-    if not os.path.isdir(workdir):
-        what = "does not exist" if not os.path.lexists(workdir) else "is not a folder"
-        raise InvalidReference(f"workdir {workdir!r} {what}")
+    problem = workdir_problem(workdir)
+    if problem is not None:
+        raise InvalidReference(problem)
     sessions = os.path.join(workdir, SESSIONS_DIR)
     if os.path.islink(sessions) or not os.path.isdir(sessions):
         raise InvalidReference(
