@@ -32,6 +32,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
 
 
+@pytest.fixture(autouse=True)
+def no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts without $COLUMNS, as a command in a pipe does: pytest-xdist sets it
+    to 80 in its workers, which made the tables of in-process commands fit 80 columns under
+    `-n` and not under `-n 0`. A test about widths sets it itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """Where a test's LocalWorkspace lives (not created: the workspace creates it)."""
