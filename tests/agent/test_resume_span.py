@@ -199,8 +199,9 @@ async def test_a_summary_resumed_after_a_kill_mid_batch_names_exactly_its_lines(
         ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
     assert child.wait() == -signal.SIGKILL, child.communicate()[1]
     if backend == "bucket":
-        # Its lease would lapse by itself within a minute: lapsed now.
-        s3.put_object(bucket, "agents/sessions/run/lease.json", b'{"expires": 0}\n')
+        # Its lease would lapse by itself within a minute (the store's clock decides); here
+        # the record says it is over, as a released one does.
+        s3.put_object(bucket, "agents/sessions/run/lease.json", b'{"released": "lapsed"}\n')
     reference = ws.context_path("run")
 
     resumed = Agent(
