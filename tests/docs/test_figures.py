@@ -16,7 +16,8 @@ BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 _NUMBER = r"\d[\d,]*(?:\.\d+)?"
 _FIGURE = re.compile(rf"(?<![\w.]){_NUMBER}(?:–{_NUMBER})?(?:×| ?ms\b| ?%| s\b| min\b)")
 _DURATION = re.compile(rf"(?<![\w.]){_NUMBER}(?:–{_NUMBER})? ?(?:s|min|minutes|seconds)\b")
-_ABOUT_THE_SUITE = re.compile(r"\b(?:suite|slow)\b", re.I)
+# "slow" as the tests marked slow, not a slow client or a slow moment.
+_ABOUT_THE_SUITE = re.compile(r"\bsuite\b|`slow`|\bslow: |\bslow tests?\b", re.I)
 _FENCED = re.compile(r"^(`{3,}|~{3,}).*?^\1[ \t]*$", re.M | re.S)
 
 
@@ -79,4 +80,6 @@ def test_the_figure_finders_read_figures() -> None:
         "92.8%",
     ]
     assert _DURATION.search("it takes about 80 s") and not _DURATION.search("in 2 steps")
+    assert _ABOUT_THE_SUITE.search("the tests marked `slow` take 20 s")
+    assert not _ABOUT_THE_SUITE.search("a slow client is cut off after 10 s")
     assert paragraphs("a\n\n```text\n1 s\n```\n\nb\n") == ["a", "b"]
