@@ -81,6 +81,12 @@ class S3Server:
         client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata or {})
         client.close()
 
+    def delete_object(self, bucket: str, key: str) -> None:
+        """Delete an object with the plain S3 API."""
+        client = self._client()
+        client.delete_object(Bucket=bucket, Key=key)
+        client.close()
+
     def replace_metadata(self, bucket: str, key: str, changes: dict[str, str]) -> None:
         """Change an object's user metadata in place (a copy onto itself), as a hand would."""
         client = self._client()

@@ -266,3 +266,38 @@ async def test_a_bucket_session_whose_holder_process_lives_is_kept(s3: Any) -> N
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.communicate()
+
+
+def gc_lease(ttl: float = 60) -> bytes:
+    """The lease record gc writes on a bucket session while it removes it."""
+    record = {"agent": "gc", "pid": 1, "host": "elsewhere", "ttl": ttl, "removing": True}
+    return (json.dumps(record) + "\n").encode()
+
+
+async def test_a_writer_arriving_while_gc_removes_a_bucket_session_waits_for_it(
+    s3: Any,
+) -> None:
+    bucket = s3.new_bucket()
+    ws = ObjectStoreWorkspace(f"s3://{bucket}/ws", **s3.workspace_kwargs())
+    s3.put_object(bucket, "ws/sessions/s/lease.json", gc_lease())
+    taking = asyncio.create_task(ws.acquire_lease("s", agent="late"))
+    for _ in range(20):  # the taker reads the lease and waits; it never takes a held one
+        await asyncio.sleep(0.01)
+        assert not taking.done()
+    s3.delete_object(bucket, "ws/sessions/s/lease.json")  # gc's last delete
+    lease = await taking
+    assert lease.holder["agent"] == "late"
+    await lease.release()
+
+
+async def test_a_gc_that_died_holding_a_bucket_lease_is_named_after_the_wait(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxoffload.workspace import _objectstore
+
+    monkeypatch.setattr(_objectstore, "GC_WAIT", 0.2)
+    bucket = s3.new_bucket()
+    ws = ObjectStoreWorkspace(f"s3://{bucket}/ws", **s3.workspace_kwargs())
+    s3.put_object(bucket, "ws/sessions/s/lease.json", gc_lease())
+    with pytest.raises(SessionBusyError, match="agent 'gc'"):
+        await ws.acquire_lease("s", agent="late")

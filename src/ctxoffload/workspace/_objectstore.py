@@ -498,7 +498,7 @@ class ObjectStoreWorkspace:
         where = self._client.reference(key)
         attributes = {"Content-Type": "application/json"}
         holder = holder_record(agent, ttl)
-        e_tag, previous = await self._take_lease(sid, holder)
+        e_tag, previous = await self._take_lease_after_gc(sid, holder)
         if previous and not previous.get("released"):
             took_over(sid, previous, "it expired without being renewed")
         client = self._client
@@ -525,6 +525,27 @@ class ObjectStoreWorkspace:
                 )
 
         return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
+
+    async def _take_lease_after_gc(
+        self, session_id: str, holder: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """`_take_lease`, waiting while gc holds the lease to remove the session.
+
+        gc takes a session's lease before it deletes the session's objects and deletes the
+        lease last: a writer arriving meanwhile waits for that (as on disk it waits for the
+        folder's lock), then takes the lease of what is now a fresh session. A gc that died
+        holding it is waited for at most `GC_WAIT` seconds, then named as the holder.
+        """
+        deadline = time.monotonic() + GC_WAIT
+        pause = 0.02
+        while True:
+            try:
+                return await self._take_lease(session_id, holder)
+            except SessionBusyError as busy:
+                if busy.holder.get(REMOVING) is not True or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
     async def _take_lease(
         self, session_id: str, holder: dict[str, Any]
@@ -1041,7 +1062,7 @@ class ObjectStoreWorkspace:
         lease_key = f"{prefix}/{LEASE_FILE}"
         claim: tuple[str, dict[str, Any]] | None = None
         if is_session_id(usage.name):
-            holder = holder_record("gc", DEFAULT_LEASE_TTL)
+            holder = {**holder_record("gc", DEFAULT_LEASE_TTL), REMOVING: True}
             try:
                 claim = await self._take_lease(usage.name, holder)
             except SessionBusyError as busy:
@@ -1065,6 +1086,13 @@ class ObjectStoreWorkspace:
             self._logs.forget(f"{prefix}/{log}")
             self._context_keys.pop(f"{prefix}/{log}", None)
         return None
+
+
+REMOVING = "removing"
+"""The field of the lease record gc writes while it removes a session: a writer waits for it."""
+
+GC_WAIT = 30.0
+"""Seconds a writer waits for gc to finish removing a session whose lease it holds."""
 
 
 def _lease_record(raw: bytes) -> dict[str, Any]:
