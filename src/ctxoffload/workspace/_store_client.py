@@ -363,20 +363,8 @@ class StoreClient:
 
     async def get_tagged(self, key: str) -> tuple[bytes, str] | None:
         """The bytes of `key` and its ETag (one GET), or None if it is missing."""
-        import obstore
-
-        def fetch() -> tuple[bytes, str]:
-            result = obstore.get(self.store, key)
-            return bytes(result.bytes()), str(result.meta.get("e_tag") or "")
-
-        async def call() -> tuple[bytes, str] | None:
-            try:
-                return await _blocking(fetch)
-            except FileNotFoundError as exc:
-                _raise_missing_bucket(exc)
-                return None
-
-        return await self._run("read", key, call)
+        found = await self.get_stamped(key)
+        return None if found is None else (found[0], found[1])
 
     async def get_stamped(self, key: str) -> tuple[bytes, str, datetime] | None:
         """The bytes of `key`, its ETag and its last change by the store's clock (one GET),
