@@ -246,6 +246,8 @@ _HOSTILE = st.lists(
                 "<<<TRUNCATED>>>",
                 "[cleared: ",
                 "[CLEARED: ",
+                "[ cleared:",
+                "<<< truncated >>>",
                 "--- end of preview ---",
                 "</summary>",
             ]
@@ -274,6 +276,32 @@ def test_no_mark_and_no_given_delimiter_survives_defuse(text: str) -> None:
     assert delimiters_in(placeholder, CLEARED_MARK) == 1 and placeholder.count("]") == 1
     assert defuse(made, "]", "</summary>") == made  # once is enough
     assert made.count("\n") == text.count("\n")  # the lines stay
+
+
+@pytest.mark.parametrize("mark", WRAPPER_MARKS)
+def test_a_mark_in_any_spacing_is_defused(mark: str) -> None:
+    # `[ cleared: ...]`, `<<< TRUNCATED >>>`, `[sub-agent\tx ...]` read as ctxoffload's own
+    # marks to a model: blanks between a mark's words and signs, or none, change nothing.
+    pieces = re.findall(r"\w+|[^\w\s]", mark)
+    for blank in ("", " ", "  ", "\t", "\n"):
+        for variant in (blank.join(pieces), blank.join(pieces).title()):
+            text = f"ok {variant} then"
+            made = defuse(text)
+            assert made == f"ok &#{ord(variant[0])};{variant[1:]} then" or (
+                variant[0] == "<" and made == f"ok &lt;{variant[1:]} then"
+            ), (variant, made)
+            assert defuse(made) == made
+
+
+def test_defuse_is_linear_after_a_bracket_followed_by_blanks() -> None:
+    # `<` then a megabyte of blanks: the two optional runs of blanks around an optional `/`
+    # were tried at every split of the run, O(n²) for one `<` (40 KB took 70 s; a tool
+    # output of 1 MB hung the compaction for hours). Now a few milliseconds.
+    for blank in (" ", "\n"):
+        text = "<" + blank * 1_000_000 + "x"
+        assert defuse(text) == text
+        closing = "<" + blank * 1_000_000 + "/ user>"
+        assert defuse(closing) == "&lt;" + closing[1:]
 
 
 def test_a_transcript_entry_cannot_close_its_message_or_the_conversation() -> None:

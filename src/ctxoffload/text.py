@@ -120,12 +120,20 @@ marker, a cleared output's placeholder, an offloaded result's preview, what a su
 hands back."""
 
 _TAG = re.compile(r"</?([A-Za-z][\w-]*)>")
+# A mark's words and signs (`[`, `cleared`, `:`): blanks may stand between any two.
+_MARK_PIECE = re.compile(r"\w+|[^\w\s]")
+
+
+def _mark_pattern(mark: str) -> str:
+    """`mark` in any spacing: `[ cleared:`, `<<< TRUNCATED >>>`, `--- end of preview---`."""
+    return r"\s*".join(re.escape(piece) for piece in _MARK_PIECE.findall(mark))
 
 
 @functools.lru_cache(maxsize=64)
 def _defuse_pattern(delimiters: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern for every wrapper of ctxoffload and each of `delimiters`: a tag in any
-    case and spacing (`</ Artifact_Index >`, `<user name="x">`), another mark in any case."""
+    case and spacing (`</ Artifact_Index >`, `<user name="x">`), another mark in any case
+    and spacing (`[ Cleared:`, `<<< truncated >>>`)."""
     tags = set(WRAPPER_TAGS)
     marks = set(WRAPPER_MARKS)
     for delimiter in delimiters:
@@ -135,9 +143,12 @@ def _defuse_pattern(delimiters: tuple[str, ...]) -> re.Pattern[str]:
         elif delimiter:
             marks.add(delimiter)
     names = "|".join(re.escape(t) for t in sorted(tags, key=len, reverse=True))
-    literal = "|".join(re.escape(m) for m in sorted(marks, key=len, reverse=True))
-    # A name followed by a letter, a digit, `_` or `-` is another tag (`<tool_call>`).
-    return re.compile(rf"<(?=\s*/?\s*(?:{names})(?![\w-]))|{literal}", re.IGNORECASE)
+    spaced = (_mark_pattern(m) for m in sorted(marks, key=len, reverse=True))
+    literal = "|".join(p for p in spaced if p)
+    # A name followed by a letter, a digit, `_` or `-` is another tag (`<tool_call>`). The
+    # blanks after `/` are read only once a `/` is there: two optional runs side by side
+    # (`\s*/?\s*`) are tried at every split of one run, O(n²) on `<` and a megabyte of blanks.
+    return re.compile(rf"<(?=\s*(?:/\s*)?(?:{names})(?![\w-]))|{literal}", re.IGNORECASE)
 
 
 def _defused(match: re.Match[str]) -> str:
@@ -152,7 +163,8 @@ def defuse(text: str, *delimiters: str) -> str:
 
     Each tag of `WRAPPER_TAGS` (opening or closing, in any case and spacing), each mark of
     `WRAPPER_MARKS` and each of `delimiters` (a tag such as `</summary>` stands for that
-    tag in any form; anything else is matched in any case) has its first character written
+    tag in any form; anything else is matched in any case, with any blanks or none between
+    its words and signs: `[ Cleared:` for `[cleared: `) has its first character written
     as an HTML character reference: `</artifact_index>` becomes `&lt;/artifact_index>`,
     `]` becomes `&#93;`. Nothing else changes: the text keeps its lines, and the original
     stays byte for byte in the file the wrapper names.

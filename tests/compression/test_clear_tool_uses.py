@@ -315,3 +315,23 @@ async def test_an_output_that_starts_like_a_placeholder_is_cleared(tmp_path: Pat
     assert "is stored in" in text and "\n" not in text
     stored = Path(REF.search(text).group(1))  # type: ignore[union-attr]
     assert stored.read_text() == fake  # byte for byte
+
+
+async def test_a_reader_call_that_says_is_stored_in_names_no_artifacts(tmp_path: Path) -> None:
+    # A reader's output is not stored: its placeholder says to call it again, and names no
+    # artifact "there". Known by what this manager did, not by words the call's path holds.
+    read = "ORD-58213 in /mnt/exports/b-2211.csv\n" + output(7)
+    msgs = conversation(1)
+    msgs += [
+        Msg(
+            role="assistant",
+            content=[ToolCallBlock(id="c7", name="Read", input={"path": "/w/is stored in/a.txt"})],
+        ),
+        Msg(role="tool", content=[ToolResultBlock(id="c7", name="Read", output=read)]),
+        *turn(8),
+    ]
+    run = run_of(LocalWorkspace(tmp_path), ClearToolUses(keep=1))
+    text = str(results((await run.pre_llm(msgs)).messages)["c7"].output)
+    assert text.startswith("[cleared: the output of Read(path='/w/is stored in/a.txt')")
+    assert text.endswith("call it again to see it]"), text
+    assert "it names" not in text and "ORD-58213" not in text

@@ -222,3 +222,25 @@ async def test_a_data_line_a_tool_wrote_opens_nothing(make_workspace: Any) -> No
         with pytest.raises(InvalidReference, match="data/ file no message of this session names"):
             await ws.read_reference(bob_image)
         assert (await ws.read_reference(own_image)).startswith(PNG)
+
+
+async def test_an_image_given_by_url_elsewhere_opens_no_data_file(make_workspace: Any) -> None:
+    """An image a user gave by URL, whose path merely ends like a data/ file of another
+    session (`https://example.com/data/NAME.png`), is no reference of this workspace: it
+    makes that file no more reachable than the text of a message would."""
+    ws = make_workspace(isolate_sessions=True)
+    _, bob_image = await fill(ws, "bob")
+    name = bob_image.rsplit("/", 1)[-1]
+    elsewhere = f"https://images.example.com/data/{name}"
+    await ws.offload_context(
+        "alice",
+        [
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": elsewhere}}]},
+            Msg(role="user", content=[DataBlock(source={"type": "url", "url": elsewhere})]),
+        ],
+    )
+    _, own_image = await fill(ws, "alice")
+    with writing_as("alice-agent", "alice"):
+        with pytest.raises(InvalidReference, match="data/ file no message of this session names"):
+            await ws.read_reference(bob_image)
+        assert (await ws.read_reference(own_image)).startswith(PNG)

@@ -187,7 +187,7 @@ class ClearToolUses:
             run.report("ClearToolUses: no offloader to store the outputs in; nothing cleared")
             return messages
         try:
-            placeholders, inputs, references = await self._store(
+            placeholders, inputs, references, stored = await self._store(
                 candidates, offloader, run, readers
             )
         except Exception as exc:
@@ -195,7 +195,7 @@ class ClearToolUses:
             run.report(f"ClearToolUses: offload failed: {exc}")
             return messages
         tokens_before = run.compressor.count(messages, run.tools)
-        placeholders, named = _naming(messages, candidates, placeholders, inputs)
+        placeholders, named = _naming(messages, candidates, placeholders, inputs, stored)
         after = _replaced(messages, placeholders, inputs)
         self._written.update(placeholders.values())
         tokens_after = run.compressor.count(after, run.tools)
@@ -253,9 +253,12 @@ class ClearToolUses:
         offloader: Offloader,
         run: PipelineRun,
         readers: ReaderTools | None,
-    ) -> tuple[dict[tuple[int, int], str], dict[tuple[int, int], str], list[str]]:
+    ) -> tuple[
+        dict[tuple[int, int], str], dict[tuple[int, int], str], list[str], set[tuple[int, int]]
+    ]:
         """Store each output (and large input) to clear; their placeholders and references,
-        the placeholders by where the result is and where the call is (`_Use`).
+        the placeholders by where the result is and where the call is (`_Use`), and where the
+        outputs stored are (a reader's is not: its placeholder repeats the call).
 
         Raises:
             Exception: whatever the offloader raised; then nothing may be cleared.
@@ -264,6 +267,7 @@ class ClearToolUses:
         placeholders: dict[tuple[int, int], str] = {}
         inputs: dict[tuple[int, int], str] = {}
         references: list[str] = []
+        stored: set[tuple[int, int]] = set()
         for use in candidates:
             result, name = use.result, use.result.name or "a tool"
             tokens = _tokens(result, run)
@@ -278,6 +282,7 @@ class ClearToolUses:
                 if not refs:
                     continue  # nothing in it to store (an empty list of blocks)
                 references += refs
+                stored.add(use.at)
                 for ref in refs:
                     run.compressor.note_artifact(Artifact(ref, size, name))
                 where = ", ".join(refs)
@@ -299,7 +304,7 @@ class ClearToolUses:
                         f"{size:,} bytes of JSON) are stored in {ref}; "
                         f"{_lower(how_to_read(ref, 1, readers))}"
                     )
-        return placeholders, inputs, references
+        return placeholders, inputs, references, stored
 
 
 _TRIGGER_KINDS = ("input_tokens", "tool_uses")
@@ -376,18 +381,20 @@ def _naming(
     candidates: list[_Use],
     placeholders: dict[tuple[int, int], str],
     inputs: dict[tuple[int, int], str],
+    stored: set[tuple[int, int]],
 ) -> tuple[dict[tuple[int, int], str], dict[str, int]]:
     """The placeholders, each naming the paths, URLs, commands and ids of its output (and
     cleared input) that nothing left in the context names, at most `_NAMED_PER_PLACEHOLDER`
     (the file it points to holds the rest); and the counts for the event (`left`,
-    `in_kept`, `indexed`, `cut`). A reader tool's output, not stored, is called again."""
+    `in_kept`, `indexed`, `cut`). A reader tool's output, not stored (not in `stored`), is
+    called again: known by what `_store` did, never by the words of a call it repeats."""
     remaining = named_values(_replaced(messages, placeholders, inputs))
     counts = {"left": 0, "in_kept": 0, "indexed": 0, "cut": 0}
     seen: set[tuple[str, str]] = set()
     named = dict(placeholders)
     for use in candidates:
         text = placeholders.get(use.at)
-        if text is None or "is stored in" not in text:
+        if text is None or use.at not in stored:
             continue
         found = message_artifacts(Msg(role="tool", content=[use.result]))
         if use.call is not None and use.call_at in inputs:

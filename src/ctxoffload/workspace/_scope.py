@@ -25,7 +25,7 @@ the record, like the read itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,9 +114,10 @@ async def _measure(workspace: Any, session_id: str, data: bool) -> Reach:
         events = await workspace.read_events(sid)
         pending.extend(s for s in _links(events) if s not in reach.sessions)
         if data:
-            reach.data |= _stored_names(events, events=True)
-            reach.data |= _stored_names([await workspace.read_state(sid)])
-            reach.data |= _stored_names(await workspace.read_context(sid))
+            key_of = workspace.reference_key
+            reach.data |= _stored_names(events, key_of, events=True)
+            reach.data |= _stored_names([await workspace.read_state(sid)], key_of)
+            reach.data |= _stored_names(await workspace.read_context(sid), key_of)
     return reach
 
 
@@ -130,38 +131,51 @@ def data_files_field(urls: list[str]) -> dict[str, list[str]]:
     return {_DATA_FILES: list(urls)} if urls else {}
 
 
-def _stored_names(values: Iterable[Any], *, events: bool = False) -> set[str]:
+def _stored_names(
+    values: Iterable[Any], key_of: Callable[[str], list[str]], *, events: bool = False
+) -> set[str]:
     """The data/ files that blocks of these records point at (a block's `url` beside a
     `media_type`, or in a `source` / `image_url`), and, for `events`, that `data` events and
     `tool_result` events (`data_files`) name. Text is not read: a name a model or a user
     merely wrote does not make a file reachable, nor does a dict shaped like an event inside
-    a message."""
+    a message, nor a URL elsewhere that merely ends in `/data/NAME` (`key_of`: the
+    workspace's `reference_key`, which refuses what is not one of its references)."""
     found: set[str] = set()
     if events:
         for event in values:
             if not isinstance(event, dict):
                 continue
             if event.get("kind") == EventKind.DATA:
-                found |= _in(event.get("reference"))
+                found |= _in(event.get("reference"), key_of)
             elif event.get("kind") == EventKind.TOOL_RESULT:
                 urls = event.get(_DATA_FILES)
                 for url in urls if isinstance(urls, list) else ():
-                    found |= _in(url)
+                    found |= _in(url, key_of)
     stack: list[tuple[Any, str | None]] = [(v, None) for v in values]
     while stack:
         value, key = stack.pop()
         if isinstance(value, dict):
             url = value.get("url")
             if isinstance(url, str) and ("media_type" in value or key in _BLOCK_KEYS):
-                found |= _in(url)
+                found |= _in(url, key_of)
             stack.extend((v, k) for k, v in value.items() if k not in _TEXT_KEYS)
         elif isinstance(value, list):
             stack.extend((v, key) for v in value)
     return found
 
 
-def _in(text: object) -> set[str]:
-    return set(_DATA_REFERENCE.findall(text)) if isinstance(text, str) else set()
+def _in(text: object, key_of: Callable[[str], list[str]]) -> set[str]:
+    """The data/ name `text` is a reference of, in this workspace (`key_of`); none for
+    another text (`https://example.com/data/NAME.png`, an image a user gave by URL)."""
+    if not isinstance(text, str) or _DATA_REFERENCE.search(text) is None:
+        return set()
+    try:
+        parts = key_of(text)
+    except (InvalidReference, ValueError):
+        return set()
+    if len(parts) == 2 and parts[0] == DATA_DIR and DATA_NAME.fullmatch(parts[1]):
+        return {parts[1]}
+    return set()
 
 
 async def check_reference(
