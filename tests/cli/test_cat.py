@@ -112,3 +112,19 @@ def test_a_session_named_sessions_is_no_workspace_of_its_own(
     monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
     found = cli("cat", workdir / "sessions/sessions/context.jsonl")
     assert found.code == 0 and "hi" in found.out, found
+
+
+def test_a_file_url_holding_an_encoded_nul_is_refused_in_one_line(
+    filled: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """`%00` decodes to a NUL no path can hold: the reference names no file (no traceback)."""
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    result = filled / "sessions/run-1/tool_result-call_1.txt"
+    for url in (result.as_uri() + "%00", result.as_uri() + "%00.txt"):
+        for where in ((), ("--workdir", filled)):
+            refused = cli("cat", url, *where)
+            assert refused.code == 2, refused
+            assert refused.err == (
+                f"ctxoffload cat: reference {url!r} names no file inside the workspace "
+                f"{str(filled)!r}: pass a path this workspace returned\n"
+            )
