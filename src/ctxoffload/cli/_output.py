@@ -415,6 +415,11 @@ def print_table(
     shown, titles, widths = _fit_columns(
         columns, cells, width, _rich_chrome if rich else _plain_chrome
     )
+    if rich and width is not None and sum(widths) + _rich_chrome(len(shown)) > width:
+        # No room for rich's borders around one character (COLUMNS=3): rich would squeeze
+        # the cells to nothing. Plain text folds them, and shows every character.
+        rich = False
+        shown, titles, widths = _fit_columns(columns, cells, width, _plain_chrome)
     cells = [[row[i] if i < len(row) else "" for i in shown] for row in cells]
     aligned = [columns[i].right or i in right for i in shown]
     left_out = [columns[i].header for i in range(len(columns)) if i not in shown]
