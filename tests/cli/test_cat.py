@@ -128,3 +128,21 @@ def test_a_file_url_holding_an_encoded_nul_is_refused_in_one_line(
                 f"ctxoffload cat: reference {url!r} names no file inside the workspace "
                 f"{str(filled)!r}: pass a path this workspace returned\n"
             )
+
+
+def test_a_path_in_no_workspace_is_said_of_the_path_not_only_of_the_current_folder(
+    filled: Path, tmp_path: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """A session's folder (no file), or a path outside every workspace: the error names the
+    path given, not only the folder the command happened to run in."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    for reference in (f"{filled}/sessions/run-1/", "/", (filled / "stray").as_uri()):
+        refused = cli("cat", reference)
+        assert refused.code == 2, refused
+        assert refused.err.startswith(
+            f"ctxoffload cat: reference {reference!r} names no file of a workspace "
+        ), refused.err
+        assert f"{str(elsewhere)!r} is not a ctxoffload workspace" in refused.err
