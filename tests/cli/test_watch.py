@@ -532,3 +532,18 @@ def test_ctrl_c_that_lands_in_a_string_exec_still_ends_watch_with_0(
     finally:
         _stop(watch)
     assert "Traceback" not in said, said
+
+
+def test_ctrl_c_while_watch_reads_where_each_file_ends_is_exit_0(
+    filled: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """Before the first look (a workspace of many sessions takes a while to list), Ctrl-C
+    ends watch as documented too: exit 0, not `interrupted` and 130."""
+    from ctxoffload.workspace import Folder
+
+    def interrupted(self: Any) -> list[str]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Folder, "sessions", interrupted)
+    ended = cli("watch", "--workdir", filled)
+    assert (ended.code, ended.err) == (0, ""), ended
