@@ -112,3 +112,37 @@ def test_a_session_named_sessions_is_no_workspace_of_its_own(
     monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
     found = cli("cat", workdir / "sessions/sessions/context.jsonl")
     assert found.code == 0 and "hi" in found.out, found
+
+
+def test_a_file_url_holding_an_encoded_nul_is_refused_in_one_line(
+    filled: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """`%00` decodes to a NUL no path can hold: the reference names no file (no traceback)."""
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    result = filled / "sessions/run-1/tool_result-call_1.txt"
+    for url in (result.as_uri() + "%00", result.as_uri() + "%00.txt"):
+        for where in ((), ("--workdir", filled)):
+            refused = cli("cat", url, *where)
+            assert refused.code == 2, refused
+            assert refused.err == (
+                f"ctxoffload cat: reference {url!r} names no file inside the workspace "
+                f"{str(filled)!r}: pass a path this workspace returned\n"
+            )
+
+
+def test_a_path_in_no_workspace_is_said_of_the_path_not_only_of_the_current_folder(
+    filled: Path, tmp_path: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """A session's folder (no file), or a path outside every workspace: the error names the
+    path given, not only the folder the command happened to run in."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
+    for reference in (f"{filled}/sessions/run-1/", "/", (filled / "stray").as_uri()):
+        refused = cli("cat", reference)
+        assert refused.code == 2, refused
+        assert refused.err.startswith(
+            f"ctxoffload cat: reference {reference!r} names no file of a workspace "
+        ), refused.err
+        assert f"{str(elsewhere)!r} is not a ctxoffload workspace" in refused.err

@@ -432,3 +432,37 @@ def test_a_warning_of_every_run_is_said_once(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("does not fit the reserve") == 1, done.stderr
+
+
+def _columns_taken(text: str) -> int:
+    """The terminal columns `text` takes: a wide (CJK) character two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def test_a_config_named_in_wide_characters_keeps_the_table_aligned_and_in_width(
+    tmp_path: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """A CJK character takes two columns of a terminal: the table pads and fits by what a
+    cell takes on screen, not by its count of characters."""
+    monkeypatch.setenv("COLUMNS", "80")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    wide = tmp_path / "配置配置配置配置配置配置.json"
+    wide.write_text(json.dumps({"context_window": 4000}))
+    plain = tmp_path / "b.json"
+    plain.write_text(json.dumps({"context_window": 8000}))
+    result = cli("replay", path, "--config", wide, "--config", plain, "--workdir", tmp_path / "ws")
+    assert result.code == 0, result
+    lines = result.out.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("config ")) :]
+    table = [line for line in table if "left out to fit" not in line]
+    assert max(_columns_taken(line) for line in table) <= 80, "\n".join(table)
+    ends = {
+        _columns_taken(line[: line.index(window) + len(window)])
+        for line in table
+        for window in ("4,000", "8,000")
+        if window in line
+    }
+    assert len(ends) == 1, "\n".join(table)  # the window column lines up

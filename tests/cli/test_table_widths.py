@@ -116,3 +116,23 @@ def test_a_long_session_id_folds_instead_of_leaving_every_column_out(
     assert notes in ([], ["(compr.: left out to fit 80 columns)"]), "\n".join(lines)
     pieces = [re.sub(r"[│┃]", " ", line).split()[0] for line in lines if "0123" in line]
     assert "".join(pieces) == long_id
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 5, 6, 9])
+def test_a_terminal_too_narrow_for_the_borders_still_shows_every_character(
+    tmp_path: Path, width: int
+) -> None:
+    """rich squeezed a column it had no room for down to nothing (COLUMNS=3: `│ │`, the session
+    gone); below the width rich's borders need, the table is plain text, folded."""
+    import asyncio
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    session = "nightly-job"
+    workspace = LocalWorkspace(tmp_path, fsync=False)
+    asyncio.run(workspace.offload_context(session, msgs=[Msg(role="user", content="x")]))
+    lines = _printed(tmp_path, "ls", width, "rich")
+    table = [line for line in lines if "left out to fit" not in line]
+    assert max(len(line) for line in table) <= width, "\n".join(lines)
+    pieces = [re.sub(r"[│┃]", " ", line).strip() for line in table]
+    assert session in "".join(pieces), "\n".join(lines)

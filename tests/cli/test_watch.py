@@ -491,3 +491,59 @@ def test_watch_prints_a_summary_no_message_holds_once_under_its_compression(
     events, others = _as_show_prints(printed, "s-1")
     assert events == shown
     assert others == [f"{'':8} s-1 context.jsonl line 1 [user] old"]
+
+
+# Every Ctrl-C raised inside a string exec, as one that lands while a namedtuple or a dataclass
+# is being made (watchfiles imports `platform` on its first call) is raised there.
+_CTRL_C_IN_A_STRING_EXEC = """\
+import signal
+
+def _interrupted(signum, frame):
+    exec("raise KeyboardInterrupt")
+
+signal.signal(signal.SIGINT, _interrupted)
+"""
+
+
+def test_ctrl_c_that_lands_in_a_string_exec_still_ends_watch_with_0(
+    filled: Path, tmp_path: Path
+) -> None:
+    """The issue's flake (exit -2, not 0): CPython remembers a KeyboardInterrupt that ended a
+    string exec even once watch has caught it, and under `python -m` then kills the process
+    with SIGINT at exit. Here every Ctrl-C ends one, so the rare case is the only case."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_CTRL_C_IN_A_STRING_EXEC)
+    path = [str(hook), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
+    with ctrl_c_reaches_children():
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "ctxoffload", "watch", "run-1", "--workdir", str(filled)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    try:
+        _lines(watch.stdout)  # read as it comes: a full pipe would stop watch
+        err = _lines(watch.stderr)
+        _wait_for(err, "Ctrl-C to stop", [])
+        said = _end(watch, err, [])
+    finally:
+        _stop(watch)
+    assert "Traceback" not in said, said
+
+
+def test_ctrl_c_while_watch_reads_where_each_file_ends_is_exit_0(
+    filled: Path, cli: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """Before the first look (a workspace of many sessions takes a while to list), Ctrl-C
+    ends watch as documented too: exit 0, not `interrupted` and 130."""
+    from ctxoffload.workspace import Folder
+
+    def interrupted(self: Any) -> list[str]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Folder, "sessions", interrupted)
+    ended = cli("watch", "--workdir", filled)
+    assert (ended.code, ended.err) == (0, ""), ended

@@ -444,6 +444,33 @@ def test_connections_beyond_the_limit_are_refused_until_one_ends(own_demo: Path)
         stop_ui(ui)
 
 
+def test_a_live_stream_the_client_closed_frees_its_place(own_demo: Path) -> None:
+    """A tab closed ends its stream on the server at once, not at the next keep-alive (15 s,
+    or 30 s until a write fails): meanwhile its place was taken, and a reopened tab got 503."""
+    ui = start_ui(own_demo, "--max-connections", "1")
+    try:
+        with socket.create_connection(("127.0.0.1", ui.port), timeout=PATIENCE) as stream:
+            stream.sendall(
+                f"GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:{ui.port}\r\n"
+                f"{TOKEN_HEADER}: {ui.token}\r\n\r\n".encode()
+            )
+            received = b""
+            while b"retry: 2000" not in received:
+                received += stream.recv(65536)
+            stream.shutdown(socket.SHUT_WR)  # the client is done: the server sees its end
+            # The server ends the stream before its next keep-alive is due.
+            while chunk := stream.recv(65536):
+                assert b"keep-alive" not in chunk, "the stream outlived its client"
+        deadline = time.monotonic() + PATIENCE
+        while (status := request(ui, "/api/sessions")[0]) == 503:  # its place is freed
+            assert time.monotonic() < deadline, "no place freed"
+            time.sleep(0.05)
+        assert status == 200
+    finally:
+        said = stop_ui(ui)
+    assert "Traceback" not in said
+
+
 # -- live --------------------------------------------------------------------------------------
 
 

@@ -84,19 +84,32 @@ def run(args: argparse.Namespace) -> int:
     first, last = parse_line_range(args.lines)
     session = None
     reference = args.reference
+    in_no_workspace = False
     if not workdir_given(args) and not os.environ.get("CTXOFFLOAD_WORKDIR"):
         # A path a notice printed is enough, from any folder: it names its workspace.
         own = workspace_of(reference)
         if own is not None:
             args.workdir = own
+        else:
+            in_no_workspace = os.path.isabs(reference) or reference.startswith("file:")
     bucket = is_store_url(workdir_text(args))
     if bucket:
         # Copy only what the reference needs: its session, or data/.
         found = _SESSION_IN_REFERENCE.search(args.reference)
         session = found.group(1) if found else None
-    workdir = open_workspace(
-        args, session=session, data=session is None and f"{DATA_DIR}/" in args.reference
-    )
+    try:
+        workdir = open_workspace(
+            args, session=session, data=session is None and f"{DATA_DIR}/" in args.reference
+        )
+    except CliError as exc:
+        if not in_no_workspace:
+            raise
+        # Said of the path first: the current folder was only the fallback.
+        raise CliError(
+            f"reference {reference!r} names no file of a workspace (a file of one is "
+            f"{SESSIONS_DIR}/ID/FILE or {DATA_DIR}/FILE in a folder that holds {SESSIONS_DIR}/), "
+            f"and the current folder is none: {exc}"
+        ) from None
     root = os.path.realpath(workdir)
     try:
         if bucket:

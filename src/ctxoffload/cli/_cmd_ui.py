@@ -28,6 +28,7 @@ import http.server
 import io
 import mimetypes
 import secrets
+import select
 import socket
 import sys
 import threading
@@ -60,6 +61,8 @@ _POLICY = (
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 _KEEPALIVE_SECONDS = 15.0
+_GONE_CHECK_SECONDS = 1.0
+"""How often a quiet live stream looks whether its client has gone."""
 REQUEST_SECONDS = 10.0
 """How long a connection has, from the moment it is accepted, to send its whole request: the
 request line and every header (a browser sends them as soon as it has connected). Once the
@@ -517,15 +520,36 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         seen = ui.version
         self.wfile.write(b"retry: 2000\n\n")
         self.wfile.flush()
+        quiet_since = time.monotonic()
         while not ui._stop.is_set():
-            version, sessions = ui.wait_change(seen, _KEEPALIVE_SECONDS)
-            if version == seen:
-                self.wfile.write(b": keep-alive\n\n")
-            else:
+            version, sessions = ui.wait_change(seen, _GONE_CHECK_SECONDS)
+            if version != seen:
                 seen = version
                 data = json_text({"version": version, "sessions": sorted(sessions)})
                 self.wfile.write(f"event: change\ndata: {data}\n\n".encode())
+            elif self._client_gone():
+                # A closed tab: its place is free now, not at the next keep-alive (a write
+                # to a closed socket fails only at the second one, 30 s on).
+                self.close_connection = True
+                return
+            elif time.monotonic() - quiet_since >= _KEEPALIVE_SECONDS:
+                self.wfile.write(b": keep-alive\n\n")
+            else:
+                continue
+            quiet_since = time.monotonic()
             self.wfile.flush()
+
+    def _client_gone(self) -> bool:
+        """Whether the client of a live stream has closed its end (it sends nothing more
+        once its request is in: what it may still send is only looked at, never read)."""
+        waiting = select.poll()  # not select.select: a descriptor may be above 1023
+        waiting.register(self.connection, select.POLLIN)
+        if not waiting.poll(0):
+            return False
+        try:
+            return not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:  # reset by the client
+            return True
 
     def _send(self, status: int, value: Any, extra: dict[str, str] | None = None) -> None:
         # ensure_ascii: a lone surrogate (a byte that was not UTF-8) goes out as an escape.

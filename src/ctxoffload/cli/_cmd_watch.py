@@ -371,8 +371,10 @@ def run(args: argparse.Namespace) -> int:
         waiting = _session_to_watch(workdir, args.session, wait=args.wait)
     sessions_dir = os.path.join(workdir, SESSIONS_DIR)
     follower = Follower(workdir, args.session, args.json)
-    follower.start(args.from_start)
     try:
+        # Under the handler too: remembering where each file ends takes a while in a
+        # workspace of many sessions, and Ctrl-C then ends watch as it does later (exit 0).
+        follower.start(args.from_start)
         import watchfiles
 
         # yield_on_timeout: look again every second even if a change notification was lost.

@@ -289,8 +289,21 @@ def table_width(stream: TextIO) -> int | None:
 _WHOLE_WORD = 16
 
 
+def _taken(text: str) -> int:
+    """The columns `text` takes on a terminal: a wide or fullwidth (CJK) character two, a
+    combining mark none, any other one (what rich measures too)."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
 def _longest_word(text: str) -> int:
-    return max((len(word) for word in text.split()), default=0)
+    return max((_taken(word) for word in text.split()), default=0)
 
 
 def _fit_columns(
@@ -311,7 +324,7 @@ def _fit_columns(
     """
 
     def natural(i: int, title: str) -> int:
-        return max([len(title), *(len(row[i]) for row in cells if i < len(row))])
+        return max([_taken(title), *(_taken(row[i]) for row in cells if i < len(row))])
 
     shown = list(range(len(columns)))
     leave = sorted(shown[1:], key=lambda i: (columns[i].keep, -i))  # first to go first
@@ -323,7 +336,7 @@ def _fit_columns(
         titles = [columns[i].short or columns[i].header for i in shown]
         widths = [natural(i, t) for i, t in zip(shown, titles, strict=True)]
         folded = [
-            max([_longest_word(t), *(len(row[i]) for row in cells if i < len(row))])
+            max([_longest_word(t), *(_taken(row[i]) for row in cells if i < len(row))])
             for i, t in zip(shown, titles, strict=True)
         ]
         for step in (widths, folded):
@@ -354,12 +367,12 @@ def _fit_columns(
             if room >= widths[at]:
                 continue
             # As wide as its longest folded line: no room is kept that no line uses.
-            widths[at] = max(len(line) for text in column for line in _folded(text, room))
+            widths[at] = max(_taken(line) for text in column for line in _folded(text, room))
             if sum(widths) + chrome(len(shown)) <= width:
                 # The room left unfolds the titles, the highest priority first.
                 for at in sorted(range(len(shown)), key=lambda a: -columns[shown[a]].keep):
                     spare = width - sum(widths) - chrome(len(shown))
-                    widths[at] += max(0, min(spare, len(titles[at]) - widths[at]))
+                    widths[at] += max(0, min(spare, _taken(titles[at]) - widths[at]))
                 return shown, titles, widths
         if not leave:
             # The first column alone is wider than the room: it folds (never cut with "…").
@@ -376,13 +389,37 @@ def _plain_chrome(n: int) -> int:
 
 
 def _folded(text: str, width: int) -> list[str]:
-    """`text` in lines of at most `width`, broken at spaces (inside a word only where one is
-    longer than the width)."""
-    if len(text) <= width:
+    """`text` in lines of at most `width` columns, broken at spaces (inside a word only where
+    one is longer than the width)."""
+    if _taken(text) <= width:
         return [text]
-    import textwrap
+    if text.isascii():
+        import textwrap
 
-    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+        return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+    # textwrap counts characters; a wide one takes two columns.
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        while _taken(word) > width:  # longer than the width: broken anywhere
+            if line:
+                lines.append(line)
+                line = ""
+            cut = 1
+            while cut < len(word) and _taken(word[: cut + 1]) <= width:
+                cut += 1
+            lines.append(word[:cut])
+            word = word[cut:]
+        if not line:
+            line = word
+        elif _taken(line) + 1 + _taken(word) <= width:
+            line += " " + word
+        else:
+            lines.append(line)
+            line = word
+    if line:
+        lines.append(line)
+    return lines or [""]
 
 
 def print_table(
@@ -415,6 +452,11 @@ def print_table(
     shown, titles, widths = _fit_columns(
         columns, cells, width, _rich_chrome if rich else _plain_chrome
     )
+    if rich and width is not None and sum(widths) + _rich_chrome(len(shown)) > width:
+        # No room for rich's borders around one character (COLUMNS=3): rich would squeeze
+        # the cells to nothing. Plain text folds them, and shows every character.
+        rich = False
+        shown, titles, widths = _fit_columns(columns, cells, width, _plain_chrome)
     cells = [[row[i] if i < len(row) else "" for i in shown] for row in cells]
     aligned = [columns[i].right or i in right for i in shown]
     left_out = [columns[i].header for i in range(len(columns)) if i not in shown]
@@ -447,9 +489,7 @@ def print_table(
         out = []
         for n in range(max(len(p) for p in parts)):
             line = [
-                (p[n] if n < len(p) else "").rjust(w)
-                if r
-                else (p[n] if n < len(p) else "").ljust(w)
+                _padded(p[n] if n < len(p) else "", w, right=r)
                 for p, w, r in zip(parts, widths, aligned, strict=True)
             ]
             out.append("  ".join(line).rstrip())
@@ -462,6 +502,12 @@ def print_table(
             stream.write(line + "\n")
     if note:
         stream.write(note + "\n")
+
+
+def _padded(text: str, width: int, *, right: bool) -> str:
+    """`text` padded with spaces to take `width` columns on a terminal."""
+    pad = " " * max(0, width - _taken(text))
+    return pad + text if right else text + pad
 
 
 def _cell(value: Any) -> str:

@@ -632,6 +632,8 @@ def reference_parts(reference: str | os.PathLike[str], workdir: str, root: str) 
     """
     reference = reference_text(reference)
     ref = file_url_to_path(reference) if reference.startswith("file://") else reference
+    if "\x00" in ref:  # a `%00` decoded: no path holds a NUL
+        raise not_a_reference(reference, workdir)
     given = os.path.abspath(workdir)
     candidates = [os.path.abspath(ref)]
     if not os.path.isabs(ref):
