@@ -19,7 +19,7 @@ from ctxoffload import (
     TextBlock,
     ToolResultBlock,
 )
-from ctxoffload.workspace import GcReport
+from ctxoffload.workspace import GcReport, purging_name
 from helpers import ChildLines, chain_of_sub_agents, image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
@@ -78,6 +78,28 @@ async def test_gc_dry_run_reports_the_same_and_removes_nothing(
         real.bytes_freed,
         True,
     )
+
+
+async def test_gc_finishes_the_removal_a_killed_gc_left_half_done(
+    local_ws: LocalWorkspace, workdir: Path
+) -> None:
+    # What a gc killed -9 in the middle of removing session 'big' leaves: the folder renamed
+    # aside (a hidden name no reader lists), with part of its files still in it.
+    for i in range(3):
+        await local_ws.offload_tool_result("big", ToolResultBlock(id=f"c{i}", output="z" * 10_000))
+    await local_ws.offload_tool_result("other", ToolResultBlock(id="c", output="o"))
+    left = workdir / "sessions" / purging_name("big")
+    local_ws.session_dir("big").rename(left)
+    (left / "tool_result-c0.txt").unlink()
+    _age(workdir / "sessions", 3 * DAY)
+    dry = await local_ws.gc(older_than=DAY, dry_run=True)
+    assert left.exists()
+    report = await local_ws.gc(older_than=DAY)
+    assert not left.exists()
+    assert report.sessions_removed == ["other"]
+    assert report.bytes_freed > 20_000
+    assert dry.bytes_freed == report.bytes_freed
+    assert os.listdir(workdir / "sessions") == []
 
 
 async def test_gc_removes_oldest_sessions_first_until_under_max_bytes(

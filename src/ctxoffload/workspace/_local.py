@@ -66,6 +66,7 @@ from ._paths import (
     remove_tree,
     same_entry,
     temporary_file,
+    tree_size,
 )
 from ._payloads import (
     as_message_list,
@@ -217,11 +218,9 @@ class LocalWorkspace:
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd, os.scandir(sessions_fd) as it:
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
+            _finish_killed_purges(sessions_fd, remove=True)
             for entry in entries:
-                if entry.name.startswith(PURGING_PREFIX):
-                    with contextlib.suppress(OSError):
-                        remove_tree(sessions_fd, entry.name)
-                elif not entry.name.startswith("."):
+                if not entry.name.startswith("."):
                     try:
                         session_fd = open_dir(sessions_fd, entry.name, entry.name, create=False)
                     except (OSError, OffloadError):
@@ -849,6 +848,9 @@ class LocalWorkspace:
            files, events.jsonl or state.json) are removed, except those used within the last
            `DATA_GRACE_SECONDS` (a writer may have stored one and not yet logged it).
 
+        It also finishes the removals of a purge or gc killed on the way (their folders,
+        renamed aside, count in `bytes_freed`).
+
         Never removes a live session (`GcReport.sessions_kept` says why each stays): one
         whose lease is held, or whose files a session that stays references (a fork's
         origin, a sub-agent's parent or child); a session referenced by a newer one goes only
@@ -898,8 +900,16 @@ class LocalWorkspace:
                 else:
                     remaining.append(usage)
                     report.sessions_kept[usage.name] = why
+            report.bytes_freed += self._finish_killed_purges(remove=not dry_run)
             self._collect_data(remaining, now, report)
         return report
+
+    def _finish_killed_purges(self, *, remove: bool) -> int:
+        try:
+            with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
+                return _finish_killed_purges(sessions_fd, remove=remove)
+        except FileNotFoundError:
+            return 0
 
     def _session_usages(self, *, leases: bool = False) -> list[SessionUsage]:
         """Every session measured, each read through the reader; one gone meanwhile is left
@@ -975,6 +985,26 @@ class LocalWorkspace:
                     report.bytes_freed += st.st_size
         except FileNotFoundError:
             return
+
+
+def _finish_killed_purges(sessions_fd: int, *, remove: bool) -> int:
+    """Remove (if `remove`) the folders a purge or gc killed on the way left renamed aside
+    (`.purge-*`): the bytes they hold. No reader lists them, and nobody else would remove
+    them: a gc run again must free their space. One that a live purge is removing at the
+    same moment is removed by both, which is harmless (`remove_tree` skips what vanished)."""
+    with os.scandir(sessions_fd) as it:
+        names = [
+            e.name
+            for e in it
+            if e.name.startswith(PURGING_PREFIX) and e.is_dir(follow_symlinks=False)
+        ]
+    freed = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            freed += tree_size(sessions_fd, name)
+            if remove:
+                remove_tree(sessions_fd, name)
+    return freed
 
 
 def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
