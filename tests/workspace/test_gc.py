@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -9,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -244,6 +246,33 @@ async def test_gc_removes_a_sub_agent_and_its_parent_together(local_ws: LocalWor
     for name in ("lead", "lead--helper-1"):
         _age(local_ws.session_dir(name), 5 * DAY)
     assert (await local_ws.gc(older_than=DAY)).sessions_removed == ["lead", "lead--helper-1"]
+
+
+async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_them(
+    local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxoffload.workspace import _local
+
+    await _parent_and_child(local_ws, "lead", "lead--helper-1")
+    await local_ws.offload_tool_result("lead--helper-1", ToolResultBlock(id="c", output="h"))
+    for name, days in (("lead", 5), ("lead--helper-1", 6)):
+        _age(local_ws.session_dir(name), days * DAY)
+    # The parent is resumed after gc measured both and decided to remove them: its context
+    # names the child's files, so the child must stay with it.
+    decide = _local.sessions_to_remove
+
+    def decide_then_resume(*args: Any, **kwargs: Any) -> Any:
+        decided = decide(*args, **kwargs)
+        other = LocalWorkspace(local_ws.workdir, fsync=False)
+        asyncio.run(other.record_event("lead", "session_start", agent="lead"))
+        return decided
+
+    monkeypatch.setattr(_local, "sessions_to_remove", decide_then_resume)
+    report = await local_ws.gc(older_than=DAY)  # it decides in a worker thread
+    assert report.sessions_removed == []
+    assert await local_ws.list_sessions() == ["lead", "lead--helper-1"]
+    assert await local_ws.list_files("lead--helper-1")
+    assert set(report.sessions_kept) == {"lead", "lead--helper-1"}
 
 
 async def test_gc_removes_by_age_what_only_a_session_the_budget_removed_named(

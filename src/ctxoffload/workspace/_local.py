@@ -25,12 +25,14 @@ from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
     SessionUsage,
+    UnitOutcome,
     check_limits,
     data_files,
-    named_by_staying,
-    removal_order,
+    record_unit,
+    removal_units,
     session_usage,
     sessions_to_remove,
+    unit_named_by_staying,
 )
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import JsonlAppender, dumps_line, lines_and_keys
@@ -859,8 +861,10 @@ class LocalWorkspace:
         Safe while agents write: a session is removed under the same exclusive lock as
         `purge_session`, only if nothing was written to it since it was measured and its
         lease is free; a lease is taken only under that lock held shared, so never on a
-        session being removed. data/ files are removed under an exclusive lock on data/ that
-        every store shares. A referenced file is never removed.
+        session being removed. Sessions that name each other (a sub-agent and its parent)
+        are locked together and go together or not at all. data/ files are removed under
+        an exclusive lock on data/ that every store shares. A referenced file is never
+        removed.
 
         Args:
             older_than: age in seconds; None skips step 1.
@@ -890,16 +894,11 @@ class LocalWorkspace:
                 older_than=older_than,
                 max_bytes=max_bytes,
             )
-            for usage in removal_order(doomed):
-                why = named_by_staying(usage, remaining)
-                if why is None and not dry_run:
-                    why = self._remove_session_if_idle(usage)
-                if why is None:
-                    report.sessions_removed.append(usage.name)
-                    report.bytes_freed += usage.size
-                else:
-                    remaining.append(usage)
-                    report.sessions_kept[usage.name] = why
+            for unit in removal_units(doomed):
+                outcome = unit_named_by_staying(unit, remaining)
+                if not outcome.kept and not dry_run:
+                    outcome = self._remove_unit_if_idle(unit)
+                record_unit(unit, outcome, remaining, report)
             report.bytes_freed += self._finish_killed_purges(remove=not dry_run)
             self._collect_data(remaining, now, report)
         return report
@@ -939,31 +938,31 @@ class LocalWorkspace:
         except FileNotFoundError:
             return {}
 
-    def _remove_session_if_idle(self, usage: SessionUsage) -> str | None:
-        """Remove a session under the purge lock unless it was written since it was measured
-        or its lease is held: None when removed, else why it stays."""
+    def _remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
+        """Remove a unit of sessions (`removal_units`) under the purge lock of each, unless
+        one was written since it was measured or its lease is held: then all stay, as the
+        one written names the others' files."""
+        outcome = UnitOutcome()
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd, contextlib.ExitStack() as stack:
-            try:
-                session = stack.enter_context(self._folder(SESSIONS_DIR, usage.name))
-            except FileNotFoundError:
-                return "it was removed by another purge or gc meanwhile"
-            fcntl.flock(session.fd, fcntl.LOCK_EX)
-            # Measured again under the lock, and only if `sessions/{name}` is still the folder
-            # locked: a purge may have renamed it, and a writer made a new one.
-            if (
-                not same_entry(session.fd, sessions_fd, usage.name)
-                or session_usage(session).last_activity > usage.last_activity
-            ):
-                return "it was written while gc ran"
-            # A taker locks the lease only while holding the folder shared, which this
-            # exclusive lock excludes: free now, the lease stays free until the folder is gone.
-            holder = _lease_holder(session.fd)
-            if holder is not None:
-                return f"its lease is held by {holder}"
-            doomed = purging_name(usage.name)
-            os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
-            remove_tree(sessions_fd, doomed)
-            return None
+            # Locked in the order of their names, so two gcs never wait for each other.
+            for usage in sorted(unit, key=lambda u: u.name):
+                try:
+                    session = stack.enter_context(self._folder(SESSIONS_DIR, usage.name))
+                except FileNotFoundError:
+                    outcome.gone.add(usage.name)
+                    continue
+                fcntl.flock(session.fd, fcntl.LOCK_EX)
+                why = _why_not_idle(session, sessions_fd, usage)
+                if why is not None:
+                    outcome.kept[usage.name] = why
+            if outcome.kept:
+                return outcome
+            for usage in unit:
+                if usage.name not in outcome.gone:
+                    doomed = purging_name(usage.name)
+                    os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+                    remove_tree(sessions_fd, doomed)
+        return outcome
 
     def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
         try:
@@ -985,6 +984,24 @@ class LocalWorkspace:
                     report.bytes_freed += st.st_size
         except FileNotFoundError:
             return
+
+
+def _why_not_idle(session: Folder, sessions_fd: int, usage: SessionUsage) -> str | None:
+    """Why a session folder, locked exclusively, may not be removed now: it was written
+    since `usage` measured it, or its lease is held; None when it may."""
+    # Measured again under the lock, and only if `sessions/{name}` is still the folder
+    # locked: a purge may have renamed it, and a writer made a new one.
+    if (
+        not same_entry(session.fd, sessions_fd, usage.name)
+        or session_usage(session).last_activity > usage.last_activity
+    ):
+        return "it was written while gc ran"
+    # A taker locks the lease only while holding the folder shared, which the exclusive lock
+    # excludes: free now, the lease stays free until the folder is gone.
+    holder = _lease_holder(session.fd)
+    if holder is not None:
+        return f"its lease is held by {holder}"
+    return None
 
 
 def _finish_killed_purges(sessions_fd: int, *, remove: bool) -> int:
