@@ -176,6 +176,31 @@ async def test_gc_keeps_a_bucket_sub_agent_whose_parent_is_written_while_gc_remo
     await lease.release()
 
 
+async def test_gc_keeps_a_bucket_session_given_a_new_object_in_the_second_it_was_measured(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxoffload.workspace import _objectstore
+
+    bucket = s3.new_bucket()
+    ws = ObjectStoreWorkspace(f"s3://{bucket}/ws", **s3.workspace_kwargs())
+    # S3 stamps objects to the second: written at the start of one, the session is
+    # measured, and written again by a writer without a lease, all within that second.
+    while time.time() % 1 > 0.2:
+        await asyncio.sleep(0.01)
+    await ws.offload_tool_result("s", ToolResultBlock(id="c1", output="first"))
+    decide = _objectstore.sessions_to_remove
+
+    def decide_then_write(*args: Any, **kwargs: Any) -> Any:
+        decided = decide(*args, **kwargs)
+        s3.put_object(bucket, "ws/sessions/s/tool_result-c2.txt", b"written meanwhile")
+        return decided
+
+    monkeypatch.setattr(_objectstore, "sessions_to_remove", decide_then_write)
+    report = await ws.gc(max_bytes=0)
+    assert report.sessions_kept == {"s": "it was written while gc ran"}
+    assert len(await ws.list_files("s")) == 2
+
+
 # Runs gc in a process of its own and prints its report as JSON.
 GC = """
 import asyncio, dataclasses, json, sys

@@ -1108,8 +1108,11 @@ class ObjectStoreWorkspace:
                 return f"its lease is held by {describe_holder(busy.holder)}"
             claims.append((lease_key, e_tag, holder))
         now_there = await self._client.list_objects(prefix)
+        measured = set(usage.keys)
+        # A new object counts whatever its stamp: S3 stamps to the second, so one written in
+        # the second the session was measured in is no later than what was measured.
         if any(
-            i.last_modified.timestamp() > usage.last_activity
+            i.key not in measured or i.last_modified.timestamp() > usage.last_activity
             for i in now_there
             if i.key != lease_key
         ):
