@@ -275,6 +275,32 @@ async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_the
     assert set(report.sessions_kept) == {"lead", "lead--helper-1"}
 
 
+async def test_gc_keeps_a_session_written_within_one_tick_of_the_clock_it_was_measured_in(
+    local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxoffload.workspace import _local
+
+    await local_ws.offload_tool_result("s", ToolResultBlock(id="c1", output="first"))
+    decide = _local.sessions_to_remove
+
+    def decide_then_write(*args: Any, **kwargs: Any) -> Any:
+        decided = decide(*args, **kwargs)
+        [measured] = decided[0]
+        other = LocalWorkspace(local_ws.workdir, fsync=False)
+        asyncio.run(other.offload_tool_result("s", ToolResultBlock(id="c2", output="late")))
+        # A file system stamps files with a coarse clock (a tick of some milliseconds, or a
+        # second): written in the tick it was measured in, the session looks no newer.
+        folder = local_ws.session_dir("s")
+        for path in [folder, *folder.iterdir()]:
+            os.utime(path, (measured.last_activity, measured.last_activity))
+        return decided
+
+    monkeypatch.setattr(_local, "sessions_to_remove", decide_then_write)
+    report = await local_ws.gc(max_bytes=0)  # it decides in a worker thread
+    assert report.sessions_kept == {"s": "it was written while gc ran"}
+    assert len(await local_ws.list_files("s")) == 2
+
+
 async def test_gc_removes_by_age_what_only_a_session_the_budget_removed_named(
     local_ws: LocalWorkspace,
 ) -> None:

@@ -990,11 +990,13 @@ def _why_not_idle(session: Folder, sessions_fd: int, usage: SessionUsage) -> str
     """Why a session folder, locked exclusively, may not be removed now: it was written
     since `usage` measured it, or its lease is held; None when it may."""
     # Measured again under the lock, and only if `sessions/{name}` is still the folder
-    # locked: a purge may have renamed it, and a writer made a new one.
-    if (
-        not same_entry(session.fd, sessions_fd, usage.name)
-        or session_usage(session).last_activity > usage.last_activity
-    ):
+    # locked: a purge may have renamed it, and a writer made a new one. Its size counts as
+    # well as its stamps: a file system stamps with a coarse clock (a tick, or a second), so
+    # a file written in the tick the session was measured in looks no newer.
+    if not same_entry(session.fd, sessions_fd, usage.name):
+        return "it was written while gc ran"
+    now = session_usage(session)
+    if now.last_activity > usage.last_activity or now.size != usage.size:
         return "it was written while gc ran"
     # A taker locks the lease only while holding the folder shared, which the exclusive lock
     # excludes: free now, the lease stays free until the folder is gone.
