@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -9,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ from ctxoffload import (
     TextBlock,
     ToolResultBlock,
 )
-from ctxoffload.workspace import GcReport
+from ctxoffload.workspace import GcReport, purging_name
 from helpers import ChildLines, chain_of_sub_agents, image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
@@ -78,6 +80,28 @@ async def test_gc_dry_run_reports_the_same_and_removes_nothing(
         real.bytes_freed,
         True,
     )
+
+
+async def test_gc_finishes_the_removal_a_killed_gc_left_half_done(
+    local_ws: LocalWorkspace, workdir: Path
+) -> None:
+    # What a gc killed -9 in the middle of removing session 'big' leaves: the folder renamed
+    # aside (a hidden name no reader lists), with part of its files still in it.
+    for i in range(3):
+        await local_ws.offload_tool_result("big", ToolResultBlock(id=f"c{i}", output="z" * 10_000))
+    await local_ws.offload_tool_result("other", ToolResultBlock(id="c", output="o"))
+    left = workdir / "sessions" / purging_name("big")
+    local_ws.session_dir("big").rename(left)
+    (left / "tool_result-c0.txt").unlink()
+    _age(workdir / "sessions", 3 * DAY)
+    dry = await local_ws.gc(older_than=DAY, dry_run=True)
+    assert left.exists()
+    report = await local_ws.gc(older_than=DAY)
+    assert not left.exists()
+    assert report.sessions_removed == ["other"]
+    assert report.bytes_freed > 20_000
+    assert dry.bytes_freed == report.bytes_freed
+    assert os.listdir(workdir / "sessions") == []
 
 
 async def test_gc_removes_oldest_sessions_first_until_under_max_bytes(
@@ -222,6 +246,59 @@ async def test_gc_removes_a_sub_agent_and_its_parent_together(local_ws: LocalWor
     for name in ("lead", "lead--helper-1"):
         _age(local_ws.session_dir(name), 5 * DAY)
     assert (await local_ws.gc(older_than=DAY)).sessions_removed == ["lead", "lead--helper-1"]
+
+
+async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_them(
+    local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxoffload.workspace import _local
+
+    await _parent_and_child(local_ws, "lead", "lead--helper-1")
+    await local_ws.offload_tool_result("lead--helper-1", ToolResultBlock(id="c", output="h"))
+    for name, days in (("lead", 5), ("lead--helper-1", 6)):
+        _age(local_ws.session_dir(name), days * DAY)
+    # The parent is resumed after gc measured both and decided to remove them: its context
+    # names the child's files, so the child must stay with it.
+    decide = _local.sessions_to_remove
+
+    def decide_then_resume(*args: Any, **kwargs: Any) -> Any:
+        decided = decide(*args, **kwargs)
+        other = LocalWorkspace(local_ws.workdir, fsync=False)
+        asyncio.run(other.record_event("lead", "session_start", agent="lead"))
+        return decided
+
+    monkeypatch.setattr(_local, "sessions_to_remove", decide_then_resume)
+    report = await local_ws.gc(older_than=DAY)  # it decides in a worker thread
+    assert report.sessions_removed == []
+    assert await local_ws.list_sessions() == ["lead", "lead--helper-1"]
+    assert await local_ws.list_files("lead--helper-1")
+    assert set(report.sessions_kept) == {"lead", "lead--helper-1"}
+
+
+async def test_gc_keeps_a_session_written_within_one_tick_of_the_clock_it_was_measured_in(
+    local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxoffload.workspace import _local
+
+    await local_ws.offload_tool_result("s", ToolResultBlock(id="c1", output="first"))
+    decide = _local.sessions_to_remove
+
+    def decide_then_write(*args: Any, **kwargs: Any) -> Any:
+        decided = decide(*args, **kwargs)
+        [measured] = decided[0]
+        other = LocalWorkspace(local_ws.workdir, fsync=False)
+        asyncio.run(other.offload_tool_result("s", ToolResultBlock(id="c2", output="late")))
+        # A file system stamps files with a coarse clock (a tick of some milliseconds, or a
+        # second): written in the tick it was measured in, the session looks no newer.
+        folder = local_ws.session_dir("s")
+        for path in [folder, *folder.iterdir()]:
+            os.utime(path, (measured.last_activity, measured.last_activity))
+        return decided
+
+    monkeypatch.setattr(_local, "sessions_to_remove", decide_then_write)
+    report = await local_ws.gc(max_bytes=0)  # it decides in a worker thread
+    assert report.sessions_kept == {"s": "it was written while gc ran"}
+    assert len(await local_ws.list_files("s")) == 2
 
 
 async def test_gc_removes_by_age_what_only_a_session_the_budget_removed_named(

@@ -3,6 +3,8 @@ other processes drawing the same id at the same moment."""
 
 from __future__ import annotations
 
+import logging
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -82,3 +84,27 @@ async def test_new_session_gives_up_naming_what_it_drew(
     forced_tags(monkeypatch, *["abcdef"] * 16)
     with pytest.raises(ConfigError, match=r"found no new session id after 'p'.*p-abcdef"):
         await new_session(ws, "p")
+
+
+@pytest.mark.parametrize("planted", ["link", "file", "fifo"])
+async def test_new_session_passes_over_a_planted_entry_without_a_false_warning(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    planted: str,
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    await ws.initialize()
+    entry = tmp_path / "ws/sessions/p-abcdef"
+    if planted == "link":
+        entry.symlink_to(tmp_path)
+    elif planted == "file":
+        entry.write_text("not a session")
+    else:
+        os.mkfifo(entry)
+    forced_tags(monkeypatch, "abcdef")
+    session, lease = await new_session(ws, "p", "me")
+    assert session != "p-abcdef" and lease is not None and lease.held
+    await lease.release()
+    # Passed over, not written through: nothing says the new session goes on without a lease.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -24,15 +24,19 @@ __all__ = [
     "DATA_GRACE_SECONDS",
     "GcReport",
     "SessionUsage",
+    "UnitOutcome",
     "check_limits",
     "data_files",
     "data_names_in",
     "footprint",
     "named_by_staying",
     "names_in",
+    "record_unit",
     "removal_order",
+    "removal_units",
     "session_usage",
     "sessions_to_remove",
+    "unit_named_by_staying",
 ]
 
 # An unreferenced data/ file used (stored or re-stored) within this many seconds is kept:
@@ -305,11 +309,60 @@ class _Links:
 
 
 def removal_order(doomed: list[SessionUsage]) -> list[SessionUsage]:
-    """`doomed` in the order to remove them: a session before those it names, so that a
-    removal that fails (the session was written meanwhile) never leaves a reference naming
-    a removed file (`named_by_staying` then keeps what it names); otherwise oldest first.
-    Sessions that name each other (a sub-agent and its parent) go oldest first."""
-    return [usage for unit in _Links(doomed).removable() for usage in unit]
+    """`doomed` in the order to remove them (`removal_units`, one after the other)."""
+    return [usage for unit in removal_units(doomed) for usage in unit]
+
+
+def removal_units(doomed: list[SessionUsage]) -> list[list[SessionUsage]]:
+    """`doomed` in the units to remove, in the order to remove them: a session before those
+    it names, so that a removal that fails (the session was written meanwhile) never leaves
+    a reference naming a removed file (`named_by_staying` then keeps what it names);
+    otherwise oldest first. Sessions that name each other (a sub-agent and its parent) are
+    one unit, oldest first: a backend removes all of them or none (one written meanwhile
+    keeps the others, which it names)."""
+    return _Links(doomed).removable()
+
+
+@dataclass
+class UnitOutcome:
+    """What became of a unit of sessions gc tried to remove.
+
+    Attributes:
+        kept: why each session that stays does (empty when the unit was removed); when one
+            of the unit must stay, all of them stay.
+        gone: the sessions another purge or gc removed meanwhile.
+    """
+
+    kept: dict[str, str] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+
+
+def record_unit(
+    unit: list[SessionUsage], outcome: UnitOutcome, staying: list[SessionUsage], report: GcReport
+) -> None:
+    """Put a unit's outcome in `report`: removed, or kept with `staying` (each with its own
+    reason, else the sessions of the unit that name it)."""
+    present = [u for u in unit if u.name not in outcome.gone]
+    for name in sorted(outcome.gone):
+        report.sessions_kept[name] = "it was removed by another purge or gc meanwhile"
+    if not outcome.kept:
+        report.sessions_removed += [u.name for u in present]
+        report.bytes_freed += sum(u.size for u in present)
+        return
+    staying.extend(present)
+    for usage in present:
+        why = outcome.kept.get(usage.name) or named_by_staying(usage, staying)
+        report.sessions_kept[usage.name] = why or "a session of its unit was written"
+
+
+def unit_named_by_staying(unit: list[SessionUsage], staying: list[SessionUsage]) -> UnitOutcome:
+    """The unit stays if a session that stays names one of it (`named_by_staying`)."""
+    kept = {}
+    for usage in unit:
+        why = named_by_staying(usage, staying)
+        if why is not None:
+            kept[usage.name] = why
+    return UnitOutcome(kept)
 
 
 def session_usage(session: Folder) -> SessionUsage:

@@ -25,12 +25,14 @@ from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
     SessionUsage,
+    UnitOutcome,
     check_limits,
     data_files,
-    named_by_staying,
-    removal_order,
+    record_unit,
+    removal_units,
     session_usage,
     sessions_to_remove,
+    unit_named_by_staying,
 )
 from ._ids import tool_file_stem, validate_session_id
 from ._jsonl import JsonlAppender, dumps_line, lines_and_keys
@@ -66,6 +68,7 @@ from ._paths import (
     remove_tree,
     same_entry,
     temporary_file,
+    tree_size,
 )
 from ._payloads import (
     as_message_list,
@@ -217,11 +220,9 @@ class LocalWorkspace:
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd, os.scandir(sessions_fd) as it:
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
+            _finish_killed_purges(sessions_fd, remove=True)
             for entry in entries:
-                if entry.name.startswith(PURGING_PREFIX):
-                    with contextlib.suppress(OSError):
-                        remove_tree(sessions_fd, entry.name)
-                elif not entry.name.startswith("."):
+                if not entry.name.startswith("."):
                     try:
                         session_fd = open_dir(sessions_fd, entry.name, entry.name, create=False)
                     except (OSError, OffloadError):
@@ -849,6 +850,9 @@ class LocalWorkspace:
            files, events.jsonl or state.json) are removed, except those used within the last
            `DATA_GRACE_SECONDS` (a writer may have stored one and not yet logged it).
 
+        It also finishes the removals of a purge or gc killed on the way (their folders,
+        renamed aside, count in `bytes_freed`).
+
         Never removes a live session (`GcReport.sessions_kept` says why each stays): one
         whose lease is held, or whose files a session that stays references (a fork's
         origin, a sub-agent's parent or child); a session referenced by a newer one goes only
@@ -857,8 +861,10 @@ class LocalWorkspace:
         Safe while agents write: a session is removed under the same exclusive lock as
         `purge_session`, only if nothing was written to it since it was measured and its
         lease is free; a lease is taken only under that lock held shared, so never on a
-        session being removed. data/ files are removed under an exclusive lock on data/ that
-        every store shares. A referenced file is never removed.
+        session being removed. Sessions that name each other (a sub-agent and its parent)
+        are locked together and go together or not at all. data/ files are removed under
+        an exclusive lock on data/ that every store shares. A referenced file is never
+        removed.
 
         Args:
             older_than: age in seconds; None skips step 1.
@@ -888,18 +894,21 @@ class LocalWorkspace:
                 older_than=older_than,
                 max_bytes=max_bytes,
             )
-            for usage in removal_order(doomed):
-                why = named_by_staying(usage, remaining)
-                if why is None and not dry_run:
-                    why = self._remove_session_if_idle(usage)
-                if why is None:
-                    report.sessions_removed.append(usage.name)
-                    report.bytes_freed += usage.size
-                else:
-                    remaining.append(usage)
-                    report.sessions_kept[usage.name] = why
+            for unit in removal_units(doomed):
+                outcome = unit_named_by_staying(unit, remaining)
+                if not outcome.kept and not dry_run:
+                    outcome = self._remove_unit_if_idle(unit)
+                record_unit(unit, outcome, remaining, report)
+            report.bytes_freed += self._finish_killed_purges(remove=not dry_run)
             self._collect_data(remaining, now, report)
         return report
+
+    def _finish_killed_purges(self, *, remove: bool) -> int:
+        try:
+            with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
+                return _finish_killed_purges(sessions_fd, remove=remove)
+        except FileNotFoundError:
+            return 0
 
     def _session_usages(self, *, leases: bool = False) -> list[SessionUsage]:
         """Every session measured, each read through the reader; one gone meanwhile is left
@@ -929,31 +938,31 @@ class LocalWorkspace:
         except FileNotFoundError:
             return {}
 
-    def _remove_session_if_idle(self, usage: SessionUsage) -> str | None:
-        """Remove a session under the purge lock unless it was written since it was measured
-        or its lease is held: None when removed, else why it stays."""
+    def _remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
+        """Remove a unit of sessions (`removal_units`) under the purge lock of each, unless
+        one was written since it was measured or its lease is held: then all stay, as the
+        one written names the others' files."""
+        outcome = UnitOutcome()
         with self._tree(SESSIONS_DIR, create=False) as sessions_fd, contextlib.ExitStack() as stack:
-            try:
-                session = stack.enter_context(self._folder(SESSIONS_DIR, usage.name))
-            except FileNotFoundError:
-                return "it was removed by another purge or gc meanwhile"
-            fcntl.flock(session.fd, fcntl.LOCK_EX)
-            # Measured again under the lock, and only if `sessions/{name}` is still the folder
-            # locked: a purge may have renamed it, and a writer made a new one.
-            if (
-                not same_entry(session.fd, sessions_fd, usage.name)
-                or session_usage(session).last_activity > usage.last_activity
-            ):
-                return "it was written while gc ran"
-            # A taker locks the lease only while holding the folder shared, which this
-            # exclusive lock excludes: free now, the lease stays free until the folder is gone.
-            holder = _lease_holder(session.fd)
-            if holder is not None:
-                return f"its lease is held by {holder}"
-            doomed = purging_name(usage.name)
-            os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
-            remove_tree(sessions_fd, doomed)
-            return None
+            # Locked in the order of their names, so two gcs never wait for each other.
+            for usage in sorted(unit, key=lambda u: u.name):
+                try:
+                    session = stack.enter_context(self._folder(SESSIONS_DIR, usage.name))
+                except FileNotFoundError:
+                    outcome.gone.add(usage.name)
+                    continue
+                fcntl.flock(session.fd, fcntl.LOCK_EX)
+                why = _why_not_idle(session, sessions_fd, usage)
+                if why is not None:
+                    outcome.kept[usage.name] = why
+            if outcome.kept:
+                return outcome
+            for usage in unit:
+                if usage.name not in outcome.gone:
+                    doomed = purging_name(usage.name)
+                    os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+                    remove_tree(sessions_fd, doomed)
+        return outcome
 
     def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
         try:
@@ -975,6 +984,46 @@ class LocalWorkspace:
                     report.bytes_freed += st.st_size
         except FileNotFoundError:
             return
+
+
+def _why_not_idle(session: Folder, sessions_fd: int, usage: SessionUsage) -> str | None:
+    """Why a session folder, locked exclusively, may not be removed now: it was written
+    since `usage` measured it, or its lease is held; None when it may."""
+    # Measured again under the lock, and only if `sessions/{name}` is still the folder
+    # locked: a purge may have renamed it, and a writer made a new one. Its size counts as
+    # well as its stamps: a file system stamps with a coarse clock (a tick, or a second), so
+    # a file written in the tick the session was measured in looks no newer.
+    if not same_entry(session.fd, sessions_fd, usage.name):
+        return "it was written while gc ran"
+    now = session_usage(session)
+    if now.last_activity > usage.last_activity or now.size != usage.size:
+        return "it was written while gc ran"
+    # A taker locks the lease only while holding the folder shared, which the exclusive lock
+    # excludes: free now, the lease stays free until the folder is gone.
+    holder = _lease_holder(session.fd)
+    if holder is not None:
+        return f"its lease is held by {holder}"
+    return None
+
+
+def _finish_killed_purges(sessions_fd: int, *, remove: bool) -> int:
+    """Remove (if `remove`) the folders a purge or gc killed on the way left renamed aside
+    (`.purge-*`): the bytes they hold. No reader lists them, and nobody else would remove
+    them: a gc run again must free their space. One that a live purge is removing at the
+    same moment is removed by both, which is harmless (`remove_tree` skips what vanished)."""
+    with os.scandir(sessions_fd) as it:
+        names = [
+            e.name
+            for e in it
+            if e.name.startswith(PURGING_PREFIX) and e.is_dir(follow_symlinks=False)
+        ]
+    freed = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            freed += tree_size(sessions_fd, name)
+            if remove:
+                remove_tree(sessions_fd, name)
+    return freed
 
 
 def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:

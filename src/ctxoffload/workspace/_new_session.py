@@ -45,25 +45,33 @@ async def _take(workspace: Any, session_id: str, agent: str | None) -> SessionLe
         return None
     if session_id in await workspace.list_sessions():
         raise _Exists(session_id)
+    # Looked at before the lease too: something planted under that name is passed over here,
+    # not met by `take_lease`, which would warn that the session goes on without a lease.
+    await _check_nothing_recorded(workspace, session_id)
     lease = await take_lease(workspace, session_id, agent)
     try:
         # Taking the lease made the id listed (its folder, its lease object): what counts
-        # now is whether anything was recorded in it.
-        try:
-            recorded = bool(
-                await workspace.read_events(session_id) or await workspace.read_state(session_id)
-            )
-        except OSError as exc:
-            # Something that is no session folder sits under that name (a planted link, a
-            # file): it is not new, and nothing will be written through it.
-            raise _Exists(session_id) from exc
-        if recorded:
-            raise _Exists(session_id)
+        # now is whether anything was recorded in it meanwhile.
+        await _check_nothing_recorded(workspace, session_id)
     except BaseException:
         if lease is not None:
             await lease.release()
         raise
     return lease
+
+
+async def _check_nothing_recorded(workspace: Workspace, session_id: str) -> None:
+    """Raise `_Exists` if anything was recorded in the session, or if something that is no
+    session folder sits under its name (a planted link, a file): it is not new, and nothing
+    will be written through it."""
+    try:
+        recorded = bool(
+            await workspace.read_events(session_id) or await workspace.read_state(session_id)
+        )
+    except OSError as exc:
+        raise _Exists(session_id) from exc
+    if recorded:
+        raise _Exists(session_id)
 
 
 async def take_new_session(

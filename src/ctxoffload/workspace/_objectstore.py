@@ -25,12 +25,14 @@ from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
     SessionUsage,
+    UnitOutcome,
     check_limits,
     data_names_in,
-    named_by_staying,
     names_in,
-    removal_order,
+    record_unit,
+    removal_units,
     sessions_to_remove,
+    unit_named_by_staying,
 )
 from ._ids import is_session_id, tool_file_stem, validate_session_id
 from ._jsonl import dumps_line, index_keys, lines_and_keys
@@ -856,7 +858,9 @@ class ObjectStoreWorkspace:
         (`GcReport.sessions_kept` says why): its lease has not expired on the store's clock,
         or a session that stays references its objects (a fork's origin, a sub-agent's
         parent or child). Before deleting a session, gc takes its lease (a conditional put)
-        and deletes the lease object last, so no writer takes it meanwhile. Reading every
+        and deletes the lease object last, so no writer takes it meanwhile; sessions that
+        name each other (a sub-agent and its parent) are claimed together and go together
+        or not at all. Reading every
         session's objects to find references costs one GET per object; judging leases, one
         empty object written and deleted under `.clock/` to read the store's time.
 
@@ -891,16 +895,11 @@ class ObjectStoreWorkspace:
             older_than=older_than,
             max_bytes=max_bytes,
         )
-        for usage in removal_order(doomed):
-            why = named_by_staying(usage, remaining)
-            if why is None and not dry_run:
-                why = await self._remove_if_idle(usage)
-            if why is None:
-                report.sessions_removed.append(usage.name)
-                report.bytes_freed += usage.size
-            else:
-                remaining.append(usage)
-                report.sessions_kept[usage.name] = why
+        for unit in removal_units(doomed):
+            outcome = unit_named_by_staying(unit, remaining)
+            if not outcome.kept and not dry_run:
+                outcome = await self._remove_unit_if_idle(unit)
+            record_unit(unit, outcome, remaining, report)
         referenced: set[str] = set().union(*(u.references for u in remaining))
         unused = {
             name
@@ -1048,43 +1047,78 @@ class ObjectStoreWorkspace:
             if expires is not None and now <= expires and not orphaned_here(record):
                 by_name[key.split("/")[1]].lease = describe_holder(record)
 
-    async def _remove_if_idle(self, usage: SessionUsage) -> str | None:
-        """Remove a session unless it was written since it was measured or its lease is
-        live: None when removed, else why it stays.
+    async def _remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
+        """Remove a unit of sessions (`removal_units`) unless one was written since it was
+        measured or its lease is live: then all stay, as the one written names the others'
+        files.
 
-        gc first takes the session's lease itself (as `acquire_lease` does: a live holder
-        keeps the session), so no writer takes it while the objects are deleted; the lease
-        object goes last.
+        gc first takes the lease of each itself (as `acquire_lease` does: a live holder
+        keeps the session), so no writer takes one while the objects are deleted; the lease
+        objects go last.
         """
+        outcome = UnitOutcome()
+        claims: list[tuple[str, str, dict[str, Any]]] = []
+        keys: set[str] = set()
+        give_back = True  # unless all are claimed: what stays is free for its next writer
+        try:
+            for usage in sorted(unit, key=lambda u: u.name):
+                why = await self._claim(usage, claims, keys)
+                if why is not None:
+                    outcome.kept[usage.name] = why
+                    break
+            else:
+                give_back = False
+        finally:
+            if give_back:
+                for lease_key, e_tag, holder in claims:
+                    record = dumps_line({**holder, "released": now_iso()})
+                    await self._client.put_if(
+                        lease_key, record, {"Content-Type": "application/json"}, e_tag=e_tag
+                    )
+        if outcome.kept:
+            return outcome
+        await self._client.delete(sorted(keys))
+        await self._client.delete(sorted(lease_key for lease_key, _, _ in claims))
+        for usage in unit:
+            prefix = f"{SESSIONS_DIR}/{usage.name}"
+            for log in _LOGS:
+                self._logs.forget(f"{prefix}/{log}")
+                self._context_keys.pop(f"{prefix}/{log}", None)
+        return outcome
+
+    async def _claim(
+        self,
+        usage: SessionUsage,
+        claims: list[tuple[str, str, dict[str, Any]]],
+        keys: set[str],
+    ) -> str | None:
+        """Take a session's lease for its removal (added to `claims`) and add its objects
+        but the lease to `keys`; why it stays when it must (its lease is live, or it was
+        written since it was measured)."""
         # A name found in the bucket, not given by a caller: removed as it is, even one that
         # is not a plain name (an object put there by hand; no lease can be taken on it).
         prefix = f"{SESSIONS_DIR}/{usage.name}"
         lease_key = f"{prefix}/{LEASE_FILE}"
-        claim: tuple[str, dict[str, Any]] | None = None
-        if is_session_id(usage.name):
+        claimed = is_session_id(usage.name)
+        if claimed:
             holder = {**holder_record("gc", DEFAULT_LEASE_TTL), REMOVING: True}
             try:
-                claim = await self._take_lease(usage.name, holder)
+                e_tag, _ = await self._take_lease(usage.name, holder)
             except SessionBusyError as busy:
                 return f"its lease is held by {describe_holder(busy.holder)}"
+            claims.append((lease_key, e_tag, holder))
         now_there = await self._client.list_objects(prefix)
+        measured = set(usage.keys)
+        # A new object counts whatever its stamp: S3 stamps to the second, so one written in
+        # the second the session was measured in is no later than what was measured.
         if any(
-            i.last_modified.timestamp() > usage.last_activity
+            i.key not in measured or i.last_modified.timestamp() > usage.last_activity
             for i in now_there
             if i.key != lease_key
         ):
-            if claim is not None:
-                record = dumps_line({**holder, "released": now_iso()})
-                await self._client.put_if(
-                    lease_key, record, {"Content-Type": "application/json"}, e_tag=claim[0]
-                )
             return "it was written while gc ran"
-        keys = ({i.key for i in now_there} | set(usage.keys)) - {lease_key}
-        await self._client.delete(sorted(keys))
-        await self._client.delete([lease_key])
-        for log in _LOGS:
-            self._logs.forget(f"{prefix}/{log}")
-            self._context_keys.pop(f"{prefix}/{log}", None)
+        found = {i.key for i in now_there} | set(usage.keys)
+        keys.update(found - {lease_key} if claimed else found)
         return None
 
 

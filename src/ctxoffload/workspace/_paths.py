@@ -41,6 +41,7 @@ __all__ = [
     "remove_tree",
     "same_entry",
     "temporary_file",
+    "tree_size",
     "unlink_quietly",
     "verify_file",
     "verify_settled",
@@ -378,6 +379,30 @@ def remove_tree(parent_fd: int, name: str) -> None:
         os.close(fd)
     with contextlib.suppress(FileNotFoundError):
         os.rmdir(name, dir_fd=parent_fd)
+
+
+def tree_size(parent_fd: int, name: str) -> int:
+    """The bytes of the regular files in directory `name` under `parent_fd` and below it,
+    following no link; 0 when it is gone (a remover got there first)."""
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    total = 0
+    try:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    total += tree_size(fd, entry.name)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+    finally:
+        os.close(fd)
+    return total
 
 
 def path_to_file_url(path: str) -> str:
