@@ -199,21 +199,7 @@ def test_context_config_takes_a_config_or_a_pipeline() -> None:
         Agent(model=model, context_config={"hooks": {}})  # type: ignore[arg-type]
 
 
-def test_context_management_still_works_for_one_release_and_warns() -> None:
-    model = ScriptedModel(["ok"], context_window=10_000)
-    pipeline = ContextPipeline(pre_llm=[SlidingWindow(max_messages=4)])
-    deprecated = r"context_management=\.\.\.\) is deprecated .* as context_config=\.\.\."
-    with pytest.warns(DeprecationWarning, match=deprecated) as caught:
-        agent = Agent(model=model, context_management=pipeline)
-    assert agent.context_pipeline is pipeline
-    assert caught[0].filename == __file__  # it points at the caller's line
-    config = ContextConfig(tool_result_limit=100)
-    with pytest.warns(DeprecationWarning):
-        assert Agent(model=model, context_management=config).context_config is config
-    with pytest.raises(ConfigError, match="both context_config and context_management"):
-        Agent(model=model, context_config=config, context_management=pipeline)
-    with (
-        pytest.warns(DeprecationWarning),
-        pytest.raises(ConfigError, match="context_management is"),
-    ):
-        Agent(model=model, context_management={"hooks": {}})  # type: ignore[arg-type]
+def test_context_management_is_gone() -> None:
+    """The spelling deprecated while 0.1.0 was developed is removed before its release."""
+    with pytest.raises(TypeError, match="context_management"):
+        Agent(model=ScriptedModel(["ok"]), context_management=ContextConfig())  # type: ignore[call-arg]

@@ -9,7 +9,6 @@ import inspect
 import logging
 import time
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,8 +122,6 @@ class Agent:
             truncation and compression; it stands for the default pipeline) or a
             `ContextPipeline` (managers run at post_tool and pre_llm under activation
             rules). `ContextConfig()` when None.
-        context_management: deprecated spelling of `context_config`; it still works for
-            this release and warns (`DeprecationWarning`).
         session_id: the workspace session; a new one is generated when not given.
         summary_model: a (cheaper) model for summaries; defaults to `model` (except for a
             `ScriptedModel`, see above).
@@ -175,7 +172,6 @@ class Agent:
         counter: TokenCounter | None = None,
         on_event: EventCallback | None = None,
         include_retrieval_tool: bool = True,
-        context_management: ContextConfig | ContextPipeline | None = None,
         include_pin_tool: bool = False,
         include_compact_tool: bool = False,
         if_busy: str = "raise",
@@ -191,7 +187,7 @@ class Agent:
                 "'raise' to get SessionBusyError when another writer holds the session, or "
                 "'fork' to continue in a fork of its saved state"
             )
-        pipeline = _pipeline(context_config, context_management)
+        pipeline = _pipeline(context_config)
         config = pipeline.config
         _check_model(model, "model")
         window = _model_window(model, config)
@@ -1035,33 +1031,14 @@ def _bounded(reply: Msg) -> Msg:
 # -- construction checks ---------------------------------------------------------------------
 
 
-def _pipeline(
-    context_config: ContextConfig | ContextPipeline | None,
-    context_management: ContextConfig | ContextPipeline | None,
-) -> ContextPipeline:
+def _pipeline(given: ContextConfig | ContextPipeline | None) -> ContextPipeline:
     """The pipeline the agent runs: the one given, or the one a `ContextConfig` stands for."""
-    name = "context_config"
-    given = context_config
-    if context_management is not None:
-        if context_config is not None:
-            raise ConfigError(
-                "both context_config and context_management were given: pass one, as "
-                "context_config (a ContextConfig or a ContextPipeline); context_management is "
-                "its deprecated spelling"
-            )
-        warnings.warn(
-            "Agent(context_management=...) is deprecated and will be removed in the next "
-            "release: pass the ContextConfig or ContextPipeline as context_config=...",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        name, given = "context_management", context_management
     if given is None or isinstance(given, ContextConfig):
         return ContextPipeline.from_config(given)
     if isinstance(given, ContextPipeline):
         return given
     raise ConfigError(
-        f"{name} is a {type(given).__name__}: give a ContextConfig or a ContextPipeline "
+        f"context_config is a {type(given).__name__}: give a ContextConfig or a ContextPipeline "
         "(ContextPipeline.from_json_file(path) loads a template)"
     )
 
