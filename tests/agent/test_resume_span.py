@@ -31,17 +31,10 @@ from helpers import SUMMARY
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 
-# An agent whose first compression is stopped for good between its steps: the older messages
-# are in context.jsonl (persist), the summary model never answers (summarise), so neither
-# the summary nor state.json is written. It prints "summarising" when it gets there.
-KILLED_WHILE_SUMMARISING = """
-import asyncio, sys
-from ctxoffload import (
-    Agent, ContextConfig, LocalWorkspace, ScriptedModel, ToolCallBlock, get_token_counter)
-
-async def never_answer(messages):
-    print("summarising", flush=True)
-    await asyncio.Event().wait()
+# The agent both scripts run: 30 questions, each answered after two big tool results, in a
+# 6,000-token window, with the offloader and summary model each script gives it.
+AGENT_LOOP = """
+from ctxoffload import Agent, ContextConfig, ScriptedModel, ToolCallBlock, get_token_counter
 
 def fetch(page: int) -> str:
     \"\"\"Fetch a page.\"\"\"
@@ -55,18 +48,33 @@ for i in range(30):
         f"answer {i} " + "words " * 50,
     ]
 
-async def main():
+async def run(offloader, summary_model):
     agent = Agent(
         name="tester", system_prompt="You test things.", model=ScriptedModel(script),
-        tools=[fetch], summary_model=ScriptedModel(default=never_answer),
-        offloader=LocalWorkspace(sys.argv[1]), counter=get_token_counter(exact=False),
+        tools=[fetch], summary_model=summary_model, offloader=offloader,
+        counter=get_token_counter(exact=False),
         context_config=ContextConfig(context_window=6000, tool_result_limit=300),
         session_id="run")
     for i in range(30):
         await agent.reply(f"question {i} " + "long words " * (400 if i % 3 == 0 else 20))
-
-asyncio.run(main())
 """
+
+# An agent whose first compression is stopped for good between its steps: the older messages
+# are in context.jsonl (persist), the summary model never answers (summarise), so neither
+# the summary nor state.json is written. It prints "summarising" when it gets there.
+KILLED_WHILE_SUMMARISING = (
+    AGENT_LOOP
+    + """
+import asyncio, sys
+from ctxoffload import LocalWorkspace
+
+async def never_answer(messages):
+    print("summarising", flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(run(LocalWorkspace(sys.argv[1]), ScriptedModel(default=never_answer)))
+"""
+)
 
 
 def _covered(spans: list[list[int]]) -> set[int]:
@@ -118,11 +126,11 @@ async def test_a_resumed_summary_names_the_lines_it_replaced(
 # written and before they count (on disk, before the commit record is updated; in a bucket,
 # once the segment is put and before the workspace returns). argv: backend, where, and for a
 # bucket the workspace's keyword arguments as JSON.
-KILLED_MID_BATCH = """
+KILLED_MID_BATCH = (
+    AGENT_LOOP
+    + """
 import asyncio, json, os, signal, sys
-from ctxoffload import (
-    Agent, ContextConfig, LocalWorkspace, ObjectStoreWorkspace, ScriptedModel, ToolCallBlock,
-    get_token_counter)
+from ctxoffload import LocalWorkspace, ObjectStoreWorkspace
 from ctxoffload.workspace import _jsonl, _segments
 
 batches = []
@@ -154,32 +162,11 @@ else:
 
     _segments.SegmentLog.append = killing
 
-def fetch(page: int) -> str:
-    \"\"\"Fetch a page.\"\"\"
-    return "\\n".join(f"page {page} line {j} " + "x" * 40 for j in range(60))
-
-script = []
-for i in range(30):
-    script += [
-        ToolCallBlock(id=f"c{i}a", name="fetch", input={"page": i}),
-        ToolCallBlock(id=f"c{i}b", name="fetch", input={"page": i + 100}),
-        f"answer {i} " + "words " * 50,
-    ]
-
-async def main():
-    summary = {"task_overview": "t", "current_state": "s", "important_discoveries": "d",
-               "next_steps": "n", "context_to_preserve": "c"}
-    agent = Agent(
-        name="tester", system_prompt="You test things.", model=ScriptedModel(script),
-        tools=[fetch], summary_model=ScriptedModel(default=summary), offloader=ws,
-        counter=get_token_counter(exact=False),
-        context_config=ContextConfig(context_window=6000, tool_result_limit=300),
-        session_id="run")
-    for i in range(30):
-        await agent.reply(f"question {i} " + "long words " * (400 if i % 3 == 0 else 20))
-
-asyncio.run(main())
+summary = {"task_overview": "t", "current_state": "s", "important_discoveries": "d",
+           "next_steps": "n", "context_to_preserve": "c"}
+asyncio.run(run(ws, ScriptedModel(default=summary)))
 """
+)
 
 
 @pytest.mark.parametrize("backend", ["local", "bucket"])
