@@ -149,7 +149,7 @@ def run_context(megabytes: int, tmp: str) -> None:
     )
     # What an agent waits for on the same log: its Grep tool, and the retrieval tool (every
     # match shown, up to its caps), in this process.
-    from ctxoffload.offloader import FileToolbox, escape, retrieve_offloaded_content
+    from ctxoffload.readback import FileToolbox, escape, retrieve_offloaded_content
 
     toolbox = FileToolbox([workdir], grep_timeout=None)
     relative = str(Path(path).relative_to(workdir))
@@ -239,7 +239,7 @@ def run(megabytes: int, context_megabytes: int = 10) -> None:
 def agent_grep(workdir: Path, path: Path, baselines: dict[str, float]) -> None:
     """The agent's Grep tool (`FileToolbox.grep`, 50 matches at most) on the same file and
     patterns, in this process, against the same GNU grep times: the time to its answer."""
-    from ctxoffload.offloader import FileToolbox, escape
+    from ctxoffload.readback import FileToolbox, escape
 
     toolbox = FileToolbox([workdir], grep_timeout=None)
     relative = str(path.relative_to(workdir))

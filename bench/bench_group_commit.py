@@ -28,10 +28,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ctxoffload.workspace import CONTEXT_FILE
-
 # The appender itself is what is measured, below the workspace: its private module on purpose.
-from ctxoffload.workspace._jsonl import JsonlAppender, row_line_and_key
+from ctxoffload._disk.jsonl import JsonlAppender, row_line_and_key
+from ctxoffload._disk.layout import CONTEXT_FILE
 
 LOG = CONTEXT_FILE
 

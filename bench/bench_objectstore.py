@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ctxoffload import Msg, ObjectStoreWorkspace, TextBlock, ToolResultBlock
-from ctxoffload.workspace import CONTEXT_FILE, SESSIONS_DIR
+from ctxoffload._disk.layout import CONTEXT_FILE, SESSIONS_DIR
 
 SIZE = 10 * 1024 * 1024
 # The log the prior segments go to, written below the workspace (its segment log) so that

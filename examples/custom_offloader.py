@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxoffload import InvalidReference, Offloader, ToolResultBlock
-from ctxoffload.offloader import retrieve_offloaded_content
+from ctxoffload.readback import retrieve_offloaded_content
 from ctxoffload.workspace import ReferenceReader
 
 

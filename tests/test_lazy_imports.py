@@ -13,7 +13,7 @@ PACKAGES = [
     "ctxoffload.workspace",
     "ctxoffload.agent",
     "ctxoffload.compression",
-    "ctxoffload.offloader",
+    "ctxoffload.readback",
 ]
 HEAVY = ["pydantic", "tiktoken", "openai", "rich", "obstore", "re2", "asyncio", "typing"]
 

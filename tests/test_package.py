@@ -100,7 +100,7 @@ def test_the_wheel_holds_the_package_its_type_marker_and_the_license(dist: Path)
         metadata = wheel.read(f"ctxoffload-{version()}.dist-info/METADATA").decode()
     assert {"ctxoffload/__init__.py", "ctxoffload/py.typed", "ctxoffload/cli/__init__.py"} <= names
     # `ctxoffload ui` serves its page from the package: no CDN, no build step.
-    page = {f"ctxoffload/cli/_ui_static/{n}" for n in ("index.html", "ui.js", "ui.css")}
+    page = {f"ctxoffload/cli/ui/static/{n}" for n in ("index.html", "ui.js", "ui.css")}
     assert page <= names
     assert f"ctxoffload-{version()}.dist-info/licenses/LICENSE" in names
     assert not any(name.startswith(("tests/", "docs/", "bench/", "examples/")) for name in names)

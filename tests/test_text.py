@@ -32,7 +32,7 @@ from ctxoffload import (
 )
 from ctxoffload.agent import FileToolbox
 from ctxoffload.cli import main
-from ctxoffload.offloader import escape
+from ctxoffload.readback import escape
 from ctxoffload.text import (
     CLEARED_MARK,
     WRAPPER_MARKS,

@@ -27,7 +27,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import TRUNCATION_MARKER, is_summary_message
-from ctxoffload.offloader import RETRIEVAL_TOOL_NAME
+from ctxoffload.readback import RETRIEVAL_TOOL_NAME
 from helpers import SUMMARY, WHITESPACE_PADDING, OffloaderOnly, call, padded_report
 
 

@@ -22,7 +22,7 @@ from ctxoffload import (
 )
 from ctxoffload.agent import FileToolbox, OpenAIChatModel, workspace_tools
 from ctxoffload.agent._openai_model import images_after_tool_messages
-from ctxoffload.offloader import retrieval_tool
+from ctxoffload.readback import retrieval_tool
 from openai_server import OpenAIServer
 
 

@@ -22,7 +22,7 @@ from ctxoffload import (
 )
 from ctxoffload.agent import as_tool, workspace_tools
 from ctxoffload.compression import TRUNCATION_MARKER, ReaderTools
-from ctxoffload.offloader import RETRIEVAL_TOOL_NAME, retrieval_tool
+from ctxoffload.readback import RETRIEVAL_TOOL_NAME, retrieval_tool
 from helpers import notes_in, tools_named
 
 CONFIG = ContextConfig(context_window=64_000, tool_result_limit=1_500)

@@ -17,9 +17,9 @@ from ctxoffload import (
     __version__,
     get_token_counter,
 )
+from ctxoffload._disk.read import rebuild_step
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolResultBlock
-from ctxoffload.workspace import rebuild_step
 from helpers import SUMMARY, OffloaderOnly, call
 
 

@@ -131,7 +131,8 @@ KILLED_MID_BATCH = (
     + """
 import asyncio, json, os, signal, sys
 from ctxoffload import LocalWorkspace, ObjectStoreWorkspace
-from ctxoffload.workspace import _jsonl, _segments
+from ctxoffload._disk import jsonl as _jsonl
+from ctxoffload.workspace import _segments
 
 batches = []
 

@@ -20,9 +20,9 @@ from ctxoffload import (
     URLSource,
     to_openai,
 )
+from ctxoffload._disk.payloads import sniff_media_type
 from ctxoffload.agent import Tool, as_tool
 from ctxoffload.agent._tools import as_tools, parse_docstring
-from ctxoffload.workspace import sniff_media_type
 
 
 def search(query: str, limit: int = 10, mode: Literal["fast", "exact"] = "fast") -> str:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from cli_workspace import FAILING_LINE, unprivileged_prefix
 
-from ctxoffload.cli._reading import read_json_lines
+from ctxoffload._disk.read import Folder
+from ctxoffload.cli._access import read_json_lines
 from ctxoffload.exceptions import CliError
-from ctxoffload.workspace import Folder
 
 SECRET = "SECRET-0f1e2d"
 WHY = "it may be shared with a file outside the workspace; not read"
@@ -137,9 +137,9 @@ def test_read_json_lines_reports_a_file_it_cannot_read(filled: Path, tmp_path: P
     locked.chmod(0)
     code = (
         "import sys\n"
-        "from ctxoffload.cli._reading import read_json_lines\n"
+        "from ctxoffload.cli._access import read_json_lines\n"
         "from ctxoffload.exceptions import CliError\n"
-        "from ctxoffload.workspace import Folder\n"
+        "from ctxoffload._disk.read import Folder\n"
         "try:\n"
         "    with Folder(sys.argv[1], 'sessions', 'run-1') as folder:\n"
         "        read_json_lines(folder, 'events.jsonl', command='ls')\n"

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import LocalWorkspace, Msg
-from ctxoffload.workspace import COMMIT_SUFFIX, CONTEXT_FILE, encode_commit_record
+from ctxoffload._disk.layout import COMMIT_SUFFIX, CONTEXT_FILE
+from ctxoffload._disk.read import encode_commit_record
 
 
 def ctxoffload(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:

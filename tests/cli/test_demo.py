@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from ctxoffload import LocalWorkspace
+from ctxoffload._disk.read import rebuild_step
 from ctxoffload.cli._demo import FAILED_ORDER, run_demo
-from ctxoffload.workspace import rebuild_step
 from helpers import notes_in, tools_named, unreleased_leases
 
 # `demo` (tests/cli/conftest.py) is one `ctxoffload demo` run that these tests share.

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
+from ctxoffload._disk.read import Folder
 from ctxoffload.cli._cmd_grep import compile_matcher, required_literal
-from ctxoffload.workspace import Folder
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:

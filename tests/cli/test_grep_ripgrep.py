@@ -282,7 +282,7 @@ CRLF_PATTERNS = [
 def test_cli_grep_finds_the_lines_and_text_the_agents_grep_finds(
     tmp_path: Path, recording_rg: tuple[Path, Path], pattern: str
 ) -> None:
-    from ctxoffload.offloader import FileToolbox
+    from ctxoffload.readback import FileToolbox
 
     session = tmp_path / "ws" / "sessions" / "s"
     session.mkdir(parents=True)

@@ -539,7 +539,7 @@ def test_ctrl_c_while_watch_reads_where_each_file_ends_is_exit_0(
 ) -> None:
     """Before the first look (a workspace of many sessions takes a while to list), Ctrl-C
     ends watch as documented too: exit 0, not `interrupted` and 130."""
-    from ctxoffload.workspace import Folder
+    from ctxoffload._disk.read import Folder
 
     def interrupted(self: Any) -> list[str]:
         raise KeyboardInterrupt

@@ -21,8 +21,8 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
+from ctxoffload._disk.read import context_event_sentence
 from ctxoffload.compression import ClearThinking, PipelineRun
-from ctxoffload.workspace import context_event_sentence
 from helpers import OffloaderOnly
 
 

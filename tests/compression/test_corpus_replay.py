@@ -23,7 +23,7 @@ from ctxoffload import (
 )
 from ctxoffload.agent import FileToolbox
 from ctxoffload.compression import TRUNCATION_MARKER, Compressor, is_summary_message
-from ctxoffload.offloader import escape
+from ctxoffload.readback import escape
 from helpers import SUMMARY
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"

@@ -29,6 +29,8 @@ NOT_IN_REFERENCE = {
     # The `ctxoffload` command's entry point: the command is documented in docs/cli.md,
     # which a test checks against each command's --help.
     "ctxoffload.cli",
+    # The viewer, `ctxoffload ui`: a command of the above, documented with it.
+    "ctxoffload.cli.ui",
 }
 
 _DIRECTIVE = re.compile(r"^\s*\.\. (?P<kind>auto\w+):: *(?P<target>\S+)\s*$")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from ui_running import Ui, artifacts, cli_json, plain_server, start_ui, stop_ui
 
-from ctxoffload.workspace import EventKind
+from ctxoffload._disk.read import EventKind
 
 pytestmark = pytest.mark.xdist_group("browser")  # one Chromium at a time on a small machine
 

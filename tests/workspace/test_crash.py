@@ -281,7 +281,7 @@ async def test_read_events_skips_a_torn_last_line(local_ws: LocalWorkspace) -> N
 KILLED_BEFORE_COMMIT = """
 import asyncio, os, signal, sys
 from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
-from ctxoffload.workspace import _jsonl
+from ctxoffload._disk import jsonl as _jsonl
 
 async def main():
     ws = LocalWorkspace(sys.argv[1])
@@ -303,7 +303,7 @@ async def test_a_batch_killed_before_its_commit_is_shown_by_no_reader(
     """The agent's Read and Grep, the retrieval tool, `read_reference`, `read_lines`,
     `read_context` and `ctxoffload grep` all stop where the commit record says the log ends
     (`readable_end`), so none shows a line the next append trims."""
-    from ctxoffload.offloader import FileToolbox, retrieve_offloaded_content
+    from ctxoffload.readback import FileToolbox, retrieve_offloaded_content
 
     writer = spawn_python(KILLED_BEFORE_COMMIT, str(workdir))
     assert writer.wait() == -signal.SIGKILL, writer.stderr.read() if writer.stderr else ""
@@ -370,7 +370,7 @@ async def test_a_tool_result_writer_killed_after_linking_leaves_one_readable_fil
     """The file is made with no name and linked into place, so it never has the second link
     (a temporary name) that readers refuse: a kill right after the link leaves the whole
     file, readable by the workspace and the agent's Read, and nothing else."""
-    from ctxoffload.offloader import FileToolbox
+    from ctxoffload.readback import FileToolbox
 
     if not makes_unnamed_files(workdir.parent):
         pytest.skip("no O_TMPFILE here: tool results take a temporary name")

@@ -22,7 +22,7 @@ from ctxoffload import (
     ObjectStoreWorkspace,
     ScriptedModel,
 )
-from ctxoffload.workspace import rebuild_step
+from ctxoffload._disk.read import rebuild_step
 from helpers import call
 
 PROMPT = "You investigate failures."

@@ -21,7 +21,8 @@ from ctxoffload import (
     TextBlock,
     ToolResultBlock,
 )
-from ctxoffload.workspace import GcReport, purging_name
+from ctxoffload._disk.layout import purging_name
+from ctxoffload.workspace import GcReport
 from helpers import ChildLines, chain_of_sub_agents, image_block
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import InMemoryWorkspace, InvalidSessionId, LocalWorkspace, Msg
-from ctxoffload.workspace import Workspace, tool_file_stem, validate_session_id
+from ctxoffload._disk.ids import tool_file_stem
+from ctxoffload.workspace import Workspace, validate_session_id
 
 HOSTILE_SESSION_IDS: list[str] = [
     "",

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from s3_server import S3Server
 
 from ctxoffload import Msg, ObjectStoreWorkspace
-from ctxoffload.workspace import Folder, parse_log
+from ctxoffload._disk.read import Folder, parse_log
 
 # The kinds of line a log may hold after crashes and hand edits.
 LINES = st.one_of(

@@ -24,7 +24,7 @@ from ctxoffload import (
     TextBlock,
     ToolResultBlock,
 )
-from ctxoffload.offloader import retrieve_offloaded_content
+from ctxoffload.readback import retrieve_offloaded_content
 from ctxoffload.workspace import GcReport
 from helpers import PNG, image_block
 

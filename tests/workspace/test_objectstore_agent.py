@@ -16,7 +16,7 @@ from ctxoffload import (
     ToolCallBlock,
     get_token_counter,
 )
-from ctxoffload.offloader import retrieve_offloaded_content
+from ctxoffload.readback import retrieve_offloaded_content
 from helpers import SUMMARY
 
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from ctxoffload import Agent, ContextConfig, LocalWorkspace, Msg, ScriptedModel
+from ctxoffload._disk.writer import line_writers
 from ctxoffload.cli import main
-from ctxoffload.workspace import line_writers, writing_as
+from ctxoffload.workspace import writing_as
 from helpers import call
 
 

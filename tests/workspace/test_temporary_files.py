@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import LocalWorkspace
-from ctxoffload.workspace import TEMPORARY_PREFIX
+from ctxoffload._disk.layout import TEMPORARY_PREFIX
 from helpers import makes_unnamed_files
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]

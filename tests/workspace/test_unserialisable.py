@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 import ctxoffload as co
 from ctxoffload import InvalidContent
 from ctxoffload._depth import MAX_DEPTH, STORE_DEPTH, text_form
-from ctxoffload.workspace import Workspace, decode_base64
+from ctxoffload._disk.payloads import decode_base64
+from ctxoffload.workspace import Workspace
 
 
 def nested(depth: int, leaf: Any = "bottom") -> Any:

@@ -2,7 +2,7 @@
 
 Every name is imported on first use; `OpenAIChatModel` needs the `openai` extra. The
 read-back tools (`FileToolbox`, `workspace_tools`, `resolve_in_roots`, `retrieval_tool`)
-are built in `ctxoffload.offloader`; they are importable from here too, where agents
+are built in `ctxoffload.readback`; they are importable from here too, where agents
 register them."""
 
 from .._lazy import lazy_exports
@@ -10,7 +10,7 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..model import ChatModel, ModelResponse, ScriptedModel, Usage
-    from ..offloader import FileToolbox, resolve_in_roots, retrieval_tool, workspace_tools
+    from ..readback import FileToolbox, resolve_in_roots, retrieval_tool, workspace_tools
     from ._agent import Agent, StepRecord
     from ._openai_model import OpenAIChatModel
     from ._record import WINDOW_PARTS, SessionRecorder, window_parts
@@ -45,10 +45,10 @@ __getattr__, __dir__ = lazy_exports(
         "ModelResponse": "..model",
         "ScriptedModel": "..model",
         "Usage": "..model",
-        "FileToolbox": "..offloader",
-        "resolve_in_roots": "..offloader",
-        "retrieval_tool": "..offloader",
-        "workspace_tools": "..offloader",
+        "FileToolbox": "..readback",
+        "resolve_in_roots": "..readback",
+        "retrieval_tool": "..readback",
+        "workspace_tools": "..readback",
         "Agent": "._agent",
         "StepRecord": "._agent",
         "Tool": "._tools",

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
+from .._disk.payloads import storable_message
+from .._disk.read import EventKind
 from ..compression import (
     CompressionResult,
     Compressor,
@@ -33,10 +35,9 @@ from ..exceptions import (
 )
 from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..model import ChatModel, ModelResponse, ScriptedModel
-from ..offloader import RETRIEVAL_TOOL_NAME, retrieval_tool
+from ..readback import RETRIEVAL_TOOL_NAME, retrieval_tool
 from ..tokens import TokenCounter, get_token_counter
 from ..workspace import (
-    EventKind,
     LeaseHolder,
     Offloader,
     ReferenceReader,
@@ -45,7 +46,6 @@ from ..workspace import (
     fork_session,
     missing_methods,
     new_session,
-    storable_message,
     take_lease,
     validate_session_id,
     writing_as,
@@ -131,7 +131,7 @@ class Agent:
             in the documentation) as it is written, the compressor's included; a plain
             function or `async def`. One that raises is logged and ignored.
         include_retrieval_tool: register `retrieve_offloaded_content` (see
-            `ctxoffload.offloader.retrieval_tool`) when the offloader can read its references
+            `ctxoffload.readback.retrieval_tool`) when the offloader can read its references
             back and no tool of that name was given, so the agent can always recover what
             left its context, whatever the offloader. Its answers are capped at three
             characters per token of `tool_result_limit`, between 1,000 and 20,000.

@@ -28,11 +28,13 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from .._disk.payloads import storable_message
+from .._disk.read import EventKind
 from ..compression import EventCallback, emit_event, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse, model_label
-from ..workspace import EventKind, EventLog, Offloader, storable_message
+from ..workspace import EventLog, Offloader
 
 __all__ = ["WINDOW_PARTS", "SessionRecorder", "window_parts"]
 

@@ -31,9 +31,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from .._disk.read import EventKind
 from ..exceptions import ConfigError, ToolError
 from ..text import SUBAGENT_FILES_MARK, SUBAGENT_MARK, defuse
-from ..workspace import EventKind, LocalWorkspace, Workspace, new_session
+from ..workspace import LocalWorkspace, Workspace, new_session
 from ._tools import Tool, as_tool
 
 __all__ = ["CALLER", "MAX_SUBAGENT_DEPTH", "Caller", "subagent_tool"]

@@ -15,9 +15,9 @@ from typing import Any, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 
 from .._depth import MAX_DEPTH, too_deep
+from .._disk.payloads import decode_base64, sniff_media_type
 from ..exceptions import InvalidContent
 from ..messages import Base64Source, DataBlock, TextBlock, ToolCallBlock, ToolResultBlock
-from ..workspace import decode_base64, sniff_media_type
 
 __all__ = ["Tool", "as_tool", "parse_docstring"]
 

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._disk.layout import SESSIONS_DIR
 from ..exceptions import CliError
-from ..workspace import SESSIONS_DIR
 
 __all__ = [
     "BucketCopy",

@@ -9,12 +9,13 @@ import re
 import sys
 from typing import Any
 
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
+from .._disk.read import Folder, workspace_of
 from ..exceptions import CliError
-from ..workspace import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR, Folder, workspace_of
+from ._access import committed_end, open_workspace, refusal
 from ._arguments import EXIT_PROBLEMS, add_workdir, is_store_url, workdir_given, workdir_text
 from ._commands import COMMAND_HELP
 from ._output import raw_stream, shown
-from ._reading import committed_end, open_workspace, refusal
 
 __all__ = ["parse_line_range", "register", "run"]
 
@@ -67,7 +68,7 @@ def _refused(exc: OSError, reference: str, workdir: str, path: str) -> str:
     """What cat says of a reference whose file it could not open: the reader's refusal line
     (other hard links, no permission), else that it names no file of the workspace (missing,
     through a link, a special file)."""
-    from ..workspace import not_a_reference
+    from .._disk.read import not_a_reference
 
     return refusal(exc, path) or str(not_a_reference(reference, workdir))
 
@@ -78,8 +79,8 @@ _SESSION_IN_REFERENCE = re.compile(rf"(?:^|/){re.escape(SESSIONS_DIR)}/([^/]+)/"
 
 def run(args: argparse.Namespace) -> int:
     """Print the file."""
+    from .._disk.read import reference_parts
     from ..exceptions import InvalidReference
-    from ..workspace import reference_parts
 
     first, last = parse_line_range(args.lines)
     session = None

@@ -6,8 +6,9 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
+from .._disk.layout import SESSIONS_DIR
+from .._disk.paths import workdir_problem
 from ..exceptions import CliError
-from ..workspace import SESSIONS_DIR, workdir_problem
 from ._arguments import workdir_of
 from ._commands import COMMAND_HELP
 from ._output import Progress

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from ..exceptions import CliError, ConfigError, IncompleteRecord, InvalidSessionId
+from ._access import open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir, is_store_url, workdir_text
 from ._commands import COMMAND_HELP
 from ._output import print_json, shown
-from ._reading import open_workspace, session_folder
 
 __all__ = ["register", "run"]
 

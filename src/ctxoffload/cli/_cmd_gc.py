@@ -6,10 +6,10 @@ import argparse
 import re
 
 from ..exceptions import CliError
+from ._access import open_workspace
 from ._arguments import add_json, add_workdir, is_store_url, workdir_text
 from ._commands import COMMAND_HELP
 from ._output import Progress, human_bytes, inert, print_json
-from ._reading import open_workspace
 
 __all__ = ["parse_duration", "parse_size", "register", "run"]
 

@@ -42,14 +42,16 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
+from .._disk.read import Folder, iter_lines
 from ..exceptions import CliError
-from ..workspace import (
-    CONTEXT_FILE,
-    EVENTS_FILE,
-    SESSIONS_DIR,
-    Folder,
-    is_tool_result_name,
-    iter_lines,
+from ._access import (
+    committed_end,
+    open_in,
+    open_workspace,
+    refusal,
+    session_folder,
+    session_ids,
 )
 from ._arguments import (
     EXIT_OK,
@@ -62,14 +64,6 @@ from ._arguments import (
 from ._commands import COMMAND_HELP
 from ._output import inert_bytes, print_json, raw_stream
 from ._output import shown as shown_path
-from ._reading import (
-    committed_end,
-    open_in,
-    open_workspace,
-    refusal,
-    session_folder,
-    session_ids,
-)
 
 # Paths are str here: `pathlib` (urllib.parse, ipaddress) would cost ~4.5 ms of a search.
 TYPE_CHECKING = False  # `typing` costs ~8 ms of the command's start-up
@@ -173,7 +167,7 @@ def compile_matcher(pattern: str, *, ignore_case: bool = False, fixed: bool = Fa
     """
     import re
 
-    from ..offloader import reads_whole_text
+    from ..readback import reads_whole_text
 
     source = re.escape(pattern) if fixed else pattern
     whole_text = reads_whole_text(source)
@@ -462,7 +456,7 @@ def search_file(
     """Report the matching lines of one text file of a session, with `context` lines around
     each.
 
-    A missing file, a link or a special file is passed over (`_reading.refusal`).
+    A missing file, a link or a special file is passed over (`_access.refusal`).
 
     Raises:
         CliError: the file has more than one hard link, or cannot be read; nothing of it
@@ -535,7 +529,7 @@ def search_file(
 def _as_read(piece: bytes, *, ends_file: bool) -> bytes:
     """`piece` as the agent's Read and Grep read its lines: a line's trailing "\\r" is not
     part of it (`offloader.lines_as_read`, the one rule, imported only for such a file)."""
-    from ..offloader import lines_as_read
+    from ..readback import lines_as_read
 
     return lines_as_read(piece, ends_file=ends_file)
 
@@ -711,7 +705,8 @@ def _with_writers(folder: Folder, emit: Callable[[_Hit], None]) -> Callable[[_Hi
     """`emit`, each hit first given its writer: a context.jsonl line's is the writer of the
     `context` event whose span holds it; a tool result file's, of the `tool_result` event
     naming it; an events.jsonl line's, its own."""
-    from ..workspace import WRITER_FIELD, EventKind, is_event, line_writers
+    from .._disk.read import EventKind, is_event
+    from .._disk.writer import WRITER_FIELD, line_writers
 
     try:
         events = [e for e in folder.read_log(EVENTS_FILE) if is_event(e)]

@@ -9,22 +9,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, STATE_FILE, is_tool_result_name
+from .._disk.paths import linked_elsewhere
+from .._disk.read import EventKind, Folder, is_event
 from ..exceptions import CliError
-from ..workspace import (
-    CONTEXT_FILE,
-    EVENTS_FILE,
-    SESSIONS_DIR,
-    STATE_FILE,
-    EventKind,
-    Folder,
-    is_event,
-    is_tool_result_name,
-    linked_elsewhere,
-)
-from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
-from ._commands import COMMAND_HELP
-from ._output import Column, iso_time, print_json, print_table, shown
-from ._reading import (
+from ._access import (
     committed_end,
     hard_links_refused,
     open_in,
@@ -32,6 +21,9 @@ from ._reading import (
     read_json_lines,
     session_ids,
 )
+from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
+from ._commands import COMMAND_HELP
+from ._output import Column, iso_time, print_json, print_table, shown
 
 __all__ = [
     "Warnings",

@@ -20,8 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._disk.layout import SESSIONS_DIR
+from .._disk.read import EventKind, Folder
 from ..exceptions import CliError
-from ..workspace import SESSIONS_DIR, EventKind, Folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
 from ._commands import COMMAND_HELP
 from ._output import Column, Progress, print_json, print_table
@@ -383,8 +384,9 @@ def _prepare_workspace(args: argparse.Namespace) -> Any:
         CliError: the folder exists and is not a workspace (the reader's `sessions_folder`
             says why).
     """
+    from .._disk.read import sessions_folder
     from ..exceptions import InvalidReference
-    from ..workspace import LocalWorkspace, sessions_folder
+    from ..workspace import LocalWorkspace
 
     workdir = workdir_of(args)
     if os.path.lexists(workdir):

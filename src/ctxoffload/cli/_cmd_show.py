@@ -9,24 +9,16 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .._disk.layout import DATA_DIR, DATA_REFERENCE, EVENTS_FILE, SESSIONS_DIR
+from .._disk.paths import linked_elsewhere
+from .._disk.read import EventKind, Folder, JsonLines, is_event
 from ..exceptions import CliError
 from ..text import message_lines
-from ..workspace import (
-    DATA_DIR,
-    DATA_REFERENCE,
-    EVENTS_FILE,
-    SESSIONS_DIR,
-    EventKind,
-    Folder,
-    JsonLines,
-    is_event,
-    linked_elsewhere,
-)
+from ._access import open_in, open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
 from ._commands import COMMAND_HELP
 from ._describe import Timeline
 from ._output import json_text, shown
-from ._reading import open_in, open_workspace, session_folder
 
 __all__ = ["SessionLog", "register", "run", "step_messages"]
 
@@ -192,8 +184,8 @@ def step_messages(events: SessionLog, step: int) -> list[dict[str, Any]]:
         CliError: the record cannot rebuild the step (exit 1), or no model call has that
             step (exit 2; the message names the steps recorded).
     """
+    from .._disk.read import rebuild_step
     from ..exceptions import IncompleteRecord
-    from ..workspace import rebuild_step
 
     wanted: set[str] = set()
     steps: set[int] = set()

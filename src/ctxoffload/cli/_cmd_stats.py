@@ -8,21 +8,14 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from .._disk.layout import DATA_DIR, DATA_REFERENCE_BYTES, EVENTS_FILE, SESSIONS_DIR
+from .._disk.read import EventKind, Folder, is_event
 from ..exceptions import CliError
-from ..workspace import (
-    DATA_DIR,
-    DATA_REFERENCE_BYTES,
-    EVENTS_FILE,
-    SESSIONS_DIR,
-    EventKind,
-    Folder,
-    is_event,
-)
+from ._access import open_in, open_workspace, session_folder, session_ids
 from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
 from ._cmd_ls import Warnings, read_logged
 from ._commands import COMMAND_HELP
 from ._output import Column, human_bytes, print_json, print_table, shown
-from ._reading import open_in, open_workspace, session_folder, session_ids
 
 __all__ = ["register", "run"]
 

@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import load_json
-from ..exceptions import OffloadError
-from ..text import decode_log_line, is_jsonl
-from ..workspace import (
+from .._disk.layout import (
     COMMIT_SUFFIX,
     CONTEXT_FILE,
     DATA_DIR,
@@ -32,18 +30,16 @@ from ..workspace import (
     STATE_FILE,
     TOOL_RESULT_PREFIX,
     TOOL_RESULT_SUFFIX,
-    EventKind,
-    Folder,
-    Refused,
     is_data_name,
-    is_event,
-    iter_lines,
-    linked_elsewhere,
 )
+from .._disk.paths import linked_elsewhere
+from .._disk.read import EventKind, Folder, Refused, is_event, iter_lines
+from ..exceptions import OffloadError
+from ..text import decode_log_line, is_jsonl
+from ._access import open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, inert, paint, print_json, print_styled, shown
-from ._reading import open_workspace, session_folder
 
 __all__ = ["Report", "register", "run", "verify_workspace"]
 

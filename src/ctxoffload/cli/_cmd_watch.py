@@ -13,26 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import load_json
+from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
+from .._disk.paths import linked_elsewhere
+from .._disk.read import EventKind, Folder, Refused, is_event, iter_chunks, iter_lines
 from ..exceptions import CliError
 from ..text import message_lines
-from ..workspace import (
-    CONTEXT_FILE,
-    EVENTS_FILE,
-    SESSIONS_DIR,
-    EventKind,
-    Folder,
-    Refused,
-    is_event,
-    is_tool_result_name,
-    iter_chunks,
-    iter_lines,
-    linked_elsewhere,
-)
-from ._arguments import add_json, add_workdir, workdir_of
-from ._commands import COMMAND_HELP
-from ._describe import NOT_BY_AGENT, Timeline
-from ._output import json_text, shown
-from ._reading import (
+from ._access import (
     hard_links_refused,
     no_session,
     open_in,
@@ -40,6 +26,10 @@ from ._reading import (
     refusal,
     session_folder,
 )
+from ._arguments import add_json, add_workdir, workdir_of
+from ._commands import COMMAND_HELP
+from ._describe import NOT_BY_AGENT, Timeline
+from ._output import json_text, shown
 from ._watching import watch_sessions
 
 __all__ = ["Follower", "register", "run"]

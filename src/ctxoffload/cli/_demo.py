@@ -23,12 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agent import Agent, workspace_tools
-from ..compression import ContextConfig
-from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock
-from ..model import ScriptedModel
-from ..tokens import TokenCounter, get_token_counter
-from ..workspace import (
+from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
@@ -37,10 +32,15 @@ from ..workspace import (
     STATE_FILE,
     TOOL_RESULT_PREFIX,
     TOOL_RESULT_SUFFIX,
-    Folder,
-    LocalWorkspace,
     tool_result_name,
 )
+from .._disk.read import Folder
+from ..agent import Agent, workspace_tools
+from ..compression import ContextConfig
+from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock
+from ..model import ScriptedModel
+from ..tokens import TokenCounter, get_token_counter
+from ..workspace import LocalWorkspace
 
 __all__ = ["DemoReport", "describe_config", "format_report", "run_demo"]
 

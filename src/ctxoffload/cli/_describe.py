@@ -11,16 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._disk.layout import SUMMARY_MARK, mark_of
+from .._disk.read import EventKind, context_event_sentence, fidelity_sentence, token_change
+from .._disk.writer import WRITER_FIELD
 from ..text import message_lines
-from ..workspace import (
-    SUMMARY_MARK,
-    WRITER_FIELD,
-    EventKind,
-    context_event_sentence,
-    fidelity_sentence,
-    mark_of,
-    token_change,
-)
 
 __all__ = [
     "NOT_BY_AGENT",

@@ -16,7 +16,8 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..workspace import DATA_DIR, DATA_REFERENCE, TOOL_RESULT_PREFIX, TOOL_RESULT_SUFFIX, Folder
+from .._disk.layout import DATA_DIR, DATA_REFERENCE, TOOL_RESULT_PREFIX, TOOL_RESULT_SUFFIX
+from .._disk.read import Folder
 
 if TYPE_CHECKING:
     from ..workspace import LocalWorkspace
@@ -39,7 +40,7 @@ def data_kept(workdir: str, old: Any, new: Any) -> bool:
             when none stands for it (a result cut to a preview): then any data/ file named
             by its sha256 will do.
     """
-    from ..workspace import decode_base64
+    from .._disk.payloads import decode_base64
 
     data = getattr(old.source, "data", None)
     if not isinstance(data, str):

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..workspace import SESSIONS_DIR
-from ._reading import session_ids
+from .._disk.layout import SESSIONS_DIR
+from ._access import session_ids
 
 __all__ = ["watch_sessions"]
 

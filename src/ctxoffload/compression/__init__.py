@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from ._persisted import Persisted
     from ._pipeline import ContextPipeline
     from ._protect import Protected, is_pinned
-    from ._readers import ReaderTools
     from ._run import ContextManager, Managers, PipelineRun
     from ._split import (
         MessageCounter,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from ._summarize import extractive_summary
     from ._summary_message import Artifact
     from ._summary_model import Summary
+    from ._tool_names import ReaderTools
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
     from ._truncate import TRUNCATION_MARKER, Truncation, rendered_text
 
@@ -117,7 +117,7 @@ __getattr__, __dir__ = lazy_exports(
         "Compressor": "._compressor",
         "is_summary_message": "._notes",
         "ContextConfig": "._config",
-        "ReaderTools": "._readers",
+        "ReaderTools": "._tool_names",
         "MessageCounter": "._split",
         "Split": "._split",
         "SplitByCount": "._split",

@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._disk.layout import CONTEXT_FILE, EVENTS_FILE
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text, tagged
 from ..tokens import TokenCounter, kept_entries, outgrown
-from ..workspace import CONTEXT_FILE, EVENTS_FILE
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",

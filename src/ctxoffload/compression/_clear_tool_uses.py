@@ -19,13 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._disk.read import EventKind
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import CLEARED_MARK, defuse
-from ..workspace import EventKind, Offloader
+from ..workspace import Offloader
 from ._activation import Activation, SettingError, check_int
 from ._artifacts import message_artifacts, named_values
-from ._readers import ReaderTools, how_to_read
 from ._summary_message import Artifact
+from ._tool_names import ReaderTools, how_to_read
 from ._tool_output import store_blocks
 from ._truncate import utf8
 

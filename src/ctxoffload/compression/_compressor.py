@@ -27,13 +27,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._disk.read import EventKind
 from ..exceptions import ConfigError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel, model_label
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_counter
-from ..workspace import EventKind, LineReader, Offloader, ReferenceReader
+from ..workspace import LineReader, Offloader, ReferenceReader
 from ._artifacts import (
     ArtifactCache,
     ArtifactIndex,
@@ -49,11 +50,11 @@ from ._events import EventCallback, emit_event
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._persisted import Persisted, spans_text
 from ._protect import is_pinned
-from ._readers import READER_TOOL_NAMES, ReaderTools
 from ._split import Split, SplitByTokens, SplitStrategy
 from ._summarize import SummaryOutcome, summarize
 from ._summary_message import Artifact, SummaryState
 from ._summary_model import Summary
+from ._tool_names import READER_TOOL_NAMES, ReaderTools
 from ._truncate import (
     Truncation,
     rendered_text,

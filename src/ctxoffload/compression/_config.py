@@ -21,8 +21,8 @@ from pydantic import (
 
 from .._depth import MAX_DEPTH, too_deep
 from ..exceptions import ConfigError
-from ._readers import ReaderTools
 from ._summary_model import SUMMARY_FIELDS, Summary
+from ._tool_names import ReaderTools
 
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",

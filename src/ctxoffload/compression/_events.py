@@ -7,14 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..workspace import (
-    EventKind,
-    EventLog,
-    Offloader,
-    context_event_sentence,
-    event_record,
-    fidelity_sentence,
-)
+from .._disk.read import EventKind, context_event_sentence, fidelity_sentence
+from .._disk.writer import event_record
+from ..workspace import EventLog, Offloader
 
 __all__ = ["EventCallback", "emit_event"]
 

@@ -8,8 +8,8 @@ adopts the state a summary carries).
 
 from __future__ import annotations
 
+from .._disk.layout import MARK, SUMMARY_MARK, WINDOW_NOTE_MARK, mark_kind
 from ..messages import Msg
-from ..workspace import MARK, SUMMARY_MARK, WINDOW_NOTE_MARK, mark_kind
 
 __all__ = [
     "NOTE_KINDS",

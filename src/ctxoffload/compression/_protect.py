@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .._disk.layout import PIN_MARK
 from ..messages import Msg
-from ..workspace import PIN_MARK
 from ._turns import is_user_request, turns
 
 __all__ = ["Protected", "is_pinned", "pinned_copy", "unpinned_copy"]

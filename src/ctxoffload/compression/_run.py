@@ -8,12 +8,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._depth import text_form
+from .._disk.read import EventKind, context_event_sentence
 from ..exceptions import ConfigError, ContextOverflowError, PinError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..text import defuse
 from ..tokens import TokenCount
-from ..workspace import EventKind, ModelCallClock, context_event_sentence
+from ..workspace import ModelCallClock
 from ._activation import Activation
 from ._compressor import CompressionResult, Compressor
 from ._config import ContextConfig

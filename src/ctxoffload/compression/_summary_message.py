@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._disk.layout import CONTEXT_FILE, EVENTS_FILE
 from ..messages import Msg
 from ..text import defuse
 from ..tokens import TokenCounter
-from ..workspace import CONTEXT_FILE, EVENTS_FILE
 from ._artifacts import ArtifactIndex, FoundArtifact
 from ._config import ContextConfig
 from ._notes import NOTE_MARK, SUMMARY_NOTE

@@ -7,12 +7,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .._disk.payloads import count_lines
+from .._disk.read import EventKind
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import defuse
-from ..workspace import EventKind, Offloader, count_lines
+from ..workspace import Offloader
 from ._activation import Activation, SettingError, check_int
-from ._readers import how_to_read
 from ._summary_message import Artifact
+from ._tool_names import how_to_read
 from ._truncate import head_within, tail_within, truncate_tool_result, utf8
 
 if TYPE_CHECKING:

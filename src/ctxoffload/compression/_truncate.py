@@ -14,11 +14,12 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
+from .._disk.payloads import count_lines, render_tool_output
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import TRUNCATION_MARKER, defuse
 from ..tokens import TokenCounter
-from ..workspace import Offloader, count_lines, render_tool_output
-from ._readers import ReaderTools, how_to_read
+from ..workspace import Offloader
+from ._tool_names import ReaderTools, how_to_read
 
 __all__ = [
     "TRUNCATION_MARKER",

@@ -48,9 +48,9 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
+from .._disk.read import EventKind
 from ..exceptions import ConfigError, OffloadError
 from ..workspace import (
-    EventKind,
     EventLog,
     Offloader,
     ReferenceReader,
@@ -240,7 +240,7 @@ class AgentScopeOffloader:
             ConfigError: the workspace is an `Offloader` that cannot read references back
                 (not a `ReferenceReader`).
         """
-        from ..offloader import retrieval_tool
+        from ..readback import retrieval_tool
 
         source = self.workspace
         if not isinstance(source, ReferenceReader):

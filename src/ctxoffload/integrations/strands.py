@@ -66,17 +66,11 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from .._disk.layout import DATA_DIR, is_data_name
+from .._disk.read import EventKind
+from .._disk.scope import check_reference
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace import (
-    DATA_DIR,
-    EventKind,
-    Workspace,
-    check_reference,
-    is_data_name,
-    missing_methods,
-    validate_session_id,
-    writing_as,
-)
+from ..workspace import Workspace, missing_methods, validate_session_id, writing_as
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 

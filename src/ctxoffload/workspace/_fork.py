@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .._disk.ids import validate_session_id
+from .._disk.read import EventKind, is_event, rebuild_step
 from ..exceptions import ConfigError, IncompleteRecord
-from ._ids import validate_session_id
 from ._new_session import take_new_session
-from ._reader import EventKind, is_event, rebuild_step
 
 __all__ = ["fork_session"]
 

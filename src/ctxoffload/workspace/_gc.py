@@ -16,9 +16,9 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .._disk.layout import DATA_NAME, SESSIONS_DIR
+from .._disk.read import Folder, iter_chunks
 from ..exceptions import ConfigError, OffloadError
-from ._layout import DATA_NAME, SESSIONS_DIR
-from ._reader import Folder, iter_chunks
 
 __all__ = [
     "DATA_GRACE_SECONDS",

@@ -35,8 +35,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
+from .._disk.layout import now_iso
 from ..exceptions import SessionBusyError
-from ._layout import now_iso
 
 __all__ = [
     "CLOCK_RESOLUTION",

@@ -17,6 +17,53 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._disk.ids import tool_file_stem, validate_session_id
+from .._disk.jsonl import JsonlAppender, dumps_line, lines_and_keys
+from .._disk.layout import (
+    CONTEXT_FILE,
+    DATA_DIR,
+    EVENTS_FILE,
+    PURGING_PREFIX,
+    SESSIONS_DIR,
+    STATE_FILE,
+    TOP_FOLDERS,
+    is_tool_result_name,
+    now_iso,
+    purging_name,
+    tool_result_name,
+)
+from .._disk.paths import (
+    check_entry,
+    file_to_link,
+    open_dir,
+    open_for_reading,
+    open_tree,
+    remove_dead_temporaries,
+    remove_tree,
+    same_entry,
+    temporary_file,
+    tree_size,
+)
+from .._disk.payloads import (
+    as_message_list,
+    context_rows,
+    count_lines,
+    offload_block,
+    render_tool_output,
+    tool_output_of,
+)
+from .._disk.read import (
+    EventKind,
+    Folder,
+    check_line_range,
+    iter_chunks,
+    open_reference,
+    reference_parts,
+    reference_text,
+    take_lines,
+)
+from .._disk.scope import check_reference, data_files_field
+from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError
 from ..references import ContextRef
 from ._datastore import KnownPayloads, media_type_of, store_bytes
@@ -34,21 +81,6 @@ from ._gc import (
     sessions_to_remove,
     unit_named_by_staying,
 )
-from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import JsonlAppender, dumps_line, lines_and_keys
-from ._layout import (
-    CONTEXT_FILE,
-    DATA_DIR,
-    EVENTS_FILE,
-    PURGING_PREFIX,
-    SESSIONS_DIR,
-    STATE_FILE,
-    TOP_FOLDERS,
-    is_tool_result_name,
-    now_iso,
-    purging_name,
-    tool_result_name,
-)
 from ._lease import (
     LEASE_FILE,
     SessionLease,
@@ -58,38 +90,6 @@ from ._lease import (
     orphaned_here,
     took_over,
 )
-from ._paths import (
-    check_entry,
-    file_to_link,
-    open_dir,
-    open_for_reading,
-    open_tree,
-    remove_dead_temporaries,
-    remove_tree,
-    same_entry,
-    temporary_file,
-    tree_size,
-)
-from ._payloads import (
-    as_message_list,
-    context_rows,
-    count_lines,
-    offload_block,
-    render_tool_output,
-    tool_output_of,
-)
-from ._reader import (
-    EventKind,
-    Folder,
-    check_line_range,
-    iter_chunks,
-    open_reference,
-    reference_parts,
-    reference_text,
-    take_lines,
-)
-from ._scope import check_reference, data_files_field
-from ._writer import event_record
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace

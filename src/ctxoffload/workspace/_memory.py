@@ -10,14 +10,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ..exceptions import ConfigError, InvalidReference
-from ..references import ContextRef
-from ._batch import Span, new_rows
-from ._datastore import data_name, media_type_of
-from ._fork import fork_session
-from ._ids import tool_file_stem, validate_session_id
-from ._jsonl import dumps_line, lines_and_keys
-from ._layout import (
+from .._disk.batch import Span, new_rows
+from .._disk.ids import tool_file_stem, validate_session_id
+from .._disk.jsonl import dumps_line, lines_and_keys
+from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
@@ -26,8 +22,7 @@ from ._layout import (
     is_tool_result_name,
     tool_result_name,
 )
-from ._lease import LEASE_FILE, SessionLease, busy_error, holder_record, orphaned_here
-from ._payloads import (
+from .._disk.payloads import (
     as_message_list,
     context_rows,
     count_lines,
@@ -35,9 +30,14 @@ from ._payloads import (
     render_tool_output,
     tool_output_of,
 )
-from ._reader import EventKind, check_line_range, parse_log, reference_text, take_lines
-from ._scope import check_reference, data_files_field
-from ._writer import event_record
+from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.scope import check_reference, data_files_field
+from .._disk.writer import event_record
+from ..exceptions import ConfigError, InvalidReference
+from ..references import ContextRef
+from ._datastore import data_name, media_type_of
+from ._fork import fork_session
+from ._lease import LEASE_FILE, SessionLease, busy_error, holder_record, orphaned_here
 
 _T = TypeVar("_T")
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from .._disk.ids import validate_session_id
 from ..exceptions import ConfigError, SessionBusyError
-from ._ids import validate_session_id
 from ._lease import SessionLease, take_lease
 from ._protocol import Workspace
 

@@ -16,9 +16,34 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
+from .._disk.batch import new_rows
+from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
+from .._disk.jsonl import dumps_line, index_keys, lines_and_keys
+from .._disk.layout import (
+    CONTEXT_FILE,
+    DATA_DIR,
+    EVENTS_FILE,
+    SESSIONS_DIR,
+    STATE_FILE,
+    is_data_name,
+    is_tool_result_name,
+    now_iso,
+    tool_result_name,
+)
+from .._disk.payloads import (
+    StoreData,
+    as_message_list,
+    context_rows,
+    count_lines,
+    offload_block,
+    render_tool_output,
+    tool_output_of,
+)
+from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.scope import check_reference, data_files_field
+from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
-from ._batch import new_rows
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
@@ -34,19 +59,6 @@ from ._gc import (
     sessions_to_remove,
     unit_named_by_staying,
 )
-from ._ids import is_session_id, tool_file_stem, validate_session_id
-from ._jsonl import dumps_line, index_keys, lines_and_keys
-from ._layout import (
-    CONTEXT_FILE,
-    DATA_DIR,
-    EVENTS_FILE,
-    SESSIONS_DIR,
-    STATE_FILE,
-    is_data_name,
-    is_tool_result_name,
-    now_iso,
-    tool_result_name,
-)
 from ._lease import (
     DEFAULT_LEASE_TTL,
     LEASE_FILE,
@@ -58,20 +70,8 @@ from ._lease import (
     orphaned_here,
     took_over,
 )
-from ._payloads import (
-    StoreData,
-    as_message_list,
-    context_rows,
-    count_lines,
-    offload_block,
-    render_tool_output,
-    tool_output_of,
-)
-from ._reader import EventKind, check_line_range, parse_log, reference_text, take_lines
-from ._scope import check_reference, data_files_field
 from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
-from ._writer import event_record
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace

@@ -54,8 +54,8 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 
+from .._disk.read import take_lines
 from ..exceptions import OffloadError
-from ._reader import take_lines
 from ._store_client import StoreClient, gather_limited
 
 __all__ = ["MAX_SEQ", "TAIL_EVERY", "SegmentLog", "segment_key", "segment_log"]

@@ -1,7 +1,7 @@
 """Read, Grep and Glob: the tools an agent uses to read back what was offloaded.
 
 `FileToolbox` holds the roots and the caps and builds the three tools from the read-back
-pieces: `_read.py`, `_grep.py` and `_listing.py` do the work, confined by `_confine.py`.
+pieces: `_read_tool.py`, `_grep.py` and `_listing.py` do the work, confined by `_confine.py`.
 Every result is capped, so reading an offloaded file can never produce a result big enough
 to be offloaded again. Regexes and globs run in RE2 (linear time, the GIL released while
 matching), and Grep also stops at a time bound.
@@ -18,16 +18,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .._disk.layout import DATA_DIR, SESSIONS_DIR
 from ..exceptions import ConfigError, ToolError
 from ..messages import DataBlock, TextBlock
-from ..workspace import DATA_DIR, SESSIONS_DIR
 from ._answers import answering
 from ._confine import real_roots
 from ._grep import grep_files
 from ._lines import NOTE_ROOM
 from ._listing import glob_answer
 from ._marks import mark_reader
-from ._read import read_file
+from ._read_tool import read_file
 
 __all__ = ["FileToolbox", "HasWorkdir", "workspace_tools"]
 
@@ -291,7 +291,8 @@ def session_scope(workspace: Any) -> Callable[[], Awaitable[list[Path]]]:
     """The roots of a tool call on a workspace that keeps sessions apart: the working
     session's folder first (relative paths start there), the folders of its sub-agents and
     fork origin, and the data/ files their messages name (see `isolate_sessions`)."""
-    from ..workspace import current_session, reach_of
+    from .._disk.scope import reach_of
+    from ..workspace import current_session
 
     async def roots() -> list[Path]:
         session = current_session()

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from ._layout import now_iso
+from .layout import now_iso
 
 __all__ = [
     "WRITER_FIELD",

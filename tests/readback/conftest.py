@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from readback_files import HUGE_SIZE, SECRET
 
-from ctxoffload.offloader import FileToolbox
+from ctxoffload.readback import FileToolbox
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 import struct
 
+from .._disk.payloads import sniff_media_type
 from ..messages import Base64Source, DataBlock, TextBlock
-from ..workspace import sniff_media_type
 
 __all__ = [
     "MAX_IMAGE_BYTES",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxoffload.offloader import FileToolbox
+from ctxoffload.readback import FileToolbox
 
 
 def test_glob_lists_sorted_relative_paths(toolbox: FileToolbox) -> None:

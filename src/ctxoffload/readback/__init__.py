@@ -11,14 +11,13 @@ produces a result that is offloaded again.
 # verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_sniff`
 # (binary or text), `_lines` (numbered lines), `_window` (Read's window on a file), `_matches`
 # (match with context), `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the
-# tools are built from them: `_read`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
+# tools are built from them: `_read_tool`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
 # and `_tool` (the retrieval tool), each marked by `_marks` as a reader.
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..workspace import Offloader
     from ._confine import resolve_in_roots
     from ._lines import lines_as_read
     from ._regex import escape, reads_whole_text
@@ -30,7 +29,6 @@ __all__ = [
     "RETRIEVAL_TOOL_NAME",
     "FileToolbox",
     "HasWorkdir",
-    "Offloader",
     "escape",
     "lines_as_read",
     "reads_whole_text",
@@ -44,7 +42,6 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
-        "Offloader": "..workspace",
         "resolve_in_roots": "._confine",
         "escape": "._regex",
         "lines_as_read": "._lines",

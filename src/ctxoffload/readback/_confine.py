@@ -31,8 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from .._disk.layout import is_committed_log
+from .._disk.paths import verify_settled
+from .._disk.read import Refused, readable_end
 from ..exceptions import ToolError
-from ..workspace import Refused, is_committed_log, readable_end, verify_settled
 from ._arguments import quote
 
 __all__ = [

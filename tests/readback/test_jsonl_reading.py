@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from readback_files import literal
 
 from ctxoffload import LocalWorkspace, Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from ctxoffload.offloader import FileToolbox, retrieval_tool
+from ctxoffload.readback import FileToolbox, retrieval_tool
 from ctxoffload.text import matching_lines
 
 SEEN = 'print("FAILURE: disk \\\\ é full")'  # quotes, a backslash, non-ASCII: JSON escapes all

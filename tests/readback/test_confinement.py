@@ -14,7 +14,7 @@ import pytest
 from readback_files import SECRET
 
 from ctxoffload.exceptions import ToolError
-from ctxoffload.offloader import FileToolbox, resolve_in_roots
+from ctxoffload.readback import FileToolbox, resolve_in_roots
 
 HOSTILE_PATHS = [
     "../outside/secret.txt",
@@ -255,7 +255,7 @@ def test_a_second_link_that_goes_while_the_tool_looks_again_is_no_refusal(root: 
 
 _NO_FDS = """
 import os, resource, sys
-from ctxoffload.offloader import FileToolbox
+from ctxoffload.readback import FileToolbox
 toolbox = FileToolbox([sys.argv[1]])
 toolbox.grep("x", "notes.txt")  # load every module (RE2 too) before the descriptors run out
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -287,7 +287,7 @@ _NO_FDS_TOOLS = """
 import asyncio, os, resource, sys
 from ctxoffload import LocalWorkspace
 from ctxoffload.agent import workspace_tools
-from ctxoffload.offloader import retrieval_tool
+from ctxoffload.readback import retrieval_tool
 
 async def main():
     ws = LocalWorkspace(sys.argv[1])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace
 from ctxoffload.exceptions import InvalidContent
-from ctxoffload.offloader import FileToolbox, retrieve_offloaded_content
+from ctxoffload.readback import FileToolbox, retrieve_offloaded_content
 
 
 def noise(size: int, seed: int = 0) -> bytes:

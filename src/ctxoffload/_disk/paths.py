@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from ..exceptions import OffloadError
-from ._layout import TEMPORARY_PREFIX, temporary_name
+from .layout import TEMPORARY_PREFIX, temporary_name
 
 __all__ = [
     "DIR_FLAGS",

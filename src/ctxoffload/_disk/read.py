@@ -28,9 +28,9 @@ import stat
 import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
-from ._ids import is_session_id
-from ._layout import COMMIT_SUFFIX, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_committed_log
-from ._paths import (
+from .ids import is_session_id
+from .layout import COMMIT_SUFFIX, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_committed_log
+from .paths import (
     Refused,
     file_url_to_path,
     linked_elsewhere,

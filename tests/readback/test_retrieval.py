@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxoffload.exceptions import ConfigError, InvalidContent, InvalidReference
-from ctxoffload.offloader import FileToolbox, retrieve_offloaded_content
-from ctxoffload.offloader._retrieval import decode_reference_text, format_retrieval
+from ctxoffload.readback import FileToolbox, retrieve_offloaded_content
+from ctxoffload.readback._retrieval import decode_reference_text, format_retrieval
 
 REF = "/ws/sessions/s1/tool_result-call_1.txt"
 
@@ -90,9 +90,9 @@ def test_real_replacement_characters_are_not_counted_as_undecodable() -> None:
 
 
 def test_retrieve_offloaded_content_is_exported() -> None:
-    import ctxoffload.offloader
+    import ctxoffload.readback
 
-    assert "retrieve_offloaded_content" in ctxoffload.offloader.__all__
+    assert "retrieve_offloaded_content" in ctxoffload.readback.__all__
 
 
 # -- whole text, line ranges and the head ----------------------------------------------------
@@ -340,7 +340,7 @@ def test_backreferences_are_refused_with_what_to_do() -> None:
 async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text() -> None:
     from ctxoffload.agent import as_tool
     from ctxoffload.agent import retrieval_tool as reexported
-    from ctxoffload.offloader import retrieval_tool
+    from ctxoffload.readback import retrieval_tool
 
     assert reexported is retrieval_tool
     tool = retrieval_tool(DictSource({"ref": b"ok\nERROR boom\nok\n"}))

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxoffload._disk.read import Folder
 from ctxoffload.cli._cmd_grep import _every_line, compile_matcher, search_context_log
-from ctxoffload.offloader import FileToolbox, _matches
-from ctxoffload.offloader._retrieval import format_retrieval
-from ctxoffload.workspace import Folder
+from ctxoffload.readback import FileToolbox, _matches
+from ctxoffload.readback._retrieval import format_retrieval
 
 PATTERNS = [
     "a$",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from readback_files import HUGE_SIZE, SECRET
 
-from ctxoffload.offloader import FileToolbox
+from ctxoffload.readback import FileToolbox
 
 GUARD = 20  # seconds
 

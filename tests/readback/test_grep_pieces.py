@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload.offloader import FileToolbox, _grep
+from ctxoffload.readback import FileToolbox, _grep
 
 LINES = [
     "2026-11-20 ERROR export failed: disk quota exceeded",
@@ -109,7 +109,7 @@ def test_a_pattern_that_reads_the_start_of_the_text_is_searched_line_by_line(
 def test_pieces_end_at_line_ends_and_hold_a_long_line_whole(tmp_path: Path) -> None:
     import os
 
-    from ctxoffload.workspace import iter_pieces
+    from ctxoffload._disk.read import iter_pieces
 
     body = b"short\n" * 300_000 + b"L" * (5 << 20) + b"\n" + b"tail without newline"
     path = tmp_path / "f.log"

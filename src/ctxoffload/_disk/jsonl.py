@@ -52,10 +52,10 @@ from typing import Any
 from pydantic_core import to_json as _to_json
 
 from ..exceptions import OffloadError
-from ._batch import Span, new_rows
-from ._layout import COMMIT_SUFFIX
-from ._paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
-from ._reader import (
+from .batch import Span, new_rows
+from .layout import COMMIT_SUFFIX
+from .paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
+from .read import (
     COMMIT_RECORD_SIZE,
     COMMIT_TAIL,
     commit_mismatch,

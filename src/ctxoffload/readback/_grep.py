@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .._disk.read import iter_pieces
 from ..exceptions import InvalidContent, ToolError
 from ..text import is_jsonl
-from ..workspace import iter_pieces
 from ._arguments import as_int, quote
 from ._confine import NotRegular, display_name, exists_in_roots, open_readable, resolve_in_roots
 from ._globs import has_wildcard

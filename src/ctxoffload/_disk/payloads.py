@@ -28,9 +28,9 @@ from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from ..exceptions import InvalidContent
 from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import data_line
-from ._jsonl import TextRow
-from ._layout import MARK, UNSTORED_MARK
-from ._paths import path_to_file_url
+from .jsonl import TextRow
+from .layout import MARK, UNSTORED_MARK
+from .paths import path_to_file_url
 
 __all__ = [
     "MAX_DEPTH",

@@ -20,14 +20,14 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from ..exceptions import CliError, InvalidReference
-from ..text import message_lines
-from ..workspace import EventKind, sessions_folder
-from ._cmd_ls import grouped, session_facts
-from ._cmd_show import SessionLog, step_messages
-from ._describe import NOT_BY_AGENT, Timeline, describe
-from ._output import inert
-from ._reading import session_folder, session_ids
+from ..._disk.read import EventKind, sessions_folder
+from ...exceptions import CliError, InvalidReference
+from ...text import message_lines
+from .._access import session_folder, session_ids
+from .._cmd_ls import grouped, session_facts
+from .._cmd_show import SessionLog, step_messages
+from .._describe import NOT_BY_AGENT, Timeline, describe
+from .._output import inert
 
 __all__ = ["BODY_CHARS", "MARKED_KINDS", "UiModel"]
 
@@ -215,7 +215,7 @@ class UiModel:
     def read(self, path: str, offset: int = 1) -> dict[str, Any]:
         """A stored file as the agent's Read tool shows it (numbered lines, long lines cut,
         the same confinement: no link, hard link or special file, nothing outside)."""
-        from ..offloader import FileToolbox
+        from ...readback import FileToolbox
 
         relative = self.relative(path)
         answer = FileToolbox([self.workdir], images=False).read(relative, offset, 500)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from readback_files import HUGE_SIZE, REST
 
-from ctxoffload.offloader import FileToolbox
+from ctxoffload.readback import FileToolbox
 
 
 def test_read_numbers_lines_like_cat_n(toolbox: FileToolbox) -> None:

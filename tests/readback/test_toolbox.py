@@ -14,7 +14,7 @@ from readback_files import REST
 
 from ctxoffload import DataBlock, TextBlock
 from ctxoffload.exceptions import ConfigError
-from ctxoffload.offloader import FileToolbox, workspace_tools
+from ctxoffload.readback import FileToolbox, workspace_tools
 
 
 class _Workspace:
