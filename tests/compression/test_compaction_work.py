@@ -123,7 +123,7 @@ async def test_a_compaction_of_messages_counted_before_gives_the_same_index(
     cold = compressor(tmp_path / "cold", 8_000)
     warm = compressor(tmp_path / "warm", 8_000)
     warm.count(msgs)  # an agent's loop: each message counted, and scanned, before
-    assert len(warm._scanned) == len(msgs)
+    assert len(warm._services.scanned) == len(msgs)
     first, second = await cold.maybe_compress(msgs), await warm.maybe_compress(msgs)
     assert index_of(first, tmp_path / "cold") == index_of(second, tmp_path / "warm")
     listed = [
@@ -133,7 +133,7 @@ async def test_a_compaction_of_messages_counted_before_gives_the_same_index(
     assert listed[0] == listed[1] and len(listed[0]) > 100
     # What left is dropped at the next count; what stays is kept for the next compaction.
     warm.count(second.messages)
-    assert len(warm._scanned) <= 2 * len(second.messages) + 64
+    assert len(warm._services.scanned) <= 2 * len(second.messages) + 64
 
 
 async def test_counting_scans_only_the_messages_new_to_the_compressor(

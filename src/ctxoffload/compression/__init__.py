@@ -10,7 +10,8 @@ if TYPE_CHECKING:
     from ._activation import Activation
     from ._clear_thinking import THINKING_CLEARED, ClearThinking
     from ._clear_tool_uses import CLEARED_MARK, OUTPUTS_CLEARED, ClearToolUses
-    from ._compressor import FRESH_PREVIEW_FLOOR, CompressionResult, Compressor
+    from ._compaction import CompressionResult
+    from ._compressor import Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
     from ._history_managers import Null, SlidingWindow, Summarization
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from ._tool_names import ReaderTools
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
     from ._truncate import TRUNCATION_MARKER, Truncation, rendered_text
+    from ._truncator import FRESH_PREVIEW_FLOOR
 
 __all__ = [
     "CLEARED_MARK",
@@ -111,8 +113,8 @@ __getattr__, __dir__ = lazy_exports(
         "ToolOutputOffload": "._tool_output",
         "ToolOutputTruncate": "._tool_output",
         "Artifact": "._summary_message",
-        "FRESH_PREVIEW_FLOOR": "._compressor",
-        "CompressionResult": "._compressor",
+        "FRESH_PREVIEW_FLOOR": "._truncator",
+        "CompressionResult": "._compaction",
         "Persisted": "._persisted",
         "Compressor": "._compressor",
         "is_summary_message": "._notes",

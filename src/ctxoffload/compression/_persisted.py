@@ -1,11 +1,15 @@
-"""Where the messages that leave the context were stored (`Compressor.persist`)."""
+"""Where the messages that leave the context were stored (`Compressor.persist`), and
+which of them were read back at their lines."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Persisted", "spans_text"]
+from ..messages import Msg
+
+__all__ = ["Persisted", "lines_of", "read_back_report", "spans_text"]
 
 
 def spans_text(spans: Iterable[tuple[int, int]]) -> str:
@@ -59,3 +63,56 @@ class Persisted:
             first = self.spans[0][0]
             return [first + n for n in range(count)]
         return [None] * count
+
+
+def lines_of(
+    rows: Sequence[bytes], spans: Sequence[tuple[int, int]], older: Sequence[Msg], first: int = 1
+) -> dict[str, int]:
+    """The line of `rows` (a context log from its line `first` on, split at its newlines)
+    holding each message of `older`, among the lines of `spans`, by message id.
+
+    A line is first looked for the message's own `"id":"..."` pair, in the spans' order: the
+    messages of one batch are on its lines in order, so each search starts one line after the
+    last found. A line that does not hold the expected id that way is read as JSON (what
+    another writer's line or a message laid out otherwise needs).
+    """
+    wanted = {m.id: m for m in older}
+    expected = [m.id for m in older]
+    found: dict[str, int] = {}
+    at = 0  # the next message of `older` expected, in order
+    end = first + len(rows) - 1  # the number of the last row
+    for start, last in spans:
+        for number in range(max(start, first), min(last, end) + 1):
+            row = rows[number - first]
+            # Looked for from the line's end: a message's id follows its content.
+            if at < len(expected) and row.rfind(_id_pair(expected[at])) >= 0:
+                found[expected[at]] = number
+                at += 1
+                continue
+            try:
+                value = json.loads(row)
+            except ValueError:
+                continue
+            row_id = value.get("id") if isinstance(value, dict) else None
+            if isinstance(row_id, str) and row_id in wanted:
+                found[row_id] = number
+                if at < len(expected) and row_id == expected[at]:
+                    at += 1
+    return found
+
+
+def _id_pair(msg_id: str) -> bytes:
+    """`"id":"..."` as a message's JSON line spells it (pydantic escapes as `json` does
+    for what an id may hold; a plain id needs no escaping at all)."""
+    if msg_id.isascii() and msg_id.isalnum():
+        return b'"id":"' + msg_id.encode() + b'"'
+    return b'"id":' + json.dumps(msg_id, ensure_ascii=False).encode()
+
+
+def read_back_report(leaving: Sequence[Msg], lines: Mapping[str, int] | None) -> dict[str, int]:
+    """The `recoverable` field of a compaction's event: how many messages left and, when the
+    offloader could read them back, how many were at their lines."""
+    report = {"messages": len(leaving)}
+    if lines is not None:
+        report["verified"] = sum(1 for m in leaving if m.id in lines)
+    return report

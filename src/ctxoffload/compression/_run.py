@@ -16,7 +16,8 @@ from ..text import defuse
 from ..tokens import TokenCount
 from ..workspace import ModelCallClock
 from ._activation import Activation
-from ._compressor import CompressionResult, Compressor
+from ._compaction import CompressionResult
+from ._compressor import Compressor
 from ._config import ContextConfig
 from ._notes import is_context_note
 from ._protect import Protected, is_pinned, pinned_copy, unpinned_copy

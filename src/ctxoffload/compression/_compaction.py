@@ -1,0 +1,700 @@
+"""Compaction, a compressor's history job: when the context is over the trigger, the older
+messages go to the offloader, a summary takes their place, and the newest stay.
+
+`compress` runs five named steps: check (is compression due), split (what leaves and what
+stays; a `SplitStrategy` decides how much older history stays), persist (to the offloader
+first; on failure nothing leaves), summarise (the model's summary, or an extractive one),
+assemble (the summary message, then the messages kept). A summary may also be made ahead, in
+the background (`start_background`, see `_background.py`). The summary message's state and
+text live in `_summary_message.py`; which messages are fresh, in `RunServices`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._disk.read import EventKind
+from ..messages import Msg
+from ..model import ChatModel, model_label
+from ..tokens import TokenCount
+from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts, scan_messages
+from ._background import Pending
+from ._cache_request import LastRequest, same_model, summarize_from_cache
+from ._config import CHARS_PER_TOKEN, ContextConfig
+from ._notes import is_context_note, is_summary_message, is_window_note
+from ._persisted import Persisted, read_back_report, spans_text
+from ._protect import is_pinned
+from ._services import RunServices, RunSettings
+from ._split import Split, SplitByTokens, SplitStrategy
+from ._summarize import SummaryOutcome, summarize
+from ._summary_message import SummaryState
+from ._summary_model import Summary
+from ._truncator import Truncator
+from ._turns import is_user_request
+
+__all__ = ["Compaction", "CompressionResult"]
+
+
+@dataclass
+class CompressionResult:
+    """What `Compressor.maybe_compress` did.
+
+    Attributes:
+        messages: the context to send next (unchanged when nothing was compressed).
+        compressed: whether older messages were replaced by a summary.
+        reason: why, in a few words ("below trigger", "compressed", "offload failed", ...).
+        tokens_before: tokens of the context given: exact, or, when the count stopped past
+            the trigger (`ContextTokenTracker.count_past`), an estimate.
+        tokens_after: tokens of `messages`.
+        reference: where the compressed messages went (context.jsonl), if anywhere.
+        line_span: the lines of that file this compression's messages are on, from the
+            first to the last.
+        spans: those lines exactly, as runs of consecutive lines: more than one when some
+            were in the file already (a run killed in the middle of a compression, resumed),
+            with other messages between; `spans_text()` spells them.
+        summary: the new summary.
+        summary_source: "model" or "extractive".
+        compressed_messages: how many messages left the context.
+        tokens_before_exact: whether `tokens_before` is an exact count.
+        tokens_before_bounds: when it is an estimate, the least and the most the exact
+            count can be (see `TokenCount`); None when it is exact.
+    """
+
+    messages: list[Msg]
+    compressed: bool
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    reference: str | None = None
+    line_span: tuple[int, int] | None = None
+    summary: Summary | None = None
+    summary_source: str | None = None
+    compressed_messages: int = 0
+    tokens_before_exact: bool = True
+    tokens_before_bounds: tuple[int, int] | None = None
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def spans_text(self) -> str:
+        """The lines the compressed messages are on, as text: `"1-40, 52-60"`, or `""`."""
+        return spans_text(self.spans)
+
+
+@dataclass
+class _Plan:
+    """What the split step decided: the parts of the context and the reserve."""
+
+    system: Msg | None
+    earlier_summary: Msg | None
+    earlier_note: Msg | None
+    split: Split
+    reserve: int
+
+    @property
+    def older(self) -> list[Msg]:
+        """The messages that leave, oldest first."""
+        return self.split.older
+
+    @property
+    def kept(self) -> list[Msg]:
+        """The messages that stay verbatim, oldest first."""
+        return self.split.kept
+
+    @property
+    def pinned(self) -> Msg | None:
+        """The latest user request, kept right after the summary, when it was among the
+        older messages."""
+        return self.split.pinned
+
+
+def _context(system: Msg | None, summary: Msg | None, split: Split) -> list[Msg]:
+    """A context in its order: system prompt, summary, the pins that would have left (oldest
+    first), the latest user request if it would have left, the messages kept."""
+    head = [m for m in (system, summary) if m is not None] + split.pins
+    return head + ([split.pinned] if split.pinned else []) + split.kept
+
+
+class Compaction:
+    """A compressor's compaction job, on the run's shared services.
+
+    Args:
+        services: the counter, offloader, session, settings and summary state it shares
+            with truncation.
+        truncator: the truncation job, which cuts the fresh turn and a long user request.
+    """
+
+    def __init__(self, services: RunServices, truncator: Truncator) -> None:
+        self.services = services
+        self.truncator = truncator
+        # What the agent last sent its model (`note_request`): the prefix a summary request
+        # to the same model reuses, so that the provider's prompt cache serves it.
+        self._last_request: LastRequest | None = None
+        # A summary under way in the background (`background_compaction`).
+        self._pending: Pending | None = None
+
+    async def _event(self, kind: str, **fields: Any) -> None:
+        await self.services.event(kind, **fields)
+
+    def note_request(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] | None, model: ChatModel
+    ) -> None:
+        """Note what the agent is sending its model (see `Compressor.note_request`)."""
+        self._last_request = LastRequest(tuple(messages), tuple(tools or ()), model)
+
+    async def compress(
+        self,
+        context: list[Msg],
+        settings: RunSettings,
+        *,
+        tools: Sequence[dict[str, Any]],
+        force: bool,
+        summary_model: ChatModel | None,
+        split: SplitStrategy | None,
+    ) -> CompressionResult:
+        """Compress older history if the context is over the trigger (a no-op below it; see
+        `Compressor.maybe_compress`).
+
+        Five steps, each a method: check (`_is_due`), `_split`, then (`_compress`)
+        `persist`, `_summarise`, `_assemble`. Persist before drop: if offloading the older
+        messages fails, nothing is removed (a warning is logged and `reason` says so).
+        """
+        cfg = settings.config
+        strategy = split or SplitByTokens()
+        window = settings.window()
+        # Counted exactly from the newest back until past the trigger: the decision and the
+        # messages that stay are exact; what leaves is estimated, not tokenized.
+        counted = self.services.count_until(context, tools, limit=cfg.trigger_ratio * window)
+        if not self._is_due(counted.tokens, settings, window, strategy, force=force):
+            await self.start_background(
+                context, settings, tools=tools, summary_model=summary_model, split=split
+            )
+            return CompressionResult(
+                context, False, "below trigger", counted.tokens, counted.tokens
+            )
+        plan = await self._split(context, settings, window, strategy)
+        model = summary_model or settings.model
+        return await self._compress(context, plan, counted, tools, cfg, window, model)
+
+    def _is_due(
+        self,
+        counted: int,
+        settings: RunSettings,
+        window: int,
+        strategy: SplitStrategy,
+        *,
+        force: bool,
+    ) -> bool:
+        """Check: whether the context of `counted` tokens is over `trigger_ratio x window`.
+
+        `force` makes it due whatever it costs (a reactive run, a manager's own rules).
+        When the split keeps what fits the reserve, a config whose previews cannot fit it is
+        said once here too, before any tool result has been cut.
+        """
+        if strategy.fits_reserve:
+            self.truncator.preview_tokens(settings, window)
+        return force or counted > settings.config.trigger_ratio * window
+
+    async def _split(
+        self, context: list[Msg], settings: RunSettings, window: int, strategy: SplitStrategy
+    ) -> _Plan:
+        """Split: which messages leave the context and which stay.
+
+        The system prompt and the notes (an earlier summary, a window note) are set apart,
+        and the state they carry is adopted (a resumed session). The messages the model has
+        not seen stay, cut to fit the reserve when they alone exceed it (`_fit_fresh`);
+        `strategy` divides the older ones, never separating a tool call from its results;
+        the latest user request stays verbatim unless it alone is over the reserve.
+        """
+        cfg = settings.config
+        system = context[0] if context and context[0].role == "system" else None
+        rest = context[1:] if system is not None else context
+        earlier_summary, earlier_note = self._adopt_notes(rest, cfg, window)
+        rest = [m for m in rest if not is_context_note(m)]
+        reserve = int(cfg.reserve_ratio * window)
+        fresh = self.services.fresh_ids(rest)
+        fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
+        if fresh_from is not None:
+            rest = rest[:fresh_from] + await self.truncator.fit_fresh(
+                rest[fresh_from:], reserve, settings
+            )
+        split = strategy.split(rest, self.services.tracker, reserve, fresh_from)
+        await self._keep_latest_request(split, reserve)
+        return _Plan(system, earlier_summary, earlier_note, split, reserve)
+
+    def _adopt_notes(
+        self, rest: Sequence[Msg], cfg: ContextConfig, window: int
+    ) -> tuple[Msg | None, Msg | None]:
+        """The earlier summary and window note among `rest`, their state taken over."""
+        earlier_summary: Msg | None = None
+        earlier_note: Msg | None = None
+        for msg in rest:
+            if is_summary_message(msg):
+                self.services.state.adopt(msg, cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN)
+                earlier_summary = msg
+            elif is_window_note(msg):
+                self.services.state.adopt_note(msg)
+                earlier_note = msg
+        return earlier_summary, earlier_note
+
+    async def _keep_latest_request(self, split: Split, reserve: int) -> None:
+        """Cut the latest user request (pinned, or among the kept) if it alone is over the
+        reserve; it stays in the context either way."""
+        latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
+        if latest is None or is_pinned(latest):
+            return
+        replaced = await self.truncator.truncate_message(latest, reserve)
+        if replaced is latest:
+            return
+        if split.pinned is latest:
+            split.pinned = replaced
+        else:
+            split.kept = [replaced if m is latest else m for m in split.kept]
+
+    async def _compress(
+        self,
+        context: list[Msg],
+        plan: _Plan,
+        counted: TokenCount,
+        tools: Sequence[dict[str, Any]],
+        cfg: ContextConfig,
+        window: int,
+        model: ChatModel | None,
+    ) -> CompressionResult:
+        """Persist the older messages, summarise them, assemble the new context.
+
+        Nothing leaves when nothing is old enough (the notes stay, `_keep_notes`) or when
+        the older messages could not be persisted (the context is returned as given).
+        """
+        if not plan.older:
+            return self._keep_notes(plan, counted, tools)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            ready = await self._apply_background(pending, plan, counted, tools, cfg, window)
+            if ready is not None:
+                return ready
+        # The artifacts of what leaves that was not scanned when it was counted (a history
+        # given at once) are found in a worker thread meanwhile, while the summary model is
+        # waited for.
+        unscanned = self.services.scanned.missing(plan.older)
+        scanning = asyncio.ensure_future(asyncio.to_thread(scan_messages, unscanned))
+        try:
+            persisted = await self.services.persist(plan.older)
+            if persisted.failure is not None:
+                reason = f"offload failed: {persisted.failure}"
+                return CompressionResult(
+                    context,
+                    False,
+                    reason,
+                    counted.tokens,
+                    counted.tokens,
+                    tokens_before_exact=counted.exact,
+                    tokens_before_bounds=counted.bounds,
+                )
+            lines = await self.services.read_back(persisted, plan.older)
+            outcome = await self._summarise(plan, persisted, cfg, window, model)
+            self.services.scanned.add(unscanned, await scanning)
+        finally:
+            if not scanning.done():
+                scanning.cancel()  # the thread finishes on its own; nothing waits for it
+        return await self._assemble(plan, persisted, outcome, counted, tools, cfg, window, lines)
+
+    def _keep_notes(
+        self, plan: _Plan, counted: TokenCount, tools: Sequence[dict[str, Any]]
+    ) -> CompressionResult:
+        """The context when nothing is old enough to compress: the earlier summary and
+        window note (the only paths back to the messages that left before) stay."""
+        after = _context(plan.system, plan.earlier_summary, plan.split)
+        if plan.earlier_note is not None:
+            at = len(after) - len(plan.kept) - (1 if plan.pinned else 0) - len(plan.split.pins)
+            after.insert(at, plan.earlier_note)
+        reason = "nothing old enough to compress"
+        return CompressionResult(
+            after,
+            False,
+            reason,
+            counted.tokens,
+            self.services.count(after, tools),
+            tokens_before_exact=counted.exact,
+            tokens_before_bounds=counted.bounds,
+        )
+
+    async def _summarise(
+        self,
+        plan: _Plan,
+        persisted: Persisted,
+        cfg: ContextConfig,
+        window: int,
+        model: ChatModel | None,
+    ) -> SummaryOutcome:
+        """Summarise: the model's summary of the messages that leave, with the previous
+        summary folded in; an extractive one when there is no model or it fails.
+
+        The summary, whole, is written to events.jsonl: the summary message in the context
+        only ever holds the latest.
+        """
+        outcome, request = await self._summary_of(plan.older, cfg, window, model)
+        await self._record_summary(outcome, request, persisted)
+        return outcome
+
+    async def _summary_of(
+        self, older: Sequence[Msg], cfg: ContextConfig, window: int, model: ChatModel | None
+    ) -> tuple[SummaryOutcome, str]:
+        """The summary of `older` with the current one folded in, and how it was asked
+        (`cached_prefix` or `new`): the agent's previous request as prefix when the summary
+        model is the agent's own, else the usual request; extractive without a model.
+
+        Both requests share one `summary_timeout`: the usual request has what the cache-shaped
+        one left of it (a model that hangs costs the timeout once, not twice).
+        """
+        last = self._last_request
+        timeout = cfg.summary_timeout
+        if model is not None and last is not None and same_model(model, last.model):
+            started = time.monotonic()
+            cached = await summarize_from_cache(
+                last, older, config=cfg, counter=self.services.counter, window=window
+            )
+            if cached is not None:
+                return cached, "cached_prefix"
+            timeout = max(0.0, timeout - (time.monotonic() - started))
+        outcome = await summarize(
+            older,
+            model=model,
+            config=cfg,
+            counter=self.services.counter,
+            previous=self.services.state.summary,
+            artifacts=[a.describe() for a in self.services.state.newest_artifacts()],
+            window=window,
+            known_tokens=self.services.tracker.known,
+            timeout=timeout,
+        )
+        return outcome, "new"
+
+    async def _record_summary(
+        self, outcome: SummaryOutcome, request: str, persisted: Persisted
+    ) -> None:
+        """Make `outcome` the current summary and write it whole to events.jsonl."""
+        self.services.state.summary = outcome.summary
+        self.services.state.compressions += 1
+        await self._event(
+            EventKind.SUMMARY,
+            compression=self.services.state.compressions,
+            source=outcome.source,
+            request=request if outcome.source == "model" else None,
+            summary=outcome.summary.model_dump(),
+            reference=persisted.reference,
+            lines=persisted.lines,
+            **persisted.apart,
+        )
+
+    async def _assemble(
+        self,
+        plan: _Plan,
+        persisted: Persisted,
+        outcome: SummaryOutcome,
+        counted: TokenCount,
+        tools: Sequence[dict[str, Any]],
+        cfg: ContextConfig,
+        window: int,
+        lines: dict[str, int] | None,
+    ) -> CompressionResult:
+        """Assemble: the system prompt, the summary message (naming context.jsonl, the line
+        span and the artifact trail, within the reserve, then the artifact index), then the
+        messages kept; the artifacts and compression events record it."""
+        listed_in = events_file(persisted.reference)
+        candidates = self._leaving_artifacts(
+            plan.older, lines, self.services.state, scanned=self.services.scanned.of(plan.older)
+        )
+        # The index's least part (how many artifacts are cut, and where they are listed)
+        # comes out of the summary's budget; the rest of the index takes what is left under
+        # the trigger, up to its own budget.
+        least = ArtifactIndex.least_tokens(self.services.counter, listed_in) if candidates else 0
+        summary_msg = self.services.state.render(
+            outcome.summary,
+            cfg,
+            self.services.counter,
+            budget=plan.reserve - least,
+            floor=500 - least,
+        )
+        room = int(cfg.trigger_ratio * window) - self.services.count(
+            _context(plan.system, summary_msg, plan.split), tools
+        )
+        kept = [*plan.split.pins, *([plan.pinned] if plan.pinned else []), *plan.kept]
+        index = self._artifact_index(
+            candidates,
+            self.services.state,
+            summary_msg.text,
+            kept,
+            persisted,
+            cfg,
+            window,
+            room,
+            least,
+        )
+        summary_msg = self.services.state.with_index(summary_msg, index, listed_in)
+        after = _context(plan.system, summary_msg, plan.split)
+        tokens_after = self.services.count(after, tools)
+        if index.left:
+            await self._event(
+                EventKind.ARTIFACTS,
+                compression=self.services.state.compressions,
+                reference=persisted.reference,
+                artifacts=index.listing(),
+            )
+        recoverable = read_back_report(plan.older, lines)
+        await self._event(
+            EventKind.COMPRESSION,
+            reference=persisted.reference,
+            lines=persisted.lines,
+            **persisted.apart,
+            messages=len(plan.older),
+            kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
+            pinned=len(plan.split.pins),
+            tokens_before=counted.tokens,
+            **counted.fields(),
+            tokens_after=tokens_after,
+            summary_source=outcome.source,
+            summary_model=model_label(self.services.settings.model)
+            if outcome.source == "model"
+            else None,
+            summary_model_calls=outcome.model_calls,
+            **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
+            artifacts=index.report(),
+            recoverable=recoverable,
+        )
+        return CompressionResult(
+            after,
+            True,
+            "compressed",
+            counted.tokens,
+            tokens_after,
+            reference=persisted.reference,
+            line_span=persisted.line_span,
+            spans=persisted.spans,
+            summary=outcome.summary,
+            summary_source=outcome.source,
+            compressed_messages=len(plan.older),
+            tokens_before_exact=counted.exact,
+            tokens_before_bounds=counted.bounds,
+        )
+
+    async def index_note(
+        self,
+        note: Msg,
+        leaving: Sequence[Msg],
+        persisted: Persisted,
+        settings: RunSettings,
+        *,
+        earlier: Mapping[str, Any],
+        summary_text: str,
+        kept: Sequence[Msg],
+    ) -> tuple[Msg, dict[str, Any]]:
+        """`note` followed by the artifact index of what left (see `Compressor.index_note`)."""
+        lines = await self.services.read_back(persisted, leaving)
+        state = SummaryState()
+        state.adopt_index(dict(earlier))
+        index = self._artifact_index(
+            self._leaving_artifacts(
+                leaving, lines, state, scanned=self.services.scanned.of(leaving)
+            ),
+            state,
+            summary_text,
+            kept,
+            persisted,
+            settings.config,
+            settings.window(),
+        )
+        note = state.with_index(note, index, events_file(persisted.reference))
+        if index.left:
+            await self._event(
+                EventKind.ARTIFACTS, reference=persisted.reference, artifacts=index.listing()
+            )
+        return note, {"artifacts": index.report(), "recoverable": read_back_report(leaving, lines)}
+
+    def _leaving_artifacts(
+        self,
+        leaving: Sequence[Msg],
+        lines: Mapping[str, int] | None,
+        state: SummaryState,
+        *,
+        scanned: Sequence[Sequence[tuple[str, str]]] | None = None,
+    ) -> list[FoundArtifact]:
+        """The artifacts of a compaction that moves `leaving` out (a summary's, or a window
+        note's), with those `state` carries from the note it replaces; `state` counts the
+        messages and calls that left."""
+        found, calls = find_artifacts(leaving, lines, recency=state.messages_left, scanned=scanned)
+        state.messages_left += len(leaving)
+        state.calls.update(calls)
+        seen = {(f.kind, f.value) for f in found}
+        return [f for f in state.carried if (f.kind, f.value) not in seen] + found
+
+    def _artifact_index(
+        self,
+        candidates: Sequence[FoundArtifact],
+        state: SummaryState,
+        summary_text: str,
+        kept: Sequence[Msg],
+        persisted: Persisted,
+        cfg: ContextConfig,
+        window: int,
+        room: int | None = None,
+        least: int = 0,
+    ) -> ArtifactIndex:
+        """The artifact index of `candidates` (`_leaving_artifacts`): each checked against
+        `summary_text` and the `kept` messages, within the config's index budget and half
+        of `room` (the tokens left under the trigger, when the caller keeps the context under
+        it), but never below `least` (what the caller set aside for the index)."""
+        budget = cfg.artifact_index_budget(window)
+        if room is not None:
+            # Half the room under the trigger at most: the rest is for the turns to come.
+            budget = min(budget, room // 2)
+        return ArtifactIndex.build(
+            candidates,
+            state.calls,
+            summary_text=summary_text,
+            kept=kept,
+            counter=self.services.counter,
+            budget=max(budget, least),
+            events_file=events_file(persisted.reference),
+            cut_before=state.artifacts_cut,
+            kept_scanned=self.services.scanned.of(kept),
+        )
+
+    # -- the summary made in the background (`background_compaction`) ---------------------
+
+    async def start_background(
+        self,
+        messages: Sequence[Msg],
+        settings: RunSettings,
+        *,
+        tools: Sequence[dict[str, Any]],
+        summary_model: ChatModel | None,
+        split: SplitStrategy | None,
+    ) -> bool:
+        """Start the summary of what would leave the context, in the background, when it is
+        due (see `Compressor.start_background`); whether one started."""
+        cfg = settings.config
+        model = summary_model or settings.model
+        if not cfg.background_compaction or model is None or self._pending is not None:
+            return False
+        context = [m for m in messages if isinstance(m, Msg)]
+        window = settings.window()
+        counted = self.services.count(context, tools)
+        start = (cfg.trigger_ratio - cfg.background_lead) * window
+        if not start < counted <= cfg.trigger_ratio * window:
+            return False
+        older = self._would_leave(context, cfg, window, split or SplitByTokens())
+        if not older:
+            return False
+        persisted = await self.services.persist(
+            older, on_failure="not starting a background summary"
+        )
+        if persisted.failure is not None:
+            return False
+        lines = await self.services.read_back(persisted, older)
+        previous = self.services.state.summary
+        task = asyncio.create_task(self._summary_of(older, cfg, window, model))
+        self._pending = Pending(task, older, persisted, lines, previous)
+        await self._background_event("started", self._pending)
+        return True
+
+    def _would_leave(
+        self, context: list[Msg], cfg: ContextConfig, window: int, strategy: SplitStrategy
+    ) -> list[Msg]:
+        """The messages a compression now would move out, found without changing anything
+        (no fresh message is cut, no state adopted): the split's older part."""
+        rest = context[1:] if context and context[0].role == "system" else context
+        rest = [m for m in rest if not is_context_note(m)]
+        fresh = self.services.fresh_ids(rest)
+        fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
+        split = strategy.split(
+            rest, self.services.tracker, int(cfg.reserve_ratio * window), fresh_from
+        )
+        return split.older
+
+    async def _apply_background(
+        self,
+        pending: Pending,
+        plan: _Plan,
+        counted: TokenCount,
+        tools: Sequence[dict[str, Any]],
+        cfg: ContextConfig,
+        window: int,
+    ) -> CompressionResult | None:
+        """The compression made of the background summary, or None when it does not fit
+        (the caller then compresses as usual).
+
+        It fits when no compression came since it started and its messages are the first
+        of those to drop now, all of them, or only some when the others still fit under
+        the trigger (they stay verbatim, and leave with the next compression).
+        """
+        covered = pending.covers(plan.older)
+        reason = None
+        if pending.previous is not self.services.state.summary:
+            reason = "a compression came in between"
+        elif not covered:
+            reason = "the messages to drop changed (a pin, another split)"
+        if reason is not None:
+            await pending.cancel()
+            await self._background_event("stale", pending, reason=reason)
+            return None
+        waited = time.monotonic()
+        done = pending.task.done()
+        try:
+            outcome, request = await pending.task
+        except Exception as exc:  # summarize falls back on its own; this is a bug or a cancel
+            await self._background_event("failed", pending, reason=str(exc))
+            return None
+        extra = plan.older[covered:]
+        split = Split(
+            older=pending.older,
+            kept=[*extra, *plan.kept],
+            pinned=plan.pinned,
+            pins=plan.split.pins,
+        )
+        partial = _Plan(plan.system, plan.earlier_summary, plan.earlier_note, split, plan.reserve)
+        if extra:
+            candidate = self.services.state.render(
+                outcome.summary, cfg, self.services.counter, budget=plan.reserve
+            )
+            after = self.services.count(_context(plan.system, candidate, split), tools)
+            if after > cfg.trigger_ratio * window:
+                await self._background_event(
+                    "stale", pending, reason="more must leave than it covers"
+                )
+                return None
+        await self._record_summary(outcome, request, pending.persisted)
+        waited_ms = 0.0 if done else (time.monotonic() - waited) * 1000
+        await self._background_event("applied", pending, waited_ms=round(waited_ms, 1))
+        return await self._assemble(
+            partial, pending.persisted, outcome, counted, tools, cfg, window, pending.lines
+        )
+
+    async def _background_event(self, status: str, pending: Pending, **fields: Any) -> None:
+        await self._event(
+            EventKind.BACKGROUND,
+            status=status,
+            messages=len(pending.older),
+            reference=pending.persisted.reference,
+            lines=pending.persisted.lines,
+            age_ms=round((time.monotonic() - pending.started) * 1000, 1),
+            **fields,
+        )
+
+    @property
+    def background(self) -> str | None:
+        """None when no background summary is under way, else `running` or `ready`."""
+        if self._pending is None:
+            return None
+        return "ready" if self._pending.task.done() else "running"
+
+    async def aclose(self) -> None:
+        """Cancel a summary under way in the background and wait for it to end. Nothing is
+        half-written: its messages were stored before it started, and a summary is written
+        only when applied. Safe to call more than once."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            await pending.cancel()
+            await self._background_event("cancelled", pending, reason="the compressor closed")

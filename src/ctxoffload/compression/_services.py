@@ -1,0 +1,243 @@
+"""What one compressor's jobs share: its settings, the counter, the offloader, the session,
+the event writer, the summary state, and which messages the model has seen.
+
+The `Compressor` is a front over two jobs, truncation (`_truncator.py`, per tool result) and
+compaction (`_compaction.py`, the history); both work through one `RunServices`, so a
+truncation's file joins the artifact trail the next summary lists, a message counted once is
+scanned once, and both read the same settings (`RunSettings`: the one holder of them).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..exceptions import ConfigError
+from ..messages import Msg
+from ..model import ChatModel
+from ..references import ContextRef
+from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_counter
+from ..workspace import LineReader, Offloader, ReferenceReader
+from ._artifacts import ArtifactCache
+from ._config import ContextConfig
+from ._events import EventCallback, emit_event
+from ._notes import is_context_note
+from ._persisted import Persisted, lines_of
+from ._summary_message import SummaryState
+from ._tool_names import READER_TOOL_NAMES, ReaderTools
+from ._turns import turn_start
+
+__all__ = ["RunServices", "RunSettings"]
+
+logger = logging.getLogger("ctxoffload")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The settings a compressor works under: its `ContextConfig` and the few facts the host
+    gives beside it, resolved in one place.
+
+    Every threshold, window and reader-tool question is answered here; a one-off config
+    (`config=` of a call, a pipeline run's) is the same host facts over another
+    `ContextConfig` (`over`), never a second copy of them.
+
+    Attributes:
+        config: the thresholds, prompt and template.
+        model: the summary model; its window is the last resort for `window`.
+        context_window: the window of the model whose context is managed, used when
+            `config.context_window` is not set.
+        host_readers: the host's tools for reading offloaded content back; they take
+            precedence over `config.reader_tools`.
+        reader_names: the exact names of the tools whose results read offloaded content
+            back; None: ctxoffload's reader tool names and those of `readers`.
+    """
+
+    config: ContextConfig
+    model: ChatModel | None = None
+    context_window: int | None = None
+    host_readers: ReaderTools | None = None
+    reader_names: frozenset[str] | None = None
+
+    def over(self, config: ContextConfig | None) -> RunSettings:
+        """These settings with `config` as the `ContextConfig` (itself when None)."""
+        return self if config is None or config is self.config else replace(self, config=config)
+
+    @property
+    def readers(self) -> ReaderTools | None:
+        """The reader tools notices name: the host's, else the config's."""
+        return self.host_readers if self.host_readers is not None else self.config.reader_tools
+
+    def reads_back(self, tool_name: str | None) -> bool:
+        """Whether `tool_name`'s results read offloaded content back (see
+        `Compressor.reads_back`)."""
+        if self.reader_names is not None:
+            return tool_name in self.reader_names
+        readers = self.readers
+        named = {readers.read, readers.grep, readers.retrieve} if readers is not None else set()
+        return tool_name is not None and (tool_name in READER_TOOL_NAMES or tool_name in named)
+
+    def window(self) -> int:
+        """The context window in tokens that thresholds are computed against."""
+        fallback = self.context_window
+        if fallback is None and self.model is not None:
+            fallback = self.model.context_window
+        return self.config.window(fallback)
+
+    def known_window(self) -> int | None:
+        """`window`, or None when no window is known."""
+        try:
+            return self.window()
+        except ConfigError:
+            return None
+
+
+class RunServices:
+    """The services a compressor's jobs share for one session.
+
+    Args:
+        settings: the settings (see `RunSettings`).
+        offloader: where content goes before it leaves the context; None drops it.
+        session_id: the workspace session; generated when not given.
+        counter: the token counter; by default the exact one for the settings' model.
+        on_event: called with each event as it is written.
+    """
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        *,
+        offloader: Offloader | None,
+        session_id: str | None,
+        counter: TokenCounter | None,
+        on_event: EventCallback | None,
+    ) -> None:
+        model = settings.model
+        self.settings = settings
+        self.offloader = offloader
+        self.session_id = session_id or uuid.uuid4().hex[:16]
+        self.counter = counter or get_token_counter(model.model_name if model else None)
+        self.tracker = ContextTokenTracker(self.counter)
+        self.on_event = on_event
+        # The artifacts of each message, found when it is first counted (`count`).
+        self.scanned = ArtifactCache()
+        self.state = SummaryState()
+        # Ids of the messages the previous call returned (None before the first call), and
+        # the fresh ones among them, kept fresh until new messages arrive (a forced retry
+        # after an overflow happens before the model has answered).
+        self.seen: set[str] | None = None
+        self.last_fresh: set[str] = set()
+
+    async def event(self, kind: str, **fields: Any) -> None:
+        """Write an event: to the offloader's record, logged (INFO for truncation and
+        compression), and passed to `on_event`."""
+        await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
+
+    # -- counting ---------------------------------------------------------------------------
+
+    def count(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] = ()) -> int:
+        """Tokens `messages` (+ tool schemas) cost, counted incrementally; the messages
+        counted for the first time are scanned for the artifact index (`Compressor.count`)."""
+        tokens = self.tracker.count(None, None, messages, tools)
+        self.scanned.note(messages, self.tracker.newly_counted)
+        return tokens
+
+    def count_until(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] = (), *, limit: float
+    ) -> TokenCount:
+        """Tokens `messages` cost, counted exactly only until past `limit`
+        (`Compressor.count_until`)."""
+        counted = self.tracker.count_past(None, None, messages, tools, limit=limit)
+        self.scanned.note(messages, self.tracker.newly_counted)
+        return counted
+
+    # -- the offloader ----------------------------------------------------------------------
+
+    async def persist(
+        self, messages: Sequence[Msg], *, on_failure: str = "not compressing"
+    ) -> Persisted:
+        """Append `messages` to the session's context.jsonl before they leave (see
+        `Compressor.persist`)."""
+        if self.offloader is None:
+            return Persisted()
+        try:
+            ref = await self.offloader.offload_context(self.session_id, msgs=messages)
+        except Exception as exc:
+            logger.warning("could not offload %d messages, %s: %s", len(messages), on_failure, exc)
+            return Persisted(failure=exc)
+        line_span: tuple[int, int] | None = None
+        spans: tuple[tuple[int, int], ...] = ()
+        if isinstance(ref, ContextRef) and ref.last_line >= ref.first_line:
+            line_span = (ref.first_line, ref.last_line)
+            # Only the lines its messages are on: some may have been in the log already, at
+            # lines apart from the rest, with other messages (still in the context) between.
+            spans = getattr(ref, "spans", None) or (line_span,)
+        if spans:
+            for span in spans:
+                self.state.record_offload(str(ref), span)
+        else:
+            self.state.record_offload(str(ref), None)
+        return Persisted(str(ref), line_span, spans=spans)
+
+    async def read_back(self, persisted: Persisted, older: Sequence[Msg]) -> dict[str, int] | None:
+        """The line of the context log each message that leaves is on, read back from the
+        offloader (the fidelity check: a message is recoverable when its line holds it);
+        None when the offloader cannot read references back.
+
+        An offloader that reads lines (`LineReader`) is asked for the spans' lines only, so
+        a compaction reads what it wrote, not the whole log; if any message is not found
+        there, the whole log is read and looked through, as without one.
+        """
+        reference = persisted.reference
+        offloader = self.offloader
+        if reference is None or not persisted.spans or not isinstance(offloader, ReferenceReader):
+            return None
+        try:
+            if isinstance(offloader, LineReader):
+                first = min(start for start, _ in persisted.spans)
+                last = max(end for _, end in persisted.spans)
+                raw = await offloader.read_lines(reference, first, last)
+                found = lines_of(raw.split(b"\n"), persisted.spans, older, first=first)
+                if len(found) == len({m.id for m in older}):
+                    return found
+            raw = await offloader.read_reference(reference)
+        except Exception as exc:
+            logger.warning("could not read back %s to check it: %s", reference, exc)
+            return {}
+        return lines_of(raw.split(b"\n"), persisted.spans, older)
+
+    # -- the messages the model has not seen --------------------------------------------------
+
+    def fresh_ids(self, rest: Sequence[Msg]) -> set[str]:
+        """Ids of the messages in `rest` the model has not seen, with their whole turn."""
+        if not rest:
+            return set()
+        if self.seen is None:
+            first = len(rest) - 1  # first call: the newest turn
+        else:
+            first = len(rest)
+            while first > 0 and rest[first - 1].id not in self.seen:
+                first -= 1
+            if first == len(rest):
+                # Nothing arrived since the previous call: the model has not answered it yet
+                # (a retry after an overflow), so what was fresh then is fresh still.
+                first = next((i for i, m in enumerate(rest) if m.id in self.last_fresh), len(rest))
+            if first == len(rest):
+                return set()
+            # Only the newest turn is fresh: the model's last message and what came after it.
+            # Messages added in bulk before it (history given at once) are history.
+            last_reply = max((i for i, m in enumerate(rest) if m.role == "assistant"), default=-1)
+            first = max(first, last_reply)
+        return {m.id for m in rest[turn_start(rest, first) :]}
+
+    def note_sent(self, given: Sequence[Msg], sent: Sequence[Msg]) -> set[str]:
+        """Remember that `sent` (made from `given`) goes to the model, so the next call
+        knows what is fresh; the ids still fresh."""
+        rest = [m for m in given if m.role != "system" and not is_context_note(m)]
+        fresh = self.fresh_ids(rest)
+        if fresh:
+            self.last_fresh = fresh
+        self.seen = {m.id for m in sent}
+        return self.last_fresh

@@ -1,0 +1,291 @@
+"""Truncation, a compressor's per-result job: a tool result over `tool_result_limit` goes to
+the offloader whole and the context keeps its head and a notice naming the file; the fresh
+turn that alone exceeds the reserve is cut down (its results again from their files); a
+message's long text is offloaded the same way.
+
+The cutting itself (`truncate_tool_result`, `truncate_text`) is in `_truncate.py`; this job
+remembers what it cut, so a result is cut again from its file and a text it cut is never
+stored a second time, and records each cut (the artifact trail, a `truncation` event).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import deque
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from .._disk.read import EventKind
+from ..formats import read_tool_result
+from ..messages import Msg, TextBlock, ToolResultBlock
+from ._config import RESULT_FLOOR
+from ._protect import is_pinned
+from ._services import RunServices, RunSettings
+from ._summary_message import Artifact
+from ._truncate import Truncation, rendered_text, truncate_text, truncate_tool_result
+
+__all__ = ["FRESH_PREVIEW_FLOOR", "TEXT_CUT", "Truncator"]
+
+logger = logging.getLogger("ctxoffload")
+
+FRESH_PREVIEW_FLOOR = RESULT_FLOOR
+"""The fewest tokens a fresh tool result (or a fresh message's text) is cut down to when the
+messages the model has not seen yet exceed the reserve on their own: room for the notice
+that names the file and a few lines. Fresh content is never cut below this, so a turn with
+many results may stay above the reserve (it still leaves the context only after the model
+has seen it)."""
+
+TEXT_CUT = "ctxoffload_text_cut"
+"""The metadata key of a message whose text ctxoffload cut: the sha256 of the cut text. What
+says a text was cut is this record, never a notice in the text, which a user or a tool can
+write; the digest makes the mark stale once the text changes."""
+
+_CUT_TEXTS_KEPT = 256
+"""How many digests of cut texts a compressor remembers, for hosts whose messages lose their
+metadata between calls."""
+
+
+class Truncator:
+    """A compressor's truncation job, on the run's shared services.
+
+    Args:
+        services: the counter, offloader, session, settings and summary state it shares
+            with compaction.
+    """
+
+    def __init__(self, services: RunServices) -> None:
+        self.services = services
+        # Tool results truncated since the previous call, by call id: what a fresh result
+        # is cut from again when its turn must shrink.
+        self._recent: dict[str, Truncation] = {}
+        self._said: set[tuple[Any, ...]] = set()
+        # Digests of the message texts this compressor cut (see `truncate_message`).
+        self._cut_texts: deque[str] = deque(maxlen=_CUT_TEXTS_KEPT)
+
+    async def _event(self, kind: str, **fields: Any) -> None:
+        await self.services.event(kind, **fields)
+
+    def keep_recent(self, live_calls: Collection[str]) -> None:
+        """Forget the truncations of results no longer fresh (not among `live_calls`)."""
+        self._recent = {k: v for k, v in self._recent.items() if k in live_calls}
+
+    async def process_tool_result(
+        self, block: ToolResultBlock | Mapping[str, Any] | Msg, settings: RunSettings
+    ) -> ToolResultBlock:
+        """Offload and truncate one tool result if it is over `tool_result_limit` (see
+        `Compressor.process_tool_result`)."""
+        block = read_tool_result(block, caller="Compressor.process_tool_result")
+        cfg = settings.config
+        window = settings.known_window()
+        services = self.services
+        done = await truncate_tool_result(
+            block,
+            limit=cfg.tool_result_limit,
+            counter=services.counter,
+            offloader=services.offloader,
+            session_id=services.session_id,
+            preview_tokens=self.preview_tokens(settings, window),
+            preview=cfg.preview,
+            readers=settings.readers,
+        )
+        if done is None:
+            return block
+        return await self.truncated(block, done)
+
+    async def truncated(
+        self, block: ToolResultBlock, done: Truncation, **extra: Any
+    ) -> ToolResultBlock:
+        """Remember a truncation (artifact trail, re-cuts) and record its event."""
+        self._recent[block.id] = done
+        if done.reference is not None:
+            self.services.state.artifacts.append(
+                Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
+            )
+        await self._event(
+            EventKind.TRUNCATION,
+            tool_id=block.id,
+            tool_name=block.name,
+            reference=done.reference,
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+            lines_shown=done.shown_lines,
+            lines_total=done.total_lines,
+            **extra,
+        )
+        return done.block
+
+    def preview_tokens(self, settings: RunSettings, window: int | None) -> int:
+        """The preview size in effect: the config's, kept within the reserve.
+
+        A preview larger than the reserve could never stay beside its call when the context
+        is compressed; it is cut to the reserve (at least `FRESH_PREVIEW_FLOOR`). A default
+        is derived to fit (`ContextConfig.preview_budget`); a value the user chose that does
+        not fit is said once.
+        """
+        cfg = settings.config
+        preview = cfg.preview_budget(window)
+        if window is None:
+            return preview
+        reserve = cfg.reserve_tokens(window)
+        cap = cfg.result_room(window)
+        if not cfg.misfit(window):
+            return min(preview, cap)
+        preview = cfg.preview_budget()
+        key = (cfg.tool_result_limit, preview, window, reserve)
+        if key not in self._said:
+            self._said.add(key)
+            logger.warning(
+                "tool_result_limit %d with a %d-token preview does not fit the reserve of %d "
+                "tokens (reserve_ratio %s of a %d-token window): previews of offloaded results "
+                "are cut to %d tokens, and fresh results that exceed the reserve down to %d; "
+                "lower tool_result_limit or preview_tokens, or raise reserve_ratio",
+                cfg.tool_result_limit,
+                preview,
+                reserve,
+                cfg.reserve_ratio,
+                window,
+                cap,
+                FRESH_PREVIEW_FLOOR,
+            )
+        return cap
+
+    async def truncate_message(self, msg: Msg, limit: int) -> Msg:
+        """Offload a message's text that alone exceeds `limit` tokens; keep its head.
+
+        Used for a user request over the reserve and for the text of a fresh message that
+        must shrink; tool calls and other blocks stay as they are.
+        """
+        services = self.services
+        text = msg.text
+        # Text tokens, not message tokens: the cut text fits `limit` but the message adds its
+        # overhead, and comparing that with `limit` would cut the cut text again next time.
+        if services.counter.count_text(text) <= limit or not text:
+            return msg
+        if _cut_by_us(msg, self._cut_texts):
+            # Its text is a cut this compressor (or the one before a resume) wrote: cutting
+            # it again would store a copy of a notice, one more hop from the whole text.
+            return msg
+        owner = "user's" if msg.role == "user" else f"{msg.role}'s"
+        source = f"{msg.role} message"
+        reference: str | None = None
+        if services.offloader is not None:
+            try:
+                reference = await services.offloader.offload_tool_result(
+                    services.session_id,
+                    ToolResultBlock(id=f"{msg.role}-{msg.id}", name=source, output=text),
+                )
+            except Exception as exc:
+                logger.warning("could not offload a long %s, keeping it whole: %s", source, exc)
+                return msg
+        cut = truncate_text(
+            text,
+            limit=limit,
+            counter=services.counter,
+            reference=reference,
+            what=f"the {owner} message",
+            readers=services.settings.readers,
+        )
+        if reference is not None:
+            services.state.artifacts.append(
+                Artifact(reference, cut.total_bytes, source, cut.total_lines)
+            )
+        others = [b for b in msg.blocks if not isinstance(b, TextBlock)]
+        content: list[Any] = [TextBlock(text=cut.text), *others]
+        digest = _digest(cut.text)
+        self._cut_texts.append(digest)
+        metadata = {**msg.metadata, TEXT_CUT: digest}
+        return msg.model_copy(
+            update={"content": content if others else cut.text, "metadata": metadata}
+        )
+
+    async def fit_fresh(self, fresh: list[Msg], reserve: int, settings: RunSettings) -> list[Msg]:
+        """The fresh messages, their tool results and long texts cut so they fit the reserve.
+
+        Each result (or long text) gets an equal share of the reserve, never less than
+        `FRESH_PREVIEW_FLOOR` tokens; results are offloaded whole first (those truncated
+        already are cut again from the file they went to).
+        """
+        if sum(self.services.tracker.count_message(m) for m in fresh) <= reserve:
+            return fresh
+        items = sum(len(m.tool_results) or 1 for m in fresh)
+        limit = max(FRESH_PREVIEW_FLOOR, reserve // max(1, items))
+        return [await self._cut_fresh(m, limit, settings) for m in fresh]
+
+    async def _cut_fresh(self, msg: Msg, limit: int, settings: RunSettings) -> Msg:
+        if is_pinned(msg):
+            return msg  # a pin is never cut; the pins' share of the window was checked
+        if not msg.tool_results:
+            if msg.role in ("user", "assistant", "tool") and msg.text:
+                return await self.truncate_message(msg, limit)
+            return msg
+        if isinstance(msg.content, str):
+            return msg
+        content = [
+            await self._cut_fresh_result(b, limit, settings)
+            if isinstance(b, ToolResultBlock)
+            else b
+            for b in msg.content
+        ]
+        if all(a is b for a, b in zip(content, msg.content, strict=True)):
+            return msg
+        return msg.model_copy(update={"content": content})
+
+    async def _cut_fresh_result(
+        self, block: ToolResultBlock, limit: int, settings: RunSettings
+    ) -> ToolResultBlock:
+        services = self.services
+        readers = settings.readers
+        cfg = settings.config
+        earlier = self._recent.get(block.id)
+        if earlier is not None and earlier.reference is not None and _result_of(block, earlier):
+            if services.counter.count_text(str(block.output)) <= limit:
+                return block
+            cut = truncate_text(
+                earlier.full_text,
+                limit=limit,
+                counter=services.counter,
+                reference=earlier.reference,
+                tool_name=block.name,
+                tool_id=block.id,
+                readers=readers,
+                preview=cfg.preview,
+                data=earlier.data,
+            )
+            earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut.text]
+            return block.model_copy(update={"output": cut.text})
+        done = await truncate_tool_result(
+            block,
+            limit=limit,
+            counter=services.counter,
+            offloader=services.offloader,
+            session_id=services.session_id,
+            preview=cfg.preview,
+            readers=readers,
+        )
+        if done is None:
+            return block
+        return await self.truncated(block, done, reason="the newest turn exceeds the reserve")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _cut_by_us(msg: Msg, cut_texts: Collection[str]) -> bool:
+    """Whether `msg`'s text is one ctxoffload cut (its metadata, or a digest remembered)."""
+    digest = _digest(msg.text)
+    return (msg.metadata or {}).get(TEXT_CUT) == digest or digest in cut_texts
+
+
+def _result_of(block: ToolResultBlock, earlier: Truncation) -> bool:
+    """Whether `block` is the result `earlier` cut: its stand-in (which names the file it went
+    to) or the whole result again. Not another result that a model gave the same call id:
+    some servers number calls per turn (`call_0` every turn), and cutting a new result from
+    an old one's text would show the model the wrong output and store the new one nowhere."""
+    output = block.output
+    if output == earlier.block.output or output in earlier.stand_ins:
+        return True
+    # Known by what ctxoffload wrote, never by a notice in the text: a tool's output may
+    # forge one naming the earlier file.
+    return rendered_text(output) == earlier.full_text
