@@ -292,6 +292,14 @@ async def test_max_image_num_puts_an_image_limit_in_the_default_pipeline(
     assert result.messages[0].text.startswith(f"[image: png, {len(png(4))} bytes | ref: ")
 
 
+async def test_a_run_and_its_compressor_work_under_one_config(local_ws: LocalWorkspace) -> None:
+    pipeline = ContextPipeline(pre_llm=[Null()], config=ContextConfig(context_window=50_000))
+    compressor = Compressor(ContextConfig(context_window=8_000), offloader=local_ws)
+    run = pipeline.bind(compressor)
+    assert compressor.config is pipeline.config
+    assert compressor.window() == run.window == 50_000
+
+
 # -- post_tool managers ----------------------------------------------------------------------
 
 

@@ -138,6 +138,11 @@ class Compaction:
     async def _event(self, kind: str, **fields: Any) -> None:
         await self.services.event(kind, **fields)
 
+    @property
+    def model(self) -> ChatModel | None:
+        """The summary model of the settings (a call may give another)."""
+        return self.services.settings.model
+
     def note_request(
         self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]] | None, model: ChatModel
     ) -> None:
@@ -403,37 +408,9 @@ class Compaction:
         """Assemble: the system prompt, the summary message (naming context.jsonl, the line
         span and the artifact trail, within the reserve, then the artifact index), then the
         messages kept; the artifacts and compression events record it."""
-        listed_in = events_file(persisted.reference)
-        candidates = self._leaving_artifacts(
-            plan.older, lines, self.services.state, scanned=self.services.scanned.of(plan.older)
+        summary_msg, index = self._summary_with_index(
+            plan, persisted, outcome, tools, cfg, window, lines
         )
-        # The index's least part (how many artifacts are cut, and where they are listed)
-        # comes out of the summary's budget; the rest of the index takes what is left under
-        # the trigger, up to its own budget.
-        least = ArtifactIndex.least_tokens(self.services.counter, listed_in) if candidates else 0
-        summary_msg = self.services.state.render(
-            outcome.summary,
-            cfg,
-            self.services.counter,
-            budget=plan.reserve - least,
-            floor=500 - least,
-        )
-        room = int(cfg.trigger_ratio * window) - self.services.count(
-            _context(plan.system, summary_msg, plan.split), tools
-        )
-        kept = [*plan.split.pins, *([plan.pinned] if plan.pinned else []), *plan.kept]
-        index = self._artifact_index(
-            candidates,
-            self.services.state,
-            summary_msg.text,
-            kept,
-            persisted,
-            cfg,
-            window,
-            room,
-            least,
-        )
-        summary_msg = self.services.state.with_index(summary_msg, index, listed_in)
         after = _context(plan.system, summary_msg, plan.split)
         tokens_after = self.services.count(after, tools)
         if index.left:
@@ -456,9 +433,7 @@ class Compaction:
             **counted.fields(),
             tokens_after=tokens_after,
             summary_source=outcome.source,
-            summary_model=model_label(self.services.settings.model)
-            if outcome.source == "model"
-            else None,
+            summary_model=model_label(self.model) if outcome.source == "model" else None,
             summary_model_calls=outcome.model_calls,
             **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
             artifacts=index.report(),
@@ -479,6 +454,40 @@ class Compaction:
             tokens_before_exact=counted.exact,
             tokens_before_bounds=counted.bounds,
         )
+
+    def _summary_with_index(
+        self,
+        plan: _Plan,
+        persisted: Persisted,
+        outcome: SummaryOutcome,
+        tools: Sequence[dict[str, Any]],
+        cfg: ContextConfig,
+        window: int,
+        lines: dict[str, int] | None,
+    ) -> tuple[Msg, ArtifactIndex]:
+        """The summary message (within the reserve), followed by the artifact index of what
+        leaves (within what is left under the trigger), and that index."""
+        services = self.services
+        state = services.state
+        listed_in = events_file(persisted.reference)
+        candidates = self._leaving_artifacts(
+            plan.older, lines, state, scanned=services.scanned.of(plan.older)
+        )
+        # The index's least part (how many artifacts are cut, and where they are listed)
+        # comes out of the summary's budget; the rest of the index takes what is left under
+        # the trigger, up to its own budget.
+        least = ArtifactIndex.least_tokens(services.counter, listed_in) if candidates else 0
+        summary_msg = state.render(
+            outcome.summary, cfg, services.counter, budget=plan.reserve - least, floor=500 - least
+        )
+        room = int(cfg.trigger_ratio * window) - services.count(
+            _context(plan.system, summary_msg, plan.split), tools
+        )
+        kept = [*plan.split.pins, *([plan.pinned] if plan.pinned else []), *plan.kept]
+        index = self._artifact_index(
+            candidates, state, summary_msg.text, kept, persisted, cfg, window, room, least
+        )
+        return state.with_index(summary_msg, index, listed_in), index
 
     async def index_note(
         self,

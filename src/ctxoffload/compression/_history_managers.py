@@ -238,12 +238,15 @@ class Summarization:
             )
         self.summary_model = summary_model
         self.activation = Activation.from_value(activation)
+        # The config it stands for (`from_config`): what it splits by and how it shows. The
+        # settings it runs under are the run's (`PipelineRun.config`), never a copy here.
         self._config: ContextConfig | None = None
 
     @classmethod
     def from_config(cls, config: ContextConfig) -> Summarization:
         """The manager a `ContextConfig` stands for: past `trigger_ratio` of the window, keep
-        the newest messages within `reserve_ratio` and summarise the rest."""
+        the newest messages within `reserve_ratio` and summarise the rest (the thresholds in
+        force are those of the pipeline's config, `ContextPipeline.from_config`'s `config`)."""
         manager = cls(activation=Activation(ratio_exceed=config.trigger_ratio))
         manager._config = config
         return manager
@@ -277,7 +280,7 @@ class Summarization:
             messages,
             tools=run.tools,
             force=True,
-            config=run.config(self._config),
+            config=run.config(),
             summary_model=self.summary_model,
             split=self.split_strategy(),
             remember=False,

@@ -155,7 +155,11 @@ class ContextPipeline:
         return cls.from_dict(data, models=models, config=config, source=f"{name}:")
 
     def bind(self, compressor: Compressor) -> PipelineRun:
-        """A run of this pipeline for one session, on `compressor`'s state."""
+        """A run of this pipeline for one session, on `compressor`'s state.
+
+        The compressor works under this pipeline's `config` from now on (it is the one
+        holder of the run's settings: the managers and the compressor read the same).
+        """
         return PipelineRun(self, compressor)
 
 

@@ -99,6 +99,9 @@ class PipelineRun:
     def __init__(self, pipeline: Managers, compressor: Compressor) -> None:
         self.pipeline = pipeline
         self.compressor = compressor
+        # One holder of the settings: the compressor's, made the pipeline's here, so that
+        # what a manager asks the run and what the compressor does on its own never differ.
+        compressor.config = pipeline.config
         self.model_calls = 0
         self.reactive = False
         self.tools: Sequence[dict[str, Any]] = ()
@@ -119,8 +122,9 @@ class PipelineRun:
     # -- what managers use ------------------------------------------------------------------
 
     def config(self, base: ContextConfig | None = None) -> ContextConfig:
-        """`base` (by default the shared settings), with the shrunk window of a reactive run."""
-        cfg = base or self.pipeline.config
+        """`base` (by default the shared settings, the compressor's), with the shrunk window
+        of a reactive run and the instructions of a compaction asked for."""
+        cfg = base or self.compressor.config
         update: dict[str, Any] = {}
         if self._window_override is not None:
             update["context_window"] = self._window_override

@@ -360,6 +360,8 @@ class ToolOutputTruncate:
             raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
         self.preview = preview
         self.activation = Activation.from_value(activation)
+        # The config it stands for (`from_config`): then it truncates as the `Compressor`
+        # does, under the run's settings (`PipelineRun.config`), never a copy here.
         self._config: ContextConfig | None = None
 
     @classmethod
