@@ -117,6 +117,21 @@ def _context(system: Msg | None, summary: Msg | None, split: Split) -> list[Msg]
     return head + ([split.pinned] if split.pinned else []) + split.kept
 
 
+def _unchanged(
+    messages: list[Msg], reason: str, counted: TokenCount, tokens_after: int
+) -> CompressionResult:
+    """The result of a compression that moved nothing out, and why."""
+    return CompressionResult(
+        messages,
+        False,
+        reason,
+        counted.tokens,
+        tokens_after,
+        tokens_before_exact=counted.exact,
+        tokens_before_bounds=counted.bounds,
+    )
+
+
 class Compaction:
     """A compressor's compaction job, on the run's shared services.
 
@@ -289,15 +304,7 @@ class Compaction:
             persisted = await self.services.persist(plan.older)
             if persisted.failure is not None:
                 reason = f"offload failed: {persisted.failure}"
-                return CompressionResult(
-                    context,
-                    False,
-                    reason,
-                    counted.tokens,
-                    counted.tokens,
-                    tokens_before_exact=counted.exact,
-                    tokens_before_bounds=counted.bounds,
-                )
+                return _unchanged(context, reason, counted, counted.tokens)
             lines = await self.services.read_back(persisted, plan.older)
             outcome = await self._summarise(plan, persisted, cfg, window, model)
             self.services.scanned.add(unscanned, await scanning)
@@ -316,15 +323,7 @@ class Compaction:
             at = len(after) - len(plan.kept) - (1 if plan.pinned else 0) - len(plan.split.pins)
             after.insert(at, plan.earlier_note)
         reason = "nothing old enough to compress"
-        return CompressionResult(
-            after,
-            False,
-            reason,
-            counted.tokens,
-            self.services.count(after, tools),
-            tokens_before_exact=counted.exact,
-            tokens_before_bounds=counted.bounds,
-        )
+        return _unchanged(after, reason, counted, self.services.count(after, tools))
 
     async def _summarise(
         self,

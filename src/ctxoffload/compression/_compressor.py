@@ -248,17 +248,7 @@ class Compressor:
 
     async def process_message(self, msg: Msg, *, config: ContextConfig | None = None) -> Msg:
         """`process_tool_result` for every tool result in a message."""
-        if not msg.tool_results or isinstance(msg.content, str):
-            return msg
-        content = [
-            await self.process_tool_result(b, config=config)
-            if isinstance(b, ToolResultBlock)
-            else b
-            for b in msg.content
-        ]
-        if all(a is b for a, b in zip(content, msg.content, strict=True)):
-            return msg
-        return msg.model_copy(update={"content": content})
+        return await self._truncator.process_message(msg, self._services.settings.over(config))
 
     async def truncated(
         self, block: ToolResultBlock, done: Truncation, **extra: Any
@@ -286,9 +276,9 @@ class Compressor:
         messages within `reserve_ratio x window` stay verbatim, never separating a tool call
         from its result; the latest user request always stays.
 
-        Five steps, each a method: check (`_is_due`), `_split`, then (`_compress`)
-        `persist`, `_summarise`, `_assemble`. Persist before drop: if offloading the older
-        messages fails, nothing is removed (a warning is logged and `reason` says so).
+        Five steps: check (is it due), split (what leaves, what stays), persist, summarise,
+        assemble. Persist before drop: if offloading the older messages fails, nothing is
+        removed (a warning is logged and `reason` says so).
 
         Args:
             messages: the whole context, oldest first: ctxoffload `Msg` objects, or OpenAI /

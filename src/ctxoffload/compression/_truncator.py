@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from .._disk.read import EventKind
@@ -92,6 +92,12 @@ class Truncator:
         if done is None:
             return block
         return await self.truncated(block, done)
+
+    async def process_message(self, msg: Msg, settings: RunSettings) -> Msg:
+        """`process_tool_result` for every tool result in a message."""
+        if not msg.tool_results:
+            return msg
+        return await _with_results(msg, lambda b: self.process_tool_result(b, settings))
 
     async def truncated(
         self, block: ToolResultBlock, done: Truncation, **extra: Any
@@ -219,17 +225,7 @@ class Truncator:
             if msg.role in ("user", "assistant", "tool") and msg.text:
                 return await self.truncate_message(msg, limit)
             return msg
-        if isinstance(msg.content, str):
-            return msg
-        content = [
-            await self._cut_fresh_result(b, limit, settings)
-            if isinstance(b, ToolResultBlock)
-            else b
-            for b in msg.content
-        ]
-        if all(a is b for a, b in zip(content, msg.content, strict=True)):
-            return msg
-        return msg.model_copy(update={"content": content})
+        return await _with_results(msg, lambda b: self._cut_fresh_result(b, limit, settings))
 
     async def _cut_fresh_result(
         self, block: ToolResultBlock, limit: int, settings: RunSettings
@@ -266,6 +262,19 @@ class Truncator:
         if done is None:
             return block
         return await self.truncated(block, done, reason="the newest turn exceeds the reserve")
+
+
+async def _with_results(
+    msg: Msg, replace: Callable[[ToolResultBlock], Awaitable[ToolResultBlock]]
+) -> Msg:
+    """`msg` with each of its tool results replaced by `replace`'s; `msg` itself when none
+    changes (or its content is a plain string)."""
+    if isinstance(msg.content, str):
+        return msg
+    content = [await replace(b) if isinstance(b, ToolResultBlock) else b for b in msg.content]
+    if all(a is b for a, b in zip(content, msg.content, strict=True)):
+        return msg
+    return msg.model_copy(update={"content": content})
 
 
 def _digest(text: str) -> str:
