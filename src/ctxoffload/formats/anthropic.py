@@ -32,11 +32,12 @@ from ._shared import (
     apply,
     bad_content,
     block_hint,
-    check_depth,
+    check_message,
     data_block,
     extra_keys,
     hinted,
     msg_hint,
+    read_parts,
     text_block,
     with_unknown,
 )
@@ -145,15 +146,7 @@ def _anthropic_result(
     elif isinstance(content, str):
         output = content
     elif isinstance(content, list):
-        items: list[TextBlock | DataBlock] = []
-        unknown: list[Any] = []
-        for j, item in enumerate(content):
-            parsed = _anthropic_item(item, f"{where}.content[{j}]")
-            if parsed is None:
-                unknown.append([j, copy.deepcopy(item)])
-            else:
-                items.append(parsed)
-        output = items
+        output, unknown = read_parts(content, _anthropic_item, f"{where}.content")
         if unknown:
             hint["unknown"] = unknown
     else:
@@ -188,12 +181,7 @@ def message_from_anthropic(message: Any, where: str, names: dict[str, str]) -> M
     Raises:
         InvalidContent: as `from_anthropic`.
     """
-    if not isinstance(message, Mapping):
-        raise InvalidContent(
-            f"{where} is a {type(message).__name__}, not a message: pass dicts like "
-            "{'role': 'user', 'content': 'hi'}"
-        )
-    check_depth(message, where)
+    message = check_message(message, where)
     if "role" not in message:
         raise InvalidContent(f"{where} has no 'role': add 'user' or 'assistant'")
     role = message["role"]
@@ -212,14 +200,10 @@ def message_from_anthropic(message: Any, where: str, names: dict[str, str]) -> M
         return Msg(role=role, content=content, metadata=hinted("anthropic", hint))
     if not isinstance(content, list):
         raise bad_content(where, content)
-    blocks: list[Block] = []
-    unknown: list[Any] = []
-    for j, item in enumerate(content):
-        block = _anthropic_to_block(item, f"{where}.content[{j}]", names)
-        if block is None:
-            unknown.append([j, copy.deepcopy(item)])
-        else:
-            blocks.append(block)
+    blocks: list[Block]
+    blocks, unknown = read_parts(
+        content, lambda item, at: _anthropic_to_block(item, at, names), f"{where}.content"
+    )
     if unknown:
         hint["unknown"] = unknown
     return Msg(role=role, content=blocks, metadata=hinted("anthropic", hint))
