@@ -45,6 +45,7 @@ __all__ = [
     "open_workspace",
     "read_json_lines",
     "refusal",
+    "session_entry",
     "session_folder",
     "session_ids",
 ]
@@ -130,14 +131,20 @@ def session_folder(workdir: str, session_id: str) -> str:
         validate_session_id(session_id)
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from exc
-    try:
-        with Folder(workdir, SESSIONS_DIR) as sessions:
-            mode = sessions.stat(session_id).st_mode
-    except FileNotFoundError:
-        mode = 0
-    if not stat.S_ISDIR(mode):
+    entry = session_entry(workdir, session_id)
+    if entry is None or not stat.S_ISDIR(entry.st_mode):
         raise CliError(no_session(workdir, session_id))
     return session_id
+
+
+def session_entry(workdir: str, session_id: str) -> os.stat_result | None:
+    """What sessions/ holds under that name, of any kind (a link is not followed); None when
+    it holds nothing of that name."""
+    try:
+        with Folder(workdir, SESSIONS_DIR) as sessions:
+            return sessions.stat(session_id)
+    except FileNotFoundError:
+        return None
 
 
 # -- what is not read, said once -------------------------------------------------------------
