@@ -15,7 +15,7 @@ from ..workspace import Offloader
 from ._activation import Activation, SettingError, check_int
 from ._summary_message import Artifact
 from ._tool_names import how_to_read
-from ._truncate import head_within, tail_within, truncate_tool_result, utf8
+from ._truncate import count_output, head_within, tail_within, truncate_tool_result, utf8
 
 if TYPE_CHECKING:
     from ..tokens import TokenCounter
@@ -185,7 +185,8 @@ class ToolOutputOffload:
         verdict = None if self.should_offload is None else self.should_offload(name, result)
         if verdict is not None and not verdict:
             return None
-        tokens = _tokens(result, run)  # counted once: the decision and the header use it
+        # Counted once: the decision and the header use it.
+        tokens = count_output(result, run.compressor.counter)
         if verdict is None and tokens <= self.max_tokens:
             return None
         return tokens
@@ -273,13 +274,6 @@ async def store_blocks(
             if payload is not None:
                 stored.append(Artifact(ref, payload, source))
     return lines, stored
-
-
-def _tokens(result: ToolResultBlock, run: PipelineRun) -> int:
-    counter = run.compressor.counter
-    if isinstance(result.output, str):
-        return counter.count_text(result.output)
-    return counter.count_message(Msg(role="tool", content=[result]))
 
 
 _DATA_LINE_CHARS = 120
