@@ -501,6 +501,16 @@ class StoreClient:
 
         return await self._run("read", key, call)
 
+    async def _list(self, prefix: str, call: Callable[[], Awaitable[list[T]]]) -> list[T]:
+        """Run the listing `call`; one that comes back empty first makes sure the endpoint is
+        an S3 API (see `_check_api`)."""
+        found = await self._run("list", prefix, call)
+        if found:
+            self._api_seen = True
+        else:
+            await self._check_api("list", prefix)
+        return found
+
     async def list_objects(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
         """Objects under the path `prefix` (recursively), with keys after `after` only."""
         import obstore
@@ -516,12 +526,7 @@ class StoreClient:
         async def call() -> list[ObjectInfo]:
             return await _blocking(listing)
 
-        found = await self._run("list", prefix, call)
-        if found:
-            self._api_seen = True
-        else:
-            await self._check_api("list", prefix)
-        return found
+        return await self._list(prefix, call)
 
     async def list_directories(self, prefix: str) -> list[str]:
         """The names of the 'directories' directly under the path `prefix`."""
@@ -531,12 +536,7 @@ class StoreClient:
             result = await _blocking(obstore.list_with_delimiter, self.store, prefix)
             return [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
 
-        found = await self._run("list", prefix, call)
-        if found:
-            self._api_seen = True
-        else:
-            await self._check_api("list", prefix)
-        return found
+        return await self._list(prefix, call)
 
     async def copy(self, source: str, target: str) -> bool:
         """Copy `source` to `target` in the store (replacing it), metadata included.
