@@ -41,6 +41,7 @@ __all__ = [
     "committed_end",
     "hard_links_refused",
     "no_session",
+    "open_backend",
     "open_in",
     "open_workspace",
     "read_json_lines",
@@ -92,6 +93,34 @@ def open_workspace(
             fix += " or set CTXOFFLOAD_WORKDIR"
         raise CliError(f"{exc}: {fix}") from None
     return workdir if as_given else os.path.abspath(workdir)
+
+
+def open_backend(
+    args: argparse.Namespace, *, session: str | None = None, fsync: bool = True
+) -> object:
+    """The workspace the arguments name, as the backend a command that changes it acts
+    through: a bucket's `ObjectStoreWorkspace` for a store URL, else a `LocalWorkspace` on
+    the checked folder (see `open_workspace`).
+
+    Args:
+        args: the command's arguments.
+        session: a session the local workspace must hold (`session_folder` checks it).
+        fsync: the `LocalWorkspace`'s `fsync`.
+
+    Raises:
+        CliError: as `open_workspace` and `session_folder`, or the store cannot be opened.
+    """
+    where = workdir_text(args)
+    if is_store_url(where):
+        from ._bucket import open_store
+
+        return open_store(where)
+    from ..workspace import LocalWorkspace
+
+    workdir = open_workspace(args, session=session)
+    if session is not None:
+        session_folder(workdir, session)
+    return LocalWorkspace(workdir, fsync=fsync)
 
 
 def session_ids(workdir: str) -> list[str]:
