@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._run import PipelineRun
 
 __all__ = [
+    "PREVIEWS",
     "ToolOutputOffload",
     "ToolOutputTruncate",
     "block_kind",
@@ -31,6 +32,18 @@ __all__ = [
 ]
 
 logger = logging.getLogger("ctxoffload")
+
+Preview = Literal["head", "head_tail"]
+PREVIEWS: tuple[Preview, ...] = ("head", "head_tail")
+"""The preview styles of an offloaded or truncated result (see `truncate_text`)."""
+
+
+def _checked_preview(preview: Preview) -> Preview:
+    """`preview` if it is one of `PREVIEWS` (a user's value may be any)."""
+    if preview not in PREVIEWS:
+        raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
+    return preview
+
 
 ShouldOffload = Callable[[str, ToolResultBlock], "bool | None"]
 
@@ -113,9 +126,7 @@ class ToolOutputOffload:
                 "larger than the limit would never shrink the result",
                 others=("max_tokens",),
             )
-        if preview not in ("head", "head_tail"):
-            raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
-        self.preview = preview
+        self.preview = _checked_preview(preview)
         if (
             isinstance(exclude_tools, str | Mapping)
             or not isinstance(exclude_tools, Iterable)
@@ -350,9 +361,7 @@ class ToolOutputTruncate:
         self.max_tokens = (
             check_int("max_tokens", max_tokens, minimum=1) if max_tokens is not None else None
         )
-        if preview not in ("head", "head_tail"):
-            raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
-        self.preview = preview
+        self.preview = _checked_preview(preview)
         self.activation = Activation.from_value(activation)
         self._config: ContextConfig | None = None
 
