@@ -148,6 +148,15 @@ def check_message(message: Any, where: str) -> Mapping[str, Any]:
     return message
 
 
+def check_msg(msg: Any, where: str) -> Msg:
+    """`msg` if it is a `Msg` (what every `to_*` converts); else InvalidContent."""
+    if not isinstance(msg, Msg):
+        raise InvalidContent(
+            f"{where} is a {type(msg).__name__}, not a Msg: convert it with to_msgs first"
+        )
+    return msg
+
+
 def check_depth(message: Mapping[str, Any], where: str) -> None:
     # Conversion copies and walks values recursively: refuse what nests too deeply first.
     if too_deep(message, STORE_DEPTH):

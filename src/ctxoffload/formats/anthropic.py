@@ -33,6 +33,7 @@ from ._shared import (
     bad_content,
     block_hint,
     check_message,
+    check_msg,
     data_block,
     extra_keys,
     hinted,
@@ -292,10 +293,7 @@ def to_anthropic(msgs: Sequence[Msg]) -> tuple[str | None, list[dict[str, Any]]]
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(msgs):
         where = f"msgs[{i}]"
-        if not isinstance(msg, Msg):
-            raise InvalidContent(
-                f"{where} is a {type(msg).__name__}, not a Msg: convert it with to_msgs first"
-            )
+        msg = check_msg(msg, where)
         if msg.role == "system":
             if isinstance(msg.content, str):
                 system.append(msg.content)

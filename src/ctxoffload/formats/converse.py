@@ -38,7 +38,7 @@ from ..messages import (
     URLSource,
 )
 from ..text import data_line
-from ._shared import block_hint, hinted, read_parts, with_unknown
+from ._shared import block_hint, check_msg, hinted, read_parts, with_unknown
 
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
 
@@ -384,10 +384,7 @@ def to_converse(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[dict[st
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(msgs):
-        if not isinstance(msg, Msg):
-            raise InvalidContent(
-                f"msgs[{i}] is a {type(msg).__name__}, not a Msg: use to_msgs first"
-            )
+        msg = check_msg(msg, f"msgs[{i}]")
         found = msg.metadata.get(FMT)
         hint: dict[str, Any] = found if isinstance(found, dict) else {}
         blocks = (

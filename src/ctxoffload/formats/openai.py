@@ -43,6 +43,7 @@ from ._shared import (
     bad_content,
     block_hint,
     check_message,
+    check_msg,
     data_block,
     extra_keys,
     hinted,
@@ -533,11 +534,8 @@ def to_openai(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(msgs):
-        if not isinstance(msg, Msg):
-            raise InvalidContent(
-                f"msgs[{i}] is a {type(msg).__name__}, not a Msg: convert it with to_msgs first"
-            )
-        out.extend(_msg_to_openai(msg, f"msgs[{i}]"))
+        where = f"msgs[{i}]"
+        out.extend(_msg_to_openai(check_msg(msg, where), where))
     return out
 
 
