@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "checked_session_id",
     "committed_end",
     "hard_links_refused",
     "no_session",
@@ -153,6 +154,18 @@ def session_folder(workdir: str, session_id: str) -> str:
     """
     import stat
 
+    entry = session_entry(workdir, session_id)
+    if entry is None or not stat.S_ISDIR(entry.st_mode):
+        raise CliError(no_session(workdir, session_id))
+    return session_id
+
+
+def checked_session_id(session_id: str) -> str:
+    """`session_id` if it is a plain name (see `validate_session_id`).
+
+    Raises:
+        CliError: it is not, saying why.
+    """
     from ..exceptions import InvalidSessionId
     from ..workspace import validate_session_id
 
@@ -160,15 +173,17 @@ def session_folder(workdir: str, session_id: str) -> str:
         validate_session_id(session_id)
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from exc
-    entry = session_entry(workdir, session_id)
-    if entry is None or not stat.S_ISDIR(entry.st_mode):
-        raise CliError(no_session(workdir, session_id))
     return session_id
 
 
 def session_entry(workdir: str, session_id: str) -> os.stat_result | None:
     """What sessions/ holds under that name, of any kind (a link is not followed); None when
-    it holds nothing of that name."""
+    it holds nothing of that name.
+
+    Raises:
+        CliError: the id is not a plain name (checked before sessions/ is looked at).
+    """
+    checked_session_id(session_id)
     try:
         with Folder(workdir, SESSIONS_DIR) as sessions:
             return sessions.stat(session_id)

@@ -401,9 +401,7 @@ def run(args: argparse.Namespace) -> int:
     """Replay and print the report."""
     import asyncio
 
-    from ..exceptions import InvalidSessionId
     from ..tokens import get_token_counter
-    from ..workspace import validate_session_id
     from ._transcripts import load_transcript
 
     # Everything is checked before anything is written.
@@ -422,10 +420,6 @@ def run(args: argparse.Namespace) -> int:
             sessions.append((one, name, config, session))
     workspace = _prepare_workspace(args)
     for _, _, _, session in sessions:
-        try:
-            validate_session_id(session)
-        except InvalidSessionId as exc:
-            raise CliError(str(exc)) from exc
         if session_entry(str(workspace.workdir), session) is not None:
             raise CliError(f"session {session!r} already exists: pass another --session")
     counter = get_token_counter()

@@ -423,13 +423,6 @@ def _session_to_watch(workdir: str, session_id: str, *, wait: bool) -> bool:
         CliError: the id is not a plain name, something other than a folder (a link, a
             file) holds its name, or there is no such session and not `wait`.
     """
-    from ..exceptions import InvalidSessionId
-    from ..workspace import validate_session_id
-
-    try:
-        validate_session_id(session_id)
-    except InvalidSessionId as exc:
-        raise CliError(str(exc)) from exc
     exists = session_entry(workdir, session_id) is not None
     if wait and not exists:
         return True
