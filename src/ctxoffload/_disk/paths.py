@@ -151,22 +151,21 @@ def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> i
         except FileExistsError:
             pass
         except OSError as exc:
-            if exc.errno in _PLANTED:
-                raise _not_a_folder(parent_fd, shown, exc) from exc
-            raise _failed(shown, exc, "create directory") from exc
+            raise _folder_error(parent_fd, shown, exc, "create directory") from exc
     try:
         return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        if exc.errno in _PLANTED:
-            raise _not_a_folder(parent_fd, shown, exc) from exc
-        raise _failed(shown, exc, "open directory") from exc
+        raise _folder_error(parent_fd, shown, exc, "open directory") from exc
 
 
-def _not_a_folder(parent_fd: int | None, shown: str, exc: OSError) -> OffloadError:
-    """A folder of the workspace that is none: below the workdir, a planted entry
-    (`Refused`); the workdir itself (resolved, so no link), a file the user gave as it."""
+def _folder_error(parent_fd: int | None, shown: str, exc: OSError, action: str) -> OffloadError:
+    """Why a folder of the workspace could not be made or opened (`action`). One that is no
+    folder: below the workdir, a planted entry (`Refused`); the workdir itself (resolved, so
+    no link), a file the user gave as it."""
+    if exc.errno not in _PLANTED:
+        return _failed(shown, exc, action)
     problem = workdir_problem(shown, create=True) if parent_fd is None else None
     if problem is None:
         return _planted(shown, exc, "directory")

@@ -38,13 +38,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "checked_session_id",
     "committed_end",
     "hard_links_refused",
     "no_session",
+    "open_backend",
     "open_in",
     "open_workspace",
     "read_json_lines",
     "refusal",
+    "session_entry",
     "session_folder",
     "session_ids",
 ]
@@ -93,6 +96,34 @@ def open_workspace(
     return workdir if as_given else os.path.abspath(workdir)
 
 
+def open_backend(
+    args: argparse.Namespace, *, session: str | None = None, fsync: bool = True
+) -> object:
+    """The workspace the arguments name, as the backend a command that changes it acts
+    through: a bucket's `ObjectStoreWorkspace` for a store URL, else a `LocalWorkspace` on
+    the checked folder (see `open_workspace`).
+
+    Args:
+        args: the command's arguments.
+        session: a session the local workspace must hold (`session_folder` checks it).
+        fsync: the `LocalWorkspace`'s `fsync`.
+
+    Raises:
+        CliError: as `open_workspace` and `session_folder`, or the store cannot be opened.
+    """
+    where = workdir_text(args)
+    if is_store_url(where):
+        from ._bucket import open_store
+
+        return open_store(where)
+    from ..workspace import LocalWorkspace
+
+    workdir = open_workspace(args, session=session)
+    if session is not None:
+        session_folder(workdir, session)
+    return LocalWorkspace(workdir, fsync=fsync)
+
+
 def session_ids(workdir: str) -> list[str]:
     """The sessions of a workspace: the folders in sessions/ named as session ids (no link,
     no hidden name), sorted."""
@@ -123,6 +154,18 @@ def session_folder(workdir: str, session_id: str) -> str:
     """
     import stat
 
+    entry = session_entry(workdir, session_id)
+    if entry is None or not stat.S_ISDIR(entry.st_mode):
+        raise CliError(no_session(workdir, session_id))
+    return session_id
+
+
+def checked_session_id(session_id: str) -> str:
+    """`session_id` if it is a plain name (see `validate_session_id`).
+
+    Raises:
+        CliError: it is not, saying why.
+    """
     from ..exceptions import InvalidSessionId
     from ..workspace import validate_session_id
 
@@ -130,14 +173,22 @@ def session_folder(workdir: str, session_id: str) -> str:
         validate_session_id(session_id)
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from exc
+    return session_id
+
+
+def session_entry(workdir: str, session_id: str) -> os.stat_result | None:
+    """What sessions/ holds under that name, of any kind (a link is not followed); None when
+    it holds nothing of that name.
+
+    Raises:
+        CliError: the id is not a plain name (checked before sessions/ is looked at).
+    """
+    checked_session_id(session_id)
     try:
         with Folder(workdir, SESSIONS_DIR) as sessions:
-            mode = sessions.stat(session_id).st_mode
+            return sessions.stat(session_id)
     except FileNotFoundError:
-        mode = 0
-    if not stat.S_ISDIR(mode):
-        raise CliError(no_session(workdir, session_id))
-    return session_id
+        return None
 
 
 # -- what is not read, said once -------------------------------------------------------------

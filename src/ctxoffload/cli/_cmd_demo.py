@@ -9,6 +9,7 @@ from pathlib import Path
 from .._disk.layout import SESSIONS_DIR
 from .._disk.paths import workdir_problem
 from ..exceptions import CliError
+from ._access import checked_session_id
 from ._arguments import workdir_of
 from ._commands import COMMAND_HELP
 from ._output import Progress
@@ -48,14 +49,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo and print its report."""
     import asyncio
 
-    from ..exceptions import InvalidSessionId
-    from ..workspace import validate_session_id
-
     # Everything is checked before the first folder is created.
-    try:
-        validate_session_id(args.session)
-    except InvalidSessionId as exc:
-        raise CliError(str(exc)) from exc
+    checked_session_id(args.session)
     given = getattr(args, "workdir", None)
     if given is not None:
         workdir_of(args)  # a bucket URL: one clear line, and no folder named after it

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..exceptions import CliError, ConfigError, IncompleteRecord, InvalidSessionId
-from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir, is_store_url, workdir_text
+from ._access import open_backend
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import print_json, shown
 
@@ -40,18 +40,7 @@ def run(args: argparse.Namespace) -> int:
     """Fork the session; print where the fork starts."""
     import asyncio
 
-    where = workdir_text(args)
-    workspace: object
-    if is_store_url(where):
-        from ._bucket import open_store
-
-        workspace = open_store(where)
-    else:
-        from ..workspace import LocalWorkspace
-
-        workdir = open_workspace(args, session=args.session)
-        session_folder(workdir, args.session)
-        workspace = LocalWorkspace(workdir)
+    workspace = open_backend(args, session=args.session)
     from ..workspace import fork_session
 
     try:

@@ -6,8 +6,8 @@ import argparse
 import re
 
 from ..exceptions import CliError
-from ._access import open_workspace
-from ._arguments import add_json, add_workdir, is_store_url, workdir_text
+from ._access import open_backend
+from ._arguments import add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, human_bytes, inert, print_json
 
@@ -78,16 +78,9 @@ def run(args: argparse.Namespace) -> int:
     max_bytes = parse_size(args.max_bytes) if args.max_bytes is not None else None
     if older_than is None and max_bytes is None:
         raise CliError("say what to remove: --older-than AGE and/or --max-bytes SIZE")
-    from ..workspace import GarbageCollector, LocalWorkspace
+    from ..workspace import GarbageCollector
 
-    where = workdir_text(args)
-    workspace: object
-    if is_store_url(where):
-        from ._bucket import open_store
-
-        workspace = open_store(where)
-    else:
-        workspace = LocalWorkspace(open_workspace(args), fsync=False)
+    workspace = open_backend(args, fsync=False)
     if not isinstance(workspace, GarbageCollector):
         raise CliError(
             f"this version of ctxoffload has no {type(workspace).__name__}.gc: upgrade ctxoffload"

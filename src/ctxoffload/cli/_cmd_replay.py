@@ -20,9 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._disk.layout import SESSIONS_DIR
-from .._disk.read import EventKind, Folder
+from .._disk.read import EventKind
 from ..exceptions import CliError
+from ._access import session_entry
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
 from ._commands import COMMAND_HELP
 from ._output import Column, Progress, print_json, print_table
@@ -397,23 +397,11 @@ def _prepare_workspace(args: argparse.Namespace) -> Any:
     return LocalWorkspace(workdir, fsync=False)
 
 
-def _session_exists(workdir: str, session: str) -> bool:
-    """Whether sessions/ of the workspace holds an entry of that name (of any kind)."""
-    try:
-        with Folder(workdir, SESSIONS_DIR) as sessions:
-            sessions.stat(session)
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def run(args: argparse.Namespace) -> int:
     """Replay and print the report."""
     import asyncio
 
-    from ..exceptions import InvalidSessionId
     from ..tokens import get_token_counter
-    from ..workspace import validate_session_id
     from ._transcripts import load_transcript
 
     # Everything is checked before anything is written.
@@ -432,11 +420,7 @@ def run(args: argparse.Namespace) -> int:
             sessions.append((one, name, config, session))
     workspace = _prepare_workspace(args)
     for _, _, _, session in sessions:
-        try:
-            validate_session_id(session)
-        except InvalidSessionId as exc:
-            raise CliError(str(exc)) from exc
-        if _session_exists(str(workspace.workdir), session):
+        if session_entry(str(workspace.workdir), session) is not None:
             raise CliError(f"session {session!r} already exists: pass another --session")
     counter = get_token_counter()
     total = sum(len(one.messages) for one, _, _, _ in sessions)

@@ -24,6 +24,7 @@ from ._access import (
     open_in,
     open_workspace,
     refusal,
+    session_entry,
     session_folder,
 )
 from ._arguments import add_json, add_workdir, workdir_of
@@ -383,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             for _changes in watchfiles.watch(sessions_dir, recursive=False, **options):
-                if _exists(workdir, args.session):
+                if session_entry(workdir, args.session) is not None:
                     break
             session_folder(workdir, args.session)  # a folder, not a link or a file
         what = f"session {args.session}" if args.session else "all sessions"
@@ -422,27 +423,10 @@ def _session_to_watch(workdir: str, session_id: str, *, wait: bool) -> bool:
         CliError: the id is not a plain name, something other than a folder (a link, a
             file) holds its name, or there is no such session and not `wait`.
     """
-    from ..exceptions import InvalidSessionId
-    from ..workspace import validate_session_id
-
-    try:
-        validate_session_id(session_id)
-    except InvalidSessionId as exc:
-        raise CliError(str(exc)) from exc
-    exists = _exists(workdir, session_id)
+    exists = session_entry(workdir, session_id) is not None
     if wait and not exists:
         return True
     if not exists:
         raise CliError(f"{no_session(workdir, session_id)}; --wait waits for it to appear")
     session_folder(workdir, session_id)  # refuses a link or a file in its place
     return False
-
-
-def _exists(workdir: str, session_id: str) -> bool:
-    """Whether sessions/ holds an entry of that name (of any kind: a link too)."""
-    try:
-        with Folder(workdir, SESSIONS_DIR) as sessions:
-            sessions.stat(session_id)
-    except FileNotFoundError:
-        return False
-    return True

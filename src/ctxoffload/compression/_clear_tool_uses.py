@@ -28,7 +28,7 @@ from ._artifacts import message_artifacts, named_values
 from ._summary_message import Artifact
 from ._tool_names import ReaderTools, how_to_read
 from ._tool_output import store_blocks
-from ._truncate import utf8
+from ._truncate import count_output, utf8
 
 if TYPE_CHECKING:
     from ._run import PipelineRun
@@ -176,7 +176,9 @@ class ClearToolUses:
         if not candidates:
             return messages
         readers = run.compressor.reader_tools(run.config())
-        freed_estimate = sum(_tokens(u.result, run) for u in candidates) - 40 * len(candidates)
+        counter = run.compressor.counter
+        freed = sum(count_output(u.result, counter) for u in candidates)
+        freed_estimate = freed - 40 * len(candidates)
         if not forced and freed_estimate < self.clear_at_least:
             run.report(
                 f"ClearToolUses: {len(candidates)} outputs would free about {freed_estimate:,} "
@@ -271,7 +273,7 @@ class ClearToolUses:
         stored: set[tuple[int, int]] = set()
         for use in candidates:
             result, name = use.result, use.result.name or "a tool"
-            tokens = _tokens(result, run)
+            tokens = count_output(result, run.compressor.counter)
             if run.compressor.reads_back(use.result.name, run.config()):
                 again = _call_text(use.call) if use.call is not None else name
                 placeholders[use.at] = _placeholder(
@@ -331,13 +333,6 @@ def _call_text(call: ToolCallBlock) -> str:
     """`Read(path='/w/notes.txt', offset=1)`: the call, as the model can make it again."""
     arguments = ", ".join(f"{k}={v!r}" for k, v in call.input.items())
     return f"{call.name}({arguments})"
-
-
-def _tokens(result: ToolResultBlock, run: PipelineRun) -> int:
-    counter = run.compressor.counter
-    if isinstance(result.output, str):
-        return counter.count_text(result.output)
-    return counter.count_message(Msg(role="tool", content=[result]))
 
 
 def _uses(messages: Sequence[Msg]) -> list[_Use]:

@@ -21,7 +21,7 @@ from ._clear_tool_uses import ClearToolUses
 from ._config import LongNumber
 from ._history_managers import Null, SlidingWindow, Summarization
 from ._image_limit import ImageLimit
-from ._tool_output import ToolOutputOffload, ToolOutputTruncate
+from ._tool_output import PREVIEWS, ToolOutputOffload, ToolOutputTruncate
 
 if TYPE_CHECKING:
     from ..model import ChatModel
@@ -177,15 +177,13 @@ class _Kind(NamedTuple):
     settings: Mapping[str, Callable[[_At], Any]]
 
 
-_PREVIEWS = ("head", "head_tail")
-
 _TOOL_OUTPUT_OFFLOAD = _Kind(
     "ToolOutputOffload",
     ToolOutputOffload,
     {
         "max_tokens": _At.whole,
         "preview_tokens": _At.whole,
-        "preview": lambda at: at.choice(_PREVIEWS),
+        "preview": lambda at: at.choice(PREVIEWS),
         "exclude_tools": _At.names,
         "activation": _activation,
     },
@@ -196,7 +194,7 @@ _TOOL_OUTPUT_TRUNCATE = _Kind(
     {
         "max_output_length": _At.whole,
         "max_tokens": _At.whole,
-        "preview": lambda at: at.choice(_PREVIEWS),
+        "preview": lambda at: at.choice(PREVIEWS),
         "activation": _activation,
     },
 )

@@ -15,7 +15,7 @@ from ..workspace import Offloader
 from ._activation import Activation, SettingError, check_int
 from ._summary_message import Artifact
 from ._tool_names import how_to_read
-from ._truncate import head_within, tail_within, truncate_tool_result, utf8
+from ._truncate import count_output, head_within, tail_within, truncate_tool_result, utf8
 
 if TYPE_CHECKING:
     from ..tokens import TokenCounter
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._run import PipelineRun
 
 __all__ = [
+    "PREVIEWS",
     "ToolOutputOffload",
     "ToolOutputTruncate",
     "block_kind",
@@ -31,6 +32,18 @@ __all__ = [
 ]
 
 logger = logging.getLogger("ctxoffload")
+
+Preview = Literal["head", "head_tail"]
+PREVIEWS: tuple[Preview, ...] = ("head", "head_tail")
+"""The preview styles of an offloaded or truncated result (see `truncate_text`)."""
+
+
+def _checked_preview(preview: Preview) -> Preview:
+    """`preview` if it is one of `PREVIEWS` (a user's value may be any)."""
+    if preview not in PREVIEWS:
+        raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
+    return preview
+
 
 ShouldOffload = Callable[[str, ToolResultBlock], "bool | None"]
 
@@ -113,9 +126,7 @@ class ToolOutputOffload:
                 "larger than the limit would never shrink the result",
                 others=("max_tokens",),
             )
-        if preview not in ("head", "head_tail"):
-            raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
-        self.preview = preview
+        self.preview = _checked_preview(preview)
         if (
             isinstance(exclude_tools, str | Mapping)
             or not isinstance(exclude_tools, Iterable)
@@ -185,7 +196,8 @@ class ToolOutputOffload:
         verdict = None if self.should_offload is None else self.should_offload(name, result)
         if verdict is not None and not verdict:
             return None
-        tokens = _tokens(result, run)  # counted once: the decision and the header use it
+        # Counted once: the decision and the header use it.
+        tokens = count_output(result, run.compressor.counter)
         if verdict is None and tokens <= self.max_tokens:
             return None
         return tokens
@@ -275,13 +287,6 @@ async def store_blocks(
     return lines, stored
 
 
-def _tokens(result: ToolResultBlock, run: PipelineRun) -> int:
-    counter = run.compressor.counter
-    if isinstance(result.output, str):
-        return counter.count_text(result.output)
-    return counter.count_message(Msg(role="tool", content=[result]))
-
-
 _DATA_LINE_CHARS = 120
 
 
@@ -356,9 +361,7 @@ class ToolOutputTruncate:
         self.max_tokens = (
             check_int("max_tokens", max_tokens, minimum=1) if max_tokens is not None else None
         )
-        if preview not in ("head", "head_tail"):
-            raise SettingError("preview", f"{preview!r} is not 'head' or 'head_tail'")
-        self.preview = preview
+        self.preview = _checked_preview(preview)
         self.activation = Activation.from_value(activation)
         # The config it stands for (`from_config`): then it truncates as the `Compressor`
         # does, under the run's settings (`PipelineRun.config`), never a copy here.

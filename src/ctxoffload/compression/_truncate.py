@@ -25,6 +25,7 @@ __all__ = [
     "TRUNCATION_MARKER",
     "TruncatedText",
     "Truncation",
+    "count_output",
     "data_files",
     "head_within",
     "tail_within",
@@ -333,7 +334,7 @@ async def truncate_tool_result(
         preview: "head" or "head_tail" (see `truncate_text`).
         readers: the agent's reader tools, named in the notice.
     """
-    tokens_before = _count_output(block, counter)
+    tokens_before = count_output(block, counter)
     if tokens_before <= limit:
         return None
     original = block
@@ -387,7 +388,8 @@ def data_files(block: ToolResultBlock) -> list[tuple[str, str]]:
     return found
 
 
-def _count_output(block: ToolResultBlock, counter: TokenCounter) -> int:
+def count_output(block: ToolResultBlock, counter: TokenCounter) -> int:
+    """The tokens of a tool result's output: its text, or the message that holds its parts."""
     if isinstance(block.output, str):
         return counter.count_text(block.output)
     return counter.count_message(Msg(role="tool", content=[block]))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -35,6 +35,7 @@ from ..messages import Base64Source, DataBlock, Msg, TextBlock, URLSource
 
 Format = Literal["openai", "anthropic", "converse"]
 Hint = dict[str, Any]
+_Block = TypeVar("_Block")
 
 
 def msg_hint(msg: Msg, fmt: Format) -> Hint:
@@ -115,6 +116,45 @@ def data_block(
     if not hint:
         return block
     return DataBlock(source=source, name=name, **hinted(fmt, hint))
+
+
+def read_parts(
+    parts: Iterable[Any], read: Callable[[Any, str], _Block | None], where: str
+) -> tuple[list[_Block], list[Any]]:
+    """The parts `read` converts, in order, and the `[index, part]` pairs of those it does
+    not (None), kept verbatim for a hint's `unknown` and put back by `with_unknown`.
+
+    `read` is called with each part and how errors name it (`where[index]`).
+    """
+    blocks: list[_Block] = []
+    unknown: list[Any] = []
+    for j, part in enumerate(parts):
+        block = read(part, f"{where}[{j}]")
+        if block is None:
+            unknown.append([j, copy.deepcopy(part)])
+        else:
+            blocks.append(block)
+    return blocks, unknown
+
+
+def check_message(message: Any, where: str) -> Mapping[str, Any]:
+    """`message` if it is a message dict that is not nested too deeply; else InvalidContent."""
+    if not isinstance(message, Mapping):
+        raise InvalidContent(
+            f"{where} is a {type(message).__name__}, not a message: pass dicts like "
+            "{'role': 'user', 'content': 'hi'}"
+        )
+    check_depth(message, where)
+    return message
+
+
+def check_msg(msg: Any, where: str) -> Msg:
+    """`msg` if it is a `Msg` (what every `to_*` converts); else InvalidContent."""
+    if not isinstance(msg, Msg):
+        raise InvalidContent(
+            f"{where} is a {type(msg).__name__}, not a Msg: convert it with to_msgs first"
+        )
+    return msg
 
 
 def check_depth(message: Mapping[str, Any], where: str) -> None:

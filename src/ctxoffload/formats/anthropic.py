@@ -32,11 +32,13 @@ from ._shared import (
     apply,
     bad_content,
     block_hint,
-    check_depth,
+    check_message,
+    check_msg,
     data_block,
     extra_keys,
     hinted,
     msg_hint,
+    read_parts,
     text_block,
     with_unknown,
 )
@@ -145,15 +147,7 @@ def _anthropic_result(
     elif isinstance(content, str):
         output = content
     elif isinstance(content, list):
-        items: list[TextBlock | DataBlock] = []
-        unknown: list[Any] = []
-        for j, item in enumerate(content):
-            parsed = _anthropic_item(item, f"{where}.content[{j}]")
-            if parsed is None:
-                unknown.append([j, copy.deepcopy(item)])
-            else:
-                items.append(parsed)
-        output = items
+        output, unknown = read_parts(content, _anthropic_item, f"{where}.content")
         if unknown:
             hint["unknown"] = unknown
     else:
@@ -188,12 +182,7 @@ def message_from_anthropic(message: Any, where: str, names: dict[str, str]) -> M
     Raises:
         InvalidContent: as `from_anthropic`.
     """
-    if not isinstance(message, Mapping):
-        raise InvalidContent(
-            f"{where} is a {type(message).__name__}, not a message: pass dicts like "
-            "{'role': 'user', 'content': 'hi'}"
-        )
-    check_depth(message, where)
+    message = check_message(message, where)
     if "role" not in message:
         raise InvalidContent(f"{where} has no 'role': add 'user' or 'assistant'")
     role = message["role"]
@@ -212,14 +201,10 @@ def message_from_anthropic(message: Any, where: str, names: dict[str, str]) -> M
         return Msg(role=role, content=content, metadata=hinted("anthropic", hint))
     if not isinstance(content, list):
         raise bad_content(where, content)
-    blocks: list[Block] = []
-    unknown: list[Any] = []
-    for j, item in enumerate(content):
-        block = _anthropic_to_block(item, f"{where}.content[{j}]", names)
-        if block is None:
-            unknown.append([j, copy.deepcopy(item)])
-        else:
-            blocks.append(block)
+    blocks: list[Block]
+    blocks, unknown = read_parts(
+        content, lambda item, at: _anthropic_to_block(item, at, names), f"{where}.content"
+    )
     if unknown:
         hint["unknown"] = unknown
     return Msg(role=role, content=blocks, metadata=hinted("anthropic", hint))
@@ -308,10 +293,7 @@ def to_anthropic(msgs: Sequence[Msg]) -> tuple[str | None, list[dict[str, Any]]]
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(msgs):
         where = f"msgs[{i}]"
-        if not isinstance(msg, Msg):
-            raise InvalidContent(
-                f"{where} is a {type(msg).__name__}, not a Msg: convert it with to_msgs first"
-            )
+        msg = check_msg(msg, where)
         if msg.role == "system":
             if isinstance(msg.content, str):
                 system.append(msg.content)

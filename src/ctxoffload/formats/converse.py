@@ -38,7 +38,7 @@ from ..messages import (
     URLSource,
 )
 from ..text import data_line
-from ._shared import block_hint, hinted, with_unknown
+from ._shared import block_hint, check_msg, hinted, read_parts, with_unknown
 
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
 
@@ -191,15 +191,11 @@ def _block_from(block: Any, where: str, names: dict[str, str]) -> Block | None:
         call_id = body.get("toolUseId")
         if not isinstance(call_id, str):
             raise InvalidContent(f"{where} is a toolResult without a string 'toolUseId'")
-        items: list[TextBlock | DataBlock] = []
-        unknown: list[Any] = []
         content = body.get("content")
-        for j, item in enumerate(content if isinstance(content, list) else []):
-            parsed = _item_from(item, f"{where}.toolResult.content[{j}]")
-            if parsed is None:
-                unknown.append([j, copy.deepcopy(item)])
-            else:
-                items.append(parsed)
+        items: list[TextBlock | DataBlock]
+        items, unknown = read_parts(
+            content if isinstance(content, list) else [], _item_from, f"{where}.toolResult.content"
+        )
         status = body.get("status")
         extra = {
             k: copy.deepcopy(v)
@@ -251,14 +247,10 @@ def _message_from(message: Any, where: str, names: dict[str, str]) -> Msg:
         raise InvalidContent(
             f"{where}.content is a {type(content).__name__}: Converse content is a list"
         )
-    blocks: list[Block] = []
-    unknown: list[Any] = []
-    for j, block in enumerate(content):
-        parsed = _block_from(block, f"{where}.content[{j}]", names)
-        if parsed is None:
-            unknown.append([j, copy.deepcopy(block)])
-        else:
-            blocks.append(parsed)
+    blocks: list[Block]
+    blocks, unknown = read_parts(
+        content, lambda block, at: _block_from(block, at, names), f"{where}.content"
+    )
     hint: dict[str, Any] = {}
     if unknown:
         hint["unknown"] = unknown
@@ -392,10 +384,7 @@ def to_converse(msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[dict[st
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(msgs):
-        if not isinstance(msg, Msg):
-            raise InvalidContent(
-                f"msgs[{i}] is a {type(msg).__name__}, not a Msg: use to_msgs first"
-            )
+        msg = check_msg(msg, f"msgs[{i}]")
         found = msg.metadata.get(FMT)
         hint: dict[str, Any] = found if isinstance(found, dict) else {}
         blocks = (

@@ -42,11 +42,13 @@ from ._shared import (
     apply,
     bad_content,
     block_hint,
-    check_depth,
+    check_message,
+    check_msg,
     data_block,
     extra_keys,
     hinted,
     msg_hint,
+    read_parts,
     text_block,
     with_unknown,
 )
@@ -296,18 +298,6 @@ def _call_to_openai(block: ToolCallBlock, where: str) -> dict[str, Any]:
     return apply({"id": block.id, "type": "function", "function": function}, hint)
 
 
-def _openai_parts(parts: list[Any], where: str) -> tuple[list[TextBlock | DataBlock], list[Any]]:
-    blocks: list[TextBlock | DataBlock] = []
-    unknown: list[Any] = []
-    for j, part in enumerate(parts):
-        block = _openai_part_to_block(part, f"{where}[{j}]")
-        if block is None:
-            unknown.append([j, copy.deepcopy(part)])
-        else:
-            blocks.append(block)
-    return blocks, unknown
-
-
 def _is_plain_text(part: Any) -> bool:
     return (
         isinstance(part, Mapping)
@@ -333,12 +323,7 @@ def message_from_openai(message: Any, where: str, names: dict[str, str]) -> Msg:
     Raises:
         InvalidContent: as `from_openai`.
     """
-    if not isinstance(message, Mapping):
-        raise InvalidContent(
-            f"{where} is a {type(message).__name__}, not a message: pass dicts like "
-            "{'role': 'user', 'content': 'hi'}"
-        )
-    check_depth(message, where)
+    message = check_message(message, where)
     if "role" not in message:
         raise InvalidContent(f"{where} has no 'role': add one of {', '.join(_OPENAI_ROLES)}")
     role = message["role"]
@@ -370,7 +355,7 @@ def message_from_openai(message: Any, where: str, names: dict[str, str]) -> Msg:
         elif isinstance(content, str):
             output = content
         elif isinstance(content, list):
-            output, unknown = _openai_parts(content, f"{where}.content")
+            output, unknown = read_parts(content, _openai_part_to_block, f"{where}.content")
             if unknown:
                 hint["unknown"] = unknown
         else:
@@ -407,7 +392,8 @@ def message_from_openai(message: Any, where: str, names: dict[str, str]) -> Msg:
             # models often answer tool calls with content "".
             text, hint["content"] = None, "empty"
     elif isinstance(content, list):
-        parsed, unknown = _openai_parts(content, f"{where}.content")
+        parsed: list[TextBlock | DataBlock]
+        parsed, unknown = read_parts(content, _openai_part_to_block, f"{where}.content")
         blocks.extend(parsed)
         if unknown:
             hint["unknown"] = unknown
@@ -548,11 +534,8 @@ def to_openai(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(msgs):
-        if not isinstance(msg, Msg):
-            raise InvalidContent(
-                f"msgs[{i}] is a {type(msg).__name__}, not a Msg: convert it with to_msgs first"
-            )
-        out.extend(_msg_to_openai(msg, f"msgs[{i}]"))
+        where = f"msgs[{i}]"
+        out.extend(_msg_to_openai(check_msg(msg, where), where))
     return out
 
 

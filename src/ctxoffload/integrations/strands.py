@@ -61,9 +61,10 @@ Example::
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .._disk.layout import DATA_DIR, is_data_name
@@ -109,6 +110,16 @@ def _strands(module: str) -> Any:
         return importlib.import_module(f"strands{module}")
     except ImportError as exc:
         raise ConfigError(_INSTALL_HINT) from exc
+
+
+@contextlib.contextmanager
+def _failing_as(storage_error: Any, action: str) -> Iterator[None]:
+    """What the workspace fails with inside, raised as Strands' `StorageError`: `cannot
+    {action}: {the failure}`."""
+    try:
+        yield
+    except (OSError, CtxOffloadError) as exc:
+        raise storage_error(f"cannot {action}: {exc}") from exc
 
 
 def _shown(text: str, limit: int = 60) -> str:
@@ -248,11 +259,9 @@ class WorkspaceStorage:
         storage_error = self._unified()
         normalized = _normalized_key(key, storage_error)
         name = self._entry_name(normalized)
-        try:
+        with _failing_as(storage_error, f"write storage key {_shown(key)}"):
             reference = str(await self.workspace.store_bytes(bytes(data), None))
             await self.workspace.write_state(name, {_STATE_FIELD: {normalized: reference}})
-        except (OSError, CtxOffloadError) as exc:
-            raise storage_error(f"cannot write storage key {_shown(key)}: {exc}") from exc
 
     async def read(self, key: str) -> bytes | None:
         """The bytes last written under `key`, or None if there are none.
@@ -266,10 +275,8 @@ class WorkspaceStorage:
         """
         storage_error = self._unified()
         normalized = _normalized_key(key, storage_error)
-        try:
+        with _failing_as(storage_error, f"read storage key {_shown(key)}"):
             state = await self.workspace.read_state(self._entry_name(normalized))
-        except (OSError, CtxOffloadError) as exc:
-            raise storage_error(f"cannot read storage key {_shown(key)}: {exc}") from exc
         entry = _entry_in(state)
         if entry is None or entry[0] != normalized:
             return None
@@ -310,10 +317,8 @@ class WorkspaceStorage:
         """
         storage_error = self._unified()
         normalized = _normalized_key(key, storage_error)
-        try:
+        with _failing_as(storage_error, f"delete storage key {_shown(key)}"):
             await self.workspace.purge_session(self._entry_name(normalized))
-        except (OSError, CtxOffloadError) as exc:
-            raise storage_error(f"cannot delete storage key {_shown(key)}: {exc}") from exc
 
     async def list(self, query: str = "") -> builtins.list[str]:
         """The keys that start with the prefix `query`, sorted; `""` lists every key.
@@ -345,15 +350,13 @@ class WorkspaceStorage:
                 return None
             return entry[0]
 
-        try:
+        with _failing_as(storage_error, f"list storage keys under {_shown(query)}"):
             names = [
                 name
                 for name in await self.workspace.list_sessions()
                 if name.startswith(wanted) and _ENTRY_END.search(name[len(entries) :])
             ]
             keys = await asyncio.gather(*(key_of(name) for name in names))
-        except (OSError, CtxOffloadError) as exc:
-            raise storage_error(f"cannot list storage keys under {_shown(query)}: {exc}") from exc
         return sorted(key for key in keys if key is not None and key.startswith(prefix))
 
     async def search(self, query: str) -> builtins.list[Any]:

@@ -38,8 +38,8 @@ def _out_of_descriptors(exc: BaseException) -> OSError | None:
     return None
 
 
-def error_answer(exc: Exception) -> str | None:
-    """The `Error: ...` answer to `exc`, or None for an exception that is a bug (re-raised).
+def error_answer(exc: Exception) -> str:
+    """The `Error: ...` answer to `exc`; `exc` itself is raised again when it is a bug.
 
     A `ToolError` already says what to do. Running out of file descriptors is said as such
     (with the fix), wherever in the chain of causes it is. Other ctxoffload errors, and
@@ -55,7 +55,7 @@ def error_answer(exc: Exception) -> str | None:
         return "Error: " + os_error_message("the tool failed", exc)
     if isinstance(exc, CtxOffloadError | TypeError | ValueError):
         return f"Error: {exc}"
-    return None
+    raise exc
 
 
 def answering(function: _Function) -> _Function:
@@ -68,10 +68,7 @@ def answering(function: _Function) -> _Function:
             try:
                 return await function(*args, **kwargs)
             except Exception as exc:
-                answer = error_answer(exc)
-                if answer is None:
-                    raise
-                return answer
+                return error_answer(exc)
 
         return cast(_Function, answer_async)
 
@@ -80,9 +77,6 @@ def answering(function: _Function) -> _Function:
         try:
             return function(*args, **kwargs)
         except Exception as exc:
-            answer = error_answer(exc)
-            if answer is None:
-                raise
-            return answer
+            return error_answer(exc)
 
     return cast(_Function, answer)

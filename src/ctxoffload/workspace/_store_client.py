@@ -302,27 +302,13 @@ class StoreClient:
             the object may be this call's own: an earlier attempt succeeded and its answer
             was lost. Without a retry, another writer made it.
         """
-        import obstore
-        import obstore.exceptions as errors
-
+        put = self._conditional_put(key, data, attributes, "create")
         attempts = 0
 
         async def call() -> bool:
             nonlocal attempts
             attempts += 1
-            try:
-                await _blocking(
-                    obstore.put,
-                    self.store,
-                    key,
-                    data,
-                    mode="create",
-                    attributes=dict(attributes),
-                    use_multipart=False,
-                )
-            except (errors.AlreadyExistsError, errors.PreconditionError):
-                return False
-            return True
+            return await put() is not None
 
         created = await self._run("create", key, call)
         return created, attempts > 1
@@ -338,10 +324,17 @@ class StoreClient:
             was its own success: callers read the object back to tell (a lease compares its
             token).
         """
+        mode: Any = "create" if e_tag is None else {"e_tag": e_tag}
+        return await self._run("create", key, self._conditional_put(key, data, attributes, mode))
+
+    def _conditional_put(
+        self, key: str, data: bytes, attributes: Mapping[str, str], mode: Any
+    ) -> Callable[[], Awaitable[str | None]]:
+        """One attempt at writing `key` under the condition `mode` ("create", or an ETag to
+        match): it answers the new ETag ("" when the store gives none), or None when the
+        condition failed."""
         import obstore
         import obstore.exceptions as errors
-
-        mode: Any = "create" if e_tag is None else {"e_tag": e_tag}
 
         async def call() -> str | None:
             try:
@@ -359,7 +352,7 @@ class StoreClient:
             tag = result.get("e_tag")
             return str(tag) if tag is not None else ""
 
-        return await self._run("create", key, call)
+        return call
 
     async def get_tagged(self, key: str) -> tuple[bytes, str] | None:
         """The bytes of `key` and its ETag (one GET), or None if it is missing."""
@@ -501,6 +494,16 @@ class StoreClient:
 
         return await self._run("read", key, call)
 
+    async def _list(self, prefix: str, call: Callable[[], Awaitable[list[T]]]) -> list[T]:
+        """Run the listing `call`; one that comes back empty first makes sure the endpoint is
+        an S3 API (see `_check_api`)."""
+        found = await self._run("list", prefix, call)
+        if found:
+            self._api_seen = True
+        else:
+            await self._check_api("list", prefix)
+        return found
+
     async def list_objects(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
         """Objects under the path `prefix` (recursively), with keys after `after` only."""
         import obstore
@@ -516,12 +519,7 @@ class StoreClient:
         async def call() -> list[ObjectInfo]:
             return await _blocking(listing)
 
-        found = await self._run("list", prefix, call)
-        if found:
-            self._api_seen = True
-        else:
-            await self._check_api("list", prefix)
-        return found
+        return await self._list(prefix, call)
 
     async def list_directories(self, prefix: str) -> list[str]:
         """The names of the 'directories' directly under the path `prefix`."""
@@ -531,12 +529,7 @@ class StoreClient:
             result = await _blocking(obstore.list_with_delimiter, self.store, prefix)
             return [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
 
-        found = await self._run("list", prefix, call)
-        if found:
-            self._api_seen = True
-        else:
-            await self._check_api("list", prefix)
-        return found
+        return await self._list(prefix, call)
 
     async def copy(self, source: str, target: str) -> bool:
         """Copy `source` to `target` in the store (replacing it), metadata included.
