@@ -23,7 +23,6 @@ from ..compression import (
 from ..exceptions import (
     ConfigError,
     ContextOverflowError,
-    PinError,
     SessionBusyError,
 )
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
@@ -52,9 +51,9 @@ from ._context_tools import (
     PIN_TOOL_NAME,
     compact_answer,
     compact_context_tool,
+    pin_answer,
     pin_context_tool,
     pin_with_results,
-    pinned_text_answer,
 )
 from ._record import SessionRecorder, window_parts
 from ._state import SavedState
@@ -712,23 +711,10 @@ class Agent:
         await self._save_state()
 
     async def _pin_from_tool(self, message_id: str | None, text: str | None) -> str:
-        """What `pin_context` answers; a `PinError` becomes the tool's error result."""
-        if (message_id is None) == (text is None):
-            raise PinError(
-                "pin_context takes message_id or text: give the id of one of your tool calls, "
-                "or the text to keep"
-            )
-        if message_id is not None:
-            answer = f"Pinned {message_id}: it stays in your context whatever is compacted."
-            named = self._pipeline.message_named(message_id, self.messages)
-            if named.tool_calls and named.id == self.messages[-1].id:
-                # A call of this step: its results, which the pin keeps too, are not in the
-                # context yet, so its share is measured once they are (`_pin_with_results`).
-                return answer
-            await self._pin(message_id, by="agent")
-            return answer
-        assert text is not None
-        return pinned_text_answer(self._pipeline, self.messages, text)
+        """What `pin_context` answers (`pin_answer`)."""
+        return await pin_answer(
+            self._pipeline, self, message_id, text, pin=lambda target: self._pin(target, by="agent")
+        )
 
     # -- resumable sessions -----------------------------------------------------------------
 

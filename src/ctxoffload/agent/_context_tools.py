@@ -22,9 +22,9 @@ __all__ = [
     "Context",
     "compact_answer",
     "compact_context_tool",
+    "pin_answer",
     "pin_context_tool",
     "pin_with_results",
-    "pinned_text_answer",
 ]
 
 PIN_TOOL_NAME = "pin_context"
@@ -92,7 +92,7 @@ def compact_answer(result: CompressionResult) -> str:
     )
 
 
-def pinned_text_answer(run: PipelineRun, messages: list[Msg], text: str) -> str:
+def _pinned_text_answer(run: PipelineRun, messages: list[Msg], text: str) -> str:
     """What `pin_context(text=...)` answers, once the text's share of the window is checked.
 
     The text is pinned as this call's result once the results message exists
@@ -113,6 +113,37 @@ def pinned_text_answer(run: PipelineRun, messages: list[Msg], text: str) -> str:
             "pin a shorter text (the few lines that matter)"
         )
     return f"Pinned; this text stays in your context whatever is compacted:\n{text}"
+
+
+async def pin_answer(
+    run: PipelineRun,
+    context: Context,
+    message_id: str | None,
+    text: str | None,
+    *,
+    pin: Callable[[str], Awaitable[Msg]],
+) -> str:
+    """What `pin_context` answers; a `PinError` becomes the tool's error result.
+
+    A message of the context is pinned at once with `pin`; a call of this step, and a
+    text, once the step's results are in the context (`pin_with_results`).
+    """
+    if (message_id is None) == (text is None):
+        raise PinError(
+            "pin_context takes message_id or text: give the id of one of your tool calls, "
+            "or the text to keep"
+        )
+    if message_id is not None:
+        answer = f"Pinned {message_id}: it stays in your context whatever is compacted."
+        named = run.message_named(message_id, context.messages)
+        if named.tool_calls and named.id == context.messages[-1].id:
+            # A call of this step: its results, which the pin keeps too, are not in the
+            # context yet, so its share is measured once they are (`pin_with_results`).
+            return answer
+        await pin(message_id)
+        return answer
+    assert text is not None
+    return _pinned_text_answer(run, context.messages, text)
 
 
 async def pin_with_results(run: PipelineRun, context: Context, reply: Msg) -> Msg:
