@@ -29,8 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 # The appender itself is what is measured, below the workspace: its private module on purpose.
-from ctxoffload._disk.jsonl import JsonlAppender, row_line_and_key
+from ctxoffload._disk.jsonl import JsonlAppender
 from ctxoffload._disk.layout import CONTEXT_FILE
+from ctxoffload._disk.rows import row_line_and_key
 
 LOG = CONTEXT_FILE
 

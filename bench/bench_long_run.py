@@ -2,9 +2,10 @@
 
 BPE on a single run of letters (a DNA line, an encoded blob) costs more than linear time:
 tiktoken took 10-19 s to count 8 MB of `A`. ctxoffload counts a run of 2,048 non-space
-characters or more in pieces (`tokens.RUN_PIECE_CHARS`). Measured in the same run, each a
-fresh counter (no cached counts): counting, and truncating a tool result of that text (what
-an agent waits for after the tool returns), for 8 MB of `A` against 8 MB of words.
+characters or more in pieces (`RUN_PIECE_CHARS` in `ctxoffload._tokens.counters`). Measured
+in the same run, each a fresh counter (no cached counts): counting, and truncating a tool
+result of that text (what an agent waits for after the tool returns), for 8 MB of `A`
+against 8 MB of words.
 
     python bench/bench_long_run.py
     python bench/bench_long_run.py --mb 2

@@ -32,9 +32,9 @@ from ctxoffload import (
     get_token_counter,
     to_openai,
 )
+from ctxoffload._tokens.encodings import _ENCODING_SPECS
 from ctxoffload.messages import Base64Source, ThinkingBlock, URLSource
 from ctxoffload.tokens import (
-    _ENCODING_SPECS,
     MESSAGE_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS,
     TIKTOKEN_DIR_ENV,
@@ -724,7 +724,8 @@ def test_unreported_usage_clears_the_anchor() -> None:
 
 
 def test_long_texts_are_counted_once_and_exactly() -> None:
-    from ctxoffload.tokens import TiktokenCounter, _CountCache
+    from ctxoffload._tokens.counters import _CountCache
+    from ctxoffload.tokens import TiktokenCounter
 
     counter = TiktokenCounter()
     text = "order ORD-58213 failed: disk quota exceeded\n" * 200
@@ -760,7 +761,8 @@ class _Recording:
 
 
 def test_an_unbroken_run_is_encoded_in_pieces_of_bounded_size() -> None:
-    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+    from ctxoffload._tokens.counters import RUN_PIECE_CHARS
+    from ctxoffload.tokens import TiktokenCounter
 
     counter = TiktokenCounter()
     recording = _Recording(counter._encoding)
@@ -775,7 +777,8 @@ def test_a_long_run_counts_within_a_token_a_piece_of_the_exact_count() -> None:
     import base64
     import random
 
-    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+    from ctxoffload._tokens.counters import RUN_PIECE_CHARS
+    from ctxoffload.tokens import TiktokenCounter
 
     counter = TiktokenCounter()
     encoding = counter._encoding
@@ -809,7 +812,8 @@ def test_a_megabyte_of_whitespace_is_counted(space: str, fast: bool) -> None:
 
 
 def test_a_whitespace_run_is_encoded_in_pieces_of_bounded_size() -> None:
-    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+    from ctxoffload._tokens.counters import RUN_PIECE_CHARS
+    from ctxoffload.tokens import TiktokenCounter
 
     counter = TiktokenCounter()
     recording = _Recording(counter._encoding)
@@ -832,7 +836,7 @@ def test_a_whitespace_run_is_encoded_in_pieces_of_bounded_size() -> None:
 def test_the_pieces_of_a_text_are_the_text_with_every_run_bounded(
     runs: list[tuple[str, int]],
 ) -> None:
-    from ctxoffload.tokens import RUN_PIECE_CHARS, _run_pieces
+    from ctxoffload._tokens.counters import RUN_PIECE_CHARS, _run_pieces
 
     text = "".join(char * n for char, n in runs)
     pieces = list(_run_pieces(text))
@@ -846,7 +850,8 @@ def test_the_pieces_of_a_text_are_the_text_with_every_run_bounded(
 
 
 def test_a_whitespace_run_counts_within_a_token_a_piece_of_the_exact_count() -> None:
-    from ctxoffload.tokens import RUN_PIECE_CHARS, TiktokenCounter
+    from ctxoffload._tokens.counters import RUN_PIECE_CHARS
+    from ctxoffload.tokens import TiktokenCounter
 
     counter = TiktokenCounter()
     encoding = counter._encoding

@@ -28,9 +28,10 @@ from typing import Any
 
 import pytest
 
-from ctxoffload._disk.jsonl import JsonlAppender, row_line_and_key
+from ctxoffload._disk.jsonl import JsonlAppender
 from ctxoffload._disk.layout import COMMIT_SUFFIX
 from ctxoffload._disk.read import decode_commit_record, read_log
+from ctxoffload._disk.rows import row_line_and_key
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 Lines = list[bytes]
@@ -516,7 +517,8 @@ def test_a_follower_interrupted_while_waiting_leaves_the_queue(tmp_path: Path, d
 # Every tenth batch carries a 300 kB line, so a kill often lands in the middle of a write.
 KILLED_WHILE_APPENDING = """
 import os, sys, threading
-from ctxoffload._disk.jsonl import JsonlAppender, row_line_and_key
+from ctxoffload._disk.jsonl import JsonlAppender
+from ctxoffload._disk.rows import row_line_and_key
 
 workdir, acks, round_no = sys.argv[1], sys.argv[2], sys.argv[3]
 dir_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)

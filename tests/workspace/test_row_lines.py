@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from ctxoffload import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from ctxoffload._disk.jsonl import TextRow, dumps_row, row_line_and_key
 from ctxoffload._disk.payloads import JsonRow, message_json
+from ctxoffload._disk.rows import TextRow, dumps_row, row_line_and_key
 
 _text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",)),  # no lone surrogates: Msg refuses

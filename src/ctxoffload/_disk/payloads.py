@@ -28,9 +28,9 @@ from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
 from ..exceptions import InvalidContent
 from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import data_line
-from .jsonl import TextRow
 from .layout import MARK, UNSTORED_MARK
 from .paths import path_to_file_url
+from .rows import TextRow
 
 __all__ = [
     "MAX_DEPTH",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import inspect
 import logging
@@ -13,36 +12,26 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
-from .._disk.payloads import storable_message
 from .._disk.read import EventKind
 from ..compression import (
     CompressionResult,
-    Compressor,
     ContextConfig,
     ContextPipeline,
     EventCallback,
-    ReaderTools,
     is_pinned,
 )
 from ..exceptions import (
     ConfigError,
     ContextOverflowError,
-    InvalidContent,
-    InvalidReference,
-    PinError,
     SessionBusyError,
 )
-from ..messages import Base64Source, DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
-from ..model import ChatModel, ModelResponse, ScriptedModel
-from ..readback import RETRIEVAL_TOOL_NAME, retrieval_tool
-from ..tokens import TokenCounter, get_token_counter
+from ..messages import Msg, ToolCallBlock, ToolResultBlock
+from ..model import ChatModel, ModelResponse
+from ..tokens import TokenCounter
 from ..workspace import (
     LeaseHolder,
     Offloader,
-    ReferenceReader,
     SessionLease,
-    StateStore,
     fork_session,
     missing_methods,
     new_session,
@@ -50,20 +39,29 @@ from ..workspace import (
     validate_session_id,
     writing_as,
 )
+from ._arguments import (
+    agent_compressor,
+    agent_tools,
+    check_settings,
+    checked_request,
+    context_pipeline,
+)
 from ._context_tools import (
     CONTEXT_TOOL_NAMES,
     PIN_TOOL_NAME,
+    compact_answer,
     compact_context_tool,
+    pin_answer,
     pin_context_tool,
+    pin_with_results,
 )
 from ._record import SessionRecorder, window_parts
+from ._state import SavedState
 from ._subagent import CALLER, MAX_SUBAGENT_DEPTH, Caller, subagent_tool
-from ._tools import Tool, as_tool, as_tools
+from ._tool_calls import bounded, run_in_order, unfinished_results
+from ._tools import Tool
 
-__all__ = ["IF_BUSY", "Agent", "StepRecord"]
-
-IF_BUSY = ("raise", "fork")
-"""What `Agent(if_busy=...)` may be."""
+__all__ = ["Agent", "StepRecord"]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -176,82 +174,42 @@ class Agent:
         include_compact_tool: bool = False,
         if_busy: str = "raise",
     ) -> None:
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ConfigError(
-                f"max_steps {max_steps!r} is below 1: the agent must call the model at least "
-                "once; pass max_steps=30 (the default) or another positive int"
-            )
-        if if_busy not in IF_BUSY:
-            raise ConfigError(
-                f"if_busy {if_busy!r} is not one of {', '.join(map(repr, IF_BUSY))}: pass "
-                "'raise' to get SessionBusyError when another writer holds the session, or "
-                "'fork' to continue in a fork of its saved state"
-            )
-        pipeline = _pipeline(context_config)
+        pipeline = context_pipeline(context_config)
         config = pipeline.config
-        _check_model(model, "model")
-        window = _model_window(model, config)
-        if window is not None and config.context_window is None:
-            config.check_window(window)  # the config's own window was checked when it was built
-        if summary_model is not None:
-            _check_model(summary_model, "summary_model")
-        if summary_model is model and isinstance(model, ScriptedModel):
-            raise ConfigError(
-                "model and summary_model are the same ScriptedModel, so summary requests would "
-                "play the agent's script: pass a separate ScriptedModel as summary_model, or "
-                "leave summary_model out for extractive summaries"
-            )
-        if summary_model is None and isinstance(model, ScriptedModel):
-            # INFO, not WARNING: a ScriptedModel is for tests and demos, where this is the
-            # expected set-up, and the rule is documented.
-            logger.info(
-                "model is a ScriptedModel and no summary_model was given: summaries will be "
-                "extractive, so that summary requests do not play the agent's script; pass "
-                "summary_model=ScriptedModel(...) for model-written summaries"
-            )
+        window = check_settings(model, summary_model, max_steps, if_busy, config)
         _check_offloader(offloader)
         self.name = name
         self.model = model
         self.system_prompt = system_prompt
-        self.tools = _checked_tools(tools)
-        if (
-            include_retrieval_tool
-            and isinstance(offloader, ReferenceReader)
-            and RETRIEVAL_TOOL_NAME not in self.tools
-        ):
-            retrieve = retrieval_tool(offloader, max_output_chars=reader_output_chars(config))
-            self.tools[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)
-        if include_pin_tool:
-            self._add_context_tool(pin_context_tool(self._pin_from_tool))
+        context_tools = [pin_context_tool(self._pin_from_tool)] if include_pin_tool else []
         if include_compact_tool:
-            self._add_context_tool(compact_context_tool(self._compact_from_tool))
-        _check_reader_names(config.reader_tools, self.tools)
+            context_tools.append(compact_context_tool(self._compact_from_tool))
+        self.tools = agent_tools(
+            tools,
+            offloader,
+            config,
+            include_retrieval_tool=include_retrieval_tool,
+            context_tools=context_tools,
+        )
         self.offloader = offloader
         self.max_steps = max_steps
         self.session_id = validate_session_id(session_id or f"{uuid.uuid4().hex[:12]}")
-        summarizer: ChatModel | None = summary_model
-        if summarizer is None and not isinstance(model, ScriptedModel):
-            summarizer = model
-        self.compressor = Compressor(
+        self.compressor = agent_compressor(
             config,
-            model=summarizer,
-            offloader=offloader,
-            session_id=self.session_id,
-            counter=counter
-            if counter is not None
-            else get_token_counter(getattr(model, "model_name", None)),
-            # Never None, so the compressor never asks a model without one for its window.
-            context_window=window if window is not None else config.context_window,
+            model,
+            summary_model,
+            offloader,
+            self.session_id,
+            counter=counter,
+            window=window,
             on_event=on_event,
-            reader_tools=_reader_tools(self.tools),
-            # A tool of the user's called `Read` reads their files, not offloaded content:
-            # its results are cut and stored like any other's.
-            reader_names=[name for name, tool in self.tools.items() if tool.is_reader],
+            tools=self.tools,
         )
         self.context_pipeline = pipeline
         self._pipeline = pipeline.bind(self.compressor)
+        self._state = SavedState(offloader)
         self._record = SessionRecorder(
-            offloader, self.session_id, on_event=on_event, prepare=self._without_payloads
+            offloader, self.session_id, on_event=on_event, prepare=self._state.moved_out
         )
         # The part of the window each message of the last call was counted in (window_parts).
         self._parts_known: dict[str, tuple[Msg, str]] = {}
@@ -259,10 +217,6 @@ class Agent:
         self.steps: list[StepRecord] = []
         self._restored = session_id is None
         self._lock = asyncio.Lock()
-        # Inline payloads already stored for state.json, by the identity of their base64
-        # string (messages are never mutated), so each image is decoded and hashed once per
-        # session rather than at every step. The string is kept to pin its identity.
-        self._stored_payloads: dict[int, tuple[str, DataBlock]] = {}
         self.if_busy = if_busy
         self._lease: SessionLease | None = None
         # For a sub-agent: the parent's session, agent, step and tool call (`as_tool`).
@@ -284,14 +238,6 @@ class Agent:
             "include_compact_tool": include_compact_tool,
             "if_busy": if_busy,
         }
-
-    def _add_context_tool(self, tool: Tool) -> None:
-        if tool.name in self.tools:
-            raise ConfigError(
-                f"a tool named {tool.name!r} was given and include_{tool.name.split('_')[0]}"
-                "_tool=True asks for ctxoffload's: rename yours, or leave the option off"
-            )
-        self.tools[tool.name] = tool
 
     def _keeps_whole(self, tool_name: str) -> bool:
         """Whether a tool's results skip the post_tool managers: the reader tools' (reading
@@ -334,21 +280,7 @@ class Agent:
         """
         async with self._working():
             await self._record.start(self)
-            user = (
-                user_input if isinstance(user_input, Msg) else Msg(role="user", content=user_input)
-            )
-            if too_deep(user, STORE_DEPTH):
-                # Refused before it enters the context, where it could be neither stored,
-                # counted nor sent.
-                raise InvalidContent(
-                    f"user_input is nested deeper than {STORE_DEPTH} levels (or contains "
-                    "itself): flatten it, or pass deeply nested data as JSON text"
-                )
-            if any(m.id == user.id for m in self.messages):
-                # The same Msg passed again (a fixed "continue" prompt): a message is known by
-                # its id, and one the model has seen is never fresh, so this request would
-                # not be either. It enters the context as a new message.
-                user = user.model_copy(update={"id": uuid.uuid4().hex})
+            user = checked_request(user_input, self.messages)
             self.messages.append(user)
             await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
@@ -366,28 +298,7 @@ class Agent:
                 if not calls:
                     await self._save_state()
                     return reply
-                try:
-                    results = await self._run_tools(calls)
-                    processed = await asyncio.gather(
-                        *(
-                            _unchanged(r)
-                            if self._keeps_whole(r.name)
-                            else self._pipeline.post_tool(
-                                r, messages=self.messages, tools=self.tool_schemas
-                            )
-                            for r in results
-                        )
-                    )
-                except BaseException as stopped:
-                    await self._answer_unfinished(calls, stopped)
-                    raise
-                record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
-                results_msg = Msg(role="tool", content=list(processed), name=self.name)
-                self.messages.append(results_msg)
-                if any(c.name == PIN_TOOL_NAME for c in calls):
-                    results_msg = await self._pin_with_results(reply)
-                await self._record.messages([results_msg], is_context=False)
-                await self._save_state()
+                await self._run_calls(reply, record)
                 logger.debug("step %d: %d tool calls", step, len(calls))
             stop = Msg(
                 role="assistant",
@@ -401,6 +312,33 @@ class Agent:
             await self._record.messages(self.messages)
             await self._save_state()
             return stop
+
+    async def _run_calls(self, reply: Msg, record: StepRecord) -> None:
+        """Run the calls of `reply` and put their results in the context, each through the
+        post_tool managers unless it stays whole (`_keeps_whole`); record and save them."""
+        calls = reply.tool_calls
+        try:
+            results = await run_in_order(calls, self._run_tool)
+            processed = await asyncio.gather(
+                *(
+                    _unchanged(r)
+                    if self._keeps_whole(r.name)
+                    else self._pipeline.post_tool(
+                        r, messages=self.messages, tools=self.tool_schemas
+                    )
+                    for r in results
+                )
+            )
+        except BaseException as stopped:
+            await self._answer_unfinished(calls, stopped)
+            raise
+        record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
+        results_msg = Msg(role="tool", content=list(processed), name=self.name)
+        self.messages.append(results_msg)
+        if any(c.name == PIN_TOOL_NAME for c in calls):
+            results_msg = await pin_with_results(self._pipeline, self, reply)
+        await self._record.messages([results_msg], is_context=False)
+        await self._save_state()
 
     async def _pre_llm(self, **options: Any) -> CompressionResult:
         """The pipeline's `pre_llm` on the context. A request it refuses as over the window
@@ -421,22 +359,7 @@ class Agent:
         not be processed): a call left without a result makes every later request to the
         model invalid, so the next `reply` could never be answered. The results are recorded
         and saved unless the interpreter is stopping."""
-        results = Msg(
-            role="tool",
-            name=self.name,
-            content=[
-                ToolResultBlock(
-                    id=call.id,
-                    name=call.name,
-                    output=(
-                        f"Error: the reply stopped ({type(stopped).__name__}) before this "
-                        "call's result was kept; call the tool again if you still need it"
-                    ),
-                    is_error=True,
-                )
-                for call in calls
-            ],
-        )
+        results = unfinished_results(calls, stopped, self.name)
         self.messages.append(results)
         if isinstance(stopped, (Exception, asyncio.CancelledError)):
             with contextlib.suppress(Exception):
@@ -482,7 +405,7 @@ class Agent:
             self.compressor.tracker.anchor(response.usage.input_tokens, self.messages)
         if response.message.name is None:
             response.message.name = self.name
-        response.message = _bounded(response.message)
+        response.message = bounded(response.message)
         await self._record.messages([response.message], is_context=False)
         return response
 
@@ -514,32 +437,6 @@ class Agent:
             record.step, sent, tokens, started, response=response, **shape
         )
         return response
-
-    async def _run_tools(self, calls: Sequence[ToolCallBlock]) -> list[ToolResultBlock]:
-        """Run a step's calls at once, except the context tools (`pin_context`,
-        `compact_context`): those run one after another, every pin before any compaction.
-
-        They are the only writers of the context while a step runs. Run at once, a compaction
-        would work on the context as it was before a pin beside it and then put its result
-        over the pin's (the model told "Pinned", the message gone); pins first, so a message
-        pinned in the step stays whatever the compaction moves, in either order of the calls.
-        """
-        results: list[ToolResultBlock | None] = [None] * len(calls)
-        context_calls = sorted(
-            (i for i, c in enumerate(calls) if c.name in CONTEXT_TOOL_NAMES),
-            key=lambda i: calls[i].name != PIN_TOOL_NAME,
-        )
-
-        async def run(index: int) -> None:
-            results[index] = await self._run_tool(calls[index])
-
-        async def edit_context() -> None:
-            for index in context_calls:
-                await run(index)
-
-        others = (run(i) for i in range(len(calls)) if i not in context_calls)
-        await asyncio.gather(edit_context(), *others)
-        return [r for r in results if r is not None]
 
     async def _run_tool(self, call: Any) -> ToolResultBlock:
         started = time.monotonic()
@@ -759,16 +656,7 @@ class Agent:
 
     async def _compact_from_tool(self, instructions: str | None) -> str:
         """What `compact_context` answers."""
-        result = await self._compact(instructions)
-        if not result.compressed:
-            return f"Nothing was compacted: {result.reason}."
-        where = f" into {result.reference}" if result.reference else ""
-        span = f" (lines {result.spans_text()})" if result.spans else ""
-        return (
-            f"Compacted: {result.reason}; {result.compressed_messages} messages moved{where}"
-            f"{span}; the context went from {result.tokens_before:,} to "
-            f"{result.tokens_after:,} tokens."
-        )
+        return compact_answer(await self._compact(instructions))
 
     # -- pins -------------------------------------------------------------------------------
 
@@ -823,265 +711,33 @@ class Agent:
         await self._save_state()
 
     async def _pin_from_tool(self, message_id: str | None, text: str | None) -> str:
-        """What `pin_context` answers; a `PinError` becomes the tool's error result."""
-        if (message_id is None) == (text is None):
-            raise PinError(
-                "pin_context takes message_id or text: give the id of one of your tool calls, "
-                "or the text to keep"
-            )
-        if message_id is not None:
-            answer = f"Pinned {message_id}: it stays in your context whatever is compacted."
-            named = self._pipeline.message_named(message_id, self.messages)
-            if named.tool_calls and named.id == self.messages[-1].id:
-                # A call of this step: its results, which the pin keeps too, are not in the
-                # context yet, so its share is measured once they are (`_pin_with_results`).
-                return answer
-            await self._pin(message_id, by="agent")
-            return answer
-        assert text is not None
-        # The text is pinned as this call's result once the results message exists; its
-        # share is checked now, so a refusal reaches the model as this call's error.
-        window = self._pipeline.window
-        ratio = self.context_config.pin_ratio
-        after = self._pipeline.pinned_tokens(self.messages) + self.compressor.counter.count_text(
-            text
+        """What `pin_context` answers (`pin_answer`)."""
+        return await pin_answer(
+            self._pipeline, self, message_id, text, pin=lambda target: self._pin(target, by="agent")
         )
-        if window is not None and after > ratio * window:
-            raise PinError(
-                f"pinning this text would bring the pins to {after:,} tokens, "
-                f"{after / window:.0%} of the {window:,}-token window, over pin_ratio {ratio}: "
-                "pin a shorter text (the few lines that matter)"
-            )
-        return f"Pinned; this text stays in your context whatever is compacted:\n{text}"
-
-    async def _pin_with_results(self, reply: Msg) -> Msg:
-        """Make the pins of a step that wait for its results, now the last message: each
-        `pin_context(text=...)` (the text is its result) and `pin_context(message_id=...)` of
-        a call of `reply`, this step's.
-
-        Each is measured with the results in the context, so a big result of the step counts
-        against `pin_ratio`; one over the share is refused, and its answer becomes the
-        refusal (a `PinError`), so the model is never told "Pinned" about a pin that was not
-        made. Returns the results message as it now is.
-        """
-        for index, call in enumerate(reply.tool_calls):
-            results = self.messages[-1]
-            answer = results.tool_results[index]
-            if call.name != PIN_TOOL_NAME or answer.is_error:
-                continue
-            message_id = call.input.get("message_id")
-            try:
-                if message_id is None:
-                    target = results.id
-                else:
-                    target = str(message_id)
-                    named = self._pipeline.message_named(target, self.messages)
-                    if named.id != reply.id or is_pinned(named):
-                        continue  # pinned when the tool ran
-                self.messages = await self._pipeline.pin(target, self.messages, by="agent")
-            except PinError as refused:
-                refusal = answer.model_copy(
-                    update={"output": f"Error: PinError: {refused}", "is_error": True}
-                )
-                answers = list(results.tool_results)
-                answers[index] = refusal
-                self.messages[-1] = results.model_copy(update={"content": answers})
-        return self.messages[-1]
 
     # -- resumable sessions -----------------------------------------------------------------
 
     async def _save_state(self) -> None:
         """Save the live context as state.json, when the offloader is a `StateStore`."""
-        store = self.offloader
-        if not isinstance(store, StateStore):
-            return
-        try:
-            messages: list[Any] = []
-            for i, msg in enumerate(self.messages):
-                # One message that cannot be stored must not cost the state of all the others:
-                # it is saved as a stand-in that holds its text form (see storable_message).
-                value, problem = storable_message(
-                    await self._without_payloads(msg), None, where=f"messages[{i}]"
-                )
-                if problem is not None:
-                    logger.warning("state.json holds a stand-in for a message: %s", problem)
-                messages.append(value)
-            await store.write_state(
-                self.session_id,
-                {
-                    "session_id": self.session_id,
-                    "agent": self.name,
-                    "model": getattr(self.model, "model_name", type(self.model).__name__),
-                    "steps": len(self.steps),
-                    "context_tokens": self.context_tokens(),
-                    "messages": messages,
-                },
-            )
-        except Exception as exc:
-            logger.warning("could not save the state of session %s: %s", self.session_id, exc)
-
-    async def _without_payloads(self, msg: Msg) -> Msg:
-        """The message with inline base64 replaced by data/ references (for state.json)."""
-        if isinstance(msg.content, str) or self.offloader is None:
-            return msg
-        changed = False
-        content: list[Any] = []
-        for block in msg.content:
-            if isinstance(block, DataBlock) and isinstance(block.source, Base64Source):
-                block = await self._stored(block)
-                changed = True
-            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
-                parts = []
-                for part in block.output:
-                    if isinstance(part, DataBlock) and isinstance(part.source, Base64Source):
-                        part = await self._stored(part)
-                        changed = True
-                    parts.append(part)
-                block = block.model_copy(update={"output": parts})
-            content.append(block)
-        return msg.model_copy(update={"content": content}) if changed else msg
-
-    async def _stored(self, block: DataBlock) -> DataBlock:
-        assert isinstance(block.source, Base64Source) and self.offloader is not None
-        data = block.source.data
-        known = self._stored_payloads.get(id(data))
-        if known is not None and known[0] is data:
-            return known[1].model_copy(update={"name": block.name})
-        try:
-            stored: DataBlock = await self.offloader.offload_data_block(block)
-        except InvalidContent as exc:
-            # Not base64 in any spelling: state.json keeps the block inline, as it was given.
-            logger.warning("kept an inline payload in state.json: %s", exc)
-            stored = block
-        self._stored_payloads[id(data)] = (data, stored)
-        return stored
+        await self._state.save(
+            self.session_id,
+            self.messages,
+            lambda: {
+                "agent": self.name,
+                "model": getattr(self.model, "model_name", type(self.model).__name__),
+                "steps": len(self.steps),
+                "context_tokens": self.context_tokens(),
+            },
+        )
 
     async def _restore(self) -> None:
         if self._restored:
             return
         self._restored = True
-        store = self.offloader
-        if not isinstance(store, StateStore):
-            return
-        state = await store.read_state(self.session_id)
-        if not state:
-            return
-        messages = [Msg.model_validate(m) for m in state.get("messages", [])]
-        messages = [m for m in messages if m.role != "system"]
-        self.messages = self._initial_messages() + [await self._with_payloads(m) for m in messages]
-        # Counted as the record's session_start counts them: the system prompt is this
-        # agent's own, not restored.
-        logger.info(
-            "resumed session %s from its saved state: %d messages restored; pass another "
-            "session_id to start afresh",
-            self.session_id,
-            len(messages),
-        )
-
-    async def _with_payloads(self, msg: Msg) -> Msg:
-        """Inline again the data/ payloads that `_without_payloads` replaced."""
-        reader = self.offloader
-        if not isinstance(reader, ReferenceReader) or isinstance(msg.content, str):
-            return msg
-
-        async def inline(block: DataBlock) -> DataBlock:
-            if not isinstance(block.source, URLSource) or block.source.media_type is None:
-                return block
-            try:
-                raw = await reader.read_reference(block.source.url)
-            except InvalidReference:
-                return block
-            source = Base64Source(
-                media_type=block.source.media_type, data=base64.b64encode(raw).decode()
-            )
-            return block.model_copy(update={"source": source})
-
-        content: list[Any] = []
-        for block in msg.content:
-            if isinstance(block, DataBlock):
-                block = await inline(block)
-            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
-                parts = [await inline(p) if isinstance(p, DataBlock) else p for p in block.output]
-                block = block.model_copy(update={"output": parts})
-            content.append(block)
-        return msg.model_copy(update={"content": content})
-
-
-def _bounded(reply: Msg) -> Msg:
-    """`reply` with the arguments of each call nested deeper than `MAX_DEPTH` kept as text.
-
-    Such arguments could be neither stored nor sent back, and every later save and
-    compression would fail on them. As JSON text under `_raw_arguments` (the form that
-    arguments a model spelled wrongly take) they are kept whole, go back to the model as it
-    sent them, and the tool answers with an error instead of running.
-    """
-    if isinstance(reply.content, str) or not any(
-        too_deep(c.input, MAX_DEPTH) for c in reply.tool_calls
-    ):
-        return reply
-    content = [
-        ToolCallBlock(id=b.id, name=b.name, input={"_raw_arguments": text_form(b.input)})
-        if isinstance(b, ToolCallBlock) and too_deep(b.input, MAX_DEPTH)
-        else b
-        for b in reply.content
-    ]
-    return reply.model_copy(update={"content": content})
-
-
-# -- construction checks ---------------------------------------------------------------------
-
-
-def _pipeline(given: ContextConfig | ContextPipeline | None) -> ContextPipeline:
-    """The pipeline the agent runs: the one given, or the one a `ContextConfig` stands for."""
-    if given is None or isinstance(given, ContextConfig):
-        return ContextPipeline.from_config(given)
-    if isinstance(given, ContextPipeline):
-        return given
-    raise ConfigError(
-        f"context_config is a {type(given).__name__}: give a ContextConfig or a ContextPipeline "
-        "(ContextPipeline.from_json_file(path) loads a template)"
-    )
-
-
-def _check_model(model: Any, what: str) -> None:
-    if model is None:
-        raise ConfigError(
-            f"{what} is None: pass a chat model, for example OpenAIChatModel('gpt-4o-mini') "
-            "or ScriptedModel([...])"
-        )
-    generate = getattr(model, "generate", None)
-    if not callable(generate):
-        raise ConfigError(
-            f"{what} {type(model).__name__} has no generate method: pass a ChatModel, an "
-            "object with 'async def generate(self, messages, *, tools=None, "
-            "response_schema=None)'"
-        )
-    if not inspect.iscoroutinefunction(generate):
-        raise ConfigError(
-            f"{what}: {type(model).__name__}.generate is not async: define it with 'async def "
-            "generate(...)' (the agent awaits it)"
-        )
-
-
-def _model_window(model: Any, config: ContextConfig) -> int | None:
-    """The model's window when it reports a usable one; a ConfigError when none is known."""
-    window = getattr(model, "context_window", None)
-    if window is not None and (
-        isinstance(window, bool) or not isinstance(window, int) or window < 1
-    ):
-        if config.context_window is not None:
-            return None  # the config's window is used; the model's is never read
-        raise ConfigError(
-            f"model {type(model).__name__} reports context_window {window!r}, not a positive "
-            "number of tokens: give the model its real window, or pass "
-            "ContextConfig(context_window=...)"
-        )
-    if window is None and config.context_window is None:
-        raise ConfigError(
-            f"model {type(model).__name__} has no context_window and the config sets none: "
-            "pass ContextConfig(context_window=...) with the model's window in tokens"
-        )
-    return window
+        messages = await self._state.restore(self.session_id)
+        if messages is not None:
+            self.messages = self._initial_messages() + messages
 
 
 _OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
@@ -1112,61 +768,5 @@ def _check_offloader(offloader: object) -> None:
             )
 
 
-def reader_output_chars(config: ContextConfig) -> int:
-    """The answer cap of the retrieval tool an `Agent` registers: about `tool_result_limit`.
-
-    Three characters a token (dense text and code run three to four), between 1,000 and
-    20,000 characters, so a read-back stays within what a tool result may hold.
-    """
-    return max(1_000, min(20_000, config.tool_result_limit * 3))
-
-
 async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:
     return result
-
-
-def _reader_tools(tools: dict[str, Tool]) -> ReaderTools | None:
-    """The names notices should give: the reader tools registered, by what they do."""
-    readers = {name for name, tool in tools.items() if tool.is_reader}
-    found = ReaderTools(
-        read="Read" if "Read" in readers else None,
-        grep="Grep" if "Grep" in readers else None,
-        retrieve=RETRIEVAL_TOOL_NAME if RETRIEVAL_TOOL_NAME in readers else None,
-    )
-    return found if found.known else None
-
-
-def _check_reader_names(readers: ReaderTools | None, tools: dict[str, Tool]) -> None:
-    """Refuse `ContextConfig.reader_tools` naming a tool the agent does not have: every
-    notice would tell the model to call it."""
-    if readers is None:
-        return
-    for role in ("read", "grep", "retrieve"):
-        name = getattr(readers, role)
-        if name is not None and name not in tools:
-            have = ", ".join(tools) or "none"
-            raise ConfigError(
-                f"ContextConfig.reader_tools {role}={name!r} is not one of the agent's tools "
-                f"({have}): notices would tell the model to call a tool it does not have; "
-                "register that tool, or leave reader_tools unset (the agent names the reader "
-                "tools it has)"
-            )
-
-
-def _checked_tools(tools: Any) -> dict[str, Tool]:
-    if callable(tools) or isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-        kind = "function" if inspect.isroutine(tools) else type(tools).__name__
-        raise ConfigError(
-            f"tools is a {kind}, not a list: pass tools=[fetch_logs, ...] (plain functions or "
-            "Tool objects)"
-        )
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, Tool) and not callable(tool):
-            raise ConfigError(
-                f"tools[{i}] is a {type(tool).__name__} ({tool!r}), not a function: pass plain "
-                "functions (sync or async) or Tool objects"
-            )
-    try:
-        return as_tools(tools)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None

@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE
+from .._tokens.tracker import kept_entries, outgrown
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text, tagged
-from ..tokens import TokenCounter, kept_entries, outgrown
+from ..tokens import TokenCounter
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._disk.ids import tool_file_stem, validate_session_id
-from .._disk.jsonl import JsonlAppender, dumps_line, lines_and_keys
+from .._disk.jsonl import JsonlAppender
 from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
@@ -62,6 +62,7 @@ from .._disk.read import (
     reference_text,
     take_lines,
 )
+from .._disk.rows import dumps_line, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError

@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 from .._disk.batch import new_rows
 from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
-from .._disk.jsonl import dumps_line, index_keys, lines_and_keys
 from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
@@ -40,6 +39,7 @@ from .._disk.payloads import (
     tool_output_of,
 )
 from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.rows import dumps_line, index_keys, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError

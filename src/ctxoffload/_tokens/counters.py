@@ -1,0 +1,319 @@
+"""The token counters: exact counts from rs-bpe or tiktoken (`TiktokenCounter`), characters
+for a heuristic (`HeuristicCounter`), and `get_token_counter`, which picks one for a model."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import TokenizerUnavailable
+from .costs import (
+    DEFAULT_DATA_BLOCK_TOKENS,
+    REPLY_PRIMING_TOKENS,
+    TokenCounter,
+    dumps_json,
+    message_tokens,
+)
+from .encodings import encoding_for_model, load_encoding
+
+if TYPE_CHECKING:
+    import tiktoken
+
+    from ..messages import Msg
+
+__all__ = ["RUN_PIECE_CHARS", "HeuristicCounter", "TiktokenCounter", "get_token_counter"]
+
+# The logger of the public module: where users already look for (and tune) these warnings.
+logger = logging.getLogger("ctxoffload.tokens")
+
+
+RUN_PIECE_CHARS = 2048
+"""A run of one character class (whitespace, or anything else) this long or longer is counted
+in pieces of this many characters (see `TiktokenCounter.count_text`): linear time, measured
+2.9x the time of ordinary text of the same size, where counting it whole grew faster than its
+length, and for whitespace overflowed tiktoken's stack (about a megabyte of spaces)."""
+
+# The one rule for every run class: a run of RUN_PIECE_CHARS characters that are all
+# whitespace, or all not, matched only from its start (the look-behind makes every position
+# inside a run fail at once), so finding them is linear too. Python's \s is a superset of the
+# Rust regex's (it adds \x1c-\x1f), so every run tiktoken's pre-tokenizer would backtrack over
+# is cut.
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{RUN_PIECE_CHARS},}}|(?<!\s)\s{{{RUN_PIECE_CHARS},}}")
+
+
+def _run_pieces(text: str) -> Iterator[str]:
+    """`text` in the pieces it is counted in, in order: each run of `RUN_PIECE_CHARS` or more
+    characters of one class (whitespace, or not whitespace) cut into pieces of that size, and
+    the text between such runs whole. Joined, the pieces are `text`."""
+    at = 0
+    for run in _LONG_RUN.finditer(text):
+        if run.start() > at:
+            yield text[at : run.start()]
+        for piece in range(run.start(), run.end(), RUN_PIECE_CHARS):
+            yield text[piece : min(piece + RUN_PIECE_CHARS, run.end())]
+        at = run.end()
+    if at < len(text):
+        yield text[at:]
+
+
+def _fast_tokenizer(encoding_name: str) -> Any:
+    """rs-bpe's tokenizer for `encoding_name`, or None when rs-bpe is not installed (a
+    platform without its wheel, and without the `fast` extra), does not know the encoding,
+    or fails to load (tiktoken is used then)."""
+    try:
+        from rs_bpe import openai as rs_openai
+    except ImportError:
+        return None
+    factory = {"o200k_base": "o200k_base", "cl100k_base": "cl100k_base"}.get(encoding_name)
+    if factory is None:
+        return None
+    try:
+        return getattr(rs_openai, factory)()
+    except Exception as exc:  # a broken install: say so once, and count with tiktoken
+        logger.warning("rs-bpe could not load %s (%s); counting with tiktoken", encoding_name, exc)
+        return None
+
+
+def _without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, as tiktoken replaces it."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class _CountCache:
+    """Token counts of long texts, least recently used dropped first.
+
+    Keyed by the text itself, so a hit is exact (a dict compares the whole key; the same
+    string object compares by identity, and Python caches a string's hash). Encoding a text
+    costs about 100x hashing it, so even a miss costs little extra. Bounded by the characters
+    of the keys held; the keys are mostly strings the messages already hold.
+    """
+
+    MIN_CHARS = 2_048
+
+    def __init__(self, max_chars: int = 64 << 20) -> None:
+        import collections
+        import threading
+
+        self._counts: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._chars = 0
+        self._max_chars = max_chars
+        self._lock = threading.Lock()  # one counter may serve several threads
+
+    def get(self, text: str) -> int | None:
+        with self._lock:
+            count = self._counts.get(text)
+            if count is not None:
+                self._counts.move_to_end(text)
+            return count
+
+    def put(self, text: str, count: int) -> None:
+        if len(text) > self._max_chars:
+            return
+        with self._lock:
+            if text in self._counts:
+                return
+            self._counts[text] = count
+            self._chars += len(text)
+            while self._chars > self._max_chars:
+                dropped, _ = self._counts.popitem(last=False)
+                self._chars -= len(dropped)
+
+
+class TiktokenCounter:
+    """Exact token counts from a tiktoken encoding loaded offline (see the module docstring).
+
+    Special-token strings such as `<|endoftext|>` in the text are counted as ordinary text,
+    which is how providers treat them in user content.
+
+    Where rs-bpe is installed (the Python binding of GitHub's `bpe` crate, which ships the
+    o200k and cl100k ranks in its wheel: a default dependency wherever it has a binary wheel,
+    else the `fast` extra), texts are counted by it instead: the same counts as tiktoken
+    (checked on every string of the corpus and on fuzzed text), about twice as fast, linear on
+    any input, and loaded in about 50 ms instead of several hundred. tiktoken is then loaded
+    only if asked for.
+
+    Args:
+        encoding_name: `o200k_base` (default) or `cl100k_base`.
+        bpe_dir: a directory searched first for the ranks file (tiktoken is then used).
+        data_block_tokens: cost of one image / audio / document block.
+        fast: True uses rs-bpe when it is installed; False always uses tiktoken; None (the
+            default) uses rs-bpe unless the environment sets `CTXOFFLOAD_FAST_COUNTER=0`.
+
+    Attributes:
+        source: where the ranks were read from (a path, or the rs-bpe wheel).
+
+    Raises:
+        TokenizerUnavailable: the encoding cannot be loaded without the network.
+    """
+
+    def __init__(
+        self,
+        encoding_name: str = "o200k_base",
+        *,
+        bpe_dir: str | os.PathLike[str] | None = None,
+        data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS,
+        fast: bool | None = None,
+    ) -> None:
+        wants_fast = bpe_dir is None and (
+            fast is True
+            or (fast is None and os.environ.get("CTXOFFLOAD_FAST_COUNTER", "").strip() != "0")
+        )
+        self._fast = _fast_tokenizer(encoding_name) if wants_fast else None
+        self._tiktoken: tiktoken.Encoding | None = None
+        if self._fast is None:
+            self._tiktoken, self.source = load_encoding(encoding_name, bpe_dir=bpe_dir)
+        else:
+            self.source = f"rs-bpe {encoding_name}"
+        self._counts = _CountCache()
+        self.name: str = encoding_name
+        self.is_exact: bool = True
+        self.data_block_tokens = data_block_tokens
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.name!r}, source={self.source!r})"
+
+    @property
+    def _encoding(self) -> tiktoken.Encoding:
+        """The tiktoken encoding, loaded on first use when rs-bpe counts."""
+        if self._tiktoken is None:
+            self._tiktoken, _ = load_encoding(self.name)
+        return self._tiktoken
+
+    @_encoding.setter
+    def _encoding(self, encoding: tiktoken.Encoding) -> None:
+        self._tiktoken = encoding
+
+    def _count(self, text: str) -> int:
+        if self._fast is None:
+            return len(self._encoding.encode_ordinary(text))
+        try:
+            return int(self._fast.count(text))
+        except UnicodeEncodeError:
+            # A lone surrogate: replaced, as tiktoken replaces it, then counted.
+            return int(self._fast.count(_without_surrogates(text)))
+
+    def count_text(self, text: str) -> int:
+        """Tokens in `text`.
+
+        Long texts are remembered (see `_CountCache`): a tool result is counted when it is
+        cut, and again by whoever adds up the context; the second time costs a lookup.
+        """
+        if not text:
+            return 0
+        if len(text) < _CountCache.MIN_CHARS:
+            return self._count(text)
+        known = self._counts.get(text)
+        if known is None:
+            known = self._count(text) if self._fast is not None else self._count_long(text)
+            self._counts.put(text, known)
+        return known
+
+    def _count_long(self, text: str) -> int:
+        """Tokens in a long text, in time linear in its size.
+
+        BPE on one unbroken run of characters (8 MB of `A`, a base64 blob, a DNA line) costs
+        tiktoken more than linear time: 10-19 s for 8 MB of one letter; and its pre-tokenizer
+        backtracks over a run of whitespace until, at about a megabyte of spaces, tabs, NBSP
+        or U+3000 (a padded report), its stack overflows: a `PanicException`, which
+        `except Exception` does not catch. (rs-bpe, when installed, is linear and counts the
+        whole text.) A run of `RUN_PIECE_CHARS` or more characters of one class, whitespace
+        or not, is therefore counted in pieces of that size, and the text around it exactly
+        (`_run_pieces`). A run's count may then differ from the exact one by a token or so
+        per piece (base64 of 300,000 random bytes: 272,865 against 272,772, 0.03%); text
+        without such a run is counted exactly.
+        """
+        encode = self._encoding.encode_ordinary
+        return sum(len(encode(piece)) for piece in _run_pieces(text))
+
+    def count_message(self, msg: Msg) -> int:
+        """Tokens `msg` costs in a context (see the module docstring for what counts)."""
+        return message_tokens(msg, self.count_text, self.count_text, self.data_block_tokens)
+
+    def count_messages(self, msgs: Sequence[Msg]) -> int:
+        """Tokens `msgs` cost, plus the reply priming when there is any message."""
+        if not msgs:
+            return 0
+        return sum(self.count_message(m) for m in msgs) + REPLY_PRIMING_TOKENS
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        """Tokens of the tool schemas, counted as their JSON."""
+        return self.count_text(dumps_json(list(tools))) if tools else 0
+
+
+class HeuristicCounter:
+    """Token estimates without a tokenizer: characters / 4 for text, / 2 for JSON.
+
+    JSON (tool call arguments, tool schemas) is denser in tokens than prose because of its
+    punctuation and short keys, hence the smaller divisor.
+
+    Args:
+        data_block_tokens: cost of one image / audio / document block.
+    """
+
+    def __init__(self, *, data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS) -> None:
+        self.name: str = "heuristic"
+        self.is_exact: bool = False
+        self.data_block_tokens = data_block_tokens
+
+    def __repr__(self) -> str:
+        return "HeuristicCounter()"
+
+    def count_text(self, text: str) -> int:
+        """ceil(characters / 4)."""
+        return math.ceil(len(text) / 4)
+
+    def count_json(self, text: str) -> int:
+        """ceil(characters / 2), for JSON text."""
+        return math.ceil(len(text) / 2)
+
+    def count_message(self, msg: Msg) -> int:
+        """Estimated tokens `msg` costs in a context (see the module docstring)."""
+        return message_tokens(msg, self.count_text, self.count_json, self.data_block_tokens)
+
+    def count_messages(self, msgs: Sequence[Msg]) -> int:
+        """Estimated tokens `msgs` cost, plus the reply priming when there is any message."""
+        if not msgs:
+            return 0
+        return sum(self.count_message(m) for m in msgs) + REPLY_PRIMING_TOKENS
+
+    def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        """ceil(characters / 2) of the tool schemas' JSON."""
+        return self.count_json(dumps_json(list(tools))) if tools else 0
+
+
+def get_token_counter(
+    model_name: str | None = None,
+    *,
+    exact: bool | None = None,
+    bpe_dir: str | os.PathLike[str] | None = None,
+    data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS,
+) -> TokenCounter:
+    """The token counter for a model, exact when its encoding loads offline.
+
+    Args:
+        model_name: the provider's model name; picks the encoding (see `encoding_for_model`).
+        exact: True requires an exact counter; False gives the heuristic; None (default)
+            tries the exact one and falls back to the heuristic with one logged warning.
+        bpe_dir: a directory searched first for `<encoding>.tiktoken[.gz]`.
+        data_block_tokens: cost of one image / audio / document block.
+
+    Returns:
+        A `TiktokenCounter` or a `HeuristicCounter`.
+
+    Raises:
+        TokenizerUnavailable: `exact=True` and no verified ranks file was found offline.
+    """
+    if exact is False:
+        return HeuristicCounter(data_block_tokens=data_block_tokens)
+    encoding_name = encoding_for_model(model_name)
+    try:
+        return TiktokenCounter(encoding_name, bpe_dir=bpe_dir, data_block_tokens=data_block_tokens)
+    except TokenizerUnavailable as exc:
+        if exact:
+            raise
+        logger.warning("%s. Counting tokens with the chars/4 heuristic instead.", exc)
+        return HeuristicCounter(data_block_tokens=data_block_tokens)

@@ -1,0 +1,158 @@
+"""The agent's saved state (state.json), and its inline payloads as data/ files: moved out
+of a message before it is recorded or saved, inlined again when a saved state is resumed.
+
+A base64 image in the context would otherwise be written whole into the session's record
+at every step and into every state.json; as a data/ reference it is stored once.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .._disk.payloads import storable_message
+from ..exceptions import InvalidContent, InvalidReference
+from ..messages import Base64Source, DataBlock, Msg, ToolResultBlock, URLSource
+from ..workspace import Offloader, ReferenceReader, StateStore
+
+__all__ = ["SavedState"]
+
+logger = logging.getLogger("ctxoffload")
+
+
+class SavedState:
+    """An agent's state.json in its offloader, when that is a `StateStore`, and the data/
+    files its inline payloads move to.
+
+    Args:
+        offloader: the agent's offloader; None keeps every payload inline and saves nothing.
+    """
+
+    def __init__(self, offloader: Offloader | None) -> None:
+        self.offloader = offloader
+        # Inline payloads already stored, by the identity of their base64 string (messages
+        # are never mutated), so each image is decoded and hashed once per session rather
+        # than at every step. The string is kept to pin its identity.
+        self._stored: dict[int, tuple[str, DataBlock]] = {}
+
+    async def moved_out(self, msg: Msg) -> Msg:
+        """The message with inline base64 replaced by data/ references."""
+        if isinstance(msg.content, str) or self.offloader is None:
+            return msg
+        changed = False
+        content: list[Any] = []
+        for block in msg.content:
+            if isinstance(block, DataBlock) and isinstance(block.source, Base64Source):
+                block = await self._store(block)
+                changed = True
+            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
+                parts = []
+                for part in block.output:
+                    if isinstance(part, DataBlock) and isinstance(part.source, Base64Source):
+                        part = await self._store(part)
+                        changed = True
+                    parts.append(part)
+                block = block.model_copy(update={"output": parts})
+            content.append(block)
+        return msg.model_copy(update={"content": content}) if changed else msg
+
+    async def _store(self, block: DataBlock) -> DataBlock:
+        assert isinstance(block.source, Base64Source) and self.offloader is not None
+        data = block.source.data
+        known = self._stored.get(id(data))
+        if known is not None and known[0] is data:
+            return known[1].model_copy(update={"name": block.name})
+        try:
+            stored: DataBlock = await self.offloader.offload_data_block(block)
+        except InvalidContent as exc:
+            # Not base64 in any spelling: state.json keeps the block inline, as it was given.
+            logger.warning("kept an inline payload in state.json: %s", exc)
+            stored = block
+        self._stored[id(data)] = (data, stored)
+        return stored
+
+    async def save(
+        self, session_id: str, messages: list[Msg], facts: Callable[[], dict[str, Any]]
+    ) -> None:
+        """Save `messages` as the state of `session_id`, with `facts` about the agent (its
+        name, model, steps, tokens). A failure is logged, never raised: the agent goes on
+        without a fresh state."""
+        store = self.offloader
+        if not isinstance(store, StateStore):
+            return
+        try:
+            saved = await self._saved_messages(messages)
+            await store.write_state(
+                session_id, {"session_id": session_id, **facts(), "messages": saved}
+            )
+        except Exception as exc:
+            logger.warning("could not save the state of session %s: %s", session_id, exc)
+
+    async def restore(self, session_id: str) -> list[Msg] | None:
+        """The messages of the state saved for `session_id` but its system prompt (the
+        agent's own), their payloads inlined; None when nothing is saved."""
+        store = self.offloader
+        if not isinstance(store, StateStore):
+            return None
+        state = await store.read_state(session_id)
+        if not state:
+            return None
+        messages = await self._restored_messages(state)
+        # Counted as the record's session_start counts them: the system prompt is this
+        # agent's own, not restored.
+        logger.info(
+            "resumed session %s from its saved state: %d messages restored; pass another "
+            "session_id to start afresh",
+            session_id,
+            len(messages),
+        )
+        return messages
+
+    async def _saved_messages(self, messages: list[Msg]) -> list[Any]:
+        """`messages` as state.json holds them: payloads moved out, each message's JSON."""
+        saved: list[Any] = []
+        for i, msg in enumerate(messages):
+            # One message that cannot be stored must not cost the state of all the others:
+            # it is saved as a stand-in that holds its text form (see storable_message).
+            value, problem = storable_message(
+                await self.moved_out(msg), None, where=f"messages[{i}]"
+            )
+            if problem is not None:
+                logger.warning("state.json holds a stand-in for a message: %s", problem)
+            saved.append(value)
+        return saved
+
+    async def _restored_messages(self, state: dict[str, Any]) -> list[Msg]:
+        """The messages of a saved state but its system prompt, their payloads inlined."""
+        messages = [Msg.model_validate(m) for m in state.get("messages", [])]
+        return [await self.inlined(m) for m in messages if m.role != "system"]
+
+    async def inlined(self, msg: Msg) -> Msg:
+        """Inline again the data/ payloads that `moved_out` replaced."""
+        reader = self.offloader
+        if not isinstance(reader, ReferenceReader) or isinstance(msg.content, str):
+            return msg
+
+        async def inline(block: DataBlock) -> DataBlock:
+            if not isinstance(block.source, URLSource) or block.source.media_type is None:
+                return block
+            try:
+                raw = await reader.read_reference(block.source.url)
+            except InvalidReference:
+                return block
+            source = Base64Source(
+                media_type=block.source.media_type, data=base64.b64encode(raw).decode()
+            )
+            return block.model_copy(update={"source": source})
+
+        content: list[Any] = []
+        for block in msg.content:
+            if isinstance(block, DataBlock):
+                block = await inline(block)
+            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
+                parts = [await inline(p) if isinstance(p, DataBlock) else p for p in block.output]
+                block = block.model_copy(update={"output": parts})
+            content.append(block)
+        return msg.model_copy(update={"content": content})
