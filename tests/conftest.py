@@ -15,6 +15,7 @@ from hypothesis import settings
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace
 from ctxoffload.workspace import Workspace
+from s3_server import s3  # noqa: F401  (the fixture: an S3 API on loopback, for every folder)
 
 # No wall-clock limit on any example: the suite runs on more workers than cores, and a slow
 # moment on a busy machine is not a failure.

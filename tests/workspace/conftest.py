@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from s3_server import s3
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from s3_server import s3
 
 __all__ = ["any_workspace", "make_workspace", "s3"]
 
