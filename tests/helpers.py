@@ -333,6 +333,22 @@ def ctrl_c_reaches_children() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def snapshot_tree(root: str | os.PathLike[str]) -> dict[str, bytes | None]:
+    """Every path under `root` (relative), with file contents; directories map to None: taken
+    before and after, it shows that something wrote nothing there."""
+    tree: dict[str, bytes | None] = {}
+    if not os.path.exists(root):
+        return tree
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            tree[os.path.relpath(os.path.join(dirpath, name), root)] = None
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                tree[os.path.relpath(path, root)] = f.read()
+    return tree
+
+
 def makes_unnamed_files(folder: str | os.PathLike[str]) -> bool:
     """Whether files with no name can be made in `folder` (Linux's `O_TMPFILE`, on a file
     system that has it), as the workspace makes tool results there; elsewhere it uses a
