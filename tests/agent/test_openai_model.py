@@ -29,9 +29,9 @@ from ctxoffload import (
     Usage,
     to_openai,
 )
+from ctxoffload.agent import OpenAIChatModel
 from ctxoffload.agent._openai_model import (
     DEFAULT_CONTEXT_WINDOW,
-    OpenAIChatModel,
     is_context_overflow,
     known_context_window,
 )
