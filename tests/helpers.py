@@ -54,6 +54,41 @@ def call(call_id: str, name: str, **args: Any) -> Msg:
     return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
 
 
+# Two tools for a scripted agent whose record a test reads: a big result (3000 lines, more than
+# a 300-token tool_result_limit, so it is offloaded) and a tool that fails. Their docstrings are
+# the descriptions the agent records.
+def fetch_log(log: str) -> str:
+    """Fetch a log file.
+
+    Args:
+        log: which log.
+    """
+    return "\n".join(f"{i:05d} INFO request served in {i % 97} ms" for i in range(3000)) + log
+
+
+def explode(reason: str) -> str:
+    """Fail on purpose.
+
+    Args:
+        reason: why.
+    """
+    raise RuntimeError(f"boom: {reason}")
+
+
+def tokenized_ids(counter: Any, monkeypatch: Any) -> list[str]:
+    """The ids of the messages `counter` tokenizes from now on, in order (it still counts them):
+    how a test sees which messages a count cost, and that a second count costs none."""
+    tokenized: list[str] = []
+    count_message = counter.count_message
+
+    def spy(msg: Msg) -> int:
+        tokenized.append(msg.id)
+        return count_message(msg)
+
+    monkeypatch.setattr(counter, "count_message", spy)
+    return tokenized
+
+
 class OffloaderOnly:
     """A custom offloader with only the three `Offloader` methods (no event log, no state, no
     read-back), storing through a real `LocalWorkspace`."""
