@@ -21,13 +21,18 @@ from typing import IO, Any
 
 from ctxoffload import (
     Base64Source,
+    Compressor,
+    ContextConfig,
+    ContextPipeline,
     DataBlock,
     LocalWorkspace,
     Msg,
     Summary,
     ToolCallBlock,
     ToolResultBlock,
+    get_token_counter,
 )
+from ctxoffload.compression import PipelineRun
 
 
 def summary_reply(mark: str) -> dict[str, str]:
@@ -87,6 +92,40 @@ def tokenized_ids(counter: Any, monkeypatch: Any) -> list[str]:
 
     monkeypatch.setattr(counter, "count_message", spy)
     return tokenized
+
+
+def pipeline_run(
+    offloader: Any,
+    *managers: Any,
+    window: int,
+    model: Any = None,
+    post: tuple[Any, ...] = (),
+    **config: Any,
+) -> PipelineRun:
+    """A `ContextPipeline` of these pre-LLM managers (and `post` post-tool ones) in a window of
+    `window` tokens, bound to a `Compressor` of session `s1` on `offloader` that counts fast."""
+    pipeline = ContextPipeline(
+        pre_llm=managers, post_tool=post, config=ContextConfig(context_window=window, **config)
+    )
+    compressor = Compressor(
+        pipeline.config,
+        model=model,
+        offloader=offloader,
+        session_id="s1",
+        counter=get_token_counter(exact=False),
+    )
+    return pipeline.bind(compressor)
+
+
+def probe_turn(i: int, output: str | None = None) -> list[Msg]:
+    """Step `i` of an agent: its call of the tool `probe` and the result (`result i`)."""
+    return [
+        Msg(role="assistant", content=[ToolCallBlock(id=f"c{i}", name="probe", input={"i": i})]),
+        Msg(
+            role="tool",
+            content=[ToolResultBlock(id=f"c{i}", name="probe", output=output or f"result {i}")],
+        ),
+    ]
 
 
 class OffloaderOnly:
