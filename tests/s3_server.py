@@ -33,6 +33,17 @@ SECRET_KEY = "ctxoffload-test-secret-do-not-print"
 REGION = "us-east-1"
 
 
+def workspace_kwargs_at(endpoint_url: str) -> dict[str, Any]:
+    """The keyword arguments that point an ObjectStoreWorkspace at `endpoint_url`, with the
+    test's region and credentials."""
+    return {
+        "endpoint_url": endpoint_url,
+        "region": REGION,
+        "access_key_id": ACCESS_KEY,
+        "secret_access_key": SECRET_KEY,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -118,12 +129,7 @@ class S3Server:
 
     def workspace_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that point an ObjectStoreWorkspace at this server."""
-        return {
-            "endpoint_url": self.endpoint_url,
-            "region": REGION,
-            "access_key_id": ACCESS_KEY,
-            "secret_access_key": SECRET_KEY,
-        }
+        return workspace_kwargs_at(self.endpoint_url)
 
 
 _conditional_put_lock = threading.Lock()
@@ -321,12 +327,7 @@ class CannedServer:
         return f"http://127.0.0.1:{self.port}"
 
     def workspace_kwargs(self) -> dict[str, Any]:
-        return {
-            "endpoint_url": self.endpoint_url,
-            "region": REGION,
-            "access_key_id": ACCESS_KEY,
-            "secret_access_key": SECRET_KEY,
-        }
+        return workspace_kwargs_at(self.endpoint_url)
 
     def stop(self) -> None:
         self._server.shutdown()
