@@ -80,6 +80,17 @@ def explode(reason: str) -> str:
     raise RuntimeError(f"boom: {reason}")
 
 
+# The tool of the compaction and pin tests: 60 words a call, so a few calls make a context
+# worth compacting.
+def probe(i: int) -> str:
+    """Probe one thing.
+
+    Args:
+        i: which.
+    """
+    return f"probe {i}: " + "word " * 60
+
+
 def tokenized_ids(counter: Any, monkeypatch: Any) -> list[str]:
     """The ids of the messages `counter` tokenizes from now on, in order (it still counts them):
     how a test sees which messages a count cost, and that a second count costs none."""
