@@ -15,6 +15,9 @@ from hypothesis import settings
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace
 from ctxoffload.workspace import Workspace
+from helpers import snapshot_tree
+from openai_server import OpenAIServer
+from s3_server import s3  # noqa: F401  (the fixture: an S3 API on loopback, for every folder)
 
 # No wall-clock limit on any example: the suite runs on more workers than cores, and a slow
 # moment on a busy machine is not a failure.
@@ -60,25 +63,18 @@ def workspace(request: pytest.FixtureRequest, workdir: Path) -> Workspace:
     return InMemoryWorkspace()
 
 
-def snapshot_tree(root: Path) -> dict[str, bytes | None]:
-    """Every path under `root` (relative), with file contents; directories map to None."""
-    tree: dict[str, bytes | None] = {}
-    if not root.exists():
-        return tree
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames:
-            tree[os.path.relpath(os.path.join(dirpath, name), root)] = None
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as f:
-                tree[os.path.relpath(path, root)] = f.read()
-    return tree
-
-
 @pytest.fixture
 def tree() -> Callable[[Path], dict[str, bytes | None]]:
     """`tree(root)`: a snapshot of every directory and file under `root`, to compare."""
     return snapshot_tree
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    """A scripted OpenAI-compatible server on 127.0.0.1 (tests/openai_server.py), stopped when
+    the test ends."""
+    with OpenAIServer() as running:
+        yield running
 
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]

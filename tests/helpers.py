@@ -21,13 +21,18 @@ from typing import IO, Any
 
 from ctxoffload import (
     Base64Source,
+    Compressor,
+    ContextConfig,
+    ContextPipeline,
     DataBlock,
     LocalWorkspace,
     Msg,
     Summary,
     ToolCallBlock,
     ToolResultBlock,
+    get_token_counter,
 )
+from ctxoffload.compression import PipelineRun
 
 
 def summary_reply(mark: str) -> dict[str, str]:
@@ -52,6 +57,86 @@ def padded_report(pad: str) -> str:
 def call(call_id: str, name: str, **args: Any) -> Msg:
     """An assistant message that calls one tool."""
     return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
+
+
+# Two tools for a scripted agent whose record a test reads: a big result (3000 lines, more than
+# a 300-token tool_result_limit, so it is offloaded) and a tool that fails. Their docstrings are
+# the descriptions the agent records.
+def fetch_log(log: str) -> str:
+    """Fetch a log file.
+
+    Args:
+        log: which log.
+    """
+    return "\n".join(f"{i:05d} INFO request served in {i % 97} ms" for i in range(3000)) + log
+
+
+def explode(reason: str) -> str:
+    """Fail on purpose.
+
+    Args:
+        reason: why.
+    """
+    raise RuntimeError(f"boom: {reason}")
+
+
+# The tool of the compaction and pin tests: 60 words a call, so a few calls make a context
+# worth compacting.
+def probe(i: int) -> str:
+    """Probe one thing.
+
+    Args:
+        i: which.
+    """
+    return f"probe {i}: " + "word " * 60
+
+
+def tokenized_ids(counter: Any, monkeypatch: Any) -> list[str]:
+    """The ids of the messages `counter` tokenizes from now on, in order (it still counts them):
+    how a test sees which messages a count cost, and that a second count costs none."""
+    tokenized: list[str] = []
+    count_message = counter.count_message
+
+    def spy(msg: Msg) -> int:
+        tokenized.append(msg.id)
+        return count_message(msg)
+
+    monkeypatch.setattr(counter, "count_message", spy)
+    return tokenized
+
+
+def pipeline_run(
+    offloader: Any,
+    *managers: Any,
+    window: int,
+    model: Any = None,
+    post: tuple[Any, ...] = (),
+    **config: Any,
+) -> PipelineRun:
+    """A `ContextPipeline` of these pre-LLM managers (and `post` post-tool ones) in a window of
+    `window` tokens, bound to a `Compressor` of session `s1` on `offloader` that counts fast."""
+    pipeline = ContextPipeline(
+        pre_llm=managers, post_tool=post, config=ContextConfig(context_window=window, **config)
+    )
+    compressor = Compressor(
+        pipeline.config,
+        model=model,
+        offloader=offloader,
+        session_id="s1",
+        counter=get_token_counter(exact=False),
+    )
+    return pipeline.bind(compressor)
+
+
+def probe_turn(i: int, output: str | None = None) -> list[Msg]:
+    """Step `i` of an agent: its call of the tool `probe` and the result (`result i`)."""
+    return [
+        Msg(role="assistant", content=[ToolCallBlock(id=f"c{i}", name="probe", input={"i": i})]),
+        Msg(
+            role="tool",
+            content=[ToolResultBlock(id=f"c{i}", name="probe", output=output or f"result {i}")],
+        ),
+    ]
 
 
 class OffloaderOnly:
@@ -331,6 +416,22 @@ def ctrl_c_reaches_children() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def snapshot_tree(root: str | os.PathLike[str]) -> dict[str, bytes | None]:
+    """Every path under `root` (relative), with file contents; directories map to None: taken
+    before and after, it shows that something wrote nothing there."""
+    tree: dict[str, bytes | None] = {}
+    if not os.path.exists(root):
+        return tree
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            tree[os.path.relpath(os.path.join(dirpath, name), root)] = None
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                tree[os.path.relpath(path, root)] = f.read()
+    return tree
 
 
 def makes_unnamed_files(folder: str | os.PathLike[str]) -> bool:

@@ -42,7 +42,7 @@ from ctxoffload.tokens import (
     TiktokenCounter,
     encoding_for_model,
 )
-from helpers import WHITESPACE_PADDING, padded_report
+from helpers import WHITESPACE_PADDING, padded_report, tokenized_ids
 
 SAMPLES = [
     "hello world",
@@ -492,14 +492,7 @@ def test_a_long_uncounted_history_counts_each_message_once_to_the_same_total(
     # A resumed or first-seen history of 2,000 messages: the total must be the one-by-one
     # total, and a second count must tokenize nothing.
     counter = TiktokenCounter()
-    counted: list[str] = []
-    count_message = counter.count_message
-
-    def spy(msg: Msg) -> int:
-        counted.append(msg.id)
-        return count_message(msg)
-
-    monkeypatch.setattr(counter, "count_message", spy)
+    counted = tokenized_ids(counter, monkeypatch)
     system = Msg(role="system", content="You are a careful coding agent.")
     msgs = _conversation(2000)
     tracker = ContextTokenTracker(counter)

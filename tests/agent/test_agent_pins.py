@@ -24,16 +24,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import ClearToolUses, is_pinned, is_summary_message
-from helpers import SUMMARY, call
-
-
-def probe(i: int) -> str:
-    """Probe one thing.
-
-    Args:
-        i: which.
-    """
-    return f"probe {i}: " + "word " * 60
+from helpers import SUMMARY, call, probe
 
 
 def make_agent(ws: Any, model: ScriptedModel, **kwargs: Any) -> Agent:

@@ -11,7 +11,7 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
@@ -29,9 +29,9 @@ from ctxoffload import (
     Usage,
     to_openai,
 )
+from ctxoffload.agent import OpenAIChatModel
 from ctxoffload.agent._openai_model import (
     DEFAULT_CONTEXT_WINDOW,
-    OpenAIChatModel,
     is_context_overflow,
     known_context_window,
 )
@@ -63,12 +63,6 @@ def _no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     # The developer's own key or base URL must not leak into what the tests send.
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as running:
-        yield running
 
 
 @pytest.fixture

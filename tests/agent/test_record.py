@@ -20,25 +20,7 @@ from ctxoffload import (
 from ctxoffload._disk.read import rebuild_step
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolResultBlock
-from helpers import SUMMARY, OffloaderOnly, call
-
-
-def fetch_log(log: str) -> str:
-    """Fetch a log file.
-
-    Args:
-        log: which log.
-    """
-    return "\n".join(f"{i:05d} INFO request served in {i % 97} ms" for i in range(3000)) + log
-
-
-def explode(reason: str) -> str:
-    """Fail on purpose.
-
-    Args:
-        reason: why.
-    """
-    raise RuntimeError(f"boom: {reason}")
+from helpers import SUMMARY, OffloaderOnly, call, explode, fetch_log
 
 
 def make_agent(model: ScriptedModel, workspace: Any, **kwargs: Any) -> Agent:

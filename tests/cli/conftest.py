@@ -31,20 +31,6 @@ class Result:
     err: str
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under `root` with file contents (None for folders)."""
-    tree: dict[str, bytes | None] = {}
-    for path in sorted(root.rglob("*")):
-        tree[str(path.relative_to(root))] = path.read_bytes() if path.is_file() else None
-    return tree
-
-
-@pytest.fixture
-def tree() -> Callable[[Path], dict[str, bytes | None]]:
-    """`tree(root)`: a snapshot of everything under root, to show a command created nothing."""
-    return snapshot
-
-
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     """Run `ctxoffload ARGS` in this process; returns exit status, stdout and stderr."""

@@ -317,8 +317,7 @@ def test_summaries_by_a_model_on_an_openai_compatible_server(
 ) -> None:
     pytest.importorskip("openai")
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "agent"))
-    from openai_server import OpenAIServer  # the scripted server of tests/agent
+    from openai_server import OpenAIServer
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(openai_transcript()))

@@ -19,25 +19,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.cli import main
-from helpers import SUMMARY, call
-
-
-def fetch_log(log: str) -> str:
-    """Fetch a log file.
-
-    Args:
-        log: which log.
-    """
-    return "\n".join(f"{i:05d} INFO request served in {i % 97} ms" for i in range(3000)) + log
-
-
-def explode(reason: str) -> str:
-    """Fail on purpose.
-
-    Args:
-        reason: why.
-    """
-    raise RuntimeError(f"boom: {reason}")
+from helpers import SUMMARY, call, explode, fetch_log
 
 
 def show(*argv: str) -> int:

@@ -21,8 +21,8 @@ from ctxoffload import (
     ScriptedModel,
     get_token_counter,
 )
-from ctxoffload.compression import CompressionResult, Compressor
-from ctxoffload.compression._protect import is_pinned, pinned_copy
+from ctxoffload.compression import CompressionResult, Compressor, is_pinned
+from ctxoffload.compression._protect import pinned_copy
 from helpers import summary_reply
 
 COUNTER = get_token_counter(exact=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,12 +146,6 @@ async def test_messages_the_previous_request_lacks_get_the_usual_request(
 def test_same_model_is_one_object_or_one_client_and_name() -> None:
     a, b = ScriptedModel([]), ScriptedModel([])
     assert same_model(a, a) and not same_model(a, b)
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as running:
-        yield running
 
 
 async def test_the_agent_sends_a_cache_shaped_summary_request_and_records_cached_tokens(

@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 
 from ctxoffload import (
-    Compressor,
     ConfigError,
-    ContextConfig,
     ContextPipeline,
     LocalWorkspace,
     Msg,
@@ -19,19 +17,14 @@ from ctxoffload import (
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
-    get_token_counter,
 )
 from ctxoffload._disk.read import context_event_sentence
 from ctxoffload.compression import ClearThinking, PipelineRun
-from helpers import OffloaderOnly
+from helpers import OffloaderOnly, pipeline_run
 
 
 def run_of(ws: Any, *managers: Any) -> PipelineRun:
-    pipeline = ContextPipeline(pre_llm=managers, config=ContextConfig(context_window=100_000))
-    compressor = Compressor(
-        pipeline.config, offloader=ws, session_id="s1", counter=get_token_counter(exact=False)
-    )
-    return pipeline.bind(compressor)
+    return pipeline_run(ws, *managers, window=100_000)
 
 
 def thinking_turns(n: int) -> list[Msg]:

@@ -11,29 +11,22 @@ from typing import Any
 import pytest
 
 from ctxoffload import (
-    Compressor,
     ConfigError,
-    ContextConfig,
     ContextPipeline,
     LocalWorkspace,
     Msg,
     ToolCallBlock,
     ToolResultBlock,
-    get_token_counter,
 )
 from ctxoffload.compression import CLEARED_MARK, ClearToolUses, PipelineRun, is_pinned
 from ctxoffload.exceptions import OffloadError
-from helpers import OffloaderOnly, delimiters_in
+from helpers import OffloaderOnly, delimiters_in, pipeline_run
 
 REF = re.compile(r"stored in (\S+?);")
 
 
 def run_of(ws: Any, *managers: Any, window: int = 100_000) -> PipelineRun:
-    pipeline = ContextPipeline(pre_llm=managers, config=ContextConfig(context_window=window))
-    compressor = Compressor(
-        pipeline.config, offloader=ws, session_id="s1", counter=get_token_counter(exact=False)
-    )
-    return pipeline.bind(compressor)
+    return pipeline_run(ws, *managers, window=window)
 
 
 def output(i: int) -> str:

@@ -28,7 +28,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import Compressor
 from ctxoffload.tokens import TiktokenCounter
-from helpers import SUMMARY
+from helpers import SUMMARY, tokenized_ids
 
 
 def history(n: int) -> list[Msg]:
@@ -58,14 +58,7 @@ async def run(
     workdir: Path, msgs: list[Msg], monkeypatch: pytest.MonkeyPatch, **kw: Any
 ) -> tuple[Any, list[str], bytes]:
     counter = TiktokenCounter()  # fresh: nothing counted before
-    counted: list[str] = []
-    count_message = counter.count_message
-
-    def spy(msg: Msg) -> int:
-        counted.append(msg.id)
-        return count_message(msg)
-
-    monkeypatch.setattr(counter, "count_message", spy)
+    counted = tokenized_ids(counter, monkeypatch)
     compressor = Compressor(
         ContextConfig(context_window=kw.pop("window", 20_000)),
         model=ScriptedModel(default=SUMMARY),

@@ -8,30 +8,18 @@ from typing import Any
 
 from ctxoffload import (
     Activation,
-    Compressor,
-    ContextConfig,
-    ContextPipeline,
     LocalWorkspace,
     Msg,
     ScriptedModel,
     ToolCallBlock,
     ToolResultBlock,
-    get_token_counter,
 )
 from ctxoffload.compression import ClearToolUses, PipelineRun, Summarization, is_summary_message
-from helpers import SUMMARY, delimiters_in
+from helpers import SUMMARY, delimiters_in, pipeline_run
 
 
 def run_of(ws: Any, *managers: Any, model: Any = None) -> PipelineRun:
-    pipeline = ContextPipeline(pre_llm=managers, config=ContextConfig(context_window=100_000))
-    compressor = Compressor(
-        pipeline.config,
-        model=model,
-        offloader=ws,
-        session_id="s1",
-        counter=get_token_counter(exact=False),
-    )
-    return pipeline.bind(compressor)
+    return pipeline_run(ws, *managers, window=100_000, model=model)
 
 
 def conversation(n: int) -> list[Msg]:

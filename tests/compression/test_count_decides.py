@@ -41,7 +41,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import CompressionResult, Compressor, is_context_note
 from ctxoffload.tokens import TokenCount
-from helpers import SUMMARY
+from helpers import SUMMARY, tokenized_ids
 
 CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.suffix != ".md") if CORPUS.is_dir() else []
 
@@ -124,19 +124,14 @@ async def test_a_live_replay_compresses_at_the_same_steps_with_the_same_split(
 
 
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
-async def test_a_history_given_whole_is_split_alike(path: Path, tmp_path: Path) -> None:
+async def test_a_history_given_whole_is_split_alike(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conversation = conversations(path)[0]
     window = 6_000
     ours = compressor(tmp_path / "ours", window, whole=False)
     reference = compressor(tmp_path / "whole", window, whole=True)
-    tokenized: list[str] = []
-    count_message = ours.counter.count_message
-
-    def spy(msg: Msg) -> int:
-        tokenized.append(msg.id)
-        return count_message(msg)
-
-    ours.counter.count_message = spy  # type: ignore[method-assign]
+    tokenized = tokenized_ids(ours.counter, monkeypatch)
     mine = await ours.maybe_compress(conversation)
     theirs = await reference.maybe_compress(conversation)
     same("whole history", mine, theirs)

@@ -30,31 +30,12 @@ from ctxoffload.compression import (
     is_summary_message,
     is_window_note,
 )
-from helpers import SUMMARY, image_block
+from helpers import SUMMARY, image_block, pipeline_run, probe_turn
 
 
 def run_of(ws: Any, *managers: Any, window: int = 50_000, **config: Any) -> PipelineRun:
-    pipeline = ContextPipeline(
-        pre_llm=managers, config=ContextConfig(context_window=window, **config)
-    )
-    compressor = Compressor(
-        pipeline.config,
-        model=ScriptedModel(default=SUMMARY),
-        offloader=ws,
-        session_id="s1",
-        counter=get_token_counter(exact=False),
-    )
-    return pipeline.bind(compressor)
-
-
-def turn(i: int, output: str | None = None) -> list[Msg]:
-    return [
-        Msg(role="assistant", content=[ToolCallBlock(id=f"c{i}", name="probe", input={"i": i})]),
-        Msg(
-            role="tool",
-            content=[ToolResultBlock(id=f"c{i}", name="probe", output=output or f"result {i}")],
-        ),
-    ]
+    model = ScriptedModel(default=SUMMARY)
+    return pipeline_run(ws, *managers, window=window, model=model, **config)
 
 
 def conversation(turns: int) -> list[Msg]:
@@ -62,7 +43,7 @@ def conversation(turns: int) -> list[Msg]:
     plan = Msg(role="assistant", content="PLAN: 1. probe 2. report")
     msgs.append(plan)
     for i in range(turns):
-        msgs += turn(i)
+        msgs += probe_turn(i)
     return msgs
 
 
@@ -207,7 +188,7 @@ async def test_pins_hold_over_many_steps_of_every_manager(tmp_path: Path, seed: 
     context = conversation(0)
     pinned: dict[str, Msg] = {}
     for step in range(40):
-        context += turn(step, output="out " * rng.randint(5, 80))
+        context += probe_turn(step, output="out " * rng.randint(5, 80))
         if rng.random() < 0.2:
             candidates = [m for m in context if m.role != "system" and m.id not in pinned]
             chosen = rng.choice(candidates)
@@ -282,7 +263,7 @@ async def test_a_call_id_that_names_one_turn_still_pins_it(tmp_path: Path) -> No
         role="assistant",
         content=[ToolCallBlock(id="dup", name="probe", input={"host": h}) for h in (8, 9)],
     )
-    context = [*reused_ids(1), *turn(7), twice]
+    context = [*reused_ids(1), *probe_turn(7), twice]
     marked = await run.pin("call_0", context)
     assert [m.id for m in marked if is_pinned(m)] == [context[1].id]
     # One message that holds the id twice (one step's calls) is one message: no ambiguity.

@@ -37,7 +37,7 @@ from ctxoffload.compression import (
     is_summary_message,
     is_window_note,
 )
-from helpers import SUMMARY, delimiters_in
+from helpers import SUMMARY, delimiters_in, pipeline_run, probe_turn
 
 REF = re.compile(r"ref: (\S+?)\]")
 
@@ -45,34 +45,13 @@ REF = re.compile(r"ref: (\S+?)\]")
 def run_of(
     ws: Any, *managers: Any, post: tuple[Any, ...] = (), window: int = 50_000, model: Any = None
 ) -> PipelineRun:
-    pipeline = ContextPipeline(
-        pre_llm=managers, post_tool=post, config=ContextConfig(context_window=window)
-    )
-    compressor = Compressor(
-        pipeline.config,
-        model=model,
-        offloader=ws,
-        session_id="s1",
-        counter=get_token_counter(exact=False),
-    )
-    return pipeline.bind(compressor)
-
-
-def turn(i: int, output: str | None = None) -> list[Msg]:
-    """An assistant call and its result."""
-    return [
-        Msg(role="assistant", content=[ToolCallBlock(id=f"c{i}", name="probe", input={"i": i})]),
-        Msg(
-            role="tool",
-            content=[ToolResultBlock(id=f"c{i}", name="probe", output=output or f"result {i}")],
-        ),
-    ]
+    return pipeline_run(ws, *managers, post=post, window=window, model=model)
 
 
 def conversation(turns: int) -> list[Msg]:
     msgs = [Msg(role="system", content="sys"), Msg(role="user", content="probe everything")]
     for i in range(turns):
-        msgs += turn(i)
+        msgs += probe_turn(i)
     return msgs
 
 
@@ -155,7 +134,7 @@ async def test_sliding_window_notes_merge_and_name_every_span(local_ws: LocalWor
     run = run_of(local_ws, SlidingWindow(max_messages=4))
     msgs = conversation(6)
     first = (await run.pre_llm(msgs)).messages
-    second = (await run.pre_llm([*first, *turn(50), *turn(51)])).messages
+    second = (await run.pre_llm([*first, *probe_turn(50), *probe_turn(51)])).messages
     notes = [m for m in second if is_window_note(m)]
     assert len(notes) == 1
     rows = await local_ws.read_context("s1")
@@ -253,7 +232,7 @@ async def test_image_limit_keeps_the_newest_and_stores_the_others(
     url = DataBlock(source=URLSource(url="https://example.com/cat.png", media_type="image/png"))
     msgs = [
         Msg(role="user", content=[TextBlock(text="look"), image(1, "first.png"), url]),
-        *turn(1),
+        *probe_turn(1),
         Msg(
             role="tool",
             content=[ToolResultBlock(id="c9", name="shot", output=[TextBlock(text="t"), image(2)])],

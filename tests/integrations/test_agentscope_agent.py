@@ -1,7 +1,7 @@
 """ctxoffload inside the real AgentScope 2.x Agent, driven offline.
 
 The model is AgentScope's own `OpenAIChatModel` and formatter, talking over real HTTP to a
-scripted OpenAI-compatible server on 127.0.0.1 (tests/agent/openai_server.py), so every
+scripted OpenAI-compatible server on 127.0.0.1 (tests/openai_server.py), so every
 request body the agent sends is what a provider would receive. Runs in the environment
 `.ci/run` builds with `ctxoffload[agentscope]`; skipped elsewhere.
 """

@@ -19,13 +19,13 @@ from frameworks import require_framework
 
 require_framework("strands", "strands")
 
-from s3_server import shared_server  # noqa: E402
 from strands import Agent, tool  # noqa: E402
 from strands.vended_plugins.context_offloader import ContextOffloader  # noqa: E402
 from strands_scripted import ScriptedModelBase  # noqa: E402
 
 from ctxoffload import LocalWorkspace, ObjectStoreWorkspace  # noqa: E402
 from ctxoffload.integrations.strands import WorkspaceStorage  # noqa: E402
+from s3_server import shared_server  # noqa: E402
 
 NEEDLE = "02817 ERROR export-worker-3 order_id=ORD-58213 failed: disk quota exceeded"
 PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"chart" * 40)

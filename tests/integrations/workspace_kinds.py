@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from s3_server import shared_server
-
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
 from ctxoffload.workspace import Workspace
+from s3_server import shared_server
 
 __all__ = ["WORKSPACES", "bucket", "local", "memory", "shared_server"]
 

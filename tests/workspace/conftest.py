@@ -1,18 +1,18 @@
-"""Fixtures of the workspace tests: the S3 API on loopback that ObjectStoreWorkspace talks to,
-and each workspace in turn."""
+"""Fixtures of the workspace tests: each workspace in turn, the bucket one on the S3 API on
+loopback (the `s3` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shutil
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from s3_server import s3
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
-
-__all__ = ["any_workspace", "make_workspace", "s3"]
 
 
 @pytest.fixture(params=["local", "memory", "bucket"])
@@ -31,6 +31,33 @@ def make_workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[.
         )
 
     return make
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """`tmpfs(size)`: a real tmpfs of that size (`"256k"`, `"1m"`), to fill up or remount
+    read-only, unmounted when the test ends; a skip where mounting is not permitted."""
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        mount_point = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
+        mount_point.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(mount_point)
+        return mount_point
+
+    yield mount
+    for mount_point in mounted:
+        subprocess.run(["umount", str(mount_point)], check=True)
 
 
 @pytest.fixture

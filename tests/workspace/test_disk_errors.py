@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import errno
 import json
-import shutil
 import subprocess
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -222,24 +220,9 @@ async def test_offload_error_is_an_os_error_and_a_ctxoffload_error(
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+def small_tmpfs(tmpfs: Callable[[str], Path]) -> Path:
     """A 256 KiB tmpfs, or a skip where mounting is not permitted."""
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    mount_point = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
+    return tmpfs("256k")
 
 
 async def test_full_tmpfs_refuses_and_leaves_everything_as_it_was(

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from s3_server import S3Server
 
 from ctxoffload import (
     Agent,
@@ -29,6 +28,7 @@ from ctxoffload import (
     SessionBusyError,
 )
 from helpers import forced_tags, lease_worker_result, start_lease_worker, wait_held
+from s3_server import S3Server
 
 
 def no_line_twice(folder: Path) -> None:

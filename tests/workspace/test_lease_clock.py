@@ -8,9 +8,9 @@ import signal
 import time
 
 import pytest
-from s3_server import S3Server
 
 from helpers import lease_worker_result, start_lease_worker, wait_held
+from s3_server import S3Server
 
 # Two minutes: the skew of the issue (a machine whose clock is ahead).
 SKEW = 120.0

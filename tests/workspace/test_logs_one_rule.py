@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from s3_server import S3Server
 
 from ctxoffload import Msg, ObjectStoreWorkspace
 from ctxoffload._disk.read import Folder, parse_log
+from s3_server import S3Server
 
 # The kinds of line a log may hold after crashes and hand edits.
 LINES = st.one_of(

@@ -12,7 +12,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_port
 
 from ctxoffload import (
     ConfigError,
@@ -27,6 +26,7 @@ from ctxoffload import (
 from ctxoffload.readback import retrieve_offloaded_content
 from ctxoffload.workspace import GcReport
 from helpers import PNG, image_block
+from s3_server import ACCESS_KEY, SECRET_KEY, S3Server, ThrottlingProxy, free_port
 
 MakeWorkspace = Callable[..., ObjectStoreWorkspace]
 

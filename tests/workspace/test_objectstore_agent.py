@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from s3_server import S3Server
-
 from ctxoffload import (
     Agent,
     ContextConfig,
@@ -18,6 +16,7 @@ from ctxoffload import (
 )
 from ctxoffload.readback import retrieve_offloaded_content
 from helpers import SUMMARY
+from s3_server import S3Server
 
 
 def call(call_id: str, name: str, **args: Any) -> Msg:

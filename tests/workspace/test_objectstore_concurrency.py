@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from s3_server import S3Server
-
 from ctxoffload import ObjectStoreWorkspace
+from s3_server import S3Server
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
 

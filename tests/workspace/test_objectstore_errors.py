@@ -12,6 +12,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from ctxoffload import ConfigError, ObjectStoreWorkspace, OffloadError, ToolResultBlock
+from ctxoffload.cli import main
 from s3_server import (
     ACCESS_DENIED,
     HTML_CONSOLE,
@@ -21,9 +24,6 @@ from s3_server import (
     ThrottlingProxy,
     free_port,
 )
-
-from ctxoffload import ConfigError, ObjectStoreWorkspace, OffloadError, ToolResultBlock
-from ctxoffload.cli import main
 
 PASSWORD = "pw-do-not-print-7"
 

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 import pytest
-from s3_server import S3Server
 
 from ctxoffload import Msg, ObjectStoreWorkspace, OffloadError
+from s3_server import S3Server
 
 LOG = "sessions/s/context.jsonl"
 

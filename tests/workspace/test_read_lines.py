@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from s3_server import S3Server, ThrottlingProxy
 
 from ctxoffload import (
     InMemoryWorkspace,
@@ -26,6 +25,7 @@ from ctxoffload import (
     Workspace,
 )
 from ctxoffload.workspace import LineReader
+from s3_server import S3Server, ThrottlingProxy
 
 # Message texts with what could confuse a line reader: newlines (escaped in the JSON line),
 # non-ASCII, long runs.

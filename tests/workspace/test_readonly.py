@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import errno
-import shutil
 import subprocess
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,24 +19,9 @@ from helpers import image_block
 
 
 @pytest.fixture
-def readonly_workdir(tmp_path: Path) -> Iterator[Path]:
+def readonly_workdir(tmpfs: Callable[[str], Path]) -> Path:
     """A workspace with one session, on a tmpfs then remounted read-only (skip if not root)."""
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    mount_point = tmp_path / f"ro-{uuid.uuid4().hex[:8]}"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
+    return tmpfs("1m")
 
 
 def _remount_readonly(mount_point: Path) -> None:

@@ -167,7 +167,7 @@ def artifacts() -> Path:
     else .ci/artifacts in the checkout."""
     folder = Path(
         os.environ.get("CTXOFFLOAD_ARTIFACTS")
-        or Path(__file__).resolve().parents[2] / ".ci" / "artifacts"
+        or Path(__file__).resolve().parents[3] / ".ci" / "artifacts"
     )
     folder.mkdir(parents=True, exist_ok=True)
     return folder

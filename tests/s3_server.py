@@ -16,11 +16,14 @@ of the server's time); the list never changes while it runs, so it is read once.
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -28,6 +31,17 @@ import pytest
 ACCESS_KEY = "AKIATESTONLY0000"
 SECRET_KEY = "ctxoffload-test-secret-do-not-print"
 REGION = "us-east-1"
+
+
+def workspace_kwargs_at(endpoint_url: str) -> dict[str, Any]:
+    """The keyword arguments that point an ObjectStoreWorkspace at `endpoint_url`, with the
+    test's region and credentials."""
+    return {
+        "endpoint_url": endpoint_url,
+        "region": REGION,
+        "access_key_id": ACCESS_KEY,
+        "secret_access_key": SECRET_KEY,
+    }
 
 
 def free_port() -> int:
@@ -115,12 +129,7 @@ class S3Server:
 
     def workspace_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that point an ObjectStoreWorkspace at this server."""
-        return {
-            "endpoint_url": self.endpoint_url,
-            "region": REGION,
-            "access_key_id": ACCESS_KEY,
-            "secret_access_key": SECRET_KEY,
-        }
+        return workspace_kwargs_at(self.endpoint_url)
 
 
 _conditional_put_lock = threading.Lock()
@@ -181,6 +190,27 @@ def shared_server() -> S3Server:
     return _shared
 
 
+def serve_on_loopback(answer: Callable[[BaseHTTPRequestHandler], None]) -> ThreadingHTTPServer:
+    """An HTTP/1.1 server on 127.0.0.1 at a free port, serving from a daemon thread until its
+    `shutdown()`: `answer(request)` answers every request, whatever its method."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _answer(self) -> None:
+            answer(self)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 class ThrottlingProxy:
     """An HTTP proxy on 127.0.0.1 in front of an S3 server that answers 503 SlowDown.
 
@@ -192,70 +222,50 @@ class ThrottlingProxy:
     """
 
     def __init__(self, upstream: S3Server) -> None:
-        import http.client
-        import http.server
-
         self.upstream = upstream
-        self.port = free_port()
         self.throttled = 0
         self.requests = 0
         self._remaining = 0
         self._hold = 0.0
         self._lock = threading.Lock()
-        proxy = self
+        self._server = serve_on_loopback(self._answer)
+        self.port = self._server.server_address[1]
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                with proxy._lock:
-                    proxy.requests += 1
-                if proxy._take():
-                    answer = (
-                        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-                        b"<Message>Please reduce your request rate.</Message></Error>"
-                    )
-                    self.send_response(503)
-                    self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(answer)))
-                    self.end_headers()
-                    self.wfile.write(answer)
-                    return
-                if proxy._hold:
-                    time.sleep(proxy._hold)
-                connection = http.client.HTTPConnection("127.0.0.1", proxy.upstream.port)
-                try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                    headers["Host"] = f"127.0.0.1:{proxy.upstream.port}"
-                    connection.request(self.command, self.path, body=body, headers=headers)
-                    response = connection.getresponse()
-                    payload = response.read()
-                    self.send_response(response.status)
-                    for name, value in response.getheaders():
-                        if name.lower() not in (
-                            "content-length",
-                            "transfer-encoding",
-                            "connection",
-                        ):
-                            self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(payload)
-                finally:
-                    connection.close()
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+    def _answer(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else b""
+        with self._lock:
+            self.requests += 1
+        if self._take():
+            answer = (
+                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                b"<Message>Please reduce your request rate.</Message></Error>"
+            )
+            request.send_response(503)
+            request.send_header("Content-Type", "application/xml")
+            request.send_header("Content-Length", str(len(answer)))
+            request.end_headers()
+            request.wfile.write(answer)
+            return
+        if self._hold:
+            time.sleep(self._hold)
+        connection = http.client.HTTPConnection("127.0.0.1", self.upstream.port)
+        try:
+            headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+            headers["Host"] = f"127.0.0.1:{self.upstream.port}"
+            connection.request(request.command, request.path, body=body, headers=headers)
+            response = connection.getresponse()
+            payload = response.read()
+            request.send_response(response.status)
+            for name, value in response.getheaders():
+                if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    request.send_header(name, value)
+            request.send_header("Content-Length", str(len(payload)))
+            request.end_headers()
+            if request.command != "HEAD":
+                request.wfile.write(payload)
+        finally:
+            connection.close()
 
     @property
     def endpoint_url(self) -> str:
@@ -294,48 +304,30 @@ class CannedServer:
     """
 
     def __init__(self, status: int, content_type: str, body: bytes) -> None:
-        import http.server
-
-        self.port = free_port()
         self.requests = 0
-        server = self
+        self._canned = (status, content_type, body)
+        self._server = serve_on_loopback(self._answer)
+        self.port = self._server.server_address[1]
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                server.requests += 1
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+    def _answer(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        if length:
+            request.rfile.read(length)
+        self.requests += 1
+        status, content_type, body = self._canned
+        request.send_response(status)
+        request.send_header("Content-Type", content_type)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        if request.command != "HEAD":
+            request.wfile.write(body)
 
     @property
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def workspace_kwargs(self) -> dict[str, Any]:
-        return {
-            "endpoint_url": self.endpoint_url,
-            "region": REGION,
-            "access_key_id": ACCESS_KEY,
-            "secret_access_key": SECRET_KEY,
-        }
+        return workspace_kwargs_at(self.endpoint_url)
 
     def stop(self) -> None:
         self._server.shutdown()

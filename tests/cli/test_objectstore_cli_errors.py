@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 

@@ -15,10 +15,9 @@ import time
 import urllib.parse
 from typing import Any
 
-from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
-
 from ctxoffload import Agent, ContextConfig, ObjectStoreWorkspace, ScriptedModel
 from helpers import call
+from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 
 def fetch_logs() -> str:

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 from ctxoffload import Msg, ObjectStoreWorkspace, TextBlock, ToolResultBlock
 from ctxoffload.cli import main
 from helpers import image_block
+from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 PNG = b"\x89PNG\r\n\x1a\n" + zlib.compress(b"a tiny picture" * 20)
 NEEDLE_LINE = 1500

@@ -25,7 +25,7 @@ import pytest
 from ui_running import TOKEN_HEADER, Ui, cli_json, start_ui, stop_ui
 
 from ctxoffload._disk.read import EventKind
-from helpers import chain_of_sub_agents
+from helpers import chain_of_sub_agents, snapshot_tree
 
 # A bound on every wait, so that a broken server fails the test instead of hanging the suite;
 # not a speed check.
@@ -112,13 +112,6 @@ def append_event(workdir: Path, session: str) -> None:
         log.write(json.dumps({"time": "2026-11-24T00:00:00+00:00", "kind": "note"}) + "\n")
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
-    }
-
-
 # -- who may ask --------------------------------------------------------------------------------
 
 
@@ -179,7 +172,7 @@ def test_it_listens_on_loopback_only(ui: Ui) -> None:
 
 
 def test_it_writes_nothing_and_answers_get_only(ui: Ui) -> None:
-    before = snapshot(ui.workdir)
+    before = snapshot_tree(ui.workdir)
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         status, headers, _ = request(ui, "/api/sessions", method=method)
         assert status == 405 and headers["Allow"] == "GET, HEAD"
@@ -192,7 +185,7 @@ def test_it_writes_nothing_and_answers_get_only(ui: Ui) -> None:
         ("search", {"pattern": "ERROR"}),
     ]:
         api(ui, name, **params)
-    assert snapshot(ui.workdir) == before
+    assert snapshot_tree(ui.workdir) == before
 
 
 def test_answers_carry_a_policy_that_runs_no_foreign_script(ui: Ui) -> None:

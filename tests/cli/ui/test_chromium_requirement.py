@@ -46,7 +46,7 @@ def run_browser_tests(tmp_path: Path, env: dict[str, str]) -> subprocess.Complet
             f"--basetemp={tmp_path / 'basetemp'}",
             str(BROWSER_TESTS),
         ],
-        cwd=BROWSER_TESTS.parents[2],
+        cwd=BROWSER_TESTS.parents[3],
         env=env,
         capture_output=True,
         text=True,
@@ -65,7 +65,7 @@ def test_without_chromium_the_browser_tests_skip_in_one_line(tmp_path: Path) -> 
     assert len(lines) == 1, done.stdout
     (line,) = lines
     assert f"SKIPPED [{skipped.group(1)}]" in line
-    assert "tests/ui/test_ui_browser.py" in line
+    assert "tests/cli/ui/test_ui_browser.py" in line
     assert "apt-get install chromium" in line and "CI=true" in line
 
 
@@ -82,7 +82,7 @@ def test_where_ci_is_true_a_missing_chromium_fails_the_browser_tests(
 
 def test_ci_requires_the_browser_tests() -> None:
     """.ci/run sets CI=true before it runs the suite, so CI never skips them."""
-    script = (BROWSER_TESTS.parents[2] / ".ci" / "run").read_text(encoding="utf-8")
+    script = (BROWSER_TESTS.parents[3] / ".ci" / "run").read_text(encoding="utf-8")
     lines = script.splitlines()
     assert "export CI=true" in lines
     assert lines.index("export CI=true") < lines.index("python -m pytest -q")
