@@ -9,7 +9,7 @@ from pathlib import Path
 from .._disk.layout import SESSIONS_DIR
 from .._disk.paths import workdir_problem
 from ..exceptions import CliError
-from ._arguments import workdir_of
+from ._arguments import Workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     given = getattr(args, "workdir", None)
     if given is not None:
-        workdir_of(args)  # a bucket URL: one clear line, and no folder named after it
+        Workdir.of(args).local()  # a bucket URL: one clear line, and no folder named after it
     workdir = (
         Path(given)
         if given is not None

@@ -6,7 +6,7 @@ import argparse
 
 from ..exceptions import CliError, ConfigError, IncompleteRecord, InvalidSessionId
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir, is_store_url, workdir_text
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import print_json, shown
 
@@ -40,16 +40,16 @@ def run(args: argparse.Namespace) -> int:
     """Fork the session; print where the fork starts."""
     import asyncio
 
-    where = workdir_text(args)
+    where = Workdir.of(args)
     workspace: object
-    if is_store_url(where):
+    if where.is_bucket:
         from ._bucket import open_store
 
-        workspace = open_store(where)
+        workspace = open_store(where.text)
     else:
         from ..workspace import LocalWorkspace
 
-        workdir = open_workspace(args, session=args.session)
+        workdir = open_workspace(where, session=args.session)
         session_folder(workdir, args.session)
         workspace = LocalWorkspace(workdir)
     from ..workspace import fork_session

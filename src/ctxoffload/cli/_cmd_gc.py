@@ -7,7 +7,7 @@ import re
 
 from ..exceptions import CliError
 from ._access import open_workspace
-from ._arguments import add_json, add_workdir, is_store_url, workdir_text
+from ._arguments import Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, human_bytes, inert, print_json
 
@@ -80,14 +80,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("say what to remove: --older-than AGE and/or --max-bytes SIZE")
     from ..workspace import GarbageCollector, LocalWorkspace
 
-    where = workdir_text(args)
+    where = Workdir.of(args)
     workspace: object
-    if is_store_url(where):
+    if where.is_bucket:
         from ._bucket import open_store
 
-        workspace = open_store(where)
+        workspace = open_store(where.text)
     else:
-        workspace = LocalWorkspace(open_workspace(args), fsync=False)
+        workspace = LocalWorkspace(open_workspace(where), fsync=False)
     if not isinstance(workspace, GarbageCollector):
         raise CliError(
             f"this version of ctxoffload has no {type(workspace).__name__}.gc: upgrade ctxoffload"

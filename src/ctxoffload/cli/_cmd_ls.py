@@ -7,7 +7,7 @@ import dataclasses
 
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE
 from ._access import open_workspace
-from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, print_json, print_table, shown
 from ._view import SessionRow, Warnings, session_rows
@@ -49,7 +49,7 @@ _SOURCES = {
 
 def run(args: argparse.Namespace) -> int:
     """List the sessions."""
-    workdir = open_workspace(args, data=False)
+    workdir = open_workspace(Workdir.of(args), data=False)
     warnings = Warnings("ls")
     rows = session_rows(workdir, warnings, newest_first=True)
     # A file that could not be read is an error (said on stderr, shown as `?`): exit 2 once

@@ -14,7 +14,7 @@ from .._disk.read import EventKind, Folder
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
 from ._commands import COMMAND_HELP
 from ._describe import Timeline
 from ._output import json_text, shown
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     A line of events.jsonl that is not an event is said once on stderr and skipped; the rest
     is shown, and the exit status is then 1.
     """
-    workdir = open_workspace(args, session=args.session)
+    workdir = open_workspace(Workdir.of(args), session=args.session)
     session = session_folder(workdir, _newest(workdir) if args.session is None else args.session)
     with SessionLog(workdir, session) as events:
         if args.step is not None:

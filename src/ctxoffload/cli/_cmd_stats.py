@@ -8,10 +8,10 @@ from collections import Counter
 from typing import Any
 
 from ._access import open_workspace, session_folder, session_ids
-from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, human_bytes, print_json, print_table
-from ._view import Warnings, dedup, session_stats
+from ._view import Warnings, dedup_savings, session_stats
 
 __all__ = ["register", "run"]
 
@@ -49,7 +49,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Print the statistics."""
-    workdir = open_workspace(args, session=args.session)
+    workdir = open_workspace(Workdir.of(args), session=args.session)
     if args.session is not None:
         sessions = [session_folder(workdir, args.session)]
     else:
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         everything.update(references)
         rows.append(dataclasses.asdict(stats))
 
-    references_made, files_named, saved = dedup(everything, workdir)
+    references_made, files_named, saved = dedup_savings(everything, workdir)
 
     def total_of(key: str) -> int:
         return sum(r[key] for r in rows if r[key] is not None)

@@ -48,7 +48,7 @@ __all__ = [
     "SessionStats",
     "Warnings",
     "by_agent",
-    "dedup",
+    "dedup_savings",
     "newest_session",
     "session_rows",
     "session_stats",
@@ -135,17 +135,33 @@ def _session_row(workdir: str, session: str, warnings: Warnings) -> SessionRow:
     """One session's row, read from its files."""
     row = SessionRow(session)
     then = f"session {session} is shown without it"
-    shown_folder = os.path.join(workdir, SESSIONS_DIR, session)
-    try:
-        with Folder(workdir, SESSIONS_DIR, session) as folder:
-            _read_row(folder, row, warnings, then)
-    except FileNotFoundError:
-        pass  # removed (gc) since the sessions were listed
-    except OSError as exc:  # Refused and OffloadError too: a folder that cannot be listed
-        warnings.folder(shown_folder, exc, f"session {session} is shown as unreadable")
+    if not _read_folder(
+        workdir,
+        session,
+        lambda folder: _read_row(folder, row, warnings, then),
+        warnings,
+        f"session {session} is shown as unreadable",
+    ):
         row.unreadable.append(".")
     row.unreadable = list(dict.fromkeys(row.unreadable))  # each file once
     return row
+
+
+def _read_folder(
+    workdir: str, session: str, read: Callable[[Folder], None], warnings: Warnings, then: str
+) -> bool:
+    """`read` the session's folder; False (said once, with what is done about it: `then`)
+    when it cannot be listed. A folder removed since the sessions were listed (gc) reads as
+    empty."""
+    try:
+        with Folder(workdir, SESSIONS_DIR, session) as folder:
+            read(folder)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # Refused and OffloadError too: a folder that cannot be listed
+        warnings.folder(os.path.join(workdir, SESSIONS_DIR, session), exc, then)
+        return False
+    return True
 
 
 def _read_row(folder: Folder, row: SessionRow, warnings: Warnings, then: str) -> None:
@@ -461,16 +477,16 @@ def session_stats(
     bytes the workspace saves by storing each payload once)."""
     stats = SessionStats(session)
     references: Counter[str] = Counter()
-    try:
-        with Folder(workdir, SESSIONS_DIR, session) as folder:
-            _read_stats(folder, stats, references, warnings)
-    except FileNotFoundError:
-        pass  # removed (gc) since the sessions were listed
-    except OSError as exc:  # Refused and OffloadError too: a folder that cannot be listed
-        path = os.path.join(workdir, SESSIONS_DIR, session)
-        warnings.folder(path, exc, f"session {session} is counted as unreadable")
+    if not _read_folder(
+        workdir,
+        session,
+        lambda folder: _read_stats(folder, stats, references, warnings),
+        warnings,
+        f"session {session} is counted as unreadable",
+    ):
         stats.unreadable.append(".")
-    stats.data_references, stats.data_files, stats.dedup_saved_bytes = dedup(references, workdir)
+    saved = dedup_savings(references, workdir)
+    stats.data_references, stats.data_files, stats.dedup_saved_bytes = saved
     return stats, references
 
 
@@ -565,7 +581,7 @@ def _add_fidelity(into: Counter[str], event: dict[str, Any]) -> None:
                 ]
 
 
-def dedup(references: Counter[str], workdir: str) -> tuple[int, int, int]:
+def dedup_savings(references: Counter[str], workdir: str) -> tuple[int, int, int]:
     """The data/ references, the files they name, and the bytes saved by storing each file
     once: what the references would take as copies less what the files take."""
     referenced = stored = 0
