@@ -159,6 +159,31 @@ def test_the_pillars_import_no_front() -> None:
     assert wrong == []
 
 
+def command_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Each import of a command module (`cli/_cmd_*.py`) by a module of the package: the
+    command line loads them by name (`cli/__init__.py`), and nothing else may (the viewer
+    and the commands share the session-view layer, `cli/_view.py`, instead)."""
+    return sorted(
+        (module, target)
+        for module, imported in graph.items()
+        for target in imported
+        if target.rpartition(".")[2].startswith("_cmd_") and not module.endswith("._cmd_ui")
+    )
+
+
+def test_neither_the_viewer_nor_a_command_imports_a_command() -> None:
+    assert command_imports(module_graph(SRC)) == []
+
+
+def test_the_command_import_check_finds_the_viewer_importing_a_command(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "ui").mkdir(parents=True)
+    for name in ("__init__.py", "_cmd_ls.py", "_cmd_ui.py", "ui/__init__.py"):
+        (package / name).write_text("")
+    (package / "ui" / "_model.py").write_text("def rows():\n    from .._cmd_ls import run\n")
+    assert command_imports(module_graph(package)) == [("pkg.ui._model", "pkg._cmd_ls")]
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_public_name_imports_first_in_a_fresh_interpreter(package: str) -> None:
     names = public_names(package)

@@ -89,16 +89,15 @@ _MADE: list[str] = []
 def _record_copies(monkeypatch: pytest.MonkeyPatch) -> None:
     """Record the bucket copies this process makes: other test processes (pytest-xdist's
     workers) make and remove copies of their own in the same temporary folder meanwhile."""
-    from ctxoffload.cli import _bucket
-
     made = tempfile.mkdtemp
 
     def recording(*args: Any, **kwargs: Any) -> str:
         folder = made(*args, **kwargs)
-        _MADE.append(os.path.basename(folder))
+        if os.path.basename(folder).startswith("ctxoffload-bucket-"):
+            _MADE.append(os.path.basename(folder))
         return folder
 
-    monkeypatch.setattr(_bucket.tempfile, "mkdtemp", recording)
+    monkeypatch.setattr(tempfile, "mkdtemp", recording)
 
 
 def copies() -> set[str]:

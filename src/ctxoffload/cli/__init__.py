@@ -231,17 +231,19 @@ def _main(argv: list[str]) -> int:
     if run is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from ._bucket import BucketCopies
+    from ._output import PATHS_SHOWN_AS
+
     prefix = f"ctxoffload {args.command}"
+    # The copies of a bucket this run makes: paths into them are printed as the bucket's
+    # URIs, and they are removed when the command ends.
+    copies = args.bucket_copies = BucketCopies()
+    shown_as = PATHS_SHOWN_AS.set(copies.display)
     try:
         status: int = run(args)
         return status
     except CliError as exc:
-        message = str(exc)
-        if "ctxoffload.cli._bucket" in sys.modules:
-            from ._bucket import as_uris
-
-            message = as_uris(message)
-        print(f"{prefix}: {message}", file=sys.stderr)
+        print(f"{prefix}: {copies.as_uris(str(exc))}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
@@ -266,7 +268,5 @@ def _main(argv: list[str]) -> int:
             return EXIT_USAGE
         raise
     finally:
-        if "ctxoffload.cli._bucket" in sys.modules:
-            from ._bucket import remove_copies
-
-            remove_copies()
+        PATHS_SHOWN_AS.reset(shown_as)
+        copies.remove_all()

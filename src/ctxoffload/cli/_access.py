@@ -28,14 +28,15 @@ import sys
 from .._disk.layout import SESSIONS_DIR
 from .._disk.read import Folder, JsonLines, Refused, sessions_folder
 from ..exceptions import CliError, InvalidReference, OffloadError
-from ._arguments import is_store_url, path_text, workdir_given, workdir_text
+from ._arguments import path_text
 from ._output import shown
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Callable, Iterable
     from typing import Any
+
+    from ._arguments import Workdir
 
 __all__ = [
     "checked_session_id",
@@ -57,7 +58,7 @@ __all__ = [
 
 
 def open_workspace(
-    args: argparse.Namespace,
+    where: Workdir,
     *,
     session: str | None = None,
     data: bool = True,
@@ -68,10 +69,10 @@ def open_workspace(
     read; creates nothing in it.
 
     A bucket (`--workdir s3://...`) is read through a temporary copy of it (see
-    `_bucket.py`): `session`, `data` and `check` say what to copy.
+    `_bucket.py`), kept in `where.copies`: `session`, `data` and `check` say what to copy.
 
     Args:
-        args: the command's arguments (`--workdir`, else $CTXOFFLOAD_WORKDIR, else `.`).
+        where: the workdir the command's arguments name.
         as_given: return the folder as the user spelled it (as pathlib spells it: `grep`
             prints paths that way) instead of as an absolute path.
 
@@ -79,46 +80,41 @@ def open_workspace(
         CliError: the folder is missing, is a file, or is not a workspace (the reader's
             `sessions_folder` says which).
     """
-    text = workdir_text(args)
-    if is_store_url(text):
-        from ._bucket import copy_bucket
-
-        workdir = str(copy_bucket(text, session=session, data=data, check=check).folder)
+    if where.is_bucket:
+        copied = where.copies.copy(where.text, session=session, data=data, check=check)
+        workdir = str(copied.folder)
     else:
-        workdir = path_text(text)
+        workdir = path_text(where.text)
     try:
         sessions_folder(workdir)
     except InvalidReference as exc:
         fix = "pass --workdir DIR"
-        if not workdir_given(args):
+        if not where.given:
             fix += " or set CTXOFFLOAD_WORKDIR"
         raise CliError(f"{exc}: {fix}") from None
     return workdir if as_given else os.path.abspath(workdir)
 
 
-def open_backend(
-    args: argparse.Namespace, *, session: str | None = None, fsync: bool = True
-) -> object:
+def open_backend(where: Workdir, *, session: str | None = None, fsync: bool = True) -> object:
     """The workspace the arguments name, as the backend a command that changes it acts
     through: a bucket's `ObjectStoreWorkspace` for a store URL, else a `LocalWorkspace` on
     the checked folder (see `open_workspace`).
 
     Args:
-        args: the command's arguments.
+        where: the workdir the command's arguments name.
         session: a session the local workspace must hold (`session_folder` checks it).
         fsync: the `LocalWorkspace`'s `fsync`.
 
     Raises:
         CliError: as `open_workspace` and `session_folder`, or the store cannot be opened.
     """
-    where = workdir_text(args)
-    if is_store_url(where):
+    if where.is_bucket:
         from ._bucket import open_store
 
-        return open_store(where)
+        return open_store(where.text)
     from ..workspace import LocalWorkspace
 
-    workdir = open_workspace(args, session=session)
+    workdir = open_workspace(where, session=session)
     if session is not None:
         session_folder(workdir, session)
     return LocalWorkspace(workdir, fsync=fsync)

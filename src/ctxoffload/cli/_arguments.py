@@ -1,5 +1,5 @@
 """The arguments every `ctxoffload` command shares: the exit statuses, `--workdir` and
-`--json`, and the workdir they name, spelled as the user gave it.
+`--json`, and the workdir they name, spelled as the user gave it (`Workdir`).
 
 Kept light on purpose: `ctxoffload --help` and every command import it at start-up, so it
 imports neither `typing` nor `pathlib` at module level.
@@ -15,21 +15,21 @@ from ..exceptions import CliError
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
     # Not at run time: `pathlib` imports urllib.parse and ipaddress, ~4.5 ms that `grep`
-    # does without (it works on str paths); `workdir_of` imports it when it is called.
+    # does without (it works on str paths); `Workdir.local` imports it when it is called.
     from pathlib import Path
+
+    from ._bucket import BucketCopies
 
 __all__ = [
     "EXIT_OK",
     "EXIT_PROBLEMS",
     "EXIT_USAGE",
+    "Workdir",
     "add_json",
     "add_workdir",
     "child_path",
     "is_store_url",
     "path_text",
-    "workdir_given",
-    "workdir_of",
-    "workdir_text",
 ]
 
 EXIT_OK = 0
@@ -56,34 +56,61 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def workdir_given(args: argparse.Namespace) -> bool:
-    """Whether `--workdir` was given (before or after the command)."""
-    return getattr(args, "workdir", None) is not None
+class Workdir:
+    """The workspace a command is pointed at, read once from its arguments by its `run`
+    (`Workdir.of`) and handed down instead of them.
 
-
-def workdir_text(args: argparse.Namespace) -> str:
-    """The workdir asked for, as given: `--workdir`, else `$CTXOFFLOAD_WORKDIR`, else `.`."""
-    given = getattr(args, "workdir", None)
-    if given is not None:
-        return str(given)
-    return os.environ.get("CTXOFFLOAD_WORKDIR") or os.getcwd()
-
-
-def workdir_of(args: argparse.Namespace) -> Path:
-    """The workdir asked for, for a command that needs a local folder.
-
-    Raises:
-        CliError: the workdir is a bucket URL.
+    Attributes:
+        text: as given: `--workdir` (before or after the command), else
+            $CTXOFFLOAD_WORKDIR, else the current directory.
+        given: whether `--workdir` was given.
+        command: the command's name, for messages.
+        copies: where the run keeps the copies it makes of a bucket: `main` makes one for
+            each run (`args.bucket_copies`) and removes them when it ends.
     """
-    text = workdir_text(args)
-    if is_store_url(text):
-        raise CliError(
-            f"--workdir {text!r}: `ctxoffload {getattr(args, 'command', '')}` works on a local "
-            "folder; ls, show, cat, grep, stats, verify, gc and ui read a bucket"
-        )
-    from pathlib import Path
 
-    return Path(text)
+    __slots__ = ("command", "copies", "given", "text")
+
+    def __init__(self, text: str, *, given: bool, command: str, copies: BucketCopies) -> None:
+        self.text = text
+        self.given = given
+        self.command = command
+        self.copies = copies
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Workdir:
+        """The workdir the parsed arguments of a command name."""
+        given = getattr(args, "workdir", None)
+        if given is not None:
+            text = str(given)
+        else:
+            text = os.environ.get("CTXOFFLOAD_WORKDIR") or os.getcwd()
+        return cls(
+            text,
+            given=given is not None,
+            command=getattr(args, "command", ""),
+            copies=args.bucket_copies,
+        )
+
+    @property
+    def is_bucket(self) -> bool:
+        """Whether it names object storage (`s3://...`) rather than a folder."""
+        return is_store_url(self.text)
+
+    def local(self) -> Path:
+        """The folder, for a command that needs a local one.
+
+        Raises:
+            CliError: it is a bucket URL.
+        """
+        if self.is_bucket:
+            raise CliError(
+                f"--workdir {self.text!r}: `ctxoffload {self.command}` works on a local "
+                "folder; ls, show, cat, grep, stats, verify, gc and ui read a bucket"
+            )
+        from pathlib import Path
+
+        return Path(self.text)
 
 
 def is_store_url(text: str) -> bool:

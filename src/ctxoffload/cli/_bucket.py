@@ -15,27 +15,12 @@ default 30) bounds each request, retries included.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
-from .._disk.layout import SESSIONS_DIR
-from ..exceptions import CliError
-
-__all__ = [
-    "BucketCopy",
-    "as_uris",
-    "copy_bucket",
-    "copy_problems",
-    "display",
-    "local_reference",
-    "open_store",
-    "remove_copies",
-    "remove_copy",
-]
-
-_copies: dict[str, BucketCopy] = {}  # local folder -> its copy
+__all__ = ["BucketCopies", "BucketCopy", "open_store"]
 
 
 class BucketCopy:
@@ -52,7 +37,7 @@ def open_store(url: str) -> Any:
     """`ObjectStoreWorkspace(url)` with one clear line for what goes wrong."""
     import os
 
-    from ..exceptions import ConfigError
+    from ..exceptions import CliError, ConfigError
 
     text = os.environ.get("CTXOFFLOAD_DEADLINE", "30")
     try:
@@ -75,94 +60,108 @@ def open_store(url: str) -> Any:
         raise CliError(str(exc)) from None
 
 
-def copy_bucket(
-    url: str, *, session: str | None = None, data: bool = True, check: bool = False
-) -> BucketCopy:
-    """Copy the workspace at `url` (or one session of it) into a temporary folder.
+class BucketCopies:
+    """The copies of buckets one run of a command made, by local folder: `main` makes one
+    for each run and removes what it holds when the command ends (`remove_all`); a command
+    reaches it through its `Workdir`, and `shown` through `showing` (`_output.py`).
 
-    Raises:
-        CliError: the store cannot be opened or read, the session id is hostile, or
-            there is no such session.
+    Cheap to make: nothing is imported until a bucket is copied.
     """
-    import asyncio
 
-    from ..exceptions import InvalidSessionId, OffloadError
+    def __init__(self) -> None:
+        self._copies: dict[str, BucketCopy] = {}
 
-    if session is not None:
-        from ..workspace import validate_session_id
+    def copy(
+        self, url: str, *, session: str | None = None, data: bool = True, check: bool = False
+    ) -> BucketCopy:
+        """Copy the workspace at `url` (or one session of it) into a temporary folder.
 
+        Raises:
+            CliError: the store cannot be opened or read, the session id is hostile, or
+                there is no such session.
+        """
+        import asyncio
+        import tempfile
+        from pathlib import Path
+
+        from .._disk.layout import SESSIONS_DIR
+        from ..exceptions import CliError, InvalidSessionId, OffloadError
+
+        if session is not None:
+            from ..workspace import validate_session_id
+
+            try:
+                validate_session_id(session)  # before any request
+            except InvalidSessionId as exc:
+                raise CliError(str(exc)) from None
+        store = open_store(url)
+        # Resolved: the workspace resolves its workdir, and `display` matches paths by prefix
+        # (on macOS /tmp is a link to /private/tmp).
+        folder = Path(tempfile.mkdtemp(prefix="ctxoffload-bucket-")).resolve()
+        copy = BucketCopy(store.url, folder, store, [])
+        self._copies[str(folder)] = copy
         try:
-            validate_session_id(session)  # before any request
+            if session is not None:
+                sessions = asyncio.run(store.list_sessions())
+                if session not in sessions:
+                    raise CliError(
+                        f"no session {session!r} in {store.url!r}: `ctxoffload ls` lists the "
+                        "sessions"
+                    )
+            copy.problems = asyncio.run(
+                store.download(folder, session=session, data=data, check=check)
+            )
         except InvalidSessionId as exc:
             raise CliError(str(exc)) from None
-    store = open_store(url)
-    # Resolved: the workspace resolves its workdir, and `display` matches paths by prefix
-    # (on macOS /tmp is a link to /private/tmp).
-    folder = Path(tempfile.mkdtemp(prefix="ctxoffload-bucket-")).resolve()
-    copy = BucketCopy(store.url, folder, store, [])
-    _copies[str(folder)] = copy
-    try:
-        if session is not None:
-            sessions = asyncio.run(store.list_sessions())
-            if session not in sessions:
-                raise CliError(
-                    f"no session {session!r} in {store.url!r}: `ctxoffload ls` lists the sessions"
-                )
-        copy.problems = asyncio.run(store.download(folder, session=session, data=data, check=check))
-    except InvalidSessionId as exc:
-        raise CliError(str(exc)) from None
-    except OffloadError as exc:  # an error, not "nothing found": exit 2 in every command
-        raise CliError(str(exc)) from None
-    (folder / SESSIONS_DIR).mkdir(exist_ok=True)
-    return copy
+        except OffloadError as exc:  # an error, not "nothing found": exit 2 in every command
+            raise CliError(str(exc)) from None
+        (folder / SESSIONS_DIR).mkdir(exist_ok=True)
+        return copy
 
+    def display(self, path: str) -> str:
+        """A path for people: inside a copy, the object's URI; else the path itself."""
+        for local, copy in list(self._copies.items()):
+            if path == local:
+                return copy.url
+            if path.startswith(local + "/"):
+                return copy.url + path[len(local) :]
+        return path
 
-def display(path: str | Path) -> str:
-    """A path for people: inside a bucket's copy, the object's URI; else the path itself."""
-    text = str(path)
-    for local, copy in _copies.items():
-        if text == local:
-            return copy.url
-        if text.startswith(local + "/"):
-            return copy.url + text[len(local) :]
-    return text
+    def as_uris(self, text: str) -> str:
+        """A message for people with every path into a copy written as the object's URI (an
+        error names the file the user asked for, not a temporary folder that is gone when
+        the command ends)."""
+        import os
 
+        for local, copy in list(self._copies.items()):
+            for form in {os.path.realpath(local), local}:
+                text = text.replace(form, copy.url)
+        return text
 
-def as_uris(text: str) -> str:
-    """A message for people with every path into a bucket's copy written as the object's URI
-    (an error names the file the user asked for, not a temporary folder that is gone when
-    the command ends)."""
-    import os
+    def local_reference(self, reference: str) -> str:
+        """A reference into a copied bucket (its URI) as the path of the copy's file."""
+        for local, copy in list(self._copies.items()):
+            if reference.startswith(copy.url + "/"):
+                return local + reference[len(copy.url) :]
+        return reference
 
-    for local, copy in _copies.items():
-        for form in {os.path.realpath(local), local}:
-            text = text.replace(form, copy.url)
-    return text
+    def problems(self, folder: str) -> list[str]:
+        """What copying the bucket into `folder` found wrong (`PATH: problem` each), for
+        `ctxoffload verify`; nothing when `folder` is no copy of a bucket."""
+        copy = self._copies.get(folder)
+        return list(copy.problems) if copy is not None else []
 
+    def remove(self, folder: str) -> None:
+        """Delete one copy (`ctxoffload ui` replaces its copy as it polls)."""
+        import shutil
 
-def local_reference(reference: str) -> str:
-    """A reference into a copied bucket (its URI) as the path of the copy's file."""
-    for local, copy in _copies.items():
-        if reference.startswith(copy.url + "/"):
-            return local + reference[len(copy.url) :]
-    return reference
+        if self._copies.pop(folder, None) is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
+    def remove_all(self) -> None:
+        """Delete every copy (when the command ends)."""
+        import shutil
 
-def copy_problems(folder: str) -> list[str]:
-    """What copying the bucket into `folder` found wrong (`PATH: problem` each), for
-    `ctxoffload verify`; nothing when `folder` is no copy of a bucket."""
-    copy = _copies.get(folder)
-    return list(copy.problems) if copy is not None else []
-
-
-def remove_copies() -> None:
-    """Delete every copy this process made (when the command ends)."""
-    while _copies:
-        local, _ = _copies.popitem()
-        shutil.rmtree(local, ignore_errors=True)
-
-
-def remove_copy(folder: str) -> None:
-    """Delete one copy this process made (`ctxoffload ui` replaces its copy as it polls)."""
-    if _copies.pop(folder, None) is not None:
-        shutil.rmtree(folder, ignore_errors=True)
+        while self._copies:
+            local, _ = self._copies.popitem()
+            shutil.rmtree(local, ignore_errors=True)

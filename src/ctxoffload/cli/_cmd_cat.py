@@ -13,7 +13,7 @@ from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
 from .._disk.read import Folder, workspace_of
 from ..exceptions import CliError
 from ._access import committed_end, open_workspace, refusal
-from ._arguments import EXIT_PROBLEMS, add_workdir, is_store_url, workdir_given, workdir_text
+from ._arguments import EXIT_PROBLEMS, Workdir, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import raw_stream, shown
 
@@ -86,21 +86,21 @@ def run(args: argparse.Namespace) -> int:
     session = None
     reference = args.reference
     in_no_workspace = False
-    if not workdir_given(args) and not os.environ.get("CTXOFFLOAD_WORKDIR"):
+    where = Workdir.of(args)
+    if not where.given and not os.environ.get("CTXOFFLOAD_WORKDIR"):
         # A path a notice printed is enough, from any folder: it names its workspace.
         own = workspace_of(reference)
         if own is not None:
-            args.workdir = own
+            where = Workdir(own, given=True, command=where.command, copies=where.copies)
         else:
             in_no_workspace = os.path.isabs(reference) or reference.startswith("file:")
-    bucket = is_store_url(workdir_text(args))
-    if bucket:
+    if where.is_bucket:
         # Copy only what the reference needs: its session, or data/.
         found = _SESSION_IN_REFERENCE.search(args.reference)
         session = found.group(1) if found else None
     try:
         workdir = open_workspace(
-            args, session=session, data=session is None and f"{DATA_DIR}/" in args.reference
+            where, session=session, data=session is None and f"{DATA_DIR}/" in args.reference
         )
     except CliError as exc:
         if not in_no_workspace:
@@ -113,10 +113,7 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     root = os.path.realpath(workdir)
     try:
-        if bucket:
-            from ._bucket import local_reference
-
-            reference = local_reference(reference)
+        reference = where.copies.local_reference(reference)
         *parts, name = reference_parts(reference, workdir, root)
     except InvalidReference as exc:
         raise CliError(str(exc)) from exc

@@ -10,7 +10,7 @@ from .._disk.layout import SESSIONS_DIR
 from .._disk.paths import workdir_problem
 from ..exceptions import CliError
 from ._access import checked_session_id
-from ._arguments import workdir_of
+from ._arguments import Workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     checked_session_id(args.session)
     given = getattr(args, "workdir", None)
     if given is not None:
-        workdir_of(args)  # a bucket URL: one clear line, and no folder named after it
+        Workdir.of(args).local()  # a bucket URL: one clear line, and no folder named after it
     workdir = (
         Path(given)
         if given is not None

@@ -6,7 +6,7 @@ import argparse
 
 from ..exceptions import CliError, ConfigError, IncompleteRecord, InvalidSessionId
 from ._access import open_backend
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import print_json, shown
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     """Fork the session; print where the fork starts."""
     import asyncio
 
-    workspace = open_backend(args, session=args.session)
+    workspace = open_backend(Workdir.of(args), session=args.session)
     from ..workspace import fork_session
 
     try:

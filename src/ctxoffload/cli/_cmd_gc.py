@@ -7,7 +7,7 @@ import re
 
 from ..exceptions import CliError
 from ._access import open_backend
-from ._arguments import add_json, add_workdir
+from ._arguments import Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, human_bytes, inert, print_json
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("say what to remove: --older-than AGE and/or --max-bytes SIZE")
     from ..workspace import GarbageCollector
 
-    workspace = open_backend(args, fsync=False)
+    workspace = open_backend(Workdir.of(args), fsync=False)
     if not isinstance(workspace, GarbageCollector):
         raise CliError(
             f"this version of ctxoffload has no {type(workspace).__name__}.gc: upgrade ctxoffload"

@@ -57,6 +57,7 @@ from ._arguments import (
     EXIT_OK,
     EXIT_PROBLEMS,
     EXIT_USAGE,
+    Workdir,
     add_json,
     add_workdir,
     child_path,
@@ -1038,7 +1039,7 @@ def run(args: argparse.Namespace) -> int:
             "(0: no deadline)"
         )
     # As given (spelled as pathlib would): files are named the way the user named the folder.
-    workdir = open_workspace(args, session=args.session, data=False, as_given=True)
+    workdir = open_workspace(Workdir.of(args), session=args.session, data=False, as_given=True)
     if args.session is not None:
         sessions = [session_folder(workdir, args.session)]
     else:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .._disk.read import EventKind
 from ..exceptions import CliError
 from ._access import session_entry
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json
 from ._commands import COMMAND_HELP
 from ._output import Column, Progress, print_json, print_table
 from ._recoverable import check_recoverable
@@ -293,12 +293,14 @@ async def _start_record(
     return recorder
 
 
-def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
+def _configs(files: list[Path], window: int | None) -> list[tuple[str, Any]]:
+    """The configurations to replay with, one a file (the default one for none), each with
+    the window `--window` gives, else its own, else the default window."""
     from ..compression import ContextConfig
     from ..exceptions import ConfigError
 
     configs: list[tuple[str, Any]] = []
-    for path in args.config:
+    for path in files:
         try:
             configs.append((path.stem, ContextConfig.from_json_file(path)))
         except ConfigError as exc:
@@ -310,8 +312,8 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
             raise CliError(f"context config file {str(path)!r} cannot be read: {what}") from None
     if not configs:
         configs.append(("default", ContextConfig()))
-    if args.window is not None and args.window < 1:
-        raise CliError(f"--window {args.window} is below 1: give the window in tokens")
+    if window is not None and window < 1:
+        raise CliError(f"--window {window} is below 1: give the window in tokens")
     # The same file given twice, or two files of one name in different folders: each column
     # still needs a name of its own.
     names = [name for name, _ in configs]
@@ -321,8 +323,10 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     ]
     out = []
     for name, config in configs:
-        window = args.window or config.context_window or DEFAULT_WINDOW
-        data = {**config.model_dump(exclude_unset=True), "context_window": window}
+        data = {
+            **config.model_dump(exclude_unset=True),
+            "context_window": window or config.context_window or DEFAULT_WINDOW,
+        }
         try:
             out.append((name, ContextConfig.from_dict(data, source=f"config {name}")))
         except ConfigError as exc:
@@ -339,10 +343,11 @@ def _one_line(exc: Exception) -> str:
     return head if not rest else f"{head.rstrip(':')}: " + "; ".join(rest)
 
 
-def _summary_model(args: argparse.Namespace) -> Any:
-    """The summary model asked for with --summary-model, or None (extractive summaries)."""
-    if args.summary_model is None:
-        if args.base_url is not None:
+def _summary_model(name: str | None, base_url: str | None) -> Any:
+    """The summary model asked for with --summary-model (and --base-url), or None
+    (extractive summaries)."""
+    if name is None:
+        if base_url is not None:
             raise CliError("--base-url needs --summary-model MODEL")
         return None
     try:
@@ -364,11 +369,9 @@ def _summary_model(args: argparse.Namespace) -> Any:
     logger.addHandler(hold)
     logger.propagate = False
     try:
-        model = OpenAIChatModel(
-            args.summary_model, base_url=args.base_url or os.environ.get("OPENAI_BASE_URL")
-        )
+        model = OpenAIChatModel(name, base_url=base_url or os.environ.get("OPENAI_BASE_URL"))
     except Exception as exc:  # no openai package, no API key, a bad URL: say it, no traceback
-        raise CliError(f"--summary-model {args.summary_model}: {exc}") from exc
+        raise CliError(f"--summary-model {name}: {exc}") from exc
     finally:
         logger.removeHandler(hold)
         logger.propagate = propagate
@@ -377,7 +380,7 @@ def _summary_model(args: argparse.Namespace) -> Any:
     return model
 
 
-def _prepare_workspace(args: argparse.Namespace) -> Any:
+def _prepare_workspace(where: Workdir) -> Any:
     """The workspace to write into: an existing one, or a folder that does not exist yet.
 
     Raises:
@@ -388,7 +391,7 @@ def _prepare_workspace(args: argparse.Namespace) -> Any:
     from ..exceptions import InvalidReference
     from ..workspace import LocalWorkspace
 
-    workdir = workdir_of(args)
+    workdir = where.local()
     if os.path.lexists(workdir):
         try:
             sessions_folder(str(workdir))
@@ -405,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
     from ._transcripts import load_transcript
 
     # Everything is checked before anything is written.
-    configs = _configs(args)
+    configs = _configs(args.config, args.window)
     fmt, runs = load_transcript(args.transcript, args.format)
     stem = re.sub(r"[^A-Za-z0-9_-]+", "-", args.transcript.name.split(".")[0])[:60].strip("-")
     prefix = args.session or f"replay-{stem or 'transcript'}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -418,14 +421,14 @@ def run(args: argparse.Namespace) -> int:
             if len(configs) > 1:
                 session += f"-c{c_index}"
             sessions.append((one, name, config, session))
-    workspace = _prepare_workspace(args)
+    workspace = _prepare_workspace(Workdir.of(args))
     for _, _, _, session in sessions:
         if session_entry(str(workspace.workdir), session) is not None:
             raise CliError(f"session {session!r} already exists: pass another --session")
     counter = get_token_counter()
     total = sum(len(one.messages) for one, _, _, _ in sessions)
 
-    summary_model = _summary_model(args)
+    summary_model = _summary_model(args.summary_model, args.base_url)
 
     async def replay_all() -> list[ReplayResult]:
         await workspace.initialize()

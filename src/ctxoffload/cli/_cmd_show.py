@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -11,16 +10,17 @@ from typing import Any
 
 from .._disk.layout import DATA_DIR, DATA_REFERENCE, EVENTS_FILE, SESSIONS_DIR
 from .._disk.paths import linked_elsewhere
-from .._disk.read import EventKind, Folder, JsonLines, is_event
+from .._disk.read import EventKind, Folder
 from ..exceptions import CliError
 from ..text import message_lines
-from ._access import open_in, open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_workdir
+from ._access import open_workspace, session_folder
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
 from ._commands import COMMAND_HELP
 from ._describe import Timeline
 from ._output import json_text, shown
+from ._view import SessionLog, by_agent, newest_session, step_messages
 
-__all__ = ["SessionLog", "register", "run", "step_messages"]
+__all__ = ["register", "run"]
 
 
 def register(commands: Any) -> None:
@@ -61,16 +61,16 @@ def run(args: argparse.Namespace) -> int:
     A line of events.jsonl that is not an event is said once on stderr and skipped; the rest
     is shown, and the exit status is then 1.
     """
-    workdir = open_workspace(args, session=args.session)
-    if args.session is None:
-        args.session = _newest(workdir)
-    session = session_folder(workdir, args.session)
+    workdir = open_workspace(Workdir.of(args), session=args.session)
+    session = session_folder(workdir, _newest(workdir) if args.session is None else args.session)
     with SessionLog(workdir, session) as events:
         if args.step is not None:
-            _show_step(events, args)
+            _show_step(events, session, args.step, as_json=args.json)
         else:
-            _show_timeline(events, workdir, args)
-        damaged = events.warn()
+            _show_timeline(
+                events, workdir, session, full=args.full, writers=args.writers, as_json=args.json
+            )
+        damaged = events.warn("show")
     return EXIT_PROBLEMS if damaged else EXIT_OK
 
 
@@ -80,8 +80,6 @@ def _newest(workdir: str) -> str:
     Raises:
         CliError: the workspace has no session yet.
     """
-    from ._cmd_ls import newest_session
-
     newest, count = newest_session(workdir)
     if newest is None:
         raise CliError(
@@ -95,132 +93,15 @@ def _newest(workdir: str) -> str:
     return newest
 
 
-# -- reading -------------------------------------------------------------------------------
-
-
-class SessionLog:
-    """The session's events.jsonl, read as a stream through the workspace's reader, as many
-    times as the command needs: memory holds one line at a time (the longest line bounds
-    it), never the whole log. Each pass stops where the log ended when it was opened, so an
-    agent still writing does not make two passes disagree.
-
-    A torn last line (a write in progress) is skipped silently. A line that is not JSON, or
-    JSON that is not an event (an object with a kind), is skipped and said once on stderr
-    (`warn`).
-
-    Raises (on entering):
-        CliError: the file has other hard links or cannot be read (exit 2).
-    """
-
-    def __init__(self, workdir: str, session: str) -> None:
-        self.workdir = workdir
-        self.session = session
-        self.corrupt: list[int] = []
-        self.odd = 0
-        self._stack = contextlib.ExitStack()
-        self._fd = -1
-        self._end = 0
-        self.path = ""
-
-    def __enter__(self) -> SessionLog:
-        folder = self._stack.enter_context(Folder(self.workdir, SESSIONS_DIR, self.session))
-        self.path = folder.path(EVENTS_FILE)
-        opened = open_in(folder, EVENTS_FILE, self.path)
-        if opened is not None:
-            self._fd, st = opened
-            self._stack.callback(os.close, self._fd)
-            self._end = st.st_size
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        """Every event, oldest first; counts what is skipped."""
-        if self._fd < 0:
-            return
-        lines = JsonLines(self._fd, self._end)
-        odd = 0
-        try:
-            for _, value in lines:
-                if is_event(value):
-                    yield value
-                else:
-                    odd += 1
-        except OSError as exc:  # a read that failed after the open (EIO)
-            raise CliError(f"cannot read {shown(self.path)}: {exc.strerror or exc}") from None
-        self.corrupt, self.odd = lines.corrupt, odd
-
-    def warn(self) -> bool:
-        """Say what the last whole pass skipped, once; whether anything was."""
-        bad, odd = self.corrupt, self.odd
-        if bad:
-            print(
-                f"ctxoffload show: warning: {shown(self.path)} line {bad[0]} is not valid JSON"
-                + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
-                + ": skipped; `ctxoffload verify` checks the workspace",
-                file=sys.stderr,
-            )
-        if odd:
-            print(
-                f"ctxoffload show: warning: {shown(self.path)}: {odd:,} JSON "
-                f"line{' is' if odd == 1 else 's are'} not an event (an object with a kind): "
-                "skipped; `ctxoffload verify` checks the workspace",
-                file=sys.stderr,
-            )
-        return bool(bad or odd)
-
-
 # -- --step N --------------------------------------------------------------------------------
 
 
-def step_messages(events: SessionLog, step: int) -> list[dict[str, Any]]:
-    """The messages the model was sent at `step`, rebuilt from the record.
-
-    Two passes, so that memory holds the step's messages only, not every message logged:
-    the first finds the ids the step was sent, the second keeps only those messages.
-
-    Raises:
-        CliError: the record cannot rebuild the step (exit 1), or no model call has that
-            step (exit 2; the message names the steps recorded).
-    """
-    from .._disk.read import rebuild_step
-    from ..exceptions import IncompleteRecord
-
-    wanted: set[str] = set()
-    steps: set[int] = set()
-    for event in events:
-        if event["kind"] == EventKind.MODEL_CALL and isinstance(event.get("step"), int):
-            steps.add(event["step"])
-            ids = event.get("messages")
-            if event["step"] == step and isinstance(ids, list):
-                wanted.update(i for i in ids if isinstance(i, str))
-
-    def needed() -> Iterator[dict[str, Any]]:
-        for event in events:
-            if event["kind"] == EventKind.MESSAGE:
-                message = event.get("message")
-                if not isinstance(message, dict) or str(message.get("id")) not in wanted:
-                    continue
-            elif event["kind"] != EventKind.MODEL_CALL:
-                continue
-            yield event
-
-    try:
-        return rebuild_step(needed(), step)
-    except IncompleteRecord as exc:
-        raise CliError(str(exc), EXIT_PROBLEMS) from None
-    except LookupError as exc:
-        known = f"steps {min(steps)}-{max(steps)}" if steps else "no model calls"
-        raise CliError(f"{exc} ({known} are recorded)", EXIT_USAGE) from None
-
-
-def _show_step(events: SessionLog, args: argparse.Namespace) -> None:
-    messages = step_messages(events, args.step)
-    if args.json:
-        print(json_text({"session": args.session, "step": args.step, "messages": messages}))
+def _show_step(events: SessionLog, session: str, step: int, *, as_json: bool) -> None:
+    messages = step_messages(events, step)
+    if as_json:
+        print(json_text({"session": session, "step": step, "messages": messages}))
         return
-    print(f"step {args.step}: the model was sent {len(messages)} messages")
+    print(f"step {step}: the model was sent {len(messages)} messages")
     for i, msg in enumerate(messages, start=1):
         print(f"\n--- [{i}] {msg.get('role')} (id {msg.get('id')})")
         print("\n".join(message_lines(msg)[1:]))
@@ -229,27 +110,29 @@ def _show_step(events: SessionLog, args: argparse.Namespace) -> None:
 # -- the timeline ----------------------------------------------------------------------------
 
 
-def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -> None:
+def _show_timeline(
+    events: SessionLog, workdir: str, session: str, *, full: bool, writers: bool, as_json: bool
+) -> None:
     # A first pass finds what the second needs ahead of it: the data/ files named anywhere,
     # and whether an Agent wrote the session.
     data_names: set[str] = set()
-    by_agent = False
+    agent = False
     for event in events:
         data_names.update(_data_names(event))
-        by_agent = by_agent or event["kind"] in (EventKind.SESSION_START, EventKind.FORK)
+        agent = agent or by_agent(event)
     data_files = sorted(data_names)
     sizes = _data_sizes(workdir, data_files)
-    if args.json:
+    if as_json:
         # Written as it is read: one event in memory at a time.
         out = sys.stdout
-        out.write(f'{{"session": {json_text(args.session)}, "events": [')
+        out.write(f'{{"session": {json_text(session)}, "events": [')
         for index, event in enumerate(events):
             out.write((", " if index else "") + json_text(event, ensure_ascii=False))
         files = [{"path": f"{DATA_DIR}/{name}", "bytes": sizes[name]} for name in data_files]
         out.write(f'], "data_files": {json_text(files)}}}\n')
         return
-    print(f"session {args.session} ({shown(os.path.join(workdir, SESSIONS_DIR, args.session))})")
-    timeline = Timeline(full=args.full, writers=args.writers, by_agent=by_agent)
+    print(f"session {session} ({shown(os.path.join(workdir, SESSIONS_DIR, session))})")
+    timeline = Timeline(full=full, writers=writers, by_agent=agent)
     empty = True
     for event in events:
         empty = False
@@ -257,7 +140,7 @@ def _show_timeline(events: SessionLog, workdir: str, args: argparse.Namespace) -
     _print_lines(timeline.flush())
     if empty:
         print(f"no record: {EVENTS_FILE} is missing or empty (nothing recorded yet)")
-    _print_subagents(workdir, args.session, events)
+    _print_subagents(workdir, session, events)
     if data_files:
         print("data files:")
         for name in data_files:

@@ -13,9 +13,8 @@ import contextlib
 import os
 import re
 import stat
-import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +36,7 @@ from .._disk.read import EventKind, Folder, Refused, is_event, iter_lines
 from ..exceptions import OffloadError
 from ..text import decode_log_line, is_jsonl
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, inert, paint, print_json, print_styled, shown
 
@@ -106,12 +105,14 @@ def _reason(exc: OSError) -> str:
 
 class _Entries:
     """The entries references name, looked at through the reader: each folder is entered
-    once, and a few are kept open (a log's references mostly name its own session)."""
+    once, and a few are kept open (a log's references mostly name its own session).
+    `local` turns a reference into a copied bucket (its URI) into the copy's path."""
 
     _KEPT = 32
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, local: Callable[[str], str]) -> None:
         self.workdir = workdir
+        self.local = local
         self.stack = contextlib.ExitStack()
         self.folders: dict[tuple[str, ...], Folder | None] = {}
 
@@ -205,7 +206,9 @@ def _check_jsonl(
                 continue
             _check_references(value, f"{path}:{number}", entries, report)
             if events and isinstance(value, dict):
-                elsewhere = _check_inside(value.get("reference"), f"{path}:{number}", root, report)
+                elsewhere = _check_inside(
+                    value.get("reference"), f"{path}:{number}", root, entries.local, report
+                )
                 if elsewhere is not None:
                     moved[elsewhere] += 1
     finally:
@@ -277,7 +280,9 @@ def _commit_record(folder: Folder, name: str, report: Report) -> tuple[int, int]
     return None
 
 
-def _check_inside(reference: Any, where: str, root: str, report: Report) -> str | None:
+def _check_inside(
+    reference: Any, where: str, root: str, local: Callable[[str], str], report: Report
+) -> str | None:
     """Check that a reference (an event's `reference`) names a file inside the workspace.
 
     One outside it (`/etc/passwd`, `.../sessions/s/../../../x`) is a problem. One that names
@@ -287,9 +292,7 @@ def _check_inside(reference: Any, where: str, root: str, report: Report) -> str 
     """
     if not isinstance(reference, str) or not reference:
         return None
-    bucket = sys.modules.get("ctxoffload.cli._bucket")  # imported only for a bucket
-    text = bucket.local_reference(reference) if bucket is not None else reference
-    text = text.removeprefix("file://")
+    text = local(reference).removeprefix("file://")
     bases = {os.path.abspath(root), os.path.realpath(root)}
     candidates = [os.path.abspath(text)]
     if not os.path.isabs(text):
@@ -482,8 +485,11 @@ def _is_file(folder: Folder, name: str) -> bool:
         return False
 
 
-def verify_workspace(workdir: str, only_session: str | None = None) -> Report:
-    """Check a workspace (or one session and data/) and return what was found."""
+def verify_workspace(
+    workdir: str, only_session: str | None = None, *, local: Callable[[str], str] = str
+) -> Report:
+    """Check a workspace (or one session and data/) and return what was found; `local`
+    turns a reference into a copied bucket (its URI) into the copy's path."""
     report = Report()
     tops = [(SESSIONS_DIR, only_session), (DATA_DIR,)] if only_session else [()]
     files = [found for top in tops for found in _walk(workdir, top, report)]
@@ -491,7 +497,7 @@ def verify_workspace(workdir: str, only_session: str | None = None) -> Report:
     by_folder: dict[tuple[str, ...], list[tuple[str, int]]] = {}
     for parts, name, size in files:
         by_folder.setdefault(parts, []).append((name, size))
-    with Progress("verify: bytes", total) as progress, _Entries(workdir) as entries:
+    with Progress("verify: bytes", total) as progress, _Entries(workdir, local) as entries:
         for parts, names in by_folder.items():
             try:
                 with Folder(workdir, *parts) as folder:
@@ -509,12 +515,12 @@ def verify_workspace(workdir: str, only_session: str | None = None) -> Report:
 
 def run(args: argparse.Namespace) -> int:
     """Verify and print the problems found."""
-    workdir = open_workspace(args, session=args.session, check=True)
+    asked = Workdir.of(args)
+    workdir = open_workspace(asked, session=args.session, check=True)
     if args.session is not None:
         session_folder(workdir, args.session)
-    report = verify_workspace(workdir, args.session)
-    bucket = sys.modules.get("ctxoffload.cli._bucket")  # imported only for a bucket
-    for problem in bucket.copy_problems(workdir) if bucket is not None else []:
+    report = verify_workspace(workdir, args.session, local=asked.copies.local_reference)
+    for problem in asked.copies.problems(workdir):
         where, _, what = problem.partition(": ")
         report.problem(where, what)
     if args.json:

@@ -27,7 +27,7 @@ from ._access import (
     session_entry,
     session_folder,
 )
-from ._arguments import add_json, add_workdir, workdir_of
+from ._arguments import Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._describe import NOT_BY_AGENT, Timeline
 from ._output import json_text, shown
@@ -355,8 +355,9 @@ class Follower:
 
 def run(args: argparse.Namespace) -> int:
     """Follow the workspace until Ctrl-C."""
-    workdir_of(args)  # a bucket cannot be watched: one clear line instead of a copy
-    workdir = open_workspace(args)
+    where = Workdir.of(args)
+    where.local()  # a bucket cannot be watched: one clear line instead of a copy
+    workdir = open_workspace(where)
     waiting = False
     if args.session is not None:
         waiting = _session_to_watch(workdir, args.session, wait=args.wait)

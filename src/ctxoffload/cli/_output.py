@@ -17,13 +17,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
 __all__ = [
+    "PATHS_SHOWN_AS",
     "Column",
     "InertStream",
     "Progress",
@@ -177,11 +179,18 @@ def raw_stream(stream: Any) -> Any:
     return getattr(stream, "raw_stream", stream)
 
 
+PATHS_SHOWN_AS: ContextVar[Callable[[str], str] | None] = ContextVar("PATHS_SHOWN_AS", default=None)
+"""How `shown` spells a path, for as long as one run of a command sets it: `main` sets its
+bucket copies' `display`, so that a path into a copy is printed as the object's URI. A
+context variable, not an argument: every message that names a file goes through `shown`, at
+any depth; and not a global: each run (and each thread it hands its context) sees its own."""
+
+
 def shown(path: str | os.PathLike[str]) -> str:
     """How a path is printed: the object's URI when it lies in a copy of a bucket."""
-    bucket = sys.modules.get("ctxoffload.cli._bucket")  # imported only for a bucket
+    display = PATHS_SHOWN_AS.get()
     text = os.fspath(path)
-    return str(bucket.display(text)) if bucket is not None else text
+    return display(text) if display is not None else text
 
 
 def json_text(value: Any, **options: Any) -> str:

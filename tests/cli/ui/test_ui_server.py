@@ -255,6 +255,35 @@ def test_search_finds_what_grep_finds(ui: Ui) -> None:
         assert [(m["path"], m["line"]) for m in served["matches"]] == expected
 
 
+def test_the_sessions_are_the_rows_ls_lists(own_demo: Path) -> None:
+    """The list the page shows is `ls`'s own rows (one reader, `cli/_view.py`): sub-agents
+    under their parent, and a file neither can read named the same way; the page lists them
+    by id, `ls` the newest first."""
+    asyncio.run(chain_of_sub_agents(own_demo, 3))
+    result = own_demo / "sessions" / "nightly-job" / "tool_result-call_1.txt"
+    os.link(result, own_demo / "elsewhere.txt")  # a hard link: neither reads the file
+    listed = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "--workdir", str(own_demo), "ls", "--json"],
+        capture_output=True,
+        check=False,
+    )
+    assert listed.returncode == 2 and b"hard link" in listed.stderr
+    rows = json.loads(listed.stdout)
+    ui = start_ui(own_demo)
+    try:
+        served = api(ui, "sessions")["sessions"]
+    finally:
+        stop_ui(ui)
+    assert sorted(rows, key=lambda r: r["session"]) == served
+    assert [(r["session"], r["depth"]) for r in served] == [
+        ("nightly-job", 0),
+        ("s0000", 0),
+        ("s0001", 1),
+        ("s0002", 2),
+    ]
+    assert served[0]["unreadable"] == ["tool_result-call_1.txt"]
+
+
 def test_the_difference_between_two_steps(ui: Ui) -> None:
     first = api(ui, "step", session="nightly-job", step=3)["messages"]
     second = api(ui, "step", session="nightly-job", step=4)["messages"]

@@ -2,15 +2,16 @@
 what the model was sent at one step, the difference between two steps, a stored file read as
 the agent's Read tool reads it, and a search as `ctxoffload grep` searches.
 
-Everything is read from the workspace files through the same readers as the other commands
-(`SessionLog` of `show`, `session_facts` of `ls`, `describe` for the sentences, `rebuild_step`
-for a step, `FileToolbox.read` for a file), and every string meant for display goes through
+Everything is read from the workspace files through the session-view layer the commands
+present too (`cli/_view.py`: the rows of `ls`, the events and steps of `show`), `describe` for
+the sentences, and `FileToolbox.read` for a file, and every string meant for display goes through
 `inert`, so nothing a session holds acts on the page or a terminal: the page then shows it as
 text (`textContent`), never as HTML.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -23,11 +24,10 @@ from typing import Any
 from ..._disk.read import EventKind, sessions_folder
 from ...exceptions import CliError, InvalidReference
 from ...text import message_lines
-from .._access import session_folder, session_ids
-from .._cmd_ls import grouped, session_facts
-from .._cmd_show import SessionLog, step_messages
+from .._access import session_folder
 from .._describe import NOT_BY_AGENT, Timeline, describe
 from .._output import inert
+from .._view import SessionLog, Warnings, by_agent, session_rows, step_messages
 
 __all__ = ["BODY_CHARS", "MARKED_KINDS", "UiModel"]
 
@@ -82,15 +82,17 @@ class UiModel:
             CliError: sessions/ cannot be listed (removed while the page is open).
         """
         try:
-            ids = session_ids(self.workdir)
+            rows = session_rows(self.workdir, Warnings("ls"), newest_first=False)
         except OSError:
             try:
                 sessions_folder(self.workdir)
             except InvalidReference as exc:  # it says which: no folder, not a workspace
                 raise CliError(str(exc)) from None
             raise
-        rows = [session_facts(self.workdir, session) for session in ids]
-        return {"workspace": self.shown_as, "sessions": _plain(grouped(rows))}
+        return {
+            "workspace": self.shown_as,
+            "sessions": _plain([dataclasses.asdict(row) for row in rows]),
+        }
 
     # -- one session ----------------------------------------------------------------------
 
@@ -103,13 +105,9 @@ class UiModel:
         marks: list[dict[str, Any]] = []
         start: dict[str, Any] = {}
         with SessionLog(self.workdir, folder) as events:
-            by_agent = False
-            for event in events:
-                if event["kind"] in (EventKind.SESSION_START, EventKind.FORK):
-                    by_agent = True
-                    break
+            agent = any(by_agent(event) for event in events)
             # Each line as `show` prints it, each summary once under its compression.
-            timeline = Timeline(by_agent=by_agent)
+            timeline = Timeline(by_agent=agent)
             indexes: dict[int, int] = {}  # the index of each event held (by its id)
 
             def entries(parts: Iterable[tuple[dict[str, Any] | None, list[str]]]) -> None:
@@ -137,7 +135,7 @@ class UiModel:
                 mark = MARKED_KINDS.get(kind)
                 if kind == EventKind.SESSION_START and event.get("restored_messages"):
                     mark = "resume"
-                text = describe(event, by_agent=by_agent) if mark is not None else []
+                text = describe(event, by_agent=agent) if mark is not None else []
                 if text:
                     marks.append({"mark": mark, "kind": kind, "text": inert(text[0])})
                 if kind == EventKind.MODEL_CALL and isinstance(event.get("step"), int):
@@ -151,8 +149,8 @@ class UiModel:
             "agent": _label(start.get("agent")),
             "model": _label(start.get("model")),
             "context_window": start.get("context_window"),
-            "by_agent": by_agent,
-            "not_recorded": None if by_agent else NOT_BY_AGENT,
+            "by_agent": agent,
+            "not_recorded": None if agent else NOT_BY_AGENT,
             "damaged_lines": damaged,
             "lines": lines,
             "steps": [steps[n] for n in sorted(steps)],

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import hmac
 import http.server
 import io
@@ -125,7 +126,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
     from .._access import open_workspace
-    from .._arguments import is_store_url, workdir_text
+    from .._arguments import Workdir
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port}: give a port from 1 to 65535, or 0 for any free one")
@@ -135,17 +136,15 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--request-timeout {args.request_timeout:g}: give seconds above 0")
     if args.max_connections < 1:
         raise CliError(f"--max-connections {args.max_connections}: give 1 or more")
-    text = workdir_text(args)
-    workdir = open_workspace(args)
+    where = Workdir.of(args)
+    workdir = open_workspace(where)
     refresh: Callable[[], str] | None = None
     shown_as = None
-    if is_store_url(text):
-        from .._bucket import display
-
-        shown_as = display(workdir)
+    if where.is_bucket:
+        shown_as = where.copies.display(workdir)
 
         def refresh() -> str:
-            return open_workspace(args)
+            return open_workspace(where)
 
     try:
         server = UiServer(
@@ -160,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
             f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc} (another "
             "`ctxoffload ui`? pass --port N, or --port 0 for any free port)"
         ) from None
-    server.start(refresh=refresh, poll=args.poll)
+    server.start(refresh=refresh, discard=where.copies.remove, poll=args.poll)
     print(f"ctxoffload ui: {shown(shown_as or workdir)}", flush=True)
     print(f"  {server.url}", flush=True)
     print("  (the token in the URL is what lets the page in; Ctrl-C stops)", flush=True)
@@ -209,6 +208,9 @@ class UiServer:
         from ._model import UiModel
 
         self.model = UiModel(workdir, shown_as)
+        # Each thread of the server runs in a copy of this context: the paths it prints are
+        # spelled as the command's are (`shown`: a bucket's URIs).
+        self.context = contextvars.copy_context()
         self.token = token or secrets.token_urlsafe(24)
         self.request_seconds = request_seconds
         self.max_connections = max_connections
@@ -229,15 +231,23 @@ class UiServer:
         """The page's address, token included."""
         return f"http://127.0.0.1:{self.port}/?token={self.token}"
 
-    def start(self, *, refresh: Callable[[], str] | None = None, poll: float = 5.0) -> None:
+    def start(
+        self,
+        *,
+        refresh: Callable[[], str] | None = None,
+        discard: Callable[[str], None] | None = None,
+        poll: float = 5.0,
+    ) -> None:
         """Serve in a thread, and follow the workspace: with watchfiles on a folder, or by
-        calling `refresh` (which returns a new copy's folder) every `poll` seconds."""
+        calling `refresh` (which returns a new copy's folder) every `poll` seconds and
+        `discard` with the copy it replaces, once requests reading it have had time to end.
+        """
         follow = (
-            threading.Thread(target=self._poll, args=(refresh, poll), daemon=True)
+            self._thread(self._poll, refresh, discard, poll)
             if refresh is not None
-            else threading.Thread(target=self._watch, daemon=True)
+            else self._thread(self._watch)
         )
-        serve = threading.Thread(target=self._http.serve_forever, daemon=True)
+        serve = self._thread(self._http.serve_forever)
         self._threads = [serve, follow]
         for thread in self._threads:
             thread.start()
@@ -287,7 +297,12 @@ class UiServer:
         finally:
             self._following.set()
 
-    def _poll(self, refresh: Callable[[], str], poll: float) -> None:
+    def _thread(self, target: Callable[..., object], *args: object) -> threading.Thread:
+        return threading.Thread(target=self.context.copy().run, args=(target, *args), daemon=True)
+
+    def _poll(
+        self, refresh: Callable[[], str], discard: Callable[[str], None] | None, poll: float
+    ) -> None:
         from ._model import UiModel
 
         self._following.set()
@@ -300,16 +315,11 @@ class UiServer:
             old = self.model
             self.model = UiModel(folder, old.shown_as)
             self.note_change(set())
-            _remove_later(old.workdir)
-
-
-def _remove_later(folder: str) -> None:
-    """Delete a superseded copy of a bucket once requests reading it have had time to end."""
-    from .._bucket import remove_copy
-
-    timer = threading.Timer(60.0, remove_copy, args=(folder,))
-    timer.daemon = True
-    timer.start()
+            if discard is not None:
+                # Later: requests reading the old copy have had time to end.
+                timer = threading.Timer(60.0, discard, args=(old.workdir,))
+                timer.daemon = True
+                timer.start()
 
 
 class _Http(http.server.ThreadingHTTPServer):
@@ -331,7 +341,7 @@ class _Http(http.server.ThreadingHTTPServer):
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.ui.context.copy().run(super().process_request_thread, request, client_address)
         finally:
             self.places.release()
 
