@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from s3_server import S3Server
 
 from ctxoffload import Msg, ObjectStoreWorkspace
-from ctxoffload._disk.read import Folder, parse_log
+from ctxoffload._disk.commit import parse_log
+from ctxoffload._disk.read import Folder
 
 # The kinds of line a log may hold after crashes and hand edits.
 LINES = st.one_of(

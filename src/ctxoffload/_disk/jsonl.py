@@ -53,9 +53,7 @@ from pydantic_core import to_json as _to_json
 
 from ..exceptions import OffloadError
 from .batch import Span, new_rows
-from .layout import COMMIT_SUFFIX
-from .paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
-from .read import (
+from .commit import (
     COMMIT_RECORD_SIZE,
     COMMIT_TAIL,
     commit_mismatch,
@@ -64,6 +62,8 @@ from .read import (
     iter_chunks,
     iter_lines,
 )
+from .layout import COMMIT_SUFFIX
+from .paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
 
 __all__ = [
     "JsonlAppender",

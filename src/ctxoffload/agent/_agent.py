@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
+from .._disk.events import EventKind
 from .._disk.payloads import storable_message
-from .._disk.read import EventKind
 from ..compression import (
     CompressionResult,
     Compressor,

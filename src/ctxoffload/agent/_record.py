@@ -28,8 +28,8 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from .._disk.events import EventKind
 from .._disk.payloads import storable_message
-from .._disk.read import EventKind
 from ..compression import EventCallback, emit_event, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock

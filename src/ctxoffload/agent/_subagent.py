@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from .._disk.read import EventKind
+from .._disk.events import EventKind
 from ..exceptions import ConfigError, ToolError
 from ..text import SUBAGENT_FILES_MARK, SUBAGENT_MARK, defuse
 from ..workspace import LocalWorkspace, Workspace, new_session

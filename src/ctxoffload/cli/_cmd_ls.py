@@ -9,9 +9,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._disk.events import EventKind, is_event
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, STATE_FILE, is_tool_result_name
 from .._disk.paths import linked_elsewhere
-from .._disk.read import EventKind, Folder, is_event
+from .._disk.read import Folder
 from ..exceptions import CliError
 from ._access import (
     committed_end,

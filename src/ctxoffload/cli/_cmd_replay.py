@@ -20,8 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._disk.events import EventKind
 from .._disk.layout import SESSIONS_DIR
-from .._disk.read import EventKind, Folder
+from .._disk.read import Folder
 from ..exceptions import CliError
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, add_json, workdir_of
 from ._commands import COMMAND_HELP

@@ -9,9 +9,11 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .._disk.commit import JsonLines
+from .._disk.events import EventKind, count_text, is_event
 from .._disk.layout import DATA_DIR, DATA_REFERENCE, EVENTS_FILE, SESSIONS_DIR
 from .._disk.paths import linked_elsewhere
-from .._disk.read import EventKind, Folder, JsonLines, is_event
+from .._disk.read import Folder
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_in, open_workspace, session_folder
@@ -333,7 +335,7 @@ def _subagent_tree(
     for child, last in children.items():
         status = last.get("status")
         steps = last.get("steps")
-        done = f"{_count(steps)} step{'' if steps == 1 else 's'}, {status}" if steps else status
+        done = f"{count_text(steps)} step{'' if steps == 1 else 's'}, {status}" if steps else status
         lines.append(
             f"{'  ' * depth}step {last.get('step')} · {last.get('name')} → {child} ({done})"
         )
@@ -348,7 +350,3 @@ def _subagent_tree(
 
 
 _MAX_TREE_DEPTH = 16
-
-
-def _count(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) else str(value)

@@ -8,8 +8,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from .._disk.events import EventKind, is_event
 from .._disk.layout import DATA_DIR, DATA_REFERENCE_BYTES, EVENTS_FILE, SESSIONS_DIR
-from .._disk.read import EventKind, Folder, is_event
+from .._disk.read import Folder
 from ..exceptions import CliError
 from ._access import open_in, open_workspace, session_folder, session_ids
 from ._arguments import EXIT_OK, EXIT_USAGE, add_json, add_workdir

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.read import EventKind
+from .._disk.events import EventKind
 from ..messages import Msg, ThinkingBlock, ToolResultBlock
 from ._activation import Activation, SettingError, check_int
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.read import EventKind
+from .._disk.events import EventKind
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import CLEARED_MARK, defuse
 from ..workspace import Offloader

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.read import EventKind
+from .._disk.events import EventKind
 from ..messages import Msg, ToolResultBlock
 from ._activation import Activation, SettingError, check_int, check_ratio
 from ._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note

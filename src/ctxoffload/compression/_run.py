@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._depth import text_form
-from .._disk.read import EventKind, context_event_sentence
+from .._disk.events import EventKind, OverWindow
 from ..exceptions import ConfigError, ContextOverflowError, PinError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
@@ -537,7 +537,7 @@ class PipelineRun:
         }
         await self.compressor.event(EventKind.OVER_WINDOW, **event)
         if refuse:
-            said = context_event_sentence({"kind": EventKind.OVER_WINDOW, **event})
+            said = OverWindow(**event).sentence()
             kept: list[object] = [*context]
             raise ContextOverflowError(
                 f"{said}: unpin messages, shorten the system prompt or the tools, or give the "

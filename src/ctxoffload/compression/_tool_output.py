@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .._disk.events import EventKind
 from .._disk.payloads import count_lines
-from .._disk.read import EventKind
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import defuse
 from ..workspace import Offloader

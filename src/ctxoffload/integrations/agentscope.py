@@ -48,7 +48,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
-from .._disk.read import EventKind
+from .._disk.events import EventKind
 from ..exceptions import ConfigError, OffloadError
 from ..workspace import (
     EventLog,

@@ -66,8 +66,8 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from .._disk.events import EventKind
 from .._disk.layout import DATA_DIR, is_data_name
-from .._disk.read import EventKind
 from .._disk.scope import check_reference
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
 from ..workspace import Workspace, missing_methods, validate_session_id, writing_as

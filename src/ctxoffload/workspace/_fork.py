@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .._disk.events import EventKind, is_event
 from .._disk.ids import validate_session_id
-from .._disk.read import EventKind, is_event, rebuild_step
+from .._disk.read import rebuild_step
 from ..exceptions import ConfigError, IncompleteRecord
 from ._new_session import take_new_session
 

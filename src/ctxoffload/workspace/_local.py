@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._disk.commit import check_line_range, iter_chunks, take_lines
+from .._disk.events import EventKind
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.jsonl import JsonlAppender, dumps_line, lines_and_keys
 from .._disk.layout import (
@@ -52,16 +54,7 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import (
-    EventKind,
-    Folder,
-    check_line_range,
-    iter_chunks,
-    open_reference,
-    reference_parts,
-    reference_text,
-    take_lines,
-)
+from .._disk.read import Folder, open_reference, reference_parts, reference_text
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError

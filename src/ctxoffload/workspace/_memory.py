@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._disk.batch import Span, new_rows
+from .._disk.commit import check_line_range, parse_log, take_lines
+from .._disk.events import EventKind
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.jsonl import dumps_line, lines_and_keys
 from .._disk.layout import (
@@ -30,7 +32,7 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.read import reference_text
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from .._disk.batch import new_rows
+from .._disk.commit import check_line_range, parse_log, take_lines
+from .._disk.events import EventKind
 from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
 from .._disk.jsonl import dumps_line, index_keys, lines_and_keys
 from .._disk.layout import (
@@ -39,7 +41,7 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.read import reference_text
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError

@@ -1,0 +1,947 @@
+"""Every kind of session event, declared once: its fields, its schema version and its one
+sentence for people.
+
+A line of events.jsonl is `{"time": ..., "kind": ..., FIELDS..., "writer": {...}}`. Each kind
+is a record class below (`Truncation`, `Compression`, `Pin`, ...): the fields a writer may
+give, in the order it writes them, and `sentence`, what `ctxoffload show` and `watch`, the
+viewer and the `ctxoffload` logger say of it. Writers build a record and write `to_json()`;
+readers take a line back with `record_of` and render it with `event_sentence`, so no reader
+keeps its own `if kind == ...` chain.
+
+Reading is forgiving on purpose: a line is the contract with agents and people, and a newer
+release may add kinds and fields. A field this version does not declare is kept in `extra`
+(and written back where it was); a kind it does not know reads as an `Event` whose sentence is
+its kind; a declared field holds whatever the line held, so each sentence checks a value's
+type before it does arithmetic with it. `schema` counts incompatible changes of a kind's
+fields (none yet: every kind is at 1); adding an optional field is not one.
+
+Light on purpose: no `dataclasses`, `typing` or `logging` at run time (`grep` and `ls` read
+event kinds and keep their start-up figures).
+"""
+
+from __future__ import annotations
+
+from .layout import EVENTS_FILE
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, ClassVar
+
+
+__all__ = [
+    "KINDS",
+    "Artifacts",
+    "Background",
+    "ClearThinking",
+    "ClearToolUses",
+    "Compact",
+    "Compression",
+    "ContextBatch",
+    "DataFile",
+    "Event",
+    "EventKind",
+    "Fork",
+    "ImageLimit",
+    "Message",
+    "ModelCall",
+    "Offload",
+    "OverWindow",
+    "Pin",
+    "Replay",
+    "SessionStart",
+    "Subagent",
+    "Summary",
+    "ToolCall",
+    "ToolResult",
+    "Truncation",
+    "Unpin",
+    "Window",
+    "count_text",
+    "duration_text",
+    "event_sentence",
+    "fidelity_sentence",
+    "first_line",
+    "is_event",
+    "record_of",
+    "token_change",
+]
+
+
+class EventKind:
+    """The kinds of events in events.jsonl (each line also has `time` and `kind`)."""
+
+    # Written by every workspace: a batch appended to context.jsonl, a tool result stored.
+    CONTEXT = "context"
+    TOOL_RESULT = "tool_result"
+    # Written by the adapters (Strands' storage, AgentScope's data blocks): a data/ file an
+    # agent holds only a reference to; the line names it, so gc keeps it with the session.
+    DATA = "data"
+    # Written by the Agent's session record (agent/_record.py).
+    SESSION_START = "session_start"
+    MESSAGE = "message"
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+    # Written by the compressor and the pipeline's managers.
+    TRUNCATION = "truncation"
+    OFFLOAD = "offload"
+    SUMMARY = "summary"
+    COMPRESSION = "compression"
+    # Every artifact (path, URL, command, id) of what a compression moved out, and where it
+    # is named now: the full artifact index.
+    ARTIFACTS = "artifacts"
+    WINDOW = "window"
+    IMAGE_LIMIT = "image_limit"
+    CLEAR_TOOL_USES = "clear_tool_uses"
+    CLEAR_THINKING = "clear_thinking"
+    # Written by a pin or an unpin (the API or the agent's pin_context tool), and by a
+    # compaction the agent asked for (compact_context).
+    PIN = "pin"
+    UNPIN = "unpin"
+    COMPACT = "compact"
+    # A summary made in the background before the trigger (`background_compaction`): its
+    # `status` is started, applied, stale, failed or cancelled.
+    BACKGROUND = "background_summary"
+    # A request still over the window once the pre_llm managers ran (`over_window`): its
+    # tokens, the window, what they were spent on, and whether it was sent or refused.
+    OVER_WINDOW = "over_window"
+    # Written by `ctxoffload replay` first in each session it replays into.
+    REPLAY = "replay"
+    # Written first in a fork (`ctxoffload fork`, `fork_session`): its `origin` session and
+    # step; and by an Agent that takes over or forks a busy session.
+    FORK = "fork"
+    # Written by a parent agent when it starts and ends a sub-agent (`Agent.as_tool`): the
+    # child's session, the step and tool call that started it, what came back.
+    SUBAGENT = "subagent"
+
+
+def is_event(value: object) -> bool:
+    """Whether a value read from events.jsonl is an event: a JSON object whose `kind` is a
+    string. The one test every reader of a record applies before it looks at a field; the
+    rest (a line of valid JSON that is a list or a number, a hand edit) is skipped, never
+    taken for an event. The other fields may still be missing or of another type: read
+    them with `.get` and check their type."""
+    return isinstance(value, dict) and isinstance(value.get("kind"), str)
+
+
+# -- how figures read ---------------------------------------------------------------------------
+
+
+def count_text(value: object) -> str:
+    """A figure with thousands separators; `?` for one the event does not hold: the one
+    number formatter of every sentence, `show`'s tree and the log."""
+    if value is None:
+        return "?"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def duration_text(value: object) -> str:
+    """`812 ms`, `3.20 s`; `? ms` for a duration the event does not hold."""
+    if not isinstance(value, (int, float)):
+        return "? ms"
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def _plural(count: object, word: str) -> str:
+    return f"{count_text(count)} {word}{'' if count == 1 else 's'}"
+
+
+def token_change(event: Mapping[str, Any]) -> str:
+    """`6,760→570 tokens`: an event's `tokens_before` and `tokens_after`.
+
+    A `tokens_before` the compressor estimated (a long history seen for the first time is
+    counted only as far as decides) is marked `~`, with its bounds:
+    `~4,288,611→28,564 tokens (before: estimated, 160,214 to 17,935,201)`.
+    """
+    before, after = count_text(event.get("tokens_before")), count_text(event.get("tokens_after"))
+    change = f"{before}→{after} tokens"
+    if event.get("tokens_before_exact") is not False:
+        return change
+    bounds = event.get("tokens_before_range")
+    within = (
+        f", {count_text(bounds[0])} to {count_text(bounds[1])}"
+        if isinstance(bounds, list) and len(bounds) == 2
+        else ""
+    )
+    return f"~{change} (before: estimated{within})"
+
+
+def fidelity_sentence(event: Mapping[str, Any]) -> str | None:
+    """What a compression kept named and could read back, from its event; None for an event
+    without the report (another kind, or written before the report existed).
+
+    `artifacts: 28 left, 8 in the summary, 16 indexed, 4 cut (listed in events.jsonl);
+    2 of 2 messages read back at their lines`
+    """
+    counts = event.get("artifacts")
+    checked = event.get("recoverable")
+    parts: list[str] = []
+    if isinstance(counts, dict) and isinstance(counts.get("left"), int):
+        named = [
+            f"{count_text(counts.get(key))} {what}"
+            for key, what in (
+                ("in_summary", "in the summary"),
+                ("in_kept", "still in the context"),
+                ("indexed", "indexed"),
+            )
+            if counts.get(key)
+        ]
+        cut = counts.get("cut")
+        if cut:
+            # A clearing leaves the rest in the outputs it stored; a compaction lists them.
+            held = (
+                "in the stored outputs"
+                if event.get("kind") == EventKind.CLEAR_TOOL_USES
+                else f"listed in {EVENTS_FILE}"
+            )
+            named.append(f"{count_text(cut)} cut ({held})")
+        left = count_text(counts["left"])
+        parts.append(f"artifacts: {left} left" + "".join(f", {n}" for n in named))
+    if isinstance(checked, dict) and isinstance(checked.get("messages"), int):
+        if isinstance(checked.get("verified"), int):
+            parts.append(
+                f"{count_text(checked['verified'])} of {count_text(checked['messages'])} "
+                "messages read back at their lines"
+            )
+        else:
+            parts.append("messages not read back (the offloader cannot read references)")
+    return "; ".join(parts) or None
+
+
+def _files(refs: object, lead: str, more: str = "more") -> str:
+    """`{lead}FIRST and N more` for the files an event names; "" for none."""
+    if not isinstance(refs, list) or not refs:
+        return ""
+    return f"{lead}{refs[0]}" + (f" and {len(refs) - 1} {more}" if len(refs) > 1 else "")
+
+
+def _into(event: Event) -> str:
+    """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
+    span = event.field("lines")
+    reference = event.field("reference")
+    where = f" into {reference}" if reference else ""
+    if isinstance(span, list) and len(span) == 2:
+        where += f" lines {span[0]}-{span[1]}"
+    return where
+
+
+def _error_text(error: object) -> str:
+    """`TYPE: MESSAGE` of an event's `error` object."""
+    found: dict[str, Any] = error if isinstance(error, dict) else {}
+    return f"{found.get('type')}: {found.get('message')}"
+
+
+# -- the records --------------------------------------------------------------------------------
+
+
+KINDS: dict[str, type[Event]] = {}
+"""Every declared kind -> its record class (filled as the classes below are declared)."""
+
+
+class Event:
+    """An event of the session record; as a class, the reading of a kind this version does
+    not know (its sentence is its kind).
+
+    Build one with the fields as keywords (`Truncation(tool_id="c1", ...)`): a name the
+    kind does not declare is a TypeError, so a writer cannot misspell a field. Only the
+    fields given are written, in the order given: a field a writer leaves out stays out of
+    its line, one it gives as None is written as null, as before records existed.
+
+    Attributes:
+        kind: the `kind` written on the line.
+        schema: the version of the kind's fields (see the module docstring).
+        nested: `show` prints the event under the step that made it (indented).
+        log_level: the level the `ctxoffload` logger says it at.
+        extra: fields of the line this version does not declare (a newer writer's).
+    """
+
+    kind: ClassVar[str] = ""
+    schema: ClassVar[int] = 1
+    nested: ClassVar[bool] = False
+    log_level: ClassVar[str] = "DEBUG"
+    fields_declared: ClassVar[tuple[str, ...]] = ("time", "writer")
+
+    time: str | None = None
+    writer: dict[str, Any] | None = None
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        own = tuple(cls.__annotations__)  # its own fields only (Python 3.10+)
+        cls.fields_declared = (*cls.fields_declared, *own)
+        for name in own:
+            setattr(cls, name, None)  # a field the line lacks reads as None
+        KINDS[cls.kind] = cls
+
+    def __init__(self, **values: Any) -> None:
+        unknown = [name for name in values if name not in self.fields_declared]
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} has no field {unknown[0]!r}: its fields are "
+                f"{', '.join(self.fields_declared)}"
+            )
+        self.extra: dict[str, Any] = {}
+        self._order: tuple[str, ...] = tuple(values)
+        self.__dict__.update(values)
+
+    @classmethod
+    def from_json(cls, line: Mapping[str, Any]) -> Event:
+        """The record of a line read from events.jsonl (a dict that `is_event`): declared
+        fields as attributes, the rest in `extra`, the order kept for `to_json`."""
+        record = cls.__new__(cls)
+        record.extra = {}
+        record._order = tuple(line)
+        for name, value in line.items():
+            if name == "kind":
+                continue
+            if name in cls.fields_declared:
+                record.__dict__[name] = value
+            else:
+                record.extra[name] = value
+        if cls is Event:  # a kind this version does not know: the line names it
+            record.__dict__["kind"] = str(line.get("kind"))
+        return record
+
+    def to_json(self) -> dict[str, Any]:
+        """The line's object: `kind` first unless the line read had it elsewhere, then the
+        fields as given or read, extra ones included where they were."""
+        kind = self.kind
+        order = self._order if "kind" in self._order else ("kind", *self._order)
+        return {
+            name: kind if name == "kind" else self.field(name)
+            for name in order
+            if name == "kind" or name in self.extra or name in self.__dict__
+        }
+
+    def field(self, name: str) -> Any:
+        """A field by name, declared or extra; None when the line does not hold it."""
+        if name in self.extra:
+            return self.extra[name]
+        return self.__dict__.get(name)
+
+    def sentence(self) -> str:
+        """The one line people read for this event."""
+        return self.kind
+
+    def notes(self) -> list[str]:
+        """Further sentences `show` prints under the event's line (the log joins them)."""
+        return []
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Event) and other.to_json() == self.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # records are mutable values
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.to_json()!r})"
+
+
+def record_of(line: Mapping[str, Any]) -> Event:
+    """The record of an event line (see `is_event`), of the class its kind declares or an
+    `Event` for a kind this version does not know."""
+    return KINDS.get(str(line.get("kind")), Event).from_json(line)
+
+
+def event_sentence(line: Mapping[str, Any]) -> str:
+    """The one sentence every reader says of an event line: `show`, `watch`, the viewer and
+    the `ctxoffload` logger."""
+    return record_of(line).sentence()
+
+
+# Written by every workspace.
+
+
+class ContextBatch(Event):
+    """A batch of messages appended to context.jsonl."""
+
+    kind = EventKind.CONTEXT
+    reference: str
+    bytes: int
+    messages: int
+    lines: list[int]
+    spans: list[list[int]]
+
+    def sentence(self) -> str:
+        return (
+            f"appended {count_text(self.messages)} messages "
+            f"({count_text(self.bytes)} bytes){_into(self)}"
+        )
+
+
+class ToolResult(Event):
+    """A tool's whole result stored in its own file."""
+
+    kind = EventKind.TOOL_RESULT
+    reference: str
+    bytes: int
+    lines: int
+    tool_id: str
+    tool_name: str | None
+    data_files: list[str]
+
+    def sentence(self) -> str:
+        return (
+            f"stored the whole result of {self.tool_name} ({self.tool_id}): "
+            f"{count_text(self.lines)} lines, {count_text(self.bytes)} bytes, in {self.reference}"
+        )
+
+
+class DataFile(Event):
+    """A data/ file an agent holds only a reference to (written by the adapters)."""
+
+    kind = EventKind.DATA
+    reference: str
+    bytes: int
+    media_type: str | None
+    key: str
+
+    def sentence(self) -> str:
+        media = self.media_type or "bytes"
+        size = f", {count_text(self.bytes)} bytes" if self.bytes is not None else ""
+        return f"stored a data file ({media}{size}): {self.reference}"
+
+
+# Written by the Agent's session record.
+
+
+class SessionStart(Event):
+    """An Agent starting (or resuming) a session: its configuration."""
+
+    kind = EventKind.SESSION_START
+    agent: str | None
+    version: str
+    model: str
+    summary_model: str | None
+    context_window: int
+    config: dict[str, Any]
+    tools: list[str]
+    restored_messages: int
+    first_step: int
+    parent: dict[str, Any]
+
+    def sentence(self) -> str:
+        restored = self.restored_messages
+        if isinstance(restored, int) and restored > 0 and not isinstance(self.parent, dict):
+            return (
+                f"resumed at step {count_text(self.first_step)}: {count_text(restored)} "
+                f"messages restored (agent {self.agent}, model: {self.model}, window "
+                f"{count_text(self.context_window)} tokens)"
+            )
+        tools = ", ".join(self.tools or []) or "none"
+        parent = self.parent
+        child = (
+            f"; sub-agent of session {parent.get('session')} (agent {parent.get('agent')}, "
+            f"step {parent.get('step')}, call {parent.get('tool_id')})"
+            if isinstance(parent, dict)
+            else ""
+        )
+        return (
+            f"session started: agent {self.agent}, model: {self.model} "
+            f"(summaries: {self.summary_model or 'extractive'}), window "
+            f"{count_text(self.context_window)} tokens, tools: {tools}; ctxoffload "
+            f"{self.version}{child}"
+        )
+
+
+class Message(Event):
+    """A message that entered the context, whole (`show` prints its text itself)."""
+
+    kind = EventKind.MESSAGE
+    message: dict[str, Any]
+
+    def sentence(self) -> str:
+        message: dict[str, Any] = self.message if isinstance(self.message, dict) else {}
+        return f"message {message.get('id')} ({message.get('role')})"
+
+
+class ModelCall(Event):
+    """One call of the model: the messages it was sent (by id), tokens, outcome."""
+
+    kind = EventKind.MODEL_CALL
+    step: int
+    attempt: int
+    messages: list[str]
+    summary: str | None
+    tokens_counted: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_input_tokens: int | None
+    duration_ms: float
+    outcome: str
+    error: dict[str, Any] | None
+    reply: str | None
+    tool_calls: list[dict[str, Any]]
+    window: dict[str, Any]
+    context_window: int
+    trigger_tokens: int
+
+    def sentence(self) -> str:
+        reported = self.input_tokens
+        tokens = f"{count_text(self.tokens_counted)} tokens counted" + (
+            f" ({count_text(reported)} reported)" if reported is not None else ""
+        )
+        attempt = self.attempt
+        again = f" (attempt {attempt})" if isinstance(attempt, int) and attempt > 1 else ""
+        outcome = str(self.outcome)
+        if isinstance(self.error, dict):
+            outcome += f": {_error_text(self.error)}"
+        calls = self.tool_calls or []
+        then = f" → {', '.join(c.get('name', '?') for c in calls)}" if calls else ""
+        summary = " (one a summary)" if self.summary else ""
+        return (
+            f"step {self.step} · model call{again} · {len(self.messages or [])} messages"
+            f"{summary} · {tokens} · {duration_text(self.duration_ms)} · {outcome}{then}"
+        )
+
+
+class ToolCall(Event):
+    """One tool call: its arguments, outcome, duration, and error with traceback."""
+
+    kind = EventKind.TOOL_CALL
+    nested = True
+    step: int
+    tool_id: str
+    name: str
+    arguments: Any
+    arguments_ref: dict[str, Any]
+    arguments_bytes: int
+    duration_ms: float
+    outcome: str
+    output_chars: int | None
+    error: dict[str, Any] | None
+
+    def sentence(self) -> str:
+        outcome = str(self.outcome)
+        error = self.error
+        if isinstance(error, dict):
+            what = f"{error.get('type')}: " if error.get("type") else ""
+            outcome += f": {what}{first_line(str(error.get('message')))}"
+        return f"tool {self.name} ({self.tool_id}) {outcome} · {duration_text(self.duration_ms)}"
+
+    def traceback(self) -> list[str]:
+        """The lines of a failed call's traceback (none for a call that did not fail)."""
+        error = self.error
+        if isinstance(error, dict) and error.get("traceback"):
+            return str(error["traceback"]).rstrip().splitlines()
+        return []
+
+
+_SHORT = 100  # characters of a first line shown: a tool's error, a message without --full
+
+
+def first_line(text: str) -> str:
+    """The first line of `text`, cut to `_SHORT` characters, ` …` when there is more: how
+    `show` quotes a tool's error and a message's text on one line."""
+    text = text.strip()
+    line = text.split("\n", 1)[0]
+    more = len(line) > _SHORT or "\n" in text
+    return line[:_SHORT] + (" …" if more else "")
+
+
+# Written by the compressor and the pipeline's managers.
+
+
+class Truncation(Event):
+    """A tool result cut to fit, its whole output stored."""
+
+    kind = EventKind.TRUNCATION
+    nested = True
+    log_level = "INFO"
+    tool_id: str
+    tool_name: str | None
+    tool: str
+    reference: str | None
+    tokens_before: int
+    tokens_after: int
+    lines_shown: int
+    lines_total: int
+    unit: str
+    reason: str
+
+    def sentence(self) -> str:
+        shown = self.lines_shown
+        of = (
+            f", {count_text(shown)} of {count_text(self.lines_total)} lines shown"
+            if isinstance(shown, int)
+            else ""
+        )
+        return (
+            f"truncated {self.tool_name or self.tool or 'a tool result'} "
+            f"{token_change(self.to_json())}{of}; whole output in "
+            f"{self.reference or 'nowhere (no offloader)'}"
+        )
+
+
+class Offload(Event):
+    """Blocks of a tool result (images, files) moved out, its references kept."""
+
+    kind = EventKind.OFFLOAD
+    log_level = "INFO"
+    tool_id: str
+    tool_name: str | None
+    blocks: int
+    references: list[str]
+    tokens_before: int
+    tokens_after: int
+
+    def sentence(self) -> str:
+        return (
+            f"offloaded {_plural(self.blocks, 'block')} of {self.tool_name} ({self.tool_id}), "
+            f"{token_change(self.to_json())}" + _files(self.references, " into ")
+        )
+
+
+class Summary(Event):
+    """A summary, whole, written just before its compression (`show` prints its fields)."""
+
+    kind = EventKind.SUMMARY
+    compression: int
+    source: str
+    request: str | None
+    summary: dict[str, Any]
+    reference: str | None
+    lines: list[int]
+    spans: list[list[int]]
+
+    def sentence(self) -> str:
+        return f"summary {count_text(self.compression)} ({self.source}){_into(self)}"
+
+
+class Compression(Event):
+    """History summarized and moved out of the context."""
+
+    kind = EventKind.COMPRESSION
+    log_level = "INFO"
+    reference: str | None
+    lines: list[int]
+    spans: list[list[int]]
+    messages: int
+    kept: int
+    pinned: int
+    tokens_before: int
+    tokens_before_exact: bool
+    tokens_before_range: list[int]
+    tokens_before_uncounted: int
+    tokens_after: int
+    summary_source: str
+    summary_model: str | None
+    summary_model_calls: int
+    summary_input: dict[str, Any]
+    artifacts: dict[str, Any]
+    recoverable: dict[str, Any]
+
+    def sentence(self) -> str:
+        where = str(self.reference or "nowhere (no offloader)")
+        span = self.lines
+        if isinstance(span, list) and len(span) == 2:
+            where += f" lines {span[0]}-{span[1]}"
+        count = self.messages
+        what = f"{count_text(count)} messages" if isinstance(count, int) else "history"
+        also = f", {count_text(self.kept)} kept" if isinstance(self.kept, int) else ""
+        if self.summary_model:
+            by = f"summary by {self.summary_model}"
+        else:
+            by = f"{self.summary_source} summary" if self.summary_source else "summary"
+        return f"compressed {what}, {token_change(self.to_json())}, into {where} ({by}{also})"
+
+    def notes(self) -> list[str]:
+        fidelity = fidelity_sentence(self.to_json())
+        return [fidelity] if fidelity else []
+
+
+class Artifacts(Event):
+    """The full artifact index of a compression (its line sums it up)."""
+
+    kind = EventKind.ARTIFACTS
+    compression: int
+    reference: str | None
+    artifacts: list[Any]
+
+    def sentence(self) -> str:
+        listed = self.artifacts if isinstance(self.artifacts, list) else []
+        return f"listed {_plural(len(listed), 'artifact')} moved out{_into(self)}"
+
+
+class Window(Event):
+    """The sliding window moving messages out."""
+
+    kind = EventKind.WINDOW
+    log_level = "INFO"
+    reference: str | None
+    lines: list[int]
+    spans: list[list[int]]
+    messages: int
+    kept: int
+    pinned: int
+    max_messages: int
+    artifacts: dict[str, Any]
+    recoverable: dict[str, Any]
+
+    def sentence(self) -> str:
+        pinned = self.pinned
+        also = f", {pinned} pinned" if isinstance(pinned, int) and pinned else ""
+        fidelity = fidelity_sentence(self.to_json())
+        return (
+            f"sliding window moved {count_text(self.messages)} messages{_into(self)}, "
+            f"kept {count_text(self.kept)} (at most {count_text(self.max_messages)})"
+            f"{also}" + (f"; {fidelity}" if fidelity else "")
+        )
+
+
+class ImageLimit(Event):
+    """Images past the limit replaced by their references."""
+
+    kind = EventKind.IMAGE_LIMIT
+    log_level = "INFO"
+    images: int
+    replaced: int
+    max_images: int
+    references: list[str]
+
+    def sentence(self) -> str:
+        return (
+            f"image limit: {count_text(self.replaced)} of {count_text(self.images)} images "
+            f"replaced by their references (at most {count_text(self.max_images)} kept)"
+            + _files(self.references, "; stored in ")
+        )
+
+
+class ClearToolUses(Event):
+    """Old tool outputs cleared from the context, stored."""
+
+    kind = EventKind.CLEAR_TOOL_USES
+    log_level = "INFO"
+    cleared: int
+    tool_ids: list[str]
+    tool_names: list[str]
+    inputs_cleared: int
+    references: list[str]
+    kept: int
+    tokens_before: int
+    tokens_after: int
+    forced: bool
+    artifacts: dict[str, Any]
+
+    def sentence(self) -> str:
+        line = self.to_json()
+        inputs = self.inputs_cleared
+        also = f" and {inputs} inputs" if isinstance(inputs, int) and inputs else ""
+        ids = ", ".join(str(i) for i in self.tool_ids or [])
+        cleared = self.cleared
+        fidelity = fidelity_sentence(line)
+        return (
+            f"cleared {cleared} tool output{'' if cleared == 1 else 's'} ({ids}){also}, "
+            f"{token_change(line)}{_files(self.references, '; stored in ', 'more files')}"
+            + (f"; {fidelity}" if fidelity else "")
+        )
+
+
+class ClearThinking(Event):
+    """The thinking of old turns cleared, moved out."""
+
+    kind = EventKind.CLEAR_THINKING
+    log_level = "INFO"
+    messages: int
+    blocks: int
+    kept: int
+    reference: str | None
+    lines: list[int]
+    spans: list[list[int]]
+    tokens_before: int
+    tokens_after: int
+
+    def sentence(self) -> str:
+        return (
+            f"cleared the thinking of {self.messages} turns ({self.blocks} blocks), "
+            f"{token_change(self.to_json())}{_into(self)}"
+        )
+
+
+class Pin(Event):
+    """A message pinned (by the API or the agent's pin_context tool)."""
+
+    kind = EventKind.PIN
+    log_level = "INFO"
+    message_id: str
+    role: str
+    by: str
+    pinned_tokens_before: int
+    pinned_tokens_after: int
+    pinned_messages: int
+    window: int | None
+
+    def sentence(self) -> str:
+        window, after = self.window, self.pinned_tokens_after
+        share = (
+            f", {after / window:.0%} of the {window:,}-token window"
+            if isinstance(window, int) and window > 0 and isinstance(after, int)
+            else ""
+        )
+        verb = "pinned" if self.kind == EventKind.PIN else "unpinned"
+        return (
+            f"{verb} message {self.message_id} ({self.role}, by {self.by}): pins "
+            f"{count_text(self.pinned_tokens_before)}→{count_text(after)} tokens{share}"
+        )
+
+
+class Unpin(Pin):
+    """A message unpinned: the fields of a pin."""
+
+    kind = EventKind.UNPIN
+
+
+class Compact(Event):
+    """A compaction the agent asked for (compact_context)."""
+
+    kind = EventKind.COMPACT
+    log_level = "INFO"
+    instructions: str | None
+    changed: bool
+    reason: str
+    messages: int
+    reference: str | None
+    lines: list[int]
+    tokens_before: int
+    tokens_after: int
+
+    def sentence(self) -> str:
+        asked = self.instructions
+        focus = f', instructions: "{asked}"' if asked else ""
+        return (
+            f"compacted on the agent's request ({self.reason}), "
+            f"{token_change(self.to_json())}{_into(self)}{focus}"
+        )
+
+
+class Background(Event):
+    """A summary made in the background before the trigger: started, applied, stale,
+    failed or cancelled (`status`)."""
+
+    kind = EventKind.BACKGROUND
+    log_level = "INFO"
+    status: str
+    messages: int
+    reference: str | None
+    lines: list[int]
+    age_ms: float
+    waited_ms: float
+    reason: str
+
+    def sentence(self) -> str:
+        status = self.status
+        what = f"{self.messages} messages{_into(self)}"
+        if status == "started":
+            return f"started a background summary of {what}"
+        if status == "applied":
+            waited = self.waited_ms
+            wait = f"; the step waited {waited:,.0f} ms" if isinstance(waited, (int, float)) else ""
+            return f"applied the background summary of {what}{wait}"
+        reason = self.reason
+        return f"background summary of {what} {status}" + (f": {reason}" if reason else "")
+
+
+class OverWindow(Event):
+    """A request still over the window once the pre_llm managers ran: sent or refused."""
+
+    kind = EventKind.OVER_WINDOW
+    log_level = "WARNING"  # the request goes over the window (or is refused): not a note
+    tokens: int
+    window: int
+    system_tokens: int
+    tools_tokens: int
+    summary_tokens: int
+    pinned_tokens: int
+    messages: int
+    messages_tokens: int
+    action: str
+
+    def sentence(self) -> str:
+        others = self.messages
+        parts = ", ".join(
+            f"{name} {count_text(value)}"
+            for name, value in (
+                ("system prompt", self.system_tokens),
+                ("tool schemas", self.tools_tokens),
+                ("summary", self.summary_tokens),
+                ("pins", self.pinned_tokens),
+                (_plural(others, "other message"), self.messages_tokens),
+            )
+        )
+        refused = self.action == "refused"
+        return (
+            f"the request to the model takes {count_text(self.tokens)} tokens, over the "
+            f"{count_text(self.window)}-token window, after the context managers ran: "
+            f"{parts}; " + ("refused (over_window='refuse')" if refused else "sent anyway")
+        )
+
+
+# Written by `ctxoffload replay`, forks and sub-agents.
+
+
+class Replay(Event):
+    """`ctxoffload replay` starting a session it replays a transcript into."""
+
+    kind = EventKind.REPLAY
+    log_level = "INFO"
+    run: str
+    config_name: str
+    config: dict[str, Any]
+    messages: int
+    model_calls: int
+
+    def sentence(self) -> str:
+        return (
+            f"replay {self.run} ({self.config_name}): {count_text(self.messages)} messages, "
+            f"{count_text(self.model_calls)} model calls of the transcript"
+        )
+
+
+class Fork(Event):
+    """The first event of a fork: the session and step it started from."""
+
+    kind = EventKind.FORK
+    log_level = "INFO"
+    origin: dict[str, Any]
+    messages: int
+    state: str
+
+    def sentence(self) -> str:
+        origin: dict[str, Any] = self.origin if isinstance(self.origin, dict) else {}
+        step = origin.get("step")
+        at = f" at step {step}" if step is not None else " from its saved state"
+        return (
+            f"forked from session {origin.get('session')}{at}: "
+            f"{count_text(self.messages)} messages to start from"
+        )
+
+
+class Subagent(Event):
+    """A sub-agent started or ended by its parent (`Agent.as_tool`)."""
+
+    kind = EventKind.SUBAGENT
+    log_level = "INFO"
+    status: str
+    step: int
+    tool_id: str
+    name: str
+    session: str
+    task_chars: int
+    steps: int
+    answer_chars: int
+    files: int
+    duration_ms: float
+    error: dict[str, Any]
+
+    def sentence(self) -> str:
+        who = f"sub-agent {self.name} (session {self.session})"
+        at = f"step {self.step} ·"
+        if self.status == "started":
+            return f"{at} started {who} for call {self.tool_id}"
+        if self.status == "done":
+            return (
+                f"{at} {who} answered after {_plural(self.steps, 'step')}: "
+                f"{count_text(self.answer_chars)} characters, {count_text(self.files)} "
+                "stored files named"
+            )
+        if self.status == "cancelled":
+            return f"{at} {who} was cancelled before it answered"
+        return f"{at} {who} failed: {_error_text(self.error)}"
