@@ -312,6 +312,10 @@ class Event:
             if name == "kind" or name in self.extra or name in self.__dict__
         }
 
+    def fields(self) -> dict[str, Any]:
+        """The fields as `to_json` writes them, without `kind`: what `record_event` takes."""
+        return {name: value for name, value in self.to_json().items() if name != "kind"}
+
     def field(self, name: str) -> Any:
         """A field by name, declared or extra; None when the line does not hold it."""
         if name in self.extra:

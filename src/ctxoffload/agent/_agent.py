@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
-from .._disk.events import EventKind
+from .._disk import events
 from .._disk.payloads import storable_message
 from ..compression import (
     CompressionResult,
@@ -624,7 +624,7 @@ class Agent:
             except ConfigError:
                 # Nothing saved yet: the fork starts empty, its record naming the origin.
                 await self._record.emit(
-                    EventKind.FORK, origin={"session": source, "step": None}, messages=0
+                    events.Fork(origin={"session": source, "step": None}, messages=0)
                 )
         logger.warning(
             "session %s is busy (%s): this agent continues in %s, a fork of its saved state",

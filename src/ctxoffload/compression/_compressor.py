@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._disk.events import EventKind
+from .._disk import events
 from ..exceptions import ConfigError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
@@ -317,9 +317,11 @@ class Compressor:
         self._scanned.note(messages, self.tracker.newly_counted)
         return counted
 
-    async def _event(self, kind: str, **fields: Any) -> None:
-        # Written, logged (INFO for truncation and compression) and passed to on_event.
-        await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
+    async def _event(self, record: events.Event) -> None:
+        # Written, logged (at the level its kind declares) and passed to on_event.
+        await emit_event(
+            self.offloader, self.session_id, self.on_event, record.kind, record.fields()
+        )
 
     # -- truncation (post-tool) -----------------------------------------------------------
 
@@ -371,15 +373,16 @@ class Compressor:
                 Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
             )
         await self._event(
-            EventKind.TRUNCATION,
-            tool_id=block.id,
-            tool_name=block.name,
-            reference=done.reference,
-            tokens_before=done.tokens_before,
-            tokens_after=done.tokens_after,
-            lines_shown=done.shown_lines,
-            lines_total=done.total_lines,
-            **extra,
+            events.Truncation(
+                tool_id=block.id,
+                tool_name=block.name,
+                reference=done.reference,
+                tokens_before=done.tokens_before,
+                tokens_after=done.tokens_after,
+                lines_shown=done.shown_lines,
+                lines_total=done.total_lines,
+                **extra,
+            )
         )
         return done.block
 
@@ -811,14 +814,15 @@ class Compressor:
         self._state.summary = outcome.summary
         self._state.compressions += 1
         await self._event(
-            EventKind.SUMMARY,
-            compression=self._state.compressions,
-            source=outcome.source,
-            request=request if outcome.source == "model" else None,
-            summary=outcome.summary.model_dump(),
-            reference=persisted.reference,
-            lines=persisted.lines,
-            **persisted.apart,
+            events.Summary(
+                compression=self._state.compressions,
+                source=outcome.source,
+                request=request if outcome.source == "model" else None,
+                summary=outcome.summary.model_dump(),
+                reference=persisted.reference,
+                lines=persisted.lines,
+                **persisted.apart,
+            )
         )
 
     async def _assemble(
@@ -858,29 +862,31 @@ class Compressor:
         tokens_after = self.count(after, tools)
         if index.left:
             await self._event(
-                EventKind.ARTIFACTS,
-                compression=self._state.compressions,
-                reference=persisted.reference,
-                artifacts=index.listing(),
+                events.Artifacts(
+                    compression=self._state.compressions,
+                    reference=persisted.reference,
+                    artifacts=index.listing(),
+                )
             )
         recoverable = _read_back_report(plan.older, lines)
         await self._event(
-            EventKind.COMPRESSION,
-            reference=persisted.reference,
-            lines=persisted.lines,
-            **persisted.apart,
-            messages=len(plan.older),
-            kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
-            pinned=len(plan.split.pins),
-            tokens_before=counted.tokens,
-            **counted.fields(),
-            tokens_after=tokens_after,
-            summary_source=outcome.source,
-            summary_model=model_label(self.model) if outcome.source == "model" else None,
-            summary_model_calls=outcome.model_calls,
-            **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
-            artifacts=index.report(),
-            recoverable=recoverable,
+            events.Compression(
+                reference=persisted.reference,
+                lines=persisted.lines,
+                **persisted.apart,
+                messages=len(plan.older),
+                kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
+                pinned=len(plan.split.pins),
+                tokens_before=counted.tokens,
+                **counted.fields(),
+                tokens_after=tokens_after,
+                summary_source=outcome.source,
+                summary_model=model_label(self.model) if outcome.source == "model" else None,
+                summary_model_calls=outcome.model_calls,
+                **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
+                artifacts=index.report(),
+                recoverable=recoverable,
+            )
         )
         return CompressionResult(
             after,
@@ -941,7 +947,7 @@ class Compressor:
         note = state.with_index(note, index, events_file(persisted.reference))
         if index.left:
             await self._event(
-                EventKind.ARTIFACTS, reference=persisted.reference, artifacts=index.listing()
+                events.Artifacts(reference=persisted.reference, artifacts=index.listing())
             )
         return note, {"artifacts": index.report(), "recoverable": _read_back_report(leaving, lines)}
 
@@ -1110,13 +1116,14 @@ class Compressor:
 
     async def _background_event(self, status: str, pending: Pending, **fields: Any) -> None:
         await self._event(
-            EventKind.BACKGROUND,
-            status=status,
-            messages=len(pending.older),
-            reference=pending.persisted.reference,
-            lines=pending.persisted.lines,
-            age_ms=round((time.monotonic() - pending.started) * 1000, 1),
-            **fields,
+            events.Background(
+                status=status,
+                messages=len(pending.older),
+                reference=pending.persisted.reference,
+                lines=pending.persisted.lines,
+                age_ms=round((time.monotonic() - pending.started) * 1000, 1),
+                **fields,
+            )
         )
 
     @property
@@ -1190,9 +1197,9 @@ class Compressor:
         """Add a file to the artifact trail the next summary lists."""
         self._state.artifacts.append(artifact)
 
-    async def event(self, kind: str, **fields: Any) -> None:
+    async def event(self, record: events.Event) -> None:
         """Write an event to the session's events.jsonl, log it and pass it to `on_event`."""
-        await self._event(kind, **fields)
+        await self._event(record)
 
     async def truncated(
         self, block: ToolResultBlock, done: Truncation, **extra: Any

@@ -66,7 +66,7 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from .._disk.events import EventKind
+from .._disk.events import DataFile
 from .._disk.layout import DATA_DIR, is_data_name
 from .._disk.scope import check_reference
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
@@ -181,14 +181,10 @@ class WorkspaceStorage:
                 block = ToolResultBlock(id=str(key), name=_TOOL_NAME, output=text)
                 return str(await self.workspace.offload_tool_result(self.session_id, block))
         reference = str(await self.workspace.store_bytes(data, content_type or None))
-        await self.workspace.record_event(
-            self.session_id,
-            EventKind.DATA,
-            reference=reference,
-            bytes=len(data),
-            media_type=content_type or None,
-            key=str(key),
+        stored = DataFile(
+            reference=reference, bytes=len(data), media_type=content_type or None, key=str(key)
         )
+        await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
         return reference
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:
