@@ -48,7 +48,12 @@ def sample(annotation: str) -> Any:
 
 
 def full_record(cls: type[Event]) -> Event:
-    return cls(**{name: sample(cls.__annotations__.get(name, "str")) for name in own_fields(cls)})
+    declared = {
+        name: kind
+        for klass in cls.__mro__
+        for name, kind in vars(klass).get("__annotations__", {}).items()
+    }
+    return cls(**{name: sample(declared[name]) for name in own_fields(cls)})
 
 
 def own_fields(cls: type[Event]) -> tuple[str, ...]:

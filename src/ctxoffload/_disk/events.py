@@ -260,17 +260,26 @@ class Event:
     nested: ClassVar[bool] = False
     log_level: ClassVar[str] = "DEBUG"
     fields_declared: ClassVar[tuple[str, ...]] = ("time", "writer")
+    """The names a record of the kind may hold: `time`, `writer`, then its own."""
 
     time: str | None = None
     writer: dict[str, Any] | None = None
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
-        own = tuple(cls.__annotations__)  # its own fields only (Python 3.10+)
-        cls.fields_declared = (*cls.fields_declared, *own)
-        for name in own:
+        # Each class's own annotations (Python 3.10+), over its bases: a kind's fields
+        # include those of the field groups it is made of (`_MovedLines`, `_TokenChange`).
+        fields = [
+            name
+            for klass in reversed(cls.__mro__)
+            if issubclass(klass, Event) and klass is not Event
+            for name in klass.__annotations__
+        ]
+        cls.fields_declared = tuple(dict.fromkeys(["time", "writer", *fields]))
+        for name in fields:
             setattr(cls, name, None)  # a field the line lacks reads as None
-        KINDS[cls.kind] = cls
+        if "kind" in cls.__dict__:  # a kind, not a group of fields
+            KINDS[cls.kind] = cls
 
     def __init__(self, **values: Any) -> None:
         unknown = [name for name in values if name not in self.fields_declared]
@@ -351,18 +360,35 @@ def event_sentence(line: Mapping[str, Any]) -> str:
     return record_of(line).sentence()
 
 
+class _MovedLines(Event):
+    """The fields of an event that put messages in a log: the file, and its line span
+    `[first, last]` (with each run in `spans` when the lines are not consecutive)."""
+
+    reference: str | None
+    lines: list[int]
+    spans: list[list[int]]
+
+
+class _TokenChange(Event):
+    """The fields of an event that changed the context's tokens (`token_change` words them):
+    before and after, and whether `before` was estimated, within what bounds."""
+
+    tokens_before: int
+    tokens_after: int
+    tokens_before_exact: bool
+    tokens_before_range: list[int]
+    tokens_before_uncounted: int
+
+
 # Written by every workspace.
 
 
-class ContextBatch(Event):
+class ContextBatch(_MovedLines):
     """A batch of messages appended to context.jsonl."""
 
     kind = EventKind.CONTEXT
-    reference: str
     bytes: int
     messages: int
-    lines: list[int]
-    spans: list[list[int]]
 
     def sentence(self) -> str:
         return (
@@ -544,7 +570,7 @@ def first_line(text: str) -> str:
 # Written by the compressor and the pipeline's managers.
 
 
-class Truncation(Event):
+class Truncation(_TokenChange):
     """A tool result cut to fit, its whole output stored."""
 
     kind = EventKind.TRUNCATION
@@ -554,8 +580,6 @@ class Truncation(Event):
     tool_name: str | None
     tool: str
     reference: str | None
-    tokens_before: int
-    tokens_after: int
     lines_shown: int
     lines_total: int
     unit: str
@@ -575,7 +599,7 @@ class Truncation(Event):
         )
 
 
-class Offload(Event):
+class Offload(_TokenChange):
     """Blocks of a tool result (images, files) moved out, its references kept."""
 
     kind = EventKind.OFFLOAD
@@ -584,8 +608,6 @@ class Offload(Event):
     tool_name: str | None
     blocks: int
     references: list[str]
-    tokens_before: int
-    tokens_after: int
 
     def sentence(self) -> str:
         return (
@@ -594,7 +616,7 @@ class Offload(Event):
         )
 
 
-class Summary(Event):
+class Summary(_MovedLines):
     """A summary, whole, written just before its compression (`show` prints its fields)."""
 
     kind = EventKind.SUMMARY
@@ -602,30 +624,19 @@ class Summary(Event):
     source: str
     request: str | None
     summary: dict[str, Any]
-    reference: str | None
-    lines: list[int]
-    spans: list[list[int]]
 
     def sentence(self) -> str:
         return f"summary {count_text(self.compression)} ({self.source}){_into(self)}"
 
 
-class Compression(Event):
+class Compression(_MovedLines, _TokenChange):
     """History summarized and moved out of the context."""
 
     kind = EventKind.COMPRESSION
     log_level = "INFO"
-    reference: str | None
-    lines: list[int]
-    spans: list[list[int]]
     messages: int
     kept: int
     pinned: int
-    tokens_before: int
-    tokens_before_exact: bool
-    tokens_before_range: list[int]
-    tokens_before_uncounted: int
-    tokens_after: int
     summary_source: str
     summary_model: str | None
     summary_model_calls: int
@@ -665,14 +676,11 @@ class Artifacts(Event):
         return f"listed {_plural(len(listed), 'artifact')} moved out{_into(self)}"
 
 
-class Window(Event):
+class Window(_MovedLines):
     """The sliding window moving messages out."""
 
     kind = EventKind.WINDOW
     log_level = "INFO"
-    reference: str | None
-    lines: list[int]
-    spans: list[list[int]]
     messages: int
     kept: int
     pinned: int
@@ -709,7 +717,7 @@ class ImageLimit(Event):
         )
 
 
-class ClearToolUses(Event):
+class ClearToolUses(_TokenChange):
     """Old tool outputs cleared from the context, stored."""
 
     kind = EventKind.CLEAR_TOOL_USES
@@ -720,8 +728,6 @@ class ClearToolUses(Event):
     inputs_cleared: int
     references: list[str]
     kept: int
-    tokens_before: int
-    tokens_after: int
     forced: bool
     artifacts: dict[str, Any]
 
@@ -739,7 +745,7 @@ class ClearToolUses(Event):
         )
 
 
-class ClearThinking(Event):
+class ClearThinking(_MovedLines, _TokenChange):
     """The thinking of old turns cleared, moved out."""
 
     kind = EventKind.CLEAR_THINKING
@@ -747,11 +753,6 @@ class ClearThinking(Event):
     messages: int
     blocks: int
     kept: int
-    reference: str | None
-    lines: list[int]
-    spans: list[list[int]]
-    tokens_before: int
-    tokens_after: int
 
     def sentence(self) -> str:
         return (
@@ -793,7 +794,7 @@ class Unpin(Pin):
     kind = EventKind.UNPIN
 
 
-class Compact(Event):
+class Compact(_MovedLines, _TokenChange):
     """A compaction the agent asked for (compact_context)."""
 
     kind = EventKind.COMPACT
@@ -802,10 +803,6 @@ class Compact(Event):
     changed: bool
     reason: str
     messages: int
-    reference: str | None
-    lines: list[int]
-    tokens_before: int
-    tokens_after: int
 
     def sentence(self) -> str:
         asked = self.instructions
@@ -816,7 +813,7 @@ class Compact(Event):
         )
 
 
-class Background(Event):
+class Background(_MovedLines):
     """A summary made in the background before the trigger: started, applied, stale,
     failed or cancelled (`status`)."""
 
@@ -824,8 +821,6 @@ class Background(Event):
     log_level = "INFO"
     status: str
     messages: int
-    reference: str | None
-    lines: list[int]
     age_ms: float
     waited_ms: float
     reason: str
