@@ -1,5 +1,5 @@
-"""Event records (`_disk/events.py`): each kind declared once, read back from what older and
-newer writers wrote.
+"""Event records (`_disk/events.py`, on `_disk/records.py`): each kind declared once, read
+back from what older and newer writers wrote.
 
 `data/events-24678e9.jsonl` holds real lines written by the ctxoffload of commit 24678e9,
 before records existed (`data/make_events_24678e9.py` says how it was made): today's
@@ -16,14 +16,13 @@ import pytest
 
 from ctxoffload._disk.commit import parse_log
 from ctxoffload._disk.events import (
-    KINDS,
-    Event,
     EventKind,
     Truncation,
     event_sentence,
     record_of,
 )
 from ctxoffload._disk.jsonl import dumps_line
+from ctxoffload._disk.records import KINDS, Event
 
 OLD_LINES = Path(__file__).parent / "data" / "events-24678e9.jsonl"
 

@@ -2,11 +2,11 @@
 sentence for people.
 
 A line of events.jsonl is `{"time": ..., "kind": ..., FIELDS..., "writer": {...}}`. Each kind
-is a record class below (`Truncation`, `Compression`, `Pin`, ...): the fields a writer may
-give, in the order it writes them, and `sentence`, what `ctxoffload show` and `watch`, the
-viewer and the `ctxoffload` logger say of it. Writers build a record and write `to_json()`;
-readers take a line back with `record_of` and render it with `event_sentence`, so no reader
-keeps its own `if kind == ...` chain.
+is a record class below (`Truncation`, `Compression`, `Pin`, ...; the machinery is
+`records.Event`): the fields a writer may give, and `sentence`, what `ctxoffload show` and
+`watch`, the viewer and the `ctxoffload` logger say of it, worded with `wording.py`.
+Writers build a record and write `to_json()`; readers take a line back with `record_of` and
+render it with `event_sentence`, so no reader keeps its own `if kind == ...` chain.
 
 Reading is forgiving on purpose: a line is the contract with agents and people, and a newer
 release may add kinds and fields. A field this version does not declare is kept in `extra`
@@ -22,15 +22,26 @@ event kinds and keep their start-up figures).
 from __future__ import annotations
 
 from .layout import EVENTS_FILE
+from .records import KINDS, Event
+from .wording import (
+    duration,
+    error_text,
+    fidelity_sentence,
+    figure,
+    files_text,
+    first_line,
+    into_text,
+    plural,
+    token_change,
+)
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, ClassVar
+    from typing import Any
 
 
 __all__ = [
-    "KINDS",
     "Artifacts",
     "Background",
     "ClearThinking",
@@ -39,7 +50,6 @@ __all__ = [
     "Compression",
     "ContextBatch",
     "DataFile",
-    "Event",
     "EventKind",
     "Fork",
     "ImageLimit",
@@ -57,14 +67,9 @@ __all__ = [
     "Truncation",
     "Unpin",
     "Window",
-    "count_text",
-    "duration_text",
     "event_sentence",
-    "fidelity_sentence",
-    "first_line",
     "is_event",
     "record_of",
-    "token_change",
 ]
 
 
@@ -124,228 +129,12 @@ def is_event(value: object) -> bool:
     return isinstance(value, dict) and isinstance(value.get("kind"), str)
 
 
-# -- how figures read ---------------------------------------------------------------------------
-
-
-def count_text(value: object) -> str:
-    """A figure with thousands separators; `?` for one the event does not hold: the one
-    number formatter of every sentence, `show`'s tree and the log."""
-    if value is None:
-        return "?"
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def duration_text(value: object) -> str:
-    """`812 ms`, `3.20 s`; `? ms` for a duration the event does not hold."""
-    if not isinstance(value, (int, float)):
-        return "? ms"
-    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
-
-
-def _plural(count: object, word: str) -> str:
-    return f"{count_text(count)} {word}{'' if count == 1 else 's'}"
-
-
-def token_change(event: Mapping[str, Any]) -> str:
-    """`6,760→570 tokens`: an event's `tokens_before` and `tokens_after`.
-
-    A `tokens_before` the compressor estimated (a long history seen for the first time is
-    counted only as far as decides) is marked `~`, with its bounds:
-    `~4,288,611→28,564 tokens (before: estimated, 160,214 to 17,935,201)`.
-    """
-    before, after = count_text(event.get("tokens_before")), count_text(event.get("tokens_after"))
-    change = f"{before}→{after} tokens"
-    if event.get("tokens_before_exact") is not False:
-        return change
-    bounds = event.get("tokens_before_range")
-    within = (
-        f", {count_text(bounds[0])} to {count_text(bounds[1])}"
-        if isinstance(bounds, list) and len(bounds) == 2
-        else ""
-    )
-    return f"~{change} (before: estimated{within})"
-
-
-def fidelity_sentence(event: Mapping[str, Any]) -> str | None:
-    """What a compression kept named and could read back, from its event; None for an event
-    without the report (another kind, or written before the report existed).
-
-    `artifacts: 28 left, 8 in the summary, 16 indexed, 4 cut (listed in events.jsonl);
-    2 of 2 messages read back at their lines`
-    """
-    counts = event.get("artifacts")
-    checked = event.get("recoverable")
-    parts: list[str] = []
-    if isinstance(counts, dict) and isinstance(counts.get("left"), int):
-        named = [
-            f"{count_text(counts.get(key))} {what}"
-            for key, what in (
-                ("in_summary", "in the summary"),
-                ("in_kept", "still in the context"),
-                ("indexed", "indexed"),
-            )
-            if counts.get(key)
-        ]
-        cut = counts.get("cut")
-        if cut:
-            # A clearing leaves the rest in the outputs it stored; a compaction lists them.
-            held = (
-                "in the stored outputs"
-                if event.get("kind") == EventKind.CLEAR_TOOL_USES
-                else f"listed in {EVENTS_FILE}"
-            )
-            named.append(f"{count_text(cut)} cut ({held})")
-        left = count_text(counts["left"])
-        parts.append(f"artifacts: {left} left" + "".join(f", {n}" for n in named))
-    if isinstance(checked, dict) and isinstance(checked.get("messages"), int):
-        if isinstance(checked.get("verified"), int):
-            parts.append(
-                f"{count_text(checked['verified'])} of {count_text(checked['messages'])} "
-                "messages read back at their lines"
-            )
-        else:
-            parts.append("messages not read back (the offloader cannot read references)")
-    return "; ".join(parts) or None
-
-
-def _files(refs: object, lead: str, more: str = "more") -> str:
-    """`{lead}FIRST and N more` for the files an event names; "" for none."""
-    if not isinstance(refs, list) or not refs:
-        return ""
-    return f"{lead}{refs[0]}" + (f" and {len(refs) - 1} {more}" if len(refs) > 1 else "")
-
-
 def _into(event: Event) -> str:
     """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
-    span = event.field("lines")
-    reference = event.field("reference")
-    where = f" into {reference}" if reference else ""
-    if isinstance(span, list) and len(span) == 2:
-        where += f" lines {span[0]}-{span[1]}"
-    return where
-
-
-def _error_text(error: object) -> str:
-    """`TYPE: MESSAGE` of an event's `error` object."""
-    found: dict[str, Any] = error if isinstance(error, dict) else {}
-    return f"{found.get('type')}: {found.get('message')}"
+    return into_text(event.field("reference"), event.field("lines"))
 
 
 # -- the records --------------------------------------------------------------------------------
-
-
-KINDS: dict[str, type[Event]] = {}
-"""Every declared kind -> its record class (filled as the classes below are declared)."""
-
-
-class Event:
-    """An event of the session record; as a class, the reading of a kind this version does
-    not know (its sentence is its kind).
-
-    Build one with the fields as keywords (`Truncation(tool_id="c1", ...)`): a name the
-    kind does not declare is a TypeError, so a writer cannot misspell a field. Only the
-    fields given are written, in the order given: a field a writer leaves out stays out of
-    its line, one it gives as None is written as null, as before records existed.
-
-    Attributes:
-        kind: the `kind` written on the line.
-        schema: the version of the kind's fields (see the module docstring).
-        nested: `show` prints the event under the step that made it (indented).
-        log_level: the level the `ctxoffload` logger says it at.
-        extra: fields of the line this version does not declare (a newer writer's).
-    """
-
-    kind: ClassVar[str] = ""
-    schema: ClassVar[int] = 1
-    nested: ClassVar[bool] = False
-    log_level: ClassVar[str] = "DEBUG"
-    fields_declared: ClassVar[tuple[str, ...]] = ("time", "writer")
-    """The names a record of the kind may hold: `time`, `writer`, then its own."""
-
-    time: str | None = None
-    writer: dict[str, Any] | None = None
-
-    def __init_subclass__(cls) -> None:
-        super().__init_subclass__()
-        # Each class's own annotations (Python 3.10+), over its bases: a kind's fields
-        # include those of the field groups it is made of (`_MovedLines`, `_TokenChange`).
-        fields = [
-            name
-            for klass in reversed(cls.__mro__)
-            if issubclass(klass, Event) and klass is not Event
-            for name in klass.__annotations__
-        ]
-        cls.fields_declared = tuple(dict.fromkeys(["time", "writer", *fields]))
-        for name in fields:
-            setattr(cls, name, None)  # a field the line lacks reads as None
-        if "kind" in cls.__dict__:  # a kind, not a group of fields
-            KINDS[cls.kind] = cls
-
-    def __init__(self, **values: Any) -> None:
-        unknown = [name for name in values if name not in self.fields_declared]
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__} has no field {unknown[0]!r}: its fields are "
-                f"{', '.join(self.fields_declared)}"
-            )
-        self.extra: dict[str, Any] = {}
-        self._order: tuple[str, ...] = tuple(values)
-        self.__dict__.update(values)
-
-    @classmethod
-    def from_json(cls, line: Mapping[str, Any]) -> Event:
-        """The record of a line read from events.jsonl (a dict that `is_event`): declared
-        fields as attributes, the rest in `extra`, the order kept for `to_json`."""
-        record = cls.__new__(cls)
-        record.extra = {}
-        record._order = tuple(line)
-        for name, value in line.items():
-            if name == "kind":
-                continue
-            if name in cls.fields_declared:
-                record.__dict__[name] = value
-            else:
-                record.extra[name] = value
-        if cls is Event:  # a kind this version does not know: the line names it
-            record.__dict__["kind"] = str(line.get("kind"))
-        return record
-
-    def to_json(self) -> dict[str, Any]:
-        """The line's object: `kind` first unless the line read had it elsewhere, then the
-        fields as given or read, extra ones included where they were."""
-        kind = self.kind
-        order = self._order if "kind" in self._order else ("kind", *self._order)
-        return {
-            name: kind if name == "kind" else self.field(name)
-            for name in order
-            if name == "kind" or name in self.extra or name in self.__dict__
-        }
-
-    def fields(self) -> dict[str, Any]:
-        """The fields as `to_json` writes them, without `kind`: what `record_event` takes."""
-        return {name: value for name, value in self.to_json().items() if name != "kind"}
-
-    def field(self, name: str) -> Any:
-        """A field by name, declared or extra; None when the line does not hold it."""
-        if name in self.extra:
-            return self.extra[name]
-        return self.__dict__.get(name)
-
-    def sentence(self) -> str:
-        """The one line people read for this event."""
-        return self.kind
-
-    def notes(self) -> list[str]:
-        """Further sentences `show` prints under the event's line (the log joins them)."""
-        return []
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Event) and other.to_json() == self.to_json()
-
-    __hash__ = None  # type: ignore[assignment]  # records are mutable values
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.to_json()!r})"
 
 
 def record_of(line: Mapping[str, Any]) -> Event:
@@ -392,8 +181,7 @@ class ContextBatch(_MovedLines):
 
     def sentence(self) -> str:
         return (
-            f"appended {count_text(self.messages)} messages "
-            f"({count_text(self.bytes)} bytes){_into(self)}"
+            f"appended {figure(self.messages)} messages ({figure(self.bytes)} bytes){_into(self)}"
         )
 
 
@@ -411,7 +199,7 @@ class ToolResult(Event):
     def sentence(self) -> str:
         return (
             f"stored the whole result of {self.tool_name} ({self.tool_id}): "
-            f"{count_text(self.lines)} lines, {count_text(self.bytes)} bytes, in {self.reference}"
+            f"{figure(self.lines)} lines, {figure(self.bytes)} bytes, in {self.reference}"
         )
 
 
@@ -426,7 +214,7 @@ class DataFile(Event):
 
     def sentence(self) -> str:
         media = self.media_type or "bytes"
-        size = f", {count_text(self.bytes)} bytes" if self.bytes is not None else ""
+        size = f", {figure(self.bytes)} bytes" if self.bytes is not None else ""
         return f"stored a data file ({media}{size}): {self.reference}"
 
 
@@ -452,9 +240,9 @@ class SessionStart(Event):
         restored = self.restored_messages
         if isinstance(restored, int) and restored > 0 and not isinstance(self.parent, dict):
             return (
-                f"resumed at step {count_text(self.first_step)}: {count_text(restored)} "
+                f"resumed at step {figure(self.first_step)}: {figure(restored)} "
                 f"messages restored (agent {self.agent}, model: {self.model}, window "
-                f"{count_text(self.context_window)} tokens)"
+                f"{figure(self.context_window)} tokens)"
             )
         tools = ", ".join(self.tools or []) or "none"
         parent = self.parent
@@ -467,7 +255,7 @@ class SessionStart(Event):
         return (
             f"session started: agent {self.agent}, model: {self.model} "
             f"(summaries: {self.summary_model or 'extractive'}), window "
-            f"{count_text(self.context_window)} tokens, tools: {tools}; ctxoffload "
+            f"{figure(self.context_window)} tokens, tools: {tools}; ctxoffload "
             f"{self.version}{child}"
         )
 
@@ -506,20 +294,20 @@ class ModelCall(Event):
 
     def sentence(self) -> str:
         reported = self.input_tokens
-        tokens = f"{count_text(self.tokens_counted)} tokens counted" + (
-            f" ({count_text(reported)} reported)" if reported is not None else ""
+        tokens = f"{figure(self.tokens_counted)} tokens counted" + (
+            f" ({figure(reported)} reported)" if reported is not None else ""
         )
         attempt = self.attempt
         again = f" (attempt {attempt})" if isinstance(attempt, int) and attempt > 1 else ""
         outcome = str(self.outcome)
         if isinstance(self.error, dict):
-            outcome += f": {_error_text(self.error)}"
+            outcome += f": {error_text(self.error)}"
         calls = self.tool_calls or []
         then = f" → {', '.join(c.get('name', '?') for c in calls)}" if calls else ""
         summary = " (one a summary)" if self.summary else ""
         return (
             f"step {self.step} · model call{again} · {len(self.messages or [])} messages"
-            f"{summary} · {tokens} · {duration_text(self.duration_ms)} · {outcome}{then}"
+            f"{summary} · {tokens} · {duration(self.duration_ms)} · {outcome}{then}"
         )
 
 
@@ -545,7 +333,7 @@ class ToolCall(Event):
         if isinstance(error, dict):
             what = f"{error.get('type')}: " if error.get("type") else ""
             outcome += f": {what}{first_line(str(error.get('message')))}"
-        return f"tool {self.name} ({self.tool_id}) {outcome} · {duration_text(self.duration_ms)}"
+        return f"tool {self.name} ({self.tool_id}) {outcome} · {duration(self.duration_ms)}"
 
     def traceback(self) -> list[str]:
         """The lines of a failed call's traceback (none for a call that did not fail)."""
@@ -553,18 +341,6 @@ class ToolCall(Event):
         if isinstance(error, dict) and error.get("traceback"):
             return str(error["traceback"]).rstrip().splitlines()
         return []
-
-
-_SHORT = 100  # characters of a first line shown: a tool's error, a message without --full
-
-
-def first_line(text: str) -> str:
-    """The first line of `text`, cut to `_SHORT` characters, ` …` when there is more: how
-    `show` quotes a tool's error and a message's text on one line."""
-    text = text.strip()
-    line = text.split("\n", 1)[0]
-    more = len(line) > _SHORT or "\n" in text
-    return line[:_SHORT] + (" …" if more else "")
 
 
 # Written by the compressor and the pipeline's managers.
@@ -588,7 +364,7 @@ class Truncation(_TokenChange):
     def sentence(self) -> str:
         shown = self.lines_shown
         of = (
-            f", {count_text(shown)} of {count_text(self.lines_total)} lines shown"
+            f", {figure(shown)} of {figure(self.lines_total)} lines shown"
             if isinstance(shown, int)
             else ""
         )
@@ -611,8 +387,8 @@ class Offload(_TokenChange):
 
     def sentence(self) -> str:
         return (
-            f"offloaded {_plural(self.blocks, 'block')} of {self.tool_name} ({self.tool_id}), "
-            f"{token_change(self.to_json())}" + _files(self.references, " into ")
+            f"offloaded {plural(self.blocks, 'block')} of {self.tool_name} ({self.tool_id}), "
+            f"{token_change(self.to_json())}" + files_text(self.references, " into ")
         )
 
 
@@ -626,7 +402,7 @@ class Summary(_MovedLines):
     summary: dict[str, Any]
 
     def sentence(self) -> str:
-        return f"summary {count_text(self.compression)} ({self.source}){_into(self)}"
+        return f"summary {figure(self.compression)} ({self.source}){_into(self)}"
 
 
 class Compression(_MovedLines, _TokenChange):
@@ -650,8 +426,8 @@ class Compression(_MovedLines, _TokenChange):
         if isinstance(span, list) and len(span) == 2:
             where += f" lines {span[0]}-{span[1]}"
         count = self.messages
-        what = f"{count_text(count)} messages" if isinstance(count, int) else "history"
-        also = f", {count_text(self.kept)} kept" if isinstance(self.kept, int) else ""
+        what = f"{figure(count)} messages" if isinstance(count, int) else "history"
+        also = f", {figure(self.kept)} kept" if isinstance(self.kept, int) else ""
         if self.summary_model:
             by = f"summary by {self.summary_model}"
         else:
@@ -659,7 +435,7 @@ class Compression(_MovedLines, _TokenChange):
         return f"compressed {what}, {token_change(self.to_json())}, into {where} ({by}{also})"
 
     def notes(self) -> list[str]:
-        fidelity = fidelity_sentence(self.to_json())
+        fidelity = fidelity_sentence(self.to_json(), f"listed in {EVENTS_FILE}")
         return [fidelity] if fidelity else []
 
 
@@ -673,7 +449,7 @@ class Artifacts(Event):
 
     def sentence(self) -> str:
         listed = self.artifacts if isinstance(self.artifacts, list) else []
-        return f"listed {_plural(len(listed), 'artifact')} moved out{_into(self)}"
+        return f"listed {plural(len(listed), 'artifact')} moved out{_into(self)}"
 
 
 class Window(_MovedLines):
@@ -691,10 +467,10 @@ class Window(_MovedLines):
     def sentence(self) -> str:
         pinned = self.pinned
         also = f", {pinned} pinned" if isinstance(pinned, int) and pinned else ""
-        fidelity = fidelity_sentence(self.to_json())
+        fidelity = fidelity_sentence(self.to_json(), f"listed in {EVENTS_FILE}")
         return (
-            f"sliding window moved {count_text(self.messages)} messages{_into(self)}, "
-            f"kept {count_text(self.kept)} (at most {count_text(self.max_messages)})"
+            f"sliding window moved {figure(self.messages)} messages{_into(self)}, "
+            f"kept {figure(self.kept)} (at most {figure(self.max_messages)})"
             f"{also}" + (f"; {fidelity}" if fidelity else "")
         )
 
@@ -711,9 +487,9 @@ class ImageLimit(Event):
 
     def sentence(self) -> str:
         return (
-            f"image limit: {count_text(self.replaced)} of {count_text(self.images)} images "
-            f"replaced by their references (at most {count_text(self.max_images)} kept)"
-            + _files(self.references, "; stored in ")
+            f"image limit: {figure(self.replaced)} of {figure(self.images)} images "
+            f"replaced by their references (at most {figure(self.max_images)} kept)"
+            + files_text(self.references, "; stored in ")
         )
 
 
@@ -737,10 +513,10 @@ class ClearToolUses(_TokenChange):
         also = f" and {inputs} inputs" if isinstance(inputs, int) and inputs else ""
         ids = ", ".join(str(i) for i in self.tool_ids or [])
         cleared = self.cleared
-        fidelity = fidelity_sentence(line)
+        fidelity = fidelity_sentence(line, "in the stored outputs")
         return (
             f"cleared {cleared} tool output{'' if cleared == 1 else 's'} ({ids}){also}, "
-            f"{token_change(line)}{_files(self.references, '; stored in ', 'more files')}"
+            f"{token_change(line)}{files_text(self.references, '; stored in ', 'more files')}"
             + (f"; {fidelity}" if fidelity else "")
         )
 
@@ -784,7 +560,7 @@ class Pin(Event):
         verb = "pinned" if self.kind == EventKind.PIN else "unpinned"
         return (
             f"{verb} message {self.message_id} ({self.role}, by {self.by}): pins "
-            f"{count_text(self.pinned_tokens_before)}→{count_text(after)} tokens{share}"
+            f"{figure(self.pinned_tokens_before)}→{figure(after)} tokens{share}"
         )
 
 
@@ -856,19 +632,19 @@ class OverWindow(Event):
     def sentence(self) -> str:
         others = self.messages
         parts = ", ".join(
-            f"{name} {count_text(value)}"
+            f"{name} {figure(value)}"
             for name, value in (
                 ("system prompt", self.system_tokens),
                 ("tool schemas", self.tools_tokens),
                 ("summary", self.summary_tokens),
                 ("pins", self.pinned_tokens),
-                (_plural(others, "other message"), self.messages_tokens),
+                (plural(others, "other message"), self.messages_tokens),
             )
         )
         refused = self.action == "refused"
         return (
-            f"the request to the model takes {count_text(self.tokens)} tokens, over the "
-            f"{count_text(self.window)}-token window, after the context managers ran: "
+            f"the request to the model takes {figure(self.tokens)} tokens, over the "
+            f"{figure(self.window)}-token window, after the context managers ran: "
             f"{parts}; " + ("refused (over_window='refuse')" if refused else "sent anyway")
         )
 
@@ -889,8 +665,8 @@ class Replay(Event):
 
     def sentence(self) -> str:
         return (
-            f"replay {self.run} ({self.config_name}): {count_text(self.messages)} messages, "
-            f"{count_text(self.model_calls)} model calls of the transcript"
+            f"replay {self.run} ({self.config_name}): {figure(self.messages)} messages, "
+            f"{figure(self.model_calls)} model calls of the transcript"
         )
 
 
@@ -909,7 +685,7 @@ class Fork(Event):
         at = f" at step {step}" if step is not None else " from its saved state"
         return (
             f"forked from session {origin.get('session')}{at}: "
-            f"{count_text(self.messages)} messages to start from"
+            f"{figure(self.messages)} messages to start from"
         )
 
 
@@ -937,10 +713,10 @@ class Subagent(Event):
             return f"{at} started {who} for call {self.tool_id}"
         if self.status == "done":
             return (
-                f"{at} {who} answered after {_plural(self.steps, 'step')}: "
-                f"{count_text(self.answer_chars)} characters, {count_text(self.files)} "
+                f"{at} {who} answered after {plural(self.steps, 'step')}: "
+                f"{figure(self.answer_chars)} characters, {figure(self.files)} "
                 "stored files named"
             )
         if self.status == "cancelled":
             return f"{at} {who} was cancelled before it answered"
-        return f"{at} {who} failed: {_error_text(self.error)}"
+        return f"{at} {who} failed: {error_text(self.error)}"

@@ -31,6 +31,7 @@ from typing import Any
 from .._disk import events
 from .._disk.events import EventKind
 from .._disk.payloads import storable_message
+from .._disk.records import Event
 from ..compression import EventCallback, emit_event, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock
@@ -166,7 +167,7 @@ class SessionRecorder:
         """The session's number of this agent's `step` (an agent resumed goes on counting)."""
         return step + self._step_offset
 
-    async def emit(self, record: events.Event) -> None:
+    async def emit(self, record: Event) -> None:
         """Write one event and tell `on_event`."""
         await emit_event(
             self.offloader, self.session_id, self.on_event, record.kind, record.fields()

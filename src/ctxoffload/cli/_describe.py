@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._disk.events import EventKind, ToolCall, first_line, record_of
+from .._disk.events import EventKind, ToolCall, record_of
 from .._disk.layout import SUMMARY_MARK, mark_of
+from .._disk.wording import first_line
 from .._disk.writer import WRITER_FIELD
 from ..text import message_lines
 

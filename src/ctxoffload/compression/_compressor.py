@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._disk import events
+from .._disk.records import Event
 from ..exceptions import ConfigError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
@@ -317,7 +318,7 @@ class Compressor:
         self._scanned.note(messages, self.tracker.newly_counted)
         return counted
 
-    async def _event(self, record: events.Event) -> None:
+    async def _event(self, record: Event) -> None:
         # Written, logged (at the level its kind declares) and passed to on_event.
         await emit_event(
             self.offloader, self.session_id, self.on_event, record.kind, record.fields()
@@ -1197,7 +1198,7 @@ class Compressor:
         """Add a file to the artifact trail the next summary lists."""
         self._state.artifacts.append(artifact)
 
-    async def event(self, record: events.Event) -> None:
+    async def event(self, record: Event) -> None:
         """Write an event to the session's events.jsonl, log it and pass it to `on_event`."""
         await self._event(record)
 
