@@ -14,7 +14,7 @@ from .._disk.events import EventKind, is_event
 from .._disk.layout import DATA_DIR, DATA_REFERENCE, EVENTS_FILE, SESSIONS_DIR
 from .._disk.paths import linked_elsewhere
 from .._disk.read import Folder
-from .._disk.wording import figure
+from .._disk.wording import plural
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_in, open_workspace, session_folder
@@ -336,7 +336,7 @@ def _subagent_tree(
     for child, last in children.items():
         status = last.get("status")
         steps = last.get("steps")
-        done = f"{figure(steps)} step{'' if steps == 1 else 's'}, {status}" if steps else status
+        done = f"{plural(steps, 'step')}, {status}" if steps else status
         lines.append(
             f"{'  ' * depth}step {last.get('step')} · {last.get('name')} → {child} ({done})"
         )
