@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
+from ctxoffload._disk.commit import decode_commit_record, read_log
 from ctxoffload._disk.jsonl import JsonlAppender
 from ctxoffload._disk.layout import COMMIT_SUFFIX
-from ctxoffload._disk.read import decode_commit_record, read_log
 from ctxoffload._disk.rows import row_line_and_key
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxoffload._disk.read import JsonLines, parse_log
+from ctxoffload._disk.commit import JsonLines, parse_log
 
 
 @pytest.mark.parametrize("depth", [300, 900, 990, 100_000])

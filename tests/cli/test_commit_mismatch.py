@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import LocalWorkspace, Msg
+from ctxoffload._disk.commit import encode_commit_record
 from ctxoffload._disk.layout import COMMIT_SUFFIX, CONTEXT_FILE
-from ctxoffload._disk.read import encode_commit_record
 
 
 def ctxoffload(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -453,3 +453,45 @@ def test_show_without_a_session_shows_the_newest(
         f"ctxoffload show: no session in {str(empty)!r} yet: pass a SESSION, or run an agent "
         "first\n"
     )
+
+
+OLD_RECORD = Path(__file__).parent.parent / "workspace" / "data" / "events-24678e9.jsonl"
+
+
+@pytest.mark.parametrize("extra", [[], ["--full"]])
+def test_show_words_every_line_an_older_and_a_newer_release_wrote(
+    tmp_path: Path, cli: Callable[..., Any], extra: list[str]
+) -> None:
+    # Lines of 24678e9 (before event records), then a newer writer's kind and fields: each
+    # is a sentence, none falls back to its raw JSON.
+    session_dir = tmp_path / "sessions" / "old"
+    session_dir.mkdir(parents=True)
+    newer = [
+        {"time": "2026-12-01T00:00:01.000Z", "kind": "handoff", "to": "b"},
+        {
+            "time": "2026-12-01T00:00:02.000Z",
+            "kind": "pin",
+            "message_id": "m1",
+            "role": "user",
+            "by": "api",
+            "pinned_tokens_before": 0,
+            "pinned_tokens_after": 5,
+            "shape": [1],
+        },
+    ]
+    with_newer = OLD_RECORD.read_text() + "".join(json.dumps(e) + "\n" for e in newer)
+    (session_dir / "events.jsonl").write_text(with_newer)
+    shown = cli("show", "old", *extra, "--workdir", tmp_path)
+    assert shown.code == 0, shown.err
+    assert '{"' not in shown.out and "Traceback" not in shown.err
+    for said in (
+        "truncated fetch_log ",
+        "compressed ",
+        "pinned message ",
+        "unpinned message ",
+        "compacted on the agent's request",
+        "stored a data file (image/png, 12 bytes)",
+        "00:00:01 handoff",
+        "pinned message m1 (user, by api): pins 0→5 tokens",
+    ):
+        assert said in shown.out, said

@@ -98,7 +98,7 @@ def test_one_of_a_kind_is_said_in_the_singular(filled: Path, cli: Callable[..., 
 
 
 def test_a_commit_record_that_miscounts_the_lines(filled: Path, cli: Callable[..., Any]) -> None:
-    from ctxoffload._disk.read import encode_commit_record
+    from ctxoffload._disk.commit import encode_commit_record
 
     context = filled / "sessions/run-1/context.jsonl"
     record = context.with_name("context.jsonl.commit")

@@ -18,7 +18,7 @@ from ctxoffload import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ctxoffload._disk.read import context_event_sentence
+from ctxoffload._disk.events import event_sentence
 from ctxoffload.compression import ClearThinking, PipelineRun
 from helpers import OffloaderOnly, pipeline_run
 
@@ -59,7 +59,7 @@ async def test_older_thinking_is_stored_then_removed_and_newer_kept_untouched(
         assert new is old  # byte for byte: the same message, signature and all
     (event,) = [e for e in await ws.read_events("s1") if e["kind"] == "clear_thinking"]
     assert event["messages"] == 3 and event["tokens_before"] > event["tokens_after"]
-    sentence = context_event_sentence(event)
+    sentence = event_sentence(event)
     assert sentence is not None and sentence.startswith("cleared the thinking of 3 turns")
 
 

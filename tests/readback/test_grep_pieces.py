@@ -109,7 +109,7 @@ def test_a_pattern_that_reads_the_start_of_the_text_is_searched_line_by_line(
 def test_pieces_end_at_line_ends_and_hold_a_long_line_whole(tmp_path: Path) -> None:
     import os
 
-    from ctxoffload._disk.read import iter_pieces
+    from ctxoffload._disk.commit import iter_pieces
 
     body = b"short\n" * 300_000 + b"L" * (5 << 20) + b"\n" + b"tail without newline"
     path = tmp_path / "f.log"

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, Msg
+from ctxoffload._disk.commit import decode_commit_record, encode_commit_record
 from ctxoffload._disk.layout import COMMIT_SUFFIX
-from ctxoffload._disk.read import decode_commit_record, encode_commit_record
 from ctxoffload._disk.rows import message_key, row_line_and_key
 from ctxoffload.workspace import Workspace
 

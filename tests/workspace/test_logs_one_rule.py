@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxoffload import Msg, ObjectStoreWorkspace
-from ctxoffload._disk.read import Folder, parse_log
+from ctxoffload._disk.commit import parse_log
+from ctxoffload._disk.read import Folder
 from s3_server import S3Server
 
 # The kinds of line a log may hold after crashes and hand edits.

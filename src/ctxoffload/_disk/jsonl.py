@@ -48,9 +48,7 @@ from dataclasses import dataclass, field
 
 from ..exceptions import OffloadError
 from .batch import Span, new_rows
-from .layout import COMMIT_SUFFIX
-from .paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
-from .read import (
+from .commit import (
     COMMIT_RECORD_SIZE,
     COMMIT_TAIL,
     commit_mismatch,
@@ -59,6 +57,8 @@ from .read import (
     iter_chunks,
     iter_lines,
 )
+from .layout import COMMIT_SUFFIX
+from .paths import LOG_FLAGS, READ_FLAGS, open_file, same_entry, verify_file
 from .rows import index_keys
 
 __all__ = ["JsonlAppender", "count_newlines"]

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import InvalidReference
+from .events import EventKind
 from .layout import DATA_DIR, DATA_NAME, SESSIONS_DIR
-from .read import EventKind
 from .writer import current_session
 
 __all__ = ["MAX_REACH", "Reach", "check_reference", "data_files_field", "reach_of"]

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._disk.read import EventKind
+from .._disk import events
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -521,7 +521,7 @@ class Agent:
             except ConfigError:
                 # Nothing saved yet: the fork starts empty, its record naming the origin.
                 await self._record.emit(
-                    EventKind.FORK, origin={"session": source, "step": None}, messages=0
+                    events.Fork(origin={"session": source, "step": None}, messages=0)
                 )
         logger.warning(
             "session %s is busy (%s): this agent continues in %s, a fork of its saved state",

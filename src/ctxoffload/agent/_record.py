@@ -28,8 +28,10 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from .._disk import events
+from .._disk.events import EventKind
 from .._disk.payloads import storable_message
-from .._disk.read import EventKind
+from .._disk.records import Event
 from ..compression import EventCallback, emit_event, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock
@@ -165,9 +167,11 @@ class SessionRecorder:
         """The session's number of this agent's `step` (an agent resumed goes on counting)."""
         return step + self._step_offset
 
-    async def emit(self, kind: str, **fields: Any) -> None:
+    async def emit(self, record: Event) -> None:
         """Write one event and tell `on_event`."""
-        await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
+        await emit_event(
+            self.offloader, self.session_id, self.on_event, record.kind, record.fields()
+        )
 
     async def start(self, agent: Any) -> None:
         """Write `session_start` once per agent object."""
@@ -193,17 +197,18 @@ class SessionRecorder:
 
         summarizer = agent.compressor.model
         await self.emit(
-            EventKind.SESSION_START,
-            agent=agent.name,
-            version=__version__,
-            model=model_label(agent.model),
-            summary_model=model_label(summarizer) if summarizer is not None else None,
-            context_window=agent.compressor.window(),
-            config=agent.context_config.model_dump(mode="json"),
-            tools=list(agent.tools),
-            restored_messages=sum(1 for m in agent.messages if m.role != "system"),
-            first_step=self._step_offset + 1,
-            **({"parent": agent.parent} if agent.parent is not None else {}),
+            events.SessionStart(
+                agent=agent.name,
+                version=__version__,
+                model=model_label(agent.model),
+                summary_model=model_label(summarizer) if summarizer is not None else None,
+                context_window=agent.compressor.window(),
+                config=agent.context_config.model_dump(mode="json"),
+                tools=list(agent.tools),
+                restored_messages=sum(1 for m in agent.messages if m.role != "system"),
+                first_step=self._step_offset + 1,
+                **({"parent": agent.parent} if agent.parent is not None else {}),
+            )
         )
 
     async def _known_already(self, restored: Sequence[Msg], earlier: Sequence[Any]) -> None:
@@ -241,7 +246,7 @@ class SessionRecorder:
             except Exception as exc:
                 logger.warning("could not record message %s: %s", msg.id, exc)
                 continue
-            await self.emit(EventKind.MESSAGE, message=value)
+            await self.emit(events.Message(message=value))
         if is_context:
             self._written = {m.id: m for m in msgs}
         else:
@@ -278,23 +283,26 @@ class SessionRecorder:
         if reply is not None:
             self._reply_id = reply.id
         await self.emit(
-            EventKind.MODEL_CALL,
-            step=step,
-            attempt=attempt,
-            messages=[m.id for m in sent],
-            summary=summary,
-            tokens_counted=tokens_counted,
-            input_tokens=usage.input_tokens if usage is not None else None,
-            output_tokens=usage.output_tokens if usage is not None else None,
-            cached_input_tokens=usage.cached_input_tokens if usage is not None else None,
-            duration_ms=_elapsed_ms(started),
-            outcome=outcome,
-            error=_error_fields(error, with_traceback=False) if error is not None else None,
-            reply=reply.id if reply is not None else None,
-            tool_calls=[{"id": c.id, "name": c.name} for c in reply.tool_calls] if reply else [],
-            **({"window": window} if window is not None else {}),
-            **({"context_window": context_window} if context_window is not None else {}),
-            **({"trigger_tokens": trigger_tokens} if trigger_tokens is not None else {}),
+            events.ModelCall(
+                step=step,
+                attempt=attempt,
+                messages=[m.id for m in sent],
+                summary=summary,
+                tokens_counted=tokens_counted,
+                input_tokens=usage.input_tokens if usage is not None else None,
+                output_tokens=usage.output_tokens if usage is not None else None,
+                cached_input_tokens=usage.cached_input_tokens if usage is not None else None,
+                duration_ms=_elapsed_ms(started),
+                outcome=outcome,
+                error=_error_fields(error, with_traceback=False) if error is not None else None,
+                reply=reply.id if reply is not None else None,
+                tool_calls=[{"id": c.id, "name": c.name} for c in reply.tool_calls]
+                if reply
+                else [],
+                **({"window": window} if window is not None else {}),
+                **({"context_window": context_window} if context_window is not None else {}),
+                **({"trigger_tokens": trigger_tokens} if trigger_tokens is not None else {}),
+            )
         )
 
     async def tool_call(
@@ -337,7 +345,7 @@ class SessionRecorder:
         elif result.is_error:
             text = output if isinstance(output, str) else ""
             fields["error"] = {"type": None, "message": text[:1000]}
-        await self.emit(EventKind.TOOL_CALL, **fields)
+        await self.emit(events.ToolCall(**fields))
 
 
 def _elapsed_ms(started: float) -> float:

@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from .._disk.read import EventKind
+from .._disk import events
 from ..exceptions import ConfigError, ToolError
 from ..text import SUBAGENT_FILES_MARK, SUBAGENT_MARK, defuse
 from ..workspace import LocalWorkspace, Workspace, new_session
@@ -153,13 +153,14 @@ def subagent_tool(template: Any, name: str | None, description: str | None, max_
             """The parent's `subagent` event (none without a calling agent)."""
             if parent is not None and caller is not None:
                 await parent._record.emit(
-                    EventKind.SUBAGENT,
-                    status=status,
-                    step=parent._record.step_of(caller.step),
-                    tool_id=caller.tool_id,
-                    name=tool_name,
-                    session=session,
-                    **fields,
+                    events.Subagent(
+                        status=status,
+                        step=parent._record.step_of(caller.step),
+                        tool_id=caller.tool_id,
+                        name=tool_name,
+                        session=session,
+                        **fields,
+                    )
                 )
 
         try:

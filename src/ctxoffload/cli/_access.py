@@ -25,8 +25,9 @@ from __future__ import annotations
 import os
 import sys
 
+from .._disk.commit import JsonLines
 from .._disk.layout import SESSIONS_DIR
-from .._disk.read import Folder, JsonLines, Refused, sessions_folder
+from .._disk.read import Folder, Refused, sessions_folder
 from ..exceptions import CliError, InvalidReference, OffloadError
 from ._arguments import path_text
 from ._output import shown

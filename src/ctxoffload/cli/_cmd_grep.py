@@ -42,8 +42,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._disk.commit import iter_lines
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
-from .._disk.read import Folder, iter_lines
+from .._disk.read import Folder
 from ..exceptions import CliError
 from ._access import (
     committed_end,
@@ -706,7 +707,7 @@ def _with_writers(folder: Folder, emit: Callable[[_Hit], None]) -> Callable[[_Hi
     """`emit`, each hit first given its writer: a context.jsonl line's is the writer of the
     `context` event whose span holds it; a tool result file's, of the `tool_result` event
     naming it; an events.jsonl line's, its own."""
-    from .._disk.read import EventKind, is_event
+    from .._disk.events import EventKind, is_event
     from .._disk.writer import WRITER_FIELD, line_writers
 
     try:

@@ -6,7 +6,9 @@ import argparse
 import dataclasses
 
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE
-from ._access import open_workspace
+from ._access import (
+    open_workspace,
+)
 from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, print_json, print_table, shown

@@ -20,7 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._disk.read import EventKind
+from .._disk import events
+from .._disk.events import EventKind
 from ..exceptions import CliError
 from ._access import session_entry
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json
@@ -205,15 +206,14 @@ async def replay_run(
     )
     # The session says what it is, and exists even when nothing had to be offloaded. A
     # model call is replayed before each assistant message but the first of the transcript.
-    await workspace.record_event(
-        session,
-        EventKind.REPLAY,
+    replay = events.Replay(
         run=run_name,
         config_name=config_name,
         config=config.model_dump(mode="json"),
         messages=len(messages),
         model_calls=sum(m.role == "assistant" for m in messages[1:]),
     )
+    await workspace.record_event(session, replay.kind, **replay.fields())
     window = compressor.window()
     # The record an Agent keeps (session_start, each message as it entered the context, each
     # model call with the ids it was sent), so that `show --step N` rebuilds a replayed step.
@@ -279,16 +279,17 @@ async def _start_record(
     recorder = SessionRecorder(workspace, session)
     tools = sorted({call.name for m in messages for call in m.tool_calls})
     await recorder.emit(
-        EventKind.SESSION_START,
-        agent="replay",
-        version=__version__,
-        model=f"the transcript {run_name} (replayed, no model called)",
-        summary_model=model_label(summary_model) if summary_model is not None else None,
-        context_window=window,
-        config=config.model_dump(mode="json"),
-        tools=tools,
-        restored_messages=0,
-        first_step=1,
+        events.SessionStart(
+            agent="replay",
+            version=__version__,
+            model=f"the transcript {run_name} (replayed, no model called)",
+            summary_model=model_label(summary_model) if summary_model is not None else None,
+            context_window=window,
+            config=config.model_dump(mode="json"),
+            tools=tools,
+            restored_messages=0,
+            first_step=1,
+        )
     )
     return recorder
 

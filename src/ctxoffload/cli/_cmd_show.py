@@ -8,9 +8,11 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .._disk.events import EventKind
 from .._disk.layout import DATA_DIR, DATA_REFERENCE, EVENTS_FILE, SESSIONS_DIR
 from .._disk.paths import linked_elsewhere
-from .._disk.read import EventKind, Folder
+from .._disk.read import Folder
+from .._disk.wording import plural
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_workspace, session_folder
@@ -216,7 +218,7 @@ def _subagent_tree(
     for child, last in children.items():
         status = last.get("status")
         steps = last.get("steps")
-        done = f"{_count(steps)} step{'' if steps == 1 else 's'}, {status}" if steps else status
+        done = f"{plural(steps, 'step')}, {status}" if steps else status
         lines.append(
             f"{'  ' * depth}step {last.get('step')} · {last.get('name')} → {child} ({done})"
         )
@@ -231,7 +233,3 @@ def _subagent_tree(
 
 
 _MAX_TREE_DEPTH = 16
-
-
-def _count(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) else str(value)

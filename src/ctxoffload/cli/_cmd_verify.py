@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import load_json
+from .._disk.commit import iter_lines
+from .._disk.events import EventKind, is_event
 from .._disk.layout import (
     COMMIT_SUFFIX,
     CONTEXT_FILE,
@@ -32,7 +34,7 @@ from .._disk.layout import (
     is_data_name,
 )
 from .._disk.paths import linked_elsewhere
-from .._disk.read import EventKind, Folder, Refused, is_event, iter_lines
+from .._disk.read import Folder, Refused
 from ..exceptions import OffloadError
 from ..text import decode_log_line, is_jsonl
 from ._access import open_workspace, session_folder

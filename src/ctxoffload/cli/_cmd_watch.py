@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import load_json
+from .._disk.commit import iter_chunks, iter_lines
+from .._disk.events import EventKind, is_event
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
 from .._disk.paths import linked_elsewhere
-from .._disk.read import EventKind, Folder, Refused, is_event, iter_chunks, iter_lines
+from .._disk.read import Folder, Refused
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import (

@@ -1,9 +1,9 @@
 """How an event of the session record reads: the lines `show` prints for it, and `watch`.
 
 One home for both commands, so that watching a session prints, as it happens, what `show`
-prints afterwards. The sentences of the kinds every reader shares (pins, clearings, forks,
-sub-agents, offloads, ...) come from the workspace (`context_event_sentence`), which the
-INFO log uses too.
+prints afterwards. Each event's line is its record's sentence (`_disk/events.py`), the one
+the `ctxoffload` logger and the viewer use too; only a message's text and a summary's fields
+are laid out here.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._disk.events import EventKind, ToolCall, record_of
 from .._disk.layout import SUMMARY_MARK, mark_of
-from .._disk.read import EventKind, context_event_sentence, fidelity_sentence, token_change
+from .._disk.wording import first_line
 from .._disk.writer import WRITER_FIELD
 from ..text import message_lines
 
@@ -34,7 +35,6 @@ NOT_BY_AGENT = (
 )
 """What `show` and `watch` say of a session without an Agent's record."""
 
-_SHORT = 100  # characters of a message body shown without --full
 _NAMED_BY_AGENT = frozenset({EventKind.TOOL_RESULT, EventKind.CONTEXT})
 
 
@@ -224,92 +224,8 @@ def _time_of(event: dict[str, Any]) -> str:
 
 def _describe(event: dict[str, Any], at: str, *, full: bool, by_agent: bool) -> list[str]:
     kind = event["kind"]
-    restored = event.get("restored_messages") if kind == EventKind.SESSION_START else None
-    if isinstance(restored, int) and restored > 0 and not isinstance(event.get("parent"), dict):
-        return [
-            f"{at} resumed at step {_n(event.get('first_step'))}: {_n(restored)} messages "
-            f"restored (agent {event.get('agent')}, model: {event.get('model')}, window "
-            f"{_n(event.get('context_window'))} tokens)"
-        ]
-    if kind == EventKind.SESSION_START:
-        tools = ", ".join(event.get("tools") or []) or "none"
-        parent = event.get("parent")
-        child = (
-            f"; sub-agent of session {parent.get('session')} (agent {parent.get('agent')}, "
-            f"step {parent.get('step')}, call {parent.get('tool_id')})"
-            if isinstance(parent, dict)
-            else ""
-        )
-        return [
-            f"{at} session started: agent {event.get('agent')}, model: {event.get('model')} "
-            f"(summaries: {event.get('summary_model') or 'extractive'}), window "
-            f"{_n(event.get('context_window'))} tokens, tools: {tools}; ctxoffload "
-            f"{event.get('version')}{child}"
-        ]
     if kind == EventKind.MESSAGE:
         return _message_event(event.get("message") or {}, at, full=full)
-    if kind == EventKind.MODEL_CALL:
-        reported = event.get("input_tokens")
-        tokens = f"{_n(event.get('tokens_counted'))} tokens counted" + (
-            f" ({_n(reported)} reported)" if reported is not None else ""
-        )
-        attempt_no = event.get("attempt")
-        attempt = (
-            f" (attempt {attempt_no})" if isinstance(attempt_no, int) and attempt_no > 1 else ""
-        )
-        outcome = str(event.get("outcome"))
-        error = event.get("error")
-        if isinstance(error, dict):
-            outcome += f": {error.get('type')}: {error.get('message')}"
-        calls = event.get("tool_calls") or []
-        then = f" → {', '.join(c.get('name', '?') for c in calls)}" if calls else ""
-        summary = " (one a summary)" if event.get("summary") else ""
-        return [
-            f"{at} step {event.get('step')} · model call{attempt} · "
-            f"{len(event.get('messages') or [])} messages{summary} · {tokens} · "
-            f"{_ms(event.get('duration_ms'))} · {outcome}{then}"
-        ]
-    if kind == EventKind.TOOL_CALL:
-        outcome = str(event.get("outcome"))
-        error = event.get("error")
-        if isinstance(error, dict):
-            what = f"{error.get('type')}: " if error.get("type") else ""
-            outcome += f": {what}{_first_line(str(error.get('message')))}"
-        lines = [
-            f"{at}   tool {event.get('name')} ({event.get('tool_id')}) {outcome} · "
-            f"{_ms(event.get('duration_ms'))}"
-        ]
-        if full and isinstance(error, dict) and error.get("traceback"):
-            lines += ["      " + t for t in str(error["traceback"]).rstrip().splitlines()]
-        return lines
-    if kind == EventKind.TRUNCATION:
-        shown_lines = event.get("lines_shown")
-        of = (
-            f", {_n(shown_lines)} of {_n(event.get('lines_total'))} lines shown"
-            if isinstance(shown_lines, int)
-            else ""
-        )
-        return [
-            f"{at}   truncated {event.get('tool_name') or event.get('tool') or 'a tool result'} "
-            f"{token_change(event)}{of}; whole output in "
-            f"{event.get('reference') or 'nowhere (no offloader)'}"
-        ]
-    if kind == EventKind.COMPRESSION:
-        span = event.get("lines")
-        where = str(event.get("reference") or "nowhere (no offloader)")
-        if isinstance(span, list) and len(span) == 2:
-            where += f" lines {span[0]}-{span[1]}"
-        fidelity = fidelity_sentence(event)
-        count = event.get("messages")
-        what = f"{_n(count)} messages" if isinstance(count, int) else "history"
-        kept = event.get("kept")
-        also = f", {_n(kept)} kept" if isinstance(kept, int) else ""
-        return [
-            f"{at} compressed {what}, "
-            f"{token_change(event)}, into "
-            f"{where} ({_summary_by(event)}{also})",
-            *([f"{at}   {fidelity}"] if fidelity else []),
-        ]
     if kind == EventKind.SUMMARY:
         nested = event.get("summary")
         fields = nested if isinstance(nested, dict) else event
@@ -318,17 +234,12 @@ def _describe(event: dict[str, Any], at: str, *, full: bool, by_agent: bool) -> 
         # The artifact list a compression's line sums up (`artifacts: ... left`), and the
         # workspace's own line for a truncation or compression: shown there.
         return []
-    sentence = context_event_sentence(event)
-    return [f"{at} {sentence or kind}"]
-
-
-def _summary_by(event: dict[str, Any]) -> str:
-    """`summary by scripted (gpt-4o-mini)`, `model summary`, `extractive summary`."""
-    by = event.get("summary_model")
-    if by:
-        return f"summary by {by}"
-    source = event.get("summary_source")
-    return f"{source} summary" if source else "summary"
+    record = record_of(event)
+    lines = [f"{at}{'   ' if record.nested else ' '}{record.sentence()}"]
+    lines += [f"{at}   {note}" for note in record.notes()]
+    if full and isinstance(record, ToolCall):
+        lines += ["      " + t for t in record.traceback()]
+    return lines
 
 
 def _message_event(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:
@@ -349,7 +260,7 @@ def _message_event(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:
         return []  # only tool calls: the model_call line names them
     if full:
         return [f"{at} {role} ({msg.get('id')}):"] + ["    " + t for t in body]
-    short = _first_line("\n".join(body))
+    short = first_line("\n".join(body))
     return [f"{at} {role}: {short}"]
 
 
@@ -371,24 +282,3 @@ def summary_lines(fields: dict[str, Any]) -> list[str]:
         "context_to_preserve",
     )
     return [f"      {name}: {fields[name]}" for name in names if name in fields]
-
-
-def _first_line(text: str) -> str:
-    """The first line of `text`, cut to `_SHORT` characters, ` …` when there is more."""
-    text = text.strip()
-    line = text.split("\n", 1)[0]
-    more = len(line) > _SHORT or "\n" in text
-    return line[:_SHORT] + (" …" if more else "")
-
-
-def _n(value: Any) -> str:
-    """A figure with thousands separators; `?` for one the event does not hold."""
-    if value is None:
-        return "?"
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def _ms(value: Any) -> str:
-    if not isinstance(value, (int, float)):
-        return "? ms"
-    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._disk.commit import JsonLines, iter_chunks
+from .._disk.events import EventKind, is_event
 from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
@@ -30,7 +32,7 @@ from .._disk.layout import (
     is_tool_result_name,
 )
 from .._disk.paths import linked_elsewhere
-from .._disk.read import EventKind, Folder, JsonLines, is_event, iter_chunks
+from .._disk.read import Folder
 from ..exceptions import CliError
 from ._access import (
     committed_end,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.read import EventKind
+from .._disk import events
 from ..messages import Msg, ThinkingBlock, ToolResultBlock
 from ._activation import Activation, SettingError, check_int
 
@@ -121,15 +121,16 @@ class ClearThinking:
         tokens_before = run.compressor.count(messages, run.tools)
         tokens_after = run.compressor.count(after, run.tools)
         await run.compressor.event(
-            EventKind.CLEAR_THINKING,
-            messages=len(older),
-            blocks=blocks,
-            kept=self.keep,
-            reference=persisted.reference,
-            lines=persisted.lines,
-            **persisted.apart,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
+            events.ClearThinking(
+                messages=len(older),
+                blocks=blocks,
+                kept=self.keep,
+                reference=persisted.reference,
+                lines=persisted.lines,
+                **persisted.apart,
+                tokens_before=tokens_before,
+                tokens_after=tokens_after,
+            )
         )
         run.report(f"ClearThinking: moved the thinking of {len(older)} turns out")
         return after

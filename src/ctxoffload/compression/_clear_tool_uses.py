@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.read import EventKind
+from .._disk import events
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import CLEARED_MARK, defuse
 from ..workspace import Offloader
@@ -203,17 +203,18 @@ class ClearToolUses:
         self._written.update(placeholders.values())
         tokens_after = run.compressor.count(after, run.tools)
         await run.compressor.event(
-            EventKind.CLEAR_TOOL_USES,
-            cleared=len(candidates),
-            tool_ids=[u.result.id for u in candidates],
-            tool_names=[u.result.name for u in candidates],
-            inputs_cleared=len(inputs),
-            references=references,
-            kept=self.keep,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            forced=forced,
-            artifacts=named,
+            events.ClearToolUses(
+                cleared=len(candidates),
+                tool_ids=[u.result.id for u in candidates],
+                tool_names=[u.result.name for u in candidates],
+                inputs_cleared=len(inputs),
+                references=references,
+                kept=self.keep,
+                tokens_before=tokens_before,
+                tokens_after=tokens_after,
+                forced=forced,
+                artifacts=named,
+            )
         )
         run.report(f"ClearToolUses: cleared {len(candidates)} tool outputs")
         return after

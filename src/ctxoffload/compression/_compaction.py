@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._disk.read import EventKind
+from .._disk import events
+from .._disk.records import Event
 from ..messages import Msg
 from ..model import ChatModel, model_label
 from ..tokens import TokenCount
@@ -150,8 +151,8 @@ class Compaction:
         # A summary under way in the background (`background_compaction`).
         self._pending: Pending | None = None
 
-    async def _event(self, kind: str, **fields: Any) -> None:
-        await self.services.event(kind, **fields)
+    async def _event(self, record: Event) -> None:
+        await self.services.event(record)
 
     @property
     def model(self) -> ChatModel | None:
@@ -383,14 +384,15 @@ class Compaction:
         self.services.state.summary = outcome.summary
         self.services.state.compressions += 1
         await self._event(
-            EventKind.SUMMARY,
-            compression=self.services.state.compressions,
-            source=outcome.source,
-            request=request if outcome.source == "model" else None,
-            summary=outcome.summary.model_dump(),
-            reference=persisted.reference,
-            lines=persisted.lines,
-            **persisted.apart,
+            events.Summary(
+                compression=self.services.state.compressions,
+                source=outcome.source,
+                request=request if outcome.source == "model" else None,
+                summary=outcome.summary.model_dump(),
+                reference=persisted.reference,
+                lines=persisted.lines,
+                **persisted.apart,
+            )
         )
 
     async def _assemble(
@@ -414,29 +416,31 @@ class Compaction:
         tokens_after = self.services.count(after, tools)
         if index.left:
             await self._event(
-                EventKind.ARTIFACTS,
-                compression=self.services.state.compressions,
-                reference=persisted.reference,
-                artifacts=index.listing(),
+                events.Artifacts(
+                    compression=self.services.state.compressions,
+                    reference=persisted.reference,
+                    artifacts=index.listing(),
+                )
             )
         recoverable = read_back_report(plan.older, lines)
         await self._event(
-            EventKind.COMPRESSION,
-            reference=persisted.reference,
-            lines=persisted.lines,
-            **persisted.apart,
-            messages=len(plan.older),
-            kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
-            pinned=len(plan.split.pins),
-            tokens_before=counted.tokens,
-            **counted.fields(),
-            tokens_after=tokens_after,
-            summary_source=outcome.source,
-            summary_model=model_label(self.model) if outcome.source == "model" else None,
-            summary_model_calls=outcome.model_calls,
-            **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
-            artifacts=index.report(),
-            recoverable=recoverable,
+            events.Compression(
+                reference=persisted.reference,
+                lines=persisted.lines,
+                **persisted.apart,
+                messages=len(plan.older),
+                kept=len(plan.kept) + (1 if plan.pinned else 0) + len(plan.split.pins),
+                pinned=len(plan.split.pins),
+                tokens_before=counted.tokens,
+                **counted.fields(),
+                tokens_after=tokens_after,
+                summary_source=outcome.source,
+                summary_model=model_label(self.model) if outcome.source == "model" else None,
+                summary_model_calls=outcome.model_calls,
+                **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
+                artifacts=index.report(),
+                recoverable=recoverable,
+            )
         )
         return CompressionResult(
             after,
@@ -517,7 +521,7 @@ class Compaction:
         note = state.with_index(note, index, events_file(persisted.reference))
         if index.left:
             await self._event(
-                EventKind.ARTIFACTS, reference=persisted.reference, artifacts=index.listing()
+                events.Artifacts(reference=persisted.reference, artifacts=index.listing())
             )
         return note, {"artifacts": index.report(), "recoverable": read_back_report(leaving, lines)}
 
@@ -682,13 +686,14 @@ class Compaction:
 
     async def _background_event(self, status: str, pending: Pending, **fields: Any) -> None:
         await self._event(
-            EventKind.BACKGROUND,
-            status=status,
-            messages=len(pending.older),
-            reference=pending.persisted.reference,
-            lines=pending.persisted.lines,
-            age_ms=round((time.monotonic() - pending.started) * 1000, 1),
-            **fields,
+            events.Background(
+                status=status,
+                messages=len(pending.older),
+                reference=pending.persisted.reference,
+                lines=pending.persisted.lines,
+                age_ms=round((time.monotonic() - pending.started) * 1000, 1),
+                **fields,
+            )
         )
 
     @property

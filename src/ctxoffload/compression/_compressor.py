@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._disk.records import Event
 from ..formats import read_messages
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
@@ -451,6 +452,6 @@ class Compressor:
         """Add a file to the artifact trail the next summary lists."""
         self._services.state.artifacts.append(artifact)
 
-    async def event(self, kind: str, **fields: Any) -> None:
+    async def event(self, record: Event) -> None:
         """Write an event to the session's events.jsonl, log it and pass it to `on_event`."""
-        await self._services.event(kind, **fields)
+        await self._services.event(record)

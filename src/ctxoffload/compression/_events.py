@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .._disk.read import EventKind, context_event_sentence, fidelity_sentence
+from .._disk.events import record_of
 from .._disk.writer import event_record
 from ..workspace import EventLog, Offloader
 
@@ -54,43 +54,11 @@ async def emit_event(
     return event
 
 
-def _tokens(n: Any) -> str:
-    """`259432` -> `'259k'`, `3665` -> `'3.7k'`, `812` -> `'812'`."""
-    if not isinstance(n, int) or n < 1000:
-        return str(n)
-    return f"{n / 1000:.1f}k" if n < 10_000 else f"{n // 1000}k"
-
-
 def _log_event(event: Mapping[str, Any]) -> None:
-    kind = event["kind"]
-    if kind == EventKind.TRUNCATION:
-        logger.info(
-            "truncated %s %s→%s tokens into %s",
-            event.get("tool_name") or "a tool result",
-            _tokens(event.get("tokens_before")),
-            _tokens(event.get("tokens_after")),
-            event.get("reference") or "nowhere (no offloader)",
-        )
-    elif kind == EventKind.COMPRESSION:
-        lines = event.get("lines")
-        span = f" lines {lines[0]}-{lines[1]}" if isinstance(lines, list) and lines else ""
-        fidelity = fidelity_sentence(dict(event))
-        logger.info(
-            "compressed %s messages, %s→%s tokens, into %s%s (%s summary)%s",
-            event.get("messages"),
-            _tokens(event.get("tokens_before")),
-            _tokens(event.get("tokens_after")),
-            event.get("reference") or "nowhere (no offloader)",
-            span,
-            event.get("summary_source"),
-            f"; {fidelity}" if fidelity else "",
-        )
-    elif kind == EventKind.OVER_WINDOW:
-        # The request is sent over the window (or refused): a WARNING, not a note.
-        logger.warning("%s", context_event_sentence(dict(event)))
-    else:
-        sentence = context_event_sentence(dict(event))
-        if sentence is not None:
-            logger.info("%s", sentence)
-        else:
-            logger.debug("event %s", kind)
+    """Say the event to the `ctxoffload` logger: its sentence, with its notes, at the level
+    its kind declares (INFO for what changed the context, WARNING for a request over the
+    window, DEBUG for the rest)."""
+    record = record_of(event)
+    level = getattr(logging, record.log_level)
+    if logger.isEnabledFor(level):
+        logger.log(level, "%s", "; ".join([record.sentence(), *record.notes()]))

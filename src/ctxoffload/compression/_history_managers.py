@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.read import EventKind
+from .._disk import events
 from ..messages import Msg, ToolResultBlock
 from ._activation import Activation, SettingError, check_int, check_ratio
 from ._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note
@@ -183,15 +183,16 @@ class SlidingWindow:
             config=config,
         )
         await compressor.event(
-            EventKind.WINDOW,
-            reference=reference,
-            lines=persisted.lines,
-            **persisted.apart,
-            messages=len(dropped),
-            kept=len(kept) + (1 if pinned else 0) + len(pins),
-            pinned=len(pins),
-            max_messages=self.max_messages,
-            **fidelity,
+            events.Window(
+                reference=reference,
+                lines=persisted.lines,
+                **persisted.apart,
+                messages=len(dropped),
+                kept=len(kept) + (1 if pinned else 0) + len(pins),
+                pinned=len(pins),
+                max_messages=self.max_messages,
+                **fidelity,
+            )
         )
         run.report(f"SlidingWindow: moved {len(dropped)} messages out")
         head = [m for m in (system, summary, new_note) if m is not None] + pins

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.read import EventKind
+from .._disk import events
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ._activation import Activation, check_int
 from ._tool_output import block_kind, payload_size
@@ -109,11 +109,12 @@ class ImageLimit:
             return messages
         result = _replaced(messages, placeholders)
         await run.compressor.event(
-            EventKind.IMAGE_LIMIT,
-            images=len(images),
-            replaced=len(placeholders),
-            max_images=self.max_images,
-            references=references,
+            events.ImageLimit(
+                images=len(images),
+                replaced=len(placeholders),
+                max_images=self.max_images,
+                references=references,
+            )
         )
         run.report(f"ImageLimit: replaced {len(placeholders)} of {len(images)} images")
         return result

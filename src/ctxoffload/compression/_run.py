@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._depth import text_form
-from .._disk.read import EventKind, context_event_sentence
+from .._disk import events
 from ..exceptions import ConfigError, ContextOverflowError, PinError
 from ..formats import read_messages, read_tool_result
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
@@ -243,7 +243,7 @@ class PipelineRun:
         self._unpinned.discard(message_id)
         self._last_context = marked
         await self._pin_event(
-            EventKind.PIN, message_id, context[index].role, by, (before, after), marked, window
+            events.Pin, message_id, context[index].role, by, (before, after), marked, window
         )
         return marked
 
@@ -269,7 +269,7 @@ class PipelineRun:
 
     async def _pin_event(
         self,
-        kind: str,
+        kind: type[events.Pin],
         message_id: str,
         role: str,
         by: str,
@@ -279,14 +279,15 @@ class PipelineRun:
     ) -> None:
         """Record a pin or unpin: which message, who, and the pins' tokens before and after."""
         await self.compressor.event(
-            kind,
-            message_id=message_id,
-            role=role,
-            by=by,
-            pinned_tokens_before=tokens[0],
-            pinned_tokens_after=tokens[1],
-            pinned_messages=sum(1 for m in marked if is_pinned(m)),
-            window=window,
+            kind(
+                message_id=message_id,
+                role=role,
+                by=by,
+                pinned_tokens_before=tokens[0],
+                pinned_tokens_after=tokens[1],
+                pinned_messages=sum(1 for m in marked if is_pinned(m)),
+                window=window,
+            )
         )
 
     async def unpin(
@@ -322,7 +323,7 @@ class PipelineRun:
         self._unpinned.add(message_id)
         self._last_context = marked
         await self._pin_event(
-            EventKind.UNPIN,
+            events.Unpin,
             message_id,
             context[index].role,
             by,
@@ -389,15 +390,16 @@ class PipelineRun:
             result.reason = f"nothing to compact: {result.reason}"
             return result
         await self.compressor.event(
-            EventKind.COMPACT,
-            instructions=instructions,
-            changed=True,
-            reason=result.reason,
-            messages=result.compressed_messages,
-            reference=result.reference,
-            lines=list(result.line_span) if result.line_span else None,
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
+            events.Compact(
+                instructions=instructions,
+                changed=True,
+                reason=result.reason,
+                messages=result.compressed_messages,
+                reference=result.reference,
+                lines=list(result.line_span) if result.line_span else None,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+            )
         )
         return result
 
@@ -528,21 +530,21 @@ class PipelineRun:
         others = len(context) - sum(
             1 for m in context if m.role == "system" or is_context_note(m) or is_pinned(m)
         )
-        event = {
-            "tokens": tokens,
-            "window": window,
-            "system_tokens": system,
-            "tools_tokens": tools,
-            "summary_tokens": notes,
-            "pinned_tokens": pinned,
-            "messages": others,
+        over = events.OverWindow(
+            tokens=tokens,
+            window=window,
+            system_tokens=system,
+            tools_tokens=tools,
+            summary_tokens=notes,
+            pinned_tokens=pinned,
+            messages=others,
             # What is left: the kept messages, the newest turn among them, the reply priming.
-            "messages_tokens": max(0, tokens - system - notes - pinned - tools),
-            "action": "refused" if refuse else "sent",
-        }
-        await self.compressor.event(EventKind.OVER_WINDOW, **event)
+            messages_tokens=max(0, tokens - system - notes - pinned - tools),
+            action="refused" if refuse else "sent",
+        )
+        await self.compressor.event(over)
         if refuse:
-            said = context_event_sentence({"kind": EventKind.OVER_WINDOW, **event})
+            said = over.sentence()
             kept: list[object] = [*context]
             raise ContextOverflowError(
                 f"{said}: unpin messages, shorten the system prompt or the tools, or give the "

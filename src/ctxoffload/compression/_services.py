@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._disk.records import Event
 from ..exceptions import ConfigError
 from ..messages import Msg
 from ..model import ChatModel
@@ -130,10 +131,12 @@ class RunServices:
         self.seen: set[str] | None = None
         self.last_fresh: set[str] = set()
 
-    async def event(self, kind: str, **fields: Any) -> None:
+    async def event(self, record: Event) -> None:
         """Write an event: to the offloader's record, logged (INFO for truncation and
         compression), and passed to `on_event`."""
-        await emit_event(self.offloader, self.session_id, self.on_event, kind, fields)
+        await emit_event(
+            self.offloader, self.session_id, self.on_event, record.kind, record.fields()
+        )
 
     # -- counting ---------------------------------------------------------------------------
 

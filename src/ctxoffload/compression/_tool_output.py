@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .._disk import events
 from .._disk.payloads import count_lines
-from .._disk.read import EventKind
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import defuse
 from ..workspace import Offloader
@@ -176,13 +176,14 @@ class ToolOutputOffload:
         for artifact in stored:
             run.compressor.note_artifact(artifact)
         await run.compressor.event(
-            EventKind.OFFLOAD,
-            tool_id=result.id,
-            tool_name=result.name,
-            blocks=len(parts),
-            references=[a.path for a in stored],
-            tokens_before=tokens,
-            tokens_after=run.compressor.counter.count_text(output),
+            events.Offload(
+                tool_id=result.id,
+                tool_name=result.name,
+                blocks=len(parts),
+                references=[a.path for a in stored],
+                tokens_before=tokens,
+                tokens_after=run.compressor.counter.count_text(output),
+            )
         )
         return result.model_copy(update={"output": output})
 

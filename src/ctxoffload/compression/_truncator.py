@@ -16,7 +16,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
-from .._disk.read import EventKind
+from .._disk import events
+from .._disk.records import Event
 from ..formats import read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ._config import RESULT_FLOOR
@@ -63,8 +64,8 @@ class Truncator:
         # Digests of the message texts this compressor cut (see `truncate_message`).
         self._cut_texts: deque[str] = deque(maxlen=_CUT_TEXTS_KEPT)
 
-    async def _event(self, kind: str, **fields: Any) -> None:
-        await self.services.event(kind, **fields)
+    async def _event(self, record: Event) -> None:
+        await self.services.event(record)
 
     def keep_recent(self, live_calls: Collection[str]) -> None:
         """Forget the truncations of results no longer fresh (not among `live_calls`)."""
@@ -109,15 +110,16 @@ class Truncator:
                 Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
             )
         await self._event(
-            EventKind.TRUNCATION,
-            tool_id=block.id,
-            tool_name=block.name,
-            reference=done.reference,
-            tokens_before=done.tokens_before,
-            tokens_after=done.tokens_after,
-            lines_shown=done.shown_lines,
-            lines_total=done.total_lines,
-            **extra,
+            events.Truncation(
+                tool_id=block.id,
+                tool_name=block.name,
+                reference=done.reference,
+                tokens_before=done.tokens_before,
+                tokens_after=done.tokens_after,
+                lines_shown=done.shown_lines,
+                lines_total=done.total_lines,
+                **extra,
+            )
         )
         return done.block
 

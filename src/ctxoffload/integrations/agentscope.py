@@ -48,7 +48,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
-from .._disk.read import EventKind
+from .._disk.events import DataFile
 from ..exceptions import ConfigError, OffloadError
 from ..workspace import (
     EventLog,
@@ -139,9 +139,8 @@ class AgentScopeOffloader:
         if stored is not block and url is not None and isinstance(self.workspace, EventLog):
             session_id = _REPLYING_SESSION.get() or _DATA_SESSION
             try:
-                await self.workspace.record_event(
-                    session_id, EventKind.DATA, reference=url, media_type=_media_type_of(stored)
-                )
+                named = DataFile(reference=url, media_type=_media_type_of(stored))
+                await self.workspace.record_event(session_id, named.kind, **named.fields())
             except Exception as exc:
                 # Stored all the same: the file is kept for gc's grace (an hour) without it.
                 logger.warning(

@@ -67,8 +67,8 @@ import re
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from .._disk.events import DataFile
 from .._disk.layout import DATA_DIR, is_data_name
-from .._disk.read import EventKind
 from .._disk.scope import check_reference
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
 from ..workspace import Workspace, missing_methods, validate_session_id, writing_as
@@ -192,14 +192,10 @@ class WorkspaceStorage:
                 block = ToolResultBlock(id=str(key), name=_TOOL_NAME, output=text)
                 return str(await self.workspace.offload_tool_result(self.session_id, block))
         reference = str(await self.workspace.store_bytes(data, content_type or None))
-        await self.workspace.record_event(
-            self.session_id,
-            EventKind.DATA,
-            reference=reference,
-            bytes=len(data),
-            media_type=content_type or None,
-            key=str(key),
+        stored = DataFile(
+            reference=reference, bytes=len(data), media_type=content_type or None, key=str(key)
         )
+        await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
         return reference
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:

@@ -31,9 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from .._disk.commit import readable_end
 from .._disk.layout import is_committed_log
 from .._disk.paths import verify_settled
-from .._disk.read import Refused, readable_end
+from .._disk.read import Refused
 from ..exceptions import ToolError
 from ._arguments import quote
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .._disk.read import iter_pieces
+from .._disk.commit import iter_pieces
 from ..exceptions import InvalidContent, ToolError
 from ..text import is_jsonl
 from ._arguments import as_int, quote

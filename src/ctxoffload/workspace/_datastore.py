@@ -6,8 +6,8 @@ import hashlib
 import os
 import stat
 
+from .._disk.commit import iter_chunks
 from .._disk.paths import READ_FLAGS, linked_elsewhere, open_file, temporary_file
-from .._disk.read import iter_chunks
 
 __all__ = ["KnownPayloads", "data_name", "extension_for", "media_type_of", "store_bytes"]
 

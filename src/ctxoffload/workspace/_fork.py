@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .._disk.events import EventKind, Fork, Message, is_event
 from .._disk.ids import validate_session_id
-from .._disk.read import EventKind, is_event, rebuild_step
+from .._disk.read import rebuild_step
 from ..exceptions import ConfigError, IncompleteRecord
 from ._new_session import take_new_session
 
@@ -88,11 +89,12 @@ async def fork_session(
             "forked_from": origin,
         }
         path = await workspace.write_state(new, state)
-        fields = {"origin": origin, "messages": len(messages), "state": str(path)}
-        await workspace.record_event(new, EventKind.FORK, **fields)
+        fork = Fork(origin=origin, messages=len(messages), state=str(path))
+        await workspace.record_event(new, fork.kind, **fork.fields())
         for message in messages:
-            await workspace.record_event(new, EventKind.MESSAGE, message=message)
-        return {"kind": EventKind.FORK, **fields}
+            entered = Message(message=message)
+            await workspace.record_event(new, entered.kind, **entered.fields())
+        return fork.to_json()
     finally:
         if lease is not None:
             await lease.release()

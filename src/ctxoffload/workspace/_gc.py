@@ -16,8 +16,9 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .._disk.commit import iter_chunks
 from .._disk.layout import DATA_NAME, SESSIONS_DIR
-from .._disk.read import Folder, iter_chunks
+from .._disk.read import Folder
 from ..exceptions import ConfigError, OffloadError
 
 __all__ = [

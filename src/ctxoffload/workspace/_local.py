@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._disk.commit import check_line_range, iter_chunks, take_lines
+from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.jsonl import JsonlAppender
 from .._disk.layout import (
@@ -52,16 +54,7 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import (
-    EventKind,
-    Folder,
-    check_line_range,
-    iter_chunks,
-    open_reference,
-    reference_parts,
-    reference_text,
-    take_lines,
-)
+from .._disk.read import Folder, open_reference, reference_parts, reference_text
 from .._disk.rows import dumps_line, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
@@ -346,15 +339,13 @@ class LocalWorkspace:
         with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             span = self._jsonl.append(dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True)
-            self._event(
-                dir_fd,
-                session_id,
-                kind=EventKind.CONTEXT,
+            batch = ContextBatch(
                 reference=str(path),
                 bytes=sum(len(line) for line in lines),
                 messages=len(msgs),
                 **span.event_fields(),
             )
+            self._event(dir_fd, session_id, kind=batch.kind, **batch.fields())
         return ContextRef(str(path), *span, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
@@ -397,10 +388,7 @@ class LocalWorkspace:
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             name = self._write_unique(dir_fd, stem, data)
             path = str(session_dir / name)
-            self._event(
-                dir_fd,
-                session_id,
-                kind=EventKind.TOOL_RESULT,
+            stored = ToolResult(
                 reference=path,
                 bytes=len(data),
                 lines=count_lines(data),
@@ -408,6 +396,7 @@ class LocalWorkspace:
                 tool_name=found.name,
                 **data_files_field(urls),
             )
+            self._event(dir_fd, session_id, kind=stored.kind, **stored.fields())
         return path
 
     def _write_unique(self, dir_fd: int, stem: str, data: bytes) -> str:

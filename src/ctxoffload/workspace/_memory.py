@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._disk.batch import Span, new_rows
+from .._disk.commit import check_line_range, parse_log, take_lines
+from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
@@ -29,7 +31,7 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.read import reference_text
 from .._disk.rows import dumps_line, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
@@ -240,14 +242,13 @@ class InMemoryWorkspace:
             return ContextRef(ref, 0, -1)
         lines, keys = lines_and_keys(rows)
         span = self._append_batch(ref, lines, keys)
-        self._event(
-            session_id,
-            EventKind.CONTEXT,
+        batch = ContextBatch(
             reference=ref,
             bytes=sum(len(line) for line in lines),
             messages=len(items),
             **span.event_fields(),
         )
+        self._event(session_id, batch.kind, **batch.fields())
         return ContextRef(ref, *span, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
@@ -269,9 +270,7 @@ class InMemoryWorkspace:
                     break
                 n += 1
             self._touch(ref)
-        self._event(
-            session_id,
-            EventKind.TOOL_RESULT,
+        stored = ToolResult(
             reference=ref,
             bytes=len(data),
             lines=count_lines(data),
@@ -279,6 +278,7 @@ class InMemoryWorkspace:
             tool_name=found.name,
             **data_files_field(urls),
         )
+        self._event(session_id, stored.kind, **stored.fields())
         return ref
 
     async def offload_data_block(self, block: Any) -> Any:

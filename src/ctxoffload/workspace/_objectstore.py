@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from .._disk.batch import new_rows
+from .._disk.commit import check_line_range, parse_log, take_lines
+from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
@@ -38,7 +40,7 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.read import reference_text
 from .._disk.rows import dumps_line, index_keys, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
@@ -358,14 +360,10 @@ class ObjectStoreWorkspace:
             else:
                 span = rows.span
         await self._keep_present(pending)
-        await self._event(
-            session_id,
-            kind=EventKind.CONTEXT,
-            reference=ref,
-            bytes=len(payload),
-            messages=len(items),
-            **span.event_fields(),
+        batch = ContextBatch(
+            reference=ref, bytes=len(payload), messages=len(items), **span.event_fields()
         )
+        await self._event(session_id, kind=batch.kind, **batch.fields())
         return ContextRef(ref, *span, span.runs)
 
     async def _context_index(self, key: str) -> dict[str, int]:
@@ -414,9 +412,7 @@ class ObjectStoreWorkspace:
             n += 1
         await self._keep_present(pending)
         ref = self._client.reference(key)
-        await self._event(
-            session_id,
-            kind=EventKind.TOOL_RESULT,
+        stored = ToolResult(
             reference=ref,
             bytes=len(data),
             lines=count_lines(data),
@@ -424,6 +420,7 @@ class ObjectStoreWorkspace:
             tool_name=found.name,
             **data_files_field(urls),
         )
+        await self._event(session_id, kind=stored.kind, **stored.fields())
         return ref
 
     async def offload_data_block(self, block: Any) -> Any:

@@ -54,7 +54,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 
-from .._disk.read import take_lines
+from .._disk.commit import take_lines
 from ..exceptions import OffloadError
 from ._store_client import StoreClient, gather_limited
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from ui_running import Ui, artifacts, cli_json, plain_server, start_ui, stop_ui
 
-from ctxoffload._disk.read import EventKind
+from ctxoffload._disk.events import EventKind
 
 pytestmark = pytest.mark.xdist_group("browser")  # one Chromium at a time on a small machine
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from ui_running import TOKEN_HEADER, Ui, cli_json, start_ui, stop_ui
 
-from ctxoffload._disk.read import EventKind
+from ctxoffload._disk.events import EventKind
 from helpers import chain_of_sub_agents, snapshot_tree
 
 # A bound on every wait, so that a broken server fails the test instead of hanging the suite;

@@ -21,7 +21,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from ..._disk.read import EventKind, sessions_folder
+from ..._disk.events import EventKind
+from ..._disk.read import sessions_folder
 from ...exceptions import CliError, InvalidReference
 from ...text import message_lines
 from .._access import session_folder

@@ -1,0 +1,136 @@
+"""How the parts of an event read to people: figures, durations, token changes, a
+compression's fidelity report, the files an event names, an error, a first line. The
+sentences of `events.py` are made of these, so every reader words a figure the same way.
+
+Light on purpose, as `events.py`: no `typing` at run time.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+__all__ = [
+    "duration",
+    "error_text",
+    "fidelity_sentence",
+    "figure",
+    "files_text",
+    "first_line",
+    "into_text",
+    "plural",
+    "token_change",
+]
+
+
+def figure(value: object) -> str:
+    """A figure with thousands separators; `?` for one the event does not hold: the one
+    number formatter of every sentence, `show`'s tree and the log."""
+    if value is None:
+        return "?"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def duration(value: object) -> str:
+    """`812 ms`, `3.20 s`; `? ms` for a duration the event does not hold."""
+    if not isinstance(value, (int, float)):
+        return "? ms"
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def plural(count: object, word: str) -> str:
+    """`1 step`, `3 steps`, `? steps`."""
+    return f"{figure(count)} {word}{'' if count == 1 else 's'}"
+
+
+def token_change(event: Mapping[str, Any]) -> str:
+    """`6,760→570 tokens`: an event's `tokens_before` and `tokens_after`.
+
+    A `tokens_before` the compressor estimated (a long history seen for the first time is
+    counted only as far as decides) is marked `~`, with its bounds:
+    `~4,288,611→28,564 tokens (before: estimated, 160,214 to 17,935,201)`.
+    """
+    before, after = figure(event.get("tokens_before")), figure(event.get("tokens_after"))
+    change = f"{before}→{after} tokens"
+    if event.get("tokens_before_exact") is not False:
+        return change
+    bounds = event.get("tokens_before_range")
+    within = (
+        f", {figure(bounds[0])} to {figure(bounds[1])}"
+        if isinstance(bounds, list) and len(bounds) == 2
+        else ""
+    )
+    return f"~{change} (before: estimated{within})"
+
+
+def fidelity_sentence(event: Mapping[str, Any], cut_held: str) -> str | None:
+    """What a compression kept named and could read back, from its event; None for an event
+    without the report (another kind, or written before the report existed). `cut_held` says
+    where the artifacts cut from the index are (a clearing leaves them in the outputs it
+    stored, a compaction lists them in events.jsonl).
+
+    `artifacts: 28 left, 8 in the summary, 16 indexed, 4 cut (listed in events.jsonl);
+    2 of 2 messages read back at their lines`
+    """
+    counts = event.get("artifacts")
+    checked = event.get("recoverable")
+    parts: list[str] = []
+    if isinstance(counts, dict) and isinstance(counts.get("left"), int):
+        named = [
+            f"{figure(counts.get(key))} {what}"
+            for key, what in (
+                ("in_summary", "in the summary"),
+                ("in_kept", "still in the context"),
+                ("indexed", "indexed"),
+            )
+            if counts.get(key)
+        ]
+        cut = counts.get("cut")
+        if cut:
+            named.append(f"{figure(cut)} cut ({cut_held})")
+        left = figure(counts["left"])
+        parts.append(f"artifacts: {left} left" + "".join(f", {n}" for n in named))
+    if isinstance(checked, dict) and isinstance(checked.get("messages"), int):
+        if isinstance(checked.get("verified"), int):
+            parts.append(
+                f"{figure(checked['verified'])} of {figure(checked['messages'])} "
+                "messages read back at their lines"
+            )
+        else:
+            parts.append("messages not read back (the offloader cannot read references)")
+    return "; ".join(parts) or None
+
+
+def files_text(refs: object, lead: str, more: str = "more") -> str:
+    """`{lead}FIRST and N more` for the files an event names; "" for none."""
+    if not isinstance(refs, list) or not refs:
+        return ""
+    return f"{lead}{refs[0]}" + (f" and {len(refs) - 1} {more}" if len(refs) > 1 else "")
+
+
+def into_text(reference: object, span: object) -> str:
+    """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
+    where = f" into {reference}" if reference else ""
+    if isinstance(span, list) and len(span) == 2:
+        where += f" lines {span[0]}-{span[1]}"
+    return where
+
+
+def error_text(error: object) -> str:
+    """`TYPE: MESSAGE` of an event's `error` object."""
+    found: dict[str, Any] = error if isinstance(error, dict) else {}
+    return f"{found.get('type')}: {found.get('message')}"
+
+
+_SHORT = 100  # characters of a first line shown: a tool's error, a message without --full
+
+
+def first_line(text: str) -> str:
+    """The first line of `text`, cut to `_SHORT` characters, ` …` when there is more: how
+    `show` quotes a tool's error and a message's text on one line."""
+    text = text.strip()
+    line = text.split("\n", 1)[0]
+    more = len(line) > _SHORT or "\n" in text
+    return line[:_SHORT] + (" …" if more else "")

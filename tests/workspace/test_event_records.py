@@ -1,0 +1,149 @@
+"""Event records (`_disk/events.py`, on `_disk/records.py`): each kind declared once, read
+back from what older and newer writers wrote.
+
+`data/events-24678e9.jsonl` holds real lines written by the ctxoffload of commit 24678e9,
+before records existed (`data/make_events_24678e9.py` says how it was made): today's
+records must read them, render them and write them back byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload._disk.commit import parse_log
+from ctxoffload._disk.events import (
+    EventKind,
+    Truncation,
+    event_sentence,
+    record_of,
+)
+from ctxoffload._disk.jsonl import dumps_line
+from ctxoffload._disk.records import KINDS, Event
+
+OLD_LINES = Path(__file__).parent / "data" / "events-24678e9.jsonl"
+
+# A value of each declared type, for a record with every field set.
+SAMPLES: dict[str, Any] = {
+    "int": 3,
+    "str": "x",
+    "float": 1.5,
+    "bool": True,
+    "Any": "x",
+    "list[int]": [4, 9],
+    "list[str]": ["a", "b"],
+    "list[Any]": [{"artifact": "a"}],
+    "list[list[int]]": [[1, 2], [5, 6]],
+    "list[dict[str, Any]]": [{"name": "fetch", "id": "c1"}],
+    "dict[str, Any]": {"session": "s0", "step": 2, "left": 1},
+}
+
+
+def sample(annotation: str) -> Any:
+    return SAMPLES[annotation.split(" | ")[0]]
+
+
+def full_record(cls: type[Event]) -> Event:
+    declared = {
+        name: kind
+        for klass in cls.__mro__
+        for name, kind in vars(klass).get("__annotations__", {}).items()
+    }
+    return cls(**{name: sample(declared[name]) for name in own_fields(cls)})
+
+
+def own_fields(cls: type[Event]) -> tuple[str, ...]:
+    return tuple(name for name in cls.fields_declared if name not in ("time", "writer"))
+
+
+def test_every_kind_is_declared_once() -> None:
+    names = {v for k, v in vars(EventKind).items() if k.isupper()}
+    assert set(KINDS) == names
+    assert all(KINDS[kind].kind == kind for kind in names)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_record_of_each_kind_round_trips(kind: str) -> None:
+    record = full_record(KINDS[kind])
+    line = dumps_line({"time": "2026-11-25T12:00:00Z", **record.to_json(), "writer": {}})
+    back = record_of(json.loads(line))
+    assert type(back) is KINDS[kind] and back.extra == {}
+    assert dumps_line(back.to_json()) == line
+    fields = own_fields(KINDS[kind])
+    assert {name: back.field(name) for name in fields} == {n: record.field(n) for n in fields}
+    assert back.sentence() and back.sentence() != kind
+
+
+def test_a_writer_cannot_misspell_a_field() -> None:
+    with pytest.raises(TypeError, match="Truncation has no field 'tokens_befor'"):
+        Truncation(tool_id="c1", tokens_befor=10)
+
+
+def test_a_field_given_as_none_is_written_and_one_left_out_is_not() -> None:
+    record = Truncation(tool_id="c1", reference=None)
+    assert record.to_json() == {"kind": "truncation", "tool_id": "c1", "reference": None}
+    assert record.tokens_before is None
+
+
+def old_lines() -> list[dict[str, Any]]:
+    return parse_log(OLD_LINES.read_bytes(), str(OLD_LINES))
+
+
+def test_the_lines_of_an_older_release_are_read_and_written_back_byte_for_byte() -> None:
+    raw = OLD_LINES.read_bytes().splitlines(keepends=True)
+    lines = old_lines()
+    assert len(lines) == len(raw) and len({line["kind"] for line in lines}) >= 14
+    for line, written in zip(lines, raw, strict=True):
+        record = record_of(line)
+        assert type(record) is KINDS[line["kind"]], line["kind"]
+        assert record.extra == {}, (line["kind"], record.extra)  # every field it wrote is declared
+        assert dumps_line(record.to_json()) == written
+
+
+def test_the_lines_of_an_older_release_read_as_sentences() -> None:
+    said = {line["kind"]: event_sentence(line) for line in old_lines()}
+    assert said["truncation"].startswith("truncated fetch_log ")
+    assert "→" in said["truncation"] and "tool_result-c" in said["truncation"]
+    assert (
+        said["compression"].startswith("compressed ")
+        and "context.jsonl lines " in (said["compression"])
+    )
+    assert said["session_start"].startswith("session started: agent analyst, model: scripted")
+    assert said["pin"].startswith("pinned message ") and said["unpin"].startswith("unpinned")
+    assert said["fork"].startswith("forked from session old at step 2: ")
+    assert said["data"] == "stored a data file (image/png, 12 bytes): data/abc.png"
+    assert all(sentence != kind and "None" not in sentence for kind, sentence in said.items())
+
+
+def test_a_newer_writers_kind_is_read_and_named() -> None:
+    line = {"time": "2026-12-01T00:00:00Z", "kind": "handoff", "to": "b", "writer": {"pid": 1}}
+    record = record_of(line)
+    assert type(record) is Event and record.kind == "handoff"
+    assert event_sentence(line) == "handoff"
+    assert record.to_json() == line and list(record.to_json()) == list(line)
+
+
+def test_a_newer_writers_extra_fields_are_kept_where_they_were() -> None:
+    line = {
+        "time": "2026-12-01T00:00:00Z",
+        "kind": "truncation",
+        "tool_id": "c1",
+        "tool_name": "fetch",
+        "shape": {"new": True},
+        "tokens_before": 5000,
+        "tokens_after": 300,
+    }
+    record = record_of(line)
+    assert record.extra == {"shape": {"new": True}}
+    assert list(record.to_json()) == list(line) and record.to_json() == line
+    assert event_sentence(line) == (
+        "truncated fetch 5,000→300 tokens; whole output in nowhere (no offloader)"
+    )
+
+
+def test_a_field_of_another_type_still_renders() -> None:
+    line = {"kind": "pin", "window": "big", "pinned_tokens_after": [1], "message_id": 7}
+    assert event_sentence(line).startswith("pinned message 7 (None, by None): pins ?→[1] tokens")
