@@ -21,8 +21,8 @@ from ctxoffload._disk.events import (
     event_sentence,
     record_of,
 )
-from ctxoffload._disk.jsonl import dumps_line
 from ctxoffload._disk.records import KINDS, Event
+from ctxoffload._disk.rows import dumps_line
 
 OLD_LINES = Path(__file__).parent / "data" / "events-24678e9.jsonl"
 
