@@ -455,7 +455,7 @@ def test_show_without_a_session_shows_the_newest(
     )
 
 
-OLD_RECORD = Path(__file__).parent.parent / "workspace" / "data" / "events-24678e9.jsonl"
+OLD_RECORD = Path(__file__).parent.parent / "_disk" / "data" / "events-24678e9.jsonl"
 
 
 @pytest.mark.parametrize("extra", [[], ["--full"]])

@@ -1,5 +1,5 @@
 """How events-24678e9.jsonl was made: run by the ctxoffload of commit 24678e9 (before event
-records existed), so that tests/workspace/test_event_records.py reads lines an older release
+records existed), so that tests/_disk/test_event_records.py reads lines an older release
 really wrote.
 
     git -C REPO archive 24678e9 src | tar -x -C /tmp/old24678e9
