@@ -1,8 +1,8 @@
 """`ctxoffload grep`: search everything a workspace holds for one or all sessions.
 
 The command reads its arguments and prints; the search is the engine every door shares
-(`ctxoffload._search.engine`, the agent's Grep's): tool-result files are searched as the agent's Read
-and Grep read them (split at "\\n" only, each line without its trailing "\\r"), and
+(`ctxoffload._search`, the agent's Grep's): tool-result files are searched as the agent's
+Read and Grep read them (split at "\\n" only, each line without its trailing "\\r"), and
 context.jsonl by the rule the agent's Grep applies (`text.matching_lines`: each message's
 decoded lines, else its raw JSON line), so a string the model saw is found even when the file
 stores it JSON-escaped. What it searches in a workspace is `_grep_sessions.py`; how a line is
