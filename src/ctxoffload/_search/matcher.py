@@ -228,37 +228,48 @@ def required_literal(pattern: str) -> str | None:
 def literal_finder(
     needle: bytes, sample: bytes | bytearray
 ) -> Callable[[bytes | bytearray, int, int], int | None]:
-    """A fast search for `needle`, started at its rarest byte in `sample`.
+    """A fast search for `needle`, started at its rarest byte in `sample`: where the next
+    `needle` starts, or None.
 
     RE2 skips to a literal's first byte with `memchr`, so starting the needle at the byte
-    that is rarest in this file (measured on its first piece) makes candidates few and the
-    scan fast. The needle's part before that byte is dropped: a candidate is only a hint,
-    and its line is checked with the whole pattern.
+    that is rarest in this file (measured on its first piece) makes the stops few and the
+    scan fast; at each stop the whole needle is compared, so that a line is judged with the
+    whole pattern only where the needle is.
     """
     # Each distinct byte counted once: a long -F string costs at most 256 counts.
     counts = {byte: sample.count(bytes((byte,))) for byte in set(needle)}
-    rest = needle[needle.index(min(needle, key=counts.__getitem__)) :]
+    offset = needle.index(min(needle, key=counts.__getitem__))
+    rest = needle[offset:]
     try:
         re2 = load_re2()
     except ImportError:
 
-        def find(buffer: bytes | bytearray, pos: int, end: int) -> int | None:
+        def find_rest(buffer: bytes | bytearray, pos: int, end: int) -> int | None:
             found = buffer.find(rest, pos, end)
             return None if found < 0 else found
 
-        return find
-    import re
+    else:
+        import re
 
-    options = re2.Options()
-    options.log_errors = False
-    options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes
-    compiled = re2.compile(re.escape(rest), options=options)
+        options = re2.Options()
+        options.log_errors = False
+        options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes
+        compiled = re2.compile(re.escape(rest), options=options)
 
-    def find2(buffer: bytes | bytearray, pos: int, end: int) -> int | None:
-        found = compiled.search(buffer, pos, end)
-        return None if found is None else int(found.start())
+        def find_rest(buffer: bytes | bytearray, pos: int, end: int) -> int | None:
+            found = compiled.search(buffer, pos, end)
+            return None if found is None else int(found.start())
 
-    return find2
+    def find(buffer: bytes | bytearray, pos: int, end: int) -> int | None:
+        while True:
+            found = find_rest(buffer, pos + offset, end)
+            if found is None:
+                return None
+            if buffer.startswith(needle, found - offset, end):
+                return found - offset
+            pos = found - offset + 1
+
+    return find
 
 
 class Deadline:
