@@ -26,9 +26,9 @@ from ..text import is_jsonl
 from ._arguments import as_int, quote
 from ._confine import NotRegular, display_name, exists_in_roots, open_readable, resolve_in_roots
 from ._globs import has_wildcard
-from ._lines import NOTE_ROOM, clip_around, line_text
+from ._lines import NOTE_ROOM, line_text
 from ._listing import files_under, glob_entries, outside_note
-from ._matches import Row, in_context
+from ._matches import Row, as_rows, in_context
 from ._regex import Pattern, compile_pattern
 from ._sniff import SNIFF_BYTES, binary_reason
 
@@ -212,32 +212,27 @@ class _Search:
     def _text_rows(
         self, file: IO[bytes], deadline: float | None
     ) -> Iterator[tuple[list[Row], Row]]:
-        """The lines the engine finds in a text file, as `in_context` gives them: each match
-        with the context lines above it that were not given already, and each context line
-        below a match alone."""
-        before: list[Row] = []
-        last_match = None
-        for number, raw, is_match in search_lines(
+        """The lines the engine finds in a text file, each shown as its decoded text (the
+        engine dropped its trailing "\\r"), cut to `max_line_chars`."""
+        found = search_lines(
             file, self.matcher, context=self.context, deadline=deadline, as_shown=True
-        ):
-            text = raw.decode("utf-8", "replace")  # the engine dropped its trailing "\r"
-            found = self.regex.search(text) if is_match else None
-            span = None if found is None else found.span()
-            if len(text) > self.max_line_chars:
-                text = clip_around(text, span, self.max_line_chars)
-            row = Row(number, text, is_match, span)
-            if is_match:
-                yield before, row
-                before, last_match = [], number
-            elif last_match is not None and number <= last_match + self.context:
-                yield [], row
-            else:
-                before.append(row)
+        )
+        return as_rows(
+            self.regex,
+            found,
+            context=self.context,
+            text_of=_decoded,
+            max_chars=self.max_line_chars,
+        )
 
     def _keep(self, shown: str, row: Row) -> None:
         self.hits.append((shown, row))
         # At least what the line costs in the answer, so past the cap the answer is too.
         self._kept += len(row.text) + len(shown) + len(str(row.number)) + 3
+
+
+def _decoded(number: int, raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def _numbered(file: IO[bytes], deadline: float | None) -> Iterator[tuple[int, str]]:

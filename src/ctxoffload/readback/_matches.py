@@ -23,11 +23,12 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
+from .._search.engine import Line
 from ..text import matching_lines
 from ._lines import clip_around
 from ._regex import Match, Pattern, line_finder
 
-__all__ = ["JOINED", "Row", "in_context"]
+__all__ = ["JOINED", "Row", "as_rows", "in_context"]
 
 Span = tuple[int, int]
 
@@ -102,6 +103,43 @@ def in_context(
             after -= 1
         elif context:
             before.append((number, text))
+
+
+def as_rows(
+    regex: Pattern,
+    found: Iterable[Line],
+    *,
+    context: int,
+    text_of: Callable[[int, bytes], str],
+    max_chars: int | None = None,
+) -> Iterator[tuple[list[Row], Row]]:
+    """The lines the search engine found (`ctxoffload._search.engine.search_lines`, with
+    `context`), given as `in_context` gives them: each match with the context lines above it
+    that were not given already, and each context line below a match alone.
+
+    Args:
+        regex: the pattern, which finds the span of a match in its line's text.
+        found: the engine's lines, in order.
+        context: the context lines the engine was asked for.
+        text_of: a line's text as shown, from its number and bytes.
+        max_chars: as `in_context`.
+    """
+    before: list[Row] = []
+    last_match: int | None = None
+    for number, raw, is_match in found:
+        text = text_of(number, raw)
+        match = _search(regex, text) if is_match else None
+        span = None if match is None else match.span()
+        if max_chars is not None and len(text) > max_chars:
+            text = clip_around(text, span, max_chars)
+        row = Row(number, text, is_match, span)
+        if is_match:
+            yield before, row
+            before, last_match = [], number
+        elif last_match is not None and number <= last_match + context:
+            yield [], row
+        else:
+            before.append(row)
 
 
 def _any_line(regex: Pattern) -> Callable[[str], bool] | None:
