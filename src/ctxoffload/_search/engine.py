@@ -5,7 +5,7 @@ The agent's Grep, the retrieval tool and `ctxoffload grep` (and through it the v
 search) all find their lines here; each only adapts its arguments and writes its answer. A
 pattern is compiled once (`matcher.compile_matcher`: RE2, or Python's `re` under a deadline
 where the door allows it) and judged on lines of bytes read as the agent's Read reads them:
-split at "\\n" only, a line's trailing "\\r" not part of it (`readback.lines_as_read`).
+split at "\\n" only, a line's trailing "\\r" not part of it (`lines_as_read`).
 
 A line that is not UTF-8 matches when the pattern matches its bytes as they are (a pattern
 given as bytes finds them) or, for the agent's tools (`as_shown`), the line as they show it,
@@ -24,10 +24,9 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
-from ..readback import lines_as_read
 from .matcher import Matcher, every_line, literal_finder
 
-__all__ = ["Line", "SearchTimedOut", "search_lines", "search_log"]
+__all__ = ["Line", "SearchTimedOut", "lines_as_read", "search_lines", "search_log"]
 
 Line = tuple[int, bytes, bool]
 """One line found: its number (from 1), its bytes without the line end, whether it matches
@@ -286,3 +285,25 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass")
+
+
+def lines_as_read(piece: bytes, *, ends_file: bool) -> bytes:
+    """`piece` (whole lines of a file) as the read-back tools number and match its lines:
+    each line's one trailing "\\r" before its "\\n" dropped, and the file's last "\\r" too
+    when `ends_file` (its last line has no newline). Every "\\n" stays, so line numbers do
+    (a last line of only "\\r" becomes an empty line ended by "\\n").
+
+    The one rule for searching many lines at once, which the agent's Grep and
+    `ctxoffload grep` share: a line is searched as `line_text` and Read show it, so
+    `done$` finds `done\\r\\n` in both, and `done\\s` does not.
+    """
+    if b"\r" not in piece:
+        return piece
+    piece = piece.replace(b"\r\n", b"\n")
+    if not ends_file or not piece.endswith(b"\r"):
+        return piece
+    if piece[-2:-1] in (b"", b"\n"):
+        # A last line that held only "\r" is still a line, empty: ended by a newline so,
+        # as "" after the last newline would be no line at all.
+        return piece[:-1] + b"\n"
+    return piece[:-1]

@@ -21,6 +21,7 @@ from typing import IO
 
 from .._search.engine import SearchTimedOut, search_lines
 from .._search.matcher import Matcher, compile_matcher
+from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import InvalidContent, ToolError
 from ..text import is_jsonl
 from ._arguments import as_int, quote
@@ -30,7 +31,6 @@ from ._lines import NOTE_ROOM, line_text
 from ._listing import files_under, glob_entries, outside_note
 from ._matches import Row, as_rows, in_context
 from ._regex import Pattern, compile_pattern
-from ._sniff import SNIFF_BYTES, binary_reason
 
 __all__ = ["grep_files"]
 

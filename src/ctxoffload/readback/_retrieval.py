@@ -21,6 +21,7 @@ from typing import Any
 
 from .._search.engine import search_lines
 from .._search.matcher import compile_matcher
+from .._search.sniff import binary_reason
 from ..exceptions import ConfigError, InvalidContent
 from ..text import decode_log_line, is_jsonl
 from ..workspace import ReferenceReader
@@ -28,7 +29,6 @@ from ._arguments import plural, quote
 from ._lines import clip_around, cut_line, numbered, split_lines
 from ._matches import JOINED, Row, as_rows, in_context
 from ._regex import Pattern, compile_pattern
-from ._sniff import binary_reason
 
 __all__ = [
     "decode_reference_text",
