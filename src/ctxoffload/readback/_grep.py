@@ -187,7 +187,6 @@ class _Search:
                 in_context(
                     self.regex,
                     _numbered(file, deadline),
-                    jsonl=True,
                     context=self.context,
                     max_chars=self.max_line_chars,
                 )

@@ -1,7 +1,8 @@
 """Match with context: which lines match a pattern, and the lines shown around each match.
 
-Grep and the retrieval tool search the same way. A line of a text file matches when the
-regex finds something in it. A line of a JSONL log (context.jsonl) matches by THE rule of
+Grep and the retrieval tool search the same way. The lines of a text file are those the
+search engine finds (`ctxoffload._search.engine`), given here as rows (`as_rows`). A line of
+a JSONL log (context.jsonl) matches by THE rule of
 `ctxoffload.text.matching_lines`, which `ctxoffload grep` applies too: on the lines of its
 message as the model saw them, else on its raw JSON; so a string copied from what the model
 saw is found although the log stores it JSON-escaped, and both find the same log lines.
@@ -11,7 +12,7 @@ matched, after the message's `[role]` header (`[role] text`); the retrieval tool
 whole message with its lines joined by ` ⏎ `. A log line that matched on its raw JSON is
 shown raw; a context line is its message joined by ` ⏎ `.
 
-`in_context` judges each line of a file once, in order, and gives each match with the
+`in_context` judges each line of a log once, in order, and gives each match with the
 lines before it and after it, as `grep -C` does (touching windows run together), holding
 one window of lines, never the file.
 """
@@ -58,12 +59,12 @@ def in_context(
     regex: Pattern,
     lines: Iterable[tuple[int, str]],
     *,
-    jsonl: bool,
     context: int = 0,
     whole_message: bool = False,
     max_chars: int | None = None,
 ) -> Iterator[tuple[list[Row], Row]]:
-    """The lines that match, each with the lines around it, from one pass over `lines`.
+    """The lines of a JSONL log that match (by `matching_lines`), each with the lines
+    around it, from one pass over `lines`.
 
     At most `context` lines are held back, so a search over a big file holds one window,
     never the file; a line that does not match costs no row unless it is shown.
@@ -71,7 +72,6 @@ def in_context(
     Args:
         regex: the pattern.
         lines: `(number, line)` for each line, in order, without its line ending.
-        jsonl: the lines are a JSONL log's (judged by `matching_lines`); otherwise text.
         context: lines shown before and after each match.
         whole_message: see `_log_line`.
         max_chars: cut each line shown to this many characters (`clip_around` its match),
@@ -84,14 +84,9 @@ def in_context(
     """
     before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
     after = 0
-    any_line = _any_line(regex) if jsonl else None
+    any_line = _any_line(regex)
     for number, line in lines:
-        if jsonl:
-            text, is_match, span = _log_line(regex, line, whole_message, any_line)
-        else:
-            found = regex.search(line)
-            text, is_match = line, found is not None
-            span = found.span() if found is not None else None
+        text, is_match, span = _log_line(regex, line, whole_message, any_line)
         if max_chars is not None and len(text) > max_chars:
             text = clip_around(text, span, max_chars)
         if is_match:

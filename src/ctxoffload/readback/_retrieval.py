@@ -393,7 +393,7 @@ class _Page:
         searched = f"lines {first}–{last} of {total}" if ranged else plural(total, "line")
         if self.jsonl:
             numbered = enumerate(self.lines[first - 1 : last], first)
-            found = in_context(regex, numbered, jsonl=True, context=context, whole_message=True)
+            found = in_context(regex, numbered, context=context, whole_message=True)
         else:
             found = self._found(regex, first, last, context)
         kept: list[Row] = []  # one more than can be shown, so the page knows it was cut
