@@ -35,6 +35,7 @@ Line = tuple[int, bytes, bool]
 _PIECE = 1 << 20
 _SAMPLE = 1 << 18  # bytes of a file's first piece that choose where a literal search starts
 _NEWLINE = ord("\n")
+_MISSES = 1024  # lines judged in vain between two looks at the clock and at the literal
 
 
 class SearchTimedOut(Exception):
@@ -56,7 +57,8 @@ def search_lines(
         file: an open binary file, read with `readinto` from where it stands to its end.
         matcher: the compiled pattern.
         context: lines given around each match.
-        deadline: a `time.monotonic()` after which the search stops, checked between pieces.
+        deadline: a `time.monotonic()` after which the search stops, checked between pieces
+            and every `_MISSES` lines judged in vain.
         as_shown: a line that is not UTF-8 matches also as the tools show it (see the
             module); otherwise only as its bytes are.
 
@@ -67,7 +69,7 @@ def search_lines(
         SearchTimedOut: the deadline passed.
         OSError: the file could not be read.
     """
-    pieces = _Pieces(matcher, context, as_shown)
+    pieces = _Pieces(matcher, context, as_shown, deadline)
     buffer = bytearray(_buffer_size(file))
     filled = 0  # bytes of `buffer` holding file content
     at_eof = False
@@ -103,8 +105,12 @@ class _Pieces:
     number of the line starting the next, context lines still owed after a match, and the
     last `context` lines, which may come before a match at the next one's start."""
 
-    def __init__(self, matcher: Matcher, context: int, as_shown: bool) -> None:
+    def __init__(
+        self, matcher: Matcher, context: int, as_shown: bool, deadline: float | None
+    ) -> None:
         self.matcher = matcher
+        self.deadline = deadline
+        self.misses = self.matches = 0  # candidates judged not to match, and that match
         self.as_shown = as_shown
         self.context = context
         self.first_line = 1
@@ -145,7 +151,12 @@ class _Pieces:
                 line = bytes(piece[line_start:line_end])
                 pos = line_end + 1
                 if not judge(line):
-                    continue  # a match that ran across lines: not a line match
+                    # A match that ran across lines, or a line holding the literal only.
+                    self.misses += 1
+                    if not self.misses % _MISSES:
+                        find = self._missed(find)
+                    continue
+                self.matches += 1
                 line_no += text.count(b"\n", counted_at, line_start)
                 counted_at = line_start
                 if self.context:
@@ -160,6 +171,18 @@ class _Pieces:
             self.first_line = line_no + text.count(b"\n", counted_at, size)
             if self.context and not at_eof:
                 self.tail = self._last_lines(text, piece, size)
+
+    def _missed(
+        self, find: Callable[[bytes | bytearray, int, int], int | None] | None
+    ) -> Callable[[bytes | bytearray, int, int], int | None] | None:
+        """After each `_MISSES` lines judged in vain: stop at the deadline, which no piece
+        boundary may come soon enough to check; and drop a literal that most lines hold
+        without matching (RE2 then searches the whole pattern across the piece, in C)."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise SearchTimedOut
+        if find is not None and self.matcher.engine == "re2" and self.misses > self.matches:
+            self.find = find = None
+        return find
 
     def _after(
         self,

@@ -57,16 +57,15 @@ def search_session(
             emit = _with_writers(folder, emit)
         fast = ripgrep_for(args, matcher, printer)
         for name in names:
-            search = _search_log if name == CONTEXT_FILE else _search_file
             shown = shown_path(child_path(where, name))
             try:
                 if (
-                    search is _search_file
+                    name != CONTEXT_FILE
                     and fast is not None
                     and fast.search(folder, name, shown, session)
                 ):
                     continue
-                search(folder, name, shown, matcher, args.context, emit, session)
+                _search_file(folder, name, shown, matcher, args.context, emit, session)
             except CliError as exc:  # a hard-linked or unreadable file: not read
                 skip(str(exc))
 
@@ -80,8 +79,10 @@ def _search_file(
     emit: Callable[[Hit], None],
     session: str,
 ) -> None:
-    """Report the matching lines of one text file of a session, with `context` lines around
-    each. A missing file, a link or a special file is passed over (`_access.refusal`).
+    """Report the lines of one file of a session that match, with `context` lines around
+    each: a context.jsonl's messages by `search_log` (read up to its committed length, each
+    under its JSONL line number), any other file's lines by `search_lines`. A missing file, a
+    link or a special file is passed over (`_access.refusal`).
 
     Raises:
         CliError: the file has more than one hard link, or cannot be read; nothing of it
@@ -90,37 +91,15 @@ def _search_file(
     opened = open_in(folder, name, shown)
     if opened is None:
         return
-    fd, _ = opened
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        for number, text, is_match in search_lines(f, matcher, context=context):
-            emit(Hit(shown, number, text, is_match, session))
-
-
-def _search_log(
-    folder: Folder,
-    name: str,
-    shown: str,
-    matcher: Matcher,
-    context: int,
-    emit: Callable[[Hit], None],
-    session: str,
-) -> None:
-    """Report the messages of a context.jsonl that match (`search_log`), each under its
-    JSONL line number; the log is read up to its committed length.
-
-    Raises:
-        CliError: as `_search_file`.
-    """
-    opened = open_in(folder, name, shown)
-    if opened is None:
-        return
     fd, st = opened
-    try:
-        end = committed_end(folder, name, fd, st.st_size)  # a batch never committed is skipped
-        for number, text, is_match in search_log(iter_lines(fd, 0, end), matcher, context=context):
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        if name == CONTEXT_FILE:
+            end = committed_end(folder, name, fd, st.st_size)  # a batch never committed: skipped
+            found = search_log(iter_lines(fd, 0, end), matcher, context=context)
+        else:
+            found = search_lines(f, matcher, context=context)
+        for number, text, is_match in found:
             emit(Hit(shown, number, text, is_match, session))
-    finally:
-        os.close(fd)
 
 
 def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit], None]:
