@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 from ._output import inert_bytes, raw_stream
-
-TYPE_CHECKING = False  # `typing`'s names cost nothing, but what they name may
-if TYPE_CHECKING:
-    from typing import BinaryIO
 
 __all__ = ["Hit", "Printer"]
 
