@@ -146,3 +146,18 @@ def test_a_path_in_no_workspace_is_said_of_the_path_not_only_of_the_current_fold
             f"ctxoffload cat: reference {reference!r} names no file of a workspace "
         ), refused.err
         assert f"{str(elsewhere)!r} is not a ctxoffload workspace" in refused.err
+
+
+def test_cat_calls_binary_what_the_agents_read_calls_binary(
+    filled: Path, cli: Callable[..., Any]
+) -> None:
+    # No NUL byte, but mostly bytes that are not UTF-8 or control characters (compressed or
+    # encrypted data): binary by the one rule (`binary_reason`), as the agent's Read says.
+    noise = bytes(range(1, 256)) * 4
+    (filled / "sessions/run-1/tool_result-noise.txt").write_bytes(noise)
+    result = cli("cat", filled / "sessions/run-1/tool_result-noise.txt", "--workdir", filled)
+    assert result.code == 0 and f"binary file, {len(noise):,} bytes" in result.out
+    # Text in a legacy encoding is still text.
+    (filled / "sessions/run-1/tool_result-latin.txt").write_bytes("déjà vu\n".encode("latin-1"))
+    result = cli("cat", filled / "sessions/run-1/tool_result-latin.txt", "--workdir", filled)
+    assert result.code == 0 and "binary" not in result.out

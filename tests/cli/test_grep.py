@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
-from ctxoffload._disk.read import Folder
-from ctxoffload.cli._cmd_grep import compile_matcher, required_literal
+from ctxoffload._search.matcher import compile_matcher, required_literal
+from ctxoffload.exceptions import InvalidContent
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
@@ -138,7 +138,10 @@ def test_a_backtracking_pattern_runs_only_on_lines_holding_its_literal(
 def test_the_matcher_prefers_re2() -> None:
     pytest.importorskip("re2")
     assert compile_matcher("a+b").engine == "re2"
-    assert compile_matcher(r"(a)\1").engine == "re"
+    # `ctxoffload grep` runs what RE2 refuses in Python's re, under its deadline.
+    assert compile_matcher(r"(a)\1", backtracking=True).engine == "re"
+    with pytest.raises(InvalidContent, match="RE2"):
+        compile_matcher(r"(a)\1")  # the agent's tools refuse it
     assert compile_matcher("x.y", fixed=True).matches_line(b"x.y")
     assert not compile_matcher("x.y", fixed=True).matches_line(b"xzy")
     assert compile_matcher("ABC", ignore_case=True).matches_line(b"xabcx")
@@ -183,7 +186,7 @@ def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
 def test_searching_in_pieces_reports_exactly_the_matching_lines(
     text: str, pattern: str, piece: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    import ctxoffload.cli._cmd_grep as grep
+    from ctxoffload._search import engine as _search
 
     path = tmp_path_factory.mktemp("pieces") / "tool_result-x.txt"
     data = text.encode()
@@ -194,22 +197,19 @@ def test_searching_in_pieces_reports_exactly_the_matching_lines(
     if data.endswith(b"\n") or not data:
         lines.pop()  # "" after the last newline, or in an empty file, is no line
     expected = [(n, line) for n, line in enumerate(lines, 1) if matcher.matches_line(line)]
-    hits: list[Any] = []
-    saved = grep._CHUNK
-    grep._CHUNK = piece
+    saved = _search._PIECE
+    _search._PIECE = piece
     try:
-        with Folder(str(path.parent)) as folder:
-            grep.search_file(folder, path.name, str(path), matcher, 0, hits.append, "s")
+        with path.open("rb", buffering=0) as f:
+            hits = list(_search.search_lines(f, matcher))
+        assert [(n, line) for n, line, _ in hits] == expected
+        assert all(is_match for _, _, is_match in hits)
+        # With context lines: the same matches, whatever the pieces.
+        with path.open("rb", buffering=0) as f:
+            hits = list(_search.search_lines(f, matcher, context=1))
     finally:
-        grep._CHUNK = saved
-    assert [(h.line, h.text) for h in hits] == expected
-    assert all(h.is_match for h in hits)
-    # With context lines (the whole file mapped, searched from each match on): the same.
-    hits.clear()
-    if data:
-        with Folder(str(path.parent)) as folder:
-            grep.search_file(folder, path.name, str(path), matcher, 1, hits.append, "s")
-    assert [(h.line, h.text) for h in hits if h.is_match] == expected
+        _search._PIECE = saved
+    assert [(n, line) for n, line, is_match in hits if is_match] == expected
 
 
 # Pieces a pattern is made of: literals (plain and escaped), classes, groups with and

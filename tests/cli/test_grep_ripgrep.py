@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
-from ctxoffload.cli._cmd_grep import _RG_READ, ripgrep_can, ripgrep_path, ripgrep_pattern
+from ctxoffload.cli._grep_ripgrep import RG_READ, ripgrep_can, ripgrep_path, ripgrep_pattern
 from helpers import on_a_terminal as run_on_a_terminal
 
 LINES = [
@@ -151,12 +151,12 @@ def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     a terminal escape, a bidi control and bytes that are not UTF-8 inside a block, lines of
     --max-columns bytes and one more, and a cut that falls inside a character."""
     lines = []
-    count = 3 * _RG_READ // 60  # lines of about 60 bytes: three blocks and more
+    count = 3 * RG_READ // 60  # lines of about 60 bytes: three blocks and more
     for i in range(count):
         # Every seventh line ends in "\r\n": judged again without the "\r" in the block.
         lines.append(f"{i} ERROR short line " + "x" * (i * 7 % 80) + "\r" * (i % 7 == 0))
         if i == count // 50:
-            lines.append("ERROR longer than a block " + "y" * (_RG_READ + _RG_READ // 2))
+            lines.append("ERROR longer than a block " + "y" * (RG_READ + RG_READ // 2))
         if i == count // 2:
             lines.append(
                 "ERROR escape \x1b[2J\x1b]52;c;aGk=\x07 bidi \u202e nul\x00 \udc85\udcff é"
@@ -190,7 +190,7 @@ def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
     runs_before = rg_runs(log)
     got = grep(big_workspace, args, str(wrapper))
     assert rg_runs(log) > runs_before, "ripgrep did not run"
-    assert len(got[1]) > 2 * _RG_READ  # several blocks were printed
+    assert len(got[1]) > 2 * RG_READ  # several blocks were printed
     if args[-1] == "ERROR":
         assert b"\x1b" not in got[1] and b"escape \\x1b[2J" in got[1]  # inert in a block
     assert got == grep(big_workspace, args, "python")

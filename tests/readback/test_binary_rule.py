@@ -4,6 +4,7 @@ UTF-8 are shown as U+FFFD by Read and found by Grep and the retrieval tool alike
 
 from __future__ import annotations
 
+import base64
 import random
 from pathlib import Path
 
@@ -27,13 +28,14 @@ async def verdicts(tmp_path: Path, data: bytes, pattern: str = "x") -> tuple[str
     ws = LocalWorkspace(tmp_path / "ws")
     reference = await ws.offload_tool_result("s1", {"id": "c1", "name": "t", "output": data})
     toolbox = FileToolbox([ws.workdir])
-    read = toolbox.read(reference)
+    shown = toolbox.read(reference)
+    # An image is shown as the image (blocks, not text): to this rule it is not text.
+    read = shown if isinstance(shown, str) else "Error: an image"
     grep = toolbox.grep(pattern, reference)
     try:
         retrieved = await retrieve_offloaded_content(ws, reference, pattern=pattern)
     except InvalidContent as refused:
         retrieved = f"Error: {refused}"
-    assert isinstance(read, str)
     return read, grep, retrieved
 
 
@@ -51,6 +53,27 @@ async def test_a_few_bytes_not_utf8_are_replaced_and_still_found(tmp_path: Path)
     assert read.splitlines()[0] == "     1\tcaf\ufffd au lait"
     assert grep.count("caf\ufffd au lait") == 3
     assert retrieved.count("caf\ufffd au lait") == 3
+
+
+@pytest.mark.parametrize("signature", [b"GIF87a", b"GIF89a", b"RIFF1234WEBPVP8 "])
+async def test_text_behind_an_image_signature_is_text_to_all_three(
+    tmp_path: Path, signature: bytes
+) -> None:
+    # Shown as an image, it would reach the model as an image no provider decodes (a GIF of
+    # 25,185 x 8,291 pixels, read from the text's letters).
+    read, grep, retrieved = await verdicts(tmp_path, signature + b"abc x\n" * 1500)
+    assert read.splitlines()[0].endswith("abc x")
+    assert grep.count("abc x") > 1 and retrieved.count("abc x") > 1
+
+
+async def test_a_real_image_is_an_image_to_read_and_binary_to_grep(tmp_path: Path) -> None:
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    read, grep, retrieved = await verdicts(tmp_path, png, pattern="IHDR")
+    assert read == "Error: an image"
+    for answer in (grep, retrieved):
+        assert answer.startswith("Error:") and "binary" in answer, answer
 
 
 @settings(max_examples=60, deadline=None)

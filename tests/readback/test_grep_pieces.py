@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxoffload._search import matcher as _matcher
 from ctxoffload.readback import FileToolbox, _grep
 
 LINES = [
@@ -64,8 +65,16 @@ def answers(root: Path, pattern: str, path: str, *, pieces: bool) -> str:
     toolbox = FileToolbox([root], grep_timeout=None, max_output_chars=200_000)
     with pytest.MonkeyPatch.context() as patch:
         if not pieces:
-            patch.setattr(_grep, "line_finder", lambda regex: None)
+            patch.setattr(_grep, "compile_matcher", _every_line_matcher)
         return toolbox.grep(pattern, path, max_matches=1000)
+
+
+def _every_line_matcher(pattern: str) -> _matcher.Matcher:
+    """The pattern's matcher, made to judge every line alone (no search across a piece)."""
+    matcher = _matcher.compile_matcher(pattern)
+    matcher.search = _matcher.every_line
+    matcher.literal = None
+    return matcher
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -78,26 +87,29 @@ def test_pieces_find_what_every_line_finds(root: Path, pattern: str) -> None:
 
 def test_a_piece_is_searched_in_one_pass(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lines between matches are not handed to the line matcher one by one."""
-    judged: list[int] = []
-    real = _grep.in_context
+    judged: list[bytes] = []
+    real = _grep.compile_matcher
 
-    def counting(regex, lines, **kwargs):  # type: ignore[no-untyped-def]
-        def seen():  # type: ignore[no-untyped-def]
-            for number, line in lines:
-                judged.append(number)
-                yield number, line
+    def counting(pattern: str) -> _matcher.Matcher:
+        matcher = real(pattern)
+        judge = matcher._judge
 
-        return real(regex, seen(), **kwargs)
+        def counted(line: bytes, pos: int) -> int | None:
+            judged.append(bytes(line))
+            return judge(line, pos)
 
-    monkeypatch.setattr(_grep, "in_context", counting)
+        matcher._judge = counted
+        return matcher
+
+    monkeypatch.setattr(_grep, "compile_matcher", counting)
     (root / "clean.log").write_text("".join(f"{i:07d} INFO ok\n" for i in range(300_000)))
     answer = FileToolbox([root], grep_timeout=None).grep("0123456 ", "clean.log")
     assert answer == "clean.log:123457:0123456 INFO ok"
-    assert judged == [123457]
+    assert judged == [b"0123456 INFO ok"]
     # A piece that is not UTF-8 is judged line by line, as before.
     judged.clear()
     FileToolbox([root], grep_timeout=None).grep("ORD-10001", "app.log")
-    assert 2 in judged and len(judged) > 1
+    assert LINES[1].encode() in judged and len(judged) > 1
 
 
 def test_a_pattern_that_reads_the_start_of_the_text_is_searched_line_by_line(

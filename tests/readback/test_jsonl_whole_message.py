@@ -7,6 +7,7 @@ escape, a raw-JSON match, and patterns only a line-by-line search reads right.""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxoffload._disk.commit import iter_lines
 from ctxoffload._disk.read import Folder
-from ctxoffload.cli._cmd_grep import _every_line, compile_matcher, search_context_log
+from ctxoffload._search import matcher as _matcher
+from ctxoffload._search.engine import search_log
 from ctxoffload.readback import FileToolbox, _matches
 from ctxoffload.readback._retrieval import format_retrieval
 
@@ -78,13 +81,15 @@ def _grep(root: Path, pattern: str) -> str:
 
 
 def _cli(root: Path, pattern: str, *, every_line: bool) -> list[tuple[int, bytes, bool]]:
-    matcher = compile_matcher(pattern)
+    matcher = _matcher.compile_matcher(pattern)
     if every_line:
-        matcher.search = _every_line
-    hits: list[Any] = []
+        matcher.search = _matcher.every_line
     with Folder(str(root / "sessions" / "s")) as folder:
-        search_context_log(folder, "context.jsonl", "log", matcher, 0, hits.append, "s")
-    return [(h.line, h.text, h.is_match) for h in hits]
+        fd, st = folder.open("context.jsonl")
+        try:
+            return list(search_log(iter_lines(fd, 0, st.st_size), matcher))
+        finally:
+            os.close(fd)
 
 
 @settings(max_examples=80, deadline=None)

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .._depth import MAX_DEPTH, too_deep
 from .._disk.payloads import decode_base64, sniff_media_type
+from .._search.sniff import binary_reason
 from ..exceptions import InvalidContent
 from ..messages import Base64Source, DataBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -252,26 +253,11 @@ def _too_deep_json(text: Any) -> bool:
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-# Bytes are binary data, not text in another encoding, when more than this share of them is
-# not UTF-8 AND more than this share are control codes (read one byte per character, as
-# Latin-1: accented letters there are printable, while random bytes are a quarter controls).
-_BINARY_SHARE = 0.1
-# Bytes that appear in text: tab, newlines, form feed, escape (ANSI colours), printable ASCII
-# and the printable upper half of Latin-1. The rest are control codes.
-_TEXT_BYTES = bytes([8, 9, 10, 12, 13, 27, *range(0x20, 0x7F), *range(0xA0, 0x100)])
-
 
 def _is_binary(data: bytes) -> bool:
-    if sniff_media_type(data) != "application/octet-stream" or b"\x00" in data:
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        invalid = len(_ESCAPED_BYTE.findall(data.decode("utf-8", "surrogateescape")))
-        controls = len(data.translate(None, _TEXT_BYTES))
-        limit = _BINARY_SHARE * len(data)
-        return invalid > limit and controls > limit
-    return False
+    """Whether bytes a tool returned are data (a file type's signature, or binary by the one
+    rule of every reader, `binary_reason`) rather than text in some encoding."""
+    return sniff_media_type(data) != "application/octet-stream" or binary_reason(data) is not None
 
 
 def _decoded(data: bytes) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
 from .._disk.read import Folder, workspace_of
+from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import CliError
 from ._access import committed_end, open_workspace, refusal
 from ._arguments import EXIT_PROBLEMS, Workdir, add_workdir
@@ -127,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:  # Refused and OffloadError are OSErrors too
             raise CliError(_refused(exc, reference, workdir, path)) from None
         f = stack.enter_context(os.fdopen(fd, "rb"))
-        head = f.read(8192)
-        if b"\x00" in head:
+        head = f.read(SNIFF_BYTES)
+        if binary_reason(head) is not None:  # the rule of the agent's Read
             sys.stdout.write(f"{shown(path)}: binary file, {st.st_size:,} bytes (not printed)\n")
             return 0
         f.seek(0)

@@ -8,9 +8,10 @@ produces a result that is offloaded again.
 """
 
 # Reading back, one job per module: `_confine` (the roots, a path resolved inside them, the
-# verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_sniff`
-# (binary or text), `_lines` (numbered lines), `_window` (Read's window on a file), `_matches`
-# (match with context), `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the
+# verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_lines`
+# (numbered lines), `_window` (Read's window on a file), `_matches` (match with context),
+# `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the search engine and the
+# binary-or-text sniff are `ctxoffload._search`, shared with the CLI and the agent; the
 # tools are built from them: `_read_tool`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
 # and `_tool` (the retrieval tool), each marked by `_marks` as a reader.
 

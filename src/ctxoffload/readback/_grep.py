@@ -2,8 +2,10 @@
 
 The files to search are one file, the files under a folder, or those a glob names
 (`_listing.py`); each is opened through `open_readable` and sniffed (binary files, FIFOs,
-sockets and devices are skipped and counted). Lines are judged and given with their context
-by `_matches.py`, so a context.jsonl line matches on the text the model saw. The search
+sockets and devices are skipped and counted). The lines of a text file, with their context,
+are those the one search engine finds (`ctxoffload._search`, `ctxoffload grep`'s too, a byte
+that is not UTF-8 matching as the U+FFFD shown for it as well); a context.jsonl line is judged
+by `_matches.py`, so it matches on the text the model saw. The search
 keeps what it found in a `_Search` and stops at the deadline, after one match more than
 `max_matches` (to say that more exist), or once what it kept would not fit the output cap,
 so memory stays bounded whatever the arguments; `_answer` then writes the result:
@@ -12,23 +14,23 @@ so memory stays bounded whatever the arguments; `_answer` then writes the result
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from .._disk.commit import iter_pieces
+from .._search.engine import SearchTimedOut, search_lines
+from .._search.matcher import Matcher, compile_matcher
+from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import InvalidContent, ToolError
 from ..text import is_jsonl
 from ._arguments import as_int, quote
 from ._confine import NotRegular, display_name, exists_in_roots, open_readable, resolve_in_roots
 from ._globs import has_wildcard
-from ._lines import NOTE_ROOM, line_text, lines_as_read
+from ._lines import NOTE_ROOM, line_text
 from ._listing import files_under, glob_entries, outside_note
-from ._matches import Row, in_context
-from ._regex import Pattern, compile_pattern, line_finder
-from ._sniff import SNIFF_BYTES, binary_reason
+from ._matches import Row, as_rows, in_context
+from ._regex import Pattern, compile_pattern
 
 __all__ = ["grep_files"]
 
@@ -72,7 +74,8 @@ def grep_files(
     if not isinstance(pattern, str) or not pattern:
         raise ToolError("pattern is empty: pass a regular expression to search for")
     try:
-        regex = compile_pattern(pattern)
+        regex = compile_pattern(pattern)  # refused with advice on what to write instead
+        matcher = compile_matcher(pattern)
     except InvalidContent as exc:
         raise ToolError(str(exc)) from None
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -80,7 +83,7 @@ def grep_files(
     notes = [outside_note(outside)] if outside else []
     if not files:
         return "\n".join([f"No files to search in {quote(path_or_glob)}.", *notes])
-    search = _Search(regex, context_lines, max_matches, max_line_chars, max_output_chars)
+    search = _Search(regex, matcher, context_lines, max_matches, max_line_chars, max_output_chars)
     search.run(files, roots, single_file, deadline)
     if single_file and search.binary:
         raise ToolError(
@@ -107,17 +110,20 @@ def _targets(
     return [(display_name(real, roots), real)], 0, True
 
 
-class _TimedOut(Exception):
-    """The search passed its deadline."""
-
-
 class _Search:
     """One Grep's search and what it found, counted as the answer needs it."""
 
     def __init__(
-        self, regex: Pattern, context: int, max_matches: int, max_line_chars: int, max_chars: int
+        self,
+        regex: Pattern,
+        matcher: Matcher,
+        context: int,
+        max_matches: int,
+        max_line_chars: int,
+        max_chars: int,
     ) -> None:
         self.regex = regex
+        self.matcher = matcher
         self.context = context
         self.max_matches = max_matches
         self.max_line_chars = max_line_chars
@@ -130,7 +136,6 @@ class _Search:
         self.more = False  # a match past max_matches was found
         self.timed_out = False
         self._kept = 0  # characters kept in hits; past the output cap, the search stops
-        self._line_finder: Any = False  # not made yet
 
     @property
     def full(self) -> bool:
@@ -148,7 +153,7 @@ class _Search:
         try:
             for shown, real in files:
                 if deadline is not None and time.monotonic() > deadline:
-                    raise _TimedOut
+                    raise SearchTimedOut
                 try:
                     file = open_readable(shown, real, roots)
                 except NotRegular:
@@ -166,7 +171,7 @@ class _Search:
                 with file:
                     if not self._search_file(shown, file, deadline):
                         return
-        except _TimedOut:
+        except SearchTimedOut:
             self.timed_out = True
 
     def _search_file(self, shown: str, file: IO[bytes], deadline: float | None) -> bool:
@@ -178,18 +183,15 @@ class _Search:
                 self.binary_reason = why
                 return True
             file.seek(0)
-            finder = self._finder() if self.context == 0 and not is_jsonl(shown) else None
-            lines = (
-                _candidates(file, finder, deadline)
-                if finder is not None
-                else _numbered(file, deadline)
-            )
-            found = in_context(
-                self.regex,
-                lines,
-                jsonl=is_jsonl(shown),
-                context=self.context,
-                max_chars=self.max_line_chars,
+            found = (
+                in_context(
+                    self.regex,
+                    _numbered(file, deadline),
+                    context=self.context,
+                    max_chars=self.max_line_chars,
+                )
+                if is_jsonl(shown)
+                else self._text_rows(file, deadline)
             )
             for before, row in found:
                 if row.is_match:
@@ -206,11 +208,21 @@ class _Search:
             self.unreadable.append(f"{shown} ({exc.strerror or exc})")
         return True
 
-    def _finder(self) -> Any:
-        """The whole-piece search for the lines that may match (`line_finder`), made once."""
-        if self._line_finder is False:
-            self._line_finder = line_finder(self.regex)
-        return self._line_finder
+    def _text_rows(
+        self, file: IO[bytes], deadline: float | None
+    ) -> Iterator[tuple[list[Row], Row]]:
+        """The lines the engine finds in a text file, each shown as its decoded text (the
+        engine dropped its trailing "\\r"), cut to `max_line_chars`."""
+        found = search_lines(
+            file, self.matcher, context=self.context, deadline=deadline, as_shown=True
+        )
+        return as_rows(
+            self.regex,
+            found,
+            context=self.context,
+            text_of=_decoded,
+            max_chars=self.max_line_chars,
+        )
 
     def _keep(self, shown: str, row: Row) -> None:
         self.hits.append((shown, row))
@@ -218,67 +230,14 @@ class _Search:
         self._kept += len(row.text) + len(shown) + len(str(row.number)) + 3
 
 
-def _candidates(file: IO[bytes], finder: Any, deadline: float | None) -> Iterator[tuple[int, str]]:
-    """`(number, line)` of the lines of `file` where `finder` (the pattern, line-anchored,
-    for bytes) matches, found in pieces of about a megabyte cut at line ends (`iter_pieces`):
-    the lines between are never decoded, and newlines are counted only up to each match, in
-    C. A piece that is not UTF-8 is read line by line, as `_numbered` reads it, so a pattern
-    that matches the replacement character finds what it finds there."""
-    end = file.seek(0, os.SEEK_END)  # where reading stops (`open_readable`)
-    first = 1  # the number of the line that starts the piece
-    for piece in iter_pieces(file.fileno(), 0, end):
-        if deadline is not None and time.monotonic() > deadline:
-            raise _TimedOut
-        yield from _piece_candidates(piece, first, finder)
-        first += piece.count(b"\n")
-
-
-def _piece_candidates(piece: bytes, first: int, finder: Any) -> Iterator[tuple[int, str]]:
-    try:
-        piece.decode("utf-8")
-    except UnicodeDecodeError:
-        # At "\n" only: `bytes.splitlines` would split at a lone "\r" too, and number the
-        # lines after it wrong.
-        lines = piece.split(b"\n")
-        if not lines[-1]:
-            lines.pop()
-        for number, raw in enumerate(lines, first):
-            yield number, line_text(raw)
-        return
-    decode: Callable[[bytes], str] = line_text
-    if b"\r" in piece:
-        # Lines are judged without a trailing "\r" (`line_text`), so the finder reads them
-        # so too: `done$` finds the line `done\r\n`. A piece ends at a line end unless it
-        # is the file's last.
-        piece = lines_as_read(piece, ends_file=not piece.endswith(b"\n"))
-        decode = _decoded
-    pos, counted_at, number, end = 0, 0, first, len(piece)
-    while pos < end:
-        found = finder.search(piece, pos)
-        if found is None:
-            return
-        start = found.start()
-        if start == end and piece.endswith(b"\n"):
-            return  # an empty match after the last newline is on no line
-        line_start = piece.rfind(b"\n", pos, start) + 1 or pos
-        line_end = piece.find(b"\n", start)
-        if line_end < 0:
-            line_end = end
-        number += piece.count(b"\n", counted_at, line_start)
-        counted_at = line_start
-        yield number, decode(piece[line_start:line_end])
-        pos = line_end + 1
-
-
-def _decoded(line: bytes) -> str:
-    """A line of a piece whose trailing carriage returns were dropped already."""
-    return line.decode("utf-8", "replace")
+def _decoded(number: int, raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def _numbered(file: IO[bytes], deadline: float | None) -> Iterator[tuple[int, str]]:
     for number, raw in enumerate(file, 1):
         if deadline is not None and time.monotonic() > deadline:
-            raise _TimedOut
+            raise SearchTimedOut
         yield number, line_text(raw)
 
 

@@ -13,6 +13,7 @@ import base64
 import struct
 
 from .._disk.payloads import sniff_media_type
+from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..messages import Base64Source, DataBlock, TextBlock
 
 __all__ = [
@@ -31,9 +32,20 @@ _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
 def image_media_type(head: bytes) -> str | None:
-    """The media type of an image from its first bytes, or None if it is not one."""
+    """The media type of an image from its first bytes (at most `SNIFF_BYTES` are looked
+    at), or None if it is not one.
+
+    A signature is believed only in bytes that are binary by the one rule Grep and the
+    retrieval tool use (`binary_reason`): a text that happens to start with `GIF87a` (a
+    tool's output, a log) is text to all three, where shown as an image it would reach the
+    model as an image no provider can decode. Every real PNG, JPEG, GIF and WebP has a NUL
+    in its first bytes (a header's length or size field).
+    """
+    head = head[:SNIFF_BYTES]
     media_type = sniff_media_type(head)
-    return media_type if media_type in _IMAGE_TYPES else None
+    if media_type not in _IMAGE_TYPES or binary_reason(head) is None:
+        return None
+    return media_type
 
 
 def describe_image(data: bytes, media_type: str, where: str) -> str:

@@ -9,6 +9,8 @@ a match, shown as a window with the match in it.
 
 from __future__ import annotations
 
+from .._search.engine import lines_as_read
+
 __all__ = [
     "NOTE_ROOM",
     "clip_around",
@@ -74,25 +76,3 @@ def line_text(raw: bytes) -> str:
     """One line read from a file, decoded (bad bytes as U+FFFD), without its line ending."""
     text = raw.decode("utf-8", "replace").rstrip("\n")  # a line holds one newline at most
     return text[:-1] if text.endswith("\r") else text
-
-
-def lines_as_read(piece: bytes, *, ends_file: bool) -> bytes:
-    """`piece` (whole lines of a file) as the read-back tools number and match its lines:
-    each line's one trailing "\\r" before its "\\n" dropped, and the file's last "\\r" too
-    when `ends_file` (its last line has no newline). Every "\\n" stays, so line numbers do
-    (a last line of only "\\r" becomes an empty line ended by "\\n").
-
-    The one rule for searching many lines at once, which the agent's Grep and
-    `ctxoffload grep` share: a line is searched as `line_text` and Read show it, so
-    `done$` finds `done\\r\\n` in both, and `done\\s` does not.
-    """
-    if b"\r" not in piece:
-        return piece
-    piece = piece.replace(b"\r\n", b"\n")
-    if not ends_file or not piece.endswith(b"\r"):
-        return piece
-    if piece[-2:-1] in (b"", b"\n"):
-        # A last line that held only "\r" is still a line, empty: ended by a newline so,
-        # as "" after the last newline would be no line at all.
-        return piece[:-1] + b"\n"
-    return piece[:-1]

@@ -1,7 +1,8 @@
 """Match with context: which lines match a pattern, and the lines shown around each match.
 
-Grep and the retrieval tool search the same way. A line of a text file matches when the
-regex finds something in it. A line of a JSONL log (context.jsonl) matches by THE rule of
+Grep and the retrieval tool search the same way. The lines of a text file are those the
+search engine finds (`ctxoffload._search.engine`), given here as rows (`as_rows`). A line of
+a JSONL log (context.jsonl) matches by THE rule of
 `ctxoffload.text.matching_lines`, which `ctxoffload grep` applies too: on the lines of its
 message as the model saw them, else on its raw JSON; so a string copied from what the model
 saw is found although the log stores it JSON-escaped, and both find the same log lines.
@@ -11,7 +12,7 @@ matched, after the message's `[role]` header (`[role] text`); the retrieval tool
 whole message with its lines joined by ` ⏎ `. A log line that matched on its raw JSON is
 shown raw; a context line is its message joined by ` ⏎ `.
 
-`in_context` judges each line of a file once, in order, and gives each match with the
+`in_context` judges each line of a log once, in order, and gives each match with the
 lines before it and after it, as `grep -C` does (touching windows run together), holding
 one window of lines, never the file.
 """
@@ -23,11 +24,12 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
+from .._search.engine import Line
 from ..text import matching_lines
 from ._lines import clip_around
 from ._regex import Match, Pattern, line_finder
 
-__all__ = ["JOINED", "Row", "in_context"]
+__all__ = ["JOINED", "Row", "as_rows", "in_context"]
 
 Span = tuple[int, int]
 
@@ -57,12 +59,12 @@ def in_context(
     regex: Pattern,
     lines: Iterable[tuple[int, str]],
     *,
-    jsonl: bool,
     context: int = 0,
     whole_message: bool = False,
     max_chars: int | None = None,
 ) -> Iterator[tuple[list[Row], Row]]:
-    """The lines that match, each with the lines around it, from one pass over `lines`.
+    """The lines of a JSONL log that match (by `matching_lines`), each with the lines
+    around it, from one pass over `lines`.
 
     At most `context` lines are held back, so a search over a big file holds one window,
     never the file; a line that does not match costs no row unless it is shown.
@@ -70,7 +72,6 @@ def in_context(
     Args:
         regex: the pattern.
         lines: `(number, line)` for each line, in order, without its line ending.
-        jsonl: the lines are a JSONL log's (judged by `matching_lines`); otherwise text.
         context: lines shown before and after each match.
         whole_message: see `_log_line`.
         max_chars: cut each line shown to this many characters (`clip_around` its match),
@@ -83,14 +84,9 @@ def in_context(
     """
     before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
     after = 0
-    any_line = _any_line(regex) if jsonl else None
+    any_line = _any_line(regex)
     for number, line in lines:
-        if jsonl:
-            text, is_match, span = _log_line(regex, line, whole_message, any_line)
-        else:
-            found = regex.search(line)
-            text, is_match = line, found is not None
-            span = found.span() if found is not None else None
+        text, is_match, span = _log_line(regex, line, whole_message, any_line)
         if max_chars is not None and len(text) > max_chars:
             text = clip_around(text, span, max_chars)
         if is_match:
@@ -102,6 +98,43 @@ def in_context(
             after -= 1
         elif context:
             before.append((number, text))
+
+
+def as_rows(
+    regex: Pattern,
+    found: Iterable[Line],
+    *,
+    context: int,
+    text_of: Callable[[int, bytes], str],
+    max_chars: int | None = None,
+) -> Iterator[tuple[list[Row], Row]]:
+    """The lines the search engine found (`ctxoffload._search.engine.search_lines`, with
+    `context`), given as `in_context` gives them: each match with the context lines above it
+    that were not given already, and each context line below a match alone.
+
+    Args:
+        regex: the pattern, which finds the span of a match in its line's text.
+        found: the engine's lines, in order.
+        context: the context lines the engine was asked for.
+        text_of: a line's text as shown, from its number and bytes.
+        max_chars: as `in_context`.
+    """
+    before: list[Row] = []
+    last_match: int | None = None
+    for number, raw, is_match in found:
+        text = text_of(number, raw)
+        match = _search(regex, text) if is_match else None
+        span = None if match is None else match.span()
+        if max_chars is not None and len(text) > max_chars:
+            text = clip_around(text, span, max_chars)
+        row = Row(number, text, is_match, span)
+        if is_match:
+            yield before, row
+            before, last_match = [], number
+        elif last_match is not None and number <= last_match + context:
+            yield [], row
+        else:
+            before.append(row)
 
 
 def _any_line(regex: Pattern) -> Callable[[str], bool] | None:

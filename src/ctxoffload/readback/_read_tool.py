@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import IO
 
+from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import ToolError
 from ..messages import DataBlock, TextBlock
 from ..text import is_jsonl
@@ -18,7 +19,6 @@ from ._arguments import as_int, quote
 from ._confine import open_readable, resolve_in_roots
 from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
 from ._lines import NOTE_ROOM
-from ._sniff import SNIFF_BYTES, binary_reason
 from ._window import read_jsonl_window, read_line_slice, read_window
 
 __all__ = ["read_file"]

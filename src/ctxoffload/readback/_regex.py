@@ -10,9 +10,9 @@ use, so `import ctxoffload` stays light.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Protocol
 
+from .._search.regex import load_re2, re2_options, reads_whole_text
 from ..exceptions import InvalidContent
 from ._arguments import quote
 
@@ -62,43 +62,29 @@ def compile_pattern(pattern: str) -> Pattern:
     """
     if not isinstance(pattern, str):
         raise InvalidContent(f"pattern {pattern!r} is not a string: pass a regular expression")
-    re2 = _re2()
+    re2 = load_re2()
     try:
-        compiled: Any = re2.compile(pattern, _options())
+        compiled: Any = re2.compile(pattern, re2_options())
     except (re2.error, TypeError, ValueError, OverflowError) as exc:
-        reason = exc.args[0] if exc.args else exc
-        if isinstance(reason, bytes):
-            reason = reason.decode("utf-8", "replace")
-        hint = (
-            f"patterns use {PATTERN_SYNTAX}; put a backslash before a literal "
-            f"( ) [ ] . * + ? {{ }} | or \\"
-        )
-        if "perl operator" in str(reason) or "escape sequence: \\" in str(reason):
-            hint = (
-                "backreferences (\\1) and lookaround ((?=...), (?!...), (?<=...), (?<!...)) "
-                "are not supported: search for a simpler pattern and read the lines around it"
-            )
-        raise InvalidContent(
-            f"invalid regular expression {quote(pattern)}: {reason}; {hint}"
-        ) from None
+        raise _invalid_pattern(pattern, exc) from None
     return compiled  # type: ignore[no-any-return]
 
 
-# A flag group that turns multi-line mode off, `(?-m)`, `(?i-m:`...: its `^` and `$` would
-# then hold only at the ends of a whole piece. Read loosely (an escaped parenthesis counts
-# too): a wrong match only sends the search line by line.
-_MULTILINE_OFF = re.compile(r"\(\?[A-Za-z]*-[A-Za-z]*m")
-
-
-def reads_whole_text(pattern: str) -> bool:
-    """Whether `pattern` may match differently in a line alone than in that line among others
-    in one text, with `^` and `$` at every line end (`(?m)`): it reads the start or end of the
-    whole text (`\\A`, `\\z`, Python's `\\Z`) or turns multi-line mode off (`(?-m)`). Such a
-    pattern is searched line by line, by Grep and by `ctxoffload grep` alike; any other is
-    searched over many lines at once (`line_finder`)."""
-    return any(end in pattern for end in ("\\A", "\\z", "\\Z")) or bool(
-        _MULTILINE_OFF.search(pattern)
+def _invalid_pattern(pattern: str, exc: Exception) -> InvalidContent:
+    """The error for a pattern RE2 refused with `exc`: why, and what to write instead."""
+    reason = exc.args[0] if exc.args else exc
+    if isinstance(reason, bytes):
+        reason = reason.decode("utf-8", "replace")
+    hint = (
+        f"patterns use {PATTERN_SYNTAX}; put a backslash before a literal "
+        f"( ) [ ] . * + ? {{ }} | or \\"
     )
+    if "perl operator" in str(reason) or "escape sequence: \\" in str(reason):
+        hint = (
+            "backreferences (\\1) and lookaround ((?=...), (?!...), (?<=...), (?<!...)) "
+            "are not supported: search for a simpler pattern and read the lines around it"
+        )
+    return InvalidContent(f"invalid regular expression {quote(pattern)}: {reason}; {hint}")
 
 
 def line_finder(regex: Pattern) -> Any | None:
@@ -120,9 +106,9 @@ def line_finder(regex: Pattern) -> Any | None:
     source = regex.pattern
     if reads_whole_text(source):
         return None
-    re2 = _re2()
+    re2 = load_re2()
     try:
-        return re2.compile(b"(?m)" + source.encode("utf-8", "surrogatepass"), _options())
+        return re2.compile(b"(?m)" + source.encode("utf-8", "surrogatepass"), re2_options())
     except (re2.error, TypeError, ValueError, OverflowError):
         return None
 
@@ -139,20 +125,3 @@ def _escape_char(char: str) -> str:
     if ord(char) < 128:
         return "\\" + char if not char.isspace() else f"\\x{ord(char):02x}"
     return char
-
-
-def _options() -> Any:
-    """RE2's options for a pattern a model wrote."""
-    options = _re2().Options()
-    options.log_errors = False  # RE2 would print each rejected pattern on stderr
-    options.max_mem = 64 << 20  # a bound on the compiled program, for absurd repetitions
-    # Every paren only groups: nothing here reads a group, and groups cost RE2 work of their
-    # own on each match (8,000 nested groups took 35-72 s on 300 short lines; 1 ms without).
-    options.never_capture = True
-    return options
-
-
-def _re2() -> Any:
-    import re2  # type: ignore[import-untyped]  # google-re2; imported here so that `import ctxoffload` stays light
-
-    return re2

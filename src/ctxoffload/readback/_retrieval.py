@@ -15,17 +15,20 @@ content) raises `InvalidContent`; impossible caps raise `ConfigError`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+import io
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from .._search.engine import search_lines
+from .._search.matcher import compile_matcher
+from .._search.sniff import binary_reason
 from ..exceptions import ConfigError, InvalidContent
 from ..text import decode_log_line, is_jsonl
 from ..workspace import ReferenceReader
 from ._arguments import plural, quote
 from ._lines import clip_around, cut_line, numbered, split_lines
-from ._matches import JOINED, Row, in_context
+from ._matches import JOINED, Row, as_rows, in_context
 from ._regex import Pattern, compile_pattern
-from ._sniff import binary_reason
 
 __all__ = [
     "decode_reference_text",
@@ -388,8 +391,11 @@ class _Page:
         """The lines of `first`..`last` that match, with `context` lines around each."""
         total = len(self.lines)
         searched = f"lines {first}–{last} of {total}" if ranged else plural(total, "line")
-        numbered = enumerate(self.lines[first - 1 : last], first)
-        found = in_context(regex, numbered, jsonl=self.jsonl, context=context, whole_message=True)
+        if self.jsonl:
+            numbered = enumerate(self.lines[first - 1 : last], first)
+            found = in_context(regex, numbered, context=context, whole_message=True)
+        else:
+            found = self._found(regex, first, last, context)
         kept: list[Row] = []  # one more than can be shown, so the page knows it was cut
         matches = 0
         for before, row in found:
@@ -414,6 +420,27 @@ class _Page:
             # As in grep: `--` only when context is shown; without it, line numbers show gaps.
             separate_hunks=context > 0,
         )
+
+    def _found(
+        self, regex: Pattern, first: int, last: int, context: int
+    ) -> Iterator[tuple[list[Row], Row]]:
+        """The lines `first`..`last` that the search engine finds, as `in_context` gives
+        them, each shown as it is in `lines`."""
+        lines = self.lines
+        # The lines as a file would hold them: each ended by "\r\n", of which the engine
+        # drops the "\r" (`lines_as_read`), so that a line keeps a "\r" of its own.
+        text = "\r\n".join(lines[first - 1 : last]) + "\r\n"
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a JSON escape): searched as U+FFFD
+            data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
+        found = (
+            (number + first - 1, raw, is_match)
+            for number, raw, is_match in search_lines(
+                io.BytesIO(data), compile_matcher(regex.pattern), context=context
+            )
+        )
+        return as_rows(regex, found, context=context, text_of=lambda n, _: lines[n - 1])
 
     def _render(
         self,

