@@ -70,7 +70,7 @@ from .._disk.layout import DATA_DIR, is_data_name
 from .._disk.read import EventKind
 from .._disk.scope import check_reference
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace import Workspace, missing_methods, validate_session_id, writing_as
+from ..workspace import Workspace, not_a_capability, validate_session_id, writing_as
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 
@@ -139,17 +139,18 @@ class WorkspaceStorage:
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name.
-        TypeError: `workspace` is not a `Workspace` (the message names what it lacks).
+        ConfigError: `workspace` is not a `Workspace` (the message names what it lacks).
     """
 
     def __init__(
         self, workspace: Workspace, session_id: str = "strands", *, isolate: bool = True
     ) -> None:
         if not isinstance(workspace, Workspace):
-            raise TypeError(
-                f"{workspace!r} is not a ctxoffload workspace (it has no "
-                f"{', '.join(missing_methods(workspace, Workspace))}): pass a LocalWorkspace, "
-                "ObjectStoreWorkspace or InMemoryWorkspace"
+            raise not_a_capability(
+                workspace,
+                Workspace,
+                role="workspace",
+                fix="pass a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace",
             )
         self.workspace = workspace
         self.session_id = validate_session_id(session_id)
