@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
 import re
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -44,27 +42,19 @@ from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
+from ._bucket_store import REMOVING, SEGMENTED_LOGS, BucketCollector, data_objects, lease_record
+from ._core import collect_garbage
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
-    SessionUsage,
-    UnitOutcome,
-    check_limits,
-    data_names_in,
-    names_in,
-    record_unit,
-    removal_units,
-    sessions_to_remove,
-    unit_named_by_staying,
 )
 from ._lease import (
     DEFAULT_LEASE_TTL,
     LEASE_FILE,
     SessionLease,
     busy_error,
-    describe_holder,
     holder_record,
     lease_expires,
     orphaned_here,
@@ -80,11 +70,7 @@ __all__ = ["ObjectStoreWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
 
-# The logs kept as segments (see _segments.py); state.json is one object, replaced whole.
-_LOGS = (CONTEXT_FILE, EVENTS_FILE)
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
-# Where gc copies the data/ objects it deletes until it has checked that none is named.
-_GC_HOLD = ".gc-hold"
 # A file of a session: `sessions/<id>/<name>` (group 1 the id, group 2 the name).
 _SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
 
@@ -511,7 +497,7 @@ class ObjectStoreWorkspace:
             tag = await client.put_if(key, dumps_line(holder), attributes, e_tag=current["e_tag"])
             if tag is None:
                 found = await client.get_tagged(key)
-                if found is None or _lease_record(found[0]).get("token") != holder["token"]:
+                if found is None or lease_record(found[0]).get("token") != holder["token"]:
                     return False
                 tag = found[1]
             current["e_tag"] = tag
@@ -571,7 +557,7 @@ class ObjectStoreWorkspace:
             found = await self._client.get_stamped(key)
             previous: dict[str, Any] = {}
             if found is not None:
-                previous = _lease_record(found[0])
+                previous = lease_record(found[0])
                 if previous.get("token") == holder["token"]:
                     return found[1], {}  # our own put, whose answer was lost
                 expires = lease_expires(previous, found[2].timestamp())
@@ -603,7 +589,7 @@ class ObjectStoreWorkspace:
     async def _read_log(self, session_id: str, name: str) -> list[Any]:
         """A log's JSON values, by the reader's rule for torn and corrupt lines."""
         key = self._session_key(session_id, name)
-        raw = await (self._logs.read(key) if name in _LOGS else self._client.get(key))
+        raw = await (self._logs.read(key) if name in SEGMENTED_LOGS else self._client.get(key))
         return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)
 
     async def read_context(self, session_id: str) -> list[Any]:
@@ -668,7 +654,7 @@ class ObjectStoreWorkspace:
         key = self.key_of(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
-        if key.rsplit("/", 1)[-1] in _LOGS:
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
             segments = await self._logs.segments(key)
             if segments:
                 return await self._logs.read(key)
@@ -695,7 +681,7 @@ class ObjectStoreWorkspace:
         key = self.key_of(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
-        if key.rsplit("/", 1)[-1] in _LOGS:
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
             found = await self._logs.read_lines(key, first, last)
             if found is not None:
                 return found
@@ -742,13 +728,13 @@ class ObjectStoreWorkspace:
         for name in sessions:
             infos.extend(await self._client.list_objects(self._session_prefix(name)))
         if data:
-            infos.extend(await self._data_objects())
+            infos.extend(await data_objects(self._client))
         problems: list[str] = []
         logs: dict[str, list[ObjectInfo]] = {}
         plain: list[ObjectInfo] = []
         for info in infos:
             log = segment_log(info.key)
-            if log is not None and log.rsplit("/", 1)[-1] in _LOGS:
+            if log is not None and log.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
                 logs.setdefault(log, []).append(info)
             elif _is_workspace_key(info.key):
                 plain.append(info)
@@ -806,7 +792,7 @@ class ObjectStoreWorkspace:
         """
         reference = reference_text(reference)
         key = self.key_of(reference)
-        if key.rsplit("/", 1)[-1] in _LOGS:
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
             return await self.read_reference(reference), "application/x-ndjson"
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
@@ -830,7 +816,7 @@ class ObjectStoreWorkspace:
         """
         prefix = self._session_prefix(session_id)
         keys = [i.key for i in await self._client.list_objects(prefix)]
-        for log in _LOGS:
+        for log in SEGMENTED_LOGS:
             self._logs.forget(f"{prefix}/{log}")
             self._context_keys.pop(f"{prefix}/{log}", None)
         await self._client.delete(keys)
@@ -871,270 +857,16 @@ class ObjectStoreWorkspace:
             ConfigError: a negative `older_than` or `max_bytes`.
             OffloadError: the store failed past the deadline.
         """
-        check_limits(older_than, max_bytes)
-        report = GcReport(dry_run=dry_run)
-        if not dry_run:
-            await self._recover_held()
-        now = time.time()
-        listed = await self._client.list_objects(SESSIONS_DIR)
-        by_session: dict[str, list[ObjectInfo]] = {}
-        for info in listed:
-            parts = info.key.split("/")
-            if len(parts) >= 3:
-                by_session.setdefault(parts[1], []).append(info)
-        data = {i.key.rsplit("/", 1)[-1]: i for i in await self._data_objects()}
-        usages = await gather_limited(
-            [functools.partial(self._usage, name, objects) for name, objects in by_session.items()],
-            4,
-        )
-        await self._measure_leases(usages, listed)
-        doomed, remaining, report.sessions_kept = sessions_to_remove(
-            usages,
-            {name: info.size for name, info in data.items()},
-            now=now,
+        return await collect_garbage(
+            BucketCollector(self._client, self._logs, self._context_keys, self._take_lease),
             older_than=older_than,
             max_bytes=max_bytes,
-        )
-        for unit in removal_units(doomed):
-            outcome = unit_named_by_staying(unit, remaining)
-            if not outcome.kept and not dry_run:
-                outcome = await self._remove_unit_if_idle(unit)
-            record_unit(unit, outcome, remaining, report)
-        referenced: set[str] = set().union(*(u.references for u in remaining))
-        unused = {
-            name
-            for name, info in data.items()
-            if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
-        }
-        if unused and not dry_run:
-            unused, listed = await self._still_unused(unused, data, listed)
-            unused = await self._delete_data(unused, listed)
-        report.data_removed = sorted(unused)
-        report.bytes_freed += sum(data[name].size for name in unused)
-        return report
-
-    async def _still_unused(
-        self, unused: set[str], data: dict[str, ObjectInfo], listed: list[ObjectInfo]
-    ) -> tuple[set[str], list[ObjectInfo]]:
-        """The data/ objects of `unused` that are unused still, checked after the sessions
-        were read: the listings that decided it are stale by then.
-
-        A writer that stores an object which is already there refreshes it when it is old
-        (a PUT of the same bytes), then appends the line naming it. Listed again, data/ shows
-        the refresh; listed again, the sessions show the new line: every session object that
-        is new or changed since the first listing is read for data/ names. Only an object
-        unchanged in data/ and named by none of them goes. (Listing data/ first narrows what
-        is left to a writer whose refresh lands after that listing and whose line lands
-        after the second listing of the sessions, while gc sends the delete.)
-        """
-        again = {i.key.rsplit("/", 1)[-1]: i for i in await self._data_objects()}
-        unused = {
-            name
-            for name in unused
-            if name in again and again[name].last_modified == data[name].last_modified
-        }
-        named, listed = await self._named_since(listed)
-        return unused - named, listed
-
-    async def _named_since(self, listed: list[ObjectInfo]) -> tuple[set[str], list[ObjectInfo]]:
-        """The data/ names in the session objects new or changed since `listed`, and the
-        sessions' objects as they are listed now."""
-        seen = {i.key: (i.last_modified, i.size) for i in listed}
-        now_listed = await self._client.list_objects(SESSIONS_DIR)
-        changed = [i for i in now_listed if seen.get(i.key) != (i.last_modified, i.size)]
-        bodies = await gather_limited(
-            [functools.partial(self._client.get, i.key) for i in changed], 16
-        )
-        named: set[str] = set()
-        for body in bodies:
-            if body:
-                named |= data_names_in([body])
-        return named, now_listed
-
-    async def _delete_data(self, names: set[str], listed: list[ObjectInfo]) -> set[str]:
-        """Delete data/ `names`, and put back any that a session names by the end; the names
-        deleted for good.
-
-        A writer may still refresh an object after the last check and then write the line
-        naming it (an unconditional DELETE cannot tell). So each object is first copied
-        aside (`.gc-hold/<run>/`, inside the store), and after the delete the sessions
-        changed since `listed` are read once more: an object a new line names is copied
-        back. A line written later still is covered by its writer, which makes sure, after
-        the line, that the objects it re-used are there (see `_keep_present`). A gc that
-        dies on the way leaves its copies to the next gc, which puts them back first.
-        """
-        if not names:
-            return names
-        hold = f"{_GC_HOLD}/{uuid.uuid4().hex}"
-        ordered = sorted(names)
-        copied = await gather_limited(
-            [
-                functools.partial(self._client.copy, f"{DATA_DIR}/{name}", f"{hold}/{name}")
-                for name in ordered
-            ],
-            8,
-        )
-        # One gone meanwhile (another gc) is not deleted, nor reported.
-        held = {name for name, done in zip(ordered, copied, strict=True) if done}
-        await self._client.delete([f"{DATA_DIR}/{name}" for name in sorted(held)])
-        named, _ = await self._named_since(listed)
-        for name in sorted(held & named):
-            await self._client.copy(f"{hold}/{name}", f"{DATA_DIR}/{name}")
-        await self._client.delete([f"{hold}/{name}" for name in sorted(held)])
-        return held - named
-
-    async def _recover_held(self) -> None:
-        """Put back the data/ objects an earlier gc copied aside and did not finish with."""
-        stale = await self._client.list_objects(_GC_HOLD)
-        for info in stale:
-            name = info.key.rsplit("/", 1)[-1]
-            if is_data_name(name) and await self._client.info(f"{DATA_DIR}/{name}") is None:
-                await self._client.copy(info.key, f"{DATA_DIR}/{name}")
-        await self._client.delete([i.key for i in stale])
-
-    async def _data_objects(self) -> list[ObjectInfo]:
-        """The objects of data/ named as data/ files are (`<sha256>.<ext>`)."""
-        return [
-            i
-            for i in await self._client.list_objects(DATA_DIR)
-            if is_data_name(i.key.rsplit("/", 1)[-1])
-        ]
-
-    async def _usage(self, name: str, objects: list[ObjectInfo]) -> SessionUsage:
-        bodies = await gather_limited(
-            [functools.partial(self._client.get, i.key) for i in objects], 16
-        )
-        references: set[str] = set()
-        sessions: set[str] = set()
-        for body in bodies:
-            if body:
-                data, named = names_in([body])
-                references |= data
-                sessions |= named
-        return SessionUsage(
-            name,
-            max(i.last_modified.timestamp() for i in objects),
-            sum(i.size for i in objects),
-            references,
-            [i.key for i in objects],
-            sessions=sessions,
+            dry_run=dry_run,
         )
 
-    async def _measure_leases(self, usages: list[SessionUsage], listed: list[ObjectInfo]) -> None:
-        """Set `lease` of each session whose lease is live on the store's clock
-        (`lease_expires`), read after the listing that `listed` is: a lease renewed since is
-        live too. The store's time is asked once, and only if there is a lease to judge."""
-        names = {u.name for u in usages}
-        keys = [
-            i.key
-            for i in listed
-            if i.key.count("/") == 2
-            and i.key.endswith(f"/{LEASE_FILE}")
-            and i.key.split("/")[1] in names
-        ]
-        if not keys:
-            return
-        found = await gather_limited(
-            [functools.partial(self._client.get_stamped, key) for key in keys], 16
-        )
-        now = await self._client.now()
-        by_name = {u.name: u for u in usages}
-        for key, lease in zip(keys, found, strict=True):
-            if lease is None:
-                continue
-            record = _lease_record(lease[0])
-            expires = lease_expires(record, lease[2].timestamp())
-            if expires is not None and now <= expires and not orphaned_here(record):
-                by_name[key.split("/")[1]].lease = describe_holder(record)
-
-    async def _remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
-        """Remove a unit of sessions (`removal_units`) unless one was written since it was
-        measured or its lease is live: then all stay, as the one written names the others'
-        files.
-
-        gc first takes the lease of each itself (as `acquire_lease` does: a live holder
-        keeps the session), so no writer takes one while the objects are deleted; the lease
-        objects go last.
-        """
-        outcome = UnitOutcome()
-        claims: list[tuple[str, str, dict[str, Any]]] = []
-        keys: set[str] = set()
-        give_back = True  # unless all are claimed: what stays is free for its next writer
-        try:
-            for usage in sorted(unit, key=lambda u: u.name):
-                why = await self._claim(usage, claims, keys)
-                if why is not None:
-                    outcome.kept[usage.name] = why
-                    break
-            else:
-                give_back = False
-        finally:
-            if give_back:
-                for lease_key, e_tag, holder in claims:
-                    record = dumps_line({**holder, "released": now_iso()})
-                    await self._client.put_if(
-                        lease_key, record, {"Content-Type": "application/json"}, e_tag=e_tag
-                    )
-        if outcome.kept:
-            return outcome
-        await self._client.delete(sorted(keys))
-        await self._client.delete(sorted(lease_key for lease_key, _, _ in claims))
-        for usage in unit:
-            prefix = f"{SESSIONS_DIR}/{usage.name}"
-            for log in _LOGS:
-                self._logs.forget(f"{prefix}/{log}")
-                self._context_keys.pop(f"{prefix}/{log}", None)
-        return outcome
-
-    async def _claim(
-        self,
-        usage: SessionUsage,
-        claims: list[tuple[str, str, dict[str, Any]]],
-        keys: set[str],
-    ) -> str | None:
-        """Take a session's lease for its removal (added to `claims`) and add its objects
-        but the lease to `keys`; why it stays when it must (its lease is live, or it was
-        written since it was measured)."""
-        # A name found in the bucket, not given by a caller: removed as it is, even one that
-        # is not a plain name (an object put there by hand; no lease can be taken on it).
-        prefix = f"{SESSIONS_DIR}/{usage.name}"
-        lease_key = f"{prefix}/{LEASE_FILE}"
-        claimed = is_session_id(usage.name)
-        if claimed:
-            holder = {**holder_record("gc", DEFAULT_LEASE_TTL), REMOVING: True}
-            try:
-                e_tag, _ = await self._take_lease(usage.name, holder)
-            except SessionBusyError as busy:
-                return f"its lease is held by {describe_holder(busy.holder)}"
-            claims.append((lease_key, e_tag, holder))
-        now_there = await self._client.list_objects(prefix)
-        measured = set(usage.keys)
-        # A new object counts whatever its stamp: S3 stamps to the second, so one written in
-        # the second the session was measured in is no later than what was measured.
-        if any(
-            i.key not in measured or i.last_modified.timestamp() > usage.last_activity
-            for i in now_there
-            if i.key != lease_key
-        ):
-            return "it was written while gc ran"
-        found = {i.key for i in now_there} | set(usage.keys)
-        keys.update(found - {lease_key} if claimed else found)
-        return None
-
-
-REMOVING = "removing"
-"""The field of the lease record gc writes while it removes a session: a writer waits for it."""
 
 GC_WAIT = 30.0
 """Seconds a writer waits for gc to finish removing a session whose lease it holds."""
-
-
-def _lease_record(raw: bytes) -> dict[str, Any]:
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def _is_workspace_key(key: str) -> bool:
