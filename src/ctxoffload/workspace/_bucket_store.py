@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .._disk.ids import is_session_id
+from .._disk.ids import is_session_id, validate_session_id
 from .._disk.jsonl import dumps_line
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
+from .._disk.read import parse_log
 from ..exceptions import SessionBusyError
 from ._gc import (
     DATA_GRACE_SECONDS,
@@ -39,9 +41,18 @@ from ._segments import SegmentLog
 from ._store_client import ObjectInfo, StoreClient, gather_limited
 
 if TYPE_CHECKING:
-    from ._store import SessionCollector
+    from ._store import SessionCollector, SessionFiles
 
-__all__ = ["REMOVING", "SEGMENTED_LOGS", "BucketCollector", "data_objects", "lease_record"]
+__all__ = [
+    "REMOVING",
+    "SEGMENTED_LOGS",
+    "BucketCollector",
+    "BucketStore",
+    "data_objects",
+    "lease_record",
+]
+
+logger = logging.getLogger("ctxoffload")
 
 SEGMENTED_LOGS = (CONTEXT_FILE, EVENTS_FILE)
 """The logs kept as segments (see _segments.py); state.json is one object, replaced whole."""
@@ -51,6 +62,28 @@ _GC_HOLD = ".gc-hold"
 
 REMOVING = "removing"
 """The field of the lease record gc writes while it removes a session: a writer waits for it."""
+
+
+class BucketStore:
+    """A session's files in a bucket: `sessions/<id>/<name>` objects, the logs as segments
+    (`SegmentLog`)."""
+
+    def __init__(self, client: StoreClient, logs: SegmentLog) -> None:
+        self._client = client
+        self._logs = logs
+
+    async def put(self, session_id: str, name: str, data: bytes) -> str:
+        """Replace the session's object `name` in one PUT (`SessionFiles.put`)."""
+        key = f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}"
+        await self._client.put(key, data, {"Content-Type": "application/json"})
+        return self._client.reference(key)
+
+    async def read_log(self, session_id: str, name: str) -> list[Any]:
+        """A log's JSON values, by the reader's rule for torn and corrupt lines; a segmented
+        log's segments joined (`SessionFiles.read_log`)."""
+        key = f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}"
+        raw = await (self._logs.read(key) if name in SEGMENTED_LOGS else self._client.get(key))
+        return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)
 
 
 class BucketCollector:
@@ -337,3 +370,4 @@ def lease_record(raw: bytes) -> dict[str, Any]:
 
 if TYPE_CHECKING:  # mypy checks that BucketCollector is what it is declared to be
     _collector: type[SessionCollector] = BucketCollector
+    _files: type[SessionFiles] = BucketStore

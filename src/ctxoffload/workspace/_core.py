@@ -1,4 +1,5 @@
-"""The workspace behaviour written once, for every store (`_store`): today, gc.
+"""The workspace behaviour written once, for every store (`_store`): today, a session's
+state and events as read back, a payload read back with its media type, and gc.
 
 Which sessions gc removes, in what units, and what keeps one live (its lease, a session that
 stays and names its files, a write while gc ran) is decided here; the stores only measure
@@ -7,9 +8,15 @@ and remove (`SessionCollector`).
 
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .._disk.ids import validate_session_id
+from .._disk.jsonl import dumps_line
+from .._disk.layout import EVENTS_FILE, STATE_FILE
+from .._disk.read import reference_text
+from ._datastore import media_type_of
 from ._gc import (
     GcReport,
     check_limits,
@@ -20,9 +27,43 @@ from ._gc import (
 )
 
 if TYPE_CHECKING:
-    from ._store import SessionCollector
+    from ._protocol import ReferenceReader
+    from ._store import SessionCollector, SessionFiles
 
-__all__ = ["collect_garbage"]
+__all__ = ["collect_garbage", "read_bytes", "read_events", "read_state", "write_state"]
+
+
+async def write_state(store: SessionFiles, session_id: str, state: dict[str, Any]) -> str:
+    """Replace the session's state.json whole: one JSON line (`StateStore.write_state`).
+
+    Raises:
+        InvalidSessionId: `session_id` is not a plain name (before any I/O).
+    """
+    return await store.put(validate_session_id(session_id), STATE_FILE, dumps_line(state))
+
+
+async def read_state(store: SessionFiles, session_id: str) -> dict[str, Any] | None:
+    """The session's state: the first value of its state.json, or None without one."""
+    rows = await store.read_log(validate_session_id(session_id), STATE_FILE)
+    return rows[0] if rows else None
+
+
+async def read_events(store: SessionFiles, session_id: str) -> list[dict[str, Any]]:
+    """The session's events, oldest first (`EventLog.read_events`)."""
+    return await store.read_log(validate_session_id(session_id), EVENTS_FILE)
+
+
+async def read_bytes(
+    reader: ReferenceReader, reference: str | os.PathLike[str]
+) -> tuple[bytes, str]:
+    """A stored payload and its media type (`Workspace.read_bytes`): the type comes from the
+    name's extension, which `store_bytes` chose from the type given (`media_type_of`).
+
+    Raises:
+        InvalidReference: as `reader.read_reference`.
+    """
+    reference = reference_text(reference)
+    return await reader.read_reference(reference), media_type_of(reference)
 
 
 async def collect_garbage(

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import stat
 import time
@@ -19,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._disk.ids import validate_session_id
 from .._disk.layout import DATA_DIR, PURGING_PREFIX, SESSIONS_DIR, purging_name
-from .._disk.paths import open_tree, remove_tree, same_entry, tree_size
+from .._disk.paths import open_dir, open_tree, remove_tree, same_entry, temporary_file, tree_size
 from .._disk.read import Folder
 from ..exceptions import OffloadError
 from ._gc import (
@@ -34,9 +36,10 @@ from ._gc import (
 from ._lease import LEASE_FILE, describe_holder, orphaned_here
 
 if TYPE_CHECKING:
-    from ._store import SessionCollector
+    from ._store import SessionCollector, SessionFiles
 
 __all__ = [
+    "SESSION_TRIES",
     "DiskStore",
     "finish_killed_purges",
     "lease_holder",
@@ -56,14 +59,21 @@ def offload_errors(action: str, shown: str) -> Iterator[None]:
         raise OffloadError(f"cannot {action} {shown}: {exc.strerror or exc}", shown) from exc
 
 
+SESSION_TRIES = 50
+"""How many times a writer retries when the session folder it opened was purged under it."""
+
+logger = logging.getLogger("ctxoffload")
+
+
 class DiskStore:
     """A workspace's folders on disk, below `root` (the workdir resolved once: the workdir
     may be a symlink, nothing below it is followed); `shown` is the workdir as the user
-    gave it, for messages."""
+    gave it, for messages; `fsync` flushes each write to stable storage."""
 
-    def __init__(self, shown: Path, root: str) -> None:
+    def __init__(self, shown: Path, root: str, *, fsync: bool) -> None:
         self.shown = shown
         self.root = root
+        self.fsync = fsync
 
     def tree(self, *parts: str, create: bool) -> contextlib.AbstractContextManager[int]:
         """A folder to write in: made if `create`, reached without following a link."""
@@ -72,6 +82,90 @@ class DiskStore:
     def folder(self, *parts: str) -> Folder:
         """A folder to read, through the workspace's reader (never made)."""
         return Folder(str(self.shown), *parts, root=self.root)
+
+    @contextlib.contextmanager
+    def session_for_writing(self, session_id: str) -> Iterator[int]:
+        """The session directory, made if needed, held against `purge_session` while in use.
+
+        Writers hold a shared flock on the directory; purge takes it exclusively. A writer
+        that opened the directory just before a purge renamed it finds, once it has the lock,
+        that the entry `sessions/{id}` is no longer that directory, and starts again on the
+        new one: nothing acknowledged ever lands in a directory being deleted.
+        """
+        sid = validate_session_id(session_id)
+        shown = str(self.shown / SESSIONS_DIR / sid)
+        with self.tree(SESSIONS_DIR, create=True) as sessions_fd:
+            for _ in range(SESSION_TRIES):
+                try:
+                    fd = open_dir(sessions_fd, sid, shown, create=True)
+                except FileNotFoundError:
+                    continue  # purged between mkdir and open
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH)
+                    if same_entry(fd, sessions_fd, sid):
+                        break
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.close(fd)
+            else:
+                raise OffloadError(
+                    f"{shown} was removed {SESSION_TRIES} times while writing to it: "
+                    "stop whatever keeps purging it and retry",
+                    shown,
+                )
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+
+    async def put(self, session_id: str, name: str, data: bytes) -> str:
+        """Replace the session's file `name` in one step (a temporary file renamed over it):
+        a reader sees the old bytes or the new, never part of either.
+
+        Raises:
+            OffloadError: the disk refused the write, or `name` is not a regular file (a
+                planted link); the old file is as it was.
+        """
+        return await asyncio.to_thread(self._put, session_id, name, data)
+
+    def _put(self, session_id: str, name: str, data: bytes) -> str:
+        path = str(self.shown / SESSIONS_DIR / validate_session_id(session_id) / name)
+        with offload_errors("write", path), self.session_for_writing(session_id) as dir_fd:
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if not stat.S_ISREG(st.st_mode):
+                    raise OffloadError(
+                        f"{path} is a symbolic link or not a regular file: the workspace "
+                        "follows no link inside its workdir; remove that entry",
+                        path,
+                    )
+            with temporary_file(dir_fd, name, data, fsync=self.fsync) as tmp:
+                # rename() replaces the entry itself, never a file it might point to.
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return path
+
+    async def read_log(self, session_id: str, name: str) -> list[Any]:
+        """The JSON values of the session's log `name`, by the reader's rule (`read_log`).
+
+        Raises:
+            OffloadError: the folder or the log is a planted link, a special file, or a
+                file with another hard link.
+        """
+        return await asyncio.to_thread(self.read_session_log, session_id, name, commit=False)
+
+    def read_session_log(self, session_id: str, name: str, *, commit: bool) -> list[Any]:
+        """`read_log` of the session's log `name` (only its committed batches with `commit`);
+        empty when the session has no folder."""
+        sid = validate_session_id(session_id)
+        try:
+            with self.folder(SESSIONS_DIR, sid) as session:
+                return session.read_log(name, commit=commit, warn=logger.warning)
+        except FileNotFoundError:
+            return []
 
     # -- gc (SessionCollector): each step one worker-thread hop -----------------------------
 
@@ -284,3 +378,4 @@ def read_lease_record(fd: int, *, settle: bool) -> dict[str, Any]:
 
 if TYPE_CHECKING:  # mypy checks that DiskStore is what it is declared to be
     _collector: type[SessionCollector] = DiskStore
+    _files: type[SessionFiles] = DiskStore

@@ -38,7 +38,6 @@ from .._disk.paths import (
     remove_dead_temporaries,
     remove_tree,
     same_entry,
-    temporary_file,
 )
 from .._disk.payloads import (
     as_message_list,
@@ -61,9 +60,15 @@ from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError
 from ..references import ContextRef
-from ._core import collect_garbage
-from ._datastore import KnownPayloads, media_type_of, store_bytes
-from ._disk_store import DiskStore, finish_killed_purges, offload_errors, read_lease_record
+from ._core import collect_garbage, read_bytes, read_events, read_state, write_state
+from ._datastore import KnownPayloads, store_bytes
+from ._disk_store import (
+    SESSION_TRIES,
+    DiskStore,
+    finish_killed_purges,
+    offload_errors,
+    read_lease_record,
+)
 from ._fork import fork_session
 from ._gc import (
     GcReport,
@@ -83,9 +88,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
-
-# How many times a writer retries when the session directory it opened was purged under it.
-_SESSION_TRIES = 50
 
 
 class LocalWorkspace:
@@ -129,7 +131,7 @@ class LocalWorkspace:
         # Resolved once: the workdir may be a symlink, nothing below it is followed.
         self._root = os.path.realpath(self.workdir)
         self._known_payloads = KnownPayloads()
-        self._disk = DiskStore(self.workdir, self._root)
+        self._disk = DiskStore(self.workdir, self._root, fsync=fsync)
 
     def __repr__(self) -> str:
         return f"LocalWorkspace(workdir={str(self.workdir)!r})"
@@ -202,42 +204,6 @@ class LocalWorkspace:
                         remove_dead_temporaries(session_fd)
                     finally:
                         os.close(session_fd)
-
-    @contextlib.contextmanager
-    def _session_for_writing(self, session_id: str) -> Iterator[int]:
-        """The session directory, made if needed, held against `purge_session` while in use.
-
-        Writers hold a shared flock on the directory; purge takes it exclusively. A writer
-        that opened the directory just before a purge renamed it finds, once it has the lock,
-        that the entry `sessions/{id}` is no longer that directory, and starts again on the
-        new one: nothing acknowledged ever lands in a directory being deleted.
-        """
-        sid = validate_session_id(session_id)
-        shown = str(self.session_dir(sid))
-        with self._disk.tree(SESSIONS_DIR, create=True) as sessions_fd:
-            for _ in range(_SESSION_TRIES):
-                try:
-                    fd = open_dir(sessions_fd, sid, shown, create=True)
-                except FileNotFoundError:
-                    continue  # purged between mkdir and open
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH)
-                    if same_entry(fd, sessions_fd, sid):
-                        break
-                except BaseException:
-                    os.close(fd)
-                    raise
-                os.close(fd)
-            else:
-                raise OffloadError(
-                    f"{shown} was removed {_SESSION_TRIES} times while writing to it: "
-                    "stop whatever keeps purging it and retry",
-                    shown,
-                )
-            try:
-                yield fd
-            finally:
-                os.close(fd)
 
     @contextlib.contextmanager
     def _data_in_use(self) -> Iterator[None]:
@@ -313,7 +279,10 @@ class LocalWorkspace:
             return ContextRef(str(path), 0, -1)
         lines, ids = lines_and_keys(rows)
         shown = str(path)
-        with offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
+        with (
+            offload_errors("append to", shown),
+            self._disk.session_for_writing(session_id) as dir_fd,
+        ):
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             span = self._jsonl.append(dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True)
             self._event(
@@ -363,7 +332,7 @@ class LocalWorkspace:
         session_dir = self.session_dir(session_id)
         stem = tool_file_stem(found.tool_id)
         first = str(session_dir / tool_result_name(stem))
-        with offload_errors("write", first), self._session_for_writing(session_id) as dir_fd:
+        with offload_errors("write", first), self._disk.session_for_writing(session_id) as dir_fd:
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             name = self._write_unique(dir_fd, stem, data)
             path = str(session_dir / name)
@@ -455,7 +424,7 @@ class LocalWorkspace:
 
         def record() -> None:
             # The session may have no directory yet (nothing offloaded so far).
-            with self._session_for_writing(session_id) as dir_fd:
+            with self._disk.session_for_writing(session_id) as dir_fd:
                 self._event(dir_fd, session_id, kind=kind, **fields)
 
         await asyncio.to_thread(record)
@@ -479,28 +448,7 @@ class LocalWorkspace:
             OffloadError: the disk refused the write, or state.json is not a regular file
                 (a planted link); the old state.json is as it was.
         """
-        validate_session_id(session_id)
-        return await asyncio.to_thread(self._write_state, session_id, state)
-
-    def _write_state(self, session_id: str, state: dict[str, Any]) -> str:
-        path = str(self.state_path(session_id))
-        data = dumps_line(state)
-        with offload_errors("write", path), self._session_for_writing(session_id) as dir_fd:
-            try:
-                st = os.stat(STATE_FILE, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                pass
-            else:
-                if not stat.S_ISREG(st.st_mode):
-                    raise OffloadError(
-                        f"{path} is a symbolic link or not a regular file: the workspace "
-                        "follows no link inside its workdir; remove that entry",
-                        path,
-                    )
-            with temporary_file(dir_fd, STATE_FILE, data, fsync=self.fsync) as tmp:
-                # rename() replaces the entry itself, never a file it might point to.
-                os.replace(tmp, STATE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        return path
+        return await write_state(self._disk, session_id, state)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
@@ -562,7 +510,7 @@ class LocalWorkspace:
         # it: gc and purge hold it exclusively while they look at the lease and remove the
         # folder, so a lease is never taken on a folder being removed (the taker finds the
         # new folder instead, `_session_for_writing`).
-        with offload_errors("lock", path), self._session_for_writing(sid) as dir_fd:
+        with offload_errors("lock", path), self._disk.session_for_writing(sid) as dir_fd:
             try:
                 fd = os.open(LEASE_FILE, flags, 0o644, dir_fd=dir_fd)
             except OSError as exc:
@@ -612,14 +560,6 @@ class LocalWorkspace:
         except FileNotFoundError:
             return []
 
-    def _read_session_log(self, session_id: str, name: str, *, commit: bool) -> list[Any]:
-        sid = validate_session_id(session_id)
-        try:
-            with self._disk.folder(SESSIONS_DIR, sid) as session:
-                return session.read_log(name, commit=commit, warn=logger.warning)
-        except FileNotFoundError:
-            return []
-
     async def read_context(self, session_id: str) -> list[Any]:
         """Every committed message offloaded for a session, oldest first, as the JSON written.
 
@@ -631,7 +571,7 @@ class LocalWorkspace:
                 file, or a file with another hard link.
         """
         return await asyncio.to_thread(
-            self._read_session_log, session_id, CONTEXT_FILE, commit=True
+            self._disk.read_session_log, session_id, CONTEXT_FILE, commit=True
         )
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
@@ -640,9 +580,7 @@ class LocalWorkspace:
         Raises:
             OffloadError: as for `read_context`.
         """
-        return await asyncio.to_thread(
-            self._read_session_log, session_id, EVENTS_FILE, commit=False
-        )
+        return await read_events(self._disk, session_id)
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
         """The session's saved live context, or None if there is none.
@@ -650,8 +588,7 @@ class LocalWorkspace:
         Raises:
             OffloadError: as for `read_context`.
         """
-        rows = await asyncio.to_thread(self._read_session_log, session_id, STATE_FILE, commit=False)
-        return rows[0] if rows else None
+        return await read_state(self._disk, session_id)
 
     async def list_files(self, session_id: str) -> list[str]:
         """The paths of the session's tool_result files, sorted by name.
@@ -781,8 +718,7 @@ class LocalWorkspace:
         Raises:
             InvalidReference: unknown, or outside the workspace.
         """
-        reference = reference_text(reference)
-        return await self.read_reference(reference), media_type_of(reference)
+        return await read_bytes(self, reference)
 
     async def purge_session(self, session_id: str) -> bool:
         """Delete a session's directory. data/ is shared between sessions and kept.
@@ -861,7 +797,7 @@ class LocalWorkspace:
 
 
 def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
-    for _ in range(_SESSION_TRIES):
+    for _ in range(SESSION_TRIES):
         try:
             fd = open_dir(sessions_fd, sid, shown, create=False)
         except FileNotFoundError:

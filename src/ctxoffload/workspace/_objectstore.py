@@ -22,7 +22,6 @@ from .._disk.layout import (
     DATA_DIR,
     EVENTS_FILE,
     SESSIONS_DIR,
-    STATE_FILE,
     is_data_name,
     is_tool_result_name,
     now_iso,
@@ -37,13 +36,20 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import EventKind, check_line_range, parse_log, reference_text, take_lines
+from .._disk.read import EventKind, check_line_range, reference_text, take_lines
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
-from ._bucket_store import REMOVING, SEGMENTED_LOGS, BucketCollector, data_objects, lease_record
-from ._core import collect_garbage
+from ._bucket_store import (
+    REMOVING,
+    SEGMENTED_LOGS,
+    BucketCollector,
+    BucketStore,
+    data_objects,
+    lease_record,
+)
+from ._core import collect_garbage, read_events, read_state, write_state
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
@@ -217,6 +223,7 @@ class ObjectStoreWorkspace:
             store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
         )
         self._logs = SegmentLog(self._client, self.writer_id)
+        self._bucket = BucketStore(self._client, self._logs)
         # Per context log: where each message this writer knows of is (`index_keys`), read
         # whole on this object's first append to it and kept up with its own appends, and
         # the lock that makes a lookup and the append after it one step for this process.
@@ -443,9 +450,7 @@ class ObjectStoreWorkspace:
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's state.json (the agent's live context) in one PUT."""
-        key = self._session_key(session_id, STATE_FILE)
-        await self._client.put(key, dumps_line(state), {"Content-Type": "application/json"})
-        return self._client.reference(key)
+        return await write_state(self._bucket, session_id, state)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
@@ -586,24 +591,17 @@ class ObjectStoreWorkspace:
         names = await self._client.list_directories(SESSIONS_DIR)
         return sorted(n for n in names if is_session_id(n))
 
-    async def _read_log(self, session_id: str, name: str) -> list[Any]:
-        """A log's JSON values, by the reader's rule for torn and corrupt lines."""
-        key = self._session_key(session_id, name)
-        raw = await (self._logs.read(key) if name in SEGMENTED_LOGS else self._client.get(key))
-        return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)
-
     async def read_context(self, session_id: str) -> list[Any]:
         """Every message offloaded for a session, oldest first, as the JSON written."""
-        return await self._read_log(session_id, CONTEXT_FILE)
+        return await self._bucket.read_log(session_id, CONTEXT_FILE)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events, oldest first."""
-        return await self._read_log(session_id, EVENTS_FILE)
+        return await read_events(self._bucket, session_id)
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
         """The session's saved live context, or None if there is none."""
-        rows = await self._read_log(session_id, STATE_FILE)
-        return rows[0] if rows else None
+        return await read_state(self._bucket, session_id)
 
     async def list_files(self, session_id: str) -> list[str]:
         """The references of the session's tool_result objects, sorted by name."""

@@ -1,8 +1,9 @@
 """What the workspace behaviour (`_core`) asks of the thing that holds the files: the stores.
 
-The rules a workspace keeps (which sessions gc may remove, what keeps one live) are written
-once, in `_core`, against this interface; a store (the disk, a bucket) implements only the
-steps that differ with what holds the files: how a session is measured, how it is removed
+The rules a workspace keeps (what a session's state is, which sessions gc may remove, what
+keeps one live) are written once, in `_core`, against this interface; a store (the disk,
+memory, a bucket) implements only the steps that differ with what holds the files: how a
+file is replaced whole and a log read (`SessionFiles`); how a session is measured, how it is removed
 without racing a writer (an exclusive flock on the disk, a lease taken by a conditional write
 in a bucket), how unused data/ files go. As Strands splits its session repository from its
 session manager.
@@ -10,12 +11,30 @@ session manager.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._gc import GcReport, SessionUsage, UnitOutcome
 
-__all__ = ["SessionCollector"]
+__all__ = ["SessionCollector", "SessionFiles"]
+
+
+class SessionFiles(Protocol):
+    """A session's files, each replaced whole or read as a log of JSON lines."""
+
+    async def put(self, session_id: str, name: str, data: bytes) -> str:
+        """Replace the session's file `name` in one step (a reader sees the old bytes or the
+        new, never part of either), and mark the session as there; the file's reference.
+
+        Raises:
+            OffloadError: the store refused the write; the old file is as it was.
+        """
+        ...
+
+    async def read_log(self, session_id: str, name: str) -> list[Any]:
+        """The JSON values of the session's file `name`, by the reader's rule for torn and
+        corrupt lines (`parse_log`); none when there is no such file."""
+        ...
 
 
 class SessionCollector(Protocol):
