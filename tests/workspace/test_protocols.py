@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from ctxoffload._disk.scope import SessionScoped
 from ctxoffload.exceptions import ConfigError
 from ctxoffload.workspace import (
     EventLog,
@@ -77,3 +78,13 @@ def test_a_refusal_is_a_config_error_naming_what_to_add_in_declared_order() -> N
     lacking = str(refusal).split(" has no ")[1].split(", so it")[0].split(", ")
     assert lacking[:3] == ["read_reference", "record_event", "read_events"]
     assert "offload_context" not in lacking and lacking[-1] == "purge_session"
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_every_backend_declares_that_it_can_keep_sessions_apart(
+    backend: str, tmp_path: Path
+) -> None:
+    # The file tools and the Strands storage confine reads only to a `SessionScoped`.
+    make, _ = BACKENDS[backend]
+    assert isinstance(make(tmp_path), SessionScoped)
+    assert not isinstance(MinimalOffloader(), SessionScoped)

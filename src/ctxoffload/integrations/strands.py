@@ -68,7 +68,7 @@ from typing import Any, TypeVar
 
 from .._disk.layout import DATA_DIR, is_data_name
 from .._disk.read import EventKind
-from .._disk.scope import check_reference
+from .._disk.scope import SessionScoped, check_reference
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
 from ..workspace import Workspace, not_a_capability, validate_session_id, writing_as
 
@@ -201,10 +201,10 @@ class WorkspaceStorage:
                 (the `KeyError`'s cause says so).
         """
         try:
-            key_of = getattr(self.workspace, "reference_key", None)
-            if self.isolate and callable(key_of):
+            workspace = self.workspace
+            if self.isolate and isinstance(workspace, SessionScoped):
                 await check_reference(
-                    self.workspace, reference, key_of(reference), session_id=self.session_id
+                    workspace, reference, workspace.reference_key(reference), self.session_id
                 )
             with writing_as(None, self.session_id):
                 data, media_type = await self.workspace.read_bytes(reference)

@@ -56,7 +56,7 @@ from .._disk.read import (
     reference_text,
     take_lines,
 )
-from .._disk.scope import check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError
 from ..references import ContextRef
@@ -873,4 +873,5 @@ def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
 
 if TYPE_CHECKING:  # mypy checks that LocalWorkspace is what it is declared to be
     _workspace: type[Workspace] = LocalWorkspace
+    _scoped: type[SessionScoped] = LocalWorkspace
     _collector: type[GarbageCollector] = LocalWorkspace

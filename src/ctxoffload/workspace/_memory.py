@@ -28,7 +28,7 @@ from .._disk.payloads import (
     tool_output_of,
 )
 from .._disk.read import EventKind, check_line_range, reference_text, take_lines
-from .._disk.scope import check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
@@ -474,4 +474,5 @@ class InMemoryWorkspace:
 
 if TYPE_CHECKING:  # mypy checks that InMemoryWorkspace is what it is declared to be
     _workspace: type[Workspace] = InMemoryWorkspace
+    _scoped: type[SessionScoped] = InMemoryWorkspace
     _clock: type[ModelCallClock] = InMemoryWorkspace

@@ -37,7 +37,7 @@ from .._disk.payloads import (
     tool_output_of,
 )
 from .._disk.read import EventKind, check_line_range, reference_text, take_lines
-from .._disk.scope import check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
@@ -987,4 +987,5 @@ def _refuse_userinfo_in_environment(url: str) -> None:
 
 if TYPE_CHECKING:  # mypy checks that ObjectStoreWorkspace is what it is declared to be
     _workspace: type[Workspace] = ObjectStoreWorkspace
+    _scoped: type[SessionScoped] = ObjectStoreWorkspace
     _collector: type[GarbageCollector] = ObjectStoreWorkspace
