@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REMOVING",
     "SEGMENTED_LOGS",
+    "SESSION_KEY",
     "BucketCollector",
     "BucketStore",
     "data_objects",
@@ -56,6 +58,9 @@ logger = logging.getLogger("ctxoffload")
 
 SEGMENTED_LOGS = (CONTEXT_FILE, EVENTS_FILE)
 """The logs kept as segments (see _segments.py); state.json is one object, replaced whole."""
+
+SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
+"""A file of a session: `sessions/<id>/<name>` (group 1 the id, group 2 the name)."""
 
 # Where gc copies the data/ objects it deletes until it has checked that none is named.
 _GC_HOLD = ".gc-hold"
@@ -77,6 +82,16 @@ class BucketStore:
         key = f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}"
         await self._client.put(key, data, {"Content-Type": "application/json"})
         return self._client.reference(key)
+
+    async def list_names(self, session_id: str) -> list[str]:
+        """The names of the session's objects (`SessionFiles.list_names`); a segmented
+        log's segments, one level down, are not among them."""
+        infos = await self._client.list_objects(f"{SESSIONS_DIR}/{validate_session_id(session_id)}")
+        return [m.group(2) for i in infos if (m := SESSION_KEY.fullmatch(i.key))]
+
+    def reference(self, session_id: str, name: str) -> str:
+        """The reference of the session's object `name` (`s3://bucket/prefix/...`)."""
+        return self._client.reference(f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}")
 
     async def read_log(self, session_id: str, name: str) -> list[Any]:
         """A log's JSON values, by the reader's rule for torn and corrupt lines; a segmented

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._disk.ids import validate_session_id
 from .._disk.jsonl import dumps_line
-from .._disk.layout import EVENTS_FILE, STATE_FILE
+from .._disk.layout import EVENTS_FILE, STATE_FILE, is_tool_result_name
 from .._disk.read import reference_text
 from ._datastore import media_type_of
 from ._gc import (
@@ -30,7 +30,14 @@ if TYPE_CHECKING:
     from ._protocol import ReferenceReader
     from ._store import SessionCollector, SessionFiles
 
-__all__ = ["collect_garbage", "read_bytes", "read_events", "read_state", "write_state"]
+__all__ = [
+    "collect_garbage",
+    "list_files",
+    "read_bytes",
+    "read_events",
+    "read_state",
+    "write_state",
+]
 
 
 async def write_state(store: SessionFiles, session_id: str, state: dict[str, Any]) -> str:
@@ -51,6 +58,14 @@ async def read_state(store: SessionFiles, session_id: str) -> dict[str, Any] | N
 async def read_events(store: SessionFiles, session_id: str) -> list[dict[str, Any]]:
     """The session's events, oldest first (`EventLog.read_events`)."""
     return await store.read_log(validate_session_id(session_id), EVENTS_FILE)
+
+
+async def list_files(store: SessionFiles, session_id: str) -> list[str]:
+    """The references of the session's tool_result files, sorted by name
+    (`Workspace.list_files`)."""
+    sid = validate_session_id(session_id)
+    names = sorted(name for name in await store.list_names(sid) if is_tool_result_name(name))
+    return [store.reference(sid, name) for name in names]
 
 
 async def read_bytes(

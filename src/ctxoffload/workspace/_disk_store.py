@@ -130,7 +130,7 @@ class DiskStore:
         return await asyncio.to_thread(self._put, session_id, name, data)
 
     def _put(self, session_id: str, name: str, data: bytes) -> str:
-        path = str(self.shown / SESSIONS_DIR / validate_session_id(session_id) / name)
+        path = self.reference(session_id, name)
         with offload_errors("write", path), self.session_for_writing(session_id) as dir_fd:
             try:
                 st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -147,6 +147,23 @@ class DiskStore:
                 # rename() replaces the entry itself, never a file it might point to.
                 os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         return path
+
+    async def list_names(self, session_id: str) -> list[str]:
+        """The names of the session folder's regular files: links, FIFOs, sockets and
+        devices are skipped."""
+
+        def scan() -> list[str]:
+            try:
+                with self.folder(SESSIONS_DIR, validate_session_id(session_id)) as session:
+                    return list(session.files())
+            except FileNotFoundError:
+                return []
+
+        return await asyncio.to_thread(scan)
+
+    def reference(self, session_id: str, name: str) -> str:
+        """The absolute path of the session's file `name`."""
+        return str(self.shown / SESSIONS_DIR / validate_session_id(session_id) / name)
 
     async def read_log(self, session_id: str, name: str) -> list[Any]:
         """The JSON values of the session's log `name`, by the reader's rule (`read_log`).

@@ -25,7 +25,6 @@ from .._disk.layout import (
     SESSIONS_DIR,
     STATE_FILE,
     TOP_FOLDERS,
-    is_tool_result_name,
     now_iso,
     purging_name,
     tool_result_name,
@@ -60,7 +59,14 @@ from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError
 from ..references import ContextRef
-from ._core import collect_garbage, read_bytes, read_events, read_state, write_state
+from ._core import (
+    collect_garbage,
+    list_files,
+    read_bytes,
+    read_events,
+    read_state,
+    write_state,
+)
 from ._datastore import KnownPayloads, store_bytes
 from ._disk_store import (
     SESSION_TRIES,
@@ -595,18 +601,7 @@ class LocalWorkspace:
 
         Only regular files are listed: links, FIFOs, sockets and devices are skipped.
         """
-        sid = validate_session_id(session_id)
-        session_dir = self.session_dir(sid)
-
-        def scan() -> list[str]:
-            try:
-                with self._disk.folder(SESSIONS_DIR, sid) as session:
-                    names = session.files()
-            except FileNotFoundError:
-                return []
-            return [str(session_dir / name) for name in names if is_tool_result_name(name)]
-
-        return await asyncio.to_thread(scan)
+        return await list_files(self._disk, session_id)
 
     def _open_reference(
         self, reference: str | os.PathLike[str]

@@ -16,7 +16,6 @@ from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
-    is_tool_result_name,
     tool_result_name,
 )
 from .._disk.payloads import (
@@ -32,7 +31,7 @@ from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
-from ._core import read_bytes, read_events, read_state, write_state
+from ._core import list_files, read_bytes, read_events, read_state, write_state
 from ._datastore import data_name
 from ._fork import fork_session
 from ._lease import LEASE_FILE, SessionLease, busy_error, holder_record, orphaned_here
@@ -349,13 +348,7 @@ class InMemoryWorkspace:
 
     async def list_files(self, session_id: str) -> list[str]:
         """The references of the session's tool_result files, sorted."""
-        prefix = self._memory.ref(session_id, "")
-        with self._memory.lock:
-            return sorted(
-                ref
-                for ref in self._memory.files
-                if ref.startswith(prefix) and is_tool_result_name(ref[len(prefix) :])
-            )
+        return await list_files(self._memory, session_id)
 
     async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
         """The bytes behind a reference this workspace returned.

@@ -58,6 +58,16 @@ class MemoryStore:
             self.sessions.add(session_id)
         return ref
 
+    async def list_names(self, session_id: str) -> list[str]:
+        """The names of the session's files (`SessionFiles.list_names`)."""
+        prefix = self.ref(session_id, "")
+        with self.lock:
+            return [ref[len(prefix) :] for ref in self.files if ref.startswith(prefix)]
+
+    def reference(self, session_id: str, name: str) -> str:
+        """The reference of the session's file `name` (`ref`)."""
+        return self.ref(session_id, name)
+
     async def read_log(self, session_id: str, name: str) -> list[Any]:
         """The JSON values of the session's file `name` (`SessionFiles.read_log`)."""
         return self.lines(self.ref(session_id, name))

@@ -23,7 +23,6 @@ from .._disk.layout import (
     EVENTS_FILE,
     SESSIONS_DIR,
     is_data_name,
-    is_tool_result_name,
     now_iso,
     tool_result_name,
 )
@@ -44,12 +43,13 @@ from ..references import ContextRef
 from ._bucket_store import (
     REMOVING,
     SEGMENTED_LOGS,
+    SESSION_KEY,
     BucketCollector,
     BucketStore,
     data_objects,
     lease_record,
 )
-from ._core import collect_garbage, read_events, read_state, write_state
+from ._core import collect_garbage, list_files, read_events, read_state, write_state
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
@@ -77,8 +77,6 @@ __all__ = ["ObjectStoreWorkspace"]
 logger = logging.getLogger("ctxoffload")
 
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
-# A file of a session: `sessions/<id>/<name>` (group 1 the id, group 2 the name).
-_SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
 
 
 @dataclass
@@ -605,12 +603,7 @@ class ObjectStoreWorkspace:
 
     async def list_files(self, session_id: str) -> list[str]:
         """The references of the session's tool_result objects, sorted by name."""
-        infos = await self._client.list_objects(self._session_prefix(session_id))
-        return sorted(
-            self._client.reference(i.key)
-            for i in infos
-            if (m := _SESSION_KEY.fullmatch(i.key)) and is_tool_result_name(m.group(2))
-        )
+        return await list_files(self._bucket, session_id)
 
     def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
         """The parts of a reference's key below the workspace (`["sessions", id, name]`)."""
@@ -872,7 +865,7 @@ def _is_workspace_key(key: str) -> bool:
     folder, _, name = key.partition("/")
     if folder == DATA_DIR:
         return is_data_name(name)
-    session = _SESSION_KEY.fullmatch(key)
+    session = SESSION_KEY.fullmatch(key)
     return (
         session is not None
         and is_session_id(session.group(1))

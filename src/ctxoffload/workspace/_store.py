@@ -3,9 +3,10 @@
 The rules a workspace keeps (what a session's state is, which sessions gc may remove, what
 keeps one live) are written once, in `_core`, against this interface; a store (the disk,
 memory, a bucket) implements only the steps that differ with what holds the files: how a
-file is replaced whole and a log read (`SessionFiles`); how a session is measured, how it is removed
-without racing a writer (an exclusive flock on the disk, a lease taken by a conditional write
-in a bucket), how unused data/ files go. As Strands splits its session repository from its
+file is replaced whole, a log read and a session's files listed (`SessionFiles`); how a
+session is measured, how it is removed without racing a writer (an exclusive flock on the
+disk, a lease taken by a conditional write in a bucket), how unused data/ files go
+(`SessionCollector`). As Strands splits its session repository from its
 session manager.
 """
 
@@ -29,6 +30,15 @@ class SessionFiles(Protocol):
         Raises:
             OffloadError: the store refused the write; the old file is as it was.
         """
+        ...
+
+    async def list_names(self, session_id: str) -> list[str]:
+        """The names of the session's files (regular files only, on a disk); none when the
+        session has no files."""
+        ...
+
+    def reference(self, session_id: str, name: str) -> str:
+        """The reference of the session's file `name`, as the workspace returns it."""
         ...
 
     async def read_log(self, session_id: str, name: str) -> list[Any]:
