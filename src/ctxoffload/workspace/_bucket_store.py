@@ -93,9 +93,10 @@ class BucketStore:
         """The reference of the session's object `name` (`s3://bucket/prefix/...`)."""
         return self._client.reference(f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}")
 
-    async def read_log(self, session_id: str, name: str) -> list[Any]:
+    async def read_log(self, session_id: str, name: str, *, commit: bool = False) -> list[Any]:
         """A log's JSON values, by the reader's rule for torn and corrupt lines; a segmented
-        log's segments joined (`SessionFiles.read_log`)."""
+        log's segments joined (`SessionFiles.read_log`; a segment is whole or absent, so
+        `commit` changes nothing)."""
         key = f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}"
         raw = await (self._logs.read(key) if name in SEGMENTED_LOGS else self._client.get(key))
         return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._disk.ids import validate_session_id
 from .._disk.jsonl import dumps_line
-from .._disk.layout import EVENTS_FILE, STATE_FILE, is_tool_result_name
+from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE, is_tool_result_name
 from .._disk.read import reference_text
 from ._datastore import media_type_of
 from ._gc import (
@@ -34,6 +34,7 @@ __all__ = [
     "collect_garbage",
     "list_files",
     "read_bytes",
+    "read_context",
     "read_events",
     "read_state",
     "write_state",
@@ -53,6 +54,12 @@ async def read_state(store: SessionFiles, session_id: str) -> dict[str, Any] | N
     """The session's state: the first value of its state.json, or None without one."""
     rows = await store.read_log(validate_session_id(session_id), STATE_FILE)
     return rows[0] if rows else None
+
+
+async def read_context(store: SessionFiles, session_id: str) -> list[Any]:
+    """The session's offloaded messages as stored, oldest first, whole acknowledged batches
+    only (`Workspace.read_context`)."""
+    return await store.read_log(validate_session_id(session_id), CONTEXT_FILE, commit=True)
 
 
 async def read_events(store: SessionFiles, session_id: str) -> list[dict[str, Any]]:

@@ -165,24 +165,24 @@ class DiskStore:
         """The absolute path of the session's file `name`."""
         return str(self.shown / SESSIONS_DIR / validate_session_id(session_id) / name)
 
-    async def read_log(self, session_id: str, name: str) -> list[Any]:
-        """The JSON values of the session's log `name`, by the reader's rule (`read_log`).
+    async def read_log(self, session_id: str, name: str, *, commit: bool = False) -> list[Any]:
+        """The JSON values of the session's log `name`, by the reader's rule (`read_log`);
+        with `commit`, only its committed batches.
 
         Raises:
             OffloadError: the folder or the log is a planted link, a special file, or a
                 file with another hard link.
         """
-        return await asyncio.to_thread(self.read_session_log, session_id, name, commit=False)
-
-    def read_session_log(self, session_id: str, name: str, *, commit: bool) -> list[Any]:
-        """`read_log` of the session's log `name` (only its committed batches with `commit`);
-        empty when the session has no folder."""
         sid = validate_session_id(session_id)
-        try:
-            with self.folder(SESSIONS_DIR, sid) as session:
-                return session.read_log(name, commit=commit, warn=logger.warning)
-        except FileNotFoundError:
-            return []
+
+        def read() -> list[Any]:
+            try:
+                with self.folder(SESSIONS_DIR, sid) as session:
+                    return session.read_log(name, commit=commit, warn=logger.warning)
+            except FileNotFoundError:
+                return []
+
+        return await asyncio.to_thread(read)
 
     # -- gc (SessionCollector): each step one worker-thread hop -----------------------------
 

@@ -63,6 +63,7 @@ from ._core import (
     collect_garbage,
     list_files,
     read_bytes,
+    read_context,
     read_events,
     read_state,
     write_state,
@@ -576,9 +577,7 @@ class LocalWorkspace:
             OffloadError: the session directory or the log is a planted link, a special
                 file, or a file with another hard link.
         """
-        return await asyncio.to_thread(
-            self._disk.read_session_log, session_id, CONTEXT_FILE, commit=True
-        )
+        return await read_context(self._disk, session_id)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events.jsonl entries, oldest first.

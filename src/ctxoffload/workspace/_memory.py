@@ -31,7 +31,7 @@ from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
-from ._core import list_files, read_bytes, read_events, read_state, write_state
+from ._core import list_files, read_bytes, read_context, read_events, read_state, write_state
 from ._datastore import data_name
 from ._fork import fork_session
 from ._lease import LEASE_FILE, SessionLease, busy_error, holder_record, orphaned_here
@@ -336,7 +336,7 @@ class InMemoryWorkspace:
 
     async def read_context(self, session_id: str) -> list[Any]:
         """Every message offloaded for a session, oldest first."""
-        return self._memory.lines(self.context_path(session_id))
+        return await read_context(self._memory, session_id)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events, oldest first."""

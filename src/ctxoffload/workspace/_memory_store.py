@@ -68,8 +68,9 @@ class MemoryStore:
         """The reference of the session's file `name` (`ref`)."""
         return self.ref(session_id, name)
 
-    async def read_log(self, session_id: str, name: str) -> list[Any]:
-        """The JSON values of the session's file `name` (`SessionFiles.read_log`)."""
+    async def read_log(self, session_id: str, name: str, *, commit: bool = False) -> list[Any]:
+        """The JSON values of the session's file `name` (`SessionFiles.read_log`; an append
+        here is whole or absent, so `commit` changes nothing)."""
         return self.lines(self.ref(session_id, name))
 
 

@@ -49,7 +49,7 @@ from ._bucket_store import (
     data_objects,
     lease_record,
 )
-from ._core import collect_garbage, list_files, read_events, read_state, write_state
+from ._core import collect_garbage, list_files, read_context, read_events, read_state, write_state
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
@@ -591,7 +591,7 @@ class ObjectStoreWorkspace:
 
     async def read_context(self, session_id: str) -> list[Any]:
         """Every message offloaded for a session, oldest first, as the JSON written."""
-        return await self._bucket.read_log(session_id, CONTEXT_FILE)
+        return await read_context(self._bucket, session_id)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events, oldest first."""

@@ -41,9 +41,11 @@ class SessionFiles(Protocol):
         """The reference of the session's file `name`, as the workspace returns it."""
         ...
 
-    async def read_log(self, session_id: str, name: str) -> list[Any]:
+    async def read_log(self, session_id: str, name: str, *, commit: bool = False) -> list[Any]:
         """The JSON values of the session's file `name`, by the reader's rule for torn and
-        corrupt lines (`parse_log`); none when there is no such file."""
+        corrupt lines (`parse_log`); none when there is no such file. With `commit`, only
+        whole acknowledged batches: a store whose appends are not atomic (the disk) reads
+        its commit record; in memory and in a bucket an append is whole or absent."""
         ...
 
 
