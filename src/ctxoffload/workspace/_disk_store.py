@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import json
 import logging
 import os
+import socket
 import stat
 import time
 from collections.abc import Iterator
@@ -33,7 +35,7 @@ from ._gc import (
     data_files,
     session_usage,
 )
-from ._lease import LEASE_FILE, describe_holder, orphaned_here
+from ._lease import LEASE_FILE, busy_error, describe_holder, holder_record, orphaned_here, took_over
 
 if TYPE_CHECKING:
     from ._store import SessionCollector, SessionFiles
@@ -41,10 +43,12 @@ if TYPE_CHECKING:
 __all__ = [
     "SESSION_TRIES",
     "DiskStore",
+    "LeaseCloser",
     "finish_killed_purges",
     "lease_holder",
     "offload_errors",
     "read_lease_record",
+    "write_lease_record",
 ]
 
 
@@ -183,6 +187,58 @@ class DiskStore:
                 return []
 
         return await asyncio.to_thread(read)
+
+    # -- one live writer --------------------------------------------------------------------
+
+    def take_lease(self, sid: str, path: str, agent: str | None) -> tuple[int, dict[str, Any]]:
+        """Open, lock and write the session's lease file (`LocalWorkspace.acquire_lease`):
+        its descriptor, whose closing drops the lock, and the holder written.
+
+        Raises:
+            SessionBusyError: another open lease holds the session.
+            OffloadError: the folder cannot be made, or `lease.json` is a planted link.
+        """
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        # The lock is taken while the session folder is held shared, as every writer holds
+        # it: gc and purge hold it exclusively while they look at the lease and remove the
+        # folder, so a lease is never taken on a folder being removed (the taker finds the
+        # new folder instead, `_session_for_writing`).
+        with offload_errors("lock", path), self.session_for_writing(sid) as dir_fd:
+            try:
+                fd = os.open(LEASE_FILE, flags, 0o644, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise OffloadError(
+                        f"{path} is a symbolic link: the workspace follows no link inside its "
+                        "workdir; remove that entry",
+                        path,
+                    ) from None
+                raise
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    # A FIFO, a device, or a hard link to a file elsewhere: never written to.
+                    raise OffloadError(
+                        f"{path} is not a regular file with one link: remove that entry and retry",
+                        path,
+                    )
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise busy_error(sid, read_lease_record(fd, settle=True), path) from None
+            except BaseException:
+                os.close(fd)
+                raise
+        try:
+            previous = read_lease_record(fd, settle=False)
+            if previous and not previous.get("released"):
+                took_over(sid, previous, _why_free(previous))
+            holder = holder_record(agent)
+            write_lease_record(fd, holder, fsync=self.fsync)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, holder
 
     # -- gc (SessionCollector): each step one worker-thread hop -----------------------------
 
@@ -391,6 +447,34 @@ def read_lease_record(fd: int, *, settle: bool) -> dict[str, Any]:
         if settle:
             time.sleep(0.01)
     return {}
+
+
+def write_lease_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
+    """Replace what a lease file says of its holder with `record`."""
+    data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    if fsync:
+        os.fsync(fd)
+
+
+def _why_free(previous: dict[str, Any]) -> str:
+    if previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
+        return "this process dropped it without release() (an Agent not closed?)"
+    return "its lock was let go without release()"
+
+
+class LeaseCloser:
+    """A lease's descriptor, closed once (closing it drops the lock)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 if TYPE_CHECKING:  # mypy checks that DiskStore is what it is declared to be

@@ -6,10 +6,8 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import socket
 import stat
 import weakref
 from collections.abc import Iterator, Sequence
@@ -72,9 +70,10 @@ from ._datastore import KnownPayloads, store_bytes
 from ._disk_store import (
     SESSION_TRIES,
     DiskStore,
+    LeaseCloser,
     finish_killed_purges,
     offload_errors,
-    read_lease_record,
+    write_lease_record,
 )
 from ._fork import fork_session
 from ._gc import (
@@ -83,10 +82,7 @@ from ._gc import (
 from ._lease import (
     LEASE_FILE,
     SessionLease,
-    busy_error,
-    holder_record,
     orphaned_here,
-    took_over,
 )
 
 if TYPE_CHECKING:
@@ -485,15 +481,15 @@ class LocalWorkspace:
         sid = validate_session_id(session_id)
         path = str(self.session_dir(sid) / LEASE_FILE)
         try:
-            fd, holder = await asyncio.to_thread(self._take_lease, sid, path, agent)
+            fd, holder = await asyncio.to_thread(self._disk.take_lease, sid, path, agent)
         except SessionBusyError as busy:
             if not orphaned_here(busy.holder):
                 raise
             # Collected just now, its descriptor closed: the lock is free.
-            fd, holder = await asyncio.to_thread(self._take_lease, sid, path, agent)
+            fd, holder = await asyncio.to_thread(self._disk.take_lease, sid, path, agent)
         # Closing the descriptor drops the lock: when the lease is released, or when the
         # lease object is garbage-collected unreleased.
-        closer = _Closer(fd)
+        closer = LeaseCloser(fd)
         fsync = self.fsync
 
         async def release() -> None:
@@ -501,7 +497,7 @@ class LocalWorkspace:
                 if closer.fd is None:
                     return
                 try:
-                    _write_record(closer.fd, {**holder, "released": now_iso()}, fsync=fsync)
+                    write_lease_record(closer.fd, {**holder, "released": now_iso()}, fsync=fsync)
                 finally:
                     closer.close()
 
@@ -510,49 +506,6 @@ class LocalWorkspace:
         lease = SessionLease(sid, holder, path, release=release)
         weakref.finalize(lease, closer.close)
         return lease
-
-    def _take_lease(self, sid: str, path: str, agent: str | None) -> tuple[int, dict[str, Any]]:
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        # The lock is taken while the session folder is held shared, as every writer holds
-        # it: gc and purge hold it exclusively while they look at the lease and remove the
-        # folder, so a lease is never taken on a folder being removed (the taker finds the
-        # new folder instead, `_session_for_writing`).
-        with offload_errors("lock", path), self._disk.session_for_writing(sid) as dir_fd:
-            try:
-                fd = os.open(LEASE_FILE, flags, 0o644, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise OffloadError(
-                        f"{path} is a symbolic link: the workspace follows no link inside its "
-                        "workdir; remove that entry",
-                        path,
-                    ) from None
-                raise
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                    # A FIFO, a device, or a hard link to a file elsewhere: never written to.
-                    raise OffloadError(
-                        f"{path} is not a regular file with one link: remove that entry and retry",
-                        path,
-                    )
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise busy_error(sid, read_lease_record(fd, settle=True), path) from None
-            except BaseException:
-                os.close(fd)
-                raise
-        try:
-            previous = read_lease_record(fd, settle=False)
-            if previous and not previous.get("released"):
-                took_over(sid, previous, _why_free(previous))
-            holder = holder_record(agent)
-            _write_record(fd, holder, fsync=self.fsync)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, holder
 
     # -- reading --------------------------------------------------------------------------
 
@@ -816,33 +769,6 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
         finally:
             os.close(fd)
     raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
-
-
-def _write_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
-    data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
-    if fsync:
-        os.fsync(fd)
-
-
-def _why_free(previous: dict[str, Any]) -> str:
-    if previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
-        return "this process dropped it without release() (an Agent not closed?)"
-    return "its lock was let go without release()"
-
-
-class _Closer:
-    """A lease's descriptor, closed once (closing it drops the lock)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd: int | None = fd
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 def _is_disk_error(exc: OffloadError) -> bool:
