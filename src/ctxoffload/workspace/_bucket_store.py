@@ -9,19 +9,22 @@ end (see `BucketCollector._delete_data`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
+import os
 import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .._disk.ids import is_session_id, validate_session_id
 from .._disk.jsonl import dumps_line
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
 from .._disk.read import parse_log
-from ..exceptions import SessionBusyError
+from ..exceptions import ConfigError, SessionBusyError
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
@@ -38,7 +41,7 @@ from ._lease import (
     lease_expires,
     orphaned_here,
 )
-from ._segments import SegmentLog
+from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited
 
 if TYPE_CHECKING:
@@ -50,8 +53,15 @@ __all__ = [
     "SESSION_KEY",
     "BucketCollector",
     "BucketStore",
+    "checked_url",
     "data_objects",
+    "host_name",
+    "is_secret_name",
+    "is_workspace_key",
     "lease_record",
+    "refuse_userinfo",
+    "refuse_userinfo_in_environment",
+    "session_prefix",
 ]
 
 logger = logging.getLogger("ctxoffload")
@@ -69,6 +79,11 @@ REMOVING = "removing"
 """The field of the lease record gc writes while it removes a session: a writer waits for it."""
 
 
+def session_prefix(session_id: str) -> str:
+    """The key prefix of a session's objects, `sessions/<id>` (the id checked first)."""
+    return f"{SESSIONS_DIR}/{validate_session_id(session_id)}"
+
+
 class BucketStore:
     """A session's files in a bucket: `sessions/<id>/<name>` objects, the logs as segments
     (`SegmentLog`)."""
@@ -79,27 +94,74 @@ class BucketStore:
 
     async def put(self, session_id: str, name: str, data: bytes) -> str:
         """Replace the session's object `name` in one PUT (`SessionFiles.put`)."""
-        key = f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}"
+        key = f"{session_prefix(session_id)}/{name}"
         await self._client.put(key, data, {"Content-Type": "application/json"})
         return self._client.reference(key)
 
     async def list_names(self, session_id: str) -> list[str]:
         """The names of the session's objects (`SessionFiles.list_names`); a segmented
         log's segments, one level down, are not among them."""
-        infos = await self._client.list_objects(f"{SESSIONS_DIR}/{validate_session_id(session_id)}")
+        infos = await self._client.list_objects(session_prefix(session_id))
         return [m.group(2) for i in infos if (m := SESSION_KEY.fullmatch(i.key))]
 
     def reference(self, session_id: str, name: str) -> str:
         """The reference of the session's object `name` (`s3://bucket/prefix/...`)."""
-        return self._client.reference(f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}")
+        return self._client.reference(f"{session_prefix(session_id)}/{name}")
 
     async def read_log(self, session_id: str, name: str, *, commit: bool = False) -> list[Any]:
         """A log's JSON values, by the reader's rule for torn and corrupt lines; a segmented
         log's segments joined (`SessionFiles.read_log`; a segment is whole or absent, so
         `commit` changes nothing)."""
-        key = f"{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}"
+        key = f"{session_prefix(session_id)}/{name}"
         raw = await (self._logs.read(key) if name in SEGMENTED_LOGS else self._client.get(key))
         return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)
+
+    async def download(
+        self, root: str, sessions: list[str], *, data: bool, check: bool
+    ) -> list[str]:
+        """Copy `sessions` (and, with `data`, data/) into the folder `root` in the on-disk
+        layout, each log's segments as one file (`ObjectStoreWorkspace.download`); the
+        problems found in the logs with `check`."""
+        infos: list[ObjectInfo] = []
+        for name in sessions:
+            infos.extend(
+                await self._client.list_objects(f"{SESSIONS_DIR}/{validate_session_id(name)}")
+            )
+        if data:
+            infos.extend(await data_objects(self._client))
+        problems: list[str] = []
+        logs: dict[str, list[ObjectInfo]] = {}
+        plain: list[ObjectInfo] = []
+        for info in infos:
+            log = segment_log(info.key)
+            if log is not None and log.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
+                logs.setdefault(log, []).append(info)
+            elif is_workspace_key(info.key):
+                plain.append(info)
+
+        def write(key: str, body: bytes, modified: float) -> None:
+            path = os.path.join(root, *key.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(body)
+            os.utime(path, (modified, modified))
+
+        async def copy(info: ObjectInfo) -> None:
+            body = await self._client.get(info.key)
+            if body is not None:  # removed since the listing: nothing to copy
+                await asyncio.to_thread(write, info.key, body, info.last_modified.timestamp())
+
+        async def copy_log(log_key: str, segments: list[ObjectInfo]) -> None:
+            body = await self._logs.read(log_key)
+            newest = max(i.last_modified.timestamp() for i in segments)
+            await asyncio.to_thread(write, log_key, body, newest)
+            if check:
+                problems.extend(await self._logs.check(log_key))
+
+        await gather_limited([functools.partial(copy, i) for i in plain], 16)
+        for log_key, segments in sorted(logs.items()):
+            await copy_log(log_key, segments)
+        return problems
 
 
 class BucketCollector:
@@ -382,6 +444,135 @@ def lease_record(raw: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
+
+
+def is_workspace_key(key: str) -> bool:
+    """Whether `key` names an object of the layout: a data/ file, or a session's file."""
+    folder, _, name = key.partition("/")
+    if folder == DATA_DIR:
+        return is_data_name(name)
+    session = SESSION_KEY.fullmatch(key)
+    return (
+        session is not None
+        and is_session_id(session.group(1))
+        and not session.group(2).startswith(".")
+    )
+
+
+# -- reaching the bucket: its URL and credentials checked before any I/O ------------------
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an option named `name` holds a secret (kept out of every message)."""
+    lowered = name.lower()
+    return any(word in lowered for word in ("secret", "token", "key", "password", "sas"))
+
+
+def host_name() -> str:
+    """This machine's name as a writer id may hold it (at most 40 plain characters)."""
+    try:
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename)[:40] or "host"
+    except AttributeError:  # pragma: no cover - not on POSIX
+        return "host"
+
+
+# The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
+_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
+_ACCEPTED = (
+    "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
+    "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
+    "for a folder on disk use LocalWorkspace"
+)
+# The environment variables each cloud's client reads (obstore reads every one of them).
+_ENVIRONMENT_PREFIXES = {
+    "s3": "AWS_",
+    "s3a": "AWS_",
+    "gs": "GOOGLE_",
+    "az": "AZURE_",
+    "azure": "AZURE_",
+    "abfs": "AZURE_",
+    "abfss": "AZURE_",
+    "adl": "AZURE_",
+}
+
+
+def checked_url(url: str) -> str:
+    """`url` in its one spelling (scheme lower-cased, no trailing slash).
+
+    Raises:
+        ConfigError: not a bucket URL this workspace takes, or one holding credentials.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(f"object store url {url!r} is not a URL: {_ACCEPTED}")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if "@" in parts.netloc:
+        raise ConfigError(
+            "object store url holds credentials (user:secret@...): pass them as arguments "
+            "or environment variables, never in the URL"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(
+            f"object store url {parts.scheme}://{parts.netloc}{parts.path} has a query or "
+            "fragment: pass options as arguments"
+        )
+    if scheme == "memory":
+        if parts.netloc:
+            raise ConfigError(
+                f"object store url {url!r} is not accepted: memory:// takes no bucket "
+                f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
+            )
+    elif scheme not in _BUCKET_SCHEMES:
+        raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
+    elif not parts.netloc or ":" in parts.netloc:
+        raise ConfigError(
+            f"object store url {url!r} names no bucket (or names a port): {_ACCEPTED}"
+        )
+    path = parts.path.rstrip("/")
+    if any(p in ("", ".", "..") for p in path.split("/")[1:]):
+        raise ConfigError(f"object store url {url!r} has an empty, '.' or '..' path component")
+    return f"{scheme}://{parts.netloc}{path}"
+
+
+def _has_userinfo(value: object) -> bool:
+    """Whether `value` is a URL with a user (and maybe a password) before its host."""
+    if not isinstance(value, str) or "://" not in value:
+        return False
+    try:
+        return "@" in urlsplit(value.strip()).netloc
+    except ValueError:
+        return True  # not parseable: refuse rather than risk quoting it
+
+
+def refuse_userinfo(name: str, value: object) -> None:
+    """Refuse an option `name` whose URL holds credentials (`ConfigError`)."""
+    if _has_userinfo(value):
+        raise ConfigError(
+            f"{name} holds credentials in its URL (user:secret@...): give the URL without "
+            "them, and the credentials as arguments or environment variables"
+        )
+
+
+def refuse_userinfo_in_environment(url: str) -> None:
+    """Refuse an endpoint variable with a password, as `endpoint_url=` is refused.
+
+    obstore reads the cloud's variables itself and quotes the endpoint, password included,
+    in its error messages; so the variable is named here, never its value.
+    """
+    prefix = _ENVIRONMENT_PREFIXES.get(url.split("://", 1)[0])
+    if prefix is None:
+        return
+    for name, value in sorted(os.environ.items()):
+        if name.upper().startswith(prefix) and _has_userinfo(value):
+            raise ConfigError(
+                f"the environment variable {name} holds credentials in its URL "
+                "(user:secret@...): set it to the URL without them, and give the credentials "
+                f"in {prefix}ACCESS_KEY_ID / {prefix}SECRET_ACCESS_KEY or as arguments"
+                if prefix == "AWS_"
+                else f"the environment variable {name} holds credentials in its URL "
+                "(user:secret@...): set it to the URL without them, and give the "
+                "credentials as arguments or in their own variables"
+            )
 
 
 if TYPE_CHECKING:  # mypy checks that BucketCollector is what it is declared to be

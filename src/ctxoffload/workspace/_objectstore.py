@@ -6,13 +6,11 @@ import asyncio
 import functools
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit
 
 from .._disk.batch import new_rows
 from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
@@ -22,7 +20,6 @@ from .._disk.layout import (
     DATA_DIR,
     EVENTS_FILE,
     SESSIONS_DIR,
-    is_data_name,
     now_iso,
     tool_result_name,
 )
@@ -43,11 +40,16 @@ from ..references import ContextRef
 from ._bucket_store import (
     REMOVING,
     SEGMENTED_LOGS,
-    SESSION_KEY,
     BucketCollector,
     BucketStore,
-    data_objects,
+    checked_url,
+    host_name,
+    is_secret_name,
+    is_workspace_key,
     lease_record,
+    refuse_userinfo,
+    refuse_userinfo_in_environment,
+    session_prefix,
 )
 from ._core import collect_garbage, list_files, read_context, read_events, read_state, write_state
 from ._datastore import data_name, media_type_of
@@ -66,8 +68,8 @@ from ._lease import (
     orphaned_here,
     took_over,
 )
-from ._segments import SegmentLog, segment_log
-from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
+from ._segments import SegmentLog
+from ._store_client import StoreClient, gather_limited, scrub
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -150,12 +152,12 @@ class ObjectStoreWorkspace:
                 f"deadline={shown} must be more than 0 and at most "
                 f"{self.MAX_DEADLINE:,.0f} seconds (a day)"
             )
-        self.url = _checked_url(url)
+        self.url = checked_url(url)
         if endpoint_url is not None:
-            _refuse_userinfo("endpoint_url", endpoint_url)
+            refuse_userinfo("endpoint_url", endpoint_url)
         for option, option_value in (options or {}).items():
-            _refuse_userinfo(f"options[{option!r}]", option_value)
-        _refuse_userinfo_in_environment(self.url)
+            refuse_userinfo(f"options[{option!r}]", option_value)
+        refuse_userinfo_in_environment(self.url)
         try:
             from obstore.store import from_url as open_store_untyped
         except ImportError as exc:
@@ -197,7 +199,7 @@ class ObjectStoreWorkspace:
                 session_token,
                 os.environ.get("AWS_SECRET_ACCESS_KEY"),
                 os.environ.get("AWS_SESSION_TOKEN"),
-                *(v for k, v in config.items() if _is_secret_name(k) and isinstance(v, str)),
+                *(v for k, v in config.items() if is_secret_name(k) and isinstance(v, str)),
             )
             if s
         ]
@@ -216,7 +218,7 @@ class ObjectStoreWorkspace:
                 f"{scrub(f'{type(exc).__name__}: {exc}', secrets)}"
             ) from None
         self.deadline = deadline
-        self.writer_id = writer_id or f"{_host()}-{os.getpid()}"
+        self.writer_id = writer_id or f"{host_name()}-{os.getpid()}"
         self._client = StoreClient(
             store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
         )
@@ -234,11 +236,7 @@ class ObjectStoreWorkspace:
     # -- layout ---------------------------------------------------------------------------
 
     def _session_key(self, session_id: str, filename: str) -> str:
-        return f"{self._session_prefix(session_id)}/{filename}"
-
-    @staticmethod
-    def _session_prefix(session_id: str) -> str:
-        return f"{SESSIONS_DIR}/{validate_session_id(session_id)}"
+        return f"{session_prefix(session_id)}/{filename}"
 
     def context_path(self, session_id: str) -> str:
         """The reference of the session's context log (`.../sessions/<id>/context.jsonl`)."""
@@ -627,7 +625,7 @@ class ObjectStoreWorkspace:
                 f"reference {reference!r} is outside the workspace {self.url!r}: pass a "
                 "reference this workspace returned"
             )
-        if _is_workspace_key(key):
+        if is_workspace_key(key):
             return key
         raise InvalidReference(
             f"reference {reference!r} names no object of the workspace {self.url!r}: pass a "
@@ -715,44 +713,7 @@ class ObjectStoreWorkspace:
             sessions = [session]
         else:
             sessions = await self.list_sessions()
-        infos: list[ObjectInfo] = []
-        for name in sessions:
-            infos.extend(await self._client.list_objects(self._session_prefix(name)))
-        if data:
-            infos.extend(await data_objects(self._client))
-        problems: list[str] = []
-        logs: dict[str, list[ObjectInfo]] = {}
-        plain: list[ObjectInfo] = []
-        for info in infos:
-            log = segment_log(info.key)
-            if log is not None and log.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
-                logs.setdefault(log, []).append(info)
-            elif _is_workspace_key(info.key):
-                plain.append(info)
-
-        def write(key: str, body: bytes, modified: float) -> None:
-            path = os.path.join(root, *key.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(body)
-            os.utime(path, (modified, modified))
-
-        async def copy(info: ObjectInfo) -> None:
-            body = await self._client.get(info.key)
-            if body is not None:  # removed since the listing: nothing to copy
-                await asyncio.to_thread(write, info.key, body, info.last_modified.timestamp())
-
-        async def copy_log(log_key: str, segments: list[ObjectInfo]) -> None:
-            body = await self._logs.read(log_key)
-            newest = max(i.last_modified.timestamp() for i in segments)
-            await asyncio.to_thread(write, log_key, body, newest)
-            if check:
-                problems.extend(await self._logs.check(log_key))
-
-        await gather_limited([functools.partial(copy, i) for i in plain], 16)
-        for log_key, segments in sorted(logs.items()):
-            await copy_log(log_key, segments)
-        return problems
+        return await self._bucket.download(root, sessions, data=data, check=check)
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
         """Store raw bytes in data/ under their sha256 and the media type's extension, once.
@@ -805,7 +766,7 @@ class ObjectStoreWorkspace:
         Returns:
             Whether there was anything to delete.
         """
-        prefix = self._session_prefix(session_id)
+        prefix = session_prefix(session_id)
         keys = [i.key for i in await self._client.list_objects(prefix)]
         for log in SEGMENTED_LOGS:
             self._logs.forget(f"{prefix}/{log}")
@@ -858,124 +819,6 @@ class ObjectStoreWorkspace:
 
 GC_WAIT = 30.0
 """Seconds a writer waits for gc to finish removing a session whose lease it holds."""
-
-
-def _is_workspace_key(key: str) -> bool:
-    """Whether `key` names an object of the layout: a data/ file, or a session's file."""
-    folder, _, name = key.partition("/")
-    if folder == DATA_DIR:
-        return is_data_name(name)
-    session = SESSION_KEY.fullmatch(key)
-    return (
-        session is not None
-        and is_session_id(session.group(1))
-        and not session.group(2).startswith(".")
-    )
-
-
-def _is_secret_name(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in ("secret", "token", "key", "password", "sas"))
-
-
-def _host() -> str:
-    try:
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename)[:40] or "host"
-    except AttributeError:  # pragma: no cover - not on POSIX
-        return "host"
-
-
-# The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
-_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
-_ACCEPTED = (
-    "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
-    "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
-    "for a folder on disk use LocalWorkspace"
-)
-# The environment variables each cloud's client reads (obstore reads every one of them).
-_ENVIRONMENT_PREFIXES = {
-    "s3": "AWS_",
-    "s3a": "AWS_",
-    "gs": "GOOGLE_",
-    "az": "AZURE_",
-    "azure": "AZURE_",
-    "abfs": "AZURE_",
-    "abfss": "AZURE_",
-    "adl": "AZURE_",
-}
-
-
-def _checked_url(url: str) -> str:
-    if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"object store url {url!r} is not a URL: {_ACCEPTED}")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if "@" in parts.netloc:
-        raise ConfigError(
-            "object store url holds credentials (user:secret@...): pass them as arguments "
-            "or environment variables, never in the URL"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigError(
-            f"object store url {parts.scheme}://{parts.netloc}{parts.path} has a query or "
-            "fragment: pass options as arguments"
-        )
-    if scheme == "memory":
-        if parts.netloc:
-            raise ConfigError(
-                f"object store url {url!r} is not accepted: memory:// takes no bucket "
-                f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
-            )
-    elif scheme not in _BUCKET_SCHEMES:
-        raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
-    elif not parts.netloc or ":" in parts.netloc:
-        raise ConfigError(
-            f"object store url {url!r} names no bucket (or names a port): {_ACCEPTED}"
-        )
-    path = parts.path.rstrip("/")
-    if any(p in ("", ".", "..") for p in path.split("/")[1:]):
-        raise ConfigError(f"object store url {url!r} has an empty, '.' or '..' path component")
-    return f"{scheme}://{parts.netloc}{path}"
-
-
-def _has_userinfo(value: object) -> bool:
-    """Whether `value` is a URL with a user (and maybe a password) before its host."""
-    if not isinstance(value, str) or "://" not in value:
-        return False
-    try:
-        return "@" in urlsplit(value.strip()).netloc
-    except ValueError:
-        return True  # not parseable: refuse rather than risk quoting it
-
-
-def _refuse_userinfo(name: str, value: object) -> None:
-    if _has_userinfo(value):
-        raise ConfigError(
-            f"{name} holds credentials in its URL (user:secret@...): give the URL without "
-            "them, and the credentials as arguments or environment variables"
-        )
-
-
-def _refuse_userinfo_in_environment(url: str) -> None:
-    """Refuse an endpoint variable with a password, as `endpoint_url=` is refused.
-
-    obstore reads the cloud's variables itself and quotes the endpoint, password included,
-    in its error messages; so the variable is named here, never its value.
-    """
-    prefix = _ENVIRONMENT_PREFIXES.get(url.split("://", 1)[0])
-    if prefix is None:
-        return
-    for name, value in sorted(os.environ.items()):
-        if name.upper().startswith(prefix) and _has_userinfo(value):
-            raise ConfigError(
-                f"the environment variable {name} holds credentials in its URL "
-                "(user:secret@...): set it to the URL without them, and give the credentials "
-                f"in {prefix}ACCESS_KEY_ID / {prefix}SECRET_ACCESS_KEY or as arguments"
-                if prefix == "AWS_"
-                else f"the environment variable {name} holds credentials in its URL "
-                "(user:secret@...): set it to the URL without them, and give the "
-                "credentials as arguments or in their own variables"
-            )
 
 
 if TYPE_CHECKING:  # mypy checks that ObjectStoreWorkspace is what it is declared to be
