@@ -24,7 +24,7 @@ from .._disk.ids import is_session_id, validate_session_id
 from .._disk.jsonl import dumps_line
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
 from .._disk.read import parse_log
-from ..exceptions import ConfigError, SessionBusyError
+from ..exceptions import ConfigError, OffloadError, SessionBusyError
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
@@ -36,6 +36,7 @@ from ._gc import (
 from ._lease import (
     DEFAULT_LEASE_TTL,
     LEASE_FILE,
+    busy_error,
     describe_holder,
     holder_record,
     lease_expires,
@@ -116,6 +117,50 @@ class BucketStore:
         raw = await (self._logs.read(key) if name in SEGMENTED_LOGS else self._client.get(key))
         return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)
 
+    async def take_lease(
+        self, session_id: str, holder: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """Write `holder` as the session's lease unless a live holder has it: (the lease
+        object's ETag, the record it replaced, `{}` when there was none).
+
+        A lease is live until `lease_expires` on the store's clock: the store's stamp of its
+        latest renewal against the store's time now (`StoreClient.now`, asked only when a
+        lease is there and not released). The put is conditional on the ETag read, so of
+        two takers one wins.
+
+        Raises:
+            SessionBusyError: a live holder has it.
+            OffloadError: the store failed past the deadline, or kept changing the lease.
+        """
+        key = f"{session_prefix(session_id)}/{LEASE_FILE}"
+        where = self._client.reference(key)
+        attributes = {"Content-Type": "application/json"}
+        for _ in range(8):
+            found = await self._client.get_stamped(key)
+            previous: dict[str, Any] = {}
+            if found is not None:
+                previous = lease_record(found[0])
+                if previous.get("token") == holder["token"]:
+                    return found[1], {}  # our own put, whose answer was lost
+                expires = lease_expires(previous, found[2].timestamp())
+                if (
+                    expires is not None
+                    and not orphaned_here(previous)
+                    and await self._client.now() <= expires
+                ):
+                    raise busy_error(session_id, previous, where, expires=expires)
+            e_tag = await self._client.put_if(
+                key,
+                dumps_line(holder),
+                attributes,
+                e_tag=None if found is None else found[1],
+            )
+            if e_tag is not None:
+                return e_tag, previous
+        raise OffloadError(
+            f"could not take the lease {where}: other writers kept changing it", where
+        )
+
     async def download(
         self, root: str, sessions: list[str], *, data: bool, check: bool
     ) -> list[str]:
@@ -172,7 +217,7 @@ class BucketCollector:
         client: the bucket.
         logs: the workspace's segmented logs (a removed session's are forgotten).
         context_keys: the workspace's message-id index per context log (forgotten too).
-        take_lease: the workspace's conditional lease put (`ObjectStoreWorkspace._take_lease`).
+        take_lease: the conditional lease put (`BucketStore.take_lease`).
     """
 
     def __init__(

@@ -62,10 +62,7 @@ from ._lease import (
     DEFAULT_LEASE_TTL,
     LEASE_FILE,
     SessionLease,
-    busy_error,
     holder_record,
-    lease_expires,
-    orphaned_here,
     took_over,
 )
 from ._segments import SegmentLog
@@ -518,7 +515,7 @@ class ObjectStoreWorkspace:
     async def _take_lease_after_gc(
         self, session_id: str, holder: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
-        """`_take_lease`, waiting while gc holds the lease to remove the session.
+        """`BucketStore.take_lease`, waiting while gc holds the lease to remove the session.
 
         gc takes a session's lease before it deletes the session's objects and deletes the
         lease last: a writer arriving meanwhile waits for that (as on disk it waits for the
@@ -529,56 +526,12 @@ class ObjectStoreWorkspace:
         pause = 0.02
         while True:
             try:
-                return await self._take_lease(session_id, holder)
+                return await self._bucket.take_lease(session_id, holder)
             except SessionBusyError as busy:
                 if busy.holder.get(REMOVING) is not True or time.monotonic() > deadline:
                     raise
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.5)
-
-    async def _take_lease(
-        self, session_id: str, holder: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]]:
-        """Write `holder` as the session's lease unless a live holder has it: (the lease
-        object's ETag, the record it replaced, `{}` when there was none).
-
-        A lease is live until `lease_expires` on the store's clock: the store's stamp of its
-        latest renewal against the store's time now (`StoreClient.now`, asked only when a
-        lease is there and not released). The put is conditional on the ETag read, so of
-        two takers one wins.
-
-        Raises:
-            SessionBusyError: a live holder has it.
-            OffloadError: the store failed past the deadline, or kept changing the lease.
-        """
-        key = self._session_key(session_id, LEASE_FILE)
-        where = self._client.reference(key)
-        attributes = {"Content-Type": "application/json"}
-        for _ in range(8):
-            found = await self._client.get_stamped(key)
-            previous: dict[str, Any] = {}
-            if found is not None:
-                previous = lease_record(found[0])
-                if previous.get("token") == holder["token"]:
-                    return found[1], {}  # our own put, whose answer was lost
-                expires = lease_expires(previous, found[2].timestamp())
-                if (
-                    expires is not None
-                    and not orphaned_here(previous)
-                    and await self._client.now() <= expires
-                ):
-                    raise busy_error(session_id, previous, where, expires=expires)
-            e_tag = await self._client.put_if(
-                key,
-                dumps_line(holder),
-                attributes,
-                e_tag=None if found is None else found[1],
-            )
-            if e_tag is not None:
-                return e_tag, previous
-        raise OffloadError(
-            f"could not take the lease {where}: other writers kept changing it", where
-        )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -810,7 +763,7 @@ class ObjectStoreWorkspace:
             OffloadError: the store failed past the deadline.
         """
         return await collect_garbage(
-            BucketCollector(self._client, self._logs, self._context_keys, self._take_lease),
+            BucketCollector(self._client, self._logs, self._context_keys, self._bucket.take_lease),
             older_than=older_than,
             max_bytes=max_bytes,
             dry_run=dry_run,
