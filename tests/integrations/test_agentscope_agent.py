@@ -221,7 +221,7 @@ async def test_images_beyond_max_image_num_go_to_data_and_the_reply_goes_on(
 async def test_images_an_agent_holds_only_by_url_survive_gc(
     server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ctxoffload.workspace._local as local
+    import ctxoffload.workspace._disk_store as disk_store
 
     ws = LocalWorkspace(tmp_path / "ws")
     agent = make_agent(server, AgentScopeOffloader(ws), max_image_num=1)
@@ -233,7 +233,7 @@ async def test_images_an_agent_holds_only_by_url_survive_gc(
     session = str(agent.state.session_id)
     named = {e["reference"] for e in await ws.read_events(session) if e["kind"] == "data"}
     assert len(named) == 2
-    monkeypatch.setattr(local, "DATA_GRACE_SECONDS", 0.0)  # as an hour later
+    monkeypatch.setattr(disk_store, "DATA_GRACE_SECONDS", 0.0)  # as an hour later
     assert (await ws.gc()).data_removed == []
     stored = {p.read_bytes() for p in (tmp_path / "ws" / "data").glob("*.png")}
     assert {png(0), png(1)} <= stored

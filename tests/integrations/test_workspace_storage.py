@@ -22,7 +22,7 @@ import pytest
 from workspace_kinds import WORKSPACES
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
-from ctxoffload.exceptions import InvalidSessionId, OffloadError
+from ctxoffload.exceptions import ConfigError, InvalidSessionId, OffloadError
 from ctxoffload.integrations.strands import WorkspaceStorage
 from helpers import MinimalOffloader
 
@@ -111,10 +111,10 @@ async def test_hostile_keys_stay_in_the_session(tmp_path: Path) -> None:
 def test_bad_arguments_are_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(InvalidSessionId):
         WorkspaceStorage(LocalWorkspace(tmp_path), session_id="../x")
-    with pytest.raises(TypeError, match="not a ctxoffload workspace"):
+    with pytest.raises(ConfigError, match=r"object has no .*not a ctxoffload Workspace"):
         WorkspaceStorage(object())  # type: ignore[arg-type]
     # An Offloader is not enough: the storage reads back and keeps keys in state.json.
-    with pytest.raises(TypeError, match=r"has no read_reference, record_event, .*purge_session"):
+    with pytest.raises(ConfigError, match=r"has no read_reference, record_event, .*purge_session"):
         WorkspaceStorage(MinimalOffloader())  # type: ignore[arg-type]
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -249,10 +250,17 @@ async def test_gc_removes_a_sub_agent_and_its_parent_together(local_ws: LocalWor
     assert (await local_ws.gc(older_than=DAY)).sessions_removed == ["lead", "lead--helper-1"]
 
 
+def _run_elsewhere(write: Coroutine[Any, Any, Any]) -> None:
+    """Run another writer's `write` to its end in a thread of its own, as another process
+    would, while gc (which decides in the event loop) waits."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, write).result()
+
+
 async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_them(
     local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxoffload.workspace import _local
+    from ctxoffload.workspace import _core
 
     await _parent_and_child(local_ws, "lead", "lead--helper-1")
     await local_ws.offload_tool_result("lead--helper-1", ToolResultBlock(id="c", output="h"))
@@ -260,16 +268,16 @@ async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_the
         _age(local_ws.session_dir(name), days * DAY)
     # The parent is resumed after gc measured both and decided to remove them: its context
     # names the child's files, so the child must stay with it.
-    decide = _local.sessions_to_remove
+    decide = _core.sessions_to_remove
 
     def decide_then_resume(*args: Any, **kwargs: Any) -> Any:
         decided = decide(*args, **kwargs)
         other = LocalWorkspace(local_ws.workdir, fsync=False)
-        asyncio.run(other.record_event("lead", "session_start", agent="lead"))
+        _run_elsewhere(other.record_event("lead", "session_start", agent="lead"))
         return decided
 
-    monkeypatch.setattr(_local, "sessions_to_remove", decide_then_resume)
-    report = await local_ws.gc(older_than=DAY)  # it decides in a worker thread
+    monkeypatch.setattr(_core, "sessions_to_remove", decide_then_resume)
+    report = await local_ws.gc(older_than=DAY)
     assert report.sessions_removed == []
     assert await local_ws.list_sessions() == ["lead", "lead--helper-1"]
     assert await local_ws.list_files("lead--helper-1")
@@ -279,16 +287,16 @@ async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_the
 async def test_gc_keeps_a_session_written_within_one_tick_of_the_clock_it_was_measured_in(
     local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxoffload.workspace import _local
+    from ctxoffload.workspace import _core
 
     await local_ws.offload_tool_result("s", ToolResultBlock(id="c1", output="first"))
-    decide = _local.sessions_to_remove
+    decide = _core.sessions_to_remove
 
     def decide_then_write(*args: Any, **kwargs: Any) -> Any:
         decided = decide(*args, **kwargs)
         [measured] = decided[0]
         other = LocalWorkspace(local_ws.workdir, fsync=False)
-        asyncio.run(other.offload_tool_result("s", ToolResultBlock(id="c2", output="late")))
+        _run_elsewhere(other.offload_tool_result("s", ToolResultBlock(id="c2", output="late")))
         # A file system stamps files with a coarse clock (a tick of some milliseconds, or a
         # second): written in the tick it was measured in, the session looks no newer.
         folder = local_ws.session_dir("s")
@@ -296,8 +304,8 @@ async def test_gc_keeps_a_session_written_within_one_tick_of_the_clock_it_was_me
             os.utime(path, (measured.last_activity, measured.last_activity))
         return decided
 
-    monkeypatch.setattr(_local, "sessions_to_remove", decide_then_write)
-    report = await local_ws.gc(max_bytes=0)  # it decides in a worker thread
+    monkeypatch.setattr(_core, "sessions_to_remove", decide_then_write)
+    report = await local_ws.gc(max_bytes=0)
     assert report.sessions_kept == {"s": "it was written while gc ran"}
     assert len(await local_ws.list_files("s")) == 2
 

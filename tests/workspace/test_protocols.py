@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from ctxoffload._disk.scope import SessionScoped
+from ctxoffload.exceptions import ConfigError
 from ctxoffload.workspace import (
     EventLog,
     GarbageCollector,
@@ -21,7 +23,7 @@ from ctxoffload.workspace import (
     ReferenceReader,
     StateStore,
     Workspace,
-    missing_methods,
+    not_a_capability,
 )
 from helpers import MinimalOffloader
 
@@ -55,7 +57,8 @@ def test_a_backend_is_each_protocol_it_claims_and_no_other(
     make, claims = BACKENDS[backend]
     workspace = make(tmp_path)
     assert isinstance(workspace, protocol) == (protocol in claims)
-    assert (missing_methods(workspace, protocol) == []) == (protocol in claims)
+    refusal = not_a_capability(workspace, protocol, role="workspace", fix="-")
+    assert ("has no , so" in str(refusal)) == (protocol in claims)
 
 
 def test_a_custom_offloader_is_an_offloader_and_nothing_more() -> None:
@@ -63,13 +66,25 @@ def test_a_custom_offloader_is_an_offloader_and_nothing_more() -> None:
     assert [p for p in PROTOCOLS if isinstance(custom, p)] == [Offloader]
 
 
-def test_missing_methods_names_what_to_add_in_declared_order() -> None:
-    assert missing_methods(object(), Offloader) == [
-        "offload_context",
-        "offload_tool_result",
-        "offload_data_block",
-    ]
+def test_a_refusal_is_a_config_error_naming_what_to_add_in_declared_order() -> None:
+    refusal = not_a_capability(object(), Offloader, role="offloader", fix="pass a LocalWorkspace")
+    assert isinstance(refusal, ConfigError)
+    assert str(refusal) == (
+        "offloader object has no offload_context, offload_tool_result, offload_data_block, "
+        "so it is not a ctxoffload Offloader: pass a LocalWorkspace"
+    )
     # Workspace: what it extends first, then its own.
-    lacking = missing_methods(MinimalOffloader(), Workspace)
+    refusal = not_a_capability(MinimalOffloader(), Workspace, role="workspace", fix="-")
+    lacking = str(refusal).split(" has no ")[1].split(", so it")[0].split(", ")
     assert lacking[:3] == ["read_reference", "record_event", "read_events"]
     assert "offload_context" not in lacking and lacking[-1] == "purge_session"
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_every_backend_declares_that_it_can_keep_sessions_apart(
+    backend: str, tmp_path: Path
+) -> None:
+    # The file tools and the Strands storage confine reads only to a `SessionScoped`.
+    make, _ = BACKENDS[backend]
+    assert isinstance(make(tmp_path), SessionScoped)
+    assert not isinstance(MinimalOffloader(), SessionScoped)

@@ -24,18 +24,26 @@ the record, like the read itself.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..exceptions import InvalidReference
 from .events import EventKind
 from .layout import DATA_DIR, DATA_NAME, SESSIONS_DIR
 from .writer import current_session
 
-__all__ = ["MAX_REACH", "Reach", "check_reference", "data_files_field", "reach_of"]
+__all__ = [
+    "MAX_REACH",
+    "Reach",
+    "SessionScoped",
+    "check_reference",
+    "data_files_field",
+    "reach_of",
+]
 
 MAX_REACH = 256
 """The most sessions one session reaches (itself, its sub-agents', its fork origins)."""
@@ -50,6 +58,27 @@ _TEXT_KEYS = frozenset({"text", "input", "arguments", "thinking", "reasoning"})
 # Set while a reach is measured: the workspace's own reads of the records it walks are not
 # checked again (they would measure the reach again, without end).
 _MEASURING: ContextVar[bool] = ContextVar("ctxoffload_measuring_reach", default=False)
+
+
+@runtime_checkable
+class SessionScoped(Protocol):
+    """A workspace that can keep sessions apart (every ctxoffload workspace): it says
+    whether it does, and where a reference lies below it, which `check_reference` needs.
+
+    Declared here, not looked up by name: the readers that confine (the workspace file
+    tools, the Strands storage) ask `isinstance(workspace, SessionScoped)`.
+    """
+
+    isolate_sessions: bool
+    """Whether what an agent reads back is confined to its session's reach."""
+
+    def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
+        """The parts of a reference's key below the workspace (`["sessions", id, name]`).
+
+        Raises:
+            InvalidReference: not a reference of this workspace.
+        """
+        ...
 
 
 @dataclass

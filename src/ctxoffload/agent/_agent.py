@@ -33,8 +33,8 @@ from ..workspace import (
     Offloader,
     SessionLease,
     fork_session,
-    missing_methods,
     new_session,
+    not_a_capability,
     take_lease,
     validate_session_id,
     writing_as,
@@ -748,11 +748,12 @@ def _check_offloader(offloader: object) -> None:
     if offloader is None:
         return
     if not isinstance(offloader, Offloader):
-        missing = missing_methods(offloader, Offloader)
-        raise ConfigError(
-            f"offloader {type(offloader).__name__} has no {missing[0]} method: pass a "
-            "LocalWorkspace, an InMemoryWorkspace, or an object with async "
-            + ", ".join(_OFFLOADER_METHODS)
+        raise not_a_capability(
+            offloader,
+            Offloader,
+            role="offloader",
+            fix="pass a LocalWorkspace, an InMemoryWorkspace, or an object with async "
+            + ", ".join(_OFFLOADER_METHODS),
         )
     methods = (
         offloader.offload_context,

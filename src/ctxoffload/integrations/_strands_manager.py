@@ -34,7 +34,7 @@ from ..tokens import get_token_counter
 from ..workspace import (
     Offloader,
     SessionLease,
-    missing_methods,
+    not_a_capability,
     take_lease,
     validate_session_id,
     writing_as,
@@ -227,10 +227,12 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
     ) -> None:
         super().__init__(proactive_compression=proactive_compression)
         if not isinstance(workspace, Offloader):
-            raise ConfigError(
-                f"{type(workspace).__name__} has no "
-                f"{', '.join(missing_methods(workspace, Offloader))}: pass a ctxoffload "
-                "workspace (LocalWorkspace, ObjectStoreWorkspace, InMemoryWorkspace)"
+            raise not_a_capability(
+                workspace,
+                Offloader,
+                role="workspace",
+                fix="pass a ctxoffload workspace (LocalWorkspace, ObjectStoreWorkspace, "
+                "InMemoryWorkspace)",
             )
         if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):
             raise ConfigError(f"per_turn {per_turn!r} is not True, False or a positive int")

@@ -54,7 +54,7 @@ from ..workspace import (
     EventLog,
     Offloader,
     ReferenceReader,
-    missing_methods,
+    not_a_capability,
     take_lease,
     writing_as,
 )
@@ -106,9 +106,8 @@ class AgentScopeOffloader:
 
     def __init__(self, workspace: Offloader) -> None:
         if not isinstance(workspace, Offloader):
-            raise ConfigError(
-                f"{type(workspace).__name__} is not a ctxoffload workspace (no "
-                f"{', '.join(missing_methods(workspace, Offloader))}): pass a LocalWorkspace"
+            raise not_a_capability(
+                workspace, Offloader, role="workspace", fix="pass a LocalWorkspace"
             )
         self.workspace = workspace
         # (session id, tool call id) -> the file the whole result went to.
@@ -243,9 +242,12 @@ class AgentScopeOffloader:
 
         source = self.workspace
         if not isinstance(source, ReferenceReader):
-            raise ConfigError(
-                f"{type(source).__name__} has no read_reference, which the retrieval tool "
-                "reads offloaded content back through: pass a LocalWorkspace"
+            raise not_a_capability(
+                source,
+                ReferenceReader,
+                role="workspace",
+                fix="the retrieval tool reads offloaded content back through read_reference; "
+                "pass a LocalWorkspace",
             )
         permission = _agentscope(".permission")
         function = retrieval_tool(source, max_output_chars=max_output_chars, images=False)

@@ -69,9 +69,9 @@ from typing import Any, TypeVar
 
 from .._disk.events import DataFile
 from .._disk.layout import DATA_DIR, is_data_name
-from .._disk.scope import check_reference
+from .._disk.scope import SessionScoped, check_reference
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace import Workspace, missing_methods, validate_session_id, writing_as
+from ..workspace import Workspace, not_a_capability, validate_session_id, writing_as
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 
@@ -150,17 +150,18 @@ class WorkspaceStorage:
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name.
-        TypeError: `workspace` is not a `Workspace` (the message names what it lacks).
+        ConfigError: `workspace` is not a `Workspace` (the message names what it lacks).
     """
 
     def __init__(
         self, workspace: Workspace, session_id: str = "strands", *, isolate: bool = True
     ) -> None:
         if not isinstance(workspace, Workspace):
-            raise TypeError(
-                f"{workspace!r} is not a ctxoffload workspace (it has no "
-                f"{', '.join(missing_methods(workspace, Workspace))}): pass a LocalWorkspace, "
-                "ObjectStoreWorkspace or InMemoryWorkspace"
+            raise not_a_capability(
+                workspace,
+                Workspace,
+                role="workspace",
+                fix="pass a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace",
             )
         self.workspace = workspace
         self.session_id = validate_session_id(session_id)
@@ -207,10 +208,10 @@ class WorkspaceStorage:
                 (the `KeyError`'s cause says so).
         """
         try:
-            key_of = getattr(self.workspace, "reference_key", None)
-            if self.isolate and callable(key_of):
+            workspace = self.workspace
+            if self.isolate and isinstance(workspace, SessionScoped):
                 await check_reference(
-                    self.workspace, reference, key_of(reference), session_id=self.session_id
+                    workspace, reference, workspace.reference_key(reference), self.session_id
                 )
             with writing_as(None, self.session_id):
                 data, media_type = await self.workspace.read_bytes(reference)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .._disk.layout import DATA_DIR, SESSIONS_DIR
+from .._disk.scope import SessionScoped
 from ..exceptions import ConfigError, ToolError
 from ..messages import DataBlock, TextBlock
 from ._answers import answering
@@ -347,7 +348,10 @@ def workspace_tools(
     scope = None
     if isinstance(workspace_or_roots, HasWorkdir):
         roots = [workspace_or_roots.workdir]
-        if getattr(workspace_or_roots, "isolate_sessions", False) is True:
+        if (
+            isinstance(workspace_or_roots, SessionScoped)
+            and workspace_or_roots.isolate_sessions is True
+        ):
             scope = session_scope(workspace_or_roots)
     elif isinstance(workspace_or_roots, (str, os.PathLike)):
         roots = [workspace_or_roots]

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         ReferenceReader,
         StateStore,
         Workspace,
-        missing_methods,
+        not_a_capability,
     )
 
 __all__ = [
@@ -53,8 +53,8 @@ __all__ = [
     "current_session",
     "current_writer",
     "fork_session",
-    "missing_methods",
     "new_session",
+    "not_a_capability",
     "take_lease",
     "take_new_session",
     "validate_session_id",
@@ -89,6 +89,6 @@ __getattr__, __dir__ = lazy_exports(
         "ReferenceReader": "._protocol",
         "StateStore": "._protocol",
         "Workspace": "._protocol",
-        "missing_methods": "._protocol",
+        "not_a_capability": "._protocol",
     },
 )

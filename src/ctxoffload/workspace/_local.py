@@ -6,12 +6,9 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import socket
 import stat
-import time
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -25,11 +22,9 @@ from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
-    PURGING_PREFIX,
     SESSIONS_DIR,
     STATE_FILE,
     TOP_FOLDERS,
-    is_tool_result_name,
     now_iso,
     purging_name,
     tool_result_name,
@@ -39,12 +34,9 @@ from .._disk.paths import (
     file_to_link,
     open_dir,
     open_for_reading,
-    open_tree,
     remove_dead_temporaries,
     remove_tree,
     same_entry,
-    temporary_file,
-    tree_size,
 )
 from .._disk.payloads import (
     as_message_list,
@@ -54,35 +46,38 @@ from .._disk.payloads import (
     render_tool_output,
     tool_output_of,
 )
-from .._disk.read import Folder, open_reference, reference_parts, reference_text
+from .._disk.read import open_reference, reference_parts, reference_text
 from .._disk.rows import dumps_line, lines_and_keys
-from .._disk.scope import check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError
 from ..references import ContextRef
-from ._datastore import KnownPayloads, media_type_of, store_bytes
+from ._core import (
+    collect_garbage,
+    list_files,
+    read_bytes,
+    read_context,
+    read_events,
+    read_state,
+    write_state,
+)
+from ._datastore import KnownPayloads, store_bytes
+from ._disk_store import (
+    SESSION_TRIES,
+    DiskStore,
+    LeaseCloser,
+    finish_killed_purges,
+    offload_errors,
+    write_lease_record,
+)
 from ._fork import fork_session
 from ._gc import (
-    DATA_GRACE_SECONDS,
     GcReport,
-    SessionUsage,
-    UnitOutcome,
-    check_limits,
-    data_files,
-    record_unit,
-    removal_units,
-    session_usage,
-    sessions_to_remove,
-    unit_named_by_staying,
 )
 from ._lease import (
     LEASE_FILE,
     SessionLease,
-    busy_error,
-    describe_holder,
-    holder_record,
     orphaned_here,
-    took_over,
 )
 
 if TYPE_CHECKING:
@@ -91,20 +86,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
-
-# How many times a writer retries when the session directory it opened was purged under it.
-_SESSION_TRIES = 50
-
-
-@contextlib.contextmanager
-def _offload_errors(action: str, shown: str) -> Iterator[None]:
-    """Turn an OSError into an OffloadError naming `shown`; OffloadErrors pass unchanged."""
-    try:
-        yield
-    except OffloadError:
-        raise
-    except OSError as exc:
-        raise OffloadError(f"cannot {action} {shown}: {exc.strerror or exc}", shown) from exc
 
 
 class LocalWorkspace:
@@ -148,6 +129,7 @@ class LocalWorkspace:
         # Resolved once: the workdir may be a symlink, nothing below it is followed.
         self._root = os.path.realpath(self.workdir)
         self._known_payloads = KnownPayloads()
+        self._disk = DiskStore(self.workdir, self._root, fsync=fsync)
 
     def __repr__(self) -> str:
         return f"LocalWorkspace(workdir={str(self.workdir)!r})"
@@ -180,14 +162,6 @@ class LocalWorkspace:
         """The session's state.json (the agent's live context, written by `Agent`)."""
         return self.session_dir(session_id) / STATE_FILE
 
-    def _tree(self, *parts: str, create: bool) -> contextlib.AbstractContextManager[int]:
-        """A folder to write in: made if `create`, reached without following a link."""
-        return open_tree(self._root, parts, str(self.workdir), create=create)
-
-    def _folder(self, *parts: str) -> Folder:
-        """A folder to read, through the workspace's reader (never made)."""
-        return Folder(str(self.workdir), *parts, root=self._root)
-
     async def initialize(self) -> None:
         """Create `sessions/`, `data/` and `skills/`, and clear what crashed writers left.
 
@@ -202,19 +176,22 @@ class LocalWorkspace:
         await asyncio.to_thread(self._initialize)
 
     def _initialize(self) -> None:
-        with _offload_errors("initialize", str(self.workdir)):
+        with offload_errors("initialize", str(self.workdir)):
             self._initialize_unwrapped()
 
     def _initialize_unwrapped(self) -> None:
         for sub in TOP_FOLDERS:
-            with self._tree(sub, create=True):
+            with self._disk.tree(sub, create=True):
                 pass
-        with self._tree(DATA_DIR, create=False) as data_fd:
+        with self._disk.tree(DATA_DIR, create=False) as data_fd:
             remove_dead_temporaries(data_fd)
-        with self._tree(SESSIONS_DIR, create=False) as sessions_fd, os.scandir(sessions_fd) as it:
+        with (
+            self._disk.tree(SESSIONS_DIR, create=False) as sessions_fd,
+            os.scandir(sessions_fd) as it,
+        ):
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
-        with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
-            _finish_killed_purges(sessions_fd, remove=True)
+        with self._disk.tree(SESSIONS_DIR, create=False) as sessions_fd:
+            finish_killed_purges(sessions_fd, remove=True)
             for entry in entries:
                 if not entry.name.startswith("."):
                     try:
@@ -227,42 +204,6 @@ class LocalWorkspace:
                         os.close(session_fd)
 
     @contextlib.contextmanager
-    def _session_for_writing(self, session_id: str) -> Iterator[int]:
-        """The session directory, made if needed, held against `purge_session` while in use.
-
-        Writers hold a shared flock on the directory; purge takes it exclusively. A writer
-        that opened the directory just before a purge renamed it finds, once it has the lock,
-        that the entry `sessions/{id}` is no longer that directory, and starts again on the
-        new one: nothing acknowledged ever lands in a directory being deleted.
-        """
-        sid = validate_session_id(session_id)
-        shown = str(self.session_dir(sid))
-        with self._tree(SESSIONS_DIR, create=True) as sessions_fd:
-            for _ in range(_SESSION_TRIES):
-                try:
-                    fd = open_dir(sessions_fd, sid, shown, create=True)
-                except FileNotFoundError:
-                    continue  # purged between mkdir and open
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH)
-                    if same_entry(fd, sessions_fd, sid):
-                        break
-                except BaseException:
-                    os.close(fd)
-                    raise
-                os.close(fd)
-            else:
-                raise OffloadError(
-                    f"{shown} was removed {_SESSION_TRIES} times while writing to it: "
-                    "stop whatever keeps purging it and retry",
-                    shown,
-                )
-            try:
-                yield fd
-            finally:
-                os.close(fd)
-
-    @contextlib.contextmanager
     def _data_in_use(self) -> Iterator[None]:
         """Hold data/ shared from storing payloads until the log line naming them is written.
 
@@ -271,7 +212,7 @@ class LocalWorkspace:
         """
         with contextlib.ExitStack() as stack:
             try:
-                fd = stack.enter_context(self._tree(DATA_DIR, create=False))
+                fd = stack.enter_context(self._disk.tree(DATA_DIR, create=False))
             except (FileNotFoundError, OffloadError):
                 # No data/ yet: the first store makes it, and a new file is kept by gc. A
                 # planted data/ is refused by the store itself, if there is one to make.
@@ -284,7 +225,7 @@ class LocalWorkspace:
 
     def _store(self, raw: bytes, media_type: str | None) -> str:
         shown = str(self.data_dir)
-        with _offload_errors("write to", shown), self._tree(DATA_DIR, create=True) as data_fd:
+        with offload_errors("write to", shown), self._disk.tree(DATA_DIR, create=True) as data_fd:
             # Shared with other writers, exclusive for gc() while it removes files.
             fcntl.flock(data_fd, fcntl.LOCK_SH)
             return store_bytes(data_fd, shown, raw, media_type, fsync=self.fsync)
@@ -336,7 +277,10 @@ class LocalWorkspace:
             return ContextRef(str(path), 0, -1)
         lines, ids = lines_and_keys(rows)
         shown = str(path)
-        with _offload_errors("append to", shown), self._session_for_writing(session_id) as dir_fd:
+        with (
+            offload_errors("append to", shown),
+            self._disk.session_for_writing(session_id) as dir_fd,
+        ):
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             span = self._jsonl.append(dir_fd, CONTEXT_FILE, str(path), lines, ids, commit=True)
             batch = ContextBatch(
@@ -384,7 +328,7 @@ class LocalWorkspace:
         session_dir = self.session_dir(session_id)
         stem = tool_file_stem(found.tool_id)
         first = str(session_dir / tool_result_name(stem))
-        with _offload_errors("write", first), self._session_for_writing(session_id) as dir_fd:
+        with offload_errors("write", first), self._disk.session_for_writing(session_id) as dir_fd:
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             name = self._write_unique(dir_fd, stem, data)
             path = str(session_dir / name)
@@ -447,14 +391,20 @@ class LocalWorkspace:
         known = None
         # Any failure here (no data/ yet, a planted link) is a miss: the full path below
         # then validates the payload first and reports a real problem as it always does.
-        with contextlib.suppress(OSError, OffloadError), self._tree(DATA_DIR, create=False) as fd:
+        with (
+            contextlib.suppress(OSError, OffloadError),
+            self._disk.tree(DATA_DIR, create=False) as fd,
+        ):
             fcntl.flock(fd, fcntl.LOCK_SH)  # gc() takes it exclusively to remove files
             known = self._known_payloads.lookup(source.data, source.media_type, fd)
         if known is not None:
             url = URLSource(url=known, media_type=source.media_type)
             return block.model_copy(update={"source": url})
         stored = offload_block(block, self._store)
-        with contextlib.suppress(OSError, OffloadError), self._tree(DATA_DIR, create=False) as fd:
+        with (
+            contextlib.suppress(OSError, OffloadError),
+            self._disk.tree(DATA_DIR, create=False) as fd,
+        ):
             self._known_payloads.remember(source.data, source.media_type, fd, stored.source.url)
         return stored
 
@@ -468,7 +418,7 @@ class LocalWorkspace:
 
         def record() -> None:
             # The session may have no directory yet (nothing offloaded so far).
-            with self._session_for_writing(session_id) as dir_fd:
+            with self._disk.session_for_writing(session_id) as dir_fd:
                 self._event(dir_fd, session_id, kind=kind, **fields)
 
         await asyncio.to_thread(record)
@@ -492,28 +442,7 @@ class LocalWorkspace:
             OffloadError: the disk refused the write, or state.json is not a regular file
                 (a planted link); the old state.json is as it was.
         """
-        validate_session_id(session_id)
-        return await asyncio.to_thread(self._write_state, session_id, state)
-
-    def _write_state(self, session_id: str, state: dict[str, Any]) -> str:
-        path = str(self.state_path(session_id))
-        data = dumps_line(state)
-        with _offload_errors("write", path), self._session_for_writing(session_id) as dir_fd:
-            try:
-                st = os.stat(STATE_FILE, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                pass
-            else:
-                if not stat.S_ISREG(st.st_mode):
-                    raise OffloadError(
-                        f"{path} is a symbolic link or not a regular file: the workspace "
-                        "follows no link inside its workdir; remove that entry",
-                        path,
-                    )
-            with temporary_file(dir_fd, STATE_FILE, data, fsync=self.fsync) as tmp:
-                # rename() replaces the entry itself, never a file it might point to.
-                os.replace(tmp, STATE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        return path
+        return await write_state(self._disk, session_id, state)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
@@ -543,15 +472,15 @@ class LocalWorkspace:
         sid = validate_session_id(session_id)
         path = str(self.session_dir(sid) / LEASE_FILE)
         try:
-            fd, holder = await asyncio.to_thread(self._take_lease, sid, path, agent)
+            fd, holder = await asyncio.to_thread(self._disk.take_lease, sid, path, agent)
         except SessionBusyError as busy:
             if not orphaned_here(busy.holder):
                 raise
             # Collected just now, its descriptor closed: the lock is free.
-            fd, holder = await asyncio.to_thread(self._take_lease, sid, path, agent)
+            fd, holder = await asyncio.to_thread(self._disk.take_lease, sid, path, agent)
         # Closing the descriptor drops the lock: when the lease is released, or when the
         # lease object is garbage-collected unreleased.
-        closer = _Closer(fd)
+        closer = LeaseCloser(fd)
         fsync = self.fsync
 
         async def release() -> None:
@@ -559,7 +488,7 @@ class LocalWorkspace:
                 if closer.fd is None:
                     return
                 try:
-                    _write_record(closer.fd, {**holder, "released": now_iso()}, fsync=fsync)
+                    write_lease_record(closer.fd, {**holder, "released": now_iso()}, fsync=fsync)
                 finally:
                     closer.close()
 
@@ -569,49 +498,6 @@ class LocalWorkspace:
         weakref.finalize(lease, closer.close)
         return lease
 
-    def _take_lease(self, sid: str, path: str, agent: str | None) -> tuple[int, dict[str, Any]]:
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        # The lock is taken while the session folder is held shared, as every writer holds
-        # it: gc and purge hold it exclusively while they look at the lease and remove the
-        # folder, so a lease is never taken on a folder being removed (the taker finds the
-        # new folder instead, `_session_for_writing`).
-        with _offload_errors("lock", path), self._session_for_writing(sid) as dir_fd:
-            try:
-                fd = os.open(LEASE_FILE, flags, 0o644, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise OffloadError(
-                        f"{path} is a symbolic link: the workspace follows no link inside its "
-                        "workdir; remove that entry",
-                        path,
-                    ) from None
-                raise
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                    # A FIFO, a device, or a hard link to a file elsewhere: never written to.
-                    raise OffloadError(
-                        f"{path} is not a regular file with one link: remove that entry and retry",
-                        path,
-                    )
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise busy_error(sid, _read_record(fd, settle=True), path) from None
-            except BaseException:
-                os.close(fd)
-                raise
-        try:
-            previous = _read_record(fd, settle=False)
-            if previous and not previous.get("released"):
-                took_over(sid, previous, _why_free(previous))
-            holder = holder_record(agent)
-            _write_record(fd, holder, fsync=self.fsync)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, holder
-
     # -- reading --------------------------------------------------------------------------
 
     async def list_sessions(self) -> list[str]:
@@ -620,16 +506,8 @@ class LocalWorkspace:
 
     def _list_sessions(self) -> list[str]:
         try:
-            with self._folder(SESSIONS_DIR) as sessions:
+            with self._disk.folder(SESSIONS_DIR) as sessions:
                 return sessions.sessions()
-        except FileNotFoundError:
-            return []
-
-    def _read_session_log(self, session_id: str, name: str, *, commit: bool) -> list[Any]:
-        sid = validate_session_id(session_id)
-        try:
-            with self._folder(SESSIONS_DIR, sid) as session:
-                return session.read_log(name, commit=commit, warn=logger.warning)
         except FileNotFoundError:
             return []
 
@@ -643,9 +521,7 @@ class LocalWorkspace:
             OffloadError: the session directory or the log is a planted link, a special
                 file, or a file with another hard link.
         """
-        return await asyncio.to_thread(
-            self._read_session_log, session_id, CONTEXT_FILE, commit=True
-        )
+        return await read_context(self._disk, session_id)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events.jsonl entries, oldest first.
@@ -653,9 +529,7 @@ class LocalWorkspace:
         Raises:
             OffloadError: as for `read_context`.
         """
-        return await asyncio.to_thread(
-            self._read_session_log, session_id, EVENTS_FILE, commit=False
-        )
+        return await read_events(self._disk, session_id)
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
         """The session's saved live context, or None if there is none.
@@ -663,26 +537,14 @@ class LocalWorkspace:
         Raises:
             OffloadError: as for `read_context`.
         """
-        rows = await asyncio.to_thread(self._read_session_log, session_id, STATE_FILE, commit=False)
-        return rows[0] if rows else None
+        return await read_state(self._disk, session_id)
 
     async def list_files(self, session_id: str) -> list[str]:
         """The paths of the session's tool_result files, sorted by name.
 
         Only regular files are listed: links, FIFOs, sockets and devices are skipped.
         """
-        sid = validate_session_id(session_id)
-        session_dir = self.session_dir(sid)
-
-        def scan() -> list[str]:
-            try:
-                with self._folder(SESSIONS_DIR, sid) as session:
-                    names = session.files()
-            except FileNotFoundError:
-                return []
-            return [str(session_dir / name) for name in names if is_tool_result_name(name)]
-
-        return await asyncio.to_thread(scan)
+        return await list_files(self._disk, session_id)
 
     def _open_reference(
         self, reference: str | os.PathLike[str]
@@ -794,8 +656,7 @@ class LocalWorkspace:
         Raises:
             InvalidReference: unknown, or outside the workspace.
         """
-        reference = reference_text(reference)
-        return await self.read_reference(reference), media_type_of(reference)
+        return await read_bytes(self, reference)
 
     async def purge_session(self, session_id: str) -> bool:
         """Delete a session's directory. data/ is shared between sessions and kept.
@@ -814,9 +675,9 @@ class LocalWorkspace:
         shown = str(self.session_dir(sid))
 
         def purge() -> bool:
-            with _offload_errors("purge", shown):
+            with offload_errors("purge", shown):
                 try:
-                    with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
+                    with self._disk.tree(SESSIONS_DIR, create=False) as sessions_fd:
                         return _purge_locked(sessions_fd, sid, shown)
                 except FileNotFoundError:
                     return False
@@ -868,156 +729,13 @@ class LocalWorkspace:
             ConfigError: a negative `older_than` or `max_bytes`.
             OffloadError: a planted link, or the disk refused a removal.
         """
-        check_limits(older_than, max_bytes)
-        return await asyncio.to_thread(self._gc, older_than, max_bytes, dry_run)
-
-    def _gc(self, older_than: float | None, max_bytes: int | None, dry_run: bool) -> GcReport:
-        report = GcReport(dry_run=dry_run)
-        now = time.time()
-        with _offload_errors("collect garbage in", str(self.workdir)):
-            usages = self._session_usages(leases=True)
-            data_sizes = {name: st.st_size for name, st in self._data_files().items()}
-            doomed, remaining, report.sessions_kept = sessions_to_remove(
-                usages,
-                data_sizes,
-                now=now,
-                older_than=older_than,
-                max_bytes=max_bytes,
-            )
-            for unit in removal_units(doomed):
-                outcome = unit_named_by_staying(unit, remaining)
-                if not outcome.kept and not dry_run:
-                    outcome = self._remove_unit_if_idle(unit)
-                record_unit(unit, outcome, remaining, report)
-            report.bytes_freed += self._finish_killed_purges(remove=not dry_run)
-            self._collect_data(remaining, now, report)
-        return report
-
-    def _finish_killed_purges(self, *, remove: bool) -> int:
-        try:
-            with self._tree(SESSIONS_DIR, create=False) as sessions_fd:
-                return _finish_killed_purges(sessions_fd, remove=remove)
-        except FileNotFoundError:
-            return 0
-
-    def _session_usages(self, *, leases: bool = False) -> list[SessionUsage]:
-        """Every session measured, each read through the reader; one gone meanwhile is left
-        out. With `leases`, who holds each session's lease too (`_lease_holder`)."""
-        try:
-            with self._folder(SESSIONS_DIR) as sessions:
-                names = sessions.sessions()
-        except FileNotFoundError:
-            return []
-        usages = []
-        for name in names:
-            try:
-                with self._folder(SESSIONS_DIR, name) as session:
-                    usage = session_usage(session)
-                    if leases:
-                        fcntl.flock(session.fd, fcntl.LOCK_EX)
-                        usage.lease = _lease_holder(session.fd)
-                    usages.append(usage)
-            except FileNotFoundError:
-                continue
-        return usages
-
-    def _data_files(self) -> dict[str, os.stat_result]:
-        try:
-            with self._tree(DATA_DIR, create=False) as data_fd:
-                return data_files(data_fd)
-        except FileNotFoundError:
-            return {}
-
-    def _remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
-        """Remove a unit of sessions (`removal_units`) under the purge lock of each, unless
-        one was written since it was measured or its lease is held: then all stay, as the
-        one written names the others' files."""
-        outcome = UnitOutcome()
-        with self._tree(SESSIONS_DIR, create=False) as sessions_fd, contextlib.ExitStack() as stack:
-            # Locked in the order of their names, so two gcs never wait for each other.
-            for usage in sorted(unit, key=lambda u: u.name):
-                try:
-                    session = stack.enter_context(self._folder(SESSIONS_DIR, usage.name))
-                except FileNotFoundError:
-                    outcome.gone.add(usage.name)
-                    continue
-                fcntl.flock(session.fd, fcntl.LOCK_EX)
-                why = _why_not_idle(session, sessions_fd, usage)
-                if why is not None:
-                    outcome.kept[usage.name] = why
-            if outcome.kept:
-                return outcome
-            for usage in unit:
-                if usage.name not in outcome.gone:
-                    doomed = purging_name(usage.name)
-                    os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
-                    remove_tree(sessions_fd, doomed)
-        return outcome
-
-    def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
-        try:
-            with self._tree(DATA_DIR, create=False) as data_fd:
-                fcntl.flock(data_fd, fcntl.LOCK_EX)
-                # Measured again under the lock: references written meanwhile count.
-                referenced: set[str] = set()
-                for usage in self._session_usages() if not report.dry_run else remaining:
-                    referenced |= usage.references
-                for name, st in sorted(data_files(data_fd).items()):
-                    if name in referenced or st.st_mtime > now - DATA_GRACE_SECONDS:
-                        continue
-                    if not report.dry_run:
-                        try:
-                            os.unlink(name, dir_fd=data_fd)
-                        except FileNotFoundError:
-                            continue
-                    report.data_removed.append(name)
-                    report.bytes_freed += st.st_size
-        except FileNotFoundError:
-            return
-
-
-def _why_not_idle(session: Folder, sessions_fd: int, usage: SessionUsage) -> str | None:
-    """Why a session folder, locked exclusively, may not be removed now: it was written
-    since `usage` measured it, or its lease is held; None when it may."""
-    # Measured again under the lock, and only if `sessions/{name}` is still the folder
-    # locked: a purge may have renamed it, and a writer made a new one. Its size counts as
-    # well as its stamps: a file system stamps with a coarse clock (a tick, or a second), so
-    # a file written in the tick the session was measured in looks no newer.
-    if not same_entry(session.fd, sessions_fd, usage.name):
-        return "it was written while gc ran"
-    now = session_usage(session)
-    if now.last_activity > usage.last_activity or now.size != usage.size:
-        return "it was written while gc ran"
-    # A taker locks the lease only while holding the folder shared, which the exclusive lock
-    # excludes: free now, the lease stays free until the folder is gone.
-    holder = _lease_holder(session.fd)
-    if holder is not None:
-        return f"its lease is held by {holder}"
-    return None
-
-
-def _finish_killed_purges(sessions_fd: int, *, remove: bool) -> int:
-    """Remove (if `remove`) the folders a purge or gc killed on the way left renamed aside
-    (`.purge-*`): the bytes they hold. No reader lists them, and nobody else would remove
-    them: a gc run again must free their space. One that a live purge is removing at the
-    same moment is removed by both, which is harmless (`remove_tree` skips what vanished)."""
-    with os.scandir(sessions_fd) as it:
-        names = [
-            e.name
-            for e in it
-            if e.name.startswith(PURGING_PREFIX) and e.is_dir(follow_symlinks=False)
-        ]
-    freed = 0
-    for name in names:
-        with contextlib.suppress(OSError):
-            freed += tree_size(sessions_fd, name)
-            if remove:
-                remove_tree(sessions_fd, name)
-    return freed
+        return await collect_garbage(
+            self._disk, older_than=older_than, max_bytes=max_bytes, dry_run=dry_run
+        )
 
 
 def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
-    for _ in range(_SESSION_TRIES):
+    for _ in range(SESSION_TRIES):
         try:
             fd = open_dir(sessions_fd, sid, shown, create=False)
         except FileNotFoundError:
@@ -1044,79 +762,6 @@ def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
     raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
 
 
-def _lease_holder(session_fd: int) -> str | None:
-    """Who holds the lease of a session folder (`describe_holder`), or None when it is free.
-
-    Call with the folder locked exclusively: takers lock the lease only while holding the
-    folder shared, so the lock tried here never makes a taker find the session busy.
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    try:
-        fd = os.open(LEASE_FILE, flags, dir_fd=session_fd)
-    except OSError:
-        return None  # none, or a planted link: no lease is held through it
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        for _ in range(2):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _read_record(fd, settle=True)
-                # A lease of this process whose object was dropped unreleased is free, as
-                # for a taker: collecting it closes its descriptor, and the lock with it.
-                if not orphaned_here(holder):
-                    return describe_holder(holder)
-            else:
-                return None
-        return describe_holder(holder)
-    finally:
-        os.close(fd)  # drops the lock tried
-
-
-def _read_record(fd: int, *, settle: bool) -> dict[str, Any]:
-    """What a lease file says of its holder; with `settle`, waits a moment for a holder
-    that has the lock but has not yet written itself in."""
-    for _ in range(20 if settle else 1):
-        raw = os.pread(fd, 64 * 1024, 0)
-        try:
-            found = json.loads(raw) if raw.strip() else None
-        except ValueError:
-            found = None
-        if isinstance(found, dict):
-            return found
-        if settle:
-            time.sleep(0.01)
-    return {}
-
-
-def _write_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
-    data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
-    if fsync:
-        os.fsync(fd)
-
-
-def _why_free(previous: dict[str, Any]) -> str:
-    if previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
-        return "this process dropped it without release() (an Agent not closed?)"
-    return "its lock was let go without release()"
-
-
-class _Closer:
-    """A lease's descriptor, closed once (closing it drops the lock)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd: int | None = fd
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
 def _is_disk_error(exc: OffloadError) -> bool:
     """Whether an OffloadError comes from the disk refusing (not from a planted entry)."""
     cause = exc.__cause__
@@ -1139,4 +784,5 @@ def _same_content(dir_fd: int, name: str, data: bytes) -> bool:
 
 if TYPE_CHECKING:  # mypy checks that LocalWorkspace is what it is declared to be
     _workspace: type[Workspace] = LocalWorkspace
+    _scoped: type[SessionScoped] = LocalWorkspace
     _collector: type[GarbageCollector] = LocalWorkspace

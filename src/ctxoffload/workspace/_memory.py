@@ -5,22 +5,18 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._disk.batch import Span, new_rows
-from .._disk.commit import check_line_range, parse_log, take_lines
+from .._disk.commit import check_line_range, take_lines
 from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
-    SESSIONS_DIR,
-    STATE_FILE,
-    is_tool_result_name,
     tool_result_name,
 )
 from .._disk.payloads import (
@@ -33,13 +29,15 @@ from .._disk.payloads import (
 )
 from .._disk.read import reference_text
 from .._disk.rows import dumps_line, lines_and_keys
-from .._disk.scope import check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
-from ._datastore import data_name, media_type_of
+from ._core import list_files, read_bytes, read_context, read_events, read_state, write_state
+from ._datastore import data_name
 from ._fork import fork_session
 from ._lease import LEASE_FILE, SessionLease, busy_error, holder_record, orphaned_here
+from ._memory_store import MemoryStore
 
 _T = TypeVar("_T")
 
@@ -102,6 +100,10 @@ class InMemoryWorkspace:
             )
         self.name = validate_session_id(name)
         self._root = f"memory://{self.name}"
+        # A log (context.jsonl, events.jsonl) is a bytearray that appends grow in place:
+        # a new bytes object per append copied the whole log each time, O(its length
+        # squared) over a session. Readers get bytes copied under the lock (`read`).
+        self._memory = MemoryStore(self._root)
         self.evict_after_turns = evict_after_turns
         self.isolate_sessions = isolate_sessions
         self.model_calls = 0
@@ -109,11 +111,6 @@ class InMemoryWorkspace:
         # evicted ones -> the model call that evicted them.
         self._touched: dict[str, int] = {}
         self._evicted: dict[str, int] = {}
-        self._lock = threading.Lock()
-        # A log (context.jsonl, events.jsonl) is a bytearray that appends grow in place:
-        # a new bytes object per append copied the whole log each time, O(its length
-        # squared) over a session. Readers get bytes copied under the lock (`_read`).
-        self._files: dict[str, bytes | bytearray] = {}
         # Per log: (first line, offset) of its latest batch. A log here changes only by
         # these appends and is dropped whole by a purge (which drops this too), so the
         # place stays true.
@@ -121,16 +118,12 @@ class InMemoryWorkspace:
         # Per log: (its length, its newlines) after the last append, so the next one need
         # not count the whole log again (recounted when the length is not that one).
         self._newlines: dict[str, tuple[int, int]] = {}
-        self._sessions: set[str] = set()
         # Per context log: message id -> the line it was first written at.
         self._ids: dict[str, dict[str, int]] = {}
         self._leases: dict[str, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryWorkspace(name={self.name!r})"
-
-    def _session_ref(self, session_id: str, filename: str) -> str:
-        return f"{self._root}/{SESSIONS_DIR}/{validate_session_id(session_id)}/{filename}"
 
     def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
         """The parts of a reference below the workspace (`["sessions", id, name]`).
@@ -148,15 +141,15 @@ class InMemoryWorkspace:
 
     def context_path(self, session_id: str) -> str:
         """The reference of the session's context log."""
-        return self._session_ref(session_id, CONTEXT_FILE)
+        return self._memory.ref(session_id, CONTEXT_FILE)
 
     async def initialize(self) -> None:
         """Nothing to prepare; present for symmetry with `LocalWorkspace`."""
 
     def _store(self, raw: bytes, media_type: str | None) -> str:
         ref = f"{self._root}/{DATA_DIR}/{data_name(raw, media_type)}"
-        with self._lock:
-            self._files.setdefault(ref, raw)
+        with self._memory.lock:
+            self._memory.files.setdefault(ref, raw)
             self._touch(ref)
         return ref
 
@@ -168,7 +161,7 @@ class InMemoryWorkspace:
 
     def note_model_call(self) -> None:
         """Count a model call, and evict the files untouched for `evict_after_turns` calls."""
-        with self._lock:
+        with self._memory.lock:
             self.model_calls += 1
             limit = self.evict_after_turns
             if limit is None:
@@ -176,7 +169,7 @@ class InMemoryWorkspace:
             stale = [ref for ref, at in self._touched.items() if self.model_calls - at > limit]
             for ref in stale:
                 del self._touched[ref]
-                self._files.pop(ref, None)
+                self._memory.files.pop(ref, None)
                 self._evicted[ref] = self.model_calls
             # Oldest first: a dict keeps the order the evictions were recorded in.
             excess = len(self._evicted) - self.evictions_remembered
@@ -185,7 +178,7 @@ class InMemoryWorkspace:
                     del self._evicted[ref]
 
     def _append(self, ref: str, payload: bytes) -> tuple[int, int]:
-        with self._lock:
+        with self._memory.lock:
             log = self._log(ref)
             first = self._lines_in(ref, log) + 1
             log += payload
@@ -195,16 +188,10 @@ class InMemoryWorkspace:
 
     def _log(self, ref: str) -> bytearray:
         """The log `ref`, to append to in place (call with the lock held)."""
-        log = self._files.get(ref)
+        log = self._memory.files.get(ref)
         if not isinstance(log, bytearray):
-            log = self._files[ref] = bytearray(log or b"")
+            log = self._memory.files[ref] = bytearray(log or b"")
         return log
-
-    def _read(self, ref: str) -> bytes | None:
-        """The bytes of `ref` as they are now, or None (call with the lock held): a log is
-        copied, so later appends never change what a reader holds."""
-        data = self._files.get(ref)
-        return bytes(data) if isinstance(data, bytearray) else data
 
     def _lines_in(self, ref: str, data: bytes | bytearray) -> int:
         """The newlines of the log `ref`, whose bytes are `data` (call with the lock held)."""
@@ -216,7 +203,7 @@ class InMemoryWorkspace:
     def _append_batch(self, ref: str, lines: list[bytes], ids: list[str | None]) -> Span:
         """Append the lines whose id is not in the log yet (`new_rows`); return the span
         of the batch's messages."""
-        with self._lock:
+        with self._memory.lock:
             index = self._ids.setdefault(ref, {})
             log = self._log(ref)
             first = self._lines_in(ref, log) + 1
@@ -258,13 +245,13 @@ class InMemoryWorkspace:
         urls: list[str] = []
         data = render_tool_output(found.output, self._store, urls)
         stem = tool_file_stem(found.tool_id)
-        with self._lock:
+        with self._memory.lock:
             n = 1
             while True:
-                ref = self._session_ref(session_id, tool_result_name(stem, n))
-                existing = self._files.get(ref)
+                ref = self._memory.ref(session_id, tool_result_name(stem, n))
+                existing = self._memory.files.get(ref)
                 if existing is None and ref not in self._evicted:
-                    self._files[ref] = data
+                    self._memory.files[ref] = data
                     break
                 if existing == data:
                     break
@@ -291,19 +278,15 @@ class InMemoryWorkspace:
 
     def _event(self, session_id: str, kind: str, **fields: Any) -> None:
         self._append(
-            self._session_ref(session_id, EVENTS_FILE),
+            self._memory.ref(session_id, EVENTS_FILE),
             dumps_line(event_record(session_id, kind, fields)),
         )
-        with self._lock:
-            self._sessions.add(session_id)
+        with self._memory.lock:
+            self._memory.sessions.add(session_id)
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's saved live context."""
-        ref = self._session_ref(session_id, STATE_FILE)
-        with self._lock:
-            self._files[ref] = dumps_line(state)
-            self._sessions.add(session_id)
-        return ref
+        return await write_state(self._memory, session_id, state)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
@@ -322,17 +305,17 @@ class InMemoryWorkspace:
             SessionBusyError: another lease on this workspace holds the session.
         """
         sid = validate_session_id(session_id)
-        where = self._session_ref(sid, LEASE_FILE)
+        where = self._memory.ref(sid, LEASE_FILE)
         holder = holder_record(agent)
         current = self._leases.get(sid)
         if current is not None and orphaned_here(current):
             self._leases.pop(sid, None)
-        with self._lock:
+        with self._memory.lock:
             current = self._leases.get(sid)
             if current is not None:
                 raise busy_error(sid, current, where)
             self._leases[sid] = holder
-        leases, lock = self._leases, self._lock
+        leases, lock = self._leases, self._memory.lock
 
         def drop() -> None:
             with lock:
@@ -348,37 +331,24 @@ class InMemoryWorkspace:
 
     async def list_sessions(self) -> list[str]:
         """The ids of the sessions held, sorted."""
-        with self._lock:
-            return sorted(self._sessions)
-
-    def _lines(self, ref: str) -> list[Any]:
-        """The JSON values of a log, by the reader's rule for torn and corrupt lines."""
-        with self._lock:
-            raw = self._read(ref) or b""
-        return parse_log(raw, ref, warn=logger.warning)
+        with self._memory.lock:
+            return sorted(self._memory.sessions)
 
     async def read_context(self, session_id: str) -> list[Any]:
         """Every message offloaded for a session, oldest first."""
-        return self._lines(self.context_path(session_id))
+        return await read_context(self._memory, session_id)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events, oldest first."""
-        return self._lines(self._session_ref(session_id, EVENTS_FILE))
+        return await read_events(self._memory, session_id)
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
         """The session's saved live context, or None."""
-        rows = self._lines(self._session_ref(session_id, STATE_FILE))
-        return rows[0] if rows else None
+        return await read_state(self._memory, session_id)
 
     async def list_files(self, session_id: str) -> list[str]:
         """The references of the session's tool_result files, sorted."""
-        prefix = self._session_ref(session_id, "")
-        with self._lock:
-            return sorted(
-                ref
-                for ref in self._files
-                if ref.startswith(prefix) and is_tool_result_name(ref[len(prefix) :])
-            )
+        return await list_files(self._memory, session_id)
 
     async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
         """The bytes behind a reference this workspace returned.
@@ -387,7 +357,7 @@ class InMemoryWorkspace:
             InvalidReference: the reference is unknown, or out of the working session's
                 reach (`isolate_sessions`).
         """
-        return await self._reading(reference, self._read)
+        return await self._reading(reference, self._memory.read)
 
     async def _reading(
         self, reference: str | os.PathLike[str], read: Callable[[str], _T | None]
@@ -397,7 +367,7 @@ class InMemoryWorkspace:
         reference = reference_text(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, self.reference_key(reference))
-        with self._lock:
+        with self._memory.lock:
             data = read(reference)
             if data is not None and reference in self._touched:
                 self._touch(reference)
@@ -435,7 +405,7 @@ class InMemoryWorkspace:
         def tail(ref: str) -> tuple[int, bytes] | None:
             # Only from the latest batch's mark on, when it is at or before `first`: a
             # compaction's read-back costs what it wrote, not the whole log.
-            data = self._files.get(ref)
+            data = self._memory.files.get(ref)
             if data is None:
                 return None
             line, offset = self._marks.get(ref, (1, 0))
@@ -473,29 +443,29 @@ class InMemoryWorkspace:
         Raises:
             InvalidReference: unknown, or outside the workspace.
         """
-        reference = reference_text(reference)
-        return await self.read_reference(reference), media_type_of(reference)
+        return await read_bytes(self, reference)
 
     async def purge_session(self, session_id: str) -> bool:
         """Forget a session, its evicted files included (a new session of that id starts
         fresh: its first result is `tool_result-<id>.txt`, an old reference is unknown);
         stored data payloads are shared and kept."""
-        prefix = self._session_ref(session_id, "")
-        with self._lock:
-            doomed = [ref for ref in self._files if ref.startswith(prefix)]
+        prefix = self._memory.ref(session_id, "")
+        with self._memory.lock:
+            doomed = [ref for ref in self._memory.files if ref.startswith(prefix)]
             for ref in doomed:
-                del self._files[ref]
+                del self._memory.files[ref]
                 self._ids.pop(ref, None)
                 self._marks.pop(ref, None)
                 self._newlines.pop(ref, None)
             for records in (self._touched, self._evicted):
                 for ref in [ref for ref in records if ref.startswith(prefix)]:
                     del records[ref]
-            known = session_id in self._sessions
-            self._sessions.discard(session_id)
+            known = session_id in self._memory.sessions
+            self._memory.sessions.discard(session_id)
         return bool(doomed) or known
 
 
 if TYPE_CHECKING:  # mypy checks that InMemoryWorkspace is what it is declared to be
     _workspace: type[Workspace] = InMemoryWorkspace
+    _scoped: type[SessionScoped] = InMemoryWorkspace
     _clock: type[ModelCallClock] = InMemoryWorkspace

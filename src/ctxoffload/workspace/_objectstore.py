@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
-import re
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit
 
 from .._disk.batch import new_rows
-from .._disk.commit import check_line_range, parse_log, take_lines
+from .._disk.commit import check_line_range, take_lines
 from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
 from .._disk.layout import (
@@ -25,9 +21,6 @@ from .._disk.layout import (
     DATA_DIR,
     EVENTS_FILE,
     SESSIONS_DIR,
-    STATE_FILE,
-    is_data_name,
-    is_tool_result_name,
     now_iso,
     tool_result_name,
 )
@@ -42,38 +35,40 @@ from .._disk.payloads import (
 )
 from .._disk.read import reference_text
 from .._disk.rows import dumps_line, index_keys, lines_and_keys
-from .._disk.scope import check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
+from ._bucket_store import (
+    REMOVING,
+    SEGMENTED_LOGS,
+    BucketCollector,
+    BucketStore,
+    checked_url,
+    host_name,
+    is_secret_name,
+    is_workspace_key,
+    lease_record,
+    refuse_userinfo,
+    refuse_userinfo_in_environment,
+    session_prefix,
+)
+from ._core import collect_garbage, list_files, read_context, read_events, read_state, write_state
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
-    SessionUsage,
-    UnitOutcome,
-    check_limits,
-    data_names_in,
-    names_in,
-    record_unit,
-    removal_units,
-    sessions_to_remove,
-    unit_named_by_staying,
 )
 from ._lease import (
     DEFAULT_LEASE_TTL,
     LEASE_FILE,
     SessionLease,
-    busy_error,
-    describe_holder,
     holder_record,
-    lease_expires,
-    orphaned_here,
     took_over,
 )
-from ._segments import SegmentLog, segment_log
-from ._store_client import ObjectInfo, StoreClient, gather_limited, scrub
+from ._segments import SegmentLog
+from ._store_client import StoreClient, gather_limited, scrub
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -82,13 +77,7 @@ __all__ = ["ObjectStoreWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
 
-# The logs kept as segments (see _segments.py); state.json is one object, replaced whole.
-_LOGS = (CONTEXT_FILE, EVENTS_FILE)
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
-# Where gc copies the data/ objects it deletes until it has checked that none is named.
-_GC_HOLD = ".gc-hold"
-# A file of a session: `sessions/<id>/<name>` (group 1 the id, group 2 the name).
-_SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
 
 
 @dataclass
@@ -162,12 +151,12 @@ class ObjectStoreWorkspace:
                 f"deadline={shown} must be more than 0 and at most "
                 f"{self.MAX_DEADLINE:,.0f} seconds (a day)"
             )
-        self.url = _checked_url(url)
+        self.url = checked_url(url)
         if endpoint_url is not None:
-            _refuse_userinfo("endpoint_url", endpoint_url)
+            refuse_userinfo("endpoint_url", endpoint_url)
         for option, option_value in (options or {}).items():
-            _refuse_userinfo(f"options[{option!r}]", option_value)
-        _refuse_userinfo_in_environment(self.url)
+            refuse_userinfo(f"options[{option!r}]", option_value)
+        refuse_userinfo_in_environment(self.url)
         try:
             from obstore.store import from_url as open_store_untyped
         except ImportError as exc:
@@ -209,7 +198,7 @@ class ObjectStoreWorkspace:
                 session_token,
                 os.environ.get("AWS_SECRET_ACCESS_KEY"),
                 os.environ.get("AWS_SESSION_TOKEN"),
-                *(v for k, v in config.items() if _is_secret_name(k) and isinstance(v, str)),
+                *(v for k, v in config.items() if is_secret_name(k) and isinstance(v, str)),
             )
             if s
         ]
@@ -228,11 +217,12 @@ class ObjectStoreWorkspace:
                 f"{scrub(f'{type(exc).__name__}: {exc}', secrets)}"
             ) from None
         self.deadline = deadline
-        self.writer_id = writer_id or f"{_host()}-{os.getpid()}"
+        self.writer_id = writer_id or f"{host_name()}-{os.getpid()}"
         self._client = StoreClient(
             store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
         )
         self._logs = SegmentLog(self._client, self.writer_id)
+        self._bucket = BucketStore(self._client, self._logs)
         # Per context log: where each message this writer knows of is (`index_keys`), read
         # whole on this object's first append to it and kept up with its own appends, and
         # the lock that makes a lookup and the append after it one step for this process.
@@ -245,11 +235,7 @@ class ObjectStoreWorkspace:
     # -- layout ---------------------------------------------------------------------------
 
     def _session_key(self, session_id: str, filename: str) -> str:
-        return f"{self._session_prefix(session_id)}/{filename}"
-
-    @staticmethod
-    def _session_prefix(session_id: str) -> str:
-        return f"{SESSIONS_DIR}/{validate_session_id(session_id)}"
+        return f"{session_prefix(session_id)}/{filename}"
 
     def context_path(self, session_id: str) -> str:
         """The reference of the session's context log (`.../sessions/<id>/context.jsonl`)."""
@@ -454,9 +440,7 @@ class ObjectStoreWorkspace:
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's state.json (the agent's live context) in one PUT."""
-        key = self._session_key(session_id, STATE_FILE)
-        await self._client.put(key, dumps_line(state), {"Content-Type": "application/json"})
-        return self._client.reference(key)
+        return await write_state(self._bucket, session_id, state)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
@@ -508,7 +492,7 @@ class ObjectStoreWorkspace:
             tag = await client.put_if(key, dumps_line(holder), attributes, e_tag=current["e_tag"])
             if tag is None:
                 found = await client.get_tagged(key)
-                if found is None or _lease_record(found[0]).get("token") != holder["token"]:
+                if found is None or lease_record(found[0]).get("token") != holder["token"]:
                     return False
                 tag = found[1]
             current["e_tag"] = tag
@@ -528,7 +512,7 @@ class ObjectStoreWorkspace:
     async def _take_lease_after_gc(
         self, session_id: str, holder: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
-        """`_take_lease`, waiting while gc holds the lease to remove the session.
+        """`BucketStore.take_lease`, waiting while gc holds the lease to remove the session.
 
         gc takes a session's lease before it deletes the session's objects and deletes the
         lease last: a writer arriving meanwhile waits for that (as on disk it waits for the
@@ -539,56 +523,12 @@ class ObjectStoreWorkspace:
         pause = 0.02
         while True:
             try:
-                return await self._take_lease(session_id, holder)
+                return await self._bucket.take_lease(session_id, holder)
             except SessionBusyError as busy:
                 if busy.holder.get(REMOVING) is not True or time.monotonic() > deadline:
                     raise
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.5)
-
-    async def _take_lease(
-        self, session_id: str, holder: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]]:
-        """Write `holder` as the session's lease unless a live holder has it: (the lease
-        object's ETag, the record it replaced, `{}` when there was none).
-
-        A lease is live until `lease_expires` on the store's clock: the store's stamp of its
-        latest renewal against the store's time now (`StoreClient.now`, asked only when a
-        lease is there and not released). The put is conditional on the ETag read, so of
-        two takers one wins.
-
-        Raises:
-            SessionBusyError: a live holder has it.
-            OffloadError: the store failed past the deadline, or kept changing the lease.
-        """
-        key = self._session_key(session_id, LEASE_FILE)
-        where = self._client.reference(key)
-        attributes = {"Content-Type": "application/json"}
-        for _ in range(8):
-            found = await self._client.get_stamped(key)
-            previous: dict[str, Any] = {}
-            if found is not None:
-                previous = _lease_record(found[0])
-                if previous.get("token") == holder["token"]:
-                    return found[1], {}  # our own put, whose answer was lost
-                expires = lease_expires(previous, found[2].timestamp())
-                if (
-                    expires is not None
-                    and not orphaned_here(previous)
-                    and await self._client.now() <= expires
-                ):
-                    raise busy_error(session_id, previous, where, expires=expires)
-            e_tag = await self._client.put_if(
-                key,
-                dumps_line(holder),
-                attributes,
-                e_tag=None if found is None else found[1],
-            )
-            if e_tag is not None:
-                return e_tag, previous
-        raise OffloadError(
-            f"could not take the lease {where}: other writers kept changing it", where
-        )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -597,33 +537,21 @@ class ObjectStoreWorkspace:
         names = await self._client.list_directories(SESSIONS_DIR)
         return sorted(n for n in names if is_session_id(n))
 
-    async def _read_log(self, session_id: str, name: str) -> list[Any]:
-        """A log's JSON values, by the reader's rule for torn and corrupt lines."""
-        key = self._session_key(session_id, name)
-        raw = await (self._logs.read(key) if name in _LOGS else self._client.get(key))
-        return parse_log(raw or b"", self._client.reference(key), warn=logger.warning)
-
     async def read_context(self, session_id: str) -> list[Any]:
         """Every message offloaded for a session, oldest first, as the JSON written."""
-        return await self._read_log(session_id, CONTEXT_FILE)
+        return await read_context(self._bucket, session_id)
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events, oldest first."""
-        return await self._read_log(session_id, EVENTS_FILE)
+        return await read_events(self._bucket, session_id)
 
     async def read_state(self, session_id: str) -> dict[str, Any] | None:
         """The session's saved live context, or None if there is none."""
-        rows = await self._read_log(session_id, STATE_FILE)
-        return rows[0] if rows else None
+        return await read_state(self._bucket, session_id)
 
     async def list_files(self, session_id: str) -> list[str]:
         """The references of the session's tool_result objects, sorted by name."""
-        infos = await self._client.list_objects(self._session_prefix(session_id))
-        return sorted(
-            self._client.reference(i.key)
-            for i in infos
-            if (m := _SESSION_KEY.fullmatch(i.key)) and is_tool_result_name(m.group(2))
-        )
+        return await list_files(self._bucket, session_id)
 
     def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
         """The parts of a reference's key below the workspace (`["sessions", id, name]`)."""
@@ -647,7 +575,7 @@ class ObjectStoreWorkspace:
                 f"reference {reference!r} is outside the workspace {self.url!r}: pass a "
                 "reference this workspace returned"
             )
-        if _is_workspace_key(key):
+        if is_workspace_key(key):
             return key
         raise InvalidReference(
             f"reference {reference!r} names no object of the workspace {self.url!r}: pass a "
@@ -665,7 +593,7 @@ class ObjectStoreWorkspace:
         key = self.key_of(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
-        if key.rsplit("/", 1)[-1] in _LOGS:
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
             segments = await self._logs.segments(key)
             if segments:
                 return await self._logs.read(key)
@@ -692,7 +620,7 @@ class ObjectStoreWorkspace:
         key = self.key_of(reference)
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
-        if key.rsplit("/", 1)[-1] in _LOGS:
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
             found = await self._logs.read_lines(key, first, last)
             if found is not None:
                 return found
@@ -735,44 +663,7 @@ class ObjectStoreWorkspace:
             sessions = [session]
         else:
             sessions = await self.list_sessions()
-        infos: list[ObjectInfo] = []
-        for name in sessions:
-            infos.extend(await self._client.list_objects(self._session_prefix(name)))
-        if data:
-            infos.extend(await self._data_objects())
-        problems: list[str] = []
-        logs: dict[str, list[ObjectInfo]] = {}
-        plain: list[ObjectInfo] = []
-        for info in infos:
-            log = segment_log(info.key)
-            if log is not None and log.rsplit("/", 1)[-1] in _LOGS:
-                logs.setdefault(log, []).append(info)
-            elif _is_workspace_key(info.key):
-                plain.append(info)
-
-        def write(key: str, body: bytes, modified: float) -> None:
-            path = os.path.join(root, *key.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(body)
-            os.utime(path, (modified, modified))
-
-        async def copy(info: ObjectInfo) -> None:
-            body = await self._client.get(info.key)
-            if body is not None:  # removed since the listing: nothing to copy
-                await asyncio.to_thread(write, info.key, body, info.last_modified.timestamp())
-
-        async def copy_log(log_key: str, segments: list[ObjectInfo]) -> None:
-            body = await self._logs.read(log_key)
-            newest = max(i.last_modified.timestamp() for i in segments)
-            await asyncio.to_thread(write, log_key, body, newest)
-            if check:
-                problems.extend(await self._logs.check(log_key))
-
-        await gather_limited([functools.partial(copy, i) for i in plain], 16)
-        for log_key, segments in sorted(logs.items()):
-            await copy_log(log_key, segments)
-        return problems
+        return await self._bucket.download(root, sessions, data=data, check=check)
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
         """Store raw bytes in data/ under their sha256 and the media type's extension, once.
@@ -803,7 +694,7 @@ class ObjectStoreWorkspace:
         """
         reference = reference_text(reference)
         key = self.key_of(reference)
-        if key.rsplit("/", 1)[-1] in _LOGS:
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
             return await self.read_reference(reference), "application/x-ndjson"
         if self.isolate_sessions:
             await check_reference(self, reference, key.split("/"))
@@ -825,9 +716,9 @@ class ObjectStoreWorkspace:
         Returns:
             Whether there was anything to delete.
         """
-        prefix = self._session_prefix(session_id)
+        prefix = session_prefix(session_id)
         keys = [i.key for i in await self._client.list_objects(prefix)]
-        for log in _LOGS:
+        for log in SEGMENTED_LOGS:
             self._logs.forget(f"{prefix}/{log}")
             self._context_keys.pop(f"{prefix}/{log}", None)
         await self._client.delete(keys)
@@ -868,390 +759,19 @@ class ObjectStoreWorkspace:
             ConfigError: a negative `older_than` or `max_bytes`.
             OffloadError: the store failed past the deadline.
         """
-        check_limits(older_than, max_bytes)
-        report = GcReport(dry_run=dry_run)
-        if not dry_run:
-            await self._recover_held()
-        now = time.time()
-        listed = await self._client.list_objects(SESSIONS_DIR)
-        by_session: dict[str, list[ObjectInfo]] = {}
-        for info in listed:
-            parts = info.key.split("/")
-            if len(parts) >= 3:
-                by_session.setdefault(parts[1], []).append(info)
-        data = {i.key.rsplit("/", 1)[-1]: i for i in await self._data_objects()}
-        usages = await gather_limited(
-            [functools.partial(self._usage, name, objects) for name, objects in by_session.items()],
-            4,
-        )
-        await self._measure_leases(usages, listed)
-        doomed, remaining, report.sessions_kept = sessions_to_remove(
-            usages,
-            {name: info.size for name, info in data.items()},
-            now=now,
+        return await collect_garbage(
+            BucketCollector(self._client, self._logs, self._context_keys, self._bucket.take_lease),
             older_than=older_than,
             max_bytes=max_bytes,
-        )
-        for unit in removal_units(doomed):
-            outcome = unit_named_by_staying(unit, remaining)
-            if not outcome.kept and not dry_run:
-                outcome = await self._remove_unit_if_idle(unit)
-            record_unit(unit, outcome, remaining, report)
-        referenced: set[str] = set().union(*(u.references for u in remaining))
-        unused = {
-            name
-            for name, info in data.items()
-            if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
-        }
-        if unused and not dry_run:
-            unused, listed = await self._still_unused(unused, data, listed)
-            unused = await self._delete_data(unused, listed)
-        report.data_removed = sorted(unused)
-        report.bytes_freed += sum(data[name].size for name in unused)
-        return report
-
-    async def _still_unused(
-        self, unused: set[str], data: dict[str, ObjectInfo], listed: list[ObjectInfo]
-    ) -> tuple[set[str], list[ObjectInfo]]:
-        """The data/ objects of `unused` that are unused still, checked after the sessions
-        were read: the listings that decided it are stale by then.
-
-        A writer that stores an object which is already there refreshes it when it is old
-        (a PUT of the same bytes), then appends the line naming it. Listed again, data/ shows
-        the refresh; listed again, the sessions show the new line: every session object that
-        is new or changed since the first listing is read for data/ names. Only an object
-        unchanged in data/ and named by none of them goes. (Listing data/ first narrows what
-        is left to a writer whose refresh lands after that listing and whose line lands
-        after the second listing of the sessions, while gc sends the delete.)
-        """
-        again = {i.key.rsplit("/", 1)[-1]: i for i in await self._data_objects()}
-        unused = {
-            name
-            for name in unused
-            if name in again and again[name].last_modified == data[name].last_modified
-        }
-        named, listed = await self._named_since(listed)
-        return unused - named, listed
-
-    async def _named_since(self, listed: list[ObjectInfo]) -> tuple[set[str], list[ObjectInfo]]:
-        """The data/ names in the session objects new or changed since `listed`, and the
-        sessions' objects as they are listed now."""
-        seen = {i.key: (i.last_modified, i.size) for i in listed}
-        now_listed = await self._client.list_objects(SESSIONS_DIR)
-        changed = [i for i in now_listed if seen.get(i.key) != (i.last_modified, i.size)]
-        bodies = await gather_limited(
-            [functools.partial(self._client.get, i.key) for i in changed], 16
-        )
-        named: set[str] = set()
-        for body in bodies:
-            if body:
-                named |= data_names_in([body])
-        return named, now_listed
-
-    async def _delete_data(self, names: set[str], listed: list[ObjectInfo]) -> set[str]:
-        """Delete data/ `names`, and put back any that a session names by the end; the names
-        deleted for good.
-
-        A writer may still refresh an object after the last check and then write the line
-        naming it (an unconditional DELETE cannot tell). So each object is first copied
-        aside (`.gc-hold/<run>/`, inside the store), and after the delete the sessions
-        changed since `listed` are read once more: an object a new line names is copied
-        back. A line written later still is covered by its writer, which makes sure, after
-        the line, that the objects it re-used are there (see `_keep_present`). A gc that
-        dies on the way leaves its copies to the next gc, which puts them back first.
-        """
-        if not names:
-            return names
-        hold = f"{_GC_HOLD}/{uuid.uuid4().hex}"
-        ordered = sorted(names)
-        copied = await gather_limited(
-            [
-                functools.partial(self._client.copy, f"{DATA_DIR}/{name}", f"{hold}/{name}")
-                for name in ordered
-            ],
-            8,
-        )
-        # One gone meanwhile (another gc) is not deleted, nor reported.
-        held = {name for name, done in zip(ordered, copied, strict=True) if done}
-        await self._client.delete([f"{DATA_DIR}/{name}" for name in sorted(held)])
-        named, _ = await self._named_since(listed)
-        for name in sorted(held & named):
-            await self._client.copy(f"{hold}/{name}", f"{DATA_DIR}/{name}")
-        await self._client.delete([f"{hold}/{name}" for name in sorted(held)])
-        return held - named
-
-    async def _recover_held(self) -> None:
-        """Put back the data/ objects an earlier gc copied aside and did not finish with."""
-        stale = await self._client.list_objects(_GC_HOLD)
-        for info in stale:
-            name = info.key.rsplit("/", 1)[-1]
-            if is_data_name(name) and await self._client.info(f"{DATA_DIR}/{name}") is None:
-                await self._client.copy(info.key, f"{DATA_DIR}/{name}")
-        await self._client.delete([i.key for i in stale])
-
-    async def _data_objects(self) -> list[ObjectInfo]:
-        """The objects of data/ named as data/ files are (`<sha256>.<ext>`)."""
-        return [
-            i
-            for i in await self._client.list_objects(DATA_DIR)
-            if is_data_name(i.key.rsplit("/", 1)[-1])
-        ]
-
-    async def _usage(self, name: str, objects: list[ObjectInfo]) -> SessionUsage:
-        bodies = await gather_limited(
-            [functools.partial(self._client.get, i.key) for i in objects], 16
-        )
-        references: set[str] = set()
-        sessions: set[str] = set()
-        for body in bodies:
-            if body:
-                data, named = names_in([body])
-                references |= data
-                sessions |= named
-        return SessionUsage(
-            name,
-            max(i.last_modified.timestamp() for i in objects),
-            sum(i.size for i in objects),
-            references,
-            [i.key for i in objects],
-            sessions=sessions,
+            dry_run=dry_run,
         )
 
-    async def _measure_leases(self, usages: list[SessionUsage], listed: list[ObjectInfo]) -> None:
-        """Set `lease` of each session whose lease is live on the store's clock
-        (`lease_expires`), read after the listing that `listed` is: a lease renewed since is
-        live too. The store's time is asked once, and only if there is a lease to judge."""
-        names = {u.name for u in usages}
-        keys = [
-            i.key
-            for i in listed
-            if i.key.count("/") == 2
-            and i.key.endswith(f"/{LEASE_FILE}")
-            and i.key.split("/")[1] in names
-        ]
-        if not keys:
-            return
-        found = await gather_limited(
-            [functools.partial(self._client.get_stamped, key) for key in keys], 16
-        )
-        now = await self._client.now()
-        by_name = {u.name: u for u in usages}
-        for key, lease in zip(keys, found, strict=True):
-            if lease is None:
-                continue
-            record = _lease_record(lease[0])
-            expires = lease_expires(record, lease[2].timestamp())
-            if expires is not None and now <= expires and not orphaned_here(record):
-                by_name[key.split("/")[1]].lease = describe_holder(record)
-
-    async def _remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
-        """Remove a unit of sessions (`removal_units`) unless one was written since it was
-        measured or its lease is live: then all stay, as the one written names the others'
-        files.
-
-        gc first takes the lease of each itself (as `acquire_lease` does: a live holder
-        keeps the session), so no writer takes one while the objects are deleted; the lease
-        objects go last.
-        """
-        outcome = UnitOutcome()
-        claims: list[tuple[str, str, dict[str, Any]]] = []
-        keys: set[str] = set()
-        give_back = True  # unless all are claimed: what stays is free for its next writer
-        try:
-            for usage in sorted(unit, key=lambda u: u.name):
-                why = await self._claim(usage, claims, keys)
-                if why is not None:
-                    outcome.kept[usage.name] = why
-                    break
-            else:
-                give_back = False
-        finally:
-            if give_back:
-                for lease_key, e_tag, holder in claims:
-                    record = dumps_line({**holder, "released": now_iso()})
-                    await self._client.put_if(
-                        lease_key, record, {"Content-Type": "application/json"}, e_tag=e_tag
-                    )
-        if outcome.kept:
-            return outcome
-        await self._client.delete(sorted(keys))
-        await self._client.delete(sorted(lease_key for lease_key, _, _ in claims))
-        for usage in unit:
-            prefix = f"{SESSIONS_DIR}/{usage.name}"
-            for log in _LOGS:
-                self._logs.forget(f"{prefix}/{log}")
-                self._context_keys.pop(f"{prefix}/{log}", None)
-        return outcome
-
-    async def _claim(
-        self,
-        usage: SessionUsage,
-        claims: list[tuple[str, str, dict[str, Any]]],
-        keys: set[str],
-    ) -> str | None:
-        """Take a session's lease for its removal (added to `claims`) and add its objects
-        but the lease to `keys`; why it stays when it must (its lease is live, or it was
-        written since it was measured)."""
-        # A name found in the bucket, not given by a caller: removed as it is, even one that
-        # is not a plain name (an object put there by hand; no lease can be taken on it).
-        prefix = f"{SESSIONS_DIR}/{usage.name}"
-        lease_key = f"{prefix}/{LEASE_FILE}"
-        claimed = is_session_id(usage.name)
-        if claimed:
-            holder = {**holder_record("gc", DEFAULT_LEASE_TTL), REMOVING: True}
-            try:
-                e_tag, _ = await self._take_lease(usage.name, holder)
-            except SessionBusyError as busy:
-                return f"its lease is held by {describe_holder(busy.holder)}"
-            claims.append((lease_key, e_tag, holder))
-        now_there = await self._client.list_objects(prefix)
-        measured = set(usage.keys)
-        # A new object counts whatever its stamp: S3 stamps to the second, so one written in
-        # the second the session was measured in is no later than what was measured.
-        if any(
-            i.key not in measured or i.last_modified.timestamp() > usage.last_activity
-            for i in now_there
-            if i.key != lease_key
-        ):
-            return "it was written while gc ran"
-        found = {i.key for i in now_there} | set(usage.keys)
-        keys.update(found - {lease_key} if claimed else found)
-        return None
-
-
-REMOVING = "removing"
-"""The field of the lease record gc writes while it removes a session: a writer waits for it."""
 
 GC_WAIT = 30.0
 """Seconds a writer waits for gc to finish removing a session whose lease it holds."""
 
 
-def _lease_record(raw: bytes) -> dict[str, Any]:
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _is_workspace_key(key: str) -> bool:
-    """Whether `key` names an object of the layout: a data/ file, or a session's file."""
-    folder, _, name = key.partition("/")
-    if folder == DATA_DIR:
-        return is_data_name(name)
-    session = _SESSION_KEY.fullmatch(key)
-    return (
-        session is not None
-        and is_session_id(session.group(1))
-        and not session.group(2).startswith(".")
-    )
-
-
-def _is_secret_name(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in ("secret", "token", "key", "password", "sas"))
-
-
-def _host() -> str:
-    try:
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename)[:40] or "host"
-    except AttributeError:  # pragma: no cover - not on POSIX
-        return "host"
-
-
-# The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
-_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
-_ACCEPTED = (
-    "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
-    "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
-    "for a folder on disk use LocalWorkspace"
-)
-# The environment variables each cloud's client reads (obstore reads every one of them).
-_ENVIRONMENT_PREFIXES = {
-    "s3": "AWS_",
-    "s3a": "AWS_",
-    "gs": "GOOGLE_",
-    "az": "AZURE_",
-    "azure": "AZURE_",
-    "abfs": "AZURE_",
-    "abfss": "AZURE_",
-    "adl": "AZURE_",
-}
-
-
-def _checked_url(url: str) -> str:
-    if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"object store url {url!r} is not a URL: {_ACCEPTED}")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if "@" in parts.netloc:
-        raise ConfigError(
-            "object store url holds credentials (user:secret@...): pass them as arguments "
-            "or environment variables, never in the URL"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigError(
-            f"object store url {parts.scheme}://{parts.netloc}{parts.path} has a query or "
-            "fragment: pass options as arguments"
-        )
-    if scheme == "memory":
-        if parts.netloc:
-            raise ConfigError(
-                f"object store url {url!r} is not accepted: memory:// takes no bucket "
-                f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
-            )
-    elif scheme not in _BUCKET_SCHEMES:
-        raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
-    elif not parts.netloc or ":" in parts.netloc:
-        raise ConfigError(
-            f"object store url {url!r} names no bucket (or names a port): {_ACCEPTED}"
-        )
-    path = parts.path.rstrip("/")
-    if any(p in ("", ".", "..") for p in path.split("/")[1:]):
-        raise ConfigError(f"object store url {url!r} has an empty, '.' or '..' path component")
-    return f"{scheme}://{parts.netloc}{path}"
-
-
-def _has_userinfo(value: object) -> bool:
-    """Whether `value` is a URL with a user (and maybe a password) before its host."""
-    if not isinstance(value, str) or "://" not in value:
-        return False
-    try:
-        return "@" in urlsplit(value.strip()).netloc
-    except ValueError:
-        return True  # not parseable: refuse rather than risk quoting it
-
-
-def _refuse_userinfo(name: str, value: object) -> None:
-    if _has_userinfo(value):
-        raise ConfigError(
-            f"{name} holds credentials in its URL (user:secret@...): give the URL without "
-            "them, and the credentials as arguments or environment variables"
-        )
-
-
-def _refuse_userinfo_in_environment(url: str) -> None:
-    """Refuse an endpoint variable with a password, as `endpoint_url=` is refused.
-
-    obstore reads the cloud's variables itself and quotes the endpoint, password included,
-    in its error messages; so the variable is named here, never its value.
-    """
-    prefix = _ENVIRONMENT_PREFIXES.get(url.split("://", 1)[0])
-    if prefix is None:
-        return
-    for name, value in sorted(os.environ.items()):
-        if name.upper().startswith(prefix) and _has_userinfo(value):
-            raise ConfigError(
-                f"the environment variable {name} holds credentials in its URL "
-                "(user:secret@...): set it to the URL without them, and give the credentials "
-                f"in {prefix}ACCESS_KEY_ID / {prefix}SECRET_ACCESS_KEY or as arguments"
-                if prefix == "AWS_"
-                else f"the environment variable {name} holds credentials in its URL "
-                "(user:secret@...): set it to the URL without them, and give the "
-                "credentials as arguments or in their own variables"
-            )
-
-
 if TYPE_CHECKING:  # mypy checks that ObjectStoreWorkspace is what it is declared to be
     _workspace: type[Workspace] = ObjectStoreWorkspace
+    _scoped: type[SessionScoped] = ObjectStoreWorkspace
     _collector: type[GarbageCollector] = ObjectStoreWorkspace

@@ -1,0 +1,482 @@
+"""The disk store: a workspace's folders reached without following a link, and the steps of
+gc that take the disk's own way (`SessionCollector`): flocks, renames aside, unlinks.
+
+A writer holds its session folder shared and gc holds it exclusively, so a session is removed
+only when no writer is in it, and a lease is taken only under that shared lock, so never on
+a session being removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._disk.ids import validate_session_id
+from .._disk.layout import DATA_DIR, PURGING_PREFIX, SESSIONS_DIR, purging_name
+from .._disk.paths import open_dir, open_tree, remove_tree, same_entry, temporary_file, tree_size
+from .._disk.read import Folder
+from ..exceptions import OffloadError
+from ._gc import (
+    DATA_GRACE_SECONDS,
+    GcReport,
+    SessionUsage,
+    UnitOutcome,
+    data_files,
+    session_usage,
+)
+from ._lease import LEASE_FILE, busy_error, describe_holder, holder_record, orphaned_here, took_over
+
+if TYPE_CHECKING:
+    from ._store import SessionCollector, SessionFiles
+
+__all__ = [
+    "SESSION_TRIES",
+    "DiskStore",
+    "LeaseCloser",
+    "finish_killed_purges",
+    "lease_holder",
+    "offload_errors",
+    "read_lease_record",
+    "write_lease_record",
+]
+
+
+@contextlib.contextmanager
+def offload_errors(action: str, shown: str) -> Iterator[None]:
+    """Turn an OSError into an OffloadError naming `shown`; OffloadErrors pass unchanged."""
+    try:
+        yield
+    except OffloadError:
+        raise
+    except OSError as exc:
+        raise OffloadError(f"cannot {action} {shown}: {exc.strerror or exc}", shown) from exc
+
+
+SESSION_TRIES = 50
+"""How many times a writer retries when the session folder it opened was purged under it."""
+
+logger = logging.getLogger("ctxoffload")
+
+
+class DiskStore:
+    """A workspace's folders on disk, below `root` (the workdir resolved once: the workdir
+    may be a symlink, nothing below it is followed); `shown` is the workdir as the user
+    gave it, for messages; `fsync` flushes each write to stable storage."""
+
+    def __init__(self, shown: Path, root: str, *, fsync: bool) -> None:
+        self.shown = shown
+        self.root = root
+        self.fsync = fsync
+
+    def tree(self, *parts: str, create: bool) -> contextlib.AbstractContextManager[int]:
+        """A folder to write in: made if `create`, reached without following a link."""
+        return open_tree(self.root, parts, str(self.shown), create=create)
+
+    def folder(self, *parts: str) -> Folder:
+        """A folder to read, through the workspace's reader (never made)."""
+        return Folder(str(self.shown), *parts, root=self.root)
+
+    @contextlib.contextmanager
+    def session_for_writing(self, session_id: str) -> Iterator[int]:
+        """The session directory, made if needed, held against `purge_session` while in use.
+
+        Writers hold a shared flock on the directory; purge takes it exclusively. A writer
+        that opened the directory just before a purge renamed it finds, once it has the lock,
+        that the entry `sessions/{id}` is no longer that directory, and starts again on the
+        new one: nothing acknowledged ever lands in a directory being deleted.
+        """
+        sid = validate_session_id(session_id)
+        shown = str(self.shown / SESSIONS_DIR / sid)
+        with self.tree(SESSIONS_DIR, create=True) as sessions_fd:
+            for _ in range(SESSION_TRIES):
+                try:
+                    fd = open_dir(sessions_fd, sid, shown, create=True)
+                except FileNotFoundError:
+                    continue  # purged between mkdir and open
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH)
+                    if same_entry(fd, sessions_fd, sid):
+                        break
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.close(fd)
+            else:
+                raise OffloadError(
+                    f"{shown} was removed {SESSION_TRIES} times while writing to it: "
+                    "stop whatever keeps purging it and retry",
+                    shown,
+                )
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+
+    async def put(self, session_id: str, name: str, data: bytes) -> str:
+        """Replace the session's file `name` in one step (a temporary file renamed over it):
+        a reader sees the old bytes or the new, never part of either.
+
+        Raises:
+            OffloadError: the disk refused the write, or `name` is not a regular file (a
+                planted link); the old file is as it was.
+        """
+        return await asyncio.to_thread(self._put, session_id, name, data)
+
+    def _put(self, session_id: str, name: str, data: bytes) -> str:
+        path = self.reference(session_id, name)
+        with offload_errors("write", path), self.session_for_writing(session_id) as dir_fd:
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if not stat.S_ISREG(st.st_mode):
+                    raise OffloadError(
+                        f"{path} is a symbolic link or not a regular file: the workspace "
+                        "follows no link inside its workdir; remove that entry",
+                        path,
+                    )
+            with temporary_file(dir_fd, name, data, fsync=self.fsync) as tmp:
+                # rename() replaces the entry itself, never a file it might point to.
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return path
+
+    async def list_names(self, session_id: str) -> list[str]:
+        """The names of the session folder's regular files: links, FIFOs, sockets and
+        devices are skipped."""
+
+        def scan() -> list[str]:
+            try:
+                with self.folder(SESSIONS_DIR, validate_session_id(session_id)) as session:
+                    return list(session.files())
+            except FileNotFoundError:
+                return []
+
+        return await asyncio.to_thread(scan)
+
+    def reference(self, session_id: str, name: str) -> str:
+        """The absolute path of the session's file `name`."""
+        return str(self.shown / SESSIONS_DIR / validate_session_id(session_id) / name)
+
+    async def read_log(self, session_id: str, name: str, *, commit: bool = False) -> list[Any]:
+        """The JSON values of the session's log `name`, by the reader's rule (`read_log`);
+        with `commit`, only its committed batches.
+
+        Raises:
+            OffloadError: the folder or the log is a planted link, a special file, or a
+                file with another hard link.
+        """
+        sid = validate_session_id(session_id)
+
+        def read() -> list[Any]:
+            try:
+                with self.folder(SESSIONS_DIR, sid) as session:
+                    return session.read_log(name, commit=commit, warn=logger.warning)
+            except FileNotFoundError:
+                return []
+
+        return await asyncio.to_thread(read)
+
+    # -- one live writer --------------------------------------------------------------------
+
+    def take_lease(self, sid: str, path: str, agent: str | None) -> tuple[int, dict[str, Any]]:
+        """Open, lock and write the session's lease file (`LocalWorkspace.acquire_lease`):
+        its descriptor, whose closing drops the lock, and the holder written.
+
+        Raises:
+            SessionBusyError: another open lease holds the session.
+            OffloadError: the folder cannot be made, or `lease.json` is a planted link.
+        """
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        # The lock is taken while the session folder is held shared, as every writer holds
+        # it: gc and purge hold it exclusively while they look at the lease and remove the
+        # folder, so a lease is never taken on a folder being removed (the taker finds the
+        # new folder instead, `_session_for_writing`).
+        with offload_errors("lock", path), self.session_for_writing(sid) as dir_fd:
+            try:
+                fd = os.open(LEASE_FILE, flags, 0o644, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise OffloadError(
+                        f"{path} is a symbolic link: the workspace follows no link inside its "
+                        "workdir; remove that entry",
+                        path,
+                    ) from None
+                raise
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    # A FIFO, a device, or a hard link to a file elsewhere: never written to.
+                    raise OffloadError(
+                        f"{path} is not a regular file with one link: remove that entry and retry",
+                        path,
+                    )
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise busy_error(sid, read_lease_record(fd, settle=True), path) from None
+            except BaseException:
+                os.close(fd)
+                raise
+        try:
+            previous = read_lease_record(fd, settle=False)
+            if previous and not previous.get("released"):
+                took_over(sid, previous, _why_free(previous))
+            holder = holder_record(agent)
+            write_lease_record(fd, holder, fsync=self.fsync)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, holder
+
+    # -- gc (SessionCollector): each step one worker-thread hop -----------------------------
+
+    async def recover(self, *, dry_run: bool) -> None:
+        """Nothing to do first: what killed purges left is removed by `collect_data`."""
+
+    async def measure(self) -> tuple[list[SessionUsage], dict[str, int]]:
+        """Every session measured with its lease holder, and the data/ files' sizes."""
+
+        def measure() -> tuple[list[SessionUsage], dict[str, int]]:
+            with self._collecting():
+                usages = self._session_usages(leases=True)
+                return usages, {name: st.st_size for name, st in self._data_files().items()}
+
+        return await asyncio.to_thread(measure)
+
+    async def remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
+        """See `SessionCollector.remove_unit_if_idle`: under the purge lock of each."""
+
+        def remove() -> UnitOutcome:
+            with self._collecting():
+                return self._remove_unit_if_idle(unit)
+
+        return await asyncio.to_thread(remove)
+
+    async def collect_data(
+        self, remaining: list[SessionUsage], now: float, report: GcReport
+    ) -> None:
+        """Finish the removals of killed purges and gcs (their bytes count as freed), then
+        remove the data/ files no session names, under data/ locked exclusively."""
+
+        def collect() -> None:
+            with self._collecting():
+                report.bytes_freed += self._finish_killed_purges(remove=not report.dry_run)
+                self._collect_data(remaining, now, report)
+
+        await asyncio.to_thread(collect)
+
+    def _collecting(self) -> contextlib.AbstractContextManager[None]:
+        return offload_errors("collect garbage in", str(self.shown))
+
+    def _finish_killed_purges(self, *, remove: bool) -> int:
+        try:
+            with self.tree(SESSIONS_DIR, create=False) as sessions_fd:
+                return finish_killed_purges(sessions_fd, remove=remove)
+        except FileNotFoundError:
+            return 0
+
+    def _session_usages(self, *, leases: bool = False) -> list[SessionUsage]:
+        """Every session measured, each read through the reader; one gone meanwhile is left
+        out. With `leases`, who holds each session's lease too (`lease_holder`)."""
+        try:
+            with self.folder(SESSIONS_DIR) as sessions:
+                names = sessions.sessions()
+        except FileNotFoundError:
+            return []
+        usages = []
+        for name in names:
+            try:
+                with self.folder(SESSIONS_DIR, name) as session:
+                    usage = session_usage(session)
+                    if leases:
+                        fcntl.flock(session.fd, fcntl.LOCK_EX)
+                        usage.lease = lease_holder(session.fd)
+                    usages.append(usage)
+            except FileNotFoundError:
+                continue
+        return usages
+
+    def _data_files(self) -> dict[str, os.stat_result]:
+        try:
+            with self.tree(DATA_DIR, create=False) as data_fd:
+                return data_files(data_fd)
+        except FileNotFoundError:
+            return {}
+
+    def _remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
+        """Remove a unit of sessions (`removal_units`) under the purge lock of each, unless
+        one was written since it was measured or its lease is held: then all stay, as the
+        one written names the others' files."""
+        outcome = UnitOutcome()
+        with self.tree(SESSIONS_DIR, create=False) as sessions_fd, contextlib.ExitStack() as stack:
+            # Locked in the order of their names, so two gcs never wait for each other.
+            for usage in sorted(unit, key=lambda u: u.name):
+                try:
+                    session = stack.enter_context(self.folder(SESSIONS_DIR, usage.name))
+                except FileNotFoundError:
+                    outcome.gone.add(usage.name)
+                    continue
+                fcntl.flock(session.fd, fcntl.LOCK_EX)
+                why = _why_not_idle(session, sessions_fd, usage)
+                if why is not None:
+                    outcome.kept[usage.name] = why
+            if outcome.kept:
+                return outcome
+            for usage in unit:
+                if usage.name not in outcome.gone:
+                    doomed = purging_name(usage.name)
+                    os.rename(usage.name, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+                    remove_tree(sessions_fd, doomed)
+        return outcome
+
+    def _collect_data(self, remaining: list[SessionUsage], now: float, report: GcReport) -> None:
+        try:
+            with self.tree(DATA_DIR, create=False) as data_fd:
+                fcntl.flock(data_fd, fcntl.LOCK_EX)
+                # Measured again under the lock: references written meanwhile count.
+                referenced: set[str] = set()
+                for usage in self._session_usages() if not report.dry_run else remaining:
+                    referenced |= usage.references
+                for name, st in sorted(data_files(data_fd).items()):
+                    if name in referenced or st.st_mtime > now - DATA_GRACE_SECONDS:
+                        continue
+                    if not report.dry_run:
+                        try:
+                            os.unlink(name, dir_fd=data_fd)
+                        except FileNotFoundError:
+                            continue
+                    report.data_removed.append(name)
+                    report.bytes_freed += st.st_size
+        except FileNotFoundError:
+            return
+
+
+def _why_not_idle(session: Folder, sessions_fd: int, usage: SessionUsage) -> str | None:
+    """Why a session folder, locked exclusively, may not be removed now: it was written
+    since `usage` measured it, or its lease is held; None when it may."""
+    # Measured again under the lock, and only if `sessions/{name}` is still the folder
+    # locked: a purge may have renamed it, and a writer made a new one. Its size counts as
+    # well as its stamps: a file system stamps with a coarse clock (a tick, or a second), so
+    # a file written in the tick the session was measured in looks no newer.
+    if not same_entry(session.fd, sessions_fd, usage.name):
+        return "it was written while gc ran"
+    now = session_usage(session)
+    if now.last_activity > usage.last_activity or now.size != usage.size:
+        return "it was written while gc ran"
+    # A taker locks the lease only while holding the folder shared, which the exclusive lock
+    # excludes: free now, the lease stays free until the folder is gone.
+    holder = lease_holder(session.fd)
+    if holder is not None:
+        return f"its lease is held by {holder}"
+    return None
+
+
+def finish_killed_purges(sessions_fd: int, *, remove: bool) -> int:
+    """Remove (if `remove`) the folders a purge or gc killed on the way left renamed aside
+    (`.purge-*`): the bytes they hold. No reader lists them, and nobody else would remove
+    them: a gc run again must free their space. One that a live purge is removing at the
+    same moment is removed by both, which is harmless (`remove_tree` skips what vanished)."""
+    with os.scandir(sessions_fd) as it:
+        names = [
+            e.name
+            for e in it
+            if e.name.startswith(PURGING_PREFIX) and e.is_dir(follow_symlinks=False)
+        ]
+    freed = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            freed += tree_size(sessions_fd, name)
+            if remove:
+                remove_tree(sessions_fd, name)
+    return freed
+
+
+def lease_holder(session_fd: int) -> str | None:
+    """Who holds the lease of a session folder (`describe_holder`), or None when it is free.
+
+    Call with the folder locked exclusively: takers lock the lease only while holding the
+    folder shared, so the lock tried here never makes a taker find the session busy.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(LEASE_FILE, flags, dir_fd=session_fd)
+    except OSError:
+        return None  # none, or a planted link: no lease is held through it
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        for _ in range(2):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = read_lease_record(fd, settle=True)
+                # A lease of this process whose object was dropped unreleased is free, as
+                # for a taker: collecting it closes its descriptor, and the lock with it.
+                if not orphaned_here(holder):
+                    return describe_holder(holder)
+            else:
+                return None
+        return describe_holder(holder)
+    finally:
+        os.close(fd)  # drops the lock tried
+
+
+def read_lease_record(fd: int, *, settle: bool) -> dict[str, Any]:
+    """What a lease file says of its holder; with `settle`, waits a moment for a holder
+    that has the lock but has not yet written itself in."""
+    for _ in range(20 if settle else 1):
+        raw = os.pread(fd, 64 * 1024, 0)
+        try:
+            found = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            return found
+        if settle:
+            time.sleep(0.01)
+    return {}
+
+
+def write_lease_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
+    """Replace what a lease file says of its holder with `record`."""
+    data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    if fsync:
+        os.fsync(fd)
+
+
+def _why_free(previous: dict[str, Any]) -> str:
+    if previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
+        return "this process dropped it without release() (an Agent not closed?)"
+    return "its lock was let go without release()"
+
+
+class LeaseCloser:
+    """A lease's descriptor, closed once (closing it drops the lock)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+if TYPE_CHECKING:  # mypy checks that DiskStore is what it is declared to be
+    _collector: type[SessionCollector] = DiskStore
+    _files: type[SessionFiles] = DiskStore
