@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._disk.ids import is_session_id, validate_session_id
-from .._disk.rows import dumps_line
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
 from .._disk.commit import parse_log
+from .._disk.ids import is_session_id, validate_session_id
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
+from .._disk.rows import dumps_line
 from ..exceptions import ConfigError, OffloadError, SessionBusyError
 from ._gc import (
     DATA_GRACE_SECONDS,

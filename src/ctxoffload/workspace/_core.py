@@ -13,9 +13,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._disk.ids import validate_session_id
-from .._disk.rows import dumps_line
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE, is_tool_result_name
 from .._disk.read import reference_text
+from .._disk.rows import dumps_line
 from ._datastore import media_type_of
 from ._gc import (
     GcReport,

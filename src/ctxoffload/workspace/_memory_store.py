@@ -7,9 +7,9 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .._disk.commit import parse_log
 from .._disk.ids import validate_session_id
 from .._disk.layout import SESSIONS_DIR
-from .._disk.commit import parse_log
 
 if TYPE_CHECKING:
     from ._store import SessionFiles
