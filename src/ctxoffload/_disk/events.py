@@ -169,6 +169,20 @@ class _TokenChange(Event):
     tokens_before_uncounted: int
 
 
+class _Fidelity(Event):
+    """The fields of an event that moved messages out and checked what it left readable
+    (`fidelity_sentence` words them): the artifact counts, and the messages read back at
+    their lines."""
+
+    artifacts: dict[str, Any]
+    recoverable: dict[str, Any]
+
+    def fidelity(self) -> str | None:
+        """The check as a sentence (None without one); the artifacts cut from the index are
+        listed in events.jsonl (the `artifacts` event)."""
+        return fidelity_sentence(self.to_json(), f"listed in {EVENTS_FILE}")
+
+
 # Written by every workspace.
 
 
@@ -405,7 +419,7 @@ class Summary(_MovedLines):
         return f"summary {figure(self.compression)} ({self.source}){_into(self)}"
 
 
-class Compression(_MovedLines, _TokenChange):
+class Compression(_MovedLines, _TokenChange, _Fidelity):
     """History summarized and moved out of the context."""
 
     kind = EventKind.COMPRESSION
@@ -417,8 +431,6 @@ class Compression(_MovedLines, _TokenChange):
     summary_model: str | None
     summary_model_calls: int
     summary_input: dict[str, Any]
-    artifacts: dict[str, Any]
-    recoverable: dict[str, Any]
 
     def sentence(self) -> str:
         where = str(self.reference or "nowhere (no offloader)")
@@ -435,7 +447,7 @@ class Compression(_MovedLines, _TokenChange):
         return f"compressed {what}, {token_change(self.to_json())}, into {where} ({by}{also})"
 
     def notes(self) -> list[str]:
-        fidelity = fidelity_sentence(self.to_json(), f"listed in {EVENTS_FILE}")
+        fidelity = self.fidelity()
         return [fidelity] if fidelity else []
 
 
@@ -452,7 +464,7 @@ class Artifacts(Event):
         return f"listed {plural(len(listed), 'artifact')} moved out{_into(self)}"
 
 
-class Window(_MovedLines):
+class Window(_MovedLines, _Fidelity):
     """The sliding window moving messages out."""
 
     kind = EventKind.WINDOW
@@ -461,13 +473,11 @@ class Window(_MovedLines):
     kept: int
     pinned: int
     max_messages: int
-    artifacts: dict[str, Any]
-    recoverable: dict[str, Any]
 
     def sentence(self) -> str:
         pinned = self.pinned
         also = f", {pinned} pinned" if isinstance(pinned, int) and pinned else ""
-        fidelity = fidelity_sentence(self.to_json(), f"listed in {EVENTS_FILE}")
+        fidelity = self.fidelity()
         return (
             f"sliding window moved {figure(self.messages)} messages{_into(self)}, "
             f"kept {figure(self.kept)} (at most {figure(self.max_messages)})"

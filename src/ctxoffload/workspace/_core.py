@@ -1,5 +1,6 @@
 """The workspace behaviour written once, for every store (`_store`): today, a session's
-state and events as read back, a payload read back with its media type, and gc.
+state and events as read back, a payload read back with its media type, the event that
+records a stored tool result, and gc.
 
 Which sessions gc removes, in what units, and what keeps one live (its lease, a session that
 stays and names its files, a write while gc ran) is decided here; the stores only measure
@@ -12,10 +13,13 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._disk.events import ToolResult
 from .._disk.ids import validate_session_id
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE, is_tool_result_name
+from .._disk.payloads import count_lines
 from .._disk.read import reference_text
 from .._disk.rows import dumps_line
+from .._disk.scope import data_files_field
 from ._datastore import media_type_of
 from ._gc import (
     GcReport,
@@ -27,6 +31,7 @@ from ._gc import (
 )
 
 if TYPE_CHECKING:
+    from .._disk.payloads import ToolOutput
     from ._protocol import ReferenceReader
     from ._store import SessionCollector, SessionFiles
 
@@ -37,6 +42,7 @@ __all__ = [
     "read_context",
     "read_events",
     "read_state",
+    "tool_result_event",
     "write_state",
 ]
 
@@ -86,6 +92,22 @@ async def read_bytes(
     """
     reference = reference_text(reference)
     return await reader.read_reference(reference), media_type_of(reference)
+
+
+def tool_result_event(
+    reference: str, data: bytes, found: ToolOutput, urls: list[str]
+) -> ToolResult:
+    """The event recording a tool result stored whole at `reference`: its size in bytes and
+    lines, whose result it is, and which of its lines name data/ files (`urls`, as
+    `render_tool_output` gathered them)."""
+    return ToolResult(
+        reference=reference,
+        bytes=len(data),
+        lines=count_lines(data),
+        tool_id=found.tool_id,
+        tool_name=found.name,
+        **data_files_field(urls),
+    )
 
 
 async def collect_garbage(

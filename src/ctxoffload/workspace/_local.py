@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._disk.commit import check_line_range, iter_chunks, take_lines
-from .._disk.events import ContextBatch, ToolResult
+from .._disk.events import ContextBatch
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.jsonl import JsonlAppender
 from .._disk.layout import (
@@ -41,14 +41,13 @@ from .._disk.paths import (
 from .._disk.payloads import (
     as_message_list,
     context_rows,
-    count_lines,
     offload_block,
     render_tool_output,
     tool_output_of,
 )
 from .._disk.read import open_reference, reference_parts, reference_text
 from .._disk.rows import dumps_line, lines_and_keys
-from .._disk.scope import SessionScoped, check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference
 from .._disk.writer import event_record
 from ..exceptions import OffloadError, SessionBusyError
 from ..references import ContextRef
@@ -59,6 +58,7 @@ from ._core import (
     read_context,
     read_events,
     read_state,
+    tool_result_event,
     write_state,
 )
 from ._datastore import KnownPayloads, store_bytes
@@ -332,14 +332,7 @@ class LocalWorkspace:
             check_entry(dir_fd, EVENTS_FILE, str(self.events_path(session_id)))
             name = self._write_unique(dir_fd, stem, data)
             path = str(session_dir / name)
-            stored = ToolResult(
-                reference=path,
-                bytes=len(data),
-                lines=count_lines(data),
-                tool_id=found.tool_id,
-                tool_name=found.name,
-                **data_files_field(urls),
-            )
+            stored = tool_result_event(path, data, found, urls)
             self._event(dir_fd, session_id, kind=stored.kind, **stored.fields())
         return path
 
@@ -447,9 +440,7 @@ class LocalWorkspace:
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
     ) -> dict[str, Any]:
-        """Start session `new` from what the model was sent at `step` of `source` (or from
-        its saved state when `step` is None), referencing its files without copying them.
-        See `ctxoffload.workspace.fork_session`, which this calls."""
+        """Start session `new` from `source` at `step`: `ctxoffload.workspace.fork_session`."""
         return await fork_session(self, source, new, step=step)
 
     # -- one live writer --------------------------------------------------------------------

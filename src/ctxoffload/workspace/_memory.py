@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._disk.batch import Span, new_rows
 from .._disk.commit import check_line_range, take_lines
-from .._disk.events import ContextBatch, ToolResult
+from .._disk.events import ContextBatch
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
@@ -22,18 +22,25 @@ from .._disk.layout import (
 from .._disk.payloads import (
     as_message_list,
     context_rows,
-    count_lines,
     offload_block,
     render_tool_output,
     tool_output_of,
 )
 from .._disk.read import reference_text
 from .._disk.rows import dumps_line, lines_and_keys
-from .._disk.scope import SessionScoped, check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
-from ._core import list_files, read_bytes, read_context, read_events, read_state, write_state
+from ._core import (
+    list_files,
+    read_bytes,
+    read_context,
+    read_events,
+    read_state,
+    tool_result_event,
+    write_state,
+)
 from ._datastore import data_name
 from ._fork import fork_session
 from ._lease import LEASE_FILE, SessionLease, busy_error, holder_record, orphaned_here
@@ -257,14 +264,7 @@ class InMemoryWorkspace:
                     break
                 n += 1
             self._touch(ref)
-        stored = ToolResult(
-            reference=ref,
-            bytes=len(data),
-            lines=count_lines(data),
-            tool_id=found.tool_id,
-            tool_name=found.name,
-            **data_files_field(urls),
-        )
+        stored = tool_result_event(ref, data, found, urls)
         self._event(session_id, stored.kind, **stored.fields())
         return ref
 
@@ -291,9 +291,7 @@ class InMemoryWorkspace:
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
     ) -> dict[str, Any]:
-        """Start session `new` from what the model was sent at `step` of `source` (or from
-        its saved state when `step` is None), referencing its files without copying them.
-        See `ctxoffload.workspace.fork_session`, which this calls."""
+        """Start session `new` from `source` at `step`: `ctxoffload.workspace.fork_session`."""
         return await fork_session(self, source, new, step=step)
 
     async def acquire_lease(
@@ -417,32 +415,13 @@ class InMemoryWorkspace:
         return take_lines((data,), first - line, last - first + 1)
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
-        """Store raw bytes in memory under their sha256 and the media type's extension, once.
-
-        For adapters that hand over payloads rather than messages (Strands' ContextOffloader
-        storage). The same bytes stored twice are one file.
-
-        Returns:
-            The reference of `data/<sha256>.<ext>`; `read_bytes` gives back the bytes and
-            the media type.
-
-        Raises:
-            OffloadError: the store refused the write.
-        """
+        """Store raw bytes in memory under their sha256, once; see
+        `LocalWorkspace.store_bytes`."""
         return self._store(bytes(data), media_type)
 
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
-        """The bytes behind a reference, with their media type.
-
-        Returns:
-            (bytes, media type). The media type comes from the name's extension, which
-            `store_bytes` chose from the type given (`media_type_of`): `.txt` is
-            `text/plain`, `.json` `application/json`, an unknown type `.bin`,
-            `application/octet-stream`.
-
-        Raises:
-            InvalidReference: unknown, or outside the workspace.
-        """
+        """The bytes behind a reference, with their media type; see
+        `LocalWorkspace.read_bytes`."""
         return await read_bytes(self, reference)
 
     async def purge_session(self, session_id: str) -> bool:

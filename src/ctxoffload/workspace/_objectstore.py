@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._disk.batch import new_rows
 from .._disk.commit import check_line_range, take_lines
-from .._disk.events import ContextBatch, ToolResult
+from .._disk.events import ContextBatch
 from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
@@ -28,14 +28,13 @@ from .._disk.payloads import (
     StoreData,
     as_message_list,
     context_rows,
-    count_lines,
     offload_block,
     render_tool_output,
     tool_output_of,
 )
 from .._disk.read import reference_text
 from .._disk.rows import dumps_line, index_keys, lines_and_keys
-from .._disk.scope import SessionScoped, check_reference, data_files_field
+from .._disk.scope import SessionScoped, check_reference
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ..references import ContextRef
@@ -53,7 +52,15 @@ from ._bucket_store import (
     refuse_userinfo_in_environment,
     session_prefix,
 )
-from ._core import collect_garbage, list_files, read_context, read_events, read_state, write_state
+from ._core import (
+    collect_garbage,
+    list_files,
+    read_context,
+    read_events,
+    read_state,
+    tool_result_event,
+    write_state,
+)
 from ._datastore import data_name, media_type_of
 from ._fork import fork_session
 from ._gc import (
@@ -398,14 +405,7 @@ class ObjectStoreWorkspace:
             n += 1
         await self._keep_present(pending)
         ref = self._client.reference(key)
-        stored = ToolResult(
-            reference=ref,
-            bytes=len(data),
-            lines=count_lines(data),
-            tool_id=found.tool_id,
-            tool_name=found.name,
-            **data_files_field(urls),
-        )
+        stored = tool_result_event(ref, data, found, urls)
         await self._event(session_id, kind=stored.kind, **stored.fields())
         return ref
 
@@ -445,9 +445,7 @@ class ObjectStoreWorkspace:
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
     ) -> dict[str, Any]:
-        """Start session `new` from what the model was sent at `step` of `source` (or from
-        its saved state when `step` is None), referencing its files without copying them.
-        See `ctxoffload.workspace.fork_session`, which this calls."""
+        """Start session `new` from `source` at `step`: `ctxoffload.workspace.fork_session`."""
         return await fork_session(self, source, new, step=step)
 
     # -- one live writer --------------------------------------------------------------------
@@ -666,10 +664,7 @@ class ObjectStoreWorkspace:
         return await self._bucket.download(root, sessions, data=data, check=check)
 
     async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
-        """Store raw bytes in data/ under their sha256 and the media type's extension, once.
-
-        For adapters that hand over payloads rather than messages (Strands' ContextOffloader
-        storage). The same bytes stored twice are one file.
+        """Store raw bytes in data/ under their sha256, once; see `LocalWorkspace.store_bytes`.
 
         Returns:
             The URI of `data/<sha256>.<ext>`, whose `Content-Type` metadata is the media
