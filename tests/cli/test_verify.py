@@ -32,6 +32,19 @@ def test_a_corrupt_line_is_a_problem(filled: Path, cli: Callable[..., Any]) -> N
     assert _problems(cli, filled) == [f"{events}: line 2 is not valid JSON: " + _json_error()]
 
 
+def test_a_json_line_that_is_not_an_event_is_a_problem(
+    filled: Path, cli: Callable[..., Any]
+) -> None:
+    # `show` skips such a line and sends the user here: verify must name it.
+    events = filled / "sessions/run-1/events.jsonl"
+    lines = events.read_bytes().splitlines(keepends=True)
+    events.write_bytes(lines[0] + b"[1, 2]\n" + b'{"kind": 5}\n' + b"".join(lines[1:]))
+    assert _problems(cli, filled) == [
+        f"{events}: line 2 is not an event (an object with a kind): readers skip it",
+        f"{events}: line 3 is not an event (an object with a kind): readers skip it",
+    ]
+
+
 def _json_error() -> str:
     try:
         json.loads('{"kind": "trunc')  # the line as the log holds it, without its newline

@@ -90,6 +90,18 @@ def test_grep_reports_an_invalid_regex(log_root: Path) -> None:
     assert result.startswith("Error: invalid regular expression 'ERROR(': missing )")
 
 
+@pytest.mark.parametrize("pattern", ["\udcff", "ERROR \ud800"], ids=["escaped-byte", "high"])
+def test_grep_says_a_pattern_with_a_lone_surrogate_cannot_be_searched_for(
+    log_root: Path, pattern: str
+) -> None:
+    # A model's JSON arguments can spell one ("\\udcff"); RE2 takes only UTF-8.
+    result = FileToolbox([log_root]).grep(pattern, ".")
+    assert result == (
+        f"Error: invalid regular expression {pattern!r}: it holds a lone surrogate "
+        f"({pattern[-1]!r}), which no regular expression can search for: leave it out"
+    )
+
+
 def test_grep_with_a_glob_searches_only_matching_files(log_root: Path) -> None:
     (log_root / "nested").mkdir()
     (log_root / "nested" / "deep.log").write_text("ERROR deep\n")

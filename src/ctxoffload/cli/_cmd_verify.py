@@ -207,7 +207,11 @@ def _check_jsonl(
                 report.problem(path, f"line {number} is not valid JSON: {exc}")
                 continue
             _check_references(value, f"{path}:{number}", entries, report)
-            if events and isinstance(value, dict):
+            if events and not is_event(value):
+                report.problem(
+                    path, f"line {number} is not an event (an object with a kind): readers skip it"
+                )
+            elif events:
                 elsewhere = _check_inside(
                     value.get("reference"), f"{path}:{number}", root, entries.local, report
                 )

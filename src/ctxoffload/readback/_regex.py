@@ -72,6 +72,12 @@ def compile_pattern(pattern: str) -> Pattern:
 
 def _invalid_pattern(pattern: str, exc: Exception) -> InvalidContent:
     """The error for a pattern RE2 refused with `exc`: why, and what to write instead."""
+    if isinstance(exc, UnicodeEncodeError):  # RE2 takes UTF-8: its own reason is "utf-8"
+        return InvalidContent(
+            f"invalid regular expression {quote(pattern)}: it holds a lone surrogate "
+            f"({exc.object[exc.start]!r}), which no regular expression can search for: "
+            "leave it out"
+        )
     reason = exc.args[0] if exc.args else exc
     if isinstance(reason, bytes):
         reason = reason.decode("utf-8", "replace")
