@@ -118,6 +118,19 @@ def test_the_lines_of_an_older_release_read_as_sentences() -> None:
     assert all(sentence != kind and "None" not in sentence for kind, sentence in said.items())
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("value", [None, "missing"], ids=["null", "missing"])
+def test_a_field_a_line_lacks_reads_as_a_question_mark_never_none(kind: str, value: Any) -> None:
+    # A line cut short, hand-edited or written by a buggy writer: each field it lacks (or
+    # holds as null) is said as "?", never as Python's None.
+    fields = {name: None for name in KINDS[kind].fields_declared if name not in ("time", "writer")}
+    line = {"time": "2026-12-01T00:00:00Z", "kind": kind}
+    if value is None:
+        line |= fields
+    sentence = event_sentence(line)
+    assert "None" not in sentence, sentence
+
+
 def test_a_newer_writers_kind_is_read_and_named() -> None:
     line = {"time": "2026-12-01T00:00:00Z", "kind": "handoff", "to": "b", "writer": {"pid": 1}}
     record = record_of(line)
@@ -146,4 +159,4 @@ def test_a_newer_writers_extra_fields_are_kept_where_they_were() -> None:
 
 def test_a_field_of_another_type_still_renders() -> None:
     line = {"kind": "pin", "window": "big", "pinned_tokens_after": [1], "message_id": 7}
-    assert event_sentence(line).startswith("pinned message 7 (None, by None): pins ?→[1] tokens")
+    assert event_sentence(line).startswith("pinned message 7 (?, by ?): pins ?→[1] tokens")

@@ -32,6 +32,7 @@ from .wording import (
     first_line,
     into_text,
     plural,
+    said,
     token_change,
 )
 
@@ -212,8 +213,8 @@ class ToolResult(Event):
 
     def sentence(self) -> str:
         return (
-            f"stored the whole result of {self.tool_name} ({self.tool_id}): "
-            f"{figure(self.lines)} lines, {figure(self.bytes)} bytes, in {self.reference}"
+            f"stored the whole result of {said(self.tool_name)} ({said(self.tool_id)}): "
+            f"{figure(self.lines)} lines, {figure(self.bytes)} bytes, in {said(self.reference)}"
         )
 
 
@@ -229,7 +230,7 @@ class DataFile(Event):
     def sentence(self) -> str:
         media = self.media_type or "bytes"
         size = f", {figure(self.bytes)} bytes" if self.bytes is not None else ""
-        return f"stored a data file ({media}{size}): {self.reference}"
+        return f"stored a data file ({media}{size}): {said(self.reference)}"
 
 
 # Written by the Agent's session record.
@@ -255,7 +256,7 @@ class SessionStart(Event):
         if isinstance(restored, int) and restored > 0 and not isinstance(self.parent, dict):
             return (
                 f"resumed at step {figure(self.first_step)}: {figure(restored)} "
-                f"messages restored (agent {self.agent}, model: {self.model}, window "
+                f"messages restored (agent {said(self.agent)}, model: {said(self.model)}, window "
                 f"{figure(self.context_window)} tokens)"
             )
         tools = ", ".join(self.tools or []) or "none"
@@ -267,10 +268,10 @@ class SessionStart(Event):
             else ""
         )
         return (
-            f"session started: agent {self.agent}, model: {self.model} "
+            f"session started: agent {said(self.agent)}, model: {said(self.model)} "
             f"(summaries: {self.summary_model or 'extractive'}), window "
             f"{figure(self.context_window)} tokens, tools: {tools}; ctxoffload "
-            f"{self.version}{child}"
+            f"{said(self.version)}{child}"
         )
 
 
@@ -282,7 +283,7 @@ class Message(Event):
 
     def sentence(self) -> str:
         message: dict[str, Any] = self.message if isinstance(self.message, dict) else {}
-        return f"message {message.get('id')} ({message.get('role')})"
+        return f"message {said(message.get('id'))} ({said(message.get('role'))})"
 
 
 class ModelCall(Event):
@@ -313,14 +314,14 @@ class ModelCall(Event):
         )
         attempt = self.attempt
         again = f" (attempt {attempt})" if isinstance(attempt, int) and attempt > 1 else ""
-        outcome = str(self.outcome)
+        outcome = said(self.outcome)
         if isinstance(self.error, dict):
             outcome += f": {error_text(self.error)}"
         calls = self.tool_calls or []
         then = f" → {', '.join(c.get('name', '?') for c in calls)}" if calls else ""
         summary = " (one a summary)" if self.summary else ""
         return (
-            f"step {self.step} · model call{again} · {len(self.messages or [])} messages"
+            f"step {said(self.step)} · model call{again} · {len(self.messages or [])} messages"
             f"{summary} · {tokens} · {duration(self.duration_ms)} · {outcome}{then}"
         )
 
@@ -342,12 +343,13 @@ class ToolCall(Event):
     error: dict[str, Any] | None
 
     def sentence(self) -> str:
-        outcome = str(self.outcome)
+        outcome = said(self.outcome)
         error = self.error
         if isinstance(error, dict):
             what = f"{error.get('type')}: " if error.get("type") else ""
-            outcome += f": {what}{first_line(str(error.get('message')))}"
-        return f"tool {self.name} ({self.tool_id}) {outcome} · {duration(self.duration_ms)}"
+            outcome += f": {what}{first_line(said(error.get('message')))}"
+        took = duration(self.duration_ms)
+        return f"tool {said(self.name)} ({said(self.tool_id)}) {outcome} · {took}"
 
     def traceback(self) -> list[str]:
         """The lines of a failed call's traceback (none for a call that did not fail)."""
@@ -401,7 +403,8 @@ class Offload(_TokenChange):
 
     def sentence(self) -> str:
         return (
-            f"offloaded {plural(self.blocks, 'block')} of {self.tool_name} ({self.tool_id}), "
+            f"offloaded {plural(self.blocks, 'block')} of {said(self.tool_name)} "
+            f"({said(self.tool_id)}), "
             f"{token_change(self.to_json())}" + files_text(self.references, " into ")
         )
 
@@ -416,7 +419,7 @@ class Summary(_MovedLines):
     summary: dict[str, Any]
 
     def sentence(self) -> str:
-        return f"summary {figure(self.compression)} ({self.source}){_into(self)}"
+        return f"summary {figure(self.compression)} ({said(self.source)}){_into(self)}"
 
 
 class Compression(_MovedLines, _TokenChange, _Fidelity):
@@ -441,9 +444,9 @@ class Compression(_MovedLines, _TokenChange, _Fidelity):
         what = f"{figure(count)} messages" if isinstance(count, int) else "history"
         also = f", {figure(self.kept)} kept" if isinstance(self.kept, int) else ""
         if self.summary_model:
-            by = f"summary by {self.summary_model}"
+            by = f"summary by {said(self.summary_model)}"
         else:
-            by = f"{self.summary_source} summary" if self.summary_source else "summary"
+            by = f"{said(self.summary_source)} summary" if self.summary_source else "summary"
         return f"compressed {what}, {token_change(self.to_json())}, into {where} ({by}{also})"
 
     def notes(self) -> list[str]:
@@ -525,7 +528,7 @@ class ClearToolUses(_TokenChange):
         cleared = self.cleared
         fidelity = fidelity_sentence(line, "in the stored outputs")
         return (
-            f"cleared {cleared} tool output{'' if cleared == 1 else 's'} ({ids}){also}, "
+            f"cleared {said(cleared)} tool output{'' if cleared == 1 else 's'} ({ids}){also}, "
             f"{token_change(line)}{files_text(self.references, '; stored in ', 'more files')}"
             + (f"; {fidelity}" if fidelity else "")
         )
@@ -542,7 +545,7 @@ class ClearThinking(_MovedLines, _TokenChange):
 
     def sentence(self) -> str:
         return (
-            f"cleared the thinking of {self.messages} turns ({self.blocks} blocks), "
+            f"cleared the thinking of {said(self.messages)} turns ({said(self.blocks)} blocks), "
             f"{token_change(self.to_json())}{_into(self)}"
         )
 
@@ -569,7 +572,7 @@ class Pin(Event):
         )
         verb = "pinned" if self.kind == EventKind.PIN else "unpinned"
         return (
-            f"{verb} message {self.message_id} ({self.role}, by {self.by}): pins "
+            f"{verb} message {said(self.message_id)} ({said(self.role)}, by {said(self.by)}): pins "
             f"{figure(self.pinned_tokens_before)}→{figure(after)} tokens{share}"
         )
 
@@ -594,7 +597,7 @@ class Compact(_MovedLines, _TokenChange):
         asked = self.instructions
         focus = f', instructions: "{asked}"' if asked else ""
         return (
-            f"compacted on the agent's request ({self.reason}), "
+            f"compacted on the agent's request ({said(self.reason)}), "
             f"{token_change(self.to_json())}{_into(self)}{focus}"
         )
 
@@ -613,7 +616,7 @@ class Background(_MovedLines):
 
     def sentence(self) -> str:
         status = self.status
-        what = f"{self.messages} messages{_into(self)}"
+        what = f"{said(self.messages)} messages{_into(self)}"
         if status == "started":
             return f"started a background summary of {what}"
         if status == "applied":
@@ -621,7 +624,7 @@ class Background(_MovedLines):
             wait = f"; the step waited {waited:,.0f} ms" if isinstance(waited, (int, float)) else ""
             return f"applied the background summary of {what}{wait}"
         reason = self.reason
-        return f"background summary of {what} {status}" + (f": {reason}" if reason else "")
+        return f"background summary of {what} {said(status)}" + (f": {reason}" if reason else "")
 
 
 class OverWindow(Event):
@@ -675,7 +678,8 @@ class Replay(Event):
 
     def sentence(self) -> str:
         return (
-            f"replay {self.run} ({self.config_name}): {figure(self.messages)} messages, "
+            f"replay {said(self.run)} ({said(self.config_name)}): "
+            f"{figure(self.messages)} messages, "
             f"{figure(self.model_calls)} model calls of the transcript"
         )
 
@@ -694,7 +698,7 @@ class Fork(Event):
         step = origin.get("step")
         at = f" at step {step}" if step is not None else " from its saved state"
         return (
-            f"forked from session {origin.get('session')}{at}: "
+            f"forked from session {said(origin.get('session'))}{at}: "
             f"{figure(self.messages)} messages to start from"
         )
 
@@ -717,10 +721,10 @@ class Subagent(Event):
     error: dict[str, Any]
 
     def sentence(self) -> str:
-        who = f"sub-agent {self.name} (session {self.session})"
-        at = f"step {self.step} ·"
+        who = f"sub-agent {said(self.name)} (session {said(self.session)})"
+        at = f"step {said(self.step)} ·"
         if self.status == "started":
-            return f"{at} started {who} for call {self.tool_id}"
+            return f"{at} started {who} for call {said(self.tool_id)}"
         if self.status == "done":
             return (
                 f"{at} {who} answered after {plural(self.steps, 'step')}: "

@@ -21,6 +21,7 @@ __all__ = [
     "first_line",
     "into_text",
     "plural",
+    "said",
     "token_change",
 ]
 
@@ -31,6 +32,12 @@ def figure(value: object) -> str:
     if value is None:
         return "?"
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def said(value: object) -> str:
+    """A field as a sentence says it: `?` for one the event does not hold (a line cut short,
+    edited by hand, or written by a buggy writer), never Python's `None`."""
+    return "?" if value is None else str(value)
 
 
 def duration(value: object) -> str:
@@ -121,7 +128,7 @@ def into_text(reference: object, span: object) -> str:
 def error_text(error: object) -> str:
     """`TYPE: MESSAGE` of an event's `error` object."""
     found: dict[str, Any] = error if isinstance(error, dict) else {}
-    return f"{found.get('type')}: {found.get('message')}"
+    return f"{said(found.get('type'))}: {said(found.get('message'))}"
 
 
 _SHORT = 100  # characters of a first line shown: a tool's error, a message without --full
