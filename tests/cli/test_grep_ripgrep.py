@@ -56,7 +56,7 @@ CASES = [
     ["[$]|ERROR\\$|[]$]$"],  # no `$` in a class or escaped is rewritten
     ["日本."],
     ["a.b"],
-    [""],
+    # An empty pattern is refused before any engine runs (tests/search/test_every_door.py).
     ["no such text anywhere"],
     ["--max-columns", "100", "ERROR"],
     ["--max-columns", "0", "ERROR"],

@@ -18,6 +18,7 @@ import pytest
 
 from ctxoffload import LocalWorkspace
 from ctxoffload.cli.ui._model import UiModel
+from ctxoffload.exceptions import CliError, InvalidContent
 from ctxoffload.readback import FileToolbox, escape, retrieve_offloaded_content
 
 LONG = "x" * 100_000 + " ERROR 7 at the end of a long line"
@@ -180,3 +181,41 @@ def _a_cut_of(shown: str, line: str) -> bool:
     return (
         cut is not None and int(cut.group(2).replace(",", "")) == len(line) and cut.group(1) in line
     )
+
+
+def _refusal(door: str, workdir: Path, file: Path, pattern: str) -> str:
+    """What `door` says of `pattern`, where it refuses it; '' where it searched."""
+    if door == "Grep":
+        answer = FileToolbox([workdir]).grep(pattern, str(file))
+        return answer if answer.startswith("Error:") else ""
+    if door == "retrieval":
+        try:
+            asyncio.run(
+                retrieve_offloaded_content(LocalWorkspace(workdir), str(file), pattern=pattern)
+            )
+        except InvalidContent as refused:
+            return str(refused)
+        return ""
+    if door == "ctxoffload grep":
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), "grep", "--", pattern],
+            capture_output=True,
+            text=True,
+            env={"CTXOFFLOAD_GREP": "python", "PATH": "/usr/bin:/bin"},
+        )
+        return done.stderr if done.returncode == 2 else ""
+    try:
+        UiModel(str(workdir)).search(pattern, "s")
+    except CliError as refused:
+        return str(refused)
+    return ""
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_every_door_refuses_an_empty_pattern_alike(tmp_path: Path, door: str) -> None:
+    # It would match every line: a file's whole text, which reading it gives, capped.
+    file = tmp_path / "sessions" / "s" / "tool_result-matrix.txt"
+    file.parent.mkdir(parents=True)
+    file.write_bytes(b"one\ntwo\n")
+    said = _refusal(door, tmp_path, file, "")
+    assert "the pattern is empty" in said, said

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..exceptions import InvalidContent
-from .regex import load_re2, re2_options, reads_whole_text
+from .regex import load_re2, re2_options, reads_whole_text, refuse_empty
 
 __all__ = [
     "Deadline",
@@ -88,6 +88,7 @@ def compile_matcher(
 
     if not isinstance(pattern, str):
         raise InvalidContent(f"pattern {pattern!r} is not a string: pass a regular expression")
+    refuse_empty(pattern)
     try:
         pattern.encode("utf-8", "surrogateescape")  # as it is searched for, below
     except UnicodeEncodeError:

@@ -7,12 +7,29 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["load_re2", "re2_options", "reads_whole_text"]
+from ..exceptions import InvalidContent
+
+__all__ = ["load_re2", "re2_options", "reads_whole_text", "refuse_empty"]
 
 # A flag group that turns multi-line mode off, `(?-m)`, `(?i-m:`...: its `^` and `$` would
 # then hold only at the ends of a whole piece. Read loosely (an escaped parenthesis counts
 # too): a wrong match only sends the search line by line.
 _MULTILINE_OFF = re.compile(r"\(\?[A-Za-z]*-[A-Za-z]*m")
+
+
+def refuse_empty(pattern: str) -> None:
+    """Refuse an empty pattern, the one rule of every door (the agent's Grep, the retrieval
+    tool, `ctxoffload grep`, the viewer): it would match every line, which is reading the
+    file, and a model that sends one meant something else.
+
+    Raises:
+        InvalidContent: `pattern` is empty; the message says what to do instead.
+    """
+    if pattern == "":
+        raise InvalidContent(
+            "the pattern is empty, so it would match every line: give the text or regular "
+            "expression to look for (to see a whole file, read it instead)"
+        )
 
 
 def reads_whole_text(pattern: str) -> bool:

@@ -71,8 +71,6 @@ def grep_files(
     """
     context_lines = min(as_int("context_lines", context_lines, minimum=0), _MAX_CONTEXT_LINES)
     max_matches = as_int("max_matches", max_matches, minimum=1)
-    if not isinstance(pattern, str) or not pattern:
-        raise ToolError("pattern is empty: pass a regular expression to search for")
     try:
         regex = compile_pattern(pattern)  # refused with advice on what to write instead
         matcher = compile_matcher(pattern)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from .._search.regex import load_re2, re2_options, reads_whole_text
+from .._search.regex import load_re2, re2_options, reads_whole_text, refuse_empty
 from ..exceptions import InvalidContent
 from ._arguments import quote
 
@@ -62,6 +62,7 @@ def compile_pattern(pattern: str) -> Pattern:
     """
     if not isinstance(pattern, str):
         raise InvalidContent(f"pattern {pattern!r} is not a string: pass a regular expression")
+    refuse_empty(pattern)
     re2 = load_re2()
     try:
         compiled: Any = re2.compile(pattern, re2_options())
