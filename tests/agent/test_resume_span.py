@@ -77,6 +77,20 @@ asyncio.run(run(LocalWorkspace(sys.argv[1]), ScriptedModel(default=never_answer)
 )
 
 
+def resumed_agent(ws: Workspace) -> Agent:
+    """The agent that takes the killed writer's session "run" back, with the window it had."""
+    return Agent(
+        name="tester",
+        system_prompt="You test things.",
+        model=ScriptedModel([]),
+        summary_model=ScriptedModel(default=SUMMARY),
+        offloader=ws,
+        counter=get_token_counter(exact=False),
+        context_config=ContextConfig(context_window=6000, tool_result_limit=300),
+        session_id="run",
+    )
+
+
 def _covered(spans: list[list[int]]) -> set[int]:
     return {line for first, last in spans for line in range(first, last + 1)}
 
@@ -100,16 +114,7 @@ async def test_a_resumed_summary_names_the_lines_it_replaced(
 
     # Resumed with a smaller window for this check: the split differs from the killed one,
     # so some messages it wrote stay in the context and others leave.
-    resumed = Agent(
-        name="tester",
-        system_prompt="You test things.",
-        model=ScriptedModel([]),
-        summary_model=ScriptedModel(default=SUMMARY),
-        offloader=ws,
-        counter=get_token_counter(exact=False),
-        context_config=ContextConfig(context_window=6000, tool_result_limit=300),
-        session_id="run",
-    )
+    resumed = resumed_agent(ws)
     result = await resumed.compress_context(
         ContextConfig(context_window=3000, tool_result_limit=300)
     )
@@ -192,16 +197,7 @@ async def test_a_summary_resumed_after_a_kill_mid_batch_names_exactly_its_lines(
         s3.put_object(bucket, "agents/sessions/run/lease.json", b'{"released": "lapsed"}\n')
     reference = ws.context_path("run")
 
-    resumed = Agent(
-        name="tester",
-        system_prompt="You test things.",
-        model=ScriptedModel([]),
-        summary_model=ScriptedModel(default=SUMMARY),
-        offloader=ws,
-        counter=get_token_counter(exact=False),
-        context_config=ContextConfig(context_window=6000, tool_result_limit=300),
-        session_id="run",
-    )
+    resumed = resumed_agent(ws)
     result = await resumed.compress_context(
         ContextConfig(context_window=window, tool_result_limit=300)
     )
