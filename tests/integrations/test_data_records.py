@@ -33,10 +33,8 @@ def grace_over(monkeypatch: pytest.MonkeyPatch) -> None:
     """gc's grace for unreferenced data/ files is over at once (a clock an hour later)."""
     import ctxoffload.workspace._bucket_store as bucket_store
     import ctxoffload.workspace._disk_store as disk_store
-    import ctxoffload.workspace._objectstore as objectstore
 
     monkeypatch.setattr(disk_store, "DATA_GRACE_SECONDS", 0.0)
-    monkeypatch.setattr(objectstore, "DATA_GRACE_SECONDS", 0.0)
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
 
 

@@ -243,7 +243,6 @@ async def test_gc_removes_old_sessions_and_unreferenced_data(
     ws: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ctxoffload.workspace._bucket_store as bucket_store
-    import ctxoffload.workspace._objectstore as module
 
     block = image_block()
     await ws.offload_context("old", [Msg(role="user", content=[block])])
@@ -251,7 +250,6 @@ async def test_gc_removes_old_sessions_and_unreferenced_data(
     dry = await ws.gc(older_than=0, dry_run=True)
     assert dry.dry_run and sorted(dry.sessions_removed) == ["new", "old"]
     assert await ws.list_sessions() == ["new", "old"]
-    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
     report = await ws.gc(older_than=0)
     assert sorted(report.sessions_removed) == ["new", "old"]
@@ -277,11 +275,9 @@ async def test_gc_keeps_data_a_live_session_references(
     ws: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ctxoffload.workspace._bucket_store as bucket_store
-    import ctxoffload.workspace._objectstore as module
 
     block = image_block()
     await ws.offload_context("live", [Msg(role="user", content=[block])])
-    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
     report = await ws.gc(older_than=3600)
     assert report.sessions_removed == [] and report.data_removed == []
@@ -291,7 +287,6 @@ async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
     make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ctxoffload.workspace._bucket_store as bucket_store
-    import ctxoffload.workspace._objectstore as module
 
     collector, agent = make_ws(), make_ws()
     # The image was stored once, and the session naming it is gone: unreferenced, and with
@@ -299,7 +294,6 @@ async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
     await agent.offload_context("gone", [Msg(role="user", content=[image_block()])])
     await agent.purge_session("gone")
     await agent.offload_context("other", [text_msg("gc reads this session")])
-    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
     read_sessions = bucket_store.BucketCollector._usage
     written: list[str] = []
@@ -328,12 +322,10 @@ async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
 async def _garbage_image(agent: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch) -> str:
     """An image stored once whose session is gone, with gc's grace over: its data/ name."""
     import ctxoffload.workspace._bucket_store as bucket_store
-    import ctxoffload.workspace._objectstore as module
 
     await agent.offload_context("gone", [Msg(role="user", content=[image_block()])])
     await agent.purge_session("gone")
     await agent.offload_context("other", [text_msg("gc reads this session")])
-    monkeypatch.setattr(module, "DATA_GRACE_SECONDS", 0.0)
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
     return f"{hashlib.sha256(PNG).hexdigest()}.png"
 

@@ -1,5 +1,6 @@
-"""The bucket store's steps of gc (`SessionCollector`): listings, GETs, a lease taken by a
-conditional put, deletes.
+"""The bucket store: a session's objects under `sessions/<id>/`, its logs as segments
+(`SessionFiles`), and the steps of gc that take a bucket's own way (`SessionCollector`):
+listings, GETs, a lease taken by a conditional put, deletes.
 
 A bucket has no lock: gc claims a session by taking its lease (a conditional put, as a
 writer does) and deletes the lease object last, so no writer takes the session meanwhile;
@@ -10,21 +11,25 @@ end (see `BucketCollector._delete_data`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
 import os
 import re
+import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from .._disk.commit import parse_log
+from .._disk.batch import new_rows
+from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
-from .._disk.rows import dumps_line
-from ..exceptions import ConfigError, OffloadError, SessionBusyError
+from .._disk.rows import dumps_line, index_keys
+from ..exceptions import InvalidReference, OffloadError, SessionBusyError
+from ._datastore import data_name
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
@@ -46,7 +51,9 @@ from ._segments import SegmentLog, segment_log
 from ._store_client import ObjectInfo, StoreClient, gather_limited
 
 if TYPE_CHECKING:
-    from ._store import SessionCollector, SessionFiles
+    from .._disk.batch import Span
+    from .._disk.payloads import StoreData
+    from ._store import Payloads, SessionCollector, SessionFiles
 
 __all__ = [
     "REMOVING",
@@ -54,14 +61,9 @@ __all__ = [
     "SESSION_KEY",
     "BucketCollector",
     "BucketStore",
-    "checked_url",
     "data_objects",
-    "host_name",
-    "is_secret_name",
     "is_workspace_key",
     "lease_record",
-    "refuse_userinfo",
-    "refuse_userinfo_in_environment",
     "session_prefix",
 ]
 
@@ -85,13 +87,219 @@ def session_prefix(session_id: str) -> str:
     return f"{SESSIONS_DIR}/{validate_session_id(session_id)}"
 
 
+@dataclass
+class _PendingPayloads:
+    """Payloads serialisation stored by name (`store`), uploaded before the line naming them
+    (`before_line`), checked still there after it (`after_line`)."""
+
+    client: StoreClient
+    objects: dict[str, tuple[bytes, str | None]] = field(default_factory=dict)
+    # The keys of `objects` that were already in the store (re-used, not created).
+    reused: set[str] = field(default_factory=set)
+
+    @property
+    def store(self) -> StoreData:
+        """Name a payload by its sha256 now; it is uploaded by `before_line`."""
+
+        def store(raw: bytes, media_type: str | None) -> str:
+            key = f"{DATA_DIR}/{data_name(raw, media_type)}"
+            self.objects.setdefault(key, (raw, media_type))
+            return self.client.reference(key)
+
+        return store
+
+    async def before_line(self) -> None:
+        """Upload the payloads not in the store yet; refresh a re-used old one, which gc
+        keeps while it is recent (`DATA_GRACE_SECONDS`), so gc cannot remove it before the
+        line naming it is written (rewriting identical bytes changes nothing else)."""
+
+        async def upload(key: str, raw: bytes, media_type: str | None) -> None:
+            attributes = {"Content-Type": media_type or "application/octet-stream"}
+            if await self.client.put_new(key, raw, attributes):
+                return
+            self.reused.add(key)
+            info = await self.client.info(key)
+            age = time.time() - info.last_modified.timestamp() if info else DATA_GRACE_SECONDS
+            if age > DATA_GRACE_SECONDS / 2:
+                await self.client.put(key, raw, attributes)
+
+        await gather_limited(
+            [
+                functools.partial(upload, key, raw, media)
+                for key, (raw, media) in self.objects.items()
+            ],
+            8,
+        )
+
+    async def after_line(self) -> None:
+        """After the line naming them is written: store again any re-used object now gone.
+
+        A gc that decided before that line that an object was unused may delete it after
+        the writer found it there (see `ObjectStoreWorkspace.gc`); once the line is written,
+        every later gc keeps it, so one check here closes the gap.
+        """
+
+        async def check(key: str) -> None:
+            if await self.client.info(key) is None:
+                raw, media_type = self.objects[key]
+                attributes = {"Content-Type": media_type or "application/octet-stream"}
+                await self.client.put_new(key, raw, attributes)
+
+        await gather_limited([functools.partial(check, key) for key in sorted(self.reused)], 8)
+
+
 class BucketStore:
     """A session's files in a bucket: `sessions/<id>/<name>` objects, the logs as segments
-    (`SegmentLog`)."""
+    (`SegmentLog`).
+
+    Per context log it keeps where each message this writer knows of is (`index_keys`), read
+    whole on the first append to it and kept up with its own appends, and the lock that makes
+    a lookup and the append after it one step for this process.
+    """
 
     def __init__(self, client: StoreClient, logs: SegmentLog) -> None:
         self._client = client
         self._logs = logs
+        self.context_keys: dict[str, dict[str, int]] = {}
+        self._context_locks: dict[str, asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def payloads(self) -> AsyncIterator[Payloads]:
+        """The payloads of one offload (`SessionFiles.payloads`): named by hash while
+        serialising, uploaded before the line naming them, checked after it."""
+        yield _PendingPayloads(self._client)
+
+    async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
+        """Create the session's object `name` with a put-if-absent, so of two writers on any
+        machines one wins (`SessionFiles.put_new`)."""
+        key = f"{session_prefix(session_id)}/{name}"
+        attributes = {"Content-Type": "text/plain; charset=utf-8"}
+        if await self._client.put_new(key, data, attributes):
+            return self._client.reference(key)
+        return None
+
+    async def read(self, session_id: str, name: str) -> bytes | None:
+        """The bytes of the session's object `name`, or None (`SessionFiles.read`)."""
+        return await self._client.get(f"{session_prefix(session_id)}/{name}")
+
+    async def append(
+        self,
+        session_id: str,
+        name: str,
+        lines: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        *,
+        commit: bool = False,
+    ) -> Span:
+        """Append `lines` to the log `name` as one segment, whose first line is known once
+        its place is won (`SegmentLog.append`); a segment is whole or absent, so `commit`
+        changes nothing (`SessionFiles.append`). With `keys`, lines whose message this
+        object knows in the log are not written again."""
+        key = f"{session_prefix(session_id)}/{name}"
+        if keys is None:
+            first, _ = await self._logs.append(key, b"".join(lines))
+            return new_rows(lines, None, (), first).span
+        async with self._context_locks.setdefault(key, asyncio.Lock()):
+            index = await self._context_index(key)
+            # The new rows' first line is known once their segment is won: placed then.
+            rows = new_rows(lines, keys, (index,), 1)
+            if not rows.lines:
+                return rows.span
+            first, _ = await self._logs.append(key, b"".join(rows.lines))
+            index_keys(rows.lines, first, index)
+            return rows.placed_at(first)
+
+    async def _context_index(self, key: str) -> dict[str, int]:
+        """Where each message of the context log `key` is, as far as this object knows."""
+        index = self.context_keys.get(key)
+        if index is None:
+            index = {}
+            data = await self._logs.read(key)
+            await asyncio.to_thread(index_keys, data.split(b"\n"), 1, index)
+            self.context_keys[key] = index
+        return index
+
+    async def check_log(self, session_id: str, name: str) -> None:
+        """Nothing to check: an object cannot be a planted link (`SessionFiles.check_log`)."""
+
+    def event_failure_is_fatal(self, exc: OSError) -> bool:
+        """A store past its deadline costs the event only
+        (`SessionFiles.event_failure_is_fatal`)."""
+        return False
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the sessions that have objects, sorted."""
+        names = await self._client.list_directories(SESSIONS_DIR)
+        return sorted(n for n in names if is_session_id(n))
+
+    def key_of(self, reference: str) -> str:
+        """The key a reference names (`ObjectStoreWorkspace.key_of`).
+
+        Raises:
+            InvalidReference: it is not a reference into this workspace.
+        """
+        url = self._client.base_url
+        key = reference
+        if reference.startswith(url + "/"):
+            key = reference[len(url) + 1 :]
+        elif "://" in reference:
+            raise InvalidReference(
+                f"reference {reference!r} is outside the workspace {url!r}: pass a "
+                "reference this workspace returned"
+            )
+        if is_workspace_key(key):
+            return key
+        raise InvalidReference(
+            f"reference {reference!r} names no object of the workspace {url!r}: pass a "
+            "reference this workspace returned"
+        )
+
+    def reference_key(self, reference: str) -> list[str]:
+        """The parts of a reference's key below the workspace (`SessionFiles.reference_key`)."""
+        return self.key_of(reference).split("/")
+
+    async def read_reference(self, reference: str) -> bytes:
+        """The object a reference names; a log, all its segments (`SessionFiles.read_reference`).
+
+        Raises:
+            InvalidReference: unknown, or outside the workspace.
+            OffloadError: the store failed past the deadline.
+        """
+        key = self.key_of(reference)
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
+            segments = await self._logs.segments(key)
+            if segments:
+                return await self._logs.read(key)
+        data = await self._client.get(key)
+        if data is None:
+            raise InvalidReference(
+                f"reference {reference!r} names no object in {self._client.base_url!r}: pass "
+                "a reference this workspace returned"
+            )
+        return data
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` of what a reference names: lines of a log that one segment
+        this object appended holds are read from that segment alone (one GET); others from
+        the whole log (`SessionFiles.read_lines`)."""
+        key = self.key_of(reference)
+        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
+            found = await self._logs.read_lines(key, first, last)
+            if found is not None:
+                return found
+        data = await self.read_reference(reference)
+        return take_lines((data,), first - 1, last - first + 1)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete every object of a session, and forget what this object cached of its logs
+        (`SessionFiles.delete_session`)."""
+        prefix = session_prefix(session_id)
+        keys = [i.key for i in await self._client.list_objects(prefix)]
+        for log in SEGMENTED_LOGS:
+            self._logs.forget(f"{prefix}/{log}")
+            self.context_keys.pop(f"{prefix}/{log}", None)
+        await self._client.delete(keys)
+        return bool(keys)
 
     async def put(self, session_id: str, name: str, data: bytes) -> str:
         """Replace the session's object `name` in one PUT (`SessionFiles.put`)."""
@@ -507,119 +715,8 @@ def is_workspace_key(key: str) -> bool:
 # -- reaching the bucket: its URL and credentials checked before any I/O ------------------
 
 
-def is_secret_name(name: str) -> bool:
-    """Whether an option named `name` holds a secret (kept out of every message)."""
-    lowered = name.lower()
-    return any(word in lowered for word in ("secret", "token", "key", "password", "sas"))
-
-
-def host_name() -> str:
-    """This machine's name as a writer id may hold it (at most 40 plain characters)."""
-    try:
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename)[:40] or "host"
-    except AttributeError:  # pragma: no cover - not on POSIX
-        return "host"
-
-
-# The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
-_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
-_ACCEPTED = (
-    "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
-    "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
-    "for a folder on disk use LocalWorkspace"
-)
-# The environment variables each cloud's client reads (obstore reads every one of them).
-_ENVIRONMENT_PREFIXES = {
-    "s3": "AWS_",
-    "s3a": "AWS_",
-    "gs": "GOOGLE_",
-    "az": "AZURE_",
-    "azure": "AZURE_",
-    "abfs": "AZURE_",
-    "abfss": "AZURE_",
-    "adl": "AZURE_",
-}
-
-
-def checked_url(url: str) -> str:
-    """`url` in its one spelling (scheme lower-cased, no trailing slash).
-
-    Raises:
-        ConfigError: not a bucket URL this workspace takes, or one holding credentials.
-    """
-    if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"object store url {url!r} is not a URL: {_ACCEPTED}")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if "@" in parts.netloc:
-        raise ConfigError(
-            "object store url holds credentials (user:secret@...): pass them as arguments "
-            "or environment variables, never in the URL"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigError(
-            f"object store url {parts.scheme}://{parts.netloc}{parts.path} has a query or "
-            "fragment: pass options as arguments"
-        )
-    if scheme == "memory":
-        if parts.netloc:
-            raise ConfigError(
-                f"object store url {url!r} is not accepted: memory:// takes no bucket "
-                f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
-            )
-    elif scheme not in _BUCKET_SCHEMES:
-        raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
-    elif not parts.netloc or ":" in parts.netloc:
-        raise ConfigError(
-            f"object store url {url!r} names no bucket (or names a port): {_ACCEPTED}"
-        )
-    path = parts.path.rstrip("/")
-    if any(p in ("", ".", "..") for p in path.split("/")[1:]):
-        raise ConfigError(f"object store url {url!r} has an empty, '.' or '..' path component")
-    return f"{scheme}://{parts.netloc}{path}"
-
-
-def _has_userinfo(value: object) -> bool:
-    """Whether `value` is a URL with a user (and maybe a password) before its host."""
-    if not isinstance(value, str) or "://" not in value:
-        return False
-    try:
-        return "@" in urlsplit(value.strip()).netloc
-    except ValueError:
-        return True  # not parseable: refuse rather than risk quoting it
-
-
-def refuse_userinfo(name: str, value: object) -> None:
-    """Refuse an option `name` whose URL holds credentials (`ConfigError`)."""
-    if _has_userinfo(value):
-        raise ConfigError(
-            f"{name} holds credentials in its URL (user:secret@...): give the URL without "
-            "them, and the credentials as arguments or environment variables"
-        )
-
-
-def refuse_userinfo_in_environment(url: str) -> None:
-    """Refuse an endpoint variable with a password, as `endpoint_url=` is refused.
-
-    obstore reads the cloud's variables itself and quotes the endpoint, password included,
-    in its error messages; so the variable is named here, never its value.
-    """
-    prefix = _ENVIRONMENT_PREFIXES.get(url.split("://", 1)[0])
-    if prefix is None:
-        return
-    for name, value in sorted(os.environ.items()):
-        if name.upper().startswith(prefix) and _has_userinfo(value):
-            raise ConfigError(
-                f"the environment variable {name} holds credentials in its URL "
-                "(user:secret@...): set it to the URL without them, and give the credentials "
-                f"in {prefix}ACCESS_KEY_ID / {prefix}SECRET_ACCESS_KEY or as arguments"
-                if prefix == "AWS_"
-                else f"the environment variable {name} holds credentials in its URL "
-                "(user:secret@...): set it to the URL without them, and give the "
-                "credentials as arguments or in their own variables"
-            )
-
-
-if TYPE_CHECKING:  # mypy checks that BucketCollector is what it is declared to be
+if (
+    TYPE_CHECKING
+):  # mypy checks that the bucket store and collector are what they are declared to be
     _collector: type[SessionCollector] = BucketCollector
     _files: type[SessionFiles] = BucketStore

@@ -1,6 +1,8 @@
-"""The workspace behaviour written once, for every store (`_store`): today, a session's
-state and events as read back, a payload read back with its media type, the event that
-records a stored tool result, and gc.
+"""The workspace behaviour written once, for every store (`_store`): `StoreWorkspace`, the
+base of the three backends, offloads (payloads stored before the line naming them, a log
+checked before content is written, a tool result's first free version name, the event that
+records each offload), records events, replaces and reads state, reads logs back, lists and
+purges sessions, forks; and gc.
 
 Which sessions gc removes, in what units, and what keeps one live (its lease, a session that
 stays and names its files, a write while gc ran) is decided here; the stores only measure
@@ -9,18 +11,38 @@ and remove (`SessionCollector`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._disk.events import ToolResult
-from .._disk.ids import validate_session_id
-from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE, is_tool_result_name
-from .._disk.payloads import count_lines
+from .._disk.commit import check_line_range
+from .._disk.events import ContextBatch, ToolResult
+from .._disk.ids import tool_file_stem, validate_session_id
+from .._disk.layout import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    STATE_FILE,
+    is_tool_result_name,
+    tool_result_name,
+)
+from .._disk.payloads import (
+    as_message_list,
+    context_rows,
+    count_lines,
+    offload_block,
+    render_tool_output,
+    tool_output_of,
+)
 from .._disk.read import reference_text
-from .._disk.rows import dumps_line
-from .._disk.scope import data_files_field
+from .._disk.rows import dumps_line, lines_and_keys
+from .._disk.scope import check_reference, data_files_field
+from .._disk.writer import event_record
+from ..references import ContextRef
 from ._datastore import media_type_of
+from ._fork import fork_session
 from ._gc import (
     GcReport,
     check_limits,
@@ -32,10 +54,12 @@ from ._gc import (
 
 if TYPE_CHECKING:
     from .._disk.payloads import ToolOutput
+    from .._disk.records import Event
     from ._protocol import ReferenceReader
     from ._store import SessionCollector, SessionFiles
 
 __all__ = [
+    "StoreWorkspace",
     "collect_garbage",
     "list_files",
     "read_bytes",
@@ -45,6 +69,9 @@ __all__ = [
     "tool_result_event",
     "write_state",
 ]
+
+
+logger = logging.getLogger("ctxoffload")
 
 
 async def write_state(store: SessionFiles, session_id: str, state: dict[str, Any]) -> str:
@@ -141,3 +168,331 @@ async def collect_garbage(
         record_unit(unit, outcome, remaining, report)
     await store.collect_data(remaining, now, report)
     return report
+
+
+async def first_free_version(files: SessionFiles, session_id: str, stem: str, data: bytes) -> str:
+    """Store `data` as the first free version of the tool result `stem`, never overwriting:
+    `tool_result-{stem}.txt`, else `.2.txt`, `.3.txt`, ...; a version holding the same bytes
+    already is returned as it is (the same result offloaded again). A conditional write makes
+    this hold between concurrent writers, on other machines too."""
+    n = 1
+    while True:
+        name = tool_result_name(stem, n)
+        ref = await files.put_new(session_id, name, data)
+        if ref is not None:
+            return ref
+        if await files.read(session_id, name) == data:
+            return files.reference(session_id, name)
+        n += 1
+
+
+class StoreWorkspace:
+    """The behaviour of a workspace, written once over its store (`SessionFiles`).
+
+    `LocalWorkspace`, `InMemoryWorkspace` and `ObjectStoreWorkspace` are this over the disk,
+    memory and a bucket; each adds only what its store has of its own (paths on a disk, a
+    lease, eviction, downloads) and how a reference is read back.
+    """
+
+    _files: SessionFiles
+    isolate_sessions: bool
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
+        """Append messages, oldest first, to the session's context log (`context.jsonl`).
+
+        All messages of one call land as consecutive lines in one write, even with other
+        writers (tasks, processes, machines) appending to the same session at the same time,
+        and readers see all of them or none (the commit rule: see "The on-disk format" in the
+        documentation). The payloads of their data blocks are stored in data/ first.
+
+        Idempotent: a message whose top-level `id` is already in the log with the same
+        content (see `message_key`) is not written again, so offloading the same messages
+        after a crash (an agent resumed from an older state.json) returns the span where
+        they already are; a message that grew under its id is written as a new version.
+        Messages without an `id` are always written. (A bucket learns the log's ids on this
+        object's first append to it: a message another process writes at the same moment
+        may be there twice.)
+
+        Args:
+            session_id: a plain name (see `InvalidSessionId`).
+            msgs: ctxoffload `Msg` objects, OpenAI / Anthropic message dicts, or pydantic models.
+
+        Returns:
+            The reference of context.jsonl, as a `ContextRef` carrying the lines of the batch
+            (when some messages were already there, the span from the first to the last line
+            of the batch's messages, which may include lines of other writers).
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            InvalidContent: an item is not a message at all; nothing was written. (A
+                message that cannot be stored as given gets a stand-in line instead; see
+                "Errors" in the documentation.)
+            OffloadError: the store refused the write, or a planted link was found (the
+                events log too, before anything is written); the log is as it was before.
+        """
+        sid = validate_session_id(session_id)
+        files = self._files
+        ref = files.reference(sid, CONTEXT_FILE)
+        items = as_message_list(msgs)
+        async with files.payloads() as payloads:
+            # Serialise (and store payloads) before touching the log, so an item that is not
+            # a message leaves the log untouched.
+            rows = await asyncio.to_thread(context_rows, items, payloads.store)
+            if not rows:
+                return ContextRef(ref, 0, -1)
+            lines, keys = lines_and_keys(rows)
+            await files.check_log(sid, EVENTS_FILE)
+            await payloads.before_line()
+            span = await files.append(sid, CONTEXT_FILE, lines, keys, commit=True)
+            await payloads.after_line()
+        batch = ContextBatch(
+            reference=ref,
+            bytes=sum(len(line) for line in lines),
+            messages=len(items),
+            **span.event_fields(),
+        )
+        await self._record(sid, batch)
+        return ContextRef(ref, *span, span.runs)
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        """Store the whole text of one tool result as `sessions/{id}/tool_result-{tool_id}.txt`.
+
+        The file holds the entire output, so line numbers in it match what the agent saw.
+        A file is never overwritten: the same id with the same content returns the existing
+        file; the same id with other content gets `tool_result-{tool_id}.2.txt`, `.3`, ...
+        (a conditional write, so this holds between concurrent writers). On a disk, an entry
+        at one of those names that is not a regular file with one link (a planted link) is
+        never opened: the result takes the next free name.
+
+        Args:
+            session_id: a plain name.
+            tool_result: a `ToolResultBlock`, an OpenAI `tool` message, an Anthropic
+                `tool_result` block, or a pydantic model with `id` and `output`.
+
+        Returns:
+            The reference of the file.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            InvalidContent: not a tool result, or a payload is not valid base64.
+            OffloadError: the store refused the write; no partial file is left.
+        """
+        sid = validate_session_id(session_id)
+        found = tool_output_of(tool_result)
+        files = self._files
+        urls: list[str] = []
+        async with files.payloads() as payloads:
+            data = await asyncio.to_thread(render_tool_output, found.output, payloads.store, urls)
+            await files.check_log(sid, EVENTS_FILE)
+            await payloads.before_line()
+            ref = await first_free_version(files, sid, tool_file_stem(found.tool_id), data)
+            await payloads.after_line()
+        await self._record(sid, tool_result_event(ref, data, found, urls))
+        return ref
+
+    async def offload_data_block(self, block: Any) -> Any:
+        """Store a block's base64 payload as `data/{sha256}.{ext}`, once.
+
+        Args:
+            block: a `DataBlock`, an OpenAI / Anthropic content-part dict, or a pydantic
+                block with a `source` of type base64 (AgentScope's `DataBlock`).
+
+        Returns:
+            The same kind of block with a URL source whose url is the stored file's
+            reference. A block that already points elsewhere is returned unchanged.
+
+        Raises:
+            InvalidContent: malformed base64 or an unsupported block.
+            OffloadError: the store refused the write.
+        """
+        async with self._files.payloads() as payloads:
+            stored = await asyncio.to_thread(offload_block, block, payloads.store)
+            await payloads.before_line()
+        return stored
+
+    async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
+        """Store raw bytes in data/ under their sha256 and the media type's extension, once.
+
+        For adapters that hand over payloads rather than messages (Strands' ContextOffloader
+        storage). The same bytes stored twice are one file.
+
+        Returns:
+            The reference of `data/<sha256>.<ext>`; `read_bytes` gives back the bytes and
+            the media type.
+
+        Raises:
+            OffloadError: the store refused the write.
+        """
+        async with self._files.payloads() as payloads:
+            reference = await asyncio.to_thread(payloads.store, bytes(data), media_type)
+            await payloads.before_line()
+        return reference
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        """Append one line to the session's events.jsonl (used by the compressor).
+
+        An event records what happened: a store that refuses the line (a full disk, a store
+        past its deadline) costs the record, logged as a warning, never the caller's work.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the events log is a planted link.
+        """
+        await self._record_fields(validate_session_id(session_id), kind, fields)
+
+    async def _record(self, session_id: str, event: Event) -> None:
+        await self._record_fields(session_id, event.kind, event.fields())
+
+    async def _record_fields(self, session_id: str, kind: str, fields: dict[str, Any]) -> None:
+        line = dumps_line(event_record(session_id, kind, fields))
+        try:
+            await self._files.append(session_id, EVENTS_FILE, [line])
+        except OSError as exc:
+            if self._files.event_failure_is_fatal(exc):
+                raise
+            shown = self._files.reference(session_id, EVENTS_FILE)
+            logger.warning("could not record a %s event in %s: %s", kind, shown, exc)
+
+    async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
+        """Replace the session's state.json (the agent's live context) in one step: a
+        reader sees the old state or the new.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the store refused the write, or state.json is not a regular file
+                (a planted link); the old state.json is as it was.
+        """
+        return await write_state(self._files, session_id, state)
+
+    async def fork_session(
+        self, source: str, new: str, *, step: int | None = None
+    ) -> dict[str, Any]:
+        """Start session `new` from `source` at `step`: `ctxoffload.workspace.fork_session`."""
+        return await fork_session(self, source, new, step=step)
+
+    async def purge_session(self, session_id: str) -> bool:
+        """Delete a session's files. data/ is shared between sessions and kept.
+
+        On a disk it takes the session's lock exclusively, so it waits for writers in
+        progress, and writers after it start a fresh session: an append acknowledged after
+        purge returns is in the new log at the line it reported. In a bucket, do not purge
+        a session that other processes still write to: one that cached the end of its log
+        would go on numbering lines after the purged ones.
+
+        Returns:
+            Whether there was anything to delete.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the store refused a removal (a read-only disk, a planted link).
+        """
+        return await self._files.delete_session(validate_session_id(session_id))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the sessions in this workspace, sorted (on a disk, links and hidden
+        entries skipped)."""
+        return await self._files.list_sessions()
+
+    async def read_context(self, session_id: str) -> list[Any]:
+        """Every committed message offloaded for a session, oldest first, as the JSON written.
+
+        Only whole acknowledged batches are returned: a batch being written, or one cut by a
+        killed writer, is not seen. A torn line is skipped, not an error.
+
+        Raises:
+            OffloadError: on a disk, the session folder or the log is a planted link, a
+                special file, or a file with another hard link.
+        """
+        return await read_context(self._files, session_id)
+
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events.jsonl entries, oldest first.
+
+        Raises:
+            OffloadError: as for `read_context`.
+        """
+        return await read_events(self._files, session_id)
+
+    async def read_state(self, session_id: str) -> dict[str, Any] | None:
+        """The session's saved live context, or None if there is none.
+
+        Raises:
+            OffloadError: as for `read_context`.
+        """
+        return await read_state(self._files, session_id)
+
+    async def list_files(self, session_id: str) -> list[str]:
+        """The references of the session's tool_result files, sorted by name (on a disk,
+        regular files only: links, FIFOs, sockets and devices are skipped)."""
+        return await list_files(self._files, session_id)
+
+    def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
+        """The parts of a reference below the workspace (`["sessions", id, name]`).
+
+        Raises:
+            InvalidReference: it names nothing inside the workspace.
+        """
+        return self._files.reference_key(reference_text(reference))
+
+    async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
+        """The bytes behind a reference this workspace returned (a log: all of it).
+
+        On a disk the file is opened first, without following a link below the workdir,
+        and verified on the open descriptor, so what is read is the file that was checked.
+
+        Raises:
+            InvalidReference: unknown, outside the workspace, a link or not a regular file,
+                evicted (`InMemoryWorkspace(evict_after_turns=...)`), or out of the working
+                session's reach (`isolate_sessions`).
+            OffloadError: a bucket failed past the deadline.
+        """
+        return await self._files.read_reference(await self._within_reach(reference))
+
+    async def read_lines(self, reference: str | os.PathLike[str], first: int, last: int) -> bytes:
+        """Lines `first` to `last` (1-based, inclusive) of the file a reference names, each
+        with its newline; fewer where the file ends first (the `LineReader` protocol).
+
+        A log is read from where the latest batch this workspace wrote there at or before
+        `first` begins, so reading back what an append just wrote costs that append's size,
+        however long the log (a bucket: that segment alone, one GET); otherwise from the
+        start. On a disk the batch's place is taken only while the file is the one written
+        (same device and inode, long enough) and the 64 bytes before it are the ones
+        written; an edit in place further back is not seen, as the line numbers of appends
+        do not see it (the log is append-only).
+
+        Raises:
+            InvalidReference: as `read_reference`.
+            ValueError: `first` is below 1 or `last` below `first`.
+        """
+        check_line_range(first, last)
+        reference = await self._within_reach(reference)
+        return await self._files.read_lines(reference, first, last)
+
+    async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
+        """The bytes behind a reference, with their media type.
+
+        Returns:
+            (bytes, media type). The media type comes from the name's extension, which
+            `store_bytes` chose from the type given (`media_type_of`): `.txt` is
+            `text/plain`, `.json` `application/json`, an unknown type `.bin`,
+            `application/octet-stream`.
+
+        Raises:
+            InvalidReference: as `read_reference`.
+        """
+        return await read_bytes(self, reference)
+
+    async def _within_reach(self, reference: str | os.PathLike[str]) -> str:
+        """The reference as text, once the working session may read it (`isolate_sessions`).
+
+        Raises:
+            InvalidReference: out of the working session's reach.
+        """
+        reference = reference_text(reference)
+        if self.isolate_sessions:
+            await check_reference(self, reference, self.reference_key(reference))
+        return reference

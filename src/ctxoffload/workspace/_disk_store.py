@@ -18,15 +18,28 @@ import os
 import socket
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._disk.commit import iter_chunks, take_lines
 from .._disk.ids import validate_session_id
+from .._disk.jsonl import JsonlAppender
 from .._disk.layout import DATA_DIR, PURGING_PREFIX, SESSIONS_DIR, purging_name
-from .._disk.paths import open_dir, open_tree, remove_tree, same_entry, temporary_file, tree_size
-from .._disk.read import Folder
+from .._disk.paths import (
+    check_entry,
+    file_to_link,
+    open_dir,
+    open_for_reading,
+    open_tree,
+    remove_tree,
+    same_entry,
+    temporary_file,
+    tree_size,
+)
+from .._disk.read import Folder, open_reference, reference_parts
 from ..exceptions import OffloadError
+from ._datastore import store_bytes
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
@@ -38,7 +51,9 @@ from ._gc import (
 from ._lease import LEASE_FILE, busy_error, describe_holder, holder_record, orphaned_here, took_over
 
 if TYPE_CHECKING:
-    from ._store import SessionCollector, SessionFiles
+    from .._disk.batch import Span
+    from .._disk.payloads import StoreData
+    from ._store import Payloads, SessionCollector, SessionFiles
 
 __all__ = [
     "SESSION_TRIES",
@@ -78,6 +93,7 @@ class DiskStore:
         self.shown = shown
         self.root = root
         self.fsync = fsync
+        self.jsonl = JsonlAppender(fsync=fsync)
 
     def tree(self, *parts: str, create: bool) -> contextlib.AbstractContextManager[int]:
         """A folder to write in: made if `create`, reached without following a link."""
@@ -185,6 +201,203 @@ class DiskStore:
                     return session.read_log(name, commit=commit, warn=logger.warning)
             except FileNotFoundError:
                 return []
+
+        return await asyncio.to_thread(read)
+
+    # -- payloads and writes ------------------------------------------------------------------
+
+    def store_payload(self, raw: bytes, media_type: str | None) -> str:
+        """Write a data/ payload under its sha256 name, once (`store_bytes`); its path.
+
+        Raises:
+            OffloadError: the disk refused the write, or data/ is a planted link.
+        """
+        shown = str(self.shown / DATA_DIR)
+        with offload_errors("write to", shown), self.tree(DATA_DIR, create=True) as data_fd:
+            # Shared with other writers, exclusive for gc() while it removes files.
+            fcntl.flock(data_fd, fcntl.LOCK_SH)
+            return store_bytes(data_fd, shown, raw, media_type, fsync=self.fsync)
+
+    def hold_data(self, stack: contextlib.ExitStack) -> None:
+        """Hold data/ shared in `stack` (when there is a data/): gc() takes it exclusively
+        before it looks for references, so it never removes a file that an offload in
+        progress has stored but not yet named in a line."""
+        try:
+            fd = stack.enter_context(self.tree(DATA_DIR, create=False))
+        except (FileNotFoundError, OffloadError):
+            # No data/ yet: the first store makes it, and a new file is kept by gc. A planted
+            # data/ is refused by the store itself, if there is one to make.
+            return
+        fcntl.flock(fd, fcntl.LOCK_SH)
+
+    @contextlib.asynccontextmanager
+    async def payloads(self) -> AsyncIterator[Payloads]:
+        """The payloads of one offload (`SessionFiles.payloads`), each written (and flushed)
+        as it is met, with data/ held shared until the offload ends (`hold_data`)."""
+        with contextlib.ExitStack() as stack:
+            await asyncio.to_thread(self.hold_data, stack)
+            yield _WrittenPayloads(self.store_payload)
+
+    async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
+        """Link `data` in as the session's file `name` unless an entry is there (a link never
+        replaces an entry, nor follows one, so of two writers one wins); `SessionFiles.put_new`.
+
+        Raises:
+            OffloadError: the disk refused the write; no partial file is left.
+        """
+        path = self.reference(session_id, name)
+
+        def create() -> bool:
+            with offload_errors("write", path), self.session_for_writing(session_id) as dir_fd:
+                with file_to_link(dir_fd, name, data, fsync=self.fsync) as link_as:
+                    try:
+                        link_as(name)
+                    except FileExistsError:
+                        return False
+                if self.fsync:
+                    os.fsync(dir_fd)
+            return True
+
+        return path if await asyncio.to_thread(create) else None
+
+    async def read(self, session_id: str, name: str) -> bytes | None:
+        """The bytes of the session's file `name` when it is a regular file with one link
+        (waiting out the moment a concurrent `put_new` of it has two), else None."""
+        sid = validate_session_id(session_id)
+
+        def read() -> bytes | None:
+            try:
+                with self.tree(SESSIONS_DIR, sid, create=False) as dir_fd:
+                    fd = open_for_reading(dir_fd, name, name)
+            except (OSError, OffloadError):
+                return None
+            try:
+                return b"".join(iter_chunks(fd, 0, os.fstat(fd).st_size))
+            finally:
+                os.close(fd)
+
+        return await asyncio.to_thread(read)
+
+    async def append(
+        self,
+        session_id: str,
+        name: str,
+        lines: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        *,
+        commit: bool = False,
+    ) -> Span:
+        """Append `lines` to the session's log `name` in one write, with its commit record
+        when `commit` (`JsonlAppender.append`; `SessionFiles.append`).
+
+        Raises:
+            OffloadError: the disk refused the write, or the log is a planted link; the log
+                is as it was.
+        """
+        path = self.reference(session_id, name)
+
+        def append() -> Span:
+            with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
+                return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit)
+
+        return await asyncio.to_thread(append)
+
+    async def check_log(self, session_id: str, name: str) -> None:
+        """Refuse a log that is a planted link, a special file or a file with another hard
+        link (`check_entry`), before an offload writes its content (`SessionFiles.check_log`).
+
+        Raises:
+            OffloadError: the log is such an entry.
+        """
+        path = self.reference(session_id, name)
+
+        def check() -> None:
+            try:
+                with self.tree(SESSIONS_DIR, validate_session_id(session_id), create=False) as fd:
+                    check_entry(fd, name, path)
+            except FileNotFoundError:
+                pass  # no session folder yet: the append makes one
+
+        await asyncio.to_thread(check)
+
+    def event_failure_is_fatal(self, exc: OSError) -> bool:
+        """A planted entry fails the offload; the disk refusing (full, read-only) costs the
+        event only (`SessionFiles.event_failure_is_fatal`)."""
+        if not isinstance(exc, OffloadError):
+            return False
+        cause = exc.__cause__
+        return not (isinstance(cause, OSError) and cause.errno not in (errno.ELOOP, errno.ENOTDIR))
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the session folders, sorted (links and hidden entries skipped)."""
+
+        def scan() -> list[str]:
+            try:
+                with self.folder(SESSIONS_DIR) as sessions:
+                    return sessions.sessions()
+            except FileNotFoundError:
+                return []
+
+        return await asyncio.to_thread(scan)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Remove the session's folder under its lock held exclusively, so writers in
+        progress finish first and writers after it start a fresh folder; renamed aside first,
+        so a reader sees the whole session or none of it (`SessionFiles.delete_session`).
+
+        Raises:
+            OffloadError: the folder cannot be removed (a read-only disk), or it kept
+                changing while being removed.
+        """
+        sid = validate_session_id(session_id)
+        shown = str(self.shown / SESSIONS_DIR / sid)
+
+        def purge() -> bool:
+            with offload_errors("purge", shown):
+                try:
+                    with self.tree(SESSIONS_DIR, create=False) as sessions_fd:
+                        return _purge_locked(sessions_fd, sid, shown)
+                except FileNotFoundError:
+                    return False
+
+        return await asyncio.to_thread(purge)
+
+    # -- references -----------------------------------------------------------------------
+
+    def reference_key(self, reference: str) -> list[str]:
+        """The parts of a path below the workdir (`SessionFiles.reference_key`).
+
+        Raises:
+            InvalidReference: it names nothing inside the workspace.
+        """
+        return reference_parts(reference, str(self.shown), self.root)
+
+    async def read_reference(self, reference: str) -> bytes:
+        """The file a reference names, opened without following a link below the workdir and
+        checked on the open descriptor (`open_reference`), read to its readable end."""
+
+        def read() -> bytes:
+            fd, _, _, end = open_reference(reference, str(self.shown), self.root)
+            try:
+                return b"".join(iter_chunks(fd, 0, end))
+            finally:
+                os.close(fd)
+
+        return await asyncio.to_thread(read)
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` of the file a reference names, read from the latest batch
+        this store appended there at or before `first` while the file is the one written
+        (`JsonlAppender.line_start`), else from its start."""
+
+        def read() -> bytes:
+            fd, st, _, end = open_reference(reference, str(self.shown), self.root)
+            try:
+                line, offset = self.jsonl.line_start(fd, st, first)
+                chunks = iter_chunks(fd, offset, end)
+                return take_lines(chunks, first - line, last - first + 1)
+            finally:
+                os.close(fd)
 
         return await asyncio.to_thread(read)
 
@@ -381,6 +594,47 @@ def _why_not_idle(session: Folder, sessions_fd: int, usage: SessionUsage) -> str
     if holder is not None:
         return f"its lease is held by {holder}"
     return None
+
+
+class _WrittenPayloads:
+    """Payloads on disk: each written and flushed when met (`DiskStore.store_payload`)."""
+
+    def __init__(self, store: StoreData) -> None:
+        self.store = store
+
+    async def before_line(self) -> None:
+        """Nothing to wait for: each payload was written as it was met."""
+
+    async def after_line(self) -> None:
+        """Nothing to restore: data/ was held shared all along (`DiskStore.hold_data`)."""
+
+
+def _purge_locked(sessions_fd: int, sid: str, shown: str) -> bool:
+    for _ in range(SESSION_TRIES):
+        try:
+            fd = open_dir(sessions_fd, sid, shown, create=False)
+        except FileNotFoundError:
+            return False
+        except OffloadError:
+            st = os.stat(sid, dir_fd=sessions_fd, follow_symlinks=False)
+            if not stat.S_ISLNK(st.st_mode):
+                raise
+            # A planted link: remove the link itself, never what it points to.
+            os.unlink(sid, dir_fd=sessions_fd)
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not same_entry(fd, sessions_fd, sid):
+                continue  # another purge got there first; look at what is there now
+            # Rename first so a reader sees the whole session or none of it, and so writers
+            # waiting for the lock find that their directory is gone.
+            doomed = purging_name(sid)
+            os.rename(sid, doomed, src_dir_fd=sessions_fd, dst_dir_fd=sessions_fd)
+            remove_tree(sessions_fd, doomed)
+            return True
+        finally:
+            os.close(fd)
+    raise OffloadError(f"{shown} kept changing while being purged: retry", shown)
 
 
 def finish_killed_purges(sessions_fd: int, *, remove: bool) -> int:

@@ -3,68 +3,41 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk.batch import new_rows
-from .._disk.commit import check_line_range, take_lines
-from .._disk.events import ContextBatch
-from .._disk.ids import is_session_id, tool_file_stem, validate_session_id
+from .._disk.ids import validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
-    DATA_DIR,
     EVENTS_FILE,
-    SESSIONS_DIR,
     now_iso,
-    tool_result_name,
-)
-from .._disk.payloads import (
-    StoreData,
-    as_message_list,
-    context_rows,
-    offload_block,
-    render_tool_output,
-    tool_output_of,
 )
 from .._disk.read import reference_text
-from .._disk.rows import dumps_line, index_keys, lines_and_keys
-from .._disk.scope import SessionScoped, check_reference
-from .._disk.writer import event_record
+from .._disk.rows import dumps_line
+from .._disk.scope import SessionScoped
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
-from ..references import ContextRef
 from ._bucket_store import (
     REMOVING,
     SEGMENTED_LOGS,
     BucketCollector,
     BucketStore,
+    lease_record,
+    session_prefix,
+)
+from ._bucket_url import (
     checked_url,
     host_name,
     is_secret_name,
-    is_workspace_key,
-    lease_record,
     refuse_userinfo,
     refuse_userinfo_in_environment,
-    session_prefix,
 )
-from ._core import (
-    collect_garbage,
-    list_files,
-    read_context,
-    read_events,
-    read_state,
-    tool_result_event,
-    write_state,
-)
-from ._datastore import data_name, media_type_of
-from ._fork import fork_session
+from ._core import StoreWorkspace, collect_garbage
+from ._datastore import media_type_of
 from ._gc import (
-    DATA_GRACE_SECONDS,
     GcReport,
 )
 from ._lease import (
@@ -75,7 +48,7 @@ from ._lease import (
     took_over,
 )
 from ._segments import SegmentLog
-from ._store_client import StoreClient, gather_limited, scrub
+from ._store_client import StoreClient, scrub
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -87,16 +60,7 @@ logger = logging.getLogger("ctxoffload")
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
 
 
-@dataclass
-class _PendingData:
-    """Payloads serialisation stored by name, uploaded before the log line naming them."""
-
-    objects: dict[str, tuple[bytes, str | None]] = field(default_factory=dict)
-    # The keys of `objects` that were already in the store (re-used, not created).
-    reused: set[str] = field(default_factory=set)
-
-
-class ObjectStoreWorkspace:
+class ObjectStoreWorkspace(StoreWorkspace):
     """A workspace in object storage (S3, MinIO, R2, GCS, Azure, memory) for agents on many hosts.
 
     A `Workspace` and a `GarbageCollector`: the same read side and key layout as `LocalWorkspace`,
@@ -229,12 +193,7 @@ class ObjectStoreWorkspace:
             store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
         )
         self._logs = SegmentLog(self._client, self.writer_id)
-        self._bucket = BucketStore(self._client, self._logs)
-        # Per context log: where each message this writer knows of is (`index_keys`), read
-        # whole on this object's first append to it and kept up with its own appends, and
-        # the lock that makes a lookup and the append after it one step for this process.
-        self._context_keys: dict[str, dict[str, int]] = {}
-        self._context_locks: dict[str, asyncio.Lock] = {}
+        self._bucket = self._files = BucketStore(self._client, self._logs)
 
     def __repr__(self) -> str:
         return f"ObjectStoreWorkspace(url={self.url!r})"
@@ -254,199 +213,6 @@ class ObjectStoreWorkspace:
 
     async def initialize(self) -> None:
         """Nothing to create in a bucket; present for symmetry with `LocalWorkspace`."""
-
-    # -- writing --------------------------------------------------------------------------
-
-    def _store_into(self, pending: _PendingData) -> StoreData:
-        def store(raw: bytes, media_type: str | None) -> str:
-            key = f"{DATA_DIR}/{data_name(raw, media_type)}"
-            pending.objects.setdefault(key, (raw, media_type))
-            return self._client.reference(key)
-
-        return store
-
-    async def _upload_data(self, pending: _PendingData) -> None:
-        async def upload(key: str, raw: bytes, media_type: str | None) -> None:
-            attributes = {"Content-Type": media_type or "application/octet-stream"}
-            if await self._client.put_new(key, raw, attributes):
-                return
-            pending.reused.add(key)
-            # Content-addressed: an existing object holds these bytes. gc() keeps unreferenced
-            # objects changed recently; refresh an old one so gc cannot remove it before the
-            # line naming it is written (rewriting identical bytes changes nothing else).
-            info = await self._client.info(key)
-            age = time.time() - info.last_modified.timestamp() if info else DATA_GRACE_SECONDS
-            if age > DATA_GRACE_SECONDS / 2:
-                await self._client.put(key, raw, attributes)
-
-        await gather_limited(
-            [
-                functools.partial(upload, key, raw, media)
-                for key, (raw, media) in pending.objects.items()
-            ],
-            8,
-        )
-
-    async def _keep_present(self, pending: _PendingData) -> None:
-        """After the line naming them is written: store again any re-used object now gone.
-
-        A gc that decided before that line that an object was unused may delete it after
-        the writer found it there (see `gc`); once the line is written, every later gc keeps
-        it, so one check here closes the gap.
-        """
-
-        async def check(key: str) -> None:
-            if await self._client.info(key) is None:
-                raw, media_type = pending.objects[key]
-                attributes = {"Content-Type": media_type or "application/octet-stream"}
-                await self._client.put_new(key, raw, attributes)
-
-        await gather_limited([functools.partial(check, key) for key in sorted(pending.reused)], 8)
-
-    async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:
-        """Append messages, oldest first, to the session's context log as one segment.
-
-        All messages of one call get consecutive global line numbers, whatever other
-        processes on other machines append to the same session at the same time.
-
-        Idempotent, as `LocalWorkspace.offload_context` is: a message already in the log
-        (same id, same content) is not written again and the span names where it is, so an
-        agent resumed after a kill, which offloads again what its killed run had written,
-        leaves each message once. The log is read whole on this object's first append to it;
-        a message another process writes at the same moment as this one may be there twice.
-
-        Returns:
-            The context log's reference, as a `ContextRef` carrying the lines of the batch's
-            messages.
-
-        Raises:
-            InvalidSessionId: before any I/O.
-            InvalidContent: a message cannot be serialised; nothing was written.
-            OffloadError: the store failed past the deadline; nothing was appended.
-        """
-        key = self._session_key(session_id, CONTEXT_FILE)
-        ref = self._client.reference(key)
-        items = as_message_list(msgs)
-        pending = _PendingData()
-        store = self._store_into(pending)
-
-        def serialise() -> tuple[list[bytes], list[str | None]]:
-            # A message that cannot be stored as given becomes a stand-in line (see
-            # context_rows), so one bad message never stops the rest of the batch.
-            return lines_and_keys(context_rows(items, store))
-
-        # Serialise before any write, so an item that is not a message leaves the store
-        # untouched.
-        lines, keys = await asyncio.to_thread(serialise)
-        if not lines:
-            return ContextRef(ref, 0, -1)
-        await self._upload_data(pending)
-        async with self._context_locks.setdefault(key, asyncio.Lock()):
-            index = await self._context_index(key)
-            # The new rows' first line is known once their segment is won: placed then.
-            rows = new_rows(lines, keys, (index,), 1)
-            payload = b"".join(rows.lines)
-            if payload:
-                first, _ = await self._logs.append(key, payload)
-                index_keys(rows.lines, first, index)
-                span = rows.placed_at(first)
-            else:
-                span = rows.span
-        await self._keep_present(pending)
-        batch = ContextBatch(
-            reference=ref, bytes=len(payload), messages=len(items), **span.event_fields()
-        )
-        await self._event(session_id, kind=batch.kind, **batch.fields())
-        return ContextRef(ref, *span, span.runs)
-
-    async def _context_index(self, key: str) -> dict[str, int]:
-        """Where each message of the context log `key` is, as far as this object knows."""
-        index = self._context_keys.get(key)
-        if index is None:
-            index = {}
-            data = await self._logs.read(key)
-            await asyncio.to_thread(index_keys, data.split(b"\n"), 1, index)
-            self._context_keys[key] = index
-        return index
-
-    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
-        """Store the whole text of one tool result as `sessions/<id>/tool_result-<tool_id>.txt`.
-
-        Never overwritten: the same id with the same content returns the existing object;
-        other content gets `tool_result-<tool_id>.2.txt`, `.3.txt`, ... (put-if-absent, so
-        this holds between machines too).
-
-        Returns:
-            The object's reference.
-
-        Raises:
-            InvalidSessionId: before any I/O.
-            InvalidContent: not a tool result, or a payload is not valid base64.
-            OffloadError: the store failed past the deadline; nothing is referenced.
-        """
-        validate_session_id(session_id)
-        found = tool_output_of(tool_result)
-        pending = _PendingData()
-        urls: list[str] = []
-        data = await asyncio.to_thread(
-            render_tool_output, found.output, self._store_into(pending), urls
-        )
-        await self._upload_data(pending)
-        stem = tool_file_stem(found.tool_id)
-        attributes = {"Content-Type": "text/plain; charset=utf-8"}
-        n = 1
-        while True:
-            key = self._session_key(session_id, tool_result_name(stem, n))
-            if await self._client.put_new(key, data, attributes):
-                break
-            existing = await self._client.get(key)
-            if existing == data:
-                break
-            n += 1
-        await self._keep_present(pending)
-        ref = self._client.reference(key)
-        stored = tool_result_event(ref, data, found, urls)
-        await self._event(session_id, kind=stored.kind, **stored.fields())
-        return ref
-
-    async def offload_data_block(self, block: Any) -> Any:
-        """Store a block's base64 payload once as `data/<sha256>.<ext>`.
-
-        Returns:
-            The same kind of block with a URL source naming the object's reference; a block
-            that already points elsewhere is returned unchanged.
-
-        Raises:
-            InvalidContent: malformed base64 or an unsupported block.
-            OffloadError: the store failed past the deadline.
-        """
-        pending = _PendingData()
-        result = await asyncio.to_thread(offload_block, block, self._store_into(pending))
-        await self._upload_data(pending)
-        return result
-
-    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
-        """Append one line to the session's events log (used by the compressor)."""
-        validate_session_id(session_id)
-        await self._event(session_id, kind=kind, **fields)
-
-    async def _event(self, session_id: str, *, kind: str, **fields: Any) -> None:
-        # An event records what happened; failing to write one must not undo the offload.
-        line = dumps_line(event_record(session_id, kind, fields))
-        try:
-            await self._logs.append(self._session_key(session_id, EVENTS_FILE), line)
-        except OffloadError as exc:
-            logger.warning("could not record a %s event for session %s: %s", kind, session_id, exc)
-
-    async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
-        """Replace the session's state.json (the agent's live context) in one PUT."""
-        return await write_state(self._bucket, session_id, state)
-
-    async def fork_session(
-        self, source: str, new: str, *, step: int | None = None
-    ) -> dict[str, Any]:
-        """Start session `new` from `source` at `step`: `ctxoffload.workspace.fork_session`."""
-        return await fork_session(self, source, new, step=step)
 
     # -- one live writer --------------------------------------------------------------------
 
@@ -530,31 +296,6 @@ class ObjectStoreWorkspace:
 
     # -- reading --------------------------------------------------------------------------
 
-    async def list_sessions(self) -> list[str]:
-        """The ids of the sessions in this workspace, sorted."""
-        names = await self._client.list_directories(SESSIONS_DIR)
-        return sorted(n for n in names if is_session_id(n))
-
-    async def read_context(self, session_id: str) -> list[Any]:
-        """Every message offloaded for a session, oldest first, as the JSON written."""
-        return await read_context(self._bucket, session_id)
-
-    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events, oldest first."""
-        return await read_events(self._bucket, session_id)
-
-    async def read_state(self, session_id: str) -> dict[str, Any] | None:
-        """The session's saved live context, or None if there is none."""
-        return await read_state(self._bucket, session_id)
-
-    async def list_files(self, session_id: str) -> list[str]:
-        """The references of the session's tool_result objects, sorted by name."""
-        return await list_files(self._bucket, session_id)
-
-    def reference_key(self, reference: str | os.PathLike[str]) -> list[str]:
-        """The parts of a reference's key below the workspace (`["sessions", id, name]`)."""
-        return self.key_of(reference).split("/")
-
     def key_of(self, reference: str | os.PathLike[str]) -> str:
         """The key a reference names, checked to lie in this workspace's layout.
 
@@ -564,66 +305,7 @@ class ObjectStoreWorkspace:
         Raises:
             InvalidReference: it is not a reference into this workspace.
         """
-        reference = reference_text(reference)
-        key = reference
-        if reference.startswith(self.url + "/"):
-            key = reference[len(self.url) + 1 :]
-        elif "://" in reference:
-            raise InvalidReference(
-                f"reference {reference!r} is outside the workspace {self.url!r}: pass a "
-                "reference this workspace returned"
-            )
-        if is_workspace_key(key):
-            return key
-        raise InvalidReference(
-            f"reference {reference!r} names no object of the workspace {self.url!r}: pass a "
-            "reference this workspace returned"
-        )
-
-    async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
-        """The bytes behind a reference this workspace returned (a log: all its segments).
-
-        Raises:
-            InvalidReference: unknown, or outside the workspace.
-            OffloadError: the store failed past the deadline.
-        """
-        reference = reference_text(reference)
-        key = self.key_of(reference)
-        if self.isolate_sessions:
-            await check_reference(self, reference, key.split("/"))
-        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
-            segments = await self._logs.segments(key)
-            if segments:
-                return await self._logs.read(key)
-        data = await self._client.get(key)
-        if data is None:
-            raise InvalidReference(
-                f"reference {reference!r} names no object in {self.url!r}: pass a reference "
-                "this workspace returned"
-            )
-        return data
-
-    async def read_lines(self, reference: str | os.PathLike[str], first: int, last: int) -> bytes:
-        """Lines `first` to `last` (1-based, inclusive) of what a reference names; see
-        `LocalWorkspace.read_lines`. Lines of a log that one segment this workspace appended
-        holds are read from that segment alone (one GET); others from the whole log.
-
-        Raises:
-            InvalidReference: as `read_reference`.
-            OffloadError: the store failed past the deadline.
-            ValueError: `first` is below 1 or `last` below `first`.
-        """
-        check_line_range(first, last)
-        reference = reference_text(reference)
-        key = self.key_of(reference)
-        if self.isolate_sessions:
-            await check_reference(self, reference, key.split("/"))
-        if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
-            found = await self._logs.read_lines(key, first, last)
-            if found is not None:
-                return found
-        data = await self.read_reference(reference)
-        return take_lines((data,), first - 1, last - first + 1)
+        return self._bucket.key_of(reference_text(reference))
 
     async def download(
         self,
@@ -663,21 +345,6 @@ class ObjectStoreWorkspace:
             sessions = await self.list_sessions()
         return await self._bucket.download(root, sessions, data=data, check=check)
 
-    async def store_bytes(self, data: bytes, media_type: str | None = None) -> str:
-        """Store raw bytes in data/ under their sha256, once; see `LocalWorkspace.store_bytes`.
-
-        Returns:
-            The URI of `data/<sha256>.<ext>`, whose `Content-Type` metadata is the media
-            type; `read_bytes` gives back both.
-
-        Raises:
-            OffloadError: the store failed past the deadline.
-        """
-        pending = _PendingData()
-        reference = self._store_into(pending)(bytes(data), media_type)
-        await self._upload_data(pending)
-        return reference
-
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with the media type stored in its metadata.
 
@@ -687,12 +354,10 @@ class ObjectStoreWorkspace:
             InvalidReference: unknown, or outside the workspace.
             OffloadError: the store failed past the deadline.
         """
-        reference = reference_text(reference)
         key = self.key_of(reference)
         if key.rsplit("/", 1)[-1] in SEGMENTED_LOGS:
             return await self.read_reference(reference), "application/x-ndjson"
-        if self.isolate_sessions:
-            await check_reference(self, reference, key.split("/"))
+        reference = await self._within_reach(reference)
         found = await self._client.get_typed(key)
         if found is None:
             raise InvalidReference(
@@ -701,23 +366,6 @@ class ObjectStoreWorkspace:
             )
         data, content_type = found
         return data, content_type or media_type_of(key)
-
-    async def purge_session(self, session_id: str) -> bool:
-        """Delete every object of a session. data/ is shared between sessions and kept.
-
-        Do not purge a session that other processes still write to: one that cached the
-        end of its log would go on numbering lines after the purged ones.
-
-        Returns:
-            Whether there was anything to delete.
-        """
-        prefix = session_prefix(session_id)
-        keys = [i.key for i in await self._client.list_objects(prefix)]
-        for log in SEGMENTED_LOGS:
-            self._logs.forget(f"{prefix}/{log}")
-            self._context_keys.pop(f"{prefix}/{log}", None)
-        await self._client.delete(keys)
-        return bool(keys)
 
     async def gc(
         self,
@@ -755,7 +403,9 @@ class ObjectStoreWorkspace:
             OffloadError: the store failed past the deadline.
         """
         return await collect_garbage(
-            BucketCollector(self._client, self._logs, self._context_keys, self._bucket.take_lease),
+            BucketCollector(
+                self._client, self._logs, self._bucket.context_keys, self._bucket.take_lease
+            ),
             older_than=older_than,
             max_bytes=max_bytes,
             dry_run=dry_run,

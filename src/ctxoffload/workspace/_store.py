@@ -1,27 +1,157 @@
 """What the workspace behaviour (`_core`) asks of the thing that holds the files: the stores.
 
-The rules a workspace keeps (what a session's state is, which sessions gc may remove, what
-keeps one live) are written once, in `_core`, against this interface; a store (the disk,
-memory, a bucket) implements only the steps that differ with what holds the files: how a
-file is replaced whole, a log read and a session's files listed (`SessionFiles`); how a
-session is measured, how it is removed without racing a writer (an exclusive flock on the
-disk, a lease taken by a conditional write in a bucket), how unused data/ files go
-(`SessionCollector`). As Strands splits its session repository from its
+The rules a workspace keeps are written once, in `_core`, against this interface: how an
+offload stores its payloads, writes its content and records its event; which version name a
+tool result takes; what a session's state is; which sessions gc may remove, and what keeps one
+live. A store (the disk, memory, a bucket) implements only the primitives that differ with what
+holds the files (`SessionFiles`): put, append, conditional write (`put_new`), list, read,
+delete; the data/ payloads an offload stores on the way (`Payloads`); and the steps of gc it
+takes its own way (`SessionCollector`). As Strands splits its session repository from its
 session manager.
+
+What is left per backend is declared as capabilities (`_protocol`): the lease holder, the
+workdir of a disk, the reference key, isolation.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .._disk.batch import Span
+    from .._disk.payloads import StoreData
     from ._gc import GcReport, SessionUsage, UnitOutcome
 
-__all__ = ["SessionCollector", "SessionFiles"]
+__all__ = ["Payloads", "SessionCollector", "SessionFiles"]
+
+
+class Payloads(Protocol):
+    """The data/ payloads one offload stores while its content is serialised.
+
+    `store` is called (from a worker thread) for each payload met; the payloads must be in
+    the store before the line naming them is (`before_line`), and still there after it
+    (`after_line`): gc removes a data/ file no line names, so between the two a store guards
+    them its own way (a shared lock on the disk; a refresh of a re-used object in a bucket).
+    """
+
+    @property
+    def store(self) -> StoreData:
+        """Store one payload (`raw`, its media type or None) by its sha256; its reference."""
+        ...
+
+    async def before_line(self) -> None:
+        """Make every payload stored so far durable, before the line naming it is written.
+
+        Raises:
+            OffloadError: the store refused a payload; nothing names it.
+        """
+        ...
+
+    async def after_line(self) -> None:
+        """Once the line naming them is written: store again any payload gc removed meanwhile."""
+        ...
 
 
 class SessionFiles(Protocol):
-    """A session's files, each replaced whole or read as a log of JSON lines."""
+    """A session's files: put whole or created once, appended to as logs, read, listed;
+    sessions listed and deleted; the payloads of an offload stored on the way."""
+
+    def payloads(self) -> contextlib.AbstractAsyncContextManager[Payloads]:
+        """The data/ payloads of one offload, guarded from gc while the offload runs."""
+        ...
+
+    async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
+        """Create the session's file `name` holding `data` unless an entry of that name is
+        there (a conditional write: of two writers, one wins); its reference, or None when
+        the name is taken (or was, by a file evicted since).
+
+        Raises:
+            OffloadError: the store refused the write; no partial file is left.
+        """
+        ...
+
+    async def read(self, session_id: str, name: str) -> bytes | None:
+        """The bytes of the session's file `name`, or None when there is none (or it is not a
+        plain file: a planted link is never read)."""
+        ...
+
+    async def append(
+        self,
+        session_id: str,
+        name: str,
+        lines: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        *,
+        commit: bool = False,
+    ) -> Span:
+        """Append `lines` (each ending in a newline) to the session's log `name` as one batch:
+        consecutive lines, whatever other writers append at the same time.
+
+        Args:
+            keys: each line's message key (`message_key`): a line whose key the log holds
+                already is not written again (`new_rows`); the span names where it is.
+            commit: the batch is acknowledged only whole (`read_log(commit=True)`).
+
+        Returns:
+            The lines of the batch (`Span`).
+
+        Raises:
+            OffloadError: the store refused the write; the log is as it was.
+        """
+        ...
+
+    async def check_log(self, session_id: str, name: str) -> None:
+        """Refuse, before an offload writes anything, a log it could not append its event to
+        afterwards (a planted link on a disk); a store without such entries does nothing.
+
+        Raises:
+            OffloadError: the log is not a file the store would append to.
+        """
+        ...
+
+    def event_failure_is_fatal(self, exc: OSError) -> bool:
+        """Whether failing to append an event with `exc` must fail the offload it records (a
+        planted entry found), rather than be logged as a record lost."""
+        ...
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the sessions that have files, sorted."""
+        ...
+
+    def reference_key(self, reference: str) -> list[str]:
+        """The parts of a reference below the workspace (`["sessions", id, name]`).
+
+        Raises:
+            InvalidReference: it names nothing inside the workspace.
+        """
+        ...
+
+    async def read_reference(self, reference: str) -> bytes:
+        """The bytes behind a reference (a log: all of it).
+
+        Raises:
+            InvalidReference: the store holds nothing there (on a disk: nothing inside the
+                workdir, or not a regular file with one link).
+        """
+        ...
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` (1-based, checked) of what a reference names, each with
+        its newline; fewer where it ends first. A store reads a log from the latest batch it
+        wrote there at or before `first` where it can, so reading back what an append just
+        wrote costs that append's size, however long the log.
+
+        Raises:
+            InvalidReference: as `read_reference`.
+        """
+        ...
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Remove every file of the session (a reader sees all of it or none, where the store
+        can); whether there was any."""
+        ...
 
     async def put(self, session_id: str, name: str, data: bytes) -> str:
         """Replace the session's file `name` in one step (a reader sees the old bytes or the
