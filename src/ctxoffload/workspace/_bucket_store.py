@@ -182,23 +182,19 @@ class BucketStore:
         """The bytes of the session's object `name`, or None (`SessionFiles.read`)."""
         return await self._client.get(f"{session_prefix(session_id)}/{name}")
 
-    async def append(
-        self,
-        session_id: str,
-        name: str,
-        lines: Sequence[bytes],
-        keys: Sequence[str | None] | None = None,
-        *,
-        commit: bool = False,
+    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+        """Append `lines` to the log `name` as one segment, whose first line is known once its
+        place is won (`SegmentLog.append`; `SessionFiles.append`)."""
+        first, _ = await self._logs.append(f"{session_prefix(session_id)}/{name}", b"".join(lines))
+        return new_rows(lines, None, (), first).span
+
+    async def append_messages(
+        self, session_id: str, lines: Sequence[bytes], keys: Sequence[str | None]
     ) -> Span:
-        """Append `lines` to the log `name` as one segment, whose first line is known once
-        its place is won (`SegmentLog.append`); a segment is whole or absent, so `commit`
-        changes nothing (`SessionFiles.append`). With `keys`, lines whose message this
-        object knows in the log are not written again."""
-        key = f"{session_prefix(session_id)}/{name}"
-        if keys is None:
-            first, _ = await self._logs.append(key, b"".join(lines))
-            return new_rows(lines, None, (), first).span
+        """Append, as one segment, the message lines whose key this object does not know in
+        the context log: whole or absent, which is all the commit rule asks
+        (`SessionFiles.append_messages`)."""
+        key = f"{session_prefix(session_id)}/{CONTEXT_FILE}"
         async with self._context_locks.setdefault(key, asyncio.Lock()):
             index = await self._context_index(key)
             # The new rows' first line is known once their segment is won: placed then.

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from ._store import SessionCollector, SessionFiles
 
 __all__ = [
+    "CollectedWorkspace",
     "StoreWorkspace",
     "collect_garbage",
     "list_files",
@@ -245,7 +246,7 @@ class StoreWorkspace:
             lines, keys = lines_and_keys(rows)
             await files.check_log(sid, EVENTS_FILE)
             await payloads.before_line()
-            span = await files.append(sid, CONTEXT_FILE, lines, keys, commit=True)
+            span = await files.append_messages(sid, lines, keys)
             await payloads.after_line()
         batch = ContextBatch(
             reference=ref,
@@ -496,3 +497,66 @@ class StoreWorkspace:
         if self.isolate_sessions:
             await check_reference(self, reference, self.reference_key(reference))
         return reference
+
+
+class CollectedWorkspace(StoreWorkspace):
+    """A `StoreWorkspace` whose store gc collects (`SessionCollector`): on a disk and in a
+    bucket; memory is bounded by eviction instead."""
+
+    def _collector(self) -> SessionCollector:
+        """The store's steps of gc, for one run."""
+        raise NotImplementedError
+
+    async def gc(
+        self,
+        *,
+        older_than: float | None = None,
+        max_bytes: int | None = None,
+        dry_run: bool = False,
+    ) -> GcReport:
+        """Remove old sessions, then the oldest until the workspace fits, then unused data.
+
+        1. Sessions whose last activity (the newest change of their files) is more than
+           `older_than` seconds ago are removed.
+        2. If `max_bytes` is given, the remaining sessions are removed oldest first until the
+           sessions plus the data/ files they reference take at most `max_bytes`.
+        3. data/ files that no remaining session references (in context.jsonl, tool_result
+           files, events.jsonl or state.json) are removed, except those changed within the
+           last `DATA_GRACE_SECONDS` (a writer may have stored one and not yet named it; in a
+           bucket a writer refreshes an old object it re-stores, and data/ and the sessions
+           are listed again before any removal: an object refreshed or named since is kept).
+
+        It also finishes what a purge or gc killed on the way left (on a disk, folders
+        renamed aside, which count in `bytes_freed`; in a bucket, objects copied aside).
+
+        Never removes a live session (`GcReport.sessions_kept` says why each stays): one
+        whose lease is held (in a bucket: not expired on the store's clock), or whose files a
+        session that stays references (a fork's origin, a sub-agent's parent or child); a
+        session referenced by a newer one goes only after it. A session written to after it
+        was measured is kept; sessions that name each other go together or not at all.
+
+        Safe while agents write. On a disk a session is removed under the same exclusive
+        lock as `purge_session`, and a lease is taken only under that lock held shared, so
+        never on a session being removed; data/ files are removed under an exclusive lock on
+        data/ that every store shares. In a bucket gc takes a session's lease (a conditional
+        put) before deleting it and deletes the lease object last, so no writer takes it
+        meanwhile; finding references costs one GET per object, judging leases one empty
+        object written and deleted under `.clock/` to read the store's time. A referenced
+        file is never removed.
+
+        Args:
+            older_than: age in seconds; None skips step 1.
+            max_bytes: size budget for the whole workspace; None skips step 2.
+            dry_run: remove nothing; report what would be removed.
+
+        Returns:
+            A `GcReport`.
+
+        Raises:
+            ConfigError: a negative `older_than` or `max_bytes`.
+            OffloadError: a planted link, the disk refused a removal, or a bucket failed
+                past the deadline.
+        """
+        return await collect_garbage(
+            self._collector(), older_than=older_than, max_bytes=max_bytes, dry_run=dry_run
+        )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .._disk.commit import iter_chunks, take_lines
 from .._disk.ids import validate_session_id
 from .._disk.jsonl import JsonlAppender
-from .._disk.layout import DATA_DIR, PURGING_PREFIX, SESSIONS_DIR, purging_name
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, PURGING_PREFIX, SESSIONS_DIR, purging_name
 from .._disk.paths import (
     check_entry,
     file_to_link,
@@ -278,29 +278,34 @@ class DiskStore:
 
         return await asyncio.to_thread(read)
 
-    async def append(
-        self,
-        session_id: str,
-        name: str,
-        lines: Sequence[bytes],
-        keys: Sequence[str | None] | None = None,
-        *,
-        commit: bool = False,
-    ) -> Span:
-        """Append `lines` to the session's log `name` in one write, with its commit record
-        when `commit` (`JsonlAppender.append`; `SessionFiles.append`).
+    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+        """Append `lines` to the session's log `name` in one write (`JsonlAppender.append`;
+        `SessionFiles.append`).
 
         Raises:
             OffloadError: the disk refused the write, or the log is a planted link; the log
                 is as it was.
         """
+        return await asyncio.to_thread(self._append, session_id, name, lines, None)
+
+    async def append_messages(
+        self, session_id: str, lines: Sequence[bytes], keys: Sequence[str | None]
+    ) -> Span:
+        """Append message lines to context.jsonl in one write, then its commit record
+        (`SessionFiles.append_messages`).
+
+        Raises:
+            OffloadError: as `append`.
+        """
+        return await asyncio.to_thread(self._append, session_id, CONTEXT_FILE, lines, keys)
+
+    def _append(
+        self, session_id: str, name: str, lines: Sequence[bytes], keys: Sequence[str | None] | None
+    ) -> Span:
         path = self.reference(session_id, name)
-
-        def append() -> Span:
-            with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
-                return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit)
-
-        return await asyncio.to_thread(append)
+        commit = keys is not None  # the context log: batches acknowledged whole
+        with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
+            return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit)
 
     async def check_log(self, session_id: str, name: str) -> None:
         """Refuse a log that is a planted link, a special file or a file with another hard

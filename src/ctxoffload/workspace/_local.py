@@ -31,7 +31,7 @@ from .._disk.payloads import (
 from .._disk.read import open_reference
 from .._disk.scope import SessionScoped
 from ..exceptions import OffloadError, SessionBusyError
-from ._core import StoreWorkspace, collect_garbage
+from ._core import CollectedWorkspace
 from ._datastore import KnownPayloads
 from ._disk_store import (
     DiskStore,
@@ -39,9 +39,6 @@ from ._disk_store import (
     finish_killed_purges,
     offload_errors,
     write_lease_record,
-)
-from ._gc import (
-    GcReport,
 )
 from ._lease import (
     LEASE_FILE,
@@ -51,13 +48,14 @@ from ._lease import (
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
+    from ._store import SessionCollector
 
 __all__ = ["LocalWorkspace"]
 
 logger = logging.getLogger("ctxoffload")
 
 
-class LocalWorkspace(StoreWorkspace):
+class LocalWorkspace(CollectedWorkspace):
     """A workspace directory that holds everything offloaded from an agent's context.
 
     A `Workspace` and a `GarbageCollector`. Every public method is async and does its file
@@ -221,6 +219,9 @@ class LocalWorkspace(StoreWorkspace):
             self._known_payloads.remember(source.data, source.media_type, fd, stored.source.url)
         return stored
 
+    def _collector(self) -> SessionCollector:
+        return self._disk
+
     # -- one live writer --------------------------------------------------------------------
 
     async def acquire_lease(
@@ -283,55 +284,6 @@ class LocalWorkspace(StoreWorkspace):
         fd, _, parts, _ = open_reference(reference, str(self.workdir), self._root)
         os.close(fd)
         return Path(self._root, *parts)
-
-    async def gc(
-        self,
-        *,
-        older_than: float | None = None,
-        max_bytes: int | None = None,
-        dry_run: bool = False,
-    ) -> GcReport:
-        """Remove old sessions, then the oldest until the workspace fits, then unused data.
-
-        1. Sessions whose last activity (the newest mtime of their files) is more than
-           `older_than` seconds ago are removed.
-        2. If `max_bytes` is given, the remaining sessions are removed oldest first until the
-           sessions plus the data/ files they reference take at most `max_bytes`.
-        3. data/ files that no remaining session references (in context.jsonl, tool_result
-           files, events.jsonl or state.json) are removed, except those used within the last
-           `DATA_GRACE_SECONDS` (a writer may have stored one and not yet logged it).
-
-        It also finishes the removals of a purge or gc killed on the way (their folders,
-        renamed aside, count in `bytes_freed`).
-
-        Never removes a live session (`GcReport.sessions_kept` says why each stays): one
-        whose lease is held, or whose files a session that stays references (a fork's
-        origin, a sub-agent's parent or child); a session referenced by a newer one goes only
-        after it.
-
-        Safe while agents write: a session is removed under the same exclusive lock as
-        `purge_session`, only if nothing was written to it since it was measured and its
-        lease is free; a lease is taken only under that lock held shared, so never on a
-        session being removed. Sessions that name each other (a sub-agent and its parent)
-        are locked together and go together or not at all. data/ files are removed under
-        an exclusive lock on data/ that every store shares. A referenced file is never
-        removed.
-
-        Args:
-            older_than: age in seconds; None skips step 1.
-            max_bytes: size budget for the whole workspace; None skips step 2.
-            dry_run: remove nothing; report what would be removed.
-
-        Returns:
-            A `GcReport`.
-
-        Raises:
-            ConfigError: a negative `older_than` or `max_bytes`.
-            OffloadError: a planted link, or the disk refused a removal.
-        """
-        return await collect_garbage(
-            self._disk, older_than=older_than, max_bytes=max_bytes, dry_run=dry_run
-        )
 
 
 if TYPE_CHECKING:  # mypy checks that LocalWorkspace is what it is declared to be

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._disk.batch import Span, new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import validate_session_id
-from .._disk.layout import DATA_DIR, SESSIONS_DIR
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
 from ..exceptions import InvalidReference
 from ._datastore import data_name
 
@@ -163,17 +163,20 @@ class MemoryStore:
                 self.touch(ref)
         return data
 
-    async def append(
-        self,
-        session_id: str,
-        name: str,
-        lines: Sequence[bytes],
-        keys: Sequence[str | None] | None = None,
-        *,
-        commit: bool = False,
+    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+        """Append the lines in place, under the lock (`SessionFiles.append`)."""
+        return self._append(session_id, name, lines, None)
+
+    async def append_messages(
+        self, session_id: str, lines: Sequence[bytes], keys: Sequence[str | None]
     ) -> Span:
-        """Append the lines whose key the log lacks (`new_rows`) in place, under the lock:
-        whole or not at all, so `commit` changes nothing (`SessionFiles.append`)."""
+        """Append the lines whose key the log lacks (`new_rows`), under the lock: whole or not
+        at all, which is all the commit rule asks (`SessionFiles.append_messages`)."""
+        return self._append(session_id, CONTEXT_FILE, lines, keys)
+
+    def _append(
+        self, session_id: str, name: str, lines: Sequence[bytes], keys: Sequence[str | None] | None
+    ) -> Span:
         ref = self.ref(session_id, name)
         with self.lock:
             index = self._keys.setdefault(ref, {})

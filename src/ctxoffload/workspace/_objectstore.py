@@ -35,11 +35,8 @@ from ._bucket_url import (
     refuse_userinfo,
     refuse_userinfo_in_environment,
 )
-from ._core import StoreWorkspace, collect_garbage
+from ._core import CollectedWorkspace
 from ._datastore import media_type_of
-from ._gc import (
-    GcReport,
-)
 from ._lease import (
     DEFAULT_LEASE_TTL,
     LEASE_FILE,
@@ -52,6 +49,7 @@ from ._store_client import StoreClient, scrub
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
+    from ._store import SessionCollector
 
 __all__ = ["ObjectStoreWorkspace"]
 
@@ -60,7 +58,7 @@ logger = logging.getLogger("ctxoffload")
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
 
 
-class ObjectStoreWorkspace(StoreWorkspace):
+class ObjectStoreWorkspace(CollectedWorkspace):
     """A workspace in object storage (S3, MinIO, R2, GCS, Azure, memory) for agents on many hosts.
 
     A `Workspace` and a `GarbageCollector`: the same read side and key layout as `LocalWorkspace`,
@@ -214,6 +212,11 @@ class ObjectStoreWorkspace(StoreWorkspace):
     async def initialize(self) -> None:
         """Nothing to create in a bucket; present for symmetry with `LocalWorkspace`."""
 
+    def _collector(self) -> SessionCollector:
+        return BucketCollector(
+            self._client, self._logs, self._bucket.context_keys, self._bucket.take_lease
+        )
+
     # -- one live writer --------------------------------------------------------------------
 
     async def acquire_lease(
@@ -366,50 +369,6 @@ class ObjectStoreWorkspace(StoreWorkspace):
             )
         data, content_type = found
         return data, content_type or media_type_of(key)
-
-    async def gc(
-        self,
-        *,
-        older_than: float | None = None,
-        max_bytes: int | None = None,
-        dry_run: bool = False,
-    ) -> GcReport:
-        """Remove old sessions, then the oldest until the workspace fits, then unused data.
-
-        1. Sessions whose last activity (the newest object) is more than `older_than`
-           seconds old are removed.
-        2. With `max_bytes`, the remaining sessions are removed oldest first until they and
-           the data/ objects they reference take at most `max_bytes`.
-        3. data/ objects no remaining session names are removed, except those changed in
-           the last `DATA_GRACE_SECONDS` (a writer refreshes an old object it re-stores).
-           Before removing any, data/ and the sessions are listed again, and an object
-           refreshed or named since the first listings is kept.
-
-        A session written to after it was measured is kept, and so is a live one
-        (`GcReport.sessions_kept` says why): its lease has not expired on the store's clock,
-        or a session that stays references its objects (a fork's origin, a sub-agent's
-        parent or child). Before deleting a session, gc takes its lease (a conditional put)
-        and deletes the lease object last, so no writer takes it meanwhile; sessions that
-        name each other (a sub-agent and its parent) are claimed together and go together
-        or not at all. Reading every
-        session's objects to find references costs one GET per object; judging leases, one
-        empty object written and deleted under `.clock/` to read the store's time.
-
-        Returns:
-            A `GcReport`.
-
-        Raises:
-            ConfigError: a negative `older_than` or `max_bytes`.
-            OffloadError: the store failed past the deadline.
-        """
-        return await collect_garbage(
-            BucketCollector(
-                self._client, self._logs, self._bucket.context_keys, self._bucket.take_lease
-            ),
-            older_than=older_than,
-            max_bytes=max_bytes,
-            dry_run=dry_run,
-        )
 
 
 GC_WAIT = 30.0

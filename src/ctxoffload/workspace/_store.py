@@ -77,25 +77,22 @@ class SessionFiles(Protocol):
         plain file: a planted link is never read)."""
         ...
 
-    async def append(
-        self,
-        session_id: str,
-        name: str,
-        lines: Sequence[bytes],
-        keys: Sequence[str | None] | None = None,
-        *,
-        commit: bool = False,
-    ) -> Span:
+    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
         """Append `lines` (each ending in a newline) to the session's log `name` as one batch:
-        consecutive lines, whatever other writers append at the same time.
+        consecutive lines, whatever other writers append at the same time; their `Span`.
 
-        Args:
-            keys: each line's message key (`message_key`): a line whose key the log holds
-                already is not written again (`new_rows`); the span names where it is.
-            commit: the batch is acknowledged only whole (`read_log(commit=True)`).
+        Raises:
+            OffloadError: the store refused the write; the log is as it was.
+        """
+        ...
 
-        Returns:
-            The lines of the batch (`Span`).
+    async def append_messages(
+        self, session_id: str, lines: Sequence[bytes], keys: Sequence[str | None]
+    ) -> Span:
+        """Append message lines to the session's context log as `append` does, acknowledged
+        only whole (`read_log(commit=True)`); a line whose message key (`message_key`, one per
+        line, None for none) the log holds already is not written again (`new_rows`), and the
+        `Span` names where it is.
 
         Raises:
             OffloadError: the store refused the write; the log is as it was.
