@@ -198,6 +198,16 @@ class StoreWorkspace:
     _files: SessionFiles
     isolate_sessions: bool
 
+    def context_path(self, session_id: str) -> Any:
+        """The reference of the session's context log, `sessions/<id>/context.jsonl` (a
+        `Path` on a disk)."""
+        return self._files.reference(validate_session_id(session_id), CONTEXT_FILE)
+
+    def events_path(self, session_id: str) -> Any:
+        """The reference of the session's events log, `sessions/<id>/events.jsonl` (a `Path`
+        on a disk)."""
+        return self._files.reference(validate_session_id(session_id), EVENTS_FILE)
+
     # -- writing ------------------------------------------------------------------------------
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> ContextRef:

@@ -7,9 +7,6 @@ import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._disk.ids import validate_session_id
-from .._disk.layout import (
-    CONTEXT_FILE,
-)
 from .._disk.scope import SessionScoped
 from ..exceptions import ConfigError
 from ._core import StoreWorkspace
@@ -86,10 +83,6 @@ class InMemoryWorkspace(StoreWorkspace):
 
     def __repr__(self) -> str:
         return f"InMemoryWorkspace(name={self.name!r})"
-
-    def context_path(self, session_id: str) -> str:
-        """The reference of the session's context log."""
-        return self._memory.ref(session_id, CONTEXT_FILE)
 
     @property
     def evict_after_turns(self) -> int | None:

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._disk.ids import validate_session_id
 from .._disk.layout import (
-    CONTEXT_FILE,
-    EVENTS_FILE,
     now_iso,
 )
 from .._disk.read import reference_text
@@ -200,14 +198,6 @@ class ObjectStoreWorkspace(CollectedWorkspace):
 
     def _session_key(self, session_id: str, filename: str) -> str:
         return f"{session_prefix(session_id)}/{filename}"
-
-    def context_path(self, session_id: str) -> str:
-        """The reference of the session's context log (`.../sessions/<id>/context.jsonl`)."""
-        return self._client.reference(self._session_key(session_id, CONTEXT_FILE))
-
-    def events_path(self, session_id: str) -> str:
-        """The reference of the session's events log."""
-        return self._client.reference(self._session_key(session_id, EVENTS_FILE))
 
     async def initialize(self) -> None:
         """Nothing to create in a bucket; present for symmetry with `LocalWorkspace`."""
