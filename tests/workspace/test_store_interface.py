@@ -9,8 +9,8 @@ back by lines, sessions listed, purged and forked. A SQL store (or any other) is
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +20,8 @@ from ctxoffload._disk.commit import parse_log, take_lines
 from ctxoffload.workspace import Workspace, fork_session
 from ctxoffload.workspace._core import StoreWorkspace
 from helpers import user_msgs
+
+T = TypeVar("T")
 
 
 class _Payloads:
@@ -89,8 +91,11 @@ class DictStore:
         self.files[ref] = log + b"".join(rows.lines)
         return rows.span
 
-    async def check_log(self, session_id: str, name: str) -> None:
+    def check_log(self, session_id: str, name: str) -> None:
         pass
+
+    async def run(self, work: Callable[[], T]) -> T:
+        return work()
 
     def event_failure_is_fatal(self, exc: OSError) -> bool:
         return False

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._disk.batch import new_rows
 from .._disk.commit import parse_log, take_lines
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from .._disk.batch import Span
     from .._disk.payloads import StoreData
     from ._store import Payloads, SessionCollector, SessionFiles
+
+_T = TypeVar("_T")
 
 __all__ = [
     "REMOVING",
@@ -215,8 +217,12 @@ class BucketStore:
             self.context_keys[key] = index
         return index
 
-    async def check_log(self, session_id: str, name: str) -> None:
+    def check_log(self, session_id: str, name: str) -> None:
         """Nothing to check: an object cannot be a planted link (`SessionFiles.check_log`)."""
+
+    async def run(self, work: Callable[[], _T]) -> _T:
+        """In a worker thread: serialising is CPU work (`SessionFiles.run`)."""
+        return await asyncio.to_thread(work)
 
     def event_failure_is_fatal(self, exc: OSError) -> bool:
         """A store past its deadline costs the event only

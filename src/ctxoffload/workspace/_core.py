@@ -11,7 +11,6 @@ and remove (`SessionCollector`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -250,11 +249,16 @@ class StoreWorkspace:
         async with files.payloads() as payloads:
             # Serialise (and store payloads) before touching the log, so an item that is not
             # a message leaves the log untouched.
-            rows = await asyncio.to_thread(context_rows, items, payloads.store)
+            def serialise() -> list[Any]:
+                rows = context_rows(items, payloads.store)
+                if rows:
+                    files.check_log(sid, EVENTS_FILE)
+                return rows
+
+            rows = await files.run(serialise)
             if not rows:
                 return ContextRef(ref, 0, -1)
             lines, keys = lines_and_keys(rows)
-            await files.check_log(sid, EVENTS_FILE)
             await payloads.before_line()
             span = await files.append_messages(sid, lines, keys)
             await payloads.after_line()
@@ -295,8 +299,13 @@ class StoreWorkspace:
         files = self._files
         urls: list[str] = []
         async with files.payloads() as payloads:
-            data = await asyncio.to_thread(render_tool_output, found.output, payloads.store, urls)
-            await files.check_log(sid, EVENTS_FILE)
+
+            def render() -> bytes:
+                data = render_tool_output(found.output, payloads.store, urls)
+                files.check_log(sid, EVENTS_FILE)
+                return data
+
+            data = await files.run(render)
             await payloads.before_line()
             ref = await first_free_version(files, sid, tool_file_stem(found.tool_id), data)
             await payloads.after_line()
@@ -319,7 +328,7 @@ class StoreWorkspace:
             OffloadError: the store refused the write.
         """
         async with self._files.payloads() as payloads:
-            stored = await asyncio.to_thread(offload_block, block, payloads.store)
+            stored = await self._files.run(lambda: offload_block(block, payloads.store))
             await payloads.before_line()
         return stored
 
@@ -337,7 +346,7 @@ class StoreWorkspace:
             OffloadError: the store refused the write.
         """
         async with self._files.payloads() as payloads:
-            reference = await asyncio.to_thread(payloads.store, bytes(data), media_type)
+            reference = await self._files.run(lambda: payloads.store(bytes(data), media_type))
             await payloads.before_line()
         return reference
 

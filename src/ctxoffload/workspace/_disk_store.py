@@ -18,9 +18,9 @@ import os
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._disk.commit import iter_chunks, take_lines
 from .._disk.ids import validate_session_id
@@ -52,7 +52,6 @@ from ._lease import LEASE_FILE, busy_error, describe_holder, holder_record, orph
 
 if TYPE_CHECKING:
     from .._disk.batch import Span
-    from .._disk.payloads import StoreData
     from ._store import Payloads, SessionCollector, SessionFiles
 
 __all__ = [
@@ -77,6 +76,8 @@ def offload_errors(action: str, shown: str) -> Iterator[None]:
     except OSError as exc:
         raise OffloadError(f"cannot {action} {shown}: {exc.strerror or exc}", shown) from exc
 
+
+_T = TypeVar("_T")
 
 SESSION_TRIES = 50
 """How many times a writer retries when the session folder it opened was purged under it."""
@@ -233,10 +234,10 @@ class DiskStore:
     @contextlib.asynccontextmanager
     async def payloads(self) -> AsyncIterator[Payloads]:
         """The payloads of one offload (`SessionFiles.payloads`), each written (and flushed)
-        as it is met, with data/ held shared until the offload ends (`hold_data`)."""
+        as it is met, with data/ held shared from the first one until the offload ends
+        (`hold_data`); an offload that stores none never waits for gc."""
         with contextlib.ExitStack() as stack:
-            await asyncio.to_thread(self.hold_data, stack)
-            yield _WrittenPayloads(self.store_payload)
+            yield _WrittenPayloads(self, stack)
 
     async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
         """Link `data` in as the session's file `name` unless an entry is there (a link never
@@ -307,7 +308,7 @@ class DiskStore:
         with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
             return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit)
 
-    async def check_log(self, session_id: str, name: str) -> None:
+    def check_log(self, session_id: str, name: str) -> None:
         """Refuse a log that is a planted link, a special file or a file with another hard
         link (`check_entry`), before an offload writes its content (`SessionFiles.check_log`).
 
@@ -315,15 +316,15 @@ class DiskStore:
             OffloadError: the log is such an entry.
         """
         path = self.reference(session_id, name)
+        try:
+            with self.tree(SESSIONS_DIR, validate_session_id(session_id), create=False) as fd:
+                check_entry(fd, name, path)
+        except FileNotFoundError:
+            pass  # no session folder yet: the append makes one
 
-        def check() -> None:
-            try:
-                with self.tree(SESSIONS_DIR, validate_session_id(session_id), create=False) as fd:
-                    check_entry(fd, name, path)
-            except FileNotFoundError:
-                pass  # no session folder yet: the append makes one
-
-        await asyncio.to_thread(check)
+    async def run(self, work: Callable[[], _T]) -> _T:
+        """In a worker thread: it writes files (`SessionFiles.run`)."""
+        return await asyncio.to_thread(work)
 
     def event_failure_is_fatal(self, exc: OSError) -> bool:
         """A planted entry fails the offload; the disk refusing (full, read-only) costs the
@@ -602,10 +603,20 @@ def _why_not_idle(session: Folder, sessions_fd: int, usage: SessionUsage) -> str
 
 
 class _WrittenPayloads:
-    """Payloads on disk: each written and flushed when met (`DiskStore.store_payload`)."""
+    """Payloads on disk: each written and flushed when met (`DiskStore.store_payload`), data/
+    held shared in `stack` from the first (called from one worker thread at a time)."""
 
-    def __init__(self, store: StoreData) -> None:
-        self.store = store
+    def __init__(self, disk: DiskStore, stack: contextlib.ExitStack) -> None:
+        self._disk = disk
+        self._stack = stack
+        self._held = False
+
+    def store(self, raw: bytes, media_type: str | None) -> str:
+        """Hold data/ shared (the first time), then write the payload; its path."""
+        if not self._held:
+            self._disk.hold_data(self._stack)
+            self._held = True
+        return self._disk.store_payload(raw, media_type)
 
     async def before_line(self) -> None:
         """Nothing to wait for: each payload was written as it was met."""

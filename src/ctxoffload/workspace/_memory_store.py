@@ -203,8 +203,12 @@ class MemoryStore:
                     index.setdefault(key, line_no)
         return rows.span
 
-    async def check_log(self, session_id: str, name: str) -> None:
+    def check_log(self, session_id: str, name: str) -> None:
         """Nothing to check: no entry here can be planted (`SessionFiles.check_log`)."""
+
+    async def run(self, work: Callable[[], _T]) -> _T:
+        """At once: nothing here blocks (`SessionFiles.run`)."""
+        return work()
 
     def event_failure_is_fatal(self, exc: OSError) -> bool:
         """An append here never fails (`SessionFiles.event_failure_is_fatal`)."""

@@ -16,8 +16,8 @@ workdir of a disk, the reference key, isolation.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .._disk.batch import Span
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ._gc import GcReport, SessionUsage, UnitOutcome
 
 __all__ = ["Payloads", "SessionCollector", "SessionFiles"]
+
+T = TypeVar("T")
 
 
 class Payloads(Protocol):
@@ -99,13 +101,21 @@ class SessionFiles(Protocol):
         """
         ...
 
-    async def check_log(self, session_id: str, name: str) -> None:
+    def check_log(self, session_id: str, name: str) -> None:
         """Refuse, before an offload writes anything, a log it could not append its event to
         afterwards (a planted link on a disk); a store without such entries does nothing.
+        Called from `run`, with the offload's serialisation.
 
         Raises:
             OffloadError: the log is not a file the store would append to.
         """
+        ...
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """Run the synchronous part of an offload (serialising, storing payloads through
+        `Payloads.store`, `check_log`) where it does not stall the event loop: a worker
+        thread for a disk (it writes files) and a bucket (it is CPU work); in memory, at
+        once, as nothing there blocks."""
         ...
 
     def event_failure_is_fatal(self, exc: OSError) -> bool:
