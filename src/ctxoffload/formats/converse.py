@@ -192,11 +192,16 @@ def _block_from(block: Any, where: str, names: dict[str, str]) -> Block | None:
         if not isinstance(call_id, str):
             raise InvalidContent(f"{where} is a toolResult without a string 'toolUseId'")
         content = body.get("content")
-        items: list[TextBlock | DataBlock]
-        items, unknown = read_parts(
-            content if isinstance(content, list) else [], _item_from, f"{where}.toolResult.content"
-        )
         status = body.get("status")
+        result_hint: dict[str, Any] = {}
+        if status not in ("success", "error"):
+            result_hint["status"] = copy.deepcopy(status) if "status" in body else None
+        items: list[TextBlock | DataBlock] = read_parts(
+            content if isinstance(content, list) else [],
+            _item_from,
+            f"{where}.toolResult.content",
+            result_hint,
+        )
         extra = {
             k: copy.deepcopy(v)
             for k, v in body.items()
@@ -204,11 +209,6 @@ def _block_from(block: Any, where: str, names: dict[str, str]) -> Block | None:
         }
         if "content" in body and not isinstance(content, list):
             extra["content"] = copy.deepcopy(content)
-        result_hint: dict[str, Any] = {}
-        if status not in ("success", "error"):
-            result_hint["status"] = copy.deepcopy(status) if "status" in body else None
-        if unknown:
-            result_hint["unknown"] = unknown
         if extra:
             result_hint["keys"] = extra
         return ToolResultBlock(
@@ -247,13 +247,10 @@ def _message_from(message: Any, where: str, names: dict[str, str]) -> Msg:
         raise InvalidContent(
             f"{where}.content is a {type(content).__name__}: Converse content is a list"
         )
-    blocks: list[Block]
-    blocks, unknown = read_parts(
-        content, lambda block, at: _block_from(block, at, names), f"{where}.content"
-    )
     hint: dict[str, Any] = {}
-    if unknown:
-        hint["unknown"] = unknown
+    blocks: list[Block] = read_parts(
+        content, lambda block, at: _block_from(block, at, names), f"{where}.content", hint
+    )
     extra = {k: copy.deepcopy(v) for k, v in message.items() if k not in ("role", "content")}
     if extra:
         hint["keys"] = extra
