@@ -88,12 +88,8 @@ class ClearThinking:
         if self.keep is None:
             return messages
         thinking = [i for i, m in enumerate(messages) if m.role == "assistant" and _has_thinking(m)]
-        unseen = run.compressor.unseen_ids(messages)
-        older = [
-            i
-            for i in thinking[: max(0, len(thinking) - self.keep)]
-            if not run.protected.is_pinned(messages[i]) and messages[i].id not in unseen
-        ]
+        clearable = run.clearable(messages)
+        older = [i for i in thinking[: max(0, len(thinking) - self.keep)] if clearable[i]]
         if not older:
             return messages
         leaving = [messages[i] for i in older]

@@ -228,15 +228,14 @@ class ClearToolUses:
         return run.compressor.count(messages, run.tools) > value
 
     def _candidates(self, messages: list[Msg], uses: list[_Use], run: PipelineRun) -> list[_Use]:
-        unseen = run.compressor.unseen_ids(messages)
+        clearable = run.clearable(messages)
         older = uses[: max(0, len(uses) - self.keep)]
         return [
             u
             for u in older
-            if not self._is_cleared(messages[u.message], u)
+            if clearable[u.message]
+            and not self._is_cleared(messages[u.message], u)
             and (u.result.name or "") not in self.exclude_tools
-            and not run.protected.is_pinned(messages[u.message])
-            and messages[u.message].id not in unseen
         ]
 
     def _is_cleared(self, msg: Msg, use: _Use) -> bool:

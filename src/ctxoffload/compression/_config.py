@@ -142,6 +142,32 @@ _AGENTSCOPE_ONLY = {
 """AgentScope `ContextConfig` fields refused with a reason rather than as unknown."""
 
 
+_MINIMUMS: dict[str, tuple[int, str]] = {
+    "tool_result_limit": (1, "it is a token count, e.g. 3000"),
+    "preview_tokens": (
+        50,
+        "the preview holds the notice that names the file; use e.g. 1000, or leave it unset",
+    ),
+    "context_window": (
+        1,
+        "give the model's window in tokens, e.g. 128000, or leave it unset to use the one the "
+        "model reports",
+    ),
+    "summary_max_tokens": (
+        100,
+        "a summary needs room for its five fields; use e.g. 2000, or leave it unset for 5% of "
+        "the window",
+    ),
+    "summary_input_tokens": (
+        1_000,
+        "the summary model would see almost nothing of what leaves; use e.g. 100000, or leave "
+        "it unset for the context window",
+    ),
+}
+"""The least value of each integer setting that has one (unset, None, is always allowed), and
+what the error message tells the user who gives less."""
+
+
 def _show(value: float) -> str:
     """A ratio as the user most likely wrote it: 0 rather than 0.0."""
     return str(int(value)) if value.is_integer() else str(value)
@@ -315,33 +341,12 @@ class ContextConfig(BaseModel):
             )
         return value
 
-    @field_validator("tool_result_limit")
+    @field_validator(*_MINIMUMS)
     @classmethod
-    def _check_tool_result_limit(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(
-                f"tool_result_limit {value} is below 1: it is a token count, e.g. 3000"
-            )
-        return value
-
-    @field_validator("preview_tokens")
-    @classmethod
-    def _check_preview_tokens(cls, value: int | None) -> int | None:
-        if value is not None and value < 50:
-            raise ValueError(
-                f"preview_tokens {value} is below 50: the preview holds the notice that names "
-                "the file; use e.g. 1000, or leave it unset"
-            )
-        return value
-
-    @field_validator("context_window")
-    @classmethod
-    def _check_context_window(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError(
-                f"context_window {value} is below 1: give the model's window in tokens, "
-                "e.g. 128000, or leave it unset to use the one the model reports"
-            )
+    def _check_minimum(cls, value: int | None, info: ValidationInfo) -> int | None:
+        least, advice = _MINIMUMS[str(info.field_name)]
+        if value is not None and value < least:
+            raise ValueError(f"{info.field_name} {value} is below {least}: {advice}")
         return value
 
     @field_validator(
@@ -360,27 +365,6 @@ class ContextConfig(BaseModel):
             raise ValueError(
                 f"summary_timeout {_show(value)} is not a positive number of seconds: it bounds "
                 "the whole summarisation before the extractive fallback runs, e.g. 120"
-            )
-        return value
-
-    @field_validator("summary_max_tokens")
-    @classmethod
-    def _check_summary_max_tokens(cls, value: int | None) -> int | None:
-        if value is not None and value < 100:
-            raise ValueError(
-                f"summary_max_tokens {value} is below 100: a summary needs room for its five "
-                "fields; use e.g. 2000, or leave it unset for 5% of the window"
-            )
-        return value
-
-    @field_validator("summary_input_tokens")
-    @classmethod
-    def _check_summary_input_tokens(cls, value: int | None) -> int | None:
-        if value is not None and value < 1_000:
-            raise ValueError(
-                f"summary_input_tokens {value} is below 1000: the summary model would see "
-                "almost nothing of what leaves; use e.g. 100000, or leave it unset for the "
-                "context window"
             )
         return value
 

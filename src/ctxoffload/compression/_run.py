@@ -147,6 +147,13 @@ class PipelineRun:
         """A manager's own state in this run (a pipeline may be shared by several runs)."""
         return self._state.setdefault(id(manager), {})
 
+    def clearable(self, messages: Sequence[Msg]) -> list[bool]:
+        """For each message of `messages`, whether a manager may take content out of it in
+        place (clear thinking, tool outputs): never out of a pinned message, nor out of the
+        turn the model has not seen yet."""
+        unseen = self.compressor.unseen_ids(messages)
+        return [not self.protected.is_pinned(m) and m.id not in unseen for m in messages]
+
     def report(self, reason: str, compression: CompressionResult | None = None) -> None:
         """Say what a manager did, for the `CompressionResult` of this `pre_llm`."""
         self._reasons.append(reason)

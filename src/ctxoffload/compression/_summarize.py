@@ -510,21 +510,28 @@ def extractive_summary(
         state = f"Last assistant message: {_short(statement, 1500)}"
     else:
         state = before["current_state"] or "No assistant reply yet."
+
+    def field_text(parts: list[str], name: str) -> str:
+        """The field `name`: the new material, then a model's earlier text of it."""
+        return _fit([*parts, f"Earlier summary: {before[name]}"] if theirs else parts)
+
     return Summary(
-        task_overview=_fit(_overview(messages, before, ours, theirs))
+        task_overview=field_text(_overview(messages, before, ours), "task_overview")
         or "Not stated in the compressed messages.",
         current_state=_fit([state]),
-        important_discoveries=_fit(_discoveries(messages, before, ours, theirs)) or "none",
+        important_discoveries=field_text(
+            _discoveries(messages, before, ours), "important_discoveries"
+        )
+        or "none",
         next_steps=_EXTRACTIVE_NEXT_STEPS,
-        context_to_preserve=_fit(_preserved(artifacts, before, ours, theirs)) or "none",
+        context_to_preserve=field_text(_preserved(artifacts, before, ours), "context_to_preserve")
+        or "none",
     )
 
 
-def _overview(
-    messages: Sequence[Msg], before: dict[str, str], ours: bool, theirs: bool
-) -> list[str]:
-    """The task: the latest request, the first request ever (kept from an earlier extractive
-    summary, `ours`), and a model's earlier overview (`theirs`)."""
+def _overview(messages: Sequence[Msg], before: dict[str, str], ours: bool) -> list[str]:
+    """The task: the latest request, and the first request ever (kept from an earlier
+    extractive summary, `ours`)."""
     requests = (m.text for m in messages if is_user_request(m) and m.text.strip())
     newest = (m.text for m in reversed(messages) if is_user_request(m) and m.text.strip())
     first = _line_after(before["task_overview"], "First request") if ours else None
@@ -536,16 +543,12 @@ def _overview(
     overview = [f"Latest request: {latest}"] if latest and latest != first else []
     if first:
         overview.append(f"First request: {first}")
-    if theirs:
-        overview.append(f"Earlier summary: {before['task_overview']}")
     return overview
 
 
-def _discoveries(
-    messages: Sequence[Msg], before: dict[str, str], ours: bool, theirs: bool
-) -> list[str]:
+def _discoveries(messages: Sequence[Msg], before: dict[str, str], ours: bool) -> list[str]:
     """The newest errors first and the tool counts, merged with an earlier extractive
-    summary's (`ours`), then what a model wrote before (`theirs`)."""
+    summary's (`ours`)."""
     tools: Counter[str] = Counter()
     failed: list[ToolResultBlock] = []
     for msg in messages:
@@ -577,20 +580,14 @@ def _discoveries(
         discoveries.append(
             "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.most_common())
         )
-    if theirs:
-        discoveries.append(f"Earlier summary: {before['important_discoveries']}")
     return discoveries
 
 
-def _preserved(
-    artifacts: Sequence[str], before: dict[str, str], ours: bool, theirs: bool
-) -> list[str]:
+def _preserved(artifacts: Sequence[str], before: dict[str, str], ours: bool) -> list[str]:
     """The offloaded files, each once, newest first (the compressor passes its whole trail,
-    newest first), with an earlier extractive summary's (`ours`); a model's text after."""
+    newest first), with an earlier extractive summary's (`ours`)."""
     files = _unique(
         [*artifacts, *(_section(before["context_to_preserve"], "Offloaded files") if ours else [])]
     )
     preserve = ["Offloaded files:\n" + "\n".join(f"- {a}" for a in files)] if files else []
-    if theirs:
-        preserve.append(f"Earlier summary: {before['context_to_preserve']}")
     return preserve

@@ -119,10 +119,10 @@ def data_block(
 
 
 def read_parts(
-    parts: Iterable[Any], read: Callable[[Any, str], _Block | None], where: str
-) -> tuple[list[_Block], list[Any]]:
-    """The parts `read` converts, in order, and the `[index, part]` pairs of those it does
-    not (None), kept verbatim for a hint's `unknown` and put back by `with_unknown`.
+    parts: Iterable[Any], read: Callable[[Any, str], _Block | None], where: str, hint: Hint
+) -> list[_Block]:
+    """The parts `read` converts, in order; those it does not (None) are kept verbatim in
+    `hint["unknown"]` as `[index, part]` pairs, which `with_unknown` puts back.
 
     `read` is called with each part and how errors name it (`where[index]`).
     """
@@ -134,7 +134,37 @@ def read_parts(
             unknown.append([j, copy.deepcopy(part)])
         else:
             blocks.append(block)
-    return blocks, unknown
+    if unknown:
+        hint["unknown"] = unknown
+    return blocks
+
+
+def result_output(
+    content: Any,
+    read: Callable[[Any, str], TextBlock | DataBlock | None],
+    where: str,
+    hint: Hint,
+) -> str | list[TextBlock | DataBlock]:
+    """A tool result's output from the `content` its message or block holds: a string as it
+    is, a list of parts as `read` converts them (see `read_parts`); anything else is refused.
+
+    Raises:
+        InvalidContent: `content` is neither a string nor a list.
+    """
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return read_parts(content, read, f"{where}.content", hint)
+    raise bad_content(where, content)
+
+
+def check_messages(messages: Any, caller: str) -> None:
+    """Refuse one message (a dict) or a string where `caller` takes a list of messages."""
+    if isinstance(messages, (Mapping, str, bytes)):
+        raise InvalidContent(
+            f"{caller} takes a list of messages, got a {type(messages).__name__}: wrap one "
+            "message in a list, or use to_msg"
+        )
 
 
 def check_message(message: Any, where: str) -> Mapping[str, Any]:

@@ -33,12 +33,14 @@ from ._shared import (
     bad_content,
     block_hint,
     check_message,
+    check_messages,
     check_msg,
     data_block,
     extra_keys,
     hinted,
     msg_hint,
     read_parts,
+    result_output,
     text_block,
     with_unknown,
 )
@@ -144,14 +146,8 @@ def _anthropic_result(
         hint["drop"] = ["content"]
     elif content is None:
         keys["content"] = None
-    elif isinstance(content, str):
-        output = content
-    elif isinstance(content, list):
-        output, unknown = read_parts(content, _anthropic_item, f"{where}.content")
-        if unknown:
-            hint["unknown"] = unknown
     else:
-        raise bad_content(where, content)
+        output = result_output(content, _anthropic_item, where, hint)
     is_error = block.get("is_error")
     if "is_error" in block and is_error is not True:
         keys["is_error"] = copy.deepcopy(is_error)  # false (or junk) written out explicitly
@@ -201,12 +197,9 @@ def message_from_anthropic(message: Any, where: str, names: dict[str, str]) -> M
         return Msg(role=role, content=content, metadata=hinted("anthropic", hint))
     if not isinstance(content, list):
         raise bad_content(where, content)
-    blocks: list[Block]
-    blocks, unknown = read_parts(
-        content, lambda item, at: _anthropic_to_block(item, at, names), f"{where}.content"
+    blocks: list[Block] = read_parts(
+        content, lambda item, at: _anthropic_to_block(item, at, names), f"{where}.content", hint
     )
-    if unknown:
-        hint["unknown"] = unknown
     return Msg(role=role, content=blocks, metadata=hinted("anthropic", hint))
 
 
@@ -365,11 +358,7 @@ def from_anthropic(
         InvalidContent: a message has no role, a role other than user / assistant, no
             content, or a malformed block.
     """
-    if isinstance(messages, (Mapping, str, bytes)):
-        raise InvalidContent(
-            f"from_anthropic takes a list of messages, got a {type(messages).__name__}: wrap "
-            "one message in a list, or use to_msg"
-        )
+    check_messages(messages, "from_anthropic")
     out: list[Msg] = []
     if isinstance(system, str):
         out.append(Msg(role="system", content=system))

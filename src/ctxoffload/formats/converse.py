@@ -38,7 +38,7 @@ from ..messages import (
     URLSource,
 )
 from ..text import data_line
-from ._shared import block_hint, check_msg, hinted, read_parts, with_unknown
+from ._shared import block_hint, check_msg, extra_keys, hinted, read_parts, with_unknown
 
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
 
@@ -130,7 +130,7 @@ def _data_from(kind: str, body: Any, where: str) -> DataBlock | None:
     else:
         media_type = _DOCUMENT_TYPES.get(fmt.lower(), f"application/{fmt.lower()}")
     name = body.get("name") if isinstance(body.get("name"), str) else None
-    extra = {k: copy.deepcopy(v) for k, v in body.items() if k not in ("format", "source", "name")}
+    extra = extra_keys(body, ("format", "source", "name"))
     hint: dict[str, Any] = {"as": kind, "format": fmt}
     if not was_bytes:
         hint["base64"] = True
@@ -174,9 +174,7 @@ def _block_from(block: Any, where: str, names: dict[str, str]) -> Block | None:
                 "{'toolUse': {'toolUseId': 'tooluse_...', 'name': 'tool', 'input': {...}}}"
             )
         names[call_id] = name
-        extra = {
-            k: copy.deepcopy(v) for k, v in body.items() if k not in ("toolUseId", "name", "input")
-        }
+        extra = extra_keys(body, ("toolUseId", "name", "input"))
         hint: dict[str, Any] = {"keys": extra} if extra else {}
         if not isinstance(arguments, Mapping):
             hint["input"] = copy.deepcopy(arguments)
@@ -192,23 +190,19 @@ def _block_from(block: Any, where: str, names: dict[str, str]) -> Block | None:
         if not isinstance(call_id, str):
             raise InvalidContent(f"{where} is a toolResult without a string 'toolUseId'")
         content = body.get("content")
-        items: list[TextBlock | DataBlock]
-        items, unknown = read_parts(
-            content if isinstance(content, list) else [], _item_from, f"{where}.toolResult.content"
-        )
         status = body.get("status")
-        extra = {
-            k: copy.deepcopy(v)
-            for k, v in body.items()
-            if k not in ("toolUseId", "content", "status")
-        }
-        if "content" in body and not isinstance(content, list):
-            extra["content"] = copy.deepcopy(content)
         result_hint: dict[str, Any] = {}
         if status not in ("success", "error"):
             result_hint["status"] = copy.deepcopy(status) if "status" in body else None
-        if unknown:
-            result_hint["unknown"] = unknown
+        items: list[TextBlock | DataBlock] = read_parts(
+            content if isinstance(content, list) else [],
+            _item_from,
+            f"{where}.toolResult.content",
+            result_hint,
+        )
+        extra = extra_keys(body, ("toolUseId", "content", "status"))
+        if "content" in body and not isinstance(content, list):
+            extra["content"] = copy.deepcopy(content)
         if extra:
             result_hint["keys"] = extra
         return ToolResultBlock(
@@ -247,14 +241,11 @@ def _message_from(message: Any, where: str, names: dict[str, str]) -> Msg:
         raise InvalidContent(
             f"{where}.content is a {type(content).__name__}: Converse content is a list"
         )
-    blocks: list[Block]
-    blocks, unknown = read_parts(
-        content, lambda block, at: _block_from(block, at, names), f"{where}.content"
-    )
     hint: dict[str, Any] = {}
-    if unknown:
-        hint["unknown"] = unknown
-    extra = {k: copy.deepcopy(v) for k, v in message.items() if k not in ("role", "content")}
+    blocks: list[Block] = read_parts(
+        content, lambda block, at: _block_from(block, at, names), f"{where}.content", hint
+    )
+    extra = extra_keys(message, ("role", "content"))
     if extra:
         hint["keys"] = extra
     return Msg(role=role, content=blocks, metadata={FMT: hint} if hint else {})

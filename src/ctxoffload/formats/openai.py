@@ -43,12 +43,14 @@ from ._shared import (
     bad_content,
     block_hint,
     check_message,
+    check_messages,
     check_msg,
     data_block,
     extra_keys,
     hinted,
     msg_hint,
     read_parts,
+    result_output,
     text_block,
     with_unknown,
 )
@@ -352,14 +354,8 @@ def message_from_openai(message: Any, where: str, names: dict[str, str]) -> Msg:
         if "content" not in message or content is None:
             output = ""
             hint["content"] = "absent" if "content" not in message else "null"
-        elif isinstance(content, str):
-            output = content
-        elif isinstance(content, list):
-            output, unknown = read_parts(content, _openai_part_to_block, f"{where}.content")
-            if unknown:
-                hint["unknown"] = unknown
         else:
-            raise bad_content(where, content)
+            output = result_output(content, _openai_part_to_block, where, hint)
         result = ToolResultBlock(id=call_id, name=names.get(call_id) or name or "", output=output)
         if keys:
             hint["keys"] = keys
@@ -392,11 +388,7 @@ def message_from_openai(message: Any, where: str, names: dict[str, str]) -> Msg:
             # models often answer tool calls with content "".
             text, hint["content"] = None, "empty"
     elif isinstance(content, list):
-        parsed: list[TextBlock | DataBlock]
-        parsed, unknown = read_parts(content, _openai_part_to_block, f"{where}.content")
-        blocks.extend(parsed)
-        if unknown:
-            hint["unknown"] = unknown
+        blocks.extend(read_parts(content, _openai_part_to_block, f"{where}.content", hint))
         if not content or (len(content) == 1 and _is_plain_text(content[0])):
             hint["content"] = "list"  # the default output would be a string
     else:
@@ -556,10 +548,6 @@ def from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Msg]:
         InvalidContent: a message has no role, an unknown role, a tool message has no
             `tool_call_id`, or a part or tool call is malformed.
     """
-    if isinstance(messages, (Mapping, str, bytes)):
-        raise InvalidContent(
-            f"from_openai takes a list of messages, got a {type(messages).__name__}: wrap one "
-            "message in a list, or use to_msg"
-        )
+    check_messages(messages, "from_openai")
     names: dict[str, str] = {}
     return [message_from_openai(m, f"messages[{i}]", names) for i, m in enumerate(messages)]
