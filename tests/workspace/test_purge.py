@@ -10,8 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from ctxoffload import LocalWorkspace, Msg
+import pytest
+
+from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
 from helpers import ChildLines
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
@@ -259,3 +262,36 @@ async def test_reads_racing_replacements_and_purges_see_whole_values_or_nothing(
     # Each log read holds whole appends, in the order they were made.
     assert all(log == sorted(log, key=lambda i: int(i[1:])) for log in logs)
     assert all(set(log) <= set(appended) for log in logs)
+
+
+async def test_a_purge_takes_a_tool_result_and_its_event_together_or_neither(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An offload writes its file, then the event recording it. A purge arriving between the
+    # two waits for the offload (it holds the session as every writer does), then removes
+    # both: it never leaves an event naming a file it removed, in a session it re-created.
+    from ctxoffload.workspace import _disk_store
+
+    ws = LocalWorkspace(workdir)
+    await ws.offload_context("s", [Msg(role="user", content="start")])
+    event_due = asyncio.Event()
+    append = _disk_store.DiskStore.append
+
+    async def slow_event(self: Any, session_id: str, name: str, lines: Any) -> Any:
+        if name == "events.jsonl" and not event_due.is_set():
+            event_due.set()
+            await asyncio.sleep(0.5)  # the purge below starts meanwhile
+        return await append(self, session_id, name, lines)
+
+    monkeypatch.setattr(_disk_store.DiskStore, "append", slow_event)
+
+    async def purge_when_due() -> bool:
+        await event_due.wait()
+        return await ws.purge_session("s")
+
+    path, purged = await asyncio.gather(
+        ws.offload_tool_result("s", ToolResultBlock(id="c1", output="out")), purge_when_due()
+    )
+    assert purged
+    assert not Path(path).exists()
+    assert await ws.list_sessions() == []  # no session re-created for an orphan event

@@ -41,6 +41,9 @@ class _Payloads:
     async def after_line(self) -> None:
         pass
 
+    def hold_session(self, session_id: str, log: str) -> None:
+        pass
+
 
 class DictStore:
     """Every file a bytes value under `dict://sessions/<id>/<name>`: nothing but the primitives."""
@@ -90,9 +93,6 @@ class DictStore:
                 index.setdefault(key, line_no)
         self.files[ref] = log + b"".join(rows.lines)
         return rows.span
-
-    def check_log(self, session_id: str, name: str) -> None:
-        pass
 
     async def run(self, work: Callable[[], T]) -> T:
         return work()

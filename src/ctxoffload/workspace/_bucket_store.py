@@ -149,6 +149,10 @@ class _PendingPayloads:
 
         await gather_limited([functools.partial(check, key) for key in sorted(self.reused)], 8)
 
+    def hold_session(self, session_id: str, log: str) -> None:
+        """Nothing to check or hold: an object cannot be a planted link, and a bucket has no
+        lock (do not purge a session that is being written to)."""
+
 
 class BucketStore:
     """A session's files in a bucket: `sessions/<id>/<name>` objects, the logs as segments
@@ -216,9 +220,6 @@ class BucketStore:
             await asyncio.to_thread(index_keys, data.split(b"\n"), 1, index)
             self.context_keys[key] = index
         return index
-
-    def check_log(self, session_id: str, name: str) -> None:
-        """Nothing to check: an object cannot be a planted link (`SessionFiles.check_log`)."""
 
     async def run(self, work: Callable[[], _T]) -> _T:
         """In a worker thread: serialising is CPU work (`SessionFiles.run`)."""

@@ -252,7 +252,7 @@ class StoreWorkspace:
             def serialise() -> list[Any]:
                 rows = context_rows(items, payloads.store)
                 if rows:
-                    files.check_log(sid, EVENTS_FILE)
+                    payloads.hold_session(sid, EVENTS_FILE)
                 return rows
 
             rows = await files.run(serialise)
@@ -262,13 +262,13 @@ class StoreWorkspace:
             await payloads.before_line()
             span = await files.append_messages(sid, lines, keys)
             await payloads.after_line()
-        batch = ContextBatch(
-            reference=ref,
-            bytes=sum(len(line) for line in lines),
-            messages=len(items),
-            **span.event_fields(),
-        )
-        await self._record(sid, batch)
+            batch = ContextBatch(
+                reference=ref,
+                bytes=sum(len(line) for line in lines),
+                messages=len(items),
+                **span.event_fields(),
+            )
+            await self._record(sid, batch)
         return ContextRef(ref, *span, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
@@ -302,14 +302,14 @@ class StoreWorkspace:
 
             def render() -> bytes:
                 data = render_tool_output(found.output, payloads.store, urls)
-                files.check_log(sid, EVENTS_FILE)
+                payloads.hold_session(sid, EVENTS_FILE)
                 return data
 
             data = await files.run(render)
             await payloads.before_line()
             ref = await first_free_version(files, sid, tool_file_stem(found.tool_id), data)
             await payloads.after_line()
-        await self._record(sid, tool_result_event(ref, data, found, urls))
+            await self._record(sid, tool_result_event(ref, data, found, urls))
         return ref
 
     async def offload_data_block(self, block: Any) -> Any:

@@ -308,20 +308,6 @@ class DiskStore:
         with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
             return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit)
 
-    def check_log(self, session_id: str, name: str) -> None:
-        """Refuse a log that is a planted link, a special file or a file with another hard
-        link (`check_entry`), before an offload writes its content (`SessionFiles.check_log`).
-
-        Raises:
-            OffloadError: the log is such an entry.
-        """
-        path = self.reference(session_id, name)
-        try:
-            with self.tree(SESSIONS_DIR, validate_session_id(session_id), create=False) as fd:
-                check_entry(fd, name, path)
-        except FileNotFoundError:
-            pass  # no session folder yet: the append makes one
-
     async def run(self, work: Callable[[], _T]) -> _T:
         """In a worker thread: it writes files (`SessionFiles.run`)."""
         return await asyncio.to_thread(work)
@@ -617,6 +603,19 @@ class _WrittenPayloads:
             self._disk.hold_data(self._stack)
             self._held = True
         return self._disk.store_payload(raw, media_type)
+
+    def hold_session(self, session_id: str, log: str) -> None:
+        """Hold the session folder shared until the offload ends, as every writer does and
+        purge waits for (`DiskStore.session_for_writing`), and refuse a planted `log` in it
+        (`check_entry`) before the offload writes anything.
+
+        Raises:
+            OffloadError: the folder cannot be made, or it or `log` is a planted entry.
+        """
+        path = self._disk.reference(session_id, log)
+        with offload_errors("append to", path):
+            dir_fd = self._stack.enter_context(self._disk.session_for_writing(session_id))
+            check_entry(dir_fd, log, path)
 
     async def before_line(self) -> None:
         """Nothing to wait for: each payload was written as it was met."""

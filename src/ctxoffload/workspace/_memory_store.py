@@ -40,6 +40,10 @@ class _HeldPayloads:
     async def after_line(self) -> None:
         """Nothing to restore: memory has no gc."""
 
+    def hold_session(self, session_id: str, log: str) -> None:
+        """Nothing to check or hold: no entry here can be planted, and a write here is one
+        step under the store's lock."""
+
 
 class MemoryStore:
     """Files by reference below `root` (`memory://{name}`), and the sessions that have any.
@@ -202,9 +206,6 @@ class MemoryStore:
                 if key is not None:
                     index.setdefault(key, line_no)
         return rows.span
-
-    def check_log(self, session_id: str, name: str) -> None:
-        """Nothing to check: no entry here can be planted (`SessionFiles.check_log`)."""
 
     async def run(self, work: Callable[[], _T]) -> _T:
         """At once: nothing here blocks (`SessionFiles.run`)."""

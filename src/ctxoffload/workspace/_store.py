@@ -55,13 +55,26 @@ class Payloads(Protocol):
         """Once the line naming them is written: store again any payload gc removed meanwhile."""
         ...
 
+    def hold_session(self, session_id: str, log: str) -> None:
+        """Called from `SessionFiles.run` once an offload has something to write: refuse a log
+        it could not append its event to afterwards (a planted link on a disk), before any
+        content is written; and hold the session against a purge until the offload ends, so
+        that a purge takes its content and the event recording it together, or neither. A
+        store without such entries or purges that race does nothing.
+
+        Raises:
+            OffloadError: the log is not a file the store would append to.
+        """
+        ...
+
 
 class SessionFiles(Protocol):
     """A session's files: put whole or created once, appended to as logs, read, listed;
     sessions listed and deleted; the payloads of an offload stored on the way."""
 
     def payloads(self) -> contextlib.AbstractAsyncContextManager[Payloads]:
-        """The data/ payloads of one offload, guarded from gc while the offload runs."""
+        """The data/ payloads of one offload, guarded from gc while the offload runs, and the
+        session it writes to, held (`Payloads.hold_session`) until it ends."""
         ...
 
     async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
@@ -101,19 +114,9 @@ class SessionFiles(Protocol):
         """
         ...
 
-    def check_log(self, session_id: str, name: str) -> None:
-        """Refuse, before an offload writes anything, a log it could not append its event to
-        afterwards (a planted link on a disk); a store without such entries does nothing.
-        Called from `run`, with the offload's serialisation.
-
-        Raises:
-            OffloadError: the log is not a file the store would append to.
-        """
-        ...
-
     async def run(self, work: Callable[[], T]) -> T:
         """Run the synchronous part of an offload (serialising, storing payloads through
-        `Payloads.store`, `check_log`) where it does not stall the event loop: a worker
+        `Payloads.store`, `Payloads.hold_session`) where it does not stall the event loop: a worker
         thread for a disk (it writes files) and a bucket (it is CPU work); in memory, at
         once, as nothing there blocks."""
         ...
