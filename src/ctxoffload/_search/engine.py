@@ -7,18 +7,22 @@ pattern is compiled once (`matcher.compile_matcher`: RE2, or Python's `re` under
 where the door allows it) and judged on lines of bytes read as the agent's Read reads them:
 split at "\\n" only, a line's trailing "\\r" not part of it (`lines_as_read`).
 
-A line that is not UTF-8 matches when the pattern matches its bytes as they are (a pattern
-given as bytes finds them) or, for the agent's tools (`as_shown`), the line as they show it,
-each such byte U+FFFD. (`ctxoffload grep` does not: the ripgrep it may hand a file to reads
-such a byte as no character, and both must find the same lines.) A file is
-read in pieces of about a megabyte cut at line ends, into one reused buffer; in a piece that
-is UTF-8, the pattern (or the literal every match holds) is searched across the whole piece
-and only the lines it lands on are judged, so the lines between are never looked at one by
-one. Memory stays bounded by the piece, or by the longest line.
+A line that is not UTF-8 is judged by THE rule of every door: each byte that is not UTF-8 is
+to a pattern the U+FFFD the agent's Read shows for it, so `ok . end` finds `ok \\xff end`
+and a U+FFFD copied from what Read showed finds its line; a pattern that holds the bytes
+themselves (only a command line can give one) finds them too (`judge_as_shown`). `ctxoffload
+grep` hands ripgrep only files that are UTF-8 throughout (`is_utf8_file`): ripgrep reads such
+a byte as no character.
+
+A file is read in pieces of about a megabyte cut at line ends, into one reused buffer; in a
+piece that is UTF-8, the pattern (or the literal every match holds) is searched across the
+whole piece and only the lines it lands on are judged, so the lines between are never looked
+at one by one. Memory stays bounded by the piece, or by the longest line.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -26,7 +30,15 @@ from typing import Any
 
 from .matcher import Matcher, every_line, literal_finder
 
-__all__ = ["Line", "SearchTimedOut", "lines_as_read", "search_lines", "search_log"]
+__all__ = [
+    "Line",
+    "SearchTimedOut",
+    "is_utf8_file",
+    "judge_as_shown",
+    "lines_as_read",
+    "search_lines",
+    "search_log",
+]
 
 Line = tuple[int, bytes, bool]
 """One line found: its number (from 1), its bytes without the line end, whether it matches
@@ -48,7 +60,6 @@ def search_lines(
     *,
     context: int = 0,
     deadline: float | None = None,
-    as_shown: bool = False,
 ) -> Iterator[Line]:
     """The lines of `file` that `matcher` matches, each with up to `context` lines before and
     after it (touching windows run together, as `grep -C` shows them).
@@ -59,8 +70,6 @@ def search_lines(
         context: lines given around each match.
         deadline: a `time.monotonic()` after which the search stops, checked between pieces
             and every `_MISSES` lines judged in vain.
-        as_shown: a line that is not UTF-8 matches also as the tools show it (see the
-            module); otherwise only as its bytes are.
 
     Yields:
         Each matching line and each context line, in order, once.
@@ -69,7 +78,7 @@ def search_lines(
         SearchTimedOut: the deadline passed.
         OSError: the file could not be read.
     """
-    pieces = _Pieces(matcher, context, as_shown, deadline)
+    pieces = _Pieces(matcher, context, deadline)
     buffer = bytearray(_buffer_size(file))
     filled = 0  # bytes of `buffer` holding file content
     at_eof = False
@@ -105,13 +114,10 @@ class _Pieces:
     number of the line starting the next, context lines still owed after a match, and the
     last `context` lines, which may come before a match at the next one's start."""
 
-    def __init__(
-        self, matcher: Matcher, context: int, as_shown: bool, deadline: float | None
-    ) -> None:
+    def __init__(self, matcher: Matcher, context: int, deadline: float | None) -> None:
         self.matcher = matcher
         self.deadline = deadline
         self.misses = self.matches = 0  # candidates judged not to match, and that match
-        self.as_shown = as_shown
         self.context = context
         self.first_line = 1
         self.after = 0  # context lines still owed after the last match
@@ -134,8 +140,8 @@ class _Pieces:
         find = self.find
         with memoryview(text)[:size] as piece:
             search: Callable[[Any, int], int | None] = matcher.search
-            if self.as_shown and not _is_utf8(piece):
-                judge, search, find = _judge_as_shown(matcher), every_line, None
+            if not _is_utf8(piece):
+                judge, search, find = judge_as_shown(matcher), every_line, None
             pos, counted_at, line_no = 0, 0, self.first_line
             if self.after:  # owed by a match at the previous piece's end
                 pos, line_no = yield from self._after(text, piece, 0, size, line_no, judge)
@@ -253,9 +259,24 @@ def _is_utf8(piece: memoryview) -> bool:
     return True
 
 
-def _judge_as_shown(matcher: Matcher) -> Callable[[bytes], bool]:
+def is_utf8_file(fd: int) -> bool:
+    """Whether the file open at `fd` is UTF-8 throughout, read with `pread` (its offset stays
+    where it is), a piece at a time: about 20 ms for 100 MB."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        while piece := os.pread(fd, _PIECE, offset):
+            decoder.decode(piece)
+            offset += len(piece)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def judge_as_shown(matcher: Matcher) -> Callable[[bytes], bool]:
     """Whether a line matches as it is, or as the tools show it (each byte that is not
-    UTF-8 a U+FFFD)."""
+    UTF-8 a U+FFFD): the rule for a line that is not UTF-8 (see the module)."""
 
     def judge(line: bytes) -> bool:
         if matcher.matches_line(line):

@@ -212,7 +212,10 @@ class _Search:
         """The lines the engine finds in a text file, each shown as its decoded text (the
         engine dropped its trailing "\\r"), cut to `max_line_chars`."""
         found = search_lines(
-            file, self.matcher, context=self.context, deadline=deadline, as_shown=True
+            file,
+            self.matcher,
+            context=self.context,
+            deadline=deadline,
         )
         return as_rows(
             self.regex,

@@ -239,7 +239,8 @@ class UiModel:
         limit: int = 500,
     ) -> dict[str, Any]:
         """The matches `ctxoffload grep --json` finds, from a child process of that very
-        command (its deadline and its engine), at most `limit` of them."""
+        command (its deadline and its engine), at most `limit` of them, and its notes (a
+        binary file it did not search)."""
         if session:
             self._folder(session)
         if "\x00" in pattern:  # grep runs as a child process: no command line carries a NUL
@@ -279,7 +280,11 @@ class UiModel:
             }
             for hit in hits[:limit]
         ]
-        return {"pattern": pattern, "matches": rows, "total": len(hits)}
+        notes = [
+            inert(line.removeprefix("ctxoffload grep: "))
+            for line in done.stderr.decode("utf-8", "replace").splitlines()
+        ]
+        return {"pattern": pattern, "matches": rows, "total": len(hits), "notes": notes}
 
     # -- helpers ----------------------------------------------------------------------------
 
