@@ -306,3 +306,70 @@ def test_every_door_refuses_an_empty_pattern_alike(tmp_path: Path, door: str) ->
     file.write_bytes(b"one\ntwo\n")
     said = _refusal(door, tmp_path, file, "")
     assert "the pattern is empty" in said, said
+
+
+# A context.jsonl as stored: a byte that is not UTF-8 (a torn or foreign write), and a message
+# whose text JSON escapes.
+LOG = (
+    b'{"role": "user", "content": "ok \xff end"}\n'
+    b'{"role": "assistant", "content": "say \\"hi\\"\\nline two"}\n'
+    b'{"role": "tool", "content": "nothing here"}\n'
+)
+RAW = LOG.decode("utf-8", "replace").splitlines()
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ('"role"', {1: RAW[0], 2: RAW[1], 3: RAW[2]}),  # only inside the JSON: shown raw
+        ('"content": "say', {2: RAW[1]}),
+        ("ok . end", {1: None}),  # the byte that is not UTF-8 is U+FFFD
+        ('say "hi"', {2: None}),  # as the model saw it, not as stored
+        ("^line two$", {2: None}),
+    ],
+    ids=["key", "raw JSON", "not UTF-8", "escaped", "second line"],
+)
+def test_every_door_judges_a_context_log_line_alike(
+    tmp_path: Path, door: str, pattern: str, expected: dict[int, str | None]
+) -> None:
+    """One function judges a context.jsonl line for every door: the same log lines match,
+    and a line that matches only as raw JSON is shown raw by each (`None`: shown as its
+    message's text, each door its own way)."""
+    file = tmp_path / "sessions" / "s" / "context.jsonl"
+    file.parent.mkdir(parents=True)
+    file.write_bytes(LOG)
+    found = _log_search(door, tmp_path, file, pattern)
+    assert sorted(found) == sorted(expected), found
+    for number, raw in expected.items():
+        if raw is not None:
+            assert found[number] == raw, (number, found[number])
+
+
+def _log_search(door: str, workdir: Path, file: Path, pattern: str) -> dict[int, str]:
+    """The log lines `door` finds for `pattern`, each with the text it shows first."""
+    found: dict[int, str] = {}
+    if door == "Grep":
+        answer = FileToolbox([workdir]).grep(pattern, str(file), max_matches=100)
+        for line in answer.splitlines():
+            mark = re.match(r"(?:.*/)?context\.jsonl:(\d+):", line)
+            if mark is not None:
+                found.setdefault(int(mark.group(1)), line[mark.end() :])
+    elif door == "retrieval":
+        answer = asyncio.run(
+            retrieve_offloaded_content(LocalWorkspace(workdir), str(file), pattern=pattern)
+        )
+        for line in answer.splitlines()[1:]:
+            mark = re.match(r"> *(\d+)\t", line)
+            if mark is not None:
+                found.setdefault(int(mark.group(1)), line[mark.end() :])
+    elif door.startswith("ctxoffload grep"):
+        done = _run_cli(door, workdir, pattern)
+        for line in done.stdout.split(b"\n"):
+            if line.startswith(str(file).encode() + b":"):
+                number, _, text = line[len(str(file)) + 1 :].partition(b":")
+                found.setdefault(int(number), text.decode("utf-8", "replace"))
+    else:
+        for row in UiModel(str(workdir)).search(pattern, "s")["matches"]:
+            found.setdefault(row["line"], row["text"])
+    return found

@@ -1,5 +1,5 @@
-"""The one search engine: the lines of a file or of a JSONL log that a pattern matches, with
-context lines, within a time bound.
+"""The one search engine: the lines of a file that a pattern matches, with context lines,
+within a time bound (a JSONL log's are `log.py`'s).
 
 The agent's Grep, the retrieval tool and `ctxoffload grep` (and through it the viewer's
 search) all find their lines here; each only adapts its arguments and writes its answer. A
@@ -25,7 +25,7 @@ from __future__ import annotations
 import codecs
 import os
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from .matcher import Matcher, every_line, literal_finder
@@ -37,7 +37,6 @@ __all__ = [
     "judge_as_shown",
     "lines_as_read",
     "search_lines",
-    "search_log",
 ]
 
 Line = tuple[int, bytes, bool]
@@ -285,50 +284,6 @@ def judge_as_shown(matcher: Matcher) -> Callable[[bytes], bool]:
         return shown != line and matcher.matches_line(shown)
 
     return judge
-
-
-def search_log(raw_lines: Iterable[bytes], matcher: Matcher, *, context: int = 0) -> Iterator[Line]:
-    """The lines of the messages of a JSONL log that match, as the agent's Grep judges them
-    (`text.matching_lines`: a message's decoded lines, else its raw JSON line), each with up
-    to `context` lines around it within its message; each under its JSONL line number.
-
-    Args:
-        raw_lines: the log's lines, without their newlines, from the first.
-        matcher: the compiled pattern.
-        context: message lines given around each match.
-    """
-    # Only now: a search of tool results alone never loads it.
-    from ..text import matching_lines
-
-    def matches(text: str) -> bool:
-        return matcher.matches_line(_utf8(text))
-
-    def any_line(text: str) -> bool:
-        # The search over many lines finds at least what each line's would (or, for a
-        # pattern that reads the ends of the whole text, every line is a candidate).
-        return matcher.search(_utf8(text), 0) is not None
-
-    for number, raw in enumerate(raw_lines, start=1):
-        lines, hits = matching_lines(
-            raw.decode("utf-8", "surrogateescape"), matches, any_line=any_line
-        )
-        shown_to = -1
-        for i in hits:
-            first = max(i - context, shown_to + 1)
-            last = min(i + context, len(lines) - 1)
-            for j in range(first, last + 1):
-                line = _utf8(lines[j])
-                yield number, line, matcher.matches_line(line)
-            shown_to = last
-
-
-def _utf8(text: str) -> bytes:
-    """A line's text as the bytes a pattern is matched on and printed: a byte that was not
-    UTF-8 back as itself, a lone surrogate a JSON escape gave as UTF-8 would spell it."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
 
 
 def lines_as_read(piece: bytes, *, ends_file: bool) -> bytes:

@@ -109,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
         sessions = session_ids(workdir)
     try:
         matcher = compile_matcher(
-            args.pattern, ignore_case=args.ignore_case, fixed=args.fixed_strings, backtracking=True
+            args.pattern,
+            ignore_case=args.ignore_case,
+            fixed=args.fixed_strings,
+            backtracking=True,
+            escaped_bytes=True,
         )
     except InvalidContent as exc:
         raise CliError(str(exc)) from exc

@@ -18,7 +18,8 @@ from typing import Any
 from .._disk.commit import iter_lines
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
 from .._disk.read import Folder
-from .._search.engine import search_lines, search_log
+from .._search.engine import search_lines
+from .._search.log import search_log
 from .._search.matcher import Matcher
 from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import CliError
