@@ -26,7 +26,7 @@ from ..exceptions import CliError
 from ._access import committed_end, open_in, refusal
 from ._arguments import child_path
 from ._grep_output import GrepQuery, Hit, Printer
-from ._grep_ripgrep import Ripgrep, ripgrep_for
+from ._grep_ripgrep import ripgrep_for
 from ._output import shown as shown_path
 
 __all__ = ["search_session"]
@@ -60,67 +60,45 @@ def search_session(
             names.append(EVENTS_FILE)
         if query.writers:
             emit = _with_writers(folder, emit)
-        searcher = _FileSearcher(folder, session, matcher, query.context, emit, printer)
-        searcher.fast = ripgrep_for(query, matcher, printer)
+        fast = ripgrep_for(query, matcher, printer)
+
+        def search_file(name: str, shown: str) -> None:
+            """Report the lines of one file that match, with `query.context` lines around
+            each: a context.jsonl's messages by `search_log` (read up to its committed
+            length, each under its JSONL line number), any other file's lines by ripgrep
+            where it can, else by `search_lines`. A missing file, a link or a special file is
+            passed over (`_access.refusal`); a binary file is said on stderr (`Printer.note`:
+            the agent's Grep counts it in a note) and not searched.
+
+            Raises:
+                CliError: the file has more than one hard link, or cannot be read; nothing
+                    of it was searched.
+            """
+            opened = open_in(folder, name, shown)
+            if opened is None:
+                return
+            fd, st = opened
+            with os.fdopen(fd, "rb", buffering=0) as f:
+                why = binary_reason(os.pread(fd, SNIFF_BYTES, 0))
+                if why is not None:
+                    printer.note(f"{shown}: binary file ({why}), not searched")
+                    return
+                if name == CONTEXT_FILE:
+                    end = committed_end(folder, name, fd, st.st_size)  # a batch never committed
+                    found = search_log(iter_lines(fd, 0, end), matcher, context=query.context)
+                elif fast is not None and fast.search(fd, shown, session):
+                    return
+                else:
+                    found = search_lines(f, matcher, context=query.context)
+                for number, text, is_match in found:
+                    emit(Hit(shown, number, text, is_match, session))
+
         for name in names:
             shown = shown_path(child_path(where, name))
             try:
-                searcher.search(name, shown)
+                search_file(name, shown)
             except CliError as exc:  # a hard-linked or unreadable file: not read
                 skip(str(exc))
-
-
-class _FileSearcher:
-    """Searches the files of one session folder and reports their lines."""
-
-    def __init__(
-        self,
-        folder: Folder,
-        session: str,
-        matcher: Matcher,
-        context: int,
-        emit: Callable[[Hit], None],
-        printer: Printer,
-    ) -> None:
-        self.folder = folder
-        self.session = session
-        self.matcher = matcher
-        self.context = context
-        self.emit = emit
-        self.printer = printer
-        self.fast: Ripgrep | None = None  # ripgrep, where it finds what the engine finds
-
-    def search(self, name: str, shown: str) -> None:
-        """Report the lines of one file that match, with `context` lines around each: a
-        context.jsonl's messages by `search_log` (read up to its committed length, each under
-        its JSONL line number), any other file's lines by ripgrep where it can, else by
-        `search_lines`. A missing file, a link or a special file is passed over
-        (`_access.refusal`); a binary file is said on stderr (`Printer.note`: the agent's
-        Grep counts it in a note) and not searched.
-
-        Raises:
-            CliError: the file has more than one hard link, or cannot be read; nothing of it
-                was searched.
-        """
-        folder, matcher, context = self.folder, self.matcher, self.context
-        opened = open_in(folder, name, shown)
-        if opened is None:
-            return
-        fd, st = opened
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            why = binary_reason(os.pread(fd, SNIFF_BYTES, 0))
-            if why is not None:
-                self.printer.note(f"{shown}: binary file ({why}), not searched")
-                return
-            if name == CONTEXT_FILE:
-                end = committed_end(folder, name, fd, st.st_size)  # a batch never committed
-                found = search_log(iter_lines(fd, 0, end), matcher, context=context)
-            elif self.fast is not None and self.fast.search(fd, shown, self.session):
-                return
-            else:
-                found = search_lines(f, matcher, context=context)
-            for number, text, is_match in found:
-                self.emit(Hit(shown, number, text, is_match, self.session))
 
 
 def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit], None]:

@@ -32,7 +32,6 @@ from ._matches import JOINED, Row, as_rows, in_context
 __all__ = [
     "decode_reference_text",
     "format_retrieval",
-    "format_stored",
     "retrieve_offloaded_content",
 ]
 
@@ -94,37 +93,6 @@ async def retrieve_offloaded_content(
         ConfigError: `max_lines`, `max_chars` or `max_line_chars` is impossible.
     """
     data = await source.read_reference(reference)
-    return await format_stored(
-        data,
-        reference,
-        pattern,
-        line_range,
-        context_lines,
-        char_offset=char_offset,
-        max_lines=max_lines,
-        max_chars=max_chars,
-        max_line_chars=max_line_chars,
-    )
-
-
-async def format_stored(
-    data: bytes,
-    reference: str,
-    pattern: str | None = None,
-    line_range: tuple[int, int] | None = None,
-    context_lines: int | None = None,
-    *,
-    char_offset: int | None = None,
-    max_lines: int = 200,
-    max_chars: int = 20_000,
-    max_line_chars: int = 2_000,
-) -> str:
-    """`format_retrieval` of a reference's stored bytes, decoded and formatted off the loop.
-
-    Raises:
-        InvalidContent: as `decode_reference_text` and `format_retrieval`.
-        ConfigError: as `format_retrieval`.
-    """
 
     def decode_and_format() -> str:
         if pattern is None and char_offset is None:
