@@ -136,8 +136,9 @@ def test_a_file_that_starts_with_a_byte_order_mark_is_searched_as_bytes(
     tmp_path: Path, recording_rg: tuple[Path, Path], mark: bytes, pattern: str
 ) -> None:
     """ripgrep decodes a file with a byte-order mark as UTF-16 (or drops a UTF-8 one), even
-    with --text; RE2 and the agent's Grep search the bytes as stored. Both print the same: a
-    UTF-8 one is given to ripgrep (--encoding none), a UTF-16 one, not UTF-8, is not."""
+    with --text; RE2 and the agent's Grep search the bytes as stored. Both print the same:
+    ripgrep is given the bytes (--encoding none), but for a pattern that may match a U+FFFD
+    in a file that is not UTF-8 (a UTF-16 one), which stays with the engine."""
     workdir = tmp_path / "ws"
     session = workdir / "sessions" / "s"
     session.mkdir(parents=True)
@@ -147,10 +148,40 @@ def test_a_file_that_starts_with_a_byte_order_mark_is_searched_as_bytes(
     expected = grep(workdir, [pattern], "python")
     got = grep(workdir, [pattern], str(wrapper))
     ran = rg_runs(log) > runs_before
-    assert ran == (mark == b"\xef\xbb\xbf"), "ripgrep ran" if ran else "ripgrep did not run"
+    utf8 = mark == b"\xef\xbb\xbf"
+    assert ran == (utf8 or "." not in pattern), "ripgrep ran" if ran else "ripgrep did not run"
     assert got == expected
     if pattern == "NEEDLE":
         assert expected[1].count(b"NEEDLE") == 2, expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "runs", "lines"),
+    [
+        ("ERROR", True, 3),
+        ("-F", True, 3),
+        ("ERROR.", False, 2),  # `.` finds the U+FFFD after ERROR on line 2, and on line 3
+        ("[E]RROR", False, 3),
+        ("\ufffd", False, 3),  # each byte that is not UTF-8 is one, and line 3 holds one
+    ],
+)
+def test_a_file_that_is_not_utf8_goes_to_ripgrep_only_for_a_pattern_that_spells_its_characters(
+    tmp_path: Path, recording_rg: tuple[Path, Path], pattern: str, runs: bool, lines: int
+) -> None:
+    """A byte that is not UTF-8 is U+FFFD to the engine's pattern and no character to
+    ripgrep's: a pattern that may match a U+FFFD (`.`, a class, U+FFFD itself) is left to the
+    engine in such a file; one that spells its characters finds the same lines in both."""
+    session = tmp_path / "ws" / "sessions" / "s"
+    session.mkdir(parents=True)
+    text = b"caf\xe9 ERROR\n\xff\xfeERROR\xff\nERROR \xef\xbf\xbd\n"
+    (session / "tool_result-x.txt").write_bytes(text)
+    args = ["-F", "ERROR"] if pattern == "-F" else [pattern]
+    wrapper, log = recording_rg
+    runs_before = rg_runs(log)
+    got = grep(tmp_path / "ws", args, str(wrapper))
+    assert (rg_runs(log) > runs_before) == runs
+    assert got == grep(tmp_path / "ws", args, "python")
+    assert got[1].count(b"\n") == lines, got
 
 
 @pytest.fixture(scope="module")

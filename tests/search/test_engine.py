@@ -90,3 +90,27 @@ def test_the_deadline_is_kept_inside_a_piece() -> None:
         for _ in engine.search_lines(io.BytesIO(data), matcher, deadline=time.monotonic() + 1e-3):
             pass
     assert len(judged) < 50_000
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from([b"a", b"abc", b"\xc3\xa9", b"\xc3", b"\xa9", b"\xff", b"\n"])),
+    piece=st.sampled_from([1, 2, 3, 4, 64]),
+)
+def test_a_file_is_utf8_throughout_whatever_its_pieces(
+    parts: list[bytes], piece: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The check that sends a file to ripgrep or keeps it with the engine: a character cut
+    by a piece's end, or left open before a piece of ASCII, is seen as when read whole."""
+    data = b"".join(parts)
+    path = tmp_path_factory.mktemp("utf8") / "f"
+    path.write_bytes(data)
+    try:
+        data.decode("utf-8")
+        expected = True
+    except UnicodeDecodeError:
+        expected = False
+    with pytest.MonkeyPatch.context() as patch, path.open("rb") as f:
+        patch.setattr(engine, "_PIECE", piece)
+        assert engine.is_utf8_file(f.fileno()) == expected
+        assert f.tell() == 0  # ripgrep reads the file from where it stands

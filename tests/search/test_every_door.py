@@ -51,6 +51,7 @@ CASES = {
     "carriage returns": Case(b"done\r\nnot done yet\r\ndone\n", "done$"),
     # A byte that is not UTF-8 is the U+FFFD Read shows for it: `.` or a negated class finds
     # it, and so does a U+FFFD copied from what Read showed.
+    "not UTF-8, literal": Case(b"caf\xe9 ERROR 1\n\xff\xfe ERROR\xff\nplain\n", "ERROR"),
     "not UTF-8, dot": Case(b"ok \xff end\nok e end\nok  end\nplain\n", "ok . end"),
     "not UTF-8, negated class": Case(b"[\xff]\n[a]\n[\xc3]\n[]\n", r"^\[[^a]\]$"),
     "not UTF-8, U+FFFD": Case(b"caf\xe9\nplain\n\xef\xbf\xbd stored as UTF-8\n", "\ufffd"),

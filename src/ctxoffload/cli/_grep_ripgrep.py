@@ -7,8 +7,9 @@ matches is 20-40 times slower. It is used only where it finds exactly what RE2 f
 (`ripgrep_can`): a `-F` string, or a pattern made of literals, `.`, classes of explicit
 characters, groups, alternation, repetition and anchors (no `\\w`, `\\d`, `\\s`, `\\b`, whose
 ASCII or Unicode meaning differs between the two, and no inline flags), without -C, --json
-and --writers, in a file that is UTF-8 throughout (a byte that is not is U+FFFD to the
-engine's pattern, no character to ripgrep's; checking costs ~20 ms per 100 MB). Each `$` is
+and --writers, and for a pattern that may match a U+FFFD (`.`, a class) in a file that is
+UTF-8 throughout: a byte that is not is U+FFFD to the engine's pattern, no character to
+ripgrep's (checking costs 17-60 ms per 100 MB, where ripgrep takes 10-700 ms). Each `$` is
 given to it as `(?:\\r?$)`, and a line it prints that ends in "\\r" is judged again without
 it (`ripgrep_pattern`): it reads that "\\r" as part of the line, where the agent's tools do
 not. It reads the file from the descriptor grep opened and sniffed (the same checks against
@@ -139,20 +140,22 @@ class Ripgrep:
         self.command += ["--regexp", pattern, "-"]
         self.matcher = matcher
         self.may_match_cr = _may_match_cr(query.pattern, fixed=query.fixed)
+        self.may_match_replacement = _may_match_replacement(query.pattern, fixed=query.fixed)
         self.printer = printer
 
     def search(self, fd: int, shown: str, session: str) -> bool:
         """Search the file open at `fd` (from its start); False (nothing printed) when
-        ripgrep cannot, for the usual search: a file that is not UTF-8 throughout, where
-        ripgrep would read each byte that is not UTF-8 as no character and the rule of every
-        door reads it as U+FFFD (`_search.engine`), or a failure to run it.
+        ripgrep cannot, for the usual search: a file that is not UTF-8 throughout for a
+        pattern that may match a U+FFFD, where ripgrep would read each byte that is not UTF-8
+        as no character and the rule of every door reads it as U+FFFD (`_search.engine`), or
+        a failure to run it.
 
         Raises:
             CliError: ripgrep failed after printing lines.
         """
         import subprocess
 
-        if not is_utf8_file(fd):
+        if self.may_match_replacement and not is_utf8_file(fd):
             return False
         try:
             # bufsize=0: ripgrep's output is read straight into one reused buffer.
@@ -235,6 +238,18 @@ class Ripgrep:
         out.write(prefix)
         with memoryview(with_paths) as view:
             out.write(view[: len(view) - len(prefix)])
+
+
+def _may_match_replacement(pattern: str, *, fixed: bool) -> bool:
+    """Whether a pattern `ripgrep_can` passes may match a U+FFFD, so that a line that is not
+    UTF-8 may match as shown (each such byte U+FFFD) and not as stored: a `.`, a class, or a
+    U+FFFD. Any other such pattern matches only characters it spells, which a line holds as
+    shown exactly where it holds them as stored (the decoding that shows a byte as U+FFFD
+    keeps every UTF-8 character as it is), so ripgrep may search a file that is not UTF-8
+    for it, unchecked."""
+    if fixed:
+        return "\ufffd" in pattern
+    return any(part in pattern for part in (".", "[", "\ufffd"))
 
 
 def _may_match_cr(pattern: str, *, fixed: bool) -> bool:
