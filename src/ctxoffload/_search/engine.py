@@ -10,9 +10,9 @@ split at "\\n" only, a line's trailing "\\r" not part of it (`lines_as_read`).
 A line that is not UTF-8 is judged by THE rule of every door: each byte that is not UTF-8 is
 to a pattern the U+FFFD the agent's Read shows for it, so `ok . end` finds `ok \\xff end`
 and a U+FFFD copied from what Read showed finds its line; a pattern that holds the bytes
-themselves (only a command line can give one) finds them too (`judge_as_shown`). `ctxoffload
-grep` hands ripgrep only files that are UTF-8 throughout (`is_utf8_file`): ripgrep reads such
-a byte as no character.
+themselves (only a command line can give one) finds them too (`_judge_as_shown`). ripgrep,
+which `ctxoffload grep` may hand a file to, reads such a byte as no character: it is given a
+file that is not UTF-8 (`is_utf8_file`) only for a pattern that cannot match a U+FFFD.
 
 A file is read in pieces of about a megabyte cut at line ends, into one reused buffer; in a
 piece that is UTF-8, the pattern (or the literal every match holds) is searched across the
@@ -34,7 +34,6 @@ __all__ = [
     "Line",
     "SearchTimedOut",
     "is_utf8_file",
-    "judge_as_shown",
     "lines_as_read",
     "search_lines",
 ]
@@ -140,7 +139,7 @@ class _Pieces:
         with memoryview(text)[:size] as piece:
             search: Callable[[Any, int], int | None] = matcher.search
             if not _is_utf8(piece):
-                judge, search, find = judge_as_shown(matcher), every_line, None
+                judge, search, find = _judge_as_shown(matcher), every_line, None
             pos, counted_at, line_no = 0, 0, self.first_line
             if self.after:  # owed by a match at the previous piece's end
                 pos, line_no = yield from self._after(text, piece, 0, size, line_no, judge)
@@ -278,7 +277,7 @@ def is_utf8_file(fd: int) -> bool:
     return True
 
 
-def judge_as_shown(matcher: Matcher) -> Callable[[bytes], bool]:
+def _judge_as_shown(matcher: Matcher) -> Callable[[bytes], bool]:
     """Whether a line matches as it is, or as the tools show it (each byte that is not
     UTF-8 a U+FFFD): the rule for a line that is not UTF-8 (see the module)."""
 
