@@ -38,7 +38,8 @@ def compile_glob(segments: list[str]) -> Any:
     """The glob `segments` compiled (RE2) to `fullmatch` `/`-joined relative paths.
 
     Raises:
-        ValueError: RE2 refuses the regex (a class such as `[z-a]`); its message says why.
+        ValueError: RE2 refuses the regex (a class such as `[z-a]`); its message names the
+            part of the glob at fault (`z-a`).
     """
     re2 = load_re2()
     try:
@@ -49,7 +50,9 @@ def compile_glob(segments: list[str]) -> Any:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
-        raise ValueError(str(reason)) from None
+        # RE2 says `invalid character class range: z-a`: the regex is not the model's, its
+        # part at fault is.
+        raise ValueError(str(reason).split(": ", 1)[-1]) from None
 
 
 def _segment_regex(segment: str) -> str:
