@@ -1,5 +1,5 @@
 """A JSONL log (context.jsonl) searched by THE rule of every door: which of its lines match,
-judged once here (`judge_log_line`) for the agent's Grep, the retrieval tool and `ctxoffload
+judged once here (`log_line_judge`) for the agent's Grep, the retrieval tool and `ctxoffload
 grep`.
 
 A log line matches when one of its message's decoded lines matches, else when its raw JSON
@@ -16,25 +16,24 @@ from collections.abc import Callable, Iterable, Iterator
 from .engine import Line
 from .matcher import Matcher, as_searched, every_line
 
-__all__ = ["judge_log_line", "search_log"]
+__all__ = ["log_line_judge", "search_log"]
 
 
-def judge_log_line(line: str, matcher: Matcher) -> tuple[list[str], list[int]]:
-    """Whether a line of a JSONL log matches, and where: the one judgment of every door.
-
-    Args:
-        line: the raw line, decoded (a byte that is not UTF-8 as U+FFFD), without its
-            newline.
-        matcher: the compiled pattern.
-
-    Returns:
-        The lines to show for it (its message's, or `[line]` when it matched only as raw
-        JSON) and the indexes of those that match; no indexes when it does not match.
-    """
+def log_line_judge(matcher: Matcher) -> Callable[[str], tuple[list[str], list[int]]]:
+    """The one judgment of a JSONL log's line, for every door, made once for a search: a
+    function of the raw line (decoded, a byte that is not UTF-8 as U+FFFD, without its
+    newline) that returns the lines to show for it (its message's, or `[line]` when it
+    matched only as raw JSON) and the indexes of those that match; no indexes when it does
+    not match."""
     # Only now: a search of tool results alone never loads it.
     from ..text import matching_lines
 
-    return matching_lines(line, matcher.matches_text, any_line=_any_line(matcher))
+    matches, any_line = matcher.matches_text, _any_line(matcher)
+
+    def judge(line: str) -> tuple[list[str], list[int]]:
+        return matching_lines(line, matches, any_line=any_line)
+
+    return judge
 
 
 def _any_line(matcher: Matcher) -> Callable[[str], bool] | None:
@@ -53,7 +52,7 @@ def _any_line(matcher: Matcher) -> Callable[[str], bool] | None:
 
 
 def search_log(raw_lines: Iterable[bytes], matcher: Matcher, *, context: int = 0) -> Iterator[Line]:
-    """The lines of the messages of a JSONL log that match (`judge_log_line`), each with up to
+    """The lines of the messages of a JSONL log that match (`log_line_judge`), each with up to
     `context` lines around it within its message; each under its JSONL line number.
 
     Args:
@@ -61,8 +60,9 @@ def search_log(raw_lines: Iterable[bytes], matcher: Matcher, *, context: int = 0
         matcher: the compiled pattern.
         context: message lines given around each match.
     """
+    judge = log_line_judge(matcher)
     for number, raw in enumerate(raw_lines, start=1):
-        lines, hits = judge_log_line(raw.decode("utf-8", "replace"), matcher)
+        lines, hits = judge(raw.decode("utf-8", "replace"))
         shown_to = -1
         for i in hits:
             first = max(i - context, shown_to + 1)

@@ -90,7 +90,7 @@ def reads_whole_text(pattern: str) -> bool:
     in one text, with `^` and `$` at every line end (`(?m)`): it reads the start or end of the
     whole text (`\\A`, `\\z`, Python's `\\Z`) or turns multi-line mode off (`(?-m)`). Such a
     pattern is searched line by line, by Grep and by `ctxoffload grep` alike; any other is
-    searched over many lines at once (`engine.search_lines`, `log.judge_log_line`)."""
+    searched over many lines at once (`engine.search_lines`, `log.log_line_judge`)."""
     return any(end in pattern for end in ("\\A", "\\z", "\\Z")) or bool(
         _MULTILINE_OFF.search(pattern)
     )

@@ -3,7 +3,7 @@
 Grep and the retrieval tool search the same way. The lines of a text file are those the
 search engine finds (`ctxoffload._search.engine`), given here as rows (`as_rows`). A line of
 a JSONL log (context.jsonl) is judged by the one function every door calls,
-`ctxoffload._search.log.judge_log_line` (`ctxoffload grep` too): on the lines of its message
+`ctxoffload._search.log.log_line_judge` (`ctxoffload grep` too): on the lines of its message
 as the model saw them, else on its raw JSON; so a string copied from what the model saw is
 found although the log stores it JSON-escaped, and every door finds the same log lines.
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from .._search.engine import Line
-from .._search.log import judge_log_line
+from .._search.log import log_line_judge
 from .._search.matcher import Matcher
 from ._lines import clip_around
 
@@ -60,7 +60,7 @@ def in_context(
     whole_message: bool = False,
     max_chars: int | None = None,
 ) -> Iterator[tuple[list[Row], Row]]:
-    """The lines of a JSONL log that match (by `judge_log_line`), each with the lines
+    """The lines of a JSONL log that match (by `log_line_judge`), each with the lines
     around it, from one pass over `lines`.
 
     At most `context` lines are held back, so a search over a big file holds one window,
@@ -81,8 +81,9 @@ def in_context(
     """
     before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
     after = 0
+    judge = log_line_judge(matcher)
     for number, line in lines:
-        text, is_match, span = _log_line(matcher, line, whole_message)
+        text, is_match, span = _log_line(judge(line), matcher, whole_message)
         if max_chars is not None and len(text) > max_chars:
             text = clip_around(text, span, max_chars)
         if is_match:
@@ -132,17 +133,20 @@ def as_rows(
             before.append(row)
 
 
-def _log_line(matcher: Matcher, line: str, whole_message: bool) -> tuple[str, bool, Span | None]:
-    """A line of a JSONL log, judged by `judge_log_line`: (as shown, matches?, match span).
+def _log_line(
+    judged: tuple[list[str], list[int]], matcher: Matcher, whole_message: bool
+) -> tuple[str, bool, Span | None]:
+    """A line of a JSONL log as shown, from its judgment (`log_line_judge`): (as shown,
+    matches?, match span).
 
     Args:
-        matcher: the pattern.
-        line: the raw line, without its newline.
+        judged: the lines to show for it, and the indexes of those that match.
+        matcher: the pattern, which finds the span.
         whole_message: show a match as the whole message joined by ` ⏎ ` (the retrieval
             tool); otherwise as the message line that matched, after the `[role]` header
             (Grep).
     """
-    shown, hits = judge_log_line(line, matcher)
+    shown, hits = judged
     if not hits or whole_message:
         text = JOINED.join(shown)  # a line shown raw is `[line]`: joined, it is the line
     else:
