@@ -299,6 +299,19 @@ def test_no_door_searches_a_binary_file_and_each_says_why(
     assert "binary" in said and why in said, said
 
 
+@pytest.mark.parametrize("door", ["Grep", "retrieval", "viewer"])
+def test_a_lone_surrogate_in_a_pattern_given_as_text_is_refused_alike(
+    tmp_path: Path, door: str
+) -> None:
+    # A model's JSON (or a page) can spell one; no text holds it. (A command line cannot: a
+    # byte that is not UTF-8 there is searched as itself.)
+    file = tmp_path / "sessions" / "s" / "tool_result-matrix.txt"
+    file.parent.mkdir(parents=True)
+    file.write_bytes(b"ok \xff end\n")
+    said = _refusal(door, tmp_path, file, "ok \udcff")
+    assert "it holds a lone surrogate ('\\udcff')" in said, said
+
+
 @pytest.mark.parametrize("door", DOORS)
 def test_every_door_refuses_an_empty_pattern_alike(tmp_path: Path, door: str) -> None:
     # It would match every line: a file's whole text, which reading it gives, capped.
