@@ -483,7 +483,7 @@ def matching_lines(
         matches: whether one line of text matches.
         any_line: whether some line of a text of many lines (joined by "\\n") may match:
             False only when none does (the pattern with `^` and `$` at every line end,
-            `offloader.line_finder`). One search of a message's whole text then stands for
+            `_search.log.log_line_judge`). One search of a message's whole text then stands for
             a search of each of its lines, which costs more than the decoding where a
             message has hundreds of lines and none matches.
 

@@ -29,7 +29,7 @@ ERRORS: dict[str, tuple[list[str], str]] = {
     "show: a log not read": (["show", "run-1", "--workdir", "{ws}"], "hard links"),
     "cat: refused": (["cat", "/etc/passwd", "--workdir", "{ws}"], "names no file"),
     "grep: a file not read": (["grep", "ORD-58213", "--workdir", "{ws}"], "hard links"),
-    "grep: bad pattern": (["grep", "(", "--workdir", "{ws}"], "not a valid regular"),
+    "grep: bad pattern": (["grep", "(", "--workdir", "{ws}"], "invalid regular expression"),
     "verify: no workspace": (["verify", "--workdir", "{missing}"], "does not exist"),
     "gc: nothing asked": (["gc", "--workdir", "{ws}"], "say what to remove"),
     "watch: no session": (["watch", "nope", "--workdir", "{ws}"], "no session 'nope'"),

@@ -59,7 +59,7 @@ def test_grep_ignore_case_and_fixed_strings(filled: Path, cli: Callable[..., Any
     assert cli("grep", "order_id=ord-58213", "run-1", "--workdir", filled).code == 1
     assert cli("grep", "-i", "order_id=ord-58213", "run-1", "--workdir", filled).code == 0
     invalid = cli("grep", "quota (exceeded", "run-1", "--workdir", filled)
-    assert invalid.code == 2 and "not a valid regular expression" in invalid.err
+    assert invalid.code == 2 and "invalid regular expression" in invalid.err
     assert invalid.err.count("\n") == 1
     assert cli("grep", "-F", "ORD-58213 disk quota exceeded", "--workdir", filled).code == 0
     assert cli("grep", "-F", "ORD-5821.", "--workdir", filled).code == 1
@@ -140,7 +140,7 @@ def test_the_matcher_prefers_re2() -> None:
     assert compile_matcher("a+b").engine == "re2"
     # `ctxoffload grep` runs what RE2 refuses in Python's re, under its deadline.
     assert compile_matcher(r"(a)\1", backtracking=True).engine == "re"
-    with pytest.raises(InvalidContent, match="RE2"):
+    with pytest.raises(InvalidContent, match=r"backreferences .* are not supported"):
         compile_matcher(r"(a)\1")  # the agent's tools refuse it
     assert compile_matcher("x.y", fixed=True).matches_line(b"x.y")
     assert not compile_matcher("x.y", fixed=True).matches_line(b"xzy")

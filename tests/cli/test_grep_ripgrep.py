@@ -1,12 +1,14 @@
 """`ctxoffload grep` through ripgrep prints exactly what the RE2 search prints.
 
 ripgrep (the `fast` extra's binary wheel; the test extra installs it) searches tool-result
-files where it reads a pattern as RE2 does. Each case runs the real command twice, as a user
-would, once with `CTXOFFLOAD_GREP=python` (RE2 in this process) and once through a wrapper
-that records that ripgrep ran, and compares stdout, stderr and the exit status: Unicode,
-case folding, terminal escapes, bidi controls, NUL bytes, carriage returns, bytes that are not
-UTF-8, lines past --max-columns; ripgrep's output of several blocks, read from its pipe with
-lines across the blocks' edges; and the coloured lines written to a terminal.
+files where it reads a pattern as RE2 does, in a file that is UTF-8 throughout. Each case runs
+the real command twice, as a user would, once with `CTXOFFLOAD_GREP=python` (RE2 in this
+process) and once through a wrapper that records that ripgrep ran, and compares stdout, stderr
+and the exit status: Unicode, case folding, terminal escapes, bidi controls, NUL bytes past
+the sniff, carriage returns, lines past --max-columns, beside a file that is not UTF-8 (left
+to the engine) and a binary one (searched by neither); ripgrep's output of several blocks,
+read from its pipe with lines across the blocks' edges; and the coloured lines written to a
+terminal.
 """
 
 from __future__ import annotations
@@ -33,13 +35,15 @@ LINES = [
     "escape \x1b[2J\x1b]52;c;aGk=\x07 bidi \u202etxt.exe ERROR in the middle",
     "carriage\rreturn ERROR",
     "windows line ERROR\r",  # ends in "\r\n": its line is read without the "\r"
-    "nul\x00byte ERROR",
-    "not utf-8: \udcff\udcfe ERROR a\udcffb",
     "",
     "x" * 5000 + " ERROR at the end of a long line",
     "a.b(c) literal punctuation [x] {2}",
     "rows=300 rows=399 rows=3000",
 ]
+# Each its own tool result: a file that is not UTF-8 is left to the engine (ripgrep reads
+# such a byte as no character, the engine as U+FFFD), a binary one is searched by neither.
+NOT_UTF8 = "not utf-8: \udcff\udcfe ERROR a\udcffb\nERROR. done"
+BINARY = "nul\x00byte ERROR"
 
 CASES = [
     ["ERROR"],
@@ -73,6 +77,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
             output = "\n".join(LINES) + "\n"
             block = ToolResultBlock(id="call_1", name="logs", output=output)
             await ws.offload_tool_result(session, block)
+            for number, odd in enumerate((NOT_UTF8, BINARY), 2):
+                block = ToolResultBlock(id=f"call_{number}", name="logs", output=odd)
+                await ws.offload_tool_result(session, block)
 
     asyncio.run(fill())
     return workdir
@@ -129,26 +136,59 @@ def test_a_file_that_starts_with_a_byte_order_mark_is_searched_as_bytes(
     tmp_path: Path, recording_rg: tuple[Path, Path], mark: bytes, pattern: str
 ) -> None:
     """ripgrep decodes a file with a byte-order mark as UTF-16 (or drops a UTF-8 one), even
-    with --text; RE2 and the agent's Grep search the bytes as stored. Both print the same."""
+    with --text; RE2 and the agent's Grep search the bytes as stored. Both print the same:
+    ripgrep is given the bytes (--encoding none), but for a pattern that may match a U+FFFD
+    in a file that is not UTF-8 (a UTF-16 one), which stays with the engine."""
     workdir = tmp_path / "ws"
     session = workdir / "sessions" / "s"
     session.mkdir(parents=True)
-    (session / "tool_result-bom.txt").write_bytes(mark + b"NEEDLE\x80\nplain NEEDLE\n")
+    (session / "tool_result-bom.txt").write_bytes(mark + b"NEEDLE\xc2\x80\nplain NEEDLE\n")
     wrapper, log = recording_rg
     runs_before = rg_runs(log)
     expected = grep(workdir, [pattern], "python")
     got = grep(workdir, [pattern], str(wrapper))
-    assert rg_runs(log) > runs_before, "ripgrep did not run"
+    ran = rg_runs(log) > runs_before
+    utf8 = mark == b"\xef\xbb\xbf"
+    assert ran == (utf8 or "." not in pattern), "ripgrep ran" if ran else "ripgrep did not run"
     assert got == expected
     if pattern == "NEEDLE":
         assert expected[1].count(b"NEEDLE") == 2, expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "runs", "lines"),
+    [
+        ("ERROR", True, 3),
+        ("-F", True, 3),
+        ("ERROR.", False, 2),  # `.` finds the U+FFFD after ERROR on line 2, and on line 3
+        ("[E]RROR", False, 3),
+        ("\ufffd", False, 3),  # each byte that is not UTF-8 is one, and line 3 holds one
+    ],
+)
+def test_a_file_that_is_not_utf8_goes_to_ripgrep_only_for_a_pattern_that_spells_its_characters(
+    tmp_path: Path, recording_rg: tuple[Path, Path], pattern: str, runs: bool, lines: int
+) -> None:
+    """A byte that is not UTF-8 is U+FFFD to the engine's pattern and no character to
+    ripgrep's: a pattern that may match a U+FFFD (`.`, a class, U+FFFD itself) is left to the
+    engine in such a file; one that spells its characters finds the same lines in both."""
+    session = tmp_path / "ws" / "sessions" / "s"
+    session.mkdir(parents=True)
+    text = b"caf\xe9 ERROR\n\xff\xfeERROR\xff\nERROR \xef\xbf\xbd\n"
+    (session / "tool_result-x.txt").write_bytes(text)
+    args = ["-F", "ERROR"] if pattern == "-F" else [pattern]
+    wrapper, log = recording_rg
+    runs_before = rg_runs(log)
+    got = grep(tmp_path / "ws", args, str(wrapper))
+    assert (rg_runs(log) > runs_before) == runs
+    assert got == grep(tmp_path / "ws", args, "python")
+    assert got[1].count(b"\n") == lines, got
 
 
 @pytest.fixture(scope="module")
 def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tool result whose matching lines fill several of the blocks in which ripgrep's
     output is read and printed: blocks that end inside a line, a line longer than a block,
-    a terminal escape, a bidi control and bytes that are not UTF-8 inside a block, lines of
+    a terminal escape, a bidi control, a C1 control and a NUL inside a block, lines of
     --max-columns bytes and one more, and a cut that falls inside a character."""
     lines = []
     count = 3 * RG_READ // 60  # lines of about 60 bytes: three blocks and more
@@ -158,9 +198,7 @@ def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if i == count // 50:
             lines.append("ERROR longer than a block " + "y" * (RG_READ + RG_READ // 2))
         if i == count // 2:
-            lines.append(
-                "ERROR escape \x1b[2J\x1b]52;c;aGk=\x07 bidi \u202e nul\x00 \udc85\udcff é"
-            )
+            lines.append("ERROR escape \x1b[2J\x1b]52;c;aGk=\x07 bidi \u202e nul\x00 \x85\x9b é")
         if i == count * 2 // 3:
             lines.append("ERROR " + "z" * 1994)  # 2000 bytes: --max-columns' default
             lines.append("ERROR " + "z" * 1995)  # 2001

@@ -15,11 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxoffload import text as _text
 from ctxoffload._disk.commit import iter_lines
 from ctxoffload._disk.read import Folder
+from ctxoffload._search import log as _log
 from ctxoffload._search import matcher as _matcher
-from ctxoffload._search.engine import search_log
-from ctxoffload.readback import FileToolbox, _matches
+from ctxoffload._search.log import search_log
+from ctxoffload.readback import FileToolbox
 from ctxoffload.readback._retrieval import format_retrieval
 
 PATTERNS = [
@@ -72,7 +74,7 @@ def _write_log(root: Path, messages: list[tuple[str, str]]) -> Path:
 
 
 def _each_line_judged(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_matches, "line_finder", lambda regex: None)
+    monkeypatch.setattr(_log, "_any_line", lambda matcher: None)
 
 
 def _grep(root: Path, pattern: str) -> str:
@@ -117,7 +119,7 @@ def test_a_message_with_no_match_is_not_judged_line_by_line(
 ) -> None:
     """The point of it: a message of many lines that does not match costs one search."""
     judged: list[str] = []
-    real = _matches.matching_lines
+    real = _text.matching_lines
 
     def counting(line: str, matches: Any, **kwargs: Any) -> Any:
         def judge(text: str) -> bool:
@@ -126,7 +128,7 @@ def test_a_message_with_no_match_is_not_judged_line_by_line(
 
         return real(line, judge, **kwargs)
 
-    monkeypatch.setattr(_matches, "matching_lines", counting)
+    monkeypatch.setattr(_text, "matching_lines", counting)
     _write_log(tmp_path, [("tool", "\n".join(f"line {i}" for i in range(500)))])
     assert _grep(tmp_path, "ERROR").startswith("No matches")
     assert len(judged) == 2  # the raw JSON lines alone, one a message

@@ -18,8 +18,9 @@ LINES = [b"ERROR", b"ok", b"", b"x\r", b"caf\xe9 ERROR", b"abc", b"ERRORERROR", 
 PATTERNS = ["ERROR", "^ok$", "a", "^$", "\ufffd", "c$", "\\Aab", "R\\s*$", "ERROR\\nok"]
 
 
-def every_line(data: bytes, pattern: str, context: int, as_shown: bool) -> list[engine.Line]:
-    """The lines to give, found one line at a time."""
+def every_line(data: bytes, pattern: str, context: int) -> list[engine.Line]:
+    """The lines to give, found one line at a time: a line that is not UTF-8 matches as its
+    bytes are or as Read shows it (each such byte U+FFFD), the rule of every door."""
     lines = data.split(b"\n")
     if not lines[-1]:
         lines.pop()  # "" after the last newline is no line
@@ -28,7 +29,7 @@ def every_line(data: bytes, pattern: str, context: int, as_shown: bool) -> list[
 
     def matches(line: bytes) -> bool:
         shown = line.decode("utf-8", "replace").encode()
-        return matcher.matches_line(line) or (as_shown and matcher.matches_line(shown))
+        return matcher.matches_line(line) or matcher.matches_line(shown)
 
     hits = [matches(line) for line in lines]
     shown = {
@@ -44,7 +45,6 @@ def every_line(data: bytes, pattern: str, context: int, as_shown: bool) -> list[
     pattern=st.sampled_from(PATTERNS),
     context=st.integers(min_value=0, max_value=3),
     piece=st.sampled_from([1, 2, 3, 5, 8, 64]),
-    as_shown=st.booleans(),
 )
 def test_pieces_and_context_give_what_every_line_gives(
     lines: list[bytes],
@@ -52,17 +52,14 @@ def test_pieces_and_context_give_what_every_line_gives(
     pattern: str,
     context: int,
     piece: int,
-    as_shown: bool,
 ) -> None:
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(engine, "_PIECE", piece)
         found = list(
-            engine.search_lines(
-                io.BytesIO(data), compile_matcher(pattern), context=context, as_shown=as_shown
-            )
+            engine.search_lines(io.BytesIO(data), compile_matcher(pattern), context=context)
         )
-    assert found == every_line(data, pattern, context, as_shown)
+    assert found == every_line(data, pattern, context)
 
 
 def test_a_literal_most_lines_hold_in_vain_is_dropped_without_losing_a_line() -> None:
@@ -73,7 +70,7 @@ def test_a_literal_most_lines_hold_in_vain_is_dropped_without_losing_a_line() ->
     matcher = compile_matcher("needle$")
     assert matcher.literal == b"needle"
     found = list(engine.search_lines(io.BytesIO(data), matcher, context=1))
-    assert found == every_line(data, "needle$", 1, False)
+    assert found == every_line(data, "needle$", 1)
 
 
 def test_the_deadline_is_kept_inside_a_piece() -> None:
@@ -93,3 +90,27 @@ def test_the_deadline_is_kept_inside_a_piece() -> None:
         for _ in engine.search_lines(io.BytesIO(data), matcher, deadline=time.monotonic() + 1e-3):
             pass
     assert len(judged) < 50_000
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from([b"a", b"abc", b"\xc3\xa9", b"\xc3", b"\xa9", b"\xff", b"\n"])),
+    piece=st.sampled_from([1, 2, 3, 4, 64]),
+)
+def test_a_file_is_utf8_throughout_whatever_its_pieces(
+    parts: list[bytes], piece: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The check that sends a file to ripgrep or keeps it with the engine: a character cut
+    by a piece's end, or left open before a piece of ASCII, is seen as when read whole."""
+    data = b"".join(parts)
+    path = tmp_path_factory.mktemp("utf8") / "f"
+    path.write_bytes(data)
+    try:
+        data.decode("utf-8")
+        expected = True
+    except UnicodeDecodeError:
+        expected = False
+    with pytest.MonkeyPatch.context() as patch, path.open("rb") as f:
+        patch.setattr(engine, "_PIECE", piece)
+        assert engine.is_utf8_file(f.fileno()) == expected
+        assert f.tell() == 0  # ripgrep reads the file from where it stands

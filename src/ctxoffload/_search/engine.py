@@ -1,5 +1,5 @@
-"""The one search engine: the lines of a file or of a JSONL log that a pattern matches, with
-context lines, within a time bound.
+"""The one search engine: the lines of a file that a pattern matches, with context lines,
+within a time bound (a JSONL log's are `log.py`'s).
 
 The agent's Grep, the retrieval tool and `ctxoffload grep` (and through it the viewer's
 search) all find their lines here; each only adapts its arguments and writes its answer. A
@@ -7,26 +7,36 @@ pattern is compiled once (`matcher.compile_matcher`: RE2, or Python's `re` under
 where the door allows it) and judged on lines of bytes read as the agent's Read reads them:
 split at "\\n" only, a line's trailing "\\r" not part of it (`lines_as_read`).
 
-A line that is not UTF-8 matches when the pattern matches its bytes as they are (a pattern
-given as bytes finds them) or, for the agent's tools (`as_shown`), the line as they show it,
-each such byte U+FFFD. (`ctxoffload grep` does not: the ripgrep it may hand a file to reads
-such a byte as no character, and both must find the same lines.) A file is
-read in pieces of about a megabyte cut at line ends, into one reused buffer; in a piece that
-is UTF-8, the pattern (or the literal every match holds) is searched across the whole piece
-and only the lines it lands on are judged, so the lines between are never looked at one by
-one. Memory stays bounded by the piece, or by the longest line.
+A line that is not UTF-8 is judged by THE rule of every door: each byte that is not UTF-8 is
+to a pattern the U+FFFD the agent's Read shows for it, so `ok . end` finds `ok \\xff end`
+and a U+FFFD copied from what Read showed finds its line; a pattern that holds the bytes
+themselves (only a command line can give one) finds them too (`_judge_as_shown`). ripgrep,
+which `ctxoffload grep` may hand a file to, reads such a byte as no character: it is given a
+file that is not UTF-8 (`is_utf8_file`) only for a pattern that cannot match a U+FFFD.
+
+A file is read in pieces of about a megabyte cut at line ends, into one reused buffer; in a
+piece that is UTF-8, the pattern (or the literal every match holds) is searched across the
+whole piece and only the lines it lands on are judged, so the lines between are never looked
+at one by one. Memory stays bounded by the piece, or by the longest line.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from .matcher import Matcher, every_line, literal_finder
 
-__all__ = ["Line", "SearchTimedOut", "lines_as_read", "search_lines", "search_log"]
+__all__ = [
+    "Line",
+    "SearchTimedOut",
+    "is_utf8_file",
+    "lines_as_read",
+    "search_lines",
+]
 
 Line = tuple[int, bytes, bool]
 """One line found: its number (from 1), its bytes without the line end, whether it matches
@@ -48,7 +58,6 @@ def search_lines(
     *,
     context: int = 0,
     deadline: float | None = None,
-    as_shown: bool = False,
 ) -> Iterator[Line]:
     """The lines of `file` that `matcher` matches, each with up to `context` lines before and
     after it (touching windows run together, as `grep -C` shows them).
@@ -59,8 +68,6 @@ def search_lines(
         context: lines given around each match.
         deadline: a `time.monotonic()` after which the search stops, checked between pieces
             and every `_MISSES` lines judged in vain.
-        as_shown: a line that is not UTF-8 matches also as the tools show it (see the
-            module); otherwise only as its bytes are.
 
     Yields:
         Each matching line and each context line, in order, once.
@@ -69,7 +76,7 @@ def search_lines(
         SearchTimedOut: the deadline passed.
         OSError: the file could not be read.
     """
-    pieces = _Pieces(matcher, context, as_shown, deadline)
+    pieces = _Pieces(matcher, context, deadline)
     buffer = bytearray(_buffer_size(file))
     filled = 0  # bytes of `buffer` holding file content
     at_eof = False
@@ -105,13 +112,10 @@ class _Pieces:
     number of the line starting the next, context lines still owed after a match, and the
     last `context` lines, which may come before a match at the next one's start."""
 
-    def __init__(
-        self, matcher: Matcher, context: int, as_shown: bool, deadline: float | None
-    ) -> None:
+    def __init__(self, matcher: Matcher, context: int, deadline: float | None) -> None:
         self.matcher = matcher
         self.deadline = deadline
         self.misses = self.matches = 0  # candidates judged not to match, and that match
-        self.as_shown = as_shown
         self.context = context
         self.first_line = 1
         self.after = 0  # context lines still owed after the last match
@@ -134,7 +138,7 @@ class _Pieces:
         find = self.find
         with memoryview(text)[:size] as piece:
             search: Callable[[Any, int], int | None] = matcher.search
-            if self.as_shown and not _is_utf8(piece):
+            if not _is_utf8(piece):
                 judge, search, find = _judge_as_shown(matcher), every_line, None
             pos, counted_at, line_no = 0, 0, self.first_line
             if self.after:  # owed by a match at the previous piece's end
@@ -253,9 +257,29 @@ def _is_utf8(piece: memoryview) -> bool:
     return True
 
 
+def is_utf8_file(fd: int) -> bool:
+    """Whether the file open at `fd` is UTF-8 throughout, read with `preadv` (its offset
+    stays where it is) a piece at a time into one buffer. A piece of ASCII is passed over
+    without decoding: 100 MB of ASCII takes about 17 ms, of text that is not ASCII ~60 ms."""
+    buffer = bytearray(_PIECE)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        with memoryview(buffer) as view:
+            while read := os.preadv(fd, [buffer], offset):
+                offset += read
+                if read == _PIECE and buffer.isascii() and not decoder.getstate()[0]:
+                    continue  # (no character left open by the piece before)
+                decoder.decode(view[:read])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _judge_as_shown(matcher: Matcher) -> Callable[[bytes], bool]:
     """Whether a line matches as it is, or as the tools show it (each byte that is not
-    UTF-8 a U+FFFD)."""
+    UTF-8 a U+FFFD): the rule for a line that is not UTF-8 (see the module)."""
 
     def judge(line: bytes) -> bool:
         if matcher.matches_line(line):
@@ -264,50 +288,6 @@ def _judge_as_shown(matcher: Matcher) -> Callable[[bytes], bool]:
         return shown != line and matcher.matches_line(shown)
 
     return judge
-
-
-def search_log(raw_lines: Iterable[bytes], matcher: Matcher, *, context: int = 0) -> Iterator[Line]:
-    """The lines of the messages of a JSONL log that match, as the agent's Grep judges them
-    (`text.matching_lines`: a message's decoded lines, else its raw JSON line), each with up
-    to `context` lines around it within its message; each under its JSONL line number.
-
-    Args:
-        raw_lines: the log's lines, without their newlines, from the first.
-        matcher: the compiled pattern.
-        context: message lines given around each match.
-    """
-    # Only now: a search of tool results alone never loads it.
-    from ..text import matching_lines
-
-    def matches(text: str) -> bool:
-        return matcher.matches_line(_utf8(text))
-
-    def any_line(text: str) -> bool:
-        # The search over many lines finds at least what each line's would (or, for a
-        # pattern that reads the ends of the whole text, every line is a candidate).
-        return matcher.search(_utf8(text), 0) is not None
-
-    for number, raw in enumerate(raw_lines, start=1):
-        lines, hits = matching_lines(
-            raw.decode("utf-8", "surrogateescape"), matches, any_line=any_line
-        )
-        shown_to = -1
-        for i in hits:
-            first = max(i - context, shown_to + 1)
-            last = min(i + context, len(lines) - 1)
-            for j in range(first, last + 1):
-                line = _utf8(lines[j])
-                yield number, line, matcher.matches_line(line)
-            shown_to = last
-
-
-def _utf8(text: str) -> bytes:
-    """A line's text as the bytes a pattern is matched on and printed: a byte that was not
-    UTF-8 back as itself, a lone surrogate a JSON escape gave as UTF-8 would spell it."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
 
 
 def lines_as_read(piece: bytes, *, ends_file: bool) -> bytes:

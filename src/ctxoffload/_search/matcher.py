@@ -1,11 +1,14 @@
 """The compiled pattern of the one search engine (`engine.py`): a pattern, a fixed string or
 either ignoring case, compiled to find the lines of bytes that match.
 
-RE2 runs it when it understands the pattern: linear time in the input, so a pattern a model
-or a person writes cannot hang the search (`readback._regex` says why). Where a door allows it
-(`ctxoffload grep`), a pattern RE2 refuses (a backreference, a lookaround) runs in Python's
-`re` instead, under a `Deadline` that interrupts it; the agent's tools refuse it with the
-advice of `readback._regex.compile_pattern`.
+This is where every door compiles a user's pattern (`compile_matcher`): the agent's Grep, the
+retrieval tool, `ctxoffload grep` and through it the viewer. RE2 runs it when it understands
+the pattern: linear time in the input, so a pattern a model or a person writes cannot hang
+the search (`regex` says why). Where a door allows it (`ctxoffload grep`), a pattern RE2
+refuses (a backreference, a lookaround) runs in Python's `re` instead, under a `Deadline`
+that interrupts it; the agent's tools refuse it with the advice of `regex.invalid_pattern`.
+A matcher judges lines of bytes (`matches_line`) and of decoded text (`matches_text`, `span`:
+where a door points at the match).
 
 A matcher also names bytes every matching line holds (`required_literal`), which a search
 looks for first, at the byte that is rarest in the file (`literal_finder`).
@@ -16,15 +19,17 @@ whole `ctxoffload grep` of 100 MB.)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from ..exceptions import InvalidContent
-from .regex import load_re2, re2_options, reads_whole_text, refuse_empty
+from .regex import invalid_pattern, load_re2, re2_options, reads_whole_text, refuse_empty
 
 __all__ = [
     "Deadline",
     "Matcher",
+    "as_searched",
     "compile_matcher",
     "every_line",
     "literal_finder",
@@ -39,16 +44,24 @@ class Matcher:
     a whole search of 100 MB.)
     """
 
-    __slots__ = ("_judge", "engine", "literal", "search")
+    __slots__ = ("_compiled", "_judge", "engine", "literal", "pattern", "search")
 
     def __init__(
         self,
-        search: Callable[[Any, int], int | None],
+        pattern: str,
+        compiled: Any,
         engine: str,
         literal: bytes | None = None,
         *,
         whole_text: bool = False,
     ) -> None:
+        self.pattern = pattern  # as the user gave it
+        self._compiled = compiled  # RE2's or `re`'s, for bytes
+
+        def search(buffer: Any, pos: int) -> int | None:
+            found = compiled.search(buffer, pos)
+            return None if found is None else int(found.start())
+
         self._judge = search
         # (buffer, pos) -> where the next line that may match starts, or None. A pattern
         # that reads the whole text's ends (`reads_whole_text`: `\A`, `\z`, `(?-m)`) finds
@@ -62,6 +75,35 @@ class Matcher:
         """Whether one line (without its newline) matches."""
         return self._judge(line, 0) is not None
 
+    def matches_text(self, text: str) -> bool:
+        """Whether one line of decoded text matches (`as_searched`)."""
+        return self._judge(as_searched(text), 0) is not None
+
+    def span(self, text: str) -> tuple[int, int] | None:
+        """Where in one line of decoded text the first match is, in characters, for a door
+        that points at it (or cuts a long line around it); None when it does not match."""
+        data = as_searched(text)
+        found = self._compiled.search(data)
+        if found is None:
+            return None
+        start, end = (int(i) for i in found.span())
+        return len(data[:start].decode("utf-8", "replace")), len(
+            data[:end].decode("utf-8", "replace")
+        )
+
+
+def as_searched(text: str) -> bytes:
+    """A line of decoded text as the bytes a pattern is matched on: its UTF-8, each lone
+    surrogate (a JSON escape such as `\\ud800`, which UTF-8 cannot spell) as the U+FFFD
+    shown for it, one character for one, so a span in the bytes is a span in the text."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 def every_line(buffer: Any, pos: int) -> int | None:
     """Every line is a candidate: the next one starts at `pos` (and is judged alone)."""
@@ -69,9 +111,16 @@ def every_line(buffer: Any, pos: int) -> int | None:
 
 
 def compile_matcher(
-    pattern: str, *, ignore_case: bool = False, fixed: bool = False, backtracking: bool = False
+    pattern: str,
+    *,
+    ignore_case: bool = False,
+    fixed: bool = False,
+    backtracking: bool = False,
+    escaped_bytes: bool = False,
 ) -> Matcher:
-    """Compile `pattern` for searching lines of bytes: RE2 when it can.
+    """Compile a user's pattern, the one place every door does it: RE2 when it can. Every
+    refusal (not a string, empty, a lone surrogate, a pattern the engine refuses) is the
+    same `InvalidContent` from every door, saying what to write instead.
 
     Args:
         pattern: a regular expression (RE2 syntax), or the string itself with `fixed`.
@@ -79,21 +128,26 @@ def compile_matcher(
         fixed: `pattern` is a string to find, not a regular expression.
         backtracking: run a pattern RE2 refuses in Python's `re` (give the search a
             `Deadline`); otherwise it is refused.
+        escaped_bytes: `pattern` came from a command line, where Python spells each byte
+            that is not UTF-8 as a lone surrogate (surrogateescape): search for those bytes.
+            Otherwise a lone surrogate, which no text holds, is refused.
 
     Raises:
-        InvalidContent: the pattern is not a valid regular expression (or, without
-            `backtracking`, not one RE2 runs); the message says what to write instead.
+        InvalidContent: the pattern cannot be searched for; the message says what to
+            write instead.
     """
-    import re
-
     if not isinstance(pattern, str):
         raise InvalidContent(f"pattern {pattern!r} is not a string: pass a regular expression")
     refuse_empty(pattern)
     try:
-        pattern.encode("utf-8", "surrogateescape")  # as it is searched for, below
-    except UnicodeEncodeError:
-        raise InvalidContent(
-            f"pattern {pattern!r} holds a lone surrogate, which no text holds: leave it out"
+        pattern.encode("utf-8", "surrogateescape" if escaped_bytes else "strict")
+    except UnicodeEncodeError as exc:
+        raise invalid_pattern(
+            pattern,
+            f"it holds a lone surrogate ({exc.object[exc.start]!r}), which no regular "
+            "expression can search for",
+            backtracking=backtracking,
+            hint="leave it out",
         ) from None
     source = re.escape(pattern) if fixed else pattern
     whole_text = reads_whole_text(source)
@@ -103,6 +157,7 @@ def compile_matcher(
     needle = None if not literal else literal.encode("utf-8", "surrogateescape")
     if needle is not None and b"\n" in needle:
         needle = None  # a line never holds a newline: nothing would match anyway
+    encoded = source.encode("utf-8", "surrogateescape")
     try:
         re2 = load_re2()
     except ImportError:
@@ -113,36 +168,21 @@ def compile_matcher(
         options.encoding = re2.Options.Encoding.UTF8
         try:
             # (?m): ^ and $ at line ends, as grep means them, while searching a whole buffer.
-            compiled2 = re2.compile(
-                b"(?m)" + source.encode("utf-8", "surrogateescape"), options=options
-            )
+            compiled = re2.compile(b"(?m)" + encoded, options=options)
         except (re2.error, TypeError, ValueError, OverflowError) as exc:
             if not backtracking:
-                reason = exc.args[0] if exc.args else exc
-                raise InvalidContent(
-                    f"pattern {pattern!r} is not a regular expression RE2 runs: {reason!s}"
+                raise invalid_pattern(
+                    pattern, exc.args[0] if exc.args else exc, backtracking=False
                 ) from None
             # backreferences, lookarounds: Python's re below, under the deadline
         else:
-
-            def search2(buffer: Any, pos: int) -> int | None:
-                found = compiled2.search(buffer, pos)
-                return None if found is None else int(found.start())
-
-            return Matcher(search2, "re2", needle, whole_text=whole_text)
+            return Matcher(pattern, compiled, "re2", needle, whole_text=whole_text)
     flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
     try:
-        compiled = re.compile(source.encode("utf-8", "surrogateescape"), flags)
+        compiled = re.compile(encoded, flags)
     except (re.error, OverflowError, RecursionError) as exc:
-        raise InvalidContent(
-            f"pattern {pattern!r} is not a valid regular expression: {exc}"
-        ) from exc
-
-    def search(buffer: Any, pos: int) -> int | None:
-        found = compiled.search(buffer, pos)
-        return None if found is None else found.start()
-
-    return Matcher(search, "re", needle, whole_text=whole_text)
+        raise invalid_pattern(pattern, exc, backtracking=True) from exc
+    return Matcher(pattern, compiled, "re", needle, whole_text=whole_text)
 
 
 _METACHARACTERS = frozenset("\\.[]{}()*+?|^$")
@@ -250,8 +290,6 @@ def literal_finder(
             return None if found < 0 else found
 
     else:
-        import re
-
         options = re2.Options()
         options.log_errors = False
         options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes

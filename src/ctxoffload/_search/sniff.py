@@ -1,12 +1,13 @@
 """The sniff: whether content is text the tools show, or binary they refer to by path.
 
-The one rule, for every reader: Read, Grep and the retrieval tool, `ctxoffload cat`, and the
-agent deciding whether the bytes a tool returned are data to store or text to show. It looks
-at the first 8 KB of the content:
-binary when it holds a NUL (the rule git and grep use), or when most of it is not text
-(more than `NOT_TEXT_SHARE` of its characters are bytes that are not UTF-8 or control
-characters: a compressed or encrypted file has no NUL to tell it by). Content that passes
-is text: a byte that is not UTF-8 is shown as U+FFFD and a pattern still finds its line.
+The one rule, for every reader: Read, Grep and the retrieval tool, `ctxoffload cat`,
+`ctxoffload grep` and through it the viewer's search (none of the searches reads a binary
+file; each says so its own way), and the agent deciding whether the bytes a tool returned
+are data to store or text to show. It looks at the first 8 KB of the content: binary when
+it holds a NUL (the rule git and grep use), or when most of it is not text (more than
+`NOT_TEXT_SHARE` of its characters are bytes that are not UTF-8 or control characters: a
+compressed or encrypted file has no NUL to tell it by). Content that passes is text: a byte
+that is not UTF-8 is shown as U+FFFD, and a pattern reads it as that U+FFFD (`engine`).
 (Images are told apart first, by their signature: `readback._images`,
 `_disk.payloads.sniff_media_type`.)
 """

@@ -15,7 +15,8 @@ forever cannot hang the command.
 A file that is not read (a hard-linked file, which may be shared with a file outside the
 workspace, or one this user may not read) is said on stderr, one line each, and the others
 are searched; the exit status is then 2, as GNU grep's is after an error, even if lines
-matched.
+matched. A binary file (`_search.sniff`, the rule of the agent's Grep) is not searched either,
+and said on stderr too, but it is no error: the exit status is as if it were not there.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "session or of all. Exit 0 when something matched, 1 when nothing did, 2 on an "
             "error: a file that could not be read (each said on stderr; the others are still "
             "searched) or a usage error. A file with more than one hard link is never read: "
-            "it may be shared with a file outside the workspace."
+            "it may be shared with a file outside the workspace. A binary file is not "
+            "searched (said on stderr, not an error)."
         ),
     )
     add_workdir(parser)
@@ -107,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
         sessions = session_ids(workdir)
     try:
         matcher = compile_matcher(
-            args.pattern, ignore_case=args.ignore_case, fixed=args.fixed_strings, backtracking=True
+            args.pattern,
+            ignore_case=args.ignore_case,
+            fixed=args.fixed_strings,
+            backtracking=True,
+            escaped_bytes=True,
         )
     except InvalidContent as exc:
         raise CliError(str(exc)) from exc
@@ -120,9 +126,7 @@ def run(args: argparse.Namespace) -> int:
         """Say on stderr that a file was not searched, after the lines found before it."""
         nonlocal skipped
         skipped += 1
-        printer.out.flush()
-        sys.stderr.write(f"ctxoffload grep: {message}\n")
-        sys.stderr.flush()
+        printer.note(message)
 
     try:
         with deadline:

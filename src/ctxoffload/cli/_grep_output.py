@@ -88,6 +88,12 @@ class Printer:
         self.matches = 0
         self._last: tuple[str, int] | None = None
 
+    def note(self, message: str) -> None:
+        """Say `message` on stderr, after the lines printed before it."""
+        self.out.flush()
+        sys.stderr.write(f"ctxoffload grep: {message}\n")
+        sys.stderr.flush()
+
     def emit(self, hit: Hit) -> None:
         self.matches += hit.is_match
         if self.as_json:

@@ -1,8 +1,11 @@
 """What `ctxoffload grep` searches in a workspace: each session's tool-result files, then its
 context.jsonl (and events.jsonl with --events), each file opened as every command opens one
-(`_access.open_in`: no link followed, no hard-linked file read) and searched by the engine
-(`ctxoffload._search.engine`): a tool-result file as the agent's Read reads it, a log line by the
-rule of the agent's Grep. With --writers, each line found is given the agent that wrote it.
+(`_access.open_in`: no link followed, no hard-linked file read), sniffed as the agent's Grep
+sniffs it (`_search.sniff.binary_reason`: a binary file is not searched, and said on stderr)
+and searched by the engine (`ctxoffload._search.engine`), or by ripgrep where it finds the
+same lines (`_grep_ripgrep.py`): a tool-result file as the agent's Read reads it, a log line
+by the rule of the agent's Grep. With --writers, each line found is given the agent that
+wrote it.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from typing import Any
 from .._disk.commit import iter_lines
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
 from .._disk.read import Folder
-from .._search.engine import search_lines, search_log
+from .._search.engine import search_lines
+from .._search.log import search_log
 from .._search.matcher import Matcher
+from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import CliError
 from ._access import committed_end, open_in, refusal
 from ._arguments import child_path
@@ -56,50 +61,44 @@ def search_session(
         if query.writers:
             emit = _with_writers(folder, emit)
         fast = ripgrep_for(query, matcher, printer)
+
+        def search_file(name: str, shown: str) -> None:
+            """Report the lines of one file that match, with `query.context` lines around
+            each: a context.jsonl's messages by `search_log` (read up to its committed
+            length, each under its JSONL line number), any other file's lines by ripgrep
+            where it can, else by `search_lines`. A missing file, a link or a special file is
+            passed over (`_access.refusal`); a binary file is said on stderr (`Printer.note`:
+            the agent's Grep counts it in a note) and not searched.
+
+            Raises:
+                CliError: the file has more than one hard link, or cannot be read; nothing
+                    of it was searched.
+            """
+            opened = open_in(folder, name, shown)
+            if opened is None:
+                return
+            fd, st = opened
+            with os.fdopen(fd, "rb", buffering=0) as f:
+                why = binary_reason(os.pread(fd, SNIFF_BYTES, 0))
+                if why is not None:
+                    printer.note(f"{shown}: binary file ({why}), not searched")
+                    return
+                if name == CONTEXT_FILE:
+                    end = committed_end(folder, name, fd, st.st_size)  # a batch never committed
+                    found = search_log(iter_lines(fd, 0, end), matcher, context=query.context)
+                elif fast is not None and fast.search(fd, shown, session):
+                    return
+                else:
+                    found = search_lines(f, matcher, context=query.context)
+                for number, text, is_match in found:
+                    emit(Hit(shown, number, text, is_match, session))
+
         for name in names:
             shown = shown_path(child_path(where, name))
             try:
-                if (
-                    name != CONTEXT_FILE
-                    and fast is not None
-                    and fast.search(folder, name, shown, session)
-                ):
-                    continue
-                _search_file(folder, name, shown, matcher, query.context, emit, session)
+                search_file(name, shown)
             except CliError as exc:  # a hard-linked or unreadable file: not read
                 skip(str(exc))
-
-
-def _search_file(
-    folder: Folder,
-    name: str,
-    shown: str,
-    matcher: Matcher,
-    context: int,
-    emit: Callable[[Hit], None],
-    session: str,
-) -> None:
-    """Report the lines of one file of a session that match, with `context` lines around
-    each: a context.jsonl's messages by `search_log` (read up to its committed length, each
-    under its JSONL line number), any other file's lines by `search_lines`. A missing file, a
-    link or a special file is passed over (`_access.refusal`).
-
-    Raises:
-        CliError: the file has more than one hard link, or cannot be read; nothing of it
-            was searched.
-    """
-    opened = open_in(folder, name, shown)
-    if opened is None:
-        return
-    fd, st = opened
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        if name == CONTEXT_FILE:
-            end = committed_end(folder, name, fd, st.st_size)  # a batch never committed: skipped
-            found = search_log(iter_lines(fd, 0, end), matcher, context=context)
-        else:
-            found = search_lines(f, matcher, context=context)
-        for number, text, is_match in found:
-            emit(Hit(shown, number, text, is_match, session))
 
 
 def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit], None]:

@@ -10,18 +10,19 @@ produces a result that is offloaded again.
 # Reading back, one job per module: `_confine` (the roots, a path resolved inside them, the
 # verified open), `_listing` and `_globs` (the paths a folder or a glob names), `_lines`
 # (numbered lines), `_window` (Read's window on a file), `_matches` (match with context),
-# `_images`, `_regex` (RE2) and `_arguments` (what a model passes); the search engine and the
-# binary-or-text sniff are `ctxoffload._search`, shared with the CLI and the agent; the
-# tools are built from them: `_read_tool`, `_grep` and `_toolbox` (Read, Grep, Glob), `_retrieval`
-# and `_tool` (the retrieval tool), each marked by `_marks` as a reader.
+# `_images` and `_arguments` (what a model passes); the search engine (patterns compiled,
+# `escape`, RE2) and the binary-or-text sniff are `ctxoffload._search`, shared with the CLI
+# and the agent; the tools are built from them: `_read_tool`, `_grep` and `_toolbox` (Read,
+# Grep, Glob), `_retrieval` and `_tool` (the retrieval tool), each marked by `_marks` as a
+# reader.
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .._search.regex import escape, reads_whole_text
     from ._confine import resolve_in_roots
     from ._lines import lines_as_read
-    from ._regex import escape, reads_whole_text
     from ._retrieval import retrieve_offloaded_content
     from ._tool import RETRIEVAL_TOOL_NAME, retrieval_tool
     from ._toolbox import FileToolbox, HasWorkdir, workspace_tools
@@ -44,9 +45,9 @@ __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "resolve_in_roots": "._confine",
-        "escape": "._regex",
+        "escape": ".._search.regex",
         "lines_as_read": "._lines",
-        "reads_whole_text": "._regex",
+        "reads_whole_text": ".._search.regex",
         "retrieve_offloaded_content": "._retrieval",
         "RETRIEVAL_TOOL_NAME": "._tool",
         "retrieval_tool": "._tool",

@@ -7,9 +7,11 @@ RE2, so no glob a model writes (`*?*?*?…#`) can take more than linear time.
 
 from __future__ import annotations
 
-from ._regex import escape
+from typing import Any
 
-__all__ = ["GLOB_CHARS", "glob_regex", "has_wildcard"]
+from .._search.regex import escape, load_re2, re2_options
+
+__all__ = ["GLOB_CHARS", "compile_glob", "glob_regex", "has_wildcard"]
 
 GLOB_CHARS = frozenset("*?[")
 """The characters that make a path a glob."""
@@ -30,6 +32,27 @@ def glob_regex(segments: list[str]) -> str:
         else:
             regex += _segment_regex(segment) + ("" if last else "/")
     return regex
+
+
+def compile_glob(segments: list[str]) -> Any:
+    """The glob `segments` compiled (RE2) to `fullmatch` `/`-joined relative paths.
+
+    Raises:
+        ValueError: RE2 refuses the regex (a class such as `[z-a]`); its message names the
+            part of the glob at fault (`z-a`).
+    """
+    re2 = load_re2()
+    try:
+        return re2.compile(glob_regex(segments), re2_options())
+    except UnicodeEncodeError as exc:  # RE2 takes UTF-8: its own reason would be "utf-8"
+        raise ValueError(f"it holds a lone surrogate ({exc.object[exc.start]!r})") from None
+    except (re2.error, TypeError, ValueError, OverflowError) as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        # RE2 says `invalid character class range: z-a`: the regex is not the model's, its
+        # part at fault is.
+        raise ValueError(str(reason).split(": ", 1)[-1]) from None
 
 
 def _segment_regex(segment: str) -> str:

@@ -4,12 +4,12 @@ The files to search are one file, the files under a folder, or those a glob name
 (`_listing.py`); each is opened through `open_readable` and sniffed (binary files, FIFOs,
 sockets and devices are skipped and counted). The lines of a text file, with their context,
 are those the one search engine finds (`ctxoffload._search`, `ctxoffload grep`'s too, a byte
-that is not UTF-8 matching as the U+FFFD shown for it as well); a context.jsonl line is judged
-by `_matches.py`, so it matches on the text the model saw. The search
-keeps what it found in a `_Search` and stops at the deadline, after one match more than
-`max_matches` (to say that more exist), or once what it kept would not fit the output cap,
-so memory stays bounded whatever the arguments; `_answer` then writes the result:
-`path:line:text` for a match, `path-line-text` for context, `--` between hunks.
+that is not UTF-8 matching as the U+FFFD shown for it); a context.jsonl line is judged by
+its one rule (`_search.log`, through `_matches.py`), so it matches on the text the model saw.
+The search keeps what it found in a `_Search` and stops at the deadline, after one match
+more than `max_matches` (to say that more exist), or once what it kept would not fit the
+output cap, so memory stays bounded whatever the arguments; `_answer` then writes the
+result: `path:line:text` for a match, `path-line-text` for context, `--` between hunks.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from ._globs import has_wildcard
 from ._lines import NOTE_ROOM, line_text
 from ._listing import files_under, glob_entries, outside_note
 from ._matches import Row, as_rows, in_context
-from ._regex import Pattern, compile_pattern
 
 __all__ = ["grep_files"]
 
@@ -72,8 +71,7 @@ def grep_files(
     context_lines = min(as_int("context_lines", context_lines, minimum=0), _MAX_CONTEXT_LINES)
     max_matches = as_int("max_matches", max_matches, minimum=1)
     try:
-        regex = compile_pattern(pattern)  # refused with advice on what to write instead
-        matcher = compile_matcher(pattern)
+        matcher = compile_matcher(pattern)  # refused with advice on what to write instead
     except InvalidContent as exc:
         raise ToolError(str(exc)) from None
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -81,7 +79,7 @@ def grep_files(
     notes = [outside_note(outside)] if outside else []
     if not files:
         return "\n".join([f"No files to search in {quote(path_or_glob)}.", *notes])
-    search = _Search(regex, matcher, context_lines, max_matches, max_line_chars, max_output_chars)
+    search = _Search(matcher, context_lines, max_matches, max_line_chars, max_output_chars)
     search.run(files, roots, single_file, deadline)
     if single_file and search.binary:
         raise ToolError(
@@ -113,14 +111,12 @@ class _Search:
 
     def __init__(
         self,
-        regex: Pattern,
         matcher: Matcher,
         context: int,
         max_matches: int,
         max_line_chars: int,
         max_chars: int,
     ) -> None:
-        self.regex = regex
         self.matcher = matcher
         self.context = context
         self.max_matches = max_matches
@@ -183,7 +179,7 @@ class _Search:
             file.seek(0)
             found = (
                 in_context(
-                    self.regex,
+                    self.matcher,
                     _numbered(file, deadline),
                     context=self.context,
                     max_chars=self.max_line_chars,
@@ -212,10 +208,13 @@ class _Search:
         """The lines the engine finds in a text file, each shown as its decoded text (the
         engine dropped its trailing "\\r"), cut to `max_line_chars`."""
         found = search_lines(
-            file, self.matcher, context=self.context, deadline=deadline, as_shown=True
+            file,
+            self.matcher,
+            context=self.context,
+            deadline=deadline,
         )
         return as_rows(
-            self.regex,
+            self.matcher,
             found,
             context=self.context,
             text_of=_decoded,

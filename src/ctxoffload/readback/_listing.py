@@ -15,12 +15,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..exceptions import InvalidContent, ToolError
+from ..exceptions import ToolError
 from ._arguments import quote
 from ._confine import display_name, os_error_message, resolve_in_roots
-from ._globs import glob_regex, has_wildcard
+from ._globs import compile_glob, has_wildcard
 from ._lines import NOTE_ROOM
-from ._regex import compile_pattern
 
 __all__ = ["Entry", "files_under", "glob_answer", "glob_entries", "outside_note", "walk"]
 
@@ -101,9 +100,8 @@ def glob_entries(
     # The pattern is checked before anything is listed: a bad glob is the same error
     # whether or not its folder exists yet.
     try:
-        matcher = compile_pattern(glob_regex(rest))
-    except InvalidContent as exc:
-        reason = str(exc).split(": ", 2)[-1].split(";")[0]
+        matcher = compile_glob(rest)
+    except ValueError as reason:
         raise ToolError(
             f"invalid glob {quote(pattern)} ({reason}): use * ? ** and classes such as "
             f"[a-z] with the lower bound first; put a literal [ inside brackets: [[]"

@@ -2,10 +2,10 @@
 
 Grep and the retrieval tool search the same way. The lines of a text file are those the
 search engine finds (`ctxoffload._search.engine`), given here as rows (`as_rows`). A line of
-a JSONL log (context.jsonl) matches by THE rule of
-`ctxoffload.text.matching_lines`, which `ctxoffload grep` applies too: on the lines of its
-message as the model saw them, else on its raw JSON; so a string copied from what the model
-saw is found although the log stores it JSON-escaped, and both find the same log lines.
+a JSONL log (context.jsonl) is judged by the one function every door calls,
+`ctxoffload._search.log.log_line_judge` (`ctxoffload grep` too): on the lines of its message
+as the model saw them, else on its raw JSON; so a string copied from what the model saw is
+found although the log stores it JSON-escaped, and every door finds the same log lines.
 
 What a matching log line shows depends on the tool: Grep shows the message line that
 matched, after the message's `[role]` header (`[role] text`); the retrieval tool shows the
@@ -20,20 +20,17 @@ one window of lines, never the file.
 from __future__ import annotations
 
 import collections
-import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from .._search.engine import Line
-from ..text import matching_lines
+from .._search.log import log_line_judge
+from .._search.matcher import Matcher
 from ._lines import clip_around
-from ._regex import Match, Pattern, line_finder
 
 __all__ = ["JOINED", "Row", "as_rows", "in_context"]
 
 Span = tuple[int, int]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 JOINED = " ⏎ "
 """What joins the lines of a message shown on one line."""
@@ -56,21 +53,21 @@ class Row(NamedTuple):
 
 
 def in_context(
-    regex: Pattern,
+    matcher: Matcher,
     lines: Iterable[tuple[int, str]],
     *,
     context: int = 0,
     whole_message: bool = False,
     max_chars: int | None = None,
 ) -> Iterator[tuple[list[Row], Row]]:
-    """The lines of a JSONL log that match (by `matching_lines`), each with the lines
+    """The lines of a JSONL log that match (by `log_line_judge`), each with the lines
     around it, from one pass over `lines`.
 
     At most `context` lines are held back, so a search over a big file holds one window,
     never the file; a line that does not match costs no row unless it is shown.
 
     Args:
-        regex: the pattern.
+        matcher: the pattern.
         lines: `(number, line)` for each line, in order, without its line ending.
         context: lines shown before and after each match.
         whole_message: see `_log_line`.
@@ -84,9 +81,9 @@ def in_context(
     """
     before: collections.deque[tuple[int, str]] = collections.deque(maxlen=context)
     after = 0
-    any_line = _any_line(regex)
+    judge = log_line_judge(matcher)
     for number, line in lines:
-        text, is_match, span = _log_line(regex, line, whole_message, any_line)
+        text, is_match, span = _log_line(judge(line), matcher, whole_message)
         if max_chars is not None and len(text) > max_chars:
             text = clip_around(text, span, max_chars)
         if is_match:
@@ -101,7 +98,7 @@ def in_context(
 
 
 def as_rows(
-    regex: Pattern,
+    matcher: Matcher,
     found: Iterable[Line],
     *,
     context: int,
@@ -113,7 +110,7 @@ def as_rows(
     that were not given already, and each context line below a match alone.
 
     Args:
-        regex: the pattern, which finds the span of a match in its line's text.
+        matcher: the pattern, which finds the span of a match in its line's text.
         found: the engine's lines, in order.
         context: the context lines the engine was asked for.
         text_of: a line's text as shown, from its number and bytes.
@@ -123,8 +120,7 @@ def as_rows(
     last_match: int | None = None
     for number, raw, is_match in found:
         text = text_of(number, raw)
-        match = _search(regex, text) if is_match else None
-        span = None if match is None else match.span()
+        span = matcher.span(text) if is_match else None
         if max_chars is not None and len(text) > max_chars:
             text = clip_around(text, span, max_chars)
         row = Row(number, text, is_match, span)
@@ -137,40 +133,20 @@ def as_rows(
             before.append(row)
 
 
-def _any_line(regex: Pattern) -> Callable[[str], bool] | None:
-    """Whether some line of a message's text may match (`matching_lines`' `any_line`): one
-    search with `line_finder`; None for a pattern only a line-by-line search reads right."""
-    finder = line_finder(regex)
-    if finder is None:
-        return None
-    search = finder.search
-
-    def any_line(text: str) -> bool:
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate from a JSON escape, read as `_search`
-            data = _SURROGATE.sub("\ufffd", text).encode("utf-8")
-        return search(data) is not None
-
-    return any_line
-
-
 def _log_line(
-    regex: Pattern, line: str, whole_message: bool, any_line: Callable[[str], bool] | None = None
+    judged: tuple[list[str], list[int]], matcher: Matcher, whole_message: bool
 ) -> tuple[str, bool, Span | None]:
-    """A line of a JSONL log, judged by `matching_lines`: (as shown, matches?, match span).
+    """A line of a JSONL log as shown, from its judgment (`log_line_judge`): (as shown,
+    matches?, match span).
 
     Args:
-        regex: the pattern.
-        line: the raw line, without its newline.
+        judged: the lines to show for it, and the indexes of those that match.
+        matcher: the pattern, which finds the span.
         whole_message: show a match as the whole message joined by ` ⏎ ` (the retrieval
             tool); otherwise as the message line that matched, after the `[role]` header
             (Grep).
-        any_line: `_any_line(regex)`, made once for the whole log.
     """
-    shown, hits = matching_lines(
-        line, lambda text: _search(regex, text) is not None, any_line=any_line
-    )
+    shown, hits = judged
     if not hits or whole_message:
         text = JOINED.join(shown)  # a line shown raw is `[line]`: joined, it is the line
     else:
@@ -179,15 +155,4 @@ def _log_line(
             text = f"{shown[0]} {text}"  # name the role; the span is found in this text
     if not hits:
         return text, False, None
-    found = _search(regex, text)
-    return text, True, None if found is None else found.span()
-
-
-def _search(regex: Pattern, text: str) -> Match | None:
-    """`regex.search(text)` of a message's decoded text, which may hold a lone surrogate (a
-    JSON escape such as `\\ud800`): RE2 reads UTF-8, which cannot spell one, so it is matched
-    as U+FFFD (one character for one: spans stay); it is shown as stored, as Read shows it."""
-    try:
-        return regex.search(text)
-    except UnicodeEncodeError:
-        return regex.search(_SURROGATE.sub("\ufffd", text))
+    return text, True, matcher.span(text)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .._search.engine import search_lines
-from .._search.matcher import compile_matcher
+from .._search.matcher import Matcher, as_searched, compile_matcher
 from .._search.sniff import binary_reason
 from ..exceptions import ConfigError, InvalidContent
 from ..text import decode_log_line, is_jsonl
@@ -28,12 +28,10 @@ from ..workspace import ReferenceReader
 from ._arguments import plural, quote
 from ._lines import clip_around, cut_line, numbered, split_lines
 from ._matches import JOINED, Row, as_rows, in_context
-from ._regex import Pattern, compile_pattern
 
 __all__ = [
     "decode_reference_text",
     "format_retrieval",
-    "format_stored",
     "retrieve_offloaded_content",
 ]
 
@@ -95,37 +93,6 @@ async def retrieve_offloaded_content(
         ConfigError: `max_lines`, `max_chars` or `max_line_chars` is impossible.
     """
     data = await source.read_reference(reference)
-    return await format_stored(
-        data,
-        reference,
-        pattern,
-        line_range,
-        context_lines,
-        char_offset=char_offset,
-        max_lines=max_lines,
-        max_chars=max_chars,
-        max_line_chars=max_line_chars,
-    )
-
-
-async def format_stored(
-    data: bytes,
-    reference: str,
-    pattern: str | None = None,
-    line_range: tuple[int, int] | None = None,
-    context_lines: int | None = None,
-    *,
-    char_offset: int | None = None,
-    max_lines: int = 200,
-    max_chars: int = 20_000,
-    max_line_chars: int = 2_000,
-) -> str:
-    """`format_retrieval` of a reference's stored bytes, decoded and formatted off the loop.
-
-    Raises:
-        InvalidContent: as `decode_reference_text` and `format_retrieval`.
-        ConfigError: as `format_retrieval`.
-    """
 
     def decode_and_format() -> str:
         if pattern is None and char_offset is None:
@@ -315,7 +282,7 @@ def format_retrieval(
     if line_range is not None:
         line_range = _checked_range(line_range)
     # RE2: linear time whatever the pattern, so `(a+)+$` cannot hang the agent.
-    regex = compile_pattern(pattern) if pattern is not None else None
+    matcher = compile_matcher(pattern) if pattern is not None else None
     _refuse_binary(text, reference)
     lines = split_lines(text)
     total = len(lines)
@@ -325,7 +292,7 @@ def format_retrieval(
     if char_offset is not None:
         return _line_slice(lines, reference, line_range, char_offset, max_chars, jsonl)
     first, last = line_range if line_range is not None else (1, total)
-    if line_range is None and regex is None and context_lines is not None:
+    if line_range is None and matcher is None and context_lines is not None:
         if context_lines == 0:
             return f"{reference}: {plural(total, 'line')}; none shown (context_lines=0)."
         last = context_lines
@@ -335,10 +302,10 @@ def format_retrieval(
             f"the end: pass a range within 1–{total}."
         )
     page = _Page(reference, lines, jsonl, max_lines, max_chars, max_line_chars)
-    if regex is None:
+    if matcher is None:
         return page.lines_in_range(first, min(last, total))
     return page.matching_lines(
-        regex, first, min(last, total), line_range is not None, context_lines or 0
+        matcher, first, min(last, total), line_range is not None, context_lines or 0
     )
 
 
@@ -386,16 +353,16 @@ class _Page:
         )
 
     def matching_lines(
-        self, regex: Pattern, first: int, last: int, ranged: bool, context: int
+        self, matcher: Matcher, first: int, last: int, ranged: bool, context: int
     ) -> str:
         """The lines of `first`..`last` that match, with `context` lines around each."""
         total = len(self.lines)
         searched = f"lines {first}–{last} of {total}" if ranged else plural(total, "line")
         if self.jsonl:
             numbered = enumerate(self.lines[first - 1 : last], first)
-            found = in_context(regex, numbered, context=context, whole_message=True)
+            found = in_context(matcher, numbered, context=context, whole_message=True)
         else:
-            found = self._found(regex, first, last, context)
+            found = self._found(matcher, first, last, context)
         kept: list[Row] = []  # one more than can be shown, so the page knows it was cut
         matches = 0
         for before, row in found:
@@ -403,7 +370,7 @@ class _Page:
             if len(kept) <= self.max_lines:
                 kept.append(row)
             matches += row.is_match
-        pattern = quote(regex.pattern)
+        pattern = quote(matcher.pattern)
         if not matches:
             return f"{self.reference}: no lines match {pattern} ({searched} searched)."
         return self._render(
@@ -422,7 +389,7 @@ class _Page:
         )
 
     def _found(
-        self, regex: Pattern, first: int, last: int, context: int
+        self, matcher: Matcher, first: int, last: int, context: int
     ) -> Iterator[tuple[list[Row], Row]]:
         """The lines `first`..`last` that the search engine finds, as `in_context` gives
         them, each shown as it is in `lines`."""
@@ -430,17 +397,12 @@ class _Page:
         # The lines as a file would hold them: each ended by "\r\n", of which the engine
         # drops the "\r" (`lines_as_read`), so that a line keeps a "\r" of its own.
         text = "\r\n".join(lines[first - 1 : last]) + "\r\n"
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (a JSON escape): searched as U+FFFD
-            data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
+        data = as_searched(text)  # a lone surrogate (a JSON escape): searched as U+FFFD
         found = (
             (number + first - 1, raw, is_match)
-            for number, raw, is_match in search_lines(
-                io.BytesIO(data), compile_matcher(regex.pattern), context=context
-            )
+            for number, raw, is_match in search_lines(io.BytesIO(data), matcher, context=context)
         )
-        return as_rows(regex, found, context=context, text_of=lambda n, _: lines[n - 1])
+        return as_rows(matcher, found, context=context, text_of=lambda n, _: lines[n - 1])
 
     def _render(
         self,

@@ -8,6 +8,7 @@ agent can always get back what left its context.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..workspace import ReferenceReader
 from ._answers import answering
 from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
 from ._marks import mark_reader
-from ._retrieval import format_stored
+from ._retrieval import retrieve_offloaded_content as retrieve
 
 __all__ = ["RETRIEVAL_TOOL_NAME", "retrieval_tool"]
 
@@ -99,8 +100,8 @@ def retrieval_tool(
         media_type = image_media_type(data)
         if media_type is not None:
             return _image(data, media_type, reference, images)
-        return await format_stored(
-            data,
+        return await retrieve(
+            _Read(data),
             reference,
             pattern=pattern,
             line_range=span,
@@ -136,3 +137,14 @@ def _image(
     if len(data) > MAX_IMAGE_BYTES:
         return "Error: " + image_too_big(reference, media_type, len(data), "reference")
     return image_answer(data, media_type, reference, images=images, refer="reference")
+
+
+class _Read:
+    """A reference already read (to tell an image by its bytes), for
+    `retrieve_offloaded_content` to format rather than read again."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def read_reference(self, reference: str | os.PathLike[str]) -> bytes:
+        return self.data

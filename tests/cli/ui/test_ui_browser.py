@@ -92,6 +92,25 @@ def test_search_lists_what_grep_finds(page: Any, ui: Ui) -> None:
     assert "ORD-5821" in page.inner_text("#file-text")
 
 
+def test_search_names_a_binary_file_no_search_reads(page: Any, tmp_path: Path) -> None:
+    session = tmp_path / "sessions" / "s"
+    session.mkdir(parents=True)
+    (session / "tool_result-text.txt").write_text("ERROR in text\n")
+    (session / "tool_result-png.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00 ERROR\n")
+    running = start_ui(tmp_path)
+    try:
+        page.goto(running.url)
+        page.fill("#search", "ERROR")
+        page.click("#search-form button")
+        page.wait_for_selector("#search-title")
+        assert "1 matching lines" in page.inner_text("#search-title")
+        assert "tool_result-png.txt: binary file (NUL bytes in its first 8 KB), not searched" in (
+            page.inner_text("#panel")
+        )
+    finally:
+        stop_ui(running)
+
+
 def test_the_difference_between_two_steps(page: Any, ui: Ui) -> None:
     open_session(page, ui)
     page.select_option("#compare-from", "3")

@@ -23,7 +23,8 @@ from typing import Any
 
 from ..._disk.events import EventKind
 from ..._disk.read import sessions_folder
-from ...exceptions import CliError, InvalidReference
+from ..._search.matcher import compile_matcher
+from ...exceptions import CliError, InvalidContent, InvalidReference
 from ...text import message_lines
 from .._access import session_folder
 from .._describe import NOT_BY_AGENT, Timeline, describe
@@ -239,9 +240,17 @@ class UiModel:
         limit: int = 500,
     ) -> dict[str, Any]:
         """The matches `ctxoffload grep --json` finds, from a child process of that very
-        command (its deadline and its engine), at most `limit` of them."""
+        command (its deadline and its engine), at most `limit` of them, and its notes (a
+        binary file it did not search)."""
         if session:
             self._folder(session)
+        try:
+            # Refused here as every door refuses it (a pattern from a page is text, as the
+            # agent's is: a lone surrogate spells no bytes), not by a child that cannot be
+            # given it.
+            compile_matcher(pattern, ignore_case=ignore_case, fixed=fixed, backtracking=True)
+        except InvalidContent as exc:
+            raise CliError(str(exc)) from None
         if "\x00" in pattern:  # grep runs as a child process: no command line carries a NUL
             raise CliError(
                 f"the search pattern '{inert(pattern)[:200]}' holds a NUL character, which "
@@ -279,7 +288,11 @@ class UiModel:
             }
             for hit in hits[:limit]
         ]
-        return {"pattern": pattern, "matches": rows, "total": len(hits)}
+        notes = [
+            inert(line.removeprefix("ctxoffload grep: "))
+            for line in done.stderr.decode("utf-8", "replace").splitlines()
+        ]
+        return {"pattern": pattern, "matches": rows, "total": len(hits), "notes": notes}
 
     # -- helpers ----------------------------------------------------------------------------
 

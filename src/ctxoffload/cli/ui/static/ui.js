@@ -394,6 +394,7 @@ async function runSearch(pattern) {
             onclick: (event) => { event.preventDefault(); openFile(hit.path, Math.max(1, hit.line - 5)); },
           }, `${hit.shown_as}:${hit.line}`),
           el("pre", {}, hit.text))),
+      ...(data.notes || []).map((note) => el("p", { class: "muted" }, note)),
     );
   });
 }
