@@ -160,3 +160,20 @@ def test_a_newer_writers_extra_fields_are_kept_where_they_were() -> None:
 def test_a_field_of_another_type_still_renders() -> None:
     line = {"kind": "pin", "window": "big", "pinned_tokens_after": [1], "message_id": 7}
     assert event_sentence(line).startswith("pinned message 7 (?, by ?): pins ?→[1] tokens")
+
+
+def test_a_stored_result_of_an_unnamed_tool_reads_as_a_sentence() -> None:
+    # A ToolResultBlock without a name stores tool_name "": the sentence said "result of  (c1)"
+    # and "1 lines".
+    line = {
+        "kind": "tool_result",
+        "reference": "/w/sessions/s/tool_result-c1.txt",
+        "bytes": 1,
+        "lines": 1,
+        "tool_id": "c1",
+        "tool_name": "",
+    }
+    assert event_sentence(line) == (
+        "stored the whole result of a tool (c1): 1 line, 1 byte, in "
+        "/w/sessions/s/tool_result-c1.txt"
+    )

@@ -213,8 +213,9 @@ class ToolResult(Event):
 
     def sentence(self) -> str:
         return (
-            f"stored the whole result of {said(self.tool_name)} ({said(self.tool_id)}): "
-            f"{figure(self.lines)} lines, {figure(self.bytes)} bytes, in {said(self.reference)}"
+            f"stored the whole result of {self.tool_name or 'a tool'} ({said(self.tool_id)}): "
+            f"{plural(self.lines, 'line')}, {plural(self.bytes, 'byte')}, in "
+            f"{said(self.reference)}"
         )
 
 

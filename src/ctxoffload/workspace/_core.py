@@ -221,9 +221,8 @@ class StoreWorkspace:
         content (see `message_key`) is not written again, so offloading the same messages
         after a crash (an agent resumed from an older state.json) returns the span where
         they already are; a message that grew under its id is written as a new version.
-        Messages without an `id` are always written. (A bucket learns the log's ids on this
-        object's first append to it: a message another process writes at the same moment
-        may be there twice.)
+        Messages without an `id` are always written. (A bucket reads the log's ids once: a
+        message another process writes at the same moment may be there twice.)
 
         Args:
             session_id: a plain name (see `InvalidSessionId`).
@@ -247,8 +246,7 @@ class StoreWorkspace:
         ref = files.reference(sid, CONTEXT_FILE)
         items = as_message_list(msgs)
         async with files.payloads() as payloads:
-            # Serialise (and store payloads) before touching the log, so an item that is not
-            # a message leaves the log untouched.
+            # Serialise before touching the log: an item that is not a message leaves it as is.
             def serialise() -> list[Any]:
                 rows = context_rows(items, payloads.store)
                 if rows:
