@@ -288,7 +288,7 @@ def test_the_export_check_finds_what_reaches_past(tmp_path: Path) -> None:
 FACE_BUDGET = {
     "ctxoffload": 52,
     "ctxoffload.agent": 17,
-    "ctxoffload.compression": 43,
+    "ctxoffload.compression": 44,  # + Projector (issue 44)
     "ctxoffload.formats": 10,
     "ctxoffload.readback": 10,
     "ctxoffload.workspace": 25,

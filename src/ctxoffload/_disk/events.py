@@ -59,6 +59,7 @@ __all__ = [
     "Offload",
     "OverWindow",
     "Pin",
+    "Projection",
     "Replay",
     "SessionStart",
     "Subagent",
@@ -119,6 +120,9 @@ class EventKind:
     # Written by a parent agent when it starts and ends a sub-agent (`Agent.as_tool`): the
     # child's session, the step and tool call that started it, what came back.
     SUBAGENT = "subagent"
+    # Written by a `Projector` (a host that keeps its own history): which of the host's
+    # messages a summary stands for, and the summary, re-applied on every later call.
+    PROJECTION = "projection"
 
 
 def is_event(value: object) -> bool:
@@ -735,3 +739,20 @@ class Subagent(Event):
         if self.status == "cancelled":
             return f"{at} {who} was cancelled before it answered"
         return f"{at} {who} failed: {error_text(self.error)}"
+
+
+class Projection(Event):
+    """A projector's decision: a summary stands for some of a host's messages from now on."""
+
+    kind = EventKind.PROJECTION
+    log_level = "INFO"
+    start: int
+    covers: int
+    last_key: str
+    messages: list[dict[str, Any]]
+
+    def sentence(self) -> str:
+        return (
+            f"projected {plural(self.covers, 'message')} of the host's history as a summary "
+            f"(through {said(self.last_key)}); every later call sends the summary instead"
+        )

@@ -1,7 +1,7 @@
 """When and how history is compressed: `ContextConfig`, the split, `Summary`, `Compressor`,
-and the `ContextPipeline` of managers (`ToolOutputOffload`, `ToolOutputTruncate`,
-`SlidingWindow`, `Summarization`, `ImageLimit`, `ClearToolUses`, `ClearThinking`, `Null`) run under
-`Activation` rules."""
+the `Projector` for hosts that keep their own history, and the `ContextPipeline` of managers
+(`ToolOutputOffload`, `ToolOutputTruncate`, `SlidingWindow`, `Summarization`, `ImageLimit`,
+`ClearToolUses`, `ClearThinking`, `Null`) run under `Activation` rules."""
 
 from .._lazy import lazy_exports
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._notes import is_context_note, is_summary_message, is_window_note
     from ._persisted import Persisted
     from ._pipeline import ContextPipeline
+    from ._projection import Projector
     from ._protect import Protected, is_pinned
     from ._run import ContextManager, Managers, PipelineRun
     from ._split import (
@@ -61,6 +62,7 @@ __all__ = [
     "Null",
     "Persisted",
     "PipelineRun",
+    "Projector",
     "Protected",
     "ReaderTools",
     "SlidingWindow",
@@ -108,6 +110,7 @@ __getattr__, __dir__ = lazy_exports(
         "Managers": "._run",
         "ContextPipeline": "._pipeline",
         "PipelineRun": "._run",
+        "Projector": "._projection",
         "Protected": "._protect",
         "is_pinned": "._protect",
         "ToolOutputOffload": "._tool_output",

@@ -1,0 +1,264 @@
+"""The projection engine: what the model should see of a history a host keeps itself.
+
+LangChain, LangGraph, pydantic-ai and the OpenAI Agents SDK own the conversation and send it
+whole on every model call; a middleware may change what the model is sent, never what the host
+keeps. `Projector.project(history)` returns the messages to send: each tool result over the
+limit replaced by its head and a notice naming the file that holds it whole, and, once the
+context passes the trigger, the older messages replaced by a summary (they are appended to
+`context.jsonl` first). The decisions are kept and re-applied, so the same history projects to
+the same messages (equal objects, byte-identical once serialised: the provider's prompt cache
+holds), a history with one more message changes only the tail, and a process restarted on the
+same session projects the same way (a summary's decision is an event of the session; a tool
+result's is made again, to the same file and the same head).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+import weakref
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._disk.events import EventKind, Projection
+from ..formats import to_msgs
+from ..messages import Msg
+from ..tokens import get_token_counter
+from ._compressor import Compressor
+
+if TYPE_CHECKING:
+    from ..model import ChatModel
+    from ..tokens import TokenCounter
+    from ..workspace import Workspace
+    from ._config import ContextConfig
+
+__all__ = ["Projector"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _Cover:
+    """A summary's decision: the history's messages from `start` (after the leading system
+    messages) up to `start + count` are sent as `messages`; `last_key` is the key of the
+    last one covered, so a history that is not the one summarised is seen."""
+
+    start: int
+    count: int
+    last_key: str
+    messages: tuple[Msg, ...]
+
+
+class Projector:
+    """Projects the whole history a host sends on every model call to what the model sees.
+
+    Args:
+        workspace: where offloaded content goes, and the session's record (its events hold
+            the summary decisions a restarted process re-applies).
+        session_id: the session (a host's thread or conversation id).
+        config: when to truncate and when to compact (`ContextConfig`).
+        model: the model that writes summaries; without one, an extractive summary.
+        counter: the token counter (default: the one for the config's model).
+        context_window: the model's window in tokens (default: the config's).
+
+    Example::
+
+        projector = Projector(LocalWorkspace("./agent_workspace"), "thread-42")
+        to_send = await projector.project(history)   # every call, the whole history
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        session_id: str,
+        *,
+        config: ContextConfig | None = None,
+        model: ChatModel | None = None,
+        counter: TokenCounter | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        self._compressor = Compressor(
+            config,
+            model=model,
+            offloader=workspace,
+            session_id=session_id,
+            counter=counter or get_token_counter(None),
+            context_window=context_window,
+        )
+        self._workspace = workspace
+        self._session_id = session_id
+        # Per message key: the input it was read from and what is sent for it.
+        self._seen: dict[str, tuple[Any, Msg, Msg]] = {}
+        self._cover: _Cover | None = None
+        self._loaded = False
+        self._lock = asyncio.Lock()
+        self._loop: _LoopThread | None = None
+
+    @property
+    def session_id(self) -> str:
+        """The session projected."""
+        return self._session_id
+
+    async def project(
+        self, history: Sequence[Msg | Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] = ()
+    ) -> list[Msg]:
+        """The messages the model should be sent for `history`, the host's whole history.
+
+        Args:
+            history: every message, oldest first, as ctxoffload `Msg` objects or OpenAI /
+                Anthropic message dicts (read with `to_msgs`). A message is known across
+                calls by its `id` where it has one, else by a hash of its content.
+            tools: the tool schemas sent with the call (they count against the window).
+
+        Returns:
+            `Msg` objects: the ones given (converted from dicts once) where nothing changed,
+            and the same replacement objects on every call where something did.
+
+        Raises:
+            InvalidContent: a message `to_msgs` cannot read.
+        """
+        async with self._lock:
+            await self._load()
+            keys, sent = await self._each(history)
+            system = _leading_system(sent)
+            out = self._covered(keys, sent, system)
+            result = await self._compressor.maybe_compress(out, tools=tools, remember=False)
+            if result.compressed:
+                out = await self._decide(keys, sent, out, result.messages, system)
+            self._compressor.remember_sent(out, out)
+            return out
+
+    def project_sync(
+        self, history: Sequence[Msg | Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] = ()
+    ) -> list[Msg]:
+        """`project` for a host that calls from synchronous code: run on this projector's own
+        event loop, on a thread of its own (started on the first call), so the workspace's
+        locks and the projector's state stay on one loop whichever thread calls."""
+        if self._loop is None:
+            self._loop = _LoopThread()
+        return self._loop.run(self.project(history, tools=tools))
+
+    # -- the steps --------------------------------------------------------------------------
+
+    async def _load(self) -> None:
+        """Read the latest summary decision of the session back (a restarted process)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        for event in await self._workspace.read_events(self._session_id):
+            if event.get("kind") != EventKind.PROJECTION:
+                continue
+            messages = event.get("messages")
+            if isinstance(messages, list):
+                self._cover = _Cover(
+                    int(event.get("start", 0)),
+                    int(event.get("covers", 0)),
+                    str(event.get("last_key")),
+                    tuple(to_msgs(messages)),
+                )
+
+    async def _each(
+        self, history: Sequence[Msg | Mapping[str, Any]]
+    ) -> tuple[list[str], list[Msg]]:
+        """Each message's key and what is sent for it: read once, truncated once."""
+        keys: list[str] = []
+        sent: list[Msg] = []
+        for item in history:
+            key = _key(item)
+            known = self._seen.get(key)
+            if known is not None and (known[0] is item or known[0] == item):
+                keys.append(key)
+                sent.append(known[2])
+                continue
+            msg = item if isinstance(item, Msg) else to_msgs([item])[0]
+            projected = await self._compressor.process_message(msg)
+            self._seen[key] = (item, msg, projected)
+            keys.append(key)
+            sent.append(projected)
+        return keys, sent
+
+    def _covered(self, keys: list[str], sent: list[Msg], system: int) -> list[Msg]:
+        """`sent` with the summarised messages replaced by the summary, where the history
+        still holds what was summarised."""
+        cover = self._cover
+        if cover is not None:
+            end = cover.start + cover.count
+            if cover.start == system and end <= len(keys) and keys[end - 1] == cover.last_key:
+                return [*sent[:system], *cover.messages, *sent[end:]]
+        return list(sent)
+
+    async def _decide(
+        self, keys: list[str], sent: list[Msg], given: list[Msg], now: list[Msg], system: int
+    ) -> list[Msg]:
+        """Keep what a compaction decided: which of the history's messages its summary
+        stands for, recorded in the session for a restarted process."""
+        kept = 0
+        while (
+            kept < len(now) - system
+            and kept < len(given) - system
+            and now[-1 - kept].id == given[-1 - kept].id
+        ):
+            kept += 1
+        count = len(keys) - system - kept
+        if count <= 0:
+            return now
+        summary = tuple(now[system : len(now) - kept])
+        self._cover = _Cover(system, count, keys[system + count - 1], summary)
+        await self._compressor.event(
+            Projection(
+                start=system,
+                covers=count,
+                last_key=keys[system + count - 1],
+                messages=[m.model_dump(mode="json", exclude_none=True) for m in summary],
+            )
+        )
+        return [*sent[:system], *summary, *sent[system + count :]]
+
+
+def _leading_system(messages: Sequence[Msg]) -> int:
+    """How many system messages lead the history (never summarised)."""
+    n = 0
+    while n < len(messages) and messages[n].role == "system":
+        n += 1
+    return n
+
+
+def _key(item: Msg | Mapping[str, Any]) -> str:
+    """A message's key across calls: its id where the host gave one, else a content hash."""
+    if isinstance(item, Msg):
+        return f"id:{item.id}"
+    given = item.get("id") if isinstance(item, Mapping) else None
+    if isinstance(given, str) and given:
+        return f"id:{given}"
+    text = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _LoopThread:
+    """One event loop on a daemon thread, for running the async engine from sync calls."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=_serve, args=(loop,), name="ctxoffload-projector", daemon=True
+                ).start()
+                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
+                self._loop = loop
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()

@@ -1,0 +1,146 @@
+"""The Projector: a host's whole history, sent on every call, projected the same way each time."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from ctxoffload import ContextConfig, LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock, to_openai
+from ctxoffload.compression import Projector
+from ctxoffload.model import ScriptedModel
+from helpers import plausible_session, summary_reply
+
+CONFIG = ContextConfig(context_window=3000, tool_result_limit=200)
+BIG = "\n".join(f"row {i}: " + "x" * 40 for i in range(2000))
+
+
+def _model(mark: str) -> ScriptedModel:
+    """A summary model whose every summary says `mark`."""
+    return ScriptedModel([], default=summary_reply(mark))
+
+
+def _bytes(messages: list[Msg]) -> bytes:
+    """What a host would send: the messages serialised (OpenAI shape)."""
+    return json.dumps(to_openai(messages), sort_keys=True).encode()
+
+
+def _tool_turn(call_id: str, output: str) -> list[Msg]:
+    return [
+        Msg(role="assistant", content=[ToolCallBlock(id=call_id, name="grep", input={})]),
+        Msg(role="tool", content=[ToolResultBlock(id=call_id, name="grep", output=output)]),
+    ]
+
+
+async def test_a_big_tool_result_is_sent_as_its_head_and_the_host_keeps_it_whole(
+    local_ws: LocalWorkspace,
+) -> None:
+    history = [Msg(role="user", content="find the failing row"), *_tool_turn("c1", BIG)]
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    sent = await projector.project(history)
+    result = sent[2].tool_results[0]
+    assert len(str(result.output)) < len(BIG) / 10
+    stored = local_ws.session_dir("t1") / "tool_result-c1.txt"
+    assert str(stored) in str(result.output)
+    assert stored.read_text() == BIG
+    assert history[2].tool_results[0].output == BIG  # the host's history is untouched
+
+
+async def test_the_same_history_projects_to_the_same_bytes_and_one_more_message_to_the_tail(
+    local_ws: LocalWorkspace,
+) -> None:
+    history = [Msg(role="user", content="go"), *_tool_turn("c1", BIG)]
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    first = await projector.project(history)
+    again = await projector.project(list(history))
+    assert _bytes(again) == _bytes(first)
+    assert all(a is b for a, b in zip(again, first, strict=True))
+    longer = await projector.project([*history, Msg(role="assistant", content="row 7 fails")])
+    assert longer[: len(first)] == first
+    assert [m.text for m in longer[len(first) :]] == ["row 7 fails"]
+    truncations = [e for e in await local_ws.read_events("t1") if e["kind"] == "truncation"]
+    assert len(truncations) == 1  # decided once, re-applied after
+
+
+async def test_a_long_history_is_summarised_once_and_the_summary_is_re_sent_as_is(
+    local_ws: LocalWorkspace,
+) -> None:
+    system = Msg(role="system", content="You debug builds.")
+    history = [system, *plausible_session(120)]
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    first = await projector.project(history)
+    assert first[0] is system
+    assert len(first) < len(history)
+    # Every message that left the context is in context.jsonl.
+    logged = {m["id"] for m in await local_ws.read_context("t1")}
+    sent_ids = {m.id for m in first}
+    assert {m.id for m in history[1:]} - sent_ids <= logged
+    following = [*history, Msg(role="user", content="and now?")]
+    second = await projector.project(following)
+    assert _bytes(second[: len(first)]) == _bytes(first)
+    assert second[-1].text == "and now?"
+
+
+async def test_a_restarted_process_projects_the_same_messages(local_ws: LocalWorkspace) -> None:
+    # Each process has a model that would summarise differently: the restarted one sends the
+    # summary the first one decided (read back from the session), not one of its own.
+    history = [Msg(role="system", content="s"), *plausible_session(120), *_tool_turn("c9", BIG)]
+    first = Projector(local_ws, "t1", config=CONFIG, model=_model("first"))
+    before = await first.project(history)
+    assert "first task_overview" in _bytes(before).decode()
+    restarted = Projector(local_ws, "t1", config=CONFIG, model=_model("restarted"))
+    after = await restarted.project(history)
+    assert _bytes(after) == _bytes(before)
+
+
+async def test_messages_without_ids_are_known_by_their_content(local_ws: LocalWorkspace) -> None:
+    def history() -> list[dict[str, Any]]:  # new objects every call, as a host re-serialises
+        return [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "grep", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": BIG},
+        ]
+
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    first = await projector.project(history())
+    second = await projector.project(history())
+    assert _bytes(second) == _bytes(first)
+    assert len(_bytes(first)) < len(BIG) / 5
+
+
+async def test_a_history_that_no_longer_holds_what_was_summarised_is_sent_as_it_is(
+    local_ws: LocalWorkspace,
+) -> None:
+    history = plausible_session(120)
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    await projector.project(history)
+    rewritten = [Msg(role="user", content="a fresh start")]
+    assert [m.text for m in await projector.project(rewritten)] == ["a fresh start"]
+
+
+def test_a_sync_host_projects_from_any_thread(tmp_path: Path) -> None:
+    projector = Projector(LocalWorkspace(tmp_path), "t1", config=CONFIG)
+    history = [Msg(role="user", content="go"), *_tool_turn("c1", BIG)]
+    results: list[bytes] = []
+
+    def host() -> None:
+        results.append(_bytes(projector.project_sync(history)))
+
+    threads = [threading.Thread(target=host) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and len(set(results)) == 1
+    assert len(results[0]) < len(BIG) / 5
