@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import TypeGuard, overload
 
+from .exceptions import ContextOverflowError, ModelError
+
 __all__ = ["error_text", "is_context_overflow"]
 
 # Phrases providers use when a prompt does not fit, each naming the context, the prompt or
@@ -70,12 +72,7 @@ _NEVER_AN_OVERFLOW = frozenset({401, 402, 403, 404, 408, 429})
 # langchain-anthropic raise subclasses of it), LiteLLM's `ContextWindowExceededError`,
 # Strands' `ContextWindowOverflowException`.
 _OVERFLOW_CLASS_NAMES = frozenset(
-    {
-        "ContextOverflowError",
-        "ContextWindowExceededError",
-        "ContextWindowOverflowException",
-        "ContextWindowOverflowError",
-    }
+    {"ContextOverflowError", "ContextWindowExceededError", "ContextWindowOverflowException"}
 )
 
 
@@ -101,10 +98,11 @@ def is_context_overflow(error_or_status: BaseException | int | None, *body: obje
     server fault (5xx) and an auth or billing error (401, 402, 403).
 
     An exception is read without importing any SDK: the class of ctxoffload's, LangChain's,
-    LiteLLM's or Strands' overflow error (by name), else its `status_code` (or `status`) and
-    its `body`, `message` and text, as the openai and anthropic SDKs' `APIStatusError` and
-    the wrappers built on them carry. A wrapper's `__cause__` is not followed: pass the
-    provider's error itself.
+    LiteLLM's or Strands' overflow error (by name; any other `ModelError` of ctxoffload's is
+    not an overflow, its model adapter having decided so), else its `status_code` (or
+    `status`) and its `body`, `message` and text, as the openai and anthropic SDKs'
+    `APIStatusError` and the wrappers built on them carry. A wrapper's `__cause__` is not
+    followed: pass the provider's error itself.
 
     Args:
         error_or_status: the exception; or the HTTP status, None when unknown.
@@ -158,6 +156,10 @@ def _is_status(value: object) -> TypeGuard[int]:
 def _exception_is_overflow(error: BaseException) -> bool:
     if any(cls.__name__ in _OVERFLOW_CLASS_NAMES for cls in type(error).__mro__):
         return True
+    if isinstance(error, ModelError):
+        # ctxoffload's own model adapters decided with the status in hand, which their
+        # message alone no longer carries ("HTTP 500: maximum context length while ...").
+        return isinstance(error, ContextOverflowError)
     return _says_overflow(
         _status_of(error),
         [getattr(error, "body", None), getattr(error, "message", None), str(error)],
