@@ -25,6 +25,7 @@ from .exceptions import (
 # `typing` itself costs ~8 ms at start-up; type checkers treat this name as theirs.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._overflow import is_context_overflow
     from .agent import Agent
     from .compression import (
         Activation,
@@ -114,6 +115,7 @@ __all__ = [
     "from_converse",
     "from_openai",
     "get_token_counter",
+    "is_context_overflow",
     "to_anthropic",
     "to_converse",
     "to_msg",
@@ -153,6 +155,7 @@ __getattr__, __dir__ = lazy_exports(
         "ModelResponse": ".model",
         "ScriptedModel": ".model",
         "Usage": ".model",
+        "is_context_overflow": "._overflow",
         "Offloader": ".workspace",
         "Workspace": ".workspace",
         "ContextRef": ".references",

@@ -30,11 +30,7 @@ from ctxoffload import (
     to_openai,
 )
 from ctxoffload.agent import OpenAIChatModel
-from ctxoffload.agent._openai_model import (
-    DEFAULT_CONTEXT_WINDOW,
-    is_context_overflow,
-    known_context_window,
-)
+from ctxoffload.agent._openai_model import DEFAULT_CONTEXT_WINDOW, known_context_window
 from openai_server import OpenAIServer, ScriptedReply, chat_completion, closed_port_url
 
 READ_FILE_TOOL = {
@@ -530,111 +526,6 @@ async def test_timeout_bounds_the_client_retries_too(server: OpenAIServer) -> No
     ) as chat:
         with pytest.raises(ModelError, match=r"did not answer within 0\.6 s"):
             await asyncio.wait_for(chat.generate(_conversation()), 20)
-
-
-@pytest.mark.parametrize(
-    ("status", "body"),
-    [
-        pytest.param(
-            400,
-            {
-                "message": "This model's maximum context length is 8192 tokens. However, your "
-                "messages resulted in 9000 tokens. Please reduce the length of the messages.",
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            },
-            id="openai-error-object",
-        ),
-        pytest.param(
-            400,
-            {"error": {"message": "Too long.", "code": "context_length_exceeded"}},
-            id="openai-code-only-full-body",
-        ),
-        pytest.param(
-            400,
-            "This model's maximum context length is 4096 tokens. However, you requested "
-            "4500 tokens (4000 in the messages, 500 in the completion). Please reduce the "
-            "length of the messages or completion.",
-            id="vllm",
-        ),
-        pytest.param(
-            400,
-            {
-                "object": "error",
-                "message": "This model's maximum context length is 32768 tokens. However, "
-                "your request has 40000 input tokens.",
-                "type": "BadRequestError",
-                "param": None,
-                "code": 400,
-            },
-            id="vllm-error-object",
-        ),
-        pytest.param(
-            400,
-            {
-                "code": 400,
-                "message": "the request exceeds the available context size, try increasing it",
-                "type": "exceed_context_size_error",
-            },
-            id="llama.cpp",
-        ),
-        pytest.param(
-            400,
-            {
-                "type": "error",
-                "error": {
-                    "type": "invalid_request_error",
-                    "message": "prompt is too long: 210000 tokens > 200000 maximum",
-                },
-            },
-            id="anthropic-compatible",
-        ),
-        pytest.param(
-            400,
-            "Prompt contains 40000 tokens and 0 draft tokens, too large for model with "
-            "32768 maximum context length",
-            id="mistral",
-        ),
-        pytest.param(
-            400,
-            [
-                {
-                    "error": {
-                        "message": "The input token count (1200000) exceeds the maximum "
-                        "number of tokens allowed (1048576)."
-                    }
-                }
-            ],
-            id="gemini-openai-endpoint",
-        ),
-        pytest.param(None, "Error: too many tokens in prompt", id="status-unknown"),
-    ],
-)
-def test_is_context_overflow_recognises_provider_shapes(status: int | None, body: Any) -> None:
-    assert is_context_overflow(status, body)
-
-
-@pytest.mark.parametrize(
-    ("status", "body"),
-    [
-        pytest.param(
-            429,
-            "Request too large for gpt-4o in organization org-x on tokens per min (TPM): "
-            "Limit 30000, Requested 50000.",
-            id="rate-limit-tpm",
-        ),
-        pytest.param(
-            429, {"message": "too many tokens per minute", "code": "rate_limit"}, id="429"
-        ),
-        pytest.param(500, "maximum context length while loading", id="server-fault"),
-        pytest.param(400, {"message": "Invalid value for 'temperature'"}, id="bad-param"),
-        pytest.param(401, {"message": "Incorrect API key provided"}, id="auth"),
-        pytest.param(400, None, id="no-body"),
-    ],
-)
-def test_is_context_overflow_rejects_other_errors(status: int | None, body: Any) -> None:
-    assert not is_context_overflow(status, body)
 
 
 # --- context window -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .._overflow import error_text, is_context_overflow
 from ..exceptions import ConfigError, ContextOverflowError, ModelError
 from ..messages import Msg
 from ..model import ModelResponse, Usage
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "OpenAIChatModel",
-    "is_context_overflow",
     "known_context_window",
 ]
 
@@ -108,70 +108,13 @@ def known_context_window(model_name: str) -> int | None:
     return None
 
 
-# Phrases providers use when a prompt does not fit. Each names the context or the prompt
-# explicitly, so rate-limit messages about tokens per minute do not match.
-_OVERFLOW_PATTERNS = re.compile(
-    "|".join(
-        [
-            r"context[_ ]length[_ ]exceeded",  # OpenAI, Groq, LiteLLM: the error code
-            r"maximum context length",  # OpenAI, vLLM, Mistral, DeepSeek
-            r"prompt is too long",  # Anthropic and Anthropic-compatible proxies
-            r"prompt too long",  # Ollama
-            r"exceeded max context length",  # Ollama
-            r"too many tokens",  # several gateways
-            r"exceed_context_size",  # llama.cpp: the error type
-            r"exceeds? (the )?(available )?context (size|window|length|limit)",  # llama.cpp, ...
-            r"input token count .{0,40}exceeds the maximum",  # Gemini's OpenAI endpoint
-            r"input is too long",  # Bedrock-style proxies
-            r"reduce the length of the messages",  # OpenAI's hint sentence
-        ]
-    ),
-    re.IGNORECASE,
-)
-
-
-def is_context_overflow(status: int | None, body_or_message: object) -> bool:
-    """Whether a provider error says the prompt is larger than the model's context window.
-
-    Recognises OpenAI's `context_length_exceeded` code and the messages of vLLM ("This
-    model's maximum context length is 4096 tokens. However, you requested ..."), llama.cpp
-    ("the request exceeds the available context size"), Anthropic-compatible servers
-    ("prompt is too long") and other common shapes.
-
-    Args:
-        status: the HTTP status, or None when unknown. 429 and 5xx never count: a 429 about
-            "tokens per minute" is a rate limit, not an overflow, and a 5xx is a server fault.
-        body_or_message: the error body (a mapping such as `{"error": {...}}` or the inner
-            error object, possibly nested in lists) or the message text.
-
-    Returns:
-        True when the error is a context overflow.
-    """
-    if status is not None and (status == 429 or status >= 500):
-        return False
-    return _OVERFLOW_PATTERNS.search(_error_text(body_or_message)) is not None
-
-
-def _error_text(body: object) -> str:
-    """All strings in an error body, joined, so codes, types and messages are all searched."""
-    if body is None:
-        return ""
-    if isinstance(body, str):
-        return body
-    if isinstance(body, Mapping):
-        return " ".join(_error_text(value) for value in body.values())
-    if isinstance(body, (list, tuple)):
-        return " ".join(_error_text(item) for item in body)
-    return str(body)
-
-
 def _rejects_response_format(error: BaseException | None) -> bool:
     """Whether an openai error is a server refusing the `json_schema` response_format."""
     status = getattr(error, "status_code", None)
     # 422 as well as 400: servers built on FastAPI report request-validation failures so.
     if status not in (400, 422):
         return False
-    text = " ".join([str(error), _error_text(getattr(error, "body", None))]).lower()
+    text = " ".join([str(error), error_text(getattr(error, "body", None))]).lower()
     return "response_format" in text or "json_schema" in text
 
 
@@ -478,9 +421,7 @@ class OpenAIChatModel:
             ) from error
         except openai.APIStatusError as error:
             provider_message = _provider_message(error)
-            if is_context_overflow(error.status_code, error.body) or is_context_overflow(
-                error.status_code, provider_message
-            ):
+            if is_context_overflow(error):
                 raise ContextOverflowError(
                     f"model {self.model_name!r} at {self.base_url}: the prompt exceeds the "
                     f"context window (HTTP {error.status_code}): {provider_message}. Compress "
