@@ -360,7 +360,9 @@ class ChildLines:
         return line
 
     def rest(self, deadline: float) -> list[str]:
-        """Every line left until the child's output ends (call it after the child exits)."""
+        """Every whole line left until the child's output ends (call it after the child
+        exits). A last line without its newline, cut short by a kill landing between the
+        writes of one `print`, is not a line the child finished: it is left out."""
         out: list[str] = []
         while True:
             try:
@@ -369,7 +371,8 @@ class ChildLines:
                 raise AssertionError("the child's output did not end by the deadline") from None
             if not line:
                 return out
-            out.append(line)
+            if line.endswith("\n"):
+                out.append(line)
 
 
 def on_a_terminal(
