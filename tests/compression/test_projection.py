@@ -7,7 +7,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock, to_openai
+import pytest
+
+from ctxoffload import (
+    ContextConfig,
+    InvalidContent,
+    InvalidSessionId,
+    LocalWorkspace,
+    Msg,
+    ToolCallBlock,
+    ToolResultBlock,
+    to_openai,
+)
 from ctxoffload.compression import Projector
 from ctxoffload.model import ScriptedModel
 from helpers import plausible_session, summary_reply
@@ -144,3 +155,26 @@ def test_a_sync_host_projects_from_any_thread(tmp_path: Path) -> None:
         t.join()
     assert len(results) == 3 and len(set(results)) == 1
     assert len(results[0]) < len(BIG) / 5
+
+
+async def test_what_is_not_a_history_is_refused_in_one_line_naming_the_message(
+    local_ws: LocalWorkspace,
+) -> None:
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    with pytest.raises(InvalidContent, match="takes the whole history as a list"):
+        await projector.project("hello")  # type: ignore[arg-type]
+    with pytest.raises(InvalidContent, match=r"history\[1\] has role 'nope'"):
+        await projector.project([{"role": "user", "content": "a"}, {"role": "nope"}])
+    with pytest.raises(InvalidSessionId):
+        Projector(local_ws, "../elsewhere")
+    assert await projector.project([]) == []
+
+
+async def test_a_host_that_drops_messages_does_not_keep_them_in_memory(
+    local_ws: LocalWorkspace,
+) -> None:
+    projector = Projector(local_ws, "t1", config=ContextConfig(context_window=200_000))
+    for start in range(0, 400, 20):  # a sliding history: 20 new messages, 20 dropped
+        await projector.project(plausible_session(200)[start % 200 :] if start else [])
+        await projector.project([Msg(role="user", content=f"turn {start} {i}") for i in range(20)])
+    assert len(projector._seen) <= 2 * 20 + 64

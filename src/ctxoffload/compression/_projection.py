@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._disk.events import EventKind, Projection
+from .._disk.ids import validate_session_id
+from ..exceptions import InvalidContent
 from ..formats import to_msgs
 from ..messages import Msg
 from ..tokens import get_token_counter
@@ -64,6 +66,9 @@ class Projector:
         counter: the token counter (default: the one for the config's model).
         context_window: the model's window in tokens (default: the config's).
 
+    Raises:
+        InvalidSessionId: `session_id` is not a plain name.
+
     Example::
 
         projector = Projector(LocalWorkspace("./agent_workspace"), "thread-42")
@@ -89,7 +94,7 @@ class Projector:
             context_window=context_window,
         )
         self._workspace = workspace
-        self._session_id = session_id
+        self._session_id = validate_session_id(session_id)
         # Per message key: the input it was read from and what is sent for it.
         self._seen: dict[str, tuple[Any, Msg, Msg]] = {}
         self._cover: _Cover | None = None
@@ -118,8 +123,15 @@ class Projector:
             and the same replacement objects on every call where something did.
 
         Raises:
-            InvalidContent: a message `to_msgs` cannot read.
+            InvalidContent: `history` is not a list of messages, or holds one `to_msgs`
+                cannot read (named by its index).
         """
+        if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence):
+            raise InvalidContent(
+                f"Projector.project takes the whole history as a list of messages, got one "
+                f"{type(history).__name__}: pass a list of ctxoffload Msgs or OpenAI / "
+                "Anthropic message dicts"
+            )
         async with self._lock:
             await self._load()
             keys, sent = await self._each(history)
@@ -173,11 +185,15 @@ class Projector:
                 keys.append(key)
                 sent.append(known[2])
                 continue
-            msg = item if isinstance(item, Msg) else to_msgs([item])[0]
+            msg = item if isinstance(item, Msg) else _read(item, len(keys))
             projected = await self._compressor.process_message(msg)
             self._seen[key] = (item, msg, projected)
             keys.append(key)
             sent.append(projected)
+        if len(self._seen) > 2 * len(keys) + 64:
+            # A host that dropped messages from its history: forget them, keep the rest.
+            current = set(keys)
+            self._seen = {k: v for k, v in self._seen.items() if k in current}
         return keys, sent
 
     def _covered(self, keys: list[str], sent: list[Msg], system: int) -> list[Msg]:
@@ -216,6 +232,19 @@ class Projector:
             )
         )
         return [*sent[:system], *summary, *sent[system + count :]]
+
+
+def _read(item: Mapping[str, Any], index: int) -> Msg:
+    """One message of a host's history as a `Msg`.
+
+    Raises:
+        InvalidContent: naming the message by its index in the history.
+    """
+    try:
+        return to_msgs([item])[0]
+    except InvalidContent as exc:
+        problem = " ".join(str(exc).split()).removeprefix("objs[0] ")
+        raise InvalidContent(f"Projector.project: history[{index}] {problem}") from None
 
 
 def _leading_system(messages: Sequence[Msg]) -> int:
