@@ -178,3 +178,16 @@ async def test_a_host_that_drops_messages_does_not_keep_them_in_memory(
         await projector.project(plausible_session(200)[start % 200 :] if start else [])
         await projector.project([Msg(role="user", content=f"turn {start} {i}") for i in range(20)])
     assert len(projector._seen) <= 2 * 20 + 64
+
+
+async def test_a_restarted_process_does_not_read_again_what_a_summary_stands_for(
+    local_ws: LocalWorkspace,
+) -> None:
+    history = [*_tool_turn("early", BIG), *plausible_session(120)]
+    await Projector(local_ws, "t1", config=CONFIG).project(history)
+    events = await local_ws.read_events("t1")
+    assert any(e["kind"] == "projection" for e in events)
+    await Projector(local_ws, "t1", config=CONFIG).project(history)
+    again = await local_ws.read_events("t1")
+    truncated = [e for e in again[len(events) :] if e["kind"] == "truncation"]
+    assert truncated == []  # the early result is under the summary: not cut again

@@ -97,6 +97,8 @@ class Projector:
         self._session_id = validate_session_id(session_id)
         # Per message key: the input it was read from and what is sent for it.
         self._seen: dict[str, tuple[Any, Msg, Msg]] = {}
+        # Per message object given (by `id`, holding it so the id stays its own): its key.
+        self._keys: dict[int, tuple[Any, str]] = {}
         self._cover: _Cover | None = None
         self._loaded = False
         self._lock = asyncio.Lock()
@@ -134,13 +136,20 @@ class Projector:
             )
         async with self._lock:
             await self._load()
-            keys, sent = await self._each(history)
-            system = _leading_system(sent)
-            out = self._covered(keys, sent, system)
+            keys = [self._key_of(item) for item in history]
+            system = _leading_system(history)
+            cover = self._cover_for(keys, system)
+            sent = await self._each(history, keys, cover)
+            # A summarised message is None in `sent`: the summary stands where they were.
+            out = [m for m in sent[:system] if m is not None]
+            if cover is not None:
+                out += cover.messages
+            out += [m for m in sent[system:] if m is not None]
             result = await self._compressor.maybe_compress(out, tools=tools, remember=False)
             if result.compressed:
-                out = await self._decide(keys, sent, out, result.messages, system)
+                out = await self._decide(keys, sent, out, result.messages, system, cover)
             self._compressor.remember_sent(out, out)
+            self._forget_dropped(history, keys)
             return out
 
     def project_sync(
@@ -172,42 +181,62 @@ class Projector:
                     tuple(to_msgs(messages)),
                 )
 
+    def _key_of(self, item: Msg | Mapping[str, Any]) -> str:
+        """`_key(item)`, computed once per message object (a host re-sends the same objects)."""
+        known = self._keys.get(id(item))
+        if known is not None and known[0] is item:
+            return known[1]
+        key = _key(item)
+        self._keys[id(item)] = (item, key)
+        return key
+
+    def _cover_for(self, keys: list[str], system: int) -> _Cover | None:
+        """The summary decision, where the history still holds what it summarised."""
+        cover = self._cover
+        if cover is None:
+            return None
+        end = cover.start + cover.count
+        if cover.start == system and end <= len(keys) and keys[end - 1] == cover.last_key:
+            return cover
+        return None
+
     async def _each(
-        self, history: Sequence[Msg | Mapping[str, Any]]
-    ) -> tuple[list[str], list[Msg]]:
-        """Each message's key and what is sent for it: read once, truncated once."""
-        keys: list[str] = []
-        sent: list[Msg] = []
-        for item in history:
-            key = _key(item)
+        self, history: Sequence[Msg | Mapping[str, Any]], keys: list[str], cover: _Cover | None
+    ) -> list[Msg | None]:
+        """What is sent for each message: read once, truncated once; None for a message a
+        summary stands for (not read at all, as a restarted process need not)."""
+        skip = range(cover.start, cover.start + cover.count) if cover is not None else range(0)
+        sent: list[Msg | None] = []
+        for i, (item, key) in enumerate(zip(history, keys, strict=True)):
+            if i in skip:
+                sent.append(None)
+                continue
             known = self._seen.get(key)
             if known is not None and (known[0] is item or known[0] == item):
-                keys.append(key)
                 sent.append(known[2])
                 continue
-            msg = item if isinstance(item, Msg) else _read(item, len(keys))
+            msg = item if isinstance(item, Msg) else _read(item, i)
             projected = await self._compressor.process_message(msg)
             self._seen[key] = (item, msg, projected)
-            keys.append(key)
             sent.append(projected)
+        return sent
+
+    def _forget_dropped(self, history: Sequence[Any], keys: list[str]) -> None:
+        """Forget the messages a host dropped from its history (bounded memory)."""
         if len(self._seen) > 2 * len(keys) + 64:
-            # A host that dropped messages from its history: forget them, keep the rest.
             current = set(keys)
             self._seen = {k: v for k, v in self._seen.items() if k in current}
-        return keys, sent
-
-    def _covered(self, keys: list[str], sent: list[Msg], system: int) -> list[Msg]:
-        """`sent` with the summarised messages replaced by the summary, where the history
-        still holds what was summarised."""
-        cover = self._cover
-        if cover is not None:
-            end = cover.start + cover.count
-            if cover.start == system and end <= len(keys) and keys[end - 1] == cover.last_key:
-                return [*sent[:system], *cover.messages, *sent[end:]]
-        return list(sent)
+        if len(self._keys) > 2 * len(keys) + 64:
+            self._keys = {id(item): (item, key) for item, key in zip(history, keys, strict=True)}
 
     async def _decide(
-        self, keys: list[str], sent: list[Msg], given: list[Msg], now: list[Msg], system: int
+        self,
+        keys: list[str],
+        sent: list[Msg | None],
+        given: list[Msg],
+        now: list[Msg],
+        system: int,
+        cover: _Cover | None,
     ) -> list[Msg]:
         """Keep what a compaction decided: which of the history's messages its summary
         stands for, recorded in the session for a restarted process."""
@@ -219,8 +248,8 @@ class Projector:
         ):
             kept += 1
         count = len(keys) - system - kept
-        if count <= 0:
-            return now
+        if count <= 0 or (cover is not None and count < cover.count):
+            return now  # the summary stands for no more of the history than before
         summary = tuple(now[system : len(now) - kept])
         self._cover = _Cover(system, count, keys[system + count - 1], summary)
         await self._compressor.event(
@@ -231,7 +260,8 @@ class Projector:
                 messages=[m.model_dump(mode="json", exclude_none=True) for m in summary],
             )
         )
-        return [*sent[:system], *summary, *sent[system + count :]]
+        tail = [m for m in sent[system + count :] if m is not None]
+        return [*now[:system], *summary, *tail]
 
 
 def _read(item: Mapping[str, Any], index: int) -> Msg:
@@ -247,10 +277,13 @@ def _read(item: Mapping[str, Any], index: int) -> Msg:
         raise InvalidContent(f"Projector.project: history[{index}] {problem}") from None
 
 
-def _leading_system(messages: Sequence[Msg]) -> int:
+def _leading_system(history: Sequence[Msg | Mapping[str, Any]]) -> int:
     """How many system messages lead the history (never summarised)."""
     n = 0
-    while n < len(messages) and messages[n].role == "system":
+    for item in history:
+        role = item.role if isinstance(item, Msg) else item.get("role")
+        if role not in ("system", "developer"):
+            break
         n += 1
     return n
 
