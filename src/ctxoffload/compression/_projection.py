@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import threading
-import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .._disk.events import EventKind, Projection
 from .._disk.ids import validate_session_id
+from .._loop import LoopThread
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
 from ..messages import Msg
@@ -38,8 +37,6 @@ if TYPE_CHECKING:
     from ._config import ContextConfig
 
 __all__ = ["Projector"]
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -102,7 +99,7 @@ class Projector:
         self._cover: _Cover | None = None
         self._loaded = False
         self._lock = asyncio.Lock()
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
 
     @property
     def session_id(self) -> str:
@@ -159,7 +156,7 @@ class Projector:
         event loop, on a thread of its own (started on the first call), so the workspace's
         locks and the projector's state stay on one loop whichever thread calls."""
         if self._loop is None:
-            self._loop = _LoopThread()
+            self._loop = LoopThread("ctxoffload-projector")
         return self._loop.run(self.project(history, tools=tools))
 
     # -- the steps --------------------------------------------------------------------------
@@ -297,30 +294,3 @@ def _key(item: Msg | Mapping[str, Any]) -> str:
         return f"id:{given}"
     text = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-class _LoopThread:
-    """One event loop on a daemon thread, for running the async engine from sync calls."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=_serve, args=(loop,), name="ctxoffload-projector", daemon=True
-                ).start()
-                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
-                self._loop = loop
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-
-def _serve(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        loop.close()

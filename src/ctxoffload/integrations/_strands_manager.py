@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
-import weakref
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+from .._loop import LoopThread
 from ..compression import (
     Compressor,
     ContextConfig,
@@ -53,39 +53,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
     raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
 
+
 _T = TypeVar("_T")
-
-
-class _LoopThread:
-    """One event loop on a daemon thread, for running the async pipeline from sync calls.
-
-    The workspace's locks and the pipeline's state live on this one loop, whichever thread
-    Strands calls from.
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=_serve, args=(loop,), name="ctxoffload-strands", daemon=True
-                ).start()
-                # The thread ends with the manager that owns it, not with the process.
-                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
-                self._loop = loop
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-
-def _serve(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        loop.close()
 
 
 class _Bridge:
@@ -100,7 +69,7 @@ class _Bridge:
             context_window=pipeline.config.context_window or 200_000,
         )
         self.run: PipelineRun = pipeline.bind(compressor)
-        self.loop = _LoopThread()
+        self.loop = LoopThread("ctxoffload-strands")
         self.session_id = session_id
         self.lease: SessionLease | None = None
         self._lease_lock: asyncio.Lock | None = None
