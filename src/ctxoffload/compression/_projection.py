@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._disk.events import EventKind, Projection
 from ..formats import to_msgs
-from ..messages import Msg
+from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
 
@@ -137,9 +137,27 @@ class Projector:
         """`project` for a host that calls from synchronous code: run on this projector's own
         event loop, on a thread of its own (started on the first call), so the workspace's
         locks and the projector's state stay on one loop whichever thread calls."""
+        return self._run_sync(self.project(history, tools=tools))
+
+    async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:
+        """One tool result as the host should keep it: `block` when it fits, else its head
+        and the notice naming the file that holds it whole (the Compressor's truncation).
+
+        For a host whose tool hook may replace a result before it enters the history (so
+        the whole text never reaches the host's own store); `project` leaves a result cut
+        here as it is.
+        """
+        async with self._lock:
+            return await self._compressor.process_tool_result(block)
+
+    def offload_tool_result_sync(self, block: ToolResultBlock) -> ToolResultBlock:
+        """`offload_tool_result` for synchronous code, on the loop `project_sync` uses."""
+        return self._run_sync(self.offload_tool_result(block))
+
+    def _run_sync(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._loop is None:
             self._loop = _LoopThread()
-        return self._loop.run(self.project(history, tools=tools))
+        return self._loop.run(coro)
 
     # -- the steps --------------------------------------------------------------------------
 
