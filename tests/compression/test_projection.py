@@ -144,3 +144,18 @@ def test_a_sync_host_projects_from_any_thread(tmp_path: Path) -> None:
         t.join()
     assert len(results) == 3 and len(set(results)) == 1
     assert len(results[0]) < len(BIG) / 5
+
+
+def test_a_result_cut_by_the_tool_hook_is_projected_as_it_is(tmp_path: Path) -> None:
+    workspace = LocalWorkspace(tmp_path)
+    projector = Projector(workspace, "t1", config=CONFIG)
+    small = ToolResultBlock(id="c0", name="grep", output="3 rows")
+    assert projector.offload_tool_result_sync(small) is small
+    cut = projector.offload_tool_result_sync(ToolResultBlock(id="c1", name="grep", output=BIG))
+    stored = workspace.session_dir("t1") / "tool_result-c1.txt"
+    assert stored.read_text() == BIG
+    assert str(stored) in str(cut.output) and len(str(cut.output)) < len(BIG) / 10
+    # The host keeps the cut result; projecting it stores nothing more and changes nothing.
+    history = [Msg(role="user", content="go"), *_tool_turn("c1", str(cut.output))]
+    assert projector.project_sync(history) == history
+    assert [p.name for p in stored.parent.glob("tool_result-*")] == ["tool_result-c1.txt"]
