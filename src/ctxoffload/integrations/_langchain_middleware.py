@@ -53,8 +53,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     - A `ToolMessage` whose text is over the config's `tool_result_limit` is stored whole
       (`sessions/<thread>/tool_result-<call id>.txt`) and enters state as its head plus the
-      notice naming that file; its id, status and artifact are kept. `Command`s and small
-      results pass untouched.
+      notice naming that file; its id, status and artifact are kept. A `Command`, or a small
+      result, passes untouched.
     - Every model call is sent the projection of `request.messages`: offloaded results as
       head + notice, and past the config's trigger the older messages as a summary (they go
       to the session's context.jsonl first). The same history projects to the same bytes on
