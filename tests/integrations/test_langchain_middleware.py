@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from frameworks import require_framework
 
@@ -15,9 +15,10 @@ require_framework("langchain", "langchain")
 
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.messages import HumanMessage, ToolMessage  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
+from langchain_core.tools import InjectedToolCallId, ToolException, tool  # noqa: E402
 from langchain_scripted import call, saver_bytes, scripted, wire  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.types import Command  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace, Summary  # noqa: E402
 from ctxoffload.integrations.langchain import (  # noqa: E402
@@ -202,3 +203,39 @@ async def test_a_langchain_summary_model_is_called_as_an_internal_call(tmp_path:
     assert summarizer.seen, "the summary model was never called"
     assert any("the export ran" in str(m.content) for m in model.seen[-1])
     assert "the export ran" not in "".join(streamed)
+
+
+def test_a_run_without_a_thread_id_uses_the_fallback_session(tmp_path: Path) -> None:
+    model = scripted(call("dump", {}, "call_1"), "Done.")
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="nightly"
+    )
+    create_agent(model, tools=[dump], middleware=[offload]).invoke(
+        {"messages": [HumanMessage("dump the log")]}
+    )
+    stored = tmp_path / "ws" / "sessions" / "nightly" / "tool_result-call_1.txt"
+    assert stored.read_text(encoding="utf-8") == BIG
+
+
+def test_a_failed_tool_keeps_its_error_status_and_a_command_passes_untouched(
+    tmp_path: Path,
+) -> None:
+    @tool
+    def failing() -> str:
+        """Run the export; it fails with a long trace."""
+        raise ToolException(BIG)
+
+    failing.handle_tool_error = True
+
+    @tool
+    def note(text: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Keep a note in the agent's state."""
+        return Command(update={"messages": [ToolMessage(BIG, tool_call_id=tool_call_id)]})
+
+    model = scripted(call("failing", {}, "call_1"), call("note", {"text": "x"}, "call_2"), "Ok.")
+    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = create_agent(model, tools=[failing, note], middleware=[offload])
+    state = agent.invoke({"messages": [HumanMessage("export")]}, thread("e1"))
+    failed, noted = state["messages"][2], state["messages"][4]
+    assert failed.status == "error" and "tool_result-call_1.txt" in failed.content
+    assert noted.content == BIG  # a Command writes state itself
