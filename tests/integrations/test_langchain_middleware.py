@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import pytest
 from frameworks import require_framework
 
 require_framework("langchain", "langchain")
@@ -16,18 +20,27 @@ require_framework("langchain", "langchain")
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.messages import HumanMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import InjectedToolCallId, ToolException, tool  # noqa: E402
-from langchain_scripted import call, saver_bytes, scripted, wire  # noqa: E402
+from langchain_scripted import (  # noqa: E402
+    CONFIG,
+    agent_on,
+    answers,
+    call,
+    converse,
+    saver_bytes,
+    scripted,
+    thread,
+    wire,
+)
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
-from ctxoffload import ContextConfig, LocalWorkspace, Summary  # noqa: E402
+from ctxoffload import LocalWorkspace, Summary  # noqa: E402
 from ctxoffload.integrations.langchain import (  # noqa: E402
     ContextOffloadMiddleware,
     from_langchain,
 )
 from ctxoffload.tokens import get_token_counter  # noqa: E402
 
-CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
 BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
 
 
@@ -35,10 +48,6 @@ BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160
 def dump() -> str:
     """Dump the export job's whole log."""
     return BIG
-
-
-def thread(name: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": name}}
 
 
 def tokens(messages: list[Any]) -> int:
@@ -105,20 +114,6 @@ def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path) -> No
         assert after[: len(before)] == before
 
 
-def converse(agent: Any, turns: range, name: str) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for turn in turns:
-        question = f"Question {turn}: " + "what happened in the export job next? " * 8
-        state = agent.invoke({"messages": [HumanMessage(question)]}, thread(name))
-    return state
-
-
-def answers(count: int) -> list[str]:
-    return [
-        f"Answer {i}: " + "the batch finished and the next one started. " * 8 for i in range(count)
-    ]
-
-
 def context_ids(workdir: Path, session: str) -> set[str]:
     lines = (workdir / "sessions" / session / "context.jsonl").read_text().splitlines()
     return {json.loads(line).get("id") for line in lines if line.strip()}
@@ -137,24 +132,20 @@ def test_a_200_turn_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path:
     assert left <= context_ids(tmp_path / "ws", "long")
 
 
-def agent_on(folder: Path, model: Any, saver: InMemorySaver) -> Any:
-    offload = ContextOffloadMiddleware(LocalWorkspace(folder), config=CONFIG)
-    return create_agent(model, tools=[], middleware=[offload], checkpointer=saver)
+def unbroken_run(folder: Path) -> tuple[list[list[str]], int]:
+    """What 41 turns in one process send on each call, and a turn to resume at: one that
+    extends the call before it (a summary made earlier is re-sent, none is made now)."""
+    control = scripted(*answers(41))
+    converse(agent_on(folder, control, InMemorySaver()), range(41), "t")
+    sent = [wire(messages) for messages in control.seen]
+    extends = [k for k in range(1, 41) if sent[k][: len(sent[k - 1])] == sent[k - 1]]
+    return sent, max(k for k in extends if len(sent[k]) < 2 * k)  # after a summary
 
 
 def test_a_resumed_thread_projects_the_same_messages(tmp_path: Path) -> None:
-    # One process runs 41 turns. Another runs up to a turn that extends the previous call (a
-    # summary made earlier is re-sent, none is made now), stops, and a new middleware and
-    # workspace object on its folder, as a restarted process has, runs that turn from the
-    # checkpoint: it must send what the unbroken run sent.
-    control = scripted(*answers(41))
-    converse(agent_on(tmp_path / "a", control, InMemorySaver()), range(41), "t")
-    sent = [wire(messages) for messages in control.seen]
-    turn = max(
-        k
-        for k in range(1, 41)
-        if sent[k][: len(sent[k - 1])] == sent[k - 1] and len(sent[k]) < 2 * k
-    )
+    # A new middleware and workspace object on the folder, as a restarted process has, runs
+    # the turn from the checkpoint: it must send what the unbroken run sent.
+    sent, turn = unbroken_run(tmp_path / "a")
     saver = InMemorySaver()
     converse(agent_on(tmp_path / "b", scripted(*answers(turn)), saver), range(turn), "t")
     resumed = scripted(*answers(turn + 1)[turn:])
@@ -162,6 +153,23 @@ def test_a_resumed_thread_projects_the_same_messages(tmp_path: Path) -> None:
     unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in sent[turn]]
     again = [line.replace(str(tmp_path / "b"), "WS") for line in wire(resumed.seen[0])]
     assert again == unbroken
+
+
+def test_a_thread_resumed_in_a_new_process_projects_the_same_messages(tmp_path: Path) -> None:
+    # Not in the extra: .ci/run installs it beside it.
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="langgraph-checkpoint-sqlite")
+    sent, turn = unbroken_run(tmp_path / "a")
+    script = Path(__file__).with_name("langchain_resume.py")
+    db, folder, out = tmp_path / "checkpoints.sqlite", tmp_path / "b", tmp_path / "sent.json"
+    for first, last in ((0, turn), (turn, turn + 1)):
+        subprocess.run(
+            [sys.executable, str(script), str(db), str(folder), str(first), str(last), str(out)],
+            check=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    (resumed,) = json.loads(out.read_text())
+    unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in sent[turn]]
+    assert [line.replace(str(folder), "WS") for line in resumed] == unbroken
 
 
 def test_the_agent_reads_an_offloaded_result_back_with_the_tools(tmp_path: Path) -> None:
