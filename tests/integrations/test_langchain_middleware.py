@@ -22,6 +22,7 @@ from langchain_core.messages import HumanMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import InjectedToolCallId, ToolException, tool  # noqa: E402
 from langchain_scripted import (  # noqa: E402
     CONFIG,
+    ToolCallingFakeModel,
     agent_on,
     answers,
     call,
@@ -34,7 +35,7 @@ from langchain_scripted import (  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
-from ctxoffload import LocalWorkspace, Summary  # noqa: E402
+from ctxoffload import ContextConfig, LocalWorkspace, Summary  # noqa: E402
 from ctxoffload.integrations.langchain import (  # noqa: E402
     ContextOffloadMiddleware,
     from_langchain,
@@ -247,3 +248,16 @@ def test_a_failed_tool_keeps_its_error_status_and_a_command_passes_untouched(
     failed, noted = state["messages"][2], state["messages"][4]
     assert failed.status == "error" and "tool_result-call_1.txt" in failed.content
     assert noted.content == BIG  # a Command writes state itself
+
+
+def test_the_window_is_the_one_the_model_declares_when_the_config_has_none(
+    tmp_path: Path,
+) -> None:
+    model = ToolCallingFakeModel(messages=iter(answers(30)), profile={"max_input_tokens": 4_000})
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=ContextConfig(tool_result_limit=300)
+    )
+    agent = create_agent(model, tools=[], middleware=[offload], checkpointer=InMemorySaver())
+    state = converse(agent, range(30), "w")
+    assert len(state["messages"]) == 60
+    assert max(tokens(messages) for messages in model.seen) < 4_000

@@ -68,8 +68,9 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     Args:
         workspace: where offloaded content goes (`LocalWorkspace`, `ObjectStoreWorkspace`,
             `InMemoryWorkspace`, ...).
-        config: when to truncate and when to summarise; give it the model's
-            `context_window`.
+        config: when to truncate and when to summarise. Its `context_window` is the
+            window; without one, the window the agent's model declares in its profile
+            (`model.profile["max_input_tokens"]`).
         summary_model: what writes summaries: a ctxoffload `ChatModel`, or a LangChain chat
             model (called tagged `nostream` with `lc_source: summarization`, so a summary is
             not streamed to the user); None for an extractive summary.
@@ -109,6 +110,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # Per session, per message key: the LangChain message last seen and its `Msg`, so an
         # unchanged message is converted once and the projector sees the same object.
         self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
+        self._window: int | None = None
         self._guard = threading.Lock()
 
     # -- the tool hook ----------------------------------------------------------------------
@@ -152,14 +154,17 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         """Send the model the projection of the history; state is left as it is."""
         session = _thread_id(request.runtime)
         history, originals = self._history(session, request)
-        projected = self._projector(session).project_sync(history, tools=_schemas(request))
+        projector = self._projector(session, request.model)
+        projected = projector.project_sync(history, tools=_schemas(request))
         return handler(request.override(messages=_back(projected, history, originals)))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
         session = _thread_id(request.runtime)
         history, originals = self._history(session, request)
-        projected = await self._projector(session).project(history, tools=_schemas(request))
+        projected = await self._projector(session, request.model).project(
+            history, tools=_schemas(request)
+        )
         return await handler(request.override(messages=_back(projected, history, originals)))
 
     def _history(self, session: str | None, request: Any) -> tuple[list[Msg], dict[str, Any]]:
@@ -181,13 +186,21 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             originals[key] = message
         return history, originals
 
-    def _projector(self, session: str | None) -> Projector:
+    def _projector(self, session: str | None, model: Any = None) -> Projector:
+        """The session's projector; the window is the config's, else the one the agent's
+        model declares in its profile (`max_input_tokens`)."""
         session = session or self.session_id
         with self._guard:
+            if self._window is None:
+                self._window = self.config.context_window or _declared_window(model)
             projector = self._projectors.get(session)
             if projector is None:
                 projector = Projector(
-                    self.workspace, session, config=self.config, model=self._summary_model
+                    self.workspace,
+                    session,
+                    config=self.config,
+                    model=self._summary_model,
+                    context_window=self._window,
                 )
                 self._projectors[session] = projector
             return projector
@@ -202,6 +215,13 @@ def _thread_id(runtime: Any) -> str | None:
         config = getattr(runtime, "config", None) or {}
         thread = config.get("configurable", {}).get("thread_id")
     return None if thread is None else str(thread)
+
+
+def _declared_window(model: Any) -> int | None:
+    """The input window a LangChain chat model declares (`model.profile`, LangChain 1.x)."""
+    profile = getattr(model, "profile", None)
+    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return window if isinstance(window, int) and window > 0 else None
 
 
 def _schemas(request: Any) -> list[dict[str, Any]]:
@@ -258,7 +278,7 @@ class _SummaryModel:
     def __init__(self, model: Any, context_window: int | None) -> None:
         self._model = model
         self.model_name = str(getattr(model, "model_name", None) or type(model).__name__)
-        self.context_window = context_window or 0
+        self.context_window = context_window or _declared_window(model) or 0
 
     async def generate(
         self,
