@@ -159,3 +159,14 @@ def test_a_result_cut_by_the_tool_hook_is_projected_as_it_is(tmp_path: Path) -> 
     history = [Msg(role="user", content="go"), *_tool_turn("c1", str(cut.output))]
     assert projector.project_sync(history) == history
     assert [p.name for p in stored.parent.glob("tool_result-*")] == ["tool_result-c1.txt"]
+
+
+async def test_a_forced_projection_summarises_below_the_trigger_and_is_re_applied(
+    local_ws: LocalWorkspace,
+) -> None:
+    history = [Msg(role="user", content=f"step {i}: " + "y" * 200) for i in range(12)]
+    projector = Projector(local_ws, "t1", config=CONFIG, model=_model("FORCED"))
+    assert await projector.project(history) == history  # under the trigger
+    forced = await projector.project(history, force=True)
+    assert len(forced) < len(history) and "FORCED" in _bytes(forced).decode()
+    assert _bytes(await projector.project(history)) == _bytes(forced)

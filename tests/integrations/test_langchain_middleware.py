@@ -18,6 +18,7 @@ from frameworks import require_framework
 require_framework("langchain", "langchain")
 
 from langchain.agents import create_agent  # noqa: E402
+from langchain_core.exceptions import ContextOverflowError  # noqa: E402
 from langchain_core.messages import HumanMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import InjectedToolCallId, ToolException, tool  # noqa: E402
 from langchain_scripted import (  # noqa: E402
@@ -261,3 +262,35 @@ def test_the_window_is_the_one_the_model_declares_when_the_config_has_none(
     state = converse(agent, range(30), "w")
     assert len(state["messages"]) == 60
     assert max(tokens(messages) for messages in model.seen) < 4_000
+
+
+class SmallWindowModel(ToolCallingFakeModel):
+    """A provider whose window is smaller than the config says: it refuses a longer prompt
+    with LangChain's own overflow error, as langchain-openai and langchain-anthropic do."""
+
+    limit: int = 1_500
+    refused: int = 0
+
+    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        if tokens(messages) > self.limit:
+            self.refused += 1
+            raise ContextOverflowError(f"prompt is too long: {tokens(messages)} > {self.limit}")
+        return super()._generate(messages, *args, **kwargs)
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_a_call_refused_as_over_the_window_is_summarised_and_sent_again(
+    tmp_path: Path, run: str
+) -> None:
+    model = SmallWindowModel(messages=iter(answers(20)))
+    agent = agent_on(tmp_path / "ws", model, InMemorySaver())
+    for turn in range(20):
+        question = {"messages": [HumanMessage(f"Question {turn}: " + "and then? " * 30)]}
+        if run == "invoke":
+            state = agent.invoke(question, thread("o"))
+        else:
+            state = await agent.ainvoke(question, thread("o"))
+    assert model.refused > 0
+    assert len(state["messages"]) == 40
+    answered = [m for m in model.seen if tokens(m) <= model.limit]
+    assert len(answered) == 20

@@ -103,7 +103,11 @@ class Projector:
         return self._session_id
 
     async def project(
-        self, history: Sequence[Msg | Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] = ()
+        self,
+        history: Sequence[Msg | Mapping[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        force: bool = False,
     ) -> list[Msg]:
         """The messages the model should be sent for `history`, the host's whole history.
 
@@ -112,6 +116,8 @@ class Projector:
                 Anthropic message dicts (read with `to_msgs`). A message is known across
                 calls by its `id` where it has one, else by a hash of its content.
             tools: the tool schemas sent with the call (they count against the window).
+            force: summarise now, even below the trigger: the provider said the projection
+                is over its window (`is_context_overflow`); later calls re-apply it.
 
         Returns:
             `Msg` objects: the ones given (converted from dicts once) where nothing changed,
@@ -125,19 +131,25 @@ class Projector:
             keys, sent = await self._each(history)
             system = _leading_system(sent)
             out = self._covered(keys, sent, system)
-            result = await self._compressor.maybe_compress(out, tools=tools, remember=False)
+            result = await self._compressor.maybe_compress(
+                out, tools=tools, force=force, remember=False
+            )
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system)
             self._compressor.remember_sent(out, out)
             return out
 
     def project_sync(
-        self, history: Sequence[Msg | Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] = ()
+        self,
+        history: Sequence[Msg | Mapping[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        force: bool = False,
     ) -> list[Msg]:
         """`project` for a host that calls from synchronous code: run on this projector's own
         event loop, on a thread of its own (started on the first call), so the workspace's
         locks and the projector's state stay on one loop whichever thread calls."""
-        return self._run_sync(self.project(history, tools=tools))
+        return self._run_sync(self.project(history, tools=tools, force=force))
 
     async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:
         """One tool result as the host should keep it: `block` when it fits, else its head

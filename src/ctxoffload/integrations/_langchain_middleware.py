@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
@@ -58,7 +59,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     - Every model call is sent the projection of `request.messages`: offloaded results as
       head + notice, and past the config's trigger the older messages as a summary (they go
       to the session's context.jsonl first). The same history projects to the same bytes on
-      every call; state keeps every message.
+      every call; state keeps every message. A call the provider refuses as over its window
+      (`is_context_overflow`) is summarised at once and sent again, once.
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
       `retrieve_offloaded_content`, to read back what was offloaded.
 
@@ -154,17 +156,29 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         """Send the model the projection of the history; state is left as it is."""
         session = _thread_id(request.runtime)
         history, originals = self._history(session, request)
-        projector = self._projector(session, request.model)
-        projected = projector.project_sync(history, tools=_schemas(request))
+        projector, tools = self._projector(session, request.model), _schemas(request)
+        projected = projector.project_sync(history, tools=tools)
+        try:
+            return handler(request.override(messages=_back(projected, history, originals)))
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+        # The provider counts more than the counter did: summarise now and send once more.
+        projected = projector.project_sync(history, tools=tools, force=True)
         return handler(request.override(messages=_back(projected, history, originals)))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
         session = _thread_id(request.runtime)
         history, originals = self._history(session, request)
-        projected = await self._projector(session, request.model).project(
-            history, tools=_schemas(request)
-        )
+        projector, tools = self._projector(session, request.model), _schemas(request)
+        projected = await projector.project(history, tools=tools)
+        try:
+            return await handler(request.override(messages=_back(projected, history, originals)))
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+        projected = await projector.project(history, tools=tools, force=True)
         return await handler(request.override(messages=_back(projected, history, originals)))
 
     def _history(self, session: str | None, request: Any) -> tuple[list[Msg], dict[str, Any]]:
