@@ -227,7 +227,7 @@ def test_a_run_without_a_thread_id_uses_the_fallback_session(tmp_path: Path) -> 
     assert stored.read_text(encoding="utf-8") == BIG
 
 
-def test_a_failed_tool_keeps_its_error_status_and_a_command_passes_untouched(
+def test_a_failed_tool_keeps_its_error_status_and_a_command_leaves_state_whole(
     tmp_path: Path,
 ) -> None:
     @tool
@@ -249,6 +249,9 @@ def test_a_failed_tool_keeps_its_error_status_and_a_command_passes_untouched(
     failed, noted = state["messages"][2], state["messages"][4]
     assert failed.status == "error" and "tool_result-call_1.txt" in failed.content
     assert noted.content == BIG  # a Command writes state itself
+    sent = model.seen[2][-1]  # ... and the model is sent the projection of it
+    assert sent.id == noted.id and "tool_result-call_2.txt" in sent.content
+    assert len(sent.content) < 5_000
 
 
 def test_the_window_is_the_one_the_model_declares_when_the_config_has_none(
