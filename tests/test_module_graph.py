@@ -31,6 +31,7 @@ PACKAGES = [
 ]
 INTEGRATIONS = {
     "ctxoffload.integrations.agentscope": "agentscope",
+    "ctxoffload.integrations.langchain": "langchain",
     "ctxoffload.integrations.strands": "strands",
 }
 

@@ -191,3 +191,29 @@ async def test_a_restarted_process_does_not_read_again_what_a_summary_stands_for
     again = await local_ws.read_events("t1")
     truncated = [e for e in again[len(events) :] if e["kind"] == "truncation"]
     assert truncated == []  # the early result is under the summary: not cut again
+
+
+def test_a_result_cut_by_the_tool_hook_is_projected_as_it_is(tmp_path: Path) -> None:
+    workspace = LocalWorkspace(tmp_path)
+    projector = Projector(workspace, "t1", config=CONFIG)
+    small = ToolResultBlock(id="c0", name="grep", output="3 rows")
+    assert projector.offload_tool_result_sync(small) is small
+    cut = projector.offload_tool_result_sync(ToolResultBlock(id="c1", name="grep", output=BIG))
+    stored = workspace.session_dir("t1") / "tool_result-c1.txt"
+    assert stored.read_text() == BIG
+    assert str(stored) in str(cut.output) and len(str(cut.output)) < len(BIG) / 10
+    # The host keeps the cut result; projecting it stores nothing more and changes nothing.
+    history = [Msg(role="user", content="go"), *_tool_turn("c1", str(cut.output))]
+    assert projector.project_sync(history) == history
+    assert [p.name for p in stored.parent.glob("tool_result-*")] == ["tool_result-c1.txt"]
+
+
+async def test_a_forced_projection_summarises_below_the_trigger_and_is_re_applied(
+    local_ws: LocalWorkspace,
+) -> None:
+    history = [Msg(role="user", content=f"step {i}: " + "y" * 200) for i in range(12)]
+    projector = Projector(local_ws, "t1", config=CONFIG, model=_model("FORCED"))
+    assert await projector.project(history) == history  # under the trigger
+    forced = await projector.project(history, force=True)
+    assert len(forced) < len(history) and "FORCED" in _bytes(forced).decode()
+    assert _bytes(await projector.project(history)) == _bytes(forced)

@@ -17,16 +17,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._disk.events import EventKind, Projection
 from .._disk.ids import validate_session_id
 from .._loop import LoopThread
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
-from ..messages import Msg
+from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
 
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ._config import ContextConfig
 
 __all__ = ["Projector"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,11 @@ class Projector:
         return self._session_id
 
     async def project(
-        self, history: Sequence[Msg | Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] = ()
+        self,
+        history: Sequence[Msg | Mapping[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        force: bool = False,
     ) -> list[Msg]:
         """The messages the model should be sent for `history`, the host's whole history.
 
@@ -116,6 +122,8 @@ class Projector:
                 Anthropic message dicts (read with `to_msgs`). A message is known across
                 calls by its `id` where it has one, else by a hash of its content.
             tools: the tool schemas sent with the call (they count against the window).
+            force: summarise now, even below the trigger: the provider said the projection
+                is over its window (`is_context_overflow`); later calls re-apply it.
 
         Returns:
             `Msg` objects: the ones given (converted from dicts once) where nothing changed,
@@ -142,7 +150,9 @@ class Projector:
             if cover is not None:
                 out += cover.messages
             out += [m for m in sent[system:] if m is not None]
-            result = await self._compressor.maybe_compress(out, tools=tools, remember=False)
+            result = await self._compressor.maybe_compress(
+                out, tools=tools, force=force, remember=False
+            )
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
             self._compressor.remember_sent(out, out)
@@ -150,14 +160,36 @@ class Projector:
             return out
 
     def project_sync(
-        self, history: Sequence[Msg | Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] = ()
+        self,
+        history: Sequence[Msg | Mapping[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        force: bool = False,
     ) -> list[Msg]:
         """`project` for a host that calls from synchronous code: run on this projector's own
         event loop, on a thread of its own (started on the first call), so the workspace's
         locks and the projector's state stay on one loop whichever thread calls."""
+        return self._run_sync(self.project(history, tools=tools, force=force))
+
+    async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:
+        """One tool result as the host should keep it: `block` when it fits, else its head
+        and the notice naming the file that holds it whole (the Compressor's truncation).
+
+        For a host whose tool hook may replace a result before it enters the history (so
+        the whole text never reaches the host's own store); `project` leaves a result cut
+        here as it is.
+        """
+        async with self._lock:
+            return await self._compressor.process_tool_result(block)
+
+    def offload_tool_result_sync(self, block: ToolResultBlock) -> ToolResultBlock:
+        """`offload_tool_result` for synchronous code, on the loop `project_sync` uses."""
+        return self._run_sync(self.offload_tool_result(block))
+
+    def _run_sync(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._loop is None:
             self._loop = LoopThread("ctxoffload-projector")
-        return self._loop.run(self.project(history, tools=tools))
+        return self._loop.run(coro)
 
     # -- the steps --------------------------------------------------------------------------
 

@@ -8,4 +8,8 @@ from aborting a reply, and the retrieval tool as an AgentScope tool.
 `ctxoffload.integrations.strands`: `WorkspaceStorage` (Strands' `ContextOffloader` storage and
 its unified `strands.storage.Storage`, with blocking twins in `.sync`) and
 `OffloadingConversationManager` (a Strands conversation manager on ctxoffload's pipeline).
+
+`ctxoffload.integrations.langchain`: `ContextOffloadMiddleware`, LangChain v1's `create_agent`
+middleware that stores big tool results whole and sends each model call the projection of the
+history, and the converters between LangChain messages and ctxoffload's.
 """

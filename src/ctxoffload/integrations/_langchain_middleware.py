@@ -1,0 +1,337 @@
+"""`ContextOffloadMiddleware`: ctxoffload under a LangChain v1 `create_agent`.
+
+LangChain keeps the history in LangGraph state and sends it whole on every model call; a
+middleware may change what the model is sent, never what the state keeps. So this one works
+at the two places LangChain hands over: the tool hook replaces a big `ToolMessage` by its head
+and a notice before it enters state (the whole text goes to the workspace, never into a
+checkpoint), and the model hook sends `request.messages` through a `Projector` (one per
+thread), which re-applies the same truncations and summary on every call. State is never
+rewritten: a resumed thread projects the same way, from the workspace's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .._overflow import is_context_overflow
+from ..compression import ContextConfig, Projector
+from ..exceptions import ConfigError
+from ..messages import Msg, ToolResultBlock
+from ..model import ChatModel, ModelResponse
+from ..workspace import Workspace
+from ._langchain_messages import (
+    INSTALL_HINT,
+    from_langchain,
+    message_key,
+    to_langchain,
+    with_content_of,
+)
+
+__all__ = ["ContextOffloadMiddleware"]
+
+try:
+    _AgentMiddleware: Any = importlib.import_module("langchain.agents.middleware").AgentMiddleware
+    _internal = importlib.import_module("langchain.agents.middleware.internal_call_transformer")
+    _ToolMessage: Any = importlib.import_module("langchain_core.messages").ToolMessage
+    _BaseChatModel: Any = importlib.import_module("langchain_core.language_models").BaseChatModel
+    _StructuredTool: Any = importlib.import_module("langchain_core.tools").StructuredTool
+    _to_openai_tool: Any = importlib.import_module(
+        "langchain_core.utils.function_calling"
+    ).convert_to_openai_tool
+    _TAG_NOSTREAM: str = importlib.import_module("langgraph.constants").TAG_NOSTREAM
+except ImportError as exc:  # pragma: no cover - exercised where LangChain is absent
+    raise ConfigError(INSTALL_HINT) from exc
+
+
+class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
+    """A LangChain `AgentMiddleware` that offloads big tool results and compacts what the
+    model is sent, into a ctxoffload workspace.
+
+    - A `ToolMessage` whose text is over the config's `tool_result_limit` is stored whole
+      (`sessions/<thread>/tool_result-<call id>.txt`) and enters state as its head plus the
+      notice naming that file; its id, status and artifact are kept. A `Command`, or a small
+      result, passes untouched.
+    - Every model call is sent the projection of `request.messages`: offloaded results as
+      head + notice, and past the config's trigger the older messages as a summary (they go
+      to the session's context.jsonl first). The same history projects to the same bytes on
+      every call; state keeps every message. A call the provider refuses as over its window
+      (`is_context_overflow`) is summarised at once and sent again, once.
+    - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
+      `retrieve_offloaded_content`, to read back what was offloaded.
+
+    The session is the run's `thread_id` (`config={"configurable": {"thread_id": ...}}`);
+    a run without one uses `session_id`.
+
+    Args:
+        workspace: where offloaded content goes (`LocalWorkspace`, `ObjectStoreWorkspace`,
+            `InMemoryWorkspace`, ...).
+        config: when to truncate and when to summarise. Its `context_window` is the
+            window; without one, the window the agent's model declares in its profile
+            (`model.profile["max_input_tokens"]`).
+        summary_model: what writes summaries: a ctxoffload `ChatModel`, or a LangChain chat
+            model (called tagged `nostream` with `lc_source: summarization`, so a summary is
+            not streamed to the user); None for an extractive summary.
+        session_id: the session of runs that have no thread_id.
+        max_output_chars: longest answer of a reading tool.
+
+    Example::
+
+        offload = ContextOffloadMiddleware(
+            LocalWorkspace("ws"), config=ContextConfig(context_window=128_000)
+        )
+        agent = create_agent(model, tools=[fetch_logs, *offload.tools], middleware=[offload])
+    """
+
+    transformers = (_internal.InternalCallTransformer,)
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | Any | None = None,
+        session_id: str = "langchain",
+        max_output_chars: int = 20_000,
+    ) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.config = config or ContextConfig()
+        self.session_id = session_id
+        self.tools = _reading_tools(workspace, max_output_chars)
+        self._summary_model: ChatModel | None = (
+            _SummaryModel(summary_model, self.config.context_window)
+            if isinstance(summary_model, _BaseChatModel)
+            else summary_model
+        )
+        self._projectors: dict[str, Projector] = {}
+        # Per session, per message key: the LangChain message last seen and its `Msg`, so an
+        # unchanged message is converted once and the projector sees the same object.
+        self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
+        self._window: int | None = None
+        self._guard = threading.Lock()
+
+    # -- the tool hook ----------------------------------------------------------------------
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Run the tool; a big text result enters state as its head and a notice."""
+        result = handler(request)
+        block = self._oversized(result, request)
+        if block is None:
+            return result
+        projector = self._projector(_thread_id(request.runtime))
+        return _with_output(result, block, projector.offload_tool_result_sync(block))
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """`wrap_tool_call` for an async run."""
+        result = await handler(request)
+        block = self._oversized(result, request)
+        if block is None:
+            return result
+        projector = self._projector(_thread_id(request.runtime))
+        return _with_output(result, block, await projector.offload_tool_result(block))
+
+    def _oversized(self, result: Any, request: Any) -> ToolResultBlock | None:
+        """The result as a ctxoffload block when it is text that may be over the limit."""
+        if not isinstance(result, _ToolMessage):
+            return None  # a Command updates state itself
+        text = _text_of(result.content)
+        # A token is at least one character: a text no longer than the limit fits.
+        if text is None or len(text) <= self.config.tool_result_limit:
+            return None
+        return ToolResultBlock(
+            id=result.tool_call_id,
+            name=result.name or request.tool_call.get("name", ""),
+            output=text,
+            is_error=result.status == "error",
+        )
+
+    # -- the model hook ---------------------------------------------------------------------
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Send the model the projection of the history; state is left as it is."""
+        session = _thread_id(request.runtime)
+        history, originals = self._history(session, request)
+        projector, tools = self._projector(session, request.model), _schemas(request)
+        projected = projector.project_sync(history, tools=tools)
+        try:
+            return handler(request.override(messages=_back(projected, history, originals)))
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+        # The provider counts more than the counter did: summarise now and send once more.
+        projected = projector.project_sync(history, tools=tools, force=True)
+        return handler(request.override(messages=_back(projected, history, originals)))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """`wrap_model_call` for an async run."""
+        session = _thread_id(request.runtime)
+        history, originals = self._history(session, request)
+        projector, tools = self._projector(session, request.model), _schemas(request)
+        projected = await projector.project(history, tools=tools)
+        try:
+            return await handler(request.override(messages=_back(projected, history, originals)))
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+        projected = await projector.project(history, tools=tools, force=True)
+        return await handler(request.override(messages=_back(projected, history, originals)))
+
+    def _history(self, session: str | None, request: Any) -> tuple[list[Msg], dict[str, Any]]:
+        """The request's system message and messages as `Msg`s, and the LangChain message
+        behind each `Msg` id."""
+        given = [request.system_message] if request.system_message is not None else []
+        given.extend(request.messages)
+        with self._guard:
+            cache = self._converted.setdefault(session or self.session_id, {})
+        history: list[Msg] = []
+        originals: dict[str, Any] = {}
+        for message in given:
+            key = message_key(message)
+            known = cache.get(key)
+            if known is None or not (known[0] is message or known[0] == message):
+                known = (message, from_langchain([message])[0])
+                cache[key] = known
+            history.append(known[1])
+            originals[key] = message
+        return history, originals
+
+    def _projector(self, session: str | None, model: Any = None) -> Projector:
+        """The session's projector; the window is the config's, else the one the agent's
+        model declares in its profile (`max_input_tokens`)."""
+        session = session or self.session_id
+        with self._guard:
+            if self._window is None:
+                self._window = self.config.context_window or _declared_window(model)
+            projector = self._projectors.get(session)
+            if projector is None:
+                projector = Projector(
+                    self.workspace,
+                    session,
+                    config=self.config,
+                    model=self._summary_model,
+                    context_window=self._window,
+                )
+                self._projectors[session] = projector
+            return projector
+
+
+def _thread_id(runtime: Any) -> str | None:
+    """The run's thread_id: a model hook's runtime has it in `execution_info`, a tool hook's
+    also in its `config`; None when the caller gave none."""
+    info = getattr(runtime, "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    if thread is None:
+        config = getattr(runtime, "config", None) or {}
+        thread = config.get("configurable", {}).get("thread_id")
+    return None if thread is None else str(thread)
+
+
+def _declared_window(model: Any) -> int | None:
+    """The input window a LangChain chat model declares (`model.profile`, LangChain 1.x)."""
+    profile = getattr(model, "profile", None)
+    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return window if isinstance(window, int) and window > 0 else None
+
+
+def _schemas(request: Any) -> list[dict[str, Any]]:
+    """The tools of a model request as OpenAI schemas (they count against the window)."""
+    return [_to_openai_tool(tool) for tool in request.tools]
+
+
+def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: dict[str, Any]) -> list[Any]:
+    """The LangChain messages for a projection: the original object wherever the projection
+    kept a message as it was (ids intact), a copy with new content where it cut one, new
+    messages for a summary; the system message, which the request holds apart, left out."""
+    given = {msg.id: msg for msg in history}
+    out: list[Any] = []
+    for msg in projected:
+        original = originals.get(msg.id)
+        if original is None:
+            out.extend(to_langchain([msg]))
+        elif original.type == "system":
+            continue
+        elif msg is given[msg.id] or msg.content == given[msg.id].content:
+            out.append(original)
+        else:
+            out.extend(with_content_of(original, msg))
+    return out
+
+
+def _text_of(content: Any) -> str | None:
+    """A ToolMessage's content as text, or None when it holds more than text (images)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict) and part.get("type") == "text":
+            parts.append(str(part.get("text", "")))
+        else:
+            return None
+    return "".join(parts)
+
+
+def _with_output(result: Any, given: ToolResultBlock, kept: ToolResultBlock) -> Any:
+    """`result` holding what the workspace kept of it in place of its content."""
+    if kept.output == given.output or not isinstance(kept.output, str):
+        return result
+    return result.model_copy(update={"content": kept.output})
+
+
+class _SummaryModel:
+    """A LangChain chat model as ctxoffload's summary model. Its calls carry LangChain's
+    marks for an internal call (tag `nostream`, `lc_source: summarization`), so a summary is
+    not streamed into the user's UI, as LangChain's own `SummarizationMiddleware` does."""
+
+    def __init__(self, model: Any, context_window: int | None) -> None:
+        self._model = model
+        self.model_name = str(getattr(model, "model_name", None) or type(model).__name__)
+        self.context_window = context_window or _declared_window(model) or 0
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        config = {
+            "tags": [_TAG_NOSTREAM],
+            "metadata": {"lc_source": "summarization", **_internal.internal_call_metadata()},
+        }
+        reply = await self._model.ainvoke(to_langchain(messages), config=config)
+        return ModelResponse(message=from_langchain([reply])[0])
+
+
+def _reading_tools(workspace: Workspace, max_output_chars: int) -> list[Any]:
+    """Read, Grep and Glob (a workspace on a local folder) and the retrieval tool (any
+    workspace that reads its references back), as LangChain tools."""
+    from ..readback import HasWorkdir, retrieval_tool, workspace_tools
+    from ..workspace import ReferenceReader
+
+    functions: list[Callable[..., Awaitable[Any]]] = []
+    if isinstance(workspace, HasWorkdir):
+        functions.extend(workspace_tools(workspace, max_output_chars=max_output_chars))
+    if isinstance(workspace, ReferenceReader):
+        functions.append(retrieval_tool(workspace, max_output_chars=max_output_chars))
+    return [_as_tool(function) for function in functions]
+
+
+def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
+    """An async ctxoffload tool as a LangChain tool that also runs under `invoke`."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        async def answer() -> Any:
+            return await function(*args, **kwargs)
+
+        # LangGraph runs a sync tool on a worker thread, where no event loop runs.
+        return asyncio.run(answer())
+
+    return _StructuredTool.from_function(func=run, coroutine=function)
