@@ -32,6 +32,7 @@ PACKAGES = [
 INTEGRATIONS = {
     "ctxoffload.integrations.agentscope": "agentscope",
     "ctxoffload.integrations.strands": "strands",
+    "ctxoffload.integrations.deepagents": "deepagents",
 }
 
 

@@ -8,4 +8,7 @@ from aborting a reply, and the retrieval tool as an AgentScope tool.
 `ctxoffload.integrations.strands`: `WorkspaceStorage` (Strands' `ContextOffloader` storage and
 its unified `strands.storage.Storage`, with blocking twins in `.sync`) and
 `OffloadingConversationManager` (a Strands conversation manager on ctxoffload's pipeline).
+
+`ctxoffload.integrations.deepagents`: `WorkspaceBackend`, a deepagents backend on a workspace,
+routed through deepagents' `CompositeBackend` for its evicted tool results and history.
 """
