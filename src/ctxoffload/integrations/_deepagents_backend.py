@@ -176,7 +176,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
 
     async def als(self, path: str) -> Any:
         """The files and folders directly under `path`."""
-        where = _folder(path)
+        where = _folder(path or "/")
         if where is None:
             return _protocol.LsResult(error=_invalid(path))
         entries: dict[str, Any] = {}
@@ -218,7 +218,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         max_count: int | None = None,
     ) -> Any:
         """Lines holding `pattern` (literal text), in the files under `path`."""
-        if path is not None and _folder(path) is None:
+        if path and _folder(path) is None:
             return _protocol.GrepResult(error=_invalid(path))
         session = self.session()
         files = {}
