@@ -135,6 +135,25 @@ def test_edit_stores_a_new_version_and_keeps_the_old(
     assert TEXT in contents and len(contents) == 3  # every version kept
 
 
+def test_text_that_extends_the_file_stores_only_what_it_adds(
+    backend: WorkspaceBackend, workspace: Workspace
+) -> None:
+    backend.write("/h.md", "# one\n")
+    backend.edit("/h.md", "# one\n", "# one\n# two\n")  # how deepagents appends history
+    backend.upload_files([("/h.md", b"# one\n# two\n# three\n")])
+    backend.write("/h.md", "# one\n# two\n# three\n")  # the same text: nothing stored
+    files = sorted(asyncio.run(workspace.list_files("fallback")))
+    parts = [asyncio.run(workspace.read_reference(f)).decode() for f in files]
+    assert sorted(parts) == ["# one\n", "# three\n", "# two\n"]
+    assert backend.read("/h.md").file_data["content"] == "# one\n# two\n# three\n"
+    assert backend.ls("/").entries[0]["size"] == len("# one\n# two\n# three\n")
+    assert backend.grep("three").matches == [{"path": "/h.md", "line": 3, "text": "# three"}]
+    backend.write("/h.md", "# new\n")  # not an extension: a whole version
+    assert backend.download_files(["/h.md"])[0].content == b"# new\n"
+    backend.write("/h.md", "# new\n# more\n")
+    assert backend.read("/h.md").file_data["content"] == "# new\n# more\n"
+
+
 def test_a_rewrite_to_an_earlier_content_reads_as_that_content(backend: WorkspaceBackend) -> None:
     for text in ("A", "B", "A"):
         backend.write("/f", text)
@@ -160,6 +179,7 @@ def test_upload_and_download_round_trip_text_and_bytes(
         FileDownloadResponse(path="/absent", error="file_not_found"),
     ]
     assert backend.read("/img/b.bin").file_data["encoding"] == "base64"
+    assert "binary" in backend.edit("/img/b.bin", "a", "b").error
     data = [e for e in asyncio.run(workspace.read_events("fallback")) if e["kind"] == "data"]
     assert [e["key"] for e in data] == ["deepagents/large_tool_results/img/b.bin"]
 

@@ -43,9 +43,10 @@ _BINARY = "application/octet-stream"
 
 @dataclass(frozen=True)
 class _Version:
-    """The current version of one file of the route: where it is and what it holds."""
+    """The current version of one file of the route: the stored parts it is made of (a
+    whole version, then the parts appended to it), its size and when it last changed."""
 
-    reference: str
+    parts: tuple[str, ...]
     size: int
     modified_at: str
     binary: bool
@@ -88,6 +89,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         self.route = route
         self.session_id = validate_session_id(session_id)
         self._tool = f"deepagents{route}"
+        self._appended = f"{self._tool} (appended)"
 
     @classmethod
     def routes(
@@ -129,37 +131,46 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         at its last version, from the session's events."""
         found: dict[str, _Version] = {}
         for event in await self.workspace.read_events(session):
-            kind = event.get("kind")
-            if kind == EventKind.TOOL_RESULT and event.get("tool_name") == self._tool:
+            kind, tool = event.get("kind"), event.get("tool_name")
+            if kind == EventKind.TOOL_RESULT and tool in (self._tool, self._appended):
                 key, binary = str(event.get("tool_id")), False
             elif kind == EventKind.DATA and str(event.get("key", "")).startswith(self._tool):
                 key, binary = str(event["key"])[len(self._tool) :], True
             else:
                 continue
-            found[key] = _Version(
-                str(event.get("reference")),
-                int(event.get("bytes") or 0),
-                str(event.get("time") or ""),
-                binary,
-            )
+            part, size = str(event.get("reference")), int(event.get("bytes") or 0)
+            earlier = found.get(key)
+            if tool == self._appended and earlier is not None and not earlier.binary:
+                part, size = (*earlier.parts, part), earlier.size + size
+            else:
+                part = (part,)
+            found[key] = _Version(part, size, str(event.get("time") or ""), binary)
         return found
 
     async def _content(self, version: _Version) -> bytes:
         if version.binary:
-            data, _ = await self.workspace.read_bytes(version.reference)
+            data, _ = await self.workspace.read_bytes(version.parts[0])
             return bytes(data)
-        return bytes(await self.workspace.read_reference(version.reference))
+        parts = [await self.workspace.read_reference(part) for part in version.parts]
+        return b"".join(parts)
 
-    async def _text(self, session: str, key: str) -> str | None:
-        """The current text of a file, or None if the route has no such file."""
+    async def _current(self, session: str, key: str) -> tuple[_Version | None, bytes | None]:
+        """A file's current version (None: no such file) and, if it is text, its bytes."""
         version = (await self._index(session)).get(key)
-        if version is None:
-            return None
-        return (await self._content(version)).decode("utf-8", "replace")
+        if version is None or version.binary:
+            return version, None
+        return version, await self._content(version)
 
-    async def _store(self, session: str, key: str, data: bytes) -> None:
-        """Store a new version of a file; text becomes a tool_result file, other bytes a
-        data/ file named by a `data` event."""
+    async def _store(self, session: str, key: str, data: bytes, current: bytes | None) -> None:
+        """Store a new version of a file whose current text is `current` (None: no file,
+        or bytes).
+
+        Text that extends the current text (how deepagents adds a section to its history:
+        the whole old text plus the new) stores only what it adds, as a part appended to
+        the current version; other text becomes a whole version. Either is a tool_result
+        file of the session, never overwritten. Bytes that are not UTF-8 go to data/,
+        named by a `data` event.
+        """
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -169,8 +180,12 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
             )
             await self.workspace.record_event(session, stored.kind, **stored.fields())
             return
-        result = {"id": key, "name": self._tool, "output": text}
-        await self.workspace.offload_tool_result(session, result)
+        if current == data:
+            return
+        name = self._tool
+        if current and data.startswith(current):
+            text, name = data[len(current) :].decode("utf-8"), self._appended
+        await self.workspace.offload_tool_result(session, {"id": key, "name": name, "output": text})
 
     # -- BackendProtocol, async ------------------------------------------------------------------
 
@@ -258,8 +273,10 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         key = _key(file_path)
         if key is None:
             return _protocol.WriteResult(error=_invalid(file_path))
+        session = self.session()
         try:
-            await self._store(self.session(), key, content.encode("utf-8", "surrogatepass"))
+            _, current = await self._current(session, key)
+            await self._store(session, key, content.encode("utf-8", "surrogatepass"), current)
         except (OSError, CtxOffloadError) as exc:
             return _protocol.WriteResult(error=f"Error: cannot write '{file_path}': {exc}")
         return _protocol.WriteResult(path=file_path)
@@ -272,15 +289,20 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         if key is None:
             return _protocol.EditResult(error=_invalid(file_path))
         session = self.session()
-        current = await self._text(session, key)
-        if current is None:
+        version, current = await self._current(session, key)
+        if version is None:
             return _protocol.EditResult(error=f"Error: File '{file_path}' not found")
-        edited = _utils.perform_string_replacement(current, old_string, new_string, replace_all)
+        if current is None:
+            return _protocol.EditResult(
+                error="Error: Cannot edit binary files with text replacements."
+            )
+        text = current.decode("utf-8", "surrogatepass")
+        edited = _utils.perform_string_replacement(text, old_string, new_string, replace_all)
         if isinstance(edited, str):
             return _protocol.EditResult(error=edited)
         text, occurrences = edited
         try:
-            await self._store(session, key, text.encode("utf-8", "surrogatepass"))
+            await self._store(session, key, text.encode("utf-8", "surrogatepass"), current)
         except (OSError, CtxOffloadError) as exc:
             return _protocol.EditResult(error=f"Error: cannot edit '{file_path}': {exc}")
         return _protocol.EditResult(path=file_path, occurrences=int(occurrences))
@@ -304,7 +326,8 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
                 error = _protocol.INVALID_PATH
             else:
                 try:
-                    await self._store(session, key, bytes(data))
+                    _, current = await self._current(session, key)
+                    await self._store(session, key, bytes(data), current)
                 except (OSError, CtxOffloadError) as exc:
                     error = f"cannot store: {exc}"
             answers.append(_protocol.FileUploadResponse(path=path, error=error))
