@@ -138,13 +138,12 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
                 key, binary = str(event["key"])[len(self._tool) :], True
             else:
                 continue
-            part, size = str(event.get("reference")), int(event.get("bytes") or 0)
+            parts: tuple[str, ...] = (str(event.get("reference")),)
+            size = int(event.get("bytes") or 0)
             earlier = found.get(key)
             if tool == self._appended and earlier is not None and not earlier.binary:
-                part, size = (*earlier.parts, part), earlier.size + size
-            else:
-                part = (part,)
-            found[key] = _Version(part, size, str(event.get("time") or ""), binary)
+                parts, size = earlier.parts + parts, earlier.size + size
+            found[key] = _Version(parts, size, str(event.get("time") or ""), binary)
         return found
 
     async def _content(self, version: _Version) -> bytes:
