@@ -11,8 +11,10 @@ through deepagents' `CompositeBackend`, and each is stored once, on disk or in a
   see it;
 - `/conversation_history/<name>.md`, which deepagents rewrites whole on each summary
   (`download_files`, then `edit` with the old text plus the new section), becomes one
-  tool_result file per version: a version is never overwritten, each write is an event, and
-  reads answer the last one;
+  tool_result file per section: text that extends a file stores only what it adds, as a
+  part appended to it, so N summaries cost the history's size, not N copies of it; other
+  text is a whole new version. Nothing is ever overwritten, each write is an event, and a
+  read answers the last version with its parts, whole;
 - other bytes (images deepagents keeps beside the history) go to the content-addressed
   `data/`, named by a `data` event.
 
