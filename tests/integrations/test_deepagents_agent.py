@@ -107,6 +107,24 @@ def test_a_big_tool_result_is_in_the_threads_file_not_in_the_checkpoint(
     print(f"checkpoints: StateBackend {default:,} bytes, routed to ctxoffload {routed:,} bytes")
 
 
+def test_an_async_run_goes_through_the_async_twins(workspace: Workspace) -> None:
+    routes = WorkspaceBackend.routes(workspace)
+    backend = CompositeBackend(default=StateBackend(), routes=routes)
+    model = script(
+        call("dump", {}, "call_1"),
+        call("read_file", {"file_path": "/large_tool_results/call_1", "limit": 2}, "call_2"),
+        "done",
+    )
+    agent = create_deep_agent(model=model, tools=[dump], backend=backend)
+    config = {"configurable": {"thread_id": "t-async"}}
+    out = asyncio.run(agent.ainvoke({"messages": [("user", "dump")]}, config))
+    files = asyncio.run(workspace.list_files("t-async"))
+    assert [Path(f).name for f in files] == ["tool_result-call_1.txt"]
+    (_, read) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert "line 0 " in read.content and "line 1 " in read.content
+    assert "line 2 " not in read.content
+
+
 def test_the_agent_reads_it_back_with_deepagents_own_tools(workspace: Workspace) -> None:
     routes = WorkspaceBackend.routes(workspace)
     backend = CompositeBackend(default=StateBackend(), routes=routes)

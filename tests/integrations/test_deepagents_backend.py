@@ -200,6 +200,19 @@ def test_hostile_paths_get_deepagents_error_values(
     assert asyncio.run(workspace.list_sessions()) == []
 
 
+@pytest.mark.parametrize(
+    "path", ["/" + "a" * 1000, "/naïve name (2).md", "/deep/er/and/deeper/file.txt"]
+)
+def test_long_and_unusual_names_round_trip(
+    backend: WorkspaceBackend, workspace: Workspace, path: str
+) -> None:
+    assert backend.write(path, "text") == WriteResult(path=path)
+    assert backend.read(path).file_data["content"] == "text"
+    assert [m["path"] for m in backend.glob("**").matches] == [path]
+    (stored,) = asyncio.run(workspace.list_files("fallback"))
+    assert len(Path(stored).name) < 120  # a long or unusual name is hashed, never trusted
+
+
 def test_an_empty_path_names_no_file_but_the_root_folder(backend: WorkspaceBackend) -> None:
     backend.write("/call_1", TEXT)
     assert backend.write("", "x").error and backend.read("").error
