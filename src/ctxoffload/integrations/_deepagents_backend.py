@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import hashlib
 import importlib
 from collections.abc import Callable, Coroutine
@@ -52,6 +53,33 @@ class _Version:
     binary: bool
 
 
+def _blocking(call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Run `call()` to completion from sync code, with this thread's context (the LangGraph
+    config that names the session): here when no event loop runs in this thread, else on a
+    worker thread, so a running loop is never re-entered."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(call())
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(context.run, asyncio.run, call()).result()
+
+
+def _blocking_twin(method: Callable[..., Coroutine[Any, Any, _T]]) -> Callable[..., _T]:
+    """The sync method of deepagents' protocol that runs the async `method` (`aread` ->
+    `read`), with its signature: deepagents reads it to see which arguments a backend takes
+    (`max_count`)."""
+
+    @functools.wraps(method)
+    def twin(self: Any, *args: Any, **kwargs: Any) -> _T:
+        return _blocking(lambda: method(self, *args, **kwargs))
+
+    twin.__name__ = method.__name__.removeprefix("a")
+    twin.__qualname__ = twin.__qualname__.rsplit(".", 1)[0] + "." + twin.__name__
+    return twin
+
+
 class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
     """A deepagents backend whose files are a ctxoffload session's, for one route.
 
@@ -77,12 +105,8 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         self, workspace: Workspace, route: str = TOOL_RESULTS, *, session_id: str = "deepagents"
     ) -> None:
         if not isinstance(workspace, Workspace):
-            raise not_a_capability(
-                workspace,
-                Workspace,
-                role="workspace",
-                fix="pass a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace",
-            )
+            fix = "pass a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace"
+            raise not_a_capability(workspace, Workspace, role="workspace", fix=fix)
         if not (isinstance(route, str) and len(route) > 2 and route[0] == route[-1] == "/"):
             raise ConfigError(f"route {route!r} is not a CompositeBackend prefix like '/name/'")
         self.workspace = workspace
@@ -350,54 +374,15 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
 
     # -- BackendProtocol, sync: the async methods run to completion here ---------------------
 
-    def ls(self, path: str) -> Any:
-        return _blocking(lambda: self.als(path))
-
-    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> Any:
-        return _blocking(lambda: self.aread(file_path, offset, limit))
-
-    def grep(
-        self,
-        pattern: str,
-        path: str | None = None,
-        glob: str | None = None,
-        *,
-        max_count: int | None = None,
-    ) -> Any:
-        return _blocking(lambda: self.agrep(pattern, path, glob, max_count=max_count))
-
-    def glob(self, pattern: str, path: str | None = None) -> Any:
-        return _blocking(lambda: self.aglob(pattern, path))
-
-    def write(self, file_path: str, content: str) -> Any:
-        return _blocking(lambda: self.awrite(file_path, content))
-
-    def edit(
-        self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
-    ) -> Any:
-        return _blocking(lambda: self.aedit(file_path, old_string, new_string, replace_all))
-
-    def delete(self, file_path: str) -> Any:
-        return _blocking(lambda: self.adelete(file_path))
-
-    def upload_files(self, files: list[tuple[str, bytes]]) -> list[Any]:
-        return _blocking(lambda: self.aupload_files(files))
-
-    def download_files(self, paths: list[str]) -> list[Any]:
-        return _blocking(lambda: self.adownload_files(paths))
-
-
-def _blocking(call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    """Run `call()` to completion from sync code, with this thread's context (the LangGraph
-    config that names the session): here when no event loop runs in this thread, else on a
-    worker thread, so a running loop is never re-entered."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(call())
-    context = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(context.run, asyncio.run, call()).result()
+    ls = _blocking_twin(als)
+    read = _blocking_twin(aread)
+    grep = _blocking_twin(agrep)
+    glob = _blocking_twin(aglob)
+    write = _blocking_twin(awrite)
+    edit = _blocking_twin(aedit)
+    delete = _blocking_twin(adelete)
+    upload_files = _blocking_twin(aupload_files)
+    download_files = _blocking_twin(adownload_files)
 
 
 def _key(path: object) -> str | None:
