@@ -25,7 +25,6 @@ from deepagents.backends.protocol import (  # noqa: E402
     GlobResult,
     GrepResult,
     LsResult,
-    ReadResult,
     WriteResult,
 )
 from langchain_core.runnables import RunnableLambda  # noqa: E402
@@ -109,6 +108,8 @@ def test_grep_is_literal_and_keeps_deepagents_shape(backend: WorkspaceBackend) -
     assert [m["text"] for m in backend.grep("a.b").matches] == ["a.b"]  # not a regex
     assert backend.grep("line", glob="call_2").matches == []
     assert backend.grep("line", max_count=1).truncated
+    assert len(backend.grep("needle", "/call_1").matches) == 1
+    assert backend.grep("needle", "/call_2").matches == []
 
 
 def test_glob_matches_paths(backend: WorkspaceBackend) -> None:
@@ -253,12 +254,14 @@ def test_the_session_is_the_runs_thread_id(workspace: Workspace) -> None:
     write = RunnableLambda(lambda _: backend.write("/call_1", "in a run"))
     write.invoke(None, {"configurable": {"thread_id": "thread-7"}})
     write.invoke(None, {"configurable": {"thread_id": "a thread/with spaces"}})
+    write.invoke(None, {"configurable": {"thread_id": "--dashes first"}})
     backend.write("/call_2", "outside a run")
     sessions = asyncio.run(workspace.list_sessions())
     assert "thread-7" in sessions and "fallback" in sessions
     (odd,) = [s for s in sessions if s.startswith("a_thread_with_spaces.")]
     assert len(odd) == len("a_thread_with_spaces.") + 16
-    assert ReadResult is not None and backend.read("/call_1").error  # not in the fallback session
+    assert [s for s in sessions if s.startswith("dashes_first.")]
+    assert backend.read("/call_1").error  # not in the fallback session
 
 
 def test_composite_backend_routes_with_the_prefix_stripped(workspace: Workspace) -> None:

@@ -132,7 +132,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
 
     # -- the session and the index ------------------------------------------------------------
 
-    def session(self) -> str:
+    def _session(self) -> str:
         """The session this call's files belong to: the LangGraph run's `thread_id`, else
         the `session_id` given at construction."""
         try:
@@ -148,7 +148,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         except CtxOffloadError:
             digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
             safe = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in text)
-            return f"{safe[:80] or 'thread'}.{digest}"
+            return f"{safe[:80].lstrip('-') or 'thread'}.{digest}"
 
     async def _index(self, session: str) -> dict[str, _Version]:
         """Each file of this route in the session (key: its path without the leading '/'),
@@ -218,7 +218,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         if where is None:
             return _protocol.LsResult(error=_invalid(path))
         entries: dict[str, Any] = {}
-        for key, version in sorted((await self._index(self.session())).items()):
+        for key, version in sorted((await self._index(self._session())).items()):
             if where and not key.startswith(where + "/"):
                 continue
             rest = key[len(where) + 1 :] if where else key
@@ -235,7 +235,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         key = _key(file_path)
         if key is None:
             return _protocol.ReadResult(error=_invalid(file_path))
-        version = (await self._index(self.session())).get(key)
+        version = (await self._index(self._session())).get(key)
         if version is None:
             return _protocol.ReadResult(error=f"Error: File '{file_path}' not found")
         data = await self._content(version)
@@ -256,12 +256,12 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         max_count: int | None = None,
     ) -> Any:
         """Lines holding `pattern` (literal text), in the files under `path`."""
-        if path and _folder(path) is None:
-            return _protocol.GrepResult(error=_invalid(path))
-        session = self.session()
+        where = _folder(path or "/")
+        if where is None:
+            return _protocol.GrepResult(error=_invalid(str(path)))
         files = {}
-        for key, version in (await self._index(session)).items():
-            if version.binary:
+        for key, version in (await self._index(self._session())).items():
+            if version.binary or (where and key != where and not key.startswith(where + "/")):
                 continue
             text = (await self._content(version)).decode("utf-8", "replace")
             files["/" + key] = {"content": text, "encoding": "utf-8"}
@@ -277,7 +277,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         except _utils.InvalidGlobPatternError as exc:
             return _protocol.GlobResult(error=str(exc))
         found = []
-        for key, version in (await self._index(self.session())).items():
+        for key, version in (await self._index(self._session())).items():
             if not where:
                 relative = key
             elif key.startswith(where + "/"):
@@ -296,7 +296,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         key = _key(file_path)
         if key is None:
             return _protocol.WriteResult(error=_invalid(file_path))
-        session = self.session()
+        session = self._session()
         try:
             _, current = await self._current(session, key)
             await self._store(session, key, content.encode("utf-8", "surrogatepass"), current)
@@ -311,7 +311,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         key = _key(file_path)
         if key is None:
             return _protocol.EditResult(error=_invalid(file_path))
-        session = self.session()
+        session = self._session()
         version, current = await self._current(session, key)
         if version is None:
             return _protocol.EditResult(error=f"Error: File '{file_path}' not found")
@@ -340,7 +340,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[Any]:
         """Store each file as a new version: text as a tool_result file, bytes in data/."""
-        session = self.session()
+        session = self._session()
         answers = []
         for path, data in files:
             key = _key(path)
@@ -358,7 +358,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
 
     async def adownload_files(self, paths: list[str]) -> list[Any]:
         """Each file's current version, whole, as bytes."""
-        index = await self._index(self.session())
+        index = await self._index(self._session())
         answers = []
         for path in paths:
             key = _key(path)
