@@ -1,7 +1,7 @@
-"""`WorkspaceBackend` method by method against deepagents' own result types, on a local and an
-in-memory workspace: each BackendProtocol method and its async twin, hostile paths answered
-with deepagents' error values, versions never overwritten, the session from the run's
-thread_id."""
+"""`WorkspaceBackend` method by method against deepagents' own result types, on a local, an
+in-memory and a bucket workspace (moto's S3 on 127.0.0.1): each BackendProtocol method and
+its async twin, hostile paths answered with deepagents' error values, versions never
+overwritten, the session from the run's thread_id."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from frameworks import require_framework
-from workspace_kinds import local, memory
+from workspace_kinds import bucket, local, memory
 
 from ctxoffload.workspace import Workspace
 
@@ -44,7 +44,7 @@ HOSTILE = [
 ]
 
 
-@pytest.fixture(params=[local, memory], ids=["local", "memory"])
+@pytest.fixture(params=[local, memory, bucket], ids=["local", "memory", "bucket"])
 def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
     make: Callable[[Path], Workspace] = request.param
     return make(tmp_path)
