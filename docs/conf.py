@@ -71,8 +71,8 @@ _EXTERNAL = [
     # metadata, and the type of None in an evaluated union.
     r"Field|FieldInfo|NoneType",
     # The frameworks and clients ctxoffload adapts to, imported only when used.
-    r"(agentscope|strands|langchain|langchain_core|langgraph|openai|obstore|re2|tiktoken"
-    r"|watchfiles|rich)\..+",
+    r"(agentscope|strands|langchain|langchain_core|langgraph|deepagents|openai|obstore|re2"
+    r"|tiktoken|watchfiles|rich)\..+",
 ]
 nitpick_ignore_regex = [(r"py:.*", pattern) for pattern in _EXTERNAL]
 
@@ -87,7 +87,14 @@ autodoc_default_options = {
 autodoc_preserve_defaults = True
 autodoc_typehints_format = "short"
 # The frameworks are optional: their integrations are documented without them installed.
-autodoc_mock_imports = ["agentscope", "strands", "langchain", "langchain_core", "langgraph"]
+autodoc_mock_imports = [
+    "agentscope",
+    "strands",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "deepagents",
+]
 python_use_unqualified_type_names = True
 # The docstrings write code in single backticks, as in Markdown: show it as code.
 default_role = "code"

@@ -33,6 +33,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.agentscope": "agentscope",
     "ctxoffload.integrations.langchain": "langchain",
     "ctxoffload.integrations.strands": "strands",
+    "ctxoffload.integrations.deepagents": "deepagents",
 }
 
 

@@ -12,4 +12,7 @@ its unified `strands.storage.Storage`, with blocking twins in `.sync`) and
 `ctxoffload.integrations.langchain`: `ContextOffloadMiddleware`, LangChain v1's `create_agent`
 middleware that stores big tool results whole and sends each model call the projection of the
 history, and the converters between LangChain messages and ctxoffload's.
+
+`ctxoffload.integrations.deepagents`: `WorkspaceBackend`, a deepagents backend on a workspace,
+routed through deepagents' `CompositeBackend` for its evicted tool results and history.
 """
