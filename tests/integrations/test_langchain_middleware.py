@@ -227,6 +227,25 @@ def test_a_run_without_a_thread_id_uses_the_fallback_session(tmp_path: Path) -> 
     assert stored.read_text(encoding="utf-8") == BIG
 
 
+def test_a_thread_id_that_is_no_plain_name_gets_a_safe_session_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # A host's thread id is not checked by anyone before it names a folder: an email and a
+    # path must neither fail the run nor reach outside sessions/ (the rule deepagents uses too).
+    for name in ("ana@example.com/chat 1", "../../outside"):
+        model = scripted(call("dump", {}, "call_1"), "Done.")
+        offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+        create_agent(model, tools=[dump], middleware=[offload]).invoke(
+            {"messages": [HumanMessage("dump the log")]}, thread(name)
+        )
+    sessions = sorted(p.name for p in (tmp_path / "ws" / "sessions").iterdir())
+    assert len(sessions) == 2 and all("/" not in s and not s.startswith(".") for s in sessions)
+    assert not (tmp_path / "outside").exists()
+    for session in sessions:
+        stored = tmp_path / "ws" / "sessions" / session / "tool_result-call_1.txt"
+        assert stored.read_text(encoding="utf-8") == BIG
+
+
 def test_a_failed_tool_keeps_its_error_status_and_a_command_leaves_state_whole(
     tmp_path: Path,
 ) -> None:

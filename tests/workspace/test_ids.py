@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import InMemoryWorkspace, InvalidSessionId, LocalWorkspace, Msg
-from ctxoffload._disk.ids import tool_file_stem
+from ctxoffload._disk.ids import is_session_id, session_id_for, tool_file_stem
 from ctxoffload.workspace import Workspace, validate_session_id
 
 HOSTILE_SESSION_IDS: list[str] = [
@@ -368,3 +368,13 @@ def test_hostile_tool_ids_stay_inside_the_session_and_never_share_a_file(
         "ws/sessions/s/events.jsonl",
         *expected_files,
     }
+
+
+@given(threads=st.lists(st.text(min_size=1, max_size=200), min_size=2, max_size=6, unique=True))
+def test_a_hosts_thread_id_maps_to_a_plain_session_never_shared(threads: list[str]) -> None:
+    sessions = [session_id_for(t) for t in threads]
+    assert all(is_session_id(s) for s in sessions)
+    assert len(set(sessions)) == len(threads)
+    for thread, session in zip(threads, sessions, strict=True):
+        if is_session_id(thread):
+            assert session == thread  # a plain thread id is its own session

@@ -6,7 +6,7 @@ import re
 
 from ..exceptions import InvalidSessionId
 
-__all__ = ["is_session_id", "tool_file_stem", "validate_session_id"]
+__all__ = ["is_session_id", "session_id_for", "tool_file_stem", "validate_session_id"]
 
 # ASCII only: a look-alike such as U+2215 (division slash) or U+FF0E (fullwidth full stop)
 # must not pass as a plain name. The first character may not be '.', which rules out '.',
@@ -46,6 +46,21 @@ def validate_session_id(session_id: object) -> str:
             "digits, '.', '_' or '-', not starting with '.'"
         )
     return session_id
+
+
+def session_id_for(thread: object) -> str:
+    """The session of a host's thread or conversation id (LangGraph's `thread_id`, ...): the
+    id itself when it is a plain name, else its safe characters (at most 80), '.' and 16 hex
+    digits of the sha256 of the original, so a host's id never names a path and two ids never
+    share a session. The one rule every adapter follows."""
+    text = thread if isinstance(thread, str) else str(thread)
+    if is_session_id(text):
+        return text
+    import hashlib  # not at import: see tool_file_stem
+
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    safe = _UNSAFE_RUN.sub("_", text)[:80].lstrip("-._") or "thread"
+    return f"{safe}.{digest}"
 
 
 def tool_file_stem(tool_id: object) -> str:

@@ -15,13 +15,13 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
-import hashlib
 import importlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._disk.events import DataFile, EventKind
+from .._disk.ids import session_id_for
 from ..exceptions import ConfigError, CtxOffloadError
 from ..workspace import Workspace, not_a_capability, validate_session_id
 
@@ -142,13 +142,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         thread = (config.get("configurable") or {}).get("thread_id")
         if thread is None or thread == "":
             return self.session_id
-        text = str(thread)
-        try:
-            return validate_session_id(text)
-        except CtxOffloadError:
-            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-            safe = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in text)
-            return f"{safe[:80].lstrip('-') or 'thread'}.{digest}"
+        return session_id_for(thread)
 
     async def _index(self, session: str) -> dict[str, _Version]:
         """Each file of this route in the session (key: its path without the leading '/'),

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .._disk.ids import session_id_for
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
@@ -203,7 +204,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     def _projector(self, session: str | None, model: Any = None) -> Projector:
         """The session's projector; the window is the config's, else the one the agent's
         model declares in its profile (`max_input_tokens`)."""
-        session = session or self.session_id
+        # A thread id that is no plain name gets a safe session of its own (`session_id_for`).
+        session = session_id_for(session) if session else self.session_id
         with self._guard:
             if self._window is None:
                 self._window = self.config.context_window or _declared_window(model)
