@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -39,3 +43,20 @@ def require_framework(module: str, extra: str) -> ModuleType:
             f"(.ci/run runs these tests in an environment of their own)",
             allow_module_level=True,
         )
+
+
+def run_guide_example(guide: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run the one Python example of docs/guides/`guide` in `folder`, as a reader would (a
+    fresh interpreter), with the source tree first on the path as the installs of .ci/run and
+    of a checkout's venv give it; the finished process (its stdout, stderr, return code)."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "guides" / guide
+    (code,) = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    path = [str(page.parents[2] / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+    )
