@@ -1,0 +1,170 @@
+"""`ContextOffload`: ctxoffload as a pydantic-ai capability.
+
+pydantic-ai keeps the run's history itself and sends it whole on every model request; a
+capability's `before_model_request` may change what one request is sent without touching that
+history. So a big tool result is stored whole in `after_tool_execute` (the history keeps its
+head and a notice), and every request's messages go through a `Projector`, which re-applies the
+same truncations and summary each time: a run resumed from its `message_history` projects the
+same way, from the workspace's record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from .._disk.ids import session_id_for
+from ..compression import ContextConfig, Projector
+from ..exceptions import ConfigError
+from ..messages import Msg, ToolResultBlock
+from ..model import ChatModel
+from ..workspace import Workspace
+from ._pydantic_ai_messages import INSTALL_HINT, from_pydantic_ai, to_pydantic_ai
+from ._reading import reading_functions
+
+__all__ = ["ContextOffload"]
+
+try:
+    _AbstractCapability: Any = importlib.import_module(
+        "pydantic_ai.capabilities"
+    ).AbstractCapability
+    _FunctionToolset: Any = importlib.import_module("pydantic_ai.toolsets").FunctionToolset
+except ImportError as exc:  # pragma: no cover - exercised where pydantic-ai is absent
+    raise ConfigError(INSTALL_HINT) from exc
+
+
+class ContextOffload(_AbstractCapability):  # type: ignore[misc]
+    """A pydantic-ai capability that offloads big tool results and compacts what the model is
+    sent, into a ctxoffload workspace.
+
+    - A tool result that is text over the config's `tool_result_limit` is stored whole
+      (`sessions/<session>/tool_result-<call id>.txt`) and enters the history as its head
+      plus the notice naming that file.
+    - Every model request is sent the projection of its messages: offloaded results as head +
+      notice, and past the config's trigger the older messages as a summary (they go to the
+      session's context.jsonl first). The history keeps every message.
+    - Its toolset gives the agent Read, Grep and Glob (a workspace on a local folder) and
+      `retrieve_offloaded_content`, to read back what was offloaded.
+
+    The session is the run's `conversation_id` (`agent.run(..., conversation_id=...)`, or the
+    one of the `message_history` passed back), else `session_id`.
+
+    Args:
+        workspace: where offloaded content goes.
+        config: when to truncate and when to summarise (its `context_window` is the window).
+        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an extractive
+            summary.
+        session_id: the session of runs that have no conversation id.
+        max_output_chars: longest answer of a reading tool.
+
+    Example::
+
+        offload = ContextOffload(LocalWorkspace("ws"), config=ContextConfig(context_window=128_000))
+        agent = Agent(model, tools=[fetch_logs], capabilities=[offload])
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+        session_id: str = "pydantic-ai",
+        max_output_chars: int = 20_000,
+    ) -> None:
+        self.workspace = workspace
+        self.config = config or ContextConfig()
+        self.summary_model = summary_model
+        self.session_id = session_id
+        self.max_output_chars = max_output_chars
+        self._projector: Projector | None = None
+
+    async def for_run(self, ctx: Any) -> ContextOffload:
+        """A copy of this capability holding the run's projector (its session)."""
+        given = getattr(ctx, "conversation_id", None)
+        session = session_id_for(str(given)) if given else self.session_id
+        run = ContextOffload(
+            self.workspace,
+            config=self.config,
+            summary_model=self.summary_model,
+            session_id=session,
+            max_output_chars=self.max_output_chars,
+        )
+        run._projector = Projector(
+            self.workspace, session, config=self.config, model=self.summary_model
+        )
+        return run
+
+    def get_toolset(self) -> Any:
+        """Read, Grep, Glob and the retrieval tool, as a pydantic-ai toolset."""
+        return _FunctionToolset(tools=reading_functions(self.workspace, self.max_output_chars))
+
+    async def after_tool_execute(
+        self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any
+    ) -> Any:
+        """A big text result enters the history as its head and a notice."""
+        # A token is at least one character: a text no longer than the limit fits.
+        if not isinstance(result, str) or len(result) <= self.config.tool_result_limit:
+            return result
+        block = ToolResultBlock(id=call.tool_call_id, name=call.tool_name, output=result)
+        kept = await self._run_projector().offload_tool_result(block)
+        return kept.output if isinstance(kept.output, str) else result
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        """Send the model the projection of the request's messages; the history stays."""
+        messages = request_context.messages
+        history = from_pydantic_ai(messages)
+        tools = _schemas(request_context.model_request_parameters)
+        projected = await self._run_projector().project(history, tools=tools)
+        return dataclasses.replace(request_context, messages=_back(projected, history, messages))
+
+    def _run_projector(self) -> Projector:
+        if self._projector is None:  # a hook called outside a run (no `for_run`)
+            self._projector = Projector(
+                self.workspace, self.session_id, config=self.config, model=self.summary_model
+            )
+        return self._projector
+
+
+def _schemas(parameters: Any) -> list[dict[str, Any]]:
+    """The request's tools as OpenAI schemas (they count against the window)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description or "",
+                "parameters": tool.parameters_json_schema,
+            },
+        }
+        for tool in [*parameters.function_tools, *parameters.output_tools]
+    ]
+
+
+def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: Sequence[Any]) -> list[Any]:
+    """The pydantic-ai messages for a projection: the original object for every message whose
+    `Msg`s the projection kept as they were, a copy with new parts where it cut one, new
+    requests for a summary."""
+    given = {msg.id: msg for msg in history}
+    groups: list[tuple[int | None, list[Msg]]] = []
+    for msg in projected:
+        origin = int(msg.id.split(".")[0]) if msg.id in given else None
+        if groups and origin is not None and groups[-1][0] == origin:
+            groups[-1][1].append(msg)
+        else:
+            groups.append((origin, [msg]))
+    out: list[Any] = []
+    for origin, msgs in groups:
+        if origin is None:
+            out.extend(to_pydantic_ai(msgs))
+            continue
+        original = originals[origin]
+        whole = [msg for msg in history if msg.id.split(".")[0] == str(origin)]
+        if [m.content for m in msgs] == [m.content for m in whole]:
+            out.append(original)
+        else:
+            (rebuilt,) = to_pydantic_ai(msgs)
+            out.append(dataclasses.replace(original, parts=rebuilt.parts))
+    return out

@@ -1,0 +1,185 @@
+"""pydantic-ai `ModelMessage`s <-> ctxoffload `Msg`s.
+
+A pydantic-ai `ModelRequest` mixes parts ctxoffload keeps in messages of different roles
+(system prompt, user prompt, tool returns, retry prompts), so a request becomes one `Msg` per
+run of parts of one role, and a `ModelResponse` one assistant `Msg`. Each `Msg` id is
+`<message index>.<run index>`, so a projection maps back to the message it came from. A tool
+return that is no success (`outcome` retried, failed, denied, interrupted) is an error result
+whose outcome `metadata["outcomes"]` keeps by call id; retry feedback that answers no call is
+user text.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..exceptions import ConfigError
+from ..messages import (
+    Base64Source,
+    Block,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+)
+
+__all__ = ["INSTALL_HINT", "from_pydantic_ai", "to_pydantic_ai"]
+
+INSTALL_HINT = "pydantic-ai is not installed: pip install 'ctxoffload[pydantic-ai]'"
+
+try:
+    _m: Any = importlib.import_module("pydantic_ai.messages")
+except ImportError as exc:  # pragma: no cover - exercised where pydantic-ai is absent
+    raise ConfigError(INSTALL_HINT) from exc
+
+
+def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
+    """ctxoffload messages for pydantic-ai messages, oldest first.
+
+    Args:
+        messages: pydantic-ai `ModelRequest` and `ModelResponse` objects.
+
+    Returns:
+        The `Msg`s, whose ids (`<index>.<run>`) name the message each came from.
+    """
+    out: list[Msg] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, _m.ModelResponse):
+            blocks = [block for part in message.parts for block in _response_blocks(part)]
+            out.append(Msg(role="assistant", content=blocks, id=f"{index}.0"))
+            continue
+        runs: list[tuple[str, list[Block], dict[str, str]]] = []
+        for part in message.parts:
+            role, blocks, outcomes = _request_blocks(part)
+            if runs and runs[-1][0] == role:
+                runs[-1][1].extend(blocks)
+                runs[-1][2].update(outcomes)
+            else:
+                runs.append((role, blocks, outcomes))
+        for run, (role, blocks, outcomes) in enumerate(runs):
+            metadata = {"outcomes": outcomes} if outcomes else {}
+            msg = Msg(role=role, content=blocks, id=f"{index}.{run}", metadata=metadata)  # type: ignore[arg-type]
+            out.append(msg)
+    return out
+
+
+def to_pydantic_ai(msgs: Sequence[Msg]) -> list[Any]:
+    """pydantic-ai messages for ctxoffload messages: an assistant `Msg` a `ModelResponse`,
+    consecutive others from one message (one id before the dot) one `ModelRequest`."""
+    out: list[Any] = []
+    request: list[Any] = []
+    origin = None
+    for msg in msgs:
+        if request and (msg.role == "assistant" or msg.id.split(".")[0] != origin):
+            out.append(_m.ModelRequest(parts=request))
+            request = []
+        origin = msg.id.split(".")[0]
+        if msg.role == "assistant":
+            out.append(_m.ModelResponse(parts=_response_parts(msg)))
+        else:
+            request.extend(_request_parts(msg))
+    if request:
+        out.append(_m.ModelRequest(parts=request))
+    return out
+
+
+def _response_blocks(part: Any) -> list[Block]:
+    if isinstance(part, _m.TextPart):
+        return [TextBlock(text=part.content)]
+    if isinstance(part, _m.ThinkingPart):
+        return [ThinkingBlock(thinking=part.content, signature=part.signature)]
+    if isinstance(part, _m.ToolCallPart):
+        return [ToolCallBlock(id=part.tool_call_id, name=part.tool_name, input=part.args_as_dict())]
+    return []  # a native tool's or a file part: the provider's own, not the agent's context
+
+
+def _request_blocks(part: Any) -> tuple[str, list[Block], dict[str, str]]:
+    if isinstance(part, _m.SystemPromptPart):
+        return "system", [TextBlock(text=part.content)], {}
+    if isinstance(part, _m.UserPromptPart):
+        items = [part.content] if isinstance(part.content, str) else part.content
+        return "user", [block for item in items for block in _user_blocks(item)], {}
+    if isinstance(part, _m.ToolReturnPart):
+        content = part.content
+        text = content if isinstance(content, str) else part.model_response_str()
+        failed = part.outcome != "success"
+        block = ToolResultBlock(
+            id=part.tool_call_id, name=part.tool_name, output=text, is_error=failed
+        )
+        return "tool", [block], {part.tool_call_id: part.outcome} if failed else {}
+    if isinstance(part, (_m.RetryFeedbackPart, _m.RetryPromptPart)):
+        text = part.content if isinstance(part.content, str) else part.model_response()
+        if getattr(part, "tool_name", None) is None:
+            return "user", [TextBlock(text=text)], {}
+        block = ToolResultBlock(id=part.tool_call_id, name=part.tool_name, output=text, is_error=True)
+        return "tool", [block], {part.tool_call_id: "retried"}
+    return "user", [], {}
+
+
+def _user_blocks(item: Any) -> list[Block]:
+    if isinstance(item, str):
+        return [TextBlock(text=item)]
+    if isinstance(item, _m.BinaryContent):
+        data = base64.b64encode(item.data).decode("ascii")
+        return [DataBlock(source=Base64Source(media_type=item.media_type, data=data))]
+    if isinstance(item, _m.ImageUrl):
+        return [DataBlock(source=URLSource(url=item.url, media_type=item.media_type))]
+    return [TextBlock(text=json.dumps(item, default=str))]
+
+
+def _response_parts(msg: Msg) -> list[Any]:
+    if isinstance(msg.content, str):
+        return [_m.TextPart(content=msg.content)]
+    parts: list[Any] = []
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            parts.append(_m.TextPart(content=block.text))
+        elif isinstance(block, ThinkingBlock):
+            parts.append(_m.ThinkingPart(content=block.thinking, signature=block.signature))
+        elif isinstance(block, ToolCallBlock):
+            parts.append(_m.ToolCallPart(tool_name=block.name, args=block.input, tool_call_id=block.id))
+    return parts
+
+
+def _request_parts(msg: Msg) -> list[Any]:
+    blocks = [TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
+    if msg.role == "system":
+        return [_m.SystemPromptPart(content="".join(_texts(blocks)))]
+    outcomes = msg.metadata.get("outcomes", {})
+    parts: list[Any] = []
+    user: list[Any] = []
+    for block in blocks:
+        if isinstance(block, ToolResultBlock):
+            output = block.output if isinstance(block.output, str) else "".join(_texts(block.output))
+            outcome = outcomes.get(block.id, "failed" if block.is_error else "success")
+            parts.append(
+                _m.ToolReturnPart(
+                    tool_name=block.name, content=output, tool_call_id=block.id, outcome=outcome
+                )
+            )
+        elif isinstance(block, TextBlock):
+            user.append(block.text)
+        elif isinstance(block, DataBlock):
+            user.append(_file(block))
+    if user:
+        text_only = all(isinstance(item, str) for item in user)
+        parts.append(_m.UserPromptPart(content="".join(user) if text_only and len(user) == 1 else user))
+    return parts
+
+
+def _texts(blocks: Sequence[Any]) -> list[str]:
+    return [block.text for block in blocks if isinstance(block, TextBlock)]
+
+
+def _file(block: DataBlock) -> Any:
+    source = block.source
+    if isinstance(source, Base64Source):
+        return _m.BinaryContent(data=base64.b64decode(source.data), media_type=source.media_type)
+    return _m.ImageUrl(url=source.url, media_type=source.media_type)

@@ -1,0 +1,203 @@
+"""The ContextOffload capability under a real pydantic-ai `Agent`, offline (pydantic-ai's own
+`FunctionModel`): tool results stored whole, a long run compacted with nothing lost, a resumed
+run projecting the same way, and the read-back tools used from inside the agent."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from frameworks import require_framework
+
+require_framework("pydantic_ai", "pydantic_ai")
+
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+
+from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
+from ctxoffload.integrations.pydantic_ai import (  # noqa: E402
+    ContextOffload,
+    from_pydantic_ai,
+    to_pydantic_ai,
+)
+from ctxoffload.tokens import get_token_counter  # noqa: E402
+
+BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
+CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+"""A small window, so that a few dozen turns are compacted."""
+
+
+def dump() -> str:
+    """Dump the export job's whole log."""
+    return BIG
+
+
+class Scripted:
+    """A `FunctionModel` that answers from a script and records the messages each request
+    was sent."""
+
+    def __init__(self, *replies: ModelResponse) -> None:
+        self.replies = iter(replies)
+        self.seen: list[list[ModelMessage]] = []
+        self.model = FunctionModel(self.answer)
+
+    def answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.seen.append(list(messages))
+        return next(self.replies)
+
+
+def call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart(name, args, call_id)])
+
+
+def say(text: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(text)])
+
+
+def tokens(messages: list[ModelMessage]) -> int:
+    return get_token_counter(None).count_messages(from_pydantic_ai(messages))
+
+
+def wire(messages: list[ModelMessage]) -> list[str]:
+    """What a request carried, one line a `Msg`, without timestamps."""
+    return [
+        json.dumps([msg.role, msg.model_dump(mode="json")["content"]])
+        for msg in from_pydantic_ai(messages)
+    ]
+
+
+def agent_on(folder: Path, model: Scripted, **tools: Any) -> Agent[None, str]:
+    offload = ContextOffload(LocalWorkspace(folder), config=CONFIG)
+    return Agent(model.model, tools=[dump], capabilities=[offload])
+
+
+def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
+    assert len(BIG) > 5_000_000
+    model = Scripted(call("dump", {}, "call_1"), say("The export finished."))
+    result = agent_on(tmp_path / "ws", model).run_sync("dump the log", conversation_id="t1")
+    stored = tmp_path / "ws" / "sessions" / "t1" / "tool_result-call_1.txt"
+    assert stored.read_text(encoding="utf-8") == BIG
+    (returned,) = result.all_messages()[2].parts
+    assert isinstance(returned, ToolReturnPart) and returned.tool_call_id == "call_1"
+    assert returned.content.startswith(BIG[:200])
+    assert "tool_result-call_1.txt" in returned.content and len(returned.content) < 5_000
+    assert tokens(model.seen[1]) < CONFIG.context_window
+
+
+def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Path) -> None:
+    model = Scripted(call("dump", {}, "c1"), call("dump", {}, "c2"), say("Both are stored."))
+    agent_on(tmp_path / "ws", model).run_sync("dump the log twice", conversation_id="s1")
+    sent = [wire(messages) for messages in model.seen]
+    assert len(sent) == 3
+    for before, after in itertools.pairwise(sent):
+        assert after[: len(before)] == before
+
+
+def converse(agent: Agent[None, str], model: Scripted, turns: range, session: str) -> list[Any]:
+    history: list[ModelMessage] = []
+    for turn in turns:
+        model.replies = iter([say(f"Noted, step {turn} is logged. " + "ok " * 30)])
+        prompt = f"Step {turn}: record the reading {turn * 7} " + "and more detail " * 20
+        result = agent.run_sync(prompt, message_history=history, conversation_id=session)
+        history = result.all_messages()
+    return history
+
+
+def context_ids(workdir: Path, session: str) -> set[str]:
+    lines = (workdir / "sessions" / session / "context.jsonl").read_text().splitlines()
+    return {json.loads(line).get("id") for line in lines if line.strip()}
+
+
+def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:
+    model = Scripted()
+    history = converse(agent_on(tmp_path / "ws", model), model, range(80), "long")
+    assert len(history) == 160  # the history keeps every message
+    assert max(tokens(messages) for messages in model.seen) < CONFIG.context_window
+    # The last request re-numbers what it holds: tell what it kept by content.
+    last = set(wire(model.seen[-1]))
+    everything = zip(from_pydantic_ai(history[:-1]), wire(history[:-1]), strict=True)
+    left = {msg.id for msg, line in everything if line not in last}
+    assert len(left) > 100
+    assert left <= context_ids(tmp_path / "ws", "long")
+
+
+def test_a_resumed_run_projects_the_same_messages(tmp_path: Path) -> None:
+    # A new agent and workspace object on the folder, given the history back, must send what
+    # the unbroken run sent.
+    control = Scripted()
+    converse(agent_on(tmp_path / "a", control), control, range(41), "t")
+    first = Scripted()
+    history = converse(agent_on(tmp_path / "b", first), first, range(40), "t")
+    resumed = Scripted(say("Noted, step 40 is logged. " + "ok " * 30))
+    prompt = "Step 40: record the reading 280 " + "and more detail " * 20
+    agent_on(tmp_path / "b", resumed).run_sync(prompt, message_history=history, conversation_id="t")
+    unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in wire(control.seen[-1])]
+    assert [line.replace(str(tmp_path / "b"), "WS") for line in wire(resumed.seen[0])] == unbroken
+    assert len(wire(resumed.seen[0])) < 80  # it was compacted
+
+
+def test_the_agent_reads_an_offloaded_result_back_with_the_toolset(tmp_path: Path) -> None:
+    model = Scripted(
+        call("dump", {}, "call_1"),
+        call("Grep", {"pattern": "batch 123456 done"}, "call_2"),
+        say("Batch 123456 finished."),
+    )
+    result = agent_on(tmp_path / "ws", model).run_sync("find batch 123456", conversation_id="r1")
+    (found,) = result.all_messages()[4].parts
+    assert isinstance(found, ToolReturnPart) and found.tool_call_id == "call_2"
+    assert "tool_result-call_1.txt" in found.content
+    assert "batch 123456 done" in found.content
+
+
+def test_messages_round_trip_through_ctxoffload() -> None:
+    messages: list[ModelMessage] = [
+        ModelRequest(
+            parts=[
+                SystemPromptPart("Be brief."),
+                UserPromptPart(
+                    [
+                        "what is on this chart?",
+                        BinaryContent(data=b"\x89PNG\r\n", media_type="image/png"),
+                        ImageUrl(url="https://example.com/a.png"),
+                    ]
+                ),
+            ]
+        ),
+        ModelResponse(
+            parts=[
+                ThinkingPart("the chart shows load", signature="sig"),
+                TextPart("Looking closer."),
+                ToolCallPart("zoom", {"x": 1}, "c1"),
+                ToolCallPart("crop", {}, "c2"),
+            ]
+        ),
+        ModelRequest(
+            parts=[
+                ToolReturnPart("zoom", "zoomed", "c1"),
+                ToolReturnPart("crop", "give a box", "c2", outcome="retried"),
+            ]
+        ),
+        ModelRequest(parts=[UserPromptPart("and now?")]),
+    ]
+    msgs = from_pydantic_ai(messages)
+    assert [msg.role for msg in msgs] == ["system", "user", "assistant", "tool", "user"]
+    back = to_pydantic_ai(msgs)
+    assert [type(m) for m in back] == [type(m) for m in messages]
+    for given, again in zip(messages, back, strict=True):
+        strip = [{**vars(p), "timestamp": None} for p in given.parts]
+        assert [{**vars(p), "timestamp": None} for p in again.parts] == strip
