@@ -71,7 +71,7 @@ _EXTERNAL = [
     # metadata, and the type of None in an evaluated union.
     r"Field|FieldInfo|NoneType",
     # The frameworks and clients ctxoffload adapts to, imported only when used.
-    r"(agentscope|strands|langchain|langchain_core|langgraph|deepagents|openai|obstore|re2"
+    r"(agentscope|strands|langchain|langchain_core|langgraph|deepagents|pydantic_ai|openai|obstore|re2"
     r"|tiktoken|watchfiles|rich)\..+",
 ]
 nitpick_ignore_regex = [(r"py:.*", pattern) for pattern in _EXTERNAL]
@@ -94,6 +94,7 @@ autodoc_mock_imports = [
     "langchain_core",
     "langgraph",
     "deepagents",
+    "pydantic_ai",
 ]
 python_use_unqualified_type_names = True
 # The docstrings write code in single backticks, as in Markdown: show it as code.

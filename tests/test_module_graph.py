@@ -34,6 +34,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.langchain": "langchain",
     "ctxoffload.integrations.strands": "strands",
     "ctxoffload.integrations.deepagents": "deepagents",
+    "ctxoffload.integrations.pydantic_ai": "pydantic_ai",
 }
 
 
@@ -224,7 +225,8 @@ def test_an_integration_imports_first_or_names_its_extra(module: str) -> None:
     if importlib.util.find_spec(framework) is not None:
         assert failures == {}
     else:
-        assert all(f"ctxoffload[{framework}]" in line for line in failures.values()), failures
+        extra = framework.replace("_", "-")  # the extra's name as pip normalises it
+        assert all(f"ctxoffload[{extra}]" in line for line in failures.values()), failures
 
 
 def private_imports(root: Path) -> list[str]:

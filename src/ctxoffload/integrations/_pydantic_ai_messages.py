@@ -118,7 +118,9 @@ def _request_blocks(part: Any) -> tuple[str, list[Block], dict[str, str]]:
         text = part.content if isinstance(part.content, str) else part.model_response()
         if getattr(part, "tool_name", None) is None:
             return "user", [TextBlock(text=text)], {}
-        block = ToolResultBlock(id=part.tool_call_id, name=part.tool_name, output=text, is_error=True)
+        block = ToolResultBlock(
+            id=part.tool_call_id, name=part.tool_name, output=text, is_error=True
+        )
         return "tool", [block], {part.tool_call_id: "retried"}
     return "user", [], {}
 
@@ -144,7 +146,9 @@ def _response_parts(msg: Msg) -> list[Any]:
         elif isinstance(block, ThinkingBlock):
             parts.append(_m.ThinkingPart(content=block.thinking, signature=block.signature))
         elif isinstance(block, ToolCallBlock):
-            parts.append(_m.ToolCallPart(tool_name=block.name, args=block.input, tool_call_id=block.id))
+            parts.append(
+                _m.ToolCallPart(tool_name=block.name, args=block.input, tool_call_id=block.id)
+            )
     return parts
 
 
@@ -157,7 +161,9 @@ def _request_parts(msg: Msg) -> list[Any]:
     user: list[Any] = []
     for block in blocks:
         if isinstance(block, ToolResultBlock):
-            output = block.output if isinstance(block.output, str) else "".join(_texts(block.output))
+            output = (
+                block.output if isinstance(block.output, str) else "".join(_texts(block.output))
+            )
             outcome = outcomes.get(block.id, "failed" if block.is_error else "success")
             parts.append(
                 _m.ToolReturnPart(
@@ -170,7 +176,9 @@ def _request_parts(msg: Msg) -> list[Any]:
             user.append(_file(block))
     if user:
         text_only = all(isinstance(item, str) for item in user)
-        parts.append(_m.UserPromptPart(content="".join(user) if text_only and len(user) == 1 else user))
+        parts.append(
+            _m.UserPromptPart(content="".join(user) if text_only and len(user) == 1 else user)
+        )
     return parts
 
 
