@@ -378,6 +378,8 @@ def test_the_real_openai_sdk_rate_limit_is_not_an_overflow() -> None:
         "ContextWindowExceededError",
         # strands.types.exceptions.ContextWindowOverflowException.
         "ContextWindowOverflowException",
+        # pydantic_ai.exceptions.ModelContextWindowExceededError.
+        "ModelContextWindowExceededError",
     ],
 )
 def test_a_frameworks_overflow_class_counts_by_its_name(class_name: str) -> None:

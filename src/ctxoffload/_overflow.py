@@ -72,7 +72,12 @@ _NEVER_AN_OVERFLOW = frozenset({401, 402, 403, 404, 408, 429})
 # langchain-anthropic raise subclasses of it), LiteLLM's `ContextWindowExceededError`,
 # Strands' `ContextWindowOverflowException`.
 _OVERFLOW_CLASS_NAMES = frozenset(
-    {"ContextOverflowError", "ContextWindowExceededError", "ContextWindowOverflowException"}
+    {
+        "ContextOverflowError",
+        "ContextWindowExceededError",
+        "ContextWindowOverflowException",
+        "ModelContextWindowExceededError",  # pydantic-ai
+    }
 )
 
 

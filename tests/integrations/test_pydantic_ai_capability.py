@@ -14,6 +14,7 @@ from frameworks import require_framework
 require_framework("pydantic_ai", "pydantic_ai")
 
 from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.exceptions import ModelContextWindowExceededError  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     BinaryContent,
     ImageUrl,
@@ -86,10 +87,10 @@ def agent_on(folder: Path, model: Scripted, **tools: Any) -> Agent[None, str]:
     return Agent(model.model, tools=[dump], capabilities=[offload])
 
 
-def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
+async def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
     assert len(BIG) > 5_000_000
     model = Scripted(call("dump", {}, "call_1"), say("The export finished."))
-    result = agent_on(tmp_path / "ws", model).run_sync("dump the log", conversation_id="t1")
+    result = await agent_on(tmp_path / "ws", model).run("dump the log", conversation_id="t1")
     stored = tmp_path / "ws" / "sessions" / "t1" / "tool_result-call_1.txt"
     assert stored.read_text(encoding="utf-8") == BIG
     (returned,) = result.all_messages()[2].parts
@@ -99,21 +100,23 @@ def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: 
     assert tokens(model.seen[1]) < CONFIG.context_window
 
 
-def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Path) -> None:
+async def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Path) -> None:
     model = Scripted(call("dump", {}, "c1"), call("dump", {}, "c2"), say("Both are stored."))
-    agent_on(tmp_path / "ws", model).run_sync("dump the log twice", conversation_id="s1")
+    await agent_on(tmp_path / "ws", model).run("dump the log twice", conversation_id="s1")
     sent = [wire(messages) for messages in model.seen]
     assert len(sent) == 3
     for before, after in itertools.pairwise(sent):
         assert after[: len(before)] == before
 
 
-def converse(agent: Agent[None, str], model: Scripted, turns: range, session: str) -> list[Any]:
+async def converse(
+    agent: Agent[None, str], model: Scripted, turns: range, session: str
+) -> list[Any]:
     history: list[ModelMessage] = []
     for turn in turns:
         model.replies = iter([say(f"Noted, step {turn} is logged. " + "ok " * 30)])
         prompt = f"Step {turn}: record the reading {turn * 7} " + "and more detail " * 20
-        result = agent.run_sync(prompt, message_history=history, conversation_id=session)
+        result = await agent.run(prompt, message_history=history, conversation_id=session)
         history = result.all_messages()
     return history
 
@@ -123,9 +126,9 @@ def context_ids(workdir: Path, session: str) -> set[str]:
     return {json.loads(line).get("id") for line in lines if line.strip()}
 
 
-def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:
+async def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:
     model = Scripted()
-    history = converse(agent_on(tmp_path / "ws", model), model, range(80), "long")
+    history = await converse(agent_on(tmp_path / "ws", model), model, range(80), "long")
     assert len(history) == 160  # the history keeps every message
     assert max(tokens(messages) for messages in model.seen) < CONFIG.context_window
     # The last request re-numbers what it holds: tell what it kept by content.
@@ -136,28 +139,30 @@ def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Pat
     assert left <= context_ids(tmp_path / "ws", "long")
 
 
-def test_a_resumed_run_projects_the_same_messages(tmp_path: Path) -> None:
+async def test_a_resumed_run_projects_the_same_messages(tmp_path: Path) -> None:
     # A new agent and workspace object on the folder, given the history back, must send what
     # the unbroken run sent.
     control = Scripted()
-    converse(agent_on(tmp_path / "a", control), control, range(41), "t")
+    await converse(agent_on(tmp_path / "a", control), control, range(41), "t")
     first = Scripted()
-    history = converse(agent_on(tmp_path / "b", first), first, range(40), "t")
+    history = await converse(agent_on(tmp_path / "b", first), first, range(40), "t")
     resumed = Scripted(say("Noted, step 40 is logged. " + "ok " * 30))
     prompt = "Step 40: record the reading 280 " + "and more detail " * 20
-    agent_on(tmp_path / "b", resumed).run_sync(prompt, message_history=history, conversation_id="t")
+    await agent_on(tmp_path / "b", resumed).run(
+        prompt, message_history=history, conversation_id="t"
+    )
     unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in wire(control.seen[-1])]
     assert [line.replace(str(tmp_path / "b"), "WS") for line in wire(resumed.seen[0])] == unbroken
     assert len(wire(resumed.seen[0])) < 80  # it was compacted
 
 
-def test_the_agent_reads_an_offloaded_result_back_with_the_toolset(tmp_path: Path) -> None:
+async def test_the_agent_reads_an_offloaded_result_back_with_the_toolset(tmp_path: Path) -> None:
     model = Scripted(
         call("dump", {}, "call_1"),
         call("Grep", {"pattern": "batch 123456 done"}, "call_2"),
         say("Batch 123456 finished."),
     )
-    result = agent_on(tmp_path / "ws", model).run_sync("find batch 123456", conversation_id="r1")
+    result = await agent_on(tmp_path / "ws", model).run("find batch 123456", conversation_id="r1")
     (found,) = result.all_messages()[4].parts
     assert isinstance(found, ToolReturnPart) and found.tool_call_id == "call_2"
     assert "tool_result-call_1.txt" in found.content
@@ -201,3 +206,26 @@ def test_messages_round_trip_through_ctxoffload() -> None:
     for given, again in zip(messages, back, strict=True):
         strip = [{**vars(p), "timestamp": None} for p in given.parts]
         assert [{**vars(p), "timestamp": None} for p in again.parts] == strip
+
+
+async def test_a_request_refused_as_over_the_window_is_summarised_and_sent_again(
+    tmp_path: Path,
+) -> None:
+    refused: list[list[ModelMessage]] = []
+    at: list[int] = []  # the index in `model.seen` of the attempt sent again
+    model = Scripted()
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > 8 and not refused:  # the provider counts more than the counter
+            refused.append(list(messages))
+            at.append(len(model.seen))
+            raise ModelContextWindowExceededError("scripted", "input is too long")
+        return model.answer(messages, info)
+
+    model.model = FunctionModel(answer)
+    agent = agent_on(tmp_path / "ws", model)
+    history = await converse(agent, model, range(6), "over")
+    assert len(refused) == 1 and len(history) == 12
+    again = model.seen[at[0]]
+    assert "context.jsonl" not in wire(refused[0])[0]
+    assert "context.jsonl" in wire(again)[0]  # a summary stands for the older messages

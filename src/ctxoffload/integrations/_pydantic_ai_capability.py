@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._disk.ids import session_id_for
+from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
@@ -31,6 +32,7 @@ try:
         "pydantic_ai.capabilities"
     ).AbstractCapability
     _FunctionToolset: Any = importlib.import_module("pydantic_ai.toolsets").FunctionToolset
+    _RetryModelRequest: Any = importlib.import_module("pydantic_ai.exceptions").RetryModelRequest
 except ImportError as exc:  # pragma: no cover - exercised where pydantic-ai is absent
     raise ConfigError(INSTALL_HINT) from exc
 
@@ -44,7 +46,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
       plus the notice naming that file.
     - Every model request is sent the projection of its messages: offloaded results as head +
       notice, and past the config's trigger the older messages as a summary (they go to the
-      session's context.jsonl first). The history keeps every message.
+      session's context.jsonl first). The history keeps every message. A request the
+      provider refuses as over its window (`is_context_overflow`) is summarised at once and
+      sent again, once.
     - Its toolset gives the agent Read, Grep and Glob (a workspace on a local folder) and
       `retrieve_offloaded_content`, to read back what was offloaded.
 
@@ -80,6 +84,10 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self.session_id = session_id
         self.max_output_chars = max_output_chars
         self._projector: Projector | None = None
+        # The request step's history (`Msg`s and pydantic-ai messages), and whether its
+        # last attempt was refused as over the window.
+        self._step: tuple[list[Msg], list[Any]] = ([], [])
+        self._overflowed = False
 
     async def for_run(self, ctx: Any) -> ContextOffload:
         """A copy of this capability holding the run's projector (its session)."""
@@ -114,10 +122,29 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 
     async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
         """Send the model the projection of the request's messages; the history stays."""
-        messages = request_context.messages
+        messages = list(request_context.messages)
         history = from_pydantic_ai(messages)
+        self._step, self._overflowed = (history, messages), False
         tools = _schemas(request_context.model_request_parameters)
         projected = await self._run_projector().project(history, tools=tools)
+        return dataclasses.replace(request_context, messages=_back(projected, history, messages))
+
+    async def on_model_request_error(
+        self, ctx: Any, *, request_context: Any, error: Exception
+    ) -> Any:
+        """A request refused as over the window is attempted once more, summarised."""
+        if self._overflowed or not is_context_overflow(error):
+            raise error
+        self._overflowed = True
+        raise _RetryModelRequest() from error
+
+    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+        """The attempt after an overflow sends the step's history summarised at once."""
+        if not self._overflowed:
+            return request_context
+        history, messages = self._step
+        tools = _schemas(request_context.model_request_parameters)
+        projected = await self._run_projector().project(history, tools=tools, force=True)
         return dataclasses.replace(request_context, messages=_back(projected, history, messages))
 
     def _run_projector(self) -> Projector:
