@@ -60,3 +60,16 @@ def run_guide_example(guide: str, folder: Path) -> subprocess.CompletedProcess[s
         timeout=120,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
     )
+
+
+def check_the_nightly_example(guide: str, folder: Path) -> None:
+    """Run the example of a host's guide that fetches the nightly job's 20,000-line log and
+    greps its last batch (docs/guides/langchain.md, pydantic-ai.md), and check what it printed
+    and that the whole log is in the workspace."""
+    done = run_guide_example(guide, folder)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "The nightly job finished: its last batch, 19999, is done."
+    assert int(lines[0].split()[0]) < 20_000
+    stored = folder / "agent_workspace" / "sessions" / "nightly-check" / "tool_result-call_1.txt"
+    assert stored.read_text(encoding="utf-8").endswith("INFO nightly: batch 19999 done")
