@@ -4,16 +4,18 @@ run projecting the same way, and the read-back tools used from inside the agent.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
 
 from frameworks import require_framework
 
 require_framework("pydantic_ai", "pydantic_ai")
 
-from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.exceptions import ModelContextWindowExceededError  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     BinaryContent,
@@ -29,62 +31,19 @@ from pydantic_ai.messages import (  # noqa: E402
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-
-from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
-from ctxoffload.integrations.pydantic_ai import (  # noqa: E402
-    ContextOffload,
-    from_pydantic_ai,
-    to_pydantic_ai,
+from pydantic_ai_scripted import (  # noqa: E402
+    BIG,
+    CONFIG,
+    Scripted,
+    agent_on,
+    call,
+    converse,
+    say,
+    tokens,
+    wire,
 )
-from ctxoffload.tokens import get_token_counter  # noqa: E402
 
-BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
-CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
-"""A small window, so that a few dozen turns are compacted."""
-
-
-def dump() -> str:
-    """Dump the export job's whole log."""
-    return BIG
-
-
-class Scripted:
-    """A `FunctionModel` that answers from a script and records the messages each request
-    was sent."""
-
-    def __init__(self, *replies: ModelResponse) -> None:
-        self.replies = iter(replies)
-        self.seen: list[list[ModelMessage]] = []
-        self.model = FunctionModel(self.answer)
-
-    def answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.seen.append(list(messages))
-        return next(self.replies)
-
-
-def call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
-    return ModelResponse(parts=[ToolCallPart(name, args, call_id)])
-
-
-def say(text: str) -> ModelResponse:
-    return ModelResponse(parts=[TextPart(text)])
-
-
-def tokens(messages: list[ModelMessage]) -> int:
-    return get_token_counter(None).count_messages(from_pydantic_ai(messages))
-
-
-def wire(messages: list[ModelMessage]) -> list[str]:
-    """What a request carried, one line a `Msg`, without timestamps."""
-    return [
-        json.dumps([msg.role, msg.model_dump(mode="json")["content"]])
-        for msg in from_pydantic_ai(messages)
-    ]
-
-
-def agent_on(folder: Path, model: Scripted, **tools: Any) -> Agent[None, str]:
-    offload = ContextOffload(LocalWorkspace(folder), config=CONFIG)
-    return Agent(model.model, tools=[dump], capabilities=[offload])
+from ctxoffload.integrations.pydantic_ai import from_pydantic_ai, to_pydantic_ai  # noqa: E402
 
 
 async def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
@@ -107,18 +66,6 @@ async def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Pa
     assert len(sent) == 3
     for before, after in itertools.pairwise(sent):
         assert after[: len(before)] == before
-
-
-async def converse(
-    agent: Agent[None, str], model: Scripted, turns: range, session: str
-) -> list[Any]:
-    history: list[ModelMessage] = []
-    for turn in turns:
-        model.replies = iter([say(f"Noted, step {turn} is logged. " + "ok " * 30)])
-        prompt = f"Step {turn}: record the reading {turn * 7} " + "and more detail " * 20
-        result = await agent.run(prompt, message_history=history, conversation_id=session)
-        history = result.all_messages()
-    return history
 
 
 def context_ids(workdir: Path, session: str) -> set[str]:
@@ -154,6 +101,30 @@ async def test_a_resumed_run_projects_the_same_messages(tmp_path: Path) -> None:
     unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in wire(control.seen[-1])]
     assert [line.replace(str(tmp_path / "b"), "WS") for line in wire(resumed.seen[0])] == unbroken
     assert len(wire(resumed.seen[0])) < 80  # it was compacted
+
+
+def test_a_run_resumed_in_a_new_process_projects_the_same_messages(tmp_path: Path) -> None:
+    control = Scripted()
+    asyncio.run(converse(agent_on(tmp_path / "a", control), control, range(41), "t"))
+    script = Path(__file__).with_name("pydantic_ai_resume.py")
+    folder, history, out = tmp_path / "b", tmp_path / "history.json", tmp_path / "sent.json"
+    for first, last in ((0, 40), (40, 41)):
+        subprocess.run(
+            [
+                sys.executable,
+                str(script),
+                str(folder),
+                str(first),
+                str(last),
+                str(history),
+                str(out),
+            ],
+            check=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    (resumed,) = json.loads(out.read_text())
+    unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in wire(control.seen[-1])]
+    assert [line.replace(str(folder), "WS") for line in resumed] == unbroken
 
 
 async def test_the_agent_reads_an_offloaded_result_back_with_the_toolset(tmp_path: Path) -> None:
