@@ -34,6 +34,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.langchain": "langchain",
     "ctxoffload.integrations.strands": "strands",
     "ctxoffload.integrations.deepagents": "deepagents",
+    "ctxoffload.integrations.openai_agents": "openai_agents",
 }
 
 

@@ -32,6 +32,7 @@ from ._langchain_messages import (
     to_langchain,
     with_content_of,
 )
+from ._reading import reading_functions
 
 __all__ = ["ContextOffloadMiddleware"]
 
@@ -314,15 +315,7 @@ class _SummaryModel:
 def _reading_tools(workspace: Workspace, max_output_chars: int) -> list[Any]:
     """Read, Grep and Glob (a workspace on a local folder) and the retrieval tool (any
     workspace that reads its references back), as LangChain tools."""
-    from ..readback import HasWorkdir, retrieval_tool, workspace_tools
-    from ..workspace import ReferenceReader
-
-    functions: list[Callable[..., Awaitable[Any]]] = []
-    if isinstance(workspace, HasWorkdir):
-        functions.extend(workspace_tools(workspace, max_output_chars=max_output_chars))
-    if isinstance(workspace, ReferenceReader):
-        functions.append(retrieval_tool(workspace, max_output_chars=max_output_chars))
-    return [_as_tool(function) for function in functions]
+    return [_as_tool(function) for function in reading_functions(workspace, max_output_chars)]
 
 
 def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
