@@ -4,6 +4,7 @@ project's local OpenAI-compatible server, which records what each call was sent.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from agents import (  # noqa: E402
     function_tool,
     set_tracing_disabled,
 )
+from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
@@ -133,3 +135,36 @@ async def test_the_agent_reads_an_offloaded_output_back_with_the_tools(tmp_path:
     found = [m for m in server.requests[2]["messages"] if m.get("tool_call_id") == "call_2"]
     assert "tool_result-call_1.txt" in found[0]["content"]
     assert "batch 123456 done" in found[0]["content"]
+
+
+async def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"), call("dump", {}, "call_2"))
+        server.add_completion("Both dumps are stored.")
+        await run(server, offload_in(tmp_path / "ws"), [dump], "dump it twice")
+    sent = [[json.dumps(m, sort_keys=True) for m in body["messages"]] for body in server.requests]
+    assert len(sent) == 3
+    for before, after in itertools.pairwise(sent):
+        assert after[: len(before)] == before
+
+
+async def test_a_resumed_session_projects_the_same_items(tmp_path: Path) -> None:
+    # A new filter and workspace object on the folder, as a restarted process has, must send
+    # what the filter of the run sent for the same items (the summary it decided included).
+    turns = 60
+    with OpenAIServer() as server:
+        for i in range(turns):
+            server.add(call("status", {"batch": i}, f"call_{i}"))
+        server.add_completion("All batches are exported.")
+        first = offload_in(tmp_path / "ws")
+        result = await run(server, first, [status], "check every batch", max_turns=100)
+    items = result.to_input_list()
+    agent = Agent(name="ops", instructions="You run exports.", tools=[status])
+
+    def data() -> CallModelData[Any]:
+        return CallModelData(ModelInputData(list(items), "You run exports."), agent, None)
+
+    sent = await first(data())
+    resumed = await offload_in(tmp_path / "ws")(data())
+    assert len(sent.input) < len(items)  # compacted
+    assert resumed.input == sent.input
