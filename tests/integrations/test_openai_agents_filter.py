@@ -26,7 +26,10 @@ from openai import AsyncOpenAI  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
 from ctxoffload.formats import from_openai  # noqa: E402
-from ctxoffload.integrations.openai_agents import OffloadingInputFilter  # noqa: E402
+from ctxoffload.integrations.openai_agents import (  # noqa: E402
+    OffloadingInputFilter,
+    WorkspaceSession,
+)
 from ctxoffload.tokens import get_token_counter  # noqa: E402
 from openai_server import OpenAIServer, chat_completion  # noqa: E402
 
@@ -168,3 +171,43 @@ async def test_a_resumed_session_projects_the_same_items(tmp_path: Path) -> None
     resumed = await offload_in(tmp_path / "ws")(data())
     assert len(sent.input) < len(items)  # compacted
     assert resumed.input == sent.input
+
+
+async def test_a_workspace_session_keeps_the_items_and_a_resumed_run_sees_them(
+    tmp_path: Path,
+) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add_completion("The export finished.")
+        server.add_completion("Yes: the last batch is 159999.")
+        session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+        await run(server, offload_in(tmp_path / "ws"), [dump], "dump the log", session=session)
+        # A new session, filter and workspace object on the folder: a restarted process.
+        again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+        items = await again.get_items()
+        assert [i.get("type", "message") for i in items] == [
+            "message",
+            "function_call",
+            "function_call_output",
+            "message",
+        ]
+        assert items[2]["output"] == BIG  # the record keeps it whole
+        await run(server, offload_in(tmp_path / "ws"), [dump], "all done?", session=again)
+    resumed = server.requests[2]["messages"]
+    assert [m["role"] for m in resumed] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert "tool_result-call_1.txt" in resumed[3]["content"]
+    assert tokens(server.requests[2]) < CONFIG.context_window
+    assert len(await again.get_items()) == 6
+    assert (await again.get_items(limit=2))[-1]["content"][0]["text"] == (
+        "Yes: the last batch is 159999."
+    )
+    assert (await again.pop_item()) is not None and len(await again.get_items()) == 5
+    await again.clear_session()
+    assert await again.get_items() == [] and await again.pop_item() is None

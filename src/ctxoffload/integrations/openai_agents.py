@@ -27,6 +27,7 @@ Importing this module does not import the SDK; `tools` does
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import importlib
@@ -43,7 +44,7 @@ from ..model import ChatModel
 from ..workspace import Workspace
 from ._reading import reading_functions
 
-__all__ = ["OffloadingInputFilter"]
+__all__ = ["OffloadingInputFilter", "WorkspaceSession"]
 
 INSTALL_HINT = "The OpenAI Agents SDK is not installed: pip install 'ctxoffload[openai_agents]'"
 
@@ -111,6 +112,73 @@ class OffloadingInputFilter:
         return self._tools
 
 
+class WorkspaceSession:
+    """The SDK's `Session` (its protocol: `get_items`, `add_items`, `pop_item`,
+    `clear_session`) on a ctxoffload workspace: the conversation's items live in the
+    session's state.json, beside what the input filter offloads for the same session.
+
+    So one folder (or bucket) holds a conversation whole: its items, the tool outputs stored
+    whole and the summaries' context.jsonl; a run resumed in a new process
+    (`Runner.run(agent, ..., session=WorkspaceSession(ws, "nightly"))`) starts from them.
+    Items are kept as the SDK gave them (a big output too: the filter cuts what the model is
+    sent, never the record).
+
+    Args:
+        workspace: where the items are kept.
+        session_id: the conversation (one that is no plain name gets a safe session of its
+            own, `session_id_for`); give the input filter the same one.
+    """
+
+    session_settings: Any = None
+
+    def __init__(self, workspace: Workspace, session_id: str) -> None:
+        self.workspace = workspace
+        self.session_id = session_id_for(session_id)
+        self._lock = asyncio.Lock()
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The conversation's items, oldest first; with `limit`, only the latest `limit`."""
+        items = await self._items()
+        return items if limit is None else items[max(len(items) - limit, 0) :]
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append `items` (dicts or the SDK's pydantic items) to the conversation."""
+        async with self._lock:
+            kept = await self._items()
+            kept.extend(_as_item(item) for item in items)
+            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
+
+    async def pop_item(self) -> Any | None:
+        """Remove and return the latest item; None when there is none."""
+        async with self._lock:
+            kept = await self._items()
+            if not kept:
+                return None
+            last = kept.pop()
+            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
+            return last
+
+    async def clear_session(self) -> None:
+        """Forget the conversation's items (what was offloaded for it stays)."""
+        async with self._lock:
+            await self.workspace.write_state(self.session_id, {_ITEMS: []})
+
+    async def _items(self) -> list[Any]:
+        state = await self.workspace.read_state(self.session_id)
+        return list((state or {}).get(_ITEMS, []))
+
+
+_ITEMS = "openai_agents_items"
+"""The state.json field that holds a `WorkspaceSession`'s items."""
+
+
+def _as_item(item: Any) -> dict[str, Any]:
+    """An input item as the JSON dict the SDK itself stores."""
+    if isinstance(item, dict):
+        return item
+    return dict(item.model_dump(exclude_unset=True, mode="json"))
+
+
 def _history(instructions: Any, items: Sequence[Any]) -> tuple[list[Msg], dict[str, Any]]:
     """The instructions and the items as `Msg`s, each item's `Msg` named by a key stable
     across calls, and the item behind each key."""
@@ -131,7 +199,7 @@ def _history(instructions: Any, items: Sequence[Any]) -> tuple[list[Msg], dict[s
 
 def _item_key(item: Any) -> str:
     """An item's name across calls: a call's or an output's call id, else a hash of it."""
-    fields = item if isinstance(item, dict) else item.model_dump(exclude_unset=True)
+    fields = _as_item(item)
     kind, call_id = fields.get("type"), fields.get("call_id")
     if kind in ("function_call", "function_call_output") and isinstance(call_id, str):
         return f"{kind}-{call_id}"
@@ -177,7 +245,7 @@ def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: dict[str,
 def _cut(original: Any, msg: Msg) -> list[Any]:
     """`original` with the output `msg` holds for it where both are one tool output (the
     rest of the item kept), else the items for `msg`."""
-    fields = original if isinstance(original, dict) else original.model_dump(exclude_unset=True)
+    fields = _as_item(original)
     blocks = msg.content if isinstance(msg.content, list) else []
     if fields.get("type") == "function_call_output" and len(blocks) == 1:
         (block,) = blocks
