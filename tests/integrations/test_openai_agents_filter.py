@@ -103,16 +103,25 @@ def context_ids(workdir: Path, session: str) -> set[str]:
     return {json.loads(line).get("id") for line in lines if line.strip()}
 
 
+TURNS = 60
+
+
+async def long_run(offload: OffloadingInputFilter) -> tuple[Any, OpenAIServer]:
+    """A run of `TURNS` tool calls, each output under the limit: the run's result and the
+    server that recorded what each call was sent."""
+    with OpenAIServer() as server:
+        for i in range(TURNS):
+            server.add(call("status", {"batch": i}, f"call_{i}"))
+        server.add_completion("All batches are exported.")
+        result = await run(server, offload, [status], "check every batch", max_turns=100)
+    return result, server
+
+
 async def test_a_long_run_is_compacted_and_every_output_that_left_is_in_context_jsonl(
     tmp_path: Path,
 ) -> None:
-    turns = 60
-    with OpenAIServer() as server:
-        for i in range(turns):
-            server.add(call("status", {"batch": i}, f"call_{i}"))
-        server.add_completion("All batches are exported.")
-        offload = offload_in(tmp_path / "ws")
-        result = await run(server, offload, [status], "check every batch", max_turns=100)
+    turns = TURNS
+    result, server = await long_run(offload_in(tmp_path / "ws"))
     assert result.final_output == "All batches are exported."
     assert max(tokens(body) for body in server.requests) < CONFIG.context_window
     last = json.dumps(server.requests[-1])
@@ -154,13 +163,8 @@ async def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path)
 async def test_a_resumed_session_projects_the_same_items(tmp_path: Path) -> None:
     # A new filter and workspace object on the folder, as a restarted process has, must send
     # what the filter of the run sent for the same items (the summary it decided included).
-    turns = 60
-    with OpenAIServer() as server:
-        for i in range(turns):
-            server.add(call("status", {"batch": i}, f"call_{i}"))
-        server.add_completion("All batches are exported.")
-        first = offload_in(tmp_path / "ws")
-        result = await run(server, first, [status], "check every batch", max_turns=100)
+    first = offload_in(tmp_path / "ws")
+    result, _ = await long_run(first)
     items = result.to_input_list()
     agent = Agent(name="ops", instructions="You run exports.", tools=[status])
 
