@@ -67,7 +67,9 @@ def test_each_kind_of_item_is_read_into_one_msg() -> None:
     assert reasoning.metadata[ITEM_KEY] == REASONING
     assert call.content == [ToolCallBlock(id="call_1", name="fetch_logs", input={"job": "nightly"})]
     assert output.role == "tool"
-    assert output.content == [ToolResultBlock(id="call_1", output="batch 7 failed")]
+    assert output.content == [
+        ToolResultBlock(id="call_1", name="fetch_logs", output="batch 7 failed")
+    ]
     assert answer.content == [TextBlock(text="Batch 7.")]
 
 

@@ -43,10 +43,18 @@ def from_responses(items: Sequence[Any]) -> list[Msg]:
     Returns:
         One `Msg` per item: a message's role and parts (`input_text` / `output_text` as
         text, `input_image` as an image), a `function_call` as a tool call, a
-        `function_call_output` as a tool result; any other item opaque (see the module).
+        `function_call_output` as a tool result named by its call; any other item opaque
+        (see the module).
         A `developer` message is a system `Msg` with `metadata["role"]`.
     """
-    return [_msg(_as_dict(item)) for item in items]
+    names: dict[str, str] = {}  # call id -> tool name, so an output names its tool
+    out: list[Msg] = []
+    for item in items:
+        fields = _as_dict(item)
+        if fields.get("type") == "function_call":
+            names[str(fields.get("call_id"))] = str(fields.get("name", ""))
+        out.append(_msg(fields, names))
+    return out
 
 
 def to_responses(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
@@ -86,7 +94,7 @@ def _as_dict(item: Any) -> dict[str, Any]:
     return dict(item.model_dump(exclude_unset=True))
 
 
-def _msg(item: dict[str, Any]) -> Msg:
+def _msg(item: dict[str, Any], names: Mapping[str, str]) -> Msg:
     kind = item.get("type", "message" if "role" in item else None)
     if kind == "message" and item.get("role") in _ROLES:
         role = item["role"]
@@ -109,6 +117,7 @@ def _msg(item: dict[str, Any]) -> Msg:
         output = item.get("output", "")
         result = ToolResultBlock(
             id=item["call_id"],
+            name=names.get(item["call_id"], ""),
             output=output if isinstance(output, str) else [_block(part) for part in output],
         )
         return Msg(role="tool", content=[result])
