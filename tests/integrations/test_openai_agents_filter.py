@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +219,45 @@ async def test_a_workspace_session_keeps_the_items_and_a_resumed_run_sees_them(
     assert (await again.pop_item()) is not None and len(await again.get_items()) == 5
     await again.clear_session()
     assert await again.get_items() == [] and await again.pop_item() is None
+
+
+RESUME = """
+import asyncio, sys, types
+from test_openai_agents_filter import WorkspaceSession, LocalWorkspace, dump, offload_in, run
+server = types.SimpleNamespace(base_url=sys.argv[1])
+session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t1")
+asyncio.run(run(server, offload_in(sys.argv[2]), [dump], "all done?", session=session))
+"""
+
+
+async def test_a_run_resumed_in_a_new_process_sends_what_one_in_this_process_sends(
+    tmp_path: Path,
+) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add_completion("The export finished.")
+        server.add_completion("Yes.", usage=(10, 1))
+        server.add_completion("Yes.", usage=(10, 1))
+        session = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1")
+        await run(server, offload_in(tmp_path / "a"), [dump], "dump the log", session=session)
+        # The same folder (notices name its path) resumed twice: here, then, put back as the
+        # first run left it, in a new process.
+        shutil.copytree(tmp_path / "a", tmp_path / "saved")
+        here = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1")
+        await run(server, offload_in(tmp_path / "a"), [dump], "all done?", session=here)
+        shutil.rmtree(tmp_path / "a")
+        shutil.copytree(tmp_path / "saved", tmp_path / "a")
+        tests = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
+        path = os.pathsep.join([*tests, os.environ.get("PYTHONPATH", "")])
+        env = {**os.environ, "PYTHONPATH": path}
+        done = subprocess.run(
+            [sys.executable, "-c", RESUME, server.base_url, str(tmp_path / "a")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    in_process, new_process = server.requests[2], server.requests[3]
+    assert new_process == in_process
+    assert "tool_result-call_1.txt" in json.dumps(new_process)
