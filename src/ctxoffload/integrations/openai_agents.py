@@ -8,6 +8,8 @@ config's `tool_result_limit` goes whole to the workspace and reaches the model a
 a notice naming the file; past the trigger the older items reach it as a summary (they go to
 the session's context.jsonl first). The run's own items are never changed, and the same items
 project to the same bytes on every call. `tools` reads offloaded content back.
+`WorkspaceSession` keeps the conversation's items in the same workspace, so a run resumes
+from the folder in a new process.
 
 Example::
 
