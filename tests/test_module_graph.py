@@ -35,6 +35,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.strands": "strands",
     "ctxoffload.integrations.deepagents": "deepagents",
     "ctxoffload.integrations.pydantic_ai": "pydantic_ai",
+    "ctxoffload.integrations.openai_agents": "openai_agents",
 }
 
 

@@ -15,4 +15,8 @@ history, and the converters between LangChain messages and ctxoffload's.
 
 `ctxoffload.integrations.deepagents`: `WorkspaceBackend`, a deepagents backend on a workspace,
 routed through deepagents' `CompositeBackend` for its evicted tool results and history.
+
+`ctxoffload.integrations.openai_agents`: `OffloadingInputFilter`, the OpenAI Agents SDK's
+`RunConfig.call_model_input_filter` that stores big tool outputs whole and sends each model
+call the projection of its input items.
 """

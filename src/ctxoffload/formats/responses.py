@@ -1,0 +1,171 @@
+"""OpenAI Responses-API input items <-> ctxoffload messages, one item to one `Msg`.
+
+The Responses API (and the OpenAI Agents SDK, which keeps its history in it, and Codex, which
+logs it) has no chat turns: a conversation is a flat list of items, each a `message`, a
+`function_call`, a `function_call_output`, a `reasoning` item or another kind. Each item
+becomes one `Msg` so that a host's items map back one to one. What ctxoffload has no model
+for (a reasoning item, whose encrypted content only its provider reads, a web search call,
+...) is kept opaque: an assistant `Msg` with no content whose metadata holds the item, given
+back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..messages import (
+    Base64Source,
+    Block,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+)
+
+__all__ = ["ITEM_KEY", "from_responses", "to_responses"]
+
+ITEM_KEY = "responses_item"
+"""The `Msg.metadata` key of an item kept opaque."""
+
+_ROLES = {"developer": "system", "system": "system", "user": "user", "assistant": "assistant"}
+
+
+def from_responses(items: Sequence[Any]) -> list[Msg]:
+    """ctxoffload messages for Responses-API input items, one `Msg` per item, oldest first.
+
+    Args:
+        items: input items as dicts (`TResponseInputItem`) or the SDK's pydantic objects.
+
+    Returns:
+        One `Msg` per item: a message's role and parts (`input_text` / `output_text` as
+        text, `input_image` as an image), a `function_call` as a tool call, a
+        `function_call_output` as a tool result named by its call; any other item opaque
+        (see the module).
+        A `developer` message is a system `Msg` with `metadata["role"]`.
+    """
+    names: dict[str, str] = {}  # call id -> tool name, so an output names its tool
+    out: list[Msg] = []
+    for item in items:
+        fields = _as_dict(item)
+        if fields.get("type") == "function_call":
+            names[str(fields.get("call_id"))] = str(fields.get("name", ""))
+        out.append(_msg(fields, names))
+    return out
+
+
+def to_responses(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
+    """Responses-API input items for ctxoffload messages: a `Msg`'s text and images as one
+    `message` item, each tool call a `function_call`, each tool result a
+    `function_call_output`, an opaque item as it was."""
+    out: list[dict[str, Any]] = []
+    for msg in msgs:
+        if ITEM_KEY in msg.metadata:
+            out.append(dict(msg.metadata[ITEM_KEY]))
+            continue
+        role = str(msg.metadata.get("role", msg.role))
+        blocks: list[Block] = (
+            [TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
+        )
+        parts: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
+        for block in blocks:
+            if isinstance(block, ToolCallBlock):
+                calls.append(_function_call(block))
+            elif isinstance(block, ToolResultBlock):
+                calls.append(_function_call_output(block))
+            elif isinstance(block, (TextBlock, DataBlock)):
+                parts.append(_part(block, role))
+            else:  # thinking a model wrote to the user: text, so nothing is lost
+                parts.append(_part(TextBlock(text=block.thinking), role))
+        # A turn's text comes before its calls, as a Responses-API model answers.
+        if parts and msg.role != "tool":
+            out.append({"type": "message", "role": role, "content": parts})
+        out.extend(calls)
+    return out
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return dict(item)
+    return dict(item.model_dump(exclude_unset=True))
+
+
+def _msg(item: dict[str, Any], names: Mapping[str, str]) -> Msg:
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind == "message" and item.get("role") in _ROLES:
+        role = item["role"]
+        metadata = {"role": role} if role == "developer" else {}
+        content = item.get("content", "")
+        blocks: str | list[Block] = (
+            content if isinstance(content, str) else [_block(part) for part in content]
+        )
+        return Msg(role=_ROLES[role], content=blocks, metadata=metadata)  # type: ignore[arg-type]
+    if kind == "function_call":
+        arguments = item.get("arguments") or "{}"
+        try:
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError:
+            parsed = None
+        call_input = parsed if isinstance(parsed, dict) else {"_raw": arguments}
+        call = ToolCallBlock(id=item["call_id"], name=item.get("name", ""), input=call_input)
+        return Msg(role="assistant", content=[call])
+    if kind == "function_call_output":
+        output = item.get("output", "")
+        result = ToolResultBlock(
+            id=item["call_id"],
+            name=names.get(item["call_id"], ""),
+            output=output if isinstance(output, str) else [_block(part) for part in output],
+        )
+        return Msg(role="tool", content=[result])
+    return Msg(role="assistant", content=[], metadata={ITEM_KEY: item})
+
+
+def _block(part: Mapping[str, Any]) -> TextBlock | DataBlock:
+    kind = part.get("type")
+    if kind in ("input_text", "output_text"):
+        return TextBlock(text=str(part.get("text", "")))
+    if kind == "refusal":
+        return TextBlock(text=str(part.get("refusal", "")))
+    if kind == "input_image" and isinstance(part.get("image_url"), str):
+        url: str = part["image_url"]
+        if url.startswith("data:") and ";base64," in url:
+            media_type, data = url[len("data:") :].split(";base64,", 1)
+            return DataBlock(source=Base64Source(media_type=media_type, data=data))
+        return DataBlock(source=URLSource(url=url))
+    # A file, or an image by file id: its JSON as text, so the model still sees it.
+    return TextBlock(text=json.dumps(dict(part), ensure_ascii=False))
+
+
+def _part(block: TextBlock | DataBlock, role: str) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "output_text" if role == "assistant" else "input_text", "text": block.text}
+    source = block.source
+    url = (
+        f"data:{source.media_type};base64,{source.data}"
+        if isinstance(source, Base64Source)
+        else source.url
+    )
+    return {"type": "input_image", "image_url": url}
+
+
+def _function_call(block: ToolCallBlock) -> dict[str, Any]:
+    arguments = block.input.get("_raw") if set(block.input) == {"_raw"} else None
+    return {
+        "type": "function_call",
+        "call_id": block.id,
+        "name": block.name,
+        "arguments": arguments or json.dumps(block.input, ensure_ascii=False),
+    }
+
+
+def _function_call_output(block: ToolResultBlock) -> dict[str, Any]:
+    output: str | list[dict[str, Any]] = (
+        block.output
+        if isinstance(block.output, str)
+        else [_part(part, "user") for part in block.output]
+    )
+    return {"type": "function_call_output", "call_id": block.id, "output": output}

@@ -1,0 +1,256 @@
+"""The OpenAI Agents SDK: `OffloadingInputFilter`, a `RunConfig.call_model_input_filter` that
+stores big tool outputs whole and sends each model call the projection of its input items.
+
+The SDK sends a model the whole run on every call; its own compaction runs only with
+Responses-API models, and its `ToolOutputTrimmer` cuts what it trims. The filter works on
+what every model is sent (Chat-Completions models too): each `function_call_output` over the
+config's `tool_result_limit` goes whole to the workspace and reaches the model as its head and
+a notice naming the file; past the trigger the older items reach it as a summary (they go to
+the session's context.jsonl first). The run's own items are never changed, and the same items
+project to the same bytes on every call. `tools` reads offloaded content back.
+`WorkspaceSession` keeps the conversation's items in the same workspace, so a run resumes
+from the folder in a new process.
+
+Example::
+
+    from agents import Agent, RunConfig, Runner
+    from ctxoffload import ContextConfig, LocalWorkspace
+    from ctxoffload.integrations.openai_agents import OffloadingInputFilter
+
+    offload = OffloadingInputFilter(
+        LocalWorkspace("ws"), config=ContextConfig(context_window=128_000)
+    )
+    agent = Agent(name="ops", model=model, tools=[fetch_logs, *offload.tools])
+    Runner.run_sync(agent, "...", run_config=RunConfig(call_model_input_filter=offload))
+
+Importing this module does not import the SDK; `tools` does
+(`pip install 'ctxoffload[openai-agents]'`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import importlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .._disk.ids import session_id_for
+from ..compression import ContextConfig, Projector
+from ..exceptions import ConfigError
+from ..formats.responses import from_responses, to_responses
+from ..messages import Msg, ToolResultBlock
+from ..model import ChatModel
+from ..workspace import Workspace
+from ._reading import reading_functions
+
+__all__ = ["OffloadingInputFilter", "WorkspaceSession"]
+
+INSTALL_HINT = "The OpenAI Agents SDK is not installed: pip install 'ctxoffload[openai-agents]'"
+
+
+class OffloadingInputFilter:
+    """A `call_model_input_filter` for the OpenAI Agents SDK's `RunConfig` that offloads big
+    tool outputs and compacts what the model is sent, into a ctxoffload workspace.
+
+    - A `function_call_output` whose text is over the config's `tool_result_limit` is stored
+      whole (`sessions/<session>/tool_result-<call id>.txt`) and sent as its head plus the
+      notice naming that file.
+    - Past the config's trigger the older items are sent as a summary (they go to the
+      session's context.jsonl first); later calls re-apply the same summary.
+    - Reasoning items and other items ctxoffload has no model for pass as they are.
+    - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
+      `retrieve_offloaded_content`, as the SDK's function tools.
+
+    Args:
+        workspace: where offloaded content goes.
+        config: when to truncate and when to summarise; its `context_window` is the window.
+        summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
+            extractive summary.
+        session_id: the session (a conversation id that is no plain name gets a safe one of
+            its own, `session_id_for`).
+        max_output_chars: longest answer of a reading tool.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+        session_id: str = "openai-agents",
+        max_output_chars: int = 20_000,
+    ) -> None:
+        self.workspace = workspace
+        self.config = config or ContextConfig()
+        self.session_id = session_id_for(session_id)
+        self.max_output_chars = max_output_chars
+        self._projector = Projector(
+            workspace, self.session_id, config=self.config, model=summary_model
+        )
+        self._tools: list[Any] | None = None
+
+    async def __call__(self, data: Any) -> Any:
+        """The `ModelInputData` to send for `data` (a `CallModelData`): its input items
+        projected; its instructions as they are."""
+        given = data.model_data
+        items = list(given.input)
+        history, originals = _history(given.instructions, items)
+        projected = await self._projector.project(history, tools=_schemas(data.agent))
+        return dataclasses.replace(given, input=_back(projected, history, originals))
+
+    @property
+    def tools(self) -> list[Any]:
+        """The read-back tools, as the SDK's `FunctionTool`s (imports the SDK)."""
+        if self._tools is None:
+            try:
+                function_tool: Any = importlib.import_module("agents").function_tool
+            except ImportError as exc:
+                raise ConfigError(INSTALL_HINT) from exc
+            functions = reading_functions(self.workspace, self.max_output_chars)
+            self._tools = [function_tool(function) for function in functions]
+        return self._tools
+
+
+class WorkspaceSession:
+    """The SDK's `Session` (its protocol: `get_items`, `add_items`, `pop_item`,
+    `clear_session`) on a ctxoffload workspace: the conversation's items live in the
+    session's state.json, beside what the input filter offloads for the same session.
+
+    So one folder (or bucket) holds a conversation whole: its items, the tool outputs stored
+    whole and the summaries' context.jsonl; a run resumed in a new process
+    (`Runner.run(agent, ..., session=WorkspaceSession(ws, "nightly"))`) starts from them.
+    Items are kept as the SDK gave them (a big output too: the filter cuts what the model is
+    sent, never the record).
+
+    Args:
+        workspace: where the items are kept.
+        session_id: the conversation (one that is no plain name gets a safe session of its
+            own, `session_id_for`); give the input filter the same one.
+    """
+
+    session_settings: Any = None
+
+    def __init__(self, workspace: Workspace, session_id: str) -> None:
+        self.workspace = workspace
+        self.session_id = session_id_for(session_id)
+        self._lock = asyncio.Lock()
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The conversation's items, oldest first; with `limit`, only the latest `limit`."""
+        items = await self._items()
+        return items if limit is None else items[max(len(items) - limit, 0) :]
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append `items` (dicts or the SDK's pydantic items) to the conversation."""
+        async with self._lock:
+            kept = await self._items()
+            kept.extend(_as_item(item) for item in items)
+            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
+
+    async def pop_item(self) -> Any | None:
+        """Remove and return the latest item; None when there is none."""
+        async with self._lock:
+            kept = await self._items()
+            if not kept:
+                return None
+            last = kept.pop()
+            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
+            return last
+
+    async def clear_session(self) -> None:
+        """Forget the conversation's items (what was offloaded for it stays)."""
+        async with self._lock:
+            await self.workspace.write_state(self.session_id, {_ITEMS: []})
+
+    async def _items(self) -> list[Any]:
+        state = await self.workspace.read_state(self.session_id)
+        return list((state or {}).get(_ITEMS, []))
+
+
+_ITEMS = "openai_agents_items"
+"""The state.json field that holds a `WorkspaceSession`'s items."""
+
+
+def _as_item(item: Any) -> dict[str, Any]:
+    """An input item as the JSON dict the SDK itself stores."""
+    if isinstance(item, dict):
+        return item
+    return dict(item.model_dump(exclude_unset=True, mode="json"))
+
+
+def _history(instructions: Any, items: Sequence[Any]) -> tuple[list[Msg], dict[str, Any]]:
+    """The instructions and the items as `Msg`s, each item's `Msg` named by a key stable
+    across calls, and the item behind each key."""
+    history: list[Msg] = []
+    if isinstance(instructions, str) and instructions:
+        history.append(Msg(role="system", content=instructions, id="instructions"))
+    originals: dict[str, Any] = {}
+    for item, msg in zip(items, from_responses(items), strict=True):
+        key = base = _item_key(item)
+        count = 1
+        while key in originals:  # the same item twice (two "ok"s): each its own name
+            count += 1
+            key = f"{base}-{count}"
+        originals[key] = item
+        history.append(msg.model_copy(update={"id": key}))
+    return history, originals
+
+
+def _item_key(item: Any) -> str:
+    """An item's name across calls: a call's or an output's call id, else a hash of it."""
+    fields = _as_item(item)
+    kind, call_id = fields.get("type"), fields.get("call_id")
+    if kind in ("function_call", "function_call_output") and isinstance(call_id, str):
+        return f"{kind}-{call_id}"
+    text = json.dumps(fields, sort_keys=True, default=str, ensure_ascii=False)
+    return "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _schemas(agent: Any) -> list[dict[str, Any]]:
+    """The agent's function tools as OpenAI schemas (they count against the window)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": getattr(tool, "description", ""),
+                "parameters": tool.params_json_schema,
+            },
+        }
+        for tool in getattr(agent, "tools", ())
+        if hasattr(tool, "params_json_schema")
+    ]
+
+
+def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: dict[str, Any]) -> list[Any]:
+    """The input items for a projection: the original item wherever the projection kept it,
+    an output with the projection's text where it cut one, new items for a summary; the
+    instructions, which the SDK holds apart, left out."""
+    given = {msg.id: msg for msg in history}
+    out: list[Any] = []
+    for msg in projected:
+        original = originals.get(msg.id)
+        if msg.id == "instructions" and msg.role == "system":
+            continue
+        if original is None:
+            out.extend(to_responses([msg]))
+        elif msg is given[msg.id] or msg.content == given[msg.id].content:
+            out.append(original)
+        else:
+            out.extend(_cut(original, msg))
+    return out
+
+
+def _cut(original: Any, msg: Msg) -> list[Any]:
+    """`original` with the output `msg` holds for it where both are one tool output (the
+    rest of the item kept), else the items for `msg`."""
+    fields = _as_item(original)
+    blocks = msg.content if isinstance(msg.content, list) else []
+    if fields.get("type") == "function_call_output" and len(blocks) == 1:
+        (block,) = blocks
+        if isinstance(block, ToolResultBlock):
+            return [{**fields, "output": to_responses([msg])[0]["output"]}]
+    return to_responses([msg])

@@ -1,0 +1,263 @@
+"""OffloadingInputFilter under the real OpenAI Agents SDK, offline: an
+`OpenAIChatCompletionsModel` (the models the SDK's own compaction never serves) talks to the
+project's local OpenAI-compatible server, which records what each call was sent."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from frameworks import require_framework
+
+require_framework("agents", "openai_agents")
+
+from agents import (  # noqa: E402
+    Agent,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.run_config import CallModelData, ModelInputData  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
+from ctxoffload.formats import from_openai  # noqa: E402
+from ctxoffload.integrations.openai_agents import (  # noqa: E402
+    OffloadingInputFilter,
+    WorkspaceSession,
+)
+from ctxoffload.tokens import get_token_counter  # noqa: E402
+from openai_server import OpenAIServer, chat_completion  # noqa: E402
+
+set_tracing_disabled(True)
+
+CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
+
+
+@function_tool
+def dump() -> str:
+    """Dump the export job's whole log."""
+    return BIG
+
+
+@function_tool
+def status(batch: int) -> str:
+    """The status line of one export batch."""
+    return f"batch {batch}: " + "rows exported, checksums match, index rebuilt. " * 6
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return chat_completion(tool_calls=[{"id": call_id, "type": "function", "function": function}])
+
+
+async def run(
+    server: OpenAIServer, offload: OffloadingInputFilter, tools: list[Any], question: str, **kw: Any
+) -> Any:
+    """One run of an agent on `server` with `offload` as its input filter (the client closed
+    on the run's own event loop)."""
+    async with AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0) as client:
+        model = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
+        agent = Agent(name="ops", instructions="You run exports.", model=model, tools=tools)
+        config = RunConfig(call_model_input_filter=offload)
+        return await Runner.run(agent, question, run_config=config, **kw)
+
+
+def offload_in(folder: Path) -> OffloadingInputFilter:
+    return OffloadingInputFilter(LocalWorkspace(folder), config=CONFIG, session_id="t1")
+
+
+def tokens(body: dict[str, Any]) -> int:
+    return get_token_counter(None).count_messages(from_openai(body["messages"]))
+
+
+async def test_a_5_mb_tool_output_is_stored_whole_and_the_next_request_is_under_the_window(
+    tmp_path: Path,
+) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add_completion("The export finished.")
+        result = await run(server, offload_in(tmp_path / "ws"), [dump], "dump the log")
+    assert result.final_output == "The export finished."
+    stored = tmp_path / "ws" / "sessions" / "t1" / "tool_result-call_1.txt"
+    assert stored.read_text(encoding="utf-8") == BIG
+    sent = server.requests[1]["messages"]
+    (output,) = [m for m in sent if m["role"] == "tool"]
+    assert output["tool_call_id"] == "call_1"
+    assert output["content"].startswith(BIG[:200])
+    assert "tool_result-call_1.txt" in output["content"]
+    assert len(output["content"]) < 5_000
+    assert tokens(server.requests[1]) < CONFIG.context_window
+    # The run itself keeps the whole output; only what the model is sent is cut.
+    outputs = [i for i in result.to_input_list() if i.get("type") == "function_call_output"]
+    assert outputs[0]["output"] == BIG
+
+
+def context_ids(workdir: Path, session: str) -> set[str]:
+    lines = (workdir / "sessions" / session / "context.jsonl").read_text().splitlines()
+    return {json.loads(line).get("id") for line in lines if line.strip()}
+
+
+TURNS = 60
+
+
+async def long_run(offload: OffloadingInputFilter) -> tuple[Any, OpenAIServer]:
+    """A run of `TURNS` tool calls, each output under the limit: the run's result and the
+    server that recorded what each call was sent."""
+    with OpenAIServer() as server:
+        for i in range(TURNS):
+            server.add(call("status", {"batch": i}, f"call_{i}"))
+        server.add_completion("All batches are exported.")
+        result = await run(server, offload, [status], "check every batch", max_turns=100)
+    return result, server
+
+
+async def test_a_long_run_is_compacted_and_every_output_that_left_is_in_context_jsonl(
+    tmp_path: Path,
+) -> None:
+    turns = TURNS
+    result, server = await long_run(offload_in(tmp_path / "ws"))
+    assert result.final_output == "All batches are exported."
+    assert max(tokens(body) for body in server.requests) < CONFIG.context_window
+    last = json.dumps(server.requests[-1])
+    left = {f"function_call_output-call_{i}" for i in range(turns) if f'"call_{i}"' not in last}
+    assert len(left) > turns // 2
+    assert left <= context_ids(tmp_path / "ws", "t1")
+
+
+async def test_the_agent_reads_an_offloaded_output_back_with_the_tools(tmp_path: Path) -> None:
+    offload = offload_in(tmp_path / "ws")
+    assert [t.name for t in offload.tools] == [
+        "Read",
+        "Grep",
+        "Glob",
+        "retrieve_offloaded_content",
+    ]
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add(call("Grep", {"pattern": "batch 123456 done"}, "call_2"))
+        server.add_completion("Batch 123456 finished.")
+        result = await run(server, offload, [dump, *offload.tools], "find batch 123456")
+    assert result.final_output == "Batch 123456 finished."
+    found = [m for m in server.requests[2]["messages"] if m.get("tool_call_id") == "call_2"]
+    assert "tool_result-call_1.txt" in found[0]["content"]
+    assert "batch 123456 done" in found[0]["content"]
+
+
+async def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"), call("dump", {}, "call_2"))
+        server.add_completion("Both dumps are stored.")
+        await run(server, offload_in(tmp_path / "ws"), [dump], "dump it twice")
+    sent = [[json.dumps(m, sort_keys=True) for m in body["messages"]] for body in server.requests]
+    assert len(sent) == 3
+    for before, after in itertools.pairwise(sent):
+        assert after[: len(before)] == before
+
+
+async def test_a_resumed_session_projects_the_same_items(tmp_path: Path) -> None:
+    # A new filter and workspace object on the folder, as a restarted process has, must send
+    # what the filter of the run sent for the same items (the summary it decided included).
+    first = offload_in(tmp_path / "ws")
+    result, _ = await long_run(first)
+    items = result.to_input_list()
+    agent = Agent(name="ops", instructions="You run exports.", tools=[status])
+
+    def data() -> CallModelData[Any]:
+        return CallModelData(ModelInputData(list(items), "You run exports."), agent, None)
+
+    sent = await first(data())
+    resumed = await offload_in(tmp_path / "ws")(data())
+    assert len(sent.input) < len(items)  # compacted
+    assert resumed.input == sent.input
+
+
+async def test_a_workspace_session_keeps_the_items_and_a_resumed_run_sees_them(
+    tmp_path: Path,
+) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add_completion("The export finished.")
+        server.add_completion("Yes: the last batch is 159999.")
+        session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+        await run(server, offload_in(tmp_path / "ws"), [dump], "dump the log", session=session)
+        # A new session, filter and workspace object on the folder: a restarted process.
+        again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+        items = await again.get_items()
+        assert [i.get("type", "message") for i in items] == [
+            "message",
+            "function_call",
+            "function_call_output",
+            "message",
+        ]
+        assert items[2]["output"] == BIG  # the record keeps it whole
+        await run(server, offload_in(tmp_path / "ws"), [dump], "all done?", session=again)
+    resumed = server.requests[2]["messages"]
+    assert [m["role"] for m in resumed] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert "tool_result-call_1.txt" in resumed[3]["content"]
+    assert tokens(server.requests[2]) < CONFIG.context_window
+    assert len(await again.get_items()) == 6
+    assert (await again.get_items(limit=2))[-1]["content"][0]["text"] == (
+        "Yes: the last batch is 159999."
+    )
+    assert (await again.pop_item()) is not None and len(await again.get_items()) == 5
+    await again.clear_session()
+    assert await again.get_items() == [] and await again.pop_item() is None
+
+
+RESUME = """
+import asyncio, sys, types
+from test_openai_agents_filter import WorkspaceSession, LocalWorkspace, dump, offload_in, run
+server = types.SimpleNamespace(base_url=sys.argv[1])
+session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t1")
+asyncio.run(run(server, offload_in(sys.argv[2]), [dump], "all done?", session=session))
+"""
+
+
+async def test_a_run_resumed_in_a_new_process_sends_what_one_in_this_process_sends(
+    tmp_path: Path,
+) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add_completion("The export finished.")
+        server.add_completion("Yes.", usage=(10, 1))
+        server.add_completion("Yes.", usage=(10, 1))
+        session = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1")
+        await run(server, offload_in(tmp_path / "a"), [dump], "dump the log", session=session)
+        # The same folder (notices name its path) resumed twice: here, then, put back as the
+        # first run left it, in a new process.
+        shutil.copytree(tmp_path / "a", tmp_path / "saved")
+        here = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1")
+        await run(server, offload_in(tmp_path / "a"), [dump], "all done?", session=here)
+        shutil.rmtree(tmp_path / "a")
+        shutil.copytree(tmp_path / "saved", tmp_path / "a")
+        tests = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
+        path = os.pathsep.join([*tests, os.environ.get("PYTHONPATH", "")])
+        env = {**os.environ, "PYTHONPATH": path}
+        done = subprocess.run(
+            [sys.executable, "-c", RESUME, server.base_url, str(tmp_path / "a")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    in_process, new_process = server.requests[2], server.requests[3]
+    assert new_process == in_process
+    assert "tool_result-call_1.txt" in json.dumps(new_process)
