@@ -17,6 +17,7 @@ import ast
 import difflib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -161,7 +162,17 @@ def test_the_await_check_finds_a_top_level_await() -> None:
 
 
 def test_few_blocks_are_skipped() -> None:
-    skipped = [b.where for b in CASES if "skip" in b.annotations]
+    # A host's guide runs against the real host in its own environment: its block is skipped
+    # here only when it names the test file of tests/integrations/ that runs it, which exists.
+    elsewhere = re.compile(r"tests/integrations/test_\w+\.py")
+    root = Path(__file__).resolve().parents[2]
+    skipped = []
+    for b in CASES:
+        if "skip" not in b.annotations:
+            continue
+        named = elsewhere.findall(b.annotations["skip"])
+        if not (named and all((root / name).is_file() for name in named)):
+            skipped.append(b.where)
     assert len(skipped) <= MAX_SKIPPED_BLOCKS, (
         f"{len(skipped)} Python blocks are skipped (at most {MAX_SKIPPED_BLOCKS}): "
         + ", ".join(skipped)

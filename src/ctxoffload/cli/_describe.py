@@ -29,8 +29,8 @@ __all__ = [
 
 NOT_BY_AGENT = (
     "no session_start: this session was not written by ctxoffload's Agent (a workspace used "
-    "on its own, or a host's adapter: AgentScope, Strands, LangChain, deepagents, a "
-    "Projector), so the record holds the offloads, "
+    "on its own, or a host's adapter: AgentScope, Strands, LangChain, deepagents, pydantic-ai, "
+    "the OpenAI Agents SDK, a Projector), so the record holds the offloads, "
     "compressions and their configuration but no model calls, messages or tool calls; "
     "--step needs model calls"
 )
