@@ -200,3 +200,33 @@ async def test_a_request_refused_as_over_the_window_is_summarised_and_sent_again
     again = model.seen[at[0]]
     assert "context.jsonl" not in wire(refused[0])[0]
     assert "context.jsonl" in wire(again)[0]  # a summary stands for the older messages
+
+
+async def test_a_history_that_lost_its_first_messages_never_takes_the_old_summary(
+    tmp_path: Path,
+) -> None:
+    # pydantic-ai's messages have no ids. Ids made of positions alone let a history trimmed by a
+    # history processor match the summary decided for the untrimmed one: the model was sent a
+    # summary of messages that were no longer there, in place of the ones that were.
+    from ctxoffload import ContextConfig, LocalWorkspace
+    from ctxoffload.compression import Projector
+
+    turns = [
+        message
+        for i in range(60)
+        for message in (
+            ModelRequest(parts=[UserPromptPart(content=f"request {i}: " + "w " * 40)]),
+            ModelResponse(parts=[TextPart(content=f"answer {i}: " + "x " * 40)]),
+        )
+    ]
+    projector = Projector(LocalWorkspace(tmp_path), "t", config=ContextConfig(context_window=3000))
+    first = await projector.project(from_pydantic_ai(turns))
+    assert len(first) < len(turns)  # summarised
+    trimmed = from_pydantic_ai(turns[2:])  # one exchange dropped
+    second = await projector.project(trimmed)
+    # Whatever is sent now stands for the trimmed history: its own last messages, and never
+    # the summary made of the untrimmed history in place of messages it does not hold.
+    assert second[-1].text == trimmed[-1].text
+    assert [m.id for m in second[-5:]] == [m.id for m in trimmed[-5:]]
+    old_summary = {m.id for m in first} - {m.id for m in from_pydantic_ai(turns)}
+    assert not old_summary & {m.id for m in second}

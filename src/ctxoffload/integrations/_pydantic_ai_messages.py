@@ -12,6 +12,7 @@ user text.
 from __future__ import annotations
 
 import base64
+import hashlib
 import importlib
 import json
 from collections.abc import Sequence
@@ -47,13 +48,16 @@ def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
         messages: pydantic-ai `ModelRequest` and `ModelResponse` objects.
 
     Returns:
-        The `Msg`s, whose ids (`<index>.<run>`) name the message each came from.
+        The `Msg`s, whose ids (`<index>.<run>.<digest>`) name the message each came from and
+        what it says: pydantic-ai's messages have no ids, and an id made of the position alone
+        would let a history that changed shape (a history processor dropping old messages)
+        take another history's decisions (a summary standing for messages it never saw).
     """
     out: list[Msg] = []
     for index, message in enumerate(messages):
         if isinstance(message, _m.ModelResponse):
             blocks = [block for part in message.parts for block in _response_blocks(part)]
-            out.append(Msg(role="assistant", content=blocks, id=f"{index}.0"))
+            out.append(Msg(role="assistant", content=blocks, id=f"{index}.0.{_digest(blocks)}"))
             continue
         runs: list[tuple[str, list[Block], dict[str, str]]] = []
         for part in message.parts:
@@ -65,9 +69,19 @@ def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
                 runs.append((role, blocks, outcomes))
         for run, (role, blocks, outcomes) in enumerate(runs):
             metadata = {"outcomes": outcomes} if outcomes else {}
-            msg = Msg(role=role, content=blocks, id=f"{index}.{run}", metadata=metadata)  # type: ignore[arg-type]
+            msg_id = f"{index}.{run}.{_digest(blocks)}"
+            msg = Msg(role=role, content=blocks, id=msg_id, metadata=metadata)  # type: ignore[arg-type]
             out.append(msg)
     return out
+
+
+def _digest(blocks: Sequence[Block]) -> str:
+    """16 hex digits of what the blocks say (the same blocks give the same digest in every
+    process)."""
+    text = json.dumps(
+        [block.model_dump(mode="json") for block in blocks], sort_keys=True, ensure_ascii=False
+    )
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def to_pydantic_ai(msgs: Sequence[Msg]) -> list[Any]:
