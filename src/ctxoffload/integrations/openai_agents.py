@@ -103,7 +103,7 @@ class OffloadingInputFilter:
 
     @property
     def tools(self) -> list[Any]:
-        """The read-back tools, as the SDK's `FunctionTool`s (imports the SDK)."""
+        """The read-back tools, as the SDK's `FunctionTool` objects (imports the SDK)."""
         if self._tools is None:
             try:
                 function_tool: Any = importlib.import_module("agents").function_tool

@@ -1,5 +1,5 @@
 """pydantic-ai: the `ContextOffload` capability, and the converters between pydantic-ai's
-`ModelMessage`s and ctxoffload's messages.
+`ModelMessage` objects and ctxoffload's messages.
 
 The capability stores a big tool result whole in the workspace (the run's history keeps its
 head and a notice), and sends each model request the projection of the history
