@@ -10,12 +10,14 @@ never a skip.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -73,3 +75,22 @@ def check_the_nightly_example(guide: str, folder: Path) -> None:
     assert int(lines[0].split()[0]) < 20_000
     stored = folder / "agent_workspace" / "sessions" / "nightly-check" / "tool_result-call_1.txt"
     assert stored.read_text(encoding="utf-8").endswith("INFO nightly: batch 19999 done")
+
+
+def context_ids(workdir: Path, session: str) -> set[str]:
+    """The ids of the messages a session's context.jsonl holds (what left a host's context)."""
+    lines = (workdir / "sessions" / session / "context.jsonl").read_text().splitlines()
+    return {json.loads(line).get("id") for line in lines if line.strip()}
+
+
+def saver_bytes(saver: Any) -> int:
+    """What a LangGraph `InMemorySaver` holds, serialised: checkpoints, metadata, blobs,
+    writes (what a blob kept in state costs every checkpoint)."""
+    total = 0
+    for namespaces in saver.storage.values():
+        for checkpoints in namespaces.values():
+            for checkpoint, metadata, _parent in checkpoints.values():
+                total += len(checkpoint[1]) + len(metadata[1])
+    total += sum(len(value[1]) for value in saver.blobs.values())
+    total += sum(len(w[2][1]) for writes in saver.writes.values() for w in writes.values())
+    return total

@@ -56,18 +56,6 @@ def wire(messages: list[BaseMessage]) -> list[str]:
     return [json.dumps(m, sort_keys=True) for m in convert_to_openai_messages(messages)]
 
 
-def saver_bytes(saver: Any) -> int:
-    """What an `InMemorySaver` holds, serialised: checkpoints, metadata, blobs, writes."""
-    total = 0
-    for namespaces in saver.storage.values():
-        for checkpoints in namespaces.values():
-            for checkpoint, metadata, _parent in checkpoints.values():
-                total += len(checkpoint[1]) + len(metadata[1])
-    total += sum(len(value[1]) for value in saver.blobs.values())
-    total += sum(len(w[2][1]) for writes in saver.writes.values() for w in writes.values())
-    return total
-
-
 def thread(name: str) -> dict[str, Any]:
     """A run's config naming its thread."""
     return {"configurable": {"thread_id": name}}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from frameworks import require_framework
+from frameworks import require_framework, saver_bytes
 
 from ctxoffload import LocalWorkspace
 from ctxoffload.workspace import Workspace
@@ -61,18 +61,6 @@ def echo(s: str) -> str:
     return s
 
 
-def checkpoint_bytes(saver: InMemorySaver) -> int:
-    """What an InMemorySaver holds, serialised: checkpoints, metadata, blobs and writes."""
-    total = 0
-    for namespaces in saver.storage.values():
-        for checkpoints in namespaces.values():
-            for checkpoint, metadata, _parent in checkpoints.values():
-                total += len(checkpoint[1]) + len(metadata[1])
-    total += sum(len(blob[1]) for blob in saver.blobs.values())
-    total += sum(len(w[2][1]) for writes in saver.writes.values() for w in writes.values())
-    return total
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[Workspace]:
     yield LocalWorkspace(tmp_path / "ws", fsync=False)
@@ -91,9 +79,9 @@ def test_a_big_tool_result_is_in_the_threads_file_not_in_the_checkpoint(
 ) -> None:
     routes = WorkspaceBackend.routes(workspace)
     out, saver = run_dump(CompositeBackend(default=StateBackend(), routes=routes))
-    routed = checkpoint_bytes(saver)
+    routed = saver_bytes(saver)
     _, in_state = run_dump(StateBackend())
-    default = checkpoint_bytes(in_state)
+    default = saver_bytes(in_state)
 
     files = asyncio.run(workspace.list_files("t-1"))
     assert [Path(f).name for f in files] == ["tool_result-call_1.txt"]

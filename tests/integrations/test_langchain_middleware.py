@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from frameworks import require_framework
+from frameworks import context_ids, require_framework, saver_bytes
 
 require_framework("langchain", "langchain")
 
@@ -28,7 +28,6 @@ from langchain_scripted import (  # noqa: E402
     answers,
     call,
     converse,
-    saver_bytes,
     scripted,
     thread,
     wire,
@@ -114,11 +113,6 @@ def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path) -> No
     assert len(sent) == 3
     for before, after in itertools.pairwise(sent):
         assert after[: len(before)] == before
-
-
-def context_ids(workdir: Path, session: str) -> set[str]:
-    lines = (workdir / "sessions" / session / "context.jsonl").read_text().splitlines()
-    return {json.loads(line).get("id") for line in lines if line.strip()}
 
 
 def test_a_200_turn_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from frameworks import require_framework
+from frameworks import context_ids, require_framework
 
 require_framework("agents", "openai_agents")
 
@@ -100,11 +100,6 @@ async def test_a_5_mb_tool_output_is_stored_whole_and_the_next_request_is_under_
     # The run itself keeps the whole output; only what the model is sent is cut.
     outputs = [i for i in result.to_input_list() if i.get("type") == "function_call_output"]
     assert outputs[0]["output"] == BIG
-
-
-def context_ids(workdir: Path, session: str) -> set[str]:
-    lines = (workdir / "sessions" / session / "context.jsonl").read_text().splitlines()
-    return {json.loads(line).get("id") for line in lines if line.strip()}
 
 
 TURNS = 60

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from frameworks import require_framework
+from frameworks import context_ids, require_framework
 
 require_framework("pydantic_ai", "pydantic_ai")
 
@@ -66,11 +66,6 @@ async def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Pa
     assert len(sent) == 3
     for before, after in itertools.pairwise(sent):
         assert after[: len(before)] == before
-
-
-def context_ids(workdir: Path, session: str) -> set[str]:
-    lines = (workdir / "sessions" / session / "context.jsonl").read_text().splitlines()
-    return {json.loads(line).get("id") for line in lines if line.strip()}
 
 
 async def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:
