@@ -30,8 +30,8 @@ from typing import Any
 
 from .._disk import events
 from .._disk.events import EventKind
-from .._disk.payloads import storable_message
 from .._disk.records import Event
+from .._message_log import MessageLog
 from ..compression import EventCallback, emit_event, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock
@@ -152,11 +152,8 @@ class SessionRecorder:
         self.offloader = offloader
         self.session_id = session_id
         self.on_event = on_event
-        self._prepare = prepare
+        self._log = MessageLog(self.emit, prepare=prepare)
         self._started = False
-        # The message objects last written, by id. Messages are never mutated in place, so
-        # the same object means the same content; a new object under a known id is a change.
-        self._written: dict[str, Msg] = {}
         self._attempts: dict[int, int] = {}
         self._reply_id: str | None = None
         # Steps are numbered over the whole session: an agent that resumes a session goes on
@@ -191,7 +188,7 @@ class SessionRecorder:
                     ),
                     default=0,
                 )
-                await self._known_already(agent.messages, earlier)
+                await self._log.recorded_already(agent.messages, earlier)
             except Exception as exc:
                 logger.warning("could not read the record of session %s: %s", self.session_id, exc)
 
@@ -211,24 +208,6 @@ class SessionRecorder:
             )
         )
 
-    async def _known_already(self, restored: Sequence[Msg], earlier: Sequence[Any]) -> None:
-        """Mark the restored messages the record already holds, as they are, as written: a
-        resumed session's record keeps each message once (a message that changed under its
-        id since is written again)."""
-        wanted = {m.id for m in restored}
-        recorded: dict[str, Any] = {}
-        for event in earlier:
-            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
-            if isinstance(message, dict) and message.get("id") in wanted:
-                recorded[message["id"]] = message
-        for msg in restored:
-            if msg.id not in recorded:
-                continue
-            stored = await self._prepare(msg) if self._prepare is not None else msg
-            value, _ = storable_message(stored, None, where=f"message {msg.id}")
-            if json.loads(json.dumps(value, default=str)) == recorded[msg.id]:
-                self._written[msg.id] = msg
-
     async def messages(self, msgs: Iterable[Msg], *, is_context: bool = True) -> None:
         """Write a `message` event for each message not yet written in this form.
 
@@ -236,21 +215,7 @@ class SessionRecorder:
             msgs: messages that are (or are about to be) in the context.
             is_context: `msgs` is the whole context, so messages outside it are forgotten.
         """
-        msgs = list(msgs)
-        for msg in msgs:
-            if self._written.get(msg.id) is msg:
-                continue
-            try:
-                stored = await self._prepare(msg) if self._prepare is not None else msg
-                value, _ = storable_message(stored, None, where=f"message {msg.id}")
-            except Exception as exc:
-                logger.warning("could not record message %s: %s", msg.id, exc)
-                continue
-            await self.emit(events.Message(message=value))
-        if is_context:
-            self._written = {m.id: m for m in msgs}
-        else:
-            self._written.update((m.id, m) for m in msgs)
+        await self._log.write(msgs, is_context=is_context)
 
     async def model_call(
         self,

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._disk.payloads import storable_message
-from ..exceptions import InvalidContent, InvalidReference
+from .._message_log import InlinePayloads
+from ..exceptions import InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolResultBlock, URLSource
 from ..workspace import Offloader, ReferenceReader, StateStore
 
@@ -32,46 +33,11 @@ class SavedState:
 
     def __init__(self, offloader: Offloader | None) -> None:
         self.offloader = offloader
-        # Inline payloads already stored, by the identity of their base64 string (messages
-        # are never mutated), so each image is decoded and hashed once per session rather
-        # than at every step. The string is kept to pin its identity.
-        self._stored: dict[int, tuple[str, DataBlock]] = {}
+        self._payloads = InlinePayloads(offloader)
 
     async def moved_out(self, msg: Msg) -> Msg:
         """The message with inline base64 replaced by data/ references."""
-        if isinstance(msg.content, str) or self.offloader is None:
-            return msg
-        changed = False
-        content: list[Any] = []
-        for block in msg.content:
-            if isinstance(block, DataBlock) and isinstance(block.source, Base64Source):
-                block = await self._store(block)
-                changed = True
-            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
-                parts = []
-                for part in block.output:
-                    if isinstance(part, DataBlock) and isinstance(part.source, Base64Source):
-                        part = await self._store(part)
-                        changed = True
-                    parts.append(part)
-                block = block.model_copy(update={"output": parts})
-            content.append(block)
-        return msg.model_copy(update={"content": content}) if changed else msg
-
-    async def _store(self, block: DataBlock) -> DataBlock:
-        assert isinstance(block.source, Base64Source) and self.offloader is not None
-        data = block.source.data
-        known = self._stored.get(id(data))
-        if known is not None and known[0] is data:
-            return known[1].model_copy(update={"name": block.name})
-        try:
-            stored: DataBlock = await self.offloader.offload_data_block(block)
-        except InvalidContent as exc:
-            # Not base64 in any spelling: state.json keeps the block inline, as it was given.
-            logger.warning("kept an inline payload in state.json: %s", exc)
-            stored = block
-        self._stored[id(data)] = (data, stored)
-        return stored
+        return await self._payloads.moved_out(msg)
 
     async def save(
         self, session_id: str, messages: list[Msg], facts: Callable[[], dict[str, Any]]

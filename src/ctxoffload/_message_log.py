@@ -1,0 +1,146 @@
+"""The `message` events of a session's record, written once per message and form, with their
+inline payloads moved to data/ first: one home for the `Agent`'s recorder and the `Projector`
+(a host that keeps its own history), so `ctxoffload show --step N` rebuilds what either sent.
+
+A base64 image in the context would otherwise be written whole into the record at every step;
+as a data/ reference it is stored once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from ._disk import events
+from ._disk.events import EventKind
+from ._disk.payloads import storable_message
+from ._disk.records import Event
+from .exceptions import InvalidContent
+from .messages import Base64Source, DataBlock, Msg, ToolResultBlock
+from .workspace import Offloader
+
+__all__ = ["InlinePayloads", "MessageLog"]
+
+logger = logging.getLogger("ctxoffload")
+
+
+class InlinePayloads:
+    """Moves a message's inline base64 payloads to data/ files of an offloader.
+
+    Args:
+        offloader: where payloads go; None keeps every payload inline.
+    """
+
+    def __init__(self, offloader: Offloader | None) -> None:
+        self.offloader = offloader
+        # Payloads already stored, by the identity of their base64 string (messages are never
+        # mutated), so each image is decoded and hashed once per session rather than at every
+        # step. The string is kept to pin its identity.
+        self._stored: dict[int, tuple[str, DataBlock]] = {}
+
+    async def moved_out(self, msg: Msg) -> Msg:
+        """The message with inline base64 replaced by data/ references."""
+        if isinstance(msg.content, str) or self.offloader is None:
+            return msg
+        changed = False
+        content: list[Any] = []
+        for block in msg.content:
+            if isinstance(block, DataBlock) and isinstance(block.source, Base64Source):
+                block = await self._store(block)
+                changed = True
+            elif isinstance(block, ToolResultBlock) and isinstance(block.output, list):
+                parts = []
+                for part in block.output:
+                    if isinstance(part, DataBlock) and isinstance(part.source, Base64Source):
+                        part = await self._store(part)
+                        changed = True
+                    parts.append(part)
+                block = block.model_copy(update={"output": parts})
+            content.append(block)
+        return msg.model_copy(update={"content": content}) if changed else msg
+
+    async def _store(self, block: DataBlock) -> DataBlock:
+        assert isinstance(block.source, Base64Source) and self.offloader is not None
+        data = block.source.data
+        known = self._stored.get(id(data))
+        if known is not None and known[0] is data:
+            return known[1].model_copy(update={"name": block.name})
+        try:
+            stored: DataBlock = await self.offloader.offload_data_block(block)
+        except InvalidContent as exc:
+            # Not base64 in any spelling: the record keeps the block inline, as given.
+            logger.warning("kept an inline payload inline: %s", exc)
+            stored = block
+        self._stored[id(data)] = (data, stored)
+        return stored
+
+
+class MessageLog:
+    """Writes a `message` event for each message not yet written in its current form.
+
+    Messages are never mutated in place, so the same object under an id means the same
+    content; a new object under a known id is a change and is written again (the latest line
+    before a model call is the one that call was sent).
+
+    Args:
+        emit: writes one event record (to the session's events.jsonl, the logger, a callback).
+        prepare: turns a message into the form stored (`InlinePayloads.moved_out`).
+    """
+
+    def __init__(
+        self,
+        emit: Callable[[Event], Awaitable[None]],
+        *,
+        prepare: Callable[[Msg], Awaitable[Msg]] | None = None,
+    ) -> None:
+        self._emit = emit
+        self._prepare = prepare
+        self._written: dict[str, Msg] = {}
+
+    async def write(self, msgs: Iterable[Msg], *, is_context: bool = True) -> None:
+        """Write a `message` event for each of `msgs` not yet written in this form.
+
+        Args:
+            msgs: messages that are (or are about to be) in the context.
+            is_context: `msgs` is the whole context, so messages outside it are forgotten.
+        """
+        msgs = list(msgs)
+        for msg in msgs:
+            if self._written.get(msg.id) is msg:
+                continue
+            value = await self._stored(msg)
+            if value is not None:
+                await self._emit(events.Message(message=value))
+        if is_context:
+            self._written = {m.id: m for m in msgs}
+        else:
+            self._written.update((m.id, m) for m in msgs)
+
+    async def recorded_already(self, msgs: Sequence[Msg], earlier: Sequence[Any]) -> None:
+        """Mark as written the messages of `msgs` the record (`earlier`, its events) already
+        holds as they are: a resumed session's record keeps each message once (a message that
+        changed under its id since is written again)."""
+        wanted = {m.id for m in msgs}
+        recorded: dict[str, Any] = {}
+        for event in earlier:
+            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
+            if isinstance(message, dict) and message.get("id") in wanted:
+                recorded[message["id"]] = message
+        for msg in msgs:
+            if msg.id not in recorded:
+                continue
+            value = await self._stored(msg)
+            if json.loads(json.dumps(value, default=str)) == recorded[msg.id]:
+                self._written[msg.id] = msg
+
+    async def _stored(self, msg: Msg) -> Any | None:
+        """The JSON value stored for `msg`; None (logged) when it cannot be made."""
+        try:
+            stored = await self._prepare(msg) if self._prepare is not None else msg
+            value, _ = storable_message(stored, None, where=f"message {msg.id}")
+        except Exception as exc:
+            logger.warning("could not record message %s: %s", msg.id, exc)
+            return None
+        return value
