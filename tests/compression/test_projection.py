@@ -217,3 +217,45 @@ async def test_a_forced_projection_summarises_below_the_trigger_and_is_re_applie
     forced = await projector.project(history, force=True)
     assert len(forced) < len(history) and "FORCED" in _bytes(forced).decode()
     assert _bytes(await projector.project(history)) == _bytes(forced)
+
+
+async def test_show_rebuilds_what_each_projected_call_sent_and_a_retry_is_its_next_attempt(
+    tmp_path: Path,
+) -> None:
+    """A host's model calls are recorded as the Agent's are: `ctxoffload show --step N`
+    prints exactly what the projection sent at call N (the head of a cut result, the summary
+    after a compaction), and a restarted process goes on numbering the steps."""
+    import subprocess
+    import sys
+
+    def show(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxoffload", "show", "--workdir", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    history: list[Msg] = [Msg(role="user", content="find the failing row"), *_tool_turn("c1", BIG)]
+    projector = Projector(LocalWorkspace(tmp_path), "t1", config=CONFIG)
+    first = await projector.project(history)
+    history.append(Msg(role="assistant", content="row 7 fails"))
+    second = await projector.project(history)
+    again = await projector.project(history, force=True)  # the provider refused: a retry
+    for step, sent in ((1, first), (2, second)):
+        shown = json.loads(show("t1", "--step", str(step), "--json"))
+        assert [m["id"] for m in shown["messages"]] == [m.id for m in sent]
+    assert "tool_result-c1.txt" in show("t1", "--step", "1", "--full")
+    assert BIG not in show("t1", "--step", "1", "--full")  # the head, as the model saw it
+    # The retry is step 2's second attempt; the step rebuilt is its last attempt, the summary.
+    shown = json.loads(show("t1", "--step", "2", "--json"))
+    assert [m["id"] for m in shown["messages"]] == [m.id for m in again]
+    timeline = show("t1")
+    assert "step 2 · model call (attempt 2)" in timeline and "projected" in timeline
+
+    restarted = Projector(LocalWorkspace(tmp_path), "t1", config=CONFIG)
+    history.append(Msg(role="user", content="and row 8?"))
+    latest = await restarted.project(history)
+    shown = json.loads(show("t1", "--step", "3", "--json"))
+    assert [m["id"] for m in shown["messages"]] == [m.id for m in latest]

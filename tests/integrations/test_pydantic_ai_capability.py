@@ -16,6 +16,8 @@ from frameworks import context_ids, require_framework
 
 require_framework("pydantic_ai", "pydantic_ai")
 
+import pytest  # noqa: E402
+from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.exceptions import ModelContextWindowExceededError  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     BinaryContent,
@@ -43,7 +45,12 @@ from pydantic_ai_scripted import (  # noqa: E402
     wire,
 )
 
-from ctxoffload.integrations.pydantic_ai import from_pydantic_ai, to_pydantic_ai  # noqa: E402
+from ctxoffload import LocalWorkspace, SessionBusyError  # noqa: E402
+from ctxoffload.integrations.pydantic_ai import (  # noqa: E402
+    ContextOffload,
+    from_pydantic_ai,
+    to_pydantic_ai,
+)
 
 
 async def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
@@ -225,3 +232,85 @@ async def test_a_history_that_lost_its_first_messages_never_takes_the_old_summar
     assert [m.id for m in second[-5:]] == [m.id for m in trimmed[-5:]]
     old_summary = {m.id for m in first} - {m.id for m in from_pydantic_ai(turns)}
     assert not old_summary & {m.id for m in second}
+
+
+async def test_a_big_result_that_is_not_text_is_stored_as_the_json_the_model_would_read(
+    tmp_path: Path,
+) -> None:
+    rows = [{"batch": i, "state": "exported", "checksum": f"{i:08x}"} for i in range(20_000)]
+
+    def export_rows() -> list[dict[str, object]]:
+        """Every exported row."""
+        return rows
+
+    model = Scripted(call("export_rows", {}, "rows_1"), say("20,000 rows."))
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = Agent(model.model, tools=[export_rows], capabilities=[offload])
+    result = await agent.run("list the rows", conversation_id="rows")
+    stored = tmp_path / "ws" / "sessions" / "rows" / "tool_result-rows_1.txt"
+    assert json.loads(stored.read_text(encoding="utf-8")) == rows  # whole, as JSON
+    (returned,) = result.all_messages()[2].parts
+    assert isinstance(returned, ToolReturnPart)
+    assert "tool_result-rows_1.txt" in returned.content and len(returned.content) < 5_000
+
+
+async def test_a_run_holds_its_session_and_a_second_run_of_it_meanwhile_is_refused(
+    tmp_path: Path,
+) -> None:
+    """One live writer per session: a run of the same conversation started while another
+    runs fails at once naming the holder; the lease is given up however a run ends."""
+    entered, leave = asyncio.Event(), asyncio.Event()
+
+    async def wait_here() -> str:
+        """Wait until told."""
+        entered.set()
+        await leave.wait()
+        return "done"
+
+    def failing() -> str:
+        """Always fails."""
+        raise RuntimeError("the export service is down")
+
+    first = Scripted(call("wait_here", {}, "w1"), say("Finished."))
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = Agent(first.model, tools=[wait_here, failing], capabilities=[offload])
+    running = asyncio.create_task(agent.run("wait", conversation_id="shared"))
+    await entered.wait()
+    second = Scripted(say("never sent"))
+    with pytest.raises(SessionBusyError, match="shared"):
+        await agent.run("me too", conversation_id="shared", model=second.model)
+    assert second.seen == []
+    other = Scripted(say("Another conversation runs."))
+    await agent.run("elsewhere", conversation_id="other", model=other.model)  # not held
+    leave.set()
+    assert (await running).output == "Finished."
+    broken = Scripted(call("failing", {}, "f1"))  # the script ends: the run raises
+    with pytest.raises(Exception):  # noqa: B017 - whichever error ends the run
+        await agent.run("fail", conversation_id="shared", model=broken.model)
+    again = Scripted(say("Free again."))
+    assert (await agent.run("again", conversation_id="shared", model=again.model)).output == (
+        "Free again."
+    )
+
+
+def test_show_prints_what_each_request_was_sent(tmp_path: Path) -> None:
+    """`ctxoffload show --step N` on a pydantic-ai conversation: the messages request N was
+    sent, the 5 MB result as the head and notice the model read."""
+    model = Scripted(call("dump", {}, "call_1"), say("The export finished."))
+    asyncio.run(agent_on(tmp_path / "ws", model).run("dump the log", conversation_id="t1"))
+
+    def show(*args: str) -> str:
+        workdir = str(tmp_path / "ws")
+        command = [sys.executable, "-m", "ctxoffload", "show", "t1", "--workdir", workdir]
+        return subprocess.run([*command, *args], capture_output=True, text=True, check=True).stdout
+
+    for step, messages in enumerate(model.seen, start=1):
+        shown = json.loads(show("--step", str(step), "--json"))["messages"]
+        sent = from_pydantic_ai(messages)
+        assert [m["role"] for m in shown] == [m.role for m in sent]
+        assert [str(m["content"]) for m in shown] == [
+            str(m.model_dump(mode="json")["content"]) for m in sent
+        ]
+    step_2 = show("--step", "2", "--full")
+    assert "tool_result-call_1.txt" in step_2 and len(step_2) < 20_000
+    assert "step 2 · model call" in show()

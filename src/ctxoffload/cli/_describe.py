@@ -28,11 +28,11 @@ __all__ = [
 ]
 
 NOT_BY_AGENT = (
-    "no session_start: this session was not written by ctxoffload's Agent (a workspace used "
-    "on its own, or a host's adapter: AgentScope, Strands, LangChain, deepagents, pydantic-ai, "
-    "the OpenAI Agents SDK, a Projector), so the record holds the offloads, "
-    "compressions and their configuration but no model calls, messages or tool calls; "
-    "--step needs model calls"
+    "no session_start: this session was not written by ctxoffload's Agent but by a host's "
+    "adapter or a workspace used on its own. A host that keeps its own history (LangChain, "
+    "deepagents, pydantic-ai, the OpenAI Agents SDK, any Projector) records what each model "
+    "call was sent (--step N shows it), not the host's replies or tool calls; AgentScope, "
+    "Strands and a workspace on its own record the offloads and compressions only"
 )
 """What `show` and `watch` say of a session without an Agent's record."""
 

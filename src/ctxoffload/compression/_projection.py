@@ -17,18 +17,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._disk.events import EventKind, Projection
+from .._disk.events import EventKind, ModelCall, Projection
 from .._disk.ids import validate_session_id
 from .._loop import LoopThread
+from .._message_log import InlinePayloads, MessageLog
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
 from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
+from ._notes import is_summary_message
 
 if TYPE_CHECKING:
     from ..model import ChatModel
@@ -99,6 +102,13 @@ class Projector:
         # Per message object given (by `id`, holding it so the id stays its own): its key.
         self._keys: dict[int, tuple[Any, str]] = {}
         self._cover: _Cover | None = None
+        # What each call was sent, recorded as the Agent records its own model calls, so
+        # `ctxoffload show --step N` rebuilds it: the step (numbered over the session) and
+        # the keys of the history last projected (the same history again is a retry).
+        self._log = MessageLog(self._compressor.event, prepare=InlinePayloads(workspace).moved_out)
+        self._step = 0
+        self._attempt = 0
+        self._last_keys: list[str] | None = None
         self._loaded = False
         self._lock = asyncio.Lock()
         self._loop: LoopThread | None = None
@@ -140,6 +150,7 @@ class Projector:
                 "Anthropic message dicts"
             )
         async with self._lock:
+            started = time.perf_counter()
             await self._load()
             keys = [self._key_of(item) for item in history]
             system = _leading_system(history)
@@ -157,6 +168,7 @@ class Projector:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
             self._compressor.remember_sent(out, out)
             self._forget_dropped(history, keys)
+            await self._record(keys, out, tools, started)
             return out
 
     def project_sync(
@@ -199,6 +211,9 @@ class Projector:
             return
         self._loaded = True
         for event in await self._workspace.read_events(self._session_id):
+            step = event.get("step")
+            if event.get("kind") == EventKind.MODEL_CALL and isinstance(step, int):
+                self._step = max(self._step, step)
             if event.get("kind") != EventKind.PROJECTION:
                 continue
             messages = event.get("messages")
@@ -209,6 +224,34 @@ class Projector:
                     str(event.get("last_key")),
                     tuple(to_msgs(messages)),
                 )
+
+    async def _record(
+        self, keys: list[str], sent: list[Msg], tools: Sequence[dict[str, Any]], started: float
+    ) -> None:
+        """Record what this call sends: each message not recorded yet in its form, then a
+        `model_call` event naming them in order (outcome `projected`: the host makes the call
+        and keeps its answer). The same history projected again is the same step's next
+        attempt (a retry after the provider refused it)."""
+        if keys == self._last_keys:
+            self._attempt += 1
+        else:
+            self._step, self._attempt = self._step + 1, 1
+        self._last_keys = keys
+        await self._log.write(sent)
+        window = self._compressor.window()
+        await self._compressor.event(
+            ModelCall(
+                step=self._step,
+                attempt=self._attempt,
+                messages=[m.id for m in sent],
+                summary=next((m.id for m in sent if is_summary_message(m)), None),
+                tokens_counted=self._compressor.count(sent, tools),
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                outcome="projected",
+                context_window=window,
+                trigger_tokens=self._compressor.config.trigger_tokens(window),
+            )
+        )
 
     def _key_of(self, item: Msg | Mapping[str, Any]) -> str:
         """`_key(item)`, computed once per message object (a host re-sends the same objects)."""

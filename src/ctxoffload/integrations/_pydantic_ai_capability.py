@@ -21,8 +21,14 @@ from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
-from ..workspace import Workspace
-from ._pydantic_ai_messages import INSTALL_HINT, from_pydantic_ai, to_pydantic_ai
+from ..workspace import SessionLease, Workspace, take_lease
+from ._pydantic_ai_messages import (
+    INSTALL_HINT,
+    from_pydantic_ai,
+    holds_files,
+    to_pydantic_ai,
+    tool_return_text,
+)
 from ._reading import reading_functions
 
 __all__ = ["ContextOffload"]
@@ -53,7 +59,10 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
       `retrieve_offloaded_content`, to read back what was offloaded.
 
     The session is the run's `conversation_id` (`agent.run(..., conversation_id=...)`, or the
-    one of the `message_history` passed back), else `session_id`.
+    one of the `message_history` passed back), else `session_id`. A run holds the session's
+    lease while it runs (one live writer per session, as for ctxoffload's own Agent): a
+    second run of the same conversation at the same time fails at its start with
+    `SessionBusyError` naming the first, instead of writing the same files.
 
     Args:
         workspace: where offloaded content goes.
@@ -88,6 +97,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         # last attempt was refused as over the window.
         self._step: tuple[list[Msg], list[Any]] = ([], [])
         self._overflowed = False
+        self._lease: SessionLease | None = None
 
     async def for_run(self, ctx: Any) -> ContextOffload:
         """A copy of this capability holding the run's projector (its session)."""
@@ -105,6 +115,17 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         )
         return run
 
+    async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
+        """Hold the session's lease for the run; give it up however the run ends."""
+        projector = self._run_projector()
+        self._lease = await take_lease(self.workspace, projector.session_id, "pydantic-ai")
+        try:
+            return await handler()
+        finally:
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                await lease.release()
+
     def get_toolset(self) -> Any:
         """Read, Grep, Glob and the retrieval tool, as a pydantic-ai toolset."""
         return _FunctionToolset(tools=reading_functions(self.workspace, self.max_output_chars))
@@ -112,11 +133,16 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
     async def after_tool_execute(
         self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any
     ) -> Any:
-        """A big text result enters the history as its head and a notice."""
-        # A token is at least one character: a text no longer than the limit fits.
-        if not isinstance(result, str) or len(result) <= self.config.tool_result_limit:
+        """A big result enters the history as its head and a notice: text as it is, any
+        other value as the JSON text pydantic-ai would send the model (an image or a file
+        stays as it is: the projection limits those)."""
+        if holds_files(result):
             return result
-        block = ToolResultBlock(id=call.tool_call_id, name=call.tool_name, output=result)
+        text = tool_return_text(call.tool_name, call.tool_call_id, result)
+        # A token is at least one character: a text no longer than the limit fits.
+        if len(text) <= self.config.tool_result_limit:
+            return result
+        block = ToolResultBlock(id=call.tool_call_id, name=call.tool_name, output=text)
         kept = await self._run_projector().offload_tool_result(block)
         return kept.output if isinstance(kept.output, str) else result
 

@@ -31,7 +31,13 @@ from ..messages import (
     URLSource,
 )
 
-__all__ = ["INSTALL_HINT", "from_pydantic_ai", "to_pydantic_ai"]
+__all__ = [
+    "INSTALL_HINT",
+    "from_pydantic_ai",
+    "holds_files",
+    "to_pydantic_ai",
+    "tool_return_text",
+]
 
 INSTALL_HINT = "pydantic-ai is not installed: pip install 'ctxoffload[pydantic-ai]'"
 
@@ -114,6 +120,22 @@ def _response_blocks(part: Any) -> list[Block]:
     return []  # a native tool's or a file part: the provider's own, not the agent's context
 
 
+def tool_return_text(tool_name: str, tool_call_id: str, content: Any) -> str:
+    """A tool's return value as the text pydantic-ai sends the model for it (a value that is
+    not a string as its JSON)."""
+    if isinstance(content, str):
+        return content
+    part = _m.ToolReturnPart(tool_name=tool_name, content=content, tool_call_id=tool_call_id)
+    return str(part.model_response_str())
+
+
+def holds_files(content: Any) -> bool:
+    """Whether a tool's return value is an image or a file, or a list holding one (pydantic-ai
+    sends those to the model as parts of their own, not as text)."""
+    items = content if isinstance(content, (list, tuple)) else [content]
+    return any(isinstance(item, (_m.FileUrl, _m.BinaryContent)) for item in items)
+
+
 def _request_blocks(part: Any) -> tuple[str, list[Block], dict[str, str]]:
     if isinstance(part, _m.SystemPromptPart):
         return "system", [TextBlock(text=part.content)], {}
@@ -121,8 +143,7 @@ def _request_blocks(part: Any) -> tuple[str, list[Block], dict[str, str]]:
         items = [part.content] if isinstance(part.content, str) else part.content
         return "user", [block for item in items for block in _user_blocks(item)], {}
     if isinstance(part, _m.ToolReturnPart):
-        content = part.content
-        text = content if isinstance(content, str) else part.model_response_str()
+        text = tool_return_text(part.tool_name, part.tool_call_id, part.content)
         failed = part.outcome != "success"
         block = ToolResultBlock(
             id=part.tool_call_id, name=part.tool_name, output=text, is_error=failed
