@@ -325,46 +325,39 @@ def _claude_code(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
 
 def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..formats import from_openai
+    """A Codex rollout: its `response_item` rows are Responses-API input items, read by the
+    one reader of that format (`formats.responses`). Items ctxoffload keeps opaque (reasoning,
+    whose encrypted content only its provider reads) carry nothing to replay and are left out;
+    a `developer` message (Codex's instructions and environment, between the turns) is
+    replayed as the user text it is sent as; parallel calls are one assistant message."""
+    from ..formats.responses import ITEM_KEY, from_responses
+    from ..messages import Msg
 
-    messages: list[dict[str, Any]] = []
-    for row in rows or []:
-        if not isinstance(row, dict) or row.get("type") != "response_item":
+    items = [
+        row["payload"]
+        for row in rows or []
+        if isinstance(row, dict)
+        and row.get("type") == "response_item"
+        and isinstance(row.get("payload"), dict)
+    ]
+    msgs: list[Msg] = []
+    for msg in from_responses(items):
+        if ITEM_KEY in (msg.metadata or {}):
             continue
-        item = row.get("payload") or {}
-        kind = item.get("type")
-        if kind == "message":
-            role = str(item.get("role"))
-            text = "\n".join(
-                str(b.get("text", "")) for b in item.get("content") or [] if isinstance(b, dict)
-            )
-            role = {"developer": "user"}.get(role, role)
-            if role in ("user", "assistant", "system"):
-                messages.append({"role": role, "content": text})
-        elif kind == "function_call":
-            call = {
-                "id": item.get("call_id", ""),
-                "type": "function",
-                "function": {
-                    "name": item.get("name", ""),
-                    "arguments": item.get("arguments", "{}"),
-                },
-            }
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and "tool_calls" in last:
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
-            output = item.get("output", "")
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": item.get("call_id", ""),
-                    "content": output if isinstance(output, str) else json.dumps(output),
-                }
-            )
-    return [Run(name, from_openai(messages))]
+        if msg.role == "system":
+            msg = Msg(role="user", content=msg.text)
+        before = msgs[-1] if msgs else None
+        if (
+            msg.tool_calls
+            and before is not None
+            and before.role == "assistant"
+            and before.tool_calls
+            and not before.text
+        ):
+            msgs[-1] = Msg(role="assistant", content=[*before.blocks, *msg.blocks])
+            continue
+        msgs.append(msg)
+    return [Run(name, msgs)]
 
 
 FORMATS: dict[str, Callable[[Any, list[Any] | None, str], list[Run]]] = {
