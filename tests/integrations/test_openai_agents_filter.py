@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from frameworks import context_ids, require_framework
 
 require_framework("agents", "openai_agents")
@@ -256,3 +257,111 @@ async def test_a_run_resumed_in_a_new_process_sends_what_one_in_this_process_sen
     in_process, new_process = server.requests[2], server.requests[3]
     assert new_process == in_process
     assert "tool_result-call_1.txt" in json.dumps(new_process)
+
+
+async def test_run_compaction_summarises_the_session_and_keeps_every_item_that_left(
+    tmp_path: Path,
+) -> None:
+    workspace = LocalWorkspace(tmp_path / "ws")
+    session = WorkspaceSession(workspace, "t1", config=CONFIG)
+    with OpenAIServer() as server:
+        for i in range(TURNS):
+            server.add(call("status", {"batch": i}, f"call_{i}"))
+        server.add_completion("All batches are exported.")
+        await run(
+            server, offload_in(tmp_path / "ws"), [status], "check", session=session, max_turns=100
+        )
+    before = await session.get_items()
+    await session.run_compaction()
+    after = await session.get_items()
+    assert len(after) < len(before) // 4
+    assert after[-1] == before[-1]  # the newest turn stays as it was
+    summary = json.dumps(after[0])
+    assert "context.jsonl" in summary and "<context_summary>" in summary
+    kept = {json.dumps(item, sort_keys=True) for item in after}
+    left = {
+        f"{item['type']}-{item['call_id']}"
+        for item in before
+        if item.get("type", "").startswith("function_call")
+        and json.dumps(item, sort_keys=True) not in kept
+    }
+    assert len(left) > TURNS
+    assert left <= context_ids(tmp_path / "ws", "t1")
+    # A run resumed on the compacted session sends the summary and stays small.
+    with OpenAIServer() as server:
+        server.add_completion("Yes, all of them.")
+        again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+        await run(server, offload_in(tmp_path / "ws"), [status], "all done?", session=again)
+    assert "<context_summary>" in json.dumps(server.requests[0])
+    assert len(server.requests[0]["messages"]) < len(before) // 4
+
+
+async def test_run_compaction_leaves_a_short_session_alone_unless_forced(tmp_path: Path) -> None:
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    await session.run_compaction()  # nothing stored: nothing to do
+    for i in range(6):  # about 1,800 tokens: under the trigger
+        turn = {"role": "user", "content": f"step {i}: " + "details " * 300}
+        await session.add_items([turn, {"role": "assistant", "content": f"noted {i}"}])
+    await session.run_compaction()
+    assert len(await session.get_items()) == 12
+    await session.run_compaction({"force": True})
+    forced = await session.get_items()
+    assert len(forced) < 12 and "<context_summary>" in json.dumps(forced[0])
+
+
+async def test_a_request_refused_as_over_the_window_is_sent_again_summarised(
+    tmp_path: Path,
+) -> None:
+    """The provider's window is smaller than the config says: its refusal is retried once
+    through the filter, summarised (only with the wrapped model)."""
+    refused = "This model's maximum context length is 2000 tokens. Reduce the length."
+
+    async def wrapped_run(server: OpenAIServer, offload: OffloadingInputFilter, wrap: bool) -> Any:
+        async with AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0) as client:
+            model: Any = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
+            if wrap:
+                model = offload.wrap(model)
+            agent = Agent(name="ops", instructions="You run exports.", model=model, tools=[status])
+            config = RunConfig(call_model_input_filter=offload)
+            return await Runner.run(agent, "check", run_config=config, max_turns=40)
+
+    def script(server: OpenAIServer) -> None:
+        for i in range(12):
+            server.add(call("status", {"batch": i}, f"call_{i}"))
+        server.add_error(400, refused, code="context_length_exceeded")
+        server.add_completion("All batches are exported.")
+
+    with OpenAIServer() as server:
+        script(server)
+        with pytest.raises(Exception, match="maximum context length"):
+            await wrapped_run(server, offload_in(tmp_path / "plain"), wrap=False)
+    with OpenAIServer() as server:
+        script(server)
+        result = await wrapped_run(server, offload_in(tmp_path / "ws"), wrap=True)
+        assert result.final_output == "All batches are exported."
+    refused_body, retried = server.requests[-2], server.requests[-1]
+    assert len(retried["messages"]) < len(refused_body["messages"])
+    assert "<context_summary>" in json.dumps(retried)
+    # Any other error is not retried: a bad key stays the caller's error.
+    with OpenAIServer() as server:
+        server.add_error(401, "Incorrect API key provided", code="invalid_api_key")
+        server.add_completion("never sent")
+        with pytest.raises(Exception, match="Incorrect API key"):
+            await wrapped_run(server, offload_in(tmp_path / "bad"), wrap=True)
+        assert server.remaining == 1
+
+
+async def test_show_prints_what_each_call_was_sent(tmp_path: Path) -> None:
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add_completion("The export finished.")
+        await run(server, offload_in(tmp_path / "ws"), [dump], "dump the log")
+    command = [sys.executable, "-m", "ctxoffload", "show", "t1", "--workdir", str(tmp_path / "ws")]
+    for step, body in enumerate(server.requests, start=1):
+        done = subprocess.run(
+            [*command, "--step", str(step), "--json"], capture_output=True, text=True, check=True
+        )
+        shown = json.loads(done.stdout)["messages"]
+        assert [m["role"] for m in shown] == [m["role"] for m in body["messages"]]
+    full = subprocess.run([*command, "--step", "2", "--full"], capture_output=True, text=True)
+    assert "tool_result-call_1.txt" in full.stdout and len(full.stdout) < 20_000

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -38,11 +39,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._disk.ids import session_id_for
-from ..compression import ContextConfig, Projector
+from .._overflow import is_context_overflow
+from ..compression import Compressor, ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..formats.responses import from_responses, to_responses
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
+from ..tokens import get_token_counter
 from ..workspace import Workspace
 from ._reading import reading_functions
 
@@ -91,6 +94,9 @@ class OffloadingInputFilter:
             workspace, self.session_id, config=self.config, model=summary_model
         )
         self._tools: list[Any] | None = None
+        # The last call's history, its tool schemas and the items it was sent: a request
+        # the provider refuses as over its window is sent again summarised (`wrap`).
+        self._last: tuple[list[Msg], dict[str, Any], list[dict[str, Any]], list[Any]] | None = None
 
     async def __call__(self, data: Any) -> Any:
         """The `ModelInputData` to send for `data` (a `CallModelData`): its input items
@@ -98,8 +104,35 @@ class OffloadingInputFilter:
         given = data.model_data
         items = list(given.input)
         history, originals = _history(given.instructions, items)
-        projected = await self._projector.project(history, tools=_schemas(data.agent))
-        return dataclasses.replace(given, input=_back(projected, history, originals))
+        tools = _schemas(data.agent)
+        projected = await self._projector.project(history, tools=tools)
+        sent = _back(projected, history, originals)
+        self._last = (history, originals, tools, sent)
+        return dataclasses.replace(given, input=sent)
+
+    def wrap(self, model: Any) -> Any:
+        """`model` (an SDK `Model`, such as `OpenAIChatCompletionsModel`) as a `Model` that
+        sends a request the provider refuses as over its window (`is_context_overflow`) once
+        more, summarised at once; later requests re-apply the summary. Use it as the agent's
+        model, with this filter in the run's `RunConfig`."""
+        try:
+            base: Any = importlib.import_module("agents.models.interface").Model
+        except ImportError as exc:
+            raise ConfigError(INSTALL_HINT) from exc
+        return _retrying_model_class(base)(model, self)
+
+    async def summarised(self, sent: Any) -> list[Any] | None:
+        """The items to send again for `sent`, the items of the last call the provider refused
+        as over its window, summarised at once; None when `sent` is not what this filter
+        last made (the request is not one of its own)."""
+        last = self._last
+        if last is None or (sent is not last[3] and sent != last[3]):
+            return None
+        history, originals, tools, _ = last
+        projected = await self._projector.project(history, tools=tools, force=True)
+        again = _back(projected, history, originals)
+        self._last = (history, originals, tools, again)
+        return again
 
     @property
     def tools(self) -> list[Any]:
@@ -125,17 +158,41 @@ class WorkspaceSession:
     Items are kept as the SDK gave them (a big output too: the filter cuts what the model is
     sent, never the record).
 
+    `run_compaction` keeps the items themselves small: past the config's trigger (or at
+    once, with `{"force": True}`) the older items go to the session's context.jsonl and are
+    replaced by one summary item (the five-field summary with the artifact index, naming the
+    lines that hold them). The SDK calls it after each turn where a Responses-API model
+    answered; with any other model call it yourself (`await session.run_compaction()`).
+
     Args:
         workspace: where the items are kept.
         session_id: the conversation (one that is no plain name gets a safe session of its
             own, `session_id_for`); give the input filter the same one.
+        config: when `run_compaction` summarises (its trigger and window).
+        summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
+            extractive summary.
     """
 
     session_settings: Any = None
 
-    def __init__(self, workspace: Workspace, session_id: str) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        session_id: str,
+        *,
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+    ) -> None:
         self.workspace = workspace
         self.session_id = session_id_for(session_id)
+        self.config = config or ContextConfig()
+        self._compressor = Compressor(
+            self.config,
+            model=summary_model,
+            offloader=workspace,
+            session_id=self.session_id,
+            counter=get_token_counter(None),
+        )
         self._lock = asyncio.Lock()
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
@@ -165,6 +222,24 @@ class WorkspaceSession:
         async with self._lock:
             await self.workspace.write_state(self.session_id, {_ITEMS: []})
 
+    async def run_compaction(self, args: Any = None) -> None:
+        """Summarise the older items once they pass the config's trigger, or at once with
+        `{"force": True}` (the SDK's `OpenAIResponsesCompactionArgs`; its other fields do not
+        apply: the summary is made here, with any model). The items summarised are appended
+        to the session's context.jsonl before the session keeps the summary in their place;
+        the newest turn is kept as it is."""
+        force = bool(args.get("force")) if isinstance(args, dict) else False
+        async with self._lock:
+            items = await self._items()
+            if not items:
+                return
+            history, originals = _history(None, items)
+            result = await self._compressor.maybe_compress(history, force=force)
+            if not result.compressed:
+                return
+            kept = [_as_item(item) for item in _back(result.messages, history, originals)]
+            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
+
     async def _items(self) -> list[Any]:
         state = await self.workspace.read_state(self.session_id)
         return list((state or {}).get(_ITEMS, []))
@@ -172,6 +247,73 @@ class WorkspaceSession:
 
 _ITEMS = "openai_agents_items"
 """The state.json field that holds a `WorkspaceSession`'s items."""
+
+
+@functools.cache
+def _retrying_model_class(base: Any) -> Any:
+    """The SDK `Model` subclass `OffloadingInputFilter.wrap` returns (made on first use: the
+    SDK is imported only then)."""
+
+    class OverflowRetryingModel(base):  # type: ignore[misc]
+        """An SDK `Model` that sends a request refused as over the window once more,
+        summarised by its `OffloadingInputFilter`; everything else is the wrapped model's."""
+
+        def __init__(self, model: Any, offload: OffloadingInputFilter) -> None:
+            self.model = model
+            self.offload = offload
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.model, name)
+
+        async def _cleanup_on_run_end(self, owner: object) -> None:
+            await self.model._cleanup_on_run_end(owner)
+
+        async def close(self) -> None:
+            await self.model.close()
+
+        def get_retry_advice(self, request: Any) -> Any:
+            return self.model.get_retry_advice(request)
+
+        async def get_response(
+            self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        ) -> Any:
+            try:
+                return await self.model.get_response(system_instructions, input, *args, **kwargs)
+            except Exception as exc:
+                again = await self._again(exc, input)
+            return await self.model.get_response(system_instructions, again, *args, **kwargs)
+
+        async def stream_response(
+            self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        ) -> Any:
+            started = False
+            try:
+                async for event in self.model.stream_response(
+                    system_instructions, input, *args, **kwargs
+                ):
+                    started = True
+                    yield event
+                return
+            except Exception as exc:
+                if started:  # part of an answer came: the request was not refused
+                    raise
+                again = await self._again(exc, input)
+            async for event in self.model.stream_response(
+                system_instructions, again, *args, **kwargs
+            ):
+                yield event
+
+        async def _again(self, error: Exception, sent: Any) -> list[Any]:
+            """The items to send again, or `error` raised: it is no overflow, or the
+            request is not one the filter made."""
+            if not is_context_overflow(error):
+                raise error
+            again = await self.offload.summarised(sent)
+            if again is None:
+                raise error
+            return again
+
+    return OverflowRetryingModel
 
 
 def _as_item(item: Any) -> dict[str, Any]:
