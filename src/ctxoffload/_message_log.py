@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ._disk import events
@@ -98,6 +98,21 @@ class MessageLog:
         self._emit = emit
         self._prepare = prepare
         self._written: dict[str, Msg] = {}
+        # Per message id the record already held when this log started (`remember`): a hash
+        # of its stored form without the timestamp.
+        self._recorded: dict[str, int] = {}
+
+    def remember(self, earlier: Iterable[Any]) -> None:
+        """Take the messages a session's record already holds (`earlier`, its events): a
+        message written later in the same form is not written again, so a session resumed
+        (a new process, a new run of a host, an agent restored from its state) keeps each
+        message once in its record. The form is compared without the timestamp, which a host
+        converting its history anew stamps afresh; a message that changed under its id is
+        written again."""
+        for event in earlier:
+            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
+            if isinstance(message, dict) and isinstance(message.get("id"), str):
+                self._recorded[message["id"]] = _form(message)
 
     async def write(self, msgs: Iterable[Msg], *, is_context: bool = True) -> None:
         """Write a `message` event for each of `msgs` not yet written in this form.
@@ -111,29 +126,16 @@ class MessageLog:
             if self._written.get(msg.id) is msg:
                 continue
             value = await self._stored(msg)
-            if value is not None:
-                await self._emit(events.Message(message=value))
+            if value is None:
+                continue
+            recorded = self._recorded.pop(msg.id, None)
+            if recorded is not None and recorded == _form(value):
+                continue  # the record holds it in this form already
+            await self._emit(events.Message(message=value))
         if is_context:
             self._written = {m.id: m for m in msgs}
         else:
             self._written.update((m.id, m) for m in msgs)
-
-    async def recorded_already(self, msgs: Sequence[Msg], earlier: Sequence[Any]) -> None:
-        """Mark as written the messages of `msgs` the record (`earlier`, its events) already
-        holds as they are: a resumed session's record keeps each message once (a message that
-        changed under its id since is written again)."""
-        wanted = {m.id for m in msgs}
-        recorded: dict[str, Any] = {}
-        for event in earlier:
-            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
-            if isinstance(message, dict) and message.get("id") in wanted:
-                recorded[message["id"]] = message
-        for msg in msgs:
-            if msg.id not in recorded:
-                continue
-            value = await self._stored(msg)
-            if json.loads(json.dumps(value, default=str)) == recorded[msg.id]:
-                self._written[msg.id] = msg
 
     async def _stored(self, msg: Msg) -> Any | None:
         """The JSON value stored for `msg`; None (logged) when it cannot be made."""
@@ -144,3 +146,10 @@ class MessageLog:
             logger.warning("could not record message %s: %s", msg.id, exc)
             return None
         return value
+
+
+def _form(value: Any) -> int:
+    """A hash of a stored message's JSON without its timestamp (what it says, not when)."""
+    if isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k != "timestamp"}
+    return hash(json.dumps(value, sort_keys=True, default=str))

@@ -259,3 +259,33 @@ async def test_show_rebuilds_what_each_projected_call_sent_and_a_retry_is_its_ne
     latest = await restarted.project(history)
     shown = json.loads(show("t1", "--step", "3", "--json"))
     assert [m["id"] for m in shown["messages"]] == [m.id for m in latest]
+
+
+async def test_a_history_converted_anew_on_every_call_is_neither_processed_nor_recorded_again(
+    local_ws: LocalWorkspace,
+) -> None:
+    """Hosts convert their history to `Msg`s on every call (new objects, new timestamps): a
+    message already projected is not processed again, and the record holds it once."""
+    import asyncio
+
+    def converted(count: int) -> list[Msg]:
+        return [
+            Msg(role="user" if i % 2 == 0 else "assistant", content=f"turn {i}", id=f"m{i}")
+            for i in range(count)
+        ]
+
+    projector = Projector(local_ws, "t1", config=ContextConfig(context_window=100_000))
+    first = await projector.project(converted(10))
+    await asyncio.sleep(0.002)  # the next conversion's timestamps differ
+    again = await projector.project(converted(11))
+    assert all(a is b for a, b in zip(first, again[:10], strict=True))
+    events = await local_ws.read_events("t1")
+    recorded = [e["message"]["id"] for e in events if e["kind"] == "message"]
+    assert recorded == [f"m{i}" for i in range(11)]
+    # A new projector on the session (the next run of a host, a new process) records only
+    # what the record does not hold yet.
+    restarted = Projector(LocalWorkspace(local_ws.workdir), "t1", config=CONFIG)
+    await restarted.project(converted(12))
+    events = await local_ws.read_events("t1")
+    recorded = [e["message"]["id"] for e in events if e["kind"] == "message"]
+    assert recorded == [f"m{i}" for i in range(12)]

@@ -188,7 +188,7 @@ class SessionRecorder:
                     ),
                     default=0,
                 )
-                await self._log.recorded_already(agent.messages, earlier)
+                self._log.remember(earlier)
             except Exception as exc:
                 logger.warning("could not read the record of session %s: %s", self.session_id, exc)
 

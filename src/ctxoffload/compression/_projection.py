@@ -210,7 +210,9 @@ class Projector:
         if self._loaded:
             return
         self._loaded = True
-        for event in await self._workspace.read_events(self._session_id):
+        events = await self._workspace.read_events(self._session_id)
+        self._log.remember(events)
+        for event in events:
             step = event.get("step")
             if event.get("kind") == EventKind.MODEL_CALL and isinstance(step, int):
                 self._step = max(self._step, step)
@@ -284,7 +286,7 @@ class Projector:
                 sent.append(None)
                 continue
             known = self._seen.get(key)
-            if known is not None and (known[0] is item or known[0] == item):
+            if known is not None and _same(known[0], item):
                 sent.append(known[2])
                 continue
             msg = item if isinstance(item, Msg) else _read(item, i)
@@ -334,6 +336,17 @@ class Projector:
         )
         tail = [m for m in sent[system + count :] if m is not None]
         return [*now[:system], *summary, *tail]
+
+
+def _same(seen: Msg | Mapping[str, Any], item: Msg | Mapping[str, Any]) -> bool:
+    """Whether `item` says what `seen` said: the same object, an equal dict, or a `Msg` that
+    differs at most in its timestamp (a host that converts its history to `Msg`s anew on
+    every call makes new ones, each stamped when it was made)."""
+    if seen is item or seen == item:
+        return True
+    if not (isinstance(seen, Msg) and isinstance(item, Msg)):
+        return False
+    return {**seen.__dict__, "timestamp": None} == {**item.__dict__, "timestamp": None}
 
 
 def _read(item: Mapping[str, Any], index: int) -> Msg:
