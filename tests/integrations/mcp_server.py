@@ -1,6 +1,7 @@
 """A real MCP server over stdio, written with the `mcp` SDK, for the proxy's tests.
 
-`python mcp_server.py [--pid-file PATH] [--collide]` serves:
+`python mcp_server.py [--pid-file PATH] [--collide] [--http PORT_FILE]` serves, on stdio (or
+with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_FILE):
 
 - tools: `echo(text)`, `big(total_bytes, marker_line)` (numbered lines, one of them the marker),
   `image(total_bytes)` (a PNG of about that size), `blocks(count, each)` (many small text
@@ -262,15 +263,36 @@ def build(collide: bool) -> Server[Any]:
     )
 
 
+async def serve_http(server: Server[Any], port_file: str) -> None:
+    """Serve streamable HTTP at http://127.0.0.1:PORT/mcp, PORT written to `port_file`."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    app = server.streamable_http_app()
+    config = uvicorn.Config(app, log_level="warning")
+    port = sock.getsockname()[1]
+    with open(port_file + ".tmp", "w", encoding="utf-8") as file:
+        file.write(str(port))
+    os.replace(port_file + ".tmp", port_file)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pid-file")
     parser.add_argument("--collide", action="store_true")
+    parser.add_argument("--http")
     args = parser.parse_args()
     if args.pid_file:
         with open(args.pid_file, "w", encoding="utf-8") as file:
             file.write(str(os.getpid()))
     server = build(args.collide)
+    if args.http:
+        await serve_http(server, args.http)
+        return
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 

@@ -100,8 +100,13 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout = raw_stream(sys.stdout)
     try:
         asyncio.run(proxy.serve_stdio())
-    except (ConfigError, SessionBusyError) as exc:
+    except ConfigError as exc:
         raise CliError(str(exc)) from None
+    except SessionBusyError as exc:
+        raise CliError(
+            f"--session {args.session}: {exc} (or leave --session out: each connection then "
+            "gets a session of its own)"
+        ) from None
     finally:
         sys.stdin, sys.stdout = streams
     return EXIT_OK

@@ -28,8 +28,10 @@ def result_block(result: Any, call_id: str, name: str) -> ToolResultBlock:
     structured = result.structured_content
     if structured is not None and not any(_holds_json(p, structured) for p in parts):
         parts.append(TextBlock(text=json.dumps(structured, ensure_ascii=False, indent=2)))
-    alone = len(parts) == 1 and isinstance(parts[0], TextBlock)
-    output: str | list[TextBlock | DataBlock] = parts[0].text if alone else parts  # type: ignore[union-attr]
+    alone = parts[0] if len(parts) == 1 else None
+    output: str | list[TextBlock | DataBlock] = (
+        alone.text if isinstance(alone, TextBlock) else parts
+    )
     return ToolResultBlock(id=call_id, name=name, output=output, is_error=bool(result.is_error))
 
 

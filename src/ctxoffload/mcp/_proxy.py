@@ -3,11 +3,12 @@ adds the tools that read them back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._disk.events import SessionStart
@@ -120,8 +121,14 @@ class McpProxy:
         """
         mcp = sdk()
         upstream = Upstream(mcp, self.server, timeout=self.timeout, cwd=self.cwd)
-        async with upstream, mcp.stdio_server() as (read_stream, write_stream):
-            await self._serve(mcp, upstream, read_stream, write_stream)
+        # The session is taken before stdio is: a refusal is raised as itself, not inside the
+        # transport's task group.
+        async with (
+            upstream,
+            self._session(mcp, upstream) as session_id,
+            mcp.stdio_server() as (read_stream, write_stream),
+        ):
+            await self._serve(mcp, upstream, session_id, read_stream, write_stream)
 
     async def serve(self, read_stream: Any, write_stream: Any) -> None:
         """Serve one client on a pair of the SDK's streams (any transport) until it goes away.
@@ -132,32 +139,38 @@ class McpProxy:
             SessionBusyError: `session_id` is held by another live writer.
         """
         mcp = sdk()
-        async with Upstream(mcp, self.server, timeout=self.timeout, cwd=self.cwd) as upstream:
-            await self._serve(mcp, upstream, read_stream, write_stream)
+        upstream = Upstream(mcp, self.server, timeout=self.timeout, cwd=self.cwd)
+        async with upstream, self._session(mcp, upstream) as session_id:
+            await self._serve(mcp, upstream, session_id, read_stream, write_stream)
 
     async def _serve(
-        self, mcp: Sdk, upstream: Upstream, read_stream: Any, write_stream: Any
+        self, mcp: Sdk, upstream: Upstream, session_id: str, read_stream: Any, write_stream: Any
     ) -> None:
+        with writing_as(AGENT, session_id):
+            connection = _Connection(self, mcp, upstream, session_id)
+            await connection.start()
+            server = connection.server()
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    @contextlib.asynccontextmanager
+    async def _session(self, mcp: Sdk, upstream: Upstream) -> AsyncIterator[str]:
+        """The connection's session, under its lease while the connection lasts: the one
+        given, or a new one."""
         await self.workspace.initialize()
-        session_id, lease = await self._session(upstream)
+        lease: SessionLease | None
+        if self.session_id is not None:
+            session_id = self.session_id
+            lease = await take_lease(self.workspace, session_id, AGENT)
+        else:
+            info = upstream.client.server_info
+            name = _NAME_RUN.sub("_", getattr(info, "name", "") or "").strip("_-.")[:40]
+            session_id, lease = await new_session(self.workspace, f"mcp-{name or 'proxy'}", AGENT)
         try:
-            with writing_as(AGENT, session_id):
-                connection = _Connection(self, mcp, upstream, session_id)
-                await connection.start()
-                server = connection.server()
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+            yield session_id
         finally:
             if lease is not None:
                 with mcp.anyio.CancelScope(shield=True):
                     await lease.release()
-
-    async def _session(self, upstream: Upstream) -> tuple[str, SessionLease | None]:
-        """The connection's session under its lease: the one given, or a new one."""
-        if self.session_id is not None:
-            return self.session_id, await take_lease(self.workspace, self.session_id, AGENT)
-        info = upstream.client.server_info
-        name = _NAME_RUN.sub("_", getattr(info, "name", "") or "").strip("_-.")[:40]
-        return await new_session(self.workspace, f"mcp-{name or 'proxy'}", AGENT)
 
 
 class _Connection:

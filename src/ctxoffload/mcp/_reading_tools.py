@@ -96,4 +96,9 @@ class ReadingTools:
         """Run one tool; bad arguments and refusals are error results, never exceptions."""
         own = next(name for name, listed in self._listed.items() if listed == listed_name)
         tool = self._tools[own]
-        return await tool.run(ToolCallBlock(id=call_id, name=listed_name, input=arguments))
+        answer = await tool.run(ToolCallBlock(id=call_id, name=listed_name, input=arguments))
+        if isinstance(answer.output, str) and answer.output.startswith("Error:"):
+            # A read-back tool says a refusal as text starting "Error:"; MCP says it with
+            # `isError`, which clients show the model as a failed call.
+            answer = answer.model_copy(update={"is_error": True})
+        return answer
