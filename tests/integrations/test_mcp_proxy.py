@@ -4,19 +4,23 @@ how it is read back."""
 
 from __future__ import annotations
 
-import base64
-import json
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
+from frameworks import require_framework
 
-import pytest
-from mcp_proxy import LIMIT, direct, events, proxied, sessions, stored_path, text_of
-from mcp_server import NOT_UTF8, big_text, png
+require_framework("mcp", "mcp")
 
-from ctxoffload import get_token_counter
-from ctxoffload.text import TRUNCATION_MARKER
+import base64  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from mcp_proxy import LIMIT, direct, events, proxied, sessions, stored_path, text_of  # noqa: E402
+from mcp_server import NOT_UTF8, big_text, png  # noqa: E402
+
+from ctxoffload import get_token_counter  # noqa: E402
+from ctxoffload.text import TRUNCATION_MARKER  # noqa: E402
 
 OUR_TOOLS = ["Read", "Grep", "Glob", "retrieve_offloaded_content"]
 

@@ -4,17 +4,21 @@ workspace, one session claimed twice; and the HTTP form."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
+from frameworks import require_framework
 
-import anyio
-import pytest
-from mcp import MCPError
-from mcp_proxy import (
+require_framework("mcp", "mcp")
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import anyio  # noqa: E402
+import pytest  # noqa: E402
+from mcp import MCPError  # noqa: E402
+from mcp_proxy import (  # noqa: E402
     events,
     proxied,
     proxy_command,
@@ -23,7 +27,7 @@ from mcp_proxy import (
     stored_path,
     text_of,
 )
-from mcp_server import big_text
+from mcp_server import big_text  # noqa: E402
 
 BOUND = 60.0
 """Seconds within which an answer must come where a hang is the failure looked for (far above

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..agent import Tool, as_tool
 from ..compression import ReaderTools
-from ..integrations._reading import reading_functions
+from ..integrations import reading_functions
 from ..messages import ToolCallBlock, ToolResultBlock
 from ..readback import RETRIEVAL_TOOL_NAME
 from ..workspace import Workspace
