@@ -33,10 +33,15 @@ def server_command(*args: str) -> list[str]:
 
 
 def proxy_command(
-    workdir: Path, *options: str, server: Sequence[str] | None = None, limit: int = LIMIT
+    workdir: Path,
+    *options: str,
+    server: Sequence[str] | None = None,
+    limit: int = LIMIT,
+    url: str | None = None,
 ) -> list[str]:
-    """`ctxoffload mcp-proxy` on `workdir` in front of `server` (the test server)."""
-    wrapped = list(server) if server is not None else server_command()
+    """`ctxoffload mcp-proxy` on `workdir` in front of `server` (the test server), or of the
+    server at `url`."""
+    wrapped = ["--url", url] if url else ["--", *(server or server_command())]
     return [
         sys.executable,
         "-m",
@@ -47,7 +52,6 @@ def proxy_command(
         "--limit",
         str(limit),
         *options,
-        "--",
         *wrapped,
     ]
 
@@ -59,10 +63,11 @@ async def proxied(
     server: Sequence[str] | None = None,
     limit: int = LIMIT,
     mode: str = "legacy",
+    url: str | None = None,
 ) -> AsyncIterator[Any]:
     """A connected client of a proxy subprocess (legacy mode: the handshake Claude Code,
     Cursor and Codex speak)."""
-    command = proxy_command(workdir, *options, server=server, limit=limit)
+    command = proxy_command(workdir, *options, server=server, limit=limit, url=url)
     params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     async with Client(params, cache=None, mode=mode) as client:
         yield client

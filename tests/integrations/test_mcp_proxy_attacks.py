@@ -12,7 +12,6 @@ import json  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import anyio  # noqa: E402
@@ -272,22 +271,7 @@ async def test_the_http_form_proxies_a_server_reached_by_url(workdir: Path, tmp_
         with anyio.fail_after(BOUND):
             await _wait_for(port_file)
         url = f"http://127.0.0.1:{port_file.read_text(encoding='utf-8')}/mcp"
-        command = [
-            sys.executable,
-            "-m",
-            "ctxoffload",
-            "mcp-proxy",
-            "--workspace",
-            str(workdir),
-            "--limit",
-            "500",
-            "--url",
-            url,
-        ]
-        from mcp import Client, StdioServerParameters
-
-        params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
-        async with Client(params, cache=None, mode="legacy") as client:
+        async with proxied(workdir, url=url) as client:
             result = await client.call_tool("big", {"total_bytes": 200_000, "marker_line": 5})
             path = stored_path(text_of(result))
             assert path.read_text(encoding="utf-8") == big_text(200_000, 5)
