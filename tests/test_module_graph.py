@@ -26,6 +26,7 @@ PACKAGES = [
     "ctxoffload.agent",
     "ctxoffload.compression",
     "ctxoffload.formats",
+    "ctxoffload.mcp",
     "ctxoffload.readback",
     "ctxoffload.workspace",
 ]
