@@ -296,7 +296,7 @@ FACE_BUDGET = {
     "ctxoffload.agent": 17,
     "ctxoffload.compression": 44,  # + Projector (issue 44)
     "ctxoffload.formats": 10,
-    "ctxoffload.readback": 10,
+    "ctxoffload.readback": 11,  # + memory_tool (issue 46)
     "ctxoffload.workspace": 25,
 }
 
