@@ -89,8 +89,9 @@ def memory_tool(
             agent's `tool_result_limit`.
 
     Raises:
-        ConfigError: not a `LocalWorkspace`, a `shared` name or a `session_id` that is no
-            plain name, or an impossible limit.
+        ConfigError: not a `LocalWorkspace`, a `shared` name that is no plain name, or an
+            impossible limit.
+        InvalidSessionId: a `session_id` that is no plain name.
     """
     if not isinstance(workspace, LocalWorkspace):
         raise ConfigError(

@@ -311,6 +311,7 @@ class MemoryFiles:
             if folder_fd is None:
                 if parts:
                     raise _Missing(shown)
+                _no_range(view_range)
                 return f"{listing_header(shown)}\n{human_size(0)}\t{shown}"
             if not parts:
                 return self._listing(folder_fd, shown, view_range)
@@ -335,10 +336,7 @@ class MemoryFiles:
     def _listing(self, dir_fd: int, path: str, view_range: object) -> str:
         """A folder's files and folders two levels deep, with their sizes; hidden names,
         node_modules, links and special files left out."""
-        if view_range is not None:
-            raise ToolError(
-                "The `view_range` parameter is not allowed when `path` points to a directory."
-            )
+        _no_range(view_range)
         rows: list[tuple[str, int]] = []
         total = 0
         left_out = 0
@@ -561,6 +559,13 @@ def _read_at_most(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def _no_range(view_range: object) -> None:
+    if view_range is not None:
+        raise ToolError(
+            "The `view_range` parameter is not allowed when `path` points to a directory."
+        )
 
 
 def _head(dir_fd: int, name: str, path: str) -> str:
