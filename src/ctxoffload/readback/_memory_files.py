@@ -25,7 +25,7 @@ import contextlib
 import fcntl
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .._disk.events import MemoryChange
@@ -42,6 +42,7 @@ from .._disk.paths import (
     same_entry,
     temporary_file,
     tree_size,
+    tree_usage,
 )
 from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import ToolError
@@ -301,6 +302,22 @@ class MemoryFiles:
             # rename() replaces the entry itself, never a file it might point to.
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
+    def _edit(
+        self, folder: tuple[str, ...], parts: list[str], edit: Callable[[bytes], bytes]
+    ) -> tuple[bytes, bytes]:
+        """Read the memory file at `parts`, change it with `edit` and put the result in
+        place, all under the lock; the bytes before and after."""
+        shown = memory_path(parts)
+        with self._changing(), self._existing(folder, parts) as dir_fd:
+            fd, data = self._read(dir_fd, parts[-1], shown)
+            try:
+                changed = edit(data)
+                self._check_sizes(folder, shown, len(data), len(changed))
+                self._put(dir_fd, parts[-1], fd, shown, changed)
+            finally:
+                os.close(fd)
+        return data, changed
+
     # -- the commands ------------------------------------------------------------------------
 
     def view(self, folder: tuple[str, ...], path: object, view_range: object) -> str:
@@ -415,14 +432,15 @@ class MemoryFiles:
         encoded("old_str", old_str)
         encoded("new_str", new_str)
         assert isinstance(old_str, str) and isinstance(new_str, str)
-        with self._changing(), self._existing(folder, parts) as dir_fd:
-            fd, data = self._read(dir_fd, parts[-1], shown)
-            try:
-                changed, line, answer = replaced(shown, data, old_str, new_str)
-                self._check_sizes(folder, shown, len(data), len(changed))
-                self._put(dir_fd, parts[-1], fd, shown, changed)
-            finally:
-                os.close(fd)
+        found: list[tuple[int, str]] = []
+
+        def replace(data: bytes) -> bytes:
+            changed, line, answer = replaced(shown, data, old_str, new_str)
+            found.append((line, answer))
+            return changed
+
+        data, changed = self._edit(folder, parts, replace)
+        ((line, answer),) = found
         change = MemoryChange(
             command="str_replace",
             path=shown,
@@ -445,14 +463,9 @@ class MemoryFiles:
         shown = memory_path(parts)
         encoded("insert_text", insert_text)
         assert isinstance(insert_text, str)
-        with self._changing(), self._existing(folder, parts) as dir_fd:
-            fd, data = self._read(dir_fd, parts[-1], shown)
-            try:
-                changed = inserted(data, insert_line, insert_text)
-                self._check_sizes(folder, shown, len(data), len(changed))
-                self._put(dir_fd, parts[-1], fd, shown, changed)
-            finally:
-                os.close(fd)
+        data, changed = self._edit(
+            folder, parts, lambda data: inserted(data, insert_line, insert_text)
+        )
         change = MemoryChange(
             command="insert",
             path=shown,
@@ -485,7 +498,7 @@ class MemoryFiles:
                 size, files = entry.size, 1
                 os.unlink(name, dir_fd=dir_fd)
             elif entry.kind == "dir":
-                size, files = _usage(dir_fd, name)
+                size, files = tree_usage(dir_fd, name)
                 aside = purging_name(name)
                 # Gone at once, whole: a removal cut short leaves a hidden folder that the
                 # next change here removes, never half a folder of memories.
@@ -527,7 +540,7 @@ class MemoryFiles:
             if entry.kind not in ("file", "dir"):
                 raise _refused(old, entry)
             size, files = (
-                (entry.size, 1) if entry.kind == "file" else _usage(old_dir_fd, old_parts[-1])
+                (entry.size, 1) if entry.kind == "file" else tree_usage(old_dir_fd, old_parts[-1])
             )
             with self._made(folder, new_parts) as new_dir_fd:
                 if _entry(new_dir_fd, new_parts[-1]).kind != "missing":
@@ -619,29 +632,3 @@ def _entries(dir_fd: int) -> list[tuple[str, bool, int]]:
             except FileNotFoundError:
                 continue
     return sorted(found)
-
-
-def _usage(dir_fd: int, name: str) -> tuple[int, int]:
-    """The bytes and the count of the regular files in folder `name` and below it, hidden
-    ones included, no link followed (what a delete or a rename of it moves)."""
-    try:
-        fd = open_dir(dir_fd, name, name, create=False)
-    except (FileNotFoundError, Refused):
-        return 0, 0
-    size = files = 0
-    try:
-        with os.scandir(fd) as it:
-            entries = list(it)
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    below = _usage(fd, entry.name)
-                    size, files = size + below[0], files + below[1]
-                elif entry.is_file(follow_symlinks=False):
-                    size += entry.stat(follow_symlinks=False).st_size
-                    files += 1
-            except FileNotFoundError:
-                continue
-    finally:
-        os.close(fd)
-    return size, files
