@@ -307,6 +307,17 @@ async def test_delete_removes_a_folder_with_everything_in_it(
     assert sorted(p.name for p in memories.iterdir()) == ["kept.md"]
 
 
+async def test_delete_removes_a_folder_whose_name_is_as_long_as_names_go(
+    memory: Memory, memories: Path
+) -> None:
+    name = "n" * 255
+    await memory(command="create", path=f"/memories/{name}/a.md", file_text="a")
+    assert await memory(command="delete", path=f"/memories/{name}") == (
+        f"Successfully deleted /memories/{name}"
+    )
+    assert tree_of(memories) == {}
+
+
 async def test_delete_of_a_missing_path(memory: Memory) -> None:
     answer = await memory(command="delete", path="/memories/none.txt")
     assert answer == (

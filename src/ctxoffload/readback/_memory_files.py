@@ -499,7 +499,7 @@ class MemoryFiles:
                 os.unlink(name, dir_fd=dir_fd)
             elif entry.kind == "dir":
                 size, files = tree_usage(dir_fd, name)
-                aside = purging_name(name)
+                aside = purging_name(name[:64])  # unique by its time; short enough for any name
                 # Gone at once, whole: a removal cut short leaves a hidden folder that the
                 # next change here removes, never half a folder of memories.
                 os.rename(name, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
