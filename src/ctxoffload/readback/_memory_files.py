@@ -276,8 +276,8 @@ class MemoryFiles:
             if len(data) > self.max_file_bytes:
                 raise ToolError(
                     f"{path} is {os.fstat(fd).st_size:,} bytes, over the limit of "
-                    f"{self.max_file_bytes:,} bytes for one memory file (it was not written by "
-                    "the memory tool): it is not read; delete it, or read it with another tool"
+                    f"{self.max_file_bytes:,} bytes for one memory file: it is not shown or "
+                    "edited; delete it, or read it with another tool"
                 )
             why = binary_reason(data[:SNIFF_BYTES])
             if why is not None:
