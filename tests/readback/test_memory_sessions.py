@@ -194,7 +194,7 @@ async def test_a_shared_folder_is_shared_on_purpose(workdir: Path, isolated: boo
 
 
 async def test_the_host_adapters_get_the_memory_tool_only_when_asked(workdir: Path) -> None:
-    from ctxoffload.integrations._reading import reading_functions
+    from ctxoffload.integrations import reading_functions
 
     workspace = LocalWorkspace(workdir)
     names = [f.__name__ for f in reading_functions(workspace, 20_000)]
