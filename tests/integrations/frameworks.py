@@ -50,8 +50,9 @@ def require_framework(module: str, extra: str) -> ModuleType:
 
 def run_guide_example(guide: str, folder: Path) -> subprocess.CompletedProcess[str]:
     """Run the first Python example of docs/guides/`guide` (the page's whole-agent example;
-    later blocks are fragments) in `folder`, as a reader would (a fresh interpreter), with the source tree first on the path as the installs of .ci/run and
-    of a checkout's venv give it; the finished process (its stdout, stderr, return code)."""
+    later blocks are fragments) in `folder`, as a reader would (a fresh interpreter), with the
+    source tree first on the path as the installs of .ci/run and of a checkout's venv give it;
+    the finished process (its stdout, stderr, return code)."""
     page = Path(__file__).resolve().parents[2] / "docs" / "guides" / guide
     code = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)[0]
     path = [str(page.parents[2] / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]

@@ -237,3 +237,32 @@ async def test_a_session_named_on_the_command_line_is_recorded_into(workdir: Pat
     assert sessions(workdir) == ["my-project"]
     calls = [e for e in events(workdir, "my-project") if e["kind"] == "tool_call"]
     assert [c["arguments"]["text"] for c in calls] == ["one", "two"]
+
+
+async def test_with_memory_the_proxy_serves_the_memory_tool_and_records_each_change(
+    workdir: Path,
+) -> None:
+    """`--memory`: the memory tool is listed (not read-only), writes `memories/` of the
+    workspace, and each change is an event of the connection's session; without the flag it
+    is not listed at all."""
+    async with proxied(workdir) as client:
+        assert "memory" not in [t.name for t in (await client.list_tools()).tools]
+    async with proxied(workdir, "--memory") as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert listed["memory"].annotations.read_only_hint is False
+        assert listed["Read"].annotations.read_only_hint is True
+        made = await client.call_tool(
+            "memory",
+            {"command": "create", "path": "/memories/build.md", "file_text": "use make -j2\n"},
+        )
+        assert not made.is_error, text_of(made)
+        seen = await client.call_tool("memory", {"command": "view", "path": "/memories/build.md"})
+        assert "use make -j2" in text_of(seen)
+        bad = await client.call_tool("memory", {"command": "view", "path": "/memories/../x"})
+        assert bad.is_error
+    assert (workdir / "memories" / "build.md").read_text(encoding="utf-8") == "use make -j2\n"
+    (session,) = [
+        s for s in sessions(workdir) if any(e["kind"] == "memory" for e in events(workdir, s))
+    ]
+    (change,) = [e for e in events(workdir, session) if e["kind"] == "memory"]
+    assert change["command"] == "create" and change["writer"]["session"] == session

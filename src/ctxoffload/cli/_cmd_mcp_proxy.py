@@ -60,6 +60,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="SECONDS",
         help="longest wait for the wrapped server, per request (default: 600)",
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="serve the memory tool too: files in the workspace's memories/ that outlive a "
+        "session (view, create, str_replace, insert, delete, rename)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             session_id=args.session,
             config=config,
             timeout=args.timeout,
+            memory=args.memory,
         )
     except (ConfigError, InvalidSessionId) as exc:
         raise CliError(_session_hint(str(exc), args.session)) from None

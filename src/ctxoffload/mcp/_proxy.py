@@ -75,6 +75,8 @@ class McpProxy:
         timeout: seconds any request to the wrapped server may take (starting it too).
         max_output_chars: longest answer of one read-back tool.
         cwd: the working directory of the wrapped server's command.
+        memory: serve the memory tool too (`memories/` of the workspace, shared by every
+            connection; each change an event of the connection's session).
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name (before anything is touched).
@@ -96,6 +98,7 @@ class McpProxy:
         timeout: float = 600.0,
         max_output_chars: int = 20_000,
         cwd: str | os.PathLike[str] | None = None,
+        memory: bool = False,
     ) -> None:
         if session_id is not None:
             validate_session_id(session_id)
@@ -108,6 +111,7 @@ class McpProxy:
         self.timeout = timeout
         self.max_output_chars = max_output_chars
         self.cwd = cwd
+        self.memory = memory
         # Checked now, so a bad command or timeout is said before anything starts.
         Upstream.check(server, timeout)
 
@@ -181,7 +185,9 @@ class _Connection:
         self.mcp = mcp
         self.upstream = upstream
         self.session_id = session_id
-        self.reading = ReadingTools(proxy.workspace, proxy.max_output_chars)
+        self.reading = ReadingTools(
+            proxy.workspace, proxy.max_output_chars, memory=proxy.memory, session_id=session_id
+        )
         self.recorder = SessionRecorder(proxy.workspace, session_id)
         self.projector = self._projector()
         # Call ids: this connection's tag and a count, so two proxies writing one session

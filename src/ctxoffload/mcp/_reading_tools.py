@@ -32,11 +32,25 @@ class ReadingTools:
     Args:
         workspace: the proxy's workspace (Read, Grep and Glob need it on a local folder).
         max_output_chars: longest answer of one tool.
+        memory: serve the memory tool too (the one that writes, in `memories/`).
+        session_id: the connection's session, where a memory change is recorded.
     """
 
-    def __init__(self, workspace: Workspace, max_output_chars: int) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        max_output_chars: int,
+        *,
+        memory: bool = False,
+        session_id: str | None = None,
+    ) -> None:
         self._tools: dict[str, Tool] = {}
-        for function in reading_functions(workspace, max_output_chars):
+        functions = reading_functions(
+            workspace, max_output_chars, memory=memory, session_id=session_id
+        )
+        # What the list holds without the memory tool only reads; the rest writes.
+        self._read_only = {as_tool(f).name for f in reading_functions(workspace, max_output_chars)}
+        for function in functions:
             tool = as_tool(function)
             self._tools[tool.name] = tool
         self._listed = {name: name for name in self._tools}
@@ -79,13 +93,15 @@ class ReadingTools:
         )
 
     def listing(self, types: Any) -> list[Any]:
-        """The tools as MCP `Tool`s (read-only, closed-world)."""
+        """The tools as MCP `Tool`s (closed-world; read-only but the memory tool)."""
         return [
             types.Tool(
                 name=self._listed[name],
                 description=tool.description,
                 input_schema=tool.parameters,
-                annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+                annotations=types.ToolAnnotations(
+                    read_only_hint=name in self._read_only, open_world_hint=False
+                ),
             )
             for name, tool in self._tools.items()
         ]
