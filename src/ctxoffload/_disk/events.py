@@ -53,6 +53,7 @@ __all__ = [
     "DataFile",
     "EventKind",
     "Fork",
+    "HostCompaction",
     "ImageLimit",
     "Message",
     "ModelCall",
@@ -123,6 +124,10 @@ class EventKind:
     # Written by a `Projector` (a host that keeps its own history): which of the host's
     # messages a summary stands for, and the summary, re-applied on every later call.
     PROJECTION = "projection"
+    # Written by a hook of a host that compacts its own context (`ctxoffload hook PreCompact`
+    # for Claude Code): the messages it was about to drop, appended to context.jsonl, and
+    # the text that names them (the artifact index) for the context after it.
+    HOST_COMPACTION = "host_compaction"
 
 
 def is_event(value: object) -> bool:
@@ -755,4 +760,28 @@ class Projection(Event):
         return (
             f"projected {plural(self.covers, 'message')} of the host's history as a summary "
             f"(through {said(self.last_key)}); every later call sends the summary instead"
+        )
+
+
+class HostCompaction(_MovedLines, _Fidelity):
+    """A host about to compact its own context (Claude Code's PreCompact hook): what it held,
+    appended to context.jsonl, and `context`, the text that names where it went (with the
+    artifact index) for the context after the compaction."""
+
+    kind = EventKind.HOST_COMPACTION
+    log_level = "INFO"
+    host: str
+    trigger: str
+    transcript: str
+    messages: int
+    appended: int
+    context: str
+    mark: dict[str, Any]
+
+    def sentence(self) -> str:
+        fidelity = self.fidelity()
+        return (
+            f"{said(self.host)} compacted its context ({said(self.trigger)}): "
+            f"{plural(self.messages, 'message')} of its transcript kept{_into(self)} "
+            f"({figure(self.appended)} new)" + (f"; {fidelity}" if fidelity else "")
         )
