@@ -196,12 +196,12 @@ def _text_leaves(value: Any) -> list[tuple[tuple[str | int, ...], str]]:
             if item.get("type") in _BINARY_TYPES:
                 continue
             stack.extend(
-                (path + (key,), child)
+                ((*path, key), child)
                 for key, child in item.items()
                 if isinstance(key, str) and key not in _PAYLOAD_KEYS
             )
         elif isinstance(item, list):
-            stack.extend((path + (i,), child) for i, child in enumerate(item))
+            stack.extend(((*path, i), child) for i, child in enumerate(item))
     return found
 
 
@@ -358,7 +358,8 @@ def _compaction_note(messages: int, reference: str | None, lines: list[int] | No
 
 async def _last_compaction(workspace: Workspace, session: str) -> dict[str, Any] | None:
     """The session's latest `host_compaction` event, if any."""
-    for event in reversed(await workspace.read_events(session)):
+    events: list[dict[str, Any]] = await workspace.read_events(session)
+    for event in reversed(events):
         if event.get("kind") == EventKind.HOST_COMPACTION and event.get("host") == HOST:
             return event
     return None
