@@ -358,10 +358,9 @@ def _compaction_note(messages: int, reference: str | None, lines: list[int] | No
 
 async def _last_compaction(workspace: Workspace, session: str) -> dict[str, Any] | None:
     """The session's latest `host_compaction` event, if any."""
-    events: list[dict[str, Any]] = await workspace.read_events(session)
-    for event in reversed(events):
+    for event in reversed(await workspace.read_events(session)):
         if event.get("kind") == EventKind.HOST_COMPACTION and event.get("host") == HOST:
-            return event
+            return dict(event)
     return None
 
 
