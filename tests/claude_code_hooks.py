@@ -23,6 +23,11 @@ Each function returns a fresh dict: a test may change what it gets.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 SESSION = "00893aaf-19fa-41d2-8238-13269b9b3ca0"
@@ -202,3 +207,32 @@ def transcript_rows(turns: int, *, session: str = SESSION, start: int = 0) -> li
             }
         )
     return rows
+
+
+# Claude Code reads exit 1 as a non-blocking error: the action goes on (exit 2 would block a
+# compaction, and show stderr to the model after a tool call).
+NON_BLOCKING = 1
+
+
+def run_hook(
+    event: str, payload: Any, workdir: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`ctxoffload hook EVENT --workdir WORKDIR` with `payload` on stdin (bytes as given, else
+    its JSON), as Claude Code runs a command hook."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "hook", event, "--workdir", str(workdir), *extra],
+        input=data,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
+
+
+def output_of(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b"", done.stderr.decode()
+    text = done.stdout.decode("ascii")  # ASCII only: nothing in it can break Claude Code's read
+    assert text.endswith("\n") and text.count("\n") == 1
+    parsed: dict[str, Any] = json.loads(text)
+    return parsed

@@ -14,41 +14,17 @@ from typing import Any
 import pytest
 
 from claude_code_hooks import (
+    NON_BLOCKING,
+    output_of,
     post_tool_use_bash,
     post_tool_use_mcp,
     post_tool_use_read,
     post_tool_use_write,
+    run_hook,
     session_start,
 )
 
-# Claude Code reads exit 1 as a non-blocking error: the action goes on (exit 2 would block a
-# compaction, and show stderr to the model after a tool call).
-NON_BLOCKING = 1
 NOTICE = "<<<TRUNCATED>>>"
-
-
-def run_hook(
-    event: str, payload: Any, workdir: Path, *extra: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """`ctxoffload hook EVENT --workdir WORKDIR` with `payload` on stdin (bytes as given, else
-    its JSON), as Claude Code runs a command hook."""
-    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    return subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "hook", event, "--workdir", str(workdir), *extra],
-        input=data,
-        capture_output=True,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-    )
-
-
-def output_of(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
-    assert done.returncode == 0, done.stderr.decode()
-    assert done.stderr == b"", done.stderr.decode()
-    text = done.stdout.decode("ascii")  # ASCII only: nothing in it can break Claude Code's read
-    assert text.endswith("\n") and text.count("\n") == 1
-    parsed: dict[str, Any] = json.loads(text)
-    return parsed
 
 
 def stored_files(workdir: Path) -> list[Path]:
