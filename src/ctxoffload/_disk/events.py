@@ -777,6 +777,8 @@ class HostCompaction(_MovedLines, _Fidelity):
     appended: int
     context: str
     mark: dict[str, Any]
+    segment: str
+    earlier: dict[str, Any]
 
     def sentence(self) -> str:
         fidelity = self.fidelity()

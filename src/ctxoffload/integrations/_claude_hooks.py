@@ -312,16 +312,11 @@ async def pre_compact(
     persisted = await compressor.persist(messages, on_failure="the compaction goes on without them")
     if persisted.failure is not None:
         raise OffloadError(f"could not append the transcript's messages: {persisted.failure}")
-    earlier = await _last_compaction(workspace, session)
-    mark = earlier.get("mark") if earlier else None
+    segment = leaving[0].id if leaving else ""
+    earlier = _earlier_index(await _last_compaction(workspace, session), segment)
     note = _compaction_note(len(messages), persisted.reference, persisted.lines)
     note, fidelity = await compressor.index_note(
-        note,
-        leaving,
-        persisted,
-        earlier=mark if isinstance(mark, dict) else {},
-        summary_text="",
-        kept=[],
+        note, leaving, persisted, earlier=earlier, summary_text="", kept=[]
     )
     appended = len(await workspace.read_context(session)) - before
     trigger = hook_input.get("trigger")
@@ -337,10 +332,22 @@ async def pre_compact(
             appended=appended,
             context=note.text,
             mark=note.metadata.get(MARK),
+            segment=segment,
+            earlier=earlier,
             **fidelity,
         )
     )
     return {}
+
+
+def _earlier_index(last: dict[str, Any] | None, segment: str) -> dict[str, Any]:
+    """The index state this compaction carries on: the last compaction's, or, when the last
+    one was of this same stretch of the transcript (the hook run again before Claude Code
+    compacted), what that one carried on, so nothing is counted twice."""
+    if last is None:
+        return {}
+    mark = last.get("earlier") if last.get("segment") == segment else last.get("mark")
+    return mark if isinstance(mark, dict) else {}
 
 
 def _compaction_note(messages: int, reference: str | None, lines: list[int] | None) -> Msg:
