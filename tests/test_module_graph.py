@@ -36,6 +36,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.deepagents": "deepagents",
     "ctxoffload.integrations.pydantic_ai": "pydantic_ai",
     "ctxoffload.integrations.openai_agents": "openai_agents",
+    "ctxoffload.integrations.claude": "claude",
 }
 
 

@@ -23,7 +23,7 @@ from claude_code_hooks import (
     session_start,
     transcript_rows,
 )
-from ctxoffload.formats import from_claude_code
+from ctxoffload.formats.claude_code import from_claude_code
 
 
 def corpus_file(name: str) -> Path:

@@ -4,7 +4,7 @@ Claude Code runs a command hook with the event's JSON on stdin and reads the JSO
 (https://code.claude.com/docs/en/hooks). `PostToolUse` stores a big tool output and prints its
 replacement, `PreCompact` appends the transcript to the session's context.jsonl before the
 compaction, `SessionStart` (after a compaction) prints where the history went and the artifact
-index. The work is `ctxoffload.integrations._claude_hooks`, which the Claude Agent SDK's
+index. The work is `ctxoffload._claude_hooks`, which the Claude Agent SDK's
 callbacks share.
 
 Whatever goes wrong (input that is not JSON, a missing field, a transcript path that does not
@@ -37,7 +37,7 @@ _SETTINGS = "settings"
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `hook` to the command line."""
-    from ..integrations._claude_hooks import HOOK_EVENTS
+    from .._claude_hooks import HOOK_EVENTS
 
     parser = commands.add_parser(
         "hook",
@@ -121,7 +121,7 @@ def _print_settings(args: argparse.Namespace) -> int:
     import json
     import shlex
 
-    from ..integrations._claude_hooks import hook_settings
+    from .._claude_hooks import hook_settings
 
     command = "ctxoffload"
     given = getattr(args, "workdir", None)
@@ -158,19 +158,19 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
         )
     output = asyncio.run(_handle(event, hook_input, args))
     if output:
-        from ..integrations._claude_hooks import dumps_output
+        from .._claude_hooks import dumps_output
 
         sys.stdout.write(dumps_output(output) + "\n")
     return 0
 
 
 async def _handle(event: str, hook_input: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from .._claude_hooks import HOOK_CONFIG, hook_session, post_tool_use, pre_compact, session_start
     from .._disk.paths import workdir_problem
     from ..exceptions import CliError
-    from ..integrations import _claude_hooks as hooks
     from ..workspace import LocalWorkspace
 
-    hooks.hook_session(hook_input, event)  # the input is checked before any file is made
+    hook_session(hook_input, event)  # the input is checked before any file is made
     workdir = _workdir(args)
     problem = workdir_problem(workdir, create=True)
     if problem is not None:
@@ -179,10 +179,10 @@ async def _handle(event: str, hook_input: Any, args: argparse.Namespace) -> dict
         raise CliError(f"{problem}: pass --workdir a folder (a missing one is made)")
     workspace = LocalWorkspace(workdir)
     if event == "PostToolUse":
-        config = hooks.HOOK_CONFIG
+        config = HOOK_CONFIG
         if args.tool_result_limit is not None:
             config = config.model_copy(update={"tool_result_limit": args.tool_result_limit})
-        return await hooks.post_tool_use(workspace, hook_input, config=config)
+        return await post_tool_use(workspace, hook_input, config=config)
     if event == "PreCompact":
-        return await hooks.pre_compact(workspace, hook_input)
-    return await hooks.session_start(workspace, hook_input)
+        return await pre_compact(workspace, hook_input)
+    return await session_start(workspace, hook_input)

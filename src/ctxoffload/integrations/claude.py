@@ -41,11 +41,17 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._claude_hooks import (
+    HOOK_CONFIG,
+    compaction_context,
+    hook_session,
+    post_tool_use,
+    pre_compact,
+)
 from .._disk.ids import session_id_for
 from ..compression import ContextConfig
 from ..exceptions import ConfigError, CtxOffloadError
 from ..workspace import Workspace
-from . import _claude_hooks as hooks
 
 __all__ = ["OffloadingHooks", "WorkspaceSessionStore"]
 
@@ -70,7 +76,7 @@ class OffloadingHooks:
 
     def __init__(self, workspace: Workspace, *, config: ContextConfig | None = None) -> None:
         self.workspace = workspace
-        self.config = config or hooks.HOOK_CONFIG
+        self.config = config or HOOK_CONFIG
         # Sessions compacted whose index the model has not been given yet.
         self._pending: set[str] = set()
 
@@ -94,7 +100,7 @@ class OffloadingHooks:
         compaction, its index as `additionalContext`."""
         output: dict[str, Any] = {}
         try:
-            output = await hooks.post_tool_use(self.workspace, hook_input, config=self.config)
+            output = await post_tool_use(self.workspace, hook_input, config=self.config)
         except (CtxOffloadError, OSError) as exc:
             logger.warning("PostToolUse: the tool's output is left as it is: %s", exc)
         return await self._with_index(output, hook_input, "PostToolUse")
@@ -104,11 +110,11 @@ class OffloadingHooks:
     ) -> dict[str, Any]:
         """PreCompact: the transcript kept in context.jsonl, the index of what leaves built."""
         try:
-            await hooks.pre_compact(self.workspace, hook_input, config=self.config)
+            await pre_compact(self.workspace, hook_input, config=self.config)
         except (CtxOffloadError, OSError) as exc:
             logger.warning("PreCompact: the transcript was not kept: %s", exc)
             return {}
-        self._pending.add(hooks.hook_session(hook_input, "PreCompact"))
+        self._pending.add(hook_session(hook_input, "PreCompact"))
         return {}
 
     async def user_prompt_submit(
@@ -123,14 +129,14 @@ class OffloadingHooks:
         """`output` with the latest compaction's text as `additionalContext`, once per
         compaction (what SessionStart with matcher `compact` gives a Claude Code user)."""
         try:
-            session = hooks.hook_session(hook_input, event)
+            session = hook_session(hook_input, event)
         except CtxOffloadError:
             return output
         if session not in self._pending:
             return output
         self._pending.discard(session)
         try:
-            text = await hooks.compaction_context(self.workspace, session)
+            text = await compaction_context(self.workspace, session)
         except (CtxOffloadError, OSError) as exc:
             logger.warning("%s: the compaction's index could not be read: %s", event, exc)
             return output

@@ -24,18 +24,18 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .._depth import TooDeep, load_json
-from .._disk.events import EventKind, HostCompaction
-from .._disk.ids import session_id_for
-from .._disk.layout import MARK
-from .._disk.paths import READ_FLAGS, verify_file
-from .._disk.wording import plural
-from ..compression import Compressor, ContextConfig, Projector
-from ..exceptions import InvalidContent, OffloadError
-from ..formats.claude_code import after_last_compaction, from_claude_code
-from ..messages import Msg, ToolResultBlock
-from ..tokens import get_token_counter
-from ..workspace import Workspace
+from ._depth import TooDeep, load_json
+from ._disk.events import EventKind, HostCompaction
+from ._disk.ids import session_id_for
+from ._disk.layout import MARK
+from ._disk.paths import READ_FLAGS, verify_file
+from ._disk.wording import plural
+from .compression import Compressor, ContextConfig, Projector
+from .exceptions import InvalidContent, OffloadError
+from .formats.claude_code import after_last_compaction, from_claude_code
+from .messages import Msg, ToolResultBlock
+from .tokens import get_token_counter
+from .workspace import Workspace
 
 __all__ = [
     "HOOK_CONFIG",
