@@ -19,32 +19,41 @@ The session is named after Claude Code's `session_id` (`session_id_for`). Bad in
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from ._depth import TooDeep, load_json
-from ._disk.events import EventKind, HostCompaction
+from ._disk.events import EventKind
 from ._disk.ids import session_id_for
 from ._disk.layout import MARK
 from ._disk.paths import READ_FLAGS, verify_file
 from ._disk.wording import plural
-from .compression import Compressor, ContextConfig, Projector
 from .exceptions import InvalidContent, OffloadError
-from .formats.claude_code import after_last_compaction, from_claude_code
-from .messages import Msg, ToolResultBlock
-from .tokens import get_token_counter
-from .workspace import Workspace
+
+TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .compression import ContextConfig
+    from .messages import Msg
+    from .workspace import Workspace
+
+# The engine (compression, the message model, pydantic) is imported where it is used: a hook
+# runs as a new process on every tool call, and most outputs are small enough to be answered
+# before it loads (`needs_offload`).
 
 __all__ = [
-    "HOOK_CONFIG",
+    "DEFAULT_TOOL_RESULT_LIMIT",
     "HOOK_EVENTS",
     "HOST",
     "compaction_context",
     "dumps_output",
+    "hook_config",
     "hook_session",
     "hook_settings",
+    "needs_offload",
     "post_tool_use",
     "pre_compact",
     "read_transcript",
@@ -54,10 +63,22 @@ __all__ = [
 HOST = "claude-code"
 """The host a `host_compaction` event names."""
 
-HOOK_CONFIG = ContextConfig(context_window=200_000, artifact_index_tokens=1_200)
-"""The default for Claude Code: its models' 200,000-token window, and an artifact index of at
-most 1,200 tokens, so that what `session_start` returns stays under the 10,000 characters
-Claude Code takes of a hook's `additionalContext` inline (it saves a longer one to a file)."""
+DEFAULT_TOOL_RESULT_LIMIT = 3000
+"""Tokens of a tool output above which PostToolUse stores it (`ContextConfig`'s default)."""
+
+
+@functools.cache
+def hook_config(tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> ContextConfig:
+    """The `ContextConfig` of Claude Code's hooks: its models' 200,000-token window, the tool
+    output limit, and an artifact index of at most 1,200 tokens, so that what `session_start`
+    returns stays under the 10,000 characters Claude Code takes of a hook's
+    `additionalContext` inline (it saves a longer one to a file)."""
+    from .compression import ContextConfig
+
+    return ContextConfig(
+        context_window=200_000, tool_result_limit=tool_result_limit, artifact_index_tokens=1_200
+    )
+
 
 MAX_TRANSCRIPT_BYTES = 1 << 30
 """The largest transcript `read_transcript` reads (Claude Code's are megabytes)."""
@@ -135,13 +156,16 @@ async def post_tool_use(
             "the PostToolUse hook input has no 'tool_response': Claude Code sends the tool's "
             "output there; check what the hook is fed"
         )
+    from .compression import Compressor, Projector
+    from .messages import ToolResultBlock
+
     response = _whole_output(hook_input["tool_response"])
-    cfg = config or HOOK_CONFIG
-    if Compressor(cfg).reads_back(tool_name):
-        return {}  # Read, Grep, Glob read offloaded files back: cutting them again would loop
+    cfg = config or hook_config()
     texts = [leaf for leaf in _text_leaves(response) if len(leaf[1]) > cfg.tool_result_limit]
     if not texts:
         return {}  # a token is at least one character: a text no longer than the limit fits
+    if Compressor(cfg).reads_back(tool_name):
+        return {}  # Read, Grep, Glob read offloaded files back: cutting them again would loop
     projector = Projector(workspace, session, config=cfg)
     replaced = response
     changed = False
@@ -158,6 +182,18 @@ async def post_tool_use(
     if tool_name.startswith("mcp__"):
         output["updatedMCPToolOutput"] = replaced
     return {"hookSpecificOutput": output}
+
+
+def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> bool:
+    """Whether a PostToolUse input may hold an output to store: one of its texts is longer
+    than `tool_result_limit` characters (a token is at least one), or Claude Code persisted
+    the output itself. False answers the hook at once, before the engine is loaded."""
+    if not isinstance(hook_input, Mapping):
+        return True  # `post_tool_use` says what is wrong with it
+    response = hook_input.get("tool_response")
+    if isinstance(response, dict) and "persistedOutputPath" in response:
+        return True
+    return any(len(text) > tool_result_limit for _, text in _text_leaves(response))
 
 
 def _whole_output(response: Any) -> Any:
@@ -297,6 +333,11 @@ async def pre_compact(
             cannot be read (`read_transcript`).
         OffloadError: the workspace could not append the messages.
     """
+    from ._disk.events import HostCompaction
+    from .compression import Compressor
+    from .formats.claude_code import after_last_compaction, from_claude_code
+    from .tokens import get_token_counter
+
     session = hook_session(hook_input, "PreCompact")
     path = _field(hook_input, "transcript_path", "PreCompact")
     rows = read_transcript(path)
@@ -304,7 +345,7 @@ async def pre_compact(
     if not messages:
         return {}
     leaving = from_claude_code(after_last_compaction(rows))
-    cfg = config or HOOK_CONFIG
+    cfg = config or hook_config()
     compressor = Compressor(
         cfg, offloader=workspace, session_id=session, counter=get_token_counter(None)
     )
@@ -353,6 +394,8 @@ def _earlier_index(last: dict[str, Any] | None, segment: str) -> dict[str, Any]:
 def _compaction_note(messages: int, reference: str | None, lines: list[int] | None) -> Msg:
     """What the context after the compaction is told of where the history went (the index of
     its artifacts follows it)."""
+    from .messages import Msg
+
     where = f" (lines {lines[0]}-{lines[1]})" if lines else ""
     text = (
         f"[Claude Code compacted this conversation. {plural(messages, 'message')} of it, "

@@ -165,24 +165,33 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
 
 
 async def _handle(event: str, hook_input: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from .._claude_hooks import HOOK_CONFIG, hook_session, post_tool_use, pre_compact, session_start
+    from .._claude_hooks import (
+        DEFAULT_TOOL_RESULT_LIMIT,
+        hook_config,
+        hook_session,
+        needs_offload,
+        post_tool_use,
+        pre_compact,
+        session_start,
+    )
     from .._disk.paths import workdir_problem
     from ..exceptions import CliError
-    from ..workspace import LocalWorkspace
 
     hook_session(hook_input, event)  # the input is checked before any file is made
+    limit = args.tool_result_limit or DEFAULT_TOOL_RESULT_LIMIT
+    if event == "PostToolUse" and not needs_offload(hook_input, limit):
+        return {}  # most outputs: answered before the engine is loaded
     workdir = _workdir(args)
     problem = workdir_problem(workdir, create=True)
     if problem is not None:
         # Said, not only logged: the workspace would keep the output whole and warn, and a
         # hook that never stores anything would go unnoticed.
         raise CliError(f"{problem}: pass --workdir a folder (a missing one is made)")
+    from ..workspace import LocalWorkspace
+
     workspace = LocalWorkspace(workdir)
     if event == "PostToolUse":
-        config = HOOK_CONFIG
-        if args.tool_result_limit is not None:
-            config = config.model_copy(update={"tool_result_limit": args.tool_result_limit})
-        return await post_tool_use(workspace, hook_input, config=config)
+        return await post_tool_use(workspace, hook_input, config=hook_config(limit))
     if event == "PreCompact":
         return await pre_compact(workspace, hook_input)
     return await session_start(workspace, hook_input)

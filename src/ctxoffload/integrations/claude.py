@@ -42,8 +42,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._claude_hooks import (
-    HOOK_CONFIG,
     compaction_context,
+    hook_config,
     hook_session,
     post_tool_use,
     pre_compact,
@@ -76,7 +76,7 @@ class OffloadingHooks:
 
     def __init__(self, workspace: Workspace, *, config: ContextConfig | None = None) -> None:
         self.workspace = workspace
-        self.config = config or HOOK_CONFIG
+        self.config = config or hook_config()
         # Sessions compacted whose index the model has not been given yet.
         self._pending: set[str] = set()
 
