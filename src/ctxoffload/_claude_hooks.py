@@ -187,8 +187,16 @@ async def post_tool_use(
 def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> bool:
     """Whether a PostToolUse input may hold an output to store: one of its texts is longer
     than `tool_result_limit` characters (a token is at least one), or Claude Code persisted
-    the output itself. False answers the hook at once, before the engine is loaded."""
+    the output itself. False answers the hook at once, before the engine is loaded.
+
+    Raises:
+        InvalidContent: the input lacks `tool_name` or `tool_use_id` (as `post_tool_use`).
+    """
     if not isinstance(hook_input, Mapping):
+        return True  # `post_tool_use` says what is wrong with it
+    for name in ("tool_name", "tool_use_id"):
+        _field(hook_input, name, "PostToolUse")
+    if "tool_response" not in hook_input:
         return True  # `post_tool_use` says what is wrong with it
     response = hook_input.get("tool_response")
     if isinstance(response, dict) and "persistedOutputPath" in response:
