@@ -37,6 +37,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.deepagents": "deepagents",
     "ctxoffload.integrations.pydantic_ai": "pydantic_ai",
     "ctxoffload.integrations.openai_agents": "openai_agents",
+    "ctxoffload.integrations.claude": "claude",
 }
 
 

@@ -1,11 +1,11 @@
 """Integration tests run against the real frameworks, each in its own environment.
 
-The files are tests/integrations/test_<framework>_*.py (`mcp` among them: the MCP proxy runs
-against the MCP SDK in an environment of its own too). The main test run has neither AgentScope
-nor Strands installed (their pins conflict with each other), so these tests skip there with the
-reason. `.ci/run` installs each framework in a virtual environment of its own and runs its test
-files with ``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` naming it: there a missing framework is a failure,
-never a skip.
+The files are tests/integrations/test_<framework>_*.py (`mcp`: the MCP proxy against the MCP SDK;
+`claude`: the Claude Agent SDK). The main test run has neither AgentScope nor Strands installed
+(their pins conflict with each other), so these tests skip there with the reason. `.ci/run`
+installs each framework in a virtual environment of its own and runs its test files with
+``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` naming it: there a missing framework is a failure, never a
+skip.
 """
 
 from __future__ import annotations

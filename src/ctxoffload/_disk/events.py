@@ -54,6 +54,7 @@ __all__ = [
     "DataFile",
     "EventKind",
     "Fork",
+    "HostCompaction",
     "ImageLimit",
     "MemoryChange",
     "Message",
@@ -128,6 +129,10 @@ class EventKind:
     # Written by the memory tool, in the session of the agent that changed a memory file:
     # the command, the path, and what changed (bounded).
     MEMORY = "memory"
+    # Written by a hook of a host that compacts its own context (`ctxoffload hook PreCompact`
+    # for Claude Code): the messages it was about to drop, appended to context.jsonl, and
+    # the text that names them (the artifact index) for the context after it.
+    HOST_COMPACTION = "host_compaction"
 
 
 def is_event(value: object) -> bool:
@@ -821,3 +826,27 @@ class MemoryChange(Event):
             for sign, text in (("-", self.removed), ("+", self.added))
             if isinstance(text, str) and text
         ]
+class HostCompaction(_MovedLines, _Fidelity):
+    """A host about to compact its own context (Claude Code's PreCompact hook): what it held,
+    appended to context.jsonl, and `context`, the text that names where it went (with the
+    artifact index) for the context after the compaction."""
+
+    kind = EventKind.HOST_COMPACTION
+    log_level = "INFO"
+    host: str
+    trigger: str
+    transcript: str
+    messages: int
+    appended: int
+    context: str
+    mark: dict[str, Any]
+    segment: str
+    earlier: dict[str, Any]
+
+    def sentence(self) -> str:
+        fidelity = self.fidelity()
+        return (
+            f"{said(self.host)} compacted its context ({said(self.trigger)}): "
+            f"{plural(self.messages, 'message')} of its transcript kept{_into(self)} "
+            f"({figure(self.appended)} new)" + (f"; {fidelity}" if fidelity else "")
+        )

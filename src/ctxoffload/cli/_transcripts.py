@@ -301,27 +301,9 @@ def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
 
 def _claude_code(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..formats import from_anthropic
+    from ..formats.claude_code import from_claude_code
 
-    messages: list[dict[str, Any]] = []
-    last_id: str | None = None
-    for row in rows or []:
-        if not isinstance(row, dict) or row.get("type") not in ("user", "assistant"):
-            continue
-        if row.get("isSidechain"):
-            continue  # a subagent's traffic, not what the main agent's model saw
-        message = row.get("message") or {}
-        role, content = message.get("role"), message.get("content")
-        if role not in ("user", "assistant") or content in (None, "", []):
-            continue
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-        # One API response is split over several lines that share its id: join them.
-        if role == "assistant" and message.get("id") and message.get("id") == last_id:
-            messages[-1]["content"].extend(blocks)
-            continue
-        last_id = message.get("id") if role == "assistant" else None
-        messages.append({"role": role, "content": blocks})
-    return [Run(name, from_anthropic(messages))]
+    return [Run(name, from_claude_code(rows or []))]
 
 
 def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:

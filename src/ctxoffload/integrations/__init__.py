@@ -19,6 +19,10 @@ routed through deepagents' `CompositeBackend` for its evicted tool results and h
 `ctxoffload.integrations.openai_agents`: `OffloadingInputFilter`, the OpenAI Agents SDK's
 `RunConfig.call_model_input_filter` that stores big tool outputs whole and sends each model
 call the projection of its input items.
+
+`ctxoffload.integrations.claude`: `OffloadingHooks`, Claude Code's PostToolUse and PreCompact
+hooks as the Claude Agent SDK's `HookMatcher` callbacks (the same work as `ctxoffload hook`),
+and `WorkspaceSessionStore`, the SDK's `SessionStore` on a workspace.
 """
 
 from .._lazy import lazy_exports
