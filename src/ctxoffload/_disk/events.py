@@ -826,6 +826,8 @@ class MemoryChange(Event):
             for sign, text in (("-", self.removed), ("+", self.added))
             if isinstance(text, str) and text
         ]
+
+
 class HostCompaction(_MovedLines, _Fidelity):
     """A host about to compact its own context (Claude Code's PreCompact hook): what it held,
     appended to context.jsonl, and `context`, the text that names where it went (with the
