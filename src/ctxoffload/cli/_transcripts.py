@@ -311,23 +311,28 @@ def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
     one reader of that format (`formats.responses`). Items ctxoffload keeps opaque (reasoning,
     whose encrypted content only its provider reads) carry nothing to replay and are left out;
     a `developer` message (Codex's instructions and environment, between the turns) is
-    replayed as the user text it is sent as; parallel calls are one assistant message."""
+    replayed as the user text it is sent as; parallel calls are one assistant message. Each
+    message keeps its row's time."""
+    from .._times import recorded_at
     from ..formats.responses import ITEM_KEY, from_responses
     from ..messages import Msg
 
-    items = [
-        row["payload"]
+    kept = [
+        row
         for row in rows or []
         if isinstance(row, dict)
         and row.get("type") == "response_item"
         and isinstance(row.get("payload"), dict)
     ]
     msgs: list[Msg] = []
-    for msg in from_responses(items):
+    for row, msg in zip(kept, from_responses([row["payload"] for row in kept]), strict=True):
         if ITEM_KEY in (msg.metadata or {}):
             continue
+        when = recorded_at(row.get("timestamp"))
+        if when is not None:
+            msg = msg.model_copy(update={"timestamp": when})
         if msg.role == "system":
-            msg = Msg(role="user", content=msg.text)
+            msg = Msg(role="user", content=msg.text, timestamp=msg.timestamp)
         before = msgs[-1] if msgs else None
         if (
             msg.tool_calls

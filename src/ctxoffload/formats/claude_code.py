@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .._times import recorded_at
 from ..messages import Msg
 from .anthropic import from_anthropic
 
@@ -51,13 +52,15 @@ def from_claude_code(rows: Iterable[Any]) -> list[Msg]:
         One `Msg` per user record, and one per assistant response (its lines joined). Each
         message's `id` is the `uuid` of its first record, so the same transcript read twice
         gives messages with the same ids (what makes appending it to a context log
-        idempotent); `metadata["claude_code"]["uuids"]` lists the records it was read from.
+        idempotent); `metadata["claude_code"]["uuids"]` lists the records it was read from,
+        and its `timestamp` is its first record's.
 
     Raises:
         InvalidContent: a message's content is not Anthropic content (`from_anthropic`).
     """
     messages: list[dict[str, Any]] = []
     uuids: list[list[str]] = []
+    times: list[str | None] = []
     last_id: str | None = None
     for row in rows:
         if not isinstance(row, dict) or row.get("type") not in ("user", "assistant"):
@@ -81,10 +84,13 @@ def from_claude_code(rows: Iterable[Any]) -> list[Msg]:
         last_id = message.get("id") if role == "assistant" else None
         messages.append({"role": role, "content": blocks})
         uuids.append([uuid] if isinstance(uuid, str) else [])
+        times.append(recorded_at(row.get("timestamp")))
     out: list[Msg] = []
-    for msg, ids in zip(from_anthropic(messages), uuids, strict=True):
+    for msg, ids, when in zip(from_anthropic(messages), uuids, times, strict=True):
         if ids:
             metadata = {**msg.metadata, "claude_code": {"uuids": ids}}
             msg = msg.model_copy(update={"id": ids[0], "metadata": metadata})
+        if when is not None:
+            msg = msg.model_copy(update={"timestamp": when})
         out.append(msg)
     return out
