@@ -23,6 +23,13 @@ from typing import Any
 import pytest
 
 
+def framework_required(extra: str) -> bool:
+    """Whether this run requires the framework of the ctxoffload extra `extra`
+    (``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` names it): then a missing part fails, never skips."""
+    names = os.environ.get("CTXOFFLOAD_REQUIRE_FRAMEWORKS", "").split(",")
+    return extra in {name.strip() for name in names}
+
+
 def require_framework(module: str, extra: str) -> ModuleType:
     """Import a framework for an integration test module, or skip it with an install hint.
 
@@ -33,13 +40,10 @@ def require_framework(module: str, extra: str) -> ModuleType:
     Returns:
         The imported module.
     """
-    required = {
-        name.strip() for name in os.environ.get("CTXOFFLOAD_REQUIRE_FRAMEWORKS", "").split(",")
-    }
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        if extra in required:
+        if framework_required(extra):
             pytest.fail(f"{module} is required in this run but does not import: {exc}", False)
         pytest.skip(
             f"{module} is not installed: pip install 'ctxoffload[{extra}]' "
