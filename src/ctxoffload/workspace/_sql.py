@@ -11,7 +11,7 @@ from .._disk.read import reference_text
 from .._disk.scope import SessionScoped
 from ..exceptions import ConfigError
 from ._core import CollectedWorkspace
-from ._lease import DEFAULT_LEASE_TTL, LEASE_FILE, SessionLease, holder_record, took_over
+from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
 
 if TYPE_CHECKING:
@@ -100,9 +100,7 @@ class SqlWorkspace(CollectedWorkspace):
             OffloadError: the database cannot be reached within the timeout.
         """
         sid = validate_session_id(session_id)
-        ttl = DEFAULT_LEASE_TTL if ttl is None else float(ttl)
-        if not ttl > 0:
-            raise ConfigError(f"ttl={ttl!r} must be a positive number of seconds")
+        ttl = lease_ttl(ttl)
         where = f"{self._sql.reference(sid, LEASE_FILE)} (a row of the leases table)"
         holder = holder_record(agent, ttl)
         previous, expired = await self._sql.take_lease(sid, holder, ttl, where)
