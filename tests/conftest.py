@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from ctxoffload import InMemoryWorkspace, LocalWorkspace
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, SqlWorkspace
 from ctxoffload.workspace import Workspace
 from helpers import snapshot_tree
 from openai_server import OpenAIServer
@@ -55,11 +55,14 @@ def local_ws(workdir: Path) -> LocalWorkspace:
     return LocalWorkspace(workdir)
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "sqlite"])
 def workspace(request: pytest.FixtureRequest, workdir: Path) -> Workspace:
-    """Each workspace implementation in turn, for the behaviour both must share."""
+    """Each workspace implementation in turn, for the behaviour they must share (the SQL one
+    on a SQLite file beside the workdir)."""
     if request.param == "local":
         return LocalWorkspace(workdir)
+    if request.param == "sqlite":
+        return SqlWorkspace(f"sqlite:///{workdir.parent / 'ws.db'}")
     return InMemoryWorkspace()
 
 

@@ -293,12 +293,12 @@ def test_the_export_check_finds_what_reaches_past(tmp_path: Path) -> None:
 # raising a number here is a decision, taken in a commit of its own, with a reference entry
 # for every new name (tests/docs/test_docs_build.py holds each face to its reference page).
 FACE_BUDGET = {
-    "ctxoffload": 52,
+    "ctxoffload": 53,  # + SqlWorkspace (issue 48)
     "ctxoffload.agent": 17,
     "ctxoffload.compression": 44,  # + Projector (issue 44)
     "ctxoffload.formats": 10,
     "ctxoffload.readback": 11,  # + memory_tool (issue 46)
-    "ctxoffload.workspace": 25,
+    "ctxoffload.workspace": 26,  # + SqlWorkspace (issue 48)
 }
 
 

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         LocalWorkspace,
         ObjectStoreWorkspace,
         Offloader,
+        SqlWorkspace,
         Workspace,
     )
 
@@ -98,6 +99,7 @@ __all__ = [
     "ReaderTools",
     "ScriptedModel",
     "SessionBusyError",
+    "SqlWorkspace",
     "Summary",
     "SummaryError",
     "TextBlock",
@@ -165,5 +167,6 @@ __getattr__, __dir__ = lazy_exports(
         "InMemoryWorkspace": ".workspace",
         "LocalWorkspace": ".workspace",
         "ObjectStoreWorkspace": ".workspace",
+        "SqlWorkspace": ".workspace",
     },
 )

@@ -12,17 +12,19 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace, SqlWorkspace
 
 
-@pytest.fixture(params=["local", "memory", "bucket"])
+@pytest.fixture(params=["local", "memory", "bucket", "sqlite"])
 def make_workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Any]:
     """Makes each workspace in turn, with the options given: a folder, memory, a bucket on a
-    real S3 API."""
+    real S3 API, a SQLite file."""
 
     def make(**options: Any) -> Any:
         if request.param == "local":
             return LocalWorkspace(tmp_path / "ws", **options)
+        if request.param == "sqlite":
+            return SqlWorkspace(f"sqlite:///{tmp_path / 'ws.db'}", **options)
         if request.param == "memory":
             return InMemoryWorkspace(**options)
         server = request.getfixturevalue("s3")

@@ -30,6 +30,10 @@ def workspace(where: str) -> object:
         from ctxoffload import ObjectStoreWorkspace
 
         return ObjectStoreWorkspace(where, **json.loads(os.environ["CTXOFFLOAD_TEST_S3"]))
+    if where.startswith("sqlite://"):
+        from ctxoffload import SqlWorkspace
+
+        return SqlWorkspace(where)
     from ctxoffload import LocalWorkspace
 
     return LocalWorkspace(where)

@@ -21,6 +21,7 @@ from ctxoffload import (
     ObjectStoreWorkspace,
     ScriptedModel,
     SessionBusyError,
+    SqlWorkspace,
     ToolResultBlock,
 )
 from helpers import ChildLines, call, start_lease_worker, wait_held
@@ -35,11 +36,14 @@ def fetch_log(log: str) -> str:
     return "\n".join(f"{log} line {i} " + "words " * 6 for i in range(400))
 
 
-@pytest.fixture(params=["local", "s3", "memory"])
+@pytest.fixture(params=["local", "s3", "memory", "sqlite"])
 def collector(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A workspace with `gc`: a folder, a bucket on a real S3 API, obstore's memory store."""
+    """A workspace with `gc`: a folder, a bucket on a real S3 API, obstore's memory store, a
+    SQLite file."""
     if request.param == "local":
         return LocalWorkspace(tmp_path / "ws", fsync=False)
+    if request.param == "sqlite":
+        return SqlWorkspace(f"sqlite:///{tmp_path / 'ws.db'}")
     if request.param == "memory":
         return ObjectStoreWorkspace("memory://")
     s3 = request.getfixturevalue("s3")

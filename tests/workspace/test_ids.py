@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload import InMemoryWorkspace, InvalidSessionId, LocalWorkspace, Msg
+from ctxoffload import InMemoryWorkspace, InvalidSessionId, LocalWorkspace, Msg, SqlWorkspace
 from ctxoffload._disk.ids import is_session_id, session_id_for, tool_file_stem
 from ctxoffload.workspace import Workspace, validate_session_id
 
@@ -129,12 +129,20 @@ LOCAL_ONLY_METHODS: dict[str, Call] = {
     "state_path": lambda ws, sid: ws.state_path(sid),
 }
 METHOD_CASES = [("local", name) for name in [*SESSION_METHODS, *LOCAL_ONLY_METHODS]] + [
-    ("memory", name) for name in SESSION_METHODS
+    (kind, name) for kind in ("memory", "sqlite") for name in SESSION_METHODS
 ]
 
 
 def _make(kind: str, workdir: Path) -> Workspace:
+    if kind == "sqlite":  # the file beside the workdir: a refusal creates neither
+        return SqlWorkspace(f"sqlite:///{workdir}.db")
     return LocalWorkspace(workdir) if kind == "local" else InMemoryWorkspace()
+
+
+def _written(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A tree's snapshot without SQLite's shared-memory index (`*.db-shm`), where readers
+    note what they read: the rest is what was written."""
+    return {name: body for name, body in snapshot.items() if not name.endswith("-shm")}
 
 
 async def _call(ws: Workspace, method: str, session_id: Any) -> None:
@@ -219,16 +227,16 @@ async def test_hostile_session_id_leaves_a_populated_workspace_unchanged(
     await ws.offload_context("victim", msgs=[Msg(role="user", content="keep me")])
     await ws.offload_tool_result("victim", TOOL_RESULT)
     (tmp_path / "outside.txt").write_text("outside")
-    before = tree(tmp_path)
+    before = _written(tree(tmp_path))
     held_before = await ws.read_context("victim")
     accepted = await _ids_not_refused(ws, method, HOSTILE_SESSION_IDS + NON_STR_SESSION_IDS)
     assert accepted == []
-    assert tree(tmp_path) == before
+    assert _written(tree(tmp_path)) == before
     assert await ws.read_context("victim") == held_before
     assert await ws.list_sessions() == ["victim"]
 
 
-@pytest.mark.parametrize("kind", ["local", "memory"])
+@pytest.mark.parametrize("kind", ["local", "memory", "sqlite"])
 @pytest.mark.parametrize("session_id", PLAIN_SESSION_IDS)
 async def test_plain_session_id_gets_its_own_directory(
     kind: str, session_id: str, workdir: Path
@@ -239,6 +247,8 @@ async def test_plain_session_id_gets_its_own_directory(
     if isinstance(ws, LocalWorkspace):
         assert Path(ref).parent == workdir / "sessions" / session_id
         assert Path(ref).is_file()
+    elif isinstance(ws, SqlWorkspace):
+        assert ref == f"sqlite:///{workdir}.db/sessions/{session_id}/context.jsonl"
     else:
         assert ref == f"memory://workspace/sessions/{session_id}/context.jsonl"
 

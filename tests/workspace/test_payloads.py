@@ -31,7 +31,8 @@ def _is_data_ref(workspace: Workspace, url: str) -> bool:
         # A foreign class's URL field holds a file:// URL (AgentScope's demands a URL);
         # ctxoffload's own blocks hold the plain path.
         return Path(url.removeprefix("file://")).parent == workspace.data_dir
-    return url.startswith("memory://workspace/data/")
+    scoped: Any = workspace  # every ctxoffload workspace is SessionScoped
+    return bool(scoped.reference_key(url)[0] == "data")
 
 
 # -- text that is not plain UTF-8 -------------------------------------------------------------

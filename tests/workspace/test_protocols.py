@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace, SqlWorkspace
 from ctxoffload._disk.scope import SessionScoped
 from ctxoffload.exceptions import ConfigError
 from ctxoffload.workspace import (
@@ -44,6 +44,10 @@ BACKENDS: dict[str, tuple[Callable[[Path], object], set[type]]] = {
     "memory": (lambda tmp: InMemoryWorkspace(), EVERY_WORKSPACE | {ModelCallClock}),
     "objectstore": (
         lambda tmp: ObjectStoreWorkspace("memory://"),
+        EVERY_WORKSPACE | {GarbageCollector},
+    ),
+    "sqlite": (
+        lambda tmp: SqlWorkspace(f"sqlite:///{tmp / 'ws.db'}"),
         EVERY_WORKSPACE | {GarbageCollector},
     ),
 }

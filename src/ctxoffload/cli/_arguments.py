@@ -40,7 +40,12 @@ EXIT_USAGE = 2
 def add_workdir(parser: argparse.ArgumentParser, *, bucket: bool = True) -> None:
     """`--workdir DIR` on a command (it may also be given before the command); `bucket`:
     whether the command reads a bucket URL too."""
-    where = "a folder, or a bucket URL such as s3://bucket/prefix" if bucket else "a folder"
+    where = (
+        "a folder, a bucket URL such as s3://bucket/prefix, or a database URL such as "
+        "sqlite:///agents.db"
+        if bucket
+        else "a folder"
+    )
     parser.add_argument(
         "--workdir",
         default=argparse.SUPPRESS,
@@ -106,7 +111,8 @@ class Workdir:
         if self.is_bucket:
             raise CliError(
                 f"--workdir {self.text!r}: `ctxoffload {self.command}` works on a local "
-                "folder; ls, show, cat, grep, stats, verify, gc and ui read a bucket"
+                "folder; ls, show, cat, grep, stats, verify, gc, fork and ui read a bucket or a "
+                "database"
             )
         from pathlib import Path
 

@@ -1,4 +1,5 @@
-"""The commands on a workspace in object storage (`--workdir s3://bucket/prefix`).
+"""The commands on a workspace in object storage (`--workdir s3://bucket/prefix`) or in a
+database (`--workdir sqlite:///path/to/agents.db`: `SqlWorkspace`, the same way).
 
 A bucket cannot be scanned like a folder, so the commands that read (ls, show, cat, grep,
 stats, verify) first copy what they need into a private temporary folder in the on-disk
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-__all__ = ["BucketCopies", "BucketCopy", "open_store"]
+__all__ = ["BucketCopies", "BucketCopy", "open_database", "open_store"]
 
 
 class BucketCopy:
@@ -34,10 +35,14 @@ class BucketCopy:
 
 
 def open_store(url: str) -> Any:
-    """`ObjectStoreWorkspace(url)` with one clear line for what goes wrong."""
+    """`ObjectStoreWorkspace(url)`, or `SqlWorkspace(url)` for a `sqlite:///` URL, with one
+    clear line for what goes wrong."""
     import os
 
     from ..exceptions import CliError, ConfigError
+
+    if url.lower().startswith("sqlite:"):
+        return open_database(url)
 
     text = os.environ.get("CTXOFFLOAD_DEADLINE", "30")
     try:
@@ -58,6 +63,46 @@ def open_store(url: str) -> Any:
         raise CliError(f"{url}: {exc}") from None
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+
+
+def open_database(url: str) -> Any:
+    """`SqlWorkspace(url)` on a database file that exists: a command that reads never creates
+    one (a mistyped path would otherwise read as an empty workspace).
+
+    Raises:
+        CliError: the URL names no SQLite file, or there is no file there.
+    """
+    import contextlib
+    import os
+    import urllib.parse
+
+    from ..exceptions import CliError, ConfigError
+    from ..workspace import SqlWorkspace
+
+    try:
+        store = SqlWorkspace(url)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    if not os.path.isfile(store.path):
+        raise CliError(f"--workdir {url!r}: no database at {store.path}")
+    import sqlite3
+
+    # Read-only: a command that reads adds no table to another program's database.
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"file:{urllib.parse.quote(store.path)}?mode=ro", uri=True)
+        ) as db:
+            ours = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+            ).fetchone()
+    except sqlite3.Error as exc:
+        raise CliError(f"--workdir {url!r}: {store.path} cannot be read: {exc}") from None
+    if ours is None:
+        raise CliError(
+            f"--workdir {url!r}: {store.path} is no ctxoffload workspace (it has no "
+            "schema_version table)"
+        )
+    return store
 
 
 class BucketCopies:
@@ -85,7 +130,7 @@ class BucketCopies:
         from pathlib import Path
 
         from .._disk.layout import SESSIONS_DIR
-        from ..exceptions import CliError, InvalidSessionId, OffloadError
+        from ..exceptions import CliError, ConfigError, InvalidSessionId, OffloadError
 
         if session is not None:
             from ..workspace import validate_session_id
@@ -113,7 +158,7 @@ class BucketCopies:
             )
         except InvalidSessionId as exc:
             raise CliError(str(exc)) from None
-        except OffloadError as exc:  # an error, not "nothing found": exit 2 in every command
+        except (OffloadError, ConfigError) as exc:  # an error, not "nothing found": exit 2
             raise CliError(str(exc)) from None
         (folder / SESSIONS_DIR).mkdir(exist_ok=True)
         return copy

@@ -14,7 +14,7 @@ from .._disk.read import Folder, workspace_of
 from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import CliError
 from ._access import committed_end, open_workspace, refusal
-from ._arguments import EXIT_PROBLEMS, Workdir, add_workdir
+from ._arguments import EXIT_PROBLEMS, Workdir, add_workdir, is_store_url
 from ._commands import COMMAND_HELP
 from ._output import raw_stream, shown
 
@@ -78,6 +78,17 @@ def _refused(exc: OSError, reference: str, workdir: str, path: str) -> str:
 _SESSION_IN_REFERENCE = re.compile(rf"(?:^|/){re.escape(SESSIONS_DIR)}/([^/]+)/")
 
 
+def store_of(reference: str) -> str | None:
+    """The workspace URL a store's reference names a file of (`sqlite:///x.db` of
+    `sqlite:///x.db/sessions/s/context.jsonl`, `s3://b/p` of `s3://b/p/data/...`), found
+    from the reference alone; None when it names no file of a workspace."""
+    found = _FILE_IN_STORE.search(reference)
+    return reference[: found.start()] if found else None
+
+
+_FILE_IN_STORE = re.compile(rf"/(?:{re.escape(SESSIONS_DIR)}/[^/]+|{re.escape(DATA_DIR)})/[^/]+\Z")
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the file."""
     from .._disk.read import reference_parts
@@ -90,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     where = Workdir.of(args)
     if not where.given and not os.environ.get("CTXOFFLOAD_WORKDIR"):
         # A path a notice printed is enough, from any folder: it names its workspace.
-        own = workspace_of(reference)
+        own = store_of(reference) if is_store_url(reference) else workspace_of(reference)
         if own is not None:
             where = Workdir(own, given=True, command=where.command, copies=where.copies)
         else:

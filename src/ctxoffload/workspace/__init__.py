@@ -1,7 +1,8 @@
-"""Where content goes: `LocalWorkspace` (disk, the default), `InMemoryWorkspace` and
-`ObjectStoreWorkspace` (S3 and friends), each a `Workspace`; each is imported on first use.
+"""Where content goes: `LocalWorkspace` (disk, the default), `InMemoryWorkspace`,
+`ObjectStoreWorkspace` (S3 and friends) and `SqlWorkspace` (SQLite), each a `Workspace`;
+each is imported on first use.
 
-This face holds what a user of a workspace calls: the three backends, the protocols a backend
+This face holds what a user of a workspace calls: the four backends, the protocols a backend
 or a caller is typed with, the entry points for leases, forks and new sessions, the writer's
 identity, and the errors those raise. How the files are laid out, written and read back is the
 private core `ctxoffload._disk`, which every package imports directly.
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         Workspace,
         not_a_capability,
     )
+    from ._sql import SqlWorkspace
 
 __all__ = [
     "EventLog",
@@ -48,6 +50,7 @@ __all__ = [
     "ReferenceReader",
     "SessionBusyError",
     "SessionLease",
+    "SqlWorkspace",
     "StateStore",
     "Workspace",
     "current_session",
@@ -81,6 +84,7 @@ __getattr__, __dir__ = lazy_exports(
         "new_session": "._new_session",
         "take_new_session": "._new_session",
         "ObjectStoreWorkspace": "._objectstore",
+        "SqlWorkspace": "._sql",
         "EventLog": "._protocol",
         "GarbageCollector": "._protocol",
         "LineReader": "._protocol",

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from .._disk.layout import now_iso
-from ..exceptions import SessionBusyError
+from ..exceptions import ConfigError, SessionBusyError
 
 __all__ = [
     "CLOCK_RESOLUTION",
@@ -49,6 +49,7 @@ __all__ = [
     "holder_ended",
     "holder_record",
     "lease_expires",
+    "lease_ttl",
     "orphaned_here",
     "take_lease",
     "took_over",
@@ -96,6 +97,18 @@ def holder_record(agent: str | None, ttl: float | None = None) -> dict[str, Any]
         # No expiry time by the holder's clock: a taker would compare it with its own.
         record["ttl"] = ttl
     return record
+
+
+def lease_ttl(ttl: float | None) -> float:
+    """A lease's time to live in seconds: `ttl`, or `DEFAULT_LEASE_TTL` for None.
+
+    Raises:
+        ConfigError: `ttl` is not a positive number.
+    """
+    value = DEFAULT_LEASE_TTL if ttl is None else float(ttl)
+    if not value > 0:
+        raise ConfigError(f"ttl={value!r} must be a positive number of seconds")
+    return value
 
 
 def lease_expires(holder: dict[str, Any], renewed: float) -> float | None:

@@ -36,10 +36,10 @@ from ._bucket_url import (
 from ._core import CollectedWorkspace
 from ._datastore import media_type_of
 from ._lease import (
-    DEFAULT_LEASE_TTL,
     LEASE_FILE,
     SessionLease,
     holder_record,
+    lease_ttl,
     took_over,
 )
 from ._segments import SegmentLog
@@ -231,9 +231,7 @@ class ObjectStoreWorkspace(CollectedWorkspace):
             OffloadError: the store cannot be reached within the deadline.
         """
         sid = validate_session_id(session_id)
-        ttl = DEFAULT_LEASE_TTL if ttl is None else float(ttl)
-        if not ttl > 0:
-            raise ConfigError(f"ttl={ttl!r} must be a positive number of seconds")
+        ttl = lease_ttl(ttl)
         key = self._session_key(sid, LEASE_FILE)
         where = self._client.reference(key)
         attributes = {"Content-Type": "application/json"}

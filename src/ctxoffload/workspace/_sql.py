@@ -1,0 +1,172 @@
+"""SqlWorkspace: the workspace in a SQL database (DESIGN.md section 16): SQLite, one file."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import TYPE_CHECKING
+
+from .._disk.ids import validate_session_id
+from .._disk.read import reference_text
+from .._disk.scope import SessionScoped
+from ..exceptions import ConfigError
+from ._core import CollectedWorkspace
+from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
+from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
+
+if TYPE_CHECKING:
+    from ._protocol import GarbageCollector, Workspace
+    from ._store import SessionCollector
+
+__all__ = ["SqlWorkspace"]
+
+
+class SqlWorkspace(CollectedWorkspace):
+    """A workspace in a SQL database: SQLite, one file that every process on the machine
+    shares (a `Workspace` and a `GarbageCollector`).
+
+    The same behaviour as `LocalWorkspace` (batches, events, state, leases, forks, gc,
+    isolation, data/ by content hash), with every write one transaction: a batch is whole
+    or absent whatever kills its writer, and writers in several processes get consecutive,
+    global line numbers. The file is opened on first use, in WAL mode (readers never block
+    the writer) with `synchronous=FULL` (a write is on disk before it returns); its tables
+    are created, or migrated forward from an older version, then. data/ payloads are rows
+    too: one file to copy or back up, written in the same transactions as the rest.
+
+    References look like `sqlite:////abs/path/agents.db/sessions/<id>/tool_result-c1.txt`.
+    An agent reads them through `retrieve_offloaded_content` (file tools cannot open them);
+    people through the `ctxoffload` commands (`--workdir sqlite:///agents.db`) or a copy in
+    the on-disk layout (`download`).
+
+    A session's lease is a row whose expiry is judged on the database's clock, renewed
+    every third of its time to live; a holder whose process ended (on this machine) frees it
+    at once.
+
+    Args:
+        url: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db` (SQLAlchemy's
+            spelling); the file and its folder are created on first use.
+        timeout: seconds a write waits for another process's write to finish; past it,
+            `OffloadError` and the content stays in the caller's context.
+        isolate_sessions: keep sessions apart, as `LocalWorkspace(isolate_sessions=True)`
+            does.
+
+    Raises:
+        ConfigError: the URL names no SQLite file, or `timeout` is not a positive number.
+    """
+
+    def __init__(self, url: str, *, timeout: float = 30.0, isolate_sessions: bool = False) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigError(f"timeout={timeout!r} must be a positive number of seconds")
+        self.path = sqlite_path(url)
+        self.url = f"sqlite:///{self.path}"
+        self.isolate_sessions = isolate_sessions
+        self._database = SqliteDatabase(self.path, timeout=float(timeout))
+        self._sql = self._files = SqlStore(self._database, self.url)
+        weakref.finalize(self, self._database.close)
+
+    def __repr__(self) -> str:
+        return f"SqlWorkspace(url={self.url!r})"
+
+    async def initialize(self) -> None:
+        """Open the database, creating it or migrating its tables forward (idempotent).
+
+        Raises:
+            OffloadError: the file cannot be opened or written.
+            ConfigError: it was written by a newer ctxoffload.
+        """
+        await self._database.read(lambda connection: None)
+
+    def close(self) -> None:
+        """Close the database connection (it opens again on the next call)."""
+        self._database.close()
+
+    def _collector(self) -> SessionCollector:
+        return SqlCollector(self._database)
+
+    async def acquire_lease(
+        self, session_id: str, *, agent: str | None = None, ttl: float | None = None
+    ) -> SessionLease:
+        """Take the session's lease: a row of the `leases` table, expiring `ttl` seconds
+        (default 60) after its latest renewal on the database's clock.
+
+        It is renewed every third of `ttl` while the event loop that took it runs, and given
+        up by `release()`. A lease past its expiry, or whose holder's process on this
+        machine has ended (the kernel says so), is taken over, naming its last holder in
+        the log. Taking and renewing happen under the database's write lock, so two takers
+        cannot both win.
+
+        Raises:
+            SessionBusyError: a live holder has it, named in the message.
+            OffloadError: the database cannot be reached within the timeout.
+        """
+        sid = validate_session_id(session_id)
+        ttl = lease_ttl(ttl)
+        where = f"{self._sql.reference(sid, LEASE_FILE)} (a row of the leases table)"
+        holder = holder_record(agent, ttl)
+        previous, expired = await self._sql.take_lease(sid, holder, ttl, where)
+        if previous:
+            took_over(
+                sid,
+                previous,
+                "it expired without being renewed" if expired else "it was never released",
+            )
+        store, token = self._sql, holder["token"]
+
+        async def renew() -> bool:
+            return await store.renew_lease(sid, token, ttl)
+
+        async def release() -> None:
+            await store.release_lease(sid, token)
+
+        return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
+
+    async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
+        """The bytes behind a reference, with the media type a data/ payload was stored
+        with (else the name's extension's).
+
+        Raises:
+            InvalidReference: unknown, outside the workspace, or out of reach.
+        """
+        data = await self.read_reference(reference)
+        return data, await self._sql.media_type(reference_text(reference))
+
+    async def download(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        session: str | None = None,
+        data: bool = True,
+        check: bool = False,
+    ) -> list[str]:
+        """Copy the workspace, or one session, into a folder in the on-disk layout.
+
+        Each log's rows become one file (`sessions/<id>/context.jsonl`, events.jsonl), line
+        for line, so line numbers in references hold in the copy; other files and (with
+        `data`) data/ payloads are written as they are. The folder is then readable with the
+        `LocalWorkspace` read side, the `ctxoffload` commands and ordinary tools (`grep -n`,
+        `jq`): this is how `ctxoffload ... --workdir sqlite:///...` reads a database. A file
+        already there is never overwritten, and no link in the folder is followed.
+
+        Args:
+            folder: an empty or missing folder to fill.
+            session: only this session (data/ is still copied unless `data` is False).
+            data: copy the data/ payloads too.
+            check: report a log whose line numbers have a gap.
+
+        Returns:
+            The problems found in the logs (with `check`): one line each, naming the log.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the database cannot be read.
+            FileExistsError: a file to write is there already.
+        """
+        root = os.fspath(folder)
+        sessions = [session] if session is not None else await self.list_sessions()
+        return await self._sql.download(root, sessions, data=data, check=check)
+
+
+if TYPE_CHECKING:  # mypy checks that SqlWorkspace is what it is declared to be
+    _workspace: type[Workspace] = SqlWorkspace
+    _scoped: type[SessionScoped] = SqlWorkspace
+    _collector: type[GarbageCollector] = SqlWorkspace

@@ -1,0 +1,876 @@
+"""The SQL store: a workspace's files as rows of one SQLite database (`SessionFiles`), the
+steps of gc it takes its own way (`SessionCollector`), and the lease as a row whose expiry
+is judged on the database's clock.
+
+Every write is one transaction begun with `BEGIN IMMEDIATE` (SQLite's write lock, taken
+before anything is read): a batch is whole or absent whatever kills its writer, and a log's
+next line number is read from the rows already there under that lock, so writers in other
+processes appending to one session get consecutive, global line numbers. Blocking calls run
+in a worker thread, one hop per operation, on one connection guarded by the store's lock.
+
+The tables (schema version 1; `MIGRATIONS` takes an older database forward):
+
+```
+schema_version(version)                      one row: the version the tables are at
+sessions(id, created, updated)               updated: the session's latest write
+files(session, name, body, updated)          tool_result-*.txt, state.json: replaced whole
+lines(session, log, line, body)              context.jsonl, events.jsonl: a row a line,
+                                             numbered from 1 per log, never renumbered
+message_keys(session, key, line)             where each message of the context log is
+data(name, sha256, media_type, body, stored) data/<sha256>.<ext>, stored once
+leases(session, holder, token, expires)      one live writer per session
+```
+
+Times are seconds since the epoch on the database's clock (SQLite's `julianday('now')`: the
+clock of the one machine the file lives on), never a client's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._disk.batch import Span, new_rows
+from .._disk.commit import parse_log, take_lines
+from .._disk.ids import is_session_id, validate_session_id
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
+from ..exceptions import ConfigError, InvalidReference, OffloadError
+from ._bucket_store import is_workspace_key
+from ._datastore import data_name, media_type_of
+from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, UnitOutcome, data_names_in, names_in
+from ._lease import busy_error, describe_holder, holder_ended, orphaned_here
+
+if TYPE_CHECKING:
+    from .._disk.payloads import StoreData
+    from ._store import Payloads, SessionCollector, SessionFiles
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SqlCollector",
+    "SqlStore",
+    "SqliteDatabase",
+    "sqlite_path",
+]
+
+_T = TypeVar("_T")
+
+logger = logging.getLogger("ctxoffload")
+
+# Seconds since the epoch on the database's clock.
+NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
+MIGRATIONS: list[tuple[str, ...]] = [
+    # 0 -> 1: the first tables.
+    (
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL)",
+        "CREATE TABLE files (session TEXT NOT NULL, name TEXT NOT NULL, body BLOB NOT NULL, "
+        "updated REAL NOT NULL, PRIMARY KEY (session, name))",
+        "CREATE TABLE lines (session TEXT NOT NULL, log TEXT NOT NULL, line INTEGER NOT NULL, "
+        "body BLOB NOT NULL, PRIMARY KEY (session, log, line))",
+        "CREATE TABLE message_keys (session TEXT NOT NULL, key TEXT NOT NULL, "
+        "line INTEGER NOT NULL, PRIMARY KEY (session, key))",
+        "CREATE TABLE data (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL, media_type TEXT, "
+        "body BLOB NOT NULL, stored REAL NOT NULL)",
+        "CREATE TABLE leases (session TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+        "token TEXT NOT NULL, expires REAL NOT NULL)",
+    ),
+]
+"""The statements that take the tables from version N to N + 1, in order."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version of the tables this package writes."""
+
+# Keys looked up per statement: SQLite's default limit of bound parameters is 32766 (999
+# before 3.32), and a batch of messages may be larger.
+_CHUNK = 500
+
+
+def sqlite_path(url: str) -> str:
+    """The file a `sqlite:///` URL names, made absolute (SQLAlchemy's spelling:
+    `sqlite:///relative.db`, `sqlite:////absolute/path.db`).
+
+    Raises:
+        ConfigError: not a `sqlite:///` URL of a file (a host, a query, `:memory:`, empty).
+    """
+    scheme, sep, rest = url.partition("://")
+    if scheme.lower() != "sqlite" or not sep:
+        raise ConfigError(f"{url!r} is not a sqlite:/// URL: pass sqlite:///path/to/file.db")
+    if not rest.startswith("/"):
+        raise ConfigError(
+            f"{url!r} names a host: a SQLite database is a file, sqlite:///path/to/file.db"
+        )
+    path = rest[1:]
+    if "?" in path or "#" in path:
+        raise ConfigError(f"{url!r} has a query or a fragment: pass the file alone")
+    if not path or path == ":memory:" or path.endswith("/") or "\x00" in path:
+        raise ConfigError(
+            f"{url!r} names no file: pass sqlite:///path/to/file.db (a database in memory "
+            "would vanish with its connection: use InMemoryWorkspace)"
+        )
+    return os.path.abspath(path)
+
+
+class SqliteDatabase:
+    """One SQLite file: a connection opened on first use (WAL, `synchronous=FULL`), its
+    tables migrated forward, and every call run as one transaction in a worker thread under
+    this object's lock.
+
+    Args:
+        path: the database file (created with its folder on first use).
+        timeout: seconds a write waits for another process's write lock before failing.
+    """
+
+    def __init__(self, path: str, *, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._connection is not None:
+            return self._connection
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        connection = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            # WAL: readers never block the writer nor it them; FULL: a commit is on disk
+            # (WAL and its checkpoints fsynced) before it returns, as the disk's appends are.
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            migrate(connection, self.path)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+        return connection
+
+    def _run(self, work: Callable[[sqlite3.Connection], _T], begin: str) -> _T:
+        with self._lock:
+            try:
+                connection = self._connect()
+                connection.execute(begin)
+                try:
+                    result = work(connection)
+                except BaseException:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+                return result
+            except sqlite3.Error as exc:
+                raise OffloadError(
+                    f"the database {self.path} refused the operation "
+                    f"({type(exc).__name__}: {exc}); nothing of it was written",
+                    self.path,
+                ) from exc
+
+    async def write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run `work` as one write transaction (`BEGIN IMMEDIATE`): all of it or none.
+
+        Raises:
+            OffloadError: the database refused it (locked past the timeout, full, corrupt).
+        """
+        return await asyncio.to_thread(self._run, work, "BEGIN IMMEDIATE")
+
+    async def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run `work` on one snapshot of the database (a read transaction).
+
+        Raises:
+            OffloadError: the database cannot be read.
+        """
+        return await asyncio.to_thread(self._run, work, "BEGIN")
+
+    def close(self) -> None:
+        """Close the connection (opened again on the next call)."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+
+def migrate(connection: sqlite3.Connection, path: str) -> None:
+    """Bring the tables to `SCHEMA_VERSION`, one migration a step, in one transaction.
+
+    Raises:
+        ConfigError: the database was written by a newer ctxoffload (its version is higher).
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
+        version = row[0] if row and row[0] is not None else 0
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"the database {path} holds schema version {version}, newer than this "
+                f"ctxoffload's {SCHEMA_VERSION}: upgrade ctxoffload to use it"
+            )
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                connection.execute(statement)
+        if version < SCHEMA_VERSION:
+            connection.execute("DELETE FROM schema_version")
+            connection.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _touch(connection: sqlite3.Connection, session_id: str) -> None:
+    """Mark the session as there and written now."""
+    connection.execute(
+        f"INSERT INTO sessions (id, created, updated) VALUES (?, {NOW}, {NOW}) "
+        "ON CONFLICT (id) DO UPDATE SET updated = excluded.updated",
+        (session_id,),
+    )
+
+
+def _next_line(connection: sqlite3.Connection, session_id: str, log: str) -> int:
+    row = connection.execute(
+        "SELECT max(line) FROM lines WHERE session = ? AND log = ?", (session_id, log)
+    ).fetchone()
+    return (row[0] or 0) + 1
+
+
+def _insert_lines(
+    connection: sqlite3.Connection, session_id: str, log: str, first: int, lines: Sequence[bytes]
+) -> None:
+    connection.executemany(
+        "INSERT INTO lines (session, log, line, body) VALUES (?, ?, ?, ?)",
+        [(session_id, log, n, line) for n, line in enumerate(lines, first)],
+    )
+
+
+def _log_body(connection: sqlite3.Connection, session_id: str, log: str) -> bytes | None:
+    rows = connection.execute(
+        "SELECT body FROM lines WHERE session = ? AND log = ? ORDER BY line", (session_id, log)
+    ).fetchall()
+    return b"".join(row[0] for row in rows) if rows else None
+
+
+def _file_body(connection: sqlite3.Connection, session_id: str, name: str) -> bytes | None:
+    """A session's file `name`: a log's lines joined, else the file row; None for neither."""
+    body = _log_body(connection, session_id, name)
+    if body is not None:
+        return body
+    row = connection.execute(
+        "SELECT body FROM files WHERE session = ? AND name = ?", (session_id, name)
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _split_lines(lines: Sequence[bytes]) -> list[bytes]:
+    """The lines of a batch as the file holds them: one row a line, so line numbers are the
+    file's even for an item holding more than one."""
+    return b"".join(lines).splitlines(keepends=True)
+
+
+class _SqlPayloads:
+    """The data/ payloads of one offload: named by hash while serialising, written in one
+    transaction before the line naming them (`before_line`)."""
+
+    def __init__(self, database: SqliteDatabase, reference: Callable[[str], str]) -> None:
+        self._database = database
+        self._reference = reference
+        self.objects: dict[str, tuple[bytes, str | None]] = {}
+
+    @property
+    def store(self) -> StoreData:
+        """Name a payload by its sha256 now; it is written by `before_line`."""
+
+        def store(raw: bytes, media_type: str | None) -> str:
+            name = data_name(raw, media_type)
+            self.objects.setdefault(name, (raw, media_type))
+            return self._reference(f"{DATA_DIR}/{name}")
+
+        return store
+
+    async def before_line(self) -> None:
+        """Write the payloads not there yet; refresh the stamp of an old one re-used, which
+        gc keeps while it is recent (`DATA_GRACE_SECONDS`), so gc cannot remove it before
+        the line naming it is written."""
+        if not self.objects:
+            return
+        objects = list(self.objects.items())
+
+        def write(connection: sqlite3.Connection) -> None:
+            for name, (raw, media_type) in objects:
+                connection.execute(
+                    f"INSERT INTO data (name, sha256, media_type, body, stored) "
+                    f"VALUES (?, ?, ?, ?, {NOW}) ON CONFLICT (name) DO NOTHING",
+                    (name, name.split(".", 1)[0], media_type, raw),
+                )
+                connection.execute(
+                    f"UPDATE data SET stored = {NOW} WHERE name = ? AND stored < {NOW} - ?",
+                    (name, DATA_GRACE_SECONDS / 2),
+                )
+
+        await self._database.write(write)
+
+    async def after_line(self) -> None:
+        """Nothing to restore: gc deletes a payload only under the write lock, after
+        checking its stamp, which `before_line` refreshed."""
+
+    def hold_session(self, session_id: str, log: str) -> None:
+        """Nothing to check or hold: a row cannot be a planted link. (A purge between an
+        offload's content and its event takes the content; the event then starts the
+        session afresh.)"""
+
+
+class SqlStore:
+    """A session's files as rows (`SessionFiles`): logs a row a line, other files whole, all
+    under references `{url}/sessions/<id>/<name>` and `{url}/data/<name>`.
+
+    Args:
+        database: the database.
+        url: the workspace's URL, the prefix of every reference.
+    """
+
+    def __init__(self, database: SqliteDatabase, url: str) -> None:
+        self.database = database
+        self.url = url
+
+    # -- references ---------------------------------------------------------------------------
+
+    def reference(self, session_id: str, name: str) -> str:
+        """The reference of the session's file `name` (`{url}/sessions/<id>/<name>`)."""
+        return f"{self.url}/{SESSIONS_DIR}/{validate_session_id(session_id)}/{name}"
+
+    def key_reference(self, key: str) -> str:
+        """The reference of a key below the workspace (`data/<name>`)."""
+        return f"{self.url}/{key}"
+
+    def reference_key(self, reference: str) -> list[str]:
+        """The parts of a reference below the workspace (`SessionFiles.reference_key`): a
+        reference as returned, or a key relative to the workspace (`sessions/<id>/<name>`).
+
+        Raises:
+            InvalidReference: it names nothing inside this workspace.
+        """
+        key = reference
+        if reference.startswith(self.url + "/"):
+            key = reference[len(self.url) + 1 :]
+        elif "://" in reference:
+            raise InvalidReference(
+                f"reference {reference!r} is outside the workspace {self.url!r}: pass a "
+                "reference this workspace returned"
+            )
+        if not is_workspace_key(key):
+            raise InvalidReference(
+                f"reference {reference!r} names nothing of the workspace {self.url!r}: pass "
+                "a reference this workspace returned"
+            )
+        return key.split("/")
+
+    # -- writing ------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def payloads(self) -> AsyncIterator[Payloads]:
+        """The payloads of one offload (`SessionFiles.payloads`)."""
+        yield _SqlPayloads(self.database, self.key_reference)
+
+    async def put(self, session_id: str, name: str, data: bytes) -> str:
+        """Replace the session's file `name` in one transaction (`SessionFiles.put`)."""
+        ref = self.reference(session_id, name)
+
+        def write(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                f"INSERT INTO files (session, name, body, updated) VALUES (?, ?, ?, {NOW}) "
+                "ON CONFLICT (session, name) DO UPDATE SET body = excluded.body, "
+                "updated = excluded.updated",
+                (session_id, name, data),
+            )
+            _touch(connection, session_id)
+
+        await self.database.write(write)
+        return ref
+
+    async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
+        """Create the session's file `name` unless a row of that name is there: of two
+        writers in any processes, one wins (`SessionFiles.put_new`)."""
+        ref = self.reference(session_id, name)
+
+        def write(connection: sqlite3.Connection) -> bool:
+            created = connection.execute(
+                f"INSERT INTO files (session, name, body, updated) VALUES (?, ?, ?, {NOW}) "
+                "ON CONFLICT (session, name) DO NOTHING",
+                (session_id, name, data),
+            ).rowcount
+            if created:
+                _touch(connection, session_id)
+            return bool(created)
+
+        return ref if await self.database.write(write) else None
+
+    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+        """Append `lines` to the log `name` in one transaction, numbered after the rows
+        there under the write lock (`SessionFiles.append`)."""
+        validate_session_id(session_id)
+        pieces = _split_lines(lines)
+
+        def write(connection: sqlite3.Connection) -> Span:
+            first = _next_line(connection, session_id, name)
+            _insert_lines(connection, session_id, name, first, pieces)
+            _touch(connection, session_id)
+            return Span(first, first + len(pieces) - 1)
+
+        return await self.database.write(write)
+
+    async def append_messages(
+        self, session_id: str, lines: Sequence[bytes], keys: Sequence[str | None]
+    ) -> Span:
+        """Append the message lines whose key the context log lacks, looked up and written in
+        one transaction: no other writer, in any process, writes one of them between the
+        two (`SessionFiles.append_messages`)."""
+        validate_session_id(session_id)
+        wanted = sorted({key for key in keys if key is not None})
+
+        def write(connection: sqlite3.Connection) -> Span:
+            index: dict[str, int] = {}
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                index.update(
+                    connection.execute(
+                        "SELECT key, line FROM message_keys "
+                        f"WHERE session = ? AND key IN ({marks})",
+                        (session_id, *chunk),
+                    ).fetchall()
+                )
+            first = _next_line(connection, session_id, CONTEXT_FILE)
+            rows = new_rows(lines, keys, (index,), first)
+            if rows.lines:
+                _insert_lines(connection, session_id, CONTEXT_FILE, first, rows.lines)
+                # A key given twice in one batch keeps its first line, as `new_rows` counts.
+                connection.executemany(
+                    "INSERT INTO message_keys (session, key, line) VALUES (?, ?, ?) "
+                    "ON CONFLICT (session, key) DO NOTHING",
+                    [
+                        (session_id, key, n)
+                        for n, key in enumerate(rows.ids, first)
+                        if key is not None
+                    ],
+                )
+            _touch(connection, session_id)
+            return rows.span
+
+        return await self.database.write(write)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete every row of the session in one transaction: a reader sees all of it or
+        none (`SessionFiles.delete_session`). Its lease, if held, stays held."""
+        validate_session_id(session_id)
+
+        def write(connection: sqlite3.Connection) -> bool:
+            return _delete_sessions(connection, [session_id]) > 0
+
+        return await self.database.write(write)
+
+    async def run(self, work: Callable[[], _T]) -> _T:
+        """In a worker thread: serialising is CPU work (`SessionFiles.run`)."""
+        return await asyncio.to_thread(work)
+
+    def event_failure_is_fatal(self, exc: OSError) -> bool:
+        """A database that refuses an event costs the event only."""
+        return False
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def read(self, session_id: str, name: str) -> bytes | None:
+        """The bytes of the session's file `name`, or None (`SessionFiles.read`)."""
+        validate_session_id(session_id)
+        return await self.database.read(lambda c: _file_body(c, session_id, name))
+
+    async def read_log(self, session_id: str, name: str, *, commit: bool = False) -> list[Any]:
+        """The JSON values of the session's file `name`, by the reader's rule for torn and
+        corrupt lines (`SessionFiles.read_log`; a batch is one transaction, whole or absent,
+        so `commit` changes nothing)."""
+        ref = self.reference(session_id, name)
+        raw = await self.database.read(lambda c: _file_body(c, session_id, name))
+        return parse_log(raw or b"", ref, warn=logger.warning)
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the sessions that have rows, sorted."""
+        rows = await self.database.read(
+            lambda c: c.execute("SELECT id FROM sessions ORDER BY id").fetchall()
+        )
+        return [row[0] for row in rows if isinstance(row[0], str) and is_session_id(row[0])]
+
+    async def list_names(self, session_id: str) -> list[str]:
+        """The names of the session's files and logs (`SessionFiles.list_names`)."""
+        validate_session_id(session_id)
+        rows = await self.database.read(
+            lambda c: c.execute(
+                "SELECT name FROM files WHERE session = ? "
+                "UNION SELECT DISTINCT log FROM lines WHERE session = ? ORDER BY 1",
+                (session_id, session_id),
+            ).fetchall()
+        )
+        return [row[0] for row in rows]
+
+    def _located(self, reference: str) -> tuple[str, str]:
+        """(session id, name) of a reference, or ("", data name) for a data/ file."""
+        parts = self.reference_key(reference)
+        return ("", parts[1]) if parts[0] == DATA_DIR else (parts[1], parts[2])
+
+    def _nothing_at(self, reference: str) -> InvalidReference:
+        return InvalidReference(
+            f"reference {reference!r} names nothing held in {self.url!r}: pass a reference "
+            "this workspace returned, of a session not purged since"
+        )
+
+    async def read_reference(self, reference: str) -> bytes:
+        """The bytes behind a reference; a log, all its lines (`SessionFiles.read_reference`).
+
+        Raises:
+            InvalidReference: unknown, or outside the workspace.
+        """
+        session_id, name = self._located(reference)
+
+        def read(connection: sqlite3.Connection) -> bytes | None:
+            if not session_id:
+                row = connection.execute("SELECT body FROM data WHERE name = ?", (name,)).fetchone()
+                return None if row is None else bytes(row[0])
+            return _file_body(connection, session_id, name)
+
+        data = await self.database.read(read)
+        if data is None:
+            raise self._nothing_at(reference)
+        return data
+
+    async def read_lines(self, reference: str, first: int, last: int) -> bytes:
+        """Lines `first` to `last` of what a reference names: of a log, those rows alone (an
+        index range), so reading back what an append just wrote costs that append, however
+        long the log (`SessionFiles.read_lines`)."""
+        session_id, name = self._located(reference)
+        if session_id:
+
+            def read(connection: sqlite3.Connection) -> bytes | None:
+                rows = connection.execute(
+                    "SELECT body FROM lines WHERE session = ? AND log = ? AND line BETWEEN ? AND ? "
+                    "ORDER BY line",
+                    (session_id, name, first, last),
+                ).fetchall()
+                if rows:
+                    return b"".join(row[0] for row in rows)
+                return None
+
+            found = await self.database.read(read)
+            if found is not None:
+                return found
+        data = await self.read_reference(reference)
+        return take_lines((data,), first - 1, last - first + 1)
+
+    async def media_type(self, reference: str) -> str:
+        """The media type a data/ payload was stored with, else the name's extension's."""
+        session_id, name = self._located(reference)
+        if session_id:
+            return media_type_of(name)
+        row = await self.database.read(
+            lambda c: c.execute("SELECT media_type FROM data WHERE name = ?", (name,)).fetchone()
+        )
+        if row is None:
+            raise self._nothing_at(reference)
+        return str(row[0]) if row[0] else media_type_of(name)
+
+    # -- the lease ----------------------------------------------------------------------------
+
+    async def take_lease(
+        self, session_id: str, holder: dict[str, Any], ttl: float, where: str
+    ) -> tuple[dict[str, Any], bool]:
+        """Write `holder` as the session's lease, expiring `ttl` seconds from now on the
+        database's clock, unless a live holder has it: (the record replaced, `{}` for none;
+        whether it expired rather than its holder's process having ended).
+
+        Under the write lock, so of two takers in any processes one wins. A lease is live
+        until its expiry on the database's clock, unless the kernel shows its holder's
+        process (on this machine) has ended, or it is an object of this process dropped
+        unreleased: such a lease is free at once.
+
+        Raises:
+            SessionBusyError: a live holder has it.
+        """
+
+        def write(connection: sqlite3.Connection) -> tuple[dict[str, Any], bool, float | None]:
+            row = connection.execute(
+                f"SELECT holder, expires, {NOW} FROM leases WHERE session = ?", (session_id,)
+            ).fetchone()
+            previous: dict[str, Any] = {}
+            expired = False
+            if row is not None:
+                previous = _holder_of(row[0])
+                expired = row[2] > row[1]
+                if not expired and not holder_ended(previous) and not orphaned_here(previous):
+                    return previous, False, float(row[1])
+            connection.execute(
+                f"INSERT INTO leases (session, holder, token, expires) "
+                f"VALUES (?, ?, ?, {NOW} + ?) ON CONFLICT (session) DO UPDATE SET "
+                "holder = excluded.holder, token = excluded.token, expires = excluded.expires",
+                (session_id, json.dumps(holder), holder["token"], ttl),
+            )
+            return previous, expired, None
+
+        previous, expired, busy_until = await self.database.write(write)
+        if busy_until is not None:
+            raise busy_error(session_id, previous, where, expires=busy_until)
+        return previous, expired
+
+    async def renew_lease(self, session_id: str, token: str, ttl: float) -> bool:
+        """Push the lease's expiry `ttl` seconds past now, if this holder still has it."""
+
+        def write(connection: sqlite3.Connection) -> bool:
+            return (
+                connection.execute(
+                    f"UPDATE leases SET expires = {NOW} + ? WHERE session = ? AND token = ?",
+                    (ttl, session_id, token),
+                ).rowcount
+                == 1
+            )
+
+        return await self.database.write(write)
+
+    async def release_lease(self, session_id: str, token: str) -> None:
+        """Give the lease up, if this holder still has it."""
+        await self.database.write(
+            lambda c: c.execute(
+                "DELETE FROM leases WHERE session = ? AND token = ?", (session_id, token)
+            )
+        )
+
+    # -- a copy in the on-disk layout ---------------------------------------------------------
+
+    async def download(
+        self, root: str, sessions: list[str], *, data: bool, check: bool
+    ) -> list[str]:
+        """Write `sessions` (and, with `data`, data/) into the folder `root` in the on-disk
+        layout, each log's rows as one file, line for line; the problems found with `check`
+        (a log whose line numbers are not 1 to its count)."""
+        for session_id in sessions:
+            validate_session_id(session_id)
+
+        def read(
+            connection: sqlite3.Connection,
+        ) -> tuple[list[tuple[str, bytes, float]], list[str]]:
+            found: list[tuple[str, bytes, float]] = []
+            problems: list[str] = []
+            for session_id in sessions:
+                row = connection.execute(
+                    "SELECT updated FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+                updated = float(row[0]) if row is not None else 0.0
+                folder = f"{SESSIONS_DIR}/{session_id}"
+                for name, body in connection.execute(
+                    "SELECT name, body FROM files WHERE session = ?", (session_id,)
+                ):
+                    found.append((f"{folder}/{name}", bytes(body), updated))
+                logs = connection.execute(
+                    "SELECT log, count(*), max(line) FROM lines WHERE session = ? GROUP BY log",
+                    (session_id,),
+                ).fetchall()
+                for log, count, top in logs:
+                    body = _log_body(connection, session_id, log) or b""
+                    found.append((f"{folder}/{log}", body, updated))
+                    if check and count != top:
+                        problems.append(
+                            f"{self.reference(session_id, log)}: {top - count} of its lines "
+                            f"1 to {top} are missing"
+                        )
+            if data:
+                for name, body, stored in connection.execute("SELECT name, body, stored FROM data"):
+                    found.append((f"{DATA_DIR}/{name}", bytes(body), float(stored)))
+            return found, problems
+
+        found, problems = await self.database.read(read)
+        await asyncio.to_thread(_write_copies, root, found)
+        return problems
+
+
+def _write_copies(root: str, found: Iterable[tuple[str, bytes, float]]) -> None:
+    """Write each (key, body, time) below `root` as a new file: a key that is no name of the
+    layout (a row put there by hand: `../x`, a hidden name) is skipped, and no link planted
+    in `root` is followed."""
+    for key, body, modified in found:
+        if not is_workspace_key(key):
+            logger.warning("skipped %r: not a name of the workspace layout", key)
+            continue
+        path = os.path.join(root, *key.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        os.utime(path, (modified, modified))
+
+
+def _holder_of(raw: object) -> dict[str, Any]:
+    """The record a lease row holds; `{}` when it holds none (edited by hand, not JSON)."""
+    try:
+        found = json.loads(raw) if isinstance(raw, (str, bytes)) else None
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _live_holder(raw: object, expires: float, now: float) -> dict[str, Any] | None:
+    """The holder of a lease row that is live (`SqlStore.take_lease`'s rule), else None."""
+    holder = _holder_of(raw)
+    if now > expires or holder_ended(holder) or orphaned_here(holder):
+        return None
+    return holder
+
+
+def _delete_sessions(connection: sqlite3.Connection, session_ids: Sequence[str]) -> int:
+    """Delete the rows of the sessions (not their leases); how many rows went."""
+    removed = 0
+    for session_id in session_ids:
+        for table, column in (
+            ("files", "session"),
+            ("lines", "session"),
+            ("message_keys", "session"),
+            ("sessions", "id"),
+        ):
+            removed += connection.execute(
+                f"DELETE FROM {table} WHERE {column} = ?", (session_id,)
+            ).rowcount
+    return removed
+
+
+def _session_bodies(connection: sqlite3.Connection, session_id: str) -> Iterable[bytes]:
+    """Every file of a session, one body each (a log's lines joined)."""
+    for (body,) in connection.execute("SELECT body FROM files WHERE session = ?", (session_id,)):
+        yield bytes(body)
+    logs = connection.execute(
+        "SELECT DISTINCT log FROM lines WHERE session = ?", (session_id,)
+    ).fetchall()
+    for (log,) in logs:
+        yield _log_body(connection, session_id, log) or b""
+
+
+class SqlCollector:
+    """One gc run over a database (`SessionCollector`): what it measured (the database's
+    time then, data/'s stamps) is what its later steps check against, each under the write
+    lock, so no writer changes a session or takes a lease between a check and a delete."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._database = database
+        self._measured_at = 0.0
+        self._data: dict[str, tuple[int, float]] = {}
+
+    async def recover(self, *, dry_run: bool) -> None:
+        """Nothing to finish: a removal is one transaction, done or not."""
+
+    async def measure(self) -> tuple[list[SessionUsage], dict[str, int]]:
+        """Every session read for the names it holds, with its live lease holder; data/'s
+        rows with their sizes; on one snapshot."""
+
+        def read(connection: sqlite3.Connection) -> list[SessionUsage]:
+            self._measured_at = connection.execute(f"SELECT {NOW}").fetchone()[0]
+            usages: list[SessionUsage] = []
+            sessions = connection.execute("SELECT id, updated FROM sessions ORDER BY id").fetchall()
+            for session_id, updated in sessions:
+                size = 0
+                references: set[str] = set()
+                named: set[str] = set()
+                for body in _session_bodies(connection, session_id):
+                    size += len(body)
+                    data_found, sessions_found = names_in([body])
+                    references |= data_found
+                    named |= sessions_found
+                usages.append(
+                    SessionUsage(session_id, float(updated), size, references, sessions=named)
+                )
+            by_name = {u.name: u for u in usages}
+            for session_id, raw, expires in connection.execute(
+                "SELECT session, holder, expires FROM leases"
+            ):
+                holder = _live_holder(raw, expires, self._measured_at)
+                if holder is not None and session_id in by_name:
+                    by_name[session_id].lease = describe_holder(holder)
+            self._data = {
+                name: (size, float(stored))
+                for name, size, stored in connection.execute(
+                    "SELECT name, length(body), stored FROM data"
+                )
+            }
+            return usages
+
+        usages = await self._database.read(read)
+        return usages, {name: size for name, (size, _) in self._data.items()}
+
+    async def remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
+        """Remove a unit of sessions in one transaction unless one was written since it was
+        measured or its lease is live: then all of it stays."""
+
+        def write(connection: sqlite3.Connection) -> UnitOutcome:
+            outcome = UnitOutcome()
+            now = connection.execute(f"SELECT {NOW}").fetchone()[0]
+            for usage in sorted(unit, key=lambda u: u.name):
+                lease = connection.execute(
+                    "SELECT holder, expires FROM leases WHERE session = ?", (usage.name,)
+                ).fetchone()
+                holder = None if lease is None else _live_holder(lease[0], lease[1], now)
+                if holder is not None:
+                    outcome.kept[usage.name] = f"its lease is held by {describe_holder(holder)}"
+                    return outcome
+                row = connection.execute(
+                    "SELECT updated FROM sessions WHERE id = ?", (usage.name,)
+                ).fetchone()
+                if row is not None and row[0] > usage.last_activity:
+                    outcome.kept[usage.name] = "it was written while gc ran"
+                    return outcome
+            _delete_sessions(connection, [u.name for u in unit])
+            return outcome
+
+        return await self._database.write(write)
+
+    async def collect_data(
+        self, remaining: list[SessionUsage], now: float, report: GcReport
+    ) -> None:
+        """Delete the data/ rows no session of `remaining` names and not stored in the last
+        `DATA_GRACE_SECONDS`, checked again under the write lock: a row stored since, or
+        named by a session written since the measure, stays."""
+        referenced: set[str] = set().union(*(u.references for u in remaining))
+        unused = {
+            name
+            for name, (_, stored) in self._data.items()
+            if name not in referenced and now - stored > DATA_GRACE_SECONDS
+        }
+        if unused and not report.dry_run:
+            candidates = sorted(unused)
+            measured_at = self._measured_at
+
+            def write(connection: sqlite3.Connection) -> set[str]:
+                named: set[str] = set()
+                changed = connection.execute(
+                    "SELECT id FROM sessions WHERE updated >= ?", (measured_at,)
+                ).fetchall()
+                for (session_id,) in changed:
+                    named |= data_names_in(_session_bodies(connection, session_id))
+                removed: set[str] = set()
+                for name in candidates:
+                    if name in named:
+                        continue
+                    if connection.execute(
+                        f"DELETE FROM data WHERE name = ? AND stored < {NOW} - ?",
+                        (name, DATA_GRACE_SECONDS),
+                    ).rowcount:
+                        removed.add(name)
+                return removed
+
+            unused = await self._database.write(write)
+        report.data_removed = sorted(unused)
+        report.bytes_freed += sum(self._data[name][0] for name in unused)
+
+
+if TYPE_CHECKING:  # mypy checks that the SQL store and collector are what they are declared
+    _collector: type[SessionCollector] = SqlCollector
+    _files: type[SessionFiles] = SqlStore
