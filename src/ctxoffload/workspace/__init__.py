@@ -2,9 +2,10 @@
 `ObjectStoreWorkspace` (S3 and friends), each a `Workspace`; each is imported on first use.
 
 This face holds what a user of a workspace calls: the three backends, the protocols a backend
-or a caller is typed with, the entry points for leases, forks and new sessions, the writer's
-identity, and the errors those raise. How the files are laid out, written and read back is the
-private core `ctxoffload._disk`, which every package imports directly.
+or a caller is typed with, the entry points for leases, forks and new sessions, compaction
+asked for from outside (`request_compaction`), the writer's identity, and the errors those
+raise. How the files are laid out, written and read back is the private core
+`ctxoffload._disk`, which every package imports directly.
 """
 
 from .._lazy import lazy_exports
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from .._disk.ids import validate_session_id
     from .._disk.writer import current_session, current_writer, writing_as
     from ..exceptions import InvalidSessionId, SessionBusyError
+    from ._compact_requests import CompactRequests, request_compaction
     from ._fork import fork_session
     from ._gc import GcReport
     from ._lease import LeaseHolder, SessionLease, take_lease
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CompactRequests",
     "EventLog",
     "GarbageCollector",
     "GcReport",
@@ -55,6 +58,7 @@ __all__ = [
     "fork_session",
     "new_session",
     "not_a_capability",
+    "request_compaction",
     "take_lease",
     "take_new_session",
     "validate_session_id",
@@ -71,6 +75,8 @@ __getattr__, __dir__ = lazy_exports(
         "writing_as": ".._disk.writer",
         "InvalidSessionId": "..exceptions",
         "SessionBusyError": "..exceptions",
+        "CompactRequests": "._compact_requests",
+        "request_compaction": "._compact_requests",
         "fork_session": "._fork",
         "GcReport": "._gc",
         "LeaseHolder": "._lease",
