@@ -153,10 +153,10 @@ def assert_every_message_that_left_is_logged(
     assert left and set(left) <= logged
 
 
-async def finished_session(workdir: Path, session: str) -> None:
+async def finished_session(workdir: Path, session: str, probes: int = PROBES) -> None:
     agent = Agent(
         name="done-agent",
-        model=ScriptedModel([*(call(f"c{i}", "probe", i=i) for i in range(PROBES)), "done"]),
+        model=ScriptedModel([*(call(f"c{i}", "probe", i=i) for i in range(probes)), "done"]),
         offloader=LocalWorkspace(workdir),
         tools=[probe],
         session_id=session,
@@ -204,9 +204,18 @@ def test_a_session_nobody_holds_is_compacted_in_place_under_its_lease(
 
     asyncio.run(resume())
     assert len(model.calls[0]) == len(after["messages"]) + 1
-    # Once more: nothing left to compact, said with exit status 1.
-    again = cli("compact", "idle", "--workdir", workdir)
-    assert again.code == 1 and "did not compact" in again.out
+
+
+def test_a_session_with_nothing_to_compact_is_answered_with_exit_status_1(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "ws"
+    asyncio.run(finished_session(workdir, "short", probes=0))
+    state = (workdir / "sessions" / "short" / "state.json").read_bytes()
+    result = cli("compact", "short", "--workdir", workdir)
+    assert result.code == 1 and "did not compact on the request" in result.out
+    assert "nothing to compact" in result.out
+    assert (workdir / "sessions" / "short" / "state.json").read_bytes() == state
 
 
 @pytest.mark.parametrize("session", ["../x", "/etc/passwd", "a/b", "..", ".hidden"])
