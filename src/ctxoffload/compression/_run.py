@@ -405,26 +405,19 @@ class PipelineRun:
             }
         if not result.compressed:
             result.reason = f"nothing to compact: {result.reason}"
-            if requests:
-                await self.compressor.event(
-                    events.Compact(
-                        instructions=instructions,
-                        changed=False,
-                        reason=result.reason,
-                        tokens_before=result.tokens_before,
-                        tokens_after=result.tokens_after,
-                        **answered,
-                    )
-                )
-            return result
-        await self.compressor.event(
-            events.Compact(
-                instructions=instructions,
-                changed=True,
-                reason=result.reason,
+            if not requests:
+                return result
+        else:
+            answered.update(
                 messages=result.compressed_messages,
                 reference=result.reference,
                 lines=list(result.line_span) if result.line_span else None,
+            )
+        await self.compressor.event(
+            events.Compact(
+                instructions=instructions,
+                changed=result.compressed,
+                reason=result.reason,
                 tokens_before=result.tokens_before,
                 tokens_after=result.tokens_after,
                 **answered,
