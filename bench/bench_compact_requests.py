@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace
-from ctxoffload.workspace import CompactRequests, request_compaction
+from ctxoffload._disk.compact_requests import CompactRequests
+from ctxoffload.workspace import request_compaction
 
 SMALL = 1_000
 LARGE = 100_000

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from ctxoffload import LocalWorkspace
+from ctxoffload._disk.compact_requests import CompactRequests
 from ctxoffload._disk.events import Compact, EventKind
 from ctxoffload.exceptions import ConfigError, InvalidSessionId
-from ctxoffload.workspace import CompactRequests, request_compaction
+from ctxoffload.workspace import request_compaction
 
 
 async def answer(workspace: Any, *requests: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._disk import events
+from .._disk.compact_requests import CompactRequests
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -29,7 +30,6 @@ from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel, ModelResponse
 from ..tokens import TokenCounter
 from ..workspace import (
-    CompactRequests,
     EventLog,
     LeaseHolder,
     Offloader,

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _compact(workspace: Any, session: str, args: argparse.Namespace) -> dict[str, Any]:
-    from ..workspace import CompactRequests, request_compaction
+    from .._disk.compact_requests import CompactRequests, request_compaction
 
     if session not in await workspace.list_sessions():  # a bucket: open_backend cannot tell
         raise CliError(f"the workspace has no session {session!r}: `ctxoffload ls` lists them")

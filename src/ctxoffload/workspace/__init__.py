@@ -12,10 +12,10 @@ from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .._disk.compact_requests import request_compaction
     from .._disk.ids import validate_session_id
     from .._disk.writer import current_session, current_writer, writing_as
     from ..exceptions import InvalidSessionId, SessionBusyError
-    from ._compact_requests import CompactRequests, request_compaction
     from ._fork import fork_session
     from ._gc import GcReport
     from ._lease import LeaseHolder, SessionLease, take_lease
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "CompactRequests",
     "EventLog",
     "GarbageCollector",
     "GcReport",
@@ -75,8 +74,7 @@ __getattr__, __dir__ = lazy_exports(
         "writing_as": ".._disk.writer",
         "InvalidSessionId": "..exceptions",
         "SessionBusyError": "..exceptions",
-        "CompactRequests": "._compact_requests",
-        "request_compaction": "._compact_requests",
+        "request_compaction": ".._disk.compact_requests",
         "fork_session": "._fork",
         "GcReport": "._gc",
         "LeaseHolder": "._lease",

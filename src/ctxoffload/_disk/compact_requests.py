@@ -21,19 +21,52 @@ import os
 import socket
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from .._disk.events import Compact, CompactRequest, EventKind, is_event, record_of
-from .._disk.ids import validate_session_id
 from ..exceptions import ConfigError
-from ._core import StoreWorkspace
-from ._protocol import EventLog, LineReader
+from .events import Compact, CompactRequest, EventKind, is_event, record_of
+from .ids import validate_session_id
 
-__all__ = ["MAX_INSTRUCTIONS", "CompactRequests", "request_compaction", "requester"]
+__all__ = [
+    "MAX_INSTRUCTIONS",
+    "CompactRequests",
+    "EventLines",
+    "EventLog",
+    "request_compaction",
+    "requester",
+]
 
 MAX_INSTRUCTIONS = 4_000
 """The longest instructions a request may carry, in characters: they go into the summary
 request, where a page of focus is plenty and a megabyte would crowd out the history."""
+
+
+class EventLog(Protocol):
+    """What a request is written to and read from: `ctxoffload.workspace.EventLog` (every
+    workspace), declared again here, where the workspace package cannot be imported."""
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        """Append one event to the session's events.jsonl."""
+        ...
+
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events, oldest first."""
+        ...
+
+
+@runtime_checkable
+class EventLines(Protocol):
+    """A workspace whose events log is read by lines (every ctxoffload workspace): a
+    follower reads only what it gained."""
+
+    def events_path(self, session_id: str) -> Any:
+        """The reference of the session's events.jsonl."""
+        ...
+
+    async def read_lines(self, reference: str | os.PathLike[str], first: int, last: int) -> bytes:
+        """Lines `first` to `last` of what a reference names (`LineReader`)."""
+        ...
+
 
 # Lines read per look: far more than a step appends; the rest comes at the next look.
 _LINES_PER_LOOK = 1_000_000
@@ -135,7 +168,7 @@ class CompactRequests:
 
     async def _new_lines(self) -> list[dict[str, Any]]:
         workspace = self.workspace
-        if not (isinstance(workspace, StoreWorkspace) and isinstance(workspace, LineReader)):
+        if not isinstance(workspace, EventLines):
             events = await workspace.read_events(self.session_id)
             new, self._seen = events[self._seen :], len(events)
             return [e for e in new if e.get("kind") in _KINDS]
