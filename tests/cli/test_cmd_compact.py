@@ -188,6 +188,11 @@ def test_a_session_nobody_holds_is_compacted_in_place_under_its_lease(
     assert_every_message_that_left_is_logged(workdir, "idle", before["messages"], after["messages"])
     kinds = [e["kind"] for e in events_of(workdir, "idle")]
     assert kinds.index("compact_request") < kinds.index("compact")
+    # The viewer says who asked and the answer, with the sentences `show` prints.
+    from ctxoffload.cli.ui._model import UiModel
+
+    page = json.dumps(UiModel(str(workdir)).session("idle"))
+    assert "requested by user" in page and "compacted on the request" in page
     assert not (workdir / "sessions" / "idle" / "lease.json").read_text().count('"released": false')
     # The agent resumes from the compacted state.
     model = ScriptedModel(["ok"])
