@@ -110,7 +110,7 @@ async def test_show_says_a_compaction_the_agent_asked_for(
     out = capsys.readouterr().out
     assert "compacted on the agent's request (compressed), " in out
     assert "/sessions/asked/context.jsonl lines 1-" in out
-    assert 'instructions: "keep ids"' in out
+    assert "instructions: 'keep ids'" in out
 
 
 async def test_show_marks_an_estimated_total_with_its_bounds(

@@ -49,6 +49,7 @@ __all__ = [
     "ClearThinking",
     "ClearToolUses",
     "Compact",
+    "CompactRequest",
     "Compression",
     "ContextBatch",
     "DataFile",
@@ -109,6 +110,10 @@ class EventKind:
     PIN = "pin"
     UNPIN = "unpin"
     COMPACT = "compact"
+    # Written by `ctxoffload compact` (`request_compaction`) from outside the agent: who
+    # asked, and the instructions. The session's lease holder serves it at its next step and
+    # answers with a `compact` event naming the `request`; until then it is pending.
+    COMPACT_REQUEST = "compact_request"
     # A summary made in the background before the trigger (`background_compaction`): its
     # `status` is started, applied, stale, failed or cancelled.
     BACKGROUND = "background_summary"
@@ -598,8 +603,20 @@ class Unpin(Pin):
     kind = EventKind.UNPIN
 
 
+def requester_text(by: object) -> str:
+    """Who asked for a compaction from outside (`CompactRequest.by`): `user 'ann' on
+    'host-a' (pid 123)`, from what the line holds, quoted (a name is never acted on)."""
+    if not isinstance(by, dict):
+        return "someone"
+    user = by.get("user")
+    who = f"user {quoted(str(user), 40)}" if user else "someone"
+    return f"{who} on {quoted(str(by.get('host', '?')), 60)} (pid {said(by.get('pid'))})"
+
+
 class Compact(_MovedLines, _TokenChange):
-    """A compaction the agent asked for (compact_context)."""
+    """A compaction asked for: by the agent (compact_context, `Agent.compact`), or from
+    outside (`requests` names the `compact_request` events it answers, `requested_by` who
+    asked; `changed` is false when nothing was compacted, `reason` saying why)."""
 
     kind = EventKind.COMPACT
     log_level = "INFO"
@@ -607,14 +624,43 @@ class Compact(_MovedLines, _TokenChange):
     changed: bool
     reason: str
     messages: int
+    requests: list[str] | None
+    requested_by: list[dict[str, Any]] | None
 
     def sentence(self) -> str:
         asked = self.instructions
-        focus = f', instructions: "{asked}"' if asked else ""
+        focus = f", instructions: {quoted(asked)}" if isinstance(asked, str) and asked else ""
+        requests = self.requests
+        if not isinstance(requests, list) or not requests:
+            whose = "on the agent's request"
+        else:
+            by = self.requested_by if isinstance(self.requested_by, list) else []
+            people = ", ".join(dict.fromkeys(requester_text(b) for b in by)) or "someone"
+            named = ", ".join(said(r) for r in requests)
+            whose = f"on the request{'s' if len(requests) > 1 else ''} {named} of {people}"
+        if self.changed is False:
+            return f"did not compact {whose}: {said(self.reason)}"
         return (
-            f"compacted on the agent's request ({said(self.reason)}), "
+            f"compacted {whose} ({said(self.reason)}), "
             f"{token_change(self.to_json())}{_into(self)}{focus}"
         )
+
+
+class CompactRequest(Event):
+    """A compaction asked for from outside the agent (`ctxoffload compact`): its `request`
+    id, who asked (`by`: user, host, pid) and the instructions. The session's lease holder
+    answers with a `compact` event naming the request."""
+
+    kind = EventKind.COMPACT_REQUEST
+    log_level = "INFO"
+    request: str
+    by: dict[str, Any]
+    instructions: str | None
+
+    def sentence(self) -> str:
+        asked = self.instructions
+        focus = f", instructions: {quoted(asked)}" if isinstance(asked, str) and asked else ""
+        return f"compaction {said(self.request)} requested by {requester_text(self.by)}{focus}"
 
 
 class Background(_MovedLines):

@@ -209,6 +209,10 @@ class JsonlAppender:
         # Per committed log (device, inode): (first line, offset, the bytes just before it)
         # of the latest batches written, to start a read of their lines where they begin.
         self._marks: dict[tuple[int, int], deque[tuple[int, int, bytes]]] = {}
+        # Per file (device, inode): (line, offset, the bytes just before it) where the latest
+        # read that reached its last whole line ended (`note_read`): a follower of a log
+        # written by others (a session's events.jsonl) reads only what came since.
+        self._read_ends: dict[tuple[int, int], tuple[int, int, bytes]] = {}
 
     def _lock_for(self, path: str) -> threading.Lock:
         with self._guard:
@@ -588,11 +592,22 @@ class JsonlAppender:
         """
         with self._guard:
             known = self._marks.get((st.st_dev, st.st_ino))
-            marks = sorted((m for m in known if m[0] <= line), reverse=True) if known else []
+            read_end = self._read_ends.get((st.st_dev, st.st_ino))
+            candidates = [*(known or ()), *([read_end] if read_end else [])]
+            marks = sorted((m for m in candidates if m[0] <= line), reverse=True)
         for first, offset, before in marks:
             if offset <= st.st_size and os.pread(fd, len(before), offset - len(before)) == before:
                 return first, offset
         return 1, 0
+
+    def note_read(self, fd: int, st: os.stat_result, line: int, offset: int) -> None:
+        """Remember that line `line` of the file open as `fd` begins at `offset` (a read
+        took the whole lines before it), so the next read from there (`line_start`) starts
+        at it: following a log costs what was appended since, not the log."""
+        keep = min(_TAIL, offset)
+        before = os.pread(fd, keep, offset - keep)
+        with self._guard:
+            self._read_ends[st.st_dev, st.st_ino] = (line, offset, before)
 
     @staticmethod
     def _still(known: _Known, fd: int, st: os.stat_result, size: int) -> bool:

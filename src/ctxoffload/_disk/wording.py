@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "describe_holder",
     "duration",
     "error_text",
     "fidelity_sentence",
@@ -149,3 +150,13 @@ def quoted(text: str, limit: int = 200) -> str:
     as `\\n`, `\\t`, `\\x1b`, never acted on), its first `limit` characters, ` …` when there
     is more: how `show` quotes a text an agent wrote."""
     return repr(text[:limit]) + (" …" if len(text) > limit else "")
+
+
+def describe_holder(holder: Mapping[str, Any]) -> str:
+    """Who holds a session's lease, from what its record says: `agent 'coder' (pid 123 on
+    host-a, since 2026-...)`; the one wording of the errors, gc's report and the CLI."""
+    agent = holder.get("agent")
+    who = f"agent {agent!r}" if agent else "a writer"
+    where = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+    since = f", since {holder['started']}" if holder.get("started") else ""
+    return f"{who} ({where}{since})"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._disk import events
+from .._disk.compact_requests import CompactRequests
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -29,6 +30,7 @@ from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel, ModelResponse
 from ..tokens import TokenCounter
 from ..workspace import (
+    EventLog,
     LeaseHolder,
     Offloader,
     SessionLease,
@@ -219,6 +221,8 @@ class Agent:
         self._lock = asyncio.Lock()
         self.if_busy = if_busy
         self._lease: SessionLease | None = None
+        # Compactions asked for from outside (`request_compaction`), followed in the record.
+        self._compact_requests: CompactRequests | None = None
         # For a sub-agent: the parent's session, agent, step and tool call (`as_tool`).
         self.parent: dict[str, Any] | None = None
         # What `spawn` builds a fresh agent from (the tools as given: the retrieval tool is
@@ -285,6 +289,7 @@ class Agent:
             await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
+                await self._serve_requests()
                 compression = await self._pre_llm()
                 self.steps.append(record)  # after: a request refused over the window is no step
                 self.messages = compression.messages
@@ -647,6 +652,52 @@ class Agent:
     async def _compact(self, instructions: str | None) -> CompressionResult:
         result = await self._pipeline.compact(
             self.messages, tools=self.tool_schemas, instructions=instructions
+        )
+        self.messages = result.messages
+        if result.compressed:
+            await self._record.messages(self.messages)
+            await self._save_state()
+        return result
+
+    async def serve_compact_requests(self) -> CompressionResult | None:
+        """Serve the compactions asked for from outside the agent that are pending in the
+        session's record (`ctxoffload compact`, `request_compaction`); `reply` does this at
+        the start of each step.
+
+        One compaction serves every request pending, their instructions joined, and one
+        `compact` event answers them all, naming each, whether anything was compacted or
+        not. A request is left pending when a compaction already ran since the last model
+        call (at most one per call): the next step serves it. Each look reads only what the
+        record gained since the previous one.
+
+        Returns:
+            What was done, or None when no request was pending (or the offloader keeps no
+            record).
+        """
+        async with self._working():
+            return await self._serve_requests()
+
+    async def _serve_requests(self) -> CompressionResult | None:
+        store = self.offloader
+        if not isinstance(store, EventLog):
+            return None
+        follower = self._compact_requests
+        if follower is None or follower.session_id != self.session_id:  # a fork continues
+            follower = self._compact_requests = CompactRequests(store, self.session_id)
+        pending = await follower.look()
+        if not pending or self._pipeline.compacted_since_model_call:
+            return None
+        logger.info(
+            "session %s: serving %d compaction request(s) from outside: %s",
+            self.session_id,
+            len(pending),
+            ", ".join(r.request for r in pending),
+        )
+        result = await self._pipeline.compact(
+            self.messages,
+            tools=self.tool_schemas,
+            instructions=CompactRequests.instructions_of(pending),
+            requests=pending,
         )
         self.messages = result.messages
         if result.compressed:

@@ -18,6 +18,7 @@ COMMAND_HELP = {
     "gc": "remove sessions past an age or over a size, then unreferenced data files",
     "replay": "replay a recorded agent transcript through truncation and compression",
     "fork": "start a new session from what the model was sent at one step of another",
+    "compact": "ask the agent writing a session to compact now, or compact its saved state",
     "ui": "serve a local page: each step's window, what the model was sent, files, search",
     "mcp-proxy": "serve an MCP server in front of another that stores its big tool results",
     "hook": "run as a Claude Code hook: store big tool outputs, keep what a compaction drops",

@@ -356,21 +356,25 @@ class PipelineRun:
         *,
         tools: Sequence[dict[str, Any]] = (),
         instructions: str | None = None,
+        requests: Sequence[events.CompactRequest] = (),
     ) -> CompressionResult:
         """Run the `pre_llm` managers now, whatever their activation rules (a compaction the
         agent asked for, `compact_context`), as if the context filled the window (a summary
         keeps `reserve_ratio` of what the context holds now).
 
         At most one per model call: a second one before the next `pre_llm` changes nothing
-        and says so. When nothing would leave the context, nothing is done and the reason
-        says "nothing to compact". A compaction that changed the context is a `compact`
-        event with the instructions and the tokens before and after.
+        and says so (`compacted_since_model_call`). When nothing would leave the context,
+        nothing is done and the reason says "nothing to compact". A compaction that changed
+        the context is a `compact` event with the instructions and the tokens before and
+        after; one that serves `requests` is one whatever came of it, naming them.
 
         Args:
             messages: the whole context, oldest first.
             tools: the tool schemas sent with the calls.
             instructions: what the summary should focus on and keep; added to the summary
                 request.
+            requests: the `compact_request` events this compaction serves (asked for from
+                outside, `request_compaction`): its `compact` event answers them.
 
         Returns:
             The context to go on with, whether it changed, and why.
@@ -401,22 +405,39 @@ class PipelineRun:
         finally:
             self._instructions = None
             self._compacting = False
+        answered: dict[str, Any] = {}
+        if requests:
+            answered = {
+                "requests": [r.request for r in requests],
+                "requested_by": [r.by for r in requests],
+            }
         if not result.compressed:
             result.reason = f"nothing to compact: {result.reason}"
-            return result
-        await self.compressor.event(
-            events.Compact(
-                instructions=instructions,
-                changed=True,
-                reason=result.reason,
+            if not requests:
+                return result
+        else:
+            answered.update(
                 messages=result.compressed_messages,
                 reference=result.reference,
                 lines=list(result.line_span) if result.line_span else None,
+            )
+        await self.compressor.event(
+            events.Compact(
+                instructions=instructions,
+                changed=result.compressed,
+                reason=result.reason,
                 tokens_before=result.tokens_before,
                 tokens_after=result.tokens_after,
+                **answered,
             )
         )
         return result
+
+    @property
+    def compacted_since_model_call(self) -> bool:
+        """Whether a compaction asked for (`compact`) ran since the last model call: at most
+        one does."""
+        return self._compacted_at == self.model_calls
 
     # -- the hooks --------------------------------------------------------------------------
 

@@ -3,15 +3,17 @@
 each is imported on first use.
 
 This face holds what a user of a workspace calls: the four backends, the protocols a backend
-or a caller is typed with, the entry points for leases, forks and new sessions, the writer's
-identity, and the errors those raise. How the files are laid out, written and read back is the
-private core `ctxoffload._disk`, which every package imports directly.
+or a caller is typed with, the entry points for leases, forks and new sessions, compaction
+asked for from outside (`request_compaction`), the writer's identity, and the errors those
+raise. How the files are laid out, written and read back is the private core
+`ctxoffload._disk`, which every package imports directly.
 """
 
 from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .._disk.compact_requests import request_compaction
     from .._disk.ids import validate_session_id
     from .._disk.writer import current_session, current_writer, writing_as
     from ..exceptions import InvalidSessionId, SessionBusyError
@@ -58,6 +60,7 @@ __all__ = [
     "fork_session",
     "new_session",
     "not_a_capability",
+    "request_compaction",
     "take_lease",
     "take_new_session",
     "validate_session_id",
@@ -74,6 +77,7 @@ __getattr__, __dir__ = lazy_exports(
         "writing_as": ".._disk.writer",
         "InvalidSessionId": "..exceptions",
         "SessionBusyError": "..exceptions",
+        "request_compaction": ".._disk.compact_requests",
         "fork_session": "._fork",
         "GcReport": "._gc",
         "LeaseHolder": "._lease",

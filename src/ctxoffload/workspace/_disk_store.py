@@ -379,15 +379,22 @@ class DiskStore:
 
     async def read_lines(self, reference: str, first: int, last: int) -> bytes:
         """Lines `first` to `last` of the file a reference names, read from the latest batch
-        this store appended there at or before `first` while the file is the one written
-        (`JsonlAppender.line_start`), else from its start."""
+        this store appended there at or before `first`, or from where its latest read of the
+        file ended, while the file is the one written (`JsonlAppender.line_start`), else from
+        its start."""
 
         def read() -> bytes:
             fd, st, _, end = open_reference(reference, str(self.shown), self.root)
             try:
                 line, offset = self.jsonl.line_start(fd, st, first)
                 chunks = iter_chunks(fd, offset, end)
-                return take_lines(chunks, first - line, last - first + 1)
+                data = take_lines(chunks, first - line, last - first + 1)
+                if line == first:
+                    # Read from where `first` begins: where the whole lines read end is
+                    # known, so a follower's next read starts there.
+                    whole = data.rfind(b"\n") + 1
+                    self.jsonl.note_read(fd, st, first + data.count(b"\n"), offset + whole)
+                return data
             finally:
                 os.close(fd)
 

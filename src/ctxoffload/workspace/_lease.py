@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from .._disk.layout import now_iso
+from .._disk.wording import describe_holder
 from ..exceptions import ConfigError, SessionBusyError
 
 __all__ = [
@@ -123,15 +124,6 @@ def lease_expires(holder: dict[str, Any], renewed: float) -> float | None:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < 1e9:
         ttl = DEFAULT_LEASE_TTL
     return renewed + float(ttl) + CLOCK_RESOLUTION
-
-
-def describe_holder(holder: dict[str, Any]) -> str:
-    """`agent 'coder' (pid 123 on host-a, since 2026-...)`, from what could be read."""
-    agent = holder.get("agent")
-    who = f"agent {agent!r}" if agent else "a writer"
-    where = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
-    since = f", since {holder['started']}" if holder.get("started") else ""
-    return f"{who} ({where}{since})"
 
 
 def busy_error(

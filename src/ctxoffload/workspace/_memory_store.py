@@ -64,6 +64,9 @@ class MemoryStore:
         evicted: evicted reference -> the model call that evicted it, oldest first.
         marks: per log, (first line, offset) of its latest batch: a log here changes only by
             appends and is dropped whole by a purge (which drops this too), so it stays true.
+        read_ends: per log, (line, offset) where the latest read of its lines from a line's
+            start ended, so a follower of the log reads only what came since (dropped with
+            the log too).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class MemoryStore:
         self.touched: dict[str, int] = {}
         self.evicted: dict[str, int] = {}
         self.marks: dict[str, tuple[int, int]] = {}
+        self.read_ends: dict[str, tuple[int, int]] = {}
         # Per log: (its length, its newlines) after the last append, so the next one need
         # not count the whole log again (recounted when the length is not that one).
         self._newlines: dict[str, tuple[int, int]] = {}
@@ -256,21 +260,27 @@ class MemoryStore:
         return self._reading(reference, self.read_ref)
 
     async def read_lines(self, reference: str, first: int, last: int) -> bytes:
-        """Lines `first` to `last` of what a reference names, from the latest batch's mark
-        when it is at or before `first`: a compaction's read-back costs what it wrote, not
-        the whole log (`SessionFiles.read_lines`)."""
+        """Lines `first` to `last` of what a reference names, from the latest batch's mark or
+        the end of the latest read when one is at or before `first`: a compaction's
+        read-back costs what it wrote, a follower's read what came since, not the whole log
+        (`SessionFiles.read_lines`)."""
 
-        def tail(ref: str) -> tuple[int, bytes] | None:
+        def tail(ref: str) -> tuple[int, int, bytes] | None:
             data = self.files.get(ref)
             if data is None:
                 return None
-            line, offset = self.marks.get(ref, (1, 0))
-            if line > first or offset > len(data):
-                line, offset = 1, 0
-            return line, bytes(data[offset:])
+            starts = [self.marks.get(ref, (1, 0)), self.read_ends.get(ref, (1, 0)), (1, 0)]
+            line, offset = max(s for s in starts if s[0] <= first and s[1] <= len(data))
+            return line, offset, bytes(data[offset:])
 
-        line, data = self._reading(reference, tail)
-        return take_lines((data,), first - line, last - first + 1)
+        line, offset, data = self._reading(reference, tail)
+        taken = take_lines((data,), first - line, last - first + 1)
+        if line == first:
+            with self.lock:
+                if reference in self.files:
+                    end = (first + taken.count(b"\n"), offset + taken.rfind(b"\n") + 1)
+                    self.read_ends[reference] = end
+        return taken
 
     def _reading(self, reference: str, read: Callable[[str], _T | None]) -> _T:
         """`read(reference)` under the lock, touched, or why nothing is held there.
@@ -314,6 +324,7 @@ class MemoryStore:
                 del self.files[ref]
                 self._keys.pop(ref, None)
                 self.marks.pop(ref, None)
+                self.read_ends.pop(ref, None)
                 self._newlines.pop(ref, None)
             for records in (self.touched, self.evicted):
                 for ref in [ref for ref in records if ref.startswith(prefix)]:

@@ -134,11 +134,15 @@ class SegmentLog:
         self._locks: dict[str, asyncio.Lock] = {}
         # Per log: (first line, last line, seq) of the latest segments this writer appended.
         self._written: dict[str, deque[tuple[int, int, int]]] = {}
+        # Per log: (seq, next line) where this object's latest read of every segment after
+        # a known one ended (`read_lines`), so a follower reads only the segments since.
+        self._read_ends: dict[str, tuple[int, int]] = {}
 
     def forget(self, log_key: str) -> None:
         """Drop what this writer knows of a log (after the session was purged)."""
         self._ends.pop(log_key, None)
         self._written.pop(log_key, None)
+        self._read_ends.pop(log_key, None)
 
     async def append(self, log_key: str, payload: bytes) -> tuple[int, int]:
         """Append `payload` (whole lines) as one segment.
@@ -331,15 +335,36 @@ class SegmentLog:
 
     async def read_lines(self, log_key: str, first: int, last: int) -> bytes | None:
         """Lines `first` to `last` of a log when one segment this writer appended holds them
-        all: that segment alone is read. None otherwise (read the log whole), or when the
-        segment is gone or holds another count of lines than it was written with."""
-        for start, end, seq in reversed(self._written.get(log_key, ())):
+        all (that segment alone is read), or when `first` is the line just after one this
+        writer appended or after where its latest read of the log ended (the segments after
+        that one are read: a follower pays for what came since). None otherwise (read the
+        log whole), or when a segment is gone or holds another count of lines than it was
+        written with."""
+        written = self._written.get(log_key, ())
+        for start, end, seq in reversed(written):
             if start <= first and last <= end:
                 body = await self.client.get(segment_key(log_key, seq))
                 if body is None or body.count(b"\n") != end - start + 1:
                     return None
                 return take_lines((body,), first - start, last - first + 1)
-        return None
+        after = [(seq, end + 1) for _, end, seq in written]
+        if log_key in self._read_ends:
+            after.append(self._read_ends[log_key])
+        known = max((seq for seq, next_line in after if next_line == first), default=None)
+        if known is None:
+            return None
+        newer = sorted(await self._newer_seqs(log_key, known))
+        bodies = await gather_limited(
+            [functools.partial(self.client.get, segment_key(log_key, s)) for s in newer],
+            _READ_CONCURRENCY,
+        )
+        if any(body is None or not body.endswith(b"\n") for body in bodies):
+            return None  # removed since the listing (a purge), or not whole lines
+        data = b"".join(b for b in bodies if b is not None)
+        count = last - first + 1
+        if newer and data.count(b"\n") <= count:
+            self._read_ends[log_key] = (newer[-1], first + data.count(b"\n"))
+        return take_lines((data,), 0, count)
 
     async def read(self, log_key: str) -> bytes:
         """The whole log: every segment's bytes, in order (b"" if there is none)."""

@@ -1,0 +1,232 @@
+"""`ctxoffload compact`: compact a session's context from outside the agent that writes it.
+
+The request is a `compact_request` event in the session's record (`request_compaction`),
+written first whatever happens next. Then the command tries to serve it itself, under the
+session's lease: when nobody holds the session, it compacts the saved state (state.json) with
+the session's recorded configuration and an extractive summary (no model is called), and
+answers the request as an agent would. When an agent holds the session, that agent serves the
+request at its next step; with `--wait` the command follows the record for the answer (and
+serves the request itself if the session is let go of meanwhile).
+
+Exit status: 0 compacted (or, without `--wait`, asked of the session's holder); 1 answered
+without compacting (the reason is printed); 2 bad input (an id that is not a plain name, no
+such session, instructions too long, no window known); 3 `--wait` ran out with the request
+still pending (it stays pending: the holder, or the session's next writer, serves it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from ..exceptions import CliError, ConfigError, SessionBusyError
+from ._access import checked_session_id, open_backend
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._commands import COMMAND_HELP
+from ._output import print_json
+
+__all__ = ["EXIT_PENDING", "register", "run"]
+
+EXIT_PENDING = 3
+"""`--wait` ran out and the request is still pending."""
+
+# How often `--wait` looks at the record for the answer (and at the lease).
+_POLL_SECONDS = 0.25
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `compact` to the command line."""
+    parser = commands.add_parser(
+        "compact",
+        help=COMMAND_HELP["compact"],
+        description=(
+            "Ask the agent writing SESSION to compact its context at its next step: a "
+            "compact_request event in the session's record names you (user, host, pid) and "
+            "the instructions, and the agent answers with a compact event naming the request. "
+            "When no agent holds the session, compact its saved state here, under its lease, "
+            "with the session's recorded configuration and an extractive summary. Exit "
+            "status: 0 compacted (or asked, without --wait), 1 answered without compacting, "
+            "2 bad input, 3 --wait ran out with the request pending."
+        ),
+    )
+    parser.add_argument("session", metavar="SESSION", help="the session to compact")
+    parser.add_argument(
+        "--instructions",
+        metavar="TEXT",
+        help="what the summary should focus on and keep (added to the summary request)",
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="when an agent holds the session, wait this long for its answer (default: 0)",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        metavar="TOKENS",
+        help="the context window to compact to when nobody holds the session (default: "
+        "the one the session recorded)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model whose tokenizer counts, when nobody holds the session (default: "
+        "the one the session recorded)",
+    )
+    add_workdir(parser)
+    add_json(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the request, serve it here or wait for the holder's answer; print the outcome."""
+    session = checked_session_id(args.session)
+    if args.wait < 0 or args.wait != args.wait:
+        raise CliError(f"--wait {args.wait} is not a number of seconds: give 0 or more")
+    if args.window is not None and args.window < 1:
+        raise CliError(f"--window {args.window} is not a positive number of tokens")
+    workspace = open_backend(Workdir.of(args), session=session)
+    outcome = asyncio.run(_compact(workspace, session, args))
+    if args.json:
+        print_json(outcome)
+    else:
+        print(outcome["text"])
+    return int(outcome["exit"])
+
+
+async def _compact(workspace: Any, session: str, args: argparse.Namespace) -> dict[str, Any]:
+    from .._disk.compact_requests import CompactRequests, request_compaction
+
+    if session not in await workspace.list_sessions():  # a bucket: open_backend cannot tell
+        raise CliError(f"the workspace has no session {session!r}: `ctxoffload ls` lists them")
+    settings = await _settings(workspace, session, args)
+    try:
+        request = await request_compaction(workspace, session, args.instructions)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    follower = CompactRequests(workspace, session)
+    deadline = time.monotonic() + args.wait
+    holder: dict[str, Any] | None = None
+    while True:
+        try:
+            await _serve_here(workspace, session, settings)
+        except SessionBusyError as busy:
+            holder = busy.holder
+        await follower.look()
+        answer = follower.answers.get(request)
+        if answer is not None:
+            return _answered(session, request, answer.to_json())
+        if time.monotonic() >= deadline:
+            return _pending(session, request, holder, args.wait)
+        await asyncio.sleep(_POLL_SECONDS)
+
+
+async def _settings(workspace: Any, session: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What an agent serving the request here is built with: the session's recorded
+    configuration (its latest session_start), its window and model, the saved state's
+    agent, system prompt and steps; `--window` and `--model` over them."""
+    from .._disk.events import EventKind
+    from ..compression import ContextConfig
+
+    started: dict[str, Any] = {}
+    for event in await workspace.read_events(session):
+        if event.get("kind") == EventKind.SESSION_START:
+            started = event
+    state = await workspace.read_state(session) or {}
+    recorded = started.get("config")
+    try:
+        config = ContextConfig.model_validate(recorded) if isinstance(recorded, dict) else None
+    except ValueError:  # a config of another release: the defaults, the window kept below
+        config = None
+    config = config or ContextConfig()
+    window = args.window or _positive(started.get("context_window")) or config.context_window
+    if window is None:
+        raise CliError(
+            f"session {session!r} recorded no context window: pass --window TOKENS to compact "
+            "its saved state"
+        )
+    config = config.model_copy(update={"context_window": window})
+    messages = state.get("messages") if isinstance(state.get("messages"), list) else []
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    system = first.get("content") if first.get("role") == "system" else None
+    return {
+        "config": config,
+        "model": args.model or _text(started.get("model")) or _text(state.get("model")),
+        "agent": _text(state.get("agent")) or _text(started.get("agent")) or "agent",
+        "system_prompt": system if isinstance(system, str) else "",
+        "steps": _positive(state.get("steps")) or 0,
+    }
+
+
+async def _serve_here(workspace: Any, session: str, settings: dict[str, Any]) -> None:
+    """Serve the session's pending requests under its lease, on its saved state.
+
+    Raises:
+        SessionBusyError: an agent holds the session (it serves them).
+    """
+    from ..agent import Agent, StepRecord
+    from ..model import ScriptedModel
+
+    config = settings["config"]
+    model = ScriptedModel(
+        model_name=settings["model"] or "scripted", context_window=config.context_window
+    )
+    agent = Agent(
+        model=model,
+        name=settings["agent"],
+        system_prompt=settings["system_prompt"],
+        offloader=workspace,
+        session_id=session,
+        context_config=config,
+        include_retrieval_tool=False,
+    )
+    # state.json counts the session's steps: kept as they were.
+    agent.steps = [StepRecord(step=n, context_tokens=0) for n in range(1, settings["steps"] + 1)]
+    async with agent:
+        await agent.serve_compact_requests()
+
+
+def _answered(session: str, request: str, answer: dict[str, Any]) -> dict[str, Any]:
+    from .._disk.events import event_sentence
+
+    changed = answer.get("changed") is not False
+    return {
+        "session": session,
+        "request": request,
+        "status": "compacted" if changed else "not compacted",
+        "answer": answer,
+        "text": f"{session}: {event_sentence(answer)}",
+        "exit": EXIT_OK if changed else EXIT_PROBLEMS,
+    }
+
+
+def _pending(
+    session: str, request: str, holder: dict[str, Any] | None, waited: float
+) -> dict[str, Any]:
+    from .._disk.wording import describe_holder
+
+    who = describe_holder(holder) if holder is not None else "its writer"
+    after = f"no answer after {waited:g} s; " if waited > 0 else ""
+    return {
+        "session": session,
+        "request": request,
+        "status": "pending",
+        "holder": holder,
+        "text": (
+            f"{session}: asked {who} to compact at its next step (request {request}); {after}"
+            f"the answer will be a compact event in `ctxoffload show {session}`"
+        ),
+        "exit": EXIT_PENDING if waited > 0 else EXIT_OK,
+    }
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
