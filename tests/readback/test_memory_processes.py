@@ -114,7 +114,10 @@ async def test_a_writer_killed_mid_write_leaves_the_old_or_the_new_file(
         assert writer.stdout.readline() == "started\n"
         await asyncio.sleep(rng.uniform(0.0, 0.15))
         os.kill(writer.pid, signal.SIGKILL)
-        out, _ = writer.communicate()
+        writer.wait()
+        # Read through the text stream: `readline` above may have buffered acknowledgements
+        # past "started" (communicate() would read the pipe beneath and miss them).
+        out = writer.stdout.read()
         done = [int(line) for line in out.split()] or [acknowledged]
         text = path.read_text()
         version = int(text.split("\n", 1)[0].removeprefix("version "))

@@ -53,7 +53,7 @@ async def agent(where: str, session: str, if_busy: str) -> None:
 
     call = Msg(
         role="assistant",
-        content=[ToolCallBlock(id=f"wait-{os.getpid()}", name="slow_step", input={"seconds": 1})],
+        content=[ToolCallBlock(id=f"wait-{os.getpid()}", name="slow_step", input={"seconds": 3})],
     )
     bot = Agent(
         name=f"racer-{os.getpid()}",

@@ -130,7 +130,7 @@ def test_two_processes_racing_for_one_session(tmp_path: Path, if_busy: str) -> N
     writes it; the other gets SessionBusyError naming it, or (if_busy="fork") writes a fork
     of it. No line is written twice anywhere."""
     ws = tmp_path / "ws"
-    at = str(time.time() + 2.0)
+    at = str(time.time() + 4.0)  # both started (imports done) before either begins
     racers = [start_lease_worker("agent", str(ws), "race", if_busy, at) for _ in range(2)]
     outcomes = [lease_worker_result(p) for p in racers]
     winners = [o for o in outcomes if o["outcome"] == "ok" and o["session"] == "race"]

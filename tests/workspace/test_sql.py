@@ -202,7 +202,7 @@ async def _take_and_release(url: str) -> dict[str, Any]:
 
 
 def test_two_agents_racing_for_one_session_one_writes(url: str) -> None:
-    at = str(time.time() + 2.0)
+    at = str(time.time() + 4.0)  # both started (imports done) before either begins
     racers = [start_lease_worker("agent", url, "race", "raise", at) for _ in range(2)]
     outcomes = [lease_worker_result(p) for p in racers]
     assert sorted(o["outcome"] for o in outcomes) == ["busy", "ok"], outcomes
