@@ -38,6 +38,7 @@ from .._tokens.tracker import kept_entries, outgrown
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text, tagged
 from ..tokens import TokenCounter
+from ._index_layout import IndexRows, group_pieces, render_rows
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",
@@ -115,8 +116,10 @@ class FoundArtifact:
     def from_json(cls, value: Mapping[str, Any]) -> FoundArtifact | None:
         """An entry read back from a mark; None for one that is not well formed."""
         kind, text = value.get("kind"), value.get("value")
-        if kind not in _KINDS or not isinstance(text, str) or not text:
+        if kind not in _KINDS or not isinstance(text, str) or not text.strip():
             return None
+        # One line, as the scan writes every value: a mark edited by hand cannot add a row.
+        text = _one_line(text)
         line = value.get("line")
         mentions, recency = value.get("mentions"), value.get("recency")
         return cls(
@@ -130,15 +133,6 @@ class FoundArtifact:
     def where(self) -> str:
         """`line 41`, or `no line` when the offloader could not say."""
         return f"line {self.line}" if self.line is not None else "no line"
-
-
-def _grouped(entries: Sequence[FoundArtifact]) -> list[str]:
-    """The index's lines: one per line of context.jsonl, in the order of its first entry,
-    `- line 41: /mnt/a.csv | pytest -q tests | ORD-58213`."""
-    groups: dict[str, list[str]] = {}
-    for found in entries:
-        groups.setdefault(found.where(), []).append(found.value)
-    return [f"- {where}: " + " | ".join(values) for where, values in groups.items()]
 
 
 def _cut(value: str) -> str:
@@ -380,19 +374,20 @@ def _put(found: dict[tuple[str, str], None], kind: str, value: str) -> bool:
     """Add one artifact (cut to one line of at most 200 characters); whether `found` is
     full."""
     if value:
-        # `_cut` leaves a value as it is when it is one printable line of at most 200
-        # characters with no space at either end (nearly every one): `splitlines` splits
-        # only at characters that are not printable, and the one printable character that
-        # `str.strip` removes is the space.
-        if (
-            len(value) > _VALUE_CHARS
-            or not value.isprintable()
-            or value[0] == " "
-            or value[-1] == " "
-        ):
-            value = _cut(value)
+        value = _one_line(value)
         found.setdefault((kind, value), None)
     return len(found) >= ARTIFACTS_PER_MESSAGE
+
+
+def _one_line(value: str) -> str:
+    """`_cut(value)`, without the work for a value it leaves as it is."""
+    # `_cut` leaves a value as it is when it is one printable line of at most 200
+    # characters with no space at either end (nearly every one): `splitlines` splits
+    # only at characters that are not printable, and the one printable character that
+    # `str.strip` removes is the space.
+    if len(value) > _VALUE_CHARS or not value.isprintable() or value[0] == " " or value[-1] == " ":
+        return _cut(value)
+    return value
 
 
 def _str(value: bytes) -> str:
@@ -624,6 +619,9 @@ class ArtifactIndex:
             only through the summary or the index, which the next compaction replaces).
         cut_before: artifacts cut by earlier compactions, for the index's last line.
         show_calls: whether the tally of calls fitted the budget.
+        grouped: whether paths of one directory and commands of one program and file share
+            a row (`_index_layout`); False writes each entry whole on its line's row.
+        budget: the tokens the index could take.
     """
 
     entries: list[FoundArtifact] = field(default_factory=list)
@@ -634,6 +632,8 @@ class ArtifactIndex:
     carried: list[FoundArtifact] = field(default_factory=list)
     cut_before: int = 0
     show_calls: bool = False
+    grouped: bool = True
+    budget: int = 0
 
     @property
     def left(self) -> int:
@@ -653,6 +653,7 @@ class ArtifactIndex:
         events_file: str | None,
         cut_before: int = 0,
         kept_scanned: Sequence[Scanned] | None = None,
+        grouped: bool = True,
     ) -> ArtifactIndex:
         """Check each artifact against the new context and list the ones named nowhere,
         most-mentioned first and newest first among equals, within `budget` tokens.
@@ -668,9 +669,11 @@ class ArtifactIndex:
             events_file: where the whole list is written (named when the budget cuts).
             cut_before: artifacts earlier compactions cut.
             kept_scanned: `scan_messages(kept)`, when it was run already.
+            grouped: whether entries share rows by directory and by command (see
+                `_index_layout`); False is the layout of one entry a value, by line.
         """
         still = named_values(kept, kept_scanned)
-        index = cls(calls=Counter(calls), cut_before=cut_before)
+        index = cls(calls=Counter(calls), cut_before=cut_before, grouped=grouped, budget=budget)
         waiting: list[FoundArtifact] = []
         for found in leaving:
             if (found.kind, found.value) in still:
@@ -681,7 +684,7 @@ class ArtifactIndex:
                 waiting.append(found)
         # Files the workspace stored (a tool result's whole output) first: each holds what
         # left; then the most-mentioned, newest first.
-        stored = os.path.dirname(events_file) if events_file else None
+        stored = _stored_in(events_file)
         waiting.sort(
             key=lambda f: (
                 not (stored and f.value.startswith(stored)),
@@ -691,29 +694,63 @@ class ArtifactIndex:
             )
         )
         # What is always said (how many are cut and where they are listed) is paid first;
-        # then the entries, most-mentioned and newest first; then the tally of calls.
+        # then the entries, most-mentioned and newest first, each at what it adds to its row
+        # (`IndexRows`); then the tally of calls.
         spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
         header = counter.count_text(_HEADER) + 1
-        chosen = ""  # the entries' values so far: one that holds another is named by it
-        lines_named: set[str] = set()
+        rows = IndexRows(counter.count_text, grouped, stored)
+        chosen = ""  # what the rows hold unbroken: an entry inside it is named by another
+        inside: list[FoundArtifact] = []
         for found in waiting:
             if found.value in chosen:
-                index.in_summary.append(found)  # inside an entry (a command's path)
+                inside.append(found)  # inside an entry (a command's path, a directory)
                 continue
-            cost = counter.count_text(found.value) + 2 + (0 if index.entries else header)
-            if found.where() not in lines_named:
-                cost += counter.count_text(f"- {found.where()}: ") + 1
+            cost = rows.cost(found) + (0 if index.entries else header)
             if spent + cost > budget:
                 index.cut.append(found)
                 continue
             index.entries.append(found)
-            lines_named.add(found.where())
-            chosen += found.value + "\n"
+            chosen += "\n".join(rows.add(found)) + "\n"
             spent += cost
+        spent = index._fit(rows, inside, counter, budget, events_file)
         tally = index._tally()
         index.show_calls = bool(tally) and spent + counter.count_text(tally) + 1 <= budget
         index.carried = index.in_summary + index.entries
         return index
+
+    def _fit(
+        self,
+        rows: IndexRows,
+        inside: Sequence[FoundArtifact],
+        counter: TokenCounter,
+        budget: int,
+        events_file: str | None,
+    ) -> int:
+        """Count the index whole and give entries back to the cut, the last chosen first,
+        while it is over `budget` (the rows' estimate is close, not exact: on the corpus it
+        is a tenth over, so this rarely takes any back). Then each entry of `inside` (a value
+        inside a chosen one) is named when an entry still holds it, cut otherwise. Returns the
+        tokens the index takes (without the tally of calls)."""
+
+        def tokens() -> int:
+            return counter.count_text(self.render_with(self.entries, len(self.cut), events_file))
+
+        spent = tokens()
+        dropped = False
+        while self.entries and spent > budget:
+            found = self.entries.pop()
+            rows.remove_last(found)
+            self.cut.append(found)
+            dropped = True
+            spent = tokens()
+        if not dropped:
+            self.in_summary += inside
+            return spent
+        stored = _stored_in(events_file)
+        chosen = "\n".join(p for f in self.entries for p in group_pieces(f, self.grouped, stored))
+        self.in_summary += [found for found in inside if found.value in chosen]
+        self.cut += [found for found in inside if found.value not in chosen]
+        return spent
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
@@ -745,8 +782,8 @@ class ArtifactIndex:
         `calls`."""
         lines: list[str] = []
         if entries:
-            lines.append(_HEADER)
-            lines.extend(_grouped(entries))
+            rows, rules = render_rows(entries, self.grouped, _stored_in(events_file))
+            lines += [_HEADER, *rules, *rows]
         if calls and self.calls:
             lines.append(self._tally())
         total_cut = cut + self.cut_before
@@ -768,6 +805,7 @@ class ArtifactIndex:
             "in_kept": len(self.in_kept),
             "indexed": len(self.entries),
             "cut": len(self.cut),
+            "budget": self.budget,
         }
 
     def listing(self) -> list[dict[str, Any]]:
@@ -781,6 +819,11 @@ class ArtifactIndex:
         ):
             out.extend({**f.to_json(), "status": status} for f in group)
         return out
+
+
+def _stored_in(events_file: str | None) -> str | None:
+    """The session folder that holds `events_file` (and the files the workspace stored)."""
+    return os.path.dirname(events_file) if events_file else None
 
 
 def events_file(reference: str | None) -> str | None:
