@@ -7,6 +7,10 @@ pre_llm managers run on it. Three pipelines, each at a 32k and a 128k window:
 - summarisation: the default `Summarization` past `trigger_ratio` 0.8, keeping 0.1 of the
   window (extractive summaries: no model, so model time and quality are out of it);
 - clearing: `ClearToolUses(keep=3, clear_at_least=5% of the window)` past half the window;
+- clearing when cold: the same clearing past half the window only once the provider's prompt
+  cache has expired (`Activation(idle_seconds_exceed=300)`: more than five minutes since the
+  last model call, by the transcript's own times), and past 0.9 of the window whatever the
+  cache (a second `ClearToolUses`);
 - both: the clearing first, then the summarisation.
 
 Per pipeline and window it prints, summed over the corpus:
@@ -16,6 +20,8 @@ Per pipeline and window it prints, summed over the corpus:
 - compactions (summaries and clearings) and the calls still over the window;
 - prefix reuse: the share of each request's tokens that repeats the previous request's
   leading messages unchanged (what a provider's prompt cache can serve), over all requests;
+- cacheable: the same, counted only where the previous request was at most five minutes
+  before (the cache still holds it): the share of input tokens a 5-minute cache serves;
 - recall: of the messages and tool outputs that left the context, the share recovered byte
   for byte from a reference the final context names (context.jsonl rows, tool_result files,
   following a cleared output's placeholder in a row).
@@ -33,6 +39,7 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,8 @@ from ctxoffload.compression import CLEARED_MARK, ClearToolUses, Summarization
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 WINDOWS = (32_000, 128_000)
+CACHE_SECONDS = 300
+"""A provider's prompt cache lifetime (Anthropic's and OpenAI's default: five minutes)."""
 STORED = re.compile(r"stored in (\S+?);")
 
 
@@ -58,11 +67,20 @@ def pipelines(window: int) -> dict[str, ContextPipeline]:
     clearing = ClearToolUses(
         keep=3, clear_at_least=window // 20, activation=Activation(ratio_exceed=0.5)
     )
+    when_cold = ClearToolUses(
+        keep=3,
+        clear_at_least=window // 20,
+        activation=Activation(ratio_exceed=0.5, idle_seconds_exceed=CACHE_SECONDS),
+    )
+    forced = ClearToolUses(
+        keep=3, clear_at_least=window // 20, activation=Activation(ratio_exceed=0.9)
+    )
     return {
         "summarisation": ContextPipeline(
             pre_llm=[Summarization.from_config(config)], config=config
         ),
         "clearing": ContextPipeline(pre_llm=[clearing], config=config),
+        "clearing cold": ContextPipeline(pre_llm=[when_cold, forced], config=config),
         "both": ContextPipeline(
             pre_llm=[clearing, Summarization.from_config(config)], config=config
         ),
@@ -75,6 +93,7 @@ class Totals:
     sent: int = 0
     whole: int = 0
     prefix: int = 0
+    cached: int = 0
     compactions: int = 0
     over_window: int = 0
     left: int = 0
@@ -176,9 +195,14 @@ async def replay(
     window = compressor.window()
     context: list[Msg] = []
     previous: list[Msg] = []
+    # The transcript's clock: a request is made when the last message before it was written.
+    now = [0.0]
+    run.clock = lambda: now[0]
+    last_call: float | None = None
     started = time.perf_counter()
     for index, msg in enumerate(conversation):
         if msg.role == "assistant" and index > 0:
+            now[0] = datetime.fromisoformat(context[-1].timestamp).timestamp()
             result = await run.pre_llm(context)
             context = result.messages
             sent = result.tokens_after
@@ -192,6 +216,9 @@ async def replay(
                     break
                 same += compressor.tracker.count_message(a)
             totals.prefix += same
+            if last_call is not None and now[0] - last_call <= CACHE_SECONDS:
+                totals.cached += same
+            last_call = now[0]
             previous = list(context)
         context.append(msg)
     totals.seconds = time.perf_counter() - started
@@ -202,7 +229,16 @@ async def replay(
 
 
 def add(into: Totals, one: Totals) -> None:
-    for name in ("calls", "sent", "whole", "prefix", "compactions", "over_window", "left"):
+    for name in (
+        "calls",
+        "sent",
+        "whole",
+        "prefix",
+        "cached",
+        "compactions",
+        "over_window",
+        "left",
+    ):
         setattr(into, name, getattr(into, name) + getattr(one, name))
     into.recovered += one.recovered
     into.seconds += one.seconds
@@ -228,20 +264,24 @@ async def main(quick: bool) -> None:
             print(f"\nwindow {window:,} tokens")
             print(
                 f"{'pipeline':<14}{'calls':>7}{'input tokens sent':>19}{'vs whole':>10}"
-                f"{'compactions':>13}{'over window':>13}{'prefix reuse':>14}{'recall':>16}"
+                f"{'compactions':>13}{'over window':>13}{'prefix reuse':>14}{'cacheable':>11}"
+                f"{'recall':>16}"
             )
             for name, pipeline in pipelines(window).items():
                 totals = Totals()
                 for n, (_, messages) in enumerate(convos):
-                    one = await replay(messages, pipeline, ws, f"w{window}-{name}-{n}")
+                    one = await replay(
+                        messages, pipeline, ws, f"w{window}-{name.replace(' ', '-')}-{n}"
+                    )
                     add(totals, one)
                 share = totals.sent / totals.whole if totals.whole else 1.0
                 reuse = totals.prefix / totals.sent if totals.sent else 0.0
+                cacheable = totals.cached / totals.sent if totals.sent else 0.0
                 recalled = f"{totals.recovered}/{totals.left}"
                 print(
                     f"{name:<14}{totals.calls:>7,}{totals.sent:>19,}{share:>10.2f}"
                     f"{totals.compactions:>13,}{totals.over_window:>13,}{reuse:>14.0%}"
-                    f"{recalled:>16}"
+                    f"{cacheable:>11.0%}{recalled:>16}"
                 )
             print(f"{'(whole history)':<14}{totals.calls:>7,}{totals.whole:>19,}{1.0:>10.2f}")
 

@@ -26,6 +26,7 @@ PACKAGES = [
     "ctxoffload.agent",
     "ctxoffload.compression",
     "ctxoffload.formats",
+    "ctxoffload.mcp",
     "ctxoffload.readback",
     "ctxoffload.workspace",
 ]
@@ -36,6 +37,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.deepagents": "deepagents",
     "ctxoffload.integrations.pydantic_ai": "pydantic_ai",
     "ctxoffload.integrations.openai_agents": "openai_agents",
+    "ctxoffload.integrations.claude": "claude",
 }
 
 
@@ -295,7 +297,7 @@ FACE_BUDGET = {
     "ctxoffload.agent": 17,
     "ctxoffload.compression": 44,  # + Projector (issue 44)
     "ctxoffload.formats": 10,
-    "ctxoffload.readback": 10,
+    "ctxoffload.readback": 11,  # + memory_tool (issue 46)
     "ctxoffload.workspace": 25,
 }
 

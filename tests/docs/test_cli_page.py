@@ -45,7 +45,7 @@ def commands() -> list[str]:
     """The commands in the order `ctxoffload --help` lists them."""
     text = help_text()
     listing = text.split("positional arguments:", 1)[1].split("options:", 1)[0]
-    return re.findall(r"^    (\w+)(?:\s|$)", listing, flags=re.MULTILINE)
+    return re.findall(r"^    ([\w-]+)(?:\s|$)", listing, flags=re.MULTILINE)
 
 
 def usage(text: str) -> str:
@@ -132,7 +132,8 @@ def test_the_cli_page_matches_every_command_help() -> None:
 
 def test_the_commands_are_read_from_the_help() -> None:
     listed = commands()
-    assert listed[:3] == ["demo", "ls", "show"] and len(listed) == 12
+    assert listed[:3] == ["demo", "ls", "show"] and len(listed) == 14
+    assert "mcp-proxy" in listed  # a name with a hyphen is read whole
     assert help_options(help_text("grep")) >= {"-C", "--context", "-i", "--timeout", "--json"}
     assert "--format" in help_options(help_text("replay"))
 

@@ -1,10 +1,11 @@
 """Integration tests run against the real frameworks, each in its own environment.
 
-The files are tests/integrations/test_<framework>_*.py. The main test run has neither AgentScope
-nor Strands installed (their pins conflict with each other), so these tests skip there with the
-reason. `.ci/run` installs each framework in a virtual environment of its own and runs its test
-files with ``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` naming it: there a missing framework is a failure,
-never a skip.
+The files are tests/integrations/test_<framework>_*.py (`mcp`: the MCP proxy against the MCP SDK;
+`claude`: the Claude Agent SDK). The main test run has neither AgentScope nor Strands installed
+(their pins conflict with each other), so these tests skip there with the reason. `.ci/run`
+installs each framework in a virtual environment of its own and runs its test files with
+``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` naming it: there a missing framework is a failure, never a
+skip.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from typing import Any
 import pytest
 
 
+def framework_required(extra: str) -> bool:
+    """Whether this run requires the framework of the ctxoffload extra `extra`
+    (``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` names it): then a missing part fails, never skips."""
+    names = os.environ.get("CTXOFFLOAD_REQUIRE_FRAMEWORKS", "").split(",")
+    return extra in {name.strip() for name in names}
+
+
 def require_framework(module: str, extra: str) -> ModuleType:
     """Import a framework for an integration test module, or skip it with an install hint.
 
@@ -32,13 +40,10 @@ def require_framework(module: str, extra: str) -> ModuleType:
     Returns:
         The imported module.
     """
-    required = {
-        name.strip() for name in os.environ.get("CTXOFFLOAD_REQUIRE_FRAMEWORKS", "").split(",")
-    }
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        if extra in required:
+        if framework_required(extra):
             pytest.fail(f"{module} is required in this run but does not import: {exc}", False)
         pytest.skip(
             f"{module} is not installed: pip install 'ctxoffload[{extra}]' "
@@ -49,8 +54,9 @@ def require_framework(module: str, extra: str) -> ModuleType:
 
 def run_guide_example(guide: str, folder: Path) -> subprocess.CompletedProcess[str]:
     """Run the first Python example of docs/guides/`guide` (the page's whole-agent example;
-    later blocks are fragments) in `folder`, as a reader would (a fresh interpreter), with the source tree first on the path as the installs of .ci/run and
-    of a checkout's venv give it; the finished process (its stdout, stderr, return code)."""
+    later blocks are fragments) in `folder`, as a reader would (a fresh interpreter), with the
+    source tree first on the path as the installs of .ci/run and of a checkout's venv give it;
+    the finished process (its stdout, stderr, return code)."""
     page = Path(__file__).resolve().parents[2] / "docs" / "guides" / guide
     code = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)[0]
     path = [str(page.parents[2] / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]

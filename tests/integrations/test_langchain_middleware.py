@@ -4,6 +4,7 @@ run, a byte-stable prefix, and a resumed thread projecting the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -310,3 +311,27 @@ async def test_a_call_refused_as_over_the_window_is_summarised_and_sent_again(
     assert len(state["messages"]) == 40
     answered = [m for m in model.seen if tokens(m) <= model.limit]
     assert len(answered) == 20
+
+
+@pytest.mark.parametrize("invoke", ["sync", "async"])
+def test_with_memory_the_agent_keeps_a_memory_recorded_in_the_threads_session(
+    tmp_path: Path, invoke: str
+) -> None:
+    create = {"command": "create", "path": "/memories/exports.md", "file_text": "batch 7 fails\n"}
+    model = scripted(call("memory", create, "m1"), "Noted.")
+    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG, memory=True)
+    assert "memory" in [t.name for t in offload.tools]
+    agent = create_agent(model, tools=offload.tools, middleware=[offload])
+    request = {"messages": [HumanMessage("remember that batch 7 fails")]}
+    if invoke == "sync":
+        agent.invoke(request, thread("ops-1"))
+    else:
+        asyncio.run(agent.ainvoke(request, thread("ops-1")))
+    memory = tmp_path / "ws" / "memories" / "exports.md"
+    assert memory.read_text(encoding="utf-8") == "batch 7 fails\n"
+    events_file = tmp_path / "ws" / "sessions" / "ops-1" / "events.jsonl"
+    events = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines()]
+    (change,) = [e for e in events if e["kind"] == "memory"]
+    assert change["writer"]["agent"] == "langchain" and change["writer"]["session"] == "ops-1"
+    plain = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    assert "memory" not in [t.name for t in plain.tools]

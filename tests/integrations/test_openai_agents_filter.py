@@ -365,3 +365,24 @@ async def test_show_prints_what_each_call_was_sent(tmp_path: Path) -> None:
         assert [m["role"] for m in shown] == [m["role"] for m in body["messages"]]
     full = subprocess.run([*command, "--step", "2", "--full"], capture_output=True, text=True)
     assert "tool_result-call_1.txt" in full.stdout and len(full.stdout) < 20_000
+
+
+async def test_with_memory_the_agent_keeps_a_memory_recorded_in_its_session(
+    tmp_path: Path,
+) -> None:
+    offload = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="t1", memory=True
+    )
+    assert "memory" in [t.name for t in offload.tools]
+    assert "memory" not in [t.name for t in offload_in(tmp_path / "other").tools]
+    create = {"command": "create", "path": "/memories/exports.md", "file_text": "batch 7 fails\n"}
+    with OpenAIServer() as server:
+        server.add(call("memory", create, "m1"))
+        server.add_completion("Noted.")
+        await run(server, offload, offload.tools, "remember that batch 7 fails")
+    memory = tmp_path / "ws" / "memories" / "exports.md"
+    assert memory.read_text(encoding="utf-8") == "batch 7 fails\n"
+    events_file = tmp_path / "ws" / "sessions" / "t1" / "events.jsonl"
+    events = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines()]
+    (change,) = [e for e in events if e["kind"] == "memory"]
+    assert change["command"] == "create" and change["writer"]["session"] == "t1"

@@ -314,3 +314,26 @@ def test_show_prints_what_each_request_was_sent(tmp_path: Path) -> None:
     step_2 = show("--step", "2", "--full")
     assert "tool_result-call_1.txt" in step_2 and len(step_2) < 20_000
     assert "step 2 · model call" in show()
+
+
+async def test_with_memory_the_agent_keeps_a_memory_and_the_run_records_the_change(
+    tmp_path: Path,
+) -> None:
+    create = {"command": "create", "path": "/memories/exports.md", "file_text": "batch 7 fails\n"}
+    model = Scripted(call("memory", create, "m1"), say("Noted for next time."))
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG, memory=True)
+    agent = Agent(model.model, capabilities=[offload])
+    await agent.run("remember that batch 7 fails", conversation_id="ops-1")
+    memory = tmp_path / "ws" / "memories" / "exports.md"
+    assert memory.read_text(encoding="utf-8") == "batch 7 fails\n"
+    events_file = tmp_path / "ws" / "sessions" / "ops-1" / "events.jsonl"
+    events = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines()]
+    (change,) = [e for e in events if e["kind"] == "memory"]
+    assert change["writer"]["agent"] == "pydantic-ai" and change["writer"]["session"] == "ops-1"
+    # A later conversation reads it back (memories outlive a session).
+    view = {"command": "view", "path": "/memories/exports.md"}
+    later = Scripted(call("memory", view, "m2"), say("Batch 7 fails."))
+    await agent.run("what do you remember?", conversation_id="ops-2", model=later.model)
+    assert any("batch 7 fails" in line for line in wire(later.seen[1]))
+    plain = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    assert "memory" in offload.get_toolset().tools and "memory" not in plain.get_toolset().tools

@@ -32,6 +32,7 @@ from .wording import (
     first_line,
     into_text,
     plural,
+    quoted,
     said,
     token_change,
 )
@@ -53,7 +54,9 @@ __all__ = [
     "DataFile",
     "EventKind",
     "Fork",
+    "HostCompaction",
     "ImageLimit",
+    "MemoryChange",
     "Message",
     "ModelCall",
     "Offload",
@@ -123,6 +126,13 @@ class EventKind:
     # Written by a `Projector` (a host that keeps its own history): which of the host's
     # messages a summary stands for, and the summary, re-applied on every later call.
     PROJECTION = "projection"
+    # Written by the memory tool, in the session of the agent that changed a memory file:
+    # the command, the path, and what changed (bounded).
+    MEMORY = "memory"
+    # Written by a hook of a host that compacts its own context (`ctxoffload hook PreCompact`
+    # for Claude Code): the messages it was about to drop, appended to context.jsonl, and
+    # the text that names them (the artifact index) for the context after it.
+    HOST_COMPACTION = "host_compaction"
 
 
 def is_event(value: object) -> bool:
@@ -755,4 +765,90 @@ class Projection(Event):
         return (
             f"projected {plural(self.covers, 'message')} of the host's history as a summary "
             f"(through {said(self.last_key)}); every later call sends the summary instead"
+        )
+
+
+# Written by the memory tool.
+
+
+class MemoryChange(Event):
+    """A change the memory tool made in `memories/`: which command, on which path (a
+    `directory` for a delete or rename of one, with its `files`), and what it removed and
+    added (the texts bounded, their lengths whole)."""
+
+    kind = EventKind.MEMORY
+    nested = True
+    log_level = "INFO"
+    command: str
+    path: str
+    new_path: str | None
+    folder: str
+    bytes_before: int
+    bytes_after: int
+    line: int
+    directory: bool
+    files: int
+    removed: str
+    added: str
+    chars_removed: int
+    chars_added: int
+
+    def sentence(self) -> str:
+        path = said(self.path)
+        sizes = f"{figure(self.bytes_before)}→{figure(self.bytes_after)} bytes"
+        command = self.command
+        if command == "create":
+            what = f"created {path} ({plural(self.bytes_after, 'byte')})"
+        elif command == "str_replace":
+            what = (
+                f"replaced {plural(self.chars_removed, 'character')} with "
+                f"{figure(self.chars_added)} at line {figure(self.line)} of {path} ({sizes})"
+            )
+        elif command == "insert":
+            what = (
+                f"inserted {plural(self.chars_added, 'character')} after line "
+                f"{figure(self.line)} of {path} ({sizes})"
+            )
+        elif command == "delete":
+            files = f"{plural(self.files, 'file')}, " if self.directory else ""
+            what = f"deleted {path} ({files}{plural(self.bytes_before, 'byte')})"
+        elif command == "rename":
+            what = f"renamed {path} to {said(self.new_path)}"
+        else:
+            what = f"{said(command)} {path}"
+        return f"memory: {what} in {said(self.folder)}/"
+
+    def notes(self) -> list[str]:
+        """The text removed and the text added, each on a line of its own, quoted (a
+        newline or a terminal's escape in a memory is shown as `\\n`, `\\x1b`)."""
+        return [
+            f"{sign} {quoted(text)}"
+            for sign, text in (("-", self.removed), ("+", self.added))
+            if isinstance(text, str) and text
+        ]
+
+
+class HostCompaction(_MovedLines, _Fidelity):
+    """A host about to compact its own context (Claude Code's PreCompact hook): what it held,
+    appended to context.jsonl, and `context`, the text that names where it went (with the
+    artifact index) for the context after the compaction."""
+
+    kind = EventKind.HOST_COMPACTION
+    log_level = "INFO"
+    host: str
+    trigger: str
+    transcript: str
+    messages: int
+    appended: int
+    context: str
+    mark: dict[str, Any]
+    segment: str
+    earlier: dict[str, Any]
+
+    def sentence(self) -> str:
+        fidelity = self.fidelity()
+        return (
+            f"{said(self.host)} compacted its context ({said(self.trigger)}): "
+            f"{plural(self.messages, 'message')} of its transcript kept{_into(self)} "
+            f"({figure(self.appended)} new)" + (f"; {fidelity}" if fidelity else "")
         )

@@ -11,6 +11,9 @@ imports it at start-up (`re` is loaded by argparse anyway).
     tool_result-{stem}.txt
   data/{sha256}.{ext}
   skills/
+  memories/                  an agent's files kept across sessions (the memory tool)
+    agents/{agent}/          each agent's own, in a workspace that keeps sessions apart
+    shared/{name}/           a folder shared on purpose
 ```
 """
 
@@ -29,6 +32,9 @@ __all__ = [
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
     "MARK",
+    "MEMORIES_DIR",
+    "MEMORY_AGENTS_DIR",
+    "MEMORY_SHARED_DIR",
     "PIN_MARK",
     "PURGING_PREFIX",
     "SESSIONS_DIR",
@@ -60,6 +66,14 @@ SKILLS_DIR = "skills"
 """A folder reserved for an agent's skills (created, not otherwise used)."""
 TOP_FOLDERS = (SESSIONS_DIR, DATA_DIR, SKILLS_DIR)
 """The folders `initialize` makes, in the order it makes them."""
+MEMORIES_DIR = "memories"
+"""The folder of the files agents keep across sessions, edited through the memory tool
+(made by its first write; gc never removes it)."""
+MEMORY_AGENTS_DIR = "agents"
+"""In `memories/`, the folder of each agent's own memories
+(`memories/agents/{agent}/`), where a workspace keeps sessions apart."""
+MEMORY_SHARED_DIR = "shared"
+"""In `memories/`, the folders shared on purpose (`memories/shared/{name}/`)."""
 
 CONTEXT_FILE = "context.jsonl"
 """A session's log of compressed messages, one message per line, oldest first."""

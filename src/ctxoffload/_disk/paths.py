@@ -42,6 +42,7 @@ __all__ = [
     "same_entry",
     "temporary_file",
     "tree_size",
+    "tree_usage",
     "unlink_quietly",
     "verify_file",
     "verify_settled",
@@ -383,25 +384,33 @@ def remove_tree(parent_fd: int, name: str) -> None:
 def tree_size(parent_fd: int, name: str) -> int:
     """The bytes of the regular files in directory `name` under `parent_fd` and below it,
     following no link; 0 when it is gone (a remover got there first)."""
+    return tree_usage(parent_fd, name)[0]
+
+
+def tree_usage(parent_fd: int, name: str) -> tuple[int, int]:
+    """The bytes and the count of the regular files in directory `name` under `parent_fd`
+    and below it, following no link; (0, 0) when it is gone."""
     try:
         fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except (FileNotFoundError, NotADirectoryError):
-        return 0
-    total = 0
+        return 0, 0
+    total = files = 0
     try:
         with os.scandir(fd) as it:
             entries = list(it)
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    total += tree_size(fd, entry.name)
+                    below, count = tree_usage(fd, entry.name)
+                    total, files = total + below, files + count
                 elif entry.is_file(follow_symlinks=False):
                     total += entry.stat(follow_symlinks=False).st_size
+                    files += 1
             except FileNotFoundError:
                 continue
     finally:
         os.close(fd)
-    return total
+    return total, files
 
 
 def path_to_file_url(path: str) -> str:

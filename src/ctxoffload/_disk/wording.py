@@ -21,6 +21,7 @@ __all__ = [
     "first_line",
     "into_text",
     "plural",
+    "quoted",
     "said",
     "token_change",
 ]
@@ -141,3 +142,10 @@ def first_line(text: str) -> str:
     line = text.split("\n", 1)[0]
     more = len(line) > _SHORT or "\n" in text
     return line[:_SHORT] + (" …" if more else "")
+
+
+def quoted(text: str, limit: int = 200) -> str:
+    """`text` quoted as Python writes a string (a newline, a tab or a terminal's escape shown
+    as `\\n`, `\\t`, `\\x1b`, never acted on), its first `limit` characters, ` …` when there
+    is more: how `show` quotes a text an agent wrote."""
+    return repr(text[:limit]) + (" …" if len(text) > limit else "")

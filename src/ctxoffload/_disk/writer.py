@@ -24,6 +24,7 @@ from .layout import now_iso
 
 __all__ = [
     "WRITER_FIELD",
+    "current_agent",
     "current_session",
     "current_writer",
     "event_record",
@@ -64,6 +65,13 @@ def current_session() -> str | None:
     """The session of the agent working now (inside `writing_as`), or None."""
     found = _WRITER.get()
     return found[1] if found is not None else None
+
+
+def current_agent() -> str | None:
+    """The name of the agent working now (inside `writing_as`), or None (outside any, or
+    an adapter that declared no name)."""
+    found = _WRITER.get()
+    return found[0] if found is not None else None
 
 
 def event_record(session_id: str, kind: str, fields: dict[str, Any]) -> dict[str, Any]:

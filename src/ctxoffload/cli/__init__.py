@@ -139,7 +139,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         for name, text in COMMAND_HELP.items():
             commands.add_parser(name, help=text)
     else:
-        importlib.import_module(f"{__name__}._cmd_{only}").register(commands)
+        # `mcp-proxy` lives in `_cmd_mcp_proxy.py`: a module name has no hyphen.
+        importlib.import_module(f"{__name__}._cmd_{only.replace('-', '_')}").register(commands)
     return parser
 
 

@@ -19,4 +19,6 @@ COMMAND_HELP = {
     "replay": "replay a recorded agent transcript through truncation and compression",
     "fork": "start a new session from what the model was sent at one step of another",
     "ui": "serve a local page: each step's window, what the model was sent, files, search",
+    "mcp-proxy": "serve an MCP server in front of another that stores its big tool results",
+    "hook": "run as a Claude Code hook: store big tool outputs, keep what a compaction drops",
 }

@@ -301,27 +301,9 @@ def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
 
 def _claude_code(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
-    from ..formats import from_anthropic
+    from ..formats.claude_code import from_claude_code
 
-    messages: list[dict[str, Any]] = []
-    last_id: str | None = None
-    for row in rows or []:
-        if not isinstance(row, dict) or row.get("type") not in ("user", "assistant"):
-            continue
-        if row.get("isSidechain"):
-            continue  # a subagent's traffic, not what the main agent's model saw
-        message = row.get("message") or {}
-        role, content = message.get("role"), message.get("content")
-        if role not in ("user", "assistant") or content in (None, "", []):
-            continue
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-        # One API response is split over several lines that share its id: join them.
-        if role == "assistant" and message.get("id") and message.get("id") == last_id:
-            messages[-1]["content"].extend(blocks)
-            continue
-        last_id = message.get("id") if role == "assistant" else None
-        messages.append({"role": role, "content": blocks})
-    return [Run(name, from_anthropic(messages))]
+    return [Run(name, from_claude_code(rows or []))]
 
 
 def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
@@ -329,23 +311,28 @@ def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
     one reader of that format (`formats.responses`). Items ctxoffload keeps opaque (reasoning,
     whose encrypted content only its provider reads) carry nothing to replay and are left out;
     a `developer` message (Codex's instructions and environment, between the turns) is
-    replayed as the user text it is sent as; parallel calls are one assistant message."""
+    replayed as the user text it is sent as; parallel calls are one assistant message. Each
+    message keeps its row's time."""
+    from .._times import recorded_at
     from ..formats.responses import ITEM_KEY, from_responses
     from ..messages import Msg
 
-    items = [
-        row["payload"]
+    kept = [
+        row
         for row in rows or []
         if isinstance(row, dict)
         and row.get("type") == "response_item"
         and isinstance(row.get("payload"), dict)
     ]
     msgs: list[Msg] = []
-    for msg in from_responses(items):
+    for row, msg in zip(kept, from_responses([row["payload"] for row in kept]), strict=True):
         if ITEM_KEY in (msg.metadata or {}):
             continue
+        when = recorded_at(row.get("timestamp"))
+        if when is not None:
+            msg = msg.model_copy(update={"timestamp": when})
         if msg.role == "system":
-            msg = Msg(role="user", content=msg.text)
+            msg = Msg(role="user", content=msg.text, timestamp=msg.timestamp)
         before = msgs[-1] if msgs else None
         if (
             msg.tool_calls

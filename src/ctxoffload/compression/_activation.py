@@ -3,8 +3,11 @@
 Rules mean the same wherever they are written (Python, a JSON template, an OpenSearch
 template): `message_count_exceed` counts the context's messages other than the system
 prompt; `tokens_exceed` and `ratio_exceed` count everything the model would be sent
-(system prompt, summary, messages, tool schemas), the ratio against the window. Each fires
-when the value is strictly greater than the limit; several rules combine with AND.
+(system prompt, summary, messages, tool schemas), the ratio against the window;
+`idle_seconds_exceed` measures the time since the run's last model call (the provider's
+prompt cache has expired past its lifetime, so rewriting the middle of the context then
+breaks no cached prefix). Each fires when the value is strictly greater than the limit;
+several rules combine with AND.
 """
 
 from __future__ import annotations
@@ -79,14 +82,29 @@ class Activation:
             system prompt not counted.
         tokens_exceed: runs when what the model would be sent costs more tokens than this.
         ratio_exceed: runs when that cost is more than this share of the window; in (0, 1].
+        idle_seconds_exceed: runs when more than this many seconds passed since the run's
+            last model call (and before its first): set it to the provider's prompt cache
+            lifetime (300, five minutes, at Anthropic and OpenAI; 3600 for Anthropic's
+            one-hour cache) so
+            that a manager rewriting the middle of the context (`ClearToolUses`) runs only
+            when the cache has expired anyway, and breaks no cached prefix.
 
     Raises:
-        ConfigError: a negative count, or a ratio outside (0, 1].
+        ConfigError: a negative count or time, or a ratio outside (0, 1].
+
+    Example::
+
+        # Clear old tool outputs early, but only once the cache is cold; always past 0.9.
+        ContextPipeline(pre_llm=[
+            ClearToolUses(activation=Activation(ratio_exceed=0.5, idle_seconds_exceed=300)),
+            ClearToolUses(activation=Activation(ratio_exceed=0.9)),
+        ])
     """
 
     message_count_exceed: int | None = None
     tokens_exceed: int | None = None
     ratio_exceed: float | None = None
+    idle_seconds_exceed: float | None = None
 
     def __post_init__(self) -> None:
         if self.message_count_exceed is not None:
@@ -96,13 +114,21 @@ class Activation:
         if self.ratio_exceed is not None:
             ratio = check_ratio("ratio_exceed", self.ratio_exceed, low=0, high=1, low_open=True)
             object.__setattr__(self, "ratio_exceed", ratio)
+        if self.idle_seconds_exceed is not None:
+            idle = self.idle_seconds_exceed
+            if isinstance(idle, bool) or not isinstance(idle, int | float) or idle != idle:
+                raise SettingError("idle_seconds_exceed", f"{idle!r} is not a number of seconds")
+            if idle < 0:
+                raise SettingError("idle_seconds_exceed", f"{idle} is below 0")
+            object.__setattr__(self, "idle_seconds_exceed", float(idle))
 
     @classmethod
     def from_value(cls, value: Any) -> Activation:
         """An `Activation` from an `Activation`, None (always) or a template's mapping.
 
-        The mapping takes `message_count_exceed`, `tokens_exceed`, `ratio_exceed`, and the
-        `{"rule_type": "always"}` that OpenSearch stores for a manager without rules.
+        The mapping takes `message_count_exceed`, `tokens_exceed`, `ratio_exceed`,
+        `idle_seconds_exceed`, and the `{"rule_type": "always"}` that OpenSearch stores for a
+        manager without rules.
 
         Args:
             value: the activation, None, or the mapping.
@@ -117,7 +143,9 @@ class Activation:
         if dict(value) == _ALWAYS:
             return cls()
         unknown_keys(
-            value, {"message_count_exceed", "tokens_exceed", "ratio_exceed"}, "an activation"
+            value,
+            {"message_count_exceed", "tokens_exceed", "ratio_exceed", "idle_seconds_exceed"},
+            "an activation",
         )
         return cls(**{str(k): v for k, v in value.items()})
 
@@ -128,15 +156,20 @@ class Activation:
             self.message_count_exceed is None
             and self.tokens_exceed is None
             and (self.ratio_exceed is None)
+            and self.idle_seconds_exceed is None
         )
 
-    def holds(self, *, messages: int, tokens: int, window: int | None) -> bool:
+    def holds(
+        self, *, messages: int, tokens: int, window: int | None, idle: float | None = None
+    ) -> bool:
         """Whether every rule holds for a context of `messages` messages and `tokens` tokens.
 
         Args:
             messages: messages other than the system prompt.
             tokens: tokens of everything the model would be sent.
             window: the context window; needed only by `ratio_exceed`.
+            idle: seconds since the run's last model call; None before the first (nothing
+                is cached yet: `idle_seconds_exceed` holds).
 
         Raises:
             ConfigError: `ratio_exceed` is set and the window is unknown.
@@ -153,7 +186,11 @@ class Activation:
                 )
             if tokens <= self.ratio_exceed * window:
                 return False
-        return True
+        return not (
+            self.idle_seconds_exceed is not None
+            and idle is not None
+            and idle <= self.idle_seconds_exceed
+        )
 
     def describe(self) -> str:
         """The rules in a few words, for logs and errors."""
@@ -164,4 +201,6 @@ class Activation:
             parts.append(f"more than {self.tokens_exceed} tokens")
         if self.ratio_exceed is not None:
             parts.append(f"more than {self.ratio_exceed:g} of the window")
+        if self.idle_seconds_exceed is not None:
+            parts.append(f"more than {self.idle_seconds_exceed:g} s since the last model call")
         return " and ".join(parts) or "always"

@@ -4,7 +4,8 @@ context manager follows."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .._depth import text_form
@@ -94,6 +95,8 @@ class PipelineRun:
         protected: the messages no manager may touch in the `pre_llm` in progress (the
             system prompt, the latest user request, the pins and their turns), computed
             once when it starts.
+        clock: the time source of `Activation(idle_seconds_exceed=...)`, in seconds from
+            any origin (`time.monotonic`); a replay sets it to the transcript's own times.
     """
 
     def __init__(self, pipeline: Managers, compressor: Compressor) -> None:
@@ -118,6 +121,11 @@ class PipelineRun:
         self._instructions: str | None = None
         self._compacted_at: int | None = None
         self._compacting = False
+        self.clock: Callable[[], float] = time.monotonic
+        # When the last model call's context was handed over (`clock`), and how long before
+        # that the one before it was: what `idle_seconds_exceed` compares.
+        self._last_call_at: float | None = None
+        self._idle: float | None = None
 
     # -- what managers use ------------------------------------------------------------------
 
@@ -412,7 +420,7 @@ class PipelineRun:
 
     # -- the hooks --------------------------------------------------------------------------
 
-    def _holds(self, manager: ContextManager, messages: Sequence[Msg]) -> bool:
+    def _holds(self, manager: ContextManager, messages: Sequence[Msg], idle: float | None) -> bool:
         rule = manager.activation
         if rule.is_always:
             return True
@@ -421,6 +429,7 @@ class PipelineRun:
             messages=counted,
             tokens=self._count(messages, self.tools).tokens,
             window=self.window,
+            idle=idle,
         )
 
     def _count(self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]]) -> TokenCount:
@@ -481,13 +490,16 @@ class PipelineRun:
         self._window_override = window if reactive else None
         self._reasons = []
         self._compression = None
+        now = self.clock()
+        self._idle = None if self._last_call_at is None else now - self._last_call_at
         if model_call and not reactive:
             self._count_model_call()
+            self._last_call_at = now
         before = self._count(context, tools)
         current = list(context)
         try:
             for manager in self.pipeline.pre_llm:
-                if not reactive and not self._holds(manager, current):
+                if not reactive and not self._holds(manager, current, self._idle):
                     continue
                 current = await manager.pre_llm(current, self)
         finally:
@@ -581,7 +593,9 @@ class PipelineRun:
         for manager in self.pipeline.post_tool:
             if not manager.activation.is_always:
                 context = [*messages, Msg(role="tool", content=[block])]
-                if not self._holds(manager, context):
+                last = self._last_call_at
+                idle = None if last is None else self.clock() - last
+                if not self._holds(manager, context, idle):
                     continue
             block = await manager.post_tool(block, self)
         return block

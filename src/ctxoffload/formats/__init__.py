@@ -2,6 +2,8 @@
 
 `openai` (chat completions), `anthropic` (messages) and `converse` (Bedrock Converse, which
 Strands Agents keeps its history in); `to_msg` / `to_msgs` detect the format of each message.
+`responses` (OpenAI Responses input items) and `claude_code` (Claude Code's session transcript)
+are read from their own modules.
 The message model (`ctxoffload.messages`) imports none of these.
 """
 

@@ -19,4 +19,20 @@ routed through deepagents' `CompositeBackend` for its evicted tool results and h
 `ctxoffload.integrations.openai_agents`: `OffloadingInputFilter`, the OpenAI Agents SDK's
 `RunConfig.call_model_input_filter` that stores big tool outputs whole and sends each model
 call the projection of its input items.
+
+`ctxoffload.integrations.claude`: `OffloadingHooks`, Claude Code's PostToolUse and PreCompact
+hooks as the Claude Agent SDK's `HookMatcher` callbacks (the same work as `ctxoffload hook`),
+and `WorkspaceSessionStore`, the SDK's `SessionStore` on a workspace.
 """
+
+from .._lazy import lazy_exports
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._reading import reading_functions
+
+# The read-back tools every host gets, as plain async functions: the one list the adapters and
+# the MCP proxy (`ctxoffload.mcp`) build their tools from.
+__all__ = ["reading_functions"]
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {"reading_functions": "._reading"})

@@ -24,7 +24,7 @@ from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel, ModelResponse
-from ..workspace import Workspace
+from ..workspace import Workspace, writing_as
 from ._langchain_messages import (
     INSTALL_HINT,
     from_langchain,
@@ -64,7 +64,9 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
       every call; state keeps every message. A call the provider refuses as over its window
       (`is_context_overflow`) is summarised at once and sent again, once.
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
-      `retrieve_offloaded_content`, to read back what was offloaded.
+      `retrieve_offloaded_content`, to read back what was offloaded; with `memory=True`, the
+      memory tool too (`memories/` of the workspace, every change an event of the thread's
+      session).
 
     The session is the run's `thread_id` (`config={"configurable": {"thread_id": ...}}`);
     a run without one uses `session_id`.
@@ -80,6 +82,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             not streamed to the user); None for an extractive summary.
         session_id: the session of runs that have no thread_id.
         max_output_chars: longest answer of a reading tool.
+        memory: give the agent the memory tool too (a `LocalWorkspace` only).
 
     Example::
 
@@ -99,12 +102,18 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         summary_model: ChatModel | Any | None = None,
         session_id: str = "langchain",
         max_output_chars: int = 20_000,
+        memory: bool = False,
     ) -> None:
         super().__init__()
         self.workspace = workspace
         self.config = config or ContextConfig()
         self.session_id = session_id
-        self.tools = _reading_tools(workspace, max_output_chars)
+        self.tools = [
+            _as_tool(function)
+            for function in reading_functions(
+                workspace, max_output_chars, memory=memory, session_id=session_id_for(session_id)
+            )
+        ]
         self._summary_model: ChatModel | None = (
             _SummaryModel(summary_model, self.config.context_window)
             if isinstance(summary_model, _BaseChatModel)
@@ -120,21 +129,24 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     # -- the tool hook ----------------------------------------------------------------------
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        """Run the tool; a big text result enters state as its head and a notice."""
-        result = handler(request)
+        """Run the tool (what it records, a memory change, in the thread's session); a big
+        text result enters state as its head and a notice."""
+        projector = self._projector(_thread_id(request.runtime))
+        with writing_as(_AGENT, projector.session_id):
+            result = handler(request)
         block = self._oversized(result, request)
         if block is None:
             return result
-        projector = self._projector(_thread_id(request.runtime))
         return _with_output(result, block, projector.offload_tool_result_sync(block))
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_tool_call` for an async run."""
-        result = await handler(request)
+        projector = self._projector(_thread_id(request.runtime))
+        with writing_as(_AGENT, projector.session_id):
+            result = await handler(request)
         block = self._oversized(result, request)
         if block is None:
             return result
-        projector = self._projector(_thread_id(request.runtime))
         return _with_output(result, block, await projector.offload_tool_result(block))
 
     def _oversized(self, result: Any, request: Any) -> ToolResultBlock | None:
@@ -312,10 +324,8 @@ class _SummaryModel:
         return ModelResponse(message=from_langchain([reply])[0])
 
 
-def _reading_tools(workspace: Workspace, max_output_chars: int) -> list[Any]:
-    """Read, Grep and Glob (a workspace on a local folder) and the retrieval tool (any
-    workspace that reads its references back), as LangChain tools."""
-    return [_as_tool(function) for function in reading_functions(workspace, max_output_chars)]
+_AGENT = "langchain"
+"""Who the events of a LangChain agent's tools are written by."""
 
 
 def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:

@@ -21,7 +21,7 @@ from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
-from ..workspace import SessionLease, Workspace, take_lease
+from ..workspace import SessionLease, Workspace, take_lease, writing_as
 from ._pydantic_ai_messages import (
     INSTALL_HINT,
     from_pydantic_ai,
@@ -56,7 +56,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
       provider refuses as over its window (`is_context_overflow`) is summarised at once and
       sent again, once.
     - Its toolset gives the agent Read, Grep and Glob (a workspace on a local folder) and
-      `retrieve_offloaded_content`, to read back what was offloaded.
+      `retrieve_offloaded_content`, to read back what was offloaded; with `memory=True`, the
+      memory tool too (`memories/` of the workspace, every change an event of the run's
+      session).
 
     The session is the run's `conversation_id` (`agent.run(..., conversation_id=...)`, or the
     one of the `message_history` passed back), else `session_id`. A run holds the session's
@@ -71,6 +73,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
             summary.
         session_id: the session of runs that have no conversation id.
         max_output_chars: longest answer of a reading tool.
+        memory: give the agent the memory tool too (a `LocalWorkspace` only).
 
     Example::
 
@@ -86,8 +89,10 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         summary_model: ChatModel | None = None,
         session_id: str = "pydantic-ai",
         max_output_chars: int = 20_000,
+        memory: bool = False,
     ) -> None:
         self.workspace = workspace
+        self.memory = memory
         self.config = config or ContextConfig()
         self.summary_model = summary_model
         self.session_id = session_id
@@ -109,6 +114,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
             summary_model=self.summary_model,
             session_id=session,
             max_output_chars=self.max_output_chars,
+            memory=self.memory,
         )
         run._projector = Projector(
             self.workspace, session, config=self.config, model=self.summary_model
@@ -118,9 +124,10 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
         """Hold the session's lease for the run; give it up however the run ends."""
         projector = self._run_projector()
-        self._lease = await take_lease(self.workspace, projector.session_id, "pydantic-ai")
+        self._lease = await take_lease(self.workspace, projector.session_id, _AGENT)
         try:
-            return await handler()
+            with writing_as(_AGENT, projector.session_id):  # what its tools record: this run's
+                return await handler()
         finally:
             lease, self._lease = self._lease, None
             if lease is not None:
@@ -128,7 +135,13 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 
     def get_toolset(self) -> Any:
         """Read, Grep, Glob and the retrieval tool, as a pydantic-ai toolset."""
-        return _FunctionToolset(tools=reading_functions(self.workspace, self.max_output_chars))
+        functions = reading_functions(
+            self.workspace,
+            self.max_output_chars,
+            memory=self.memory,
+            session_id=session_id_for(self.session_id),
+        )
+        return _FunctionToolset(tools=functions)
 
     async def after_tool_execute(
         self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any
@@ -179,6 +192,10 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
                 self.workspace, self.session_id, config=self.config, model=self.summary_model
             )
         return self._projector
+
+
+_AGENT = "pydantic-ai"
+"""Who a run's lease and its tools' events are written by."""
 
 
 def _schemas(parameters: Any) -> list[dict[str, Any]]:

@@ -65,7 +65,8 @@ class OffloadingInputFilter:
       session's context.jsonl first); later calls re-apply the same summary.
     - Reasoning items and other items ctxoffload has no model for pass as they are.
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
-      `retrieve_offloaded_content`, as the SDK's function tools.
+      `retrieve_offloaded_content`, as the SDK's function tools; with `memory=True`, the
+      memory tool too (`memories/` of the workspace, every change an event of the session).
 
     Args:
         workspace: where offloaded content goes.
@@ -75,6 +76,7 @@ class OffloadingInputFilter:
         session_id: the session (a conversation id that is no plain name gets a safe one of
             its own, `session_id_for`).
         max_output_chars: longest answer of a reading tool.
+        memory: give the agent the memory tool too (a `LocalWorkspace` only).
     """
 
     def __init__(
@@ -85,8 +87,10 @@ class OffloadingInputFilter:
         summary_model: ChatModel | None = None,
         session_id: str = "openai-agents",
         max_output_chars: int = 20_000,
+        memory: bool = False,
     ) -> None:
         self.workspace = workspace
+        self.memory = memory
         self.config = config or ContextConfig()
         self.session_id = session_id_for(session_id)
         self.max_output_chars = max_output_chars
@@ -142,7 +146,12 @@ class OffloadingInputFilter:
                 function_tool: Any = importlib.import_module("agents").function_tool
             except ImportError as exc:
                 raise ConfigError(INSTALL_HINT) from exc
-            functions = reading_functions(self.workspace, self.max_output_chars)
+            functions = reading_functions(
+                self.workspace,
+                self.max_output_chars,
+                memory=self.memory,
+                session_id=self.session_id,
+            )
             self._tools = [function_tool(function) for function in functions]
         return self._tools
 

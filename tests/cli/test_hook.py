@@ -1,0 +1,298 @@
+"""`ctxoffload hook PostToolUse` and `SessionStart`, and what every hook does with bad input:
+the real command in a child process, fed the JSON Claude Code documents
+(tests/claude_code_hooks.py names the sources), as Claude Code runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claude_code_hooks import (
+    NON_BLOCKING,
+    output_of,
+    post_tool_use_bash,
+    post_tool_use_mcp,
+    post_tool_use_read,
+    post_tool_use_write,
+    run_hook,
+    session_start,
+)
+
+NOTICE = "<<<TRUNCATED>>>"
+
+
+def stored_files(workdir: Path) -> list[Path]:
+    return sorted(workdir.glob("sessions/*/tool_result-*.txt"))
+
+
+def test_a_5_mb_bash_output_is_stored_whole_and_replaced_by_a_small_head(tmp_path: Path) -> None:
+    lines = [f"{i:07d} GET /api/orders/{i} 200 {i % 97}ms" for i in range(150_000)]
+    stdout = "\n".join(lines)
+    assert len(stdout) > 5_000_000
+    done = run_hook("PostToolUse", post_tool_use_bash(stdout), tmp_path / "ws")
+    assert len(done.stdout) < 20_000  # what Claude Code reads instead of 5 MB
+    out = output_of(done)["hookSpecificOutput"]
+    assert out["hookEventName"] == "PostToolUse"
+    assert "updatedMCPToolOutput" not in out  # Bash is no MCP tool
+    replaced = out["updatedToolOutput"]
+    # The Bash tool's own output shape, or Claude Code ignores the replacement.
+    assert set(replaced) == {"stdout", "stderr", "interrupted", "isImage"}
+    assert replaced["stderr"] == "" and replaced["interrupted"] is False
+    head = replaced["stdout"]
+    assert head.startswith(lines[0] + "\n") and NOTICE in head
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.name == "tool_result-toolu_01ABC123.txt"
+    assert stored.parent.name == "00893aaf-19fa-41d2-8238-13269b9b3ca0"
+    assert str(stored.resolve()) in head  # the notice names the file, as an absolute path
+    assert stored.read_bytes() == stdout.encode()  # whole and byte for byte
+
+
+def test_the_same_call_run_again_names_the_same_file_and_head(tmp_path: Path) -> None:
+    payload = post_tool_use_bash("\n".join(f"row {i}" for i in range(40_000)))
+    first = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))
+    again = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))
+    assert first == again
+    assert len(stored_files(tmp_path / "ws")) == 1
+
+
+def test_an_output_within_the_limit_is_left_alone(tmp_path: Path) -> None:
+    for payload in (post_tool_use_bash("3 passed in 0.41s"), post_tool_use_write()):
+        done = run_hook("PostToolUse", payload, tmp_path / "ws")
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert stored_files(tmp_path / "ws") == []
+
+
+def test_the_limit_is_set_on_the_command_line(tmp_path: Path) -> None:
+    payload = post_tool_use_bash("word " * 400)  # 2,000 characters
+    assert run_hook("PostToolUse", payload, tmp_path / "ws").stdout == b""
+    small = run_hook("PostToolUse", payload, tmp_path / "ws", "--tool-result-limit", "100")
+    assert NOTICE in output_of(small)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+
+
+def test_an_mcp_tool_output_keeps_its_content_list_and_its_image(tmp_path: Path) -> None:
+    text = "\n".join(f"repo-{i}: context offloading for agents" for i in range(20_000))
+    payload = post_tool_use_mcp(text)
+    out = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))["hookSpecificOutput"]
+    replaced = out["updatedToolOutput"]
+    # Claude Code before 2.1.121 replaces an MCP tool's output only from this field.
+    assert out["updatedMCPToolOutput"] == replaced
+    assert [b["type"] for b in replaced] == ["text", "image"]
+    assert NOTICE in replaced[0]["text"] and replaced[0]["text"].startswith("repo-0:")
+    assert replaced[1] == payload["tool_response"][1]  # the image's base64 is no text
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.read_text(encoding="utf-8") == text
+
+
+def test_a_read_of_a_big_file_is_never_offloaded_again(tmp_path: Path) -> None:
+    # Read is how the agent reads an offloaded file back: cutting it would loop.
+    content = "\n".join(f"{i}\tline" for i in range(30_000))
+    done = run_hook("PostToolUse", post_tool_use_read(content), tmp_path / "ws")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert stored_files(tmp_path / "ws") == []
+
+
+def test_bytes_that_are_not_utf8_are_stored_as_they_came(tmp_path: Path) -> None:
+    # A tool's raw output with bytes that are not UTF-8 (a Latin-1 log), inside the JSON.
+    body = b"\n".join(b"caf\xe9 \xff\xfe row %d" % i for i in range(20_000))
+    marker = "@@BODY@@"
+    template = json.dumps(post_tool_use_bash(marker)).encode()
+    payload = template.replace(marker.encode(), body.replace(b"\n", b"\\n"))
+    out = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))
+    head = out["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    assert NOTICE in head and head.startswith("caf\udce9 \udcff\udcfe row 0\n")
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.read_bytes() == body
+
+
+def test_a_lone_surrogate_escape_in_the_json_is_kept(tmp_path: Path) -> None:
+    stdout = "\n".join(f"half a pair \ud83d here {i}" for i in range(20_000))
+    out = output_of(run_hook("PostToolUse", post_tool_use_bash(stdout), tmp_path / "ws"))
+    head = out["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    assert head.startswith("half a pair ") and NOTICE in head
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.read_bytes() == stdout.encode("utf-8", "surrogatepass")
+
+
+def test_an_output_claude_code_persisted_itself_is_read_whole(tmp_path: Path) -> None:
+    whole = "\n".join(f"build step {i}: ok" for i in range(60_000))
+    persisted = tmp_path / "claude" / "tool-results" / "b7x.txt"
+    persisted.parent.mkdir(parents=True)
+    persisted.write_text(whole, encoding="utf-8")
+    payload = post_tool_use_bash(whole[:30_000])
+    payload["tool_response"]["persistedOutputPath"] = str(persisted)
+    payload["tool_response"]["persistedOutputSize"] = len(whole)
+    out = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))
+    replaced = out["hookSpecificOutput"]["updatedToolOutput"]
+    assert "persistedOutputPath" not in replaced and "persistedOutputSize" not in replaced
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.read_text(encoding="utf-8") == whole  # not the 30,000 characters sent
+
+
+def test_a_persisted_output_path_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n" * 5_000, encoding="utf-8")
+    link = tmp_path / "tool-output.txt"
+    link.symlink_to(secret)
+    start = "\n".join(f"visible {i}" for i in range(5_000))
+    payload = post_tool_use_bash(start)
+    payload["tool_response"]["persistedOutputPath"] = str(link)
+    out = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))
+    assert "persistedOutputPath" in out["hookSpecificOutput"]["updatedToolOutput"]
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.read_text(encoding="utf-8") == start  # what was sent, not the link's target
+
+
+@pytest.mark.parametrize(
+    "session",
+    ["../../outside", "/etc/passwd", "a/b\\c", "x\x00y", ".hidden", "é" * 300, "-" * 50],
+)
+def test_a_hostile_session_id_names_a_session_inside_the_workspace(
+    tmp_path: Path, session: str
+) -> None:
+    ws = tmp_path / "deep" / "ws"
+    payload = post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)), session=session)
+    out = output_of(run_hook("PostToolUse", payload, ws))
+    (stored,) = stored_files(ws)
+    assert stored.resolve().parent.parent == (ws / "sessions").resolve()
+    assert str(stored.resolve()) in out["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    # Nothing was written anywhere else under tmp_path.
+    written = {p for p in tmp_path.rglob("*") if p.is_file()}
+    assert all(ws in p.parents for p in written), written
+
+
+def test_two_hostile_ids_never_share_a_session(tmp_path: Path) -> None:
+    big = "\n".join(f"r{i}" for i in range(20_000))
+    for session in ("a/b", "a_b", "a?b"):
+        output_of(run_hook("PostToolUse", post_tool_use_bash(big, session=session), tmp_path))
+    assert len({p.parent for p in stored_files(tmp_path)}) == 3
+
+
+BAD_INPUTS: dict[str, tuple[str, Any, str]] = {
+    "not JSON": ("PostToolUse", b"tool output, not JSON", "not JSON"),
+    "empty stdin": ("PreCompact", b"", "no hook input"),
+    "a JSON list": ("SessionStart", [1, 2], "not an object"),
+    "no session_id": (
+        "PostToolUse",
+        {k: v for k, v in post_tool_use_bash("x").items() if k != "session_id"},
+        "'session_id'",
+    ),
+    "a number for session_id": (
+        "PostToolUse",
+        {**post_tool_use_bash("x"), "session_id": 7},
+        "'session_id'",
+    ),
+    "no tool_response": (
+        "PostToolUse",
+        {k: v for k, v in post_tool_use_bash("x").items() if k != "tool_response"},
+        "'tool_response'",
+    ),
+    "no tool_use_id": (
+        "PostToolUse",
+        {k: v for k, v in post_tool_use_bash("x").items() if k != "tool_use_id"},
+        "'tool_use_id'",
+    ),
+    "another event's input": ("PreCompact", post_tool_use_bash("x"), "'PostToolUse' event"),
+    "nested past any limit": ("PostToolUse", b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+}
+
+
+@pytest.mark.parametrize("event,payload,said", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_is_a_non_blocking_error_on_stderr(
+    tmp_path: Path, event: str, payload: Any, said: str
+) -> None:
+    done = run_hook(event, payload, tmp_path / "ws")
+    assert done.returncode == NON_BLOCKING
+    assert done.stdout == b""  # nothing Claude Code would act on
+    err = done.stderr.decode()
+    assert err.startswith(f"ctxoffload hook {event}: ") and said in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "ws" / "sessions").exists()
+
+
+@pytest.mark.parametrize(
+    "argv", [["hook"], ["hook", "Stop"], ["hook", "PreCompact", "--no-such-option"]]
+)
+def test_a_usage_error_never_exits_2(tmp_path: Path, argv: list[str]) -> None:
+    # Exit 2 from a PreCompact hook blocks the compaction: a misconfigured hook must not.
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", *argv], input=b"{}", capture_output=True, timeout=60
+    )
+    assert done.returncode == NON_BLOCKING, done.stderr.decode()
+    assert done.stderr.decode().startswith("ctxoffload hook: ")
+
+
+def test_a_workspace_that_cannot_be_written_is_a_non_blocking_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x", encoding="utf-8")
+    payload = post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)))
+    done = run_hook("PostToolUse", payload, blocked / "ws")
+    assert done.returncode == NON_BLOCKING and done.stdout == b""  # the output stays whole
+    err = done.stderr.decode()
+    assert "is not a folder" in err and err.count("\n") == 1, err
+
+
+def test_the_workspace_defaults_to_dot_ctxoffload_in_the_project(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"}
+    env["CLAUDE_PROJECT_DIR"] = str(project)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "hook", "PostToolUse"],
+        input=json.dumps(post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)))).encode(),
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert len(stored_files(project / ".ctxoffload")) == 1
+
+
+def test_session_start_other_than_after_a_compaction_says_nothing(tmp_path: Path) -> None:
+    for source in ("startup", "resume", "clear", "fork"):
+        done = run_hook("SessionStart", session_start(source), tmp_path / "ws")
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+def test_session_start_after_a_compaction_nothing_recorded_says_nothing(tmp_path: Path) -> None:
+    done = run_hook("SessionStart", session_start("compact"), tmp_path / "ws")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+def test_settings_prints_the_hooks_of_the_plugin(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "hook", "settings"], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    plugin = Path(__file__).resolve().parents[2] / "integrations" / "claude-code-plugin"
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text(encoding="utf-8"))
+    assert json.loads(done.stdout) == {"hooks": hooks["hooks"]}
+    with_workdir = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "hook", "settings", "--workdir", "my ws"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    commands = [
+        h["command"]
+        for matchers in json.loads(with_workdir.stdout)["hooks"].values()
+        for m in matchers
+        for h in m["hooks"]
+    ]
+    assert all(c.startswith(f"ctxoffload --workdir '{tmp_path / 'my ws'}' hook ") for c in commands)
+
+
+def test_the_plugin_manifest_names_the_plugin() -> None:
+    plugin = Path(__file__).resolve().parents[2] / "integrations" / "claude-code-plugin"
+    manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
+    assert manifest["name"] == "ctxoffload"
+    assert isinstance(manifest.get("keywords", []), list)
+    events = json.loads((plugin / "hooks" / "hooks.json").read_text(encoding="utf-8"))["hooks"]
+    assert set(events) == {"PostToolUse", "PreCompact", "SessionStart"}
+    assert [m["matcher"] for m in events["SessionStart"]] == ["compact"]

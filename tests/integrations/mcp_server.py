@@ -1,0 +1,301 @@
+"""A real MCP server over stdio, written with the `mcp` SDK, for the proxy's tests.
+
+`python mcp_server.py [--pid-file PATH] [--collide] [--http PORT_FILE]` serves, on stdio (or
+with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_FILE):
+
+- tools: `echo(text)`, `big(total_bytes, marker_line)` (numbered lines, one of them the marker),
+  `image(total_bytes)` (a PNG of about that size), `blocks(count, each)` (many small text
+  blocks), `structured(rows)` (structuredContent and its JSON as text), `fail()` (an error
+  result), `refuse()` (a JSON-RPC error), `hang(pid_file)` (writes its pid, never answers),
+  `blob()` (an embedded resource of bytes that are not UTF-8), `describe(query)` (declares an
+  outputSchema); with `--collide`, a tool of its own called `Read`;
+- a prompt `greet(name)`;
+- resources `mem://notes` (text), `mem://raw` (bytes that are not UTF-8) and the template
+  `mem://item/{id}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import struct
+import sys
+import zlib
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+NOT_UTF8 = b"\xff\xfe caf\xe9 \x80\x81 end"
+"""Bytes no UTF-8 decoder takes."""
+
+REFUSAL = {"code": -32602, "message": "refuse: the wrapped server says no", "data": {"why": "test"}}
+
+
+def png(total_bytes: int) -> bytes:
+    """A valid PNG of about `total_bytes` (a grey image, stored uncompressed)."""
+    side = max(1, int((total_bytes / 3) ** 0.5))
+    row = b"\x00" + bytes([128]) * (side * 3)
+    raw = zlib.compress(row * side, level=0)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+
+
+def big_text(total_bytes: int, marker_line: int) -> str:
+    """Numbered lines of about `total_bytes`; line `marker_line` says MARKER-FOUND-HERE."""
+    lines = []
+    size = 0
+    number = 0
+    while size < total_bytes:
+        number += 1
+        if number == marker_line:
+            line = f"line {number:07d} MARKER-FOUND-HERE"
+        else:
+            line = f"line {number:07d} " + "abcdefghij" * 6
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines)
+
+
+def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+TOOLS = [
+    types.Tool(
+        name="echo",
+        description="Return the text as given.",
+        input_schema=_schema({"text": {"type": "string"}}, ["text"]),
+    ),
+    types.Tool(
+        name="big",
+        description="Numbered lines of about total_bytes; one line is the marker.",
+        input_schema=_schema(
+            {"total_bytes": {"type": "integer"}, "marker_line": {"type": "integer"}},
+            ["total_bytes"],
+        ),
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
+        name="image",
+        description="A PNG image of about total_bytes.",
+        input_schema=_schema({"total_bytes": {"type": "integer"}}, ["total_bytes"]),
+    ),
+    types.Tool(
+        name="blocks",
+        description="count text blocks of each characters.",
+        input_schema=_schema({"count": {"type": "integer"}, "each": {"type": "integer"}}),
+    ),
+    types.Tool(
+        name="structured",
+        description="Rows as structured content and as JSON text.",
+        input_schema=_schema({"rows": {"type": "integer"}}, ["rows"]),
+    ),
+    types.Tool(
+        name="describe",
+        description="A small answer that declares an output schema.",
+        input_schema=_schema({"query": {"type": "string"}}, ["query"]),
+        output_schema=_schema({"answer": {"type": "string"}}, ["answer"]),
+    ),
+    types.Tool(name="fail", description="An error result.", input_schema=_schema({})),
+    types.Tool(name="refuse", description="A JSON-RPC error.", input_schema=_schema({})),
+    types.Tool(
+        name="hang",
+        description="Write the pid to pid_file, then never answer.",
+        input_schema=_schema({"pid_file": {"type": "string"}}, ["pid_file"]),
+    ),
+    types.Tool(
+        name="blob",
+        description="An embedded resource of bytes that are not UTF-8.",
+        input_schema=_schema({}),
+    ),
+]
+
+COLLIDING = types.Tool(
+    name="Read",
+    description="The wrapped server's own Read (not the proxy's).",
+    input_schema=_schema({"path": {"type": "string"}}, ["path"]),
+)
+
+
+def text_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    args = params.arguments or {}
+    name = params.name
+    if name == "echo":
+        return text_result(str(args["text"]))
+    if name == "big":
+        return text_result(big_text(int(args["total_bytes"]), int(args.get("marker_line", 0))))
+    if name == "image":
+        data = base64.b64encode(png(int(args["total_bytes"]))).decode("ascii")
+        return types.CallToolResult(content=[types.ImageContent(data=data, mime_type="image/png")])
+    if name == "blocks":
+        count, each = int(args.get("count", 10)), int(args.get("each", 10))
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"{i:05d}" + "x" * each) for i in range(count)]
+        )
+    if name == "structured":
+        rows = [{"id": i, "name": f"row-{i}", "value": i * 7} for i in range(int(args["rows"]))]
+        value = {"rows": rows}
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(value))], structured_content=value
+        )
+    if name == "describe":
+        value = {"answer": f"about {args['query']}"}
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(value))], structured_content=value
+        )
+    if name == "fail":
+        return types.CallToolResult(
+            content=[types.TextContent(text="fail: the tool broke")], is_error=True
+        )
+    if name == "refuse":
+        raise MCPError(REFUSAL["code"], REFUSAL["message"], REFUSAL["data"])
+    if name == "hang":
+        with open(args["pid_file"], "w", encoding="utf-8") as file:
+            file.write(str(os.getpid()))
+        await anyio.sleep(3600)
+    if name == "blob":
+        resource = types.BlobResourceContents(
+            uri="mem://raw",
+            mime_type="application/octet-stream",
+            blob=base64.b64encode(NOT_UTF8).decode("ascii"),
+        )
+        return types.CallToolResult(content=[types.EmbeddedResource(resource=resource)])
+    if name == "Read":
+        return text_result(f"the wrapped server's Read of {args.get('path')}")
+    raise MCPError(-32602, f"unknown tool {name}")
+
+
+async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+    return types.ListPromptsResult(
+        prompts=[
+            types.Prompt(
+                name="greet",
+                description="Greet someone.",
+                arguments=[types.PromptArgument(name="name", required=True)],
+            )
+        ]
+    )
+
+
+async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    name = (params.arguments or {}).get("name", "nobody")
+    return types.GetPromptResult(
+        description="A greeting",
+        messages=[
+            types.PromptMessage(role="user", content=types.TextContent(text=f"Hello, {name}!"))
+        ],
+    )
+
+
+async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+    return types.ListResourcesResult(
+        resources=[
+            types.Resource(uri="mem://notes", name="notes", mime_type="text/plain"),
+            types.Resource(uri="mem://raw", name="raw", mime_type="application/octet-stream"),
+        ]
+    )
+
+
+async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(
+        resource_templates=[types.ResourceTemplate(uri_template="mem://item/{id}", name="item")]
+    )
+
+
+async def read_resource(
+    ctx: Any, params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    uri = str(params.uri)
+    if uri == "mem://notes":
+        contents: list[Any] = [
+            types.TextResourceContents(uri=uri, mime_type="text/plain", text="the notes\nline 2")
+        ]
+    elif uri == "mem://raw":
+        contents = [
+            types.BlobResourceContents(
+                uri=uri,
+                mime_type="application/octet-stream",
+                blob=base64.b64encode(NOT_UTF8).decode("ascii"),
+            )
+        ]
+    elif uri.startswith("mem://item/"):
+        contents = [types.TextResourceContents(uri=uri, text=f"item {uri.rsplit('/', 1)[1]}")]
+    else:
+        raise MCPError(-32002, f"no resource {uri}")
+    return types.ReadResourceResult(contents=contents)
+
+
+def build(collide: bool) -> Server[Any]:
+    tools = [*TOOLS, COLLIDING] if collide else TOOLS
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    return Server(
+        "test-server",
+        version="1.0",
+        instructions="A server for the proxy's tests.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )
+
+
+async def serve_http(server: Server[Any], port_file: str) -> None:
+    """Serve streamable HTTP at http://127.0.0.1:PORT/mcp, PORT written to `port_file`."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    app = server.streamable_http_app()
+    config = uvicorn.Config(app, log_level="warning")
+    port = sock.getsockname()[1]
+    with open(port_file + ".tmp", "w", encoding="utf-8") as file:
+        file.write(str(port))
+    os.replace(port_file + ".tmp", port_file)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pid-file")
+    parser.add_argument("--collide", action="store_true")
+    parser.add_argument("--http")
+    args = parser.parse_args()
+    if args.pid_file:
+        with open(args.pid_file, "w", encoding="utf-8") as file:
+            file.write(str(os.getpid()))
+    server = build(args.collide)
+    if args.http:
+        await serve_http(server, args.http)
+        return
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    sys.exit(anyio.run(main))

@@ -1,0 +1,281 @@
+"""`ctxoffload mcp-proxy` attacked: the wrapped server killed mid-call, a client that goes away
+mid-call, hostile session ids, read-back tools asked to leave the workspace, two proxies on one
+workspace, one session claimed twice; and the HTTP form."""
+
+from __future__ import annotations
+
+from frameworks import require_framework
+
+require_framework("mcp", "mcp")
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import anyio  # noqa: E402
+import pytest  # noqa: E402
+from mcp import MCPError  # noqa: E402
+from mcp_proxy import (  # noqa: E402
+    events,
+    proxied,
+    proxy_command,
+    server_command,
+    sessions,
+    stored_path,
+    text_of,
+)
+from mcp_server import big_text  # noqa: E402
+
+BOUND = 60.0
+"""Seconds within which an answer must come where a hang is the failure looked for (far above
+what it takes: it guards the run, it measures nothing)."""
+
+
+def _pid(path: Path) -> int:
+    return int(path.read_text(encoding="utf-8"))
+
+
+async def _wait_for(path: Path) -> None:
+    while not (path.exists() and path.read_text(encoding="utf-8")):
+        await anyio.sleep(0.02)
+
+
+def _gone(pid: int) -> bool:
+    """Whether the process ended (a zombie no one reaped counts as ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
+async def test_the_wrapped_server_killed_mid_call_gives_an_error_not_a_hang(
+    workdir: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "hang.pid"
+    async with proxied(workdir) as client:
+        stored = await client.call_tool("big", {"total_bytes": 50_000, "marker_line": 99})
+        path = stored_path(text_of(stored))
+        with anyio.fail_after(BOUND):
+            async with anyio.create_task_group() as group:
+
+                async def kill() -> None:
+                    await _wait_for(pid_file)
+                    os.kill(_pid(pid_file), signal.SIGKILL)
+
+                group.start_soon(kill)
+                with pytest.raises(MCPError) as crashed:
+                    await client.call_tool("hang", {"pid_file": str(pid_file)})
+            assert "closed the connection" in crashed.value.message
+            assert "tools/call 'hang'" in crashed.value.message
+            # Every later call of a wrapped tool fails at once, saying the same.
+            with pytest.raises(MCPError) as later:
+                await client.call_tool("echo", {"text": "x"})
+            assert later.value.message == crashed.value.message
+        # The read-back tools still work, on what was stored before.
+        found = await client.call_tool("Grep", {"pattern": "MARKER", "path_or_glob": str(path)})
+        assert "MARKER-FOUND-HERE" in text_of(found)
+    (session,) = sessions(workdir)
+    calls = [e for e in events(workdir, session) if e["kind"] == "tool_call"]
+    assert [(c["name"], c["outcome"]) for c in calls][1:3] == [("hang", "error"), ("echo", "error")]
+
+
+def _send(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+
+
+def test_a_client_that_goes_away_mid_call_ends_the_proxy_and_its_server(
+    workdir: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "hang.pid"
+    server_pid_file = tmp_path / "server.pid"
+    command = proxy_command(workdir, server=server_command("--pid-file", str(server_pid_file)))
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        _send(
+            process,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "a test", "version": "1"},
+                },
+            },
+        )
+        assert json.loads(process.stdout.readline())["id"] == 1
+        _send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(
+            process,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "hang", "arguments": {"pid_file": str(pid_file)}},
+            },
+        )
+        anyio.run(_wait_for, pid_file)
+        assert process.stdin is not None
+        process.stdin.close()  # the client is gone
+        assert process.wait(timeout=BOUND) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
+    assert _gone(_pid(server_pid_file))
+    (session,) = sessions(workdir)
+    (call,) = [e for e in events(workdir, session) if e["kind"] == "tool_call"]
+    assert call["name"] == "hang" and call["error"]["message"] == "Error: cancelled by the client"
+    # The lease went with the process: the session can be taken again.
+    assert not (workdir / "sessions" / session / "lease.json").exists() or _lease_free(
+        workdir, session
+    )
+
+
+def _lease_free(workdir: Path, session: str) -> bool:
+    import asyncio
+
+    from ctxoffload import LocalWorkspace
+    from ctxoffload.workspace import take_lease
+
+    async def take() -> bool:
+        lease = await take_lease(LocalWorkspace(workdir), session, "a test")
+        if lease is not None:
+            await lease.release()
+        return True
+
+    return asyncio.run(take())
+
+
+@pytest.mark.parametrize(
+    "session", ["../x", "/etc", "a/b", "", ".hidden", "x" * 129, "a\\b", "é", "a b", "..\\x"]
+)
+def test_a_hostile_session_id_is_refused_before_anything_is_touched(
+    workdir: Path, session: str
+) -> None:
+    done = subprocess.run(
+        proxy_command(workdir, "--session", session), capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("ctxoffload mcp-proxy: --session: session_id ")
+    assert "is not a plain name" in done.stderr
+    assert not workdir.exists()
+
+
+async def test_the_read_back_tools_cannot_leave_the_workspace(
+    workdir: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "outside.txt"
+    secret.write_text("SECRET-OUTSIDE\n", encoding="utf-8")
+    async with proxied(workdir) as client:
+        await client.call_tool("big", {"total_bytes": 50_000})
+        (session,) = sessions(workdir)
+        folder = workdir / "sessions" / session
+        (folder / "planted.txt").symlink_to(secret)
+        (folder / "planted_dir").symlink_to(tmp_path)
+        attempts = [
+            ("Read", {"path": "../outside.txt"}),
+            ("Read", {"path": str(secret)}),
+            ("Read", {"path": "/etc/passwd"}),
+            ("Read", {"path": str(folder / "planted.txt")}),
+            ("Read", {"path": str(folder / "planted_dir" / "outside.txt")}),
+            ("Grep", {"pattern": "SECRET", "path_or_glob": str(tmp_path)}),
+            ("Grep", {"pattern": "SECRET", "path_or_glob": "../*.txt"}),
+            ("Grep", {"pattern": "SECRET", "path_or_glob": "**/*"}),
+            ("Grep", {"pattern": "root", "path_or_glob": "/etc/passwd"}),
+            ("Glob", {"pattern": "../*"}),
+            ("Glob", {"pattern": "/etc/*"}),
+            ("retrieve_offloaded_content", {"reference": str(secret)}),
+            ("retrieve_offloaded_content", {"reference": str(folder / "planted.txt")}),
+        ]
+        for name, arguments in attempts:
+            result = await client.call_tool(name, arguments)
+            answer = text_of(result)
+            # Refused as an error, or (a search over the workspace) finding nothing outside.
+            assert result.is_error or name == "Grep", (name, arguments, answer)
+            assert "SECRET-OUTSIDE" not in answer, (name, arguments, answer)
+            assert "root:" not in answer, (name, arguments, answer)
+            assert str(secret) not in answer or name != "Glob", answer
+    assert secret.read_text(encoding="utf-8") == "SECRET-OUTSIDE\n"
+
+
+async def test_two_proxies_on_one_workspace_keep_separate_sessions_and_lose_nothing(
+    workdir: Path,
+) -> None:
+    paths: dict[int, Path] = {}
+
+    async def one(marker: int) -> None:
+        async with proxied(workdir) as client:
+            for round_ in range(3):
+                result = await client.call_tool(
+                    "big", {"total_bytes": 400_000 + round_, "marker_line": marker + round_}
+                )
+                paths[marker + round_] = stored_path(text_of(result))
+
+    with anyio.fail_after(BOUND * 2):
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, 1_000)
+            group.start_soon(one, 2_000)
+    assert len(sessions(workdir)) == 2
+    assert len({p.parent for p in paths.values()}) == 2
+    for marker, path in paths.items():
+        base = 1_000 if marker < 2_000 else 2_000
+        expected = big_text(400_000 + marker - base, marker)
+        assert path.read_text(encoding="utf-8") == expected
+    for session in sessions(workdir):
+        calls = [e for e in events(workdir, session) if e["kind"] == "tool_call"]
+        assert [c["outcome"] for c in calls] == ["ok"] * 3
+
+
+async def test_a_session_held_by_a_live_proxy_is_refused_to_a_second(workdir: Path) -> None:
+    async with proxied(workdir, "--session", "shared") as client:
+        await client.call_tool("echo", {"text": "first"})
+        done = subprocess.run(
+            proxy_command(workdir, "--session", "shared"),
+            capture_output=True,
+            text=True,
+            input="",
+            timeout=BOUND,
+        )
+        assert done.returncode == 2
+        assert done.stderr.startswith("ctxoffload mcp-proxy: ")
+        assert "shared" in done.stderr and "pid" in done.stderr
+        assert text_of(await client.call_tool("echo", {"text": "still"})) == "still"
+
+
+def test_a_server_that_cannot_start_is_said_in_one_line(workdir: Path, tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-server")
+    done = subprocess.run(
+        proxy_command(workdir, server=[missing]), capture_output=True, text=True, input=""
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("ctxoffload mcp-proxy: could not start or reach the wrapped")
+    assert missing in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+async def test_the_http_form_proxies_a_server_reached_by_url(workdir: Path, tmp_path: Path) -> None:
+    port_file = tmp_path / "port"
+    server = subprocess.Popen([*server_command("--http", str(port_file))])
+    try:
+        with anyio.fail_after(BOUND):
+            await _wait_for(port_file)
+        url = f"http://127.0.0.1:{port_file.read_text(encoding='utf-8')}/mcp"
+        async with proxied(workdir, url=url) as client:
+            result = await client.call_tool("big", {"total_bytes": 200_000, "marker_line": 5})
+            path = stored_path(text_of(result))
+            assert path.read_text(encoding="utf-8") == big_text(200_000, 5)
+            assert text_of(await client.call_tool("echo", {"text": "via http"})) == "via http"
+    finally:
+        server.terminate()
+        server.wait(timeout=BOUND)
