@@ -38,7 +38,7 @@ from .._tokens.tracker import kept_entries, outgrown
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text, tagged
 from ..tokens import TokenCounter
-from ._index_layout import IndexRows, group_pieces, render_rows
+from ._index_layout import IndexRows, group_of, group_pieces, render_rows
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",
@@ -619,8 +619,8 @@ class ArtifactIndex:
             only through the summary or the index, which the next compaction replaces).
         cut_before: artifacts cut by earlier compactions, for the index's last line.
         show_calls: whether the tally of calls fitted the budget.
-        grouped: whether paths of one directory and commands of one program and file share
-            a row (`_index_layout`); False writes each entry whole on its line's row.
+        folded: the entries (`(kind, value)`) written in the row of their directory or of
+            their command's program and file (`_index_layout`) rather than whole.
         budget: the tokens the index could take.
     """
 
@@ -632,7 +632,7 @@ class ArtifactIndex:
     carried: list[FoundArtifact] = field(default_factory=list)
     cut_before: int = 0
     show_calls: bool = False
-    grouped: bool = True
+    folded: set[tuple[str, str]] = field(default_factory=set)
     budget: int = 0
 
     @property
@@ -654,6 +654,7 @@ class ArtifactIndex:
         cut_before: int = 0,
         kept_scanned: Sequence[Scanned] | None = None,
         grouped: bool = True,
+        fill: bool = True,
     ) -> ArtifactIndex:
         """Check each artifact against the new context and list the ones named nowhere,
         most-mentioned first and newest first among equals, within `budget` tokens.
@@ -669,11 +670,13 @@ class ArtifactIndex:
             events_file: where the whole list is written (named when the budget cuts).
             cut_before: artifacts earlier compactions cut.
             kept_scanned: `scan_messages(kept)`, when it was run already.
-            grouped: whether entries share rows by directory and by command (see
-                `_index_layout`); False is the layout of one entry a value, by line.
+            grouped: whether an entry the budget leaves out whole may be folded into the row
+                of its directory or command (see `_index_layout`).
+            fill: whether the budget is filled counted exactly (False: by the estimate
+                alone, the layout of one entry a value as it was before groups).
         """
         still = named_values(kept, kept_scanned)
-        index = cls(calls=Counter(calls), cut_before=cut_before, grouped=grouped, budget=budget)
+        index = cls(calls=Counter(calls), cut_before=cut_before, budget=budget)
         waiting: list[FoundArtifact] = []
         for found in leaving:
             if (found.kind, found.value) in still:
@@ -694,63 +697,162 @@ class ArtifactIndex:
             )
         )
         # What is always said (how many are cut and where they are listed) is paid first;
-        # then the entries, most-mentioned and newest first, each at what it adds to its row
-        # (`IndexRows`); then the tally of calls.
+        # then the entries, each whole on its line's row, most-mentioned and newest first,
+        # at what it adds to the index by estimate (`IndexRows`): the layout before groups,
+        # which every later step only adds to; then the tally of calls, when it fits.
         spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
         header = counter.count_text(_HEADER) + 1
-        rows = IndexRows(counter.count_text, grouped, stored)
-        chosen = ""  # what the rows hold unbroken: an entry inside it is named by another
-        inside: list[FoundArtifact] = []
+        rows = IndexRows(counter.count_text, stored)
+        inside: list[FoundArtifact] = []  # each inside an entry's text (a command's path)
+        rest: list[FoundArtifact] = []
+        held = ""  # the texts the index holds unbroken, a line each
         for found in waiting:
-            if found.value in chosen:
-                inside.append(found)  # inside an entry (a command's path, a directory)
+            if found.value in held:
+                inside.append(found)
                 continue
             cost = rows.cost(found) + (0 if index.entries else header)
             if spent + cost > budget:
-                index.cut.append(found)
+                rest.append(found)
                 continue
             index.entries.append(found)
-            chosen += "\n".join(rows.add(found)) + "\n"
+            held += "\n".join(rows.add(found)) + "\n"
             spent += cost
-        spent = index._fit(rows, inside, counter, budget, events_file)
         tally = index._tally()
         index.show_calls = bool(tally) and spent + counter.count_text(tally) + 1 <= budget
+        if fill:
+            inside += index._fill(rest, rows, held, counter, events_file, grouped=grouped)
+        else:
+            index.cut += rest
+        index._fit(rows, inside, counter, events_file)
         index.carried = index.in_summary + index.entries
         return index
+
+    def _held(self, stored: str | None) -> str:
+        """The texts the index holds unbroken for its entries, a line each: another artifact
+        inside one of them is named by it."""
+        return "\n".join(
+            piece
+            for entry in self.entries
+            for piece in group_pieces(entry, (entry.kind, entry.value) in self.folded, stored)
+        )
+
+    def _exact(self, counter: TokenCounter, events_file: str | None) -> int:
+        """The tokens the index takes as it stands, counted whole."""
+        text = self.render_with(self.entries, len(self.cut), events_file, calls=self.show_calls)
+        return counter.count_text(text)
+
+    def _fill(
+        self,
+        rest: Sequence[FoundArtifact],
+        rows: IndexRows,
+        held: str,
+        counter: TokenCounter,
+        events_file: str | None,
+        *,
+        grouped: bool,
+    ) -> list[FoundArtifact]:
+        """Fill the index to its budget counted exactly with the entries of `rest` (those
+        the estimate left out, most-mentioned first): each whole, or (`grouped`) folded into
+        its directory's or command's row where that adds no more tokens than the entry whole.
+        `held`: the texts the entries hold unbroken. Returns the entries of `rest` inside
+        one of those texts.
+
+        The estimate sums each piece's tokens, which on the corpus runs a tenth over the
+        index counted whole. So `rest` is taken within an estimated budget searched by
+        halves, once whole only and once folding where it pays, and the fill that names the
+        most within the budget counted exactly is kept (the one folding fewer among equals).
+        """
+        base = len(self.entries)
+        start = rows.tokens
+        sizes = Counter(group_of(found, rows.stored)[:2] for found in rest)
+
+        def take(limit: int, fold: bool) -> tuple[int, list[FoundArtifact]]:
+            """Fill within `limit` estimated tokens: (its score, or -1 when over the budget;
+            the entries inside another)."""
+            while len(self.entries) > base:
+                self._give_back(rows)  # (counted as they were added)
+            rows.count_rules = not fold
+            self.cut = []
+            inside: list[FoundArtifact] = []
+            text = held
+            for found in rest:
+                if found.value in text:
+                    inside.append(found)
+                    continue
+                # A group's row costs more than its second member whole (its head), and
+                # less from the third on: the leftover of a group of three or more is folded.
+                folds = fold and sizes[group_of(found, rows.stored)[:2]] >= 3
+                cost = rows.cost(found, folded=folds)
+                if rows.tokens - start + cost > limit:
+                    self.cut.append(found)
+                    continue
+                self.entries.append(found)
+                if folds:
+                    self.folded.add((found.kind, found.value))
+                text += "\n".join(rows.add(found, folded=folds)) + "\n"
+            if self._exact(counter, events_file) > self.budget:
+                return -1, inside
+            # Each entry named counts once, and once more when a plain search of the context
+            # for it finds it (not in a group's row): folding must name more than it hides.
+            named = len(self.entries) - base + len(inside)
+            return 2 * named - rows.in_group_rows, inside
+
+        room = self.budget - self._exact(counter, events_file)
+        best: tuple[int, bool, int] = (0, False, -1)  # score, whole only, limit
+        for fold in (False, True) if grouped and room > 0 else (False,):
+            low, high = 0, 2 * room + 8
+            while low <= high:
+                limit = (low + high) // 2
+                score = take(limit, fold)[0]
+                if score < 0:
+                    high = limit - 1
+                else:
+                    low = limit + 1
+                    best = max(best, (score, not fold, limit))
+        inside = take(best[2], not best[1])[1]
+        # What the search by halves left: a cut entry that fits whole, counted exactly (the
+        # estimate is over by a token or two an entry, so few are worth trying).
+        room = self.budget - self._exact(counter, events_file)
+        held = self._held(rows.stored)
+        for found in list(self.cut):
+            if found.value in held:
+                self.cut.remove(found)
+                inside.append(found)
+            elif room > 0 and rows.cost(found) <= 2 * room:
+                self.cut.remove(found)
+                self.entries.append(found)
+                rows.add(found)
+                room = self.budget - self._exact(counter, events_file)
+                if room < 0:
+                    self._give_back(rows)
+                    room = self.budget - self._exact(counter, events_file)
+                else:
+                    held += "\n" + found.value
+        return inside
+
+    def _give_back(self, rows: IndexRows) -> None:
+        """Put the entry taken last back in the cut."""
+        found = self.entries.pop()
+        rows.remove_last(found)
+        self.folded.discard((found.kind, found.value))
+        self.cut.append(found)
 
     def _fit(
         self,
         rows: IndexRows,
         inside: Sequence[FoundArtifact],
         counter: TokenCounter,
-        budget: int,
         events_file: str | None,
-    ) -> int:
-        """Count the index whole and give entries back to the cut, the last chosen first,
-        while it is over `budget` (the rows' estimate is close, not exact: on the corpus it
-        is a tenth over, so this rarely takes any back). Then each entry of `inside` (a value
-        inside a chosen one) is named when an entry still holds it, cut otherwise. Returns the
-        tokens the index takes (without the tally of calls)."""
-
-        def tokens() -> int:
-            return counter.count_text(self.render_with(self.entries, len(self.cut), events_file))
-
-        spent = tokens()
-        dropped = False
-        while self.entries and spent > budget:
-            found = self.entries.pop()
-            rows.remove_last(found)
-            self.cut.append(found)
-            dropped = True
-            spent = tokens()
-        if not dropped:
-            self.in_summary += inside
-            return spent
-        stored = _stored_in(events_file)
-        chosen = "\n".join(p for f in self.entries for p in group_pieces(f, self.grouped, stored))
-        self.in_summary += [found for found in inside if found.value in chosen]
-        self.cut += [found for found in inside if found.value not in chosen]
-        return spent
+    ) -> None:
+        """Count the index whole and give entries back to the cut, the last taken first,
+        while it is over its budget (the estimate is a tenth over on the corpus, so this
+        rarely takes any back); then each entry of `inside` is named when an entry still
+        holds it, cut otherwise."""
+        while self.entries and self._exact(counter, events_file) > self.budget:
+            self._give_back(rows)
+        held = self._held(rows.stored)
+        for found in inside:
+            (self.in_summary if found.value in held else self.cut).append(found)
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
@@ -782,7 +884,7 @@ class ArtifactIndex:
         `calls`."""
         lines: list[str] = []
         if entries:
-            rows, rules = render_rows(entries, self.grouped, _stored_in(events_file))
+            rows, rules = render_rows(entries, self.folded, _stored_in(events_file))
             lines += [_HEADER, *rules, *rows]
         if calls and self.calls:
             lines.append(self._tally())

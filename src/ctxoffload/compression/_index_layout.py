@@ -1,11 +1,13 @@
 """How the artifact index lays its entries out: by the line of context.jsonl that holds them,
-with the paths of one directory and the commands of one program and file each on one row, so
-that more entries fit its budget.
+each entry whole, and the leftover the budget leaves out whole folded into the row of its
+directory or of its command's program and file, where that names more.
 
-A compaction at a large window drops hundreds of artifacts, and many of them share a prefix:
-the files of one directory (`apps/x/src/teams/services/a.ts`, `.../b.ts`), the reads of one
-file (`sed -n '1,200p' utils/a.ts`, `sed -n '200,400p' utils/a.ts`). Written one a value, the
-shared part is paid again for each. What the model reads:
+Every entry that fits whole is written whole, so that a plain substring search of the context
+for a path or a command finds it (the layout before groups names nothing this one does not).
+What no longer fits whole may still fit folded: many of the artifacts a compaction drops share
+a prefix, the files of one directory (`apps/x/src/teams/services/a.ts`, `.../b.ts`), the reads
+of one file (`sed -n '1,200p' utils/a.ts`, `sed -n '200,400p' utils/a.ts`). What the model
+reads:
 
     - line 41: ORD-58213 | /mnt/exports/a.csv | pytest -q
       - src/app/: a.py b.py
@@ -13,8 +15,7 @@ shared part is paid again for each. What the model reads:
     - on several lines:
       - src/lib/: c.py (line 9); d.py e.py (line 12)
 
-- `- line 41: ...`: the entries of line 41 that share nothing with another, whole (the
-  index's only row before groups);
+- `- line 41: ...`: the entries of line 41 written whole;
 - `  - src/app/: a.py b.py` under it: `src/app/a.py` and `src/app/b.py`, on line 41. A file
   name holds no blank (the path patterns allow none), so one space parts them;
 - `  - sed … utils/a.ts: -n '1,200p' | -n '200,400p'`: `sed -n '1,200p' utils/a.ts` and
@@ -22,21 +23,21 @@ shared part is paid again for each. What the model reads:
 - `- on several lines:`: the groups whose entries are on more than one line, each item
   followed by its line.
 
-A directory or a command alone in its group is written whole on its line's row: only a
-second member makes a group row. A search of the context for a file's name, a directory or a
-command's program and file finds its row; the whole path is the directory and the name read
-together (the header says so), and the agent's Grep over context.jsonl finds it whole at the
-line the row is under.
+A folded entry alone in its group is written whole on its line's row: only a second member
+makes a group row. A search of the context for a file's name, a directory or a command's
+program and file finds its row; the whole path is the directory and the name read together
+(the header says so), and the agent's Grep over context.jsonl finds it whole at the line the
+row is under.
 
 The budget is spent by an estimate kept as entries are added (each value's tokens and
 separator, each row's head, each line's row, each rule the header needs), and the rendered
-index is counted exactly at the end (`ArtifactIndex.build` gives entries back until it fits).
+index is counted exactly (`ArtifactIndex.build` fills it to the budget so counted).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -110,35 +111,38 @@ class IndexRows:
     """The groups of an index as entries are added to it, and the tokens its rows take
     (estimated: the index is counted whole at the end).
 
+    Each entry is added whole (a group of its own, on its line's row) or `folded` into the
+    row of its directory or of its command's program and file (`group_of`).
+
     Args:
         count: counts a text's tokens (each text counted once here).
-        grouped: False writes every entry whole on its line's row (the layout before groups,
-            which `bench/bench_artifacts.py` measures against).
         stored: the folder of the workspace's own files, which are written whole.
     """
 
-    def __init__(
-        self, count: Callable[[str], int], grouped: bool = True, stored: str | None = None
-    ) -> None:
+    def __init__(self, count: Callable[[str], int], stored: str | None = None) -> None:
         self._counted: dict[str, int] = {}
         self._count = count
-        self.grouped = grouped
         self.stored = stored
         self._groups: dict[tuple[str, str], _Group] = {}
+        self._placed: dict[tuple[str, str], tuple[str, str]] = {}  # each entry's group
         self._units: Counter[str] = Counter()  # rows under each line, its own row's values one
-        self._whole: Counter[str] = Counter()  # values written whole on each line's row
         self._forms: Counter[str] = Counter()  # group rows of each shape
         self.tokens = 0
+        # Whether the header's rules for group rows are counted. Each is paid once, so no
+        # single entry folded pays for it: a fill that folds leaves them out of what each entry
+        # costs (and is counted whole after).
+        self.count_rules = True
+
+    @property
+    def in_group_rows(self) -> int:
+        """How many entries are in a group's row (not whole on their line's row)."""
+        return sum(len(g.members) for g in self._groups.values() if g.shape != LINE)
 
     def _tokens(self, text: str) -> int:
         found = self._counted.get(text)
         if found is None:
             found = self._counted[text] = self._count(text)
         return found
-
-    def place(self, found: FoundArtifact) -> tuple[str, str, str]:
-        """`group_of(found)`, or a group of its own when the rows are not grouped."""
-        return _placed(found, self.grouped, self.stored)
 
     def _row_tokens(self, group: _Group) -> int:
         if group.shape == LINE:
@@ -152,21 +156,16 @@ class IndexRows:
             return
         self.tokens += sign * self._row_tokens(group)
         shape = group.shape
-        if shape == LINE:
-            where = group.members[0][1]
-            self._whole[where] += sign
-            self._units[where] += sign
-            if self._units[where] == (1 if sign > 0 else 0):
-                self.tokens += sign * (self._tokens(f"- {where}: ") + 1)
-            return
         if shape != SEVERAL:
             where = group.members[0][1]
             self._units[where] += sign
             if self._units[where] == (1 if sign > 0 else 0):
                 self.tokens += sign * (self._tokens(f"- {where}: ") + 1)
+        if shape == LINE:
+            return
         for form in {shape, group.form}:
             self._forms[form] += sign
-            if self._forms[form] == (1 if sign > 0 else 0):
+            if self.count_rules and self._forms[form] == (1 if sign > 0 else 0):
                 # A rule in the header for a form of row; the row `on several lines` (whose
                 # items each say their line) needs none.
                 rule = _RULES.get(form)
@@ -187,46 +186,45 @@ class IndexRows:
             del group.lines[where]
             group.marks -= self._tokens(f" ({where});")
 
-    def cost(self, found: FoundArtifact) -> int:
-        """The tokens `found` would add to the index."""
+    def cost(self, found: FoundArtifact, folded: bool = False) -> int:
+        """The tokens `found` would add to the index, whole or `folded` into its group."""
         before = self.tokens
-        self.add(found)
+        self.add(found, folded)
         added = self.tokens - before
         self.remove_last(found)
         return added
 
     def remove_last(self, found: FoundArtifact) -> None:
         """Take `found` back out: the entry added last to its group."""
-        form, head, _ = self.place(found)
-        group = self._groups[(form, head)]
+        group = self._groups[self._placed.pop((found.kind, found.value))]
         self._count_in(group, -1)
         self._pop(group)
         self._count_in(group, 1)
 
-    def add(self, found: FoundArtifact) -> list[str]:
-        """Put `found` in its group; the texts the index now holds unbroken for it (another
-        entry inside one of them is named by it)."""
-        form, head, item = self.place(found)
+    def add(self, found: FoundArtifact, folded: bool = False) -> list[str]:
+        """Put `found` on its line's row, or in its group when `folded`; the texts the index
+        now holds unbroken for it (another entry inside one of them is named by it)."""
+        form, head, item = _placed(found, folded, self.stored)
         group = self._groups.get((form, head))
         if group is None:
             group = self._groups[(form, head)] = _Group(form, head)
+        self._placed[(found.kind, found.value)] = (form, head)
         self._count_in(group, -1)
         self._append(group, item, found.where(), found.value)
         self._count_in(group, 1)
-        return group_pieces(found, self.grouped, self.stored)
+        return group_pieces(found, folded, self.stored)
 
 
-def _placed(found: FoundArtifact, grouped: bool, stored: str | None) -> tuple[str, str, str]:
-    return group_of(found, stored) if grouped else (LINE, found.value, found.value)
+def _placed(found: FoundArtifact, folded: bool, stored: str | None) -> tuple[str, str, str]:
+    return group_of(found, stored) if folded else (LINE, found.value, found.value)
 
 
-def group_pieces(
-    found: FoundArtifact, grouped: bool = True, stored: str | None = None
-) -> list[str]:
+def group_pieces(found: FoundArtifact, folded: bool, stored: str | None = None) -> list[str]:
     """The texts the index holds unbroken for `found` in every shape its group may take: its
-    directory and its name, or its command's program, middle and last word (its value whole
-    is made of these), or its value. Another entry inside one of them is named by it."""
-    form, head, item = _placed(found, grouped, stored)
+    value whole, or (`folded`) its directory and its name, or its command's program, middle
+    and last word (its value whole is made of these). Another entry inside one of them is
+    named by it."""
+    form, head, item = _placed(found, folded, stored)
     if form == DIRECTORY:
         return [head, item]
     if form == COMMAND:
@@ -236,13 +234,16 @@ def group_pieces(
 
 
 def render_rows(
-    entries: Sequence[FoundArtifact], grouped: bool, stored: str | None = None
+    entries: Sequence[FoundArtifact],
+    folded: Container[tuple[str, str]],
+    stored: str | None = None,
 ) -> tuple[list[str], list[str]]:
-    """The index's rows for `entries` (in the index's order), and the header's rules for the
-    rows among them that are groups (`stored`: the folder of the workspace's own files)."""
+    """The index's rows for `entries` (in the index's order), those whose `(kind, value)` is
+    in `folded` in their group's row, and the header's rules for the rows that are groups
+    (`stored`: the folder of the workspace's own files)."""
     groups: dict[tuple[str, str], _Group] = {}
     for found in entries:
-        form, head, item = _placed(found, grouped, stored)
+        form, head, item = _placed(found, (found.kind, found.value) in folded, stored)
         group = groups.setdefault((form, head), _Group(form, head))
         group.members.append((item, found.where(), found.value))
         group.lines[found.where()] += 1
