@@ -9,11 +9,16 @@ in the context the model is sent next:
 
 - `no index`: in the context without its `<artifact_index>` (what the summary and the kept
   messages name: the context as it was before issue 25);
-- `one a value`: in the context with the index as it was before groups (each entry whole on
-  its line's row), rebuilt from the same compaction's entries within the same budget
-  (`ArtifactIndex.build(..., grouped=False)`): the baseline, measured in this run;
-- `whole`: in the whole context, the grouped index included, as a plain substring (the full
-  path, the full command);
+- `before`: in the context with the index as it was before (each entry whole on its line's
+  row, the budget spent by estimate), rebuilt from the same compaction's entries within the
+  same budget (`ArtifactIndex.build(..., grouped=False, fill=False)`): the baseline,
+  measured in this run;
+- `filled`: the same, filled to the budget counted exactly, whole entries only
+  (`grouped=False`): what filling alone gives;
+- `whole`: in the whole context, the index as it is (whole entries, then the leftover folded
+  where that names more) included, as a plain substring (the full path, the full command);
+  and how many compactions name fewer this way than `before` (the index only adds to it:
+  none should);
 - `read`: whole, or named by a row of the index read as its header says (under a line,
   `src/app/: a.py b.py` is src/app/a.py and src/app/b.py, and `sed … f.py: -n 1,9p | -n
   9,30p` is `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
@@ -57,7 +62,7 @@ FIELDS = (
     "next_steps",
     "context_to_preserve",
 )
-MEASURES = ("none", "flat", "whole", "read", "listed")
+MEASURES = ("none", "flat", "filled", "whole", "read", "listed")
 KINDS = ("path", "command", "id", "url")
 
 
@@ -73,6 +78,8 @@ class Tally:
     summary_tokens: list[int] = field(default_factory=list)
     index_tokens: list[int] = field(default_factory=list)
     flat_tokens: list[int] = field(default_factory=list)
+    fewer: int = 0  # compactions whose whole-substring measure is below `before`'s
+    folded: int = 0  # compactions whose index folds entries into group rows
 
 
 def pathless() -> ScriptedModel:
@@ -160,16 +167,21 @@ async def measure(
     listing = next(
         (e.get("artifacts") or [] for e in reversed(events) if e.get("kind") == "artifacts"), []
     )
-    flat = flat_index(listing, body, others, counter, report, ws.session_dir("bench"))
+    session = ws.session_dir("bench")
+    flat = flat_index(listing, body, others, counter, report, session, fill=False)
+    filled = flat_index(listing, body, others, counter, report, session, fill=True)
     tally.compactions += 1
     tally.cut += bool(report.get("cut"))
     tally.flat_cut += bool(flat.cut)
-    flat_text = flat.render(str(ws.session_dir("bench") / "events.jsonl"))
+    tally.folded += "\n  - " in index
+    flat_text = flat.render(str(session / "events.jsonl"))
+    filled_text = filled.render(str(session / "events.jsonl"))
     tally.summary_tokens.append(counter.count_text(summary.text))
     tally.index_tokens.append(counter.count_text(index) if index else 0)
     tally.flat_tokens.append(counter.count_text(flat_text) if flat_text else 0)
     read = read_index(index)
     listed = {e["value"] for e in await listed_values(ws)}
+    strict = before = 0
     for artifact in found:
         value = artifact.value.removesuffix(" […]")
         kind = artifact.kind
@@ -177,9 +189,13 @@ async def measure(
         tally.artifacts[kind] += 1
         tally.named["none"][kind] += value in without
         tally.named["flat"][kind] += value in without or value in flat_text
+        tally.named["filled"][kind] += value in without or value in filled_text
         tally.named["whole"][kind] += whole
+        strict += whole
+        before += value in without or value in flat_text
         tally.named["read"][kind] += whole or artifact.value in read
         tally.named["listed"][kind] += whole or artifact.value in read or artifact.value in listed
+    tally.fewer += strict < before
 
 
 def flat_index(
@@ -189,10 +205,12 @@ def flat_index(
     counter: TokenCounter,
     report: dict[str, int],
     session: Path,
+    *,
+    fill: bool,
 ) -> ArtifactIndex:
-    """The index of the same compaction laid out as before groups: the entries it weighed
-    (its `artifacts` event), checked against the same summary and kept messages, within the
-    budget it had."""
+    """The index of the same compaction with every entry whole: the entries it weighed (its
+    `artifacts` event), checked against the same summary and kept messages, within the
+    budget it had, spent by estimate as before (or filled counted exactly, `fill`)."""
     candidates = [f for f in map(FoundArtifact.from_json, listing) if f is not None]
     return ArtifactIndex.build(
         candidates,
@@ -203,6 +221,7 @@ def flat_index(
         budget=int(report.get("budget", 0)),
         events_file=str(session / "events.jsonl"),
         grouped=False,
+        fill=fill,
     )
 
 
@@ -243,25 +262,25 @@ async def main() -> None:
             for path in files:
                 await replay(path, window, summariser, tally, args.index_share)
     print(
-        "\nnamed in the next context, of all artifacts that left (one a value: the index before"
-        " groups, same entries and budget; whole: a plain substring; read: whole or by the"
-        " index's rows)"
+        "\nnamed in the next context, of all artifacts that left (before: the index as it was,"
+        " same entries and budget, by estimate; filled: whole entries to the budget counted"
+        " exactly; whole: the index now, a plain substring; read: whole or by its group rows)"
     )
     print(
-        "window  summariser  compactions  artifacts  no index  one a value   whole    read"
-        "  listed  budget cut (one a value)  summary tokens (index; one a value)"
+        "window  summariser  compactions  artifacts  no index  before  filled   whole    read"
+        "  listed  fewer  folded  budget cut  summary tokens (index; before)"
     )
     for (window, summariser), tally in tallies.items():
         total = sum(tally.artifacts.values())
-        shares = [share(sum(tally.named[m].values()), total) for m in MEASURES]
+        cells = "  ".join(f"{share(sum(tally.named[m].values()), total):>6}" for m in MEASURES[1:])
         print(
-            f"{window:6,}  {summariser:10}  {tally.compactions:11}  {total:9,}  {shares[0]:>8}"
-            f"  {shares[1]:>11}  {shares[2]:>6}  {shares[3]:>6}  {shares[4]:>6}"
-            f"  {tally.cut:3} of {tally.compactions:<3} ({tally.flat_cut:3})"
-            f"          {mean(tally.summary_tokens):8,.0f} ({mean(tally.index_tokens):,.0f};"
+            f"{window:6,}  {summariser:10}  {tally.compactions:11}  {total:9,}"
+            f"  {share(sum(tally.named['none'].values()), total):>8}  {cells}"
+            f"  {tally.fewer:5}  {tally.folded:6}  {tally.cut:3} of {tally.compactions:<3}"
+            f"  {mean(tally.summary_tokens):8,.0f} ({mean(tally.index_tokens):,.0f};"
             f" {mean(tally.flat_tokens):,.0f})"
         )
-    print("\nby kind: one a value -> read (whole), of how many")
+    print("\nby kind: before -> whole (read), of how many")
     print("window  summariser  " + "".join(f"{kind:>34}" for kind in KINDS))
     for (window, summariser), tally in tallies.items():
         cells = []
@@ -270,7 +289,7 @@ async def main() -> None:
             flat, read = tally.named["flat"][kind], tally.named["read"][kind]
             whole = tally.named["whole"][kind]
             cells.append(
-                f"{share(flat, n)} -> {share(read, n)} ({share(whole, n).strip()}) of {n:<5,}"
+                f"{share(flat, n)} -> {share(whole, n)} ({share(read, n).strip()}) of {n:<5,}"
             )
         print(f"{window:6,}  {summariser:10}  " + "".join(f"{c:>34}" for c in cells))
 
