@@ -7,13 +7,25 @@ real one). Right after each compaction it takes the artifacts (paths, URLs, comm
 of the messages that left (the extractor of `compression/_artifacts.py`) and looks for each
 in the context the model is sent next:
 
-- `before`: in the context without its `<artifact_index>` (what the summary and the kept
+- `no index`: in the context without its `<artifact_index>` (what the summary and the kept
   messages name: the context as it was before issue 25);
-- `after`: in the whole context (the index included);
+- `before`: in the context with the index as it was before (each entry whole on its line's
+  row, the budget spent by estimate), rebuilt from the same compaction's entries within the
+  same budget (`ArtifactIndex.build(..., grouped=False, fill=False)`): the baseline,
+  measured in this run;
+- `filled`: the same, filled to the budget counted exactly, whole entries only
+  (`grouped=False`): what filling alone gives;
+- `whole`: in the whole context, the index as it is (whole entries, then the leftover folded
+  where that names more) included, as a plain substring (the full path, the full command);
+  and how many compactions name fewer this way than `before` (the index only adds to it:
+  none should);
+- `read`: whole, or named by a row of the index read as its header says (under a line,
+  `src/app/: a.py b.py` is src/app/a.py and src/app/b.py, and `sed … f.py: -n 1,9p | -n
+  9,30p` is `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
 - `listed`: named, or counted on the index's last line and listed in events.jsonl.
 
-It prints the shares, how many compactions the index's budget cut entries from, and the
-summary message's size in tokens (the index included, and without it).
+It prints the shares (overall, then by kind), how many compactions the index's budget cut
+entries from, and the summary message's size in tokens (the index included, and without it).
 
     python bench/bench_artifacts.py                 # every corpus file, three windows
     python bench/bench_artifacts.py --windows 16000 # one window
@@ -25,15 +37,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifacts import find_artifacts
+from ctxoffload.compression._artifacts import ArtifactIndex, FoundArtifact, find_artifacts
 from ctxoffload.text import message_lines
+from ctxoffload.tokens import TokenCounter
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -47,18 +62,24 @@ FIELDS = (
     "next_steps",
     "context_to_preserve",
 )
+MEASURES = ("none", "flat", "filled", "whole", "read", "listed")
+KINDS = ("path", "command", "id", "url")
 
 
 @dataclass
 class Tally:
-    artifacts: int = 0
-    before: int = 0
-    after: int = 0
-    listed: int = 0
+    artifacts: Counter[str] = field(default_factory=Counter)  # by kind
+    named: dict[str, Counter[str]] = field(
+        default_factory=lambda: {measure: Counter() for measure in MEASURES}
+    )
     compactions: int = 0
     cut: int = 0
+    flat_cut: int = 0
     summary_tokens: list[int] = field(default_factory=list)
     index_tokens: list[int] = field(default_factory=list)
+    flat_tokens: list[int] = field(default_factory=list)
+    fewer: int = 0  # compactions whose whole-substring measure is below `before`'s
+    folded: int = 0  # compactions whose index folds entries into group rows
 
 
 def pathless() -> ScriptedModel:
@@ -96,8 +117,39 @@ async def replay(
                 context.append(await comp.process_message(msg) if msg.role == "tool" else msg)
 
 
+# The rows of the index, as its header describes them: `- line 4: v | w` and, under it,
+# `  - dir/: a b` and `  - program … last: x | y`; under `- on several lines:`, each item
+# followed by its line (`  - dir/: a (line 4); b c (line 9)`). This reader is the bench's
+# own, written from the header's words, not the library's renderer run backwards.
+_ROW = re.compile(r"^- (?:line \d+|no line): (.*)$")
+_UNDER = re.compile(r"^  - (.+?): (.*)$")
+_MARK = re.compile(r" \((?:line \d+|no line)\)$")
+
+
+def read_index(index: str) -> set[str]:
+    """Every value the index's rows name, read as its header says."""
+    named: set[str] = set()
+    for row in index.splitlines():
+        if found := _ROW.match(row):
+            named.update(found.group(1).split(" | "))
+        elif found := _UNDER.match(row):
+            head, body = found.groups()
+            for part in body.split("; "):
+                items = _MARK.sub("", part)
+                if " … " in head:
+                    program, _, last = head.partition(" … ")
+                    named.update(f"{program} {middle} {last}" for middle in items.split(" | "))
+                elif head.endswith("/"):
+                    named.update(head + name for name in items.split(" "))
+    return named
+
+
 async def measure(
-    ws: LocalWorkspace, given: dict[str, Msg], context: list[Msg], tally: Tally, counter: object
+    ws: LocalWorkspace,
+    given: dict[str, Msg],
+    context: list[Msg],
+    tally: Tally,
+    counter: TokenCounter,
 ) -> None:
     live = {m.id for m in context}
     left = [m for i, m in given.items() if i not in live and not m.metadata.get("ctxoffload")]
@@ -107,21 +159,70 @@ async def measure(
     # without the index that follows the summary.
     body, _, rest = summary.text.partition("<artifact_index>")
     index = "<artifact_index>" + rest if rest else ""
-    text = "\n".join("\n".join(message_lines(m)) for m in context)
-    without = "\n".join("\n".join(message_lines(m)) for m in context if m is not summary)
-    without += "\n" + body
-    report = (await ws.read_events("bench"))[-1].get("artifacts") or {}
+    others = [m for m in context if m is not summary]
+    without = "\n".join("\n".join(message_lines(m)) for m in others) + "\n" + body
+    text = without + "\n" + index
+    events = await ws.read_events("bench")
+    report = events[-1].get("artifacts") or {}
+    listing = next(
+        (e.get("artifacts") or [] for e in reversed(events) if e.get("kind") == "artifacts"), []
+    )
+    session = ws.session_dir("bench")
+    flat = flat_index(listing, body, others, counter, report, session, fill=False)
+    filled = flat_index(listing, body, others, counter, report, session, fill=True)
     tally.compactions += 1
     tally.cut += bool(report.get("cut"))
-    tally.summary_tokens.append(counter.count_text(summary.text))  # type: ignore[attr-defined]
-    tally.index_tokens.append(counter.count_text(index) if index else 0)  # type: ignore[attr-defined]
+    tally.flat_cut += bool(flat.cut)
+    tally.folded += "\n  - " in index
+    flat_text = flat.render(str(session / "events.jsonl"))
+    filled_text = filled.render(str(session / "events.jsonl"))
+    tally.summary_tokens.append(counter.count_text(summary.text))
+    tally.index_tokens.append(counter.count_text(index) if index else 0)
+    tally.flat_tokens.append(counter.count_text(flat_text) if flat_text else 0)
+    read = read_index(index)
     listed = {e["value"] for e in await listed_values(ws)}
+    strict = before = 0
     for artifact in found:
         value = artifact.value.removesuffix(" […]")
-        tally.artifacts += 1
-        tally.before += value in without
-        tally.after += value in text
-        tally.listed += value in text or artifact.value in listed
+        kind = artifact.kind
+        whole = value in text
+        tally.artifacts[kind] += 1
+        tally.named["none"][kind] += value in without
+        tally.named["flat"][kind] += value in without or value in flat_text
+        tally.named["filled"][kind] += value in without or value in filled_text
+        tally.named["whole"][kind] += whole
+        strict += whole
+        before += value in without or value in flat_text
+        tally.named["read"][kind] += whole or artifact.value in read
+        tally.named["listed"][kind] += whole or artifact.value in read or artifact.value in listed
+    tally.fewer += strict < before
+
+
+def flat_index(
+    listing: list[dict[str, object]],
+    summary_text: str,
+    kept: list[Msg],
+    counter: TokenCounter,
+    report: dict[str, int],
+    session: Path,
+    *,
+    fill: bool,
+) -> ArtifactIndex:
+    """The index of the same compaction with every entry whole: the entries it weighed (its
+    `artifacts` event), checked against the same summary and kept messages, within the
+    budget it had, spent by estimate as before (or filled counted exactly, `fill`)."""
+    candidates = [f for f in map(FoundArtifact.from_json, listing) if f is not None]
+    return ArtifactIndex.build(
+        candidates,
+        Counter(),
+        summary_text=summary_text,
+        kept=[m for m in kept if m.role != "system"],
+        counter=counter,
+        budget=int(report.get("budget", 0)),
+        events_file=str(session / "events.jsonl"),
+        grouped=False,
+        fill=fill,
+    )
 
 
 async def listed_values(ws: LocalWorkspace) -> list[dict[str, object]]:
@@ -134,6 +235,10 @@ async def listed_values(ws: LocalWorkspace) -> list[dict[str, object]]:
 
 def share(n: int, total: int) -> str:
     return f"{100 * n / total:5.1f}%" if total else "    -"
+
+
+def mean(values: list[int]) -> float:
+    return sum(values) / max(1, len(values))
 
 
 async def main() -> None:
@@ -150,25 +255,43 @@ async def main() -> None:
         sys.exit(f"no corpus at {CORPUS}")
     budget = "the default" if args.index_share is None else f"{args.index_share:g} x summary budget"
     print(f"corpus: {len(files)} files in {CORPUS}; index budget: {budget}")
-    print(
-        "window  summariser  compactions  artifacts  named before  named after  named or listed"
-        "  budget cut  summary tokens (index)"
-    )
+    tallies: dict[tuple[int, str], Tally] = {}
     for window in args.windows:
         for summariser in ("extractive", "model"):
-            tally = Tally()
+            tally = tallies[(window, summariser)] = Tally()
             for path in files:
                 await replay(path, window, summariser, tally, args.index_share)
-            mean = sum(tally.summary_tokens) / max(1, len(tally.summary_tokens))
-            mean_index = sum(tally.index_tokens) / max(1, len(tally.index_tokens))
-            before = share(tally.before, tally.artifacts)
-            after = share(tally.after, tally.artifacts)
-            listed = share(tally.listed, tally.artifacts)
-            print(
-                f"{window:6,}  {summariser:10}  {tally.compactions:11}  {tally.artifacts:9,}"
-                f"  {before:>12}  {after:>11}  {listed:>15}"
-                f"  {tally.cut:4} of {tally.compactions:<3}  {mean:8,.0f} ({mean_index:,.0f})"
+    print(
+        "\nnamed in the next context, of all artifacts that left (before: the index as it was,"
+        " same entries and budget, by estimate; filled: whole entries to the budget counted"
+        " exactly; whole: the index now, a plain substring; read: whole or by its group rows)"
+    )
+    print(
+        "window  summariser  compactions  artifacts  no index  before  filled   whole    read"
+        "  listed  fewer  folded  budget cut  summary tokens (index; before)"
+    )
+    for (window, summariser), tally in tallies.items():
+        total = sum(tally.artifacts.values())
+        cells = "  ".join(f"{share(sum(tally.named[m].values()), total):>6}" for m in MEASURES[1:])
+        print(
+            f"{window:6,}  {summariser:10}  {tally.compactions:11}  {total:9,}"
+            f"  {share(sum(tally.named['none'].values()), total):>8}  {cells}"
+            f"  {tally.fewer:5}  {tally.folded:6}  {tally.cut:3} of {tally.compactions:<3}"
+            f"  {mean(tally.summary_tokens):8,.0f} ({mean(tally.index_tokens):,.0f};"
+            f" {mean(tally.flat_tokens):,.0f})"
+        )
+    print("\nby kind: before -> whole (read), of how many")
+    print("window  summariser  " + "".join(f"{kind:>34}" for kind in KINDS))
+    for (window, summariser), tally in tallies.items():
+        cells = []
+        for kind in KINDS:
+            n = tally.artifacts[kind]
+            flat, read = tally.named["flat"][kind], tally.named["read"][kind]
+            whole = tally.named["whole"][kind]
+            cells.append(
+                f"{share(flat, n)} -> {share(whole, n)} ({share(read, n).strip()}) of {n:<5,}"
             )
+        print(f"{window:6,}  {summariser:10}  " + "".join(f"{c:>34}" for c in cells))
 
 
 if __name__ == "__main__":

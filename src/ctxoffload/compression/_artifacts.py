@@ -38,6 +38,7 @@ from .._tokens.tracker import kept_entries, outgrown
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text, tagged
 from ..tokens import TokenCounter
+from ._index_layout import IndexRows, group_of, group_pieces, render_rows
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",
@@ -115,8 +116,10 @@ class FoundArtifact:
     def from_json(cls, value: Mapping[str, Any]) -> FoundArtifact | None:
         """An entry read back from a mark; None for one that is not well formed."""
         kind, text = value.get("kind"), value.get("value")
-        if kind not in _KINDS or not isinstance(text, str) or not text:
+        if kind not in _KINDS or not isinstance(text, str) or not text.strip():
             return None
+        # One line, as the scan writes every value: a mark edited by hand cannot add a row.
+        text = _one_line(text)
         line = value.get("line")
         mentions, recency = value.get("mentions"), value.get("recency")
         return cls(
@@ -130,15 +133,6 @@ class FoundArtifact:
     def where(self) -> str:
         """`line 41`, or `no line` when the offloader could not say."""
         return f"line {self.line}" if self.line is not None else "no line"
-
-
-def _grouped(entries: Sequence[FoundArtifact]) -> list[str]:
-    """The index's lines: one per line of context.jsonl, in the order of its first entry,
-    `- line 41: /mnt/a.csv | pytest -q tests | ORD-58213`."""
-    groups: dict[str, list[str]] = {}
-    for found in entries:
-        groups.setdefault(found.where(), []).append(found.value)
-    return [f"- {where}: " + " | ".join(values) for where, values in groups.items()]
 
 
 def _cut(value: str) -> str:
@@ -380,19 +374,20 @@ def _put(found: dict[tuple[str, str], None], kind: str, value: str) -> bool:
     """Add one artifact (cut to one line of at most 200 characters); whether `found` is
     full."""
     if value:
-        # `_cut` leaves a value as it is when it is one printable line of at most 200
-        # characters with no space at either end (nearly every one): `splitlines` splits
-        # only at characters that are not printable, and the one printable character that
-        # `str.strip` removes is the space.
-        if (
-            len(value) > _VALUE_CHARS
-            or not value.isprintable()
-            or value[0] == " "
-            or value[-1] == " "
-        ):
-            value = _cut(value)
+        value = _one_line(value)
         found.setdefault((kind, value), None)
     return len(found) >= ARTIFACTS_PER_MESSAGE
+
+
+def _one_line(value: str) -> str:
+    """`_cut(value)`, without the work for a value it leaves as it is."""
+    # `_cut` leaves a value as it is when it is one printable line of at most 200
+    # characters with no space at either end (nearly every one): `splitlines` splits
+    # only at characters that are not printable, and the one printable character that
+    # `str.strip` removes is the space.
+    if len(value) > _VALUE_CHARS or not value.isprintable() or value[0] == " " or value[-1] == " ":
+        return _cut(value)
+    return value
 
 
 def _str(value: bytes) -> str:
@@ -624,6 +619,9 @@ class ArtifactIndex:
             only through the summary or the index, which the next compaction replaces).
         cut_before: artifacts cut by earlier compactions, for the index's last line.
         show_calls: whether the tally of calls fitted the budget.
+        folded: the entries (`(kind, value)`) written in the row of their directory or of
+            their command's program and file (`_index_layout`) rather than whole.
+        budget: the tokens the index could take.
     """
 
     entries: list[FoundArtifact] = field(default_factory=list)
@@ -634,6 +632,8 @@ class ArtifactIndex:
     carried: list[FoundArtifact] = field(default_factory=list)
     cut_before: int = 0
     show_calls: bool = False
+    folded: set[tuple[str, str]] = field(default_factory=set)
+    budget: int = 0
 
     @property
     def left(self) -> int:
@@ -653,6 +653,8 @@ class ArtifactIndex:
         events_file: str | None,
         cut_before: int = 0,
         kept_scanned: Sequence[Scanned] | None = None,
+        grouped: bool = True,
+        fill: bool = True,
     ) -> ArtifactIndex:
         """Check each artifact against the new context and list the ones named nowhere,
         most-mentioned first and newest first among equals, within `budget` tokens.
@@ -668,9 +670,13 @@ class ArtifactIndex:
             events_file: where the whole list is written (named when the budget cuts).
             cut_before: artifacts earlier compactions cut.
             kept_scanned: `scan_messages(kept)`, when it was run already.
+            grouped: whether an entry the budget leaves out whole may be folded into the row
+                of its directory or command (see `_index_layout`).
+            fill: whether the budget is filled counted exactly (False: by the estimate
+                alone, the layout of one entry a value as it was before groups).
         """
         still = named_values(kept, kept_scanned)
-        index = cls(calls=Counter(calls), cut_before=cut_before)
+        index = cls(calls=Counter(calls), cut_before=cut_before, budget=budget)
         waiting: list[FoundArtifact] = []
         for found in leaving:
             if (found.kind, found.value) in still:
@@ -681,7 +687,7 @@ class ArtifactIndex:
                 waiting.append(found)
         # Files the workspace stored (a tool result's whole output) first: each holds what
         # left; then the most-mentioned, newest first.
-        stored = os.path.dirname(events_file) if events_file else None
+        stored = _stored_in(events_file)
         waiting.sort(
             key=lambda f: (
                 not (stored and f.value.startswith(stored)),
@@ -691,29 +697,162 @@ class ArtifactIndex:
             )
         )
         # What is always said (how many are cut and where they are listed) is paid first;
-        # then the entries, most-mentioned and newest first; then the tally of calls.
+        # then the entries, each whole on its line's row, most-mentioned and newest first,
+        # at what it adds to the index by estimate (`IndexRows`): the layout before groups,
+        # which every later step only adds to; then the tally of calls, when it fits.
         spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
         header = counter.count_text(_HEADER) + 1
-        chosen = ""  # the entries' values so far: one that holds another is named by it
-        lines_named: set[str] = set()
+        rows = IndexRows(counter.count_text, stored)
+        inside: list[FoundArtifact] = []  # each inside an entry's text (a command's path)
+        rest: list[FoundArtifact] = []
+        held = ""  # the texts the index holds unbroken, a line each
         for found in waiting:
-            if found.value in chosen:
-                index.in_summary.append(found)  # inside an entry (a command's path)
+            if found.value in held:
+                inside.append(found)
                 continue
-            cost = counter.count_text(found.value) + 2 + (0 if index.entries else header)
-            if found.where() not in lines_named:
-                cost += counter.count_text(f"- {found.where()}: ") + 1
+            cost = rows.cost(found) + (0 if index.entries else header)
             if spent + cost > budget:
-                index.cut.append(found)
+                rest.append(found)
                 continue
             index.entries.append(found)
-            lines_named.add(found.where())
-            chosen += found.value + "\n"
+            held += "\n".join(rows.add(found)) + "\n"
             spent += cost
         tally = index._tally()
         index.show_calls = bool(tally) and spent + counter.count_text(tally) + 1 <= budget
+        if fill:
+            inside += index._fill(rest, rows, held, counter, events_file, grouped=grouped)
+        else:
+            index.cut += rest
+        index._fit(rows, inside, counter, events_file)
         index.carried = index.in_summary + index.entries
         return index
+
+    def _held(self, stored: str | None) -> str:
+        """The texts the index holds unbroken for its entries, a line each: another artifact
+        inside one of them is named by it."""
+        return "\n".join(
+            piece
+            for entry in self.entries
+            for piece in group_pieces(entry, (entry.kind, entry.value) in self.folded, stored)
+        )
+
+    def _exact(self, counter: TokenCounter, events_file: str | None) -> int:
+        """The tokens the index takes as it stands, counted whole."""
+        text = self.render_with(self.entries, len(self.cut), events_file, calls=self.show_calls)
+        return counter.count_text(text)
+
+    def _fill(
+        self,
+        rest: Sequence[FoundArtifact],
+        rows: IndexRows,
+        held: str,
+        counter: TokenCounter,
+        events_file: str | None,
+        *,
+        grouped: bool,
+    ) -> list[FoundArtifact]:
+        """Fill the index to its budget counted exactly with the entries of `rest` (those
+        the estimate left out, most-mentioned first): each whole, or (`grouped`) folded into
+        its directory's or command's row where that adds no more tokens than the entry whole.
+        `held`: the texts the entries hold unbroken. Returns the entries of `rest` inside
+        one of those texts.
+
+        The estimate sums each piece's tokens, which on the corpus runs a tenth over the
+        index counted whole. So `rest` is taken within an estimated budget searched by
+        halves, once whole only and once folding where it pays, and the fill that names the
+        most within the budget counted exactly is kept (the one folding fewer among equals).
+        """
+        base = len(self.entries)
+        start = rows.tokens
+        sizes = Counter(group_of(found, rows.stored)[:2] for found in rest)
+
+        def take(limit: int, fold: bool) -> tuple[int, list[FoundArtifact]]:
+            """Fill within `limit` estimated tokens: (its score, or -1 when over the budget;
+            the entries inside another)."""
+            while len(self.entries) > base:
+                self._give_back(rows)  # (counted as they were added)
+            rows.count_rules = not fold
+            self.cut = []
+            inside: list[FoundArtifact] = []
+            text = held
+            for found in rest:
+                if found.value in text:
+                    inside.append(found)
+                    continue
+                # A group's row costs more than its second member whole (its head), and
+                # less from the third on: the leftover of a group of three or more is folded.
+                folds = fold and sizes[group_of(found, rows.stored)[:2]] >= 3
+                cost = rows.cost(found, folded=folds)
+                if rows.tokens - start + cost > limit:
+                    self.cut.append(found)
+                    continue
+                self.entries.append(found)
+                if folds:
+                    self.folded.add((found.kind, found.value))
+                text += "\n".join(rows.add(found, folded=folds)) + "\n"
+            if self._exact(counter, events_file) > self.budget:
+                return -1, inside
+            # Each entry named counts once, and once more when a plain search of the context
+            # for it finds it (not in a group's row): folding must name more than it hides.
+            named = len(self.entries) - base + len(inside)
+            return 2 * named - rows.in_group_rows, inside
+
+        room = self.budget - self._exact(counter, events_file)
+        best: tuple[int, bool, int] = (0, False, -1)  # score, whole only, limit
+        for fold in (False, True) if grouped and room > 0 else (False,):
+            low, high = 0, 2 * room + 8
+            while low <= high:
+                limit = (low + high) // 2
+                score = take(limit, fold)[0]
+                if score < 0:
+                    high = limit - 1
+                else:
+                    low = limit + 1
+                    best = max(best, (score, not fold, limit))
+        inside = take(best[2], not best[1])[1]
+        # What the search by halves left: a cut entry that fits whole, counted exactly (the
+        # estimate is over by a token or two an entry, so few are worth trying).
+        room = self.budget - self._exact(counter, events_file)
+        held = self._held(rows.stored)
+        for found in list(self.cut):
+            if found.value in held:
+                self.cut.remove(found)
+                inside.append(found)
+            elif room > 0 and rows.cost(found) <= 2 * room:
+                self.cut.remove(found)
+                self.entries.append(found)
+                rows.add(found)
+                room = self.budget - self._exact(counter, events_file)
+                if room < 0:
+                    self._give_back(rows)
+                    room = self.budget - self._exact(counter, events_file)
+                else:
+                    held += "\n" + found.value
+        return inside
+
+    def _give_back(self, rows: IndexRows) -> None:
+        """Put the entry taken last back in the cut."""
+        found = self.entries.pop()
+        rows.remove_last(found)
+        self.folded.discard((found.kind, found.value))
+        self.cut.append(found)
+
+    def _fit(
+        self,
+        rows: IndexRows,
+        inside: Sequence[FoundArtifact],
+        counter: TokenCounter,
+        events_file: str | None,
+    ) -> None:
+        """Count the index whole and give entries back to the cut, the last taken first,
+        while it is over its budget (the estimate is a tenth over on the corpus, so this
+        rarely takes any back); then each entry of `inside` is named when an entry still
+        holds it, cut otherwise."""
+        while self.entries and self._exact(counter, events_file) > self.budget:
+            self._give_back(rows)
+        held = self._held(rows.stored)
+        for found in inside:
+            (self.in_summary if found.value in held else self.cut).append(found)
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
@@ -745,8 +884,8 @@ class ArtifactIndex:
         `calls`."""
         lines: list[str] = []
         if entries:
-            lines.append(_HEADER)
-            lines.extend(_grouped(entries))
+            rows, rules = render_rows(entries, self.folded, _stored_in(events_file))
+            lines += [_HEADER, *rules, *rows]
         if calls and self.calls:
             lines.append(self._tally())
         total_cut = cut + self.cut_before
@@ -768,6 +907,7 @@ class ArtifactIndex:
             "in_kept": len(self.in_kept),
             "indexed": len(self.entries),
             "cut": len(self.cut),
+            "budget": self.budget,
         }
 
     def listing(self) -> list[dict[str, Any]]:
@@ -781,6 +921,11 @@ class ArtifactIndex:
         ):
             out.extend({**f.to_json(), "status": status} for f in group)
         return out
+
+
+def _stored_in(events_file: str | None) -> str | None:
+    """The session folder that holds `events_file` (and the files the workspace stored)."""
+    return os.path.dirname(events_file) if events_file else None
 
 
 def events_file(reference: str | None) -> str | None:
