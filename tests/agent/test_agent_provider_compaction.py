@@ -64,7 +64,9 @@ def _lines(ws: LocalWorkspace, session: str) -> list[str]:
 async def test_what_the_item_replaces_is_in_context_jsonl_and_the_index_follows_the_item(
     local_ws: LocalWorkspace,
 ) -> None:
-    call = ToolCallBlock(id="c1", name="run_export", input={"script": "/opt/jobs/export_nightly.sh"})
+    call = ToolCallBlock(
+        id="c1", name="run_export", input={"script": "/opt/jobs/export_nightly.sh"}
+    )
     model_script = [call, "It fails on orders.region.", _reply(ANTHROPIC_RESPONSE), "Done."]
     agent = _agent(local_ws, model_script)
     await agent.reply("Why does the nightly export fail?")
@@ -157,7 +159,10 @@ async def test_a_second_provider_compaction_keeps_what_came_after_the_first(
 ) -> None:
     second = {
         **ANTHROPIC_RESPONSE,
-        "content": [{"type": "compaction", "content": "Second summary."}, {"type": "text", "text": "ok"}],
+        "content": [
+            {"type": "compaction", "content": "Second summary."},
+            {"type": "text", "text": "ok"},
+        ],
     }
     call = ToolCallBlock(id="c9", name="bash", input={"command": "psql -c 'select 1' warehouse"})
     agent = _agent(local_ws, ["first", _reply(ANTHROPIC_RESPONSE), call, "x", _reply(second)])

@@ -168,11 +168,12 @@ class Projector:
             system = leading_system(history)
             cover = self._cover_for(keys, system)
             holder = newest_compaction(history)
+            summarised: _Cover | None = None
             if holder is not None and holder > system:
                 if cover is not None and cover.start + cover.count > holder:
                     holder = None  # a summary made since stands for the item too
                 else:
-                    cover = None  # the provider's item stands for all the summary did
+                    summarised, cover = cover, None  # the item stands for all it did
             else:
                 holder = None
             skip = range(system, holder) if holder is not None else None
@@ -182,7 +183,7 @@ class Projector:
             if cover is not None:
                 out += cover.messages
             if holder is not None:
-                out += await self._beside_provider(history, keys, sent, system, holder)
+                out += await self._beside_provider(history, keys, sent, system, holder, summarised)
             else:
                 out += [m for m in sent[system:] if m is not None]
             result = await self._compressor.maybe_compress(
@@ -337,21 +338,33 @@ class Projector:
         sent: list[Msg | None],
         system: int,
         holder: int,
+        summarised: _Cover | None,
     ) -> list[Msg]:
         """What is sent from a provider's compaction item on: the item's turn, the note,
         the rest. The first time the item is seen (in this process or, through the session's
         events, an earlier one), the messages before it are appended to context.jsonl and
-        the note is written; later calls send the same note object."""
+        the note is written; later calls send the same note object.
+
+        Messages stored already are not stored again: those an earlier item replaced (its
+        note stands for them) and those a summary stands for (`summarised`); the newest of
+        those notes carries its index on into the new one."""
         rest = [m for m in sent[holder:] if m is not None]
         cut = self._provider
         if cut is None or cut.key != keys[holder]:
+            start, notes = system, list(summarised.messages) if summarised is not None else []
+            if summarised is not None:
+                start = summarised.start + summarised.count
+            if cut is not None and cut.key in keys[start:holder]:
+                start, notes = keys.index(cut.key, start, holder), [cut.note]
             before = [
                 item if isinstance(item, Msg) else _read(item, i)
-                for i, item in enumerate(history[system:holder], start=system)
+                for i, item in enumerate(history[start:holder], start=start)
             ]
-            done = await absorb(self._compressor, before, rest[0], rest[1:], item_key=keys[holder])
+            done = await absorb(
+                self._compressor, [*notes, *before], rest[0], rest[1:], item_key=keys[holder]
+            )
             if done is None:  # not stored: nothing may leave
-                return [*before, *rest]
+                return [*notes, *before, *rest]
             cut = self._provider = _ProviderCut(keys[holder], done.note)
         at = note_position(rest, 0)
         return [*rest[:at], cut.note, *rest[at:]]

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 from .._disk.events import EventKind, ProviderCompaction
 from .._disk.layout import mark_of
+from .._disk.records import Event
 from ..formats.provider_compaction import CompactionItem, compaction_item
 from ..messages import Msg
-from .._disk.records import Event
 from ._notes import NOTE_MARK, is_context_note
 from ._persisted import Persisted, spans_text
 from ._tool_names import ReaderTools, how_to_read
@@ -145,9 +145,7 @@ async def absorb_in_context(
     system = leading_system(messages)
     if holder is None or holder <= system:
         return list(messages), None
-    done = await absorb(
-        keeper, messages[system:holder], messages[holder], messages[holder + 1 :]
-    )
+    done = await absorb(keeper, messages[system:holder], messages[holder], messages[holder + 1 :])
     if done is None:
         return list(messages), None
     at = note_position(messages, holder)
@@ -228,7 +226,7 @@ def _note(
     count: int,
     reference: str | None,
     spans: Sequence[tuple[int, int]],
-    compressor: Compressor,
+    compressor: Keeper,
 ) -> Msg:
     """What the context after the provider's item is told of the messages it replaced."""
     provider = _PROVIDER_NAMES.get(item.provider, item.provider)

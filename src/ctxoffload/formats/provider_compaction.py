@@ -69,7 +69,7 @@ def compaction_item(message: Msg | Mapping[str, Any]) -> CompactionItem | None:
     """
     if isinstance(message, Msg):
         item = message.metadata.get(ITEM_KEY)
-        if _is_compaction(item):
+        if isinstance(item, Mapping) and _is_compaction(item):
             return CompactionItem("openai", copy.deepcopy(dict(item)))
         hint = message.metadata.get("anthropic")
         unknown = hint.get("unknown") if isinstance(hint, Mapping) else None
