@@ -14,6 +14,7 @@ from ctxoffload import ContextConfig, LocalWorkspace, Msg
 from ctxoffload.compression import Projector
 from ctxoffload.formats import to_anthropic
 from ctxoffload.formats.responses import from_responses, to_responses
+from helpers import plausible_session
 from provider_shapes import (
     ANTHROPIC_RESPONSE,
     ANTHROPIC_TOOL_RESPONSE,
@@ -254,3 +255,24 @@ async def test_the_anthropic_block_with_a_summary_counts_what_it_names(
     await Projector(local_ws, "a", config=CONFIG).project(history)
     (event,) = _events(local_ws, "a", "provider_compaction")
     assert event["artifacts"]["in_summary"] == 1 and event["artifacts"]["indexed"] == 0
+
+
+async def test_an_item_after_a_summary_stores_only_what_the_summary_did_not(
+    local_ws: LocalWorkspace,
+) -> None:
+    small = ContextConfig(context_window=3000, tool_result_limit=200)
+    history: list[Msg] = plausible_session(120)
+    projector = Projector(local_ws, "t", config=small)
+    await projector.project(history)
+    (projection,) = _events(local_ws, "t", "projection")
+    stored = len(_log(local_ws, "t").splitlines())
+    assert stored == projection["covers"]
+    more = responses_history(
+        [{"type": "message", "role": "user", "content": "go on"}, OPENAI_COMPACTION_ITEM]
+    )
+    sent = await projector.project([*history, *more])
+    assert to_responses(sent[:1]) == [OPENAI_COMPACTION_ITEM]
+    (event,) = _events(local_ws, "t", "provider_compaction")
+    # The messages the summary kept verbatim and the new request: not the summarised ones.
+    assert event["messages"] == len(history) - projection["covers"] + 1
+    assert event["lines"] == [stored + 1, stored + event["messages"]]
