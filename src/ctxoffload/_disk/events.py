@@ -64,6 +64,7 @@ __all__ = [
     "OverWindow",
     "Pin",
     "Projection",
+    "ProviderCompaction",
     "Replay",
     "SessionStart",
     "Subagent",
@@ -138,6 +139,11 @@ class EventKind:
     # for Claude Code): the messages it was about to drop, appended to context.jsonl, and
     # the text that names them (the artifact index) for the context after it.
     HOST_COMPACTION = "host_compaction"
+    # Written when a model's response carries its provider's own compaction (Anthropic's
+    # `compaction` block, the Responses API's `compaction` item), by the Agent and by a
+    # `Projector`: the messages the item replaces, appended to context.jsonl, and the note
+    # with their artifact index put right after the item.
+    PROVIDER_COMPACTION = "provider_compaction"
 
 
 def is_event(value: object) -> bool:
@@ -897,4 +903,28 @@ class HostCompaction(_MovedLines, _Fidelity):
             f"{said(self.host)} compacted its context ({said(self.trigger)}): "
             f"{plural(self.messages, 'message')} of its transcript kept{_into(self)} "
             f"({figure(self.appended)} new)" + (f"; {fidelity}" if fidelity else "")
+        )
+
+
+class ProviderCompaction(_MovedLines, _Fidelity):
+    """A provider's own compaction in a response (Anthropic's `compaction` block, the
+    Responses API's `compaction` item): the messages before it, which the provider no longer
+    reads, appended to context.jsonl; `note`, the message put right after the item (where
+    they went and the artifact index), which a `Projector` sends again on every call."""
+
+    kind = EventKind.PROVIDER_COMPACTION
+    log_level = "INFO"
+    provider: str
+    item_id: str | None
+    message_id: str
+    item_key: str
+    messages: int
+    note: dict[str, Any]
+
+    def sentence(self) -> str:
+        fidelity = self.fidelity()
+        return (
+            f"{said(self.provider)} compacted the conversation on its side: "
+            f"{plural(self.messages, 'message')} its item replaces kept{_into(self)}, the "
+            "artifact index put after the item" + (f"; {fidelity}" if fidelity else "")
         )

@@ -301,9 +301,11 @@ class Agent:
                 calls = reply.tool_calls
                 record.tool_calls = [c.name for c in calls]
                 if not calls:
+                    await self._beside_provider_compaction()
                     await self._save_state()
                     return reply
                 await self._run_calls(reply, record)
+                await self._beside_provider_compaction()
                 logger.debug("step %d: %d tool calls", step, len(calls))
             stop = Msg(
                 role="assistant",
@@ -344,6 +346,19 @@ class Agent:
             results_msg = await pin_with_results(self._pipeline, self, reply)
         await self._record.messages([results_msg], is_context=False)
         await self._save_state()
+
+    async def _beside_provider_compaction(self) -> None:
+        """When the model's provider compacted the conversation on its side (its reply holds
+        a compaction item), keep what the item replaces and go on from it
+        (`Compressor.keep_provider_compaction`); run once the reply's turn is complete, so
+        the note after it never stands between a call and its result."""
+        context = await self.compressor.keep_provider_compaction(self.messages)
+        if len(context) != len(self.messages) or any(
+            a is not b for a, b in zip(context, self.messages, strict=True)
+        ):
+            self.messages = context
+            await self._record.messages(self.messages)
+            await self._save_state()
 
     async def _pre_llm(self, **options: Any) -> CompressionResult:
         """The pipeline's `pre_llm` on the context. A request it refuses as over the window

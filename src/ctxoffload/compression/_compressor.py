@@ -29,6 +29,7 @@ from ._config import ContextConfig
 from ._events import EventCallback
 from ._notes import is_context_note
 from ._persisted import Persisted
+from ._provider_compaction import absorb_in_context
 from ._services import RunServices, RunSettings
 from ._split import SplitStrategy
 from ._summary_message import Artifact
@@ -368,6 +369,31 @@ class Compressor:
             summary_text=summary_text,
             kept=kept,
         )
+
+    # -- beside a provider's own compaction ----------------------------------------------
+
+    async def keep_provider_compaction(self, messages: Sequence[Msg]) -> list[Msg]:
+        """The context after the newest compaction item of the model's provider it holds
+        (Anthropic's `compaction` block, the Responses API's `compaction` item), with
+        nothing the provider dropped lost.
+
+        The provider no longer reads the messages before its item. They are appended to the
+        session's context.jsonl first; then they leave the context, which goes on from the
+        item, and a note is put right after the item's turn (after the tool results that
+        answer its calls), naming the file and lines that hold them, followed by the
+        artifact index of what left. A `provider_compaction` event records the span and the
+        note. The `Agent` calls this after each model reply.
+
+        Args:
+            messages: the context, oldest first; a leading system prompt stays.
+
+        Returns:
+            The new context; `messages` (as a new list) when there is no item with messages
+            before it (none, or absorbed already), or when they could not be stored (then
+            nothing leaves: a warning is logged).
+        """
+        context, _ = await absorb_in_context(self, messages)
+        return context
 
     # -- the summary made in the background (`background_compaction`) ---------------------
 

@@ -32,6 +32,7 @@ from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
 from ._notes import is_summary_message
+from ._provider_compaction import absorb, leading_system, newest_compaction, note_position
 
 if TYPE_CHECKING:
     from ..model import ChatModel
@@ -42,6 +43,16 @@ if TYPE_CHECKING:
 __all__ = ["Projector"]
 
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _ProviderCut:
+    """A provider's compaction item in the history (`_provider_compaction.py`): the message
+    whose key is `key` carries it; the messages before it (after the leading system ones)
+    are not sent, and `note` is sent right after the item's turn."""
+
+    key: str
+    note: Msg
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,7 @@ class Projector:
         # Per message object given (by `id`, holding it so the id stays its own): its key.
         self._keys: dict[int, tuple[Any, str]] = {}
         self._cover: _Cover | None = None
+        self._provider: _ProviderCut | None = None
         # What each call was sent, recorded as the Agent records its own model calls, so
         # `ctxoffload show --step N` rebuilds it: the step (numbered over the session) and
         # the keys of the history last projected (the same history again is a retry).
@@ -153,14 +165,27 @@ class Projector:
             started = time.perf_counter()
             await self._load()
             keys = [self._key_of(item) for item in history]
-            system = _leading_system(history)
+            system = leading_system(history)
             cover = self._cover_for(keys, system)
-            sent = await self._each(history, keys, cover)
+            holder = newest_compaction(history)
+            summarised: _Cover | None = None
+            if holder is not None and holder > system:
+                if cover is not None and cover.start + cover.count > holder:
+                    holder = None  # a summary made since stands for the item too
+                else:
+                    summarised, cover = cover, None  # the item stands for all it did
+            else:
+                holder = None
+            skip = range(system, holder) if holder is not None else None
+            sent = await self._each(history, keys, cover, skip)
             # A summarised message is None in `sent`: the summary stands where they were.
             out = [m for m in sent[:system] if m is not None]
             if cover is not None:
                 out += cover.messages
-            out += [m for m in sent[system:] if m is not None]
+            if holder is not None:
+                out += await self._beside_provider(history, keys, sent, system, holder, summarised)
+            else:
+                out += [m for m in sent[system:] if m is not None]
             result = await self._compressor.maybe_compress(
                 out, tools=tools, force=force, remember=False
             )
@@ -216,6 +241,11 @@ class Projector:
             step = event.get("step")
             if event.get("kind") == EventKind.MODEL_CALL and isinstance(step, int):
                 self._step = max(self._step, step)
+            if event.get("kind") == EventKind.PROVIDER_COMPACTION:
+                note, key = event.get("note"), event.get("item_key")
+                if isinstance(note, dict) and isinstance(key, str):
+                    self._provider = _ProviderCut(key, Msg.model_validate(note))
+                continue
             if event.get("kind") != EventKind.PROJECTION:
                 continue
             messages = event.get("messages")
@@ -275,11 +305,17 @@ class Projector:
         return None
 
     async def _each(
-        self, history: Sequence[Msg | Mapping[str, Any]], keys: list[str], cover: _Cover | None
+        self,
+        history: Sequence[Msg | Mapping[str, Any]],
+        keys: list[str],
+        cover: _Cover | None,
+        skip: range | None = None,
     ) -> list[Msg | None]:
         """What is sent for each message: read once, truncated once; None for a message a
-        summary stands for (not read at all, as a restarted process need not)."""
-        skip = range(cover.start, cover.start + cover.count) if cover is not None else range(0)
+        summary or a provider's compaction item stands for (`skip`; not read at all, as a
+        restarted process need not)."""
+        if skip is None:
+            skip = range(cover.start, cover.start + cover.count) if cover is not None else range(0)
         sent: list[Msg | None] = []
         for i, (item, key) in enumerate(zip(history, keys, strict=True)):
             if i in skip:
@@ -294,6 +330,44 @@ class Projector:
             self._seen[key] = (item, msg, projected)
             sent.append(projected)
         return sent
+
+    async def _beside_provider(
+        self,
+        history: Sequence[Msg | Mapping[str, Any]],
+        keys: list[str],
+        sent: list[Msg | None],
+        system: int,
+        holder: int,
+        summarised: _Cover | None,
+    ) -> list[Msg]:
+        """What is sent from a provider's compaction item on: the item's turn, the note,
+        the rest. The first time the item is seen (in this process or, through the session's
+        events, an earlier one), the messages before it are appended to context.jsonl and
+        the note is written; later calls send the same note object.
+
+        Messages stored already are not stored again: those an earlier item replaced (its
+        note stands for them) and those a summary stands for (`summarised`); the newest of
+        those notes carries its index on into the new one."""
+        rest = [m for m in sent[holder:] if m is not None]
+        cut = self._provider
+        if cut is None or cut.key != keys[holder]:
+            start, notes = system, list(summarised.messages) if summarised is not None else []
+            if summarised is not None:
+                start = summarised.start + summarised.count
+            if cut is not None and cut.key in keys[start:holder]:
+                start, notes = keys.index(cut.key, start, holder), [cut.note]
+            before = [
+                item if isinstance(item, Msg) else _read(item, i)
+                for i, item in enumerate(history[start:holder], start=start)
+            ]
+            done = await absorb(
+                self._compressor, [*notes, *before], rest[0], rest[1:], item_key=keys[holder]
+            )
+            if done is None:  # not stored: nothing may leave
+                return [*notes, *before, *rest]
+            cut = self._provider = _ProviderCut(keys[holder], done.note)
+        at = note_position(rest, 0)
+        return [*rest[:at], cut.note, *rest[at:]]
 
     def _forget_dropped(self, history: Sequence[Any], keys: list[str]) -> None:
         """Forget the messages a host dropped from its history (bounded memory)."""
@@ -360,17 +434,6 @@ def _read(item: Mapping[str, Any], index: int) -> Msg:
     except InvalidContent as exc:
         problem = " ".join(str(exc).split()).removeprefix("objs[0] ")
         raise InvalidContent(f"Projector.project: history[{index}] {problem}") from None
-
-
-def _leading_system(history: Sequence[Msg | Mapping[str, Any]]) -> int:
-    """How many system messages lead the history (never summarised)."""
-    n = 0
-    for item in history:
-        role = item.role if isinstance(item, Msg) else item.get("role")
-        if role not in ("system", "developer"):
-            break
-        n += 1
-    return n
 
 
 def _key(item: Msg | Mapping[str, Any]) -> str:

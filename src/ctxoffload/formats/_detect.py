@@ -20,7 +20,15 @@ __all__ = ["read_messages", "read_tool_result", "to_msg", "to_msgs"]
 _OURS_BLOCK_TYPES = frozenset({"text", "thinking", "data", "tool_call", "tool_result"})
 _OPENAI_PART_TYPES = frozenset({"image_url", "input_audio", "file", "refusal"})
 _ANTHROPIC_BLOCK_TYPES = frozenset(
-    {"tool_use", "image", "document", "thinking", "redacted_thinking", "server_tool_use"}
+    {
+        "tool_use",
+        "image",
+        "document",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "compaction",  # server-side compaction (formats/provider_compaction.py)
+    }
 )
 
 
