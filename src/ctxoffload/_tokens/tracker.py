@@ -242,8 +242,9 @@ class ContextTokenTracker:
         if anchor is not None and keys[: len(anchor.keys)] != anchor.keys:
             self._anchor = anchor = None
         if anchor is not None or not self.counter.is_exact:
-            # Anchored: the messages appended since are all there is to count. A heuristic
-            # count costs a length a string: nothing to save.
+            # Anchored: the messages appended since are all there is to count. An inexact
+            # counter's count is not held to a byte-level BPE's bounds (a calibrated one
+            # scales them), so it is counted in full: the heuristic's costs a length a string.
             return TokenCount.of(self.count(system, summary, messages, tools))
         heads = len(context) - len(messages)  # the system prompt and the summary
         total, stop = self._count_newest(context, keys, heads, tools, limit)
@@ -304,25 +305,44 @@ class ContextTokenTracker:
         estimate = min(max(total + round(bound * ratio), low), high)
         return TokenCount(estimate, False, low, high, len(unknown))
 
-    def anchor(self, input_tokens: int, messages: Sequence[Msg]) -> None:
+    def anchor(self, input_tokens: int, messages: Sequence[Msg]) -> bool:
         """Record the provider-reported input tokens for exactly `messages`.
 
+        A report below a quarter of this tracker's own count of the same request is not
+        the whole prompt (Anthropic's `usage.input_tokens` leaves out the tokens read from
+        or written to its prompt cache: add `cache_read_input_tokens` and
+        `cache_creation_input_tokens`); it is not used, and any previous anchor is dropped,
+        so a partial figure never lowers the count the trigger compares.
+
         Args:
-            input_tokens: `usage.input_tokens` of the call; 0 or less means "not reported"
-                and just drops any previous anchor.
+            input_tokens: the input tokens the provider reported for the whole request; 0
+                or less means "not reported" and just drops any previous anchor.
             messages: every message that call sent, in order, the system prompt and the
                 summary included (what `ChatModel.generate` received). The tool schemas are
                 assumed to be the ones of the latest `count`.
+
+        Returns:
+            Whether the report was taken as the anchor.
         """
-        if input_tokens <= 0:
+        ours = self._known_request(messages)
+        if input_tokens <= 0 or (ours is not None and input_tokens * 4 < ours):
             self._anchor = None
-            return
+            return False
         self._anchor = _Anchor(
             input_tokens=input_tokens,
             keys=[_key(m) for m in messages],
             contents=[m.content for m in messages],
             tools_tokens=self._last_tools_tokens,
         )
+        return True
+
+    def _known_request(self, messages: Sequence[Msg]) -> int | None:
+        """This tracker's count of a request of `messages` (and the latest tool schemas), or
+        None when one of them was never counted."""
+        counts = [self._tokens.get(_key(m)) for m in messages]
+        if not counts or any(c is None for c in counts):
+            return None
+        return sum(c for c in counts if c is not None) + REPLY_PRIMING_TOKENS + self.tools_tokens
 
     def _count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
         # Serialising is cheap next to tokenizing; the schemas rarely change between calls.
