@@ -41,9 +41,7 @@ class TokenCounter(Protocol):
         is_exact: True when the counts are the model's own: an OpenAI model counted with
             its encoding (`get_token_counter`). False for an estimate: the characters
             heuristic, an encoding standing in for another family's tokenizer, or a
-            calibrated bound (`CalibratedCounter`). An inexact counter's counts are added
-            up in full before each decision (`ContextTokenTracker.count_past` estimates
-            only from a counter that is exact).
+            calibrated bound (`CalibratedCounter`).
     """
 
     name: str

@@ -4,6 +4,7 @@ within bounds (`TokenCount`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,6 +17,8 @@ from .costs import (
     dumps_json,
     message_tokens,
 )
+from .counters import TiktokenCounter
+from .families import CalibratedCounter
 
 if TYPE_CHECKING:
     from ..messages import Msg
@@ -37,7 +40,8 @@ class TokenCount:
         at_least: a bound no exact count can fall below: the tokens counted, and the
             overhead of each message not counted (`tokens` when exact).
         at_most: a bound no exact count can exceed: the messages not counted are costed at
-            one token per UTF-8 byte, as a byte-level BPE never takes more (`tokens` when
+            one token per UTF-8 byte, as a byte-level BPE never takes more (times the
+            ratio of a `CalibratedCounter`) (`tokens` when
             exact).
         uncounted: how many of the oldest messages were estimated.
     """
@@ -68,6 +72,18 @@ class TokenCount:
             "tokens_before_range": [self.at_least, self.at_most],
             "tokens_before_uncounted": self.uncounted,
         }
+
+
+def _tokens_per_byte(counter: TokenCounter) -> float | None:
+    """The most tokens a UTF-8 byte can cost under `counter`: 1 for a byte-level BPE (an
+    encoding's count, or any counter that is exact), the ratio times that for a
+    `CalibratedCounter` over one; None when no bound is known (the heuristic)."""
+    if isinstance(counter, CalibratedCounter):
+        base = _tokens_per_byte(counter.base)
+        return None if base is None else base * counter.ratio
+    if isinstance(counter, TiktokenCounter) or counter.is_exact:
+        return 1.0
+    return None
 
 
 def _utf8_length(text: str) -> int:
@@ -241,10 +257,9 @@ class ContextTokenTracker:
         anchor = self._anchor
         if anchor is not None and keys[: len(anchor.keys)] != anchor.keys:
             self._anchor = anchor = None
-        if anchor is not None or not self.counter.is_exact:
-            # Anchored: the messages appended since are all there is to count. An inexact
-            # counter's count is not held to a byte-level BPE's bounds (a calibrated one
-            # scales them), so it is counted in full: the heuristic's costs a length a string.
+        if anchor is not None or _tokens_per_byte(self.counter) is None:
+            # Anchored: the messages appended since are all there is to count. A count with
+            # no known bound a byte (the heuristic's costs a length a string) is made whole.
             return TokenCount.of(self.count(system, summary, messages, tools))
         heads = len(context) - len(messages)  # the system prompt and the summary
         total, stop = self._count_newest(context, keys, heads, tools, limit)
@@ -295,13 +310,14 @@ class ContextTokenTracker:
         all) cost, and its bounds."""
         data = getattr(self.counter, "data_block_tokens", DEFAULT_DATA_BLOCK_TOKENS)
         bound = _bound(unknown, data)
+        most = _tokens_per_byte(self.counter) or 1.0
         # The estimate takes the tokens a byte of the messages counted (the newest) cost
         # against the same bound, to the bound of those not counted.
         seen_bound = _bound(counted, data)
         ratio = counted_tokens / seen_bound if seen_bound else 0.25
         # Each message costs its overhead at least, and no more than its bound.
         low = total + MESSAGE_OVERHEAD_TOKENS * len(unknown)
-        high = total + bound
+        high = total + math.ceil(bound * most)
         estimate = min(max(total + round(bound * ratio), low), high)
         return TokenCount(estimate, False, low, high, len(unknown))
 
