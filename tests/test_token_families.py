@@ -170,3 +170,16 @@ async def test_the_projector_decides_on_the_reported_count(tmp_path: Path) -> No
     # The same history without the report is under the trigger: the report decided.
     unreported = Projector(LocalWorkspace(tmp_path / "ws"), "t2", config=config)
     assert await unreported.project(history) == history
+
+
+@pytest.mark.parametrize("text", ["line {i}: " + "text " * 200, "{i} 🙂" * 300, "{i}\x00é" * 400])
+def test_a_calibrated_estimate_past_the_trigger_holds_the_exact_count(text: str) -> None:
+    """A cold history counted by the Claude counter is counted from the newest back and the
+    rest estimated; the bounds, scaled by the ratio, hold the count made in full (emoji and
+    control bytes: o200k spends up to a token a byte on them)."""
+    claude = get_token_counter("claude-sonnet-4-5")
+    history = [Msg(role="user", content=text.format(i=i)) for i in range(600)]
+    counted = ContextTokenTracker(claude).count_past(None, None, history, limit=40_000)
+    exact = claude.count_messages(history)
+    assert not counted.exact and counted.uncounted > 0
+    assert counted.at_least <= exact <= counted.at_most
