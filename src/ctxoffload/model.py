@@ -22,7 +22,10 @@ class Usage(BaseModel):
     """Token usage a provider reported for one call.
 
     Args:
-        input_tokens: the tokens of the prompt, as the provider counted them.
+        input_tokens: the tokens of the whole prompt, as the provider counted them; the
+            next decision starts from this figure (`ContextTokenTracker.anchor`). With
+            Anthropic, add its `cache_read_input_tokens` and `cache_creation_input_tokens`
+            to its `input_tokens`, which counts only the uncached part.
         output_tokens: the tokens of the reply.
         cached_input_tokens: the tokens of the prompt the provider's prompt cache served
             (OpenAI's `usage.prompt_tokens_details.cached_tokens`); None when not reported.

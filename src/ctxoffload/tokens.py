@@ -32,6 +32,11 @@ How a message is counted (both counters, with their own `count_text` / JSON cost
 
 A list of messages (`count_messages`) adds `REPLY_PRIMING_TOKENS` (3) for the assistant
 header every reply is primed with. Tool schemas (`count_tools`) are counted as their JSON.
+
+Which counter a model gets depends on its family (`family_of`): an OpenAI model is counted
+exactly with its encoding; a Claude model, which has no offline tokenizer, with o200k_base
+times `CLAUDE_RATIO`, a ratio measured against the provider's reported usage with its margin
+(`CalibratedCounter`); any other model with o200k_base, reported as not exact.
 """
 
 from __future__ import annotations
@@ -44,19 +49,23 @@ from ._tokens.costs import (
 )
 from ._tokens.counters import HeuristicCounter, TiktokenCounter, get_token_counter
 from ._tokens.encodings import TIKTOKEN_DIR_ENV, encoding_for_model, load_encoding
+from ._tokens.families import CLAUDE_RATIO, CalibratedCounter, family_of
 from ._tokens.tracker import ContextTokenTracker, TokenCount
 
 __all__ = [
+    "CLAUDE_RATIO",
     "DEFAULT_DATA_BLOCK_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
     "REPLY_PRIMING_TOKENS",
     "TIKTOKEN_DIR_ENV",
+    "CalibratedCounter",
     "ContextTokenTracker",
     "HeuristicCounter",
     "TiktokenCounter",
     "TokenCount",
     "TokenCounter",
     "encoding_for_model",
+    "family_of",
     "get_token_counter",
     "load_encoding",
 ]

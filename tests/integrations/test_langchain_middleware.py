@@ -35,6 +35,7 @@ from langchain_scripted import (  # noqa: E402
 )
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
+from pydantic import Field  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace, Summary  # noqa: E402
 from ctxoffload.integrations.langchain import (  # noqa: E402
@@ -335,3 +336,41 @@ def test_with_memory_the_agent_keeps_a_memory_recorded_in_the_threads_session(
     assert change["writer"]["agent"] == "langchain" and change["writer"]["session"] == "ops-1"
     plain = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
     assert "memory" not in [t.name for t in plain.tools]
+
+
+class ReportingModel(ToolCallingFakeModel):
+    """A provider that counts three times the tokens ctxoffload's counter does (a model family
+    it cannot count exactly) and says so in each reply's `usage_metadata`."""
+
+    factor: int = 3
+    reported: list[int] = Field(default_factory=list)
+
+    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        result = super()._generate(messages, *args, **kwargs)
+        counted = self.factor * tokens(messages)
+        self.reported.append(counted)
+        reply = result.generations[0].message
+        reply.usage_metadata = {
+            "input_tokens": counted,
+            "output_tokens": 1,
+            "total_tokens": counted + 1,
+        }
+        return result
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_the_reported_usage_decides_the_next_compaction(tmp_path: Path, run: str) -> None:
+    """The middleware hands each reply's reported input back to the projection: the trigger
+    (0.8 of the 4,000-token window) is compared with the provider's count, so no request the
+    provider counts is over the window, though the counter counts a third of it."""
+    model = ReportingModel(messages=iter(answers(30)))
+    agent = agent_on(tmp_path / "ws", model, InMemorySaver())
+    for turn in range(30):
+        question = {"messages": [HumanMessage(f"Question {turn}: " + "and then? " * 20)]}
+        if run == "invoke":
+            agent.invoke(question, thread("u"))
+        else:
+            await agent.ainvoke(question, thread("u"))
+    assert len(model.reported) == 30
+    assert max(model.reported) <= CONFIG.context_window  # the window as the provider counts
+    assert max(tokens(m) for m in model.seen) < CONFIG.trigger_tokens(4_000) // 2

@@ -38,9 +38,10 @@ class TokenCounter(Protocol):
 
     Attributes:
         name: the encoding name (`o200k_base`, `cl100k_base`) or `heuristic`.
-        is_exact: True when counts come from a real BPE tokenizer rather than from
-            character counts. For models outside the OpenAI families the tokenizer is
-            still only the closest public one (see `encoding_for_model`).
+        is_exact: True when the counts are the model's own: an OpenAI model counted with
+            its encoding (`get_token_counter`). False for an estimate: the characters
+            heuristic, an encoding standing in for another family's tokenizer, or a
+            calibrated bound (`CalibratedCounter`).
     """
 
     name: str

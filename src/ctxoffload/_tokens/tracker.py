@@ -4,6 +4,7 @@ within bounds (`TokenCount`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,6 +17,8 @@ from .costs import (
     dumps_json,
     message_tokens,
 )
+from .counters import TiktokenCounter
+from .families import CalibratedCounter
 
 if TYPE_CHECKING:
     from ..messages import Msg
@@ -37,7 +40,8 @@ class TokenCount:
         at_least: a bound no exact count can fall below: the tokens counted, and the
             overhead of each message not counted (`tokens` when exact).
         at_most: a bound no exact count can exceed: the messages not counted are costed at
-            one token per UTF-8 byte, as a byte-level BPE never takes more (`tokens` when
+            one token per UTF-8 byte, as a byte-level BPE never takes more (times the
+            ratio of a `CalibratedCounter`) (`tokens` when
             exact).
         uncounted: how many of the oldest messages were estimated.
     """
@@ -68,6 +72,18 @@ class TokenCount:
             "tokens_before_range": [self.at_least, self.at_most],
             "tokens_before_uncounted": self.uncounted,
         }
+
+
+def _tokens_per_byte(counter: TokenCounter) -> float | None:
+    """The most tokens a UTF-8 byte can cost under `counter`: 1 for a byte-level BPE (an
+    encoding's count, or any counter that is exact), the ratio times that for a
+    `CalibratedCounter` over one; None when no bound is known (the heuristic)."""
+    if isinstance(counter, CalibratedCounter):
+        base = _tokens_per_byte(counter.base)
+        return None if base is None else base * counter.ratio
+    if isinstance(counter, TiktokenCounter) or counter.is_exact:
+        return 1.0
+    return None
 
 
 def _utf8_length(text: str) -> int:
@@ -241,9 +257,9 @@ class ContextTokenTracker:
         anchor = self._anchor
         if anchor is not None and keys[: len(anchor.keys)] != anchor.keys:
             self._anchor = anchor = None
-        if anchor is not None or not self.counter.is_exact:
-            # Anchored: the messages appended since are all there is to count. A heuristic
-            # count costs a length a string: nothing to save.
+        if anchor is not None or _tokens_per_byte(self.counter) is None:
+            # Anchored: the messages appended since are all there is to count. A count with
+            # no known bound a byte (the heuristic's costs a length a string) is made whole.
             return TokenCount.of(self.count(system, summary, messages, tools))
         heads = len(context) - len(messages)  # the system prompt and the summary
         total, stop = self._count_newest(context, keys, heads, tools, limit)
@@ -294,35 +310,55 @@ class ContextTokenTracker:
         all) cost, and its bounds."""
         data = getattr(self.counter, "data_block_tokens", DEFAULT_DATA_BLOCK_TOKENS)
         bound = _bound(unknown, data)
+        most = _tokens_per_byte(self.counter) or 1.0
         # The estimate takes the tokens a byte of the messages counted (the newest) cost
         # against the same bound, to the bound of those not counted.
         seen_bound = _bound(counted, data)
         ratio = counted_tokens / seen_bound if seen_bound else 0.25
         # Each message costs its overhead at least, and no more than its bound.
         low = total + MESSAGE_OVERHEAD_TOKENS * len(unknown)
-        high = total + bound
+        high = total + math.ceil(bound * most)
         estimate = min(max(total + round(bound * ratio), low), high)
         return TokenCount(estimate, False, low, high, len(unknown))
 
-    def anchor(self, input_tokens: int, messages: Sequence[Msg]) -> None:
+    def anchor(self, input_tokens: int, messages: Sequence[Msg]) -> bool:
         """Record the provider-reported input tokens for exactly `messages`.
 
+        A report below a quarter of this tracker's own count of the same request is not
+        the whole prompt (Anthropic's `usage.input_tokens` leaves out the tokens read from
+        or written to its prompt cache: add `cache_read_input_tokens` and
+        `cache_creation_input_tokens`); it is not used, and any previous anchor is dropped,
+        so a partial figure never lowers the count the trigger compares.
+
         Args:
-            input_tokens: `usage.input_tokens` of the call; 0 or less means "not reported"
-                and just drops any previous anchor.
+            input_tokens: the input tokens the provider reported for the whole request; 0
+                or less means "not reported" and just drops any previous anchor.
             messages: every message that call sent, in order, the system prompt and the
                 summary included (what `ChatModel.generate` received). The tool schemas are
                 assumed to be the ones of the latest `count`.
+
+        Returns:
+            Whether the report was taken as the anchor.
         """
-        if input_tokens <= 0:
+        ours = self._known_request(messages)
+        if input_tokens <= 0 or (ours is not None and input_tokens * 4 < ours):
             self._anchor = None
-            return
+            return False
         self._anchor = _Anchor(
             input_tokens=input_tokens,
             keys=[_key(m) for m in messages],
             contents=[m.content for m in messages],
             tools_tokens=self._last_tools_tokens,
         )
+        return True
+
+    def _known_request(self, messages: Sequence[Msg]) -> int | None:
+        """This tracker's count of a request of `messages` (and the latest tool schemas), or
+        None when one of them was never counted."""
+        counts = [self._tokens.get(_key(m)) for m in messages]
+        if not counts or any(c is None for c in counts):
+            return None
+        return sum(c for c in counts if c is not None) + REPLY_PRIMING_TOKENS + self.tools_tokens
 
     def _count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
         # Serialising is cheap next to tokenizing; the schemas rarely change between calls.

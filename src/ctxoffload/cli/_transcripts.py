@@ -138,6 +138,14 @@ def _chat_format(messages: list[Any]) -> str | None:
     return "openai"
 
 
+def _records(value: Any, rows: list[Any] | None) -> list[Any]:
+    """The records of a JSONL transcript: its rows, or its one record when the file has a
+    single line (which reads as one JSON value)."""
+    if rows is not None:
+        return rows
+    return [value] if isinstance(value, dict) else []
+
+
 def _listed(value: Any) -> list[Any]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list of messages, got {type(value).__name__}")
@@ -303,7 +311,7 @@ def _openhands(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 def _claude_code(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
     from ..formats.claude_code import from_claude_code
 
-    return [Run(name, from_claude_code(rows or []))]
+    return [Run(name, from_claude_code(_records(value, rows)))]
 
 
 def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
@@ -319,7 +327,7 @@ def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
 
     kept = [
         row
-        for row in rows or []
+        for row in _records(value, rows)
         if isinstance(row, dict)
         and row.get("type") == "response_item"
         and isinstance(row.get("payload"), dict)

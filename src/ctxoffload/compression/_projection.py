@@ -121,6 +121,7 @@ class Projector:
         self._step = 0
         self._attempt = 0
         self._last_keys: list[str] | None = None
+        self._last_sent: list[Msg] = []
         self._loaded = False
         self._lock = asyncio.Lock()
         self._loop: LoopThread | None = None
@@ -192,6 +193,7 @@ class Projector:
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
             self._compressor.remember_sent(out, out)
+            self._last_sent = out
             self._forget_dropped(history, keys)
             await self._record(keys, out, tools, started)
             return out
@@ -207,6 +209,29 @@ class Projector:
         event loop, on a thread of its own (started on the first call), so the workspace's
         locks and the projector's state stay on one loop whichever thread calls."""
         return self._run_sync(self.project(history, tools=tools, force=force))
+
+    async def report_usage(self, input_tokens: int) -> bool:
+        """Fold the input tokens the provider reported for the latest projection back in: the
+        next call's count starts from them and adds only what the history gained since
+        (`ContextTokenTracker.anchor`), so the trigger is decided on the provider's count,
+        not on the counter's estimate of a model it cannot count exactly.
+
+        Args:
+            input_tokens: the whole request's input tokens (with Anthropic, the cache reads
+                and writes included); 0 or less drops any earlier report.
+
+        Returns:
+            Whether the report was taken (not when nothing was projected yet, or when it is
+            below a quarter of the counter's own count: a partial figure).
+        """
+        async with self._lock:
+            if not self._last_sent:
+                return False
+            return self._compressor.tracker.anchor(input_tokens, self._last_sent)
+
+    def report_usage_sync(self, input_tokens: int) -> bool:
+        """`report_usage` for synchronous code, on the loop `project_sync` uses."""
+        return self._run_sync(self.report_usage(input_tokens))
 
     async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:
         """One tool result as the host should keep it: `block` when it fits, else its head

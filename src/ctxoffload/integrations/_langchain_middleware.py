@@ -173,13 +173,15 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         projector, tools = self._projector(session, request.model), _schemas(request)
         projected = projector.project_sync(history, tools=tools)
         try:
-            return handler(request.override(messages=_back(projected, history, originals)))
+            response = handler(request.override(messages=_back(projected, history, originals)))
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
-        # The provider counts more than the counter did: summarise now and send once more.
-        projected = projector.project_sync(history, tools=tools, force=True)
-        return handler(request.override(messages=_back(projected, history, originals)))
+            # The provider counts more than the counter did: summarise now and send once more.
+            projected = projector.project_sync(history, tools=tools, force=True)
+            response = handler(request.override(messages=_back(projected, history, originals)))
+        projector.report_usage_sync(_reported_input(response))
+        return response
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
@@ -188,12 +190,18 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         projector, tools = self._projector(session, request.model), _schemas(request)
         projected = await projector.project(history, tools=tools)
         try:
-            return await handler(request.override(messages=_back(projected, history, originals)))
+            response = await handler(
+                request.override(messages=_back(projected, history, originals))
+            )
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
-        projected = await projector.project(history, tools=tools, force=True)
-        return await handler(request.override(messages=_back(projected, history, originals)))
+            projected = await projector.project(history, tools=tools, force=True)
+            response = await handler(
+                request.override(messages=_back(projected, history, originals))
+            )
+        await projector.report_usage(_reported_input(response))
+        return response
 
     def _history(self, session: str | None, request: Any) -> tuple[list[Msg], dict[str, Any]]:
         """The request's system message and messages as `Msg`s, and the LangChain message
@@ -244,6 +252,23 @@ def _thread_id(runtime: Any) -> str | None:
         config = getattr(runtime, "config", None) or {}
         thread = config.get("configurable", {}).get("thread_id")
     return None if thread is None else str(thread)
+
+
+def _reported_input(response: Any) -> int:
+    """The input tokens the provider reported for a model call: the `usage_metadata` of the
+    reply's AI message (LangChain sums every input token type there, Anthropic's cache reads
+    and writes included); 0 when the reply carries none. A handler returns a
+    `ModelResponse` (its `result`), an `AIMessage`, or an `ExtendedModelResponse` around one."""
+    inner = getattr(response, "model_response", None)
+    if inner is not None:
+        response = inner
+    messages = getattr(response, "result", None)
+    candidates = list(messages) if isinstance(messages, list) else [response]
+    for message in reversed(candidates):
+        usage = getattr(message, "usage_metadata", None)
+        if isinstance(usage, dict) and isinstance(usage.get("input_tokens"), int):
+            return int(usage["input_tokens"])
+    return 0
 
 
 def _declared_window(model: Any) -> int | None:
