@@ -39,14 +39,25 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._artifacts import FoundArtifact
+from typing import Protocol
 
 __all__ = ["IndexRows", "group_of", "group_pieces", "render_rows"]
 
 LINE, DIRECTORY, COMMAND, SEVERAL = "line", "directory", "command", "several"
+
+
+class FoundArtifact(Protocol):
+    """What the layout reads of an artifact (`_artifacts.FoundArtifact`; declared here as a
+    protocol so that this module imports nothing of the one that imports it)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    def where(self) -> str: ...
+
 
 _RULES = {
     DIRECTORY: "`dir/: a.py b.py` is dir/a.py and dir/b.py (Read or Grep the path so joined).",
