@@ -37,9 +37,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "that holds none of the sessions."
         ),
     )
-    parser.add_argument(
-        "items", nargs="+", metavar="SESSION", help="the sessions to export, then DIR"
-    )
+    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="the sessions to export")
+    parser.add_argument("folder", metavar="DIR", help="the folder to write them in")
     parser.add_argument("--all", action="store_true", help="export every session (give DIR only)")
     add_workdir(parser)
     add_json(parser)
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from ..workspace import validate_session_id
     from ._output import print_json, shown
 
-    *sessions, target = args.items
+    sessions, target = list(args.sessions), args.folder
     if args.all and sessions:
         raise CliError("--all exports every session: give DIR alone")
     if not args.all and not sessions:
