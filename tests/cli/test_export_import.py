@@ -51,8 +51,7 @@ def files(root: Path) -> dict[str, bytes]:
 
 def events_without(raw: bytes, *fields: str) -> list[dict[str, Any]]:
     return [
-        {k: v for k, v in json.loads(line).items() if k not in fields}
-        for line in raw.splitlines()
+        {k: v for k, v in json.loads(line).items() if k not in fields} for line in raw.splitlines()
     ]
 
 
@@ -153,9 +152,10 @@ def test_hostile_session_ids_are_refused_before_anything_is_written(
     asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
     url = f"sqlite:///{tmp_path / 'agents.db'}"
     assert cli("import", tmp_path / "ws", session, "--workdir", url).code == 2
-    assert not (tmp_path / "agents.db").exists() or asyncio.run(
-        SqlWorkspace(url).list_sessions()
-    ) == []
+    assert (
+        not (tmp_path / "agents.db").exists()
+        or asyncio.run(SqlWorkspace(url).list_sessions()) == []
+    )
     out = cli("export", session, tmp_path / "out", "--workdir", tmp_path / "ws")
     assert out.code == 2
     assert not (tmp_path / "out").exists()
@@ -260,7 +260,8 @@ def test_export_refuses_a_folder_that_is_not_empty_unless_the_sessions_are_absen
     a_file = cli("export", "run-1", tmp_path / "notes" / "todo.txt", "--workdir", url)
     assert a_file.code == 2
     # A workspace holding run-2 takes run-1, and run-2 is left as it was.
-    asyncio.run(LocalWorkspace(tmp_path / "ws").offload_context("run-2", [Msg(role="user", content="m")]))
+    other = LocalWorkspace(tmp_path / "ws")
+    asyncio.run(other.offload_context("run-2", [Msg(role="user", content="m")]))
     before = files(tmp_path / "ws")
     assert cli("export", "run-1", tmp_path / "ws", "--workdir", url).code == 0
     after = files(tmp_path / "ws")
@@ -321,7 +322,8 @@ def test_export_while_another_process_appends_takes_whole_batches(
             result = cli("export", "live", dest, "--workdir", where)
             assert result.code == 0, result.err
             folder = dest / "sessions" / "live"
-            rows = [json.loads(line) for line in (folder / "context.jsonl").read_bytes().splitlines()]
+            raw = (folder / "context.jsonl").read_bytes()
+            rows = [json.loads(line) for line in raw.splitlines()]
             assert len(rows) % 3 == 0 and len(rows) >= 15
             # Whole batches, in order: each batch's three messages together.
             for i in range(0, len(rows), 3):
