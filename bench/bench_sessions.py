@@ -35,8 +35,11 @@ async def fill(ws: Any, sessions: int) -> None:
         )
         await ws.offload_context(
             session,
-            [Msg(role="user", content=f"task {n}"), Msg(role="assistant", content="done")]
-            + [Msg(role="user", content="thanks")],
+            [
+                Msg(role="user", content=f"task {n}"),
+                Msg(role="assistant", content="done"),
+                Msg(role="user", content="thanks"),
+            ],
         )
 
 

@@ -5,43 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import queue
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 
 from ctxoffload import Msg, SqlWorkspace
 from ctxoffload.cli._cmd_watch import StoreFollower
-from helpers import ctrl_c_reaches_children
+from helpers import ctrl_c_reaches_children, pipe_lines, wait_for_line
 
 PATIENCE = 60.0  # a bound so a loaded machine cannot hang the suite, not a speed check
-
-
-def _lines(stream: object) -> queue.Queue[str]:
-    found: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        try:
-            for line in stream:  # type: ignore[attr-defined]
-                found.put(line)
-        except (ValueError, OSError):
-            pass
-
-    threading.Thread(target=pump, daemon=True).start()
-    return found
-
-
-def _wait_for(lines: queue.Queue[str], needle: str, seen: list[str]) -> None:
-    while not any(needle in line for line in seen):
-        try:
-            seen.append(lines.get(timeout=PATIENCE))
-        except queue.Empty:
-            raise AssertionError(f"{needle!r} never appeared; saw {seen!r}") from None
 
 
 WRITER = textwrap.dedent(
@@ -76,9 +52,9 @@ def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(tmp_pat
             env=env,
         )
     try:
-        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen_err: list[str] = []
-        _wait_for(err, "watching all sessions", seen_err)
+        wait_for_line(err, "watching all sessions", seen_err)
         writer = subprocess.run(
             [sys.executable, "-c", WRITER, url],
             capture_output=True,
@@ -88,9 +64,9 @@ def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(tmp_pat
         )
         assert writer.returncode == 0, writer.stderr
         seen: list[str] = []
-        _wait_for(out, "brand-new", seen)
-        _wait_for(out, "tool_result-c7.txt", seen)
-        _wait_for(out, "live message 19", seen)
+        wait_for_line(out, "brand-new", seen)
+        wait_for_line(out, "tool_result-c7.txt", seen)
+        wait_for_line(out, "live message 19", seen)
         messages = [
             line for line in seen if "live message" in line and "context.jsonl line" in line
         ]
