@@ -50,9 +50,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "it is complete. A file that cannot be read, or has more than one hard link (one "
             "may be outside the workspace: it is never read), is said once on stderr and the "
             "rest is still followed. With --wait, a SESSION that does not exist yet is waited "
-            "for (to start watching before the agent starts). On a database or a bucket URL the "
-            "store is polled every half second from where the last look ended. Ctrl-C ends "
-            "it (exit 0)."
+            "for (to start watching before the agent starts). On a database URL the database "
+            "is polled every half second from where the last look ended. Ctrl-C ends it "
+            "(exit 0)."
         ),
     )
     add_workdir(parser)
@@ -364,7 +364,7 @@ STORE_BATCH = 1000
 
 @dataclass
 class StoreFollower(Follower):
-    """A `Follower` of a database or a bucket (`SqlWorkspace`, `ObjectStoreWorkspace`): each
+    """A `Follower` of a store (`SqlWorkspace`; the loop is the store's own): each
     log is read from the line after the last one seen (`read_lines`, an index range in a
     database: a look costs the new lines, however long the log), new tool results found
     by the events that record them. What is found prints as on a folder.
@@ -477,7 +477,7 @@ class StoreFollower(Follower):
 
 
 def _watch_store(args: argparse.Namespace, where: Workdir) -> int:
-    """`watch` on a database or a bucket: poll it until Ctrl-C."""
+    """`watch` on a database: poll it until Ctrl-C."""
     import asyncio
 
     from ._bucket import open_store
@@ -521,15 +521,18 @@ def _watch_store(args: argparse.Namespace, where: Workdir) -> int:
     return 0
 
 
-# How often `watch` looks at a database or a bucket.
+# How often `watch` looks at a database.
 STORE_POLL_SECONDS = 0.5
 
 
 def run(args: argparse.Namespace) -> int:
     """Follow the workspace until Ctrl-C."""
     where = Workdir.of(args)
-    if where.is_bucket:
+    if where.text.lower().startswith("sqlite:"):
         return _watch_store(args, where)
+    # A bucket is refused with one line: `read_lines` of a log another process wrote reads
+    # the whole log there, so a poll would cost the log, not what is new.
+    where.local()
     workdir = open_workspace(where)
     waiting = False
     if args.session is not None:
