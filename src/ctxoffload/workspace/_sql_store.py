@@ -193,7 +193,10 @@ def sqlite_path(url: str) -> str:
     """
     scheme, sep, rest = url.partition("://")
     if scheme.lower() != "sqlite" or not sep:
-        raise ConfigError(f"{url!r} is not a sqlite:/// URL: pass sqlite:///path/to/file.db")
+        raise ConfigError(
+            f"{url!r} is not a sqlite:/// URL: pass sqlite:///path/to/file.db (or a "
+            "PostgreSQL database: postgresql://user@host/database)"
+        )
     if not rest.startswith("/"):
         raise ConfigError(
             f"{url!r} names a host: a SQLite database is a file, sqlite:///path/to/file.db"
