@@ -319,7 +319,7 @@ async def test_a_database_of_an_older_version_is_migrated_forward(url: str, tmp_
         "sqlite://host/x.db",
         "sqlite:///x.db?mode=ro",
         "sqlite:///folder/",
-        "postgres:///x",
+        "mysql://user:pw@host/x",
         "x.db",
     ],
 )

@@ -38,7 +38,13 @@ if TYPE_CHECKING:
 
     from ._sql_store import Connection, Cursor, Database
 
-__all__ = ["PostgresConnection", "PostgresDatabase", "is_postgres_url", "postgres_url"]
+__all__ = [
+    "PostgresConnection",
+    "PostgresDatabase",
+    "is_postgres_url",
+    "masked_url",
+    "postgres_url",
+]
 
 _T = TypeVar("_T")
 
@@ -54,50 +60,77 @@ def is_postgres_url(url: str) -> bool:
 
 
 def postgres_url(url: str) -> str:
-    """The URL a workspace on `url` shows and prefixes its references with: `postgresql://`,
-    without the password (in the user part or a `password=` parameter), which must never
-    reach a reference, an event or a message; libpq reads it from the URL when connecting,
-    or from PGPASSWORD or ~/.pgpass.
+    """The URL a workspace on `url` shows and prefixes its references with:
+    `postgresql://user@host:port/database`, parsed by libpq as the connection will be, with
+    a socket folder percent-encoded as the host (`postgresql://user@%2Frun%2Fpg/db`, libpq's
+    own spelling) and nothing else: no password, which must never reach a reference, an
+    event or a message (libpq reads it from the URL when connecting, or from PGPASSWORD or
+    ~/.pgpass), and no query (an `&` in a reference is escaped on its way through text
+    that quotes it, and the reference no longer matches).
 
     Raises:
-        ConfigError: not a PostgreSQL URL libpq accepts, or one naming a database with a
-            `/` (it would read as a path in references) or holding a fragment.
+        ConfigError: not a PostgreSQL URL libpq accepts; one naming no database, or a
+            database with a `/` (it would read as a path in references).
+        ImportError: psycopg is not installed.
     """
     if not is_postgres_url(url):
         raise ConfigError(
-            f"{_masked(url)!r} is not a PostgreSQL URL: pass postgresql://user@host:port/db "
+            f"{masked_url(url)!r} is not a PostgreSQL URL: pass postgresql://user@host:port/db "
             "or postgresql://user@/db?host=/socket/dir"
         )
-    parts = urllib.parse.urlsplit(url)
-    if parts.fragment or "#" in url or "\x00" in url:
-        raise ConfigError(f"{_masked(url)!r} has a fragment or a NUL: pass the URL alone")
-    if "/" in parts.path.lstrip("/"):
+    try:
+        from psycopg import ProgrammingError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    if "\x00" in url:
+        raise ConfigError(f"{masked_url(url)!r} holds a NUL: pass the URL alone")
+    try:
+        found = conninfo_to_dict(url)
+    except ProgrammingError as exc:
         raise ConfigError(
-            f"{_masked(url)!r} names the database {parts.path.lstrip('/')!r}: a database name "
-            "with '/' would read as a path in references"
+            f"{masked_url(url)!r} is not a PostgreSQL URL: {masked_url(url, _one_line(exc))}"
+        ) from None
+    database = str(found.get("dbname") or "")
+    if not database:
+        raise ConfigError(
+            f"{masked_url(url)!r} names no database: pass postgresql://user@host/DATABASE"
         )
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
-    query = urllib.parse.urlencode(
-        [
-            (name, value)
-            for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-            if name != "password"
-        ],
-        safe="/",
-    )
-    return urllib.parse.urlunsplit(("postgresql", netloc, parts.path, query, ""))
+    if "/" in database:
+        raise ConfigError(
+            f"{masked_url(url)!r} names the database {database!r}: a database name with '/' "
+            "would read as a path in references"
+        )
+    host = str(found.get("host") or "")
+    if host.startswith("/"):
+        host = urllib.parse.quote(host, safe="")
+    elif ":" in host and "," not in host:
+        host = f"[{host}]"  # IPv6
+    port = str(found.get("port") or "")
+    if port and "," not in port:
+        host += f":{port}"
+    user = found.get("user")
+    userinfo = f"{urllib.parse.quote(str(user), safe='')}@" if user else ""
+    return f"postgresql://{userinfo}{host}/{urllib.parse.quote(database, safe='')}"
 
 
-def _masked(url: str) -> str:
-    """`url` for a message: any password in it replaced by `***`."""
-    scheme, sep, rest = url.partition("://")
-    head, at, tail = rest.partition("@")
+def _secrets(url: str) -> list[str]:
+    """The passwords written in `url`: in its user part and in `password=` parameters."""
+    found = re.findall(r"(?i)[?&]password=([^&]*)", url)
+    _, _, rest = url.partition("://")
+    head, at, _ = rest.partition("@")
     if at and ":" in head and "/" not in head:
-        rest = f"{head.split(':', 1)[0]}:***@{tail}"
-    return re.sub(r"(?i)(password=)[^&]*", r"\1***", scheme + sep + rest)
+        found.append(head.split(":", 1)[1])
+    return [secret for secret in found if secret]
+
+
+def masked_url(url: str, text: str | None = None) -> str:
+    """`text` (default: `url` itself) for a message: every password `url` holds replaced
+    by `***` (libpq quotes a malformed part of a URL in its error, password included)."""
+    text = url if text is None else text
+    for secret in sorted(_secrets(url), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 @functools.lru_cache(maxsize=512)

@@ -13,7 +13,12 @@ from .._disk.scope import SessionScoped
 from ..exceptions import ConfigError
 from ._core import CollectedWorkspace
 from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
-from ._postgres import INSTALL_HINT, PostgresDatabase, is_postgres_url, postgres_url
+from ._postgres import (
+    PostgresDatabase,
+    is_postgres_url,
+    masked_url,
+    postgres_url,
+)
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
 
 if TYPE_CHECKING:
@@ -88,12 +93,16 @@ class SqlWorkspace(CollectedWorkspace):
         self._database: Database
         if is_postgres_url(url):
             self.url = postgres_url(url)
-            _require_psycopg()
             self._database = PostgresDatabase(url, self.url, timeout=float(timeout), create=create)
-        else:
+        elif url.partition("://")[0].lower() == "sqlite" or "://" not in url:
             self.path = sqlite_path(url)
             self.url = f"sqlite:///{self.path}"
             self._database = SqliteDatabase(self.path, timeout=float(timeout), create=create)
+        else:
+            raise ConfigError(
+                f"{masked_url(url)!r} is no database URL: pass sqlite:///path/to/file.db or "
+                "postgresql://user@host/database"
+            )
         self._sql = self._files = SqlStore(self._database, self.url)
         weakref.finalize(self, self._database.close)
 
@@ -197,14 +206,6 @@ class SqlWorkspace(CollectedWorkspace):
         root = os.fspath(folder)
         sessions = [session] if session is not None else await self.list_sessions()
         return await self._sql.download(root, sessions, data=data, check=check)
-
-
-def _require_psycopg() -> None:
-    """Fail at once, with what to install, where psycopg is missing."""
-    import importlib.util
-
-    if importlib.util.find_spec("psycopg") is None:
-        raise ImportError(INSTALL_HINT)
 
 
 if TYPE_CHECKING:  # mypy checks that SqlWorkspace is what it is declared to be
