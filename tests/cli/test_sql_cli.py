@@ -1,7 +1,8 @@
-"""The `ctxoffload` commands on a database (`--workdir sqlite:///agents.db`): the same
-sessions written to a folder and to a SQLite file read the same, line for line, through
-ls, show, cat, grep, stats, verify and gc; a command that reads never creates or changes a
-database it was pointed at by mistake."""
+"""The `ctxoffload` commands on a database (`--workdir sqlite:///agents.db`, and
+`postgresql://...` on a real server): the same sessions written to a folder and to a
+database read the same, line for line, through ls, show, cat, grep, stats, verify, gc and
+fork; a command that reads never creates or changes a database it was pointed at by
+mistake."""
 
 from __future__ import annotations
 
@@ -40,10 +41,14 @@ async def fill(ws: Any) -> None:
     await ws.write_state("run-1", {"session_id": "run-1", "steps": 3, "messages": []})
 
 
-@pytest.fixture
-def both(tmp_path: Path) -> tuple[str, Path]:
-    """The same sessions in a SQLite file (its URL) and in a folder."""
-    url = f"sqlite:///{tmp_path / 'agents.db'}"
+@pytest.fixture(params=["sqlite", "postgres"])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path]:
+    """The same sessions in a database (its URL: a SQLite file, a PostgreSQL database of
+    its own, spelled as its references spell it) and in a folder."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'agents.db'}"
+    else:
+        url = SqlWorkspace(request.getfixturevalue("postgres").new_database()).url
     asyncio.run(fill(SqlWorkspace(url)))
     asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
     return url, tmp_path / "ws"
@@ -109,6 +114,16 @@ def test_gc_acts_on_the_database(cli: Callable[..., Any], both: Any) -> None:
     done = cli("gc", "--max-bytes", "0", "--workdir", url)
     assert done.code == 0, done.err
     assert asyncio.run(SqlWorkspace(url).list_sessions()) == []
+
+
+def test_fork_starts_a_session_in_the_database(cli: Callable[..., Any], both: Any) -> None:
+    url, folder = both
+    result = cli("fork", "run-1", "--as", "run-1b", "--workdir", url)
+    assert result.code == 0, result.err
+    assert f"{url}/sessions/run-1b/state.json" in result.out
+    in_folder = cli("fork", "run-1", "--as", "run-1b", "--workdir", folder)
+    assert result.out == in_folder.out.replace(str(folder), url)
+    assert asyncio.run(SqlWorkspace(url).list_sessions()) == ["run-1", "run-1b", "run-2"]
 
 
 def test_a_missing_or_foreign_database_is_refused_and_left_as_it_was(
