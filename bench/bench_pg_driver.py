@@ -57,7 +57,8 @@ def statements(mark: Callable[[int], str]) -> dict[str, str]:
     m = mark
     return {
         "lock": f"SELECT pg_advisory_xact_lock(hashtextextended({m(1)}, 0))",
-        "next": f"SELECT coalesce(max(line), 0) + 1 FROM lines WHERE session = {m(1)} AND log = {m(2)}",
+        "next": "SELECT coalesce(max(line), 0) + 1 FROM lines "
+        f"WHERE session = {m(1)} AND log = {m(2)}",
         "insert": f"INSERT INTO lines VALUES ({m(1)}, {m(2)}, {m(3)}, {m(4)})",
         "touch": f"INSERT INTO sessions VALUES ({m(1)}, {NOW}, {NOW}) ON CONFLICT (id) "
         "DO UPDATE SET updated = excluded.updated",

@@ -45,7 +45,9 @@ def binaries() -> Path | None:
         return Path(os.path.realpath(found)).parent
     versions = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+        key=lambda p: (
+            int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0
+        ),
     )
     return Path(versions[-1]).parent if versions else None
 
@@ -169,8 +171,16 @@ class PostgresServer:
     def stop(self) -> None:
         """Stop the server at once and remove its folder."""
         subprocess.run(
-            [*self.prefix, str(self.bin / "pg_ctl"), "stop", "-D", str(self.folder / "data"),
-             "-m", "immediate", "-w"],
+            [
+                *self.prefix,
+                str(self.bin / "pg_ctl"),
+                "stop",
+                "-D",
+                str(self.folder / "data"),
+                "-m",
+                "immediate",
+                "-w",
+            ],
             capture_output=True,
             check=False,
         )

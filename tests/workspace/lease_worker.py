@@ -30,7 +30,7 @@ def workspace(where: str) -> object:
         from ctxoffload import ObjectStoreWorkspace
 
         return ObjectStoreWorkspace(where, **json.loads(os.environ["CTXOFFLOAD_TEST_S3"]))
-    if where.startswith("sqlite://"):
+    if where.startswith(("sqlite://", "postgresql://")):
         from ctxoffload import SqlWorkspace
 
         return SqlWorkspace(where)

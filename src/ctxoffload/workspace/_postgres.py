@@ -308,6 +308,13 @@ class PostgresDatabase:
         with self._lock:
             self._drop()
 
+    def __del__(self) -> None:
+        # A lease released after its workspace was dropped opens the connection again:
+        # closed here, not left for psycopg to warn about.
+        connection = getattr(self, "_connection", None)
+        if connection is not None:
+            connection.close()
+
 
 if TYPE_CHECKING:  # mypy checks that the PostgreSQL side is what the store asks for
     _connection: type[Connection] = PostgresConnection
