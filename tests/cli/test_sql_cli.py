@@ -149,3 +149,31 @@ def test_a_hostile_session_id_is_refused(cli: Callable[..., Any], both: Any, ses
     url, _ = both
     result = cli("show", "--workdir", url, "--", session)
     assert result.code == 2
+
+
+def test_a_postgres_database_that_is_missing_empty_or_out_of_reach_is_one_line(
+    cli: Callable[..., Any], postgres: Any
+) -> None:
+    empty = postgres.new_database()
+    foreign = cli("ls", "--workdir", empty)
+    assert foreign.code == 2 and "holds no ctxoffload workspace" in foreign.err
+    assert foreign.err.count("\n") == 1
+    # Nothing was created in it.
+    assert asyncio.run(_tables(empty)) == 0
+    missing = cli("ls", "--workdir", empty.replace("/d_", "/typo_d_", 1))
+    assert missing.code == 2 and "does not exist" in missing.err
+    assert missing.err.count("\n") == 1
+    down = cli("ls", "--workdir", "postgresql://postgres@/postgres?host=/no/such/folder")
+    assert down.code == 2 and "cannot connect to the database postgresql://" in down.err
+    assert down.err.count("\n") == 1
+    bad = cli("ls", "--workdir", "postgresql://postgres:hunter2@/?host=/x")
+    assert bad.code == 2 and "names no database" in bad.err and "hunter2" not in bad.err
+
+
+async def _tables(url: str) -> int:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as db:
+        cursor = await db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+        row = await cursor.fetchone()
+    return int(row[0]) if row else -1
