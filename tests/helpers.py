@@ -533,3 +533,7 @@ def forced_tags(monkeypatch: Any, *tags: str) -> list[str]:
     random_tag = _new_session.random_tag
     monkeypatch.setattr(_new_session, "random_tag", lambda: left.pop(0) if left else random_tag())
     return left
+
+
+SQL_TABLES = {"schema_version", "sessions", "files", "lines", "message_keys", "data", "leases"}
+"""The tables of a `SqlWorkspace` (schema version 1), on SQLite and PostgreSQL alike."""

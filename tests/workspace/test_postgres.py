@@ -29,6 +29,7 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
+from helpers import SQL_TABLES
 from pg_server import PostgresServer
 
 psycopg = pytest.importorskip("psycopg")
@@ -59,15 +60,7 @@ async def test_the_tables_are_created_versioned_and_a_newer_schema_is_refused(ur
             "WHERE table_schema = current_schema()",
         )
     )
-    assert {name.split(".")[0] for name in columns} == {
-        "schema_version",
-        "sessions",
-        "files",
-        "lines",
-        "message_keys",
-        "data",
-        "leases",
-    }
+    assert {name.split(".")[0] for name in columns} == SQL_TABLES
     # Bytes as bytea; times as 53-bit floats (PostgreSQL's REAL would keep minutes only).
     assert columns["lines.body"] == columns["data.body"] == "bytea"
     assert columns["leases.expires"] == columns["sessions.updated"] == "double precision"

@@ -36,7 +36,7 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
-from helpers import lease_worker_result, start_lease_worker, wait_held
+from helpers import SQL_TABLES, lease_worker_result, start_lease_worker, wait_held
 
 
 @pytest.fixture
@@ -285,15 +285,7 @@ async def test_the_tables_are_created_versioned_and_a_newer_schema_is_refused(
         version = db.execute("SELECT version FROM schema_version").fetchall()
         mode = db.execute("PRAGMA journal_mode").fetchone()[0]
     db.close()
-    assert tables == {
-        "schema_version",
-        "sessions",
-        "files",
-        "lines",
-        "message_keys",
-        "data",
-        "leases",
-    }
+    assert tables == SQL_TABLES
     assert version == [(1,)] and mode == "wal"
     await SqlWorkspace(url).initialize()  # opened again: nothing changes
     with sqlite3.connect(path, isolation_level=None) as db:
