@@ -22,7 +22,8 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._disk.events import EventKind, ModelCall, Projection
+from .._disk.compact_requests import CompactRequests
+from .._disk.events import CompactRequest, EventKind, ModelCall, Projection
 from .._disk.ids import validate_session_id
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, MessageLog
@@ -33,11 +34,13 @@ from ..tokens import get_token_counter
 from ._compressor import Compressor
 from ._notes import is_summary_message
 from ._provider_compaction import absorb, leading_system, newest_compaction, note_position
+from ._run import asked_config, compact_event
 
 if TYPE_CHECKING:
     from ..model import ChatModel
     from ..tokens import TokenCounter
     from ..workspace import Workspace
+    from ._compaction import CompressionResult
     from ._config import ContextConfig
 
 __all__ = ["Projector"]
@@ -123,6 +126,9 @@ class Projector:
         self._last_keys: list[str] | None = None
         self._last_sent: list[Msg] = []
         self._loaded = False
+        # The compactions asked for from outside (`ctxoffload compact`), served at the next
+        # projection; each look reads only what events.jsonl gained.
+        self._requests = CompactRequests(workspace, session_id)
         self._lock = asyncio.Lock()
         self._loop: LoopThread | None = None
 
@@ -146,7 +152,10 @@ class Projector:
                 calls by its `id` where it has one, else by a hash of its content.
             tools: the tool schemas sent with the call (they count against the window).
             force: summarise now, even below the trigger: the provider said the projection
-                is over its window (`is_context_overflow`); later calls re-apply it.
+                is over its window (`is_context_overflow`); later calls re-apply it. A
+                compaction asked for from outside (`ctxoffload compact`,
+                `request_compaction`) is served the same way at the next call, as if the
+                context filled the window, and answered with a `compact` event.
 
         Returns:
             `Msg` objects: the ones given (converted from dicts once) where nothing changed,
@@ -187,11 +196,19 @@ class Projector:
                 out += await self._beside_provider(history, keys, sent, system, holder, summarised)
             else:
                 out += [m for m in sent[system:] if m is not None]
+            asked = await self._requests.look()
+            instructions = CompactRequests.instructions_of(asked)
             result = await self._compressor.maybe_compress(
-                out, tools=tools, force=force, remember=False
+                out,
+                tools=tools,
+                force=force or bool(asked),
+                config=self._asked_config(out, tools, instructions) if asked else None,
+                remember=False,
             )
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
+            if asked:
+                await self._answer(result, instructions, asked)
             self._compressor.remember_sent(out, out)
             self._last_sent = out
             self._forget_dropped(history, keys)
@@ -309,6 +326,27 @@ class Projector:
                 trigger_tokens=self._compressor.config.trigger_tokens(window),
             )
         )
+
+    def _asked_config(
+        self, out: list[Msg], tools: Sequence[dict[str, Any]], instructions: str | None
+    ) -> ContextConfig:
+        """The config of a compaction asked for from outside: as if the context filled the
+        window (as the Agent's `compact`), with the requests' instructions."""
+        compressor = self._compressor
+        tokens = compressor.count(out, tools)
+        return asked_config(
+            compressor.config,
+            window=max(1, min(compressor.window(), tokens)),
+            instructions=instructions,
+        )
+
+    async def _answer(
+        self, result: CompressionResult, instructions: str | None, asked: list[CompactRequest]
+    ) -> None:
+        """Answer the requests served with one `compact` event, whatever came of them."""
+        if not result.compressed:
+            result.reason = f"nothing to compact: {result.reason}"
+        await self._compressor.event(compact_event(result, instructions, asked))
 
     def _key_of(self, item: Msg | Mapping[str, Any]) -> str:
         """`_key(item)`, computed once per message object (a host re-sends the same objects)."""
