@@ -118,19 +118,27 @@ async def replay(
 
 
 # The rows of the index, as its header describes them: `- line 4: v | w` and, under it,
-# `  - dir/: a b` and `  - program … last: x | y`; under `- on several lines:`, each item
-# followed by its line (`  - dir/: a (line 4); b c (line 9)`). This reader is the bench's
-# own, written from the header's words, not the library's renderer run backwards.
+# `  - program … last: x | y`; under `- on several lines:`, each item followed by its line
+# (`  - sed … f: x (line 4); y (line 9)`); the tree of paths, `- dir/ (line 4): a b/c`
+# (dir/a and dir/b/c) with the rows indented under it going on from its path. This reader is
+# the bench's own, written from the header's words, not the library's renderer run backwards.
 _ROW = re.compile(r"^- (?:line \d+|no line): (.*)$")
 _UNDER = re.compile(r"^  - (.+?): (.*)$")
 _MARK = re.compile(r" \((?:line \d+|no line)\)$")
+_TREE = re.compile(r"^((?:  )*)- (\S*/)(?: \((?:lines? [\d, -]+|no line)\))?:(?: (.*))?$")
 
 
 def read_index(index: str) -> set[str]:
     """Every value the index's rows name, read as its header says."""
     named: set[str] = set()
+    heads: list[str] = []  # the path of each tree row above, by depth
     for row in index.splitlines():
-        if found := _ROW.match(row):
+        if found := _TREE.match(row):
+            indent, head, items = found.groups()
+            depth = len(indent) // 2
+            heads[depth:] = [(heads[depth - 1] if depth else "") + head]
+            named.update(heads[depth] + item for item in (items or "").split(" ") if item)
+        elif found := _ROW.match(row):
             named.update(found.group(1).split(" | "))
         elif found := _UNDER.match(row):
             head, body = found.groups()
@@ -139,8 +147,6 @@ def read_index(index: str) -> set[str]:
                 if " … " in head:
                     program, _, last = head.partition(" … ")
                     named.update(f"{program} {middle} {last}" for middle in items.split(" | "))
-                elif head.endswith("/"):
-                    named.update(head + name for name in items.split(" "))
     return named
 
 
