@@ -885,11 +885,12 @@ class ArtifactIndex:
         if best is None:
             return
         self.entries, self.folded = best.entries, best.folded
-        self.cut = [f for f in order if f.value not in best.text]
+        # The rest is named when the index holds it (inside an entry's text, or a row's
+        # head), cut otherwise.
         written = {(f.kind, f.value) for f in best.entries}
-        self.in_summary = self.in_summary[:summarised] + [
-            f for f in order if f.value in best.text and (f.kind, f.value) not in written
-        ]
+        rest = [f for f in order if (f.kind, f.value) not in written]
+        self.cut = [f for f in rest if f.value not in best.text]
+        self.in_summary = self.in_summary[:summarised] + [f for f in rest if f.value in best.text]
 
     def _folding(
         self,
