@@ -15,13 +15,14 @@ in the context the model is sent next:
   measured in this run;
 - `filled`: the same, filled to the budget counted exactly, whole entries only
   (`grouped=False`): what filling alone gives;
-- `whole`: in the whole context, the index as it is (whole entries, then the leftover folded
-  where that names more) included, as a plain substring (the full path, the full command);
-  and how many compactions name fewer this way than `before` (the index only adds to it:
-  none should);
-- `read`: whole, or named by a row of the index read as its header says (under a line,
-  `src/app/: a.py b.py` is src/app/a.py and src/app/b.py, and `sed … f.py: -n 1,9p | -n
-  9,30p` is `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
+- `whole`: in the whole context, the index as it is (whole entries, and entries folded
+  where that names more, never fewer whole than `filled`) included, as a plain substring
+  (the full path, the full command); and how many compactions name fewer this way than
+  `before` (the lead's measure is the total, which must not fall below `before`'s);
+- `read`: whole, or named by a row of the index read as its header says (the tree of paths:
+  `- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py, and an indented row goes on
+  from the path of the row it is under; under a line, `sed … f.py: -n 1,9p | -n 9,30p` is
+  `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
 - `listed`: named, or counted on the index's last line and listed in events.jsonl.
 
 It prints the shares (overall, then by kind), how many compactions the index's budget cut
@@ -270,7 +271,8 @@ async def main() -> None:
     print(
         "\nnamed in the next context, of all artifacts that left (before: the index as it was,"
         " same entries and budget, by estimate; filled: whole entries to the budget counted"
-        " exactly; whole: the index now, a plain substring; read: whole or by its group rows)"
+        " exactly; whole: the index now, a plain substring; read: whole or by its tree and"
+        " group rows)"
     )
     print(
         "window  summariser  compactions  artifacts  no index  before  filled   whole    read"

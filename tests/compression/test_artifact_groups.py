@@ -247,7 +247,6 @@ def test_a_files_reads_fold_into_one_row_under_their_line() -> None:
     assert rules == ["`sed … f: -n 1p | -n 2p` is `sed -n 1p f` and `sed -n 2p f`."]
     rows, _ = render_rows(reads, folded | {(reads[3].kind, reads[3].value)})
     assert rows == [
-        "- line 4:",
         "- on several lines:",
         "  - sed … utils/a.ts: -n '1,40p' | -n '41,80p' | -n '81,120p' (line 4);"
         " -n '121,160p' (line 9)",

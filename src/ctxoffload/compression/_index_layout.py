@@ -210,9 +210,12 @@ def render_rows(
             for _, line, value in group.members:
                 whole.setdefault(line, []).append(value)
             continue
-        whole.setdefault(where, [])
         row = f"  - {group.head}: " + _items(group)
-        (several if group.shape == SEVERAL else under.setdefault(where, [])).append(row)
+        if group.shape == SEVERAL:
+            several.append(row)
+        else:
+            whole.setdefault(where, [])
+            under.setdefault(where, []).append(row)
     rows: list[str] = []
     for where, values in whole.items():
         rows.append(f"- {where}: " + " | ".join(values) if values else f"- {where}:")
