@@ -223,7 +223,8 @@ async def test_the_first_model_named_picks_the_projectors_counter(tmp_path: Path
     early = Projector(workspace, "early", config=config)
     await early.project(history)
     first = early.counter
-    assert early.use_model("claude-sonnet-4-5") is first and not isinstance(first, CalibratedCounter)
+    assert early.use_model("claude-sonnet-4-5") is first
+    assert not isinstance(first, CalibratedCounter)
 
     # A counter the user gave always wins.
     mine = HeuristicCounter()
