@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,6 +110,10 @@ class Projector:
             counter=counter or get_token_counter(None),
             context_window=context_window,
         )
+        # Whether the counter is settled: given, or picked for the host's model, or used by a
+        # projection (a counter changed later would count the whole history again).
+        self._counter_settled = counter is not None
+        self._settling = threading.Lock()  # `use_model` may run on the host's thread
         self._workspace = workspace
         self._session_id = validate_session_id(session_id)
         # Per message key: the input it was read from and what is sent for it.
@@ -136,6 +141,32 @@ class Projector:
     def session_id(self) -> str:
         """The session projected."""
         return self._session_id
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The counter this projector counts with."""
+        return self._compressor.counter
+
+    def use_model(self, model_name: str | None) -> TokenCounter:
+        """Count with the counter for `model_name` (`get_token_counter`): for a host whose
+        model is known only at its first call. Only the first call that names a model, before
+        any projection, picks it; a counter given to the projector always stays, and so does
+        the one a projection has counted with (its counts are cached message by message; a
+        new counter would count the whole history again).
+
+        Args:
+            model_name: the host's model (`claude-sonnet-4-5`, `anthropic:claude-...`,
+                `openai/gpt-4o`, Bedrock's `us.anthropic.claude-...`); None or empty
+                changes nothing.
+
+        Returns:
+            The counter in use after the call.
+        """
+        with self._settling:
+            if model_name and not self._counter_settled:
+                self._counter_settled = True
+                self._compressor.count_with(get_token_counter(model_name))
+            return self._compressor.counter
 
     async def project(
         self,
@@ -173,6 +204,8 @@ class Projector:
             )
         async with self._lock:
             started = time.perf_counter()
+            with self._settling:
+                self._counter_settled = True
             await self._load()
             keys = [self._key_of(item) for item in history]
             system = leading_system(history)
@@ -235,14 +268,17 @@ class Projector:
 
         Args:
             input_tokens: the whole request's input tokens (with Anthropic, the cache reads
-                and writes included); 0 or less drops any earlier report.
+                and writes included); 0 or less (a reply that reports none) changes
+                nothing: an earlier report, and what was counted since, stays the count, as
+                for the `Agent`.
 
         Returns:
-            Whether the report was taken (not when nothing was projected yet, or when it is
-            below a quarter of the counter's own count: a partial figure).
+            Whether the report was taken (not when nothing was projected yet, when none was
+            reported, or when it is below a quarter of the counter's own count: a partial
+            figure, which also drops an earlier report).
         """
         async with self._lock:
-            if not self._last_sent:
+            if not self._last_sent or input_tokens <= 0:
                 return False
             return self._compressor.tracker.anchor(input_tokens, self._last_sent)
 
