@@ -15,13 +15,14 @@ in the context the model is sent next:
   measured in this run;
 - `filled`: the same, filled to the budget counted exactly, whole entries only
   (`grouped=False`): what filling alone gives;
-- `whole`: in the whole context, the index as it is (whole entries, then the leftover folded
-  where that names more) included, as a plain substring (the full path, the full command);
-  and how many compactions name fewer this way than `before` (the index only adds to it:
-  none should);
-- `read`: whole, or named by a row of the index read as its header says (under a line,
-  `src/app/: a.py b.py` is src/app/a.py and src/app/b.py, and `sed … f.py: -n 1,9p | -n
-  9,30p` is `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
+- `whole`: in the whole context, the index as it is (whole entries, and entries folded
+  where that names more, never fewer whole than `filled`) included, as a plain substring
+  (the full path, the full command); and how many compactions name fewer this way than
+  `before` (the lead's measure is the total, which must not fall below `before`'s);
+- `read`: whole, or named by a row of the index read as its header says (the tree of paths:
+  `- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py, and an indented row goes on
+  from the path of the row it is under; under a line, `sed … f.py: -n 1,9p | -n 9,30p` is
+  `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
 - `listed`: named, or counted on the index's last line and listed in events.jsonl.
 
 It prints the shares (overall, then by kind), how many compactions the index's budget cut
@@ -118,19 +119,27 @@ async def replay(
 
 
 # The rows of the index, as its header describes them: `- line 4: v | w` and, under it,
-# `  - dir/: a b` and `  - program … last: x | y`; under `- on several lines:`, each item
-# followed by its line (`  - dir/: a (line 4); b c (line 9)`). This reader is the bench's
-# own, written from the header's words, not the library's renderer run backwards.
+# `  - program … last: x | y`; under `- on several lines:`, each item followed by its line
+# (`  - sed … f: x (line 4); y (line 9)`); the tree of paths, `- dir/ (line 4): a b/c`
+# (dir/a and dir/b/c) with the rows indented under it going on from its path. This reader is
+# the bench's own, written from the header's words, not the library's renderer run backwards.
 _ROW = re.compile(r"^- (?:line \d+|no line): (.*)$")
 _UNDER = re.compile(r"^  - (.+?): (.*)$")
 _MARK = re.compile(r" \((?:line \d+|no line)\)$")
+_TREE = re.compile(r"^((?:  )*)- (\S*/)(?: \((?:lines? [\d, -]+|no line)\))?:(?: (.*))?$")
 
 
 def read_index(index: str) -> set[str]:
     """Every value the index's rows name, read as its header says."""
     named: set[str] = set()
+    heads: list[str] = []  # the path of each tree row above, by depth
     for row in index.splitlines():
-        if found := _ROW.match(row):
+        if found := _TREE.match(row):
+            indent, head, items = found.groups()
+            depth = len(indent) // 2
+            heads[depth:] = [(heads[depth - 1] if depth else "") + head]
+            named.update(heads[depth] + item for item in (items or "").split(" ") if item)
+        elif found := _ROW.match(row):
             named.update(found.group(1).split(" | "))
         elif found := _UNDER.match(row):
             head, body = found.groups()
@@ -139,8 +148,6 @@ def read_index(index: str) -> set[str]:
                 if " … " in head:
                     program, _, last = head.partition(" … ")
                     named.update(f"{program} {middle} {last}" for middle in items.split(" | "))
-                elif head.endswith("/"):
-                    named.update(head + name for name in items.split(" "))
     return named
 
 
@@ -264,7 +271,8 @@ async def main() -> None:
     print(
         "\nnamed in the next context, of all artifacts that left (before: the index as it was,"
         " same entries and budget, by estimate; filled: whole entries to the budget counted"
-        " exactly; whole: the index now, a plain substring; read: whole or by its group rows)"
+        " exactly; whole: the index now, a plain substring; read: whole or by its tree and"
+        " group rows)"
     )
     print(
         "window  summariser  compactions  artifacts  no index  before  filled   whole    read"

@@ -14,9 +14,11 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from ctxoffload import (
@@ -506,6 +508,13 @@ def start_lease_worker(*args: str, env: dict[str, str] | None = None) -> subproc
         text=True,
         env={**os.environ, **(env or {})},
     )
+
+
+def racing_start(folder: Path, racers: int) -> str:
+    """The START_AT of lease workers that must begin together: a barrier in a new folder
+    under `folder` that each passes once its imports are done and all `racers` are there."""
+    barrier = Path(tempfile.mkdtemp(prefix="barrier-", dir=folder))
+    return f"barrier={barrier}/{racers}"
 
 
 def lease_worker_result(process: subprocess.Popen[str]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The server speaks the wire format of `POST /v1/chat/completions` over real HTTP, so the
 tests exercise the real `openai` client end to end: its request encoding, its retries and
-its error classes. A test queues the replies (`add_completion`, `add_error`, `add`) and
+its error classes. A request with `"stream": true` is answered with server-sent chunks
+(`stream_chunks`). A test queues the replies (`add_completion`, `add_error`, `add`) and
 reads back every request body the client sent (`requests`).
 
     with OpenAIServer() as server:
@@ -24,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["OpenAIServer", "ScriptedReply", "chat_completion", "closed_port_url"]
+__all__ = ["OpenAIServer", "ScriptedReply", "chat_completion", "closed_port_url", "stream_chunks"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,10 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay and self.server.owner.stopping.wait(reply.delay):
             self.close_connection = True
             return
+        streamed = isinstance(body, dict) and body.get("stream") is True and reply.status == 200
+        if streamed and isinstance(reply.body, dict) and reply.body.get("choices"):
+            self._send_stream(reply.body)
+            return
         payload = json.dumps(reply.body).encode()
         try:
             self.send_response(reply.status)
@@ -155,6 +160,47 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             # The client gave up (a timeout test); nothing to answer.
             self.close_connection = True
+
+    def _send_stream(self, completion: dict[str, Any]) -> None:
+        """`completion` as the server-sent events of a streamed request (`stream_chunks`)."""
+        payload = b"".join(
+            f"data: {json.dumps(chunk)}\n\n".encode() for chunk in stream_chunks(completion)
+        )
+        payload += b"data: [DONE]\n\n"
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+def stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `chat.completion.chunk`s that stream `completion` (a `chat_completion` body): the
+    role and text in one delta, each tool call in one, the finish reason, then the usage in a
+    chunk without choices, as OpenAI sends it when `stream_options.include_usage` is set
+    (here always, when the completion has usage)."""
+    (choice,) = completion["choices"]
+    message = choice["message"]
+    base = {
+        "id": completion["id"],
+        "object": "chat.completion.chunk",
+        "created": completion["created"],
+        "model": completion["model"],
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": message.get("content") or ""})]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(chunk({"tool_calls": [{**call, "index": index}]}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if "usage" in completion:
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    return chunks
 
 
 class _Server(ThreadingHTTPServer):

@@ -36,7 +36,13 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
-from helpers import SQL_TABLES, lease_worker_result, start_lease_worker, wait_held
+from helpers import (
+    SQL_TABLES,
+    lease_worker_result,
+    racing_start,
+    start_lease_worker,
+    wait_held,
+)
 
 
 @pytest.fixture
@@ -212,8 +218,8 @@ async def _take_and_release(url: str) -> dict[str, Any]:
     return lease.holder
 
 
-def test_two_agents_racing_for_one_session_one_writes(db_url: str) -> None:
-    at = str(time.time() + 4.0)  # both started (imports done) before either begins
+def test_two_agents_racing_for_one_session_one_writes(db_url: str, tmp_path: Path) -> None:
+    at = racing_start(tmp_path, 2)
     racers = [start_lease_worker("agent", db_url, "race", "raise", at) for _ in range(2)]
     outcomes = [lease_worker_result(p) for p in racers]
     assert sorted(o["outcome"] for o in outcomes) == ["busy", "ok"], outcomes
