@@ -31,6 +31,8 @@ __all__ = [
     "ScriptedReply",
     "chat_completion",
     "closed_port_url",
+    "function_call_item",
+    "message_item",
     "response_events",
     "responses_reply",
 ]
@@ -147,6 +149,29 @@ def responses_reply(
             "total_tokens": input_tokens + output_tokens,
         }
     return body
+
+
+def function_call_item(name: str, arguments: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """A Responses-API `function_call` output item calling `name` with `arguments`."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(dict(arguments)),
+        "status": "completed",
+    }
+
+
+def message_item(text: str) -> dict[str, Any]:
+    """A Responses-API assistant `message` output item saying `text`."""
+    return {
+        "type": "message",
+        "id": "msg_test",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
 def response_events(response: dict[str, Any]) -> list[dict[str, Any]]:

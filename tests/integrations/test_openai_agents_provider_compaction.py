@@ -39,7 +39,8 @@ from ctxoffload.integrations.openai_agents import (  # noqa: E402
     OffloadingInputFilter,
     WorkspaceSession,
 )
-from openai_server import OpenAIServer  # noqa: E402
+from openai_server import OpenAIServer, function_call_item  # noqa: E402
+from openai_server import message_item as message  # noqa: E402
 from provider_shapes import OPENAI_COMPACTION_ITEM  # noqa: E402
 
 set_tracing_disabled(True)
@@ -61,26 +62,8 @@ def status(batch: int) -> str:
 
 
 def function_call(batch: int) -> dict[str, Any]:
-    """A Responses `function_call` output item calling `status` for `batch`."""
-    return {
-        "type": "function_call",
-        "id": f"fc_{batch}",
-        "call_id": f"call_{batch}",
-        "name": "status",
-        "arguments": json.dumps({"batch": batch}),
-        "status": "completed",
-    }
-
-
-def message(text: str) -> dict[str, Any]:
-    """A Responses assistant `message` output item."""
-    return {
-        "type": "message",
-        "id": "msg_1",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
+    """A `function_call` output item calling `status` for `batch`."""
+    return function_call_item("status", {"batch": batch}, f"call_{batch}")
 
 
 async def run(

@@ -27,31 +27,16 @@ from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
 from ctxoffload.integrations.pydantic_ai import ContextOffload  # noqa: E402
-from openai_server import OpenAIServer  # noqa: E402
+from openai_server import OpenAIServer, function_call_item  # noqa: E402
+from openai_server import message_item as message  # noqa: E402
 from provider_shapes import OPENAI_COMPACTION_ITEM  # noqa: E402
 
 CONFIG = ContextConfig(context_window=100_000)
 
 
 def function_call(batch: int) -> dict[str, Any]:
-    return {
-        "type": "function_call",
-        "id": f"fc_{batch}",
-        "call_id": f"call_{batch}",
-        "name": "status",
-        "arguments": json.dumps({"batch": batch}),
-        "status": "completed",
-    }
-
-
-def message(text: str) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": "msg_1",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
+    """A `function_call` output item calling `status` for `batch`."""
+    return function_call_item("status", {"batch": batch}, f"call_{batch}")
 
 
 def agent_on(server: OpenAIServer, folder: Path) -> Agent[None, str]:
