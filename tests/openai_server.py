@@ -1,10 +1,11 @@
-"""A real OpenAI-compatible chat-completions server on loopback, scripted by the test.
+"""A real OpenAI-compatible server on loopback, scripted by the test.
 
-The server speaks the wire format of `POST /v1/chat/completions` over real HTTP, so the
-tests exercise the real `openai` client end to end: its request encoding, its retries and
-its error classes. A request with `"stream": true` is answered with server-sent chunks
-(`stream_chunks`). A test queues the replies (`add_completion`, `add_error`, `add`) and
-reads back every request body the client sent (`requests`).
+The server speaks the wire format of `POST /v1/chat/completions` and of the Responses API's
+`POST /v1/responses` over real HTTP, so the tests exercise the real `openai` client end to
+end: its request encoding, its retries and its error classes. A request with `"stream": true`
+is answered with server-sent events (chat chunks, `stream_chunks`; Responses events,
+`response_events`). A test queues the replies (`add_completion`, `add_response`, `add_error`,
+`add`) and reads back every request body the client sent (`requests`).
 
     with OpenAIServer() as server:
         server.add_completion("hello", usage=(12, 3))
@@ -25,7 +26,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["OpenAIServer", "ScriptedReply", "chat_completion", "closed_port_url", "stream_chunks"]
+__all__ = [
+    "OpenAIServer",
+    "ScriptedReply",
+    "chat_completion",
+    "closed_port_url",
+    "function_call_item",
+    "message_item",
+    "response_events",
+    "responses_reply",
+    "stream_chunks",
+]
+
+ROUTES = ("/v1/chat/completions", "/v1/responses")
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,99 @@ def chat_completion(
     return body
 
 
+def responses_reply(
+    output: list[dict[str, Any]],
+    *,
+    usage: tuple[int, int] | None = (10, 5),
+    model: str = "test-model",
+    response_id: str = "resp_test",
+) -> dict[str, Any]:
+    """Build a Responses-API `response` body (`POST /v1/responses`) holding `output`.
+
+    Wire format: https://platform.openai.com/docs/api-reference/responses/object.
+
+    Args:
+        output: the output items as the API gives them (`message`, `function_call`,
+            `compaction`, `reasoning`, ...).
+        usage: (input_tokens, output_tokens), or None to leave usage out.
+        model: the model name echoed back.
+        response_id: the response's id.
+    """
+    body: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    if usage is not None:
+        input_tokens, output_tokens = usage
+        body["usage"] = {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        }
+    return body
+
+
+def function_call_item(name: str, arguments: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """A Responses-API `function_call` output item calling `name` with `arguments`."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(dict(arguments)),
+        "status": "completed",
+    }
+
+
+def message_item(text: str) -> dict[str, Any]:
+    """A Responses-API assistant `message` output item saying `text`."""
+    return {
+        "type": "message",
+        "id": "msg_test",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def response_events(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server-sent events that stream `response` (a `responses_reply` body), in order:
+    `response.created`, each output item added (a `compaction` item announced by
+    `response.compaction.compacting`, as the API does while it samples one) and done, then
+    `response.completed` with the whole response.
+
+    Wire format: https://platform.openai.com/docs/api-reference/responses-streaming.
+    """
+    events: list[dict[str, Any]] = [
+        {
+            "type": "response.created",
+            "response": {**response, "status": "in_progress", "output": [], "usage": None},
+        }
+    ]
+    for index, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        if item.get("type") == "compaction":
+            events.append(
+                {
+                    "type": "response.compaction.compacting",
+                    "item_id": item.get("id", ""),
+                    "output_index": index,
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    return [{**event, "sequence_number": number} for number, event in enumerate(events)]
+
+
 def closed_port_url() -> str:
     """A base URL on loopback where nothing listens (a port bound and released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -138,14 +244,24 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay and self.server.owner.stopping.wait(reply.delay):
             self.close_connection = True
             return
-        streamed = isinstance(body, dict) and body.get("stream") is True and reply.status == 200
-        if streamed and isinstance(reply.body, dict) and reply.body.get("choices"):
+        asked_stream = isinstance(body, dict) and body.get("stream") is True
+        chat = isinstance(reply.body, dict) and bool(reply.body.get("choices"))
+        if asked_stream and reply.status == 200 and chat:
             self._send_stream(reply.body)
             return
-        payload = json.dumps(reply.body).encode()
+        streamed = asked_stream and reply.status == 200 and self.path.rstrip("/") == "/v1/responses"
+        if streamed:
+            payload = b"".join(
+                f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+                for event in response_events(reply.body)
+            )
+        else:
+            payload = json.dumps(reply.body).encode()
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header(
+                "Content-Type", "text/event-stream" if streamed else "application/json"
+            )
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             if reply.drip is None:
@@ -232,7 +348,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class OpenAIServer:
-    """A scripted chat-completions server on 127.0.0.1, on an ephemeral port.
+    """A scripted chat-completions and Responses-API server on 127.0.0.1, on an ephemeral port.
 
     Replies are played in order; when the queue is empty the server answers 500 with a
     message saying so, which makes a missing script step fail loudly.
@@ -278,6 +394,11 @@ class OpenAIServer:
         """Queue a successful completion; keyword arguments go to `chat_completion`."""
         self.add(chat_completion(content, **kwargs))
 
+    def add_response(self, output: list[dict[str, Any]], **kwargs: Any) -> None:
+        """Queue a successful Responses-API reply holding `output`; keyword arguments go to
+        `responses_reply`. Played as JSON, or as its events to a request that streams."""
+        self.add(responses_reply(output, **kwargs))
+
     def add_error(
         self, status: int, message: str, *, code: str | None = None, **fields: Any
     ) -> None:
@@ -297,7 +418,7 @@ class OpenAIServer:
             self.paths.append(path)
             self.headers.append(headers)
             self.requests.append(body)
-            if path.rstrip("/") != "/v1/chat/completions":
+            if path.rstrip("/") not in ROUTES:
                 return ScriptedReply(404, {"error": {"message": f"no route {path}"}})
             if self.responder is not None:
                 answer = self.responder(body)

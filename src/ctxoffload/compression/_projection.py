@@ -34,7 +34,13 @@ from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
 from ._notes import is_summary_message
-from ._provider_compaction import absorb, leading_system, newest_compaction, note_position
+from ._provider_compaction import (
+    absorb,
+    is_provider_note,
+    leading_system,
+    newest_compaction,
+    note_position,
+)
 from ._run import asked_config, compact_event
 
 if TYPE_CHECKING:
@@ -486,12 +492,17 @@ class Projector:
         cover: _Cover | None,
     ) -> list[Msg]:
         """Keep what a compaction decided: which of the history's messages its summary
-        stands for, recorded in the session for a restarted process."""
+        stands for, recorded in the session for a restarted process.
+
+        The note after a provider's compaction item is no message of the history: the
+        messages kept are counted back to it, and it goes with the summary (which now stands
+        for the item too), so that what it names stays in the context."""
         kept = 0
         while (
             kept < len(now) - system
             and kept < len(given) - system
             and now[-1 - kept].id == given[-1 - kept].id
+            and not is_provider_note(now[-1 - kept])
         ):
             kept += 1
         count = len(keys) - system - kept
