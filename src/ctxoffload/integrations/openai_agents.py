@@ -196,7 +196,9 @@ class WorkspaceSession:
         workspace: where the items are kept.
         session_id: the conversation (one that is no plain name gets a safe session of its
             own, `session_id_for`); give the input filter the same one.
-        config: when `run_compaction` summarises (its trigger and window).
+        config: when `run_compaction` summarises (its trigger and window). Without a
+            `context_window` in it, `run_compaction` summarises only when forced (as if the
+            items filled the window): no trigger can be passed.
         summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
             extractive summary.
     """
@@ -262,7 +264,18 @@ class WorkspaceSession:
             if not items:
                 return
             history, originals = _history(None, items)
-            result = await self._compressor.maybe_compress(history, force=force)
+            config: ContextConfig | None = None
+            try:
+                self._compressor.window()
+            except ConfigError:
+                # No window known (no `config=` with a context_window): no trigger to pass.
+                # The SDK calls this after every turn of a Responses model: the run goes on.
+                if not force:
+                    return
+                # Forced: as if the items filled the window, as `Agent.compact` does.
+                tokens = max(1, self._compressor.count(history))
+                config = self.config.model_copy(update={"context_window": tokens})
+            result = await self._compressor.maybe_compress(history, force=force, config=config)
             if not result.compressed:
                 return
             kept = [_as_item(item) for item in _back(result.messages, history, originals)]
