@@ -20,6 +20,7 @@ from frameworks import require_framework
 
 require_framework("pydantic_ai", "pydantic_ai")
 
+from openai import AsyncOpenAI  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.messages import CompactionPart, ModelResponse  # noqa: E402
 from pydantic_ai.models.openai import OpenAIResponsesModel  # noqa: E402
@@ -39,8 +40,8 @@ def function_call(batch: int) -> dict[str, Any]:
     return function_call_item("status", {"batch": batch}, f"call_{batch}")
 
 
-def agent_on(server: OpenAIServer, folder: Path) -> Agent[None, str]:
-    provider = OpenAIProvider(base_url=server.base_url, api_key="k")
+def agent_on(server: OpenAIServer, folder: Path, client: AsyncOpenAI) -> Agent[None, str]:
+    provider = OpenAIProvider(openai_client=client)
     offload = ContextOffload(LocalWorkspace(folder), config=CONFIG)
     agent = Agent(
         OpenAIResponsesModel("gpt-5", provider=provider),
@@ -69,11 +70,13 @@ async def test_pydantic_ai_keeps_the_part_and_ctxoffload_keeps_what_it_replaces(
 ) -> None:
     folder = tmp_path / "ws"
     with OpenAIServer() as server:
+        # One client, closed at the end: a provider given only a URL leaves its sockets open.
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k")
         server.add_response([function_call(1)])
         server.add_response([OPENAI_COMPACTION_ITEM, function_call(2)])
         server.add_response([message("Batch 1 failed on ERR-4711.")])
         server.add_response([message("Yes, batch 1.")])
-        agent = agent_on(server, folder)
+        agent = agent_on(server, folder, client)
         result = await agent.run("check batches 1 and 2", conversation_id="c1")
         assert result.output == "Batch 1 failed on ERR-4711."
         # pydantic-ai keeps the provider's part in its history.
@@ -87,9 +90,10 @@ async def test_pydantic_ai_keeps_the_part_and_ctxoffload_keeps_what_it_replaces(
         assert isinstance(part, CompactionPart) and part.id == OPENAI_COMPACTION_ITEM["id"]
         # A run resumed from that history (a new agent and capability) records nothing twice.
         log = (folder / "sessions" / "c1" / "context.jsonl").read_bytes()
-        again = await agent_on(server, folder).run(
+        again = await agent_on(server, folder, client).run(
             "was it batch 1?", message_history=history, conversation_id="c1"
         )
+        await client.close()
         assert again.output == "Yes, batch 1."
     sent = server.requests[2]["input"]
     # pydantic-ai sends from the item on; the note follows the item's turn.
