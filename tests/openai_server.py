@@ -15,16 +15,15 @@ is answered with server-sent events (chat chunks, `stream_chunks`; Responses eve
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from loopback import LoopbackHandler, LoopbackServer
 
 __all__ = [
     "OpenAIServer",
@@ -212,25 +211,7 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    # HTTP/1.1 so the client keeps its connection alive, as it would against a real server.
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.track(self.connection)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.untrack(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # Silence the per-request stderr line; the test asserts on `requests` instead.
-        pass
-
+class _Handler(LoopbackHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
@@ -319,35 +300,7 @@ def stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
     return chunks
 
 
-class _Server(ThreadingHTTPServer):
-    # Handler threads are joined in server_close() so none outlives the fixture.
-    daemon_threads = False
-
-    def __init__(self, owner: OpenAIServer) -> None:
-        self.owner = owner
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def track(self, connection: socket.socket) -> None:
-        with self._connections_lock:
-            self._connections.add(connection)
-
-    def untrack(self, connection: socket.socket) -> None:
-        with self._connections_lock:
-            self._connections.discard(connection)
-
-    def drop_connections(self) -> None:
-        # Keep-alive handlers block reading the next request; shutting their sockets down
-        # wakes them with EOF so server_close() can join them.
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-
-class OpenAIServer:
+class OpenAIServer(LoopbackServer):
     """A scripted chat-completions and Responses-API server on 127.0.0.1, on an ephemeral port.
 
     Replies are played in order; when the queue is empty the server answers 500 with a
@@ -359,25 +312,23 @@ class OpenAIServer:
         paths: the request paths, one per request.
     """
 
+    handler = _Handler
+    thread_name = "openai-test-server"
+
     def __init__(self) -> None:
         self.requests: list[Any] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
-        self.stopping = threading.Event()
+        super().__init__()
         self._queue: list[ScriptedReply] = []
         self._lock = threading.Lock()
         # Asked first with each request body; a body it returns answers instead of the queue.
         self.responder: Callable[[Any], Mapping[str, Any] | None] | None = None
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         """The base URL to give an OpenAI client, ending in `/v1`."""
-        if self._server is None:
-            raise RuntimeError("OpenAIServer is not running: call start() first")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.origin}/v1"
 
     def add(self, *replies: Mapping[str, Any] | tuple[int, Any] | ScriptedReply) -> None:
         """Queue replies: a response dict (status 200), a (status, body) pair, or ScriptedReply."""
@@ -429,39 +380,3 @@ class OpenAIServer:
                     500, {"error": {"message": "OpenAIServer: no scripted reply left"}}
                 )
             return self._queue.pop(0)
-
-    def start(self) -> OpenAIServer:
-        """Bind an ephemeral port and serve in a background thread."""
-        self._server = _Server(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="openai-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, drop open connections, and join every thread."""
-        if self._server is None:
-            return
-        self.stopping.set()
-        self._server.shutdown()
-        self._server.drop_connections()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> OpenAIServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
