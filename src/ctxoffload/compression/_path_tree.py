@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 __all__ = ["TREE_RULE", "in_tree", "tree_rows"]
 
 TREE_RULE = (
-    "`- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py, on line 4; an indented row "
-    "goes on from the path of the row it is under."
+    "`- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py; an indented row goes on from "
+    "the row it is under."
 )
 """What the header says of the tree's rows, once the index holds one."""
 
