@@ -150,6 +150,7 @@ def read_index(index: str) -> set[str]:
             indent, head, items = found.groups()
             depth = len(indent) // 2
             heads[depth:] = [(heads[depth - 1] if depth else "") + head]
+            named.add(heads[depth].removesuffix("/"))
             named.update(heads[depth] + item for item in (items or "").split(" ") if item)
         elif found := _ROW.match(row):
             first, *spaced = found.group(1).split(" | ")
