@@ -25,8 +25,8 @@ SERVICES = "apps/x/src/domain/teams/services/"
 EVENTS = "/ws/sessions/s1/events.jsonl"
 WORD = "consider-using"
 TREE_RULE = (
-    "`- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py, on line 4; an indented row "
-    "goes on from the path of the row it is under."
+    "`- src/ (line 4): a.py b/c.py` names src, src/a.py and src/b/c.py; an indented row goes "
+    "on from the row it is under."
 )
 
 
@@ -86,7 +86,7 @@ def listing() -> list[Msg]:
 
 
 # What the header tells the model, read the way it says: this reader is the test's own.
-_LINE_ROW = re.compile(r"^- (line \d+|no line): ?(.*)$")
+_LINE_ROW = re.compile(r"^- (line \d+|no line):(.*)$")
 _GROUP_ROW = re.compile(r"^  - (.+?): (.*)$")
 _MARK = re.compile(r" \((line \d+|no line)\)$")
 _TREE_ROW = re.compile(r"^((?:  )*)- (\S*/)(?: \((lines? [\d, -]+|no line)\))?:(?: (.*))?$")
@@ -103,12 +103,16 @@ def read_rows(text: str) -> dict[str, str]:
             depth = len(indent) // 2
             above = heads[depth - 1][0] if depth else ""
             heads[depth:] = [(above + head, mark)]
+            if mark is not None:  # a head names its directory, at its row's lines
+                named.setdefault((above + head).removesuffix("/"), mark)
             for item in filter(None, (items or "").split(" ")):
                 assert mark is not None, row  # a row with items says their lines
                 named[above + head + item] = mark
         elif found := _LINE_ROW.match(row):
+            # One-word values a blank apart, then ` | ` before each value holding a blank.
             section = found.group(1)
-            for value in filter(None, found.group(2).split(" | ")):
+            words, *spaced = found.group(2).split(" | ")
+            for value in [*filter(None, words.split(" ")), *spaced]:
                 named[value] = section
         elif row == "- on several lines:":
             section = None
@@ -169,7 +173,9 @@ def test_the_budget_is_filled_counted_exactly() -> None:
         now = indexed(msgs, budget, grouped=False)
         assert len(now.entries) > len(before.entries), budget
         for found in now.cut:
-            wider = now.render_with([*now.entries, found], len(now.cut) - 1, EVENTS)
+            wider = now.render_with(
+                [*now.entries, found], len(now.cut) - 1, EVENTS, calls=now.show_calls
+            )
             assert COUNTER.count_text(wider) > budget, (budget, found.value)
 
 
@@ -241,7 +247,7 @@ def test_a_files_reads_fold_into_one_row_under_their_line() -> None:
     folded = {(f.kind, f.value) for f in reads[:3]}
     rows, rules = render_rows([lone, *reads[:3]], folded)
     assert rows == [
-        "- line 4: sed -n '1,9p' utils/b.ts",
+        "- line 4: | sed -n '1,9p' utils/b.ts",
         "  - sed … utils/a.ts: -n '1,40p' | -n '41,80p' | -n '81,120p'",
     ]
     assert rules == ["`sed … f: -n 1p | -n 2p` is `sed -n 1p f` and `sed -n 2p f`."]
@@ -466,3 +472,43 @@ def test_a_path_in_the_tree_is_found_whole_only_by_its_row_and_the_heads_above(
     assert folded
     for value in folded:
         assert value.rsplit("/", 1)[1] in text
+
+
+def test_a_lines_row_writes_one_word_values_a_blank_apart_and_the_others_after_a_bar() -> None:
+    """`- line 4: a b | c d`: the values that are one word (no blank, no `|`) a blank apart,
+    then ` | ` before each other one; read back by splitting at ` | ` first. Values made to
+    confuse it (a lone `|`, a word ending in `|`, a tab, `a | b`) are each read back whole."""
+    from ctxoffload.compression._index_layout import render_rows
+
+    values = ["ORD-1", "|", "x|", "a\tb", "grep x | head", "pytest -q", "src/a.py", "/srv/b c"]
+    entries = [FoundArtifact("id", value, 4) for value in values]
+    rows, rules = render_rows(entries, set())
+    assert rows == [
+        "- line 4: ORD-1 src/a.py | | | x| | a\tb | grep x | head | pytest -q | /srv/b c"
+    ]
+    assert rules == []
+    named = read_rows("\n".join(rows))
+    # Every value but the one holding ` | ` itself is read back exactly (that one is still a
+    # plain substring of the row, which is how the bench's `whole` finds it).
+    assert {v for v in values if " | " not in v} <= set(named)
+    assert set(named) - set(values) <= {"grep x", "head"}
+    assert all(value in rows[0] for value in values)
+
+
+def test_a_directory_named_beside_its_files_is_named_by_its_rows_head() -> None:
+    """`./doc/data` and `./doc/data/a/x.md`, from an `ls -R`: when `./doc/data` gets a row,
+    its head names it (the rule says so) and it is written nowhere else; a directory whose
+    files get no row of their own is an item of the row above, as a file is."""
+    from ctxoffload.compression._path_tree import tree_rows
+
+    paths = [("./doc/data", "line 3"), ("./doc/data/messages", "line 5")]
+    paths += [(f"./doc/data/messages/{name}-name/bad.py", "line 3") for name in "pqrstu"]
+    paths += [("./doc/data/b", "line 3"), ("./doc/data/b/lone.md", "line 3")]
+    rows, whole = tree_rows(paths)
+    assert whole == []
+    text = "\n".join(rows)
+    assert text.count("./doc/data") == 1 and " messages " not in text, text
+    assert "\n  - messages/ (lines 3, 5): " in text, text
+    named = read_rows(text)
+    for value, where in paths:
+        assert on_line(named.get(value), where), (value, rows)

@@ -78,7 +78,7 @@ _TRAILING = ".,;:!?'\""
 _KINDS = ("path", "url", "command", "id")
 _HEADER = (
     "Named in the messages that left and nowhere above, by the line of the context file that "
-    "holds them (read it back there):"
+    "holds them (read it back there), a blank apart, ` | ` before one holding a blank:"
 )
 
 

@@ -9,14 +9,15 @@ artifacts a compaction drops share a prefix, the files of a listing
 (`apps/x/src/teams/services/a.ts`, `.../b.ts`), the reads of one file (`sed -n '1,200p'
 utils/a.ts`, `sed -n '200,400p' utils/a.ts`). What the model reads:
 
-    - line 41: ORD-58213 | /mnt/exports/a.csv | pytest -q
+    - line 41: ORD-58213 /mnt/exports/a.csv | pytest -q
       - sed … utils/a.ts: -n '1,200p' | -n '200,400p'
     - on several lines:
       - grep … src/a.py: -n x (line 9) | -n y (line 12)
     - src/app/ (line 41): a.py b.py lib/c.py
       - models/ (lines 9, 12): d.py e.py
 
-- `- line 41: ...`: the entries of line 41 written whole;
+- `- line 41: ...`: the entries of line 41 written whole, a blank apart, and ` | ` before
+  each one holding a blank (or a `|`);
 - `  - sed … utils/a.ts: -n '1,200p' | -n '200,400p'` under it: `sed -n '1,200p' utils/a.ts`
   and `sed -n '200,400p' utils/a.ts`, on line 41;
 - `- on several lines:`: the command rows whose entries are on more than one line, each item
@@ -134,7 +135,7 @@ class IndexRows:
         """The tokens `found` would add to the index, written whole on its line's row."""
         where = found.where()
         row = 0 if self._values[where] else self._tokens(f"- {where}: ") + 1
-        return self._tokens(found.value) + 2 + row
+        return self._tokens(found.value) + (1 if is_word(found.value) else 2) + row
 
     def add(self, found: FoundArtifact) -> None:
         """Write `found` whole on its line's row."""
@@ -218,12 +219,27 @@ def render_rows(
             under.setdefault(where, []).append(row)
     rows: list[str] = []
     for where, values in whole.items():
-        rows.append(f"- {where}: " + " | ".join(values) if values else f"- {where}:")
+        rows.append(f"- {where}:" + line_values(values))
         rows += under.get(where, [])
     if several:
         rows += [SEVERAL_ROW, *several]
     rules = [COMMAND_RULE] if several or under else []
     return rows + tree, rules + ([TREE_RULE] if tree else [])
+
+
+def is_word(value: str) -> bool:
+    """Whether a line's row writes `value` a blank apart from the others (one word, with no
+    `|`), rather than after ` | `."""
+    return bool(value) and "|" not in value and not any(c.isspace() for c in value)
+
+
+def line_values(values: Sequence[str]) -> str:
+    """A line's row after its `- line 4:`: the values that are one word, each after a blank
+    (` a.py ORD-1`), then each of the others after ` | ` (` | pytest -q`); "" for none.
+    Read back, the row splits at ` | `: the first part's words, then each part whole."""
+    words = [value for value in values if is_word(value)]
+    spaced = [value for value in values if not is_word(value)]
+    return "".join(" " + word for word in words) + "".join(" | " + value for value in spaced)
 
 
 def _items(group: _Group) -> str:

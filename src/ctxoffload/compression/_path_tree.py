@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 __all__ = ["TREE_RULE", "in_tree", "tree_rows"]
 
 TREE_RULE = (
-    "`- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py, on line 4; an indented row "
-    "goes on from the path of the row it is under."
+    "`- src/ (line 4): a.py b/c.py` names src, src/a.py and src/b/c.py; an indented row goes "
+    "on from the row it is under."
 )
 """What the header says of the tree's rows, once the index holds one."""
 
@@ -63,6 +63,7 @@ class _Node:
     parent: _Node | None
     files: list[tuple[str, str, str]] = field(default_factory=list)  # name, where, value
     under: dict[str, _Node] = field(default_factory=dict)
+    itself: list[tuple[str, str]] = field(default_factory=list)  # the directory named: where, value
 
     def path_from(self, top: _Node | None) -> str:
         """Its path from the directory `top` (not included) down, `/` ended; from the root
@@ -98,6 +99,20 @@ class _Tree:
             for part in directories:
                 node = node.under.get(part) or node.under.setdefault(part, _Node(part, node))
             node.files.append((name, where, value))
+        # A directory named itself (`./doc` beside `./doc/a.md`) is named by its row's head
+        # when it gets a row, and is an item of the row above (or whole) otherwise.
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            stack += node.under.values()
+            kept = []
+            for name, where, value in node.files:
+                child = node.under.get(name)
+                if child is not None:
+                    child.itself.append((where, value))
+                else:
+                    kept.append((name, where, value))
+            node.files = kept
         self._costs: dict[tuple[int, int], tuple[int, bool]] = {}
 
     def cost(self, node: _Node, top: _Node | None) -> tuple[int, bool]:
@@ -111,9 +126,10 @@ class _Tree:
         # directories under it decide for themselves.
         inherit = node.path_from(top)
         without = sum(len(inherit) + len(name) + (1 if top else 3) for name, _, _ in node.files)
+        without += len(node.itself) * (len(inherit) + (0 if top else 2))
         without += sum(self.cost(child, top)[0] for child in node.under.values())
         # A row: its head, its mark (about 10 characters when it has files), its files by name.
-        own = len(inherit) + 8 + (10 if node.files else 0)
+        own = len(inherit) + 8 + (10 if node.files or node.itself else 0)
         own += sum(len(name) + 1 for name, _, _ in node.files)
         own += sum(self.cost(child, node)[0] for child in node.under.values())
         found = (own, True) if own < without else (without, False)
@@ -134,6 +150,11 @@ class _Tree:
                         whole.append((value, where))
                     else:
                         row.append((inherit + name, where))
+                for where, value in node.itself:
+                    if row is None:
+                        whole.append((value, where))
+                    else:
+                        row.append((inherit[:-1], where))
                 for child in node.under.values():
                     place(child, top, row)
                 return
@@ -143,7 +164,8 @@ class _Tree:
             items = [(name, where) for name, where, _ in node.files]
             for child in node.under.values():
                 place(child, node, items)
-            mark = _mark([where for _, where in items]) if items else ""
+            wheres = [where for _, where in items] + [where for where, _ in node.itself]
+            mark = _mark(wheres) if wheres else ""
             head = "  " * depth_of[id(top)] + "- " + inherit + mark + ":"
             rows[at] = head + "".join(" " + item for item, _ in items)
 
