@@ -400,3 +400,38 @@ def test_importing_ctxoffload_imports_no_driver() -> None:
     code = "import sys, ctxoffload; ctxoffload.SqlWorkspace; print('psycopg' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+# -- following writes (what `ctxoffload watch` waits on) -------------------------------------
+
+
+async def test_a_follower_is_told_of_a_write_committed_in_another_process(url: str) -> None:
+    follower = SqlWorkspace(url)
+    store = follower._sql  # the store `ctxoffload watch` follows
+    assert await store.wait_for_change(0.01) is False  # listening now; nothing written yet
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import asyncio
+                from ctxoffload import SqlWorkspace
+                asyncio.run(SqlWorkspace({url!r}).record_event("s1", "note", text="hi"))
+                """
+            ),
+        ]
+    )
+    # Told when the other process commits: no wall-clock bound here, but a follower that
+    # was not told would wait out the whole minute and answer False.
+    assert await store.wait_for_change(60) is True
+    assert writer.wait(60) == 0
+    assert [e["kind"] for e in await follower.read_events("s1")] == ["note"]
+    # Told once per write: nothing written since, nothing told.
+    assert await store.wait_for_change(0.01) is False
+    follower.close()
+
+
+async def test_a_follower_on_sqlite_waits_its_time(tmp_path: Path) -> None:
+    store = SqlWorkspace(f"sqlite:///{tmp_path / 'w.db'}")._sql
+    assert await store.wait_for_change(0.01) is False

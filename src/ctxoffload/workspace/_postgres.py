@@ -174,10 +174,19 @@ class PostgresConnection:
         row = self.raw.execute(b"SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
         return bool(row and row[0])
 
+    def changed(self, session_id: str) -> None:
+        """NOTIFY the `ctxoffload` channel with the session's id, delivered at commit (and
+        not at all if the transaction rolls back)."""
+        self.raw.execute(b"SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+
 
 def _one_line(exc: BaseException) -> str:
     """A driver's message on one line (libpq's run over several, with tabs)."""
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+CHANNEL = "ctxoffload"
+"""The channel every write NOTIFYs, with the session's id (`PostgresConnection.changed`)."""
 
 
 class PostgresDatabase:
@@ -201,6 +210,9 @@ class PostgresDatabase:
         self.create = create
         self._lock = threading.Lock()
         self._connection: psycopg.Connection[Any] | None = None
+        # The LISTEN connection of `wait_for_change`, apart from the one that writes.
+        self._listener: psycopg.Connection[Any] | None = None
+        self._listening = threading.Lock()
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._connection is not None and not self._connection.closed:
@@ -303,17 +315,57 @@ class PostgresDatabase:
             self._run, work, b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         )
 
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return at the first NOTIFY of a write committed since the last call (they wait on
+        the listening connection between calls), or after `timeout` seconds. The first call
+        starts listening; a listener whose connection was lost is opened again at the next.
+
+        Returns:
+            True when a write was notified; False when the time ran out.
+        """
+        return await asyncio.to_thread(self._wait, timeout)
+
+    def _wait(self, timeout: float) -> bool:
+        import psycopg
+
+        with self._listening:
+            try:
+                if self._listener is None or self._listener.closed or self._listener.broken:
+                    self._listener = psycopg.connect(
+                        self._url,
+                        autocommit=True,
+                        connect_timeout=max(2, math.ceil(self.timeout)),
+                        application_name="ctxoffload-watch",
+                    )
+                    self._listener.execute(f"LISTEN {CHANNEL}".encode())
+                told = False
+                for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                    told = True
+                return told
+            except psycopg.Error as exc:
+                if self._listener is not None:
+                    self._listener.close()
+                    self._listener = None
+                raise OffloadError(
+                    f"cannot follow the database {self.where}: {_one_line(exc)}", self.where
+                ) from None
+
     def close(self) -> None:
-        """Close the connection (opened again on the next call)."""
+        """Close the connections (opened again on the next call)."""
         with self._lock:
             self._drop()
+        with self._listening:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
 
     def __del__(self) -> None:
         # A lease released after its workspace was dropped opens the connection again:
         # closed here, not left for psycopg to warn about.
-        connection = getattr(self, "_connection", None)
-        if connection is not None:
-            connection.close()
+        for name in ("_connection", "_listener"):
+            connection = getattr(self, name, None)
+            if connection is not None:
+                connection.close()
 
 
 if TYPE_CHECKING:  # mypy checks that the PostgreSQL side is what the store asks for

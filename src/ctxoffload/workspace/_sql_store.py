@@ -156,6 +156,12 @@ class Connection(Protocol):
         """Whether the table `name` is there."""
         ...
 
+    def changed(self, session_id: str) -> None:
+        """Tell those waiting for a change (`Database.wait_for_change`) that `session_id` is
+        written, once the transaction commits: PostgreSQL's NOTIFY; nothing on SQLite,
+        whose followers poll."""
+        ...
+
 
 class Database(Protocol):
     """A database the store runs its transactions on, each in a worker thread."""
@@ -176,6 +182,16 @@ class Database(Protocol):
 
         Raises:
             OffloadError: the database cannot be read.
+        """
+        ...
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return once a session may have been written since the last call, or after
+        `timeout` seconds.
+
+        Returns:
+            True when the database said so (PostgreSQL's LISTEN); False when the time ran
+            out (on SQLite, always: a follower polls).
         """
         ...
 
@@ -228,6 +244,9 @@ class SqliteConnection(sqlite3.Connection):
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
         ).fetchone()
         return found is not None
+
+    def changed(self, session_id: str) -> None:
+        """Nothing: SQLite has no notifications; a follower polls (`wait_for_change`)."""
 
 
 class SqliteDatabase:
@@ -322,6 +341,11 @@ class SqliteDatabase:
         """
         return await asyncio.to_thread(self._run, work, "BEGIN")
 
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Wait `timeout` seconds: SQLite tells nobody of a change (see `Database`)."""
+        await asyncio.sleep(timeout)
+        return False
+
     def close(self) -> None:
         """Close the connection (opened again on the next call)."""
         with self._lock:
@@ -389,6 +413,7 @@ def _touch(connection: Connection, session_id: str) -> None:
         "ON CONFLICT (id) DO UPDATE SET updated = excluded.updated",
         (session_id,),
     )
+    connection.changed(session_id)
 
 
 def _next_line(connection: Connection, session_id: str, log: str) -> int:
@@ -637,6 +662,11 @@ class SqlStore:
             return _delete_sessions(connection, [session_id]) > 0
 
         return await self.database.write(write)
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return once a session may have been written, or after `timeout` seconds (see
+        `Database.wait_for_change`): what `ctxoffload watch` waits on between looks."""
+        return await self.database.wait_for_change(timeout)
 
     async def run(self, work: Callable[[], _T]) -> _T:
         """In a worker thread: serialising is CPU work (`SessionFiles.run`)."""
