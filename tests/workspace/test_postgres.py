@@ -279,9 +279,12 @@ def test_a_server_restarted_mid_run_loses_no_acknowledged_batch(
         for _ in range(20):
             printed.append(writer.stdout.readline())
         postgres.restart()
-    out, err = writer.communicate(timeout=600)
+    # The rest through the same reader: `communicate` reads the pipe itself and would miss
+    # what `readline` already took into the reader's buffer.
+    with writer:  # the pipes closed at the end
+        printed += writer.stdout.read().splitlines(keepends=True)
+        err = writer.stderr.read() if writer.stderr else ""
     assert writer.returncode == 0, err
-    printed += out.splitlines(keepends=True)
     acknowledged = {int(line.split()[1]) for line in printed if line.startswith("ok ")}
     errors = [line.split(" ", 2)[2] for line in printed if line.startswith("error ")]
     assert len(acknowledged) + len(errors) == 300
