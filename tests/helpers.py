@@ -546,3 +546,31 @@ def forced_tags(monkeypatch: Any, *tags: str) -> list[str]:
 
 SQL_TABLES = {"schema_version", "sessions", "files", "lines", "message_keys", "data", "leases"}
 """The tables of a `SqlWorkspace` (schema version 1), on SQLite and PostgreSQL alike."""
+
+
+def pipe_lines(stream: object) -> queue.Queue[str]:
+    """Lines of a child's pipe as they come; the pump ends at EOF, when the process has
+    exited."""
+    found: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for line in stream:  # type: ignore[attr-defined]
+                found.put(line)
+        except (ValueError, OSError):  # closed under us after a failure: nothing to read
+            pass
+
+    threading.Thread(target=pump, daemon=True).start()
+    return found
+
+
+def wait_for_line(
+    lines: queue.Queue[str], needle: str, seen: list[str], patience: float = 60.0
+) -> None:
+    """Take lines into `seen` until one holds `needle` (`patience` seconds a line at most:
+    a bound so a loaded machine cannot hang the suite, not a speed check)."""
+    while not any(needle in line for line in seen):
+        try:
+            seen.append(lines.get(timeout=patience))
+        except queue.Empty:
+            raise AssertionError(f"{needle!r} never appeared; saw {seen!r}") from None

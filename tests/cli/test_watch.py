@@ -10,32 +10,16 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cli_workspace import unprivileged_prefix
 
-from helpers import ctrl_c_reaches_children
+from helpers import ctrl_c_reaches_children, pipe_lines, wait_for_line
 
 # Generous bounds so a loaded machine cannot hang the suite; they are not speed checks.
 PATIENCE = 60.0
-
-
-def _lines(stream: object) -> queue.Queue[str]:
-    """Lines of a pipe as they come; the pump ends at EOF, when the process has exited."""
-    found: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        try:
-            for line in stream:  # type: ignore[attr-defined]
-                found.put(line)
-        except (ValueError, OSError):  # closed under us after a failure: nothing to read
-            pass
-
-    threading.Thread(target=pump, daemon=True).start()
-    return found
 
 
 def _stop(watch: subprocess.Popen[str]) -> None:
@@ -45,14 +29,6 @@ def _stop(watch: subprocess.Popen[str]) -> None:
     for stream in (watch.stdout, watch.stderr):
         if stream is not None:
             stream.close()
-
-
-def _wait_for(lines: queue.Queue[str], needle: str, seen: list[str]) -> None:
-    while not any(needle in line for line in seen):
-        try:
-            seen.append(lines.get(timeout=PATIENCE))
-        except queue.Empty:
-            raise AssertionError(f"{needle!r} never appeared; saw {seen!r}") from None
 
 
 WRITER = textwrap.dedent(
@@ -92,9 +68,9 @@ def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
             env=env,
         )
     try:
-        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen_err: list[str] = []
-        _wait_for(err, "watching all sessions", seen_err)
+        wait_for_line(err, "watching all sessions", seen_err)
         writer = subprocess.run(
             [sys.executable, "-c", WRITER, str(filled)],
             capture_output=True,
@@ -103,10 +79,10 @@ def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
         )
         assert writer.returncode == 0, writer.stderr
         seen: list[str] = []
-        _wait_for(out, "truncated half_written 900→90 tokens", seen)
-        _wait_for(out, "tool_result-call_77.txt", seen)
-        _wait_for(out, "a message written live", seen)
-        _wait_for(out, "brand-new", seen)
+        wait_for_line(out, "truncated half_written 900→90 tokens", seen)
+        wait_for_line(out, "tool_result-call_77.txt", seen)
+        wait_for_line(out, "a message written live", seen)
+        wait_for_line(out, "brand-new", seen)
         # The half line was printed once, whole, and never as a torn line.
         assert sum("half_written" in line for line in seen) == 1
         assert not any("not JSON" in line for line in seen)
@@ -141,7 +117,7 @@ def test_watch_from_start_prints_what_is_there(filled: Path) -> None:
         )
     try:
         seen: list[str] = []
-        _wait_for(_lines(watch.stdout), "Find the failing order", seen)
+        wait_for_line(pipe_lines(watch.stdout), "Find the failing order", seen)
         watch.send_signal(signal.SIGINT)
         assert watch.wait(timeout=PATIENCE) == 0
     finally:
@@ -202,13 +178,13 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
     os.link(tmp_path / "out.txt", planted)  # a tool_result too: not even announced as new
     watch = _watch("run-1", "--from-start", "--workdir", str(filled))
     try:
-        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
-        _wait_for(out, "Find the failing order", seen)  # context.jsonl is still followed
+        wait_for_line(out, "Find the failing order", seen)  # context.jsonl is still followed
         # (By hand: the library itself refuses to append to the hard-linked events.jsonl.)
         with open(filled / "sessions/run-1/context.jsonl", "ab") as log:
             log.write(b'{"role": "user", "content": "written after the refusal"}\n')
-        _wait_for(out, "written after the refusal", seen)
+        wait_for_line(out, "written after the refusal", seen)
         said = _end(watch, err, [])
     finally:
         _stop(watch)
@@ -229,11 +205,11 @@ def test_watch_reports_a_log_it_cannot_read_once_and_goes_on(filled: Path, tmp_p
     events.chmod(0)
     watch = _watch("run-1", "--from-start", "--workdir", str(filled), prefix=prefix)
     try:
-        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
-        _wait_for(out, "Find the failing order", seen)
+        wait_for_line(out, "Find the failing order", seen)
         _append_message(filled, "run-1", "written while events.jsonl is locked")
-        _wait_for(out, "written while events.jsonl is locked", seen)
+        wait_for_line(out, "written while events.jsonl is locked", seen)
         said = _end(watch, err, [])
     finally:
         _stop(watch)
@@ -244,15 +220,15 @@ def test_watch_reports_a_log_it_cannot_read_once_and_goes_on(filled: Path, tmp_p
 def test_watch_waits_for_a_session_that_does_not_exist_yet(filled: Path) -> None:
     watch = _watch("not-yet", "--wait", "--workdir", str(filled))
     try:
-        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen_err: list[str] = []
-        _wait_for(err, "waiting for it", seen_err)
+        wait_for_line(err, "waiting for it", seen_err)
         _append_message(filled, "not-yet", "the first message of a new session")
         seen: list[str] = []
-        _wait_for(out, "the first message of a new session", seen)
+        wait_for_line(out, "the first message of a new session", seen)
         _append_message(filled, "run-1", "another session's message")
         _append_message(filled, "not-yet", "its second message")
-        _wait_for(out, "its second message", seen)
+        wait_for_line(out, "its second message", seen)
         said = _end(watch, err, seen_err)
     finally:
         _stop(watch)
@@ -306,17 +282,17 @@ def _append_outside(outside: Path) -> None:
 def test_watch_refuses_a_session_folder_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
     watch = _watch("run-1", "--workdir", str(filled))
     try:
-        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
         seen_err: list[str] = []
-        _wait_for(err, "watching session run-1", seen_err)
+        wait_for_line(err, "watching session run-1", seen_err)
         _append_message(filled, "run-1", "before the swap")
-        _wait_for(out, "before the swap", seen)
+        wait_for_line(out, "before the swap", seen)
         outside = tmp_path / "outside"
         _swap_for_link(filled / "sessions" / "run-1", outside)
         _append_outside(outside)
         # The next look refuses the link and says so, once.
-        _wait_for(err, "sessions/run-1 is a symbolic link", seen_err)
+        wait_for_line(err, "sessions/run-1 is a symbolic link", seen_err)
         _append_outside(outside)
         said = _end(watch, err, seen_err)
         while not out.empty():
@@ -330,16 +306,16 @@ def test_watch_refuses_a_session_folder_swapped_for_a_link(filled: Path, tmp_pat
 def test_watch_refuses_sessions_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
     watch = _watch("--workdir", str(filled))
     try:
-        out, err = _lines(watch.stdout), _lines(watch.stderr)
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
         seen_err: list[str] = []
-        _wait_for(err, "watching all sessions", seen_err)
+        wait_for_line(err, "watching all sessions", seen_err)
         _append_message(filled, "run-1", "before the swap")
-        _wait_for(out, "before the swap", seen)
+        wait_for_line(out, "before the swap", seen)
         outside = tmp_path / "outside"
         _swap_for_link(filled / "sessions", outside)
         _append_outside(outside)
-        _wait_for(err, "/sessions is a symbolic link", seen_err)
+        wait_for_line(err, "/sessions is a symbolic link", seen_err)
         _append_outside(outside)
         said = _end(watch, err, seen_err)
         while not out.empty():
@@ -354,10 +330,10 @@ def test_watch_refuses_sessions_swapped_for_a_link(filled: Path, tmp_path: Path)
 
 def _watched(watch: subprocess.Popen[str], last: str) -> list[str]:
     """Everything watch printed until a line holding `last`, then Ctrl-C."""
-    out, err = _lines(watch.stdout), _lines(watch.stderr)
+    out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
     seen: list[str] = []
     try:
-        _wait_for(out, last, seen)
+        wait_for_line(out, last, seen)
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=PATIENCE)
         said = []
@@ -440,8 +416,8 @@ def test_watch_prints_a_live_agent_as_show_prints_it_after(
     workdir, session = tmp_path / "ws", "live-job"
     (workdir / "sessions").mkdir(parents=True)
     watch = _watch(session, "--wait", "--workdir", str(workdir))
-    err = _lines(watch.stderr)
-    _wait_for(err, "waiting for it", [])
+    err = pipe_lines(watch.stderr)
+    wait_for_line(err, "waiting for it", [])
     command = ["demo", "--workdir", str(workdir), "--session", session]
     demo = subprocess.run(
         [sys.executable, "-m", "ctxoffload", *command],
@@ -451,10 +427,10 @@ def test_watch_prints_a_live_agent_as_show_prints_it_after(
     )
     assert demo.returncode == 0, demo.stderr
     shown = _timeline(cli, workdir, session)
-    out = _lines(watch.stdout)
+    out = pipe_lines(watch.stdout)
     seen: list[str] = []
     try:
-        _wait_for(out, shown[-1][9:], seen)
+        wait_for_line(out, shown[-1][9:], seen)
         watch.send_signal(signal.SIGINT)
         assert watch.wait(timeout=PATIENCE) == 0
         while not out.empty():
@@ -525,9 +501,9 @@ def test_ctrl_c_that_lands_in_a_string_exec_still_ends_watch_with_0(
             env=env,
         )
     try:
-        _lines(watch.stdout)  # read as it comes: a full pipe would stop watch
-        err = _lines(watch.stderr)
-        _wait_for(err, "Ctrl-C to stop", [])
+        pipe_lines(watch.stdout)  # read as it comes: a full pipe would stop watch
+        err = pipe_lines(watch.stderr)
+        wait_for_line(err, "Ctrl-C to stop", [])
         said = _end(watch, err, [])
     finally:
         _stop(watch)

@@ -21,6 +21,7 @@ from .._disk.read import Folder, Refused
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import (
+    checked_session_id,
     hard_links_refused,
     no_session,
     open_in,
@@ -49,10 +50,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "it is complete. A file that cannot be read, or has more than one hard link (one "
             "may be outside the workspace: it is never read), is said once on stderr and the "
             "rest is still followed. With --wait, a SESSION that does not exist yet is waited "
-            "for (to start watching before the agent starts). Ctrl-C ends it (exit 0)."
+            "for (to start watching before the agent starts). On a database or a bucket URL the "
+            "store is polled every half second from where the last look ended. Ctrl-C ends "
+            "it (exit 0)."
         ),
     )
-    add_workdir(parser, bucket=False)  # watchfiles follows a local folder
+    add_workdir(parser)
     add_json(parser)
     parser.add_argument("session", nargs="?", help="only this session (default: all)")
     parser.add_argument(
@@ -355,10 +358,189 @@ class Follower:
         return f"{'':8} {session} a line of {value['file']} is not JSON (torn write?)"
 
 
+# Lines read from a store's log per request while catching up.
+STORE_BATCH = 1000
+
+
+@dataclass
+class StoreFollower(Follower):
+    """A `Follower` of a database or a bucket (`SqlWorkspace`, `ObjectStoreWorkspace`): each
+    log is read from the line after the last one seen (`read_lines`, an index range in a
+    database: a look costs the new lines, however long the log), new tool results found
+    by the events that record them. What is found prints as on a folder.
+
+    Between looks the loop awaits `changed`: PostgreSQL's LISTEN/NOTIFY where the store is
+    one, else `interval` seconds of sleep.
+    """
+
+    store: Any = None
+    interval: float = 0.5
+    marks: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def _path(self, *parts: str) -> str:
+        return "/".join((str(self.store.url), SESSIONS_DIR, *parts))
+
+    async def changed(self) -> None:
+        """Return when the store may hold something new: at the next write PostgreSQL
+        notifies (a look every `NOTIFIED_LOOK` seconds all the same), else after `interval`
+        seconds."""
+        import asyncio
+
+        from ..workspace import SqlWorkspace
+
+        if isinstance(self.store, SqlWorkspace) and self.store.notifies:
+            await self.store.wait_for_change(NOTIFIED_LOOK)
+        else:
+            await asyncio.sleep(self.interval)
+
+    async def sessions_now(self) -> list[str]:
+        """The sessions to look at now (one listing of the store)."""
+        if self.only is not None:
+            return [self.only]
+        return list(await self.store.list_sessions())
+
+    async def _end(self, reference: str) -> int:
+        """The number of the line after a log's last: a few index lookups (doubling, then
+        halving), not a read of the log."""
+        if not await self._has_line(reference, 1):
+            return 1
+        low, high = 1, 2
+        while await self._has_line(reference, high):
+            low, high = high, high * 2
+        while high - low > 1:  # line `low` exists, line `high` does not
+            middle = (low + high) // 2
+            if await self._has_line(reference, middle):
+                low = middle
+            else:
+                high = middle
+        return high
+
+    async def _has_line(self, reference: str, number: int) -> bool:
+        from ..exceptions import InvalidReference
+
+        try:
+            return bool(await self.store.read_lines(reference, number, number))
+        except InvalidReference:
+            return False
+
+    async def start_store(self, from_start: bool) -> None:
+        """Take every log as read up to its end now (or from its start with `from_start`),
+        and every tool result as seen."""
+        for session in await self.sessions_now():
+            for name in (EVENTS_FILE, CONTEXT_FILE):
+                reference = self._path(session, name)
+                self.marks[(session, name)] = 1 if from_start else await self._end(reference)
+
+    async def _new_lines(self, session: str, name: str) -> list[_Line]:
+        """The lines appended to a log since the last look, from its mark on."""
+        from ..exceptions import InvalidReference
+
+        reference = self._path(session, name)
+        mark = self.marks.setdefault((session, name), 1)
+        out: list[_Line] = []
+        while True:
+            try:
+                raw = await self.store.read_lines(reference, mark, mark + STORE_BATCH - 1)
+            except InvalidReference:
+                break  # no such log yet
+            lines = raw.splitlines(keepends=True)
+            for line in lines:
+                try:
+                    out.append(_Line(mark, load_json(line)) if line.strip() else _Line(mark))
+                except ValueError:
+                    out.append(_Line(mark, torn=True))
+                mark += 1
+            if len(lines) < STORE_BATCH:
+                break
+        self.marks[(session, name)] = mark
+        return [line for line in out if line.torn or line.value is not None]
+
+    async def poll_store(self) -> list[str]:
+        """The lines to print for everything new in the store."""
+        out: list[str] = []
+        for session in await self.sessions_now():
+            events = await self._new_lines(session, EVENTS_FILE)
+            rows = await self._new_lines(session, CONTEXT_FILE)
+            # A new tool result is named by the event recording it (the store writes the
+            # file first): found without listing the session's files.
+            files: dict[str, str] = {}
+            for line in events:
+                named = line.value.get("reference") if isinstance(line.value, dict) else None
+                name = named.rsplit("/", 1)[-1] if isinstance(named, str) else ""
+                if is_tool_result_name(name) and (session, name) not in self.known_files:
+                    self.known_files.add((session, name))
+                    files[name] = str(named)
+            if events and session not in self.timelines and not self.as_json:
+                head = await self.store.read_lines(self._path(session, EVENTS_FILE), 1, 1)
+                by_agent = b'"kind":"session_start"' in head or b'"kind":"fork"' in head
+                self.timelines[session] = Timeline(by_agent=by_agent, session=session)
+            out.extend(
+                self._in_order(session, self._path(session, EVENTS_FILE), events, rows, files)
+            )
+        return out
+
+    def _started_by_agent(self, session: str) -> bool:
+        return False  # a store's timeline is made in `poll_store`, from its first event
+
+
+def _watch_store(args: argparse.Namespace, where: Workdir) -> int:
+    """`watch` on a database or a bucket: poll it until Ctrl-C."""
+    import asyncio
+
+    from ._bucket import open_store
+
+    store = open_store(where.text)
+    follower = StoreFollower("", args.session, args.json, store=store, interval=STORE_POLL_SECONDS)
+
+    async def follow() -> None:
+        if args.session is not None:
+            checked_session_id(args.session)
+            if args.session not in await store.list_sessions():
+                if not args.wait:
+                    raise CliError(
+                        f"no session {args.session!r} in {store.url}: `ctxoffload ls` lists "
+                        "the sessions; --wait waits for it to appear"
+                    )
+                print(
+                    f"ctxoffload watch: no session {args.session!r} in {store.url} yet: "
+                    "waiting for it to appear (Ctrl-C to stop)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                while args.session not in await store.list_sessions():
+                    await follower.changed()
+        await follower.start_store(args.from_start)
+        what = f"session {args.session}" if args.session else "all sessions"
+        print(f"watching {what} in {store.url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        while True:
+            for line in await follower.poll_store():
+                print(line, flush=True)
+            await follower.changed()
+
+    from ..exceptions import OffloadError
+
+    try:
+        asyncio.run(follow())
+    except KeyboardInterrupt:
+        _print_held(follower)
+    except OffloadError as exc:  # the store cannot be read: said, not a traceback
+        raise CliError(str(exc)) from None
+    return 0
+
+
+# How often `watch` looks at a database or a bucket.
+STORE_POLL_SECONDS = 0.5
+
+# How often `watch` looks at a PostgreSQL database that notifies each write: a look whatever
+# it says, in case a notification was missed (the listening connection lost and opened again).
+NOTIFIED_LOOK = 5.0
+
+
 def run(args: argparse.Namespace) -> int:
     """Follow the workspace until Ctrl-C."""
     where = Workdir.of(args)
-    where.local()  # a bucket cannot be watched: one clear line instead of a copy
+    if where.is_bucket:
+        return _watch_store(args, where)
     workdir = open_workspace(where)
     waiting = False
     if args.session is not None:

@@ -18,6 +18,8 @@ COMMAND_HELP = {
     "gc": "remove sessions past an age or over a size, then unreferenced data files",
     "replay": "replay a recorded agent transcript through truncation and compression",
     "fork": "start a new session from what the model was sent at one step of another",
+    "export": "write sessions of a database, bucket or folder to a folder in the on-disk layout",
+    "import": "write the sessions of a workspace folder into a database or a bucket",
     "compact": "ask the agent writing a session to compact now, or compact its saved state",
     "ui": "serve a local page: each step's window, what the model was sent, files, search",
     "mcp-proxy": "serve an MCP server in front of another that stores its big tool results",

@@ -45,6 +45,7 @@ from ._lease import (
     SessionLease,
     orphaned_here,
 )
+from ._transfer import read_layout, write_layout
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -127,6 +128,48 @@ class LocalWorkspace(CollectedWorkspace):
     def state_path(self, session_id: str) -> Path:
         """The session's state.json (the agent's live context, written by `Agent`)."""
         return self.session_dir(session_id) / STATE_FILE
+
+    async def download(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        session: str | None = None,
+        data: bool = True,
+        check: bool = False,
+    ) -> list[str]:
+        """Copy the workspace, or one session, into another folder, as the other backends'
+        `download` does: each log up to where a reader stops (whole acknowledged batches,
+        no torn last line), every other file of the layout, and (with `data`) the data/
+        files (a session's: those it names). Files are read through the workspace's reader
+        (no link followed, a planted link refused) and written as new files: nothing there
+        is overwritten, no link in `folder` followed.
+
+        Args:
+            folder: an empty or missing folder to fill.
+            session: only this session.
+            data: copy data/ too.
+            check: report what was left out (a torn last line, a data/ file named but
+                missing).
+
+        Returns:
+            The problems found (with `check`), one line each.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            InvalidContent: a planted link, a special file, a name outside the layout, or
+                a data/ file whose bytes do not match its name.
+            FileExistsError: a file to write is there already.
+        """
+        sessions = None if session is None else [validate_session_id(session)]
+        problems: list[str] = []
+        root = os.path.abspath(os.fspath(folder))
+
+        def copy() -> None:
+            copies, blobs = read_layout(str(self.workdir), sessions, problems)
+            write_layout(root, copies, blobs if data else {})
+
+        await asyncio.to_thread(copy)
+        return problems if check else []
 
     async def initialize(self) -> None:
         """Create `sessions/`, `data/` and `skills/`, and clear what crashed writers left.

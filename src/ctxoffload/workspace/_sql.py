@@ -20,6 +20,7 @@ from ._postgres import (
     postgres_url,
 )
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
+from ._transfer import upload_sessions
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -122,6 +123,26 @@ class SqlWorkspace(CollectedWorkspace):
         """Close the database connection (it opens again on the next call)."""
         self._database.close()
 
+    @property
+    def notifies(self) -> bool:
+        """Whether the database tells a follower of each write (PostgreSQL's LISTEN/NOTIFY:
+        `wait_for_change` returns at once); on SQLite a follower polls."""
+        return isinstance(self._database, PostgresDatabase)
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return once a session may have been written (a write committed since the last
+        call, in any process), or after `timeout` seconds: what `ctxoffload watch` awaits
+        between looks.
+
+        Returns:
+            True when the database said so (PostgreSQL); False when the time ran out (on
+            SQLite, always: it tells nobody, so the wait is the poll interval).
+
+        Raises:
+            OffloadError: the database cannot be followed (the server out of reach).
+        """
+        return await self._sql.wait_for_change(timeout)
+
     def _collector(self) -> SessionCollector:
         return SqlCollector(self._database)
 
@@ -161,6 +182,46 @@ class SqlWorkspace(CollectedWorkspace):
             await store.release_lease(sid, token)
 
         return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
+
+    async def upload(
+        self, folder: str | os.PathLike[str], *, sessions: list[str] | None = None
+    ) -> list[str]:
+        """Write sessions of a folder in the on-disk layout (a `LocalWorkspace`'s) into this
+        workspace: the reverse of `download`, what `ctxoffload import` runs.
+
+        Every line of each log (up to where a reader of the folder stops: whole acknowledged
+        batches), every file and every data/ file the sessions name (all of data/ when no
+        session is named) is written, line numbers kept, each session under its lease;
+        references into the folder are rewritten to name this workspace. Everything is read
+        and checked before anything is written.
+
+        Args:
+            folder: the workspace folder to read (nothing in it is changed).
+            sessions: only these sessions (default: every one).
+
+        Returns:
+            What did not stop it, one line each: a torn last line left out, a data/ file
+            named but missing in the folder.
+
+        Raises:
+            ConfigError: a session exists here already (none is overwritten), or one named
+                is not in the folder.
+            InvalidContent: the folder holds a planted link, a special file, a name outside
+                the layout, or a data/ file whose bytes do not match its name; nothing is
+                written.
+            InvalidReference: the folder is no workspace.
+            InvalidSessionId: a session named is not a plain name.
+            SessionBusyError: another writer holds a session's lease.
+            OffloadError: the store refused a write.
+        """
+        return await upload_sessions(
+            self,
+            self._files,
+            os.fspath(folder),
+            url=self.url,
+            sessions=sessions,
+            acquire=self.acquire_lease,
+        )
 
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with the media type a data/ payload was stored

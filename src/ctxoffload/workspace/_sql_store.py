@@ -755,7 +755,11 @@ class SqlStore:
                 ).fetchall()
                 if rows:
                     return b"".join(row[0] for row in rows)
-                return None
+                # Past the end of a log: nothing, found by the index (a watcher polls here).
+                past_end = connection.execute(
+                    "SELECT 1 FROM lines WHERE session = ? AND log = ? LIMIT 1", (session_id, name)
+                ).fetchone()
+                return b"" if past_end else None
 
             found = await self.database.read(read)
             if found is not None:

@@ -1,0 +1,248 @@
+"""`ctxoffload export`: sessions of any workspace written to a folder in the on-disk layout.
+
+From a database (`--workdir sqlite:///...`), a bucket (`s3://...`) or another folder, each
+session is copied with the workspace's `download` into a private folder inside DIR, then
+made what a `LocalWorkspace(DIR)` would hold: every reference into the source rewritten to
+name DIR (`relocate`), context.jsonl given its commit record; then each session folder is
+renamed into DIR/sessions/ and each data/ file it names linked into DIR/data/. A session
+DIR holds already is never touched: the export stops before writing anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..exceptions import CliError
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._commands import COMMAND_HELP
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `export` to the command line."""
+    parser = commands.add_parser(
+        "export",
+        help=COMMAND_HELP["export"],
+        description=(
+            "Write sessions of the workspace (a database, a bucket or a folder) into the "
+            "folder DIR in the on-disk layout, as a LocalWorkspace(DIR) would hold them: "
+            "references name the copy, context.jsonl has its commit record, and the data/ "
+            "files the sessions name are copied. DIR may be missing, empty, or a workspace "
+            "that holds none of the sessions."
+        ),
+    )
+    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="the sessions to export")
+    parser.add_argument("folder", metavar="DIR", help="the folder to write them in")
+    parser.add_argument("--all", action="store_true", help="export every session (give DIR only)")
+    add_workdir(parser)
+    add_json(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export the sessions; print where each went."""
+    import asyncio
+
+    from .._disk.relocate import relocation_problem
+    from ..exceptions import InvalidSessionId
+    from ..workspace import validate_session_id
+    from ._output import print_json, shown
+
+    sessions, target = list(args.sessions), args.folder
+    if args.all and sessions:
+        raise CliError("--all exports every session: give DIR alone")
+    if not args.all and not sessions:
+        raise CliError("name the sessions to export before DIR, or pass --all")
+    try:
+        for session in sessions:
+            validate_session_id(session)
+    except InvalidSessionId as exc:
+        raise CliError(str(exc)) from None
+    dest = os.path.abspath(target)
+    problem = relocation_problem(dest)
+    if problem is not None:
+        raise CliError(f"cannot export to {dest}: {problem}: choose another folder")
+    source, prefix = _open_source(Workdir.of(args))
+    known = asyncio.run(source.list_sessions())
+    if args.all:
+        sessions = known
+    for session in sessions:
+        if session not in known:
+            raise CliError(
+                f"no session {session!r} in {prefix}: `ctxoffload ls` lists the sessions"
+            )
+    _check_target(dest, sessions)
+    problems = asyncio.run(_export(source, prefix, sessions, dest))
+    import sys
+
+    for line in problems:
+        print(f"ctxoffload export: warning: {line}", file=sys.stderr)
+    if args.json:
+        print_json({"workdir": dest, "sessions": sessions, "problems": problems})
+    else:
+        print(f"exported {len(sessions)} session(s) from {shown(prefix)} to {shown(dest)}")
+        for session in sessions:
+            print(f"  {shown(os.path.join(dest, 'sessions', session))}")
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _open_source(where: Workdir) -> tuple[Any, str]:
+    """The workspace to export from, and the prefix its references start with."""
+    if where.is_bucket:
+        from ._bucket import open_store
+
+        store = open_store(where.text)
+        return store, str(store.url)
+    from ..workspace import LocalWorkspace
+    from ._access import open_workspace
+
+    workdir = open_workspace(where)
+    return LocalWorkspace(workdir), workdir
+
+
+def _check_target(dest: str, sessions: list[str]) -> None:
+    """Refuse a DIR that is a file, a non-empty folder that is no workspace, or one that
+    holds one of the sessions (of any kind: a link or a file of that name too)."""
+    from .._disk.layout import SESSIONS_DIR
+
+    if not os.path.lexists(dest):
+        return
+    if not os.path.isdir(dest):
+        raise CliError(f"{dest} is not a folder: pass a missing, empty or workspace folder")
+    if not os.listdir(dest):
+        return
+    folder = os.path.join(dest, SESSIONS_DIR)
+    if os.path.islink(folder) or not os.path.isdir(folder):
+        raise CliError(
+            f"{dest} is not empty and is no workspace (it has no {SESSIONS_DIR}/ folder): "
+            "pass a missing or empty folder, or a workspace"
+        )
+    there = [s for s in sessions if os.path.lexists(os.path.join(folder, s))]
+    if there:
+        raise CliError(
+            f"{dest} holds session {there[0]!r} already: export never overwrites a session "
+            "(export the others by name, or into another folder)"
+        )
+
+
+async def _export(source: Any, prefix: str, sessions: list[str], dest: str) -> list[str]:
+    """Copy, relocate and move each session into `dest`; the problems met."""
+    import asyncio
+    import shutil
+    import tempfile
+
+    from .._disk.layout import SESSIONS_DIR, TEMPORARY_PREFIX
+    from ..exceptions import ConfigError, InvalidContent, InvalidReference, OffloadError
+
+    os.makedirs(dest, exist_ok=True)
+    # Inside DIR: the renames into place stay on one file system. Hidden: no reader lists it.
+    staging = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}export-", dir=dest)
+    problems: list[str] = []
+    try:
+        for session in sessions:
+            try:
+                problems += await source.download(staging, session=session, data=False, check=True)
+                named = await asyncio.to_thread(_relocate_session, staging, session, prefix, dest)
+                for name in sorted(named):
+                    problems += await _copy_data(source, prefix, name, staging)
+            except (OffloadError, ConfigError, InvalidContent, InvalidReference) as exc:
+                raise CliError(str(exc)) from None
+        os.makedirs(os.path.join(dest, SESSIONS_DIR), exist_ok=True)
+        await asyncio.to_thread(_move_into_place, staging, sessions, dest, problems)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return problems
+
+
+def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set[str]:
+    """Rewrite the references of a session copied into `staging` to name `dest`, give its
+    context.jsonl a commit record; the data/ names it holds."""
+    import json
+
+    from .._disk.commit import COMMIT_TAIL, encode_commit_record
+    from .._disk.layout import (
+        COMMIT_SUFFIX,
+        CONTEXT_FILE,
+        DATA_REFERENCE_BYTES,
+        EVENTS_FILE,
+        SESSIONS_DIR,
+    )
+    from .._disk.relocate import prefixes_named, relocate
+
+    folder = os.path.join(staging, SESSIONS_DIR, session)
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    old = {prefix} if "://" in prefix else {prefix, os.path.realpath(prefix)}
+    events_path = os.path.join(folder, EVENTS_FILE)
+    if EVENTS_FILE in names:
+        events = []
+        with open(events_path, "rb") as f:
+            for line in f:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue
+        old |= prefixes_named(events, session)
+    data: set[str] = set()
+    for name in names:
+        path = os.path.join(folder, name)
+        st = os.stat(path, follow_symlinks=False)
+        with open(path, "rb") as f:
+            body = relocate(f.read(), old, dest)
+        with open(path, "wb") as f:
+            f.write(body)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        data.update(m.decode() for m in DATA_REFERENCE_BYTES.findall(body))
+        if name == CONTEXT_FILE:
+            record = encode_commit_record(len(body), body.count(b"\n"), body[-COMMIT_TAIL:])
+            with open(path + COMMIT_SUFFIX, "wb") as f:
+                f.write(record)
+    return data
+
+
+async def _copy_data(source: Any, prefix: str, name: str, staging: str) -> list[str]:
+    """Copy the data/ file `name` from the source into `staging/data/`."""
+    from .._disk.layout import DATA_DIR
+    from ..exceptions import InvalidReference
+
+    try:
+        body = await source.read_reference(f"{prefix}/{DATA_DIR}/{name}")
+    except InvalidReference:
+        return [f"{prefix}/{DATA_DIR}/{name} is named but not in the workspace: not copied"]
+    folder = os.path.join(staging, DATA_DIR)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        with open(path, "xb") as f:
+            f.write(body)
+    return []
+
+
+def _move_into_place(staging: str, sessions: list[str], dest: str, problems: list[str]) -> None:
+    """Rename each session folder into `dest/sessions/`, then link each data/ file into
+    `dest/data/` (one there already holds the same bytes: its name is their hash)."""
+    from .._disk.layout import DATA_DIR, SESSIONS_DIR
+
+    for session in sessions:
+        target = os.path.join(dest, SESSIONS_DIR, session)
+        if os.path.lexists(target):  # made since the check: never overwritten
+            raise CliError(f"{target} appeared while exporting: not overwritten")
+        source = os.path.join(staging, SESSIONS_DIR, session)
+        if os.path.isdir(source):
+            os.rename(source, target)
+        else:
+            os.mkdir(target)  # a session with no files left (all rows hand-made): empty
+    data = os.path.join(staging, DATA_DIR)
+    if not os.path.isdir(data):
+        return
+    os.makedirs(os.path.join(dest, DATA_DIR), exist_ok=True)
+    for name in sorted(os.listdir(data)):
+        try:
+            os.link(os.path.join(data, name), os.path.join(dest, DATA_DIR, name))
+        except FileExistsError:
+            continue  # named by its hash: the same bytes (`verify` checks them)

@@ -1,0 +1,106 @@
+"""`ctxoffload import`: a disk workspace's sessions written into a database or a bucket
+(`SqlWorkspace.upload`, `ObjectStoreWorkspace.upload`): the way from a folder to shared
+storage, the reverse of `ctxoffload export`."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..exceptions import CliError
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._commands import COMMAND_HELP
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `import` to the command line."""
+    parser = commands.add_parser(
+        "import",
+        help=COMMAND_HELP["import"],
+        description=(
+            "Write the sessions of the workspace folder DIR (all, or those named) into the "
+            "database or bucket --workdir names: every line (line numbers kept), event, "
+            "file and data/ file, each session under its lease, references rewritten to "
+            "name the new workspace. DIR is read and checked first and never changed; a "
+            "session the target holds already is never overwritten (exit 2, nothing "
+            "written). A sqlite:/// database that does not exist yet is created."
+        ),
+    )
+    parser.add_argument("folder", metavar="DIR", help="the workspace folder to read")
+    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="only these sessions")
+    add_workdir(parser)
+    add_json(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Import the sessions; print what was written where."""
+    import asyncio
+    import os
+    import sys
+
+    from ..exceptions import (
+        ConfigError,
+        InvalidContent,
+        InvalidReference,
+        InvalidSessionId,
+        OffloadError,
+        SessionBusyError,
+    )
+    from ._output import print_json, shown
+
+    where = Workdir.of(args)
+    if not where.is_bucket:
+        raise CliError(
+            f"--workdir {where.text!r}: import writes into a database (sqlite:///FILE) or a "
+            "bucket (s3://...); to copy into a folder, run `ctxoffload export --workdir DIR "
+            "--all FOLDER`"
+        )
+    store = _open_target(where.text)
+    folder = os.path.abspath(args.folder)
+    sessions = list(args.sessions) or None
+    try:
+        problems = asyncio.run(store.upload(folder, sessions=sessions))
+    except (
+        ConfigError,
+        InvalidContent,
+        InvalidReference,
+        InvalidSessionId,
+        OffloadError,
+        SessionBusyError,
+    ) as exc:
+        raise CliError(str(exc)) from None
+    for line in problems:
+        print(f"ctxoffload import: warning: {line}", file=sys.stderr)
+    if args.json:
+        print_json({"workdir": store.url, "folder": folder, "problems": problems})
+    else:
+        what = ", ".join(sessions) if sessions else "every session"
+        print(f"imported {what} from {shown(folder)} into {store.url}")
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _open_target(url: str) -> Any:
+    """The workspace to import into: a database (created when the file is missing; an
+    existing file must be a ctxoffload workspace) or a bucket."""
+    import os
+
+    from ._bucket import open_database, open_store
+
+    if url.lower().startswith(("sqlite:", "postgresql:", "postgres:")):
+        from ..exceptions import ConfigError
+        from ..workspace import SqlWorkspace
+
+        try:
+            workspace = SqlWorkspace(url)
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
+        if workspace.path is not None and os.path.exists(workspace.path):
+            return open_database(url)
+        return workspace  # a new SQLite file, or a PostgreSQL database: the tables made
+    return open_store(url)

@@ -1,0 +1,340 @@
+"""`ctxoffload export` and `ctxoffload import`: sessions moved between a folder and a database
+in the on-disk layout, byte for byte; what they refuse (a session there already, a folder
+that is no workspace, planted links, data/ files that lie about their hash); what they keep
+(every line, non-UTF-8 and 50 MB ones too, whole batches only)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import LocalWorkspace, Msg, SqlWorkspace, TextBlock, ToolResultBlock
+from helpers import image_block, snapshot_tree
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"exported picture" * 30
+LOG = "\n".join(f"{i:04d} line of the log" for i in range(1, 801))
+MESSAGES = [
+    [Msg(role="user", content="Find the failing order")],
+    [Msg(role="assistant", content="looking"), Msg(role="user", content="go on")],
+    [Msg(role="user", content=[TextBlock(text="look at this"), image_block(PNG)])],
+]
+
+
+async def fill(ws: Any) -> None:
+    """Two sessions: tool results (one with an image), messages with an image, state."""
+    for session in ("run-1", "run-2"):
+        await ws.offload_tool_result(
+            session, ToolResultBlock(id="call_1", name="fetch_logs", output=LOG)
+        )
+    await ws.offload_tool_result(
+        "run-2",
+        ToolResultBlock(id="call_2", name="shot", output=[TextBlock(text="a"), image_block(PNG)]),
+    )
+    for batch in MESSAGES:
+        await ws.offload_context("run-1", batch)
+    await ws.write_state("run-1", {"session_id": "run-1", "steps": 3, "messages": []})
+
+
+def files(root: Path) -> dict[str, bytes]:
+    """Every file under `root`, by relative path (folders left out)."""
+    return {k: v for k, v in snapshot_tree(root).items() if v is not None}
+
+
+def events_without(raw: bytes, *fields: str) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in fields} for line in raw.splitlines()
+    ]
+
+
+def test_export_from_a_database_is_what_the_disk_workspace_holds(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    # The same sessions written by a LocalWorkspace and by a SqlWorkspace; the disk one is
+    # moved aside, and the database exported to the folder the disk one was written in.
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    (tmp_path / "ws").rename(tmp_path / "by-disk")
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    asyncio.run(fill(SqlWorkspace(url)))
+    result = cli("export", "--all", tmp_path / "ws", "--workdir", url)
+    assert result.code == 0, result.err
+    disk, exported = files(tmp_path / "by-disk"), files(tmp_path / "ws")
+    assert sorted(exported) == sorted(disk)
+    assert "sessions/run-1/context.jsonl.commit" in exported
+    assert any(name.startswith("data/") for name in exported)
+    for name in disk:
+        if name.endswith("events.jsonl"):
+            # When and by which process differ; a batch's `bytes` counts the references as
+            # the database wrote them (its URL is longer than the folder's path).
+            assert events_without(exported[name], "time", "writer", "bytes") == events_without(
+                disk[name], "time", "writer", "bytes"
+            ), name
+        else:
+            assert exported[name] == disk[name], name
+    assert cli("verify", "--workdir", tmp_path / "ws").code == 0
+
+
+def test_disk_to_database_to_disk_is_identical_byte_for_byte(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    before = files(tmp_path / "ws")
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    imported = cli("import", tmp_path / "ws", "--workdir", url)
+    assert imported.code == 0, imported.err
+    assert files(tmp_path / "ws") == before  # the folder read is never changed
+    # In the database the references name the database.
+    ws = SqlWorkspace(url)
+    context = asyncio.run(ws.read_context("run-1"))
+    assert url in json.dumps(context) and str(tmp_path / "ws") not in json.dumps(context)
+    assert asyncio.run(ws.read_bytes(f"{url}/data/{_data_name(before)}"))[0] == PNG
+    ws.close()
+    (tmp_path / "ws").rename(tmp_path / "original")
+    exported = cli("export", "--all", tmp_path / "ws", "--workdir", url)
+    assert exported.code == 0, exported.err
+    assert files(tmp_path / "ws") == before
+
+
+def _data_name(tree: dict[str, bytes]) -> str:
+    return next(name for name in tree if name.startswith("data/")).split("/", 1)[1]
+
+
+def test_import_never_overwrites_a_session_the_database_holds(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    asyncio.run(SqlWorkspace(url).offload_context("run-2", [Msg(role="user", content="mine")]))
+    database = (tmp_path / "agents.db").read_bytes()
+    result = cli("import", tmp_path / "ws", "--workdir", url)
+    assert result.code == 2
+    assert "'run-2' exists" in result.err and "never overwrites" in result.err
+    # Nothing of any session was written: run-1 comes before run-2 but is checked first.
+    ws = SqlWorkspace(url)
+    assert asyncio.run(ws.list_sessions()) == ["run-2"]
+    assert len(asyncio.run(ws.read_context("run-2"))) == 1
+    ws.close()
+    del database
+    # The others by name go in.
+    assert cli("import", tmp_path / "ws", "run-1", "--workdir", url).code == 0
+    assert asyncio.run(SqlWorkspace(url).list_sessions()) == ["run-1", "run-2"]
+
+
+def test_import_into_a_folder_or_a_foreign_database_is_refused(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    to_folder = cli("import", tmp_path / "ws", "--workdir", tmp_path / "other")
+    assert to_folder.code == 2 and "ctxoffload export" in to_folder.err
+    assert not (tmp_path / "other").exists()
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "foreign.db") as db:
+        db.execute("CREATE TABLE t (x)")
+    foreign = (tmp_path / "foreign.db").read_bytes()
+    result = cli("import", tmp_path / "ws", "--workdir", f"sqlite:///{tmp_path / 'foreign.db'}")
+    assert result.code == 2 and "no ctxoffload workspace" in result.err
+    assert (tmp_path / "foreign.db").read_bytes() == foreign
+
+
+@pytest.mark.parametrize("session", ["../x", "/abs", "a/b", ".hidden", ""])
+def test_hostile_session_ids_are_refused_before_anything_is_written(
+    cli: Callable[..., Any], tmp_path: Path, session: str
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    assert cli("import", tmp_path / "ws", session, "--workdir", url).code == 2
+    assert (
+        not (tmp_path / "agents.db").exists()
+        or asyncio.run(SqlWorkspace(url).list_sessions()) == []
+    )
+    out = cli("export", session, tmp_path / "out", "--workdir", tmp_path / "ws")
+    assert out.code == 2
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "x").exists()
+
+
+def _import_refused(cli: Callable[..., Any], folder: Path, url: str, needle: str) -> None:
+    result = cli("import", folder, "--workdir", url)
+    assert result.code == 2, result.err
+    assert needle in result.err
+    ws = SqlWorkspace(url)
+    assert asyncio.run(ws.list_sessions()) == []  # nothing of any session was written
+    ws.close()
+
+
+def test_a_link_planted_in_the_folder_to_import_stops_it(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside the workspace")
+    os.symlink(secret, tmp_path / "ws" / "sessions" / "run-2" / "tool_result-leak.txt")
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    _import_refused(cli, tmp_path / "ws", url, "tool_result-leak.txt")
+    assert b"outside the workspace" not in (tmp_path / "agents.db").read_bytes()
+
+
+def test_a_data_file_whose_bytes_are_not_its_hash_stops_the_import(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    (data,) = (tmp_path / "ws" / "data").iterdir()
+    data.write_bytes(b"not the picture")
+    _import_refused(cli, tmp_path / "ws", f"sqlite:///{tmp_path / 'agents.db'}", "hash")
+
+
+def test_a_session_folder_that_is_a_link_is_left_out(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    asyncio.run(fill(LocalWorkspace(tmp_path / "elsewhere", fsync=False)))
+    os.symlink(tmp_path / "elsewhere" / "sessions" / "run-1", tmp_path / "ws" / "sessions" / "x")
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    result = cli("import", tmp_path / "ws", "--workdir", url)
+    assert result.code == 1 and "sessions/x" in result.err and "left out" in result.err
+    assert asyncio.run(SqlWorkspace(url).list_sessions()) == ["run-1", "run-2"]
+    named = cli("import", tmp_path / "ws", "x", "--workdir", f"sqlite:///{tmp_path / 'b.db'}")
+    assert named.code == 2 and "no session 'x'" in named.err
+
+
+def test_every_line_is_kept_non_utf8_and_50_mb_too_and_a_torn_one_is_said(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    # A folder as an older writer, or a crash, leaves it: no commit record, a line that is
+    # not UTF-8, one of 50 MB, and a last line cut by a kill.
+    session = tmp_path / "ws" / "sessions" / "odd"
+    session.mkdir(parents=True)
+    big = b'{"role":"user","content":"' + b"x" * (50 << 20) + b'"}\n'
+    lines = [b'{"role":"user","content":"first"}\n', b"\xff\xfe not UTF-8 \x80\n", big]
+    (session / "context.jsonl").write_bytes(b"".join(lines) + b'{"role":"us')
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    result = cli("import", tmp_path / "ws", "--workdir", url)
+    assert result.code == 1, result.err
+    assert "incomplete" in result.err and "context.jsonl" in result.err
+    ws = SqlWorkspace(url)
+    ref = f"{url}/sessions/odd/context.jsonl"
+    for number, line in enumerate(lines, 1):
+        assert asyncio.run(ws.read_lines(ref, number, number)) == line
+    assert asyncio.run(ws.read_lines(ref, 4, 9)) == b""
+    ws.close()
+    exported = cli("export", "odd", tmp_path / "back", "--workdir", url)
+    assert exported.code == 0, exported.err
+    assert (tmp_path / "back" / "sessions" / "odd" / "context.jsonl").read_bytes() == b"".join(
+        lines
+    )
+
+
+def test_a_batch_past_the_commit_record_is_not_imported(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    asyncio.run(ws.offload_context("s", [Msg(role="user", content="acknowledged")]))
+    # A batch a killed writer left half-written: whole lines, but never committed.
+    with open(tmp_path / "ws" / "sessions" / "s" / "context.jsonl", "ab") as f:
+        f.write(b'{"role":"user","content":"never acknowledged"}\n')
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    assert cli("import", tmp_path / "ws", "--workdir", url).code == 0
+    context = asyncio.run(SqlWorkspace(url).read_context("s"))
+    assert [m["content"] for m in context] == ["acknowledged"]
+
+
+def test_export_refuses_a_folder_that_is_not_empty_unless_the_sessions_are_absent(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    asyncio.run(fill(SqlWorkspace(url)))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    refused = cli("export", "run-1", tmp_path / "notes", "--workdir", url)
+    assert refused.code == 2 and "no workspace" in refused.err
+    assert snapshot_tree(tmp_path / "notes") == {"todo.txt": b"mine"}
+    a_file = cli("export", "run-1", tmp_path / "notes" / "todo.txt", "--workdir", url)
+    assert a_file.code == 2
+    # A workspace holding run-2 takes run-1, and run-2 is left as it was.
+    other = LocalWorkspace(tmp_path / "ws")
+    asyncio.run(other.offload_context("run-2", [Msg(role="user", content="m")]))
+    before = files(tmp_path / "ws")
+    assert cli("export", "run-1", tmp_path / "ws", "--workdir", url).code == 0
+    after = files(tmp_path / "ws")
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert "sessions/run-1/context.jsonl" in after
+    again = cli("export", "--all", tmp_path / "ws", "--workdir", url)
+    assert again.code == 2 and "holds session 'run-1'" in again.err
+    assert files(tmp_path / "ws") == after
+    assert not [p for p in os.listdir(tmp_path / "ws") if p.startswith(".")]  # staging gone
+
+
+def test_export_of_a_link_in_place_of_the_session_is_refused(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    asyncio.run(fill(SqlWorkspace(url)))
+    (tmp_path / "ws" / "sessions").mkdir(parents=True)
+    (tmp_path / "target").mkdir()
+    os.symlink(tmp_path / "target", tmp_path / "ws" / "sessions" / "run-1")
+    result = cli("export", "run-1", tmp_path / "ws", "--workdir", url)
+    assert result.code == 2
+    assert os.listdir(tmp_path / "target") == []
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from ctxoffload import LocalWorkspace, Msg, SqlWorkspace
+    where = sys.argv[1]
+    ws = SqlWorkspace(where) if where.startswith("sqlite:") else LocalWorkspace(where)
+    async def main():
+        n = 0
+        while True:
+            await ws.offload_context(
+                "live", [Msg(role="user", content=f"{n}-{k}") for k in range(3)]
+            )
+            n += 1
+            if n == 5:
+                print("ready", flush=True)
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "folder"])
+def test_export_while_another_process_appends_takes_whole_batches(
+    cli: Callable[..., Any], tmp_path: Path, kind: str
+) -> None:
+    where = f"sqlite:///{tmp_path / 'agents.db'}" if kind == "sqlite" else str(tmp_path / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, where], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+        for attempt in range(4):
+            dest = tmp_path / f"copy-{attempt}"
+            result = cli("export", "live", dest, "--workdir", where)
+            assert result.code == 0, result.err
+            folder = dest / "sessions" / "live"
+            raw = (folder / "context.jsonl").read_bytes()
+            rows = [json.loads(line) for line in raw.splitlines()]
+            assert len(rows) % 3 == 0 and len(rows) >= 15
+            # Whole batches, in order: each batch's three messages together.
+            for i in range(0, len(rows), 3):
+                n = rows[i]["content"].split("-")[0]
+                assert [r["content"] for r in rows[i : i + 3]] == [f"{n}-{k}" for k in range(3)]
+            # Every event names lines the copy holds.
+            for event in events_without((folder / "events.jsonl").read_bytes()):
+                assert event["lines"][1] <= len(rows)
+            assert cli("verify", "--workdir", dest).code == 0
+    finally:
+        writer.kill()
+        writer.wait()
+        if writer.stdout is not None:
+            writer.stdout.close()

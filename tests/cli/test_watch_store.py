@@ -1,0 +1,155 @@
+"""`ctxoffload watch --workdir sqlite:///...`: following a database while a real process
+writes to it, each look reading only the lines appended since the last."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ctxoffload import Msg, SqlWorkspace
+from ctxoffload.cli._cmd_watch import StoreFollower
+from helpers import ctrl_c_reaches_children, pipe_lines, wait_for_line
+
+PATIENCE = 60.0  # a bound so a loaded machine cannot hang the suite, not a speed check
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from ctxoffload import Msg, SqlWorkspace, ToolResultBlock
+
+    async def main():
+        ws = SqlWorkspace(sys.argv[1])
+        for n in range(20):
+            await ws.offload_context("live", [Msg(role="user", content=f"live message {n}")])
+        await ws.offload_tool_result("live", ToolResultBlock(id="c7", name="probe", output="x"))
+        await ws.offload_context("brand-new", [Msg(role="assistant", content="new session")])
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new database: a SQLite file, or a schema of its own on the test session's
+    PostgreSQL server (followed there by LISTEN/NOTIFY)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'agents.db'}"
+    server = request.getfixturevalue("postgres")
+    return server.new_schema()  # type: ignore[no-any-return]
+
+
+def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(db_url: str) -> None:
+    url = db_url
+    ws = SqlWorkspace(url)
+    asyncio.run(ws.offload_context("live", [Msg(role="user", content="written before")]))
+    ws.close()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    with ctrl_c_reaches_children():
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "ctxoffload", "watch", "--workdir", url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    try:
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
+        seen_err: list[str] = []
+        wait_for_line(err, "watching all sessions", seen_err)
+        writer = subprocess.run(
+            [sys.executable, "-c", WRITER, url],
+            capture_output=True,
+            text=True,
+            timeout=PATIENCE,
+            env=env,
+        )
+        assert writer.returncode == 0, writer.stderr
+        seen: list[str] = []
+        wait_for_line(out, "brand-new", seen)
+        wait_for_line(out, "tool_result-c7.txt", seen)
+        wait_for_line(out, "live message 19", seen)
+        messages = [
+            line for line in seen if "live message" in line and "context.jsonl line" in line
+        ]
+        # Each message once, in order, numbered as the log numbers it.
+        assert [m.split("live message ")[1].split()[0] for m in messages] == [
+            str(n) for n in range(20)
+        ]
+        assert "context.jsonl line 2 " in messages[0]
+        assert not any("written before" in line for line in seen)
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=PATIENCE) == 0
+        while not err.empty():
+            seen_err.append(err.get())
+        assert "Traceback" not in "".join(seen_err)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+        watch.wait()
+        for stream in (watch.stdout, watch.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_a_look_reads_the_new_lines_only_however_long_the_log(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    ws = SqlWorkspace(url)
+    for b in range(10):
+        batch = [Msg(role="user", content=f"old {b}-{n}") for n in range(500)]
+        asyncio.run(ws.offload_context("long", batch))
+    follower = StoreFollower("", "long", True, store=ws)
+
+    async def look() -> tuple[list[str], int]:
+        whole = 0
+        connection = ws._database._connect()
+
+        def count(statement: str) -> None:
+            # A read of the lines that is neither an index range nor a one-row probe reads
+            # the whole log.
+            nonlocal whole
+            if "FROM lines" in statement and "BETWEEN" not in statement:
+                whole += "LIMIT 1" not in statement
+
+        connection.set_trace_callback(count)
+        try:
+            found = await follower.poll_store()
+        finally:
+            connection.set_trace_callback(None)
+        return found, whole
+
+    asyncio.run(follower.start_store(from_start=False))
+    assert follower.marks[("long", "context.jsonl")] == 5001
+    asyncio.run(ws.offload_context("long", [Msg(role="user", content="the new one")]))
+    found, whole_reads = asyncio.run(look())
+    assert whole_reads == 0
+    assert [line for line in found if "the new one" in line]
+    assert not [line for line in found if "old " in line]
+    found, whole_reads = asyncio.run(look())
+    assert found == [] and whole_reads == 0  # nothing new: nothing printed, nothing read
+    ws.close()
+
+
+@pytest.mark.parametrize("session", ["../x", "missing"])
+def test_watch_refuses_a_hostile_or_missing_session_in_a_database(
+    tmp_path: Path, session: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    asyncio.run(SqlWorkspace(url).offload_context("live", [Msg(role="user", content="x")]))
+    result = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "watch", session, "--workdir", url],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
