@@ -15,13 +15,14 @@ in the context the model is sent next:
   measured in this run;
 - `filled`: the same, filled to the budget counted exactly, whole entries only
   (`grouped=False`): what filling alone gives;
-- `whole`: in the whole context, the index as it is (whole entries, then the leftover folded
-  where that names more) included, as a plain substring (the full path, the full command);
-  and how many compactions name fewer this way than `before` (the index only adds to it:
-  none should);
-- `read`: whole, or named by a row of the index read as its header says (under a line,
-  `src/app/: a.py b.py` is src/app/a.py and src/app/b.py, and `sed … f.py: -n 1,9p | -n
-  9,30p` is `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
+- `whole`: in the whole context, the index as it is (whole entries, and entries folded
+  where that names more, never fewer whole than `filled`) included, as a plain substring
+  (the full path, the full command); and how many compactions name fewer this way than
+  `before` (the lead's measure is the total, which must not fall below `before`'s);
+- `read`: whole, or named by a row of the index read as its header says (the tree of paths:
+  `- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py, and an indented row goes on
+  from the path of the row it is under; under a line, `sed … f.py: -n 1,9p | -n 9,30p` is
+  `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
 - `listed`: named, or counted on the index's last line and listed in events.jsonl.
 
 It prints the shares (overall, then by kind), how many compactions the index's budget cut
@@ -80,6 +81,17 @@ class Tally:
     flat_tokens: list[int] = field(default_factory=list)
     fewer: int = 0  # compactions whose whole-substring measure is below `before`'s
     folded: int = 0  # compactions whose index folds entries into group rows
+    dumps: list[Dump] = field(default_factory=list)  # each compaction's misses (`--dump`)
+
+
+@dataclass
+class Dump:
+    """A compaction's index and the artifacts neither it nor the context names (`--dump`)."""
+
+    source: str
+    index: str
+    misses: list[str]
+    parts: dict[str, int]  # the index's tokens by what they are (`token_parts`)
 
 
 def pathless() -> ScriptedModel:
@@ -91,6 +103,7 @@ def pathless() -> ScriptedModel:
 async def replay(
     path: Path, window: int, summariser: str, tally: Tally, share: float | None
 ) -> None:
+    source = f"{path.name} {window} {summariser}"
     counter = get_token_counter(exact=True)
     config = ContextConfig(context_window=window)
     if share is not None:
@@ -113,25 +126,36 @@ async def replay(
                     result = await comp.maybe_compress(context)
                     context = result.messages
                     if result.compressed:
-                        await measure(ws, given, context, tally, counter)
+                        await measure(ws, given, context, tally, counter, source)
                 context.append(await comp.process_message(msg) if msg.role == "tool" else msg)
 
 
 # The rows of the index, as its header describes them: `- line 4: v | w` and, under it,
-# `  - dir/: a b` and `  - program … last: x | y`; under `- on several lines:`, each item
-# followed by its line (`  - dir/: a (line 4); b c (line 9)`). This reader is the bench's
-# own, written from the header's words, not the library's renderer run backwards.
-_ROW = re.compile(r"^- (?:line \d+|no line): (.*)$")
+# `  - program … last: x | y`; under `- on several lines:`, each item followed by its line
+# (`  - sed … f: x (line 4); y (line 9)`); the tree of paths, `- dir/ (line 4): a b/c`
+# (dir/a and dir/b/c) with the rows indented under it going on from its path. This reader is
+# the bench's own, written from the header's words, not the library's renderer run backwards.
+_ROW = re.compile(r"^- (?:line \d+|no line):(.*)$")
 _UNDER = re.compile(r"^  - (.+?): (.*)$")
 _MARK = re.compile(r" \((?:line \d+|no line)\)$")
+_TREE = re.compile(r"^((?:  )*)- (\S*/)(?: \((?:lines? [\d, -]+|no line)\))?:(?: (.*))?$")
 
 
 def read_index(index: str) -> set[str]:
     """Every value the index's rows name, read as its header says."""
     named: set[str] = set()
+    heads: list[str] = []  # the path of each tree row above, by depth
     for row in index.splitlines():
-        if found := _ROW.match(row):
-            named.update(found.group(1).split(" | "))
+        if found := _TREE.match(row):
+            indent, head, items = found.groups()
+            depth = len(indent) // 2
+            heads[depth:] = [(heads[depth - 1] if depth else "") + head]
+            named.add(heads[depth].removesuffix("/"))
+            named.update(heads[depth] + item for item in (items or "").split(" ") if item)
+        elif found := _ROW.match(row):
+            first, *spaced = found.group(1).split(" | ")
+            named.update(word for word in first.split(" ") if word)
+            named.update(spaced)
         elif found := _UNDER.match(row):
             head, body = found.groups()
             for part in body.split("; "):
@@ -139,8 +163,6 @@ def read_index(index: str) -> set[str]:
                 if " … " in head:
                     program, _, last = head.partition(" … ")
                     named.update(f"{program} {middle} {last}" for middle in items.split(" | "))
-                elif head.endswith("/"):
-                    named.update(head + name for name in items.split(" "))
     return named
 
 
@@ -150,6 +172,7 @@ async def measure(
     context: list[Msg],
     tally: Tally,
     counter: TokenCounter,
+    source: str = "",
 ) -> None:
     live = {m.id for m in context}
     left = [m for i, m in given.items() if i not in live and not m.metadata.get("ctxoffload")]
@@ -182,6 +205,7 @@ async def measure(
     read = read_index(index)
     listed = {e["value"] for e in await listed_values(ws)}
     strict = before = 0
+    misses: list[str] = []
     for artifact in found:
         value = artifact.value.removesuffix(" […]")
         kind = artifact.kind
@@ -194,8 +218,52 @@ async def measure(
         strict += whole
         before += value in without or value in flat_text
         tally.named["read"][kind] += whole or artifact.value in read
+        if not (whole or artifact.value in read):
+            misses.append(f"{kind}\t{artifact.where()}\t{artifact.value}")
         tally.named["listed"][kind] += whole or artifact.value in read or artifact.value in listed
     tally.fewer += strict < before
+    if misses:
+        parts = token_parts(index, counter)
+        tally.dumps.append(Dump(f"{source} #{tally.compactions}", index, misses, parts))
+
+
+_HEAD_PARTS = {  # what in an index's text names nothing, by what it is
+    "marks": re.compile(r" \((?:lines? [\d, -]+|no line)\)|^- (?:line \d+|no line):", re.M),
+    "separators": re.compile(r" \| "),
+    "tree heads": re.compile(r"^(?:  )*- \S*/(?=[ :])", re.M),
+}
+
+
+def token_parts(index: str, counter: TokenCounter) -> dict[str, int]:
+    """The tokens of an index's text by what they are: its header (the first line and the
+    rules), its line marks, its separators, its tree rows' heads, and the rest (the names).
+    Each part is what the text loses in tokens without it."""
+    lines = index.splitlines()
+    body = [line for line in lines if line.startswith(("- ", "  "))]
+    total = counter.count_text(index)
+    parts = {"total": total, "header": total - counter.count_text("\n".join(body))}
+    text = "\n".join(body)
+    for name, pattern in _HEAD_PARTS.items():
+        parts[name] = counter.count_text(text) - counter.count_text(pattern.sub(" ", text))
+    parts["names"] = total - sum(parts[n] for n in ("header", *_HEAD_PARTS))
+    return parts
+
+
+def dump(tallies: dict[tuple[int, str], Tally], n: int, folder: Path) -> None:
+    """Write the `n` compactions missing most to `folder`: each one's index, its misses and
+    its tokens by part; print where they went."""
+    worst = sorted((d for t in tallies.values() for d in t.dumps), key=lambda d: -len(d.misses))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"\nthe {n} compactions missing most, in {folder}:")
+    for rank, found in enumerate(worst[:n], 1):
+        name = folder / f"{rank:02}.txt"
+        parts = ", ".join(f"{k} {v}" for k, v in found.parts.items())
+        name.write_text(
+            f"{found.source}: {len(found.misses)} missed\ntokens: {parts}\n\n{found.index}"
+            "\n\nmissed (kind, line, value):\n" + "\n".join(found.misses) + "\n",
+            encoding="utf-8",
+        )
+        print(f"  {name.name}  {found.source}: {len(found.misses)} missed; {parts}")
 
 
 def flat_index(
@@ -249,6 +317,13 @@ async def main() -> None:
         type=float,
         help="the index's budget as a share of the summary budget (default: the config's)",
     )
+    parser.add_argument(
+        "--dump",
+        type=int,
+        default=0,
+        metavar="N",
+        help="write the N compactions missing most (index, misses, tokens by part) to /tmp",
+    )
     args = parser.parse_args()
     files = sorted(p for p in CORPUS.glob("*") if p.name != "SOURCES.md")
     if not files:
@@ -264,7 +339,8 @@ async def main() -> None:
     print(
         "\nnamed in the next context, of all artifacts that left (before: the index as it was,"
         " same entries and budget, by estimate; filled: whole entries to the budget counted"
-        " exactly; whole: the index now, a plain substring; read: whole or by its group rows)"
+        " exactly; whole: the index now, a plain substring; read: whole or by its tree and"
+        " group rows)"
     )
     print(
         "window  summariser  compactions  artifacts  no index  before  filled   whole    read"
@@ -292,6 +368,8 @@ async def main() -> None:
                 f"{share(flat, n)} -> {share(whole, n)} ({share(read, n).strip()}) of {n:<5,}"
             )
         print(f"{window:6,}  {summariser:10}  " + "".join(f"{c:>34}" for c in cells))
+    if args.dump:
+        dump(tallies, args.dump, Path(tempfile.gettempdir()) / "bench_artifacts")
 
 
 if __name__ == "__main__":

@@ -18,13 +18,12 @@ content_block_delta, content_block_stop, message_delta, message_stop).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from loopback import LoopbackHandler, LoopbackServer
 
 __all__ = ["AnthropicServer", "stream_events"]
 
@@ -77,14 +76,7 @@ def stream_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]
     yield ("message_stop", {"type": "message_stop"})
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # Silence the per-request stderr line; the test asserts on `requests` instead.
-        pass
-
+class _Handler(LoopbackHandler):
     def do_GET(self) -> None:
         self.server.owner.record("GET", self.path, None)
         self._send_json(404, _error("not_found_error", f"no route GET {self.path}"))
@@ -130,15 +122,7 @@ def _error(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, owner: AnthropicServer) -> None:
-        self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class AnthropicServer:
+class AnthropicServer(LoopbackServer):
     """A scripted Messages API server on 127.0.0.1, on an ephemeral port.
 
     Replies to `POST /v1/messages` are played in order; when the queue is empty the server
@@ -153,7 +137,11 @@ class AnthropicServer:
             answered 400, which the client reports without retrying.
     """
 
+    handler = _Handler
+    thread_name = "anthropic-test-server"
+
     def __init__(self, model: str = "claude-test-model") -> None:
+        super().__init__()
         self.model = model
         self.requests: list[tuple[str, str, Any]] = []
         self._queue: list[dict[str, Any]] = []
@@ -162,16 +150,11 @@ class AnthropicServer:
         # Asked first with each messages request body; a reply it returns (from `text_reply`
         # or `tool_use_reply`) answers instead of the queue, for clients that run at once.
         self.responder: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         """The URL for ANTHROPIC_BASE_URL (no `/v1`: the clients add it)."""
-        if self._server is None:
-            raise RuntimeError("AnthropicServer is not running: call start() first")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
 
     @property
     def message_requests(self) -> list[dict[str, Any]]:
@@ -250,38 +233,3 @@ class AnthropicServer:
                     "invalid_request_error", "AnthropicServer: no scripted reply left"
                 )
             return 200, self._queue.pop(0)
-
-    def start(self) -> AnthropicServer:
-        """Bind an ephemeral port and serve in a background thread."""
-        self._server = _Server(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="anthropic-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and join the serving thread."""
-        if self._server is None:
-            return
-        self._server.shutdown()
-        with contextlib.suppress(OSError):
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> AnthropicServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

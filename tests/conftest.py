@@ -17,6 +17,7 @@ from ctxoffload import InMemoryWorkspace, LocalWorkspace, SqlWorkspace
 from ctxoffload.workspace import Workspace
 from helpers import snapshot_tree
 from openai_server import OpenAIServer
+from pg_server import PostgresServer, start_or_skip
 from s3_server import s3  # noqa: F401  (the fixture: an S3 API on loopback, for every folder)
 
 # No wall-clock limit on any example: the suite runs on more workers than cores, and a slow
@@ -55,14 +56,27 @@ def local_ws(workdir: Path) -> LocalWorkspace:
     return LocalWorkspace(workdir)
 
 
-@pytest.fixture(params=["local", "memory", "sqlite"])
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the whole test session (one per xdist worker), on a
+    unix socket in a temporary folder (tests/pg_server.py); a skip saying how to run the
+    tests where there is none, a failure under CI=true."""
+    server = start_or_skip()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "memory", "sqlite", "postgres"])
 def workspace(request: pytest.FixtureRequest, workdir: Path) -> Workspace:
     """Each workspace implementation in turn, for the behaviour they must share (the SQL one
-    on a SQLite file beside the workdir)."""
+    on a SQLite file beside the workdir, and in a schema of its own on a real PostgreSQL
+    server)."""
     if request.param == "local":
         return LocalWorkspace(workdir)
     if request.param == "sqlite":
         return SqlWorkspace(f"sqlite:///{workdir.parent / 'ws.db'}")
+    if request.param == "postgres":
+        return SqlWorkspace(request.getfixturevalue("postgres").new_schema())
     return InMemoryWorkspace()
 
 

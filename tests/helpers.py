@@ -14,9 +14,11 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from ctxoffload import (
@@ -508,6 +510,13 @@ def start_lease_worker(*args: str, env: dict[str, str] | None = None) -> subproc
     )
 
 
+def racing_start(folder: Path, racers: int) -> str:
+    """The START_AT of lease workers that must begin together: a barrier in a new folder
+    under `folder` that each passes once its imports are done and all `racers` are there."""
+    barrier = Path(tempfile.mkdtemp(prefix="barrier-", dir=folder))
+    return f"barrier={barrier}/{racers}"
+
+
 def lease_worker_result(process: subprocess.Popen[str]) -> dict[str, Any]:
     """The JSON line a lease worker printed last, once it has ended without error."""
     out, err = process.communicate(timeout=120)
@@ -533,6 +542,10 @@ def forced_tags(monkeypatch: Any, *tags: str) -> list[str]:
     random_tag = _new_session.random_tag
     monkeypatch.setattr(_new_session, "random_tag", lambda: left.pop(0) if left else random_tag())
     return left
+
+
+SQL_TABLES = {"schema_version", "sessions", "files", "lines", "message_keys", "data", "leases"}
+"""The tables of a `SqlWorkspace` (schema version 1), on SQLite and PostgreSQL alike."""
 
 
 def pipe_lines(stream: object) -> queue.Queue[str]:

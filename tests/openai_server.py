@@ -1,9 +1,11 @@
-"""A real OpenAI-compatible chat-completions server on loopback, scripted by the test.
+"""A real OpenAI-compatible server on loopback, scripted by the test.
 
-The server speaks the wire format of `POST /v1/chat/completions` over real HTTP, so the
-tests exercise the real `openai` client end to end: its request encoding, its retries and
-its error classes. A test queues the replies (`add_completion`, `add_error`, `add`) and
-reads back every request body the client sent (`requests`).
+The server speaks the wire format of `POST /v1/chat/completions` and of the Responses API's
+`POST /v1/responses` over real HTTP, so the tests exercise the real `openai` client end to
+end: its request encoding, its retries and its error classes. A request with `"stream": true`
+is answered with server-sent events (chat chunks, `stream_chunks`; Responses events,
+`response_events`). A test queues the replies (`add_completion`, `add_response`, `add_error`,
+`add`) and reads back every request body the client sent (`requests`).
 
     with OpenAIServer() as server:
         server.add_completion("hello", usage=(12, 3))
@@ -13,18 +15,29 @@ reads back every request body the client sent (`requests`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
-__all__ = ["OpenAIServer", "ScriptedReply", "chat_completion", "closed_port_url"]
+from loopback import LoopbackHandler, LoopbackServer
+
+__all__ = [
+    "OpenAIServer",
+    "ScriptedReply",
+    "chat_completion",
+    "closed_port_url",
+    "function_call_item",
+    "message_item",
+    "response_events",
+    "responses_reply",
+    "stream_chunks",
+]
+
+ROUTES = ("/v1/chat/completions", "/v1/responses")
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,99 @@ def chat_completion(
     return body
 
 
+def responses_reply(
+    output: list[dict[str, Any]],
+    *,
+    usage: tuple[int, int] | None = (10, 5),
+    model: str = "test-model",
+    response_id: str = "resp_test",
+) -> dict[str, Any]:
+    """Build a Responses-API `response` body (`POST /v1/responses`) holding `output`.
+
+    Wire format: https://platform.openai.com/docs/api-reference/responses/object.
+
+    Args:
+        output: the output items as the API gives them (`message`, `function_call`,
+            `compaction`, `reasoning`, ...).
+        usage: (input_tokens, output_tokens), or None to leave usage out.
+        model: the model name echoed back.
+        response_id: the response's id.
+    """
+    body: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    if usage is not None:
+        input_tokens, output_tokens = usage
+        body["usage"] = {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        }
+    return body
+
+
+def function_call_item(name: str, arguments: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """A Responses-API `function_call` output item calling `name` with `arguments`."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(dict(arguments)),
+        "status": "completed",
+    }
+
+
+def message_item(text: str) -> dict[str, Any]:
+    """A Responses-API assistant `message` output item saying `text`."""
+    return {
+        "type": "message",
+        "id": "msg_test",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def response_events(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server-sent events that stream `response` (a `responses_reply` body), in order:
+    `response.created`, each output item added (a `compaction` item announced by
+    `response.compaction.compacting`, as the API does while it samples one) and done, then
+    `response.completed` with the whole response.
+
+    Wire format: https://platform.openai.com/docs/api-reference/responses-streaming.
+    """
+    events: list[dict[str, Any]] = [
+        {
+            "type": "response.created",
+            "response": {**response, "status": "in_progress", "output": [], "usage": None},
+        }
+    ]
+    for index, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        if item.get("type") == "compaction":
+            events.append(
+                {
+                    "type": "response.compaction.compacting",
+                    "item_id": item.get("id", ""),
+                    "output_index": index,
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    return [{**event, "sequence_number": number} for number, event in enumerate(events)]
+
+
 def closed_port_url() -> str:
     """A base URL on loopback where nothing listens (a port bound and released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -105,25 +211,7 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    # HTTP/1.1 so the client keeps its connection alive, as it would against a real server.
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.track(self.connection)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.untrack(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # Silence the per-request stderr line; the test asserts on `requests` instead.
-        pass
-
+class _Handler(LoopbackHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
@@ -137,10 +225,24 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay and self.server.owner.stopping.wait(reply.delay):
             self.close_connection = True
             return
-        payload = json.dumps(reply.body).encode()
+        asked_stream = isinstance(body, dict) and body.get("stream") is True
+        chat = isinstance(reply.body, dict) and bool(reply.body.get("choices"))
+        if asked_stream and reply.status == 200 and chat:
+            self._send_stream(reply.body)
+            return
+        streamed = asked_stream and reply.status == 200 and self.path.rstrip("/") == "/v1/responses"
+        if streamed:
+            payload = b"".join(
+                f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+                for event in response_events(reply.body)
+            )
+        else:
+            payload = json.dumps(reply.body).encode()
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header(
+                "Content-Type", "text/event-stream" if streamed else "application/json"
+            )
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             if reply.drip is None:
@@ -156,37 +258,50 @@ class _Handler(BaseHTTPRequestHandler):
             # The client gave up (a timeout test); nothing to answer.
             self.close_connection = True
 
-
-class _Server(ThreadingHTTPServer):
-    # Handler threads are joined in server_close() so none outlives the fixture.
-    daemon_threads = False
-
-    def __init__(self, owner: OpenAIServer) -> None:
-        self.owner = owner
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def track(self, connection: socket.socket) -> None:
-        with self._connections_lock:
-            self._connections.add(connection)
-
-    def untrack(self, connection: socket.socket) -> None:
-        with self._connections_lock:
-            self._connections.discard(connection)
-
-    def drop_connections(self) -> None:
-        # Keep-alive handlers block reading the next request; shutting their sockets down
-        # wakes them with EOF so server_close() can join them.
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+    def _send_stream(self, completion: dict[str, Any]) -> None:
+        """`completion` as the server-sent events of a streamed request (`stream_chunks`)."""
+        payload = b"".join(
+            f"data: {json.dumps(chunk)}\n\n".encode() for chunk in stream_chunks(completion)
+        )
+        payload += b"data: [DONE]\n\n"
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
 
-class OpenAIServer:
-    """A scripted chat-completions server on 127.0.0.1, on an ephemeral port.
+def stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `chat.completion.chunk`s that stream `completion` (a `chat_completion` body): the
+    role and text in one delta, each tool call in one, the finish reason, then the usage in a
+    chunk without choices, as OpenAI sends it when `stream_options.include_usage` is set
+    (here always, when the completion has usage)."""
+    (choice,) = completion["choices"]
+    message = choice["message"]
+    base = {
+        "id": completion["id"],
+        "object": "chat.completion.chunk",
+        "created": completion["created"],
+        "model": completion["model"],
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": message.get("content") or ""})]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(chunk({"tool_calls": [{**call, "index": index}]}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if "usage" in completion:
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    return chunks
+
+
+class OpenAIServer(LoopbackServer):
+    """A scripted chat-completions and Responses-API server on 127.0.0.1, on an ephemeral port.
 
     Replies are played in order; when the queue is empty the server answers 500 with a
     message saying so, which makes a missing script step fail loudly.
@@ -197,25 +312,23 @@ class OpenAIServer:
         paths: the request paths, one per request.
     """
 
+    handler = _Handler
+    thread_name = "openai-test-server"
+
     def __init__(self) -> None:
         self.requests: list[Any] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
-        self.stopping = threading.Event()
+        super().__init__()
         self._queue: list[ScriptedReply] = []
         self._lock = threading.Lock()
         # Asked first with each request body; a body it returns answers instead of the queue.
         self.responder: Callable[[Any], Mapping[str, Any] | None] | None = None
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         """The base URL to give an OpenAI client, ending in `/v1`."""
-        if self._server is None:
-            raise RuntimeError("OpenAIServer is not running: call start() first")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.origin}/v1"
 
     def add(self, *replies: Mapping[str, Any] | tuple[int, Any] | ScriptedReply) -> None:
         """Queue replies: a response dict (status 200), a (status, body) pair, or ScriptedReply."""
@@ -231,6 +344,11 @@ class OpenAIServer:
     def add_completion(self, content: str | None = None, **kwargs: Any) -> None:
         """Queue a successful completion; keyword arguments go to `chat_completion`."""
         self.add(chat_completion(content, **kwargs))
+
+    def add_response(self, output: list[dict[str, Any]], **kwargs: Any) -> None:
+        """Queue a successful Responses-API reply holding `output`; keyword arguments go to
+        `responses_reply`. Played as JSON, or as its events to a request that streams."""
+        self.add(responses_reply(output, **kwargs))
 
     def add_error(
         self, status: int, message: str, *, code: str | None = None, **fields: Any
@@ -251,7 +369,7 @@ class OpenAIServer:
             self.paths.append(path)
             self.headers.append(headers)
             self.requests.append(body)
-            if path.rstrip("/") != "/v1/chat/completions":
+            if path.rstrip("/") not in ROUTES:
                 return ScriptedReply(404, {"error": {"message": f"no route {path}"}})
             if self.responder is not None:
                 answer = self.responder(body)
@@ -262,39 +380,3 @@ class OpenAIServer:
                     500, {"error": {"message": "OpenAIServer: no scripted reply left"}}
                 )
             return self._queue.pop(0)
-
-    def start(self) -> OpenAIServer:
-        """Bind an ephemeral port and serve in a background thread."""
-        self._server = _Server(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="openai-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, drop open connections, and join every thread."""
-        if self._server is None:
-            return
-        self.stopping.set()
-        self._server.shutdown()
-        self._server.drop_connections()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> OpenAIServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -53,6 +53,15 @@ TEXT = "2026-11-20T03:42:00.118Z ERROR export-worker-7 order_id=ORD-58213 disk q
         ("scripted", "other", "o200k_base"),
         ("notclaude-1", "other", "o200k_base"),  # "claude" inside another name
         ("o10x", "other", "o200k_base"),
+        # pydantic-ai's provider:model; a name:tag keeps its meaning.
+        ("anthropic:claude-sonnet-4-5", "claude", "o200k_base"),
+        ("bedrock:us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude", "o200k_base"),
+        ("openai:gpt-4", "openai", "cl100k_base"),
+        ("openai:gpt-4o", "openai", "o200k_base"),
+        ("google-gla:gemini-2.5-pro", "other", "o200k_base"),
+        ("gpt-oss:20b", "openai", "o200k_base"),
+        ("llama3:8b", "other", "o200k_base"),
+        ("notclaude:gemini", "other", "o200k_base"),
     ],
 )
 def test_a_model_name_picks_its_family(model: str, family: str, encoding: str) -> None:
@@ -72,7 +81,8 @@ def test_no_model_counts_o200k_exactly_and_an_odd_name_never_raises() -> None:
     assert family_of(None) == family_of("") == "other"
     counter = get_token_counter()
     assert isinstance(counter, TiktokenCounter) and counter.is_exact is True
-    for name in ("../claude", "/", "\x00claude", "claude" * 10_000, " claude-3 ", "é/ü"):
+    odd = ("../claude", "/", "\x00claude", "claude" * 10_000, " claude-3 ", "é/ü", ":", "a:", ":a")
+    for name in odd:
         family_of(name)  # any string: a family, no error
     assert family_of("../claude") == "claude"  # a path-like prefix is a provider prefix
 
@@ -183,3 +193,63 @@ def test_a_calibrated_estimate_past_the_trigger_holds_the_exact_count(text: str)
     exact = claude.count_messages(history)
     assert not counted.exact and counted.uncounted > 0
     assert counted.at_least <= exact <= counted.at_most
+
+
+def _turns(count: int) -> list[Msg]:
+    return [
+        Msg(role="user" if i % 2 == 0 else "assistant", content=f"step {i}: " + "ok " * 40)
+        for i in range(count)
+    ]
+
+
+async def test_the_first_model_named_picks_the_projectors_counter(tmp_path: Path) -> None:
+    """A host that knows its model only at the first call (`use_model`) gets that model's
+    counter; once a projection has counted, or when a counter was given, the counter stays
+    (a new one would count the whole history again)."""
+    workspace = LocalWorkspace(tmp_path / "ws")
+    config = ContextConfig(context_window=100_000)
+    projector = Projector(workspace, "late", config=config)
+    assert projector.use_model(None) is projector.counter  # no name: nothing picked
+    claude = projector.use_model("anthropic:claude-sonnet-4-5")
+    assert isinstance(claude, CalibratedCounter) and projector.counter is claude
+    assert projector.use_model("gpt-4o") is claude  # a second name changes nothing
+    history = _turns(6)
+    await projector.project(history)
+    assert projector.counter is claude
+    tracker = projector._compressor.tracker
+    assert tracker.known(history[0]) == claude.count_message(history[0])
+
+    # A projection before any name settles the counter it counted with.
+    early = Projector(workspace, "early", config=config)
+    await early.project(history)
+    first = early.counter
+    assert early.use_model("claude-sonnet-4-5") is first
+    assert not isinstance(first, CalibratedCounter)
+
+    # A counter the user gave always wins.
+    mine = HeuristicCounter()
+    given = Projector(workspace, "given", config=config, counter=mine)
+    assert given.use_model("claude-sonnet-4-5") is mine
+
+
+async def test_a_reply_without_usage_keeps_the_earlier_report(tmp_path: Path) -> None:
+    """A reply that reports no usage (0) leaves the earlier report standing: the next count
+    is that report plus what was appended since, never the counter's own lower count."""
+    config = ContextConfig(context_window=100_000)
+    projector = Projector(LocalWorkspace(tmp_path / "ws"), "quiet", config=config)
+    history = _turns(6)
+    await projector.project(history)
+    assert await projector.report_usage(5_000) is True
+    history.append(Msg(role="user", content="and then?"))
+    await projector.project(history)
+    assert await projector.report_usage(0) is False
+    assert await projector.report_usage(-3) is False
+    tracker = projector._compressor.tracker
+    assert tracker.is_anchored
+    history.append(Msg(role="user", content="go on"))
+    sent = await projector.project(history)
+    added = sum(tracker.count_message(m) for m in history[-2:])
+    assert projector._compressor.count(sent) == 5_000 + added
+    # A partial figure (below a quarter of the count) drops the report: the counter counts.
+    assert await projector.report_usage(3) is False
+    assert not tracker.is_anchored

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ctxoffload import (
     Agent,
@@ -79,3 +82,28 @@ async def test_the_compact_tool_says_when_there_is_nothing_to_compact(tmp_path: 
     await agent.reply("Compact.")
     answer = next(str(b.output) for m in agent.messages for b in m.tool_results)
     assert answer.startswith("Nothing was compacted: nothing to compact")
+
+
+async def test_a_compaction_asked_for_on_a_small_context_says_nothing_of_the_config(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A compaction asked for runs as if the context filled the window, so its "window" is
+    # the context's own size: a preview the user chose fits the model's 100,000-token window
+    # and must not be reported as too big for that assumed one.
+    agent = Agent(
+        model=ScriptedModel([*probes(6), "done"]),
+        offloader=LocalWorkspace(tmp_path),
+        tools=[probe],
+        session_id="compact-chosen",
+        context_config=ContextConfig(
+            context_window=100_000, tool_result_limit=4_000, preview_tokens=1_000
+        ),
+        counter=get_token_counter(exact=False),
+        summary_model=ScriptedModel(default=SUMMARY),
+    )
+    await agent.reply("Probe.")
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        result = await agent.compact()
+    assert result.compressed
+    said = [r.getMessage() for r in caplog.records if "does not fit the reserve" in r.getMessage()]
+    assert said == []

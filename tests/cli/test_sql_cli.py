@@ -1,7 +1,8 @@
-"""The `ctxoffload` commands on a database (`--workdir sqlite:///agents.db`): the same
-sessions written to a folder and to a SQLite file read the same, line for line, through
-ls, show, cat, grep, stats, verify and gc; a command that reads never creates or changes a
-database it was pointed at by mistake."""
+"""The `ctxoffload` commands on a database (`--workdir sqlite:///agents.db`, and
+`postgresql://...` on a real server): the same sessions written to a folder and to a
+database read the same, line for line, through ls, show, cat, grep, stats, verify, gc and
+fork; a command that reads never creates or changes a database it was pointed at by
+mistake."""
 
 from __future__ import annotations
 
@@ -40,10 +41,14 @@ async def fill(ws: Any) -> None:
     await ws.write_state("run-1", {"session_id": "run-1", "steps": 3, "messages": []})
 
 
-@pytest.fixture
-def both(tmp_path: Path) -> tuple[str, Path]:
-    """The same sessions in a SQLite file (its URL) and in a folder."""
-    url = f"sqlite:///{tmp_path / 'agents.db'}"
+@pytest.fixture(params=["sqlite", "postgres"])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path]:
+    """The same sessions in a database (its URL: a SQLite file, a PostgreSQL database of
+    its own, spelled as its references spell it) and in a folder."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'agents.db'}"
+    else:
+        url = SqlWorkspace(request.getfixturevalue("postgres").new_database()).url
     asyncio.run(fill(SqlWorkspace(url)))
     asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
     return url, tmp_path / "ws"
@@ -111,6 +116,16 @@ def test_gc_acts_on_the_database(cli: Callable[..., Any], both: Any) -> None:
     assert asyncio.run(SqlWorkspace(url).list_sessions()) == []
 
 
+def test_fork_starts_a_session_in_the_database(cli: Callable[..., Any], both: Any) -> None:
+    url, folder = both
+    result = cli("fork", "run-1", "--as", "run-1b", "--workdir", url)
+    assert result.code == 0, result.err
+    assert f"{url}/sessions/run-1b/state.json" in result.out
+    in_folder = cli("fork", "run-1", "--as", "run-1b", "--workdir", folder)
+    assert result.out == in_folder.out.replace(str(folder), url)
+    assert asyncio.run(SqlWorkspace(url).list_sessions()) == ["run-1", "run-1b", "run-2"]
+
+
 def test_a_missing_or_foreign_database_is_refused_and_left_as_it_was(
     cli: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -134,3 +149,31 @@ def test_a_hostile_session_id_is_refused(cli: Callable[..., Any], both: Any, ses
     url, _ = both
     result = cli("show", "--workdir", url, "--", session)
     assert result.code == 2
+
+
+def test_a_postgres_database_that_is_missing_empty_or_out_of_reach_is_one_line(
+    cli: Callable[..., Any], postgres: Any
+) -> None:
+    empty = postgres.new_database()
+    foreign = cli("ls", "--workdir", empty)
+    assert foreign.code == 2 and "holds no ctxoffload workspace" in foreign.err
+    assert foreign.err.count("\n") == 1
+    # Nothing was created in it.
+    assert asyncio.run(_tables(empty)) == 0
+    missing = cli("ls", "--workdir", empty.replace("/d_", "/typo_d_", 1))
+    assert missing.code == 2 and "does not exist" in missing.err
+    assert missing.err.count("\n") == 1
+    down = cli("ls", "--workdir", "postgresql://postgres@/postgres?host=/no/such/folder")
+    assert down.code == 2 and "cannot connect to the database postgresql://" in down.err
+    assert down.err.count("\n") == 1
+    bad = cli("ls", "--workdir", "postgresql://postgres:hunter2@/?host=/x")
+    assert bad.code == 2 and "names no database" in bad.err and "hunter2" not in bad.err
+
+
+async def _tables(url: str) -> int:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as db:
+        cursor = await db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+        row = await cursor.fetchone()
+    return int(row[0]) if row else -1

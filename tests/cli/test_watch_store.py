@@ -37,8 +37,18 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'agents.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new database: a SQLite file, or a schema of its own on the test session's
+    PostgreSQL server (followed there by LISTEN/NOTIFY)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'agents.db'}"
+    server = request.getfixturevalue("postgres")
+    return server.new_schema()  # type: ignore[no-any-return]
+
+
+def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(db_url: str) -> None:
+    url = db_url
     ws = SqlWorkspace(url)
     asyncio.run(ws.offload_context("live", [Msg(role="user", content="written before")]))
     ws.close()

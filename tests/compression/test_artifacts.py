@@ -127,11 +127,16 @@ async def test_each_indexed_artifact_is_on_the_line_the_index_names(
 ) -> None:
     result = await compressed_once(local_ws)
     lines = (local_ws.session_dir("s1") / "context.jsonl").read_text().splitlines()
-    groups = re.findall(r"^- line (\d+): (.*)$", result.messages[1].text, re.M)
-    assert sum(len(values.split(" | ")) for _, values in groups) >= 12
-    for number, values in groups:
+    groups = re.findall(r"^- line (\d+):(.*)$", result.messages[1].text, re.M)
+    # A row's one-word values a blank apart, then ` | ` before each value holding a blank.
+    rows = [
+        (n, [*words.split(), *spaced])
+        for n, (words, *spaced) in ((n, values.split(" | ")) for n, values in groups)
+    ]
+    assert sum(len(values) for _, values in rows) >= 12
+    for number, values in rows:
         row = json.dumps(json.loads(lines[int(number) - 1]), ensure_ascii=False)
-        for value in values.split(" | "):
+        for value in values:
             assert value in row.replace('\\"', '"'), (number, value)
 
 

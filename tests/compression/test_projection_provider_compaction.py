@@ -276,3 +276,44 @@ async def test_an_item_after_a_summary_stores_only_what_the_summary_did_not(
     # The messages the summary kept verbatim and the new request: not the summarised ones.
     assert event["messages"] == len(history) - projection["covers"] + 1
     assert event["lines"] == [stored + 1, stored + event["messages"]]
+
+
+async def test_a_summary_forced_after_the_item_stands_for_it_and_keeps_the_note(
+    local_ws: LocalWorkspace,
+) -> None:
+    """A provider that refuses the projection after its compaction (`force=True`): the
+    summary stands for the item, which goes to context.jsonl; the note after it stays beside
+    the summary, on this call, the next one and in a restarted Projector."""
+    later = [
+        item
+        for batch in range(2, 20)
+        for item in (
+            {
+                "type": "function_call",
+                "call_id": f"call_{batch}",
+                "name": "bash",
+                "arguments": json.dumps({"command": f"check {batch}"}),
+            },
+            {"type": "function_call_output", "call_id": f"call_{batch}", "output": "ok"},
+        )
+    ]
+    items = [*RESPONSES_ITEMS, *later]
+    small = ContextConfig(context_window=4_000)
+    projector = Projector(local_ws, "t", config=small)
+    first = await projector.project(responses_history(items))
+    note = first[2]
+    assert to_responses(first)[1] == OPENAI_COMPACTION_ITEM
+    forced = await projector.project(responses_history(items), force=True)
+    assert forced[1].metadata["ctxoffload"]["kind"] == "summary"
+    assert forced[2] is note and "ERR-4711" in note.text
+    assert OPENAI_COMPACTION_ITEM not in to_responses(forced)
+    rows = [json.loads(r) for r in _log(local_ws, "t").decode().splitlines()]
+    assert rows[3]["metadata"]["responses_item"] == OPENAI_COMPACTION_ITEM  # line 4, once
+    assert sum(1 for r in rows if r["metadata"].get("responses_item")) == 1
+    again = await projector.project(responses_history(items))
+    assert _wire(again) == _wire(forced)
+    restarted = await Projector(LocalWorkspace(local_ws.workdir), "t", config=small).project(
+        responses_history(items)
+    )
+    assert _wire(restarted) == _wire(forced)
+    assert len(_events(local_ws, "t", "provider_compaction")) == 1

@@ -7,7 +7,7 @@ import json
 
 from ctxoffload import LocalWorkspace, Msg
 from ctxoffload.formats import from_anthropic, to_anthropic, to_msgs
-from ctxoffload.formats.provider_compaction import compaction_item
+from ctxoffload.formats.provider_compaction import HOST_ITEM_KEY, compaction_item
 from ctxoffload.formats.responses import from_responses, to_responses
 from provider_shapes import (
     ANTHROPIC_RESPONSE,
@@ -106,3 +106,18 @@ async def test_a_message_holding_a_compaction_comes_back_from_context_jsonl_unch
     back = to_msgs([json.loads(line) for line in lines])
     assert to_anthropic(back[:3]) == (None, HISTORY)
     assert to_responses(back[3:4]) == [OPENAI_COMPACTION_ITEM]
+
+
+def test_an_item_a_host_named_on_its_msg_is_found_and_a_malformed_one_is_not() -> None:
+    # A host converter (pydantic-ai's CompactionPart) names the item under HOST_ITEM_KEY.
+    named = {"provider": "openai", "item": dict(OPENAI_COMPACTION_ITEM)}
+    found = compaction_item(Msg(role="assistant", content="ok", metadata={HOST_ITEM_KEY: named}))
+    assert found is not None and found.provider == "openai"
+    assert found.item == OPENAI_COMPACTION_ITEM and found.item_id == OPENAI_COMPACTION_ITEM["id"]
+    found.item["id"] = "changed"  # a copy: the message keeps its own
+    assert named["item"]["id"] == OPENAI_COMPACTION_ITEM["id"]
+    for bad in ("x", {"provider": "openai"}, {"item": {"type": "text"}}, {"item": "compaction"}):
+        assert (
+            compaction_item(Msg(role="assistant", content="", metadata={HOST_ITEM_KEY: bad}))
+            is None
+        )

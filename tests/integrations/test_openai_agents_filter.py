@@ -309,6 +309,22 @@ async def test_run_compaction_leaves_a_short_session_alone_unless_forced(tmp_pat
     assert len(forced) < 12 and "<context_summary>" in json.dumps(forced[0])
 
 
+async def test_run_compaction_without_a_window_compacts_only_when_forced(tmp_path: Path) -> None:
+    # The SDK calls run_compaction after every turn of a Responses model: a session made
+    # without a window must not end the run; forced, it compacts as if the items filled it.
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    for i in range(6):
+        turn = {"role": "user", "content": f"step {i}: " + "details " * 300}
+        await session.add_items([turn, {"role": "assistant", "content": f"noted {i}"}])
+    await session.run_compaction()
+    await session.run_compaction({"compaction_mode": "auto", "store": True})
+    assert len(await session.get_items()) == 12
+    await session.run_compaction({"force": True})
+    forced = await session.get_items()
+    assert len(forced) < 12 and "<context_summary>" in json.dumps(forced[0])
+    assert "step 0: details" in (tmp_path / "ws/sessions/t1/context.jsonl").read_text()
+
+
 async def test_a_request_refused_as_over_the_window_is_sent_again_summarised(
     tmp_path: Path,
 ) -> None:

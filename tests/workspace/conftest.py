@@ -15,16 +15,22 @@ import pytest
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace, SqlWorkspace
 
 
-@pytest.fixture(params=["local", "memory", "bucket", "sqlite"])
+@pytest.fixture(params=["local", "memory", "bucket", "sqlite", "postgres"])
 def make_workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Any]:
     """Makes each workspace in turn, with the options given: a folder, memory, a bucket on a
-    real S3 API, a SQLite file."""
+    real S3 API, a SQLite file, a schema of its own on a real PostgreSQL server (each call
+    of one test: the same workspace)."""
+    schema: list[str] = []
 
     def make(**options: Any) -> Any:
         if request.param == "local":
             return LocalWorkspace(tmp_path / "ws", **options)
         if request.param == "sqlite":
             return SqlWorkspace(f"sqlite:///{tmp_path / 'ws.db'}", **options)
+        if request.param == "postgres":
+            if not schema:
+                schema.append(request.getfixturevalue("postgres").new_schema())
+            return SqlWorkspace(schema[0], **options)
         if request.param == "memory":
             return InMemoryWorkspace(**options)
         server = request.getfixturevalue("s3")

@@ -9,7 +9,8 @@ Modes:
 - `take`: tries once to take the session's lease; prints `{"outcome": "ok"}` or
   `{"outcome": "busy", "message": ...}`.
 
-`START_AT` (a time.time() value) makes racers start together. For a bucket, the S3
+`START_AT` (a time.time() value, or `barrier=DIR/N`: see `start`) makes racers start
+together. For a bucket, the S3
 endpoint and keys come from the environment (`CTXOFFLOAD_TEST_S3`, a JSON object of
 `ObjectStoreWorkspace` keyword arguments). `CTXOFFLOAD_TEST_CLOCK_SKEW` (seconds) puts this
 process's `time.time` that far ahead (or behind, when negative): a machine whose clock is
@@ -30,7 +31,7 @@ def workspace(where: str) -> object:
         from ctxoffload import ObjectStoreWorkspace
 
         return ObjectStoreWorkspace(where, **json.loads(os.environ["CTXOFFLOAD_TEST_S3"]))
-    if where.startswith("sqlite://"):
+    if where.startswith(("sqlite://", "postgresql://")):
         from ctxoffload import SqlWorkspace
 
         return SqlWorkspace(where)
@@ -99,12 +100,28 @@ def skew_clock() -> None:
         time.time = lambda: real() + skew
 
 
+def start(when: str) -> None:
+    """Wait for the start: a time.time() value, or `barrier=DIR/N`: the package imported
+    first, then a file of this process in DIR, then wait until N racers have one there (so
+    a racer slow to start on a loaded machine still races: no fixed head start to miss)."""
+    if not when.startswith("barrier="):
+        time.sleep(max(0.0, float(when) - time.time()))
+        return
+    import ctxoffload.agent  # noqa: F401  (the slow part, before the start line)
+
+    folder, count = when.removeprefix("barrier=").rsplit("/", 1)
+    with open(os.path.join(folder, f"{os.getpid()}.ready"), "w"):
+        pass
+    while len([n for n in os.listdir(folder) if n.endswith(".ready")]) < int(count):
+        time.sleep(0.005)
+
+
 def main() -> None:
     skew_clock()
     mode, where, session = sys.argv[1:4]
     extra = sys.argv[4] if len(sys.argv) > 4 else "raise"
     if len(sys.argv) > 5:
-        time.sleep(max(0.0, float(sys.argv[5]) - time.time()))
+        start(sys.argv[5])
     if mode == "agent":
         asyncio.run(agent(where, session, extra))
     elif mode == "take":

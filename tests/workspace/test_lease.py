@@ -27,7 +27,13 @@ from ctxoffload import (
     ScriptedModel,
     SessionBusyError,
 )
-from helpers import forced_tags, lease_worker_result, start_lease_worker, wait_held
+from helpers import (
+    forced_tags,
+    lease_worker_result,
+    racing_start,
+    start_lease_worker,
+    wait_held,
+)
 from s3_server import S3Server
 
 
@@ -130,7 +136,7 @@ def test_two_processes_racing_for_one_session(tmp_path: Path, if_busy: str) -> N
     writes it; the other gets SessionBusyError naming it, or (if_busy="fork") writes a fork
     of it. No line is written twice anywhere."""
     ws = tmp_path / "ws"
-    at = str(time.time() + 4.0)  # both started (imports done) before either begins
+    at = racing_start(tmp_path, 2)
     racers = [start_lease_worker("agent", str(ws), "race", if_busy, at) for _ in range(2)]
     outcomes = [lease_worker_result(p) for p in racers]
     winners = [o for o in outcomes if o["outcome"] == "ok" and o["session"] == "race"]
@@ -284,10 +290,10 @@ async def test_a_killed_holder_in_a_bucket_is_taken_over_after_expiry(
     await again.release()
 
 
-def test_two_processes_racing_for_one_session_in_a_bucket(s3: S3Server) -> None:
+def test_two_processes_racing_for_one_session_in_a_bucket(s3: S3Server, tmp_path: Path) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     env = {"CTXOFFLOAD_TEST_S3": json.dumps(s3.workspace_kwargs())}
-    at = str(time.time() + 2.5)
+    at = racing_start(tmp_path, 2)
     racers = [start_lease_worker("agent", url, "race", "raise", at, env=env) for _ in range(2)]
     outcomes = [lease_worker_result(p) for p in racers]
     assert sorted(o["outcome"] for o in outcomes) == ["busy", "ok"], outcomes

@@ -1,6 +1,8 @@
-"""The SQL workspace on SQLite: real processes appending to one file, a writer killed with
-SIGKILL mid-batch, leases between processes on the database's clock, the schema migrated
-forward, and references, URLs and rows put there by hand that try to reach outside.
+"""The SQL workspace on SQLite, and where it says so on PostgreSQL too (`db_url`: a schema
+of its own on a real server): real processes appending to one session, a writer killed
+with SIGKILL mid-batch, leases between processes on the database's clock, the schema
+migrated forward, and references, URLs and rows put there by hand that try to reach
+outside. (What only PostgreSQL has: tests/workspace/test_postgres.py.)
 
 (The behaviour every backend shares runs on it through the workspace fixtures: see
 tests/conftest.py and tests/workspace/conftest.py.)"""
@@ -34,12 +36,26 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
-from helpers import lease_worker_result, start_lease_worker, wait_held
+from helpers import (
+    SQL_TABLES,
+    lease_worker_result,
+    racing_start,
+    start_lease_worker,
+    wait_held,
+)
 
 
 @pytest.fixture
 def url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'agents.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, url: str) -> str:
+    """A SQLite file, then a schema of its own on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return url
+    return str(request.getfixturevalue("postgres").new_schema())
 
 
 # A process that appends BATCHES batches of SIZE messages to session "shared", each message
@@ -90,13 +106,13 @@ def batches_of(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
 # -- many writers -----------------------------------------------------------------------------
 
 
-def test_two_processes_appending_to_one_session_lose_no_line(url: str) -> None:
-    writers = [start_appender(url, tag, 60, 3) for tag in ("a", "b")]
+def test_two_processes_appending_to_one_session_lose_no_line(db_url: str) -> None:
+    writers = [start_appender(db_url, tag, 60, 3) for tag in ("a", "b")]
     for writer in writers:
         out, err = writer.communicate(timeout=300)
         assert writer.returncode == 0, err
         assert out.splitlines()[-1] == "done"
-    ws = SqlWorkspace(url)
+    ws = SqlWorkspace(db_url)
     rows = asyncio.run(ws.read_context("shared"))
     assert len(rows) == 2 * 60 * 3
     found = batches_of(rows)
@@ -109,8 +125,8 @@ def test_two_processes_appending_to_one_session_lose_no_line(url: str) -> None:
     assert spans == [(n, n + 2) for n in range(1, 361, 3)]
 
 
-async def test_tasks_appending_at_once_get_consecutive_spans(url: str) -> None:
-    ws = SqlWorkspace(url)
+async def test_tasks_appending_at_once_get_consecutive_spans(db_url: str) -> None:
+    ws = SqlWorkspace(db_url)
     refs = await asyncio.gather(
         *(
             ws.offload_context("s", [Msg(role="user", content=f"{t} {i}") for i in range(4)])
@@ -124,16 +140,16 @@ async def test_tasks_appending_at_once_get_consecutive_spans(url: str) -> None:
         assert len({json.loads(line)["content"].split()[0] for line in got.splitlines()}) == 1
 
 
-def test_a_writer_killed_mid_batch_leaves_no_part_of_it(url: str) -> None:
+def test_a_writer_killed_mid_batch_leaves_no_part_of_it(db_url: str) -> None:
     # Batches of 400 messages of 2 KB: each a transaction of ~800 KB, long enough for the kill
     # to land inside one; whatever it cuts is absent, not half there.
-    writer = start_appender(url, "k", 1000, 400, 2000)
+    writer = start_appender(db_url, "k", 1000, 400, 2000)
     assert writer.stdout is not None
     assert writer.stdout.readline() == "started\n"
     time.sleep(0.3)
     writer.send_signal(signal.SIGKILL)
     writer.communicate()
-    ws = SqlWorkspace(url)
+    ws = SqlWorkspace(db_url)
     rows = asyncio.run(ws.read_context("shared"))
     found = batches_of(rows)
     assert found and all(len(lines) == 400 for lines in found.values())
@@ -159,23 +175,24 @@ async def test_a_write_waits_for_the_lock_then_fails_clearly_and_writes_nothing(
     assert [r["content"] for r in await ws.read_context("s")] == ["before"]
 
 
-async def test_a_repeated_message_is_not_written_again_by_another_object(url: str) -> None:
+async def test_a_repeated_message_is_not_written_again_by_another_object(db_url: str) -> None:
     # The message keys are rows: a second workspace object (another replica) finds them.
     msgs = [Msg(role="user", content="a", id="m1"), Msg(role="user", content="b", id="m2")]
-    await SqlWorkspace(url).offload_context("s", msgs)
-    again = await SqlWorkspace(url).offload_context(
+    await SqlWorkspace(db_url).offload_context("s", msgs)
+    again = await SqlWorkspace(db_url).offload_context(
         "s", [*msgs, Msg(role="user", content="c", id="m3")]
     )
     assert (again.first_line, again.last_line) == (1, 3)
-    assert [r["id"] for r in await SqlWorkspace(url).read_context("s")] == ["m1", "m2", "m3"]
+    assert [r["id"] for r in await SqlWorkspace(db_url).read_context("s")] == ["m1", "m2", "m3"]
 
 
 # -- leases -----------------------------------------------------------------------------------
 
 
 def test_a_process_holding_the_lease_keeps_others_out_until_it_is_killed(
-    url: str, caplog: pytest.LogCaptureFixture
+    db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    url = db_url
     holder = start_lease_worker("hold", url, "s")
     try:
         held = wait_held(holder)
@@ -201,13 +218,13 @@ async def _take_and_release(url: str) -> dict[str, Any]:
     return lease.holder
 
 
-def test_two_agents_racing_for_one_session_one_writes(url: str) -> None:
-    at = str(time.time() + 4.0)  # both started (imports done) before either begins
-    racers = [start_lease_worker("agent", url, "race", "raise", at) for _ in range(2)]
+def test_two_agents_racing_for_one_session_one_writes(db_url: str, tmp_path: Path) -> None:
+    at = racing_start(tmp_path, 2)
+    racers = [start_lease_worker("agent", db_url, "race", "raise", at) for _ in range(2)]
     outcomes = [lease_worker_result(p) for p in racers]
     assert sorted(o["outcome"] for o in outcomes) == ["busy", "ok"], outcomes
     winner = next(o for o in outcomes if o["outcome"] == "ok")
-    events = asyncio.run(SqlWorkspace(url).read_events("race"))
+    events = asyncio.run(SqlWorkspace(db_url).read_events("race"))
     assert {e["writer"]["pid"] for e in events} == {winner["pid"]}
 
 
@@ -274,15 +291,7 @@ async def test_the_tables_are_created_versioned_and_a_newer_schema_is_refused(
         version = db.execute("SELECT version FROM schema_version").fetchall()
         mode = db.execute("PRAGMA journal_mode").fetchone()[0]
     db.close()
-    assert tables == {
-        "schema_version",
-        "sessions",
-        "files",
-        "lines",
-        "message_keys",
-        "data",
-        "leases",
-    }
+    assert tables == SQL_TABLES
     assert version == [(1,)] and mode == "wal"
     await SqlWorkspace(url).initialize()  # opened again: nothing changes
     with sqlite3.connect(path, isolation_level=None) as db:
@@ -319,7 +328,7 @@ async def test_a_database_of_an_older_version_is_migrated_forward(url: str, tmp_
         "sqlite://host/x.db",
         "sqlite:///x.db?mode=ro",
         "sqlite:///folder/",
-        "postgres:///x",
+        "mysql://user:pw@host/x",
         "x.db",
     ],
 )
@@ -354,10 +363,10 @@ async def test_a_reference_outside_the_workspace_is_refused(url: str, tmp_path: 
     assert await ws.read_reference("sessions/s/tool_result-c.txt") == b"secret"
 
 
-async def test_isolated_sessions_refuse_each_others_rows(url: str) -> None:
+async def test_isolated_sessions_refuse_each_others_rows(db_url: str) -> None:
     from ctxoffload.workspace import writing_as
 
-    ws = SqlWorkspace(url, isolate_sessions=True)
+    ws = SqlWorkspace(db_url, isolate_sessions=True)
     theirs = await ws.offload_tool_result("b", ToolResultBlock(id="c", output="b's"))
     with writing_as("reader", session="a"), pytest.raises(InvalidReference):
         await ws.read_reference(theirs)

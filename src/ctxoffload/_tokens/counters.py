@@ -302,7 +302,7 @@ def get_token_counter(
     - An OpenAI model (gpt-4o, gpt-4.1, gpt-5, o1, o3, o4, gpt-4, gpt-3.5, ...): its own
       encoding (`encoding_for_model`), counted exactly (`is_exact` True).
     - A Claude model (`claude-...`, `anthropic/claude-...`, Bedrock's `anthropic.claude-...`):
-      no offline tokenizer exists, so o200k_base's count times `CLAUDE_RATIO` (2.0, measured
+      no offline tokenizer exists, so o200k_base's count times `CLAUDE_RATIO` (1.25, measured
       against the provider's reported usage, margin included), rounded up: a bound at or
       above the provider's count (`CalibratedCounter`, `is_exact` False).
     - Any other model: o200k_base's count, unscaled (`is_exact` False: not the model's own

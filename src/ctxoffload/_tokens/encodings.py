@@ -20,7 +20,7 @@ from ..exceptions import TokenizerUnavailable
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["TIKTOKEN_DIR_ENV", "encoding_for_model", "load_encoding"]
+__all__ = ["TIKTOKEN_DIR_ENV", "encoding_for_model", "load_encoding", "without_provider"]
 
 # The logger of the public module: where users already look for (and tune) these warnings.
 logger = logging.getLogger("ctxoffload.tokens")
@@ -35,6 +35,19 @@ _O200K_MODELS = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss
 _CL100K_MODELS = re.compile(
     r"^(gpt-4|gpt-3\.5|gpt-35|text-embedding-3|text-embedding-ada-002|davinci-002|babbage-002)\b"
 )
+# pydantic-ai's `provider:model` (`anthropic:claude-sonnet-4-5`, `google-gla:gemini-2.5-pro`):
+# a plain word and a colon before a name that starts with a letter (`llama3:8b` and
+# `gpt-oss:20b` end in a tag, which starts with a digit).
+_PROVIDER_COLON = re.compile(r"^[a-z][a-z0-9_-]*:(?=[a-z])")
+
+
+def without_provider(name: str) -> str | None:
+    """`name` (lower-case) without a leading `provider:` (pydantic-ai's `anthropic:claude-...`,
+    `openai:gpt-4o`), or None when it has none. The name is read whole first by
+    `family_of` and `encoding_for_model`, so a `name:tag` that reads as a model keeps
+    its meaning."""
+    match = _PROVIDER_COLON.match(name)
+    return name[match.end() :] if match else None
 
 
 def encoding_for_model(model_name: str | None) -> str:
@@ -42,7 +55,8 @@ def encoding_for_model(model_name: str | None) -> str:
 
     gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1, o3, o4 and gpt-oss use `o200k_base`; gpt-4,
     gpt-3.5-turbo and the text-embedding-3 / ada-002 models use `cl100k_base`. A provider
-    prefix (`openai/gpt-4o`) or a fine-tune prefix (`ft:gpt-4o:...`) is ignored.
+    prefix (`openai/gpt-4o`, pydantic-ai's `openai:gpt-4o`) or a fine-tune prefix
+    (`ft:gpt-4o:...`) is ignored.
 
     Any other model (Claude, Gemini, Llama, ...) gets `o200k_base`: their tokenizers are not
     public in tiktoken's format, and o200k_base, the newest large-vocabulary BPE, is the
@@ -57,12 +71,15 @@ def encoding_for_model(model_name: str | None) -> str:
     """
     if not model_name:
         return "o200k_base"
-    name = model_name.strip().lower().rsplit("/", 1)[-1]
-    name = name.removeprefix("ft:")
-    if _O200K_MODELS.match(name):
-        return "o200k_base"
-    if _CL100K_MODELS.match(name):
-        return "cl100k_base"
+    name = model_name.strip().lower()
+    for candidate in (name, without_provider(name)):
+        if candidate is None:
+            continue
+        candidate = candidate.rsplit("/", 1)[-1].removeprefix("ft:")
+        if _O200K_MODELS.match(candidate):
+            return "o200k_base"
+        if _CL100K_MODELS.match(candidate):
+            return "cl100k_base"
     return "o200k_base"
 
 

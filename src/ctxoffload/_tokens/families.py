@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .costs import REPLY_PRIMING_TOKENS, TokenCounter
+from .encodings import without_provider
 
 if TYPE_CHECKING:
     from ..messages import Msg
@@ -50,16 +51,20 @@ def family_of(model_name: str | None) -> str:
 
     Args:
         model_name: the provider's model name, with or without a provider prefix
-            (`openai/gpt-4o`, `anthropic/claude-sonnet-4-5`, Bedrock's
+            (`openai/gpt-4o`, `anthropic/claude-sonnet-4-5`, pydantic-ai's
+            `anthropic:claude-sonnet-4-5`, Bedrock's
             `anthropic.claude-3-5-sonnet-20240620-v1:0`).
     """
     if not model_name:
         return "other"
     name = model_name.strip().lower()
-    if _CLAUDE.match(name):
-        return "claude"
-    if _OPENAI.match(name.rsplit("/", 1)[-1]):
-        return "openai"
+    for candidate in (name, without_provider(name)):
+        if candidate is None:
+            continue
+        if _CLAUDE.match(candidate):
+            return "claude"
+        if _OPENAI.match(candidate.rsplit("/", 1)[-1]):
+            return "openai"
     return "other"
 
 

@@ -42,7 +42,7 @@ def add_workdir(parser: argparse.ArgumentParser, *, bucket: bool = True) -> None
     whether the command reads a bucket URL too."""
     where = (
         "a folder, a bucket URL such as s3://bucket/prefix, or a database URL such as "
-        "sqlite:///agents.db"
+        "sqlite:///agents.db or postgresql://user@host/db"
         if bucket
         else "a folder"
     )

@@ -1,5 +1,6 @@
 """The commands on a workspace in object storage (`--workdir s3://bucket/prefix`) or in a
-database (`--workdir sqlite:///path/to/agents.db`: `SqlWorkspace`, the same way).
+database (`--workdir sqlite:///path/to/agents.db` or `postgresql://user@host/db`:
+`SqlWorkspace`, the same way).
 
 A bucket cannot be scanned like a folder, so the commands that read (ls, show, cat, grep,
 stats, verify) first copy what they need into a private temporary folder in the on-disk
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-__all__ = ["BucketCopies", "BucketCopy", "open_database", "open_store"]
+__all__ = ["BucketCopies", "BucketCopy", "is_database_url", "open_database", "open_store"]
 
 
 class BucketCopy:
@@ -34,14 +35,20 @@ class BucketCopy:
         self.problems = problems
 
 
+def is_database_url(url: str) -> bool:
+    """Whether a --workdir names a database (`sqlite:///...`, `postgresql://...`) rather
+    than a bucket."""
+    return url.lower().startswith(("sqlite:", "postgresql:", "postgres:"))
+
+
 def open_store(url: str) -> Any:
-    """`ObjectStoreWorkspace(url)`, or `SqlWorkspace(url)` for a `sqlite:///` URL, with one
-    clear line for what goes wrong."""
+    """`ObjectStoreWorkspace(url)`, or `SqlWorkspace(url)` for a `sqlite:///` or
+    `postgresql://` URL, with one clear line for what goes wrong."""
     import os
 
     from ..exceptions import CliError, ConfigError
 
-    if url.lower().startswith("sqlite:"):
+    if is_database_url(url):
         return open_database(url)
 
     text = os.environ.get("CTXOFFLOAD_DEADLINE", "30")
@@ -66,23 +73,33 @@ def open_store(url: str) -> Any:
 
 
 def open_database(url: str) -> Any:
-    """`SqlWorkspace(url)` on a database file that exists: a command that reads never creates
-    one (a mistyped path would otherwise read as an empty workspace).
+    """`SqlWorkspace(url)` on a database that holds a workspace: a command that reads never
+    creates one (a mistyped path or database name would otherwise read as an empty
+    workspace).
 
     Raises:
-        CliError: the URL names no SQLite file, or there is no file there.
+        CliError: the URL names no SQLite file or PostgreSQL database, there is no file
+            there, the server cannot be reached, or the database holds no workspace.
     """
     import contextlib
     import os
     import urllib.parse
 
-    from ..exceptions import CliError, ConfigError
+    from ..exceptions import CliError, ConfigError, OffloadError
     from ..workspace import SqlWorkspace
 
     try:
-        store = SqlWorkspace(url)
-    except ConfigError as exc:
+        store = SqlWorkspace(url, create=False)
+    except (ConfigError, ImportError) as exc:
         raise CliError(str(exc)) from None
+    if store.path is None:  # PostgreSQL: connect and check the tables, creating nothing
+        import asyncio
+
+        try:
+            asyncio.run(store.initialize())
+        except (ConfigError, OffloadError) as exc:
+            raise CliError(f"--workdir {store.url!r}: {exc}") from None
+        return store
     if not os.path.isfile(store.path):
         raise CliError(f"--workdir {url!r}: no database at {store.path}")
     import sqlite3

@@ -6,7 +6,9 @@ session's lease: when nobody holds the session, it compacts the saved state (sta
 the session's recorded configuration and an extractive summary (no model is called), and
 answers the request as an agent would. When an agent holds the session, that agent serves the
 request at its next step; with `--wait` the command follows the record for the answer (and
-serves the request itself if the session is let go of meanwhile).
+serves the request itself if the session is let go of meanwhile). A session a host projects
+(its record holds `projected` model calls and no saved state) is left to that host: its
+`Projector` serves the request at the next model call.
 
 Exit status: 0 compacted (or, without `--wait`, asked of the session's holder); 1 answered
 without compacting (the reason is printed); 2 bad input (an id that is not a plain name, no
@@ -104,6 +106,7 @@ async def _compact(workspace: Any, session: str, args: argparse.Namespace) -> di
     if session not in await workspace.list_sessions():  # a bucket: open_backend cannot tell
         raise CliError(f"the workspace has no session {session!r}: `ctxoffload ls` lists them")
     settings = await _settings(workspace, session, args)
+    projected = settings is None
     try:
         request = await request_compaction(workspace, session, args.instructions)
     except ConfigError as exc:
@@ -112,31 +115,48 @@ async def _compact(workspace: Any, session: str, args: argparse.Namespace) -> di
     deadline = time.monotonic() + args.wait
     holder: dict[str, Any] | None = None
     while True:
-        try:
-            await _serve_here(workspace, session, settings)
-        except SessionBusyError as busy:
-            holder = busy.holder
+        if settings is not None:
+            try:
+                await _serve_here(workspace, session, settings)
+            except SessionBusyError as busy:
+                holder = busy.holder
         await follower.look()
         answer = follower.answers.get(request)
         if answer is not None:
             return _answered(session, request, answer.to_json())
         if time.monotonic() >= deadline:
-            return _pending(session, request, holder, args.wait)
+            return _pending(session, request, holder, args.wait, projected=projected)
         await asyncio.sleep(_POLL_SECONDS)
 
 
-async def _settings(workspace: Any, session: str, args: argparse.Namespace) -> dict[str, Any]:
+async def _settings(
+    workspace: Any, session: str, args: argparse.Namespace
+) -> dict[str, Any] | None:
     """What an agent serving the request here is built with: the session's recorded
     configuration (its latest session_start), its window and model, the saved state's
-    agent, system prompt and steps; `--window` and `--model` over them."""
+    agent, system prompt and steps; `--window` and `--model` over them. None for a session
+    a host projects (LangChain, pydantic-ai, the Agents SDK...): it keeps no state here to
+    compact; the host's projection serves the request at its next model call."""
     from .._disk.events import EventKind
-    from ..compression import ContextConfig
 
     started: dict[str, Any] = {}
+    projected = False
     for event in await workspace.read_events(session):
         if event.get("kind") == EventKind.SESSION_START:
             started = event
+        elif event.get("kind") == EventKind.MODEL_CALL and event.get("outcome") == "projected":
+            projected = True
     state = await workspace.read_state(session) or {}
+    if projected and not state.get("messages"):
+        return None
+    return _agent_settings(started, state, session, args)
+
+
+def _agent_settings(
+    started: dict[str, Any], state: dict[str, Any], session: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    from ..compression import ContextConfig
+
     recorded = started.get("config")
     try:
         config = ContextConfig.model_validate(recorded) if isinstance(recorded, dict) else None
@@ -205,11 +225,19 @@ def _answered(session: str, request: str, answer: dict[str, Any]) -> dict[str, A
 
 
 def _pending(
-    session: str, request: str, holder: dict[str, Any] | None, waited: float
+    session: str,
+    request: str,
+    holder: dict[str, Any] | None,
+    waited: float,
+    *,
+    projected: bool = False,
 ) -> dict[str, Any]:
     from .._disk.wording import describe_holder
 
     who = describe_holder(holder) if holder is not None else "its writer"
+    when = "at its next step"
+    if projected:
+        who, when = "the host that projects it", "at its next model call"
     after = f"no answer after {waited:g} s; " if waited > 0 else ""
     return {
         "session": session,
@@ -217,7 +245,7 @@ def _pending(
         "status": "pending",
         "holder": holder,
         "text": (
-            f"{session}: asked {who} to compact at its next step (request {request}); {after}"
+            f"{session}: asked {who} to compact {when} (request {request}); {after}"
             f"the answer will be a compact event in `ctxoffload show {session}`"
         ),
         "exit": EXIT_PENDING if waited > 0 else EXIT_OK,

@@ -90,17 +90,17 @@ def _open_target(url: str) -> Any:
     existing file must be a ctxoffload workspace) or a bucket."""
     import os
 
-    from ._bucket import open_database, open_store
+    from ._bucket import is_database_url, open_database, open_store
 
-    if url.lower().startswith("sqlite:"):
+    if is_database_url(url):
         from ..exceptions import ConfigError
         from ..workspace import SqlWorkspace
 
         try:
-            path = SqlWorkspace(url).path
+            workspace = SqlWorkspace(url)
         except ConfigError as exc:
             raise CliError(str(exc)) from None
-        if not os.path.exists(path):
-            return SqlWorkspace(url)
-        return open_database(url)
+        if workspace.path is not None and os.path.exists(workspace.path):
+            return open_database(url)
+        return workspace  # a new SQLite file, or a PostgreSQL database: the tables made
     return open_store(url)

@@ -369,8 +369,8 @@ class StoreFollower(Follower):
     database: a look costs the new lines, however long the log), new tool results found
     by the events that record them. What is found prints as on a folder.
 
-    Between looks the loop awaits `changed`, which sleeps `interval`: a store that can
-    say when a session changed (PostgreSQL's LISTEN/NOTIFY) overrides it.
+    Between looks the loop awaits `changed`: PostgreSQL's LISTEN/NOTIFY where the store is
+    one, else `interval` seconds of sleep.
     """
 
     store: Any = None
@@ -381,10 +381,17 @@ class StoreFollower(Follower):
         return "/".join((str(self.store.url), SESSIONS_DIR, *parts))
 
     async def changed(self) -> None:
-        """Return when the store may hold something new: after `interval` seconds here."""
+        """Return when the store may hold something new: at the next write PostgreSQL
+        notifies (a look every `NOTIFIED_LOOK` seconds all the same), else after `interval`
+        seconds."""
         import asyncio
 
-        await asyncio.sleep(self.interval)
+        from ..workspace import SqlWorkspace
+
+        if isinstance(self.store, SqlWorkspace) and self.store.notifies:
+            await self.store.wait_for_change(NOTIFIED_LOOK)
+        else:
+            await asyncio.sleep(self.interval)
 
     async def sessions_now(self) -> list[str]:
         """The sessions to look at now (one listing of the store)."""
@@ -477,7 +484,7 @@ class StoreFollower(Follower):
 
 
 def _watch_store(args: argparse.Namespace, where: Workdir) -> int:
-    """`watch` on a database: poll it until Ctrl-C."""
+    """`watch` on a database: follow it until Ctrl-C."""
     import asyncio
 
     from ._bucket import open_store
@@ -524,11 +531,17 @@ def _watch_store(args: argparse.Namespace, where: Workdir) -> int:
 # How often `watch` looks at a database.
 STORE_POLL_SECONDS = 0.5
 
+# How often `watch` looks at a PostgreSQL database that notifies each write: a look whatever
+# it says, in case a notification was missed (the listening connection lost and opened again).
+NOTIFIED_LOOK = 5.0
+
 
 def run(args: argparse.Namespace) -> int:
     """Follow the workspace until Ctrl-C."""
     where = Workdir.of(args)
-    if where.text.lower().startswith("sqlite:"):
+    from ._bucket import is_database_url
+
+    if is_database_url(where.text):
         return _watch_store(args, where)
     # A bucket is refused with one line: `read_lines` of a log another process wrote reads
     # the whole log there, so a poll would cost the log, not what is new.

@@ -38,7 +38,7 @@ from .._tokens.tracker import kept_entries, outgrown
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text, tagged
 from ..tokens import TokenCounter
-from ._index_layout import IndexRows, group_of, group_pieces, render_rows
+from ._index_layout import LINE, IndexRows, goes_in_tree, group_of, group_pieces, render_rows
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",
@@ -78,7 +78,7 @@ _TRAILING = ".,;:!?'\""
 _KINDS = ("path", "url", "command", "id")
 _HEADER = (
     "Named in the messages that left and nowhere above, by the line of the context file that "
-    "holds them (read it back there):"
+    "holds them (read it back there), a blank apart, ` | ` before one holding a blank:"
 )
 
 
@@ -698,14 +698,14 @@ class ArtifactIndex:
         )
         # What is always said (how many are cut and where they are listed) is paid first;
         # then the entries, each whole on its line's row, most-mentioned and newest first,
-        # at what it adds to the index by estimate (`IndexRows`): the layout before groups,
-        # which every later step only adds to; then the tally of calls, when it fits.
+        # at what it adds to the index by estimate (`IndexRows`): the layout before groups;
+        # then the tally of calls, when it fits.
         spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
         header = counter.count_text(_HEADER) + 1
-        rows = IndexRows(counter.count_text, stored)
+        rows = IndexRows(counter.count_text)
         inside: list[FoundArtifact] = []  # each inside an entry's text (a command's path)
         rest: list[FoundArtifact] = []
-        held = ""  # the texts the index holds unbroken, a line each
+        held = ""  # the values the index holds, a line each
         for found in waiting:
             if found.value in held:
                 inside.append(found)
@@ -715,15 +715,21 @@ class ArtifactIndex:
                 rest.append(found)
                 continue
             index.entries.append(found)
-            held += "\n".join(rows.add(found)) + "\n"
+            rows.add(found)
+            held += found.value + "\n"
             spent += cost
         tally = index._tally()
         index.show_calls = bool(tally) and spent + counter.count_text(tally) + 1 <= budget
+        summarised = len(index.in_summary)
         if fill:
-            inside += index._fill(rest, rows, held, counter, events_file, grouped=grouped)
+            inside += index._fill(rest, rows, held, counter, events_file)
         else:
             index.cut += rest
         index._fit(rows, inside, counter, events_file)
+        if grouped and fill and index.cut:
+            # Folding may name more, never fewer as plain substrings than this fill does (a
+            # search of the context for a path or a command it names must still find it).
+            index._fold(waiting, len(waiting) - len(index.cut), summarised, counter, events_file)
         index.carried = index.in_summary + index.entries
         return index
 
@@ -748,30 +754,23 @@ class ArtifactIndex:
         held: str,
         counter: TokenCounter,
         events_file: str | None,
-        *,
-        grouped: bool,
     ) -> list[FoundArtifact]:
         """Fill the index to its budget counted exactly with the entries of `rest` (those
-        the estimate left out, most-mentioned first): each whole, or (`grouped`) folded into
-        its directory's or command's row where that adds no more tokens than the entry whole.
-        `held`: the texts the entries hold unbroken. Returns the entries of `rest` inside
-        one of those texts.
+        the estimate left out, most-mentioned first), each whole. `held`: the values the
+        entries hold. Returns the entries of `rest` inside one of those values.
 
         The estimate sums each piece's tokens, which on the corpus runs a tenth over the
         index counted whole. So `rest` is taken within an estimated budget searched by
-        halves, once whole only and once folding where it pays, and the fill that names the
-        most within the budget counted exactly is kept (the one folding fewer among equals).
+        halves, and the fill that names the most within the budget counted exactly is kept.
         """
         base = len(self.entries)
         start = rows.tokens
-        sizes = Counter(group_of(found, rows.stored)[:2] for found in rest)
 
-        def take(limit: int, fold: bool) -> tuple[int, list[FoundArtifact]]:
-            """Fill within `limit` estimated tokens: (its score, or -1 when over the budget;
-            the entries inside another)."""
+        def take(limit: int) -> tuple[int, list[FoundArtifact]]:
+            """Fill within `limit` estimated tokens: (how many it names, or -1 when over the
+            budget; the entries inside another)."""
             while len(self.entries) > base:
                 self._give_back(rows)  # (counted as they were added)
-            rows.count_rules = not fold
             self.cut = []
             inside: list[FoundArtifact] = []
             text = held
@@ -779,41 +778,32 @@ class ArtifactIndex:
                 if found.value in text:
                     inside.append(found)
                     continue
-                # A group's row costs more than its second member whole (its head), and
-                # less from the third on: the leftover of a group of three or more is folded.
-                folds = fold and sizes[group_of(found, rows.stored)[:2]] >= 3
-                cost = rows.cost(found, folded=folds)
-                if rows.tokens - start + cost > limit:
+                if rows.tokens - start + rows.cost(found) > limit:
                     self.cut.append(found)
                     continue
                 self.entries.append(found)
-                if folds:
-                    self.folded.add((found.kind, found.value))
-                text += "\n".join(rows.add(found, folded=folds)) + "\n"
+                rows.add(found)
+                text += found.value + "\n"
             if self._exact(counter, events_file) > self.budget:
                 return -1, inside
-            # Each entry named counts once, and once more when a plain search of the context
-            # for it finds it (not in a group's row): folding must name more than it hides.
-            named = len(self.entries) - base + len(inside)
-            return 2 * named - rows.in_group_rows, inside
+            return len(self.entries) - base + len(inside), inside
 
         room = self.budget - self._exact(counter, events_file)
-        best: tuple[int, bool, int] = (0, False, -1)  # score, whole only, limit
-        for fold in (False, True) if grouped and room > 0 else (False,):
-            low, high = 0, 2 * room + 8
-            while low <= high:
-                limit = (low + high) // 2
-                score = take(limit, fold)[0]
-                if score < 0:
-                    high = limit - 1
-                else:
-                    low = limit + 1
-                    best = max(best, (score, not fold, limit))
-        inside = take(best[2], not best[1])[1]
+        best = (0, -1)  # named, limit
+        low, high = 0, 2 * room + 8
+        while room > 0 and low <= high:
+            limit = (low + high) // 2
+            named = take(limit)[0]
+            if named < 0:
+                high = limit - 1
+            else:
+                low = limit + 1
+                best = max(best, (named, limit))
+        inside = take(best[1])[1]
         # What the search by halves left: a cut entry that fits whole, counted exactly (the
         # estimate is over by a token or two an entry, so few are worth trying).
         room = self.budget - self._exact(counter, events_file)
-        held = self._held(rows.stored)
+        held = self._held(None)
         for found in list(self.cut):
             if found.value in held:
                 self.cut.remove(found)
@@ -832,10 +822,8 @@ class ArtifactIndex:
 
     def _give_back(self, rows: IndexRows) -> None:
         """Put the entry taken last back in the cut."""
-        found = self.entries.pop()
-        rows.remove_last(found)
-        self.folded.discard((found.kind, found.value))
-        self.cut.append(found)
+        self.cut.append(self.entries.pop())
+        rows.remove_last()
 
     def _fit(
         self,
@@ -850,9 +838,100 @@ class ArtifactIndex:
         holds it, cut otherwise."""
         while self.entries and self._exact(counter, events_file) > self.budget:
             self._give_back(rows)
-        held = self._held(rows.stored)
+        held = self._held(None)
         for found in inside:
             (self.in_summary if found.value in held else self.cut).append(found)
+
+    def _fold(
+        self,
+        waiting: Sequence[FoundArtifact],
+        floor: int,
+        summarised: int,
+        counter: TokenCounter,
+        events_file: str | None,
+    ) -> None:
+        """Name more of `waiting` (every artifact the index weighed) by folding paths into
+        the tree of their directories and commands into the row of their program and file
+        (`_index_layout`), where the budget counted exactly then holds more of them; at
+        least `floor` stay plain substrings of the index (as many as the fill of whole
+        entries names). `summarised`: how many of `in_summary` the summary's text names.
+
+        The entries are taken most-mentioned and newest first (the shortest first among
+        equals: a listing's entries are all equal); those whose folding saves the least stay
+        whole, as many as `floor` needs. How many are taken is searched by halves.
+        """
+        stored = _stored_in(events_file)
+        order = sorted(
+            waiting,
+            key=lambda f: (
+                not (stored and f.value.startswith(stored)),
+                -f.mentions,
+                -f.recency,
+                len(f.value),
+            ),
+        )
+        named_now = len(waiting) - len(self.cut)
+        best: _Folding | None = None
+        low, high = named_now + 1, len(order)
+        while low <= high:
+            taken = (low + high) // 2
+            folding = self._folding(order, taken, floor, stored, counter, events_file)
+            if folding is None:
+                high = taken - 1
+            else:
+                low = taken + 1
+                if folding.named > (best.named if best else named_now):
+                    best = folding
+        if best is None:
+            return
+        self.entries, self.folded = best.entries, best.folded
+        # The rest is named when the index holds it (inside an entry's text, or a row's
+        # head), cut otherwise.
+        written = {(f.kind, f.value) for f in best.entries}
+        rest = [f for f in order if (f.kind, f.value) not in written]
+        self.cut = [f for f in rest if f.value not in best.text]
+        self.in_summary = self.in_summary[:summarised] + [f for f in rest if f.value in best.text]
+
+    def _folding(
+        self,
+        order: Sequence[FoundArtifact],
+        taken: int,
+        floor: int,
+        stored: str | None,
+        counter: TokenCounter,
+        events_file: str | None,
+    ) -> _Folding | None:
+        """The first `taken` entries of `order` folded where that saves the most, with at
+        least `floor` of `order` plain substrings of the index; None when that index does not
+        fit the budget counted exactly."""
+        chosen = order[:taken]
+        commands = Counter(group_of(f, stored)[:2] for f in chosen if f.kind == "command")
+        foldable = [f for f in chosen if _saving(f, stored, commands) > 0]
+        foldable.sort(key=lambda f: _saving(f, stored, commands))
+        whole = max(0, floor - (len(chosen) - len(foldable)))
+        folded = {(f.kind, f.value) for f in foldable[whole:]}
+        # An entry inside the text another one holds is named by it: the longest first.
+        held = ""
+        inside: set[tuple[str, str]] = set()
+        for found in sorted(chosen, key=lambda f: -len(f.value)):
+            if found.value in held:
+                inside.add((found.kind, found.value))
+            else:
+                pieces = group_pieces(found, (found.kind, found.value) in folded, stored)
+                held += "\n".join(pieces) + "\n"
+        entries = [f for f in chosen if (f.kind, f.value) not in inside]
+        saved = self.folded
+        self.folded = folded
+        try:
+            text = self.render_with(entries, len(order) - taken, events_file, calls=self.show_calls)
+        finally:
+            self.folded = saved
+        if counter.count_text(text) > self.budget:
+            return None
+        if sum(f.value in text for f in order) < floor:
+            return None
+        beyond = sum(f.value in text for f in order[taken:])
+        return _Folding(entries, folded, text, taken + beyond)
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
@@ -933,3 +1012,25 @@ def events_file(reference: str | None) -> str | None:
     if reference is None or not reference.endswith(CONTEXT_FILE):
         return None
     return reference[: -len(CONTEXT_FILE)] + EVENTS_FILE
+
+
+@dataclass(slots=True)
+class _Folding:
+    """An index with entries folded: its entries, those folded, its text, how many it names."""
+
+    entries: list[FoundArtifact]
+    folded: set[tuple[str, str]]
+    text: str
+    named: int
+
+
+def _saving(found: FoundArtifact, stored: str | None, commands: Counter[tuple[str, str]]) -> int:
+    """The characters folding `found` saves at most: a path's directories (written once for
+    the tree's row), a command's program and file (once for its group's row, when another
+    command of the same program and file is folded with it); 0 when it cannot fold."""
+    if goes_in_tree(found, stored):
+        return len(found.value.rpartition("/")[0])
+    form, head, _ = group_of(found, stored)
+    if form != LINE and commands[(form, head)] >= 2:
+        return len(head)
+    return 0

@@ -212,9 +212,11 @@ class Compaction:
 
         `force` makes it due whatever it costs (a reactive run, a manager's own rules).
         When the split keeps what fits the reserve, a config whose previews cannot fit it is
-        said once here too, before any tool result has been cut.
+        said once here too, before any tool result has been cut; not in a forced run,
+        whose window is one assumed for it (a compaction asked for, a reactive retry), not
+        the model's: the user's values may fit the model's window perfectly well.
         """
-        if strategy.fits_reserve:
+        if strategy.fits_reserve and not force:
             self.truncator.preview_tokens(settings, window)
         return force or counted > settings.config.trigger_ratio * window
 

@@ -140,6 +140,17 @@ class Compressor:
         """The incremental counter of the context's messages (`count`)."""
         return self._services.tracker
 
+    def count_with(self, counter: TokenCounter) -> None:
+        """Count with `counter` from now on: for a host whose model is known only at its first
+        call. The tracker starts anew (its cached counts and any reported usage were the old
+        counter's), so every message is counted once more at the next count: call it before
+        the first count, as `Projector.use_model` does.
+
+        Args:
+            counter: the counter for the model in use (`get_token_counter`).
+        """
+        self._services.count_with(counter)
+
     @property
     def on_event(self) -> EventCallback | None:
         """Called with each event as it is written."""

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._disk.events import EventKind, ModelCall, Projection
+from .._disk.compact_requests import CompactRequests
+from .._disk.events import CompactRequest, EventKind, ModelCall, Projection
 from .._disk.ids import validate_session_id
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, MessageLog
@@ -32,12 +34,20 @@ from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
 from ._notes import is_summary_message
-from ._provider_compaction import absorb, leading_system, newest_compaction, note_position
+from ._provider_compaction import (
+    absorb,
+    is_provider_note,
+    leading_system,
+    newest_compaction,
+    note_position,
+)
+from ._run import asked_config, compact_event
 
 if TYPE_CHECKING:
     from ..model import ChatModel
     from ..tokens import TokenCounter
     from ..workspace import Workspace
+    from ._compaction import CompressionResult
     from ._config import ContextConfig
 
 __all__ = ["Projector"]
@@ -106,6 +116,10 @@ class Projector:
             counter=counter or get_token_counter(None),
             context_window=context_window,
         )
+        # Whether the counter is settled: given, or picked for the host's model, or used by a
+        # projection (a counter changed later would count the whole history again).
+        self._counter_settled = counter is not None
+        self._settling = threading.Lock()  # `use_model` may run on the host's thread
         self._workspace = workspace
         self._session_id = validate_session_id(session_id)
         # Per message key: the input it was read from and what is sent for it.
@@ -123,6 +137,9 @@ class Projector:
         self._last_keys: list[str] | None = None
         self._last_sent: list[Msg] = []
         self._loaded = False
+        # The compactions asked for from outside (`ctxoffload compact`), served at the next
+        # projection; each look reads only what events.jsonl gained.
+        self._requests = CompactRequests(workspace, session_id)
         self._lock = asyncio.Lock()
         self._loop: LoopThread | None = None
 
@@ -130,6 +147,32 @@ class Projector:
     def session_id(self) -> str:
         """The session projected."""
         return self._session_id
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The counter this projector counts with."""
+        return self._compressor.counter
+
+    def use_model(self, model_name: str | None) -> TokenCounter:
+        """Count with the counter for `model_name` (`get_token_counter`): for a host whose
+        model is known only at its first call. Only the first call that names a model, before
+        any projection, picks it; a counter given to the projector always stays, and so does
+        the one a projection has counted with (its counts are cached message by message; a
+        new counter would count the whole history again).
+
+        Args:
+            model_name: the host's model (`claude-sonnet-4-5`, `anthropic:claude-...`,
+                `openai/gpt-4o`, Bedrock's `us.anthropic.claude-...`); None or empty
+                changes nothing.
+
+        Returns:
+            The counter in use after the call.
+        """
+        with self._settling:
+            if model_name and not self._counter_settled:
+                self._counter_settled = True
+                self._compressor.count_with(get_token_counter(model_name))
+            return self._compressor.counter
 
     async def project(
         self,
@@ -146,7 +189,10 @@ class Projector:
                 calls by its `id` where it has one, else by a hash of its content.
             tools: the tool schemas sent with the call (they count against the window).
             force: summarise now, even below the trigger: the provider said the projection
-                is over its window (`is_context_overflow`); later calls re-apply it.
+                is over its window (`is_context_overflow`); later calls re-apply it. A
+                compaction asked for from outside (`ctxoffload compact`,
+                `request_compaction`) is served the same way at the next call, as if the
+                context filled the window, and answered with a `compact` event.
 
         Returns:
             `Msg` objects: the ones given (converted from dicts once) where nothing changed,
@@ -164,6 +210,8 @@ class Projector:
             )
         async with self._lock:
             started = time.perf_counter()
+            with self._settling:
+                self._counter_settled = True
             await self._load()
             keys = [self._key_of(item) for item in history]
             system = leading_system(history)
@@ -187,11 +235,19 @@ class Projector:
                 out += await self._beside_provider(history, keys, sent, system, holder, summarised)
             else:
                 out += [m for m in sent[system:] if m is not None]
+            asked = await self._requests.look()
+            instructions = CompactRequests.instructions_of(asked)
             result = await self._compressor.maybe_compress(
-                out, tools=tools, force=force, remember=False
+                out,
+                tools=tools,
+                force=force or bool(asked),
+                config=self._asked_config(out, tools, instructions) if asked else None,
+                remember=False,
             )
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
+            if asked:
+                await self._answer(result, instructions, asked)
             self._compressor.remember_sent(out, out)
             self._last_sent = out
             self._forget_dropped(history, keys)
@@ -218,14 +274,17 @@ class Projector:
 
         Args:
             input_tokens: the whole request's input tokens (with Anthropic, the cache reads
-                and writes included); 0 or less drops any earlier report.
+                and writes included); 0 or less (a reply that reports none) changes
+                nothing: an earlier report, and what was counted since, stays the count, as
+                for the `Agent`.
 
         Returns:
-            Whether the report was taken (not when nothing was projected yet, or when it is
-            below a quarter of the counter's own count: a partial figure).
+            Whether the report was taken (not when nothing was projected yet, when none was
+            reported, or when it is below a quarter of the counter's own count: a partial
+            figure, which also drops an earlier report).
         """
         async with self._lock:
-            if not self._last_sent:
+            if not self._last_sent or input_tokens <= 0:
                 return False
             return self._compressor.tracker.anchor(input_tokens, self._last_sent)
 
@@ -309,6 +368,27 @@ class Projector:
                 trigger_tokens=self._compressor.config.trigger_tokens(window),
             )
         )
+
+    def _asked_config(
+        self, out: list[Msg], tools: Sequence[dict[str, Any]], instructions: str | None
+    ) -> ContextConfig:
+        """The config of a compaction asked for from outside: as if the context filled the
+        window (as the Agent's `compact`), with the requests' instructions."""
+        compressor = self._compressor
+        tokens = compressor.count(out, tools)
+        return asked_config(
+            compressor.config,
+            window=max(1, min(compressor.window(), tokens)),
+            instructions=instructions,
+        )
+
+    async def _answer(
+        self, result: CompressionResult, instructions: str | None, asked: list[CompactRequest]
+    ) -> None:
+        """Answer the requests served with one `compact` event, whatever came of them."""
+        if not result.compressed:
+            result.reason = f"nothing to compact: {result.reason}"
+        await self._compressor.event(compact_event(result, instructions, asked))
 
     def _key_of(self, item: Msg | Mapping[str, Any]) -> str:
         """`_key(item)`, computed once per message object (a host re-sends the same objects)."""
@@ -412,12 +492,17 @@ class Projector:
         cover: _Cover | None,
     ) -> list[Msg]:
         """Keep what a compaction decided: which of the history's messages its summary
-        stands for, recorded in the session for a restarted process."""
+        stands for, recorded in the session for a restarted process.
+
+        The note after a provider's compaction item is no message of the history: the
+        messages kept are counted back to it, and it goes with the summary (which now stands
+        for the item too), so that what it names stays in the context."""
         kept = 0
         while (
             kept < len(now) - system
             and kept < len(given) - system
             and now[-1 - kept].id == given[-1 - kept].id
+            and not is_provider_note(now[-1 - kept])
         ):
             kept += 1
         count = len(keys) - system - kept

@@ -83,6 +83,54 @@ class Managers(Protocol):
         ...
 
 
+def asked_config(
+    config: ContextConfig, *, window: int | None = None, instructions: str | None = None
+) -> ContextConfig:
+    """`config` for one compaction asked for (or a reactive run): with `window` as the
+    context window (the context's own size makes a compaction "as if full": a summary keeps
+    `reserve_ratio` of what is there now) and `instructions` added to the summary request.
+    The one home of that wording, for the Agent's pipeline and the projection engine alike.
+    """
+    update: dict[str, Any] = {}
+    if window is not None:
+        update["context_window"] = window
+    if instructions:
+        update["compression_prompt"] = (
+            f"{config.compression_prompt}\n\nThe agent asked for this compaction, with these "
+            f"instructions on what to focus on and keep:\n{defuse(instructions)}"
+        )
+    return config.model_copy(update=update) if update else config
+
+
+def compact_event(
+    result: CompressionResult,
+    instructions: str | None,
+    requests: Sequence[events.CompactRequest] = (),
+) -> events.Compact:
+    """The `compact` event of a compaction asked for: what it changed, and the requests
+    from outside it answers (whatever came of it)."""
+    answered: dict[str, Any] = {}
+    if requests:
+        answered = {
+            "requests": [r.request for r in requests],
+            "requested_by": [r.by for r in requests],
+        }
+    if result.compressed:
+        answered.update(
+            messages=result.compressed_messages,
+            reference=result.reference,
+            lines=list(result.line_span) if result.line_span else None,
+        )
+    return events.Compact(
+        instructions=instructions,
+        changed=result.compressed,
+        reason=result.reason,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        **answered,
+    )
+
+
 class PipelineRun:
     """One session's run of a `ContextPipeline` (see `ContextPipeline.bind`).
 
@@ -132,16 +180,11 @@ class PipelineRun:
     def config(self, base: ContextConfig | None = None) -> ContextConfig:
         """`base` (by default the shared settings, the compressor's), with the shrunk window
         of a reactive run and the instructions of a compaction asked for."""
-        cfg = base or self.compressor.config
-        update: dict[str, Any] = {}
-        if self._window_override is not None:
-            update["context_window"] = self._window_override
-        if self._instructions:
-            update["compression_prompt"] = (
-                f"{cfg.compression_prompt}\n\nThe agent asked for this compaction, with these "
-                f"instructions on what to focus on and keep:\n{defuse(self._instructions)}"
-            )
-        return cfg.model_copy(update=update) if update else cfg
+        return asked_config(
+            base or self.compressor.config,
+            window=self._window_override,
+            instructions=self._instructions,
+        )
 
     @property
     def window(self) -> int | None:
@@ -405,32 +448,11 @@ class PipelineRun:
         finally:
             self._instructions = None
             self._compacting = False
-        answered: dict[str, Any] = {}
-        if requests:
-            answered = {
-                "requests": [r.request for r in requests],
-                "requested_by": [r.by for r in requests],
-            }
         if not result.compressed:
             result.reason = f"nothing to compact: {result.reason}"
             if not requests:
                 return result
-        else:
-            answered.update(
-                messages=result.compressed_messages,
-                reference=result.reference,
-                lines=list(result.line_span) if result.line_span else None,
-            )
-        await self.compressor.event(
-            events.Compact(
-                instructions=instructions,
-                changed=result.compressed,
-                reason=result.reason,
-                tokens_before=result.tokens_before,
-                tokens_after=result.tokens_after,
-                **answered,
-            )
-        )
+        await self.compressor.event(compact_event(result, instructions, requests))
         return result
 
     @property

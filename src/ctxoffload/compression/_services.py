@@ -131,6 +131,12 @@ class RunServices:
         self.seen: set[str] | None = None
         self.last_fresh: set[str] = set()
 
+    def count_with(self, counter: TokenCounter) -> None:
+        """Count with `counter` from now on, with a tracker of its own (see
+        `Compressor.count_with`)."""
+        self.counter = counter
+        self.tracker = ContextTokenTracker(counter)
+
     async def event(self, record: Event) -> None:
         """Write an event: to the offloader's record, logged (INFO for truncation and
         compression), and passed to `on_event`."""

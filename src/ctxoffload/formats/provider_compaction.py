@@ -14,7 +14,9 @@ everything before it:
 
 Neither has a block in ctxoffload's message model: the Anthropic block is kept verbatim
 among the message's unknown parts (`formats/_shared.py`), the Responses item as an opaque
-message (`responses.ITEM_KEY`), so both go back to the provider byte for byte. This module is
+message (`responses.ITEM_KEY`), so both go back to the provider byte for byte. A host whose
+messages give the item a part type of its own (pydantic-ai's `CompactionPart`) names it under
+`HOST_ITEM_KEY` in the `Msg` it converts; the host sends its own object back. This module is
 the one place that recognises them, in a `Msg` or in the provider's own dicts.
 """
 
@@ -28,10 +30,15 @@ from typing import Any
 from ..messages import Msg
 from .responses import ITEM_KEY
 
-__all__ = ["COMPACTION_TYPE", "CompactionItem", "compaction_item"]
+__all__ = ["COMPACTION_TYPE", "HOST_ITEM_KEY", "CompactionItem", "compaction_item"]
 
 COMPACTION_TYPE = "compaction"
 """The `type` both providers give their compaction block or item."""
+
+HOST_ITEM_KEY = "provider_compaction"
+"""The `Msg.metadata` key under which a host's converter names the provider's compaction its
+message holds: `{"provider": "openai" | "anthropic", "item": <the item as the provider
+wrote it>}`."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,9 @@ def compaction_item(message: Msg | Mapping[str, Any]) -> CompactionItem | None:
             Responses-API item dict.
     """
     if isinstance(message, Msg):
+        named = message.metadata.get(HOST_ITEM_KEY)
+        if isinstance(named, Mapping) and _is_compaction(named.get("item")):
+            return CompactionItem(str(named.get("provider")), copy.deepcopy(dict(named["item"])))
         item = message.metadata.get(ITEM_KEY)
         if isinstance(item, Mapping) and _is_compaction(item):
             return CompactionItem("openai", copy.deepcopy(dict(item)))

@@ -32,6 +32,7 @@ from ._langchain_messages import (
     to_langchain,
     with_content_of,
 )
+from ._model_name import model_name_of
 from ._reading import reading_functions
 
 __all__ = ["ContextOffloadMiddleware"]
@@ -224,7 +225,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     def _projector(self, session: str | None, model: Any = None) -> Projector:
         """The session's projector; the window is the config's, else the one the agent's
-        model declares in its profile (`max_input_tokens`)."""
+        model declares in its profile (`max_input_tokens`); it counts with the counter for
+        the agent's model (`model_name`, `model` or `model_id`) from its first call."""
         # A thread id that is no plain name gets a safe session of its own (`session_id_for`).
         session = session_id_for(session) if session else self.session_id
         with self._guard:
@@ -240,7 +242,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                     context_window=self._window,
                 )
                 self._projectors[session] = projector
-            return projector
+        projector.use_model(model_name_of(model))
+        return projector
 
 
 def _thread_id(runtime: Any) -> str | None:
@@ -257,7 +260,8 @@ def _thread_id(runtime: Any) -> str | None:
 def _reported_input(response: Any) -> int:
     """The input tokens the provider reported for a model call: the `usage_metadata` of the
     reply's AI message (LangChain sums every input token type there, Anthropic's cache reads
-    and writes included); 0 when the reply carries none. A handler returns a
+    and writes included); 0 when the reply carries none (`report_usage` then keeps the
+    earlier report). A handler returns a
     `ModelResponse` (its `result`), an `AIMessage`, or an `ExtendedModelResponse` around one."""
     inner = getattr(response, "model_response", None)
     if inner is not None:

@@ -22,6 +22,7 @@ from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..workspace import SessionLease, Workspace, take_lease, writing_as
+from ._model_name import model_name_of
 from ._pydantic_ai_messages import (
     INSTALL_HINT,
     from_pydantic_ai,
@@ -103,6 +104,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self._step: tuple[list[Msg], list[Any]] = ([], [])
         self._overflowed = False
         self._lease: SessionLease | None = None
+        # Per session: its projector, kept for the runs that follow (the provider's last
+        # reported usage and the counts stay with it).
+        self._projectors: dict[str, Projector] = {}
 
     async def for_run(self, ctx: Any) -> ContextOffload:
         """A copy of this capability holding the run's projector (its session)."""
@@ -116,9 +120,11 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
             max_output_chars=self.max_output_chars,
             memory=self.memory,
         )
-        run._projector = Projector(
-            self.workspace, session, config=self.config, model=self.summary_model
-        )
+        run._projector = self._projectors.get(session)
+        if run._projector is None:
+            run._projector = self._projectors[session] = Projector(
+                self.workspace, session, config=self.config, model=self.summary_model
+            )
         return run
 
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
@@ -165,8 +171,24 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         history = from_pydantic_ai(messages)
         self._step, self._overflowed = (history, messages), False
         tools = _schemas(request_context.model_request_parameters)
-        projected = await self._run_projector().project(history, tools=tools)
+        projector = self._run_projector()
+        projector.use_model(model_name_of(request_context.model))  # its first request picks
+        projected = await projector.project(history, tools=tools)
         return dataclasses.replace(request_context, messages=_back(projected, history, messages))
+
+    async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
+        """The input tokens the provider reported for the request (pydantic-ai's
+        `input_tokens`, cache reads and writes included) decide the next one
+        (`Projector.report_usage`); a response without usage changes nothing, and so does
+        one of pydantic-ai's `FunctionModel` or `TestModel`, whose usage is a guess from
+        word counts, not a provider's count."""
+        if getattr(request_context.model, "system", None) in _GUESSED_USAGE:
+            return response
+        usage = getattr(response, "usage", None)
+        reported = getattr(usage, "input_tokens", 0)
+        if isinstance(reported, int) and not getattr(usage, "unmeasured_requests", 0):
+            await self._run_projector().report_usage(reported)
+        return response
 
     async def on_model_request_error(
         self, ctx: Any, *, request_context: Any, error: Exception
@@ -196,6 +218,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 
 _AGENT = "pydantic-ai"
 """Who a run's lease and its tools' events are written by."""
+
+_GUESSED_USAGE = frozenset({"function", "test"})
+"""The `Model.system` of pydantic-ai's models whose usage is estimated, not reported."""
 
 
 def _schemas(parameters: Any) -> list[dict[str, Any]]:

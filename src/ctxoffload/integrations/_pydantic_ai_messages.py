@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..exceptions import ConfigError
+from ..formats.provider_compaction import COMPACTION_TYPE, HOST_ITEM_KEY
 from ..messages import (
     Base64Source,
     Block,
@@ -63,7 +64,10 @@ def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
     for index, message in enumerate(messages):
         if isinstance(message, _m.ModelResponse):
             blocks = [block for part in message.parts for block in _response_blocks(part)]
-            out.append(Msg(role="assistant", content=blocks, id=f"{index}.0.{_digest(blocks)}"))
+            compaction = _compaction(message)
+            metadata = {HOST_ITEM_KEY: compaction} if compaction is not None else {}
+            msg_id = f"{index}.0.{_digest(blocks)}"
+            out.append(Msg(role="assistant", content=blocks, id=msg_id, metadata=metadata))
             continue
         runs: list[tuple[str, list[Block], dict[str, str]]] = []
         for part in message.parts:
@@ -108,6 +112,21 @@ def to_pydantic_ai(msgs: Sequence[Msg]) -> list[Any]:
     if request:
         out.append(_m.ModelRequest(parts=request))
     return out
+
+
+def _compaction(response: Any) -> dict[str, Any] | None:
+    """The provider's compaction a `ModelResponse` holds (a `CompactionPart` a provider
+    wrote: it names the provider), as `HOST_ITEM_KEY` names it; None when it holds none."""
+    for part in response.parts:
+        if isinstance(part, _m.CompactionPart) and part.provider_name:
+            item: dict[str, Any] = {"type": COMPACTION_TYPE}
+            if part.id is not None:
+                item["id"] = part.id
+            if part.content is not None:
+                item["content"] = part.content
+            item.update(part.provider_details or {})
+            return {"provider": part.provider_name, "item": item}
+    return None
 
 
 def _response_blocks(part: Any) -> list[Block]:

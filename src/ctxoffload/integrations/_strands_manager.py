@@ -30,7 +30,7 @@ from ..compression import (
 from ..exceptions import ConfigError
 from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
-from ..tokens import get_token_counter
+from ..tokens import TokenCounter, get_token_counter
 from ..workspace import (
     Offloader,
     SessionLease,
@@ -39,6 +39,7 @@ from ..workspace import (
     validate_session_id,
     writing_as,
 )
+from ._model_name import model_name_of
 
 __all__ = ["OffloadingConversationManager"]
 
@@ -69,6 +70,8 @@ class _Bridge:
             context_window=pipeline.config.context_window or 200_000,
         )
         self.run: PipelineRun = pipeline.bind(compressor)
+        self._counted = False  # whether the counter of the agent's model was picked
+        self._counting = threading.Lock()  # the tools of one step run on threads at once
         self.loop = LoopThread("ctxoffload-strands")
         self.session_id = session_id
         self.lease: SessionLease | None = None
@@ -99,6 +102,18 @@ class _Bridge:
                 return await work
         finally:
             work.close()  # never awaited when the lease was refused
+
+    def counter_for(self, agent: Any) -> TokenCounter:
+        """The counter, picked on first use for the agent's model (its config's `model_id`,
+        `get_token_counter`) and kept after (a new one would count everything again)."""
+        compressor = self.run.compressor
+        with self._counting:
+            if not self._counted:
+                self._counted = True
+                name = model_name_of(getattr(agent, "model", None))
+                if name:
+                    compressor.count_with(get_token_counter(name))
+            return compressor.counter
 
     def to_msgs(self, messages: list[Mapping[str, Any]]) -> list[Msg]:
         out: list[Msg] = []
@@ -240,6 +255,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
 
     def _manage(self, agent: Any, *, reactive: bool) -> bool:
         bridge = self._bridge
+        bridge.counter_for(agent)
         before = list(agent.messages)
         msgs = bridge.to_msgs(before)
         result = bridge.loop.run(
@@ -280,6 +296,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
 
     def _compact(self, agent: Any, instructions: str | None) -> str:
         bridge = self._bridge
+        bridge.counter_for(agent)
         msgs = bridge.to_msgs(list(agent.messages))
         # One compaction per model call: the run counts a model call whenever the newest
         # assistant message (the one whose tool calls run now) is a new one, known by its

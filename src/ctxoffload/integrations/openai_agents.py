@@ -47,6 +47,7 @@ from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import get_token_counter
 from ..workspace import Workspace
+from ._model_name import model_name_of
 from ._reading import reading_functions
 
 __all__ = ["OffloadingInputFilter", "WorkspaceSession"]
@@ -101,6 +102,7 @@ class OffloadingInputFilter:
         # The last call's history, its tool schemas and the items it was sent: a request
         # the provider refuses as over its window is sent again summarised (`wrap`).
         self._last: tuple[list[Msg], dict[str, Any], list[dict[str, Any]], list[Any]] | None = None
+        self._model_name: str | None = None  # the model `wrap` was given
 
     async def __call__(self, data: Any) -> Any:
         """The `ModelInputData` to send for `data` (a `CallModelData`): its input items
@@ -109,6 +111,8 @@ class OffloadingInputFilter:
         items = list(given.input)
         history, originals = _history(given.instructions, items)
         tools = _schemas(data.agent)
+        # The counter of the model: the one `wrap` was given, else the agent's.
+        self._projector.use_model(self._model_name or model_name_of(data.agent.model))
         projected = await self._projector.project(history, tools=tools)
         sent = _back(projected, history, originals)
         self._last = (history, originals, tools, sent)
@@ -118,12 +122,27 @@ class OffloadingInputFilter:
         """`model` (an SDK `Model`, such as `OpenAIChatCompletionsModel`) as a `Model` that
         sends a request the provider refuses as over its window (`is_context_overflow`) once
         more, summarised at once; later requests re-apply the summary. Use it as the agent's
-        model, with this filter in the run's `RunConfig`."""
+        model, with this filter in the run's `RunConfig`.
+
+        The wrapped model also hands each response's `usage.input_tokens` back to the
+        projection (`Projector.report_usage`: the next call is decided on the provider's
+        count), and its name picks the counter (`get_token_counter`)."""
         try:
             base: Any = importlib.import_module("agents.models.interface").Model
         except ImportError as exc:
             raise ConfigError(INSTALL_HINT) from exc
+        self._model_name = self._model_name or model_name_of(model)
         return _retrying_model_class(base)(model, self)
+
+    async def reported(self, sent: Any, usage: Any) -> bool:
+        """Fold the input tokens a response reported back in, when the request was `sent`,
+        the items this filter made for its latest call (a request of its own); whether the
+        report was taken (see `Projector.report_usage`)."""
+        last = self._last
+        tokens = getattr(usage, "input_tokens", None)
+        if last is None or (sent is not last[3] and sent != last[3]):
+            return False
+        return isinstance(tokens, int) and await self._projector.report_usage(tokens)
 
     async def summarised(self, sent: Any) -> list[Any] | None:
         """The items to send again for `sent`, the items of the last call the provider refused
@@ -177,7 +196,9 @@ class WorkspaceSession:
         workspace: where the items are kept.
         session_id: the conversation (one that is no plain name gets a safe session of its
             own, `session_id_for`); give the input filter the same one.
-        config: when `run_compaction` summarises (its trigger and window).
+        config: when `run_compaction` summarises (its trigger and window). Without a
+            `context_window` in it, `run_compaction` summarises only when forced (as if the
+            items filled the window): no trigger can be passed.
         summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
             extractive summary.
     """
@@ -243,7 +264,18 @@ class WorkspaceSession:
             if not items:
                 return
             history, originals = _history(None, items)
-            result = await self._compressor.maybe_compress(history, force=force)
+            config: ContextConfig | None = None
+            try:
+                self._compressor.window()
+            except ConfigError:
+                # No window known (no `config=` with a context_window): no trigger to pass.
+                # The SDK calls this after every turn of a Responses model: the run goes on.
+                if not force:
+                    return
+                # Forced: as if the items filled the window, as `Agent.compact` does.
+                tokens = max(1, self._compressor.count(history))
+                config = self.config.model_copy(update={"context_window": tokens})
+            result = await self._compressor.maybe_compress(history, force=force, config=config)
             if not result.compressed:
                 return
             kept = [_as_item(item) for item in _back(result.messages, history, originals)]
@@ -287,10 +319,16 @@ def _retrying_model_class(base: Any) -> Any:
             self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
         ) -> Any:
             try:
-                return await self.model.get_response(system_instructions, input, *args, **kwargs)
+                response = await self.model.get_response(
+                    system_instructions, input, *args, **kwargs
+                )
             except Exception as exc:
-                again = await self._again(exc, input)
-            return await self.model.get_response(system_instructions, again, *args, **kwargs)
+                input = await self._again(exc, input)
+                response = await self.model.get_response(
+                    system_instructions, input, *args, **kwargs
+                )
+            await self.offload.reported(input, getattr(response, "usage", None))
+            return response
 
         async def stream_response(
             self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
@@ -301,6 +339,7 @@ def _retrying_model_class(base: Any) -> Any:
                     system_instructions, input, *args, **kwargs
                 ):
                     started = True
+                    await self._completed(input, event)
                     yield event
                 return
             except Exception as exc:
@@ -310,7 +349,14 @@ def _retrying_model_class(base: Any) -> Any:
             async for event in self.model.stream_response(
                 system_instructions, again, *args, **kwargs
             ):
+                await self._completed(again, event)
                 yield event
+
+        async def _completed(self, sent: Any, event: Any) -> None:
+            """A stream's `response.completed` event carries the response's usage."""
+            if getattr(event, "type", None) == "response.completed":
+                usage = getattr(getattr(event, "response", None), "usage", None)
+                await self.offload.reported(sent, usage)
 
         async def _again(self, error: Exception, sent: Any) -> list[Any]:
             """The items to send again, or `error` raised: it is no overflow, or the

@@ -1,4 +1,5 @@
-"""SqlWorkspace: the workspace in a SQL database (DESIGN.md section 16): SQLite, one file."""
+"""SqlWorkspace: the workspace in a SQL database (DESIGN.md section 16): SQLite, one file, or
+PostgreSQL, shared by replicas on many machines."""
 
 from __future__ import annotations
 
@@ -12,11 +13,18 @@ from .._disk.scope import SessionScoped
 from ..exceptions import ConfigError
 from ._core import CollectedWorkspace
 from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
+from ._postgres import (
+    PostgresDatabase,
+    is_postgres_url,
+    masked_url,
+    postgres_url,
+)
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
 from ._transfer import upload_sessions
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
+    from ._sql_store import Database
     from ._store import SessionCollector
 
 __all__ = ["SqlWorkspace"]
@@ -24,44 +32,78 @@ __all__ = ["SqlWorkspace"]
 
 class SqlWorkspace(CollectedWorkspace):
     """A workspace in a SQL database: SQLite, one file that every process on the machine
-    shares (a `Workspace` and a `GarbageCollector`).
+    shares, or PostgreSQL, which replicas on many machines share (a `Workspace` and a
+    `GarbageCollector`).
 
     The same behaviour as `LocalWorkspace` (batches, events, state, leases, forks, gc,
     isolation, data/ by content hash), with every write one transaction: a batch is whole
     or absent whatever kills its writer, and writers in several processes get consecutive,
-    global line numbers. The file is opened on first use, in WAL mode (readers never block
-    the writer) with `synchronous=FULL` (a write is on disk before it returns); its tables
-    are created, or migrated forward from an older version, then. data/ payloads are rows
-    too: one file to copy or back up, written in the same transactions as the rest.
+    global line numbers. The database is opened on first use and its tables created, or
+    migrated forward from an older version, then. A SQLite file runs in WAL mode (readers
+    never block the writer) with `synchronous=FULL` (a write is on disk before it returns).
+    On PostgreSQL (psycopg 3: `pip install 'ctxoffload[sql]'`), each write takes its
+    session's advisory lock, so writers to other sessions do not wait. data/ payloads are
+    rows too: one database to back up, written in the same transactions as the rest.
 
-    References look like `sqlite:////abs/path/agents.db/sessions/<id>/tool_result-c1.txt`.
+    References look like `sqlite:////abs/path/agents.db/sessions/<id>/tool_result-c1.txt` or
+    `postgresql://agent@db.internal/agents/sessions/<id>/tool_result-c1.txt`: the URL
+    without its password, which no reference, event or message ever holds.
     An agent reads them through `retrieve_offloaded_content` (file tools cannot open them);
     people through the `ctxoffload` commands (`--workdir sqlite:///agents.db`) or a copy in
     the on-disk layout (`download`).
 
     A session's lease is a row whose expiry is judged on the database's clock, renewed
     every third of its time to live; a holder whose process ended (on this machine) frees it
-    at once.
+    at once, one on another machine at its expiry.
 
     Args:
         url: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db` (SQLAlchemy's
-            spelling); the file and its folder are created on first use.
-        timeout: seconds a write waits for another process's write to finish; past it,
+            spelling; the file and its folder are created on first use), or
+            `postgresql://user:password@host:port/database` (also `postgres://`; over a
+            unix socket `postgresql://user@/database?host=/socket/dir`; a schema of its own
+            with `options=-csearch_path%3Dname`): libpq's URL, so `PGPASSWORD`,
+            ~/.pgpass and `sslmode` work as for `psql`.
+        timeout: seconds a write waits for another process's write to the same database
+            (SQLite) or session (PostgreSQL) to finish, and to connect; past it,
             `OffloadError` and the content stays in the caller's context.
         isolate_sessions: keep sessions apart, as `LocalWorkspace(isolate_sessions=True)`
             does.
+        create: create the database's tables (and a SQLite file) where missing; False: a
+            reader that writes nothing refuses a database without them with `ConfigError`.
 
     Raises:
-        ConfigError: the URL names no SQLite file, or `timeout` is not a positive number.
+        ConfigError: the URL names no SQLite file and is no PostgreSQL URL, or `timeout` is
+            not a positive number.
+        ImportError: a PostgreSQL URL without psycopg installed (the message says what to
+            install).
     """
 
-    def __init__(self, url: str, *, timeout: float = 30.0, isolate_sessions: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        isolate_sessions: bool = False,
+        create: bool = True,
+    ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise ConfigError(f"timeout={timeout!r} must be a positive number of seconds")
-        self.path = sqlite_path(url)
-        self.url = f"sqlite:///{self.path}"
         self.isolate_sessions = isolate_sessions
-        self._database = SqliteDatabase(self.path, timeout=float(timeout))
+        self.path: str | None = None
+        """The SQLite file; None on PostgreSQL."""
+        self._database: Database
+        if is_postgres_url(url):
+            self.url = postgres_url(url)
+            self._database = PostgresDatabase(url, self.url, timeout=float(timeout), create=create)
+        elif url.partition("://")[0].lower() == "sqlite" or "://" not in url:
+            self.path = sqlite_path(url)
+            self.url = f"sqlite:///{self.path}"
+            self._database = SqliteDatabase(self.path, timeout=float(timeout), create=create)
+        else:
+            raise ConfigError(
+                f"{masked_url(url)!r} is no database URL: pass sqlite:///path/to/file.db or "
+                "postgresql://user@host/database"
+            )
         self._sql = self._files = SqlStore(self._database, self.url)
         weakref.finalize(self, self._database.close)
 
@@ -80,6 +122,26 @@ class SqlWorkspace(CollectedWorkspace):
     def close(self) -> None:
         """Close the database connection (it opens again on the next call)."""
         self._database.close()
+
+    @property
+    def notifies(self) -> bool:
+        """Whether the database tells a follower of each write (PostgreSQL's LISTEN/NOTIFY:
+        `wait_for_change` returns at once); on SQLite a follower polls."""
+        return isinstance(self._database, PostgresDatabase)
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return once a session may have been written (a write committed since the last
+        call, in any process), or after `timeout` seconds: what `ctxoffload watch` awaits
+        between looks.
+
+        Returns:
+            True when the database said so (PostgreSQL); False when the time ran out (on
+            SQLite, always: it tells nobody, so the wait is the poll interval).
+
+        Raises:
+            OffloadError: the database cannot be followed (the server out of reach).
+        """
+        return await self._sql.wait_for_change(timeout)
 
     def _collector(self) -> SessionCollector:
         return SqlCollector(self._database)

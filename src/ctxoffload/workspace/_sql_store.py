@@ -1,10 +1,15 @@
-"""The SQL store: a workspace's files as rows of one SQLite database (`SessionFiles`), the
-steps of gc it takes its own way (`SessionCollector`), and the lease as a row whose expiry
-is judged on the database's clock.
+"""The SQL store: a workspace's files as rows of a SQL database (`SessionFiles`), the steps
+of gc it takes its own way (`SessionCollector`), and the lease as a row whose expiry is
+judged on the database's clock. One store for SQLite (`SqliteDatabase`, here) and PostgreSQL
+(`_postgres.PostgresDatabase`): what differs between them is the seam `Connection` (the
+clock, the column types, the lock of one session) and the database object (connecting, a
+write transaction, a read snapshot); the SQL is the one both speak (`?` placeholders, which
+the PostgreSQL connection translates; `ON CONFLICT` upserts).
 
-Every write is one transaction begun with `BEGIN IMMEDIATE` (SQLite's write lock, taken
-before anything is read): a batch is whole or absent whatever kills its writer, and a log's
-next line number is read from the rows already there under that lock, so writers in other
+Every write is one transaction, and every write to a session first takes that session's
+lock (`Connection.lock`; on SQLite the whole database's, `BEGIN IMMEDIATE`, taken before
+anything is read): a batch is whole or absent whatever kills its writer, and a log's next
+line number is read from the rows already there under that lock, so writers in other
 processes appending to one session get consecutive, global line numbers. Blocking calls run
 in a worker thread, one hop per operation, on one connection guarded by the store's lock.
 
@@ -21,8 +26,9 @@ data(name, sha256, media_type, body, stored) data/<sha256>.<ext>, stored once
 leases(session, holder, token, expires)      one live writer per session
 ```
 
-Times are seconds since the epoch on the database's clock (SQLite's `julianday('now')`: the
-clock of the one machine the file lives on), never a client's.
+Times are seconds since the epoch on the database's clock (`Connection.now`: SQLite's
+`julianday('now')`, the clock of the one machine the file lives on; PostgreSQL's
+`clock_timestamp()`, the server's), never a client's.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._disk.batch import Span, new_rows
 from .._disk.commit import parse_log, take_lines
@@ -54,9 +61,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "Connection",
+    "Database",
     "SqlCollector",
     "SqlStore",
     "SqliteDatabase",
+    "migrate",
     "sqlite_path",
 ]
 
@@ -64,33 +74,130 @@ _T = TypeVar("_T")
 
 logger = logging.getLogger("ctxoffload")
 
-# Seconds since the epoch on the database's clock.
-NOW = "((julianday('now') - 2440587.5) * 86400.0)"
-
 MIGRATIONS: list[tuple[str, ...]] = [
-    # 0 -> 1: the first tables.
+    # 0 -> 1: the first tables. {blob} and {real} are the dialect's column types
+    # (`Connection.column_types`): SQLite's BLOB and REAL, PostgreSQL's BYTEA and DOUBLE
+    # PRECISION (its REAL has 24 bits, a resolution of minutes for a time since the epoch).
     (
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL)",
-        "CREATE TABLE files (session TEXT NOT NULL, name TEXT NOT NULL, body BLOB NOT NULL, "
-        "updated REAL NOT NULL, PRIMARY KEY (session, name))",
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, created {real} NOT NULL, "
+        "updated {real} NOT NULL)",
+        "CREATE TABLE files (session TEXT NOT NULL, name TEXT NOT NULL, body {blob} NOT NULL, "
+        "updated {real} NOT NULL, PRIMARY KEY (session, name))",
         "CREATE TABLE lines (session TEXT NOT NULL, log TEXT NOT NULL, line INTEGER NOT NULL, "
-        "body BLOB NOT NULL, PRIMARY KEY (session, log, line))",
+        "body {blob} NOT NULL, PRIMARY KEY (session, log, line))",
         "CREATE TABLE message_keys (session TEXT NOT NULL, key TEXT NOT NULL, "
         "line INTEGER NOT NULL, PRIMARY KEY (session, key))",
         "CREATE TABLE data (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL, media_type TEXT, "
-        "body BLOB NOT NULL, stored REAL NOT NULL)",
+        "body {blob} NOT NULL, stored {real} NOT NULL)",
         "CREATE TABLE leases (session TEXT PRIMARY KEY, holder TEXT NOT NULL, "
-        "token TEXT NOT NULL, expires REAL NOT NULL)",
+        "token TEXT NOT NULL, expires {real} NOT NULL)",
     ),
 ]
-"""The statements that take the tables from version N to N + 1, in order."""
+"""The statements that take the tables from version N to N + 1, in order (templates: see
+`Connection.column_types`)."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version of the tables this package writes."""
 
 # Keys looked up per statement: SQLite's default limit of bound parameters is 32766 (999
-# before 3.32), and a batch of messages may be larger.
+# before 3.32), PostgreSQL's 65535, and a batch of messages may be larger.
 _CHUNK = 500
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor the store uses (sqlite3's and psycopg's both are one)."""
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the statement changed."""
+        ...
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """The rows left."""
+        ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """The seam between the store and a database's dialect: a connection inside one
+    transaction, with `?` placeholders, and what its dialect spells its own way."""
+
+    @property
+    def now(self) -> str:
+        """SQL for the seconds since the epoch on the database's clock (a float)."""
+        ...
+
+    @property
+    def column_types(self) -> dict[str, str]:
+        """The types `MIGRATIONS` name: `blob` (bytes) and `real` (a float of 53 bits)."""
+        ...
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor:
+        """Run one statement."""
+        ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> object:
+        """Run one statement for each row of parameters."""
+        ...
+
+    def lock(self, key: str) -> None:
+        """Hold the lock named `key` until the transaction ends: every write to session S
+        takes `S` first, so writers to one session in any process take turns while
+        writers to others do not wait (where the database has such locks: SQLite's
+        `BEGIN IMMEDIATE` holds the whole file's already)."""
+        ...
+
+    def has_table(self, name: str) -> bool:
+        """Whether the table `name` is there."""
+        ...
+
+    def changed(self, session_id: str) -> None:
+        """Tell those waiting for a change (`Database.wait_for_change`) that `session_id` is
+        written, once the transaction commits: PostgreSQL's NOTIFY; nothing on SQLite,
+        whose followers poll."""
+        ...
+
+
+class Database(Protocol):
+    """A database the store runs its transactions on, each in a worker thread."""
+
+    where: str
+    """The database for people: a path, or a URL without its password."""
+
+    async def write(self, work: Callable[[Connection], _T]) -> _T:
+        """Run `work` as one write transaction: all of it or none.
+
+        Raises:
+            OffloadError: the database refused it; nothing of it was written.
+        """
+        ...
+
+    async def read(self, work: Callable[[Connection], _T]) -> _T:
+        """Run `work` on one snapshot of the database.
+
+        Raises:
+            OffloadError: the database cannot be read.
+        """
+        ...
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return once a session may have been written since the last call, or after
+        `timeout` seconds.
+
+        Returns:
+            True when the database said so (PostgreSQL's LISTEN); False when the time ran
+            out (on SQLite, always: a follower polls).
+        """
+        ...
+
+    def close(self) -> None:
+        """Close the connection (opened again on the next call)."""
+        ...
 
 
 def sqlite_path(url: str) -> str:
@@ -102,7 +209,10 @@ def sqlite_path(url: str) -> str:
     """
     scheme, sep, rest = url.partition("://")
     if scheme.lower() != "sqlite" or not sep:
-        raise ConfigError(f"{url!r} is not a sqlite:/// URL: pass sqlite:///path/to/file.db")
+        raise ConfigError(
+            f"{url!r} is not a sqlite:/// URL: pass sqlite:///path/to/file.db (or a "
+            "PostgreSQL database: postgresql://user@host/database)"
+        )
     if not rest.startswith("/"):
         raise ConfigError(
             f"{url!r} names a host: a SQLite database is a file, sqlite:///path/to/file.db"
@@ -118,6 +228,27 @@ def sqlite_path(url: str) -> str:
     return os.path.abspath(path)
 
 
+class SqliteConnection(sqlite3.Connection):
+    """A SQLite connection as the store's `Connection`."""
+
+    # Seconds since the epoch on the database's clock.
+    now = "((julianday('now') - 2440587.5) * 86400.0)"
+    column_types = {"blob": "BLOB", "real": "REAL"}  # noqa: RUF012  (read, never changed)
+
+    def lock(self, key: str) -> None:
+        """Nothing to take: a write holds the whole file's lock (`BEGIN IMMEDIATE`)."""
+
+    def has_table(self, name: str) -> bool:
+        """Whether the table `name` is there."""
+        found = self.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+        return found is not None
+
+    def changed(self, session_id: str) -> None:
+        """Nothing: SQLite has no notifications; a follower polls (`wait_for_change`)."""
+
+
 class SqliteDatabase:
     """One SQLite file: a connection opened on first use (WAL, `synchronous=FULL`), its
     tables migrated forward, and every call run as one transaction in a worker thread under
@@ -126,34 +257,55 @@ class SqliteDatabase:
     Args:
         path: the database file (created with its folder on first use).
         timeout: seconds a write waits for another process's write lock before failing.
+        create: create the file and its tables where missing; False: refuse a file that is
+            not there or holds no workspace (`ConfigError`), and write nothing to it.
     """
 
-    def __init__(self, path: str, *, timeout: float) -> None:
-        self.path = path
+    def __init__(self, path: str, *, timeout: float, create: bool = True) -> None:
+        self.path = self.where = path
         self.timeout = timeout
+        self.create = create
         self._lock = threading.Lock()
-        self._connection: sqlite3.Connection | None = None
+        self._connection: SqliteConnection | None = None
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> SqliteConnection:
         if self._connection is not None:
             return self._connection
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        if self.create:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            target, uri = self.path, False
+        elif not os.path.isfile(self.path):
+            raise ConfigError(f"no database at {self.path}: nothing was created there")
+        else:  # never created by opening it
+            target, uri = f"file:{urllib.parse.quote(self.path)}?mode=rw", True
         connection = sqlite3.connect(
-            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            target,
+            timeout=self.timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=SqliteConnection,
+            uri=uri,
         )
         try:
             # WAL: readers never block the writer nor it them; FULL: a commit is on disk
             # (WAL and its checkpoints fsynced) before it returns, as the disk's appends are.
-            connection.execute("PRAGMA journal_mode=WAL")
+            if self.create:
+                connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-            migrate(connection, self.path)
+            connection.execute("BEGIN IMMEDIATE" if self.create else "BEGIN")
+            try:
+                migrate(connection, self.path, create=self.create)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
         except BaseException:
             connection.close()
             raise
         self._connection = connection
         return connection
 
-    def _run(self, work: Callable[[sqlite3.Connection], _T], begin: str) -> _T:
+    def _run(self, work: Callable[[Connection], _T], begin: str) -> _T:
         with self._lock:
             try:
                 connection = self._connect()
@@ -173,7 +325,7 @@ class SqliteDatabase:
                     self.path,
                 ) from exc
 
-    async def write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def write(self, work: Callable[[Connection], _T]) -> _T:
         """Run `work` as one write transaction (`BEGIN IMMEDIATE`): all of it or none.
 
         Raises:
@@ -181,13 +333,18 @@ class SqliteDatabase:
         """
         return await asyncio.to_thread(self._run, work, "BEGIN IMMEDIATE")
 
-    async def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def read(self, work: Callable[[Connection], _T]) -> _T:
         """Run `work` on one snapshot of the database (a read transaction).
 
         Raises:
             OffloadError: the database cannot be read.
         """
         return await asyncio.to_thread(self._run, work, "BEGIN")
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Wait `timeout` seconds: SQLite tells nobody of a change (see `Database`)."""
+        await asyncio.sleep(timeout)
+        return False
 
     def close(self) -> None:
         """Close the connection (opened again on the next call)."""
@@ -197,45 +354,69 @@ class SqliteDatabase:
                 self._connection = None
 
 
-def migrate(connection: sqlite3.Connection, path: str) -> None:
-    """Bring the tables to `SCHEMA_VERSION`, one migration a step, in one transaction.
+def migrate(connection: Connection, where: str, *, create: bool = True) -> None:
+    """Bring the tables to `SCHEMA_VERSION`, one migration a step, inside the caller's write
+    transaction (under the lock `schema`: of two processes opening a new database at once,
+    one creates the tables, the other finds them).
+
+    Args:
+        connection: a connection inside a write transaction.
+        where: the database, for messages.
+        create: False: refuse a database without the tables rather than create them, and
+            change nothing.
 
     Raises:
-        ConfigError: the database was written by a newer ctxoffload (its version is higher).
+        ConfigError: the database was written by a newer ctxoffload (its version is higher),
+            or `create` is False and it holds no workspace.
     """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
-        version = row[0] if row and row[0] is not None else 0
-        if version > SCHEMA_VERSION:
+    connection.lock("schema")
+    if not connection.has_table("schema_version"):
+        if not create:
             raise ConfigError(
-                f"the database {path} holds schema version {version}, newer than this "
-                f"ctxoffload's {SCHEMA_VERSION}: upgrade ctxoffload to use it"
+                f"the database {where} holds no ctxoffload workspace (it has no "
+                "schema_version table)"
             )
-        for statements in MIGRATIONS[version:]:
-            for statement in statements:
-                connection.execute(statement)
-        if version < SCHEMA_VERSION:
-            connection.execute("DELETE FROM schema_version")
-            connection.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
+        connection.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
+    version = row[0] if row and row[0] is not None else 0
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"the database {where} holds schema version {version}, newer than this "
+            f"ctxoffload's {SCHEMA_VERSION}: upgrade ctxoffload to use it"
+        )
+    if version < SCHEMA_VERSION and not create:
+        raise ConfigError(
+            f"the database {where} holds schema version {version}, older than this "
+            f"ctxoffload's {SCHEMA_VERSION}: open it once with a workspace that may write "
+            "to migrate it"
+        )
+    for statements in MIGRATIONS[version:]:
+        for statement in statements:
+            connection.execute(statement.format(**connection.column_types))
+    if version < SCHEMA_VERSION:
+        connection.execute("DELETE FROM schema_version")
+        connection.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
 
 
-def _touch(connection: sqlite3.Connection, session_id: str) -> None:
+def _lock_session(connection: Connection, session_id: str) -> None:
+    """Take the session's lock for the rest of the transaction (`Connection.lock`): what a
+    write to a session reads (the next line number, a lease) no other writer changes until
+    it commits."""
+    connection.lock(f"session {session_id}")
+
+
+def _touch(connection: Connection, session_id: str) -> None:
     """Mark the session as there and written now."""
+    now = connection.now
     connection.execute(
-        f"INSERT INTO sessions (id, created, updated) VALUES (?, {NOW}, {NOW}) "
+        f"INSERT INTO sessions (id, created, updated) VALUES (?, {now}, {now}) "
         "ON CONFLICT (id) DO UPDATE SET updated = excluded.updated",
         (session_id,),
     )
+    connection.changed(session_id)
 
 
-def _next_line(connection: sqlite3.Connection, session_id: str, log: str) -> int:
+def _next_line(connection: Connection, session_id: str, log: str) -> int:
     row = connection.execute(
         "SELECT max(line) FROM lines WHERE session = ? AND log = ?", (session_id, log)
     ).fetchone()
@@ -243,7 +424,7 @@ def _next_line(connection: sqlite3.Connection, session_id: str, log: str) -> int
 
 
 def _insert_lines(
-    connection: sqlite3.Connection, session_id: str, log: str, first: int, lines: Sequence[bytes]
+    connection: Connection, session_id: str, log: str, first: int, lines: Sequence[bytes]
 ) -> None:
     connection.executemany(
         "INSERT INTO lines (session, log, line, body) VALUES (?, ?, ?, ?)",
@@ -251,14 +432,14 @@ def _insert_lines(
     )
 
 
-def _log_body(connection: sqlite3.Connection, session_id: str, log: str) -> bytes | None:
+def _log_body(connection: Connection, session_id: str, log: str) -> bytes | None:
     rows = connection.execute(
         "SELECT body FROM lines WHERE session = ? AND log = ? ORDER BY line", (session_id, log)
     ).fetchall()
     return b"".join(row[0] for row in rows) if rows else None
 
 
-def _file_body(connection: sqlite3.Connection, session_id: str, name: str) -> bytes | None:
+def _file_body(connection: Connection, session_id: str, name: str) -> bytes | None:
     """A session's file `name`: a log's lines joined, else the file row; None for neither."""
     body = _log_body(connection, session_id, name)
     if body is not None:
@@ -279,7 +460,7 @@ class _SqlPayloads:
     """The data/ payloads of one offload: named by hash while serialising, written in one
     transaction before the line naming them (`before_line`)."""
 
-    def __init__(self, database: SqliteDatabase, reference: Callable[[str], str]) -> None:
+    def __init__(self, database: Database, reference: Callable[[str], str]) -> None:
         self._database = database
         self._reference = reference
         self.objects: dict[str, tuple[bytes, str | None]] = {}
@@ -303,16 +484,16 @@ class _SqlPayloads:
             return
         objects = list(self.objects.items())
 
-        def write(connection: sqlite3.Connection) -> None:
+        def write(connection: Connection) -> None:
             for name, (raw, media_type) in objects:
+                # One statement: where the row is there, the upsert locks it (PostgreSQL)
+                # even when the stamp is recent enough to keep, so a gc deleting it waits,
+                # then finds the stamp fresh; a row gc deleted first is inserted anew.
                 connection.execute(
-                    f"INSERT INTO data (name, sha256, media_type, body, stored) "
-                    f"VALUES (?, ?, ?, ?, {NOW}) ON CONFLICT (name) DO NOTHING",
-                    (name, name.split(".", 1)[0], media_type, raw),
-                )
-                connection.execute(
-                    f"UPDATE data SET stored = {NOW} WHERE name = ? AND stored < {NOW} - ?",
-                    (name, DATA_GRACE_SECONDS / 2),
+                    "INSERT INTO data (name, sha256, media_type, body, stored) "
+                    f"VALUES (?, ?, ?, ?, {connection.now}) ON CONFLICT (name) DO UPDATE "
+                    "SET stored = excluded.stored WHERE data.stored < excluded.stored - ?",
+                    (name, name.split(".", 1)[0], media_type, raw, DATA_GRACE_SECONDS / 2),
                 )
 
         await self._database.write(write)
@@ -336,7 +517,7 @@ class SqlStore:
         url: the workspace's URL, the prefix of every reference.
     """
 
-    def __init__(self, database: SqliteDatabase, url: str) -> None:
+    def __init__(self, database: Database, url: str) -> None:
         self.database = database
         self.url = url
 
@@ -383,9 +564,11 @@ class SqlStore:
         """Replace the session's file `name` in one transaction (`SessionFiles.put`)."""
         ref = self.reference(session_id, name)
 
-        def write(connection: sqlite3.Connection) -> None:
+        def write(connection: Connection) -> None:
+            _lock_session(connection, session_id)
             connection.execute(
-                f"INSERT INTO files (session, name, body, updated) VALUES (?, ?, ?, {NOW}) "
+                "INSERT INTO files (session, name, body, updated) "
+                f"VALUES (?, ?, ?, {connection.now}) "
                 "ON CONFLICT (session, name) DO UPDATE SET body = excluded.body, "
                 "updated = excluded.updated",
                 (session_id, name, data),
@@ -400,9 +583,11 @@ class SqlStore:
         writers in any processes, one wins (`SessionFiles.put_new`)."""
         ref = self.reference(session_id, name)
 
-        def write(connection: sqlite3.Connection) -> bool:
+        def write(connection: Connection) -> bool:
+            _lock_session(connection, session_id)
             created = connection.execute(
-                f"INSERT INTO files (session, name, body, updated) VALUES (?, ?, ?, {NOW}) "
+                "INSERT INTO files (session, name, body, updated) "
+                f"VALUES (?, ?, ?, {connection.now}) "
                 "ON CONFLICT (session, name) DO NOTHING",
                 (session_id, name, data),
             ).rowcount
@@ -418,7 +603,8 @@ class SqlStore:
         validate_session_id(session_id)
         pieces = _split_lines(lines)
 
-        def write(connection: sqlite3.Connection) -> Span:
+        def write(connection: Connection) -> Span:
+            _lock_session(connection, session_id)
             first = _next_line(connection, session_id, name)
             _insert_lines(connection, session_id, name, first, pieces)
             _touch(connection, session_id)
@@ -435,7 +621,8 @@ class SqlStore:
         validate_session_id(session_id)
         wanted = sorted({key for key in keys if key is not None})
 
-        def write(connection: sqlite3.Connection) -> Span:
+        def write(connection: Connection) -> Span:
+            _lock_session(connection, session_id)
             index: dict[str, int] = {}
             for start in range(0, len(wanted), _CHUNK):
                 chunk = wanted[start : start + _CHUNK]
@@ -471,10 +658,15 @@ class SqlStore:
         none (`SessionFiles.delete_session`). Its lease, if held, stays held."""
         validate_session_id(session_id)
 
-        def write(connection: sqlite3.Connection) -> bool:
+        def write(connection: Connection) -> bool:
             return _delete_sessions(connection, [session_id]) > 0
 
         return await self.database.write(write)
+
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return once a session may have been written, or after `timeout` seconds (see
+        `Database.wait_for_change`): what `ctxoffload watch` waits on between looks."""
+        return await self.database.wait_for_change(timeout)
 
     async def run(self, work: Callable[[], _T]) -> _T:
         """In a worker thread: serialising is CPU work (`SessionFiles.run`)."""
@@ -537,7 +729,7 @@ class SqlStore:
         """
         session_id, name = self._located(reference)
 
-        def read(connection: sqlite3.Connection) -> bytes | None:
+        def read(connection: Connection) -> bytes | None:
             if not session_id:
                 row = connection.execute("SELECT body FROM data WHERE name = ?", (name,)).fetchone()
                 return None if row is None else bytes(row[0])
@@ -555,7 +747,7 @@ class SqlStore:
         session_id, name = self._located(reference)
         if session_id:
 
-            def read(connection: sqlite3.Connection) -> bytes | None:
+            def read(connection: Connection) -> bytes | None:
                 rows = connection.execute(
                     "SELECT body FROM lines WHERE session = ? AND log = ? AND line BETWEEN ? AND ? "
                     "ORDER BY line",
@@ -605,9 +797,11 @@ class SqlStore:
             SessionBusyError: a live holder has it.
         """
 
-        def write(connection: sqlite3.Connection) -> tuple[dict[str, Any], bool, float | None]:
+        def write(connection: Connection) -> tuple[dict[str, Any], bool, float | None]:
+            _lock_session(connection, session_id)
             row = connection.execute(
-                f"SELECT holder, expires, {NOW} FROM leases WHERE session = ?", (session_id,)
+                f"SELECT holder, expires, {connection.now} FROM leases WHERE session = ?",
+                (session_id,),
             ).fetchone()
             previous: dict[str, Any] = {}
             expired = False
@@ -618,7 +812,7 @@ class SqlStore:
                     return previous, False, float(row[1])
             connection.execute(
                 f"INSERT INTO leases (session, holder, token, expires) "
-                f"VALUES (?, ?, ?, {NOW} + ?) ON CONFLICT (session) DO UPDATE SET "
+                f"VALUES (?, ?, ?, {connection.now} + ?) ON CONFLICT (session) DO UPDATE SET "
                 "holder = excluded.holder, token = excluded.token, expires = excluded.expires",
                 (session_id, json.dumps(holder), holder["token"], ttl),
             )
@@ -632,10 +826,11 @@ class SqlStore:
     async def renew_lease(self, session_id: str, token: str, ttl: float) -> bool:
         """Push the lease's expiry `ttl` seconds past now, if this holder still has it."""
 
-        def write(connection: sqlite3.Connection) -> bool:
+        def write(connection: Connection) -> bool:
             return (
                 connection.execute(
-                    f"UPDATE leases SET expires = {NOW} + ? WHERE session = ? AND token = ?",
+                    f"UPDATE leases SET expires = {connection.now} + ? "
+                    "WHERE session = ? AND token = ?",
                     (ttl, session_id, token),
                 ).rowcount
                 == 1
@@ -663,7 +858,7 @@ class SqlStore:
             validate_session_id(session_id)
 
         def read(
-            connection: sqlite3.Connection,
+            connection: Connection,
         ) -> tuple[list[tuple[str, bytes, float]], list[str]]:
             found: list[tuple[str, bytes, float]] = []
             problems: list[str] = []
@@ -732,10 +927,11 @@ def _live_holder(raw: object, expires: float, now: float) -> dict[str, Any] | No
     return holder
 
 
-def _delete_sessions(connection: sqlite3.Connection, session_ids: Sequence[str]) -> int:
+def _delete_sessions(connection: Connection, session_ids: Sequence[str]) -> int:
     """Delete the rows of the sessions (not their leases); how many rows went."""
     removed = 0
-    for session_id in session_ids:
+    for session_id in sorted(session_ids):  # locks taken in one order: no deadlock
+        _lock_session(connection, session_id)
         for table, column in (
             ("files", "session"),
             ("lines", "session"),
@@ -748,7 +944,7 @@ def _delete_sessions(connection: sqlite3.Connection, session_ids: Sequence[str])
     return removed
 
 
-def _session_bodies(connection: sqlite3.Connection, session_id: str) -> Iterable[bytes]:
+def _session_bodies(connection: Connection, session_id: str) -> Iterable[bytes]:
     """Every file of a session, one body each (a log's lines joined)."""
     for (body,) in connection.execute("SELECT body FROM files WHERE session = ?", (session_id,)):
         yield bytes(body)
@@ -764,7 +960,7 @@ class SqlCollector:
     time then, data/'s stamps) is what its later steps check against, each under the write
     lock, so no writer changes a session or takes a lease between a check and a delete."""
 
-    def __init__(self, database: SqliteDatabase) -> None:
+    def __init__(self, database: Database) -> None:
         self._database = database
         self._measured_at = 0.0
         self._data: dict[str, tuple[int, float]] = {}
@@ -776,8 +972,8 @@ class SqlCollector:
         """Every session read for the names it holds, with its live lease holder; data/'s
         rows with their sizes; on one snapshot."""
 
-        def read(connection: sqlite3.Connection) -> list[SessionUsage]:
-            self._measured_at = connection.execute(f"SELECT {NOW}").fetchone()[0]
+        def read(connection: Connection) -> list[SessionUsage]:
+            self._measured_at = connection.execute(f"SELECT {connection.now}").fetchone()[0]
             usages: list[SessionUsage] = []
             sessions = connection.execute("SELECT id, updated FROM sessions ORDER BY id").fetchall()
             for session_id, updated in sessions:
@@ -814,9 +1010,11 @@ class SqlCollector:
         """Remove a unit of sessions in one transaction unless one was written since it was
         measured or its lease is live: then all of it stays."""
 
-        def write(connection: sqlite3.Connection) -> UnitOutcome:
+        def write(connection: Connection) -> UnitOutcome:
             outcome = UnitOutcome()
-            now = connection.execute(f"SELECT {NOW}").fetchone()[0]
+            for usage in sorted(unit, key=lambda u: u.name):  # one order: no deadlock
+                _lock_session(connection, usage.name)
+            now = connection.execute(f"SELECT {connection.now}").fetchone()[0]
             for usage in sorted(unit, key=lambda u: u.name):
                 lease = connection.execute(
                     "SELECT holder, expires FROM leases WHERE session = ?", (usage.name,)
@@ -852,7 +1050,7 @@ class SqlCollector:
             candidates = sorted(unused)
             measured_at = self._measured_at
 
-            def write(connection: sqlite3.Connection) -> set[str]:
+            def write(connection: Connection) -> set[str]:
                 named: set[str] = set()
                 changed = connection.execute(
                     "SELECT id FROM sessions WHERE updated >= ?", (measured_at,)
@@ -864,7 +1062,7 @@ class SqlCollector:
                     if name in named:
                         continue
                     if connection.execute(
-                        f"DELETE FROM data WHERE name = ? AND stored < {NOW} - ?",
+                        f"DELETE FROM data WHERE name = ? AND stored < {connection.now} - ?",
                         (name, DATA_GRACE_SECONDS),
                     ).rowcount:
                         removed.add(name)
