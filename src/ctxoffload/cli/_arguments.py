@@ -37,15 +37,19 @@ EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 
 
-def add_workdir(parser: argparse.ArgumentParser, *, bucket: bool = True) -> None:
+def add_workdir(
+    parser: argparse.ArgumentParser, *, bucket: bool = True, database: bool | None = None
+) -> None:
     """`--workdir DIR` on a command (it may also be given before the command); `bucket`:
-    whether the command reads a bucket URL too."""
-    where = (
-        "a folder, a bucket URL such as s3://bucket/prefix, or a database URL such as "
-        "sqlite:///agents.db or postgresql://user@host/db"
-        if bucket
-        else "a folder"
-    )
+    whether the command reads a bucket URL too; `database`: a database URL (default: as
+    `bucket`)."""
+    databases = "a database URL such as sqlite:///agents.db or postgresql://user@host/db"
+    if bucket:
+        where = f"a folder, a bucket URL such as s3://bucket/prefix, or {databases}"
+    elif database:
+        where = f"a folder or {databases}"
+    else:
+        where = "a folder"
     parser.add_argument(
         "--workdir",
         default=argparse.SUPPRESS,

@@ -55,7 +55,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "(exit 0)."
         ),
     )
-    add_workdir(parser)
+    add_workdir(parser, bucket=False, database=True)  # a bucket's logs would be read whole
     add_json(parser)
     parser.add_argument("session", nargs="?", help="only this session (default: all)")
     parser.add_argument(
