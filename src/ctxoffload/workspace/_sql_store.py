@@ -54,7 +54,7 @@ from ._bucket_store import is_workspace_key
 from ._datastore import data_name, media_type_of
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, UnitOutcome, data_names_in, names_in
 from ._lease import busy_error, describe_holder, holder_ended, orphaned_here
-from ._sql_payloads import PayloadPlace, payload_place
+from ._sql_payloads import PayloadPlace
 
 if TYPE_CHECKING:
     from .._disk.payloads import StoreData
@@ -565,15 +565,23 @@ class SqlStore:
         self.database = database
         self.url = url
         self.place = place
-        self._places: dict[str, PayloadPlace] = {} if place is None else {place.location: place}
 
-    def place_at(self, location: str) -> PayloadPlace:
-        """The place a `data` row names (the configured one, or one opened by its location:
-        a row written by a workspace configured otherwise)."""
-        found = self._places.get(location)
-        if found is None:
-            found = self._places[location] = payload_place(location)
-        return found
+    def place_at(self, location: str, name: str) -> PayloadPlace:
+        """The place a `data` row names, when it is the one this workspace was configured
+        with: a row never sends a read (or a gc's delete) anywhere else, so a row edited by
+        hand cannot reach a folder or bucket the caller did not name.
+
+        Raises:
+            InvalidReference: the row names another place (saying which, and how to open it).
+        """
+        if self.place is None or self.place.location != location:
+            raise InvalidReference(
+                f"data/{name} is kept outside the database, at {location}/{DATA_DIR}/{name}, "
+                f"and this workspace keeps its payloads "
+                f"{'in the database' if self.place is None else 'at ' + self.place.location}: "
+                f"open it with SqlWorkspace({self.url!r}, payloads={location!r}) to read it"
+            )
+        return self.place
 
     # -- references ---------------------------------------------------------------------------
 
@@ -802,7 +810,7 @@ class SqlStore:
         if data is None:
             raise self._nothing_at(reference)
         if isinstance(data, str):  # kept outside: the row names where
-            return await self.place_at(data).read(name)
+            return await self.place_at(data, name).read(name)
         return data
 
     async def read_lines(self, reference: str, first: int, last: int) -> bytes:
@@ -963,7 +971,7 @@ class SqlStore:
         found, problems = await self.database.read(read)
         for name, location, stored in outside:
             try:
-                body = await self.place_at(location).read(name)
+                body = await self.place_at(location, name).read(name)
             except InvalidReference as exc:
                 problems.append(str(exc))
                 continue
@@ -1121,18 +1129,20 @@ class SqlCollector:
         `DATA_GRACE_SECONDS`, checked again under the write lock: a row stored since, or
         named by a session written since the measure, stays."""
         referenced: set[str] = set().union(*(u.references for u in remaining))
+        place = None if self._store is None else self._store.place
+        here = None if place is None else place.location
+        # A payload kept at a place this workspace was not configured with is not removed
+        # (nor its row): gc reaches no folder or bucket the caller did not name.
         unused = {
             name
-            for name, (_, stored, _) in self._data.items()
-            if name not in referenced and now - stored > DATA_GRACE_SECONDS
+            for name, (_, stored, location) in self._data.items()
+            if name not in referenced
+            and now - stored > DATA_GRACE_SECONDS
+            and location in (None, here)
         }
         if unused and not report.dry_run:
             candidates = sorted(unused)
             measured_at = self._measured_at
-            store = self._store
-            places = sorted({self._data[name][2] or "" for name in candidates} - {""})
-            if places and store is None:  # pragma: no cover - SqlWorkspace passes its store
-                raise OffloadError("gc found payloads outside the database and no store")
             loop = asyncio.get_running_loop()
 
             def write(connection: Connection) -> set[str]:
@@ -1143,33 +1153,32 @@ class SqlCollector:
                 for (session_id,) in changed:
                     named |= data_names_in(_session_bodies(connection, session_id))
                 removed: set[str] = set()
-                outside: dict[str, list[str]] = {}
+                outside: list[str] = []
                 for name in candidates:
                     if name in named:
                         continue
+                    # Only a row in the database or at this workspace's place (checked
+                    # again: the row may have changed since it was measured).
                     row = connection.execute(
                         f"DELETE FROM data WHERE name = ? AND stored < {connection.now} - ? "
-                        "RETURNING location",
-                        (name, DATA_GRACE_SECONDS),
+                        "AND (location IS NULL OR location = ?) RETURNING location",
+                        (name, DATA_GRACE_SECONDS, here),
                     ).fetchone()
                     if row is not None:
                         removed.add(name)
                         if row[0] is not None:
-                            outside.setdefault(str(row[0]), []).append(name)
+                            outside.append(name)
                 # Removed from its place in the transaction deleting its row: a writer
                 # storing it again waits for the row, then finds it gone and stores it anew.
-                for location, names in sorted(outside.items()):
-                    assert store is not None
-                    store.place_at(location).remove(names, loop)
+                if place is not None:
+                    place.remove(outside, loop)
                 return removed
 
             with contextlib.ExitStack() as held:
                 # A folder's data/ taken exclusively before the database (its writers take
                 # it, shared, before theirs): no writer stores there until gc is done.
-                for location in places:
-                    assert store is not None
-                    hold = store.place_at(location).held_for_gc()
-                    await asyncio.to_thread(held.enter_context, hold)
+                if place is not None and any(self._data[n][2] for n in candidates):
+                    await asyncio.to_thread(held.enter_context, place.held_for_gc())
                 unused = await self._database.write(write)
         report.data_removed = sorted(unused)
         report.bytes_freed += sum(self._data[name][0] for name in unused)
