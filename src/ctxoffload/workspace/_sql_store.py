@@ -579,7 +579,8 @@ class SqlStore:
                 f"data/{name} is kept outside the database, at {location}/{DATA_DIR}/{name}, "
                 f"and this workspace keeps its payloads "
                 f"{'in the database' if self.place is None else 'at ' + self.place.location}: "
-                f"open it with SqlWorkspace({self.url!r}, payloads={location!r}) to read it"
+                f"open it with SqlWorkspace({self.url!r}, payloads={location!r}) to read it "
+                f"(the ctxoffload commands: CTXOFFLOAD_PAYLOADS={location})"
             )
         return self.place
 
