@@ -297,3 +297,32 @@ async def test_a_row_naming_another_place_sends_no_read_nor_delete_there(tmp_pat
     assert report.sessions_removed == ["old"] and report.data_removed == []
     assert (other / "data" / name).read_bytes() == b"not yours"
     assert _sqlite_rows(db, "SELECT location FROM data") == [(str(other),)]
+
+
+async def test_gc_removes_a_copy_in_the_folder_that_no_row_names_there(tmp_path: Path) -> None:
+    """A payload stored in the database first, then by a workspace keeping payloads in a
+    folder: the row keeps the body, the folder's copy is named by no row; gc removes that
+    copy once nothing names the payload (and a stray file too new is kept)."""
+    db, blobs = tmp_path / "agents.db", tmp_path / "blobs"
+    url = f"sqlite:///{db}"
+    ref = await _store_image(SqlWorkspace(url), "old", b"old image")
+    name = ref.rsplit("/", 1)[1]
+    ws = SqlWorkspace(url, payloads=blobs)
+    await _store_image(ws, "old", b"old image")
+    assert (blobs / "data" / name).exists()
+    assert _sqlite_rows(db, "SELECT location FROM data") == [(None,)]
+    fresh = data_name(b"fresh stray", "image/png")
+    (blobs / "data" / fresh).write_bytes(b"fresh stray")
+    # While a session names it, the copy stays.
+    _sqlite_rows(db, "UPDATE data SET stored = stored - ?", 3 * DAY)
+    old = time.time() - 3 * DAY
+    os.utime(blobs / "data" / name, (old, old))
+    report = await ws.gc()
+    assert report.data_removed == [] and (blobs / "data" / name).exists()
+    _age(db, "old")
+    report = await ws.gc(older_than=DAY)
+    assert report.sessions_removed == ["old"]
+    assert report.data_removed == [name]
+    assert not (blobs / "data" / name).exists()
+    assert (blobs / "data" / fresh).read_bytes() == b"fresh stray"
+    assert _sqlite_rows(db, "SELECT count(*) FROM data") == [(0,)]

@@ -14,8 +14,9 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from .._disk.layout import DATA_DIR
+from .._disk.layout import DATA_DIR, is_data_name
 from ..exceptions import ConfigError, InvalidReference
+from ._gc import data_files
 
 if TYPE_CHECKING:
     from ._local import LocalWorkspace
@@ -89,6 +90,31 @@ class PayloadPlace:
             if data_fd is not None:
                 fcntl.flock(data_fd, fcntl.LOCK_EX)
             yield
+
+    async def listing(self) -> dict[str, tuple[int, float]]:
+        """The payloads in the place, by name: (size, last written or re-used), for gc to find
+        those no row names (a copy written when the row was already in the database, or by a
+        writer whose transaction then failed). Call it under `held_for_gc`."""
+        if self.folder is None:
+            from ._bucket_store import data_objects
+
+            objects = await data_objects(self.workspace._client)  # type: ignore[union-attr]
+            return {
+                info.key.rsplit("/", 1)[-1]: (info.size, info.last_modified.timestamp())
+                for info in objects
+            }
+
+        def scan() -> dict[str, tuple[int, float]]:
+            try:
+                with self.workspace._disk.tree(DATA_DIR, create=False) as data_fd:  # type: ignore[union-attr]
+                    files = data_files(data_fd)
+            except FileNotFoundError:
+                return {}
+            return {
+                name: (st.st_size, st.st_mtime) for name, st in files.items() if is_data_name(name)
+            }
+
+        return await asyncio.to_thread(scan)
 
     def remove(self, names: Sequence[str], loop: asyncio.AbstractEventLoop) -> None:
         """Remove the payloads `names` (those missing are skipped), from a worker thread

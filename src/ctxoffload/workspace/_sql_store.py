@@ -1128,7 +1128,8 @@ class SqlCollector:
     ) -> None:
         """Delete the data/ rows no session of `remaining` names and not stored in the last
         `DATA_GRACE_SECONDS`, checked again under the write lock: a row stored since, or
-        named by a session written since the measure, stays."""
+        named by a session written since the measure, stays. With a place configured, the
+        payloads there that no row names there are removed too, by the same rules."""
         referenced: set[str] = set().union(*(u.references for u in remaining))
         place = None if self._store is None else self._store.place
         here = None if place is None else place.location
@@ -1141,8 +1142,39 @@ class SqlCollector:
             and now - stored > DATA_GRACE_SECONDS
             and location in (None, here)
         }
-        if unused and not report.dry_run:
-            candidates = sorted(unused)
+        with contextlib.ExitStack() as held:
+            if place is not None:
+                # A folder's data/ taken exclusively before the database (its writers take
+                # it, shared, before theirs): no writer stores there until gc is done.
+                await asyncio.to_thread(held.enter_context, place.held_for_gc())
+                listed = await place.listing()
+                # In the place, and no row names it there: written when the row was
+                # already in the database (which keeps the body), or by a writer whose
+                # transaction then failed. Kept while a session names it, all the same.
+                strays = {
+                    name: size
+                    for name, (size, written) in listed.items()
+                    if (name not in self._data or self._data[name][2] != here)
+                    and name not in referenced
+                    and now - written > DATA_GRACE_SECONDS
+                }
+            else:
+                strays = {}
+            await self._remove_data(sorted(unused), strays, place, report)
+
+    async def _remove_data(
+        self,
+        unused: list[str],
+        strays: dict[str, int],
+        place: PayloadPlace | None,
+        report: GcReport,
+    ) -> None:
+        """Delete the rows `unused` (and their payloads in `place`) and the payloads
+        `strays` no row names, each checked again under the write lock; into `report`."""
+        removed_strays: set[str] = set()
+        if (unused or strays) and not report.dry_run:
+            candidates = unused
+            here = None if place is None else place.location
             measured_at = self._measured_at
             loop = asyncio.get_running_loop()
 
@@ -1169,20 +1201,26 @@ class SqlCollector:
                         removed.add(name)
                         if row[0] is not None:
                             outside.append(name)
+                for name in strays:
+                    if name in named:
+                        continue
+                    there = connection.execute(
+                        "SELECT 1 FROM data WHERE name = ? AND location = ?", (name, here)
+                    ).fetchone()
+                    if there is None:
+                        removed_strays.add(name)
                 # Removed from its place in the transaction deleting its row: a writer
                 # storing it again waits for the row, then finds it gone and stores it anew.
                 if place is not None:
-                    place.remove(outside, loop)
+                    place.remove(outside + sorted(removed_strays), loop)
                 return removed
 
-            with contextlib.ExitStack() as held:
-                # A folder's data/ taken exclusively before the database (its writers take
-                # it, shared, before theirs): no writer stores there until gc is done.
-                if place is not None and any(self._data[n][2] for n in candidates):
-                    await asyncio.to_thread(held.enter_context, place.held_for_gc())
-                unused = await self._database.write(write)
-        report.data_removed = sorted(unused)
+            unused = sorted(await self._database.write(write))
+        else:
+            removed_strays = set(strays)
+        report.data_removed = sorted({*unused, *removed_strays})
         report.bytes_freed += sum(self._data[name][0] for name in unused)
+        report.bytes_freed += sum(strays[name] for name in removed_strays)
 
 
 if TYPE_CHECKING:  # mypy checks that the SQL store and collector are what they are declared
