@@ -351,7 +351,6 @@ async def test_gc_racing_a_writer_that_reuses_an_old_payload_never_loses_it(
     collector = SqlWorkspace(url, payloads=place)
     raw = b"old image, re-used"
     await writer.initialize()
-    collected = 0
     for i in range(20):
         if i:  # nothing names it now: collectable, but for the writer storing it again
             assert await writer.purge_session(f"s{i - 1}")
@@ -359,11 +358,9 @@ async def test_gc_racing_a_writer_that_reuses_an_old_payload_never_loses_it(
         if isinstance(place, LocalWorkspace) and (tmp_path / "blobs" / "data").exists():
             for p in (tmp_path / "blobs" / "data").iterdir():
                 os.utime(p, (time.time() - 3 * DAY,) * 2)
-        ref, report = await asyncio.gather(
+        ref, _ = await asyncio.gather(
             _store_image(writer, f"s{i}", raw), collector.gc(max_bytes=10**12)
         )
-        # (gc removed it in 2 of 20 rounds on a folder, 15 of 20 on a bucket, when written)
-        collected += bool(report.data_removed)
+        # (measured once: gc removed it in 2 of 20 rounds on a folder, 15 on a bucket)
         assert await writer.read_reference(ref) == raw, i
         assert await collector.read_reference(ref) == raw, i
-    assert 0 <= collected <= 20
