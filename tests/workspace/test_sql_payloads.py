@@ -265,6 +265,11 @@ async def test_export_of_a_session_whose_payloads_are_outside(
     back = SqlWorkspace(f"sqlite:///{tmp_path / 'back.db'}")
     await back.upload(tmp_path / "copy")
     assert await back.read_reference(f"{back.url}/data/{name}") == b"exported image"
+    # And into one that keeps them in a folder: imported there.
+    into = SqlWorkspace(f"sqlite:///{tmp_path / 'into.db'}", payloads=tmp_path / "into")
+    assert await into.upload(tmp_path / "copy") == []
+    assert (tmp_path / "into" / "data" / name).read_bytes() == b"exported image"
+    assert await into.read_reference(f"{into.url}/data/{name}") == b"exported image"
 
 
 async def test_a_version_1_database_is_migrated_and_its_payload_rows_kept(tmp_path: Path) -> None:

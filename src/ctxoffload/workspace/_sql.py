@@ -117,7 +117,7 @@ class SqlWorkspace(CollectedWorkspace):
                 "postgresql://user@host/database"
             )
         self.payloads: str | None = None
-        """Where data/ payloads are written: a folder or a bucket URL; None: the database."""
+        """The folder or bucket URL data/ payloads are written to (None for the database)."""
         place = None
         if payloads is not None:
             place = payload_place(payloads)
