@@ -369,3 +369,17 @@ async def test_gc_racing_a_writer_that_reuses_an_old_payload_never_loses_it(
         # (measured once: gc removed it in 2 of 20 rounds on a folder, 15 on a bucket)
         assert await writer.read_reference(ref) == raw, i
         assert await collector.read_reference(ref) == raw, i
+
+
+async def test_the_read_tool_reads_a_payload_outside_by_lines(
+    tmp_path: Path, place: LocalWorkspace | ObjectStoreWorkspace
+) -> None:
+    from ctxoffload.readback import retrieve_offloaded_content
+
+    ws = SqlWorkspace(f"sqlite:///{tmp_path / 'agents.db'}", payloads=place)
+    text = "".join(f"row {i} ok\n" for i in range(1, 500)) + "row 500 ERROR here\n"
+    ref = await _store_image(ws, "s", text.encode())
+    found = await retrieve_offloaded_content(ws, ref, pattern="ERROR")
+    assert "500" in found and "ERROR here" in found
+    head = await retrieve_offloaded_content(ws, ref, line_range=(2, 3))
+    assert "row 2 ok" in head and "row 3 ok" in head and "row 4 ok" not in head
