@@ -79,8 +79,9 @@ class SqlWorkspace(CollectedWorkspace):
             its `data/<sha256>.<ext>` files written as a `LocalWorkspace` writes them
             (atomic, no link followed); or a bucket (`s3://bucket/prefix`, or an
             `ObjectStoreWorkspace` for an endpoint and credentials). The row of each names
-            where it is, so a workspace configured otherwise still reads it, and gc removes
-            an unreferenced one wherever it is. Tool results and logs stay rows.
+            where it is, and gc removes an unreferenced one from there. Give the database a
+            folder or prefix of its own: its gc treats every data/ file there as its own.
+            Tool results and logs stay rows.
 
     Raises:
         ConfigError: the URL names no SQLite file and is no PostgreSQL URL, `timeout` is
