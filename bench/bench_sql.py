@@ -18,6 +18,11 @@ Measures, in one run and alternating so that disk and scheduler noise hit all al
 Prints the median latency per append and the messages per second; the ratio workspace /
 raw INSERT is what the workspace adds (serialising, the key index, the event).
 
+Then, in the same run, a tool result carrying a 5 MB file (a data/ payload, new bytes each
+time) stored both ways: as a row of the database (`SqlWorkspace(url)`, the default) and in a
+folder (`SqlWorkspace(url, payloads=folder)`, fsync on), on SQLite (and PostgreSQL where it
+starts): the median time to offload it and to read it back, and what the database grew by.
+
 Usage: python bench/bench_sql.py [--quick]
 """
 
@@ -25,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import functools
+import random
 import sqlite3
 import statistics
 import sys
@@ -35,7 +42,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ctxoffload import LocalWorkspace, Msg, SqlWorkspace
+from ctxoffload import LocalWorkspace, Msg, SqlWorkspace, ToolResultBlock
+from ctxoffload.messages import Base64Source, DataBlock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -146,6 +154,68 @@ async def measure(
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+PAYLOAD_BYTES = 5 << 20
+
+
+def _tool_result(i: int) -> Msg:
+    """A tool result carrying a new 5 MB file (random bytes: not compressible, not shared)."""
+    raw = i.to_bytes(8, "big") + random.randbytes(PAYLOAD_BYTES - 8)
+    data = base64.b64encode(raw).decode()
+    block = DataBlock(source=Base64Source(media_type="application/pdf", data=data))
+    output = ToolResultBlock(id=f"c{i}", name="fetch", output=[block])
+    return Msg(role="tool", content=[output])
+
+
+def _size(path: Path) -> int:
+    """Bytes of a SQLite database and its WAL."""
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+async def measure_payloads(
+    folder: Path, samples: int, server: PostgresServer | None
+) -> dict[str, tuple[float, float, float]]:
+    """Per way of storing: median seconds to offload a 5 MB tool result, median seconds to
+    read its payload back, and the database's growth per payload (SQLite only, else 0)."""
+    places: dict[str, tuple[SqlWorkspace, Path | None]] = {}
+    for where in ("rows", "folder"):
+        db = folder / f"payloads-{where}.db"
+        payloads = folder / "blobs" if where == "folder" else None
+        places[f"sqlite {where}"] = (SqlWorkspace(f"sqlite:///{db}", payloads=payloads), db)
+        if server is not None:
+            pg = SqlWorkspace(server.new_schema(), payloads=payloads and folder / "pg-blobs")
+            places[f"pg {where}"] = (pg, None)
+    found: dict[str, tuple[float, float, float]] = {}
+    writes: dict[str, list[float]] = {name: [] for name in places}
+    reads: dict[str, list[float]] = {name: [] for name in places}
+    before: dict[str, int] = {}
+    for name, (ws, db) in places.items():
+        await ws.initialize()
+        before[name] = _size(db) if db else 0
+    for i in range(samples):
+        msg = _tool_result(i)
+        for name, (ws, _) in places.items():
+            writes[name].append(await _timed(functools.partial(ws.offload_context, "s", [msg])))
+            [stored] = (await ws.read_context("s"))[-1:]
+            ref = next(r for r in _references(stored) if "/data/" in r)
+            reads[name].append(await _timed(functools.partial(ws.read_reference, ref)))
+    for name, (ws, db) in places.items():
+        grown = (_size(db) - before[name]) / samples if db else 0.0
+        found[name] = (statistics.median(writes[name]), statistics.median(reads[name]), grown)
+        ws.close()
+    return found
+
+
+def _references(value: Any) -> list[str]:
+    """Every string in a JSON value that names a data/ payload."""
+    if isinstance(value, str):
+        return [value] if "/data/" in value else []
+    if isinstance(value, dict):
+        return [r for v in value.values() for r in _references(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in _references(v)]
+    return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
@@ -181,6 +251,15 @@ def main() -> None:
                         f"{batch / seconds:9.0f} msgs/s  x{seconds / found[baseline]:.2f} of "
                         "its raw INSERT"
                     )
+            payload_samples = 5 if args.quick else 20
+            found_payloads = asyncio.run(measure_payloads(Path(tmp), payload_samples, server))
+            print(f"a tool result carrying 5 MB, {payload_samples} offloads:")
+            for name, (write, read, grown) in found_payloads.items():
+                growth = f"  database and WAL +{grown / 2**20:.2f} MiB each" if grown else ""
+                print(
+                    f"  {name:14} offload {write * 1000:8.1f} ms  read back "
+                    f"{read * 1000:7.1f} ms{growth}"
+                )
     finally:
         if server is not None:
             server.stop()

@@ -29,6 +29,7 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
+from ctxoffload.workspace._sql_store import SCHEMA_VERSION
 from helpers import SQL_TABLES
 from pg_server import PostgresServer
 
@@ -64,9 +65,9 @@ async def test_the_tables_are_created_versioned_and_a_newer_schema_is_refused(ur
     # Bytes as bytea; times as 53-bit floats (PostgreSQL's REAL would keep minutes only).
     assert columns["lines.body"] == columns["data.body"] == "bytea"
     assert columns["leases.expires"] == columns["sessions.updated"] == "double precision"
-    assert sql(url, "SELECT version FROM schema_version") == [(1,)]
+    assert sql(url, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
     await SqlWorkspace(url).initialize()  # opened again: nothing changes
-    assert sql(url, "SELECT version FROM schema_version") == [(1,)]
+    assert sql(url, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
     sql(url, "UPDATE schema_version SET version = 99")
     with pytest.raises(ConfigError, match="schema version 99, newer than"):
         await SqlWorkspace(url).initialize()
@@ -107,7 +108,7 @@ def test_processes_opening_a_new_schema_at_once_create_its_tables_once(url: str)
     for opener in openers:
         out, err = opener.communicate(timeout=120)
         assert (opener.returncode, out) == (0, "ok\n"), err
-    assert sql(url, "SELECT version FROM schema_version") == [(1,)]
+    assert sql(url, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
 
 
 async def test_a_reader_that_may_not_create_refuses_an_empty_schema_and_writes_nothing(

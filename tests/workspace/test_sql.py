@@ -36,6 +36,7 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
+from ctxoffload.workspace._sql_store import SCHEMA_VERSION
 from helpers import (
     SQL_TABLES,
     lease_worker_result,
@@ -292,10 +293,10 @@ async def test_the_tables_are_created_versioned_and_a_newer_schema_is_refused(
         mode = db.execute("PRAGMA journal_mode").fetchone()[0]
     db.close()
     assert tables == SQL_TABLES
-    assert version == [(1,)] and mode == "wal"
+    assert version == [(SCHEMA_VERSION,)] and mode == "wal"
     await SqlWorkspace(url).initialize()  # opened again: nothing changes
     with sqlite3.connect(path, isolation_level=None) as db:
-        assert db.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert db.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
         db.execute("UPDATE schema_version SET version = 99")
     db.close()
     with pytest.raises(ConfigError, match="schema version 99, newer than"):
@@ -404,7 +405,10 @@ async def test_rows_put_there_by_hand_never_write_outside_the_copy(
         ]:
             db.execute("INSERT INTO files VALUES (?, ?, x'00', 0)", (session, name))
         db.execute("INSERT INTO sessions VALUES ('../x', 0, 0)")
-        db.execute("INSERT INTO data VALUES ('../../data-escaped', 'x', NULL, x'00', 0)")
+        db.execute(
+            "INSERT INTO data (name, sha256, media_type, body, size, stored) "
+            "VALUES ('../../data-escaped', 'x', NULL, x'00', 1, 0)"
+        )
         db.execute("INSERT INTO lines VALUES ('s', '../log', 1, x'0a')")
     db.close()
     assert await ws.list_sessions() == ["s"]  # the hand-made id is not listed

@@ -12,7 +12,9 @@ is removed when the command ends. `gc` acts on the bucket itself.
 The store is opened as `ObjectStoreWorkspace(url)`: endpoint, region and credentials come
 from the usual environment variables (`AWS_ENDPOINT_URL`, `AWS_REGION`,
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, ...), and `CTXOFFLOAD_DEADLINE` (seconds,
-default 30) bounds each request, retries included.
+default 30) bounds each request, retries included. A database is opened as
+`SqlWorkspace(url, payloads=$CTXOFFLOAD_PAYLOADS)`: the folder or bucket its data/ payloads
+are kept in, when not in the database.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-__all__ = ["BucketCopies", "BucketCopy", "is_database_url", "open_database", "open_store"]
+__all__ = [
+    "BucketCopies",
+    "BucketCopy",
+    "is_database_url",
+    "open_database",
+    "open_store",
+    "payloads_place",
+]
 
 
 class BucketCopy:
@@ -72,6 +81,14 @@ def open_store(url: str) -> Any:
         raise CliError(str(exc)) from None
 
 
+def payloads_place() -> str | None:
+    """Where a database's data/ payloads are kept, for the commands: `$CTXOFFLOAD_PAYLOADS`
+    (a folder or a bucket URL, as `SqlWorkspace(payloads=...)` takes), else None (rows)."""
+    import os
+
+    return os.environ.get("CTXOFFLOAD_PAYLOADS") or None
+
+
 def open_database(url: str) -> Any:
     """`SqlWorkspace(url)` on a database that holds a workspace: a command that reads never
     creates one (a mistyped path or database name would otherwise read as an empty
@@ -89,7 +106,7 @@ def open_database(url: str) -> Any:
     from ..workspace import SqlWorkspace
 
     try:
-        store = SqlWorkspace(url, create=False)
+        store = SqlWorkspace(url, create=False, payloads=payloads_place())
     except (ConfigError, ImportError) as exc:
         raise CliError(str(exc)) from None
     if store.path is None:  # PostgreSQL: connect and check the tables, creating nothing

@@ -212,8 +212,10 @@ async def _copy_data(source: Any, prefix: str, name: str, staging: str) -> list[
 
     try:
         body = await source.read_reference(f"{prefix}/{DATA_DIR}/{name}")
-    except InvalidReference:
-        return [f"{prefix}/{DATA_DIR}/{name} is named but not in the workspace: not copied"]
+    except InvalidReference as exc:
+        # Why, when the workspace says more (a payload kept in a folder or bucket: where).
+        why = f" ({exc})" if "outside the database" in str(exc) else ""
+        return [f"{prefix}/{DATA_DIR}/{name} is named but not in the workspace{why}: not copied"]
     folder = os.path.join(staging, DATA_DIR)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name)

@@ -90,14 +90,14 @@ def _open_target(url: str) -> Any:
     existing file must be a ctxoffload workspace) or a bucket."""
     import os
 
-    from ._bucket import is_database_url, open_database, open_store
+    from ._bucket import is_database_url, open_database, open_store, payloads_place
 
     if is_database_url(url):
         from ..exceptions import ConfigError
         from ..workspace import SqlWorkspace
 
         try:
-            workspace = SqlWorkspace(url)
+            workspace = SqlWorkspace(url, payloads=payloads_place())
         except ConfigError as exc:
             raise CliError(str(exc)) from None
         if workspace.path is not None and os.path.exists(workspace.path):

@@ -19,10 +19,13 @@ from ._postgres import (
     masked_url,
     postgres_url,
 )
+from ._sql_payloads import payload_place
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
 from ._transfer import upload_sessions
 
 if TYPE_CHECKING:
+    from ._local import LocalWorkspace
+    from ._objectstore import ObjectStoreWorkspace
     from ._protocol import GarbageCollector, Workspace
     from ._sql_store import Database
     from ._store import SessionCollector
@@ -43,7 +46,8 @@ class SqlWorkspace(CollectedWorkspace):
     never block the writer) with `synchronous=FULL` (a write is on disk before it returns).
     On PostgreSQL (psycopg 3: `pip install 'ctxoffload[sql]'`), each write takes its
     session's advisory lock, so writers to other sessions do not wait. data/ payloads are
-    rows too: one database to back up, written in the same transactions as the rest.
+    rows too by default: one database to back up, written in the same transactions as the
+    rest; or kept in a folder or a bucket (`payloads`), the rows naming them.
 
     References look like `sqlite:////abs/path/agents.db/sessions/<id>/tool_result-c1.txt` or
     `postgresql://agent@db.internal/agents/sessions/<id>/tool_result-c1.txt`: the URL
@@ -70,10 +74,18 @@ class SqlWorkspace(CollectedWorkspace):
             does.
         create: create the database's tables (and a SQLite file) where missing; False: a
             reader that writes nothing refuses a database without them with `ConfigError`.
+        payloads: where data/ payloads (images, files, by content hash) are written: None
+            (the default), rows of the database; a folder (a path, or a `LocalWorkspace`),
+            its `data/<sha256>.<ext>` files written as a `LocalWorkspace` writes them
+            (atomic, no link followed); or a bucket (`s3://bucket/prefix`, or an
+            `ObjectStoreWorkspace` for an endpoint and credentials). The row of each names
+            where it is, and gc removes an unreferenced one from there. Give the database a
+            folder or prefix of its own: its gc treats every data/ file there as its own.
+            Tool results and logs stay rows.
 
     Raises:
-        ConfigError: the URL names no SQLite file and is no PostgreSQL URL, or `timeout` is
-            not a positive number.
+        ConfigError: the URL names no SQLite file and is no PostgreSQL URL, `timeout` is
+            not a positive number, or `payloads` names no folder or bucket.
         ImportError: a PostgreSQL URL without psycopg installed (the message says what to
             install).
     """
@@ -85,6 +97,7 @@ class SqlWorkspace(CollectedWorkspace):
         timeout: float = 30.0,
         isolate_sessions: bool = False,
         create: bool = True,
+        payloads: str | os.PathLike[str] | LocalWorkspace | ObjectStoreWorkspace | None = None,
     ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise ConfigError(f"timeout={timeout!r} must be a positive number of seconds")
@@ -104,10 +117,18 @@ class SqlWorkspace(CollectedWorkspace):
                 f"{masked_url(url)!r} is no database URL: pass sqlite:///path/to/file.db or "
                 "postgresql://user@host/database"
             )
-        self._sql = self._files = SqlStore(self._database, self.url)
+        self.payloads: str | None = None
+        """The folder or bucket URL data/ payloads are written to (None for the database)."""
+        place = None
+        if payloads is not None:
+            place = payload_place(payloads)
+            self.payloads = place.location
+        self._sql = self._files = SqlStore(self._database, self.url, place)
         weakref.finalize(self, self._database.close)
 
     def __repr__(self) -> str:
+        if self.payloads is not None:
+            return f"SqlWorkspace(url={self.url!r}, payloads={self.payloads!r})"
         return f"SqlWorkspace(url={self.url!r})"
 
     async def initialize(self) -> None:
@@ -144,7 +165,7 @@ class SqlWorkspace(CollectedWorkspace):
         return await self._sql.wait_for_change(timeout)
 
     def _collector(self) -> SessionCollector:
-        return SqlCollector(self._database)
+        return SqlCollector(self._database, self._sql)
 
     async def acquire_lease(
         self, session_id: str, *, agent: str | None = None, ttl: float | None = None

@@ -13,7 +13,7 @@ line number is read from the rows already there under that lock, so writers in o
 processes appending to one session get consecutive, global line numbers. Blocking calls run
 in a worker thread, one hop per operation, on one connection guarded by the store's lock.
 
-The tables (schema version 1; `MIGRATIONS` takes an older database forward):
+The tables (schema version 2; `MIGRATIONS` takes an older database forward):
 
 ```
 schema_version(version)                      one row: the version the tables are at
@@ -22,7 +22,8 @@ files(session, name, body, updated)          tool_result-*.txt, state.json: repl
 lines(session, log, line, body)              context.jsonl, events.jsonl: a row a line,
                                              numbered from 1 per log, never renumbered
 message_keys(session, key, line)             where each message of the context log is
-data(name, sha256, media_type, body, stored) data/<sha256>.<ext>, stored once
+data(name, sha256, media_type, body,         data/<sha256>.<ext>, stored once: the body,
+     location, size, stored)                 or NULL and the folder or bucket holding it
 leases(session, holder, token, expires)      one live writer per session
 ```
 
@@ -53,6 +54,7 @@ from ._bucket_store import is_workspace_key
 from ._datastore import data_name, media_type_of
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, UnitOutcome, data_names_in, names_in
 from ._lease import busy_error, describe_holder, holder_ended, orphaned_here
+from ._sql_payloads import PayloadPlace
 
 if TYPE_CHECKING:
     from .._disk.payloads import StoreData
@@ -91,6 +93,18 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "body {blob} NOT NULL, stored {real} NOT NULL)",
         "CREATE TABLE leases (session TEXT PRIMARY KEY, holder TEXT NOT NULL, "
         "token TEXT NOT NULL, expires {real} NOT NULL)",
+    ),
+    # 1 -> 2: a data/ payload may be kept outside the database (`SqlWorkspace(payloads=)`):
+    # its row names the place (`location`: a folder or a bucket URL) and holds no body;
+    # `size` is the payload's, wherever it is. Rebuilt, as SQLite cannot drop a NOT NULL.
+    (
+        "CREATE TABLE data_v2 (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL, media_type TEXT, "
+        "body {blob}, location TEXT, size INTEGER NOT NULL, stored {real} NOT NULL, "
+        "CHECK ((body IS NULL) <> (location IS NULL)))",
+        "INSERT INTO data_v2 (name, sha256, media_type, body, location, size, stored) "
+        "SELECT name, sha256, media_type, body, NULL, length(body), stored FROM data",
+        "DROP TABLE data",
+        "ALTER TABLE data_v2 RENAME TO data",
     ),
 ]
 """The statements that take the tables from version N to N + 1, in order (templates: see
@@ -458,19 +472,31 @@ def _split_lines(lines: Sequence[bytes]) -> list[bytes]:
 
 class _SqlPayloads:
     """The data/ payloads of one offload: named by hash while serialising, written in one
-    transaction before the line naming them (`before_line`)."""
+    transaction before the line naming them (`before_line`). With a place (`outside`: the
+    `Payloads` of a folder's or a bucket's store, and its location), each payload is stored
+    there by that store's rules, and its row names the place instead of holding the body."""
 
-    def __init__(self, database: Database, reference: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        database: Database,
+        reference: Callable[[str], str],
+        outside: tuple[Payloads, str] | None = None,
+    ) -> None:
         self._database = database
         self._reference = reference
+        self._outside = outside
         self.objects: dict[str, tuple[bytes, str | None]] = {}
 
     @property
     def store(self) -> StoreData:
-        """Name a payload by its sha256 now; it is written by `before_line`."""
+        """Name a payload by its sha256 now; it is written by `before_line` (and, outside,
+        handed to the place's store at once)."""
+        place = None if self._outside is None else self._outside[0].store
 
         def store(raw: bytes, media_type: str | None) -> str:
             name = data_name(raw, media_type)
+            if place is not None:
+                place(raw, media_type)
             self.objects.setdefault(name, (raw, media_type))
             return self._reference(f"{DATA_DIR}/{name}")
 
@@ -483,24 +509,42 @@ class _SqlPayloads:
         if not self.objects:
             return
         objects = list(self.objects.items())
+        location = None
+        if self._outside is not None:
+            # In the place first (a bucket uploads now), then the rows naming it.
+            await self._outside[0].before_line()
+            location = self._outside[1]
 
         def write(connection: Connection) -> None:
             for name, (raw, media_type) in objects:
                 # One statement: where the row is there, the upsert locks it (PostgreSQL)
                 # even when the stamp is recent enough to keep, so a gc deleting it waits,
-                # then finds the stamp fresh; a row gc deleted first is inserted anew.
+                # then finds the stamp fresh; a row gc deleted first is inserted anew. A
+                # row already there keeps its place (the database, or a folder or bucket).
                 connection.execute(
-                    "INSERT INTO data (name, sha256, media_type, body, stored) "
-                    f"VALUES (?, ?, ?, ?, {connection.now}) ON CONFLICT (name) DO UPDATE "
+                    "INSERT INTO data (name, sha256, media_type, body, location, size, stored) "
+                    f"VALUES (?, ?, ?, ?, ?, ?, {connection.now}) ON CONFLICT (name) DO UPDATE "
                     "SET stored = excluded.stored WHERE data.stored < excluded.stored - ?",
-                    (name, name.split(".", 1)[0], media_type, raw, DATA_GRACE_SECONDS / 2),
+                    (
+                        name,
+                        name.split(".", 1)[0],
+                        media_type,
+                        None if location else raw,
+                        location,
+                        len(raw),
+                        DATA_GRACE_SECONDS / 2,
+                    ),
                 )
 
         await self._database.write(write)
 
     async def after_line(self) -> None:
-        """Nothing to restore: gc deletes a payload only under the write lock, after
-        checking its stamp, which `before_line` refreshed."""
+        """In the database, nothing to restore: gc deletes a payload only under the write
+        lock, after checking its stamp, which `before_line` refreshed. Outside, the place's
+        own check: a bucket stores again an object a gc removed meanwhile (a gc removes it
+        in the transaction deleting its row, before this writer's row was written)."""
+        if self._outside is not None:
+            await self._outside[0].after_line()
 
     def hold_session(self, session_id: str, log: str) -> None:
         """Nothing to check or hold: a row cannot be a planted link. (A purge between an
@@ -517,9 +561,28 @@ class SqlStore:
         url: the workspace's URL, the prefix of every reference.
     """
 
-    def __init__(self, database: Database, url: str) -> None:
+    def __init__(self, database: Database, url: str, place: PayloadPlace | None = None) -> None:
         self.database = database
         self.url = url
+        self.place = place
+
+    def place_at(self, location: str, name: str) -> PayloadPlace:
+        """The place a `data` row names, when it is the one this workspace was configured
+        with: a row never sends a read (or a gc's delete) anywhere else, so a row edited by
+        hand cannot reach a folder or bucket the caller did not name.
+
+        Raises:
+            InvalidReference: the row names another place (saying which, and how to open it).
+        """
+        if self.place is None or self.place.location != location:
+            raise InvalidReference(
+                f"data/{name} is kept outside the database, at {location}/{DATA_DIR}/{name}, "
+                f"and this workspace keeps its payloads "
+                f"{'in the database' if self.place is None else 'at ' + self.place.location}: "
+                f"open it with SqlWorkspace({self.url!r}, payloads={location!r}) to read it "
+                f"(the ctxoffload commands: CTXOFFLOAD_PAYLOADS={location})"
+            )
+        return self.place
 
     # -- references ---------------------------------------------------------------------------
 
@@ -557,8 +620,13 @@ class SqlStore:
 
     @contextlib.asynccontextmanager
     async def payloads(self) -> AsyncIterator[Payloads]:
-        """The payloads of one offload (`SessionFiles.payloads`)."""
-        yield _SqlPayloads(self.database, self.key_reference)
+        """The payloads of one offload (`SessionFiles.payloads`): rows, or stored in the
+        place configured through its store's own `Payloads`, the rows naming it."""
+        if self.place is None:
+            yield _SqlPayloads(self.database, self.key_reference)
+            return
+        async with self.place.payloads() as outside:
+            yield _SqlPayloads(self.database, self.key_reference, (outside, self.place.location))
 
     async def put(self, session_id: str, name: str, data: bytes) -> str:
         """Replace the session's file `name` in one transaction (`SessionFiles.put`)."""
@@ -729,15 +797,21 @@ class SqlStore:
         """
         session_id, name = self._located(reference)
 
-        def read(connection: Connection) -> bytes | None:
+        def read(connection: Connection) -> bytes | str | None:
             if not session_id:
-                row = connection.execute("SELECT body FROM data WHERE name = ?", (name,)).fetchone()
-                return None if row is None else bytes(row[0])
+                row = connection.execute(
+                    "SELECT body, location FROM data WHERE name = ?", (name,)
+                ).fetchone()
+                if row is None:
+                    return None
+                return bytes(row[0]) if row[0] is not None else str(row[1])
             return _file_body(connection, session_id, name)
 
         data = await self.database.read(read)
         if data is None:
             raise self._nothing_at(reference)
+        if isinstance(data, str):  # kept outside: the row names where
+            return await self.place_at(data, name).read(name)
         return data
 
     async def read_lines(self, reference: str, first: int, last: int) -> bytes:
@@ -885,11 +959,24 @@ class SqlStore:
                             f"1 to {top} are missing"
                         )
             if data:
-                for name, body, stored in connection.execute("SELECT name, body, stored FROM data"):
-                    found.append((f"{DATA_DIR}/{name}", bytes(body), float(stored)))
+                for name, body, location, stored in connection.execute(
+                    "SELECT name, body, location, stored FROM data"
+                ):
+                    if body is None:
+                        outside.append((name, str(location), float(stored)))
+                    else:
+                        found.append((f"{DATA_DIR}/{name}", bytes(body), float(stored)))
             return found, problems
 
+        outside: list[tuple[str, str, float]] = []
         found, problems = await self.database.read(read)
+        for name, location, stored in outside:
+            try:
+                body = await self.place_at(location, name).read(name)
+            except InvalidReference as exc:
+                problems.append(str(exc))
+                continue
+            found.append((f"{DATA_DIR}/{name}", body, stored))
         await asyncio.to_thread(_write_copies, root, found)
         return problems
 
@@ -960,10 +1047,12 @@ class SqlCollector:
     time then, data/'s stamps) is what its later steps check against, each under the write
     lock, so no writer changes a session or takes a lease between a check and a delete."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, store: SqlStore | None = None) -> None:
         self._database = database
+        self._store = store
         self._measured_at = 0.0
-        self._data: dict[str, tuple[int, float]] = {}
+        # name -> (size, stored, the folder or bucket holding it; None: the row does)
+        self._data: dict[str, tuple[int, float, str | None]] = {}
 
     async def recover(self, *, dry_run: bool) -> None:
         """Nothing to finish: a removal is one transaction, done or not."""
@@ -996,15 +1085,15 @@ class SqlCollector:
                 if holder is not None and session_id in by_name:
                     by_name[session_id].lease = describe_holder(holder)
             self._data = {
-                name: (size, float(stored))
-                for name, size, stored in connection.execute(
-                    "SELECT name, length(body), stored FROM data"
+                name: (int(size), float(stored), location)
+                for name, size, stored, location in connection.execute(
+                    "SELECT name, size, stored, location FROM data"
                 )
             }
             return usages
 
         usages = await self._database.read(read)
-        return usages, {name: size for name, (size, _) in self._data.items()}
+        return usages, {name: size for name, (size, _, _) in self._data.items()}
 
     async def remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
         """Remove a unit of sessions in one transaction unless one was written since it was
@@ -1039,16 +1128,55 @@ class SqlCollector:
     ) -> None:
         """Delete the data/ rows no session of `remaining` names and not stored in the last
         `DATA_GRACE_SECONDS`, checked again under the write lock: a row stored since, or
-        named by a session written since the measure, stays."""
+        named by a session written since the measure, stays. With a place configured, the
+        payloads there that no row names there are removed too, by the same rules."""
         referenced: set[str] = set().union(*(u.references for u in remaining))
+        place = None if self._store is None else self._store.place
+        here = None if place is None else place.location
+        # A payload kept at a place this workspace was not configured with is not removed
+        # (nor its row): gc reaches no folder or bucket the caller did not name.
         unused = {
             name
-            for name, (_, stored) in self._data.items()
-            if name not in referenced and now - stored > DATA_GRACE_SECONDS
+            for name, (_, stored, location) in self._data.items()
+            if name not in referenced
+            and now - stored > DATA_GRACE_SECONDS
+            and location in (None, here)
         }
-        if unused and not report.dry_run:
-            candidates = sorted(unused)
+        with contextlib.ExitStack() as held:
+            if place is not None:
+                # A folder's data/ taken exclusively before the database (its writers take
+                # it, shared, before theirs): no writer stores there until gc is done.
+                await asyncio.to_thread(held.enter_context, place.held_for_gc())
+                listed = await place.listing()
+                # In the place, and no row names it there: written when the row was
+                # already in the database (which keeps the body), or by a writer whose
+                # transaction then failed. Kept while a session names it, all the same.
+                strays = {
+                    name: size
+                    for name, (size, written) in listed.items()
+                    if (name not in self._data or self._data[name][2] != here)
+                    and name not in referenced
+                    and now - written > DATA_GRACE_SECONDS
+                }
+            else:
+                strays = {}
+            await self._remove_data(sorted(unused), strays, place, report)
+
+    async def _remove_data(
+        self,
+        unused: list[str],
+        strays: dict[str, int],
+        place: PayloadPlace | None,
+        report: GcReport,
+    ) -> None:
+        """Delete the rows `unused` (and their payloads in `place`) and the payloads
+        `strays` no row names, each checked again under the write lock; into `report`."""
+        removed_strays: set[str] = set()
+        if (unused or strays) and not report.dry_run:
+            candidates = unused
+            here = None if place is None else place.location
             measured_at = self._measured_at
+            loop = asyncio.get_running_loop()
 
             def write(connection: Connection) -> set[str]:
                 named: set[str] = set()
@@ -1058,19 +1186,41 @@ class SqlCollector:
                 for (session_id,) in changed:
                     named |= data_names_in(_session_bodies(connection, session_id))
                 removed: set[str] = set()
+                outside: list[str] = []
                 for name in candidates:
                     if name in named:
                         continue
-                    if connection.execute(
-                        f"DELETE FROM data WHERE name = ? AND stored < {connection.now} - ?",
-                        (name, DATA_GRACE_SECONDS),
-                    ).rowcount:
+                    # Only a row in the database or at this workspace's place (checked
+                    # again: the row may have changed since it was measured).
+                    row = connection.execute(
+                        f"DELETE FROM data WHERE name = ? AND stored < {connection.now} - ? "
+                        "AND (location IS NULL OR location = ?) RETURNING location",
+                        (name, DATA_GRACE_SECONDS, here),
+                    ).fetchone()
+                    if row is not None:
                         removed.add(name)
+                        if row[0] is not None:
+                            outside.append(name)
+                for name in strays:
+                    if name in named:
+                        continue
+                    there = connection.execute(
+                        "SELECT 1 FROM data WHERE name = ? AND location = ?", (name, here)
+                    ).fetchone()
+                    if there is None:
+                        removed_strays.add(name)
+                # Removed from its place in the transaction deleting its row: a writer
+                # storing it again waits for the row, then finds it gone and stores it anew.
+                if place is not None:
+                    place.remove(outside + sorted(removed_strays), loop)
                 return removed
 
-            unused = await self._database.write(write)
-        report.data_removed = sorted(unused)
+            unused = sorted(await self._database.write(write))
+        else:
+            removed_strays = set(strays)
+        report.data_removed = sorted({*unused, *removed_strays})
         report.bytes_freed += sum(self._data[name][0] for name in unused)
+        report.bytes_freed += sum(strays[name] for name in removed_strays)
 
 
 if TYPE_CHECKING:  # mypy checks that the SQL store and collector are what they are declared
