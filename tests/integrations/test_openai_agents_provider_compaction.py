@@ -189,7 +189,8 @@ async def test_a_run_resumed_in_a_new_process_sends_the_same_note_and_records_no
         assert SENT_BACK in kept
         log = (folder / "sessions" / "t" / "context.jsonl").read_bytes()
         tests = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*tests, os.environ["PYTHONPATH"]])}
+        path = os.pathsep.join(filter(None, [*tests, os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
         done = subprocess.run(
             [sys.executable, "-c", RESUME, server.base_url, str(folder)],
             capture_output=True,
