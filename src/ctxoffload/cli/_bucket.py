@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-__all__ = ["BucketCopies", "BucketCopy", "open_database", "open_store"]
+__all__ = ["BucketCopies", "BucketCopy", "is_database_url", "open_database", "open_store"]
 
 
 class BucketCopy:
@@ -42,7 +42,7 @@ def open_store(url: str) -> Any:
 
     from ..exceptions import CliError, ConfigError
 
-    if url.lower().startswith(("sqlite:", "postgresql:", "postgres:")):
+    if is_database_url(url):
         return open_database(url)
 
     text = os.environ.get("CTXOFFLOAD_DEADLINE", "30")
@@ -64,6 +64,11 @@ def open_store(url: str) -> Any:
         raise CliError(f"{url}: {exc}") from None
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+
+
+def is_database_url(url: str) -> bool:
+    """Whether a --workdir names a database (`sqlite:`, `postgresql:`, `postgres:`)."""
+    return url.lower().startswith(("sqlite:", "postgresql:", "postgres:"))
 
 
 def open_database(url: str) -> Any:

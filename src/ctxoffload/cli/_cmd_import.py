@@ -90,9 +90,9 @@ def _open_target(url: str) -> Any:
     existing file must be a ctxoffload workspace) or a bucket."""
     import os
 
-    from ._bucket import open_database, open_store
+    from ._bucket import is_database_url, open_database, open_store
 
-    if url.lower().startswith(("sqlite:", "postgresql:", "postgres:")):
+    if is_database_url(url):
         from ..exceptions import ConfigError
         from ..workspace import SqlWorkspace
 
