@@ -137,7 +137,9 @@ def test_ls_on_a_database_and_on_a_folder_agree_but_for_the_time(
 
     def figures(where: Any) -> list[dict[str, Any]]:
         rows = json.loads(cli("ls", "--json", "--workdir", where).out)
-        return sorted(({**r, "last_activity": None, "bytes": None} for r in rows), key=lambda r: r["session"])
+        return sorted(
+            ({**r, "last_activity": None, "bytes": None} for r in rows), key=lambda r: r["session"]
+        )
 
     assert figures(database) == figures(folder)
     assert [r["session"] for r in figures(folder)] == ["a", "b"]
@@ -150,3 +152,37 @@ def test_ls_on_an_empty_database_names_it(cli: Callable[..., Any], tmp_path: Pat
     assert result.code == 0, result.err
     assert result.out == f"no sessions in {SqlWorkspace(url).url}\n"
     assert cli("ls", "--json", "--workdir", url).out.strip() == "[]"
+
+
+def test_show_without_a_session_copies_the_newest_one_only(
+    cli: Callable[..., Any], url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`show` picks the newest session from the rows (as on the copy: the latest write, of
+    two as recent the greater id) and copies that one alone."""
+    asyncio.run(SqlWorkspace(url).write_state("zz-last", {"session_id": "zz-last", "steps": 1}))
+    copies: list[str | None] = []
+    real = SqlWorkspace.download
+
+    async def watched(self: SqlWorkspace, folder: Any, **options: Any) -> list[str]:
+        copies.append(options.get("session"))
+        return await real(self, folder, **options)
+
+    monkeypatch.setattr(SqlWorkspace, "download", watched)
+    result = cli("show", "--workdir", url)
+    assert result.code == 0, result.err
+    assert copies == ["zz-last"]
+    assert "the newest session of 8 is zz-last" in result.err
+    monkeypatch.setattr(SqlWorkspace, "download", real)
+    # The same choice and the same words as on a copy of the whole database.
+    copy = copy_of(url, tmp_path / "copy")
+    on_copy = cli("show", "--workdir", copy)
+    assert on_copy.err == result.err
+    assert on_copy.out.replace(str(copy), SqlWorkspace(url).url) == result.out
+
+
+def test_show_on_an_empty_database_says_so(cli: Callable[..., Any], tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    asyncio.run(SqlWorkspace(url).initialize())
+    result = cli("show", "--workdir", url)
+    assert result.code == 2
+    assert f"no session in {SqlWorkspace(url).url!r} yet" in result.err

@@ -56,6 +56,7 @@ __all__ = [
     "session_rows",
     "session_stats",
     "step_messages",
+    "stored_newest_session",
     "stored_session_rows",
 ]
 
@@ -141,18 +142,12 @@ def stored_session_rows(store: Any, warnings: Warnings, *, newest_first: bool) -
     Raises:
         CliError: the database cannot be read.
     """
-    import asyncio
-
-    from ..exceptions import ConfigError, OffloadError
 
     def reduce(raw: bytes) -> tuple[dict[str, Any], list[int]]:
         lines = JsonLines.of_bytes(raw)
         return _event_facts(value for _, value in lines), lines.corrupt
 
-    try:
-        found = asyncio.run(store.session_facts((EVENTS_FILE,), (STATE_FILE,), reduce))
-    except (OffloadError, ConfigError) as exc:
-        raise CliError(str(exc)) from None
+    found = _stored_facts(store, (EVENTS_FILE,), reduce, (STATE_FILE,))
     rows = []
     for facts in found:
         row = SessionRow(facts.session)
@@ -160,6 +155,20 @@ def stored_session_rows(store: Any, warnings: Warnings, *, newest_first: bool) -
         _read_row(_StoredFacts(facts, folder), row, warnings, "")
         rows.append(row)
     return _ordered(rows, newest_first)
+
+
+def _stored_facts(
+    store: Any, logs: tuple[str, ...], reduce: Callable[[bytes], Any], small: tuple[str, ...] = ()
+) -> list[Any]:
+    """`SqlWorkspace.session_facts`, its errors as CliError."""
+    import asyncio
+
+    from ..exceptions import ConfigError, OffloadError
+
+    try:
+        return cast("list[Any]", asyncio.run(store.session_facts(logs, small, reduce)))
+    except (OffloadError, ConfigError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def _ordered(rows: list[SessionRow], newest_first: bool) -> list[SessionRow]:
@@ -409,17 +418,34 @@ def _own_files(
 def newest_session(workdir: str) -> tuple[str | None, int]:
     """The session with the latest activity (as `ls` sorts them: the newest time a file of
     its own was changed), and how many sessions there are."""
-    newest: tuple[float, str] | None = None
     sessions = session_ids(workdir)
-    for session in sessions:
-        try:
-            with Folder(workdir, SESSIONS_DIR, session) as folder:
-                last = max((st.st_mtime for _, st in _own_files(folder)), default=0.0)
-        except OSError:  # gone, or cannot be listed: no activity to compare
-            continue
-        if newest is None or (last, session) > newest:
-            newest = (last, session)
-    return (newest[1] if newest else None), len(sessions)
+
+    def activity() -> Iterator[tuple[float, str]]:
+        for session in sessions:
+            try:
+                with Folder(workdir, SESSIONS_DIR, session) as folder:
+                    yield max((st.st_mtime for _, st in _own_files(folder)), default=0.0), session
+            except OSError:  # gone, or cannot be listed: no activity to compare
+                continue
+
+    return _newest(activity()), len(sessions)
+
+
+def stored_newest_session(store: Any) -> tuple[str | None, int]:
+    """`newest_session` of a workspace in a database, read from its rows (as
+    `stored_session_rows`), so that `show` copies the one session it shows.
+
+    Raises:
+        CliError: the database cannot be read.
+    """
+    found = _stored_facts(store, (), bytes)
+    return _newest((f.updated, f.session) for f in found), len(found)
+
+
+def _newest(activity: Iterable[tuple[float, str]]) -> str | None:
+    """The session of the latest (time, session): of two as recent, the greater id."""
+    newest = max(activity, default=None)
+    return newest[1] if newest is not None else None
 
 
 def _grouped(rows: list[SessionRow]) -> list[SessionRow]:
