@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .._disk.ids import validate_session_id
 from .._disk.read import reference_text
@@ -26,12 +26,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ._protocol import GarbageCollector, Workspace
-    from ._sql_store import Database, SessionFacts
+    from ._sql_store import Database
     from ._store import SessionCollector
 
 __all__ = ["SqlWorkspace"]
-
-_T = TypeVar("_T")
 
 
 class SqlWorkspace(CollectedWorkspace):
@@ -238,10 +236,11 @@ class SqlWorkspace(CollectedWorkspace):
         return data, await self._sql.media_type(reference_text(reference))
 
     async def session_facts(
-        self, logs: Sequence[str], small: Sequence[str], reduce: Callable[[bytes], _T]
-    ) -> list[SessionFacts[_T]]:
+        self, logs: Sequence[str], small: Sequence[str], reduce: Callable[[bytes], Any]
+    ) -> list[Any]:
         """What a list of sessions shows of every session, read without a copy in the on-disk
-        layout: each file's and log's size as `download` would write it, the latest write,
+        layout, one record a session (attributes session, updated, sizes, newlines, bodies,
+        reduced): each file's and log's size as `download` would write it, the latest write,
         each log's newlines, the files named in `small` whole, and what `reduce` makes of
         each log named in `logs` (one session's log in memory at a time). This is how
         `ctxoffload ls --workdir sqlite:///...` lists a database.
