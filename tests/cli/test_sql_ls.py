@@ -186,3 +186,35 @@ def test_show_on_an_empty_database_says_so(cli: Callable[..., Any], tmp_path: Pa
     result = cli("show", "--workdir", url)
     assert result.code == 2
     assert f"no session in {SqlWorkspace(url).url!r} yet" in result.err
+
+
+def test_rows_with_hostile_ids_and_names_are_left_out_as_a_copy_leaves_them(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Rows put into the tables by hand with a session id or a name that is no part of the
+    layout (`../x`, an absolute path, a slash) are not listed nor counted, as `download`
+    does not write them, and `ls` still writes nothing anywhere."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    asyncio.run(SqlWorkspace(url).write_state("ok", {"session_id": "ok", "steps": 2}))
+    with sqlite3.connect(tmp_path / "agents.db") as db:
+        for session, name in (
+            ("../evil", "state.json"),
+            ("/abs", "state.json"),
+            ("ok", "../../escape.txt"),
+            ("ok", "sub/dir.txt"),
+            ("ok", "/etc/passwd"),
+        ):
+            db.execute("INSERT INTO files VALUES (?, ?, ?, 0)", (session, name, b"x" * 77))
+            if session != "ok":
+                db.execute("INSERT INTO lines VALUES (?, 'events.jsonl', 1, ?)", (session, b"{}\n"))
+        db.execute("INSERT INTO lines VALUES ('ok', '../log', 1, ?)", (b"\n" * 5,))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rows = json.loads(cli("ls", "--json", "--workdir", url).out)
+    copy = copy_of(url, tmp_path / "copy")
+    assert cli("ls", "--json", "--workdir", copy).out == cli("ls", "--json", "--workdir", url).out
+    assert [r["session"] for r in rows] == ["ok"]
+    assert rows[0]["steps"] == 2 and rows[0]["message_lines"] == 0
+    assert rows[0]["bytes"] == os.path.getsize(copy / "sessions" / "ok" / "state.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*before, "copy"]
