@@ -4,9 +4,11 @@ a SQLite database (`--workdir sqlite:///...`), in the same run?
 Both workspaces get the same 10,000 small sessions (a tool result, a batch of three
 messages, their two events: a few lines each). Then each command runs in this process
 (`ctxoffload.cli.main`, output to /dev/null), alternating folder and database, and the
-median of the runs is printed with the ratio database / folder. On a database the
-commands read through a temporary copy in the on-disk layout (`download`): `ls` copies
-every session, `show` only the one it shows.
+median of the runs is printed with the ratio database / folder. On a database `ls` reads
+its rows (`SqlWorkspace.session_facts`: a few queries over all sessions, and one indexed
+read of each session's events) and writes no copy; `show` reads through a temporary copy in
+the on-disk layout (`download`) of the one session it shows. Temporary files, the two
+workspaces included, go where TMPDIR says (/dev/shm, or a folder on disk).
 
 Usage: python bench/bench_sessions.py [--sessions N] [--runs N]
 """

@@ -49,6 +49,7 @@ __all__ = [
     "open_workspace",
     "read_json_lines",
     "refusal",
+    "say_corrupt",
     "session_entry",
     "session_folder",
     "session_ids",
@@ -292,7 +293,13 @@ def read_json_lines(
         raise CliError(f"cannot read {shown(named)}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    bad = lines.corrupt
+    say_corrupt(command, named, lines.corrupt)
+    return result, lines.corrupt
+
+
+def say_corrupt(command: str, named: str, bad: list[int]) -> None:
+    """Say once on stderr, as `ctxoffload COMMAND: warning: ...`, that the lines `bad` of
+    the log `named` are not JSON and were skipped; nothing when there are none."""
     if bad:
         print(
             f"ctxoffload {command}: warning: {shown(named)} line {bad[0]} is not valid JSON"
@@ -300,4 +307,3 @@ def read_json_lines(
             + ": skipped; `ctxoffload verify` checks the workspace",
             file=sys.stderr,
         )
-    return result, bad

@@ -7,7 +7,9 @@ stats, verify) first copy what they need into a private temporary folder in the 
 layout, with `ObjectStoreWorkspace.download`: each log's segments become one file, line for
 line, so every line number and reference means the same as in the bucket. The commands then
 run unchanged on that copy, and each path they print is shown as the object's URI. The copy
-is removed when the command ends. `gc` acts on the bucket itself.
+is removed when the command ends. `gc` acts on the bucket itself. `ls` on a database copies
+nothing: it reads the rows (`_view.stored_session_rows`), and `show` without a session finds
+the newest there and copies that session alone.
 
 The store is opened as `ObjectStoreWorkspace(url)`: endpoint, region and credentials come
 from the usual environment variables (`AWS_ENDPOINT_URL`, `AWS_REGION`,

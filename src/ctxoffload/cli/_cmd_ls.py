@@ -10,9 +10,10 @@ from ._access import (
     open_workspace,
 )
 from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
+from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._output import Column, print_json, print_table, shown
-from ._view import SessionRow, Warnings, session_rows
+from ._view import SessionRow, Warnings, session_rows, stored_session_rows
 
 __all__ = ["register", "run"]
 
@@ -51,9 +52,18 @@ _SOURCES = {
 
 def run(args: argparse.Namespace) -> int:
     """List the sessions."""
-    workdir = open_workspace(Workdir.of(args), data=False)
+    where = Workdir.of(args)
     warnings = Warnings("ls")
-    rows = session_rows(workdir, warnings, newest_first=True)
+    if is_database_url(where.text):  # its rows, not a copy in the on-disk layout
+        store = open_database(where.text)
+        try:
+            rows = stored_session_rows(store, warnings, newest_first=True)
+        finally:
+            store.close()
+        workdir = store.url
+    else:
+        workdir = open_workspace(where, data=False)
+        rows = session_rows(workdir, warnings, newest_first=True)
     # A file that could not be read is an error (said on stderr, shown as `?`): exit 2 once
     # everything else is listed, as grep does.
     status = EXIT_USAGE if warnings.said else EXIT_OK

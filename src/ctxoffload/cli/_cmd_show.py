@@ -17,10 +17,17 @@ from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
+from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._describe import Timeline
 from ._output import json_text, shown
-from ._view import SessionLog, by_agent, newest_session, step_messages
+from ._view import (
+    SessionLog,
+    by_agent,
+    newest_session,
+    step_messages,
+    stored_newest_session,
+)
 
 __all__ = ["register", "run"]
 
@@ -63,8 +70,19 @@ def run(args: argparse.Namespace) -> int:
     A line of events.jsonl that is not an event is said once on stderr and skipped; the rest
     is shown, and the exit status is then 1.
     """
-    workdir = open_workspace(Workdir.of(args), session=args.session)
-    session = session_folder(workdir, _newest(workdir) if args.session is None else args.session)
+    where = Workdir.of(args)
+    chosen = args.session
+    if chosen is None and is_database_url(where.text):
+        # The newest read from the rows: the copy holds that one session, not every one.
+        store = open_database(where.text)
+        try:
+            chosen = _newest(store.url, stored_newest_session(store))
+        finally:
+            store.close()
+    workdir = open_workspace(where, session=chosen)
+    session = session_folder(
+        workdir, _newest(workdir, newest_session(workdir)) if chosen is None else chosen
+    )
     with SessionLog(workdir, session) as events:
         if args.step is not None:
             _show_step(events, session, args.step, as_json=args.json)
@@ -76,13 +94,14 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if damaged else EXIT_OK
 
 
-def _newest(workdir: str) -> str:
-    """The session `show` shows when none is named: the newest (said on stderr).
+def _newest(workdir: str, found: tuple[str | None, int]) -> str:
+    """The session `show` shows when none is named: the newest of the workspace `workdir`
+    (`newest_session`: the newest and how many there are; said on stderr).
 
     Raises:
         CliError: the workspace has no session yet.
     """
-    newest, count = newest_session(workdir)
+    newest, count = found
     if newest is None:
         raise CliError(
             f"no session in {shown(workdir)!r} yet: pass a SESSION, or run an agent first"

@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 from .._disk.commit import JsonLines, iter_chunks
 from .._disk.events import EventKind, is_event
@@ -39,6 +39,7 @@ from ._access import (
     hard_links_refused,
     open_in,
     read_json_lines,
+    say_corrupt,
     session_ids,
 )
 from ._arguments import EXIT_PROBLEMS, EXIT_USAGE
@@ -55,6 +56,8 @@ __all__ = [
     "session_rows",
     "session_stats",
     "step_messages",
+    "stored_newest_session",
+    "stored_session_rows",
 ]
 
 
@@ -128,6 +131,47 @@ def session_rows(workdir: str, warnings: Warnings, *, newest_first: bool) -> lis
     """Every session's row, each sub-agent's session right under its parent's (`depth`);
     at each level the most recently active first, or (`newest_first=False`) by id."""
     rows = [_session_row(workdir, session, warnings) for session in session_ids(workdir)]
+    return _ordered(rows, newest_first)
+
+
+def stored_session_rows(store: Any, warnings: Warnings, *, newest_first: bool) -> list[SessionRow]:
+    """`session_rows` of a workspace in a database (a `SqlWorkspace`), read from its rows
+    with a few queries (`SqlWorkspace.session_facts`) instead of a copy in the on-disk
+    layout; each row as the copy's would be, made by the same code (`_read_row`).
+
+    Raises:
+        CliError: the database cannot be read.
+    """
+
+    def reduce(raw: bytes) -> tuple[dict[str, Any], list[int]]:
+        lines = JsonLines.of_bytes(raw)
+        return _event_facts(value for _, value in lines), lines.corrupt
+
+    found = _stored_facts(store, (EVENTS_FILE,), reduce, (STATE_FILE,))
+    rows = []
+    for facts in found:
+        row = SessionRow(facts.session)
+        folder = f"{store.url}/{SESSIONS_DIR}/{facts.session}"
+        _read_row(_StoredFacts(facts, folder), row, warnings, "")
+        rows.append(row)
+    return _ordered(rows, newest_first)
+
+
+def _stored_facts(
+    store: Any, logs: tuple[str, ...], reduce: Callable[[bytes], Any], small: tuple[str, ...] = ()
+) -> list[Any]:
+    """`SqlWorkspace.session_facts`, its errors as CliError."""
+    import asyncio
+
+    from ..exceptions import ConfigError, OffloadError
+
+    try:
+        return cast("list[Any]", asyncio.run(store.session_facts(logs, small, reduce)))
+    except (OffloadError, ConfigError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def _ordered(rows: list[SessionRow], newest_first: bool) -> list[SessionRow]:
     if newest_first:
         rows.sort(key=lambda r: r.last_activity or "", reverse=True)
     return _grouped(rows)
@@ -140,7 +184,7 @@ def _session_row(workdir: str, session: str, warnings: Warnings) -> SessionRow:
     if not _read_folder(
         workdir,
         session,
-        lambda folder: _read_row(folder, row, warnings, then),
+        lambda folder: _read_row(_FolderFacts(folder, warnings), row, warnings, then),
         warnings,
         f"session {session} is shown as unreadable",
     ):
@@ -166,23 +210,111 @@ def _read_folder(
     return True
 
 
-def _read_row(folder: Folder, row: SessionRow, warnings: Warnings, then: str) -> None:
+class _RowFacts(Protocol):
+    """Where a session's row is read from: its folder (`_FolderFacts`) or a database's rows
+    (`_StoredFacts`). Each read that fails raises CliError, and `_read_row` says it."""
+
+    def path(self, name: str) -> str:
+        """The file `name` as a message names it."""
+
+    def files(self, refused: Callable[[str, int], None]) -> Iterator[tuple[str, int, float]]:
+        """The session's own files: name, size, last change; one refused (hard-linked) is
+        given to `refused` with its links instead."""
+
+    def events(self) -> dict[str, Any]:
+        """`_event_facts` of events.jsonl (a line that is not JSON said on stderr)."""
+
+    def state(self) -> list[Any]:
+        """The JSON values of state.json."""
+
+    def newlines(self, name: str) -> int:
+        """The committed newlines of the log `name`; 0 when there is none."""
+
+
+class _FolderFacts:
+    """A session's row read from its folder."""
+
+    def __init__(self, folder: Folder, warnings: Warnings) -> None:
+        self.folder = folder
+        self.command = warnings.command
+
+    def path(self, name: str) -> str:
+        return self.folder.path(name)
+
+    def files(self, refused: Callable[[str, int], None]) -> Iterator[tuple[str, int, float]]:
+        for name, st in _own_files(self.folder, lambda name, st: refused(name, st.st_nlink)):
+            yield name, st.st_size, st.st_mtime
+
+    def events(self) -> dict[str, Any]:
+        found, _ = read_json_lines(
+            self.folder, EVENTS_FILE, command=self.command, consume=_event_facts
+        )
+        return cast("dict[str, Any]", found)
+
+    def state(self) -> list[Any]:
+        found, _ = read_json_lines(self.folder, STATE_FILE, command=self.command)
+        return cast("list[Any]", found)
+
+    def newlines(self, name: str) -> int:
+        return _committed_newlines(self.folder, name)
+
+
+class _StoredFacts:
+    """A session's row read from a database's rows (`SqlWorkspace.session_facts`): what a
+    copy in the on-disk layout would hold, every file changed at the session's last write."""
+
+    def __init__(self, facts: Any, folder: str) -> None:
+        self.facts = facts
+        self.folder = folder
+        self.command = "ls"
+
+    def path(self, name: str) -> str:
+        return f"{self.folder}/{name}"
+
+    def files(self, refused: Callable[[str, int], None]) -> Iterator[tuple[str, int, float]]:
+        for name, size in sorted(self.facts.sizes.items()):
+            yield name, size, self.facts.updated
+
+    def events(self) -> dict[str, Any]:
+        if EVENTS_FILE not in self.facts.reduced:
+            return _event_facts(())
+        found, bad = self.facts.reduced[EVENTS_FILE]
+        say_corrupt(self.command, self.path(EVENTS_FILE), bad)
+        return cast("dict[str, Any]", found)
+
+    def state(self) -> list[Any]:
+        raw = self.facts.bodies.get(STATE_FILE, b"")
+        lines = JsonLines.of_bytes(raw)
+        found = [value for _, value in lines]
+        say_corrupt(self.command, self.path(STATE_FILE), lines.corrupt)
+        return found
+
+    def newlines(self, name: str) -> int:
+        return int(self.facts.newlines.get(name, 0))
+
+
+def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str) -> None:
+    """Fill `row` from `source`: the one place a row's figures are made."""
     last = 0.0
     size = 0
     tool_results = 0
 
-    def refused(name: str, st: os.stat_result) -> None:
-        warnings.say(folder.path(name), hard_links_refused(folder.path(name), st.st_nlink), then)
+    def refused(name: str, links: int) -> None:
+        warnings.say(source.path(name), hard_links_refused(source.path(name), links), then)
         row.unreadable.append(name)
 
-    for name, st in _own_files(folder, refused):
-        last = max(last, st.st_mtime)
-        size += st.st_size
+    for name, st_size, modified in source.files(refused):
+        last = max(last, modified)
+        size += st_size
         tool_results += is_tool_result_name(name)
     row.last_activity = iso_time(last) if last else None
     row.bytes = size
     row.tool_results = tool_results
-    counted = _read_logged(folder, EVENTS_FILE, warnings, then, _event_facts)
+    try:
+        counted: dict[str, Any] | None = source.events()
+    except CliError as exc:
+        warnings.say(source.path(EVENTS_FILE), str(exc), then)
+        counted = None
     if counted is None:
         row.unreadable.append(EVENTS_FILE)
     else:
@@ -192,16 +324,20 @@ def _read_row(folder: Folder, row: SessionRow, warnings: Warnings, then: str) ->
         # An agent's model calls, or those `ctxoffload replay` replayed (it says how many).
         row.steps = counted["model_calls"] or counted["replayed"] or None
     if row.steps is None:
-        rows = _read_logged(folder, STATE_FILE, warnings, then)
+        try:
+            rows: list[Any] | None = source.state()
+        except CliError as exc:
+            warnings.say(source.path(STATE_FILE), str(exc), then)
+            rows = None
         if rows is None:
             row.unreadable.append(STATE_FILE)
         state = next(iter(rows or []), None)
         if isinstance(state, dict) and isinstance(state.get("steps"), int):
             row.steps = state["steps"]
     try:
-        row.message_lines = _committed_newlines(folder, CONTEXT_FILE)
+        row.message_lines = source.newlines(CONTEXT_FILE)
     except CliError as exc:
-        warnings.say(folder.path(CONTEXT_FILE), str(exc), then)
+        warnings.say(source.path(CONTEXT_FILE), str(exc), then)
         row.unreadable.append(CONTEXT_FILE)
 
 
@@ -282,17 +418,34 @@ def _own_files(
 def newest_session(workdir: str) -> tuple[str | None, int]:
     """The session with the latest activity (as `ls` sorts them: the newest time a file of
     its own was changed), and how many sessions there are."""
-    newest: tuple[float, str] | None = None
     sessions = session_ids(workdir)
-    for session in sessions:
-        try:
-            with Folder(workdir, SESSIONS_DIR, session) as folder:
-                last = max((st.st_mtime for _, st in _own_files(folder)), default=0.0)
-        except OSError:  # gone, or cannot be listed: no activity to compare
-            continue
-        if newest is None or (last, session) > newest:
-            newest = (last, session)
-    return (newest[1] if newest else None), len(sessions)
+
+    def activity() -> Iterator[tuple[float, str]]:
+        for session in sessions:
+            try:
+                with Folder(workdir, SESSIONS_DIR, session) as folder:
+                    yield max((st.st_mtime for _, st in _own_files(folder)), default=0.0), session
+            except OSError:  # gone, or cannot be listed: no activity to compare
+                continue
+
+    return _newest(activity()), len(sessions)
+
+
+def stored_newest_session(store: Any) -> tuple[str | None, int]:
+    """`newest_session` of a workspace in a database, read from its rows (as
+    `stored_session_rows`), so that `show` copies the one session it shows.
+
+    Raises:
+        CliError: the database cannot be read.
+    """
+    found = _stored_facts(store, (), bytes)
+    return _newest((f.updated, f.session) for f in found), len(found)
+
+
+def _newest(activity: Iterable[tuple[float, str]]) -> str | None:
+    """The session of the latest (time, session): of two as recent, the greater id."""
+    newest = max(activity, default=None)
+    return newest[1] if newest is not None else None
 
 
 def _grouped(rows: list[SessionRow]) -> list[SessionRow]:

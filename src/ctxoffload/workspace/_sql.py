@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._disk.ids import validate_session_id
 from .._disk.read import reference_text
@@ -24,6 +24,8 @@ from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
 from ._transfer import upload_sessions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from ._local import LocalWorkspace
     from ._objectstore import ObjectStoreWorkspace
     from ._protocol import GarbageCollector, Workspace
@@ -253,6 +255,21 @@ class SqlWorkspace(CollectedWorkspace):
         """
         data = await self.read_reference(reference)
         return data, await self._sql.media_type(reference_text(reference))
+
+    async def session_facts(
+        self, logs: Sequence[str], small: Sequence[str], reduce: Callable[[bytes], Any]
+    ) -> list[Any]:
+        """What a list of sessions shows of every session, read without a copy in the on-disk
+        layout, one record a session (attributes session, updated, sizes, newlines, bodies,
+        reduced): each file's and log's size as `download` would write it, the latest write,
+        each log's newlines, the files named in `small` whole, and what `reduce` makes of
+        each log named in `logs` (one session's log in memory at a time). This is how
+        `ctxoffload ls --workdir sqlite:///...` lists a database.
+
+        Raises:
+            OffloadError: the database cannot be read.
+        """
+        return await self._sql.session_facts(logs, small, reduce)
 
     async def download(
         self,

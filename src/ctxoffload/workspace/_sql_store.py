@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ import sqlite3
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._disk.batch import Span, new_rows
 from .._disk.commit import parse_log, take_lines
@@ -65,6 +66,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Connection",
     "Database",
+    "SessionFacts",
     "SqlCollector",
     "SqlStore",
     "SqliteDatabase",
@@ -920,6 +922,74 @@ class SqlStore:
             )
         )
 
+    # -- what a list of sessions shows ----------------------------------------------------------
+
+    async def session_facts(
+        self, logs: Sequence[str], small: Sequence[str], reduce: Callable[[bytes], _T]
+    ) -> list[SessionFacts[_T]]:
+        """What a list of sessions shows of each session, read on one snapshot without a copy
+        in the on-disk layout (`download`): the size of each of its files and logs (a log's
+        rows joined, as `download` writes it), its latest write, the newlines of each log,
+        the bodies of the files named in `small`, and what `reduce` makes of each log named
+        in `logs` (called with one session's log at a time: memory holds one log, never all).
+
+        A session, and a name, are as `download` would copy them: a name that is no name of
+        the layout is left out, and a session with no file left is not listed.
+        """
+
+        def read(connection: Connection) -> list[SessionFacts[_T]]:
+            found: dict[str, SessionFacts[_T]] = {}
+            updated = dict(connection.execute("SELECT id, updated FROM sessions").fetchall())
+
+            def facts(session_id: object, name: object) -> SessionFacts[_T] | None:
+                if not isinstance(session_id, str) or not is_session_id(session_id):
+                    return None
+                if not is_workspace_key(f"{SESSIONS_DIR}/{session_id}/{name}"):
+                    return None
+                if session_id not in found:
+                    when = updated.get(session_id)
+                    found[session_id] = SessionFacts(
+                        session_id, float(when) if when is not None else 0.0
+                    )
+                return found[session_id]
+
+            for session_id, name, size in connection.execute(
+                "SELECT session, name, length(body) FROM files"
+            ):
+                held = facts(session_id, name)
+                if held is not None:
+                    held.sizes[name] = int(size)
+            for session_id, log, size in connection.execute(
+                "SELECT session, log, sum(length(body)) FROM lines GROUP BY session, log"
+            ):
+                held = facts(session_id, log)
+                if held is not None:
+                    held.sizes[log] = int(size)
+            # A row is one line as the file holds it (`_split_lines`): at most one newline,
+            # its last byte.
+            for session_id, log, count in connection.execute(
+                "SELECT session, log, count(*) FROM lines "
+                "WHERE substr(body, length(body), 1) = ? GROUP BY session, log",
+                (b"\n",),
+            ):
+                held = found.get(session_id)
+                if held is not None and log in held.sizes:
+                    held.newlines[log] = int(count)
+            for name in small:
+                for session_id, body in connection.execute(
+                    "SELECT session, body FROM files WHERE name = ?", (name,)
+                ):
+                    held = found.get(session_id)
+                    if held is not None and name in held.sizes:
+                        held.bodies[name] = bytes(body)
+            for held in found.values():
+                for log in logs:
+                    if log in held.sizes:
+                        held.reduced[log] = reduce(_log_body(connection, held.session, log) or b"")
+            return [found[session_id] for session_id in sorted(found)]
+
+        return await self.database.read(read)
+
     # -- a copy in the on-disk layout ---------------------------------------------------------
 
     async def download(
@@ -979,6 +1049,24 @@ class SqlStore:
             found.append((f"{DATA_DIR}/{name}", body, stored))
         await asyncio.to_thread(_write_copies, root, found)
         return problems
+
+
+@dataclasses.dataclass
+class SessionFacts(Generic[_T]):
+    """What a list of sessions shows of one session (`SqlStore.session_facts`)."""
+
+    session: str
+    updated: float
+    """Its latest write (seconds since the epoch, the database's clock): every file's time in
+    a copy (`download`)."""
+    sizes: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Each file and log by name: its size in bytes in the on-disk layout."""
+    newlines: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Each log by name: its newlines."""
+    bodies: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    """The files asked for whole, by name."""
+    reduced: dict[str, _T] = dataclasses.field(default_factory=dict)
+    """What the caller's `reduce` made of each log asked for, by name."""
 
 
 def _write_copies(root: str, found: Iterable[tuple[str, bytes, float]]) -> None:
