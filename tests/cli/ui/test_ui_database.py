@@ -1,0 +1,84 @@
+"""`ctxoffload ui --workdir sqlite:///... | postgresql://...`: the page reads a database
+(SQLite, and a real PostgreSQL server), shows each step with the database's references,
+opens a stored file, follows a second agent's session, and leaves no copy behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from test_ui_bucket import fetch_logs, get
+
+from ctxoffload import Agent, ContextConfig, ScriptedModel, SqlWorkspace
+from helpers import call
+
+
+async def run_agent(url: str, session: str) -> None:
+    ws = SqlWorkspace(url)
+    agent = Agent(
+        name="analyst",
+        model=ScriptedModel([call("call_1", "fetch_logs"), "found it"]),
+        offloader=ws,
+        tools=[fetch_logs],
+        session_id=session,
+        context_config=ContextConfig(context_window=20_000, tool_result_limit=500),
+    )
+    await agent.reply("what failed?")
+    ws.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new database: a SQLite file, or a schema of its own on the test session's server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'agents.db'}"
+    return request.getfixturevalue("postgres").new_schema()  # type: ignore[no-any-return]
+
+
+def test_the_page_reads_and_follows_a_database(db_url: str) -> None:
+    asyncio.run(run_agent(db_url, "run-1"))
+    shown_url = SqlWorkspace(db_url).url  # as the workspace names itself (no password)
+    env = {**os.environ, "TMPDIR": tempfile.mkdtemp(prefix="ui-database-")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctxoffload", "--workdir", db_url, "ui", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == f"ctxoffload ui: {shown_url}"
+        address = urllib.parse.urlsplit(process.stdout.readline().strip())
+        port, token = address.port or 0, urllib.parse.parse_qs(address.query)["token"][0]
+
+        sessions = get(port, token, "/api/sessions")
+        assert [s["session"] for s in sessions["sessions"]] == ["run-1"]
+        session = get(port, token, "/api/session", session="run-1")
+        assert [s["step"] for s in session["steps"]] == [1, 2]
+        step = get(port, token, "/api/step", session="run-1", step=2)
+        links = [p for m in step["messages"] for p in m["parts"] if "path" in p]
+        assert links[0]["text"] == f"{shown_url}/sessions/run-1/tool_result-call_1.txt"
+        shown = get(port, token, "/api/file", path=links[0]["path"])
+        assert "ORD-10000" in shown["text"]
+
+        asyncio.run(run_agent(db_url, "run-2"))  # another agent writes while the page is open
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            listed = [s["session"] for s in get(port, token, "/api/sessions")["sessions"]]
+            if "run-2" in listed:
+                break
+            time.sleep(0.2)
+        assert listed == ["run-1", "run-2"]
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert os.listdir(env["TMPDIR"]) == [], "the copies are removed when the page stops"
