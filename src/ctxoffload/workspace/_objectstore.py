@@ -44,7 +44,7 @@ from ._lease import (
 )
 from ._segments import SegmentLog
 from ._store_client import StoreClient, scrub
-from ._transfer import upload_sessions
+from ._transfer import Uploads
 
 if TYPE_CHECKING:
     from ._protocol import GarbageCollector, Workspace
@@ -57,7 +57,7 @@ logger = logging.getLogger("ctxoffload")
 _INSTALL_HINT = "ObjectStoreWorkspace needs obstore: pip install 'ctxoffload[s3]'"
 
 
-class ObjectStoreWorkspace(CollectedWorkspace):
+class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
     """A workspace in object storage (S3, MinIO, R2, GCS, Azure, memory) for agents on many hosts.
 
     A `Workspace` and a `GarbageCollector`: the same read side and key layout as `LocalWorkspace`,
@@ -336,46 +336,6 @@ class ObjectStoreWorkspace(CollectedWorkspace):
         else:
             sessions = await self.list_sessions()
         return await self._bucket.download(root, sessions, data=data, check=check)
-
-    async def upload(
-        self, folder: str | os.PathLike[str], *, sessions: list[str] | None = None
-    ) -> list[str]:
-        """Write sessions of a folder in the on-disk layout (a `LocalWorkspace`'s) into this
-        workspace: the reverse of `download`, what `ctxoffload import` runs.
-
-        Every line of each log (up to where a reader of the folder stops: whole acknowledged
-        batches), every file and every data/ file the sessions name (all of data/ when no
-        session is named) is written, line numbers kept, each session under its lease;
-        references into the folder are rewritten to name this workspace. Everything is read
-        and checked before anything is written.
-
-        Args:
-            folder: the workspace folder to read (nothing in it is changed).
-            sessions: only these sessions (default: every one).
-
-        Returns:
-            What did not stop it, one line each: a torn last line left out, a data/ file
-            named but missing in the folder.
-
-        Raises:
-            ConfigError: a session exists here already (none is overwritten), or one named
-                is not in the folder.
-            InvalidContent: the folder holds a planted link, a special file, a name outside
-                the layout, or a data/ file whose bytes do not match its name; nothing is
-                written.
-            InvalidReference: the folder is no workspace.
-            InvalidSessionId: a session named is not a plain name.
-            SessionBusyError: another writer holds a session's lease.
-            OffloadError: the store refused a write.
-        """
-        return await upload_sessions(
-            self,
-            self._files,
-            os.fspath(folder),
-            url=self.url,
-            sessions=sessions,
-            acquire=self.acquire_lease,
-        )
 
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with the media type stored in its metadata.

@@ -21,7 +21,7 @@ from ._postgres import (
 )
 from ._sql_payloads import payload_place
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
-from ._transfer import upload_sessions
+from ._transfer import Uploads
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["SqlWorkspace"]
 
 
-class SqlWorkspace(CollectedWorkspace):
+class SqlWorkspace(Uploads, CollectedWorkspace):
     """A workspace in a SQL database: SQLite, one file that every process on the machine
     shares, or PostgreSQL, which replicas on many machines share (a `Workspace` and a
     `GarbageCollector`).
@@ -205,46 +205,6 @@ class SqlWorkspace(CollectedWorkspace):
             await store.release_lease(sid, token)
 
         return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
-
-    async def upload(
-        self, folder: str | os.PathLike[str], *, sessions: list[str] | None = None
-    ) -> list[str]:
-        """Write sessions of a folder in the on-disk layout (a `LocalWorkspace`'s) into this
-        workspace: the reverse of `download`, what `ctxoffload import` runs.
-
-        Every line of each log (up to where a reader of the folder stops: whole acknowledged
-        batches), every file and every data/ file the sessions name (all of data/ when no
-        session is named) is written, line numbers kept, each session under its lease;
-        references into the folder are rewritten to name this workspace. Everything is read
-        and checked before anything is written.
-
-        Args:
-            folder: the workspace folder to read (nothing in it is changed).
-            sessions: only these sessions (default: every one).
-
-        Returns:
-            What did not stop it, one line each: a torn last line left out, a data/ file
-            named but missing in the folder.
-
-        Raises:
-            ConfigError: a session exists here already (none is overwritten), or one named
-                is not in the folder.
-            InvalidContent: the folder holds a planted link, a special file, a name outside
-                the layout, or a data/ file whose bytes do not match its name; nothing is
-                written.
-            InvalidReference: the folder is no workspace.
-            InvalidSessionId: a session named is not a plain name.
-            SessionBusyError: another writer holds a session's lease.
-            OffloadError: the store refused a write.
-        """
-        return await upload_sessions(
-            self,
-            self._files,
-            os.fspath(folder),
-            url=self.url,
-            sessions=sessions,
-            acquire=self.acquire_lease,
-        )
 
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with the media type a data/ payload was stored

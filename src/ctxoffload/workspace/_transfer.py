@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ._lease import SessionLease
     from ._store import SessionFiles
 
-__all__ = ["SessionCopy", "read_layout", "upload_sessions", "write_layout"]
+__all__ = ["SessionCopy", "Uploads", "read_layout", "upload_sessions", "write_layout"]
 
 # Lines appended per batch when a log is written: bounded batches, however long the log.
 _BATCH_BYTES = 8 << 20
@@ -312,3 +312,57 @@ def write_layout(root: str, copies: list[SessionCopy], blobs: dict[str, bytes]) 
                 write(dir_fd, name, body)
         finally:
             os.close(dir_fd)
+
+
+class Uploads:
+    """`upload`, written once for the workspaces a folder is imported into (a database, a
+    bucket): each has its store (`_files`), its URL and its leases."""
+
+    url: str
+    _files: SessionFiles
+
+    if TYPE_CHECKING:  # each workspace that mixes this in has its own (none here at run time)
+
+        async def acquire_lease(
+            self, session_id: str, *, agent: str | None = None, ttl: float | None = None
+        ) -> SessionLease: ...
+
+    async def upload(
+        self, folder: str | os.PathLike[str], *, sessions: list[str] | None = None
+    ) -> list[str]:
+        """Write sessions of a folder in the on-disk layout (a `LocalWorkspace`'s) into this
+        workspace: the reverse of `download`, what `ctxoffload import` runs.
+
+        Every line of each log (up to where a reader of the folder stops: whole acknowledged
+        batches), every file and every data/ file the sessions name (all of data/ when no
+        session is named) is written, line numbers kept, each session under its lease;
+        references into the folder are rewritten to name this workspace. Everything is read
+        and checked before anything is written.
+
+        Args:
+            folder: the workspace folder to read (nothing in it is changed).
+            sessions: only these sessions (default: every one).
+
+        Returns:
+            What did not stop it, one line each: a torn last line left out, a data/ file
+            named but missing in the folder.
+
+        Raises:
+            ConfigError: a session exists here already (none is overwritten), or one named
+                is not in the folder.
+            InvalidContent: the folder holds a planted link, a special file, a name outside
+                the layout, or a data/ file whose bytes do not match its name; nothing is
+                written.
+            InvalidReference: the folder is no workspace.
+            InvalidSessionId: a session named is not a plain name.
+            SessionBusyError: another writer holds a session's lease.
+            OffloadError: the store refused a write.
+        """
+        return await upload_sessions(
+            self,  # type: ignore[arg-type]  # a StoreWorkspace: every class that mixes this in
+            self._files,
+            os.fspath(folder),
+            url=self.url,
+            sessions=sessions,
+            acquire=self.acquire_lease,
+        )
