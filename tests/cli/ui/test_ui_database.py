@@ -9,12 +9,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from test_ui_bucket import fetch_logs, get
+from test_ui_bucket import fetch_logs, get, listed_once
 
 from ctxoffload import Agent, ContextConfig, ScriptedModel, SqlWorkspace
 from helpers import call
@@ -70,13 +69,7 @@ def test_the_page_reads_and_follows_a_database(db_url: str) -> None:
         assert "ORD-10000" in shown["text"]
 
         asyncio.run(run_agent(db_url, "run-2"))  # another agent writes while the page is open
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            listed = [s["session"] for s in get(port, token, "/api/sessions")["sessions"]]
-            if "run-2" in listed:
-                break
-            time.sleep(0.2)
-        assert listed == ["run-1", "run-2"]
+        assert listed_once(port, token, "run-2") == ["run-1", "run-2"]
     finally:
         process.terminate()
         _, err = process.communicate(timeout=30)
