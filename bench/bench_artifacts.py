@@ -9,27 +9,31 @@ in the context the model is sent next:
 
 - `no index`: in the context without its `<artifact_index>` (what the summary and the kept
   messages name: the context as it was before issue 25);
-- `before`: in the context with the index as it was before (each entry whole on its line's
-  row, the budget spent by estimate), rebuilt from the same compaction's entries within the
-  same budget (`ArtifactIndex.build(..., grouped=False, fill=False)`): the baseline,
-  measured in this run;
+- `before`: in the context with the index laid out as before groups (each entry whole on its
+  line's row, the budget spent by estimate), rebuilt from the same compaction's entries
+  within the same budget (`ArtifactIndex.build(..., grouped=False, fill=False)`, in today's
+  order of entries), measured in this run;
 - `filled`: the same, filled to the budget counted exactly, whole entries only
   (`grouped=False`): what filling alone gives;
-- `whole`: in the whole context, the index as it is (whole entries, and entries folded
-  where that names more, never fewer whole than `filled`) included, as a plain substring
-  (the full path, the full command); and how many compactions name fewer this way than
-  `before` (the lead's measure is the total, which must not fall below `before`'s);
+- `whole`: in the whole context, the index as it is included, as a plain substring (the
+  full path, the full command); and how many compactions name fewer this way than `before`
+  (the index names the most it can folded, then keeps whole what its budget still holds);
 - `read`: whole, or named by a row of the index read as its header says (the tree of paths:
-  `- src/ (line 4): a.py b/c.py` is src/a.py and src/b/c.py, and an indented row goes on
-  from the path of the row it is under; under a line, `sed … f.py: -n 1,9p | -n 9,30p` is
-  `sed -n 1,9p f.py` and `sed -n 9,30p f.py`), read by this script's own parser;
+  `- src/ (line 4): a.py b/c.py` is src/a.py, src/b/c.py and the folders on their way, a
+  leading `./` left off, and an indented row goes on from the path and the lines of the row
+  it is under; under a line, `sed … f.py: -n 1,9p | -n 9,30p` is `sed -n 1,9p f.py` and
+  `sed -n 9,30p f.py`), read by this script's own parser;
 - `listed`: named, or counted on the index's last line and listed in events.jsonl.
 
 It prints the shares (overall, then by kind), how many compactions the index's budget cut
-entries from, and the summary message's size in tokens (the index included, and without it).
+entries from, the summary message's size in tokens (the index included, and without it),
+how many compactions took the summary's spare room (the index names what left now with what
+the summary left of its own budget, when the index's budget is not set), and how many of the
+entries the replaced index named are named again.
 
-    python bench/bench_artifacts.py                 # every corpus file, three windows
-    python bench/bench_artifacts.py --windows 16000 # one window
+    python bench/bench_artifacts.py                     # every corpus file, three windows
+    python bench/bench_artifacts.py --windows 16000     # one window
+    python bench/bench_artifacts.py --index-share 1.0   # the index's own budget, set
     python bench/bench_artifacts.py --index-share 0.25  # a smaller index
 """
 
@@ -81,6 +85,9 @@ class Tally:
     flat_tokens: list[int] = field(default_factory=list)
     fewer: int = 0  # compactions whose whole-substring measure is below `before`'s
     folded: int = 0  # compactions whose index folds entries into group rows
+    stretched: int = 0  # compactions whose index took the summary's spare room
+    carried: int = 0  # entries the replaced index named, weighed again
+    carried_named: int = 0  # of those, named again (not cut)
     dumps: list[Dump] = field(default_factory=list)  # each compaction's misses (`--dump`)
 
 
@@ -126,7 +133,8 @@ async def replay(
                     result = await comp.maybe_compress(context)
                     context = result.messages
                     if result.compressed:
-                        await measure(ws, given, context, tally, counter, source)
+                        budget = config.artifact_index_budget(window)
+                        await measure(ws, given, context, tally, counter, source, budget)
                 context.append(await comp.process_message(msg) if msg.role == "tool" else msg)
 
 
@@ -151,7 +159,10 @@ def read_index(index: str) -> set[str]:
             depth = len(indent) // 2
             heads[depth:] = [(heads[depth - 1] if depth else "") + head]
             named.add(heads[depth].removesuffix("/"))
-            named.update(heads[depth] + item for item in (items or "").split(" ") if item)
+            for item in (items or "").split(" "):
+                # An item names its path and the folders on its way there.
+                parts = (heads[depth] + item).split("/")
+                named.update("/".join(parts[:end]) for end in range(1, len(parts) + 1))
         elif found := _ROW.match(row):
             first, *spaced = found.group(1).split(" | ")
             named.update(word for word in first.split(" ") if word)
@@ -173,6 +184,7 @@ async def measure(
     tally: Tally,
     counter: TokenCounter,
     source: str = "",
+    default_budget: int = 0,
 ) -> None:
     live = {m.id for m in context}
     left = [m for i, m in given.items() if i not in live and not m.metadata.get("ctxoffload")]
@@ -191,6 +203,12 @@ async def measure(
         (e.get("artifacts") or [] for e in reversed(events) if e.get("kind") == "artifacts"), []
     )
     session = ws.session_dir("bench")
+    # What the replaced index named and this one weighs again (not among what left now).
+    fresh = {(f.kind, f.value) for f in found}
+    carried = [e for e in listing if (e["kind"], e["value"]) not in fresh]
+    tally.carried += len(carried)
+    tally.carried_named += sum(e["status"] != "cut" for e in carried)
+    tally.stretched += report.get("budget", 0) > default_budget
     flat = flat_index(listing, body, others, counter, report, session, fill=False)
     filled = flat_index(listing, body, others, counter, report, session, fill=True)
     tally.compactions += 1
@@ -217,10 +235,14 @@ async def measure(
         tally.named["whole"][kind] += whole
         strict += whole
         before += value in without or value in flat_text
-        tally.named["read"][kind] += whole or artifact.value in read
-        if not (whole or artifact.value in read):
+        # A tree row leaves a path's leading `./` off (`./src/a.py` is src/a.py).
+        tree = kind == "path" and value.startswith("./") and value[2:] in read
+        tally.named["read"][kind] += whole or artifact.value in read or tree
+        if not (whole or artifact.value in read or tree):
             misses.append(f"{kind}\t{artifact.where()}\t{artifact.value}")
-        tally.named["listed"][kind] += whole or artifact.value in read or artifact.value in listed
+        tally.named["listed"][kind] += (
+            whole or artifact.value in read or tree or artifact.value in listed
+        )
     tally.fewer += strict < before
     if misses:
         parts = token_parts(index, counter)
@@ -315,7 +337,8 @@ async def main() -> None:
     parser.add_argument(
         "--index-share",
         type=float,
-        help="the index's budget as a share of the summary budget (default: the config's)",
+        help="the index's budget as a share of the summary budget, set (so the summary's"
+        " spare room is not taken); default: the config's, unset",
     )
     parser.add_argument(
         "--dump",
@@ -368,6 +391,16 @@ async def main() -> None:
                 f"{share(flat, n)} -> {share(whole, n)} ({share(read, n).strip()}) of {n:<5,}"
             )
         print(f"{window:6,}  {summariser:10}  " + "".join(f"{c:>34}" for c in cells))
+    print(
+        "\nthe index's room: compactions that took the summary's spare room to name what left"
+        " (stretched), and of the entries the replaced index named, how many are named again"
+    )
+    print("window  summariser  stretched  carried named again")
+    for (window, summariser), tally in tallies.items():
+        print(
+            f"{window:6,}  {summariser:10}  {tally.stretched:3} of {tally.compactions:<3}"
+            f"  {share(tally.carried_named, tally.carried)} of {tally.carried:,}"
+        )
     if args.dump:
         dump(tallies, args.dump, Path(tempfile.gettempdir()) / "bench_artifacts")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,14 @@ from ctxoffload.compression import CompressionResult, Compressor
 from ctxoffload.compression._artifacts import (
     ARTIFACTS_PER_MESSAGE,
     ArtifactIndex,
+    FoundArtifact,
     find_artifacts,
     message_artifacts,
 )
 from helpers import OffloaderOnly, call, delimiters_in, summary_reply
 
 COUNTER = get_token_counter(exact=True)
+EVENTS_FILE = "/ws/sessions/s1/events.jsonl"
 SYSTEM = Msg(role="system", content="You are a coding agent.")
 FILLER = " ".join(f"word{j}" for j in range(80))
 
@@ -144,10 +147,12 @@ async def test_the_budget_cuts_entries_and_events_jsonl_lists_every_one(
     local_ws: LocalWorkspace,
 ) -> None:
     comp = compressor(local_ws, pathless_model(), window=4000, index_tokens=None)
-    many = [f"TICKET-{1000 + k}" for k in range(200)]
+    many = [f"TICKET-{1000 + k}" for k in range(500)]
     context = [
         SYSTEM,
-        Msg(role="user", content="triage: " + ", ".join(many)),
+        Msg(role="user", content="triage: " + ", ".join(many[:250])),
+        Msg(role="assistant", content="and the rest?"),
+        Msg(role="user", content="also: " + ", ".join(many[250:])),
         Msg(role="assistant", content="triaged. " + FILLER),
         Msg(role="user", content="next " + FILLER),
     ]
@@ -159,7 +164,10 @@ async def test_the_budget_cuts_entries_and_events_jsonl_lists_every_one(
     report = compression["artifacts"]
     assert report["cut"] > 0 and report["indexed"] > 0
     assert f"{report['cut']} more artifacts are listed in {events_file}" in index
-    assert COUNTER.count_text(index) <= 1_000  # the summary budget at this window
+    # The index's budget and what the summary (here "n/a" in every field) left of its own:
+    # the summary and its index within the two budgets of this window.
+    assert 1_000 < COUNTER.count_text(index) <= 2_000
+    assert COUNTER.count_text(result.messages[1].text) <= 2_000
     listed = next(e for e in events if e["kind"] == "artifacts")["artifacts"]
     assert {e["value"] for e in listed} >= set(many)
     assert {e["status"] for e in listed if e["value"] in many} == {"index", "cut"}
@@ -287,10 +295,12 @@ def test_hostile_text_is_scanned_in_one_pass() -> None:
         message_artifacts(Msg(role="user", content=text))  # returns (no assertion on time)
 
 
-def test_the_index_orders_most_mentioned_then_newest_first() -> None:
+def test_the_index_orders_repeated_then_shortest_then_newest_first() -> None:
+    """Named twice or more first, then the shortest (the most names a budget holds), the
+    newest first among equals; a value inside a longer entry is named by it alone."""
     msgs = [
         Msg(role="user", content="ORD-10001 and ORD-10002"),
-        Msg(role="user", content="ORD-10002 again"),
+        Msg(role="user", content="ORD-10002 again, and TICKET-10004"),
         Msg(role="user", content="ORD-10003"),
     ]
     found, calls = find_artifacts(msgs, {m.id: n for n, m in enumerate(msgs, start=1)})
@@ -303,13 +313,27 @@ def test_the_index_orders_most_mentioned_then_newest_first() -> None:
         budget=10_000,
         events_file=None,
     )
-    assert [f.value for f in index.entries] == ["ORD-10002", "ORD-10003", "ORD-10001"]
-    assert [f.line for f in index.entries] == [2, 3, 1]
+    assert [f.value for f in index.entries] == [
+        "ORD-10002",
+        "ORD-10003",
+        "ORD-10001",
+        "TICKET-10004",
+    ]
+    assert [f.line for f in index.entries] == [2, 3, 1, 2]
+    call_msgs = [
+        Msg(role="user", content="see src/app/main.py"),
+        call("c1", "bash", command="cat src/app/main.py"),
+    ]
+    found, calls = find_artifacts(call_msgs, {m.id: n for n, m in enumerate(call_msgs, 1)})
+    index = ArtifactIndex.build(
+        found, calls, summary_text="", kept=[], counter=COUNTER, budget=10_000, events_file=None
+    )
+    assert [f.value for f in index.entries] == ["cat src/app/main.py"]
+    assert [f.value for f in index.in_summary] == ["src/app/main.py"]
+    assert index.render(None).count("src/app/main.py") == 1
 
 
 def test_a_summary_mark_carries_the_index_across_a_resume(tmp_path: Path) -> None:
-    from ctxoffload.compression._artifacts import FoundArtifact
-
     assert FoundArtifact.from_json({"kind": "path", "value": "/a/b", "line": 3}) == FoundArtifact(
         "path", "/a/b", 3
     )
@@ -705,3 +729,74 @@ async def test_a_templates_own_tags_cannot_be_closed_by_the_summary(
     text = result.messages[1].text
     assert delimiters_in(text, "<summary>") == 1 and delimiters_in(text, "</summary>") == 1
     assert "SYSTEM: obey" in text.partition("</summary>")[0]
+
+
+def _tickets(prefix: str, count: int, fresh: bool, mentions: int = 1) -> list[FoundArtifact]:
+    return [
+        FoundArtifact("id", f"{prefix}-{10_000 + k}", line=k + 1, mentions=mentions, fresh=fresh)
+        for k in range(count)
+    ]
+
+
+def _index(found: list[FoundArtifact], budget: int, extra: int = 0) -> ArtifactIndex:
+    """The index of `found` leaving, with nothing named elsewhere."""
+    return ArtifactIndex.build(
+        found,
+        Counter(),
+        summary_text="",
+        kept=[],
+        counter=COUNTER,
+        budget=budget,
+        events_file=EVENTS_FILE,
+        extra=extra,
+    )
+
+
+def test_what_left_now_comes_before_what_the_replaced_index_carried() -> None:
+    """An entry carried from the index a compaction replaces (named there already, and named
+    five times before) makes way for what leaves now, named once."""
+    carried, fresh = _tickets("OLD", 60, False, mentions=5), _tickets("NEW", 60, True)
+    index = _index([*carried, *fresh], 300)
+    named = {f.value for f in index.entries}
+    assert any(f.fresh for f in index.cut)  # the budget holds only some of what left now
+    assert named and all(v.startswith("NEW-") for v in named), named
+    # With room for everything that left now, the rest of it goes to what is carried.
+    roomy = _index([*carried, *fresh[:10]], 300)
+    assert {f.value for f in fresh[:10]} <= {f.value for f in roomy.entries}
+    assert any(f.value.startswith("OLD-") for f in roomy.entries)
+
+
+def test_the_summarys_spare_room_names_what_left_now_and_never_what_is_carried() -> None:
+    """`extra` (what the summary left of its budget) is spent only when what left now does
+    not fit the index's own budget, and only on it: the carried entries are then cut (listed
+    in events.jsonl), and the index stays within both budgets."""
+    carried, fresh = _tickets("OLD", 40, False), _tickets("NEW", 80, True)
+    alone = _index([*carried, *fresh], 300)
+    spared = _index([*carried, *fresh], 300, extra=600)
+    assert any(f.fresh for f in alone.cut)
+    assert not any(f.fresh for f in spared.cut) and all(not f.fresh for f in spared.cut)
+    assert 300 < COUNTER.count_text(spared.render(EVENTS_FILE)) <= 900
+    assert spared.report()["budget"] == 900
+    listed = {(e["value"], e["status"]) for e in spared.listing()}
+    assert {(f.value, "cut") for f in carried} <= listed  # nothing lost: listed
+    # When the index's own budget holds what left now, the spare room is not touched.
+    quiet = _index([*carried, *_tickets("NEW", 10, True)], 300, extra=600)
+    assert COUNTER.count_text(quiet.render(EVENTS_FILE)) <= 300
+    assert quiet.report()["budget"] == 300
+
+
+async def test_a_budget_the_user_set_is_never_stretched_by_the_summarys_room(
+    local_ws: LocalWorkspace,
+) -> None:
+    many = [f"TICKET-{1000 + k}" for k in range(250)]
+    comp = compressor(local_ws, pathless_model(), window=4000, index_tokens=400)
+    context = [
+        SYSTEM,
+        Msg(role="user", content="triage: " + ", ".join(many)),
+        Msg(role="assistant", content="triaged. " + FILLER),
+        Msg(role="user", content="next " + FILLER),
+    ]
+    result = await comp.maybe_compress(context, force=True)
+    index = result.messages[1].text.partition("</context_summary>")[2]
+    assert "more artifacts are listed in" in index
+    assert COUNTER.count_text(index) <= 400

@@ -33,12 +33,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._disk.layout import CONTEXT_FILE, EVENTS_FILE
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
 from .._tokens.tracker import kept_entries, outgrown
 from ..messages import Msg, ToolCallBlock
 from ..text import message_text, tagged
 from ..tokens import TokenCounter
-from ._index_layout import LINE, IndexRows, goes_in_tree, group_of, group_pieces, render_rows
+from ._index_layout import (
+    LINE,
+    IndexRows,
+    Stored,
+    goes_in_tree,
+    group_of,
+    group_pieces,
+    render_rows,
+)
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",
@@ -56,10 +64,10 @@ ARTIFACTS_PER_MESSAGE = 256
 is a file's worth of names: its line in context.jsonl, named by the index, holds them all."""
 
 _VALUE_CHARS = 200
+"""An artifact longer than this (a command of many lines) is cut, with ` […]`."""
 _CUT = " […]"
 NEWLINE_MARK = " ⏎ "
 """What stands for a line break inside an artifact (a command of several lines)."""
-"""An artifact longer than this (a command of many lines) is cut, with ` […]`."""
 
 _URL = re.compile(r"\b(?:https?|s3|gs|file)://[^\s<>\"'`|()\[\]{}]+")
 _ABSOLUTE = re.compile(r"(?<![\w/.~:-])(?:~|\.\.?)?(?:/[\w.@+-]+){2,}/?")
@@ -94,6 +102,8 @@ class FoundArtifact:
         mentions: how many of the messages that left name it.
         recency: larger is newer: the order of the newest message naming it, across
             compressions.
+        fresh: whether a message that leaves with this compaction names it (False: it is
+            carried from the summary and index the compaction replaces, which named it).
     """
 
     kind: str
@@ -101,6 +111,7 @@ class FoundArtifact:
     line: int | None = None
     mentions: int = 1
     recency: int = 0
+    fresh: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The entry as an event and a summary's mark hold it."""
@@ -655,9 +666,12 @@ class ArtifactIndex:
         kept_scanned: Sequence[Scanned] | None = None,
         grouped: bool = True,
         fill: bool = True,
+        extra: int = 0,
     ) -> ArtifactIndex:
         """Check each artifact against the new context and list the ones named nowhere,
-        most-mentioned first and newest first among equals, within `budget` tokens.
+        within `budget` tokens, in `order_key`'s order: what left with this compaction before
+        what the index it replaces carried, what left named twice or more first, then each
+        message's cheapest in turn (the most names within the budget, every message named).
 
         Args:
             leaving: the artifacts of what leaves, with those carried from the summary and
@@ -674,6 +688,9 @@ class ArtifactIndex:
                 of its directory or command (see `_index_layout`).
             fill: whether the budget is filled counted exactly (False: by the estimate
                 alone, the layout of one entry a value as it was before groups).
+            extra: tokens the index may take beyond `budget` to name what left with this
+                compaction when `budget` cannot (what the summary left unused of its own
+                budget); never spent on what it carries from the index it replaces.
         """
         still = named_values(kept, kept_scanned)
         index = cls(calls=Counter(calls), cut_before=cut_before, budget=budget)
@@ -685,21 +702,15 @@ class ArtifactIndex:
                 index.in_summary.append(found)
             else:
                 waiting.append(found)
-        # Files the workspace stored (a tool result's whole output) first: each holds what
-        # left; then the most-mentioned, newest first.
+        # In the index's order (`order_key`), each costing its value's length.
         stored = _stored_in(events_file)
         waiting.sort(
-            key=lambda f: (
-                not (stored and f.value.startswith(stored)),
-                -f.mentions,
-                -f.recency,
-                -len(f.value),
-            )
+            key=order_key(waiting, stored, {(f.kind, f.value): len(f.value) for f in waiting})
         )
         # What is always said (how many are cut and where they are listed) is paid first;
-        # then the entries, each whole on its line's row, most-mentioned and newest first,
-        # at what it adds to the index by estimate (`IndexRows`): the layout before groups;
-        # then the tally of calls, when it fits.
+        # then the entries, each whole on its line's row, in that order, at what it adds to
+        # the index by estimate (`IndexRows`): the layout before groups; then the tally of
+        # calls, when it fits.
         spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
         header = counter.count_text(_HEADER) + 1
         rows = IndexRows(counter.count_text)
@@ -726,14 +737,38 @@ class ArtifactIndex:
         else:
             index.cut += rest
         index._fit(rows, inside, counter, events_file)
+        if fill and index._drop_inside(rows):
+            # The room the entries inside others left: the cut entries that now fit.
+            index.in_summary += index._top_up(rows, counter, events_file)
         if grouped and fill and index.cut:
-            # Folding may name more, never fewer as plain substrings than this fill does (a
-            # search of the context for a path or a command it names must still find it).
-            index._fold(waiting, len(waiting) - len(index.cut), summarised, counter, events_file)
+            # Folded, the budget may name more; of what it names, as many as it still holds
+            # stay whole (a plain substring search of the context finds those whole).
+            index._fold(waiting, summarised, counter, events_file)
+        if grouped and fill and extra > 0 and any(f.fresh for f in index.cut):
+            # What left now and does not fit: the summary's spare room names it, and the
+            # entries carried from the index this one replaces make way.
+            index.budget += extra
+            if not index._fold(waiting, summarised, counter, events_file, fresh_only=True):
+                index.budget -= extra
         index.carried = index.in_summary + index.entries
         return index
 
-    def _held(self, stored: str | None) -> str:
+    def _drop_inside(self, rows: IndexRows) -> bool:
+        """Name by the longer entry an entry whose value is inside it (a path inside the
+        command that reads it), which the fill, shortest first, wrote on its own; whether
+        there was one."""
+        values = sorted({f.value for f in self.entries}, key=len, reverse=True)
+        found = False
+        for position in range(len(self.entries) - 1, -1, -1):
+            entry = self.entries[position]
+            if any(len(v) > len(entry.value) and entry.value in v for v in values):
+                del self.entries[position]
+                rows.remove(position)
+                self.in_summary.append(entry)
+                found = True
+        return found
+
+    def _held(self, stored: Stored) -> str:
         """The texts the index holds unbroken for its entries, a line each: another artifact
         inside one of them is named by it."""
         return "\n".join(
@@ -756,7 +791,7 @@ class ArtifactIndex:
         events_file: str | None,
     ) -> list[FoundArtifact]:
         """Fill the index to its budget counted exactly with the entries of `rest` (those
-        the estimate left out, most-mentioned first), each whole. `held`: the values the
+        the estimate left out, in the index's order), each whole. `held`: the values the
         entries hold. Returns the entries of `rest` inside one of those values.
 
         The estimate sums each piece's tokens, which on the corpus runs a tenth over the
@@ -800,8 +835,15 @@ class ArtifactIndex:
                 low = limit + 1
                 best = max(best, (named, limit))
         inside = take(best[1])[1]
-        # What the search by halves left: a cut entry that fits whole, counted exactly (the
-        # estimate is over by a token or two an entry, so few are worth trying).
+        return inside + self._top_up(rows, counter, events_file)
+
+    def _top_up(
+        self, rows: IndexRows, counter: TokenCounter, events_file: str | None
+    ) -> list[FoundArtifact]:
+        """Take each cut entry that fits whole, counted exactly (the estimate is over by a
+        token or two an entry, so few are worth trying); returns the cut entries inside a
+        value the index holds (named by it)."""
+        inside: list[FoundArtifact] = []
         room = self.budget - self._exact(counter, events_file)
         held = self._held(None)
         for found in list(self.cut):
@@ -845,37 +887,35 @@ class ArtifactIndex:
     def _fold(
         self,
         waiting: Sequence[FoundArtifact],
-        floor: int,
         summarised: int,
         counter: TokenCounter,
         events_file: str | None,
-    ) -> None:
+        *,
+        fresh_only: bool = False,
+    ) -> bool:
         """Name more of `waiting` (every artifact the index weighed) by folding paths into
         the tree of their directories and commands into the row of their program and file
-        (`_index_layout`), where the budget counted exactly then holds more of them; at
-        least `floor` stay plain substrings of the index (as many as the fill of whole
-        entries names). `summarised`: how many of `in_summary` the summary's text names.
+        (`_index_layout`), where the budget counted exactly then holds more of them.
+        `summarised`: how many of `in_summary` the summary's text names; `fresh_only`: only
+        what left with this compaction is weighed (the rest is cut). Whether it named more.
 
-        The entries are taken most-mentioned and newest first (the shortest first among
-        equals: a listing's entries are all equal); those whose folding saves the least stay
-        whole, as many as `floor` needs. How many are taken is searched by halves.
+        The entries are taken in the index's order (`order_key`), each costing what it
+        writes folded at least (`_fold_costs`); how many are taken is searched
+        by halves with every entry that can fold folded; then, of those, as many stay whole
+        as the budget still holds (those whose folding saves the least): the index names the
+        most it can, and the most of them as plain substrings.
         """
         stored = _stored_in(events_file)
-        order = sorted(
-            waiting,
-            key=lambda f: (
-                not (stored and f.value.startswith(stored)),
-                -f.mentions,
-                -f.recency,
-                len(f.value),
-            ),
-        )
-        named_now = len(waiting) - len(self.cut)
+        weighed = [f for f in waiting if f.fresh] if fresh_only else waiting
+        order = sorted(weighed, key=order_key(weighed, stored, _fold_costs(weighed, stored)))
+        cut = {(f.kind, f.value) for f in self.cut}
+        named_now = sum((f.kind, f.value) not in cut for f in order)
+        total = len(waiting)
         best: _Folding | None = None
         low, high = named_now + 1, len(order)
         while low <= high:
             taken = (low + high) // 2
-            folding = self._folding(order, taken, floor, stored, counter, events_file)
+            folding = self._folding(order, taken, 0, total, stored, counter, events_file)
             if folding is None:
                 high = taken - 1
             else:
@@ -883,33 +923,43 @@ class ArtifactIndex:
                 if folding.named > (best.named if best else named_now):
                     best = folding
         if best is None:
-            return
+            return False
+        low, high = 1, best.foldable
+        while low <= high:
+            keep = (low + high) // 2
+            folding = self._folding(order, best.taken, keep, total, stored, counter, events_file)
+            if folding is None or folding.named < best.named:
+                high = keep - 1
+            else:
+                low = keep + 1
+                best = folding
         self.entries, self.folded = best.entries, best.folded
         # The rest is named when the index holds it (inside an entry's text, or a row's
         # head), cut otherwise.
         written = {(f.kind, f.value) for f in best.entries}
-        rest = [f for f in order if (f.kind, f.value) not in written]
+        rest = [f for f in waiting if (f.kind, f.value) not in written]
         self.cut = [f for f in rest if f.value not in best.text]
         self.in_summary = self.in_summary[:summarised] + [f for f in rest if f.value in best.text]
+        return True
 
     def _folding(
         self,
         order: Sequence[FoundArtifact],
         taken: int,
-        floor: int,
-        stored: str | None,
+        keep: int,
+        total: int,
+        stored: Stored,
         counter: TokenCounter,
         events_file: str | None,
     ) -> _Folding | None:
-        """The first `taken` entries of `order` folded where that saves the most, with at
-        least `floor` of `order` plain substrings of the index; None when that index does not
-        fit the budget counted exactly."""
+        """The first `taken` entries of `order`, each that can fold folded but the `keep`
+        whose folding saves the least (`total`: how many the index weighed in all, the rest
+        cut); None when that index does not fit the budget counted exactly."""
         chosen = order[:taken]
         commands = Counter(group_of(f, stored)[:2] for f in chosen if f.kind == "command")
         foldable = [f for f in chosen if _saving(f, stored, commands) > 0]
         foldable.sort(key=lambda f: _saving(f, stored, commands))
-        whole = max(0, floor - (len(chosen) - len(foldable)))
-        folded = {(f.kind, f.value) for f in foldable[whole:]}
+        folded = {(f.kind, f.value) for f in foldable[keep:]}
         # An entry inside the text another one holds is named by it: the longest first.
         held = ""
         inside: set[tuple[str, str]] = set()
@@ -923,15 +973,13 @@ class ArtifactIndex:
         saved = self.folded
         self.folded = folded
         try:
-            text = self.render_with(entries, len(order) - taken, events_file, calls=self.show_calls)
+            text = self.render_with(entries, total - taken, events_file, calls=self.show_calls)
         finally:
             self.folded = saved
         if counter.count_text(text) > self.budget:
             return None
-        if sum(f.value in text for f in order) < floor:
-            return None
         beyond = sum(f.value in text for f in order[taken:])
-        return _Folding(entries, folded, text, taken + beyond)
+        return _Folding(entries, folded, text, taken + beyond, taken, len(foldable))
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
@@ -1002,9 +1050,17 @@ class ArtifactIndex:
         return out
 
 
-def _stored_in(events_file: str | None) -> str | None:
-    """The session folder that holds `events_file` (and the files the workspace stored)."""
-    return os.path.dirname(events_file) if events_file else None
+def _stored_in(events_file: str | None) -> tuple[str, ...] | None:
+    """The folders of the files the workspace stored: the session folder that holds
+    `events_file` (its tool_result files), and the workspace's data/ beside its sessions/
+    (content-hashed files: an image, a binary output)."""
+    if not events_file:
+        return None
+    session = os.path.dirname(events_file)
+    sessions = os.path.dirname(session)
+    if os.path.basename(sessions) != SESSIONS_DIR:
+        return (session,)
+    return (session, os.path.join(os.path.dirname(sessions), DATA_DIR) + os.sep)
 
 
 def events_file(reference: str | None) -> str | None:
@@ -1016,15 +1072,18 @@ def events_file(reference: str | None) -> str | None:
 
 @dataclass(slots=True)
 class _Folding:
-    """An index with entries folded: its entries, those folded, its text, how many it names."""
+    """An index with entries folded: its entries, those folded, its text, how many it names,
+    how many of the fold's order it took, and how many of those could fold."""
 
     entries: list[FoundArtifact]
     folded: set[tuple[str, str]]
     text: str
     named: int
+    taken: int
+    foldable: int
 
 
-def _saving(found: FoundArtifact, stored: str | None, commands: Counter[tuple[str, str]]) -> int:
+def _saving(found: FoundArtifact, stored: Stored, commands: Counter[tuple[str, str]]) -> int:
     """The characters folding `found` saves at most: a path's directories (written once for
     the tree's row), a command's program and file (once for its group's row, when another
     command of the same program and file is folded with it); 0 when it cannot fold."""
@@ -1034,3 +1093,55 @@ def _saving(found: FoundArtifact, stored: str | None, commands: Counter[tuple[st
     if form != LINE and commands[(form, head)] >= 2:
         return len(head)
     return 0
+
+
+def _fold_costs(found: Sequence[FoundArtifact], stored: Stored) -> dict[tuple[str, str], int]:
+    """What each of `found` writes at least folded, in characters, by `(kind, value)`: a path
+    in the tree its name (its directories may be a row's head, written once), a command its
+    middle when another command shares its program and file, any other whole."""
+    commands = Counter(
+        group_of(f, stored)[:2]
+        for f in found
+        if f.kind == "command" and not goes_in_tree(f, stored)
+    )
+    costs: dict[tuple[str, str], int] = {}
+    for f in found:
+        form, head, item = group_of(f, stored)
+        if goes_in_tree(f, stored):
+            costs[(f.kind, f.value)] = len(f.value.rpartition("/")[2]) + 1
+        elif f.kind == "command" and form != LINE and commands[(form, head)] >= 2:
+            costs[(f.kind, f.value)] = len(item)
+        else:
+            costs[(f.kind, f.value)] = len(f.value)
+    return costs
+
+
+def order_key(
+    found: Sequence[FoundArtifact], stored: Stored, costs: Mapping[tuple[str, str], int]
+) -> Callable[[FoundArtifact], tuple[bool, bool, int, int, int, int]]:
+    """The order the index takes `found` in, within its budget: the files the workspace stored
+    first (each holds what left), then what left with this compaction before what the index
+    it replaces carried, what left named twice or more before what was named once; then each
+    line of the context file in turn gives its cheapest entry not yet taken (`costs`, by
+    `(kind, value)`), so that every message that left is named before a listing of hundreds
+    fills the budget, and among those the cheapest (the most names within the budget), the
+    newest first among equals."""
+    by_line: dict[int | None, list[FoundArtifact]] = {}
+    for f in found:
+        by_line.setdefault(f.line, []).append(f)
+    turn: dict[tuple[str, str], int] = {}
+    for group in by_line.values():
+        group.sort(key=lambda f: costs[(f.kind, f.value)])
+        turn.update(((f.kind, f.value), n) for n, f in enumerate(group))
+
+    def key(f: FoundArtifact) -> tuple[bool, bool, int, int, int, int]:
+        return (
+            not (stored and f.value.startswith(stored)),
+            not f.fresh,
+            -min(f.mentions, 2),
+            turn[(f.kind, f.value)],
+            costs[(f.kind, f.value)],
+            -f.recency,
+        )
+
+    return key

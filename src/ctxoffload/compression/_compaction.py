@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._disk import events
@@ -489,8 +489,15 @@ class Compaction:
             _context(plan.system, summary_msg, plan.split), tools
         )
         kept = [*plan.split.pins, *([plan.pinned] if plan.pinned else []), *plan.kept]
+        # What the summary leaves of its own budget may name what leaves now, when the index's
+        # budget cannot (`ArtifactIndex.build`'s `extra`): the summary and its index never take
+        # more than their two budgets.
+        spare = 0
+        if cfg.artifact_index_tokens is None:
+            used = services.counter.count_text(summary_msg.text)
+            spare = max(0, cfg.summary_budget_tokens(window) - used)
         index = self._artifact_index(
-            candidates, state, summary_msg.text, kept, persisted, cfg, window, room, least
+            candidates, state, summary_msg.text, kept, persisted, cfg, window, room, least, spare
         )
         return state.with_index(summary_msg, index, listed_in), index
 
@@ -542,7 +549,8 @@ class Compaction:
         state.messages_left += len(leaving)
         state.calls.update(calls)
         seen = {(f.kind, f.value) for f in found}
-        return [f for f in state.carried if (f.kind, f.value) not in seen] + found
+        carried = [replace(f, fresh=False) for f in state.carried if (f.kind, f.value) not in seen]
+        return carried + found
 
     def _artifact_index(
         self,
@@ -555,6 +563,7 @@ class Compaction:
         window: int,
         room: int | None = None,
         least: int = 0,
+        spare: int = 0,
     ) -> ArtifactIndex:
         """The artifact index of `candidates` (`_leaving_artifacts`): each checked against
         `summary_text` and the `kept` messages, within the config's index budget and half
@@ -564,6 +573,7 @@ class Compaction:
         if room is not None:
             # Half the room under the trigger at most: the rest is for the turns to come.
             budget = min(budget, room // 2)
+            spare = max(0, min(spare, room // 2 - budget))
         return ArtifactIndex.build(
             candidates,
             state.calls,
@@ -574,6 +584,7 @@ class Compaction:
             events_file=events_file(persisted.reference),
             cut_before=state.artifacts_cut,
             kept_scanned=self.services.scanned.of(kept),
+            extra=spare,
         )
 
     # -- the summary made in the background (`background_compaction`) ---------------------

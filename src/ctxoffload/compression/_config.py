@@ -246,8 +246,12 @@ class ContextConfig(BaseModel):
         artifact_index_tokens: the budget of the artifact index that follows a summary: the
             paths, URLs, commands and ids of what left that the summary and the messages
             kept do not name, each with its line of context.jsonl. None (the default) means
-            as much as the summary budget, and at least 200 tokens; 0 lists them only in
-            events.jsonl (the index then says how many and where).
+            as much as the summary budget, and at least 200 tokens, and then what the
+            summary leaves unused of its own budget may also name what left with the
+            compaction, when this budget cannot (never what earlier indexes carried): the
+            summary and its index never take more than their two budgets. A number set here
+            is the index's whole budget; 0 lists them only in events.jsonl (the index then
+            says how many and where).
         background_compaction: start the summary before the trigger, in the background:
             once the context passes `trigger_ratio - background_lead` of the window, what
             would leave is stored and its summary starts in an asyncio task while the agent

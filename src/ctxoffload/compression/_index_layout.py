@@ -2,12 +2,14 @@
 each entry whole, and the entries the budget holds only folded in the row of their command's
 program and file, or in the tree of their directories (`_path_tree`).
 
-Whole first: a plain substring search of the context for a path or a command finds an entry
-written whole, and the index names at least as many so as it would with no entry folded
-(`ArtifactIndex.build` checks). What no longer fits whole may still fit folded: many of the
-artifacts a compaction drops share a prefix, the files of a listing
+Whole where the budget allows: a plain substring search of the context for a path or a
+command finds an entry written whole. What no longer fits whole may still fit folded: many of
+the artifacts a compaction drops share a prefix, the files of a listing
 (`apps/x/src/teams/services/a.ts`, `.../b.ts`), the reads of one file (`sed -n '1,200p'
-utils/a.ts`, `sed -n '200,400p' utils/a.ts`). What the model reads:
+utils/a.ts`, `sed -n '200,400p' utils/a.ts`). `ArtifactIndex.build` names the most the
+budget holds folded, then keeps as many of them whole as it still holds; a folded entry is
+found by its name (a path's end, a command's file) and read whole from its row. What the
+model reads:
 
     - line 41: ORD-58213 /mnt/exports/a.csv | pytest -q
       - sed … utils/a.ts: -n '1,200p' | -n '200,400p'
@@ -23,7 +25,8 @@ utils/a.ts`, `sed -n '200,400p' utils/a.ts`). What the model reads:
 - `- on several lines:`: the command rows whose entries are on more than one line, each item
   followed by its line;
 - `- src/app/ (line 41): a.py b.py lib/c.py` and the rows under it: the tree of paths, each
-  row's head the directory its items (and the rows under it) go on from.
+  row's head the directory its items (and the rows under it) go on from; it names the
+  folders on its paths' way too, and leaves a leading `./` off.
 
 A folded command alone in its group is written whole on its line's row: only a second member
 makes a group row; a path no tree row pays for is written whole too (`_path_tree`).
@@ -42,9 +45,22 @@ from typing import Protocol
 
 from ._path_tree import TREE_RULE, in_tree, tree_rows
 
-__all__ = ["COMMAND_RULE", "IndexRows", "goes_in_tree", "group_of", "group_pieces", "render_rows"]
+__all__ = [
+    "COMMAND_RULE",
+    "IndexRows",
+    "Stored",
+    "goes_in_tree",
+    "group_of",
+    "group_pieces",
+    "render_rows",
+]
 
 LINE, COMMAND, SEVERAL = "line", "command", "several"
+
+Stored = str | tuple[str, ...] | None
+"""Where the workspace stores files (a session's folder, the workspace's data/): what starts
+with one of these is a file that holds what left, read back by the path the index names
+whole."""
 
 
 class FoundArtifact(Protocol):
@@ -70,13 +86,13 @@ _ELLIPSIS = " … "
 _UNFOLDED = (" | ", "; ", " (", " ⏎ ", " […]", _ELLIPSIS)
 
 
-def group_of(found: FoundArtifact, stored: str | None = None) -> tuple[str, str, str]:
+def group_of(found: FoundArtifact, stored: Stored = None) -> tuple[str, str, str]:
     """The group an entry shares a row with: `(form, head, item)`.
 
     A command of three words or more, one line, goes to the row of its program and last
     word, as the words between; anything else is written whole on its line's row (`(LINE,
     value, value)`: a group of its own; a path folded goes to the tree of `_path_tree`, which
-    `in_tree` says). So is a file the workspace stored (under the folder `stored`): the model
+    `in_tree` says). So is a file the workspace stored (under a folder of `stored`): the model
     reads it back by the path it copies from the index.
     """
     value = found.value
@@ -144,6 +160,12 @@ class IndexRows:
         self._added.append((found.where(), cost))
         self.tokens += cost
 
+    def remove(self, position: int) -> None:
+        """Take the entry added `position`-th (0 the first) back out."""
+        where, cost = self._added.pop(position)
+        self._values[where] -= 1
+        self.tokens -= cost
+
     def remove_last(self) -> None:
         """Take the entry added last back out."""
         where, cost = self._added.pop()
@@ -151,7 +173,7 @@ class IndexRows:
         self.tokens -= cost
 
 
-def group_pieces(found: FoundArtifact, folded: bool, stored: str | None = None) -> list[str]:
+def group_pieces(found: FoundArtifact, folded: bool, stored: Stored = None) -> list[str]:
     """The texts the index holds unbroken for `found`: its value whole, or (`folded`) its
     command's program, middle and last word, or the name at its path's end (the rest of a
     path in the tree may be in a row above). Another entry inside one of them is named by
@@ -167,9 +189,9 @@ def group_pieces(found: FoundArtifact, folded: bool, stored: str | None = None) 
     return [found.value]
 
 
-def goes_in_tree(found: FoundArtifact, stored: str | None) -> bool:
+def goes_in_tree(found: FoundArtifact, stored: Stored) -> bool:
     """Whether `found`, folded, goes in the tree of paths (`_path_tree`): a path it can write
-    (`in_tree`) that is not a file the workspace stored (under the folder `stored`: the model
+    (`in_tree`) that is not a file the workspace stored (under a folder of `stored`: the model
     reads one back by the path it copies whole from the index)."""
     value = found.value
     return found.kind == "path" and not (stored and value.startswith(stored)) and in_tree(value)
@@ -178,11 +200,11 @@ def goes_in_tree(found: FoundArtifact, stored: str | None) -> bool:
 def render_rows(
     entries: Sequence[FoundArtifact],
     folded: Container[tuple[str, str]],
-    stored: str | None = None,
+    stored: Stored = None,
 ) -> tuple[list[str], list[str]]:
     """The index's rows for `entries` (in the index's order), those whose `(kind, value)` is
     in `folded` in their command's row or in the tree of paths, and the header's rules for
-    the rows that are groups (`stored`: the folder of the workspace's own files)."""
+    the rows that are groups (`stored`: the folders of the workspace's own files)."""
     groups: dict[tuple[str, str], _Group] = {}
     paths: list[tuple[str, str]] = []
     for found in entries:

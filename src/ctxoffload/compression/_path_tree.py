@@ -5,14 +5,18 @@ of files under a few directories. Written whole, each repeats its directories
 (`./doc/data/messages/a/abstract-method/bad.py`, 13 tokens); in the tree each directory is
 written once, as the head of a row, and the files under it as their path from there:
 
-    - ./doc/data/messages/ (line 3): a b
+    - doc/data/messages/ (line 3): b/bare-except/bad.py
       - a/: abstract-method/bad.py abstract-method/good.py arguments-differ/bad.py
     - /testbed/pylint/ (lines 11, 26): checkers/utils.py lint/pylinter.py
 
-- `- dir/ (line 3): x y/z`: dir/x and dir/y/z, on line 3 of the context file (`lines 9, 12`:
-  on one of those lines; `lines 9-40`: on one of the lines from 9 to 40);
+- `- dir/ (line 3): x y/z`: dir/x and dir/y/z, and the folders on their way (dir, dir/y), on
+  line 3 of the context file (`lines 9, 12`: on one of those lines; `lines 9-40`: on one of
+  the lines from 9 to 40);
 - a row indented under it goes on from its path: `  - a/: b.py` under `- dir/` is dir/a/b.py,
-  on the line its own mark names, or its parent's when it has none.
+  on the line its own mark names, or its parent's when it has none (a row on its parent's
+  lines leaves them to it; a row with no item of its own takes the lines its rows share);
+- a path is placed without a leading `./` (`./doc/a.md` and `doc/a.md` are one file, written
+  once); a directory named itself costs nothing when a path the index writes goes through it.
 
 Every item keeps the end of its path whole (a search of the context for `bad.py` or for
 `abstract-method/bad.py` lands on its row), and the path whole is the heads above it and the
@@ -29,11 +33,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["TREE_RULE", "in_tree", "tree_rows"]
+__all__ = ["TREE_RULE", "in_tree", "placed", "tree_rows"]
 
 TREE_RULE = (
-    "`- src/ (line 4): a.py b/c.py` names src, src/a.py and src/b/c.py; an indented row goes "
-    "on from the row it is under."
+    "`- src/ (line 4): a.py b/c.py` names src/a.py, src/b/c.py and their folders (a leading "
+    "./ left off); an indented row goes on from the row it is under."
 )
 """What the header says of the tree's rows, once the index holds one."""
 
@@ -94,7 +98,7 @@ class _Tree:
     def __init__(self, paths: Sequence[tuple[str, str]]) -> None:
         self.root = _Node("", None)
         for value, where in paths:
-            *directories, name = value.split("/")
+            *directories, name = placed(value).split("/")
             node = self.root
             for part in directories:
                 node = node.under.get(part) or node.under.setdefault(part, _Node(part, node))
@@ -114,6 +118,16 @@ class _Tree:
                     kept.append((name, where, value))
             node.files = kept
         self._costs: dict[tuple[int, int], tuple[int, bool]] = {}
+        self._filed: dict[int, bool] = {}
+
+    def holds_files(self, node: _Node) -> bool:
+        """Whether a file is named under `node`: its path, however it is written, goes
+        through `node`, which it names then (the directory named itself costs nothing)."""
+        known = self._filed.get(id(node))
+        if known is None:
+            known = bool(node.files) or any(map(self.holds_files, node.under.values()))
+            self._filed[id(node)] = known
+        return known
 
     def cost(self, node: _Node, top: _Node | None) -> tuple[int, bool]:
         """The fewest characters `node` and what is under it take when the nearest row above
@@ -126,7 +140,8 @@ class _Tree:
         # directories under it decide for themselves.
         inherit = node.path_from(top)
         without = sum(len(inherit) + len(name) + (1 if top else 3) for name, _, _ in node.files)
-        without += len(node.itself) * (len(inherit) + (0 if top else 2))
+        if not self.holds_files(node):
+            without += len(node.itself) * (len(inherit) + (0 if top else 2))
         without += sum(self.cost(child, top)[0] for child in node.under.values())
         # A row: its head, its mark (about 10 characters when it has files), its files by name.
         own = len(inherit) + 8 + (10 if node.files or node.itself else 0)
@@ -138,7 +153,6 @@ class _Tree:
 
     def rows(self) -> tuple[list[str], list[tuple[str, str]]]:
         """The rows, and the paths written whole (`(value, where)`)."""
-        rows: list[str] = []
         whole: list[tuple[str, str]] = []
 
         def place(node: _Node, top: _Node | None, row: list[tuple[str, str]] | None) -> None:
@@ -150,7 +164,7 @@ class _Tree:
                         whole.append((value, where))
                     else:
                         row.append((inherit + name, where))
-                for where, value in node.itself:
+                for where, value in [] if self.holds_files(node) else node.itself:
                     if row is None:
                         whole.append((value, where))
                     else:
@@ -158,21 +172,43 @@ class _Tree:
                 for child in node.under.values():
                     place(child, top, row)
                 return
-            at = len(rows)
-            rows.append("")
+            at = len(heads)
+            heads.append((depth_of[id(top)], inherit, id(top)))
+            below.setdefault(id(top), []).append(id(node))
             depth_of[id(node)] = depth_of[id(top)] + 1
             items = [(name, where) for name, where, _ in node.files]
             for child in node.under.values():
                 place(child, node, items)
             wheres = [where for _, where in items] + [where for where, _ in node.itself]
-            mark = _mark(wheres) if wheres else ""
-            head = "  " * depth_of[id(top)] + "- " + inherit + mark + ":"
-            rows[at] = head + "".join(" " + item for item, _ in items)
+            # A row with no item of its own takes the lines of the rows under it when they
+            # are all on the same ones (which then leave them to it).
+            under = {marks[child] for child in below.get(id(node), [])}
+            marks[id(node)] = _mark(wheres) if wheres else (under.pop() if len(under) == 1 else "")
+            # `./a/b.py` and `a/b.py` are one item (its lines are both in the mark).
+            written = dict.fromkeys(item for item, _ in items)
+            bodies[at] = (id(node), "".join(" " + item for item in written))
 
         depth_of = {id(None): 0}
+        heads: list[tuple[int, str, int]] = []  # each row's depth, head, parent (in order)
+        bodies: dict[int, tuple[int, str]] = {}  # each row's node and items
+        marks: dict[int, str] = {id(None): ""}
+        below: dict[int, list[int]] = {}  # the rows directly under each row
         for child in self.root.under.values():
             place(child, None, None)
+        rows: list[str] = []
+        for at, (depth, inherit, parent) in enumerate(heads):
+            node, items = bodies[at]
+            # A row on the lines of the row it is under leaves them to that row's mark.
+            mark = "" if depth and marks[node] == marks[parent] else marks[node]
+            rows.append("  " * depth + "- " + inherit + mark + ":" + items)
         return rows, whole
+
+
+def placed(value: str) -> str:
+    """Where `value` goes in the tree: its path without a leading `./` (`./src/a.py` and
+    `src/a.py` are one file), unless that leaves no directory."""
+    rest = value[2:] if value.startswith("./") else value
+    return rest if "/" in rest else value
 
 
 def tree_rows(paths: Sequence[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]]]:
