@@ -64,16 +64,17 @@ def run(args: argparse.Namespace) -> int:
     store = _open_target(where.text)
     folder = os.path.abspath(args.folder)
     sessions = list(args.sessions) or None
-    try:
-        problems = asyncio.run(store.upload(folder, sessions=sessions))
-    except (
+    refused = (
         ConfigError,
         InvalidContent,
         InvalidReference,
         InvalidSessionId,
         OffloadError,
         SessionBusyError,
-    ) as exc:
+    )
+    try:
+        problems = asyncio.run(store.upload(folder, sessions=sessions))
+    except refused as exc:
         raise CliError(str(exc)) from None
     for line in problems:
         print(f"ctxoffload import: warning: {line}", file=sys.stderr)

@@ -8,14 +8,14 @@ import asyncio
 import http.client
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.parse
 from typing import Any
 
-from ctxoffload import Agent, ContextConfig, ObjectStoreWorkspace, ScriptedModel
+from ui_running import start_ui, stop_ui
+
+from ctxoffload import Agent, ContextConfig, ObjectStoreWorkspace, Offloader, ScriptedModel
 from helpers import call
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
@@ -25,7 +25,7 @@ def fetch_logs() -> str:
     return "\n".join(f"{i:05d} INFO exported ORD-{10000 + i}" for i in range(3000))
 
 
-async def run_agent(ws: ObjectStoreWorkspace, session: str) -> None:
+async def run_agent(ws: Offloader, session: str) -> None:
     agent = Agent(
         name="analyst",
         model=ScriptedModel([call("call_1", "fetch_logs"), "found it"]),
@@ -72,29 +72,10 @@ def test_the_page_reads_and_follows_a_bucket(s3: S3Server) -> None:
         "AWS_REGION": REGION,
         "TMPDIR": tempfile.mkdtemp(prefix="ui-bucket-"),
     }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ctxoffload",
-            "--workdir",
-            url,
-            "ui",
-            "--port",
-            "0",
-            "--poll",
-            "0.5",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    ui = start_ui(url, "--poll", "0.5", env=env)
     try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == f"ctxoffload ui: {url}"
-        address = urllib.parse.urlsplit(process.stdout.readline().strip())
-        port, token = address.port or 0, urllib.parse.parse_qs(address.query)["token"][0]
+        assert ui.before == [f"ctxoffload ui: {url}"]
+        port, token = ui.port, ui.token
 
         sessions = get(port, token, "/api/sessions")
         assert sessions["workspace"] == url
@@ -113,9 +94,8 @@ def test_the_page_reads_and_follows_a_bucket(s3: S3Server) -> None:
         asyncio.run(run_agent(ws, "run-2"))  # another agent writes while the page is open
         assert listed_once(port, token, "run-2") == ["run-1", "run-2"]
     finally:
-        process.terminate()
-        _, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err
+        err = stop_ui(ui, timeout=30)
+    assert ui.process.returncode == 0, err
     assert SECRET_KEY not in err
     leftovers = [n for n in os.listdir(env["TMPDIR"]) if n.startswith("ctxoffload-bucket-")]
     assert leftovers == [], "the copies of the bucket are removed when the page stops"

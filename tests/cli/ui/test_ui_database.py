@@ -6,31 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import tempfile
-import urllib.parse
 from pathlib import Path
 
 import pytest
-from test_ui_bucket import fetch_logs, get, listed_once
+from test_ui_bucket import get, listed_once
+from test_ui_bucket import run_agent as agent_on
+from ui_running import start_ui, stop_ui
 
-from ctxoffload import Agent, ContextConfig, ScriptedModel, SqlWorkspace
-from helpers import call
+from ctxoffload import SqlWorkspace
 
 
 async def run_agent(url: str, session: str) -> None:
+    """The bucket test's agent (`test_ui_bucket.run_agent`), on a database."""
     ws = SqlWorkspace(url)
-    agent = Agent(
-        name="analyst",
-        model=ScriptedModel([call("call_1", "fetch_logs"), "found it"]),
-        offloader=ws,
-        tools=[fetch_logs],
-        session_id=session,
-        context_config=ContextConfig(context_window=20_000, tool_result_limit=500),
-    )
-    await agent.reply("what failed?")
-    ws.close()
+    try:
+        await agent_on(ws, session)
+    finally:
+        ws.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -45,18 +38,10 @@ def test_the_page_reads_and_follows_a_database(db_url: str) -> None:
     asyncio.run(run_agent(db_url, "run-1"))
     shown_url = SqlWorkspace(db_url).url  # as the workspace names itself (no password)
     env = {**os.environ, "TMPDIR": tempfile.mkdtemp(prefix="ui-database-")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ctxoffload", "--workdir", db_url, "ui", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    ui = start_ui(db_url, env=env)
     try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == f"ctxoffload ui: {shown_url}"
-        address = urllib.parse.urlsplit(process.stdout.readline().strip())
-        port, token = address.port or 0, urllib.parse.parse_qs(address.query)["token"][0]
+        assert ui.before == [f"ctxoffload ui: {shown_url}"]
+        port, token = ui.port, ui.token
 
         sessions = get(port, token, "/api/sessions")
         assert [s["session"] for s in sessions["sessions"]] == ["run-1"]
@@ -71,7 +56,6 @@ def test_the_page_reads_and_follows_a_database(db_url: str) -> None:
         asyncio.run(run_agent(db_url, "run-2"))  # another agent writes while the page is open
         assert listed_once(port, token, "run-2") == ["run-1", "run-2"]
     finally:
-        process.terminate()
-        _, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err
+        err = stop_ui(ui, timeout=30)
+    assert ui.process.returncode == 0, err
     assert os.listdir(env["TMPDIR"]) == [], "the copies are removed when the page stops"

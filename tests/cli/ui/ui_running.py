@@ -30,7 +30,8 @@ class Ui:
 
     process: subprocess.Popen[str]
     url: str
-    workdir: Path
+    workdir: Path | str
+    before: list[str] = field(default_factory=list)  # the lines printed before the URL
 
     @property
     def base(self) -> str:
@@ -46,8 +47,9 @@ class Ui:
         return urllib.parse.parse_qs(urllib.parse.urlsplit(self.url).query)["token"][0]
 
 
-def start_ui(workdir: Path | str, *extra: str) -> Ui:
-    """`ctxoffload --workdir WORKDIR ui --port 0`, started and its URL read from stdout."""
+def start_ui(workdir: Path | str, *extra: str, env: dict[str, str] | None = None) -> Ui:
+    """`ctxoffload --workdir WORKDIR ui --port 0 EXTRA...` (with `env`, when given), started
+    and its URL read from stdout."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -63,21 +65,25 @@ def start_ui(workdir: Path | str, *extra: str) -> Ui:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert process.stdout is not None
+    before: list[str] = []
     for _ in range(3):
         line = process.stdout.readline()
         if "http://" in line:
-            return Ui(process, line.strip(), Path(workdir))
+            place = Path(workdir) if isinstance(workdir, Path) else workdir
+            return Ui(process, line.strip(), place, before)
+        before.append(line.strip())
     process.kill()
     raise AssertionError(f"ctxoffload ui printed no URL: {process.communicate()}")
 
 
-def stop_ui(ui: Ui) -> str:
+def stop_ui(ui: Ui, timeout: float = 10) -> str:
     """Stop the server; what it wrote on stderr (warnings)."""
     ui.process.terminate()
     try:
-        _, err = ui.process.communicate(timeout=10)
+        _, err = ui.process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         ui.process.kill()
         _, err = ui.process.communicate()
