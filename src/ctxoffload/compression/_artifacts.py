@@ -956,9 +956,11 @@ class ArtifactIndex:
         whose folding saves the least (`total`: how many the index weighed in all, the rest
         cut); None when that index does not fit the budget counted exactly."""
         chosen = order[:taken]
-        commands = Counter(group_of(f, stored)[:2] for f in chosen if f.kind == "command")
-        foldable = [f for f in chosen if _saving(f, stored, commands) > 0]
-        foldable.sort(key=lambda f: _saving(f, stored, commands))
+        # What folding an entry saves: its length whole, less what it writes folded.
+        costs = _fold_costs(chosen, stored)
+        saving = {key: len(key[1]) - cost for key, cost in costs.items()}
+        foldable = [f for f in chosen if saving[(f.kind, f.value)] > 0]
+        foldable.sort(key=lambda f: saving[(f.kind, f.value)])
         folded = {(f.kind, f.value) for f in foldable[keep:]}
         # An entry inside the text another one holds is named by it: the longest first.
         held = ""
@@ -1081,18 +1083,6 @@ class _Folding:
     named: int
     taken: int
     foldable: int
-
-
-def _saving(found: FoundArtifact, stored: Stored, commands: Counter[tuple[str, str]]) -> int:
-    """The characters folding `found` saves at most: a path's directories (written once for
-    the tree's row), a command's program and file (once for its group's row, when another
-    command of the same program and file is folded with it); 0 when it cannot fold."""
-    if goes_in_tree(found, stored):
-        return len(found.value.rpartition("/")[0])
-    form, head, _ = group_of(found, stored)
-    if form != LINE and commands[(form, head)] >= 2:
-        return len(head)
-    return 0
 
 
 def _fold_costs(found: Sequence[FoundArtifact], stored: Stored) -> dict[tuple[str, str], int]:
