@@ -15,21 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from cli_workspace import unprivileged_prefix
+from watching import PATIENCE, end_watch, start_watch, stop_watch
 
-from helpers import ctrl_c_reaches_children, pipe_lines, wait_for_line
-
-# Generous bounds so a loaded machine cannot hang the suite; they are not speed checks.
-PATIENCE = 60.0
-
-
-def _stop(watch: subprocess.Popen[str]) -> None:
-    if watch.poll() is None:
-        watch.kill()
-    watch.wait()
-    for stream in (watch.stdout, watch.stderr):
-        if stream is not None:
-            stream.close()
-
+from helpers import pipe_lines, wait_for_line
 
 WRITER = textwrap.dedent(
     """
@@ -58,15 +46,7 @@ WRITER = textwrap.dedent(
 
 
 def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with ctrl_c_reaches_children():
-        watch = subprocess.Popen(
-            [sys.executable, "-m", "ctxoffload", "watch", "--workdir", str(filled)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+    watch = start_watch("--workdir", str(filled))
     try:
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen_err: list[str] = []
@@ -88,51 +68,20 @@ def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
         assert not any("not JSON" in line for line in seen)
         # What was there before watch started is not repeated.
         assert not any("Find the failing order" in line for line in seen)
-        watch.send_signal(signal.SIGINT)
-        assert watch.wait(timeout=PATIENCE) == 0
-        while not err.empty():
-            seen_err.append(err.get())
-        assert "Traceback" not in "".join(seen_err)
+        assert "Traceback" not in end_watch(watch, err, seen_err)
     finally:
-        _stop(watch)
+        stop_watch(watch)
 
 
 def test_watch_from_start_prints_what_is_there(filled: Path) -> None:
-    with ctrl_c_reaches_children():
-        watch = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ctxoffload",
-                "watch",
-                "run-1",
-                "--from-start",
-                "--workdir",
-                str(filled),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    watch = start_watch("run-1", "--from-start", "--workdir", str(filled))
     try:
         seen: list[str] = []
         wait_for_line(pipe_lines(watch.stdout), "Find the failing order", seen)
         watch.send_signal(signal.SIGINT)
         assert watch.wait(timeout=PATIENCE) == 0
     finally:
-        _stop(watch)
-
-
-def _watch(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    with ctrl_c_reaches_children():
-        return subprocess.Popen(
-            [*prefix, sys.executable, "-m", "ctxoffload", "watch", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        stop_watch(watch)
 
 
 def _append_message(workdir: Path, session: str, text: str) -> None:
@@ -153,18 +102,6 @@ def _append_message(workdir: Path, session: str, text: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def _end(watch: subprocess.Popen[str], err: queue.Queue[str], seen_err: list[str]) -> str:
-    """Ctrl-C, exit 0, and everything watch said on stderr."""
-    watch.send_signal(signal.SIGINT)
-    assert watch.wait(timeout=PATIENCE) == 0
-    while True:  # the pump ends at EOF, now that watch has exited
-        try:
-            seen_err.append(err.get(timeout=5))
-        except queue.Empty:
-            break
-    return "".join(seen_err)
-
-
 def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path: Path) -> None:
     events = filled / "sessions/run-1/events.jsonl"
     outside = tmp_path / "out.jsonl"
@@ -176,7 +113,7 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
     planted = filled / "sessions/run-1/tool_result-planted.txt"
     (tmp_path / "out.txt").write_text("SECRET\n")
     os.link(tmp_path / "out.txt", planted)  # a tool_result too: not even announced as new
-    watch = _watch("run-1", "--from-start", "--workdir", str(filled))
+    watch = start_watch("run-1", "--from-start", "--workdir", str(filled))
     try:
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
@@ -185,9 +122,9 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
         with open(filled / "sessions/run-1/context.jsonl", "ab") as log:
             log.write(b'{"role": "user", "content": "written after the refusal"}\n')
         wait_for_line(out, "written after the refusal", seen)
-        said = _end(watch, err, [])
+        said = end_watch(watch, err, [])
     finally:
-        _stop(watch)
+        stop_watch(watch)
     assert not any("SECRET" in line for line in seen)
     refusal = (
         f"ctxoffload watch: {events}: has 2 hard links: it may be shared with a file outside "
@@ -203,22 +140,22 @@ def test_watch_reports_a_log_it_cannot_read_once_and_goes_on(filled: Path, tmp_p
     prefix = unprivileged_prefix()
     events = filled / "sessions/run-1/events.jsonl"
     events.chmod(0)
-    watch = _watch("run-1", "--from-start", "--workdir", str(filled), prefix=prefix)
+    watch = start_watch("run-1", "--from-start", "--workdir", str(filled), prefix=prefix)
     try:
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
         wait_for_line(out, "Find the failing order", seen)
         _append_message(filled, "run-1", "written while events.jsonl is locked")
         wait_for_line(out, "written while events.jsonl is locked", seen)
-        said = _end(watch, err, [])
+        said = end_watch(watch, err, [])
     finally:
-        _stop(watch)
+        stop_watch(watch)
     assert said.count(f"ctxoffload watch: cannot read {events}: Permission denied\n") == 1, said
     assert "Traceback" not in said
 
 
 def test_watch_waits_for_a_session_that_does_not_exist_yet(filled: Path) -> None:
-    watch = _watch("not-yet", "--wait", "--workdir", str(filled))
+    watch = start_watch("not-yet", "--wait", "--workdir", str(filled))
     try:
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen_err: list[str] = []
@@ -229,9 +166,9 @@ def test_watch_waits_for_a_session_that_does_not_exist_yet(filled: Path) -> None
         _append_message(filled, "run-1", "another session's message")
         _append_message(filled, "not-yet", "its second message")
         wait_for_line(out, "its second message", seen)
-        said = _end(watch, err, seen_err)
+        said = end_watch(watch, err, seen_err)
     finally:
-        _stop(watch)
+        stop_watch(watch)
     assert not any("another session's message" in line for line in seen)
     assert said.count("waiting for it") == 1 and "Traceback" not in said
 
@@ -280,7 +217,7 @@ def _append_outside(outside: Path) -> None:
 
 
 def test_watch_refuses_a_session_folder_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
-    watch = _watch("run-1", "--workdir", str(filled))
+    watch = start_watch("run-1", "--workdir", str(filled))
     try:
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
@@ -294,17 +231,17 @@ def test_watch_refuses_a_session_folder_swapped_for_a_link(filled: Path, tmp_pat
         # The next look refuses the link and says so, once.
         wait_for_line(err, "sessions/run-1 is a symbolic link", seen_err)
         _append_outside(outside)
-        said = _end(watch, err, seen_err)
+        said = end_watch(watch, err, seen_err)
         while not out.empty():
             seen.append(out.get())
     finally:
-        _stop(watch)
+        stop_watch(watch)
     assert "SECRET" not in "".join(seen) + said
     assert said.count("sessions/run-1 is a symbolic link") == 1, said
 
 
 def test_watch_refuses_sessions_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
-    watch = _watch("--workdir", str(filled))
+    watch = start_watch("--workdir", str(filled))
     try:
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
@@ -317,11 +254,11 @@ def test_watch_refuses_sessions_swapped_for_a_link(filled: Path, tmp_path: Path)
         _append_outside(outside)
         wait_for_line(err, "/sessions is a symbolic link", seen_err)
         _append_outside(outside)
-        said = _end(watch, err, seen_err)
+        said = end_watch(watch, err, seen_err)
         while not out.empty():
             seen.append(out.get())
     finally:
-        _stop(watch)
+        stop_watch(watch)
     assert "SECRET" not in "".join(seen) + said
 
 
@@ -346,7 +283,7 @@ def _watched(watch: subprocess.Popen[str], last: str) -> list[str]:
         while not out.empty():
             seen.append(out.get())
     finally:
-        _stop(watch)
+        stop_watch(watch)
     assert "Traceback" not in "".join(said), said
     return [line.rstrip("\n") for line in seen]
 
@@ -400,7 +337,7 @@ def test_watch_from_start_prints_what_show_prints_in_order(
 ) -> None:
     session = "nightly-job"
     shown = _timeline(cli, demo.workdir, session)
-    watch = _watch(session, "--from-start", "--workdir", str(demo.workdir))
+    watch = start_watch(session, "--from-start", "--workdir", str(demo.workdir))
     printed = _watched(watch, shown[-1][9:])
     events, others = _as_show_prints(printed, session)
     assert events == shown
@@ -415,7 +352,7 @@ def test_watch_prints_a_live_agent_as_show_prints_it_after(
 ) -> None:
     workdir, session = tmp_path / "ws", "live-job"
     (workdir / "sessions").mkdir(parents=True)
-    watch = _watch(session, "--wait", "--workdir", str(workdir))
+    watch = start_watch(session, "--wait", "--workdir", str(workdir))
     err = pipe_lines(watch.stderr)
     wait_for_line(err, "waiting for it", [])
     command = ["demo", "--workdir", str(workdir), "--session", session]
@@ -436,7 +373,7 @@ def test_watch_prints_a_live_agent_as_show_prints_it_after(
         while not out.empty():
             seen.append(out.get())
     finally:
-        _stop(watch)
+        stop_watch(watch)
     printed = [line.rstrip("\n") for line in seen]
     events, _ = _as_show_prints(printed, session)
     assert events == shown
@@ -463,7 +400,7 @@ def test_watch_prints_a_summary_no_message_holds_once_under_its_compression(
     asyncio.run(write())
     shown = _timeline(cli, tmp_path, "s-1")
     assert shown[-2:] == ["      task_overview: find the order", "      next_steps: grep the log"]
-    printed = _watched(_watch("s-1", "--from-start", "--workdir", str(tmp_path)), "next_steps")
+    printed = _watched(start_watch("s-1", "--from-start", "--workdir", str(tmp_path)), "next_steps")
     events, others = _as_show_prints(printed, "s-1")
     assert events == shown
     assert others == [f"{'':8} s-1 context.jsonl line 1 [user] old"]
@@ -491,22 +428,16 @@ def test_ctrl_c_that_lands_in_a_string_exec_still_ends_watch_with_0(
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_CTRL_C_IN_A_STRING_EXEC)
     path = [str(hook), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
-    with ctrl_c_reaches_children():
-        watch = subprocess.Popen(
-            [sys.executable, "-m", "ctxoffload", "watch", "run-1", "--workdir", str(filled)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+    watch = start_watch(
+        "run-1", "--workdir", str(filled), env={"PYTHONPATH": os.pathsep.join(path)}
+    )
     try:
         pipe_lines(watch.stdout)  # read as it comes: a full pipe would stop watch
         err = pipe_lines(watch.stderr)
         wait_for_line(err, "Ctrl-C to stop", [])
-        said = _end(watch, err, [])
+        said = end_watch(watch, err, [])
     finally:
-        _stop(watch)
+        stop_watch(watch)
     assert "Traceback" not in said, said
 
 

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from watching import PATIENCE, end_watch, start_watch, stop_watch
 
 from ctxoffload import Msg, SqlWorkspace
 from ctxoffload.cli._cmd_watch import StoreFollower
-from helpers import ctrl_c_reaches_children, pipe_lines, wait_for_line
-
-PATIENCE = 60.0  # a bound so a loaded machine cannot hang the suite, not a speed check
-
+from helpers import pipe_lines, wait_for_line
 
 WRITER = textwrap.dedent(
     """
@@ -53,14 +50,7 @@ def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(db_url:
     asyncio.run(ws.offload_context("live", [Msg(role="user", content="written before")]))
     ws.close()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    with ctrl_c_reaches_children():
-        watch = subprocess.Popen(
-            [sys.executable, "-m", "ctxoffload", "watch", "--workdir", url],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+    watch = start_watch("--workdir", url, env=env)
     try:
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen_err: list[str] = []
@@ -86,18 +76,9 @@ def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(db_url:
         ]
         assert "context.jsonl line 2 " in messages[0]
         assert not any("written before" in line for line in seen)
-        watch.send_signal(signal.SIGINT)
-        assert watch.wait(timeout=PATIENCE) == 0
-        while not err.empty():
-            seen_err.append(err.get())
-        assert "Traceback" not in "".join(seen_err)
+        assert "Traceback" not in end_watch(watch, err, seen_err)
     finally:
-        if watch.poll() is None:
-            watch.kill()
-        watch.wait()
-        for stream in (watch.stdout, watch.stderr):
-            if stream is not None:
-                stream.close()
+        stop_watch(watch)
 
 
 def test_a_look_reads_the_new_lines_only_however_long_the_log(tmp_path: Path) -> None:

@@ -44,14 +44,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     import sys
 
-    from ..exceptions import (
-        ConfigError,
-        InvalidContent,
-        InvalidReference,
-        InvalidSessionId,
-        OffloadError,
-        SessionBusyError,
-    )
+    from .. import exceptions as errors
     from ._output import print_json, shown
 
     where = Workdir.of(args)
@@ -65,12 +58,12 @@ def run(args: argparse.Namespace) -> int:
     folder = os.path.abspath(args.folder)
     sessions = list(args.sessions) or None
     refused = (
-        ConfigError,
-        InvalidContent,
-        InvalidReference,
-        InvalidSessionId,
-        OffloadError,
-        SessionBusyError,
+        errors.ConfigError,
+        errors.InvalidContent,
+        errors.InvalidReference,
+        errors.InvalidSessionId,
+        errors.OffloadError,
+        errors.SessionBusyError,
     )
     try:
         problems = asyncio.run(store.upload(folder, sessions=sessions))
