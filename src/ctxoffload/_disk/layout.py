@@ -8,6 +8,7 @@ imports it at start-up (`re` is loaded by argparse anyway).
 {workdir}/
   sessions/{session_id}/
     context.jsonl  context.jsonl.commit  events.jsonl  state.json
+    history.jsonl            a host's saved conversation (an SDK session's items), appended
     tool_result-{stem}.txt
   data/{sha256}.{ext}
   skills/
@@ -31,6 +32,8 @@ __all__ = [
     "DATA_REFERENCE",
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
+    "HISTORY_FILE",
+    "LOGS",
     "MARK",
     "MEMORIES_DIR",
     "MEMORY_AGENTS_DIR",
@@ -81,6 +84,13 @@ EVENTS_FILE = "events.jsonl"
 """A session's record: one event per line (offloads, compressions, model and tool calls)."""
 STATE_FILE = "state.json"
 """A session's snapshot for resuming: the live context, replaced at each step."""
+HISTORY_FILE = "history.jsonl"
+"""A session's host conversation as the host saves it (the OpenAI Agents SDK's session
+items): records appended one per line, never rewritten; what the host reads back at the start
+of a run (`HistoryLog`)."""
+LOGS = (CONTEXT_FILE, EVENTS_FILE, HISTORY_FILE)
+"""A session's append-only logs: written a batch of lines at a time, never replaced, read by
+lines (a bucket keeps each as segments, an import appends it line by line)."""
 COMMIT_SUFFIX = ".commit"
 """Beside a committed log, `context.jsonl.commit` says how much of it belongs to
 acknowledged batches; a reader ignores what lies past it."""

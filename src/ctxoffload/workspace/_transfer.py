@@ -28,6 +28,8 @@ from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
+    HISTORY_FILE,
+    LOGS,
     SESSIONS_DIR,
     is_data_name,
 )
@@ -108,7 +110,7 @@ def _read_session(root: str, session_id: str, problems: list[str]) -> SessionCop
                     raw += more
             finally:
                 os.close(fd)
-            if name in (CONTEXT_FILE, EVENTS_FILE):
+            if name in LOGS:
                 lines, torn = _whole_lines(raw)
                 if torn:
                     problems.append(f"{path}: its last line is incomplete (a torn write): left out")
@@ -233,9 +235,10 @@ async def _write_session(files: SessionFiles, copy: SessionCopy, old: set[str], 
     for batch in _batches(context):
         keys = [_key(line, seen) for line in batch]
         await files.append_messages(sid, batch, keys)
-    events = [relocate(line, old, url) for line in copy.logs.get(EVENTS_FILE, [])]
-    for batch in _batches(events):
-        await files.append(sid, EVENTS_FILE, batch)
+    for name in (EVENTS_FILE, HISTORY_FILE):
+        lines = [relocate(line, old, url) for line in copy.logs.get(name, [])]
+        for batch in _batches(lines):
+            await files.append(sid, name, batch)
 
 
 def _key(line: bytes, seen: set[str]) -> str | None:
