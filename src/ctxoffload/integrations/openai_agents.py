@@ -8,8 +8,9 @@ config's `tool_result_limit` goes whole to the workspace and reaches the model a
 a notice naming the file; past the trigger the older items reach it as a summary (they go to
 the session's context.jsonl first). The run's own items are never changed, and the same items
 project to the same bytes on every call. `tools` reads offloaded content back.
-`WorkspaceSession` keeps the conversation's items in the same workspace, so a run resumes
-from the folder in a new process.
+`WorkspaceSession` keeps the conversation's items in the same workspace, append-only, so a
+run resumes from the folder in a new process; its `input_filter()` is the filter of the same
+conversation.
 
 Example::
 
@@ -35,7 +36,7 @@ import functools
 import hashlib
 import importlib
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._disk.ids import session_id_for
@@ -46,7 +47,7 @@ from ..formats.responses import from_responses, to_responses
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import get_token_counter
-from ..workspace import Workspace
+from ..workspace import HistoryLog, Workspace, not_a_capability
 from ._model_name import model_name_of
 from ._reading import reading_functions
 
@@ -177,30 +178,51 @@ class OffloadingInputFilter:
 
 class WorkspaceSession:
     """The SDK's `Session` (its protocol: `get_items`, `add_items`, `pop_item`,
-    `clear_session`) on a ctxoffload workspace: the conversation's items live in the
-    session's state.json, beside what the input filter offloads for the same session.
+    `clear_session`, and `run_compaction`) on a ctxoffload workspace: the conversation's items
+    are an append-only log, the session's history.jsonl (`HistoryLog`), beside what the input
+    filter offloads for the same session.
 
-    So one folder (or bucket) holds a conversation whole: its items, the tool outputs stored
-    whole and the summaries' context.jsonl; a run resumed in a new process
+    So one folder (or bucket, or database) holds a conversation whole: its items, the tool
+    outputs stored whole and the summaries' context.jsonl; a run resumed in a new process
     (`Runner.run(agent, ..., session=WorkspaceSession(ws, "nightly"))`) starts from them.
-    Items are kept as the SDK gave them (a big output too: the filter cuts what the model is
-    sent, never the record).
+
+    - `add_items` appends one line holding the items given, whole or absent whatever kills
+      the process, and rewrites nothing: it costs what it adds, at turn 200 as at turn 10.
+    - A `function_call_output` over the config's `tool_result_limit` is stored whole once, as
+      the session's `tool_result-<call id>.txt` (the file the input filter of the session
+      writes for it: the same bytes are one file), and the item keeps the head and the notice
+      naming that file, what the model is sent; only then is the item written. With
+      `keep_whole_outputs=True` items are kept exactly as the SDK gave them.
+    - `pop_item`, `clear_session` and `run_compaction` append a record too (the item removed;
+      a new start holding what stays): history already written is never rewritten.
+    - `get_items` reads what the log gained since this object last read it (a new object
+      reads it once), so `get_items(limit)` costs the items it returns.
 
     `run_compaction` keeps the items themselves small: past the config's trigger (or at
-    once, with `{"force": True}`) the older items go to the session's context.jsonl and are
-    replaced by one summary item (the five-field summary with the artifact index, naming the
+    once, with `{"force": True}`) the older items go to the session's context.jsonl and one
+    summary item stands for them (the five-field summary with the artifact index, naming the
     lines that hold them). The SDK calls it after each turn where a Responses-API model
     answered; with any other model call it yourself (`await session.run_compaction()`).
 
+    `input_filter()` gives the `OffloadingInputFilter` of the same conversation: one
+    ctxoffload session, without naming it twice.
+
     Args:
-        workspace: where the items are kept.
+        workspace: where the items are kept: a `Workspace` that is a `HistoryLog` (every
+            workspace of ctxoffload is).
         session_id: the conversation (one that is no plain name gets a safe session of its
-            own, `session_id_for`); give the input filter the same one.
-        config: when `run_compaction` summarises (its trigger and window). Without a
+            own, `session_id_for`).
+        config: when `run_compaction` summarises (its trigger and window), and the
+            `tool_result_limit` over which an output is kept as head and notice. Without a
             `context_window` in it, `run_compaction` summarises only when forced (as if the
             items filled the window): no trigger can be passed.
         summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
             extractive summary.
+        keep_whole_outputs: keep each item as the SDK gave it, a big output whole in the
+            items too (and again in its file, where the input filter stored it).
+
+    Raises:
+        ConfigError: `workspace` is not a `HistoryLog`.
     """
 
     session_settings: Any = None
@@ -212,10 +234,22 @@ class WorkspaceSession:
         *,
         config: ContextConfig | None = None,
         summary_model: ChatModel | None = None,
+        keep_whole_outputs: bool = False,
     ) -> None:
+        if not isinstance(workspace, HistoryLog):
+            raise not_a_capability(
+                workspace,
+                HistoryLog,
+                role="workspace",
+                fix="pass a ctxoffload workspace (LocalWorkspace, InMemoryWorkspace, "
+                "ObjectStoreWorkspace, SqlWorkspace), or add those methods to yours",
+            )
         self.workspace = workspace
         self.session_id = session_id_for(session_id)
         self.config = config or ContextConfig()
+        self.keep_whole_outputs = keep_whole_outputs
+        self._summary_model = summary_model
+        self._log = workspace  # the same object, as the capability the items are kept with
         self._compressor = Compressor(
             self.config,
             model=summary_model,
@@ -223,44 +257,109 @@ class WorkspaceSession:
             session_id=self.session_id,
             counter=get_token_counter(None),
         )
+        # How a big output is cut: as this session's compressor cuts it, or as the input
+        # filter bound to it (`input_filter`) cuts what it sends, so both keep the same text
+        # (and the filter sends that cut without making it again).
+        self._cut_output: Callable[[ToolResultBlock, Msg], Awaitable[ToolResultBlock]] = (
+            self._own_cut
+        )
+        self._items = _LiveItems()
         self._lock = asyncio.Lock()
 
+    def input_filter(
+        self,
+        *,
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+        **options: Any,
+    ) -> OffloadingInputFilter:
+        """The `OffloadingInputFilter` of this conversation, for the run's `RunConfig`: on this
+        session's workspace and ctxoffload session, so the items, the outputs stored whole
+        and the summaries are one session's, and a big output is one file. The session then
+        keeps each big output as this filter sends it (the same head, notice and file).
+
+        Args:
+            config: the filter's config; default the session's.
+            summary_model: the model that writes the filter's summaries; default the
+                session's.
+            **options: the filter's other arguments (`max_output_chars`, `memory`).
+
+        Raises:
+            ConfigError: `session_id` among `options`: the filter's session is this one.
+        """
+        if "session_id" in options:
+            raise ConfigError(
+                f"input_filter(session_id={options['session_id']!r}): the filter of a "
+                f"WorkspaceSession works on its session, {self.session_id!r}; leave it out"
+            )
+        offload = OffloadingInputFilter(
+            self.workspace,
+            config=config or self.config,
+            summary_model=summary_model if summary_model is not None else self._summary_model,
+            session_id=self.session_id,
+            **options,
+        )
+        projector = offload._projector
+
+        async def cut(block: ToolResultBlock, message: Msg) -> ToolResultBlock:
+            return await projector.offload_tool_result(block, message=message)
+
+        self._cut_output = cut
+        return offload
+
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        """The conversation's items, oldest first; with `limit`, only the latest `limit`."""
-        items = await self._items()
-        return items if limit is None else items[max(len(items) - limit, 0) :]
+        """The conversation's items, oldest first; with `limit` (or the `limit` of
+        `session_settings`, when `limit` is None), only the latest `limit` (none for 0; all
+        for a negative one, as the SDK's `SQLiteSession` gives)."""
+        if limit is None:
+            limit = getattr(self.session_settings, "limit", None)
+        async with self._lock:
+            await self._read_new()
+            live = self._items.live
+            if limit is not None and limit >= 0:  # a negative limit is none, as in SQLite
+                live = live[max(len(live) - limit, 0) :] if limit else []
+            return [json.loads(text) for _, text in live]
 
     async def add_items(self, items: list[Any]) -> None:
-        """Append `items` (dicts or the SDK's pydantic items) to the conversation."""
+        """Append `items` (dicts or the SDK's pydantic items) to the conversation: one line
+        of history.jsonl, each big output first stored whole and kept as head and notice
+        (unless `keep_whole_outputs`)."""
+        if not items:
+            return
         async with self._lock:
-            kept = await self._items()
-            kept.extend(_as_item(item) for item in items)
-            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
+            given = [_as_item(item) for item in items]
+            kept = given if self.keep_whole_outputs else await self._lean(given)
+            await self._append({_ADD: kept})
 
     async def pop_item(self) -> Any | None:
-        """Remove and return the latest item; None when there is none."""
+        """Remove and return the latest item (a record naming it is appended); None when
+        there is none."""
         async with self._lock:
-            kept = await self._items()
-            if not kept:
+            await self._read_new()
+            if not self._items.live:
                 return None
-            last = kept.pop()
-            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
-            return last
+            address, text = self._items.live[-1]
+            await self._append({_POP: list(address)})
+            return json.loads(text)
 
     async def clear_session(self) -> None:
-        """Forget the conversation's items (what was offloaded for it stays)."""
+        """Forget the conversation's items: a new, empty start is appended (what was
+        offloaded for it stays, and so do the earlier lines of its history.jsonl)."""
         async with self._lock:
-            await self.workspace.write_state(self.session_id, {_ITEMS: []})
+            await self._read_new()
+            if self._items.live:
+                await self._append({_BASE: [], _REPLACES: self._items.addresses()})
 
     async def run_compaction(self, args: Any = None) -> None:
         """Summarise the older items once they pass the config's trigger, or at once with
         `{"force": True}` (the SDK's `OpenAIResponsesCompactionArgs`; its other fields do not
         apply: the summary is made here, with any model). The items summarised are appended
-        to the session's context.jsonl before the session keeps the summary in their place;
-        the newest turn is kept as it is."""
+        to the session's context.jsonl before a new start is appended to history.jsonl,
+        holding the summary and the items kept; the newest turn is kept as it is."""
         force = bool(args.get("force")) if isinstance(args, dict) else False
         async with self._lock:
-            items = await self._items()
+            await self._read_new()
+            items = [json.loads(text) for _, text in self._items.live]
             if not items:
                 return
             history, originals = _history(None, items)
@@ -279,15 +378,132 @@ class WorkspaceSession:
             if not result.compressed:
                 return
             kept = [_as_item(item) for item in _back(result.messages, history, originals)]
-            await self.workspace.write_state(self.session_id, {_ITEMS: kept})
+            await self._append({_BASE: kept, _REPLACES: self._items.addresses()})
 
-    async def _items(self) -> list[Any]:
-        state = await self.workspace.read_state(self.session_id)
-        return list((state or {}).get(_ITEMS, []))
+    async def _own_cut(self, block: ToolResultBlock, message: Msg) -> ToolResultBlock:
+        """A big output cut by this session's own compressor (no filter bound)."""
+        return await self._compressor.process_tool_result(block)
+
+    async def _read_new(self) -> None:
+        """Fold in the records history.jsonl gained since this object last read it."""
+        items = self._items
+        for line, record in await self._log.read_history(
+            self.session_id, after=items.next_line - 1
+        ):
+            items.fold(line, record)
+
+    async def _append(self, record: dict[str, Any]) -> None:
+        """Append `record`; fold it in at once when it follows what this object has read
+        (another writer's lines before it are read, with it, at the next read)."""
+        line = await self._log.append_history(self.session_id, record)
+        if line == self._items.next_line:
+            self._items.fold(line, record)
+
+    async def _lean(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`items` with each output over the limit stored whole and cut to what the model
+        is sent (an output that could not be stored stays whole)."""
+        names = {**self._items.names, **_call_names(items)}
+        if any(_output_call(item) not in (None, *names) for item in items):
+            await self._read_new()  # its call may be in another writer's latest line
+            names = {**self._items.names, **_call_names(items)}
+        out: list[dict[str, Any]] = []
+        for item in items:
+            if _output_call(item) is None:
+                out.append(item)
+                continue
+            (msg,) = from_responses([item])
+            (block,) = msg.tool_results
+            block = block.model_copy(update={"name": names.get(item["call_id"], block.name)})
+            # The output's message as the filter makes it (`_history`), named by the same key.
+            msg = msg.model_copy(update={"content": [block], "id": _item_key(item)})
+            cut = await self._cut_output(block, msg)
+            out.extend(
+                [item]
+                if cut.output == block.output
+                else _cut(item, Msg(role="tool", content=[cut]))
+            )
+        return out
 
 
-_ITEMS = "openai_agents_items"
-"""The state.json field that holds a `WorkspaceSession`'s items."""
+_ADD, _POP, _BASE, _REPLACES = "add", "pop", "base", "replaces"
+"""The records of a `WorkspaceSession`'s history.jsonl, one a line: `{"add": [item, ...]}`
+(items appended), `{"pop": [line, index]}` (the item that add record held at that index is
+removed), `{"base": [item, ...], "replaces": [[line, index], ...]}` (a new start: those items
+first, in place of the ones named; `clear_session` with none, `run_compaction` with the
+summary and the items kept). An item is known by where it was written, so every reader folds
+the same records to the same items."""
+
+
+class _LiveItems:
+    """The items a session's history.jsonl holds now, folded from its records in order:
+    each item's address `(line, index)` and JSON; the next line to read; the tool name of
+    each call id seen (an output's notice names its tool)."""
+
+    def __init__(self) -> None:
+        self.live: list[tuple[tuple[int, int], str]] = []
+        self.next_line = 1
+        self.names: dict[str, str] = {}
+
+    def addresses(self) -> list[list[int]]:
+        """The addresses of the live items, as a record names them."""
+        return [list(address) for address, _ in self.live]
+
+    def fold(self, line: int, record: Any) -> None:
+        """Apply the record on `line` (one that is not a record of this log is skipped)."""
+        self.next_line = max(self.next_line, line + 1)
+        if not isinstance(record, dict):
+            return
+        added, popped, replaced = record.get(_ADD), record.get(_POP), record.get(_REPLACES)
+        if isinstance(added, list):
+            self.live.extend(self._entries(line, added))
+        elif _BASE in record and isinstance(record[_BASE], list) and isinstance(replaced, list):
+            gone = {_address(a) for a in replaced}
+            rest = [entry for entry in self.live if entry[0] not in gone]
+            self.live = [*self._entries(line, record[_BASE]), *rest]
+        elif _address(popped) is not None:
+            at = _address(popped)
+            for k in range(len(self.live) - 1, -1, -1):
+                if self.live[k][0] == at:
+                    del self.live[k]
+                    break
+
+    def _entries(self, line: int, items: list[Any]) -> list[tuple[tuple[int, int], str]]:
+        self.names.update(_call_names(items))
+        return [
+            ((line, index), json.dumps(item, ensure_ascii=False))
+            for index, item in enumerate(items)
+            if isinstance(item, dict)  # else not an item: a hand edit
+        ]
+
+
+def _address(value: Any) -> tuple[int, int] | None:
+    """`[line, index]` as a record writes an item's address, or None."""
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+    ):
+        return (value[0], value[1])
+    return None
+
+
+def _call_names(items: Sequence[Any]) -> dict[str, str]:
+    """The tool name of each `function_call` among `items`, by call id."""
+    return {
+        item["call_id"]: str(item.get("name", ""))
+        for item in items
+        if isinstance(item, dict)
+        and item.get("type") == "function_call"
+        and isinstance(item.get("call_id"), str)
+    }
+
+
+def _output_call(item: dict[str, Any]) -> str | None:
+    """The call id of a `function_call_output` item; None for any other item."""
+    call_id = item.get("call_id")
+    return (
+        call_id if item.get("type") == "function_call_output" and isinstance(call_id, str) else None
+    )
 
 
 @functools.cache
