@@ -12,8 +12,15 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import InvalidSessionId, LocalWorkspace, OffloadError, SqlWorkspace
+from ctxoffload import (
+    InvalidSessionId,
+    LocalWorkspace,
+    ObjectStoreWorkspace,
+    OffloadError,
+    SqlWorkspace,
+)
 from ctxoffload.workspace import HistoryLog
+from s3_server import S3Server, ThrottlingProxy
 
 
 async def test_records_come_back_in_order_with_their_line_numbers(
@@ -120,6 +127,24 @@ async def test_a_read_after_an_append_starts_where_the_append_began(
     await other.append_history("s", {"n": "theirs"})
     assert await workspace.read_history("s", after=line) == [(line + 1, {"n": "theirs"})]
     assert starts[-1] == size  # from where the previous read ended
+
+
+async def test_a_reader_of_a_bucket_reads_only_the_segments_added_since(s3: S3Server) -> None:
+    """Another machine's reader reads the log whole once, then only what came after it."""
+    url = f"s3://{s3.new_bucket()}/agents"
+    writer = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
+    proxy = ThrottlingProxy(s3)
+    try:
+        reader = ObjectStoreWorkspace(url, **proxy.workspace_kwargs())
+        for i in range(20):
+            await writer.append_history("s", {"n": i})
+        assert len(await reader.read_history("s")) == 20
+        await writer.append_history("s", {"n": 20})
+        before = proxy.requests
+        assert await reader.read_history("s", after=20) == [(21, {"n": 20})]
+        assert proxy.requests - before <= 2  # the listing after it and the new segment
+    finally:
+        proxy.stop()
 
 
 async def test_history_moves_with_its_session_into_a_database_line_for_line(
