@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import asyncio
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -394,7 +393,9 @@ def test_a_hosts_thread_id_maps_to_a_plain_session_never_shared(threads: list[st
 
 @given(
     threads=st.lists(
-        st.one_of(st.text(min_size=1, max_size=120), st.from_regex(r"[a-z@._-]{1,30}", fullmatch=True)),
+        st.one_of(
+            st.text(min_size=1, max_size=120), st.from_regex(r"[a-z@._-]{1,30}", fullmatch=True)
+        ),
         min_size=1,
         max_size=6,
         unique=True,
