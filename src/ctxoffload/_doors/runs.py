@@ -40,6 +40,7 @@ async def begin_run(
     conversation: object = None,
     agent: str | None = None,
     new: bool = False,
+    announce: bool = True,
 ) -> SessionLease | None:
     """Take `session`'s lease for a run of `door` (None: the workspace gives no leases, or
     cannot be written) and record the run's `door` event.
@@ -52,6 +53,8 @@ async def begin_run(
         agent: who the lease names (the door's name by default).
         new: the session must not exist yet (a fresh session): taken only if nothing was
             recorded in it.
+        announce: record the `door` event (False: this process recorded it for an earlier
+            run of the session already).
 
     Raises:
         SessionBusyError: another live run holds the session, in the door's terms.
@@ -63,7 +66,8 @@ async def begin_run(
             lease = await take_lease(workspace, session, agent or door.name)
     except SessionBusyError as busy:
         raise door_busy(door, busy, conversation) from None
-    await record_door(workspace, door, session, conversation)
+    if announce:
+        await record_door(workspace, door, session, conversation)
     return lease
 
 
@@ -132,6 +136,7 @@ class HostRuns:
         self.grace = grace
         self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
+        self._announced: set[str] = set()  # sessions whose `door` event this object wrote
         self._lock = threading.Lock()
 
     def begin(self, session: str, run: str, *, conversation: object = None) -> None:
@@ -150,9 +155,17 @@ class HostRuns:
                     busy = SessionBusyError("", session, holder)
                     raise door_busy(self.door, busy, conversation)
                 self._drop(session, current)
+            announce = session not in self._announced
             lease = self._loop.run(
-                begin_run(self.workspace, self.door, session, conversation=conversation)
+                begin_run(
+                    self.workspace,
+                    self.door,
+                    session,
+                    conversation=conversation,
+                    announce=announce,
+                )
             )
+            self._announced.add(session)
             self._runs[session] = _Run(run, lease)
 
     async def abegin(self, session: str, run: str, *, conversation: object = None) -> None:

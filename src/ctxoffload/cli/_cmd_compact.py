@@ -140,16 +140,37 @@ async def _settings(
     from .._disk.events import EventKind
 
     started: dict[str, Any] = {}
+    door: dict[str, Any] = {}
     projected = False
     for event in await workspace.read_events(session):
         if event.get("kind") == EventKind.SESSION_START:
             started = event
+        elif event.get("kind") == EventKind.DOOR:
+            door = event
         elif event.get("kind") == EventKind.MODEL_CALL and event.get("outcome") == "projected":
             projected = True
+    if door and door.get("projects") is False:
+        raise CliError(_not_ours(session, door))
+    if door.get("projects") is True:
+        return None
     state = await workspace.read_state(session) or {}
     if projected and not state.get("messages"):
         return None
     return _agent_settings(started, state, session, args)
+
+
+def _not_ours(session: str, door: dict[str, Any]) -> str:
+    """Why a session a door writes whose host owns the context cannot be compacted here."""
+    from .._doors.doors import door_named
+
+    known = door_named(door.get("door"))
+    host = door.get("host") if isinstance(door.get("host"), str) else "its host"
+    adapter = f" ({door['adapter']})" if isinstance(door.get("adapter"), str) else ""
+    advice = known.compact if known is not None and known.compact else "compact it there"
+    return (
+        f"session {session!r} is written by {host}{adapter}, which decides what its model is "
+        f"sent, so ctxoffload cannot compact it: {advice}; nothing was written"
+    )
 
 
 def _agent_settings(

@@ -110,10 +110,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     except SessionBusyError as exc:
-        raise CliError(
-            f"--session {args.session}: {exc} (or leave --session out: each connection then "
-            "gets a session of its own)"
-        ) from None
+        raise CliError(f"--session {args.session}: {exc}") from None
     finally:
         sys.stdin, sys.stdout = streams
     return EXIT_OK

@@ -12,6 +12,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._disk.events import SessionStart
+from .._doors.checks import checked_workspace
+from .._doors.doors import DOORS
+from .._doors.runs import begin_run, record_door
 from .._version import __version__
 from ..agent import SessionRecorder
 from ..compression import ContextConfig, Projector
@@ -21,7 +24,6 @@ from ..workspace import (
     SessionLease,
     Workspace,
     new_session,
-    take_lease,
     validate_session_id,
     writing_as,
 )
@@ -32,7 +34,8 @@ from ._upstream import Upstream
 
 __all__ = ["AGENT", "McpProxy"]
 
-AGENT = "mcp-proxy"
+_DOOR = DOORS["mcp-proxy"]
+AGENT = _DOOR.name
 """Who writes a proxy's sessions (their events' `writer`, their lease)."""
 
 _PAGES = 100
@@ -102,8 +105,10 @@ class McpProxy:
     ) -> None:
         if session_id is not None:
             validate_session_id(session_id)
-        self.workspace: Workspace = (
-            workspace if isinstance(workspace, Workspace) else LocalWorkspace(workspace)
+        # A folder is taken as a `LocalWorkspace` (the command's --workspace); either is
+        # checked now, so a folder that is a file is said before anything starts.
+        self.workspace = checked_workspace(
+            workspace if isinstance(workspace, Workspace) else LocalWorkspace(workspace), _DOOR
         )
         self.server = server if isinstance(server, str) else list(server)
         self.session_id = session_id
@@ -164,11 +169,12 @@ class McpProxy:
         lease: SessionLease | None
         if self.session_id is not None:
             session_id = self.session_id
-            lease = await take_lease(self.workspace, session_id, AGENT)
+            lease = await begin_run(self.workspace, _DOOR, session_id)
         else:
             info = upstream.client.server_info
             name = _NAME_RUN.sub("_", getattr(info, "name", "") or "").strip("_-.")[:40]
             session_id, lease = await new_session(self.workspace, f"mcp-{name or 'proxy'}", AGENT)
+            await record_door(self.workspace, _DOOR, session_id)
         try:
             yield session_id
         finally:

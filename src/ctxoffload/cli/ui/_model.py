@@ -27,9 +27,9 @@ from ..._search.matcher import compile_matcher
 from ...exceptions import CliError, InvalidContent, InvalidReference
 from ...text import message_lines
 from .._access import session_folder
-from .._describe import NOT_BY_AGENT, Timeline, describe
+from .._describe import NOT_BY_AGENT, Timeline, by_agent, describe
 from .._output import inert
-from .._view import SessionLog, Warnings, by_agent, session_rows, step_messages
+from .._view import SessionLog, Warnings, session_rows, step_messages
 
 __all__ = ["BODY_CHARS", "MARKED_KINDS", "UiModel"]
 
