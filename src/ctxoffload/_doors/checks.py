@@ -3,6 +3,7 @@ the host's first call, never an `AttributeError` from inside the host's run."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -13,6 +14,7 @@ from .doors import Door
 
 __all__ = ["checked_config", "checked_offloader", "checked_positive", "checked_workspace"]
 
+_OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
 _BACKENDS = (
     "LocalWorkspace(path), ObjectStoreWorkspace(url), SqlWorkspace(url) or InMemoryWorkspace()"
 )
@@ -33,12 +35,27 @@ def checked_workspace(workspace: object, door: Door, *, role: str = "workspace")
 
 
 def checked_offloader(offloader: object, door: Door, *, role: str = "workspace") -> Offloader:
-    """`checked_workspace` for a door that needs only an `Offloader` (a custom one may do)."""
+    """`checked_workspace` for a door that needs only an `Offloader` (a custom one may do,
+    if its three methods are `async def`: a door awaits them).
+
+    Raises:
+        ConfigError: a path, no `Offloader`, a sync method, or a workdir that is a file.
+    """
     _refuse_a_path(offloader, door, role)
     if not isinstance(offloader, Offloader):
         raise not_a_capability(
-            offloader, Offloader, role=role, fix=f"pass {_BACKENDS}, or an Offloader of yours"
+            offloader,
+            Offloader,
+            role=role,
+            fix=f"pass {_BACKENDS}, or an object with async {', '.join(_OFFLOADER_METHODS)}",
         )
+    for name in _OFFLOADER_METHODS:
+        if not inspect.iscoroutinefunction(getattr(offloader, name)):
+            raise ConfigError(
+                f"{role} {type(offloader).__name__}.{name} is not async: define it with "
+                f"'async def {name}(...)' ({door.adapter} awaits it; a sync one would leave "
+                "big results in the context)"
+            )
     _refuse_a_file(offloader)
     return offloader
 
@@ -74,9 +91,9 @@ def _refuse_a_path(given: object, door: Door, role: str) -> None:
     if isinstance(given, (str, bytes, os.PathLike)):
         path = os.fsdecode(given)
         raise ConfigError(
-            f"{role} is the path {path!r}, not a workspace: pass "
-            f"{door.adapter}(LocalWorkspace({path!r}), ...) (or an ObjectStoreWorkspace, a "
-            "SqlWorkspace for a bucket or a database)"
+            f"{door.adapter}: {role} is the path {path!r}, not a workspace: pass "
+            f"LocalWorkspace({path!r}) instead (ObjectStoreWorkspace or SqlWorkspace for a "
+            "bucket or a database)"
         )
 
 

@@ -87,6 +87,17 @@ DOORS: Mapping[str, Door] = {
     door.name: door
     for door in (
         Door(
+            "agent",
+            host="ctxoffload's Agent",
+            adapter="Agent",
+            conversation="its session_id (a new one when none is given)",
+            projects=True,
+            records="everything: its start, each model call and what it was sent, each tool "
+            "call, every offload and compaction (its `session_start` opens the record)",
+            busy="wait for it to stop, pass another session_id, or pass Agent(..., "
+            "if_busy='fork') to continue in a fork of its saved state",
+        ),
+        Door(
             "langchain",
             host="LangChain",
             adapter="ContextOffloadMiddleware",
@@ -211,7 +222,8 @@ DOORS: Mapping[str, Door] = {
         ),
     )
 }
-"""Every door, by name (the Agent is ctxoffload itself, recorded by its `session_start`)."""
+"""Every door, by name. The Agent's record opens with its `session_start`, not a `door`
+event: it says more (config, models, tools)."""
 
 
 def door_named(name: object) -> Door | None:
