@@ -136,7 +136,7 @@ def drivers() -> list[DoorDriver]:
     return out
 
 
-DRIVERS: list[str] = ["agent", "langchain"]
+DRIVERS: list[str] = ["agent", "langchain", "pydantic_ai"]
 """The doors with a driver, by module (`contract_<name>.py`)."""
 
 

@@ -110,6 +110,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         # The run's conversation id as pydantic-ai gave it (recorded in the `door` event).
         self._conversation: object = None
+        self.get_toolset()  # its tools' caps are checked now, not at the first run
         self._projector: Projector | None = None
         # The request step's history (`Msg`s and pydantic-ai messages), and whether its
         # last attempt was refused as over the window.
