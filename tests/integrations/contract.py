@@ -60,7 +60,8 @@ class DoorDriver:
     Attributes:
         door: the door's name (`ctxoffload._doors.doors.DOORS`).
         module: the host package a driver imports (None: nothing beyond ctxoffload).
-        extra: the ctxoffload extra that installs it (the `.ci/run` venv that requires it).
+        extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
+            spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
     """
 
@@ -104,7 +105,8 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
         pytest.skip(
-            f"{driver.module} is not installed: pip install -e '.[{driver.extra}]' "
+            f"{driver.module} is not installed: pip install -e "
+            f"'.[{driver.extra.replace('_', '-')}]' "
             "(.ci/run runs the contract in each host's environment)"
         )
 
