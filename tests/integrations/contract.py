@@ -25,6 +25,10 @@ from frameworks import framework_required
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
 """A tool output of ~1.9 MB: over every door's limit, stored whole."""
 
+MEDIUM = BIG[:20_000]
+"""An output over every door's limit (300 tokens here, 3,000 for the Claude Code hooks), small
+enough to run many times."""
+
 NEEDLE = "export batch 41234 done"
 """A line of `BIG` the read-back tools find."""
 
@@ -138,7 +142,7 @@ def drivers() -> list[DoorDriver]:
     return out
 
 
-DRIVERS: list[str] = ["agent", "langchain", "pydantic_ai"]
+DRIVERS: list[str] = ["agent", "claude_code", "langchain", "pydantic_ai"]
 """The doors with a driver, by module (`contract_<name>.py`)."""
 
 

@@ -15,7 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from contract import BIG, NEEDLE, DoorDriver, Turn, drivers, files_holding, skip_unless
+from contract import (
+    BIG,
+    MEDIUM,
+    NEEDLE,
+    DoorDriver,
+    Turn,
+    drivers,
+    files_holding,
+    skip_unless,
+)
 
 from ctxoffload import ConfigError, LocalWorkspace, SessionBusyError
 from ctxoffload._disk.ids import session_id_for
@@ -56,7 +65,7 @@ def test_each_conversation_is_a_session_of_its_own_named_by_the_one_rule(
     hostile = "team/alice:42"
     shaped = session_id_for(hostile)  # a name someone else may pass as it is
     sessions = [
-        driver.converse(made, conversation, [Turn("hello")]).session
+        driver.converse(made, conversation, [Turn("hello", tool_output=MEDIUM)]).session
         for conversation in ("c1", hostile, shaped)
     ]
     assert sessions[:2] == ["c1", shaped]
@@ -70,8 +79,10 @@ def test_conversations_the_host_names_no_way_never_share_a_session(
 ) -> None:
     skip_unless(driver, "no shared default")
     made = driver.make(LocalWorkspace(tmp_path / "ws"))
-    first = driver.converse(made, None, [Turn("hello")]).session
-    second = driver.converse(driver.make(LocalWorkspace(tmp_path / "ws")), None, [Turn("hi")])
+    first = driver.converse(made, None, [Turn("hello", tool_output=MEDIUM)]).session
+    second = driver.converse(
+        driver.make(LocalWorkspace(tmp_path / "ws")), None, [Turn("hi", tool_output=MEDIUM)]
+    )
     assert first != second.session
     assert driver.door not in (first, second.session)  # never the door's name as a default
 
@@ -165,7 +176,8 @@ def test_compact_from_outside_is_served_or_refused_at_once(
     skip_unless(driver, "compact from outside")
     workdir = tmp_path / "ws"
     made = driver.make(LocalWorkspace(workdir))
-    session = driver.converse(made, "long", [Turn(f"question {i} " * 40) for i in range(6)]).session
+    turns = [Turn(f"question {i} " * 40, tool_output=MEDIUM if i == 0 else None) for i in range(6)]
+    session = driver.converse(made, "long", turns).session
     before = (workdir / "sessions" / session / "events.jsonl").read_bytes()
     asked = ctxoffload("compact", session, "--wait", "0", "--workdir", workdir)
     if not DOORS[driver.door].projects:
