@@ -21,7 +21,7 @@ from .._disk.events import Door as DoorEvent
 from .._disk.wording import describe_holder
 from .._version import __version__
 from ..exceptions import SessionBusyError
-from ..workspace import EventLog, SessionLease, take_lease, take_new_session
+from ..workspace import EventLog, SessionLease, take_lease, take_new_session, writing_as
 from .doors import Door
 
 __all__ = ["HostRuns", "begin_run", "door_busy", "record_door"]
@@ -67,7 +67,8 @@ async def begin_run(
     except SessionBusyError as busy:
         raise door_busy(door, busy, conversation) from None
     if announce:
-        await record_door(workspace, door, session, conversation)
+        with writing_as(agent or door.name, session):  # the event names its writer
+            await record_door(workspace, door, session, conversation)
     return lease
 
 
