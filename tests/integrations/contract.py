@@ -51,11 +51,14 @@ class Outcome:
         sent: each model call the door saw, as the messages' text the model was sent (a door
             that sees no model call leaves it empty).
         kept: what the host keeps of the last tool output (its state, its context).
+        names: how `kept` names the file that holds the output ("": by the file's name; a
+            host whose own tools read it back names it its own way, deepagents by its path).
     """
 
     session: str
     sent: list[list[str]] = field(default_factory=list)
     kept: str = ""
+    names: str = ""
 
 
 class DoorDriver:
@@ -142,7 +145,7 @@ def drivers() -> list[DoorDriver]:
     return out
 
 
-DRIVERS: list[str] = ["agent", "claude_code", "langchain", "pydantic_ai"]
+DRIVERS: list[str] = ["agent", "claude_code", "deepagents", "langchain", "pydantic_ai"]
 """The doors with a driver, by module (`contract_<name>.py`)."""
 
 

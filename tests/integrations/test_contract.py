@@ -78,13 +78,11 @@ def test_conversations_the_host_names_no_way_never_share_a_session(
     driver: DoorDriver, tmp_path: Path
 ) -> None:
     skip_unless(driver, "no shared default")
-    made = driver.make(LocalWorkspace(tmp_path / "ws"))
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))  # one door, two conversations
     first = driver.converse(made, None, [Turn("hello", tool_output=MEDIUM)]).session
-    second = driver.converse(
-        driver.make(LocalWorkspace(tmp_path / "ws")), None, [Turn("hi", tool_output=MEDIUM)]
-    )
-    assert first != second.session
-    assert driver.door not in (first, second.session)  # never the door's name as a default
+    second = driver.converse(made, None, [Turn("hi", tool_output=MEDIUM)]).session
+    assert first != second
+    assert driver.door not in (first, second)  # never the door's name as a default
 
 
 # -- one writer ----------------------------------------------------------------------------------
@@ -139,7 +137,8 @@ def test_a_big_output_is_stored_whole_once_and_the_host_keeps_its_head(
     assert len(holding) == 1, holding
     assert holding[0].name.startswith("tool_result-")
     assert holding[0].read_text() == BIG
-    assert holding[0].name in outcome.kept and len(outcome.kept) < len(BIG) // 50
+    assert (outcome.names or holding[0].name) in outcome.kept
+    assert len(outcome.kept) < len(BIG) // 50
     for sent in outcome.sent:
         assert sum(map(len, sent)) < len(BIG) // 10  # no request carries it
 
@@ -161,7 +160,7 @@ def test_show_opens_the_session_with_what_its_door_records(
         assert "session started" in first
     else:
         assert DOORS[driver.door].host in first and "it records" in first
-    if outcome.sent:  # every model call the door saw is rebuilt
+    if DOORS[driver.door].projects:  # every model call the door saw is rebuilt
         step = ctxoffload("show", outcome.session, "--step", "1", "--workdir", tmp_path / "ws")
         assert step.returncode == 0, step.stderr
 
