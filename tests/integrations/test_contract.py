@@ -110,12 +110,18 @@ def test_a_second_live_run_of_a_conversation_is_refused_in_the_hosts_terms(
 
 
 @doors
-def test_a_path_where_a_workspace_belongs_is_refused_at_construction(
+def test_a_path_where_a_workspace_belongs_is_refused_at_construction(driver: DoorDriver) -> None:
+    skip_unless(driver, "checked at construction")
+    skip_unless(driver, "a path is no workspace")
+    with pytest.raises(ConfigError, match=r"LocalWorkspace\('agent_workspace'\)"):
+        driver.make("agent_workspace")
+
+
+@doors
+def test_a_workdir_that_is_a_file_is_refused_at_construction(
     driver: DoorDriver, tmp_path: Path
 ) -> None:
     skip_unless(driver, "checked at construction")
-    with pytest.raises(ConfigError, match=r"LocalWorkspace\('agent_workspace'\)"):
-        driver.make("agent_workspace")
     afile = tmp_path / "afile"
     afile.write_text("not a folder")
     with pytest.raises(ConfigError, match="is a file, not a folder"):
