@@ -317,6 +317,26 @@ async def test_a_database_of_an_older_version_is_migrated_forward(url: str, tmp_
     db.close()
 
 
+@pytest.mark.parametrize("table", ["sessions", "leases", "data_v2"])
+async def test_a_database_whose_tables_clash_is_refused_unchanged(
+    url: str, tmp_path: Path, table: str
+) -> None:
+    # Another program's file, holding a table of a name ctxoffload's tables take.
+    path = tmp_path / "agents.db"
+    with sqlite3.connect(path) as db:
+        db.execute(f"CREATE TABLE {table} (name TEXT)")
+        db.execute(f"INSERT INTO {table} VALUES ('theirs')")
+    db.close()
+    before = path.read_bytes()
+    ws = SqlWorkspace(url)
+    with pytest.raises(ConfigError, match=f"table {table!r} of another program"):
+        await ws.offload_context("s", [Msg(role="user", content="hi")])
+    ws.close()
+    # Refused before anything changed: not even its journal mode (WAL) was switched.
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agents.db"]
+
+
 # -- URLs, references and rows that reach outside -------------------------------------------------
 
 

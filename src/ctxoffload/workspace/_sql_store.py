@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "TABLES",
     "Connection",
     "Database",
     "SessionFacts",
@@ -114,6 +115,17 @@ MIGRATIONS: list[tuple[str, ...]] = [
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version of the tables this package writes."""
+
+TABLES = tuple(
+    dict.fromkeys(
+        statement.split()[2]
+        for statements in MIGRATIONS
+        for statement in statements
+        if statement.startswith("CREATE TABLE ")
+    )
+)
+"""Every table the migrations create (one only on the way: `data_v2`), in order: a database
+of another program holding one of these names is refused before anything is changed."""
 
 # Keys looked up per statement: SQLite's default limit of bound parameters is 32766 (999
 # before 3.32), PostgreSQL's 65535, and a batch of messages may be larger.
@@ -303,10 +315,8 @@ class SqliteDatabase:
             uri=uri,
         )
         try:
-            # WAL: readers never block the writer nor it them; FULL: a commit is on disk
-            # (WAL and its checkpoints fsynced) before it returns, as the disk's appends are.
-            if self.create:
-                connection.execute("PRAGMA journal_mode=WAL")
+            # FULL: a commit is on disk (WAL and its checkpoints fsynced) before it returns,
+            # as the disk's appends are. A setting of this connection: the file is unchanged.
             connection.execute("PRAGMA synchronous=FULL")
             connection.execute("BEGIN IMMEDIATE" if self.create else "BEGIN")
             try:
@@ -315,6 +325,11 @@ class SqliteDatabase:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+            # WAL: readers never block the writer nor it them. Switched once the file is
+            # known to hold a workspace (`migrate` refuses another program's first): the
+            # mode is written into the file, which a refusal must leave as it was.
+            if self.create:
+                connection.execute("PRAGMA journal_mode=WAL")
         except BaseException:
             connection.close()
             raise
@@ -383,7 +398,8 @@ def migrate(connection: Connection, where: str, *, create: bool = True) -> None:
 
     Raises:
         ConfigError: the database was written by a newer ctxoffload (its version is higher),
-            or `create` is False and it holds no workspace.
+            `create` is False and it holds no workspace, or it holds no workspace and a
+            table of another program whose name one of ours takes (`TABLES`).
     """
     connection.lock("schema")
     if not connection.has_table("schema_version"):
@@ -392,6 +408,13 @@ def migrate(connection: Connection, where: str, *, create: bool = True) -> None:
                 f"the database {where} holds no ctxoffload workspace (it has no "
                 "schema_version table)"
             )
+        for table in TABLES:
+            if connection.has_table(table):
+                raise ConfigError(
+                    f"the database {where} holds a table {table!r} of another program (and "
+                    "no schema_version table): ctxoffload's tables would clash with it; give "
+                    "ctxoffload a database of its own (nothing was changed)"
+                )
         connection.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
     version = row[0] if row and row[0] is not None else 0
