@@ -162,6 +162,26 @@ def test_hostile_session_ids_are_refused_before_anything_is_written(
     assert not (tmp_path / "x").exists()
 
 
+def test_a_session_named_twice_is_taken_once(cli: Callable[..., Any], tmp_path: Path) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    imported = cli("import", tmp_path / "ws", "run-1", "run-1", "run-2", "--workdir", url)
+    assert imported.code == 0, imported.err
+    assert "imported run-1, run-2 from" in imported.out
+    assert asyncio.run(SqlWorkspace(url).list_sessions()) == ["run-1", "run-2"]
+    exported = cli("export", "run-1", "run-2", "run-1", tmp_path / "out", "--workdir", url)
+    assert exported.code == 0, exported.err
+    assert "exported 2 session(s)" in exported.out
+    assert sorted(os.listdir(tmp_path / "out" / "sessions")) == ["run-1", "run-2"]
+    assert not [p for p in os.listdir(tmp_path / "out") if p.startswith(".")]
+    assert cli("verify", "--workdir", tmp_path / "out").code == 0
+    # From Python too: `upload` takes each session once.
+    other = SqlWorkspace(f"sqlite:///{tmp_path / 'other.db'}")
+    assert asyncio.run(other.upload(tmp_path / "ws", sessions=["run-2", "run-2"])) == []
+    assert asyncio.run(other.list_sessions()) == ["run-2"]
+    other.close()
+
+
 def _import_refused(cli: Callable[..., Any], folder: Path, url: str, needle: str) -> None:
     result = cli("import", folder, "--workdir", url)
     assert result.code == 2, result.err

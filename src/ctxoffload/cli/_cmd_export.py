@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from ..workspace import validate_session_id
     from ._output import print_json, shown
 
-    sessions, target = list(args.sessions), args.folder
+    # A session named twice is exported once.
+    sessions, target = list(dict.fromkeys(args.sessions)), args.folder
     if args.all and sessions:
         raise CliError("--all exports every session: give DIR alone")
     if not args.all and not sessions:

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         )
     store = _open_target(where.text)
     folder = os.path.abspath(args.folder)
-    sessions = list(args.sessions) or None
+    sessions = list(dict.fromkeys(args.sessions)) or None  # one named twice: taken once
     refused = (
         errors.ConfigError,
         errors.InvalidContent,

@@ -150,7 +150,7 @@ def read_layout(
     if sessions is None:
         chosen = present
     else:
-        chosen = [validate_session_id(s) for s in sessions]
+        chosen = list(dict.fromkeys(validate_session_id(s) for s in sessions))  # each once
         missing = [s for s in chosen if s not in present]
         if missing:
             raise ConfigError(f"no session {missing[0]!r} in {root} (it has {len(present)})")
