@@ -131,6 +131,15 @@ class S3Server:
         """The keyword arguments that point an ObjectStoreWorkspace at this server."""
         return workspace_kwargs_at(self.endpoint_url)
 
+    def environment(self) -> dict[str, str]:
+        """The environment variables that point the `ctxoffload` command at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+        }
+
 
 _conditional_put_lock = threading.Lock()
 

@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import LocalWorkspace, Msg, SqlWorkspace, TextBlock, ToolResultBlock
+from ctxoffload import (
+    LocalWorkspace,
+    Msg,
+    ObjectStoreWorkspace,
+    SqlWorkspace,
+    TextBlock,
+    ToolResultBlock,
+)
 from helpers import image_block, snapshot_tree
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"exported picture" * 30
@@ -304,6 +311,48 @@ def test_export_of_a_link_in_place_of_the_session_is_refused(
     result = cli("export", "run-1", tmp_path / "ws", "--workdir", url)
     assert result.code == 2
     assert os.listdir(tmp_path / "target") == []
+
+
+def _source(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A workspace filled by `fill`: a SQLite file, a folder or a bucket; its --workdir."""
+    if kind == "sqlite":
+        where = f"sqlite:///{tmp_path / 'agents.db'}"
+        asyncio.run(fill(SqlWorkspace(where)))
+        return where
+    if kind == "folder":
+        asyncio.run(fill(LocalWorkspace(tmp_path / "src", fsync=False)))
+        return str(tmp_path / "src")
+    s3 = request.getfixturevalue("s3")
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    for name, value in s3.environment().items():
+        monkeypatch.setenv(name, value)
+    where = f"s3://{s3.new_bucket()}/agents"
+    asyncio.run(fill(ObjectStoreWorkspace(where, **s3.workspace_kwargs())))
+    return where
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "folder", "bucket"])
+@pytest.mark.parametrize("planted", ["data", "sessions"])
+def test_export_follows_no_link_planted_in_the_folder_it_writes(
+    cli: Callable[..., Any], tmp_path: Path, request: pytest.FixtureRequest, kind: str, planted: str
+) -> None:
+    where = _source(kind, tmp_path, request)
+    # A workspace holding another session, whose data/ (or sessions/) is a link elsewhere.
+    out = tmp_path / "out"
+    asyncio.run(LocalWorkspace(out).offload_context("mine", [Msg(role="user", content="m")]))
+    elsewhere = tmp_path / "elsewhere"
+    if (out / planted).exists():
+        os.rename(out / planted, elsewhere)
+    else:
+        elsewhere.mkdir()
+    os.symlink(elsewhere, out / planted)
+    before, outside = files(out), files(elsewhere)
+    result = cli("export", "run-1", out, "--workdir", where)
+    assert result.code == 2, result.err
+    assert f"{out / planted}" in result.err and "link" in result.err
+    assert files(elsewhere) == outside  # nothing written through the link
+    assert files(out) == before
+    assert not [p for p in os.listdir(out) if p.startswith(".")]  # staging gone
 
 
 WRITER = textwrap.dedent(

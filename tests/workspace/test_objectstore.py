@@ -704,3 +704,24 @@ async def test_an_error_at_the_deadline_means_the_write_did_not_happen(s3: S3Ser
         assert texts == (["before", "held"] if acknowledged else ["before"])
     finally:
         proxy.stop()
+
+
+@pytest.mark.parametrize("planted", ["file", "folder"])
+async def test_download_follows_no_link_planted_in_the_folder(
+    ws: ObjectStoreWorkspace, tmp_path: Any, planted: str
+) -> None:
+    await ws.offload_tool_result("s", tool_result("c", "payload"))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "tool_result-c.txt").write_text("untouched")
+    copy = tmp_path / "copy"
+    (copy / "sessions").mkdir(parents=True)
+    if planted == "file":
+        (copy / "sessions" / "s").mkdir()
+        (copy / "sessions" / "s" / "tool_result-c.txt").symlink_to(victim / "tool_result-c.txt")
+    else:
+        (copy / "sessions" / "s").symlink_to(victim)
+    with pytest.raises(OSError):
+        await ws.download(copy)
+    assert (victim / "tool_result-c.txt").read_text() == "untouched"
+    assert sorted(p.name for p in victim.iterdir()) == ["tool_result-c.txt"]

@@ -27,6 +27,7 @@ from .._disk.batch import new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
+from .._disk.paths import write_new_file
 from .._disk.rows import dumps_line, index_keys
 from ..exceptions import InvalidReference, OffloadError, SessionBusyError
 from ._datastore import data_name
@@ -395,12 +396,10 @@ class BucketStore:
             elif is_workspace_key(info.key):
                 plain.append(info)
 
+        resolved = os.path.realpath(root)
+
         def write(key: str, body: bytes, modified: float) -> None:
-            path = os.path.join(root, *key.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(body)
-            os.utime(path, (modified, modified))
+            write_new_file(resolved, key.split("/"), body, root, modified=modified)
 
         async def copy(info: ObjectInfo) -> None:
             body = await self._client.get(info.key)

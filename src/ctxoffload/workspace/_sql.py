@@ -259,8 +259,9 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
 
         Raises:
             InvalidSessionId: before any I/O.
-            OffloadError: the database cannot be read.
-            FileExistsError: a file to write is there already.
+            OffloadError: the database cannot be read, or a folder in `folder` is a planted
+                link.
+            FileExistsError: a file to write is there already (a link too).
         """
         root = os.fspath(folder)
         sessions = [session] if session is not None else await self.list_sessions()

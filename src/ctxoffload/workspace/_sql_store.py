@@ -50,6 +50,7 @@ from .._disk.batch import Span, new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
+from .._disk.paths import write_new_file
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ._bucket_store import is_workspace_key
 from ._datastore import data_name, media_type_of
@@ -1093,19 +1094,15 @@ class SessionFacts(Generic[_T]):
 
 
 def _write_copies(root: str, found: Iterable[tuple[str, bytes, float]]) -> None:
-    """Write each (key, body, time) below `root` as a new file: a key that is no name of the
-    layout (a row put there by hand: `../x`, a hidden name) is skipped, and no link planted
-    in `root` is followed."""
+    """Write each (key, body, time) below `root` as a new file (`write_new_file`): a key
+    that is no name of the layout (a row put there by hand: `../x`, a hidden name) is
+    skipped, and no link planted in `root` is followed."""
+    resolved = os.path.realpath(root)
     for key, body, modified in found:
         if not is_workspace_key(key):
             logger.warning("skipped %r: not a name of the workspace layout", key)
             continue
-        path = os.path.join(root, *key.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-        os.utime(path, (modified, modified))
+        write_new_file(resolved, key.split("/"), body, root, modified=modified)
 
 
 def _holder_of(raw: object) -> dict[str, Any]:

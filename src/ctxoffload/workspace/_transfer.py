@@ -281,37 +281,24 @@ def _exists(session_id: str, url: str) -> ConfigError:
 
 def write_layout(root: str, copies: list[SessionCopy], blobs: dict[str, bytes]) -> None:
     """Write sessions and data/ files read by `read_layout` into the folder `root`, each as
-    a new file: no folder on the way is a link followed (`open_path`), and a file there
-    already is never overwritten.
+    a new file (`write_new_file`): no link there is followed, and a file there already is
+    never overwritten.
 
     Raises:
         FileExistsError: a file to write is there already.
         OffloadError: a folder on the way is a planted link, or cannot be made.
     """
-    from .._disk.paths import open_path
+    from .._disk.paths import write_new_file
 
-    def write(dir_fd: int, name: str, body: bytes) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-
+    resolved = os.path.realpath(root)
     for copy in copies:
-        dir_fd = open_path(root, (SESSIONS_DIR, copy.session_id), root, create=True)
-        try:
-            for name, lines in copy.logs.items():
-                write(dir_fd, name, b"".join(lines))
-            for name, body in copy.files.items():
-                write(dir_fd, name, body)
-        finally:
-            os.close(dir_fd)
-    if blobs:
-        dir_fd = open_path(root, (DATA_DIR,), root, create=True)
-        try:
-            for name, body in blobs.items():
-                write(dir_fd, name, body)
-        finally:
-            os.close(dir_fd)
+        folder = (SESSIONS_DIR, copy.session_id)
+        for name, lines in copy.logs.items():
+            write_new_file(resolved, (*folder, name), b"".join(lines), root)
+        for name, body in copy.files.items():
+            write_new_file(resolved, (*folder, name), body, root)
+    for name, body in blobs.items():
+        write_new_file(resolved, (DATA_DIR, name), body, root)
 
 
 class Uploads:
