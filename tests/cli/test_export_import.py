@@ -124,6 +124,7 @@ def test_import_never_overwrites_a_session_the_database_holds(
     result = cli("import", tmp_path / "ws", "--workdir", url)
     assert result.code == 2
     assert "'run-2' exists" in result.err and "never overwrites" in result.err
+    assert f"ctxoffload purge run-2 --workdir {url}" in result.err
     # Nothing of any session was written: run-1 comes before run-2 but is checked first.
     ws = SqlWorkspace(url)
     assert asyncio.run(ws.list_sessions()) == ["run-2"]

@@ -275,7 +275,8 @@ def _batches(lines: list[bytes]) -> list[list[bytes]]:
 def _exists(session_id: str, url: str) -> ConfigError:
     return ConfigError(
         f"session {session_id!r} exists in {url} already: import never overwrites a session "
-        "(import the others by name, or purge it there first)"
+        f"(import the others by name, or remove it there first: `ctxoffload purge {session_id} "
+        f"--workdir {url}`)"
     )
 
 
