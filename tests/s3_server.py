@@ -95,6 +95,15 @@ class S3Server:
         client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata or {})
         client.close()
 
+    def count_objects(self, bucket: str, prefix: str) -> int:
+        """How many objects the bucket holds under `prefix`, listed with the plain S3 API."""
+        client = self._client()
+        try:
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            return sum(page.get("KeyCount", 0) for page in pages)
+        finally:
+            client.close()
+
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete an object with the plain S3 API."""
         client = self._client()

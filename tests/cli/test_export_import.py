@@ -170,6 +170,39 @@ def test_hostile_session_ids_are_refused_before_anything_is_written(
     assert not (tmp_path / "x").exists()
 
 
+def test_a_session_an_import_began_is_finished_and_a_whole_one_left_as_it_is(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    import sqlite3
+
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    assert cli("import", tmp_path / "ws", "--workdir", url).code == 0
+    # What an import killed on the way by an older release left of run-1: some of its
+    # files, the first lines of its logs.
+    with sqlite3.connect(tmp_path / "agents.db", isolation_level=None) as db:
+        db.execute("DELETE FROM files WHERE session = 'run-1' AND name = 'state.json'")
+        db.execute("DELETE FROM lines WHERE session = 'run-1' AND line > 1")
+        db.execute("DELETE FROM message_keys WHERE session = 'run-1' AND line > 1")
+    db.close()
+    again = cli("import", tmp_path / "ws", "--workdir", url)
+    assert again.code == 0, again.err
+    assert "run-1: finished" in again.out and "run-2: there already" in again.out
+    (tmp_path / "ws").rename(tmp_path / "original")
+    assert cli("export", "--all", tmp_path / "ws", "--workdir", url).code == 0
+    assert files(tmp_path / "ws") == files(tmp_path / "original")
+    # A log holding a line the import does not write is no beginning of it: refused,
+    # nothing written.
+    ws = SqlWorkspace(url)
+    asyncio.run(ws.offload_context("run-1", [Msg(role="user", content="written there")]))
+    before = [asyncio.run(ws.read_context(s)) for s in ("run-1", "run-2")]
+    refused = cli("import", tmp_path / "original", "--workdir", url)
+    assert refused.code == 2 and "'run-1' exists" in refused.err
+    assert "ctxoffload purge run-1" in refused.err
+    assert [asyncio.run(ws.read_context(s)) for s in ("run-1", "run-2")] == before
+    ws.close()
+
+
 def test_a_session_named_twice_is_taken_once(cli: Callable[..., Any], tmp_path: Path) -> None:
     asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
     url = f"sqlite:///{tmp_path / 'agents.db'}"
@@ -242,7 +275,12 @@ def test_every_line_is_kept_non_utf8_and_50_mb_too_and_a_torn_one_is_said(
     session = tmp_path / "ws" / "sessions" / "odd"
     session.mkdir(parents=True)
     big = b'{"role":"user","content":"' + b"x" * (50 << 20) + b'"}\n'
-    lines = [b'{"role":"user","content":"first"}\n', b"\xff\xfe not UTF-8 \x80\n", big]
+    lines = [
+        b'{"role":"user","content":"first"}\n',
+        b"\xff\xfe not UTF-8 \x80\n",
+        b"a bare carriage\rreturn is no end of line\n",
+        big,
+    ]
     (session / "context.jsonl").write_bytes(b"".join(lines) + b'{"role":"us')
     url = f"sqlite:///{tmp_path / 'agents.db'}"
     result = cli("import", tmp_path / "ws", "--workdir", url)
@@ -252,7 +290,7 @@ def test_every_line_is_kept_non_utf8_and_50_mb_too_and_a_torn_one_is_said(
     ref = f"{url}/sessions/odd/context.jsonl"
     for number, line in enumerate(lines, 1):
         assert asyncio.run(ws.read_lines(ref, number, number)) == line
-    assert asyncio.run(ws.read_lines(ref, 4, 9)) == b""
+    assert asyncio.run(ws.read_lines(ref, 5, 9)) == b""
     ws.close()
     exported = cli("export", "odd", tmp_path / "back", "--workdir", url)
     assert exported.code == 0, exported.err
@@ -314,22 +352,49 @@ def test_export_of_a_link_in_place_of_the_session_is_refused(
     assert os.listdir(tmp_path / "target") == []
 
 
-def _source(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    """A workspace filled by `fill`: a SQLite file, a folder or a bucket; its --workdir."""
+def _target(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, Any]:
+    """An empty SQLite file or bucket (the command's environment pointed at it): its
+    --workdir, and a workspace on it."""
     if kind == "sqlite":
         where = f"sqlite:///{tmp_path / 'agents.db'}"
-        asyncio.run(fill(SqlWorkspace(where)))
-        return where
-    if kind == "folder":
-        asyncio.run(fill(LocalWorkspace(tmp_path / "src", fsync=False)))
-        return str(tmp_path / "src")
+        return where, SqlWorkspace(where)
     s3 = request.getfixturevalue("s3")
     monkeypatch = request.getfixturevalue("monkeypatch")
     for name, value in s3.environment().items():
         monkeypatch.setenv(name, value)
     where = f"s3://{s3.new_bucket()}/agents"
-    asyncio.run(fill(ObjectStoreWorkspace(where, **s3.workspace_kwargs())))
+    return where, ObjectStoreWorkspace(where, **s3.workspace_kwargs())
+
+
+def _source(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A workspace filled by `fill`: a SQLite file, a folder or a bucket; its --workdir."""
+    if kind == "folder":
+        asyncio.run(fill(LocalWorkspace(tmp_path / "src", fsync=False)))
+        return str(tmp_path / "src")
+    where, ws = _target(kind, tmp_path, request)
+    asyncio.run(fill(ws))
     return where
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "bucket"])
+def test_a_folders_lease_is_not_imported(
+    cli: Callable[..., Any], tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    # The lease an agent on another machine left in the folder (it lives a long time).
+    held = {"token": "t" * 32, "pid": 1, "host": "elsewhere", "agent": "old", "ttl": 1e6}
+    (tmp_path / "ws" / "sessions" / "run-1" / "lease.json").write_text(json.dumps(held))
+    where, ws = _target(kind, tmp_path, request)
+    imported = cli("import", tmp_path / "ws", "--workdir", where)
+    assert imported.code == 0, imported.err
+    # A lease is no content: the target's own lease of run-1 is free once imported...
+    lease = asyncio.run(ws.acquire_lease("run-1", agent="next"))
+    asyncio.run(lease.release())
+    # ...and no file of the session is the folder's lease.
+    assert cli("export", "run-1", tmp_path / "back", "--workdir", where).code == 0
+    copied = tmp_path / "back" / "sessions" / "run-1" / "lease.json"
+    # (a bucket keeps its lease as an object of the session: the one just released)
+    assert not copied.exists() or b"elsewhere" not in copied.read_bytes()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "folder", "bucket"])

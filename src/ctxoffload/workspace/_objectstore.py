@@ -190,7 +190,7 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
             store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
         )
         self._logs = SegmentLog(self._client, self.writer_id)
-        self._bucket = self._files = BucketStore(self._client, self._logs)
+        self._bucket = self._files = self._imports = BucketStore(self._client, self._logs)
 
     def __repr__(self) -> str:
         return f"ObjectStoreWorkspace(url={self.url!r})"

@@ -125,7 +125,7 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
         if payloads is not None:
             place = payload_place(payloads)
             self.payloads = place.location
-        self._sql = self._files = SqlStore(self._database, self.url, place)
+        self._sql = self._files = self._imports = SqlStore(self._database, self.url, place)
         weakref.finalize(self, self._database.close)
 
     def __repr__(self) -> str:

@@ -60,7 +60,7 @@ from ._sql_payloads import PayloadPlace
 
 if TYPE_CHECKING:
     from .._disk.payloads import StoreData
-    from ._store import Payloads, SessionCollector, SessionFiles
+    from ._store import ImportedSession, ImportTarget, Payloads, SessionCollector, SessionFiles
 
 __all__ = [
     "MIGRATIONS",
@@ -757,6 +757,63 @@ class SqlStore:
 
         return await self.database.write(write)
 
+    # -- imports (`ImportTarget`) -------------------------------------------------------------
+
+    async def unfinished_imports(self) -> set[str]:
+        """None: an imported session is written in one transaction (`write_imported`)."""
+        return set()
+
+    async def begin_import(self, session_id: str) -> None:
+        """Nothing to mark: readers see an imported session whole or not at all."""
+
+    async def end_import(self, session_id: str) -> None:
+        """Nothing to unmark."""
+
+    async def write_imported(self, session: ImportedSession) -> bool:
+        """Write an imported session in one transaction under its lock: its files, every
+        line of its logs (each a row, numbered after the rows there), its message keys and
+        its row in `sessions`. A kill at any point leaves all of it or none
+        (`ImportTarget.write_imported`).
+
+        Returns:
+            False, with nothing written, when the session is not as `session` says any more.
+        """
+        sid = validate_session_id(session.session_id)
+
+        def write(connection: Connection) -> bool:
+            _lock_session(connection, sid)
+            there = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone()
+            if session.fresh and there is not None:
+                return False
+            for log in {*session.logs, *session.after}:
+                if _next_line(connection, sid, log) != session.after.get(log, 0) + 1:
+                    return False
+            for name in session.files:
+                if _file_body(connection, sid, name) is not None:
+                    return False
+            connection.executemany(
+                "INSERT INTO files (session, name, body, updated) "
+                f"VALUES (?, ?, ?, {connection.now})",
+                [(sid, name, body) for name, body in sorted(session.files.items())],
+            )
+            for log, lines in session.logs.items():
+                first = session.after.get(log, 0) + 1
+                _insert_lines(connection, sid, log, first, lines)
+                if log == CONTEXT_FILE:
+                    connection.executemany(
+                        "INSERT INTO message_keys (session, key, line) VALUES (?, ?, ?) "
+                        "ON CONFLICT (session, key) DO NOTHING",
+                        [
+                            (sid, key, n)
+                            for n, key in enumerate(session.keys, first)
+                            if key is not None
+                        ],
+                    )
+            _touch(connection, sid)
+            return True
+
+        return await self.database.write(write)
+
     async def wait_for_change(self, timeout: float) -> bool:
         """Return once a session may have been written, or after `timeout` seconds (see
         `Database.wait_for_change`): what `ctxoffload watch` waits on between looks."""
@@ -1334,3 +1391,4 @@ class SqlCollector:
 if TYPE_CHECKING:  # mypy checks that the SQL store and collector are what they are declared
     _collector: type[SessionCollector] = SqlCollector
     _files: type[SessionFiles] = SqlStore
+    _imports: type[ImportTarget] = SqlStore
