@@ -14,33 +14,8 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import (
-    LocalWorkspace,
-    Msg,
-    ObjectStoreWorkspace,
-    SqlWorkspace,
-    TextBlock,
-    ToolResultBlock,
-)
+from ctxoffload import LocalWorkspace, Msg, TextBlock, ToolResultBlock
 from helpers import PNG, image_block, start_lease_worker, wait_held
-
-
-def _workspace(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, Any]:
-    """An empty workspace of `kind`: its --workdir, and the workspace on it."""
-    if kind == "folder":
-        return str(tmp_path / "ws"), LocalWorkspace(tmp_path / "ws", fsync=False)
-    if kind == "sqlite":
-        url = f"sqlite:///{tmp_path / 'agents.db'}"
-        return url, SqlWorkspace(url)
-    if kind == "postgres":
-        url = request.getfixturevalue("postgres").new_schema()
-        return url, SqlWorkspace(url)
-    s3 = request.getfixturevalue("s3")
-    monkeypatch = request.getfixturevalue("monkeypatch")
-    for name, value in s3.environment().items():
-        monkeypatch.setenv(name, value)
-    url = f"s3://{s3.new_bucket()}/agents"
-    return url, ObjectStoreWorkspace(url, **s3.workspace_kwargs())
 
 
 async def _fill(ws: Any) -> None:
@@ -59,9 +34,9 @@ KINDS = ["folder", "sqlite", "postgres", "bucket"]
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_purge_removes_the_sessions_named_and_refuses_a_referenced_one(
-    cli: Callable[..., Any], tmp_path: Path, request: pytest.FixtureRequest, kind: str
+    cli: Callable[..., Any], new_workspace: Callable[[str], tuple[str, Any]], kind: str
 ) -> None:
-    where, ws = _workspace(kind, tmp_path, request)
+    where, ws = new_workspace(kind)
     asyncio.run(_fill(ws))
     # `retry` (a fork) names run-1's files: run-1 alone is refused, nothing goes.
     refused = cli("purge", "run-1", "--workdir", where)
@@ -84,15 +59,16 @@ def test_purge_removes_the_sessions_named_and_refuses_a_referenced_one(
     assert asyncio.run(ws.read_context("run-1")) == []
     missing = cli("purge", "run-1", "--workdir", where)
     assert missing.code == 2 and "no session 'run-1'" in missing.err
-    if isinstance(ws, SqlWorkspace):
-        ws.close()
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_purge_refuses_a_session_another_process_holds(
-    cli: Callable[..., Any], tmp_path: Path, request: pytest.FixtureRequest, kind: str
+    cli: Callable[..., Any],
+    new_workspace: Callable[[str], tuple[str, Any]],
+    request: pytest.FixtureRequest,
+    kind: str,
 ) -> None:
-    where, ws = _workspace(kind, tmp_path, request)
+    where, ws = new_workspace(kind)
     asyncio.run(_fill(ws))
     env = {}
     if kind == "bucket":
@@ -108,8 +84,6 @@ def test_purge_refuses_a_session_another_process_holds(
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.communicate()
-    if isinstance(ws, SqlWorkspace):
-        ws.close()
 
 
 @pytest.mark.parametrize("session", ["../x", "/etc", "a/b", ".hidden", ""])

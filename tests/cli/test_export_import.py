@@ -20,7 +20,6 @@ import pytest
 from ctxoffload import (
     LocalWorkspace,
     Msg,
-    ObjectStoreWorkspace,
     SqlWorkspace,
     TextBlock,
     ToolResultBlock,
@@ -352,39 +351,18 @@ def test_export_of_a_link_in_place_of_the_session_is_refused(
     assert os.listdir(tmp_path / "target") == []
 
 
-def _target(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, Any]:
-    """An empty SQLite file or bucket (the command's environment pointed at it): its
-    --workdir, and a workspace on it."""
-    if kind == "sqlite":
-        where = f"sqlite:///{tmp_path / 'agents.db'}"
-        return where, SqlWorkspace(where)
-    s3 = request.getfixturevalue("s3")
-    monkeypatch = request.getfixturevalue("monkeypatch")
-    for name, value in s3.environment().items():
-        monkeypatch.setenv(name, value)
-    where = f"s3://{s3.new_bucket()}/agents"
-    return where, ObjectStoreWorkspace(where, **s3.workspace_kwargs())
-
-
-def _source(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    """A workspace filled by `fill`: a SQLite file, a folder or a bucket; its --workdir."""
-    if kind == "folder":
-        asyncio.run(fill(LocalWorkspace(tmp_path / "src", fsync=False)))
-        return str(tmp_path / "src")
-    where, ws = _target(kind, tmp_path, request)
-    asyncio.run(fill(ws))
-    return where
-
-
 @pytest.mark.parametrize("kind", ["sqlite", "bucket"])
 def test_a_folders_lease_is_not_imported(
-    cli: Callable[..., Any], tmp_path: Path, request: pytest.FixtureRequest, kind: str
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    new_workspace: Callable[[str], tuple[str, Any]],
+    kind: str,
 ) -> None:
     asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
     # The lease an agent on another machine left in the folder (it lives a long time).
     held = {"token": "t" * 32, "pid": 1, "host": "elsewhere", "agent": "old", "ttl": 1e6}
     (tmp_path / "ws" / "sessions" / "run-1" / "lease.json").write_text(json.dumps(held))
-    where, ws = _target(kind, tmp_path, request)
+    where, ws = new_workspace(kind)
     imported = cli("import", tmp_path / "ws", "--workdir", where)
     assert imported.code == 0, imported.err
     # A lease is no content: the target's own lease of run-1 is free once imported...
@@ -400,9 +378,14 @@ def test_a_folders_lease_is_not_imported(
 @pytest.mark.parametrize("kind", ["sqlite", "folder", "bucket"])
 @pytest.mark.parametrize("planted", ["data", "sessions"])
 def test_export_follows_no_link_planted_in_the_folder_it_writes(
-    cli: Callable[..., Any], tmp_path: Path, request: pytest.FixtureRequest, kind: str, planted: str
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    new_workspace: Callable[[str], tuple[str, Any]],
+    kind: str,
+    planted: str,
 ) -> None:
-    where = _source(kind, tmp_path, request)
+    where, source = new_workspace(kind)
+    asyncio.run(fill(source))
     # A workspace holding another session, whose data/ (or sessions/) is a link elsewhere.
     out = tmp_path / "out"
     asyncio.run(LocalWorkspace(out).offload_context("mine", [Msg(role="user", content="m")]))

@@ -36,6 +36,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Remove the sessions; print what was (or would be) removed, or why nothing was."""
     import asyncio
+    import dataclasses
 
     from ..exceptions import ConfigError, InvalidSessionId, OffloadError
     from ..workspace import GarbageCollector, validate_session_id
@@ -58,14 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     refused = not report.sessions_removed and bool(report.sessions_kept)
     if args.json:
-        print_json(
-            {
-                "dry_run": report.dry_run,
-                "sessions_removed": list(report.sessions_removed),
-                "bytes_freed": report.bytes_freed,
-                "sessions_kept": dict(report.sessions_kept),
-            }
-        )
+        print_json(dataclasses.asdict(report))  # gc's report: data_removed stays empty
         return 2 if refused else (EXIT_PROBLEMS if report.sessions_kept else EXIT_OK)
     if refused:
         # `why` quotes a lease's record (an agent's name): text the workspace holds.

@@ -472,6 +472,18 @@ def _insert_lines(
     )
 
 
+def _insert_keys(
+    connection: Connection, session_id: str, first: int, keys: Sequence[str | None]
+) -> None:
+    """Index the message keys of context lines `first`, `first + 1`, ... (None: a line
+    without one); a key the index holds already keeps its line."""
+    connection.executemany(
+        "INSERT INTO message_keys (session, key, line) VALUES (?, ?, ?) "
+        "ON CONFLICT (session, key) DO NOTHING",
+        [(session_id, key, n) for n, key in enumerate(keys, first) if key is not None],
+    )
+
+
 def _log_body(connection: Connection, session_id: str, log: str) -> bytes | None:
     rows = connection.execute(
         "SELECT body FROM lines WHERE session = ? AND log = ? ORDER BY line", (session_id, log)
@@ -733,15 +745,7 @@ class SqlStore:
             if rows.lines:
                 _insert_lines(connection, session_id, CONTEXT_FILE, first, rows.lines)
                 # A key given twice in one batch keeps its first line, as `new_rows` counts.
-                connection.executemany(
-                    "INSERT INTO message_keys (session, key, line) VALUES (?, ?, ?) "
-                    "ON CONFLICT (session, key) DO NOTHING",
-                    [
-                        (session_id, key, n)
-                        for n, key in enumerate(rows.ids, first)
-                        if key is not None
-                    ],
-                )
+                _insert_keys(connection, session_id, first, rows.ids)
             _touch(connection, session_id)
             return rows.span
 
@@ -800,15 +804,7 @@ class SqlStore:
                 first = session.after.get(log, 0) + 1
                 _insert_lines(connection, sid, log, first, lines)
                 if log == CONTEXT_FILE:
-                    connection.executemany(
-                        "INSERT INTO message_keys (session, key, line) VALUES (?, ?, ?) "
-                        "ON CONFLICT (session, key) DO NOTHING",
-                        [
-                            (sid, key, n)
-                            for n, key in enumerate(session.keys, first)
-                            if key is not None
-                        ],
-                    )
+                    _insert_keys(connection, sid, first, session.keys)
             _touch(connection, sid)
             return True
 
