@@ -268,9 +268,9 @@ class SqliteConnection(sqlite3.Connection):
         """Nothing to take: a write holds the whole file's lock (`BEGIN IMMEDIATE`)."""
 
     def has_table(self, name: str) -> bool:
-        """Whether the table `name` is there."""
+        """Whether the table `name` is there (or a view of that name, which takes it)."""
         found = self.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?", (name,)
         ).fetchone()
         return found is not None
 
