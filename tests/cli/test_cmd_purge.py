@@ -58,7 +58,7 @@ def test_purge_removes_the_sessions_named_and_refuses_a_referenced_one(
     assert asyncio.run(ws.read_context("other")) == context
     assert asyncio.run(ws.read_context("run-1")) == []
     missing = cli("purge", "run-1", "--workdir", where)
-    assert missing.code == 2 and "no session 'run-1'" in missing.err
+    assert missing.code == 2 and "no session 'run-1'" in missing.err and where in missing.err
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -762,3 +762,9 @@ async def test_an_import_cut_is_listed_by_nothing_and_finished_by_the_next(
     s3.put_object(bucket, f"{prefix}/sessions/.importing-t", b"{}")
     assert await ws.purge_session("t")
     assert s3.count_objects(bucket, f"{prefix}/sessions/") == 0
+    # `remove_sessions` (`ctxoffload purge`) finds a session only its mark lists, too.
+    await ws.offload_context("t", [text_msg("anew")])
+    s3.put_object(bucket, f"{prefix}/sessions/.importing-t", b"{}")
+    assert await ws.list_sessions() == []
+    assert (await ws.remove_sessions(["t"])).sessions_removed == ["t"]
+    assert s3.count_objects(bucket, f"{prefix}/sessions/") == 0

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         sessions = list(dict.fromkeys(validate_session_id(s) for s in args.sessions))
     except InvalidSessionId as exc:
         raise CliError(str(exc)) from None
-    workspace = open_backend(Workdir.of(args), fsync=False)
+    where = Workdir.of(args)
+    workspace = open_backend(where, fsync=False)
     if not isinstance(workspace, GarbageCollector):
         raise CliError(
             f"this version of ctxoffload has no {type(workspace).__name__}.remove_sessions: "
@@ -55,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
         )
     try:
         report = asyncio.run(workspace.remove_sessions(sessions, dry_run=args.dry_run))
-    except (ConfigError, OffloadError) as exc:
+    except ConfigError as exc:  # a session that is not there
+        raise CliError(f"--workdir {where.text!r}: {exc}") from None
+    except OffloadError as exc:
         raise CliError(str(exc)) from None
     refused = not report.sessions_removed and bool(report.sessions_kept)
     if args.json:
