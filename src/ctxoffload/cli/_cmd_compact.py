@@ -191,7 +191,9 @@ def _agent_settings(
             "its saved state"
         )
     config = config.model_copy(update={"context_window": window})
-    messages = state.get("messages") if isinstance(state.get("messages"), list) else []
+    saved = state.get("messages")
+    messages: list[Any] = saved if isinstance(saved, list) else []
+    _check_readable(messages, session)
     first = messages[0] if messages and isinstance(messages[0], dict) else {}
     system = first.get("content") if first.get("role") == "system" else None
     return {
@@ -201,6 +203,42 @@ def _agent_settings(
         "system_prompt": system if isinstance(system, str) else "",
         "steps": _positive(state.get("steps")) or 0,
     }
+
+
+def _check_readable(messages: list[Any], session: str) -> None:
+    """Refuse, before anything is written, a saved state this release cannot read: one a
+    newer release wrote (a content block of a type it added), or one edited by hand.
+
+    Raises:
+        CliError: a message is not one this release reads, named by its number.
+    """
+    from pydantic import ValidationError
+
+    from .._version import __version__
+    from ..messages import Msg
+
+    for number, message in enumerate(messages, 1):
+        try:
+            Msg.model_validate(message)
+        except ValidationError as exc:
+            errors = exc.errors()
+            # A union's every branch says why it failed: the tag one names the block.
+            tagged = [e for e in errors if "tag" in (e.get("ctx") or {})]
+            error = (tagged or errors)[0]
+            tag = (error.get("ctx") or {}).get("tag")
+            if tag is not None:
+                what = f"a content block of type {str(tag)[:80]!r}, which this ctxoffload"
+                why = f"({__version__}) does not know (a newer release wrote it)"
+            else:
+                place = ".".join(str(part) for part in error["loc"])
+                what, why = (
+                    f"what this ctxoffload ({__version__}) cannot read",
+                    (f"({error['msg']} at {place})"),
+                )
+            raise CliError(
+                f"session {session!r}: message {number} of its state.json holds {what} {why}: "
+                "upgrade ctxoffload to compact it (nothing was changed)"
+            ) from None
 
 
 async def _serve_here(workspace: Any, session: str, settings: dict[str, Any]) -> None:

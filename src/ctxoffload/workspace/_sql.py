@@ -125,7 +125,7 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
         if payloads is not None:
             place = payload_place(payloads)
             self.payloads = place.location
-        self._sql = self._files = SqlStore(self._database, self.url, place)
+        self._sql = self._files = self._imports = SqlStore(self._database, self.url, place)
         weakref.finalize(self, self._database.close)
 
     def __repr__(self) -> str:
@@ -259,8 +259,9 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
 
         Raises:
             InvalidSessionId: before any I/O.
-            OffloadError: the database cannot be read.
-            FileExistsError: a file to write is there already.
+            OffloadError: the database cannot be read, or a folder in `folder` is a planted
+                link.
+            FileExistsError: a file to write is there already (a link too).
         """
         root = os.fspath(folder)
         sessions = [session] if session is not None else await self.list_sessions()

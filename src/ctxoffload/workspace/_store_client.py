@@ -521,15 +521,19 @@ class StoreClient:
 
         return await self._list(prefix, call)
 
-    async def list_directories(self, prefix: str) -> list[str]:
-        """The names of the 'directories' directly under the path `prefix`."""
+    async def list_level(self, prefix: str) -> tuple[list[str], list[str]]:
+        """The names directly under the path `prefix`, in one listing: its 'directories',
+        and its objects."""
         import obstore
 
-        async def call() -> list[str]:
+        async def call() -> list[tuple[bool, str]]:
             result = await _blocking(obstore.list_with_delimiter, self.store, prefix)
-            return [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
+            found = [(True, p.rstrip("/").rsplit("/", 1)[-1]) for p in result["common_prefixes"]]
+            found += [(False, str(m["path"]).rsplit("/", 1)[-1]) for m in result["objects"]]
+            return found
 
-        return await self._list(prefix, call)
+        found = await self._list(prefix, call)
+        return [n for folder, n in found if folder], [n for folder, n in found if not folder]
 
     async def copy(self, source: str, target: str) -> bool:
         """Copy `source` to `target` in the store (replacing it), metadata included.
