@@ -1,6 +1,7 @@
 """A real MCP server over stdio, written with the `mcp` SDK, for the proxy's tests.
 
-`python mcp_server.py [--pid-file PATH] [--collide] [--http PORT_FILE]` serves, on stdio (or
+`python mcp_server.py [--pid-file PATH] [--collide] [--http PORT_FILE] [--api-key K] [--token T]`
+serves, on stdio (or
 with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_FILE):
 
 - tools: `echo(text)`, `big(total_bytes, marker_line)` (numbered lines, one of them the marker),
@@ -285,6 +286,9 @@ async def main() -> None:
     parser.add_argument("--pid-file")
     parser.add_argument("--collide", action="store_true")
     parser.add_argument("--http")
+    # Secrets a real server takes on its command line (the proxy must never show them).
+    parser.add_argument("--api-key")
+    parser.add_argument("--token")
     args = parser.parse_args()
     if args.pid_file:
         with open(args.pid_file, "w", encoding="utf-8") as file:
