@@ -5,11 +5,14 @@ serves, on stdio (or
 with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_FILE):
 
 - tools: `echo(text)`, `big(total_bytes, marker_line)` (numbered lines, one of them the marker),
-  `image(total_bytes)` (a PNG of about that size), `blocks(count, each)` (many small text
-  blocks), `structured(rows)` (structuredContent and its JSON as text), `fail()` (an error
-  result), `refuse()` (a JSON-RPC error), `hang(pid_file)` (writes its pid, never answers),
-  `blob()` (an embedded resource of bytes that are not UTF-8), `describe(query)` (declares an
-  outputSchema); with `--collide`, a tool of its own called `Read`;
+  `image(total_bytes)` (a PNG of about that size), `images(count, total_bytes)` (that many),
+  `bomb()` (a PNG whose header claims 1,739,357,314 x 2,995,735,735 pixels), `audio(total_bytes)`
+  (a WAV), `blocks(count, each)` (many small text blocks), `structured(rows)`
+  (structuredContent and its JSON as text), `summary(rows)` (structuredContent and a line
+  about it), `fail()` (an error result), `refuse()` (a JSON-RPC error), `hang(pid_file)`
+  (writes its pid, never answers), `blob(total_bytes)` (an embedded resource of bytes that
+  are not UTF-8), `describe(query)` (declares an outputSchema); with `--collide`, a tool of
+  its own called `Read`;
 - a prompt `greet(name)`;
 - resources `mem://notes` (text), `mem://raw` (bytes that are not UTF-8) and the template
   `mem://item/{id}`.
@@ -50,6 +53,44 @@ def png(total_bytes: int) -> bytes:
 
     header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims `width` x `height` pixels, with a few bytes of pixels (a
+    provider refuses a request holding it)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    raw = zlib.compress(b"\x00" * 64)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+
+
+BOMB = png_claiming(1_739_357_314, 2_995_735_735)
+
+
+def wav(total_bytes: int) -> bytes:
+    """A WAV of silence of about `total_bytes`."""
+    frames = max(0, total_bytes - 44)
+    header = struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        36 + frames,
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        1,
+        8000,
+        8000,
+        1,
+        8,
+        b"data",
+        frames,
+    )
+    return header + b"\x80" * frames
 
 
 def big_text(total_bytes: int, marker_line: int) -> str:
@@ -96,6 +137,29 @@ TOOLS = [
         input_schema=_schema({"total_bytes": {"type": "integer"}}, ["total_bytes"]),
     ),
     types.Tool(
+        name="images",
+        description="count PNG images of about total_bytes each.",
+        input_schema=_schema(
+            {"count": {"type": "integer"}, "total_bytes": {"type": "integer"}},
+            ["count", "total_bytes"],
+        ),
+    ),
+    types.Tool(
+        name="bomb",
+        description="A PNG whose header claims billions of pixels.",
+        input_schema=_schema({}),
+    ),
+    types.Tool(
+        name="audio",
+        description="A WAV of about total_bytes.",
+        input_schema=_schema({"total_bytes": {"type": "integer"}}, ["total_bytes"]),
+    ),
+    types.Tool(
+        name="summary",
+        description="Rows as structured content, and one line about them as text.",
+        input_schema=_schema({"rows": {"type": "integer"}}, ["rows"]),
+    ),
+    types.Tool(
         name="blocks",
         description="count text blocks of each characters.",
         input_schema=_schema({"count": {"type": "integer"}, "each": {"type": "integer"}}),
@@ -120,8 +184,8 @@ TOOLS = [
     ),
     types.Tool(
         name="blob",
-        description="An embedded resource of bytes that are not UTF-8.",
-        input_schema=_schema({}),
+        description="An embedded resource of bytes that are not UTF-8 (of about total_bytes).",
+        input_schema=_schema({"total_bytes": {"type": "integer"}}),
     ),
 ]
 
@@ -146,6 +210,27 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "image":
         data = base64.b64encode(png(int(args["total_bytes"]))).decode("ascii")
         return types.CallToolResult(content=[types.ImageContent(data=data, mime_type="image/png")])
+    if name == "images":
+        data = base64.b64encode(png(int(args["total_bytes"]))).decode("ascii")
+        image = types.ImageContent(data=data, mime_type="image/png")
+        return types.CallToolResult(content=[image] * int(args["count"]))
+    if name == "bomb":
+        data = base64.b64encode(BOMB).decode("ascii")
+        return types.CallToolResult(
+            content=[
+                types.TextContent(text="the chart"),
+                types.ImageContent(data=data, mime_type="image/png"),
+            ]
+        )
+    if name == "audio":
+        data = base64.b64encode(wav(int(args["total_bytes"]))).decode("ascii")
+        return types.CallToolResult(content=[types.AudioContent(data=data, mime_type="audio/wav")])
+    if name == "summary":
+        rows = [{"id": i, "name": f"row-{i}"} for i in range(int(args["rows"]))]
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"{len(rows)} rows, in structuredContent")],
+            structured_content={"rows": rows},
+        )
     if name == "blocks":
         count, each = int(args.get("count", 10)), int(args.get("each", 10))
         return types.CallToolResult(
@@ -173,10 +258,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             file.write(str(os.getpid()))
         await anyio.sleep(3600)
     if name == "blob":
+        repeat = max(1, int(args.get("total_bytes", 0)) // len(NOT_UTF8))
         resource = types.BlobResourceContents(
             uri="mem://raw",
             mime_type="application/octet-stream",
-            blob=base64.b64encode(NOT_UTF8).decode("ascii"),
+            blob=base64.b64encode(NOT_UTF8 * repeat).decode("ascii"),
         )
         return types.CallToolResult(content=[types.EmbeddedResource(resource=resource)])
     if name == "Read":

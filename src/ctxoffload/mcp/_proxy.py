@@ -12,9 +12,11 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._disk.events import SessionStart
+from .._media import MAX_IMAGE_BYTES
 from .._version import __version__
 from ..agent import SessionRecorder
 from ..compression import ContextConfig, Projector
+from ..exceptions import ConfigError
 from ..messages import ToolCallBlock, ToolResultBlock
 from ..workspace import (
     LocalWorkspace,
@@ -25,7 +27,8 @@ from ..workspace import (
     validate_session_id,
     writing_as,
 )
-from ._content import cut_result, output_content, result_block
+from ._content import cut_result, output_content, passed_result, result_block
+from ._payloads import store_payloads
 from ._reading_tools import ReadingTools
 from ._sdk import Sdk, sdk
 from ._upstream import Upstream
@@ -52,6 +55,10 @@ class McpProxy:
       audio, embedded resources, and `structuredContent`) is stored whole in the session
       (`sessions/<session>/tool_result-<call>.txt`, the bytes of images in data/) and reaches
       the client as its head and a notice naming the file; a smaller one as it came.
+    - Tokens do not bound images, audio and embedded bytes, so bytes do: a result carries at
+      most `max_result_bytes` of them to the client; each payload past that, and each image
+      a model could not take (`ctxoffload._media`: its kind, its pixels, a truncated or
+      damaged file), is stored whole in data/ under its hash and named by a line instead.
     - The read-back tools (Read, Grep, Glob, `retrieve_offloaded_content`) are tools of the
       proxy, confined to the workspace; where the wrapped server has a tool of the same name,
       the proxy's is called `ctxoffload_<name>`.
@@ -77,10 +84,12 @@ class McpProxy:
         cwd: the working directory of the wrapped server's command.
         memory: serve the memory tool too (`memories/` of the workspace, shared by every
             connection; each change an event of the connection's session).
+        max_result_bytes: the most bytes of images, audio and embedded blobs one result
+            carries to the client; None for 3,932,160, the largest image a model takes.
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name (before anything is touched).
-        ConfigError: no command or URL, or an impossible timeout.
+        ConfigError: no command or URL, an impossible timeout or `max_result_bytes`.
 
     Example::
 
@@ -99,6 +108,7 @@ class McpProxy:
         max_output_chars: int = 20_000,
         cwd: str | os.PathLike[str] | None = None,
         memory: bool = False,
+        max_result_bytes: int | None = None,
     ) -> None:
         if session_id is not None:
             validate_session_id(session_id)
@@ -112,6 +122,16 @@ class McpProxy:
         self.max_output_chars = max_output_chars
         self.cwd = cwd
         self.memory = memory
+        if max_result_bytes is None:
+            max_result_bytes = MAX_IMAGE_BYTES
+        if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int):
+            raise ConfigError(f"max_result_bytes {max_result_bytes!r} must be a whole number")
+        if max_result_bytes < 0:
+            raise ConfigError(
+                f"max_result_bytes {max_result_bytes} must be 0 (every payload stored and "
+                "named) or more"
+            )
+        self.max_result_bytes = max_result_bytes
         # Checked now, so a bad command or timeout is said before anything starts.
         Upstream.check(server, timeout)
 
@@ -354,10 +374,13 @@ class _Connection:
                 await self.recorder.tool_call(step, call, gone, started)
             raise
         block = result_block(result, call.id, name)
+        block, replaced = await store_payloads(
+            self.proxy.workspace, block, self.proxy.max_result_bytes
+        )
         kept = await self.projector.offload_tool_result(block)
         await self.recorder.tool_call(step, call, kept, started)
         if kept is block or kept.output == block.output:
-            return result
+            return passed_result(types, result, replaced) if replaced else result
         return cut_result(types, result, kept)
 
 
