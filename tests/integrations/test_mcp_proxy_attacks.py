@@ -67,6 +67,31 @@ async def test_the_wrapped_server_killed_mid_call_gives_an_error_not_a_hang(
     assert [(c["name"], c["outcome"]) for c in calls][1:3] == [("hang", "error"), ("echo", "error")]
 
 
+async def test_after_the_wrapped_server_dies_the_read_back_tools_are_still_listed(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """A client that lists the tools again before calling one (as clients do after a
+    reconnect) still finds Read, Grep, Glob and retrieve, and is told why the rest went."""
+    pid_file = tmp_path / "server.pid"
+    async with proxied(workdir, server=server_command("--pid-file", str(pid_file))) as client:
+        stored = await client.call_tool("big", {"total_bytes": 50_000, "marker_line": 99})
+        path = stored_path(text_of(stored))
+        os.kill(pid_in(pid_file), signal.SIGKILL)
+        while not process_gone(pid_in(pid_file)):
+            await anyio.sleep(0.02)
+        with anyio.fail_after(BOUND):
+            listed = await client.list_tools()
+        assert [t.name for t in listed.tools] == [
+            "Read",
+            "Grep",
+            "Glob",
+            "retrieve_offloaded_content",
+        ]
+        assert "is gone" in listed.meta["ctxoffload/wrapped-server-gone"]
+        found = await client.call_tool("Grep", {"pattern": "MARKER", "path_or_glob": str(path)})
+        assert "MARKER-FOUND-HERE" in text_of(found)
+
+
 def _send(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
     assert process.stdin is not None
     process.stdin.write(json.dumps(message).encode() + b"\n")

@@ -33,10 +33,13 @@ from ._reading_tools import ReadingTools
 from ._sdk import Sdk, sdk
 from ._upstream import Upstream
 
-__all__ = ["AGENT", "McpProxy"]
+__all__ = ["AGENT", "WRAPPED_SERVER_GONE", "McpProxy"]
 
 AGENT = "mcp-proxy"
 """Who writes a proxy's sessions (their events' `writer`, their lease)."""
+
+WRAPPED_SERVER_GONE = "ctxoffload/wrapped-server-gone"
+"""The `_meta` key of a tool list sent after the wrapped server went away: why, in a line."""
 
 _PAGES = 100
 """Most pages of the wrapped server's tool list read at start (a list that never ends)."""
@@ -65,7 +68,8 @@ class McpProxy:
     - The wrapped server's errors reach the client as they came (an error result, or a
       JSON-RPC error with its code and message). Every request to it has a deadline
       (`timeout`); when it exits or is killed, calls of its tools fail at once with an error
-      saying so, and the read-back tools go on working.
+      saying so, and the read-back tools go on working: the tool list then holds them alone,
+      its `_meta` saying the wrapped server is gone.
     - Each connection is one session of the workspace (a new one, `mcp-<server>-<6 hex>`,
       unless `session_id` names one), recorded like any other: `session_start`, a `tool_call`
       event per call, a `truncation` event per result stored. `ctxoffload show`, `grep` and
@@ -318,21 +322,35 @@ class _Connection:
         return handler
 
     async def list_tools(self, ctx: Any, params: Any) -> Any:
-        """The wrapped server's tools (without `outputSchema`), then the read-back tools."""
+        """The wrapped server's tools (without `outputSchema`), then the read-back tools.
+
+        Once the wrapped server is gone, the read-back tools alone, and the list's `_meta`
+        says why (`WRAPPED_SERVER_GONE`): what was stored stays readable by a client that
+        lists the tools again before calling one.
+        """
         types = self.mcp.types
         cursor = _cursor(params)
         tools: list[Any] = []
         next_cursor = None
+        gone: str | None = None
         if self.has["tools"]:
-            page = await self._tools_page(cursor)
-            tools = [tool.model_copy(update={"output_schema": None}) for tool in page.tools]
-            next_cursor = page.next_cursor
-            if any(self.reading.owns(tool.name) for tool in tools):
-                # A tool the wrapped server added since: it keeps its name, ours move.
-                self._rename([*[t.name for t in tools]])
+            try:
+                page = await self._tools_page(cursor)
+            except self.mcp.MCPError:
+                gone = self.upstream.closed_because
+                if gone is None:
+                    raise
+            else:
+                tools = [tool.model_copy(update={"output_schema": None}) for tool in page.tools]
+                next_cursor = page.next_cursor
+                if any(self.reading.owns(tool.name) for tool in tools):
+                    # A tool the wrapped server added since: it keeps its name, ours move.
+                    self._rename([*[t.name for t in tools]])
         if cursor is None:
             tools.extend(self.reading.listing(types))
-        return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
+        if gone is None:
+            return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
+        return types.ListToolsResult(tools=tools, _meta={WRAPPED_SERVER_GONE: gone})
 
     async def _tools_page(self, cursor: str | None) -> Any:
         """One page of the wrapped server's tool list."""
