@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import struct
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,25 +22,8 @@ from ctxoffload import (
 from ctxoffload.agent import FileToolbox, OpenAIChatModel, workspace_tools
 from ctxoffload.agent._openai_model import images_after_tool_messages
 from ctxoffload.readback import retrieval_tool
+from helpers import png_image
 from openai_server import OpenAIServer
-
-
-def png(width: int, height: int) -> bytes:
-    """A real PNG: signature, IHDR, one IDAT of grey pixels, IEND."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-        )
-
-    rows = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 def jpeg_header(width: int, height: int) -> bytes:
@@ -50,7 +32,7 @@ def jpeg_header(width: int, height: int) -> bytes:
     return b"\xff\xd8" + app0 + sof0 + b"\xff\xd9"
 
 
-IMAGE = png(64, 48)
+IMAGE = png_image(64, 48)
 
 
 async def stored_image(workspace: LocalWorkspace | InMemoryWorkspace) -> str:
@@ -102,26 +84,11 @@ def test_an_image_too_big_for_a_request_is_described_without_reading_it(tmp_path
     assert result.endswith("It is a file: refer to it by its path")
 
 
-def _claiming(width: int, height: int) -> bytes:
-    """A PNG whose header claims `width` × `height` pixels, with a few bytes of pixels."""
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    body = zlib.compress(b"\x00" * 64)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-        )
-
-    return (
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
-    )
-
-
 @pytest.mark.parametrize(
     ("name", "data", "why"),
     [
         # A provider refuses the whole request for one of these, so the run would fail.
-        ("bomb.png", _claiming(1_739_357_314, 2_995_735_735), "1739357314×2995735735 pixels"),
+        ("bomb.png", png_image(1_739_357_314, 2_995_735_735, rows=bytes(64)), "×2995735735 pixels"),
         ("cut.png", IMAGE[: len(IMAGE) // 2], "cut short"),
         ("cut.jpg", jpeg_header(1024, 768)[:-2], "cut short"),
     ],

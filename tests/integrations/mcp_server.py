@@ -26,7 +26,6 @@ import json
 import os
 import struct
 import sys
-import zlib
 from typing import Any
 
 import anyio
@@ -34,6 +33,10 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+
+# Started as a script from this folder: tests/ (helpers.py) is put on the path by hand.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers import png_image
 
 NOT_UTF8 = b"\xff\xfe caf\xe9 \x80\x81 end"
 """Bytes no UTF-8 decoder takes."""
@@ -44,31 +47,12 @@ REFUSAL = {"code": -32602, "message": "refuse: the wrapped server says no", "dat
 def png(total_bytes: int) -> bytes:
     """A valid PNG of about `total_bytes` (a grey image, stored uncompressed)."""
     side = max(1, int((total_bytes / 3) ** 0.5))
-    row = b"\x00" + bytes([128]) * (side * 3)
-    raw = zlib.compress(row * side, level=0)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+    return png_image(side, side, colour=2, level=0)
 
 
-def png_claiming(width: int, height: int) -> bytes:
-    """A PNG whose header claims `width` x `height` pixels, with a few bytes of pixels (a
-    provider refuses a request holding it)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    raw = zlib.compress(b"\x00" * 64)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
-
-
-BOMB = png_claiming(1_739_357_314, 2_995_735_735)
+BOMB = png_image(1_739_357_314, 2_995_735_735, rows=bytes(64))
+"""A PNG whose header claims 1,739,357,314 x 2,995,735,735 pixels (a provider refuses a
+request holding it)."""
 
 
 def wav(total_bytes: int) -> bytes:
