@@ -159,3 +159,8 @@ def test_a_short_known_secret_is_masked_where_it_is_not_wherever_it_occurs() -> 
     assert masked_command(["server", "--token", "ab1"]) == "server --token '***'"
     # Elsewhere in a message, three characters are too common to replace blindly.
     assert secrets.mask("tab1 at line 3") == "tab1 at line 3"
+
+
+def test_a_password_with_an_unencoded_at_sign_is_masked_whole() -> None:
+    # URL parsers take the last `@` before the host as the end of the user part.
+    assert masked_url("http://u:p@ss-Zq7@127.0.0.1:8/mcp") == "http://***@127.0.0.1:8/mcp"
