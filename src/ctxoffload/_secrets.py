@@ -38,13 +38,12 @@ MASK = "***"
 """What a secret is replaced by."""
 
 # A name is secret when it holds one of these (case and separators aside): `apiKey`,
-# `X-Amz-Security-Token`, `client_secret`, `PGPASSWORD`, `--auth-token`.
+# `X-Amz-Security-Token`, `client_secret`, `PGPASSWORD`, `passwd`, `--auth-token`.
 _SECRET_WORDS = (
     "key",
     "token",
     "secret",
     "passw",
-    "passwd",
     "pwd",
     "auth",
     "credential",
@@ -191,9 +190,6 @@ class Secrets:
                 program = _PASSWORD_FLAGS[name]
             previous = arg
         return cls(tuple(dict.fromkeys(found)))
-
-    def __add__(self, other: Secrets) -> Secrets:
-        return Secrets(tuple(dict.fromkeys((*self.values, *other.values))))
 
     def mask(self, text: str) -> str:
         """`text` with every secret replaced by `***`: the known ones in each spelling, and
