@@ -17,6 +17,7 @@ from .._disk.layout import (
 from .._disk.read import reference_text
 from .._disk.rows import dumps_line
 from .._disk.scope import SessionScoped
+from .._secrets import is_secret_name
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ._bucket_store import (
     REMOVING,
@@ -29,7 +30,6 @@ from ._bucket_store import (
 from ._bucket_url import (
     checked_url,
     host_name,
-    is_secret_name,
     refuse_userinfo,
     refuse_userinfo_in_environment,
 )

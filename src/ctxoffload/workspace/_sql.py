@@ -10,15 +10,11 @@ from typing import TYPE_CHECKING, Any
 from .._disk.ids import validate_session_id
 from .._disk.read import reference_text
 from .._disk.scope import SessionScoped
+from .._secrets import masked_url
 from ..exceptions import ConfigError
 from ._core import CollectedWorkspace
 from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
-from ._postgres import (
-    PostgresDatabase,
-    is_postgres_url,
-    masked_url,
-    postgres_url,
-)
+from ._postgres import PostgresDatabase, is_postgres_url, postgres_url
 from ._sql_payloads import payload_place
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
 from ._transfer import Uploads
