@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload._search.matcher import compile_matcher, required_literal
+from ctxoffload.cli.ui._model import UiModel
 from ctxoffload.exceptions import InvalidContent
+from ctxoffload.readback import memory_tool
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
@@ -100,6 +102,54 @@ def test_grep_json(filled: Path, cli: Callable[..., Any]) -> None:
 def test_grep_events_only_when_asked(filled: Path, cli: Callable[..., Any]) -> None:
     assert cli("grep", '"kind":"compression"', "--workdir", filled).code == 1
     assert cli("grep", '"kind":"compression"', "--events", "--workdir", filled).code == 0
+
+
+async def remember(workdir: Path, path: str, text: str) -> None:
+    """Keep a memory file through the memory tool, as an agent does."""
+    memory = memory_tool(LocalWorkspace(workdir, fsync=False), session_id="run-1")
+    answer = await memory(command="create", path=path, file_text=text)
+    assert not answer.startswith("Error"), answer
+
+
+def test_grep_searches_the_memories_too(filled: Path, cli: Callable[..., Any]) -> None:
+    asyncio.run(remember(filled, "/memories/user.md", "prefers\nexports on ORD-58213 paused\n"))
+    asyncio.run(remember(filled, "/memories/notes/jobs.md", "nightly: ORD-58213\n"))
+    # What a memory writer killed mid-write leaves: staging, never searched.
+    (filled / "memories" / ".tmp-user.md-2f9c").write_text("ORD-58213 half written\n")
+    result = cli("grep", "-F", "ORD-58213", "--workdir", filled)
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[-2:] == [
+        f"{filled}/memories/notes/jobs.md:1:nightly: ORD-58213",
+        f"{filled}/memories/user.md:2:exports on ORD-58213 paused",
+    ]
+    hits = json.loads(cli("grep", "paused", "--json", "--workdir", filled).out)
+    assert hits == [
+        {
+            "session": None,
+            "file": f"{filled}/memories/user.md",
+            "line": 2,
+            "text": "exports on ORD-58213 paused",
+        }
+    ]
+    # The viewer's search is `ctxoffload grep --json`: it finds them too.
+    found = UiModel(str(filled)).search("paused")["matches"]
+    assert [(hit["path"], hit["line"], hit["session"]) for hit in found] == [
+        ("memories/user.md", 2, None)
+    ]
+    # Memories belong to no session: naming one searches that session alone.
+    assert "memories" not in cli("grep", "ORD-58213", "run-1", "--workdir", filled).out
+
+
+def test_grep_leaves_the_records_out(filled: Path, cli: Callable[..., Any]) -> None:
+    session = filled / "sessions" / "run-1"
+    (session / ".tmp-tool_result-call_9.txt-1a2b").write_text("NEEDLE-7 half written\n")
+    (session / "context.jsonl.commit").write_text('{"NEEDLE-7": 1}\n')
+    # A file someone put in a session folder is content, searched like the rest.
+    (session / "notes.txt").write_text("NEEDLE-7 by hand\n")
+    assert cli("grep", "NEEDLE-7", "--workdir", filled).out == (
+        f"{session}/notes.txt:1:NEEDLE-7 by hand\n"
+    )
+    assert cli("grep", "session_id", "--workdir", filled).code == 1  # state.json: a record
 
 
 @pytest.fixture

@@ -143,7 +143,7 @@ class Ripgrep:
         self.may_match_replacement = _may_match_replacement(query.pattern, fixed=query.fixed)
         self.printer = printer
 
-    def search(self, fd: int, shown: str, session: str) -> bool:
+    def search(self, fd: int, shown: str, session: str | None) -> bool:
         """Search the file open at `fd` (from its start); False (nothing printed) when
         ripgrep cannot, for the usual search: a file that is not UTF-8 throughout for a
         pattern that may match a U+FFFD, where ripgrep would read each byte that is not UTF-8
@@ -184,7 +184,9 @@ class Ripgrep:
             raise CliError(f"{shown}: ripgrep failed: {message[-1] if message else ''}")
         return True
 
-    def _print(self, block: bytes, prefix: bytes, shown: str, session: str, plain: bool) -> None:
+    def _print(
+        self, block: bytes, prefix: bytes, shown: str, session: str | None, plain: bool
+    ) -> None:
         """Print a block of ripgrep's `NUMBER:TEXT` lines: at once when no colour goes in,
         but for the lines longer than --max-columns, which go through the printer as each
         line does when colours are on."""
@@ -220,7 +222,7 @@ class Ripgrep:
         kept.append(b"")
         return b"\n".join(kept)
 
-    def _emit(self, line: bytes, shown: str, session: str) -> None:
+    def _emit(self, line: bytes, shown: str, session: str | None) -> None:
         number, _, text = line.partition(b":")
         self.printer.emit(Hit(shown, int(number), text, True, session))
 
