@@ -170,3 +170,45 @@ def test_path_text_spells_paths_as_pathlib_does(text: str) -> None:
     assert path_text(text) == str(Path(text))
     for name in ("sessions", "tool_result-call_1.txt", "a.."):
         assert child_path(path_text(text), name) == str(Path(text) / name)
+
+
+# What a search handed to ripgrep needs no more than GNU grep would: no `typing` (annotations
+# only), no `shutil` (which brings bz2, lzma and zlib) to find ripgrep, no `subprocess` (which
+# brings threading, selectors and signal's machinery) to start it.
+RIPGREP_PATH = ["typing", "shutil", "bz2", "lzma", "subprocess", "threading", "selectors"]
+
+
+def test_a_search_by_ripgrep_starts_light(tmp_path: Path) -> None:
+    from ctxoffload.cli._grep_ripgrep import ripgrep_path
+
+    if ripgrep_path() is None:
+        pytest.fail("ripgrep is missing: pip install -e '.[test]' installs its binary wheel")
+    workdir = tmp_path / "ws"
+    asyncio.run(
+        LocalWorkspace(workdir, fsync=False).offload_tool_result(
+            "s1", ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
+        )
+    )
+    ws = str(workdir)
+    runs = [
+        (["grep", "ERROR", "--workdir", ws], 0),
+        (["grep", "-F", "-i", "disk", "s1", "--workdir", ws], 0),
+        (["grep", "rows=3[0-9]{2} ", "--workdir", ws], 1),
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            json.dumps([argv for argv, _ in runs]),
+            json.dumps(PATHLIB + RIPGREP_PATH),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if report["before"]:
+        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
+    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
+    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
