@@ -20,7 +20,7 @@ from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload._search.matcher import compile_matcher, required_literal
 from ctxoffload.cli.ui._model import UiModel
 from ctxoffload.exceptions import InvalidContent
-from ctxoffload.readback import memory_tool
+from ctxoffload.readback import escape, memory_tool
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
@@ -290,7 +290,10 @@ _TOKENS = [
     "\\d",
     "\\b",
     "1",
-    # Escapes that spell a character with what follows them: `a` three ways, a class.
+    # Escapes that spell a character with what follows them: `a` three ways, a class;
+    # `escape`'s space and `é`, which Python's re reads as a byte in a pattern of bytes.
+    "\\x20",
+    "\\xe9",
     "\\x61",
     "\\141",
     "\\x{61}",
@@ -344,7 +347,11 @@ def test_required_literals_of_typical_patterns() -> None:
     nones = ["foo|bar", "(?i)abc", "[[:alpha:]]x", r"\Qab\E*", "a{x}", "[ab]", ".*"]
     assert required_literal(r"\101BC-17") == "BC-17"  # \101 is "A"
     assert required_literal(r"(a+)\1!x") == "!x"  # \1 is what the group matched
-    nones += [r"\x41BC-17", r"\pLBC-17", r"\x{41}BC-17", r"\p{Greek}xyz"]
+    # `escape` spells whitespace as \xHH: an ASCII character, read alike by both engines.
+    assert required_literal(escape("ORD-12345 rows=")) == "ORD-12345 rows="
+    assert required_literal(r"\x41BC-17") == "ABC-17"
+    assert required_literal(r"ab\x20*cde") == "cde"  # the quantifier takes the space
+    nones += [r"\xe9", r"\x4", r"\pLBC-17", r"\x{41}BC-17", r"\p{Greek}xyz"]
     for none in nones:
         assert required_literal(none) is None, none
 
