@@ -40,6 +40,23 @@ print(json.dumps({"before": before, "runs": runs, "loaded": loaded}))
 """
 
 
+def loaded_by(runs: list[tuple[list[str], int]], watched: list[str]) -> list[str]:
+    """Which of the `watched` modules the grep `runs` import, in a fresh interpreter (each
+    run's exit status checked); skips when the interpreter loads one of them at start-up."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([argv for argv, _ in runs]), json.dumps(watched)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if report["before"]:
+        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
+    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
+    loaded: list[str] = report["loaded"]
+    return loaded
+
+
 def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
     workdir = tmp_path / "ws"
     for session in ("s1", "s2"):
@@ -63,17 +80,8 @@ def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
         (["grep", "ERROR", "../s1", "--workdir", ws], 2),
         (["grep", "ERROR", "nope", "--workdir", ws], 2),
     ]
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps([argv for argv, _ in runs]), json.dumps(PATHLIB)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if report["before"]:
-        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
-    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
-    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
+    loaded = loaded_by(runs, PATHLIB)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"
 
 
 def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
@@ -94,23 +102,8 @@ def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
         (["grep", "-F", '"role":"user"', "s1", "--workdir", ws], 0),  # the raw JSON line
         (["grep", "nothing-matches", "--workdir", ws], 1),
     ]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CHILD,
-            json.dumps([argv for argv, _ in runs]),
-            json.dumps(PATHLIB + MESSAGE_MODEL),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if report["before"]:
-        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
-    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
-    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
+    loaded = loaded_by(runs, PATHLIB + MESSAGE_MODEL)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"
 
 
 def test_a_bad_workdir_is_named_as_pathlib_spells_it(
@@ -195,20 +188,5 @@ def test_a_search_by_ripgrep_starts_light(tmp_path: Path) -> None:
         (["grep", "-F", "-i", "disk", "s1", "--workdir", ws], 0),
         (["grep", "rows=3[0-9]{2} ", "--workdir", ws], 1),
     ]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CHILD,
-            json.dumps([argv for argv, _ in runs]),
-            json.dumps(PATHLIB + RIPGREP_PATH),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if report["before"]:
-        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
-    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
-    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
+    loaded = loaded_by(runs, PATHLIB + RIPGREP_PATH)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"

@@ -8,17 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctxoffload import Agent, ContextConfig, LocalWorkspace, Msg, ScriptedModel, ToolCallBlock
+from ctxoffload import Agent, ContextConfig, LocalWorkspace, ScriptedModel
 from ctxoffload.agent import workspace_tools
 from ctxoffload.integrations import reading_functions
 from ctxoffload.readback import FileToolbox
 from ctxoffload.workspace import writing_as
+from helpers import call
 
 RECORDS = ("events.jsonl", "state.json", "lease.json", "context.jsonl.commit")
-
-
-def call(call_id: str, name: str, **args: Any) -> Msg:
-    return Msg(role="assistant", content=[ToolCallBlock(id=call_id, name=name, input=args)])
 
 
 def fetch_logs(job: str) -> str:
