@@ -7,14 +7,16 @@ matches is 20-40 times slower. It is used only where it finds exactly what RE2 f
 (`ripgrep_can`): a `-F` string, or a pattern made of literals, `.`, classes of explicit
 characters, groups, alternation, repetition and anchors (no `\\w`, `\\d`, `\\s`, `\\b`, whose
 ASCII or Unicode meaning differs between the two, and no inline flags), without -C, --json
-and --writers, and for a pattern that may match a U+FFFD (`.`, a class) in a file that is
-UTF-8 throughout: a byte that is not is U+FFFD to the engine's pattern, no character to
-ripgrep's (checking costs 17-60 ms per 100 MB, where ripgrep takes 10-700 ms). Each `$` is
-given to it as `(?:\\r?$)`, and a line it prints that ends in "\\r" is judged again without
-it (`ripgrep_pattern`): it reads that "\\r" as part of the line, where the agent's tools do
-not. It reads the file from the descriptor grep opened and sniffed (the same checks against
-links, hard links and binary files), and its lines are printed through the same inert
-writer. `CTXOFFLOAD_GREP=python` turns it off; `CTXOFFLOAD_GREP=/path/to/rg` picks the binary.
+and --writers, and for a pattern that may match a U+FFFD (`.`, a negated class, a class
+holding a character that is not ASCII) in a file that is UTF-8 throughout: a byte that is
+not is U+FFFD to the engine's pattern, no character to ripgrep's (checking costs 17-60 ms per
+100 MB, where ripgrep takes 10-700 ms). Each `$` is given to it as `(?:\\r?$)`, and a line
+it prints that ends in "\\r" is judged again without it (`ripgrep_pattern`): it reads that
+"\\r" as part of the line, where the agent's tools do not. It is started by `os.posix_spawn`
+(`_Process`), reads the file from the descriptor grep opened and sniffed (the same checks
+against links, hard links and binary files), and its lines are printed through the same
+inert writer. `CTXOFFLOAD_GREP=python` turns it off; `CTXOFFLOAD_GREP=/path/to/rg` picks the
+binary.
 """
 
 from __future__ import annotations
