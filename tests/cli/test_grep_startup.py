@@ -1,5 +1,5 @@
 """`ctxoffload grep` starts light: no pathlib, whose import (urllib.parse, ipaddress) costs
-~4.5 ms of a run that bench/bench_cli_grep.py holds to 2x GNU grep; paths are spelled
+~4.5 ms of a run that bench/bench_cli_grep.py measures against GNU grep; paths are spelled
 as pathlib would spell them all the same."""
 
 from __future__ import annotations
