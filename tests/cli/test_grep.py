@@ -514,3 +514,26 @@ def test_grep_falls_back_to_the_raw_json_line(tmp_path: Path, cli: Callable[...,
     assert found.code == 0, found
     [line] = found.out.splitlines()
     assert line.startswith(f"{workdir}/sessions/s/context.jsonl:3:{{") and '"role":"tool"' in line
+
+
+def test_grep_of_memories_follows_no_link_and_stops_at_a_depth(
+    filled: Path, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    memories = filled / "memories"
+    memories.mkdir()
+    (tmp_path / "outside.md").write_text("NEEDLE-9 outside the workspace\n")
+    (memories / "linked.md").symlink_to(tmp_path / "outside.md")
+    (memories / "linked-folder").symlink_to(tmp_path, target_is_directory=True)
+    shallow = memories.joinpath(*["d"] * 10)
+    shallow.mkdir(parents=True)
+    (shallow / "kept.md").write_text("NEEDLE-9 ten folders down\n")
+    # A chain of folders deeper than any the memory tool makes (its paths stop at 1,024
+    # characters): each is opened from the workdir down, so the walk stops somewhere.
+    deep = memories.joinpath(*["e"] * 70)
+    deep.mkdir(parents=True)
+    (deep / "deep.md").write_text("NEEDLE-9 seventy folders down\n")
+    result = cli("grep", "NEEDLE-9", "--workdir", filled)
+    assert result.out.splitlines() == [f"{shallow}/kept.md:1:NEEDLE-9 ten folders down"]
+    assert result.code == 2  # not everything was searched, as for a file not read
+    assert result.err.count("\n") == 1
+    assert "deeper than 64 folders" in result.err and "memories/e/e/" in result.err

@@ -127,3 +127,23 @@ async def test_a_session_kept_apart_greps_its_content_not_its_records(tmp_path: 
     assert answer.splitlines() == [
         "tool_result-call_1.txt:3218:nightly batch 3217: ERROR disk quota exceeded on /mnt/exports"
     ]
+
+
+async def test_a_link_to_a_record_is_left_out_of_a_walk_too(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    await store_the_log(ws)
+    session = tmp_path / "ws" / "sessions" / "run-42"
+    (session / "notes.txt").symlink_to(session / "events.jsonl")
+    (tmp_path / "ws" / "state-link.json").symlink_to(session / "state.json")
+    toolbox = FileToolbox([ws.workdir])
+    assert (
+        toolbox.grep("fetch_logs", ".")
+        == "No matches for 'fetch_logs' in '.' (1 file(s) searched)."
+    )
+    assert "notes.txt" not in toolbox.glob("sessions/*/*") and toolbox.glob("*.json") == (
+        "No paths match '*.json'."
+    )
+    # Named, it is read (and shown by the path it resolves to): the agent asked for it.
+    assert toolbox.grep("fetch_logs", "sessions/run-42/notes.txt").startswith(
+        "sessions/run-42/events.jsonl:"
+    )

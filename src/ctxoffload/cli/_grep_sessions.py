@@ -38,6 +38,11 @@ __all__ = ["WorkspaceSearch"]
 
 _UNKNOWN_WRITER: dict[str, Any] = {"agent": None, "session": None, "pid": None}
 
+# How deep below memories/ the search goes. Each folder is opened from the workdir down, one
+# name at a time without following a link, so a chain of folders costs the square of its
+# depth; the memory tool's paths stop at 1,024 characters, and memories nest a few levels.
+_MAX_MEMORY_DEPTH = 64
+
 
 class WorkspaceSearch:
     """One `ctxoffload grep` over a workspace's files: a session at a time, then memories/.
@@ -113,12 +118,18 @@ class WorkspaceSearch:
         folder is no folder here either: `Folder.folders`).
 
         A folder is listed whole, then opened again to search its files, so at most one
-        stays open however deep memories/ is nested, and the stack is a list: a nesting
-        deeper than Python's recursion allows is walked too.
+        stays open however deep memories/ is nested; a folder deeper than
+        `_MAX_MEMORY_DEPTH` is said through `skip` and not searched.
         """
         stack: list[tuple[tuple[str, ...], str, Iterator[tuple[str, bool]]]] = []
 
         def enter(parts: tuple[str, ...], where: str) -> None:
+            if len(parts) > _MAX_MEMORY_DEPTH:
+                self.skip(
+                    f"{shown_path(where)}: deeper than {_MAX_MEMORY_DEPTH} folders below "
+                    f"memories/, not searched"
+                )
+                return
             try:
                 with Folder(self.workdir, MEMORIES_DIR, *parts) as folder:
                     names = folder.names()

@@ -75,7 +75,7 @@ def files_under(
             real = _real_entry(entry, roots)
             if real is None:
                 outside += 1
-            elif real.is_file():
+            elif real.is_file() and not (real is not entry and is_record(real.parts)):
                 files.append((display_name(entry, roots), real))
     return files, outside
 
@@ -133,7 +133,7 @@ def glob_entries(
             target = _real_entry(entry, roots)
             if target is None:
                 outside += 1
-            else:
+            elif names_its_files or target is entry or not is_record(target.parts):
                 entries.append((display_name(entry, roots), target, target.is_dir()))
         if not recursive and len(relative_dir.parts) + 1 >= len(rest):
             dirnames.clear()  # deeper paths cannot match a pattern without `**`
@@ -144,7 +144,8 @@ def glob_entries(
 def _leave_records_out(directory: str, dirnames: list[str], filenames: list[str]) -> list[str]:
     """The files of `filenames` that are content, not records (`layout.is_record`); the
     folders of `dirnames` that are records (being removed) are taken out of it, in place, so
-    the walk does not enter them."""
+    the walk does not enter them. (A link is judged again by its target, inside the roots:
+    a link to events.jsonl is a record too.)"""
     parts = Path(directory).parts
     dirnames[:] = [name for name in dirnames if not is_record((*parts, name))]
     return [name for name in filenames if not is_record((*parts, name))]
