@@ -280,7 +280,8 @@ class UiModel:
         hits = json.loads(done.stdout or b"[]") if done.returncode == 0 else []
         rows = [
             {
-                "session": inert(str(hit.get("session"))),
+                # A memory file's lines belong to no session.
+                "session": inert(hit["session"]) if isinstance(hit.get("session"), str) else None,
                 "path": self.relative(str(hit.get("file"))),
                 "shown_as": inert(self._shown(str(hit.get("file")))),
                 "line": hit.get("line"),
