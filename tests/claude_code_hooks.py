@@ -229,6 +229,27 @@ def run_hook(
     )
 
 
+def hook_in_project(
+    event: str,
+    payload: Any,
+    project: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """`ctxoffload hook EVENT` as Claude Code runs it in `project` (or from `cwd`): no
+    --workdir, no $CTXOFFLOAD_WORKDIR, $CLAUDE_PROJECT_DIR naming the project."""
+    environ = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"}
+    environ["CLAUDE_PROJECT_DIR"] = str(project)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "hook", event],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env={**environ, **(env or {})},
+        cwd=cwd or project,
+        timeout=300,
+    )
+
+
 def output_of(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr.decode()
     assert done.stderr == b"", done.stderr.decode()

@@ -5,7 +5,6 @@ the real command in a child process, fed the JSON Claude Code documents
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from claude_code_hooks import (
     NON_BLOCKING,
+    hook_in_project,
     output_of,
     post_tool_use_bash,
     post_tool_use_mcp,
@@ -240,16 +240,8 @@ def test_a_workspace_that_cannot_be_written_is_a_non_blocking_error(tmp_path: Pa
 def test_the_workspace_defaults_to_dot_ctxoffload_in_the_project(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"}
-    env["CLAUDE_PROJECT_DIR"] = str(project)
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "hook", "PostToolUse"],
-        input=json.dumps(post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)))).encode(),
-        capture_output=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    payload = post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)))
+    done = hook_in_project("PostToolUse", payload, project, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     assert len(stored_files(project / ".ctxoffload")) == 1
 

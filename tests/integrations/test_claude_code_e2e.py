@@ -298,6 +298,26 @@ def test_a_hook_that_cannot_write_leaves_the_session_going(
     assert f"workdir '{not_a_folder}' is not a folder" in project.transcript(result["session_id"])
 
 
+def test_a_dot_ctxoffload_the_repository_linked_elsewhere_gets_nothing(
+    project: Project, server: AnthropicServer, tmp_path: Path
+) -> None:
+    # A cloned repository ships `.ctxoffload` as a link to a folder it can read (issue 55,
+    # item 6): the hook refuses it, the output reaches the model by Claude Code's own
+    # handling, and nothing lands where the link points.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project.workdir.symlink_to(outside)
+    server.add_tool_use("Bash", {"command": SEQ_COMMAND}, tool_use_id="toolu_e2e_seq")
+    server.add_text("Done.")
+    result = project.claude(server, "Count.")
+    assert result["result"] == "Done."
+    sent = tool_result_text(server.message_requests[1], "toolu_e2e_seq")
+    assert NOTICE not in sent and "\n2\n3\n4\n" in sent
+    assert list(outside.iterdir()) == []
+    said = f"{project.workdir} is a symbolic link (to {str(outside)!r})"
+    assert said in project.transcript(result["session_id"])
+
+
 def test_two_sessions_at_once_each_keep_their_own_output(
     project: Project, server: AnthropicServer
 ) -> None:

@@ -8,17 +8,20 @@ index. The work is `ctxoffload._claude_hooks`, which the Claude Agent SDK's
 callbacks share.
 
 Whatever goes wrong (input that is not JSON, a missing field, a transcript path that does not
-exist or is a link, a workspace that cannot be written) is one line on stderr and exit status 1,
-which Claude Code reads as a non-blocking error: the tool's output, the compaction and the
-session go on as if the hook were not there. Exit 2 would block a compaction, so it is never
-used, not even for a usage error.
+exist or is a link, a workspace that cannot be written, the project's `.ctxoffload` being a link,
+an output the workspace could not store) is one line on stderr and exit status 1, which Claude
+Code reads as a non-blocking error: the tool's output, the compaction and the session go on as
+if the hook were not there. Exit 2 would block a compaction, so it is never used, not even for
+a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from ._commands import COMMAND_HELP
@@ -52,8 +55,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "Claude that index and where the history is. `ctxoffload hook settings` prints "
             "the hooks for a Claude Code settings.json. The workspace: --workdir, else "
             "$CTXOFFLOAD_WORKDIR, else .ctxoffload in $CLAUDE_PROJECT_DIR (the project Claude "
-            "Code runs in). Any error is one line on stderr and exit 1, which Claude Code "
-            "reads as non-blocking: the tool call, the compaction and the session go on."
+            "Code runs in), which is refused when it is a symbolic link (a cloned repository "
+            "may ship one) or holds one. Any error is one line on stderr and exit 1, which "
+            "Claude Code reads as non-blocking: the tool call, the compaction and the session "
+            "go on."
         ),
     )
     # A usage error must not exit 2: on PreCompact that would block the compaction.
@@ -83,15 +88,37 @@ def _usage_error(message: str) -> NoReturn:
     raise SystemExit(EXIT_NON_BLOCKING)
 
 
+_PROJECT_WORKDIR = ".ctxoffload"
+"""The default workspace's folder in the project Claude Code runs in."""
+
+
 def _workdir(args: argparse.Namespace) -> str:
+    """The workspace's folder: the one the user named (`--workdir`, `$CTXOFFLOAD_WORKDIR`),
+    trusted as every workdir is (it may be a link); else `.ctxoffload` in the project, which
+    a cloned repository may have shipped as a link (to a folder it can read, to a FIFO), so
+    it is made or opened following no link (`folder_in`), and refused when it is one.
+
+    Raises:
+        Refused: the project's `.ctxoffload` is a link or not a folder.
+    """
     given = getattr(args, "workdir", None)
     if given:
         return str(given)
     from_env = os.environ.get("CTXOFFLOAD_WORKDIR")
     if from_env:
         return from_env
+    from .._disk.paths import folder_in
+
     project = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    return os.path.join(project, ".ctxoffload")
+    return folder_in(
+        project,
+        _PROJECT_WORKDIR,
+        fix=(
+            "the hook keeps tool outputs, which can hold secrets, only in a real folder "
+            "there, never through a link a repository could ship, and stored nothing: "
+            "remove it, or name the workspace with --workdir or $CTXOFFLOAD_WORKDIR"
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -190,8 +217,39 @@ async def _handle(event: str, hook_input: Any, args: argparse.Namespace) -> dict
     from ..workspace import LocalWorkspace
 
     workspace = LocalWorkspace(workdir)
-    if event == "PostToolUse":
-        return await post_tool_use(workspace, hook_input, config=hook_config(limit))
-    if event == "PreCompact":
-        return await pre_compact(workspace, hook_input)
-    return await session_start(workspace, hook_input)
+    with _held_warnings() as held:
+        if event == "PostToolUse":
+            output = await post_tool_use(workspace, hook_input, config=hook_config(limit))
+        elif event == "PreCompact":
+            output = await pre_compact(workspace, hook_input)
+        else:
+            output = await session_start(workspace, hook_input)
+    if held and not output:
+        # Said, not only logged: the workspace keeps an output it cannot store (a link
+        # planted inside it, a full disk) whole and warns, and at exit 0 Claude Code shows
+        # no stderr, so a hook that stores nothing would go unnoticed.
+        more = f" (and {len(held) - 1} more warnings)" if len(held) > 1 else ""
+        raise CliError(held[0] + more)
+    for message in held:
+        print(f"ctxoffload hook {event}: {message}", file=sys.stderr)
+    return output
+
+
+@contextlib.contextmanager
+def _held_warnings() -> Iterator[list[str]]:
+    """The engine's warnings (the `ctxoffload` logger) during one hook, held to be said as
+    the hook's one line instead of printed as they come; an exception drops them, its own
+    line saying what went wrong."""
+    import logging
+    import logging.handlers
+
+    held: list[str] = []
+    handler = logging.handlers.BufferingHandler(capacity=1_000)
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("ctxoffload")
+    logger.addHandler(handler)
+    try:
+        yield held
+    finally:
+        logger.removeHandler(handler)
+        held.extend(record.getMessage() for record in handler.buffer)
