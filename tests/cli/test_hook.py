@@ -5,6 +5,8 @@ the real command in a child process, fed the JSON Claude Code documents
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +16,11 @@ import pytest
 
 from claude_code_hooks import (
     NON_BLOCKING,
+    PLUGIN,
+    hook_commands,
     hook_in_project,
     output_of,
+    plugin_commands,
     post_tool_use_bash,
     post_tool_use_mcp,
     post_tool_use_read,
@@ -257,31 +262,44 @@ def test_session_start_after_a_compaction_nothing_recorded_says_nothing(tmp_path
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
 
 
+def without_commands(settings: dict[str, Any]) -> dict[str, Any]:
+    """A settings file's hooks with each command left out: the events and their matchers."""
+    return {
+        event: [{**m, "hooks": [{**h, "command": ""} for h in m["hooks"]]} for m in matchers]
+        for event, matchers in settings["hooks"].items()
+    }
+
+
 def test_settings_prints_the_hooks_of_the_plugin(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ctxoffload", "hook", "settings"], capture_output=True, timeout=60
     )
     assert done.returncode == 0, done.stderr.decode()
-    plugin = Path(__file__).resolve().parents[2] / "integrations" / "claude-code-plugin"
-    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text(encoding="utf-8"))
-    assert json.loads(done.stdout) == {"hooks": hooks["hooks"]}
+    printed = json.loads(done.stdout)
+    # The same hooks, events and matchers as the plugin's; only how ctxoffload is found
+    # differs (an absolute path here, the plugin's launcher there).
+    command = shlex.split(printed["hooks"]["PostToolUse"][0]["hooks"][0]["command"])[0]
+    assert os.path.isabs(command)
+    plugin = json.loads((PLUGIN / "hooks" / "hooks.json").read_text(encoding="utf-8"))
+    launcher = '/bin/sh "${CLAUDE_PLUGIN_ROOT}/hooks/run-ctxoffload"'
+    assert {
+        event: line.replace(shlex.quote(command), launcher, 1)
+        for event, line in hook_commands(printed).items()
+    } == plugin_commands()
+    assert without_commands(printed) == without_commands(plugin)
     with_workdir = subprocess.run(
         [sys.executable, "-m", "ctxoffload", "hook", "settings", "--workdir", "my ws"],
         capture_output=True,
         cwd=tmp_path,
         timeout=60,
     )
-    commands = [
-        h["command"]
-        for matchers in json.loads(with_workdir.stdout)["hooks"].values()
-        for m in matchers
-        for h in m["hooks"]
-    ]
-    assert all(c.startswith(f"ctxoffload --workdir '{tmp_path / 'my ws'}' hook ") for c in commands)
+    workdir = shlex.quote(str(tmp_path / "my ws"))
+    commands = hook_commands(json.loads(with_workdir.stdout)).values()
+    assert all(c.startswith(f"{shlex.quote(command)} --workdir {workdir} hook ") for c in commands)
 
 
 def test_the_plugin_manifest_names_the_plugin() -> None:
-    plugin = Path(__file__).resolve().parents[2] / "integrations" / "claude-code-plugin"
+    plugin = PLUGIN
     manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
     assert manifest["name"] == "ctxoffload"
     assert isinstance(manifest.get("keywords", []), list)

@@ -13,6 +13,10 @@ an output the workspace could not store) is one line on stderr and exit status 1
 Code reads as a non-blocking error: the tool's output, the compaction and the session go on as
 if the hook were not there. Exit 2 would block a compaction, so it is never used, not even for
 a usage error.
+
+`ctxoffload hook settings` names this ctxoffload by its absolute path in every command: Claude
+Code started from a shell where its virtual environment is not active would find no bare
+`ctxoffload` (exit 127 on every tool call).
 """
 
 from __future__ import annotations
@@ -53,12 +57,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "transcript not yet kept to the session's context.jsonl and builds the artifact "
             "index of what the compaction drops; SessionStart, after a compaction, gives "
             "Claude that index and where the history is. `ctxoffload hook settings` prints "
-            "the hooks for a Claude Code settings.json. The workspace: --workdir, else "
-            "$CTXOFFLOAD_WORKDIR, else .ctxoffload in $CLAUDE_PROJECT_DIR (the project Claude "
-            "Code runs in), which is refused when it is a symbolic link (a cloned repository "
-            "may ship one) or holds one. Any error is one line on stderr and exit 1, which "
-            "Claude Code reads as non-blocking: the tool call, the compaction and the session "
-            "go on."
+            "the hooks for a Claude Code settings.json, each running this ctxoffload by its "
+            "absolute path (said on stderr), whatever PATH Claude Code has. The workspace: "
+            "--workdir, else $CTXOFFLOAD_WORKDIR, else .ctxoffload in $CLAUDE_PROJECT_DIR "
+            "(the project Claude Code runs in), which is refused when it is a symbolic link "
+            "(a cloned repository may ship one) or holds one. Any error is one line on "
+            "stderr and exit 1, which Claude Code reads as non-blocking: the tool call, the "
+            "compaction and the session go on."
         ),
     )
     # A usage error must not exit 2: on PreCompact that would block the compaction.
@@ -150,12 +155,42 @@ def _print_settings(args: argparse.Namespace) -> int:
 
     from .._claude_hooks import hook_settings
 
-    command = "ctxoffload"
+    ctxoffload = command = _this_ctxoffload()
     given = getattr(args, "workdir", None)
     if given:
         command += f" --workdir {shlex.quote(os.path.abspath(given))}"
+    # Said on stderr, before the JSON (stdout is what is pasted into settings.json).
+    print(
+        f"ctxoffload hook settings: the hooks run {ctxoffload}, this ctxoffload, by "
+        "its full path, since Claude Code may start them where PATH lacks it: print them "
+        "again if it moves",
+        file=sys.stderr,
+        flush=True,
+    )
     sys.stdout.write(json.dumps(hook_settings(command), indent=2) + "\n")
     return 0
+
+
+_NO_PROJECT_ON_PATH = (
+    "import sys; del sys.path[0]; from ctxoffload.cli import main; sys.exit(main())"
+)
+"""`python -c` running ctxoffload with the current directory taken off the module path: a
+hook runs in the project, and a `ctxoffload` folder a cloned repository put there must not be
+what `python -m ctxoffload` would import."""
+
+
+def _this_ctxoffload() -> str:
+    """The shell command that runs this ctxoffload whatever PATH is: the `ctxoffload` script
+    this process was started as (or the one beside its interpreter), by its absolute path,
+    else this interpreter running it (`_NO_PROJECT_ON_PATH`); quoted for a shell."""
+    import shlex
+
+    for script in (sys.argv[0], os.path.join(os.path.dirname(sys.executable), "ctxoffload")):
+        is_script = os.path.basename(script) == "ctxoffload" and os.path.isfile(script)
+        if is_script and os.access(script, os.X_OK):
+            # Not resolved: a link (pipx's ~/.local/bin/ctxoffload) outlives upgrades.
+            return shlex.quote(os.path.abspath(script))
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(_NO_PROJECT_ON_PATH)}"
 
 
 def _run_hook(event: str, args: argparse.Namespace) -> int:
