@@ -306,3 +306,25 @@ def test_the_plugin_manifest_names_the_plugin() -> None:
     events = json.loads((plugin / "hooks" / "hooks.json").read_text(encoding="utf-8"))["hooks"]
     assert set(events) == {"PostToolUse", "PreCompact", "SessionStart"}
     assert [m["matcher"] for m in events["SessionStart"]] == ["compact"]
+
+
+def test_a_small_output_is_answered_before_asyncio_and_the_engine_load(tmp_path: Path) -> None:
+    # Claude Code runs the hook as a new process after every tool call: for most outputs it
+    # answers "nothing to do" on the process's bare start-up (bench/bench_hook_start.py).
+    heavy = ["asyncio", "typing", "pydantic", "ctxoffload.compression", "ctxoffload.workspace"]
+    child = (
+        "import json, sys\n"
+        "from ctxoffload.cli import main\n"
+        "status = main(['hook', 'PostToolUse', '--workdir', sys.argv[1]])\n"
+        "loaded = sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)\n"
+        "print(json.dumps([status, loaded]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path / "ws"), json.dumps(heavy)],
+        input=json.dumps(post_tool_use_bash("3 passed in 0.41s")).encode(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [0, []]
+    assert not (tmp_path / "ws").exists()

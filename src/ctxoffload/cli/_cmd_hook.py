@@ -25,10 +25,13 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any, NoReturn
 
 from ._commands import COMMAND_HELP
+
+TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, NoReturn
 
 __all__ = ["register", "run"]
 
@@ -194,8 +197,7 @@ def _this_ctxoffload() -> str:
 
 
 def _run_hook(event: str, args: argparse.Namespace) -> int:
-    import asyncio
-
+    from .._claude_hooks import DEFAULT_TOOL_RESULT_LIMIT, hook_session, needs_offload
     from .._depth import TooDeep, load_json
     from ..exceptions import InvalidContent
 
@@ -218,7 +220,13 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
             f"the hook input is a {named!r} event, but this is `ctxoffload hook {event}`: "
             f"register it under {named} in the hooks settings"
         )
-    output = asyncio.run(_handle(event, hook_input, args))
+    hook_session(hook_input, event)  # the input is checked before any file is made
+    limit = args.tool_result_limit or DEFAULT_TOOL_RESULT_LIMIT
+    if event == "PostToolUse" and not needs_offload(hook_input, limit):
+        return 0  # most outputs: answered before asyncio and the engine are loaded
+    import asyncio
+
+    output = asyncio.run(_handle(event, hook_input, limit, args))
     if output:
         from .._claude_hooks import dumps_output
 
@@ -226,23 +234,13 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _handle(event: str, hook_input: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from .._claude_hooks import (
-        DEFAULT_TOOL_RESULT_LIMIT,
-        hook_config,
-        hook_session,
-        needs_offload,
-        post_tool_use,
-        pre_compact,
-        session_start,
-    )
+async def _handle(
+    event: str, hook_input: Any, limit: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    from .._claude_hooks import hook_config, post_tool_use, pre_compact, session_start
     from .._disk.paths import workdir_problem
     from ..exceptions import CliError
 
-    hook_session(hook_input, event)  # the input is checked before any file is made
-    limit = args.tool_result_limit or DEFAULT_TOOL_RESULT_LIMIT
-    if event == "PostToolUse" and not needs_offload(hook_input, limit):
-        return {}  # most outputs: answered before the engine is loaded
     workdir = _workdir(args)
     problem = workdir_problem(workdir, create=True)
     if problem is not None:
