@@ -175,11 +175,12 @@ def _print_settings(args: argparse.Namespace) -> int:
 
 
 _NO_PROJECT_ON_PATH = (
-    "import sys; del sys.path[0]; from ctxoffload.cli import main; sys.exit(main())"
+    "import sys; sys.path[:] = filter(None, sys.path); "
+    "from ctxoffload.cli import main; sys.exit(main())"
 )
-"""`python -c` running ctxoffload with the current directory taken off the module path: a
-hook runs in the project, and a `ctxoffload` folder a cloned repository put there must not be
-what `python -m ctxoffload` would import."""
+"""`python -c` running ctxoffload with the current directory (the `''` `-c` puts first on the
+module path) taken off: a hook runs in the project, and a `ctxoffload` folder a cloned
+repository put there must not be what `python -m ctxoffload` would import."""
 
 
 def _this_ctxoffload() -> str:
