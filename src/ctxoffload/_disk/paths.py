@@ -30,6 +30,7 @@ __all__ = [
     "check_entry",
     "file_to_link",
     "file_url_to_path",
+    "folder_in",
     "linked_elsewhere",
     "open_dir",
     "open_file",
@@ -130,6 +131,47 @@ def workdir_problem(workdir: str, *, create: bool = False) -> str | None:
     if not os.path.isdir(above):
         return f"workdir {workdir!r} is not a folder: {above!r} is not a folder"
     return None if create else f"workdir {workdir!r} does not exist"
+
+
+def folder_in(parent: str, name: str, *, fix: str) -> str:
+    """The folder `name` in `parent`, made when missing, reached without following a link at
+    `name`: the workdir of a workspace whose place someone else chose, as `.ctxoffload` in a
+    project a repository was cloned into, which may ship it as a link to anywhere. There the
+    rule that a workdir may be a link (resolved once) does not hold. `parent` is the user's
+    choice and may be one.
+
+    A local process that swaps the folder for a link after this returns is not guarded
+    against (it could write there itself); what a repository ships is.
+
+    Args:
+        parent: the folder the workdir goes in (a project folder).
+        name: one path component.
+        fix: what the user can do instead, said after the refusal.
+
+    Returns:
+        The folder's absolute path, `parent` as given (not resolved: the paths a workspace
+        there names stay under the folder the user knows).
+
+    Raises:
+        Refused: `name` is a symbolic link (dangling or not) or not a folder, said with `fix`.
+        FileNotFoundError: `parent` does not exist.
+        OffloadError: it cannot be made or opened.
+    """
+    root = os.path.realpath(parent)
+    shown = os.path.join(parent, name)
+    parent_fd = open_dir(None, root, parent, create=False)
+    try:
+        try:
+            os.close(open_dir(parent_fd, name, shown, create=True))
+        except Refused as exc:
+            try:
+                what = f"a symbolic link (to {os.readlink(name, dir_fd=parent_fd)!r})"
+            except OSError:  # no link: a file, a FIFO, a socket
+                what = "not a folder"
+            raise Refused(f"{shown} is {what}: {fix}", shown, "link") from exc
+    finally:
+        os.close(parent_fd)
+    return os.path.join(os.path.abspath(parent), name)
 
 
 def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> int:
