@@ -145,7 +145,15 @@ def drivers() -> list[DoorDriver]:
     return out
 
 
-DRIVERS: list[str] = ["agent", "claude_code", "deepagents", "langchain", "mcp_proxy", "pydantic_ai"]
+DRIVERS: list[str] = [
+    "agent",
+    "claude_code",
+    "deepagents",
+    "langchain",
+    "mcp_proxy",
+    "openai_agents",
+    "pydantic_ai",
+]
 """The doors with a driver, by module (`contract_<name>.py`)."""
 
 

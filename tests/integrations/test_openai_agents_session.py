@@ -302,12 +302,21 @@ async def test_the_filter_of_a_session_is_on_its_session(tmp_path: Path) -> None
 
 
 async def test_a_workspace_that_keeps_no_history_is_refused_at_construction() -> None:
-    class Bare:
-        async def offload_context(self, session_id: str, msgs: Any) -> str:
-            return ""
+    class NoHistory:
+        """A workspace of one's own that keeps no history log."""
+
+        def __init__(self) -> None:
+            self._workspace = InMemoryWorkspace()
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("append_history", "read_history"):
+                raise AttributeError(name)
+            return getattr(self._workspace, name)
 
     with pytest.raises(ConfigError, match="append_history, read_history"):
-        WorkspaceSession(Bare(), "t1")  # type: ignore[arg-type]
+        WorkspaceSession(NoHistory(), "t1")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not a ctxoffload Workspace"):
+        WorkspaceSession(object(), "t1")  # type: ignore[arg-type]
     assert WorkspaceSession(InMemoryWorkspace(), "t1").session_id == "t1"
 
 

@@ -31,15 +31,23 @@ Importing this module does not import the SDK; `tools` does
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
 import hashlib
 import importlib
 import json
+import logging
+import threading
+import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._disk.ids import session_id_for
+from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session, fresh_session
+from .._doors.runs import HostRuns, record_door
 from .._overflow import is_context_overflow
 from ..compression import Compressor, ContextConfig, Projector
 from ..exceptions import ConfigError
@@ -52,6 +60,8 @@ from ._model_name import model_name_of
 from ._reading import reading_functions
 
 __all__ = ["OffloadingInputFilter", "WorkspaceSession"]
+
+logger = logging.getLogger("ctxoffload")
 
 INSTALL_HINT = "The OpenAI Agents SDK is not installed: pip install 'ctxoffload[openai-agents]'"
 
@@ -70,15 +80,28 @@ class OffloadingInputFilter:
       `retrieve_offloaded_content`, as the SDK's function tools; with `memory=True`, the
       memory tool too (`memories/` of the workspace, every change an event of the session).
 
+    Which session a run writes (docs/guides/hosts.md): the conversation of the
+    `WorkspaceSession` that made the filter (`session.input_filter()`), else `session_id`,
+    else a new session for each `Runner.run` (named at INFO by the `ctxoffload` logger). A
+    run holds its session's lease from its first model call until it ends: a second run of
+    the same session meanwhile (through this filter or another, in this process or another)
+    fails at its first model call with `SessionBusyError`, and the first goes on.
+
     Args:
-        workspace: where offloaded content goes.
+        workspace: where offloaded content goes (a `Workspace`; a path is refused: pass
+            `LocalWorkspace(path)`).
         config: when to truncate and when to summarise; its `context_window` is the window.
         summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
             extractive summary.
-        session_id: the session (a conversation id that is no plain name gets a safe one of
-            its own, `session_id_for`).
+        session_id: the conversation every run of this filter writes (a plain name is its
+            session; any other id is mapped by the one rule, `session_id_for`); None for a
+            new session per run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
+
+    Raises:
+        ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
+            no `ContextConfig`, or `max_output_chars` is not a positive int.
     """
 
     def __init__(
@@ -87,37 +110,130 @@ class OffloadingInputFilter:
         *,
         config: ContextConfig | None = None,
         summary_model: ChatModel | None = None,
-        session_id: str = "openai-agents",
+        session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
     ) -> None:
-        self.workspace = workspace
+        self.workspace = checked_workspace(workspace, _DOOR)
+        self.config = checked_config(config)
+        self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         self.memory = memory
-        self.config = config or ContextConfig()
-        self.session_id = session_id_for(session_id)
-        self.max_output_chars = max_output_chars
-        self._projector = Projector(
-            workspace, self.session_id, config=self.config, model=summary_model
-        )
+        self.summary_model = summary_model
+        self.session_id: str | None = None
+        self._conversation: object = None  # the host's id of the named conversation
+        self._projector: Projector | None = None  # the named session's, kept across runs
+        if session_id is not None:
+            self._name(conversation_session(session_id), session_id)
         self._tools: list[Any] | None = None
-        # The last call's history, its tool schemas and the items it was sent: a request
-        # the provider refuses as over its window is sent again summarised (`wrap`).
-        self._last: tuple[list[Msg], dict[str, Any], list[dict[str, Any]], list[Any]] | None = None
+        self._runs = HostRuns(self.workspace, _DOOR)
+        # Per SDK run, by id (the SDK's run object is unhashable; held weakly: an entry goes
+        # with its run): its session, projector and last call. Calls made outside any run
+        # share `_outside`.
+        self._by_run: dict[int, tuple[weakref.ref[Any], _Run]] = {}
+        self._outside: _Run | None = None
+        self._guard = threading.Lock()
         self._model_name: str | None = None  # the model `wrap` was given
+
+    def _name(self, session: str, conversation: object) -> None:
+        """Make every run of this filter write `session` (the host's `conversation`)."""
+        self.session_id = session
+        self._conversation = conversation
+        self._projector = self._new_projector(session)
+
+    def _new_projector(self, session: str) -> Projector:
+        return Projector(self.workspace, session, config=self.config, model=self.summary_model)
 
     async def __call__(self, data: Any) -> Any:
         """The `ModelInputData` to send for `data` (a `CallModelData`): its input items
-        projected; its instructions as they are."""
+        projected; its instructions as they are.
+
+        Raises:
+            SessionBusyError: another live run writes this run's session.
+        """
+        run = await self.run_state()
         given = data.model_data
         items = list(given.input)
         history, originals = _history(given.instructions, items)
         tools = _schemas(data.agent)
         # The counter of the model: the one `wrap` was given, else the agent's.
-        self._projector.use_model(self._model_name or model_name_of(data.agent.model))
-        projected = await self._projector.project(history, tools=tools)
+        run.projector.use_model(self._model_name or model_name_of(data.agent.model))
+        projected = await run.projector.project(history, tools=tools)
         sent = _back(projected, history, originals)
-        self._last = (history, originals, tools, sent)
+        run.last = (history, originals, tools, sent)
         return dataclasses.replace(given, input=sent)
+
+    async def run_state(self) -> _Run:
+        """The run calling now, begun at its first call: its session named, its lease taken
+        and its `door` event recorded (a call outside any SDK run: this filter's session,
+        recorded once, no lease).
+
+        Raises:
+            SessionBusyError: another live run writes the session.
+        """
+        owner = _sdk_run()
+        if owner is None:
+            return await self._outside_run()
+        run = self._run_of(owner)
+        if run is not None:
+            return run
+        session = self.session_id or fresh_session(
+            _DOOR, "the filter has no session_id and no WorkspaceSession made it"
+        )
+        run = _Run(session, uuid.uuid4().hex, self._projector or self._new_projector(session))
+        gone = weakref.ref(owner)
+        await self._runs.abegin(
+            session,
+            run.run,
+            conversation=self._conversation,
+            live=lambda: _running(gone()),
+            owner=owner,
+        )
+        key = id(owner)
+
+        def forget(_: object, runs: dict[int, Any] = self._by_run) -> None:
+            runs.pop(key, None)
+
+        with self._guard:
+            self._by_run[key] = (weakref.ref(owner, forget), run)
+        return run
+
+    def _run_of(self, owner: Any) -> _Run | None:
+        """The state of SDK run `owner`, if it has begun."""
+        with self._guard:
+            entry = self._by_run.get(id(owner))
+        return entry[1] if entry is not None and entry[0]() is owner else None
+
+    async def _outside_run(self) -> _Run:
+        """The state of calls made outside any SDK run (a test, a loop of one's own)."""
+        with self._guard:
+            run = self._outside
+            if run is None:
+                session = self.session_id or fresh_session(
+                    _DOOR, "the filter was called outside a Runner.run and has no session_id"
+                )
+                run = self._outside = _Run(
+                    session, "", self._projector or self._new_projector(session)
+                )
+        if not run.announced:
+            run.announced = True
+            await record_door(self.workspace, _DOOR, run.session, self._conversation)
+        return run
+
+    async def ended(self) -> None:
+        """The SDK run calling now has ended: its session is given up (`wrap`'s model is
+        told so by the SDK; without it the run ends when the SDK drops it)."""
+        owner = _sdk_run()
+        run = self._run_of(owner) if owner is not None else None
+        if run is not None:
+            await self._runs.aend(run.session, run.run)
+
+    def _current(self) -> _Run | None:
+        """The state of the run calling now, if it has begun."""
+        owner = _sdk_run()
+        if owner is None:
+            with self._guard:
+                return self._outside
+        return self._run_of(owner)
 
     def wrap(self, model: Any) -> Any:
         """`model` (an SDK `Model`, such as `OpenAIChatCompletionsModel`) as a `Model` that
@@ -127,7 +243,8 @@ class OffloadingInputFilter:
 
         The wrapped model also hands each response's `usage.input_tokens` back to the
         projection (`Projector.report_usage`: the next call is decided on the provider's
-        count), and its name picks the counter (`get_token_counter`)."""
+        count), its name picks the counter (`get_token_counter`), and the SDK's word that a
+        run ended gives the run's session up at once."""
         try:
             base: Any = importlib.import_module("agents.models.interface").Model
         except ImportError as exc:
@@ -137,25 +254,27 @@ class OffloadingInputFilter:
 
     async def reported(self, sent: Any, usage: Any) -> bool:
         """Fold the input tokens a response reported back in, when the request was `sent`,
-        the items this filter made for its latest call (a request of its own); whether the
-        report was taken (see `Projector.report_usage`)."""
-        last = self._last
+        the items this filter made for the run's latest call (a request of its own); whether
+        the report was taken (see `Projector.report_usage`)."""
+        run = self._current()
+        last = run.last if run is not None else None
         tokens = getattr(usage, "input_tokens", None)
-        if last is None or (sent is not last[3] and sent != last[3]):
+        if run is None or last is None or (sent is not last[3] and sent != last[3]):
             return False
-        return isinstance(tokens, int) and await self._projector.report_usage(tokens)
+        return isinstance(tokens, int) and await run.projector.report_usage(tokens)
 
     async def summarised(self, sent: Any) -> list[Any] | None:
-        """The items to send again for `sent`, the items of the last call the provider refused
-        as over its window, summarised at once; None when `sent` is not what this filter
-        last made (the request is not one of its own)."""
-        last = self._last
-        if last is None or (sent is not last[3] and sent != last[3]):
+        """The items to send again for `sent`, the items of the run's last call the provider
+        refused as over its window, summarised at once; None when `sent` is not what this
+        filter last made for the run (the request is not one of its own)."""
+        run = self._current()
+        last = run.last if run is not None else None
+        if run is None or last is None or (sent is not last[3] and sent != last[3]):
             return None
         history, originals, tools, _ = last
-        projected = await self._projector.project(history, tools=tools, force=True)
+        projected = await run.projector.project(history, tools=tools, force=True)
         again = _back(projected, history, originals)
-        self._last = (history, originals, tools, again)
+        run.last = (history, originals, tools, again)
         return again
 
     @property
@@ -174,6 +293,69 @@ class OffloadingInputFilter:
             )
             self._tools = [function_tool(function) for function in functions]
         return self._tools
+
+
+_DOOR = DOORS["openai-agents"]
+
+
+class _Run:
+    """One SDK run as the filter knows it: its session, its id, the projector of the session,
+    the last call's history, tool schemas and items (a request the provider refuses as over
+    its window is sent again summarised: `wrap`), and whether its `door` event is written."""
+
+    __slots__ = ("announced", "last", "projector", "run", "session")
+
+    def __init__(self, session: str, run: str, projector: Projector) -> None:
+        self.session = session
+        self.run = run
+        self.projector = projector
+        self.last: tuple[list[Msg], dict[str, Any], list[dict[str, Any]], list[Any]] | None = None
+        self.announced = False
+
+
+@functools.cache
+def _run_variable() -> contextvars.ContextVar[Any] | None:
+    """Where the SDK keeps its object for the run calling now, or None (an SDK without it).
+
+    The SDK hands an input filter no object of the run (`CallModelData.context` is the
+    user's context, which runs may share), and its trace is shared by every run inside one
+    `trace()` block and by an agent-as-tool's inner run, cannot be held weakly and never
+    says the run ended. The record `Runner.run` and `run_streamed` keep for the run's
+    tool configuration is one per run, for the run's whole life, in every task of it, and
+    is marked closed when the run ends, however it ends: that is the run here. A private
+    name of openai-agents 0.24 (the extra pins it below 0.25; the tests drive the real SDK).
+    """
+    try:
+        module = importlib.import_module("agents.run_internal.agent_tool_configuration")
+    except ImportError:
+        return None
+    variable = getattr(module, "_current_run", None)  # the SDK's, not a capability of ours
+    return variable if isinstance(variable, contextvars.ContextVar) else None
+
+
+def _sdk_run() -> Any:
+    """The SDK's object for the run calling now; None outside a run (or, said once, with an
+    SDK whose runs cannot be told apart: every call is then this filter's own session's)."""
+    variable = _run_variable()
+    if variable is None:
+        _warn_no_runs()
+        return None
+    return variable.get()
+
+
+@functools.cache
+def _warn_no_runs() -> None:
+    logger.warning(
+        "this version of the OpenAI Agents SDK does not show ctxoffload which run calls its "
+        "input filter: each OffloadingInputFilter writes one session (its session_id, or one "
+        "new session) and takes no lease; install 'ctxoffload[openai-agents]' for the version "
+        "it is tested with"
+    )
+
+
+def _running(owner: Any) -> bool:
+    """Whether the SDK run `owner` is going on (collected, or marked closed: it ended)."""
+    return owner is not None and not getattr(owner, "closed", False)
 
 
 class WorkspaceSession:
@@ -236,6 +418,7 @@ class WorkspaceSession:
         summary_model: ChatModel | None = None,
         keep_whole_outputs: bool = False,
     ) -> None:
+        workspace = checked_workspace(workspace, _DOOR)
         if not isinstance(workspace, HistoryLog):
             raise not_a_capability(
                 workspace,
@@ -245,9 +428,10 @@ class WorkspaceSession:
                 "ObjectStoreWorkspace, SqlWorkspace), or add those methods to yours",
             )
         self.workspace = workspace
-        self.session_id = session_id_for(session_id)
-        self.config = config or ContextConfig()
+        self.session_id = conversation_session(session_id)
+        self.config = checked_config(config)
         self.keep_whole_outputs = keep_whole_outputs
+        self._conversation = session_id
         self._summary_model = summary_model
         self._log = workspace  # the same object, as the capability the items are kept with
         self._compressor = Compressor(
@@ -263,6 +447,8 @@ class WorkspaceSession:
         self._cut_output: Callable[[ToolResultBlock, Msg], Awaitable[ToolResultBlock]] = (
             self._own_cut
         )
+        self._filter: OffloadingInputFilter | None = None  # the latest `input_filter()`
+        self._announced = False  # whether this object recorded its `door` event
         self._items = _LiveItems()
         self._lock = asyncio.Lock()
 
@@ -296,16 +482,37 @@ class WorkspaceSession:
             self.workspace,
             config=config or self.config,
             summary_model=summary_model if summary_model is not None else self._summary_model,
-            session_id=self.session_id,
             **options,
         )
-        projector = offload._projector
+        offload._name(self.session_id, self._conversation)
 
         async def cut(block: ToolResultBlock, message: Msg) -> ToolResultBlock:
-            return await projector.offload_tool_result(block, message=message)
+            run = await offload.run_state()
+            return await run.projector.offload_tool_result(block, message=message)
 
         self._cut_output = cut
+        self._filter = offload
         return offload
+
+    async def _begin(self) -> None:
+        """In an SDK run, with a filter of this session: the run begins writing the session
+        here if it has not yet (the SDK reads the items before its first model call), so a
+        second live run is refused before it writes anything.
+
+        Raises:
+            SessionBusyError: another live run writes the session.
+        """
+        if self._filter is not None and _sdk_run() is not None:
+            await self._filter.run_state()
+
+    async def _announce(self) -> None:
+        """Before this object's first event: the `door` event that opens the record (with a
+        filter of this session, that filter's run records it)."""
+        if self._filter is not None:
+            await self._filter.run_state()
+        elif not self._announced:
+            self._announced = True
+            await record_door(self.workspace, _DOOR, self.session_id, self._conversation)
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The conversation's items, oldest first; with `limit` (or the `limit` of
@@ -313,6 +520,7 @@ class WorkspaceSession:
         for a negative one, as the SDK's `SQLiteSession` gives)."""
         if limit is None:
             limit = getattr(self.session_settings, "limit", None)
+        await self._begin()
         async with self._lock:
             await self._read_new()
             live = self._items.live
@@ -326,6 +534,7 @@ class WorkspaceSession:
         (unless `keep_whole_outputs`)."""
         if not items:
             return
+        await self._begin()
         async with self._lock:
             given = [_as_item(item) for item in items]
             kept = given if self.keep_whole_outputs else await self._lean(given)
@@ -334,6 +543,7 @@ class WorkspaceSession:
     async def pop_item(self) -> Any | None:
         """Remove and return the latest item (a record naming it is appended); None when
         there is none."""
+        await self._begin()
         async with self._lock:
             await self._read_new()
             if not self._items.live:
@@ -345,6 +555,7 @@ class WorkspaceSession:
     async def clear_session(self) -> None:
         """Forget the conversation's items: a new, empty start is appended (what was
         offloaded for it stays, and so do the earlier lines of its history.jsonl)."""
+        await self._begin()
         async with self._lock:
             await self._read_new()
             if self._items.live:
@@ -357,6 +568,7 @@ class WorkspaceSession:
         to the session's context.jsonl before a new start is appended to history.jsonl,
         holding the summary and the items kept; the newest turn is kept as it is."""
         force = bool(args.get("force")) if isinstance(args, dict) else False
+        await self._begin()
         async with self._lock:
             await self._read_new()
             items = [json.loads(text) for _, text in self._items.live]
@@ -374,6 +586,7 @@ class WorkspaceSession:
                 # Forced: as if the items filled the window, as `Agent.compact` does.
                 tokens = max(1, self._compressor.count(history))
                 config = self.config.model_copy(update={"context_window": tokens})
+            await self._announce()
             result = await self._compressor.maybe_compress(history, force=force, config=config)
             if not result.compressed:
                 return
@@ -382,6 +595,7 @@ class WorkspaceSession:
 
     async def _own_cut(self, block: ToolResultBlock, message: Msg) -> ToolResultBlock:
         """A big output cut by this session's own compressor (no filter bound)."""
+        await self._announce()
         return await self._compressor.process_tool_result(block)
 
     async def _read_new(self) -> None:
@@ -523,7 +737,12 @@ def _retrying_model_class(base: Any) -> Any:
             return getattr(self.model, name)
 
         async def _cleanup_on_run_end(self, owner: object) -> None:
-            await self.model._cleanup_on_run_end(owner)
+            # The SDK's word that the run ended (in its `finally`, however it ended): the
+            # run's session is given up now, not when the SDK drops the run.
+            try:
+                await self.model._cleanup_on_run_end(owner)
+            finally:
+                await self.offload.ended()
 
         async def close(self) -> None:
             await self.model.close()
