@@ -17,8 +17,17 @@ from frameworks import require_framework
 
 require_framework("agents", "openai_agents")
 
-from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled, trace  # noqa: E402
-from openai_agents_scripted import Scripted, answer, tool_call  # noqa: E402
+from agents import (  # noqa: E402
+    Agent,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+    trace,
+)
+from openai import AsyncOpenAI  # noqa: E402
+from openai_agents_scripted import Scripted, answer, call, tool_call  # noqa: E402
 
 from ctxoffload import ConfigError, ContextConfig, LocalWorkspace, SessionBusyError  # noqa: E402
 from ctxoffload._disk.ids import session_id_for  # noqa: E402
@@ -27,6 +36,7 @@ from ctxoffload.integrations.openai_agents import (  # noqa: E402
     OffloadingInputFilter,
     WorkspaceSession,
 )
+from openai_server import OpenAIServer  # noqa: E402
 
 set_tracing_disabled(True)
 
@@ -221,6 +231,31 @@ async def test_a_wrapped_model_gives_the_session_up_as_the_run_ends(tmp_path: Pa
     errors.clear()
     gc.collect()
     assert "released" in lease("bare")
+
+
+async def test_a_streamed_run_kept_by_its_result_gives_its_session_up_as_it_ends(
+    tmp_path: Path,
+) -> None:
+    """A streamed result keeps the SDK's run (in its finished tasks): the run has ended all
+    the same, and the next run of the conversation, through another session object and its
+    filter, is not refused."""
+    with OpenAIServer() as server:
+        server.add(call("fetch", {}, "call_1"))
+        server.add_completion("The export finished.")
+        server.add_completion("Yes.")
+        async with AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
+            model = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
+            agent = Agent(name="ops", model=model, tools=[plain_tool()])
+            first = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG)
+            config = RunConfig(call_model_input_filter=first.input_filter())
+            streamed = Runner.run_streamed(agent, "dump it", session=first, run_config=config)
+            async for _ in streamed.stream_events():
+                pass
+            again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG)
+            config = RunConfig(call_model_input_filter=again.input_filter())
+            result = await Runner.run(agent, "all done?", session=again, run_config=config)
+    assert (streamed.final_output, result.final_output) == ("The export finished.", "Yes.")
+    assert len(await again.get_items()) == 6
 
 
 # -- recorded --------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import threading
 import time
@@ -183,17 +184,25 @@ class HostRuns:
                     raise door_busy(self.door, busy, conversation)
                 self._drop(session, current)
             announce = session not in self._announced
-            lease = self._on_loop(
-                begin_run(
-                    self.workspace,
-                    self.door,
-                    session,
-                    conversation=conversation,
-                    announce=announce,
-                )
+            take = functools.partial(
+                begin_run,
+                self.workspace,
+                self.door,
+                session,
+                conversation=conversation,
+                announce=announce,
             )
+            try:
+                lease = self._on_loop(take())
+            except SessionBusyError as busy:
+                if not _release_ended(busy.holder):
+                    raise
+                lease = self._on_loop(take())
             self._announced.add(session)
-            self._runs[session] = _Run(run, lease, live)
+            taken = self._runs[session] = _Run(run, lease, live, self)
+            token = lease.holder.get("token") if lease is not None else None
+            if live is not None and isinstance(token, str):
+                _SAY_IF_LIVE[token] = taken
         if owner is not None:
             ended = weakref.finalize(owner, self._collected, session, run)
             ended.atexit = False  # at exit the process's end frees its leases
@@ -282,16 +291,43 @@ class HostRuns:
 
 
 class _Run:
-    """A run of this process holding a session: its id, lease, calls in flight, and how to
-    ask whether it is still going (None: the host does not say)."""
+    """A run of this process holding a session: its id, lease, calls in flight, how to ask
+    whether it is still going (None: the host does not say), and the `HostRuns` holding it."""
 
-    __slots__ = ("beats", "calls", "lease", "live", "run")
+    __slots__ = ("__weakref__", "beats", "calls", "held_by", "lease", "live", "run")
 
     def __init__(
-        self, run: str, lease: SessionLease | None, live: Callable[[], bool] | None = None
+        self,
+        run: str,
+        lease: SessionLease | None,
+        live: Callable[[], bool] | None = None,
+        held_by: HostRuns | None = None,
     ) -> None:
         self.run = run
         self.lease = lease
         self.live = live
+        self.held_by = None if held_by is None else weakref.ref(held_by)
         self.calls = 0
         self.beats = 0
+
+
+_SAY_IF_LIVE: weakref.WeakValueDictionary[str, _Run] = weakref.WeakValueDictionary()
+"""The runs of this process whose host says whether they are going (`live`), by their
+lease's token. A run that ended may keep its lease while the host still holds its object (the
+OpenAI Agents SDK's streamed result keeps its run): a run refused by it takes the session."""
+
+
+def _release_ended(holder: dict[str, Any]) -> bool:
+    """Give up the lease of `holder` when it is a run of this process whose host says it
+    ended; whether it was. The lease is released on the loop of the `HostRuns` that took it,
+    without that object's lock (a release is idempotent; its stale entry is dropped when the
+    session is next begun there), so two of them never wait on each other."""
+    token = holder.get("token")
+    run = _SAY_IF_LIVE.get(token) if isinstance(token, str) else None
+    if run is None or run.live is None or run.live() or run.lease is None:
+        return False
+    runs = run.held_by() if run.held_by is not None else None
+    if runs is None:
+        return False
+    runs._on_loop(run.lease.release())
+    return True
