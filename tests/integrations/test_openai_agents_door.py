@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,22 @@ from agents import (  # noqa: E402
 )
 from openai import AsyncOpenAI  # noqa: E402
 from openai_agents_scripted import Scripted, answer, call, tool_call  # noqa: E402
+from workspace_kinds import bucket, local, memory  # noqa: E402
 
-from ctxoffload import ConfigError, ContextConfig, LocalWorkspace, SessionBusyError  # noqa: E402
+from ctxoffload import (  # noqa: E402
+    ConfigError,
+    ContextConfig,
+    LocalWorkspace,
+    SessionBusyError,
+    SqlWorkspace,
+)
 from ctxoffload._disk.ids import session_id_for  # noqa: E402
 from ctxoffload._doors.doors import DOORS  # noqa: E402
 from ctxoffload.integrations.openai_agents import (  # noqa: E402
     OffloadingInputFilter,
     WorkspaceSession,
 )
+from ctxoffload.workspace import Workspace  # noqa: E402
 from openai_server import OpenAIServer  # noqa: E402
 
 set_tracing_disabled(True)
@@ -159,6 +168,31 @@ async def test_a_second_live_run_through_the_same_filter_is_refused_and_the_firs
     await one_run(offload, plain_tool())  # a run after it is welcome
     kinds = [e["kind"] for e in events(tmp_path / "ws", "c1")]
     assert kinds.count("model_call") == 4
+
+
+def sqlite(tmp_path: Path) -> Workspace:
+    return SqlWorkspace(f"sqlite:///{tmp_path / 'ws.db'}")
+
+
+@pytest.mark.parametrize("kind", [local, memory, bucket, sqlite], ids=lambda f: f.__name__)
+async def test_one_live_run_per_session_on_every_workspace(
+    tmp_path: Path, kind: Callable[[Path], Workspace]
+) -> None:
+    """Two filters of one session on one workspace (a folder, memory, a bucket, SQLite): the
+    second run is refused while the first is live, and welcome once it ended."""
+    workspace = kind(tmp_path)
+    first = OffloadingInputFilter(workspace, config=CONFIG, session_id="c1")
+    gate = Gate()
+    running = asyncio.create_task(one_run(first, gate.tool))
+    await gate.entered.wait()
+    second = OffloadingInputFilter(workspace, config=CONFIG, session_id="c1")
+    with pytest.raises(SessionBusyError, match=BUSY):
+        await one_run(second, plain_tool())
+    gate.opened.set()
+    await running
+    await one_run(second, plain_tool())
+    kinds = [event["kind"] for event in await workspace.read_events("c1")]
+    assert kinds.count("model_call") == 4 and kinds[0] == "door"
 
 
 async def test_a_refused_run_writes_nothing_in_the_conversation(tmp_path: Path) -> None:
