@@ -150,7 +150,7 @@ class OffloadingInputFilter:
         Raises:
             SessionBusyError: another live run writes this run's session.
         """
-        run = await self.run_state()
+        run = await self._run_state()
         given = data.model_data
         items = list(given.input)
         history, originals = _history(given.instructions, items)
@@ -162,7 +162,7 @@ class OffloadingInputFilter:
         run.last = (history, originals, tools, sent)
         return dataclasses.replace(given, input=sent)
 
-    async def run_state(self) -> _Run:
+    async def _run_state(self) -> _Run:
         """The run calling now, begun at its first call: its session named, its lease taken
         and its `door` event recorded (a call outside any SDK run: this filter's session,
         recorded once, no lease).
@@ -219,7 +219,7 @@ class OffloadingInputFilter:
             await record_door(self.workspace, _DOOR, run.session, self._conversation)
         return run
 
-    async def ended(self) -> None:
+    async def _ended(self) -> None:
         """The SDK run calling now has ended: its session is given up (`wrap`'s model is
         told so by the SDK; without it the run ends when the SDK drops it)."""
         owner = _sdk_run()
@@ -487,7 +487,7 @@ class WorkspaceSession:
         offload._name(self.session_id, self._conversation)
 
         async def cut(block: ToolResultBlock, message: Msg) -> ToolResultBlock:
-            run = await offload.run_state()
+            run = await offload._run_state()
             return await run.projector.offload_tool_result(block, message=message)
 
         self._cut_output = cut
@@ -503,13 +503,13 @@ class WorkspaceSession:
             SessionBusyError: another live run writes the session.
         """
         if self._filter is not None and _sdk_run() is not None:
-            await self._filter.run_state()
+            await self._filter._run_state()
 
     async def _announce(self) -> None:
         """Before this object's first event: the `door` event that opens the record (with a
         filter of this session, that filter's run records it)."""
         if self._filter is not None:
-            await self._filter.run_state()
+            await self._filter._run_state()
         elif not self._announced:
             self._announced = True
             await record_door(self.workspace, _DOOR, self.session_id, self._conversation)
@@ -742,7 +742,7 @@ def _retrying_model_class(base: Any) -> Any:
             try:
                 await self.model._cleanup_on_run_end(owner)
             finally:
-                await self.offload.ended()
+                await self.offload._ended()
 
         async def close(self) -> None:
             await self.model.close()
