@@ -7,8 +7,10 @@ with the door. Runs of the real SDK with `Scripted`, a model of the test's own, 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gc
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -237,13 +239,18 @@ async def test_a_run_that_raised_gives_its_session_up(tmp_path: Path) -> None:
 async def test_a_wrapped_model_gives_the_session_up_as_the_run_ends(tmp_path: Path) -> None:
     """The SDK tells the models of a run that it ended (in its `finally`): with `wrap`, the
     lease is released then, even while the failed run is kept (its error held, the cycle
-    collector off); without it, when the SDK drops the run."""
+    collector off); without it, the lease is let go of when the SDK drops the run."""
 
-    def lease(session: str) -> dict[str, Any]:
-        record: dict[str, Any] = json.loads(
-            (tmp_path / "ws" / "sessions" / session / "lease.json").read_text()
-        )
-        return record
+    def locked(session: str) -> bool:
+        """Whether another process would find the session's lease held."""
+        fd = os.open(tmp_path / "ws" / "sessions" / session / "lease.json", os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     errors: list[BaseException] = []
     gc.disable()
@@ -258,13 +265,13 @@ async def test_a_wrapped_model_gives_the_session_up_as_the_run_ends(tmp_path: Pa
                 await Runner.run(agent, "go", run_config=RunConfig(call_model_input_filter=offload))
             except IndexError as error:
                 errors.append(error)
-        assert "released" not in lease("bare")
-        assert "released" in lease("wrapped")
+        assert locked("bare") and not locked("wrapped")
+        assert "released" in (tmp_path / "ws/sessions/wrapped/lease.json").read_text()
     finally:
         gc.enable()
     errors.clear()
     gc.collect()
-    assert "released" in lease("bare")
+    assert not locked("bare")
 
 
 async def test_a_streamed_run_kept_by_its_result_gives_its_session_up_as_it_ends(

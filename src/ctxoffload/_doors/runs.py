@@ -130,8 +130,8 @@ class HostRuns:
     whatever thread or loop the host calls from.
 
     A host whose runs say whether they are still going, or that keeps an object for each run,
-    passes `live` (a run is gone once it says so, at once) and `owner` (the run ends when that
-    object is collected) to `begin`: then no run waits out `grace`.
+    passes `live` (a run is gone once it says so, at once) and `owner` (the lease is let go of
+    when that object is collected) to `begin`: then no run waits out `grace`.
 
     Args:
         workspace: the door's workspace.
@@ -167,8 +167,11 @@ class HostRuns:
             conversation: the host's own id of the conversation, recorded.
             live: whether the run is still going, for a host whose runs say so (then a run
                 is taken for gone when it says it is, at once, not after `grace` idle).
-            owner: the host's object for the run, held weakly: the run ends when it is
-                collected (None: only `end` ends it).
+            owner: the host's object for the run, held weakly: when it is collected, the
+                run's lease is let go of unreleased, as a lease object dropped is (a disk
+                lock closes with its descriptor, a taker of this process takes it at once, a
+                bucket's or a database's lapses), since the collector may run anywhere and
+                must not wait (None: only `end` and the next run end it).
 
         Raises:
             SessionBusyError: another live run (of this process or another) writes it.
@@ -179,8 +182,7 @@ class HostRuns:
                 return
             if current is not None:
                 if not self._gone(current):
-                    holder = current.lease.holder if current.lease is not None else {}
-                    busy = SessionBusyError("", session, holder)
+                    busy = SessionBusyError("", session, _holder(current))
                     raise door_busy(self.door, busy, conversation)
                 self._drop(session, current)
             announce = session not in self._announced
@@ -203,9 +205,8 @@ class HostRuns:
             token = lease.holder.get("token") if lease is not None else None
             if live is not None and isinstance(token, str):
                 _SAY_IF_LIVE[token] = taken
-        if owner is not None:
-            ended = weakref.finalize(owner, self._collected, session, run)
-            ended.atexit = False  # at exit the process's end frees its leases
+            if owner is not None:
+                taken.owner = weakref.ref(owner, functools.partial(_let_go, weakref.ref(taken)))
 
     async def abegin(
         self,
@@ -231,23 +232,6 @@ class HostRuns:
     async def aend(self, session: str, run: str) -> None:
         """`end` from async code."""
         await asyncio.to_thread(self.end, session, run)
-
-    def _collected(self, session: str, run: str) -> None:
-        """The host's object for run `run` was collected: the run is over. The collector
-        calls this wherever the last reference went; where waiting for this object's lock or
-        loop could never end (on that loop, or in a thread inside `begin`), or would wait on
-        another thread, the end is left to a thread of its own."""
-        if not self._loop.is_current() and self._lock.acquire(blocking=False):
-            try:
-                current = self._runs.get(session)
-                if current is not None and current.run == run:
-                    self._drop(session, current)
-            finally:
-                self._lock.release()
-            return
-        threading.Thread(
-            target=self.end, args=(session, run), name="ctxoffload-run-end", daemon=True
-        ).start()
 
     @contextlib.contextmanager
     def active(self, session: str, run: str) -> Iterator[None]:
@@ -286,15 +270,16 @@ class HostRuns:
 
     def _drop(self, session: str, run: _Run) -> None:
         del self._runs[session]
-        if run.lease is not None:
-            self._on_loop(run.lease.release())
+        lease = run.lease  # once: the collector may let go of it meanwhile (`_let_go`)
+        if lease is not None:
+            self._on_loop(lease.release())
 
 
 class _Run:
     """A run of this process holding a session: its id, lease, calls in flight, how to ask
     whether it is still going (None: the host does not say), and the `HostRuns` holding it."""
 
-    __slots__ = ("__weakref__", "beats", "calls", "held_by", "lease", "live", "run")
+    __slots__ = ("__weakref__", "beats", "calls", "held_by", "lease", "live", "owner", "run")
 
     def __init__(
         self,
@@ -307,6 +292,7 @@ class _Run:
         self.lease = lease
         self.live = live
         self.held_by = None if held_by is None else weakref.ref(held_by)
+        self.owner: weakref.ref[Any] | None = None  # the host's object for the run
         self.calls = 0
         self.beats = 0
 
@@ -324,10 +310,27 @@ def _release_ended(holder: dict[str, Any]) -> bool:
     session is next begun there), so two of them never wait on each other."""
     token = holder.get("token")
     run = _SAY_IF_LIVE.get(token) if isinstance(token, str) else None
-    if run is None or run.live is None or run.live() or run.lease is None:
+    lease = run.lease if run is not None else None
+    if run is None or lease is None or run.live is None or run.live():
         return False
     runs = run.held_by() if run.held_by is not None else None
     if runs is None:
         return False
-    runs._on_loop(run.lease.release())
+    runs._on_loop(lease.release())
     return True
+
+
+def _holder(run: _Run) -> dict[str, Any]:
+    """What `run`'s lease says of its holder, read here so that a refusal's traceback (whose
+    frames a caller may keep) holds no lease alive."""
+    lease = run.lease
+    return dict(lease.holder) if lease is not None else {}
+
+
+def _let_go(run: weakref.ref[_Run], owner: object) -> None:
+    """The host's object for `run` was collected: drop the run's lease unreleased. Called by
+    the collector wherever it runs (inside a lock of the executor, on any thread): one
+    assignment, nothing that waits."""
+    held = run()
+    if held is not None:
+        held.lease = None
