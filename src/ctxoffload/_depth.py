@@ -4,6 +4,11 @@ Python's `json`, `repr` and pydantic's serialiser all recurse: 255 levels stop p
 about 1,000 stop `json.dumps`, and past that a `RecursionError` escapes. ctxoffload checks
 depth itself, without recursion, so that a value nested too deeply (or one that contains
 itself) is refused with a clear error at the edge, never a `RecursionError` in the middle.
+
+The one home of every "too deep" rule: the limits, the check of a value (`too_deep`), of
+JSON text (`load_json`, which a tool call's arguments, a log line, a transcript and a
+configuration file are all read with), and the error that names what was refused
+(`depth_error`).
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ TYPE_CHECKING = False  # `typing` and pydantic cost every command's start-up: th
 if TYPE_CHECKING:
     from typing import Any
 
+    from .exceptions import InvalidContent
+
 __all__ = [
     "MAX_DEPTH",
     "READ_DEPTH",
     "STORE_DEPTH",
     "TooDeep",
+    "depth_error",
     "load_json",
     "text_form",
     "too_deep",
@@ -79,15 +87,29 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def depth_error(where: str, limit: int = MAX_DEPTH) -> InvalidContent:
+    """The error for content nested deeper than `limit` levels (or containing itself),
+    naming it by `where` (its first 80 characters)."""
+    from .exceptions import InvalidContent
+
+    shown = where if len(where) <= 80 else where[:80] + "..."
+    return InvalidContent(
+        f"{shown} is nested deeper than {limit} levels (or contains itself): flatten it, "
+        "or pass deeply nested data as JSON text"
+    )
+
+
 class TooDeep(ValueError):
     """JSON nested more levels deep than `load_json` reads."""
 
 
-def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
-    """`json.loads(raw)`, refusing a value nested more than `limit` levels deep.
+def load_json(raw: str | bytes, limit: int = READ_DEPTH, **options: Any) -> Any:
+    """`json.loads(raw, **options)`, refusing a value nested more than `limit` levels deep.
 
-    The one rule for JSON read from a workspace or given to a command: a value deeper than any
-    the workspace writes is refused as a bad value, like text that is not JSON, instead of
+    The one rule for JSON text from outside: a log line or state.json read from a workspace,
+    a transcript or a configuration given to a command (`READ_DEPTH`, deeper than any the
+    workspace writes), the arguments of a tool call a model wrote (`MAX_DEPTH`). A value
+    deeper than `limit` is refused as a bad value, like text that is not JSON, instead of
     reaching code that walks it (or the parser's own RecursionError escaping).
 
     Raises:
@@ -95,7 +117,7 @@ def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
         ValueError: not JSON.
     """
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, **options)
     except RecursionError:
         raise TooDeep(f"nested more than {limit} levels deep") from None
     # Only a text with more brackets than the limit can be that deep: counting them is a

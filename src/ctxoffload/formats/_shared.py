@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from .._depth import STORE_DEPTH, too_deep
+from .._depth import STORE_DEPTH, depth_error, too_deep
 from ..exceptions import InvalidContent
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, URLSource
 
@@ -190,10 +190,7 @@ def check_msg(msg: Any, where: str) -> Msg:
 def check_depth(message: Mapping[str, Any], where: str) -> None:
     # Conversion copies and walks values recursively: refuse what nests too deeply first.
     if too_deep(message, STORE_DEPTH):
-        raise InvalidContent(
-            f"{where} is nested deeper than {STORE_DEPTH} levels (or contains itself): "
-            "flatten it, or pass deeply nested data as JSON text"
-        )
+        raise depth_error(where, STORE_DEPTH)
 
 
 def bad_content(where: str, content: Any) -> InvalidContent:

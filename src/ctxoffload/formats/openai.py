@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._depth import MAX_DEPTH, too_deep
+from .._depth import MAX_DEPTH, load_json
 from ..exceptions import InvalidContent
 from ..messages import (
     Base64Source,
@@ -212,11 +212,11 @@ def _block_to_openai_part(block: Block) -> dict[str, Any] | None:
 
 def _parse_arguments(raw: str) -> tuple[dict[str, Any], Hint]:
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # json.loads recurses: very deep JSON stops it
+        # Kept as the text the model sent when not JSON, or too deep to store or render.
+        value = load_json(raw, MAX_DEPTH)
+    except ValueError:
         return {_RAW_ARGUMENTS: raw}, {}
-    # Kept as the text the model sent when too deep to store or render (see _depth).
-    if not isinstance(value, dict) or too_deep(value, MAX_DEPTH):
+    if not isinstance(value, dict):
         return {_RAW_ARGUMENTS: raw}, {}
     if set(value) != {_RAW_ARGUMENTS}:
         for style, options in _ARGUMENT_STYLES.items():
