@@ -401,6 +401,8 @@ class Truncation(_TokenChange):
     reference: str | None
     lines_shown: int
     lines_total: int
+    bytes_total: int
+    kept_sha256: str
     unit: str
     reason: str
 
@@ -427,6 +429,8 @@ class Offload(_TokenChange):
     tool_name: str | None
     blocks: int
     references: list[str]
+    bytes: int
+    kept_sha256: str
 
     def sentence(self) -> str:
         return (

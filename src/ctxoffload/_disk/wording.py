@@ -7,6 +7,8 @@ Light on purpose, as `events.py`: no `typing` at run time.
 
 from __future__ import annotations
 
+from .records import line_runs
+
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -136,23 +138,12 @@ def spans_text(spans: Iterable[Sequence[int]]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged)
 
 
-def _is_run(run: object) -> bool:
-    return (
-        isinstance(run, list)
-        and len(run) == 2
-        and all(isinstance(n, int) and not isinstance(n, bool) for n in run)
-    )
-
-
 def lines_text(span: object, spans: object = None) -> str:
     """ " lines 1-12, 14-17" for an event's `lines` (`[first, last]`) and `spans` (each run
-    of lines apart, when its messages are not on consecutive lines): the runs when the event
-    holds them, else the span; "" when it holds neither (a line cut short)."""
-    if isinstance(spans, list) and spans and all(_is_run(run) for run in spans):
-        return f" lines {spans_text(spans)}"
-    if _is_run(span):
-        return f" lines {spans_text([span])}"  # type: ignore[list-item]
-    return ""
+    of lines apart, when its messages are not on consecutive lines), as `line_runs` reads
+    them; "" when it holds neither (a line cut short)."""
+    runs = line_runs(span, spans)
+    return f" lines {spans_text(runs)}" if runs else ""
 
 
 def into_text(reference: object, span: object, spans: object = None) -> str:

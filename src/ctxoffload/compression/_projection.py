@@ -21,12 +21,13 @@ import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._depth import STORE_DEPTH, depth_error, text_form, too_deep
 from .._disk.compact_requests import CompactRequests
 from .._disk.events import CompactRequest, EventKind, ModelCall, Projection, is_event
 from .._disk.ids import validate_session_id
+from .._disk.records import is_count
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, MessageLog
 from ..exceptions import InvalidContent
@@ -331,7 +332,7 @@ class Projector:
         for event in events:
             kind = event["kind"]
             step = event.get("step")
-            if kind == EventKind.MODEL_CALL and _is_count(step):
+            if kind == EventKind.MODEL_CALL and is_count(step):
                 self._step = max(self._step, step)
             elif kind == EventKind.PROVIDER_COMPACTION:
                 self._provider = _provider_cut(event) or self._provider
@@ -558,17 +559,12 @@ class Projector:
         return [*now[:system], *summary, *tail]
 
 
-def _is_count(value: Any) -> TypeGuard[int]:
-    """Whether a field read from the record is a count: an int of 0 or more (not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _cover_of(event: Mapping[str, Any]) -> _Cover | None:
     """The summary decision a `projection` event records; None when it does not read as one
     (a field missing or of another type, no message, a message `to_msgs` refuses)."""
     start, count = event.get("start"), event.get("covers")
     last_key, messages = event.get("last_key"), event.get("messages")
-    if not (_is_count(start) and _is_count(count) and count > 0 and isinstance(last_key, str)):
+    if not (is_count(start) and is_count(count) and count > 0 and isinstance(last_key, str)):
         return None
     if not isinstance(messages, list) or not messages:
         return None  # a summary that stands for messages is sent in their place

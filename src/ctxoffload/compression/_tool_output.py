@@ -13,6 +13,7 @@ from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock,
 from ..text import defuse
 from ..workspace import Offloader
 from ._activation import Activation, SettingError, check_int
+from ._stored_outputs import WholeOutput, kept_digest
 from ._summary_message import Artifact
 from ._tool_names import how_to_read
 from ._truncate import count_output, head_within, tail_within, truncate_tool_result, utf8
@@ -175,12 +176,20 @@ class ToolOutputOffload:
         output = self._offloaded_text(parts, tokens, lines, stored, run)
         for artifact in stored:
             run.compressor.note_artifact(artifact)
+        references = [a.path for a in stored]
+        size = sum(a.bytes for a in stored)
+        stand_in: dict[str, Any] = {}
+        if references:  # else only blocks given by URL, which nothing stored
+            whole = WholeOutput(tuple(references), size, tokens)
+            run.compressor.note_stored_output(result.id, output, whole)
+            stand_in = {"bytes": size, "kept_sha256": kept_digest(output)}
         await run.compressor.event(
             events.Offload(
                 tool_id=result.id,
                 tool_name=result.name,
                 blocks=len(parts),
-                references=[a.path for a in stored],
+                references=references,
+                **stand_in,
                 tokens_before=tokens,
                 tokens_after=run.compressor.counter.count_text(output),
             )
