@@ -31,13 +31,12 @@ from __future__ import annotations
 import abc
 import contextlib
 import functools
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from html import escape
 from typing import Any
 
-from ._depth import load_json
+from ._depth import json_text, load_json
 
 __all__ = [
     "CLEARED_MARK",
@@ -342,7 +341,7 @@ def _converse_parts(block: Mapping[str, Any]) -> Iterator[tuple[Any, ...]]:
     elif key == "reasoningContent":
         yield ("thinking", _get(_get(body, "reasoningText") or {}, "text") or "")
     elif key == "json":
-        yield ("text", json.dumps(body, ensure_ascii=False))
+        yield ("text", json_text(body, ensure_ascii=False))
     elif key in ("image", "document"):
         yield ("data", None, _get(body, "name"), _get(body, "format"), 0)
     else:
@@ -422,31 +421,47 @@ def _part_pieces(part: tuple[Any, ...], out: list[str]) -> None:
 
 def _argument_pieces(value: Any, key: str, out: list[str]) -> None:
     """One line per leaf of a tool call's arguments: `  key.sub[0]: value` (a string value's
-    later lines follow as they are)."""
-    if isinstance(value, Mapping) and value:
-        for name, item in value.items():
-            _argument_pieces(item, f"{key}.{name}" if key else str(name), out)
-    elif isinstance(value, list) and value:
-        for index, item in enumerate(value):
-            _argument_pieces(item, f"{key}[{index}]", out)
-    elif isinstance(value, str):
-        out.append(f"  {key}: {value}" if key else f"  {value}")
-    elif key or value not in (None, {}, []):
-        shown = json.dumps(value, ensure_ascii=False)
-        out.append(f"  {key}: {shown}" if key else f"  {shown}")
+    later lines follow as they are). Walked without recursion, each object once: a host's
+    arguments may nest thousands of levels deep."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(value, key)]
+    while stack:
+        value, key = stack.pop()
+        if isinstance(value, (Mapping, list)) and value:
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            named = (
+                [(item, f"{key}.{name}" if key else str(name)) for name, item in value.items()]
+                if isinstance(value, Mapping)
+                else [(item, f"{key}[{index}]") for index, item in enumerate(value)]
+            )
+            stack.extend(reversed(named))  # popped in order
+        elif isinstance(value, str):
+            out.append(f"  {key}: {value}" if key else f"  {value}")
+        elif key or value not in (None, {}, []):
+            shown = json_text(value, ensure_ascii=False)
+            out.append(f"  {key}: {shown}" if key else f"  {shown}")
 
 
 def _strings(value: Any, out: list[str], label: str | None) -> None:
-    """Every string a value holds, but those that label a part."""
-    if isinstance(value, str):
-        if label not in _LABEL_KEYS and value:
-            out.append(value)
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _strings(item, out, key)
-    elif isinstance(value, list):
-        for item in value:
-            _strings(item, out, label)
+    """Every string a value holds, in order, but those that label a part; walked without
+    recursion, each object once."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, str | None]] = [(value, label)]
+    while stack:
+        value, label = stack.pop()
+        if isinstance(value, str):
+            if label not in _LABEL_KEYS and value:
+                out.append(value)
+        elif isinstance(value, (Mapping, list)) and id(value) not in seen:
+            seen.add(id(value))
+            items = (
+                list(value.items())
+                if isinstance(value, Mapping)
+                else [(label, item) for item in value]
+            )
+            stack.extend((item, key) for key, item in reversed(items))
 
 
 def decode_log_line(line: str) -> list[str] | None:
@@ -534,7 +549,7 @@ def _transcript_part(part: tuple[Any, ...]) -> list[str]:
         return [str(part[1])]
     if kind == "call":
         _, name, call_id, arguments = part
-        return [f"[calls tool {name} (id {call_id}) with {json.dumps(arguments)}]"]
+        return [f"[calls tool {name} (id {call_id}) with {json_text(arguments)}]"]
     if kind == "result":
         _, name, call_id, is_error, items = part
         output = "\n".join(

@@ -13,12 +13,12 @@ early.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._depth import json_text
 from .._disk import events
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import CLEARED_MARK, defuse
@@ -306,7 +306,7 @@ class ClearToolUses:
                 )
             call, call_at = use.call, use.call_at
             if call is not None and call_at is not None and self._clears_input(call.name):
-                arguments = json.dumps(call.input, ensure_ascii=False)
+                arguments = json_text(call.input, ensure_ascii=False)
                 size = len(utf8(arguments))
                 if size > _INPUT_BYTES_WORTH_CLEARING:
                     block = ToolResultBlock(id=f"{call.id}-input", name=call.name, output=arguments)

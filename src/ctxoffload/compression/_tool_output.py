@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .._depth import json_text, load_json
 from .._disk import events
 from .._disk.payloads import count_lines
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
@@ -76,8 +76,8 @@ def _is_json(text: str) -> bool:
     if start not in ("{", "["):
         return False
     try:
-        json.loads(text)
-    except ValueError:
+        load_json(text)
+    except ValueError:  # not JSON, or deeper than any the workspace reads back: text
         return False
     return True
 
@@ -329,7 +329,7 @@ class _CharCounter:
         return sum(self.count_message(m) for m in msgs)
 
     def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
-        return len(json.dumps(list(tools)))
+        return len(json_text(list(tools)))
 
 
 class ToolOutputTruncate:

@@ -11,13 +11,12 @@ back unchanged.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from .._depth import MAX_DEPTH, STORE_DEPTH, depth_error, load_json, text_form
+from .._depth import MAX_DEPTH, STORE_DEPTH, depth_error, json_text, load_json, text_form
 from ..exceptions import InvalidContent
 from ..messages import (
     Base64Source,
@@ -29,7 +28,7 @@ from ..messages import (
     ToolResultBlock,
     URLSource,
 )
-from ._shared import check_depth
+from ._shared import arguments_text, check_depth
 
 __all__ = ["ITEM_KEY", "from_responses", "to_responses"]
 
@@ -71,7 +70,7 @@ def to_responses(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     `message` item, each tool call a `function_call`, each tool result a
     `function_call_output`, an opaque item as it was."""
     out: list[dict[str, Any]] = []
-    for msg in msgs:
+    for i, msg in enumerate(msgs):
         if ITEM_KEY in msg.metadata:
             out.append(dict(msg.metadata[ITEM_KEY]))
             continue
@@ -83,7 +82,7 @@ def to_responses(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
         calls: list[dict[str, Any]] = []
         for block in blocks:
             if isinstance(block, ToolCallBlock):
-                calls.append(_function_call(block))
+                calls.append(_function_call(block, f"msgs[{i}]"))
             elif isinstance(block, ToolResultBlock):
                 calls.append(_function_call_output(block))
             elif isinstance(block, (TextBlock, DataBlock)):
@@ -161,7 +160,7 @@ def _block(part: Mapping[str, Any]) -> TextBlock | DataBlock:
             return DataBlock(source=Base64Source(media_type=media_type, data=data))
         return DataBlock(source=URLSource(url=url))
     # A file, or an image by file id: its JSON as text, so the model still sees it.
-    return TextBlock(text=json.dumps(dict(part), ensure_ascii=False))
+    return TextBlock(text=json_text(dict(part), ensure_ascii=False))
 
 
 def _part(block: TextBlock | DataBlock, role: str) -> dict[str, Any]:
@@ -176,13 +175,13 @@ def _part(block: TextBlock | DataBlock, role: str) -> dict[str, Any]:
     return {"type": "input_image", "image_url": url}
 
 
-def _function_call(block: ToolCallBlock) -> dict[str, Any]:
+def _function_call(block: ToolCallBlock, where: str) -> dict[str, Any]:
     arguments = block.input.get("_raw") if set(block.input) == {"_raw"} else None
     return {
         "type": "function_call",
         "call_id": block.id,
         "name": block.name,
-        "arguments": arguments or json.dumps(block.input, ensure_ascii=False),
+        "arguments": arguments or arguments_text(block, where, ensure_ascii=False),
     }
 
 
