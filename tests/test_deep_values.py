@@ -17,7 +17,9 @@ from ctxoffload import (
     InvalidContent,
     LocalWorkspace,
     Msg,
+    ObjectStoreWorkspace,
     ScriptedModel,
+    SessionBusyError,
     ToolCallBlock,
     ToolResultBlock,
     get_token_counter,
@@ -150,6 +152,26 @@ def test_a_converse_json_block_edited_to_nest_5000_deep_is_sent_as_text() -> Non
     assert item == {"text": deep_text}
 
 
+async def test_a_log_line_nested_5000_deep_leaves_offloading_working(tmp_path: Path) -> None:
+    # A log another writer (or an older release, without a commit record) left: the index of
+    # its messages read each line with json.loads, and offload_context raised RecursionError.
+    folder = tmp_path / "sessions" / "s"
+    folder.mkdir(parents=True)
+    deep = "[" * LEVELS + "]" * LEVELS
+    (folder / "context.jsonl").write_text(
+        '{"id": "a", "role": "user", "content": "a"}\n'
+        + '{"id": "x", "role": "user", "content": '
+        + deep
+        + "}\n"
+    )
+    ws = LocalWorkspace(tmp_path)
+    message = Msg(role="user", content="b", id="b")
+    ref = await ws.offload_context("s", [message])
+    assert ref.spans == ((3, 3),)
+    again = await ws.offload_context("s", [message])  # found where it is, not written twice
+    assert again.spans == ((3, 3),)
+
+
 async def test_a_summary_model_answering_json_nested_5000_deep_is_a_bad_answer(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -165,3 +187,31 @@ async def test_a_summary_model_answering_json_nested_5000_deep_is_a_bad_answer(
     assert result.compressed and result.summary_source == "extractive"
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "nested more than" in said and "recursion" not in said, said
+
+
+@pytest.mark.parametrize("backend", ["local", "bucket"])
+async def test_a_lease_record_nested_5000_deep_reads_as_none(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    # Each store read its lease record with json.loads: a record edited by hand into this
+    # raised RecursionError from every agent that opened the session.
+    deep = ("[" * LEVELS + "]" * LEVELS).encode()
+    ws: Any
+    if backend == "local":
+        folder = tmp_path / "sessions" / "s"
+        folder.mkdir(parents=True)
+        (folder / "lease.json").write_bytes(deep)
+        ws = LocalWorkspace(tmp_path)
+    else:
+        s3 = request.getfixturevalue("s3")
+        bucket = s3.new_bucket()
+        s3.put_object(bucket, "p/sessions/s/lease.json", deep)
+        ws = ObjectStoreWorkspace(f"s3://{bucket}/p", **s3.workspace_kwargs())
+        # In a bucket a lease object whose record reads as none is held until it lapses by
+        # the store's clock: the session is busy, said so, naming no holder.
+        with pytest.raises(SessionBusyError, match=r"a writer \(pid \? on \?\)"):
+            await ws.acquire_lease("s", agent="next")
+        return
+    lease = await ws.acquire_lease("s", agent="next")
+    assert lease.holder["agent"] == "next"
+    await lease.release()

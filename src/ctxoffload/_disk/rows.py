@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic_core import to_json as _to_json
 
+from .._depth import load_json
+
 __all__ = [
     "TextRow",
     "dumps_line",
@@ -189,8 +191,8 @@ def index_keys(lines: Iterable[bytes], first_line: int, into: dict[str, int]) ->
         if b'"id"' not in raw:
             continue
         try:
-            value = json.loads(raw)
-        except ValueError:
+            value = load_json(raw)
+        except ValueError:  # not JSON, or deeper than any workspace writes
             continue
         key = message_key(value) if isinstance(value, dict) else None
         if key is not None:

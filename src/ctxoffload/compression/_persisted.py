@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .._depth import load_json
 from ..messages import Msg
 
 __all__ = ["Persisted", "lines_of", "read_back_report", "spans_field"]
@@ -83,8 +84,8 @@ def lines_of(
                 at += 1
                 continue
             try:
-                value = json.loads(row)
-            except ValueError:
+                value = load_json(row)
+            except ValueError:  # not JSON, or deeper than any workspace writes
                 continue
             row_id = value.get("id") if isinstance(value, dict) else None
             if isinstance(row_id, str) and row_id in wanted:

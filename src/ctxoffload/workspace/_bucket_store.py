@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import re
@@ -45,6 +44,7 @@ from ._lease import (
     describe_holder,
     holder_record,
     lease_expires,
+    lease_record,
     orphaned_here,
 )
 from ._segments import SegmentLog, segment_log
@@ -65,7 +65,6 @@ __all__ = [
     "BucketStore",
     "data_objects",
     "is_workspace_key",
-    "lease_record",
     "session_prefix",
 ]
 
@@ -691,15 +690,6 @@ async def data_objects(client: StoreClient) -> list[ObjectInfo]:
     return [
         i for i in await client.list_objects(DATA_DIR) if is_data_name(i.key.rsplit("/", 1)[-1])
     ]
-
-
-def lease_record(raw: bytes) -> dict[str, Any]:
-    """The record a lease object holds; `{}` when it holds none (torn, or not JSON)."""
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def is_workspace_key(key: str) -> bool:
