@@ -145,7 +145,16 @@ def drivers() -> list[DoorDriver]:
     return out
 
 
-DRIVERS: list[str] = ["agent", "claude_code", "deepagents", "langchain", "mcp_proxy", "pydantic_ai"]
+DRIVERS: list[str] = [
+    "agent",
+    "claude_code",
+    "deepagents",
+    "langchain",
+    "mcp_proxy",
+    "pydantic_ai",
+    "strands",
+    "strands_storage",
+]
 """The doors with a driver, by module (`contract_<name>.py`)."""
 
 

@@ -166,7 +166,7 @@ def test_show_opens_the_session_with_what_its_door_records(
         assert "session started" in first
     else:
         assert DOORS[driver.door].host in first and "it records" in first
-    if DOORS[driver.door].projects:  # every model call the door saw is rebuilt
+    if DOORS[driver.door].steps:  # every model call the door saw is rebuilt
         step = ctxoffload("show", outcome.session, "--step", "1", "--workdir", tmp_path / "ws")
         assert step.returncode == 0, step.stderr
 
