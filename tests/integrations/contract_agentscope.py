@@ -71,6 +71,7 @@ class AgentScopeDriver(DoorDriver):
         from agentscope.permission import PermissionBehavior, PermissionDecision
         from agentscope.state import AgentState
         from agentscope.tool import FunctionTool, Toolkit
+
         from openai_server import OpenAIServer, chat_completion
 
         outputs = [t.tool_output for t in turns if t.tool_output is not None]
