@@ -147,6 +147,7 @@ def drivers() -> list[DoorDriver]:
 
 DRIVERS: list[str] = [
     "agent",
+    "agentscope",
     "claude_code",
     "deepagents",
     "langchain",

@@ -273,7 +273,9 @@ class StrandsStorageDriver(DoorDriver):
         agent = Agent(
             model=model,
             tools=[_fetch(outputs, None, made.entered)],
-            plugins=[ContextOffloader(storage=storage, max_result_tokens=1_000, preview_tokens=100)],
+            plugins=[
+                ContextOffloader(storage=storage, max_result_tokens=1_000, preview_tokens=100)
+            ],
             callback_handler=None,
         )
         before = sessions_of(made.workspace)
@@ -281,7 +283,9 @@ class StrandsStorageDriver(DoorDriver):
             agent(turn.user)
         assert conversation is None or storage.session_id == conversation
         assert sessions_of(made.workspace) - before <= {storage.session_id}
-        return Outcome(session=storage.session_id, sent=model.seen, kept=_last_result(agent.messages))
+        return Outcome(
+            session=storage.session_id, sent=model.seen, kept=_last_result(agent.messages)
+        )
 
     def grep(self, made: _Made, conversation: str, pattern: str) -> str:
         return _grep(made.workspace, pattern)
