@@ -22,6 +22,7 @@ __all__ = [
     "dumps_line",
     "dumps_row",
     "index_keys",
+    "line_key",
     "lines_and_keys",
     "message_key",
     "row_line_and_key",
@@ -188,12 +189,18 @@ def index_keys(lines: Iterable[bytes], first_line: int, into: dict[str, int]) ->
     again (an agent resumed after a kill) is found where it is, not written twice.
     """
     for line_no, raw in enumerate(lines, first_line):
-        if b'"id"' not in raw:
-            continue
-        try:
-            value = load_json(raw)
-        except ValueError:  # not JSON, or deeper than any workspace writes
-            continue
-        key = message_key(value) if isinstance(value, dict) else None
+        key = line_key(raw)
         if key is not None:
             into.setdefault(key, line_no)
+
+
+def line_key(raw: bytes) -> str | None:
+    """The `message_key` of one context line; None for a line without one, or that does not
+    read (not JSON, nested deeper than any workspace writes)."""
+    if b'"id"' not in raw:  # the cheap test: most lines hold no id, so are not parsed
+        return None
+    try:
+        value = load_json(raw)
+    except ValueError:
+        return None
+    return message_key(value) if isinstance(value, dict) else None
