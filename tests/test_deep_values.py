@@ -82,6 +82,15 @@ def test_such_a_call_reads_as_text_and_converts_where_its_format_holds_text() ->
             convert([call, result])
 
 
+def test_arguments_read_as_text_show_a_shared_value_under_each_field_and_a_loop_once() -> None:
+    shared = {"k": "v"}
+    looped: dict[str, Any] = {"name": "x"}
+    looped["self"] = looped
+    call = ToolCallBlock(id="c", name="f", input={"a": shared, "b": shared, "c": looped})
+    lines = message_text(Msg(role="assistant", content=[call])).splitlines()
+    assert lines[2:] == ["  a.k: v", "  b.k: v", "  c.name: x"]
+
+
 @pytest.mark.parametrize("convert", [to_openai, to_responses])
 def test_a_call_input_json_has_no_text_for_is_refused_by_the_wire_formats_naming_it(
     convert: Any,

@@ -419,49 +419,63 @@ def _part_pieces(part: tuple[Any, ...], out: list[str]) -> None:
         _strings(part[1], out, None)
 
 
+def _leaves(
+    value: Any, key: Any, child_key: Callable[[Any, Any, bool], Any]
+) -> Iterator[tuple[Any, Any]]:
+    """Each leaf of `value` in order (an empty dict or list is one), with its key:
+    `child_key(parent_key, name_or_index, is_mapping)`. Walked without recursion, as a host's
+    value may nest thousands of levels deep; a dict or list met again inside itself is
+    passed over (a value shared by two fields is shown under both)."""
+    open_ids: set[int] = set()
+    stack: list[Any] = [(value, key)]
+    while stack:
+        entry = stack.pop()
+        if isinstance(entry, int):  # the end of a dict or list: it may appear again
+            open_ids.discard(entry)
+            continue
+        value, key = entry
+        if not isinstance(value, (Mapping, list)) or not value:
+            yield key, value
+            continue
+        if id(value) in open_ids:
+            continue
+        open_ids.add(id(value))
+        stack.append(id(value))
+        children = (
+            [(item, child_key(key, name, True)) for name, item in value.items()]
+            if isinstance(value, Mapping)
+            else [(item, child_key(key, index, False)) for index, item in enumerate(value)]
+        )
+        stack.extend(reversed(children))  # popped in order
+
+
+def _argument_key(key: str, name: Any, is_mapping: bool) -> str:
+    if not is_mapping:
+        return f"{key}[{name}]"
+    return f"{key}.{name}" if key else str(name)
+
+
 def _argument_pieces(value: Any, key: str, out: list[str]) -> None:
     """One line per leaf of a tool call's arguments: `  key.sub[0]: value` (a string value's
-    later lines follow as they are). Walked without recursion, each object once: a host's
-    arguments may nest thousands of levels deep."""
-    seen: set[int] = set()
-    stack: list[tuple[Any, str]] = [(value, key)]
-    while stack:
-        value, key = stack.pop()
-        if isinstance(value, (Mapping, list)) and value:
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
-            named = (
-                [(item, f"{key}.{name}" if key else str(name)) for name, item in value.items()]
-                if isinstance(value, Mapping)
-                else [(item, f"{key}[{index}]") for index, item in enumerate(value)]
-            )
-            stack.extend(reversed(named))  # popped in order
-        elif isinstance(value, str):
-            out.append(f"  {key}: {value}" if key else f"  {value}")
-        elif key or value not in (None, {}, []):
-            shown = json_text(value, ensure_ascii=False)
-            out.append(f"  {key}: {shown}" if key else f"  {shown}")
+    later lines follow as they are)."""
+    for path, leaf in _leaves(value, key, _argument_key):
+        if isinstance(leaf, str):
+            out.append(f"  {path}: {leaf}" if path else f"  {leaf}")
+        elif path or leaf not in (None, {}, []):
+            shown = json_text(leaf, ensure_ascii=False)
+            out.append(f"  {path}: {shown}" if path else f"  {shown}")
 
 
 def _strings(value: Any, out: list[str], label: str | None) -> None:
-    """Every string a value holds, in order, but those that label a part; walked without
-    recursion, each object once."""
-    seen: set[int] = set()
-    stack: list[tuple[Any, str | None]] = [(value, label)]
-    while stack:
-        value, label = stack.pop()
-        if isinstance(value, str):
-            if label not in _LABEL_KEYS and value:
-                out.append(value)
-        elif isinstance(value, (Mapping, list)) and id(value) not in seen:
-            seen.add(id(value))
-            items = (
-                list(value.items())
-                if isinstance(value, Mapping)
-                else [(label, item) for item in value]
-            )
-            stack.extend((item, key) for key, item in reversed(items))
+    """Every string a value holds, in order, but those that label a part (the key a string
+    is under, or its list's)."""
+    for key, leaf in _leaves(value, label, _label_key):
+        if isinstance(leaf, str) and leaf and key not in _LABEL_KEYS:
+            out.append(leaf)
+
+
+def _label_key(label: Any, name: Any, is_mapping: bool) -> Any:
+    return name if is_mapping else label
 
 
 def decode_log_line(line: str) -> list[str] | None:
