@@ -148,6 +148,7 @@ def drivers() -> list[DoorDriver]:
 DRIVERS: list[str] = [
     "agent",
     "agentscope",
+    "claude_agent_sdk",
     "claude_code",
     "deepagents",
     "langchain",
