@@ -12,6 +12,7 @@ A new door proves itself here: write its driver, add it to `DRIVERS`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
 from collections.abc import Callable, Iterator
@@ -40,6 +41,12 @@ class Turn:
 
     user: str
     tool_output: str | None = None
+
+
+def call_id(turn: Turn) -> str:
+    """The id of the tool call a turn makes: the same turn has the same id in every process
+    (a resumed conversation must not reuse an earlier call's id, as no host does)."""
+    return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -96,6 +103,12 @@ class DoorDriver:
     def grep(self, made: Any, conversation: str, pattern: str) -> str:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
+
+    def reopen(self, made: Any, workspace: Any) -> Any:
+        """The door built anew on `workspace` (a new object on the same folder), keeping what
+        the HOST saved of its conversations (its checkpointer, its message history): what a
+        new process of the same application starts from."""
+        return self.make(workspace)
 
 
 def skip_unless(driver: DoorDriver, promise: str) -> None:
