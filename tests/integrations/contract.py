@@ -74,6 +74,7 @@ class DoorDriver:
     Attributes:
         door: the door's name (`ctxoffload._doors.doors.DOORS`).
         module: the host package a driver imports (None: nothing beyond ctxoffload).
+        needs: a name the host module has in the release the door needs ("" none).
         extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
             spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
@@ -81,6 +82,7 @@ class DoorDriver:
 
     door: str = ""
     module: str | None = None
+    needs: str = ""
     extra: str = ""
     reasons: ClassVar[dict[str, str]] = {}
 
@@ -119,16 +121,21 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
     if driver.module is None:
         return
+    install = f"pip install -e '.[{driver.extra.replace('_', '-')}]'"
     try:
-        importlib.import_module(driver.module)
+        module = importlib.import_module(driver.module)
     except ImportError as exc:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
         pytest.skip(
-            f"{driver.module} is not installed: pip install -e "
-            f"'.[{driver.extra.replace('_', '-')}]' "
+            f"{driver.module} is not installed: {install} "
             "(.ci/run runs the contract in each host's environment)"
         )
+    if driver.needs and not hasattr(module, driver.needs):
+        # Another host's environment may hold an older release, pulled in as its dependency.
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} here has no {driver.needs}: {install}")
+        pytest.skip(f"{driver.module} here is a release without {driver.needs}: {install}")
 
 
 def files_holding(root: Path, text: str) -> list[Path]:
