@@ -12,6 +12,7 @@ A new door proves itself here: write its driver, add it to `DRIVERS`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
 from collections.abc import Callable, Iterator
@@ -42,6 +43,12 @@ class Turn:
     tool_output: str | None = None
 
 
+def call_id(turn: Turn) -> str:
+    """The id of the tool call a turn makes: the same turn has the same id in every process
+    (a resumed conversation must not reuse an earlier call's id, as no host does)."""
+    return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
+
+
 @dataclass
 class Outcome:
     """What a conversation through a door did.
@@ -67,6 +74,7 @@ class DoorDriver:
     Attributes:
         door: the door's name (`ctxoffload._doors.doors.DOORS`).
         module: the host package a driver imports (None: nothing beyond ctxoffload).
+        needs: a name the host module has in the release the door needs ("" none).
         extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
             spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
@@ -74,6 +82,7 @@ class DoorDriver:
 
     door: str = ""
     module: str | None = None
+    needs: str = ""
     extra: str = ""
     reasons: ClassVar[dict[str, str]] = {}
 
@@ -97,6 +106,12 @@ class DoorDriver:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
 
+    def reopen(self, made: Any, workspace: Any) -> Any:
+        """The door built anew on `workspace` (a new object on the same folder), keeping what
+        the HOST saved of its conversations (its checkpointer, its message history): what a
+        new process of the same application starts from."""
+        return self.make(workspace)
+
 
 def skip_unless(driver: DoorDriver, promise: str) -> None:
     """Skip a promise the driver's door says it cannot keep, with its reason; skip a door
@@ -106,16 +121,21 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
     if driver.module is None:
         return
+    install = f"pip install -e '.[{driver.extra.replace('_', '-')}]'"
     try:
-        importlib.import_module(driver.module)
+        module = importlib.import_module(driver.module)
     except ImportError as exc:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
         pytest.skip(
-            f"{driver.module} is not installed: pip install -e "
-            f"'.[{driver.extra.replace('_', '-')}]' "
+            f"{driver.module} is not installed: {install} "
             "(.ci/run runs the contract in each host's environment)"
         )
+    if driver.needs and not hasattr(module, driver.needs):
+        # Another host's environment may hold an older release, pulled in as its dependency.
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} here has no {driver.needs}: {install}")
+        pytest.skip(f"{driver.module} here is a release without {driver.needs}: {install}")
 
 
 def files_holding(root: Path, text: str) -> list[Path]:
@@ -148,6 +168,7 @@ def drivers() -> list[DoorDriver]:
 DRIVERS: list[str] = [
     "agent",
     "agentscope",
+    "claude_agent_sdk",
     "claude_code",
     "deepagents",
     "langchain",

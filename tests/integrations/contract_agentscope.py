@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn
+from contract import DoorDriver, Outcome, Turn, call_id
 
 from ctxoffload._disk.ids import session_id_for
 
@@ -88,7 +88,7 @@ class AgentScopeDriver(DoorDriver):
         with OpenAIServer() as server:
             for number, turn in enumerate(turns):
                 if turn.tool_output is not None:
-                    server.add(_tool_call(f"call_{number}"))
+                    server.add(_tool_call(call_id(turn)))
                 server.add(chat_completion(f"answer {number}"))
             model = OpenAIChatModel(
                 credential=OpenAICredential(api_key="test", base_url=server.base_url),
