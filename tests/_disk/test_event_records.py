@@ -203,3 +203,13 @@ def test_an_event_whose_messages_are_on_lines_apart_names_exactly_those_lines(ki
     assert "context.jsonl lines 1-17" in event_sentence(together), event_sentence(together)
     damaged = {**line, "spans": [[1, "x"]]}
     assert "context.jsonl lines 1-17" in event_sentence(damaged), event_sentence(damaged)
+
+
+@pytest.mark.parametrize("kind", ["context", "compression"])
+def test_an_event_of_one_line_names_it_as_one_line(kind: str) -> None:
+    # The span a single message is on: once "lines 1-1", then "lines 1".
+    line = {"kind": kind, "reference": "/w/sessions/s/context.jsonl", "messages": 1}
+    sentence = event_sentence({**line, "lines": [7, 7]})
+    assert "context.jsonl line 7" in sentence and "lines" not in sentence, sentence
+    apart = event_sentence({**line, "lines": [7, 9], "spans": [[7, 7], [9, 9]]})
+    assert "context.jsonl lines 7, 9" in apart, apart

@@ -141,9 +141,12 @@ def spans_text(spans: Iterable[Sequence[int]]) -> str:
 def lines_text(span: object, spans: object = None) -> str:
     """ " lines 1-12, 14-17" for an event's `lines` (`[first, last]`) and `spans` (each run
     of lines apart, when its messages are not on consecutive lines), as `line_runs` reads
-    them; "" when it holds neither (a line cut short)."""
+    them (" line 7" for one line); "" when it holds neither (a line cut short)."""
     runs = line_runs(span, spans)
-    return f" lines {spans_text(runs)}" if runs else ""
+    if not runs:
+        return ""
+    text = spans_text(runs)
+    return f" line {text}" if text.isdigit() else f" lines {text}"
 
 
 def into_text(reference: object, span: object, spans: object = None) -> str:
