@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import importlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,28 @@ class DoorDriver:
         return self.make(workspace)
 
 
+@contextlib.contextmanager
+def run_held_in_its_tool(driver: DoorDriver, made: Any, conversation: str) -> Iterator[None]:
+    """`driver.live_run` for a door whose conversation's tool waits at `made.gate` (set here)
+    after setting `made.entered`: a run of `conversation` through `made`, on a thread, live
+    inside its tool until the block ends; then let finish and checked that it did."""
+    made.gate = threading.Event()
+    done: list[Outcome] = []
+    runner = threading.Thread(
+        target=lambda: done.append(
+            driver.converse(made, conversation, [Turn("wait", tool_output="slow")])
+        )
+    )
+    runner.start()
+    try:
+        assert made.entered.wait(60), "the run never reached its tool"
+        yield
+    finally:
+        made.gate.set()
+        runner.join(60)
+    assert done and done[0].session == conversation
+
+
 def skip_unless(driver: DoorDriver, promise: str) -> None:
     """Skip a promise the driver's door says it cannot keep, with its reason; skip a door
     whose host is not installed here (fail where `.ci/run` requires it)."""
@@ -173,6 +196,7 @@ DRIVERS: list[str] = [
     "deepagents",
     "langchain",
     "mcp_proxy",
+    "openai_agents",
     "pydantic_ai",
     "strands",
     "strands_storage",

@@ -296,16 +296,29 @@ class Projector:
         """`report_usage` for synchronous code, on the loop `project_sync` uses."""
         return self._run_sync(self.report_usage(input_tokens))
 
-    async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:
+    async def offload_tool_result(
+        self, block: ToolResultBlock, *, message: Msg | None = None
+    ) -> ToolResultBlock:
         """One tool result as the host should keep it: `block` when it fits, else its head
         and the notice naming the file that holds it whole (the Compressor's truncation).
 
         For a host whose tool hook may replace a result before it enters the history (so
         the whole text never reaches the host's own store); `project` leaves a result cut
         here as it is.
+
+        Args:
+            block: the tool result.
+            message: the history message holding `block` alone, as `project` will be given
+                it (the same `id`), for a host that sends the whole result on while its
+                store keeps the cut (the OpenAI Agents SDK's run and its session): `project`
+                then sends this cut for that message, not cutting (and storing) it again.
         """
         async with self._lock:
-            return await self._compressor.process_tool_result(block)
+            cut = await self._compressor.process_tool_result(block)
+            if message is not None and message.content == [block]:
+                sent = message.model_copy(update={"content": [cut]})
+                self._seen[_key(message)] = (message, message, sent)
+            return cut
 
     def offload_tool_result_sync(self, block: ToolResultBlock) -> ToolResultBlock:
         """`offload_tool_result` for synchronous code, on the loop `project_sync` uses."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._disk.batch import new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, LOGS, SESSIONS_DIR, is_data_name, now_iso
 from .._disk.paths import write_new_file
 from .._disk.rows import dumps_line, index_keys
 from ..exceptions import InvalidReference, OffloadError, SessionBusyError
@@ -74,7 +74,7 @@ __all__ = [
 
 logger = logging.getLogger("ctxoffload")
 
-SEGMENTED_LOGS = (CONTEXT_FILE, EVENTS_FILE)
+SEGMENTED_LOGS = LOGS
 """The logs kept as segments (see _segments.py); state.json is one object, replaced whole."""
 
 SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")

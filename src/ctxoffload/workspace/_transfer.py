@@ -33,6 +33,7 @@ from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
+    LOGS,
     SESSIONS_DIR,
     is_data_name,
 )
@@ -133,7 +134,7 @@ def _read_session(root: str, session_id: str, problems: list[str]) -> SessionCop
                     raw += more
             finally:
                 os.close(fd)
-            if name in (CONTEXT_FILE, EVENTS_FILE):
+            if name in LOGS:
                 lines, torn = _whole_lines(raw)
                 if torn:
                     problems.append(f"{path}: its last line is incomplete (a torn write): left out")
