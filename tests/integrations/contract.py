@@ -22,6 +22,8 @@ from typing import Any, ClassVar
 import pytest
 from frameworks import framework_required
 
+from helpers import install_hint
+
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
 """A tool output of ~1.9 MB: over every door's limit, stored whole."""
 
@@ -112,8 +114,7 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
         pytest.skip(
-            f"{driver.module} is not installed: pip install -e "
-            f"'.[{driver.extra.replace('_', '-')}]' "
+            f"{driver.module} is not installed: {install_hint(driver.extra)} "
             "(.ci/run runs the contract in each host's environment)"
         )
 

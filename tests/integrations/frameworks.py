@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from helpers import install_hint
+
 
 def framework_required(extra: str) -> bool:
     """Whether this run requires the framework of the ctxoffload extra `extra`
@@ -46,7 +48,7 @@ def require_framework(module: str, extra: str) -> ModuleType:
         if framework_required(extra):
             pytest.fail(f"{module} is required in this run but does not import: {exc}", False)
         pytest.skip(
-            f"{module} is not installed: pip install 'ctxoffload[{extra}]' "
+            f"{module} is not installed: {install_hint(extra)} "
             f"(.ci/run runs these tests in an environment of their own)",
             allow_module_level=True,
         )
