@@ -50,8 +50,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "it is complete. A file that cannot be read, or has more than one hard link (one "
             "may be outside the workspace: it is never read), is said once on stderr and the "
             "rest is still followed. With --wait, a SESSION that does not exist yet is waited "
-            "for (to start watching before the agent starts). On a database URL the database "
-            "is polled every half second from where the last look ended. Ctrl-C ends it "
+            "for (to start watching before the agent starts). On a database URL each look "
+            "reads from where the last one ended: SQLite is looked at every "
+            f"{STORE_POLL_SECONDS:g} s; PostgreSQL as soon as a write's NOTIFY arrives (watch "
+            f"LISTENs), and every {NOTIFIED_LOOK:g} s whatever it hears. Ctrl-C ends it "
             "(exit 0)."
         ),
     )
