@@ -45,7 +45,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 # The files each column is read from ("." the folder itself, for every column).
 _SOURCES = {
     "steps": (".", EVENTS_FILE, STATE_FILE),
-    "message_lines": (".", CONTEXT_FILE),
+    "messages": (".", EVENTS_FILE, CONTEXT_FILE),
     "compressions": (".", EVENTS_FILE),
 }
 
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 "  " * r.depth + ("└ " if r.depth else "") + r.session,
                 cell(r, "last_activity"),
                 cell(r, "steps"),
-                cell(r, "message_lines"),
+                cell(r, "messages"),
                 cell(r, "tool_results"),
                 cell(r, "bytes"),
                 cell(r, "compressions"),

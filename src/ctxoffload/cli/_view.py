@@ -113,6 +113,10 @@ class SessionRow:
     """The newest time a file of the session's own was changed (ISO 8601, UTC)."""
     steps: int | None = None
     """An agent's model calls, else those `ctxoffload replay` replayed, else state.json's."""
+    messages: int | None = None
+    """The messages of the session's conversation: those its record logged as they entered
+    the context (an Agent, a door that projects), else the lines of context.jsonl (a
+    workspace used on its own, a door that stores only what leaves)."""
     message_lines: int | None = None
     """The committed lines of context.jsonl: the messages moved out of the context."""
     tool_results: int | None = None
@@ -322,6 +326,7 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
         row.forked_from = counted["forked_from"]
         # An agent's model calls, or those `ctxoffload replay` replayed (it says how many).
         row.steps = counted["model_calls"] or counted["replayed"] or None
+        row.messages = counted["messages"] or None
     if row.steps is None:
         try:
             rows: list[Any] | None = source.state()
@@ -338,25 +343,41 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
     except CliError as exc:
         warnings.say(source.path(CONTEXT_FILE), str(exc), then)
         row.unreadable.append(CONTEXT_FILE)
+    if row.messages is None and counted is not None:
+        row.messages = row.message_lines
 
 
 def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
     """What a row shows of a session's events, counted in one pass (one line in memory at a
-    time): compressions, model calls, the model calls `replay` says it replayed, and the
-    session a sub-agent's session was started by (`parent`) or a fork was made from."""
+    time): compressions, model calls, the messages logged as they entered the context, the
+    model calls `replay` says it replayed, and the session a sub-agent's session was started
+    by (`parent`) or a fork was made from."""
     facts: dict[str, Any] = {
         "compressions": 0,
         "model_calls": 0,
+        "messages": 0,
         "replayed": 0,
         "parent": None,
         "forked_from": None,
     }
+    seen: set[int] = set()
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
         facts["compressions"] += kind == EventKind.COMPRESSION
         facts["model_calls"] += kind == EventKind.MODEL_CALL
+        if kind == EventKind.MESSAGE:
+            # Once per message: an Agent logs a message again when it changed under its id
+            # (an older one, every message it restored). The ids' hashes are kept, not the
+            # ids: a number per message in memory instead of its id.
+            message = event.get("message")
+            named = message.get("id") if isinstance(message, dict) else None
+            if not isinstance(named, str):
+                facts["messages"] += 1
+            elif hash(named) not in seen:
+                seen.add(hash(named))
+                facts["messages"] += 1
         if kind == EventKind.REPLAY and isinstance(event.get("model_calls"), int):
             facts["replayed"] += event["model_calls"]
         link = event.get("parent") if kind == EventKind.SESSION_START else None
