@@ -276,3 +276,26 @@ def test_ls_counts_the_messages_of_a_session_not_its_context_lines(
         table = cli("ls", "--workdir", workdir).out.splitlines()
         assert table[0].split()[:6] == ["session", "last", "activity", "(UTC)", "steps", "messages"]
         assert table[1].split()[3:5] == ["6", "12"], table
+
+
+def test_stats_lists_the_sessions_in_the_order_ls_does(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """The most recently active first, whatever their names (by name they would be a, b, c)."""
+    import asyncio
+    import os
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    workspace = LocalWorkspace(tmp_path, fsync=False)
+    for name in ("a-oldest", "b-newest", "c-middle"):
+        asyncio.run(workspace.offload_context(name, msgs=[Msg(role="user", content=name)]))
+    for age, name in ((300, "a-oldest"), (100, "b-newest"), (200, "c-middle")):
+        for path in (tmp_path / "sessions" / name).iterdir():
+            os.utime(path, (path.stat().st_mtime - age,) * 2)
+    listed = [row["session"] for row in json.loads(cli("ls", "--json", "--workdir", tmp_path).out)]
+    counted = json.loads(cli("stats", "--json", "--workdir", tmp_path).out)["sessions"]
+    assert listed == ["b-newest", "c-middle", "a-oldest"]
+    assert [row["session"] for row in counted] == listed
+    table = cli("stats", "--workdir", tmp_path).out.splitlines()
+    assert [line.split()[0] for line in table[1:4]] == listed

@@ -53,7 +53,7 @@ def test_every_page_is_in_exactly_one_group() -> None:
         if "_build" not in p.parts and p.parent.name != "api"
     }
     pages = {p for p in pages if p != "index"} | {"api/index"}
-    assert set(listed) == pages, (set(listed) ^ pages)
+    assert set(listed) == pages, set(listed) ^ pages
 
 
 def test_every_host_guide_is_in_hosts_with_the_contract() -> None:

@@ -13,7 +13,7 @@ from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._output import Column, print_json, print_table, shown
-from ._view import SessionRow, Warnings, session_rows, stored_session_rows
+from ._view import SessionRow, Warnings, indented, session_rows, stored_session_rows
 
 __all__ = ["register", "run"]
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         LS_COLUMNS,
         [
             [
-                "  " * r.depth + ("└ " if r.depth else "") + r.session,
+                indented(r.session, r.depth),
                 cell(r, "last_activity"),
                 cell(r, "steps"),
                 cell(r, "messages"),
