@@ -151,7 +151,7 @@ def test_data_files_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ("argv", "code", "says"),
     [
         (["nope"], 2, "no session 'nope'"),
-        (["../x"], 2, "not a plain name"),
+        (["../x"], 2, "no session '../x' (a host's id, stored as 'x."),
         (["run-1", "--step", "999"], 2, "no model call at step 999"),
         (["run-1", "--step", "0"], 2, "no model call at step 0"),
     ],

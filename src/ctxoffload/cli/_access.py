@@ -29,7 +29,7 @@ from .._disk.commit import JsonLines
 from .._disk.layout import SESSIONS_DIR
 from .._disk.read import Folder, Refused, sessions_folder
 from ..exceptions import CliError, InvalidReference, OffloadError
-from ._arguments import path_text
+from ._arguments import path_text, said_session
 from ._output import shown
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -139,7 +139,10 @@ def no_session(workdir: str, session_id: str) -> str:
     else:
         listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
         has = f" (it has {listed or 'none'})"
-    return f"no session {session_id!r} in {named!r}{has}: `ctxoffload ls` lists the sessions"
+    return (
+        f"no session {said_session(session_id)} in {named!r}{has}: `ctxoffload ls` lists the "
+        "sessions"
+    )
 
 
 def session_folder(workdir: str, session_id: str) -> str:

@@ -185,9 +185,11 @@ class BucketCopies:
             if session is not None:
                 sessions = asyncio.run(store.list_sessions())
                 if session not in sessions:
+                    from ._arguments import said_session
+
                     raise CliError(
-                        f"no session {session!r} in {store.url!r}: `ctxoffload ls` lists the "
-                        "sessions"
+                        f"no session {said_session(session)} in {store.url!r}: `ctxoffload ls` "
+                        "lists the sessions"
                     )
             copy.problems = asyncio.run(
                 store.download(folder, session=session, data=data, check=check)

@@ -16,7 +16,7 @@ from .._disk.wording import plural
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._describe import Timeline, by_agent
@@ -46,7 +46,9 @@ def register(commands: Any) -> None:
         "session",
         metavar="SESSION",
         nargs="?",
-        help="the session id (default: the newest, as `ls` lists them first)",
+        type=SessionName,
+        help="the session: its name, or the host's own id of the conversation (a thread_id, "
+        "a conversation_id...); default: the newest, as `ls` lists them first",
     )
     parser.add_argument(
         "--step", type=int, metavar="N", help="print what the model was sent at step N"

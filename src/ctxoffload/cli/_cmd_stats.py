@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from ._access import open_workspace, session_folder, session_ids
-from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, SessionName, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, human_bytes, print_json, print_table
 from ._view import Warnings, dedup_savings, indented, listing_order, session_stats
@@ -44,7 +44,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_workdir(parser)
     add_json(parser)
-    parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument(
+        "session", nargs="?", type=SessionName, help="only this session (default: all)"
+    )
     parser.set_defaults(run=run)
 
 

@@ -30,7 +30,7 @@ from ._access import (
     session_entry,
     session_folder,
 )
-from ._arguments import Workdir, add_json, add_workdir
+from ._arguments import SessionName, Workdir, add_json, add_workdir, said_session
 from ._commands import COMMAND_HELP
 from ._describe import NOT_BY_AGENT, Timeline, by_agent
 from ._output import json_text, shown
@@ -59,7 +59,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_workdir(parser, bucket=False, database=True)  # a bucket's logs would be read whole
     add_json(parser)
-    parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument(
+        "session", nargs="?", type=SessionName, help="only this session (default: all)"
+    )
     parser.add_argument(
         "--wait",
         action="store_true",
@@ -499,12 +501,12 @@ def _watch_store(args: argparse.Namespace, where: Workdir) -> int:
             if args.session not in await store.list_sessions():
                 if not args.wait:
                     raise CliError(
-                        f"no session {args.session!r} in {store.url}: `ctxoffload ls` lists "
-                        "the sessions; --wait waits for it to appear"
+                        f"no session {said_session(args.session)} in {store.url}: "
+                        "`ctxoffload ls` lists the sessions; --wait waits for it to appear"
                     )
                 print(
-                    f"ctxoffload watch: no session {args.session!r} in {store.url} yet: "
-                    "waiting for it to appear (Ctrl-C to stop)",
+                    f"ctxoffload watch: no session {said_session(args.session)} in "
+                    f"{store.url} yet: waiting for it to appear (Ctrl-C to stop)",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -569,8 +571,8 @@ def run(args: argparse.Namespace) -> int:
         }
         if waiting:
             print(
-                f"ctxoffload watch: no session {args.session!r} in {shown(workdir)} "
-                "yet: waiting for it to appear (Ctrl-C to stop)",
+                f"ctxoffload watch: no session {said_session(args.session)} in "
+                f"{shown(workdir)} yet: waiting for it to appear (Ctrl-C to stop)",
                 file=sys.stderr,
                 flush=True,
             )
