@@ -548,7 +548,14 @@ def run(args: argparse.Namespace) -> int:
         return _watch_store(args, where)
     # A bucket is refused with one line: `read_lines` of a log another process wrote reads
     # the whole log there, so a poll would cost the log, not what is new.
-    where.local()
+    if where.is_bucket:
+        from ._bucket import check_scheme
+
+        check_scheme(where.text)
+        raise CliError(
+            f"--workdir {where.text!r}: watch follows a folder or a database (sqlite:///..., "
+            "postgresql://...), not a bucket, whose logs it would read whole at every look"
+        )
     workdir = open_workspace(where)
     waiting = False
     if args.session is not None:
