@@ -312,7 +312,7 @@ def _as_show_prints(lines: list[str], session: str) -> tuple[list[str], list[str
     them); and its other lines (messages of context.jsonl, new files)."""
     at = re.compile(rf"^(\d\d:\d\d:\d\d) {re.escape(session)} ")
     prefix = f"{'':8} {session} "  # before a sentence show prints alone
-    alone = f"{prefix}written by a workspace used on its own"
+    alone = f"{prefix}no Agent or door began this record"
     lines = [line[len(prefix) :] if line.startswith(alone) else line for line in lines]
     events = [at.sub(r"\1 ", line) for line in lines if not line.startswith(" " * 9)]
     others = [line for line in lines if line.startswith(" " * 9)]
@@ -343,9 +343,11 @@ def _check_order(lines: list[str], session: str) -> None:
             assert int(found[1]) == done + rows + 1, (line, lines)
             rows += 1
         elif " new file " in line:
+            # The truncation's line, then where its whole output is.
             name = line.rsplit("/", 1)[1]
-            assert "truncated" in lines[i + 1] and lines[i + 1].endswith(name), lines[i : i + 2]
-        elif (found := span.search(line)) and " compressed " in line:
+            assert "truncated" in lines[i + 1] and lines[i + 2].endswith(name), lines[i : i + 3]
+        elif " compressed " in line and (found := span.search(lines[i + 1])):
+            # The compression's line, then the lines of context.jsonl it moved them to.
             assert (int(found[1]), int(found[2])) == (done + 1, done + rows), (line, lines)
             done, rows = int(found[2]), 0
     assert done > 0 and rows == 0

@@ -158,6 +158,9 @@ def test_the_quickstart_run_twice_prints_nothing_on_stderr(tmp_path: Path) -> No
         check=True,
     )
     assert " resumed at step 3: " in show.stdout, show.stdout
+    # Each line of the timeline fits 80 columns (the first names the folder, as it is).
+    wide = [line for line in show.stdout.splitlines()[1:] if len(line) > 80]
+    assert not wide, wide
 
 
 @pytest.mark.parametrize("page", ["README.md", "CHANGELOG.md", "CONTRIBUTING.md"])

@@ -130,6 +130,11 @@ class Follower:
     def _path(self, *parts: str) -> str:
         return os.path.join(self.workdir, SESSIONS_DIR, *parts)
 
+    def _root(self) -> tuple[str, ...]:
+        """The workspace's folder, in each spelling its references hold it: an event's line
+        names a file in it relative to it, as `show` does."""
+        return tuple(dict.fromkeys([os.path.realpath(self.workdir), self.workdir]))
+
     def _sessions(self) -> list[str]:
         if self.only is not None:
             return [self.only]
@@ -309,7 +314,9 @@ class Follower:
         timeline = self.timelines.get(session)
         if timeline is None:
             described = self._started_by_agent(session)
-            timeline = self.timelines[session] = Timeline(by_agent=described, session=session)
+            timeline = self.timelines[session] = Timeline(
+                by_agent=described, session=session, root=self._root()
+            )
         if by_agent(event):
             timeline.by_agent = True
         lines = timeline.add(event)
@@ -383,6 +390,9 @@ class StoreFollower(Follower):
 
     def _path(self, *parts: str) -> str:
         return "/".join((str(self.store.url), SESSIONS_DIR, *parts))
+
+    def _root(self) -> tuple[str, ...]:
+        return (str(self.store.url),)
 
     async def changed(self) -> None:
         """Return when the store may hold something new: at the next write PostgreSQL
@@ -476,7 +486,9 @@ class StoreFollower(Follower):
                     files[name] = str(named)
             if events and session not in self.timelines and not self.as_json:
                 head = await self.store.read_lines(self._path(session, EVENTS_FILE), 1, 1)
-                self.timelines[session] = Timeline(by_agent=_opens_described(head), session=session)
+                self.timelines[session] = Timeline(
+                    by_agent=_opens_described(head), session=session, root=self._root()
+                )
             out.extend(
                 self._in_order(session, self._path(session, EVENTS_FILE), events, rows, files)
             )
