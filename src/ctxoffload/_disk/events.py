@@ -32,6 +32,7 @@ from .wording import (
     files_text,
     first_line,
     into_text,
+    lines_text,
     plural,
     quoted,
     said,
@@ -164,7 +165,7 @@ def is_event(value: object) -> bool:
 
 def _into(event: Event) -> str:
     """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
-    return into_text(event.field("reference"), event.field("lines"))
+    return into_text(event.field("reference"), event.field("lines"), event.field("spans"))
 
 
 # -- the records --------------------------------------------------------------------------------
@@ -456,6 +457,8 @@ class Truncation(_TokenChange):
     lines_shown: int
     lines_total: int
     last_line_partial: bool
+    bytes_total: int
+    kept_sha256: str
     unit: str
     reason: str
 
@@ -496,6 +499,8 @@ class Offload(_TokenChange):
     tool_name: str | None
     blocks: int
     references: list[str]
+    bytes: int
+    kept_sha256: str
 
     def sentence(self) -> str:
         return (
@@ -543,9 +548,7 @@ class Compression(_MovedLines, _TokenChange, _Fidelity):
 
     def notes(self) -> list[str]:
         where = str(self.reference or "nowhere (no offloader)")
-        span = self.lines
-        if isinstance(span, list) and len(span) == 2:
-            where += f" lines {span[0]}-{span[1]}"
+        where += lines_text(self.lines, self.spans)
         # The report's parts on lines of their own: each fits a terminal's width.
         return [f"moved to {where}", *self.fidelity_parts()]
 
