@@ -98,7 +98,7 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
     """The longest `deadline` accepted, in seconds (a day): a longer one is a mistake."""
 
     SCHEMES: ClassVar[tuple[str, ...]] = (*BUCKET_SCHEMES, "memory")
-    """The URL schemes it takes: a bucket's, and `memory` (a store in this process)."""
+    """The URL schemes it takes, a bucket's and `memory` (a store in this process)."""
 
     def __init__(
         self,

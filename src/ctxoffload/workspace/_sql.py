@@ -90,7 +90,7 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
     """
 
     SCHEMES: ClassVar[tuple[str, ...]] = ("sqlite", *POSTGRES_SCHEMES)
-    """The URL schemes it takes: SQLite's, and PostgreSQL's two spellings."""
+    """The URL schemes it takes, SQLite's and PostgreSQL's two spellings."""
 
     def __init__(
         self,
