@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from smolagents import Tool, ToolCallingAgent
 from smolagents.models import (
@@ -56,7 +56,10 @@ class Scripted(Model):  # type: ignore[misc]
             chosen = self.reply(sent) if self.reply is not None else next(self.replies)
         usage = TokenUsage(input_tokens=sum(len(t) for _, t in sent) // 4, output_tokens=5)
         return ChatMessage(
-            role=chosen.role, content=chosen.content, tool_calls=chosen.tool_calls, token_usage=usage
+            role=chosen.role,
+            content=chosen.content,
+            tool_calls=chosen.tool_calls,
+            token_usage=usage,
         )
 
 
@@ -77,7 +80,7 @@ class Fetch(Tool):  # type: ignore[misc]
 
     name = "fetch"
     description = "Fetch the next output."
-    inputs: dict[str, Any] = {}
+    inputs: ClassVar[dict[str, Any]] = {}
     output_type = "string"
 
     def __init__(self, outputs: list[str], gate: threading.Event | None = None) -> None:
