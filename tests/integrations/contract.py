@@ -104,6 +104,11 @@ class DoorDriver:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
 
+    def as_the_host_gives(self, output: str) -> str:
+        """A tool's output as the host hands it to its door (smolagents strips it before any
+        callback sees it): what the door stores whole."""
+        return output
+
     def reopen(self, made: Any, workspace: Any) -> Any:
         """The door built anew on `workspace` (a new object on the same folder), keeping what
         the HOST saved of its conversations (its checkpointer, its message history): what a
@@ -167,6 +172,7 @@ DRIVERS: list[str] = [
     "langchain",
     "mcp_proxy",
     "pydantic_ai",
+    "smolagents",
     "strands",
     "strands_storage",
 ]
