@@ -47,6 +47,13 @@ class BlockStore:
         self.isolate = isolate
         self._announced = False
 
+    async def announce(self) -> None:
+        """Open the session's record with the door's `door` event, once, before its first
+        write (a workspace that cannot record it is passed over)."""
+        if not self._announced:
+            self._announced = True
+            await record_door(self.workspace, self.door, self.session_id)
+
     async def store(self, key: str, data: bytes, content_type: str | None) -> str:
         """Store one block and return its reference (a path, or a bucket's URI): text as a
         `tool_result` file, any other bytes in data/ named by a `data` event.
@@ -54,9 +61,7 @@ class BlockStore:
         Raises:
             OffloadError: the workspace refused the write (disk full, store down).
         """
-        if not self._announced:  # the `door` event, before the first write
-            self._announced = True
-            await record_door(self.workspace, self.door, self.session_id)
+        await self.announce()
         if is_plain_text(content_type):
             try:
                 text = data.decode("utf-8")
