@@ -169,6 +169,7 @@ DRIVERS: list[str] = [
     "claude_agent_sdk",
     "claude_code",
     "deepagents",
+    "haystack",
     "langchain",
     "mcp_proxy",
     "pydantic_ai",
