@@ -284,12 +284,15 @@ class _Conversation:
         with writing_as(_AGENT, self.session):
             tools = _schemas(agent)
             memory = list(agent.memory.steps)
-            system = self.steps.of_system(agent.memory.system_prompt.system_prompt)
+            # What the step's call was sent: the memory as it was then (the step joins it
+            # after its callbacks), each step's messages made once and kept.
+            sent = list(self.steps.of_system(agent.memory.system_prompt.system_prompt))
+            for earlier in memory:
+                sent.extend(self.steps.of(earlier))
             if step.model_input_messages is not None:
-                sent = [*system, *(m for s in memory for m in self.steps.of(s))]
                 await self._record(sent, tools, step)
             await self._offload(step)
-            context = [*system, *(m for s in (*memory, step) for m in self.steps.of(s))]
+            context = [*sent, *self.steps.of(step)]
             pending = await self.requests.look() if self.requests is not None else []
             if pending:
                 result = await self.run.compact(

@@ -15,8 +15,9 @@ import dataclasses
 import hashlib
 import importlib
 import io
+import operator
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..exceptions import ConfigError
@@ -209,17 +210,21 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 }
 """The fields each step kind's `to_messages` reads (a step of another kind: all of them)."""
 
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+"""Per step class, what reads those fields as one tuple (`attrgetter`, in C: every call of
+the model walks the whole memory)."""
+
 
 def _values(step: Any) -> tuple[Any, ...]:
-    names = _FIELDS.get(type(step).__name__)
-    if names is None:
-        names = (
-            tuple(f.name for f in dataclasses.fields(step))
-            if dataclasses.is_dataclass(step)
-            else ()
-        )
-    return tuple(getattr(step, name, None) for name in names)
+    getter = _GETTERS.get(type(step))
+    if getter is None:
+        names = _FIELDS.get(type(step).__name__)
+        if names is None:
+            names = tuple(f.name for f in dataclasses.fields(step))
+        read = operator.attrgetter(*names, "__class__")  # a tuple even for one name
+        getter = _GETTERS[type(step)] = read
+    return getter(step)
 
 
 def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))
+    return len(before) == len(now) and all(map(operator.is_, before, now))
