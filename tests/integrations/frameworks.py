@@ -54,14 +54,18 @@ def require_framework(module: str, extra: str) -> ModuleType:
 
 def run_guide_example(guide: str, folder: Path) -> subprocess.CompletedProcess[str]:
     """Run the first Python example of docs/guides/`guide` (the page's whole-agent example;
-    later blocks are fragments) in `folder`, as a reader would (a fresh interpreter), with the
-    source tree first on the path as the installs of .ci/run and of a checkout's venv give it;
-    the finished process (its stdout, stderr, return code)."""
+    later blocks are fragments) in `folder`, as a reader would (saved as a script, run by a
+    fresh interpreter), with the source tree first on the path as the installs of .ci/run and
+    of a checkout's venv give it; the finished process (its stdout, stderr, return code)."""
     page = Path(__file__).resolve().parents[2] / "docs" / "guides" / guide
     code = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)[0]
     path = [str(page.parents[2] / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    # Saved to a file and run, as a reader runs it (smolagents' @tool reads its function's
+    # source, which `python -c` has none of).
+    script = folder / "example.py"
+    script.write_text(code, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, str(script)],
         cwd=folder,
         capture_output=True,
         text=True,
