@@ -173,6 +173,13 @@ def test_read_gives_back_what_write_stored_and_nothing_else(tmp_path: Path) -> N
     image_ref = store.write(key="3_camera_call_2.png", content=png)
     assert "/data/" in image_ref and image_ref.endswith(".png")
     assert store.read(image_ref) == png
+    # Text UTF-8 cannot carry (a lone surrogate) is a tool_result file all the same, and comes
+    # back as it was; bytes under a .txt key that are not text stay bytes.
+    odd = store.write(key="3_fetch_call_3.txt", content="half \ud800 a pair")
+    assert Path(odd).name == "tool_result-3_fetch_call_3.txt"
+    assert store.read(odd) == "half \ud800 a pair"
+    raw = store.write(key="3_fetch_call_4.txt", content=b"\xff\xfe not text")
+    assert store.read(raw) == b"\xff\xfe not text"
     # A second result under one key never overwrites the first.
     again = store.write(key="3_fetch_call_1.txt", content="another")
     assert again != text_ref and store.read(text_ref) == "héllo\nworld"

@@ -54,28 +54,34 @@ class BlockStore:
             self._announced = True
             await record_door(self.workspace, self.door, self.session_id)
 
-    async def store(self, key: str, data: bytes, content_type: str | None) -> str:
-        """Store one block and return its reference (a path, or a bucket's URI): text as a
-        `tool_result` file, any other bytes in data/ named by a `data` event.
+    async def store(self, key: str, data: bytes | str, content_type: str | None) -> str:
+        """Store one block and return its reference (a path, or a bucket's URI): text (a
+        `str`, or `text/plain` bytes that are UTF-8) as a `tool_result` file, any other bytes
+        in data/ named by a `data` event.
 
         Raises:
             OffloadError: the workspace refused the write (disk full, store down).
         """
         await self.announce()
+        if isinstance(data, str):
+            return await self._text(key, data)
         if is_plain_text(content_type):
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 pass  # not text after all: stored as bytes below, nothing altered
             else:
-                block = ToolResultBlock(id=str(key), name=self.tool_name, output=text)
-                return str(await self.workspace.offload_tool_result(self.session_id, block))
+                return await self._text(key, text)
         reference = str(await self.workspace.store_bytes(data, content_type or None))
         stored = DataFile(
             reference=reference, bytes=len(data), media_type=content_type or None, key=str(key)
         )
         await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
         return reference
+
+    async def _text(self, key: str, text: str) -> str:
+        block = ToolResultBlock(id=str(key), name=self.tool_name, output=text)
+        return str(await self.workspace.offload_tool_result(self.session_id, block))
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:
         """The bytes and media type behind a reference `store` returned.

@@ -113,8 +113,7 @@ class WorkspaceResultStore:
             # Haystack's key carries the content's extension (`3_fetch_call_1.txt`); the
             # file is named `tool_result-<key without it>.txt`.
             stem = key[: -len(".txt")] if key.endswith(".txt") else key
-            data = content.encode("utf-8", "surrogatepass")
-            return self.loop.run(self.blocks.store(stem, data, "text/plain"))
+            return self.loop.run(self.blocks.store(stem, content, "text/plain"))
         media_type, _ = mimetypes.guess_type(key)
         return self.loop.run(self.blocks.store(key, bytes(content), media_type))
 
@@ -130,10 +129,13 @@ class WorkspaceResultStore:
         except InvalidReference as exc:
             raise ValueError(f"cannot read {reference!r}: {exc}") from exc
         if media_type.startswith("text/"):
-            try:
-                return data.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
+            # A text written with lone surrogates (which UTF-8 cannot carry) is kept as
+            # their code points, and given back as they were.
+            for errors in ("strict", "surrogatepass"):
+                try:
+                    return data.decode("utf-8", errors)
+                except UnicodeDecodeError:
+                    continue
         return data
 
     @property
