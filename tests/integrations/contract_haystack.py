@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn, call_id
+from contract import DoorDriver, Outcome, Turn, scripted
 
 from ctxoffload._doors.doors import DOORS
 
@@ -50,13 +50,7 @@ class HaystackDriver(DoorDriver):
 
         from ctxoffload.integrations.haystack import WorkspaceResultStore
 
-        replies: list[Any] = []
-        outputs: list[str] = []
-        for number, turn in enumerate(turns):
-            if turn.tool_output is not None:
-                replies.append(call("fetch", {}, call_id(turn)))
-                outputs.append(turn.tool_output)
-            replies.append(say(f"answer {number}"))
+        replies, outputs = scripted(turns, call, say)
         known = made.conversations.get(conversation) if conversation is not None else None
         if known is None:
             store = WorkspaceResultStore(made.workspace, session_id=conversation)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn, call_id
+from contract import DoorDriver, Outcome, Turn, scripted
 
 from ctxoffload import ContextConfig
 
@@ -57,13 +57,7 @@ class SmolagentsDriver(DoorDriver):
 
         from ctxoffload.integrations.smolagents import OffloadingStepCallbacks
 
-        replies: list[Any] = []
-        outputs: list[str] = []
-        for number, turn in enumerate(turns):
-            if turn.tool_output is not None:
-                replies.append(call("fetch", {}, call_id(turn)))
-                outputs.append(turn.tool_output)
-            replies.append(answer(f"answer {number}", f"final_{number}"))
+        replies, outputs = scripted(turns, call, answer)
         known = made.conversations.get(conversation) if conversation is not None else None
         if known is None:
             offload = made.default

@@ -20,7 +20,6 @@ that callback either.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,7 +45,6 @@ from ..compression import (
     is_summary_message,
 )
 from ..compression import MessageCounter as _Counter
-from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..text import message_text
@@ -55,7 +53,9 @@ from ..workspace import EventLog, SessionLease, Workspace, writing_as
 from ._model_name import model_name_of
 from ._reading import reading_functions
 from ._smolagents_steps import (
-    INSTALL_HINT,
+    MEMORY,
+    MODELS,
+    SMOLAGENTS,
     ContextSummaryStep,
     StepMessages,
     chat_messages_as_msgs,
@@ -64,18 +64,13 @@ from ._smolagents_steps import (
 
 __all__ = ["OffloadingStepCallbacks"]
 
-try:
-    _smolagents: Any = importlib.import_module("smolagents")
-    _memory: Any = importlib.import_module("smolagents.memory")
-    _get_tool_json_schema: Any = importlib.import_module("smolagents.models").get_tool_json_schema
-except ImportError as exc:  # pragma: no cover - exercised where smolagents is absent
-    raise ConfigError(INSTALL_HINT) from exc
-
-_Tool: Any = _smolagents.Tool
-_ActionStep: Any = _memory.ActionStep
-_PlanningStep: Any = _memory.PlanningStep
-_FinalAnswerStep: Any = _memory.FinalAnswerStep
-_TaskStep: Any = _memory.TaskStep
+_Tool: Any = SMOLAGENTS.Tool
+_ToolCallingAgent: Any = SMOLAGENTS.ToolCallingAgent
+_get_tool_json_schema: Any = MODELS.get_tool_json_schema
+_ActionStep: Any = MEMORY.ActionStep
+_PlanningStep: Any = MEMORY.PlanningStep
+_FinalAnswerStep: Any = MEMORY.FinalAnswerStep
+_TaskStep: Any = MEMORY.TaskStep
 
 
 class OffloadingStepCallbacks:
@@ -447,7 +442,7 @@ def _usage(step: Any) -> dict[str, Any]:
 def _schemas(agent: Any) -> list[dict[str, Any]]:
     """The tool schemas a tool-calling agent sends with each call (they count against the
     window); a code agent describes its tools in its system prompt instead."""
-    if not isinstance(agent, _smolagents.ToolCallingAgent):
+    if not isinstance(agent, _ToolCallingAgent):
         return []
     return [_get_tool_json_schema(tool) for tool in agent.tools_and_managed_agents]
 

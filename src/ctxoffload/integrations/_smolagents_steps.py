@@ -25,6 +25,9 @@ from ..messages import Base64Source, DataBlock, Msg, Role, TextBlock, ToolResult
 
 __all__ = [
     "INSTALL_HINT",
+    "MEMORY",
+    "MODELS",
+    "SMOLAGENTS",
     "ContextSummaryStep",
     "StepMessages",
     "chat_messages_as_msgs",
@@ -34,17 +37,19 @@ __all__ = [
 INSTALL_HINT = "smolagents is not installed: pip install 'ctxoffload[smolagents]'"
 
 try:
-    _memory: Any = importlib.import_module("smolagents.memory")
-    _models: Any = importlib.import_module("smolagents.models")
+    SMOLAGENTS: Any = importlib.import_module("smolagents")
+    MEMORY: Any = importlib.import_module("smolagents.memory")
+    MODELS: Any = importlib.import_module("smolagents.models")
 except ImportError as exc:  # pragma: no cover - exercised where smolagents is absent
     raise ConfigError(INSTALL_HINT) from exc
+"""smolagents and the modules of it the door uses, imported once, here."""
 
-_MemoryStep: Any = _memory.MemoryStep
-_TaskStep: Any = _memory.TaskStep
-_ChatMessage: Any = _models.ChatMessage
-_MessageRole: Any = _models.MessageRole
+_MemoryStep: Any = MEMORY.MemoryStep
+_TaskStep: Any = MEMORY.TaskStep
+_ChatMessage: Any = MODELS.ChatMessage
+_MessageRole: Any = MODELS.MessageRole
 _ROLE_AS_SENT: dict[str, str] = {
-    str(given.value): str(sent.value) for given, sent in _models.tool_role_conversions.items()
+    str(given.value): str(sent.value) for given, sent in MODELS.tool_role_conversions.items()
 }
 """smolagents' own roles for a tool call and an observation, as its models send them."""
 _ROLES: dict[str, Role] = {"system": "system", "user": "user", "assistant": "assistant"}
