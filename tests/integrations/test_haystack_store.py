@@ -104,7 +104,7 @@ def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
     assert out["last_message"].text == "All 40 readings taken."
     assert max(tokens(sent) for sent in model.seen) < WINDOW
     messages = out["messages"]
-    summaries = [m for m in messages if m.meta.get("ctxoffload") == "summary"]
+    summaries = [m for m in messages if "ctxoffload_summary" in m.meta]
     assert summaries and "context.jsonl" in summaries[0].text
     # A tool call never loses its result, nor a result its call.
     calls = {c.id for m in messages for c in m.tool_calls}
@@ -117,6 +117,34 @@ def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
     assert sum(r in context for r in readings) > 20
     assert "Take 40 readings." in (kept + context)
     assert "compressed" in show(tmp_path / "ws", "long")
+
+
+def test_a_conversation_resumed_in_a_new_process_sends_what_an_unbroken_one_sends(
+    tmp_path: Path,
+) -> None:
+    """Haystack keeps the conversation in the messages the application saves; a compacted
+    conversation saved in one process and run on in another is sent what one process sends
+    (the summary it holds is known again as ctxoffload's and folded into the next one)."""
+    script = Path(__file__).with_name("haystack_resume.py")
+
+    def run(folder: Path, first: int, count: int, then: int = 0) -> list[list[list[str]]]:
+        saved, sent = folder.with_suffix(".saved.json"), folder.with_suffix(".sent.json")
+        args = [str(folder), str(saved), str(sent), str(first), str(count), str(then)]
+        done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(sent.read_text())  # type: ignore[no-any-return]
+
+    unbroken = run(tmp_path / "a", 0, 30, then=20)  # one process, two runs
+    run(tmp_path / "b", 0, 30)
+    resumed = run(tmp_path / "b", 30, 20)  # a new process, given the saved messages
+
+    def neutral(calls: list[list[list[str]]], folder: Path) -> str:
+        return json.dumps(calls).replace(str(folder.resolve()), "WS").replace(str(folder), "WS")
+
+    assert neutral(resumed, tmp_path / "b") == neutral(unbroken, tmp_path / "a")
+    context = (tmp_path / "b" / "sessions" / "resumed" / "context.jsonl").read_text()
+    for i in (0, 12, 31, 38):  # readings of both processes left the conversation whole
+        assert f"reading {i} of the export: gauge {i * 7} nominal," in context
 
 
 def test_haystacks_own_compactor_stores_old_results_through_the_store(tmp_path: Path) -> None:

@@ -63,21 +63,25 @@ class BlockStore:
             OffloadError: the workspace refused the write (disk full, store down).
         """
         await self.announce()
-        if isinstance(data, str):
-            return await self._text(key, data)
-        if is_plain_text(content_type):
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                pass  # not text after all: stored as bytes below, nothing altered
-            else:
-                return await self._text(key, text)
-        reference = str(await self.workspace.store_bytes(data, content_type or None))
-        stored = DataFile(
-            reference=reference, bytes=len(data), media_type=content_type or None, key=str(key)
-        )
-        await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
-        return reference
+        with writing_as(self.door.name, self.session_id):  # each line names its writer
+            if isinstance(data, str):
+                return await self._text(key, data)
+            if is_plain_text(content_type):
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # not text after all: stored as bytes below, nothing altered
+                else:
+                    return await self._text(key, text)
+            reference = str(await self.workspace.store_bytes(data, content_type or None))
+            stored = DataFile(
+                reference=reference,
+                bytes=len(data),
+                media_type=content_type or None,
+                key=str(key),
+            )
+            await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
+            return reference
 
     async def _text(self, key: str, text: str) -> str:
         block = ToolResultBlock(id=str(key), name=self.tool_name, output=text)

@@ -149,7 +149,10 @@ class WorkspaceCompactor:
         for msg in result.messages:
             message = origin.get(msg.id)
             if message is None:  # the summary (or the artifact index): a new user message
-                message = _ChatMessage.from_user(msg.text, meta={"ctxoffload": "summary"})
+                # Its meta keeps what makes it a summary to the next compaction, in this
+                # process or in one that loads the saved messages (Haystack sends no meta).
+                kept = {"id": msg.id, "metadata": msg.metadata}
+                message = _ChatMessage.from_user(msg.text, meta={_SUMMARY: kept})
                 self._read[id(message)] = (message, msg)
             out.append(message)
         return out if len(out) < len(messages) else None
@@ -160,6 +163,10 @@ class WorkspaceCompactor:
         known = self._read.get(id(message))
         if known is not None and known[0] is message:
             return known[1]
+        ours = _ours(message)
+        if ours is not None:
+            self._read[id(message)] = (message, ours)
+            return ours
         try:
             (msg,) = from_openai([message.to_openai_dict_format(require_tool_call_ids=False)])
         except (ValueError, ConfigError, TypeError) as exc:
@@ -174,6 +181,23 @@ class WorkspaceCompactor:
             self._read = dict(list(self._read.items())[-_KEPT:])
         return msg
 
+
+def _ours(message: Any) -> Msg | None:
+    """A summary this compactor wrote, as the `Msg` it was (None: not one)."""
+    kept = getattr(message, "meta", {}).get(_SUMMARY)
+    if not isinstance(kept, dict) or not isinstance(kept.get("id"), str):
+        return None
+    metadata = kept.get("metadata")
+    return Msg(
+        id=kept["id"],
+        role="user",
+        content=str(message.text or ""),
+        metadata=metadata if isinstance(metadata, dict) else {},
+    )
+
+
+_SUMMARY = "ctxoffload_summary"
+"""The meta key of a summary message a `WorkspaceCompactor` put in the conversation."""
 
 _NO_WINDOW = 1_000_000
 """A window for the compressor's own checks; every compaction gives the one it works to."""
