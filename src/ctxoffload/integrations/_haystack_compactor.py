@@ -97,7 +97,7 @@ class WorkspaceCompactor:
         """A shorter conversation for `messages` (a new list), or None when nothing left.
 
         Args:
-            messages: the conversation, oldest first (Haystack `ChatMessage`s).
+            messages: the conversation, oldest first (Haystack's `ChatMessage` objects).
             target_tokens: the size Haystack aims at.
             token_counter: Haystack's counter (ctxoffload counts with its own).
         """

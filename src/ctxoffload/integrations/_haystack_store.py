@@ -1,5 +1,5 @@
 """`WorkspaceResultStore`: Haystack's `ToolResultStore` on a ctxoffload workspace, and the
-read-back tools as Haystack `Tool`s.
+read-back tools as Haystack tools (`Tool`).
 
 Haystack's `ToolResultOffloadHook` (an Agent's `after_tool` hook) and its
 `ToolResultOffloadCompactor` hand a store each result they take out of the conversation with
@@ -50,7 +50,7 @@ class WorkspaceResultStore:
     - `read(reference)` gives back what `write` stored: text as a `str`, bytes as `bytes`; a
       reference outside the workspace, or (with `isolate`) of another session, is refused.
     - `tools` are Read, Grep and Glob (a workspace on a local folder) and
-      `retrieve_offloaded_content`, as Haystack `Tool`s for the agent to read stored results
+      `retrieve_offloaded_content`, as Haystack tools (`Tool`) for the agent to read stored results
       back.
 
     The session is the store's `session_id`, else a new one per store (logged at INFO): a
@@ -140,7 +140,7 @@ class WorkspaceResultStore:
 
     @property
     def tools(self) -> list[Any]:
-        """The read-back tools, as Haystack `Tool`s (`Agent(tools=[..., *store.tools])`)."""
+        """The read-back tools, as Haystack tools (`Tool`) (`Agent(tools=[..., *store.tools])`)."""
         if self._tools is None:
             functions = reading_functions(
                 self.workspace, self.max_output_chars, session_id=self.session_id

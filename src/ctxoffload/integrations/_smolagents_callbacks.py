@@ -88,7 +88,7 @@ class OffloadingStepCallbacks:
       rebuilds it (a planning step's call too).
     - `ctxoffload compact SESSION` is served at the next step's callback.
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
-      `retrieve_offloaded_content`, as smolagents `Tool`s; with `memory=True`, the memory
+      `retrieve_offloaded_content`, as smolagents tools (`Tool`); with `memory=True`, the memory
       tool too.
 
     The session is the run: each `agent.run(...)` gets a new session of its own (logged at

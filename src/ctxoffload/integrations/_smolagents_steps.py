@@ -1,7 +1,7 @@
 """smolagents' memory steps as ctxoffload messages, and the summary step put in their place.
 
 An agent rebuilds each model call from its memory: the system prompt step, then every step's
-`to_messages()`. `StepMessages` turns a step into the `Msg`s of exactly those messages (roles
+`to_messages()`. `StepMessages` turns a step into the `Msg` objects of exactly those messages (roles
 as smolagents sends them: a tool call as the assistant, an observation as the user), once per
 step and again only when the step changed, so the same step is the same `Msg` objects at every
 call (counted once, recorded once). Each `Msg` id names its step (`<step key>.<index>`), so a
@@ -91,7 +91,7 @@ def step_key(msg: Msg) -> str:
 
 
 class StepMessages:
-    """Each memory step's messages as `Msg`s, made once per step and kept while the step is
+    """Each memory step's messages as `Msg` objects, made once per step and kept while the step is
     unchanged (the same objects in its fields)."""
 
     def __init__(self) -> None:
@@ -110,7 +110,7 @@ class StepMessages:
         return known[1]
 
     def of(self, step: Any) -> list[Msg]:
-        """The `Msg`s of what `step.to_messages()` gives the model."""
+        """The `Msg` objects of what `step.to_messages()` gives the model."""
         if isinstance(step, ContextSummaryStep):
             return list(step.messages)
         values = _values(step)
@@ -144,7 +144,7 @@ def chat_messages_as_msgs(
     call_id: str | None = None,
     call_name: str | None = None,
 ) -> list[Msg]:
-    """smolagents `ChatMessage`s (or their dicts) as `Msg`s with ids `<key>.<index>`.
+    """smolagents' `ChatMessage` objects (or their dicts) as `Msg` objects with ids `<key>.<index>`.
 
     Args:
         messages: the messages, as a step's `to_messages()` gives them.

@@ -5,8 +5,9 @@ Haystack's `ToolResultOffloadHook` and `ToolResultOffloadCompactor` write a tool
 store and put its reference in the conversation; with `WorkspaceResultStore` the result goes
 whole to the session's `tool_result-<key>.txt` (bytes to data/), readable with `ctxoffload`
 and with the store's `tools` (Read, Grep, Glob, `retrieve_offloaded_content` as Haystack
-`Tool`s). Haystack's `CompactionHook` with `WorkspaceCompactor(store)` appends the messages it
-takes out to the session's context.jsonl before it puts one summary in their place.
+`Tool` objects). Haystack's `CompactionHook` with `WorkspaceCompactor(store)` appends the
+messages it takes out to the session's context.jsonl before it puts one summary in their
+place.
 
 Example::
 

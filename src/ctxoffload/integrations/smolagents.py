@@ -6,7 +6,7 @@ call: there a big observation is stored whole in the workspace and the step keep
 a notice; past the config's trigger the older steps go to the session's context.jsonl and are
 replaced in the memory by one summary step naming that file; and what the step's model call
 was sent is recorded, so `ctxoffload show --step N` rebuilds it. Its `tools` read offloaded
-content back, as smolagents `Tool`s.
+content back, as smolagents tools (`Tool`).
 
 Example::
 
