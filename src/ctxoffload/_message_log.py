@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ._disk import events
-from ._disk.events import EventKind
+from ._disk.events import EventKind, is_event
 from ._disk.payloads import storable_message
-from ._disk.records import Event
+from ._disk.records import Event, is_count
 from .exceptions import InvalidContent
 from .messages import Base64Source, DataBlock, Msg, ToolResultBlock
 from .workspace import Offloader
@@ -110,7 +110,9 @@ class MessageLog:
         converting its history anew stamps afresh; a message that changed under its id is
         written again."""
         for event in earlier:
-            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
+            if not is_event(event):
+                continue  # a line that is no event (`show` skips it too)
+            message = event.get("message") if event["kind"] == EventKind.MESSAGE else None
             if isinstance(message, dict) and isinstance(message.get("id"), str):
                 self._recorded[message["id"]] = _form(message)
 
@@ -186,7 +188,7 @@ class ModelCalls:
         self._log.remember(earlier)
         for event in earlier:
             step = event.get("step")
-            if event.get("kind") == EventKind.MODEL_CALL and isinstance(step, int):
+            if event.get("kind") == EventKind.MODEL_CALL and is_count(step):
                 self.step = max(self.step, step)
 
     async def record(self, sent: list[Msg], *, keys: list[str] | None = None, **fields: Any) -> int:

@@ -141,8 +141,8 @@ DOORS: Mapping[str, Door] = {
             "openai-agents",
             host="the OpenAI Agents SDK",
             adapter="OffloadingInputFilter",
-            conversation="the run's session (Runner.run(..., session=WorkspaceSession(...))) "
-            "or the filter's session_id",
+            conversation="the WorkspaceSession that made the filter (session.input_filter()), "
+            "or the filter's session_id; else a new session per Runner.run",
             projects=True,
             records=_PROJECTED,
             busy="wait for the other Runner.run of this session to end, or run this one with "

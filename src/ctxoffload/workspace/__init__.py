@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._protocol import (
         EventLog,
         GarbageCollector,
+        HistoryLog,
         LineReader,
         ModelCallClock,
         Offloader,
@@ -41,6 +42,7 @@ __all__ = [
     "EventLog",
     "GarbageCollector",
     "GcReport",
+    "HistoryLog",
     "InMemoryWorkspace",
     "InvalidSessionId",
     "LeaseHolder",
@@ -91,6 +93,7 @@ __getattr__, __dir__ = lazy_exports(
         "SqlWorkspace": "._sql",
         "EventLog": "._protocol",
         "GarbageCollector": "._protocol",
+        "HistoryLog": "._protocol",
         "LineReader": "._protocol",
         "ModelCallClock": "._protocol",
         "Offloader": "._protocol",
