@@ -136,6 +136,7 @@ class Projector:
         self._attempt = 0
         self._last_keys: list[str] | None = None
         self._last_sent: list[Msg] = []
+        self._left_out: frozenset[str] = frozenset()
         self._loaded = False
         # The compactions asked for from outside (`ctxoffload compact`), served at the next
         # projection; each look reads only what events.jsonl gained.
@@ -152,6 +153,14 @@ class Projector:
     def counter(self) -> TokenCounter:
         """The counter this projector counts with."""
         return self._compressor.counter
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        """The ids of the history's messages the latest projection did not send: each was
+        stored in the session before it left (in context.jsonl; an earlier summary, folded
+        into the new one, in the session's record), and a summary or a provider's
+        compaction stands for it. What a host that keeps what was sent may drop."""
+        return self._left_out
 
     def use_model(self, model_name: str | None) -> TokenCounter:
         """Count with the counter for `model_name` (`get_token_counter`): for a host whose
@@ -226,7 +235,7 @@ class Projector:
             else:
                 holder = None
             skip = range(system, holder) if holder is not None else None
-            sent = await self._each(history, keys, cover, skip)
+            sent = await self._each(history, keys, cover, skip, self._own())
             # A summarised message is None in `sent`: the summary stands where they were.
             out = [m for m in sent[:system] if m is not None]
             if cover is not None:
@@ -250,6 +259,7 @@ class Projector:
                 await self._answer(result, instructions, asked)
             self._compressor.remember_sent(out, out)
             self._last_sent = out
+            self._left_out = _left_out(history, out)
             self._forget_dropped(history, keys)
             await self._record(keys, out, tools, started)
             return out
@@ -409,16 +419,27 @@ class Projector:
             return cover
         return None
 
+    def _own(self) -> dict[str, Msg]:
+        """The messages this projector wrote (the summary, a provider compaction's note) by
+        key: a host that keeps what it was sent gives them back as its own objects, which
+        lose their marks on the way (LangChain keeps no metadata)."""
+        own = list(self._cover.messages) if self._cover is not None else []
+        if self._provider is not None:
+            own.append(self._provider.note)
+        return {f"id:{msg.id}": msg for msg in own}
+
     async def _each(
         self,
         history: Sequence[Msg | Mapping[str, Any]],
         keys: list[str],
         cover: _Cover | None,
         skip: range | None = None,
+        own: Mapping[str, Msg] | None = None,
     ) -> list[Msg | None]:
         """What is sent for each message: read once, truncated once; None for a message a
         summary or a provider's compaction item stands for (`skip`; not read at all, as a
-        restarted process need not)."""
+        restarted process need not). A message of the projector's own (`own`) given back
+        with the same text is sent as the projector's object, its marks intact."""
         if skip is None:
             skip = range(cover.start, cover.start + cover.count) if cover is not None else range(0)
         sent: list[Msg | None] = []
@@ -431,6 +452,11 @@ class Projector:
                 sent.append(known[2])
                 continue
             msg = item if isinstance(item, Msg) else _read(item, i)
+            mine = own.get(key) if own else None
+            if mine is not None and _says_same(mine, msg):
+                self._seen[key] = (item, mine, mine)
+                sent.append(mine)
+                continue
             projected = await self._compressor.process_message(msg)
             self._seen[key] = (item, msg, projected)
             sent.append(projected)
@@ -531,6 +557,19 @@ def _same(seen: Msg | Mapping[str, Any], item: Msg | Mapping[str, Any]) -> bool:
     if not (isinstance(seen, Msg) and isinstance(item, Msg)):
         return False
     return {**seen.__dict__, "timestamp": None} == {**item.__dict__, "timestamp": None}
+
+
+def _says_same(mine: Msg, given: Msg) -> bool:
+    """Whether a message a host gave back is the projector's own `mine`: the same role and
+    text (a host may rebuild the object and drop its metadata, never its text)."""
+    return mine.role == given.role and mine.text == given.text
+
+
+def _left_out(history: Sequence[Msg | Mapping[str, Any]], out: Sequence[Msg]) -> frozenset[str]:
+    """The ids of the messages of `history` that `out` does not send (under their own id)."""
+    sent = {msg.id for msg in out}
+    ids = (item.id if isinstance(item, Msg) else item.get("id") for item in history)
+    return frozenset(i for i in ids if isinstance(i, str) and i and i not in sent)
 
 
 def _read(item: Mapping[str, Any], index: int) -> Msg:
