@@ -7,7 +7,8 @@ the run recorded for that call. So every strategy gets the same history; what di
 each one sends the model, keeps in LangGraph's checkpoints, and keeps on disk:
 
 - `ctxoffload`: `ContextOffloadMiddleware` (a `LocalWorkspace`, `ContextConfig(context_window=
-  W)`, extractive summaries), its four reading tools given to the agent;
+  W)`, extractive summaries), its four reading tools given to the agent, and
+  `state_schema=DeltaAgentState` (messages checkpointed as deltas, as deepagents' state is);
 - `deepagents`: `create_deep_agent` with its defaults (its summarisation at 0.85 of the window
   the model's profile declares, keeping 0.10; results over 20,000 tokens to files), on its
   default `StateBackend`; `deepagents+WB`: the same with ctxoffload's `WorkspaceBackend` routed
@@ -113,7 +114,11 @@ from ctxoffload import (  # noqa: E402
 from ctxoffload.cli._transcripts import load_transcript  # noqa: E402
 from ctxoffload.compression import rendered_text  # noqa: E402
 from ctxoffload.integrations.deepagents import WorkspaceBackend  # noqa: E402
-from ctxoffload.integrations.langchain import ContextOffloadMiddleware, from_langchain  # noqa: E402
+from ctxoffload.integrations.langchain import (  # noqa: E402
+    ContextOffloadMiddleware,
+    DeltaAgentState,
+    from_langchain,
+)
 from ctxoffload.tokens import REPLY_PRIMING_TOKENS, get_token_counter  # noqa: E402
 
 WINDOWS = (8_000, 32_000)
@@ -391,7 +396,12 @@ def build(strategy: str, window: int, replay: Replay, folder: Path, saver: Any) 
         offload = ContextOffloadMiddleware(workspace, config=ContextConfig(context_window=window))
         own = [tool for tool in offload.tools if tool.name not in taken]
         agent = create_agent(
-            model, [*tools, *own], system_prompt=system, middleware=[offload], checkpointer=saver
+            model,
+            [*tools, *own],
+            system_prompt=system,
+            middleware=[offload],
+            checkpointer=saver,
+            state_schema=DeltaAgentState,
         )
         return Built(agent, workspace=workspace)
     if strategy.startswith("deepagents"):

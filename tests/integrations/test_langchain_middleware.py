@@ -200,6 +200,19 @@ def test_lean_state_costs_a_fraction_of_full_states_checkpoints(tmp_path: Path) 
     assert sizes[False] * 4 < sizes[True]
 
 
+def test_delta_state_checkpoints_each_message_once(tmp_path: Path) -> None:
+    sizes = {}
+    for delta in (False, True):
+        saver, model = InMemorySaver(), scripted(*answers(150))
+        state = converse(
+            agent_on(tmp_path / str(delta), model, saver, delta=delta), range(150), "d"
+        )
+        assert wire(state["messages"][:-1]) == wire(model.seen[-1])  # lean either way
+        sizes[delta] = saver_bytes(saver)
+    print(f"checkpoints: {sizes[False]:,} bytes lean, {sizes[True]:,} lean on deltas")
+    assert sizes[True] * 3 < sizes[False]
+
+
 def test_a_system_message_in_state_is_sent_and_kept(tmp_path: Path) -> None:
     model = scripted(*answers(40))
     agent = agent_on(tmp_path / "ws", model, InMemorySaver())
@@ -233,15 +246,19 @@ def test_a_resumed_thread_projects_the_same_messages(tmp_path: Path) -> None:
     assert again == unbroken
 
 
-def test_a_thread_resumed_in_a_new_process_projects_the_same_messages(tmp_path: Path) -> None:
+@pytest.mark.parametrize("state", ["default", "delta"])
+def test_a_thread_resumed_in_a_new_process_projects_the_same_messages(
+    tmp_path: Path, state: str
+) -> None:
     # Not in the extra: .ci/run installs it beside it.
     pytest.importorskip("langgraph.checkpoint.sqlite", reason="langgraph-checkpoint-sqlite")
     sent, turn = unbroken_run(tmp_path / "a")
     script = Path(__file__).with_name("langchain_resume.py")
     db, folder, out = tmp_path / "checkpoints.sqlite", tmp_path / "b", tmp_path / "sent.json"
     for first, last in ((0, turn), (turn, turn + 1)):
+        args = [str(db), str(folder), str(first), str(last), str(out)]
         subprocess.run(
-            [sys.executable, str(script), str(db), str(folder), str(first), str(last), str(out)],
+            [sys.executable, str(script), *args, *(["delta"] if state == "delta" else [])],
             check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
