@@ -346,8 +346,19 @@ async def summarize(
             outcome = None
         if outcome is not None:
             return outcome
-    summary = extractive_summary(messages, previous=previous, artifacts=artifacts)
+    summary = extractive_summary(
+        messages, previous=previous, artifacts=_not_listed(artifacts, config)
+    )
     return SummaryOutcome(bound_summary(summary, max_chars), "extractive", calls[0], 0)
+
+
+def _not_listed(artifacts: Sequence[str], config: ContextConfig) -> Sequence[str]:
+    """The offloaded files (newest first) an extractive summary names itself: those the
+    template's own list (`{artifacts}`, the newest `artifact_trail_limit`) does not show, so
+    that no file is named twice in one summary."""
+    if "{artifacts}" not in config.summary_template:
+        return artifacts
+    return artifacts[config.artifact_trail_limit :]
 
 
 async def _model_summary(
@@ -369,7 +380,9 @@ async def _model_summary(
         # What leaves beyond the input budget is summarised without a model, and that
         # summary rides in the first request as the summary of what came before.
         previous = bound_summary(
-            extractive_summary(messages[:folded], previous=previous, artifacts=artifacts),
+            extractive_summary(
+                messages[:folded], previous=previous, artifacts=_not_listed(artifacts, config)
+            ),
             max_chars,
         )
     # The previous summary rides along in every request, beside the chunk.

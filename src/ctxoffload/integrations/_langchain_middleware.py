@@ -425,4 +425,6 @@ def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
         # LangGraph runs a sync tool on a worker thread, where no event loop runs.
         return asyncio.run(answer())
 
-    return _StructuredTool.from_function(func=run, coroutine=function)
+    # Its docstring's Args go into the parameters' schemas, and only its summary into the
+    # description: the schema is sent with every model call.
+    return _StructuredTool.from_function(func=run, coroutine=function, parse_docstring=True)
