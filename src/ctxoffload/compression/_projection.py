@@ -300,6 +300,8 @@ class Projector:
 
     def report_usage_sync(self, input_tokens: int) -> bool:
         """`report_usage` for synchronous code, on the loop `project_sync` uses."""
+        if input_tokens <= 0:  # nothing reported: nothing to take, and no hop to the loop
+            return False
         return self._run_sync(self.report_usage(input_tokens))
 
     async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:

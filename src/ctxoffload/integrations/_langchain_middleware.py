@@ -139,6 +139,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # unchanged message is converted once and the projector sees the same object.
         self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
         self._window: int | None = None
+        # Per tool object (held, so its id stays its own): its OpenAI schema.
+        self._tool_schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._guard = threading.Lock()
 
     # -- the tool hook ----------------------------------------------------------------------
@@ -185,7 +187,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         """Send the model the projection of the history; state keeps what was sent."""
         session = _thread_id(request.runtime)
         history, originals = self._history(session, request)
-        projector, tools = self._projector(session, request.model), _schemas(request)
+        projector, tools = self._projector(session, request.model), self._schemas(request)
         projected = projector.project_sync(history, tools=tools)
         sent = _back(projected, history, originals, request.system_message)
         try:
@@ -204,7 +206,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         """`wrap_model_call` for an async run."""
         session = _thread_id(request.runtime)
         history, originals = self._history(session, request)
-        projector, tools = self._projector(session, request.model), _schemas(request)
+        projector, tools = self._projector(session, request.model), self._schemas(request)
         projected = await projector.project(history, tools=tools)
         sent = _back(projected, history, originals, request.system_message)
         try:
@@ -239,6 +241,19 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         return _types.ExtendedModelResponse(
             model_response=response, command=_Command(update={"messages": update})
         )
+
+    def _schemas(self, request: Any) -> list[dict[str, Any]]:
+        """The tools of a model request as OpenAI schemas (they count against the window),
+        each converted once: LangChain gives the same tool objects to every call."""
+        out = []
+        for tool in request.tools:
+            known = self._tool_schemas.get(id(tool))
+            if known is None or known[0] is not tool:
+                known = (tool, _to_openai_tool(tool))
+                with self._guard:
+                    self._tool_schemas[id(tool)] = known
+            out.append(known[1])
+        return out
 
     def _history(self, session: str | None, request: Any) -> tuple[list[Msg], dict[str, Any]]:
         """The request's system message and messages as `Msg`s, and the LangChain message
@@ -316,11 +331,6 @@ def _declared_window(model: Any) -> int | None:
     profile = getattr(model, "profile", None)
     window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
     return window if isinstance(window, int) and window > 0 else None
-
-
-def _schemas(request: Any) -> list[dict[str, Any]]:
-    """The tools of a model request as OpenAI schemas (they count against the window)."""
-    return [_to_openai_tool(tool) for tool in request.tools]
 
 
 def _unchanged(state: Sequence[Any], sent: Sequence[Any]) -> bool:
