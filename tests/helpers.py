@@ -189,6 +189,38 @@ def plausible_session(n: int, words: int = 12) -> list[Msg]:
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 
 
+def png_image(
+    width: int,
+    height: int,
+    *,
+    depth: int = 8,
+    colour: int = 0,
+    rows: bytes | None = None,
+    level: int = 6,
+) -> bytes:
+    """A real PNG (signature, IHDR, one IDAT, IEND, each chunk with its CRC) of `width` x
+    `height` pixels: grey (`colour` 0) or RGB (2) at `depth` bits, its pixels `rows` (default:
+    a mid grey, a filter byte before each row), compressed at zlib `level`. With `rows` given,
+    the header may claim any size at all."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + body))
+        return struct.pack(">I", len(body)) + kind + body + crc
+
+    if rows is None:
+        channels = 3 if colour == 2 else 1
+        rows = (b"\x00" + b"\x80" * ((width * channels * depth + 7) // 8)) * height
+    header = struct.pack(">IIBBBBB", width, height, depth, colour, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, level))
+        + chunk(b"IEND", b"")
+    )
+
+
 def image_block(
     raw: bytes = PNG, media_type: str = "image/png", name: str | None = None
 ) -> DataBlock:

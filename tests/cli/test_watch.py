@@ -293,7 +293,7 @@ def _as_show_prints(lines: list[str], session: str) -> tuple[list[str], list[str
     them); and its other lines (messages of context.jsonl, new files)."""
     at = re.compile(rf"^(\d\d:\d\d:\d\d) {re.escape(session)} ")
     prefix = f"{'':8} {session} "  # before a sentence show prints alone
-    alone = f"{prefix}no session_start: "
+    alone = f"{prefix}written by a workspace used on its own"
     lines = [line[len(prefix) :] if line.startswith(alone) else line for line in lines]
     events = [at.sub(r"\1 ", line) for line in lines if not line.startswith(" " * 9)]
     others = [line for line in lines if line.startswith(" " * 9)]

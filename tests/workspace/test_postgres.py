@@ -82,6 +82,21 @@ async def test_a_schema_of_another_program_is_migrated_forward_and_kept(url: str
     assert sql(url, "SELECT text FROM notes") == [("kept",)]
 
 
+async def test_a_schema_whose_tables_clash_is_refused_and_left_as_it_was(url: str) -> None:
+    sql(url, "CREATE TABLE sessions (name TEXT)")
+    sql(url, "INSERT INTO sessions VALUES ('theirs')")
+    ws = SqlWorkspace(url)
+    with pytest.raises(ConfigError, match="table 'sessions' of another program"):
+        await ws.offload_context("s", [Msg(role="user", content="hi")])
+    ws.close()
+    tables = sql(
+        url,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
+    )
+    assert tables == [("sessions",)]
+    assert sql(url, "SELECT name FROM sessions") == [("theirs",)]
+
+
 OPENER = textwrap.dedent(
     """
     import asyncio, sys, time

@@ -53,6 +53,7 @@ __all__ = [
     "Compression",
     "ContextBatch",
     "DataFile",
+    "Door",
     "EventKind",
     "Fork",
     "HostCompaction",
@@ -91,6 +92,11 @@ class EventKind:
     DATA = "data"
     # Written by the Agent's session record (agent/_record.py).
     SESSION_START = "session_start"
+    # Written by a host's door (LangChain's middleware, the Claude Code hooks, the MCP
+    # proxy...) when a run of the host's conversation begins writing the session: which door,
+    # which conversation, whether ctxoffload decides what the host's model is sent, and what
+    # the door records (`_doors/`).
+    DOOR = "door"
     MESSAGE = "message"
     MODEL_CALL = "model_call"
     TOOL_CALL = "tool_call"
@@ -298,6 +304,32 @@ class SessionStart(Event):
             f"(summaries: {self.summary_model or 'extractive'}), window "
             f"{figure(self.context_window)} tokens, tools: {tools}; ctxoffload "
             f"{said(self.version)}{child}"
+        )
+
+
+class Door(Event):
+    """A run of a host's conversation beginning to write the session through one of
+    ctxoffload's doors (`_doors/doors.py` declares them): what `show` opens a session it
+    wrote with, and what `ctxoffload compact` reads to know whether ctxoffload decides what
+    the host's model is sent. The line says it all itself, so a reader needs no door."""
+
+    kind = EventKind.DOOR
+    log_level = "INFO"
+    door: str
+    host: str
+    adapter: str
+    conversation: str | None
+    projects: bool
+    records: str
+    version: str
+
+    def sentence(self) -> str:
+        conversation = (
+            f" for {quoted(self.conversation, 80)}" if isinstance(self.conversation, str) else ""
+        )
+        return (
+            f"{said(self.host)} ({said(self.adapter)}) began a run{conversation}; it records "
+            f"{said(self.records)}"
         )
 
 

@@ -14,6 +14,8 @@ __all__ = ["is_session_id", "session_id_for", "tool_file_stem", "validate_sessio
 _SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 _PLAIN_TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_-]+")
+# What `session_id_for` ends a name it made with: '.' and 16 hex digits of a sha256.
+_MAPPED_TAIL = re.compile(r"\.[0-9a-f]{16}\Z")
 
 
 def _show(value: str, limit: int = 40) -> str:
@@ -49,12 +51,19 @@ def validate_session_id(session_id: object) -> str:
 
 
 def session_id_for(thread: object) -> str:
-    """The session of a host's thread or conversation id (LangGraph's `thread_id`, ...): the
-    id itself when it is a plain name, else its safe characters (at most 80), '.' and 16 hex
-    digits of the sha256 of the original, so a host's id never names a path and two ids never
-    share a session. The one rule every adapter follows."""
+    """The session of a host's thread or conversation id (LangGraph's `thread_id`, a Claude
+    Code session, an agent's name for its memory folder...): the one rule every door follows.
+
+    A plain name (`is_session_id`) is its own session, unless it ends the way a mapped name
+    does ('.' and 16 hex digits). Any other id becomes its safe characters (at most 80), '.'
+    and 16 hex digits of the sha256 of the original. So a host's id never names a path, two
+    ids never share a session, and a mapped name never equals an id someone can pass as it
+    is: an id shaped like a mapped name is itself mapped (to another name), as an escape
+    character escapes itself. Map each host id once: a mapped name mapped again is another
+    session.
+    """
     text = thread if isinstance(thread, str) else str(thread)
-    if is_session_id(text):
+    if is_session_id(text) and _MAPPED_TAIL.search(text) is None:
         return text
     import hashlib  # not at import: see tool_file_stem
 

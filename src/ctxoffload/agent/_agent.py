@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 import uuid
@@ -14,6 +13,8 @@ from typing import Any
 
 from .._disk import events
 from .._disk.compact_requests import CompactRequests
+from .._doors.checks import checked_offloader
+from .._doors.doors import DOORS
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -36,7 +37,6 @@ from ..workspace import (
     SessionLease,
     fork_session,
     new_session,
-    not_a_capability,
     take_lease,
     validate_session_id,
     writing_as,
@@ -806,33 +806,11 @@ class Agent:
             self.messages = self._initial_messages() + messages
 
 
-_OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
-
-
 def _check_offloader(offloader: object) -> None:
-    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`."""
-    if offloader is None:
-        return
-    if not isinstance(offloader, Offloader):
-        raise not_a_capability(
-            offloader,
-            Offloader,
-            role="offloader",
-            fix="pass a LocalWorkspace, an InMemoryWorkspace, or an object with async "
-            + ", ".join(_OFFLOADER_METHODS),
-        )
-    methods = (
-        offloader.offload_context,
-        offloader.offload_tool_result,
-        offloader.offload_data_block,
-    )
-    for name, method in zip(_OFFLOADER_METHODS, methods, strict=True):
-        if not inspect.iscoroutinefunction(method):
-            raise ConfigError(
-                f"offloader {type(offloader).__name__}.{name} is not async: define it with "
-                f"'async def {name}(...)' (the agent awaits it; a sync one would leave big "
-                "results in the context)"
-            )
+    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`
+    (the one check every door makes), or a workspace on a folder that is a file."""
+    if offloader is not None:
+        checked_offloader(offloader, DOORS["agent"], role="offloader")
 
 
 async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:

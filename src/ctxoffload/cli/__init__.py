@@ -15,7 +15,7 @@ from ._commands import COMMAND_HELP
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
 __all__ = ["main"]
 
@@ -105,6 +105,16 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error, the secrets of the arguments it quotes masked (a key given in the
+        wrong place is said as every command line is, `ctxoffload._secrets`)."""
+        from .._secrets import Secrets, masked_command
+
+        unrecognized = "unrecognized arguments: "
+        if message.startswith(unrecognized):
+            message = unrecognized + masked_command(message[len(unrecognized) :].split(" "))
+        super().error(Secrets().mask(message))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -241,6 +241,8 @@ class BucketCopies:
 
     def remove_all(self) -> None:
         """Delete every copy (when the command ends)."""
+        if not self._copies:
+            return  # nothing copied: no `shutil` to import (bz2, lzma) at every command's end
         import shutil
 
         while self._copies:

@@ -19,11 +19,10 @@ from ._access import open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
-from ._describe import Timeline
+from ._describe import Timeline, by_agent
 from ._output import json_text, shown
 from ._view import (
     SessionLog,
-    by_agent,
     newest_session,
     step_messages,
     stored_newest_session,

@@ -32,7 +32,7 @@ from ._access import (
 )
 from ._arguments import Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._describe import NOT_BY_AGENT, Timeline
+from ._describe import NOT_BY_AGENT, Timeline, by_agent
 from ._output import json_text, shown
 from ._watching import watch_sessions
 
@@ -304,9 +304,9 @@ class Follower:
             return [self._line(session, "event", event)]
         timeline = self.timelines.get(session)
         if timeline is None:
-            by_agent = self._started_by_agent(session)
-            timeline = self.timelines[session] = Timeline(by_agent=by_agent, session=session)
-        if event["kind"] in (EventKind.SESSION_START, EventKind.FORK):
+            described = self._started_by_agent(session)
+            timeline = self.timelines[session] = Timeline(by_agent=described, session=session)
+        if by_agent(event):
             timeline.by_agent = True
         lines = timeline.add(event)
         if lines and lines[0] == NOT_BY_AGENT:
@@ -344,7 +344,7 @@ class Follower:
                     os.close(fd)
         except (OSError, CliError):
             return False
-        return b'"kind":"session_start"' in head or b'"kind":"fork"' in head
+        return _opens_described(head)
 
     def _line(self, session: str, what: str, value: Any, number: int = 0) -> str:
         if self.as_json:
@@ -472,8 +472,7 @@ class StoreFollower(Follower):
                     files[name] = str(named)
             if events and session not in self.timelines and not self.as_json:
                 head = await self.store.read_lines(self._path(session, EVENTS_FILE), 1, 1)
-                by_agent = b'"kind":"session_start"' in head or b'"kind":"fork"' in head
-                self.timelines[session] = Timeline(by_agent=by_agent, session=session)
+                self.timelines[session] = Timeline(by_agent=_opens_described(head), session=session)
             out.extend(
                 self._in_order(session, self._path(session, EVENTS_FILE), events, rows, files)
             )
@@ -620,3 +619,12 @@ def _session_to_watch(workdir: str, session_id: str, *, wait: bool) -> bool:
         raise CliError(f"{no_session(workdir, session_id)}; --wait waits for it to appear")
     session_folder(workdir, session_id)  # refuses a link or a file in its place
     return False
+
+
+def _opens_described(head: bytes) -> bool:
+    """Whether the first lines of a record hold an event `by_agent` counts (read as bytes:
+    `watch` looks before it parses)."""
+    return any(f'"kind":"{kind}"'.encode() in head for kind in _DESCRIBING)
+
+
+_DESCRIBING = (EventKind.SESSION_START, EventKind.FORK, EventKind.DOOR)

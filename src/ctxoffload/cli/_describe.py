@@ -21,6 +21,7 @@ __all__ = [
     "NOT_BY_AGENT",
     "Repeats",
     "Timeline",
+    "by_agent",
     "describe",
     "summary_fields",
     "summary_lines",
@@ -28,13 +29,19 @@ __all__ = [
 ]
 
 NOT_BY_AGENT = (
-    "no session_start: this session was not written by ctxoffload's Agent but by a host's "
-    "adapter or a workspace used on its own. A host that keeps its own history (LangChain, "
-    "deepagents, pydantic-ai, the OpenAI Agents SDK, any Projector) records what each model "
-    "call was sent (--step N shows it), not the host's replies or tool calls; AgentScope, "
-    "Strands and a workspace on its own record the offloads and compressions only"
+    "written by a workspace used on its own (no Agent and no door began it): the record "
+    "holds its offloads and compressions only"
 )
-"""What `show` and `watch` say of a session without an Agent's record."""
+"""What `show` and `watch` say of a session whose record says neither that an Agent wrote
+it nor which door (a `door` event says what each door records)."""
+
+
+def by_agent(event: dict[str, Any]) -> bool:
+    """Whether the event says who wrote the session and what its record holds: an Agent's
+    start, the fork it began as, or a door's run (`door`, whose sentence says what that
+    door records); a record with none of them opens with `NOT_BY_AGENT`."""
+    return event["kind"] in (EventKind.SESSION_START, EventKind.FORK, EventKind.DOOR)
+
 
 _NAMED_BY_AGENT = frozenset({EventKind.TOOL_RESULT, EventKind.CONTEXT})
 

@@ -50,7 +50,6 @@ __all__ = [
     "SessionRow",
     "SessionStats",
     "Warnings",
-    "by_agent",
     "dedup_savings",
     "newest_session",
     "session_rows",
@@ -551,12 +550,6 @@ class SessionLog:
                 file=sys.stderr,
             )
         return bool(bad or odd)
-
-
-def by_agent(event: dict[str, Any]) -> bool:
-    """Whether the event shows that an Agent wrote the session (it records its start, or
-    the fork it began as): only then does the record say what the model was sent."""
-    return event["kind"] in (EventKind.SESSION_START, EventKind.FORK)
 
 
 def step_messages(events: SessionLog, step: int) -> list[dict[str, Any]]:

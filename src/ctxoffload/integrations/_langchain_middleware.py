@@ -17,10 +17,16 @@ import asyncio
 import functools
 import importlib
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from .._disk.ids import session_id_for
+from typing_extensions import NotRequired
+
+from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.runs import HostRuns
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
@@ -40,7 +46,8 @@ from ._reading import reading_functions
 __all__ = ["ContextOffloadMiddleware"]
 
 try:
-    _AgentMiddleware: Any = importlib.import_module("langchain.agents.middleware").AgentMiddleware
+    _types: Any = importlib.import_module("langchain.agents.middleware.types")
+    _AgentMiddleware: Any = _types.AgentMiddleware
     _internal = importlib.import_module("langchain.agents.middleware.internal_call_transformer")
     _ToolMessage: Any = importlib.import_module("langchain_core.messages").ToolMessage
     _BaseChatModel: Any = importlib.import_module("langchain_core.language_models").BaseChatModel
@@ -49,12 +56,19 @@ try:
         "langchain_core.utils.function_calling"
     ).convert_to_openai_tool
     _TAG_NOSTREAM: str = importlib.import_module("langgraph.constants").TAG_NOSTREAM
-    _types: Any = importlib.import_module("langchain.agents.middleware.types")
     _RemoveMessage: Any = importlib.import_module("langchain_core.messages").RemoveMessage
     _REMOVE_ALL: str = importlib.import_module("langgraph.graph.message").REMOVE_ALL_MESSAGES
     _Command: Any = importlib.import_module("langgraph.types").Command
 except ImportError as exc:  # pragma: no cover - exercised where LangChain is absent
     raise ConfigError(INSTALL_HINT) from exc
+
+
+class _OffloadState(_types.AgentState):  # type: ignore[misc]
+    """The agent's state with the run ctxoffload knows it by: its session and a run id,
+    set by `before_agent` (private: never in the graph's input or output)."""
+
+    # A TypedDict to LangGraph; mypy sees `AgentState` as Any, so not as one.
+    ctxoffload_run: NotRequired[Annotated[dict[str, str], _types.PrivateStateAttr]]  # type: ignore[valid-type]
 
 
 class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
@@ -79,8 +93,12 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
       memory tool too (`memories/` of the workspace, every change an event of the thread's
       session).
 
-    The session is the run's `thread_id` (`config={"configurable": {"thread_id": ...}}`);
-    a run without one uses `session_id`.
+    The session is the run's `thread_id` (`config={"configurable": {"thread_id": ...}}`),
+    mapped by the one rule every door follows (docs/guides/hosts.md); a run without one
+    writes `session_id`, else a new session of its own (LangGraph keeps no state between
+    such runs). A run holds its session's lease from `before_agent` to `after_agent`: a
+    second run of the same thread meanwhile (another `invoke`, another process) fails at its
+    start with `SessionBusyError`, and the first goes on.
 
     Args:
         workspace: where offloaded content goes (`LocalWorkspace`, `ObjectStoreWorkspace`,
@@ -91,11 +109,18 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         summary_model: what writes summaries: a ctxoffload `ChatModel`, or a LangChain chat
             model (called tagged `nostream` with `lc_source: summarization`, so a summary is
             not streamed to the user); None for an extractive summary.
-        session_id: the session of runs that have no thread_id.
+        session_id: the session (a plain name) of runs that have no thread_id; None for a
+            new session per such run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
         full_state: keep every message in LangGraph state, as it arrived (big tool results
             still enter it cut); by default state keeps what the model is sent.
+
+    Raises:
+        ConfigError: `workspace` is no workspace (a path: pass `LocalWorkspace(path)`; a
+            workdir that is a file), `config` is no `ContextConfig`, or `max_output_chars`
+            is not a positive int.
+        InvalidSessionId: `session_id` is not a plain name.
 
     Example::
 
@@ -106,6 +131,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     """
 
     transformers = (_internal.InternalCallTransformer,)
+    state_schema = _OffloadState
 
     def __init__(
         self,
@@ -113,22 +139,24 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         *,
         config: ContextConfig | None = None,
         summary_model: ChatModel | Any | None = None,
-        session_id: str = "langchain",
+        session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
         full_state: bool = False,
     ) -> None:
         super().__init__()
-        self.workspace = workspace
-        self.config = config or ContextConfig()
+        self.workspace = checked_workspace(workspace, _DOOR)
+        self.config = checked_config(config)
+        self.session_id = given_session(session_id)
+        checked_positive(max_output_chars, "max_output_chars")
         self.full_state = full_state
-        self.session_id = session_id
         self.tools = [
             _as_tool(function)
             for function in reading_functions(
-                workspace, max_output_chars, memory=memory, session_id=session_id_for(session_id)
+                workspace, max_output_chars, memory=memory, session_id=self.session_id
             )
         ]
+        self._runs = HostRuns(workspace, _DOOR)
         self._summary_model: ChatModel | None = (
             _SummaryModel(summary_model, self.config.context_window)
             if isinstance(summary_model, _BaseChatModel)
@@ -143,13 +171,67 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         self._tool_schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._guard = threading.Lock()
 
+    # -- the run --------------------------------------------------------------------------
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """A run begins: name its session and take the session's lease.
+
+        Raises:
+            SessionBusyError: another live run writes the thread's session.
+        """
+        thread = _thread_id(runtime)
+        run = {"session": self._session_of(thread), "run": uuid.uuid4().hex}
+        self._runs.begin(run["session"], run["run"], conversation=thread)
+        return {_RUN: run}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """`before_agent` for an async run."""
+        thread = _thread_id(runtime)
+        run = {"session": self._session_of(thread), "run": uuid.uuid4().hex}
+        await self._runs.abegin(run["session"], run["run"], conversation=thread)
+        return {_RUN: run}
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """The run has ended: give its session up."""
+        run = _run_of(state)
+        if run is not None:
+            self._runs.end(run["session"], run["run"])
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """`after_agent` for an async run."""
+        run = _run_of(state)
+        if run is not None:
+            await self._runs.aend(run["session"], run["run"])
+        return None
+
+    def _session_of(self, thread: str | None) -> str:
+        """The session of a run: its thread's, else `session_id`, else a new one."""
+        if thread:
+            return conversation_session(thread)
+        return self.session_id or fresh_session(
+            _DOOR, "the run has no thread_id and the middleware no session_id"
+        )
+
+    def _run_session(self, request: Any) -> tuple[str, str]:
+        """The session and run id of a hook's request (a hook called outside `before_agent`,
+        as a test or another graph may: its thread's session, or `session_id`)."""
+        run = _run_of(getattr(request, "state", None))
+        if run is not None:
+            return run["session"], run["run"]
+        thread = _thread_id(request.runtime)
+        if not thread and self.session_id is None:
+            self.session_id = fresh_session(_DOOR, "a hook was called with no run and no thread_id")
+        return self._session_of(thread), ""
+
     # -- the tool hook ----------------------------------------------------------------------
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Run the tool (what it records, a memory change, in the thread's session); a big
         text result enters state as its head and a notice."""
-        projector = self._projector(_thread_id(request.runtime))
-        with writing_as(_AGENT, projector.session_id):
+        session, run = self._run_session(request)
+        projector = self._projector(session)
+        with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
             result = handler(request)
         block = self._oversized(result, request)
         if block is None:
@@ -158,8 +240,9 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_tool_call` for an async run."""
-        projector = self._projector(_thread_id(request.runtime))
-        with writing_as(_AGENT, projector.session_id):
+        session, run = self._run_session(request)
+        projector = self._projector(session)
+        with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
             result = await handler(request)
         block = self._oversized(result, request)
         if block is None:
@@ -185,40 +268,42 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Send the model the projection of the history; state keeps what was sent."""
-        session = _thread_id(request.runtime)
-        history, originals = self._history(session, request)
-        projector, tools = self._projector(session, request.model), self._schemas(request)
-        projected = projector.project_sync(history, tools=tools)
-        sent = _back(projected, history, originals, request.system_message)
-        try:
-            response = handler(request.override(messages=sent))
-        except Exception as exc:
-            if not is_context_overflow(exc):
-                raise
-            # The provider counts more than the counter did: summarise now and send once more.
-            projected = projector.project_sync(history, tools=tools, force=True)
+        session, run = self._run_session(request)
+        with self._runs.active(session, run):
+            history, originals = self._history(session, request)
+            projector, tools = self._projector(session, request.model), self._schemas(request)
+            projected = projector.project_sync(history, tools=tools)
             sent = _back(projected, history, originals, request.system_message)
-            response = handler(request.override(messages=sent))
-        projector.report_usage_sync(_reported_input(response))
-        return self._keeping(request.messages, sent, response, projector)
+            try:
+                response = handler(request.override(messages=sent))
+            except Exception as exc:
+                if not is_context_overflow(exc):
+                    raise
+                # The provider counts more than the counter did: summarise now, send once more.
+                projected = projector.project_sync(history, tools=tools, force=True)
+                sent = _back(projected, history, originals, request.system_message)
+                response = handler(request.override(messages=sent))
+            projector.report_usage_sync(_reported_input(response))
+            return self._keeping(request.messages, sent, response, projector)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
-        session = _thread_id(request.runtime)
-        history, originals = self._history(session, request)
-        projector, tools = self._projector(session, request.model), self._schemas(request)
-        projected = await projector.project(history, tools=tools)
-        sent = _back(projected, history, originals, request.system_message)
-        try:
-            response = await handler(request.override(messages=sent))
-        except Exception as exc:
-            if not is_context_overflow(exc):
-                raise
-            projected = await projector.project(history, tools=tools, force=True)
+        session, run = self._run_session(request)
+        with self._runs.active(session, run):
+            history, originals = self._history(session, request)
+            projector, tools = self._projector(session, request.model), self._schemas(request)
+            projected = await projector.project(history, tools=tools)
             sent = _back(projected, history, originals, request.system_message)
-            response = await handler(request.override(messages=sent))
-        await projector.report_usage(_reported_input(response))
-        return self._keeping(request.messages, sent, response, projector)
+            try:
+                response = await handler(request.override(messages=sent))
+            except Exception as exc:
+                if not is_context_overflow(exc):
+                    raise
+                projected = await projector.project(history, tools=tools, force=True)
+                sent = _back(projected, history, originals, request.system_message)
+                response = await handler(request.override(messages=sent))
+            await projector.report_usage(_reported_input(response))
+            return self._keeping(request.messages, sent, response, projector)
 
     def _keeping(
         self, state: Sequence[Any], sent: list[Any], response: Any, projector: Projector
@@ -255,13 +340,13 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             out.append(known[1])
         return out
 
-    def _history(self, session: str | None, request: Any) -> tuple[list[Msg], dict[str, Any]]:
+    def _history(self, session: str, request: Any) -> tuple[list[Msg], dict[str, Any]]:
         """The request's system message and messages as `Msg`s, and the LangChain message
         behind each `Msg` id."""
         given = [request.system_message] if request.system_message is not None else []
         given.extend(request.messages)
         with self._guard:
-            cache = self._converted.setdefault(session or self.session_id, {})
+            cache = self._converted.setdefault(session, {})
         history: list[Msg] = []
         originals: dict[str, Any] = {}
         for message in given:
@@ -274,12 +359,10 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             originals[key] = message
         return history, originals
 
-    def _projector(self, session: str | None, model: Any = None) -> Projector:
+    def _projector(self, session: str, model: Any = None) -> Projector:
         """The session's projector; the window is the config's, else the one the agent's
         model declares in its profile (`max_input_tokens`); it counts with the counter for
         the agent's model (`model_name`, `model` or `model_id`) from its first call."""
-        # A thread id that is no plain name gets a safe session of its own (`session_id_for`).
-        session = session_id_for(session) if session else self.session_id
         with self._guard:
             if self._window is None:
                 self._window = self.config.context_window or _declared_window(model)
@@ -295,6 +378,14 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                 self._projectors[session] = projector
         projector.use_model(model_name_of(model))
         return projector
+
+
+def _run_of(state: Any) -> dict[str, str] | None:
+    """The run `before_agent` put in the state, if any."""
+    run = state.get(_RUN) if isinstance(state, dict) else None
+    if isinstance(run, dict) and isinstance(run.get("session"), str):
+        return {"session": run["session"], "run": str(run.get("run", ""))}
+    return None
 
 
 def _thread_id(runtime: Any) -> str | None:
@@ -420,8 +511,11 @@ class _SummaryModel:
         return ModelResponse(message=from_langchain([reply])[0])
 
 
-_AGENT = "langchain"
+_DOOR = DOORS["langchain"]
+_AGENT = _DOOR.name
 """Who the events of a LangChain agent's tools are written by."""
+_RUN = "ctxoffload_run"
+"""The state key of the run (`_OffloadState`)."""
 
 
 def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:

@@ -17,6 +17,11 @@ import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+from .._disk.compact_requests import CompactRequests
+from .._doors.checks import checked_offloader
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.runs import begin_run
 from .._loop import LoopThread
 from ..compression import (
     Compressor,
@@ -31,14 +36,7 @@ from ..exceptions import ConfigError
 from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
 from ..tokens import TokenCounter, get_token_counter
-from ..workspace import (
-    Offloader,
-    SessionLease,
-    not_a_capability,
-    take_lease,
-    validate_session_id,
-    writing_as,
-)
+from ..workspace import EventLog, Offloader, SessionLease, writing_as
 from ._model_name import model_name_of
 
 __all__ = ["OffloadingConversationManager"]
@@ -61,7 +59,9 @@ _T = TypeVar("_T")
 class _Bridge:
     """The state shared by every call of one manager: ids, notes, the pipeline run."""
 
-    def __init__(self, workspace: Offloader, session_id: str, pipeline: ContextPipeline) -> None:
+    def __init__(
+        self, workspace: Offloader, session_id: str | None, pipeline: ContextPipeline
+    ) -> None:
         compressor = Compressor(
             pipeline.config,
             offloader=workspace,
@@ -73,6 +73,7 @@ class _Bridge:
         self._counted = False  # whether the counter of the agent's model was picked
         self._counting = threading.Lock()  # the tools of one step run on threads at once
         self.loop = LoopThread("ctxoffload-strands")
+        # None until the first use names it (`bind`): the agent's session, or a new one.
         self.session_id = session_id
         self.lease: SessionLease | None = None
         self._lease_lock: asyncio.Lock | None = None
@@ -95,13 +96,31 @@ class _Bridge:
             if self._lease_lock is None:
                 self._lease_lock = asyncio.Lock()
             async with self._lease_lock:  # the tools of one step run at once
+                session, conversation = self.bind(agent)
                 if self.lease is None or not self.lease.held:
                     workspace = self.run.compressor.offloader
-                    self.lease = await take_lease(workspace, self.session_id, name)
-            with writing_as(name, self.session_id):
+                    self.lease = await begin_run(
+                        workspace, _DOOR, session, conversation=conversation, agent=name
+                    )
+            with writing_as(name, session):
                 return await work
         finally:
             work.close()  # never awaited when the lease was refused
+
+    def bind(self, agent: Any) -> tuple[str, object]:
+        """The manager's session, named on first use: the one given, else the agent's own
+        session (its session manager's `session_id`, mapped by the one rule), else a new
+        one; and the host's id of the conversation (None when it has none)."""
+        conversation = _agent_session(agent)
+        if self.session_id is None:
+            if conversation is not None:
+                self.session_id = conversation_session(conversation)
+            else:
+                self.session_id = fresh_session(
+                    _DOOR, "the agent has no session manager and the manager no session_id"
+                )
+            self.run.compressor.session_id = self.session_id
+        return self.session_id, conversation
 
     def counter_for(self, agent: Any) -> TokenCounter:
         """The counter, picked on first use for the agent's model (its config's `model_id`,
@@ -177,7 +196,9 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
     Args:
         workspace: where removed messages go: a ctxoffload workspace (`LocalWorkspace`,
             `ObjectStoreWorkspace`, `InMemoryWorkspace`) or any `Offloader`.
-        session_id: the session folder (checked now).
+        session_id: the session (a plain name, checked now); None: the agent's own session
+            (its session manager's `session_id`, mapped by the one rule every door follows,
+            docs/guides/hosts.md), else a new session for this manager.
         strategy: "sliding_window" or "summarization"; ignored when `pipeline` is given.
         window_size: messages kept by the sliding window.
         summary_ratio: share of the messages summarised (0.1-0.8).
@@ -198,7 +219,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         self,
         workspace: Offloader,
         *,
-        session_id: str = "strands",
+        session_id: str | None = None,
         strategy: str = "sliding_window",
         window_size: int = 40,
         summary_ratio: float = 0.3,
@@ -210,14 +231,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         context_window: int | None = None,
     ) -> None:
         super().__init__(proactive_compression=proactive_compression)
-        if not isinstance(workspace, Offloader):
-            raise not_a_capability(
-                workspace,
-                Offloader,
-                role="workspace",
-                fix="pass a ctxoffload workspace (LocalWorkspace, ObjectStoreWorkspace, "
-                "InMemoryWorkspace)",
-            )
+        workspace = checked_offloader(workspace, _DOOR)
         if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):
             raise ConfigError(f"per_turn {per_turn!r} is not True, False or a positive int")
         if pipeline is None:
@@ -235,18 +249,25 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
                     f"strategy {strategy!r} is not 'sliding_window' or 'summarization'"
                 )
             pipeline = ContextPipeline(pre_llm=[manager], config=config)
-        self.session_id = validate_session_id(session_id)
+        self._bridge = _Bridge(workspace, given_session(session_id), pipeline)
         self.per_turn = per_turn
-        self._bridge = _Bridge(workspace, self.session_id, pipeline)
         self._model_calls = 0
+        self._requests: CompactRequests | None = None
         self._step_message: str | None = None
         self._step_lock = threading.Lock()
+
+    @property
+    def session_id(self) -> str | None:
+        """The manager's session: the one given, else named at its first use (None until
+        then)."""
+        return self._bridge.session_id
 
     def register_hooks(self, registry: Any, **kwargs: Any) -> None:
         super().register_hooks(registry, **kwargs)
         registry.add_callback(_BeforeModelCallEvent, self._before_model_call)
 
     def _before_model_call(self, event: Any) -> None:
+        self._serve_requests(event.agent)
         if self.per_turn is False:
             return
         self._model_calls += 1
@@ -269,6 +290,37 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         )
         agent.messages[:] = bridge.to_converse(result.messages)
         return True
+
+    def _serve_requests(self, agent: Any) -> None:
+        """Serve the compactions asked for from outside (`ctxoffload compact`) pending in the
+        session's record, before the model call: one compaction, one `compact` event
+        answering them all. Each look reads what the record gained since the last."""
+        bridge = self._bridge
+        workspace = bridge.run.compressor.offloader
+        if not isinstance(workspace, EventLog):
+            return
+        session, _ = bridge.bind(agent)
+        if self._requests is None or self._requests.session_id != session:
+            self._requests = CompactRequests(workspace, session)
+        pending = bridge.loop.run(bridge.as_writer(agent, self._requests.look()))
+        if not pending:
+            return
+        bridge.counter_for(agent)
+        msgs = bridge.to_msgs(list(agent.messages))
+        result = bridge.loop.run(
+            bridge.as_writer(
+                agent,
+                bridge.run.compact(
+                    msgs, instructions=CompactRequests.instructions_of(pending), requests=pending
+                ),
+            )
+        )
+        if result.compressed:
+            kept = {m.id for m in result.messages}
+            self.removed_message_count += sum(
+                1 for m in msgs if m.id not in kept and not is_context_note(m)
+            )
+            agent.messages[:] = bridge.to_converse(result.messages)
 
     def compact_tool(self) -> Any:
         """A Strands tool, `compact_context(instructions=None)`, with which the model compacts
@@ -332,3 +384,13 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         """Run the managers with their rules ignored; re-raise `e` if nothing came out."""
         if not self._manage(agent, reactive=True) and e is not None:
             raise e
+
+
+_DOOR = DOORS["strands"]
+
+
+def _agent_session(agent: Any) -> object:
+    """The Strands agent's own session id (its session manager's), or None."""
+    manager = getattr(agent, "_session_manager", None)
+    session = getattr(manager, "session_id", None)
+    return session if isinstance(session, str) and session else None

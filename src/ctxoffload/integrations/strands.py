@@ -70,14 +70,19 @@ from typing import Any, TypeVar
 from .._disk.events import DataFile
 from .._disk.layout import DATA_DIR, is_data_name
 from .._disk.scope import SessionScoped, check_reference
+from .._doors.checks import checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import fresh_session, given_session
+from .._doors.runs import record_door
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace import Workspace, not_a_capability, validate_session_id, writing_as
+from ..workspace import Workspace, writing_as
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 
 T = TypeVar("T")
 
 _TOOL_NAME = "strands"
+_STORAGE_DOOR = DOORS["strands-storage"]
 _INSTALL_HINT = "Strands Agents is not installed: pip install 'ctxoffload[strands]'"
 
 # The unified Storage's entries: each key is a session named `<session_id>.storage.<slug>.<16
@@ -138,10 +143,11 @@ class WorkspaceStorage:
     Args:
         workspace: a `Workspace`: a `LocalWorkspace`, `ObjectStoreWorkspace` or
             `InMemoryWorkspace` (a custom one needs every method `Workspace` declares).
-        session_id: the session whose folder holds the text results (checked now); the
-            unified keys live in sessions named after it, so storages with different
-            session ids on one workspace see different keys. The unified methods need it
-            to be at most 80 characters.
+        session_id: the session whose folder holds the text results (a plain name, checked
+            now); None: a new session for this storage (logged once). The unified keys live
+            in sessions named after it, so storages with different session ids on one
+            workspace see different keys. The unified methods need it to be at most 80
+            characters.
         isolate: `retrieve` refuses a reference of another session (its folder, or a
             data/ file its record does not name), as a `KeyError`, whatever the
             workspace's `isolate_sessions`; the default, since a storage is bound to one
@@ -154,18 +160,14 @@ class WorkspaceStorage:
     """
 
     def __init__(
-        self, workspace: Workspace, session_id: str = "strands", *, isolate: bool = True
+        self, workspace: Workspace, session_id: str | None = None, *, isolate: bool = True
     ) -> None:
-        if not isinstance(workspace, Workspace):
-            raise not_a_capability(
-                workspace,
-                Workspace,
-                role="workspace",
-                fix="pass a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace",
-            )
-        self.workspace = workspace
-        self.session_id = validate_session_id(session_id)
+        self.workspace = checked_workspace(workspace, _STORAGE_DOOR)
+        self.session_id = given_session(session_id) or fresh_session(
+            _STORAGE_DOOR, "no session_id was given to the storage"
+        )
         self.isolate = isolate
+        self._announced = False
 
     def __repr__(self) -> str:
         return f"WorkspaceStorage({self.workspace!r}, session_id={self.session_id!r})"
@@ -184,6 +186,9 @@ class WorkspaceStorage:
         from ..messages import ToolResultBlock
 
         data = bytes(content)
+        if not self._announced:  # the `door` event, before the storage's first write
+            self._announced = True
+            await record_door(self.workspace, _STORAGE_DOOR, self.session_id)
         if _is_plain_text(content_type):
             try:
                 text = data.decode("utf-8")

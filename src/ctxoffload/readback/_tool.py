@@ -16,7 +16,7 @@ from ..exceptions import ConfigError
 from ..messages import DataBlock, TextBlock
 from ..workspace import ReferenceReader
 from ._answers import answering
-from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
+from ._images import image_answer, image_media_type
 from ._marks import mark_reader
 from ._retrieval import retrieve_offloaded_content as retrieve
 
@@ -90,7 +90,7 @@ def retrieval_tool(
         data = await source.read_reference(reference)
         media_type = image_media_type(data)
         if media_type is not None:
-            return _image(data, media_type, reference, images)
+            return image_answer(data, media_type, reference, images=images, refer="reference")
         return await retrieve(
             _Read(data),
             reference,
@@ -120,14 +120,6 @@ def _check(source: object, max_output_chars: int, max_lines: int) -> None:
         )
     if max_lines < 1:
         raise ConfigError(f"max_lines={max_lines} must be at least 1")
-
-
-def _image(
-    data: bytes, media_type: str, reference: str, images: bool
-) -> str | list[TextBlock | DataBlock]:
-    if len(data) > MAX_IMAGE_BYTES:
-        return "Error: " + image_too_big(reference, media_type, len(data), "reference")
-    return image_answer(data, media_type, reference, images=images, refer="reference")
 
 
 class _Read:

@@ -1,5 +1,5 @@
 """A bucket workspace's configuration checked before any request: the URL (a bucket, no
-credentials in it), the names of secret options, and this host's name for writer ids."""
+credentials in it), and this host's name for writer ids."""
 
 from __future__ import annotations
 
@@ -12,16 +12,9 @@ from ..exceptions import ConfigError
 __all__ = [
     "checked_url",
     "host_name",
-    "is_secret_name",
     "refuse_userinfo",
     "refuse_userinfo_in_environment",
 ]
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an option named `name` holds a secret (kept out of every message)."""
-    lowered = name.lower()
-    return any(word in lowered for word in ("secret", "token", "key", "password", "sas"))
 
 
 def host_name() -> str:

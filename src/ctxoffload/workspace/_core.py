@@ -39,12 +39,15 @@ from .._disk.read import reference_text
 from .._disk.rows import dumps_line, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
+from ..exceptions import ConfigError
 from ..references import ContextRef
 from ._datastore import media_type_of
 from ._fork import fork_session
 from ._gc import (
     GcReport,
+    UnitOutcome,
     check_limits,
+    live_because,
     record_unit,
     removal_units,
     sessions_to_remove,
@@ -66,6 +69,7 @@ __all__ = [
     "read_context",
     "read_events",
     "read_state",
+    "remove_sessions",
     "tool_result_event",
     "write_state",
 ]
@@ -167,6 +171,40 @@ async def collect_garbage(
             outcome = await store.remove_unit_if_idle(unit)
         record_unit(unit, outcome, remaining, report)
     await store.collect_data(remaining, now, report)
+    return report
+
+
+async def remove_sessions(
+    store: SessionCollector, session_ids: Sequence[str], *, dry_run: bool
+) -> GcReport:
+    """Remove the sessions named, as gc removes one (`GarbageCollector.remove_sessions`):
+    none of them when one is live (its lease is held, or a session that stays names its
+    files); each unit of sessions that name each other whole or not at all, checked again
+    where no writer can come between (`SessionCollector.remove_unit_if_idle`).
+
+    Raises:
+        InvalidSessionId: a name is not a plain name (before any I/O).
+        ConfigError: a session named is not in the workspace (nothing is removed).
+    """
+    names = list(dict.fromkeys(validate_session_id(s) for s in session_ids))
+    report = GcReport(dry_run=dry_run)
+    await store.recover(dry_run=dry_run)
+    usages, _ = await store.measure()
+    by_name = {u.name: u for u in usages}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise ConfigError(f"no session {missing[0]!r} in the workspace: nothing was removed")
+    doomed = [by_name[name] for name in names]
+    staying = [u for u in usages if u.name not in set(names)]
+    for usage in doomed:
+        why = live_because(usage, staying)
+        if why is not None:
+            report.sessions_kept[usage.name] = why
+    if report.sessions_kept:
+        return report
+    for unit in removal_units(doomed):
+        outcome = UnitOutcome() if dry_run else await store.remove_unit_if_idle(unit)
+        record_unit(unit, outcome, staying, report)
     return report
 
 
@@ -577,3 +615,31 @@ class CollectedWorkspace(StoreWorkspace):
         return await collect_garbage(
             self._collector(), older_than=older_than, max_bytes=max_bytes, dry_run=dry_run
         )
+
+    async def remove_sessions(
+        self, session_ids: Sequence[str], *, dry_run: bool = False
+    ) -> GcReport:
+        """Remove the sessions named, with the refusals of `gc`: what `ctxoffload purge`
+        runs.
+
+        Unlike `purge_session`, which deletes what it is told, a live session is never
+        removed: one whose lease is held (an agent still open on it), or whose files a
+        session that stays references (a fork's origin, a sub-agent's parent or child:
+        name the sessions that reference it too, and they go together). When one named is
+        live, none is removed, and `GcReport.sessions_kept` says why for each. data/ files
+        stay (other sessions may name them): the next `gc` removes those no session names.
+
+        Args:
+            session_ids: the sessions to remove (one named twice counts once).
+            dry_run: report what would go, remove nothing.
+
+        Returns:
+            A `GcReport`: `sessions_removed` (with `bytes_freed`), or `sessions_kept`.
+
+        Raises:
+            InvalidSessionId: a name is not a plain name (before any I/O).
+            ConfigError: a session named is not in the workspace (nothing is removed).
+            OffloadError: a planted link, the store refused a removal, or a bucket failed
+                past the deadline.
+        """
+        return await remove_sessions(self._collector(), session_ids, dry_run=dry_run)

@@ -30,6 +30,7 @@ __all__ = [
     "data_files",
     "data_names_in",
     "footprint",
+    "live_because",
     "named_by_staying",
     "names_in",
     "record_unit",
@@ -189,7 +190,7 @@ def sessions_to_remove(
     ]
     kept = {}
     for usage in limited:
-        why = _why_live(usage, remaining)
+        why = live_because(usage, remaining)
         if why is not None:
             kept[usage.name] = why
     return doomed, remaining, kept
@@ -205,8 +206,9 @@ def _remove_idle(remaining: list[SessionUsage], cutoff: float) -> list[SessionUs
     return going
 
 
-def _why_live(usage: SessionUsage, staying: Iterable[SessionUsage]) -> str | None:
-    """Why a session that stays is live: its lease, or the staying sessions naming it."""
+def live_because(usage: SessionUsage, staying: Iterable[SessionUsage]) -> str | None:
+    """Why a session is live, which gc and a purge never remove: its lease is held, or
+    sessions that stay (`staying`) name its files. None when it is not."""
     if usage.lease is not None:
         return f"its lease is held by {usage.lease}"
     return named_by_staying(usage, staying)

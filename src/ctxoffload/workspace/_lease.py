@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
-from .._disk.layout import now_iso
+from .._disk.layout import LEASE_FILE, now_iso
 from .._disk.wording import describe_holder
 from ..exceptions import ConfigError, SessionBusyError
 
@@ -58,8 +58,6 @@ __all__ = [
 
 logger = logging.getLogger("ctxoffload")
 
-LEASE_FILE = "lease.json"
-"""The lease of a session: `sessions/{id}/lease.json` (a file on disk, an object in a bucket)."""
 DEFAULT_LEASE_TTL = 60.0
 """Seconds a lease in a bucket lives without renewal; renewed every third of it."""
 CLOCK_RESOLUTION = 1.0

@@ -304,6 +304,22 @@ class GarbageCollector(Protocol):
         """
         ...
 
+    async def remove_sessions(
+        self, session_ids: Sequence[str], *, dry_run: bool = False
+    ) -> GcReport:
+        """Remove the sessions named, never a live one: when one named is live (its lease
+        is held, or a session not named references its files), none is removed and the
+        report's `sessions_kept` says why. data/ files stay for the next `gc`.
+
+        Args:
+            session_ids: the sessions to remove.
+            dry_run: report what would go, remove nothing.
+
+        Returns:
+            What was (or would be) removed and what it freed, or what was kept as live.
+        """
+        ...
+
 
 @runtime_checkable
 class ModelCallClock(Protocol):

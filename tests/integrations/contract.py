@@ -1,0 +1,152 @@
+"""The door contract's test drivers (docs/guides/hosts.md, DESIGN.md section 17).
+
+`test_contract.py` holds every door to the same promises through a `DoorDriver` per door,
+each in `contract_<door>.py`: a driver builds its door on a workspace and plays a
+conversation through the door's REAL host (its own fake or scripted model, offline), the
+way a user of that host would. A driver that cannot drive a promise says why in
+`reasons` (an explicit, reasoned skip), never by leaving it out.
+
+A new door proves itself here: write its driver, add it to `DRIVERS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from frameworks import framework_required
+
+BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
+"""A tool output of ~1.9 MB: over every door's limit, stored whole."""
+
+MEDIUM = BIG[:20_000]
+"""An output over every door's limit (300 tokens here, 3,000 for the Claude Code hooks), small
+enough to run many times."""
+
+NEEDLE = "export batch 41234 done"
+"""A line of `BIG` the read-back tools find."""
+
+
+@dataclass
+class Turn:
+    """One turn of a conversation: the user's message, and the output of the one tool call
+    the model makes before it answers (None: it answers at once)."""
+
+    user: str
+    tool_output: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What a conversation through a door did.
+
+    Attributes:
+        session: the ctxoffload session it wrote.
+        sent: each model call the door saw, as the messages' text the model was sent (a door
+            that sees no model call leaves it empty).
+        kept: what the host keeps of the last tool output (its state, its context).
+        names: how `kept` names the file that holds the output ("": by the file's name; a
+            host whose own tools read it back names it its own way, deepagents by its path).
+    """
+
+    session: str
+    sent: list[list[str]] = field(default_factory=list)
+    kept: str = ""
+    names: str = ""
+
+
+class DoorDriver:
+    """Drives one door through its real host. Subclasses set the attributes and the methods.
+
+    Attributes:
+        door: the door's name (`ctxoffload._doors.doors.DOORS`).
+        module: the host package a driver imports (None: nothing beyond ctxoffload).
+        extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
+            spelt with '-').
+        reasons: promise name -> why this door does not keep it (an explicit skip).
+    """
+
+    door: str = ""
+    module: str | None = None
+    extra: str = ""
+    reasons: ClassVar[dict[str, str]] = {}
+
+    def make(self, workspace: Any) -> Any:
+        """The door on `workspace`, built as the host's guide builds it."""
+        raise NotImplementedError
+
+    def converse(self, made: Any, conversation: str | None, turns: list[Turn]) -> Outcome:
+        """Play `turns` as one conversation (`conversation`: the host's own id for it; None:
+        the host is given none)."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
+        """A run of `conversation` that is live (waiting inside a tool) until the block ends,
+        then lets it finish and checks that it did."""
+        raise NotImplementedError
+        yield
+
+    def grep(self, made: Any, conversation: str, pattern: str) -> str:
+        """The answer of the door's Grep tool, called as the host calls its tools."""
+        raise NotImplementedError
+
+
+def skip_unless(driver: DoorDriver, promise: str) -> None:
+    """Skip a promise the driver's door says it cannot keep, with its reason; skip a door
+    whose host is not installed here (fail where `.ci/run` requires it)."""
+    reason = driver.reasons.get(promise)
+    if reason is not None:
+        pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
+    if driver.module is None:
+        return
+    try:
+        importlib.import_module(driver.module)
+    except ImportError as exc:
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
+        pytest.skip(
+            f"{driver.module} is not installed: pip install -e "
+            f"'.[{driver.extra.replace('_', '-')}]' "
+            "(.ci/run runs the contract in each host's environment)"
+        )
+
+
+def files_holding(root: Path, text: str) -> list[Path]:
+    """Every regular file below `root` whose bytes contain `text` whole."""
+    needle = text.encode()
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            if not path.is_symlink() and path.is_file() and needle in path.read_bytes():
+                found.append(path)
+    return found
+
+
+def sessions_of(workspace: Any) -> set[str]:
+    """The session folders of a `LocalWorkspace` now."""
+    folder = Path(workspace.workdir) / "sessions"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def drivers() -> list[DoorDriver]:
+    """Every door's driver (imported lazily: a driver module imports its host)."""
+    out: list[DoorDriver] = []
+    for name in DRIVERS:
+        module = importlib.import_module(f"contract_{name}")
+        out.append(module.DRIVER)
+    return out
+
+
+DRIVERS: list[str] = ["agent", "claude_code", "deepagents", "langchain", "mcp_proxy", "pydantic_ai"]
+"""The doors with a driver, by module (`contract_<name>.py`)."""
+
+
+Check = Callable[[DoorDriver], None]
