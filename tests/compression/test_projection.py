@@ -15,6 +15,7 @@ from ctxoffload import (
     InvalidSessionId,
     LocalWorkspace,
     Msg,
+    TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     to_openai,
@@ -289,3 +290,32 @@ async def test_a_history_converted_anew_on_every_call_is_neither_processed_nor_r
     events = await local_ws.read_events("t1")
     recorded = [e["message"]["id"] for e in events if e["kind"] == "message"]
     assert recorded == [f"m{i}" for i in range(12)]
+
+
+async def test_a_long_new_message_cut_by_a_compaction_is_sent_cut_on_this_call_and_after(
+    local_ws: LocalWorkspace,
+) -> None:
+    # The model's own answer runs far past the window (a reasoning loop): the compaction that
+    # its turn sets off cuts its text to a head naming the file that holds it whole. That cut
+    # is what this call sends, and every later call, not only what the compaction returned.
+    history = plausible_session(40)
+    rambling = "\n".join(f"thinking step {i}: " + "y" * 60 for i in range(600))
+    history += [
+        Msg(
+            role="assistant",
+            content=[
+                TextBlock(text=rambling),
+                ToolCallBlock(id="c-last", name="grep", input={"pattern": "x"}),
+            ],
+        ),
+        Msg(role="tool", content=[ToolResultBlock(id="c-last", name="grep", output="no match")]),
+    ]
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    sent = await projector.project(history)
+    assert projector.counter.count_messages(sent) < CONFIG.context_window
+    cut = next(m for m in sent if m.id == history[-2].id)
+    assert cut.tool_calls == history[-2].tool_calls
+    stored = [p for p in local_ws.session_dir("t1").iterdir() if p.name.startswith("tool_result")]
+    assert [p.read_text() for p in stored if p.name in cut.text] == [rambling]
+    again = await projector.project(list(history))
+    assert _bytes(again) == _bytes(sent)

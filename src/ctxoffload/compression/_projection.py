@@ -253,8 +253,13 @@ class Projector:
                 config=self._asked_config(out, tools, instructions) if asked else None,
                 remember=False,
             )
+            # A compaction asked for from outside runs on a window assumed for it (the
+            # context's own size): its cuts of new messages would be cuts to that.
+            cuts = {} if asked else self._adopt_cuts(keys, sent, result.messages, system)
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
+            elif cuts:
+                out = [cuts.get(m.id, m) for m in out]
             if asked:
                 await self._answer(result, instructions, asked)
             self._compressor.remember_sent(out, out)
@@ -501,6 +506,30 @@ class Projector:
             cut = self._provider = _ProviderCut(keys[holder], done.note)
         at = note_position(rest, 0)
         return [*rest[:at], cut.note, *rest[at:]]
+
+    def _adopt_cuts(
+        self, keys: list[str], sent: list[Msg | None], now: Sequence[Msg], system: int
+    ) -> dict[str, Msg]:
+        """Keep the cuts a compaction made to messages it kept (a new message's long text,
+        or a new result, cut to fit the reserve, each stored whole first): `sent` and every
+        later call send the cut, not the message as it was. By message id, the cuts made.
+
+        A restarted process needs no record of them: what the cut message was is whole in
+        the host's history, and the next compaction cuts it again or lets it leave."""
+        given = {m.id: i for i, m in enumerate(sent) if m is not None and i >= system}
+        cuts: dict[str, Msg] = {}
+        for msg in now:
+            i = given.get(msg.id)
+            if i is None:
+                continue
+            before = sent[i]
+            if before is None or before is msg or before.content == msg.content:
+                continue
+            sent[i] = cuts[msg.id] = msg
+            known = self._seen.get(keys[i])
+            if known is not None:
+                self._seen[keys[i]] = (known[0], known[1], msg)
+        return cuts
 
     def _forget_dropped(self, history: Sequence[Any], keys: list[str]) -> None:
         """Forget the messages a host dropped from its history (bounded memory)."""
