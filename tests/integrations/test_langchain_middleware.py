@@ -22,6 +22,7 @@ from langchain.agents import create_agent  # noqa: E402
 from langchain_core.exceptions import ContextOverflowError  # noqa: E402
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import InjectedToolCallId, ToolException, tool  # noqa: E402
+from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 from langchain_scripted import (  # noqa: E402
     CONFIG,
     ToolCallingFakeModel,
@@ -35,7 +36,7 @@ from langchain_scripted import (  # noqa: E402
 )
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
-from pydantic import Field  # noqa: E402
+from pydantic import Field, ValidationError  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace, Summary  # noqa: E402
 from ctxoffload.integrations.langchain import (  # noqa: E402
@@ -286,6 +287,26 @@ def test_the_agent_reads_an_offloaded_result_back_with_the_tools(tmp_path: Path)
     assert isinstance(found, ToolMessage) and found.tool_call_id == "call_2"
     assert "tool_result-call_1.txt" in found.content
     assert "batch 123456 done" in found.content
+
+
+def test_the_tools_schemas_say_no_null_and_their_arguments_are_still_checked(
+    tmp_path: Path,
+) -> None:
+    # The schemas go with every model call: an optional parameter is sent as its type alone
+    # (no `anyOf [T, null]`, no `default: null`); a wrong argument is refused all the same.
+    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    schemas = [convert_to_openai_tool(t)["function"]["parameters"] for t in offload.tools]
+    for schema in schemas:
+        for field in schema["properties"].values():
+            assert "anyOf" not in field and field.get("default", 0) is not None, field
+    retrieve = schemas[3]["properties"]
+    assert retrieve["line_range"] == {
+        "description": "[first, last] line numbers, from 1.",
+        "items": {"type": "integer"},
+        "type": "array",
+    }
+    with pytest.raises(ValidationError):
+        offload.tools[3].invoke({"reference": "x", "line_range": "all"})
 
 
 async def test_a_langchain_summary_model_is_called_as_an_internal_call(tmp_path: Path) -> None:

@@ -531,4 +531,40 @@ def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
 
     # Its docstring's Args go into the parameters' schemas, and only its summary into the
     # description: the schema is sent with every model call.
-    return _StructuredTool.from_function(func=run, coroutine=function, parse_docstring=True)
+    made = _StructuredTool.from_function(func=run, coroutine=function, parse_docstring=True)
+    return _LeanTool(
+        name=made.name,
+        description=made.description,
+        args_schema=made.args_schema,
+        func=made.func,
+        coroutine=made.coroutine,
+    )
+
+
+class _LeanTool(_StructuredTool):  # type: ignore[misc]
+    """A reading tool whose schema, sent with every model call, leaves out what tells the
+    model nothing: an optional parameter's `null` alternative and its `default: null` (a
+    parameter left out is None all the same). Its arguments are still checked against the
+    whole schema (`args_schema`) when it runs."""
+
+    @functools.cached_property
+    def tool_call_schema(self) -> Any:  # made once: its args_schema never changes
+        return _lean_schema(self.args_schema.model_json_schema())
+
+
+def _lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (a tool's parameters) with each `anyOf: [T, null]` as T and no null default."""
+    properties: dict[str, Any] = {}
+    for name, given in schema.get("properties", {}).items():
+        field = dict(given)
+        choices = field.get("anyOf")
+        if isinstance(choices, list):
+            kept = [c for c in choices if c != {"type": "null"}]
+            if len(kept) == 1 and isinstance(kept[0], dict):
+                del field["anyOf"]
+                field.update(kept[0])
+        if "default" in field and field["default"] is None:
+            del field["default"]
+        field.pop("title", None)
+        properties[name] = field
+    return {**schema, "properties": properties}

@@ -70,10 +70,10 @@ def retrieval_tool(
 
         Args:
             reference: The reference, exactly as named.
-            pattern: An RE2 regular expression (no backreferences or lookaround).
+            pattern: An RE2 regular expression (no lookaround).
             line_range: [first, last] line numbers, from 1.
             context_lines: Lines around each match; without a pattern, how many to show.
-            char_offset: With line_range [n, n], show line n from this character on.
+            char_offset: With line_range [n, n]: line n from this character on.
 
         Returns:
             The numbered lines, or "Error: ..."

@@ -132,7 +132,7 @@ class FileToolbox:
                 path: The file, as a notice or summary names it.
                 offset: First line, from 1.
                 limit: Most lines.
-                char_offset: In one long line: show line `offset` from this character on.
+                char_offset: Within line `offset`, the first character to show.
 
             Returns:
                 The lines (the last says where to go on), or "Error: ..."
@@ -151,10 +151,9 @@ class FileToolbox:
 
             Args:
                 pattern: The regular expression.
-                path_or_glob: A file, a folder (searched whole) or a glob such as
-                    `sessions/*/tool_result-*.txt`.
+                path_or_glob: A file, a folder or a glob (`sessions/*/tool_result-*.txt`).
                 context_lines: Lines shown around each match (at most 100).
-                max_matches: Most matching lines.
+                max_matches: Most matches.
 
             Returns:
                 The matching lines, or "Error: ..."
@@ -169,7 +168,7 @@ class FileToolbox:
             folders end with `/`.
 
             Args:
-                pattern: Such as `sessions/*/tool_result-*.txt` or `**/*.jsonl`.
+                pattern: Such as `**/*.jsonl`.
 
             Returns:
                 One path per line, or "Error: ..."
