@@ -455,6 +455,9 @@ first and cut at the end, so what is cut is the oldest material, and the size st
 however many compressions came before."""
 
 _REQUEST_CHARS = 800
+_STATE_CHARS = 600
+"""The most characters of the last assistant message an extractive summary quotes: where the
+work stands; the message is whole in the context log the summary names."""
 _EXTRACTIVE_NEXT_STEPS = (
     "Continue with the latest request. This summary was extracted without a summary "
     "model; read the context log named above for the exact messages."
@@ -520,7 +523,7 @@ def extractive_summary(
         (m.text for m in reversed(messages) if m.role == "assistant" and m.text.strip()), None
     )
     if statement is not None:
-        state = f"Last assistant message: {_short(statement, 1500)}"
+        state = f"Last assistant message: {_short(statement, _STATE_CHARS)}"
     else:
         state = before["current_state"] or "No assistant reply yet."
 
