@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._disk.compact_requests import CompactRequests
 from .._disk.events import CompactRequest, EventKind, ModelCall, Projection
 from .._disk.ids import validate_session_id
+from .._disk.records import Event
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, MessageLog
 from ..exceptions import InvalidContent
@@ -131,7 +132,9 @@ class Projector:
         # What each call was sent, recorded as the Agent records its own model calls, so
         # `ctxoffload show --step N` rebuilds it: the step (numbered over the session) and
         # the keys of the history last projected (the same history again is a retry).
-        self._log = MessageLog(self._compressor.event, prepare=InlinePayloads(workspace).moved_out)
+        # The record of a call (its messages, then the call) is written in one append.
+        self._held: list[Event] = []
+        self._log = MessageLog(self._hold, prepare=InlinePayloads(workspace).moved_out)
         self._step = 0
         self._attempt = 0
         self._last_keys: list[str] | None = None
@@ -363,8 +366,8 @@ class Projector:
     ) -> None:
         """Record what this call sends: each message not recorded yet in its form, then a
         `model_call` event naming them in order (outcome `projected`: the host makes the call
-        and keeps its answer). The same history projected again is the same step's next
-        attempt (a retry after the provider refused it)."""
+        and keeps its answer), all in one append. The same history projected again is the
+        same step's next attempt (a retry after the provider refused it)."""
         if keys == self._last_keys:
             self._attempt += 1
         else:
@@ -372,7 +375,7 @@ class Projector:
         self._last_keys = keys
         await self._log.write(sent)
         window = self._compressor.window()
-        await self._compressor.event(
+        self._held.append(
             ModelCall(
                 step=self._step,
                 attempt=self._attempt,
@@ -385,6 +388,12 @@ class Projector:
                 trigger_tokens=self._compressor.config.trigger_tokens(window),
             )
         )
+        held, self._held = self._held, []
+        await self._compressor.events(held)
+
+    async def _hold(self, record: Event) -> None:
+        """Keep an event of the call's record, written with the call (`_record`)."""
+        self._held.append(record)
 
     def _asked_config(
         self, out: list[Msg], tools: Sequence[dict[str, Any]], instructions: str | None

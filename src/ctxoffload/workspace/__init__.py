@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._new_session import new_session, take_new_session
     from ._objectstore import ObjectStoreWorkspace
     from ._protocol import (
+        EventBatches,
         EventLog,
         GarbageCollector,
         LineReader,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ._sql import SqlWorkspace
 
 __all__ = [
+    "EventBatches",
     "EventLog",
     "GarbageCollector",
     "GcReport",
@@ -89,6 +91,7 @@ __getattr__, __dir__ = lazy_exports(
         "take_new_session": "._new_session",
         "ObjectStoreWorkspace": "._objectstore",
         "SqlWorkspace": "._sql",
+        "EventBatches": "._protocol",
         "EventLog": "._protocol",
         "GarbageCollector": "._protocol",
         "LineReader": "._protocol",
