@@ -30,6 +30,7 @@ What each column means:
 - largest request, requests over the window, runs ended (an exception ended the run);
 - prefix share: of all the tokens sent, the share that repeats the request before it from
   its start (tools, then messages, compared whole): what a provider's prompt cache can serve;
+  tokens outside that prefix: the rest, summary calls included (what is billed in full);
 - checkpoint bytes: what LangGraph's `InMemorySaver` holds at the end of all runs (every
   checkpoint, blob and write);
 - host CPU ms per call: the CPU time of the process (every thread: LangGraph, its
@@ -37,8 +38,8 @@ What each column means:
   the same for `none` (best of `--repeat` replays). CPU time, not wall time, so that other
   work on the machine does not count; time spent waiting for the disk (the workspace's fsyncs)
   is not in it;
-- recoverable: of the bytes of what the agent received and that is no longer sent in the run's
-  last request, the share a literal search finds as a line in what the strategy keeps at the
+- recoverable: of the bytes of what the agent received before the run's last request and
+  that this request no longer sends, the share a literal search finds as a line in what the strategy keeps at the
   end (the final state's messages and files, the workspace's tool_result files and the
   messages of context.jsonl); named: the share found in a file whose name the last request
   names. Lines are compared stripped, and lines under 8 characters are not counted.
@@ -263,6 +264,7 @@ class Replay:
         self.requests: list[tuple[list[BaseMessage], list[dict[str, Any]]]] = []
         self.summary_requests: list[list[BaseMessage]] = []
         self.received: list[str] = []
+        self.before_last = 0  # what was received before the latest request was answered
         self.model_seconds = 0.0  # CPU time in the scripted model
         self._schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._answered = 0
@@ -285,6 +287,7 @@ class Replay:
             self.summary_requests.append(list(messages))
             return AIMessage(SUMMARY)
         self.requests.append((list(messages), tools))
+        self.before_last = len(self.received)
         self._answered += 1
         ident = f"ai-{self._answered}"
         if not self.answers:
@@ -590,7 +593,8 @@ def measure_recall(
         named = name in last_text
         for line in lines_of(texts):
             where[line] = where.get(line, False) or named
-    for line in lines_of(replay.received):
+    # The last answer came after the last request: it never left a context.
+    for line in lines_of(replay.received[: replay.before_last]):
         if line in sent:
             continue
         size = len(line.encode("utf-8", "surrogatepass"))
@@ -666,6 +670,11 @@ ROWS = (
         lambda o, b: percent(_prefix_share(o)),
         _prefix_share,
         higher=True,
+    ),
+    Row(
+        "  tokens outside that prefix",
+        lambda o, b: f"{(o.tokens - o.prefix_tokens) / 1e6:.2f} M",
+        lambda o: o.tokens - o.prefix_tokens,
     ),
     Row(
         "checkpoint bytes, all steps",
