@@ -19,6 +19,7 @@ from frameworks import context_ids, require_framework, saver_bytes
 require_framework("langchain", "langchain")
 
 from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware  # noqa: E402
 from langchain_core.exceptions import ContextOverflowError  # noqa: E402
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import InjectedToolCallId, ToolException, tool  # noqa: E402
@@ -212,6 +213,34 @@ def test_delta_state_checkpoints_each_message_once(tmp_path: Path) -> None:
         sizes[delta] = saver_bytes(saver)
     print(f"checkpoints: {sizes[False]:,} bytes lean, {sizes[True]:,} lean on deltas")
     assert sizes[True] * 3 < sizes[False]
+
+
+def test_a_request_another_middleware_edited_never_replaces_state(tmp_path: Path) -> None:
+    # LangChain's context editing, outside this middleware, hands on a request whose old tool
+    # results it cleared (copies; state holds them whole). State must not take that request's
+    # messages: the results cleared in it are stored nowhere.
+    @tool
+    def fetch(page: int) -> str:
+        """Fetch a page of the export log."""
+        return f"page {page}: " + "row done " * 80
+
+    replies: list[Any] = []
+    for page in range(30):
+        replies += [call("fetch", {"page": page}, f"c{page}"), f"Page {page}: " + "read. " * 90]
+    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=800, keep=1)])
+    agent = create_agent(
+        scripted(*replies),
+        tools=[fetch],
+        middleware=[editing, offload],
+        checkpointer=InMemorySaver(),
+    )
+    for page in range(30):
+        state = agent.invoke({"messages": [HumanMessage(f"read page {page}")]}, thread("e"))
+    assert events(tmp_path / "ws", "e", "projection")  # a summary stood in the request
+    outputs = [m.content for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(outputs) == 30
+    assert all(output.startswith("page ") for output in outputs)
 
 
 def test_a_system_message_in_state_is_sent_and_kept(tmp_path: Path) -> None:

@@ -284,7 +284,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                 sent = _back(projected, history, originals, request.system_message)
                 response = handler(request.override(messages=sent))
             projector.report_usage_sync(_reported_input(response))
-            return self._keeping(request.messages, sent, response, projector)
+            return self._keeping(request, sent, response, projector)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
@@ -303,16 +303,19 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                 sent = _back(projected, history, originals, request.system_message)
                 response = await handler(request.override(messages=sent))
             await projector.report_usage(_reported_input(response))
-            return self._keeping(request.messages, sent, response, projector)
+            return self._keeping(request, sent, response, projector)
 
-    def _keeping(
-        self, state: Sequence[Any], sent: list[Any], response: Any, projector: Projector
-    ) -> Any:
-        """`response`, with a state update that keeps `sent` in place of `state` where they
-        differ, unless `full_state` is on. Only messages the projection left out, each
-        stored in the session first, leave state; a message it cut (a `Command`'s result)
-        is kept as it was sent, its whole text in a tool_result file."""
-        if self.full_state or _unchanged(state, sent):
+    def _keeping(self, request: Any, sent: list[Any], response: Any, projector: Projector) -> Any:
+        """`response`, with a state update that keeps `sent` in place of state's messages
+        where they differ, unless `full_state` is on. Only messages the projection left out,
+        each stored in the session first, leave state; a message it cut (a long new answer,
+        a `Command`'s result) is kept as it was sent, its whole text in a tool_result file.
+        A request whose messages are not state's own (another middleware edited them on
+        the way: cleared results, copies) leaves state as it is: what that middleware left
+        out is stored nowhere."""
+        state = request.messages
+        held = request.state.get("messages") if isinstance(request.state, dict) else None
+        if self.full_state or _unchanged(state, sent) or not _unchanged(held or (), state):
             return response
         kept = {message.id for message in sent}
         leaving = {message.id for message in state} - kept
