@@ -39,10 +39,11 @@ What each column means:
   work on the machine does not count; time spent waiting for the disk (the workspace's fsyncs)
   is not in it;
 - recoverable: of the bytes of what the agent received before the run's last request and
-  that this request no longer sends, the share a literal search finds as a line in what the strategy keeps at the
-  end (the final state's messages and files, the workspace's tool_result files and the
-  messages of context.jsonl); named: the share found in a file whose name the last request
-  names. Lines are compared stripped, and lines under 8 characters are not counted.
+  that this request no longer sends, the share a literal search finds as a line in what the
+  strategy keeps at the end (the final state's messages and files, the workspace's
+  tool_result files and the messages of context.jsonl); named: the share found in a file
+  whose name the last request names. Lines are compared stripped, and lines under 8
+  characters are not counted.
 
 Run it in a virtual environment of its own, as the host tests run (it re-runs itself there when
 `.venv-peers` exists):
