@@ -454,7 +454,7 @@ EXTRACTIVE_FIELD_CHARS = 2_000
 first and cut at the end, so what is cut is the oldest material, and the size stays the same
 however many compressions came before."""
 
-_REQUEST_CHARS = 800
+_REQUEST_CHARS = 500
 _STATE_CHARS = 600
 """The most characters of the last assistant message an extractive summary quotes: where the
 work stands; the message is whole in the context log the summary names."""

@@ -69,7 +69,6 @@ def retrieval_tool(
         context log (`.jsonl`) shows one message per line.
 
         Args:
-            reference: The reference, exactly as named.
             pattern: An RE2 regular expression (no lookaround).
             line_range: [first, last] line numbers, from 1.
             context_lines: Lines around each match; without a pattern, how many to show.

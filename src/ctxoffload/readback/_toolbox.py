@@ -150,10 +150,8 @@ class FileToolbox:
             Answers `path:line:text`; `(?i)` ignores case.
 
             Args:
-                pattern: The regular expression.
                 path_or_glob: A file, a folder or a glob (`sessions/*/tool_result-*.txt`).
                 context_lines: Lines shown around each match (at most 100).
-                max_matches: Most matches.
 
             Returns:
                 The matching lines, or "Error: ..."
