@@ -298,7 +298,7 @@ FACE_BUDGET = {
     "ctxoffload.compression": 44,  # + Projector (issue 44)
     "ctxoffload.formats": 10,
     "ctxoffload.readback": 11,  # + memory_tool (issue 46)
-    "ctxoffload.workspace": 27,  # + SqlWorkspace (issue 48), request_compaction (issue 47)
+    "ctxoffload.workspace": 28,  # + SqlWorkspace (48), request_compaction (47), HistoryLog (56)
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ._disk import events
-from ._disk.events import EventKind
+from ._disk.events import EventKind, is_event
 from ._disk.payloads import storable_message
 from ._disk.records import Event
 from .exceptions import InvalidContent
@@ -110,7 +110,9 @@ class MessageLog:
         converting its history anew stamps afresh; a message that changed under its id is
         written again."""
         for event in earlier:
-            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
+            if not is_event(event):
+                continue  # a line that is no event (`show` skips it too)
+            message = event.get("message") if event["kind"] == EventKind.MESSAGE else None
             if isinstance(message, dict) and isinstance(message.get("id"), str):
                 self._recorded[message["id"]] = _form(message)
 

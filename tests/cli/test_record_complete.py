@@ -82,7 +82,7 @@ def test_a_workspace_used_alone_says_what_its_record_holds(tmp_path: Path) -> No
     out = run("show", "alone", "--workdir", str(tmp_path / "ws")).splitlines()
     assert out[1] == NOT_BY_AGENT
     assert re.search(r"stored the whole result of grep_logs \(c1\): 9 lines, 18 bytes, in ", out[2])
-    assert re.search(r"appended 1 messages \(\d+ bytes\) into .*context.jsonl lines 1-1", out[3])
+    assert re.search(r"appended 1 messages \(\d+ bytes\) into .*context.jsonl line 1$", out[3])
     assert len(out) == 4
 
 

@@ -12,8 +12,10 @@ A new door proves itself here: write its driver, add it to `DRIVERS`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,12 @@ class Turn:
     tool_output: str | None = None
 
 
+def call_id(turn: Turn) -> str:
+    """The id of the tool call a turn makes: the same turn has the same id in every process
+    (a resumed conversation must not reuse an earlier call's id, as no host does)."""
+    return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
+
+
 @dataclass
 class Outcome:
     """What a conversation through a door did.
@@ -67,6 +75,7 @@ class DoorDriver:
     Attributes:
         door: the door's name (`ctxoffload._doors.doors.DOORS`).
         module: the host package a driver imports (None: nothing beyond ctxoffload).
+        needs: a name the host module has in the release the door needs ("" none).
         extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
             spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
@@ -74,6 +83,7 @@ class DoorDriver:
 
     door: str = ""
     module: str | None = None
+    needs: str = ""
     extra: str = ""
     reasons: ClassVar[dict[str, str]] = {}
 
@@ -97,6 +107,34 @@ class DoorDriver:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
 
+    def reopen(self, made: Any, workspace: Any) -> Any:
+        """The door built anew on `workspace` (a new object on the same folder), keeping what
+        the HOST saved of its conversations (its checkpointer, its message history): what a
+        new process of the same application starts from."""
+        return self.make(workspace)
+
+
+@contextlib.contextmanager
+def run_held_in_its_tool(driver: DoorDriver, made: Any, conversation: str) -> Iterator[None]:
+    """`driver.live_run` for a door whose conversation's tool waits at `made.gate` (set here)
+    after setting `made.entered`: a run of `conversation` through `made`, on a thread, live
+    inside its tool until the block ends; then let finish and checked that it did."""
+    made.gate = threading.Event()
+    done: list[Outcome] = []
+    runner = threading.Thread(
+        target=lambda: done.append(
+            driver.converse(made, conversation, [Turn("wait", tool_output="slow")])
+        )
+    )
+    runner.start()
+    try:
+        assert made.entered.wait(60), "the run never reached its tool"
+        yield
+    finally:
+        made.gate.set()
+        runner.join(60)
+    assert done and done[0].session == conversation
+
 
 def skip_unless(driver: DoorDriver, promise: str) -> None:
     """Skip a promise the driver's door says it cannot keep, with its reason; skip a door
@@ -106,16 +144,21 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
     if driver.module is None:
         return
+    install = f"pip install -e '.[{driver.extra.replace('_', '-')}]'"
     try:
-        importlib.import_module(driver.module)
+        module = importlib.import_module(driver.module)
     except ImportError as exc:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
         pytest.skip(
-            f"{driver.module} is not installed: pip install -e "
-            f"'.[{driver.extra.replace('_', '-')}]' "
+            f"{driver.module} is not installed: {install} "
             "(.ci/run runs the contract in each host's environment)"
         )
+    if driver.needs and not hasattr(module, driver.needs):
+        # Another host's environment may hold an older release, pulled in as its dependency.
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} here has no {driver.needs}: {install}")
+        pytest.skip(f"{driver.module} here is a release without {driver.needs}: {install}")
 
 
 def files_holding(root: Path, text: str) -> list[Path]:
@@ -145,7 +188,19 @@ def drivers() -> list[DoorDriver]:
     return out
 
 
-DRIVERS: list[str] = ["agent", "claude_code", "deepagents", "langchain", "mcp_proxy", "pydantic_ai"]
+DRIVERS: list[str] = [
+    "agent",
+    "agentscope",
+    "claude_agent_sdk",
+    "claude_code",
+    "deepagents",
+    "langchain",
+    "mcp_proxy",
+    "openai_agents",
+    "pydantic_ai",
+    "strands",
+    "strands_storage",
+]
 """The doors with a driver, by module (`contract_<name>.py`)."""
 
 

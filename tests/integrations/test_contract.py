@@ -9,6 +9,7 @@ driver's `reasons`: its skip line here quotes it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -166,7 +167,7 @@ def test_show_opens_the_session_with_what_its_door_records(
         assert "session started" in first
     else:
         assert DOORS[driver.door].host in first and "it records" in first
-    if DOORS[driver.door].projects:  # every model call the door saw is rebuilt
+    if DOORS[driver.door].steps:  # every model call the door saw is rebuilt
         step = ctxoffload("show", outcome.session, "--step", "1", "--workdir", tmp_path / "ws")
         assert step.returncode == 0, step.stderr
 
@@ -195,6 +196,40 @@ def test_compact_from_outside_is_served_or_refused_at_once(
     driver.converse(made, "long", [Turn("go on")])
     kinds = [e["kind"] for e in events_of(workdir, session)]
     assert "compact_request" in kinds and kinds.index("compact") > kinds.index("compact_request")
+
+
+# -- resume -------------------------------------------------------------------------------------
+
+
+@doors
+def test_a_resumed_conversation_sends_what_an_unbroken_one_sends(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "resume")
+    if not DOORS[driver.door].steps:
+        pytest.skip(f"{driver.door} sees no model call: its host decides what the model is sent")
+    turns = [
+        Turn(f"question {i} " * 40, tool_output=MEDIUM if i % 3 == 0 else None) for i in range(10)
+    ]
+    unbroken = driver.converse(driver.make(LocalWorkspace(tmp_path / "a")), "r", turns).sent
+    made = driver.make(LocalWorkspace(tmp_path / "b"))
+    driver.converse(made, "r", turns[:-1])
+    # A new door object on a new workspace object, as a restarted process builds them.
+    again = driver.reopen(made, LocalWorkspace(tmp_path / "b"))
+    resumed = driver.converse(again, "r", turns[-1:]).sent
+    assert len(unbroken) > len(resumed) >= 1
+    assert any(len(b) < len(a) for a, b in itertools.pairwise(unbroken)), (
+        "nothing was ever compacted: the conversation is too short to test a resume"
+    )
+
+    def neutral(sent: list[str], folder: Path) -> list[str]:
+        return [
+            text.replace(str(folder.resolve()), "WS").replace(str(folder), "WS") for text in sent
+        ]
+
+    first_resumed = len(unbroken) - len(resumed)
+    for was, now in zip(unbroken[first_resumed:], resumed, strict=True):
+        assert neutral(now, tmp_path / "b") == neutral(was, tmp_path / "a")
 
 
 # -- same tools, same answers --------------------------------------------------------------------

@@ -31,6 +31,7 @@ from .wording import (
     files_text,
     first_line,
     into_text,
+    lines_text,
     plural,
     quoted,
     said,
@@ -163,7 +164,7 @@ def is_event(value: object) -> bool:
 
 def _into(event: Event) -> str:
     """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
-    return into_text(event.field("reference"), event.field("lines"))
+    return into_text(event.field("reference"), event.field("lines"), event.field("spans"))
 
 
 # -- the records --------------------------------------------------------------------------------
@@ -432,6 +433,8 @@ class Truncation(_TokenChange):
     reference: str | None
     lines_shown: int
     lines_total: int
+    bytes_total: int
+    kept_sha256: str
     unit: str
     reason: str
 
@@ -458,6 +461,8 @@ class Offload(_TokenChange):
     tool_name: str | None
     blocks: int
     references: list[str]
+    bytes: int
+    kept_sha256: str
 
     def sentence(self) -> str:
         return (
@@ -495,9 +500,7 @@ class Compression(_MovedLines, _TokenChange, _Fidelity):
 
     def sentence(self) -> str:
         where = str(self.reference or "nowhere (no offloader)")
-        span = self.lines
-        if isinstance(span, list) and len(span) == 2:
-            where += f" lines {span[0]}-{span[1]}"
+        where += lines_text(self.lines, self.spans)
         count = self.messages
         what = f"{figure(count)} messages" if isinstance(count, int) else "history"
         also = f", {figure(self.kept)} kept" if isinstance(self.kept, int) else ""

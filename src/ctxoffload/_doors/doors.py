@@ -26,6 +26,8 @@ class Door:
         projects: whether ctxoffload decides what the host's model is sent (a projection or
             a history it edits), so `ctxoffload compact` can serve a request for it.
         records: what the door records, the end of "it records ...".
+        steps: whether the door records each model call it sees, so `ctxoffload show
+            --step N` rebuilds what the model was sent (default: `projects`).
         busy: what to do when a second run of one conversation is refused, in the host's
             terms (empty for a door whose host keeps one writer itself).
         compact: what to do instead of `ctxoffload compact` (a door that does not project).
@@ -44,6 +46,7 @@ class Door:
         "one_writer",
         "projects",
         "records",
+        "steps",
     )
 
     def __init__(
@@ -59,6 +62,7 @@ class Door:
         compact: str = "",
         leases: bool = True,
         one_writer: str = "",
+        steps: bool | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -66,6 +70,7 @@ class Door:
         self.conversation = conversation
         self.projects = projects
         self.records = records
+        self.steps = projects if steps is None else steps
         self.busy = busy
         self.compact = compact
         self.leases = leases
@@ -136,8 +141,8 @@ DOORS: Mapping[str, Door] = {
             "openai-agents",
             host="the OpenAI Agents SDK",
             adapter="OffloadingInputFilter",
-            conversation="the run's session (Runner.run(..., session=WorkspaceSession(...))) "
-            "or the filter's session_id",
+            conversation="the WorkspaceSession that made the filter (session.input_filter()), "
+            "or the filter's session_id; else a new session per Runner.run",
             projects=True,
             records=_PROJECTED,
             busy="wait for the other Runner.run of this session to end, or run this one with "
@@ -150,8 +155,9 @@ DOORS: Mapping[str, Door] = {
             conversation="the agent's session (its session manager's session_id), else one "
             "new session per manager",
             projects=True,
-            records="the messages it moved out of agent.messages, its summaries and the tool "
-            "results it stored",
+            records="the messages it moved out of agent.messages and its summaries; not the "
+            "model calls (Strands makes them)",
+            steps=False,
             busy="wait for the other agent of this session to stop, or give this manager "
             "another session_id",
         ),

@@ -183,7 +183,6 @@ def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set
     """Rewrite the references of a session copied into `staging` to name `dest`, give its
     context.jsonl a commit record; the data/ names it holds. Every file is read and
     replaced through the no-follow layer (`Folder`, `replace_file`)."""
-    import json
 
     from .._disk.commit import COMMIT_TAIL, encode_commit_record
     from .._disk.layout import (
@@ -204,13 +203,7 @@ def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set
     with Folder(staging, SESSIONS_DIR, session, root=staging) as folder:
         names = folder.files()
         if EVENTS_FILE in names:
-            events = []
-            for line in folder.read_bytes(EVENTS_FILE).splitlines():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    continue
-            old |= prefixes_named(events, session)
+            old |= prefixes_named(folder.read_bytes(EVENTS_FILE).splitlines(), session)
         for name in names:
             st = folder.stat(name)
             body = relocate(folder.read_bytes(name), old, dest)

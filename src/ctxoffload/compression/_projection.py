@@ -23,10 +23,11 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._depth import STORE_DEPTH, depth_error, text_form, too_deep
 from .._disk.compact_requests import CompactRequests
-from .._disk.events import CompactRequest, EventKind, ModelCall, Projection
+from .._disk.events import CompactRequest, EventKind, ModelCall, Projection, is_event
 from .._disk.ids import validate_session_id
-from .._disk.records import Event
+from .._disk.records import Event, is_count
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, MessageLog
 from ..exceptions import InvalidContent
@@ -125,8 +126,9 @@ class Projector:
         self._session_id = validate_session_id(session_id)
         # Per message key: the input it was read from and what is sent for it.
         self._seen: dict[str, tuple[Any, Msg, Msg]] = {}
-        # Per message object given (by `id`, holding it so the id stays its own): its key.
-        self._keys: dict[int, tuple[Any, str]] = {}
+        # Per message object given (by `id`, holding it so the id stays its own): how it is
+        # read and its key.
+        self._keys: dict[int, tuple[Any, Msg | Mapping[str, Any], str]] = {}
         self._cover: _Cover | None = None
         self._provider: _ProviderCut | None = None
         # What each call was sent, recorded as the Agent records its own model calls, so
@@ -211,8 +213,9 @@ class Projector:
             and the same replacement objects on every call where something did.
 
         Raises:
-            InvalidContent: `history` is not a list of messages, or holds one `to_msgs`
-                cannot read (named by its index).
+            InvalidContent: `history` is not a list of messages, or holds an item that is
+                no message (None, a number, text), one nested deeper than a message may be
+                (108 levels), or one `to_msgs` cannot read, named by its index.
         """
         if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence):
             raise InvalidContent(
@@ -225,10 +228,10 @@ class Projector:
             with self._settling:
                 self._counter_settled = True
             await self._load()
-            keys = [self._key_of(item) for item in history]
-            system = leading_system(history)
+            items, keys = self._read_history(history)
+            system = leading_system(items)
             cover = self._cover_for(keys, system)
-            holder = newest_compaction(history)
+            holder = newest_compaction(items)
             summarised: _Cover | None = None
             if holder is not None and holder > system:
                 if cover is not None and cover.start + cover.count > holder:
@@ -238,13 +241,13 @@ class Projector:
             else:
                 holder = None
             skip = range(system, holder) if holder is not None else None
-            sent = await self._each(history, keys, cover, skip, self._own())
+            sent = await self._each(items, keys, cover, skip, self._own())
             # A summarised message is None in `sent`: the summary stands where they were.
             out = [m for m in sent[:system] if m is not None]
             if cover is not None:
                 out += cover.messages
             if holder is not None:
-                out += await self._beside_provider(history, keys, sent, system, holder, summarised)
+                out += await self._beside_provider(items, keys, sent, system, holder, summarised)
             else:
                 out += [m for m in sent[system:] if m is not None]
             asked = await self._requests.look()
@@ -267,8 +270,8 @@ class Projector:
                 await self._answer(result, instructions, asked)
             self._compressor.remember_sent(out, out)
             self._last_sent = out
-            self._left_out = _left_out(history, out)
-            self._forget_dropped(history, keys)
+            self._left_out = _left_out(items, out)
+            self._forget_dropped(history, items, keys)
             await self._record(keys, out, tools, started)
             return out
 
@@ -312,16 +315,29 @@ class Projector:
             return False
         return self._run_sync(self.report_usage(input_tokens))
 
-    async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:
+    async def offload_tool_result(
+        self, block: ToolResultBlock, *, message: Msg | None = None
+    ) -> ToolResultBlock:
         """One tool result as the host should keep it: `block` when it fits, else its head
         and the notice naming the file that holds it whole (the Compressor's truncation).
 
         For a host whose tool hook may replace a result before it enters the history (so
         the whole text never reaches the host's own store); `project` leaves a result cut
         here as it is.
+
+        Args:
+            block: the tool result.
+            message: the history message holding `block` alone, as `project` will be given
+                it (the same `id`), for a host that sends the whole result on while its
+                store keeps the cut (the OpenAI Agents SDK's run and its session): `project`
+                then sends this cut for that message, not cutting (and storing) it again.
         """
         async with self._lock:
-            return await self._compressor.process_tool_result(block)
+            cut = await self._compressor.process_tool_result(block)
+            if message is not None and message.content == [block]:
+                sent = message.model_copy(update={"content": [cut]})
+                self._seen[_key(message)] = (message, message, sent)
+            return cut
 
     def offload_tool_result_sync(self, block: ToolResultBlock) -> ToolResultBlock:
         """`offload_tool_result` for synchronous code, on the loop `project_sync` uses."""
@@ -335,31 +351,25 @@ class Projector:
     # -- the steps --------------------------------------------------------------------------
 
     async def _load(self) -> None:
-        """Read the latest summary decision of the session back (a restarted process)."""
+        """Read the latest summary decision of the session back (a restarted process).
+
+        The record is read as `show` reads it: a line that is no event, or an event of a
+        shape this version does not read (a newer release's, a damaged line), is skipped;
+        the latest decision that reads is re-applied, and none at all sends the history."""
         if self._loaded:
             return
         self._loaded = True
-        events = await self._workspace.read_events(self._session_id)
+        events = [e for e in await self._workspace.read_events(self._session_id) if is_event(e)]
         self._log.remember(events)
         for event in events:
+            kind = event["kind"]
             step = event.get("step")
-            if event.get("kind") == EventKind.MODEL_CALL and isinstance(step, int):
+            if kind == EventKind.MODEL_CALL and is_count(step):
                 self._step = max(self._step, step)
-            if event.get("kind") == EventKind.PROVIDER_COMPACTION:
-                note, key = event.get("note"), event.get("item_key")
-                if isinstance(note, dict) and isinstance(key, str):
-                    self._provider = _ProviderCut(key, Msg.model_validate(note))
-                continue
-            if event.get("kind") != EventKind.PROJECTION:
-                continue
-            messages = event.get("messages")
-            if isinstance(messages, list):
-                self._cover = _Cover(
-                    int(event.get("start", 0)),
-                    int(event.get("covers", 0)),
-                    str(event.get("last_key")),
-                    tuple(to_msgs(messages)),
-                )
+            elif kind == EventKind.PROVIDER_COMPACTION:
+                self._provider = _provider_cut(event) or self._provider
+            elif kind == EventKind.PROJECTION:
+                self._cover = _cover_of(event) or self._cover
 
     async def _record(
         self, keys: list[str], sent: list[Msg], tools: Sequence[dict[str, Any]], started: float
@@ -416,14 +426,48 @@ class Projector:
             result.reason = f"nothing to compact: {result.reason}"
         await self._compressor.event(compact_event(result, instructions, asked))
 
-    def _key_of(self, item: Msg | Mapping[str, Any]) -> str:
-        """`_key(item)`, computed once per message object (a host re-sends the same objects)."""
+    def _read_history(
+        self, history: Sequence[Any]
+    ) -> tuple[list[Msg | Mapping[str, Any]], list[str]]:
+        """Each item of `history` as the projection reads it, and its key across calls.
+
+        Raises:
+            InvalidContent: an item is no message, or nests too deeply (`_read_item`).
+        """
+        items: list[Msg | Mapping[str, Any]] = []
+        keys: list[str] = []
+        for index, item in enumerate(history):
+            read, key = self._read_item(item, index)
+            items.append(read)
+            keys.append(key)
+        return items, keys
+
+    def _read_item(self, item: Any, index: int) -> tuple[Msg | Mapping[str, Any], str]:
+        """An item of the history as the projection reads it (a `Msg` or a message dict as
+        given; any other message `to_msgs` reads, such as a pydantic model shaped like a
+        message, converted) and its key (`_key`): found once per object, as a host re-sends
+        the same objects.
+
+        Raises:
+            InvalidContent: the item is no message (None, a number, text), or nests deeper
+                than a message may (`_depth.STORE_DEPTH`: hashing a dict for its key walks
+                it), named by its index.
+        """
         known = self._keys.get(id(item))
         if known is not None and known[0] is item:
-            return known[1]
-        key = _key(item)
-        self._keys[id(item)] = (item, key)
-        return key
+            return known[1], known[2]
+        read: Msg | Mapping[str, Any]
+        if isinstance(item, Msg):
+            read = item
+        elif isinstance(item, Mapping):
+            if too_deep(item, STORE_DEPTH):
+                raise depth_error(f"Projector.project: history[{index}]", STORE_DEPTH)
+            read = item
+        else:
+            read = _read(item, index)
+        key = _key(read)
+        self._keys[id(item)] = (item, read, key)
+        return read, key
 
     def _cover_for(self, keys: list[str], system: int) -> _Cover | None:
         """The summary decision, where the history still holds what it summarised."""
@@ -540,13 +584,18 @@ class Projector:
                 self._seen[keys[i]] = (known[0], known[1], msg)
         return cuts
 
-    def _forget_dropped(self, history: Sequence[Any], keys: list[str]) -> None:
+    def _forget_dropped(
+        self, history: Sequence[Any], items: list[Msg | Mapping[str, Any]], keys: list[str]
+    ) -> None:
         """Forget the messages a host dropped from its history (bounded memory)."""
         if len(self._seen) > 2 * len(keys) + 64:
             current = set(keys)
             self._seen = {k: v for k, v in self._seen.items() if k in current}
         if len(self._keys) > 2 * len(keys) + 64:
-            self._keys = {id(item): (item, key) for item, key in zip(history, keys, strict=True)}
+            self._keys = {
+                id(item): (item, read, key)
+                for item, read, key in zip(history, items, keys, strict=True)
+            }
 
     async def _decide(
         self,
@@ -586,6 +635,34 @@ class Projector:
         )
         tail = [m for m in sent[system + count :] if m is not None]
         return [*now[:system], *summary, *tail]
+
+
+def _cover_of(event: Mapping[str, Any]) -> _Cover | None:
+    """The summary decision a `projection` event records; None when it does not read as one
+    (a field missing or of another type, no message, a message `to_msgs` refuses)."""
+    start, count = event.get("start"), event.get("covers")
+    last_key, messages = event.get("last_key"), event.get("messages")
+    if not (is_count(start) and is_count(count) and count > 0 and isinstance(last_key, str)):
+        return None
+    if not isinstance(messages, list) or not messages:
+        return None  # a summary that stands for messages is sent in their place
+    try:
+        sent = tuple(to_msgs(messages))
+    except (ValueError, TypeError):  # InvalidContent, pydantic's ValidationError
+        return None
+    return _Cover(start, count, last_key, sent)
+
+
+def _provider_cut(event: Mapping[str, Any]) -> _ProviderCut | None:
+    """The note a `provider_compaction` event records, with the key of the message holding
+    the item; None when it does not read as one."""
+    note, key = event.get("note"), event.get("item_key")
+    if not isinstance(note, dict) or not isinstance(key, str):
+        return None
+    try:
+        return _ProviderCut(key, Msg.model_validate(note))
+    except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+        return None
 
 
 def _same(seen: Msg | Mapping[str, Any], item: Msg | Mapping[str, Any]) -> bool:
@@ -632,5 +709,8 @@ def _key(item: Msg | Mapping[str, Any]) -> str:
     given = item.get("id") if isinstance(item, Mapping) else None
     if isinstance(given, str) and given:
         return f"id:{given}"
-    text = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+    try:
+        text = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):  # keys json cannot sort or write (`{1: "a", "b": 2}`)
+        text = text_form(item)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -19,7 +19,6 @@ Three bounds hold for every summary:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections import Counter
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from .._depth import MAX_DEPTH, load_json
 from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
@@ -243,7 +243,7 @@ def parse_summary(text: str) -> Summary:
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", cleaned, flags=re.DOTALL)
     if fenced:
         cleaned = fenced.group(1)
-    data = json.loads(cleaned)
+    data = load_json(cleaned, MAX_DEPTH)
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     summary = Summary.model_validate(data)

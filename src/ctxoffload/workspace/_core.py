@@ -17,12 +17,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._disk.commit import check_line_range
+from .._disk.commit import check_line_range, parse_lines
 from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
     EVENTS_FILE,
+    HISTORY_FILE,
     STATE_FILE,
     is_tool_result_name,
     tool_result_name,
@@ -39,7 +40,7 @@ from .._disk.read import reference_text
 from .._disk.rows import dumps_line, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
 from ._datastore import media_type_of
 from ._fork import fork_session
@@ -76,6 +77,9 @@ __all__ = [
 
 
 logger = logging.getLogger("ctxoffload")
+
+_TO_THE_END = 1 << 62
+"""A last line past the end of any log: `read_lines` up to it reads to the end."""
 
 
 async def write_state(store: SessionFiles, session_id: str, state: dict[str, Any]) -> str:
@@ -441,6 +445,52 @@ class StoreWorkspace:
                 (a planted link); the old state.json is as it was.
         """
         return await write_state(self._files, session_id, state)
+
+    async def append_history(self, session_id: str, record: Any) -> int:
+        """Append one record to the session's history.jsonl as one line (`HistoryLog`): whole
+        or absent whatever kills the writer, as every log line is (a reader skips a torn
+        one; the next writer starts on a fresh line).
+
+        Returns:
+            The record's line number.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            TypeError: the record is not JSON-serialisable; nothing was written.
+            OffloadError: the store refused the write, or the log is a planted link.
+        """
+        sid = validate_session_id(session_id)
+        span = await self._files.append(sid, HISTORY_FILE, [dumps_line(record)])
+        return span[0]
+
+    async def read_history(self, session_id: str, *, after: int = 0) -> list[tuple[int, Any]]:
+        """The session's history records after line `after`, each with its line number
+        (`HistoryLog`), read from where this workspace's latest read or append of the log
+        ended at or before it where the store keeps that (every store here does): a follower
+        pays for what came since, not for the log. A line being written, or torn by a killed
+        writer, is not returned (a later read returns it once whole); a line that is not JSON
+        is skipped with a warning.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            ValueError: `after` is negative.
+            OffloadError: on a disk, the log is a planted link, a special file or a file with
+                another hard link.
+        """
+        sid = validate_session_id(session_id)
+        if after < 0:
+            raise ValueError(f"after must be 0 or a line number, not {after}")
+        files = self._files
+        reference = files.reference(sid, HISTORY_FILE)
+        try:
+            data = await files.read_lines(reference, after + 1, _TO_THE_END)
+        except InvalidReference:
+            # No log yet, or an entry that is no plain file: `read_log` finds nothing in the
+            # first case and refuses the second by name; a log made meanwhile is read again.
+            if not await files.read_log(sid, HISTORY_FILE):
+                return []
+            data = await files.read_lines(reference, after + 1, _TO_THE_END)
+        return parse_lines(data, after + 1, reference, warn=logger.warning)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None

@@ -24,7 +24,6 @@ from ._bucket_store import (
     SEGMENTED_LOGS,
     BucketCollector,
     BucketStore,
-    lease_record,
     session_prefix,
 )
 from ._bucket_url import (
@@ -39,6 +38,7 @@ from ._lease import (
     LEASE_FILE,
     SessionLease,
     holder_record,
+    lease_record,
     lease_ttl,
     took_over,
 )
