@@ -62,6 +62,9 @@ _EXTERNAL = [
     # ctxoffload's private core, named in a few signatures meant for the package's own
     # managers (`Compressor.event(record)`): shown, not linked, as it has no reference page.
     r"ctxoffload\._(disk|search|tokens)\..+",
+    # ... and a private module of a package, named by such a signature
+    # (`Compressor.whole_output() -> WholeOutput`).
+    r"ctxoffload\.compression\._stored_outputs\..+",
     # The standard library.
     r"(abc|argparse|asyncio|collections|concurrent|contextlib|dataclasses|datetime|enum|io|json"
     r"|logging|os|pathlib|re|subprocess|threading|types|typing|typing_extensions|weakref)\..+",

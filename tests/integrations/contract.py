@@ -24,6 +24,8 @@ from typing import Any, ClassVar
 import pytest
 from frameworks import framework_required
 
+from helpers import install_hint
+
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
 """A tool output of ~1.9 MB: over every door's limit, stored whole."""
 
@@ -166,7 +168,7 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
     if driver.module is None:
         return
-    install = f"pip install -e '.[{driver.extra.replace('_', '-')}]'"
+    install = install_hint(driver.extra)
     try:
         module = importlib.import_module(driver.module)
     except ImportError as exc:

@@ -30,10 +30,10 @@ from ctxoffload import (
     ToolResultBlock,
 )
 from ctxoffload.workspace._sql_store import SCHEMA_VERSION
-from helpers import SQL_TABLES
+from helpers import SQL_TABLES, install_hint
 from pg_server import PostgresServer
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = pytest.importorskip("psycopg", reason=f"no psycopg: {install_hint('sql')}")
 
 
 @pytest.fixture
