@@ -38,6 +38,8 @@ INTEGRATIONS = {
     "ctxoffload.integrations.pydantic_ai": "pydantic_ai",
     "ctxoffload.integrations.openai_agents": "openai_agents",
     "ctxoffload.integrations.claude": "claude",
+    "ctxoffload.integrations.smolagents": "smolagents",
+    "ctxoffload.integrations.haystack": "haystack",
 }
 
 

@@ -44,9 +44,10 @@ class ContextRef(str):
 
     @property
     def line_span(self) -> str:
-        """The lines of the append's messages as text: `"12-40"`, a single number for one
-        line, `"1-12, 14-17"` when they are on lines apart (never the span from the first to
-        the last over lines that hold other messages); `""` when nothing was written."""
+        """The lines of the append's messages as text, such as `"12-40"`, a single number
+        for one line, or `"1-12, 14-17"` when they are on lines apart (never the span from
+        the first to the last over lines that hold other messages); `""` when nothing was
+        written."""
         return spans_text(self.spans)
 
     def __reduce__(

@@ -111,7 +111,7 @@ def test_the_lines_of_an_older_release_read_as_sentences() -> None:
         said["compression"].startswith("compressed ")
         and "context.jsonl lines " in (said["compression"])
     )
-    assert said["session_start"].startswith("session started: agent analyst, model: scripted")
+    assert said["session_start"].startswith("session started: agent 'analyst', model scripted")
     assert said["pin"].startswith("pinned message ") and said["unpin"].startswith("unpinned")
     assert said["fork"].startswith("forked from session old at step 2: ")
     assert said["data"] == "stored a data file (image/png, 12 bytes): data/abc.png"

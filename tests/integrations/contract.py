@@ -24,6 +24,8 @@ from typing import Any, ClassVar
 import pytest
 from frameworks import framework_required
 
+from helpers import install_hint
+
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
 """A tool output of ~1.9 MB: over every door's limit, stored whole."""
 
@@ -48,6 +50,23 @@ def call_id(turn: Turn) -> str:
     """The id of the tool call a turn makes: the same turn has the same id in every process
     (a resumed conversation must not reuse an earlier call's id, as no host does)."""
     return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
+
+
+def scripted(
+    turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
+) -> tuple[list[Any], list[str]]:
+    """A scripted model's replies for `turns`, in the host's types, and the outputs its tool
+    returns in order: per turn, a call of the tool `fetch` (id `call_id(turn)`) where the turn
+    calls one, then the answer `answer <number>`. `call(name, arguments, id)` and `say(text)`
+    build the host's replies."""
+    replies: list[Any] = []
+    outputs: list[str] = []
+    for number, turn in enumerate(turns):
+        if turn.tool_output is not None:
+            replies.append(call("fetch", {}, call_id(turn)))
+            outputs.append(turn.tool_output)
+        replies.append(say(f"answer {number}"))
+    return replies, outputs
 
 
 @dataclass
@@ -107,6 +126,11 @@ class DoorDriver:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
 
+    def as_the_host_gives(self, output: str) -> str:
+        """A tool's output as the host hands it to its door (smolagents strips it before any
+        callback sees it): what the door stores whole."""
+        return output
+
     def reopen(self, made: Any, workspace: Any) -> Any:
         """The door built anew on `workspace` (a new object on the same folder), keeping what
         the HOST saved of its conversations (its checkpointer, its message history): what a
@@ -144,7 +168,7 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
     if driver.module is None:
         return
-    install = f"pip install -e '.[{driver.extra.replace('_', '-')}]'"
+    install = install_hint(driver.extra)
     try:
         module = importlib.import_module(driver.module)
     except ImportError as exc:
@@ -194,10 +218,12 @@ DRIVERS: list[str] = [
     "claude_agent_sdk",
     "claude_code",
     "deepagents",
+    "haystack",
     "langchain",
     "mcp_proxy",
     "openai_agents",
     "pydantic_ai",
+    "smolagents",
     "strands",
     "strands_storage",
 ]

@@ -281,7 +281,11 @@ def test_a_thread_resumed_in_a_new_process_projects_the_same_messages(
     tmp_path: Path, state: str
 ) -> None:
     # Not in the extra: .ci/run installs it beside it.
-    pytest.importorskip("langgraph.checkpoint.sqlite", reason="langgraph-checkpoint-sqlite")
+    pytest.importorskip(
+        "langgraph.checkpoint.sqlite",
+        reason="no langgraph-checkpoint-sqlite: pip install 'langgraph-checkpoint-sqlite>=3.1,<4' "
+        "(.ci/run installs it beside the langchain extra)",
+    )
     sent, turn = unbroken_run(tmp_path / "a")
     script = Path(__file__).with_name("langchain_resume.py")
     db, folder, out = tmp_path / "checkpoints.sqlite", tmp_path / "b", tmp_path / "sent.json"

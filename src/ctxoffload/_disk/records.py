@@ -121,8 +121,13 @@ class Event:
         return self.kind
 
     def notes(self) -> list[str]:
-        """Further sentences `show` prints under the event's line (the log joins them)."""
+        """Further sentences `show` prints under the event's line (`one_line` joins them)."""
         return []
+
+    def one_line(self) -> str:
+        """The sentence and its notes on one line: what a reader of one line per event says
+        (the `ctxoffload` logger, a command's one-line answer)."""
+        return "; ".join([self.sentence(), *self.notes()])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_json()!r})"

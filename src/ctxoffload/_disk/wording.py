@@ -18,6 +18,7 @@ __all__ = [
     "describe_holder",
     "duration",
     "error_text",
+    "fidelity_parts",
     "fidelity_sentence",
     "figure",
     "files_text",
@@ -87,6 +88,12 @@ def fidelity_sentence(event: Mapping[str, Any], cut_held: str) -> str | None:
     `artifacts: 28 left, 8 in the summary, 16 indexed, 4 cut (listed in events.jsonl);
     2 of 2 messages read back at their lines`
     """
+    return "; ".join(fidelity_parts(event, cut_held)) or None
+
+
+def fidelity_parts(event: Mapping[str, Any], cut_held: str) -> list[str]:
+    """The parts of `fidelity_sentence`: what stayed named, and what was read back (none
+    for an event without the report)."""
     counts = event.get("artifacts")
     checked = event.get("recoverable")
     parts: list[str] = []
@@ -113,7 +120,7 @@ def fidelity_sentence(event: Mapping[str, Any], cut_held: str) -> str | None:
             )
         else:
             parts.append("messages not read back (the offloader cannot read references)")
-    return "; ".join(parts) or None
+    return parts
 
 
 def files_text(refs: object, lead: str, more: str = "more") -> str:

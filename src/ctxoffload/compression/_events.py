@@ -88,4 +88,4 @@ def _log_event(event: Mapping[str, Any]) -> None:
     record = record_of(event)
     level = getattr(logging, record.log_level)
     if logger.isEnabledFor(level):
-        logger.log(level, "%s", "; ".join([record.sentence(), *record.notes()]))
+        logger.log(level, "%s", record.one_line())

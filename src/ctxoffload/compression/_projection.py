@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._depth import STORE_DEPTH, depth_error, text_form, too_deep
 from .._disk.compact_requests import CompactRequests
-from .._disk.events import CompactRequest, EventKind, ModelCall, Projection, is_event
+from .._disk.events import CompactRequest, EventKind, Projection, is_event
 from .._disk.ids import validate_session_id
 from .._disk.records import Event, is_count
 from .._loop import LoopThread
-from .._message_log import InlinePayloads, MessageLog
+from .._message_log import InlinePayloads, ModelCalls
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
 from ..messages import Msg, ToolResultBlock
@@ -136,10 +136,7 @@ class Projector:
         # the keys of the history last projected (the same history again is a retry).
         # The record of a call (its messages, then the call) is written in one append.
         self._held: list[Event] = []
-        self._log = MessageLog(self._hold, prepare=InlinePayloads(workspace).moved_out)
-        self._step = 0
-        self._attempt = 0
-        self._last_keys: list[str] | None = None
+        self._calls = ModelCalls(self._hold, prepare=InlinePayloads(workspace).moved_out)
         self._last_sent: list[Msg] = []
         self._left_out: frozenset[str] = frozenset()
         self._loaded = False
@@ -360,13 +357,10 @@ class Projector:
             return
         self._loaded = True
         events = [e for e in await self._workspace.read_events(self._session_id) if is_event(e)]
-        self._log.remember(events)
+        self._calls.remember(events)
         for event in events:
             kind = event["kind"]
-            step = event.get("step")
-            if kind == EventKind.MODEL_CALL and is_count(step):
-                self._step = max(self._step, step)
-            elif kind == EventKind.PROVIDER_COMPACTION:
+            if kind == EventKind.PROVIDER_COMPACTION:
                 self._provider = _provider_cut(event) or self._provider
             elif kind == EventKind.PROJECTION:
                 self._cover = _cover_of(event) or self._cover
@@ -378,25 +372,16 @@ class Projector:
         `model_call` event naming them in order (outcome `projected`: the host makes the call
         and keeps its answer), all in one append. The same history projected again is the
         same step's next attempt (a retry after the provider refused it)."""
-        if keys == self._last_keys:
-            self._attempt += 1
-        else:
-            self._step, self._attempt = self._step + 1, 1
-        self._last_keys = keys
-        await self._log.write(sent)
         window = self._compressor.window()
-        self._held.append(
-            ModelCall(
-                step=self._step,
-                attempt=self._attempt,
-                messages=[m.id for m in sent],
-                summary=next((m.id for m in sent if is_summary_message(m)), None),
-                tokens_counted=self._compressor.count(sent, tools),
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                outcome="projected",
-                context_window=window,
-                trigger_tokens=self._compressor.config.trigger_tokens(window),
-            )
+        await self._calls.record(
+            sent,
+            keys=keys,
+            summary=next((m.id for m in sent if is_summary_message(m)), None),
+            tokens_counted=self._compressor.count(sent, tools),
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            outcome="projected",
+            context_window=window,
+            trigger_tokens=self._compressor.config.trigger_tokens(window),
         )
         held, self._held = self._held, []
         await self._compressor.events(held)

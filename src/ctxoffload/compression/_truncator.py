@@ -121,6 +121,8 @@ class Truncator:
                 tokens_after=done.tokens_after,
                 lines_shown=done.shown_lines,
                 lines_total=done.total_lines,
+                # Only when true: the lines of every other truncation stay as they were.
+                **({"last_line_partial": True} if done.last_line_partial else {}),
                 **stored,
                 **extra,
             )

@@ -591,11 +591,13 @@ class BucketCollector:
         last `DATA_GRACE_SECONDS`, once checked again against fresh listings."""
         data = self._data
         referenced: set[str] = set().union(*(u.references for u in remaining))
+        unnamed = {name: info for name, info in data.items() if name not in referenced}
         unused = {
             name
-            for name, info in data.items()
-            if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
+            for name, info in unnamed.items()
+            if now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
         }
+        report.keep_recent_data(set(unnamed) - unused)
         if unused and not report.dry_run:
             unused, listed = await self._still_unused(unused, data, self._listed)
             unused = await self._delete_data(unused, listed)

@@ -570,7 +570,10 @@ class DiskStore:
                 for usage in self._session_usages() if not report.dry_run else remaining:
                     referenced |= usage.references
                 for name, st in sorted(data_files(data_fd).items()):
-                    if name in referenced or st.st_mtime > now - DATA_GRACE_SECONDS:
+                    if name in referenced:
+                        continue
+                    if st.st_mtime > now - DATA_GRACE_SECONDS:
+                        report.keep_recent_data([name])
                         continue
                     if not report.dry_run:
                         try:

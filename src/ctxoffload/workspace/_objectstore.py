@@ -27,6 +27,7 @@ from ._bucket_store import (
     session_prefix,
 )
 from ._bucket_url import (
+    BUCKET_SCHEMES,
     checked_url,
     host_name,
     refuse_userinfo,
@@ -95,6 +96,9 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
 
     MAX_DEADLINE: ClassVar[float] = 86_400.0
     """The longest `deadline` accepted, in seconds (a day): a longer one is a mistake."""
+
+    SCHEMES: ClassVar[tuple[str, ...]] = (*BUCKET_SCHEMES, "memory")
+    """The URL schemes it takes, a bucket's and `memory` (a store in this process)."""
 
     def __init__(
         self,

@@ -1287,13 +1287,13 @@ class SqlCollector:
         here = None if place is None else place.location
         # A payload kept at a place this workspace was not configured with is not removed
         # (nor its row): gc reaches no folder or bucket the caller did not name.
-        unused = {
-            name
+        unnamed = {
+            name: stored
             for name, (_, stored, location) in self._data.items()
-            if name not in referenced
-            and now - stored > DATA_GRACE_SECONDS
-            and location in (None, here)
+            if name not in referenced and location in (None, here)
         }
+        unused = {name for name, stored in unnamed.items() if now - stored > DATA_GRACE_SECONDS}
+        report.keep_recent_data(set(unnamed) - unused)
         with contextlib.ExitStack() as held:
             if place is not None:
                 # A folder's data/ taken exclusively before the database (its writers take
