@@ -12,6 +12,7 @@ A new door proves itself here: write its driver, add it to `DRIVERS`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
 import threading
@@ -22,6 +23,8 @@ from typing import Any, ClassVar
 
 import pytest
 from frameworks import framework_required
+
+from helpers import install_hint
 
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
 """A tool output of ~1.9 MB: over every door's limit, stored whole."""
@@ -41,6 +44,29 @@ class Turn:
 
     user: str
     tool_output: str | None = None
+
+
+def call_id(turn: Turn) -> str:
+    """The id of the tool call a turn makes: the same turn has the same id in every process
+    (a resumed conversation must not reuse an earlier call's id, as no host does)."""
+    return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
+
+
+def scripted(
+    turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
+) -> tuple[list[Any], list[str]]:
+    """A scripted model's replies for `turns`, in the host's types, and the outputs its tool
+    returns in order: per turn, a call of the tool `fetch` (id `call_id(turn)`) where the turn
+    calls one, then the answer `answer <number>`. `call(name, arguments, id)` and `say(text)`
+    build the host's replies."""
+    replies: list[Any] = []
+    outputs: list[str] = []
+    for number, turn in enumerate(turns):
+        if turn.tool_output is not None:
+            replies.append(call("fetch", {}, call_id(turn)))
+            outputs.append(turn.tool_output)
+        replies.append(say(f"answer {number}"))
+    return replies, outputs
 
 
 @dataclass
@@ -68,6 +94,7 @@ class DoorDriver:
     Attributes:
         door: the door's name (`ctxoffload._doors.doors.DOORS`).
         module: the host package a driver imports (None: nothing beyond ctxoffload).
+        needs: a name the host module has in the release the door needs ("" none).
         extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
             spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
@@ -75,6 +102,7 @@ class DoorDriver:
 
     door: str = ""
     module: str | None = None
+    needs: str = ""
     extra: str = ""
     reasons: ClassVar[dict[str, str]] = {}
 
@@ -97,6 +125,17 @@ class DoorDriver:
     def grep(self, made: Any, conversation: str, pattern: str) -> str:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
+
+    def as_the_host_gives(self, output: str) -> str:
+        """A tool's output as the host hands it to its door (smolagents strips it before any
+        callback sees it): what the door stores whole."""
+        return output
+
+    def reopen(self, made: Any, workspace: Any) -> Any:
+        """The door built anew on `workspace` (a new object on the same folder), keeping what
+        the HOST saved of its conversations (its checkpointer, its message history): what a
+        new process of the same application starts from."""
+        return self.make(workspace)
 
 
 @contextlib.contextmanager
@@ -129,16 +168,21 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
     if driver.module is None:
         return
+    install = install_hint(driver.extra)
     try:
-        importlib.import_module(driver.module)
+        module = importlib.import_module(driver.module)
     except ImportError as exc:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
         pytest.skip(
-            f"{driver.module} is not installed: pip install -e "
-            f"'.[{driver.extra.replace('_', '-')}]' "
+            f"{driver.module} is not installed: {install} "
             "(.ci/run runs the contract in each host's environment)"
         )
+    if driver.needs and not hasattr(module, driver.needs):
+        # Another host's environment may hold an older release, pulled in as its dependency.
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} here has no {driver.needs}: {install}")
+        pytest.skip(f"{driver.module} here is a release without {driver.needs}: {install}")
 
 
 def files_holding(root: Path, text: str) -> list[Path]:
@@ -170,12 +214,18 @@ def drivers() -> list[DoorDriver]:
 
 DRIVERS: list[str] = [
     "agent",
+    "agentscope",
+    "claude_agent_sdk",
     "claude_code",
     "deepagents",
+    "haystack",
     "langchain",
     "mcp_proxy",
     "openai_agents",
     "pydantic_ai",
+    "smolagents",
+    "strands",
+    "strands_storage",
 ]
 """The doors with a driver, by module (`contract_<name>.py`)."""
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn, run_held_in_its_tool
+from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool
 
 from ctxoffload import (
     Agent,
@@ -54,7 +54,7 @@ class AgentDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                call = ToolCallBlock(id=f"call_{number}", name="fetch", input={})
+                call = ToolCallBlock(id=call_id(turn), name="fetch", input={})
                 script.append(Msg(role="assistant", content=[call]))
                 outputs.append(turn.tool_output)
             script.append(f"answer {number}")

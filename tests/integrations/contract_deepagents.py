@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn
+from contract import DoorDriver, Outcome, Turn, call_id
 
 from ctxoffload._disk.ids import session_id_for
 from ctxoffload._doors.doors import DOORS
@@ -50,7 +50,7 @@ class DeepAgentsDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(call("fetch", {}, f"call_{number}"))
+                replies.append(call("fetch", {}, call_id(turn)))
                 # deepagents evicts only results over its own limit (20,000 tokens).
                 outputs.append(turn.tool_output * (1 + 200_000 // len(turn.tool_output)))
             replies.append(AIMessage(content=f"answer {number}"))

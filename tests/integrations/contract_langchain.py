@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn, run_held_in_its_tool, sessions_of
+from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool, sessions_of
 
 from ctxoffload import ContextConfig
 from ctxoffload._disk.ids import session_id_for
@@ -49,7 +49,7 @@ class LangChainDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(call("fetch", {}, f"call_{number}"))
+                replies.append(call("fetch", {}, call_id(turn)))
                 outputs.append(turn.tool_output)
             replies.append(AIMessage(content=f"answer {number}"))
         model = ToolCallingFakeModel(messages=iter(replies))
@@ -93,6 +93,11 @@ class LangChainDriver(DoorDriver):
     def grep(self, made: _Made, conversation: str, pattern: str) -> str:
         (grep,) = [t for t in made.middleware.tools if t.name == "Grep"]
         return str(grep.invoke({"pattern": pattern}))
+
+    def reopen(self, made: _Made, workspace: Any) -> _Made:
+        again = self.make(workspace)
+        again.saver = made.saver  # the thread's checkpoints, as LangGraph keeps them
+        return again
 
 
 DRIVER = LangChainDriver()

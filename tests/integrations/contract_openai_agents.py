@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn, run_held_in_its_tool, sessions_of
+from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool, sessions_of
 
 from ctxoffload import ContextConfig
 
@@ -66,7 +66,7 @@ class OpenAIAgentsDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(tool_call("fetch", f"call_{number}"))
+                replies.append(tool_call("fetch", call_id(turn)))
                 outputs.append(turn.tool_output)
             replies.append(answer(f"answer {number}"))
         model = Scripted(*replies)

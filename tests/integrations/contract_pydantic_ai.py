@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn, run_held_in_its_tool, sessions_of
+from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool, sessions_of
 
 from ctxoffload import ContextConfig
 from ctxoffload._disk.ids import session_id_for
@@ -41,13 +41,13 @@ class PydanticAiDriver(DoorDriver):
     async def _converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         from pydantic_ai import Agent
         from pydantic_ai.messages import ToolReturnPart
-        from pydantic_ai_scripted import Scripted, call, say
+        from pydantic_ai_scripted import Scripted, call, say, wire
 
         replies: list[Any] = []
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(call("fetch", {}, f"call_{number}"))
+                replies.append(call("fetch", {}, call_id(turn)))
                 outputs.append(turn.tool_output)
             replies.append(say(f"answer {number}"))
         model = Scripted(*replies)
@@ -81,7 +81,7 @@ class PydanticAiDriver(DoorDriver):
         ]
         return Outcome(
             session=session,
-            sent=[[repr(m) for m in request] for request in model.seen],
+            sent=[wire(request) for request in model.seen],
             kept=str(results[-1].content) if results else "",
         )
 
@@ -98,6 +98,11 @@ class PydanticAiDriver(DoorDriver):
         assert "Grep" in names and "Grep" in toolset.tools
         grep = toolset.tools["Grep"].function
         return str(asyncio.run(grep(pattern=pattern)))
+
+    def reopen(self, made: _Made, workspace: Any) -> _Made:
+        again = self.make(workspace)
+        again.history = made.history  # the message history the application saved
+        return again
 
 
 DRIVER = PydanticAiDriver()

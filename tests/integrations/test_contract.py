@@ -9,6 +9,7 @@ driver's `reasons`: its skip line here quotes it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -139,10 +140,11 @@ def test_a_big_output_is_stored_whole_once_and_the_host_keeps_its_head(
     skip_unless(driver, "stored once")
     made = driver.make(LocalWorkspace(tmp_path / "ws"))
     outcome = driver.converse(made, "big", [Turn("dump the log", tool_output=BIG)])
-    holding = files_holding(tmp_path / "ws", BIG)
+    whole = driver.as_the_host_gives(BIG)
+    holding = files_holding(tmp_path / "ws", whole)
     assert len(holding) == 1, holding
     assert holding[0].name.startswith("tool_result-")
-    assert holding[0].read_text() == BIG
+    assert holding[0].read_text() == whole
     assert (outcome.names or holding[0].name) in outcome.kept
     assert len(outcome.kept) < len(BIG) // 50
     for sent in outcome.sent:
@@ -161,12 +163,12 @@ def test_show_opens_the_session_with_what_its_door_records(
     outcome = driver.converse(made, "shown", [Turn("dump the log", tool_output=BIG)])
     shown = ctxoffload("show", outcome.session, "--workdir", tmp_path / "ws")
     assert shown.returncode == 0, shown.stderr
-    first = shown.stdout.splitlines()[1]
+    first, then = shown.stdout.splitlines()[1:3]
     if driver.door == "agent":
         assert "session started" in first
     else:
-        assert DOORS[driver.door].host in first and "it records" in first
-    if DOORS[driver.door].projects:  # every model call the door saw is rebuilt
+        assert DOORS[driver.door].host in first and "it records" in then
+    if DOORS[driver.door].steps:  # every model call the door saw is rebuilt
         step = ctxoffload("show", outcome.session, "--step", "1", "--workdir", tmp_path / "ws")
         assert step.returncode == 0, step.stderr
 
@@ -197,6 +199,41 @@ def test_compact_from_outside_is_served_or_refused_at_once(
     assert "compact_request" in kinds and kinds.index("compact") > kinds.index("compact_request")
 
 
+# -- resume -------------------------------------------------------------------------------------
+
+
+@doors
+def test_a_resumed_conversation_sends_what_an_unbroken_one_sends(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "resume")
+    if not DOORS[driver.door].steps:
+        pytest.skip(f"{driver.door} sees no model call: its host decides what the model is sent")
+    turns = [
+        Turn(f"question {i} " * 40, tool_output=MEDIUM if i % 3 == 0 else None) for i in range(10)
+    ]
+    unbroken = driver.converse(driver.make(LocalWorkspace(tmp_path / "a")), "r", turns).sent
+    made = driver.make(LocalWorkspace(tmp_path / "b"))
+    driver.converse(made, "r", turns[:-1])
+    # A new door object on a new workspace object, as a restarted process builds them.
+    again = driver.reopen(made, LocalWorkspace(tmp_path / "b"))
+    resumed = driver.converse(again, "r", turns[-1:]).sent
+    assert len(unbroken) > len(resumed) >= 1
+    assert any(len(b) < len(a) for a, b in itertools.pairwise(unbroken)), (
+        "nothing was ever compacted: the conversation is too short to test a resume"
+    )
+
+    def neutral(sent: list[str], folder: Path) -> list[str]:
+        return [
+            text.replace(str(folder.resolve()), "WS").replace(str(folder), "WS") for text in sent
+        ]
+
+    # The first call after the resume re-applies every decision made before it (the summaries
+    # and cuts read back from the session): it must be the unbroken run's, byte for byte.
+    first_resumed = len(unbroken) - len(resumed)
+    assert neutral(resumed[0], tmp_path / "b") == neutral(unbroken[first_resumed], tmp_path / "a")
+
+
 # -- same tools, same answers --------------------------------------------------------------------
 
 
@@ -206,7 +243,7 @@ def test_grep_answers_the_same_through_every_door(driver: DoorDriver, tmp_path: 
     made = driver.make(LocalWorkspace(tmp_path / "ws"))
     outcome = driver.converse(made, "tools", [Turn("dump the log", tool_output=BIG)])
     answer = driver.grep(made, "tools", NEEDLE)
-    (stored,) = files_holding(tmp_path / "ws", BIG)
+    (stored,) = files_holding(tmp_path / "ws", driver.as_the_host_gives(BIG))
     assert f"{stored}:" in answer or stored.name in answer
     assert NEEDLE in answer
     assert "events.jsonl" not in answer and "state.json" not in answer

@@ -47,7 +47,10 @@ try:
     _ConversationManager: Any = importlib.import_module(
         "strands.agent.conversation_manager"
     ).ConversationManager
-    _BeforeModelCallEvent: Any = importlib.import_module("strands.hooks").BeforeModelCallEvent
+    _hooks: Any = importlib.import_module("strands.hooks")
+    _BeforeModelCallEvent: Any = _hooks.BeforeModelCallEvent
+    _BeforeInvocationEvent: Any = _hooks.BeforeInvocationEvent
+    _AfterInvocationEvent: Any = _hooks.AfterInvocationEvent
     _strands_tool: Any = importlib.import_module("strands").tool
 except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
     raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
@@ -76,6 +79,7 @@ class _Bridge:
         # None until the first use names it (`bind`): the agent's session, or a new one.
         self.session_id = session_id
         self.lease: SessionLease | None = None
+        self._conversation: object = None  # the Strands session of the agent it serves
         self._lease_lock: asyncio.Lock | None = None
         # Converse dicts this manager wrote -> the ids of the messages they came from, so a
         # message keeps its id (the freshness rule and idempotent offloading rely on it).
@@ -84,26 +88,39 @@ class _Bridge:
         # recognised on the way back in, with the metadata Converse cannot carry.
         self._notes: dict[str, Msg] = {}
 
-    async def as_writer(self, agent: Any, work: Coroutine[Any, Any, _T]) -> _T:
-        """Run `work` as the session's one live writer, its events naming the agent.
+    async def begin(self, agent: Any) -> None:
+        """Take the session's run lease for an invocation of `agent` (Strands'
+        BeforeInvocationEvent): a second live run of the session gets `SessionBusyError`
+        naming this one. Taken on this manager's loop, where a bucket's lease is renewed."""
+        if self._lease_lock is None:
+            self._lease_lock = asyncio.Lock()
+        async with self._lease_lock:  # the tools of one step run at once
+            session, conversation = self.bind(agent)
+            if self.lease is None or not self.lease.held:
+                workspace = self.run.compressor.offloader
+                self.lease = await begin_run(
+                    workspace, _DOOR, session, conversation=conversation, agent=_name(agent)
+                )
 
-        The lease is taken on first use and held for the manager's life (on this manager's
-        loop, where a bucket's lease is renewed); a second live writer of the session gets
-        `SessionBusyError` naming this one.
-        """
-        name = str(getattr(agent, "name", None) or "strands")
+    async def end(self) -> None:
+        """Release the run lease (Strands' AfterInvocationEvent, which follows the manager's
+        `apply_management` and fires when the invocation failed too)."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            await lease.release()
+
+    async def as_writer(self, agent: Any, work: Coroutine[Any, Any, _T]) -> _T:
+        """Run `work` as the session's one live writer, its events naming the agent: within
+        an invocation under its lease; outside one (a direct call) under a lease of its own."""
         try:
-            if self._lease_lock is None:
-                self._lease_lock = asyncio.Lock()
-            async with self._lease_lock:  # the tools of one step run at once
-                session, conversation = self.bind(agent)
-                if self.lease is None or not self.lease.held:
-                    workspace = self.run.compressor.offloader
-                    self.lease = await begin_run(
-                        workspace, _DOOR, session, conversation=conversation, agent=name
-                    )
-            with writing_as(name, session):
-                return await work
+            alone = self.lease is None or not self.lease.held
+            await self.begin(agent)
+            try:
+                with writing_as(_name(agent), self.bind(agent)[0]):
+                    return await work
+            finally:
+                if alone:
+                    await self.end()
         finally:
             work.close()  # never awaited when the lease was refused
 
@@ -112,6 +129,13 @@ class _Bridge:
         session (its session manager's `session_id`, mapped by the one rule), else a new
         one; and the host's id of the conversation (None when it has none)."""
         conversation = _agent_session(agent)
+        if self._conversation is not None and conversation != self._conversation:
+            raise ConfigError(
+                f"this OffloadingConversationManager writes session {self.session_id!r}, the "
+                f"Strands session {self._conversation!r}; an agent of session "
+                f"{conversation!r} needs a manager of its own (one manager per agent)"
+            )
+        self._conversation = conversation
         if self.session_id is None:
             if conversation is not None:
                 self.session_id = conversation_session(conversation)
@@ -258,13 +282,23 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
 
     @property
     def session_id(self) -> str | None:
-        """The manager's session: the one given, else named at its first use (None until
+        """The manager's session, the one given or else named at its first use (None until
         then)."""
         return self._bridge.session_id
 
     def register_hooks(self, registry: Any, **kwargs: Any) -> None:
         super().register_hooks(registry, **kwargs)
+        registry.add_callback(_BeforeInvocationEvent, self._begin_run)
+        registry.add_callback(_AfterInvocationEvent, self._end_run)
         registry.add_callback(_BeforeModelCallEvent, self._before_model_call)
+
+    def _begin_run(self, event: Any) -> None:
+        bridge = self._bridge
+        bridge.loop.run(bridge.begin(event.agent))
+
+    def _end_run(self, event: Any) -> None:
+        bridge = self._bridge
+        bridge.loop.run(bridge.end())
 
     def _before_model_call(self, event: Any) -> None:
         self._serve_requests(event.agent)
@@ -387,6 +421,11 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
 
 
 _DOOR = DOORS["strands"]
+
+
+def _name(agent: Any) -> str:
+    """Who writes the session's events: the agent's name."""
+    return str(getattr(agent, "name", None) or "strands")
 
 
 def _agent_session(agent: Any) -> object:
