@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifacts import ArtifactIndex, FoundArtifact, find_artifacts
+from ctxoffload.compression._artifact_index import ArtifactIndex
+from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
 from ctxoffload.readback import workspace_tools
 from helpers import call, delimiters_in, summary_reply
 

@@ -22,7 +22,8 @@ from .._disk.records import Event
 from ..messages import Msg
 from ..model import ChatModel, model_label
 from ..tokens import TokenCount
-from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts, scan_messages
+from ._artifact_index import ArtifactIndex, events_file
+from ._artifacts import FoundArtifact, find_artifacts, scan_messages
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, ContextConfig

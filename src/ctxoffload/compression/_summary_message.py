@@ -18,7 +18,8 @@ from .._disk.layout import CONTEXT_FILE, EVENTS_FILE
 from ..messages import Msg
 from ..text import defuse
 from ..tokens import TokenCounter
-from ._artifacts import ArtifactIndex, FoundArtifact
+from ._artifact_index import ArtifactIndex
+from ._artifacts import FoundArtifact
 from ._config import ContextConfig
 from ._notes import NOTE_MARK, SUMMARY_NOTE
 from ._persisted import spans_text

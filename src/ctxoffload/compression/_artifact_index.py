@@ -1,0 +1,1003 @@
+"""The artifact index: the artifacts of what left (`_artifacts`) that the next context names
+nowhere, each with the line of context.jsonl that holds it, within a budget of tokens.
+
+`ArtifactIndex.build` checks each artifact that left against the new context (the summary's
+text and the messages kept) and lists the ones named nowhere, in `in_order`'s order, within
+its budget counted exactly. What the budget cuts is counted, and the whole list is written
+to events.jsonl (an `artifacts` event), which the index names. How its rows are laid out,
+each entry whole on its line's row or folded into the tree of its directories or the row of
+its command, is `_index_layout`'s.
+
+The index is built while the agent waits, and a compaction may drop a hundred listings of a
+thousand files at once. So its time is linear in what left:
+
+- every test of whether a value is written somewhere (in the summary's text, inside another
+  entry, in the rows) is asked of a `Substrings`, which reads only the lines that may hold
+  it, not the whole text once per value;
+- once its budget refuses an entry, the estimate weighs a few thousand more (cheaper ones
+  may still fit, `_weighed_past`), not every one that left: the rest is cut without being
+  counted, and named when the index's text holds it all the same;
+- the searches for the most the budget holds render and count indexes of about the size
+  that fits, starting from an estimate and growing or shrinking from there, never one of
+  everything that left;
+- each index rendered and counted while searching is a step of an `IndexClock`, which a
+  compaction gives what is left of its `summary_timeout`. Out of time, the index keeps the
+  best it found that fits: at the least, the entries whole on their line's row, taken by an
+  estimate and then fitted counted exactly (the layout before groups, one pass over what
+  left); the compression event's `artifacts` report says `out_of_time`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
+from ..messages import Msg
+from ..text import tagged
+from ..tokens import TokenCounter
+from ._artifacts import CUT_MARK, NEWLINE_MARK, FoundArtifact, Scanned, named_values
+from ._index_layout import (
+    LINE,
+    IndexRows,
+    Stored,
+    goes_in_tree,
+    group_of,
+    group_pieces,
+    render_rows,
+)
+from ._substrings import Substrings
+
+__all__ = ["HEADER", "ArtifactIndex", "IndexClock", "events_file", "in_order"]
+
+HEADER = (
+    "Paths, URLs, commands and ids from the messages that left, named nowhere above. Each row "
+    f"gives the line of {CONTEXT_FILE} that holds them (read that line back for their "
+    "message). Values are split by spaces; one with a space comes after ` | `:"
+)
+"""The index's first line: what its rows are and how to read one back (rules for the rows
+that fold, `COMMAND_RULE` and `TREE_RULE`, follow it when the index holds such a row)."""
+
+Key = tuple[str, str]
+"""An artifact's `(kind, value)`."""
+
+
+class IndexClock:
+    """How long an index may search for the layout that names the most: until a time on
+    `time.monotonic()`'s clock, within a number of steps (each index rendered and counted
+    whole while searching is one), both, or neither (no limit).
+
+    Out of time or steps, `ArtifactIndex.build` keeps the best index it has found that fits
+    its budget. Fitting the budget counted exactly is never skipped.
+
+    Args:
+        deadline: the `time.monotonic()` by which the search stops.
+        steps: the most indexes the search renders and counts.
+    """
+
+    __slots__ = ("deadline", "ran_out", "steps")
+
+    def __init__(self, deadline: float | None = None, steps: int | None = None) -> None:
+        self.deadline = deadline
+        self.steps = steps
+        self.ran_out = False
+
+    def step(self) -> bool:
+        """Take one step: whether one was left (never again once one was refused)."""
+        if self.ran_out:
+            return False
+        if self.steps is not None:
+            if self.steps <= 0:
+                self.ran_out = True
+                return False
+            self.steps -= 1
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.ran_out = True
+            return False
+        return True
+
+
+def _weighed_past(taken: int) -> int:
+    """How many more entries the estimate weighs once the budget refused one, when `taken`
+    fitted before it: cheaper ones later in the order may still fit, but a budget that took
+    `taken` holds about as many again at most, not a hundred thousand."""
+    return max(4_096, 4 * taken)
+
+
+def _key(found: FoundArtifact) -> Key:
+    return found.kind, found.value
+
+
+@dataclass
+class ArtifactIndex:
+    """What a compaction did with the artifacts that left, and the index that names them.
+
+    Attributes:
+        entries: the artifacts listed in the index, in its order.
+        in_summary: artifacts the summary's own text names, or the text of an entry.
+        in_kept: artifacts a message still in the context names.
+        cut: artifacts the budget left out (listed in events.jsonl).
+        calls: the tool calls that left, by name.
+        carried: the entries the next compaction checks again (what this context names
+            only through the summary or the index, which the next compaction replaces).
+        cut_before: artifacts cut by earlier compactions, for the index's last line.
+        show_calls: whether the tally of calls fitted the budget.
+        folded: the entries (`(kind, value)`) written in the row of their directory or of
+            their command's program and file (`_index_layout`) rather than whole.
+        budget: the tokens the index could take.
+        out_of_time: whether its `IndexClock` ran out before the search for the layout
+            that names the most was done (the index is the best found by then).
+    """
+
+    entries: list[FoundArtifact] = field(default_factory=list)
+    in_summary: list[FoundArtifact] = field(default_factory=list)
+    in_kept: list[FoundArtifact] = field(default_factory=list)
+    cut: list[FoundArtifact] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)
+    carried: list[FoundArtifact] = field(default_factory=list)
+    cut_before: int = 0
+    show_calls: bool = False
+    folded: set[Key] = field(default_factory=set)
+    budget: int = 0
+    out_of_time: bool = False
+
+    @property
+    def left(self) -> int:
+        """How many distinct artifacts left the context (carried ones included)."""
+        return len(self.entries) + len(self.in_summary) + len(self.in_kept) + len(self.cut)
+
+    @classmethod
+    def build(
+        cls,
+        leaving: Sequence[FoundArtifact],
+        calls: Counter[str],
+        *,
+        summary_text: str,
+        kept: Iterable[Msg],
+        counter: TokenCounter,
+        budget: int,
+        events_file: str | None,
+        cut_before: int = 0,
+        kept_scanned: Sequence[Scanned] | None = None,
+        grouped: bool = True,
+        fill: bool = True,
+        extra: int = 0,
+        clock: IndexClock | None = None,
+    ) -> ArtifactIndex:
+        """Check each artifact against the new context and list the ones named nowhere,
+        within `budget` tokens, in `in_order`'s order: what left with this compaction before
+        what the index it replaces carried, what left named twice or more first, then each
+        message's cheapest in turn (the most names within the budget, every message named).
+
+        Args:
+            leaving: the artifacts of what leaves, with those carried from the summary and
+                index this compaction replaces.
+            calls: the tool calls that leave, by name.
+            summary_text: the text of the new summary (without the index).
+            kept: the messages that stay in the context.
+            counter: counts the index's lines.
+            budget: tokens the index may take.
+            events_file: where the whole list is written (named when the budget cuts).
+            cut_before: artifacts earlier compactions cut.
+            kept_scanned: `scan_messages(kept)`, when it was run already.
+            grouped: whether an entry the budget leaves out whole may be folded into the row
+                of its directory or command (see `_index_layout`).
+            fill: whether the budget is filled counted exactly (False: by the estimate
+                alone, the layout of one entry a value as it was before groups).
+            extra: tokens the index may take beyond `budget` to name what left with this
+                compaction when `budget` cannot (what the summary left unused of its own
+                budget); never spent on what it carries from the index it replaces.
+            clock: how long the search for the layout that names the most may take (no
+                limit when None).
+        """
+        clock = clock or IndexClock()
+        still = named_values(kept, kept_scanned)
+        index = cls(calls=Counter(calls), cut_before=cut_before, budget=budget)
+        summary = Substrings(summary_text.split("\n"), asked=len(leaving))
+        waiting: list[FoundArtifact] = []
+        for found in leaving:
+            if (found.kind, found.value) in still:
+                index.in_kept.append(found)
+            elif all(p in summary for p in found.value.removesuffix(CUT_MARK).split(NEWLINE_MARK)):
+                index.in_summary.append(found)
+            else:
+                waiting.append(found)
+        stored = _stored_in(events_file)
+        # In the index's order (`in_order`), each costing its value's length.
+        waiting = in_order(waiting, stored, [len(f.value) for f in waiting])
+        # What is always said (how many are cut and where they are listed) is paid first;
+        # then the entries, each whole on its line's row, in that order, at what it adds to
+        # the index by estimate (`IndexRows`): the layout before groups; then the tally of
+        # calls, when it fits.
+        spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
+        header = counter.count_text(HEADER) + 1
+        rows = IndexRows(counter.count_text)
+        inside: list[FoundArtifact] = []  # each inside an entry's text (a command's path)
+        rest: list[FoundArtifact] = []
+        unweighed: list[FoundArtifact] = []
+        held = Substrings(asked=min(len(waiting), 2 * _weighed_past(0)))  # the values it holds
+        stop = len(waiting)  # once the budget refuses an entry, this many more are weighed
+        refused_fresh = False  # (what is carried then makes way for what left now)
+        for position, found in enumerate(waiting):
+            if position >= stop:
+                unweighed = waiting[position:]
+                break
+            if found.value in held:
+                inside.append(found)
+                continue
+            cost = rows.cost(found) + (0 if index.entries else header)
+            if spent + cost > budget or (refused_fresh and not found.fresh):
+                rest.append(found)
+                refused_fresh = refused_fresh or found.fresh
+                if stop == len(waiting):
+                    stop = min(stop, position + _weighed_past(len(index.entries)))
+                continue
+            index.entries.append(found)
+            rows.add(found)
+            held.add(found.value)
+            spent += cost
+        tally = index._tally()
+        index.show_calls = bool(tally) and spent + counter.count_text(tally) + 1 <= budget
+        summarised = len(index.in_summary)
+        if fill:
+            inside += index._fill(rest, rows, held, counter, events_file, clock)
+        else:
+            index.cut += rest
+        index._fit(rows, inside, counter, events_file)
+        if fill and index._drop_inside(rows):
+            # The room the entries inside others left: the cut entries that now fit.
+            index.in_summary += index._top_up(rows, counter, events_file, clock)
+        if grouped and fill and (index.cut or unweighed) and not clock.ran_out:
+            # Folded, the budget may name more; of what it names, as many as it still holds
+            # stay whole (a plain substring search of the context finds those whole).
+            folds = _Folds(waiting, stored)
+            folding = index._most_folded(folds, counter, events_file, clock)
+            if folding is None:
+                fresh_cut = any(f.fresh for f in (*index.cut, *unweighed))
+            else:
+                fresh_cut = any(f.fresh for f in folds.order[folding.taken :])
+            if extra > 0 and fresh_cut and not clock.ran_out:
+                # What left now and does not fit: the summary's spare room names it, and the
+                # entries carried from the index this one replaces make way.
+                index.budget += extra
+                fresh = folds.fresh()
+                stretched = index._most_folded(fresh, counter, events_file, clock, folding)
+                if stretched is not None:
+                    folds, folding = fresh, stretched
+                else:
+                    index.budget -= extra
+            if folding is not None:
+                index._take_folded(folds, folding, summarised, counter, events_file, clock)
+                unweighed = []  # (each placed by the fold)
+        index._settle(unweighed, events_file)
+        index.out_of_time = clock.ran_out
+        index.carried = index.in_summary + index.entries
+        return index
+
+    def _settle(self, unweighed: Sequence[FoundArtifact], events_file: str | None) -> None:
+        """Put each artifact the index did not weigh with the cut, or with those named when
+        the index's text holds it all the same (inside an entry, a row's head)."""
+        if not unweighed:
+            return
+        text = Substrings(self.render(events_file).split("\n"), asked=len(unweighed))
+        for found in unweighed:
+            (self.in_summary if found.value in text else self.cut).append(found)
+
+    def _drop_inside(self, rows: IndexRows) -> bool:
+        """Name by the longer entry an entry whose value is inside it (a path inside the
+        command that reads it), which the fill, shortest first, wrote on its own; whether
+        there was one."""
+        values = Substrings(dict.fromkeys(f.value for f in self.entries), asked=len(self.entries))
+        found = False
+        for position in range(len(self.entries) - 1, -1, -1):
+            entry = self.entries[position]
+            if values.holding(entry.value):
+                del self.entries[position]
+                rows.remove(position)
+                self.in_summary.append(entry)
+                found = True
+        return found
+
+    def _held(self, asked: int) -> Substrings:
+        """The texts the index holds unbroken for its entries, for `asked` artifacts to be
+        looked for: another artifact inside one of them is named by it."""
+        return Substrings(
+            (
+                piece
+                for entry in self.entries
+                for piece in group_pieces(entry, _key(entry) in self.folded)
+            ),
+            asked=asked,
+        )
+
+    def _exact(self, counter: TokenCounter, events_file: str | None, cut: int = -1) -> int:
+        """The tokens the index takes as it stands, counted whole (`cut`: how many it says
+        are cut, when not `len(self.cut)`)."""
+        cut = len(self.cut) if cut < 0 else cut
+        text = self.render_with(self.entries, cut, events_file, calls=self.show_calls)
+        return counter.count_text(text)
+
+    def _fill(
+        self,
+        rest: Sequence[FoundArtifact],
+        rows: IndexRows,
+        held: Substrings,
+        counter: TokenCounter,
+        events_file: str | None,
+        clock: IndexClock,
+    ) -> list[FoundArtifact]:
+        """Fill the index to its budget counted exactly with the entries of `rest` (those
+        the estimate left out, in the index's order), each whole. `held`: the values the
+        entries hold. Returns the entries of `rest` inside one of those values.
+
+        The estimate sums each piece's tokens, which on the corpus runs a tenth over the
+        index counted whole. So `rest` is taken within an estimated budget, searched from
+        the room counted exactly by what each fill tried takes (`_most_within`), and the
+        fill that names the most within the budget counted exactly is kept.
+        """
+        if not rest:
+            return []
+        base = len(self.entries)
+        start = rows.tokens
+        in_held = [found.value in held for found in rest]
+
+        def take(limit: int) -> tuple[int, int, list[FoundArtifact]]:
+            """Fill within `limit` estimated tokens: how many it names, the tokens the index
+            takes counted whole, and the entries inside another."""
+            while len(self.entries) > base:
+                self._give_back(rows)  # (counted as they were added)
+            self.cut = []
+            inside: list[FoundArtifact] = []
+            added = Substrings(asked=len(rest))
+            refused_fresh = False  # (what is carried then makes way for what left now)
+            for found, known in zip(rest, in_held, strict=True):
+                if known or found.value in added:
+                    inside.append(found)
+                    continue
+                if rows.tokens - start + rows.cost(found) > limit or (
+                    refused_fresh and not found.fresh
+                ):
+                    self.cut.append(found)
+                    refused_fresh = refused_fresh or found.fresh
+                    continue
+                self.entries.append(found)
+                rows.add(found)
+                added.add(found.value)
+            named = len(self.entries) - base + len(inside)
+            return named, self._exact(counter, events_file), inside
+
+        named, exact, _ = take(-1)
+        best = [(named if exact <= self.budget else -1, -1)]  # named, limit
+
+        def measure(limit: int) -> int:
+            named, tokens, _ = take(limit)
+            if tokens <= self.budget:
+                best[0] = max(best[0], (named, limit))
+            return tokens
+
+        room = self.budget - exact
+        # Within `most` estimated tokens every entry of `rest` is taken (each costs at most
+        # what it costs alone now): when that fits, there is nothing to search.
+        most = sum(rows.cost(f) for f, known in zip(rest, in_held, strict=True) if not known)
+        high = min(2 * room + 8, most)
+        if room > 0 and clock.step() and measure(high) > self.budget:
+            guess = min(room, high - 1)
+            _most_within(
+                measure,
+                0,
+                high - 1,
+                guess,
+                self.budget,
+                clock,
+                known=(-1, exact),
+                near=max(1, room // 256),  # (a limit a few tokens short leaves an entry out)
+            )
+        inside = take(best[0][1])[2]
+        return inside + self._top_up(rows, counter, events_file, clock)
+
+    def _top_up(
+        self, rows: IndexRows, counter: TokenCounter, events_file: str | None, clock: IndexClock
+    ) -> list[FoundArtifact]:
+        """Take each cut entry that fits whole, counted exactly (the estimate is over by a
+        token or two an entry, so few are worth trying: none estimated at as much as one
+        that did not fit, and nothing carried while what left now is cut); returns the cut
+        entries inside a value the index holds (named by it)."""
+        inside: list[FoundArtifact] = []
+        room = self.budget - self._exact(counter, events_file)
+        held = self._held(len(self.cut))
+        refused: int | None = None  # the least estimate of an entry that did not fit
+        fresh_cut = sum(f.fresh for f in self.cut)  # (what is carried makes way for them)
+        tried, still_cut = self.cut, []
+        cut = len(tried)  # how many are cut as it goes
+        for found in tried:
+            if found.value in held:
+                inside.append(found)
+                cut -= 1
+                fresh_cut -= found.fresh
+                continue
+            cost = rows.cost(found) if room > 0 else 0
+            if (
+                room <= 0
+                or cost > 2 * room
+                or (refused is not None and cost >= refused)
+                or (fresh_cut and not found.fresh)
+                or not clock.step()
+            ):
+                still_cut.append(found)
+                continue
+            self.entries.append(found)
+            rows.add(found)
+            room = self.budget - self._exact(counter, events_file, cut - 1)
+            if room < 0:
+                self.entries.pop()
+                rows.remove_last()
+                still_cut.append(found)
+                room = self.budget - self._exact(counter, events_file, cut)
+                refused = cost if refused is None else min(refused, cost)
+            else:
+                cut -= 1
+                held.add(found.value)
+                fresh_cut -= found.fresh
+        self.cut = still_cut
+        return inside
+
+    def _give_back(self, rows: IndexRows) -> None:
+        """Put the entry taken last back in the cut."""
+        self.cut.append(self.entries.pop())
+        rows.remove_last()
+
+    def _fit(
+        self,
+        rows: IndexRows,
+        inside: Sequence[FoundArtifact],
+        counter: TokenCounter,
+        events_file: str | None,
+    ) -> None:
+        """Give entries back to the cut, the last taken first, until the index counted
+        whole is within its budget (the estimate is a tenth over on the corpus, so this
+        rarely takes any back; how many is searched by halves); then each entry of
+        `inside` is named when an entry still holds it, cut otherwise."""
+        if self.entries and self._exact(counter, events_file) > self.budget:
+            # The most entries, in the order taken, that fit: `low` fit (none fits always:
+            # the budget is never below what the index always says), `high` did not.
+            taken = list(self.entries)
+            low, high = 0, len(taken)
+            while high - low > 1:
+                middle = (low + high) // 2
+                text = self.render_with(
+                    taken[:middle],
+                    len(self.cut) + len(taken) - middle,
+                    events_file,
+                    calls=self.show_calls,
+                )
+                if counter.count_text(text) <= self.budget:
+                    low = middle
+                else:
+                    high = middle
+            while len(self.entries) > low:
+                self._give_back(rows)
+        held = self._held(len(inside))
+        for found in inside:
+            (self.in_summary if found.value in held else self.cut).append(found)
+
+    def _most_folded(
+        self,
+        folds: _Folds,
+        counter: TokenCounter,
+        events_file: str | None,
+        clock: IndexClock,
+        start: _Folding | None = None,
+    ) -> _Folding | None:
+        """The index that names the most of `folds` within the budget by folding paths into
+        the tree of their directories and commands into the row of their program and file
+        (`_index_layout`), every entry that can fold folded; None when it names no more than
+        the index does now.
+
+        The entries are taken in `folds.order`, each costing what it writes folded at least
+        (`_fold_costs`); how many is searched (`_most_within`) from a quarter more than the
+        index names now, or from where `start` (a folding of the same order within a smaller
+        budget) says the budget ends, in a window of the order four times that, widened while
+        what fits fills it. It is found to a hundredth of what the index names now.
+        """
+        order = folds.order
+        if not order:
+            return None
+        named = {_key(f) for f in (*self.entries, *self.in_summary)}
+        named_now = sum(key in named for key in folds.keys)
+        bare = counter.count_text(
+            self.render_with([], folds.total, events_file, calls=self.show_calls)
+        )
+        folds.ratio = _chars_per_token(self.render(events_file), counter)
+        known = (0, bare)
+        if start is not None and start.taken and start.tokens > bare:
+            known = (start.taken, start.tokens)
+            guess = int(start.taken * (self.budget - bare) / (start.tokens - bare))
+        else:
+            # (Folding rarely names many more than whole entries: a first measure near what
+            # they name costs a small index, and the next aim comes from what it took.)
+            guess = _at_most((self.budget - bare) * folds.ratio, folds.weight)
+            guess = min(guess, named_now + named_now // 4 + 16)
+        best: list[_Folding] = []  # the folding that names the most, once one fits
+
+        def measure(taken: int) -> int:
+            folding = self._folding(folds, taken, 0, counter, events_file)
+            if folding.tokens <= self.budget and folding.named > (
+                best[0].named if best else named_now
+            ):
+                best[:] = [folding]
+            return folding.tokens
+
+        window = min(len(order), 4 * guess + 256)
+        low = named_now + 1
+        while True:
+            folds.widen(window)
+            _most_within(
+                measure,
+                low,
+                window,
+                guess,
+                self.budget,
+                clock,
+                known=known,
+                weight=folds.weight,
+                near=max(1, named_now // 100),
+            )
+            reached = best[0].taken if best else 0
+            if window >= len(order) or reached < window * 0.9 or clock.ran_out:
+                break
+            low, guess, window = reached + 1, reached, min(len(order), 2 * window)
+        return best[0] if best else None
+
+    def _take_folded(
+        self,
+        folds: _Folds,
+        found: _Folding,
+        summarised: int,
+        counter: TokenCounter,
+        events_file: str | None,
+        clock: IndexClock,
+    ) -> None:
+        """Make `found` (`_most_folded`) the index, with as many of its folded entries
+        whole as the budget still holds (those whose folding saves the least; searched as
+        `_most_within` does), so that a plain substring search of the context finds the most
+        of them; then place every artifact that left: written, named by the index's text
+        (inside an entry, a row's head), or cut. `summarised`: how many of `in_summary` the
+        summary's text names."""
+        kept = [(0, found)]  # the most kept whole that fits, and its folding
+
+        def measure(keep: int) -> int | None:
+            folding = self._folding(folds, found.taken, keep, counter, events_file)
+            if folding.named < found.named:
+                return None
+            if folding.tokens <= self.budget and keep > kept[0][0]:
+                kept[:] = [(keep, folding)]
+            return folding.tokens
+
+        weight = list(
+            itertools.accumulate((found.saving[at] for at in found.foldable_at), initial=0)
+        )
+        _most_within(
+            measure,
+            1,
+            found.foldable,
+            _at_most((self.budget - found.tokens) * folds.ratio, weight),
+            self.budget,
+            clock,
+            known=(0, found.tokens),
+            weight=weight,
+            near=max(1, found.foldable // 32),  # (a whole entry more or less matters little)
+        )
+        chosen = kept[0][1]
+        self.entries, self.folded = chosen.entries, chosen.folded
+        written = {_key(f) for f in chosen.entries}
+        text = Substrings(chosen.text.split("\n"), asked=len(folds.waiting))
+        self.cut = []
+        named_by_text: list[FoundArtifact] = []
+        for f in folds.waiting:
+            if _key(f) not in written:
+                (named_by_text if f.value in text else self.cut).append(f)
+        self.in_summary = self.in_summary[:summarised] + named_by_text
+
+    def _folding(
+        self,
+        folds: _Folds,
+        taken: int,
+        keep: int,
+        counter: TokenCounter,
+        events_file: str | None,
+    ) -> _Folding:
+        """The first `taken` entries of `folds.order`, each that can fold folded but the
+        `keep` whose folding saves the least (the rest of what the index weighed cut),
+        counted exactly."""
+        saving = folds.savings(taken)
+        foldable = sorted((at for at in range(taken) if saving[at] > 0), key=saving.__getitem__)
+        keys = folds.keys
+        folded = {keys[at] for at in foldable[keep:]}
+        # An entry inside the text another one holds (its value, or its pieces folded) is
+        # named by it.
+        inside = folds.inside(taken, folded)
+        entries = [f for at, f in enumerate(folds.order[:taken]) if at not in inside]
+        saved = self.folded
+        self.folded = folded
+        try:
+            text = self.render_with(
+                entries, folds.total - taken, events_file, calls=self.show_calls
+            )
+        finally:
+            self.folded = saved
+        # What comes next in the order and is named all the same: inside a value taken.
+        beyond = len(folds.inside(taken, folded, beyond=True))
+        tokens = counter.count_text(text)
+        return _Folding(entries, folded, text, taken + beyond, taken, foldable, saving, tokens)
+
+    @staticmethod
+    def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
+        """What the index costs at least, when artifacts leave: its line saying how many
+        were cut and where they are listed (counted for a cut of six digits)."""
+        return counter.count_text(ArtifactIndex().render_with([], 999_999, events_file)) + 4
+
+    def _tally(self) -> str:
+        if not self.calls:
+            return ""
+        tally = ", ".join(f"{name} x{n}" for name, n in self.calls.most_common(12))
+        more = len(self.calls) - 12
+        return f"Tool calls that left: {tally}" + (f", and {more} other tools" if more > 0 else "")
+
+    def render(self, events_file: str | None) -> str:
+        """The index as it follows the summary in the context; "" when there is nothing to
+        say."""
+        return self.render_with(self.entries, len(self.cut), events_file, calls=self.show_calls)
+
+    def render_with(
+        self,
+        entries: Sequence[FoundArtifact],
+        cut: int,
+        events_file: str | None,
+        *,
+        calls: bool = False,
+    ) -> str:
+        """The index with `entries`, `cut` artifacts cut now, and the tally of calls when
+        `calls`."""
+        lines: list[str] = []
+        if entries:
+            rows, rules = render_rows(entries, self.folded, _stored_in(events_file))
+            lines += [HEADER, *rules, *rows]
+        if calls and self.calls:
+            lines.append(self._tally())
+        total_cut = cut + self.cut_before
+        if total_cut:
+            where = events_file or "the session's events.jsonl"
+            lines.append(
+                f'{total_cut} more artifacts are listed in {where} (lines of kind "artifacts").'
+            )
+        if not lines:
+            return ""
+        # Its values are what tools and models wrote: `tagged` keeps them from closing it.
+        return tagged("artifact_index", "\n".join(lines))
+
+    def report(self) -> dict[str, int | bool]:
+        """The counts a compaction event holds (and `out_of_time` when the clock ran
+        out)."""
+        counts: dict[str, int | bool] = {
+            "left": self.left,
+            "in_summary": len(self.in_summary),
+            "in_kept": len(self.in_kept),
+            "indexed": len(self.entries),
+            "cut": len(self.cut),
+            "budget": self.budget,
+        }
+        if self.out_of_time:
+            counts["out_of_time"] = True
+        return counts
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every artifact that left, with what became of it: the `artifacts` event's list."""
+        out: list[dict[str, Any]] = []
+        for status, group in (
+            ("summary", self.in_summary),
+            ("kept", self.in_kept),
+            ("index", self.entries),
+            ("cut", self.cut),
+        ):
+            out.extend({**f.to_json(), "status": status} for f in group)
+        return out
+
+
+def _most_within(
+    measure: Callable[[int], int | None],
+    low: int,
+    high: int,
+    guess: int,
+    budget: int,
+    clock: IndexClock,
+    *,
+    known: tuple[int, int],
+    weight: Sequence[float] | None = None,
+    near: int = 1,
+) -> None:
+    """Search `low..high` for the most `n` whose `measure(n)` (the tokens of an index built
+    with `n`, counted exactly; None when that index is refused for another reason) is within
+    `budget`, the tokens growing with `n`. `known`: an `n` below `low` and its tokens;
+    `weight`: what each `n` is expected to cost, growing with it (`weight[n]`, from 0 to
+    `high + 1`; `n` itself when None); `near`: how close to the most is close enough.
+
+    Each measure is a step of `clock` (the search stops when it runs out) and renders an
+    index, so it takes few: from `guess`, each next `n` is where the tokens measured say the
+    budget ends, read on a line through the nearest measures on either side of it (or the
+    last and `known`) against `weight`, an end that stayed while the other moved twice
+    counting half; or the middle of the range left when the last one did not halve it:
+    four to eight measures where halving alone takes twelve. The caller keeps what it
+    found as it measures.
+    """
+    if low > high:
+        return
+
+    def cost(n: int) -> float:
+        return float(n) if weight is None else weight[min(max(n, 0), len(weight) - 1)]
+
+    below: tuple[int, float | None] = (low - 1, known[1] if known[0] == low - 1 else None)
+    above: tuple[int, float | None] = (high + 1, None)
+    last: tuple[int, float] = known
+    at = min(max(guess, low), high)
+    width, moved = high - low + 2, ""
+    while above[0] - below[0] > near and clock.step():
+        tokens = measure(at)
+        side = "below" if tokens is not None and tokens <= budget else "above"
+        if side == "below":
+            below = (at, tokens)
+        else:
+            above = (at, tokens)
+        if moved == side and (other := below if side == "above" else above)[1] is not None:
+            # The same end moved twice: the other's measure counts half (the Illinois rule),
+            # so that a curve flat then steep is not crept along.
+            half = budget + (other[1] - budget) / 2
+            below, above = (
+                (below, (above[0], half)) if side == "below" else ((below[0], half), above)
+            )
+        moved = side
+        low_n, low_t = below
+        high_n, high_t = above
+        if high_n - low_n <= near:
+            return
+        if tokens is None or 2 * (high_n - low_n) > width:
+            # A measure refused, or the last aim did not halve the range: halve it.
+            aim = (low_n + high_n) // 2
+        else:
+            if low_t is not None and high_t is not None and high_t > low_t:
+                start, start_t, end, end_t = low_n, low_t, high_n, high_t
+            else:
+                start, start_t, end, end_t = last[0], last[1], at, tokens
+            spread = cost(end) - cost(start)
+            slope = (end_t - start_t) / spread if spread else 0.0
+            target = cost(start) + (budget - start_t) / max(slope, 1e-9)
+            aim = _at_most(target, weight) if weight is not None else int(target)
+        width = high_n - low_n
+        if tokens is not None:
+            last = (at, tokens)
+        at = min(max(aim, low_n + 1), high_n - 1)
+
+
+def _at_most(target: float, weight: Sequence[float]) -> int:
+    """The most `n` whose `weight[n]` is at most `target` (-1 for none)."""
+    return bisect.bisect_right(weight, target) - 1
+
+
+def _chars_per_token(text: str, counter: TokenCounter) -> float:
+    """How many characters a token of `text` holds (3.0 when it is too short to say)."""
+    tokens = counter.count_text(text) if len(text) >= 200 else 0
+    return len(text) / tokens if tokens else 3.0
+
+
+class _Folds:
+    """What the fold searches among: the artifacts the index weighs in the order it takes
+    them folded (`in_order`, at what each writes folded), each known by its position in
+    that order; and, for a window of it, the values that hold each other (`inside`), found
+    once for every index the search renders.
+
+    Args:
+        waiting: every artifact the index weighs, in its order whole.
+        stored: the folders of the workspace's own files.
+    """
+
+    def __init__(self, waiting: Sequence[FoundArtifact], stored: Stored) -> None:
+        self.waiting = waiting
+        self.stored = stored
+        self.total = len(waiting)
+        tree = [f.kind == "path" and goes_in_tree(f, stored) for f in waiting]
+        groups = [group_of(f, stored) if f.kind == "command" else None for f in waiting]
+        costs = _fold_costs(waiting, tree, groups)
+        place = {id(f): at for at, f in enumerate(waiting)}
+        order = in_order(waiting, stored, costs)
+        self._arrange(order, [(tree[at], groups[at]) for at in (place[id(f)] for f in order)])
+
+    def _arrange(
+        self,
+        order: list[FoundArtifact],
+        shapes: list[tuple[bool, tuple[str, str, str] | None]],
+    ) -> None:
+        """Take `order`, with whether each goes in the tree and each command's group."""
+        self.order = order
+        self._shapes = shapes
+        self.keys = [(f.kind, f.value) for f in order]
+        self.ratio = 3.0  # characters a token, in the index as it was before folding
+        # What folding each saves: a path in the tree all but its name; a command its
+        # program and file, when another command shares them (`savings`).
+        self.tree_saving = [
+            f.value.rfind("/") if in_tree else 0
+            for f, (in_tree, _) in zip(order, shapes, strict=True)
+        ]
+        self.command = [
+            group[:2] if group is not None and group[0] != LINE else None for _, group in shapes
+        ]
+        self.command_saving = [
+            len(f.value) - len(group[2]) if group is not None else 0
+            for f, (_, group) in zip(order, shapes, strict=True)
+        ]
+        # What the first `n` write folded, about (each alone): where the search for how many
+        # are taken starts, and what it reads its measures against.
+        self.weight = list(
+            itertools.accumulate(
+                (
+                    len(f.value) - saved + 2
+                    for f, saved in zip(order, self.tree_saving, strict=True)
+                ),
+                initial=0,
+            )
+        )
+        self._values = Substrings(asked=len(order))  # the values of the window, in order
+        self._holders: list[list[int]] = []  # for each of the window, the longer that hold it
+        self._held: list[int] = []  # those of the window some longer value holds
+
+    def fresh(self) -> _Folds:
+        """The same, of what left with this compaction only (what is carried is cut)."""
+        fresh = _Folds.__new__(_Folds)
+        fresh.waiting, fresh.stored, fresh.total = self.waiting, self.stored, self.total
+        # (The carried entries sort after the fresh ones, on lines of their own: the order
+        # of the fresh ones among themselves is the same.)
+        kept = [at for at, f in enumerate(self.order) if f.fresh]
+        fresh._arrange([self.order[at] for at in kept], [self._shapes[at] for at in kept])
+        return fresh
+
+    def widen(self, window: int) -> None:
+        """Find the values that hold each other among the first `window` of the order."""
+        start = len(self._values)
+        if window <= start:
+            return
+        for found in self.order[start:window]:
+            self._values.add(found.value)
+        # Every value of the window asked again: those added may hold the earlier ones.
+        self._holders = [self._values.holding(f.value) for f in self.order[:window]]
+        self._held = [at for at, holders in enumerate(self._holders) if holders]
+
+    def savings(self, taken: int) -> list[int]:
+        """What folding each of the first `taken` saves, in characters (0: it cannot fold):
+        a command saves only when another of those taken shares its program and file."""
+        shared = Counter(group for group in self.command[:taken] if group is not None)
+        return [
+            self.tree_saving[at]
+            or (self.command_saving[at] if (group := self.command[at]) and shared[group] > 1 else 0)
+            for at in range(taken)
+        ]
+
+    def inside(self, taken: int, folded: set[Key], *, beyond: bool = False) -> set[int]:
+        """The positions among the first `taken` (`beyond`: among as many after them, and
+        64 more) whose value one of the first `taken` holds, in what the index writes of it:
+        its value whole, or folded the pieces of `group_pieces`."""
+        low, high = (taken, 2 * taken + 64) if beyond else (0, taken)
+        found: set[int] = set()
+        for at in self._held:
+            if not low <= at < high:
+                continue
+            value = self.order[at].value
+            for holder in self._holders[at]:
+                if holder < taken and (
+                    self.keys[holder] not in folded
+                    or any(
+                        value in piece
+                        for piece in group_pieces(self.order[holder], True, self.stored)
+                    )
+                ):
+                    found.add(at)
+                    break
+        return found
+
+
+@dataclass(slots=True)
+class _Folding:
+    """An index with entries folded: its entries, those folded, its text, how many it names,
+    how many of the fold's order it took, the positions of those that could fold (the least
+    saving first), what folding each of those taken saves (in characters), and its
+    tokens."""
+
+    entries: list[FoundArtifact]
+    folded: set[Key]
+    text: str
+    named: int
+    taken: int
+    foldable_at: list[int]
+    saving: list[int]
+    tokens: int
+
+    @property
+    def foldable(self) -> int:
+        """How many of those taken could fold."""
+        return len(self.foldable_at)
+
+
+def _stored_in(events_file: str | None) -> tuple[str, ...] | None:
+    """The folders of the files the workspace stored: the session folder that holds
+    `events_file` (its tool_result files), and the workspace's data/ beside its sessions/
+    (content-hashed files: an image, a binary output)."""
+    if not events_file:
+        return None
+    session = os.path.dirname(events_file)
+    sessions = os.path.dirname(session)
+    if os.path.basename(sessions) != SESSIONS_DIR:
+        return (session,)
+    return (session, os.path.join(os.path.dirname(sessions), DATA_DIR) + os.sep)
+
+
+def events_file(reference: str | None) -> str | None:
+    """The session's events.jsonl beside the context log `reference`, when it is named so."""
+    if reference is None or not reference.endswith(CONTEXT_FILE):
+        return None
+    return reference[: -len(CONTEXT_FILE)] + EVENTS_FILE
+
+
+def _fold_costs(
+    found: Sequence[FoundArtifact],
+    tree: Sequence[bool],
+    groups: Sequence[tuple[str, str, str] | None],
+) -> list[int]:
+    """What each of `found` writes at least folded, in characters: a path in the tree (where
+    `tree` says) its name (its directories may be a row's head, written once), a command its
+    middle when another command shares its program and file (`groups`: each command's
+    `group_of`), any other whole."""
+    shared = Counter(group[:2] for group in groups if group is not None and group[0] != LINE)
+    costs: list[int] = []
+    for f, in_tree, group in zip(found, tree, groups, strict=True):
+        if in_tree:
+            costs.append(len(f.value) - f.value.rfind("/"))
+        elif group is not None and group[0] != LINE and shared[group[:2]] >= 2:
+            costs.append(len(group[2]))
+        else:
+            costs.append(len(f.value))
+    return costs
+
+
+def in_order(
+    found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int]
+) -> list[FoundArtifact]:
+    """`found` in the order the index takes it, within its budget: the files the workspace
+    stored first (each holds what left), then what left with this compaction before what
+    the index it replaces carried, what left named twice or more before what was named once;
+    then each line of the context file in turn gives its cheapest entry not yet taken
+    (`costs`, one for each of `found`), so that every message that left is named before a
+    listing of hundreds fills the budget, and among those the cheapest (the most names
+    within the budget), the newest first among equals."""
+    by_line: dict[int | None, list[int]] = {}
+    for at, f in enumerate(found):
+        by_line.setdefault(f.line, []).append(at)
+    turn = [0] * len(found)
+    for group in by_line.values():
+        group.sort(key=costs.__getitem__)
+        for n, at in enumerate(group):
+            turn[at] = n
+    keys = [
+        (
+            not (stored and f.value.startswith(stored)),
+            not f.fresh,
+            -min(f.mentions, 2),
+            turn[at],
+            costs[at],
+            -f.recency,
+        )
+        for at, f in enumerate(found)
+    ]
+    return [found[at] for at in sorted(range(len(found)), key=keys.__getitem__)]

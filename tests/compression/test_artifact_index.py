@@ -1,0 +1,198 @@
+"""The artifact index's time: the work of building it does not grow with what left beyond what
+its budget can hold, its search for the layout that names the most stops when its clock says
+(steps, or the compaction's `summary_timeout`), and an index out of time still fits its budget
+and names each entry at the line of context.jsonl that holds it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxoffload import Msg, get_token_counter
+from ctxoffload.compression import _artifact_index
+from ctxoffload.compression._artifact_index import ArtifactIndex, IndexClock
+from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
+
+COUNTER = get_token_counter(exact=True)
+EVENTS = "/ws/sessions/s1/events.jsonl"
+_ROW = re.compile(r"^- line (\d+):(.*)$")
+
+
+def listings(count: int, files: int = 250) -> list[Msg]:
+    """`count` listings of `files` paths each, under eight packages, as a directory walk
+    prints them: the shape of what a compaction of an agent exploring a repository drops."""
+    return [
+        Msg(
+            role="user",
+            content="\n".join(f"pkg{n % 8}/sub{k % 10}/module_{n}_{k}.py" for k in range(files)),
+        )
+        for n in range(count)
+    ]
+
+
+def leaving(msgs: list[Msg]) -> list[FoundArtifact]:
+    """The artifacts of `msgs` leaving, message n on line n of context.jsonl."""
+    return find_artifacts(msgs, {m.id: n for n, m in enumerate(msgs, start=1)})[0]
+
+
+def index_of(found: list[FoundArtifact], budget: int, **options: Any) -> ArtifactIndex:
+    return ArtifactIndex.build(
+        found,
+        {},  # type: ignore[arg-type]
+        summary_text="",
+        kept=[],
+        counter=options.pop("counter", COUNTER),
+        budget=budget,
+        events_file=EVENTS,
+        **options,
+    )
+
+
+class Tally:
+    """The exact counter, tallying the characters it is asked to count."""
+
+    def __init__(self) -> None:
+        self.characters = 0
+
+    def count_text(self, text: str) -> int:
+        self.characters += len(text)
+        return COUNTER.count_text(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(COUNTER, name)
+
+
+def rows_read(text: str) -> dict[str, int]:
+    """Each value of the index's line rows, with the line it names (the header's reading)."""
+    named: dict[str, int] = {}
+    for row in text.splitlines():
+        if found := _ROW.match(row):
+            words, *spaced = found.group(2).split(" | ")
+            for value in [*filter(None, words.split(" ")), *spaced]:
+                named[value] = int(found.group(1))
+    return named
+
+
+def placed_once(index: ArtifactIndex, found: list[FoundArtifact]) -> None:
+    """Each artifact that left is in exactly one place, and listed for events.jsonl."""
+    placed = [*index.in_summary, *index.in_kept, *index.entries, *index.cut]
+    assert sorted((f.kind, f.value) for f in placed) == sorted((f.kind, f.value) for f in found)
+    assert {(e["kind"], e["value"], e["line"]) for e in index.listing()} == {
+        (f.kind, f.value, f.line) for f in found
+    }
+
+
+def test_the_work_of_an_index_does_not_grow_with_what_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sixteen times the paths (32,000 against 2,000) leave a 2,000-token index as much to
+    render and to count: what is weighed past the budget is bounded by what it holds, and the
+    search renders indexes of about the size that fits (the index searched with renders of
+    half of what left, and took minutes for 100,000 paths)."""
+    rendered = [0]
+    render_rows = _artifact_index.render_rows
+
+    def counting(entries: Any, *args: Any) -> Any:
+        rendered[0] += len(entries)
+        return render_rows(entries, *args)
+
+    monkeypatch.setattr(_artifact_index, "render_rows", counting)
+    work = {}
+    for count in (8, 128):
+        found = leaving(listings(count))
+        rendered[0], tally = 0, Tally()
+        index = index_of(found, 2_000, counter=tally)
+        assert COUNTER.count_text(index.render(EVENTS)) <= 2_000
+        assert len(index.entries) > 100 and index.folded
+        placed_once(index, found)
+        work[len(found)] = (rendered[0], tally.characters)
+    (small_rows, small_chars), (large_rows, large_chars) = work[2_000], work[32_000]
+    assert large_rows <= 1.5 * small_rows, work
+    assert large_chars <= 1.5 * small_chars, work
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3])
+def test_an_index_out_of_steps_still_fits_and_names_each_entry_at_its_line(steps: int) -> None:
+    """Out of steps, the index keeps the best it found: at the least, entries whole on their
+    line's row (taken by the estimate, then fitted counted exactly); it fits its budget,
+    every artifact is in one place with its line, and the report says it ran out."""
+    msgs = listings(40, 50)
+    found = leaving(msgs)
+    index = index_of(found, 1_500, clock=IndexClock(steps=steps))
+    text = index.render(EVENTS)
+    assert index.out_of_time and index.report()["out_of_time"] is True
+    assert COUNTER.count_text(text) <= 1_500
+    placed_once(index, found)
+    named = rows_read(text)
+    for entry in index.entries:
+        if (entry.kind, entry.value) not in index.folded:
+            assert named[entry.value] == entry.line
+            assert entry.value in msgs[entry.line - 1].text  # (message n is line n)
+    # With time, the same index names more (folded into the tree of paths).
+    timed = index_of(found, 1_500)
+    assert not timed.out_of_time and "out_of_time" not in timed.report()
+    assert len(timed.cut) < len(index.cut)
+
+
+def test_an_index_with_no_steps_takes_no_step_of_its_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Steps are the indexes the search renders: with none, only the estimate and the fit
+    counted exactly (a few renders, however many left) are left."""
+    rendered = [0]
+    render_rows = _artifact_index.render_rows
+
+    def counting(entries: Any, *args: Any) -> Any:
+        rendered[0] += 1
+        return render_rows(entries, *args)
+
+    monkeypatch.setattr(_artifact_index, "render_rows", counting)
+    for count in (8, 64):
+        rendered[0] = 0
+        index = index_of(leaving(listings(count)), 2_000, clock=IndexClock(steps=0))
+        assert index.out_of_time and not index.folded
+        assert rendered[0] <= 16, (count, rendered[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    costs=st.lists(st.integers(0, 40), min_size=1, max_size=300),
+    budget=st.integers(0, 4_000),
+    guess=st.integers(-5, 400),
+    flat=st.booleans(),
+)
+def test_the_search_finds_the_most_within_the_budget(
+    costs: list[int], budget: int, guess: int, flat: bool
+) -> None:
+    """`_most_within` on tokens that grow with `n` (by steps of 0 to 40, flat runs too):
+    the most `n` within the budget, in few measures, from any first guess; with a weight
+    that is wrong (flat), the same answer."""
+    tokens = [sum(costs[:n]) for n in range(len(costs) + 1)]
+    high = len(costs)
+    measured: list[int] = []
+
+    def measure(n: int) -> int:
+        assert 1 <= n <= high
+        measured.append(n)
+        return tokens[n]
+
+    weight = [float(n // 7) for n in range(high + 2)] if flat else None
+    _artifact_index._most_within(
+        measure, 1, high, guess, budget, IndexClock(), known=(0, tokens[0]), weight=weight
+    )
+    fits = [n for n in range(1, high + 1) if tokens[n] <= budget]
+    most = max(fits, default=0)
+    if most:
+        assert most in measured or most == 0
+    assert all(n <= most or tokens[n] > budget for n in measured)
+    assert len(measured) <= 2 * high.bit_length() + 4
+    # With three steps, it stops after three measures.
+    measured.clear()
+    _artifact_index._most_within(
+        measure, 1, high, guess, budget, IndexClock(steps=3), known=(0, tokens[0])
+    )
+    assert len(measured) <= 3
