@@ -5,6 +5,7 @@ and names each entry at the line of context.jsonl that holds it."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -12,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload import Msg, get_token_counter
-from ctxoffload.compression import _artifact_index
+from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
+from ctxoffload.compression import Compressor, _artifact_index
 from ctxoffload.compression._artifact_index import ArtifactIndex, IndexClock
 from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
+from helpers import summary_reply
 
 COUNTER = get_token_counter(exact=True)
 EVENTS = "/ws/sessions/s1/events.jsonl"
@@ -156,6 +158,44 @@ def test_an_index_with_no_steps_takes_no_step_of_its_search(
         index = index_of(leaving(listings(count)), 2_000, clock=IndexClock(steps=0))
         assert index.out_of_time and not index.folded
         assert rendered[0] <= 16, (count, rendered[0])
+
+
+async def test_a_compaction_out_of_time_completes_with_the_index_whole_by_line(
+    local_ws: LocalWorkspace,
+) -> None:
+    """`summary_timeout` bounds the whole compaction: a compaction with no time left falls
+    back to the extractive summary without asking the model, and its index, out of time,
+    is the cheap one: entries whole on their line's row, each on the line of context.jsonl
+    that holds it, the rest listed in events.jsonl with their lines; the compression event
+    says the index ran out of time."""
+    model = ScriptedModel([], default=summary_reply("gist"))
+    comp = Compressor(
+        ContextConfig(context_window=8_000, summary_timeout=1e-9),
+        model=model,
+        offloader=local_ws,
+        session_id="s1",
+    )
+    context = [Msg(role="system", content="You are a coding agent."), *listings(12, 40)]
+    context.append(Msg(role="user", content="now fix it"))
+    result = await comp.maybe_compress(context, force=True)
+    assert result.compressed and result.summary_source == "extractive"
+    assert model.calls == []  # no time was left to ask it
+    events = [
+        json.loads(line)
+        for line in (local_ws.session_dir("s1") / "events.jsonl").read_text().splitlines()
+    ]
+    report = next(e for e in events if e["kind"] == "compression")["artifacts"]
+    assert report["out_of_time"] is True and report["indexed"] > 0
+    lines = (local_ws.session_dir("s1") / "context.jsonl").read_text().splitlines()
+    index = result.messages[1].text.partition("<artifact_index>")[2]
+    named = rows_read(index)
+    assert len(named) == report["indexed"]
+    for value, line in named.items():
+        assert value in lines[line - 1]
+    listed = next(e for e in events if e["kind"] == "artifacts")["artifacts"]
+    assert len(listed) == report["left"]
+    for entry in listed:
+        assert entry["value"] in lines[entry["line"] - 1]
 
 
 @settings(max_examples=200, deadline=None)
