@@ -10,13 +10,12 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor, _artifact_index
-from ctxoffload.compression._artifact_index import ArtifactIndex, IndexClock
+from ctxoffload.compression._artifact_index import ArtifactIndex
 from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
+from ctxoffload.compression._index_search import IndexClock
 from helpers import summary_reply
 
 COUNTER = get_token_counter(exact=True)
@@ -196,43 +195,3 @@ async def test_a_compaction_out_of_time_completes_with_the_index_whole_by_line(
     assert len(listed) == report["left"]
     for entry in listed:
         assert entry["value"] in lines[entry["line"] - 1]
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    costs=st.lists(st.integers(0, 40), min_size=1, max_size=300),
-    budget=st.integers(0, 4_000),
-    guess=st.integers(-5, 400),
-    flat=st.booleans(),
-)
-def test_the_search_finds_the_most_within_the_budget(
-    costs: list[int], budget: int, guess: int, flat: bool
-) -> None:
-    """`_most_within` on tokens that grow with `n` (by steps of 0 to 40, flat runs too):
-    the most `n` within the budget, in few measures, from any first guess; with a weight
-    that is wrong (flat), the same answer."""
-    tokens = [sum(costs[:n]) for n in range(len(costs) + 1)]
-    high = len(costs)
-    measured: list[int] = []
-
-    def measure(n: int) -> int:
-        assert 1 <= n <= high
-        measured.append(n)
-        return tokens[n]
-
-    weight = [float(n // 7) for n in range(high + 2)] if flat else None
-    _artifact_index._most_within(
-        measure, 1, high, guess, budget, IndexClock(), known=(0, tokens[0]), weight=weight
-    )
-    fits = [n for n in range(1, high + 1) if tokens[n] <= budget]
-    most = max(fits, default=0)
-    if most:
-        assert most in measured or most == 0
-    assert all(n <= most or tokens[n] > budget for n in measured)
-    assert len(measured) <= 2 * high.bit_length() + 4
-    # With three steps, it stops after three measures.
-    measured.clear()
-    _artifact_index._most_within(
-        measure, 1, high, guess, budget, IndexClock(steps=3), known=(0, tokens[0])
-    )
-    assert len(measured) <= 3

@@ -2,11 +2,12 @@
 nowhere, each with the line of context.jsonl that holds it, within a budget of tokens.
 
 `ArtifactIndex.build` checks each artifact that left against the new context (the summary's
-text and the messages kept) and lists the ones named nowhere, in `in_order`'s order, within
+text and the messages kept) and lists the ones named nowhere, in `_index_order`'s order, within
 its budget counted exactly. What the budget cuts is counted, and the whole list is written
 to events.jsonl (an `artifacts` event), which the index names. How its rows are laid out,
 each entry whole on its line's row or folded into the tree of its directories or the row of
-its command, is `_index_layout`'s.
+its command, is `_index_layout`'s; how it searches for the layout that names the most,
+`_index_search`'s.
 
 The index is built while the agent waits, and a compaction may drop a hundred listings of a
 thousand files at once. So its time is linear in what left:
@@ -29,12 +30,10 @@ thousand files at once. So its time is linear in what left:
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import os
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,18 +42,12 @@ from ..messages import Msg
 from ..text import tagged
 from ..tokens import TokenCounter
 from ._artifacts import CUT_MARK, NEWLINE_MARK, FoundArtifact, Scanned, named_values
-from ._index_layout import (
-    LINE,
-    IndexRows,
-    Stored,
-    goes_in_tree,
-    group_of,
-    group_pieces,
-    render_rows,
-)
+from ._index_layout import IndexRows, group_pieces, render_rows
+from ._index_order import Folding, Folds, Key, in_order
+from ._index_search import IndexClock, at_most, most_within
 from ._substrings import Substrings
 
-__all__ = ["HEADER", "ArtifactIndex", "IndexClock", "events_file", "in_order"]
+__all__ = ["HEADER", "ArtifactIndex", "events_file"]
 
 HEADER = (
     "Paths, URLs, commands and ids from the messages that left, named nowhere above. Each row "
@@ -63,44 +56,6 @@ HEADER = (
 )
 """The index's first line: what its rows are and how to read one back (rules for the rows
 that fold, `COMMAND_RULE` and `TREE_RULE`, follow it when the index holds such a row)."""
-
-Key = tuple[str, str]
-"""An artifact's `(kind, value)`."""
-
-
-class IndexClock:
-    """How long an index may search for the layout that names the most: until a time on
-    `time.monotonic()`'s clock, within a number of steps (each index rendered and counted
-    whole while searching is one), both, or neither (no limit).
-
-    Out of time or steps, `ArtifactIndex.build` keeps the best index it has found that fits
-    its budget. Fitting the budget counted exactly is never skipped.
-
-    Args:
-        deadline: the `time.monotonic()` by which the search stops.
-        steps: the most indexes the search renders and counts.
-    """
-
-    __slots__ = ("deadline", "ran_out", "steps")
-
-    def __init__(self, deadline: float | None = None, steps: int | None = None) -> None:
-        self.deadline = deadline
-        self.steps = steps
-        self.ran_out = False
-
-    def step(self) -> bool:
-        """Take one step: whether one was left (never again once one was refused)."""
-        if self.ran_out:
-            return False
-        if self.steps is not None:
-            if self.steps <= 0:
-                self.ran_out = True
-                return False
-            self.steps -= 1
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            self.ran_out = True
-            return False
-        return True
 
 
 def _weighed_past(taken: int) -> int:
@@ -256,7 +211,7 @@ class ArtifactIndex:
         if grouped and fill and (index.cut or unweighed) and not clock.ran_out:
             # Folded, the budget may name more; of what it names, as many as it still holds
             # stay whole (a plain substring search of the context finds those whole).
-            folds = _Folds(waiting, stored)
+            folds = Folds(waiting, stored)
             folding = index._most_folded(folds, counter, events_file, clock)
             if folding is None:
                 fresh_cut = any(f.fresh for f in (*index.cut, *unweighed))
@@ -338,7 +293,7 @@ class ArtifactIndex:
 
         The estimate sums each piece's tokens, which on the corpus runs a tenth over the
         index counted whole. So `rest` is taken within an estimated budget, searched from
-        the room counted exactly by what each fill tried takes (`_most_within`), and the
+        the room counted exactly by what each fill tried takes (`most_within`), and the
         fill that names the most within the budget counted exactly is kept.
         """
         if not rest:
@@ -388,7 +343,7 @@ class ArtifactIndex:
         high = min(2 * room + 8, most)
         if room > 0 and clock.step() and measure(high) > self.budget:
             guess = min(room, high - 1)
-            _most_within(
+            most_within(
                 measure,
                 0,
                 high - 1,
@@ -488,19 +443,19 @@ class ArtifactIndex:
 
     def _most_folded(
         self,
-        folds: _Folds,
+        folds: Folds,
         counter: TokenCounter,
         events_file: str | None,
         clock: IndexClock,
-        start: _Folding | None = None,
-    ) -> _Folding | None:
+        start: Folding | None = None,
+    ) -> Folding | None:
         """The index that names the most of `folds` within the budget by folding paths into
         the tree of their directories and commands into the row of their program and file
         (`_index_layout`), every entry that can fold folded; None when it names no more than
         the index does now.
 
         The entries are taken in `folds.order`, each costing what it writes folded at least
-        (`_fold_costs`); how many is searched (`_most_within`) from a quarter more than the
+        (`fold_costs`); how many is searched (`most_within`) from a quarter more than the
         index names now, or from where `start` (a folding of the same order within a smaller
         budget) says the budget ends, in a window of the order four times that, widened while
         what fits fills it. It is found to a hundredth of what the index names now.
@@ -521,9 +476,9 @@ class ArtifactIndex:
         else:
             # (Folding rarely names many more than whole entries: a first measure near what
             # they name costs a small index, and the next aim comes from what it took.)
-            guess = _at_most((self.budget - bare) * folds.ratio, folds.weight)
+            guess = at_most((self.budget - bare) * folds.ratio, folds.weight)
             guess = min(guess, named_now + named_now // 4 + 16)
-        best: list[_Folding] = []  # the folding that names the most, once one fits
+        best: list[Folding] = []  # the folding that names the most, once one fits
 
         def measure(taken: int) -> int:
             folding = self._folding(folds, taken, 0, counter, events_file)
@@ -537,7 +492,7 @@ class ArtifactIndex:
         low = named_now + 1
         while True:
             folds.widen(window)
-            _most_within(
+            most_within(
                 measure,
                 low,
                 window,
@@ -556,8 +511,8 @@ class ArtifactIndex:
 
     def _take_folded(
         self,
-        folds: _Folds,
-        found: _Folding,
+        folds: Folds,
+        found: Folding,
         summarised: int,
         counter: TokenCounter,
         events_file: str | None,
@@ -565,7 +520,7 @@ class ArtifactIndex:
     ) -> None:
         """Make `found` (`_most_folded`) the index, with as many of its folded entries
         whole as the budget still holds (those whose folding saves the least; searched as
-        `_most_within` does), so that a plain substring search of the context finds the most
+        `most_within` does), so that a plain substring search of the context finds the most
         of them; then place every artifact that left: written, named by the index's text
         (inside an entry, a row's head), or cut. `summarised`: how many of `in_summary` the
         summary's text names."""
@@ -582,11 +537,11 @@ class ArtifactIndex:
         weight = list(
             itertools.accumulate((found.saving[at] for at in found.foldable_at), initial=0)
         )
-        _most_within(
+        most_within(
             measure,
             1,
             found.foldable,
-            _at_most((self.budget - found.tokens) * folds.ratio, weight),
+            at_most((self.budget - found.tokens) * folds.ratio, weight),
             self.budget,
             clock,
             known=(0, found.tokens),
@@ -606,12 +561,12 @@ class ArtifactIndex:
 
     def _folding(
         self,
-        folds: _Folds,
+        folds: Folds,
         taken: int,
         keep: int,
         counter: TokenCounter,
         events_file: str | None,
-    ) -> _Folding:
+    ) -> Folding:
         """The first `taken` entries of `folds.order`, each that can fold folded but the
         `keep` whose folding saves the least (the rest of what the index weighed cut),
         counted exactly."""
@@ -634,7 +589,7 @@ class ArtifactIndex:
         # What comes next in the order and is named all the same: inside a value taken.
         beyond = len(folds.inside(taken, folded, beyond=True))
         tokens = counter.count_text(text)
-        return _Folding(entries, folded, text, taken + beyond, taken, foldable, saving, tokens)
+        return Folding(entries, folded, text, taken + beyond, taken, foldable, saving, tokens)
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
@@ -709,225 +664,10 @@ class ArtifactIndex:
         return out
 
 
-def _most_within(
-    measure: Callable[[int], int | None],
-    low: int,
-    high: int,
-    guess: int,
-    budget: int,
-    clock: IndexClock,
-    *,
-    known: tuple[int, int],
-    weight: Sequence[float] | None = None,
-    near: int = 1,
-) -> None:
-    """Search `low..high` for the most `n` whose `measure(n)` (the tokens of an index built
-    with `n`, counted exactly; None when that index is refused for another reason) is within
-    `budget`, the tokens growing with `n`. `known`: an `n` below `low` and its tokens;
-    `weight`: what each `n` is expected to cost, growing with it (`weight[n]`, from 0 to
-    `high + 1`; `n` itself when None); `near`: how close to the most is close enough.
-
-    Each measure is a step of `clock` (the search stops when it runs out) and renders an
-    index, so it takes few: from `guess`, each next `n` is where the tokens measured say the
-    budget ends, read on a line through the nearest measures on either side of it (or the
-    last and `known`) against `weight`, an end that stayed while the other moved twice
-    counting half; or the middle of the range left when the last one did not halve it:
-    four to eight measures where halving alone takes twelve. The caller keeps what it
-    found as it measures.
-    """
-    if low > high:
-        return
-
-    def cost(n: int) -> float:
-        return float(n) if weight is None else weight[min(max(n, 0), len(weight) - 1)]
-
-    below: tuple[int, float | None] = (low - 1, known[1] if known[0] == low - 1 else None)
-    above: tuple[int, float | None] = (high + 1, None)
-    last: tuple[int, float] = known
-    at = min(max(guess, low), high)
-    width, moved = high - low + 2, ""
-    while above[0] - below[0] > near and clock.step():
-        tokens = measure(at)
-        side = "below" if tokens is not None and tokens <= budget else "above"
-        if side == "below":
-            below = (at, tokens)
-        else:
-            above = (at, tokens)
-        if moved == side and (other := below if side == "above" else above)[1] is not None:
-            # The same end moved twice: the other's measure counts half (the Illinois rule),
-            # so that a curve flat then steep is not crept along.
-            half = budget + (other[1] - budget) / 2
-            below, above = (
-                (below, (above[0], half)) if side == "below" else ((below[0], half), above)
-            )
-        moved = side
-        low_n, low_t = below
-        high_n, high_t = above
-        if high_n - low_n <= near:
-            return
-        if tokens is None or 2 * (high_n - low_n) > width:
-            # A measure refused, or the last aim did not halve the range: halve it.
-            aim = (low_n + high_n) // 2
-        else:
-            if low_t is not None and high_t is not None and high_t > low_t:
-                start, start_t, end, end_t = low_n, low_t, high_n, high_t
-            else:
-                start, start_t, end, end_t = last[0], last[1], at, tokens
-            spread = cost(end) - cost(start)
-            slope = (end_t - start_t) / spread if spread else 0.0
-            target = cost(start) + (budget - start_t) / max(slope, 1e-9)
-            aim = _at_most(target, weight) if weight is not None else int(target)
-        width = high_n - low_n
-        if tokens is not None:
-            last = (at, tokens)
-        at = min(max(aim, low_n + 1), high_n - 1)
-
-
-def _at_most(target: float, weight: Sequence[float]) -> int:
-    """The most `n` whose `weight[n]` is at most `target` (-1 for none)."""
-    return bisect.bisect_right(weight, target) - 1
-
-
 def _chars_per_token(text: str, counter: TokenCounter) -> float:
     """How many characters a token of `text` holds (3.0 when it is too short to say)."""
     tokens = counter.count_text(text) if len(text) >= 200 else 0
     return len(text) / tokens if tokens else 3.0
-
-
-class _Folds:
-    """What the fold searches among: the artifacts the index weighs in the order it takes
-    them folded (`in_order`, at what each writes folded), each known by its position in
-    that order; and, for a window of it, the values that hold each other (`inside`), found
-    once for every index the search renders.
-
-    Args:
-        waiting: every artifact the index weighs, in its order whole.
-        stored: the folders of the workspace's own files.
-    """
-
-    def __init__(self, waiting: Sequence[FoundArtifact], stored: Stored) -> None:
-        self.waiting = waiting
-        self.stored = stored
-        self.total = len(waiting)
-        tree = [f.kind == "path" and goes_in_tree(f, stored) for f in waiting]
-        groups = [group_of(f, stored) if f.kind == "command" else None for f in waiting]
-        costs = _fold_costs(waiting, tree, groups)
-        place = {id(f): at for at, f in enumerate(waiting)}
-        order = in_order(waiting, stored, costs)
-        self._arrange(order, [(tree[at], groups[at]) for at in (place[id(f)] for f in order)])
-
-    def _arrange(
-        self,
-        order: list[FoundArtifact],
-        shapes: list[tuple[bool, tuple[str, str, str] | None]],
-    ) -> None:
-        """Take `order`, with whether each goes in the tree and each command's group."""
-        self.order = order
-        self._shapes = shapes
-        self.keys = [(f.kind, f.value) for f in order]
-        self.ratio = 3.0  # characters a token, in the index as it was before folding
-        # What folding each saves: a path in the tree all but its name; a command its
-        # program and file, when another command shares them (`savings`).
-        self.tree_saving = [
-            f.value.rfind("/") if in_tree else 0
-            for f, (in_tree, _) in zip(order, shapes, strict=True)
-        ]
-        self.command = [
-            group[:2] if group is not None and group[0] != LINE else None for _, group in shapes
-        ]
-        self.command_saving = [
-            len(f.value) - len(group[2]) if group is not None else 0
-            for f, (_, group) in zip(order, shapes, strict=True)
-        ]
-        # What the first `n` write folded, about (each alone): where the search for how many
-        # are taken starts, and what it reads its measures against.
-        self.weight = list(
-            itertools.accumulate(
-                (
-                    len(f.value) - saved + 2
-                    for f, saved in zip(order, self.tree_saving, strict=True)
-                ),
-                initial=0,
-            )
-        )
-        self._values = Substrings(asked=len(order))  # the values of the window, in order
-        self._holders: list[list[int]] = []  # for each of the window, the longer that hold it
-        self._held: list[int] = []  # those of the window some longer value holds
-
-    def fresh(self) -> _Folds:
-        """The same, of what left with this compaction only (what is carried is cut)."""
-        fresh = _Folds.__new__(_Folds)
-        fresh.waiting, fresh.stored, fresh.total = self.waiting, self.stored, self.total
-        # (The carried entries sort after the fresh ones, on lines of their own: the order
-        # of the fresh ones among themselves is the same.)
-        kept = [at for at, f in enumerate(self.order) if f.fresh]
-        fresh._arrange([self.order[at] for at in kept], [self._shapes[at] for at in kept])
-        return fresh
-
-    def widen(self, window: int) -> None:
-        """Find the values that hold each other among the first `window` of the order."""
-        start = len(self._values)
-        if window <= start:
-            return
-        for found in self.order[start:window]:
-            self._values.add(found.value)
-        # Every value of the window asked again: those added may hold the earlier ones.
-        self._holders = [self._values.holding(f.value) for f in self.order[:window]]
-        self._held = [at for at, holders in enumerate(self._holders) if holders]
-
-    def savings(self, taken: int) -> list[int]:
-        """What folding each of the first `taken` saves, in characters (0: it cannot fold):
-        a command saves only when another of those taken shares its program and file."""
-        shared = Counter(group for group in self.command[:taken] if group is not None)
-        return [
-            self.tree_saving[at]
-            or (self.command_saving[at] if (group := self.command[at]) and shared[group] > 1 else 0)
-            for at in range(taken)
-        ]
-
-    def inside(self, taken: int, folded: set[Key], *, beyond: bool = False) -> set[int]:
-        """The positions among the first `taken` (`beyond`: among as many after them, and
-        64 more) whose value one of the first `taken` holds, in what the index writes of it:
-        its value whole, or folded the pieces of `group_pieces`."""
-        low, high = (taken, 2 * taken + 64) if beyond else (0, taken)
-        found: set[int] = set()
-        for at in self._held:
-            if not low <= at < high:
-                continue
-            value = self.order[at].value
-            for holder in self._holders[at]:
-                if holder < taken and (
-                    self.keys[holder] not in folded
-                    or any(
-                        value in piece
-                        for piece in group_pieces(self.order[holder], True, self.stored)
-                    )
-                ):
-                    found.add(at)
-                    break
-        return found
-
-
-@dataclass(slots=True)
-class _Folding:
-    """An index with entries folded: its entries, those folded, its text, how many it names,
-    how many of the fold's order it took, the positions of those that could fold (the least
-    saving first), what folding each of those taken saves (in characters), and its
-    tokens."""
-
-    entries: list[FoundArtifact]
-    folded: set[Key]
-    text: str
-    named: int
-    taken: int
-    foldable_at: list[int]
-    saving: list[int]
-    tokens: int
-
-    @property
-    def foldable(self) -> int:
-        """How many of those taken could fold."""
-        return len(self.foldable_at)
 
 
 def _stored_in(events_file: str | None) -> tuple[str, ...] | None:
@@ -948,56 +688,3 @@ def events_file(reference: str | None) -> str | None:
     if reference is None or not reference.endswith(CONTEXT_FILE):
         return None
     return reference[: -len(CONTEXT_FILE)] + EVENTS_FILE
-
-
-def _fold_costs(
-    found: Sequence[FoundArtifact],
-    tree: Sequence[bool],
-    groups: Sequence[tuple[str, str, str] | None],
-) -> list[int]:
-    """What each of `found` writes at least folded, in characters: a path in the tree (where
-    `tree` says) its name (its directories may be a row's head, written once), a command its
-    middle when another command shares its program and file (`groups`: each command's
-    `group_of`), any other whole."""
-    shared = Counter(group[:2] for group in groups if group is not None and group[0] != LINE)
-    costs: list[int] = []
-    for f, in_tree, group in zip(found, tree, groups, strict=True):
-        if in_tree:
-            costs.append(len(f.value) - f.value.rfind("/"))
-        elif group is not None and group[0] != LINE and shared[group[:2]] >= 2:
-            costs.append(len(group[2]))
-        else:
-            costs.append(len(f.value))
-    return costs
-
-
-def in_order(
-    found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int]
-) -> list[FoundArtifact]:
-    """`found` in the order the index takes it, within its budget: the files the workspace
-    stored first (each holds what left), then what left with this compaction before what
-    the index it replaces carried, what left named twice or more before what was named once;
-    then each line of the context file in turn gives its cheapest entry not yet taken
-    (`costs`, one for each of `found`), so that every message that left is named before a
-    listing of hundreds fills the budget, and among those the cheapest (the most names
-    within the budget), the newest first among equals."""
-    by_line: dict[int | None, list[int]] = {}
-    for at, f in enumerate(found):
-        by_line.setdefault(f.line, []).append(at)
-    turn = [0] * len(found)
-    for group in by_line.values():
-        group.sort(key=costs.__getitem__)
-        for n, at in enumerate(group):
-            turn[at] = n
-    keys = [
-        (
-            not (stored and f.value.startswith(stored)),
-            not f.fresh,
-            -min(f.mentions, 2),
-            turn[at],
-            costs[at],
-            -f.recency,
-        )
-        for at, f in enumerate(found)
-    ]
-    return [found[at] for at in sorted(range(len(found)), key=keys.__getitem__)]

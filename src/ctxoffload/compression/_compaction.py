@@ -22,11 +22,12 @@ from .._disk.records import Event
 from ..messages import Msg
 from ..model import ChatModel, model_label
 from ..tokens import TokenCount
-from ._artifact_index import ArtifactIndex, IndexClock, events_file
+from ._artifact_index import ArtifactIndex, events_file
 from ._artifacts import FoundArtifact, find_artifacts, scan_messages
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, ContextConfig
+from ._index_search import IndexClock
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._persisted import Persisted, read_back_report, spans_text
 from ._protect import is_pinned
