@@ -212,8 +212,14 @@ class ArtifactIndex:
             # Folded, the budget may name more; of what it names, as many as it still holds
             # stay whole (a plain substring search of the context finds those whole).
             folds = Folds(waiting, stored)
-            folding = index._most_folded(folds, counter, events_file, clock)
-            if folding is None:
+            fresh = folds.fresh() if extra > 0 else folds
+            # What left now that surely does not fit folded goes straight to the summary's
+            # spare room, without a search within the budget alone first.
+            overflows = extra > 0 and fresh.overflows(budget)
+            folding = None if overflows else index._most_folded(folds, counter, events_file, clock)
+            if overflows:
+                fresh_cut = True
+            elif folding is None:
                 fresh_cut = any(f.fresh for f in (*index.cut, *unweighed))
             else:
                 fresh_cut = any(f.fresh for f in folds.order[folding.taken :])
@@ -221,12 +227,13 @@ class ArtifactIndex:
                 # What left now and does not fit: the summary's spare room names it, and the
                 # entries carried from the index this one replaces make way.
                 index.budget += extra
-                fresh = folds.fresh()
                 stretched = index._most_folded(fresh, counter, events_file, clock, folding)
                 if stretched is not None:
                     folds, folding = fresh, stretched
                 else:
                     index.budget -= extra
+                    if overflows and not clock.ran_out:
+                        folding = index._most_folded(folds, counter, events_file, clock)
             if folding is not None:
                 index._take_folded(folds, folding, summarised, counter, events_file, clock)
                 unweighed = []  # (each placed by the fold)

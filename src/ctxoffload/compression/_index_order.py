@@ -4,7 +4,6 @@ in that order, what it writes folded, and which values hold each other."""
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from ._artifacts import FoundArtifact
 from ._index_layout import LINE, Stored, goes_in_tree, group_of, group_pieces
 from ._substrings import Substrings
 
-__all__ = ["Folding", "Folds", "Key", "fold_costs", "in_order"]
+__all__ = ["Folding", "Folds", "Key", "fold_costs", "in_order", "order_of"]
 
 Key = tuple[str, str]
 """An artifact's `(kind, value)`."""
@@ -37,9 +36,8 @@ class Folds:
         tree = [f.kind == "path" and goes_in_tree(f, stored) for f in waiting]
         groups = [group_of(f, stored) if f.kind == "command" else None for f in waiting]
         costs = fold_costs(waiting, tree, groups)
-        place = {id(f): at for at, f in enumerate(waiting)}
-        order = in_order(waiting, stored, costs)
-        self._arrange(order, [(tree[at], groups[at]) for at in (place[id(f)] for f in order)])
+        order = order_of(waiting, stored, costs)
+        self._arrange([waiting[at] for at in order], [(tree[at], groups[at]) for at in order])
 
     def _arrange(
         self,
@@ -52,35 +50,31 @@ class Folds:
         self.keys = [(f.kind, f.value) for f in order]
         self.ratio = 3.0  # characters a token, in the index as it was before folding
         # What folding each saves: a path in the tree all but its name; a command its
-        # program and file, when another command shares them (`savings`).
-        self.tree_saving = [
-            f.value.rfind("/") if in_tree else 0
-            for f, (in_tree, _) in zip(order, shapes, strict=True)
-        ]
-        self.command = [
-            group[:2] if group is not None and group[0] != LINE else None for _, group in shapes
-        ]
-        self.command_saving = [
-            len(f.value) - len(group[2]) if group is not None else 0
-            for f, (_, group) in zip(order, shapes, strict=True)
-        ]
-        # What the first `n` write folded, about (each alone): where the search for how many
-        # are taken starts, and what it reads its measures against.
-        self.weight = list(
-            itertools.accumulate(
-                (
-                    len(f.value) - saved + 2
-                    for f, saved in zip(order, self.tree_saving, strict=True)
-                ),
-                initial=0,
-            )
-        )
+        # program and file, when another command shares them (`savings`). And what the first
+        # `n` write folded, about (each alone): where the search for how many are taken
+        # starts, and what it reads its measures against.
+        self.tree_saving: list[int] = []
+        self.command: list[tuple[str, str] | None] = []
+        self.command_saving: list[int] = []
+        self.weight = [0]
+        written = 0
+        for f, (in_tree, group) in zip(order, shapes, strict=True):
+            value = f.value
+            saved = value.rfind("/") if in_tree else 0
+            self.tree_saving.append(saved)
+            self.command.append(group[:2] if group is not None and group[0] != LINE else None)
+            self.command_saving.append(len(value) - len(group[2]) if group is not None else 0)
+            written += len(value) - saved + 2
+            self.weight.append(written)
         self._values = Substrings(asked=len(order))  # the values of the window, in order
         self._holders: list[list[int]] = []  # for each of the window, the longer that hold it
         self._held: list[int] = []  # those of the window some longer value holds
 
     def fresh(self) -> Folds:
-        """The same, of what left with this compaction only (what is carried is cut)."""
+        """The same, of what left with this compaction only (what is carried is cut): itself
+        when nothing is carried."""
+        if all(f.fresh for f in self.order):
+            return self
         fresh = Folds.__new__(Folds)
         fresh.waiting, fresh.stored, fresh.total = self.waiting, self.stored, self.total
         # (The carried entries sort after the fresh ones, on lines of their own: the order
@@ -88,6 +82,11 @@ class Folds:
         kept = [at for at, f in enumerate(self.order) if f.fresh]
         fresh._arrange([self.order[at] for at in kept], [self._shapes[at] for at in kept])
         return fresh
+
+    def overflows(self, budget: int) -> bool:
+        """Whether the whole order, folded, surely takes more than twice `budget` tokens: it
+        writes more than 8 characters a token of it (the index's text holds about 3)."""
+        return self.weight[-1] > 16 * budget
 
     def widen(self, window: int) -> None:
         """Find the values that hold each other among the first `window` of the order."""
@@ -179,13 +178,18 @@ def fold_costs(
 def in_order(
     found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int]
 ) -> list[FoundArtifact]:
-    """`found` in the order the index takes it, within its budget: the files the workspace
-    stored first (each holds what left), then what left with this compaction before what
-    the index it replaces carried, what left named twice or more before what was named once;
-    then each line of the context file in turn gives its cheapest entry not yet taken
-    (`costs`, one for each of `found`), so that every message that left is named before a
-    listing of hundreds fills the budget, and among those the cheapest (the most names
-    within the budget), the newest first among equals."""
+    """`found` in the order the index takes it (`order_of`)."""
+    return [found[at] for at in order_of(found, stored, costs)]
+
+
+def order_of(found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int]) -> list[int]:
+    """The positions of `found` in the order the index takes it, within its budget: the
+    files the workspace stored first (each holds what left), then what left with this
+    compaction before what the index it replaces carried, what left named twice or more
+    before what was named once; then each line of the context file in turn gives its
+    cheapest entry not yet taken (`costs`, one for each of `found`), so that every message
+    that left is named before a listing of hundreds fills the budget, and among those the
+    cheapest (the most names within the budget), the newest first among equals."""
     by_line: dict[int | None, list[int]] = {}
     for at, f in enumerate(found):
         by_line.setdefault(f.line, []).append(at)
@@ -205,4 +209,4 @@ def in_order(
         )
         for at, f in enumerate(found)
     ]
-    return [found[at] for at in sorted(range(len(found)), key=keys.__getitem__)]
+    return sorted(range(len(found)), key=keys.__getitem__)

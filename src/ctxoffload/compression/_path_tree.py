@@ -68,14 +68,12 @@ class _Node:
         "itself",
         "length",
         "names",
-        "parent",
         "part",
         "under",
     )
 
-    def __init__(self, part: str, parent: _Node | None, length: int = 0) -> None:
+    def __init__(self, part: str, length: int = 0) -> None:
         self.part = part
-        self.parent = parent
         self.length = length  # the length of its path from the root, `/` ended
         self.files: list[tuple[str, str, str]] = []  # name, where, value
         self.under: dict[str, _Node] = {}
@@ -109,23 +107,23 @@ class _Tree:
     their lengths from the root, never a path rebuilt."""
 
     def __init__(self, paths: Sequence[tuple[str, str]]) -> None:
-        self.root = _Node("", None)
+        # (No node refers to the one above it: a tree without cycles is freed as soon as it is
+        # rendered, and costs the garbage collector no pass over everything alive.)
+        self.root = _Node("")
         for value, where in paths:
             *directories, name = placed(value).split("/")
             node = self.root
             for part in directories:
                 child = node.under.get(part)
                 if child is None:
-                    child = node.under[part] = _Node(part, node, node.length + len(part) + 1)
+                    child = node.under[part] = _Node(part, node.length + len(part) + 1)
                 node = child
             node.files.append((name, where, value))
         # A directory named itself (`./doc` beside `./doc/a.md`) is named by its row's head
         # when it gets a row, and is an item of the row above (or whole) otherwise.
         stack = [self.root]
-        walked: list[_Node] = []
         while stack:
             node = stack.pop()
-            walked.append(node)
             stack += node.under.values()
             kept = []
             for name, where, value in node.files:
@@ -140,10 +138,12 @@ class _Tree:
         # its own either is written with that one as one part (`a/b/`): of a row at either,
         # the lower is as cheap or cheaper; so which rows pay is worked out at the branchings
         # of the paths and where files are, not at every directory of a deep path.
-        stack = list(self.root.under.values())
-        walked = [self.root]
-        while stack:
-            node = stack.pop()
+        # Each directory is walked with the lengths of the rows it may be under (0 for none,
+        # then each directory above it).
+        walking = [(child, [0]) for child in self.root.under.values()]
+        walked: list[tuple[_Node, list[int]]] = []
+        while walking:
+            node, tops = walking.pop()
             while not node.files and not node.itself and len(node.under) == 1:
                 (child,) = node.under.values()
                 if child.files or child.itself:
@@ -151,21 +151,13 @@ class _Tree:
                 node.part += "/" + child.part
                 node.length, node.under = child.length, child.under
                 node.files, node.itself, node.names = child.files, child.itself, child.names
-                for below in node.under.values():
-                    below.parent = node
-            walked.append(node)
-            stack += node.under.values()
+            walked.append((node, tops))
+            walking += [(child, [*tops, node.length]) for child in node.under.values()]
         # Whether a file is named under each directory (a path through it names it, so the
         # directory named itself costs nothing), and what it costs, from the deepest up.
-        above: dict[int, list[int]] = {id(self.root): []}  # the lengths of the rows it may be under
-        for node in walked[1:]:
-            parent = node.parent
-            assert parent is not None
-            lengths = above[id(parent)]
-            above[id(node)] = [*lengths, parent.length] if parent is not self.root else [0]
-        for node in reversed(walked[1:]):
+        for node, tops in reversed(walked):
             node.filed = bool(node.files) or any(child.filed for child in node.under.values())
-            self._cost(node, above[id(node)])
+            self._cost(node, tops)
 
     @staticmethod
     def _cost(node: _Node, tops: list[int]) -> None:

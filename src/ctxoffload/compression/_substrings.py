@@ -9,7 +9,9 @@ characters of each line, the lines holding them: the runs of 12 characters that 
 a line at some place has, for one of the 4 (or 2) first characters it may start from, every
 run from there on one of those places, so it is looked for only in the lines that hold the
 rarest of those runs; a value none of whose starts has all its runs held (nearly every value
-not there) is answered by a few look-ups, without reading a line. Values shorter than 6
+not there) is answered by a few look-ups, without reading a line; before those, whether a
+value is there at all is asked of its first and last runs among every run of the lines,
+wherever it starts (two look-ups for most values that are not). Values shorter than 6
 characters are looked up among every piece of that size of the lines. A line is never
 searched across its end: the values asked about are one line each.
 
@@ -61,7 +63,17 @@ class Substrings:
         asked: about how many values will be asked about (see `_READ_AT`).
     """
 
-    __slots__ = ("_asked", "_lines", "_long", "_short", "_size", "_starts", "_text", "_tiny")
+    __slots__ = (
+        "_asked",
+        "_ends",
+        "_lines",
+        "_long",
+        "_short",
+        "_size",
+        "_starts",
+        "_text",
+        "_tiny",
+    )
 
     def __init__(self, lines: Iterable[str] = (), *, asked: int = 0) -> None:
         self._lines: list[str] = []
@@ -74,6 +86,10 @@ class Substrings:
         self._long: dict[str, list[int]] = {}  # runs of `_LONG` characters: their lines
         self._short: dict[str, list[int]] = {}  # runs of `_SHORT` characters: their lines
         self._tiny: set[str] | None = None  # every piece shorter than `_TINY`, once asked
+        # Every run of `_SHORT` and of `_LONG` characters, wherever it starts, once a value is
+        # asked: a value is in a line only if its first and last runs are, so that most
+        # values not there are answered by two look-ups.
+        self._ends: set[str] | None = None
         for line in lines:
             self.add(line)
 
@@ -102,12 +118,20 @@ class Substrings:
         _post(self._short, line, _SHORT, _SHORT_STEP, at)
         if self._tiny is not None:
             self._add_tiny(line)
+        if self._ends is not None:
+            self._add_ends(line)
 
     def _add_tiny(self, line: str) -> None:
         tiny = self._tiny
         assert tiny is not None
         for size in range(1, _TINY):
             tiny.update(line[start : start + size] for start in range(len(line) - size + 1))
+
+    def _add_ends(self, line: str) -> None:
+        ends = self._ends
+        assert ends is not None
+        for size in (_SHORT, _LONG):
+            ends.update(line[start : start + size] for start in range(len(line) - size + 1))
 
     def __contains__(self, value: str) -> bool:
         """Whether a line holds `value` ("" is in any line, as `in` says)."""
@@ -123,6 +147,13 @@ class Substrings:
                 for line in self._lines:
                     self._add_tiny(line)
             return value in self._tiny
+        if self._ends is None:
+            self._ends = set()
+            for line in self._lines:
+                self._add_ends(line)
+        size = _LONG if len(value) >= _LONG else _SHORT
+        if value[:size] not in self._ends or value[-size:] not in self._ends:
+            return False
         return bool(self._read(value, longer=False))
 
     def holding(self, value: str) -> list[int]:
