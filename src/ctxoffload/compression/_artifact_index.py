@@ -213,6 +213,7 @@ class ArtifactIndex:
             # stay whole (a plain substring search of the context finds those whole).
             folds = Folds(waiting, stored)
             fresh = folds.fresh() if extra > 0 else folds
+            folds.ratio = fresh.ratio = _chars_per_token(index.render(events_file), counter)
             # What left now that surely does not fit folded goes straight to the summary's
             # spare room, without a search within the budget alone first.
             overflows = extra > 0 and fresh.overflows(budget)
@@ -475,7 +476,6 @@ class ArtifactIndex:
         bare = counter.count_text(
             self.render_with([], folds.total, events_file, calls=self.show_calls)
         )
-        folds.ratio = _chars_per_token(self.render(events_file), counter)
         known = (0, bare)
         if start is not None and start.taken and start.tokens > bare:
             known = (start.taken, start.tokens)

@@ -48,7 +48,7 @@ class Folds:
         self.order = order
         self._shapes = shapes
         self.keys = [(f.kind, f.value) for f in order]
-        self.ratio = 3.0  # characters a token, in the index as it was before folding
+        self.ratio = 3.0  # characters a token, in the index as it is before folding (`build`)
         # What folding each saves: a path in the tree all but its name; a command its
         # program and file, when another command shares them (`savings`). And what the first
         # `n` write folded, about (each alone): where the search for how many are taken
@@ -84,9 +84,9 @@ class Folds:
         return fresh
 
     def overflows(self, budget: int) -> bool:
-        """Whether the whole order, folded, surely takes more than twice `budget` tokens: it
-        writes more than 8 characters a token of it (the index's text holds about 3)."""
-        return self.weight[-1] > 16 * budget
+        """Whether the whole order, folded, surely takes more than `budget` tokens: what it
+        writes at least is twice what the budget holds at `ratio`."""
+        return self.weight[-1] > 2 * self.ratio * budget
 
     def widen(self, window: int) -> None:
         """Find the values that hold each other among the first `window` of the order."""
