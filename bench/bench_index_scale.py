@@ -16,7 +16,9 @@ Shapes (each message a tool result; message n on line n of context.jsonl):
   of 250 files for 100,000: the shape that took 192 s before the index was linear);
 - `one per message`: one path a message (100,000 messages);
 - `deep trees`: 250 files a message at the leaves of a binary tree of folders 17 deep;
-- `long names`: 250 files a message, each name about 180 characters.
+- `long names`: 250 files a message, each name about 180 characters;
+- `short ids`: 250 codes a message such as `E1234`, each shorter than the runs `Substrings`
+  keeps (ids rather than paths: the count of paths is of ids here).
 
     python bench/bench_index_scale.py
     python bench/bench_index_scale.py --shapes listings --sizes 10000 100000
@@ -58,11 +60,16 @@ def long_names(count: int) -> list[str]:
     return [f"src/generated/{word * 3}{n}.py" for n in range(count)]
 
 
+def short_ids(count: int) -> list[str]:
+    return [f"{chr(65 + n // 10_000 % 26)}{n % 10_000:04d}" for n in range(count)]
+
+
 SHAPES: dict[str, tuple[Callable[[int], list[str]], int]] = {
     "listings": (listings, PER_MESSAGE),
     "one per message": (one_per_message, 1),
     "deep trees": (deep_trees, PER_MESSAGE),
     "long names": (long_names, PER_MESSAGE),
+    "short ids": (short_ids, PER_MESSAGE),
 }
 
 

@@ -58,3 +58,29 @@ def test_lines_of_one_character_cost_at_most_the_lines_it_reads() -> None:
     assert "a" * 30 in held
     assert "a" * 100_000 not in held
     assert len(held.holding("a" * 30)) <= 4 * MOST_READ
+
+
+class _Line(str):
+    """A line that counts how often it is read (`value in line`)."""
+
+    reads = 0
+
+    def __contains__(self, value: object) -> bool:
+        _Line.reads += 1
+        return super().__contains__(value)  # type: ignore[operator]
+
+
+def test_short_values_are_found_without_reading_every_line() -> None:
+    """Values shorter than the runs kept (ids such as `E1234`), each asked which longer lines
+    hold it, among 2,000 ids and a file named after each: each is looked up among the pieces
+    of its size, so that no line is read (every longer line read for each, it took four
+    million reads)."""
+    values = [f"{chr(65 + n // 1_000)}{n % 1_000:04d}" for n in range(2_000)]
+    lines = [*values, *(f"logs/{v}.txt" for v in values)]
+    held = Substrings([_Line(line) for line in lines], asked=10**6)
+    _Line.reads = 0
+    holders = [held.holding(v) for v in values]
+    assert _Line.reads <= len(values)
+    assert holders[7] == [2_007] and holders[1_100] == [3_100]
+    assert all(len(found) == 1 for found in holders)
+    assert "A0007" in held and "Z0007" not in held

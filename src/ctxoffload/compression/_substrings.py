@@ -28,6 +28,7 @@ and read with `in`, until they grow past it.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable
 
 __all__ = ["MOST_READ", "Substrings"]
@@ -68,11 +69,11 @@ class Substrings:
         "_ends",
         "_lines",
         "_long",
+        "_pieces",
         "_short",
         "_size",
         "_starts",
         "_text",
-        "_tiny",
     )
 
     def __init__(self, lines: Iterable[str] = (), *, asked: int = 0) -> None:
@@ -85,7 +86,9 @@ class Substrings:
         # ... or by their runs, once reading the text for every value would cost more.
         self._long: dict[str, list[int]] = {}  # runs of `_LONG` characters: their lines
         self._short: dict[str, list[int]] = {}  # runs of `_SHORT` characters: their lines
-        self._tiny: set[str] | None = None  # every piece shorter than `_TINY`, once asked
+        # For each size under `_TINY` asked about: every piece of that size, with the lines
+        # that hold it (each line once).
+        self._pieces: dict[int, dict[str, list[int]]] = {}
         # Every run of `_SHORT` and of `_LONG` characters, wherever it starts, once a value is
         # asked: a value is in a line only if its first and last runs are, so that most
         # values not there are answered by two look-ups.
@@ -116,16 +119,19 @@ class Substrings:
         if len(line) >= _LONG:
             _post(self._long, line, _LONG, _LONG_STEP, at)
         _post(self._short, line, _SHORT, _SHORT_STEP, at)
-        if self._tiny is not None:
-            self._add_tiny(line)
+        for size, pieces in self._pieces.items():
+            _post(pieces, line, size, 1, at)
         if self._ends is not None:
             self._add_ends(line)
 
-    def _add_tiny(self, line: str) -> None:
-        tiny = self._tiny
-        assert tiny is not None
-        for size in range(1, _TINY):
-            tiny.update(line[start : start + size] for start in range(len(line) - size + 1))
+    def _pieces_of(self, size: int) -> dict[str, list[int]]:
+        """Every piece of `size` characters of the lines, with the lines that hold it."""
+        pieces = self._pieces.get(size)
+        if pieces is None:
+            pieces = self._pieces[size] = {}
+            for at, line in enumerate(self._lines):
+                _post(pieces, line, size, 1, at)
+        return pieces
 
     def _add_ends(self, line: str) -> None:
         ends = self._ends
@@ -142,11 +148,7 @@ class Substrings:
         if len(value) < _TINY:
             if not value:
                 return bool(self._lines)
-            if self._tiny is None:
-                self._tiny = set()
-                for line in self._lines:
-                    self._add_tiny(line)
-            return value in self._tiny
+            return value in self._pieces_of(len(value))
         if self._ends is None:
             self._ends = set()
             for line in self._lines:
@@ -164,11 +166,9 @@ class Substrings:
         if self._text is not None:
             return self._read_text(value)
         if len(value) < _TINY:
-            return [
-                at
-                for at, line in enumerate(self._lines)
-                if len(line) > len(value) and value in line
-            ][:MOST_READ]
+            lines, size = self._lines, len(value)
+            longer = (at for at in self._pieces_of(size).get(value, ()) if len(lines[at]) > size)
+            return list(itertools.islice(longer, MOST_READ))
         return self._read(value, longer=True)
 
     def _read_text(self, value: str) -> list[int]:
