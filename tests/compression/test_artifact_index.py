@@ -195,3 +195,33 @@ async def test_a_compaction_out_of_time_completes_with_the_index_whole_by_line(
     assert len(listed) == report["left"]
     for entry in listed:
         assert entry["value"] in lines[entry["line"] - 1]
+
+
+def test_entries_that_fit_after_others_leave_are_counted_in_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """400 commands, each reading a path that is an artifact of its own, within the budget
+    of all the commands whole: the paths, taken first (the cheapest), are named by their
+    commands once those are in, and the commands left out then are tried in growing batches,
+    each counted once (one at a time, each counted, it took over a hundred renders)."""
+    msgs = [
+        Msg(role="user", content=f"```bash\ncat /srv/app/src/module_{n}.py | grep -n def_{n}\n```")
+        for n in range(400)
+    ]
+    found = leaving(msgs)
+    whole = index_of(found, 100_000, grouped=False)
+    assert not whole.cut and len(whole.entries) == 400  # (each path named by its command)
+    rendered = [0]
+    render_rows = _artifact_index.render_rows
+
+    def counting(entries: Any, *args: Any) -> Any:
+        rendered[0] += 1
+        return render_rows(entries, *args)
+
+    monkeypatch.setattr(_artifact_index, "render_rows", counting)
+    budget = COUNTER.count_text(whole.render(EVENTS))
+    index = index_of(found, budget, grouped=False)
+    assert COUNTER.count_text(index.render(EVENTS)) <= budget
+    placed_once(index, found)
+    assert len(index.cut) <= len(found) // 8
+    assert rendered[0] <= 30, rendered[0]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -337,11 +337,14 @@ class ArtifactIndex:
 
         named, exact, _ = take(-1)
         best = [(named if exact <= self.budget else -1, -1)]  # named, limit
+        over = [len(rest) + base + 1]  # the fewest a fill over the budget named
 
         def measure(limit: int) -> int:
             named, tokens, _ = take(limit)
             if tokens <= self.budget:
                 best[0] = max(best[0], (named, limit))
+            else:
+                over[0] = min(over[0], named)
             return tokens
 
         room = self.budget - exact
@@ -360,6 +363,8 @@ class ArtifactIndex:
                 clock,
                 known=(-1, exact),
                 near=max(1, room // 256),  # (a limit a few tokens short leaves an entry out)
+                # Limits between a fill that fits and one that names one more do no better.
+                enough=lambda: over[0] - best[0][0] <= 1,
             )
         inside = take(best[0][1])[2]
         return inside + self._top_up(rows, counter, events_file, clock)
@@ -370,43 +375,70 @@ class ArtifactIndex:
         """Take each cut entry that fits whole, counted exactly (the estimate is over by a
         token or two an entry, so few are worth trying: none estimated at as much as one
         that did not fit, and nothing carried while what left now is cut); returns the cut
-        entries inside a value the index holds (named by it)."""
+        entries inside a value the index holds (named by it).
+
+        The entries are tried in batches, each counted once: one entry, then twice as many
+        as the last batch that fitted, back to one after a batch that did not fit (whose
+        entries are tried again). When they all fit, that is a few counts, not one an entry.
+        """
         inside: list[FoundArtifact] = []
         room = self.budget - self._exact(counter, events_file)
         held = self._held(len(self.cut))
         refused: int | None = None  # the least estimate of an entry that did not fit
         fresh_cut = sum(f.fresh for f in self.cut)  # (what is carried makes way for them)
-        tried, still_cut = self.cut, []
-        cut = len(tried)  # how many are cut as it goes
-        for found in tried:
-            if found.value in held:
-                inside.append(found)
-                cut -= 1
-                fresh_cut -= found.fresh
+        queue, still_cut = deque(self.cut), []
+        cut = len(queue)  # how many are cut as it goes
+        batch: list[tuple[FoundArtifact, int]] = []  # taken, not yet counted: with its cost
+        size, spent = 1, 0  # the batch's size, and what its entries cost by estimate
+        while queue or batch:
+            if queue and len(batch) < size:
+                found = queue.popleft()
+                if found.value in held:
+                    inside.append(found)
+                    cut -= 1
+                    fresh_cut -= found.fresh
+                    continue
+                left = room - spent
+                cost = rows.cost(found) if left > 0 else 0
+                if (
+                    left <= 0
+                    or cost > 2 * left
+                    or (refused is not None and cost >= refused)
+                    or (fresh_cut and not found.fresh)
+                ):
+                    still_cut.append(found)
+                    continue
+                self.entries.append(found)
+                rows.add(found)
+                batch.append((found, cost))
+                spent += cost
                 continue
-            cost = rows.cost(found) if room > 0 else 0
-            if (
-                room <= 0
-                or cost > 2 * room
-                or (refused is not None and cost >= refused)
-                or (fresh_cut and not found.fresh)
-                or not clock.step()
-            ):
-                still_cut.append(found)
-                continue
-            self.entries.append(found)
-            rows.add(found)
-            room = self.budget - self._exact(counter, events_file, cut - 1)
-            if room < 0:
-                self.entries.pop()
-                rows.remove_last()
-                still_cut.append(found)
-                room = self.budget - self._exact(counter, events_file, cut)
-                refused = cost if refused is None else min(refused, cost)
+            if not clock.step():
+                for _ in batch:
+                    self.entries.pop()
+                    rows.remove_last()
+                still_cut += [found for found, _ in batch] + list(queue)
+                break
+            exact = self._exact(counter, events_file, cut - len(batch))
+            if exact <= self.budget:
+                room = self.budget - exact
+                cut -= len(batch)
+                for found, _ in batch:
+                    held.add(found.value)
+                    fresh_cut -= found.fresh
+                size *= 2
             else:
-                cut -= 1
-                held.add(found.value)
-                fresh_cut -= found.fresh
+                for _ in batch:
+                    self.entries.pop()
+                    rows.remove_last()
+                if len(batch) == 1:
+                    found, cost = batch[0]
+                    still_cut.append(found)
+                    refused = cost if refused is None else min(refused, cost)
+                else:
+                    queue.extendleft(found for found, _ in reversed(batch))
+                size = 1
+            batch, spent = [], 0
         self.cut = still_cut
         return inside
 

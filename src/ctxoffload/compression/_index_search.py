@@ -57,12 +57,14 @@ def most_within(
     known: tuple[int, int],
     weight: Sequence[float] | None = None,
     near: int = 1,
+    enough: Callable[[], bool] | None = None,
 ) -> None:
     """Search `low..high` for the most `n` whose `measure(n)` (the tokens of an index built
     with `n`, counted exactly; None when that index is refused for another reason) is within
     `budget`, the tokens growing with `n`. `known`: an `n` below `low` and its tokens;
     `weight`: what each `n` is expected to cost, growing with it (`weight[n]`, from 0 to
-    `high + 1`; `n` itself when None); `near`: how close to the most is close enough.
+    `high + 1`; `n` itself when None); `near`: how close to the most is close enough;
+    `enough`: asked after each measure, whether the caller found what it needs.
 
     Each measure is a step of `clock` (the search stops when it runs out) and renders an
     index, so it takes few: from `guess`, each next `n` is where the tokens measured say the
@@ -85,6 +87,8 @@ def most_within(
     width, moved = high - low + 2, ""
     while above[0] - below[0] > near and clock.step():
         tokens = measure(at)
+        if enough is not None and enough():
+            return
         side = "below" if tokens is not None and tokens <= budget else "above"
         if side == "below":
             below = (at, tokens)
