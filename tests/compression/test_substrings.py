@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload.compression._substrings import MOST_READ, Substrings
+from ctxoffload.compression._substrings import MOST_READ, RUNS_AT, Substrings
 
 _TEXT = st.text(alphabet="ab/._-0123é ", max_size=40)
 
@@ -31,10 +31,17 @@ def test_a_value_is_found_exactly_where_in_finds_it(
 
 
 @settings(max_examples=100, deadline=None)
-@given(first=st.lists(_TEXT, max_size=8), then=st.lists(_TEXT, max_size=8), value=_TEXT)
-def test_lines_added_later_are_found_too(first: list[str], then: list[str], value: str) -> None:
-    """Lines added after values were asked (and past the size that turns a text into runs)."""
-    held = Substrings(first, asked=len("".join(first)) and 20_000_000 // len("".join(first)))
+@given(
+    first=st.lists(_TEXT, max_size=8),
+    then=st.lists(_TEXT, max_size=8),
+    value=_TEXT,
+    asked=st.sampled_from([0, RUNS_AT]),
+)
+def test_lines_added_later_are_found_too(
+    first: list[str], then: list[str], value: str, asked: int
+) -> None:
+    """Lines added after values were asked, kept as one text or by runs."""
+    held = Substrings(first, asked=asked)
     assert (value in held) == any(value in line for line in first)
     for line in then:
         held.add(line)

@@ -20,9 +20,9 @@ rarest run of a value is in more than `MOST_READ` lines, only that many are read
 caller takes "no" as the safe answer (the artifact is then written, or listed as cut, where
 it was named already), so that lines made of the same few characters cost a bounded time.
 
-Keeping the runs costs more than reading a small text a few times: lines that will be asked
-about little (`asked` values times their characters under `_READ_AT`) are kept as one text
-and read with `in`, until they grow past it.
+Keeping a line's runs costs as much as reading it for a few thousand values, however long
+it is: lines that fewer values will be asked about (`asked`, under `RUNS_AT`) are kept as
+one text and read with `in` (a value is then found in at most `MOST_READ` lines too).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import bisect
 import itertools
 from collections.abc import Iterable
 
-__all__ = ["MOST_READ", "Substrings"]
+__all__ = ["MOST_READ", "RUNS_AT", "Substrings"]
 
 # The runs indexed: their length and how far apart they start. Twelve characters tell apart
 # the paths of one listing (`b7/module_117`); five, the ids and short names.
@@ -42,9 +42,11 @@ _TINY = _SHORT + _SHORT_STEP - 1  # values shorter than this are looked up whole
 MOST_READ = 64
 """The most lines read for one value; past it, a value is answered "not found"."""
 
-_READ_AT = 20_000_000
-"""The characters `in` would read for the values asked, past which the lines' runs are
-kept: about 10 ms of reading at 2 GB/s, as long as keeping the runs of 4,000 paths takes."""
+RUNS_AT = 4_096
+"""The values asked about from which the lines are kept by their runs: `in` reads a character
+in about 0.2 ns (5 GB/s), and keeping a line's runs takes about 0.7 µs a character (17 µs for
+a path of 25), so that reading costs more only past about 4,000 values, whatever the size of
+the lines (measured on the bench's paths)."""
 
 
 def _post(runs: dict[str, list[int]], line: str, size: int, step: int, at: int) -> None:
@@ -61,11 +63,10 @@ class Substrings:
 
     Args:
         lines: the first lines (more may be `add`ed).
-        asked: about how many values will be asked about (see `_READ_AT`).
+        asked: about how many values will be asked about (see `RUNS_AT`).
     """
 
     __slots__ = (
-        "_asked",
         "_ends",
         "_lines",
         "_long",
@@ -73,15 +74,18 @@ class Substrings:
         "_short",
         "_size",
         "_starts",
+        "_tail",
         "_text",
     )
 
     def __init__(self, lines: Iterable[str] = (), *, asked: int = 0) -> None:
         self._lines: list[str] = []
-        self._asked = asked
         self._size = 0  # the characters of the lines, together
-        # Kept as one text (each line after a newline, `_starts` where each starts) ...
-        self._text: str | None = ""
+        # Kept as one text (each line after a newline, `_starts` where each starts; the lines
+        # added since it was last asked in `_tail`, joined to it when it is asked: joining at
+        # each line would copy the text each time) ...
+        self._text: str | None = "" if asked < RUNS_AT else None
+        self._tail: list[str] = []
         self._starts: list[int] = []
         # ... or by their runs, once reading the text for every value would cost more.
         self._long: dict[str, list[int]] = {}  # runs of `_LONG` characters: their lines
@@ -105,14 +109,9 @@ class Substrings:
         self._lines.append(line)
         self._size += len(line) + 1
         if self._text is not None:
-            if self._asked * self._size < _READ_AT:
-                self._starts.append(len(self._text) + 1)
-                self._text += "\n" + line
-                return
-            # Past what reading is worth: the runs of every line so far, and from now on.
-            self._text, self._starts = None, []
-            for earlier, kept in enumerate(self._lines[:-1]):
-                self._index(kept, earlier)
+            self._starts.append(self._size - len(line))
+            self._tail.append(line)
+            return
         self._index(line, at)
 
     def _index(self, line: str, at: int) -> None:
@@ -123,6 +122,14 @@ class Substrings:
             _post(pieces, line, size, 1, at)
         if self._ends is not None:
             self._add_ends(line)
+
+    def _joined(self) -> str:
+        """The lines as one text (each after a newline), while they are kept so."""
+        assert self._text is not None
+        if self._tail:
+            self._text = "\n".join([self._text, *self._tail])
+            self._tail = []
+        return self._text
 
     def _pieces_of(self, size: int) -> dict[str, list[int]]:
         """Every piece of `size` characters of the lines, with the lines that hold it."""
@@ -144,7 +151,7 @@ class Substrings:
         if "\n" in value:
             return False  # (no line holds a line break)
         if self._text is not None:
-            return value in self._text if value else bool(self._lines)
+            return value in self._joined() if value else bool(self._lines)
         if len(value) < _TINY:
             if not value:
                 return bool(self._lines)
@@ -172,12 +179,12 @@ class Substrings:
         return self._read(value, longer=True)
 
     def _read_text(self, value: str) -> list[int]:
-        """`holding`, for lines kept as one text: each place `value` is written, in turn."""
-        text, starts, lines = self._text, self._starts, self._lines
-        assert text is not None
+        """`holding`, for lines kept as one text: each place `value` is written, in turn, until
+        `MOST_READ` lines are found."""
+        text, starts, lines = self._joined(), self._starts, self._lines
         found: list[int] = []
         place = text.find(value)
-        while place >= 0:
+        while place >= 0 and len(found) < MOST_READ:
             at = bisect.bisect_right(starts, place) - 1
             if len(lines[at]) > len(value):
                 found.append(at)
