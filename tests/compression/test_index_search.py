@@ -44,3 +44,31 @@ def test_the_search_finds_the_most_within_the_budget(
     measured.clear()
     most_within(measure, 1, high, guess, budget, IndexClock(steps=3), known=(0, tokens[0]))
     assert len(measured) <= 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    costs=st.lists(st.integers(0, 40), min_size=1, max_size=300),
+    budget=st.integers(0, 4_000),
+    guess=st.integers(-5, 400),
+    slack=st.integers(1, 60),
+)
+def test_the_search_stops_at_a_measure_within_its_slack(
+    costs: list[int], budget: int, guess: int, slack: int
+) -> None:
+    """With a slack, the search ends once a measure is within the budget by at most that
+    many tokens: the most it found is then that close to full, or the most that fits."""
+    tokens = [sum(costs[:n]) for n in range(len(costs) + 1)]
+    measured: list[int] = []
+
+    def measure(n: int) -> int:
+        measured.append(n)
+        return tokens[n]
+
+    most_within(
+        measure, 1, len(costs), guess, budget, IndexClock(), known=(0, tokens[0]), slack=slack
+    )
+    fits = [n for n in measured if tokens[n] <= budget]
+    most = max((n for n in range(len(costs) + 1) if tokens[n] <= budget), default=0)
+    best = max(fits, default=0)
+    assert best == most or tokens[best] >= budget - slack

@@ -363,6 +363,7 @@ class ArtifactIndex:
                 clock,
                 known=(-1, exact),
                 near=max(1, room // 256),  # (a limit a few tokens short leaves an entry out)
+                slack=_slack(self.budget),
                 # Limits between a fill that fits and one that names one more do no better.
                 enough=lambda: over[0] - best[0][0] <= 1,
             )
@@ -541,6 +542,7 @@ class ArtifactIndex:
                 known=known,
                 weight=folds.weight,
                 near=max(1, named_now // 100),
+                slack=_slack(self.budget),
             )
             reached = best[0].taken if best else 0
             if window >= len(order) or reached < window * 0.9 or clock.ran_out:
@@ -586,6 +588,7 @@ class ArtifactIndex:
             known=(0, found.tokens),
             weight=weight,
             near=max(1, found.foldable // 32),  # (a whole entry more or less matters little)
+            slack=_slack(self.budget),
         )
         chosen = kept[0][1]
         self.entries, self.folded = chosen.entries, chosen.folded
@@ -701,6 +704,12 @@ class ArtifactIndex:
         ):
             out.extend({**f.to_json(), "status": status} for f in group)
         return out
+
+
+def _slack(budget: int) -> int:
+    """How few tokens under its budget an index may leave and be as good as full: a
+    two-hundredth of it, up to what five entries take."""
+    return max(1, min(48, budget // 200))
 
 
 def _chars_per_token(text: str, counter: TokenCounter) -> float:

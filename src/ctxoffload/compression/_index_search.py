@@ -57,6 +57,7 @@ def most_within(
     known: tuple[int, int],
     weight: Sequence[float] | None = None,
     near: int = 1,
+    slack: int = 0,
     enough: Callable[[], bool] | None = None,
 ) -> None:
     """Search `low..high` for the most `n` whose `measure(n)` (the tokens of an index built
@@ -64,6 +65,7 @@ def most_within(
     `budget`, the tokens growing with `n`. `known`: an `n` below `low` and its tokens;
     `weight`: what each `n` is expected to cost, growing with it (`weight[n]`, from 0 to
     `high + 1`; `n` itself when None); `near`: how close to the most is close enough;
+    `slack`: how few tokens under the budget a measure may leave and be close enough;
     `enough`: asked after each measure, whether the caller found what it needs.
 
     Each measure is a step of `clock` (the search stops when it runs out) and renders an
@@ -87,7 +89,9 @@ def most_within(
     width, moved = high - low + 2, ""
     while above[0] - below[0] > near and clock.step():
         tokens = measure(at)
-        if enough is not None and enough():
+        if (enough is not None and enough()) or (
+            slack and tokens is not None and budget - slack <= tokens <= budget
+        ):
             return
         side = "below" if tokens is not None and tokens <= budget else "above"
         if side == "below":
