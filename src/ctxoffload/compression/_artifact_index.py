@@ -378,9 +378,10 @@ class ArtifactIndex:
         that did not fit, and nothing carried while what left now is cut); returns the cut
         entries inside a value the index holds (named by it).
 
-        The entries are tried in batches, each counted once: one entry, then twice as many
-        as the last batch that fitted, back to one after a batch that did not fit (whose
-        entries are tried again). When they all fit, that is a few counts, not one an entry.
+        The entries are tried in batches, each counted once: those half the room holds by
+        estimate, then twice as many as the last batch that fitted, back to one after a batch
+        that did not fit (whose entries are tried again). When they all fit, that is a few
+        counts, not one an entry.
         """
         inside: list[FoundArtifact] = []
         room = self.budget - self._exact(counter, events_file)
@@ -391,8 +392,10 @@ class ArtifactIndex:
         cut = len(queue)  # how many are cut as it goes
         batch: list[tuple[FoundArtifact, int]] = []  # taken, not yet counted: with its cost
         size, spent = 1, 0  # the batch's size, and what its entries cost by estimate
+        # The first batch takes what half the room holds by estimate (a tenth over).
+        first = room // 2
         while queue or batch:
-            if queue and len(batch) < size:
+            if queue and (len(batch) < size or spent < first):
                 found = queue.popleft()
                 if found.value in held:
                     inside.append(found)
@@ -427,7 +430,7 @@ class ArtifactIndex:
                 for found, _ in batch:
                     held.add(found.value)
                     fresh_cut -= found.fresh
-                size *= 2
+                size = 2 * max(size, len(batch))
             else:
                 for _ in batch:
                     self.entries.pop()
@@ -439,7 +442,7 @@ class ArtifactIndex:
                 else:
                     queue.extendleft(found for found, _ in reversed(batch))
                 size = 1
-            batch, spent = [], 0
+            batch, spent, first = [], 0, 0
         self.cut = still_cut
         return inside
 
