@@ -378,7 +378,7 @@ class ArtifactIndex:
         that did not fit, and nothing carried while what left now is cut); returns the cut
         entries inside a value the index holds (named by it).
 
-        The entries are tried in batches, each counted once: those half the room holds by
+        The entries are tried in batches, each counted once: those the room holds by
         estimate, then twice as many as the last batch that fitted, back to one after a batch
         that did not fit (whose entries are tried again). When they all fit, that is a few
         counts, not one an entry.
@@ -392,8 +392,8 @@ class ArtifactIndex:
         cut = len(queue)  # how many are cut as it goes
         batch: list[tuple[FoundArtifact, int]] = []  # taken, not yet counted: with its cost
         size, spent = 1, 0  # the batch's size, and what its entries cost by estimate
-        # The first batch takes what half the room holds by estimate (a tenth over).
-        first = room // 2
+        # The first batch takes what the room holds by estimate (a tenth over).
+        first = room
         while queue or batch:
             if queue and (len(batch) < size or spent < first):
                 found = queue.popleft()

@@ -251,8 +251,10 @@ def line_values(values: Sequence[str]) -> str:
     """A line's row after its `- line 4:`: the values that are one word, each after a blank
     (` a.py ORD-1`), then each of the others after ` | ` (` | pytest -q`); "" for none.
     Read back, the row splits at ` | `: the first part's words, then each part whole."""
-    words = [value for value in values if is_word(value)]
-    spaced = [value for value in values if not is_word(value)]
+    words: list[str] = []
+    spaced: list[str] = []
+    for value in values:
+        (words if is_word(value) else spaced).append(value)
     return "".join(" " + word for word in words) + "".join(" | " + value for value in spaced)
 
 
