@@ -50,9 +50,9 @@ from ._substrings import Substrings
 __all__ = ["HEADER", "ArtifactIndex", "events_file"]
 
 HEADER = (
-    "Paths, URLs, commands and ids from the messages that left, named nowhere above. Each row "
-    f"gives the line of {CONTEXT_FILE} that holds them (read that line back for their "
-    "message). Values are split by spaces; one with a space comes after ` | `:"
+    "Paths, URLs, commands and IDs from messages that left, not mentioned above, by the line "
+    f"of {CONTEXT_FILE} holding their message. Values are space-separated; one with a space "
+    "follows ` | `."
 )
 """The index's first line: what its rows are and how to read one back (rules for the rows
 that fold, `COMMAND_RULE` and `TREE_RULE`, follow it when the index holds such a row)."""

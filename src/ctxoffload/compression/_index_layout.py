@@ -76,7 +76,10 @@ class FoundArtifact(Protocol):
     def where(self) -> str: ...
 
 
-COMMAND_RULE = "`sed … f: -n 1p | -n 2p` is `sed -n 1p f` and `sed -n 2p f`."
+COMMAND_RULE = (
+    "A command's row lists variants: `sed … f: -n 1p | -n 2p` means `sed -n 1p f` and "
+    "`sed -n 2p f`."
+)
 """What the header says of a command's group row, once the index holds one."""
 
 SEVERAL_ROW = "- on several lines:"

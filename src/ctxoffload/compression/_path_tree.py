@@ -35,8 +35,9 @@ from collections.abc import Sequence
 __all__ = ["TREE_RULE", "in_tree", "placed", "tree_rows"]
 
 TREE_RULE = (
-    "`- src/ (line 4): a.py b/c.py` names src/a.py, src/b/c.py and their folders (a leading "
-    "./ left off); an indented row goes on from the row it is under."
+    "A folder's row lists its files: `- src/ (line 4): a.py b/c.py` means src/a.py, src/b/c.py "
+    "and their folders (no leading ./); an indented row adds to the path of the row it is "
+    "under."
 )
 """What the header says of the tree's rows, once the index holds one."""
 
