@@ -67,6 +67,29 @@ class Tally:
         return getattr(COUNTER, name)
 
 
+class Renders:
+    """The indexes rendered (`renders`) and the entries they held (`entries`)."""
+
+    def __init__(self) -> None:
+        self.renders = 0
+        self.entries = 0
+
+
+@pytest.fixture
+def rendered(monkeypatch: pytest.MonkeyPatch) -> Renders:
+    """Counts what the index renders while it searches (every layout tried is rendered)."""
+    seen = Renders()
+    render_rows = _artifact_index.render_rows
+
+    def counting(entries: Any, *args: Any) -> Any:
+        seen.renders += 1
+        seen.entries += len(entries)
+        return render_rows(entries, *args)
+
+    monkeypatch.setattr(_artifact_index, "render_rows", counting)
+    return seen
+
+
 def rows_read(text: str) -> dict[str, int]:
     """Each value of the index's line rows, with the line it names (the header's reading)."""
     named: dict[str, int] = {}
@@ -87,30 +110,20 @@ def placed_once(index: ArtifactIndex, found: list[FoundArtifact]) -> None:
     }
 
 
-def test_the_work_of_an_index_does_not_grow_with_what_left(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_work_of_an_index_does_not_grow_with_what_left(rendered: Renders) -> None:
     """Sixteen times the paths (32,000 against 2,000) leave a 2,000-token index as much to
     render and to count: what is weighed past the budget is bounded by what it holds, and the
     search renders indexes of about the size that fits (the index searched with renders of
     half of what left, and took minutes for 100,000 paths)."""
-    rendered = [0]
-    render_rows = _artifact_index.render_rows
-
-    def counting(entries: Any, *args: Any) -> Any:
-        rendered[0] += len(entries)
-        return render_rows(entries, *args)
-
-    monkeypatch.setattr(_artifact_index, "render_rows", counting)
     work = {}
     for count in (8, 128):
         found = leaving(listings(count))
-        rendered[0], tally = 0, Tally()
+        rendered.entries, tally = 0, Tally()
         index = index_of(found, 2_000, counter=tally)
         assert COUNTER.count_text(index.render(EVENTS)) <= 2_000
         assert len(index.entries) > 100 and index.folded
         placed_once(index, found)
-        work[len(found)] = (rendered[0], tally.characters)
+        work[len(found)] = (rendered.entries, tally.characters)
     (small_rows, small_chars), (large_rows, large_chars) = work[2_000], work[32_000]
     assert large_rows <= 1.5 * small_rows, work
     assert large_chars <= 1.5 * small_chars, work
@@ -139,24 +152,14 @@ def test_an_index_out_of_steps_still_fits_and_names_each_entry_at_its_line(steps
     assert len(timed.cut) < len(index.cut)
 
 
-def test_an_index_with_no_steps_takes_no_step_of_its_search(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_index_with_no_steps_takes_no_step_of_its_search(rendered: Renders) -> None:
     """Steps are the indexes the search renders: with none, only the estimate and the fit
     counted exactly (a few renders, however many left) are left."""
-    rendered = [0]
-    render_rows = _artifact_index.render_rows
-
-    def counting(entries: Any, *args: Any) -> Any:
-        rendered[0] += 1
-        return render_rows(entries, *args)
-
-    monkeypatch.setattr(_artifact_index, "render_rows", counting)
     for count in (8, 64):
-        rendered[0] = 0
+        rendered.renders = 0
         index = index_of(leaving(listings(count)), 2_000, clock=IndexClock(steps=0))
         assert index.out_of_time and not index.folded
-        assert rendered[0] <= 16, (count, rendered[0])
+        assert rendered.renders <= 16, (count, rendered.renders)
 
 
 async def test_a_compaction_out_of_time_completes_with_the_index_whole_by_line(
@@ -197,9 +200,7 @@ async def test_a_compaction_out_of_time_completes_with_the_index_whole_by_line(
         assert entry["value"] in lines[entry["line"] - 1]
 
 
-def test_entries_that_fit_after_others_leave_are_counted_in_batches(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_entries_that_fit_after_others_leave_are_counted_in_batches(rendered: Renders) -> None:
     """400 commands, each reading a path that is an artifact of its own, within the budget
     of all the commands whole: the paths, taken first (the cheapest), are named by their
     commands once those are in, and the commands left out then are tried in growing batches,
@@ -211,17 +212,10 @@ def test_entries_that_fit_after_others_leave_are_counted_in_batches(
     found = leaving(msgs)
     whole = index_of(found, 100_000, grouped=False)
     assert not whole.cut and len(whole.entries) == 400  # (each path named by its command)
-    rendered = [0]
-    render_rows = _artifact_index.render_rows
-
-    def counting(entries: Any, *args: Any) -> Any:
-        rendered[0] += 1
-        return render_rows(entries, *args)
-
-    monkeypatch.setattr(_artifact_index, "render_rows", counting)
     budget = COUNTER.count_text(whole.render(EVENTS))
+    rendered.renders = 0
     index = index_of(found, budget, grouped=False)
     assert COUNTER.count_text(index.render(EVENTS)) <= budget
     placed_once(index, found)
     assert len(index.cut) <= len(found) // 8
-    assert rendered[0] <= 30, rendered[0]
+    assert rendered.renders <= 30, rendered.renders
