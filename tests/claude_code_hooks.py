@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -229,6 +230,27 @@ def run_hook(
     )
 
 
+def hook_in_project(
+    event: str,
+    payload: Any,
+    project: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """`ctxoffload hook EVENT` as Claude Code runs it in `project` (or from `cwd`): no
+    --workdir, no $CTXOFFLOAD_WORKDIR, $CLAUDE_PROJECT_DIR naming the project."""
+    environ = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"}
+    environ["CLAUDE_PROJECT_DIR"] = str(project)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "hook", event],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env={**environ, **(env or {})},
+        cwd=cwd or project,
+        timeout=300,
+    )
+
+
 def output_of(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr.decode()
     assert done.stderr == b"", done.stderr.decode()
@@ -236,3 +258,60 @@ def output_of(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     assert text.endswith("\n") and text.count("\n") == 1
     parsed: dict[str, Any] = json.loads(text)
     return parsed
+
+
+# -- Commands run as Claude Code runs them ------------------------------------------------------
+
+BARE_PATH = "/usr/bin:/bin"
+"""A PATH with no virtual environment on it: what Claude Code started from another shell (a
+desktop launcher, an IDE, a terminal where the venv is not active) passes its hooks."""
+
+PLUGIN = Path(__file__).resolve().parents[1] / "integrations" / "claude-code-plugin"
+"""The repository's Claude Code plugin."""
+
+
+def bare_env(**extra: str) -> dict[str, str]:
+    """An environment built from nothing (no venv on PATH, no CTXOFFLOAD_* or PYTHON*
+    setting of this run), with `extra` added."""
+    return {"PATH": BARE_PATH, "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8", **extra}
+
+
+def run_command(
+    command: str, payload: Any, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """A hook's command line as Claude Code runs it: by a shell (`/bin/sh -c`), with the
+    event's JSON on stdin."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=data,
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def hook_commands(settings: dict[str, Any]) -> dict[str, str]:
+    """The one command of each event in a settings file's (or hooks.json's) `hooks`."""
+    commands: dict[str, str] = {}
+    for event, matchers in settings["hooks"].items():
+        ((command,),) = [[h["command"] for h in m["hooks"]] for m in matchers]
+        commands[event] = command
+    return commands
+
+
+def plugin_commands(plugin: Path = PLUGIN) -> dict[str, str]:
+    """The command of each event in the plugin's hooks/hooks.json."""
+    return hook_commands(json.loads((plugin / "hooks" / "hooks.json").read_text("utf-8")))
+
+
+def clone_with_plugin(clone: Path, *, venv: bool) -> Path:
+    """A clone of the repository as a user has one, at `clone`: the plugin copied to
+    `<clone>/integrations/claude-code-plugin` (returned), and, when `venv`, `<clone>/.venv`
+    the virtual environment this test runs in (a link to it)."""
+    plugin = clone / "integrations" / "claude-code-plugin"
+    shutil.copytree(PLUGIN, plugin, symlinks=True)
+    if venv:
+        (clone / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    return plugin

@@ -95,6 +95,15 @@ class S3Server:
         client.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata or {})
         client.close()
 
+    def count_objects(self, bucket: str, prefix: str) -> int:
+        """How many objects the bucket holds under `prefix`, listed with the plain S3 API."""
+        client = self._client()
+        try:
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            return sum(page.get("KeyCount", 0) for page in pages)
+        finally:
+            client.close()
+
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete an object with the plain S3 API."""
         client = self._client()
@@ -130,6 +139,15 @@ class S3Server:
     def workspace_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that point an ObjectStoreWorkspace at this server."""
         return workspace_kwargs_at(self.endpoint_url)
+
+    def environment(self) -> dict[str, str]:
+        """The environment variables that point the `ctxoffload` command at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+        }
 
 
 _conditional_put_lock = threading.Lock()

@@ -22,14 +22,14 @@ import errno
 import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ._depth import TooDeep, load_json
 from ._disk.events import EventKind
 from ._disk.ids import session_id_for
 from ._disk.layout import MARK
 from ._disk.paths import READ_FLAGS, verify_file
-from ._disk.wording import plural
+from ._disk.wording import plural, spans_text
 from .exceptions import InvalidContent, OffloadError
 
 TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_TOOL_RESULT_LIMIT",
     "HOOK_EVENTS",
     "HOST",
+    "announce",
     "compaction_context",
     "dumps_output",
     "hook_config",
@@ -130,11 +131,25 @@ def hook_session(hook_input: Mapping[str, Any], event: str) -> str:
     return session_id_for(_field(hook_input, "session_id", event))
 
 
+async def announce(workspace: Workspace, session: str, door: str, conversation: object) -> None:
+    """Record the `door` event of a session the hooks are about to write first. A hook is a
+    short process of its own, so "first" is read from the record: a session with no event."""
+    from ._doors.doors import DOORS
+    from ._doors.runs import record_door
+
+    if not await workspace.read_events(session):
+        await record_door(workspace, DOORS[door], session, conversation)
+
+
 # -- PostToolUse ------------------------------------------------------------------------------
 
 
 async def post_tool_use(
-    workspace: Workspace, hook_input: Mapping[str, Any], *, config: ContextConfig | None = None
+    workspace: Workspace,
+    hook_input: Mapping[str, Any],
+    *,
+    config: ContextConfig | None = None,
+    door: str = HOST,
 ) -> dict[str, Any]:
     """The PostToolUse hook's output for `hook_input`: `{}` when the tool's output fits the
     limit (or is one the agent reads offloaded content back with: Read, Grep, Glob), else the
@@ -147,6 +162,9 @@ async def post_tool_use(
             `tool_response`.
         OffloadError: the workspace could not store the output (the caller leaves the output
             as it was).
+
+    `door` names the door the hook runs behind (`claude-code`, `claude-agent-sdk`), for the
+    `door` event that opens a session it writes first.
     """
     session = hook_session(hook_input, "PostToolUse")
     tool_name = _field(hook_input, "tool_name", "PostToolUse")
@@ -166,6 +184,7 @@ async def post_tool_use(
         return {}  # a token is at least one character: a text no longer than the limit fits
     if Compressor(cfg).reads_back(tool_name):
         return {}  # Read, Grep, Glob read offloaded files back: cutting them again would loop
+    await announce(workspace, session, door, hook_input["session_id"])
     projector = Projector(workspace, session, config=cfg)
     replaced = response
     changed = False
@@ -328,7 +347,11 @@ def _read_plain_file(path: str, limit: int, field: str) -> bytes:
 
 
 async def pre_compact(
-    workspace: Workspace, hook_input: Mapping[str, Any], *, config: ContextConfig | None = None
+    workspace: Workspace,
+    hook_input: Mapping[str, Any],
+    *,
+    config: ContextConfig | None = None,
+    door: str = HOST,
 ) -> dict[str, Any]:
     """Keep what Claude Code's compaction is about to drop: every message of the transcript
     not yet in the session's context.jsonl is appended there (running again on the same or a
@@ -353,6 +376,7 @@ async def pre_compact(
     if not messages:
         return {}
     leaving = from_claude_code(after_last_compaction(rows))
+    await announce(workspace, session, door, hook_input["session_id"])
     cfg = config or hook_config()
     compressor = Compressor(
         cfg, offloader=workspace, session_id=session, counter=get_token_counter(None)
@@ -363,7 +387,7 @@ async def pre_compact(
         raise OffloadError(f"could not append the transcript's messages: {persisted.failure}")
     segment = leaving[0].id if leaving else ""
     earlier = _earlier_index(await _last_compaction(workspace, session), segment)
-    note = _compaction_note(len(messages), persisted.reference, persisted.lines)
+    note = _compaction_note(len(messages), persisted.reference, persisted.spans)
     note, fidelity = await compressor.index_note(
         note, leaving, persisted, earlier=earlier, summary_text="", kept=[]
     )
@@ -399,12 +423,12 @@ def _earlier_index(last: dict[str, Any] | None, segment: str) -> dict[str, Any]:
     return mark if isinstance(mark, dict) else {}
 
 
-def _compaction_note(messages: int, reference: str | None, lines: list[int] | None) -> Msg:
-    """What the context after the compaction is told of where the history went (the index of
-    its artifacts follows it)."""
+def _compaction_note(messages: int, reference: str | None, spans: Sequence[tuple[int, int]]) -> Msg:
+    """What the context after the compaction is told of where the history went, exactly the
+    lines that hold it (the index of its artifacts follows it)."""
     from .messages import Msg
 
-    where = f" (lines {lines[0]}-{lines[1]})" if lines else ""
+    where = f" (lines {spans_text(spans)})" if spans else ""
     text = (
         f"[Claude Code compacted this conversation. {plural(messages, 'message')} of it, "
         f"the summarised part included, are kept whole in {reference}{where}, one JSON "

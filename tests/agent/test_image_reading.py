@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import struct
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,25 +22,8 @@ from ctxoffload import (
 from ctxoffload.agent import FileToolbox, OpenAIChatModel, workspace_tools
 from ctxoffload.agent._openai_model import images_after_tool_messages
 from ctxoffload.readback import retrieval_tool
+from helpers import png_image
 from openai_server import OpenAIServer
-
-
-def png(width: int, height: int) -> bytes:
-    """A real PNG: signature, IHDR, one IDAT of grey pixels, IEND."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-        )
-
-    rows = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 def jpeg_header(width: int, height: int) -> bytes:
@@ -50,7 +32,7 @@ def jpeg_header(width: int, height: int) -> bytes:
     return b"\xff\xd8" + app0 + sof0 + b"\xff\xd9"
 
 
-IMAGE = png(64, 48)
+IMAGE = png_image(64, 48)
 
 
 async def stored_image(workspace: LocalWorkspace | InMemoryWorkspace) -> str:
@@ -90,14 +72,41 @@ def test_jpeg_size_is_read_from_its_frame_header(tmp_path: Path) -> None:
     assert "1024×768 pixels" in result
 
 
-def test_an_image_too_big_for_a_request_is_refused_without_reading_it(tmp_path: Path) -> None:
+def test_an_image_too_big_for_a_request_is_described_without_reading_it(tmp_path: Path) -> None:
     big = tmp_path / "huge.png"
     with big.open("wb") as f:
-        f.write(IMAGE[:32])
+        f.write(IMAGE[:33])
         f.truncate(21 << 20)  # sparse: nothing past the header is ever read
     result = FileToolbox([tmp_path]).read("huge.png")
     assert isinstance(result, str)
-    assert result.startswith("Error: 'huge.png' is an image (image/png) of 22,020,096 bytes")
+    assert result.startswith("huge.png: image (image/png), 22,020,096 bytes, 64×48 pixels; ")
+    assert "not sent as an image: more than the 3,932,160 bytes a model takes" in result
+    assert result.endswith("It is a file: refer to it by its path")
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "why"),
+    [
+        # A provider refuses the whole request for one of these, so the run would fail.
+        ("bomb.png", png_image(1_739_357_314, 2_995_735_735, rows=bytes(64)), "×2995735735 pixels"),
+        ("cut.png", IMAGE[: len(IMAGE) // 2], "cut short"),
+        ("cut.jpg", jpeg_header(1024, 768)[:-2], "cut short"),
+    ],
+    ids=["bomb", "cut-png", "cut-jpeg"],
+)
+async def test_an_image_a_model_cannot_take_is_read_as_a_file(
+    tmp_path: Path, name: str, data: bytes, why: str
+) -> None:
+    (tmp_path / name).write_bytes(data)
+    read = FileToolbox([tmp_path]).read(name)
+    assert isinstance(read, str) and "not sent as an image" in read and why in read, read
+    assert read.endswith("It is a file: refer to it by its path")
+    ws = InMemoryWorkspace()
+    stored = await ws.offload_data_block(
+        DataBlock(source=Base64Source(media_type="image/png", data=base64.b64encode(data).decode()))
+    )
+    retrieved = await retrieval_tool(ws)(str(stored.source.url))
+    assert isinstance(retrieved, str) and "not sent as an image" in retrieved, retrieved
 
 
 def test_other_binary_files_are_still_refused(tmp_path: Path) -> None:

@@ -24,6 +24,38 @@ def filled(tmp_path: Path) -> Path:
     return workdir
 
 
+@pytest.fixture
+def new_workspace(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Callable[[str], tuple[str, Any]]:
+    """`new_workspace(kind)`: an empty workspace of a kind, "folder", "sqlite", "postgres"
+    (a schema of its own on the test session's server) or "bucket" (moto's S3, with the
+    command's environment pointed at it); its --workdir, and a workspace on it."""
+
+    def make(kind: str) -> tuple[str, Any]:
+        from ctxoffload import LocalWorkspace, ObjectStoreWorkspace, SqlWorkspace
+
+        if kind == "folder":
+            return str(tmp_path / "ws"), LocalWorkspace(tmp_path / "ws", fsync=False)
+        if kind in ("sqlite", "postgres"):
+            url = (
+                f"sqlite:///{tmp_path / 'agents.db'}"
+                if kind == "sqlite"
+                else request.getfixturevalue("postgres").new_schema()
+            )
+            ws = SqlWorkspace(url)
+            request.addfinalizer(ws.close)
+            return url, ws
+        s3 = request.getfixturevalue("s3")
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        for name, value in s3.environment().items():
+            monkeypatch.setenv(name, value)
+        url = f"s3://{s3.new_bucket()}/agents"
+        return url, ObjectStoreWorkspace(url, **s3.workspace_kwargs())
+
+    return make
+
+
 @dataclass
 class Result:
     code: int

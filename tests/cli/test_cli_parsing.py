@@ -133,6 +133,25 @@ def test_a_usage_error_in_a_command_prints_that_commands_usage(
 
 
 @pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["ls", "--api-key=s3cret-Zq7"], "unrecognized arguments: '--api-key=***'"),
+        (["ls", "--token", "s3cret-Zq7"], "unrecognized arguments: --token '***'"),
+        (["stats", "a", "https://u:s3cret-Zq7@h/x"], "unrecognized arguments: 'https://***@h/x'"),
+        (["gc", "--dry-run", "API_KEY=s3cret-Zq7"], "unrecognized arguments: 'API_KEY=***'"),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, list) else "",
+)
+def test_a_usage_error_never_quotes_a_secret(
+    cli: Callable[..., Result], argv: list[str], error: str
+) -> None:
+    result = cli(*argv)
+    assert result.code == 2
+    assert "s3cret-Zq7" not in result.err
+    assert result.err.splitlines()[-1] == f"ctxoffload {argv[0]}: error: {error}"
+
+
+@pytest.mark.parametrize(
     "argv", [["--workdir", "w", "grep", "-e", "x"], ["--workdir=w", "ls", "-z"]]
 )
 def test_a_workdir_before_the_command_keeps_the_commands_usage(

@@ -19,7 +19,7 @@ import pytest
 
 from ctxoffload import Agent, ContextConfig, LocalWorkspace, ScriptedModel, get_token_counter
 from ctxoffload.workspace import request_compaction
-from helpers import SUMMARY, call, probe, start_lease_worker, wait_held
+from helpers import SUMMARY, call, probe, snapshot_tree, start_lease_worker, wait_held
 
 WORKER = Path(__file__).resolve().parents[1] / "agent" / "compact_worker.py"
 PROBES = 12
@@ -223,15 +223,45 @@ def test_a_session_with_nothing_to_compact_is_answered_with_exit_status_1(
     assert (workdir / "sessions" / "short" / "state.json").read_bytes() == state
 
 
+def _with_a_block_of_a_newer_release(message: dict[str, Any], where: str) -> None:
+    block = {"type": "hologram", "frames": 3}
+    if where == "content":
+        message["content"] = [{"type": "text", "text": "see"}, block]
+    else:  # inside a tool result's output
+        message["content"] = [
+            {"type": "tool_result", "id": "c0", "name": "probe", "output": [block]}
+        ]
+
+
+@pytest.mark.parametrize("where", ["content", "tool output"])
+def test_a_state_of_a_newer_release_is_refused_in_one_line_and_left_as_it_was(
+    tmp_path: Path, where: str
+) -> None:
+    workdir = tmp_path / "ws"
+    asyncio.run(finished_session(workdir, "newer"))
+    state = workdir / "sessions" / "newer" / "state.json"
+    saved = json.loads(state.read_text())
+    _with_a_block_of_a_newer_release(saved["messages"][2], where)
+    state.write_text(json.dumps(saved) + "\n")
+    before = snapshot_tree(workdir)
+    result = run_cli("compact", "newer", "--workdir", workdir)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "'hologram'" in result.stderr and "message 3" in result.stderr
+    assert "upgrade ctxoffload" in result.stderr
+    assert snapshot_tree(workdir) == before  # no request written, nothing compacted
+
+
 @pytest.mark.parametrize("session", ["../x", "/etc/passwd", "a/b", "..", ".hidden"])
 def test_a_hostile_session_id_writes_nothing(
     tmp_path: Path, cli: Callable[..., Any], session: str
 ) -> None:
+    """Taken as a host's id, it names a plain folder that is not there: never a path."""
     workdir = tmp_path / "ws"
     (workdir / "sessions" / "real").mkdir(parents=True)
     before = sorted(p for p in tmp_path.rglob("*"))
     result = cli("compact", session, "--workdir", workdir)
-    assert result.code == 2 and "plain name" in result.err
+    assert result.code == 2 and f"no session {session!r} (a host's id, stored as" in result.err
     assert sorted(p for p in tmp_path.rglob("*")) == before
 
 

@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import LocalWorkspace, Msg, SqlWorkspace, TextBlock, ToolResultBlock
+from ctxoffload import (
+    LocalWorkspace,
+    Msg,
+    SqlWorkspace,
+    TextBlock,
+    ToolResultBlock,
+)
 from helpers import image_block, snapshot_tree
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"exported picture" * 30
@@ -117,6 +123,7 @@ def test_import_never_overwrites_a_session_the_database_holds(
     result = cli("import", tmp_path / "ws", "--workdir", url)
     assert result.code == 2
     assert "'run-2' exists" in result.err and "never overwrites" in result.err
+    assert f"ctxoffload purge run-2 --workdir {url}" in result.err
     # Nothing of any session was written: run-1 comes before run-2 but is checked first.
     ws = SqlWorkspace(url)
     assert asyncio.run(ws.list_sessions()) == ["run-2"]
@@ -160,6 +167,59 @@ def test_hostile_session_ids_are_refused_before_anything_is_written(
     assert out.code == 2
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "x").exists()
+
+
+def test_a_session_an_import_began_is_finished_and_a_whole_one_left_as_it_is(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    import sqlite3
+
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    assert cli("import", tmp_path / "ws", "--workdir", url).code == 0
+    # What an import killed on the way by an older release left of run-1: some of its
+    # files, the first lines of its logs.
+    with sqlite3.connect(tmp_path / "agents.db", isolation_level=None) as db:
+        db.execute("DELETE FROM files WHERE session = 'run-1' AND name = 'state.json'")
+        db.execute("DELETE FROM lines WHERE session = 'run-1' AND line > 1")
+        db.execute("DELETE FROM message_keys WHERE session = 'run-1' AND line > 1")
+    db.close()
+    again = cli("import", tmp_path / "ws", "--workdir", url)
+    assert again.code == 0, again.err
+    assert "run-1: finished" in again.out and "run-2: there already" in again.out
+    (tmp_path / "ws").rename(tmp_path / "original")
+    assert cli("export", "--all", tmp_path / "ws", "--workdir", url).code == 0
+    assert files(tmp_path / "ws") == files(tmp_path / "original")
+    # A log holding a line the import does not write is no beginning of it: refused,
+    # nothing written.
+    ws = SqlWorkspace(url)
+    asyncio.run(ws.offload_context("run-1", [Msg(role="user", content="written there")]))
+    before = [asyncio.run(ws.read_context(s)) for s in ("run-1", "run-2")]
+    refused = cli("import", tmp_path / "original", "--workdir", url)
+    assert refused.code == 2 and "'run-1' exists" in refused.err
+    assert "ctxoffload purge run-1" in refused.err
+    assert [asyncio.run(ws.read_context(s)) for s in ("run-1", "run-2")] == before
+    ws.close()
+
+
+def test_a_session_named_twice_is_taken_once(cli: Callable[..., Any], tmp_path: Path) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    imported = cli("import", tmp_path / "ws", "run-1", "run-1", "run-2", "--workdir", url)
+    assert imported.code == 0, imported.err
+    assert "imported run-1, run-2 from" in imported.out
+    assert asyncio.run(SqlWorkspace(url).list_sessions()) == ["run-1", "run-2"]
+    exported = cli("export", "run-1", "run-2", "run-1", tmp_path / "out", "--workdir", url)
+    assert exported.code == 0, exported.err
+    assert "exported 2 session(s)" in exported.out
+    assert sorted(os.listdir(tmp_path / "out" / "sessions")) == ["run-1", "run-2"]
+    assert not [p for p in os.listdir(tmp_path / "out") if p.startswith(".")]
+    assert cli("verify", "--workdir", tmp_path / "out").code == 0
+    # From Python too: `upload` takes each session once.
+    other = SqlWorkspace(f"sqlite:///{tmp_path / 'other.db'}")
+    assert asyncio.run(other.upload(tmp_path / "ws", sessions=["run-2", "run-2"])) == []
+    assert asyncio.run(other.list_sessions()) == ["run-2"]
+    other.close()
 
 
 def _import_refused(cli: Callable[..., Any], folder: Path, url: str, needle: str) -> None:
@@ -214,7 +274,12 @@ def test_every_line_is_kept_non_utf8_and_50_mb_too_and_a_torn_one_is_said(
     session = tmp_path / "ws" / "sessions" / "odd"
     session.mkdir(parents=True)
     big = b'{"role":"user","content":"' + b"x" * (50 << 20) + b'"}\n'
-    lines = [b'{"role":"user","content":"first"}\n', b"\xff\xfe not UTF-8 \x80\n", big]
+    lines = [
+        b'{"role":"user","content":"first"}\n',
+        b"\xff\xfe not UTF-8 \x80\n",
+        b"a bare carriage\rreturn is no end of line\n",
+        big,
+    ]
     (session / "context.jsonl").write_bytes(b"".join(lines) + b'{"role":"us')
     url = f"sqlite:///{tmp_path / 'agents.db'}"
     result = cli("import", tmp_path / "ws", "--workdir", url)
@@ -224,13 +289,35 @@ def test_every_line_is_kept_non_utf8_and_50_mb_too_and_a_torn_one_is_said(
     ref = f"{url}/sessions/odd/context.jsonl"
     for number, line in enumerate(lines, 1):
         assert asyncio.run(ws.read_lines(ref, number, number)) == line
-    assert asyncio.run(ws.read_lines(ref, 4, 9)) == b""
+    assert asyncio.run(ws.read_lines(ref, 5, 9)) == b""
     ws.close()
     exported = cli("export", "odd", tmp_path / "back", "--workdir", url)
     assert exported.code == 0, exported.err
     assert (tmp_path / "back" / "sessions" / "odd" / "context.jsonl").read_bytes() == b"".join(
         lines
     )
+
+
+def test_lines_nested_5000_deep_are_imported_and_exported_as_they_are(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    # A log and a record another writer left: reading each line for its message key and the
+    # prefixes its events name raised RecursionError, a traceback for import and export.
+    session = tmp_path / "ws" / "sessions" / "deep"
+    session.mkdir(parents=True)
+    deep = b"[" * 5_000 + b"]" * 5_000
+    context = b'{"id": "a", "role": "user", "content": "a"}\n{"id": "x", "content": %s}\n' % deep
+    events = b'{"kind": "offload", "reference": %s}\n' % deep
+    (session / "context.jsonl").write_bytes(context)
+    (session / "events.jsonl").write_bytes(events)
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    imported = cli("import", tmp_path / "ws", "--workdir", url)
+    assert imported.code == 0, imported.err
+    exported = cli("export", "deep", tmp_path / "back", "--workdir", url)
+    assert exported.code == 0, exported.err
+    back = tmp_path / "back" / "sessions" / "deep"
+    assert (back / "context.jsonl").read_bytes() == context
+    assert (back / "events.jsonl").read_bytes() == events
 
 
 def test_a_batch_past_the_commit_record_is_not_imported(
@@ -284,6 +371,59 @@ def test_export_of_a_link_in_place_of_the_session_is_refused(
     result = cli("export", "run-1", tmp_path / "ws", "--workdir", url)
     assert result.code == 2
     assert os.listdir(tmp_path / "target") == []
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "bucket"])
+def test_a_folders_lease_is_not_imported(
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    new_workspace: Callable[[str], tuple[str, Any]],
+    kind: str,
+) -> None:
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    # The lease an agent on another machine left in the folder (it lives a long time).
+    held = {"token": "t" * 32, "pid": 1, "host": "elsewhere", "agent": "old", "ttl": 1e6}
+    (tmp_path / "ws" / "sessions" / "run-1" / "lease.json").write_text(json.dumps(held))
+    where, ws = new_workspace(kind)
+    imported = cli("import", tmp_path / "ws", "--workdir", where)
+    assert imported.code == 0, imported.err
+    # A lease is no content: the target's own lease of run-1 is free once imported...
+    lease = asyncio.run(ws.acquire_lease("run-1", agent="next"))
+    asyncio.run(lease.release())
+    # ...and no file of the session is the folder's lease.
+    assert cli("export", "run-1", tmp_path / "back", "--workdir", where).code == 0
+    copied = tmp_path / "back" / "sessions" / "run-1" / "lease.json"
+    # (a bucket keeps its lease as an object of the session: the one just released)
+    assert not copied.exists() or b"elsewhere" not in copied.read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "folder", "bucket"])
+@pytest.mark.parametrize("planted", ["data", "sessions"])
+def test_export_follows_no_link_planted_in_the_folder_it_writes(
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    new_workspace: Callable[[str], tuple[str, Any]],
+    kind: str,
+    planted: str,
+) -> None:
+    where, source = new_workspace(kind)
+    asyncio.run(fill(source))
+    # A workspace holding another session, whose data/ (or sessions/) is a link elsewhere.
+    out = tmp_path / "out"
+    asyncio.run(LocalWorkspace(out).offload_context("mine", [Msg(role="user", content="m")]))
+    elsewhere = tmp_path / "elsewhere"
+    if (out / planted).exists():
+        os.rename(out / planted, elsewhere)
+    else:
+        elsewhere.mkdir()
+    os.symlink(elsewhere, out / planted)
+    before, outside = files(out), files(elsewhere)
+    result = cli("export", "run-1", out, "--workdir", where)
+    assert result.code == 2, result.err
+    assert f"{out / planted}" in result.err and "link" in result.err
+    assert files(elsewhere) == outside  # nothing written through the link
+    assert files(out) == before
+    assert not [p for p in os.listdir(out) if p.startswith(".")]  # staging gone
 
 
 WRITER = textwrap.dedent(

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload._search.matcher import compile_matcher, required_literal
+from ctxoffload.cli.ui._model import UiModel
 from ctxoffload.exceptions import InvalidContent
+from ctxoffload.readback import escape, memory_tool
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
@@ -102,6 +104,54 @@ def test_grep_events_only_when_asked(filled: Path, cli: Callable[..., Any]) -> N
     assert cli("grep", '"kind":"compression"', "--events", "--workdir", filled).code == 0
 
 
+async def remember(workdir: Path, path: str, text: str) -> None:
+    """Keep a memory file through the memory tool, as an agent does."""
+    memory = memory_tool(LocalWorkspace(workdir, fsync=False), session_id="run-1")
+    answer = await memory(command="create", path=path, file_text=text)
+    assert not answer.startswith("Error"), answer
+
+
+def test_grep_searches_the_memories_too(filled: Path, cli: Callable[..., Any]) -> None:
+    asyncio.run(remember(filled, "/memories/user.md", "prefers\nexports on ORD-58213 paused\n"))
+    asyncio.run(remember(filled, "/memories/notes/jobs.md", "nightly: ORD-58213\n"))
+    # What a memory writer killed mid-write leaves: staging, never searched.
+    (filled / "memories" / ".tmp-user.md-2f9c").write_text("ORD-58213 half written\n")
+    result = cli("grep", "-F", "ORD-58213", "--workdir", filled)
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[-2:] == [
+        f"{filled}/memories/notes/jobs.md:1:nightly: ORD-58213",
+        f"{filled}/memories/user.md:2:exports on ORD-58213 paused",
+    ]
+    hits = json.loads(cli("grep", "paused", "--json", "--workdir", filled).out)
+    assert hits == [
+        {
+            "session": None,
+            "file": f"{filled}/memories/user.md",
+            "line": 2,
+            "text": "exports on ORD-58213 paused",
+        }
+    ]
+    # The viewer's search is `ctxoffload grep --json`: it finds them too.
+    found = UiModel(str(filled)).search("paused")["matches"]
+    assert [(hit["path"], hit["line"], hit["session"]) for hit in found] == [
+        ("memories/user.md", 2, None)
+    ]
+    # Memories belong to no session: naming one searches that session alone.
+    assert "memories" not in cli("grep", "ORD-58213", "run-1", "--workdir", filled).out
+
+
+def test_grep_leaves_the_records_out(filled: Path, cli: Callable[..., Any]) -> None:
+    session = filled / "sessions" / "run-1"
+    (session / ".tmp-tool_result-call_9.txt-1a2b").write_text("NEEDLE-7 half written\n")
+    (session / "context.jsonl.commit").write_text('{"NEEDLE-7": 1}\n')
+    # A file someone put in a session folder is content, searched like the rest.
+    (session / "notes.txt").write_text("NEEDLE-7 by hand\n")
+    assert cli("grep", "NEEDLE-7", "--workdir", filled).out == (
+        f"{session}/notes.txt:1:NEEDLE-7 by hand\n"
+    )
+    assert cli("grep", "session_id", "--workdir", filled).code == 1  # state.json: a record
+
+
 @pytest.fixture
 def hostile(filled: Path) -> Path:
     """A session whose tool result makes backtracking regex engines explode."""
@@ -112,7 +162,7 @@ def hostile(filled: Path) -> Path:
 
 
 def test_a_catastrophic_pattern_finishes(hostile: Path, cli: Callable[..., Any]) -> None:
-    pytest.importorskip("re2")
+    pytest.importorskip("re2", reason="no google-re2, a dependency of ctxoffload: pip install -e .")
     result = cli("grep", "(a+)+$", "evil", "--workdir", hostile)
     assert result.code == 1  # every line ends in "!": no match, and no hang
 
@@ -136,7 +186,7 @@ def test_a_backtracking_pattern_runs_only_on_lines_holding_its_literal(
 
 
 def test_the_matcher_prefers_re2() -> None:
-    pytest.importorskip("re2")
+    pytest.importorskip("re2", reason="no google-re2, a dependency of ctxoffload: pip install -e .")
     assert compile_matcher("a+b").engine == "re2"
     # `ctxoffload grep` runs what RE2 refuses in Python's re, under its deadline.
     assert compile_matcher(r"(a)\1", backtracking=True).engine == "re"
@@ -240,7 +290,10 @@ _TOKENS = [
     "\\d",
     "\\b",
     "1",
-    # Escapes that spell a character with what follows them: `a` three ways, a class.
+    # Escapes that spell a character with what follows them: `a` three ways, a class;
+    # `escape`'s space and `é`, which Python's re reads as a byte in a pattern of bytes.
+    "\\x20",
+    "\\xe9",
     "\\x61",
     "\\141",
     "\\x{61}",
@@ -294,7 +347,11 @@ def test_required_literals_of_typical_patterns() -> None:
     nones = ["foo|bar", "(?i)abc", "[[:alpha:]]x", r"\Qab\E*", "a{x}", "[ab]", ".*"]
     assert required_literal(r"\101BC-17") == "BC-17"  # \101 is "A"
     assert required_literal(r"(a+)\1!x") == "!x"  # \1 is what the group matched
-    nones += [r"\x41BC-17", r"\pLBC-17", r"\x{41}BC-17", r"\p{Greek}xyz"]
+    # `escape` spells whitespace as \xHH: an ASCII character, read alike by both engines.
+    assert required_literal(escape("ORD-12345 rows=")) == "ORD-12345 rows="
+    assert required_literal(r"\x41BC-17") == "ABC-17"
+    assert required_literal(r"ab\x20*cde") == "cde"  # the quantifier takes the space
+    nones += [r"\xe9", r"\x4", r"\pLBC-17", r"\x{41}BC-17", r"\p{Greek}xyz"]
     for none in nones:
         assert required_literal(none) is None, none
 
@@ -337,7 +394,7 @@ def test_grep_help_says_what_0_means(cli: Callable[..., Any]) -> None:
 def test_the_deadline_message_offers_re2_only_when_it_is_missing(
     hostile: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("re2")
+    pytest.importorskip("re2", reason="no google-re2, a dependency of ctxoffload: pip install -e .")
     args = ("grep", r"(a+)+\1(!x)", "evil", "--timeout", "0.3", "--workdir", hostile)
     with_re2 = cli(*args)
     assert with_re2.code == 2 and with_re2.err.count("\n") == 1
@@ -457,3 +514,26 @@ def test_grep_falls_back_to_the_raw_json_line(tmp_path: Path, cli: Callable[...,
     assert found.code == 0, found
     [line] = found.out.splitlines()
     assert line.startswith(f"{workdir}/sessions/s/context.jsonl:3:{{") and '"role":"tool"' in line
+
+
+def test_grep_of_memories_follows_no_link_and_stops_at_a_depth(
+    filled: Path, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    memories = filled / "memories"
+    memories.mkdir()
+    (tmp_path / "outside.md").write_text("NEEDLE-9 outside the workspace\n")
+    (memories / "linked.md").symlink_to(tmp_path / "outside.md")
+    (memories / "linked-folder").symlink_to(tmp_path, target_is_directory=True)
+    shallow = memories.joinpath(*["d"] * 10)
+    shallow.mkdir(parents=True)
+    (shallow / "kept.md").write_text("NEEDLE-9 ten folders down\n")
+    # A chain of folders deeper than any the memory tool makes (its paths stop at 1,024
+    # characters): each is opened from the workdir down, so the walk stops somewhere.
+    deep = memories.joinpath(*["e"] * 70)
+    deep.mkdir(parents=True)
+    (deep / "deep.md").write_text("NEEDLE-9 seventy folders down\n")
+    result = cli("grep", "NEEDLE-9", "--workdir", filled)
+    assert result.out.splitlines() == [f"{shallow}/kept.md:1:NEEDLE-9 ten folders down"]
+    assert result.code == 2  # not everything was searched, as for a file not read
+    assert result.err.count("\n") == 1
+    assert "deeper than 64 folders" in result.err and "memories/e/e/" in result.err

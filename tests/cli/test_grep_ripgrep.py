@@ -161,7 +161,11 @@ def test_a_file_that_starts_with_a_byte_order_mark_is_searched_as_bytes(
         ("ERROR", True, 3),
         ("-F", True, 3),
         ("ERROR.", False, 2),  # `.` finds the U+FFFD after ERROR on line 2, and on line 3
-        ("[E]RROR", False, 3),
+        # A class of ASCII characters spells them all: none is a U+FFFD.
+        ("[E]RROR", True, 3),
+        ("ERROR [0-9a-f\\]]*$", True, 0),
+        ("[^a]ERROR", False, 2),  # a negated class finds the U+FFFD before ERROR on line 2
+        ("[é\ufffd]", False, 3),  # a class of other characters may hold it
         ("\ufffd", False, 3),  # each byte that is not UTF-8 is one, and line 3 holds one
     ],
 )
@@ -169,8 +173,10 @@ def test_a_file_that_is_not_utf8_goes_to_ripgrep_only_for_a_pattern_that_spells_
     tmp_path: Path, recording_rg: tuple[Path, Path], pattern: str, runs: bool, lines: int
 ) -> None:
     """A byte that is not UTF-8 is U+FFFD to the engine's pattern and no character to
-    ripgrep's: a pattern that may match a U+FFFD (`.`, a class, U+FFFD itself) is left to the
-    engine in such a file; one that spells its characters finds the same lines in both."""
+    ripgrep's: a pattern that may match a U+FFFD (`.`, a negated class or one holding more
+    than ASCII, U+FFFD itself) is left to the engine in such a file; one that spells its
+    characters (a class of ASCII ones too) finds the same lines in both, without the file
+    being read first to find out whether it is UTF-8."""
     session = tmp_path / "ws" / "sessions" / "s"
     session.mkdir(parents=True)
     text = b"caf\xe9 ERROR\n\xff\xfeERROR\xff\nERROR \xef\xbf\xbd\n"
@@ -385,6 +391,34 @@ def test_ripgrep_finds_what_re2_finds_in_lines_with_carriage_returns(
     session = workdir / "sessions" / "s"
     session.mkdir(parents=True)
     (session / "tool_result-x.txt").write_bytes(text.encode())
+    rg = ripgrep_path()
+    assert rg is not None
+    assert grep(workdir, ["--", pattern], rg) == grep(workdir, ["--", pattern], "python")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lines=st.lists(
+        st.sampled_from([b"a1", b"\xff1", b"a\xff", b"\xe9a", b"\xef\xbf\xbd", b"a b", b"", b"]"]),
+        min_size=1,
+        max_size=8,
+    ),
+    tokens=st.lists(
+        st.sampled_from(["a", "1", "[a1]", "[0-9]", "[]a]", "[^a]", ".", "[é]", "\ufffd", " "]),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_ripgrep_finds_what_re2_finds_in_a_file_that_is_not_utf8(
+    lines: list[bytes], tokens: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whether a pattern may match a U+FFFD decides whether ripgrep gets a file that is not
+    UTF-8 unread; either way, the same lines come out."""
+    pattern = "".join(tokens)
+    workdir = tmp_path_factory.mktemp("not-utf8") / "ws"
+    session = workdir / "sessions" / "s"
+    session.mkdir(parents=True)
+    (session / "tool_result-x.txt").write_bytes(b"\n".join(lines) + b"\n")
     rg = ripgrep_path()
     assert rg is not None
     assert grep(workdir, ["--", pattern], rg) == grep(workdir, ["--", pattern], "python")

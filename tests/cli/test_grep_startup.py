@@ -1,5 +1,5 @@
 """`ctxoffload grep` starts light: no pathlib, whose import (urllib.parse, ipaddress) costs
-~4.5 ms of a run that bench/bench_cli_grep.py holds to 2x GNU grep; paths are spelled
+~4.5 ms of a run that bench/bench_cli_grep.py measures against GNU grep; paths are spelled
 as pathlib would spell them all the same."""
 
 from __future__ import annotations
@@ -40,6 +40,23 @@ print(json.dumps({"before": before, "runs": runs, "loaded": loaded}))
 """
 
 
+def loaded_by(runs: list[tuple[list[str], int]], watched: list[str]) -> list[str]:
+    """Which of the `watched` modules the grep `runs` import, in a fresh interpreter (each
+    run's exit status checked); skips when the interpreter loads one of them at start-up."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([argv for argv, _ in runs]), json.dumps(watched)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if report["before"]:
+        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
+    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
+    loaded: list[str] = report["loaded"]
+    return loaded
+
+
 def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
     workdir = tmp_path / "ws"
     for session in ("s1", "s2"):
@@ -63,17 +80,8 @@ def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
         (["grep", "ERROR", "../s1", "--workdir", ws], 2),
         (["grep", "ERROR", "nope", "--workdir", ws], 2),
     ]
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps([argv for argv, _ in runs]), json.dumps(PATHLIB)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if report["before"]:
-        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
-    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
-    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
+    loaded = loaded_by(runs, PATHLIB)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"
 
 
 def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
@@ -94,23 +102,8 @@ def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
         (["grep", "-F", '"role":"user"', "s1", "--workdir", ws], 0),  # the raw JSON line
         (["grep", "nothing-matches", "--workdir", ws], 1),
     ]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CHILD,
-            json.dumps([argv for argv, _ in runs]),
-            json.dumps(PATHLIB + MESSAGE_MODEL),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if report["before"]:
-        pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
-    assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
-    assert report["loaded"] == [], f"`ctxoffload grep` imported {report['loaded']}"
+    loaded = loaded_by(runs, PATHLIB + MESSAGE_MODEL)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"
 
 
 def test_a_bad_workdir_is_named_as_pathlib_spells_it(
@@ -170,3 +163,30 @@ def test_path_text_spells_paths_as_pathlib_does(text: str) -> None:
     assert path_text(text) == str(Path(text))
     for name in ("sessions", "tool_result-call_1.txt", "a.."):
         assert child_path(path_text(text), name) == str(Path(text) / name)
+
+
+# What a search handed to ripgrep needs no more than GNU grep would: no `typing` (annotations
+# only), no `shutil` (which brings bz2, lzma and zlib) to find ripgrep, no `subprocess` (which
+# brings threading, selectors and signal's machinery) to start it.
+RIPGREP_PATH = ["typing", "shutil", "bz2", "lzma", "subprocess", "threading", "selectors"]
+
+
+def test_a_search_by_ripgrep_starts_light(tmp_path: Path) -> None:
+    from ctxoffload.cli._grep_ripgrep import ripgrep_path
+
+    if ripgrep_path() is None:
+        pytest.fail("ripgrep is missing: pip install -e '.[test]' installs its binary wheel")
+    workdir = tmp_path / "ws"
+    asyncio.run(
+        LocalWorkspace(workdir, fsync=False).offload_tool_result(
+            "s1", ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
+        )
+    )
+    ws = str(workdir)
+    runs = [
+        (["grep", "ERROR", "--workdir", ws], 0),
+        (["grep", "-F", "-i", "disk", "s1", "--workdir", ws], 0),
+        (["grep", "rows=3[0-9]{2} ", "--workdir", ws], 1),
+    ]
+    loaded = loaded_by(runs, PATHLIB + RIPGREP_PATH)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,11 @@ import pytest
 
 from claude_code_hooks import (
     NON_BLOCKING,
+    PLUGIN,
+    hook_commands,
+    hook_in_project,
     output_of,
+    plugin_commands,
     post_tool_use_bash,
     post_tool_use_mcp,
     post_tool_use_read,
@@ -240,16 +245,8 @@ def test_a_workspace_that_cannot_be_written_is_a_non_blocking_error(tmp_path: Pa
 def test_the_workspace_defaults_to_dot_ctxoffload_in_the_project(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "CTXOFFLOAD_WORKDIR"}
-    env["CLAUDE_PROJECT_DIR"] = str(project)
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "hook", "PostToolUse"],
-        input=json.dumps(post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)))).encode(),
-        capture_output=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    payload = post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)))
+    done = hook_in_project("PostToolUse", payload, project, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     assert len(stored_files(project / ".ctxoffload")) == 1
 
@@ -265,34 +262,69 @@ def test_session_start_after_a_compaction_nothing_recorded_says_nothing(tmp_path
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
 
 
+def without_commands(settings: dict[str, Any]) -> dict[str, Any]:
+    """A settings file's hooks with each command left out: the events and their matchers."""
+    return {
+        event: [{**m, "hooks": [{**h, "command": ""} for h in m["hooks"]]} for m in matchers]
+        for event, matchers in settings["hooks"].items()
+    }
+
+
 def test_settings_prints_the_hooks_of_the_plugin(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ctxoffload", "hook", "settings"], capture_output=True, timeout=60
     )
     assert done.returncode == 0, done.stderr.decode()
-    plugin = Path(__file__).resolve().parents[2] / "integrations" / "claude-code-plugin"
-    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text(encoding="utf-8"))
-    assert json.loads(done.stdout) == {"hooks": hooks["hooks"]}
+    printed = json.loads(done.stdout)
+    # The same hooks, events and matchers as the plugin's; only how ctxoffload is found
+    # differs (an absolute path here, the plugin's launcher there).
+    command = shlex.split(printed["hooks"]["PostToolUse"][0]["hooks"][0]["command"])[0]
+    assert os.path.isabs(command)
+    plugin = json.loads((PLUGIN / "hooks" / "hooks.json").read_text(encoding="utf-8"))
+    launcher = '/bin/sh "${CLAUDE_PLUGIN_ROOT}/hooks/run-ctxoffload"'
+    assert {
+        event: line.replace(shlex.quote(command), launcher, 1)
+        for event, line in hook_commands(printed).items()
+    } == plugin_commands()
+    assert without_commands(printed) == without_commands(plugin)
     with_workdir = subprocess.run(
         [sys.executable, "-m", "ctxoffload", "hook", "settings", "--workdir", "my ws"],
         capture_output=True,
         cwd=tmp_path,
         timeout=60,
     )
-    commands = [
-        h["command"]
-        for matchers in json.loads(with_workdir.stdout)["hooks"].values()
-        for m in matchers
-        for h in m["hooks"]
-    ]
-    assert all(c.startswith(f"ctxoffload --workdir '{tmp_path / 'my ws'}' hook ") for c in commands)
+    workdir = shlex.quote(str(tmp_path / "my ws"))
+    commands = hook_commands(json.loads(with_workdir.stdout)).values()
+    assert all(c.startswith(f"{shlex.quote(command)} --workdir {workdir} hook ") for c in commands)
 
 
 def test_the_plugin_manifest_names_the_plugin() -> None:
-    plugin = Path(__file__).resolve().parents[2] / "integrations" / "claude-code-plugin"
+    plugin = PLUGIN
     manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
     assert manifest["name"] == "ctxoffload"
     assert isinstance(manifest.get("keywords", []), list)
     events = json.loads((plugin / "hooks" / "hooks.json").read_text(encoding="utf-8"))["hooks"]
     assert set(events) == {"PostToolUse", "PreCompact", "SessionStart"}
     assert [m["matcher"] for m in events["SessionStart"]] == ["compact"]
+
+
+def test_a_small_output_is_answered_before_asyncio_and_the_engine_load(tmp_path: Path) -> None:
+    # Claude Code runs the hook as a new process after every tool call: for most outputs it
+    # answers "nothing to do" on the process's bare start-up (bench/bench_hook_start.py).
+    heavy = ["asyncio", "typing", "pydantic", "ctxoffload.compression", "ctxoffload.workspace"]
+    child = (
+        "import json, sys\n"
+        "from ctxoffload.cli import main\n"
+        "status = main(['hook', 'PostToolUse', '--workdir', sys.argv[1]])\n"
+        "loaded = sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)\n"
+        "print(json.dumps([status, loaded]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path / "ws"), json.dumps(heavy)],
+        input=json.dumps(post_tool_use_bash("3 passed in 0.41s")).encode(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [0, []]
+    assert not (tmp_path / "ws").exists()

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -38,11 +39,14 @@ def proxy_command(
     server: Sequence[str] | None = None,
     limit: int = LIMIT,
     url: str | None = None,
+    stderr: Path | None = None,
 ) -> list[str]:
     """`ctxoffload mcp-proxy` on `workdir` in front of `server` (the test server), or of the
-    server at `url`."""
+    server at `url`; with `stderr`, what it writes there is appended to that file."""
     wrapped = ["--url", url] if url else ["--", *(server or server_command())]
+    into = ["sh", "-c", f'exec "$@" 2>>{shlex.quote(str(stderr))}', "sh"] if stderr else []
     return [
+        *into,
         sys.executable,
         "-m",
         "ctxoffload",
@@ -64,10 +68,11 @@ async def proxied(
     limit: int = LIMIT,
     mode: str = "legacy",
     url: str | None = None,
+    stderr: Path | None = None,
 ) -> AsyncIterator[Any]:
     """A connected client of a proxy subprocess (legacy mode: the handshake Claude Code,
-    Cursor and Codex speak)."""
-    command = proxy_command(workdir, *options, server=server, limit=limit, url=url)
+    Cursor and Codex speak); with `stderr`, the proxy's stderr goes to that file."""
+    command = proxy_command(workdir, *options, server=server, limit=limit, url=url, stderr=stderr)
     params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     async with Client(params, cache=None, mode=mode) as client:
         yield client
@@ -105,3 +110,25 @@ def stored_path(text: str) -> Path:
     if found is None:
         raise AssertionError(f"no stored file named in: {text[-800:]}")
     return Path(found.group(1))
+
+
+async def wait_for_file(path: Path) -> None:
+    """Until `path` exists and holds something (a pid, a port)."""
+    import anyio
+
+    while not (path.exists() and path.read_text(encoding="utf-8")):
+        await anyio.sleep(0.02)
+
+
+def pid_in(path: Path) -> int:
+    """The pid a test server wrote."""
+    return int(path.read_text(encoding="utf-8"))
+
+
+def process_gone(pid: int) -> bool:
+    """Whether the process ended (a zombie no one reaped counts as ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status

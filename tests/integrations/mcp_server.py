@@ -1,14 +1,18 @@
 """A real MCP server over stdio, written with the `mcp` SDK, for the proxy's tests.
 
-`python mcp_server.py [--pid-file PATH] [--collide] [--http PORT_FILE]` serves, on stdio (or
+`python mcp_server.py [--pid-file PATH] [--collide] [--http PORT_FILE] [--api-key K] [--token T]`
+serves, on stdio (or
 with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_FILE):
 
 - tools: `echo(text)`, `big(total_bytes, marker_line)` (numbered lines, one of them the marker),
-  `image(total_bytes)` (a PNG of about that size), `blocks(count, each)` (many small text
-  blocks), `structured(rows)` (structuredContent and its JSON as text), `fail()` (an error
-  result), `refuse()` (a JSON-RPC error), `hang(pid_file)` (writes its pid, never answers),
-  `blob()` (an embedded resource of bytes that are not UTF-8), `describe(query)` (declares an
-  outputSchema); with `--collide`, a tool of its own called `Read`;
+  `image(total_bytes)` (a PNG of about that size), `images(count, total_bytes)` (that many),
+  `bomb()` (a PNG whose header claims 1,739,357,314 x 2,995,735,735 pixels), `audio(total_bytes)`
+  (a WAV), `blocks(count, each)` (many small text blocks), `structured(rows)`
+  (structuredContent and its JSON as text), `summary(rows)` (structuredContent and a line
+  about it), `fail()` (an error result), `refuse()` (a JSON-RPC error), `hang(pid_file)`
+  (writes its pid, never answers), `blob(total_bytes)` (an embedded resource of bytes that
+  are not UTF-8), `describe(query)` (declares an outputSchema); with `--collide`, a tool of
+  its own called `Read`;
 - a prompt `greet(name)`;
 - resources `mem://notes` (text), `mem://raw` (bytes that are not UTF-8) and the template
   `mem://item/{id}`.
@@ -22,7 +26,6 @@ import json
 import os
 import struct
 import sys
-import zlib
 from typing import Any
 
 import anyio
@@ -30,6 +33,10 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+
+# Started as a script from this folder: tests/ (helpers.py) is put on the path by hand.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers import png_image
 
 NOT_UTF8 = b"\xff\xfe caf\xe9 \x80\x81 end"
 """Bytes no UTF-8 decoder takes."""
@@ -40,15 +47,34 @@ REFUSAL = {"code": -32602, "message": "refuse: the wrapped server says no", "dat
 def png(total_bytes: int) -> bytes:
     """A valid PNG of about `total_bytes` (a grey image, stored uncompressed)."""
     side = max(1, int((total_bytes / 3) ** 0.5))
-    row = b"\x00" + bytes([128]) * (side * 3)
-    raw = zlib.compress(row * side, level=0)
+    return png_image(side, side, colour=2, level=0)
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+BOMB = png_image(1_739_357_314, 2_995_735_735, rows=bytes(64))
+"""A PNG whose header claims 1,739,357,314 x 2,995,735,735 pixels (a provider refuses a
+request holding it)."""
+
+
+def wav(total_bytes: int) -> bytes:
+    """A WAV of silence of about `total_bytes`."""
+    frames = max(0, total_bytes - 44)
+    header = struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        36 + frames,
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        1,
+        8000,
+        8000,
+        1,
+        8,
+        b"data",
+        frames,
+    )
+    return header + b"\x80" * frames
 
 
 def big_text(total_bytes: int, marker_line: int) -> str:
@@ -95,6 +121,29 @@ TOOLS = [
         input_schema=_schema({"total_bytes": {"type": "integer"}}, ["total_bytes"]),
     ),
     types.Tool(
+        name="images",
+        description="count PNG images of about total_bytes each.",
+        input_schema=_schema(
+            {"count": {"type": "integer"}, "total_bytes": {"type": "integer"}},
+            ["count", "total_bytes"],
+        ),
+    ),
+    types.Tool(
+        name="bomb",
+        description="A PNG whose header claims billions of pixels.",
+        input_schema=_schema({}),
+    ),
+    types.Tool(
+        name="audio",
+        description="A WAV of about total_bytes.",
+        input_schema=_schema({"total_bytes": {"type": "integer"}}, ["total_bytes"]),
+    ),
+    types.Tool(
+        name="summary",
+        description="Rows as structured content, and one line about them as text.",
+        input_schema=_schema({"rows": {"type": "integer"}}, ["rows"]),
+    ),
+    types.Tool(
         name="blocks",
         description="count text blocks of each characters.",
         input_schema=_schema({"count": {"type": "integer"}, "each": {"type": "integer"}}),
@@ -119,8 +168,8 @@ TOOLS = [
     ),
     types.Tool(
         name="blob",
-        description="An embedded resource of bytes that are not UTF-8.",
-        input_schema=_schema({}),
+        description="An embedded resource of bytes that are not UTF-8 (of about total_bytes).",
+        input_schema=_schema({"total_bytes": {"type": "integer"}}),
     ),
 ]
 
@@ -145,6 +194,27 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "image":
         data = base64.b64encode(png(int(args["total_bytes"]))).decode("ascii")
         return types.CallToolResult(content=[types.ImageContent(data=data, mime_type="image/png")])
+    if name == "images":
+        data = base64.b64encode(png(int(args["total_bytes"]))).decode("ascii")
+        image = types.ImageContent(data=data, mime_type="image/png")
+        return types.CallToolResult(content=[image] * int(args["count"]))
+    if name == "bomb":
+        data = base64.b64encode(BOMB).decode("ascii")
+        return types.CallToolResult(
+            content=[
+                types.TextContent(text="the chart"),
+                types.ImageContent(data=data, mime_type="image/png"),
+            ]
+        )
+    if name == "audio":
+        data = base64.b64encode(wav(int(args["total_bytes"]))).decode("ascii")
+        return types.CallToolResult(content=[types.AudioContent(data=data, mime_type="audio/wav")])
+    if name == "summary":
+        rows = [{"id": i, "name": f"row-{i}"} for i in range(int(args["rows"]))]
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"{len(rows)} rows, in structuredContent")],
+            structured_content={"rows": rows},
+        )
     if name == "blocks":
         count, each = int(args.get("count", 10)), int(args.get("each", 10))
         return types.CallToolResult(
@@ -172,10 +242,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             file.write(str(os.getpid()))
         await anyio.sleep(3600)
     if name == "blob":
+        repeat = max(1, int(args.get("total_bytes", 0)) // len(NOT_UTF8))
         resource = types.BlobResourceContents(
             uri="mem://raw",
             mime_type="application/octet-stream",
-            blob=base64.b64encode(NOT_UTF8).decode("ascii"),
+            blob=base64.b64encode(NOT_UTF8 * repeat).decode("ascii"),
         )
         return types.CallToolResult(content=[types.EmbeddedResource(resource=resource)])
     if name == "Read":
@@ -285,6 +356,9 @@ async def main() -> None:
     parser.add_argument("--pid-file")
     parser.add_argument("--collide", action="store_true")
     parser.add_argument("--http")
+    # Secrets a real server takes on its command line (the proxy must never show them).
+    parser.add_argument("--api-key")
+    parser.add_argument("--token")
     args = parser.parse_args()
     if args.pid_file:
         with open(args.pid_file, "w", encoding="utf-8") as file:

@@ -286,7 +286,6 @@ async def test_a_failing_workspace_never_aborts_the_reply(
     server: OpenAIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocker = tmp_path / "ws"
-    blocker.write_text("a file where the workspace directory should be")
     for i in range(4):
         server.add(tool_call(f"c{i}", "fetch", number=i))
     server.add(chat_completion("done"))
@@ -296,6 +295,9 @@ async def test_a_failing_workspace_never_aborts_the_reply(
         context_size=12_000,
         tool_result_limit=800,
     )
+    # The workspace breaks after the offloader was built (a folder that is a file then is
+    # refused at construction: tests/integrations/test_contract.py).
+    blocker.write_text("a file where the workspace directory should be")
     with caplog.at_level(logging.WARNING, logger="ctxoffload"):
         reply = await agent.reply(user("read pages 0-3"))
     assert reply.get_text_content() == "done"

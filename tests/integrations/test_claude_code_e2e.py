@@ -37,6 +37,7 @@ import pytest
 from frameworks import framework_required, require_framework
 
 from anthropic_server import AnthropicServer
+from claude_code_hooks import BARE_PATH, clone_with_plugin
 from ctxoffload import LocalWorkspace
 
 sdk = require_framework("claude_agent_sdk", "claude")
@@ -91,10 +92,11 @@ def claude_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _base_env(home: Path) -> dict[str, str]:
     # Built from nothing, not from os.environ: no user's ANTHROPIC_* or CLAUDE_* setting, proxy
-    # or config reaches the CLI. The ctxoffload command the hooks run is the one next to this
-    # interpreter (PYTHONPATH passed on, for a source tree run without an install).
+    # or config reaches the CLI. Its PATH lacks the virtual environment ctxoffload is in, as
+    # for Claude Code started anywhere but a shell where it is active: the hooks find it
+    # without PATH (issue 56, item 5).
     env = {
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.defpath]),
+        "PATH": BARE_PATH,
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "NO_PROXY": "127.0.0.1,localhost",
@@ -103,8 +105,6 @@ def _base_env(home: Path) -> dict[str, str]:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
     }
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
 
 
@@ -169,8 +169,9 @@ def project(tmp_path: Path, claude_cli: Path) -> Project:
     home.mkdir()
     folder = tmp_path / "project"
     (folder / ".claude").mkdir(parents=True)
-    command = shutil.which("ctxoffload", path=_base_env(home)["PATH"])
-    assert command, f"the ctxoffload command is not installed next to {sys.executable}"
+    command = Path(sys.executable).parent / "ctxoffload"
+    assert command.is_file(), f"the ctxoffload command is not installed next to {sys.executable}"
+    assert shutil.which("ctxoffload", path=_base_env(home)["PATH"]) is None
     settings = subprocess.run(
         [command, "hook", "settings"],
         env=_base_env(home),
@@ -211,11 +212,11 @@ def events(project: Project, session: str) -> list[dict[str, Any]]:
     return asyncio.run(LocalWorkspace(project.workdir).read_events(session))
 
 
-def run_big_bash(project: Project, server: AnthropicServer, tool_use_id: str) -> str:
+def run_big_bash(project: Project, server: AnthropicServer, tool_use_id: str, *args: str) -> str:
     """One session: the model runs `seq 1 300000` with Bash, then ends; its session id."""
     server.add_tool_use("Bash", {"command": SEQ_COMMAND}, tool_use_id=tool_use_id)
     server.add_text("Done.")
-    result = project.claude(server, "Count to 300,000.")
+    result = project.claude(server, "Count to 300,000.", *args)
     assert result["result"] == "Done."
     assert server.remaining == 0
     session: str = result["session_id"]
@@ -298,6 +299,26 @@ def test_a_hook_that_cannot_write_leaves_the_session_going(
     assert f"workdir '{not_a_folder}' is not a folder" in project.transcript(result["session_id"])
 
 
+def test_a_dot_ctxoffload_the_repository_linked_elsewhere_gets_nothing(
+    project: Project, server: AnthropicServer, tmp_path: Path
+) -> None:
+    # A cloned repository ships `.ctxoffload` as a link to a folder it can read (issue 55,
+    # item 6): the hook refuses it, the output reaches the model by Claude Code's own
+    # handling, and nothing lands where the link points.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project.workdir.symlink_to(outside)
+    server.add_tool_use("Bash", {"command": SEQ_COMMAND}, tool_use_id="toolu_e2e_seq")
+    server.add_text("Done.")
+    result = project.claude(server, "Count.")
+    assert result["result"] == "Done."
+    sent = tool_result_text(server.message_requests[1], "toolu_e2e_seq")
+    assert NOTICE not in sent and "\n2\n3\n4\n" in sent
+    assert list(outside.iterdir()) == []
+    said = f"{project.workdir} is a symbolic link (to {str(outside)!r})"
+    assert said in project.transcript(result["session_id"])
+
+
 def test_two_sessions_at_once_each_keep_their_own_output(
     project: Project, server: AnthropicServer
 ) -> None:
@@ -334,3 +355,54 @@ def test_two_sessions_at_once_each_keep_their_own_output(
             if f'"tool_use_id": "toolu_e2e_job{job}"' in json.dumps(body)
         ]
         assert len(sent) == 1 and str(stored) in sent[0] and NOTICE in sent[0]
+
+
+@pytest.fixture
+def bare_project(tmp_path: Path, claude_cli: Path) -> Project:
+    """A project with no hooks in its settings."""
+    home = tmp_path / "home"
+    home.mkdir()
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return Project(folder, home, claude_cli)
+
+
+def test_the_plugin_run_from_a_clone_stores_a_big_output(
+    bare_project: Project, server: AnthropicServer, tmp_path: Path
+) -> None:
+    # `claude --plugin-dir <clone>/integrations/claude-code-plugin`, the clone's .venv
+    # holding ctxoffload, and a PATH without it.
+    plugin = clone_with_plugin(tmp_path / "my clone", venv=True)
+    session = run_big_bash(bare_project, server, "toolu_e2e_seq", "--plugin-dir", str(plugin))
+    sent = tool_result_text(server.message_requests[1], "toolu_e2e_seq")
+    stored = stored_file(bare_project, session, "toolu_e2e_seq")
+    assert sent.startswith("1\n2\n3\n") and NOTICE in sent and str(stored) in sent
+    assert stored.read_bytes() == SEQ_OUTPUT.encode()
+
+
+def test_the_plugin_without_ctxoffload_tells_the_user_and_leaves_the_session_going(
+    bare_project: Project, server: AnthropicServer, tmp_path: Path
+) -> None:
+    # A clone with no .venv, nothing on PATH: the plugin finds no ctxoffload (the python3
+    # of /usr/bin, where there is one, lacks it).
+    found = subprocess.run(
+        ["/bin/sh", "-c", "command -v ctxoffload || python3 -c 'import ctxoffload'"],
+        env=_base_env(bare_project.home),
+        capture_output=True,
+        timeout=120,
+    )
+    assert found.returncode != 0, "this machine's /usr/bin has a ctxoffload: the test needs none"
+    plugin = clone_with_plugin(tmp_path / "clone", venv=False)
+    session = run_big_bash(bare_project, server, "toolu_e2e_seq", "--plugin-dir", str(plugin))
+    sent = tool_result_text(server.message_requests[1], "toolu_e2e_seq")
+    assert NOTICE not in sent and "\n2\n3\n4\n" in sent  # Claude Code's own handling
+    assert not bare_project.workdir.exists()
+    # Claude Code showed the user the one line the plugin said (a hook's systemMessage).
+    shown = [
+        row["attachment"]
+        for row in map(json.loads, bare_project.transcript(session).splitlines())
+        if row.get("attachment", {}).get("type") == "hook_system_message"
+    ]
+    assert [(a["hookEvent"], a["content"][:38]) for a in shown] == [
+        ("PostToolUse", "ctxoffload plugin: no ctxoffload found")
+    ]

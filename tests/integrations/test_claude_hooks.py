@@ -139,5 +139,6 @@ def test_claude_code_validates_the_plugin_and_the_marketplace(tmp_path: Path, fo
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Validation passed" in done.stdout
     if folder != ".":
+        launcher = '/bin/sh \\"${CLAUDE_PLUGIN_ROOT}/hooks/run-ctxoffload\\"'
         for event in ("PostToolUse", "PreCompact", "SessionStart"):
-            assert f'command "ctxoffload hook {event}"' in done.stdout
+            assert f'command "{launcher} hook {event}"' in done.stdout

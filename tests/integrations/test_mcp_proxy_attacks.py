@@ -19,36 +19,21 @@ import pytest  # noqa: E402
 from mcp import MCPError  # noqa: E402
 from mcp_proxy import (  # noqa: E402
     events,
+    pid_in,
+    process_gone,
     proxied,
     proxy_command,
     server_command,
     sessions,
     stored_path,
     text_of,
+    wait_for_file,
 )
 from mcp_server import big_text  # noqa: E402
 
 BOUND = 60.0
 """Seconds within which an answer must come where a hang is the failure looked for (far above
 what it takes: it guards the run, it measures nothing)."""
-
-
-def _pid(path: Path) -> int:
-    return int(path.read_text(encoding="utf-8"))
-
-
-async def _wait_for(path: Path) -> None:
-    while not (path.exists() and path.read_text(encoding="utf-8")):
-        await anyio.sleep(0.02)
-
-
-def _gone(pid: int) -> bool:
-    """Whether the process ended (a zombie no one reaped counts as ended)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return True
-    return "\nState:\tZ" in status
 
 
 async def test_the_wrapped_server_killed_mid_call_gives_an_error_not_a_hang(
@@ -62,8 +47,8 @@ async def test_the_wrapped_server_killed_mid_call_gives_an_error_not_a_hang(
             async with anyio.create_task_group() as group:
 
                 async def kill() -> None:
-                    await _wait_for(pid_file)
-                    os.kill(_pid(pid_file), signal.SIGKILL)
+                    await wait_for_file(pid_file)
+                    os.kill(pid_in(pid_file), signal.SIGKILL)
 
                 group.start_soon(kill)
                 with pytest.raises(MCPError) as crashed:
@@ -80,6 +65,31 @@ async def test_the_wrapped_server_killed_mid_call_gives_an_error_not_a_hang(
     (session,) = sessions(workdir)
     calls = [e for e in events(workdir, session) if e["kind"] == "tool_call"]
     assert [(c["name"], c["outcome"]) for c in calls][1:3] == [("hang", "error"), ("echo", "error")]
+
+
+async def test_after_the_wrapped_server_dies_the_read_back_tools_are_still_listed(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """A client that lists the tools again before calling one (as clients do after a
+    reconnect) still finds Read, Grep, Glob and retrieve, and is told why the rest went."""
+    pid_file = tmp_path / "server.pid"
+    async with proxied(workdir, server=server_command("--pid-file", str(pid_file))) as client:
+        stored = await client.call_tool("big", {"total_bytes": 50_000, "marker_line": 99})
+        path = stored_path(text_of(stored))
+        os.kill(pid_in(pid_file), signal.SIGKILL)
+        while not process_gone(pid_in(pid_file)):
+            await anyio.sleep(0.02)
+        with anyio.fail_after(BOUND):
+            listed = await client.list_tools()
+        assert [t.name for t in listed.tools] == [
+            "Read",
+            "Grep",
+            "Glob",
+            "retrieve_offloaded_content",
+        ]
+        assert "is gone" in listed.meta["ctxoffload/wrapped-server-gone"]
+        found = await client.call_tool("Grep", {"pattern": "MARKER", "path_or_glob": str(path)})
+        assert "MARKER-FOUND-HERE" in text_of(found)
 
 
 def _send(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
@@ -121,7 +131,7 @@ def test_a_client_that_goes_away_mid_call_ends_the_proxy_and_its_server(
                 "params": {"name": "hang", "arguments": {"pid_file": str(pid_file)}},
             },
         )
-        anyio.run(_wait_for, pid_file)
+        anyio.run(wait_for_file, pid_file)
         assert process.stdin is not None
         process.stdin.close()  # the client is gone
         assert process.wait(timeout=BOUND) == 0
@@ -132,7 +142,7 @@ def test_a_client_that_goes_away_mid_call_ends_the_proxy_and_its_server(
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 pipe.close()
-    assert _gone(_pid(server_pid_file))
+    assert process_gone(pid_in(server_pid_file))
     (session,) = sessions(workdir)
     (call,) = [e for e in events(workdir, session) if e["kind"] == "tool_call"]
     assert call["name"] == "hang" and call["error"]["message"] == "Error: cancelled by the client"
@@ -269,7 +279,7 @@ async def test_the_http_form_proxies_a_server_reached_by_url(workdir: Path, tmp_
     server = subprocess.Popen([*server_command("--http", str(port_file))])
     try:
         with anyio.fail_after(BOUND):
-            await _wait_for(port_file)
+            await wait_for_file(port_file)
         url = f"http://127.0.0.1:{port_file.read_text(encoding='utf-8')}/mcp"
         async with proxied(workdir, url=url) as client:
             result = await client.call_tool("big", {"total_bytes": 200_000, "marker_line": 5})

@@ -26,6 +26,32 @@ from ctxoffload.integrations.strands import OffloadingConversationManager  # noq
 from helpers import MinimalOffloader  # noqa: E402
 
 
+class SlowModel(ScriptedModelBase):
+    """Calls `slow` once, then answers "done"."""
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        if any("toolResult" in b for m in messages for b in m["content"]):
+            events: list[dict[str, Any]] = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockDelta": {"delta": {"text": "done"}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "end_turn"}},
+            ]
+        else:
+            use = {"toolUse": {"toolUseId": "s0", "name": "slow"}}
+            events = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockStart": {"start": use}},
+                {"contentBlockDelta": {"delta": {"toolUse": {"input": '{"page": 0}'}}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "tool_use"}},
+            ]
+        for event in events:
+            yield event
+
+
 @tool
 def fetch(page: int) -> str:
     """Fetch one page of the report."""
@@ -146,10 +172,12 @@ def test_summarization_writes_the_summary_and_keeps_the_newest(tmp_path: Path) -
 
 
 def test_a_workspace_that_cannot_store_removes_nothing(tmp_path: Path) -> None:
-    (tmp_path / "ws").write_text("a file where the workspace should be")
     manager = OffloadingConversationManager(
         LocalWorkspace(tmp_path / "ws"), session_id="run-4", window_size=2, per_turn=True
     )
+    # The workspace breaks after the manager was built (a folder that is a file then is
+    # refused at construction: tests/integrations/test_contract.py).
+    (tmp_path / "ws").write_text("a file where the workspace should be")
     model = PlanModel(pages=3)
     agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
     assert str(agent("read every page")).strip() == "all pages read"
@@ -270,44 +298,82 @@ def test_the_compact_tool_compacts_once_per_step_and_says_where(tmp_path: Path) 
 def test_the_manager_is_the_sessions_one_live_writer_and_signs_its_events(
     tmp_path: Path,
 ) -> None:
-    """The manager takes its session's lease on first use and keeps it: a second manager
-    (another agent) on the same session is refused, naming the first, and every event the
-    first wrote names its Strands agent."""
+    """The manager holds its session's lease for each invocation: a second agent's run of the
+    same session while the first is live is refused, naming the first and what to do; once
+    the first ends, the next run is welcome; every event the first wrote names its agent."""
+    import threading
+
     from ctxoffload import SessionBusyError
+
+    gate, entered = threading.Event(), threading.Event()
+
+    @tool
+    def slow(page: int) -> str:
+        """Fetch one page, slowly."""
+        entered.set()
+        gate.wait(60)
+        return f"page {page}"
 
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
     manager = OffloadingConversationManager(ws, session_id="run-l", window_size=6, per_turn=True)
     agent = Agent(
         name="reader",
-        model=PlanModel(pages=8),
-        tools=[fetch],
+        model=SlowModel(),
+        tools=[slow],
         conversation_manager=manager,
         callback_handler=None,
     )
-    assert str(agent("read every page")).strip() == "all pages read"
+    answers: list[str] = []
+    first = threading.Thread(target=lambda: answers.append(str(agent("read a page"))))
+    first.start()
+    try:
+        assert entered.wait(60), "the first run never reached its tool"
+        other = OffloadingConversationManager(ws, session_id="run-l", window_size=6)
+        intruder = Agent(
+            name="intruder",
+            model=PlanModel(pages=2),
+            tools=[fetch],
+            conversation_manager=other,
+            callback_handler=None,
+        )
+        with pytest.raises(SessionBusyError, match="agent 'reader'") as refused:
+            intruder("read every page")
+        assert "give this manager another session_id" in str(refused.value)
+        assert "if_busy" not in str(refused.value)
+    finally:
+        gate.set()
+        first.join(60)
+    assert answers and answers[0].strip() == "done"
     events = [
         json.loads(x)
         for x in (tmp_path / "ws/sessions/run-l/events.jsonl").read_text().splitlines()
     ]
     assert events and {e["writer"]["agent"] for e in events} == {"reader"}
     assert {e["writer"]["session"] for e in events} == {"run-l"}
+    # The first run ended: its lease went with it, and the intruder's next run is welcome.
+    assert str(intruder("read every page")).strip() == "all pages read"
 
-    other = OffloadingConversationManager(ws, session_id="run-l", window_size=6, per_turn=True)
-    intruder = Agent(
-        name="intruder",
-        model=PlanModel(pages=8),
-        tools=[fetch],
-        conversation_manager=other,
-        callback_handler=None,
-    )
-    with pytest.raises(SessionBusyError, match="agent 'reader'"):
-        intruder("read every page")
-    del agent, manager  # the first writer goes away: its lease with it
-    import gc
 
-    gc.collect()
-    third = OffloadingConversationManager(ws, session_id="run-l", window_size=6, per_turn=True)
-    later = Agent(
-        model=PlanModel(pages=8), tools=[fetch], conversation_manager=third, callback_handler=None
-    )
-    assert str(later("read every page")).strip() == "all pages read"
+def test_a_manager_serves_the_session_of_one_agent_only(tmp_path: Path) -> None:
+    """A manager bound to one Strands session refuses an agent of another one (it would write
+    that conversation into the first's session), naming both; the first agent goes on."""
+    from strands.session.file_session_manager import FileSessionManager
+
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, window_size=6, per_turn=True)
+
+    def agent_of(session: str) -> Agent:
+        return Agent(
+            model=PlanModel(pages=1),
+            tools=[fetch],
+            conversation_manager=manager,
+            session_manager=FileSessionManager(session, storage_dir=str(tmp_path / "strands")),
+            callback_handler=None,
+        )
+
+    first = agent_of("alice")
+    assert str(first("read every page")).strip() == "all pages read"
+    assert manager.session_id == "alice"
+    with pytest.raises(ConfigError, match=r"session 'alice'.*'bob' needs a manager of its own"):
+        agent_of("bob")("read every page")
+    assert not (tmp_path / "ws" / "sessions" / "bob").exists()

@@ -159,6 +159,25 @@ async def test_agents_of_a_workspace_that_keeps_sessions_apart_keep_their_own_me
     assert event["folder"] == "memories/agents/alice"
 
 
+async def test_an_agent_named_like_anothers_mapped_folder_never_reads_its_memory(
+    workdir: Path,
+) -> None:
+    """Issue 55, item 4: `Agent(name=f"support-{user_id}")`, as the memory guide advises, with
+    a user id chosen to spell the folder another user's name maps to."""
+    _, memory = memory_on(workdir, isolate_sessions=True, session_id=None)
+    with writing_as("support-alice@example.com", "alice-1"):
+        await memory(command="create", path="/memories/card.md", file_text="alice's card")
+    with writing_as("support-alice_example_com.46b2a1c7079068a8", "mallory-1"):
+        seen = await memory(command="view", path="/memories")
+        assert "card.md" not in seen
+        answer = await memory(
+            command="str_replace", path="/memories/card.md", old_str="alice", new_str="mallory"
+        )
+        assert answer.startswith("Error")
+    files = tree_of(workdir / "memories")
+    assert list(files.values()) == [b"alice's card"]
+
+
 async def test_an_agents_name_never_leads_out_of_its_folder(workdir: Path) -> None:
     _, memory = memory_on(workdir, isolate_sessions=True, session_id=None)
     with writing_as("../../escape", "s1"):

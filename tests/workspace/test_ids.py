@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -386,5 +387,38 @@ def test_a_hosts_thread_id_maps_to_a_plain_session_never_shared(threads: list[st
     assert all(is_session_id(s) for s in sessions)
     assert len(set(sessions)) == len(threads)
     for thread, session in zip(threads, sessions, strict=True):
-        if is_session_id(thread):
+        if is_session_id(thread) and not re.search(r"\.[0-9a-f]{16}$", thread):
             assert session == thread  # a plain thread id is its own session
+
+
+@given(
+    threads=st.lists(
+        st.one_of(
+            st.text(min_size=1, max_size=120), st.from_regex(r"[a-z@._-]{1,30}", fullmatch=True)
+        ),
+        min_size=1,
+        max_size=6,
+        unique=True,
+    )
+)
+def test_a_mapped_session_never_equals_an_id_someone_can_pass(threads: list[str]) -> None:
+    """An attacker who learns the session a host id was mapped to passes that name as an id of
+    its own: it maps to another session, never to the first one's."""
+    for thread in threads:
+        mapped = session_id_for(thread)
+        if mapped != thread:
+            assert session_id_for(mapped) != mapped
+            assert session_id_for(mapped) != session_id_for(thread)
+
+
+def test_a_name_shaped_like_a_mapped_one_is_mapped_too() -> None:
+    victim = session_id_for("support-alice@example.com")
+    assert victim == "support-alice_example_com.46b2a1c7079068a8"
+    # The name the issue's attacker chose: plain, and equal to the victim's folder.
+    attacker = session_id_for("support-alice_example_com.46b2a1c7079068a8")
+    assert is_session_id(attacker)
+    assert attacker != victim
+    assert attacker.startswith("support-alice_example_com_46b2a1c7079068a8.")
+    # A plain name that only looks a little like one is kept.
+    assert session_id_for("release-1.2.3") == "release-1.2.3"
+    assert session_id_for("run.0123456789abcdeF") == "run.0123456789abcdeF"

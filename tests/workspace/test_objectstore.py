@@ -704,3 +704,67 @@ async def test_an_error_at_the_deadline_means_the_write_did_not_happen(s3: S3Ser
         assert texts == (["before", "held"] if acknowledged else ["before"])
     finally:
         proxy.stop()
+
+
+@pytest.mark.parametrize("planted", ["file", "folder"])
+async def test_download_follows_no_link_planted_in_the_folder(
+    ws: ObjectStoreWorkspace, tmp_path: Any, planted: str
+) -> None:
+    await ws.offload_tool_result("s", tool_result("c", "payload"))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "tool_result-c.txt").write_text("untouched")
+    copy = tmp_path / "copy"
+    (copy / "sessions").mkdir(parents=True)
+    if planted == "file":
+        (copy / "sessions" / "s").mkdir()
+        (copy / "sessions" / "s" / "tool_result-c.txt").symlink_to(victim / "tool_result-c.txt")
+    else:
+        (copy / "sessions" / "s").symlink_to(victim)
+    with pytest.raises(OSError):
+        await ws.download(copy)
+    assert (victim / "tool_result-c.txt").read_text() == "untouched"
+    assert sorted(p.name for p in victim.iterdir()) == ["tool_result-c.txt"]
+
+
+async def test_an_import_cut_is_listed_by_nothing_and_finished_by_the_next(
+    ws: ObjectStoreWorkspace, url: str, s3: S3Server, tmp_path: Any
+) -> None:
+    from ctxoffload import LocalWorkspace
+
+    folder = tmp_path / "ws"
+    local = LocalWorkspace(folder, fsync=False)
+    for n in range(3):
+        await local.offload_tool_result("s", tool_result(f"c{n}", f"out {n}\n" * 100))
+    await local.offload_context("s", [text_msg(f"m{n}") for n in range(50)])
+    await local.offload_context("t", [text_msg("other")])
+    assert await ws.upload(folder) == []
+    bucket, prefix = url.removeprefix("s3://").split("/", 1)
+    # What an import killed on the way leaves: its mark, and not all of the session.
+    s3.put_object(bucket, f"{prefix}/sessions/.importing-s", b"{}")
+    s3.delete_object(bucket, f"{prefix}/sessions/s/tool_result-c2.txt")
+    assert await ws.list_sessions() == ["t"]
+    said: list[str] = []
+    assert await ws.upload(folder, progress=said.append) == []
+    assert said == [
+        "s: finished (an import of it was cut)",
+        "t: there already, as this import writes it: left as it is",
+    ]
+    assert await ws.list_sessions() == ["s", "t"]
+    assert len(await ws.list_files("s")) == 3
+    # gc takes a cut import's session with its mark; a purge too.
+    s3.put_object(bucket, f"{prefix}/sessions/.importing-s", b"{}")
+    s3.put_object(bucket, f"{prefix}/sessions/.importing-t", b"{}")
+    assert sorted((await ws.gc(older_than=0)).sessions_removed) == ["s", "t"]
+    assert s3.count_objects(bucket, f"{prefix}/sessions/") == 0
+    await ws.offload_context("t", [text_msg("anew")])
+    assert await ws.list_sessions() == ["t"]
+    s3.put_object(bucket, f"{prefix}/sessions/.importing-t", b"{}")
+    assert await ws.purge_session("t")
+    assert s3.count_objects(bucket, f"{prefix}/sessions/") == 0
+    # `remove_sessions` (`ctxoffload purge`) finds a session only its mark lists, too.
+    await ws.offload_context("t", [text_msg("anew")])
+    s3.put_object(bucket, f"{prefix}/sessions/.importing-t", b"{}")
+    assert await ws.list_sessions() == []
+    assert (await ws.remove_sessions(["t"])).sessions_removed == ["t"]
+    assert s3.count_objects(bucket, f"{prefix}/sessions/") == 0

@@ -317,6 +317,31 @@ async def test_a_database_of_an_older_version_is_migrated_forward(url: str, tmp_
     db.close()
 
 
+@pytest.mark.parametrize("table", ["sessions", "leases", "data_v2", "files (a view)"])
+async def test_a_database_whose_tables_clash_is_refused_unchanged(
+    url: str, tmp_path: Path, table: str
+) -> None:
+    # Another program's file, holding a table (or a view) of a name ctxoffload's take.
+    path = tmp_path / "agents.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE theirs (name TEXT)")
+        db.execute("INSERT INTO theirs VALUES ('theirs')")
+        if table.endswith("(a view)"):
+            table = table.split()[0]
+            db.execute(f"CREATE VIEW {table} AS SELECT name FROM theirs")
+        else:
+            db.execute(f"CREATE TABLE {table} (name TEXT)")
+    db.close()
+    before = path.read_bytes()
+    ws = SqlWorkspace(url)
+    with pytest.raises(ConfigError, match=f"table {table!r} of another program"):
+        await ws.offload_context("s", [Msg(role="user", content="hi")])
+    ws.close()
+    # Refused before anything changed: not even its journal mode (WAL) was switched.
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agents.db"]
+
+
 # -- URLs, references and rows that reach outside -------------------------------------------------
 
 

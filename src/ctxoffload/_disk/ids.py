@@ -6,7 +6,13 @@ import re
 
 from ..exceptions import InvalidSessionId
 
-__all__ = ["is_session_id", "session_id_for", "tool_file_stem", "validate_session_id"]
+__all__ = [
+    "is_session_id",
+    "session_id_for",
+    "session_named",
+    "tool_file_stem",
+    "validate_session_id",
+]
 
 # ASCII only: a look-alike such as U+2215 (division slash) or U+FF0E (fullwidth full stop)
 # must not pass as a plain name. The first character may not be '.', which rules out '.',
@@ -14,6 +20,8 @@ __all__ = ["is_session_id", "session_id_for", "tool_file_stem", "validate_sessio
 _SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 _PLAIN_TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_-]+")
+# What `session_id_for` ends a name it made with: '.' and 16 hex digits of a sha256.
+_MAPPED_TAIL = re.compile(r"\.[0-9a-f]{16}\Z")
 
 
 def _show(value: str, limit: int = 40) -> str:
@@ -49,18 +57,34 @@ def validate_session_id(session_id: object) -> str:
 
 
 def session_id_for(thread: object) -> str:
-    """The session of a host's thread or conversation id (LangGraph's `thread_id`, ...): the
-    id itself when it is a plain name, else its safe characters (at most 80), '.' and 16 hex
-    digits of the sha256 of the original, so a host's id never names a path and two ids never
-    share a session. The one rule every adapter follows."""
+    """The session of a host's thread or conversation id (LangGraph's `thread_id`, a Claude
+    Code session, an agent's name for its memory folder...): the one rule every door follows.
+
+    A plain name (`is_session_id`) is its own session, unless it ends the way a mapped name
+    does ('.' and 16 hex digits). Any other id becomes its safe characters (at most 80), '.'
+    and 16 hex digits of the sha256 of the original. So a host's id never names a path, two
+    ids never share a session, and a mapped name never equals an id someone can pass as it
+    is: an id shaped like a mapped name is itself mapped (to another name), as an escape
+    character escapes itself. Map each host id once: a mapped name mapped again is another
+    session.
+    """
     text = thread if isinstance(thread, str) else str(thread)
-    if is_session_id(text):
+    if is_session_id(text) and _MAPPED_TAIL.search(text) is None:
         return text
     import hashlib  # not at import: see tool_file_stem
 
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     safe = _UNSAFE_RUN.sub("_", text)[:80].lstrip("-._") or "thread"
     return f"{safe}.{digest}"
+
+
+def session_named(text: str) -> str:
+    """The session a person names with `text` (a `ctxoffload` command's SESSION): a plain
+    name is the session's own folder name, taken as it is (`team_alice_42.4518827876801fc9`,
+    as `ls` lists it); anything else is a host's own conversation id (`team/alice:42`),
+    mapped by `session_id_for`, the rule every door stored it by. So a command finds a
+    host's conversation by the id the host knows it by, and never takes a path."""
+    return text if is_session_id(text) else session_id_for(text)
 
 
 def tool_file_stem(tool_id: object) -> str:

@@ -7,7 +7,8 @@ imports it at start-up (`re` is loaded by argparse anyway).
 ```
 {workdir}/
   sessions/{session_id}/
-    context.jsonl  context.jsonl.commit  events.jsonl  state.json
+    context.jsonl  context.jsonl.commit  events.jsonl  state.json  lease.json
+    history.jsonl            a host's saved conversation (an SDK session's items), appended
     tool_result-{stem}.txt
   data/{sha256}.{ext}
   skills/
@@ -15,6 +16,15 @@ imports it at start-up (`re` is loaded by argparse anyway).
     agents/{agent}/          each agent's own, in a workspace that keeps sessions apart
     shared/{name}/           a folder shared on purpose
 ```
+
+What an agent stored (tool results, context.jsonl, data/, memories/) is content; what the
+workspace keeps to run and to record a session (events.jsonl, state.json, lease.json, a host's
+history.jsonl, a commit record, a file being written, a folder being removed) is a record
+(`is_record`).
+Every search over a folder or a glob (the agent's Grep and Glob, the read-back tools of every
+host and of the MCP proxy, `ctxoffload grep` and the viewer's search through it) finds content
+and leaves the records out unless a path names one: the records hold every earlier search
+and its answer, which a search would otherwise find again.
 """
 
 from __future__ import annotations
@@ -31,12 +41,16 @@ __all__ = [
     "DATA_REFERENCE",
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
+    "HISTORY_FILE",
+    "LEASE_FILE",
+    "LOGS",
     "MARK",
     "MEMORIES_DIR",
     "MEMORY_AGENTS_DIR",
     "MEMORY_SHARED_DIR",
     "PIN_MARK",
     "PURGING_PREFIX",
+    "RECORD_FILES",
     "SESSIONS_DIR",
     "SKILLS_DIR",
     "STATE_FILE",
@@ -49,6 +63,7 @@ __all__ = [
     "WINDOW_NOTE_MARK",
     "is_committed_log",
     "is_data_name",
+    "is_record",
     "is_tool_result_name",
     "mark_kind",
     "mark_of",
@@ -81,9 +96,21 @@ EVENTS_FILE = "events.jsonl"
 """A session's record: one event per line (offloads, compressions, model and tool calls)."""
 STATE_FILE = "state.json"
 """A session's snapshot for resuming: the live context, replaced at each step."""
+HISTORY_FILE = "history.jsonl"
+"""A session's host conversation as the host saves it (the OpenAI Agents SDK's session
+items): records appended one per line, never rewritten; what the host reads back at the start
+of a run (`HistoryLog`)."""
+LOGS = (CONTEXT_FILE, EVENTS_FILE, HISTORY_FILE)
+"""A session's append-only logs: written a batch of lines at a time, never replaced, read by
+lines (a bucket keeps each as segments, an import appends it line by line)."""
 COMMIT_SUFFIX = ".commit"
 """Beside a committed log, `context.jsonl.commit` says how much of it belongs to
 acknowledged batches; a reader ignores what lies past it."""
+LEASE_FILE = "lease.json"
+"""The lease of a session: `sessions/{id}/lease.json` (a file on disk, an object in a bucket)."""
+RECORD_FILES = frozenset({EVENTS_FILE, STATE_FILE, LEASE_FILE, HISTORY_FILE})
+"""The files of a session folder that record the session rather than hold what its agent
+stored (commit records, named by `COMMIT_SUFFIX`, are records too: `is_record`)."""
 
 
 # Both are hidden names, which readers and listings skip, and `initialize` clears what a
@@ -170,6 +197,28 @@ def is_committed_log(name: str) -> bool:
     """Whether a file of that name is a committed log, with a commit record beside it that
     says where its readable part ends (only context.jsonl is)."""
     return name == CONTEXT_FILE
+
+
+def is_record(parts: tuple[str, ...] | list[str]) -> bool:
+    """Whether the file or folder at the end of a path is one of the workspace's records, not
+    content an agent stored: the one rule of every search that walks a folder or a glob.
+
+    A record is a session folder's events.jsonl, state.json, lease.json or commit record
+    (`sessions/{id}/context.jsonl.commit`), or, anywhere, a name being written
+    (`TEMPORARY_PREFIX`) or a folder being removed (`PURGING_PREFIX`), whose content is
+    half a file or a removed one. A search leaves a folder that is a record unwalked.
+
+    Args:
+        parts: the path's components, from the workdir (`("sessions", "s1",
+            "events.jsonl")`) or from the file system's root: only the last three are read.
+    """
+    if not parts:
+        return False
+    name = parts[-1]
+    if name.startswith((TEMPORARY_PREFIX, PURGING_PREFIX)):
+        return True
+    in_a_session = len(parts) >= 3 and parts[-3] == SESSIONS_DIR
+    return in_a_session and (name in RECORD_FILES or name.endswith(COMMIT_SUFFIX))
 
 
 def is_data_name(name: str) -> bool:

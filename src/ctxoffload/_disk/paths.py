@@ -30,6 +30,7 @@ __all__ = [
     "check_entry",
     "file_to_link",
     "file_url_to_path",
+    "folder_in",
     "linked_elsewhere",
     "open_dir",
     "open_file",
@@ -39,6 +40,7 @@ __all__ = [
     "path_to_file_url",
     "remove_dead_temporaries",
     "remove_tree",
+    "replace_file",
     "same_entry",
     "temporary_file",
     "tree_size",
@@ -47,6 +49,7 @@ __all__ = [
     "verify_file",
     "verify_settled",
     "workdir_problem",
+    "write_new_file",
 ]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -128,6 +131,47 @@ def workdir_problem(workdir: str, *, create: bool = False) -> str | None:
     if not os.path.isdir(above):
         return f"workdir {workdir!r} is not a folder: {above!r} is not a folder"
     return None if create else f"workdir {workdir!r} does not exist"
+
+
+def folder_in(parent: str, name: str, *, fix: str) -> str:
+    """The folder `name` in `parent`, made when missing, reached without following a link at
+    `name`: the workdir of a workspace whose place someone else chose, as `.ctxoffload` in a
+    project a repository was cloned into, which may ship it as a link to anywhere. There the
+    rule that a workdir may be a link (resolved once) does not hold. `parent` is the user's
+    choice and may be one.
+
+    A local process that swaps the folder for a link after this returns is not guarded
+    against (it could write there itself); what a repository ships is.
+
+    Args:
+        parent: the folder the workdir goes in (a project folder).
+        name: one path component.
+        fix: what the user can do instead, said after the refusal.
+
+    Returns:
+        The folder's absolute path, `parent` as given (not resolved: the paths a workspace
+        there names stay under the folder the user knows).
+
+    Raises:
+        Refused: `name` is a symbolic link (dangling or not) or not a folder, said with `fix`.
+        FileNotFoundError: `parent` does not exist.
+        OffloadError: it cannot be made or opened.
+    """
+    root = os.path.realpath(parent)
+    shown = os.path.join(parent, name)
+    parent_fd = open_dir(None, root, parent, create=False)
+    try:
+        try:
+            os.close(open_dir(parent_fd, name, shown, create=True))
+        except Refused as exc:
+            try:
+                what = f"a symbolic link (to {os.readlink(name, dir_fd=parent_fd)!r})"
+            except OSError:  # no link: a file, a FIFO, a socket
+                what = "not a folder"
+            raise Refused(f"{shown} is {what}: {fix}", shown, "link") from exc
+    finally:
+        os.close(parent_fd)
+    return os.path.join(os.path.abspath(parent), name)
 
 
 def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> int:
@@ -527,6 +571,64 @@ def file_to_link(
         yield link_unnamed
     finally:
         os.close(fd)
+
+
+def write_new_file(
+    root: str,
+    parts: Sequence[str],
+    data: bytes,
+    shown_root: str,
+    *,
+    modified: float | None = None,
+) -> None:
+    """Write `data` as a new file at `root/parts...`, making the folders on the way, each
+    reached without following a link (`open_path`); nothing there is overwritten: the one
+    way a copy in the on-disk layout (`download`, `export`) writes a file.
+
+    Args:
+        root: the resolved folder written into.
+        parts: the components below it, the file's name last.
+        data: the bytes.
+        shown_root: `root` as the user gave it, for error messages.
+        modified: the file's modification (and access) time, seconds since the epoch.
+
+    Raises:
+        FileExistsError: an entry of that name is there already (a link too, not followed).
+        Refused: a folder on the way is a planted link or not a folder.
+        OffloadError: a folder cannot be made or opened.
+    """
+    with open_tree(root, parts[:-1], shown_root, create=True) as dir_fd:
+        fd = os.open(parts[-1], WRITE_NEW_FLAGS, 0o644, dir_fd=dir_fd)
+        try:
+            _write_all(fd, data, fsync=False)
+            if modified is not None:
+                os.utime(fd, (modified, modified))
+        finally:
+            os.close(fd)
+
+
+def replace_file(
+    dir_fd: int, name: str, data: bytes, *, fsync: bool, modified_ns: tuple[int, int] | None = None
+) -> None:
+    """Replace the file `name` in `dir_fd` with `data` in one step (a temporary file renamed
+    over it: a reader sees the old bytes or the new; a link there is replaced, never
+    followed).
+
+    Args:
+        dir_fd: the folder, opened without following a link.
+        name: the file's name.
+        data: the new bytes.
+        fsync: fsync the new file before it takes the name.
+        modified_ns: (access, modification) times in nanoseconds to give the new file.
+
+    Raises:
+        OSError: the disk refused the write; the old file is as it was.
+        OffloadError: as `temporary_file`.
+    """
+    with temporary_file(dir_fd, name, data, fsync=fsync) as tmp:
+        if modified_ns is not None:
+            os.utime(tmp, ns=modified_ns, dir_fd=dir_fd, follow_symlinks=False)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 def _write_all(fd: int, data: bytes, *, fsync: bool) -> None:

@@ -23,7 +23,6 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from .commit import iter_chunks, read_commit, read_log, readable_end
-from .events import EventKind, is_event
 from .ids import is_session_id
 from .layout import DATA_DIR, SESSIONS_DIR
 from .paths import (
@@ -361,6 +360,10 @@ def rebuild_step(events: Iterable[Any], step: int) -> list[dict[str, Any]]:
         IncompleteRecord: a message the step was sent was never recorded.
         LookupError: no model call at that step.
     """
+    # Imported here: every command opens folders through this module, few rebuild a step,
+    # and declaring the events costs a search by `ctxoffload grep` a few milliseconds.
+    from .events import EventKind, is_event
+
     known: dict[str, dict[str, Any]] = {}
     rebuilt: list[dict[str, Any]] | None = None
     for event in events:

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from ..exceptions import InvalidContent
 from .regex import invalid_pattern, load_re2, re2_options, reads_whole_text, refuse_empty
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "Deadline",
@@ -199,11 +202,12 @@ def required_literal(pattern: str) -> str | None:
 
     Read conservatively, so that the answer holds in RE2's syntax and in Python's: only
     characters outside any group or class count, an escaped punctuation mark counts as
-    itself, a character followed by a quantifier does not count, and a pattern with inline
-    flags (`(?i)`, `(?x)`...), RE2's `\\Q...\\E`, a top-level `|`, a nested class, a brace
-    that is not a repetition or an escape that spells a character (`\\x41`, `\\101`, `\\pL`)
-    has none. A wrong None only costs speed; a wrong literal would lose matches, hence the
-    caution.
+    itself, so does an ASCII character spelled `\\xHH` (`escape` spells a space `\\x20`), a
+    character followed by a quantifier does not count, and a pattern with inline flags
+    (`(?i)`, `(?x)`...), RE2's `\\Q...\\E`, a top-level `|`, a nested class, a brace that is
+    not a repetition or another escape that spells a character (`\\xe9`, `\\x{41}`, `\\101`,
+    `\\pL`) has none. A wrong None only costs speed; a wrong literal would lose matches,
+    hence the caution.
     """
     if "(?" in pattern or "\\Q" in pattern:
         return None  # inline flags, or RE2's quoting, change what the characters mean
@@ -226,9 +230,14 @@ def required_literal(pattern: str) -> str | None:
                 # runs, which is safe.
                 while step < 4 and pattern[i + step : i + step + 1].isdigit():
                     step += 1
+            elif escaped == "x" and _is_ascii_hex(pattern[i + 2 : i + 4]):
+                # \x20, as `escape` spells a space: one ASCII character in both engines (a
+                # higher one is a character to RE2 but a byte to Python's re on bytes).
+                literal = chr(int(pattern[i + 2 : i + 4], 16))
+                step = 4
             elif escaped not in _ONE_CHARACTER_ESCAPES:
-                # \x41, \pL, \p{Greek}, \N{...}, \u0041: the characters after the letter
-                # belong to the escape, which spells a character of its own.
+                # \xe9, \x{41}, \pL, \p{Greek}, \N{...}, \u0041: the characters after the
+                # letter belong to the escape, which spells a character of its own.
                 return None
         elif ch == "[":
             j = i + 1
@@ -264,6 +273,11 @@ def required_literal(pattern: str) -> str | None:
     if len(run) > len(best):
         best = "".join(run)
     return best or None
+
+
+def _is_ascii_hex(digits: str) -> bool:
+    """Whether two characters are the hex digits of an ASCII character (`20`, `7e`)."""
+    return len(digits) == 2 and digits[0] in "01234567" and digits[1] in "0123456789abcdefABCDEF"
 
 
 def literal_finder(

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._disk import events
 from .._disk.compact_requests import CompactRequests
+from .._doors.checks import checked_offloader
+from .._doors.doors import DOORS
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -36,7 +36,6 @@ from ..workspace import (
     SessionLease,
     fork_session,
     new_session,
-    not_a_capability,
     take_lease,
     validate_session_id,
     writing_as,
@@ -57,36 +56,15 @@ from ._context_tools import (
     pin_context_tool,
     pin_with_results,
 )
-from ._record import SessionRecorder, window_parts
+from ._record import SessionRecorder, StepRecord, window_parts
 from ._state import SavedState
 from ._subagent import CALLER, MAX_SUBAGENT_DEPTH, Caller, subagent_tool
 from ._tool_calls import bounded, run_in_order, unfinished_results
 from ._tools import Tool
 
-__all__ = ["Agent", "StepRecord"]
+__all__ = ["Agent"]
 
 logger = logging.getLogger("ctxoffload")
-
-
-@dataclass
-class StepRecord:
-    """What happened in one step of the loop, for reports and debugging.
-
-    Attributes:
-        step: the step's number, from 1.
-        context_tokens: the tokens of the messages sent to the model at this step.
-        tool_calls: the names of the tools the model called, in order.
-        truncated: how many tool results were truncated into files.
-        compressed: whether older history was compressed before the model call.
-        input_tokens: the input tokens the provider reported; None when it reported none.
-    """
-
-    step: int
-    context_tokens: int
-    tool_calls: list[str] = field(default_factory=list)
-    truncated: int = 0
-    compressed: bool = False
-    input_tokens: int | None = None
 
 
 class Agent:
@@ -806,33 +784,11 @@ class Agent:
             self.messages = self._initial_messages() + messages
 
 
-_OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
-
-
 def _check_offloader(offloader: object) -> None:
-    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`."""
-    if offloader is None:
-        return
-    if not isinstance(offloader, Offloader):
-        raise not_a_capability(
-            offloader,
-            Offloader,
-            role="offloader",
-            fix="pass a LocalWorkspace, an InMemoryWorkspace, or an object with async "
-            + ", ".join(_OFFLOADER_METHODS),
-        )
-    methods = (
-        offloader.offload_context,
-        offloader.offload_tool_result,
-        offloader.offload_data_block,
-    )
-    for name, method in zip(_OFFLOADER_METHODS, methods, strict=True):
-        if not inspect.iscoroutinefunction(method):
-            raise ConfigError(
-                f"offloader {type(offloader).__name__}.{name} is not async: define it with "
-                f"'async def {name}(...)' (the agent awaits it; a sync one would leave big "
-                "results in the context)"
-            )
+    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`
+    (the one check every door makes), or a workspace on a folder that is a file."""
+    if offloader is not None:
+        checked_offloader(offloader, DOORS["agent"], role="offloader")
 
 
 async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:

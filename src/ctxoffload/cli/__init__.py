@@ -15,7 +15,7 @@ from ._commands import COMMAND_HELP
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
 __all__ = ["main"]
 
@@ -106,6 +106,16 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
+    def error(self, message: str) -> NoReturn:
+        """A usage error, the secrets of the arguments it quotes masked (a key given in the
+        wrong place is said as every command line is, `ctxoffload._secrets`)."""
+        from .._secrets import Secrets, masked_command
+
+        unrecognized = "unrecognized arguments: "
+        if message.startswith(unrecognized):
+            message = unrecognized + masked_command(message[len(unrecognized) :].split(" "))
+        super().error(Secrets().mask(message))
+
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser: every command listed, or command `only` with all its options.
@@ -128,9 +138,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help=(
-            "the workspace: a folder, or a bucket URL for ls, show, cat, grep, stats, verify, "
-            "gc and ui (default: $CTXOFFLOAD_WORKDIR, else the current directory; demo makes a "
-            "new folder)"
+            "the workspace: a folder, a database URL (sqlite:///agents.db, "
+            "postgresql://user@host/db) or a bucket URL (s3://bucket/prefix); watch takes no "
+            "bucket, replay and mcp-proxy a folder only (default: $CTXOFFLOAD_WORKDIR, else the "
+            "current directory; demo makes a new folder)"
         ),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")

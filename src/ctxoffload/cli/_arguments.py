@@ -11,6 +11,7 @@ import argparse
 import os
 
 from ..exceptions import CliError
+from ._session_name import SessionName, said_session
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -21,16 +22,22 @@ if TYPE_CHECKING:
     from ._bucket import BucketCopies
 
 __all__ = [
+    "DEMO_FOLDER_PREFIX",
     "EXIT_OK",
     "EXIT_PROBLEMS",
     "EXIT_USAGE",
+    "SessionName",
     "Workdir",
     "add_json",
     "add_workdir",
     "child_path",
     "is_store_url",
     "path_text",
+    "said_session",
 ]
+
+DEMO_FOLDER_PREFIX = "ctxoffload-demo-"
+"""How the folders `ctxoffload demo` makes begin (then the time: `20261126-081723`)."""
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -113,10 +120,13 @@ class Workdir:
             CliError: it is a bucket URL.
         """
         if self.is_bucket:
+            from ._bucket import check_scheme
+
+            check_scheme(self.text)  # a typo is said as such, not as a bucket refused
             raise CliError(
                 f"--workdir {self.text!r}: `ctxoffload {self.command}` works on a local "
-                "folder; ls, show, cat, grep, stats, verify, gc, fork and ui read a bucket or a "
-                "database"
+                "folder; the commands that read or remove sessions (ls, show, grep, ...) take a "
+                "bucket or a database too"
             )
         from pathlib import Path
 

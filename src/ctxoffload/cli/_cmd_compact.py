@@ -25,7 +25,15 @@ from typing import Any
 
 from ..exceptions import CliError, ConfigError, SessionBusyError
 from ._access import checked_session_id, open_backend
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    SessionName,
+    Workdir,
+    add_json,
+    add_workdir,
+    said_session,
+)
 from ._commands import COMMAND_HELP
 from ._output import print_json
 
@@ -53,7 +61,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "2 bad input, 3 --wait ran out with the request pending."
         ),
     )
-    parser.add_argument("session", metavar="SESSION", help="the session to compact")
+    parser.add_argument(
+        "session", metavar="SESSION", type=SessionName, help="the session to compact"
+    )
     parser.add_argument(
         "--instructions",
         metavar="TEXT",
@@ -104,7 +114,9 @@ async def _compact(workspace: Any, session: str, args: argparse.Namespace) -> di
     from .._disk.compact_requests import CompactRequests, request_compaction
 
     if session not in await workspace.list_sessions():  # a bucket: open_backend cannot tell
-        raise CliError(f"the workspace has no session {session!r}: `ctxoffload ls` lists them")
+        raise CliError(
+            f"the workspace has no session {said_session(session)}: `ctxoffload ls` lists them"
+        )
     settings = await _settings(workspace, session, args)
     projected = settings is None
     try:
@@ -140,16 +152,37 @@ async def _settings(
     from .._disk.events import EventKind
 
     started: dict[str, Any] = {}
+    door: dict[str, Any] = {}
     projected = False
     for event in await workspace.read_events(session):
         if event.get("kind") == EventKind.SESSION_START:
             started = event
+        elif event.get("kind") == EventKind.DOOR:
+            door = event
         elif event.get("kind") == EventKind.MODEL_CALL and event.get("outcome") == "projected":
             projected = True
+    if door and door.get("projects") is False:
+        raise CliError(_not_ours(session, door))
+    if door.get("projects") is True:
+        return None
     state = await workspace.read_state(session) or {}
     if projected and not state.get("messages"):
         return None
     return _agent_settings(started, state, session, args)
+
+
+def _not_ours(session: str, door: dict[str, Any]) -> str:
+    """Why a session a door writes whose host owns the context cannot be compacted here."""
+    from .._doors.doors import door_named
+
+    known = door_named(door.get("door"))
+    host = door.get("host") if isinstance(door.get("host"), str) else "its host"
+    adapter = f" ({door['adapter']})" if isinstance(door.get("adapter"), str) else ""
+    advice = known.compact if known is not None and known.compact else "compact it there"
+    return (
+        f"session {session!r} is written by {host}{adapter}, which decides what its model is "
+        f"sent, so ctxoffload cannot compact it: {advice}; nothing was written"
+    )
 
 
 def _agent_settings(
@@ -170,7 +203,9 @@ def _agent_settings(
             "its saved state"
         )
     config = config.model_copy(update={"context_window": window})
-    messages = state.get("messages") if isinstance(state.get("messages"), list) else []
+    saved = state.get("messages")
+    messages: list[Any] = saved if isinstance(saved, list) else []
+    _check_readable(messages, session)
     first = messages[0] if messages and isinstance(messages[0], dict) else {}
     system = first.get("content") if first.get("role") == "system" else None
     return {
@@ -180,6 +215,42 @@ def _agent_settings(
         "system_prompt": system if isinstance(system, str) else "",
         "steps": _positive(state.get("steps")) or 0,
     }
+
+
+def _check_readable(messages: list[Any], session: str) -> None:
+    """Refuse, before anything is written, a saved state this release cannot read: one a
+    newer release wrote (a content block of a type it added), or one edited by hand.
+
+    Raises:
+        CliError: a message is not one this release reads, named by its number.
+    """
+    from pydantic import ValidationError
+
+    from .._version import __version__
+    from ..messages import Msg
+
+    for number, message in enumerate(messages, 1):
+        try:
+            Msg.model_validate(message)
+        except ValidationError as exc:
+            errors = exc.errors()
+            # A union's every branch says why it failed: the tag one names the block.
+            tagged = [e for e in errors if "tag" in (e.get("ctx") or {})]
+            error = (tagged or errors)[0]
+            tag = (error.get("ctx") or {}).get("tag")
+            if tag is not None:
+                what = f"a content block of type {str(tag)[:80]!r}, which this ctxoffload"
+                why = f"({__version__}) does not know (a newer release wrote it)"
+            else:
+                place = ".".join(str(part) for part in error["loc"])
+                what, why = (
+                    f"what this ctxoffload ({__version__}) cannot read",
+                    (f"({error['msg']} at {place})"),
+                )
+            raise CliError(
+                f"session {session!r}: message {number} of its state.json holds {what} {why}: "
+                "upgrade ctxoffload to compact it (nothing was changed)"
+            ) from None
 
 
 async def _serve_here(workspace: Any, session: str, settings: dict[str, Any]) -> None:

@@ -5,7 +5,9 @@ session is copied with the workspace's `download` into a private folder inside D
 made what a `LocalWorkspace(DIR)` would hold: every reference into the source rewritten to
 name DIR (`relocate`), context.jsonl given its commit record; then each session folder is
 renamed into DIR/sessions/ and each data/ file it names linked into DIR/data/. A session
-DIR holds already is never touched: the export stops before writing anything.
+DIR holds already is never touched: the export stops before writing anything. Every file
+is written through the no-follow layer (`_disk.paths`): a link planted in DIR is refused by
+name, never written through.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ import argparse
 import os
 
 from ..exceptions import CliError
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    SessionName,
+    Workdir,
+    add_json,
+    add_workdir,
+    said_session,
+)
 from ._commands import COMMAND_HELP
 
 TYPE_CHECKING = False
@@ -37,7 +47,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "that holds none of the sessions."
         ),
     )
-    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="the sessions to export")
+    parser.add_argument(
+        "sessions", nargs="*", metavar="SESSION", type=SessionName, help="the sessions to export"
+    )
     parser.add_argument("folder", metavar="DIR", help="the folder to write them in")
     parser.add_argument("--all", action="store_true", help="export every session (give DIR only)")
     add_workdir(parser)
@@ -54,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from ..workspace import validate_session_id
     from ._output import print_json, shown
 
-    sessions, target = list(args.sessions), args.folder
+    # A session named twice is exported once.
+    sessions, target = list(dict.fromkeys(args.sessions)), args.folder
     if args.all and sessions:
         raise CliError("--all exports every session: give DIR alone")
     if not args.all and not sessions:
@@ -75,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     for session in sessions:
         if session not in known:
             raise CliError(
-                f"no session {session!r} in {prefix}: `ctxoffload ls` lists the sessions"
+                f"no session {said_session(session)} in {prefix}: `ctxoffload ls` lists the "
+                "sessions"
             )
     _check_target(dest, sessions)
     problems = asyncio.run(_export(source, prefix, sessions, dest))
@@ -107,9 +121,12 @@ def _open_source(where: Workdir) -> tuple[Any, str]:
 
 
 def _check_target(dest: str, sessions: list[str]) -> None:
-    """Refuse a DIR that is a file, a non-empty folder that is no workspace, or one that
-    holds one of the sessions (of any kind: a link or a file of that name too)."""
-    from .._disk.layout import SESSIONS_DIR
+    """Refuse a DIR that is a file, a non-empty folder that is no workspace, one whose
+    sessions/ or data/ is a planted link, or one that holds one of the sessions (of any
+    kind: a link or a file of that name too)."""
+    from .._disk.layout import DATA_DIR, SESSIONS_DIR
+    from .._disk.paths import open_path
+    from ..exceptions import OffloadError
 
     if not os.path.lexists(dest):
         return
@@ -118,11 +135,19 @@ def _check_target(dest: str, sessions: list[str]) -> None:
     if not os.listdir(dest):
         return
     folder = os.path.join(dest, SESSIONS_DIR)
-    if os.path.islink(folder) or not os.path.isdir(folder):
+    if not os.path.lexists(folder):
         raise CliError(
             f"{dest} is not empty and is no workspace (it has no {SESSIONS_DIR}/ folder): "
             "pass a missing or empty folder, or a workspace"
         )
+    root = os.path.realpath(dest)
+    for name in (SESSIONS_DIR, DATA_DIR):  # the folders written into: no link followed
+        try:
+            os.close(open_path(root, (name,), dest, create=False))
+        except FileNotFoundError:
+            continue
+        except OffloadError as exc:
+            raise CliError(str(exc)) from None
     there = [s for s in sessions if os.path.lexists(os.path.join(folder, s))]
     if there:
         raise CliError(
@@ -132,29 +157,34 @@ def _check_target(dest: str, sessions: list[str]) -> None:
 
 
 async def _export(source: Any, prefix: str, sessions: list[str], dest: str) -> list[str]:
-    """Copy, relocate and move each session into `dest`; the problems met."""
+    """Copy, relocate and move each session into `dest`; the problems met.
+
+    Every file is written below DIR (resolved once: DIR itself may be a link) through the
+    no-follow layer (`_disk.paths`): a link planted in DIR, in its sessions/ or data/, or
+    in the staging folder, is refused by name and never written through.
+    """
     import asyncio
     import shutil
     import tempfile
 
-    from .._disk.layout import SESSIONS_DIR, TEMPORARY_PREFIX
+    from .._disk.layout import TEMPORARY_PREFIX
     from ..exceptions import ConfigError, InvalidContent, InvalidReference, OffloadError
 
     os.makedirs(dest, exist_ok=True)
+    root = os.path.realpath(dest)
     # Inside DIR: the renames into place stay on one file system. Hidden: no reader lists it.
-    staging = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}export-", dir=dest)
+    staging = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}export-", dir=root)
     problems: list[str] = []
     try:
-        for session in sessions:
-            try:
+        try:
+            for session in sessions:
                 problems += await source.download(staging, session=session, data=False, check=True)
                 named = await asyncio.to_thread(_relocate_session, staging, session, prefix, dest)
                 for name in sorted(named):
                     problems += await _copy_data(source, prefix, name, staging)
-            except (OffloadError, ConfigError, InvalidContent, InvalidReference) as exc:
-                raise CliError(str(exc)) from None
-        os.makedirs(os.path.join(dest, SESSIONS_DIR), exist_ok=True)
-        await asyncio.to_thread(_move_into_place, staging, sessions, dest, problems)
+            await asyncio.to_thread(_move_into_place, staging, sessions, root, dest)
+        except (OffloadError, ConfigError, InvalidContent, InvalidReference) as exc:
+            raise CliError(str(exc)) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return problems
@@ -162,8 +192,8 @@ async def _export(source: Any, prefix: str, sessions: list[str], dest: str) -> l
 
 def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set[str]:
     """Rewrite the references of a session copied into `staging` to name `dest`, give its
-    context.jsonl a commit record; the data/ names it holds."""
-    import json
+    context.jsonl a commit record; the data/ names it holds. Every file is read and
+    replaced through the no-follow layer (`Folder`, `replace_file`)."""
 
     from .._disk.commit import COMMIT_TAIL, encode_commit_record
     from .._disk.layout import (
@@ -173,41 +203,37 @@ def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set
         EVENTS_FILE,
         SESSIONS_DIR,
     )
+    from .._disk.paths import replace_file
+    from .._disk.read import Folder
     from .._disk.relocate import prefixes_named, relocate
 
-    folder = os.path.join(staging, SESSIONS_DIR, session)
-    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     old = {prefix} if "://" in prefix else {prefix, os.path.realpath(prefix)}
-    events_path = os.path.join(folder, EVENTS_FILE)
-    if EVENTS_FILE in names:
-        events = []
-        with open(events_path, "rb") as f:
-            for line in f:
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    continue
-        old |= prefixes_named(events, session)
     data: set[str] = set()
-    for name in names:
-        path = os.path.join(folder, name)
-        st = os.stat(path, follow_symlinks=False)
-        with open(path, "rb") as f:
-            body = relocate(f.read(), old, dest)
-        with open(path, "wb") as f:
-            f.write(body)
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-        data.update(m.decode() for m in DATA_REFERENCE_BYTES.findall(body))
-        if name == CONTEXT_FILE:
-            record = encode_commit_record(len(body), body.count(b"\n"), body[-COMMIT_TAIL:])
-            with open(path + COMMIT_SUFFIX, "wb") as f:
-                f.write(record)
+    if not os.path.isdir(os.path.join(staging, SESSIONS_DIR, session)):
+        return data  # a session with no files left (all rows hand-made)
+    with Folder(staging, SESSIONS_DIR, session, root=staging) as folder:
+        names = folder.files()
+        if EVENTS_FILE in names:
+            old |= prefixes_named(folder.read_bytes(EVENTS_FILE).splitlines(), session)
+        for name in names:
+            st = folder.stat(name)
+            body = relocate(folder.read_bytes(name), old, dest)
+            times = (st.st_atime_ns, st.st_mtime_ns)
+            replace_file(folder.fd, name, body, fsync=False, modified_ns=times)
+            data.update(m.decode() for m in DATA_REFERENCE_BYTES.findall(body))
+            if name == CONTEXT_FILE:
+                record = encode_commit_record(len(body), body.count(b"\n"), body[-COMMIT_TAIL:])
+                replace_file(folder.fd, name + COMMIT_SUFFIX, record, fsync=False)
     return data
 
 
 async def _copy_data(source: Any, prefix: str, name: str, staging: str) -> list[str]:
     """Copy the data/ file `name` from the source into `staging/data/`."""
+    import asyncio
+    import contextlib
+
     from .._disk.layout import DATA_DIR
+    from .._disk.paths import write_new_file
     from ..exceptions import InvalidReference
 
     try:
@@ -216,35 +242,52 @@ async def _copy_data(source: Any, prefix: str, name: str, staging: str) -> list[
         # Why, when the workspace says more (a payload kept in a folder or bucket: where).
         why = f" ({exc})" if "outside the database" in str(exc) else ""
         return [f"{prefix}/{DATA_DIR}/{name} is named but not in the workspace{why}: not copied"]
-    folder = os.path.join(staging, DATA_DIR)
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, name)
-    if not os.path.exists(path):
-        with open(path, "xb") as f:
-            f.write(body)
+    with contextlib.suppress(FileExistsError):  # named by its hash: the same bytes
+        await asyncio.to_thread(write_new_file, staging, (DATA_DIR, name), body, staging)
     return []
 
 
-def _move_into_place(staging: str, sessions: list[str], dest: str, problems: list[str]) -> None:
+def _move_into_place(staging: str, sessions: list[str], root: str, dest: str) -> None:
     """Rename each session folder into `dest/sessions/`, then link each data/ file into
-    `dest/data/` (one there already holds the same bytes: its name is their hash)."""
-    from .._disk.layout import DATA_DIR, SESSIONS_DIR
+    `dest/data/` (one there already holds the same bytes: its name is their hash); every
+    folder reached without following a link, both opened before anything is moved.
 
-    for session in sessions:
-        target = os.path.join(dest, SESSIONS_DIR, session)
-        if os.path.lexists(target):  # made since the check: never overwritten
-            raise CliError(f"{target} appeared while exporting: not overwritten")
-        source = os.path.join(staging, SESSIONS_DIR, session)
-        if os.path.isdir(source):
-            os.rename(source, target)
-        else:
-            os.mkdir(target)  # a session with no files left (all rows hand-made): empty
-    data = os.path.join(staging, DATA_DIR)
-    if not os.path.isdir(data):
-        return
-    os.makedirs(os.path.join(dest, DATA_DIR), exist_ok=True)
-    for name in sorted(os.listdir(data)):
-        try:
-            os.link(os.path.join(data, name), os.path.join(dest, DATA_DIR, name))
-        except FileExistsError:
-            continue  # named by its hash: the same bytes (`verify` checks them)
+    Args:
+        staging: the staging folder (inside `root`).
+        sessions: the sessions to move.
+        root: `dest` resolved.
+        dest: DIR as given, for messages.
+    """
+    import contextlib
+
+    from .._disk.layout import DATA_DIR, SESSIONS_DIR
+    from .._disk.paths import open_tree
+
+    with contextlib.ExitStack() as folders:
+        staged = folders.enter_context(open_tree(staging, (SESSIONS_DIR,), staging, create=True))
+        has_data = os.path.isdir(os.path.join(staging, DATA_DIR))
+        if has_data:
+            staged_data = folders.enter_context(
+                open_tree(staging, (DATA_DIR,), staging, create=False)
+            )
+            data = folders.enter_context(open_tree(root, (DATA_DIR,), dest, create=True))
+        into = folders.enter_context(open_tree(root, (SESSIONS_DIR,), dest, create=True))
+        for session in sessions:
+            target = os.path.join(dest, SESSIONS_DIR, session)
+            try:
+                os.stat(session, dir_fd=into, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:  # made since the check: never overwritten
+                raise CliError(f"{target} appeared while exporting: not overwritten")
+            try:
+                os.rename(session, session, src_dir_fd=staged, dst_dir_fd=into)
+            except FileNotFoundError:
+                os.mkdir(session, 0o755, dir_fd=into)  # a session with no files left: empty
+        if not has_data:
+            return
+        for name in sorted(os.listdir(staged_data)):
+            try:
+                os.link(name, name, src_dir_fd=staged_data, dst_dir_fd=data, follow_symlinks=False)
+            except FileExistsError:
+                continue  # named by its hash: the same bytes (`verify` checks them)

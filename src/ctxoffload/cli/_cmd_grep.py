@@ -28,10 +28,18 @@ import sys
 from .._search.matcher import Deadline, compile_matcher
 from ..exceptions import CliError, InvalidContent
 from ._access import open_workspace, session_folder, session_ids
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, Workdir, add_json, add_workdir
+from ._arguments import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    SessionName,
+    Workdir,
+    add_json,
+    add_workdir,
+)
 from ._commands import COMMAND_HELP
 from ._grep_output import GrepQuery, Printer
-from ._grep_sessions import search_session
+from ._grep_sessions import WorkspaceSearch
 from ._output import print_json
 
 # Paths are str here: `pathlib` (urllib.parse, ipaddress) would cost ~4.5 ms of a search.
@@ -45,8 +53,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "grep",
         help=COMMAND_HELP["grep"],
         description=(
-            "Search the tool_result files and the decoded messages of context.jsonl of one "
-            "session or of all. Exit 0 when something matched, 1 when nothing did, 2 on an "
+            "Search what the agents stored: the tool_result files and the decoded messages "
+            "of context.jsonl of one session or of all, and, without a session, the files "
+            "of memories/. The records (events.jsonl, state.json, lease.json, commit "
+            "records, files being written) are left out; --events adds events.jsonl. "
+            "Exit 0 when something matched, 1 when nothing did, 2 on an "
             "error: a file that could not be read (each said on stderr; the others are still "
             "searched) or a usage error. A file with more than one hard link is never read: "
             "it may be shared with a file outside the workspace. A binary file is not "
@@ -56,7 +67,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_workdir(parser)
     add_json(parser)
     parser.add_argument("pattern", help="a regular expression (RE2 / Python syntax)")
-    parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument(
+        "session", nargs="?", type=SessionName, help="only this session (default: all)"
+    )
     parser.add_argument("-C", "--context", type=int, default=0, metavar="N", help="N lines around")
     parser.add_argument("-i", "--ignore-case", action="store_true", help="ignore case")
     parser.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a string")
@@ -128,10 +141,13 @@ def run(args: argparse.Namespace) -> int:
         skipped += 1
         printer.note(message)
 
+    search = WorkspaceSearch(workdir, query, matcher, printer, skip)
     try:
         with deadline:
             for session in sessions:
-                search_session(workdir, session, query, matcher, printer, skip)
+                search.session(session)
+            if args.session is None:
+                search.memories()
     except Deadline.Expired:
         sys.stdout.flush()
         raise CliError(

@@ -8,20 +8,30 @@ index. The work is `ctxoffload._claude_hooks`, which the Claude Agent SDK's
 callbacks share.
 
 Whatever goes wrong (input that is not JSON, a missing field, a transcript path that does not
-exist or is a link, a workspace that cannot be written) is one line on stderr and exit status 1,
-which Claude Code reads as a non-blocking error: the tool's output, the compaction and the
-session go on as if the hook were not there. Exit 2 would block a compaction, so it is never
-used, not even for a usage error.
+exist or is a link, a workspace that cannot be written, the project's `.ctxoffload` being a link,
+an output the workspace could not store) is one line on stderr and exit status 1, which Claude
+Code reads as a non-blocking error: the tool's output, the compaction and the session go on as
+if the hook were not there. Exit 2 would block a compaction, so it is never used, not even for
+a usage error.
+
+`ctxoffload hook settings` names this ctxoffload by its absolute path in every command: Claude
+Code started from a shell where its virtual environment is not active would find no bare
+`ctxoffload` (exit 127 on every tool call).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from typing import Any, NoReturn
 
 from ._commands import COMMAND_HELP
+
+TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, NoReturn
 
 __all__ = ["register", "run"]
 
@@ -50,10 +60,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "transcript not yet kept to the session's context.jsonl and builds the artifact "
             "index of what the compaction drops; SessionStart, after a compaction, gives "
             "Claude that index and where the history is. `ctxoffload hook settings` prints "
-            "the hooks for a Claude Code settings.json. The workspace: --workdir, else "
-            "$CTXOFFLOAD_WORKDIR, else .ctxoffload in $CLAUDE_PROJECT_DIR (the project Claude "
-            "Code runs in). Any error is one line on stderr and exit 1, which Claude Code "
-            "reads as non-blocking: the tool call, the compaction and the session go on."
+            "the hooks for a Claude Code settings.json, each running this ctxoffload by its "
+            "absolute path (said on stderr), whatever PATH Claude Code has. The workspace: "
+            "--workdir, else $CTXOFFLOAD_WORKDIR, else .ctxoffload in $CLAUDE_PROJECT_DIR "
+            "(the project Claude Code runs in), which is refused when it is a symbolic link "
+            "(a cloned repository may ship one) or holds one. Any error is one line on "
+            "stderr and exit 1, which Claude Code reads as non-blocking: the tool call, the "
+            "compaction and the session go on."
         ),
     )
     # A usage error must not exit 2: on PreCompact that would block the compaction.
@@ -83,15 +96,37 @@ def _usage_error(message: str) -> NoReturn:
     raise SystemExit(EXIT_NON_BLOCKING)
 
 
+_PROJECT_WORKDIR = ".ctxoffload"
+"""The default workspace's folder in the project Claude Code runs in."""
+
+
 def _workdir(args: argparse.Namespace) -> str:
+    """The workspace's folder: the one the user named (`--workdir`, `$CTXOFFLOAD_WORKDIR`),
+    trusted as every workdir is (it may be a link); else `.ctxoffload` in the project, which
+    a cloned repository may have shipped as a link (to a folder it can read, to a FIFO), so
+    it is made or opened following no link (`folder_in`), and refused when it is one.
+
+    Raises:
+        Refused: the project's `.ctxoffload` is a link or not a folder.
+    """
     given = getattr(args, "workdir", None)
     if given:
         return str(given)
     from_env = os.environ.get("CTXOFFLOAD_WORKDIR")
     if from_env:
         return from_env
+    from .._disk.paths import folder_in
+
     project = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    return os.path.join(project, ".ctxoffload")
+    return folder_in(
+        project,
+        _PROJECT_WORKDIR,
+        fix=(
+            "the hook keeps tool outputs, which can hold secrets, only in a real folder "
+            "there, never through a link a repository could ship, and stored nothing: "
+            "remove it, or name the workspace with --workdir or $CTXOFFLOAD_WORKDIR"
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,17 +158,47 @@ def _print_settings(args: argparse.Namespace) -> int:
 
     from .._claude_hooks import hook_settings
 
-    command = "ctxoffload"
+    ctxoffload = command = _this_ctxoffload()
     given = getattr(args, "workdir", None)
     if given:
         command += f" --workdir {shlex.quote(os.path.abspath(given))}"
+    # Said on stderr, before the JSON (stdout is what is pasted into settings.json).
+    print(
+        f"ctxoffload hook settings: the hooks run {ctxoffload}, this ctxoffload, by "
+        "its full path, since Claude Code may start them where PATH lacks it: print them "
+        "again if it moves",
+        file=sys.stderr,
+        flush=True,
+    )
     sys.stdout.write(json.dumps(hook_settings(command), indent=2) + "\n")
     return 0
 
 
-def _run_hook(event: str, args: argparse.Namespace) -> int:
-    import asyncio
+_NO_PROJECT_ON_PATH = (
+    "import sys; sys.path[:] = filter(None, sys.path); "
+    "from ctxoffload.cli import main; sys.exit(main())"
+)
+"""`python -c` running ctxoffload with the current directory (the `''` `-c` puts first on the
+module path) taken off: a hook runs in the project, and a `ctxoffload` folder a cloned
+repository put there must not be what `python -m ctxoffload` would import."""
 
+
+def _this_ctxoffload() -> str:
+    """The shell command that runs this ctxoffload whatever PATH is: the `ctxoffload` script
+    this process was started as (or the one beside its interpreter), by its absolute path,
+    else this interpreter running it (`_NO_PROJECT_ON_PATH`); quoted for a shell."""
+    import shlex
+
+    for script in (sys.argv[0], os.path.join(os.path.dirname(sys.executable), "ctxoffload")):
+        is_script = os.path.basename(script) == "ctxoffload" and os.path.isfile(script)
+        if is_script and os.access(script, os.X_OK):
+            # Not resolved: a link (pipx's ~/.local/bin/ctxoffload) outlives upgrades.
+            return shlex.quote(os.path.abspath(script))
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(_NO_PROJECT_ON_PATH)}"
+
+
+def _run_hook(event: str, args: argparse.Namespace) -> int:
+    from .._claude_hooks import DEFAULT_TOOL_RESULT_LIMIT, hook_session, needs_offload
     from .._depth import TooDeep, load_json
     from ..exceptions import InvalidContent
 
@@ -156,7 +221,13 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
             f"the hook input is a {named!r} event, but this is `ctxoffload hook {event}`: "
             f"register it under {named} in the hooks settings"
         )
-    output = asyncio.run(_handle(event, hook_input, args))
+    hook_session(hook_input, event)  # the input is checked before any file is made
+    limit = args.tool_result_limit or DEFAULT_TOOL_RESULT_LIMIT
+    if event == "PostToolUse" and not needs_offload(hook_input, limit):
+        return 0  # most outputs: answered before asyncio and the engine are loaded
+    import asyncio
+
+    output = asyncio.run(_handle(event, hook_input, limit, args))
     if output:
         from .._claude_hooks import dumps_output
 
@@ -164,23 +235,13 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _handle(event: str, hook_input: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from .._claude_hooks import (
-        DEFAULT_TOOL_RESULT_LIMIT,
-        hook_config,
-        hook_session,
-        needs_offload,
-        post_tool_use,
-        pre_compact,
-        session_start,
-    )
+async def _handle(
+    event: str, hook_input: Any, limit: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    from .._claude_hooks import hook_config, post_tool_use, pre_compact, session_start
     from .._disk.paths import workdir_problem
     from ..exceptions import CliError
 
-    hook_session(hook_input, event)  # the input is checked before any file is made
-    limit = args.tool_result_limit or DEFAULT_TOOL_RESULT_LIMIT
-    if event == "PostToolUse" and not needs_offload(hook_input, limit):
-        return {}  # most outputs: answered before the engine is loaded
     workdir = _workdir(args)
     problem = workdir_problem(workdir, create=True)
     if problem is not None:
@@ -190,8 +251,39 @@ async def _handle(event: str, hook_input: Any, args: argparse.Namespace) -> dict
     from ..workspace import LocalWorkspace
 
     workspace = LocalWorkspace(workdir)
-    if event == "PostToolUse":
-        return await post_tool_use(workspace, hook_input, config=hook_config(limit))
-    if event == "PreCompact":
-        return await pre_compact(workspace, hook_input)
-    return await session_start(workspace, hook_input)
+    with _held_warnings() as held:
+        if event == "PostToolUse":
+            output = await post_tool_use(workspace, hook_input, config=hook_config(limit))
+        elif event == "PreCompact":
+            output = await pre_compact(workspace, hook_input)
+        else:
+            output = await session_start(workspace, hook_input)
+    if held and not output:
+        # Said, not only logged: the workspace keeps an output it cannot store (a link
+        # planted inside it, a full disk) whole and warns, and at exit 0 Claude Code shows
+        # no stderr, so a hook that stores nothing would go unnoticed.
+        more = f" (and {len(held) - 1} more warnings)" if len(held) > 1 else ""
+        raise CliError(held[0] + more)
+    for message in held:
+        print(f"ctxoffload hook {event}: {message}", file=sys.stderr)
+    return output
+
+
+@contextlib.contextmanager
+def _held_warnings() -> Iterator[list[str]]:
+    """The engine's warnings (the `ctxoffload` logger) during one hook, held to be said as
+    the hook's one line instead of printed as they come; an exception drops them, its own
+    line saying what went wrong."""
+    import logging
+    import logging.handlers
+
+    held: list[str] = []
+    handler = logging.handlers.BufferingHandler(capacity=1_000)
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("ctxoffload")
+    logger.addHandler(handler)
+    try:
+        yield held
+    finally:
+        logger.removeHandler(handler)
+        held.extend(record.getMessage() for record in handler.buffer)

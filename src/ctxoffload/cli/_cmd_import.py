@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..exceptions import CliError
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 
 TYPE_CHECKING = False
@@ -26,13 +26,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "Write the sessions of the workspace folder DIR (all, or those named) into the "
             "database or bucket --workdir names: every line (line numbers kept), event, "
             "file and data/ file, each session under its lease, references rewritten to "
-            "name the new workspace. DIR is read and checked first and never changed; a "
-            "session the target holds already is never overwritten (exit 2, nothing "
-            "written). A sqlite:/// database that does not exist yet is created."
+            "name the new workspace, and each whole or not at all. DIR is read and checked "
+            "first and never changed. A session the target holds already is never "
+            "overwritten: one that holds what this import writes (an earlier run wrote it) "
+            "is left as it is, one a killed import began is finished, any other stops the "
+            "import (exit 2, nothing written). A sqlite:/// database that does not exist "
+            "yet is created."
         ),
     )
     parser.add_argument("folder", metavar="DIR", help="the workspace folder to read")
-    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="only these sessions")
+    parser.add_argument(
+        "sessions", nargs="*", metavar="SESSION", type=SessionName, help="only these sessions"
+    )
     add_workdir(parser)
     add_json(parser)
     parser.set_defaults(run=run)
@@ -56,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         )
     store = _open_target(where.text)
     folder = os.path.abspath(args.folder)
-    sessions = list(args.sessions) or None
+    sessions = list(dict.fromkeys(args.sessions)) or None  # one named twice: taken once
     refused = (
         errors.ConfigError,
         errors.InvalidContent,
@@ -65,14 +70,24 @@ def run(args: argparse.Namespace) -> int:
         errors.OffloadError,
         errors.SessionBusyError,
     )
+    done: list[str] = []
+
+    def said(line: str) -> None:  # one line a session, as each is done
+        done.append(line)
+        if not args.json:
+            print(f"  {line}", flush=True)
+
     try:
-        problems = asyncio.run(store.upload(folder, sessions=sessions))
+        problems = asyncio.run(store.upload(folder, sessions=sessions, progress=said))
     except refused as exc:
         raise CliError(str(exc)) from None
     for line in problems:
         print(f"ctxoffload import: warning: {line}", file=sys.stderr)
     if args.json:
-        print_json({"workdir": store.url, "folder": folder, "problems": problems})
+        outcomes = dict(line.split(": ", 1) for line in done)
+        print_json(
+            {"workdir": store.url, "folder": folder, "sessions": outcomes, "problems": problems}
+        )
     else:
         what = ", ".join(sessions) if sessions else "every session"
         print(f"imported {what} from {shown(folder)} into {store.url}")

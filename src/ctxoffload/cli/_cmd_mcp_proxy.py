@@ -23,7 +23,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "of the MCP server that COMMAND starts, or the one at --url: its tools, prompts "
             "and resources pass through; a tool result over --limit tokens is stored whole in "
             "the workspace and arrives as its head and a notice naming the file; Read, Grep, "
-            "Glob and retrieve_offloaded_content read it back. Each connection is a new "
+            "Glob and retrieve_offloaded_content read it back; images, audio and embedded "
+            "files over --max-bytes are stored in data/ and named. Each connection is a new "
             "session (mcp-SERVER-XXXXXX) unless --session names one."
         ),
     )
@@ -52,6 +53,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=int,
         metavar="TOKENS",
         help="store a tool result over this many tokens (default: 3000, ContextConfig's)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="the most bytes of images, audio and embedded files one result carries to the "
+        "client; each past it (and each image no model takes) is stored in the workspace's "
+        "data/ and named instead (default: 3932160, the largest image a model takes)",
     )
     parser.add_argument(
         "--timeout",
@@ -98,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
             config=config,
             timeout=args.timeout,
             memory=args.memory,
+            max_result_bytes=args.max_bytes,
         )
     except (ConfigError, InvalidSessionId) as exc:
         raise CliError(_session_hint(str(exc), args.session)) from None
@@ -110,10 +120,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     except SessionBusyError as exc:
-        raise CliError(
-            f"--session {args.session}: {exc} (or leave --session out: each connection then "
-            "gets a session of its own)"
-        ) from None
+        raise CliError(f"--session {args.session}: {exc}") from None
     finally:
         sys.stdin, sys.stdout = streams
     return EXIT_OK
@@ -122,4 +129,6 @@ def run(args: argparse.Namespace) -> int:
 def _session_hint(message: str, session: str | None) -> str:
     if session is not None and "session_id" in message:
         return f"--session: {message}"
+    if message.startswith("max_result_bytes "):
+        return f"--max-bytes: {message}"
     return message

@@ -1,22 +1,23 @@
-"""What `ctxoffload grep` searches in a workspace: each session's tool-result files, then its
-context.jsonl (and events.jsonl with --events), each file opened as every command opens one
-(`_access.open_in`: no link followed, no hard-linked file read), sniffed as the agent's Grep
-sniffs it (`_search.sniff.binary_reason`: a binary file is not searched, and said on stderr)
-and searched by the engine (`ctxoffload._search.engine`), or by ripgrep where it finds the
-same lines (`_grep_ripgrep.py`): a tool-result file as the agent's Read reads it, a log line
-by the rule of the agent's Grep. With --writers, each line found is given the agent that
-wrote it.
+"""What `ctxoffload grep` searches in a workspace: what each session's agent stored (its
+tool-result files, then its context.jsonl; events.jsonl with --events) and, when no session is
+named, the memories/ folder, leaving the records out (state.json, lease.json, commit records,
+files being written: `layout.is_record`, the rule of the agent's Grep). Each file is opened as
+every command opens one (`_access.open_in`: no link followed, no hard-linked file read),
+sniffed as the agent's Grep sniffs it (`_search.sniff.binary_reason`: a binary file is not
+searched, and said on stderr) and searched by the engine (`ctxoffload._search.engine`), or by
+ripgrep where it finds the same lines (`_grep_ripgrep.py`): a stored file as the agent's Read
+reads it, a log line by the rule of the agent's Grep. With --writers, each line found is given
+the agent that wrote it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
 
 from .._disk.commit import iter_lines
-from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
+from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, MEMORIES_DIR, SESSIONS_DIR, is_record
 from .._disk.read import Folder
 from .._search.engine import search_lines
 from .._search.log import search_log
@@ -29,76 +30,183 @@ from ._grep_output import GrepQuery, Hit, Printer
 from ._grep_ripgrep import ripgrep_for
 from ._output import shown as shown_path
 
-__all__ = ["search_session"]
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["WorkspaceSearch"]
+
+_UNKNOWN_WRITER: dict[str, Any] = {"agent": None, "session": None, "pid": None}
+
+# How deep below memories/ the search goes. Each folder is opened from the workdir down, one
+# name at a time without following a link, so a chain of folders costs the square of its
+# depth; the memory tool's paths stop at 1,024 characters, and memories nest a few levels.
+_MAX_MEMORY_DEPTH = 64
 
 
-def search_session(
-    workdir: str,
-    session: str,
-    query: GrepQuery,
-    matcher: Matcher,
-    printer: Printer,
-    skip: Callable[[str], None],
-) -> None:
-    """Search one session: its tool results, then context.jsonl (and events.jsonl with
-    --events). A file that is not read, or a folder that cannot be listed, is said through
-    `skip`; a session removed since it was listed (gc), or a link in its place, is passed
-    over."""
-    where = child_path(child_path(workdir, SESSIONS_DIR), session)
-    emit: Callable[[Hit], None] = printer.emit
-    with contextlib.ExitStack() as stack:
-        try:
-            folder = stack.enter_context(Folder(workdir, SESSIONS_DIR, session))
-            names = [name for name in folder.names() if is_tool_result_name(name)]
-        except OSError as exc:  # Refused and OffloadError too
-            line = refusal(exc, where)
-            if line is not None:
-                skip(line)
-            return
-        names.append(CONTEXT_FILE)
-        if query.events:
-            names.append(EVENTS_FILE)
-        if query.writers:
-            emit = _with_writers(folder, emit)
-        fast = ripgrep_for(query, matcher, printer)
+class WorkspaceSearch:
+    """One `ctxoffload grep` over a workspace's files: a session at a time, then memories/.
 
-        def search_file(name: str, shown: str) -> None:
-            """Report the lines of one file that match, with `query.context` lines around
-            each: a context.jsonl's messages by `search_log` (read up to its committed
-            length, each under its JSONL line number), any other file's lines by ripgrep
-            where it can, else by `search_lines`. A missing file, a link or a special file is
-            passed over (`_access.refusal`); a binary file is said on stderr (`Printer.note`:
-            the agent's Grep counts it in a note) and not searched.
+    Args:
+        workdir: the workspace's folder, as the user named it (files are shown under it).
+        query: what is looked for, and how it is printed.
+        matcher: the compiled pattern.
+        printer: where the lines found go.
+        skip: says on stderr that a file was not searched (and makes the exit status 2).
+    """
 
-            Raises:
-                CliError: the file has more than one hard link, or cannot be read; nothing
-                    of it was searched.
-            """
-            opened = open_in(folder, name, shown)
-            if opened is None:
-                return
-            fd, st = opened
-            with os.fdopen(fd, "rb", buffering=0) as f:
-                why = binary_reason(os.pread(fd, SNIFF_BYTES, 0))
-                if why is not None:
-                    printer.note(f"{shown}: binary file ({why}), not searched")
-                    return
-                if name == CONTEXT_FILE:
-                    end = committed_end(folder, name, fd, st.st_size)  # a batch never committed
-                    found = search_log(iter_lines(fd, 0, end), matcher, context=query.context)
-                elif fast is not None and fast.search(fd, shown, session):
-                    return
-                else:
-                    found = search_lines(f, matcher, context=query.context)
-                for number, text, is_match in found:
-                    emit(Hit(shown, number, text, is_match, session))
+    def __init__(
+        self,
+        workdir: str,
+        query: GrepQuery,
+        matcher: Matcher,
+        printer: Printer,
+        skip: Callable[[str], None],
+    ) -> None:
+        self.workdir = workdir
+        self.query = query
+        self.matcher = matcher
+        self.printer = printer
+        self.skip = skip
+        self.fast = ripgrep_for(query, matcher, printer)
 
-        for name in names:
-            shown = shown_path(child_path(where, name))
+    def session(self, session: str) -> None:
+        """Search what one session's agent stored, then its context.jsonl (and events.jsonl
+        with --events). A file that is not read, or a folder that cannot be listed, is said
+        through `skip`; a session removed since it was listed (gc), or a link in its place,
+        is passed over."""
+        where = child_path(child_path(self.workdir, SESSIONS_DIR), session)
+        with contextlib.ExitStack() as stack:
             try:
-                search_file(name, shown)
-            except CliError as exc:  # a hard-linked or unreadable file: not read
-                skip(str(exc))
+                folder = stack.enter_context(Folder(self.workdir, SESSIONS_DIR, session))
+                names = [
+                    name
+                    for name in folder.names()
+                    if name != CONTEXT_FILE and not is_record((SESSIONS_DIR, session, name))
+                ]
+            except OSError as exc:  # Refused and OffloadError too
+                self._refused(exc, where)
+                return
+            names.append(CONTEXT_FILE)
+            if self.query.events:
+                names.append(EVENTS_FILE)
+            emit: Callable[[Hit], None] = self.printer.emit
+            if self.query.writers:
+                emit = _with_writers(folder, emit)
+            for name in names:
+                self._file(folder, name, shown_path(child_path(where, name)), session, emit)
+
+    def memories(self) -> None:
+        """Search the files of memories/ and of the folders in it (`_memory_files`). Their
+        lines belong to no session, and with --writers to no agent named (the workspace). A
+        workspace without memories/ has none to search."""
+        emit: Callable[[Hit], None] = self.printer.emit
+        if self.query.writers:
+            printed = emit
+
+            def emit(hit: Hit) -> None:
+                hit.writer = _UNKNOWN_WRITER
+                printed(hit)
+
+        for folder, name, shown in self._memory_files():
+            self._file(folder, name, shown, None, emit)
+
+    def _memory_files(self) -> Iterator[tuple[Folder, str, str]]:
+        """The files of memories/ and its folders as `(folder, name, shown)`, depth first,
+        each folder's entries in name order (as `grep -r` walks them), the records left out
+        (a file being written, a folder being removed) and no link followed (a hidden
+        folder is no folder here either: `Folder.folders`).
+
+        A folder is listed whole, then opened again to search its files, so at most one
+        stays open however deep memories/ is nested; a folder deeper than
+        `_MAX_MEMORY_DEPTH` is said through `skip` and not searched.
+        """
+        stack: list[tuple[tuple[str, ...], str, Iterator[tuple[str, bool]]]] = []
+
+        def enter(parts: tuple[str, ...], where: str) -> None:
+            if len(parts) > _MAX_MEMORY_DEPTH:
+                self.skip(
+                    f"{shown_path(where)}: deeper than {_MAX_MEMORY_DEPTH} folders below "
+                    f"memories/, not searched"
+                )
+                return
+            try:
+                with Folder(self.workdir, MEMORIES_DIR, *parts) as folder:
+                    names = folder.names()
+                    folders = set(folder.folders())
+            except OSError as exc:  # none kept yet, a link, a folder that cannot be listed
+                self._refused(exc, where)
+                return
+            kept = [name for name in names if not is_record((MEMORIES_DIR, *parts, name))]
+            stack.append((parts, where, iter([(name, name in folders) for name in kept])))
+
+        enter((), child_path(self.workdir, MEMORIES_DIR))
+        while stack:
+            parts, where, entries = stack[-1]
+            with contextlib.ExitStack() as scope:
+                folder: Folder | None = None
+                for name, is_folder in entries:
+                    if is_folder:
+                        enter((*parts, name), child_path(where, name))
+                        break  # its files first; this folder's are taken up after
+                    if folder is None:
+                        try:
+                            folder = scope.enter_context(Folder(self.workdir, MEMORIES_DIR, *parts))
+                        except OSError as exc:  # removed or replaced since it was listed
+                            self._refused(exc, where)
+                            break
+                    yield folder, name, shown_path(child_path(where, name))
+                else:
+                    stack.pop()
+
+    def _refused(self, exc: OSError, where: str) -> None:
+        """Say why a folder was not searched, unless it is simply not there (`refusal`)."""
+        line = refusal(exc, where)
+        if line is not None:
+            self.skip(line)
+
+    def _file(
+        self,
+        folder: Folder,
+        name: str,
+        shown: str,
+        session: str | None,
+        emit: Callable[[Hit], None],
+    ) -> None:
+        """Report the lines of one file that match, with `query.context` lines around
+        each: a session's context.jsonl by `search_log` (read up to its committed length,
+        each message under its JSONL line number), any other file's lines by ripgrep where
+        it can, else by `search_lines`. A missing file, a link, a folder or a special file is
+        passed over (`_access.refusal`); a binary file is said on stderr (`Printer.note`: the
+        agent's Grep counts it in a note) and not searched; a file with more than one hard
+        link, or one that cannot be read, is said through `skip` and not read."""
+        query = self.query
+        try:
+            opened = open_in(folder, name, shown)
+        except CliError as exc:
+            self.skip(str(exc))
+            return
+        if opened is None:
+            return
+        fd, st = opened
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            why = binary_reason(os.pread(fd, SNIFF_BYTES, 0))
+            if why is not None:
+                self.printer.note(f"{shown}: binary file ({why}), not searched")
+                return
+            if name == CONTEXT_FILE and session is not None:
+                end = committed_end(folder, name, fd, st.st_size)  # a batch never committed
+                found = search_log(iter_lines(fd, 0, end), self.matcher, context=query.context)
+            else:
+                try:
+                    if self.fast is not None and self.fast.search(fd, shown, session):
+                        return
+                except CliError as exc:  # ripgrep failed after printing lines
+                    self.skip(str(exc))
+                    return
+                found = search_lines(f, self.matcher, context=query.context)
+            for number, text, is_match in found:
+                emit(Hit(shown, number, text, is_match, session))
 
 
 def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit], None]:
@@ -123,18 +231,17 @@ def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit]
             and isinstance(reference, str)
         ):
             by_file.setdefault(os.path.basename(reference), writer)
-    unknown: dict[str, Any] = {"agent": None, "session": None, "pid": None}
 
     def emit_with_writer(hit: Hit) -> None:
         name = os.path.basename(hit.path)
         if name == CONTEXT_FILE:
-            hit.writer = by_line.get(hit.line, unknown)
+            hit.writer = by_line.get(hit.line, _UNKNOWN_WRITER)
         elif name == EVENTS_FILE:
             event = events[hit.line - 1] if 0 < hit.line <= len(events) else {}
             found = event.get(WRITER_FIELD)
-            hit.writer = found if isinstance(found, dict) else unknown
+            hit.writer = found if isinstance(found, dict) else _UNKNOWN_WRITER
         else:
-            hit.writer = by_file.get(name, unknown)
+            hit.writer = by_file.get(name, _UNKNOWN_WRITER)
         emit(hit)
 
     return emit_with_writer

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._disk.events import DataFile, EventKind
-from .._disk.ids import session_id_for
+from .._doors.checks import checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.runs import record_door
 from ..exceptions import ConfigError, CtxOffloadError
-from ..workspace import Workspace, not_a_capability, validate_session_id
+from ..workspace import Workspace
 
 __all__ = ["WorkspaceBackend"]
 
@@ -91,39 +94,49 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         route: the `CompositeBackend` prefix this backend serves, e.g.
             `"/large_tool_results/"`; it names the files' tool in the session's events, so
             two routes on one workspace never see each other's files.
-        session_id: the session used when a call runs outside a LangGraph run, or its
-            `thread_id` is missing (checked now). Inside a run, the session is the run's
-            `thread_id` (a thread id that is no plain name becomes its safe characters
-            plus 16 hex digits of its sha256).
+        session_id: the session (a plain name, checked now) of calls outside a LangGraph
+            run or in a run without a `thread_id`; None: a new session of this backend's
+            own for those (logged once). Inside a run with one, the session is the run's
+            `thread_id`, mapped by the one rule every door follows (docs/guides/hosts.md).
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name.
-        ConfigError: `workspace` is not a `Workspace`, or `route` is not `/name/`.
+        ConfigError: `workspace` is not a `Workspace` (a path: pass `LocalWorkspace(path)`;
+            a workdir that is a file), or `route` is not `/name/`.
     """
 
     def __init__(
-        self, workspace: Workspace, route: str = TOOL_RESULTS, *, session_id: str = "deepagents"
+        self,
+        workspace: Workspace,
+        route: str = TOOL_RESULTS,
+        *,
+        session_id: str | None = None,
     ) -> None:
-        if not isinstance(workspace, Workspace):
-            fix = "pass a LocalWorkspace, ObjectStoreWorkspace or InMemoryWorkspace"
-            raise not_a_capability(workspace, Workspace, role="workspace", fix=fix)
+        self.workspace = checked_workspace(workspace, _DOOR)
         if not (isinstance(route, str) and len(route) > 2 and route[0] == route[-1] == "/"):
             raise ConfigError(f"route {route!r} is not a CompositeBackend prefix like '/name/'")
-        self.workspace = workspace
         self.route = route
-        self.session_id = validate_session_id(session_id)
+        self.session_id = given_session(session_id)
+        # The sessions this backend (and the other routes made with it) recorded a `door`
+        # event in: one per session and process, at its first write.
+        self._announced: set[str] = set()
         self._tool = f"deepagents{route}"
         self._appended = f"{self._tool} (appended)"
 
     @classmethod
     def routes(
-        cls, workspace: Workspace, *, session_id: str = "deepagents"
+        cls, workspace: Workspace, *, session_id: str | None = None
     ) -> dict[str, WorkspaceBackend]:
         """The `routes=` of a `CompositeBackend` that puts deepagents' evicted tool results
-        and summarised history on `workspace`."""
-        return {
-            route: cls(workspace, route, session_id=session_id) for route in (TOOL_RESULTS, HISTORY)
-        }
+        and summarised history on `workspace` (both in the same session)."""
+        first = cls(workspace, TOOL_RESULTS, session_id=session_id)
+        if first.session_id is None:  # one new session for both routes
+            session_id = first.session_id = fresh_session(
+                _DOOR, "a call outside a run with a thread_id, and no session_id given"
+            )
+        second = cls(workspace, HISTORY, session_id=session_id)
+        second._announced = first._announced
+        return {TOOL_RESULTS: first, HISTORY: second}
 
     def __repr__(self) -> str:
         return (
@@ -134,15 +147,31 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
 
     def _session(self) -> str:
         """The session this call's files belong to: the LangGraph run's `thread_id`, else
-        the `session_id` given at construction."""
+        the `session_id` given at construction (else this backend's own new one)."""
+        thread = self._thread()
+        if thread is not None:
+            return conversation_session(thread)
+        if self.session_id is None:
+            self.session_id = fresh_session(
+                _DOOR, "a call outside a run with a thread_id, and no session_id given"
+            )
+        return self.session_id
+
+    @staticmethod
+    def _thread() -> object:
+        """The LangGraph run's `thread_id`, or None (outside a run, or a run without)."""
         try:
             config = importlib.import_module("langgraph.config").get_config()
         except (ImportError, RuntimeError):  # outside a run
-            return self.session_id
+            return None
         thread = (config.get("configurable") or {}).get("thread_id")
-        if thread is None or thread == "":
-            return self.session_id
-        return session_id_for(thread)
+        return None if thread is None or thread == "" else thread
+
+    async def _announce(self, session: str) -> None:
+        """Record the door's `door` event at the first write to `session` (per process)."""
+        if session not in self._announced:
+            self._announced.add(session)
+            await record_door(self.workspace, _DOOR, session, self._thread())
 
     async def _index(self, session: str) -> dict[str, _Version]:
         """Each file of this route in the session (key: its path without the leading '/'),
@@ -188,6 +217,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         file of the session, never overwritten. Bytes that are not UTF-8 go to data/,
         named by a `data` event.
         """
+        await self._announce(session)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -412,3 +442,6 @@ def _invalid(path: str) -> str:
 
 def _info(path: str, version: _Version) -> dict[str, Any]:
     return {"path": path, "is_dir": False, "size": version.size, "modified_at": version.modified_at}
+
+
+_DOOR = DOORS["deepagents"]

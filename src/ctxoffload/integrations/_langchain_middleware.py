@@ -1,12 +1,14 @@
 """`ContextOffloadMiddleware`: ctxoffload under a LangChain v1 `create_agent`.
 
-LangChain keeps the history in LangGraph state and sends it whole on every model call; a
-middleware may change what the model is sent, never what the state keeps. So this one works
-at the two places LangChain hands over: the tool hook replaces a big `ToolMessage` by its head
-and a notice before it enters state (the whole text goes to the workspace, never into a
-checkpoint), and the model hook sends `request.messages` through a `Projector` (one per
-thread), which re-applies the same truncations and summary on every call. State is never
-rewritten: a resumed thread projects the same way, from the workspace's record.
+LangChain keeps the history in LangGraph state and sends it whole on every model call. This
+middleware works at the two places LangChain hands over: the tool hook replaces a big
+`ToolMessage` by its head and a notice before it enters state (the whole text goes to the
+workspace, never into a checkpoint), and the model hook sends `request.messages` through a
+`Projector` (one per thread), which re-applies the same truncations and summary on every call.
+Once a call's projection differs from state (a summary now stands for older messages, which
+the projector stored first), the model hook's answer carries a state update that keeps what
+was sent (`full_state=False`, the default): every checkpoint is then as lean as the request.
+A resumed thread projects the same way, from its state and the workspace's record.
 """
 
 from __future__ import annotations
@@ -15,10 +17,16 @@ import asyncio
 import functools
 import importlib
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from .._disk.ids import session_id_for
+from typing_extensions import NotRequired
+
+from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.runs import HostRuns
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
@@ -38,7 +46,8 @@ from ._reading import reading_functions
 __all__ = ["ContextOffloadMiddleware"]
 
 try:
-    _AgentMiddleware: Any = importlib.import_module("langchain.agents.middleware").AgentMiddleware
+    _types: Any = importlib.import_module("langchain.agents.middleware.types")
+    _AgentMiddleware: Any = _types.AgentMiddleware
     _internal = importlib.import_module("langchain.agents.middleware.internal_call_transformer")
     _ToolMessage: Any = importlib.import_module("langchain_core.messages").ToolMessage
     _BaseChatModel: Any = importlib.import_module("langchain_core.language_models").BaseChatModel
@@ -47,8 +56,19 @@ try:
         "langchain_core.utils.function_calling"
     ).convert_to_openai_tool
     _TAG_NOSTREAM: str = importlib.import_module("langgraph.constants").TAG_NOSTREAM
+    _RemoveMessage: Any = importlib.import_module("langchain_core.messages").RemoveMessage
+    _REMOVE_ALL: str = importlib.import_module("langgraph.graph.message").REMOVE_ALL_MESSAGES
+    _Command: Any = importlib.import_module("langgraph.types").Command
 except ImportError as exc:  # pragma: no cover - exercised where LangChain is absent
     raise ConfigError(INSTALL_HINT) from exc
+
+
+class _OffloadState(_types.AgentState):  # type: ignore[misc]
+    """The agent's state with the run ctxoffload knows it by: its session and a run id,
+    set by `before_agent` (private: never in the graph's input or output)."""
+
+    # A TypedDict to LangGraph; mypy sees `AgentState` as Any, so not as one.
+    ctxoffload_run: NotRequired[Annotated[dict[str, str], _types.PrivateStateAttr]]  # type: ignore[valid-type]
 
 
 class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
@@ -62,15 +82,23 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     - Every model call is sent the projection of `request.messages`: offloaded results as
       head + notice, and past the config's trigger the older messages as a summary (they go
       to the session's context.jsonl first). The same history projects to the same bytes on
-      every call; state keeps every message. A call the provider refuses as over its window
-      (`is_context_overflow`) is summarised at once and sent again, once.
+      every call. A call the provider refuses as over its window (`is_context_overflow`) is
+      summarised at once and sent again, once.
+    - State keeps what the model was sent: once a summary stands for older messages (stored
+      first), the call's answer replaces them in LangGraph's `messages` with the summary, so
+      every checkpoint is as lean as the request. `full_state=True` keeps every message in
+      state instead (only big tool results are cut, at the tool hook).
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
       `retrieve_offloaded_content`, to read back what was offloaded; with `memory=True`, the
       memory tool too (`memories/` of the workspace, every change an event of the thread's
       session).
 
-    The session is the run's `thread_id` (`config={"configurable": {"thread_id": ...}}`);
-    a run without one uses `session_id`.
+    The session is the run's `thread_id` (`config={"configurable": {"thread_id": ...}}`),
+    mapped by the one rule every door follows (docs/guides/hosts.md); a run without one
+    writes `session_id`, else a new session of its own (LangGraph keeps no state between
+    such runs). A run holds its session's lease from `before_agent` to `after_agent`: a
+    second run of the same thread meanwhile (another `invoke`, another process) fails at its
+    start with `SessionBusyError`, and the first goes on.
 
     Args:
         workspace: where offloaded content goes (`LocalWorkspace`, `ObjectStoreWorkspace`,
@@ -81,9 +109,18 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         summary_model: what writes summaries: a ctxoffload `ChatModel`, or a LangChain chat
             model (called tagged `nostream` with `lc_source: summarization`, so a summary is
             not streamed to the user); None for an extractive summary.
-        session_id: the session of runs that have no thread_id.
+        session_id: the session (a plain name) of runs that have no thread_id; None for a
+            new session per such run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
+        full_state: keep every message in LangGraph state, as it arrived (big tool results
+            still enter it cut); by default state keeps what the model is sent.
+
+    Raises:
+        ConfigError: `workspace` is no workspace (a path: pass `LocalWorkspace(path)`; a
+            workdir that is a file), `config` is no `ContextConfig`, or `max_output_chars`
+            is not a positive int.
+        InvalidSessionId: `session_id` is not a plain name.
 
     Example::
 
@@ -94,6 +131,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     """
 
     transformers = (_internal.InternalCallTransformer,)
+    state_schema = _OffloadState
 
     def __init__(
         self,
@@ -101,20 +139,24 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         *,
         config: ContextConfig | None = None,
         summary_model: ChatModel | Any | None = None,
-        session_id: str = "langchain",
+        session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
+        full_state: bool = False,
     ) -> None:
         super().__init__()
-        self.workspace = workspace
-        self.config = config or ContextConfig()
-        self.session_id = session_id
+        self.workspace = checked_workspace(workspace, _DOOR)
+        self.config = checked_config(config)
+        self.session_id = given_session(session_id)
+        checked_positive(max_output_chars, "max_output_chars")
+        self.full_state = full_state
         self.tools = [
             _as_tool(function)
             for function in reading_functions(
-                workspace, max_output_chars, memory=memory, session_id=session_id_for(session_id)
+                workspace, max_output_chars, memory=memory, session_id=self.session_id
             )
         ]
+        self._runs = HostRuns(workspace, _DOOR)
         self._summary_model: ChatModel | None = (
             _SummaryModel(summary_model, self.config.context_window)
             if isinstance(summary_model, _BaseChatModel)
@@ -125,15 +167,71 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # unchanged message is converted once and the projector sees the same object.
         self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
         self._window: int | None = None
+        # Per tool object (held, so its id stays its own): its OpenAI schema.
+        self._tool_schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._guard = threading.Lock()
+
+    # -- the run --------------------------------------------------------------------------
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """A run begins: name its session and take the session's lease.
+
+        Raises:
+            SessionBusyError: another live run writes the thread's session.
+        """
+        thread = _thread_id(runtime)
+        run = {"session": self._session_of(thread), "run": uuid.uuid4().hex}
+        self._runs.begin(run["session"], run["run"], conversation=thread)
+        return {_RUN: run}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """`before_agent` for an async run."""
+        thread = _thread_id(runtime)
+        run = {"session": self._session_of(thread), "run": uuid.uuid4().hex}
+        await self._runs.abegin(run["session"], run["run"], conversation=thread)
+        return {_RUN: run}
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """The run has ended: give its session up."""
+        run = _run_of(state)
+        if run is not None:
+            self._runs.end(run["session"], run["run"])
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """`after_agent` for an async run."""
+        run = _run_of(state)
+        if run is not None:
+            await self._runs.aend(run["session"], run["run"])
+        return None
+
+    def _session_of(self, thread: str | None) -> str:
+        """The session of a run: its thread's, else `session_id`, else a new one."""
+        if thread:
+            return conversation_session(thread)
+        return self.session_id or fresh_session(
+            _DOOR, "the run has no thread_id and the middleware no session_id"
+        )
+
+    def _run_session(self, request: Any) -> tuple[str, str]:
+        """The session and run id of a hook's request (a hook called outside `before_agent`,
+        as a test or another graph may: its thread's session, or `session_id`)."""
+        run = _run_of(getattr(request, "state", None))
+        if run is not None:
+            return run["session"], run["run"]
+        thread = _thread_id(request.runtime)
+        if not thread and self.session_id is None:
+            self.session_id = fresh_session(_DOOR, "a hook was called with no run and no thread_id")
+        return self._session_of(thread), ""
 
     # -- the tool hook ----------------------------------------------------------------------
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Run the tool (what it records, a memory change, in the thread's session); a big
         text result enters state as its head and a notice."""
-        projector = self._projector(_thread_id(request.runtime))
-        with writing_as(_AGENT, projector.session_id):
+        session, run = self._run_session(request)
+        projector = self._projector(session)
+        with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
             result = handler(request)
         block = self._oversized(result, request)
         if block is None:
@@ -142,8 +240,9 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_tool_call` for an async run."""
-        projector = self._projector(_thread_id(request.runtime))
-        with writing_as(_AGENT, projector.session_id):
+        session, run = self._run_session(request)
+        projector = self._projector(session)
+        with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
             result = await handler(request)
         block = self._oversized(result, request)
         if block is None:
@@ -168,49 +267,89 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     # -- the model hook ---------------------------------------------------------------------
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        """Send the model the projection of the history; state is left as it is."""
-        session = _thread_id(request.runtime)
-        history, originals = self._history(session, request)
-        projector, tools = self._projector(session, request.model), _schemas(request)
-        projected = projector.project_sync(history, tools=tools)
-        try:
-            response = handler(request.override(messages=_back(projected, history, originals)))
-        except Exception as exc:
-            if not is_context_overflow(exc):
-                raise
-            # The provider counts more than the counter did: summarise now and send once more.
-            projected = projector.project_sync(history, tools=tools, force=True)
-            response = handler(request.override(messages=_back(projected, history, originals)))
-        projector.report_usage_sync(_reported_input(response))
-        return response
+        """Send the model the projection of the history; state keeps what was sent."""
+        session, run = self._run_session(request)
+        with self._runs.active(session, run):
+            history, originals = self._history(session, request)
+            projector, tools = self._projector(session, request.model), self._schemas(request)
+            projected = projector.project_sync(history, tools=tools)
+            sent = _back(projected, history, originals, request.system_message)
+            try:
+                response = handler(request.override(messages=sent))
+            except Exception as exc:
+                if not is_context_overflow(exc):
+                    raise
+                # The provider counts more than the counter did: summarise now, send once more.
+                projected = projector.project_sync(history, tools=tools, force=True)
+                sent = _back(projected, history, originals, request.system_message)
+                response = handler(request.override(messages=sent))
+            projector.report_usage_sync(_reported_input(response))
+            return self._keeping(request, sent, response, projector)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
-        session = _thread_id(request.runtime)
-        history, originals = self._history(session, request)
-        projector, tools = self._projector(session, request.model), _schemas(request)
-        projected = await projector.project(history, tools=tools)
-        try:
-            response = await handler(
-                request.override(messages=_back(projected, history, originals))
-            )
-        except Exception as exc:
-            if not is_context_overflow(exc):
-                raise
-            projected = await projector.project(history, tools=tools, force=True)
-            response = await handler(
-                request.override(messages=_back(projected, history, originals))
-            )
-        await projector.report_usage(_reported_input(response))
-        return response
+        session, run = self._run_session(request)
+        with self._runs.active(session, run):
+            history, originals = self._history(session, request)
+            projector, tools = self._projector(session, request.model), self._schemas(request)
+            projected = await projector.project(history, tools=tools)
+            sent = _back(projected, history, originals, request.system_message)
+            try:
+                response = await handler(request.override(messages=sent))
+            except Exception as exc:
+                if not is_context_overflow(exc):
+                    raise
+                projected = await projector.project(history, tools=tools, force=True)
+                sent = _back(projected, history, originals, request.system_message)
+                response = await handler(request.override(messages=sent))
+            await projector.report_usage(_reported_input(response))
+            return self._keeping(request, sent, response, projector)
 
-    def _history(self, session: str | None, request: Any) -> tuple[list[Msg], dict[str, Any]]:
+    def _keeping(self, request: Any, sent: list[Any], response: Any, projector: Projector) -> Any:
+        """`response`, with a state update that keeps `sent` in place of state's messages
+        where they differ, unless `full_state` is on. Only messages the projection left out,
+        each stored in the session first, leave state; a message it cut (a long new answer,
+        a `Command`'s result) is kept as it was sent, its whole text in a tool_result file.
+        A request whose messages are not state's own (another middleware edited them on
+        the way: cleared results, copies) leaves state as it is: what that middleware left
+        out is stored nowhere."""
+        state = request.messages
+        held = request.state.get("messages") if isinstance(request.state, dict) else None
+        if self.full_state or _unchanged(state, sent) or not _unchanged(held or (), state):
+            return response
+        kept = {message.id for message in sent}
+        leaving = {message.id for message in state} - kept
+        if not leaving <= projector.left_out:  # never drop what the projection did not store
+            return response
+        if not isinstance(response, _types.ModelResponse):  # an AIMessage
+            response = _types.ModelResponse(result=[response])
+        # LangChain applies this after the model node's own update (the answer appended), so
+        # the answer is given again, after what was sent.
+        update = [_RemoveMessage(id=_REMOVE_ALL), *sent, *response.result]
+        return _types.ExtendedModelResponse(
+            model_response=response, command=_Command(update={"messages": update})
+        )
+
+    def _schemas(self, request: Any) -> list[dict[str, Any]]:
+        """The tools of a model request as OpenAI schemas (they count against the window),
+        each converted once: LangChain gives the same tool objects to every call."""
+        out = []
+        for tool in request.tools:
+            known = self._tool_schemas.get(id(tool))
+            if known is None or known[0] is not tool:
+                known = (tool, _to_openai_tool(tool))
+                with self._guard:
+                    self._tool_schemas[id(tool)] = known
+            out.append(known[1])
+        return out
+
+    def _history(self, session: str, request: Any) -> tuple[list[Msg], dict[str, Any]]:
         """The request's system message and messages as `Msg`s, and the LangChain message
         behind each `Msg` id."""
         given = [request.system_message] if request.system_message is not None else []
         given.extend(request.messages)
         with self._guard:
-            cache = self._converted.setdefault(session or self.session_id, {})
+            cache = self._converted.setdefault(session, {})
         history: list[Msg] = []
         originals: dict[str, Any] = {}
         for message in given:
@@ -223,12 +362,10 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             originals[key] = message
         return history, originals
 
-    def _projector(self, session: str | None, model: Any = None) -> Projector:
+    def _projector(self, session: str, model: Any = None) -> Projector:
         """The session's projector; the window is the config's, else the one the agent's
         model declares in its profile (`max_input_tokens`); it counts with the counter for
         the agent's model (`model_name`, `model` or `model_id`) from its first call."""
-        # A thread id that is no plain name gets a safe session of its own (`session_id_for`).
-        session = session_id_for(session) if session else self.session_id
         with self._guard:
             if self._window is None:
                 self._window = self.config.context_window or _declared_window(model)
@@ -244,6 +381,14 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                 self._projectors[session] = projector
         projector.use_model(model_name_of(model))
         return projector
+
+
+def _run_of(state: Any) -> dict[str, str] | None:
+    """The run `before_agent` put in the state, if any."""
+    run = state.get(_RUN) if isinstance(state, dict) else None
+    if isinstance(run, dict) and isinstance(run.get("session"), str):
+        return {"session": run["session"], "run": str(run.get("run", ""))}
+    return None
 
 
 def _thread_id(runtime: Any) -> str | None:
@@ -282,28 +427,44 @@ def _declared_window(model: Any) -> int | None:
     return window if isinstance(window, int) and window > 0 else None
 
 
-def _schemas(request: Any) -> list[dict[str, Any]]:
-    """The tools of a model request as OpenAI schemas (they count against the window)."""
-    return [_to_openai_tool(tool) for tool in request.tools]
+def _unchanged(state: Sequence[Any], sent: Sequence[Any]) -> bool:
+    """Whether `sent` is `state` itself, message for message."""
+    return len(state) == len(sent) and all(a is b for a, b in zip(state, sent, strict=True))
 
 
-def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: dict[str, Any]) -> list[Any]:
+def _back(
+    projected: Sequence[Msg],
+    history: Sequence[Msg],
+    originals: dict[str, Any],
+    system: Any = None,
+) -> list[Any]:
     """The LangChain messages for a projection: the original object wherever the projection
     kept a message as it was (ids intact), a copy with new content where it cut one, new
-    messages for a summary; the system message, which the request holds apart, left out."""
+    messages for a summary; the request's own system message (`system`), which the request
+    holds apart, left out."""
     given = {msg.id: msg for msg in history}
     out: list[Any] = []
     for msg in projected:
         original = originals.get(msg.id)
         if original is None:
-            out.extend(to_langchain([msg]))
-        elif original.type == "system":
+            out.extend(_marked(to_langchain([msg])))
+        elif original is system:
             continue
         elif msg is given[msg.id] or msg.content == given[msg.id].content:
             out.append(original)
         else:
             out.extend(with_content_of(original, msg))
     return out
+
+
+def _marked(messages: list[Any]) -> list[Any]:
+    """ctxoffload's own messages (a summary, a note) marked as LangChain marks the summaries
+    its `SummarizationMiddleware` writes into state (`lc_source: summarization`), so a UI that
+    streams state's messages leaves them out the same way; providers are not sent the mark."""
+    return [m.model_copy(update={"additional_kwargs": _SUMMARY_MARK}) for m in messages]
+
+
+_SUMMARY_MARK = {"lc_source": "summarization"}
 
 
 def _text_of(content: Any) -> str | None:
@@ -353,8 +514,11 @@ class _SummaryModel:
         return ModelResponse(message=from_langchain([reply])[0])
 
 
-_AGENT = "langchain"
+_DOOR = DOORS["langchain"]
+_AGENT = _DOOR.name
 """Who the events of a LangChain agent's tools are written by."""
+_RUN = "ctxoffload_run"
+"""The state key of the run (`_OffloadState`)."""
 
 
 def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
@@ -368,4 +532,42 @@ def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
         # LangGraph runs a sync tool on a worker thread, where no event loop runs.
         return asyncio.run(answer())
 
-    return _StructuredTool.from_function(func=run, coroutine=function)
+    # Its docstring's Args go into the parameters' schemas, and only its summary into the
+    # description: the schema is sent with every model call.
+    made = _StructuredTool.from_function(func=run, coroutine=function, parse_docstring=True)
+    return _LeanTool(
+        name=made.name,
+        description=made.description,
+        args_schema=made.args_schema,
+        func=made.func,
+        coroutine=made.coroutine,
+    )
+
+
+class _LeanTool(_StructuredTool):  # type: ignore[misc]
+    """A reading tool whose schema, sent with every model call, leaves out what tells the
+    model nothing: an optional parameter's `null` alternative and its `default: null` (a
+    parameter left out is None all the same). Its arguments are still checked against the
+    whole schema (`args_schema`) when it runs."""
+
+    @functools.cached_property
+    def tool_call_schema(self) -> Any:  # made once: its args_schema never changes
+        return _lean_schema(self.args_schema.model_json_schema())
+
+
+def _lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (a tool's parameters) with each `anyOf: [T, null]` as T and no null default."""
+    properties: dict[str, Any] = {}
+    for name, given in schema.get("properties", {}).items():
+        field = dict(given)
+        choices = field.get("anyOf")
+        if isinstance(choices, list):
+            kept = [c for c in choices if c != {"type": "null"}]
+            if len(kept) == 1 and isinstance(kept[0], dict):
+                del field["anyOf"]
+                field.update(kept[0])
+        if "default" in field and field["default"] is None:
+            del field["default"]
+        field.pop("title", None)
+        properties[name] = field
+    return {**schema, "properties": properties}

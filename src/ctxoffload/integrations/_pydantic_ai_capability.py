@@ -15,13 +15,16 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from .._disk.ids import session_id_for
+from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.runs import begin_run
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
-from ..workspace import SessionLease, Workspace, take_lease, writing_as
+from ..workspace import SessionLease, Workspace, writing_as
 from ._model_name import model_name_of
 from ._pydantic_ai_messages import (
     INSTALL_HINT,
@@ -62,19 +65,26 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
       session).
 
     The session is the run's `conversation_id` (`agent.run(..., conversation_id=...)`, or the
-    one of the `message_history` passed back), else `session_id`. A run holds the session's
-    lease while it runs (one live writer per session, as for ctxoffload's own Agent): a
-    second run of the same conversation at the same time fails at its start with
-    `SessionBusyError` naming the first, instead of writing the same files.
+    one of the `message_history` passed back), mapped by the one rule every door follows
+    (docs/guides/hosts.md); a hook called outside a run uses `session_id`, else a new session.
+    A run holds the session's lease while it runs (one live run per conversation): a second
+    run of the same conversation at the same time fails at its start with `SessionBusyError`
+    naming the first, instead of writing the same files.
 
     Args:
-        workspace: where offloaded content goes.
+        workspace: where offloaded content goes (a `Workspace`; a path is refused: pass
+            `LocalWorkspace(path)`).
         config: when to truncate and when to summarise (its `context_window` is the window).
         summary_model: a ctxoffload `ChatModel` that writes summaries; None for an extractive
             summary.
-        session_id: the session of runs that have no conversation id.
+        session_id: the session (a plain name) of hooks called outside a run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
+
+    Raises:
+        ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
+            no `ContextConfig`, or `max_output_chars` is not a positive int.
+        InvalidSessionId: `session_id` is not a plain name.
 
     Example::
 
@@ -88,16 +98,19 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         *,
         config: ContextConfig | None = None,
         summary_model: ChatModel | None = None,
-        session_id: str = "pydantic-ai",
+        session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
     ) -> None:
-        self.workspace = workspace
+        self.workspace = checked_workspace(workspace, _DOOR)
         self.memory = memory
-        self.config = config or ContextConfig()
+        self.config = checked_config(config)
         self.summary_model = summary_model
-        self.session_id = session_id
-        self.max_output_chars = max_output_chars
+        self.session_id = given_session(session_id)
+        self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
+        # The run's conversation id as pydantic-ai gave it (recorded in the `door` event).
+        self._conversation: object = None
+        self.get_toolset()  # its tools' caps are checked now, not at the first run
         self._projector: Projector | None = None
         # The request step's history (`Msg`s and pydantic-ai messages), and whether its
         # last attempt was refused as over the window.
@@ -111,7 +124,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
     async def for_run(self, ctx: Any) -> ContextOffload:
         """A copy of this capability holding the run's projector (its session)."""
         given = getattr(ctx, "conversation_id", None)
-        session = session_id_for(str(given)) if given else self.session_id
+        session = conversation_session(given) if given else self._default_session()
         run = ContextOffload(
             self.workspace,
             config=self.config,
@@ -120,6 +133,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
             max_output_chars=self.max_output_chars,
             memory=self.memory,
         )
+        run._conversation = given or None
         run._projector = self._projectors.get(session)
         if run._projector is None:
             run._projector = self._projectors[session] = Projector(
@@ -130,7 +144,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
         """Hold the session's lease for the run; give it up however the run ends."""
         projector = self._run_projector()
-        self._lease = await take_lease(self.workspace, projector.session_id, _AGENT)
+        self._lease = await begin_run(
+            self.workspace, _DOOR, projector.session_id, conversation=self._conversation
+        )
         try:
             with writing_as(_AGENT, projector.session_id):  # what its tools record: this run's
                 return await handler()
@@ -139,13 +155,22 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
             if lease is not None:
                 await lease.release()
 
+    def _default_session(self) -> str:
+        """The session of a run or a hook with no conversation id: `session_id`, else one
+        new session, kept for this capability's later calls."""
+        if self.session_id is None:
+            self.session_id = fresh_session(
+                _DOOR, "the run has no conversation_id and the capability no session_id"
+            )
+        return self.session_id
+
     def get_toolset(self) -> Any:
         """Read, Grep, Glob and the retrieval tool, as a pydantic-ai toolset."""
         functions = reading_functions(
             self.workspace,
             self.max_output_chars,
             memory=self.memory,
-            session_id=session_id_for(self.session_id),
+            session_id=self.session_id,
         )
         return _FunctionToolset(tools=functions)
 
@@ -210,13 +235,15 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 
     def _run_projector(self) -> Projector:
         if self._projector is None:  # a hook called outside a run (no `for_run`)
+            session = self._default_session()
             self._projector = Projector(
-                self.workspace, self.session_id, config=self.config, model=self.summary_model
+                self.workspace, session, config=self.config, model=self.summary_model
             )
         return self._projector
 
 
-_AGENT = "pydantic-ai"
+_DOOR = DOORS["pydantic-ai"]
+_AGENT = _DOOR.name
 """Who a run's lease and its tools' events are written by."""
 
 _GUESSED_USAGE = frozenset({"function", "test"})

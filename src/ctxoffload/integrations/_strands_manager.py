@@ -17,6 +17,11 @@ import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+from .._disk.compact_requests import CompactRequests
+from .._doors.checks import checked_offloader
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.runs import begin_run
 from .._loop import LoopThread
 from ..compression import (
     Compressor,
@@ -31,14 +36,7 @@ from ..exceptions import ConfigError
 from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
 from ..tokens import TokenCounter, get_token_counter
-from ..workspace import (
-    Offloader,
-    SessionLease,
-    not_a_capability,
-    take_lease,
-    validate_session_id,
-    writing_as,
-)
+from ..workspace import EventLog, Offloader, SessionLease, writing_as
 from ._model_name import model_name_of
 
 __all__ = ["OffloadingConversationManager"]
@@ -49,7 +47,10 @@ try:
     _ConversationManager: Any = importlib.import_module(
         "strands.agent.conversation_manager"
     ).ConversationManager
-    _BeforeModelCallEvent: Any = importlib.import_module("strands.hooks").BeforeModelCallEvent
+    _hooks: Any = importlib.import_module("strands.hooks")
+    _BeforeModelCallEvent: Any = _hooks.BeforeModelCallEvent
+    _BeforeInvocationEvent: Any = _hooks.BeforeInvocationEvent
+    _AfterInvocationEvent: Any = _hooks.AfterInvocationEvent
     _strands_tool: Any = importlib.import_module("strands").tool
 except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
     raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
@@ -61,7 +62,9 @@ _T = TypeVar("_T")
 class _Bridge:
     """The state shared by every call of one manager: ids, notes, the pipeline run."""
 
-    def __init__(self, workspace: Offloader, session_id: str, pipeline: ContextPipeline) -> None:
+    def __init__(
+        self, workspace: Offloader, session_id: str | None, pipeline: ContextPipeline
+    ) -> None:
         compressor = Compressor(
             pipeline.config,
             offloader=workspace,
@@ -73,8 +76,10 @@ class _Bridge:
         self._counted = False  # whether the counter of the agent's model was picked
         self._counting = threading.Lock()  # the tools of one step run on threads at once
         self.loop = LoopThread("ctxoffload-strands")
+        # None until the first use names it (`bind`): the agent's session, or a new one.
         self.session_id = session_id
         self.lease: SessionLease | None = None
+        self._conversation: object = None  # the Strands session of the agent it serves
         self._lease_lock: asyncio.Lock | None = None
         # Converse dicts this manager wrote -> the ids of the messages they came from, so a
         # message keeps its id (the freshness rule and idempotent offloading rely on it).
@@ -83,25 +88,63 @@ class _Bridge:
         # recognised on the way back in, with the metadata Converse cannot carry.
         self._notes: dict[str, Msg] = {}
 
-    async def as_writer(self, agent: Any, work: Coroutine[Any, Any, _T]) -> _T:
-        """Run `work` as the session's one live writer, its events naming the agent.
+    async def begin(self, agent: Any) -> None:
+        """Take the session's run lease for an invocation of `agent` (Strands'
+        BeforeInvocationEvent): a second live run of the session gets `SessionBusyError`
+        naming this one. Taken on this manager's loop, where a bucket's lease is renewed."""
+        if self._lease_lock is None:
+            self._lease_lock = asyncio.Lock()
+        async with self._lease_lock:  # the tools of one step run at once
+            session, conversation = self.bind(agent)
+            if self.lease is None or not self.lease.held:
+                workspace = self.run.compressor.offloader
+                self.lease = await begin_run(
+                    workspace, _DOOR, session, conversation=conversation, agent=_name(agent)
+                )
 
-        The lease is taken on first use and held for the manager's life (on this manager's
-        loop, where a bucket's lease is renewed); a second live writer of the session gets
-        `SessionBusyError` naming this one.
-        """
-        name = str(getattr(agent, "name", None) or "strands")
+    async def end(self) -> None:
+        """Release the run lease (Strands' AfterInvocationEvent, which follows the manager's
+        `apply_management` and fires when the invocation failed too)."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            await lease.release()
+
+    async def as_writer(self, agent: Any, work: Coroutine[Any, Any, _T]) -> _T:
+        """Run `work` as the session's one live writer, its events naming the agent: within
+        an invocation under its lease; outside one (a direct call) under a lease of its own."""
         try:
-            if self._lease_lock is None:
-                self._lease_lock = asyncio.Lock()
-            async with self._lease_lock:  # the tools of one step run at once
-                if self.lease is None or not self.lease.held:
-                    workspace = self.run.compressor.offloader
-                    self.lease = await take_lease(workspace, self.session_id, name)
-            with writing_as(name, self.session_id):
-                return await work
+            alone = self.lease is None or not self.lease.held
+            await self.begin(agent)
+            try:
+                with writing_as(_name(agent), self.bind(agent)[0]):
+                    return await work
+            finally:
+                if alone:
+                    await self.end()
         finally:
             work.close()  # never awaited when the lease was refused
+
+    def bind(self, agent: Any) -> tuple[str, object]:
+        """The manager's session, named on first use: the one given, else the agent's own
+        session (its session manager's `session_id`, mapped by the one rule), else a new
+        one; and the host's id of the conversation (None when it has none)."""
+        conversation = _agent_session(agent)
+        if self._conversation is not None and conversation != self._conversation:
+            raise ConfigError(
+                f"this OffloadingConversationManager writes session {self.session_id!r}, the "
+                f"Strands session {self._conversation!r}; an agent of session "
+                f"{conversation!r} needs a manager of its own (one manager per agent)"
+            )
+        self._conversation = conversation
+        if self.session_id is None:
+            if conversation is not None:
+                self.session_id = conversation_session(conversation)
+            else:
+                self.session_id = fresh_session(
+                    _DOOR, "the agent has no session manager and the manager no session_id"
+                )
+            self.run.compressor.session_id = self.session_id
+        return self.session_id, conversation
 
     def counter_for(self, agent: Any) -> TokenCounter:
         """The counter, picked on first use for the agent's model (its config's `model_id`,
@@ -177,7 +220,9 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
     Args:
         workspace: where removed messages go: a ctxoffload workspace (`LocalWorkspace`,
             `ObjectStoreWorkspace`, `InMemoryWorkspace`) or any `Offloader`.
-        session_id: the session folder (checked now).
+        session_id: the session (a plain name, checked now); None: the agent's own session
+            (its session manager's `session_id`, mapped by the one rule every door follows,
+            docs/guides/hosts.md), else a new session for this manager.
         strategy: "sliding_window" or "summarization"; ignored when `pipeline` is given.
         window_size: messages kept by the sliding window.
         summary_ratio: share of the messages summarised (0.1-0.8).
@@ -198,7 +243,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         self,
         workspace: Offloader,
         *,
-        session_id: str = "strands",
+        session_id: str | None = None,
         strategy: str = "sliding_window",
         window_size: int = 40,
         summary_ratio: float = 0.3,
@@ -210,14 +255,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         context_window: int | None = None,
     ) -> None:
         super().__init__(proactive_compression=proactive_compression)
-        if not isinstance(workspace, Offloader):
-            raise not_a_capability(
-                workspace,
-                Offloader,
-                role="workspace",
-                fix="pass a ctxoffload workspace (LocalWorkspace, ObjectStoreWorkspace, "
-                "InMemoryWorkspace)",
-            )
+        workspace = checked_offloader(workspace, _DOOR)
         if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):
             raise ConfigError(f"per_turn {per_turn!r} is not True, False or a positive int")
         if pipeline is None:
@@ -235,18 +273,35 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
                     f"strategy {strategy!r} is not 'sliding_window' or 'summarization'"
                 )
             pipeline = ContextPipeline(pre_llm=[manager], config=config)
-        self.session_id = validate_session_id(session_id)
+        self._bridge = _Bridge(workspace, given_session(session_id), pipeline)
         self.per_turn = per_turn
-        self._bridge = _Bridge(workspace, self.session_id, pipeline)
         self._model_calls = 0
+        self._requests: CompactRequests | None = None
         self._step_message: str | None = None
         self._step_lock = threading.Lock()
 
+    @property
+    def session_id(self) -> str | None:
+        """The manager's session, the one given or else named at its first use (None until
+        then)."""
+        return self._bridge.session_id
+
     def register_hooks(self, registry: Any, **kwargs: Any) -> None:
         super().register_hooks(registry, **kwargs)
+        registry.add_callback(_BeforeInvocationEvent, self._begin_run)
+        registry.add_callback(_AfterInvocationEvent, self._end_run)
         registry.add_callback(_BeforeModelCallEvent, self._before_model_call)
 
+    def _begin_run(self, event: Any) -> None:
+        bridge = self._bridge
+        bridge.loop.run(bridge.begin(event.agent))
+
+    def _end_run(self, event: Any) -> None:
+        bridge = self._bridge
+        bridge.loop.run(bridge.end())
+
     def _before_model_call(self, event: Any) -> None:
+        self._serve_requests(event.agent)
         if self.per_turn is False:
             return
         self._model_calls += 1
@@ -269,6 +324,37 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         )
         agent.messages[:] = bridge.to_converse(result.messages)
         return True
+
+    def _serve_requests(self, agent: Any) -> None:
+        """Serve the compactions asked for from outside (`ctxoffload compact`) pending in the
+        session's record, before the model call: one compaction, one `compact` event
+        answering them all. Each look reads what the record gained since the last."""
+        bridge = self._bridge
+        workspace = bridge.run.compressor.offloader
+        if not isinstance(workspace, EventLog):
+            return
+        session, _ = bridge.bind(agent)
+        if self._requests is None or self._requests.session_id != session:
+            self._requests = CompactRequests(workspace, session)
+        pending = bridge.loop.run(bridge.as_writer(agent, self._requests.look()))
+        if not pending:
+            return
+        bridge.counter_for(agent)
+        msgs = bridge.to_msgs(list(agent.messages))
+        result = bridge.loop.run(
+            bridge.as_writer(
+                agent,
+                bridge.run.compact(
+                    msgs, instructions=CompactRequests.instructions_of(pending), requests=pending
+                ),
+            )
+        )
+        if result.compressed:
+            kept = {m.id for m in result.messages}
+            self.removed_message_count += sum(
+                1 for m in msgs if m.id not in kept and not is_context_note(m)
+            )
+            agent.messages[:] = bridge.to_converse(result.messages)
 
     def compact_tool(self) -> Any:
         """A Strands tool, `compact_context(instructions=None)`, with which the model compacts
@@ -332,3 +418,18 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         """Run the managers with their rules ignored; re-raise `e` if nothing came out."""
         if not self._manage(agent, reactive=True) and e is not None:
             raise e
+
+
+_DOOR = DOORS["strands"]
+
+
+def _name(agent: Any) -> str:
+    """Who writes the session's events: the agent's name."""
+    return str(getattr(agent, "name", None) or "strands")
+
+
+def _agent_session(agent: Any) -> object:
+    """The Strands agent's own session id (its session manager's), or None."""
+    manager = getattr(agent, "_session_manager", None)
+    session = getattr(manager, "session_id", None)
+    return session if isinstance(session, str) and session else None

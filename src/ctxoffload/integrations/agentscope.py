@@ -49,15 +49,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from .._disk.events import DataFile
+from .._doors.checks import checked_offloader
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session
+from .._doors.runs import begin_run
 from ..exceptions import ConfigError, OffloadError
-from ..workspace import (
-    EventLog,
-    Offloader,
-    ReferenceReader,
-    not_a_capability,
-    take_lease,
-    writing_as,
-)
+from ..workspace import EventLog, Offloader, ReferenceReader, not_a_capability, writing_as
 
 __all__ = ["AgentScopeOffloader"]
 
@@ -69,8 +66,12 @@ _NO_SPLIT = 10**15
 
 _INSTALL_HINT = "AgentScope is not installed: pip install 'ctxoffload[agentscope]'"
 
+_DOOR = DOORS["agentscope"]
+
 # The session of the agent whose reply is running (set by the middleware's on_reply): where
-# a stored data block is recorded. Without the middleware, `_DATA_SESSION`.
+# a stored data block is recorded. Without the middleware (no reply is known), the blocks are
+# named in `_DATA_SESSION`, which holds nothing but those names: a data/ file is content
+# addressed and shared by every session anyway; the name keeps it from gc.
 _REPLYING_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "ctxoffload_agentscope_session", default=None
 )
@@ -96,25 +97,26 @@ class AgentScopeOffloader:
     Pass it as `offloader=` and its `middleware` in `middlewares=`; without the middleware
     it behaves as the bare workspace (the file holds the part AgentScope cut off).
 
+    An agent's session is its `state.session_id`, mapped by the one rule every door follows
+    (docs/guides/hosts.md); a reply holds the session's lease while it runs.
+
     Args:
         workspace: a `LocalWorkspace` (or any ctxoffload workspace, or any `Offloader`;
             `tools()` needs one that reads references back, a `ReferenceReader`).
 
     Raises:
-        ConfigError: `workspace` is not an `Offloader`.
+        ConfigError: `workspace` is not an `Offloader` (a path: pass `LocalWorkspace(path)`;
+            a workdir that is a file).
     """
 
     def __init__(self, workspace: Offloader) -> None:
-        if not isinstance(workspace, Offloader):
-            raise not_a_capability(
-                workspace, Offloader, role="workspace", fix="pass a LocalWorkspace"
-            )
-        self.workspace = workspace
+        self.workspace = checked_offloader(workspace, _DOOR)
         # (session id, tool call id) -> the file the whole result went to.
         self._whole: dict[tuple[str, str], str] = {}
         # Agents whose tool_result_limit is lifted, with how many results hold it up.
         self._lifted: dict[int, tuple[Any, int]] = {}
         self._middleware: Any = None
+        self._announced: set[str] = set()  # sessions whose `door` event this object wrote
 
     def __repr__(self) -> str:
         return f"AgentScopeOffloader({self.workspace!r})"
@@ -154,6 +156,7 @@ class AgentScopeOffloader:
             OffloadError: the messages could not be stored; the middleware turns this into a
                 skipped compression, so the context keeps them.
         """
+        session_id = conversation_session(session_id)
         try:
             return str(await self.workspace.offload_context(session_id, msgs=list(msgs)))
         except Exception as exc:
@@ -167,6 +170,7 @@ class AgentScopeOffloader:
         A failure to store the part is logged and named in the returned text rather than
         raised, so the reply goes on.
         """
+        session_id = conversation_session(session_id)
         tool_id = str(getattr(tool_result, "id", ""))
         stored = self._whole.pop((session_id, tool_id), None)
         if stored is not None:
@@ -199,7 +203,7 @@ class AgentScopeOffloader:
         if tokens <= limit:
             return True
         block = message.ToolResultBlock(id=tool_call.id, name=tool_call.name, output=output)
-        session_id = agent.state.session_id
+        session_id = conversation_session(agent.state.session_id)
         try:
             ref = await self.workspace.offload_tool_result(session_id, block)
         except Exception as exc:
@@ -301,12 +305,22 @@ def _middleware_class() -> type:
             # every event written meanwhile names the agent, and the session has one live
             # writer: a second reply on it (another agent object, another process) gets
             # SessionBusyError until this one ends.
-            session_id = str(agent.state.session_id)
+            conversation = agent.state.session_id
+            session_id = conversation_session(conversation)
             token = _REPLYING_SESSION.set(session_id)
             workspace = self.offloader.workspace
+            announced = self.offloader._announced
             lease = None
             try:
-                lease = await take_lease(workspace, session_id, str(agent.name))
+                lease = await begin_run(
+                    workspace,
+                    _DOOR,
+                    session_id,
+                    conversation=conversation,
+                    agent=str(agent.name),
+                    announce=session_id not in announced,
+                )
+                announced.add(session_id)
                 with writing_as(str(agent.name), session_id):
                     async for item in next_handler(**input_kwargs):
                         yield item

@@ -49,6 +49,8 @@ from .._claude_hooks import (
     pre_compact,
 )
 from .._disk.ids import session_id_for
+from .._doors.checks import checked_config, checked_workspace
+from .._doors.doors import DOORS
 from ..compression import ContextConfig
 from ..exceptions import ConfigError, CtxOffloadError
 from ..workspace import Workspace
@@ -69,14 +71,19 @@ class OffloadingHooks:
 
     Args:
         workspace: where outputs and transcripts go; the session is named after the SDK's
-            `session_id` (`session_id_for`).
+            `session_id`, mapped by the one rule every door follows (docs/guides/hosts.md).
         config: the limit for tool outputs (`tool_result_limit`, tokens) and the artifact
             index's budget; by default Claude's 200,000-token window and a 1,200-token index.
+
+    Raises:
+        ConfigError: `workspace` is no workspace (a path: pass `LocalWorkspace(path)`; a
+            workdir that is a file), or `config` is no `ContextConfig`.
     """
 
     def __init__(self, workspace: Workspace, *, config: ContextConfig | None = None) -> None:
-        self.workspace = workspace
-        self.config = config or hook_config()
+        self.workspace = checked_workspace(workspace, DOORS[_DOOR])
+        self.config = config if config is not None else hook_config()
+        checked_config(self.config)
         # Sessions compacted whose index the model has not been given yet.
         self._pending: set[str] = set()
 
@@ -100,7 +107,7 @@ class OffloadingHooks:
         compaction, its index as `additionalContext`."""
         output: dict[str, Any] = {}
         try:
-            output = await post_tool_use(self.workspace, hook_input, config=self.config)
+            output = await post_tool_use(self.workspace, hook_input, config=self.config, door=_DOOR)
         except (CtxOffloadError, OSError) as exc:
             logger.warning("PostToolUse: the tool's output is left as it is: %s", exc)
         return await self._with_index(output, hook_input, "PostToolUse")
@@ -110,7 +117,7 @@ class OffloadingHooks:
     ) -> dict[str, Any]:
         """PreCompact: the transcript kept in context.jsonl, the index of what leaves built."""
         try:
-            await pre_compact(self.workspace, hook_input, config=self.config)
+            await pre_compact(self.workspace, hook_input, config=self.config, door=_DOOR)
         except (CtxOffloadError, OSError) as exc:
             logger.warning("PreCompact: the transcript was not kept: %s", exc)
             return {}
@@ -169,7 +176,7 @@ class WorkspaceSessionStore:
     """
 
     def __init__(self, workspace: Workspace) -> None:
-        self.workspace = workspace
+        self.workspace = checked_workspace(workspace, DOORS[_DOOR])
 
     async def append(self, key: Mapping[str, Any], entries: list[dict[str, Any]]) -> None:
         """Keep a batch of transcript entries, after those appended before."""
@@ -253,3 +260,7 @@ def _row(entry: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(uuid, str) and uuid:
         row["id"] = uuid
     return row
+
+
+_DOOR = "claude-agent-sdk"
+"""The door the SDK's hooks record (`_doors/doors.py`)."""

@@ -3,9 +3,11 @@
 A wrapped server's `CallToolResult` becomes one `ToolResultBlock` for the engine to measure and
 store: text as text, images, audio and embedded bytes as `DataBlock`s (the workspace puts their
 bytes in data/), an embedded text resource as its text under a line naming it, a resource link
-as a line, and `structuredContent` as its JSON unless a text block already holds that JSON (the
-spec asks servers to send both). A result the engine cut goes back as one text block: its head
-and the notice naming the file. The proxy's own read-back tools answer with text and images,
+as a line, and `structuredContent` once: left out where the text already says it (the spec
+asks servers to send both; `repeats` says when they do), else as its JSON under a line that
+labels it. A result the engine cut goes back as one text block: its head and the notice naming
+the file; one whose payloads were stored (`payloads_to_store`) goes back with a line naming
+each stored file in its place. The proxy's own read-back tools answer with text and images,
 sent as MCP text and image content.
 """
 
@@ -16,9 +18,22 @@ from typing import Any
 
 from ..messages import Base64Source, DataBlock, TextBlock, ToolResultBlock
 
-__all__ = ["cut_result", "output_content", "result_block"]
+__all__ = [
+    "STRUCTURED_LABEL",
+    "cut_result",
+    "output_content",
+    "passed_result",
+    "payload_size",
+    "repeats",
+    "result_block",
+]
 
 _OCTETS = "application/octet-stream"
+
+STRUCTURED_LABEL = "[structuredContent]"
+"""The line above a result's `structuredContent` where its text does not already say it."""
+
+_JSON_STARTS = tuple('{["-0123456789tfn')
 
 
 def result_block(result: Any, call_id: str, name: str) -> ToolResultBlock:
@@ -26,13 +41,82 @@ def result_block(result: Any, call_id: str, name: str) -> ToolResultBlock:
     its tokens are counted as the text's own), several parts as a list."""
     parts: list[TextBlock | DataBlock] = [_part(content) for content in result.content]
     structured = result.structured_content
-    if structured is not None and not any(_holds_json(p, structured) for p in parts):
-        parts.append(TextBlock(text=json.dumps(structured, ensure_ascii=False, indent=2)))
+    if structured is not None and not repeats(parts, structured):
+        dumped = json.dumps(structured, ensure_ascii=False, indent=2)
+        parts.append(TextBlock(text=f"{STRUCTURED_LABEL}\n{dumped}"))
     alone = parts[0] if len(parts) == 1 else None
     output: str | list[TextBlock | DataBlock] = (
         alone.text if isinstance(alone, TextBlock) else parts
     )
     return ToolResultBlock(id=call_id, name=name, output=output, is_error=bool(result.is_error))
+
+
+def repeats(parts: list[TextBlock | DataBlock], structured: Any) -> bool:
+    """Whether a result's content already says its `structuredContent`, so that storing
+    both would store it twice.
+
+    It does where a text block is the structured value as JSON (what the spec asks servers
+    to send beside it), and where the text blocks are the value a server wrapped as
+    `{"result": value}` (the Python SDK's MCPServer, and FastMCP before it, wrap what a
+    tool returns that is not an object: a `str` becomes one text block, a list one block per
+    item, a number its JSON).
+    """
+    texts = [p.text for p in parts if isinstance(p, TextBlock)]
+    if not texts:
+        return False
+    if any(_is_json_of(text, structured) for text in texts):
+        return True
+    if len(texts) != len(parts):
+        return False  # an image or a payload beside the text: not the same value
+    values = [structured]
+    if isinstance(structured, dict) and list(structured) == ["result"]:
+        values.append(structured["result"])
+    return any(_texts_say(texts, value) for value in values)
+
+
+def _texts_say(texts: list[str], value: Any) -> bool:
+    """Whether `texts` are `value` as a server renders it into text blocks."""
+    if len(texts) == 1 and _says(texts[0], value):
+        return True
+    return (
+        isinstance(value, list)
+        and len(value) == len(texts)
+        and all(_says(text, item) for text, item in zip(texts, value, strict=True))
+    )
+
+
+def _says(text: str, value: Any) -> bool:
+    """Whether one text block is `value`: the string itself, or its JSON."""
+    return text == value if isinstance(value, str) else _is_json_of(text, value)
+
+
+def _is_json_of(text: str, value: Any) -> bool:
+    """Whether `text` is `value` as JSON (any spacing)."""
+    if not text.lstrip().startswith(_JSON_STARTS):
+        return False
+    try:
+        return bool(json.loads(text) == value)
+    except (ValueError, RecursionError):
+        return False
+
+
+def payload_size(part: DataBlock) -> int:
+    """The decoded size of an inline payload, from its base64's length (nothing decoded)."""
+    if not isinstance(part.source, Base64Source):
+        return 0
+    data = part.source.data
+    length = len(data) - data.count("\n") - data.count("\r")
+    return length * 3 // 4 - data.rstrip("\r\n")[-2:].count("=")
+
+
+def passed_result(types: Any, original: Any, replaced: dict[int, str]) -> Any:
+    """The `CallToolResult` the client gets for a result whose payloads at `replaced` were
+    stored: each of them a text block (the line naming its file), the rest as it came."""
+    content = [
+        types.TextContent(text=replaced[index]) if index in replaced else item
+        for index, item in enumerate(original.content)
+    ]
+    return original.model_copy(update={"content": content})
 
 
 def cut_result(types: Any, original: Any, kept: ToolResultBlock) -> Any:
@@ -92,14 +176,3 @@ def _part(content: Any) -> TextBlock | DataBlock:
     # A kind a newer protocol added: kept whole, as its JSON.
     dumped = content.model_dump(mode="json", by_alias=True, exclude_none=True)
     return TextBlock(text=json.dumps(dumped, ensure_ascii=False))
-
-
-def _holds_json(part: TextBlock | DataBlock, value: Any) -> bool:
-    """Whether a text block is `value` as JSON (the copy servers send beside structured
-    content)."""
-    if not isinstance(part, TextBlock) or not part.text.lstrip().startswith(("{", "[")):
-        return False
-    try:
-        return bool(json.loads(part.text) == value)
-    except (ValueError, RecursionError):
-        return False

@@ -12,28 +12,37 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._disk.events import SessionStart
+from .._doors.checks import checked_workspace
+from .._doors.doors import DOORS
+from .._doors.runs import begin_run, record_door
+from .._media import MAX_IMAGE_BYTES
 from .._version import __version__
 from ..agent import SessionRecorder
 from ..compression import ContextConfig, Projector
+from ..exceptions import ConfigError
 from ..messages import ToolCallBlock, ToolResultBlock
 from ..workspace import (
     LocalWorkspace,
     SessionLease,
     Workspace,
     new_session,
-    take_lease,
     validate_session_id,
     writing_as,
 )
-from ._content import cut_result, output_content, result_block
+from ._content import cut_result, output_content, passed_result, result_block
+from ._payloads import store_payloads
 from ._reading_tools import ReadingTools
 from ._sdk import Sdk, sdk
 from ._upstream import Upstream
 
-__all__ = ["AGENT", "McpProxy"]
+__all__ = ["AGENT", "WRAPPED_SERVER_GONE", "McpProxy"]
 
-AGENT = "mcp-proxy"
+_DOOR = DOORS["mcp-proxy"]
+AGENT = _DOOR.name
 """Who writes a proxy's sessions (their events' `writer`, their lease)."""
+
+WRAPPED_SERVER_GONE = "ctxoffload/wrapped-server-gone"
+"""The `_meta` key of a tool list sent after the wrapped server went away: why, in a line."""
 
 _PAGES = 100
 """Most pages of the wrapped server's tool list read at start (a list that never ends)."""
@@ -52,13 +61,18 @@ class McpProxy:
       audio, embedded resources, and `structuredContent`) is stored whole in the session
       (`sessions/<session>/tool_result-<call>.txt`, the bytes of images in data/) and reaches
       the client as its head and a notice naming the file; a smaller one as it came.
+    - Tokens do not bound images, audio and embedded bytes, so bytes do: a result carries at
+      most `max_result_bytes` of them to the client; each payload past that, and each image
+      a model could not take (`ctxoffload._media`: its kind, its pixels, a truncated or
+      damaged file), is stored whole in data/ under its hash and named by a line instead.
     - The read-back tools (Read, Grep, Glob, `retrieve_offloaded_content`) are tools of the
       proxy, confined to the workspace; where the wrapped server has a tool of the same name,
       the proxy's is called `ctxoffload_<name>`.
     - The wrapped server's errors reach the client as they came (an error result, or a
       JSON-RPC error with its code and message). Every request to it has a deadline
       (`timeout`); when it exits or is killed, calls of its tools fail at once with an error
-      saying so, and the read-back tools go on working.
+      saying so, and the read-back tools go on working: the tool list then holds them alone,
+      its `_meta` saying the wrapped server is gone.
     - Each connection is one session of the workspace (a new one, `mcp-<server>-<6 hex>`,
       unless `session_id` names one), recorded like any other: `session_start`, a `tool_call`
       event per call, a `truncation` event per result stored. `ctxoffload show`, `grep` and
@@ -77,10 +91,12 @@ class McpProxy:
         cwd: the working directory of the wrapped server's command.
         memory: serve the memory tool too (`memories/` of the workspace, shared by every
             connection; each change an event of the connection's session).
+        max_result_bytes: the most bytes of images, audio and embedded blobs one result
+            carries to the client; None for 3,932,160, the largest image a model takes.
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name (before anything is touched).
-        ConfigError: no command or URL, or an impossible timeout.
+        ConfigError: no command or URL, an impossible timeout or `max_result_bytes`.
 
     Example::
 
@@ -99,11 +115,14 @@ class McpProxy:
         max_output_chars: int = 20_000,
         cwd: str | os.PathLike[str] | None = None,
         memory: bool = False,
+        max_result_bytes: int | None = None,
     ) -> None:
         if session_id is not None:
             validate_session_id(session_id)
-        self.workspace: Workspace = (
-            workspace if isinstance(workspace, Workspace) else LocalWorkspace(workspace)
+        # A folder is taken as a `LocalWorkspace` (the command's --workspace); either is
+        # checked now, so a folder that is a file is said before anything starts.
+        self.workspace = checked_workspace(
+            workspace if isinstance(workspace, Workspace) else LocalWorkspace(workspace), _DOOR
         )
         self.server = server if isinstance(server, str) else list(server)
         self.session_id = session_id
@@ -112,6 +131,16 @@ class McpProxy:
         self.max_output_chars = max_output_chars
         self.cwd = cwd
         self.memory = memory
+        if max_result_bytes is None:
+            max_result_bytes = MAX_IMAGE_BYTES
+        if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int):
+            raise ConfigError(f"max_result_bytes {max_result_bytes!r} must be a whole number")
+        if max_result_bytes < 0:
+            raise ConfigError(
+                f"max_result_bytes {max_result_bytes} must be 0 (every payload stored and "
+                "named) or more"
+            )
+        self.max_result_bytes = max_result_bytes
         # Checked now, so a bad command or timeout is said before anything starts.
         Upstream.check(server, timeout)
 
@@ -164,11 +193,12 @@ class McpProxy:
         lease: SessionLease | None
         if self.session_id is not None:
             session_id = self.session_id
-            lease = await take_lease(self.workspace, session_id, AGENT)
+            lease = await begin_run(self.workspace, _DOOR, session_id)
         else:
             info = upstream.client.server_info
             name = _NAME_RUN.sub("_", getattr(info, "name", "") or "").strip("_-.")[:40]
             session_id, lease = await new_session(self.workspace, f"mcp-{name or 'proxy'}", AGENT)
+            await record_door(self.workspace, _DOOR, session_id)
         try:
             yield session_id
         finally:
@@ -298,21 +328,35 @@ class _Connection:
         return handler
 
     async def list_tools(self, ctx: Any, params: Any) -> Any:
-        """The wrapped server's tools (without `outputSchema`), then the read-back tools."""
+        """The wrapped server's tools (without `outputSchema`), then the read-back tools.
+
+        Once the wrapped server is gone, the read-back tools alone, and the list's `_meta`
+        says why (`WRAPPED_SERVER_GONE`): what was stored stays readable by a client that
+        lists the tools again before calling one.
+        """
         types = self.mcp.types
         cursor = _cursor(params)
         tools: list[Any] = []
         next_cursor = None
+        gone: str | None = None
         if self.has["tools"]:
-            page = await self._tools_page(cursor)
-            tools = [tool.model_copy(update={"output_schema": None}) for tool in page.tools]
-            next_cursor = page.next_cursor
-            if any(self.reading.owns(tool.name) for tool in tools):
-                # A tool the wrapped server added since: it keeps its name, ours move.
-                self._rename([*[t.name for t in tools]])
+            try:
+                page = await self._tools_page(cursor)
+            except self.mcp.MCPError:
+                gone = self.upstream.closed_because
+                if gone is None:
+                    raise
+            else:
+                tools = [tool.model_copy(update={"output_schema": None}) for tool in page.tools]
+                next_cursor = page.next_cursor
+                if any(self.reading.owns(tool.name) for tool in tools):
+                    # A tool the wrapped server added since: it keeps its name, ours move.
+                    self._rename([*[t.name for t in tools]])
         if cursor is None:
             tools.extend(self.reading.listing(types))
-        return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
+        if gone is None:
+            return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
+        return types.ListToolsResult(tools=tools, _meta={WRAPPED_SERVER_GONE: gone})
 
     async def _tools_page(self, cursor: str | None) -> Any:
         """One page of the wrapped server's tool list."""
@@ -354,10 +398,13 @@ class _Connection:
                 await self.recorder.tool_call(step, call, gone, started)
             raise
         block = result_block(result, call.id, name)
+        block, replaced = await store_payloads(
+            self.proxy.workspace, block, self.proxy.max_result_bytes
+        )
         kept = await self.projector.offload_tool_result(block)
         await self.recorder.tool_call(step, call, kept, started)
         if kept is block or kept.output == block.output:
-            return result
+            return passed_result(types, result, replaced) if replaced else result
         return cut_result(types, result, kept)
 
 

@@ -4,17 +4,18 @@ A wrapped server is a command the proxy starts (its stdin and stdout carry MCP; 
 the proxy's) or a URL it reaches over streamable HTTP. Every request to it runs under the
 proxy's timeout. When the connection closes (the server exited, crashed or was killed), the
 request in flight and every later one fail at once with an MCP error that says so, never a
-hang: the proxy's own read-back tools go on working.
+hang: the proxy's own read-back tools go on working. The client runs in a task of its own, so
+a transport that fails (an HTTP server gone) ends that task and the requests in flight, never
+the proxy's serving.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
+from .._secrets import Secrets, masked_command
 from ..exceptions import ConfigError
 from ._sdk import Sdk
 
@@ -50,12 +51,16 @@ class Upstream:
         cwd: str | os.PathLike[str] | None = None,
     ) -> None:
         self.check(server, timeout)
+        # What the wrapped server is called in every message, event and error: its command
+        # or URL with the secrets it holds masked (`ctxoffload._secrets`); `secrets` masks
+        # them in what the SDK says too (an HTTP error quotes the URL it fetched).
+        self.secrets = _secrets_of(server)
         if isinstance(server, str):
-            self.description = server
+            self.description = self.secrets.mask(server)
             self._target: Any = server
         else:
             command = list(server)
-            self.description = shlex.join(command)
+            self.description = masked_command(command)
             # The server gets the proxy's whole environment (its API keys among it): the
             # client configured it for the server, not for the proxy.
             self._target = sdk.StdioServerParameters(
@@ -70,7 +75,10 @@ class Upstream:
         self.timeout = timeout
         self._sdk = sdk
         self._client: Any = None
-        self._stack: AsyncExitStack | None = None
+        self._group: Any = None
+        self._done: Any = None  # set when the proxy closes the connection
+        # The cancel scope of each request in flight (`_lost` ends them).
+        self._in_flight: set[Any] = set()
         self.closed_because: str | None = None
 
     @staticmethod
@@ -83,7 +91,8 @@ class Upstream:
         if isinstance(server, str):
             if not server.startswith(("http://", "https://")):
                 raise ConfigError(
-                    f"the wrapped server {server!r} is no http(s) URL: give a URL, or the "
+                    f"the wrapped server {_secrets_of(server).mask(server)!r} is no http(s) "
+                    "URL: give a URL, or the "
                     "command that starts the server as a list of arguments"
                 )
         elif not server or not server[0]:
@@ -95,29 +104,58 @@ class Upstream:
             raise ConfigError(f"timeout {timeout!r} must be a positive number of seconds")
 
     async def __aenter__(self) -> Upstream:
-        stack = AsyncExitStack()
+        # The client lives in a task of its own: when its transport fails (an HTTP server
+        # gone refuses the next POST, and the SDK's task group fails with it), the failure
+        # ends that task, never the task serving the proxy's own client.
+        self._done = self._sdk.anyio.Event()
+        group = self._sdk.anyio.create_task_group()
+        await group.__aenter__()
+        try:
+            await group.start(self._hold)
+        except Exception as exc:
+            await group.__aexit__(None, None, None)
+            raise ConfigError(
+                f"could not start or reach the wrapped MCP server {self.description}: "
+                f"{self._reason(exc)}"
+            ) from None
+        self._group = group
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._group is not None:
+            self._done.set()
+            group, self._group = self._group, None
+            await group.__aexit__(None, None, None)
+
+    async def _hold(self, *, task_status: Any) -> None:
+        """Connect, then hold the connection open until the proxy closes it; when it fails
+        on its own, say so to every request in flight and every later one."""
         # The SDK's own read timeout bounds the handshake (a deadline around entering the
         # client would cross its task group's cancel scopes); `request` puts the proxy's own
         # deadline, a second shorter, around every later request.
         client = self._sdk.Client(self._target, cache=None, read_timeout_seconds=self.timeout + 1)
+        connected = False
         try:
-            await stack.enter_async_context(client)
-        except Exception as exc:
-            await stack.aclose()
-            raise ConfigError(
-                f"could not start or reach the wrapped MCP server {self.description}: "
-                f"{_reason(exc, self.timeout)}"
-            ) from None
-        self._client, self._stack = client, stack
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._stack is not None:
             # Closing stops the server's process (stdin closed, then terminate, then kill),
-            # each step bounded and shielded by the SDK itself (a scope of ours around it
-            # would cross its task group's).
-            await self._stack.aclose()
-            self._stack = None
+            # each step bounded and shielded by the SDK itself.
+            async with client:
+                self._client, connected = client, True
+                task_status.started()
+                await self._done.wait()
+        except Exception as exc:
+            if not connected:
+                raise
+            self._lost(f"its connection failed ({self._reason(exc)})")
+
+    def _lost(self, how: str) -> None:
+        """The connection is gone: every request in flight and every later one fails."""
+        if self.closed_because is None:
+            self.closed_because = (
+                f"the wrapped MCP server {self.description} is gone: {how}; its tools are "
+                "gone until the proxy is restarted; the proxy's read-back tools still work"
+            )
+        for scope in self._in_flight:
+            scope.cancel()
 
     @property
     def client(self) -> Any:
@@ -134,11 +172,18 @@ class Upstream:
                 is closed (now or before) or the deadline passed, one that says which.
         """
         error = self._sdk.MCPError
+        anyio = self._sdk.anyio
         if self.closed_because is not None:
             raise error(_CONNECTION_CLOSED, self.closed_because)
         try:
-            with self._sdk.anyio.fail_after(self.timeout):
-                return await send()
+            with anyio.fail_after(self.timeout), anyio.CancelScope() as scope:
+                self._in_flight.add(scope)
+                try:
+                    return await send()
+                finally:
+                    self._in_flight.discard(scope)
+            # Only `_lost` cancels the scope: the connection failed under this request.
+            raise error(_CONNECTION_CLOSED, self.closed_because or "the connection failed")
         except TimeoutError:
             raise error(
                 _REQUEST_TIMEOUT,
@@ -146,22 +191,29 @@ class Upstream:
                 f"{self.timeout:g} s (ctxoffload mcp-proxy --timeout)",
             ) from None
         except error as exc:
-            if exc.code != _CONNECTION_CLOSED:
-                raise
-            self.closed_because = (
-                f"the wrapped MCP server {self.description} closed the connection (it exited "
-                f"or was killed) during {what}: its tools are gone until the proxy is "
-                "restarted; the proxy's read-back tools still work"
-            )
-            raise error(_CONNECTION_CLOSED, self.closed_because) from None
+            if exc.code == _CONNECTION_CLOSED or self.closed_because is not None:
+                self._lost(f"it closed the connection (it exited or was killed) during {what}")
+                raise error(_CONNECTION_CLOSED, self.closed_because) from None
+            if self.secrets.mask(exc.message) != exc.message:
+                raise error(exc.code, self.secrets.mask(exc.message), exc.data) from None
+            raise
         except Exception as exc:
             # An answer the SDK refused (structured content against its own schema, a
             # result of the wrong shape): an error for this request, said with its cause.
             raise error(
                 _INTERNAL_ERROR,
                 f"the answer of the wrapped MCP server {self.description} to {what} could not "
-                f"be read: {_reason(exc, self.timeout)}",
+                f"be read: {self._reason(exc)}",
             ) from None
+
+    def _reason(self, exc: BaseException) -> str:
+        """What went wrong, in one line, the wrapped server's secrets masked."""
+        return self.secrets.mask(_reason(exc, self.timeout))
+
+
+def _secrets_of(server: Sequence[str] | str) -> Secrets:
+    """The secrets a wrapped server's URL or command holds."""
+    return Secrets.of_url(server) if isinstance(server, str) else Secrets.of_command(server)
 
 
 def _reason(exc: BaseException, timeout: float) -> str:

@@ -5,6 +5,12 @@ The walks follow no link into a folder; an entry that is a link is resolved and 
 when its target lies inside the roots (the others are counted, so the answer can say how
 many were skipped). A folder that cannot be listed, or running out of file descriptors, is
 an error rather than an empty listing, and a walk stops at its deadline.
+
+A walk lists what an agent stored and leaves the workspace's records out (events.jsonl,
+state.json, lease.json, commit records, files being written: `layout.is_record`, the rule
+of every search), so a Grep over a folder never finds the record of an earlier Grep. A
+record is listed where it is asked for: a path that names it, or a glob whose last part
+names it without a wildcard (`sessions/*/events.jsonl`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .._disk.layout import is_record
 from ..exceptions import ToolError
 from ._arguments import quote
 from ._confine import display_name, os_error_message, resolve_in_roots
@@ -57,17 +64,18 @@ def files_under(
     """The regular files under `start` as (shown, real path), sorted, and the links skipped.
 
     Folders reached through a link are not descended; FIFOs and sockets, which would block a
-    read, are left out.
+    read, are left out, and so are the records (`_leave_records_out`).
     """
     files: list[tuple[str, Path]] = []
     outside = 0
-    for directory, _dirnames, filenames in walk(start, deadline):
+    for directory, dirnames, filenames in walk(start, deadline):
+        filenames = _leave_records_out(directory, dirnames, filenames)
         for name in filenames:
             entry = Path(directory, name)
             real = _real_entry(entry, roots)
             if real is None:
                 outside += 1
-            elif real.is_file():
+            elif real.is_file() and not (real is not entry and is_record(real.parts)):
                 files.append((display_name(entry, roots), real))
     return files, outside
 
@@ -110,9 +118,13 @@ def glob_entries(
     if not base.is_dir():
         return [], 0
     recursive = "**" in rest
+    # A glob that spells the last name out asks for it, record or not.
+    names_its_files = not has_wildcard(rest[-1])
     entries: list[Entry] = []
     outside = 0
     for directory, dirnames, filenames in walk(base, deadline):
+        if not names_its_files:
+            filenames = _leave_records_out(directory, dirnames, filenames)
         relative_dir = Path(directory).relative_to(base)
         for name in dirnames + filenames:
             if not matcher.fullmatch((relative_dir / name).as_posix()):
@@ -121,12 +133,22 @@ def glob_entries(
             target = _real_entry(entry, roots)
             if target is None:
                 outside += 1
-            else:
+            elif names_its_files or target is entry or not is_record(target.parts):
                 entries.append((display_name(entry, roots), target, target.is_dir()))
         if not recursive and len(relative_dir.parts) + 1 >= len(rest):
             dirnames.clear()  # deeper paths cannot match a pattern without `**`
     entries.sort(key=lambda entry: entry[0])
     return entries, outside
+
+
+def _leave_records_out(directory: str, dirnames: list[str], filenames: list[str]) -> list[str]:
+    """The files of `filenames` that are content, not records (`layout.is_record`); the
+    folders of `dirnames` that are records (being removed) are taken out of it, in place, so
+    the walk does not enter them. (A link is judged again by its target, inside the roots:
+    a link to events.jsonl is a record too.)"""
+    parts = Path(directory).parts
+    dirnames[:] = [name for name in dirnames if not is_record((*parts, name))]
+    return [name for name in filenames if not is_record((*parts, name))]
 
 
 def _real_entry(entry: Path, roots: list[Path]) -> Path | None:

@@ -17,7 +17,7 @@ from ..messages import DataBlock, TextBlock
 from ..text import is_jsonl
 from ._arguments import as_int, quote
 from ._confine import open_readable, resolve_in_roots
-from ._images import MAX_IMAGE_BYTES, image_answer, image_media_type, image_too_big
+from ._images import HEADER_BYTES, MAX_IMAGE_BYTES, image_answer, image_media_type
 from ._lines import NOTE_ROOM
 from ._window import read_jsonl_window, read_line_slice, read_window
 
@@ -49,11 +49,12 @@ def read_file(
 
     Returns:
         The numbered lines and, when lines remain, a footer naming the next offset; for an
-        image, a line describing it and the image (or the line alone).
+        image, a line describing it and the image (or the line alone, saying why: the model
+        takes no images, or this one may not be sent, `ctxoffload._media`).
 
     Raises:
         ToolError: a bad argument, a path outside the roots, a file that cannot be read, a
-            binary file, an image too big to send, or an offset past the end.
+            binary file, or an offset past the end.
     """
     offset = as_int("offset", offset, minimum=1)
     limit = as_int("limit", limit, minimum=1)
@@ -107,8 +108,7 @@ def _with_footer(path: str, shown: list[str], total: int, offset: int, limit: in
 def _read_image(
     file: IO[bytes], path: str, size: int, media_type: str, images: bool
 ) -> str | list[TextBlock | DataBlock]:
-    if size > MAX_IMAGE_BYTES:
-        raise ToolError(image_too_big(quote(path), media_type, size, "its path"))
     file.seek(0)
-    data = file.read(MAX_IMAGE_BYTES + 1)
-    return image_answer(data, media_type, path, images=images, refer="its path")
+    # One too big to send is described from its header alone: the rest is never read.
+    data = file.read(HEADER_BYTES if size > MAX_IMAGE_BYTES else size)
+    return image_answer(data, media_type, path, images=images, refer="its path", size=size)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import re
@@ -26,7 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._disk.batch import new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, LOGS, SESSIONS_DIR, is_data_name, now_iso
+from .._disk.paths import write_new_file
 from .._disk.rows import dumps_line, index_keys
 from ..exceptions import InvalidReference, OffloadError, SessionBusyError
 from ._datastore import data_name
@@ -45,6 +45,7 @@ from ._lease import (
     describe_holder,
     holder_record,
     lease_expires,
+    lease_record,
     orphaned_here,
 )
 from ._segments import SegmentLog, segment_log
@@ -53,25 +54,27 @@ from ._store_client import ObjectInfo, StoreClient, gather_limited
 if TYPE_CHECKING:
     from .._disk.batch import Span
     from .._disk.payloads import StoreData
-    from ._store import Payloads, SessionCollector, SessionFiles
+    from ._store import ImportedSession, ImportTarget, Payloads, SessionCollector, SessionFiles
 
 _T = TypeVar("_T")
 
 __all__ = [
+    "IMPORTING",
     "REMOVING",
     "SEGMENTED_LOGS",
     "SESSION_KEY",
     "BucketCollector",
     "BucketStore",
     "data_objects",
+    "import_mark",
     "is_workspace_key",
-    "lease_record",
+    "marked_sessions",
     "session_prefix",
 ]
 
 logger = logging.getLogger("ctxoffload")
 
-SEGMENTED_LOGS = (CONTEXT_FILE, EVENTS_FILE)
+SEGMENTED_LOGS = LOGS
 """The logs kept as segments (see _segments.py); state.json is one object, replaced whole."""
 
 SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
@@ -83,10 +86,48 @@ _GC_HOLD = ".gc-hold"
 REMOVING = "removing"
 """The field of the lease record gc writes while it removes a session: a writer waits for it."""
 
+IMPORTING = ".importing-"
+"""The start of the name of the object `sessions/.importing-<id>`, which marks a session an
+import is writing (a bucket has no transaction): every listing of the sessions leaves it
+out until the import ends, so a session arrives whole or not at all. Beside the sessions'
+folders, so the one listing that finds them finds the marks too."""
+
+# Lines appended per segment when an import writes a log: bounded, however long the log.
+_IMPORT_BATCH_BYTES = 8 << 20
+_IMPORT_BATCH_LINES = 10_000
+
 
 def session_prefix(session_id: str) -> str:
     """The key prefix of a session's objects, `sessions/<id>` (the id checked first)."""
     return f"{SESSIONS_DIR}/{validate_session_id(session_id)}"
+
+
+def import_mark(session_id: str) -> str:
+    """The key of the object marking a session an import is writing (`IMPORTING`)."""
+    return f"{SESSIONS_DIR}/{IMPORTING}{validate_session_id(session_id)}"
+
+
+def marked_sessions(names: Sequence[str]) -> set[str]:
+    """The sessions the objects `names` (directly under sessions/) mark as being imported."""
+    return {n[len(IMPORTING) :] for n in names if n.startswith(IMPORTING)}
+
+
+def _import_batches(lines: list[bytes]) -> list[tuple[int, list[bytes]]]:
+    """Consecutive runs of `lines`, each with the index of its first line: at most
+    `_IMPORT_BATCH_LINES` lines or about `_IMPORT_BATCH_BYTES` bytes (a longer line is a
+    batch of its own)."""
+    out: list[tuple[int, list[bytes]]] = []
+    start, size = 0, 0
+    batch: list[bytes] = []
+    for n, line in enumerate(lines):
+        if batch and (len(batch) >= _IMPORT_BATCH_LINES or size + len(line) > _IMPORT_BATCH_BYTES):
+            out.append((start, batch))
+            start, batch, size = n, [], 0
+        batch.append(line)
+        size += len(line)
+    if batch:
+        out.append((start, batch))
+    return out
 
 
 @dataclass
@@ -231,9 +272,57 @@ class BucketStore:
         return False
 
     async def list_sessions(self) -> list[str]:
-        """The ids of the sessions that have objects, sorted."""
-        names = await self._client.list_directories(SESSIONS_DIR)
-        return sorted(n for n in names if is_session_id(n))
+        """The ids of the sessions that have objects, sorted; one an import is writing (or
+        was, when it was killed) is left out (`IMPORTING`), in the same listing."""
+        folders, objects = await self._client.list_level(SESSIONS_DIR)
+        marked = marked_sessions(objects)
+        return sorted(n for n in folders if is_session_id(n) and n not in marked)
+
+    # -- imports (`ImportTarget`) -------------------------------------------------------------
+
+    async def unfinished_imports(self) -> set[str]:
+        """The sessions marked as being imported: an import runs, or was killed."""
+        _, objects = await self._client.list_level(SESSIONS_DIR)
+        return {n for n in marked_sessions(objects) if is_session_id(n)}
+
+    async def begin_import(self, session_id: str) -> None:
+        """Mark the session as being imported: listings leave it out from now on."""
+        record = dumps_line({"importing": session_id, "since": now_iso(), "pid": os.getpid()})
+        await self._client.put(
+            import_mark(session_id), record, {"Content-Type": "application/json"}
+        )
+
+    async def end_import(self, session_id: str) -> None:
+        """Unmark the session: its import is whole, listings show it."""
+        await self._client.delete([import_mark(session_id)])
+
+    async def write_imported(self, session: ImportedSession) -> bool:
+        """Write an imported session's files (each created once: `put_new`), then its logs'
+        lines in bounded segments after the segments there; under the import's mark, so no
+        listing shows it before it is whole (`ImportTarget.write_imported`).
+
+        Returns:
+            False when one of its files is there already (what came before it stays, the
+            session still marked).
+        """
+        sid = session.session_id
+        created = await gather_limited(
+            [
+                functools.partial(self.put_new, sid, name, body)
+                for name, body in sorted(session.files.items())
+            ],
+            8,
+        )
+        if None in created:
+            return False
+        for start, batch in _import_batches(session.logs.get(CONTEXT_FILE, [])):
+            keys = session.keys[start : start + len(batch)]
+            await self.append_messages(sid, batch, keys)
+        for log, lines in sorted(session.logs.items()):
+            if log != CONTEXT_FILE:
+                for _, batch in _import_batches(lines):
+                    await self.append(sid, log, batch)
+        return True
 
     def key_of(self, reference: str) -> str:
         """The key a reference names (`ObjectStoreWorkspace.key_of`).
@@ -302,6 +391,9 @@ class BucketStore:
             self._logs.forget(f"{prefix}/{log}")
             self.context_keys.pop(f"{prefix}/{log}", None)
         await self._client.delete(keys)
+        # A killed import's mark goes with what it marked (last: the session stays unlisted
+        # until its objects are gone).
+        await self._client.delete([import_mark(session_id)])
         return bool(keys)
 
     async def put(self, session_id: str, name: str, data: bytes) -> str:
@@ -395,12 +487,10 @@ class BucketStore:
             elif is_workspace_key(info.key):
                 plain.append(info)
 
+        resolved = os.path.realpath(root)
+
         def write(key: str, body: bytes, modified: float) -> None:
-            path = os.path.join(root, *key.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(body)
-            os.utime(path, (modified, modified))
+            write_new_file(resolved, key.split("/"), body, root, modified=modified)
 
         async def copy(info: ObjectInfo) -> None:
             body = await self._client.get(info.key)
@@ -446,9 +536,31 @@ class BucketCollector:
         self._data: dict[str, ObjectInfo] = {}
 
     async def recover(self, *, dry_run: bool) -> None:
-        """Put back what an earlier gc copied aside and did not finish with (not in a dry run)."""
+        """Put back what an earlier gc copied aside and did not finish with, and remove the
+        marks of imports killed before they wrote anything (not in a dry run)."""
         if not dry_run:
             await self._recover_held()
+            await self._remove_lone_marks()
+
+    async def _remove_lone_marks(self) -> None:
+        """Remove each mark of an import (`IMPORTING`) whose session has no object, once it
+        is older than `DATA_GRACE_SECONDS`: the import was killed before its lease was
+        taken, and the mark would leave out of every listing a session of that name written
+        later. A younger one may be an import about to write (a mark whose session has
+        objects goes with them: `measure`)."""
+        folders, objects = await self._client.list_level(SESSIONS_DIR)
+        lone = sorted(n for n in marked_sessions(objects) - set(folders) if is_session_id(n))
+        found = await gather_limited(
+            [functools.partial(self._client.info, import_mark(n)) for n in lone], 8
+        )
+        now = await self._client.now() if found else 0.0
+        await self._client.delete(
+            [
+                info.key
+                for info in found
+                if info is not None and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
+            ]
+        )
 
     async def measure(self) -> tuple[list[SessionUsage], dict[str, int]]:
         """Every session read for the names it holds, with its live lease holder; data/'s
@@ -459,6 +571,11 @@ class BucketCollector:
             parts = info.key.split("/")
             if len(parts) >= 3:
                 by_session.setdefault(parts[1], []).append(info)
+        for info in self._listed:  # a killed import's mark goes with the session it marks
+            name = info.key.split("/", 1)[-1]
+            marked = name[len(IMPORTING) :] if name.startswith(IMPORTING) else ""
+            if "/" not in name and marked in by_session:
+                by_session[marked].append(info)
         self._data = {i.key.rsplit("/", 1)[-1]: i for i in await data_objects(self._client)}
         usages = await gather_limited(
             [functools.partial(self._usage, name, objects) for name, objects in by_session.items()],
@@ -474,11 +591,13 @@ class BucketCollector:
         last `DATA_GRACE_SECONDS`, once checked again against fresh listings."""
         data = self._data
         referenced: set[str] = set().union(*(u.references for u in remaining))
+        unnamed = {name: info for name, info in data.items() if name not in referenced}
         unused = {
             name
-            for name, info in data.items()
-            if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
+            for name, info in unnamed.items()
+            if now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
         }
+        report.keep_recent_data(set(unnamed) - unused)
         if unused and not report.dry_run:
             unused, listed = await self._still_unused(unused, data, self._listed)
             unused = await self._delete_data(unused, listed)
@@ -693,15 +812,6 @@ async def data_objects(client: StoreClient) -> list[ObjectInfo]:
     ]
 
 
-def lease_record(raw: bytes) -> dict[str, Any]:
-    """The record a lease object holds; `{}` when it holds none (torn, or not JSON)."""
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
 def is_workspace_key(key: str) -> bool:
     """Whether `key` names an object of the layout: a data/ file, or a session's file."""
     folder, _, name = key.partition("/")
@@ -723,3 +833,4 @@ if (
 ):  # mypy checks that the bucket store and collector are what they are declared to be
     _collector: type[SessionCollector] = BucketCollector
     _files: type[SessionFiles] = BucketStore
+    _imports: type[ImportTarget] = BucketStore

@@ -1,5 +1,5 @@
 """A bucket workspace's configuration checked before any request: the URL (a bucket, no
-credentials in it), the names of secret options, and this host's name for writer ids."""
+credentials in it), and this host's name for writer ids."""
 
 from __future__ import annotations
 
@@ -10,18 +10,12 @@ from urllib.parse import urlsplit
 from ..exceptions import ConfigError
 
 __all__ = [
+    "BUCKET_SCHEMES",
     "checked_url",
     "host_name",
-    "is_secret_name",
     "refuse_userinfo",
     "refuse_userinfo_in_environment",
 ]
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an option named `name` holds a secret (kept out of every message)."""
-    lowered = name.lower()
-    return any(word in lowered for word in ("secret", "token", "key", "password", "sas"))
 
 
 def host_name() -> str:
@@ -33,7 +27,7 @@ def host_name() -> str:
 
 
 # The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
-_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
+BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
 _ACCEPTED = (
     "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
     "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
@@ -78,7 +72,7 @@ def checked_url(url: str) -> str:
                 f"object store url {url!r} is not accepted: memory:// takes no bucket "
                 f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
             )
-    elif scheme not in _BUCKET_SCHEMES:
+    elif scheme not in BUCKET_SCHEMES:
         raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
     elif not parts.netloc or ":" in parts.netloc:
         raise ConfigError(

@@ -17,12 +17,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._disk.commit import check_line_range
+from .._disk.commit import check_line_range, parse_lines
 from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
     EVENTS_FILE,
+    HISTORY_FILE,
     STATE_FILE,
     is_tool_result_name,
     tool_result_name,
@@ -39,12 +40,15 @@ from .._disk.read import reference_text
 from .._disk.rows import dumps_line, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
+from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
 from ._datastore import media_type_of
 from ._fork import fork_session
 from ._gc import (
     GcReport,
+    UnitOutcome,
     check_limits,
+    live_because,
     record_unit,
     removal_units,
     sessions_to_remove,
@@ -66,12 +70,16 @@ __all__ = [
     "read_context",
     "read_events",
     "read_state",
+    "remove_sessions",
     "tool_result_event",
     "write_state",
 ]
 
 
 logger = logging.getLogger("ctxoffload")
+
+_TO_THE_END = 1 << 62
+"""A last line past the end of any log: `read_lines` up to it reads to the end."""
 
 
 async def write_state(store: SessionFiles, session_id: str, state: dict[str, Any]) -> str:
@@ -167,6 +175,40 @@ async def collect_garbage(
             outcome = await store.remove_unit_if_idle(unit)
         record_unit(unit, outcome, remaining, report)
     await store.collect_data(remaining, now, report)
+    return report
+
+
+async def remove_sessions(
+    store: SessionCollector, session_ids: Sequence[str], *, dry_run: bool
+) -> GcReport:
+    """Remove the sessions named, as gc removes one (`GarbageCollector.remove_sessions`):
+    none of them when one is live (its lease is held, or a session that stays names its
+    files); each unit of sessions that name each other whole or not at all, checked again
+    where no writer can come between (`SessionCollector.remove_unit_if_idle`).
+
+    Raises:
+        InvalidSessionId: a name is not a plain name (before any I/O).
+        ConfigError: a session named is not in the workspace (nothing is removed).
+    """
+    names = list(dict.fromkeys(validate_session_id(s) for s in session_ids))
+    report = GcReport(dry_run=dry_run)
+    await store.recover(dry_run=dry_run)
+    usages, _ = await store.measure()
+    by_name = {u.name: u for u in usages}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise ConfigError(f"no session {missing[0]!r} in the workspace: nothing was removed")
+    doomed = [by_name[name] for name in names]
+    staying = [u for u in usages if u.name not in set(names)]
+    for usage in doomed:
+        why = live_because(usage, staying)
+        if why is not None:
+            report.sessions_kept[usage.name] = why
+    if report.sessions_kept:
+        return report
+    for unit in removal_units(doomed):
+        outcome = UnitOutcome() if dry_run else await store.remove_unit_if_idle(unit)
+        record_unit(unit, outcome, staying, report)
     return report
 
 
@@ -360,18 +402,38 @@ class StoreWorkspace:
         """
         await self._record_fields(validate_session_id(session_id), kind, fields)
 
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Append `events` (each a kind and its fields), in order, to the session's
+        events.jsonl in one write (`EventBatches`); as `record_event` for each, a store that
+        refuses the lines costs the record, logged as a warning.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the events log is a planted link.
+        """
+        session_id = validate_session_id(session_id)
+        lines = [dumps_line(event_record(session_id, kind, dict(f))) for kind, f in events]
+        if lines:
+            kinds = ", ".join(sorted({kind for kind, _ in events}))
+            await self._append_events(session_id, lines, kinds)
+
     async def _record(self, session_id: str, event: Event) -> None:
         await self._record_fields(session_id, event.kind, event.fields())
 
     async def _record_fields(self, session_id: str, kind: str, fields: dict[str, Any]) -> None:
         line = dumps_line(event_record(session_id, kind, fields))
+        await self._append_events(session_id, [line], kind)
+
+    async def _append_events(self, session_id: str, lines: list[bytes], kinds: str) -> None:
         try:
-            await self._files.append(session_id, EVENTS_FILE, [line])
+            await self._files.append(session_id, EVENTS_FILE, lines)
         except OSError as exc:
             if self._files.event_failure_is_fatal(exc):
                 raise
             shown = self._files.reference(session_id, EVENTS_FILE)
-            logger.warning("could not record a %s event in %s: %s", kind, shown, exc)
+            logger.warning("could not record a %s event in %s: %s", kinds, shown, exc)
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's state.json (the agent's live context) in one step: a
@@ -383,6 +445,52 @@ class StoreWorkspace:
                 (a planted link); the old state.json is as it was.
         """
         return await write_state(self._files, session_id, state)
+
+    async def append_history(self, session_id: str, record: Any) -> int:
+        """Append one record to the session's history.jsonl as one line (`HistoryLog`): whole
+        or absent whatever kills the writer, as every log line is (a reader skips a torn
+        one; the next writer starts on a fresh line).
+
+        Returns:
+            The record's line number.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            TypeError: the record is not JSON-serialisable; nothing was written.
+            OffloadError: the store refused the write, or the log is a planted link.
+        """
+        sid = validate_session_id(session_id)
+        span = await self._files.append(sid, HISTORY_FILE, [dumps_line(record)])
+        return span[0]
+
+    async def read_history(self, session_id: str, *, after: int = 0) -> list[tuple[int, Any]]:
+        """The session's history records after line `after`, each with its line number
+        (`HistoryLog`), read from where this workspace's latest read or append of the log
+        ended at or before it where the store keeps that (every store here does): a follower
+        pays for what came since, not for the log. A line being written, or torn by a killed
+        writer, is not returned (a later read returns it once whole); a line that is not JSON
+        is skipped with a warning.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            ValueError: `after` is negative.
+            OffloadError: on a disk, the log is a planted link, a special file or a file with
+                another hard link.
+        """
+        sid = validate_session_id(session_id)
+        if after < 0:
+            raise ValueError(f"after must be 0 or a line number, not {after}")
+        files = self._files
+        reference = files.reference(sid, HISTORY_FILE)
+        try:
+            data = await files.read_lines(reference, after + 1, _TO_THE_END)
+        except InvalidReference:
+            # No log yet, or an entry that is no plain file: `read_log` finds nothing in the
+            # first case and refuses the second by name; a log made meanwhile is read again.
+            if not await files.read_log(sid, HISTORY_FILE):
+                return []
+            data = await files.read_lines(reference, after + 1, _TO_THE_END)
+        return parse_lines(data, after + 1, reference, warn=logger.warning)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None
@@ -577,3 +685,31 @@ class CollectedWorkspace(StoreWorkspace):
         return await collect_garbage(
             self._collector(), older_than=older_than, max_bytes=max_bytes, dry_run=dry_run
         )
+
+    async def remove_sessions(
+        self, session_ids: Sequence[str], *, dry_run: bool = False
+    ) -> GcReport:
+        """Remove the sessions named, with the refusals of `gc`: what `ctxoffload purge`
+        runs.
+
+        Unlike `purge_session`, which deletes what it is told, a live session is never
+        removed: one whose lease is held (an agent still open on it), or whose files a
+        session that stays references (a fork's origin, a sub-agent's parent or child:
+        name the sessions that reference it too, and they go together). When one named is
+        live, none is removed, and `GcReport.sessions_kept` says why for each. data/ files
+        stay (other sessions may name them): the next `gc` removes those no session names.
+
+        Args:
+            session_ids: the sessions to remove (one named twice counts once).
+            dry_run: report what would go, remove nothing.
+
+        Returns:
+            A `GcReport`: `sessions_removed` (with `bytes_freed`), or `sessions_kept`.
+
+        Raises:
+            InvalidSessionId: a name is not a plain name (before any I/O).
+            ConfigError: a session named is not in the workspace (nothing is removed).
+            OffloadError: a planted link, the store refused a removal, or a bucket failed
+                past the deadline.
+        """
+        return await remove_sessions(self._collector(), session_ids, dry_run=dry_run)

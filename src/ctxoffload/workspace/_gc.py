@@ -30,6 +30,7 @@ __all__ = [
     "data_files",
     "data_names_in",
     "footprint",
+    "live_because",
     "named_by_staying",
     "names_in",
     "record_unit",
@@ -43,6 +44,12 @@ __all__ = [
 # An unreferenced data/ file used (stored or re-stored) within this many seconds is kept:
 # a writer that has just stored an image has not yet written the log line naming it.
 DATA_GRACE_SECONDS = 3600.0
+
+RECENT_DATA = (
+    f"no session names it, but it changed within the last {DATA_GRACE_SECONDS / 60:g} "
+    "minutes (a writer may not have named it yet)"
+)
+"""Why gc keeps an unnamed data/ file (`GcReport.data_kept`)."""
 
 # A data/ name anywhere in a file, not only after `data/` (`DATA_REFERENCE`): gc keeps what a
 # file names in any form, so a reference written some other way never loses its file.
@@ -74,6 +81,10 @@ class GcReport:
         sessions_kept: the sessions the limits would have removed but gc keeps because
             they are live, each with why: `"its lease is held by agent 'coder' (pid 12 on
             host-a, ...)"`, or `"session 'nightly-retry' references its files"`.
+        data_kept: the data/ files no remaining session names that gc keeps all the same,
+            each with why (`RECENT_DATA`): it changed within the last `DATA_GRACE_SECONDS`,
+            and a writer may have stored it and not yet written the line naming it. A later
+            gc removes those still unnamed.
     """
 
     sessions_removed: list[str] = field(default_factory=list)
@@ -81,6 +92,11 @@ class GcReport:
     bytes_freed: int = 0
     dry_run: bool = False
     sessions_kept: dict[str, str] = field(default_factory=dict)
+    data_kept: dict[str, str] = field(default_factory=dict)
+
+    def keep_recent_data(self, names: Iterable[str]) -> None:
+        """Say that the unnamed data/ files `names` are kept, being recent."""
+        self.data_kept.update((name, RECENT_DATA) for name in sorted(names))
 
 
 @dataclass
@@ -189,7 +205,7 @@ def sessions_to_remove(
     ]
     kept = {}
     for usage in limited:
-        why = _why_live(usage, remaining)
+        why = live_because(usage, remaining)
         if why is not None:
             kept[usage.name] = why
     return doomed, remaining, kept
@@ -205,8 +221,9 @@ def _remove_idle(remaining: list[SessionUsage], cutoff: float) -> list[SessionUs
     return going
 
 
-def _why_live(usage: SessionUsage, staying: Iterable[SessionUsage]) -> str | None:
-    """Why a session that stays is live: its lease, or the staying sessions naming it."""
+def live_because(usage: SessionUsage, staying: Iterable[SessionUsage]) -> str | None:
+    """Why a session is live, which gc and a purge never remove: its lease is held, or
+    sessions that stay (`staying`) name its files. None when it is not."""
     if usage.lease is not None:
         return f"its lease is held by {usage.lease}"
     return named_by_staying(usage, staying)

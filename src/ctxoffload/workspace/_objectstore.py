@@ -17,19 +17,19 @@ from .._disk.layout import (
 from .._disk.read import reference_text
 from .._disk.rows import dumps_line
 from .._disk.scope import SessionScoped
+from .._secrets import is_secret_name
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
 from ._bucket_store import (
     REMOVING,
     SEGMENTED_LOGS,
     BucketCollector,
     BucketStore,
-    lease_record,
     session_prefix,
 )
 from ._bucket_url import (
+    BUCKET_SCHEMES,
     checked_url,
     host_name,
-    is_secret_name,
     refuse_userinfo,
     refuse_userinfo_in_environment,
 )
@@ -39,6 +39,7 @@ from ._lease import (
     LEASE_FILE,
     SessionLease,
     holder_record,
+    lease_record,
     lease_ttl,
     took_over,
 )
@@ -95,6 +96,9 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
 
     MAX_DEADLINE: ClassVar[float] = 86_400.0
     """The longest `deadline` accepted, in seconds (a day): a longer one is a mistake."""
+
+    SCHEMES: ClassVar[tuple[str, ...]] = (*BUCKET_SCHEMES, "memory")
+    """The URL schemes it takes, a bucket's and `memory` (a store in this process)."""
 
     def __init__(
         self,
@@ -190,7 +194,7 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
             store, self.url, deadline, secrets, endpoint=scrub(endpoint, ()) or None
         )
         self._logs = SegmentLog(self._client, self.writer_id)
-        self._bucket = self._files = BucketStore(self._client, self._logs)
+        self._bucket = self._files = self._imports = BucketStore(self._client, self._logs)
 
     def __repr__(self) -> str:
         return f"ObjectStoreWorkspace(url={self.url!r})"
@@ -314,7 +318,8 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
         state.json and (with `data`) the data/ objects are copied as they are, each file's
         modification time set to its object's. The folder is then readable with the
         `LocalWorkspace` read side, the `ctxoffload` commands and ordinary tools (`grep -n`,
-        `jq`). This is how `ctxoffload ... --workdir s3://...` reads a bucket.
+        `jq`). This is how `ctxoffload ... --workdir s3://...` reads a bucket. A file already
+        there is never overwritten, and no link in the folder is followed.
 
         Args:
             folder: an empty or missing folder to fill.
@@ -328,7 +333,9 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
 
         Raises:
             InvalidSessionId: before any I/O.
-            OffloadError: the store failed past the deadline.
+            OffloadError: the store failed past the deadline, or a folder in `folder` is a
+                planted link.
+            FileExistsError: a file to write is there already (a link too).
         """
         root = os.fspath(folder)
         if session is not None:

@@ -24,12 +24,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._secrets import masked_url
 from ..exceptions import ConfigError, OffloadError
 from ._sql_store import migrate
 
@@ -39,10 +39,10 @@ if TYPE_CHECKING:
     from ._sql_store import Connection, Cursor, Database
 
 __all__ = [
+    "SCHEMES",
     "PostgresConnection",
     "PostgresDatabase",
     "is_postgres_url",
-    "masked_url",
     "postgres_url",
 ]
 
@@ -50,13 +50,13 @@ _T = TypeVar("_T")
 
 INSTALL_HINT = "SqlWorkspace on PostgreSQL needs psycopg 3: pip install 'ctxoffload[sql]'"
 
-_SCHEMES = ("postgresql", "postgres")
+SCHEMES = ("postgresql", "postgres")
 
 
 def is_postgres_url(url: str) -> bool:
     """Whether `url` is a `postgresql://` or `postgres://` URL."""
     scheme, sep, _ = url.partition("://")
-    return bool(sep) and scheme.lower() in _SCHEMES
+    return bool(sep) and scheme.lower() in SCHEMES
 
 
 def postgres_url(url: str) -> str:
@@ -112,25 +112,6 @@ def postgres_url(url: str) -> str:
     user = found.get("user")
     userinfo = f"{urllib.parse.quote(str(user), safe='')}@" if user else ""
     return f"postgresql://{userinfo}{host}/{urllib.parse.quote(database, safe='')}"
-
-
-def _secrets(url: str) -> list[str]:
-    """The passwords written in `url`: in its user part and in `password=` parameters."""
-    found = re.findall(r"(?i)[?&]password=([^&]*)", url)
-    _, _, rest = url.partition("://")
-    head, at, _ = rest.partition("@")
-    if at and ":" in head and "/" not in head:
-        found.append(head.split(":", 1)[1])
-    return [secret for secret in found if secret]
-
-
-def masked_url(url: str, text: str | None = None) -> str:
-    """`text` (default: `url` itself) for a message: every password `url` holds replaced
-    by `***` (libpq quotes a malformed part of a URL in its error, password included)."""
-    text = url if text is None else text
-    for secret in sorted(_secrets(url), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 @functools.lru_cache(maxsize=512)
@@ -214,6 +195,11 @@ class PostgresDatabase:
         self._listener: psycopg.Connection[Any] | None = None
         self._listening = threading.Lock()
 
+    def _said(self, exc: BaseException) -> str:
+        """A driver's message on one line, any secret of the URL masked (libpq may quote
+        the part of a URL it could not use)."""
+        return masked_url(self._url, _one_line(exc))
+
     def _connect(self) -> psycopg.Connection[Any]:
         if self._connection is not None and not self._connection.closed:
             return self._connection
@@ -230,7 +216,7 @@ class PostgresDatabase:
             )
         except psycopg.Error as exc:
             raise OffloadError(
-                f"cannot connect to the database {self.where}: {_one_line(exc)}", self.where
+                f"cannot connect to the database {self.where}: {self._said(exc)}", self.where
             ) from None
         try:
             connection.execute(
@@ -282,7 +268,7 @@ class PostgresDatabase:
                     if lost and committing:
                         raise OffloadError(
                             f"the connection to the database {self.where} was lost while "
-                            f"committing ({_one_line(exc)}): the operation was made whole or "
+                            f"committing ({self._said(exc)}): the operation was made whole or "
                             "not at all, and which is unknown; read it back before making "
                             "it again",
                             self.where,
@@ -291,7 +277,7 @@ class PostgresDatabase:
                         continue  # rolled back by the server: once more, on a new connection
                     raise OffloadError(
                         f"the database {self.where} refused the operation "
-                        f"({type(exc).__name__}: {_one_line(exc)}); nothing of it was written",
+                        f"({type(exc).__name__}: {self._said(exc)}); nothing of it was written",
                         self.where,
                     ) from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -347,7 +333,7 @@ class PostgresDatabase:
                     self._listener.close()
                     self._listener = None
                 raise OffloadError(
-                    f"cannot follow the database {self.where}: {_one_line(exc)}", self.where
+                    f"cannot follow the database {self.where}: {self._said(exc)}", self.where
                 ) from None
 
     def close(self) -> None:

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._disk.ids import validate_session_id
 from .._disk.read import reference_text
 from .._disk.scope import SessionScoped
+from .._secrets import masked_url
 from ..exceptions import ConfigError
 from ._core import CollectedWorkspace
 from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
-from ._postgres import (
-    PostgresDatabase,
-    is_postgres_url,
-    masked_url,
-    postgres_url,
-)
+from ._postgres import SCHEMES as POSTGRES_SCHEMES
+from ._postgres import PostgresDatabase, is_postgres_url, postgres_url
 from ._sql_payloads import payload_place
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
 from ._transfer import Uploads
@@ -92,6 +89,9 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
             install).
     """
 
+    SCHEMES: ClassVar[tuple[str, ...]] = ("sqlite", *POSTGRES_SCHEMES)
+    """The URL schemes it takes, SQLite's and PostgreSQL's two spellings."""
+
     def __init__(
         self,
         url: str,
@@ -125,7 +125,7 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
         if payloads is not None:
             place = payload_place(payloads)
             self.payloads = place.location
-        self._sql = self._files = SqlStore(self._database, self.url, place)
+        self._sql = self._files = self._imports = SqlStore(self._database, self.url, place)
         weakref.finalize(self, self._database.close)
 
     def __repr__(self) -> str:
@@ -259,8 +259,9 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
 
         Raises:
             InvalidSessionId: before any I/O.
-            OffloadError: the database cannot be read.
-            FileExistsError: a file to write is there already.
+            OffloadError: the database cannot be read, or a folder in `folder` is a planted
+                link.
+            FileExistsError: a file to write is there already (a link too).
         """
         root = os.fspath(folder)
         sessions = [session] if session is not None else await self.list_sessions()

@@ -50,20 +50,22 @@ from .._disk.batch import Span, new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
+from .._disk.paths import write_new_file
 from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ._bucket_store import is_workspace_key
 from ._datastore import data_name, media_type_of
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, UnitOutcome, data_names_in, names_in
-from ._lease import busy_error, describe_holder, holder_ended, orphaned_here
+from ._lease import busy_error, describe_holder, holder_ended, lease_record, orphaned_here
 from ._sql_payloads import PayloadPlace
 
 if TYPE_CHECKING:
     from .._disk.payloads import StoreData
-    from ._store import Payloads, SessionCollector, SessionFiles
+    from ._store import ImportedSession, ImportTarget, Payloads, SessionCollector, SessionFiles
 
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "TABLES",
     "Connection",
     "Database",
     "SessionFacts",
@@ -114,6 +116,17 @@ MIGRATIONS: list[tuple[str, ...]] = [
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version of the tables this package writes."""
+
+TABLES = tuple(
+    dict.fromkeys(
+        statement.split()[2]
+        for statements in MIGRATIONS
+        for statement in statements
+        if statement.startswith("CREATE TABLE ")
+    )
+)
+"""Every table the migrations create (one only on the way: `data_v2`), in order: a database
+of another program holding one of these names is refused before anything is changed."""
 
 # Keys looked up per statement: SQLite's default limit of bound parameters is 32766 (999
 # before 3.32), PostgreSQL's 65535, and a batch of messages may be larger.
@@ -255,9 +268,9 @@ class SqliteConnection(sqlite3.Connection):
         """Nothing to take: a write holds the whole file's lock (`BEGIN IMMEDIATE`)."""
 
     def has_table(self, name: str) -> bool:
-        """Whether the table `name` is there."""
+        """Whether the table `name` is there (or a view of that name, which takes it)."""
         found = self.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?", (name,)
         ).fetchone()
         return found is not None
 
@@ -303,10 +316,8 @@ class SqliteDatabase:
             uri=uri,
         )
         try:
-            # WAL: readers never block the writer nor it them; FULL: a commit is on disk
-            # (WAL and its checkpoints fsynced) before it returns, as the disk's appends are.
-            if self.create:
-                connection.execute("PRAGMA journal_mode=WAL")
+            # FULL: a commit is on disk (WAL and its checkpoints fsynced) before it returns,
+            # as the disk's appends are. A setting of this connection: the file is unchanged.
             connection.execute("PRAGMA synchronous=FULL")
             connection.execute("BEGIN IMMEDIATE" if self.create else "BEGIN")
             try:
@@ -315,6 +326,11 @@ class SqliteDatabase:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+            # WAL: readers never block the writer nor it them. Switched once the file is
+            # known to hold a workspace (`migrate` refuses another program's first): the
+            # mode is written into the file, which a refusal must leave as it was.
+            if self.create:
+                connection.execute("PRAGMA journal_mode=WAL")
         except BaseException:
             connection.close()
             raise
@@ -383,7 +399,8 @@ def migrate(connection: Connection, where: str, *, create: bool = True) -> None:
 
     Raises:
         ConfigError: the database was written by a newer ctxoffload (its version is higher),
-            or `create` is False and it holds no workspace.
+            `create` is False and it holds no workspace, or it holds no workspace and a
+            table of another program whose name one of ours takes (`TABLES`).
     """
     connection.lock("schema")
     if not connection.has_table("schema_version"):
@@ -392,6 +409,13 @@ def migrate(connection: Connection, where: str, *, create: bool = True) -> None:
                 f"the database {where} holds no ctxoffload workspace (it has no "
                 "schema_version table)"
             )
+        for table in TABLES:
+            if connection.has_table(table):
+                raise ConfigError(
+                    f"the database {where} holds a table {table!r} of another program (and "
+                    "no schema_version table): ctxoffload's tables would clash with it; give "
+                    "ctxoffload a database of its own (nothing was changed)"
+                )
         connection.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
     version = row[0] if row and row[0] is not None else 0
@@ -445,6 +469,18 @@ def _insert_lines(
     connection.executemany(
         "INSERT INTO lines (session, log, line, body) VALUES (?, ?, ?, ?)",
         [(session_id, log, n, line) for n, line in enumerate(lines, first)],
+    )
+
+
+def _insert_keys(
+    connection: Connection, session_id: str, first: int, keys: Sequence[str | None]
+) -> None:
+    """Index the message keys of context lines `first`, `first + 1`, ... (None: a line
+    without one); a key the index holds already keeps its line."""
+    connection.executemany(
+        "INSERT INTO message_keys (session, key, line) VALUES (?, ?, ?) "
+        "ON CONFLICT (session, key) DO NOTHING",
+        [(session_id, key, n) for n, key in enumerate(keys, first) if key is not None],
     )
 
 
@@ -709,15 +745,7 @@ class SqlStore:
             if rows.lines:
                 _insert_lines(connection, session_id, CONTEXT_FILE, first, rows.lines)
                 # A key given twice in one batch keeps its first line, as `new_rows` counts.
-                connection.executemany(
-                    "INSERT INTO message_keys (session, key, line) VALUES (?, ?, ?) "
-                    "ON CONFLICT (session, key) DO NOTHING",
-                    [
-                        (session_id, key, n)
-                        for n, key in enumerate(rows.ids, first)
-                        if key is not None
-                    ],
-                )
+                _insert_keys(connection, session_id, first, rows.ids)
             _touch(connection, session_id)
             return rows.span
 
@@ -730,6 +758,55 @@ class SqlStore:
 
         def write(connection: Connection) -> bool:
             return _delete_sessions(connection, [session_id]) > 0
+
+        return await self.database.write(write)
+
+    # -- imports (`ImportTarget`) -------------------------------------------------------------
+
+    async def unfinished_imports(self) -> set[str]:
+        """None: an imported session is written in one transaction (`write_imported`)."""
+        return set()
+
+    async def begin_import(self, session_id: str) -> None:
+        """Nothing to mark: readers see an imported session whole or not at all."""
+
+    async def end_import(self, session_id: str) -> None:
+        """Nothing to unmark."""
+
+    async def write_imported(self, session: ImportedSession) -> bool:
+        """Write an imported session in one transaction under its lock: its files, every
+        line of its logs (each a row, numbered after the rows there), its message keys and
+        its row in `sessions`. A kill at any point leaves all of it or none
+        (`ImportTarget.write_imported`).
+
+        Returns:
+            False, with nothing written, when the session is not as `session` says any more.
+        """
+        sid = validate_session_id(session.session_id)
+
+        def write(connection: Connection) -> bool:
+            _lock_session(connection, sid)
+            there = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone()
+            if session.fresh and there is not None:
+                return False
+            for log in {*session.logs, *session.after}:
+                if _next_line(connection, sid, log) != session.after.get(log, 0) + 1:
+                    return False
+            for name in session.files:
+                if _file_body(connection, sid, name) is not None:
+                    return False
+            connection.executemany(
+                "INSERT INTO files (session, name, body, updated) "
+                f"VALUES (?, ?, ?, {connection.now})",
+                [(sid, name, body) for name, body in sorted(session.files.items())],
+            )
+            for log, lines in session.logs.items():
+                first = session.after.get(log, 0) + 1
+                _insert_lines(connection, sid, log, first, lines)
+                if log == CONTEXT_FILE:
+                    _insert_keys(connection, sid, first, session.keys)
+            _touch(connection, sid)
+            return True
 
         return await self.database.write(write)
 
@@ -882,7 +959,7 @@ class SqlStore:
             previous: dict[str, Any] = {}
             expired = False
             if row is not None:
-                previous = _holder_of(row[0])
+                previous = lease_record(row[0])
                 expired = row[2] > row[1]
                 if not expired and not holder_ended(previous) and not orphaned_here(previous):
                     return previous, False, float(row[1])
@@ -1070,33 +1147,20 @@ class SessionFacts(Generic[_T]):
 
 
 def _write_copies(root: str, found: Iterable[tuple[str, bytes, float]]) -> None:
-    """Write each (key, body, time) below `root` as a new file: a key that is no name of the
-    layout (a row put there by hand: `../x`, a hidden name) is skipped, and no link planted
-    in `root` is followed."""
+    """Write each (key, body, time) below `root` as a new file (`write_new_file`): a key
+    that is no name of the layout (a row put there by hand: `../x`, a hidden name) is
+    skipped, and no link planted in `root` is followed."""
+    resolved = os.path.realpath(root)
     for key, body, modified in found:
         if not is_workspace_key(key):
             logger.warning("skipped %r: not a name of the workspace layout", key)
             continue
-        path = os.path.join(root, *key.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-        os.utime(path, (modified, modified))
-
-
-def _holder_of(raw: object) -> dict[str, Any]:
-    """The record a lease row holds; `{}` when it holds none (edited by hand, not JSON)."""
-    try:
-        found = json.loads(raw) if isinstance(raw, (str, bytes)) else None
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
+        write_new_file(resolved, key.split("/"), body, root, modified=modified)
 
 
 def _live_holder(raw: object, expires: float, now: float) -> dict[str, Any] | None:
     """The holder of a lease row that is live (`SqlStore.take_lease`'s rule), else None."""
-    holder = _holder_of(raw)
+    holder = lease_record(raw)
     if now > expires or holder_ended(holder) or orphaned_here(holder):
         return None
     return holder
@@ -1223,13 +1287,13 @@ class SqlCollector:
         here = None if place is None else place.location
         # A payload kept at a place this workspace was not configured with is not removed
         # (nor its row): gc reaches no folder or bucket the caller did not name.
-        unused = {
-            name
+        unnamed = {
+            name: stored
             for name, (_, stored, location) in self._data.items()
-            if name not in referenced
-            and now - stored > DATA_GRACE_SECONDS
-            and location in (None, here)
+            if name not in referenced and location in (None, here)
         }
+        unused = {name for name, stored in unnamed.items() if now - stored > DATA_GRACE_SECONDS}
+        report.keep_recent_data(set(unnamed) - unused)
         with contextlib.ExitStack() as held:
             if place is not None:
                 # A folder's data/ taken exclusively before the database (its writers take
@@ -1314,3 +1378,4 @@ class SqlCollector:
 if TYPE_CHECKING:  # mypy checks that the SQL store and collector are what they are declared
     _collector: type[SessionCollector] = SqlCollector
     _files: type[SessionFiles] = SqlStore
+    _imports: type[ImportTarget] = SqlStore

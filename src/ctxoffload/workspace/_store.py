@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from .._disk.payloads import StoreData
     from ._gc import GcReport, SessionUsage, UnitOutcome
 
-__all__ = ["Payloads", "SessionCollector", "SessionFiles"]
+__all__ = ["ImportTarget", "ImportedSession", "Payloads", "SessionCollector", "SessionFiles"]
 
 T = TypeVar("T")
 
@@ -211,4 +212,64 @@ class SessionCollector(Protocol):
     ) -> None:
         """Remove the data/ files no session of `remaining` names (not in a dry run), and
         what killed purges left, into `report`."""
+        ...
+
+
+@dataclass
+class ImportedSession:
+    """What an import writes of one session (`ImportTarget.write_imported`), references
+    already rewritten: the files to create, the lines to append to each log after the
+    lines it holds already (`after`), and each context line's message key."""
+
+    session_id: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    logs: dict[str, list[bytes]] = field(default_factory=dict)
+    keys: list[str | None] = field(default_factory=list)
+    """One per line of the context log's `logs` entry: its message key, or None."""
+    after: dict[str, int] = field(default_factory=dict)
+    """The lines each log holds already, which the lines of `logs` follow (none: 0)."""
+    fresh: bool = True
+    """Whether the store holds nothing of the session (else: a killed import's beginning)."""
+    data: set[str] = field(default_factory=set)
+    """The data/ names its files and lines name."""
+
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to write: the store holds all of it already."""
+        return not self.files and not any(self.logs.values())
+
+
+class ImportTarget(Protocol):
+    """How a store takes the sessions an import writes (`upload`): each whole or not at
+    all, as readers see it, and a killed import's beginning finished by the next.
+
+    A database writes a session in one transaction: it has no unfinished import. A bucket
+    has no transaction: a session is marked while it is written (`begin_import`), and every
+    listing of the sessions leaves a marked one out until `end_import`.
+    """
+
+    async def unfinished_imports(self) -> set[str]:
+        """The sessions an import began and did not end (killed): left out of listings."""
+        ...
+
+    async def begin_import(self, session_id: str) -> None:
+        """Mark the session as being imported, before anything of it is written."""
+        ...
+
+    async def write_imported(self, session: ImportedSession) -> bool:
+        """Write what `session` holds (the whole session in one transaction where the store
+        has them): its files as new files, its lines after the lines each log holds.
+
+        Returns:
+            False, with nothing written, when the session is no longer as `session` says
+            (a file of it is there, a log holds other lines than `after`, or a session
+            said `fresh` is there): another writer came meanwhile.
+
+        Raises:
+            OffloadError: the store refused a write.
+        """
+        ...
+
+    async def end_import(self, session_id: str) -> None:
+        """Unmark the session: listings show it again (its import is whole)."""
         ...

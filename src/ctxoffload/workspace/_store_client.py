@@ -6,8 +6,8 @@ it, `OffloadError` (the caller keeps the content in its context). An answer that
 can change (no such bucket, access denied, refused credentials, any other 4xx but 408, 409
 and 429) is an `OffloadError` at once, naming the cause. Error messages name the object's
 reference and the store's own message passed through `scrub`: every configured secret, any
-signature and the user:password part of every URL replaced by `***`, so credentials never
-reach an error, a log or a reference.
+signature and the user part of every URL replaced by `***` (the one masking rule,
+`ctxoffload._secrets`), so credentials never reach an error, a log or a reference.
 
 A store that answers 200 to everything (a web console on the port taken for the API) would
 read as an empty bucket; the first empty listing, or the first object read without an ETag,
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._secrets import Secrets
 from ..exceptions import OffloadError
 
 if TYPE_CHECKING:
@@ -38,13 +39,6 @@ T = TypeVar("T")
 CLOCK_PREFIX = ".clock"
 """Where `StoreClient.now` writes the empty object whose time it reads (outside the layout)."""
 
-# Signed URLs and authorization headers carry these; a store's error text may quote one.
-_SIGNATURE = re.compile(
-    r"(X-Amz-(?:Signature|Credential|Security-Token)=|Signature=|Credential=|sig=|token=)[^&\s\"']+",
-    re.IGNORECASE,
-)
-# The user:password@ part of a URL (obstore quotes the request's URL, endpoint included).
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#]*@")
 _MESSAGE_CHARS = 400
 # What an S3 error answer says, as obstore quotes it: the status, the code, the message.
 _STATUS = re.compile(r"(?:status code: |status: )(\d{3})")
@@ -72,15 +66,12 @@ class _Unsettled(Exception):
 def scrub(text: str, secrets: Sequence[str]) -> str:
     """A store's message as one short line that holds no credential.
 
-    Drops obstore's `Debug source:` dump, joins the lines, and replaces each of `secrets`,
-    every signature or token parameter and the user:password part of every URL with `***`.
+    Drops obstore's `Debug source:` dump, joins the lines, and masks each of `secrets` and
+    whatever the one masking rule finds (`Secrets.mask`: signatures, tokens, the user part
+    of every URL).
     """
     text = " ".join(text.split("Debug source:", 1)[0].split())
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    text = _SIGNATURE.sub(r"\1***", text)
-    text = _USERINFO.sub(r"\1***@", text)
+    text = Secrets(tuple(s for s in secrets if s)).mask(text)
     if len(text) > _MESSAGE_CHARS:
         text = text[:_MESSAGE_CHARS] + "…"
     return text
@@ -521,15 +512,19 @@ class StoreClient:
 
         return await self._list(prefix, call)
 
-    async def list_directories(self, prefix: str) -> list[str]:
-        """The names of the 'directories' directly under the path `prefix`."""
+    async def list_level(self, prefix: str) -> tuple[list[str], list[str]]:
+        """The names directly under the path `prefix`, in one listing: its 'directories',
+        and its objects."""
         import obstore
 
-        async def call() -> list[str]:
+        async def call() -> list[tuple[bool, str]]:
             result = await _blocking(obstore.list_with_delimiter, self.store, prefix)
-            return [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
+            found = [(True, p.rstrip("/").rsplit("/", 1)[-1]) for p in result["common_prefixes"]]
+            found += [(False, str(m["path"]).rsplit("/", 1)[-1]) for m in result["objects"]]
+            return found
 
-        return await self._list(prefix, call)
+        found = await self._list(prefix, call)
+        return [n for folder, n in found if folder], [n for folder, n in found if not folder]
 
     async def copy(self, source: str, target: str) -> bool:
         """Copy `source` to `target` in the store (replacing it), metadata included.

@@ -27,9 +27,9 @@ from ..._search.matcher import compile_matcher
 from ...exceptions import CliError, InvalidContent, InvalidReference
 from ...text import message_lines
 from .._access import session_folder
-from .._describe import NOT_BY_AGENT, Timeline, describe
+from .._describe import NOT_BY_AGENT, Timeline, by_agent, describe
 from .._output import inert
-from .._view import SessionLog, Warnings, by_agent, session_rows, step_messages
+from .._view import SessionLog, Warnings, session_rows, step_messages
 
 __all__ = ["BODY_CHARS", "MARKED_KINDS", "UiModel"]
 
@@ -280,7 +280,8 @@ class UiModel:
         hits = json.loads(done.stdout or b"[]") if done.returncode == 0 else []
         rows = [
             {
-                "session": inert(str(hit.get("session"))),
+                # A memory file's lines belong to no session.
+                "session": inert(hit["session"]) if isinstance(hit.get("session"), str) else None,
                 "path": self.relative(str(hit.get("file"))),
                 "shown_as": inert(self._shown(str(hit.get("file")))),
                 "line": hit.get("line"),

@@ -1,0 +1,19 @@
+"""The door core: the promises every door keeps, written once (DESIGN.md section 17).
+
+A door is how a host reaches ctxoffload: LangChain's middleware, the deepagents backend,
+pydantic-ai's capability, the OpenAI Agents SDK's filter and session, Strands' manager and
+storage, AgentScope's offloader, the Claude Code hooks and the Claude Agent SDK's callbacks,
+the MCP proxy. Each adapter calls this package for what is the same at every door:
+
+- `doors.py`: each door declared once: its host, what names its conversations, whether
+  ctxoffload decides what the host's model is sent, what it records, and its advice (in the
+  host's own terms) when a conversation is busy or cannot be compacted from outside;
+- `identity.py`: a conversation's session, by the one mapping rule (`session_id_for`);
+  never a shared default;
+- `checks.py`: what a door is given, refused at construction with one `ConfigError` naming
+  the fix (a path where a workspace belongs, a workdir that is a file, ...);
+- `runs.py`: one live run per conversation (the session's lease, refused in the door's
+  terms) and the `door` event that opens each run in the record.
+
+Private like `_disk/`: every door imports these modules directly; nothing re-exports them.
+"""

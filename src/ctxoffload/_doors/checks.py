@@ -1,0 +1,120 @@
+"""What a door is given, checked at construction: one `ConfigError` naming the fix, before
+the host's first call, never an `AttributeError` from inside the host's run."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+from ..compression import ContextConfig
+from ..exceptions import ConfigError
+from ..workspace import LocalWorkspace, Offloader, Workspace, not_a_capability
+from .doors import Door
+
+__all__ = ["checked_config", "checked_offloader", "checked_positive", "checked_workspace"]
+
+_OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
+_BACKENDS = (
+    "LocalWorkspace(path), ObjectStoreWorkspace(url), SqlWorkspace(url) or InMemoryWorkspace()"
+)
+
+
+def checked_workspace(workspace: object, door: Door, *, role: str = "workspace") -> Workspace:
+    """`workspace` when it is a whole `Workspace` that can be written.
+
+    Raises:
+        ConfigError: a path (str or os.PathLike) where a workspace belongs, an object that is
+            no `Workspace`, or a `LocalWorkspace` whose workdir is an existing file.
+    """
+    _refuse_a_path(workspace, door, role)
+    if not isinstance(workspace, Workspace):
+        raise not_a_capability(workspace, Workspace, role=role, fix=f"pass {_BACKENDS}")
+    _refuse_a_file(workspace)
+    return workspace
+
+
+def checked_offloader(offloader: object, door: Door, *, role: str = "workspace") -> Offloader:
+    """`checked_workspace` for a door that needs only an `Offloader` (a custom one may do,
+    if its three methods are `async def`: a door awaits them).
+
+    Raises:
+        ConfigError: a path, no `Offloader`, a sync method, or a workdir that is a file.
+    """
+    _refuse_a_path(offloader, door, role)
+    if not isinstance(offloader, Offloader):
+        raise not_a_capability(
+            offloader,
+            Offloader,
+            role=role,
+            fix=f"pass {_BACKENDS}, or an object with async {', '.join(_OFFLOADER_METHODS)}",
+        )
+    for name in _OFFLOADER_METHODS:
+        if not inspect.iscoroutinefunction(getattr(offloader, name)):
+            raise ConfigError(
+                f"{role} {type(offloader).__name__}.{name} is not async: define it with "
+                f"'async def {name}(...)' ({door.adapter} awaits it; a sync one would leave "
+                "big results in the context)"
+            )
+    _refuse_a_file(offloader)
+    return offloader
+
+
+def checked_config(config: object) -> ContextConfig:
+    """The door's `ContextConfig`: the one given, or the default for None.
+
+    Raises:
+        ConfigError: anything else (a dict, a pipeline, a window given as a number).
+    """
+    if config is None:
+        return ContextConfig()
+    if not isinstance(config, ContextConfig):
+        raise ConfigError(
+            f"config is a {type(config).__name__}, not a ContextConfig: pass "
+            "config=ContextConfig(context_window=..., tool_result_limit=...)"
+        )
+    return config
+
+
+def checked_positive(value: object, name: str) -> int:
+    """An argument that must be a positive int (`max_output_chars`, ...).
+
+    Raises:
+        ConfigError: it is not.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} {value!r} is not a positive int: pass {name}=20000 or more")
+    return value
+
+
+def _refuse_a_path(given: object, door: Door, role: str) -> None:
+    if isinstance(given, (str, bytes, os.PathLike)):
+        path = os.fsdecode(given)
+        raise ConfigError(
+            f"{door.adapter}: {role} is the path {path!r}, not a workspace: pass "
+            f"LocalWorkspace({path!r}) instead (ObjectStoreWorkspace or SqlWorkspace for a "
+            "bucket or a database)"
+        )
+
+
+def _refuse_a_file(workspace: Any) -> None:
+    """A `LocalWorkspace` whose workdir is something other than a folder (a file, a FIFO) would
+    fail every write: said now. A missing workdir is made on first use."""
+    if not isinstance(workspace, LocalWorkspace):
+        return
+    try:
+        mode = os.stat(workspace.workdir).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(
+            f"workdir {str(workspace.workdir)!r} cannot be reached ({exc.strerror}): give the "
+            "workspace a folder this process can write"
+        ) from None
+    import stat
+
+    if not stat.S_ISDIR(mode):
+        raise ConfigError(
+            f"workdir {str(workspace.workdir)!r} is a file, not a folder: give the workspace "
+            "a folder as its workdir (a missing one is made)"
+        )

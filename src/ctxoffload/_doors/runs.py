@@ -1,0 +1,333 @@
+"""One live run per conversation, and the `door` event each run opens the record with.
+
+A door whose host has runs (an `invoke`, a `Runner.run`, a reply, a connection) takes the
+session's lease when a run begins and gives it up when the run ends: a second run of the same
+conversation meanwhile is refused with `SessionBusyError`, its advice in the door's own terms
+(never the `Agent`'s `if_busy`); a dead holder's lease is taken over as the `Agent` takes it
+(`take_lease`). A workspace that cannot be written at all does not stop the run (its writes
+fail the same way and leave the content in the context).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from .._disk.events import Door as DoorEvent
+from .._disk.wording import describe_holder
+from .._version import __version__
+from ..exceptions import SessionBusyError
+from ..workspace import EventLog, SessionLease, take_lease, take_new_session, writing_as
+from .doors import Door
+
+__all__ = ["HostRuns", "begin_run", "door_busy", "record_door"]
+
+logger = logging.getLogger("ctxoffload")
+
+_T = TypeVar("_T")
+
+_CONVERSATION_CHARS = 200
+"""The most of a host's conversation id the `door` event keeps."""
+
+
+async def begin_run(
+    workspace: object,
+    door: Door,
+    session: str,
+    *,
+    conversation: object = None,
+    agent: str | None = None,
+    new: bool = False,
+    announce: bool = True,
+) -> SessionLease | None:
+    """Take `session`'s lease for a run of `door` (None: the workspace gives no leases, or
+    cannot be written) and record the run's `door` event.
+
+    Args:
+        workspace: the door's workspace.
+        door: the door.
+        session: the conversation's session.
+        conversation: the host's own id of the conversation, recorded (None: it has none).
+        agent: who the lease names (the door's name by default).
+        new: the session must not exist yet (a fresh session): taken only if nothing was
+            recorded in it.
+        announce: record the `door` event (False: this process recorded it for an earlier
+            run of the session already).
+
+    Raises:
+        SessionBusyError: another live run holds the session, in the door's terms.
+    """
+    try:
+        if new:
+            lease = await take_new_session(workspace, session, agent or door.name)
+        else:
+            lease = await take_lease(workspace, session, agent or door.name)
+    except SessionBusyError as busy:
+        raise door_busy(door, busy, conversation) from None
+    if announce:
+        with writing_as(agent or door.name, session):  # the event names its writer
+            await record_door(workspace, door, session, conversation)
+    return lease
+
+
+def door_busy(door: Door, busy: SessionBusyError, conversation: object = None) -> SessionBusyError:
+    """`busy` said for a door: who holds the session, and what to do in the host's terms."""
+    named = "" if conversation is None else f" (conversation {_shown(conversation)})"
+    return SessionBusyError(
+        f"{door.host}: session {busy.session_id!r}{named} is being written by "
+        f"{describe_holder(busy.holder)}, another live run; {door.busy}",
+        busy.session_id,
+        busy.holder,
+    )
+
+
+async def record_door(
+    workspace: object, door: Door, session: str, conversation: object = None
+) -> None:
+    """Record that a run of `door` began writing `session` (a workspace that keeps no events,
+    or that fails now, is passed over: the run goes on)."""
+    if not isinstance(workspace, EventLog):
+        return
+    event = DoorEvent(
+        door=door.name,
+        host=door.host,
+        adapter=door.adapter,
+        conversation=None if conversation is None else _shown(conversation, quote=False),
+        projects=door.projects,
+        records=door.records,
+        version=__version__,
+    )
+    try:
+        await workspace.record_event(session, event.kind, **event.fields())
+    except OSError as exc:
+        logger.warning(
+            "could not record the start of a %s run in session %s: %s", door.host, session, exc
+        )
+
+
+def _shown(conversation: object, *, quote: bool = True) -> str:
+    text = conversation if isinstance(conversation, str) else str(conversation)
+    text = text[:_CONVERSATION_CHARS]
+    return repr(text) if quote else text
+
+
+class HostRuns:
+    """The runs of a door whose host says when a run begins but may never say it ended (a
+    LangChain run that raised skips `after_agent`): each holds its session's lease from
+    `begin` to `end`, and a run that holds one here without ending is taken for gone once it
+    has no call in flight (`active`) for `grace` seconds, so a crashed run never blocks the
+    next one, while a live one between two calls is never overtaken.
+
+    The leases are taken, renewed (a bucket's) and released on one loop of this object's own,
+    whatever thread or loop the host calls from.
+
+    A host whose runs say whether they are still going, or that keeps an object for each run,
+    passes `live` (a run is gone once it says so, at once) and `owner` (the run ends when that
+    object is collected) to `begin`: then no run waits out `grace`.
+
+    Args:
+        workspace: the door's workspace.
+        door: the door.
+        grace: seconds a run that holds a lease here must stay idle to be taken for gone.
+    """
+
+    def __init__(self, workspace: object, door: Door, *, grace: float = 1.0) -> None:
+        from .._loop import LoopThread
+
+        self.workspace = workspace
+        self.door = door
+        self.grace = grace
+        self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
+        self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
+        self._announced: set[str] = set()  # sessions whose `door` event this object wrote
+        self._lock = threading.Lock()
+
+    def begin(
+        self,
+        session: str,
+        run: str,
+        *,
+        conversation: object = None,
+        live: Callable[[], bool] | None = None,
+        owner: object = None,
+    ) -> None:
+        """Run `run` begins writing `session`: take its lease (a no-op for the run holding it).
+
+        Args:
+            session: the conversation's session.
+            run: the run's id.
+            conversation: the host's own id of the conversation, recorded.
+            live: whether the run is still going, for a host whose runs say so (then a run
+                is taken for gone when it says it is, at once, not after `grace` idle).
+            owner: the host's object for the run, held weakly: the run ends when it is
+                collected (None: only `end` ends it).
+
+        Raises:
+            SessionBusyError: another live run (of this process or another) writes it.
+        """
+        with self._lock:
+            current = self._runs.get(session)
+            if current is not None and current.run == run:
+                return
+            if current is not None:
+                if not self._gone(current):
+                    holder = current.lease.holder if current.lease is not None else {}
+                    busy = SessionBusyError("", session, holder)
+                    raise door_busy(self.door, busy, conversation)
+                self._drop(session, current)
+            announce = session not in self._announced
+            take = functools.partial(
+                begin_run,
+                self.workspace,
+                self.door,
+                session,
+                conversation=conversation,
+                announce=announce,
+            )
+            try:
+                lease = self._on_loop(take())
+            except SessionBusyError as busy:
+                if not _release_ended(busy.holder):
+                    raise
+                lease = self._on_loop(take())
+            self._announced.add(session)
+            taken = self._runs[session] = _Run(run, lease, live, self)
+            token = lease.holder.get("token") if lease is not None else None
+            if live is not None and isinstance(token, str):
+                _SAY_IF_LIVE[token] = taken
+        if owner is not None:
+            ended = weakref.finalize(owner, self._collected, session, run)
+            ended.atexit = False  # at exit the process's end frees its leases
+
+    async def abegin(
+        self,
+        session: str,
+        run: str,
+        *,
+        conversation: object = None,
+        live: Callable[[], bool] | None = None,
+        owner: object = None,
+    ) -> None:
+        """`begin` from async code (its waits happen on a worker thread)."""
+        await asyncio.to_thread(
+            self.begin, session, run, conversation=conversation, live=live, owner=owner
+        )
+
+    def end(self, session: str, run: str) -> None:
+        """Run `run` has ended: give its session up (nothing when it holds none)."""
+        with self._lock:
+            current = self._runs.get(session)
+            if current is not None and current.run == run:
+                self._drop(session, current)
+
+    async def aend(self, session: str, run: str) -> None:
+        """`end` from async code."""
+        await asyncio.to_thread(self.end, session, run)
+
+    def _collected(self, session: str, run: str) -> None:
+        """The host's object for run `run` was collected: the run is over. The collector
+        calls this wherever the last reference went; where waiting for this object's lock or
+        loop could never end (on that loop, or in a thread inside `begin`), or would wait on
+        another thread, the end is left to a thread of its own."""
+        if not self._loop.is_current() and self._lock.acquire(blocking=False):
+            try:
+                current = self._runs.get(session)
+                if current is not None and current.run == run:
+                    self._drop(session, current)
+            finally:
+                self._lock.release()
+            return
+        threading.Thread(
+            target=self.end, args=(session, run), name="ctxoffload-run-end", daemon=True
+        ).start()
+
+    @contextlib.contextmanager
+    def active(self, session: str, run: str) -> Iterator[None]:
+        """A call of run `run` is in flight meanwhile (so the run is live)."""
+        current = self._runs.get(session)
+        if current is None or current.run != run:
+            yield
+            return
+        current.calls += 1
+        current.beats += 1
+        try:
+            yield
+        finally:
+            current.calls -= 1
+            current.beats += 1
+
+    def _gone(self, run: _Run) -> bool:
+        """Whether a run holding a lease here is gone: as it says (`live`), else no call in
+        flight, and none begun or ended, for `grace` seconds."""
+        if run.live is not None:
+            return not run.live()
+        deadline = time.monotonic() + self.grace
+        beats = run.beats
+        while time.monotonic() < deadline:
+            if run.calls > 0 or run.beats != beats:
+                return False
+            time.sleep(min(0.02, self.grace))
+        return run.calls == 0 and run.beats == beats
+
+    def _on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run `coro` on this object's loop, in a context of its own: what the loop makes (its
+        own handles, the task of `coro`, a bucket lease's renewal) keeps the context it was
+        made in, and the host's may hold the host's run (the OpenAI Agents SDK's), which must
+        be free to go when the run ends."""
+        return contextvars.Context().run(self._loop.run, coro)
+
+    def _drop(self, session: str, run: _Run) -> None:
+        del self._runs[session]
+        if run.lease is not None:
+            self._on_loop(run.lease.release())
+
+
+class _Run:
+    """A run of this process holding a session: its id, lease, calls in flight, how to ask
+    whether it is still going (None: the host does not say), and the `HostRuns` holding it."""
+
+    __slots__ = ("__weakref__", "beats", "calls", "held_by", "lease", "live", "run")
+
+    def __init__(
+        self,
+        run: str,
+        lease: SessionLease | None,
+        live: Callable[[], bool] | None = None,
+        held_by: HostRuns | None = None,
+    ) -> None:
+        self.run = run
+        self.lease = lease
+        self.live = live
+        self.held_by = None if held_by is None else weakref.ref(held_by)
+        self.calls = 0
+        self.beats = 0
+
+
+_SAY_IF_LIVE: weakref.WeakValueDictionary[str, _Run] = weakref.WeakValueDictionary()
+"""The runs of this process whose host says whether they are going (`live`), by their
+lease's token. A run that ended may keep its lease while the host still holds its object (the
+OpenAI Agents SDK's streamed result keeps its run): a run refused by it takes the session."""
+
+
+def _release_ended(holder: dict[str, Any]) -> bool:
+    """Give up the lease of `holder` when it is a run of this process whose host says it
+    ended; whether it was. The lease is released on the loop of the `HostRuns` that took it,
+    without that object's lock (a release is idempotent; its stale entry is dropped when the
+    session is next begun there), so two of them never wait on each other."""
+    token = holder.get("token")
+    run = _SAY_IF_LIVE.get(token) if isinstance(token, str) else None
+    if run is None or run.live is None or run.live() or run.lease is None:
+        return False
+    runs = run.held_by() if run.held_by is not None else None
+    if runs is None:
+        return False
+    runs._on_loop(run.lease.release())
+    return True

@@ -1,0 +1,233 @@
+"""The door contract's test drivers (docs/guides/hosts.md, DESIGN.md section 17).
+
+`test_contract.py` holds every door to the same promises through a `DoorDriver` per door,
+each in `contract_<door>.py`: a driver builds its door on a workspace and plays a
+conversation through the door's REAL host (its own fake or scripted model, offline), the
+way a user of that host would. A driver that cannot drive a promise says why in
+`reasons` (an explicit, reasoned skip), never by leaving it out.
+
+A new door proves itself here: write its driver, add it to `DRIVERS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from frameworks import framework_required
+
+from helpers import install_hint
+
+BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
+"""A tool output of ~1.9 MB: over every door's limit, stored whole."""
+
+MEDIUM = BIG[:20_000]
+"""An output over every door's limit (300 tokens here, 3,000 for the Claude Code hooks), small
+enough to run many times."""
+
+NEEDLE = "export batch 41234 done"
+"""A line of `BIG` the read-back tools find."""
+
+
+@dataclass
+class Turn:
+    """One turn of a conversation: the user's message, and the output of the one tool call
+    the model makes before it answers (None: it answers at once)."""
+
+    user: str
+    tool_output: str | None = None
+
+
+def call_id(turn: Turn) -> str:
+    """The id of the tool call a turn makes: the same turn has the same id in every process
+    (a resumed conversation must not reuse an earlier call's id, as no host does)."""
+    return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
+
+
+def scripted(
+    turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
+) -> tuple[list[Any], list[str]]:
+    """A scripted model's replies for `turns`, in the host's types, and the outputs its tool
+    returns in order: per turn, a call of the tool `fetch` (id `call_id(turn)`) where the turn
+    calls one, then the answer `answer <number>`. `call(name, arguments, id)` and `say(text)`
+    build the host's replies."""
+    replies: list[Any] = []
+    outputs: list[str] = []
+    for number, turn in enumerate(turns):
+        if turn.tool_output is not None:
+            replies.append(call("fetch", {}, call_id(turn)))
+            outputs.append(turn.tool_output)
+        replies.append(say(f"answer {number}"))
+    return replies, outputs
+
+
+@dataclass
+class Outcome:
+    """What a conversation through a door did.
+
+    Attributes:
+        session: the ctxoffload session it wrote.
+        sent: each model call the door saw, as the messages' text the model was sent (a door
+            that sees no model call leaves it empty).
+        kept: what the host keeps of the last tool output (its state, its context).
+        names: how `kept` names the file that holds the output ("": by the file's name; a
+            host whose own tools read it back names it its own way, deepagents by its path).
+    """
+
+    session: str
+    sent: list[list[str]] = field(default_factory=list)
+    kept: str = ""
+    names: str = ""
+
+
+class DoorDriver:
+    """Drives one door through its real host. Subclasses set the attributes and the methods.
+
+    Attributes:
+        door: the door's name (`ctxoffload._doors.doors.DOORS`).
+        module: the host package a driver imports (None: nothing beyond ctxoffload).
+        needs: a name the host module has in the release the door needs ("" none).
+        extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
+            spelt with '-').
+        reasons: promise name -> why this door does not keep it (an explicit skip).
+    """
+
+    door: str = ""
+    module: str | None = None
+    needs: str = ""
+    extra: str = ""
+    reasons: ClassVar[dict[str, str]] = {}
+
+    def make(self, workspace: Any) -> Any:
+        """The door on `workspace`, built as the host's guide builds it."""
+        raise NotImplementedError
+
+    def converse(self, made: Any, conversation: str | None, turns: list[Turn]) -> Outcome:
+        """Play `turns` as one conversation (`conversation`: the host's own id for it; None:
+        the host is given none)."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
+        """A run of `conversation` that is live (waiting inside a tool) until the block ends,
+        then lets it finish and checks that it did."""
+        raise NotImplementedError
+        yield
+
+    def grep(self, made: Any, conversation: str, pattern: str) -> str:
+        """The answer of the door's Grep tool, called as the host calls its tools."""
+        raise NotImplementedError
+
+    def as_the_host_gives(self, output: str) -> str:
+        """A tool's output as the host hands it to its door (smolagents strips it before any
+        callback sees it): what the door stores whole."""
+        return output
+
+    def reopen(self, made: Any, workspace: Any) -> Any:
+        """The door built anew on `workspace` (a new object on the same folder), keeping what
+        the HOST saved of its conversations (its checkpointer, its message history): what a
+        new process of the same application starts from."""
+        return self.make(workspace)
+
+
+@contextlib.contextmanager
+def run_held_in_its_tool(driver: DoorDriver, made: Any, conversation: str) -> Iterator[None]:
+    """`driver.live_run` for a door whose conversation's tool waits at `made.gate` (set here)
+    after setting `made.entered`: a run of `conversation` through `made`, on a thread, live
+    inside its tool until the block ends; then let finish and checked that it did."""
+    made.gate = threading.Event()
+    done: list[Outcome] = []
+    runner = threading.Thread(
+        target=lambda: done.append(
+            driver.converse(made, conversation, [Turn("wait", tool_output="slow")])
+        )
+    )
+    runner.start()
+    try:
+        assert made.entered.wait(60), "the run never reached its tool"
+        yield
+    finally:
+        made.gate.set()
+        runner.join(60)
+    assert done and done[0].session == conversation
+
+
+def skip_unless(driver: DoorDriver, promise: str) -> None:
+    """Skip a promise the driver's door says it cannot keep, with its reason; skip a door
+    whose host is not installed here (fail where `.ci/run` requires it)."""
+    reason = driver.reasons.get(promise)
+    if reason is not None:
+        pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
+    if driver.module is None:
+        return
+    install = install_hint(driver.extra)
+    try:
+        module = importlib.import_module(driver.module)
+    except ImportError as exc:
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
+        pytest.skip(
+            f"{driver.module} is not installed: {install} "
+            "(.ci/run runs the contract in each host's environment)"
+        )
+    if driver.needs and not hasattr(module, driver.needs):
+        # Another host's environment may hold an older release, pulled in as its dependency.
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} here has no {driver.needs}: {install}")
+        pytest.skip(f"{driver.module} here is a release without {driver.needs}: {install}")
+
+
+def files_holding(root: Path, text: str) -> list[Path]:
+    """Every regular file below `root` whose bytes contain `text` whole."""
+    needle = text.encode()
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            if not path.is_symlink() and path.is_file() and needle in path.read_bytes():
+                found.append(path)
+    return found
+
+
+def sessions_of(workspace: Any) -> set[str]:
+    """The session folders of a `LocalWorkspace` now."""
+    folder = Path(workspace.workdir) / "sessions"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def drivers() -> list[DoorDriver]:
+    """Every door's driver (imported lazily: a driver module imports its host)."""
+    out: list[DoorDriver] = []
+    for name in DRIVERS:
+        module = importlib.import_module(f"contract_{name}")
+        out.append(module.DRIVER)
+    return out
+
+
+DRIVERS: list[str] = [
+    "agent",
+    "agentscope",
+    "claude_agent_sdk",
+    "claude_code",
+    "deepagents",
+    "haystack",
+    "langchain",
+    "mcp_proxy",
+    "openai_agents",
+    "pydantic_ai",
+    "smolagents",
+    "strands",
+    "strands_storage",
+]
+"""The doors with a driver, by module (`contract_<name>.py`)."""
+
+
+Check = Callable[[DoorDriver], None]

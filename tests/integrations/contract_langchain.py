@@ -1,0 +1,103 @@
+"""The contract's driver for LangChain v1's `create_agent` with `ContextOffloadMiddleware`
+(LangChain's own fake chat model, a real LangGraph checkpointer)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool, sessions_of
+
+from ctxoffload import ContextConfig
+from ctxoffload._disk.ids import session_id_for
+
+CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+
+
+class _Made:
+    """The middleware, the checkpointer its threads keep their state in, and a gate a live
+    run's tool waits at."""
+
+    def __init__(self, middleware: Any) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        self.middleware = middleware
+        self.saver = InMemorySaver()
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+
+
+class LangChainDriver(DoorDriver):
+    door = "langchain"
+    module = "langchain"
+    extra = "langchain"
+
+    def make(self, workspace: Any) -> _Made:
+        from ctxoffload.integrations.langchain import ContextOffloadMiddleware
+
+        return _Made(ContextOffloadMiddleware(workspace, config=CONFIG))
+
+    def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
+        from langchain.agents import create_agent
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        from langchain_core.tools import tool
+        from langchain_scripted import ToolCallingFakeModel, call
+
+        replies: list[Any] = []
+        outputs: list[str] = []
+        for number, turn in enumerate(turns):
+            if turn.tool_output is not None:
+                replies.append(call("fetch", {}, call_id(turn)))
+                outputs.append(turn.tool_output)
+            replies.append(AIMessage(content=f"answer {number}"))
+        model = ToolCallingFakeModel(messages=iter(replies))
+        gate, entered = made.gate, made.entered
+
+        @tool
+        def fetch() -> str:
+            """Fetch the next output."""
+            if gate is not None:
+                entered.set()
+                gate.wait(30)
+            return outputs.pop(0)
+
+        agent = create_agent(
+            model,
+            tools=[fetch, *made.middleware.tools],
+            middleware=[made.middleware],
+            checkpointer=made.saver if conversation is not None else None,
+        )
+        config = {"configurable": {"thread_id": conversation}} if conversation else {}
+        before = sessions_of(made.middleware.workspace)
+        state: dict[str, Any] = {}
+        for turn in turns:
+            state = agent.invoke({"messages": [HumanMessage(turn.user)]}, config)
+        results = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        if conversation is not None:
+            session = session_id_for(conversation)
+        else:  # a new session of its own: the one folder the run added
+            (session,) = sessions_of(made.middleware.workspace) - before
+        return Outcome(
+            session=session,
+            sent=[[str(m.content) for m in call] for call in model.seen],
+            kept=str(results[-1].content) if results else "",
+        )
+
+    @contextlib.contextmanager
+    def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
+        with run_held_in_its_tool(self, self.make(workspace), conversation):
+            yield
+
+    def grep(self, made: _Made, conversation: str, pattern: str) -> str:
+        (grep,) = [t for t in made.middleware.tools if t.name == "Grep"]
+        return str(grep.invoke({"pattern": pattern}))
+
+    def reopen(self, made: _Made, workspace: Any) -> _Made:
+        again = self.make(workspace)
+        again.saver = made.saver  # the thread's checkpoints, as LangGraph keeps them
+        return again
+
+
+DRIVER = LangChainDriver()

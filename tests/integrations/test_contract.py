@@ -1,0 +1,250 @@
+"""One contract for every door (DESIGN.md section 17, docs/guides/hosts.md), held against each
+door's real host through its driver (`contract.py`, `contract_<door>.py`).
+
+`.ci/run` runs this module in each host's environment with that host required, and in the
+main one for the doors that need no host package; a door's host that is missing elsewhere is
+skipped with the install line. A door that cannot keep a promise says which and why in its
+driver's `reasons`: its skip line here quotes it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from contract import (
+    BIG,
+    MEDIUM,
+    NEEDLE,
+    DoorDriver,
+    Turn,
+    drivers,
+    files_holding,
+    skip_unless,
+)
+
+from ctxoffload import ConfigError, LocalWorkspace, SessionBusyError
+from ctxoffload._disk.ids import session_id_for
+from ctxoffload._doors.doors import DOORS
+
+DRIVERS = drivers()
+
+
+def ids(driver: DoorDriver) -> str:
+    return driver.door
+
+
+doors = pytest.mark.parametrize("driver", DRIVERS, ids=ids)
+
+
+def ctxoffload(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The `ctxoffload` command, as a person runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "ctxoffload", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def events_of(workdir: Path, session: str) -> list[dict[str, object]]:
+    path = workdir / "sessions" / session / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# -- identity ------------------------------------------------------------------------------------
+
+
+@doors
+def test_each_conversation_is_a_session_of_its_own_named_by_the_one_rule(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "identity")
+    workspace = LocalWorkspace(tmp_path / "ws")
+    made = driver.make(workspace)
+    hostile = "team/alice:42"
+    shaped = session_id_for(hostile)  # a name someone else may pass as it is
+    sessions = [
+        driver.converse(made, conversation, [Turn("hello", tool_output=MEDIUM)]).session
+        for conversation in ("c1", hostile, shaped)
+    ]
+    assert sessions[:2] == ["c1", shaped]
+    assert sessions[2] not in sessions[:2]
+    assert set(sessions) <= {p.name for p in (tmp_path / "ws" / "sessions").iterdir()}
+
+
+@doors
+def test_conversations_the_host_names_no_way_never_share_a_session(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "no shared default")
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))  # one door, two conversations
+    first = driver.converse(made, None, [Turn("hello", tool_output=MEDIUM)]).session
+    second = driver.converse(made, None, [Turn("hi", tool_output=MEDIUM)]).session
+    assert first != second
+    assert driver.door not in (first, second)  # never the door's name as a default
+
+
+# -- one writer ----------------------------------------------------------------------------------
+
+
+@doors
+def test_a_second_live_run_of_a_conversation_is_refused_in_the_hosts_terms(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "one writer")
+    door = DOORS[driver.door]
+    workspace = LocalWorkspace(tmp_path / "ws")
+    with driver.live_run(workspace, "shared"), pytest.raises(SessionBusyError) as refused:
+        driver.converse(driver.make(LocalWorkspace(tmp_path / "ws")), "shared", [Turn("hi")])
+    message = str(refused.value)
+    assert door.busy.lower() in message.lower()
+    if driver.door != "agent":
+        assert "if_busy" not in message  # the Agent's advice, which no host has
+    # The first run went on (live_run checks it finished); a run after it is welcome.
+    after = driver.converse(driver.make(LocalWorkspace(tmp_path / "ws")), "shared", [Turn("x")])
+    assert after.session == "shared"
+
+
+# -- checked at construction ---------------------------------------------------------------------
+
+
+@doors
+def test_a_path_where_a_workspace_belongs_is_refused_at_construction(driver: DoorDriver) -> None:
+    skip_unless(driver, "checked at construction")
+    skip_unless(driver, "a path is no workspace")
+    with pytest.raises(ConfigError, match=r"LocalWorkspace\('agent_workspace'\)"):
+        driver.make("agent_workspace")
+
+
+@doors
+def test_a_workdir_that_is_a_file_is_refused_at_construction(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "checked at construction")
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        driver.make(LocalWorkspace(afile))
+    assert afile.read_text() == "not a folder"
+
+
+# -- stored once, whole --------------------------------------------------------------------------
+
+
+@doors
+def test_a_big_output_is_stored_whole_once_and_the_host_keeps_its_head(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "stored once")
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))
+    outcome = driver.converse(made, "big", [Turn("dump the log", tool_output=BIG)])
+    whole = driver.as_the_host_gives(BIG)
+    holding = files_holding(tmp_path / "ws", whole)
+    assert len(holding) == 1, holding
+    assert holding[0].name.startswith("tool_result-")
+    assert holding[0].read_text() == whole
+    assert (outcome.names or holding[0].name) in outcome.kept
+    assert len(outcome.kept) < len(BIG) // 50
+    for sent in outcome.sent:
+        assert sum(map(len, sent)) < len(BIG) // 10  # no request carries it
+
+
+# -- recorded ------------------------------------------------------------------------------------
+
+
+@doors
+def test_show_opens_the_session_with_what_its_door_records(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "recorded")
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))
+    outcome = driver.converse(made, "shown", [Turn("dump the log", tool_output=BIG)])
+    shown = ctxoffload("show", outcome.session, "--workdir", tmp_path / "ws")
+    assert shown.returncode == 0, shown.stderr
+    first, then = shown.stdout.splitlines()[1:3]
+    if driver.door == "agent":
+        assert "session started" in first
+    else:
+        assert DOORS[driver.door].host in first and "it records" in then
+    if DOORS[driver.door].steps:  # every model call the door saw is rebuilt
+        step = ctxoffload("show", outcome.session, "--step", "1", "--workdir", tmp_path / "ws")
+        assert step.returncode == 0, step.stderr
+
+
+# -- compaction from outside ---------------------------------------------------------------------
+
+
+@doors
+def test_compact_from_outside_is_served_or_refused_at_once(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "compact from outside")
+    workdir = tmp_path / "ws"
+    made = driver.make(LocalWorkspace(workdir))
+    turns = [Turn(f"question {i} " * 40, tool_output=MEDIUM if i == 0 else None) for i in range(6)]
+    session = driver.converse(made, "long", turns).session
+    before = (workdir / "sessions" / session / "events.jsonl").read_bytes()
+    asked = ctxoffload("compact", session, "--wait", "0", "--workdir", workdir)
+    if not DOORS[driver.door].projects:
+        assert asked.returncode == 2
+        assert len(asked.stderr.strip().splitlines()) == 1
+        assert "cannot compact it" in asked.stderr
+        assert (workdir / "sessions" / session / "events.jsonl").read_bytes() == before
+        return
+    assert asked.returncode in (0, 3), asked.stderr  # served here, or pending for the host
+    driver.converse(made, "long", [Turn("go on")])
+    kinds = [e["kind"] for e in events_of(workdir, session)]
+    assert "compact_request" in kinds and kinds.index("compact") > kinds.index("compact_request")
+
+
+# -- resume -------------------------------------------------------------------------------------
+
+
+@doors
+def test_a_resumed_conversation_sends_what_an_unbroken_one_sends(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "resume")
+    if not DOORS[driver.door].steps:
+        pytest.skip(f"{driver.door} sees no model call: its host decides what the model is sent")
+    turns = [
+        Turn(f"question {i} " * 40, tool_output=MEDIUM if i % 3 == 0 else None) for i in range(10)
+    ]
+    unbroken = driver.converse(driver.make(LocalWorkspace(tmp_path / "a")), "r", turns).sent
+    made = driver.make(LocalWorkspace(tmp_path / "b"))
+    driver.converse(made, "r", turns[:-1])
+    # A new door object on a new workspace object, as a restarted process builds them.
+    again = driver.reopen(made, LocalWorkspace(tmp_path / "b"))
+    resumed = driver.converse(again, "r", turns[-1:]).sent
+    assert len(unbroken) > len(resumed) >= 1
+    assert any(len(b) < len(a) for a, b in itertools.pairwise(unbroken)), (
+        "nothing was ever compacted: the conversation is too short to test a resume"
+    )
+
+    def neutral(sent: list[str], folder: Path) -> list[str]:
+        return [
+            text.replace(str(folder.resolve()), "WS").replace(str(folder), "WS") for text in sent
+        ]
+
+    # The first call after the resume re-applies every decision made before it (the summaries
+    # and cuts read back from the session): it must be the unbroken run's, byte for byte.
+    first_resumed = len(unbroken) - len(resumed)
+    assert neutral(resumed[0], tmp_path / "b") == neutral(unbroken[first_resumed], tmp_path / "a")
+
+
+# -- same tools, same answers --------------------------------------------------------------------
+
+
+@doors
+def test_grep_answers_the_same_through_every_door(driver: DoorDriver, tmp_path: Path) -> None:
+    skip_unless(driver, "same tools")
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))
+    outcome = driver.converse(made, "tools", [Turn("dump the log", tool_output=BIG)])
+    answer = driver.grep(made, "tools", NEEDLE)
+    (stored,) = files_holding(tmp_path / "ws", driver.as_the_host_gives(BIG))
+    assert f"{stored}:" in answer or stored.name in answer
+    assert NEEDLE in answer
+    assert "events.jsonl" not in answer and "state.json" not in answer
+    assert outcome.session
