@@ -51,7 +51,8 @@ from pathlib import Path
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifacts import ArtifactIndex, FoundArtifact, find_artifacts
+from ctxoffload.compression._artifact_index import ArtifactIndex
+from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
 from ctxoffload.text import message_lines
 from ctxoffload.tokens import TokenCounter
 

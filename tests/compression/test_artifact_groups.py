@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifacts import ArtifactIndex, FoundArtifact, find_artifacts
+from ctxoffload.compression._artifact_index import ArtifactIndex
+from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
 from ctxoffload.readback import workspace_tools
 from helpers import call, delimiters_in, summary_reply
 
@@ -25,8 +26,9 @@ SERVICES = "apps/x/src/domain/teams/services/"
 EVENTS = "/ws/sessions/s1/events.jsonl"
 WORD = "consider-using"
 TREE_RULE = (
-    "`- src/ (line 4): a.py b/c.py` names src/a.py, src/b/c.py and their folders (a leading "
-    "./ left off); an indented row goes on from the row it is under."
+    "A folder's row lists its files: `- src/ (line 4): a.py b/c.py` means src/a.py, src/b/c.py "
+    "and their folders (no leading ./); an indented row adds to the path of the row it is "
+    "under."
 )
 
 
@@ -270,7 +272,10 @@ def test_a_files_reads_fold_into_one_row_under_their_line() -> None:
         "- line 4: | sed -n '1,9p' utils/b.ts",
         "  - sed … utils/a.ts: -n '1,40p' | -n '41,80p' | -n '81,120p'",
     ]
-    assert rules == ["`sed … f: -n 1p | -n 2p` is `sed -n 1p f` and `sed -n 2p f`."]
+    assert rules == [
+        "A command's row lists variants: `sed … f: -n 1p | -n 2p` means `sed -n 1p f` and "
+        "`sed -n 2p f`."
+    ]
     rows, _ = render_rows(reads, folded | {(reads[3].kind, reads[3].value)})
     assert rows == [
         "- on several lines:",

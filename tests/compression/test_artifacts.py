@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.cli import main
 from ctxoffload.compression import CompressionResult, Compressor
+from ctxoffload.compression._artifact_index import ArtifactIndex
 from ctxoffload.compression._artifacts import (
     ARTIFACTS_PER_MESSAGE,
-    ArtifactIndex,
     FoundArtifact,
     find_artifacts,
     message_artifacts,

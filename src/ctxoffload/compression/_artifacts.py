@@ -1,14 +1,12 @@
-"""The artifact index: every file path, URL, command and identifier that leaves the context
-stays named in the next one.
+"""The artifacts of messages: every file path, URL, command and identifier a message names,
+so that what leaves the context stays named in the next one.
 
 A summary, model-written or extractive, keeps the gist of what left and drops most of its
 paths, commands and ids: the model then no longer knows which file holds the answer, even
 though the file is on disk. Before a compaction replaces history, `find_artifacts` takes,
-without a model, the artifacts of the messages that leave; `ArtifactIndex.build` checks each
-against the new context (the summary's text and the messages kept) and lists the ones named
-nowhere, each with the line of context.jsonl where it can be read back, within a budget of
-tokens. What the budget cuts is counted, and the whole list is written to events.jsonl (an
-`artifacts` event), which the index names.
+without a model, the artifacts of the messages that leave; the artifact index
+(`_artifact_index`) names, with the line of context.jsonl where each can be read back, those
+the next context names nowhere else.
 
 What counts as an artifact (linear-time patterns, over the text `message_lines` gives):
 
@@ -26,36 +24,26 @@ artifacts of their own.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
 from .._tokens.tracker import kept_entries, outgrown
 from ..messages import Msg, ToolCallBlock
-from ..text import message_text, tagged
-from ..tokens import TokenCounter
-from ._index_layout import (
-    LINE,
-    IndexRows,
-    Stored,
-    goes_in_tree,
-    group_of,
-    group_pieces,
-    render_rows,
-)
+from ..text import message_text
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",
+    "CUT_MARK",
     "NEWLINE_MARK",
     "ArtifactCache",
-    "ArtifactIndex",
     "FoundArtifact",
-    "events_file",
+    "Scanned",
     "find_artifacts",
+    "message_artifacts",
+    "named_values",
     "scan_messages",
 ]
 
@@ -65,7 +53,8 @@ is a file's worth of names: its line in context.jsonl, named by the index, holds
 
 _VALUE_CHARS = 200
 """An artifact longer than this (a command of many lines) is cut, with ` […]`."""
-_CUT = " […]"
+CUT_MARK = " […]"
+"""What ends an artifact cut to its first 200 characters."""
 NEWLINE_MARK = " ⏎ "
 """What stands for a line break inside an artifact (a command of several lines)."""
 
@@ -84,10 +73,6 @@ _SHELLS = frozenset({"bash", "sh", "shell", "console", "zsh"})
 _COMMAND_KEYS = ("command", "cmd", "script", "commands")
 _TRAILING = ".,;:!?'\""
 _KINDS = ("path", "url", "command", "id")
-_HEADER = (
-    "Named in the messages that left and nowhere above, by the line of the context file that "
-    "holds them (read it back there), a blank apart, ` | ` before one holding a blank:"
-)
 
 
 @dataclass(slots=True)
@@ -150,7 +135,7 @@ def _cut(value: str) -> str:
     """One line of at most 200 characters: a command of several lines keeps them, joined by
     ` ⏎ ` (the index is one entry a line), and a longer one is cut with ` […]`."""
     value = NEWLINE_MARK.join(part.strip() for part in value.strip().splitlines() if part.strip())
-    return value if len(value) <= _VALUE_CHARS else value[:_VALUE_CHARS] + _CUT
+    return value if len(value) <= _VALUE_CHARS else value[:_VALUE_CHARS] + CUT_MARK
 
 
 def _commands_of(call: ToolCallBlock) -> Iterable[str]:
@@ -614,524 +599,3 @@ def named_values(
     for artifacts in scanned if scanned is not None else map(message_artifacts, messages):
         named.update(artifacts)
     return named
-
-
-@dataclass
-class ArtifactIndex:
-    """What a compaction did with the artifacts that left, and the index that names them.
-
-    Attributes:
-        entries: the artifacts listed in the index, in its order.
-        in_summary: artifacts the summary's own text names.
-        in_kept: artifacts a message still in the context names.
-        cut: artifacts the budget left out (listed in events.jsonl).
-        calls: the tool calls that left, by name.
-        carried: the entries the next compaction checks again (what this context names
-            only through the summary or the index, which the next compaction replaces).
-        cut_before: artifacts cut by earlier compactions, for the index's last line.
-        show_calls: whether the tally of calls fitted the budget.
-        folded: the entries (`(kind, value)`) written in the row of their directory or of
-            their command's program and file (`_index_layout`) rather than whole.
-        budget: the tokens the index could take.
-    """
-
-    entries: list[FoundArtifact] = field(default_factory=list)
-    in_summary: list[FoundArtifact] = field(default_factory=list)
-    in_kept: list[FoundArtifact] = field(default_factory=list)
-    cut: list[FoundArtifact] = field(default_factory=list)
-    calls: Counter[str] = field(default_factory=Counter)
-    carried: list[FoundArtifact] = field(default_factory=list)
-    cut_before: int = 0
-    show_calls: bool = False
-    folded: set[tuple[str, str]] = field(default_factory=set)
-    budget: int = 0
-
-    @property
-    def left(self) -> int:
-        """How many distinct artifacts left the context (carried ones included)."""
-        return len(self.entries) + len(self.in_summary) + len(self.in_kept) + len(self.cut)
-
-    @classmethod
-    def build(
-        cls,
-        leaving: Sequence[FoundArtifact],
-        calls: Counter[str],
-        *,
-        summary_text: str,
-        kept: Iterable[Msg],
-        counter: TokenCounter,
-        budget: int,
-        events_file: str | None,
-        cut_before: int = 0,
-        kept_scanned: Sequence[Scanned] | None = None,
-        grouped: bool = True,
-        fill: bool = True,
-        extra: int = 0,
-    ) -> ArtifactIndex:
-        """Check each artifact against the new context and list the ones named nowhere,
-        within `budget` tokens, in `order_key`'s order: what left with this compaction before
-        what the index it replaces carried, what left named twice or more first, then each
-        message's cheapest in turn (the most names within the budget, every message named).
-
-        Args:
-            leaving: the artifacts of what leaves, with those carried from the summary and
-                index this compaction replaces.
-            calls: the tool calls that leave, by name.
-            summary_text: the text of the new summary (without the index).
-            kept: the messages that stay in the context.
-            counter: counts the index's lines.
-            budget: tokens the index may take.
-            events_file: where the whole list is written (named when the budget cuts).
-            cut_before: artifacts earlier compactions cut.
-            kept_scanned: `scan_messages(kept)`, when it was run already.
-            grouped: whether an entry the budget leaves out whole may be folded into the row
-                of its directory or command (see `_index_layout`).
-            fill: whether the budget is filled counted exactly (False: by the estimate
-                alone, the layout of one entry a value as it was before groups).
-            extra: tokens the index may take beyond `budget` to name what left with this
-                compaction when `budget` cannot (what the summary left unused of its own
-                budget); never spent on what it carries from the index it replaces.
-        """
-        still = named_values(kept, kept_scanned)
-        index = cls(calls=Counter(calls), cut_before=cut_before, budget=budget)
-        waiting: list[FoundArtifact] = []
-        for found in leaving:
-            if (found.kind, found.value) in still:
-                index.in_kept.append(found)
-            elif all(p in summary_text for p in found.value.removesuffix(_CUT).split(NEWLINE_MARK)):
-                index.in_summary.append(found)
-            else:
-                waiting.append(found)
-        # In the index's order (`order_key`), each costing its value's length.
-        stored = _stored_in(events_file)
-        waiting.sort(
-            key=order_key(waiting, stored, {(f.kind, f.value): len(f.value) for f in waiting})
-        )
-        # What is always said (how many are cut and where they are listed) is paid first;
-        # then the entries, each whole on its line's row, in that order, at what it adds to
-        # the index by estimate (`IndexRows`): the layout before groups; then the tally of
-        # calls, when it fits.
-        spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
-        header = counter.count_text(_HEADER) + 1
-        rows = IndexRows(counter.count_text)
-        inside: list[FoundArtifact] = []  # each inside an entry's text (a command's path)
-        rest: list[FoundArtifact] = []
-        held = ""  # the values the index holds, a line each
-        for found in waiting:
-            if found.value in held:
-                inside.append(found)
-                continue
-            cost = rows.cost(found) + (0 if index.entries else header)
-            if spent + cost > budget:
-                rest.append(found)
-                continue
-            index.entries.append(found)
-            rows.add(found)
-            held += found.value + "\n"
-            spent += cost
-        tally = index._tally()
-        index.show_calls = bool(tally) and spent + counter.count_text(tally) + 1 <= budget
-        summarised = len(index.in_summary)
-        if fill:
-            inside += index._fill(rest, rows, held, counter, events_file)
-        else:
-            index.cut += rest
-        index._fit(rows, inside, counter, events_file)
-        if fill and index._drop_inside(rows):
-            # The room the entries inside others left: the cut entries that now fit.
-            index.in_summary += index._top_up(rows, counter, events_file)
-        if grouped and fill and index.cut:
-            # Folded, the budget may name more; of what it names, as many as it still holds
-            # stay whole (a plain substring search of the context finds those whole).
-            index._fold(waiting, summarised, counter, events_file)
-        if grouped and fill and extra > 0 and any(f.fresh for f in index.cut):
-            # What left now and does not fit: the summary's spare room names it, and the
-            # entries carried from the index this one replaces make way.
-            index.budget += extra
-            if not index._fold(waiting, summarised, counter, events_file, fresh_only=True):
-                index.budget -= extra
-        index.carried = index.in_summary + index.entries
-        return index
-
-    def _drop_inside(self, rows: IndexRows) -> bool:
-        """Name by the longer entry an entry whose value is inside it (a path inside the
-        command that reads it), which the fill, shortest first, wrote on its own; whether
-        there was one."""
-        values = sorted({f.value for f in self.entries}, key=len, reverse=True)
-        found = False
-        for position in range(len(self.entries) - 1, -1, -1):
-            entry = self.entries[position]
-            if any(len(v) > len(entry.value) and entry.value in v for v in values):
-                del self.entries[position]
-                rows.remove(position)
-                self.in_summary.append(entry)
-                found = True
-        return found
-
-    def _held(self, stored: Stored) -> str:
-        """The texts the index holds unbroken for its entries, a line each: another artifact
-        inside one of them is named by it."""
-        return "\n".join(
-            piece
-            for entry in self.entries
-            for piece in group_pieces(entry, (entry.kind, entry.value) in self.folded, stored)
-        )
-
-    def _exact(self, counter: TokenCounter, events_file: str | None) -> int:
-        """The tokens the index takes as it stands, counted whole."""
-        text = self.render_with(self.entries, len(self.cut), events_file, calls=self.show_calls)
-        return counter.count_text(text)
-
-    def _fill(
-        self,
-        rest: Sequence[FoundArtifact],
-        rows: IndexRows,
-        held: str,
-        counter: TokenCounter,
-        events_file: str | None,
-    ) -> list[FoundArtifact]:
-        """Fill the index to its budget counted exactly with the entries of `rest` (those
-        the estimate left out, in the index's order), each whole. `held`: the values the
-        entries hold. Returns the entries of `rest` inside one of those values.
-
-        The estimate sums each piece's tokens, which on the corpus runs a tenth over the
-        index counted whole. So `rest` is taken within an estimated budget searched by
-        halves, and the fill that names the most within the budget counted exactly is kept.
-        """
-        base = len(self.entries)
-        start = rows.tokens
-
-        def take(limit: int) -> tuple[int, list[FoundArtifact]]:
-            """Fill within `limit` estimated tokens: (how many it names, or -1 when over the
-            budget; the entries inside another)."""
-            while len(self.entries) > base:
-                self._give_back(rows)  # (counted as they were added)
-            self.cut = []
-            inside: list[FoundArtifact] = []
-            text = held
-            for found in rest:
-                if found.value in text:
-                    inside.append(found)
-                    continue
-                if rows.tokens - start + rows.cost(found) > limit:
-                    self.cut.append(found)
-                    continue
-                self.entries.append(found)
-                rows.add(found)
-                text += found.value + "\n"
-            if self._exact(counter, events_file) > self.budget:
-                return -1, inside
-            return len(self.entries) - base + len(inside), inside
-
-        room = self.budget - self._exact(counter, events_file)
-        best = (0, -1)  # named, limit
-        low, high = 0, 2 * room + 8
-        while room > 0 and low <= high:
-            limit = (low + high) // 2
-            named = take(limit)[0]
-            if named < 0:
-                high = limit - 1
-            else:
-                low = limit + 1
-                best = max(best, (named, limit))
-        inside = take(best[1])[1]
-        return inside + self._top_up(rows, counter, events_file)
-
-    def _top_up(
-        self, rows: IndexRows, counter: TokenCounter, events_file: str | None
-    ) -> list[FoundArtifact]:
-        """Take each cut entry that fits whole, counted exactly (the estimate is over by a
-        token or two an entry, so few are worth trying); returns the cut entries inside a
-        value the index holds (named by it)."""
-        inside: list[FoundArtifact] = []
-        room = self.budget - self._exact(counter, events_file)
-        held = self._held(None)
-        for found in list(self.cut):
-            if found.value in held:
-                self.cut.remove(found)
-                inside.append(found)
-            elif room > 0 and rows.cost(found) <= 2 * room:
-                self.cut.remove(found)
-                self.entries.append(found)
-                rows.add(found)
-                room = self.budget - self._exact(counter, events_file)
-                if room < 0:
-                    self._give_back(rows)
-                    room = self.budget - self._exact(counter, events_file)
-                else:
-                    held += "\n" + found.value
-        return inside
-
-    def _give_back(self, rows: IndexRows) -> None:
-        """Put the entry taken last back in the cut."""
-        self.cut.append(self.entries.pop())
-        rows.remove_last()
-
-    def _fit(
-        self,
-        rows: IndexRows,
-        inside: Sequence[FoundArtifact],
-        counter: TokenCounter,
-        events_file: str | None,
-    ) -> None:
-        """Count the index whole and give entries back to the cut, the last taken first,
-        while it is over its budget (the estimate is a tenth over on the corpus, so this
-        rarely takes any back); then each entry of `inside` is named when an entry still
-        holds it, cut otherwise."""
-        while self.entries and self._exact(counter, events_file) > self.budget:
-            self._give_back(rows)
-        held = self._held(None)
-        for found in inside:
-            (self.in_summary if found.value in held else self.cut).append(found)
-
-    def _fold(
-        self,
-        waiting: Sequence[FoundArtifact],
-        summarised: int,
-        counter: TokenCounter,
-        events_file: str | None,
-        *,
-        fresh_only: bool = False,
-    ) -> bool:
-        """Name more of `waiting` (every artifact the index weighed) by folding paths into
-        the tree of their directories and commands into the row of their program and file
-        (`_index_layout`), where the budget counted exactly then holds more of them.
-        `summarised`: how many of `in_summary` the summary's text names; `fresh_only`: only
-        what left with this compaction is weighed (the rest is cut). Whether it named more.
-
-        The entries are taken in the index's order (`order_key`), each costing what it
-        writes folded at least (`_fold_costs`); how many are taken is searched
-        by halves with every entry that can fold folded; then, of those, as many stay whole
-        as the budget still holds (those whose folding saves the least): the index names the
-        most it can, and the most of them as plain substrings.
-        """
-        stored = _stored_in(events_file)
-        weighed = [f for f in waiting if f.fresh] if fresh_only else waiting
-        order = sorted(weighed, key=order_key(weighed, stored, _fold_costs(weighed, stored)))
-        cut = {(f.kind, f.value) for f in self.cut}
-        named_now = sum((f.kind, f.value) not in cut for f in order)
-        total = len(waiting)
-        best: _Folding | None = None
-        low, high = named_now + 1, len(order)
-        while low <= high:
-            taken = (low + high) // 2
-            folding = self._folding(order, taken, 0, total, stored, counter, events_file)
-            if folding is None:
-                high = taken - 1
-            else:
-                low = taken + 1
-                if folding.named > (best.named if best else named_now):
-                    best = folding
-        if best is None:
-            return False
-        low, high = 1, best.foldable
-        while low <= high:
-            keep = (low + high) // 2
-            folding = self._folding(order, best.taken, keep, total, stored, counter, events_file)
-            if folding is None or folding.named < best.named:
-                high = keep - 1
-            else:
-                low = keep + 1
-                best = folding
-        self.entries, self.folded = best.entries, best.folded
-        # The rest is named when the index holds it (inside an entry's text, or a row's
-        # head), cut otherwise.
-        written = {(f.kind, f.value) for f in best.entries}
-        rest = [f for f in waiting if (f.kind, f.value) not in written]
-        self.cut = [f for f in rest if f.value not in best.text]
-        self.in_summary = self.in_summary[:summarised] + [f for f in rest if f.value in best.text]
-        return True
-
-    def _folding(
-        self,
-        order: Sequence[FoundArtifact],
-        taken: int,
-        keep: int,
-        total: int,
-        stored: Stored,
-        counter: TokenCounter,
-        events_file: str | None,
-    ) -> _Folding | None:
-        """The first `taken` entries of `order`, each that can fold folded but the `keep`
-        whose folding saves the least (`total`: how many the index weighed in all, the rest
-        cut); None when that index does not fit the budget counted exactly."""
-        chosen = order[:taken]
-        # What folding an entry saves: its length whole, less what it writes folded.
-        costs = _fold_costs(chosen, stored)
-        saving = {key: len(key[1]) - cost for key, cost in costs.items()}
-        foldable = [f for f in chosen if saving[(f.kind, f.value)] > 0]
-        foldable.sort(key=lambda f: saving[(f.kind, f.value)])
-        folded = {(f.kind, f.value) for f in foldable[keep:]}
-        # An entry inside the text another one holds is named by it: the longest first.
-        held = ""
-        inside: set[tuple[str, str]] = set()
-        for found in sorted(chosen, key=lambda f: -len(f.value)):
-            if found.value in held:
-                inside.add((found.kind, found.value))
-            else:
-                pieces = group_pieces(found, (found.kind, found.value) in folded, stored)
-                held += "\n".join(pieces) + "\n"
-        entries = [f for f in chosen if (f.kind, f.value) not in inside]
-        saved = self.folded
-        self.folded = folded
-        try:
-            text = self.render_with(entries, total - taken, events_file, calls=self.show_calls)
-        finally:
-            self.folded = saved
-        if counter.count_text(text) > self.budget:
-            return None
-        beyond = sum(f.value in text for f in order[taken:])
-        return _Folding(entries, folded, text, taken + beyond, taken, len(foldable))
-
-    @staticmethod
-    def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
-        """What the index costs at least, when artifacts leave: its line saying how many
-        were cut and where they are listed (counted for a cut of six digits)."""
-        return counter.count_text(ArtifactIndex().render_with([], 999_999, events_file)) + 4
-
-    def _tally(self) -> str:
-        if not self.calls:
-            return ""
-        tally = ", ".join(f"{name} x{n}" for name, n in self.calls.most_common(12))
-        more = len(self.calls) - 12
-        return f"Tool calls that left: {tally}" + (f", and {more} other tools" if more > 0 else "")
-
-    def render(self, events_file: str | None) -> str:
-        """The index as it follows the summary in the context; "" when there is nothing to
-        say."""
-        return self.render_with(self.entries, len(self.cut), events_file, calls=self.show_calls)
-
-    def render_with(
-        self,
-        entries: Sequence[FoundArtifact],
-        cut: int,
-        events_file: str | None,
-        *,
-        calls: bool = False,
-    ) -> str:
-        """The index with `entries`, `cut` artifacts cut now, and the tally of calls when
-        `calls`."""
-        lines: list[str] = []
-        if entries:
-            rows, rules = render_rows(entries, self.folded, _stored_in(events_file))
-            lines += [_HEADER, *rules, *rows]
-        if calls and self.calls:
-            lines.append(self._tally())
-        total_cut = cut + self.cut_before
-        if total_cut:
-            where = events_file or "the session's events.jsonl"
-            lines.append(
-                f'{total_cut} more artifacts are listed in {where} (lines of kind "artifacts").'
-            )
-        if not lines:
-            return ""
-        # Its values are what tools and models wrote: `tagged` keeps them from closing it.
-        return tagged("artifact_index", "\n".join(lines))
-
-    def report(self) -> dict[str, int]:
-        """The counts a compaction event holds."""
-        return {
-            "left": self.left,
-            "in_summary": len(self.in_summary),
-            "in_kept": len(self.in_kept),
-            "indexed": len(self.entries),
-            "cut": len(self.cut),
-            "budget": self.budget,
-        }
-
-    def listing(self) -> list[dict[str, Any]]:
-        """Every artifact that left, with what became of it: the `artifacts` event's list."""
-        out: list[dict[str, Any]] = []
-        for status, group in (
-            ("summary", self.in_summary),
-            ("kept", self.in_kept),
-            ("index", self.entries),
-            ("cut", self.cut),
-        ):
-            out.extend({**f.to_json(), "status": status} for f in group)
-        return out
-
-
-def _stored_in(events_file: str | None) -> tuple[str, ...] | None:
-    """The folders of the files the workspace stored: the session folder that holds
-    `events_file` (its tool_result files), and the workspace's data/ beside its sessions/
-    (content-hashed files: an image, a binary output)."""
-    if not events_file:
-        return None
-    session = os.path.dirname(events_file)
-    sessions = os.path.dirname(session)
-    if os.path.basename(sessions) != SESSIONS_DIR:
-        return (session,)
-    return (session, os.path.join(os.path.dirname(sessions), DATA_DIR) + os.sep)
-
-
-def events_file(reference: str | None) -> str | None:
-    """The session's events.jsonl beside the context log `reference`, when it is named so."""
-    if reference is None or not reference.endswith(CONTEXT_FILE):
-        return None
-    return reference[: -len(CONTEXT_FILE)] + EVENTS_FILE
-
-
-@dataclass(slots=True)
-class _Folding:
-    """An index with entries folded: its entries, those folded, its text, how many it names,
-    how many of the fold's order it took, and how many of those could fold."""
-
-    entries: list[FoundArtifact]
-    folded: set[tuple[str, str]]
-    text: str
-    named: int
-    taken: int
-    foldable: int
-
-
-def _fold_costs(found: Sequence[FoundArtifact], stored: Stored) -> dict[tuple[str, str], int]:
-    """What each of `found` writes at least folded, in characters, by `(kind, value)`: a path
-    in the tree its name (its directories may be a row's head, written once), a command its
-    middle when another command shares its program and file, any other whole."""
-    commands = Counter(
-        group_of(f, stored)[:2]
-        for f in found
-        if f.kind == "command" and not goes_in_tree(f, stored)
-    )
-    costs: dict[tuple[str, str], int] = {}
-    for f in found:
-        form, head, item = group_of(f, stored)
-        if goes_in_tree(f, stored):
-            costs[(f.kind, f.value)] = len(f.value.rpartition("/")[2]) + 1
-        elif f.kind == "command" and form != LINE and commands[(form, head)] >= 2:
-            costs[(f.kind, f.value)] = len(item)
-        else:
-            costs[(f.kind, f.value)] = len(f.value)
-    return costs
-
-
-def order_key(
-    found: Sequence[FoundArtifact], stored: Stored, costs: Mapping[tuple[str, str], int]
-) -> Callable[[FoundArtifact], tuple[bool, bool, int, int, int, int]]:
-    """The order the index takes `found` in, within its budget: the files the workspace stored
-    first (each holds what left), then what left with this compaction before what the index
-    it replaces carried, what left named twice or more before what was named once; then each
-    line of the context file in turn gives its cheapest entry not yet taken (`costs`, by
-    `(kind, value)`), so that every message that left is named before a listing of hundreds
-    fills the budget, and among those the cheapest (the most names within the budget), the
-    newest first among equals."""
-    by_line: dict[int | None, list[FoundArtifact]] = {}
-    for f in found:
-        by_line.setdefault(f.line, []).append(f)
-    turn: dict[tuple[str, str], int] = {}
-    for group in by_line.values():
-        group.sort(key=lambda f: costs[(f.kind, f.value)])
-        turn.update(((f.kind, f.value), n) for n, f in enumerate(group))
-
-    def key(f: FoundArtifact) -> tuple[bool, bool, int, int, int, int]:
-        return (
-            not (stored and f.value.startswith(stored)),
-            not f.fresh,
-            -min(f.mentions, 2),
-            turn[(f.kind, f.value)],
-            costs[(f.kind, f.value)],
-            -f.recency,
-        )
-
-    return key

@@ -102,12 +102,15 @@ async def summarize_from_cache(
     config: ContextConfig,
     counter: TokenCounter,
     window: int | None,
+    timeout: float | None = None,
 ) -> SummaryOutcome | None:
     """The summary of `leaving`, asked with the previous request as its prefix; None when
     that request cannot be used or the model does not give a valid summary in one call
-    within `summary_timeout` (the caller then makes the usual request)."""
+    within `timeout` seconds (`summary_timeout` when None; the caller then makes the usual
+    request)."""
+    timeout = config.summary_timeout if timeout is None else timeout
     request = cached_request(last, leaving, config)
-    if request is None:
+    if request is None or timeout <= 0:
         return None
     if counter.count_messages(request) > last.model.context_window:
         return None
@@ -117,7 +120,7 @@ async def summarize_from_cache(
             last.model.generate(
                 request, tools=list(last.tools) or None, response_schema=config.summary_schema
             ),
-            config.summary_timeout,
+            timeout,
         )
         summary = bound_summary(parse_summary(reply.message.text), max_chars)
     except asyncio.TimeoutError:

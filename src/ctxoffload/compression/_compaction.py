@@ -23,10 +23,12 @@ from .._disk.wording import spans_text
 from ..messages import Msg
 from ..model import ChatModel, model_label
 from ..tokens import TokenCount
-from ._artifacts import ArtifactIndex, FoundArtifact, events_file, find_artifacts, scan_messages
+from ._artifact_index import ArtifactIndex, events_file
+from ._artifacts import FoundArtifact, find_artifacts, scan_messages
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, ContextConfig
+from ._index_search import IndexClock
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._persisted import Persisted, read_back_report
 from ._protect import is_pinned
@@ -39,6 +41,19 @@ from ._truncator import Truncator
 from ._turns import is_user_request
 
 __all__ = ["Compaction", "CompressionResult"]
+
+INDEX_SHARE = 0.1
+"""The share of `summary_timeout` kept from the summary model for the artifact index and the
+assembly after it: a summary model that does not answer leaves the index that much time."""
+
+FINISH_SHARE = 0.05
+"""The share of `summary_timeout` the artifact index leaves at the end of a compaction, for
+writing its events and assembling the context."""
+
+
+def _index_clock(deadline: float, cfg: ContextConfig) -> IndexClock:
+    """How long the artifact index of a compaction due by `deadline` may search."""
+    return IndexClock(deadline - FINISH_SHARE * cfg.summary_timeout)
 
 
 @dataclass
@@ -184,6 +199,10 @@ class Compaction:
         messages fails, nothing is removed (a warning is logged and `reason` says so).
         """
         cfg = settings.config
+        # The whole compaction has `summary_timeout`: the summary model has what is left of
+        # it less a share kept for the artifact index (`INDEX_SHARE`), and the index
+        # searches until a share before the end (`_index_clock`).
+        deadline = time.monotonic() + cfg.summary_timeout
         strategy = split or SplitByTokens()
         window = settings.window()
         # Counted exactly from the newest back until past the trigger: the decision and the
@@ -198,7 +217,9 @@ class Compaction:
             )
         plan = await self._split(context, settings, window, strategy)
         model = summary_model or settings.model
-        return await self._compress(context, plan, counted, tools, cfg, window, model)
+        return await self._compress(
+            context, plan, counted, tools, cfg, window, model, deadline=deadline
+        )
 
     def _is_due(
         self,
@@ -286,8 +307,11 @@ class Compaction:
         cfg: ContextConfig,
         window: int,
         model: ChatModel | None,
+        *,
+        deadline: float,
     ) -> CompressionResult:
-        """Persist the older messages, summarise them, assemble the new context.
+        """Persist the older messages, summarise them, assemble the new context, by
+        `deadline` (on `time.monotonic()`'s clock).
 
         Nothing leaves when nothing is old enough (the notes stay, `_keep_notes`) or when
         the older messages could not be persisted (the context is returned as given).
@@ -296,7 +320,9 @@ class Compaction:
             return self._keep_notes(plan, counted, tools)
         pending, self._pending = self._pending, None
         if pending is not None:
-            ready = await self._apply_background(pending, plan, counted, tools, cfg, window)
+            ready = await self._apply_background(
+                pending, plan, counted, tools, cfg, window, deadline=deadline
+            )
             if ready is not None:
                 return ready
         # The artifacts of what leaves that was not scanned when it was counted (a history
@@ -310,12 +336,14 @@ class Compaction:
                 reason = f"offload failed: {persisted.failure}"
                 return _unchanged(context, reason, counted, counted.tokens)
             lines = await self.services.read_back(persisted, plan.older)
-            outcome = await self._summarise(plan, persisted, cfg, window, model)
+            outcome = await self._summarise(plan, persisted, cfg, window, model, deadline)
             self.services.scanned.add(unscanned, await scanning)
         finally:
             if not scanning.done():
                 scanning.cancel()  # the thread finishes on its own; nothing waits for it
-        return await self._assemble(plan, persisted, outcome, counted, tools, cfg, window, lines)
+        return await self._assemble(
+            plan, persisted, outcome, counted, tools, cfg, window, lines, deadline=deadline
+        )
 
     def _keep_notes(
         self, plan: _Plan, counted: TokenCount, tools: Sequence[dict[str, Any]]
@@ -336,33 +364,49 @@ class Compaction:
         cfg: ContextConfig,
         window: int,
         model: ChatModel | None,
+        deadline: float,
     ) -> SummaryOutcome:
         """Summarise: the model's summary of the messages that leave, with the previous
-        summary folded in; an extractive one when there is no model or it fails.
+        summary folded in; an extractive one when there is no model, it fails, or it has not
+        answered by the compaction's `deadline` less what is kept for the artifact index.
 
         The summary, whole, is written to events.jsonl: the summary message in the context
         only ever holds the latest.
         """
-        outcome, request = await self._summary_of(plan.older, cfg, window, model)
+        outcome, request = await self._summary_of(
+            plan.older, cfg, window, model, deadline=deadline - INDEX_SHARE * cfg.summary_timeout
+        )
         await self._record_summary(outcome, request, persisted)
         return outcome
 
     async def _summary_of(
-        self, older: Sequence[Msg], cfg: ContextConfig, window: int, model: ChatModel | None
+        self,
+        older: Sequence[Msg],
+        cfg: ContextConfig,
+        window: int,
+        model: ChatModel | None,
+        *,
+        deadline: float | None = None,
     ) -> tuple[SummaryOutcome, str]:
         """The summary of `older` with the current one folded in, and how it was asked
         (`cached_prefix` or `new`): the agent's previous request as prefix when the summary
         model is the agent's own, else the usual request; extractive without a model.
 
-        Both requests share one `summary_timeout`: the usual request has what the cache-shaped
-        one left of it (a model that hangs costs the timeout once, not twice).
+        Both requests share one `summary_timeout` (until `deadline` on `time.monotonic()`'s
+        clock when given): the usual request has what the cache-shaped one left of it (a
+        model that hangs costs the timeout once, not twice).
         """
         last = self._last_request
-        timeout = cfg.summary_timeout
+        started = time.monotonic()
+        timeout = cfg.summary_timeout if deadline is None else max(0.0, deadline - started)
         if model is not None and last is not None and same_model(model, last.model):
-            started = time.monotonic()
             cached = await summarize_from_cache(
-                last, older, config=cfg, counter=self.services.counter, window=window
+                last,
+                older,
+                config=cfg,
+                counter=self.services.counter,
+                window=window,
+                timeout=timeout,
             )
             if cached is not None:
                 return cached, "cached_prefix"
@@ -408,12 +452,15 @@ class Compaction:
         cfg: ContextConfig,
         window: int,
         lines: dict[str, int] | None,
+        *,
+        deadline: float,
     ) -> CompressionResult:
         """Assemble: the system prompt, the summary message (naming context.jsonl, the line
-        span and the artifact trail, within the reserve, then the artifact index), then the
-        messages kept; the artifacts and compression events record it."""
+        span and the artifact trail, within the reserve, then the artifact index, which
+        searches for the layout that names the most until a little before `deadline`), then
+        the messages kept; the artifacts and compression events record it."""
         summary_msg, index = self._summary_with_index(
-            plan, persisted, outcome, tools, cfg, window, lines
+            plan, persisted, outcome, tools, cfg, window, lines, _index_clock(deadline, cfg)
         )
         after = _context(plan.system, summary_msg, plan.split)
         tokens_after = self.services.count(after, tools)
@@ -470,6 +517,7 @@ class Compaction:
         cfg: ContextConfig,
         window: int,
         lines: dict[str, int] | None,
+        clock: IndexClock,
     ) -> tuple[Msg, ArtifactIndex]:
         """The summary message (within the reserve), followed by the artifact index of what
         leaves (within what is left under the trigger), and that index."""
@@ -498,7 +546,17 @@ class Compaction:
             used = services.counter.count_text(summary_msg.text)
             spare = max(0, cfg.summary_budget_tokens(window) - used)
         index = self._artifact_index(
-            candidates, state, summary_msg.text, kept, persisted, cfg, window, room, least, spare
+            candidates,
+            state,
+            summary_msg.text,
+            kept,
+            persisted,
+            cfg,
+            window,
+            room,
+            least,
+            spare,
+            clock=clock,
         )
         return state.with_index(summary_msg, index, listed_in), index
 
@@ -565,6 +623,8 @@ class Compaction:
         room: int | None = None,
         least: int = 0,
         spare: int = 0,
+        *,
+        clock: IndexClock | None = None,
     ) -> ArtifactIndex:
         """The artifact index of `candidates` (`_leaving_artifacts`): each checked against
         `summary_text` and the `kept` messages, within the config's index budget and half
@@ -586,6 +646,7 @@ class Compaction:
             cut_before=state.artifacts_cut,
             kept_scanned=self.services.scanned.of(kept),
             extra=spare,
+            clock=clock or _index_clock(time.monotonic() + cfg.summary_timeout, cfg),
         )
 
     # -- the summary made in the background (`background_compaction`) ---------------------
@@ -648,9 +709,12 @@ class Compaction:
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
         window: int,
+        *,
+        deadline: float,
     ) -> CompressionResult | None:
         """The compression made of the background summary, or None when it does not fit
-        (the caller then compresses as usual).
+        (the caller then compresses as usual); its index searches until a little before
+        `deadline`.
 
         It fits when no compression came since it started and its messages are the first
         of those to drop now, all of them, or only some when the others still fit under
@@ -695,7 +759,15 @@ class Compaction:
         waited_ms = 0.0 if done else (time.monotonic() - waited) * 1000
         await self._background_event("applied", pending, waited_ms=round(waited_ms, 1))
         return await self._assemble(
-            partial, pending.persisted, outcome, counted, tools, cfg, window, pending.lines
+            partial,
+            pending.persisted,
+            outcome,
+            counted,
+            tools,
+            cfg,
+            window,
+            pending.lines,
+            deadline=deadline,
         )
 
     async def _background_event(self, status: str, pending: Pending, **fields: Any) -> None:

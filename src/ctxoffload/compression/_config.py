@@ -223,9 +223,12 @@ class ContextConfig(BaseModel):
         summary_max_retries: extra attempts when the summary model's reply is invalid,
             before falling back to an extractive summary.
         artifact_trail_limit: how many offloaded files the summary lists, newest first.
-        summary_timeout: seconds the whole summarisation may take (every chunk and every
-            retry together); past it, the extractive summary is used. The older messages
-            are already on disk by then, so a summary model that hangs never loses them.
+        summary_timeout: seconds a whole compaction may take: the summary model (every
+            chunk and every retry together) has what is left of them less a tenth, kept for
+            the artifact index, whose search for the layout that names the most stops a
+            twentieth before the end; past it, the extractive summary is used. The older
+            messages are already on disk by then, so a summary model that hangs never loses
+            them.
         max_image_num: keep at most this many images in the context (AgentScope's field);
             older ones go to data/ and leave a placeholder naming the file (an `ImageLimit`
             manager in the default pipeline). None (the default) sets no limit; AgentScope's
@@ -368,7 +371,7 @@ class ContextConfig(BaseModel):
         if not (value > 0 and math.isfinite(value)):  # also rejects NaN
             raise ValueError(
                 f"summary_timeout {_show(value)} is not a positive number of seconds: it bounds "
-                "the whole summarisation before the extractive fallback runs, e.g. 120"
+                "a whole compaction, the extractive fallback included, e.g. 120"
             )
         return value
 

@@ -38,9 +38,9 @@ each value's tokens and separator, each line's row), and every index is counted 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Container, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from ._path_tree import TREE_RULE, in_tree, tree_rows
@@ -55,7 +55,7 @@ __all__ = [
     "render_rows",
 ]
 
-LINE, COMMAND, SEVERAL = "line", "command", "several"
+LINE, COMMAND = "line", "command"
 
 Stored = str | tuple[str, ...] | None
 """Where the workspace stores files (a session's folder, the workspace's data/): what starts
@@ -76,7 +76,10 @@ class FoundArtifact(Protocol):
     def where(self) -> str: ...
 
 
-COMMAND_RULE = "`sed … f: -n 1p | -n 2p` is `sed -n 1p f` and `sed -n 2p f`."
+COMMAND_RULE = (
+    "A command's row lists variants: `sed … f: -n 1p | -n 2p` means `sed -n 1p f` and "
+    "`sed -n 2p f`."
+)
 """What the header says of a command's group row, once the index holds one."""
 
 SEVERAL_ROW = "- on several lines:"
@@ -105,24 +108,6 @@ def group_of(found: FoundArtifact, stored: Stored = None) -> tuple[str, str, str
         if folds and not any(mark in middle for mark in _UNFOLDED):
             return COMMAND, f"{words[0]}{_ELLIPSIS}{words[-1]}", middle
     return LINE, value, value
-
-
-@dataclass(slots=True)
-class _Group:
-    """The entries of one command's program and file, or one whole value."""
-
-    form: str
-    head: str
-    members: list[tuple[str, str, str]] = field(default_factory=list)  # (item, where, value)
-    lines: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def shape(self) -> str:
-        """`LINE` (written whole on its line's row), the form of its row under its line, or
-        `SEVERAL` (a row under `on several lines`)."""
-        if len(self.members) == 1 or self.form == LINE:
-            return LINE
-        return self.form if len(self.lines) == 1 else SEVERAL
 
 
 class IndexRows:
@@ -205,40 +190,47 @@ def render_rows(
     """The index's rows for `entries` (in the index's order), those whose `(kind, value)` is
     in `folded` in their command's row or in the tree of paths, and the header's rules for
     the rows that are groups (`stored`: the folders of the workspace's own files)."""
-    groups: dict[tuple[str, str], _Group] = {}
+    # The entries of each group (`group_of`), in the order of the group's first entry: a
+    # value written whole is a group of its own, `(LINE, value)`.
+    groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (item, where, value)
     paths: list[tuple[str, str]] = []
     for found in entries:
-        value, where = found.value, found.where()
-        if (found.kind, value) in folded and goes_in_tree(found, stored):
-            paths.append((value, where))
+        value = found.value
+        if (found.kind, value) not in folded:
+            form, head, item = LINE, value, value
+        elif goes_in_tree(found, stored):
+            paths.append((value, found.where()))
             continue
-        form, head, item = (
-            group_of(found, stored) if (found.kind, value) in folded else (LINE, value, value)
-        )
-        group = groups.setdefault((form, head), _Group(form, head))
-        group.members.append((item, where, value))
-        group.lines[where] += 1
+        else:
+            form, head, item = group_of(found, stored)
+        members = groups.get((form, head))
+        if members is None:
+            groups[(form, head)] = [(item, found.where(), value)]
+        else:
+            members.append((item, found.where(), value))
     tree, alone = tree_rows(paths)
     for value, where in alone:
-        group = groups.setdefault((LINE, value), _Group(LINE, value))
-        group.members.append((value, where, value))
+        groups.setdefault((LINE, value), []).append((value, where, value))
     # Each line's row, then the rows under it, in the order of their first entry; the rows
-    # on several lines next, under one row of their own; the tree of paths last.
+    # on several lines next, under one row of their own; the tree of paths last. A group of
+    # one, or of values written whole, is on its line's row.
     whole: dict[str, list[str]] = {}
     under: dict[str, list[str]] = {}
     several: list[str] = []
-    for group in groups.values():
-        where = group.members[0][1]
-        if group.shape == LINE:
-            for _, line, value in group.members:
+    for (form, head), members in groups.items():
+        if len(members) == 1 or form == LINE:
+            for _, line, value in members:
                 whole.setdefault(line, []).append(value)
             continue
-        row = f"  - {group.head}: " + _items(group)
-        if group.shape == SEVERAL:
-            several.append(row)
+        where = members[0][1]
+        lines = {line for _, line, _ in members}
+        if len(lines) > 1:
+            several.append(f"  - {head}: " + _items_by_line(members))
         else:
             whole.setdefault(where, [])
-            under.setdefault(where, []).append(row)
+            under.setdefault(where, []).append(
+                f"  - {head}: " + " | ".join(item for item, _, _ in members)
+            )
     rows: list[str] = []
     for where, values in whole.items():
         rows.append(f"- {where}:" + line_values(values))
@@ -249,27 +241,30 @@ def render_rows(
     return rows + tree, rules + ([TREE_RULE] if tree else [])
 
 
+_NOT_A_WORD = re.compile(r"[\s|]")
+
+
 def is_word(value: str) -> bool:
     """Whether a line's row writes `value` a blank apart from the others (one word, with no
     `|`), rather than after ` | `."""
-    return bool(value) and "|" not in value and not any(c.isspace() for c in value)
+    return bool(value) and _NOT_A_WORD.search(value) is None
 
 
 def line_values(values: Sequence[str]) -> str:
     """A line's row after its `- line 4:`: the values that are one word, each after a blank
     (` a.py ORD-1`), then each of the others after ` | ` (` | pytest -q`); "" for none.
     Read back, the row splits at ` | `: the first part's words, then each part whole."""
-    words = [value for value in values if is_word(value)]
-    spaced = [value for value in values if not is_word(value)]
+    words: list[str] = []
+    spaced: list[str] = []
+    for value in values:
+        (words if is_word(value) else spaced).append(value)
     return "".join(" " + word for word in words) + "".join(" | " + value for value in spaced)
 
 
-def _items(group: _Group) -> str:
-    """A command group's items; on several lines, those of each line together and followed
+def _items_by_line(members: Sequence[tuple[str, str, str]]) -> str:
+    """A command group's items on several lines: those of each line together and followed
     by it (`-n 1p | -n 2p (line 4); -n 3p (line 9)`)."""
-    if group.shape != SEVERAL:
-        return " | ".join(item for item, _, _ in group.members)
     by_line: dict[str, list[str]] = {}
-    for item, where, _ in group.members:
+    for item, where, _ in members:
         by_line.setdefault(where, []).append(item)
     return "; ".join(f"{' | '.join(items)} ({where})" for where, items in by_line.items())

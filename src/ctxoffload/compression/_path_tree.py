@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 __all__ = ["TREE_RULE", "in_tree", "placed", "tree_rows"]
 
 TREE_RULE = (
-    "`- src/ (line 4): a.py b/c.py` names src/a.py, src/b/c.py and their folders (a leading "
-    "./ left off); an indented row goes on from the row it is under."
+    "A folder's row lists its files: `- src/ (line 4): a.py b/c.py` means src/a.py, src/b/c.py "
+    "and their folders (no leading ./); an indented row adds to the path of the row it is "
+    "under."
 )
 """What the header says of the tree's rows, once the index holds one."""
 
@@ -45,44 +45,52 @@ _LINE = re.compile(r"line (\d+)")
 _MARK_LINES = 3  # the most lines a mark lists one by one; more are written as a range
 
 
+# What a path written in the tree may not hold: a blank (a row's items are parted by a
+# space), a `(` (a mark), an empty part but the first (`//`), a part ending with `:` (a row's
+# head is its directories and a colon), an end that is no name (`/`, `/.`, `/..`).
+_NOT_IN_TREE = re.compile(r"[\s(]|//|:/|:\Z|/\.{0,2}\Z")
+
+
 def in_tree(value: str) -> bool:
     """Whether a path can be written in the tree: one word (no blank: the items of a row are
     parted by a space), a directory and a name, no empty or `.`/`..` name at its end, and no
     part a row's head or mark could be mistaken for (`(`, `:` ending a part)."""
-    if any(c.isspace() for c in value) or "(" in value or not value.isprintable():
-        return False
-    parts = value.split("/")
-    if len(parts) < 2 or parts[-1] in ("", ".", ".."):
-        return False
-    # Only an absolute path starts with an empty part; none may end with `:` (a row's head
-    # is its directories and a colon).
-    return all(parts[1:-1]) and not any(p.endswith(":") for p in parts)
+    return "/" in value and value.isprintable() and _NOT_IN_TREE.search(value) is None
 
 
-@dataclass(slots=True, eq=False)
 class _Node:
     """A directory: the files named in it, and the directories under it."""
 
-    part: str
-    parent: _Node | None
-    files: list[tuple[str, str, str]] = field(default_factory=list)  # name, where, value
-    under: dict[str, _Node] = field(default_factory=dict)
-    itself: list[tuple[str, str]] = field(default_factory=list)  # the directory named: where, value
+    __slots__ = (
+        "costs",
+        "filed",
+        "files",
+        "has_row",
+        "itself",
+        "length",
+        "names",
+        "part",
+        "under",
+    )
 
-    def path_from(self, top: _Node | None) -> str:
-        """Its path from the directory `top` (not included) down, `/` ended; from the root
-        when `top` is None."""
-        parts: list[str] = []
-        node: _Node | None = self
-        while node is not None and node is not top and node.parent is not None:
-            parts.append(node.part)
-            node = node.parent
-        return "/".join(reversed(parts)) + "/"
+    def __init__(self, part: str, length: int = 0) -> None:
+        self.part = part
+        self.length = length  # the length of its path from the root, `/` ended
+        self.files: list[tuple[str, str, str]] = []  # name, where, value
+        self.under: dict[str, _Node] = {}
+        self.itself: list[tuple[str, str]] = []  # the directory named: where, value
+        self.names = 0  # the length of its files' names, together
+        self.filed = False  # whether a file is named under it (`_Tree.__init__`)
+        # For each row it may be under (none, then each directory above it, the nearest
+        # last): the fewest characters it and what is under it take, and whether it gets a
+        # row then (`_Tree._cost`).
+        self.costs: list[int] = []
+        self.has_row: list[bool] = []
 
 
 def _mark(wheres: Sequence[str]) -> str:
     """The lines a row's items are on: ` (line 4)`, ` (lines 4, 9)`, ` (lines 4-40)`."""
-    lines = sorted({int(m.group(1)) for w in wheres if (m := _LINE.fullmatch(w))})
+    lines = sorted({int(w[5:]) for w in set(wheres) if _LINE.fullmatch(w)})
     if not lines:
         return " (no line)"
     if len(lines) == 1:
@@ -93,15 +101,24 @@ def _mark(wheres: Sequence[str]) -> str:
 
 
 class _Tree:
-    """The directories of the paths given, and which of them get a row."""
+    """The directories of the paths given, and which of them get a row.
+
+    Which directories get a row is a choice over pairs (a directory, the nearest row above
+    it), each worked out once (`cost`): a path's length from a row is the difference of
+    their lengths from the root, never a path rebuilt."""
 
     def __init__(self, paths: Sequence[tuple[str, str]]) -> None:
-        self.root = _Node("", None)
+        # (No node refers to the one above it: a tree without cycles is freed as soon as it is
+        # rendered, and costs the garbage collector no pass over everything alive.)
+        self.root = _Node("")
         for value, where in paths:
             *directories, name = placed(value).split("/")
             node = self.root
             for part in directories:
-                node = node.under.get(part) or node.under.setdefault(part, _Node(part, node))
+                child = node.under.get(part)
+                if child is None:
+                    child = node.under[part] = _Node(part, node.length + len(part) + 1)
+                node = child
             node.files.append((name, where, value))
         # A directory named itself (`./doc` beside `./doc/a.md`) is named by its row's head
         # when it gets a row, and is an item of the row above (or whole) otherwise.
@@ -117,60 +134,85 @@ class _Tree:
                 else:
                     kept.append((name, where, value))
             node.files = kept
-        self._costs: dict[tuple[int, int], tuple[int, bool]] = {}
-        self._filed: dict[int, bool] = {}
+            node.names = sum(len(name) for name, _, _ in kept)
+        # A directory with nothing of its own and one directory under it that has nothing of
+        # its own either is written with that one as one part (`a/b/`): of a row at either,
+        # the lower is as cheap or cheaper; so which rows pay is worked out at the branchings
+        # of the paths and where files are, not at every directory of a deep path.
+        # Each directory is walked with the lengths of the rows it may be under (0 for none,
+        # then each directory above it).
+        walking = [(child, [0]) for child in self.root.under.values()]
+        walked: list[tuple[_Node, list[int]]] = []
+        while walking:
+            node, tops = walking.pop()
+            while not node.files and not node.itself and len(node.under) == 1:
+                (child,) = node.under.values()
+                if child.files or child.itself:
+                    break
+                node.part += "/" + child.part
+                node.length, node.under = child.length, child.under
+                node.files, node.itself, node.names = child.files, child.itself, child.names
+            walked.append((node, tops))
+            walking += [(child, [*tops, node.length]) for child in node.under.values()]
+        # Whether a file is named under each directory (a path through it names it, so the
+        # directory named itself costs nothing), and what it costs, from the deepest up.
+        for node, tops in reversed(walked):
+            node.filed = bool(node.files) or any(child.filed for child in node.under.values())
+            self._cost(node, tops)
 
-    def holds_files(self, node: _Node) -> bool:
-        """Whether a file is named under `node`: its path, however it is written, goes
-        through `node`, which it names then (the directory named itself costs nothing)."""
-        known = self._filed.get(id(node))
-        if known is None:
-            known = bool(node.files) or any(map(self.holds_files, node.under.values()))
-            self._filed[id(node)] = known
-        return known
-
-    def cost(self, node: _Node, top: _Node | None) -> tuple[int, bool]:
-        """The fewest characters `node` and what is under it take when the nearest row above
-        is `top`'s (None: no row, files written whole), and whether `node` gets a row then."""
-        key = (id(node), id(top))
-        known = self._costs.get(key)
-        if known is not None:
-            return known
-        # No row: its files are items of `top`'s row (or whole, 3 for ` | `), the
-        # directories under it decide for themselves.
-        inherit = node.path_from(top)
-        without = sum(len(inherit) + len(name) + (1 if top else 3) for name, _, _ in node.files)
-        if not self.holds_files(node):
-            without += len(node.itself) * (len(inherit) + (0 if top else 2))
-        without += sum(self.cost(child, top)[0] for child in node.under.values())
-        # A row: its head, its mark (about 10 characters when it has files), its files by name.
-        own = len(inherit) + 8 + (10 if node.files or node.itself else 0)
-        own += sum(len(name) + 1 for name, _, _ in node.files)
-        own += sum(self.cost(child, node)[0] for child in node.under.values())
-        found = (own, True) if own < without else (without, False)
-        self._costs[key] = found
-        return found
+    @staticmethod
+    def _cost(node: _Node, tops: list[int]) -> None:
+        """Work out `node.costs` and `node.has_row` (its directories' are worked out): for
+        each row it may be under (`tops`, the lengths of their paths: 0 for none, then each
+        directory above it), the fewest characters it and what is under it take then."""
+        children = list(node.under.values())
+        files = len(node.files)
+        # Under the row of `top`: its files are items of that row (or whole, 3 for ` | `,
+        # under none), the directories under it decide for themselves.
+        under_each = [sum(costs) for costs in zip(*(c.costs for c in children), strict=True)]
+        if not under_each:
+            under_each = [0] * (len(tops) + 1)
+        itself = 0 if node.filed else len(node.itself)
+        # A row of its own: its head, its mark (about 10 characters when it has files), its
+        # files by name, what is under it from there.
+        own = 8 + (10 if node.files or node.itself else 0) + node.names + files + under_each[-1]
+        node.costs, node.has_row = [], []
+        for at, top in enumerate(tops):
+            inherit = node.length - top  # its path from there
+            whole = 1 if at else 3
+            without = files * (inherit + whole) + node.names + under_each[at]
+            without += itself * (inherit + (0 if at else 2))
+            row = own + inherit < without
+            node.costs.append(own + inherit if row else without)
+            node.has_row.append(row)
 
     def rows(self) -> tuple[list[str], list[tuple[str, str]]]:
         """The rows, and the paths written whole (`(value, where)`)."""
         whole: list[tuple[str, str]] = []
 
-        def place(node: _Node, top: _Node | None, row: list[tuple[str, str]] | None) -> None:
-            _, has_row = self.cost(node, top)
-            inherit = node.path_from(top)
-            if not has_row:
+        def place(
+            node: _Node,
+            top: _Node | None,
+            row: list[tuple[str, str]] | None,
+            inherit: str,
+            at: int,
+        ) -> None:
+            """Place `node`, whose path from `top` (the nearest row above, None for none;
+            the `at`-th of those it may be under) is `inherit`, in `row` (`top`'s items) or
+            a row of its own."""
+            if not node.has_row[at]:
                 for name, where, value in node.files:
                     if row is None:
                         whole.append((value, where))
                     else:
                         row.append((inherit + name, where))
-                for where, value in [] if self.holds_files(node) else node.itself:
+                for where, value in [] if node.filed else node.itself:
                     if row is None:
                         whole.append((value, where))
                     else:
                         row.append((inherit[:-1], where))
                 for child in node.under.values():
-                    place(child, top, row)
+                    place(child, top, row, inherit + child.part + "/", at)
                 return
             at = len(heads)
             heads.append((depth_of[id(top)], inherit, id(top)))
@@ -178,7 +220,7 @@ class _Tree:
             depth_of[id(node)] = depth_of[id(top)] + 1
             items = [(name, where) for name, where, _ in node.files]
             for child in node.under.values():
-                place(child, node, items)
+                place(child, node, items, child.part + "/", len(node.has_row))
             wheres = [where for _, where in items] + [where for where, _ in node.itself]
             # A row with no item of its own takes the lines of the rows under it when they
             # are all on the same ones (which then leave them to it).
@@ -194,7 +236,7 @@ class _Tree:
         marks: dict[int, str] = {id(None): ""}
         below: dict[int, list[int]] = {}  # the rows directly under each row
         for child in self.root.under.values():
-            place(child, None, None)
+            place(child, None, None, child.part + "/", 0)
         rows: list[str] = []
         for at, (depth, inherit, parent) in enumerate(heads):
             node, items = bodies[at]

@@ -8,8 +8,9 @@ themselves; the text of an error never becomes a summary.
 
 Three bounds hold for every summary:
 
-- time: the whole summarisation (all chunks, all retries) takes at most
-  `ContextConfig.summary_timeout` seconds, after which the extractive summary is used;
+- time: the whole summarisation (all chunks, all retries) takes at most the `timeout` it is
+  given (what a compaction has left of `ContextConfig.summary_timeout`, less the artifact
+  index's share), after which the extractive summary is used;
 - size: a summary is cut to the budget (`ContextConfig.summary_budget_tokens`, as
   characters) before anyone stores, renders or folds it, by `bound_summary`;
 - kind: a reply whose fields only refuse or apologise (`is_refusal`) is an invalid reply,
