@@ -75,7 +75,7 @@ _EXTERNAL = [
     r"Field|FieldInfo|NoneType",
     # The frameworks and clients ctxoffload adapts to, imported only when used.
     r"(agentscope|strands|langchain|langchain_core|langgraph|deepagents|pydantic_ai|openai|obstore|re2"
-    r"|tiktoken|watchfiles|rich)\..+",
+    r"|tiktoken|watchfiles|rich|smolagents|haystack)\..+",
 ]
 nitpick_ignore_regex = [(r"py:.*", pattern) for pattern in _EXTERNAL]
 
@@ -98,6 +98,8 @@ autodoc_mock_imports = [
     "langgraph",
     "deepagents",
     "pydantic_ai",
+    "smolagents",
+    "haystack",
 ]
 python_use_unqualified_type_names = True
 # The docstrings write code in single backticks, as in Markdown: show it as code.

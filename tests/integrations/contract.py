@@ -52,6 +52,23 @@ def call_id(turn: Turn) -> str:
     return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
 
 
+def scripted(
+    turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
+) -> tuple[list[Any], list[str]]:
+    """A scripted model's replies for `turns`, in the host's types, and the outputs its tool
+    returns in order: per turn, a call of the tool `fetch` (id `call_id(turn)`) where the turn
+    calls one, then the answer `answer <number>`. `call(name, arguments, id)` and `say(text)`
+    build the host's replies."""
+    replies: list[Any] = []
+    outputs: list[str] = []
+    for number, turn in enumerate(turns):
+        if turn.tool_output is not None:
+            replies.append(call("fetch", {}, call_id(turn)))
+            outputs.append(turn.tool_output)
+        replies.append(say(f"answer {number}"))
+    return replies, outputs
+
+
 @dataclass
 class Outcome:
     """What a conversation through a door did.
@@ -108,6 +125,11 @@ class DoorDriver:
     def grep(self, made: Any, conversation: str, pattern: str) -> str:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
+
+    def as_the_host_gives(self, output: str) -> str:
+        """A tool's output as the host hands it to its door (smolagents strips it before any
+        callback sees it): what the door stores whole."""
+        return output
 
     def reopen(self, made: Any, workspace: Any) -> Any:
         """The door built anew on `workspace` (a new object on the same folder), keeping what
@@ -196,10 +218,12 @@ DRIVERS: list[str] = [
     "claude_agent_sdk",
     "claude_code",
     "deepagents",
+    "haystack",
     "langchain",
     "mcp_proxy",
     "openai_agents",
     "pydantic_ai",
+    "smolagents",
     "strands",
     "strands_storage",
 ]

@@ -58,9 +58,9 @@ def run_guide_example(
     guide: str, folder: Path, block: int = 0, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run a Python example of docs/guides/`guide` (by default the first, the page's
-    whole-agent example) in `folder`, as a reader would (a fresh interpreter), with the
-    source tree first on the path as the installs of .ci/run and of a checkout's venv give it;
-    the finished process (its stdout, stderr, return code).
+    whole-agent example) in `folder`, as a reader would (saved as a script, run by a fresh
+    interpreter), with the source tree first on the path as the installs of .ci/run and of a
+    checkout's venv give it; the finished process (its stdout, stderr, return code).
 
     Args:
         block: which Python block of the page, from 0.
@@ -69,8 +69,12 @@ def run_guide_example(
     page = Path(__file__).resolve().parents[2] / "docs" / "guides" / guide
     code = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)[block]
     path = [str(page.parents[2] / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    # Saved to a file and run, as a reader runs it (smolagents' @tool reads its function's
+    # source, which `python -c` has none of).
+    script = folder / "example.py"
+    script.write_text(code, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, str(script)],
         cwd=folder,
         capture_output=True,
         text=True,

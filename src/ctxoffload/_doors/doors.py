@@ -208,6 +208,38 @@ DOORS: Mapping[str, Door] = {
             "hooks' writes are appends that never overwrite",
         ),
         Door(
+            "smolagents",
+            host="smolagents",
+            adapter="OffloadingStepCallbacks",
+            conversation="the run (each agent.run gets a session of its own; a run with "
+            "reset=False goes on in the session of the run before it), or the callbacks' "
+            "session_id",
+            projects=True,
+            records="what each model call was sent (rebuilt from the agent's memory at each "
+            "step), the observations it stored and the steps it summarised; the agent's "
+            "memory keeps head + notice and a summary step",
+            busy="wait for the other run of this session to end, or build this agent's "
+            "OffloadingStepCallbacks with another session_id (or none: each run then gets a "
+            "session of its own)",
+        ),
+        Door(
+            "haystack",
+            host="Haystack",
+            adapter="WorkspaceResultStore",
+            conversation="the store's session_id, else a new session per store (give each "
+            "run a store of its own through hook_context, as Haystack advises)",
+            projects=False,
+            records="the tool results Haystack's ToolResultOffloadHook and "
+            "ToolResultOffloadCompactor stored through it and, with WorkspaceCompactor, "
+            "the messages each compaction took out; not the model calls (the Agent makes "
+            "them)",
+            compact="Haystack's CompactionHook decides when its Agent compacts; give it "
+            "WorkspaceCompactor(store) so that what leaves is kept in context.jsonl",
+            leases=False,
+            one_writer="a store sees single writes, not runs: each result is stored whole "
+            "under a new name and never overwritten",
+        ),
+        Door(
             "mcp-proxy",
             host="an MCP client",
             adapter="ctxoffload mcp-proxy",

@@ -34,7 +34,7 @@ from ._arguments import (
 )
 from ._commands import COMMAND_HELP
 from ._output import print_json
-from ._session_names import SessionName, said_session
+from ._session_name import SessionName, said_session
 
 __all__ = ["EXIT_PENDING", "register", "run"]
 

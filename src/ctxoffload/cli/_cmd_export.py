@@ -24,7 +24,7 @@ from ._arguments import (
     add_workdir,
 )
 from ._commands import COMMAND_HELP
-from ._session_names import SessionName, said_session
+from ._session_name import SessionName, said_session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

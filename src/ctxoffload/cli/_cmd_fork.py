@@ -9,7 +9,7 @@ from ._access import open_backend
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import print_json, shown
-from ._session_names import SessionName
+from ._session_name import SessionName
 
 __all__ = ["register", "run"]
 

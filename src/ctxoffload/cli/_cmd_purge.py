@@ -8,7 +8,7 @@ import argparse
 from ..exceptions import CliError
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._session_names import SessionName
+from ._session_name import SessionName
 
 __all__ = ["register", "run"]
 

@@ -21,7 +21,7 @@ from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._describe import Timeline, by_agent, names_stored_files
 from ._output import json_text, shown
-from ._session_names import SessionName
+from ._session_name import SessionName
 from ._view import (
     SessionLog,
     newest_session,

@@ -41,7 +41,7 @@ from ._access import open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, inert, paint, print_json, print_styled, shown
-from ._session_names import SessionName
+from ._session_name import SessionName
 
 __all__ = ["Report", "register", "run", "verify_workspace"]
 

@@ -34,7 +34,7 @@ from ._arguments import Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._describe import NOT_BY_AGENT, Timeline, by_agent
 from ._output import json_text, shown
-from ._session_names import SessionName, said_session
+from ._session_name import SessionName, said_session
 from ._watching import watch_sessions
 
 __all__ = ["Follower", "register", "run"]

@@ -505,3 +505,8 @@ class Compressor:
     async def event(self, record: Event) -> None:
         """Write an event to the session's events.jsonl, log it and pass it to `on_event`."""
         await self._services.event(record)
+
+    async def events(self, records: Sequence[Event]) -> None:
+        """Write events as `event` does, in order, in one append where the workspace can
+        (`EventBatches`)."""
+        await self._services.events(records)

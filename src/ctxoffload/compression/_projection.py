@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._depth import STORE_DEPTH, depth_error, text_form, too_deep
 from .._disk.compact_requests import CompactRequests
-from .._disk.events import CompactRequest, EventKind, ModelCall, Projection, is_event
+from .._disk.events import CompactRequest, EventKind, Projection, is_event
 from .._disk.ids import validate_session_id
-from .._disk.records import is_count
+from .._disk.records import Event, is_count
 from .._loop import LoopThread
-from .._message_log import InlinePayloads, MessageLog
+from .._message_log import InlinePayloads, ModelCalls
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
 from ..messages import Msg, ToolResultBlock
@@ -134,11 +134,11 @@ class Projector:
         # What each call was sent, recorded as the Agent records its own model calls, so
         # `ctxoffload show --step N` rebuilds it: the step (numbered over the session) and
         # the keys of the history last projected (the same history again is a retry).
-        self._log = MessageLog(self._compressor.event, prepare=InlinePayloads(workspace).moved_out)
-        self._step = 0
-        self._attempt = 0
-        self._last_keys: list[str] | None = None
+        # The record of a call (its messages, then the call) is written in one append.
+        self._held: list[Event] = []
+        self._calls = ModelCalls(self._hold, prepare=InlinePayloads(workspace).moved_out)
         self._last_sent: list[Msg] = []
+        self._left_out: frozenset[str] = frozenset()
         self._loaded = False
         # The compactions asked for from outside (`ctxoffload compact`), served at the next
         # projection; each look reads only what events.jsonl gained.
@@ -155,6 +155,14 @@ class Projector:
     def counter(self) -> TokenCounter:
         """The counter this projector counts with."""
         return self._compressor.counter
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        """The ids of the history's messages the latest projection did not send: each was
+        stored in the session before it left (in context.jsonl; an earlier summary, folded
+        into the new one, in the session's record), and a summary or a provider's
+        compaction stands for it. What a host that keeps what was sent may drop."""
+        return self._left_out
 
     def use_model(self, model_name: str | None) -> TokenCounter:
         """Count with the counter for `model_name` (`get_token_counter`): for a host whose
@@ -230,7 +238,7 @@ class Projector:
             else:
                 holder = None
             skip = range(system, holder) if holder is not None else None
-            sent = await self._each(items, keys, cover, skip)
+            sent = await self._each(items, keys, cover, skip, self._own())
             # A summarised message is None in `sent`: the summary stands where they were.
             out = [m for m in sent[:system] if m is not None]
             if cover is not None:
@@ -248,12 +256,18 @@ class Projector:
                 config=self._asked_config(out, tools, instructions) if asked else None,
                 remember=False,
             )
+            # A compaction asked for from outside runs on a window assumed for it (the
+            # context's own size): its cuts of new messages would be cuts to that.
+            cuts = {} if asked else self._adopt_cuts(keys, sent, result.messages, system)
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
+            elif cuts:
+                out = [cuts.get(m.id, m) for m in out]
             if asked:
                 await self._answer(result, instructions, asked)
             self._compressor.remember_sent(out, out)
             self._last_sent = out
+            self._left_out = _left_out(items, out)
             self._forget_dropped(history, items, keys)
             await self._record(keys, out, tools, started)
             return out
@@ -294,6 +308,8 @@ class Projector:
 
     def report_usage_sync(self, input_tokens: int) -> bool:
         """`report_usage` for synchronous code, on the loop `project_sync` uses."""
+        if input_tokens <= 0:  # nothing reported: nothing to take, and no hop to the loop
+            return False
         return self._run_sync(self.report_usage(input_tokens))
 
     async def offload_tool_result(
@@ -341,13 +357,10 @@ class Projector:
             return
         self._loaded = True
         events = [e for e in await self._workspace.read_events(self._session_id) if is_event(e)]
-        self._log.remember(events)
+        self._calls.remember(events)
         for event in events:
             kind = event["kind"]
-            step = event.get("step")
-            if kind == EventKind.MODEL_CALL and is_count(step):
-                self._step = max(self._step, step)
-            elif kind == EventKind.PROVIDER_COMPACTION:
+            if kind == EventKind.PROVIDER_COMPACTION:
                 self._provider = _provider_cut(event) or self._provider
             elif kind == EventKind.PROJECTION:
                 self._cover = _cover_of(event) or self._cover
@@ -357,28 +370,25 @@ class Projector:
     ) -> None:
         """Record what this call sends: each message not recorded yet in its form, then a
         `model_call` event naming them in order (outcome `projected`: the host makes the call
-        and keeps its answer). The same history projected again is the same step's next
-        attempt (a retry after the provider refused it)."""
-        if keys == self._last_keys:
-            self._attempt += 1
-        else:
-            self._step, self._attempt = self._step + 1, 1
-        self._last_keys = keys
-        await self._log.write(sent)
+        and keeps its answer), all in one append. The same history projected again is the
+        same step's next attempt (a retry after the provider refused it)."""
         window = self._compressor.window()
-        await self._compressor.event(
-            ModelCall(
-                step=self._step,
-                attempt=self._attempt,
-                messages=[m.id for m in sent],
-                summary=next((m.id for m in sent if is_summary_message(m)), None),
-                tokens_counted=self._compressor.count(sent, tools),
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                outcome="projected",
-                context_window=window,
-                trigger_tokens=self._compressor.config.trigger_tokens(window),
-            )
+        await self._calls.record(
+            sent,
+            keys=keys,
+            summary=next((m.id for m in sent if is_summary_message(m)), None),
+            tokens_counted=self._compressor.count(sent, tools),
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            outcome="projected",
+            context_window=window,
+            trigger_tokens=self._compressor.config.trigger_tokens(window),
         )
+        held, self._held = self._held, []
+        await self._compressor.events(held)
+
+    async def _hold(self, record: Event) -> None:
+        """Keep an event of the call's record, written with the call (`_record`)."""
+        self._held.append(record)
 
     def _asked_config(
         self, out: list[Msg], tools: Sequence[dict[str, Any]], instructions: str | None
@@ -454,16 +464,27 @@ class Projector:
             return cover
         return None
 
+    def _own(self) -> dict[str, Msg]:
+        """The messages this projector wrote (the summary, a provider compaction's note) by
+        key: a host that keeps what it was sent gives them back as its own objects, which
+        lose their marks on the way (LangChain keeps no metadata)."""
+        own = list(self._cover.messages) if self._cover is not None else []
+        if self._provider is not None:
+            own.append(self._provider.note)
+        return {f"id:{msg.id}": msg for msg in own}
+
     async def _each(
         self,
         history: Sequence[Msg | Mapping[str, Any]],
         keys: list[str],
         cover: _Cover | None,
         skip: range | None = None,
+        own: Mapping[str, Msg] | None = None,
     ) -> list[Msg | None]:
         """What is sent for each message: read once, truncated once; None for a message a
         summary or a provider's compaction item stands for (`skip`; not read at all, as a
-        restarted process need not)."""
+        restarted process need not). A message of the projector's own (`own`) given back
+        with the same text is sent as the projector's object, its marks intact."""
         if skip is None:
             skip = range(cover.start, cover.start + cover.count) if cover is not None else range(0)
         sent: list[Msg | None] = []
@@ -476,6 +497,11 @@ class Projector:
                 sent.append(known[2])
                 continue
             msg = item if isinstance(item, Msg) else _read(item, i)
+            mine = own.get(key) if own else None
+            if mine is not None and _says_same(mine, msg):
+                self._seen[key] = (item, mine, mine)
+                sent.append(mine)
+                continue
             projected = await self._compressor.process_message(msg)
             self._seen[key] = (item, msg, projected)
             sent.append(projected)
@@ -518,6 +544,30 @@ class Projector:
             cut = self._provider = _ProviderCut(keys[holder], done.note)
         at = note_position(rest, 0)
         return [*rest[:at], cut.note, *rest[at:]]
+
+    def _adopt_cuts(
+        self, keys: list[str], sent: list[Msg | None], now: Sequence[Msg], system: int
+    ) -> dict[str, Msg]:
+        """Keep the cuts a compaction made to messages it kept (a new message's long text,
+        or a new result, cut to fit the reserve, each stored whole first): `sent` and every
+        later call send the cut, not the message as it was. By message id, the cuts made.
+
+        A restarted process needs no record of them: what the cut message was is whole in
+        the host's history, and the next compaction cuts it again or lets it leave."""
+        given = {m.id: i for i, m in enumerate(sent) if m is not None and i >= system}
+        cuts: dict[str, Msg] = {}
+        for msg in now:
+            i = given.get(msg.id)
+            if i is None:
+                continue
+            before = sent[i]
+            if before is None or before is msg or before.content == msg.content:
+                continue
+            sent[i] = cuts[msg.id] = msg
+            known = self._seen.get(keys[i])
+            if known is not None:
+                self._seen[keys[i]] = (known[0], known[1], msg)
+        return cuts
 
     def _forget_dropped(
         self, history: Sequence[Any], items: list[Msg | Mapping[str, Any]], keys: list[str]
@@ -609,6 +659,19 @@ def _same(seen: Msg | Mapping[str, Any], item: Msg | Mapping[str, Any]) -> bool:
     if not (isinstance(seen, Msg) and isinstance(item, Msg)):
         return False
     return {**seen.__dict__, "timestamp": None} == {**item.__dict__, "timestamp": None}
+
+
+def _says_same(mine: Msg, given: Msg) -> bool:
+    """Whether a message a host gave back is the projector's own `mine`: the same role and
+    text (a host may rebuild the object and drop its metadata, never its text)."""
+    return mine.role == given.role and mine.text == given.text
+
+
+def _left_out(history: Sequence[Msg | Mapping[str, Any]], out: Sequence[Msg]) -> frozenset[str]:
+    """The ids of the messages of `history` that `out` does not send (under their own id)."""
+    sent = {msg.id for msg in out}
+    ids = (item.id if isinstance(item, Msg) else item.get("id") for item in history)
+    return frozenset(i for i in ids if isinstance(i, str) and i and i not in sent)
 
 
 def _read(item: Mapping[str, Any], index: int) -> Msg:

@@ -24,7 +24,7 @@ from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_co
 from ..workspace import EventLog, LineReader, Offloader, ReferenceReader
 from ._artifacts import ArtifactCache
 from ._config import ContextConfig
-from ._events import EventCallback, emit_event
+from ._events import EventCallback, emit_events
 from ._notes import is_context_note
 from ._persisted import Persisted, lines_of
 from ._stored_outputs import StoredOutputs
@@ -149,9 +149,12 @@ class RunServices:
     async def event(self, record: Event) -> None:
         """Write an event: to the offloader's record, logged (INFO for truncation and
         compression), and passed to `on_event`."""
-        await emit_event(
-            self.offloader, self.session_id, self.on_event, record.kind, record.fields()
-        )
+        await self.events([record])
+
+    async def events(self, records: Sequence[Event]) -> None:
+        """Write events as `event` does, in order, in one append where the offloader can."""
+        pairs = [(record.kind, record.fields()) for record in records]
+        await emit_events(self.offloader, self.session_id, self.on_event, pairs)
 
     # -- counting ---------------------------------------------------------------------------
 

@@ -1,11 +1,12 @@
-"""LangChain v1: `ContextOffloadMiddleware` for `langchain.agents.create_agent`, and the
-converters between LangChain messages and ctxoffload's.
+"""LangChain v1: `ContextOffloadMiddleware` for `langchain.agents.create_agent`,
+`DeltaAgentState`, and the converters between LangChain messages and ctxoffload's.
 
 The middleware stores a big tool result whole in the workspace before it enters LangGraph
 state (so no checkpoint holds it), and sends each model call the projection of the history
 (`ctxoffload.compression.Projector`): big results as head + notice, older turns as a summary
-past the trigger, the same bytes on every call. State keeps every message. Its `tools` read
-offloaded content back.
+past the trigger, the same bytes on every call. State keeps what the model is sent, once
+what left it is stored (`full_state=True`: every message). Its `tools` read offloaded
+content back. `DeltaAgentState` checkpoints `messages` as deltas.
 
 Example::
 
@@ -27,7 +28,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ContextOffloadMiddleware", "from_langchain", "to_langchain"]  # noqa: F822
+__all__ = [  # noqa: F822
+    "ContextOffloadMiddleware",
+    "DeltaAgentState",
+    "from_langchain",
+    "to_langchain",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -36,6 +42,8 @@ def __getattr__(name: str) -> Any:
     value: Any
     if name == "ContextOffloadMiddleware":
         from ._langchain_middleware import ContextOffloadMiddleware as value
+    elif name == "DeltaAgentState":
+        from ._langchain_state import DeltaAgentState as value
     elif name == "from_langchain":
         from ._langchain_messages import from_langchain as value
     elif name == "to_langchain":

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._new_session import new_session, take_new_session
     from ._objectstore import ObjectStoreWorkspace
     from ._protocol import (
+        EventBatches,
         EventLog,
         GarbageCollector,
         HistoryLog,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ._sql import SqlWorkspace
 
 __all__ = [
+    "EventBatches",
     "EventLog",
     "GarbageCollector",
     "GcReport",
@@ -91,6 +93,7 @@ __getattr__, __dir__ = lazy_exports(
         "take_new_session": "._new_session",
         "ObjectStoreWorkspace": "._objectstore",
         "SqlWorkspace": "._sql",
+        "EventBatches": "._protocol",
         "EventLog": "._protocol",
         "GarbageCollector": "._protocol",
         "HistoryLog": "._protocol",

@@ -402,18 +402,38 @@ class StoreWorkspace:
         """
         await self._record_fields(validate_session_id(session_id), kind, fields)
 
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Append `events` (each a kind and its fields), in order, to the session's
+        events.jsonl in one write (`EventBatches`); as `record_event` for each, a store that
+        refuses the lines costs the record, logged as a warning.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the events log is a planted link.
+        """
+        session_id = validate_session_id(session_id)
+        lines = [dumps_line(event_record(session_id, kind, dict(f))) for kind, f in events]
+        if lines:
+            kinds = ", ".join(sorted({kind for kind, _ in events}))
+            await self._append_events(session_id, lines, kinds)
+
     async def _record(self, session_id: str, event: Event) -> None:
         await self._record_fields(session_id, event.kind, event.fields())
 
     async def _record_fields(self, session_id: str, kind: str, fields: dict[str, Any]) -> None:
         line = dumps_line(event_record(session_id, kind, fields))
+        await self._append_events(session_id, [line], kind)
+
+    async def _append_events(self, session_id: str, lines: list[bytes], kinds: str) -> None:
         try:
-            await self._files.append(session_id, EVENTS_FILE, [line])
+            await self._files.append(session_id, EVENTS_FILE, lines)
         except OSError as exc:
             if self._files.event_failure_is_fatal(exc):
                 raise
             shown = self._files.reference(session_id, EVENTS_FILE)
-            logger.warning("could not record a %s event in %s: %s", kind, shown, exc)
+            logger.warning("could not record a %s event in %s: %s", kinds, shown, exc)
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's state.json (the agent's live context) in one step: a

@@ -17,6 +17,8 @@ a sentence saying so.
 | `LineReader`       | read_lines                                     | every workspace (not     |
 |                    |                                                | part of `Workspace`)     |
 | `EventLog`         | record_event, read_events                      | every workspace          |
+| `EventBatches`     | record_events                                  | every workspace (not     |
+|                    |                                                | part of `Workspace`)     |
 | `StateStore`       | write_state, read_state                        | every workspace          |
 | `HistoryLog`       | append_history, read_history                   | every workspace (not     |
 |                    |                                                | part of `Workspace`)     |
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from ._gc import GcReport
 
 __all__ = [
+    "EventBatches",
     "EventLog",
     "GarbageCollector",
     "HistoryLog",
@@ -170,6 +173,25 @@ class EventLog(Protocol):
 
         Args:
             session_id: the session.
+        """
+        ...
+
+
+@runtime_checkable
+class EventBatches(Protocol):
+    """Appends several events of a session in one write: what one model call records (the
+    messages it was sent, the call) costs one append, one flush to disk, not one each.
+    Not part of `EventLog`: an event log without it is written one event at a time."""
+
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Append `events`, in order, to the session's events.jsonl in one write, each
+        stamped as `record_event` stamps it.
+
+        Args:
+            session_id: the session.
+            events: each event's kind and its other fields (JSON-serialisable).
         """
         ...
 

@@ -1,10 +1,7 @@
-"""How a command reads its SESSION argument: the session's folder name, or a host's own id
-of a conversation mapped by the doors' rule (`SessionName`), and how a message names it
-(`said_session`).
-
-Kept light: a command's parser names `SessionName` as a type; the rule is imported only when
-a SESSION is given.
-"""
+"""A command's SESSION argument: the folder name it stands for and the words a message uses
+for it (imported by each command's parser and by the workspace openers, `_access` and
+`_bucket`: a module of its own, importing nothing of the command line, keeps them out of
+each other's way)."""
 
 from __future__ import annotations
 
