@@ -148,7 +148,7 @@ def test_ls_grep_cat_show_stats_read_the_bucket(
     code, out, err = run(capsys, "show", "run-1", "--workdir", url)
     assert code == 0, err
     assert out.startswith(f"session run-1 ({url}/sessions/run-1)")
-    assert "30,000" in out and f"{url}/sessions/run-1/tool_result-call_1.txt" in out
+    assert "30,000" in out and " whole output in sessions/run-1/tool_result-call_1.txt" in out
 
     code, out, _ = run(capsys, "stats", "--workdir", url, "--json")
     assert code == 0

@@ -29,8 +29,9 @@ from .._disk.commit import JsonLines
 from .._disk.layout import SESSIONS_DIR
 from .._disk.read import Folder, Refused, sessions_folder
 from ..exceptions import CliError, InvalidReference, OffloadError
-from ._arguments import DEMO_FOLDER_PREFIX, path_text, said_session
+from ._arguments import DEMO_FOLDER_PREFIX, path_text
 from ._output import shown
+from ._session_name import said_session
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:

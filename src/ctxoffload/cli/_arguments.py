@@ -11,7 +11,6 @@ import argparse
 import os
 
 from ..exceptions import CliError
-from ._session_name import SessionName, said_session
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -26,14 +25,12 @@ __all__ = [
     "EXIT_OK",
     "EXIT_PROBLEMS",
     "EXIT_USAGE",
-    "SessionName",
     "Workdir",
     "add_json",
     "add_workdir",
     "child_path",
     "is_store_url",
     "path_text",
-    "said_session",
 ]
 
 DEMO_FOLDER_PREFIX = "ctxoffload-demo-"
@@ -120,7 +117,7 @@ class Workdir:
             CliError: it is a bucket URL.
         """
         if self.is_bucket:
-            from ._bucket import check_scheme
+            from ._schemes import check_scheme
 
             check_scheme(self.text)  # a typo is said as such, not as a bucket refused
             raise CliError(

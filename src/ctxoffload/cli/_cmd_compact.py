@@ -28,14 +28,13 @@ from ._access import checked_session_id, open_backend
 from ._arguments import (
     EXIT_OK,
     EXIT_PROBLEMS,
-    SessionName,
     Workdir,
     add_json,
     add_workdir,
-    said_session,
 )
 from ._commands import COMMAND_HELP
 from ._output import print_json
+from ._session_name import SessionName, said_session
 
 __all__ = ["EXIT_PENDING", "register", "run"]
 

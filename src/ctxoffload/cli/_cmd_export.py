@@ -19,13 +19,12 @@ from ..exceptions import CliError
 from ._arguments import (
     EXIT_OK,
     EXIT_PROBLEMS,
-    SessionName,
     Workdir,
     add_json,
     add_workdir,
-    said_session,
 )
 from ._commands import COMMAND_HELP
+from ._session_name import SessionName, said_session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

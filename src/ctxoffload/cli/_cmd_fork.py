@@ -6,9 +6,10 @@ import argparse
 
 from ..exceptions import CliError, ConfigError, IncompleteRecord, InvalidSessionId
 from ._access import open_backend
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import print_json, shown
+from ._session_name import SessionName
 
 __all__ = ["register", "run"]
 

@@ -32,7 +32,6 @@ from ._arguments import (
     EXIT_OK,
     EXIT_PROBLEMS,
     EXIT_USAGE,
-    SessionName,
     Workdir,
     add_json,
     add_workdir,
@@ -41,6 +40,7 @@ from ._commands import COMMAND_HELP
 from ._grep_output import GrepQuery, Printer
 from ._grep_sessions import WorkspaceSearch
 from ._output import print_json
+from ._session_name import SessionName
 
 # Paths are str here: `pathlib` (urllib.parse, ipaddress) would cost ~4.5 ms of a search.
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from ..exceptions import CliError
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
+from ._session_name import SessionName
 
 __all__ = ["register", "run"]
 

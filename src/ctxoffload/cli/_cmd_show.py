@@ -16,11 +16,12 @@ from .._disk.wording import plural
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._describe import Timeline, by_agent, names_stored_files
 from ._output import json_text, shown
+from ._session_name import SessionName
 from ._view import (
     SessionLog,
     newest_session,

@@ -8,9 +8,10 @@ from collections import Counter
 from typing import Any
 
 from ._access import open_workspace, session_folder, session_ids
-from ._arguments import EXIT_OK, EXIT_USAGE, SessionName, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, human_bytes, print_json, print_table
+from ._session_name import SessionName
 from ._view import Warnings, dedup_savings, indented, listing_order, session_stats
 
 __all__ = ["register", "run"]

@@ -38,9 +38,10 @@ from .._disk.read import Folder, Refused
 from ..exceptions import OffloadError
 from ..text import decode_log_line, is_jsonl
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, inert, paint, print_json, print_styled, shown
+from ._session_name import SessionName
 
 __all__ = ["Report", "register", "run", "verify_workspace"]
 

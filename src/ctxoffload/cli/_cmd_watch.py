@@ -30,10 +30,11 @@ from ._access import (
     session_entry,
     session_folder,
 )
-from ._arguments import SessionName, Workdir, add_json, add_workdir, said_session
+from ._arguments import Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._describe import NOT_BY_AGENT, Timeline, by_agent
 from ._output import json_text, shown
+from ._session_name import SessionName, said_session
 from ._watching import watch_sessions
 
 __all__ = ["Follower", "register", "run"]
@@ -561,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
     # A bucket is refused with one line: `read_lines` of a log another process wrote reads
     # the whole log there, so a poll would cost the log, not what is new.
     if where.is_bucket:
-        from ._bucket import check_scheme
+        from ._schemes import check_scheme
 
         check_scheme(where.text)
         raise CliError(

@@ -1,6 +1,7 @@
 """A command's SESSION argument: the folder name it stands for and the words a message uses
-for it (imported by the argument parsers and by the workspace openers, which `_arguments`
-imports: a module of its own keeps them out of each other's way)."""
+for it (imported by each command's parser and by the workspace openers, `_access` and
+`_bucket`: a module of its own, importing nothing of the command line, keeps them out of
+each other's way)."""
 
 from __future__ import annotations
 

@@ -95,8 +95,12 @@ class GcReport:
     data_kept: dict[str, str] = field(default_factory=dict)
 
     def keep_recent_data(self, names: Iterable[str]) -> None:
-        """Say that the unnamed data/ files `names` are kept, being recent."""
-        self.data_kept.update((name, RECENT_DATA) for name in sorted(names))
+        """Say that the unnamed data/ files `names` are kept, being recent: those named as a
+        writer names a payload (`DATA_NAME`); a file of another name was put there by
+        something else, which no writer is about to name."""
+        self.data_kept.update(
+            (name, RECENT_DATA) for name in sorted(names) if DATA_NAME.fullmatch(name)
+        )
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ..._search.matcher import compile_matcher
 from ...exceptions import CliError, InvalidContent, InvalidReference
 from ...text import message_lines
 from .._access import session_folder
-from .._describe import NOT_BY_AGENT, Timeline, by_agent, describe
+from .._describe import NOT_BY_AGENT, Timeline, by_agent, describe, names_stored_files
 from .._output import inert
 from .._view import SessionLog, Warnings, session_rows, step_messages
 
@@ -108,8 +108,13 @@ class UiModel:
         start: dict[str, Any] = {}
         with SessionLog(self.workdir, folder) as events:
             agent = any(by_agent(event) for event in events)
-            # Each line as `show` prints it, each summary once under its compression.
-            timeline = Timeline(by_agent=agent)
+            names_files = any(names_stored_files(event) for event in events)
+            # Each line as `show` prints it (a file of the workspace relative to it), each
+            # summary once under its compression.
+            root = tuple(
+                dict.fromkeys([os.path.realpath(self.workdir), self.workdir, str(self.shown_as)])
+            )
+            timeline = Timeline(by_agent=agent, names_files=names_files, root=root)
             indexes: dict[int, int] = {}  # the index of each event held (by its id)
 
             def entries(parts: Iterable[tuple[dict[str, Any] | None, list[str]]]) -> None:
@@ -137,7 +142,7 @@ class UiModel:
                 mark = MARKED_KINDS.get(kind)
                 if kind == EventKind.SESSION_START and event.get("restored_messages"):
                     mark = "resume"
-                text = describe(event, by_agent=agent) if mark is not None else []
+                text = describe(event, by_agent=names_files, root=root) if mark is not None else []
                 if text:
                     marks.append({"mark": mark, "kind": kind, "text": inert(text[0])})
                 if kind == EventKind.MODEL_CALL and isinstance(event.get("step"), int):
