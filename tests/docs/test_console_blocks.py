@@ -315,7 +315,7 @@ def test_each_stand_in_folder_counts_as_tmp_demo() -> None:
 def test_a_block_that_matches_passes(tmp_path: Path, demo_workspace: DemoWorkspace) -> None:
     block = console(
         tmp_path,
-        "$ pwd\n/tmp/demo\n$ ctxoffload ls\nsession ...\nnightly-job ... 7\n"
+        "$ pwd\n/tmp/demo\n$ ctxoffload ls\nsession ...\nnightly-job ... 4\n"
         "$ cd sessions && ls /tmp/demo/sessions\nnightly-job\n$ pwd\n/tmp/demo/sessions\n",
     )
     assert report(block, demo_workspace.run(block)) is None
