@@ -15,7 +15,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Hashable, Iterator
 
 from .._disk.events import Door as DoorEvent
 from .._disk.wording import describe_holder
@@ -140,8 +141,18 @@ class HostRuns:
         self._announced: set[str] = set()  # sessions whose `door` event this object wrote
         self._lock = threading.Lock()
 
-    def begin(self, session: str, run: str, *, conversation: object = None) -> None:
+    def begin(
+        self, session: str, run: str, *, conversation: object = None, holder: object = None
+    ) -> None:
         """Run `run` begins writing `session`: take its lease (a no-op for the run holding it).
+
+        Args:
+            session: the conversation's session.
+            run: the run's id (the same id again is the same run).
+            conversation: the host's own id of the conversation (recorded).
+            holder: an object the run lives in (a host's invocation context): once it has
+                been collected the run is gone, whatever calls it left in flight (a host
+                that cancels a run mid-call may never say that call ended).
 
         Raises:
             SessionBusyError: another live run (of this process or another) writes it.
@@ -167,11 +178,13 @@ class HostRuns:
                 )
             )
             self._announced.add(session)
-            self._runs[session] = _Run(run, lease)
+            self._runs[session] = _Run(run, lease, holder)
 
-    async def abegin(self, session: str, run: str, *, conversation: object = None) -> None:
+    async def abegin(
+        self, session: str, run: str, *, conversation: object = None, holder: object = None
+    ) -> None:
         """`begin` from async code (its waits happen on a worker thread)."""
-        await asyncio.to_thread(self.begin, session, run, conversation=conversation)
+        await asyncio.to_thread(self.begin, session, run, conversation=conversation, holder=holder)
 
     def end(self, session: str, run: str) -> None:
         """Run `run` has ended: give its session up (nothing when it holds none)."""
@@ -187,28 +200,44 @@ class HostRuns:
     @contextlib.contextmanager
     def active(self, session: str, run: str) -> Iterator[None]:
         """A call of run `run` is in flight meanwhile (so the run is live)."""
-        current = self._runs.get(session)
-        if current is None or current.run != run:
-            yield
-            return
-        current.calls += 1
-        current.beats += 1
+        call = object()
+        self.enter(session, run, call)
         try:
             yield
         finally:
-            current.calls -= 1
-            current.beats += 1
+            self.leave(session, run, call)
+
+    def enter(self, session: str, run: str, call: Hashable) -> None:
+        """A call of run `run` is in flight until `leave(session, run, call)`: for a host whose
+        hooks come as a pair before and after a call (ADK's callbacks), not around it.
+        Entering a call already in flight changes nothing."""
+        current = self._runs.get(session)
+        if current is None or current.run != run or call in current.calls:
+            return
+        current.calls.add(call)
+        current.beats += 1
+
+    def leave(self, session: str, run: str, call: Hashable) -> None:
+        """The call `enter` named has ended (leaving one that is not in flight changes
+        nothing: a host may report the end of a call twice)."""
+        current = self._runs.get(session)
+        if current is None or current.run != run or call not in current.calls:
+            return
+        current.calls.discard(call)
+        current.beats += 1
 
     def _gone(self, run: _Run) -> bool:
-        """Whether a run holding a lease here is gone: no call in flight, and none begun or
-        ended, for `grace` seconds."""
+        """Whether a run holding a lease here is gone: the object it lived in was collected,
+        or no call in flight, and none begun or ended, for `grace` seconds."""
+        if run.holder is not None and run.holder() is None:
+            return True
         deadline = time.monotonic() + self.grace
         beats = run.beats
         while time.monotonic() < deadline:
-            if run.calls > 0 or run.beats != beats:
+            if run.calls or run.beats != beats:
                 return False
             time.sleep(min(0.02, self.grace))
-        return run.calls == 0 and run.beats == beats
+        return not run.calls and run.beats == beats
 
     def _drop(self, session: str, run: _Run) -> None:
         del self._runs[session]
@@ -217,12 +246,14 @@ class HostRuns:
 
 
 class _Run:
-    """A run of this process holding a session: its id, lease and calls in flight."""
+    """A run of this process holding a session: its id, lease, calls in flight and the object
+    it lives in (weakly)."""
 
-    __slots__ = ("beats", "calls", "lease", "run")
+    __slots__ = ("beats", "calls", "holder", "lease", "run")
 
-    def __init__(self, run: str, lease: SessionLease | None) -> None:
+    def __init__(self, run: str, lease: SessionLease | None, holder: object = None) -> None:
         self.run = run
         self.lease = lease
-        self.calls = 0
+        self.calls: set[Hashable] = set()
         self.beats = 0
+        self.holder = weakref.ref(holder) if holder is not None else None
