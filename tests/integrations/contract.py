@@ -164,6 +164,7 @@ DRIVERS: list[str] = [
     "claude_agent_sdk",
     "claude_code",
     "deepagents",
+    "google_adk",
     "langchain",
     "mcp_proxy",
     "pydantic_ai",

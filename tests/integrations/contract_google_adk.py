@@ -1,0 +1,167 @@
+"""The contract's driver for Google ADK's `Runner` with the `ContextOffloadPlugin` (ADK's own
+`BaseLlm`, scripted: offline)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from contract import DoorDriver, Outcome, Turn, call_id
+
+from ctxoffload import ContextConfig, SessionBusyError
+from ctxoffload._disk.ids import session_id_for
+
+CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+
+
+class _Made:
+    """The plugin, the session service ADK keeps its sessions in, and a gate a live run's
+    tool waits at."""
+
+    def __init__(self, plugin: Any) -> None:
+        from google.adk.sessions import InMemorySessionService
+
+        self.plugin = plugin
+        self.sessions = InMemorySessionService()
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+
+
+class GoogleAdkDriver(DoorDriver):
+    door = "google-adk"
+    module = "google.adk"
+    extra = "google_adk"
+
+    def make(self, workspace: Any) -> _Made:
+        from ctxoffload.integrations.google_adk import ContextOffloadPlugin
+
+        return _Made(ContextOffloadPlugin(workspace, config=CONFIG))
+
+    def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
+        try:
+            return asyncio.run(self._converse(made, conversation, turns))
+        except RuntimeError as exc:
+            # ADK wraps what a plugin raises in a RuntimeError naming the plugin; an ADK user
+            # finds the refusal as its cause.
+            if isinstance(exc.__cause__, SessionBusyError):
+                raise exc.__cause__ from None
+            raise
+
+    async def _converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
+        from google_adk_scripted import call, say
+
+        replies: list[Any] = []
+        outputs: list[str] = []
+        for number, turn in enumerate(turns):
+            if turn.tool_output is not None:
+                replies.append(call("fetch", {}, call_id(turn)))
+                outputs.append(turn.tool_output)
+            replies.append(say(f"answer {number}"))
+        gate, entered = made.gate, made.entered
+
+        async def fetch() -> str:
+            """Fetch the next output."""
+            if gate is not None:
+                entered.set()
+                await asyncio.to_thread(gate.wait, 30)
+            return outputs.pop(0)
+
+        model, runner, session = await self._runner(made, conversation, replies, [fetch])
+        kept = ""
+        for turn in turns:
+            for response in await self._ask(runner, session, turn.user):
+                kept = str((response.response or {}).get("result", ""))
+        return Outcome(
+            session=session_id_for(session),
+            sent=[_wire(request) for request in model.seen],
+            kept=kept,
+        )
+
+    async def _runner(
+        self, made: _Made, conversation: str | None, replies: list[Any], tools: list[Any]
+    ) -> tuple[Any, Any, str]:
+        from google.adk.agents import LlmAgent
+        from google.adk.apps import App
+        from google.adk.runners import Runner
+        from google_adk_scripted import APP, USER, Scripted
+
+        model = Scripted(replies=replies)
+        agent = LlmAgent(name="ops", model=model, tools=[*tools, *made.plugin.tools])
+        app = App(name=APP, root_agent=agent, plugins=[made.plugin])
+        runner = Runner(app=app, session_service=made.sessions)
+        found = None
+        if conversation is not None:
+            found = await made.sessions.get_session(
+                app_name=APP, user_id=USER, session_id=conversation
+            )
+        if found is None:  # ADK names a session it creates without an id itself
+            found = await made.sessions.create_session(
+                app_name=APP, user_id=USER, session_id=conversation
+            )
+        return model, runner, found.id
+
+    async def _ask(self, runner: Any, session: str, text: str) -> list[Any]:
+        from google_adk_scripted import USER, user
+
+        responses = []
+        async for event in runner.run_async(
+            user_id=USER, session_id=session, new_message=user(text)
+        ):
+            for part in event.content.parts if event.content is not None else []:
+                if part.function_response is not None:
+                    responses.append(part.function_response)
+        return responses
+
+    @contextlib.contextmanager
+    def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
+        made = self.make(workspace)
+        made.gate = threading.Event()
+        done: list[Outcome] = []
+        runner = threading.Thread(
+            target=lambda: done.append(
+                self.converse(made, conversation, [Turn("wait", tool_output="slow")])
+            )
+        )
+        runner.start()
+        try:
+            assert made.entered.wait(60), "the run never reached its tool"
+            yield
+        finally:
+            made.gate.set()
+            runner.join(60)
+        assert done and done[0].session == conversation
+
+    def grep(self, made: _Made, conversation: str, pattern: str) -> str:
+        """The agent's own call of Grep, in a run of the conversation."""
+        from google_adk_scripted import call, say
+
+        async def run() -> str:
+            replies = [call("Grep", {"pattern": pattern}, "call_grep"), say("found")]
+            _, runner, session = await self._runner(made, conversation, replies, [])
+            (response,) = await self._ask(runner, session, "grep it")
+            assert response.name == "Grep"
+            return str((response.response or {}).get("result", ""))
+
+        return asyncio.run(run())
+
+    def reopen(self, made: _Made, workspace: Any) -> _Made:
+        again = self.make(workspace)
+        again.sessions = made.sessions  # the sessions ADK kept (its session service)
+        return again
+
+
+def _wire(request: Any) -> list[str]:
+    """What a request carried: its instruction, then each content's JSON."""
+    instruction = str(request.config.system_instruction or "")
+    contents = [
+        json.dumps(content.model_dump(mode="json", exclude_none=True), sort_keys=True)
+        for content in request.contents
+    ]
+    return [instruction, *contents]
+
+
+DRIVER = GoogleAdkDriver()
