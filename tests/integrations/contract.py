@@ -166,6 +166,7 @@ DRIVERS: list[str] = [
     "deepagents",
     "google_adk",
     "langchain",
+    "llama_index",
     "mcp_proxy",
     "pydantic_ai",
     "strands",

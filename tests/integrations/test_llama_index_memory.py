@@ -274,3 +274,16 @@ def test_memory_blocks_and_paths_are_refused_at_construction(tmp_path: Path) -> 
         )
     with pytest.raises(ConfigError, match=r"LocalWorkspace\('ws'\)"):
         OffloadingMemory.from_defaults("ws")  # type: ignore[arg-type]
+
+
+def test_the_read_back_tools_become_openai_schemas_with_their_arguments_described(
+    tmp_path: Path,
+) -> None:
+    # LlamaIndex refuses a description over 1024 characters when it makes a tool's schema
+    # (OpenAI's limit), as its OpenAI LLM does for every call: each tool must pass.
+    memory = OffloadingMemory(LocalWorkspace(tmp_path / "ws"), memory=True)
+    schemas = {tool.metadata.name: tool.metadata.to_openai_tool() for tool in memory.tools}
+    assert set(schemas) == {"Read", "Grep", "Glob", "retrieve_offloaded_content", "memory"}
+    grep = schemas["Grep"]["function"]
+    assert grep["description"].startswith("Search files in the workspace")
+    assert grep["parameters"]["properties"]["pattern"]["description"]

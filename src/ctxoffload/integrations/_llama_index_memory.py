@@ -22,6 +22,7 @@ from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns
+from ..agent import as_tool
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
@@ -43,6 +44,9 @@ try:
     _tools: Any = importlib.import_module("llama_index.core.tools")
     _types: Any = importlib.import_module("llama_index.core.base.llms.types")
     _PrivateAttr: Any = importlib.import_module("llama_index.core.bridge.pydantic").PrivateAttr
+    _create_schema: Any = importlib.import_module(
+        "llama_index.core.tools.utils"
+    ).create_schema_from_function
 except ImportError as exc:  # pragma: no cover - exercised where LlamaIndex is absent
     raise ConfigError(INSTALL_HINT) from exc
 
@@ -113,6 +117,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
     _mirror: Any = _PrivateAttr(default=None)
     _pending: Any = _PrivateAttr(default=None)
     _tools: Any = _PrivateAttr(default=None)
+    _schemas: Any = _PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -150,11 +155,14 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         self._runs = HostRuns(checked, _DOOR)
         self._writer = uuid.uuid4().hex
         self._tools = [
-            _tools.FunctionTool.from_defaults(async_fn=function)
+            _as_function_tool(function)
             for function in reading_functions(
                 checked, max_output_chars, memory=memory, session_id=self._session
             )
         ]
+        # The schemas of the tools this memory gave the agent: every step sends them, so they
+        # count against the window.
+        self._schemas = [tool.metadata.to_openai_tool() for tool in self._tools]
 
     @classmethod
     def from_defaults(
@@ -235,7 +243,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
     async def aget(self, input: Any = None, **block_kwargs: Any) -> list[Any]:
         """The projection of the history: what the agent reads before a step."""
         await self._ready()
-        projected = await self._projector.project(self._mirror.msgs)
+        projected = await self._projector.project(self._mirror.msgs, tools=self._schemas)
         return _back(projected, self._mirror.by_id)
 
     # -- writing ------------------------------------------------------------------------------
@@ -283,7 +291,9 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         A `FunctionTool` stays one (LlamaIndex still gives it the workflow's `Context` where
         it asks for one); any other tool is wrapped as an `AsyncBaseTool`.
         """
-        return [self._offloading(tool) for tool in tools]
+        wrapped = [self._offloading(tool) for tool in tools]
+        self._schemas.extend(tool.metadata.to_openai_tool() for tool in wrapped)
+        return wrapped
 
     def _offloading(self, tool: Any) -> Any:
         if not isinstance(tool, _tools.types.BaseTool):
@@ -415,6 +425,34 @@ class _OffloadingTool(_tools.types.AsyncBaseTool):  # type: ignore[misc]
 _DOOR = DOORS["llama-index"]
 _AGENT = _DOOR.name
 """Who the events of the memory's tools are written by."""
+
+
+_DESCRIPTION_CHARS = 1024
+"""The longest tool description LlamaIndex sends (OpenAI's limit for a function's, which
+LlamaIndex enforces for every tool it turns into a schema)."""
+
+
+def _as_function_tool(function: Callable[..., Any]) -> Any:
+    """A read-back tool as a LlamaIndex `FunctionTool`: its arguments described in the schema
+    (LlamaIndex reads only `name (type): ...` from a docstring), and its description whole
+    lines of the docstring's text up to `_DESCRIPTION_CHARS`."""
+    described = as_tool(function)
+    arguments = described.parameters.get("properties", {})
+    schema = _create_schema(
+        described.name,
+        function,
+        param_descriptions={
+            name: str(spec.get("description", "")) for name, spec in arguments.items()
+        },
+    )
+    kept: list[str] = []
+    for line in described.description.splitlines():
+        if sum(len(k) + 1 for k in kept) + len(line) > _DESCRIPTION_CHARS:
+            break
+        kept.append(line)
+    return _tools.FunctionTool.from_defaults(
+        async_fn=function, description="\n".join(kept).strip(), fn_schema=schema
+    )
 
 
 def _digest_id(name: str, text: str) -> str:

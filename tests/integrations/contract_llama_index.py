@@ -1,0 +1,142 @@
+"""The contract's driver for LlamaIndex's `FunctionAgent` with an `OffloadingMemory` per
+conversation (LlamaIndex's `MockFunctionCallingLLM`, scripted: offline; its chats in a
+SQLite file beside the workspace)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from contract import DoorDriver, Outcome, Turn
+
+from ctxoffload import ContextConfig
+
+CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+
+
+class _Made:
+    """The workspace, the memory of each conversation (LlamaIndex's door is the memory),
+    where their chats are kept, and a gate a live run's tool waits at."""
+
+    def __init__(self, workspace: Any, first: Any) -> None:
+        self.workspace = workspace
+        self.memories: dict[str, Any] = {}
+        self.first = first  # the memory built to check the workspace, used by a run without id
+        self.chats = Path(workspace.workdir).parent / f"{Path(workspace.workdir).name}-chats.db"
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+
+
+class LlamaIndexDriver(DoorDriver):
+    door = "llama-index"
+    module = "llama_index.core"
+    extra = "llama_index"
+
+    def make(self, workspace: Any) -> _Made:
+        from ctxoffload.integrations.llama_index import OffloadingMemory
+
+        first = OffloadingMemory(workspace, config=CONFIG)
+        return _Made(workspace, first)
+
+    def _memory(self, made: _Made, conversation: str | None) -> Any:
+        from llama_index_scripted import chat_store
+
+        from ctxoffload.integrations.llama_index import OffloadingMemory
+
+        if conversation is None:  # a memory given no session_id: a new conversation each
+            memory, made.first = made.first, None
+            if memory is None:
+                memory = OffloadingMemory(made.workspace, config=CONFIG)
+            return memory
+        memory = made.memories.get(conversation)
+        if memory is None:
+            memory = made.memories[conversation] = OffloadingMemory.from_defaults(
+                made.workspace,
+                session_id=conversation,
+                config=CONFIG,
+                chat_store=chat_store(made.chats),
+            )
+        return memory
+
+    def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
+        from llama_index_scripted import host_warnings_ignored
+
+        with host_warnings_ignored():
+            return asyncio.run(self._converse(made, conversation, turns))
+
+    async def _converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
+        from contract import call_id
+        from llama_index.core.agent.workflow import FunctionAgent
+        from llama_index_scripted import Scripted, call, say, wire
+
+        replies: list[Any] = []
+        outputs: list[str] = []
+        for number, turn in enumerate(turns):
+            if turn.tool_output is not None:
+                replies.append(call("fetch", {}, call_id(turn)))
+                outputs.append(turn.tool_output)
+            replies.append(say(f"answer {number}"))
+        gate, entered = made.gate, made.entered
+
+        async def fetch() -> str:
+            """Fetch the next output."""
+            if gate is not None:
+                entered.set()
+                await asyncio.to_thread(gate.wait, 30)
+            return outputs.pop(0)
+
+        memory = self._memory(made, conversation)
+        model = Scripted(*replies)
+        tools = [*memory.offload_tools([fetch]), *memory.tools]
+        agent = FunctionAgent(tools=tools, llm=model.llm, system_prompt="You fetch outputs.")
+        for turn in turns:
+            await agent.run(turn.user, memory=memory)
+        results = [m for m in await memory.aget_all() if m.role.value == "tool"]
+        return Outcome(
+            session=memory.session,
+            sent=[wire(messages) for messages in model.seen],
+            kept=str(results[-1].content) if results else "",
+        )
+
+    @contextlib.contextmanager
+    def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
+        made = self.make(workspace)
+        made.gate = threading.Event()
+        done: list[Outcome] = []
+        runner = threading.Thread(
+            target=lambda: done.append(
+                self.converse(made, conversation, [Turn("wait", tool_output="slow")])
+            )
+        )
+        runner.start()
+        try:
+            assert made.entered.wait(60), "the run never reached its tool"
+            yield
+        finally:
+            made.gate.set()
+            runner.join(60)
+        assert done and done[0].session == conversation
+        self._close(made)  # the application is done with the conversation's memory
+
+    def grep(self, made: _Made, conversation: str, pattern: str) -> str:
+        """The memory's Grep tool, called as a LlamaIndex agent calls a tool (`acall`)."""
+        (grep,) = [t for t in self._memory(made, conversation).tools if t.metadata.name == "Grep"]
+        return str(asyncio.run(grep.acall(pattern=pattern)).content)
+
+    def reopen(self, made: _Made, workspace: Any) -> _Made:
+        self._close(made)  # the old process has ended: its memories let their sessions go
+        return self.make(workspace)
+
+    def _close(self, made: _Made) -> None:
+        async def close() -> None:
+            for memory in made.memories.values():
+                await memory.aclose()
+
+        asyncio.run(close())
+
+
+DRIVER = LlamaIndexDriver()
