@@ -91,33 +91,32 @@ class GenaiHistory:
     `Msg` objects (what the projector needs to do O(new) work)."""
 
     def __init__(self) -> None:
-        # (content index, role, its payloads' identities) -> (the payloads, kept alive so that
-        # their ids are not reused, and the Msgs with the part index of each block).
-        self._read: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[tuple[Msg, list[int]]]]] = {}
+        # Content index -> what the content there said (`_said`) and its Msgs.
+        self._read: dict[int, tuple[tuple[Any, ...], list[Msg]]] = {}
+        # Msg id -> the index of the content it came from, and the part index of each block.
+        self._where: dict[str, tuple[int, list[int]]] = {}
 
     def read(self, contents: Sequence[Any]) -> GenaiRead:
         """The `Msg`s of `contents`, oldest first (the same objects for a content read before
         at the same position)."""
         msgs: list[Msg] = []
-        parts_of: dict[str, tuple[int, list[int]]] = {}
-        whole: list[list[Msg]] = []
-        seen: set[tuple[Any, ...]] = set()
         for index, content in enumerate(contents):
-            payloads = _payloads(content)
-            key = (index, content.role, *map(id, payloads))
-            known = self._read.get(key)
-            if known is None:
+            said = _said(content)
+            known = self._read.get(index)
+            # The copy ADK made shares its payloads with the session's event, so comparing
+            # the two is mostly comparing objects with themselves.
+            if known is None or known[0] != said:
                 previous = contents[index - 1] if index else None
-                known = (payloads, _read_content(index, content, previous))
-                self._read[key] = known
-            seen.add(key)
-            whole.append([msg for msg, _ in known[1]])
-            for msg, parts in known[1]:
-                parts_of[msg.id] = (index, parts)
-                msgs.append(msg)
-        if len(self._read) > 2 * len(seen) + 64:  # bounded: forget what the host dropped
-            self._read = {key: value for key, value in self._read.items() if key in seen}
-        return GenaiRead(msgs, contents, parts_of, whole)
+                read = _read_content(index, content, previous)
+                for msg, parts in read:
+                    self._where[msg.id] = (index, parts)
+                known = self._read[index] = (said, [msg for msg, _ in read])
+            msgs.extend(known[1])
+        if len(self._where) > 2 * len(msgs) + 64:  # bounded: forget what the host dropped
+            self._read = {i: v for i, v in self._read.items() if i < len(contents)}
+            ids = {msg.id for msg in msgs}
+            self._where = {id_: where for id_, where in self._where.items() if id_ in ids}
+        return GenaiRead(msgs, contents, self._where)
 
 
 class GenaiRead:
@@ -131,13 +130,11 @@ class GenaiRead:
         self,
         msgs: list[Msg],
         contents: Sequence[Any],
-        parts_of: dict[str, tuple[int, list[int]]],
-        whole: list[list[Msg]],
+        where: dict[str, tuple[int, list[int]]],
     ) -> None:
         self.msgs = msgs
         self._contents = contents
-        self._parts_of = parts_of
-        self._whole = whole
+        self._where = where
 
     def back(self, projected: Sequence[Msg]) -> list[Any]:
         """The contents for a projection of `msgs`: the original content wherever the
@@ -148,7 +145,7 @@ class GenaiRead:
         group: list[Msg] = []
         origin = -1
         for msg in [*projected, None]:
-            where = None if msg is None else self._parts_of.get(msg.id)
+            where = None if msg is None else self._where.get(msg.id)
             if group and (where is None or where[0] != origin):
                 out.append(self._content(origin, group))
                 group = []
@@ -164,16 +161,18 @@ class GenaiRead:
         return out
 
     def _content(self, origin: int, msgs: list[Msg]) -> Any:
+        """The content at `origin` for its `Msgs` as projected (`msgs`, in order)."""
         original = self._contents[origin]
-        whole = self._whole[origin]
+        previous = self._contents[origin - 1] if origin else None
+        whole = [msg for msg, _ in _read_content(origin, original, previous)]
         if len(msgs) == len(whole) and all(
-            m is w or m.content == w.content for m, w in zip(msgs, whole, strict=True)
+            m.content == w.content for m, w in zip(msgs, whole, strict=True)
         ):
             return original
         given = {msg.id: msg for msg in whole}
         parts: list[Any] = []
         for msg in msgs:
-            _, indices = self._parts_of[msg.id]
+            _, indices = self._where[msg.id]
             before = given[msg.id].content
             blocks = msg.content if isinstance(msg.content, list) else [TextBlock(text=msg.content)]
             for index, block, was in zip(indices, blocks, before, strict=True):
@@ -182,24 +181,9 @@ class GenaiRead:
         return original.model_copy(update={"parts": parts})
 
 
-_PART = object()
-
-
-def _payloads(content: Any) -> tuple[Any, ...]:
-    """What a content says, as objects ADK shares between the session's event and a
-    request's copy of it: each part's fields, and a call's or response's own (ADK copies those
-    to strip its ids)."""
-    out: list[Any] = []
-    for part in content.parts or ():
-        out.append(_PART)  # where a part begins (the part itself is a new copy per request)
-        for value in part.__dict__.values():
-            if value is None:
-                continue
-            if isinstance(value, (_types.FunctionCall, _types.FunctionResponse)):
-                out.extend(value.__dict__.values())
-            else:
-                out.append(value)
-    return tuple(out)
+def _said(content: Any) -> tuple[Any, ...]:
+    """What a content says: its role and each part's fields (equal for a copy of it)."""
+    return (content.role, *(tuple(part.__dict__.values()) for part in content.parts or ()))
 
 
 def _read_content(index: int, content: Any, previous: Any) -> list[tuple[Msg, list[int]]]:
