@@ -324,3 +324,39 @@ async def test_a_request_refused_as_over_the_window_makes_the_next_one_summarise
         await converse(runner, model, range(6, 7), "t")
     await converse(runner, model, range(7, 8), "t")
     assert "context.jsonl" in wire(model.seen[-1])[0]  # a summary stands for the older ones
+
+
+# ADK marks its events compaction experimental, with a warning at each use.
+@pytest.mark.filterwarnings(r"ignore:\[EXPERIMENTAL\]:UserWarning")
+async def test_adks_own_compaction_runs_beside_the_plugin(tmp_path: Path) -> None:
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.apps.app import EventsCompactionConfig
+    from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+
+    from ctxoffload import LocalWorkspace
+    from ctxoffload.integrations.google_adk import ContextOffloadPlugin
+
+    model = Scripted()
+    summaries = Scripted(replies=[say(f"ADK's summary {i}") for i in range(10)])
+    offload = ContextOffloadPlugin(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = LlmAgent(name="ops", model=model, tools=offload.tools)
+    compaction = EventsCompactionConfig(
+        compaction_interval=2, overlap_size=0, summarizer=LlmEventSummarizer(llm=summaries)
+    )
+    app = App(name="ops", root_agent=agent, plugins=[offload], events_compaction_config=compaction)
+    runner = Runner(app=app, session_service=InMemorySessionService())
+    session = await session_of(runner, "t")
+    for turn in range(6):
+        model.replies = [say(f"answer {turn}")]
+        await ask(runner, session, f"question {turn}")
+    assert "ADK's summary 0" in wire(model.seen[-1])[0]
+    shown = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "show", "t", "--workdir", str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown.count("· model call ·") == 6
