@@ -95,6 +95,8 @@ autodoc_mock_imports = [
     "langgraph",
     "deepagents",
     "pydantic_ai",
+    "google",
+    "llama_index",
 ]
 python_use_unqualified_type_names = True
 # The docstrings write code in single backticks, as in Markdown: show it as code.

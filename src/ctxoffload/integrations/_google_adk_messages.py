@@ -1,4 +1,4 @@
-"""Google ADK's `google.genai.types.Content` <-> ctxoffload `Msg`s.
+"""Google ADK's `google.genai.types.Content` <-> ctxoffload `Msg` objects.
 
 A `Content` is one turn: role "model" (text, thoughts, function calls) or "user" (text, media,
 function responses). It becomes one `Msg` per run of parts of one role: the model's parts an
@@ -53,18 +53,18 @@ except ImportError as exc:  # pragma: no cover - exercised where ADK is absent
 
 
 def from_genai(contents: Sequence[Any]) -> list[Msg]:
-    """ctxoffload messages for `google.genai.types.Content`s (an ADK `LlmRequest`'s
+    """ctxoffload messages for `google.genai.types.Content` objects (an ADK `LlmRequest`'s
     `contents`), oldest first.
 
     Returns:
-        The `Msg`s, each with the id `<content index>.<run>.<digest>` (the content it came
+        The `Msg` objects, each with the id `<content index>.<run>.<digest>` (the content it came
         from, and what it says).
     """
     return GenaiHistory().read(contents).msgs
 
 
 def to_genai(msgs: Sequence[Msg]) -> list[Any]:
-    """`google.genai.types.Content`s for ctxoffload messages: an assistant `Msg` a "model"
+    """`google.genai.types.Content` objects for ctxoffload messages: an assistant `Msg` a "model"
     content, any other a "user" one (a system `Msg` too: ADK keeps its instruction apart)."""
     return [
         _types.Content(role="model" if msg.role == "assistant" else "user", parts=_parts_of(msg))
@@ -83,7 +83,7 @@ def response_text(response: Any) -> str:
 
 
 class GenaiHistory:
-    """Reads the contents of ADK's requests as `Msg`s, each content once.
+    """Reads the contents of ADK's requests as `Msg` objects, each content once.
 
     ADK builds every request anew from the session's events, with shallow copies of their
     contents and parts: the payloads (a text, a call's arguments, a response) are the session's
@@ -97,7 +97,7 @@ class GenaiHistory:
         self._where: dict[str, tuple[int, list[int]]] = {}
 
     def read(self, contents: Sequence[Any]) -> GenaiRead:
-        """The `Msg`s of `contents`, oldest first (the same objects for a content read before
+        """The `Msg` objects of `contents`, oldest first (the same objects for a content read before
         at the same position)."""
         msgs: list[Msg] = []
         for index, content in enumerate(contents):
@@ -120,10 +120,10 @@ class GenaiHistory:
 
 
 class GenaiRead:
-    """The `Msg`s read of one request's contents, and the way back from a projection of them.
+    """The `Msg` objects read of one request's contents, and the way back from a projection of them.
 
     Attributes:
-        msgs: the `Msg`s, oldest first.
+        msgs: the `Msg` objects, oldest first.
     """
 
     def __init__(
@@ -187,7 +187,8 @@ def _said(content: Any) -> tuple[Any, ...]:
 
 
 def _read_content(index: int, content: Any, previous: Any) -> list[tuple[Msg, list[int]]]:
-    """The `Msg`s of the content at `index`, each with the part index of each of its blocks."""
+    """The `Msg` objects of the content at `index`, each with the part index of each of its
+    blocks."""
     model = content.role == "model"
     answered = _call_ids(index - 1, previous) if not model else {}
     runs: list[tuple[str, list[Block], list[int]]] = []

@@ -53,7 +53,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
       (`is_context_overflow`) makes the next request of the session summarised at once (an
       ADK plugin cannot send a request again).
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
-      `retrieve_offloaded_content` as ADK `FunctionTool`s, to read back what was offloaded;
+      `retrieve_offloaded_content` as ADK `FunctionTool` objects, to read back what was offloaded;
       with `memory=True`, the memory tool too (`memories/` of the workspace, every change an
       event of the session).
 

@@ -69,7 +69,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
     - `offload_tools(tools)` wraps an agent's tools so that a big output is stored whole
       (`sessions/<session>/tool_result-<tool>-<digest>.txt`) before it enters the run's
       steps; `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
-      `retrieve_offloaded_content` as LlamaIndex `FunctionTool`s; with `memory=True`, the
+      `retrieve_offloaded_content` as LlamaIndex `FunctionTool` objects; with `memory=True`, the
       memory tool too.
 
     The session is the memory's `session_id`, mapped by the one rule every door follows
@@ -235,7 +235,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
     @property
     def tools(self) -> list[Any]:
         """Read, Grep, Glob and the retrieval tool (and the memory tool), as LlamaIndex
-        `FunctionTool`s."""
+        `FunctionTool` objects."""
         return list(self._tools)
 
     # -- reading ------------------------------------------------------------------------------
@@ -492,7 +492,7 @@ def _with_output(output: Any, given: ToolResultBlock, kept: ToolResultBlock) -> 
 
 
 def _back(projected: Sequence[Msg], by_id: dict[str, tuple[Any, Msg]]) -> list[Any]:
-    """The `ChatMessage`s for a projection: the original wherever it kept a message as it
+    """The `ChatMessage` objects for a projection: the original wherever it kept a message as it
     was, a copy holding the cut text where it cut a tool message, new messages for a
     summary."""
     out: list[Any] = []

@@ -1,8 +1,8 @@
-"""LlamaIndex `ChatMessage`s <-> ctxoffload `Msg`s.
+"""LlamaIndex `ChatMessage` objects <-> ctxoffload `Msg` objects.
 
 One `ChatMessage` is one `Msg`: its role (LlamaIndex's "developer" a system message,
 "chatbot" and "model" an assistant's, "function" a tool's), its text and media blocks, the tool
-calls an assistant made (LlamaIndex's `ToolCallBlock`s, or OpenAI's `tool_calls` in
+calls an assistant made (LlamaIndex's `ToolCallBlock` blocks, or OpenAI's `tool_calls` in
 `additional_kwargs`, as the OpenAI integration keeps them), a tool message's result with the
 call id it answers (`additional_kwargs["tool_call_id"]`). A block ctxoffload has no block for
 (a citation, audio without a URL) is read as a short text naming it. The way back keeps the
@@ -53,7 +53,7 @@ _ROLES = {
 
 
 def from_llama_index(messages: Sequence[Any]) -> list[Msg]:
-    """ctxoffload messages for LlamaIndex `ChatMessage`s, one each, oldest first; each id is
+    """ctxoffload messages for LlamaIndex `ChatMessage` objects, one each, oldest first; each id is
     `<position>.0.<digest>` (where it came from, and what it says)."""
     return [read_message(position, message) for position, message in enumerate(messages)]
 
@@ -75,7 +75,7 @@ def read_message(position: int, message: Any) -> Msg:
 
 
 def to_llama_index(msgs: Sequence[Msg]) -> list[Any]:
-    """LlamaIndex `ChatMessage`s for ctxoffload messages (a summary, a message made anew):
+    """LlamaIndex `ChatMessage` objects for ctxoffload messages (a summary, a message made anew):
     text, media and tool calls as blocks, a tool result as a tool message naming its call."""
     out: list[Any] = []
     for msg in msgs:

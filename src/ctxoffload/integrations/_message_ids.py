@@ -1,5 +1,5 @@
-"""The ids of `Msg`s converted from a host whose messages have none (pydantic-ai's, ADK's
-`Content`s, ...): `<position>.<run>.<digest>`, the same in every process for the same
+"""The ids of `Msg` objects converted from a host whose messages have none (pydantic-ai's, ADK's
+`Content` objects, ...): `<position>.<run>.<digest>`, the same in every process for the same
 history, so a projection's decisions apply again after a restart."""
 
 from __future__ import annotations

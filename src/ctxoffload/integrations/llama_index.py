@@ -1,5 +1,5 @@
 """LlamaIndex: `OffloadingMemory`, a LlamaIndex `Memory` on a ctxoffload workspace, and the
-converters between LlamaIndex `ChatMessage`s and ctxoffload's messages.
+converters between LlamaIndex `ChatMessage` objects and ctxoffload's messages.
 
 The memory keeps every message of the conversation, gives the agent the projection of its
 history at each read (`ctxoffload.compression.Projector`: older turns as a summary past the
