@@ -30,20 +30,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bench_projection import SUMMARY  # a script's own folder is on its path
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
 from ctxoffload import ContextConfig, LocalWorkspace
 from ctxoffload.integrations.google_adk import ContextOffloadPlugin
 from ctxoffload.model import ScriptedModel
-
-SUMMARY = {
-    "task_overview": "debug the build",
-    "current_state": "reading logs",
-    "important_discoveries": "row 7 fails",
-    "next_steps": "fix row 7",
-    "context_to_preserve": "paths named above",
-}
 
 
 def events(n: int) -> list[types.Content]:

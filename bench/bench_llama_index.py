@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_projection import SUMMARY  # a script's own folder is on its path
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -36,14 +37,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from ctxoffload import ContextConfig, LocalWorkspace
 from ctxoffload.integrations.llama_index import OffloadingMemory
 from ctxoffload.model import ScriptedModel
-
-SUMMARY = {
-    "task_overview": "debug the build",
-    "current_state": "reading logs",
-    "important_discoveries": "row 7 fails",
-    "next_steps": "fix row 7",
-    "context_to_preserve": "paths named above",
-}
 
 
 def history(n: int) -> list[ChatMessage]:

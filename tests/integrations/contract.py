@@ -11,11 +11,13 @@ A new door proves itself here: write its driver, add it to `DRIVERS`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import importlib
 import os
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -109,6 +111,59 @@ class DoorDriver:
         the HOST saved of its conversations (its checkpointer, its message history): what a
         new process of the same application starts from."""
         return self.make(workspace)
+
+
+def scripted_turns(
+    turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
+) -> tuple[list[Any], list[str]]:
+    """What a driver's scripted model answers for `turns` (a call of the tool `fetch` with the
+    turn's call id where the turn has an output, then "answer N") and the outputs `fetch`
+    returns, in order; `call` and `say` make the host's own replies."""
+    replies: list[Any] = []
+    outputs: list[str] = []
+    for number, turn in enumerate(turns):
+        if turn.tool_output is not None:
+            replies.append(call("fetch", {}, call_id(turn)))
+            outputs.append(turn.tool_output)
+        replies.append(say(f"answer {number}"))
+    return replies, outputs
+
+
+class Gate:
+    """Where a live run's tool waits (`live_run`): `entered` once it is inside, until `open`."""
+
+    def __init__(self) -> None:
+        self.closed: threading.Event | None = None
+        self.entered = threading.Event()
+
+    def fetch(self, outputs: list[str]) -> Callable[[], Awaitable[str]]:
+        """The async tool `fetch`, returning `outputs` in order (waiting at the gate while it
+        is closed)."""
+
+        async def fetch() -> str:
+            """Fetch the next output."""
+            if self.closed is not None:
+                self.entered.set()
+                await asyncio.to_thread(self.closed.wait, 30)
+            return outputs.pop(0)
+
+        return fetch
+
+    @contextlib.contextmanager
+    def live(self, run: Callable[[], Outcome], conversation: str) -> Iterator[None]:
+        """`run` (one conversation, whose tool waits here) live on a thread of its own until
+        the block ends; then it finishes and must have written `conversation`."""
+        self.closed = threading.Event()
+        done: list[Outcome] = []
+        runner = threading.Thread(target=lambda: done.append(run()))
+        runner.start()
+        try:
+            assert self.entered.wait(60), "the run never reached its tool"
+            yield
+        finally:
+            self.closed.set()
+            runner.join(60)
+        assert done and done[0].session == conversation
 
 
 def skip_unless(driver: DoorDriver, promise: str) -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn, call_id
+from contract import DoorDriver, Gate, Outcome, Turn, scripted_turns
 
 from ctxoffload import ContextConfig, SessionBusyError
 from ctxoffload._disk.ids import session_id_for
@@ -19,7 +18,7 @@ CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
 
 
 class _Made:
-    """The plugin, the session service ADK keeps its sessions in, and a gate a live run's
+    """The plugin, the session service ADK keeps its sessions in, and the gate a live run's
     tool waits at."""
 
     def __init__(self, plugin: Any) -> None:
@@ -27,8 +26,7 @@ class _Made:
 
         self.plugin = plugin
         self.sessions = InMemorySessionService()
-        self.gate: threading.Event | None = None
-        self.entered = threading.Event()
+        self.gate = Gate()
 
 
 class GoogleAdkDriver(DoorDriver):
@@ -54,21 +52,8 @@ class GoogleAdkDriver(DoorDriver):
     async def _converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         from google_adk_scripted import call, say
 
-        replies: list[Any] = []
-        outputs: list[str] = []
-        for number, turn in enumerate(turns):
-            if turn.tool_output is not None:
-                replies.append(call("fetch", {}, call_id(turn)))
-                outputs.append(turn.tool_output)
-            replies.append(say(f"answer {number}"))
-        gate, entered = made.gate, made.entered
-
-        async def fetch() -> str:
-            """Fetch the next output."""
-            if gate is not None:
-                entered.set()
-                await asyncio.to_thread(gate.wait, 30)
-            return outputs.pop(0)
+        replies, outputs = scripted_turns(turns, call, say)
+        fetch = made.gate.fetch(outputs)
 
         model, runner, session = await self._runner(made, conversation, replies, [fetch])
         kept = ""
@@ -119,21 +104,9 @@ class GoogleAdkDriver(DoorDriver):
     @contextlib.contextmanager
     def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
         made = self.make(workspace)
-        made.gate = threading.Event()
-        done: list[Outcome] = []
-        runner = threading.Thread(
-            target=lambda: done.append(
-                self.converse(made, conversation, [Turn("wait", tool_output="slow")])
-            )
-        )
-        runner.start()
-        try:
-            assert made.entered.wait(60), "the run never reached its tool"
+        run = [Turn("wait", tool_output="slow")]
+        with made.gate.live(lambda: self.converse(made, conversation, run), conversation):
             yield
-        finally:
-            made.gate.set()
-            runner.join(60)
-        assert done and done[0].session == conversation
 
     def grep(self, made: _Made, conversation: str, pattern: str) -> str:
         """The agent's own call of Grep, in a run of the conversation."""

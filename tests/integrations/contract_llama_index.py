@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn
+from contract import DoorDriver, Gate, Outcome, Turn, scripted_turns
 
 from ctxoffload import ContextConfig
 
@@ -20,15 +19,14 @@ CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
 
 class _Made:
     """The workspace, the memory of each conversation (LlamaIndex's door is the memory),
-    where their chats are kept, and a gate a live run's tool waits at."""
+    where their chats are kept, and the gate a live run's tool waits at."""
 
     def __init__(self, workspace: Any, first: Any) -> None:
         self.workspace = workspace
         self.memories: dict[str, Any] = {}
         self.first = first  # the memory built to check the workspace, used by a run without id
         self.chats = Path(workspace.workdir).parent / f"{Path(workspace.workdir).name}-chats.db"
-        self.gate: threading.Event | None = None
-        self.entered = threading.Event()
+        self.gate = Gate()
 
 
 class LlamaIndexDriver(DoorDriver):
@@ -69,26 +67,11 @@ class LlamaIndexDriver(DoorDriver):
             return asyncio.run(self._converse(made, conversation, turns))
 
     async def _converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
-        from contract import call_id
         from llama_index.core.agent.workflow import FunctionAgent
         from llama_index_scripted import Scripted, call, say, wire
 
-        replies: list[Any] = []
-        outputs: list[str] = []
-        for number, turn in enumerate(turns):
-            if turn.tool_output is not None:
-                replies.append(call("fetch", {}, call_id(turn)))
-                outputs.append(turn.tool_output)
-            replies.append(say(f"answer {number}"))
-        gate, entered = made.gate, made.entered
-
-        async def fetch() -> str:
-            """Fetch the next output."""
-            if gate is not None:
-                entered.set()
-                await asyncio.to_thread(gate.wait, 30)
-            return outputs.pop(0)
-
+        replies, outputs = scripted_turns(turns, call, say)
+        fetch = made.gate.fetch(outputs)
         memory = self._memory(made, conversation)
         model = Scripted(*replies)
         tools = [*memory.offload_tools([fetch]), *memory.tools]
@@ -105,21 +88,9 @@ class LlamaIndexDriver(DoorDriver):
     @contextlib.contextmanager
     def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
         made = self.make(workspace)
-        made.gate = threading.Event()
-        done: list[Outcome] = []
-        runner = threading.Thread(
-            target=lambda: done.append(
-                self.converse(made, conversation, [Turn("wait", tool_output="slow")])
-            )
-        )
-        runner.start()
-        try:
-            assert made.entered.wait(60), "the run never reached its tool"
+        run = [Turn("wait", tool_output="slow")]
+        with made.gate.live(lambda: self.converse(made, conversation, run), conversation):
             yield
-        finally:
-            made.gate.set()
-            runner.join(60)
-        assert done and done[0].session == conversation
         self._close(made)  # the application is done with the conversation's memory
 
     def grep(self, made: _Made, conversation: str, pattern: str) -> str:
