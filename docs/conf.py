@@ -62,6 +62,9 @@ _EXTERNAL = [
     # ctxoffload's private core, named in a few signatures meant for the package's own
     # managers (`Compressor.event(record)`): shown, not linked, as it has no reference page.
     r"ctxoffload\._(disk|search|tokens)\..+",
+    # ... and a private module of a package, named by such a signature
+    # (`Compressor.whole_output() -> WholeOutput`).
+    r"ctxoffload\.compression\._stored_outputs\..+",
     # The standard library.
     r"(abc|argparse|asyncio|collections|concurrent|contextlib|dataclasses|datetime|enum|io|json"
     r"|logging|os|pathlib|re|subprocess|threading|types|typing|typing_extensions|weakref)\..+",
@@ -72,7 +75,7 @@ _EXTERNAL = [
     r"Field|FieldInfo|NoneType",
     # The frameworks and clients ctxoffload adapts to, imported only when used.
     r"(agentscope|strands|langchain|langchain_core|langgraph|deepagents|pydantic_ai|openai|obstore|re2"
-    r"|tiktoken|watchfiles|rich)\..+",
+    r"|tiktoken|watchfiles|rich|smolagents|haystack)\..+",
 ]
 nitpick_ignore_regex = [(r"py:.*", pattern) for pattern in _EXTERNAL]
 
@@ -95,6 +98,8 @@ autodoc_mock_imports = [
     "langgraph",
     "deepagents",
     "pydantic_ai",
+    "smolagents",
+    "haystack",
     "google",
     "llama_index",
 ]

@@ -29,8 +29,7 @@ from typing import Any
 
 from ctxoffload.cli._transcripts import load_transcript
 from ctxoffload.messages import Msg
-
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from helpers import CORPUS
 
 __all__ = ["CORPUS", "Call", "Thread", "threads"]
 

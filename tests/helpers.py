@@ -47,6 +47,68 @@ SUMMARY = summary_reply("scripted")
 """A summary model's answer, for a `ScriptedModel(default=SUMMARY)` that writes every summary."""
 
 
+def install_hint(extra: str) -> str:
+    """How a skipped test says to install what it needs: the command that works from a clone,
+    with the extra as pip finds it (`pydantic_ai` or `openai_agents`, as a host's tests and
+    `CTXOFFLOAD_REQUIRE_FRAMEWORKS` name it, is the extra `pydantic-ai`, `openai-agents`)."""
+    return f"pip install -e '.[{re.sub(r'[-_.]+', '-', extra).lower()}]'"
+
+
+# -- the transcript corpus ----------------------------------------------------------------------
+
+CORPUS = Path(
+    os.environ.get("CTXOFFLOAD_CORPUS")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+)
+"""The real agent transcripts some tests replay: `../shared/corpus/` beside the repository
+(CONTRIBUTING.md, "The corpus"), or the folder `CTXOFFLOAD_CORPUS` names. Used where it is,
+never copied."""
+
+
+def corpus_missing(name: str | None = None) -> str:
+    """The one reason a test that needs the corpus (or its file `name`) skips with."""
+    what = "the transcript corpus" if name is None else f"the corpus file {name}"
+    return f"{what} is not at {CORPUS} (CONTRIBUTING.md, 'The corpus', says where it comes from)"
+
+
+def corpus_files() -> list[Path]:
+    """The corpus's transcripts, sorted (SOURCES.md left out); none when it is missing."""
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.iterdir() if p.is_file() and p.suffix != ".md")
+
+
+def corpus_file(name: str) -> Path:
+    """A file of the corpus; the calling test skips, saying so, when it is not there."""
+    path = CORPUS / name
+    if not path.is_file():
+        import pytest
+
+        pytest.skip(corpus_missing(None if not CORPUS.is_dir() else name))
+    return path
+
+
+def corpus_cases(paths: Sequence[Path], width: int = 40) -> list[Any]:
+    """`paths` as the cases of a `parametrize`, each named by its file's stem (its first
+    `width` characters); a file that is missing skips with `corpus_missing`, and no paths at
+    all (the corpus is missing) make one case that does (an empty list would skip as pytest's
+    bare "got empty parameter set")."""
+    import pytest
+
+    if not paths:
+        return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=corpus_missing()))]
+    return [
+        pytest.param(
+            path,
+            id=path.name.split(".")[0][:width],
+            marks=()
+            if path.is_file()
+            else pytest.mark.skip(reason=corpus_missing(path.name if CORPUS.is_dir() else None)),
+        )
+        for path in paths
+    ]
+
+
 WHITESPACE_PADDING = (" ", "\t", "\u00a0", "\u3000")
 """Spaces, tabs, NBSP and U+3000: a megabyte of any of them overflowed tiktoken's stack."""
 

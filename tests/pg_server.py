@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import install_hint
+
 HOW_TO_RUN = (
     "no PostgreSQL server binaries (initdb, pg_ctl): install them (Debian: apt-get install "
     "postgresql) to run the PostgreSQL tests"
@@ -195,7 +197,7 @@ def start_or_skip() -> PostgresServer:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        missing = missing or "no psycopg: pip install 'ctxoffload[sql]' for the PostgreSQL tests"
+        missing = missing or f"no psycopg: {install_hint('sql')} for the PostgreSQL tests"
     if missing is not None:
         if required:
             pytest.fail(f"CI=true and {missing}")

@@ -6,7 +6,6 @@ import base64
 import copy
 import json
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -31,8 +30,7 @@ from ctxoffload import (
     to_msgs,
     to_openai,
 )
-
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from helpers import corpus_file, install_hint
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake image bytes").decode()
 WAV = base64.b64encode(b"RIFF fake wav").decode()
@@ -581,7 +579,7 @@ def test_to_msg_detects_openai_and_anthropic_dicts() -> None:
 
 
 def test_to_msg_reads_an_openai_sdk_message_as_the_sdk_sends_it() -> None:
-    chat = pytest.importorskip("openai.types.chat")
+    chat = pytest.importorskip("openai.types.chat", reason=f"no openai: {install_hint('openai')}")
     sdk_message = chat.ChatCompletionMessage.model_validate(
         {
             "role": "assistant",
@@ -873,15 +871,8 @@ def test_anthropic_round_trip_holds_for_generated_conversations(
 # --- real transcripts ------------------------------------------------------------------------
 
 
-def _corpus_file(name: str) -> Path:
-    path = CORPUS / name
-    if not path.is_file():
-        pytest.skip(f"agent-transcript corpus not present at {CORPUS}")
-    return path
-
-
 def test_openai_round_trip_of_a_real_mini_swe_agent_run() -> None:
-    path = _corpus_file("minisweagent-django__django-15629.traj.json")
+    path = corpus_file("minisweagent-django__django-15629.traj.json")
     messages = json.loads(path.read_text(encoding="utf-8"))["messages"]
     msgs = from_openai(messages)
     assert len(msgs) == len(messages)
@@ -889,7 +880,7 @@ def test_openai_round_trip_of_a_real_mini_swe_agent_run() -> None:
 
 
 def test_anthropic_round_trip_of_a_real_claude_code_session() -> None:
-    path = _corpus_file("claudecode-agentcmd-full-session-two.jsonl")
+    path = corpus_file("claudecode-agentcmd-full-session-two.jsonl")
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     messages = [r["message"] for r in records if r.get("type") in ("user", "assistant")]
     msgs = from_anthropic(messages)

@@ -38,6 +38,8 @@ INTEGRATIONS = {
     "ctxoffload.integrations.pydantic_ai": "pydantic_ai",
     "ctxoffload.integrations.openai_agents": "openai_agents",
     "ctxoffload.integrations.claude": "claude",
+    "ctxoffload.integrations.smolagents": "smolagents",
+    "ctxoffload.integrations.haystack": "haystack",
     "ctxoffload.integrations.google_adk": "google.adk",
     "ctxoffload.integrations.llama_index": "llama_index.core",
 }
@@ -311,7 +313,7 @@ FACE_BUDGET = {
     "ctxoffload.compression": 44,  # + Projector (issue 44)
     "ctxoffload.formats": 10,
     "ctxoffload.readback": 11,  # + memory_tool (issue 46)
-    "ctxoffload.workspace": 27,  # + SqlWorkspace (issue 48), request_compaction (issue 47)
+    "ctxoffload.workspace": 28,  # + SqlWorkspace (48), request_compaction (47), HistoryLog (56)
 }
 
 

@@ -409,3 +409,69 @@ def test_ctxoffloads_own_overflow_counts_and_its_model_error_does_not() -> None:
 def test_a_call_of_neither_form_is_a_type_error(call: Any) -> None:
     with pytest.raises(TypeError, match=r"is_context_overflow\(status, body\)"):
         call()
+
+
+def _nested(levels: int, inner: Any) -> Any:
+    """`inner` under `levels` objects of a gateway that wraps each upstream error in its own
+    `{"error": ...}`, as `json.loads` gives it."""
+    body = inner
+    for _ in range(levels):
+        body = {"error": body, "type": "upstream_error"}
+    return body
+
+
+@pytest.mark.parametrize("levels", [350, 5_000])
+def test_an_error_body_nested_hundreds_deep_is_answered(levels: int) -> None:
+    # json.loads of a gateway's deep JSON: the walk recursed, and RecursionError went into
+    # the host's error path instead of an answer.
+    import json
+
+    text = json.dumps(_nested(min(levels, 350), {"message": "prompt is too long: 9 > 8"}))
+    assert is_context_overflow(400, json.loads(text))
+    assert is_context_overflow(400, _nested(levels, {"message": "prompt is too long"}))
+    assert not is_context_overflow(400, _nested(levels, {"message": "bad key"}))
+    assert not is_context_overflow(429, _nested(levels, {"message": "prompt is too long"}))
+
+
+def test_an_error_body_that_holds_itself_is_answered() -> None:
+    body: dict[str, Any] = {"message": "prompt is too long"}
+    body["cause"] = body
+    listed: list[Any] = ["input is too long"]
+    listed.append(listed)
+    assert is_context_overflow(400, body)
+    assert is_context_overflow(None, listed)
+    unrelated: dict[str, Any] = {"message": "bad key"}
+    unrelated["cause"] = [unrelated]
+    assert not is_context_overflow(400, unrelated)
+
+
+def test_an_error_body_sharing_its_parts_is_read_once_each() -> None:
+    # Each level holds the one below twice: 2**200 paths through 200 objects. Walked path by
+    # path it never ends; each object is read once.
+    body: Any = {"message": "bad gateway"}
+    for _ in range(200):
+        body = [body, body]
+    assert not is_context_overflow(400, body)
+    assert is_context_overflow(400, [body, "prompt is too long"])
+
+
+def test_an_exception_whose_text_nests_too_deeply_is_answered() -> None:
+    # str() of an exception holding a deep list recurses in repr; the SDK attributes still
+    # decide.
+    deep: Any = "x"
+    for _ in range(5_000):
+        deep = [deep]
+    error = ValueError(deep)
+    assert not is_context_overflow(error)
+    error.status_code = 400  # type: ignore[attr-defined]
+    error.body = _nested(5_000, {"code": "context_length_exceeded"})  # type: ignore[attr-defined]
+    assert is_context_overflow(error)
+
+
+def test_an_error_body_whose_str_raises_is_answered() -> None:
+    class Broken:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    assert not is_context_overflow(400, Broken())
+    assert is_context_overflow(400, [Broken(), "prompt is too long"])

@@ -22,7 +22,7 @@ from ctxoffload.tokens import (
     family_of,
     get_token_counter,
 )
-from helpers import summary_reply
+from helpers import corpus_missing, summary_reply
 
 TEXT = "2026-11-20T03:42:00.118Z ERROR export-worker-7 order_id=ORD-58213 disk quota exceeded"
 
@@ -116,7 +116,7 @@ def test_a_ratio_below_one_is_refused() -> None:
         CalibratedCounter(TiktokenCounter(), float("nan"), family="claude")
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no corpus at {CORPUS}")
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=corpus_missing())
 def test_the_claude_counter_never_counts_less_than_claude_did_on_the_corpus() -> None:
     """Every model call of the corpus's Claude Code transcripts (main agents and subagents):
     the Claude counter's count of the messages, plus Claude Code's system prompt and tools

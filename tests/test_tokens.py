@@ -42,7 +42,7 @@ from ctxoffload.tokens import (
     TiktokenCounter,
     encoding_for_model,
 )
-from helpers import WHITESPACE_PADDING, padded_report, tokenized_ids
+from helpers import WHITESPACE_PADDING, corpus_files, corpus_missing, padded_report, tokenized_ids
 
 SAMPLES = [
     "hello world",
@@ -864,11 +864,11 @@ def test_a_whitespace_run_counts_within_a_token_a_piece_of_the_exact_count() -> 
 
 
 def _corpus_strings() -> list[str]:
-    from pathlib import Path
 
     strings: list[str] = []
-    corpus = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-    for path in sorted(corpus.glob("*.json*")):
+    for path in corpus_files():
+        if ".json" not in path.name:
+            continue
         raw = path.read_text(encoding="utf-8", errors="replace")
         strings.append(raw)
         for line in raw.splitlines():
@@ -892,7 +892,7 @@ def test_the_fast_counter_counts_the_corpus_as_tiktoken_does() -> None:
     assert fast.source.startswith("rs-bpe"), "the test extra installs rs-bpe"
     strings = _corpus_strings()
     if len(strings) < 100:
-        pytest.skip("the corpus (../shared/corpus) is not here")
+        pytest.skip(corpus_missing())
     encoding = reference._encoding
     differ = [s[:80] for s in strings if fast._count(s) != len(encoding.encode_ordinary(s))]
     assert differ == [], f"{len(differ)} of {len(strings)} strings counted otherwise"

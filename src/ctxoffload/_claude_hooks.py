@@ -22,14 +22,14 @@ import errno
 import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ._depth import TooDeep, load_json
 from ._disk.events import EventKind
 from ._disk.ids import session_id_for
 from ._disk.layout import MARK
 from ._disk.paths import READ_FLAGS, verify_file
-from ._disk.wording import plural
+from ._disk.wording import plural, spans_text
 from .exceptions import InvalidContent, OffloadError
 
 TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
@@ -387,7 +387,7 @@ async def pre_compact(
         raise OffloadError(f"could not append the transcript's messages: {persisted.failure}")
     segment = leaving[0].id if leaving else ""
     earlier = _earlier_index(await _last_compaction(workspace, session), segment)
-    note = _compaction_note(len(messages), persisted.reference, persisted.lines)
+    note = _compaction_note(len(messages), persisted.reference, persisted.spans)
     note, fidelity = await compressor.index_note(
         note, leaving, persisted, earlier=earlier, summary_text="", kept=[]
     )
@@ -423,12 +423,12 @@ def _earlier_index(last: dict[str, Any] | None, segment: str) -> dict[str, Any]:
     return mark if isinstance(mark, dict) else {}
 
 
-def _compaction_note(messages: int, reference: str | None, lines: list[int] | None) -> Msg:
-    """What the context after the compaction is told of where the history went (the index of
-    its artifacts follows it)."""
+def _compaction_note(messages: int, reference: str | None, spans: Sequence[tuple[int, int]]) -> Msg:
+    """What the context after the compaction is told of where the history went, exactly the
+    lines that hold it (the index of its artifacts follows it)."""
     from .messages import Msg
 
-    where = f" (lines {lines[0]}-{lines[1]})" if lines else ""
+    where = f" (lines {spans_text(spans)})" if spans else ""
     text = (
         f"[Claude Code compacted this conversation. {plural(messages, 'message')} of it, "
         f"the summarised part included, are kept whole in {reference}{where}, one JSON "

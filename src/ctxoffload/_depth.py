@@ -4,23 +4,34 @@ Python's `json`, `repr` and pydantic's serialiser all recurse: 255 levels stop p
 about 1,000 stop `json.dumps`, and past that a `RecursionError` escapes. ctxoffload checks
 depth itself, without recursion, so that a value nested too deeply (or one that contains
 itself) is refused with a clear error at the edge, never a `RecursionError` in the middle.
+
+The one home of every "too deep" rule: the limits, the check of a value (`too_deep`), of
+JSON text (`load_json`, which a tool call's arguments, a log line, a transcript and a
+configuration file are all read with), the JSON text of a value handed over from outside
+at any depth (`json_text`, for counting, rendering and the wire formats), and the error
+that names what was refused (`depth_error`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 TYPE_CHECKING = False  # `typing` and pydantic cost every command's start-up: the reader uses this
 if TYPE_CHECKING:
     from typing import Any
+
+    from .exceptions import InvalidContent
 
 __all__ = [
     "MAX_DEPTH",
     "READ_DEPTH",
     "STORE_DEPTH",
     "TooDeep",
+    "copied",
+    "depth_error",
+    "json_text",
     "load_json",
     "text_form",
     "too_deep",
@@ -49,6 +60,9 @@ def _model_class() -> Any:
     return None if pydantic is None else pydantic.BaseModel
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None), bytes})
+
+
 def _children(value: Any, model: Any = None) -> Iterable[Any] | None:
     if isinstance(value, Mapping):
         return value.values()
@@ -66,28 +80,50 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     path over the limit, so a cycle or a very deep value costs at most `limit` steps down.
     """
     model = _model_class()
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    # One iterator per level of the path walked: the path's depth is the stack's height.
+    stack: list[Iterator[Any]] = [iter((value,))]
     while stack:
-        item, parent_depth = stack.pop()
-        children = _children(item, model)
-        if children is None:
-            continue
-        depth = parent_depth + 1
-        if depth > limit:
-            return True
-        stack.extend((child, depth) for child in children)
+        for item in stack[-1]:
+            kind = type(item)
+            if kind in _LEAVES:
+                continue  # most values: told apart by identity, the cheapest test
+            children = (
+                item.values() if kind is dict else item if kind is list else _children(item, model)
+            )
+            if children is None:
+                continue
+            if len(stack) > limit:
+                return True
+            stack.append(iter(children))
+            break
+        else:
+            stack.pop()
     return False
+
+
+def depth_error(where: str, limit: int = MAX_DEPTH) -> InvalidContent:
+    """The error for content nested deeper than `limit` levels (or containing itself),
+    naming it by `where` (its first 80 characters)."""
+    from .exceptions import InvalidContent
+
+    shown = where if len(where) <= 80 else where[:80] + "..."
+    return InvalidContent(
+        f"{shown} is nested deeper than {limit} levels (or contains itself): flatten it, "
+        "or pass deeply nested data as JSON text"
+    )
 
 
 class TooDeep(ValueError):
     """JSON nested more levels deep than `load_json` reads."""
 
 
-def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
-    """`json.loads(raw)`, refusing a value nested more than `limit` levels deep.
+def load_json(raw: str | bytes, limit: int = READ_DEPTH, **options: Any) -> Any:
+    """`json.loads(raw, **options)`, refusing a value nested more than `limit` levels deep.
 
-    The one rule for JSON read from a workspace or given to a command: a value deeper than any
-    the workspace writes is refused as a bad value, like text that is not JSON, instead of
+    The one rule for JSON text from outside: a log line or state.json read from a workspace,
+    a transcript or a configuration given to a command (`READ_DEPTH`, deeper than any the
+    workspace writes), the arguments of a tool call a model wrote (`MAX_DEPTH`). A value
+    deeper than `limit` is refused as a bad value, like text that is not JSON, instead of
     reaching code that walks it (or the parser's own RecursionError escaping).
 
     Raises:
@@ -95,7 +131,7 @@ def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
         ValueError: not JSON.
     """
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, **options)
     except RecursionError:
         raise TooDeep(f"nested more than {limit} levels deep") from None
     # Only a text with more brackets than the limit can be that deep: counting them is a
@@ -104,6 +140,55 @@ def load_json(raw: str | bytes, limit: int = READ_DEPTH) -> Any:
     if raw.count(opening[0]) + raw.count(opening[1]) > limit and too_deep(value, limit):  # type: ignore[arg-type]
         raise TooDeep(f"nested more than {limit} levels deep")
     return value
+
+
+def json_text(
+    value: Any,
+    encode: Callable[[Any], str] | None = None,
+    *,
+    exact: bool = False,
+    **options: Any,
+) -> str:
+    """`json.dumps(value, **options)` (or `encode(value)`, a prebuilt encoder's), at any depth:
+    the JSON text of a value a host, a tool or a model handed over, never a RecursionError.
+
+    A value nested deeper than `json` recurses is written by `text_form`: the same values,
+    compact and unescaped, whatever `options` asked. A value JSON has no true text for (one
+    that holds itself, an int past Python's digit limit, a set) is written by `text_form` too
+    (`"<cycle>"`, hex, its repr) for counting and showing; with `exact`, for a wire format
+    that must send the value itself, it raises what `json` raises.
+
+    What nests too deeply was refused at the edge where ctxoffload could (`load_json`,
+    `too_deep`); a value built in Python and handed over whole (a host's `Msg` whose tool
+    call input it parsed itself) is still counted, shown and sent, not raised on.
+
+    Raises:
+        TypeError: with `exact`, a value JSON has no form for.
+        ValueError: with `exact`, a value that holds itself or an int too long to write.
+    """
+    try:
+        return encode(value) if encode is not None else json.dumps(value, **options)
+    except RecursionError:
+        pass
+    except (TypeError, ValueError):  # a set; "Circular reference detected"; too many digits
+        if exact:
+            raise
+    return text_form(value, exact=exact)
+
+
+def copied(value: Any, where: str, limit: int = MAX_DEPTH) -> Any:
+    """`copy.deepcopy(value)`, for a wire format that needs the value itself (an Anthropic or
+    Converse tool input): one nested past what copying can walk is refused, naming it.
+
+    Raises:
+        InvalidContent: `value` nests too deeply to copy (`depth_error(where, limit)`).
+    """
+    import copy
+
+    try:
+        return copy.deepcopy(value)
+    except RecursionError:  # only a value handed over whole, never one ctxoffload read
+        raise depth_error(where, limit) from None
 
 
 class _Emit(str):
@@ -117,29 +202,38 @@ class _Leave:
         self.key = key
 
 
-def _leaf(value: Any) -> str:
+def _leaf(value: Any, exact: bool = False) -> str:
     if isinstance(value, str) or value is None or isinstance(value, (bool, float)):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, int):
         try:
             return str(value)
         except ValueError:  # over sys.get_int_max_str_digits(); hex has no such limit
+            if exact:
+                raise
             return json.dumps(hex(value))
+    if exact:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
     try:
         return json.dumps(repr(value), ensure_ascii=False)
     except Exception as exc:
         return json.dumps(f"<{type(value).__name__} whose repr raised {type(exc).__name__}>")
 
 
-def text_form(value: Any) -> str:
+def text_form(value: Any, *, exact: bool = False) -> str:
     """`value` as compact JSON text, at any depth, for the record of what could not be stored.
 
     JSON values come out as `json.dumps(value, separators=(",", ":"))` would write them;
     a pydantic model as the object of its fields; anything else as the JSON string of its
     `repr` (or a note naming its type when even that fails); an int too long for `str` in
-    hex; a container inside itself as `"<cycle>"`. Never raises, never recurses.
+    hex; a container inside itself as `"<cycle>"`. Never recurses; never raises unless
+    `exact` (JSON values only, as `json.dumps` takes them).
+
+    Raises:
+        TypeError: with `exact`, a value that is not a JSON value (a model included).
+        ValueError: with `exact`, a container inside itself, an int too long to write.
     """
-    model = _model_class()
+    model = _model_class() if not exact else None
     out: list[str] = []
     open_ids: set[int] = set()
     stack: list[Any] = [value]
@@ -161,9 +255,11 @@ def text_form(value: Any) -> str:
             pairs = [(None, v) for v in item]
             opening, closing = "[", "]"
         else:
-            out.append(_leaf(item))
+            out.append(_leaf(item, exact))
             continue
         if key in open_ids:
+            if exact:
+                raise ValueError("Circular reference detected")
             out.append('"<cycle>"')
             continue
         open_ids.add(key)
@@ -175,7 +271,7 @@ def text_form(value: Any) -> str:
             field, child = pairs[i]
             stack.append(child)
             if field is not None:
-                name = field if isinstance(field, str) else _leaf(field)
+                name = field if isinstance(field, str) else _leaf(field, exact)
                 stack.append(_Emit(json.dumps(name, ensure_ascii=False) + ":"))
             if i:
                 stack.append(_Emit(","))

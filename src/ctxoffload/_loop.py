@@ -38,6 +38,13 @@ class LoopThread:
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
+    def is_current(self) -> bool:
+        """Whether the caller runs on this object's loop (where `run` would wait forever)."""
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)

@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ._disk import events
-from ._disk.events import EventKind
+from ._disk.events import EventKind, is_event
 from ._disk.payloads import storable_message
-from ._disk.records import Event
+from ._disk.records import Event, is_count
 from .exceptions import InvalidContent
 from .messages import Base64Source, DataBlock, Msg, ToolResultBlock
 from .workspace import Offloader
@@ -110,7 +110,9 @@ class MessageLog:
         converting its history anew stamps afresh; a message that changed under its id is
         written again."""
         for event in earlier:
-            message = event.get("message") if event.get("kind") == EventKind.MESSAGE else None
+            if not is_event(event):
+                continue  # a line that is no event (`show` skips it too)
+            message = event.get("message") if event["kind"] == EventKind.MESSAGE else None
             if isinstance(message, dict) and isinstance(message.get("id"), str):
                 self._recorded[message["id"]] = _form(message)
 
@@ -153,3 +155,62 @@ def _form(value: Any) -> int:
     if isinstance(value, dict):
         value = {k: v for k, v in value.items() if k != "timestamp"}
     return hash(json.dumps(value, sort_keys=True, default=str))
+
+
+class ModelCalls:
+    """The model calls a door sees in one session, numbered over the session and each
+    recorded as the `Agent` records its own: every message not recorded yet in its form
+    (`MessageLog`), then a `model_call` event naming the messages in order, so `ctxoffload
+    show --step N` rebuilds what call N was sent. The one home of that numbering for the
+    projection engine and the doors that edit their host's history.
+
+    Args:
+        emit: writes one event record.
+        prepare: turns a message into the form stored (`InlinePayloads.moved_out`).
+    """
+
+    def __init__(
+        self,
+        emit: Callable[[Event], Awaitable[None]],
+        *,
+        prepare: Callable[[Msg], Awaitable[Msg]] | None = None,
+    ) -> None:
+        self._emit = emit
+        self._log = MessageLog(emit, prepare=prepare)
+        self.step = 0
+        self._attempt = 0
+        self._last_keys: list[str] | None = None
+
+    def remember(self, earlier: Iterable[Any]) -> None:
+        """Take what the session's record already holds (its events): its messages are not
+        written again, and the steps go on from its last `model_call`."""
+        earlier = list(earlier)
+        self._log.remember(earlier)
+        for event in earlier:
+            step = event.get("step")
+            if event.get("kind") == EventKind.MODEL_CALL and is_count(step):
+                self.step = max(self.step, step)
+
+    async def record(self, sent: list[Msg], *, keys: list[str] | None = None, **fields: Any) -> int:
+        """Record one call that was (or is about to be) sent `sent`; its step number.
+
+        Args:
+            sent: the messages the call was sent, in order.
+            keys: what makes the history this call was made for the same as the last one's
+                (a retry: the same step's next attempt); by default the ids of `sent`.
+            **fields: the rest of the `model_call` event (`tokens_counted`, `duration_ms`,
+                `outcome`, `summary`, `input_tokens`, ...).
+        """
+        keys = [m.id for m in sent] if keys is None else keys
+        if keys == self._last_keys:
+            self._attempt += 1
+        else:
+            self.step, self._attempt = self.step + 1, 1
+        self._last_keys = keys
+        await self._log.write(sent)
+        await self._emit(
+            events.ModelCall(
+                step=self.step, attempt=self._attempt, messages=[m.id for m in sent], **fields
+            )
+        )
+        return self.step

@@ -12,6 +12,7 @@ No SDK is imported: an exception is read by the attributes the openai and anthro
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from typing import TypeGuard, overload
@@ -100,7 +101,9 @@ def is_context_overflow(error_or_status: BaseException | int | None, *body: obje
     long", Gemini's "input token count ... exceeds the maximum"), Anthropic's "prompt is
     too long: N tokens > M maximum" and its 413 `request_too_large`. It is False for
     everything else, and always for a rate limit (429, or "tokens per minute" wording), a
-    server fault (5xx) and an auth or billing error (401, 402, 403).
+    server fault (5xx) and an auth or billing error (401, 402, 403). It answers for any
+    body, in bounded time and memory (see `error_text`): never a RecursionError, whatever
+    the nesting.
 
     An exception is read without importing any SDK: the class of ctxoffload's, LangChain's,
     LiteLLM's or Strands' overflow error (by name; any other `ModelError` of ctxoffload's is
@@ -131,8 +134,21 @@ def is_context_overflow(error_or_status: BaseException | int | None, *body: obje
     )
 
 
+_MOST_TEXT = 1 << 20
+"""Characters of an error body read: a provider's error is a few hundred; a gateway that
+echoes the whole prompt back is read no further than this."""
+
+_MOST_VALUES = 100_000
+"""Values of an error body visited (strings, numbers, objects, lists)."""
+
+
 def error_text(body: object) -> str:
     """All the strings of an error body, joined, so its code, type and message are all read.
+
+    The body is walked without recursion (a gateway's JSON may nest hundreds of levels), each
+    object once (one that holds itself, or shares its parts, is read once per object), and
+    no further than `_MOST_TEXT` characters and `_MOST_VALUES` values: any body costs
+    bounded time and memory, and a value whose `str()` raises reads as nothing.
 
     Args:
         body: a mapping, a list, a string, raw bytes, None or anything with a `str()`.
@@ -140,17 +156,42 @@ def error_text(body: object) -> str:
     Returns:
         The text, empty for None.
     """
-    if body is None:
+    parts: list[str] = []
+    size = 0
+    seen: set[int] = set()
+    stack: list[object] = [body]
+    visited = 0
+    while stack and size < _MOST_TEXT and visited < _MOST_VALUES:
+        value = stack.pop()
+        visited += 1
+        if isinstance(value, (Mapping, list, tuple)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            values = value.values() if isinstance(value, Mapping) else value
+            # Pushed in reverse, so the stack pops them in order.
+            stack.extend(reversed(list(itertools.islice(values, _MOST_VALUES))))
+            continue
+        text = _text_of(value)[: _MOST_TEXT - size]
+        if text:
+            parts.append(text)
+            size += len(text)
+    return " ".join(parts)
+
+
+def _text_of(value: object) -> str:
+    """One leaf of an error body as text: "" for None, or for a value whose `str()` raises
+    (a repr that recurses past the stack, a broken `__str__`)."""
+    if value is None:
         return ""
-    if isinstance(body, str):
-        return body
-    if isinstance(body, (bytes, bytearray)):
-        return bytes(body).decode("utf-8", errors="replace")
-    if isinstance(body, Mapping):
-        return " ".join(error_text(value) for value in body.values())
-    if isinstance(body, (list, tuple)):
-        return " ".join(error_text(item) for item in body)
-    return str(body)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value[:_MOST_TEXT]).decode("utf-8", errors="replace")
+    try:
+        return str(value)
+    except Exception:
+        return ""
 
 
 def _is_status(value: object) -> TypeGuard[int]:
@@ -167,7 +208,7 @@ def _exception_is_overflow(error: BaseException) -> bool:
         return isinstance(error, ContextOverflowError)
     return _says_overflow(
         _status_of(error),
-        [getattr(error, "body", None), getattr(error, "message", None), str(error)],
+        [getattr(error, "body", None), getattr(error, "message", None), error],
     )
 
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from ._disk.wording import spans_text
+
 __all__ = ["ContextRef"]
 
 
 class ContextRef(str):
-    """The reference (path) of a context log, plus the lines one append wrote there.
+    """The reference (path) of a context log, plus the lines the messages of one append are on.
 
     It *is* a `str` (the path), so code that only wants the path uses it as one; code that
-    wants the span reads `first_line` / `last_line` (1-based, inclusive, physical lines of
-    the file, so `sed -n 'FIRST,LASTp' PATH` or `Read(path, offset=FIRST)` shows them).
+    wants the lines reads `spans` (or `line_span`, the same as text): 1-based, inclusive,
+    physical lines of the file, so `sed -n 'FIRST,LASTp' PATH` or `Read(path, offset=FIRST)`
+    shows each run. `first_line` and `last_line` bound them: they are the lines of the
+    messages exactly when `spans` is one run, which it is unless some messages were in the
+    log already (an append repeated after a crash, with another split) at lines apart from
+    the rest.
     """
 
     first_line: int
@@ -38,10 +44,11 @@ class ContextRef(str):
 
     @property
     def line_span(self) -> str:
-        """The span as text, `"12-40"`, or a single number when one line was written."""
-        if self.first_line == self.last_line:
-            return str(self.first_line)
-        return f"{self.first_line}-{self.last_line}"
+        """The lines of the append's messages as text, such as `"12-40"`, a single number
+        for one line, or `"1-12, 14-17"` when they are on lines apart (never the span from
+        the first to the last over lines that hold other messages); `""` when nothing was
+        written."""
+        return spans_text(self.spans)
 
     def __reduce__(
         self,

@@ -31,13 +31,12 @@ from __future__ import annotations
 import abc
 import contextlib
 import functools
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from html import escape
 from typing import Any
 
-from ._depth import load_json
+from ._depth import json_text, load_json
 
 __all__ = [
     "CLEARED_MARK",
@@ -342,7 +341,7 @@ def _converse_parts(block: Mapping[str, Any]) -> Iterator[tuple[Any, ...]]:
     elif key == "reasoningContent":
         yield ("thinking", _get(_get(body, "reasoningText") or {}, "text") or "")
     elif key == "json":
-        yield ("text", json.dumps(body, ensure_ascii=False))
+        yield ("text", json_text(body, ensure_ascii=False))
     elif key in ("image", "document"):
         yield ("data", None, _get(body, "name"), _get(body, "format"), 0)
     else:
@@ -420,33 +419,63 @@ def _part_pieces(part: tuple[Any, ...], out: list[str]) -> None:
         _strings(part[1], out, None)
 
 
+def _leaves(
+    value: Any, key: Any, child_key: Callable[[Any, Any, bool], Any]
+) -> Iterator[tuple[Any, Any]]:
+    """Each leaf of `value` in order (an empty dict or list is one), with its key:
+    `child_key(parent_key, name_or_index, is_mapping)`. Walked without recursion, as a host's
+    value may nest thousands of levels deep; a dict or list met again inside itself is
+    passed over (a value shared by two fields is shown under both)."""
+    open_ids: set[int] = set()
+    stack: list[Any] = [(value, key)]
+    while stack:
+        entry = stack.pop()
+        if isinstance(entry, int):  # the end of a dict or list: it may appear again
+            open_ids.discard(entry)
+            continue
+        value, key = entry
+        if not isinstance(value, (Mapping, list)) or not value:
+            yield key, value
+            continue
+        if id(value) in open_ids:
+            continue
+        open_ids.add(id(value))
+        stack.append(id(value))
+        children = (
+            [(item, child_key(key, name, True)) for name, item in value.items()]
+            if isinstance(value, Mapping)
+            else [(item, child_key(key, index, False)) for index, item in enumerate(value)]
+        )
+        stack.extend(reversed(children))  # popped in order
+
+
+def _argument_key(key: str, name: Any, is_mapping: bool) -> str:
+    if not is_mapping:
+        return f"{key}[{name}]"
+    return f"{key}.{name}" if key else str(name)
+
+
 def _argument_pieces(value: Any, key: str, out: list[str]) -> None:
     """One line per leaf of a tool call's arguments: `  key.sub[0]: value` (a string value's
     later lines follow as they are)."""
-    if isinstance(value, Mapping) and value:
-        for name, item in value.items():
-            _argument_pieces(item, f"{key}.{name}" if key else str(name), out)
-    elif isinstance(value, list) and value:
-        for index, item in enumerate(value):
-            _argument_pieces(item, f"{key}[{index}]", out)
-    elif isinstance(value, str):
-        out.append(f"  {key}: {value}" if key else f"  {value}")
-    elif key or value not in (None, {}, []):
-        shown = json.dumps(value, ensure_ascii=False)
-        out.append(f"  {key}: {shown}" if key else f"  {shown}")
+    for path, leaf in _leaves(value, key, _argument_key):
+        if isinstance(leaf, str):
+            out.append(f"  {path}: {leaf}" if path else f"  {leaf}")
+        elif path or leaf not in (None, {}, []):
+            shown = json_text(leaf, ensure_ascii=False)
+            out.append(f"  {path}: {shown}" if path else f"  {shown}")
 
 
 def _strings(value: Any, out: list[str], label: str | None) -> None:
-    """Every string a value holds, but those that label a part."""
-    if isinstance(value, str):
-        if label not in _LABEL_KEYS and value:
-            out.append(value)
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _strings(item, out, key)
-    elif isinstance(value, list):
-        for item in value:
-            _strings(item, out, label)
+    """Every string a value holds, in order, but those that label a part (the key a string
+    is under, or its list's)."""
+    for key, leaf in _leaves(value, label, _label_key):
+        if isinstance(leaf, str) and leaf and key not in _LABEL_KEYS:
+            out.append(leaf)
+
+
+def _label_key(label: Any, name: Any, is_mapping: bool) -> Any:
+    return name if is_mapping else label
 
 
 def decode_log_line(line: str) -> list[str] | None:
@@ -534,7 +563,7 @@ def _transcript_part(part: tuple[Any, ...]) -> list[str]:
         return [str(part[1])]
     if kind == "call":
         _, name, call_id, arguments = part
-        return [f"[calls tool {name} (id {call_id}) with {json.dumps(arguments)}]"]
+        return [f"[calls tool {name} (id {call_id}) with {json_text(arguments)}]"]
     if kind == "result":
         _, name, call_id, is_error, items = part
         output = "\n".join(

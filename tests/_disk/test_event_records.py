@@ -111,7 +111,7 @@ def test_the_lines_of_an_older_release_read_as_sentences() -> None:
         said["compression"].startswith("compressed ")
         and "context.jsonl lines " in (said["compression"])
     )
-    assert said["session_start"].startswith("session started: agent analyst, model: scripted")
+    assert said["session_start"].startswith("session started: agent 'analyst', model scripted")
     assert said["pin"].startswith("pinned message ") and said["unpin"].startswith("unpinned")
     assert said["fork"].startswith("forked from session old at step 2: ")
     assert said["data"] == "stored a data file (image/png, 12 bytes): data/abc.png"
@@ -177,3 +177,39 @@ def test_a_stored_result_of_an_unnamed_tool_reads_as_a_sentence() -> None:
         "stored the whole result of a tool (c1): 1 line, 1 byte, in "
         "/w/sessions/s/tool_result-c1.txt"
     )
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "context",
+        "compression",
+        "summary",
+        "window",
+        "clear_thinking",
+        "compact",
+        "background_summary",
+        "provider_compaction",
+        "host_compaction",
+    ],
+)
+def test_an_event_whose_messages_are_on_lines_apart_names_exactly_those_lines(kind: str) -> None:
+    # A batch repeated after a kill (some messages in the log already, another message
+    # between them): the sentence said "lines 1-17", whose line 13 holds none of them.
+    spans = {"lines": [1, 17], "spans": [[1, 12], [14, 17]]}
+    line = {"kind": kind, "reference": "/w/sessions/s/context.jsonl", "messages": 16, **spans}
+    assert "context.jsonl lines 1-12, 14-17" in event_sentence(line), event_sentence(line)
+    together = {**line, "spans": None}
+    assert "context.jsonl lines 1-17" in event_sentence(together), event_sentence(together)
+    damaged = {**line, "spans": [[1, "x"]]}
+    assert "context.jsonl lines 1-17" in event_sentence(damaged), event_sentence(damaged)
+
+
+@pytest.mark.parametrize("kind", ["context", "compression"])
+def test_an_event_of_one_line_names_it_as_one_line(kind: str) -> None:
+    # The span a single message is on: once "lines 1-1", then "lines 1".
+    line = {"kind": kind, "reference": "/w/sessions/s/context.jsonl", "messages": 1}
+    sentence = event_sentence({**line, "lines": [7, 7]})
+    assert "context.jsonl line 7" in sentence and "lines" not in sentence, sentence
+    apart = event_sentence({**line, "lines": [7, 9], "spans": [[7, 7], [9, 9]]})
+    assert "context.jsonl lines 7, 9" in apart, apart

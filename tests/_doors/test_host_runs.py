@@ -1,7 +1,7 @@
 """`HostRuns`: one live run per conversation for a door whose host may never say a run ended.
 A call in flight keeps a run live, whether the host wraps the call (`active`) or reports its
-start and end as a pair (`enter` / `leave`, ADK's callbacks); a run whose host object is gone
-is over, whatever it left in flight."""
+start and end as a pair (`enter` / `leave`, ADK's callbacks); a run whose host object
+(`owner`) is gone is over, whatever it left in flight."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_a_run_whose_host_object_is_gone_is_over_with_calls_left_in_flight(
 
     runs = runs_on(tmp_path / "ws")
     invocation = Invocation()
-    runs.begin("s", "run-1", holder=invocation)
+    runs.begin("s", "run-1", owner=invocation)
     runs.enter("s", "run-1", "model")  # cancelled mid-call: the host never reports its end
     with pytest.raises(SessionBusyError):
         runs.begin("s", "run-2")

@@ -6,6 +6,7 @@ and in a bucket, and no message is logged twice."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -19,10 +20,12 @@ from ctxoffload import (
     Agent,
     ContextConfig,
     ContextPipeline,
+    InMemoryWorkspace,
     LocalWorkspace,
     Msg,
     ObjectStoreWorkspace,
     ScriptedModel,
+    SqlWorkspace,
     get_token_counter,
 )
 from ctxoffload.compression import SlidingWindow, is_summary_message, is_window_note
@@ -91,7 +94,7 @@ def resumed_agent(ws: Workspace) -> Agent:
     )
 
 
-def _covered(spans: list[list[int]]) -> set[int]:
+def _covered(spans: Any) -> set[int]:
     return {line for first, last in spans for line in range(first, last + 1)}
 
 
@@ -273,3 +276,135 @@ async def test_a_compaction_resumed_says_exactly_which_lines_it_wrote(workdir: P
     assert _covered([list(s) for s in result.spans]) == lines
     last = max(lines)
     assert result.spans_text() == f"1, 3-{last}" if last > 3 else "1, 3"
+
+
+# The agent of AGENT_LOOP, killed right after its first compression's offload returned and
+# before state.json was written: the log holds the messages it moved out, its state.json the
+# context from before (so the resumed agent, which has no newer question, keeps the newest
+# one, "question 2", which the killed run moved out). argv: backend, where, and for a bucket
+# the workspace's keyword arguments as JSON.
+KILLED_AFTER_THE_OFFLOAD = (
+    AGENT_LOOP
+    + """
+import asyncio, json, os, signal, sys
+from ctxoffload import LocalWorkspace, ObjectStoreWorkspace, SqlWorkspace
+
+backend, where = sys.argv[1], sys.argv[2]
+if backend == "local":
+    ws = LocalWorkspace(where)
+elif backend == "sqlite":
+    ws = SqlWorkspace(where)
+else:
+    ws = ObjectStoreWorkspace(where, **json.loads(sys.argv[3]))
+offload = ws.offload_context
+
+async def killed_once_stored(session_id, msgs):
+    await offload(session_id, msgs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+ws.offload_context = killed_once_stored
+summary = {"task_overview": "t", "current_state": "s", "important_discoveries": "d",
+           "next_steps": "n", "context_to_preserve": "c"}
+asyncio.run(run(ws, ScriptedModel(default=summary)))
+"""
+)
+
+
+class _Killed(BaseException):
+    """What stops the in-memory agent where the others are killed: nothing catches it."""
+
+
+async def _killed_in_memory() -> InMemoryWorkspace:
+    """AGENT_LOOP's agent on an InMemoryWorkspace, stopped as KILLED_AFTER_THE_OFFLOAD stops
+    it (its memory is its process: the agent resumed is in the same one)."""
+    ws = InMemoryWorkspace()
+    offload = ws.offload_context
+
+    async def killed_once_stored(session_id: str, msgs: Any) -> Any:
+        await offload(session_id, msgs)
+        raise _Killed
+
+    ws.offload_context = killed_once_stored  # type: ignore[method-assign]
+    namespace: dict[str, Any] = {}
+    exec(AGENT_LOOP, namespace)
+    with pytest.raises(_Killed):
+        await namespace["run"](ws, ScriptedModel(default=SUMMARY))
+    del ws.offload_context  # the workspace's own method again
+    # Its lease is released, as the kernel or the store's clock frees a dead process's.
+    lease = await ws.acquire_lease("run", agent="cleanup")
+    await lease.release()
+    return ws
+
+
+@pytest.mark.parametrize("backend", ["local", "memory", "sqlite", "bucket"])
+async def test_a_reference_names_exactly_the_lines_of_its_messages_after_a_kill(
+    tmp_path: Path,
+    spawn_python: SpawnPython,
+    backend: str,
+    request: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ws: Any
+    if backend == "memory":
+        ws = await _killed_in_memory()
+    else:
+        if backend == "local":
+            ws, args = LocalWorkspace(tmp_path / "ws"), ["local", str(tmp_path / "ws")]
+        elif backend == "sqlite":
+            url = f"sqlite:///{tmp_path / 'ws.db'}"
+            ws, args = SqlWorkspace(url), ["sqlite", url]
+        else:
+            s3 = request.getfixturevalue("s3")
+            bucket = s3.new_bucket()
+            url = f"s3://{bucket}/agents"
+            ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
+            args = ["bucket", url, json.dumps(s3.workspace_kwargs())]
+        child = spawn_python(KILLED_AFTER_THE_OFFLOAD, *args)
+        assert child.wait() == -signal.SIGKILL, child.communicate()[1]
+        if backend == "bucket":
+            s3.put_object(bucket, "agents/sessions/run/lease.json", b'{"released": "lapsed"}\n')
+    saved = await ws.read_state("run")
+    assert saved is not None
+    context = [Msg.model_validate(m) for m in saved["messages"]]
+
+    resumed = resumed_agent(ws)
+    with caplog.at_level(logging.INFO, logger="ctxoffload"):
+        result = await resumed.compress_context(
+            ContextConfig(context_window=4500, tool_result_limit=300)
+        )
+    assert result.compressed
+    kept = {m.id for m in result.messages}
+    left = [m for m in context if m.role != "system" and m.id not in kept]
+    reference = ws.context_path("run")
+    logged = [json.loads(row) for row in (await ws.read_reference(reference)).splitlines()]
+    lines = sorted(n for n, row in enumerate(logged, 1) if row["id"] in {m.id for m in left})
+    runs = _runs(lines)
+    # What makes the re-run hard: a message the killed run moved out stays in the context
+    # now, between lines of messages that leave.
+    assert len(runs) > 1, lines
+    said = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+
+    # The summary, the sentence said of its compression (by `show`, `watch`, the viewer and
+    # the log), the batch's event and the reference the workspace returns all name exactly
+    # those lines, never the span from the first to the last.
+    [summary] = [m for m in result.messages if is_summary_message(m)]
+    assert set(lines) <= _covered(summary.metadata["ctxoffload"]["spans"])
+    [compressed] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("comp")]
+    assert f"context.jsonl lines {said} (" in compressed, compressed
+    [*_, batch] = [e for e in await ws.read_events("run") if e["kind"] == "context"]
+    assert [tuple(run) for run in batch["spans"]] == runs
+    again = await ws.offload_context("run", left)
+    assert list(again.spans) == runs
+    assert again.line_span == said
+    assert str(again) == str(reference)
+
+
+def _runs(lines: list[int]) -> list[tuple[int, int]]:
+    """Sorted line numbers as runs of consecutive lines, `(first, last)`."""
+    runs: list[tuple[int, int]] = []
+    for n in lines:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    return runs

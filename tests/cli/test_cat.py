@@ -161,3 +161,18 @@ def test_cat_calls_binary_what_the_agents_read_calls_binary(
     (filled / "sessions/run-1/tool_result-latin.txt").write_bytes("déjà vu\n".encode("latin-1"))
     result = cli("cat", filled / "sessions/run-1/tool_result-latin.txt", "--workdir", filled)
     assert result.code == 0 and "binary" not in result.out
+
+
+def test_a_bare_file_name_is_answered_with_its_path_in_the_session(
+    filled: Path, cli: Callable[..., Any]
+) -> None:
+    """A newcomer copies `tool_result-call_1.txt` from a listing: the refusal names the
+    session's file of that name, to pass instead; nothing is read."""
+    result = cli("cat", "tool_result-call_1.txt", "--workdir", filled)
+    assert result.code == 2 and result.out == ""
+    assert result.err.endswith(
+        "; the sessions hold tool_result-call_1.txt: sessions/run-1/tool_result-call_1.txt, "
+        "sessions/run-2/tool_result-call_1.txt\n"
+    ), result.err
+    assert cli("cat", "sessions/run-1/tool_result-call_1.txt", "--workdir", filled).code == 0
+    assert "the sessions hold" not in cli("cat", "nothing.txt", "--workdir", filled).err

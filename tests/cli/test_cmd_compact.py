@@ -256,11 +256,12 @@ def test_a_state_of_a_newer_release_is_refused_in_one_line_and_left_as_it_was(
 def test_a_hostile_session_id_writes_nothing(
     tmp_path: Path, cli: Callable[..., Any], session: str
 ) -> None:
+    """Taken as a host's id, it names a plain folder that is not there: never a path."""
     workdir = tmp_path / "ws"
     (workdir / "sessions" / "real").mkdir(parents=True)
     before = sorted(p for p in tmp_path.rglob("*"))
     result = cli("compact", session, "--workdir", workdir)
-    assert result.code == 2 and "plain name" in result.err
+    assert result.code == 2 and f"no session {session!r} (a host's id, stored as" in result.err
     assert sorted(p for p in tmp_path.rglob("*")) == before
 
 

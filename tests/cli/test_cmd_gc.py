@@ -184,3 +184,26 @@ def test_gc_shows_a_lease_holders_name_inert(filled: Path, cli: Callable[..., An
         result.out
     )
     assert "\x1b" not in result.out
+
+
+@pytest.mark.parametrize("kind", ["folder", "sqlite", "bucket"])
+def test_gc_says_which_unnamed_data_files_it_keeps_being_recent(
+    kind: str, new_workspace: Callable[[str], tuple[str, Any]], cli: Callable[..., Any]
+) -> None:
+    """`--max-bytes` removes the session that named an image stored a moment ago: the image is
+    kept (a writer may not have named it yet), and gc says so, in its text and its JSON."""
+    from ctxoffload import Msg
+    from helpers import image_block
+
+    workdir, workspace = new_workspace(kind)
+    asyncio.run(
+        workspace.offload_context("run-1", msgs=[Msg(role="user", content=[image_block()])])
+    )
+    report = json.loads(
+        cli("gc", "--max-bytes", "1", "--dry-run", "--json", "--workdir", workdir).out
+    )
+    assert report["sessions_removed"] == ["run-1"] and report["data_removed"] == []
+    [(name, why)] = report["data_kept"].items()
+    assert name.endswith(".png") and "changed within the last 60 minutes" in why
+    said = cli("gc", "--max-bytes", "1", "--dry-run", "--workdir", workdir).out
+    assert f"would keep data file {name}: no session names it" in said

@@ -298,6 +298,28 @@ def test_every_line_is_kept_non_utf8_and_50_mb_too_and_a_torn_one_is_said(
     )
 
 
+def test_lines_nested_5000_deep_are_imported_and_exported_as_they_are(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    # A log and a record another writer left: reading each line for its message key and the
+    # prefixes its events name raised RecursionError, a traceback for import and export.
+    session = tmp_path / "ws" / "sessions" / "deep"
+    session.mkdir(parents=True)
+    deep = b"[" * 5_000 + b"]" * 5_000
+    context = b'{"id": "a", "role": "user", "content": "a"}\n{"id": "x", "content": %s}\n' % deep
+    events = b'{"kind": "offload", "reference": %s}\n' % deep
+    (session / "context.jsonl").write_bytes(context)
+    (session / "events.jsonl").write_bytes(events)
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    imported = cli("import", tmp_path / "ws", "--workdir", url)
+    assert imported.code == 0, imported.err
+    exported = cli("export", "deep", tmp_path / "back", "--workdir", url)
+    assert exported.code == 0, exported.err
+    back = tmp_path / "back" / "sessions" / "deep"
+    assert (back / "context.jsonl").read_bytes() == context
+    assert (back / "events.jsonl").read_bytes() == events
+
+
 def test_a_batch_past_the_commit_record_is_not_imported(
     cli: Callable[..., Any], tmp_path: Path
 ) -> None:

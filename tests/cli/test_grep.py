@@ -162,7 +162,7 @@ def hostile(filled: Path) -> Path:
 
 
 def test_a_catastrophic_pattern_finishes(hostile: Path, cli: Callable[..., Any]) -> None:
-    pytest.importorskip("re2")
+    pytest.importorskip("re2", reason="no google-re2, a dependency of ctxoffload: pip install -e .")
     result = cli("grep", "(a+)+$", "evil", "--workdir", hostile)
     assert result.code == 1  # every line ends in "!": no match, and no hang
 
@@ -186,7 +186,7 @@ def test_a_backtracking_pattern_runs_only_on_lines_holding_its_literal(
 
 
 def test_the_matcher_prefers_re2() -> None:
-    pytest.importorskip("re2")
+    pytest.importorskip("re2", reason="no google-re2, a dependency of ctxoffload: pip install -e .")
     assert compile_matcher("a+b").engine == "re2"
     # `ctxoffload grep` runs what RE2 refuses in Python's re, under its deadline.
     assert compile_matcher(r"(a)\1", backtracking=True).engine == "re"
@@ -394,7 +394,7 @@ def test_grep_help_says_what_0_means(cli: Callable[..., Any]) -> None:
 def test_the_deadline_message_offers_re2_only_when_it_is_missing(
     hostile: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("re2")
+    pytest.importorskip("re2", reason="no google-re2, a dependency of ctxoffload: pip install -e .")
     args = ("grep", r"(a+)+\1(!x)", "evil", "--timeout", "0.3", "--workdir", hostile)
     with_re2 = cli(*args)
     assert with_re2.code == 2 and with_re2.err.count("\n") == 1

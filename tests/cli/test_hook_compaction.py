@@ -24,15 +24,7 @@ from claude_code_hooks import (
     transcript_rows,
 )
 from ctxoffload.formats.claude_code import from_claude_code
-
-
-def corpus_file(name: str) -> Path:
-    """A file of the shared agent-transcript corpus (used where it is, never copied)."""
-    for folder in Path(__file__).resolve().parents:
-        found = folder / "shared" / "corpus" / name
-        if found.is_file():
-            return found
-    pytest.skip(f"the agent-transcript corpus (shared/corpus/{name}) is not present")
+from helpers import corpus_file
 
 
 def write_transcript(path: Path, rows: list[dict[str, Any]]) -> Path:

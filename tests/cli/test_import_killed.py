@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ctxoffload import LocalWorkspace, Msg, ObjectStoreWorkspace, SqlWorkspace, ToolResultBlock
-from helpers import snapshot_tree
+from helpers import install_hint, snapshot_tree
 
 SESSIONS = [f"s{n}" for n in range(1, 7)]
 FILES = 12  # tool results per session, each with its event
@@ -87,7 +87,7 @@ def sqlite_target(tmp_path: Path, request: pytest.FixtureRequest) -> Target:
 
 
 def postgres_target(tmp_path: Path, request: pytest.FixtureRequest) -> Target:
-    psycopg = pytest.importorskip("psycopg")
+    psycopg = pytest.importorskip("psycopg", reason=f"no psycopg: {install_hint('sql')}")
     url = request.getfixturevalue("postgres").new_schema()
 
     db = psycopg.connect(url, autocommit=True)  # one: a connection costs the server a process

@@ -239,3 +239,63 @@ def test_stats_counts_a_pipelines_offloads_and_window_moves(
     (one,) = report["sessions"]
     assert one["truncations"] == 4 and one["compressions"] >= 1
     assert one["tokens_kept_out"] > 0
+
+
+async def _agent_run(workspace: Any, session: str, turns: int) -> None:
+    """An Agent's session of `turns` turns, each a tool call, its result and an answer:
+    4 messages a turn (the question, the call, the result, the answer), 2 steps."""
+    from ctxoffload import Agent, Msg, ScriptedModel, ToolCallBlock
+
+    def look(topic: str) -> str:
+        """Look a topic up."""
+        return f"all is well with {topic}"
+
+    replies: list[Any] = []
+    for turn in range(turns):
+        call = ToolCallBlock(id=f"call_{turn}", name="look", input={"topic": "jobs"})
+        replies += [Msg(role="assistant", content=[call]), f"answer {turn}"]
+    async with Agent(
+        model=ScriptedModel(replies), tools=[look], offloader=workspace, session_id=session
+    ) as agent:
+        for turn in range(turns):
+            await agent.reply(f"question {turn}")
+
+
+def test_ls_counts_the_messages_of_a_session_not_its_context_lines(
+    new_workspace: Callable[[str], tuple[str, Any]], cli: Callable[..., Any]
+) -> None:
+    """Nothing left the context (context.jsonl is empty), yet the session had 12 messages
+    over 6 steps: `ls` says 12, in its table and its JSON, on a folder and a database."""
+    import asyncio
+
+    for kind in ("folder", "sqlite"):
+        workdir, workspace = new_workspace(kind)
+        asyncio.run(_agent_run(workspace, "run-1", 3))
+        [row] = json.loads(cli("ls", "--json", "--workdir", workdir).out)
+        assert (row["steps"], row["messages"], row["message_lines"]) == (6, 12, 0), (kind, row)
+        table = cli("ls", "--workdir", workdir).out.splitlines()
+        assert table[0].split()[:6] == ["session", "last", "activity", "(UTC)", "steps", "messages"]
+        assert table[1].split()[3:5] == ["6", "12"], table
+
+
+def test_stats_lists_the_sessions_in_the_order_ls_does(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """The most recently active first, whatever their names (by name they would be a, b, c)."""
+    import asyncio
+    import os
+
+    from ctxoffload import LocalWorkspace, Msg
+
+    workspace = LocalWorkspace(tmp_path, fsync=False)
+    for name in ("a-oldest", "b-newest", "c-middle"):
+        asyncio.run(workspace.offload_context(name, msgs=[Msg(role="user", content=name)]))
+    for age, name in ((300, "a-oldest"), (100, "b-newest"), (200, "c-middle")):
+        for path in (tmp_path / "sessions" / name).iterdir():
+            os.utime(path, (path.stat().st_mtime - age,) * 2)
+    listed = [row["session"] for row in json.loads(cli("ls", "--json", "--workdir", tmp_path).out)]
+    counted = json.loads(cli("stats", "--json", "--workdir", tmp_path).out)["sessions"]
+    assert listed == ["b-newest", "c-middle", "a-oldest"]
+    assert [row["session"] for row in counted] == listed
+    table = cli("stats", "--workdir", tmp_path).out.splitlines()
+    assert [line.split()[0] for line in table[1:4]] == listed

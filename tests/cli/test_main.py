@@ -19,6 +19,7 @@ from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli import COMMANDS, build_parser
 from ctxoffload.cli._commands import COMMAND_HELP
 from ctxoffload.cli._output import Progress, print_table
+from helpers import corpus_file, install_hint
 
 Result = Any
 
@@ -192,7 +193,7 @@ class _Terminal(io.StringIO):
 
 
 def test_tables_use_rich_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("rich")
+    pytest.importorskip("rich", reason=f"no rich: {install_hint('cli')}")
     monkeypatch.delenv("NO_COLOR", raising=False)
     terminal, pipe = _Terminal(), io.StringIO()
     for stream in (terminal, pipe):
@@ -203,7 +204,7 @@ def test_tables_use_rich_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_narrow_terminal_never_cuts_an_id_or_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("rich")
+    pytest.importorskip("rich", reason=f"no rich: {install_hint('cli')}")
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("COLUMNS", "80")
     terminal = _Terminal()
@@ -228,10 +229,7 @@ def test_progress_is_drawn_on_a_terminal_only() -> None:
 def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(
     tmp_path: Path, filled: Path
 ) -> None:
-    corpus = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
-    transcript = corpus / "minisweagent-django__django-15629.traj.json"
-    if not transcript.is_file():
-        pytest.skip(f"the transcript corpus {corpus} is not there")
+    transcript = corpus_file("minisweagent-django__django-15629.traj.json")
     command = [sys.executable, "-m", "ctxoffload", "replay", str(transcript)]
     piped = subprocess.run(
         [*command, "--workdir", str(tmp_path / "a")], capture_output=True, text=True, check=True

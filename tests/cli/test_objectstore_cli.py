@@ -189,11 +189,11 @@ def test_gc_acts_on_the_bucket(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["show", "../x"], "is not a plain name"),
-        (["grep", "x", "../x"], "is not a plain name"),
+        (["show", "../x"], "no session '../x' (a host's id, stored as 'x."),
+        (["grep", "x", "../x"], "no session '../x' (a host's id, stored as 'x."),
         (["show", "missing"], "no session 'missing'"),
         (["grep", "x", "missing"], "no session 'missing'"),
-        (["watch"], "works on a local folder"),
+        (["watch"], "watch follows a folder or a database"),
         (["replay", "{transcript}"], "works on a local folder"),
         (["demo"], "works on a local folder"),
     ],

@@ -82,7 +82,7 @@ def test_a_workspace_used_alone_says_what_its_record_holds(tmp_path: Path) -> No
     out = run("show", "alone", "--workdir", str(tmp_path / "ws")).splitlines()
     assert out[1] == NOT_BY_AGENT
     assert re.search(r"stored the whole result of grep_logs \(c1\): 9 lines, 18 bytes, in ", out[2])
-    assert re.search(r"appended 1 messages \(\d+ bytes\) into .*context.jsonl lines 1-1", out[3])
+    assert re.search(r"appended 1 message \(\d+ bytes\) into .*context.jsonl line 1$", out[3])
     assert len(out) == 4
 
 
@@ -110,7 +110,9 @@ def test_a_resume_is_one_line_and_restored_messages_are_printed_once(tmp_path: P
     ids = [e["message"]["id"] for e in events if e["kind"] == "message"]
     assert len(ids) == len(set(ids)), "a restored message was recorded again"
     out = run("show", "s", "--workdir", str(tmp_path / "ws"))
-    assert re.search(r"^\d\d:\d\d:\d\d resumed at step 3: 4 messages restored ", out, re.M)
+    assert re.search(r"^\d\d:\d\d:\d\d resumed at step 3: 4 messages restored$", out, re.M)
+    said = r"^\d\d:\d\d:\d\d   agent 'agent', model scripted, window 8,000 tokens$"
+    assert re.search(said, out, re.M)
     assert out.count("user: request one") == 1 and out.count("assistant: one") == 1
     # The resumed steps rebuild from the one record.
     step4 = json.loads(run("show", "s", "--step", "4", "--json", "--workdir", str(tmp_path / "ws")))
@@ -277,7 +279,8 @@ def test_watch_prints_what_show_prints(demo: Path) -> None:
 
 def test_scripted_models_are_named_as_such(demo: Path) -> None:
     out = run("show", "nightly-job", "--workdir", str(demo))
-    assert "model: scripted (gpt-4o-mini) (summaries: scripted (gpt-4o-mini))" in out
+    assert "session started: agent 'analyst', model scripted (gpt-4o-mini)\n" in out
+    assert "summaries by scripted (gpt-4o-mini)," in out
     assert "(summary by scripted (gpt-4o-mini), 3 kept)" in out
 
 
@@ -286,7 +289,7 @@ def test_scripted_models_are_named_as_such(demo: Path) -> None:
     [
         (
             {"kind": "compression", "tokens_before": 9000, "tokens_after": 1000},
-            "compressed history, 9,000→1,000 tokens, into nowhere (no offloader)",
+            "compressed history, 9,000→1,000 tokens (summary)",
         ),
         (
             {"kind": "truncation", "tool": "fetch_logs", "tokens_before": 30000},

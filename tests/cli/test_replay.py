@@ -13,8 +13,7 @@ from ctxoffload import ContextConfig, LocalWorkspace, Summary, get_token_counter
 from ctxoffload.cli._cmd_replay import replay_run
 from ctxoffload.cli._recoverable import check_recoverable
 from ctxoffload.cli._transcripts import load_transcript
-
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+from helpers import CORPUS, corpus_cases, corpus_files, corpus_missing, install_hint
 
 
 def _output(i: int) -> str:
@@ -225,9 +224,7 @@ def test_replay_refuses_a_hostile_or_taken_session(tmp_path: Path, cli: Callable
     assert again.code == 2 and "already exists" in again.err
 
 
-CORPUS_FILES = (
-    sorted(p.name for p in CORPUS.glob("*") if p.name != "SOURCES.md") if CORPUS.is_dir() else []
-)
+CORPUS_FILES = corpus_files()
 EXPECTED_FORMAT = {
     "minisweagent": "mini-swe-agent",
     "openhands": "openhands",
@@ -237,12 +234,11 @@ EXPECTED_FORMAT = {
 }
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason=f"the transcript corpus {CORPUS} is not there")
-@pytest.mark.parametrize("name", CORPUS_FILES)
-def test_replay_of_every_corpus_file(tmp_path: Path, cli: Callable[..., Any], name: str) -> None:
-    code, report = _replay(cli, CORPUS / name, "--window", "16000", "--workdir", tmp_path / "ws")
+@pytest.mark.parametrize("path", corpus_cases(CORPUS_FILES))
+def test_replay_of_every_corpus_file(tmp_path: Path, cli: Callable[..., Any], path: Path) -> None:
+    code, report = _replay(cli, path, "--window", "16000", "--workdir", tmp_path / "ws")
     assert code == 0, report
-    assert report["format"] == EXPECTED_FORMAT[name.split("-")[0]]
+    assert report["format"] == EXPECTED_FORMAT[path.name.split("-")[0]]
     for result in report["results"]:
         assert result["recoverable"], result["lost"]
         assert result["model_calls"] >= 5
@@ -256,7 +252,8 @@ def test_replay_of_every_corpus_file(tmp_path: Path, cli: Callable[..., Any], na
 # image leaves the context as a reference into data/.
 SCREENSHOT_SESSION = CORPUS / "claudecode-agentcmd-full-session-two.jsonl"
 needs_screenshot_session = pytest.mark.skipif(
-    not SCREENSHOT_SESSION.is_file(), reason=f"the corpus file {SCREENSHOT_SESSION} is not there"
+    not SCREENSHOT_SESSION.is_file(),
+    reason=corpus_missing(SCREENSHOT_SESSION.name if CORPUS.is_dir() else None),
 )
 
 
@@ -294,7 +291,7 @@ async def test_a_damaged_data_file_is_lost_to_replay_and_to_verify(
 
 def test_the_corpus_is_there_or_the_skip_says_why() -> None:
     if not CORPUS.is_dir():
-        pytest.skip(f"the transcript corpus {CORPUS} is not there")
+        pytest.skip(corpus_missing())
     assert len(CORPUS_FILES) == 11
 
 
@@ -315,7 +312,7 @@ def test_a_replay_that_offloads_nothing_still_writes_its_session(
 def test_summaries_by_a_model_on_an_openai_compatible_server(
     tmp_path: Path, cli: Callable[..., Any], small_config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("openai")
+    pytest.importorskip("openai", reason=f"no openai: {install_hint('openai')}")
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     from openai_server import OpenAIServer
 
@@ -352,7 +349,7 @@ def test_summaries_by_a_model_on_an_openai_compatible_server(
 def test_a_summary_model_without_a_key_is_one_line(
     tmp_path: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("openai")
+    pytest.importorskip("openai", reason=f"no openai: {install_hint('openai')}")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     path = tmp_path / "t.json"
     path.write_text(json.dumps(openai_transcript(2)))

@@ -197,3 +197,41 @@ def test_reports_padded_with_a_megabyte_of_whitespace_are_replayed(
     assert [p.read_text(encoding="utf-8") for p in stored] == [
         padded_report(pad) for pad in WHITESPACE_PADDING
     ]
+
+
+def _codex_row(payload: dict[str, object], second: int) -> str:
+    return json.dumps(
+        {
+            "timestamp": f"2025-09-24T19:22:{second:02d}Z",
+            "type": "response_item",
+            "payload": payload,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ["[" * 5_000 + "]" * 5_000, '{"a":' * 5_000 + "1" + "}" * 5_000],
+    ids=["array", "object"],
+)
+def test_a_codex_call_whose_arguments_nest_5000_deep_is_replayed(
+    tmp_path: Path, arguments: str
+) -> None:
+    # The arguments are JSON inside a string: the line itself is shallow, and parsing them
+    # raised RecursionError out of replay. They are kept as the text the model sent, as the
+    # chat format keeps them, and the run is replayed.
+    transcript = tmp_path / "rollout.jsonl"
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    call = {"type": "function_call", "name": "shell", "arguments": arguments, "call_id": "c1"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    answer = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "done"}],
+    }
+    rows = [_codex_row(p, n) for n, p in enumerate([user, call, output, answer])]
+    transcript.write_text("\n".join(rows) + "\n")
+    done = _replay(tmp_path, transcript, "--json")
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["recoverable"]

@@ -91,7 +91,7 @@ async def test_timeline_shows_calls_tools_truncations_and_compressions(
     workdir, _, _ = recorded
     assert show("run-1", "--workdir", str(workdir)) == 0
     out = capsys.readouterr().out
-    assert "model: scripted" in out
+    assert "model scripted" in out
     assert "step 1 · model call" in out
     assert "tool explode (c0) error: RuntimeError: boom: first try" in out
     assert "truncated fetch_log" in out and "tool_result-c1.txt" in out
@@ -151,7 +151,7 @@ def test_data_files_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ("argv", "code", "says"),
     [
         (["nope"], 2, "no session 'nope'"),
-        (["../x"], 2, "not a plain name"),
+        (["../x"], 2, "no session '../x' (a host's id, stored as 'x."),
         (["run-1", "--step", "999"], 2, "no model call at step 999"),
         (["run-1", "--step", "0"], 2, "no model call at step 0"),
     ],
@@ -295,12 +295,12 @@ async def test_each_summary_is_printed_once_after_its_compression(
     fields = [line for line in lines if line.startswith("      task_overview: ")]
     assert len(fields) == len(compressions)
     for i in compressions:
-        # The compression's fidelity report, then its summary.
-        assert (
-            " artifacts: " in lines[i + 1] and "messages read back at their lines" in lines[i + 1]
-        )
-        assert "summary message " in lines[i + 2]
-        assert lines[i + 3] == f"      task_overview: {SUMMARY['task_overview']}"
+        # Where the messages went, the compression's fidelity report, then its summary.
+        assert " moved to sessions/run-1/context.jsonl lines " in lines[i + 1]
+        assert " artifacts: " in lines[i + 2]
+        assert "messages read back at their lines" in lines[i + 3]
+        assert "summary message " in lines[i + 4]
+        assert lines[i + 5] == f"      task_overview: {SUMMARY['task_overview']}"
     assert not any(line.endswith(" summary:") for line in lines)
 
 
@@ -330,12 +330,13 @@ def test_a_summary_without_its_message_is_printed_after_its_compression(
     assert show("s", "--workdir", str(tmp_path)) == 0
     lines = capsys.readouterr().out.splitlines()
     # No Agent and no door wrote it, and show says what that means for the record.
-    assert lines[1].startswith("written by a workspace used on its own")
-    assert "compressions only" in lines[1] and len(lines[1]) <= 160
+    assert lines[1].startswith("no Agent or door began this record")
+    assert "compressions only" in lines[1] and len(lines[1]) <= 80
     assert lines[2].startswith("10:00:01 compressed 4 messages")
-    assert lines[3] == "10:00:00   summary:"
-    assert lines[4] == f"      task_overview: {SUMMARY['task_overview']}"
-    assert len(lines) == 9
+    assert lines[3] == "10:00:01   moved to nowhere (no offloader) lines 1-4"
+    assert lines[4] == "10:00:00   summary:"
+    assert lines[5] == f"      task_overview: {SUMMARY['task_overview']}"
+    assert len(lines) == 10
 
 
 @pytest.mark.parametrize("damage", ["chmod 000", "hard link"])
@@ -495,3 +496,87 @@ def test_show_words_every_line_an_older_and_a_newer_release_wrote(
         "pinned message m1 (user, by api): pins 0→5 tokens",
     ):
         assert said in shown.out, said
+
+
+# -- a session's lines at 80 columns, and the opening line of every door --------------------
+
+
+def _door_session(workdir: Path, door: str) -> None:
+    """A session a door wrote: its `door` event, then one tool result the workspace stored."""
+    import asyncio
+
+    from ctxoffload._doors.doors import DOORS
+    from ctxoffload._doors.runs import record_door
+
+    async def write() -> None:
+        ws = LocalWorkspace(workdir, fsync=False)
+        await record_door(ws, DOORS[door], door, "team/alice:42")
+        await ws.offload_tool_result(door, {"id": "call_1", "name": "ls", "output": "x\n" * 50})
+
+    asyncio.run(write())
+
+
+@pytest.mark.parametrize(
+    "door",
+    [
+        "langchain",
+        "deepagents",
+        "pydantic-ai",
+        "openai-agents",
+        "strands",
+        "strands-storage",
+        "agentscope",
+        "claude-code",
+        "claude-agent-sdk",
+        "mcp-proxy",
+    ],
+)
+def test_a_door_session_opens_with_two_short_true_lines(
+    tmp_path: Path, cli: Callable[..., Any], door: str
+) -> None:
+    """Which conversation ran, by which host and adapter, then what that door records, each
+    within 80 columns; a stored result is shown unless the door names its files in lines of its own
+    (a door that projects), never hidden for a door whose stored files are its record."""
+    from ctxoffload._doors.doors import DOORS
+
+    _door_session(tmp_path, door)
+    lines = cli("show", door, "--workdir", tmp_path).out.splitlines()
+    first, then = lines[1], lines[2]
+    expected = f" run of 'team/alice:42' by {DOORS[door].host} ({DOORS[door].adapter})"
+    assert first.endswith(expected), first
+    assert then.endswith(f"   it records {DOORS[door].records}"), then
+    assert max(len(first), len(then)) <= 80, (first, then)
+    stored = [line for line in lines if "stored the whole result of ls" in line]
+    assert len(stored) == (0 if DOORS[door].projects else 1), lines
+    if stored:
+        assert stored[0].endswith(f" in sessions/{door}/tool_result-call_1.txt"), stored
+
+
+def test_counts_read_as_words_and_names_are_quoted(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """`1 message`, not `1 messages`; an agent called `agent` is `agent 'agent'`; a cut whose
+    last line shows in part says so."""
+    import asyncio
+
+    from ctxoffload import Agent, ScriptedModel
+
+    def fetch() -> str:
+        """Fetch one long line and one short."""
+        return "x" * 6000 + "\nthe end\n"
+
+    async def run() -> None:
+        model = ScriptedModel([call("c1", "fetch"), "done"])
+        async with Agent(
+            model=model,
+            tools=[fetch],
+            offloader=LocalWorkspace(tmp_path, fsync=False),
+            context_config=ContextConfig(tool_result_limit=200),
+            session_id="words",
+        ) as agent:
+            await agent.reply("go")
+
+    asyncio.run(run())
+    out = cli("show", "words", "--workdir", tmp_path).out
+    assert " session started: agent 'agent', model scripted\n" in out
+    assert " · 1 message · " in out and " 1 messages" not in out
+    assert ", part of line 1 of 2 shown\n" in out, out
+    assert "     whole output in sessions/words/tool_result-c1.txt\n" in out

@@ -99,7 +99,7 @@ def test_show_stats_and_verify_read_the_database(cli: Callable[..., Any], both: 
     url, _ = both
     show = cli("show", "run-1", "--workdir", url)
     assert show.code == 0, show.err
-    assert f"{url}/sessions/run-1/context.jsonl lines 1-1" in show.out
+    assert f"{url}/sessions/run-1/context.jsonl line 1" in show.out
     assert cli("stats", "--workdir", url).code == 0
     verify = cli("verify", "--workdir", url)
     assert verify.code == 0, verify.out + verify.err

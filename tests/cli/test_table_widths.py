@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from helpers import on_a_terminal
+from helpers import install_hint, on_a_terminal
 
-pytest.importorskip("rich")
+pytest.importorskip("rich", reason=f"no rich: {install_hint('cli')}")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 

@@ -173,7 +173,26 @@ def test_watch_waits_for_a_session_that_does_not_exist_yet(filled: Path) -> None
     assert said.count("waiting for it") == 1 and "Traceback" not in said
 
 
-def test_watch_waits_only_when_asked_and_only_for_a_plain_name(
+def test_watch_waits_for_a_host_conversation_by_the_hosts_own_id(filled: Path) -> None:
+    """Started before a LangGraph thread's run, `watch 'team/alice:42' --wait` waits for the
+    session the door will store the thread in, and follows it once it appears."""
+    from ctxoffload._disk.ids import session_id_for
+
+    stored = session_id_for("team/alice:42")
+    watch = start_watch("team/alice:42", "--wait", "--workdir", str(filled))
+    try:
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
+        seen_err: list[str] = []
+        wait_for_line(err, f"(a host's id, stored as {stored!r})", seen_err)
+        _append_message(filled, stored, "the thread's first message")
+        wait_for_line(out, "the thread's first message", [])
+        said = end_watch(watch, err, seen_err)
+    finally:
+        stop_watch(watch)
+    assert said.count("waiting for it") == 1 and "Traceback" not in said
+
+
+def test_watch_waits_only_when_asked_and_only_for_a_folder(
     filled: Path, cli: Callable[..., Any]
 ) -> None:
     missing = cli("watch", "not-yet", "--workdir", filled)
@@ -182,10 +201,10 @@ def test_watch_waits_only_when_asked_and_only_for_a_plain_name(
         f"ctxoffload watch: no session 'not-yet' in {str(filled)!r} (it has run-1, run-2): "
         "`ctxoffload ls` lists the sessions; --wait waits for it to appear\n"
     )
-    for session in ("../etc", "a/b", ".hidden"):
-        bad = cli("watch", session, "--wait", "--workdir", filled)
+    for session in ("../etc", "a/b", ".hidden"):  # a host's id: no folder of its name
+        bad = cli("watch", session, "--workdir", filled)
         assert (bad.code, bad.out) == (2, "") and bad.err.count("\n") == 1, bad
-        assert "waiting" not in bad.err
+        assert f"no session {session!r} (a host's id, stored as " in bad.err
     (filled / "sessions/a-file").write_text("x")
     held = cli("watch", "a-file", "--wait", "--workdir", filled)
     assert held.code == 2 and "no session 'a-file'" in held.err and "--wait" not in held.err
@@ -293,7 +312,7 @@ def _as_show_prints(lines: list[str], session: str) -> tuple[list[str], list[str
     them); and its other lines (messages of context.jsonl, new files)."""
     at = re.compile(rf"^(\d\d:\d\d:\d\d) {re.escape(session)} ")
     prefix = f"{'':8} {session} "  # before a sentence show prints alone
-    alone = f"{prefix}written by a workspace used on its own"
+    alone = f"{prefix}no Agent or door began this record"
     lines = [line[len(prefix) :] if line.startswith(alone) else line for line in lines]
     events = [at.sub(r"\1 ", line) for line in lines if not line.startswith(" " * 9)]
     others = [line for line in lines if line.startswith(" " * 9)]
@@ -324,9 +343,11 @@ def _check_order(lines: list[str], session: str) -> None:
             assert int(found[1]) == done + rows + 1, (line, lines)
             rows += 1
         elif " new file " in line:
+            # The truncation's line, then where its whole output is.
             name = line.rsplit("/", 1)[1]
-            assert "truncated" in lines[i + 1] and lines[i + 1].endswith(name), lines[i : i + 2]
-        elif (found := span.search(line)) and " compressed " in line:
+            assert "truncated" in lines[i + 1] and lines[i + 2].endswith(name), lines[i : i + 3]
+        elif " compressed " in line and (found := span.search(lines[i + 1])):
+            # The compression's line, then the lines of context.jsonl it moved them to.
             assert (int(found[1]), int(found[2])) == (done + 1, done + rows), (line, lines)
             done, rows = int(found[2]), 0
     assert done > 0 and rows == 0

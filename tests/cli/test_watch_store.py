@@ -134,3 +134,18 @@ def test_watch_refuses_a_hostile_or_missing_session_in_a_database(
     )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_watch_help_says_how_each_database_is_looked_at() -> None:
+    """SQLite is polled, PostgreSQL LISTENs (docs/guides/database.md says the same)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "watch", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        check=True,
+    )
+    said = " ".join(done.stdout.split())
+    assert "SQLite is looked at every 0.5 s" in said
+    assert "PostgreSQL as soon as a write's NOTIFY arrives (watch LISTENs)" in said
+    assert "polled every half second" not in said

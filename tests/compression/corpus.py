@@ -17,9 +17,7 @@ from typing import Any
 
 from ctxoffload import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
-
-__all__ = ["CORPUS", "conversations"]
+__all__ = ["conversations"]
 
 
 def _text(value: Any) -> str:

@@ -24,7 +24,14 @@ from ctxoffload.compression._artifacts import (
     find_artifacts,
     message_artifacts,
 )
-from helpers import OffloaderOnly, call, delimiters_in, summary_reply
+from helpers import (
+    OffloaderOnly,
+    call,
+    corpus_files,
+    corpus_missing,
+    delimiters_in,
+    summary_reply,
+)
 
 COUNTER = get_token_counter(exact=True)
 EVENTS_FILE = "/ws/sessions/s1/events.jsonl"
@@ -462,12 +469,13 @@ def test_the_scan_finds_what_the_patterns_find(text: str) -> None:
 
 
 def test_the_scan_agrees_with_the_patterns_on_the_corpus() -> None:
-    from corpus import CORPUS, conversations
+    from corpus import conversations
 
-    if not CORPUS.is_dir():
-        pytest.skip(f"the corpus ({CORPUS}) is not here")
+    files = corpus_files()
+    if not files:
+        pytest.skip(corpus_missing())
     checked = 0
-    for path in sorted(CORPUS.iterdir()):
+    for path in files:
         if path.name == "SOURCES.md":
             continue
         for msg in (m for conversation in conversations(path) for m in conversation):

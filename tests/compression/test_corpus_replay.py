@@ -24,17 +24,14 @@ from ctxoffload import (
 from ctxoffload.agent import FileToolbox
 from ctxoffload.compression import TRUNCATION_MARKER, Compressor, is_summary_message
 from ctxoffload.readback import escape
-from helpers import SUMMARY
+from helpers import SUMMARY, corpus_cases, corpus_file, corpus_files
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
-TRAJECTORY = CORPUS / "minisweagent-pylint-dev__pylint-6528.traj.json"
+TRAJECTORY = "minisweagent-pylint-dev__pylint-6528.traj.json"
 WINDOW = 16_000
 
 
 def load() -> list[Msg]:
-    if not TRAJECTORY.is_file():
-        pytest.skip(f"corpus transcript {TRAJECTORY} is not there")
-    data = json.loads(TRAJECTORY.read_text(encoding="utf-8"))
+    data = json.loads(corpus_file(TRAJECTORY).read_text(encoding="utf-8"))
     # mini-swe-agent sends each command's output back as a user message; they stay user
     # text here, as the agent saw them.
     return [Msg(role=m["role"], content=m["content"]) for m in data["messages"]]
@@ -134,11 +131,11 @@ async def replay(conversation: list[Msg], window: int, offloader: Any, session_i
     return outcome
 
 
-CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.suffix != ".md") if CORPUS.is_dir() else []
+CORPUS_CASES = corpus_cases(corpus_files())
 
 
 @pytest.mark.parametrize("window", [8_000, 16_000, 32_000])
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize("path", CORPUS_CASES)
 async def test_no_model_call_misses_the_results_it_asked_for(
     path: Path, window: int, local_ws: LocalWorkspace
 ) -> None:
@@ -181,7 +178,7 @@ def _literal(texts: list[str]) -> str | None:
 
 
 @pytest.mark.parametrize("window", [8_000, 16_000, 32_000])
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize("path", CORPUS_CASES)
 async def test_what_left_the_context_is_found_by_grep_from_the_paths_it_names(
     path: Path, window: int, tmp_path: Path
 ) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus import CORPUS, conversations
+from corpus import conversations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -41,9 +41,9 @@ from ctxoffload import (
 )
 from ctxoffload.compression import CompressionResult, Compressor, is_context_note
 from ctxoffload.tokens import TokenCount
-from helpers import SUMMARY, tokenized_ids
+from helpers import SUMMARY, corpus_cases, corpus_files, tokenized_ids
 
-CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.suffix != ".md") if CORPUS.is_dir() else []
+CORPUS_CASES = corpus_cases(corpus_files())
 
 
 def compressor(workdir: Path, window: int, *, whole: bool) -> Compressor:
@@ -112,7 +112,7 @@ async def lockstep(conversation: list[Msg], window: int, tmp: Path) -> int:
 
 
 @pytest.mark.parametrize("window", [6_000, 32_000])
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize("path", CORPUS_CASES)
 async def test_a_live_replay_compresses_at_the_same_steps_with_the_same_split(
     path: Path, window: int, tmp_path: Path
 ) -> None:
@@ -123,7 +123,7 @@ async def test_a_live_replay_compresses_at_the_same_steps_with_the_same_split(
             assert compressions > 0, "nothing was compressed: the test proves nothing here"
 
 
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize("path", CORPUS_CASES)
 async def test_a_history_given_whole_is_split_alike(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus import CORPUS, conversations
+from corpus import conversations
 
 from ctxoffload import (
     Base64Source,
@@ -28,7 +28,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import is_context_note
-from helpers import SUMMARY
+from helpers import CORPUS, SUMMARY, corpus_cases
 
 TEMPLATES = Path(__file__).with_name("pipeline_templates.json")
 WINDOW = 16_000
@@ -196,20 +196,21 @@ async def test_a_generated_session_loses_nothing_under_each_documented_pipeline(
         assert left > 0, "nothing left the context: the replay proves nothing"
 
 
-CORPUS_FILES = [
-    CORPUS / "minisweagent-pylint-dev__pylint-6528.traj.json",
-    CORPUS / "claudecode-demo-todoapp-fe5e1c67.jsonl",
-    CORPUS / "codex-rollout-2025-09-24T19-22-20-01997e76.jsonl",
-]
+CORPUS_CASES = corpus_cases(
+    [
+        CORPUS / "minisweagent-pylint-dev__pylint-6528.traj.json",
+        CORPUS / "claudecode-demo-todoapp-fe5e1c67.jsonl",
+        CORPUS / "codex-rollout-2025-09-24T19-22-20-01997e76.jsonl",
+    ],
+    width=30,
+)
 
 
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.name.split(".")[0][:30])
+@pytest.mark.parametrize("path", CORPUS_CASES)
 @pytest.mark.parametrize("name", list(PIPELINES))
 async def test_a_corpus_transcript_loses_nothing_under_each_documented_pipeline(
     name: str, path: Path, local_ws: LocalWorkspace
 ) -> None:
-    if not path.is_file():
-        pytest.skip(f"corpus transcript {path} is not there")
     for index, conversation in enumerate(conversations(path)):
         session = f"corpus-{index}"
         context = await replay(build(name, local_ws, session), conversation)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ctxoffload import (
     InvalidSessionId,
     LocalWorkspace,
     Msg,
+    TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     to_openai,
@@ -289,3 +291,83 @@ async def test_a_history_converted_anew_on_every_call_is_neither_processed_nor_r
     events = await local_ws.read_events("t1")
     recorded = [e["message"]["id"] for e in events if e["kind"] == "message"]
     assert recorded == [f"m{i}" for i in range(12)]
+
+
+async def test_a_long_new_message_cut_by_a_compaction_is_sent_cut_on_this_call_and_after(
+    local_ws: LocalWorkspace,
+) -> None:
+    # The model's own answer runs far past the window (a reasoning loop): the compaction that
+    # its turn sets off cuts its text to a head naming the file that holds it whole. That cut
+    # is what this call sends, and every later call, not only what the compaction returned.
+    history = plausible_session(40)
+    rambling = "\n".join(f"thinking step {i}: " + "y" * 60 for i in range(600))
+    history += [
+        Msg(
+            role="assistant",
+            content=[
+                TextBlock(text=rambling),
+                ToolCallBlock(id="c-last", name="grep", input={"pattern": "x"}),
+            ],
+        ),
+        Msg(role="tool", content=[ToolResultBlock(id="c-last", name="grep", output="no match")]),
+    ]
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    sent = await projector.project(history)
+    assert projector.counter.count_messages(sent) < CONFIG.context_window
+    cut = next(m for m in sent if m.id == history[-2].id)
+    assert cut.tool_calls == history[-2].tool_calls
+    stored = [p for p in local_ws.session_dir("t1").iterdir() if p.name.startswith("tool_result")]
+    assert [p.read_text() for p in stored if p.name in cut.text] == [rambling]
+    again = await projector.project(list(history))
+    assert _bytes(again) == _bytes(sent)
+
+
+async def test_a_call_is_recorded_in_one_append_its_messages_before_it(tmp_path: Path) -> None:
+    # One write and one flush to disk per model call, not one per message: the host waits
+    # for the record before its model is called.
+    appends: list[list[str]] = []
+
+    class Counted(LocalWorkspace):
+        async def record_events(
+            self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+        ) -> None:
+            appends.append([kind for kind, _ in events])
+            await super().record_events(session_id, events)
+
+    workspace = Counted(tmp_path)
+    projector = Projector(workspace, "t1", config=CONFIG)
+    history = [Msg(role="user", content="go"), Msg(role="assistant", content="on it")]
+    await projector.project(history)
+    await projector.project([*history, Msg(role="user", content="and then?")])
+    assert appends == [["message", "message", "model_call"], ["message", "model_call"]]
+    kinds = [e["kind"] for e in await workspace.read_events("t1")]
+    assert kinds == ["message", "message", "model_call", "message", "model_call"]
+
+
+async def test_an_event_log_without_batches_gets_each_event_in_order(tmp_path: Path) -> None:
+    class OneByOne:
+        """A custom record with only `EventLog`'s two methods (no `record_events`)."""
+
+        def __init__(self, inner: LocalWorkspace) -> None:
+            self.inner = inner
+
+        async def offload_context(self, session_id: str, msgs: Any) -> str:
+            return await self.inner.offload_context(session_id, msgs)
+
+        async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+            return await self.inner.offload_tool_result(session_id, tool_result)
+
+        async def offload_data_block(self, block: Any) -> Any:
+            return await self.inner.offload_data_block(block)
+
+        async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+            await self.inner.record_event(session_id, kind, **fields)
+
+        async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+            return await self.inner.read_events(session_id)
+
+    inner = LocalWorkspace(tmp_path)
+    projector = Projector(OneByOne(inner), "t1", config=CONFIG)
+    await projector.project([Msg(role="user", content="go"), Msg(role="assistant", content="ok")])
+    kinds = [e["kind"] for e in await inner.read_events("t1")]
+    assert kinds == ["message", "message", "model_call"]

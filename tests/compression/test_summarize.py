@@ -250,6 +250,16 @@ def test_the_extractive_summary_keeps_requests_statement_tools_and_files() -> No
     assert artifact in summary.context_to_preserve
 
 
+def test_the_extractive_summary_quotes_the_start_of_a_long_last_statement() -> None:
+    # Where the work stands, in a few lines: the statement is whole in the context log, and
+    # every compaction at a small window sends the summary again until the next one.
+    statement = "STATEMENT: the parser is half done. " + "Reasoning goes on. " * 200
+    summary = extractive_summary([Msg(role="assistant", content=statement)])
+    quoted = summary.current_state.removeprefix("Last assistant message: ")
+    assert statement.startswith(quoted.removesuffix("…"))
+    assert 500 <= len(quoted) <= 600
+
+
 async def test_without_a_model_the_compressor_writes_an_extractive_summary(
     local_ws: LocalWorkspace,
 ) -> None:

@@ -108,8 +108,28 @@ async def test_extractive_summaries_repeat_nothing(local_ws: LocalWorkspace) -> 
     assert f"bash x{calls.count('bash')}" in text and f"grep x{calls.count('grep')}" in text
     assert calls.count("bash") >= 10
     paths = re.findall(r"\S+/tool_result-\S+?\.txt", summary.context_to_preserve)
-    assert paths and len(paths) == len(set(paths))
+    assert len(paths) == len(set(paths))
     assert text.count("Offloaded files:") <= 1
+
+
+async def test_an_extractive_summary_names_each_offloaded_file_once(
+    local_ws: LocalWorkspace,
+) -> None:
+    # The template lists the newest offloaded files ({artifacts}); the summary's own text
+    # names only those older than its list, so a file's path is not paid for twice.
+    comp = Compressor(
+        ContextConfig(context_window=64_000, tool_result_limit=400, artifact_trail_limit=3),
+        offloader=local_ws,
+        session_id="s1",
+        counter=COUNTER,
+    )
+    context = [SYSTEM]
+    for k in range(5):
+        context += [await comp.process_message(msg) for msg in round_of(k)]
+    result = await comp.maybe_compress([*context, *round_of(5)], force=True)
+    rendered = next(m for m in result.messages if is_summary_message(m)).text
+    paths = re.findall(r"\S+/tool_result-\S+?\.txt", rendered)
+    assert len(paths) == 5 and len(set(paths)) == 5
 
 
 async def test_the_rendered_summary_keeps_the_newest_request(local_ws: LocalWorkspace) -> None:

@@ -83,3 +83,31 @@ def test_the_figure_finders_read_figures() -> None:
     assert _ABOUT_THE_SUITE.search("the tests marked `slow` take 20 s")
     assert not _ABOUT_THE_SUITE.search("a slow client is cut off after 10 s")
     assert paragraphs("a\n\n```text\n1 s\n```\n\nb\n") == ["a", "b"]
+
+
+def count_test_functions() -> int:
+    """How many test functions tests/ holds, counted from the source (no collection)."""
+    import ast
+
+    return sum(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")
+        for path in (ROOT / "tests").rglob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    )
+
+
+def test_the_suite_figures_are_of_a_suite_this_size() -> None:
+    """The benchmarks page states how many test functions its latest figures are of; once
+    the suite holds a tenth more or fewer, those figures are of another suite: measure
+    again and say so there."""
+    stated = re.search(
+        r"\*\*Now\*\*: ([\d,]+) tests with the corpus, from ([\d,]+) test functions",
+        BENCHMARKS.read_text(encoding="utf-8"),
+    )
+    assert stated, "docs/benchmarks.md (the test suite) states no current size"
+    written, counted = int(stated.group(2).replace(",", "")), count_test_functions()
+    assert abs(counted - written) <= written / 10, (
+        f"docs/benchmarks.md gives figures of a suite of {written:,} test functions; tests/ "
+        f"holds {counted:,}: count the tests (python -m pytest --collect-only -q), time a "
+        "run, and write both under 'The test suite'"
+    )

@@ -124,7 +124,8 @@ def test_the_demo_command_runs_as_written_in_a_copy_of_the_repository(tmp_path: 
 
 def test_the_quickstart_run_twice_prints_nothing_on_stderr(tmp_path: Path) -> None:
     """A new user runs the quickstart again: it closed its agent, so the second run takes no
-    lease over and prints no warning; it resumes run-42 and answers the same."""
+    lease over and prints no warning; it resumes run-42 and answers the same, and `show`
+    says it resumed, as the README tells."""
     quickstart = next(b for b in blocks(README) if b.language == "python")
     script = tmp_path / "quickstart.py"
     script.write_text(quickstart.code, encoding="utf-8")
@@ -144,6 +145,22 @@ def test_the_quickstart_run_twice_prints_nothing_on_stderr(tmp_path: Path) -> No
         assert (run.returncode, run.stderr) == (0, ""), run.stderr
     assert runs[0].stdout == runs[1].stdout
     assert not (tmp_path / "agent_workspace/sessions/run-42/tool_result-call_1.2.txt").exists()
+    # What the README says shows the resumed run, where a new user looks.
+    said = " ".join(README.read_text(encoding="utf-8").split())
+    assert "`ctxoffload show run-42 --workdir agent_workspace`" in said
+    assert "opening with `resumed at step 3`" in said
+    show = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "show", "run-42", "--workdir", "agent_workspace"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert " resumed at step 3: " in show.stdout, show.stdout
+    # Each line of the timeline fits 80 columns (the first names the folder, as it is).
+    wide = [line for line in show.stdout.splitlines()[1:] if len(line) > 80]
+    assert not wide, wide
 
 
 @pytest.mark.parametrize("page", ["README.md", "CHANGELOG.md", "CONTRIBUTING.md"])

@@ -22,6 +22,7 @@ from ctxoffload import (
     to_converse,
     to_msgs,
 )
+from ctxoffload._depth import STORE_DEPTH
 from ctxoffload.exceptions import InvalidContent
 from ctxoffload.tokens import TiktokenCounter
 
@@ -200,3 +201,19 @@ def test_text_only_converse_messages_are_read_too() -> None:
     assert msg.content == [TextBlock(text="hi")]
     (openai,) = to_msgs([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
     assert openai.content == [TextBlock(text="hi")]
+
+
+@pytest.mark.parametrize("levels", [STORE_DEPTH + 1, 400, 5_000])
+def test_a_message_nested_too_deeply_is_refused_naming_it(levels: int) -> None:
+    # Reading it copies the tool's input (copy.deepcopy recurses three frames a level):
+    # 400 levels, which a provider's JSON parser reads, raised RecursionError.
+    deep: Any = "x"
+    for _ in range(levels):
+        deep = {"a": deep}
+    call = {"toolUse": {"toolUseId": "c1", "name": "f", "input": deep}}
+    messages = [
+        {"role": "user", "content": [{"text": "go"}]},
+        {"role": "assistant", "content": [call]},
+    ]
+    with pytest.raises(InvalidContent, match=r"messages\[1\] is nested deeper than 108 levels"):
+        from_converse(messages)

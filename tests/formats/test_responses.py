@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from ctxoffload._depth import MAX_DEPTH, STORE_DEPTH
+from ctxoffload.exceptions import InvalidContent
 from ctxoffload.formats.responses import ITEM_KEY, from_responses, to_responses
 from ctxoffload.messages import (
     Base64Source,
@@ -110,3 +114,53 @@ def test_a_msg_of_several_blocks_becomes_one_item_each() -> None:
         },
         {"type": "function_call", "call_id": "c1", "name": "fetch_logs", "arguments": "{}"},
     ]
+
+
+def _nested_text(levels: int, kind: str) -> str:
+    if kind == "array":
+        return "[" * levels + "]" * levels
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+@pytest.mark.parametrize("kind", ["array", "object"])
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 990, 5_000])
+def test_arguments_nested_too_deeply_are_kept_as_the_text_sent(kind: str, levels: int) -> None:
+    # json.loads raised RecursionError for 5,000 levels; what a tool's arguments may not be
+    # (`_depth.MAX_DEPTH`) is kept as the text the model sent, as the chat format keeps it.
+    arguments = _nested_text(levels, kind)
+    item = {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": arguments}
+    [msg] = from_responses([item])
+    [call] = msg.tool_calls
+    assert call.input == {"_raw": arguments}
+    assert to_responses([msg]) == [item]
+
+
+def test_arguments_within_the_depth_are_read() -> None:
+    arguments = _nested_text(MAX_DEPTH - 1, "object")
+    item = {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": arguments}
+    [msg] = from_responses([item])
+    assert msg.tool_calls[0].input["a"]["a"]
+
+
+@pytest.mark.parametrize("levels", [STORE_DEPTH + 1, 5_000])
+@pytest.mark.parametrize("where", ["part", "output", "opaque"])
+def test_an_item_nested_too_deeply_is_refused_naming_it(levels: int, where: str) -> None:
+    # Reading an item copies and walks it: json.dumps of a 5,000-deep part raised
+    # RecursionError; it is refused at the edge, as `to_msgs` refuses a message.
+    deep: Any = "x"
+    for _ in range(levels):
+        deep = {"a": deep}
+    part = {"type": "input_file", "file": deep}
+    item: dict[str, Any] = {
+        "part": {"type": "message", "role": "user", "content": [part]},
+        "output": {"type": "function_call_output", "call_id": "c1", "output": [part]},
+        "opaque": {"type": "reasoning", "id": "rs_1", "summary": [deep]},
+    }[where]
+    with pytest.raises(InvalidContent, match=r"items\[1\] is nested deeper than"):
+        from_responses([ITEMS[1], item])
+
+
+@pytest.mark.parametrize("item", [None, 5, "hi", b"hi", ["x"]])
+def test_what_is_no_item_is_refused_naming_it(item: Any) -> None:
+    with pytest.raises(InvalidContent, match=r"items\[0\] is a "):
+        from_responses([item])

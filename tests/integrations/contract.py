@@ -25,6 +25,8 @@ from typing import Any, ClassVar
 import pytest
 from frameworks import framework_required
 
+from helpers import install_hint
+
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
 """A tool output of ~1.9 MB: over every door's limit, stored whole."""
 
@@ -49,6 +51,23 @@ def call_id(turn: Turn) -> str:
     """The id of the tool call a turn makes: the same turn has the same id in every process
     (a resumed conversation must not reuse an earlier call's id, as no host does)."""
     return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
+
+
+def scripted(
+    turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
+) -> tuple[list[Any], list[str]]:
+    """A scripted model's replies for `turns`, in the host's types, and the outputs its tool
+    returns in order: per turn, a call of the tool `fetch` (id `call_id(turn)`) where the turn
+    calls one, then the answer `answer <number>`. `call(name, arguments, id)` and `say(text)`
+    build the host's replies."""
+    replies: list[Any] = []
+    outputs: list[str] = []
+    for number, turn in enumerate(turns):
+        if turn.tool_output is not None:
+            replies.append(call("fetch", {}, call_id(turn)))
+            outputs.append(turn.tool_output)
+        replies.append(say(f"answer {number}"))
+    return replies, outputs
 
 
 @dataclass
@@ -76,6 +95,7 @@ class DoorDriver:
     Attributes:
         door: the door's name (`ctxoffload._doors.doors.DOORS`).
         module: the host package a driver imports (None: nothing beyond ctxoffload).
+        needs: a name the host module has in the release the door needs ("" none).
         extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
             spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
@@ -83,6 +103,7 @@ class DoorDriver:
 
     door: str = ""
     module: str | None = None
+    needs: str = ""
     extra: str = ""
     reasons: ClassVar[dict[str, str]] = {}
 
@@ -106,6 +127,11 @@ class DoorDriver:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
 
+    def as_the_host_gives(self, output: str) -> str:
+        """A tool's output as the host hands it to its door (smolagents strips it before any
+        callback sees it): what the door stores whole."""
+        return output
+
     def reopen(self, made: Any, workspace: Any) -> Any:
         """The door built anew on `workspace` (a new object on the same folder), keeping what
         the HOST saved of its conversations (its checkpointer, its message history): what a
@@ -113,57 +139,41 @@ class DoorDriver:
         return self.make(workspace)
 
 
-def scripted_turns(
-    turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
-) -> tuple[list[Any], list[str]]:
-    """What a driver's scripted model answers for `turns` (a call of the tool `fetch` with the
-    turn's call id where the turn has an output, then "answer N") and the outputs `fetch`
-    returns, in order; `call` and `say` make the host's own replies."""
-    replies: list[Any] = []
-    outputs: list[str] = []
-    for number, turn in enumerate(turns):
-        if turn.tool_output is not None:
-            replies.append(call("fetch", {}, call_id(turn)))
-            outputs.append(turn.tool_output)
-        replies.append(say(f"answer {number}"))
-    return replies, outputs
+def gated_fetch(made: Any, outputs: list[str]) -> Callable[[], Awaitable[str]]:
+    """The async tool `fetch` of a driver's conversation: `outputs` in order, waiting at
+    `made.gate` (after setting `made.entered`) while `run_held_in_its_tool` holds it."""
+    gate, entered = made.gate, made.entered
+
+    async def fetch() -> str:
+        """Fetch the next output."""
+        if gate is not None:
+            entered.set()
+            await asyncio.to_thread(gate.wait, 30)
+        return outputs.pop(0)
+
+    return fetch
 
 
-class Gate:
-    """Where a live run's tool waits (`live_run`): `entered` once it is inside, until `open`."""
-
-    def __init__(self) -> None:
-        self.closed: threading.Event | None = None
-        self.entered = threading.Event()
-
-    def fetch(self, outputs: list[str]) -> Callable[[], Awaitable[str]]:
-        """The async tool `fetch`, returning `outputs` in order (waiting at the gate while it
-        is closed)."""
-
-        async def fetch() -> str:
-            """Fetch the next output."""
-            if self.closed is not None:
-                self.entered.set()
-                await asyncio.to_thread(self.closed.wait, 30)
-            return outputs.pop(0)
-
-        return fetch
-
-    @contextlib.contextmanager
-    def live(self, run: Callable[[], Outcome], conversation: str) -> Iterator[None]:
-        """`run` (one conversation, whose tool waits here) live on a thread of its own until
-        the block ends; then it finishes and must have written `conversation`."""
-        self.closed = threading.Event()
-        done: list[Outcome] = []
-        runner = threading.Thread(target=lambda: done.append(run()))
-        runner.start()
-        try:
-            assert self.entered.wait(60), "the run never reached its tool"
-            yield
-        finally:
-            self.closed.set()
-            runner.join(60)
-        assert done and done[0].session == conversation
+@contextlib.contextmanager
+def run_held_in_its_tool(driver: DoorDriver, made: Any, conversation: str) -> Iterator[None]:
+    """`driver.live_run` for a door whose conversation's tool waits at `made.gate` (set here)
+    after setting `made.entered`: a run of `conversation` through `made`, on a thread, live
+    inside its tool until the block ends; then let finish and checked that it did."""
+    made.gate = threading.Event()
+    done: list[Outcome] = []
+    runner = threading.Thread(
+        target=lambda: done.append(
+            driver.converse(made, conversation, [Turn("wait", tool_output="slow")])
+        )
+    )
+    runner.start()
+    try:
+        assert made.entered.wait(60), "the run never reached its tool"
+        yield
+    finally:
+        made.gate.set()
+        runner.join(60)
+    assert done and done[0].session == conversation
 
 
 def skip_unless(driver: DoorDriver, promise: str) -> None:
@@ -174,16 +184,21 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         pytest.skip(f"{driver.door} does not keep '{promise}': {reason}")
     if driver.module is None:
         return
+    install = install_hint(driver.extra)
     try:
-        importlib.import_module(driver.module)
+        module = importlib.import_module(driver.module)
     except ImportError as exc:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} is required in this run but does not import: {exc}")
         pytest.skip(
-            f"{driver.module} is not installed: pip install -e "
-            f"'.[{driver.extra.replace('_', '-')}]' "
+            f"{driver.module} is not installed: {install} "
             "(.ci/run runs the contract in each host's environment)"
         )
+    if driver.needs and not hasattr(module, driver.needs):
+        # Another host's environment may hold an older release, pulled in as its dependency.
+        if framework_required(driver.extra):
+            pytest.fail(f"{driver.module} here has no {driver.needs}: {install}")
+        pytest.skip(f"{driver.module} here is a release without {driver.needs}: {install}")
 
 
 def files_holding(root: Path, text: str) -> list[Path]:
@@ -220,10 +235,13 @@ DRIVERS: list[str] = [
     "claude_code",
     "deepagents",
     "google_adk",
+    "haystack",
     "langchain",
     "llama_index",
     "mcp_proxy",
+    "openai_agents",
     "pydantic_ai",
+    "smolagents",
     "strands",
     "strands_storage",
 ]

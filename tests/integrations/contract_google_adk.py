@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Gate, Outcome, Turn, scripted_turns
+from contract import DoorDriver, Outcome, Turn, gated_fetch, run_held_in_its_tool, scripted
 
 from ctxoffload import ContextConfig, SessionBusyError
 from ctxoffload._disk.ids import session_id_for
@@ -26,7 +27,8 @@ class _Made:
 
         self.plugin = plugin
         self.sessions = InMemorySessionService()
-        self.gate = Gate()
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
 
 
 class GoogleAdkDriver(DoorDriver):
@@ -52,8 +54,8 @@ class GoogleAdkDriver(DoorDriver):
     async def _converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         from google_adk_scripted import call, say
 
-        replies, outputs = scripted_turns(turns, call, say)
-        fetch = made.gate.fetch(outputs)
+        replies, outputs = scripted(turns, call, say)
+        fetch = gated_fetch(made, outputs)
 
         model, runner, session = await self._runner(made, conversation, replies, [fetch])
         kept = ""
@@ -103,9 +105,7 @@ class GoogleAdkDriver(DoorDriver):
 
     @contextlib.contextmanager
     def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
-        made = self.make(workspace)
-        run = [Turn("wait", tool_output="slow")]
-        with made.gate.live(lambda: self.converse(made, conversation, run), conversation):
+        with run_held_in_its_tool(self, self.make(workspace), conversation):
             yield
 
     def grep(self, made: _Made, conversation: str, pattern: str) -> str:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract import DoorDriver, Gate, Outcome, Turn, scripted_turns
+from contract import DoorDriver, Outcome, Turn, gated_fetch, run_held_in_its_tool, scripted
 
 from ctxoffload import ContextConfig
 
@@ -26,7 +27,8 @@ class _Made:
         self.memories: dict[str, Any] = {}
         self.first = first  # the memory built to check the workspace, used by a run without id
         self.chats = Path(workspace.workdir).parent / f"{Path(workspace.workdir).name}-chats.db"
-        self.gate = Gate()
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
 
 
 class LlamaIndexDriver(DoorDriver):
@@ -70,8 +72,8 @@ class LlamaIndexDriver(DoorDriver):
         from llama_index.core.agent.workflow import FunctionAgent
         from llama_index_scripted import Scripted, call, say, wire
 
-        replies, outputs = scripted_turns(turns, call, say)
-        fetch = made.gate.fetch(outputs)
+        replies, outputs = scripted(turns, call, say)
+        fetch = gated_fetch(made, outputs)
         memory = self._memory(made, conversation)
         model = Scripted(*replies)
         tools = [*memory.offload_tools([fetch]), *memory.tools]
@@ -88,8 +90,7 @@ class LlamaIndexDriver(DoorDriver):
     @contextlib.contextmanager
     def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
         made = self.make(workspace)
-        run = [Turn("wait", tool_output="slow")]
-        with made.gate.live(lambda: self.converse(made, conversation, run), conversation):
+        with run_held_in_its_tool(self, made, conversation):
             yield
         self._close(made)  # the application is done with the conversation's memory
 

@@ -23,6 +23,7 @@ class _Made:
 class McpProxyDriver(DoorDriver):
     door = "mcp-proxy"
     module = "mcp"
+    needs = "Client"  # the MCP SDK 2 (AgentScope's environment holds 1.x)
     extra = "mcp"
     reasons: ClassVar[dict[str, str]] = {
         "identity": "an MCP connection carries no id of its own: each connection is a new "

@@ -15,7 +15,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn, sessions_of
+from contract import DoorDriver, Outcome, Turn, run_held_in_its_tool, sessions_of
 
 from ctxoffload._disk.ids import session_id_for
 from ctxoffload._doors.doors import DOORS
@@ -208,22 +208,8 @@ class StrandsManagerDriver(DoorDriver):
 
     @contextlib.contextmanager
     def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
-        made = self.make(workspace)
-        made.gate = threading.Event()
-        done: list[Outcome] = []
-        runner = threading.Thread(
-            target=lambda: done.append(
-                self.converse(made, conversation, [Turn("wait", tool_output="slow")])
-            )
-        )
-        runner.start()
-        try:
-            assert made.entered.wait(60), "the run never reached its tool"
+        with run_held_in_its_tool(self, self.make(workspace), conversation):
             yield
-        finally:
-            made.gate.set()
-            runner.join(60)
-        assert done and done[0].session == conversation
 
     def grep(self, made: _Made, conversation: str, pattern: str) -> str:
         return _grep(made.workspace, pattern)

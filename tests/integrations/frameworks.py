@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from helpers import install_hint
+
 
 def framework_required(extra: str) -> bool:
     """Whether this run requires the framework of the ctxoffload extra `extra`
@@ -46,35 +48,47 @@ def require_framework(module: str, extra: str) -> ModuleType:
         if framework_required(extra):
             pytest.fail(f"{module} is required in this run but does not import: {exc}", False)
         pytest.skip(
-            f"{module} is not installed: pip install 'ctxoffload[{extra}]' "
+            f"{module} is not installed: {install_hint(extra)} "
             f"(.ci/run runs these tests in an environment of their own)",
             allow_module_level=True,
         )
 
 
-def run_guide_example(guide: str, folder: Path) -> subprocess.CompletedProcess[str]:
-    """Run the first Python example of docs/guides/`guide` (the page's whole-agent example;
-    later blocks are fragments) in `folder`, as a reader would (a fresh interpreter), with the
-    source tree first on the path as the installs of .ci/run and of a checkout's venv give it;
-    the finished process (its stdout, stderr, return code)."""
+def run_guide_example(
+    guide: str, folder: Path, block: int = 0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a Python example of docs/guides/`guide` (by default the first, the page's
+    whole-agent example) in `folder`, as a reader would (saved as a script, run by a fresh
+    interpreter), with the source tree first on the path as the installs of .ci/run and of a
+    checkout's venv give it; the finished process (its stdout, stderr, return code).
+
+    Args:
+        block: which Python block of the page, from 0.
+        env: the variables the process runs with (default: this process's).
+    """
     page = Path(__file__).resolve().parents[2] / "docs" / "guides" / guide
-    code = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)[0]
+    code = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)[block]
     path = [str(page.parents[2] / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    # Saved to a file and run, as a reader runs it (smolagents' @tool reads its function's
+    # source, which `python -c` has none of).
+    script = folder / "example.py"
+    script.write_text(code, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, str(script)],
         cwd=folder,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+        env={**(os.environ if env is None else env), "PYTHONPATH": os.pathsep.join(path)},
     )
 
 
-def check_the_nightly_example(guide: str, folder: Path) -> None:
+def check_the_nightly_example(guide: str, folder: Path, env: dict[str, str] | None = None) -> None:
     """Run the example of a host's guide that fetches the nightly job's 20,000-line log and
-    greps its last batch (docs/guides/langchain.md, pydantic-ai.md), and check what it printed
-    and that the whole log is in the workspace."""
-    done = run_guide_example(guide, folder)
+    greps its last batch (docs/guides/langchain.md, pydantic-ai.md, openai-agents.md), and
+    check what it printed (the characters of the log the model was sent, first) and that the
+    whole log is in the workspace."""
+    done = run_guide_example(guide, folder, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[-1] == "The nightly job finished: its last batch, 19999, is done."

@@ -18,7 +18,7 @@ from langchain_core.messages import (
 from pydantic import Field
 
 from ctxoffload import ContextConfig, LocalWorkspace
-from ctxoffload.integrations.langchain import ContextOffloadMiddleware
+from ctxoffload.integrations.langchain import ContextOffloadMiddleware, DeltaAgentState
 
 CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
 """A small window, so that a few dozen turns are compacted."""
@@ -77,7 +77,11 @@ def converse(agent: Any, turns: range, name: str) -> dict[str, Any]:
     return state
 
 
-def agent_on(folder: Path, model: Any, saver: Any) -> Any:
-    """A tool-less `create_agent` with the middleware on a workspace in `folder`."""
+def agent_on(folder: Path, model: Any, saver: Any, *, delta: bool = False) -> Any:
+    """A tool-less `create_agent` with the middleware on a workspace in `folder`; with
+    `delta`, its messages checkpointed as deltas (`DeltaAgentState`)."""
     offload = ContextOffloadMiddleware(LocalWorkspace(folder), config=CONFIG)
-    return create_agent(model, tools=[], middleware=[offload], checkpointer=saver)
+    schema = DeltaAgentState if delta else None
+    return create_agent(
+        model, tools=[], middleware=[offload], checkpointer=saver, state_schema=schema
+    )

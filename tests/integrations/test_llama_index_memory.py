@@ -286,4 +286,4 @@ def test_the_read_back_tools_become_openai_schemas_with_their_arguments_describe
     assert set(schemas) == {"Read", "Grep", "Glob", "retrieve_offloaded_content", "memory"}
     grep = schemas["Grep"]["function"]
     assert grep["description"].startswith("Search files in the workspace")
-    assert grep["parameters"]["properties"]["pattern"]["description"]
+    assert grep["parameters"]["properties"]["context_lines"]["description"]

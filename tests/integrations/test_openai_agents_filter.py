@@ -28,6 +28,7 @@ from agents import (  # noqa: E402
 )
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
+from openai_agents_scripted import call, run  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
 from ctxoffload.formats import from_openai  # noqa: E402
@@ -36,7 +37,7 @@ from ctxoffload.integrations.openai_agents import (  # noqa: E402
     WorkspaceSession,
 )
 from ctxoffload.tokens import get_token_counter  # noqa: E402
-from openai_server import OpenAIServer, chat_completion  # noqa: E402
+from openai_server import OpenAIServer  # noqa: E402
 
 set_tracing_disabled(True)
 
@@ -54,23 +55,6 @@ def dump() -> str:
 def status(batch: int) -> str:
     """The status line of one export batch."""
     return f"batch {batch}: " + "rows exported, checksums match, index rebuilt. " * 6
-
-
-def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
-    function = {"name": name, "arguments": json.dumps(arguments)}
-    return chat_completion(tool_calls=[{"id": call_id, "type": "function", "function": function}])
-
-
-async def run(
-    server: OpenAIServer, offload: OffloadingInputFilter, tools: list[Any], question: str, **kw: Any
-) -> Any:
-    """One run of an agent on `server` with `offload` as its input filter (the client closed
-    on the run's own event loop)."""
-    async with AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0) as client:
-        model = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
-        agent = Agent(name="ops", instructions="You run exports.", model=model, tools=tools)
-        config = RunConfig(call_model_input_filter=offload)
-        return await Runner.run(agent, question, run_config=config, **kw)
 
 
 def offload_in(folder: Path) -> OffloadingInputFilter:
@@ -184,10 +168,10 @@ async def test_a_workspace_session_keeps_the_items_and_a_resumed_run_sees_them(
         server.add(call("dump", {}, "call_1"))
         server.add_completion("The export finished.")
         server.add_completion("Yes: the last batch is 159999.")
-        session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+        session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
         await run(server, offload_in(tmp_path / "ws"), [dump], "dump the log", session=session)
         # A new session, filter and workspace object on the folder: a restarted process.
-        again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+        again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
         items = await again.get_items()
         assert [i.get("type", "message") for i in items] == [
             "message",
@@ -195,7 +179,11 @@ async def test_a_workspace_session_keeps_the_items_and_a_resumed_run_sees_them(
             "function_call_output",
             "message",
         ]
-        assert items[2]["output"] == BIG  # the record keeps it whole
+        # The session keeps what the model was sent: the head and the notice naming the
+        # file that holds the output whole, not the 5 MB again.
+        assert items[2]["output"].startswith(BIG[:200]) and len(items[2]["output"]) < 5_000
+        assert "tool_result-call_1.txt" in items[2]["output"]
+        assert (tmp_path / "ws/sessions/t1/tool_result-call_1.txt").read_text() == BIG
         await run(server, offload_in(tmp_path / "ws"), [dump], "all done?", session=again)
     resumed = server.requests[2]["messages"]
     assert [m["role"] for m in resumed] == [
@@ -219,9 +207,11 @@ async def test_a_workspace_session_keeps_the_items_and_a_resumed_run_sees_them(
 
 RESUME = """
 import asyncio, sys, types
-from test_openai_agents_filter import WorkspaceSession, LocalWorkspace, dump, offload_in, run
+from test_openai_agents_filter import (
+    CONFIG, WorkspaceSession, LocalWorkspace, dump, offload_in, run,
+)
 server = types.SimpleNamespace(base_url=sys.argv[1])
-session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t1")
+session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t1", config=CONFIG)
 asyncio.run(run(server, offload_in(sys.argv[2]), [dump], "all done?", session=session))
 """
 
@@ -234,12 +224,12 @@ async def test_a_run_resumed_in_a_new_process_sends_what_one_in_this_process_sen
         server.add_completion("The export finished.")
         server.add_completion("Yes.", usage=(10, 1))
         server.add_completion("Yes.", usage=(10, 1))
-        session = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1")
+        session = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1", config=CONFIG)
         await run(server, offload_in(tmp_path / "a"), [dump], "dump the log", session=session)
         # The same folder (notices name its path) resumed twice: here, then, put back as the
         # first run left it, in a new process.
         shutil.copytree(tmp_path / "a", tmp_path / "saved")
-        here = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1")
+        here = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1", config=CONFIG)
         await run(server, offload_in(tmp_path / "a"), [dump], "all done?", session=here)
         shutil.rmtree(tmp_path / "a")
         shutil.copytree(tmp_path / "saved", tmp_path / "a")

@@ -15,7 +15,7 @@ from ctxoffload.readback import FileToolbox
 from ctxoffload.workspace import writing_as
 from helpers import call
 
-RECORDS = ("events.jsonl", "state.json", "lease.json", "context.jsonl.commit")
+RECORDS = ("events.jsonl", "state.json", "lease.json", "history.jsonl", "context.jsonl.commit")
 
 
 def fetch_logs(job: str) -> str:
@@ -147,3 +147,20 @@ async def test_a_link_to_a_record_is_left_out_of_a_walk_too(tmp_path: Path) -> N
     assert toolbox.grep("fetch_logs", "sessions/run-42/notes.txt").startswith(
         "sessions/run-42/events.jsonl:"
     )
+
+
+async def test_a_hosts_saved_conversation_is_a_record(tmp_path: Path) -> None:
+    # history.jsonl holds the host's items, each earlier Grep call and its answer among them
+    # (an OpenAI Agents SDK session's function_call_output): found again, it would grow.
+    ws = LocalWorkspace(tmp_path / "ws")
+    await store_the_log(ws)
+    output = {"type": "function_call_output", "call_id": "g", "output": "ERROR in a search"}
+    await ws.append_history("run-42", {"add": [output]})
+    toolbox = FileToolbox([ws.workdir])
+    assert "history.jsonl" not in toolbox.glob("sessions/**")
+    assert toolbox.grep("ERROR", ".").splitlines() == [
+        "sessions/run-42/tool_result-call_1.txt:3218:"
+        "nightly batch 3217: ERROR disk quota exceeded on /mnt/exports"
+    ]
+    history = "sessions/run-42/history.jsonl"
+    assert toolbox.grep("ERROR", history).startswith(f"{history}:1:")

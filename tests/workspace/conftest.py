@@ -72,3 +72,20 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
 def any_workspace(make_workspace: Callable[..., Any]) -> Any:
     """Each workspace in turn, with its default options."""
     return make_workspace()
+
+
+@pytest.fixture
+def read_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The offsets a `LocalWorkspace` starts each read of a file's lines at, in order, from
+    the moment the fixture is asked for: where a follower's read begins."""
+    from ctxoffload.workspace import _disk_store
+
+    starts: list[int] = []
+    real = _disk_store.iter_chunks
+
+    def spied(fd: int, start: int, end: int) -> Any:
+        starts.append(start)
+        return real(fd, start, end)
+
+    monkeypatch.setattr(_disk_store, "iter_chunks", spied)
+    return starts

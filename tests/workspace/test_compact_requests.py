@@ -47,12 +47,10 @@ async def test_a_follower_finds_each_request_once_until_it_is_answered(
 
 
 async def test_a_follower_reads_only_what_the_log_gained(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, read_starts: list[int]
 ) -> None:
     """After the first look, each look starts reading where the previous one ended, however
     long the log, and however many lines another process appended meanwhile."""
-    from ctxoffload.workspace import _disk_store
-
     agent_side = LocalWorkspace(tmp_path / "ws")
     asker = LocalWorkspace(tmp_path / "ws")  # another process's object: no shared marks
     events = tmp_path / "ws" / "sessions" / "s" / "events.jsonl"
@@ -60,14 +58,7 @@ async def test_a_follower_reads_only_what_the_log_gained(
         await agent_side.record_event("s", "model_call", step=step, padding="x" * 200)
     follower = CompactRequests(agent_side, "s")
     assert await follower.look() == []
-    starts: list[int] = []
-    real_chunks = _disk_store.iter_chunks
-
-    def spied(fd: int, start: int, end: int) -> Any:
-        starts.append(start)
-        return real_chunks(fd, start, end)
-
-    monkeypatch.setattr(_disk_store, "iter_chunks", spied)
+    starts = read_starts
     for round_ in range(3):
         size = events.stat().st_size
         await asker.record_event("s", "model_call", step=1000 + round_, padding="y" * 200)

@@ -39,6 +39,7 @@ __all__ = [
     "iter_chunks",
     "iter_lines",
     "iter_pieces",
+    "parse_lines",
     "parse_log",
     "read_commit",
     "read_log",
@@ -399,12 +400,33 @@ def parse_log(raw: bytes, shown: str, *, warn: Callable[[str], None] | None = No
         shown: how the log is named to people.
         warn: told about each line skipped as not JSON.
     """
-    return _values(JsonLines.of_bytes(raw), shown, warn)
+    return [value for _, value in parse_lines(raw, 1, shown, warn=warn)]
+
+
+def parse_lines(
+    raw: bytes, first: int, shown: str, *, warn: Callable[[str], None] | None = None
+) -> list[tuple[int, Any]]:
+    """`parse_log` for lines read from line `first` of a log on (`read_lines`): each
+    complete JSON value with its line number.
+
+    Args:
+        raw: the lines' bytes, the first of them line `first` of the log.
+        first: the line number of the first line in `raw`.
+        shown: how the log is named to people.
+        warn: told about each line skipped as not JSON.
+    """
+    return _numbered(JsonLines.of_bytes(raw), first - 1, shown, warn)
 
 
 def _values(lines: JsonLines, shown: str, warn: Callable[[str], None] | None) -> list[Any]:
-    values = [value for _, value in lines]
+    return [value for _, value in _numbered(lines, 0, shown, warn)]
+
+
+def _numbered(
+    lines: JsonLines, before: int, shown: str, warn: Callable[[str], None] | None
+) -> list[tuple[int, Any]]:
+    values = [(before + number, value) for number, value in lines]
     if warn is not None:
         for number in lines.corrupt:
-            warn(f"{shown} line {number} is not valid JSON (torn write?): skipped")
+            warn(f"{shown} line {before + number} is not valid JSON (torn write?): skipped")
     return values

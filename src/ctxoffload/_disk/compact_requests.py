@@ -171,7 +171,7 @@ class CompactRequests:
         if not isinstance(workspace, EventLines):
             events = await workspace.read_events(self.session_id)
             new, self._seen = events[self._seen :], len(events)
-            return [e for e in new if e.get("kind") in _KINDS]
+            return [e for e in new if is_event(e) and e["kind"] in _KINDS]
         first = self._next_line
         try:
             data = await workspace.read_lines(

@@ -26,11 +26,13 @@ from .records import KINDS, Event
 from .wording import (
     duration,
     error_text,
+    fidelity_parts,
     fidelity_sentence,
     figure,
     files_text,
     first_line,
     into_text,
+    lines_text,
     plural,
     quoted,
     said,
@@ -163,7 +165,7 @@ def is_event(value: object) -> bool:
 
 def _into(event: Event) -> str:
     """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
-    return into_text(event.field("reference"), event.field("lines"))
+    return into_text(event.field("reference"), event.field("lines"), event.field("spans"))
 
 
 # -- the records --------------------------------------------------------------------------------
@@ -176,9 +178,10 @@ def record_of(line: Mapping[str, Any]) -> Event:
 
 
 def event_sentence(line: Mapping[str, Any]) -> str:
-    """The one sentence every reader says of an event line: `show`, `watch`, the viewer and
-    the `ctxoffload` logger."""
-    return record_of(line).sentence()
+    """What a reader of one line per event says of an event line (the `ctxoffload` logger,
+    a command's one-line answer): its sentence and its notes (`Event.one_line`). `show`,
+    `watch` and the viewer print the notes under the sentence."""
+    return record_of(line).one_line()
 
 
 class _MovedLines(Event):
@@ -214,6 +217,10 @@ class _Fidelity(Event):
         listed in events.jsonl (the `artifacts` event)."""
         return fidelity_sentence(self.to_json(), f"listed in {EVENTS_FILE}")
 
+    def fidelity_parts(self) -> list[str]:
+        """`fidelity`'s parts (what stayed named, what was read back), each on its own."""
+        return fidelity_parts(self.to_json(), f"listed in {EVENTS_FILE}")
+
 
 # Written by every workspace.
 
@@ -227,7 +234,7 @@ class ContextBatch(_MovedLines):
 
     def sentence(self) -> str:
         return (
-            f"appended {figure(self.messages)} messages ({figure(self.bytes)} bytes){_into(self)}"
+            f"appended {plural(self.messages, 'message')} ({figure(self.bytes)} bytes){_into(self)}"
         )
 
 
@@ -283,28 +290,43 @@ class SessionStart(Event):
     first_step: int
     parent: dict[str, Any]
 
-    def sentence(self) -> str:
+    def _resumed(self) -> bool:
         restored = self.restored_messages
-        if isinstance(restored, int) and restored > 0 and not isinstance(self.parent, dict):
+        return isinstance(restored, int) and restored > 0 and not isinstance(self.parent, dict)
+
+    def _who(self) -> str:
+        """`agent 'analyst', model scripted (gpt-4o-mini)`: the name quoted, since an agent's
+        default name is `agent`."""
+        agent = quoted(self.agent, 60) if isinstance(self.agent, str) else "?"
+        return f"agent {agent}, model {said(self.model)}"
+
+    def sentence(self) -> str:
+        if self._resumed():
             return (
-                f"resumed at step {figure(self.first_step)}: {figure(restored)} "
-                f"messages restored (agent {said(self.agent)}, model: {said(self.model)}, window "
-                f"{figure(self.context_window)} tokens)"
+                f"resumed at step {figure(self.first_step)}: "
+                f"{plural(self.restored_messages, 'message')} restored"
             )
-        tools = ", ".join(self.tools or []) or "none"
+        return f"session started: {self._who()}"
+
+    def notes(self) -> list[str]:
+        window = f"window {figure(self.context_window)} tokens"
+        if self._resumed():
+            return [f"{self._who()}, {window}"]
         parent = self.parent
         child = (
-            f"; sub-agent of session {parent.get('session')} (agent {parent.get('agent')}, "
-            f"step {parent.get('step')}, call {parent.get('tool_id')})"
+            [
+                f"sub-agent of session {parent.get('session')} (agent {parent.get('agent')}, "
+                f"step {parent.get('step')}, call {parent.get('tool_id')})"
+            ]
             if isinstance(parent, dict)
-            else ""
+            else []
         )
-        return (
-            f"session started: agent {said(self.agent)}, model: {said(self.model)} "
-            f"(summaries: {self.summary_model or 'extractive'}), window "
-            f"{figure(self.context_window)} tokens, tools: {tools}; ctxoffload "
-            f"{said(self.version)}{child}"
-        )
+        return [
+            f"{window}, summaries by {self.summary_model or 'extraction'}, ctxoffload "
+            f"{said(self.version)}",
+            f"tools: {', '.join(self.tools or []) or 'none'}",
+            *child,
+        ]
 
 
 class Door(Event):
@@ -325,12 +347,12 @@ class Door(Event):
 
     def sentence(self) -> str:
         conversation = (
-            f" for {quoted(self.conversation, 80)}" if isinstance(self.conversation, str) else ""
+            f" of {quoted(self.conversation, 40)}" if isinstance(self.conversation, str) else ""
         )
-        return (
-            f"{said(self.host)} ({said(self.adapter)}) began a run{conversation}; it records "
-            f"{said(self.records)}"
-        )
+        return f"run{conversation} by {said(self.host)} ({said(self.adapter)})"
+
+    def notes(self) -> list[str]:
+        return [f"it records {said(self.records)}"]
 
 
 class Message(Event):
@@ -367,20 +389,22 @@ class ModelCall(Event):
 
     def sentence(self) -> str:
         reported = self.input_tokens
-        tokens = f"{figure(self.tokens_counted)} tokens counted" + (
+        tokens = f"{figure(self.tokens_counted)} tokens" + (
             f" ({figure(reported)} reported)" if reported is not None else ""
         )
         attempt = self.attempt
         again = f" (attempt {attempt})" if isinstance(attempt, int) and attempt > 1 else ""
-        outcome = said(self.outcome)
+        # `ok` is every call's but a failed or projected one's: said only when it is not.
+        outcome = "" if self.outcome == "ok" else f" · {said(self.outcome)}"
         if isinstance(self.error, dict):
             outcome += f": {error_text(self.error)}"
         calls = self.tool_calls or []
         then = f" → {', '.join(c.get('name', '?') for c in calls)}" if calls else ""
         summary = " (one a summary)" if self.summary else ""
+        sent = plural(len(self.messages or []), "message")
         return (
-            f"step {said(self.step)} · model call{again} · {len(self.messages or [])} messages"
-            f"{summary} · {tokens} · {duration(self.duration_ms)} · {outcome}{then}"
+            f"step {said(self.step)} · model call{again} · {sent}{summary} · {tokens} · "
+            f"{duration(self.duration_ms)}{outcome}{then}"
         )
 
 
@@ -432,21 +456,38 @@ class Truncation(_TokenChange):
     reference: str | None
     lines_shown: int
     lines_total: int
+    last_line_partial: bool
+    bytes_total: int
+    kept_sha256: str
     unit: str
     reason: str
 
     def sentence(self) -> str:
-        shown = self.lines_shown
-        of = (
-            f", {figure(shown)} of {figure(self.lines_total)} lines shown"
-            if isinstance(shown, int)
-            else ""
-        )
         return (
             f"truncated {self.tool_name or self.tool or 'a tool result'} "
-            f"{token_change(self.to_json())}{of}; whole output in "
-            f"{self.reference or 'nowhere (no offloader)'}"
+            f"{token_change(self.to_json())}{self._shown()}"
         )
+
+    def _shown(self) -> str:
+        """`, 14 of 212 lines shown`; when the last line shown is cut,
+        `, 1 of 2 lines shown and part of line 2`; when every line is kept (an image or a file
+        left), `, all 2 lines shown, non-text parts stored`."""
+        shown, total = self.lines_shown, self.lines_total
+        if not isinstance(shown, int):
+            return ""
+        if self.last_line_partial is True and shown == 1:
+            return f", part of line 1 of {figure(total)} shown"
+        if self.last_line_partial is True and shown > 1:
+            whole = f"{figure(shown - 1)} of {plural(total, 'line')} shown and part"
+            return f", {whole} of line {figure(shown)}"
+        if shown == total:
+            # Every line of the text kept: what left is not text (an image, a file), and
+            # its `<data .../>` line names where it went.
+            return f", all {plural(total, 'line')} shown, non-text parts stored"
+        return f", {figure(shown)} of {plural(total, 'line')} shown"
+
+    def notes(self) -> list[str]:
+        return [f"whole output in {self.reference or 'nowhere (no offloader)'}"]
 
 
 class Offload(_TokenChange):
@@ -458,6 +499,8 @@ class Offload(_TokenChange):
     tool_name: str | None
     blocks: int
     references: list[str]
+    bytes: int
+    kept_sha256: str
 
     def sentence(self) -> str:
         return (
@@ -494,22 +537,20 @@ class Compression(_MovedLines, _TokenChange, _Fidelity):
     summary_input: dict[str, Any]
 
     def sentence(self) -> str:
-        where = str(self.reference or "nowhere (no offloader)")
-        span = self.lines
-        if isinstance(span, list) and len(span) == 2:
-            where += f" lines {span[0]}-{span[1]}"
         count = self.messages
-        what = f"{figure(count)} messages" if isinstance(count, int) else "history"
+        what = plural(count, "message") if isinstance(count, int) else "history"
         also = f", {figure(self.kept)} kept" if isinstance(self.kept, int) else ""
         if self.summary_model:
             by = f"summary by {said(self.summary_model)}"
         else:
             by = f"{said(self.summary_source)} summary" if self.summary_source else "summary"
-        return f"compressed {what}, {token_change(self.to_json())}, into {where} ({by}{also})"
+        return f"compressed {what}, {token_change(self.to_json())} ({by}{also})"
 
     def notes(self) -> list[str]:
-        fidelity = self.fidelity()
-        return [fidelity] if fidelity else []
+        where = str(self.reference or "nowhere (no offloader)")
+        where += lines_text(self.lines, self.spans)
+        # The report's parts on lines of their own: each fits a terminal's width.
+        return [f"moved to {where}", *self.fidelity_parts()]
 
 
 class Artifacts(Event):
@@ -540,7 +581,7 @@ class Window(_MovedLines, _Fidelity):
         also = f", {pinned} pinned" if isinstance(pinned, int) and pinned else ""
         fidelity = self.fidelity()
         return (
-            f"sliding window moved {figure(self.messages)} messages{_into(self)}, "
+            f"sliding window moved {plural(self.messages, 'message')}{_into(self)}, "
             f"kept {figure(self.kept)} (at most {figure(self.max_messages)})"
             f"{also}" + (f"; {fidelity}" if fidelity else "")
         )
@@ -715,7 +756,7 @@ class Background(_MovedLines):
 
     def sentence(self) -> str:
         status = self.status
-        what = f"{said(self.messages)} messages{_into(self)}"
+        what = f"{plural(self.messages, 'message')}{_into(self)}"
         if status == "started":
             return f"started a background summary of {what}"
         if status == "applied":
@@ -778,8 +819,8 @@ class Replay(Event):
     def sentence(self) -> str:
         return (
             f"replay {said(self.run)} ({said(self.config_name)}): "
-            f"{figure(self.messages)} messages, "
-            f"{figure(self.model_calls)} model calls of the transcript"
+            f"{plural(self.messages, 'message')}, "
+            f"{plural(self.model_calls, 'model call')} of the transcript"
         )
 
 
@@ -798,7 +839,7 @@ class Fork(Event):
         at = f" at step {step}" if step is not None else " from its saved state"
         return (
             f"forked from session {said(origin.get('session'))}{at}: "
-            f"{figure(self.messages)} messages to start from"
+            f"{plural(self.messages, 'message')} to start from"
         )
 
 

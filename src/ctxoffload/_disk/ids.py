@@ -6,7 +6,13 @@ import re
 
 from ..exceptions import InvalidSessionId
 
-__all__ = ["is_session_id", "session_id_for", "tool_file_stem", "validate_session_id"]
+__all__ = [
+    "is_session_id",
+    "session_id_for",
+    "session_named",
+    "tool_file_stem",
+    "validate_session_id",
+]
 
 # ASCII only: a look-alike such as U+2215 (division slash) or U+FF0E (fullwidth full stop)
 # must not pass as a plain name. The first character may not be '.', which rules out '.',
@@ -70,6 +76,15 @@ def session_id_for(thread: object) -> str:
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     safe = _UNSAFE_RUN.sub("_", text)[:80].lstrip("-._") or "thread"
     return f"{safe}.{digest}"
+
+
+def session_named(text: str) -> str:
+    """The session a person names with `text` (a `ctxoffload` command's SESSION): a plain
+    name is the session's own folder name, taken as it is (`team_alice_42.4518827876801fc9`,
+    as `ls` lists it); anything else is a host's own conversation id (`team/alice:42`),
+    mapped by `session_id_for`, the rule every door stored it by. So a command finds a
+    host's conversation by the id the host knows it by, and never takes a path."""
+    return text if is_session_id(text) else session_id_for(text)
 
 
 def tool_file_stem(tool_id: object) -> str:

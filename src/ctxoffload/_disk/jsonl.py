@@ -75,10 +75,10 @@ _REOPEN_TRIES = 50
 # small batch at the head is not held back writing and syncing megabytes for others (the
 # bound LevelDB puts on its write groups); the leader's own batch always goes in.
 _GROUP_BYTES = 1 << 20
-# Where this many of the latest batches written to a committed log (a context log) begin is
-# remembered, so reading them back (`JsonlAppender.line_start`) starts at their first line,
-# not at the log's: enough for the batches of a group commit, few enough to keep for every
-# session a long-lived workspace object has written to.
+# Where this many of the latest batches written to a log begin is remembered, so reading
+# them back (`JsonlAppender.line_start`) starts at their first line, not at the log's: enough
+# for the batches of a group commit, few enough to keep for every session a long-lived
+# workspace object has written to.
 _MARKS = 8
 
 
@@ -206,8 +206,8 @@ class JsonlAppender:
         self._locks: dict[str, threading.Lock] = {}
         self._queues: dict[str, _Queue] = {}
         self._known: dict[str, _Known] = {}
-        # Per committed log (device, inode): (first line, offset, the bytes just before it)
-        # of the latest batches written, to start a read of their lines where they begin.
+        # Per log (device, inode): (first line, offset, the bytes just before it) of the
+        # latest batches written, to start a read of their lines where they begin.
         self._marks: dict[tuple[int, int], deque[tuple[int, int, bytes]]] = {}
         # Per file (device, inode): (line, offset, the bytes just before it) where the latest
         # read that reached its last whole line ended (`note_read`): a follower of a log
@@ -430,14 +430,19 @@ class JsonlAppender:
             chunks.append(b"\n")
             newlines += 1
         spans: list[Span] = []
+        starts: list[tuple[int, int]] = []
+        at = size + len(chunks[0]) if chunks else size
         for batch in batches:
             chunks.extend(batch.lines)
             spans.append(Span(newlines + 1, newlines + len(batch.lines)))
+            starts.append((newlines + 1, at))
             newlines += len(batch.lines)
+            at += sum(map(len, batch.lines))
         payload = b"".join(chunks)
         self._write(key, fd, payload, size)
         end = size + len(payload)
         self._known[key] = _Known(st.st_dev, st.st_ino, end, newlines, self._tail(fd, payload, end))
+        self._mark(fd, st, starts)
         return spans
 
     def _append_committed(

@@ -8,6 +8,7 @@ imports it at start-up (`re` is loaded by argparse anyway).
 {workdir}/
   sessions/{session_id}/
     context.jsonl  context.jsonl.commit  events.jsonl  state.json  lease.json
+    history.jsonl            a host's saved conversation (an SDK session's items), appended
     tool_result-{stem}.txt
   data/{sha256}.{ext}
   skills/
@@ -17,8 +18,9 @@ imports it at start-up (`re` is loaded by argparse anyway).
 ```
 
 What an agent stored (tool results, context.jsonl, data/, memories/) is content; what the
-workspace keeps to run and to record a session (events.jsonl, state.json, lease.json, a
-commit record, a file being written, a folder being removed) is a record (`is_record`).
+workspace keeps to run and to record a session (events.jsonl, state.json, lease.json, a host's
+history.jsonl, a commit record, a file being written, a folder being removed) is a record
+(`is_record`).
 Every search over a folder or a glob (the agent's Grep and Glob, the read-back tools of every
 host and of the MCP proxy, `ctxoffload grep` and the viewer's search through it) finds content
 and leaves the records out unless a path names one: the records hold every earlier search
@@ -39,7 +41,9 @@ __all__ = [
     "DATA_REFERENCE",
     "DATA_REFERENCE_BYTES",
     "EVENTS_FILE",
+    "HISTORY_FILE",
     "LEASE_FILE",
+    "LOGS",
     "MARK",
     "MEMORIES_DIR",
     "MEMORY_AGENTS_DIR",
@@ -92,12 +96,19 @@ EVENTS_FILE = "events.jsonl"
 """A session's record: one event per line (offloads, compressions, model and tool calls)."""
 STATE_FILE = "state.json"
 """A session's snapshot for resuming: the live context, replaced at each step."""
+HISTORY_FILE = "history.jsonl"
+"""A session's host conversation as the host saves it (the OpenAI Agents SDK's session
+items): records appended one per line, never rewritten; what the host reads back at the start
+of a run (`HistoryLog`)."""
+LOGS = (CONTEXT_FILE, EVENTS_FILE, HISTORY_FILE)
+"""A session's append-only logs: written a batch of lines at a time, never replaced, read by
+lines (a bucket keeps each as segments, an import appends it line by line)."""
 COMMIT_SUFFIX = ".commit"
 """Beside a committed log, `context.jsonl.commit` says how much of it belongs to
 acknowledged batches; a reader ignores what lies past it."""
 LEASE_FILE = "lease.json"
 """The lease of a session: `sessions/{id}/lease.json` (a file on disk, an object in a bucket)."""
-RECORD_FILES = frozenset({EVENTS_FILE, STATE_FILE, LEASE_FILE})
+RECORD_FILES = frozenset({EVENTS_FILE, STATE_FILE, LEASE_FILE, HISTORY_FILE})
 """The files of a session folder that record the session rather than hold what its agent
 stored (commit records, named by `COMMIT_SUFFIX`, are records too: `is_record`)."""
 

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
-from .._depth import MAX_DEPTH, STORE_DEPTH, text_form, too_deep
+from .._depth import STORE_DEPTH, TooDeep, depth_error, load_json, text_form, too_deep
 from ..exceptions import InvalidContent
 from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import data_line
@@ -33,8 +33,6 @@ from .paths import path_to_file_url
 from .rows import TextRow
 
 __all__ = [
-    "MAX_DEPTH",
-    "STORE_DEPTH",
     "StoreData",
     "ToolOutput",
     "as_message_list",
@@ -47,8 +45,6 @@ __all__ = [
     "render_tool_output",
     "sniff_media_type",
     "storable_message",
-    "text_form",
-    "too_deep",
     "tool_output_of",
 ]
 
@@ -131,15 +127,6 @@ def _split_data_url(value: str) -> tuple[str | None, str] | None:
         return None
     media_type = head[len("data:") : -len(";base64")].split(";", 1)[0] or None
     return media_type, data
-
-
-def depth_error(where: str, limit: int = MAX_DEPTH) -> InvalidContent:
-    """The error for content nested deeper than `limit` levels (or containing itself)."""
-    shown = where if len(where) <= 80 else where[:80] + "..."
-    return InvalidContent(
-        f"{shown} is nested deeper than {limit} levels (or contains itself): flatten it, "
-        "or pass deeply nested data as JSON text"
-    )
 
 
 def file_url(reference: str) -> str:
@@ -237,10 +224,10 @@ def _as_json(obj: Any, *, where: str) -> Any:
         # The model's own JSON (aliases, custom serialisers and all), parsed back so that
         # payloads can be replaced inside it.
         try:
-            return json.loads(obj.model_dump_json())
+            return load_json(obj.model_dump_json(), STORE_DEPTH)
         except PydanticSerializationError:
             pass
-        except RecursionError:  # under pydantic's own limit, but too deep for json.loads
+        except TooDeep:  # under pydantic's own limit (255), but deeper than a message may be
             raise depth_error(where, STORE_DEPTH) from None
         # JSON text cannot hold a lone surrogate (text a tool decoded with surrogateescape)
         # but a Python str can: take the model's JSON values and let dumps_line escape them.

@@ -14,9 +14,9 @@ from __future__ import annotations
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, ClassVar
+    from typing import Any, ClassVar, TypeGuard
 
-__all__ = ["KINDS", "Event"]
+__all__ = ["KINDS", "Event", "is_count", "line_runs"]
 
 
 KINDS: dict[str, type[Event]] = {}
@@ -121,8 +121,39 @@ class Event:
         return self.kind
 
     def notes(self) -> list[str]:
-        """Further sentences `show` prints under the event's line (the log joins them)."""
+        """Further sentences `show` prints under the event's line (`one_line` joins them)."""
         return []
+
+    def one_line(self) -> str:
+        """The sentence and its notes on one line: what a reader of one line per event says
+        (the `ctxoffload` logger, a command's one-line answer)."""
+        return "; ".join([self.sentence(), *self.notes()])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_json()!r})"
+
+
+# -- fields read back ----------------------------------------------------------------------
+# A line of the record may be of another release's shape or damaged: a reader checks a field's
+# type before it relies on it, by these rules.
+
+
+def is_count(value: object) -> TypeGuard[int]:
+    """Whether a field read from the record is a count: an int of 0 or more (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_run(value: object) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(is_count(n) for n in value)
+
+
+def line_runs(lines: object, spans: object = None) -> list[tuple[int, int]]:
+    """The lines an event that moved messages names, as runs `(first, last)`: its `spans`
+    (each run `[first, last]`, written when the lines are not consecutive) when it holds
+    them, else its `lines` (`[first, last]`); none when neither reads (a line cut short,
+    another shape)."""
+    if isinstance(spans, list) and spans and all(_is_run(run) for run in spans):
+        return [(run[0], run[1]) for run in spans]
+    if _is_run(lines):
+        return [(lines[0], lines[1])]  # type: ignore[index]
+    return []

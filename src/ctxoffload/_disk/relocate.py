@@ -64,12 +64,24 @@ def relocate(body: bytes, old: Iterable[str], new: str) -> bytes:
     return body
 
 
-def prefixes_named(events: Iterable[object], session_id: str) -> set[str]:
+def prefixes_named(event_lines: Iterable[bytes], session_id: str) -> set[str]:
     """The workspace prefixes a session's events name their own files under: for each
-    `reference` ending in `/sessions/<session_id>/<name>`, what comes before it."""
+    `reference` ending in `/sessions/<session_id>/<name>`, what comes before it.
+
+    Args:
+        event_lines: the lines of the session's events.jsonl; one that does not read (torn,
+            not JSON, nested deeper than any the workspace writes) names none.
+        session_id: the session whose events they are.
+    """
+    from .._depth import load_json
+
     found: set[str] = set()
     marker = f"/{SESSIONS_DIR}/{session_id}/"
-    for event in events:
+    for line in event_lines:
+        try:
+            event = load_json(line)
+        except ValueError:
+            continue
         reference = event.get("reference") if isinstance(event, dict) else None
         if isinstance(reference, str) and marker in reference:
             head, _, name = reference.rpartition(marker)

@@ -15,11 +15,14 @@ from typing import Any
 
 from pydantic_core import to_json as _to_json
 
+from .._depth import load_json
+
 __all__ = [
     "TextRow",
     "dumps_line",
     "dumps_row",
     "index_keys",
+    "line_key",
     "lines_and_keys",
     "message_key",
     "row_line_and_key",
@@ -186,12 +189,18 @@ def index_keys(lines: Iterable[bytes], first_line: int, into: dict[str, int]) ->
     again (an agent resumed after a kill) is found where it is, not written twice.
     """
     for line_no, raw in enumerate(lines, first_line):
-        if b'"id"' not in raw:
-            continue
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            continue
-        key = message_key(value) if isinstance(value, dict) else None
+        key = line_key(raw)
         if key is not None:
             into.setdefault(key, line_no)
+
+
+def line_key(raw: bytes) -> str | None:
+    """The `message_key` of one context line; None for a line without one, or that does not
+    read (not JSON, nested deeper than any workspace writes)."""
+    if b'"id"' not in raw:  # the cheap test: most lines hold no id, so are not parsed
+        return None
+    try:
+        value = load_json(raw)
+    except ValueError:
+        return None
+    return message_key(value) if isinstance(value, dict) else None

@@ -7,23 +7,28 @@ Light on purpose, as `events.py`: no `typing` at run time.
 
 from __future__ import annotations
 
+from .records import line_runs
+
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
 __all__ = [
     "describe_holder",
     "duration",
     "error_text",
+    "fidelity_parts",
     "fidelity_sentence",
     "figure",
     "files_text",
     "first_line",
     "into_text",
+    "lines_text",
     "plural",
     "quoted",
     "said",
+    "spans_text",
     "token_change",
 ]
 
@@ -83,6 +88,12 @@ def fidelity_sentence(event: Mapping[str, Any], cut_held: str) -> str | None:
     `artifacts: 28 left, 8 in the summary, 16 indexed, 4 cut (listed in events.jsonl);
     2 of 2 messages read back at their lines`
     """
+    return "; ".join(fidelity_parts(event, cut_held)) or None
+
+
+def fidelity_parts(event: Mapping[str, Any], cut_held: str) -> list[str]:
+    """The parts of `fidelity_sentence`: what stayed named, and what was read back (none
+    for an event without the report)."""
     counts = event.get("artifacts")
     checked = event.get("recoverable")
     parts: list[str] = []
@@ -109,7 +120,7 @@ def fidelity_sentence(event: Mapping[str, Any], cut_held: str) -> str | None:
             )
         else:
             parts.append("messages not read back (the offloader cannot read references)")
-    return "; ".join(parts) or None
+    return parts
 
 
 def files_text(refs: object, lead: str, more: str = "more") -> str:
@@ -119,12 +130,37 @@ def files_text(refs: object, lead: str, more: str = "more") -> str:
     return f"{lead}{refs[0]}" + (f" and {len(refs) - 1} {more}" if len(refs) > 1 else "")
 
 
-def into_text(reference: object, span: object) -> str:
-    """ " into FILE lines A-B" for an event that moved lines into a file ("" without one)."""
+def spans_text(spans: Iterable[Sequence[int]]) -> str:
+    """Line spans as people and models read them, in order, adjacent or overlapping ones
+    merged: `"1-40, 52-60"` (a single line as `"7"`); `""` for none. Every text that names
+    where messages went in a context log (a summary, a note, a reference's `line_span`, an
+    event's sentence) spells its lines so: exactly the lines that hold them, never the span
+    from the first to the last when other lines lie between."""
+    merged: list[list[int]] = []
+    for first, last in sorted((int(run[0]), int(run[1])) for run in spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged)
+
+
+def lines_text(span: object, spans: object = None) -> str:
+    """ " lines 1-12, 14-17" for an event's `lines` (`[first, last]`) and `spans` (each run
+    of lines apart, when its messages are not on consecutive lines), as `line_runs` reads
+    them (" line 7" for one line); "" when it holds neither (a line cut short)."""
+    runs = line_runs(span, spans)
+    if not runs:
+        return ""
+    text = spans_text(runs)
+    return f" line {text}" if text.isdigit() else f" lines {text}"
+
+
+def into_text(reference: object, span: object, spans: object = None) -> str:
+    """ " into FILE lines A-B" for an event that moved lines into a file ("" without one),
+    its lines as `lines_text` says them."""
     where = f" into {reference}" if reference else ""
-    if isinstance(span, list) and len(span) == 2:
-        where += f" lines {span[0]}-{span[1]}"
-    return where
+    return where + lines_text(span, spans)
 
 
 def error_text(error: object) -> str:

@@ -21,6 +21,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from .layout import now_iso
+from .records import line_runs
 
 __all__ = [
     "WRITER_FIELD",
@@ -92,14 +93,7 @@ def line_writers(events: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         writer = event.get(WRITER_FIELD)
         if event.get("kind") != "context" or not isinstance(writer, dict):
             continue
-        spans = event.get("spans")
-        runs = spans if isinstance(spans, list) else [event.get("lines")]
-        for run in runs:
-            if (
-                isinstance(run, list)
-                and len(run) == 2
-                and all(isinstance(n, int) and not isinstance(n, bool) for n in run)
-            ):
-                for line in range(run[0], run[1] + 1):
-                    found.setdefault(line, writer)
+        for first, last in line_runs(event.get("lines"), event.get("spans")):
+            for line in range(first, last + 1):
+                found.setdefault(line, writer)
     return found

@@ -83,10 +83,7 @@ class Door:
         return f"Door({self.name!r})"
 
 
-_PROJECTED = (
-    "what each model call was sent (`ctxoffload show SESSION --step N` rebuilds it) and the "
-    "tool results it stored; the host keeps its replies and tool calls"
-)
+_PROJECTED = "what each model call was sent, and the results it stored"
 
 DOORS: Mapping[str, Door] = {
     door.name: door
@@ -118,8 +115,7 @@ DOORS: Mapping[str, Door] = {
             adapter="WorkspaceBackend",
             conversation="the LangGraph run's thread_id",
             projects=False,
-            records="the files deepagents evicts to it (tool results, history), each version "
-            "kept; no model call (add ContextOffloadMiddleware for those)",
+            records="the files deepagents evicts, each version; no model call",
             compact="deepagents summarises its own history; add ContextOffloadMiddleware to "
             "the agent's middleware for ctxoffload to compact it",
             leases=False,
@@ -141,8 +137,8 @@ DOORS: Mapping[str, Door] = {
             "openai-agents",
             host="the OpenAI Agents SDK",
             adapter="OffloadingInputFilter",
-            conversation="the run's session (Runner.run(..., session=WorkspaceSession(...))) "
-            "or the filter's session_id",
+            conversation="the WorkspaceSession that made the filter (session.input_filter()), "
+            "or the filter's session_id; else a new session per Runner.run",
             projects=True,
             records=_PROJECTED,
             busy="wait for the other Runner.run of this session to end, or run this one with "
@@ -182,8 +178,7 @@ DOORS: Mapping[str, Door] = {
             conversation="the agent's session (its session manager's session_id), else one "
             "new session per manager",
             projects=True,
-            records="the messages it moved out of agent.messages and its summaries; not the "
-            "model calls (Strands makes them)",
+            records="the messages it moved out and its summaries; no model call",
             steps=False,
             busy="wait for the other agent of this session to stop, or give this manager "
             "another session_id",
@@ -207,7 +202,7 @@ DOORS: Mapping[str, Door] = {
             adapter="AgentScopeOffloader",
             conversation="the agent's state.session_id",
             projects=False,
-            records="the tool results, context and data blocks AgentScope offloaded",
+            records="the results, context and data blocks AgentScope offloaded",
             busy="wait for the other reply of this agent's session to end, or give the agent "
             "another session_id",
             compact="AgentScope compresses its own memory; it stores what leaves here",
@@ -218,8 +213,7 @@ DOORS: Mapping[str, Door] = {
             adapter="ctxoffload hook",
             conversation="Claude Code's session_id",
             projects=False,
-            records="the big tool outputs it stored and, at each compaction, the transcript "
-            "and its artifact index; not the model calls (Claude Code makes them)",
+            records="big outputs, each compaction's transcript; no model call",
             compact="Claude Code owns its context: run /compact there (the PreCompact hook "
             "keeps what it drops)",
             leases=False,
@@ -233,8 +227,7 @@ DOORS: Mapping[str, Door] = {
             adapter="OffloadingHooks",
             conversation="the SDK's session_id",
             projects=False,
-            records="the big tool outputs it stored and, at each compaction, the transcript "
-            "and its artifact index; not the model calls (Claude Code makes them)",
+            records="big outputs, each compaction's transcript; no model call",
             compact="the SDK's Claude Code owns its context: it compacts itself (the "
             "PreCompact hook keeps what it drops)",
             leases=False,
@@ -242,13 +235,44 @@ DOORS: Mapping[str, Door] = {
             "hooks' writes are appends that never overwrite",
         ),
         Door(
+            "smolagents",
+            host="smolagents",
+            adapter="OffloadingStepCallbacks",
+            conversation="the run (each agent.run gets a session of its own; a run with "
+            "reset=False goes on in the session of the run before it), or the callbacks' "
+            "session_id",
+            projects=True,
+            records="what each model call was sent (rebuilt from the agent's memory at each "
+            "step), the observations it stored and the steps it summarised; the agent's "
+            "memory keeps head + notice and a summary step",
+            busy="wait for the other run of this session to end, or build this agent's "
+            "OffloadingStepCallbacks with another session_id (or none: each run then gets a "
+            "session of its own)",
+        ),
+        Door(
+            "haystack",
+            host="Haystack",
+            adapter="WorkspaceResultStore",
+            conversation="the store's session_id, else a new session per store (give each "
+            "run a store of its own through hook_context, as Haystack advises)",
+            projects=False,
+            records="the tool results Haystack's ToolResultOffloadHook and "
+            "ToolResultOffloadCompactor stored through it and, with WorkspaceCompactor, "
+            "the messages each compaction took out; not the model calls (the Agent makes "
+            "them)",
+            compact="Haystack's CompactionHook decides when its Agent compacts; give it "
+            "WorkspaceCompactor(store) so that what leaves is kept in context.jsonl",
+            leases=False,
+            one_writer="a store sees single writes, not runs: each result is stored whole "
+            "under a new name and never overwritten",
+        ),
+        Door(
             "mcp-proxy",
             host="an MCP client",
             adapter="ctxoffload mcp-proxy",
             conversation="one client connection (a new session each, or --session)",
             projects=False,
-            records="each tool call and the big results it stored; not the model calls (the "
-            "client makes them)",
+            records="each tool call and its big result; no model call",
             busy="leave --session out (each connection then gets a session of its own), or "
             "stop the proxy that holds it",
             compact="the MCP client owns its context: compact it there",

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Coroutine, Hashable, Iterator
+from typing import Any, TypeVar
 
 from .._disk.events import Door as DoorEvent
 from .._disk.wording import describe_holder
@@ -28,6 +31,8 @@ from .doors import Door
 __all__ = ["HostRuns", "begin_run", "door_busy", "record_door"]
 
 logger = logging.getLogger("ctxoffload")
+
+_T = TypeVar("_T")
 
 _CONVERSATION_CHARS = 200
 """The most of a host's conversation id the `door` event keeps."""
@@ -124,6 +129,10 @@ class HostRuns:
     The leases are taken, renewed (a bucket's) and released on one loop of this object's own,
     whatever thread or loop the host calls from.
 
+    A host whose runs say whether they are still going, or that keeps an object for each run,
+    passes `live` (a run is gone once it says so, at once) and `owner` (the run ends when that
+    object is collected) to `begin`: then no run waits out `grace`.
+
     Args:
         workspace: the door's workspace.
         door: the door.
@@ -142,17 +151,24 @@ class HostRuns:
         self._lock = threading.Lock()
 
     def begin(
-        self, session: str, run: str, *, conversation: object = None, holder: object = None
+        self,
+        session: str,
+        run: str,
+        *,
+        conversation: object = None,
+        live: Callable[[], bool] | None = None,
+        owner: object = None,
     ) -> None:
         """Run `run` begins writing `session`: take its lease (a no-op for the run holding it).
 
         Args:
             session: the conversation's session.
-            run: the run's id (the same id again is the same run).
-            conversation: the host's own id of the conversation (recorded).
-            holder: an object the run lives in (a host's invocation context): once it has
-                been collected the run is gone, whatever calls it left in flight (a host
-                that cancels a run mid-call may never say that call ended).
+            run: the run's id.
+            conversation: the host's own id of the conversation, recorded.
+            live: whether the run is still going, for a host whose runs say so (then a run
+                is taken for gone when it says it is, at once, not after `grace` idle).
+            owner: the host's object for the run, held weakly: the run ends when it is
+                collected (None: only `end` ends it).
 
         Raises:
             SessionBusyError: another live run (of this process or another) writes it.
@@ -168,23 +184,42 @@ class HostRuns:
                     raise door_busy(self.door, busy, conversation)
                 self._drop(session, current)
             announce = session not in self._announced
-            lease = self._loop.run(
-                begin_run(
-                    self.workspace,
-                    self.door,
-                    session,
-                    conversation=conversation,
-                    announce=announce,
-                )
+            take = functools.partial(
+                begin_run,
+                self.workspace,
+                self.door,
+                session,
+                conversation=conversation,
+                announce=announce,
             )
+            try:
+                lease = self._on_loop(take())
+            except SessionBusyError as busy:
+                if not _release_ended(busy.holder):
+                    raise
+                lease = self._on_loop(take())
             self._announced.add(session)
-            self._runs[session] = _Run(run, lease, holder)
+            taken = self._runs[session] = _Run(run, lease, live, self)
+            token = lease.holder.get("token") if lease is not None else None
+            if live is not None and isinstance(token, str):
+                _SAY_IF_LIVE[token] = taken
+        if owner is not None:
+            ended = weakref.finalize(owner, self._collected, session, run)
+            ended.atexit = False  # at exit the process's end frees its leases
 
     async def abegin(
-        self, session: str, run: str, *, conversation: object = None, holder: object = None
+        self,
+        session: str,
+        run: str,
+        *,
+        conversation: object = None,
+        live: Callable[[], bool] | None = None,
+        owner: object = None,
     ) -> None:
         """`begin` from async code (its waits happen on a worker thread)."""
-        await asyncio.to_thread(self.begin, session, run, conversation=conversation, holder=holder)
+        await asyncio.to_thread(
+            self.begin, session, run, conversation=conversation, live=live, owner=owner
+        )
 
     def end(self, session: str, run: str) -> None:
         """Run `run` has ended: give its session up (nothing when it holds none)."""
@@ -197,63 +232,122 @@ class HostRuns:
         """`end` from async code."""
         await asyncio.to_thread(self.end, session, run)
 
+    def _collected(self, session: str, run: str) -> None:
+        """The host's object for run `run` was collected: the run is over. The collector
+        calls this wherever the last reference went; where waiting for this object's lock or
+        loop could never end (on that loop, or in a thread inside `begin`), or would wait on
+        another thread, the end is left to a thread of its own."""
+        if not self._loop.is_current() and self._lock.acquire(blocking=False):
+            try:
+                current = self._runs.get(session)
+                if current is not None and current.run == run:
+                    self._drop(session, current)
+            finally:
+                self._lock.release()
+            return
+        threading.Thread(
+            target=self.end, args=(session, run), name="ctxoffload-run-end", daemon=True
+        ).start()
+
     @contextlib.contextmanager
     def active(self, session: str, run: str) -> Iterator[None]:
         """A call of run `run` is in flight meanwhile (so the run is live)."""
-        call = object()
-        self.enter(session, run, call)
+        current = self._runs.get(session)
+        if current is None or current.run != run:
+            yield
+            return
+        current.calls += 1
+        current.beats += 1
         try:
             yield
         finally:
-            self.leave(session, run, call)
+            current.calls -= 1
+            current.beats += 1
 
     def enter(self, session: str, run: str, call: Hashable) -> None:
         """A call of run `run` is in flight until `leave(session, run, call)`: for a host whose
         hooks come as a pair before and after a call (ADK's callbacks), not around it.
         Entering a call already in flight changes nothing."""
         current = self._runs.get(session)
-        if current is None or current.run != run or call in current.calls:
+        if current is None or current.run != run or call in current.entered:
             return
-        current.calls.add(call)
+        current.entered.add(call)
         current.beats += 1
 
     def leave(self, session: str, run: str, call: Hashable) -> None:
         """The call `enter` named has ended (leaving one that is not in flight changes
         nothing: a host may report the end of a call twice)."""
         current = self._runs.get(session)
-        if current is None or current.run != run or call not in current.calls:
+        if current is None or current.run != run or call not in current.entered:
             return
-        current.calls.discard(call)
+        current.entered.discard(call)
         current.beats += 1
 
     def _gone(self, run: _Run) -> bool:
-        """Whether a run holding a lease here is gone: the object it lived in was collected,
-        or no call in flight, and none begun or ended, for `grace` seconds."""
-        if run.holder is not None and run.holder() is None:
-            return True
+        """Whether a run holding a lease here is gone: as it says (`live`), else no call in
+        flight, and none begun or ended, for `grace` seconds."""
+        if run.live is not None:
+            return not run.live()
         deadline = time.monotonic() + self.grace
         beats = run.beats
         while time.monotonic() < deadline:
-            if run.calls or run.beats != beats:
+            if run.calls > 0 or run.entered or run.beats != beats:
                 return False
             time.sleep(min(0.02, self.grace))
-        return not run.calls and run.beats == beats
+        return run.calls == 0 and not run.entered and run.beats == beats
+
+    def _on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run `coro` on this object's loop, in a context of its own: what the loop makes (its
+        own handles, the task of `coro`, a bucket lease's renewal) keeps the context it was
+        made in, and the host's may hold the host's run (the OpenAI Agents SDK's), which must
+        be free to go when the run ends."""
+        return contextvars.Context().run(self._loop.run, coro)
 
     def _drop(self, session: str, run: _Run) -> None:
         del self._runs[session]
         if run.lease is not None:
-            self._loop.run(run.lease.release())
+            self._on_loop(run.lease.release())
 
 
 class _Run:
-    """A run of this process holding a session: its id, lease, calls in flight and the object
-    it lives in (weakly)."""
+    """A run of this process holding a session: its id, lease, calls in flight, how to ask
+    whether it is still going (None: the host does not say), and the `HostRuns` holding it."""
 
-    __slots__ = ("beats", "calls", "holder", "lease", "run")
+    __slots__ = ("__weakref__", "beats", "calls", "entered", "held_by", "lease", "live", "run")
 
-    def __init__(self, run: str, lease: SessionLease | None, holder: object = None) -> None:
+    def __init__(
+        self,
+        run: str,
+        lease: SessionLease | None,
+        live: Callable[[], bool] | None = None,
+        held_by: HostRuns | None = None,
+    ) -> None:
         self.run = run
         self.lease = lease
-        self.calls: set[Hashable] = set()
+        self.live = live
+        self.held_by = None if held_by is None else weakref.ref(held_by)
+        self.calls = 0  # around `active`
+        self.entered: set[Hashable] = set()  # between `enter` and `leave`
         self.beats = 0
-        self.holder = weakref.ref(holder) if holder is not None else None
+
+
+_SAY_IF_LIVE: weakref.WeakValueDictionary[str, _Run] = weakref.WeakValueDictionary()
+"""The runs of this process whose host says whether they are going (`live`), by their
+lease's token. A run that ended may keep its lease while the host still holds its object (the
+OpenAI Agents SDK's streamed result keeps its run): a run refused by it takes the session."""
+
+
+def _release_ended(holder: dict[str, Any]) -> bool:
+    """Give up the lease of `holder` when it is a run of this process whose host says it
+    ended; whether it was. The lease is released on the loop of the `HostRuns` that took it,
+    without that object's lock (a release is idempotent; its stale entry is dropped when the
+    session is next begun there), so two of them never wait on each other."""
+    token = holder.get("token")
+    run = _SAY_IF_LIVE.get(token) if isinstance(token, str) else None
+    if run is None or run.live is None or run.live() or run.lease is None:
+        return False
+    runs = run.held_by() if run.held_by is not None else None
+    if runs is None:
+        return False
+    runs._on_loop(run.lease.release())
+    return True

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._depth import json_text
 from ..text import data_line
 
 if TYPE_CHECKING:
@@ -67,7 +68,12 @@ class TokenCounter(Protocol):
 # ensure_ascii=False: providers send UTF-8, and \uXXXX escapes would inflate counts. One
 # encoder for every call: `json.dumps` with options builds a new one each time, which costs
 # as much as encoding a tool call's input.
-dumps_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+_encode_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
+def dumps_json(value: Any) -> str:
+    """`value` as the JSON text that is counted, at any depth (`_depth.json_text`)."""
+    return json_text(value, _encode_json)
 
 
 def _data_block_tokens(

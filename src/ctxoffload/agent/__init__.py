@@ -11,9 +11,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..model import ChatModel, ModelResponse, ScriptedModel, Usage
     from ..readback import FileToolbox, resolve_in_roots, retrieval_tool, workspace_tools
-    from ._agent import Agent, StepRecord
+    from ._agent import Agent
     from ._openai_model import OpenAIChatModel
-    from ._record import WINDOW_PARTS, SessionRecorder, window_parts
+    from ._record import WINDOW_PARTS, SessionRecorder, StepRecord, window_parts
     from ._subagent import MAX_SUBAGENT_DEPTH
     from ._tools import Tool, as_tool
 
@@ -50,7 +50,7 @@ __getattr__, __dir__ = lazy_exports(
         "retrieval_tool": "..readback",
         "workspace_tools": "..readback",
         "Agent": "._agent",
-        "StepRecord": "._agent",
+        "StepRecord": "._record",
         "Tool": "._tools",
         "as_tool": "._tools",
         "OpenAIChatModel": "._openai_model",

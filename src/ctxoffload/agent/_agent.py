@@ -8,7 +8,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._disk import events
@@ -57,36 +56,15 @@ from ._context_tools import (
     pin_context_tool,
     pin_with_results,
 )
-from ._record import SessionRecorder, window_parts
+from ._record import SessionRecorder, StepRecord, window_parts
 from ._state import SavedState
 from ._subagent import CALLER, MAX_SUBAGENT_DEPTH, Caller, subagent_tool
 from ._tool_calls import bounded, run_in_order, unfinished_results
 from ._tools import Tool
 
-__all__ = ["Agent", "StepRecord"]
+__all__ = ["Agent"]
 
 logger = logging.getLogger("ctxoffload")
-
-
-@dataclass
-class StepRecord:
-    """What happened in one step of the loop, for reports and debugging.
-
-    Attributes:
-        step: the step's number, from 1.
-        context_tokens: the tokens of the messages sent to the model at this step.
-        tool_calls: the names of the tools the model called, in order.
-        truncated: how many tool results were truncated into files.
-        compressed: whether older history was compressed before the model call.
-        input_tokens: the input tokens the provider reported; None when it reported none.
-    """
-
-    step: int
-    context_tokens: int
-    tool_calls: list[str] = field(default_factory=list)
-    truncated: int = 0
-    compressed: bool = False
-    input_tokens: int | None = None
 
 
 class Agent:

@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from .._depth import STORE_DEPTH, too_deep
+from .._depth import STORE_DEPTH, depth_error, too_deep
 from ..compression import Compressor, ContextConfig, ContextPipeline, EventCallback, ReaderTools
-from ..exceptions import ConfigError, InvalidContent
+from ..exceptions import ConfigError
 from ..messages import Msg
 from ..model import ChatModel, ScriptedModel
 from ..readback import RETRIEVAL_TOOL_NAME, retrieval_tool
@@ -270,10 +270,7 @@ def checked_request(user_input: str | Msg, context: list[Msg]) -> Msg:
     if too_deep(user, STORE_DEPTH):
         # Refused before it enters the context, where it could be neither stored,
         # counted nor sent.
-        raise InvalidContent(
-            f"user_input is nested deeper than {STORE_DEPTH} levels (or contains "
-            "itself): flatten it, or pass deeply nested data as JSON text"
-        )
+        raise depth_error("user_input", STORE_DEPTH)
     if any(m.id == user.id for m in context):
         # The same Msg passed again (a fixed "continue" prompt): a message is known by
         # its id, and one the model has seen is never fresh, so this request would

@@ -114,7 +114,7 @@ def _rejects_response_format(error: BaseException | None) -> bool:
     # 422 as well as 400: servers built on FastAPI report request-validation failures so.
     if status not in (400, 422):
         return False
-    text = " ".join([str(error), error_text(getattr(error, "body", None))]).lower()
+    text = error_text([error, getattr(error, "body", None)]).lower()
     return "response_format" in text or "json_schema" in text
 
 

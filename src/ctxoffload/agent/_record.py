@@ -26,6 +26,7 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._disk import events
@@ -38,9 +39,31 @@ from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse, model_label
 from ..workspace import EventLog, Offloader
 
-__all__ = ["WINDOW_PARTS", "SessionRecorder", "window_parts"]
+__all__ = ["WINDOW_PARTS", "SessionRecorder", "StepRecord", "window_parts"]
 
 logger = logging.getLogger("ctxoffload")
+
+
+@dataclass
+class StepRecord:
+    """What happened in one step of the loop, for reports and debugging.
+
+    Attributes:
+        step: the step's number, from 1.
+        context_tokens: the tokens of the messages sent to the model at this step.
+        tool_calls: the names of the tools the model called, in order.
+        truncated: how many tool results were truncated into files.
+        compressed: whether older history was compressed before the model call.
+        input_tokens: the input tokens the provider reported; None when it reported none.
+    """
+
+    step: int
+    context_tokens: int
+    tool_calls: list[str] = field(default_factory=list)
+    truncated: int = 0
+    compressed: bool = False
+    input_tokens: int | None = None
+
 
 WINDOW_PARTS = (
     "system",

@@ -14,7 +14,7 @@ from typing import Any, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
-from .._depth import MAX_DEPTH, too_deep
+from .._depth import MAX_DEPTH, TooDeep, load_json, too_deep
 from .._disk.payloads import decode_base64, sniff_media_type
 from .._search.sniff import binary_reason
 from ..exceptions import InvalidContent
@@ -240,12 +240,12 @@ def _too_deep_json(text: Any) -> bool:
     if not isinstance(text, str):
         return False
     try:
-        value = json.loads(text)
-    except RecursionError:
-        return True  # json.loads recurses: well-formed as far as it got, only too deep
+        load_json(text, MAX_DEPTH)
+    except TooDeep:
+        return True
     except ValueError:
         return False
-    return too_deep(value, MAX_DEPTH)
+    return False
 
 
 # Bytes that are not UTF-8, as surrogateescape decodes them (one per byte), and any lone

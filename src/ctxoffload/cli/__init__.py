@@ -138,9 +138,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help=(
-            "the workspace: a folder, or a bucket URL for ls, show, cat, grep, stats, verify, "
-            "gc and ui (default: $CTXOFFLOAD_WORKDIR, else the current directory; demo makes a "
-            "new folder)"
+            "the workspace: a folder, a database URL (sqlite:///agents.db, "
+            "postgresql://user@host/db) or a bucket URL (s3://bucket/prefix); watch takes no "
+            "bucket, replay and mcp-proxy a folder only (default: $CTXOFFLOAD_WORKDIR, else the "
+            "current directory; demo makes a new folder)"
         ),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -29,7 +29,7 @@ from .._disk.commit import JsonLines
 from .._disk.layout import SESSIONS_DIR
 from .._disk.read import Folder, Refused, sessions_folder
 from ..exceptions import CliError, InvalidReference, OffloadError
-from ._arguments import path_text
+from ._arguments import DEMO_FOLDER_PREFIX, path_text, said_session
 from ._output import shown
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -53,6 +53,7 @@ __all__ = [
     "session_entry",
     "session_folder",
     "session_ids",
+    "workspace_inside",
 ]
 
 
@@ -90,11 +91,41 @@ def open_workspace(
     try:
         sessions_folder(workdir)
     except InvalidReference as exc:
+        inside = workspace_inside(workdir)
+        if inside is not None:
+            # Where the demo just ran, its folder is beside: say which to pass.
+            here = os.path.abspath(workdir) == os.getcwd()
+            named = inside if here else os.path.join(workdir, inside)
+            raise CliError(f"{exc}; {inside} in it is one: pass --workdir {named}") from None
         fix = "pass --workdir DIR"
         if not where.given:
             fix += " or set CTXOFFLOAD_WORKDIR"
         raise CliError(f"{exc}: {fix}") from None
     return workdir if as_given else os.path.abspath(workdir)
+
+
+def workspace_inside(folder: str, *, look_at: int = 500) -> str | None:
+    """The name of a workspace right inside `folder` (a folder of it holding `sessions/`,
+    neither being a link): the newest `ctxoffload demo` made there (its names sort by
+    time), else the first by name; None when there is none or `folder` cannot be listed.
+    At most `look_at` entries are looked at: a hint must not cost a big folder's scan."""
+    found: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for count, entry in enumerate(entries):
+                if count >= look_at:
+                    break
+                sessions = os.path.join(entry.path, SESSIONS_DIR)
+                if (
+                    entry.is_dir(follow_symlinks=False)
+                    and os.path.isdir(sessions)
+                    and not os.path.islink(sessions)
+                ):
+                    found.append(entry.name)
+    except OSError:
+        return None
+    demos = sorted(name for name in found if name.startswith(DEMO_FOLDER_PREFIX))
+    return demos[-1] if demos else min(found, default=None)
 
 
 def open_backend(where: Workdir, *, session: str | None = None, fsync: bool = True) -> object:
@@ -139,7 +170,10 @@ def no_session(workdir: str, session_id: str) -> str:
     else:
         listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
         has = f" (it has {listed or 'none'})"
-    return f"no session {session_id!r} in {named!r}{has}: `ctxoffload ls` lists the sessions"
+    return (
+        f"no session {said_session(session_id)} in {named!r}{has}: `ctxoffload ls` lists the "
+        "sessions"
+    )
 
 
 def session_folder(workdir: str, session_id: str) -> str:

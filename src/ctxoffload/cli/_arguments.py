@@ -21,16 +21,22 @@ if TYPE_CHECKING:
     from ._bucket import BucketCopies
 
 __all__ = [
+    "DEMO_FOLDER_PREFIX",
     "EXIT_OK",
     "EXIT_PROBLEMS",
     "EXIT_USAGE",
+    "SessionName",
     "Workdir",
     "add_json",
     "add_workdir",
     "child_path",
     "is_store_url",
     "path_text",
+    "said_session",
 ]
+
+DEMO_FOLDER_PREFIX = "ctxoffload-demo-"
+"""How the folders `ctxoffload demo` makes begin (then the time: `20261126-081723`)."""
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -56,6 +62,30 @@ def add_workdir(
         metavar="DIR",
         help=f"the workspace: {where} (default: $CTXOFFLOAD_WORKDIR, else the current directory)",
     )
+
+
+class SessionName(str):
+    """A command's SESSION, as the session's folder name (`session_named`: a plain name as
+    it is, a host's own conversation id mapped by the rule the doors store it by), keeping
+    what was typed in `given` for the messages. The `type=` of every SESSION argument."""
+
+    given: str
+
+    def __new__(cls, text: str) -> SessionName:
+        from .._disk.ids import session_named  # not at start-up: it loads `re`
+
+        made = super().__new__(cls, session_named(text))
+        made.given = text
+        return made
+
+
+def said_session(session: str) -> str:
+    """A session as a message names it: `'run-42'`, or for a host's id
+    `'team/alice:42' (a host's id, stored as 'team_alice_42.4518827876801fc9')`."""
+    given = session.given if isinstance(session, SessionName) else session
+    if given == session:
+        return repr(str(session))
+    return f"{given!r} (a host's id, stored as {str(session)!r})"
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
@@ -113,10 +143,13 @@ class Workdir:
             CliError: it is a bucket URL.
         """
         if self.is_bucket:
+            from ._bucket import check_scheme
+
+            check_scheme(self.text)  # a typo is said as such, not as a bucket refused
             raise CliError(
                 f"--workdir {self.text!r}: `ctxoffload {self.command}` works on a local "
-                "folder; ls, show, cat, grep, stats, verify, gc, fork and ui read a bucket or a "
-                "database"
+                "folder; the commands that read or remove sessions (ls, show, grep, ...) take a "
+                "bucket or a database too"
             )
         from pathlib import Path
 

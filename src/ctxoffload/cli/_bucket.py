@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BucketCopies",
     "BucketCopy",
+    "check_scheme",
     "is_database_url",
     "open_database",
     "open_store",
@@ -61,6 +62,7 @@ def open_store(url: str) -> Any:
 
     if is_database_url(url):
         return open_database(url)
+    check_scheme(url)
 
     text = os.environ.get("CTXOFFLOAD_DEADLINE", "30")
     try:
@@ -81,6 +83,42 @@ def open_store(url: str) -> Any:
         raise CliError(f"{url}: {exc}") from None
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+
+
+def check_scheme(url: str) -> None:
+    """Refuse, in the command line's words, a --workdir URL no command can read: a scheme no
+    workspace takes (a typo: the known ones are named, the nearest first), or `memory://`,
+    a store that lives only in the process that made it.
+
+    Raises:
+        CliError: either.
+    """
+    from ..exceptions import CliError
+
+    scheme = url.partition("://")[0].lower()
+    if scheme == "memory":
+        raise CliError(
+            f"--workdir {url!r}: a memory:// store lives only in the process that made it, so "
+            "no command can read it: give the folder, database or bucket the agents write to"
+        )
+    try:
+        from ..workspace import ObjectStoreWorkspace, SqlWorkspace
+
+        buckets, databases = ObjectStoreWorkspace.SCHEMES, SqlWorkspace.SCHEMES
+    except ImportError:  # pragma: no cover - the workspace modules import nothing optional
+        return
+    if scheme in buckets:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(scheme, [*databases, *buckets], n=1)
+    meant = f"{near[0]}://{url.partition('://')[2]}" if near else None
+    known = ", ".join(f"{name}://" for name in (*databases, *buckets) if name != "memory")
+    raise CliError(
+        f"--workdir {url!r}: no workspace has the scheme {scheme!r}"
+        + (f" (did you mean {meant!r}?)" if meant else "")
+        + f": give a folder's path, or a URL of {known}"
+    )
 
 
 def payloads_place() -> str | None:
@@ -185,9 +223,11 @@ class BucketCopies:
             if session is not None:
                 sessions = asyncio.run(store.list_sessions())
                 if session not in sessions:
+                    from ._arguments import said_session
+
                     raise CliError(
-                        f"no session {session!r} in {store.url!r}: `ctxoffload ls` lists the "
-                        "sessions"
+                        f"no session {said_session(session)} in {store.url!r}: `ctxoffload ls` "
+                        "lists the sessions"
                     )
             copy.problems = asyncio.run(
                 store.download(folder, session=session, data=data, check=check)

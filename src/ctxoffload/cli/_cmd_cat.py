@@ -13,7 +13,7 @@ from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
 from .._disk.read import Folder, workspace_of
 from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import CliError
-from ._access import committed_end, open_workspace, refusal
+from ._access import committed_end, open_workspace, refusal, session_ids
 from ._arguments import EXIT_PROBLEMS, Workdir, add_workdir, is_store_url
 from ._commands import COMMAND_HELP
 from ._output import raw_stream, shown
@@ -71,7 +71,10 @@ def _refused(exc: OSError, reference: str, workdir: str, path: str) -> str:
     through a link, a special file)."""
     from .._disk.read import not_a_reference
 
-    return refusal(exc, path) or str(not_a_reference(reference, workdir))
+    said = refusal(exc, path)
+    if said is not None:
+        return said
+    return str(not_a_reference(reference, workdir)) + _named_in_sessions(workdir, reference)
 
 
 # Where a reference names a file of one session: only that session of a bucket is copied.
@@ -87,6 +90,30 @@ def store_of(reference: str) -> str | None:
 
 
 _FILE_IN_STORE = re.compile(rf"/(?:{re.escape(SESSIONS_DIR)}/[^/]+|{re.escape(DATA_DIR)})/[^/]+\Z")
+
+
+def _named_in_sessions(workdir: str, reference: str, *, shown_at_most: int = 3) -> str:
+    """For a bare file name (`tool_result-call_1.txt`), the sessions' files of that name,
+    as a hint to add to the refusal ("" for anything else, or when none is). Only looked
+    at, never read: a regular file, not a link."""
+    import stat
+
+    if not reference or "/" in reference or reference in (".", ".."):
+        return ""
+    found = []
+    for session in session_ids(workdir):
+        try:
+            with Folder(workdir, SESSIONS_DIR, session) as folder:
+                if stat.S_ISREG(folder.stat(reference).st_mode):
+                    found.append(f"{SESSIONS_DIR}/{session}/{reference}")
+        except OSError:
+            continue
+        if len(found) > shown_at_most:
+            break
+    if not found:
+        return ""
+    more = ", ..." if len(found) > shown_at_most else ""
+    return f"; the sessions hold {reference}: {', '.join(found[:shown_at_most])}{more}"
 
 
 def run(args: argparse.Namespace) -> int:

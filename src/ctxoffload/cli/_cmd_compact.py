@@ -25,7 +25,15 @@ from typing import Any
 
 from ..exceptions import CliError, ConfigError, SessionBusyError
 from ._access import checked_session_id, open_backend
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    SessionName,
+    Workdir,
+    add_json,
+    add_workdir,
+    said_session,
+)
 from ._commands import COMMAND_HELP
 from ._output import print_json
 
@@ -53,7 +61,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "2 bad input, 3 --wait ran out with the request pending."
         ),
     )
-    parser.add_argument("session", metavar="SESSION", help="the session to compact")
+    parser.add_argument(
+        "session", metavar="SESSION", type=SessionName, help="the session to compact"
+    )
     parser.add_argument(
         "--instructions",
         metavar="TEXT",
@@ -104,7 +114,9 @@ async def _compact(workspace: Any, session: str, args: argparse.Namespace) -> di
     from .._disk.compact_requests import CompactRequests, request_compaction
 
     if session not in await workspace.list_sessions():  # a bucket: open_backend cannot tell
-        raise CliError(f"the workspace has no session {session!r}: `ctxoffload ls` lists them")
+        raise CliError(
+            f"the workspace has no session {said_session(session)}: `ctxoffload ls` lists them"
+        )
     settings = await _settings(workspace, session, args)
     projected = settings is None
     try:

@@ -10,7 +10,7 @@ from .._disk.layout import SESSIONS_DIR
 from .._disk.paths import workdir_problem
 from ..exceptions import CliError
 from ._access import checked_session_id
-from ._arguments import Workdir
+from ._arguments import DEMO_FOLDER_PREFIX, Workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     workdir = (
         Path(given)
         if given is not None
-        else Path(f"ctxoffload-demo-{datetime.now():%Y%m%d-%H%M%S}")
+        else Path(f"{DEMO_FOLDER_PREFIX}{datetime.now():%Y%m%d-%H%M%S}")
     )
     problem = workdir_problem(str(workdir), create=True)
     if problem is not None:

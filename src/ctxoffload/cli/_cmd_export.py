@@ -16,7 +16,15 @@ import argparse
 import os
 
 from ..exceptions import CliError
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    SessionName,
+    Workdir,
+    add_json,
+    add_workdir,
+    said_session,
+)
 from ._commands import COMMAND_HELP
 
 TYPE_CHECKING = False
@@ -39,7 +47,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "that holds none of the sessions."
         ),
     )
-    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="the sessions to export")
+    parser.add_argument(
+        "sessions", nargs="*", metavar="SESSION", type=SessionName, help="the sessions to export"
+    )
     parser.add_argument("folder", metavar="DIR", help="the folder to write them in")
     parser.add_argument("--all", action="store_true", help="export every session (give DIR only)")
     add_workdir(parser)
@@ -78,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     for session in sessions:
         if session not in known:
             raise CliError(
-                f"no session {session!r} in {prefix}: `ctxoffload ls` lists the sessions"
+                f"no session {said_session(session)} in {prefix}: `ctxoffload ls` lists the "
+                "sessions"
             )
     _check_target(dest, sessions)
     problems = asyncio.run(_export(source, prefix, sessions, dest))
@@ -183,7 +194,6 @@ def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set
     """Rewrite the references of a session copied into `staging` to name `dest`, give its
     context.jsonl a commit record; the data/ names it holds. Every file is read and
     replaced through the no-follow layer (`Folder`, `replace_file`)."""
-    import json
 
     from .._disk.commit import COMMIT_TAIL, encode_commit_record
     from .._disk.layout import (
@@ -204,13 +214,7 @@ def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set
     with Folder(staging, SESSIONS_DIR, session, root=staging) as folder:
         names = folder.files()
         if EVENTS_FILE in names:
-            events = []
-            for line in folder.read_bytes(EVENTS_FILE).splitlines():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    continue
-            old |= prefixes_named(events, session)
+            old |= prefixes_named(folder.read_bytes(EVENTS_FILE).splitlines(), session)
         for name in names:
             st = folder.stat(name)
             body = relocate(folder.read_bytes(name), old, dest)

@@ -6,7 +6,7 @@ import argparse
 
 from ..exceptions import CliError, ConfigError, IncompleteRecord, InvalidSessionId
 from ._access import open_backend
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import print_json, shown
 
@@ -26,7 +26,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "with another config or model if you like."
         ),
     )
-    parser.add_argument("session", metavar="SESSION", help="the session to fork")
+    parser.add_argument("session", metavar="SESSION", type=SessionName, help="the session to fork")
     parser.add_argument("--step", type=int, metavar="N", help="the model call to start from")
     parser.add_argument(
         "--as", dest="new", metavar="NEW", required=True, help="the new session's id"

@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
                 "data_removed": list(report.data_removed),
                 "bytes_freed": report.bytes_freed,
                 "sessions_kept": dict(report.sessions_kept),
+                "data_kept": dict(report.data_kept),
             }
         )
         return 0
@@ -111,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         )
     for name in report.data_removed:
         print(f"{verb} data file {name}")
+    for name, why in report.data_kept.items():
+        print(f"{'would keep' if report.dry_run else 'kept'} data file {name}: {why}")
     print(
         f"{verb} {_many(len(report.sessions_removed), 'session')} and "
         f"{_many(len(report.data_removed), 'data file')}: {human_bytes(report.bytes_freed)}"

@@ -28,7 +28,15 @@ import sys
 from .._search.matcher import Deadline, compile_matcher
 from ..exceptions import CliError, InvalidContent
 from ._access import open_workspace, session_folder, session_ids
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, Workdir, add_json, add_workdir
+from ._arguments import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    SessionName,
+    Workdir,
+    add_json,
+    add_workdir,
+)
 from ._commands import COMMAND_HELP
 from ._grep_output import GrepQuery, Printer
 from ._grep_sessions import WorkspaceSearch
@@ -59,7 +67,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_workdir(parser)
     add_json(parser)
     parser.add_argument("pattern", help="a regular expression (RE2 / Python syntax)")
-    parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument(
+        "session", nargs="?", type=SessionName, help="only this session (default: all)"
+    )
     parser.add_argument("-C", "--context", type=int, default=0, metavar="N", help="N lines around")
     parser.add_argument("-i", "--ignore-case", action="store_true", help="ignore case")
     parser.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a string")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..exceptions import CliError
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 
 TYPE_CHECKING = False
@@ -35,7 +35,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         ),
     )
     parser.add_argument("folder", metavar="DIR", help="the workspace folder to read")
-    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="only these sessions")
+    parser.add_argument(
+        "sessions", nargs="*", metavar="SESSION", type=SessionName, help="only these sessions"
+    )
     add_workdir(parser)
     add_json(parser)
     parser.set_defaults(run=run)

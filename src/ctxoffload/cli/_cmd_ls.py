@@ -13,7 +13,7 @@ from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._output import Column, print_json, print_table, shown
-from ._view import SessionRow, Warnings, session_rows, stored_session_rows
+from ._view import SessionRow, Warnings, indented, session_rows, stored_session_rows
 
 __all__ = ["register", "run"]
 
@@ -45,7 +45,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 # The files each column is read from ("." the folder itself, for every column).
 _SOURCES = {
     "steps": (".", EVENTS_FILE, STATE_FILE),
-    "message_lines": (".", CONTEXT_FILE),
+    "messages": (".", EVENTS_FILE, CONTEXT_FILE),
     "compressions": (".", EVENTS_FILE),
 }
 
@@ -85,10 +85,10 @@ def run(args: argparse.Namespace) -> int:
         LS_COLUMNS,
         [
             [
-                "  " * r.depth + ("└ " if r.depth else "") + r.session,
+                indented(r.session, r.depth),
                 cell(r, "last_activity"),
                 cell(r, "steps"),
-                cell(r, "message_lines"),
+                cell(r, "messages"),
                 cell(r, "tool_results"),
                 cell(r, "bytes"),
                 cell(r, "compressions"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..exceptions import CliError
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 
 __all__ = ["register", "run"]
@@ -26,7 +26,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "removes those no session names."
         ),
     )
-    parser.add_argument("sessions", nargs="+", metavar="SESSION", help="the sessions to remove")
+    parser.add_argument(
+        "sessions", nargs="+", metavar="SESSION", type=SessionName, help="the sessions to remove"
+    )
     parser.add_argument("--dry-run", action="store_true", help="report, remove nothing")
     add_workdir(parser)
     add_json(parser)

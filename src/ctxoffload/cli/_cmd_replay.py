@@ -306,10 +306,10 @@ def _configs(files: list[Path], window: int | None) -> list[tuple[str, Any]]:
             configs.append((path.stem, ContextConfig.from_json_file(path)))
         except ConfigError as exc:
             raise CliError(_one_line(exc)) from exc
-        except (ValueError, RecursionError) as exc:
-            # What the loader may still let through: a number past Python's 4,300 digits, a
-            # document nested past the parser's stack. An error in the file all the same.
-            what = "nested too deeply" if isinstance(exc, RecursionError) else _one_line(exc)
+        except ValueError as exc:
+            # What the loader may still let through (a number past Python's 4,300 digits):
+            # an error in the file all the same. Depth is the loader's (`_depth.load_json`).
+            what = _one_line(exc)
             raise CliError(f"context config file {str(path)!r} cannot be read: {what}") from None
     if not configs:
         configs.append(("default", ContextConfig()))

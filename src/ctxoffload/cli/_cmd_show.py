@@ -16,10 +16,10 @@ from .._disk.wording import plural
 from ..exceptions import CliError
 from ..text import message_lines
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
-from ._describe import Timeline, by_agent
+from ._describe import Timeline, by_agent, names_stored_files
 from ._output import json_text, shown
 from ._view import (
     SessionLog,
@@ -46,7 +46,9 @@ def register(commands: Any) -> None:
         "session",
         metavar="SESSION",
         nargs="?",
-        help="the session id (default: the newest, as `ls` lists them first)",
+        type=SessionName,
+        help="the session: its name, or the host's own id of the conversation (a thread_id, "
+        "a conversation_id...); default: the newest, as `ls` lists them first",
     )
     parser.add_argument(
         "--step", type=int, metavar="N", help="print what the model was sent at step N"
@@ -136,10 +138,11 @@ def _show_timeline(
     # A first pass finds what the second needs ahead of it: the data/ files named anywhere,
     # and whether an Agent wrote the session.
     data_names: set[str] = set()
-    agent = False
+    agent = names_files = False
     for event in events:
         data_names.update(_data_names(event))
         agent = agent or by_agent(event)
+        names_files = names_files or names_stored_files(event)
     data_files = sorted(data_names)
     sizes = _data_sizes(workdir, data_files)
     if as_json:
@@ -152,7 +155,13 @@ def _show_timeline(
         out.write(f'], "data_files": {json_text(files)}}}\n')
         return
     print(f"session {session} ({shown(os.path.join(workdir, SESSIONS_DIR, session))})")
-    timeline = Timeline(full=full, writers=writers, by_agent=agent)
+    # Paths into the workspace are written relative to it (the line above says where it is),
+    # so a line fits a terminal's width: references hold the workdir resolved, or a bucket's
+    # URI for a copy of one.
+    root = tuple(dict.fromkeys([os.path.realpath(workdir), workdir, shown(workdir)]))
+    timeline = Timeline(
+        full=full, writers=writers, by_agent=agent, names_files=names_files, root=root
+    )
     empty = True
     for event in events:
         empty = False

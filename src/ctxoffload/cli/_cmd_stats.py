@@ -8,10 +8,10 @@ from collections import Counter
 from typing import Any
 
 from ._access import open_workspace, session_folder, session_ids
-from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_USAGE, SessionName, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, human_bytes, print_json, print_table
-from ._view import Warnings, dedup_savings, session_stats
+from ._view import Warnings, dedup_savings, indented, listing_order, session_stats
 
 __all__ = ["register", "run"]
 
@@ -38,12 +38,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Per session and overall: bytes offloaded to files, tokens kept out of the "
             "context (from the truncation, offload and compression events), bytes saved by storing "
-            "each binary payload once in data/, compressions, and summaries by source."
+            "each binary payload once in data/, compressions, and summaries by source. The "
+            "sessions are in the order `ls` lists them, the most recently active first."
         ),
     )
     add_workdir(parser)
     add_json(parser)
-    parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument(
+        "session", nargs="?", type=SessionName, help="only this session (default: all)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -54,13 +57,16 @@ def run(args: argparse.Namespace) -> int:
         sessions = [session_folder(workdir, args.session)]
     else:
         sessions = session_ids(workdir)
-    rows: list[dict[str, Any]] = []
     everything: Counter[str] = Counter()
     warnings = Warnings("stats")
+    measured = []
     for session in sessions:
         stats, references = session_stats(workdir, session, warnings)
         everything.update(references)
-        rows.append(dataclasses.asdict(stats))
+        measured.append(stats)
+    # In the order `ls` lists them: the most recently active first, each sub-agent's session
+    # under its parent's.
+    rows = [dataclasses.asdict(stats) for stats in listing_order(measured)]
 
     references_made, files_named, saved = dedup_savings(everything, workdir)
 
@@ -120,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
 
     table = [
         [
-            r["session"],
+            indented(r["session"], r["depth"]),
             size(r["bytes_offloaded"]),
             count(r["tokens_kept_out"]),
             count(r["truncations"]),

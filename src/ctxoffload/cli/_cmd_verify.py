@@ -38,7 +38,7 @@ from .._disk.read import Folder, Refused
 from ..exceptions import OffloadError
 from ..text import decode_log_line, is_jsonl
 from ._access import open_workspace, session_folder
-from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_json, add_workdir
+from ._arguments import EXIT_OK, EXIT_PROBLEMS, SessionName, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Progress, inert, paint, print_json, print_styled, shown
 
@@ -70,7 +70,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_workdir(parser)
     add_json(parser)
-    parser.add_argument("session", nargs="?", help="only this session (and data/)")
+    parser.add_argument(
+        "session", nargs="?", type=SessionName, help="only this session (and data/)"
+    )
     parser.set_defaults(run=run)
 
 

@@ -30,7 +30,7 @@ from ._access import (
     session_entry,
     session_folder,
 )
-from ._arguments import Workdir, add_json, add_workdir
+from ._arguments import SessionName, Workdir, add_json, add_workdir, said_session
 from ._commands import COMMAND_HELP
 from ._describe import NOT_BY_AGENT, Timeline, by_agent
 from ._output import json_text, shown
@@ -50,14 +50,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "it is complete. A file that cannot be read, or has more than one hard link (one "
             "may be outside the workspace: it is never read), is said once on stderr and the "
             "rest is still followed. With --wait, a SESSION that does not exist yet is waited "
-            "for (to start watching before the agent starts). On a database URL the database "
-            "is polled every half second from where the last look ended. Ctrl-C ends it "
+            "for (to start watching before the agent starts). On a database URL each look "
+            "reads from where the last one ended: SQLite is looked at every "
+            f"{STORE_POLL_SECONDS:g} s; PostgreSQL as soon as a write's NOTIFY arrives (watch "
+            f"LISTENs), and every {NOTIFIED_LOOK:g} s whatever it hears. Ctrl-C ends it "
             "(exit 0)."
         ),
     )
     add_workdir(parser, bucket=False, database=True)  # a bucket's logs would be read whole
     add_json(parser)
-    parser.add_argument("session", nargs="?", help="only this session (default: all)")
+    parser.add_argument(
+        "session", nargs="?", type=SessionName, help="only this session (default: all)"
+    )
     parser.add_argument(
         "--wait",
         action="store_true",
@@ -125,6 +129,11 @@ class Follower:
 
     def _path(self, *parts: str) -> str:
         return os.path.join(self.workdir, SESSIONS_DIR, *parts)
+
+    def _root(self) -> tuple[str, ...]:
+        """The workspace's folder, in each spelling its references hold it: an event's line
+        names a file in it relative to it, as `show` does."""
+        return tuple(dict.fromkeys([os.path.realpath(self.workdir), self.workdir]))
 
     def _sessions(self) -> list[str]:
         if self.only is not None:
@@ -305,7 +314,9 @@ class Follower:
         timeline = self.timelines.get(session)
         if timeline is None:
             described = self._started_by_agent(session)
-            timeline = self.timelines[session] = Timeline(by_agent=described, session=session)
+            timeline = self.timelines[session] = Timeline(
+                by_agent=described, session=session, root=self._root()
+            )
         if by_agent(event):
             timeline.by_agent = True
         lines = timeline.add(event)
@@ -379,6 +390,9 @@ class StoreFollower(Follower):
 
     def _path(self, *parts: str) -> str:
         return "/".join((str(self.store.url), SESSIONS_DIR, *parts))
+
+    def _root(self) -> tuple[str, ...]:
+        return (str(self.store.url),)
 
     async def changed(self) -> None:
         """Return when the store may hold something new: at the next write PostgreSQL
@@ -472,7 +486,9 @@ class StoreFollower(Follower):
                     files[name] = str(named)
             if events and session not in self.timelines and not self.as_json:
                 head = await self.store.read_lines(self._path(session, EVENTS_FILE), 1, 1)
-                self.timelines[session] = Timeline(by_agent=_opens_described(head), session=session)
+                self.timelines[session] = Timeline(
+                    by_agent=_opens_described(head), session=session, root=self._root()
+                )
             out.extend(
                 self._in_order(session, self._path(session, EVENTS_FILE), events, rows, files)
             )
@@ -497,12 +513,12 @@ def _watch_store(args: argparse.Namespace, where: Workdir) -> int:
             if args.session not in await store.list_sessions():
                 if not args.wait:
                     raise CliError(
-                        f"no session {args.session!r} in {store.url}: `ctxoffload ls` lists "
-                        "the sessions; --wait waits for it to appear"
+                        f"no session {said_session(args.session)} in {store.url}: "
+                        "`ctxoffload ls` lists the sessions; --wait waits for it to appear"
                     )
                 print(
-                    f"ctxoffload watch: no session {args.session!r} in {store.url} yet: "
-                    "waiting for it to appear (Ctrl-C to stop)",
+                    f"ctxoffload watch: no session {said_session(args.session)} in "
+                    f"{store.url} yet: waiting for it to appear (Ctrl-C to stop)",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -544,7 +560,14 @@ def run(args: argparse.Namespace) -> int:
         return _watch_store(args, where)
     # A bucket is refused with one line: `read_lines` of a log another process wrote reads
     # the whole log there, so a poll would cost the log, not what is new.
-    where.local()
+    if where.is_bucket:
+        from ._bucket import check_scheme
+
+        check_scheme(where.text)
+        raise CliError(
+            f"--workdir {where.text!r}: watch follows a folder or a database (sqlite:///..., "
+            "postgresql://...), not a bucket, whose logs it would read whole at every look"
+        )
     workdir = open_workspace(where)
     waiting = False
     if args.session is not None:
@@ -567,8 +590,8 @@ def run(args: argparse.Namespace) -> int:
         }
         if waiting:
             print(
-                f"ctxoffload watch: no session {args.session!r} in {shown(workdir)} "
-                "yet: waiting for it to appear (Ctrl-C to stop)",
+                f"ctxoffload watch: no session {said_session(args.session)} in "
+                f"{shown(workdir)} yet: waiting for it to appear (Ctrl-C to stop)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -23,15 +23,13 @@ __all__ = [
     "Timeline",
     "by_agent",
     "describe",
+    "names_stored_files",
     "summary_fields",
     "summary_lines",
     "writer_text",
 ]
 
-NOT_BY_AGENT = (
-    "written by a workspace used on its own (no Agent and no door began it): the record "
-    "holds its offloads and compressions only"
-)
+NOT_BY_AGENT = "no Agent or door began this record: it holds offloads and compressions only"
 """What `show` and `watch` say of a session whose record says neither that an Agent wrote
 it nor which door (a `door` event says what each door records)."""
 
@@ -41,6 +39,19 @@ def by_agent(event: dict[str, Any]) -> bool:
     start, the fork it began as, or a door's run (`door`, whose sentence says what that
     door records); a record with none of them opens with `NOT_BY_AGENT`."""
     return event["kind"] in (EventKind.SESSION_START, EventKind.FORK, EventKind.DOOR)
+
+
+def names_stored_files(event: dict[str, Any]) -> bool:
+    """Whether the event says that the session's writer names each file it stores in its
+    own lines (a truncation's, a compression's): an Agent's start or fork, or a door that
+    projects what its host's model is sent. Then the workspace's own lines for those files
+    (`tool_result`, `context`) repeat them, and are not printed. A door that only stores
+    what its host hands it (deepagents' backend, Strands' storage, AgentScope's offloader)
+    writes no other line for a file: the workspace's are its record."""
+    kind = event["kind"]
+    return kind in (EventKind.SESSION_START, EventKind.FORK) or (
+        kind == EventKind.DOOR and event.get("projects") is True
+    )
 
 
 _NAMED_BY_AGENT = frozenset({EventKind.TOOL_RESULT, EventKind.CONTEXT})
@@ -80,8 +91,14 @@ class Timeline:
     Args:
         full: message bodies whole, and a failed tool's traceback.
         writers: end the first line of each event with who wrote it.
-        by_agent: whether an `Agent` wrote the session (see `describe`); may be set later.
+        by_agent: whether the record says who wrote the session (an Agent, a door: see
+            `by_agent`); without it the timeline opens with `NOT_BY_AGENT`. May be set later.
         session: written after each time (see `describe`).
+        names_files: whether the writer names the files it stores in its own lines
+            (`names_stored_files`); default: `by_agent`. Set by the first event that says
+            so.
+        root: the workspace's folder (each spelling of it): a line naming a file in it
+            names it relative to it (`sessions/run-42/tool_result-call_1.txt`).
     """
 
     def __init__(
@@ -91,8 +108,12 @@ class Timeline:
         writers: bool = False,
         by_agent: bool = True,
         session: str | None = None,
+        names_files: bool | None = None,
+        root: tuple[str, ...] = (),
     ) -> None:
         self.by_agent = by_agent
+        self.names_files = by_agent if names_files is None else names_files
+        self._root = root
         self._full, self._writers, self._session = full, writers, session
         self._repeats = Repeats()
         self._started = False
@@ -126,6 +147,7 @@ class Timeline:
             if not self.by_agent:
                 out.append((None, [NOT_BY_AGENT]))
         kind = event["kind"]
+        self.names_files = self.names_files or names_stored_files(event)
         if kind == EventKind.SUMMARY:
             out += self.flush_entries()  # an earlier summary no message held
             fields = summary_fields(event) or {}
@@ -163,8 +185,9 @@ class Timeline:
             event,
             full=self._full,
             writers=self._writers,
-            by_agent=self.by_agent,
+            by_agent=self.names_files,
             session=self._session,
+            root=self._root,
         )
 
 
@@ -175,6 +198,7 @@ def describe(
     writers: bool = False,
     by_agent: bool = True,
     session: str | None = None,
+    root: tuple[str, ...] = (),
 ) -> list[str]:
     """The lines printed for one event: the first begins with its time (`HH:MM:SS`).
 
@@ -189,10 +213,14 @@ def describe(
         session: written after the time of each line that has one (what `watch` prints,
             following several sessions); the lines that continue one (a summary's fields,
             a traceback) are the same as without it.
+        root: the workspace's folder, in each spelling a reference may hold it (resolved,
+            as given, a bucket's URI): in an event's own lines (not a message's text nor a
+            summary's), a path into it is written relative to it, as
+            `sessions/run-42/tool_result-call_1.txt`.
     """
     at = _time_of(event) + (f" {session}" if session is not None else "")
     try:
-        lines = _describe(event, at, full=full, by_agent=by_agent)
+        lines = _describe(event, at, full=full, by_agent=by_agent, root=root)
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
         # A line of JSON whose fields are not what this version writes: shown raw
         # rather than hidden, so nothing in the record is skipped silently.
@@ -230,36 +258,52 @@ def _time_of(event: dict[str, Any]) -> str:
     return str(event.get("time", ""))[11:19]
 
 
-def _describe(event: dict[str, Any], at: str, *, full: bool, by_agent: bool) -> list[str]:
+def _relative(line: str, root: tuple[str, ...]) -> str:
+    """`line` with each path into the workspace `root` written relative to it."""
+    for folder in root:
+        line = line.replace(folder.rstrip("/") + "/", "")
+    return line
+
+
+def _describe(
+    event: dict[str, Any], at: str, *, full: bool, by_agent: bool, root: tuple[str, ...] = ()
+) -> list[str]:
     kind = event["kind"]
     if kind == EventKind.MESSAGE:
-        return _message_event(event.get("message") or {}, at, full=full)
+        return _message_event(event.get("message") or {}, at, full=full, root=root)
     if kind == EventKind.SUMMARY:
         nested = event.get("summary")
         fields = nested if isinstance(nested, dict) else event
-        return [f"{at}   summary:", *summary_lines(fields)]
+        return [f"{at}   summary:", *(_relative(t, root) for t in summary_lines(fields))]
     if kind == EventKind.ARTIFACTS or (by_agent and kind in _NAMED_BY_AGENT):
         # The artifact list a compression's line sums up (`artifacts: ... left`), and the
         # workspace's own line for a truncation or compression: shown there.
         return []
     record = record_of(event)
-    lines = [f"{at}{'   ' if record.nested else ' '}{record.sentence()}"]
-    lines += [f"{at}   {note}" for note in record.notes()]
+    indent = "   " if record.nested else " "
+    # A note continues its event's line: indented under it.
+    lines = [f"{at}{indent}{_relative(record.sentence(), root)}"]
+    lines += [f"{at}{indent}  {_relative(note, root)}" for note in record.notes()]
     if full and isinstance(record, ToolCall):
         lines += ["      " + t for t in record.traceback()]
     return lines
 
 
-def _message_event(msg: dict[str, Any], at: str, *, full: bool) -> list[str]:
+def _message_event(
+    msg: dict[str, Any], at: str, *, full: bool, root: tuple[str, ...] = ()
+) -> list[str]:
     """The timeline's lines for a message the agent logged: its first line (the message's
-    text as `text.message_lines` shows it), or with `full` all of it."""
+    text as `text.message_lines` shows it), or with `full` all of it. A summary's fields
+    name the workspace's files relative to it (`root`); with `full`, as the model saw
+    them."""
     mark = mark_of(msg.get("metadata"))
     if mark is not None and mark.get("kind") == SUMMARY_MARK:
         fields = mark.get("summary")
         lines = [f"{at}   summary message {msg.get('id')}:"]
         if full:  # the message as the model saw it: the five fields are in it
             return lines + ["      " + t for t in _body(msg)]
-        return lines + summary_lines(fields if isinstance(fields, dict) else {})
+        said = summary_lines(fields if isinstance(fields, dict) else {})
+        return lines + [_relative(t, root) for t in said]
     role = msg.get("role")
     if not full and role in ("system", "tool"):
         return []
@@ -282,6 +326,8 @@ def _body(msg: dict[str, Any]) -> list[str]:
 
 
 def summary_lines(fields: dict[str, Any]) -> list[str]:
+    """A summary's five fields, one under the other; a field of several lines goes on
+    indented under its name (an extractive summary's lists), not back at the margin."""
     names = (
         "task_overview",
         "current_state",
@@ -289,4 +335,10 @@ def summary_lines(fields: dict[str, Any]) -> list[str]:
         "next_steps",
         "context_to_preserve",
     )
-    return [f"      {name}: {fields[name]}" for name in names if name in fields]
+    lines: list[str] = []
+    for name in names:
+        if name in fields:
+            first, *rest = str(fields[name]).split("\n")
+            lines.append(f"      {name}: {first}")
+            lines += [f"        {line}" for line in rest]
+    return lines

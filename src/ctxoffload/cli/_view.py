@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from .._disk.commit import JsonLines, iter_chunks
 from .._disk.events import EventKind, is_event
@@ -51,6 +51,8 @@ __all__ = [
     "SessionStats",
     "Warnings",
     "dedup_savings",
+    "indented",
+    "listing_order",
     "newest_session",
     "session_rows",
     "session_stats",
@@ -113,6 +115,10 @@ class SessionRow:
     """The newest time a file of the session's own was changed (ISO 8601, UTC)."""
     steps: int | None = None
     """An agent's model calls, else those `ctxoffload replay` replayed, else state.json's."""
+    messages: int | None = None
+    """The messages of the session's conversation: those its record logged as they entered
+    the context (an Agent, a door that projects), else the lines of context.jsonl (a
+    workspace used on its own, a door that stores only what leaves)."""
     message_lines: int | None = None
     """The committed lines of context.jsonl: the messages moved out of the context."""
     tool_results: int | None = None
@@ -170,10 +176,34 @@ def _stored_facts(
         raise CliError(str(exc)) from None
 
 
-def _ordered(rows: list[SessionRow], newest_first: bool) -> list[SessionRow]:
+class _Listed(Protocol):
+    """What orders a session in a list of sessions: a `SessionRow` (`ls`), a `SessionStats`
+    (`stats`)."""
+
+    session: str
+    last_activity: str | None
+    parent: str | None
+    depth: int
+
+
+_Row = TypeVar("_Row", bound=_Listed)
+
+
+def _ordered(rows: list[_Row], newest_first: bool) -> list[_Row]:
     if newest_first:
         rows.sort(key=lambda r: r.last_activity or "", reverse=True)
     return _grouped(rows)
+
+
+def indented(session: str, depth: int) -> str:
+    """A session's name as a list shows it: a sub-agent's indented under its parent, `└ `."""
+    return "  " * depth + ("└ " if depth else "") + session
+
+
+def listing_order(rows: list[_Row]) -> list[_Row]:
+    """Sessions in the order `ls` lists them: the most recently active first, each
+    sub-agent's session right under its parent's (`depth` set)."""
+    return _ordered(list(rows), newest_first=True)
 
 
 def _session_row(workdir: str, session: str, warnings: Warnings) -> SessionRow:
@@ -322,6 +352,7 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
         row.forked_from = counted["forked_from"]
         # An agent's model calls, or those `ctxoffload replay` replayed (it says how many).
         row.steps = counted["model_calls"] or counted["replayed"] or None
+        row.messages = counted["messages"] or None
     if row.steps is None:
         try:
             rows: list[Any] | None = source.state()
@@ -338,30 +369,45 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
     except CliError as exc:
         warnings.say(source.path(CONTEXT_FILE), str(exc), then)
         row.unreadable.append(CONTEXT_FILE)
+    if row.messages is None and counted is not None:
+        row.messages = row.message_lines
 
 
 def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
     """What a row shows of a session's events, counted in one pass (one line in memory at a
-    time): compressions, model calls, the model calls `replay` says it replayed, and the
-    session a sub-agent's session was started by (`parent`) or a fork was made from."""
+    time): compressions, model calls, the messages logged as they entered the context, the
+    model calls `replay` says it replayed, and the session a sub-agent's session was started
+    by (`parent`) or a fork was made from."""
     facts: dict[str, Any] = {
         "compressions": 0,
         "model_calls": 0,
+        "messages": 0,
         "replayed": 0,
         "parent": None,
         "forked_from": None,
     }
+    seen: set[int] = set()
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
         facts["compressions"] += kind == EventKind.COMPRESSION
         facts["model_calls"] += kind == EventKind.MODEL_CALL
+        if kind == EventKind.MESSAGE:
+            # Once per message: an Agent logs a message again when it changed under its id
+            # (an older one, every message it restored). The ids' hashes are kept, not the
+            # ids: a number per message in memory instead of its id.
+            message = event.get("message")
+            named = message.get("id") if isinstance(message, dict) else None
+            if not isinstance(named, str):
+                facts["messages"] += 1
+            elif hash(named) not in seen:
+                seen.add(hash(named))
+                facts["messages"] += 1
         if kind == EventKind.REPLAY and isinstance(event.get("model_calls"), int):
             facts["replayed"] += event["model_calls"]
-        link = event.get("parent") if kind == EventKind.SESSION_START else None
-        if facts["parent"] is None and isinstance(link, dict):
-            facts["parent"] = _session_name(link.get("session"))
+        if facts["parent"] is None:
+            facts["parent"] = _parent_of(event)
         origin = event.get("origin") if kind == EventKind.FORK else None
         if facts["forked_from"] is None and isinstance(origin, dict):
             facts["forked_from"] = _session_name(origin.get("session"))
@@ -370,6 +416,13 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
 
 def _session_name(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _parent_of(event: dict[str, Any]) -> str | None:
+    """The session that started this one as a sub-agent, if `event` is the start that says
+    so."""
+    link = event.get("parent") if event.get("kind") == EventKind.SESSION_START else None
+    return _session_name(link.get("session")) if isinstance(link, dict) else None
 
 
 def _committed_newlines(folder: Folder, name: str) -> int:
@@ -447,19 +500,19 @@ def _newest(activity: Iterable[tuple[float, str]]) -> str | None:
     return newest[1] if newest is not None else None
 
 
-def _grouped(rows: list[SessionRow]) -> list[SessionRow]:
+def _grouped(rows: list[_Row]) -> list[_Row]:
     """The rows with each sub-agent's session right under its parent's (each level in the
     order given), `depth` set on each; a session whose parent is not listed stays at the
     top."""
     listed = {r.session for r in rows}
-    children: dict[str, list[SessionRow]] = {}
-    top: list[SessionRow] = []
+    children: dict[str, list[_Row]] = {}
+    top: list[_Row] = []
     for row in rows:
         if row.parent in listed and row.parent != row.session:
             children.setdefault(row.parent, []).append(row)
         else:
             top.append(row)
-    ordered: list[SessionRow] = []
+    ordered: list[_Row] = []
     seen: set[str] = set()
     # Depth first with a stack, not recursion: sub-agents of sub-agents make chains of any
     # length (1,200 levels ended in RecursionError).
@@ -470,7 +523,7 @@ def _grouped(rows: list[SessionRow]) -> list[SessionRow]:
             if row.session in seen:
                 continue  # a loop of parents (hand-edited records): each row once
             seen.add(row.session)
-            ordered.append(dataclasses.replace(row, depth=depth))
+            ordered.append(dataclasses.replace(row, depth=depth))  # type: ignore[type-var]
             stack.extend((child, depth + 1) for child in reversed(children.get(row.session, [])))
     return ordered
 
@@ -602,6 +655,12 @@ class SessionStats:
     None when that file cannot be read; each file not read is named in `unreadable`."""
 
     session: str
+    last_activity: str | None = None
+    """The newest time a file of the session's own was changed (ISO 8601, UTC), as `ls`."""
+    parent: str | None = None
+    """The session whose sub-agent started this one."""
+    depth: int = 0
+    """Its place under the parents listed too (`listing_order`)."""
     bytes_offloaded: int | None = None
     tokens_kept_out: int | None = None
     truncations: int | None = None
@@ -642,6 +701,8 @@ def _read_stats(
     folder: Folder, stats: SessionStats, references: Counter[str], warnings: Warnings
 ) -> None:
     then = f"session {stats.session} is counted without it"
+    last = max((st.st_mtime for _, st in _own_files(folder)), default=0.0)
+    stats.last_activity = iso_time(last) if last else None
     counts = _read_logged(folder, EVENTS_FILE, warnings, then, _event_counts)
     if counts is None:
         stats.unreadable.append(EVENTS_FILE)
@@ -677,10 +738,12 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
     sources: Counter[str] = Counter()
     artifacts: Counter[str] = Counter()
     reported = cached = 0
+    parent: str | None = None
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
+        parent = parent or _parent_of(event)
         if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT) and isinstance(
             event.get("bytes"), int
         ):
@@ -712,6 +775,7 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
         "artifacts": dict(artifacts),
         "input_tokens": reported,
         "cached_input_tokens": cached,
+        "parent": parent,
     }
 
 

@@ -13,12 +13,12 @@ early.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._depth import json_text
 from .._disk import events
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import CLEARED_MARK, defuse
@@ -88,7 +88,11 @@ class ClearToolUses:
     drop), and if storing any of them fails, nothing is cleared. No message leaves the
     context, so a call keeps its result. The outputs of the reader tools (`Read`, `Grep`,
     `Glob`, `retrieve_offloaded_content`) are not stored again: their placeholder repeats
-    the call so the model can run it again. Pinned messages, the turn the model has not seen
+    the call so the model can run it again. Nor is an output a post_tool manager already
+    stored whole (`ToolOutputOffload`'s preview, `ToolOutputTruncate`'s or the compressor's
+    head and notice), known from ctxoffload's record of it (`Compressor.whole_output`),
+    never from its text: its placeholder names the files that hold the whole output, and
+    the whole output's size. Pinned messages, the turn the model has not seen
     and the excluded tools are never cleared. Anthropic's key names and amounts
     (`{"type": "input_tokens", "value": N}`) are accepted as they are.
 
@@ -281,13 +285,19 @@ class ClearToolUses:
                     "context; call it again to see it"
                 )
             else:
-                refs, size = await _store_output(result, offloader, session)
-                if not refs:
-                    continue  # nothing in it to store (an empty list of blocks)
+                whole = await run.compressor.whole_output(result)
+                if whole is not None:
+                    # A stand-in a post_tool manager left (a head and a notice, a preview):
+                    # the whole output is stored already, and the placeholder names it.
+                    refs, size, tokens = list(whole.references), whole.bytes, whole.tokens
+                else:
+                    refs, size = await _store_output(result, offloader, session)
+                    if not refs:
+                        continue  # nothing in it to store (an empty list of blocks)
+                    for ref in refs:
+                        run.compressor.note_artifact(Artifact(ref, size, name))
                 references += refs
                 stored.add(use.at)
-                for ref in refs:
-                    run.compressor.note_artifact(Artifact(ref, size, name))
                 where = ", ".join(refs)
                 placeholders[use.at] = _placeholder(
                     f"the output of {_defused(name)} (call {_defused(result.id)}, ~{tokens:,} "
@@ -296,7 +306,7 @@ class ClearToolUses:
                 )
             call, call_at = use.call, use.call_at
             if call is not None and call_at is not None and self._clears_input(call.name):
-                arguments = json.dumps(call.input, ensure_ascii=False)
+                arguments = json_text(call.input, ensure_ascii=False)
                 size = len(utf8(arguments))
                 if size > _INPUT_BYTES_WORTH_CLEARING:
                     block = ToolResultBlock(id=f"{call.id}-input", name=call.name, output=arguments)

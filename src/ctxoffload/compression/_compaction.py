@@ -19,6 +19,7 @@ from typing import Any
 
 from .._disk import events
 from .._disk.records import Event
+from .._disk.wording import spans_text
 from ..messages import Msg
 from ..model import ChatModel, model_label
 from ..tokens import TokenCount
@@ -27,7 +28,7 @@ from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._notes import is_context_note, is_summary_message, is_window_note
-from ._persisted import Persisted, read_back_report, spans_text
+from ._persisted import Persisted, read_back_report
 from ._protect import is_pinned
 from ._services import RunServices, RunSettings
 from ._split import Split, SplitByTokens, SplitStrategy
@@ -704,6 +705,7 @@ class Compaction:
                 messages=len(pending.older),
                 reference=pending.persisted.reference,
                 lines=pending.persisted.lines,
+                **pending.persisted.apart,
                 age_ms=round((time.monotonic() - pending.started) * 1000, 1),
                 **fields,
             )

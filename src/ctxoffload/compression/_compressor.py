@@ -32,6 +32,7 @@ from ._persisted import Persisted
 from ._provider_compaction import absorb_in_context
 from ._services import RunServices, RunSettings
 from ._split import SplitStrategy
+from ._stored_outputs import WholeOutput
 from ._summary_message import Artifact
 from ._summary_model import Summary
 from ._tool_names import ReaderTools
@@ -489,6 +490,23 @@ class Compressor:
         """Add a file to the artifact trail the next summary lists."""
         self._services.state.artifacts.append(artifact)
 
+    def note_stored_output(self, tool_id: str, kept: str, whole: WholeOutput) -> None:
+        """The context keeps `kept` for call `tool_id`, whose whole output was stored as
+        `whole` (a post_tool manager's cut or offload); see `whole_output`."""
+        self._services.stored_outputs.note(tool_id, kept, whole)
+
+    async def whole_output(self, result: ToolResultBlock) -> WholeOutput | None:
+        """Where the whole output is when `result`'s output is a stand-in ctxoffload left
+        for it (a head and a notice, an offload's preview), known from this run or the
+        session's record, never from the text; None for any other output. A manager that
+        would store the output again names this instead."""
+        return await self._services.stored_outputs.whole_of(result.id, result.output)
+
     async def event(self, record: Event) -> None:
         """Write an event to the session's events.jsonl, log it and pass it to `on_event`."""
         await self._services.event(record)
+
+    async def events(self, records: Sequence[Event]) -> None:
+        """Write events as `event` does, in order, in one append where the workspace can
+        (`EventBatches`)."""
+        await self._services.events(records)

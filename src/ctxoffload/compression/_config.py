@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from .._depth import MAX_DEPTH, too_deep
+from .._depth import MAX_DEPTH, TooDeep, load_json
 from ..exceptions import ConfigError
 from ._summary_model import SUMMARY_FIELDS, Summary
 from ._tool_names import ReaderTools
@@ -681,16 +681,14 @@ def read_json_file(name: str, what: str, *, missing: str = "") -> Any:
         "needs a few; check that the file is the one you meant"
     )
     try:
-        data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_object)
+        data = load_json(text, MAX_DEPTH, parse_int=_parse_int, object_pairs_hook=_object)
+    except TooDeep:
+        raise too_deep_error from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{what} file {name!r} is not valid JSON: {exc.msg} at line {exc.lineno} column "
             f"{exc.colno}"
         ) from None
-    except RecursionError:
-        raise too_deep_error from None
-    if too_deep(data):
-        raise too_deep_error
     repeated = _repeated_key(data)
     if repeated is not None:
         raise ConfigError(

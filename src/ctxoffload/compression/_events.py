@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._disk.events import record_of
 from .._disk.writer import event_record
-from ..workspace import EventLog, Offloader
+from ..workspace import EventBatches, EventLog, Offloader
 
-__all__ = ["EventCallback", "emit_event"]
+__all__ = ["EventCallback", "emit_event", "emit_events"]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -26,32 +26,59 @@ async def emit_event(
     kind: str,
     fields: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Write one event through `offloader.record_event`, log it, and tell `on_event`.
+    """Write one event through `offloader.record_event`, log it, and tell `on_event`
+    (`emit_events` of one).
+
+    Returns:
+        The event as written: `time`, `kind`, then `fields`.
+    """
+    return (await emit_events(offloader, session_id, on_event, [(kind, fields)]))[0]
+
+
+async def emit_events(
+    offloader: Offloader | None,
+    session_id: str,
+    on_event: EventCallback | None,
+    records: Sequence[tuple[str, Mapping[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Write events, in order, in one append where the offloader can (`EventBatches`), else
+    one by one through `record_event`; log each, and tell `on_event` of each.
 
     Neither a failed write nor a failing callback is raised: the record serves the run and
     must never stop it. An offloader that is not an `EventLog` (a custom one with only the
     three `Offloader` methods) keeps no record.
 
     Returns:
-        The event as written: `time`, `kind`, then `fields`.
+        The events as written: `time`, `kind`, then the fields.
     """
-    event = event_record(session_id, kind, dict(fields))
-    _log_event(event)
-    if isinstance(offloader, EventLog):
+    events = [event_record(session_id, kind, dict(fields)) for kind, fields in records]
+    for event in events:
+        _log_event(event)
+    # `time` is passed on so that the line written and the dict `on_event` gets agree.
+    stamped = [(e["kind"], {k: v for k, v in e.items() if k != "kind"}) for e in events]
+    if isinstance(offloader, EventBatches) and isinstance(offloader, EventLog):
         try:
-            # `time` is passed on so that the line written and the dict `on_event` gets agree.
-            stamped = {k: v for k, v in event.items() if k != "kind"}
-            await offloader.record_event(session_id, kind, **stamped)
+            await offloader.record_events(session_id, stamped)
         except Exception as exc:
-            logger.warning("could not record a %s event: %s", kind, exc)
+            kinds = ", ".join(sorted({kind for kind, _ in stamped}))
+            logger.warning("could not record a %s event: %s", kinds, exc)
+    elif isinstance(offloader, EventLog):
+        for kind, fields in stamped:
+            try:
+                await offloader.record_event(session_id, kind, **fields)
+            except Exception as exc:
+                logger.warning("could not record a %s event: %s", kind, exc)
     if on_event is not None:
-        try:
-            result = on_event(event)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            logger.warning("the on_event callback failed on a %s event", kind, exc_info=True)
-    return event
+        for event in events:
+            try:
+                result = on_event(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                logger.warning(
+                    "the on_event callback failed on a %s event", event["kind"], exc_info=True
+                )
+    return events
 
 
 def _log_event(event: Mapping[str, Any]) -> None:
@@ -61,4 +88,4 @@ def _log_event(event: Mapping[str, Any]) -> None:
     record = record_of(event)
     level = getattr(logging, record.log_level)
     if logger.isEnabledFor(level):
-        logger.log(level, "%s", "; ".join([record.sentence(), *record.notes()]))
+        logger.log(level, "%s", record.one_line())

@@ -4,25 +4,20 @@ which of them were read back at their lines."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .._depth import load_json
 from ..messages import Msg
 
-__all__ = ["Persisted", "lines_of", "read_back_report", "spans_text"]
+__all__ = ["Persisted", "lines_of", "read_back_report", "spans_field"]
 
 
-def spans_text(spans: Iterable[tuple[int, int]]) -> str:
-    """Line spans as people and models read them, in order, adjacent or overlapping ones
-    merged: `"1-40, 52-60"` (a single line as `"7"`); `""` for none. Every text that names
-    where messages went in a context log spells its lines so."""
-    merged: list[list[int]] = []
-    for first, last in sorted(spans):
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], last)
-        else:
-            merged.append([first, last])
-    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged)
+def spans_field(spans: Sequence[tuple[int, int]]) -> dict[str, list[list[int]]]:
+    """The event field `spans` (each run as `[first, last]`) beside `lines` when the lines
+    are not consecutive, else no field: every event that names where messages went, so
+    that its sentence names exactly their lines."""
+    return {"spans": [list(r) for r in spans]} if len(spans) > 1 else {}
 
 
 @dataclass(frozen=True)
@@ -51,9 +46,8 @@ class Persisted:
 
     @property
     def apart(self) -> dict[str, list[list[int]]]:
-        """The event field `spans` (each run as `[first, last]`) when the lines are not
-        consecutive, else no field."""
-        return {"spans": [list(r) for r in self.spans]} if len(self.spans) > 1 else {}
+        """The event field `spans` of these lines (`spans_field`)."""
+        return spans_field(self.spans)
 
     def line_of_each(self, count: int) -> list[int | None]:
         """The line of each of the `count` messages persisted, in their order: known when
@@ -90,8 +84,8 @@ def lines_of(
                 at += 1
                 continue
             try:
-                value = json.loads(row)
-            except ValueError:
+                value = load_json(row)
+            except ValueError:  # not JSON, or deeper than any workspace writes
                 continue
             row_id = value.get("id") if isinstance(value, dict) else None
             if isinstance(row_id, str) and row_id in wanted:

@@ -23,11 +23,13 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._depth import STORE_DEPTH, depth_error, text_form, too_deep
 from .._disk.compact_requests import CompactRequests
-from .._disk.events import CompactRequest, EventKind, ModelCall, Projection
+from .._disk.events import CompactRequest, EventKind, Projection, is_event
 from .._disk.ids import validate_session_id
+from .._disk.records import Event, is_count
 from .._loop import LoopThread
-from .._message_log import InlinePayloads, MessageLog
+from .._message_log import InlinePayloads, ModelCalls
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
 from ..messages import Msg, ToolResultBlock
@@ -124,18 +126,19 @@ class Projector:
         self._session_id = validate_session_id(session_id)
         # Per message key: the input it was read from and what is sent for it.
         self._seen: dict[str, tuple[Any, Msg, Msg]] = {}
-        # Per message object given (by `id`, holding it so the id stays its own): its key.
-        self._keys: dict[int, tuple[Any, str]] = {}
+        # Per message object given (by `id`, holding it so the id stays its own): how it is
+        # read and its key.
+        self._keys: dict[int, tuple[Any, Msg | Mapping[str, Any], str]] = {}
         self._cover: _Cover | None = None
         self._provider: _ProviderCut | None = None
         # What each call was sent, recorded as the Agent records its own model calls, so
         # `ctxoffload show --step N` rebuilds it: the step (numbered over the session) and
         # the keys of the history last projected (the same history again is a retry).
-        self._log = MessageLog(self._compressor.event, prepare=InlinePayloads(workspace).moved_out)
-        self._step = 0
-        self._attempt = 0
-        self._last_keys: list[str] | None = None
+        # The record of a call (its messages, then the call) is written in one append.
+        self._held: list[Event] = []
+        self._calls = ModelCalls(self._hold, prepare=InlinePayloads(workspace).moved_out)
         self._last_sent: list[Msg] = []
+        self._left_out: frozenset[str] = frozenset()
         self._loaded = False
         # The compactions asked for from outside (`ctxoffload compact`), served at the next
         # projection; each look reads only what events.jsonl gained.
@@ -152,6 +155,14 @@ class Projector:
     def counter(self) -> TokenCounter:
         """The counter this projector counts with."""
         return self._compressor.counter
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        """The ids of the history's messages the latest projection did not send: each was
+        stored in the session before it left (in context.jsonl; an earlier summary, folded
+        into the new one, in the session's record), and a summary or a provider's
+        compaction stands for it. What a host that keeps what was sent may drop."""
+        return self._left_out
 
     def use_model(self, model_name: str | None) -> TokenCounter:
         """Count with the counter for `model_name` (`get_token_counter`): for a host whose
@@ -199,8 +210,9 @@ class Projector:
             and the same replacement objects on every call where something did.
 
         Raises:
-            InvalidContent: `history` is not a list of messages, or holds one `to_msgs`
-                cannot read (named by its index).
+            InvalidContent: `history` is not a list of messages, or holds an item that is
+                no message (None, a number, text), one nested deeper than a message may be
+                (108 levels), or one `to_msgs` cannot read, named by its index.
         """
         if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence):
             raise InvalidContent(
@@ -213,10 +225,10 @@ class Projector:
             with self._settling:
                 self._counter_settled = True
             await self._load()
-            keys = [self._key_of(item) for item in history]
-            system = leading_system(history)
+            items, keys = self._read_history(history)
+            system = leading_system(items)
             cover = self._cover_for(keys, system)
-            holder = newest_compaction(history)
+            holder = newest_compaction(items)
             summarised: _Cover | None = None
             if holder is not None and holder > system:
                 if cover is not None and cover.start + cover.count > holder:
@@ -226,13 +238,13 @@ class Projector:
             else:
                 holder = None
             skip = range(system, holder) if holder is not None else None
-            sent = await self._each(history, keys, cover, skip)
+            sent = await self._each(items, keys, cover, skip, self._own())
             # A summarised message is None in `sent`: the summary stands where they were.
             out = [m for m in sent[:system] if m is not None]
             if cover is not None:
                 out += cover.messages
             if holder is not None:
-                out += await self._beside_provider(history, keys, sent, system, holder, summarised)
+                out += await self._beside_provider(items, keys, sent, system, holder, summarised)
             else:
                 out += [m for m in sent[system:] if m is not None]
             asked = await self._requests.look()
@@ -244,13 +256,19 @@ class Projector:
                 config=self._asked_config(out, tools, instructions) if asked else None,
                 remember=False,
             )
+            # A compaction asked for from outside runs on a window assumed for it (the
+            # context's own size): its cuts of new messages would be cuts to that.
+            cuts = {} if asked else self._adopt_cuts(keys, sent, result.messages, system)
             if result.compressed:
                 out = await self._decide(keys, sent, out, result.messages, system, cover)
+            elif cuts:
+                out = [cuts.get(m.id, m) for m in out]
             if asked:
                 await self._answer(result, instructions, asked)
             self._compressor.remember_sent(out, out)
             self._last_sent = out
-            self._forget_dropped(history, keys)
+            self._left_out = _left_out(items, out)
+            self._forget_dropped(history, items, keys)
             await self._record(keys, out, tools, started)
             return out
 
@@ -290,18 +308,33 @@ class Projector:
 
     def report_usage_sync(self, input_tokens: int) -> bool:
         """`report_usage` for synchronous code, on the loop `project_sync` uses."""
+        if input_tokens <= 0:  # nothing reported: nothing to take, and no hop to the loop
+            return False
         return self._run_sync(self.report_usage(input_tokens))
 
-    async def offload_tool_result(self, block: ToolResultBlock) -> ToolResultBlock:
+    async def offload_tool_result(
+        self, block: ToolResultBlock, *, message: Msg | None = None
+    ) -> ToolResultBlock:
         """One tool result as the host should keep it: `block` when it fits, else its head
         and the notice naming the file that holds it whole (the Compressor's truncation).
 
         For a host whose tool hook may replace a result before it enters the history (so
         the whole text never reaches the host's own store); `project` leaves a result cut
         here as it is.
+
+        Args:
+            block: the tool result.
+            message: the history message holding `block` alone, as `project` will be given
+                it (the same `id`), for a host that sends the whole result on while its
+                store keeps the cut (the OpenAI Agents SDK's run and its session): `project`
+                then sends this cut for that message, not cutting (and storing) it again.
         """
         async with self._lock:
-            return await self._compressor.process_tool_result(block)
+            cut = await self._compressor.process_tool_result(block)
+            if message is not None and message.content == [block]:
+                sent = message.model_copy(update={"content": [cut]})
+                self._seen[_key(message)] = (message, message, sent)
+            return cut
 
     def offload_tool_result_sync(self, block: ToolResultBlock) -> ToolResultBlock:
         """`offload_tool_result` for synchronous code, on the loop `project_sync` uses."""
@@ -315,59 +348,47 @@ class Projector:
     # -- the steps --------------------------------------------------------------------------
 
     async def _load(self) -> None:
-        """Read the latest summary decision of the session back (a restarted process)."""
+        """Read the latest summary decision of the session back (a restarted process).
+
+        The record is read as `show` reads it: a line that is no event, or an event of a
+        shape this version does not read (a newer release's, a damaged line), is skipped;
+        the latest decision that reads is re-applied, and none at all sends the history."""
         if self._loaded:
             return
         self._loaded = True
-        events = await self._workspace.read_events(self._session_id)
-        self._log.remember(events)
+        events = [e for e in await self._workspace.read_events(self._session_id) if is_event(e)]
+        self._calls.remember(events)
         for event in events:
-            step = event.get("step")
-            if event.get("kind") == EventKind.MODEL_CALL and isinstance(step, int):
-                self._step = max(self._step, step)
-            if event.get("kind") == EventKind.PROVIDER_COMPACTION:
-                note, key = event.get("note"), event.get("item_key")
-                if isinstance(note, dict) and isinstance(key, str):
-                    self._provider = _ProviderCut(key, Msg.model_validate(note))
-                continue
-            if event.get("kind") != EventKind.PROJECTION:
-                continue
-            messages = event.get("messages")
-            if isinstance(messages, list):
-                self._cover = _Cover(
-                    int(event.get("start", 0)),
-                    int(event.get("covers", 0)),
-                    str(event.get("last_key")),
-                    tuple(to_msgs(messages)),
-                )
+            kind = event["kind"]
+            if kind == EventKind.PROVIDER_COMPACTION:
+                self._provider = _provider_cut(event) or self._provider
+            elif kind == EventKind.PROJECTION:
+                self._cover = _cover_of(event) or self._cover
 
     async def _record(
         self, keys: list[str], sent: list[Msg], tools: Sequence[dict[str, Any]], started: float
     ) -> None:
         """Record what this call sends: each message not recorded yet in its form, then a
         `model_call` event naming them in order (outcome `projected`: the host makes the call
-        and keeps its answer). The same history projected again is the same step's next
-        attempt (a retry after the provider refused it)."""
-        if keys == self._last_keys:
-            self._attempt += 1
-        else:
-            self._step, self._attempt = self._step + 1, 1
-        self._last_keys = keys
-        await self._log.write(sent)
+        and keeps its answer), all in one append. The same history projected again is the
+        same step's next attempt (a retry after the provider refused it)."""
         window = self._compressor.window()
-        await self._compressor.event(
-            ModelCall(
-                step=self._step,
-                attempt=self._attempt,
-                messages=[m.id for m in sent],
-                summary=next((m.id for m in sent if is_summary_message(m)), None),
-                tokens_counted=self._compressor.count(sent, tools),
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                outcome="projected",
-                context_window=window,
-                trigger_tokens=self._compressor.config.trigger_tokens(window),
-            )
+        await self._calls.record(
+            sent,
+            keys=keys,
+            summary=next((m.id for m in sent if is_summary_message(m)), None),
+            tokens_counted=self._compressor.count(sent, tools),
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            outcome="projected",
+            context_window=window,
+            trigger_tokens=self._compressor.config.trigger_tokens(window),
         )
+        held, self._held = self._held, []
+        await self._compressor.events(held)
+
+    async def _hold(self, record: Event) -> None:
+        """Keep an event of the call's record, written with the call (`_record`)."""
+        self._held.append(record)
 
     def _asked_config(
         self, out: list[Msg], tools: Sequence[dict[str, Any]], instructions: str | None
@@ -390,14 +411,48 @@ class Projector:
             result.reason = f"nothing to compact: {result.reason}"
         await self._compressor.event(compact_event(result, instructions, asked))
 
-    def _key_of(self, item: Msg | Mapping[str, Any]) -> str:
-        """`_key(item)`, computed once per message object (a host re-sends the same objects)."""
+    def _read_history(
+        self, history: Sequence[Any]
+    ) -> tuple[list[Msg | Mapping[str, Any]], list[str]]:
+        """Each item of `history` as the projection reads it, and its key across calls.
+
+        Raises:
+            InvalidContent: an item is no message, or nests too deeply (`_read_item`).
+        """
+        items: list[Msg | Mapping[str, Any]] = []
+        keys: list[str] = []
+        for index, item in enumerate(history):
+            read, key = self._read_item(item, index)
+            items.append(read)
+            keys.append(key)
+        return items, keys
+
+    def _read_item(self, item: Any, index: int) -> tuple[Msg | Mapping[str, Any], str]:
+        """An item of the history as the projection reads it (a `Msg` or a message dict as
+        given; any other message `to_msgs` reads, such as a pydantic model shaped like a
+        message, converted) and its key (`_key`): found once per object, as a host re-sends
+        the same objects.
+
+        Raises:
+            InvalidContent: the item is no message (None, a number, text), or nests deeper
+                than a message may (`_depth.STORE_DEPTH`: hashing a dict for its key walks
+                it), named by its index.
+        """
         known = self._keys.get(id(item))
         if known is not None and known[0] is item:
-            return known[1]
-        key = _key(item)
-        self._keys[id(item)] = (item, key)
-        return key
+            return known[1], known[2]
+        read: Msg | Mapping[str, Any]
+        if isinstance(item, Msg):
+            read = item
+        elif isinstance(item, Mapping):
+            if too_deep(item, STORE_DEPTH):
+                raise depth_error(f"Projector.project: history[{index}]", STORE_DEPTH)
+            read = item
+        else:
+            read = _read(item, index)
+        key = _key(read)
+        self._keys[id(item)] = (item, read, key)
+        return read, key
 
     def _cover_for(self, keys: list[str], system: int) -> _Cover | None:
         """The summary decision, where the history still holds what it summarised."""
@@ -409,16 +464,27 @@ class Projector:
             return cover
         return None
 
+    def _own(self) -> dict[str, Msg]:
+        """The messages this projector wrote (the summary, a provider compaction's note) by
+        key: a host that keeps what it was sent gives them back as its own objects, which
+        lose their marks on the way (LangChain keeps no metadata)."""
+        own = list(self._cover.messages) if self._cover is not None else []
+        if self._provider is not None:
+            own.append(self._provider.note)
+        return {f"id:{msg.id}": msg for msg in own}
+
     async def _each(
         self,
         history: Sequence[Msg | Mapping[str, Any]],
         keys: list[str],
         cover: _Cover | None,
         skip: range | None = None,
+        own: Mapping[str, Msg] | None = None,
     ) -> list[Msg | None]:
         """What is sent for each message: read once, truncated once; None for a message a
         summary or a provider's compaction item stands for (`skip`; not read at all, as a
-        restarted process need not)."""
+        restarted process need not). A message of the projector's own (`own`) given back
+        with the same text is sent as the projector's object, its marks intact."""
         if skip is None:
             skip = range(cover.start, cover.start + cover.count) if cover is not None else range(0)
         sent: list[Msg | None] = []
@@ -431,6 +497,11 @@ class Projector:
                 sent.append(known[2])
                 continue
             msg = item if isinstance(item, Msg) else _read(item, i)
+            mine = own.get(key) if own else None
+            if mine is not None and _says_same(mine, msg):
+                self._seen[key] = (item, mine, mine)
+                sent.append(mine)
+                continue
             projected = await self._compressor.process_message(msg)
             self._seen[key] = (item, msg, projected)
             sent.append(projected)
@@ -474,13 +545,42 @@ class Projector:
         at = note_position(rest, 0)
         return [*rest[:at], cut.note, *rest[at:]]
 
-    def _forget_dropped(self, history: Sequence[Any], keys: list[str]) -> None:
+    def _adopt_cuts(
+        self, keys: list[str], sent: list[Msg | None], now: Sequence[Msg], system: int
+    ) -> dict[str, Msg]:
+        """Keep the cuts a compaction made to messages it kept (a new message's long text,
+        or a new result, cut to fit the reserve, each stored whole first): `sent` and every
+        later call send the cut, not the message as it was. By message id, the cuts made.
+
+        A restarted process needs no record of them: what the cut message was is whole in
+        the host's history, and the next compaction cuts it again or lets it leave."""
+        given = {m.id: i for i, m in enumerate(sent) if m is not None and i >= system}
+        cuts: dict[str, Msg] = {}
+        for msg in now:
+            i = given.get(msg.id)
+            if i is None:
+                continue
+            before = sent[i]
+            if before is None or before is msg or before.content == msg.content:
+                continue
+            sent[i] = cuts[msg.id] = msg
+            known = self._seen.get(keys[i])
+            if known is not None:
+                self._seen[keys[i]] = (known[0], known[1], msg)
+        return cuts
+
+    def _forget_dropped(
+        self, history: Sequence[Any], items: list[Msg | Mapping[str, Any]], keys: list[str]
+    ) -> None:
         """Forget the messages a host dropped from its history (bounded memory)."""
         if len(self._seen) > 2 * len(keys) + 64:
             current = set(keys)
             self._seen = {k: v for k, v in self._seen.items() if k in current}
         if len(self._keys) > 2 * len(keys) + 64:
-            self._keys = {id(item): (item, key) for item, key in zip(history, keys, strict=True)}
+            self._keys = {
+                id(item): (item, read, key)
+                for item, read, key in zip(history, items, keys, strict=True)
+            }
 
     async def _decide(
         self,
@@ -522,6 +622,34 @@ class Projector:
         return [*now[:system], *summary, *tail]
 
 
+def _cover_of(event: Mapping[str, Any]) -> _Cover | None:
+    """The summary decision a `projection` event records; None when it does not read as one
+    (a field missing or of another type, no message, a message `to_msgs` refuses)."""
+    start, count = event.get("start"), event.get("covers")
+    last_key, messages = event.get("last_key"), event.get("messages")
+    if not (is_count(start) and is_count(count) and count > 0 and isinstance(last_key, str)):
+        return None
+    if not isinstance(messages, list) or not messages:
+        return None  # a summary that stands for messages is sent in their place
+    try:
+        sent = tuple(to_msgs(messages))
+    except (ValueError, TypeError):  # InvalidContent, pydantic's ValidationError
+        return None
+    return _Cover(start, count, last_key, sent)
+
+
+def _provider_cut(event: Mapping[str, Any]) -> _ProviderCut | None:
+    """The note a `provider_compaction` event records, with the key of the message holding
+    the item; None when it does not read as one."""
+    note, key = event.get("note"), event.get("item_key")
+    if not isinstance(note, dict) or not isinstance(key, str):
+        return None
+    try:
+        return _ProviderCut(key, Msg.model_validate(note))
+    except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+        return None
+
+
 def _same(seen: Msg | Mapping[str, Any], item: Msg | Mapping[str, Any]) -> bool:
     """Whether `item` says what `seen` said: the same object, an equal dict, or a `Msg` that
     differs at most in its timestamp (a host that converts its history to `Msg`s anew on
@@ -531,6 +659,19 @@ def _same(seen: Msg | Mapping[str, Any], item: Msg | Mapping[str, Any]) -> bool:
     if not (isinstance(seen, Msg) and isinstance(item, Msg)):
         return False
     return {**seen.__dict__, "timestamp": None} == {**item.__dict__, "timestamp": None}
+
+
+def _says_same(mine: Msg, given: Msg) -> bool:
+    """Whether a message a host gave back is the projector's own `mine`: the same role and
+    text (a host may rebuild the object and drop its metadata, never its text)."""
+    return mine.role == given.role and mine.text == given.text
+
+
+def _left_out(history: Sequence[Msg | Mapping[str, Any]], out: Sequence[Msg]) -> frozenset[str]:
+    """The ids of the messages of `history` that `out` does not send (under their own id)."""
+    sent = {msg.id for msg in out}
+    ids = (item.id if isinstance(item, Msg) else item.get("id") for item in history)
+    return frozenset(i for i in ids if isinstance(i, str) and i and i not in sent)
 
 
 def _read(item: Mapping[str, Any], index: int) -> Msg:
@@ -553,5 +694,8 @@ def _key(item: Msg | Mapping[str, Any]) -> str:
     given = item.get("id") if isinstance(item, Mapping) else None
     if isinstance(given, str) and given:
         return f"id:{given}"
-    text = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+    try:
+        text = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):  # keys json cannot sort or write (`{1: "a", "b": 2}`)
+        text = text_form(item)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

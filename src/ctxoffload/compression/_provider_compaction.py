@@ -24,10 +24,11 @@ from typing import Any, Protocol
 from .._disk.events import EventKind, ProviderCompaction
 from .._disk.layout import mark_of
 from .._disk.records import Event
+from .._disk.wording import spans_text
 from ..formats.provider_compaction import CompactionItem, compaction_item
 from ..messages import Msg
 from ._notes import NOTE_MARK, is_context_note
-from ._persisted import Persisted, spans_text
+from ._persisted import Persisted
 from ._tool_names import ReaderTools, how_to_read
 
 __all__ = [

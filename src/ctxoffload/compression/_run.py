@@ -21,6 +21,7 @@ from ._compaction import CompressionResult
 from ._compressor import Compressor
 from ._config import ContextConfig
 from ._notes import is_context_note
+from ._persisted import spans_field
 from ._protect import Protected, is_pinned, pinned_copy, unpinned_copy
 
 __all__ = ["ContextManager", "Managers", "PipelineRun"]
@@ -120,6 +121,7 @@ def compact_event(
             messages=result.compressed_messages,
             reference=result.reference,
             lines=list(result.line_span) if result.line_span else None,
+            **spans_field(result.spans),
         )
     return events.Compact(
         instructions=instructions,

@@ -21,12 +21,13 @@ from ..messages import Msg
 from ..model import ChatModel
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_counter
-from ..workspace import LineReader, Offloader, ReferenceReader
+from ..workspace import EventLog, LineReader, Offloader, ReferenceReader
 from ._artifacts import ArtifactCache
 from ._config import ContextConfig
-from ._events import EventCallback, emit_event
+from ._events import EventCallback, emit_events
 from ._notes import is_context_note
 from ._persisted import Persisted, lines_of
+from ._stored_outputs import StoredOutputs
 from ._summary_message import SummaryState
 from ._tool_names import READER_TOOL_NAMES, ReaderTools
 from ._turns import turn_start
@@ -125,11 +126,19 @@ class RunServices:
         # The artifacts of each message, found when it is first counted (`count`).
         self.scanned = ArtifactCache()
         self.state = SummaryState()
+        # The tool outputs stored whole and replaced by a stand-in (a cut, an offload).
+        self.stored_outputs = StoredOutputs(
+            self._read_events if isinstance(offloader, EventLog) else None
+        )
         # Ids of the messages the previous call returned (None before the first call), and
         # the fresh ones among them, kept fresh until new messages arrive (a forced retry
         # after an overflow happens before the model has answered).
         self.seen: set[str] | None = None
         self.last_fresh: set[str] = set()
+
+    async def _read_events(self) -> list[Any]:
+        assert isinstance(self.offloader, EventLog)
+        return await self.offloader.read_events(self.session_id)
 
     def count_with(self, counter: TokenCounter) -> None:
         """Count with `counter` from now on, with a tracker of its own (see
@@ -140,9 +149,12 @@ class RunServices:
     async def event(self, record: Event) -> None:
         """Write an event: to the offloader's record, logged (INFO for truncation and
         compression), and passed to `on_event`."""
-        await emit_event(
-            self.offloader, self.session_id, self.on_event, record.kind, record.fields()
-        )
+        await self.events([record])
+
+    async def events(self, records: Sequence[Event]) -> None:
+        """Write events as `event` does, in order, in one append where the offloader can."""
+        pairs = [(record.kind, record.fields()) for record in records]
+        await emit_events(self.offloader, self.session_id, self.on_event, pairs)
 
     # -- counting ---------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ Three bounds hold for every summary:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections import Counter
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from .._depth import MAX_DEPTH, load_json
 from ..exceptions import ContextOverflowError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
@@ -243,7 +243,7 @@ def parse_summary(text: str) -> Summary:
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", cleaned, flags=re.DOTALL)
     if fenced:
         cleaned = fenced.group(1)
-    data = json.loads(cleaned)
+    data = load_json(cleaned, MAX_DEPTH)
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     summary = Summary.model_validate(data)
@@ -346,8 +346,19 @@ async def summarize(
             outcome = None
         if outcome is not None:
             return outcome
-    summary = extractive_summary(messages, previous=previous, artifacts=artifacts)
+    summary = extractive_summary(
+        messages, previous=previous, artifacts=_not_listed(artifacts, config)
+    )
     return SummaryOutcome(bound_summary(summary, max_chars), "extractive", calls[0], 0)
+
+
+def _not_listed(artifacts: Sequence[str], config: ContextConfig) -> Sequence[str]:
+    """The offloaded files (newest first) an extractive summary names itself: those the
+    template's own list (`{artifacts}`, the newest `artifact_trail_limit`) does not show, so
+    that no file is named twice in one summary."""
+    if "{artifacts}" not in config.summary_template:
+        return artifacts
+    return artifacts[config.artifact_trail_limit :]
 
 
 async def _model_summary(
@@ -369,7 +380,9 @@ async def _model_summary(
         # What leaves beyond the input budget is summarised without a model, and that
         # summary rides in the first request as the summary of what came before.
         previous = bound_summary(
-            extractive_summary(messages[:folded], previous=previous, artifacts=artifacts),
+            extractive_summary(
+                messages[:folded], previous=previous, artifacts=_not_listed(artifacts, config)
+            ),
             max_chars,
         )
     # The previous summary rides along in every request, beside the chunk.
@@ -441,7 +454,10 @@ EXTRACTIVE_FIELD_CHARS = 2_000
 first and cut at the end, so what is cut is the oldest material, and the size stays the same
 however many compressions came before."""
 
-_REQUEST_CHARS = 800
+_REQUEST_CHARS = 500
+_STATE_CHARS = 600
+"""The most characters of the last assistant message an extractive summary quotes: where the
+work stands; the message is whole in the context log the summary names."""
 _EXTRACTIVE_NEXT_STEPS = (
     "Continue with the latest request. This summary was extracted without a summary "
     "model; read the context log named above for the exact messages."
@@ -507,7 +523,7 @@ def extractive_summary(
         (m.text for m in reversed(messages) if m.role == "assistant" and m.text.strip()), None
     )
     if statement is not None:
-        state = f"Last assistant message: {_short(statement, 1500)}"
+        state = f"Last assistant message: {_short(statement, _STATE_CHARS)}"
     else:
         state = before["current_state"] or "No assistant reply yet."
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE
+from .._disk.wording import spans_text
 from ..messages import Msg
 from ..text import defuse
 from ..tokens import TokenCounter
 from ._artifacts import ArtifactIndex, FoundArtifact
 from ._config import ContextConfig
 from ._notes import NOTE_MARK, SUMMARY_NOTE
-from ._persisted import spans_text
 from ._summarize import bound_summary, cut_field
 from ._summary_model import Summary
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .._depth import json_text, load_json
 from .._disk import events
 from .._disk.payloads import count_lines
 from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import defuse
 from ..workspace import Offloader
 from ._activation import Activation, SettingError, check_int
+from ._stored_outputs import WholeOutput, kept_digest
 from ._summary_message import Artifact
 from ._tool_names import how_to_read
 from ._truncate import count_output, head_within, tail_within, truncate_tool_result, utf8
@@ -75,8 +76,8 @@ def _is_json(text: str) -> bool:
     if start not in ("{", "["):
         return False
     try:
-        json.loads(text)
-    except ValueError:
+        load_json(text)
+    except ValueError:  # not JSON, or deeper than any the workspace reads back: text
         return False
     return True
 
@@ -175,12 +176,20 @@ class ToolOutputOffload:
         output = self._offloaded_text(parts, tokens, lines, stored, run)
         for artifact in stored:
             run.compressor.note_artifact(artifact)
+        references = [a.path for a in stored]
+        size = sum(a.bytes for a in stored)
+        stand_in: dict[str, Any] = {}
+        if references:  # else only blocks given by URL, which nothing stored
+            whole = WholeOutput(tuple(references), size, tokens)
+            run.compressor.note_stored_output(result.id, output, whole)
+            stand_in = {"bytes": size, "kept_sha256": kept_digest(output)}
         await run.compressor.event(
             events.Offload(
                 tool_id=result.id,
                 tool_name=result.name,
                 blocks=len(parts),
-                references=[a.path for a in stored],
+                references=references,
+                **stand_in,
                 tokens_before=tokens,
                 tokens_after=run.compressor.counter.count_text(output),
             )
@@ -320,7 +329,7 @@ class _CharCounter:
         return sum(self.count_message(m) for m in msgs)
 
     def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
-        return len(json.dumps(list(tools)))
+        return len(json_text(list(tools)))
 
 
 class ToolOutputTruncate:

@@ -48,6 +48,7 @@ class Truncation:
     shown_lines: int
     tokens_before: int
     tokens_after: int
+    last_line_partial: bool = False  # the last line shown is cut (`lines 1-4 and part of 5`)
     full_text: str = ""  # the whole result as the file holds it, to cut again if needed
     data: list[tuple[str, str]] = field(default_factory=list)
     # The texts ctxoffload cut from it since (to fit a reserve): a result that is one of them
@@ -221,6 +222,7 @@ class TruncatedText(NamedTuple):
     shown_lines: int
     total_lines: int
     total_bytes: int
+    last_line_partial: bool = False
 
 
 def tail_within(lines: list[str], budget: int, counter: TokenCounter) -> list[str]:
@@ -307,7 +309,7 @@ def truncate_text(
                 )
     head, shown, partial = head_within(text, budget, counter)
     notice = truncation_notice(**notice_args, shown_lines=shown, partial_last=partial)
-    return TruncatedText(head + notice, shown, total_lines, total_bytes)
+    return TruncatedText(head + notice, shown, total_lines, total_bytes, partial)
 
 
 async def truncate_tool_result(
@@ -372,6 +374,7 @@ async def truncate_tool_result(
         shown_lines=cut.shown_lines,
         tokens_before=tokens_before,
         tokens_after=counter.count_text(cut.text),
+        last_line_partial=cut.last_line_partial,
         full_text=full_text,
         data=data,
     )

@@ -23,6 +23,7 @@ from ..messages import Msg, TextBlock, ToolResultBlock
 from ._config import RESULT_FLOOR
 from ._protect import is_pinned
 from ._services import RunServices, RunSettings
+from ._stored_outputs import WholeOutput, kept_digest
 from ._summary_message import Artifact
 from ._truncate import Truncation, rendered_text, truncate_text, truncate_tool_result
 
@@ -105,10 +106,12 @@ class Truncator:
     ) -> ToolResultBlock:
         """Remember a truncation (artifact trail, re-cuts) and record its event."""
         self._recent[block.id] = done
+        stored: dict[str, Any] = {}
         if done.reference is not None:
             self.services.state.artifacts.append(
                 Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
             )
+            stored = self._note_stand_in(block.id, done, str(done.block.output))
         await self._event(
             events.Truncation(
                 tool_id=block.id,
@@ -118,10 +121,21 @@ class Truncator:
                 tokens_after=done.tokens_after,
                 lines_shown=done.shown_lines,
                 lines_total=done.total_lines,
+                # Only when true: the lines of every other truncation stay as they were.
+                **({"last_line_partial": True} if done.last_line_partial else {}),
+                **stored,
                 **extra,
             )
         )
         return done.block
+
+    def _note_stand_in(self, tool_id: str, done: Truncation, kept: str) -> dict[str, Any]:
+        """Note that the context keeps `kept` for the result `done` stored whole (see
+        `StoredOutputs`); the fields that record it in the truncation's event."""
+        assert done.reference is not None
+        whole = WholeOutput((done.reference,), done.total_bytes, done.tokens_before)
+        self.services.stored_outputs.note(tool_id, kept, whole)
+        return {"bytes_total": done.total_bytes, "kept_sha256": kept_digest(kept)}
 
     def preview_tokens(self, settings: RunSettings, window: int | None) -> int:
         """The preview size in effect: the config's, kept within the reserve.
@@ -251,6 +265,9 @@ class Truncator:
                 data=earlier.data,
             )
             earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut.text]
+            # In this run's memory only: a resumed run stores such a cut again when it clears
+            # it (its truncation event records the first cut).
+            self._note_stand_in(block.id, earlier, cut.text)
             return block.model_copy(update={"output": cut.text})
         done = await truncate_tool_result(
             block,

@@ -29,9 +29,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from .._depth import STORE_DEPTH, too_deep
+from .._depth import STORE_DEPTH, depth_error, json_text, too_deep
 from ..exceptions import InvalidContent
-from ..messages import Base64Source, DataBlock, Msg, TextBlock, URLSource
+from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock, URLSource
 
 Format = Literal["openai", "anthropic", "converse"]
 Hint = dict[str, Any]
@@ -190,10 +190,24 @@ def check_msg(msg: Any, where: str) -> Msg:
 def check_depth(message: Mapping[str, Any], where: str) -> None:
     # Conversion copies and walks values recursively: refuse what nests too deeply first.
     if too_deep(message, STORE_DEPTH):
+        raise depth_error(where, STORE_DEPTH)
+
+
+def arguments_text(block: ToolCallBlock, where: str, **options: Any) -> str:
+    """A tool call's input as the JSON text of its arguments (`json.dumps` with `options`), at
+    any depth (`_depth.json_text`): the one rule of every format that sends arguments as text.
+
+    Raises:
+        InvalidContent: the input holds a value JSON has no text for (a set, itself, an int
+            too long to write), named with the call.
+    """
+    try:
+        return json_text(block.input, exact=True, **options)
+    except (TypeError, ValueError) as exc:
         raise InvalidContent(
-            f"{where} is nested deeper than {STORE_DEPTH} levels (or contains itself): "
-            "flatten it, or pass deeply nested data as JSON text"
-        )
+            f"{where} tool call {block.id!r} has input that is not JSON ({exc}): "
+            "use only JSON values (str, int, float, bool, None, list, dict) in ToolCallBlock.input"
+        ) from None
 
 
 def bad_content(where: str, content: Any) -> InvalidContent:

@@ -15,6 +15,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._depth import copied
 from ..exceptions import InvalidContent
 from ..messages import (
     Base64Source,
@@ -233,7 +234,7 @@ def _block_to_anthropic(block: Block) -> dict[str, Any]:
                 "type": "tool_use",
                 "id": block.id,
                 "name": block.name,
-                "input": copy.deepcopy(block.input),
+                "input": copied(block.input, f"the input of tool call {block.id!r}"),
             },
             hint,
         )

@@ -21,10 +21,10 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from .._depth import MAX_DEPTH, copied, json_text, load_json
 from ..exceptions import InvalidContent
 from ..messages import (
     Base64Source,
@@ -38,7 +38,15 @@ from ..messages import (
     URLSource,
 )
 from ..text import data_line
-from ._shared import block_hint, check_msg, extra_keys, hinted, read_parts, with_unknown
+from ._shared import (
+    block_hint,
+    check_depth,
+    check_msg,
+    extra_keys,
+    hinted,
+    read_parts,
+    with_unknown,
+)
 
 __all__ = ["BLOCK_KEYS", "from_converse", "is_converse", "to_converse"]
 
@@ -151,8 +159,8 @@ def _item_from(item: Any, where: str) -> TextBlock | DataBlock | None:
         return TextBlock(text=body)
     if kind == "json":
         try:
-            text = json.dumps(body, ensure_ascii=False)
-        except (TypeError, ValueError):
+            text = json_text(body, exact=True, ensure_ascii=False)
+        except (TypeError, ValueError):  # a value JSON has no form for
             return None
         return TextBlock(text=text, **_hinted({"as": "json"}))
     if kind in ("image", "document"):
@@ -230,6 +238,7 @@ def _block_from(block: Any, where: str, names: dict[str, str]) -> Block | None:
 def _message_from(message: Any, where: str, names: dict[str, str]) -> Msg:
     if not isinstance(message, Mapping):
         raise InvalidContent(f"{where} is a {type(message).__name__}, not a Converse message")
+    check_depth(message, where)  # reading it copies its values, which recurses
     role = message.get("role")
     if role not in ("user", "assistant"):
         raise InvalidContent(
@@ -314,9 +323,9 @@ def _item_to(block: TextBlock | DataBlock) -> dict[str, Any]:
         return _data_to(block)
     if _hint(block).get("as") == "json":
         try:
-            return {"json": json.loads(block.text)}
+            return {"json": load_json(block.text, MAX_DEPTH)}
         except ValueError:
-            pass  # edited into something that is not JSON: sent as text
+            pass  # edited into something that is not JSON, or too deep for a value: as text
     return {"text": block.text}
 
 
@@ -335,7 +344,7 @@ def _block_to(block: Block) -> dict[str, Any]:
             "name": block.name,
             "input": copy.deepcopy(hint["input"])
             if "input" in hint and not block.input
-            else copy.deepcopy(block.input),
+            else copied(block.input, f"the input of tool call {block.id!r}"),
         }
         body.update(copy.deepcopy(hint.get("keys") or {}))
         return {"toolUse": body}

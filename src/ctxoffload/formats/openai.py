@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._depth import MAX_DEPTH, too_deep
+from .._depth import MAX_DEPTH, copied, load_json
 from ..exceptions import InvalidContent
 from ..messages import (
     Base64Source,
@@ -40,6 +40,7 @@ from ..text import data_line
 from ._shared import (
     Hint,
     apply,
+    arguments_text,
     bad_content,
     block_hint,
     check_message,
@@ -212,11 +213,11 @@ def _block_to_openai_part(block: Block) -> dict[str, Any] | None:
 
 def _parse_arguments(raw: str) -> tuple[dict[str, Any], Hint]:
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # json.loads recurses: very deep JSON stops it
+        # Kept as the text the model sent when not JSON, or too deep to store or render.
+        value = load_json(raw, MAX_DEPTH)
+    except ValueError:
         return {_RAW_ARGUMENTS: raw}, {}
-    # Kept as the text the model sent when too deep to store or render (see _depth).
-    if not isinstance(value, dict) or too_deep(value, MAX_DEPTH):
+    if not isinstance(value, dict):
         return {_RAW_ARGUMENTS: raw}, {}
     if set(value) != {_RAW_ARGUMENTS}:
         for style, options in _ARGUMENT_STYLES.items():
@@ -275,23 +276,17 @@ def _arguments_to_openai(block: ToolCallBlock, hint: Hint, where: str) -> Any:
     raw = hint.get("arguments_raw")
     if isinstance(raw, str):
         try:
-            if json.loads(raw) == block.input:
+            if load_json(raw, MAX_DEPTH) == block.input:
                 return raw
-        except ValueError:
+        except ValueError:  # edited into text that is not JSON, or nested too deeply
             pass
     if hint.get("arguments") == "object":
-        return copy.deepcopy(block.input)
+        return copied(block.input, f"the input of tool call {block.id!r}")
     if set(block.input) == {_RAW_ARGUMENTS} and isinstance(block.input[_RAW_ARGUMENTS], str):
         return block.input[_RAW_ARGUMENTS]
     style = hint.get("arguments")
     options = _ARGUMENT_STYLES.get(style if isinstance(style, str) else "default")
-    try:
-        return json.dumps(block.input, **(options or _ARGUMENT_STYLES["default"]))
-    except (TypeError, ValueError) as exc:
-        raise InvalidContent(
-            f"{where} tool call {block.id!r} has input that is not JSON ({exc}): "
-            "use only JSON values (str, int, float, bool, None, list, dict) in ToolCallBlock.input"
-        ) from None
+    return arguments_text(block, where, **(options or _ARGUMENT_STYLES["default"]))
 
 
 def _call_to_openai(block: ToolCallBlock, where: str) -> dict[str, Any]:

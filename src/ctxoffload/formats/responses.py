@@ -11,10 +11,13 @@ back unchanged.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
+from .._depth import MAX_DEPTH, STORE_DEPTH, depth_error, json_text, load_json, text_form
+from ..exceptions import InvalidContent
 from ..messages import (
     Base64Source,
     Block,
@@ -25,6 +28,7 @@ from ..messages import (
     ToolResultBlock,
     URLSource,
 )
+from ._shared import arguments_text, check_depth
 
 __all__ = ["ITEM_KEY", "from_responses", "to_responses"]
 
@@ -40,6 +44,10 @@ def from_responses(items: Sequence[Any]) -> list[Msg]:
     Args:
         items: input items as dicts (`TResponseInputItem`) or the SDK's pydantic objects.
 
+    Raises:
+        InvalidContent: an item is not a dict or an SDK object, or nests deeper than a
+            message may (108 levels), named by its index.
+
     Returns:
         One `Msg` per item: a message's role and parts (`input_text` / `output_text` as
         text, `input_image` as an image), a `function_call` as a tool call, a
@@ -49,8 +57,8 @@ def from_responses(items: Sequence[Any]) -> list[Msg]:
     """
     names: dict[str, str] = {}  # call id -> tool name, so an output names its tool
     out: list[Msg] = []
-    for item in items:
-        fields = _as_dict(item)
+    for index, item in enumerate(items):
+        fields = _as_dict(item, f"items[{index}]")
         if fields.get("type") == "function_call":
             names[str(fields.get("call_id"))] = str(fields.get("name", ""))
         out.append(_msg(fields, names))
@@ -62,7 +70,7 @@ def to_responses(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     `message` item, each tool call a `function_call`, each tool result a
     `function_call_output`, an opaque item as it was."""
     out: list[dict[str, Any]] = []
-    for msg in msgs:
+    for i, msg in enumerate(msgs):
         if ITEM_KEY in msg.metadata:
             out.append(dict(msg.metadata[ITEM_KEY]))
             continue
@@ -74,7 +82,7 @@ def to_responses(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
         calls: list[dict[str, Any]] = []
         for block in blocks:
             if isinstance(block, ToolCallBlock):
-                calls.append(_function_call(block))
+                calls.append(_function_call(block, f"msgs[{i}]"))
             elif isinstance(block, ToolResultBlock):
                 calls.append(_function_call_output(block))
             elif isinstance(block, (TextBlock, DataBlock)):
@@ -88,10 +96,21 @@ def to_responses(msgs: Sequence[Msg]) -> list[dict[str, Any]]:
     return out
 
 
-def _as_dict(item: Any) -> dict[str, Any]:
-    if isinstance(item, Mapping):
-        return dict(item)
-    return dict(item.model_dump(exclude_unset=True))
+def _as_dict(item: Any, where: str) -> dict[str, Any]:
+    """An item as a dict, refused (InvalidContent naming it) when it is no item or nests
+    deeper than a message may (`_depth.STORE_DEPTH`): reading it copies and walks it."""
+    if isinstance(item, BaseModel):
+        try:
+            item = item.model_dump(exclude_unset=True)
+        except ValueError:  # pydantic's "Maximum serialization depth exceeded"
+            raise depth_error(where, STORE_DEPTH) from None
+    if not isinstance(item, Mapping):
+        raise InvalidContent(
+            f"{where} is a {type(item).__name__}: pass Responses-API input items, as dicts "
+            "or the openai SDK's objects"
+        )
+    check_depth(item, where)
+    return dict(item)
 
 
 def _msg(item: dict[str, Any], names: Mapping[str, str]) -> Msg:
@@ -106,9 +125,13 @@ def _msg(item: dict[str, Any], names: Mapping[str, str]) -> Msg:
         return Msg(role=_ROLES[role], content=blocks, metadata=metadata)  # type: ignore[arg-type]
     if kind == "function_call":
         arguments = item.get("arguments") or "{}"
+        if not isinstance(arguments, str):
+            arguments = text_form(arguments)
         try:
-            parsed = json.loads(arguments)
-        except json.JSONDecodeError:
+            # Kept as the text the model sent when not JSON, or deeper than a tool's
+            # arguments may be (`_depth`), as the chat format keeps them.
+            parsed = load_json(arguments, MAX_DEPTH)
+        except ValueError:
             parsed = None
         call_input = parsed if isinstance(parsed, dict) else {"_raw": arguments}
         call = ToolCallBlock(id=item["call_id"], name=item.get("name", ""), input=call_input)
@@ -137,7 +160,7 @@ def _block(part: Mapping[str, Any]) -> TextBlock | DataBlock:
             return DataBlock(source=Base64Source(media_type=media_type, data=data))
         return DataBlock(source=URLSource(url=url))
     # A file, or an image by file id: its JSON as text, so the model still sees it.
-    return TextBlock(text=json.dumps(dict(part), ensure_ascii=False))
+    return TextBlock(text=json_text(dict(part), ensure_ascii=False))
 
 
 def _part(block: TextBlock | DataBlock, role: str) -> dict[str, Any]:
@@ -152,13 +175,13 @@ def _part(block: TextBlock | DataBlock, role: str) -> dict[str, Any]:
     return {"type": "input_image", "image_url": url}
 
 
-def _function_call(block: ToolCallBlock) -> dict[str, Any]:
+def _function_call(block: ToolCallBlock, where: str) -> dict[str, Any]:
     arguments = block.input.get("_raw") if set(block.input) == {"_raw"} else None
     return {
         "type": "function_call",
         "call_id": block.id,
         "name": block.name,
-        "arguments": arguments or json.dumps(block.input, ensure_ascii=False),
+        "arguments": arguments or arguments_text(block, where, ensure_ascii=False),
     }
 
 

@@ -124,7 +124,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
             conversation_session(given),
             invocation_context.invocation_id,
             conversation=given,
-            holder=invocation_context,
+            owner=invocation_context,  # a run ADK cancelled ends with its context
         )
         return None
 

@@ -1,12 +1,14 @@
 """`ContextOffloadMiddleware`: ctxoffload under a LangChain v1 `create_agent`.
 
-LangChain keeps the history in LangGraph state and sends it whole on every model call; a
-middleware may change what the model is sent, never what the state keeps. So this one works
-at the two places LangChain hands over: the tool hook replaces a big `ToolMessage` by its head
-and a notice before it enters state (the whole text goes to the workspace, never into a
-checkpoint), and the model hook sends `request.messages` through a `Projector` (one per
-thread), which re-applies the same truncations and summary on every call. State is never
-rewritten: a resumed thread projects the same way, from the workspace's record.
+LangChain keeps the history in LangGraph state and sends it whole on every model call. This
+middleware works at the two places LangChain hands over: the tool hook replaces a big
+`ToolMessage` by its head and a notice before it enters state (the whole text goes to the
+workspace, never into a checkpoint), and the model hook sends `request.messages` through a
+`Projector` (one per thread), which re-applies the same truncations and summary on every call.
+Once a call's projection differs from state (a summary now stands for older messages, which
+the projector stored first), the model hook's answer carries a state update that keeps what
+was sent (`full_state=False`, the default): every checkpoint is then as lean as the request.
+A resumed thread projects the same way, from its state and the workspace's record.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ try:
         "langchain_core.utils.function_calling"
     ).convert_to_openai_tool
     _TAG_NOSTREAM: str = importlib.import_module("langgraph.constants").TAG_NOSTREAM
+    _RemoveMessage: Any = importlib.import_module("langchain_core.messages").RemoveMessage
+    _REMOVE_ALL: str = importlib.import_module("langgraph.graph.message").REMOVE_ALL_MESSAGES
+    _Command: Any = importlib.import_module("langgraph.types").Command
 except ImportError as exc:  # pragma: no cover - exercised where LangChain is absent
     raise ConfigError(INSTALL_HINT) from exc
 
@@ -77,8 +82,12 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     - Every model call is sent the projection of `request.messages`: offloaded results as
       head + notice, and past the config's trigger the older messages as a summary (they go
       to the session's context.jsonl first). The same history projects to the same bytes on
-      every call; state keeps every message. A call the provider refuses as over its window
-      (`is_context_overflow`) is summarised at once and sent again, once.
+      every call. A call the provider refuses as over its window (`is_context_overflow`) is
+      summarised at once and sent again, once.
+    - State keeps what the model was sent: once a summary stands for older messages (stored
+      first), the call's answer replaces them in LangGraph's `messages` with the summary, so
+      every checkpoint is as lean as the request. `full_state=True` keeps every message in
+      state instead (only big tool results are cut, at the tool hook).
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
       `retrieve_offloaded_content`, to read back what was offloaded; with `memory=True`, the
       memory tool too (`memories/` of the workspace, every change an event of the thread's
@@ -104,6 +113,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             new session per such run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
+        full_state: keep every message in LangGraph state, as it arrived (big tool results
+            still enter it cut); by default state keeps what the model is sent.
 
     Raises:
         ConfigError: `workspace` is no workspace (a path: pass `LocalWorkspace(path)`; a
@@ -131,12 +142,14 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
+        full_state: bool = False,
     ) -> None:
         super().__init__()
         self.workspace = checked_workspace(workspace, _DOOR)
         self.config = checked_config(config)
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
+        self.full_state = full_state
         self.tools = [
             _as_tool(function)
             for function in reading_functions(
@@ -154,6 +167,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # unchanged message is converted once and the projector sees the same object.
         self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
         self._window: int | None = None
+        # Per tool object (held, so its id stays its own): its OpenAI schema.
+        self._tool_schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._guard = threading.Lock()
 
     # -- the run --------------------------------------------------------------------------
@@ -252,43 +267,81 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     # -- the model hook ---------------------------------------------------------------------
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        """Send the model the projection of the history; state is left as it is."""
+        """Send the model the projection of the history; state keeps what was sent."""
         session, run = self._run_session(request)
         with self._runs.active(session, run):
             history, originals = self._history(session, request)
-            projector, tools = self._projector(session, request.model), _schemas(request)
+            projector, tools = self._projector(session, request.model), self._schemas(request)
             projected = projector.project_sync(history, tools=tools)
+            sent = _back(projected, history, originals, request.system_message)
             try:
-                response = handler(request.override(messages=_back(projected, history, originals)))
+                response = handler(request.override(messages=sent))
             except Exception as exc:
                 if not is_context_overflow(exc):
                     raise
                 # The provider counts more than the counter did: summarise now, send once more.
                 projected = projector.project_sync(history, tools=tools, force=True)
-                response = handler(request.override(messages=_back(projected, history, originals)))
+                sent = _back(projected, history, originals, request.system_message)
+                response = handler(request.override(messages=sent))
             projector.report_usage_sync(_reported_input(response))
-            return response
+            return self._keeping(request, sent, response, projector)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
         session, run = self._run_session(request)
         with self._runs.active(session, run):
             history, originals = self._history(session, request)
-            projector, tools = self._projector(session, request.model), _schemas(request)
+            projector, tools = self._projector(session, request.model), self._schemas(request)
             projected = await projector.project(history, tools=tools)
+            sent = _back(projected, history, originals, request.system_message)
             try:
-                response = await handler(
-                    request.override(messages=_back(projected, history, originals))
-                )
+                response = await handler(request.override(messages=sent))
             except Exception as exc:
                 if not is_context_overflow(exc):
                     raise
                 projected = await projector.project(history, tools=tools, force=True)
-                response = await handler(
-                    request.override(messages=_back(projected, history, originals))
-                )
+                sent = _back(projected, history, originals, request.system_message)
+                response = await handler(request.override(messages=sent))
             await projector.report_usage(_reported_input(response))
+            return self._keeping(request, sent, response, projector)
+
+    def _keeping(self, request: Any, sent: list[Any], response: Any, projector: Projector) -> Any:
+        """`response`, with a state update that keeps `sent` in place of state's messages
+        where they differ, unless `full_state` is on. Only messages the projection left out,
+        each stored in the session first, leave state; a message it cut (a long new answer,
+        a `Command`'s result) is kept as it was sent, its whole text in a tool_result file.
+        A request whose messages are not state's own (another middleware edited them on
+        the way: cleared results, copies) leaves state as it is: what that middleware left
+        out is stored nowhere."""
+        state = request.messages
+        held = request.state.get("messages") if isinstance(request.state, dict) else None
+        if self.full_state or _unchanged(state, sent) or not _unchanged(held or (), state):
             return response
+        kept = {message.id for message in sent}
+        leaving = {message.id for message in state} - kept
+        if not leaving <= projector.left_out:  # never drop what the projection did not store
+            return response
+        if not isinstance(response, _types.ModelResponse):  # an AIMessage
+            response = _types.ModelResponse(result=[response])
+        # LangChain applies this after the model node's own update (the answer appended), so
+        # the answer is given again, after what was sent.
+        update = [_RemoveMessage(id=_REMOVE_ALL), *sent, *response.result]
+        return _types.ExtendedModelResponse(
+            model_response=response, command=_Command(update={"messages": update})
+        )
+
+    def _schemas(self, request: Any) -> list[dict[str, Any]]:
+        """The tools of a model request as OpenAI schemas (they count against the window),
+        each converted once: LangChain gives the same tool objects to every call."""
+        out = []
+        for tool in request.tools:
+            known = self._tool_schemas.get(id(tool))
+            if known is None or known[0] is not tool:
+                known = (tool, _to_openai_tool(tool))
+                with self._guard:
+                    self._tool_schemas[id(tool)] = known
+            out.append(known[1])
+        return out
 
     def _history(self, session: str, request: Any) -> tuple[list[Msg], dict[str, Any]]:
         """The request's system message and messages as `Msg`s, and the LangChain message
@@ -374,28 +427,44 @@ def _declared_window(model: Any) -> int | None:
     return window if isinstance(window, int) and window > 0 else None
 
 
-def _schemas(request: Any) -> list[dict[str, Any]]:
-    """The tools of a model request as OpenAI schemas (they count against the window)."""
-    return [_to_openai_tool(tool) for tool in request.tools]
+def _unchanged(state: Sequence[Any], sent: Sequence[Any]) -> bool:
+    """Whether `sent` is `state` itself, message for message."""
+    return len(state) == len(sent) and all(a is b for a, b in zip(state, sent, strict=True))
 
 
-def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: dict[str, Any]) -> list[Any]:
+def _back(
+    projected: Sequence[Msg],
+    history: Sequence[Msg],
+    originals: dict[str, Any],
+    system: Any = None,
+) -> list[Any]:
     """The LangChain messages for a projection: the original object wherever the projection
     kept a message as it was (ids intact), a copy with new content where it cut one, new
-    messages for a summary; the system message, which the request holds apart, left out."""
+    messages for a summary; the request's own system message (`system`), which the request
+    holds apart, left out."""
     given = {msg.id: msg for msg in history}
     out: list[Any] = []
     for msg in projected:
         original = originals.get(msg.id)
         if original is None:
-            out.extend(to_langchain([msg]))
-        elif original.type == "system":
+            out.extend(_marked(to_langchain([msg])))
+        elif original is system:
             continue
         elif msg is given[msg.id] or msg.content == given[msg.id].content:
             out.append(original)
         else:
             out.extend(with_content_of(original, msg))
     return out
+
+
+def _marked(messages: list[Any]) -> list[Any]:
+    """ctxoffload's own messages (a summary, a note) marked as LangChain marks the summaries
+    its `SummarizationMiddleware` writes into state (`lc_source: summarization`), so a UI that
+    streams state's messages leaves them out the same way; providers are not sent the mark."""
+    return [m.model_copy(update={"additional_kwargs": _SUMMARY_MARK}) for m in messages]
+
+
+_SUMMARY_MARK = {"lc_source": "summarization"}
 
 
 def _text_of(content: Any) -> str | None:
@@ -463,4 +532,42 @@ def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
         # LangGraph runs a sync tool on a worker thread, where no event loop runs.
         return asyncio.run(answer())
 
-    return _StructuredTool.from_function(func=run, coroutine=function)
+    # Its docstring's Args go into the parameters' schemas, and only its summary into the
+    # description: the schema is sent with every model call.
+    made = _StructuredTool.from_function(func=run, coroutine=function, parse_docstring=True)
+    return _LeanTool(
+        name=made.name,
+        description=made.description,
+        args_schema=made.args_schema,
+        func=made.func,
+        coroutine=made.coroutine,
+    )
+
+
+class _LeanTool(_StructuredTool):  # type: ignore[misc]
+    """A reading tool whose schema, sent with every model call, leaves out what tells the
+    model nothing: an optional parameter's `null` alternative and its `default: null` (a
+    parameter left out is None all the same). Its arguments are still checked against the
+    whole schema (`args_schema`) when it runs."""
+
+    @functools.cached_property
+    def tool_call_schema(self) -> Any:  # made once: its args_schema never changes
+        return _lean_schema(self.args_schema.model_json_schema())
+
+
+def _lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (a tool's parameters) with each `anyOf: [T, null]` as T and no null default."""
+    properties: dict[str, Any] = {}
+    for name, given in schema.get("properties", {}).items():
+        field = dict(given)
+        choices = field.get("anyOf")
+        if isinstance(choices, list):
+            kept = [c for c in choices if c != {"type": "null"}]
+            if len(kept) == 1 and isinstance(kept[0], dict):
+                del field["anyOf"]
+                field.update(kept[0])
+        if "default" in field and field["default"] is None:
+            del field["default"]
+        field.pop("title", None)
+        properties[name] = field
+    return {**schema, "properties": properties}

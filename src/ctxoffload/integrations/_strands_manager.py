@@ -282,7 +282,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
 
     @property
     def session_id(self) -> str | None:
-        """The manager's session: the one given, else named at its first use (None until
+        """The manager's session, the one given or else named at its first use (None until
         then)."""
         return self._bridge.session_id
 

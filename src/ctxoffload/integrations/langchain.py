@@ -27,7 +27,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ContextOffloadMiddleware", "from_langchain", "to_langchain"]  # noqa: F822
+__all__ = [  # noqa: F822
+    "ContextOffloadMiddleware",
+    "DeltaAgentState",
+    "from_langchain",
+    "to_langchain",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -36,6 +41,8 @@ def __getattr__(name: str) -> Any:
     value: Any
     if name == "ContextOffloadMiddleware":
         from ._langchain_middleware import ContextOffloadMiddleware as value
+    elif name == "DeltaAgentState":
+        from ._langchain_state import DeltaAgentState as value
     elif name == "from_langchain":
         from ._langchain_messages import from_langchain as value
     elif name == "to_langchain":

@@ -67,15 +67,13 @@ import re
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from .._disk.events import DataFile
 from .._disk.layout import DATA_DIR, is_data_name
-from .._disk.scope import SessionScoped, check_reference
 from .._doors.checks import checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
-from .._doors.runs import record_door
+from .._doors.stores import BlockStore
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
-from ..workspace import Workspace, writing_as
+from ..workspace import Workspace
 
 __all__ = ["OffloadingConversationManager", "SyncWorkspaceStorage", "WorkspaceStorage"]  # noqa: F822
 
@@ -166,8 +164,18 @@ class WorkspaceStorage:
         self.session_id = given_session(session_id) or fresh_session(
             _STORAGE_DOOR, "no session_id was given to the storage"
         )
-        self.isolate = isolate
-        self._announced = False
+        self._blocks = BlockStore(
+            self.workspace, _STORAGE_DOOR, self.session_id, tool_name=_TOOL_NAME, isolate=isolate
+        )
+
+    @property
+    def isolate(self) -> bool:
+        """Whether `retrieve` refuses a reference of another session."""
+        return self._blocks.isolate
+
+    @isolate.setter
+    def isolate(self, isolate: bool) -> None:
+        self._blocks.isolate = isolate
 
     def __repr__(self) -> str:
         return f"WorkspaceStorage({self.workspace!r}, session_id={self.session_id!r})"
@@ -183,26 +191,7 @@ class WorkspaceStorage:
             OffloadError: the workspace refused the write (disk full, store down); Strands
                 then keeps the whole result in the context.
         """
-        from ..messages import ToolResultBlock
-
-        data = bytes(content)
-        if not self._announced:  # the `door` event, before the storage's first write
-            self._announced = True
-            await record_door(self.workspace, _STORAGE_DOOR, self.session_id)
-        if _is_plain_text(content_type):
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                pass  # not text after all: stored as bytes below, nothing altered
-            else:
-                block = ToolResultBlock(id=str(key), name=_TOOL_NAME, output=text)
-                return str(await self.workspace.offload_tool_result(self.session_id, block))
-        reference = str(await self.workspace.store_bytes(data, content_type or None))
-        stored = DataFile(
-            reference=reference, bytes=len(data), media_type=content_type or None, key=str(key)
-        )
-        await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
-        return reference
+        return await self._blocks.store(key, bytes(content), content_type)
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:
         """The bytes and media type behind a reference `store` returned.
@@ -213,16 +202,9 @@ class WorkspaceStorage:
                 (the `KeyError`'s cause says so).
         """
         try:
-            workspace = self.workspace
-            if self.isolate and isinstance(workspace, SessionScoped):
-                await check_reference(
-                    workspace, reference, workspace.reference_key(reference), self.session_id
-                )
-            with writing_as(None, self.session_id):
-                data, media_type = await self.workspace.read_bytes(reference)
+            return await self._blocks.retrieve(reference)
         except InvalidReference as exc:
             raise KeyError(reference) from exc
-        return bytes(data), str(media_type)
 
     # -- strands.storage.Storage ----------------------------------------------------------
 
@@ -521,10 +503,6 @@ def _entry_in(state: object) -> tuple[str, str] | None:
     if not isinstance(key, str) or not isinstance(reference, str):
         return None
     return key, reference
-
-
-def _is_plain_text(content_type: str | None) -> bool:
-    return (content_type or "").split(";", 1)[0].strip().lower() == "text/plain"
 
 
 def __getattr__(name: str) -> Any:

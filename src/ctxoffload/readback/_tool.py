@@ -64,28 +64,18 @@ def retrieval_tool(
         context_lines: int | None = None,
         char_offset: int | None = None,
     ) -> str | list[TextBlock | DataBlock]:
-        """Read back content that was offloaded from your context, by its reference.
-
-        Use the reference named in a truncation notice or a summary (a tool_result file, the
-        context log, ...). Without pattern or line_range it shows the first lines. Lines are
-        numbered from 1; with a pattern, matching lines are marked with `>` and `--`
-        separates groups of lines that are not adjacent. A context log (`.jsonl`) is shown
-        one message per line as readable text, and a pattern matches that text, so you can
-        search for a string exactly as you saw it. A reference to an image (in data/) is
-        answered with the image itself.
+        """Read back offloaded content by the reference a notice or summary names: its
+        first lines, a range of lines, or the lines matching a pattern (marked `>`). A
+        context log (`.jsonl`) shows one message per line.
 
         Args:
-            reference: The reference exactly as the notice or summary gives it.
-            pattern: A regular expression (RE2 syntax: no backreferences or lookaround);
-                only matching lines (and context) are shown.
-            line_range: [first, last] line numbers to show, 1-based and inclusive.
-            context_lines: With pattern, lines shown around each match; alone, how many
-                lines to show from the top.
-            char_offset: To read a line too long to show whole: with line_range [n, n],
-                the characters of line n from this one on (counting from 0).
+            pattern: An RE2 regular expression (no lookaround).
+            line_range: [first, last] line numbers, from 1.
+            context_lines: Lines around each match; without a pattern, how many to show.
+            char_offset: With line_range [n, n]: line n from this character on.
 
         Returns:
-            The numbered lines, or a message starting with "Error:".
+            The numbered lines, or "Error: ..."
         """
         span: tuple[int, int] | None = None
         if line_range is not None:

@@ -125,26 +125,17 @@ class FileToolbox:
         async def Read(
             path: str, offset: int = 1, limit: int = 200, char_offset: int = 0
         ) -> str | list[TextBlock | DataBlock]:
-            """Read a text file from the workspace, with line numbers like `cat -n`.
-
-            Use it to read back an offloaded tool result or context file by the path named
-            in its preview. A `.jsonl` log (context.jsonl) is shown one message per numbered
-            line as readable text: `[role]`, then the message's text with real newlines, a
-            tool call as `-> tool call NAME (id ID)` with one `  key: value` line per
-            argument. Very long lines are cut with a marker that says how to read the rest;
-            when more lines remain, the last line of the result says which offset to pass
-            next. An image (PNG, JPEG, GIF, WebP), such as one offloaded to data/, is shown
-            as the image itself.
+            """Read a workspace file with numbered lines, like `cat -n`: an offloaded result,
+            context.jsonl (one message per line) or an image in data/.
 
             Args:
-                path: File to read; a relative path starts at the workspace root.
-                offset: First line to show, counting from 1.
-                limit: Most lines to show.
-                char_offset: To page inside one long line: show only line `offset`, from
-                    this character on (counting from 0), as far as the output allows.
+                path: The file, as a notice or summary names it.
+                offset: First line, from 1.
+                limit: Most lines.
+                char_offset: Within line `offset`, the first character to show.
 
             Returns:
-                The numbered lines, or a message starting with "Error:".
+                The lines (the last says where to go on), or "Error: ..."
             """
             roots = await toolbox._roots()
             return await asyncio.to_thread(
@@ -154,25 +145,16 @@ class FileToolbox:
         async def Grep(
             pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
         ) -> str:
-            """Search files in the workspace for a regular expression.
-
-            The syntax is RE2: like Python `re`, but without backreferences (`\\1`) and
-            lookaround (`(?=`, `(?!`, `(?<=`, `(?<!`); matching takes linear time. Lines are
-            matched one at a time; a `.jsonl` log line matches on its message as Read shows
-            it. Pipes, sockets and devices are skipped. Output lines are `path:line:text`;
-            with context_lines, context lines are `path-line-text` and `--` separates hunks
-            that are not adjacent. Put `(?i)` at the start of the pattern to ignore case.
+            """Search workspace files for an RE2 regular expression (no backreferences or
+            lookaround), line by line; a context.jsonl line matches on its message's text.
+            Answers `path:line:text`; `(?i)` ignores case.
 
             Args:
-                pattern: Regular expression to search for.
-                path_or_glob: File, directory (searched recursively) or glob such as
-                    `sessions/*/tool_result-*.txt`; a relative path starts at the workspace root.
-                context_lines: Lines of context to show before and after each match (at
-                    most 100).
-                max_matches: Most matching lines to show.
+                path_or_glob: A file, a folder or a glob (`sessions/*/tool_result-*.txt`).
+                context_lines: Lines shown around each match (at most 100).
 
             Returns:
-                The matching lines and notes, or a message starting with "Error:".
+                The matching lines, or "Error: ..."
             """
             roots = await toolbox._roots()
             return await asyncio.to_thread(
@@ -180,17 +162,14 @@ class FileToolbox:
             )
 
         async def Glob(pattern: str) -> str:
-            """List workspace paths matching a glob pattern, sorted.
-
-            `*` and `?` match within one path segment, `**` matches any number of
-            directories, `[abc]` matches one of the characters. Directories end with `/`.
+            """List the workspace paths a glob matches (`*`, `?`, `**`, `[abc]`), sorted;
+            folders end with `/`.
 
             Args:
-                pattern: Glob pattern such as `sessions/*/tool_result-*.txt` or `**/*.jsonl`;
-                    a relative pattern starts at the workspace root.
+                pattern: Such as `**/*.jsonl`.
 
             Returns:
-                One path per line, or a message starting with "Error:".
+                One path per line, or "Error: ..."
             """
             roots = await toolbox._roots()
             return await asyncio.to_thread(toolbox.glob, pattern, roots=roots)

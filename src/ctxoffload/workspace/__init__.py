@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from ._new_session import new_session, take_new_session
     from ._objectstore import ObjectStoreWorkspace
     from ._protocol import (
+        EventBatches,
         EventLog,
         GarbageCollector,
+        HistoryLog,
         LineReader,
         ModelCallClock,
         Offloader,
@@ -38,9 +40,11 @@ if TYPE_CHECKING:
     from ._sql import SqlWorkspace
 
 __all__ = [
+    "EventBatches",
     "EventLog",
     "GarbageCollector",
     "GcReport",
+    "HistoryLog",
     "InMemoryWorkspace",
     "InvalidSessionId",
     "LeaseHolder",
@@ -89,8 +93,10 @@ __getattr__, __dir__ = lazy_exports(
         "take_new_session": "._new_session",
         "ObjectStoreWorkspace": "._objectstore",
         "SqlWorkspace": "._sql",
+        "EventBatches": "._protocol",
         "EventLog": "._protocol",
         "GarbageCollector": "._protocol",
+        "HistoryLog": "._protocol",
         "LineReader": "._protocol",
         "ModelCallClock": "._protocol",
         "Offloader": "._protocol",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import os
 import re
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._disk.batch import new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR, is_data_name, now_iso
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, LOGS, SESSIONS_DIR, is_data_name, now_iso
 from .._disk.paths import write_new_file
 from .._disk.rows import dumps_line, index_keys
 from ..exceptions import InvalidReference, OffloadError, SessionBusyError
@@ -46,6 +45,7 @@ from ._lease import (
     describe_holder,
     holder_record,
     lease_expires,
+    lease_record,
     orphaned_here,
 )
 from ._segments import SegmentLog, segment_log
@@ -68,14 +68,13 @@ __all__ = [
     "data_objects",
     "import_mark",
     "is_workspace_key",
-    "lease_record",
     "marked_sessions",
     "session_prefix",
 ]
 
 logger = logging.getLogger("ctxoffload")
 
-SEGMENTED_LOGS = (CONTEXT_FILE, EVENTS_FILE)
+SEGMENTED_LOGS = LOGS
 """The logs kept as segments (see _segments.py); state.json is one object, replaced whole."""
 
 SESSION_KEY = re.compile(rf"{re.escape(SESSIONS_DIR)}/([^/]+)/([^/]+)")
@@ -592,11 +591,13 @@ class BucketCollector:
         last `DATA_GRACE_SECONDS`, once checked again against fresh listings."""
         data = self._data
         referenced: set[str] = set().union(*(u.references for u in remaining))
+        unnamed = {name: info for name, info in data.items() if name not in referenced}
         unused = {
             name
-            for name, info in data.items()
-            if name not in referenced and now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
+            for name, info in unnamed.items()
+            if now - info.last_modified.timestamp() > DATA_GRACE_SECONDS
         }
+        report.keep_recent_data(set(unnamed) - unused)
         if unused and not report.dry_run:
             unused, listed = await self._still_unused(unused, data, self._listed)
             unused = await self._delete_data(unused, listed)
@@ -809,15 +810,6 @@ async def data_objects(client: StoreClient) -> list[ObjectInfo]:
     return [
         i for i in await client.list_objects(DATA_DIR) if is_data_name(i.key.rsplit("/", 1)[-1])
     ]
-
-
-def lease_record(raw: bytes) -> dict[str, Any]:
-    """The record a lease object holds; `{}` when it holds none (torn, or not JSON)."""
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def is_workspace_key(key: str) -> bool:

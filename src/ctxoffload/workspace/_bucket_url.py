@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from ..exceptions import ConfigError
 
 __all__ = [
+    "BUCKET_SCHEMES",
     "checked_url",
     "host_name",
     "refuse_userinfo",
@@ -26,7 +27,7 @@ def host_name() -> str:
 
 
 # The URLs accepted, by scheme: a bucket (or container) and an optional prefix, or memory.
-_BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
+BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl")
 _ACCEPTED = (
     "use s3://BUCKET/PREFIX (also s3a://), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX (also "
     "azure://, abfs://, abfss://, adl://) or memory:// (a store in this process, for tests); "
@@ -71,7 +72,7 @@ def checked_url(url: str) -> str:
                 f"object store url {url!r} is not accepted: memory:// takes no bucket "
                 f"(memory://, or memory:///PREFIX); {_ACCEPTED}"
             )
-    elif scheme not in _BUCKET_SCHEMES:
+    elif scheme not in BUCKET_SCHEMES:
         raise ConfigError(f"object store url {url!r} is not accepted: {_ACCEPTED}")
     elif not parts.netloc or ":" in parts.netloc:
         raise ConfigError(

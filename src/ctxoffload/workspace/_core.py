@@ -17,12 +17,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._disk.commit import check_line_range
+from .._disk.commit import check_line_range, parse_lines
 from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
     CONTEXT_FILE,
     EVENTS_FILE,
+    HISTORY_FILE,
     STATE_FILE,
     is_tool_result_name,
     tool_result_name,
@@ -39,7 +40,7 @@ from .._disk.read import reference_text
 from .._disk.rows import dumps_line, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
 from ._datastore import media_type_of
 from ._fork import fork_session
@@ -76,6 +77,9 @@ __all__ = [
 
 
 logger = logging.getLogger("ctxoffload")
+
+_TO_THE_END = 1 << 62
+"""A last line past the end of any log: `read_lines` up to it reads to the end."""
 
 
 async def write_state(store: SessionFiles, session_id: str, state: dict[str, Any]) -> str:
@@ -398,18 +402,38 @@ class StoreWorkspace:
         """
         await self._record_fields(validate_session_id(session_id), kind, fields)
 
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Append `events` (each a kind and its fields), in order, to the session's
+        events.jsonl in one write (`EventBatches`); as `record_event` for each, a store that
+        refuses the lines costs the record, logged as a warning.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            OffloadError: the events log is a planted link.
+        """
+        session_id = validate_session_id(session_id)
+        lines = [dumps_line(event_record(session_id, kind, dict(f))) for kind, f in events]
+        if lines:
+            kinds = ", ".join(sorted({kind for kind, _ in events}))
+            await self._append_events(session_id, lines, kinds)
+
     async def _record(self, session_id: str, event: Event) -> None:
         await self._record_fields(session_id, event.kind, event.fields())
 
     async def _record_fields(self, session_id: str, kind: str, fields: dict[str, Any]) -> None:
         line = dumps_line(event_record(session_id, kind, fields))
+        await self._append_events(session_id, [line], kind)
+
+    async def _append_events(self, session_id: str, lines: list[bytes], kinds: str) -> None:
         try:
-            await self._files.append(session_id, EVENTS_FILE, [line])
+            await self._files.append(session_id, EVENTS_FILE, lines)
         except OSError as exc:
             if self._files.event_failure_is_fatal(exc):
                 raise
             shown = self._files.reference(session_id, EVENTS_FILE)
-            logger.warning("could not record a %s event in %s: %s", kind, shown, exc)
+            logger.warning("could not record a %s event in %s: %s", kinds, shown, exc)
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's state.json (the agent's live context) in one step: a
@@ -421,6 +445,52 @@ class StoreWorkspace:
                 (a planted link); the old state.json is as it was.
         """
         return await write_state(self._files, session_id, state)
+
+    async def append_history(self, session_id: str, record: Any) -> int:
+        """Append one record to the session's history.jsonl as one line (`HistoryLog`): whole
+        or absent whatever kills the writer, as every log line is (a reader skips a torn
+        one; the next writer starts on a fresh line).
+
+        Returns:
+            The record's line number.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            TypeError: the record is not JSON-serialisable; nothing was written.
+            OffloadError: the store refused the write, or the log is a planted link.
+        """
+        sid = validate_session_id(session_id)
+        span = await self._files.append(sid, HISTORY_FILE, [dumps_line(record)])
+        return span[0]
+
+    async def read_history(self, session_id: str, *, after: int = 0) -> list[tuple[int, Any]]:
+        """The session's history records after line `after`, each with its line number
+        (`HistoryLog`), read from where this workspace's latest read or append of the log
+        ended at or before it where the store keeps that (every store here does): a follower
+        pays for what came since, not for the log. A line being written, or torn by a killed
+        writer, is not returned (a later read returns it once whole); a line that is not JSON
+        is skipped with a warning.
+
+        Raises:
+            InvalidSessionId: before any I/O.
+            ValueError: `after` is negative.
+            OffloadError: on a disk, the log is a planted link, a special file or a file with
+                another hard link.
+        """
+        sid = validate_session_id(session_id)
+        if after < 0:
+            raise ValueError(f"after must be 0 or a line number, not {after}")
+        files = self._files
+        reference = files.reference(sid, HISTORY_FILE)
+        try:
+            data = await files.read_lines(reference, after + 1, _TO_THE_END)
+        except InvalidReference:
+            # No log yet, or an entry that is no plain file: `read_log` finds nothing in the
+            # first case and refuses the second by name; a log made meanwhile is read again.
+            if not await files.read_log(sid, HISTORY_FILE):
+                return []
+            data = await files.read_lines(reference, after + 1, _TO_THE_END)
+        return parse_lines(data, after + 1, reference, warn=logger.warning)
 
     async def fork_session(
         self, source: str, new: str, *, step: int | None = None

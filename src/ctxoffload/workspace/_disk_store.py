@@ -48,7 +48,15 @@ from ._gc import (
     data_files,
     session_usage,
 )
-from ._lease import LEASE_FILE, busy_error, describe_holder, holder_record, orphaned_here, took_over
+from ._lease import (
+    LEASE_FILE,
+    busy_error,
+    describe_holder,
+    holder_record,
+    lease_record,
+    orphaned_here,
+    took_over,
+)
 
 if TYPE_CHECKING:
     from .._disk.batch import Span
@@ -562,7 +570,10 @@ class DiskStore:
                 for usage in self._session_usages() if not report.dry_run else remaining:
                     referenced |= usage.references
                 for name, st in sorted(data_files(data_fd).items()):
-                    if name in referenced or st.st_mtime > now - DATA_GRACE_SECONDS:
+                    if name in referenced:
+                        continue
+                    if st.st_mtime > now - DATA_GRACE_SECONDS:
+                        report.keep_recent_data([name])
                         continue
                     if not report.dry_run:
                         try:
@@ -713,12 +724,8 @@ def read_lease_record(fd: int, *, settle: bool) -> dict[str, Any]:
     """What a lease file says of its holder; with `settle`, waits a moment for a holder
     that has the lock but has not yet written itself in."""
     for _ in range(20 if settle else 1):
-        raw = os.pread(fd, 64 * 1024, 0)
-        try:
-            found = json.loads(raw) if raw.strip() else None
-        except ValueError:
-            found = None
-        if isinstance(found, dict):
+        found = lease_record(os.pread(fd, 64 * 1024, 0))
+        if found:
             return found
         if settle:
             time.sleep(0.01)

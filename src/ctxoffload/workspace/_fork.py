@@ -118,8 +118,8 @@ async def _starting_point(
         saved = await workspace.read_state(source)
         if not saved or not isinstance(saved.get("messages"), list):
             raise ConfigError(
-                f"session {source!r} has no saved state to fork from: pass step=N (a model "
-                "call of its record) instead"
+                f"session {source!r} has no saved state to fork from: fork it at a model call "
+                "of its record instead (step=N; on the command line --step N)"
             )
         messages: list[Any] = saved["messages"]
         at = _step_saved(await _events(workspace, source), messages)

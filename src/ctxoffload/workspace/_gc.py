@@ -45,6 +45,12 @@ __all__ = [
 # a writer that has just stored an image has not yet written the log line naming it.
 DATA_GRACE_SECONDS = 3600.0
 
+RECENT_DATA = (
+    f"no session names it, but it changed within the last {DATA_GRACE_SECONDS / 60:g} "
+    "minutes (a writer may not have named it yet)"
+)
+"""Why gc keeps an unnamed data/ file (`GcReport.data_kept`)."""
+
 # A data/ name anywhere in a file, not only after `data/` (`DATA_REFERENCE`): gc keeps what a
 # file names in any form, so a reference written some other way never loses its file.
 _DATA_NAME_IN_TEXT = re.compile(DATA_NAME.pattern.encode())
@@ -75,6 +81,10 @@ class GcReport:
         sessions_kept: the sessions the limits would have removed but gc keeps because
             they are live, each with why: `"its lease is held by agent 'coder' (pid 12 on
             host-a, ...)"`, or `"session 'nightly-retry' references its files"`.
+        data_kept: the data/ files no remaining session names that gc keeps all the same,
+            each with why (`RECENT_DATA`): it changed within the last `DATA_GRACE_SECONDS`,
+            and a writer may have stored it and not yet written the line naming it. A later
+            gc removes those still unnamed.
     """
 
     sessions_removed: list[str] = field(default_factory=list)
@@ -82,6 +92,11 @@ class GcReport:
     bytes_freed: int = 0
     dry_run: bool = False
     sessions_kept: dict[str, str] = field(default_factory=dict)
+    data_kept: dict[str, str] = field(default_factory=dict)
+
+    def keep_recent_data(self, names: Iterable[str]) -> None:
+        """Say that the unnamed data/ files `names` are kept, being recent."""
+        self.data_kept.update((name, RECENT_DATA) for name in sorted(names))
 
 
 @dataclass

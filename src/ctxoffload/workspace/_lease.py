@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
+from .._depth import load_json
 from .._disk.layout import LEASE_FILE, now_iso
 from .._disk.wording import describe_holder
 from ..exceptions import ConfigError, SessionBusyError
@@ -50,6 +51,7 @@ __all__ = [
     "holder_ended",
     "holder_record",
     "lease_expires",
+    "lease_record",
     "lease_ttl",
     "orphaned_here",
     "take_lease",
@@ -64,6 +66,18 @@ CLOCK_RESOLUTION = 1.0
 """Seconds added to a bucket lease's time to live before it is judged expired: S3 stamps
 objects to the second, so two stamps of the store's clock may differ by up to this much
 more than the time between them."""
+
+
+def lease_record(raw: object) -> dict[str, Any]:
+    """The record a lease file, object or row holds; `{}` when it holds none (torn, edited
+    by hand, not JSON, nested deeper than any the workspace writes): every store reads it so."""
+    if not isinstance(raw, (str, bytes)) or not raw.strip():
+        return {}
+    try:
+        found = load_json(raw)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 # The leases this process holds, by token: a lease recorded with this process's pid and host

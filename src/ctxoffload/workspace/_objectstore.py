@@ -24,10 +24,10 @@ from ._bucket_store import (
     SEGMENTED_LOGS,
     BucketCollector,
     BucketStore,
-    lease_record,
     session_prefix,
 )
 from ._bucket_url import (
+    BUCKET_SCHEMES,
     checked_url,
     host_name,
     refuse_userinfo,
@@ -39,6 +39,7 @@ from ._lease import (
     LEASE_FILE,
     SessionLease,
     holder_record,
+    lease_record,
     lease_ttl,
     took_over,
 )
@@ -95,6 +96,9 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
 
     MAX_DEADLINE: ClassVar[float] = 86_400.0
     """The longest `deadline` accepted, in seconds (a day): a longer one is a mistake."""
+
+    SCHEMES: ClassVar[tuple[str, ...]] = (*BUCKET_SCHEMES, "memory")
+    """The URL schemes it takes, a bucket's and `memory` (a store in this process)."""
 
     def __init__(
         self,

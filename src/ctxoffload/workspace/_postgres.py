@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._sql_store import Connection, Cursor, Database
 
 __all__ = [
+    "SCHEMES",
     "PostgresConnection",
     "PostgresDatabase",
     "is_postgres_url",
@@ -49,13 +50,13 @@ _T = TypeVar("_T")
 
 INSTALL_HINT = "SqlWorkspace on PostgreSQL needs psycopg 3: pip install 'ctxoffload[sql]'"
 
-_SCHEMES = ("postgresql", "postgres")
+SCHEMES = ("postgresql", "postgres")
 
 
 def is_postgres_url(url: str) -> bool:
     """Whether `url` is a `postgresql://` or `postgres://` URL."""
     scheme, sep, _ = url.partition("://")
-    return bool(sep) and scheme.lower() in _SCHEMES
+    return bool(sep) and scheme.lower() in SCHEMES
 
 
 def postgres_url(url: str) -> str:

@@ -17,7 +17,11 @@ a sentence saying so.
 | `LineReader`       | read_lines                                     | every workspace (not     |
 |                    |                                                | part of `Workspace`)     |
 | `EventLog`         | record_event, read_events                      | every workspace          |
+| `EventBatches`     | record_events                                  | every workspace (not     |
+|                    |                                                | part of `Workspace`)     |
 | `StateStore`       | write_state, read_state                        | every workspace          |
+| `HistoryLog`       | append_history, read_history                   | every workspace (not     |
+|                    |                                                | part of `Workspace`)     |
 | `Workspace`        | all of the above, and initialize, context_path, | every workspace          |
 |                    | list_sessions, read_context, list_files,       |                          |
 |                    | store_bytes, read_bytes, purge_session         |                          |
@@ -37,8 +41,10 @@ if TYPE_CHECKING:
     from ._gc import GcReport
 
 __all__ = [
+    "EventBatches",
     "EventLog",
     "GarbageCollector",
+    "HistoryLog",
     "LineReader",
     "ModelCallClock",
     "Offloader",
@@ -172,6 +178,25 @@ class EventLog(Protocol):
 
 
 @runtime_checkable
+class EventBatches(Protocol):
+    """Appends several events of a session in one write: what one model call records (the
+    messages it was sent, the call) costs one append, one flush to disk, not one each.
+    Not part of `EventLog`: an event log without it is written one event at a time."""
+
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Append `events`, in order, to the session's events.jsonl in one write, each
+        stamped as `record_event` stamps it.
+
+        Args:
+            session_id: the session.
+            events: each event's kind and its other fields (JSON-serialisable).
+        """
+        ...
+
+
+@runtime_checkable
 class StateStore(Protocol):
     """Keeps a session's state snapshot, for resuming it."""
 
@@ -192,6 +217,53 @@ class StateStore(Protocol):
 
         Args:
             session_id: the session.
+        """
+        ...
+
+
+@runtime_checkable
+class HistoryLog(Protocol):
+    """Keeps a host's saved conversation (an SDK session's items) append-only, in the
+    session's history.jsonl: one record per line, never rewritten, read back from any line.
+
+    A host that saves its conversation after every turn pays for the turn, not for the
+    conversation: an append writes one line, and a reader that follows the log reads what
+    came since its last read (every workspace starts such a read where the previous one, or
+    its own latest append, ended). What a record means (items added, one removed, a new
+    start) is the caller's; the log only keeps them in order. Not part of `Workspace`: a
+    caller that needs it asks with `isinstance`.
+    """
+
+    async def append_history(self, session_id: str, record: Any) -> int:
+        """Append one record (a JSON value) to the session's history.jsonl as one line,
+        whole or absent whatever kills the writer (a reader skips a torn line).
+
+        Args:
+            session_id: the session; a plain name.
+            record: the record, JSON-serialisable.
+
+        Returns:
+            The record's line number (1-based; concurrent writers get consecutive lines).
+
+        Raises:
+            InvalidSessionId: `session_id` is not a plain name (before any I/O).
+            OffloadError: the store refused the write, or the log is a planted link; the
+                log is as it was.
+        """
+        ...
+
+    async def read_history(self, session_id: str, *, after: int = 0) -> list[tuple[int, Any]]:
+        """The session's records after line `after`, oldest first, each with its line number
+        (a line that is not whole JSON is skipped, its number kept by those after it); none
+        for a session without history.
+
+        Args:
+            session_id: the session; a plain name.
+            after: the last line already read (0: read from the first).
+
+        Raises:
+            InvalidSessionId: `session_id` is not a plain name (before any I/O).
+            OffloadError: the log is a planted link, a special file or a hard-linked file.
         """
         ...
 

@@ -367,11 +367,16 @@ class SegmentLog:
         return take_lines((data,), 0, count)
 
     async def read(self, log_key: str) -> bytes:
-        """The whole log: every segment's bytes, in order (b"" if there is none)."""
-        keys = [key for _, key in await self.segments(log_key)]
+        """The whole log: every segment's bytes, in order (b"" if there is none). Where it
+        ends is remembered, so a follower's next `read_lines` reads only the segments after
+        it."""
+        segments = await self.segments(log_key)
         parts = await gather_limited(
-            [functools.partial(self.client.get, key) for key in keys], _READ_CONCURRENCY
+            [functools.partial(self.client.get, key) for _, key in segments], _READ_CONCURRENCY
         )
+        if segments and all(p is not None and p.endswith(b"\n") for p in parts):
+            lines = sum(p.count(b"\n") for p in parts if p is not None)
+            self._read_ends[log_key] = (segments[-1][0], lines + 1)
         # A segment removed between the listing and the read (a purge) reads as nothing.
         return b"".join(p for p in parts if p is not None)
 

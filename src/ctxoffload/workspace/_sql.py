@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._disk.ids import validate_session_id
 from .._disk.read import reference_text
@@ -14,6 +14,7 @@ from .._secrets import masked_url
 from ..exceptions import ConfigError
 from ._core import CollectedWorkspace
 from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
+from ._postgres import SCHEMES as POSTGRES_SCHEMES
 from ._postgres import PostgresDatabase, is_postgres_url, postgres_url
 from ._sql_payloads import payload_place
 from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
@@ -87,6 +88,9 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
         ImportError: a PostgreSQL URL without psycopg installed (the message says what to
             install).
     """
+
+    SCHEMES: ClassVar[tuple[str, ...]] = ("sqlite", *POSTGRES_SCHEMES)
+    """The URL schemes it takes, SQLite's and PostgreSQL's two spellings."""
 
     def __init__(
         self,

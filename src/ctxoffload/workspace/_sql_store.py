@@ -55,7 +55,7 @@ from ..exceptions import ConfigError, InvalidReference, OffloadError
 from ._bucket_store import is_workspace_key
 from ._datastore import data_name, media_type_of
 from ._gc import DATA_GRACE_SECONDS, GcReport, SessionUsage, UnitOutcome, data_names_in, names_in
-from ._lease import busy_error, describe_holder, holder_ended, orphaned_here
+from ._lease import busy_error, describe_holder, holder_ended, lease_record, orphaned_here
 from ._sql_payloads import PayloadPlace
 
 if TYPE_CHECKING:
@@ -959,7 +959,7 @@ class SqlStore:
             previous: dict[str, Any] = {}
             expired = False
             if row is not None:
-                previous = _holder_of(row[0])
+                previous = lease_record(row[0])
                 expired = row[2] > row[1]
                 if not expired and not holder_ended(previous) and not orphaned_here(previous):
                     return previous, False, float(row[1])
@@ -1158,18 +1158,9 @@ def _write_copies(root: str, found: Iterable[tuple[str, bytes, float]]) -> None:
         write_new_file(resolved, key.split("/"), body, root, modified=modified)
 
 
-def _holder_of(raw: object) -> dict[str, Any]:
-    """The record a lease row holds; `{}` when it holds none (edited by hand, not JSON)."""
-    try:
-        found = json.loads(raw) if isinstance(raw, (str, bytes)) else None
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
 def _live_holder(raw: object, expires: float, now: float) -> dict[str, Any] | None:
     """The holder of a lease row that is live (`SqlStore.take_lease`'s rule), else None."""
-    holder = _holder_of(raw)
+    holder = lease_record(raw)
     if now > expires or holder_ended(holder) or orphaned_here(holder):
         return None
     return holder
@@ -1296,13 +1287,13 @@ class SqlCollector:
         here = None if place is None else place.location
         # A payload kept at a place this workspace was not configured with is not removed
         # (nor its row): gc reaches no folder or bucket the caller did not name.
-        unused = {
-            name
+        unnamed = {
+            name: stored
             for name, (_, stored, location) in self._data.items()
-            if name not in referenced
-            and now - stored > DATA_GRACE_SECONDS
-            and location in (None, here)
+            if name not in referenced and location in (None, here)
         }
+        unused = {name for name, stored in unnamed.items() if now - stored > DATA_GRACE_SECONDS}
+        report.keep_recent_data(set(unnamed) - unused)
         with contextlib.ExitStack() as held:
             if place is not None:
                 # A folder's data/ taken exclusively before the database (its writers take

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._disk.ids import validate_session_id
 from .._disk.layout import (
@@ -34,12 +33,13 @@ from .._disk.layout import (
     CONTEXT_FILE,
     DATA_DIR,
     EVENTS_FILE,
+    LOGS,
     SESSIONS_DIR,
     is_data_name,
 )
 from .._disk.read import Folder, Refused, sessions_folder
 from .._disk.relocate import prefixes_named, relocate, relocation_problem
-from .._disk.rows import message_key
+from .._disk.rows import line_key
 from ..exceptions import ConfigError, InvalidContent, InvalidReference, SessionBusyError
 from ._bucket_store import is_workspace_key
 from ._datastore import media_type_of
@@ -134,20 +134,14 @@ def _read_session(root: str, session_id: str, problems: list[str]) -> SessionCop
                     raw += more
             finally:
                 os.close(fd)
-            if name in (CONTEXT_FILE, EVENTS_FILE):
+            if name in LOGS:
                 lines, torn = _whole_lines(raw)
                 if torn:
                     problems.append(f"{path}: its last line is incomplete (a torn write): left out")
                 copy.logs[name] = lines
             else:
                 copy.files[name] = raw
-    events = []
-    for line in copy.logs.get(EVENTS_FILE, []):
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    copy.prefixes = prefixes_named(events, session_id)
+    copy.prefixes = prefixes_named(copy.logs.get(EVENTS_FILE, []), session_id)
     bodies = [b"".join(lines) for lines in copy.logs.values()] + list(copy.files.values())
     copy.data = set().union(*(data_names_in([body]) for body in bodies)) if bodies else set()
     return copy
@@ -424,13 +418,7 @@ def _key(line: bytes, seen: set[str]) -> str | None:
     """A context line's message key, for the store's index of where each message is; None
     for a line without one, or whose key an earlier line has (every line is written, so
     line numbers stay as they were)."""
-    if b'"id"' not in line:
-        return None
-    try:
-        value: Any = json.loads(line)
-    except ValueError:
-        return None
-    key = message_key(value) if isinstance(value, dict) else None
+    key = line_key(line)
     if key is None or key in seen:
         return None
     seen.add(key)

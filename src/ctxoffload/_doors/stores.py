@@ -1,0 +1,109 @@
+"""A host's tool-result store on a workspace: the one rule for a door whose host hands it
+single blocks to keep and references to read back (Strands' `ContextOffloader` storage,
+Haystack's `ToolResultStore`).
+
+- text becomes `sessions/<id>/tool_result-<key>.txt`, the file ctxoffload writes for its own
+  truncations: whole, never overwritten (a second block under one key gets a new name),
+  recorded in events.jsonl, readable with Read / Grep and `ctxoffload grep`;
+- anything else (JSON, images, documents) goes to the content-addressed
+  `data/<sha256>.<ext>`, stored once however often it comes, its media type kept in the
+  extension, and a `data` event of the session names it, so `gc` keeps it as long as the
+  session (the model holds only the reference);
+- the session's record opens with the door's `door` event, before its first write;
+- a reference is read back confined to the workspace and, with `isolate`, to the session
+  (its sub-agents and fork origin stay readable).
+"""
+
+from __future__ import annotations
+
+from .._disk.events import DataFile
+from .._disk.scope import SessionScoped, check_reference
+from ..messages import ToolResultBlock
+from ..workspace import Workspace, writing_as
+from .doors import Door
+from .runs import record_door
+
+__all__ = ["BlockStore", "is_plain_text"]
+
+
+class BlockStore:
+    """Blocks of one session of a workspace, stored whole under a key, read back by reference.
+
+    Args:
+        workspace: the workspace (checked by the door before).
+        door: the door whose `door` event opens the session's record.
+        session_id: the session (a plain name, checked by the door before).
+        tool_name: what the `tool_result` files' events name as the tool.
+        isolate: `retrieve` refuses a reference of another session.
+    """
+
+    def __init__(
+        self, workspace: Workspace, door: Door, session_id: str, *, tool_name: str, isolate: bool
+    ) -> None:
+        self.workspace = workspace
+        self.door = door
+        self.session_id = session_id
+        self.tool_name = tool_name
+        self.isolate = isolate
+        self._announced = False
+
+    async def announce(self) -> None:
+        """Open the session's record with the door's `door` event, once, before its first
+        write (a workspace that cannot record it is passed over)."""
+        if not self._announced:
+            self._announced = True
+            await record_door(self.workspace, self.door, self.session_id)
+
+    async def store(self, key: str, data: bytes | str, content_type: str | None) -> str:
+        """Store one block and return its reference (a path, or a bucket's URI): text (a
+        `str`, or `text/plain` bytes that are UTF-8) as a `tool_result` file, any other bytes
+        in data/ named by a `data` event.
+
+        Raises:
+            OffloadError: the workspace refused the write (disk full, store down).
+        """
+        await self.announce()
+        with writing_as(self.door.name, self.session_id):  # each line names its writer
+            if isinstance(data, str):
+                return await self._text(key, data)
+            if is_plain_text(content_type):
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # not text after all: stored as bytes below, nothing altered
+                else:
+                    return await self._text(key, text)
+            reference = str(await self.workspace.store_bytes(data, content_type or None))
+            stored = DataFile(
+                reference=reference,
+                bytes=len(data),
+                media_type=content_type or None,
+                key=str(key),
+            )
+            await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
+            return reference
+
+    async def _text(self, key: str, text: str) -> str:
+        block = ToolResultBlock(id=str(key), name=self.tool_name, output=text)
+        return str(await self.workspace.offload_tool_result(self.session_id, block))
+
+    async def retrieve(self, reference: str) -> tuple[bytes, str]:
+        """The bytes and media type behind a reference `store` returned.
+
+        Raises:
+            InvalidReference: the reference names nothing in the workspace (or lies outside
+                it), or, with `isolate`, it is another session's.
+        """
+        workspace = self.workspace
+        if self.isolate and isinstance(workspace, SessionScoped):
+            await check_reference(
+                workspace, reference, workspace.reference_key(reference), self.session_id
+            )
+        with writing_as(None, self.session_id):
+            data, media_type = await workspace.read_bytes(reference)
+        return bytes(data), str(media_type)
+
+
+def is_plain_text(content_type: str | None) -> bool:
+    """Whether a media type is `text/plain` (any parameters, any case)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() == "text/plain"

@@ -1,0 +1,206 @@
+"""`WorkspaceCompactor`: a Haystack `Compactor` that keeps what it takes out.
+
+Haystack's `CompactionHook` (an Agent's `before_llm` hook) measures the conversation before each
+chat-generator call and, past `compact_at` of the window, asks its compactor for a shorter
+conversation near `target_tokens`. This one runs ctxoffload's compaction: the older messages
+are appended to the store's session's context.jsonl first, then replaced by one summary message
+naming those lines and the files their results were stored in; the newest turns stay as they
+were (the same `ChatMessage` objects), a tool call never without its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import uuid
+from typing import Any
+
+from ..compression import Compressor, ContextConfig
+from ..exceptions import ConfigError
+from ..formats import from_openai
+from ..messages import Msg
+from ..model import ChatModel
+from ..workspace import writing_as
+from ._haystack_store import INSTALL_HINT, WorkspaceResultStore
+
+__all__ = ["WorkspaceCompactor"]
+
+try:
+    _ChatMessage: Any = importlib.import_module("haystack.dataclasses").ChatMessage
+except ImportError as exc:  # pragma: no cover - exercised where Haystack is absent
+    raise ConfigError(INSTALL_HINT) from exc
+
+
+class WorkspaceCompactor:
+    """A Haystack `Compactor` (for its `CompactionHook`) that stores the messages it takes out
+    of the conversation in the store's session before they leave.
+
+    Each compaction appends the older messages to `sessions/<session>/context.jsonl`, then puts
+    one user message in their place: ctxoffload's five-field summary (written by
+    `summary_model`, else extracted), naming those lines and every file their results were
+    stored in, which the agent reads back with the store's tools. What stays is the newest
+    turns within about half of `target_tokens` (the rest is the summary's), the same
+    `ChatMessage` objects, the system prompt and the latest user request among them. If the
+    messages cannot be stored, nothing leaves (it returns None, as a compactor that declines).
+
+    Args:
+        store: the `WorkspaceResultStore` whose workspace and session it writes (so a
+            result offloaded by the hook and the messages compacted later are one session).
+        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an
+            extractive summary.
+        config: the summary's prompt and template (`ContextConfig`); its window and
+            thresholds are Haystack's to decide (`CompactionHook`'s).
+
+    Raises:
+        ConfigError: `store` is no `WorkspaceResultStore`, or `config` no `ContextConfig`.
+
+    Example::
+
+        store = WorkspaceResultStore(LocalWorkspace("ws"), session_id="nightly")
+        hook = CompactionHook(WorkspaceCompactor(store), context_window=128_000)
+        agent = Agent(chat_generator=..., tools=[*store.tools], hooks={"before_llm": [hook]})
+    """
+
+    def __init__(
+        self,
+        store: WorkspaceResultStore,
+        *,
+        summary_model: ChatModel | None = None,
+        config: ContextConfig | None = None,
+    ) -> None:
+        if not isinstance(store, WorkspaceResultStore):
+            raise ConfigError(
+                f"store is a {type(store).__name__}, not a WorkspaceResultStore: pass "
+                "WorkspaceCompactor(WorkspaceResultStore(workspace, session_id=...))"
+            )
+        if config is not None and not isinstance(config, ContextConfig):
+            raise ConfigError(
+                f"config is a {type(config).__name__}, not a ContextConfig: pass "
+                "config=ContextConfig(summary_template=...) or leave it out"
+            )
+        self.store = store
+        self.summary_model = summary_model
+        self.config = config or ContextConfig()
+        self._compressor = Compressor(
+            self.config,
+            model=summary_model,
+            offloader=store.workspace,
+            session_id=store.session_id,
+            context_window=self.config.context_window or _NO_WINDOW,
+        )
+        # Per ChatMessage given (by `id`, holding it): the `Msg` it was read as.
+        self._read: dict[int, tuple[Any, Msg]] = {}
+
+    def compact(
+        self, messages: list[Any], target_tokens: int, token_counter: Any
+    ) -> list[Any] | None:
+        """A shorter conversation for `messages` (a new list), or None when nothing left.
+
+        Args:
+            messages: the conversation, oldest first (Haystack's `ChatMessage` objects).
+            target_tokens: the size Haystack aims at.
+            token_counter: Haystack's counter (ctxoffload counts with its own).
+        """
+        return self.store.loop.run(self._compact(messages, target_tokens))
+
+    async def compact_async(
+        self, messages: list[Any], target_tokens: int, token_counter: Any
+    ) -> list[Any] | None:
+        """`compact` on a worker thread, so the store's writes never block the event loop."""
+        return await asyncio.to_thread(self.compact, messages, target_tokens, token_counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The compactor as Haystack serialises a pipeline's parts (its store's settings;
+        a summary model is not serialised).
+
+        Raises:
+            ConfigError: a summary model was given, or the store cannot be serialised.
+        """
+        if self.summary_model is not None:
+            raise ConfigError(
+                "a WorkspaceCompactor with a summary_model cannot be serialised: build it in code"
+            )
+        return {
+            "type": f"ctxoffload.integrations.haystack.{type(self).__qualname__}",
+            "init_parameters": {"store": self.store.to_dict()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkspaceCompactor:
+        """The compactor `to_dict` described."""
+        store = WorkspaceResultStore.from_dict(data["init_parameters"]["store"])
+        return cls(store)
+
+    async def _compact(self, messages: list[Any], target_tokens: int) -> list[Any] | None:
+        store = self.store
+        await store.blocks.announce()
+        msgs = [self._msg(message) for message in messages]
+        origin = {msg.id: message for msg, message in zip(msgs, messages, strict=True)}
+        # What stays is the newest turns within `reserve_ratio` of the window: a window that
+        # makes that half of Haystack's target leaves the other half to the summary.
+        reserve = max(1, target_tokens // 2)
+        window = max(2, int(reserve / self.config.reserve_ratio))
+        config = self.config.model_copy(update={"context_window": window})
+        with writing_as(store.blocks.door.name, store.session_id):
+            result = await self._compressor.maybe_compress(msgs, force=True, config=config)
+        if not result.compressed:
+            return None
+        out: list[Any] = []
+        for msg in result.messages:
+            message = origin.get(msg.id)
+            if message is None:  # the summary (or the artifact index): a new user message
+                # Its meta keeps what makes it a summary to the next compaction, in this
+                # process or in one that loads the saved messages (Haystack sends no meta).
+                kept = {"id": msg.id, "metadata": msg.metadata}
+                message = _ChatMessage.from_user(msg.text, meta={_SUMMARY: kept})
+                self._read[id(message)] = (message, msg)
+            out.append(message)
+        return out if len(out) < len(messages) else None
+
+    def _msg(self, message: Any) -> Msg:
+        """A `ChatMessage` as a `Msg` (read once per message object: Haystack hands the same
+        objects to every compaction)."""
+        known = self._read.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        ours = _ours(message)
+        if ours is not None:
+            self._read[id(message)] = (message, ours)
+            return ours
+        try:
+            (msg,) = from_openai([message.to_openai_dict_format(require_tool_call_ids=False)])
+        except (ValueError, ConfigError, TypeError) as exc:
+            # A message OpenAI's format cannot carry (an empty one, a result with more
+            # parts): its role and text, which is what a summary reads of it.
+            role = str(getattr(getattr(message, "role", None), "value", "user"))
+            text = str(getattr(message, "text", None) or "")
+            msg = Msg(role="user", content=text, metadata={"haystack_role": role, "note": str(exc)})
+        msg = msg.model_copy(update={"id": f"haystack-{uuid.uuid4().hex[:20]}"})
+        self._read[id(message)] = (message, msg)
+        if len(self._read) > 4 * _KEPT:
+            self._read = dict(list(self._read.items())[-_KEPT:])
+        return msg
+
+
+def _ours(message: Any) -> Msg | None:
+    """A summary this compactor wrote, as the `Msg` it was (None: not one)."""
+    kept = getattr(message, "meta", {}).get(_SUMMARY)
+    if not isinstance(kept, dict) or not isinstance(kept.get("id"), str):
+        return None
+    metadata = kept.get("metadata")
+    return Msg(
+        id=kept["id"],
+        role="user",
+        content=str(message.text or ""),
+        metadata=metadata if isinstance(metadata, dict) else {},
+    )
+
+
+_SUMMARY = "ctxoffload_summary"
+"""The meta key of a summary message a `WorkspaceCompactor` put in the conversation."""
+
+_NO_WINDOW = 1_000_000
+"""A window for the compressor's own checks; every compaction gives the one it works to."""
+
+_KEPT = 20_000
+"""How many messages' readings are kept between compactions (bounded memory)."""

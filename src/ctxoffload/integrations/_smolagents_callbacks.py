@@ -1,0 +1,505 @@
+"""`OffloadingStepCallbacks`: ctxoffload as smolagents step callbacks.
+
+smolagents calls a step callback when a step is finished, with the agent, before the step joins
+`agent.memory.steps` and before the next model call, which is rebuilt from that memory. So each
+callback of an `ActionStep`:
+
+1. records what the step's model call was sent (the system prompt and every step of the memory:
+   what `write_memory_to_messages` gave the model), numbered over the session;
+2. stores an observation over the config's `tool_result_limit` whole and gives the step its
+   head and a notice instead;
+3. past the trigger (or when `ctxoffload compact` asked), appends the older steps to the
+   session's context.jsonl and puts one `ContextSummaryStep` in their place, whole steps only,
+   the newest ones kept.
+
+A run holds its session's lease from its first callback to its `FinalAnswerStep`: smolagents
+calls nothing before a run's first model call, and nothing of ctxoffload is written before
+that callback either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .._disk.compact_requests import CompactRequests
+from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import fresh_session, given_session
+from .._doors.runs import begin_run
+from .._loop import LoopThread
+from .._message_log import InlinePayloads, ModelCalls
+from ..agent import as_tool
+from ..compression import (
+    Compressor,
+    ContextConfig,
+    ContextPipeline,
+    PipelineRun,
+    Split,
+    SplitStrategy,
+    Summarization,
+    ToolOutputTruncate,
+    is_summary_message,
+)
+from ..compression import MessageCounter as _Counter
+from ..messages import Msg, ToolResultBlock
+from ..model import ChatModel
+from ..text import message_text
+from ..tokens import get_token_counter
+from ..workspace import EventLog, SessionLease, Workspace, writing_as
+from ._model_name import model_name_of
+from ._reading import reading_functions
+from ._smolagents_steps import (
+    MEMORY,
+    MODELS,
+    SMOLAGENTS,
+    ContextSummaryStep,
+    StepMessages,
+    chat_messages_as_msgs,
+    step_key,
+)
+
+__all__ = ["OffloadingStepCallbacks"]
+
+_Tool: Any = SMOLAGENTS.Tool
+_ToolCallingAgent: Any = SMOLAGENTS.ToolCallingAgent
+_get_tool_json_schema: Any = MODELS.get_tool_json_schema
+_ActionStep: Any = MEMORY.ActionStep
+_PlanningStep: Any = MEMORY.PlanningStep
+_FinalAnswerStep: Any = MEMORY.FinalAnswerStep
+_TaskStep: Any = MEMORY.TaskStep
+
+
+class OffloadingStepCallbacks:
+    """smolagents step callbacks that offload big observations and compact the agent's memory
+    into a ctxoffload workspace.
+
+    - An `ActionStep` whose observations are over the config's `tool_result_limit` is stored
+      whole (`sessions/<session>/tool_result-<call id>.txt`) and keeps their head plus the
+      notice naming that file.
+    - Past the config's trigger, the older steps are appended to the session's context.jsonl
+      and replaced in `agent.memory.steps` by one `ContextSummaryStep` (the five-field summary
+      naming those lines and the files of their results); whole steps only, the newest
+      within `reserve_ratio` of the window kept, and the latest task too.
+    - What each step's model call was sent is recorded, so `ctxoffload show SESSION --step N`
+      rebuilds it (a planning step's call too).
+    - `ctxoffload compact SESSION` is served at the next step's callback.
+    - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
+      `retrieve_offloaded_content`, as smolagents tools (`Tool`); with `memory=True`, the memory
+      tool too.
+
+    The session is the run: each `agent.run(...)` gets a new session of its own (logged at
+    INFO), and a run with `reset=False` goes on in the session of the run before it (its
+    memory names that session's files); `session_id=` names one session for every run of the
+    agent. A run holds its session's lease from its first step's callback to its final
+    answer: a second live run of the same session is refused there with `SessionBusyError`,
+    before it writes anything.
+
+    Args:
+        workspace: where offloaded content goes (a `Workspace`; a path is refused: pass
+            `LocalWorkspace(path)`).
+        config: when to truncate and when to summarise (its `context_window` is the window;
+            without one, 128,000 tokens).
+        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an
+            extractive summary.
+        session_id: the session (a plain name) of every run; None for a new one per run.
+        max_output_chars: longest answer of a reading tool.
+        memory: give the agent the memory tool too (a `LocalWorkspace` only).
+
+    Raises:
+        ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
+            no `ContextConfig`, or `max_output_chars` is not a positive int.
+        InvalidSessionId: `session_id` is not a plain name.
+
+    Example::
+
+        offload = OffloadingStepCallbacks(LocalWorkspace("ws"))
+        agent = ToolCallingAgent(
+            tools=[fetch_logs, *offload.tools], model=model,
+            step_callbacks=offload.step_callbacks,
+        )
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+        session_id: str | None = None,
+        max_output_chars: int = 20_000,
+        memory: bool = False,
+    ) -> None:
+        self.workspace = checked_workspace(workspace, _DOOR)
+        self.config = checked_config(config)
+        self.summary_model = summary_model
+        self.session_id = given_session(session_id)
+        checked_positive(max_output_chars, "max_output_chars")
+        self._loop = LoopThread("ctxoffload-smolagents")
+        self._lock = threading.Lock()
+        # Per agent object: its conversation (the run in progress or the last one).
+        self._conversations: dict[int, _Conversation] = {}
+        self._latest: str | None = None  # the session of the run begun last (the memory tool)
+        self.tools = [
+            _as_tool(function, self)
+            for function in reading_functions(
+                workspace, max_output_chars, memory=memory, session_id=self.session_id
+            )
+        ]
+
+    @property
+    def step_callbacks(self) -> dict[Any, list[Callable[..., None]]]:
+        """The callbacks by step class, for `step_callbacks=` of any smolagents agent (merge
+        your own into the lists)."""
+        return {
+            _ActionStep: [self.on_action_step],
+            _PlanningStep: [self.on_planning_step],
+            _FinalAnswerStep: [self.on_final_answer],
+        }
+
+    def session_of(self, agent: Any) -> str | None:
+        """The session `agent`'s current (or last) run writes; None before its first step."""
+        conversation = self._conversations.get(id(agent))
+        return conversation.session if conversation is not None else None
+
+    def on_action_step(self, step: Any, agent: Any) -> None:
+        """A step is finished: record its model call, store a big observation, compact the
+        memory past the trigger.
+
+        Raises:
+            SessionBusyError: the step is its run's first, and another live run holds the
+                session.
+        """
+        conversation = self._conversation(agent)
+        self._loop.run(conversation.after_action(step, agent))
+
+    def on_planning_step(self, step: Any, agent: Any) -> None:
+        """A planning step is finished: record what its model call was sent."""
+        conversation = self._conversation(agent)
+        self._loop.run(conversation.after_planning(step))
+
+    def on_final_answer(self, step: Any, agent: Any) -> None:
+        """The run has ended: give its session up."""
+        conversation = self._conversations.get(id(agent))
+        if conversation is not None and conversation.agent is agent:
+            self._loop.run(conversation.end())
+
+    def close(self) -> None:
+        """Give up the sessions of runs that never reached their final answer (a run that
+        raised); a new run of the same agent does that itself."""
+        for conversation in list(self._conversations.values()):
+            self._loop.run(conversation.end())
+
+    def _conversation(self, agent: Any) -> _Conversation:
+        """The conversation of `agent`'s run in progress: a new run (a new task step in its
+        memory) takes its session's lease, in a new session unless it goes on from the last
+        run's memory (`reset=False`) or `session_id` names one."""
+        task = _latest_task(agent.memory.steps)
+        with self._lock:
+            current = self._conversations.get(id(agent))
+            if current is not None and current.agent is not agent:
+                current = None  # another agent under a reused id
+            if current is not None and (task is None or current.task is task):
+                return current  # the run in progress (its task step may have been summarised)
+            if current is not None:
+                self._loop.run(current.end())  # a run that never reached its final answer
+            goes_on = current is not None and _goes_on(agent.memory.steps, task)
+            if goes_on and current is not None:
+                conversation = current
+            else:
+                session = self.session_id or fresh_session(
+                    _DOOR, "smolagents names no conversation and the callbacks no session_id"
+                )
+                conversation = _Conversation(self, agent, session)
+            conversation.task = task
+            self._loop.run(conversation.begin(new=self.session_id is None and not goes_on))
+            self._conversations[id(agent)] = conversation
+            self._latest = conversation.session
+            return conversation
+
+    def _pipeline(self) -> ContextPipeline:
+        config = self.config
+        return ContextPipeline(
+            post_tool=[ToolOutputTruncate.from_config(config)],
+            pre_llm=[_WholeStepSummarization.from_config(config)],
+            config=config,
+        )
+
+
+class _Conversation:
+    """One agent's conversation: its session, the pipeline run that compacts its memory, the
+    record of its model calls and the lease of the run in progress."""
+
+    def __init__(self, owner: OffloadingStepCallbacks, agent: Any, session: str) -> None:
+        self.owner = owner
+        self.agent = agent
+        self.session = session
+        self.task: Any = None
+        workspace = owner.workspace
+        compressor = Compressor(
+            owner.config,
+            model=owner.summary_model,
+            offloader=workspace,
+            session_id=session,
+            counter=get_token_counter(model_name_of(getattr(agent, "model", None))),
+            context_window=owner.config.context_window or _DEFAULT_WINDOW,
+        )
+        self.run: PipelineRun = owner._pipeline().bind(compressor)
+        self.calls = ModelCalls(compressor.event, prepare=InlinePayloads(workspace).moved_out)
+        self.requests = (
+            CompactRequests(workspace, session) if isinstance(workspace, EventLog) else None
+        )
+        self.steps = StepMessages()
+        self.lease: SessionLease | None = None
+        self._loaded = False
+
+    async def begin(self, *, new: bool) -> None:
+        """Take the session's lease for a run and record the run's `door` event.
+
+        Raises:
+            SessionBusyError: another live run holds the session.
+        """
+        self.lease = await begin_run(
+            self.owner.workspace, _DOOR, self.session, agent=_AGENT, new=new
+        )
+        if not self._loaded:  # the record of a session named again: its steps go on
+            self._loaded = True
+            if not new:
+                self.calls.remember(await self.owner.workspace.read_events(self.session))
+
+    async def end(self) -> None:
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            await lease.release()
+
+    async def after_action(self, step: Any, agent: Any) -> None:
+        with writing_as(_AGENT, self.session):
+            tools = _schemas(agent)
+            memory = list(agent.memory.steps)
+            # What the step's call was sent: the memory as it was then (the step joins it
+            # after its callbacks), each step's messages made once and kept.
+            sent = list(self.steps.of_system(agent.memory.system_prompt.system_prompt))
+            for earlier in memory:
+                sent.extend(self.steps.of(earlier))
+            if step.model_input_messages is not None:
+                await self._record(sent, tools, step)
+            await self._offload(step)
+            context = [*sent, *self.steps.of(step)]
+            pending = await self.requests.look() if self.requests is not None else []
+            if pending:
+                result = await self.run.compact(
+                    context,
+                    tools=tools,
+                    instructions=CompactRequests.instructions_of(pending),
+                    requests=pending,
+                )
+            else:
+                result = await self.run.pre_llm(context, tools=tools)
+            if result.compressed:
+                agent.memory.steps[:] = self._steps_after(result.messages, [*memory, step])
+            self.steps.forget_all_but(agent.memory.steps)
+
+    async def after_planning(self, step: Any) -> None:
+        with writing_as(_AGENT, self.session):
+            given = step.model_input_messages or []
+            key = f"smolagents-plan-{id(step):x}-{time.monotonic_ns():x}"
+            sent = chat_messages_as_msgs(given, key)
+            await self.calls.record(
+                sent,
+                summary=None,
+                tokens_counted=self.run.compressor.count(sent),
+                outcome="ok",
+                **_usage(step),
+            )
+
+    async def _record(self, sent: list[Msg], tools: list[dict[str, Any]], step: Any) -> None:
+        compressor = self.run.compressor
+        window = compressor.window()
+        await self.calls.record(
+            sent,
+            summary=next((m.id for m in sent if is_summary_message(m)), None),
+            tokens_counted=compressor.count(sent, tools),
+            outcome="error" if step.error is not None and step.model_output is None else "ok",
+            context_window=window,
+            trigger_tokens=compressor.config.trigger_tokens(window),
+            **_usage(step),
+        )
+
+    async def _offload(self, step: Any) -> None:
+        """A text observation over the limit: stored whole, the step keeps head + notice."""
+        text = step.observations
+        # A token is at least one character: a text no longer than the limit fits.
+        if not isinstance(text, str) or len(text) <= self.run.compressor.config.tool_result_limit:
+            return
+        calls = step.tool_calls or []
+        block = ToolResultBlock(
+            id=calls[0].id if calls else f"step_{step.step_number}",
+            name=",".join(dict.fromkeys(str(c.name) for c in calls)) or "observation",
+            output=text,
+        )
+        kept = await self.run.post_tool(block)
+        if isinstance(kept.output, str) and kept.output != text:
+            step.observations = kept.output
+
+    def _steps_after(self, messages: Sequence[Msg], steps: list[Any]) -> list[Any]:
+        """The memory for a compacted context: each step with a message left in it, whole and
+        in order, and a summary step for each run of messages no step holds (the summary);
+        the step in progress left out (smolagents appends it itself)."""
+        owner_of: dict[str, Any] = {}
+        for candidate in steps:
+            for msg in self.steps.of(candidate):
+                owner_of[step_key(msg)] = candidate
+        current = steps[-1]
+        out: list[Any] = []
+        summary: list[Msg] = []
+        seen: set[int] = set()
+        for msg in messages:
+            if msg.role == "system" and not out and not summary:
+                continue  # the system prompt: its own step, outside `steps`
+            owner = owner_of.get(step_key(msg))
+            if owner is None:
+                summary.append(msg)
+                continue
+            if summary:
+                out.append(ContextSummaryStep(messages=tuple(summary)))
+                summary = []
+            if id(owner) not in seen and owner is not current:
+                seen.add(id(owner))
+                out.append(owner)
+        if summary:
+            out.append(ContextSummaryStep(messages=tuple(summary)))
+        return out
+
+
+class _WholeStepSummarization(Summarization):
+    """ctxoffload's summarisation of a `ContextConfig`, cutting between steps only: a step's
+    messages (its output, its tool calls, its observation) leave or stay together."""
+
+    def split_strategy(self) -> SplitStrategy:
+        return _WholeSteps(super().split_strategy())
+
+
+@dataclasses.dataclass(frozen=True)
+class _WholeSteps:
+    """A split moved back to the start of the step it would cut (more of it stays)."""
+
+    inner: SplitStrategy
+
+    @property
+    def fits_reserve(self) -> bool:
+        return self.inner.fits_reserve
+
+    def split(
+        self,
+        messages: Sequence[Msg],
+        counter: _Counter,
+        reserve_tokens: int,
+        unseen_from: int | None,
+    ) -> Split:
+        split = self.inner.split(messages, counter, reserve_tokens, unseen_from)
+        if not split.kept or not split.older:
+            return split
+        cut = step_key(split.kept[0])
+        moved = [m for m in split.older if step_key(m) == cut]
+        if not moved:
+            return split
+        older = [m for m in split.older if step_key(m) != cut]
+        return dataclasses.replace(split, older=older, kept=[*moved, *split.kept])
+
+
+_DOOR = DOORS["smolagents"]
+_AGENT = _DOOR.name
+"""Who a run's lease and its events are written by."""
+
+_DEFAULT_WINDOW = 128_000
+"""The window of a config without one: smolagents' models declare none."""
+
+
+def _latest_task(steps: Sequence[Any]) -> Any:
+    """The newest `TaskStep` of a memory (each run appends one before its first step)."""
+    for step in reversed(steps):
+        if isinstance(step, _TaskStep):
+            return step
+    return None
+
+
+def _goes_on(steps: Sequence[Any], task: Any) -> bool:
+    """Whether the memory holds steps before the run's task: a run with `reset=False`."""
+    return bool(steps) and steps[0] is not task
+
+
+def _usage(step: Any) -> dict[str, Any]:
+    """The tokens the provider reported for the step's model call, when it reported them."""
+    usage = getattr(step, "token_usage", None)
+    if usage is None:
+        return {}
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+
+
+def _schemas(agent: Any) -> list[dict[str, Any]]:
+    """The tool schemas a tool-calling agent sends with each call (they count against the
+    window); a code agent describes its tools in its system prompt instead."""
+    if not isinstance(agent, _ToolCallingAgent):
+        return []
+    return [_get_tool_json_schema(tool) for tool in agent.tools_and_managed_agents]
+
+
+def _as_tool(function: Callable[..., Awaitable[Any]], owner: OffloadingStepCallbacks) -> Any:
+    """A read-back function as a smolagents `Tool` (its inputs from the function's schema),
+    run on the callbacks' loop, recording (a memory change) in the latest run's session."""
+    spec = as_tool(function)
+    required = set(spec.parameters.get("required", ()))
+    inputs = {
+        name: _input(name, schema, name in required)
+        for name, schema in spec.parameters.get("properties", {}).items()
+    }
+
+    def forward(self: Any, **arguments: Any) -> str:
+        given = {k: v for k, v in arguments.items() if v is not None}
+
+        async def call() -> Any:
+            session = owner.session_id or owner._latest
+            if session is None:  # no run has begun: a read changes nothing
+                return await function(**given)
+            with writing_as(_AGENT, session):
+                return await function(**given)
+
+        answer = owner._loop.run(call())
+        return answer if isinstance(answer, str) else message_text(Msg(role="user", content=answer))
+
+    cls = type(
+        spec.name,
+        (_Tool,),
+        {
+            "name": spec.name,
+            "description": spec.description,
+            "inputs": inputs,
+            "output_type": "string",
+            "skip_forward_signature_validation": True,
+            "forward": forward,
+        },
+    )
+    return cls()
+
+
+_JSON_TYPES = frozenset({"string", "boolean", "integer", "number", "array", "object"})
+
+
+def _input(name: str, schema: dict[str, Any], required: bool) -> dict[str, Any]:
+    """One argument as a smolagents input: its JSON type(s), its description, `nullable`
+    when the model may leave it out."""
+    options = schema.get("anyOf", [schema])
+    types = [o["type"] for o in options if o.get("type") in _JSON_TYPES]
+    given: dict[str, Any] = {
+        "type": types[0] if len(types) == 1 else (types or "string"),
+        "description": schema.get("description") or name,
+    }
+    items = next((o["items"] for o in options if "items" in o), None)
+    if items is not None:
+        given["items"] = items
+    if not required:
+        given["nullable"] = True
+    return given

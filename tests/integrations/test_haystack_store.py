@@ -1,0 +1,245 @@
+"""WorkspaceResultStore and WorkspaceCompactor under a real Haystack `Agent`, offline (Haystack's
+own `MockChatGenerator`): a 5 MB result stored whole through Haystack's `ToolResultOffloadHook`
+and the next call under the window, a long run compacted by Haystack's `CompactionHook` with
+nothing lost, Haystack's own `ToolResultOffloadCompactor` storing through the store, the
+read-back tools used from inside the agent, and the store confined to its session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+from frameworks import require_framework
+
+require_framework("haystack", "haystack")
+
+import pytest  # noqa: E402
+from haystack.core.serialization import allow_deserialization_module  # noqa: E402
+from haystack.dataclasses import ChatMessage  # noqa: E402
+from haystack.hooks.compaction import CompactionHook, ToolResultOffloadCompactor  # noqa: E402
+from haystack.hooks.tool_result_offloading import (  # noqa: E402
+    RESULT_STORE_CONTEXT_KEY,
+    OffloadOverChars,
+    ToolResultOffloadHook,
+)
+from haystack_scripted import (  # noqa: E402
+    BIG,
+    Scripted,
+    agent_with,
+    call,
+    returning,
+    say,
+    tokens,
+)
+
+from ctxoffload import ConfigError, LocalWorkspace  # noqa: E402
+from ctxoffload.integrations.haystack import (  # noqa: E402
+    WorkspaceCompactor,
+    WorkspaceResultStore,
+)
+
+WINDOW = 8_000
+
+pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
+
+
+def offload_hook(store: WorkspaceResultStore) -> ToolResultOffloadHook:
+    return ToolResultOffloadHook(store, {"*": OffloadOverChars(3_000)})
+
+
+def compaction_hook(compactor: object) -> CompactionHook:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return CompactionHook(compactor, context_window=WINDOW)  # type: ignore[arg-type]
+
+
+def show(workdir: Path, session: str) -> str:
+    command = [sys.executable, "-m", "ctxoffload", "show", session, "--workdir", str(workdir)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_5_mb_result_is_stored_whole_and_the_next_call_fits(tmp_path: Path) -> None:
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="nightly")
+    model = Scripted(
+        [
+            call("fetch", {}, "call_1"),
+            call("Grep", {"pattern": "batch 159999 done"}, "call_2"),
+            say("The last batch, 159999, is done."),
+        ]
+    )
+    agent = agent_with(
+        model, [returning("fetch", [BIG]), *store.tools], {"after_tool": [offload_hook(store)]}
+    )
+    out = agent.run([ChatMessage.from_user("Did the export finish?")])
+    assert out["last_message"].text == "The last batch, 159999, is done."
+    (stored,) = (tmp_path / "ws" / "sessions" / "nightly").glob("tool_result-*.txt")
+    assert stored.read_text(encoding="utf-8") == BIG
+    pointer = str(out["messages"][2].tool_call_result.result)
+    assert str(stored) in pointer and len(pointer) < 1_000
+    assert tokens(model.seen[1]) < WINDOW
+    # The agent's Grep found the last batch in the stored file.
+    assert "tool_result-0_fetch_call_1.txt:160000:" in model.seen[2][-1][1]
+    listing = show(tmp_path / "ws", "nightly")
+    assert "Haystack (WorkspaceResultStore)" in listing.splitlines()[1]
+
+
+def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
+    readings = [f"reading {i} of the export: " + f"gauge {i * 7} nominal, " * 60 for i in range(40)]
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="long")
+    model = Scripted(
+        [*(call("fetch", {}, f"call_{i}") for i in range(40)), say("All 40 readings taken.")]
+    )
+    hooks = {
+        "after_tool": [offload_hook(store)],
+        "before_llm": [compaction_hook(WorkspaceCompactor(store))],
+    }
+    agent = agent_with(model, [returning("fetch", list(readings)), *store.tools], hooks)
+    out = agent.run([ChatMessage.from_user("Take 40 readings.")])
+    assert out["last_message"].text == "All 40 readings taken."
+    assert max(tokens(sent) for sent in model.seen) < WINDOW
+    messages = out["messages"]
+    summaries = [m for m in messages if "ctxoffload_summary" in m.meta]
+    assert summaries and "context.jsonl" in summaries[0].text
+    # A tool call never loses its result, nor a result its call.
+    calls = {c.id for m in messages for c in m.tool_calls}
+    results = {m.tool_call_result.origin.id for m in messages if m.tool_call_result}
+    assert calls == results
+    # Nothing is lost: each reading is in context.jsonl, or still in the conversation.
+    context = (tmp_path / "ws" / "sessions" / "long" / "context.jsonl").read_text()
+    kept = json.dumps([m.to_dict() for m in messages])
+    assert all(r in json.loads(json.dumps(context)) or r in kept for r in readings)
+    assert sum(r in context for r in readings) > 20
+    assert "Take 40 readings." in (kept + context)
+    assert "compressed" in show(tmp_path / "ws", "long")
+
+
+def test_a_conversation_resumed_in_a_new_process_sends_what_an_unbroken_one_sends(
+    tmp_path: Path,
+) -> None:
+    """Haystack keeps the conversation in the messages the application saves; a compacted
+    conversation saved in one process and run on in another is sent what one process sends
+    (the summary it holds is known again as ctxoffload's and folded into the next one)."""
+    script = Path(__file__).with_name("haystack_resume.py")
+
+    def run(folder: Path, first: int, count: int, then: int = 0) -> list[list[list[str]]]:
+        saved, sent = folder.with_suffix(".saved.json"), folder.with_suffix(".sent.json")
+        args = [str(folder), str(saved), str(sent), str(first), str(count), str(then)]
+        done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(sent.read_text())  # type: ignore[no-any-return]
+
+    unbroken = run(tmp_path / "a", 0, 30, then=20)  # one process, two runs
+    run(tmp_path / "b", 0, 30)
+    resumed = run(tmp_path / "b", 30, 20)  # a new process, given the saved messages
+
+    def neutral(calls: list[list[list[str]]], folder: Path) -> str:
+        return json.dumps(calls).replace(str(folder.resolve()), "WS").replace(str(folder), "WS")
+
+    assert neutral(resumed, tmp_path / "b") == neutral(unbroken, tmp_path / "a")
+    context = (tmp_path / "b" / "sessions" / "resumed" / "context.jsonl").read_text()
+    for i in (0, 12, 31, 38):  # readings of both processes left the conversation whole
+        assert f"reading {i} of the export: gauge {i * 7} nominal," in context
+
+
+def test_haystacks_own_compactor_stores_old_results_through_the_store(tmp_path: Path) -> None:
+    readings = [f"reading {i}: " + "gauge nominal, " * 150 for i in range(30)]
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="pruned")
+    model = Scripted([*(call("fetch", {}, f"call_{i}") for i in range(30)), say("Done.")])
+    hooks = {"before_llm": [compaction_hook(ToolResultOffloadCompactor(store, min_tokens=50))]}
+    agent = agent_with(model, [returning("fetch", list(readings)), *store.tools], hooks)
+    out = agent.run([ChatMessage.from_user("Take 30 readings.")])
+    stored = sorted((tmp_path / "ws" / "sessions" / "pruned").glob("tool_result-*.txt"))
+    assert len(stored) > 5
+    texts = {p.read_text(encoding="utf-8") for p in stored}
+    assert texts <= set(readings)
+    pointers = [m for m in out["messages"] if "Tool result offloaded" in str(m.tool_call_result)]
+    assert len(pointers) == len(stored)
+
+
+def test_a_run_writes_the_store_hook_context_gives_it(tmp_path: Path) -> None:
+    workspace = LocalWorkspace(tmp_path / "ws")
+    default = WorkspaceResultStore(workspace, session_id="shared-default")
+    per_run = WorkspaceResultStore(workspace, session_id="user-42")
+    model = Scripted([call("fetch", {}, "call_1"), say("ok")])
+    agent = agent_with(model, [returning("fetch", [BIG])], {"after_tool": [offload_hook(default)]})
+    agent.run([ChatMessage.from_user("dump")], hook_context={RESULT_STORE_CONTEXT_KEY: per_run})
+    assert list((tmp_path / "ws" / "sessions" / "user-42").glob("tool_result-*.txt"))
+    assert not (tmp_path / "ws" / "sessions" / "shared-default").exists()
+
+
+def test_an_async_run_stores_and_compacts_too(tmp_path: Path) -> None:
+    readings = [f"reading {i}: " + "gauge nominal, " * 90 for i in range(30)]
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="async")
+    model = Scripted(
+        [call("fetch", {}, "big"), *(call("fetch", {}, f"call_{i}") for i in range(30)), say("ok")]
+    )
+    hooks = {
+        "after_tool": [offload_hook(store)],
+        "before_llm": [compaction_hook(WorkspaceCompactor(store))],
+    }
+    agent = agent_with(model, [returning("fetch", [BIG, *readings]), *store.tools], hooks)
+    out = asyncio.run(agent.run_async([ChatMessage.from_user("go")]))
+    assert out["last_message"].text == "ok"
+    folder = tmp_path / "ws" / "sessions" / "async"
+    assert (folder / "tool_result-0_fetch_big.txt").read_text(encoding="utf-8") == BIG
+    assert (folder / "context.jsonl").stat().st_size > 10_000
+
+
+def test_read_gives_back_what_write_stored_and_nothing_else(tmp_path: Path) -> None:
+    workspace = LocalWorkspace(tmp_path / "ws")
+    store = WorkspaceResultStore(workspace, session_id="mine")
+    text_ref = store.write(key="3_fetch_call_1.txt", content="héllo\nworld")
+    assert Path(text_ref).name == "tool_result-3_fetch_call_1.txt"
+    assert store.read(text_ref) == "héllo\nworld"
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    image_ref = store.write(key="3_camera_call_2.png", content=png)
+    assert "/data/" in image_ref and image_ref.endswith(".png")
+    assert store.read(image_ref) == png
+    # Text UTF-8 cannot carry (a lone surrogate) is a tool_result file all the same, and comes
+    # back as it was; bytes under a .txt key that are not text stay bytes.
+    odd = store.write(key="3_fetch_call_3.txt", content="half \ud800 a pair")
+    assert Path(odd).name == "tool_result-3_fetch_call_3.txt"
+    assert store.read(odd) == "half \ud800 a pair"
+    raw = store.write(key="3_fetch_call_4.txt", content=b"\xff\xfe not text")
+    assert store.read(raw) == b"\xff\xfe not text"
+    # A second result under one key never overwrites the first.
+    again = store.write(key="3_fetch_call_1.txt", content="another")
+    assert again != text_ref and store.read(text_ref) == "héllo\nworld"
+    # A hostile key stays a file name inside the session.
+    hostile = store.write(key="../../../escape.txt", content="x")
+    assert Path(hostile).parent == tmp_path / "ws" / "sessions" / "mine"
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    with pytest.raises(ValueError, match="cannot read"):
+        store.read(str(outside))
+    theirs = WorkspaceResultStore(workspace, session_id="theirs")
+    with pytest.raises(ValueError, match="cannot read"):
+        theirs.read(text_ref)
+
+
+def test_the_store_round_trips_through_haystack_serialisation(tmp_path: Path) -> None:
+    # Haystack loads only classes of modules it is told to trust.
+    allow_deserialization_module("ctxoffload")
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="saved")
+    hook = ToolResultOffloadHook.from_dict(offload_hook(store).to_dict())
+    assert isinstance(hook.store, WorkspaceResultStore)
+    assert hook.store.session_id == "saved"
+    assert Path(hook.store.workspace.workdir) == Path(store.workspace.workdir)
+    compactor = WorkspaceCompactor.from_dict(WorkspaceCompactor(store).to_dict())
+    assert compactor.store.session_id == "saved"
+
+
+def test_wrong_arguments_are_refused_when_built(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"LocalWorkspace\('ws'\)"):
+        WorkspaceResultStore("ws")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not a WorkspaceResultStore"):
+        WorkspaceCompactor(LocalWorkspace(tmp_path))  # type: ignore[arg-type]
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"))
+    assert store.session_id.startswith("haystack-")
+    assert WorkspaceResultStore(LocalWorkspace(tmp_path / "ws")).session_id != store.session_id

@@ -1,0 +1,394 @@
+"""`WorkspaceSession` under the real OpenAI Agents SDK: the conversation's items as an
+append-only log (history.jsonl) on every workspace, held to what the SDK's own `SQLiteSession`
+gives back; a big output stored once; pop, clear and compaction appended, never rewritten;
+a kill -9 mid-add losing nothing acknowledged; the filter of the same conversation on the
+same ctxoffload session."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from frameworks import require_framework
+
+require_framework("agents", "openai_agents")
+
+from agents import (  # noqa: E402
+    Agent,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.memory import Session  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+from openai_agents_scripted import call, run  # noqa: E402
+from workspace_kinds import bucket, local, memory  # noqa: E402
+
+from ctxoffload import (  # noqa: E402
+    ConfigError,
+    ContextConfig,
+    InMemoryWorkspace,
+    LocalWorkspace,
+    OffloadError,
+    SqlWorkspace,
+)
+from ctxoffload.integrations.openai_agents import (  # noqa: E402
+    OffloadingInputFilter,
+    WorkspaceSession,
+)
+from ctxoffload.workspace import Workspace  # noqa: E402
+from openai_server import OpenAIServer  # noqa: E402
+
+set_tracing_disabled(True)
+
+CONFIG = ContextConfig(context_window=8_000, tool_result_limit=300)
+BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(1_800))  # ~50 KB
+
+
+@function_tool
+def dump() -> str:
+    """Dump the export job's log."""
+    return BIG
+
+
+def sqlite(tmp_path: Path) -> Workspace:
+    return SqlWorkspace(f"sqlite:///{tmp_path / 'ws.db'}")
+
+
+@pytest.fixture(params=[local, memory, bucket, sqlite], ids=lambda f: f.__name__)
+def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
+    make: Callable[[Path], Workspace] = request.param
+    return make(tmp_path)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def history_file(folder: Path, session: str = "t1") -> Path:
+    return folder / "sessions" / session / "history.jsonl"
+
+
+async def test_the_session_gives_back_what_the_sdks_sqlite_session_does(
+    workspace: Workspace,
+) -> None:
+    image = {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "what is in it? été 日本"},
+            {
+                "type": "input_image",
+                "image_url": "data:image/png;base64,iVBORw0KGgo=",
+                "detail": "auto",
+            },
+        ],
+    }
+    call_item = {"type": "function_call", "call_id": "c1", "name": "status", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    ours = WorkspaceSession(workspace, "t1")
+    theirs = SQLiteSession("t1")
+    assert isinstance(ours, Session)
+    for session in (ours, theirs):
+        assert await session.pop_item() is None
+        await session.add_items([user("one"), image])
+        await session.add_items([call_item, output, {"role": "assistant", "content": "done"}])
+        await session.add_items([])
+    steps = [
+        lambda s: s.get_items(),
+        lambda s: s.get_items(limit=2),
+        lambda s: s.get_items(limit=0),
+        lambda s: s.get_items(limit=-1),
+        lambda s: s.get_items(limit=99),
+        lambda s: s.pop_item(),
+        lambda s: s.get_items(),
+        lambda s: s.add_items([user("two")]),
+        lambda s: s.get_items(limit=1),
+        lambda s: s.clear_session(),
+        lambda s: s.get_items(),
+        lambda s: s.pop_item(),
+        lambda s: s.add_items([user("three")]),
+        lambda s: s.get_items(),
+    ]
+    for step in steps:
+        assert await step(ours) == await step(theirs)
+    theirs.close()
+
+
+async def test_a_new_object_on_the_store_reads_what_another_left(tmp_path: Path) -> None:
+    """As a process started later, or one that writes beside this one, sees it."""
+    for make in (local, sqlite):
+        first = WorkspaceSession(make(tmp_path), "t1")
+        second = WorkspaceSession(make(tmp_path), "t1")
+        await first.add_items([user("a"), user("b")])
+        assert await second.get_items() == [user("a"), user("b")]
+        await second.add_items([user("c")])
+        assert await first.pop_item() == user("c")  # it reads what the other added first
+        await first.add_items([user("d")])
+        assert await second.get_items() == [user("a"), user("b"), user("d")]
+        await second.clear_session()
+        await first.add_items([user("e")])
+        assert await second.get_items() == await first.get_items() == [user("e")]
+
+
+async def test_each_call_appends_one_line_and_rewrites_nothing(tmp_path: Path) -> None:
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    log = history_file(tmp_path / "ws")
+    before = b""
+    for i in range(40):
+        await session.add_items([user(f"step {i}: " + "details " * 60), user(f"noted {i}")])
+        if i % 10 == 9:
+            await session.pop_item()
+        if i == 30:
+            await session.run_compaction({"force": True})
+        now = log.read_bytes()
+        assert now.startswith(before)  # what was written stays as it was
+        before = now
+    assert len(before.splitlines()) == 40 + 4 + 1
+    assert not (tmp_path / "ws" / "sessions" / "t1" / "state.json").exists()
+    again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    assert await again.get_items() == await session.get_items()
+    assert "<context_summary>" in json.dumps((await again.get_items())[0])
+
+
+async def test_get_items_reads_only_what_the_log_gained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[int] = []
+    real = LocalWorkspace.read_history
+
+    async def spied(self: LocalWorkspace, session_id: str, *, after: int = 0) -> Any:
+        reads.append(after)
+        return await real(self, session_id, after=after)
+
+    monkeypatch.setattr(LocalWorkspace, "read_history", spied)
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    for i in range(50):
+        await session.add_items([user(f"turn {i}")])
+    assert reads == []  # adding reads nothing back
+    assert len(await session.get_items(limit=3)) == 3
+    assert reads == [50]  # from the end: the 50 lines it wrote are not read again
+    fresh = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    assert len(await fresh.get_items()) == 50
+    assert reads[-1] == 0  # a new object reads the log once
+
+
+async def test_a_big_output_is_stored_once_and_the_item_keeps_what_the_model_was_sent(
+    tmp_path: Path,
+) -> None:
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "nightly check", config=CONFIG)
+    offload = session.input_filter()
+    assert isinstance(offload, OffloadingInputFilter)
+    assert offload.session_id == session.session_id  # one ctxoffload session
+    with OpenAIServer() as server:
+        server.add(call("dump", {}, "call_1"))
+        server.add_completion("The export finished.")
+        await run(server, offload, [dump, *offload.tools], "dump the log", session=session)
+    folder = tmp_path / "ws" / "sessions" / session.session_id
+    assert sorted(p.name for p in folder.glob("tool_result-*")) == ["tool_result-call_1.txt"]
+    assert (folder / "tool_result-call_1.txt").read_text(encoding="utf-8") == BIG
+    items = await session.get_items()
+    (kept,) = [item for item in items if item.get("type") == "function_call_output"]
+    assert kept["output"].startswith(BIG[:100]) and "tool_result-call_1.txt" in kept["output"]
+    assert len(kept["output"]) < 5_000
+    # What the session keeps is what the model was sent for it.
+    (sent,) = [m for m in server.requests[1]["messages"] if m.get("tool_call_id") == "call_1"]
+    assert sent["content"] == kept["output"]
+    # The 50 KB are on disk once: in the file, not in the history.
+    log = history_file(tmp_path / "ws", session.session_id).read_bytes()
+    assert len(log) < 8_000 and BIG[-200:].encode() not in log
+    # Stored and cut once, for the session and the model both: one record of each.
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    kinds = [
+        e["kind"]
+        for e in events
+        if e.get("tool_id") == "call_1" or "call_1" in str(e.get("reference", ""))
+    ]
+    assert kinds.count("tool_result") == 1 and kinds.count("truncation") == 1
+
+
+@function_tool(needs_approval=True)
+def purge() -> str:
+    """Purge the export's staging tables (asks a person first)."""
+    return BIG
+
+
+async def test_a_run_resumed_after_an_approval_saves_its_turn_lean(tmp_path: Path) -> None:
+    """The SDK saves a turn resumed from a `RunState` through its pending-write path, which
+    reads the session's tail before it appends: lean items go through it."""
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    offload = session.input_filter()
+    with OpenAIServer() as server:
+        server.add(call("purge", {}, "call_1"))
+        server.add_completion("Purged.")
+        async with AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0) as client:
+            model = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
+            agent = Agent(name="ops", model=model, tools=[purge])
+            config = RunConfig(call_model_input_filter=offload)
+            first = await Runner.run(agent, "purge staging", run_config=config, session=session)
+            (asked,) = first.interruptions
+            state = first.to_state()
+            state.approve(asked)
+            done = await Runner.run(agent, state, run_config=config, session=session)
+    assert done.final_output == "Purged."
+    items = await session.get_items()
+    assert [item.get("type", "message") for item in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert "tool_result-call_1.txt" in items[2]["output"] and len(items[2]["output"]) < 5_000
+
+
+async def test_keep_whole_outputs_keeps_each_item_as_the_sdk_gave_it(tmp_path: Path) -> None:
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, keep_whole_outputs=True
+    )
+    output = {"type": "function_call_output", "call_id": "c1", "output": BIG}
+    await session.add_items([output])
+    assert await session.get_items() == [output]
+    assert not list((tmp_path / "ws" / "sessions" / "t1").glob("tool_result-*"))
+
+
+async def test_an_output_that_cannot_be_stored_stays_whole(tmp_path: Path) -> None:
+    class FullDisk(LocalWorkspace):
+        async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+            raise OffloadError("cannot write tool_result-c1.txt: no space left on device")
+
+    session = WorkspaceSession(FullDisk(tmp_path / "ws"), "t1", config=CONFIG)
+    output = {"type": "function_call_output", "call_id": "c1", "output": BIG}
+    await session.add_items([output])
+    assert await session.get_items() == [output]  # nothing is dropped before it is stored
+
+
+async def test_a_planted_link_is_never_written_through(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    await session.add_items([user("start")])
+    folder = tmp_path / "ws" / "sessions" / "t1"
+    (folder / "tool_result-c1.txt").symlink_to(tmp_path / "elsewhere" / "x.txt")
+    output = {"type": "function_call_output", "call_id": "c1", "output": BIG}
+    await session.add_items([output])
+    kept = (await session.get_items())[-1]
+    assert not list((tmp_path / "elsewhere").iterdir())
+    # Stored under the next free name, which the item names.
+    assert "tool_result-c1.2.txt" in kept["output"]
+    assert (folder / "tool_result-c1.2.txt").read_text(encoding="utf-8") == BIG
+
+
+async def test_the_filter_of_a_session_is_on_its_session(tmp_path: Path) -> None:
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "../../etc/passwd")
+    assert "/" not in session.session_id
+    offload = session.input_filter(memory=True)
+    assert offload.session_id == session.session_id
+    assert offload.config is session.config and offload.workspace is session.workspace
+    assert "memory" in [tool.name for tool in offload.tools]
+    other = ContextConfig(context_window=64_000)
+    assert session.input_filter(config=other).config is other
+    with pytest.raises(ConfigError, match="leave it out"):
+        session.input_filter(session_id="other")
+
+
+async def test_a_workspace_that_keeps_no_history_is_refused_at_construction() -> None:
+    class NoHistory:
+        """A workspace of one's own that keeps no history log."""
+
+        def __init__(self) -> None:
+            self._workspace = InMemoryWorkspace()
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("append_history", "read_history"):
+                raise AttributeError(name)
+            return getattr(self._workspace, name)
+
+    with pytest.raises(ConfigError, match="append_history, read_history"):
+        WorkspaceSession(NoHistory(), "t1")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not a ctxoffload Workspace"):
+        WorkspaceSession(object(), "t1")  # type: ignore[arg-type]
+    assert WorkspaceSession(InMemoryWorkspace(), "t1").session_id == "t1"
+
+
+async def test_an_add_a_kill_cut_part_way_is_never_seen_half(tmp_path: Path) -> None:
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    await session.add_items([user("a"), user("b")])
+    log = history_file(tmp_path / "ws")
+    whole = log.read_bytes()
+    await session.add_items([user("c" * 1_000), user("d")])
+    log.write_bytes(log.read_bytes()[: len(whole) + 500])  # the write, cut by a kill
+    fresh = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    assert await fresh.get_items() == [user("a"), user("b")]
+    await fresh.add_items([user("e")])
+    again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    assert await again.get_items() == [user("a"), user("b"), user("e")]
+
+
+WRITER = """
+import asyncio, sys
+from ctxoffload import LocalWorkspace
+from ctxoffload.integrations.openai_agents import WorkspaceSession
+
+async def main():
+    session = WorkspaceSession(LocalWorkspace(sys.argv[1]), "t1")
+    first = int(sys.argv[2])
+    for i in range(first, first + 10_000):
+        body = f"{i}:" + "x" * int(sys.argv[3])
+        answer = {"role": "assistant", "content": f"ack {i}"}
+        await session.add_items([{"role": "user", "content": body}, answer])
+        print(i, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_a_kill_mid_add_loses_no_acknowledged_item_and_leaves_no_half_one(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "ws"
+    size = 400_000  # a write long enough to be cut part-way
+    acknowledged: list[int] = []
+    rng = random.Random(56)
+    for _ in range(6):
+        first = acknowledged[-1] + 1 if acknowledged else 0
+        child = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(folder), str(first), str(size)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        for _ in range(rng.randint(1, 4)):
+            acknowledged.append(int(child.stdout.readline()))
+        time.sleep(rng.random() * 0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        acknowledged += [int(n) for n in child.stdout.read().split()]  # printed before it died
+        child.stdout.close()
+    import asyncio
+
+    items = asyncio.run(WorkspaceSession(LocalWorkspace(folder), "t1").get_items())
+    # Pairs, each whole; every acknowledged pair there, in order; at most one more per kill.
+    assert len(items) % 2 == 0
+    numbers = []
+    for asked, answered in zip(items[::2], items[1::2], strict=True):
+        n, body = asked["content"].split(":", 1)
+        assert body == "x" * size and answered["content"] == f"ack {n}"
+        numbers.append(int(n))
+    assert set(acknowledged) <= set(numbers)
+    assert numbers == sorted(numbers) and len(numbers) - len(set(acknowledged)) <= 6
+    # The session goes on after the kills: the next add lands whole after them.
+    session = WorkspaceSession(LocalWorkspace(folder), "t1")
+    asyncio.run(session.add_items([user("after")]))
+    assert asyncio.run(WorkspaceSession(LocalWorkspace(folder), "t1").get_items())[-1] == user(
+        "after"
+    )

@@ -1,0 +1,14 @@
+"""The example of docs/guides/smolagents.md runs as written against the real smolagents (the
+docs' own test skips it: their environment has no smolagents)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from frameworks import check_the_nightly_example, require_framework
+
+require_framework("smolagents", "smolagents")
+
+
+def test_the_guide_example_runs_and_stores_the_log(tmp_path: Path) -> None:
+    check_the_nightly_example("smolagents.md", tmp_path)
