@@ -15,7 +15,11 @@ from contract import DoorDriver, Outcome, Turn, gated_fetch, run_held_in_its_too
 from ctxoffload import ContextConfig, SessionBusyError
 from ctxoffload._disk.ids import session_id_for
 
-CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+CONFIG = ContextConfig(context_window=3_800, tool_result_limit=300)
+"""A window the resume test's conversation passes at its 12th request (ADK's requests carry
+the agent's instruction and the read-back tools' declarations), so the first request after
+the resume re-applies that summary: one the resumed process made anew would name the files
+it did not truncate itself in its artifact index, not its summary (not held to the bytes)."""
 
 
 class _Made:

@@ -15,17 +15,19 @@ from contract import DoorDriver, Outcome, Turn, gated_fetch, run_held_in_its_too
 
 from ctxoffload import ContextConfig
 
-CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+CONFIG = ContextConfig(context_window=3_500, tool_result_limit=300)
+"""A window the resume test's conversation passes at its 11th call (a memory counts the
+messages it keeps and the schemas of the tools it gave the agent, not the agent's system
+prompt and this run's steps), so the first call after the resume re-applies that summary."""
 
 
 class _Made:
     """The workspace, the memory of each conversation (LlamaIndex's door is the memory),
     where their chats are kept, and the gate a live run's tool waits at."""
 
-    def __init__(self, workspace: Any, first: Any) -> None:
+    def __init__(self, workspace: Any) -> None:
         self.workspace = workspace
         self.memories: dict[str, Any] = {}
-        self.first = first  # the memory built to check the workspace, used by a run without id
         self.chats = Path(workspace.workdir).parent / f"{Path(workspace.workdir).name}-chats.db"
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
@@ -39,8 +41,8 @@ class LlamaIndexDriver(DoorDriver):
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.llama_index import OffloadingMemory
 
-        first = OffloadingMemory(workspace, config=CONFIG)
-        return _Made(workspace, first)
+        OffloadingMemory(workspace, config=CONFIG)  # what the application builds first: checked
+        return _Made(workspace)
 
     def _memory(self, made: _Made, conversation: str | None) -> Any:
         from llama_index_scripted import chat_store
@@ -48,10 +50,9 @@ class LlamaIndexDriver(DoorDriver):
         from ctxoffload.integrations.llama_index import OffloadingMemory
 
         if conversation is None:  # a memory given no session_id: a new conversation each
-            memory, made.first = made.first, None
-            if memory is None:
-                memory = OffloadingMemory(made.workspace, config=CONFIG)
-            return memory
+            return OffloadingMemory.from_defaults(
+                made.workspace, config=CONFIG, chat_store=chat_store(made.chats)
+            )
         memory = made.memories.get(conversation)
         if memory is None:
             memory = made.memories[conversation] = OffloadingMemory.from_defaults(
