@@ -223,7 +223,7 @@ class BucketCopies:
             if session is not None:
                 sessions = asyncio.run(store.list_sessions())
                 if session not in sessions:
-                    from ._arguments import said_session
+                    from ._session_name import said_session
 
                     raise CliError(
                         f"no session {said_session(session)} in {store.url!r}: `ctxoffload ls` "

@@ -1,11 +1,12 @@
-"""LangChain v1: `ContextOffloadMiddleware` for `langchain.agents.create_agent`, and the
-converters between LangChain messages and ctxoffload's.
+"""LangChain v1: `ContextOffloadMiddleware` for `langchain.agents.create_agent`,
+`DeltaAgentState`, and the converters between LangChain messages and ctxoffload's.
 
 The middleware stores a big tool result whole in the workspace before it enters LangGraph
 state (so no checkpoint holds it), and sends each model call the projection of the history
 (`ctxoffload.compression.Projector`): big results as head + notice, older turns as a summary
-past the trigger, the same bytes on every call. State keeps every message. Its `tools` read
-offloaded content back.
+past the trigger, the same bytes on every call. State keeps what the model is sent, once
+what left it is stored (`full_state=True`: every message). Its `tools` read offloaded
+content back. `DeltaAgentState` checkpoints `messages` as deltas.
 
 Example::
 
