@@ -91,27 +91,30 @@ class GenaiHistory:
     `Msg` objects (what the projector needs to do O(new) work)."""
 
     def __init__(self) -> None:
-        # Content index -> what the content there said (`_said`) and its Msgs.
-        self._read: dict[int, tuple[tuple[Any, ...], list[Msg]]] = {}
+        # Content index -> the role of the content there, each of its parts' fields (a copy of
+        # the part's `__dict__`), and its Msgs.
+        self._read: dict[int, tuple[Any, list[dict[str, Any]], list[Msg]]] = {}
         # Msg id -> the index of the content it came from, and the part index of each block.
         self._where: dict[str, tuple[int, list[int]]] = {}
 
     def read(self, contents: Sequence[Any]) -> GenaiRead:
-        """The `Msg` objects of `contents`, oldest first (the same objects for a content read before
-        at the same position)."""
+        """The `Msg` objects of `contents`, oldest first (the same objects for a content read
+        before at the same position)."""
         msgs: list[Msg] = []
+        known_at = self._read.get
         for index, content in enumerate(contents):
-            said = _said(content)
-            known = self._read.get(index)
-            # The copy ADK made shares its payloads with the session's event, so comparing
-            # the two is mostly comparing objects with themselves.
-            if known is None or known[0] != said:
+            fields = [part.__dict__ for part in content.parts or ()]
+            known = known_at(index)
+            # The copy ADK made shares its payloads with the session's event: comparing its
+            # parts' fields with those read before is mostly comparing objects with themselves.
+            if known is None or known[0] != content.role or known[1] != fields:
                 previous = contents[index - 1] if index else None
                 read = _read_content(index, content, previous)
                 for msg, parts in read:
                     self._where[msg.id] = (index, parts)
-                known = self._read[index] = (said, [msg for msg, _ in read])
-            msgs.extend(known[1])
+                said = [dict(part) for part in fields]
+                known = self._read[index] = (content.role, said, [msg for msg, _ in read])
+            msgs.extend(known[2])
         if len(self._where) > 2 * len(msgs) + 64:  # bounded: forget what the host dropped
             self._read = {i: v for i, v in self._read.items() if i < len(contents)}
             ids = {msg.id for msg in msgs}
@@ -179,11 +182,6 @@ class GenaiRead:
                 part = original.parts[index]
                 parts.append(part if block == was else _replaced(part, block))
         return original.model_copy(update={"parts": parts})
-
-
-def _said(content: Any) -> tuple[Any, ...]:
-    """What a content says: its role and each part's fields (equal for a copy of it)."""
-    return (content.role, *(tuple(part.__dict__.values()) for part in content.parts or ()))
 
 
 def _read_content(index: int, content: Any, previous: Any) -> list[tuple[Msg, list[int]]]:
