@@ -100,6 +100,8 @@ autodoc_mock_imports = [
     "pydantic_ai",
     "smolagents",
     "haystack",
+    "google",
+    "llama_index",
 ]
 python_use_unqualified_type_names = True
 # The docstrings write code in single backticks, as in Markdown: show it as code.

@@ -11,12 +11,13 @@ A new door proves itself here: write its driver, add it to `DRIVERS`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import importlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -138,6 +139,21 @@ class DoorDriver:
         return self.make(workspace)
 
 
+def gated_fetch(made: Any, outputs: list[str]) -> Callable[[], Awaitable[str]]:
+    """The async tool `fetch` of a driver's conversation: `outputs` in order, waiting at
+    `made.gate` (after setting `made.entered`) while `run_held_in_its_tool` holds it."""
+    gate, entered = made.gate, made.entered
+
+    async def fetch() -> str:
+        """Fetch the next output."""
+        if gate is not None:
+            entered.set()
+            await asyncio.to_thread(gate.wait, 30)
+        return outputs.pop(0)
+
+    return fetch
+
+
 @contextlib.contextmanager
 def run_held_in_its_tool(driver: DoorDriver, made: Any, conversation: str) -> Iterator[None]:
     """`driver.live_run` for a door whose conversation's tool waits at `made.gate` (set here)
@@ -218,8 +234,10 @@ DRIVERS: list[str] = [
     "claude_agent_sdk",
     "claude_code",
     "deepagents",
+    "google_adk",
     "haystack",
     "langchain",
+    "llama_index",
     "mcp_proxy",
     "openai_agents",
     "pydantic_ai",

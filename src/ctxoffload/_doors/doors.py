@@ -145,6 +145,33 @@ DOORS: Mapping[str, Door] = {
             "another session",
         ),
         Door(
+            "google-adk",
+            host="Google ADK",
+            adapter="ContextOffloadPlugin",
+            conversation="the ADK session's id (runner.run_async(..., session_id=...))",
+            projects=True,
+            records=_PROJECTED,
+            busy="wait for the other run of this ADK session to end, or run this one in "
+            "another session (session_service.create_session(...))",
+        ),
+        Door(
+            "llama-index",
+            host="LlamaIndex",
+            adapter="OffloadingMemory",
+            conversation="the memory's session_id (OffloadingMemory.from_defaults(workspace, "
+            "session_id=...))",
+            projects=True,
+            records="what the memory gave the agent at each read (`ctxoffload show SESSION "
+            "--step N` rebuilds it) and the tool results it stored; not the model calls (the "
+            "agent adds this run's own steps to what it reads)",
+            busy="close the other memory of this session (await memory.aclose()), or give "
+            "this one another session_id",
+            one_writer="a memory holds its session's lease from its first use to aclose() "
+            "(or until it is dropped); a second memory of the same session meanwhile is "
+            "refused: close the other memory of this session (await memory.aclose()), or "
+            "give this one another session_id",
+        ),
+        Door(
             "strands",
             host="Strands",
             adapter="OffloadingConversationManager",

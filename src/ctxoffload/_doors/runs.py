@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Hashable, Iterator
 from typing import Any, TypeVar
 
 from .._disk.events import Door as DoorEvent
@@ -248,6 +248,25 @@ class HostRuns:
             current.calls -= 1
             current.beats += 1
 
+    def enter(self, session: str, run: str, call: Hashable) -> None:
+        """A call of run `run` is in flight until `leave(session, run, call)`: for a host whose
+        hooks come as a pair before and after a call (ADK's callbacks), not around it.
+        Entering a call already in flight changes nothing."""
+        current = self._runs.get(session)
+        if current is None or current.run != run or call in current.entered:
+            return
+        current.entered.add(call)
+        current.beats += 1
+
+    def leave(self, session: str, run: str, call: Hashable) -> None:
+        """The call `enter` named has ended (leaving one that is not in flight changes
+        nothing: a host may report the end of a call twice)."""
+        current = self._runs.get(session)
+        if current is None or current.run != run or call not in current.entered:
+            return
+        current.entered.discard(call)
+        current.beats += 1
+
     def _gone(self, run: _Run) -> bool:
         """Whether a run holding a lease here is gone: as it says (`live`), else no call in
         flight, and none begun or ended, for `grace` seconds."""
@@ -256,10 +275,10 @@ class HostRuns:
         deadline = time.monotonic() + self.grace
         beats = run.beats
         while time.monotonic() < deadline:
-            if run.calls > 0 or run.beats != beats:
+            if run.calls > 0 or run.entered or run.beats != beats:
                 return False
             time.sleep(min(0.02, self.grace))
-        return run.calls == 0 and run.beats == beats
+        return run.calls == 0 and not run.entered and run.beats == beats
 
     def _on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run `coro` on this object's loop, in a context of its own: what the loop makes (its
@@ -279,7 +298,17 @@ class _Run:
     """A run of this process holding a session: its id, lease, calls in flight, how to ask
     whether it is still going (None: the host does not say), and the `HostRuns` holding it."""
 
-    __slots__ = ("__weakref__", "beats", "calls", "held_by", "lease", "live", "owner", "run")
+    __slots__ = (
+        "__weakref__",
+        "beats",
+        "calls",
+        "entered",
+        "held_by",
+        "lease",
+        "live",
+        "owner",
+        "run",
+    )
 
     def __init__(
         self,
@@ -293,7 +322,8 @@ class _Run:
         self.live = live
         self.held_by = None if held_by is None else weakref.ref(held_by)
         self.owner: weakref.ref[Any] | None = None  # the host's object for the run
-        self.calls = 0
+        self.calls = 0  # around `active`
+        self.entered: set[Hashable] = set()  # between `enter` and `leave`
         self.beats = 0
 
 

@@ -75,6 +75,8 @@ def compaction_item(message: Msg | Mapping[str, Any]) -> CompactionItem | None:
             Responses-API item dict.
     """
     if isinstance(message, Msg):
+        if not message.metadata:  # most messages: looked at on every projected call
+            return None
         named = message.metadata.get(HOST_ITEM_KEY)
         if isinstance(named, Mapping) and _is_compaction(named.get("item")):
             return CompactionItem(str(named.get("provider")), copy.deepcopy(dict(named["item"])))

@@ -12,7 +12,6 @@ user text.
 from __future__ import annotations
 
 import base64
-import hashlib
 import importlib
 import json
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from ..messages import (
     ToolResultBlock,
     URLSource,
 )
+from ._message_ids import message_id
 
 __all__ = [
     "INSTALL_HINT",
@@ -66,7 +66,7 @@ def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
             blocks = [block for part in message.parts for block in _response_blocks(part)]
             compaction = _compaction(message)
             metadata = {HOST_ITEM_KEY: compaction} if compaction is not None else {}
-            msg_id = f"{index}.0.{_digest(blocks)}"
+            msg_id = message_id(index, 0, blocks)
             out.append(Msg(role="assistant", content=blocks, id=msg_id, metadata=metadata))
             continue
         runs: list[tuple[str, list[Block], dict[str, str]]] = []
@@ -79,19 +79,10 @@ def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
                 runs.append((role, blocks, outcomes))
         for run, (role, blocks, outcomes) in enumerate(runs):
             metadata = {"outcomes": outcomes} if outcomes else {}
-            msg_id = f"{index}.{run}.{_digest(blocks)}"
+            msg_id = message_id(index, run, blocks)
             msg = Msg(role=role, content=blocks, id=msg_id, metadata=metadata)  # type: ignore[arg-type]
             out.append(msg)
     return out
-
-
-def _digest(blocks: Sequence[Block]) -> str:
-    """16 hex digits of what the blocks say (the same blocks give the same digest in every
-    process)."""
-    text = json.dumps(
-        [block.model_dump(mode="json") for block in blocks], sort_keys=True, ensure_ascii=False
-    )
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def to_pydantic_ai(msgs: Sequence[Msg]) -> list[Any]:

@@ -1,0 +1,320 @@
+"""`ContextOffloadPlugin`: ctxoffload as a Google ADK plugin.
+
+ADK rebuilds every model request from the session's events and sends it whole; a plugin's
+`before_model_callback` may change what one request is sent (the `LlmRequest`'s contents)
+without touching the events, and its `after_tool_callback` may replace a tool's result before
+it becomes an event. So a big result is stored whole when the tool returns (the session keeps
+its head and a notice), and every request's contents go through a `Projector`, which re-applies
+the same truncations and summary each time: a session resumed in another process projects the
+same way, from the workspace's record.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.doors import DOORS
+from .._doors.identity import conversation_session
+from .._doors.runs import HostRuns
+from .._overflow import is_context_overflow
+from ..compression import ContextConfig, Projector
+from ..exceptions import ConfigError
+from ..messages import Msg, TextBlock, ToolResultBlock
+from ..model import ChatModel
+from ..workspace import Workspace, writing_as
+from ._google_adk_messages import INSTALL_HINT, GenaiHistory, response_text
+from ._message_ids import message_id
+from ._model_name import model_name_of
+from ._reading import reading_functions
+
+__all__ = ["ContextOffloadPlugin"]
+
+try:
+    _BasePlugin: Any = importlib.import_module("google.adk.plugins.base_plugin").BasePlugin
+    _FunctionTool: Any = importlib.import_module("google.adk.tools.function_tool").FunctionTool
+except ImportError as exc:  # pragma: no cover - exercised where ADK is absent
+    raise ConfigError(INSTALL_HINT) from exc
+
+
+class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
+    """A Google ADK plugin that offloads big tool results and compacts what the model is sent,
+    into a ctxoffload workspace.
+
+    - A tool result whose text (a string, or the JSON of any other value) is over the
+      config's `tool_result_limit` is stored whole (`sessions/<session>/tool_result-<call
+      id>.txt`) and becomes the function response `{"result": <head + notice>}`, so the
+      session's event holds no more than the model reads.
+    - Every model request is sent the projection of its contents: past the config's trigger
+      the older ones as a summary (they go to the session's context.jsonl first). The
+      session's events keep everything. A request the provider refuses as over its window
+      (`is_context_overflow`) makes the next request of the session summarised at once (an
+      ADK plugin cannot send a request again).
+    - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
+      `retrieve_offloaded_content` as ADK `FunctionTool` objects, to read back what was offloaded;
+      with `memory=True`, the memory tool too (`memories/` of the workspace, every change an
+      event of the session).
+
+    The session is the ADK session's id, mapped by the one rule every door follows
+    (docs/guides/hosts.md). A run (`runner.run_async`) holds the session's lease from
+    `before_run_callback` to `after_run_callback`: a second run of the same session
+    meanwhile (another `run_async`, another process) fails at its start with
+    `SessionBusyError` (ADK wraps an error raised in a plugin in a `RuntimeError` naming the
+    plugin: the `SessionBusyError` is its `__cause__`), and the first goes on.
+
+    Args:
+        workspace: where offloaded content goes (a `Workspace`; a path is refused: pass
+            `LocalWorkspace(path)`).
+        config: when to truncate and when to summarise (its `context_window` is the window).
+        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an extractive
+            summary.
+        max_output_chars: longest answer of a reading tool.
+        memory: give the agent the memory tool too (a `LocalWorkspace` only).
+        name: the plugin's name in ADK (unique among the runner's plugins).
+
+    Raises:
+        ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
+            no `ContextConfig`, or `max_output_chars` is not a positive int.
+
+    Example::
+
+        offload = ContextOffloadPlugin(
+            LocalWorkspace("ws"), config=ContextConfig(context_window=128_000)
+        )
+        agent = LlmAgent(name="ops", model=model, tools=[fetch_logs, *offload.tools])
+        runner = InMemoryRunner(agent=agent, app_name="ops", plugins=[offload])
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        config: ContextConfig | None = None,
+        summary_model: ChatModel | None = None,
+        max_output_chars: int = 20_000,
+        memory: bool = False,
+        name: str = "ctxoffload",
+    ) -> None:
+        super().__init__(name=name)
+        self.workspace = checked_workspace(workspace, _DOOR)
+        self.config = checked_config(config)
+        self.summary_model = summary_model
+        checked_positive(max_output_chars, "max_output_chars")
+        self.tools = [
+            _FunctionTool(function)
+            for function in reading_functions(workspace, max_output_chars, memory=memory)
+        ]
+        self._runs = HostRuns(workspace, _DOOR)
+        self._sessions: dict[str, _Session] = {}
+        self._writing: dict[str, Any] = {}  # function call id -> its tool's `writing_as`
+        self._overflowed: set[str] = set()
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def before_run_callback(self, *, invocation_context: Any) -> Any:
+        """A run begins: take its session's lease.
+
+        Raises:
+            SessionBusyError: another live run writes the session.
+        """
+        given = invocation_context.session.id
+        await self._runs.abegin(
+            conversation_session(given),
+            invocation_context.invocation_id,
+            conversation=given,
+            owner=invocation_context,  # a run ADK cancelled ends with its context
+        )
+        return None
+
+    async def after_run_callback(self, *, invocation_context: Any) -> None:
+        """The run has ended: give its session up."""
+        session = conversation_session(invocation_context.session.id)
+        await self._runs.aend(session, invocation_context.invocation_id)
+
+    async def on_run_error_callback(self, *, invocation_context: Any, error: Exception) -> None:
+        """The run failed: give its session up (a run that was refused holds nothing)."""
+        await self.after_run_callback(invocation_context=invocation_context)
+
+    # -- the model ----------------------------------------------------------------------------
+
+    async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> Any:
+        """Send the model the projection of the request's contents; the events stay."""
+        session = self._session(callback_context)
+        self._runs.enter(session.id, callback_context.invocation_id, _model_call(callback_context))
+        read = session.history.read(llm_request.contents)
+        system = session.system(llm_request.config.system_instruction)
+        history = [system, *read.msgs] if system is not None else read.msgs
+        session.projector.use_model(model_name_of(llm_request.model))
+        force = session.id in self._overflowed
+        self._overflowed.discard(session.id)
+        projected = await session.projector.project(
+            history, tools=_schemas(llm_request.config.tools), force=force
+        )
+        llm_request.contents = read.back(projected)
+        return None
+
+    async def after_model_callback(self, *, callback_context: Any, llm_response: Any) -> Any:
+        """The input tokens the provider reported (`prompt_token_count`, cached ones included)
+        decide the next request (`Projector.report_usage`); a streamed chunk changes nothing."""
+        if llm_response.partial:
+            return None
+        session = self._session(callback_context)
+        self._runs.leave(session.id, callback_context.invocation_id, _model_call(callback_context))
+        usage = llm_response.usage_metadata
+        reported = getattr(usage, "prompt_token_count", None)
+        if isinstance(reported, int):
+            await session.projector.report_usage(reported)
+        return None
+
+    async def on_model_error_callback(
+        self, *, callback_context: Any, llm_request: Any, error: Exception
+    ) -> Any:
+        """A request refused as over the window makes the session's next one summarised."""
+        session = self._session(callback_context)
+        self._runs.leave(session.id, callback_context.invocation_id, _model_call(callback_context))
+        if is_context_overflow(error):
+            self._overflowed.add(session.id)
+        return None
+
+    # -- the tools ----------------------------------------------------------------------------
+
+    async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> Any:
+        """The tool's events (a memory change) are the session's, and its run is live."""
+        session = self._session(tool_context)
+        call = tool_context.function_call_id
+        self._runs.enter(session.id, tool_context.invocation_id, ("tool", call))
+        writing = writing_as(_AGENT, session.id)
+        writing.__enter__()
+        self._writing[call] = writing
+        return None
+
+    async def after_tool_callback(
+        self, *, tool: Any, tool_args: Any, tool_context: Any, result: Any
+    ) -> Any:
+        """A big result becomes `{"result": <its head and a notice>}`; the whole text goes to
+        the workspace first."""
+        session = self._session(tool_context)
+        call = tool_context.function_call_id
+        self._done(session, tool_context)
+        text = _result_text(result)
+        # A token is at least one character: a text no longer than the limit fits.
+        if text is None or len(text) <= self.config.tool_result_limit:
+            return None
+        block = ToolResultBlock(id=call or "", name=tool.name, output=text)
+        kept = await session.projector.offload_tool_result(block)
+        if kept.output == text or not isinstance(kept.output, str):
+            return None
+        return {"result": kept.output}
+
+    async def on_tool_error_callback(
+        self, *, tool: Any, tool_args: Any, tool_context: Any, error: Exception
+    ) -> Any:
+        """A tool that failed (or was cancelled) has ended too."""
+        self._done(self._session(tool_context), tool_context)
+        return None
+
+    def _done(self, session: _Session, tool_context: Any) -> None:
+        call = tool_context.function_call_id
+        self._runs.leave(session.id, tool_context.invocation_id, ("tool", call))
+        writing = self._writing.pop(call, None)
+        if writing is not None:
+            writing.__exit__(None, None, None)
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def _session(self, context: Any) -> _Session:
+        """The state of the ADK session a callback's context belongs to."""
+        given = context.session.id
+        session = self._sessions.get(given)
+        if session is None:
+            name = conversation_session(given)
+            projector = Projector(
+                self.workspace, name, config=self.config, model=self.summary_model
+            )
+            session = self._sessions[given] = _Session(name, projector)
+        return session
+
+
+class _Session:
+    """One ADK session's projector, the contents read of it, and its instruction as a `Msg`."""
+
+    def __init__(self, session: str, projector: Projector) -> None:
+        self.id = session
+        self.projector = projector
+        self.history = GenaiHistory()
+        self._system: tuple[str, Msg] | None = None
+
+    def system(self, instruction: Any) -> Msg | None:
+        """The request's system instruction as a leading system `Msg` (it counts against
+        the window and is never summarised), the same object while it says the same."""
+        text = _instruction_text(instruction)
+        if not text:
+            return None
+        if self._system is None or self._system[0] != text:
+            blocks = [TextBlock(text=text)]
+            msg = Msg(role="system", content=text, id="system." + message_id(0, 0, blocks))
+            self._system = (text, msg)
+        return self._system[1]
+
+
+_DOOR = DOORS["google-adk"]
+_AGENT = _DOOR.name
+"""Who the events of a run's tools are written by."""
+
+
+def _model_call(context: Any) -> tuple[str, str]:
+    """The name of a model call in flight: an agent makes one at a time."""
+    return ("model", str(context.agent_name))
+
+
+def _instruction_text(instruction: Any) -> str:
+    """The text of a `GenerateContentConfig.system_instruction` (a string, a part, a content
+    or a list of them)."""
+    if instruction is None:
+        return ""
+    if isinstance(instruction, str):
+        return instruction
+    if isinstance(instruction, list):
+        return "\n".join(_instruction_text(item) for item in instruction)
+    parts = getattr(instruction, "parts", None)
+    if parts is not None:
+        return "\n".join(part.text or "" for part in parts)
+    text = getattr(instruction, "text", None)
+    return text if isinstance(text, str) else str(instruction)
+
+
+def _schemas(tools: Any) -> list[dict[str, Any]]:
+    """The request's function declarations as OpenAI schemas (they count against the
+    window)."""
+    out: list[dict[str, Any]] = []
+    for tool in tools or ():
+        for declaration in getattr(tool, "function_declarations", None) or ():
+            parameters = declaration.parameters_json_schema
+            if parameters is None and declaration.parameters is not None:
+                parameters = declaration.parameters.model_dump(mode="json", exclude_none=True)
+            out.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": declaration.name or "",
+                        "description": declaration.description or "",
+                        "parameters": parameters or {},
+                    },
+                }
+            )
+    return out
+
+
+def _result_text(result: Any) -> str | None:
+    """A tool's result as the text the model reads of it: a string as it is (alone, or as
+    `{"result": ...}`), any other value as its JSON; None for a value with no JSON (media,
+    which ADK sends as parts of their own)."""
+    if isinstance(result, str):
+        return result
+    try:
+        json.dumps(result, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+    return response_text(result)

@@ -1,0 +1,362 @@
+"""The ContextOffloadPlugin under a real Google ADK `Runner`, offline (ADK's own `BaseLlm`,
+scripted): tool results stored whole, a long run compacted with nothing lost, a session resumed
+in a new process projecting the same way, `ctxoffload show` rebuilding each request, one live
+run per session, and the read-back tools used from inside the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from frameworks import context_ids, require_framework
+
+require_framework("google.adk", "google_adk")
+
+import pytest  # noqa: E402
+from google.genai import types  # noqa: E402
+from google_adk_scripted import (  # noqa: E402
+    BIG,
+    CONFIG,
+    Scripted,
+    ask,
+    call,
+    converse,
+    runner_on,
+    say,
+    session_of,
+    tokens,
+    wire,
+)
+
+from ctxoffload import SessionBusyError  # noqa: E402
+from ctxoffload.integrations.google_adk import (  # noqa: E402
+    from_genai,
+    to_genai,
+)
+
+
+def responses(events: list[Any]) -> list[types.FunctionResponse]:
+    """The function responses among a run's events."""
+    return [
+        part.function_response
+        for event in events
+        if event.content is not None
+        for part in event.content.parts or []
+        if part.function_response is not None
+    ]
+
+
+async def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
+    assert len(BIG) > 5_000_000
+    model = Scripted(replies=[call("dump", {}, "call_1"), say("The export finished.")])
+    runner, _ = runner_on(tmp_path / "ws", model)
+    events = await ask(runner, await session_of(runner, "t1"), "dump the log")
+    stored = tmp_path / "ws" / "sessions" / "t1" / "tool_result-call_1.txt"
+    assert stored.read_text(encoding="utf-8") == BIG
+    (kept,) = responses(events)
+    assert kept.id == "call_1" and set(kept.response or {}) == {"result"}
+    text = str((kept.response or {})["result"])
+    assert text.startswith(BIG[:200])
+    assert "tool_result-call_1.txt" in text and len(text) < 5_000
+    # The session's event is as lean as what the model reads.
+    session = await runner.session_service.get_session(
+        app_name="ops", user_id="ana", session_id="t1"
+    )
+    assert session is not None and len(session.model_dump_json()) < 20_000
+    assert tokens(model.seen[1]) < CONFIG.context_window
+
+
+async def test_a_result_that_is_no_string_is_stored_as_the_json_the_model_reads(
+    tmp_path: Path,
+) -> None:
+    rows = [{"row": i, "status": "ok"} for i in range(5_000)]
+
+    def table() -> dict[str, object]:
+        """The export's table."""
+        return {"rows": rows}
+
+    model = Scripted(replies=[call("table", {}, "call_t"), say("ok")])
+    runner, _ = runner_on(tmp_path / "ws", model, tools=[table])
+    events = await ask(runner, await session_of(runner, "t"), "the table")
+    stored = tmp_path / "ws" / "sessions" / "t" / "tool_result-call_t.txt"
+    assert json.loads(stored.read_text(encoding="utf-8")) == {"rows": rows}
+    (kept,) = responses(events)
+    assert "tool_result-call_t.txt" in str((kept.response or {})["result"])
+
+
+async def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Path) -> None:
+    model = Scripted(replies=[call("dump", {}, "c1"), call("dump", {}, "c2"), say("Both stored.")])
+    runner, _ = runner_on(tmp_path / "ws", model)
+    await ask(runner, await session_of(runner, "s1"), "dump the log twice")
+    sent = [wire(request) for request in model.seen]
+    assert len(sent) == 3
+    for before, after in itertools.pairwise(sent):
+        assert after[: len(before)] == before
+
+
+async def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:
+    model = Scripted()
+    runner, _ = runner_on(tmp_path / "ws", model)
+    await converse(runner, model, range(80), "long")
+    session = await runner.session_service.get_session(
+        app_name="ops", user_id="ana", session_id="long"
+    )
+    assert session is not None
+    kept = [event.content for event in session.events if event.content is not None]
+    assert len(kept) == 160  # the session keeps every turn
+    assert max(tokens(request) for request in model.seen) < CONFIG.context_window
+    last = set(wire(model.seen[-1]))
+    everything = [
+        msg
+        for msg, content in zip(from_genai(kept[:-1]), kept[:-1], strict=True)
+        if json.dumps(content.model_dump(mode="json", exclude_none=True), sort_keys=True)
+        not in last
+    ]
+    left = {msg.id for msg in everything}
+    assert len(left) > 100
+    assert left <= context_ids(tmp_path / "ws", "long")
+
+
+async def test_a_resumed_session_projects_the_same_contents(tmp_path: Path) -> None:
+    # A new runner, plugin and workspace object, on the session ADK kept, must send what the
+    # unbroken run sent.
+    control = Scripted()
+    runner, _ = runner_on(tmp_path / "a", control)
+    await converse(runner, control, range(41), "t")
+    first = Scripted()
+    runner, _ = runner_on(tmp_path / "b", first)
+    await converse(runner, first, range(40), "t")
+    resumed = Scripted()
+    again, _ = runner_on(tmp_path / "b", resumed, sessions=runner.session_service)
+    await converse(again, resumed, range(40, 41), "t")
+
+    def neutral(lines: list[str], folder: Path) -> list[str]:
+        return [line.replace(str(folder), "WS") for line in lines]
+
+    assert neutral(wire(resumed.seen[0]), tmp_path / "b") == neutral(
+        wire(control.seen[-1]), tmp_path / "a"
+    )
+    assert len(resumed.seen[0].contents) < 80  # it was compacted
+
+
+def test_a_session_resumed_in_a_new_process_projects_the_same_contents(tmp_path: Path) -> None:
+    control = Scripted()
+    runner, _ = runner_on(tmp_path / "a", control)
+    asyncio.run(converse(runner, control, range(41), "t"))
+    script = Path(__file__).with_name("google_adk_resume.py")
+    folder, db, out = tmp_path / "b", tmp_path / "sessions.db", tmp_path / "sent.json"
+    for first, last in ((0, 40), (40, 41)):
+        subprocess.run(
+            [sys.executable, str(script), str(folder), str(db), str(first), str(last), str(out)],
+            check=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    (resumed,) = json.loads(out.read_text())
+    unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in wire(control.seen[-1])]
+    assert [line.replace(str(folder), "WS") for line in resumed] == unbroken
+    assert len(resumed) < 80
+
+
+def test_show_prints_what_each_request_was_sent(tmp_path: Path) -> None:
+    """`ctxoffload show --step N` on an ADK session: the contents request N was sent (the
+    instruction first), the 5 MB result as the head and notice the model read."""
+    model = Scripted(replies=[call("dump", {}, "call_1"), say("The export finished.")])
+    runner, _ = runner_on(tmp_path / "ws", model)
+
+    async def run() -> None:
+        await ask(runner, await session_of(runner, "t1"), "dump the log")
+
+    asyncio.run(run())
+
+    def show(*args: str) -> str:
+        workdir = str(tmp_path / "ws")
+        command = [sys.executable, "-m", "ctxoffload", "show", "t1", "--workdir", workdir]
+        return subprocess.run([*command, *args], capture_output=True, text=True, check=True).stdout
+
+    for step, request in enumerate(model.seen, start=1):
+        shown = json.loads(show("--step", str(step), "--json"))["messages"]
+        sent = from_genai(request.contents)
+        assert shown[0]["role"] == "system"
+        assert "You keep the export job's log." in str(shown[0]["content"])
+        assert [m["role"] for m in shown[1:]] == [m.role for m in sent]
+        assert [str(m["content"]) for m in shown[1:]] == [
+            str(m.model_dump(mode="json")["content"]) for m in sent
+        ]
+    step_2 = show("--step", "2", "--full")
+    assert "tool_result-call_1.txt" in step_2 and len(step_2) < 20_000
+    assert "step 2 · model call" in show()
+
+
+async def test_a_run_holds_its_session_and_a_second_run_of_it_meanwhile_is_refused(
+    tmp_path: Path,
+) -> None:
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> str:
+        """Wait for the gate."""
+        entered.set()
+        await gate.wait()
+        return "done"
+
+    model = Scripted(replies=[call("slow", {}, "c1"), say("Finished.")])
+    runner, _ = runner_on(tmp_path / "ws", model, tools=[slow])
+    session = await session_of(runner, "shared")
+    first = asyncio.create_task(ask(runner, session, "wait"))
+    await entered.wait()
+    other = Scripted(replies=[say("never")])
+    second, _ = runner_on(tmp_path / "ws", other, sessions=runner.session_service)
+    with pytest.raises(RuntimeError) as refused:
+        await ask(second, session, "me too")
+    busy = refused.value.__cause__
+    assert isinstance(busy, SessionBusyError)
+    assert "run this one in another session" in str(busy) and "if_busy" not in str(busy)
+    assert other.seen == []  # the second run never reached its model
+    gate.set()
+    await first
+    again = Scripted(replies=[say("Free again.")])
+    third, _ = runner_on(tmp_path / "ws", again, sessions=runner.session_service)
+    await ask(third, session, "now")
+    assert len(again.seen) == 1
+
+
+async def test_the_agent_reads_an_offloaded_result_back_with_its_tools(tmp_path: Path) -> None:
+    model = Scripted(
+        replies=[
+            call("dump", {}, "call_1"),
+            call("Grep", {"pattern": "batch 123456 done"}, None),
+            say("Batch 123456 is done."),
+        ]
+    )
+    runner, _ = runner_on(tmp_path / "ws", model)
+    events = await ask(runner, await session_of(runner, "t"), "was batch 123456 done?")
+    grep = responses(events)[-1]
+    assert grep.name == "Grep"
+    assert "tool_result-call_1.txt:123457:03:36 INFO export batch 123456 done" in str(
+        (grep.response or {})["result"]
+    )
+
+
+def test_contents_round_trip_through_ctxoffload() -> None:
+    contents = [
+        types.Content(role="user", parts=[types.Part(text="look at the chart")]),
+        types.Content(
+            role="model",
+            parts=[
+                types.Part(text="thinking it over", thought=True, thought_signature=b"sig"),
+                types.Part(function_call=types.FunctionCall(id="c1", name="chart", args={"n": 1})),
+            ],
+        ),
+        types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id="c1", name="chart", response={"result": "a chart"}
+                    )
+                ),
+                types.Part(inline_data=types.Blob(data=b"\x89PNG", mime_type="image/png")),
+            ],
+        ),
+    ]
+    msgs = from_genai(contents)
+    assert [m.role for m in msgs] == ["user", "assistant", "tool", "user"]
+    back = to_genai(msgs)
+    assert back[1].parts[0].thought and back[1].parts[0].thought_signature == b"sig"
+    assert back[1].parts[1].function_call.args == {"n": 1}
+    assert back[2].parts[0].function_response.response == {"result": "a chart"}
+    assert back[3].parts[0].inline_data.data == b"\x89PNG"
+
+
+def test_calls_without_ids_pair_with_their_results() -> None:
+    # Gemini gives no call ids; ADK sends the request without its own: the split must still
+    # keep each call with its result, and the request keeps the parts as ADK built them.
+    contents = [
+        types.Content(role="user", parts=[types.Part(text="two logs")]),
+        types.Content(
+            role="model",
+            parts=[
+                types.Part(function_call=types.FunctionCall(name="dump", args={})),
+                types.Part(function_call=types.FunctionCall(name="dump", args={"n": 2})),
+            ],
+        ),
+        types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(name="dump", response={"result": "a"})
+                ),
+                types.Part(
+                    function_response=types.FunctionResponse(name="dump", response={"result": "b"})
+                ),
+            ],
+        ),
+    ]
+    calls, results = from_genai(contents)[1:]
+    assert [b.id for b in calls.content] == [b.id for b in results.content]  # type: ignore[union-attr]
+    assert len({b.id for b in calls.content}) == 2  # type: ignore[union-attr]
+
+
+async def test_a_request_refused_as_over_the_window_makes_the_next_one_summarised(
+    tmp_path: Path,
+) -> None:
+    class Overflowing(Scripted):
+        fail: bool = False
+
+        async def generate_content_async(self, llm_request, stream=False):  # type: ignore[no-untyped-def]
+            if self.fail:
+                self.fail = False
+                raise ValueError("400 INVALID_ARGUMENT: The input token count exceeds the maximum")
+            async for reply in super().generate_content_async(llm_request, stream):
+                yield reply
+
+    model = Overflowing()
+    runner, _ = runner_on(tmp_path / "ws", model)
+    await converse(runner, model, range(6), "t")
+    assert "context.jsonl" not in wire(model.seen[-1])[0]  # below the trigger
+    model.fail = True
+    with pytest.raises(ValueError, match="exceeds the maximum"):
+        await converse(runner, model, range(6, 7), "t")
+    await converse(runner, model, range(7, 8), "t")
+    assert "context.jsonl" in wire(model.seen[-1])[0]  # a summary stands for the older ones
+
+
+# ADK marks its events compaction experimental, with a warning at each use.
+@pytest.mark.filterwarnings(r"ignore:\[EXPERIMENTAL\]:UserWarning")
+async def test_adks_own_compaction_runs_beside_the_plugin(tmp_path: Path) -> None:
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.apps.app import EventsCompactionConfig
+    from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+
+    from ctxoffload import LocalWorkspace
+    from ctxoffload.integrations.google_adk import ContextOffloadPlugin
+
+    model = Scripted()
+    summaries = Scripted(replies=[say(f"ADK's summary {i}") for i in range(10)])
+    offload = ContextOffloadPlugin(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = LlmAgent(name="ops", model=model, tools=offload.tools)
+    compaction = EventsCompactionConfig(
+        compaction_interval=2, overlap_size=0, summarizer=LlmEventSummarizer(llm=summaries)
+    )
+    app = App(name="ops", root_agent=agent, plugins=[offload], events_compaction_config=compaction)
+    runner = Runner(app=app, session_service=InMemorySessionService())
+    session = await session_of(runner, "t")
+    for turn in range(6):
+        model.replies = [say(f"answer {turn}")]
+        await ask(runner, session, f"question {turn}")
+    assert "ADK's summary 0" in wire(model.seen[-1])[0]
+    shown = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", "show", "t", "--workdir", str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown.count("· model call ·") == 6
