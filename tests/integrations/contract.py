@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import pytest
 from frameworks import framework_required
 
+from ctxoffload._disk.ids import session_id_for
 from helpers import install_hint
 
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
@@ -127,6 +128,16 @@ class DoorDriver:
         """The answer of the door's Grep tool, called as the host calls its tools."""
         raise NotImplementedError
 
+    def host_id(self, conversation: str) -> str:
+        """The host's own id of the conversation this driver calls `conversation`: what the
+        door maps to its session (ADK's is `app/user/session id`, its session ids being unique
+        only within an app and a user)."""
+        return conversation
+
+    def session_of(self, conversation: str) -> str:
+        """The session the door writes `conversation` to, by the one rule."""
+        return session_id_for(self.host_id(conversation))
+
     def as_the_host_gives(self, output: str) -> str:
         """A tool's output as the host hands it to its door (smolagents strips it before any
         callback sees it): what the door stores whole."""
@@ -173,7 +184,7 @@ def run_held_in_its_tool(driver: DoorDriver, made: Any, conversation: str) -> It
     finally:
         made.gate.set()
         runner.join(60)
-    assert done and done[0].session == conversation
+    assert done and done[0].session == driver.session_of(conversation)
 
 
 def skip_unless(driver: DoorDriver, promise: str) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 from contract import DoorDriver, Outcome, Turn, gated_fetch, run_held_in_its_tool, scripted
 
 from ctxoffload import ContextConfig, SessionBusyError
-from ctxoffload._disk.ids import session_id_for
 
 CONFIG = ContextConfig(context_window=3_800, tool_result_limit=300)
 """A window the resume test's conversation passes at its 12th request (ADK's requests carry
@@ -39,6 +38,13 @@ class GoogleAdkDriver(DoorDriver):
     door = "google-adk"
     module = "google.adk"
     extra = "google_adk"
+
+    def host_id(self, conversation: str) -> str:
+        from google_adk_scripted import APP, USER
+
+        # A `/` or `%` inside a part is written `%2F` or `%25` (docs/guides/google-adk.md).
+        escaped = conversation.replace("%", "%25").replace("/", "%2F")
+        return f"{APP}/{USER}/{escaped}"
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.google_adk import ContextOffloadPlugin
@@ -67,7 +73,7 @@ class GoogleAdkDriver(DoorDriver):
             for response in await self._ask(runner, session, turn.user):
                 kept = str((response.response or {}).get("result", ""))
         return Outcome(
-            session=session_id_for(session),
+            session=self.session_of(session),
             sent=[_wire(request) for request in model.seen],
             kept=kept,
         )

@@ -83,17 +83,22 @@ def run_guide_example(
     )
 
 
-def check_the_nightly_example(guide: str, folder: Path, env: dict[str, str] | None = None) -> None:
+def check_the_nightly_example(
+    guide: str,
+    folder: Path,
+    env: dict[str, str] | None = None,
+    session: str = "nightly-check",
+) -> None:
     """Run the example of a host's guide that fetches the nightly job's 20,000-line log and
     greps its last batch (docs/guides/langchain.md, pydantic-ai.md, openai-agents.md), and
     check what it printed (the characters of the log the model was sent, first) and that the
-    whole log is in the workspace."""
+    whole log is in the workspace, in `session`."""
     done = run_guide_example(guide, folder, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[-1] == "The nightly job finished: its last batch, 19999, is done."
     assert int(lines[0].split()[0]) < 20_000
-    stored = folder / "agent_workspace" / "sessions" / "nightly-check" / "tool_result-call_1.txt"
+    stored = folder / "agent_workspace" / "sessions" / session / "tool_result-call_1.txt"
     assert stored.read_text(encoding="utf-8").endswith("INFO nightly: batch 19999 done")
 
 

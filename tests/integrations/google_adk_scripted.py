@@ -19,6 +19,7 @@ from google.genai import types
 from pydantic import Field
 
 from ctxoffload import ContextConfig, LocalWorkspace
+from ctxoffload._disk.ids import session_id_for
 from ctxoffload.integrations.google_adk import ContextOffloadPlugin, from_genai
 from ctxoffload.tokens import get_token_counter
 
@@ -27,6 +28,12 @@ CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
 """A small window, so that a few dozen turns are compacted."""
 APP = "ops"
 USER = "ana"
+
+
+def stored_as(session_id: str, user_id: str = USER) -> str:
+    """The workspace session of ADK session `session_id` of `user_id` in the app: the one
+    rule's name of `app/user/session id`, what `ctxoffload show ops/ana/<id>` finds."""
+    return session_id_for(f"{APP}/{user_id}/{session_id}")
 
 
 class Scripted(BaseLlm):
@@ -98,23 +105,23 @@ def runner_on(
     return runner, offload
 
 
-async def session_of(runner: Runner, session_id: str) -> str:
+async def session_of(runner: Runner, session_id: str, user_id: str = USER) -> str:
     """`session_id`, created in the runner's session service if it has no such session."""
     found = await runner.session_service.get_session(
-        app_name=APP, user_id=USER, session_id=session_id
+        app_name=APP, user_id=user_id, session_id=session_id
     )
     if found is None:
         await runner.session_service.create_session(
-            app_name=APP, user_id=USER, session_id=session_id
+            app_name=APP, user_id=user_id, session_id=session_id
         )
     return session_id
 
 
-async def ask(runner: Runner, session_id: str, text: str) -> list[Any]:
+async def ask(runner: Runner, session_id: str, text: str, user_id: str = USER) -> list[Any]:
     """One run: the user's `text`, every event the run yields."""
     events = []
     async for event in runner.run_async(
-        user_id=USER, session_id=session_id, new_message=user(text)
+        user_id=user_id, session_id=session_id, new_message=user(text)
     ):
         events.append(event)
     return events

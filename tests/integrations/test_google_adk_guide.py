@@ -7,8 +7,13 @@ from pathlib import Path
 
 from frameworks import check_the_nightly_example, require_framework
 
+from ctxoffload._disk.ids import session_id_for
+
 require_framework("google.adk", "google_adk")
 
 
 def test_the_guide_example_runs_and_stores_the_log(tmp_path: Path) -> None:
-    check_the_nightly_example("google-adk.md", tmp_path)
+    # The guide names the session the example writes: app "ops", user "ana", "nightly-check".
+    session = session_id_for("ops/ana/nightly-check")
+    assert session == "ops_ana_nightly-check.e4e258f3f1be92a1"
+    check_the_nightly_example("google-adk.md", tmp_path, session=session)

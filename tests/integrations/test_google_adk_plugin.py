@@ -30,6 +30,7 @@ from google_adk_scripted import (  # noqa: E402
     runner_on,
     say,
     session_of,
+    stored_as,
     tokens,
     wire,
 )
@@ -57,7 +58,7 @@ async def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_
     model = Scripted(replies=[call("dump", {}, "call_1"), say("The export finished.")])
     runner, _ = runner_on(tmp_path / "ws", model)
     events = await ask(runner, await session_of(runner, "t1"), "dump the log")
-    stored = tmp_path / "ws" / "sessions" / "t1" / "tool_result-call_1.txt"
+    stored = tmp_path / "ws" / "sessions" / stored_as("t1") / "tool_result-call_1.txt"
     assert stored.read_text(encoding="utf-8") == BIG
     (kept,) = responses(events)
     assert kept.id == "call_1" and set(kept.response or {}) == {"result"}
@@ -84,7 +85,7 @@ async def test_a_result_that_is_no_string_is_stored_as_the_json_the_model_reads(
     model = Scripted(replies=[call("table", {}, "call_t"), say("ok")])
     runner, _ = runner_on(tmp_path / "ws", model, tools=[table])
     events = await ask(runner, await session_of(runner, "t"), "the table")
-    stored = tmp_path / "ws" / "sessions" / "t" / "tool_result-call_t.txt"
+    stored = tmp_path / "ws" / "sessions" / stored_as("t") / "tool_result-call_t.txt"
     assert json.loads(stored.read_text(encoding="utf-8")) == {"rows": rows}
     (kept,) = responses(events)
     assert "tool_result-call_t.txt" in str((kept.response or {})["result"])
@@ -98,6 +99,38 @@ async def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Pa
     assert len(sent) == 3
     for before, after in itertools.pairwise(sent):
         assert after[: len(before)] == before
+
+
+async def test_two_users_sessions_of_one_id_are_two_conversations(tmp_path: Path) -> None:
+    """ADK keeps a session id unique only within an app and a user: two users who both name
+    their session "default" write two workspace sessions, and neither's request carries a
+    word of the other's, whatever order they come in."""
+    model = Scripted(
+        replies=[call("dump", {}, "call_1"), say("Ana's log is kept."), say("Hello, Bo.")]
+    )
+    runner, _ = runner_on(tmp_path / "ws", model)
+    await ask(runner, await session_of(runner, "default"), "dump the log")
+    bo = await session_of(runner, "default", user_id="bo")
+    await ask(runner, bo, "hi, anything for me?", user_id="bo")
+
+    ana_folder = tmp_path / "ws" / "sessions" / stored_as("default")
+    bo_folder = tmp_path / "ws" / "sessions" / stored_as("default", user_id="bo")
+    assert ana_folder != bo_folder
+    assert (ana_folder / "tool_result-call_1.txt").read_text(encoding="utf-8") == BIG
+    assert not (bo_folder / "tool_result-call_1.txt").exists()
+    bo_sent = " ".join(wire(model.seen[-1]))
+    assert "anything for me" in bo_sent
+    assert "dump the log" not in bo_sent and "export batch" not in bo_sent
+    # `ctxoffload show` finds each by the host's own id of the conversation.
+    for conversation, said in (("ops/ana/default", "dump the log"), ("ops/bo/default", "hi,")):
+        shown = subprocess.run(
+            [sys.executable, "-m", "ctxoffload", "show", conversation],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "CTXOFFLOAD_WORKDIR": str(tmp_path / "ws")},
+        ).stdout
+        assert said in shown
 
 
 async def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:
@@ -120,7 +153,7 @@ async def test_a_long_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_pat
     ]
     left = {msg.id for msg in everything}
     assert len(left) > 100
-    assert left <= context_ids(tmp_path / "ws", "long")
+    assert left <= context_ids(tmp_path / "ws", stored_as("long"))
 
 
 async def test_a_resumed_session_projects_the_same_contents(tmp_path: Path) -> None:
@@ -176,7 +209,8 @@ def test_show_prints_what_each_request_was_sent(tmp_path: Path) -> None:
 
     def show(*args: str) -> str:
         workdir = str(tmp_path / "ws")
-        command = [sys.executable, "-m", "ctxoffload", "show", "t1", "--workdir", workdir]
+        # The host's own id of the conversation finds its session.
+        command = [sys.executable, "-m", "ctxoffload", "show", "ops/ana/t1", "--workdir", workdir]
         return subprocess.run([*command, *args], capture_output=True, text=True, check=True).stdout
 
     for step, request in enumerate(model.seen, start=1):
@@ -354,7 +388,15 @@ async def test_adks_own_compaction_runs_beside_the_plugin(tmp_path: Path) -> Non
         await ask(runner, session, f"question {turn}")
     assert "ADK's summary 0" in wire(model.seen[-1])[0]
     shown = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "show", "t", "--workdir", str(tmp_path / "ws")],
+        [
+            sys.executable,
+            "-m",
+            "ctxoffload",
+            "show",
+            "ops/ana/t",
+            "--workdir",
+            str(tmp_path / "ws"),
+        ],
         capture_output=True,
         text=True,
         check=True,

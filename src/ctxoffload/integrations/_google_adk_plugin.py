@@ -57,9 +57,11 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
       with `memory=True`, the memory tool too (`memories/` of the workspace, every change an
       event of the session).
 
-    The session is the ADK session's id, mapped by the one rule every door follows
-    (docs/guides/hosts.md). A run (`runner.run_async`) holds the session's lease from
-    `before_run_callback` to `after_run_callback`: a second run of the same session
+    The session is the ADK session's conversation, `app/user/session id` (ADK keeps a
+    session id unique only within its app and user), mapped by the one rule every door
+    follows (docs/guides/hosts.md): `ctxoffload show ops/ana/s1` finds it. A run
+    (`runner.run_async`) holds the session's lease from `before_run_callback` to
+    `after_run_callback`: a second run of the same session
     meanwhile (another `run_async`, another process) fails at its start with
     `SessionBusyError` (ADK wraps an error raised in a plugin in a `RuntimeError` naming the
     plugin: the `SessionBusyError` is its `__cause__`), and the first goes on.
@@ -119,7 +121,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         Raises:
             SessionBusyError: another live run writes the session.
         """
-        given = invocation_context.session.id
+        given = conversation_of(invocation_context.session)
         await self._runs.abegin(
             conversation_session(given),
             invocation_context.invocation_id,
@@ -130,7 +132,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
 
     async def after_run_callback(self, *, invocation_context: Any) -> None:
         """The run has ended: give its session up."""
-        session = conversation_session(invocation_context.session.id)
+        session = conversation_session(conversation_of(invocation_context.session))
         await self._runs.aend(session, invocation_context.invocation_id)
 
     async def on_run_error_callback(self, *, invocation_context: Any, error: Exception) -> None:
@@ -226,7 +228,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
 
     def _session(self, context: Any) -> _Session:
         """The state of the ADK session a callback's context belongs to."""
-        given = context.session.id
+        given = conversation_of(context.session)
         session = self._sessions.get(given)
         if session is None:
             name = conversation_session(given)
@@ -235,6 +237,17 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
             )
             session = self._sessions[given] = _Session(name, projector)
         return session
+
+
+def conversation_of(session: Any) -> str:
+    """The host's own id of an ADK session's conversation: `app/user/session id`, since ADK
+    keeps a session id unique only within its app and user (two users' "default" sessions
+    are two conversations). A `/` or `%` inside a part is written `%2F` or `%25`, so no two
+    sessions give one id."""
+    return "/".join(
+        str(part).replace("%", "%25").replace("/", "%2F")
+        for part in (session.app_name, session.user_id, session.id)
+    )
 
 
 class _Session:
