@@ -390,7 +390,7 @@ async def test_a_reference_names_exactly_the_lines_of_its_messages_after_a_kill(
     [summary] = [m for m in result.messages if is_summary_message(m)]
     assert set(lines) <= _covered(summary.metadata["ctxoffload"]["spans"])
     [compressed] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("comp")]
-    assert f"context.jsonl lines {said} (" in compressed, compressed
+    assert f"context.jsonl lines {said};" in compressed, compressed
     [*_, batch] = [e for e in await ws.read_events("run") if e["kind"] == "context"]
     assert [tuple(run) for run in batch["spans"]] == runs
     again = await ws.offload_context("run", left)

@@ -268,8 +268,11 @@ class HostRuns:
         current.beats += 1
 
     def _gone(self, run: _Run) -> bool:
-        """Whether a run holding a lease here is gone: as it says (`live`), else no call in
-        flight, and none begun or ended, for `grace` seconds."""
+        """Whether a run holding a lease here is gone: its host's object for it collected (a
+        call it left in flight never ends), as it says (`live`), else no call in flight, and
+        none begun or ended, for `grace` seconds."""
+        if run.owner is not None and run.owner() is None:
+            return True
         if run.live is not None:
             return not run.live()
         deadline = time.monotonic() + self.grace
