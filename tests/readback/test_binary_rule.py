@@ -31,6 +31,10 @@ async def verdicts(tmp_path: Path, data: bytes, pattern: str = "x") -> tuple[str
     shown = toolbox.read(reference)
     # An image is shown as the image (blocks, not text): to this rule it is not text.
     read = shown if isinstance(shown, str) else "Error: an image"
+    # An image no model takes (a damaged header) is described as a file to refer to by path
+    # (ctxoffload._media): no text is given, as when it is refused.
+    if read.endswith("It is a file: refer to it by its path"):
+        read = f"Error: {read}"
     grep = toolbox.grep(pattern, reference)
     try:
         retrieved = await retrieve_offloaded_content(ws, reference, pattern=pattern)

@@ -285,15 +285,15 @@ def test_the_sessions_are_the_rows_ls_lists(own_demo: Path) -> None:
 
 
 def test_the_difference_between_two_steps(ui: Ui) -> None:
-    first = api(ui, "step", session="nightly-job", step=3)["messages"]
-    second = api(ui, "step", session="nightly-job", step=4)["messages"]
-    diff = api(ui, "diff", session="nightly-job", **{"from": 3, "to": 4})
+    first = api(ui, "step", session="nightly-job", step=4)["messages"]
+    second = api(ui, "step", session="nightly-job", step=5)["messages"]
+    diff = api(ui, "diff", session="nightly-job", **{"from": 4, "to": 5})
     ids_before = {m["id"] for m in first}
     ids_after = {m["id"] for m in second}
     assert {m["id"] for m in diff["left"]} == ids_before - ids_after
     assert {m["id"] for m in diff["entered"]} == ids_after - ids_before
     assert diff["kept"] == len(ids_before & ids_after)
-    assert diff["left"], "step 4 follows a compression: messages left"
+    assert diff["left"], "step 5 follows the demo's first compression: messages left"
 
 
 # -- hostile input -----------------------------------------------------------------------------
