@@ -27,6 +27,7 @@ import sys
 
 from .._disk.commit import JsonLines
 from .._disk.layout import SESSIONS_DIR
+from .._disk.paths import hard_links_reason
 from .._disk.read import Folder, Refused, sessions_folder
 from ..exceptions import CliError, InvalidReference, OffloadError
 from ._arguments import DEMO_FOLDER_PREFIX, path_text
@@ -229,10 +230,7 @@ def session_entry(workdir: str, session_id: str) -> os.stat_result | None:
 
 def hard_links_refused(path: str | os.PathLike[str], links: int) -> str:
     """The one line that says a hard-linked file was not read."""
-    return (
-        f"{shown(path)}: has {links} hard links: it may be shared with a file outside the "
-        "workspace; not read"
-    )
+    return f"{shown(path)}: {hard_links_reason(links)}; not read"
 
 
 def refusal(exc: OSError, path: str | os.PathLike[str]) -> str | None:
