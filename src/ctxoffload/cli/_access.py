@@ -200,8 +200,8 @@ def checked_session_id(session_id: str) -> str:
     Raises:
         CliError: it is not, saying why.
     """
+    from .._disk.ids import validate_session_id
     from ..exceptions import InvalidSessionId
-    from ..workspace import validate_session_id
 
     try:
         validate_session_id(session_id)
