@@ -313,9 +313,9 @@ FACE_BUDGET = {
     "ctxoffload.compression": 44,  # + Projector (issue 44)
     "ctxoffload.formats": 10,
     "ctxoffload.readback": 11,  # + memory_tool (issue 46)
-    # + SqlWorkspace (48), request_compaction (47), HistoryLog (56), EventBatches (57);
-    # issue 59 brings it back to 25.
-    "ctxoffload.workspace": 29,
+    # Issue 59: the writer's identity and the id check are _disk's, the refusal of what is
+    # not a capability is the doors' (_doors/checks.py).
+    "ctxoffload.workspace": 25,
 }
 
 
@@ -326,3 +326,20 @@ def test_a_face_stays_within_its_budget(package: str) -> None:
         f"{package} exports {len(names)} names, its budget is {FACE_BUDGET[package]}: plumbing "
         "belongs in ctxoffload._disk or a private module, imported directly"
     )
+
+
+# A rule that spans packages has one home (issue 59): the text that writes it appears in that
+# module and nowhere else in the source; every other place calls the home.
+ONE_HOME = {
+    "st_nlink": "_disk/paths.py",  # the hard-link rule and the words of its refusal
+    "[0-9a-f]{64}": "_disk/layout.py",  # a data/ file's name
+    "[A-Za-z0-9._-]{0,127}": "_disk/ids.py",  # a plain session id
+}
+
+
+@pytest.mark.parametrize("text", sorted(ONE_HOME))
+def test_a_rule_is_written_in_its_home_only(text: str) -> None:
+    found = sorted(
+        str(path.relative_to(SRC)) for path in SRC.rglob("*.py") if text in path.read_text()
+    )
+    assert found == [ONE_HOME[text]]

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import InMemoryWorkspace, InvalidSessionId, LocalWorkspace, Msg, SqlWorkspace
-from ctxoffload._disk.ids import is_session_id, session_id_for, tool_file_stem
-from ctxoffload.workspace import Workspace, validate_session_id
+from ctxoffload._disk.ids import is_session_id, session_id_for, tool_file_stem, validate_session_id
+from ctxoffload.workspace import Workspace
 
 HOSTILE_SESSION_IDS: list[str] = [
     "",

@@ -29,7 +29,7 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
-from ctxoffload.workspace._sql_store import SCHEMA_VERSION
+from ctxoffload.workspace._sql_schema import SCHEMA_VERSION
 from helpers import SQL_TABLES, install_hint
 from pg_server import PostgresServer
 

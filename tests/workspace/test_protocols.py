@@ -14,6 +14,7 @@ import pytest
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace, SqlWorkspace
 from ctxoffload._disk.scope import SessionScoped
+from ctxoffload._doors.checks import not_a_capability
 from ctxoffload.exceptions import ConfigError
 from ctxoffload.workspace import (
     EventLog,
@@ -23,7 +24,6 @@ from ctxoffload.workspace import (
     ReferenceReader,
     StateStore,
     Workspace,
-    not_a_capability,
 )
 from helpers import MinimalOffloader
 

@@ -36,7 +36,7 @@ from ctxoffload import (
     SqlWorkspace,
     ToolResultBlock,
 )
-from ctxoffload.workspace._sql_store import SCHEMA_VERSION
+from ctxoffload.workspace._sql_schema import SCHEMA_VERSION
 from helpers import (
     SQL_TABLES,
     lease_worker_result,

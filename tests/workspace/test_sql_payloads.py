@@ -25,7 +25,7 @@ from ctxoffload import (
     TextBlock,
 )
 from ctxoffload.workspace._datastore import data_name
-from ctxoffload.workspace._sql_store import MIGRATIONS, SCHEMA_VERSION
+from ctxoffload.workspace._sql_schema import MIGRATIONS, SCHEMA_VERSION
 from helpers import image_block
 
 DAY = 86400.0

@@ -7,6 +7,7 @@ import re
 from ..exceptions import InvalidSessionId
 
 __all__ = [
+    "SESSION_ID",
     "is_session_id",
     "session_id_for",
     "session_named",
@@ -17,7 +18,8 @@ __all__ = [
 # ASCII only: a look-alike such as U+2215 (division slash) or U+FF0E (fullwidth full stop)
 # must not pass as a plain name. The first character may not be '.', which rules out '.',
 # '..' and hidden directories.
-_SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+"""A plain session id, the one pattern for it (matched whole); others build theirs from it."""
 _PLAIN_TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_-]+")
 # What `session_id_for` ends a name it made with: '.' and 16 hex digits of a sha256.
@@ -33,7 +35,7 @@ def _show(value: str, limit: int = 40) -> str:
 def is_session_id(name: str) -> bool:
     """Whether `name` is a plain name `validate_session_id` accepts: a folder of sessions/
     named otherwise (planted: a newline, a look-alike slash) is no session of this workspace."""
-    return _SESSION_ID.fullmatch(name) is not None
+    return SESSION_ID.fullmatch(name) is not None
 
 
 def validate_session_id(session_id: object) -> str:
@@ -48,7 +50,7 @@ def validate_session_id(session_id: object) -> str:
         raise InvalidSessionId(
             f"session_id must be a str, got {type(session_id).__name__} {session_id!r}"
         )
-    if _SESSION_ID.fullmatch(session_id) is None:
+    if SESSION_ID.fullmatch(session_id) is None:
         raise InvalidSessionId(
             f"session_id {_show(session_id)} is not a plain name: use 1-128 ASCII letters, "
             "digits, '.', '_' or '-', not starting with '.'"

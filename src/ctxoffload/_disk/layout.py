@@ -128,7 +128,7 @@ TOOL_RESULT_SUFFIX = ".txt"
 DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
 """A data/ file's name: the sha256 of the decoded bytes, then the extension of its media
 type."""
-DATA_REFERENCE = re.compile(r"\bdata/([0-9a-f]{64}\.[A-Za-z0-9]{1,8})(?![A-Za-z0-9])")
+DATA_REFERENCE = re.compile(rf"\b{DATA_DIR}/({DATA_NAME.pattern})(?![A-Za-z0-9])")
 """Where a data/ file is named in text (a reference, a `<data url=.../>` line, a row); group
 1 is the file name."""
 DATA_REFERENCE_BYTES = re.compile(DATA_REFERENCE.pattern.encode())

@@ -31,6 +31,8 @@ __all__ = [
     "file_to_link",
     "file_url_to_path",
     "folder_in",
+    "hard_linked",
+    "hard_links_reason",
     "linked_elsewhere",
     "open_dir",
     "open_file",
@@ -262,7 +264,7 @@ def open_tree(root: str, parts: Sequence[str], shown_root: str, *, create: bool)
 
 def linked_elsewhere(st: os.stat_result) -> bool:
     """Whether the file `st` describes has a second hard link, which may be outside the
-    workspace: the one rule for refusing hard-linked files.
+    workspace: the one rule for refusing hard-linked files (`hard_linked` words it).
 
     A file with no link left is not refused: it was removed, or replaced by a rename, after
     it was opened, so nothing outside can reach it. A reader reads it whole as it was (the
@@ -270,6 +272,31 @@ def linked_elsewhere(st: os.stat_result) -> bool:
     points elsewhere.
     """
     return st.st_nlink > 1
+
+
+def hard_links_reason(links: int) -> str:
+    """Why a file with `links` hard links is not used, in the words every refusal of one is
+    made of: the workspace's `Refused`, the read-back tools' error, the commands' lines and
+    `ctxoffload verify`'s problems each put the path before it and what follows after it."""
+    return f"has {links} hard links: it may be shared with a file outside the workspace"
+
+
+def hard_linked(st: os.stat_result, shown: str) -> Refused | None:
+    """The refusal of the file `st` describes when it is `linked_elsewhere`, else None.
+
+    Args:
+        st: the file's status (not followed, or of its open descriptor).
+        shown: the file as people are shown it.
+    """
+    if not linked_elsewhere(st):
+        return None
+    return Refused(
+        f"{shown} {hard_links_reason(st.st_nlink)}; the workspace only uses files with one "
+        "link: remove that entry",
+        shown,
+        "hard_links",
+        st.st_nlink,
+    )
 
 
 def verify_file(fd: int, shown: str) -> os.stat_result:
@@ -287,14 +314,9 @@ def verify_file(fd: int, shown: str) -> os.stat_result:
 def _refuse_unless_plain(st: os.stat_result, shown: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise _special(shown)
-    if linked_elsewhere(st):
-        raise Refused(
-            f"{shown} has {st.st_nlink} hard links (another may be outside the workspace): "
-            "the workspace only uses files with one link; remove that entry",
-            shown,
-            "hard_links",
-            st.st_nlink,
-        )
+    refused = hard_linked(st, shown)
+    if refused is not None:
+        raise refused
 
 
 def check_entry(dir_fd: int, name: str, shown: str) -> None:

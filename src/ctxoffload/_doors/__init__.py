@@ -14,6 +14,10 @@ the MCP proxy. Each adapter calls this package for what is the same at every doo
   the fix (a path where a workspace belongs, a workdir that is a file, ...);
 - `runs.py`: one live run per conversation (the session's lease, refused in the door's
   terms) and the `door` event that opens each run in the record.
+- `claude_hooks.py`: the work of Claude Code's hooks, one door with two fronts: the
+  `ctxoffload hook` command (a fresh process on every tool call, so it starts light) and the
+  Claude Agent SDK's callbacks (`integrations/claude.py`). Both import it here, as the command
+  may reach no private module of `integrations`.
 
 Private like `_disk/`: every door imports these modules directly; nothing re-exports them.
 """

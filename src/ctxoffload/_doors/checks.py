@@ -9,10 +9,16 @@ from typing import Any
 
 from ..compression import ContextConfig
 from ..exceptions import ConfigError
-from ..workspace import LocalWorkspace, Offloader, Workspace, not_a_capability
+from ..workspace import LocalWorkspace, Offloader, Workspace
 from .doors import Door
 
-__all__ = ["checked_config", "checked_offloader", "checked_positive", "checked_workspace"]
+__all__ = [
+    "checked_config",
+    "checked_offloader",
+    "checked_positive",
+    "checked_workspace",
+    "not_a_capability",
+]
 
 _OFFLOADER_METHODS = ("offload_context", "offload_tool_result", "offload_data_block")
 _BACKENDS = (
@@ -118,3 +124,41 @@ def _refuse_a_file(workspace: Any) -> None:
             f"workdir {str(workspace.workdir)!r} is a file, not a folder: give the workspace "
             "a folder as its workdir (a missing one is made)"
         )
+
+
+def not_a_capability(obj: object, protocol: type, *, role: str, fix: str) -> ConfigError:
+    """The error that refuses `obj` after `isinstance(obj, protocol)` said no.
+
+    The one refusal of "not a workspace (an offloader, a reference reader...)" for code that
+    takes one from a user: `isinstance` says only yes or no, where the user needs to know
+    which methods to add, and every caller refuses with the same error class. The caller
+    raises it, so that the type checker sees the `isinstance` narrow:
+
+        if not isinstance(workspace, Offloader):
+            raise not_a_capability(workspace, Offloader, role="workspace", fix="pass ...")
+
+    Args:
+        obj: what the user passed.
+        protocol: `Offloader`, `Workspace` or another protocol of `ctxoffload.workspace`.
+        role: what `obj` was passed as, for the message (`offloader`, `workspace`).
+        fix: what to pass instead, the end of the message.
+    """
+    missing = ", ".join(_missing_methods(obj, protocol))
+    return ConfigError(
+        f"{role} {type(obj).__name__} has no {missing}, so it is not a ctxoffload "
+        f"{protocol.__name__}: {fix}"
+    )
+
+
+def _missing_methods(obj: object, protocol: type) -> list[str]:
+    """The methods of `protocol` (one of `ctxoffload.workspace`'s) that `obj` lacks, in
+    declared order: those of the protocols of its module it extends, then its own."""
+    declared = [
+        name
+        # The protocols it extends first (Offloader's methods lead Workspace's), then its own.
+        for cls in (*protocol.__mro__[1:], protocol)
+        if cls.__module__ == protocol.__module__
+        for name, value in vars(cls).items()
+        if callable(value) and not name.startswith("_")
+    ]
+    return [name for name in dict.fromkeys(declared) if not callable(getattr(obj, name, None))]

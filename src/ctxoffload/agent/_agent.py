@@ -12,6 +12,7 @@ from typing import Any
 
 from .._disk import events
 from .._disk.compact_requests import CompactRequests
+from .._disk.ids import validate_session_id
 from .._doors.checks import checked_offloader
 from .._doors.doors import DOORS
 from ..compression import (
@@ -37,7 +38,6 @@ from ..workspace import (
     fork_session,
     new_session,
     take_lease,
-    validate_session_id,
     writing_as,
 )
 from ._arguments import (

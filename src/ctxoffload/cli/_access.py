@@ -27,6 +27,7 @@ import sys
 
 from .._disk.commit import JsonLines
 from .._disk.layout import SESSIONS_DIR
+from .._disk.paths import hard_links_reason
 from .._disk.read import Folder, Refused, sessions_folder
 from ..exceptions import CliError, InvalidReference, OffloadError
 from ._arguments import DEMO_FOLDER_PREFIX, path_text
@@ -199,8 +200,8 @@ def checked_session_id(session_id: str) -> str:
     Raises:
         CliError: it is not, saying why.
     """
+    from .._disk.ids import validate_session_id
     from ..exceptions import InvalidSessionId
-    from ..workspace import validate_session_id
 
     try:
         validate_session_id(session_id)
@@ -229,10 +230,7 @@ def session_entry(workdir: str, session_id: str) -> os.stat_result | None:
 
 def hard_links_refused(path: str | os.PathLike[str], links: int) -> str:
     """The one line that says a hard-linked file was not read."""
-    return (
-        f"{shown(path)}: has {links} hard links: it may be shared with a file outside the "
-        "workspace; not read"
-    )
+    return f"{shown(path)}: {hard_links_reason(links)}; not read"
 
 
 def refusal(exc: OSError, path: str | os.PathLike[str]) -> str | None:

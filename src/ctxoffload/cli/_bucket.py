@@ -172,7 +172,7 @@ class BucketCopies:
         from ..exceptions import CliError, ConfigError, InvalidSessionId, OffloadError
 
         if session is not None:
-            from ..workspace import validate_session_id
+            from .._disk.ids import validate_session_id
 
             try:
                 validate_session_id(session)  # before any request

@@ -60,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
     """Export the sessions; print where each went."""
     import asyncio
 
+    from .._disk.ids import validate_session_id
     from .._disk.relocate import relocation_problem
     from ..exceptions import InvalidSessionId
-    from ..workspace import validate_session_id
     from ._output import print_json, shown
 
     # A session named twice is exported once.

@@ -4,7 +4,7 @@ Claude Code runs a command hook with the event's JSON on stdin and reads the JSO
 (https://code.claude.com/docs/en/hooks). `PostToolUse` stores a big tool output and prints its
 replacement, `PreCompact` appends the transcript to the session's context.jsonl before the
 compaction, `SessionStart` (after a compaction) prints where the history went and the artifact
-index. The work is `ctxoffload._claude_hooks`, which the Claude Agent SDK's
+index. The work is `ctxoffload._doors.claude_hooks`, which the Claude Agent SDK's
 callbacks share.
 
 Whatever goes wrong (input that is not JSON, a missing field, a transcript path that does not
@@ -47,7 +47,7 @@ _SETTINGS = "settings"
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `hook` to the command line."""
-    from .._claude_hooks import HOOK_EVENTS
+    from .._doors.claude_hooks import HOOK_EVENTS
 
     parser = commands.add_parser(
         "hook",
@@ -156,7 +156,7 @@ def _print_settings(args: argparse.Namespace) -> int:
     import json
     import shlex
 
-    from .._claude_hooks import hook_settings
+    from .._doors.claude_hooks import hook_settings
 
     ctxoffload = command = _this_ctxoffload()
     given = getattr(args, "workdir", None)
@@ -198,8 +198,8 @@ def _this_ctxoffload() -> str:
 
 
 def _run_hook(event: str, args: argparse.Namespace) -> int:
-    from .._claude_hooks import DEFAULT_TOOL_RESULT_LIMIT, hook_session, needs_offload
     from .._depth import TooDeep, load_json
+    from .._doors.claude_hooks import DEFAULT_TOOL_RESULT_LIMIT, hook_session, needs_offload
     from ..exceptions import InvalidContent
 
     raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
@@ -229,7 +229,7 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
 
     output = asyncio.run(_handle(event, hook_input, limit, args))
     if output:
-        from .._claude_hooks import dumps_output
+        from .._doors.claude_hooks import dumps_output
 
         sys.stdout.write(dumps_output(output) + "\n")
     return 0
@@ -238,8 +238,8 @@ def _run_hook(event: str, args: argparse.Namespace) -> int:
 async def _handle(
     event: str, hook_input: Any, limit: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from .._claude_hooks import hook_config, post_tool_use, pre_compact, session_start
     from .._disk.paths import workdir_problem
+    from .._doors.claude_hooks import hook_config, post_tool_use, pre_compact, session_start
     from ..exceptions import CliError
 
     workdir = _workdir(args)

@@ -41,8 +41,9 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import dataclasses
 
+    from .._disk.ids import validate_session_id
     from ..exceptions import ConfigError, InvalidSessionId, OffloadError
-    from ..workspace import GarbageCollector, validate_session_id
+    from ..workspace import GarbageCollector
     from ._access import open_backend
     from ._output import human_bytes, inert, print_json
 

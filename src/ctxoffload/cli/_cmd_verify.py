@@ -33,7 +33,7 @@ from .._disk.layout import (
     TOOL_RESULT_SUFFIX,
     is_data_name,
 )
-from .._disk.paths import linked_elsewhere
+from .._disk.paths import hard_linked, hard_links_reason
 from .._disk.read import Folder, Refused
 from ..exceptions import OffloadError
 from ..text import decode_log_line, is_jsonl
@@ -376,10 +376,8 @@ def _walk(
                         else "a device"
                     )
                     report.problem(entry, f"is {kind}: only regular files belong in a workspace")
-                elif linked_elsewhere(st):
-                    report.problem(
-                        entry, f"has {st.st_nlink} hard links: it may be shared with a file outside"
-                    )
+                elif (refused := hard_linked(st, entry)) is not None:
+                    report.problem(entry, hard_links_reason(refused.links))
                 else:
                     report.checked["files"] += 1
                     if name.startswith(".tmp"):

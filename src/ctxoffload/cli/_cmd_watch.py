@@ -16,7 +16,7 @@ from .._depth import load_json
 from .._disk.commit import iter_chunks, iter_lines
 from .._disk.events import EventKind, is_event
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
-from .._disk.paths import linked_elsewhere
+from .._disk.paths import hard_linked
 from .._disk.read import Folder, Refused
 from ..exceptions import CliError
 from ..text import message_lines
@@ -209,8 +209,10 @@ class Follower:
         if not stat.S_ISREG(st.st_mode):
             return False  # a folder, a link, a FIFO: not a file of the workspace
         self.known_files.add(key)
-        if linked_elsewhere(st):
-            self._refuse(folder.path(name), hard_links_refused(folder.path(name), st.st_nlink))
+        path = folder.path(name)
+        refused = hard_linked(st, path)
+        if refused is not None:
+            self._refuse(path, hard_links_refused(path, refused.links))
             return False
         return True
 

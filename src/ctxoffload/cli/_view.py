@@ -31,8 +31,8 @@ from .._disk.layout import (
     STATE_FILE,
     is_tool_result_name,
 )
-from .._disk.paths import linked_elsewhere
-from .._disk.read import Folder
+from .._disk.paths import hard_linked
+from .._disk.read import Folder, Refused
 from ..exceptions import CliError
 from ._access import (
     committed_end,
@@ -271,7 +271,7 @@ class _FolderFacts:
         return self.folder.path(name)
 
     def files(self, refused: Callable[[str, int], None]) -> Iterator[tuple[str, int, float]]:
-        for name, st in _own_files(self.folder, lambda name, st: refused(name, st.st_nlink)):
+        for name, st in _own_files(self.folder, lambda name, hard: refused(name, hard.links)):
             yield name, st.st_size, st.st_mtime
 
     def events(self) -> dict[str, Any]:
@@ -448,11 +448,11 @@ def _committed_newlines(folder: Folder, name: str) -> int:
 
 
 def _own_files(
-    folder: Folder, refused: Callable[[str, os.stat_result], None] | None = None
+    folder: Folder, refused: Callable[[str, Refused], None] | None = None
 ) -> Iterator[tuple[str, os.stat_result]]:
     """The session's own files, each with its `stat`: regular files with one link. One with
     other links (perhaps another name of a file outside the workspace: neither its size nor
-    its time is the session's) is given to `refused` instead."""
+    its time is the session's) is given to `refused` instead, with its refusal."""
     for name in folder.names():
         try:
             st = folder.stat(name)  # a second link is looked at again for a moment
@@ -460,9 +460,10 @@ def _own_files(
             continue  # gone meanwhile (a temporary name)
         if not stat.S_ISREG(st.st_mode):
             continue  # a folder, a link, a FIFO: not a file of the session
-        if linked_elsewhere(st):
+        hard = hard_linked(st, folder.path(name))
+        if hard is not None:
             if refused is not None:
-                refused(name, st)
+                refused(name, hard)
             continue
         yield name, st
 

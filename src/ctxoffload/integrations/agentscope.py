@@ -49,12 +49,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from .._disk.events import DataFile
-from .._doors.checks import checked_offloader
+from .._doors.checks import checked_offloader, not_a_capability
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import begin_run
 from ..exceptions import ConfigError, OffloadError
-from ..workspace import EventLog, Offloader, ReferenceReader, not_a_capability, writing_as
+from ..workspace import EventLog, Offloader, ReferenceReader, writing_as
 
 __all__ = ["AgentScopeOffloader"]
 

@@ -41,15 +41,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .._claude_hooks import (
+from .._disk.ids import session_id_for
+from .._doors.checks import checked_config, checked_workspace
+from .._doors.claude_hooks import (
     compaction_context,
     hook_config,
     hook_session,
     post_tool_use,
     pre_compact,
 )
-from .._disk.ids import session_id_for
-from .._doors.checks import checked_config, checked_workspace
 from .._doors.doors import DOORS
 from ..compression import ContextConfig
 from ..exceptions import ConfigError, CtxOffloadError

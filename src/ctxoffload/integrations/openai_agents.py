@@ -44,7 +44,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import checked_config, checked_positive, checked_workspace, not_a_capability
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns, record_door
@@ -55,7 +55,7 @@ from ..formats.responses import from_responses, to_responses
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import get_token_counter
-from ..workspace import HistoryLog, Workspace, not_a_capability
+from ..workspace import HistoryLog, Workspace
 from ._model_name import model_name_of
 from ._reading import reading_functions
 

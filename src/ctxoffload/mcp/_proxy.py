@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._disk.events import SessionStart
+from .._disk.ids import validate_session_id
 from .._doors.checks import checked_workspace
 from .._doors.doors import DOORS
 from .._doors.runs import begin_run, record_door
@@ -26,7 +27,6 @@ from ..workspace import (
     SessionLease,
     Workspace,
     new_session,
-    validate_session_id,
     writing_as,
 )
 from ._content import cut_result, output_content, passed_result, result_block

@@ -33,7 +33,7 @@ from typing import IO
 
 from .._disk.commit import readable_end
 from .._disk.layout import is_committed_log
-from .._disk.paths import verify_settled
+from .._disk.paths import hard_links_reason, verify_settled
 from .._disk.read import Refused
 from ..exceptions import ToolError
 from ._arguments import quote
@@ -180,8 +180,7 @@ def _check_descriptor(fd: int, shown: str, path: Path, roots: list[Path]) -> Non
     except Refused as refused:
         if refused.reason == "hard_links":
             raise ToolError(
-                f"{quote(shown)} has {refused.links} hard links, so it may be a file from "
-                f"outside the workspace: it is not read"
+                f"{quote(shown)} {hard_links_reason(refused.links)}; it is not read"
             ) from None
         raise NotRegular(
             f"{quote(shown)} is not a regular file (a pipe, socket or device): it is skipped"

@@ -272,7 +272,7 @@ def session_scope(workspace: Any) -> Callable[[], Awaitable[list[Path]]]:
     session's folder first (relative paths start there), the folders of its sub-agents and
     fork origin, and the data/ files their messages name (see `isolate_sessions`)."""
     from .._disk.scope import reach_of
-    from ..workspace import current_session
+    from .._disk.writer import current_session
 
     async def roots() -> list[Path]:
         session = current_session()

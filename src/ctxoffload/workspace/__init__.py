@@ -14,8 +14,7 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .._disk.compact_requests import request_compaction
-    from .._disk.ids import validate_session_id
-    from .._disk.writer import current_session, current_writer, writing_as
+    from .._disk.writer import writing_as
     from ..exceptions import InvalidSessionId, SessionBusyError
     from ._fork import fork_session
     from ._gc import GcReport
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
         ReferenceReader,
         StateStore,
         Workspace,
-        not_a_capability,
     )
     from ._sql import SqlWorkspace
 
@@ -59,15 +57,11 @@ __all__ = [
     "SqlWorkspace",
     "StateStore",
     "Workspace",
-    "current_session",
-    "current_writer",
     "fork_session",
     "new_session",
-    "not_a_capability",
     "request_compaction",
     "take_lease",
     "take_new_session",
-    "validate_session_id",
     "writing_as",
 ]
 
@@ -75,9 +69,6 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     globals(),
     {
-        "validate_session_id": ".._disk.ids",
-        "current_session": ".._disk.writer",
-        "current_writer": ".._disk.writer",
         "writing_as": ".._disk.writer",
         "InvalidSessionId": "..exceptions",
         "SessionBusyError": "..exceptions",
@@ -103,6 +94,5 @@ __getattr__, __dir__ = lazy_exports(
         "ReferenceReader": "._protocol",
         "StateStore": "._protocol",
         "Workspace": "._protocol",
-        "not_a_capability": "._protocol",
     },
 )

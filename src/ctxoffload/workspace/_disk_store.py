@@ -36,6 +36,7 @@ from .._disk.paths import (
     same_entry,
     temporary_file,
     tree_size,
+    verify_file,
 )
 from .._disk.read import Folder, open_reference, reference_parts
 from ..exceptions import OffloadError
@@ -435,13 +436,10 @@ class DiskStore:
                     ) from None
                 raise
             try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                    # A FIFO, a device, or a hard link to a file elsewhere: never written to.
-                    raise OffloadError(
-                        f"{path} is not a regular file with one link: remove that entry and retry",
-                        path,
-                    )
+                # A FIFO, a device, or a hard link to a file elsewhere: never written to.
+                verify_file(fd, path)
+                if not same_entry(fd, dir_fd, LEASE_FILE):
+                    raise OffloadError(f"{path} was removed while it was opened: retry", path)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._secrets import masked_url
 from ..exceptions import ConfigError, OffloadError
-from ._sql_store import migrate
+from ._sql_schema import migrate
 
 if TYPE_CHECKING:
     import psycopg
 
-    from ._sql_store import Connection, Cursor, Database
+    from ._sql_schema import Connection, Cursor, Database
 
 __all__ = [
     "SCHEMES",

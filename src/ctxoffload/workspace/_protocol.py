@@ -35,8 +35,6 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..exceptions import ConfigError
-
 if TYPE_CHECKING:
     from ._gc import GcReport
 
@@ -51,7 +49,6 @@ __all__ = [
     "ReferenceReader",
     "StateStore",
     "Workspace",
-    "not_a_capability",
 ]
 
 
@@ -400,40 +397,3 @@ class ModelCallClock(Protocol):
     def note_model_call(self) -> None:
         """One more model call was made."""
         ...
-
-
-def not_a_capability(obj: object, protocol: type, *, role: str, fix: str) -> ConfigError:
-    """The error that refuses `obj` after `isinstance(obj, protocol)` said no.
-
-    The one refusal of "not a workspace (an offloader, a reference reader...)" for code that
-    takes one from a user: `isinstance` says only yes or no, where the user needs to know
-    which methods to add, and every caller refuses with the same error class. The caller
-    raises it, so that the type checker sees the `isinstance` narrow:
-
-        if not isinstance(workspace, Offloader):
-            raise not_a_capability(workspace, Offloader, role="workspace", fix="pass ...")
-
-    Args:
-        obj: what the user passed.
-        protocol: `Offloader`, `Workspace` or another protocol of `ctxoffload.workspace`.
-        role: what `obj` was passed as, for the message (`offloader`, `workspace`).
-        fix: what to pass instead, the end of the message.
-    """
-    missing = ", ".join(_missing_methods(obj, protocol))
-    return ConfigError(
-        f"{role} {type(obj).__name__} has no {missing}, so it is not a ctxoffload "
-        f"{protocol.__name__}: {fix}"
-    )
-
-
-def _missing_methods(obj: object, protocol: type) -> list[str]:
-    """The methods of `protocol` (one of this module's) that `obj` lacks, in declared order."""
-    declared = [
-        name
-        # The protocols it extends first (Offloader's methods lead Workspace's), then its own.
-        for cls in (*protocol.__mro__[1:], protocol)
-        if cls.__module__ == __name__
-        for name, value in vars(cls).items()
-        if callable(value) and not name.startswith("_")
-    ]
-    return [name for name in dict.fromkeys(declared) if not callable(getattr(obj, name, None))]

@@ -16,8 +16,10 @@ from ._core import CollectedWorkspace
 from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
 from ._postgres import SCHEMES as POSTGRES_SCHEMES
 from ._postgres import PostgresDatabase, is_postgres_url, postgres_url
+from ._sql_collector import SqlCollector
 from ._sql_payloads import payload_place
-from ._sql_store import SqlCollector, SqliteDatabase, SqlStore, sqlite_path
+from ._sql_store import SqlStore
+from ._sqlite import SqliteDatabase, sqlite_path
 from ._transfer import Uploads
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from ._local import LocalWorkspace
     from ._objectstore import ObjectStoreWorkspace
     from ._protocol import GarbageCollector, Workspace
-    from ._sql_store import Database
+    from ._sql_schema import Database
     from ._store import SessionCollector
 
 __all__ = ["SqlWorkspace"]

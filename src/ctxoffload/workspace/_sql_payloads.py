@@ -11,19 +11,22 @@ import asyncio
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from .._disk.layout import DATA_DIR, is_data_name
 from ..exceptions import ConfigError, InvalidReference
-from ._gc import data_files
+from ._datastore import data_name
+from ._gc import DATA_GRACE_SECONDS, data_files
 
 if TYPE_CHECKING:
+    from .._disk.payloads import StoreData
     from ._local import LocalWorkspace
     from ._objectstore import ObjectStoreWorkspace
+    from ._sql_schema import Connection, Database
     from ._store import Payloads
 
-__all__ = ["PayloadPlace", "payload_place"]
+__all__ = ["PayloadPlace", "SqlPayloads", "payload_place"]
 
 
 class PayloadPlace:
@@ -160,3 +163,85 @@ def payload_place(where: object) -> PayloadPlace:
             return PayloadPlace(LocalWorkspace(where.partition("://")[2]))
         return PayloadPlace(ObjectStoreWorkspace(where))
     return PayloadPlace(LocalWorkspace(where))
+
+
+class SqlPayloads:
+    """The data/ payloads of one offload: named by hash while serialising, written in one
+    transaction before the line naming them (`before_line`). With a place (`outside`: the
+    `Payloads` of a folder's or a bucket's store, and its location), each payload is stored
+    there by that store's rules, and its row names the place instead of holding the body."""
+
+    def __init__(
+        self,
+        database: Database,
+        reference: Callable[[str], str],
+        outside: tuple[Payloads, str] | None = None,
+    ) -> None:
+        self._database = database
+        self._reference = reference
+        self._outside = outside
+        self.objects: dict[str, tuple[bytes, str | None]] = {}
+
+    @property
+    def store(self) -> StoreData:
+        """Name a payload by its sha256 now; it is written by `before_line` (and, outside,
+        handed to the place's store at once)."""
+        place = None if self._outside is None else self._outside[0].store
+
+        def store(raw: bytes, media_type: str | None) -> str:
+            name = data_name(raw, media_type)
+            if place is not None:
+                place(raw, media_type)
+            self.objects.setdefault(name, (raw, media_type))
+            return self._reference(f"{DATA_DIR}/{name}")
+
+        return store
+
+    async def before_line(self) -> None:
+        """Write the payloads not there yet; refresh the stamp of an old one re-used, which
+        gc keeps while it is recent (`DATA_GRACE_SECONDS`), so gc cannot remove it before
+        the line naming it is written."""
+        if not self.objects:
+            return
+        objects = list(self.objects.items())
+        location = None
+        if self._outside is not None:
+            # In the place first (a bucket uploads now), then the rows naming it.
+            await self._outside[0].before_line()
+            location = self._outside[1]
+
+        def write(connection: Connection) -> None:
+            for name, (raw, media_type) in objects:
+                # One statement: where the row is there, the upsert locks it (PostgreSQL)
+                # even when the stamp is recent enough to keep, so a gc deleting it waits,
+                # then finds the stamp fresh; a row gc deleted first is inserted anew. A
+                # row already there keeps its place (the database, or a folder or bucket).
+                connection.execute(
+                    "INSERT INTO data (name, sha256, media_type, body, location, size, stored) "
+                    f"VALUES (?, ?, ?, ?, ?, ?, {connection.now}) ON CONFLICT (name) DO UPDATE "
+                    "SET stored = excluded.stored WHERE data.stored < excluded.stored - ?",
+                    (
+                        name,
+                        name.split(".", 1)[0],
+                        media_type,
+                        None if location else raw,
+                        location,
+                        len(raw),
+                        DATA_GRACE_SECONDS / 2,
+                    ),
+                )
+
+        await self._database.write(write)
+
+    async def after_line(self) -> None:
+        """In the database, nothing to restore: gc deletes a payload only under the write
+        lock, after checking its stamp, which `before_line` refreshed. Outside, the place's
+        own check: a bucket stores again an object a gc removed meanwhile (a gc removes it
+        in the transaction deleting its row, before this writer's row was written)."""
+        if self._outside is not None:
+            await self._outside[0].after_line()
+
+    def hold_session(self, session_id: str, log: str) -> None:
+        """Nothing to check or hold: a row cannot be a planted link. (A purge between an
+        offload's content and its event takes the content; the event then starts the
+        session afresh.)"""

@@ -24,21 +24,21 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 
-from ._depth import TooDeep, load_json
-from ._disk.events import EventKind
-from ._disk.ids import session_id_for
-from ._disk.layout import MARK
-from ._disk.paths import READ_FLAGS, verify_file
-from ._disk.wording import plural, spans_text
-from .exceptions import InvalidContent, OffloadError
+from .._depth import TooDeep, load_json
+from .._disk.events import EventKind
+from .._disk.ids import session_id_for
+from .._disk.layout import MARK
+from .._disk.paths import READ_FLAGS, verify_file
+from .._disk.wording import plural, spans_text
+from ..exceptions import InvalidContent, OffloadError
 
 TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
 if TYPE_CHECKING:
     from typing import Any
 
-    from .compression import ContextConfig
-    from .messages import Msg
-    from .workspace import Workspace
+    from ..compression import ContextConfig
+    from ..messages import Msg
+    from ..workspace import Workspace
 
 # The engine (compression, the message model, pydantic) is imported where it is used: a hook
 # runs as a new process on every tool call, and most outputs are small enough to be answered
@@ -74,7 +74,7 @@ def hook_config(tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> ContextCo
     output limit, and an artifact index of at most 1,200 tokens, so that what `session_start`
     returns stays under the 10,000 characters Claude Code takes of a hook's
     `additionalContext` inline (it saves a longer one to a file)."""
-    from .compression import ContextConfig
+    from ..compression import ContextConfig
 
     return ContextConfig(
         context_window=200_000, tool_result_limit=tool_result_limit, artifact_index_tokens=1_200
@@ -134,8 +134,8 @@ def hook_session(hook_input: Mapping[str, Any], event: str) -> str:
 async def announce(workspace: Workspace, session: str, door: str, conversation: object) -> None:
     """Record the `door` event of a session the hooks are about to write first. A hook is a
     short process of its own, so "first" is read from the record: a session with no event."""
-    from ._doors.doors import DOORS
-    from ._doors.runs import record_door
+    from .doors import DOORS
+    from .runs import record_door
 
     if not await workspace.read_events(session):
         await record_door(workspace, DOORS[door], session, conversation)
@@ -174,8 +174,8 @@ async def post_tool_use(
             "the PostToolUse hook input has no 'tool_response': Claude Code sends the tool's "
             "output there; check what the hook is fed"
         )
-    from .compression import Compressor, Projector
-    from .messages import ToolResultBlock
+    from ..compression import Compressor, Projector
+    from ..messages import ToolResultBlock
 
     response = _whole_output(hook_input["tool_response"])
     cfg = config or hook_config()
@@ -364,10 +364,10 @@ async def pre_compact(
             cannot be read (`read_transcript`).
         OffloadError: the workspace could not append the messages.
     """
-    from ._disk.events import HostCompaction
-    from .compression import Compressor
-    from .formats.claude_code import after_last_compaction, from_claude_code
-    from .tokens import get_token_counter
+    from .._disk.events import HostCompaction
+    from ..compression import Compressor
+    from ..formats.claude_code import after_last_compaction, from_claude_code
+    from ..tokens import get_token_counter
 
     session = hook_session(hook_input, "PreCompact")
     path = _field(hook_input, "transcript_path", "PreCompact")
@@ -426,7 +426,7 @@ def _earlier_index(last: dict[str, Any] | None, segment: str) -> dict[str, Any]:
 def _compaction_note(messages: int, reference: str | None, spans: Sequence[tuple[int, int]]) -> Msg:
     """What the context after the compaction is told of where the history went, exactly the
     lines that hold it (the index of its artifacts follows it)."""
-    from .messages import Msg
+    from ..messages import Msg
 
     where = f" (lines {spans_text(spans)})" if spans else ""
     text = (
