@@ -22,6 +22,7 @@ open): a busy session is refused with an error that is both a `HookAborted` and 
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import hashlib
 import importlib
@@ -90,8 +91,9 @@ class ContextOffloadHooks:
       `retrieve_offloaded_content` as CrewAI tools (`BaseTool`); with `memory=True`, the
       memory tool too.
 
-    The hooks are CrewAI's global ones: they act on every kickoff of the process while
-    registered (`register()` to `unregister()`, or `with hooks:`). The session is the run:
+    `with hooks:` registers them for the kickoffs of that block (CrewAI's execution-scoped
+    hooks: this thread or task, and what CrewAI runs from it); `register()` registers them
+    for every kickoff of the process until `unregister()`. The session is the run:
     each `crew.kickoff()` or standalone `agent.kickoff()` gets a new session of its own
     (logged at INFO), or the one `session_id=` names for every run. A run holds its
     session's lease from its start to its end: a second live run of the same session is
@@ -178,10 +180,31 @@ class ContextOffloadHooks:
                 _tool_hooks.unregister_after_tool_call_hook(self.after_tool_call)
 
     def __enter__(self) -> ContextOffloadHooks:
-        return self.register()
+        """Register the hooks for the kickoffs of this context only (this thread or task,
+        and what CrewAI runs from it), until the block ends: two hooks objects in two
+        threads each see their own kickoffs."""
+        hooks = {
+            _POINT.EXECUTION_START: self.on_execution_start,
+            _POINT.EXECUTION_END: self.on_execution_end,
+            _POINT.PRE_MODEL_CALL: self.before_llm_call,
+            _POINT.POST_TOOL_CALL: self.after_tool_call,
+        }
+        # The scope this block enters keeps the enclosing one's hooks (a scope replaces it).
+        scope = {point: _dispatch.get_scoped_hooks(point) for point in _POINT}
+        for point, hook in hooks.items():
+            scope[point].append(hook)
+        entered = _dispatch.scoped_hooks(scope)
+        entered.__enter__()
+        _SCOPES.set((*_SCOPES.get(), (self, entered)))
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        self.unregister()
+        stack = _SCOPES.get()
+        for at in range(len(stack) - 1, -1, -1):
+            if stack[at][0] is self:
+                _SCOPES.set(stack[:at] + stack[at + 1 :])
+                stack[at][1].__exit__(None, None, None)
+                return
 
     def session_of(self, crew_or_agent: Any) -> str | None:
         """The session the current (or last) run of a crew or a standalone agent writes;
@@ -390,6 +413,12 @@ class _Conversation:
             self._read = {k: v for k, v in self._read.items() if k in keep}
             self._made = {id(v[2]): v[0] for v in self._read.values()}
 
+
+_SCOPES: contextvars.ContextVar[tuple[tuple[ContextOffloadHooks, Any], ...]] = (
+    contextvars.ContextVar("ctxoffload_crewai_scopes", default=())
+)
+"""The `with hooks:` blocks this context is in, innermost last, with CrewAI's scope each
+entered."""
 
 _DOOR = DOORS["crewai"]
 _AGENT = _DOOR.name
