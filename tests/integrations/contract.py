@@ -233,6 +233,7 @@ DRIVERS: list[str] = [
     "agentscope",
     "claude_agent_sdk",
     "claude_code",
+    "crewai",
     "deepagents",
     "google_adk",
     "haystack",

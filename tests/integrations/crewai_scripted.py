@@ -6,8 +6,10 @@ CrewAI is imported): the tests make no network call."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 
 from frameworks import require_framework
 
@@ -38,6 +40,17 @@ HOST_WARNINGS = [
 ]
 """What CrewAI warns of on every agent it makes (its deprecated `function_calling_llm`, not
 ours): `pytestmark = [pytest.mark.filterwarnings(w) for w in HOST_WARNINGS]`."""
+
+
+@contextlib.contextmanager
+def host_warnings_ignored() -> Iterator[None]:
+    """`HOST_WARNINGS` ignored inside the block (where no pytest mark reaches: a driver)."""
+    with warnings.catch_warnings():
+        for warning in HOST_WARNINGS:
+            action, message, _category = warning.split(":")
+            warnings.filterwarnings(action, message, DeprecationWarning)  # type: ignore[arg-type]
+        yield
+
 
 Reply = Any
 """A scripted reply: the answer's text, or a list of OpenAI tool calls."""
@@ -107,7 +120,9 @@ class Fetch(BaseTool):
     _before: Callable[[], None] | None = PrivateAttr(default=None)
 
     def give(self, outputs: list[str], before: Callable[[], None] | None = None) -> Fetch:
-        self._outputs.extend(outputs)
+        """Answer with `outputs` (the list itself, shared: each call takes its first);
+        `before`, when given, runs before each answer."""
+        self._outputs = outputs
         self._before = before
         return self
 
