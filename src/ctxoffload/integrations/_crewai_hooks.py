@@ -29,6 +29,7 @@ import importlib
 import json
 import threading
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -249,7 +250,7 @@ class ContextOffloadHooks:
             )
             run = _Run(self, owner, session)
             try:
-                self._runs.begin(session, run.id, owner=holder, live=lambda: not run.ended)
+                self._runs.begin(session, run.id, owner=_weakly(holder), live=lambda: not run.ended)
             except SessionBusyError as busy:
                 raise SessionBusyAborted(busy) from None
             self._active[id(owner)] = run
@@ -434,6 +435,16 @@ def _owner(ctx: Any) -> Any:
     if ctx.crew is not None:
         return ctx.crew
     return getattr(ctx.flow, "agent", None) if ctx.flow is not None else None
+
+
+def _weakly(holder: Any) -> Any:
+    """`holder` where it can be held weakly (its run's lease is let go of when it is
+    collected), else None."""
+    try:
+        weakref.ref(holder)
+    except TypeError:
+        return None
+    return holder
 
 
 def _result_id() -> str:
