@@ -220,7 +220,8 @@ class ContextOffloadHooks:
         """A crew's or a standalone agent's kickoff begins: its run takes its session.
 
         Raises:
-            SessionBusyAborted: another live run writes the session.
+            SessionBusyError: another live run writes the session (raised as CrewAI's
+                `HookAborted` too, which CrewAI lets through its hooks).
         """
         owner = _owner(ctx)
         if owner is not None:
