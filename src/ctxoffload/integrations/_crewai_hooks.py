@@ -44,10 +44,9 @@ from ..exceptions import ConfigError, SessionBusyError
 from ..formats import from_openai, to_openai
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
-from ..text import message_text
-from ..workspace import Workspace, writing_as
+from ..workspace import Workspace
 from ._model_name import model_name_of
-from ._reading import reading_functions
+from ._reading import reading_answer, reading_functions
 
 __all__ = ["ContextOffloadHooks"]
 
@@ -470,17 +469,8 @@ def _as_tool(function: Callable[..., Awaitable[Any]], hooks: ContextOffloadHooks
     arguments = _pydantic.create_model(f"{spec.name}Arguments", **fields)
 
     def _run(self: Any, **given: Any) -> str:
-        passed = {k: v for k, v in given.items() if v is not None}
-
-        async def call() -> Any:
-            session = hooks.session_id or hooks._latest
-            if session is None:  # no run has begun: a read changes nothing
-                return await function(**passed)
-            with writing_as(_AGENT, session):
-                return await function(**passed)
-
-        answer = hooks._loop.run(call())
-        return answer if isinstance(answer, str) else message_text(Msg(role="user", content=answer))
+        session = hooks.session_id or hooks._latest
+        return hooks._loop.run(reading_answer(function, given, writer=_AGENT, session=session))
 
     cls = type(f"{spec.name}Tool", (_BaseTool,), {"__module__": __name__, "_run": _run})
     return cls(name=spec.name, description=spec.description, args_schema=arguments)
