@@ -215,3 +215,48 @@ def test_the_hooks_act_only_while_registered(tmp_path: Path) -> None:
     assert not (tmp_path / "ws" / "sessions").exists()
     (kept,) = [m for m in model.seen[1] if m["role"] == "tool"]
     assert kept["content"] == BIG[:20_000]
+
+
+class _Broken(Scripted):
+    def call(self, *args: object, **kwargs: object) -> str:
+        raise RuntimeError("the provider is down")
+
+
+def test_a_kickoff_that_fails_gives_its_session_up(tmp_path: Path) -> None:
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="fails")
+    with offload, pytest.raises(RuntimeError, match="the provider is down"):
+        crew_of(agent_with(_Broken(model="scripted"), []), "hi").kickoff()
+    # Its lease was released at its failed end: the next kickoff of the session goes ahead.
+    model = Scripted(model="scripted").script([say("back")])
+    with offload:
+        assert crew_of(agent_with(model, []), "again").kickoff().raw == "back"
+
+
+def test_a_busy_session_refuses_a_standalone_agent_too(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        entered.set()
+        gate.wait(60)
+
+    first = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="shared")
+    slow = Scripted(model="scripted").script([call("fetch", {}, "call_1"), say("first done")])
+    done: list[str] = []
+
+    def run_first() -> None:
+        with first:
+            agent = agent_with(slow, [Fetch().give(["slow"], before=wait)])
+            done.append(agent.kickoff("wait").raw)
+
+    runner = threading.Thread(target=run_first)
+    runner.start()
+    try:
+        assert entered.wait(60)
+        second = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="shared")
+        other = agent_with(Scripted(model="scripted").script([say("never")]), [])
+        with second, pytest.raises(SessionBusyError):
+            other.kickoff("hi")
+    finally:
+        gate.set()
+        runner.join(60)
+    assert done == ["first done"]
