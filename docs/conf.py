@@ -102,6 +102,7 @@ autodoc_mock_imports = [
     "haystack",
     "google",
     "llama_index",
+    "crewai",
 ]
 python_use_unqualified_type_names = True
 # The docstrings write code in single backticks, as in Markdown: show it as code.

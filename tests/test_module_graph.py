@@ -42,6 +42,7 @@ INTEGRATIONS = {
     "ctxoffload.integrations.haystack": "haystack",
     "ctxoffload.integrations.google_adk": "google.adk",
     "ctxoffload.integrations.llama_index": "llama_index.core",
+    "ctxoffload.integrations.crewai": "crewai",
 }
 EXTRAS = {"google.adk": "google-adk", "llama_index.core": "llama-index"}
 """The extra of a framework whose import name is not its extra's."""

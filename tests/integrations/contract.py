@@ -244,6 +244,7 @@ DRIVERS: list[str] = [
     "agentscope",
     "claude_agent_sdk",
     "claude_code",
+    "crewai",
     "deepagents",
     "google_adk",
     "haystack",

@@ -172,6 +172,18 @@ DOORS: Mapping[str, Door] = {
             "give this one another session_id",
         ),
         Door(
+            "crewai",
+            host="CrewAI",
+            adapter="ContextOffloadHooks",
+            conversation="the run (each crew.kickoff or agent.kickoff gets a session of its "
+            "own), or the hooks' session_id",
+            projects=True,
+            records=_PROJECTED,
+            busy="wait for the other kickoff of this session to end, or build these "
+            "ContextOffloadHooks with another session_id (or none: each kickoff then gets a "
+            "session of its own)",
+        ),
+        Door(
             "strands",
             host="Strands",
             adapter="OffloadingConversationManager",

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from ..messages import Msg
 from ..readback import HasWorkdir, memory_tool, retrieval_tool, workspace_tools
-from ..workspace import LocalWorkspace, ReferenceReader, Workspace
+from ..text import message_text
+from ..workspace import LocalWorkspace, ReferenceReader, Workspace, writing_as
 
-__all__ = ["reading_functions"]
+__all__ = ["reading_answer", "reading_functions"]
 
 
 def reading_functions(
@@ -50,3 +52,29 @@ def reading_functions(
             )
         )
     return functions
+
+
+async def reading_answer(
+    function: Callable[..., Awaitable[Any]],
+    arguments: dict[str, Any],
+    *,
+    writer: str,
+    session: str | None,
+) -> str:
+    """A read-back function's answer as text, for a host whose tools return strings: the
+    arguments the model left out (None) not passed, and what it changes (a memory change)
+    recorded in `session` as `writer` (None: no run has begun, so nothing is recorded).
+
+    Args:
+        function: one of `reading_functions`.
+        arguments: what the host's tool was called with.
+        writer: who the events are written by (the door's name).
+        session: the session of the host's run in progress, or the latest one.
+    """
+    given = {k: v for k, v in arguments.items() if v is not None}
+    if session is None:
+        answer = await function(**given)
+    else:
+        with writing_as(writer, session):
+            answer = await function(**given)
+    return answer if isinstance(answer, str) else message_text(Msg(role="user", content=answer))

@@ -47,11 +47,10 @@ from ..compression import (
 from ..compression import MessageCounter as _Counter
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
-from ..text import message_text
 from ..tokens import get_token_counter
 from ..workspace import EventLog, SessionLease, Workspace, writing_as
 from ._model_name import model_name_of
-from ._reading import reading_functions
+from ._reading import reading_answer, reading_functions
 from ._smolagents_steps import (
     MEMORY,
     MODELS,
@@ -458,17 +457,8 @@ def _as_tool(function: Callable[..., Awaitable[Any]], owner: OffloadingStepCallb
     }
 
     def forward(self: Any, **arguments: Any) -> str:
-        given = {k: v for k, v in arguments.items() if v is not None}
-
-        async def call() -> Any:
-            session = owner.session_id or owner._latest
-            if session is None:  # no run has begun: a read changes nothing
-                return await function(**given)
-            with writing_as(_AGENT, session):
-                return await function(**given)
-
-        answer = owner._loop.run(call())
-        return answer if isinstance(answer, str) else message_text(Msg(role="user", content=answer))
+        session = owner.session_id or owner._latest
+        return owner._loop.run(reading_answer(function, arguments, writer=_AGENT, session=session))
 
     cls = type(
         spec.name,

@@ -1,0 +1,262 @@
+"""ContextOffloadHooks under a real CrewAI crew and agent, offline (a scripted `BaseLLM`): a
+5 MB tool result stored whole and the next request under the window, a long run compacted
+with nothing lost, a session taken up by a second process, `ctxoffload show` rebuilding each
+call, one live run per session, wrong arguments refused at construction, and the read-back
+tools used by the agent."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from crewai_scripted import (
+    HOST_WARNINGS,
+    Fetch,
+    Scripted,
+    agent_with,
+    call,
+    crew_of,
+    say,
+    texts,
+    tokens,
+)
+from frameworks import context_ids
+
+from ctxoffload import (
+    ConfigError,
+    ContextConfig,
+    InvalidSessionId,
+    LocalWorkspace,
+    SessionBusyError,
+)
+from ctxoffload.integrations.crewai import ContextOffloadHooks
+
+pytestmark = [pytest.mark.filterwarnings(warning) for warning in HOST_WARNINGS]
+
+BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
+CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
+
+
+def ctxoffload(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxoffload", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
+    assert len(BIG) > 5_000_000
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="t1")
+    model = Scripted(model="scripted").script([call("fetch", {}, "call_1"), say("It finished.")])
+    agent = agent_with(model, [Fetch().give([BIG]), *offload.tools])
+    with offload:
+        assert crew_of(agent, "dump the log").kickoff().raw == "It finished."
+    (stored,) = (tmp_path / "ws" / "sessions" / "t1").glob("tool_result-*.txt")
+    assert stored.read_text(encoding="utf-8") == BIG
+    (kept,) = [m for m in model.seen[1] if m["role"] == "tool"]
+    assert kept["content"].startswith(BIG[:200])
+    assert stored.name in kept["content"] and len(kept["content"]) < 5_000
+    assert tokens(model.seen[1]) < CONFIG.context_window
+
+
+def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
+    workdir = tmp_path / "ws"
+    offload = ContextOffloadHooks(LocalWorkspace(workdir), config=CONFIG, session_id="long")
+    outputs = [f"part {i}: " + "checked the export rows " * 30 for i in range(40)]
+    replies = [call("fetch", {}, f"call_{i}") for i in range(40)] + [say("All 40 parts read.")]
+    model = Scripted(model="scripted").script(replies)
+    agent = agent_with(model, [Fetch().give(list(outputs))])
+    with offload:
+        assert crew_of(agent, "read every part").kickoff().raw == "All 40 parts read."
+    assert len(model.seen) == 41
+    assert max(tokens(sent) for sent in model.seen) < CONFIG.context_window
+    last = "\n".join(texts(model.seen[-1]))
+    assert "context.jsonl" in last  # the summary names where the older turns are
+    # Every tool result the agent got is in the model's last request or in context.jsonl.
+    stored = (workdir / "sessions" / "long" / "context.jsonl").read_text(encoding="utf-8")
+    for output in outputs:
+        assert output in last or json.dumps(output)[1:-1] in stored
+    assert len(context_ids(workdir, "long")) >= 20
+
+
+def test_show_rebuilds_what_each_call_was_sent(tmp_path: Path) -> None:
+    workdir = tmp_path / "ws"
+    offload = ContextOffloadHooks(LocalWorkspace(workdir), config=CONFIG, session_id="shown")
+    model = Scripted(model="scripted").script(
+        [call("fetch", {}, "call_1"), call("fetch", {}, "call_2"), say("Done.")]
+    )
+    agent = agent_with(model, [Fetch().give(["first output", BIG[:50_000]])])
+    with offload:
+        crew_of(agent, "look twice").kickoff()
+    listed = ctxoffload("show", "shown", "--workdir", workdir)
+    assert listed.returncode == 0, listed.stderr
+    assert "run by CrewAI (ContextOffloadHooks)" in listed.stdout
+    assert len(re.findall(r"step \d+ · model call", listed.stdout)) == 3
+    for step, sent in enumerate(model.seen, start=1):
+        shown = ctxoffload("show", "shown", "--step", str(step), "--workdir", workdir)
+        assert shown.returncode == 0, shown.stderr
+        assert f"the model was sent {len(sent)} messages" in shown.stdout
+        for text in texts(sent):
+            for line in text.strip().splitlines()[:3]:
+                if not line.startswith("["):  # tool calls are shown as calls, not JSON
+                    assert line.strip() in shown.stdout
+
+
+def test_each_kickoff_without_a_session_id_gets_a_session_of_its_own(tmp_path: Path) -> None:
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    model = Scripted(model="scripted").script([say("one"), say("two")])
+    agent = agent_with(model, [])
+    crew = crew_of(agent, "hello")
+    with offload:
+        crew.kickoff()
+        first = offload.session_of(crew)
+        crew.kickoff()
+        second = offload.session_of(crew)
+    assert first and second and first != second
+    assert {first, second} <= {p.name for p in (tmp_path / "ws" / "sessions").iterdir()}
+    # A standalone agent's kickoff is a run too.
+    model.script([say("three")])
+    with offload:
+        agent.kickoff("and you?")
+    assert offload.session_of(agent) not in (None, first, second)
+
+
+def test_a_second_live_kickoff_of_a_session_is_refused_and_the_first_goes_on(
+    tmp_path: Path,
+) -> None:
+    entered, gate = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        entered.set()
+        gate.wait(60)
+
+    first = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="shared")
+    second = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="shared")
+    slow = Scripted(model="scripted").script([call("fetch", {}, "call_1"), say("first done")])
+    slow_agent = agent_with(slow, [Fetch().give(["slow"], before=wait)])
+    done: list[str] = []
+
+    def run_first() -> None:
+        with first:  # the hooks of this thread's kickoffs
+            done.append(crew_of(slow_agent, "wait").kickoff().raw)
+
+    runner = threading.Thread(target=run_first)
+    runner.start()
+    try:
+        assert entered.wait(60)
+        other = agent_with(Scripted(model="scripted").script([say("never")]), [])
+        with second, pytest.raises(SessionBusyError) as refused:
+            crew_of(other, "hi").kickoff()
+    finally:
+        gate.set()
+        runner.join(60)
+    assert done == ["first done"]
+    assert "wait for the other kickoff of this session to end" in str(refused.value)
+    assert "if_busy" not in str(refused.value)
+
+
+def test_a_second_process_takes_the_session_up(tmp_path: Path) -> None:
+    workdir = tmp_path / "ws"
+    offload = ContextOffloadHooks(LocalWorkspace(workdir), config=CONFIG, session_id="again")
+    model = Scripted(model="scripted").script([call("fetch", {}, "call_1"), say("stored")])
+    with offload:
+        crew_of(agent_with(model, [Fetch().give([BIG[:200_000]])]), "dump").kickoff()
+    code = f"""
+import sys
+sys.path[:0] = {[str(Path(__file__).parent), str(Path(__file__).parents[1])]!r}
+from crewai_scripted import Scripted, agent_with, call, crew_of, say
+from ctxoffload import ContextConfig, LocalWorkspace
+from ctxoffload.integrations.crewai import ContextOffloadHooks
+offload = ContextOffloadHooks(
+    LocalWorkspace({str(workdir)!r}),
+    config=ContextConfig(context_window=4_000, tool_result_limit=300),
+    session_id="again",
+)
+model = Scripted(model="scripted").script(
+    [call("Grep", {{"pattern": "batch 4999 done"}}, "call_2"), say("found")]
+)
+with offload:
+    print(crew_of(agent_with(model, offload.tools), "find it").kickoff().raw)
+print(model.seen[-1][-1]["content"])
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("found\n")
+    assert "tool_result-" in done.stdout and "batch 4999 done" in done.stdout
+    listed = ctxoffload("show", "again", "--workdir", workdir).stdout
+    assert re.findall(r"step (\d+) · model call", listed) == ["1", "2", "3", "4"]
+
+
+def test_wrong_arguments_are_refused_at_construction(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"LocalWorkspace\('ws'\)"):
+        ContextOffloadHooks("ws")  # type: ignore[arg-type]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        ContextOffloadHooks(LocalWorkspace(afile))
+    with pytest.raises(ConfigError, match="not a ContextConfig"):
+        ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config={"context_window": 8})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_output_chars"):
+        ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), max_output_chars=0)
+    with pytest.raises(InvalidSessionId):
+        ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="../escape")
+
+
+def test_the_hooks_act_only_while_registered(tmp_path: Path) -> None:
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="off")
+    model = Scripted(model="scripted").script([call("fetch", {}, "call_1"), say("done")])
+    crew = crew_of(agent_with(model, [Fetch().give([BIG[:20_000]])]), "dump")
+    crew.kickoff()
+    assert offload.session_of(crew) is None
+    assert not (tmp_path / "ws" / "sessions").exists()
+    (kept,) = [m for m in model.seen[1] if m["role"] == "tool"]
+    assert kept["content"] == BIG[:20_000]
+
+
+class _Broken(Scripted):
+    def call(self, *args: object, **kwargs: object) -> str:
+        raise RuntimeError("the provider is down")
+
+
+def test_a_kickoff_that_fails_gives_its_session_up(tmp_path: Path) -> None:
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="fails")
+    with offload, pytest.raises(RuntimeError, match="the provider is down"):
+        crew_of(agent_with(_Broken(model="scripted"), []), "hi").kickoff()
+    # Its lease was released at its failed end: the next kickoff of the session goes ahead.
+    model = Scripted(model="scripted").script([say("back")])
+    with offload:
+        assert crew_of(agent_with(model, []), "again").kickoff().raw == "back"
+
+
+def test_a_busy_session_refuses_a_standalone_agent_too(tmp_path: Path) -> None:
+    entered, gate = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        entered.set()
+        gate.wait(60)
+
+    first = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="shared")
+    slow = Scripted(model="scripted").script([call("fetch", {}, "call_1"), say("first done")])
+    done: list[str] = []
+
+    def run_first() -> None:
+        with first:
+            agent = agent_with(slow, [Fetch().give(["slow"], before=wait)])
+            done.append(agent.kickoff("wait").raw)
+
+    runner = threading.Thread(target=run_first)
+    runner.start()
+    try:
+        assert entered.wait(60)
+        second = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="shared")
+        other = agent_with(Scripted(model="scripted").script([say("never")]), [])
+        with second, pytest.raises(SessionBusyError):
+            other.kickoff("hi")
+    finally:
+        gate.set()
+        runner.join(60)
+    assert done == ["first done"]
