@@ -6,6 +6,7 @@ not: the callbacks are called as the SDK calls them, with the inputs it sends.""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,11 @@ async def test_a_small_output_gets_no_opinion(tmp_path: Path) -> None:
 async def test_a_failing_workspace_never_fails_the_agent(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    (tmp_path / "file").write_text("x", encoding="utf-8")
-    callbacks = OffloadingHooks(LocalWorkspace(tmp_path / "file" / "ws"))
+    # A workdir that is a file is refused when the hooks are built (the door contract); one
+    # that turns into a file afterwards fails each write, and the agent goes on.
+    callbacks = OffloadingHooks(LocalWorkspace(tmp_path / "ws"))
+    shutil.rmtree(tmp_path / "ws", ignore_errors=True)
+    (tmp_path / "ws").write_text("x", encoding="utf-8")
     big = post_tool_use_bash("\n".join(f"r{i}" for i in range(20_000)))
     assert await callbacks.post_tool_use(big, "t", {"signal": None}) == {}
     transcript = write_transcript(tmp_path / "t.jsonl", transcript_rows(2))
