@@ -14,6 +14,11 @@ which differ. Run `record` with the old code (a checkout of it first on PYTHONPA
     PYTHONPATH=/tmp/old/src python bench/index_oracle.py record /tmp/index.pickle
     python bench/index_oracle.py compare /tmp/index.pickle
 
+`time` builds the stored inputs of the corpus replay again (`--cases`: the first that many,
+which `record` stores first), three times, and prints the CPU time of the fastest round: run
+it with the old code and the new one, one after the other, for their times on the same
+inputs in the same state of the machine.
+
 The search's clock is replaced by one without a deadline (its steps kept), so that what is
 built depends on the inputs alone, not on how busy the machine is.
 """
@@ -25,6 +30,7 @@ import asyncio
 import pickle
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -151,15 +157,35 @@ def compare(path: Path) -> int:
     return 1 if differ else 0
 
 
+def time_builds(path: Path, cases: int) -> None:
+    stored = pickle.loads(path.read_bytes())[:cases]
+    loaded = [(pickle.loads(c["inputs"]), tuple(c["counter"]), c["steps"]) for c in stored]
+    counters = {spec: _counter(spec) for _, spec, _ in loaded}
+    rounds = []
+    for _ in range(4):  # (the first warms the counters up, and is not kept)
+        start = time.process_time()
+        for (args, kwargs), spec, steps in loaded:
+            _build(args, kwargs, counters[spec], steps)
+        rounds.append(time.process_time() - start)
+    best = min(rounds[1:])
+    print(
+        f"{len(loaded)} indexes built in {best:.3f} s of CPU"
+        f" ({best / len(loaded) * 1e3:.2f} ms an index, fastest of 3) with {ctxoffload.__file__}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["record", "compare"])
+    parser.add_argument("mode", choices=["record", "compare", "time"])
     parser.add_argument("file", type=Path)
     parser.add_argument("--windows", nargs="+", type=int, default=[8_000, 32_000])
     parser.add_argument("--no-tests", action="store_true", help="the corpus replay alone")
+    parser.add_argument("--cases", type=int, default=104, help="how many `time` builds")
     args = parser.parse_args()
     if args.mode == "record":
         record(args.file, args.windows, not args.no_tests)
+    elif args.mode == "time":
+        time_builds(args.file, args.cases)
     else:
         raise SystemExit(compare(args.file))
 
