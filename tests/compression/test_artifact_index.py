@@ -280,9 +280,11 @@ def test_the_index_oracle_replays_what_it_recorded_byte_for_byte(tmp_path: Any) 
     import sys
     from pathlib import Path
 
+    from helpers import CORPUS, corpus_missing
+
     root = Path(__file__).resolve().parents[2]
-    if not (root.parent / "shared" / "corpus").is_dir():
-        pytest.skip("the transcript corpus is not there")
+    if not CORPUS.is_dir():
+        pytest.skip(corpus_missing())
     store = tmp_path / "indexes.pickle"
     script = str(root / "bench" / "index_oracle.py")
     recorded = subprocess.run(
