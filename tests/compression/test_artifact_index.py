@@ -126,7 +126,10 @@ def test_the_work_of_an_index_does_not_grow_with_what_left(rendered: Renders) ->
         work[len(found)] = (rendered.entries, tally.characters)
     (small_rows, small_chars), (large_rows, large_chars) = work[2_000], work[32_000]
     assert large_rows <= 1.5 * small_rows, work
-    assert large_chars <= 1.5 * small_chars, work
+    # (What it counts is each index rendered, counted once however often the search renders
+    # it, and each value weighed: of 2,000 paths 115,000 characters, of 32,000 190,000, where
+    # each index was counted again each time, 140,000 and 209,000.)
+    assert large_chars <= 1.75 * small_chars, work
 
 
 @pytest.mark.parametrize("steps", [0, 1, 3])
@@ -219,3 +222,80 @@ def test_entries_that_fit_after_others_leave_are_counted_in_batches(rendered: Re
     placed_once(index, found)
     assert len(index.cut) <= len(found) // 8
     assert rendered.renders <= 30, rendered.renders
+
+
+def test_what_a_build_remembers_of_its_renders_renders_what_a_fresh_render_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each index a build renders while it searches (kept by its entries, cut, tally and
+    folding, laid out with what earlier renders worked out: `Layouts`) is the text a render
+    without any of that makes: the rows folded in trees and commands' rows, whole on lines'
+    rows, cut and filled, with the tally."""
+    checked: list[int] = []
+    render_with = ArtifactIndex.render_with
+
+    def checking(self: ArtifactIndex, entries: Any, cut: int, events: Any, **kw: Any) -> str:
+        text = render_with(self, entries, cut, events, **kw)
+        fresh = self._render(entries, cut, events, kw.get("calls", False), None)
+        assert text == fresh
+        checked.append(len(entries))
+        return text
+
+    monkeypatch.setattr(ArtifactIndex, "render_with", checking)
+    reads = [
+        Msg(role="user", content=f"sed -n '{a},{a + 39}p' utils/m{a % 3}.ts and ./doc/x{a}.md")
+        for a in range(1, 400, 40)
+    ]
+    # Values of every length on one line: the budget takes some of a line's and not others.
+    mixed = [
+        Msg(
+            role="user",
+            content=" ".join(f"src/{'deep/' * (k % 7)}f{n}_{k}.py ORD-{n}{k}" for k in range(12)),
+        )
+        for n in range(40)
+    ]
+    found = leaving(listings(6, 120) + reads + mixed)
+    folded = 0
+    for budget in (300, 900, 2_500):
+        index = ArtifactIndex.build(
+            found,
+            {"Read": 3, "Bash": 9},  # type: ignore[arg-type]
+            summary_text="",
+            kept=[],
+            counter=COUNTER,
+            budget=budget,
+            events_file=EVENTS,
+            extra=budget // 2,
+        )
+        assert index.entries and index.cut
+        assert index._renders is None  # (dropped once built)
+        folded += len(index.folded)
+    assert folded and len(checked) > 30 and max(checked) > 100
+
+
+def test_the_index_oracle_replays_what_it_recorded_byte_for_byte(tmp_path: Any) -> None:
+    """bench/index_oracle.py, which checks a faster index against the old one's texts: what it
+    records of the corpus replay's indexes, built again by the same code, is the same."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from helpers import CORPUS, corpus_missing
+
+    root = Path(__file__).resolve().parents[2]
+    if not CORPUS.is_dir():
+        pytest.skip(corpus_missing())
+    store = tmp_path / "indexes.pickle"
+    script = str(root / "bench" / "index_oracle.py")
+    recorded = subprocess.run(
+        [sys.executable, script, "record", str(store), "--windows", "32000", "--no-tests"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert re.search(r"recorded [1-9]\d* indexes", recorded.stdout)
+    compared = subprocess.run(
+        [sys.executable, script, "compare", str(store)], capture_output=True, text=True
+    )
+    assert compared.returncode == 0, compared.stdout
+    assert compared.stdout.rstrip().endswith(": 0 differ")

@@ -42,7 +42,7 @@ from ..messages import Msg
 from ..text import tagged
 from ..tokens import TokenCounter
 from ._artifacts import CUT_MARK, NEWLINE_MARK, FoundArtifact, Scanned, named_values
-from ._index_layout import IndexRows, group_pieces, render_rows
+from ._index_layout import IndexRows, Layouts, group_pieces, render_rows
 from ._index_order import Folding, Folds, Key, in_order
 from ._index_search import IndexClock, at_most, most_within
 from ._substrings import Substrings
@@ -101,6 +101,8 @@ class ArtifactIndex:
     folded: set[Key] = field(default_factory=set)
     budget: int = 0
     out_of_time: bool = False
+    # While `build` searches: what its renders worked out (`_Renders`), dropped after it.
+    _renders: _Renders | None = field(default=None, repr=False, compare=False)
 
     @property
     def left(self) -> int:
@@ -154,6 +156,42 @@ class ArtifactIndex:
         clock = clock or IndexClock()
         still = named_values(kept, kept_scanned)
         index = cls(calls=Counter(calls), cut_before=cut_before, budget=budget)
+        index._renders = _Renders(counter, events_file)
+        try:
+            index._build(
+                leaving,
+                calls,
+                summary_text,
+                counter,
+                budget,
+                events_file,
+                still,
+                grouped=grouped,
+                fill=fill,
+                extra=extra,
+                clock=clock,
+            )
+        finally:
+            index._renders = None
+        return index
+
+    def _build(
+        self,
+        leaving: Sequence[FoundArtifact],
+        calls: Counter[str],
+        summary_text: str,
+        counter: TokenCounter,
+        budget: int,
+        events_file: str | None,
+        still: set[Key],
+        *,
+        grouped: bool,
+        fill: bool,
+        extra: int,
+        clock: IndexClock,
+    ) -> None:
+        """`build`'s work, on the index it made (see there)."""
+        index = self
         summary = Substrings(summary_text.split("\n"), asked=len(leaving))
         waiting: list[FoundArtifact] = []
         for found in leaving:
@@ -170,7 +208,7 @@ class ArtifactIndex:
         # then the entries, each whole on its line's row, in that order, at what it adds to
         # the index by estimate (`IndexRows`): the layout before groups; then the tally of
         # calls, when it fits.
-        spent = counter.count_text(index.render_with([], len(waiting), events_file, calls=False))
+        spent = index._count(counter, index.render_with([], len(waiting), events_file))
         header = counter.count_text(HEADER) + 1
         rows = IndexRows(counter.count_text)
         inside: list[FoundArtifact] = []  # each inside an entry's text (a command's path)
@@ -241,7 +279,6 @@ class ArtifactIndex:
         index._settle(unweighed, events_file)
         index.out_of_time = clock.ran_out
         index.carried = index.in_summary + index.entries
-        return index
 
     def _settle(self, unweighed: Sequence[FoundArtifact], events_file: str | None) -> None:
         """Put each artifact the index did not weigh with the cut, or with those named when
@@ -284,7 +321,7 @@ class ArtifactIndex:
         are cut, when not `len(self.cut)`)."""
         cut = len(self.cut) if cut < 0 else cut
         text = self.render_with(self.entries, cut, events_file, calls=self.show_calls)
-        return counter.count_text(text)
+        return self._count(counter, text)
 
     def _fill(
         self,
@@ -475,7 +512,7 @@ class ArtifactIndex:
                     events_file,
                     calls=self.show_calls,
                 )
-                if counter.count_text(text) <= self.budget:
+                if self._count(counter, text) <= self.budget:
                     low = middle
                 else:
                     high = middle
@@ -509,8 +546,8 @@ class ArtifactIndex:
             return None
         named = {_key(f) for f in (*self.entries, *self.in_summary)}
         named_now = sum(key in named for key in folds.keys)
-        bare = counter.count_text(
-            self.render_with([], folds.total, events_file, calls=self.show_calls)
+        bare = self._count(
+            counter, self.render_with([], folds.total, events_file, calls=self.show_calls)
         )
         known = (0, bare)
         if start is not None and start.taken and start.tokens > bare:
@@ -633,7 +670,7 @@ class ArtifactIndex:
             self.folded = saved
         # What comes next in the order and is named all the same: inside a value taken.
         beyond = len(folds.inside(taken, folded, beyond=True))
-        tokens = counter.count_text(text)
+        tokens = self._count(counter, text)
         return Folding(entries, folded, text, taken + beyond, taken, foldable, saving, tokens)
 
     @staticmethod
@@ -664,9 +701,28 @@ class ArtifactIndex:
     ) -> str:
         """The index with `entries`, `cut` artifacts cut now, and the tally of calls when
         `calls`."""
+        renders = self._renders
+        if renders is None or renders.events_file != events_file:
+            return self._render(entries, cut, events_file, calls, None)
+        key = (tuple(map(id, entries)), cut, calls, frozenset(self.folded))
+        text = renders.texts.get(key)
+        if text is None:
+            text = renders.texts[key] = self._render(
+                entries, cut, events_file, calls, renders.layouts
+            )
+        return text
+
+    def _render(
+        self,
+        entries: Sequence[FoundArtifact],
+        cut: int,
+        events_file: str | None,
+        calls: bool,
+        layouts: Layouts | None,
+    ) -> str:
         lines: list[str] = []
         if entries:
-            rows, rules = render_rows(entries, self.folded, _stored_in(events_file))
+            rows, rules = render_rows(entries, self.folded, _stored_in(events_file), layouts)
             lines += [HEADER, *rules, *rows]
         if calls and self.calls:
             lines.append(self._tally())
@@ -680,6 +736,17 @@ class ArtifactIndex:
             return ""
         # Its values are what tools and models wrote: `tagged` keeps them from closing it.
         return tagged("artifact_index", "\n".join(lines))
+
+    def _count(self, counter: TokenCounter, text: str) -> int:
+        """The tokens of `text`, an index this one rendered (each text counted once while
+        `build` searches)."""
+        renders = self._renders
+        if renders is None or renders.counter is not counter:
+            return counter.count_text(text)
+        tokens = renders.tokens.get(text)
+        if tokens is None:
+            tokens = renders.tokens[text] = counter.count_text(text)
+        return tokens
 
     def report(self) -> dict[str, int | bool]:
         """The counts a compaction event holds (and `out_of_time` when the clock ran
@@ -707,6 +774,25 @@ class ArtifactIndex:
         ):
             out.extend({**f.to_json(), "status": status} for f in group)
         return out
+
+
+class _Renders:
+    """What the renders of one `ArtifactIndex.build` worked out, for the next ones: its
+    search renders and counts a dozen indexes or more, many the same as one before (each
+    text by the entries, cut, tally and folding it was rendered with), and most of the rest
+    differ from one before by a few entries (`Layouts`).
+
+    The entries are told apart by their identity: every one rendered is held by `layouts`,
+    and the whole is dropped when the build is done."""
+
+    __slots__ = ("counter", "events_file", "layouts", "texts", "tokens")
+
+    def __init__(self, counter: TokenCounter, events_file: str | None) -> None:
+        self.counter = counter
+        self.events_file = events_file
+        self.layouts = Layouts(_stored_in(events_file))
+        self.texts: dict[tuple[tuple[int, ...], int, bool, frozenset[Key]], str] = {}
+        self.tokens: dict[str, int] = {}
 
 
 def _slack(budget: int) -> int:

@@ -43,11 +43,12 @@ from collections import Counter
 from collections.abc import Callable, Container, Sequence
 from typing import Protocol
 
-from ._path_tree import TREE_RULE, in_tree, tree_rows
+from ._path_tree import TREE_RULE, in_tree, placed, tree_rows
 
 __all__ = [
     "COMMAND_RULE",
     "IndexRows",
+    "Layouts",
     "Stored",
     "goes_in_tree",
     "group_of",
@@ -124,6 +125,9 @@ class IndexRows:
         self._count = count
         self._values: Counter[str] = Counter()  # the values on each line's row
         self._added: list[tuple[str, int]] = []  # each entry's line and tokens, in order
+        # Each entry's line, its value's tokens and separator, and its line's row's tokens
+        # (by its identity: the entry is held with them, so that its identity stays its own).
+        self._parts: dict[int, tuple[FoundArtifact, str, int, int]] = {}
         self.tokens = 0
 
     def _tokens(self, text: str) -> int:
@@ -132,17 +136,26 @@ class IndexRows:
             found = self._counted[text] = self._count(text)
         return found
 
+    def _parts_of(self, found: FoundArtifact) -> tuple[FoundArtifact, str, int, int]:
+        parts = self._parts.get(id(found))
+        if parts is None:
+            where, value = found.where(), found.value
+            own = self._tokens(value) + (1 if is_word(value) else 2)
+            row = self._tokens(f"- {where}: ") + 1
+            parts = self._parts[id(found)] = (found, where, own, row)
+        return parts
+
     def cost(self, found: FoundArtifact) -> int:
         """The tokens `found` would add to the index, written whole on its line's row."""
-        where = found.where()
-        row = 0 if self._values[where] else self._tokens(f"- {where}: ") + 1
-        return self._tokens(found.value) + (1 if is_word(found.value) else 2) + row
+        _, where, own, row = self._parts_of(found)
+        return own if self._values[where] else own + row
 
     def add(self, found: FoundArtifact) -> None:
         """Write `found` whole on its line's row."""
-        cost = self.cost(found)
-        self._values[found.where()] += 1
-        self._added.append((found.where(), cost))
+        _, where, own, row = self._parts_of(found)
+        cost = own if self._values[where] else own + row
+        self._values[where] += 1
+        self._added.append((where, cost))
         self.tokens += cost
 
     def remove(self, position: int) -> None:
@@ -182,33 +195,105 @@ def goes_in_tree(found: FoundArtifact, stored: Stored) -> bool:
     return found.kind == "path" and not (stored and value.startswith(stored)) and in_tree(value)
 
 
+class Layouts:
+    """What `render_rows` works out once per entry and per line's row, kept for the renders
+    of one index's search (which render the same entries again and again, a few more or
+    fewer each time): each entry's line, group and place in the tree, each row of a line's
+    values. What it renders is what `render_rows` renders without it.
+
+    It holds the entries it has seen (their identity is its key), so it is made for one
+    build of an index and dropped after it.
+
+    Args:
+        stored: the folders of the workspace's own files (`Stored`).
+    """
+
+    def __init__(self, stored: Stored) -> None:
+        self.stored = stored
+        self._entries: dict[int, _Laid] = {}
+        self._rows: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def of(self, found: FoundArtifact) -> _Laid:
+        """What `found` is in a layout (worked out the first time it is asked)."""
+        laid = self._entries.get(id(found))
+        if laid is None:
+            laid = self._entries[id(found)] = _Laid(found, self.stored)
+        return laid
+
+    def line_row(self, where: str, values: list[str]) -> str:
+        """`- {where}:` and `line_values(values)`."""
+        key = (where, tuple(values))
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = f"- {where}:" + line_values(values)
+        return row
+
+
+class _Laid:
+    """An entry as `render_rows` places it: its key, its line, its group written whole and
+    folded (`group_of`), and whether it goes in the tree folded (`goes_in_tree`)."""
+
+    __slots__ = (
+        "fold_group",
+        "fold_member",
+        "found",
+        "key",
+        "line_group",
+        "line_member",
+        "tree",
+        "tree_parts",
+    )
+
+    def __init__(self, found: FoundArtifact, stored: Stored) -> None:
+        self.found = found  # (held, so that its identity stays its own while it is a key)
+        value, where = found.value, found.where()
+        self.key = (found.kind, value)
+        self.line_group = (LINE, value)
+        self.line_member = (value, where, value)
+        self.tree: tuple[str, str] | None = None
+        self.tree_parts: list[str] = []
+        if goes_in_tree(found, stored):
+            self.tree = (value, where)
+            self.tree_parts = placed(value).split("/")
+            self.fold_group, self.fold_member = self.line_group, self.line_member
+        else:
+            form, head, item = group_of(found, stored)
+            self.fold_group, self.fold_member = (form, head), (item, where, value)
+
+
 def render_rows(
     entries: Sequence[FoundArtifact],
     folded: Container[tuple[str, str]],
     stored: Stored = None,
+    layouts: Layouts | None = None,
 ) -> tuple[list[str], list[str]]:
     """The index's rows for `entries` (in the index's order), those whose `(kind, value)` is
     in `folded` in their command's row or in the tree of paths, and the header's rules for
-    the rows that are groups (`stored`: the folders of the workspace's own files)."""
+    the rows that are groups (`stored`: the folders of the workspace's own files;
+    `layouts`: what earlier renders of the same index worked out, for `stored`)."""
+    layouts = layouts or Layouts(stored)
     # The entries of each group (`group_of`), in the order of the group's first entry: a
     # value written whole is a group of its own, `(LINE, value)`.
     groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (item, where, value)
     paths: list[tuple[str, str]] = []
+    parts: list[list[str]] = []  # (each path's, split at its `/`)
+    of = layouts.of
     for found in entries:
-        value = found.value
-        if (found.kind, value) not in folded:
-            form, head, item = LINE, value, value
-        elif goes_in_tree(found, stored):
-            paths.append((value, found.where()))
+        laid = of(found)
+        if laid.key not in folded:
+            group, member = laid.line_group, laid.line_member
+        elif laid.tree is not None:
+            paths.append(laid.tree)
+            parts.append(laid.tree_parts)
             continue
         else:
-            form, head, item = group_of(found, stored)
-        members = groups.get((form, head))
+            group, member = laid.fold_group, laid.fold_member
+        members = groups.get(group)
         if members is None:
-            groups[(form, head)] = [(item, found.where(), value)]
+            groups[group] = [member]
         else:
-            members.append((item, found.where(), value))
-    tree, alone = tree_rows(paths)
+            members.append(member)
+    tree, alone = tree_rows(paths, parts)
     for value, where in alone:
         groups.setdefault((LINE, value), []).append((value, where, value))
     # Each line's row, then the rows under it, in the order of their first entry; the rows
@@ -220,7 +305,11 @@ def render_rows(
     for (form, head), members in groups.items():
         if len(members) == 1 or form == LINE:
             for _, line, value in members:
-                whole.setdefault(line, []).append(value)
+                values = whole.get(line)
+                if values is None:
+                    whole[line] = [value]
+                else:
+                    values.append(value)
             continue
         where = members[0][1]
         lines = {line for _, line, _ in members}
@@ -232,9 +321,11 @@ def render_rows(
                 f"  - {head}: " + " | ".join(item for item, _, _ in members)
             )
     rows: list[str] = []
+    line_row = layouts.line_row
     for where, values in whole.items():
-        rows.append(f"- {where}:" + line_values(values))
-        rows += under.get(where, [])
+        rows.append(line_row(where, values))
+        if under:
+            rows += under.get(where, ())
     if several:
         rows += [SEVERAL_ROW, *several]
     rules = [COMMAND_RULE] if several or under else []

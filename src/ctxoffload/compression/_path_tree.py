@@ -107,12 +107,15 @@ class _Tree:
     it), each worked out once (`cost`): a path's length from a row is the difference of
     their lengths from the root, never a path rebuilt."""
 
-    def __init__(self, paths: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self, paths: Sequence[tuple[str, str]], parts: Sequence[Sequence[str]] | None = None
+    ) -> None:
         # (No node refers to the one above it: a tree without cycles is freed as soon as it is
         # rendered, and costs the garbage collector no pass over everything alive.)
         self.root = _Node("")
-        for value, where in paths:
-            *directories, name = placed(value).split("/")
+        if parts is None:
+            parts = [placed(value).split("/") for value, _ in paths]
+        for (value, where), (*directories, name) in zip(paths, parts, strict=True):
             node = self.root
             for part in directories:
                 child = node.under.get(part)
@@ -253,12 +256,17 @@ def placed(value: str) -> str:
     return rest if "/" in rest else value
 
 
-def tree_rows(paths: Sequence[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]]]:
+def tree_rows(
+    paths: Sequence[tuple[str, str]], parts: Sequence[Sequence[str]] | None = None
+) -> tuple[list[str], list[tuple[str, str]]]:
     """The rows of the tree of `paths` (`(value, where)`, each `in_tree`), and the paths no
-    row pays for, to be written whole on their line's row.
+    row pays for, to be written whole on their line's row (`parts`: each path's `placed`
+    split at its `/`, when the caller has them).
 
     An item's lines are those of its row's mark: a row holds the items under it that no row
     of their own holds, and names the lines of its own files (a file of a directory without a
     row is read at the lines of the row it is written in, which its mark includes).
     """
-    return _Tree(paths).rows()
+    if not paths:
+        return [], []
+    return _Tree(paths, parts).rows()
