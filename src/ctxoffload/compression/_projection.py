@@ -158,9 +158,10 @@ class Projector:
 
     @property
     def left_out(self) -> frozenset[str]:
-        """The ids of the history's messages the latest projection did not send: each was
-        stored in the session before it left (in context.jsonl; an earlier summary, folded
-        into the new one, in the session's record), and a summary or a provider's
+        """The ids of the history's messages the latest projection did not send.
+
+        Each was stored in the session before it left (in context.jsonl; an earlier summary,
+        folded into the new one, in the session's record), and a summary or a provider's
         compaction stands for it. What a host that keeps what was sent may drop."""
         return self._left_out
 
