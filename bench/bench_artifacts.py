@@ -4,7 +4,7 @@ Replays every conversation of ../shared/corpus (the same readers the tests use) 
 `Compressor` at windows of 8k, 16k and 32k tokens, with two summarisers: the extractive one,
 and a scripted summary model that keeps no path, command or id at all (the worst case of a
 real one). Right after each compaction it takes the artifacts (paths, URLs, commands, ids)
-of the messages that left (the extractor of `compression/_artifacts.py`) and looks for each
+of the messages that left (the extractor of `compression/_index/_artifacts.py`) and looks for each
 in the context the model is sent next:
 
 - `no index`: in the context without its `<artifact_index>` (what the summary and the kept
@@ -51,8 +51,8 @@ from pathlib import Path
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifact_index import ArtifactIndex
-from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._artifacts import FoundArtifact, find_artifacts
 from ctxoffload.text import message_lines
 from ctxoffload.tokens import TokenCounter
 

@@ -63,8 +63,8 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifact_index import ArtifactIndex
-from ctxoffload.compression._artifacts import scan_messages
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._artifacts import scan_messages
 from ctxoffload.tokens import TiktokenCounter
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"

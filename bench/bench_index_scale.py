@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 
 from ctxoffload import Msg, get_token_counter
-from ctxoffload.compression._artifact_index import ArtifactIndex
-from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._artifacts import FoundArtifact, find_artifacts
 
 EVENTS = "/ws/sessions/bench/events.jsonl"
 BUDGET = 10_000  # the index's budget at a 200,000-token window

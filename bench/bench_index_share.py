@@ -27,7 +27,7 @@ from typing import Any
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"

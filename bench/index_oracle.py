@@ -38,8 +38,8 @@ from typing import Any
 
 import ctxoffload
 from ctxoffload._tokens.counters import HeuristicCounter, TiktokenCounter
-from ctxoffload.compression._artifact_index import ArtifactIndex
-from ctxoffload.compression._index_search import IndexClock
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._search import IndexClock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -249,9 +249,11 @@ def installed(module: str) -> bool:
 
 
 def private_imports(root: Path) -> list[str]:
-    """Imports that reach past a package's exports: an underscore name from another module, or
-    a name from a private module of another package (a module of a package may use its own
-    package's private modules; the top-level private modules belong to the whole package)."""
+    """Imports that reach past a package's exports: an underscore name from another module, a
+    name from a private module of another package (a module of a package may use its own
+    package's private modules; the top-level private modules belong to the whole package), or
+    a name from inside a room (a private subpackage of a package, such as
+    `compression._index`) by a module outside it, which enters by the room's face."""
     wrong = []
     for path in sorted(root.rglob("*.py")):
         parts = [root.name, *path.relative_to(root).with_suffix("").parts]
@@ -274,6 +276,14 @@ def private_imports(root: Path) -> list[str]:
                 wrong.append(shown)
                 continue
             steps = source.split(".")
+            rooms = [
+                ".".join(steps[: at + 1])
+                for at, step in enumerate(steps[:-1])
+                if at >= 2 and step.startswith("_")
+            ]
+            if any(module != room and not module.startswith(room + ".") for room in rooms):
+                wrong.append(shown)
+                continue
             private_at = next((i for i, step in enumerate(steps) if step.startswith("_")), None)
             if private_at is None or private_at == 1:
                 continue  # a public module, or a top-level private module of the package
@@ -299,7 +309,13 @@ def test_the_export_check_finds_what_reaches_past(tmp_path: Path) -> None:
     (package / "b" / "user.py").write_text(
         "from ..a._impl import Y\nfrom ..a.own import _Z\nfrom ..a import own\n"
     )
+    # A room of `a`: its own modules and its face are open to `a`, its inside is not.
+    (package / "a" / "_room").mkdir()
+    (package / "a" / "_room" / "__init__.py").write_text("from ._inner import W\n")
+    (package / "a" / "_room" / "_inner.py").write_text("from .._impl import Y\nW = Y\n")
+    (package / "a" / "core.py").write_text("from ._room import W\nfrom ._room._inner import W\n")
     assert private_imports(package) == [
+        "pkg.a.core: from pkg.a._room._inner import W",
         "pkg.b.user: from pkg.a._impl import Y",
         "pkg.b.user: from pkg.a.own import _Z",
     ]

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor
-from ctxoffload.compression._artifact_index import ArtifactIndex
-from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._artifacts import FoundArtifact, find_artifacts
 from ctxoffload.readback import workspace_tools
 from helpers import call, delimiters_in, summary_reply
 
@@ -226,7 +226,7 @@ def test_a_listing_folds_into_the_tree_the_model_reads() -> None:
 
 def test_the_tree_writes_each_directory_once_and_keeps_each_paths_end() -> None:
     """The tree's rows for a few paths (`_path_tree`, which the index renders with)."""
-    from ctxoffload.compression._path_tree import tree_rows
+    from ctxoffload.compression._index._path_tree import tree_rows
 
     paths = [
         *((f"pylint/checkers/base/{c}_checker.py", "line 4") for c in "abcde"),
@@ -259,7 +259,7 @@ def test_a_files_reads_fold_into_one_row_under_their_line() -> None:
     """The command form of a group's row (`_index_layout`, which the index renders with):
     folded reads of one file share a row under their line, or under `on several lines` with
     each item's line; an entry not folded stays whole on its line's row."""
-    from ctxoffload.compression._index_layout import render_rows
+    from ctxoffload.compression._index._layout import render_rows
 
     reads = [
         FoundArtifact("command", f"sed -n '{a},{a + 39}p' utils/a.ts", line)
@@ -503,7 +503,7 @@ def test_a_lines_row_writes_one_word_values_a_blank_apart_and_the_others_after_a
     """`- line 4: a b | c d`: the values that are one word (no blank, no `|`) a blank apart,
     then ` | ` before each other one; read back by splitting at ` | ` first. Values made to
     confuse it (a lone `|`, a word ending in `|`, a tab, `a | b`) are each read back whole."""
-    from ctxoffload.compression._index_layout import render_rows
+    from ctxoffload.compression._index._layout import render_rows
 
     values = ["ORD-1", "|", "x|", "a\tb", "grep x | head", "pytest -q", "src/a.py", "/srv/b c"]
     entries = [FoundArtifact("id", value, 4) for value in values]
@@ -524,7 +524,7 @@ def test_a_directory_is_named_by_the_paths_that_go_through_it() -> None:
     """`./doc/data` and `./doc/data/a/x.md`, from an `ls -R`: a directory costs nothing where
     a path written in the tree or whole goes through it (the rule says a row names the folders
     on its paths' way, and a leading `./` is left off); `./doc/x` and `doc/x` are one path."""
-    from ctxoffload.compression._path_tree import tree_rows
+    from ctxoffload.compression._index._path_tree import tree_rows
 
     paths = [("./doc/data", "line 3"), ("./doc/data/messages", "line 5")]
     paths += [(f"./doc/data/messages/{name}-name/bad.py", "line 3") for name in "pqrstu"]

@@ -13,9 +13,9 @@ import pytest
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.compression import Compressor, _artifact_index
-from ctxoffload.compression._artifact_index import ArtifactIndex
-from ctxoffload.compression._artifacts import FoundArtifact, find_artifacts
-from ctxoffload.compression._index_search import IndexClock
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._artifacts import FoundArtifact, find_artifacts
+from ctxoffload.compression._index._search import IndexClock
 from helpers import summary_reply
 
 COUNTER = get_token_counter(exact=True)

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
 from ctxoffload.cli import main
 from ctxoffload.compression import CompressionResult, Compressor
-from ctxoffload.compression._artifact_index import ArtifactIndex
-from ctxoffload.compression._artifacts import (
+from ctxoffload.compression._index._artifact_index import ArtifactIndex
+from ctxoffload.compression._index._artifacts import (
     ARTIFACTS_PER_MESSAGE,
     FoundArtifact,
     find_artifacts,
@@ -425,7 +425,7 @@ async def test_a_command_of_several_lines_is_one_entry_that_verify_finds(
 def reference_artifacts(msg: Msg) -> set[tuple[str, str]]:
     """What the artifact patterns find with Python's `re`, a line at a time (lookbehind and
     all): the reference the whole-text RE2 scan must agree with, below the cap."""
-    from ctxoffload.compression import _artifacts as a
+    from ctxoffload.compression._index import _artifacts as a
     from ctxoffload.text import message_lines
 
     found = set()
@@ -493,7 +493,7 @@ def test_the_scan_agrees_with_the_patterns_on_the_corpus() -> None:
 def every_pattern(text: str) -> list[tuple[str, str]]:
     """The scan of `text` as it was before the set chose the patterns: every RE2 pattern run
     with google-re2's `finditer`, each value decoded from the bytes."""
-    from ctxoffload.compression import _artifacts as a
+    from ctxoffload.compression._index import _artifacts as a
 
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[str, str]] = []
@@ -530,7 +530,7 @@ def test_the_patterns_the_set_rules_out_find_nothing(text: str) -> None:
     # The set only picks which patterns to run, spans are read through the compiled object,
     # and an ASCII text is sliced as it is: none of that may change what is found, or its
     # order.
-    from ctxoffload.compression._artifacts import _add_text_values
+    from ctxoffload.compression._index._artifacts import _add_text_values
 
     found: dict[tuple[str, str], None] = {}
     _add_text_values(text, found)
@@ -549,7 +549,7 @@ _ASCII_PATHS = st.lists(
 def test_a_path_in_ascii_text_is_found_without_its_capture_group(text: str) -> None:
     # In an ASCII text the path patterns run without their group, and the path's start is
     # told from the match's first byte: the same spans as the group gives.
-    from ctxoffload.compression import _artifacts as a
+    from ctxoffload.compression._index import _artifacts as a
 
     data = text.encode()
     for name in ("absolute", "relative"):
@@ -558,7 +558,7 @@ def test_a_path_in_ascii_text_is_found_without_its_capture_group(text: str) -> N
 
 
 def test_a_hostile_text_is_scanned_alike_by_the_set_and_every_pattern() -> None:
-    from ctxoffload.compression._artifacts import _add_text_values
+    from ctxoffload.compression._index._artifacts import _add_text_values
 
     texts = [
         "a/" * 200_000 + "b.py",  # one path-like run of 400 KB
@@ -585,7 +585,7 @@ def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
 ) -> None:
     # Without a fence only `$ ` lines are commands: they are found from each `$ `, not by
     # reading every line; the commands, their order and where the cap stops must not change.
-    from ctxoffload.compression._artifacts import _prompt_commands
+    from ctxoffload.compression._index._artifacts import _prompt_commands
 
     finds_as_every_line(_prompt_commands, text, cap)
 
@@ -610,7 +610,7 @@ def finds_as_every_line(find: Any, text: str, cap: int) -> None:
 def every_line(lines: Any, add: Any) -> bool:
     """The commands of a text's shell blocks and `$ ` lines, read a line at a time: how the
     scan found them before it read only the shell blocks so (kept here as the reference)."""
-    from ctxoffload.compression._artifacts import _FENCE, _HEREDOC, _SHELLS
+    from ctxoffload.compression._index._artifacts import _FENCE, _HEREDOC, _SHELLS
 
     fence: str | None = None
     heredoc: str | None = None
@@ -656,7 +656,7 @@ _FENCED = st.lists(
 def test_shell_blocks_are_found_as_reading_every_line_finds_them(text: str, cap: int) -> None:
     # Only a shell block's lines are read one by one; elsewhere `$ ` lines are found from
     # each `$ `. The commands, their order and where the cap stops must not change.
-    from ctxoffload.compression._artifacts import _shell_commands
+    from ctxoffload.compression._index._artifacts import _shell_commands
 
     finds_as_every_line(_shell_commands, text, cap)
 
@@ -687,7 +687,7 @@ _VALUES = st.one_of(
 @settings(max_examples=400, deadline=None)
 @given(value=_VALUES, kind=st.sampled_from(["command", "path", "url", "id"]))
 def test_a_value_is_kept_as_cutting_it_would_keep_it(value: str, kind: str) -> None:
-    from ctxoffload.compression._artifacts import _cut, _put
+    from ctxoffload.compression._index._artifacts import _cut, _put
 
     found: dict[tuple[str, str], None] = {}
     _put(found, kind, value)

@@ -139,7 +139,7 @@ async def test_a_compaction_of_messages_counted_before_gives_the_same_index(
 async def test_counting_scans_only_the_messages_new_to_the_compressor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxoffload.compression import _artifacts
+    from ctxoffload.compression._index import _artifacts
 
     scanned: list[str] = []
     scan = _artifacts.scan_messages

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload.compression._index_search import IndexClock, most_within
+from ctxoffload.compression._index._search import IndexClock, most_within
 
 
 @settings(max_examples=200, deadline=None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload.compression._substrings import MOST_READ, RUNS_AT, Substrings
+from ctxoffload.compression._index._substrings import MOST_READ, RUNS_AT, Substrings
 
 _TEXT = st.text(alphabet="ab/._-0123é ", max_size=40)
 

@@ -7,21 +7,32 @@ from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._activation import Activation
-    from ._clear_thinking import THINKING_CLEARED, ClearThinking
-    from ._clear_tool_uses import CLEARED_MARK, OUTPUTS_CLEARED, ClearToolUses
     from ._compaction import CompressionResult
     from ._compressor import Compressor
     from ._config import ContextConfig
     from ._events import EventCallback, emit_event
-    from ._history_managers import Null, SlidingWindow, Summarization
-    from ._image_limit import ImageLimit
+    from ._managers import (
+        CLEARED_MARK,
+        OUTPUTS_CLEARED,
+        THINKING_CLEARED,
+        Activation,
+        ClearThinking,
+        ClearToolUses,
+        ContextManager,
+        ContextPipeline,
+        ImageLimit,
+        Managers,
+        Null,
+        PipelineRun,
+        SlidingWindow,
+        Summarization,
+        ToolOutputOffload,
+        ToolOutputTruncate,
+    )
     from ._notes import is_context_note, is_summary_message, is_window_note
     from ._persisted import Persisted
-    from ._pipeline import ContextPipeline
     from ._projection import Projector
     from ._protect import Protected, is_pinned
-    from ._run import ContextManager, Managers, PipelineRun
     from ._split import (
         MessageCounter,
         Split,
@@ -36,7 +47,6 @@ if TYPE_CHECKING:
     from ._summary_message import Artifact
     from ._summary_model import Summary
     from ._tool_names import ReaderTools
-    from ._tool_output import ToolOutputOffload, ToolOutputTruncate
     from ._truncate import TRUNCATION_MARKER, Truncation, rendered_text
     from ._truncator import FRESH_PREVIEW_FLOOR
 
@@ -96,25 +106,25 @@ __getattr__, __dir__ = lazy_exports(
         "EventCallback": "._events",
         "emit_event": "._events",
         "rendered_text": "._truncate",
-        "Activation": "._activation",
-        "CLEARED_MARK": "._clear_tool_uses",
-        "OUTPUTS_CLEARED": "._clear_tool_uses",
-        "ClearToolUses": "._clear_tool_uses",
-        "ClearThinking": "._clear_thinking",
-        "THINKING_CLEARED": "._clear_thinking",
-        "Null": "._history_managers",
-        "SlidingWindow": "._history_managers",
-        "Summarization": "._history_managers",
-        "ImageLimit": "._image_limit",
-        "ContextManager": "._run",
-        "Managers": "._run",
-        "ContextPipeline": "._pipeline",
-        "PipelineRun": "._run",
+        "Activation": "._managers",
+        "CLEARED_MARK": "._managers",
+        "OUTPUTS_CLEARED": "._managers",
+        "ClearToolUses": "._managers",
+        "ClearThinking": "._managers",
+        "THINKING_CLEARED": "._managers",
+        "Null": "._managers",
+        "SlidingWindow": "._managers",
+        "Summarization": "._managers",
+        "ImageLimit": "._managers",
+        "ContextManager": "._managers",
+        "Managers": "._managers",
+        "ContextPipeline": "._managers",
+        "PipelineRun": "._managers",
         "Projector": "._projection",
         "Protected": "._protect",
         "is_pinned": "._protect",
-        "ToolOutputOffload": "._tool_output",
-        "ToolOutputTruncate": "._tool_output",
+        "ToolOutputOffload": "._managers",
+        "ToolOutputTruncate": "._managers",
         "Artifact": "._summary_message",
         "FRESH_PREVIEW_FLOOR": "._truncator",
         "CompressionResult": "._compaction",

@@ -23,12 +23,17 @@ from .._disk.wording import spans_text
 from ..messages import Msg
 from ..model import ChatModel, model_label
 from ..tokens import TokenCount
-from ._artifact_index import ArtifactIndex, events_file
-from ._artifacts import FoundArtifact, find_artifacts, scan_messages
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._config import CHARS_PER_TOKEN, ContextConfig
-from ._index_search import IndexClock
+from ._index import (
+    ArtifactIndex,
+    FoundArtifact,
+    IndexClock,
+    events_file,
+    find_artifacts,
+    scan_messages,
+)
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._persisted import Persisted, read_back_report
 from ._protect import is_pinned

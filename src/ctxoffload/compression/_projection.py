@@ -35,6 +35,7 @@ from ..formats import to_msgs
 from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
+from ._managers import asked_config, compact_event
 from ._notes import is_summary_message
 from ._provider_compaction import (
     absorb,
@@ -43,7 +44,6 @@ from ._provider_compaction import (
     newest_compaction,
     note_position,
 )
-from ._run import asked_config, compact_event
 
 if TYPE_CHECKING:
     from ..model import ChatModel

@@ -22,9 +22,9 @@ from ..model import ChatModel
 from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_counter
 from ..workspace import EventLog, LineReader, Offloader, ReferenceReader
-from ._artifacts import ArtifactCache
 from ._config import ContextConfig
 from ._events import EventCallback, emit_events
+from ._index import ArtifactCache
 from ._notes import is_context_note
 from ._persisted import Persisted, lines_of
 from ._stored_outputs import StoredOutputs

@@ -19,9 +19,8 @@ from .._disk.wording import spans_text
 from ..messages import Msg
 from ..text import defuse
 from ..tokens import TokenCounter
-from ._artifact_index import ArtifactIndex
-from ._artifacts import FoundArtifact
 from ._config import ContextConfig
+from ._index import ArtifactIndex, FoundArtifact
 from ._notes import NOTE_MARK, SUMMARY_NOTE
 from ._summarize import bound_summary, cut_field
 from ._summary_model import Summary

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk import events
-from .._disk.wording import spans_text
-from ..messages import Msg, ToolResultBlock
+from ..._disk import events
+from ..._disk.wording import spans_text
+from ...messages import Msg, ToolResultBlock
+from .._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note
+from .._split import SplitByCount, SplitByTokens, SplitStrategy, is_user_request, turns
+from .._tool_names import ReaderTools
 from ._activation import Activation, SettingError, check_int, check_ratio
-from ._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note
-from ._split import SplitByCount, SplitByTokens, SplitStrategy, is_user_request, turns
-from ._tool_names import ReaderTools
 
 if TYPE_CHECKING:
-    from ..model import ChatModel
-    from ._config import ContextConfig
+    from ...model import ChatModel
+    from .._config import ContextConfig
     from ._run import PipelineRun
 
 __all__ = ["Null", "SlidingWindow", "Summarization"]

@@ -13,18 +13,18 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from .._depth import text_form
-from ..exceptions import ConfigError
+from ..._depth import text_form
+from ...exceptions import ConfigError
+from .._config import LongNumber
 from ._activation import Activation, SettingError
 from ._clear_thinking import ClearThinking
 from ._clear_tool_uses import ClearToolUses
-from ._config import LongNumber
 from ._history_managers import Null, SlidingWindow, Summarization
 from ._image_limit import ImageLimit
 from ._tool_output import PREVIEWS, ToolOutputOffload, ToolOutputTruncate
 
 if TYPE_CHECKING:
-    from ..model import ChatModel
+    from ...model import ChatModel
     from ._run import ContextManager
 
 __all__ = ["MANAGER_TYPES", "MAX_SETTING", "Template", "load_pipeline"]

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._tokens.tracker import kept_entries, outgrown
-from ..messages import Msg, ToolCallBlock
-from ..text import message_text
+from ..._tokens.tracker import kept_entries, outgrown
+from ...messages import Msg, ToolCallBlock
+from ...text import message_text
 
 __all__ = [
     "ARTIFACTS_PER_MESSAGE",

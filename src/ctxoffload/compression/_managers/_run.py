@@ -8,21 +8,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from .._depth import text_form
-from .._disk import events
-from ..exceptions import ConfigError, ContextOverflowError, PinError
-from ..formats import read_messages, read_tool_result
-from ..messages import Msg, ToolCallBlock, ToolResultBlock
-from ..text import defuse
-from ..tokens import TokenCount
-from ..workspace import ModelCallClock
+from ..._depth import text_form
+from ..._disk import events
+from ...exceptions import ConfigError, ContextOverflowError, PinError
+from ...formats import read_messages, read_tool_result
+from ...messages import Msg, ToolCallBlock, ToolResultBlock
+from ...text import defuse
+from ...tokens import TokenCount
+from ...workspace import ModelCallClock
+from .._compaction import CompressionResult
+from .._compressor import Compressor
+from .._config import ContextConfig
+from .._notes import is_context_note
+from .._persisted import spans_field
+from .._protect import Protected, is_pinned, pinned_copy, unpinned_copy
 from ._activation import Activation
-from ._compaction import CompressionResult
-from ._compressor import Compressor
-from ._config import ContextConfig
-from ._notes import is_context_note
-from ._persisted import spans_field
-from ._protect import Protected, is_pinned, pinned_copy, unpinned_copy
 
 __all__ = ["ContextManager", "Managers", "PipelineRun"]
 

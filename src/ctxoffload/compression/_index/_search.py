@@ -8,7 +8,7 @@ import bisect
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["IndexClock", "at_most", "most_within"]
+__all__ = ["IndexClock", "at_most", "most_within", "slack"]
 
 
 class IndexClock:
@@ -131,3 +131,9 @@ def most_within(
 def at_most(target: float, weight: Sequence[float]) -> int:
     """The most `n` whose `weight[n]` is at most `target` (-1 for none)."""
     return bisect.bisect_right(weight, target) - 1
+
+
+def slack(budget: int) -> int:
+    """How few tokens under its budget an index may leave and be as good as full: a
+    two-hundredth of it, up to what five entries take."""
+    return max(1, min(48, budget // 200))

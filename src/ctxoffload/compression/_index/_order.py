@@ -9,13 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._artifacts import FoundArtifact
-from ._index_layout import LINE, Stored, goes_in_tree, group_of, group_pieces
+from ._layout import LINE, Stored, goes_in_tree, group_of, group_pieces
 from ._substrings import Substrings
 
-__all__ = ["Folding", "Folds", "Key", "fold_costs", "in_order", "order_of"]
+__all__ = ["Folding", "Folds", "Key", "fold_costs", "in_order", "key_of", "order_of"]
 
 Key = tuple[str, str]
 """An artifact's `(kind, value)`."""
+
+
+def key_of(found: FoundArtifact) -> Key:
+    """What tells `found` apart from every other artifact: its kind and value."""
+    return found.kind, found.value
 
 
 class Folds:

@@ -25,10 +25,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ConfigError
+from ...exceptions import ConfigError
+from .._compressor import Compressor
+from .._config import ContextConfig, read_json_file
 from ._activation import Activation
-from ._compressor import Compressor
-from ._config import ContextConfig, read_json_file
 from ._history_managers import Summarization
 from ._image_limit import ImageLimit
 from ._pipeline_load import load_pipeline
@@ -36,7 +36,7 @@ from ._run import ContextManager, PipelineRun
 from ._tool_output import ToolOutputTruncate
 
 if TYPE_CHECKING:
-    from ..model import ChatModel
+    from ...model import ChatModel
 
 __all__ = ["ContextPipeline"]
 

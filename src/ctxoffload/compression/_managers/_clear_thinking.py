@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk import events
-from ..messages import Msg, ThinkingBlock, ToolResultBlock
+from ..._disk import events
+from ...messages import Msg, ThinkingBlock, ToolResultBlock
 from ._activation import Activation, SettingError, check_int
 
 if TYPE_CHECKING:

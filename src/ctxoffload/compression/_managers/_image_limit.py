@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._disk import events
-from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
+from ..._disk import events
+from ...messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ._activation import Activation, check_int
 from ._tool_output import block_kind, payload_size
 

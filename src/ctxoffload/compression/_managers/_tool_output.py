@@ -6,21 +6,21 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from .._depth import json_text, load_json
-from .._disk import events
-from .._disk.payloads import count_lines
-from ..messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
-from ..text import defuse
-from ..workspace import Offloader
+from ..._depth import json_text, load_json
+from ..._disk import events
+from ..._disk.payloads import count_lines
+from ...messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
+from ...text import defuse
+from ...workspace import Offloader
+from .._stored_outputs import WholeOutput, kept_digest
+from .._summary_message import Artifact
+from .._tool_names import how_to_read
+from .._truncate import count_output, head_within, tail_within, truncate_tool_result, utf8
 from ._activation import Activation, SettingError, check_int
-from ._stored_outputs import WholeOutput, kept_digest
-from ._summary_message import Artifact
-from ._tool_names import how_to_read
-from ._truncate import count_output, head_within, tail_within, truncate_tool_result, utf8
 
 if TYPE_CHECKING:
-    from ..tokens import TokenCounter
-    from ._config import ContextConfig
+    from ...tokens import TokenCounter
+    from .._config import ContextConfig
     from ._run import PipelineRun
 
 __all__ = [

@@ -2,12 +2,12 @@
 nowhere, each with the line of context.jsonl that holds it, within a budget of tokens.
 
 `ArtifactIndex.build` checks each artifact that left against the new context (the summary's
-text and the messages kept) and lists the ones named nowhere, in `_index_order`'s order, within
+text and the messages kept) and lists the ones named nowhere, in `_order`'s order, within
 its budget counted exactly. What the budget cuts is counted, and the whole list is written
 to events.jsonl (an `artifacts` event), which the index names. How its rows are laid out,
 each entry whole on its line's row or folded into the tree of its directories or the row of
-its command, is `_index_layout`'s; how it searches for the layout that names the most,
-`_index_search`'s.
+its command, is `_layout`'s; how it searches for the layout that names the most,
+`_search`'s and, folded, `_folding`'s.
 
 The index is built while the agent waits, and a compaction may drop a hundred listings of a
 thousand files at once. So its time is linear in what left:
@@ -30,21 +30,21 @@ thousand files at once. So its time is linear in what left:
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
-from ..messages import Msg
-from ..text import tagged
-from ..tokens import TokenCounter
+from ..._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
+from ...messages import Msg
+from ...text import tagged
+from ...tokens import TokenCounter
 from ._artifacts import CUT_MARK, NEWLINE_MARK, FoundArtifact, Scanned, named_values
-from ._index_layout import IndexRows, Layouts, group_pieces, render_rows
-from ._index_order import Folding, Folds, Key, in_order
-from ._index_search import IndexClock, at_most, most_within
+from ._folding import most_folded, take_folded
+from ._layout import IndexRows, Layouts, group_pieces, render_rows
+from ._order import Folds, Key, in_order, key_of
+from ._search import IndexClock, most_within, slack
 from ._substrings import Substrings
 
 __all__ = ["HEADER", "ArtifactIndex", "events_file"]
@@ -65,10 +65,6 @@ def _weighed_past(taken: int) -> int:
     return max(4_096, 4 * taken)
 
 
-def _key(found: FoundArtifact) -> Key:
-    return found.kind, found.value
-
-
 @dataclass
 class ArtifactIndex:
     """What a compaction did with the artifacts that left, and the index that names them.
@@ -84,7 +80,7 @@ class ArtifactIndex:
         cut_before: artifacts cut by earlier compactions, for the index's last line.
         show_calls: whether the tally of calls fitted the budget.
         folded: the entries (`(kind, value)`) written in the row of their directory or of
-            their command's program and file (`_index_layout`) rather than whole.
+            their command's program and file (`_layout`) rather than whole.
         budget: the tokens the index could take.
         out_of_time: whether its `IndexClock` ran out before the search for the layout
             that names the most was done (the index is the best found by then).
@@ -144,7 +140,7 @@ class ArtifactIndex:
             cut_before: artifacts earlier compactions cut.
             kept_scanned: `scan_messages(kept)`, when it was run already.
             grouped: whether an entry the budget leaves out whole may be folded into the row
-                of its directory or command (see `_index_layout`).
+                of its directory or command (see `_layout`).
             fill: whether the budget is filled counted exactly (False: by the estimate
                 alone, the layout of one entry a value as it was before groups).
             extra: tokens the index may take beyond `budget` to name what left with this
@@ -255,7 +251,7 @@ class ArtifactIndex:
             # What left now that surely does not fit folded goes straight to the summary's
             # spare room, without a search within the budget alone first.
             overflows = extra > 0 and fresh.overflows(budget)
-            folding = None if overflows else index._most_folded(folds, counter, events_file, clock)
+            folding = None if overflows else most_folded(index, folds, counter, events_file, clock)
             if overflows:
                 fresh_cut = True
             elif folding is None:
@@ -266,15 +262,15 @@ class ArtifactIndex:
                 # What left now and does not fit: the summary's spare room names it, and the
                 # entries carried from the index this one replaces make way.
                 index.budget += extra
-                stretched = index._most_folded(fresh, counter, events_file, clock, folding)
+                stretched = most_folded(index, fresh, counter, events_file, clock, folding)
                 if stretched is not None:
                     folds, folding = fresh, stretched
                 else:
                     index.budget -= extra
                     if overflows and not clock.ran_out:
-                        folding = index._most_folded(folds, counter, events_file, clock)
+                        folding = most_folded(index, folds, counter, events_file, clock)
             if folding is not None:
-                index._take_folded(folds, folding, summarised, counter, events_file, clock)
+                take_folded(index, folds, folding, summarised, counter, events_file, clock)
                 unweighed = []  # (each placed by the fold)
         index._settle(unweighed, events_file)
         index.out_of_time = clock.ran_out
@@ -311,7 +307,7 @@ class ArtifactIndex:
             (
                 piece
                 for entry in self.entries
-                for piece in group_pieces(entry, _key(entry) in self.folded)
+                for piece in group_pieces(entry, key_of(entry) in self.folded)
             ),
             asked=asked,
         )
@@ -400,7 +396,7 @@ class ArtifactIndex:
                 clock,
                 known=(-1, exact),
                 near=max(1, room // 256),  # (a limit a few tokens short leaves an entry out)
-                slack=_slack(self.budget),
+                slack=slack(self.budget),
                 # Limits between a fill that fits and one that names one more do no better.
                 enough=lambda: over[0] - best[0][0] <= 1,
             )
@@ -522,157 +518,6 @@ class ArtifactIndex:
         for found in inside:
             (self.in_summary if found.value in held else self.cut).append(found)
 
-    def _most_folded(
-        self,
-        folds: Folds,
-        counter: TokenCounter,
-        events_file: str | None,
-        clock: IndexClock,
-        start: Folding | None = None,
-    ) -> Folding | None:
-        """The index that names the most of `folds` within the budget by folding paths into
-        the tree of their directories and commands into the row of their program and file
-        (`_index_layout`), every entry that can fold folded; None when it names no more than
-        the index does now.
-
-        The entries are taken in `folds.order`, each costing what it writes folded at least
-        (`fold_costs`); how many is searched (`most_within`) from a quarter more than the
-        index names now, or from where `start` (a folding of the same order within a smaller
-        budget) says the budget ends, in a window of the order four times that, widened while
-        what fits fills it. It is found to a hundredth of what the index names now.
-        """
-        order = folds.order
-        if not order:
-            return None
-        named = {_key(f) for f in (*self.entries, *self.in_summary)}
-        named_now = sum(key in named for key in folds.keys)
-        bare = self._count(
-            counter, self.render_with([], folds.total, events_file, calls=self.show_calls)
-        )
-        known = (0, bare)
-        if start is not None and start.taken and start.tokens > bare:
-            known = (start.taken, start.tokens)
-            guess = int(start.taken * (self.budget - bare) / (start.tokens - bare))
-        else:
-            # (Folding rarely names many more than whole entries: a first measure near what
-            # they name costs a small index, and the next aim comes from what it took.)
-            guess = at_most((self.budget - bare) * folds.ratio, folds.weight)
-            guess = min(guess, named_now + named_now // 4 + 16)
-        best: list[Folding] = []  # the folding that names the most, once one fits
-
-        def measure(taken: int) -> int:
-            folding = self._folding(folds, taken, 0, counter, events_file)
-            if folding.tokens <= self.budget and folding.named > (
-                best[0].named if best else named_now
-            ):
-                best[:] = [folding]
-            return folding.tokens
-
-        window = min(len(order), 4 * guess + 256)
-        low = named_now + 1
-        while True:
-            folds.widen(window)
-            most_within(
-                measure,
-                low,
-                window,
-                guess,
-                self.budget,
-                clock,
-                known=known,
-                weight=folds.weight,
-                near=max(1, named_now // 100),
-                slack=_slack(self.budget),
-            )
-            reached = best[0].taken if best else 0
-            if window >= len(order) or reached < window * 0.9 or clock.ran_out:
-                break
-            low, guess, window = reached + 1, reached, min(len(order), 2 * window)
-        return best[0] if best else None
-
-    def _take_folded(
-        self,
-        folds: Folds,
-        found: Folding,
-        summarised: int,
-        counter: TokenCounter,
-        events_file: str | None,
-        clock: IndexClock,
-    ) -> None:
-        """Make `found` (`_most_folded`) the index, with as many of its folded entries
-        whole as the budget still holds (those whose folding saves the least; searched as
-        `most_within` does), so that a plain substring search of the context finds the most
-        of them; then place every artifact that left: written, named by the index's text
-        (inside an entry, a row's head), or cut. `summarised`: how many of `in_summary` the
-        summary's text names."""
-        kept = [(0, found)]  # the most kept whole that fits, and its folding
-
-        def measure(keep: int) -> int | None:
-            folding = self._folding(folds, found.taken, keep, counter, events_file)
-            if folding.named < found.named:
-                return None
-            if folding.tokens <= self.budget and keep > kept[0][0]:
-                kept[:] = [(keep, folding)]
-            return folding.tokens
-
-        weight = list(
-            itertools.accumulate((found.saving[at] for at in found.foldable_at), initial=0)
-        )
-        most_within(
-            measure,
-            1,
-            found.foldable,
-            at_most((self.budget - found.tokens) * folds.ratio, weight),
-            self.budget,
-            clock,
-            known=(0, found.tokens),
-            weight=weight,
-            near=max(1, found.foldable // 32),  # (a whole entry more or less matters little)
-            slack=_slack(self.budget),
-        )
-        chosen = kept[0][1]
-        self.entries, self.folded = chosen.entries, chosen.folded
-        written = {_key(f) for f in chosen.entries}
-        text = Substrings(chosen.text.split("\n"), asked=len(folds.waiting))
-        self.cut = []
-        named_by_text: list[FoundArtifact] = []
-        for f in folds.waiting:
-            if _key(f) not in written:
-                (named_by_text if f.value in text else self.cut).append(f)
-        self.in_summary = self.in_summary[:summarised] + named_by_text
-
-    def _folding(
-        self,
-        folds: Folds,
-        taken: int,
-        keep: int,
-        counter: TokenCounter,
-        events_file: str | None,
-    ) -> Folding:
-        """The first `taken` entries of `folds.order`, each that can fold folded but the
-        `keep` whose folding saves the least (the rest of what the index weighed cut),
-        counted exactly."""
-        saving = folds.savings(taken)
-        foldable = sorted((at for at in range(taken) if saving[at] > 0), key=saving.__getitem__)
-        keys = folds.keys
-        folded = {keys[at] for at in foldable[keep:]}
-        # An entry inside the text another one holds (its value, or its pieces folded) is
-        # named by it.
-        inside = folds.inside(taken, folded)
-        entries = [f for at, f in enumerate(folds.order[:taken]) if at not in inside]
-        saved = self.folded
-        self.folded = folded
-        try:
-            text = self.render_with(
-                entries, folds.total - taken, events_file, calls=self.show_calls
-            )
-        finally:
-            self.folded = saved
-        # What comes next in the order and is named all the same: inside a value taken.
-        beyond = len(folds.inside(taken, folded, beyond=True))
-        tokens = self._count(counter, text)
-        return Folding(entries, folded, text, taken + beyond, taken, foldable, saving, tokens)
-
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
         """What the index costs at least, when artifacts leave: its line saying how many
@@ -793,12 +638,6 @@ class _Renders:
         self.layouts = Layouts(_stored_in(events_file))
         self.texts: dict[tuple[tuple[int, ...], int, bool, frozenset[Key]], str] = {}
         self.tokens: dict[str, int] = {}
-
-
-def _slack(budget: int) -> int:
-    """How few tokens under its budget an index may leave and be as good as full: a
-    two-hundredth of it, up to what five entries take."""
-    return max(1, min(48, budget // 200))
 
 
 def _chars_per_token(text: str, counter: TokenCounter) -> float:

@@ -18,17 +18,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._depth import json_text
-from .._disk import events
-from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
-from ..text import CLEARED_MARK, defuse
-from ..workspace import Offloader
+from ..._depth import json_text
+from ..._disk import events
+from ...messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
+from ...text import CLEARED_MARK, defuse
+from ...workspace import Offloader
+from .._index import message_artifacts, named_values
+from .._summary_message import Artifact
+from .._tool_names import ReaderTools, how_to_read
+from .._truncate import count_output, utf8
 from ._activation import Activation, SettingError, check_int
-from ._artifacts import message_artifacts, named_values
-from ._summary_message import Artifact
-from ._tool_names import ReaderTools, how_to_read
 from ._tool_output import store_blocks
-from ._truncate import count_output, utf8
 
 if TYPE_CHECKING:
     from ._run import PipelineRun

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ConfigError
+from ...exceptions import ConfigError
 
 __all__ = ["Activation", "SettingError", "check_int", "check_ratio", "unknown_keys"]
 

@@ -1,0 +1,33 @@
+"""The artifact index, a room of `compression`: the paths, URLs, commands and IDs of the
+messages that leave (`find_artifacts`), and the index that names the ones the next context
+names nowhere, each with the line of context.jsonl holding its message (`ArtifactIndex`).
+
+The compaction core enters the room through this face only; the modules inside are how:
+`_artifacts` finds the values, `_artifact_index` builds the index within its budget, `_order`
+and `_layout` say in which order and on which rows, `_path_tree` folds paths into their
+directories, `_search` and `_folding` look for the layout that names the most, `_substrings`
+answers "is this value written there?" in time linear in what left.
+"""
+
+from ._artifact_index import ArtifactIndex, events_file
+from ._artifacts import (
+    ArtifactCache,
+    FoundArtifact,
+    find_artifacts,
+    message_artifacts,
+    named_values,
+    scan_messages,
+)
+from ._search import IndexClock
+
+__all__ = [
+    "ArtifactCache",
+    "ArtifactIndex",
+    "FoundArtifact",
+    "IndexClock",
+    "events_file",
+    "find_artifacts",
+    "message_artifacts",
+    "named_values",
+    "scan_messages",
+]
