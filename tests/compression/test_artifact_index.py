@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
-from ctxoffload.compression import Compressor, _artifact_index
+from ctxoffload.compression import Compressor
+from ctxoffload.compression._index import _artifact_index
 from ctxoffload.compression._index._artifact_index import ArtifactIndex
 from ctxoffload.compression._index._artifacts import FoundArtifact, find_artifacts
 from ctxoffload.compression._index._search import IndexClock
