@@ -21,7 +21,8 @@ from ctxoffload import (
     ScriptedModel,
     get_token_counter,
 )
-from ctxoffload.compression import Null, SlidingWindow, ToolOutputOffload, is_window_note
+from ctxoffload.compression import Null, SlidingWindow, ToolOutputOffload
+from ctxoffload.compression._notes import is_window_note
 from helpers import call
 
 

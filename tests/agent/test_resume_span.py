@@ -28,7 +28,8 @@ from ctxoffload import (
     SqlWorkspace,
     get_token_counter,
 )
-from ctxoffload.compression import SlidingWindow, is_summary_message, is_window_note
+from ctxoffload.compression import SlidingWindow, is_summary_message
+from ctxoffload.compression._notes import is_window_note
 from ctxoffload.workspace import Workspace
 from helpers import SUMMARY
 

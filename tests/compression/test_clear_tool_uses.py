@@ -18,8 +18,9 @@ from ctxoffload import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ctxoffload.compression import CLEARED_MARK, ClearToolUses, PipelineRun, is_pinned
+from ctxoffload.compression import ClearToolUses, PipelineRun, is_pinned
 from ctxoffload.exceptions import OffloadError
+from ctxoffload.text import CLEARED_MARK
 from helpers import OffloaderOnly, delimiters_in, pipeline_run
 
 REF = re.compile(r"stored in (\S+?);")

@@ -10,7 +10,8 @@ import pytest
 from test_clear_tool_uses import conversation, turn
 
 from ctxoffload import Activation, ConfigError, LocalWorkspace, Msg
-from ctxoffload.compression import CLEARED_MARK, ClearToolUses
+from ctxoffload.compression import ClearToolUses
+from ctxoffload.text import CLEARED_MARK
 from helpers import pipeline_run
 
 

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxoffload import ConfigError, ContextConfig, LocalWorkspace, ToolResultBlock
-from ctxoffload.compression import FRESH_PREVIEW_FLOOR, TRUNCATION_MARKER, Compressor
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor
+from ctxoffload.compression._truncator import FRESH_PREVIEW_FLOOR
 from ctxoffload.tokens import get_token_counter
 
 COUNTER = get_token_counter(exact=True)

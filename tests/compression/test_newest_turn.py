@@ -18,7 +18,8 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import FRESH_PREVIEW_FLOOR, TRUNCATION_MARKER, Compressor
+from ctxoffload.compression import TRUNCATION_MARKER, Compressor
+from ctxoffload.compression._truncator import FRESH_PREVIEW_FLOOR
 
 COUNTER = get_token_counter(exact=True)
 SYSTEM = Msg(role="system", content="You are a coding agent.")

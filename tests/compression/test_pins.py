@@ -28,8 +28,8 @@ from ctxoffload.compression import (
     Summarization,
     is_pinned,
     is_summary_message,
-    is_window_note,
 )
+from ctxoffload.compression._notes import is_window_note
 from helpers import SUMMARY, image_block, pipeline_run, probe_turn
 
 

@@ -35,8 +35,8 @@ from ctxoffload.compression import (
     ToolOutputOffload,
     ToolOutputTruncate,
     is_summary_message,
-    is_window_note,
 )
+from ctxoffload.compression._notes import is_window_note
 from helpers import SUMMARY, delimiters_in, pipeline_run, probe_turn
 
 REF = re.compile(r"ref: (\S+?)\]")

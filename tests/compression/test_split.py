@@ -23,10 +23,9 @@ from ctxoffload.compression import (
     SplitByCount,
     SplitByTokens,
     Summarization,
-    split_by_count,
-    split_for_compression,
     turns,
 )
+from ctxoffload.compression._split import split_by_count, split_for_compression
 from ctxoffload.compression._turns import (  # the private units under test
     newest_turns,
     turn_start,

@@ -21,8 +21,11 @@ from ctxoffload import (
     ToolResultBlock,
     get_token_counter,
 )
-from ctxoffload.compression import Compressor, extractive_summary
-from ctxoffload.compression._summarize import summarize  # the private unit under test
+from ctxoffload.compression import Compressor
+from ctxoffload.compression._summarize import (
+    extractive_summary,
+    summarize,  # the private unit under test
+)
 from helpers import SUMMARY, plausible_session, summary_reply
 
 COUNTER = get_token_counter(exact=True)

@@ -32,8 +32,9 @@ from typing import Any
 from .._disk import events
 from .._disk.events import EventKind
 from .._disk.records import Event
+from .._emit import emit_event
 from .._message_log import MessageLog
-from ..compression import EventCallback, emit_event, is_pinned, is_summary_message
+from ..compression import EventCallback, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
 from ..messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse, model_label

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from .._disk.records import Event
+from .._emit import EventCallback
 from ..formats import read_messages
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
@@ -26,7 +27,6 @@ from ..tokens import ContextTokenTracker, TokenCount, TokenCounter
 from ..workspace import Offloader
 from ._compaction import Compaction, CompressionResult
 from ._config import ContextConfig
-from ._events import EventCallback
 from ._notes import is_context_note
 from ._persisted import Persisted
 from ._provider_compaction import absorb_in_context

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._disk.records import Event
+from .._emit import EventCallback, emit_events
 from ..exceptions import ConfigError
 from ..messages import Msg
 from ..model import ChatModel
@@ -23,7 +24,6 @@ from ..references import ContextRef
 from ..tokens import ContextTokenTracker, TokenCount, TokenCounter, get_token_counter
 from ..workspace import EventLog, LineReader, Offloader, ReferenceReader
 from ._config import ContextConfig
-from ._events import EventCallback, emit_events
 from ._index import ArtifactCache
 from ._notes import is_context_note
 from ._persisted import Persisted, lines_of

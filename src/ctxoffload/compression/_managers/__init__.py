@@ -14,8 +14,8 @@ from ..._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._activation import Activation
-    from ._clear_thinking import THINKING_CLEARED, ClearThinking
-    from ._clear_tool_uses import CLEARED_MARK, OUTPUTS_CLEARED, ClearToolUses
+    from ._clear_thinking import ClearThinking
+    from ._clear_tool_uses import ClearToolUses
     from ._history_managers import Null, SlidingWindow, Summarization
     from ._image_limit import ImageLimit
     from ._pipeline import ContextPipeline
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from ._tool_output import ToolOutputOffload, ToolOutputTruncate
 
 __all__ = [
-    "CLEARED_MARK",
-    "OUTPUTS_CLEARED",
-    "THINKING_CLEARED",
     "Activation",
     "ClearThinking",
     "ClearToolUses",
@@ -48,11 +45,8 @@ __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "Activation": "._activation",
-        "CLEARED_MARK": "._clear_tool_uses",
-        "OUTPUTS_CLEARED": "._clear_tool_uses",
         "ClearToolUses": "._clear_tool_uses",
         "ClearThinking": "._clear_thinking",
-        "THINKING_CLEARED": "._clear_thinking",
         "Null": "._history_managers",
         "SlidingWindow": "._history_managers",
         "Summarization": "._history_managers",

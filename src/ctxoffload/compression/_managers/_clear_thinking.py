@@ -51,7 +51,7 @@ class ClearThinking:
 
     The messages whose thinking leaves are appended whole to context.jsonl first; if that
     fails, nothing is cleared. Each such message keeps its text and tool calls, and its
-    metadata names the file and line that hold its thinking (`THINKING_CLEARED`). The
+    metadata names the file and line that hold its thinking (`METADATA_KEY`). The
     thinking that stays is left untouched, byte for byte, and so is the thinking of pinned
     messages and of the turn the model has not seen. Anthropic's key and amounts
     (`{"type": "thinking_turns", "value": N}`, `"all"`) are accepted as they are.
@@ -66,6 +66,10 @@ class ClearThinking:
     """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
+    METADATA_KEY: ClassVar[str] = THINKING_CLEARED
+    """The key this manager sets in the metadata of a message whose thinking it cleared.
+    Its value is `{"reference": the context log, "line": its line there, "blocks": how
+    many}`."""
 
     def __init__(
         self,

@@ -114,6 +114,9 @@ class ClearToolUses:
     """
 
     HOOKS: ClassVar[frozenset[str]] = frozenset({"pre_llm"})
+    METADATA_KEY: ClassVar[str] = OUTPUTS_CLEARED
+    """The key this manager sets in the metadata of a message some of whose tool outputs it
+    replaced. Its value lists the indexes of those blocks in the message's content."""
 
     def __init__(
         self,

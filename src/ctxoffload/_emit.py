@@ -7,9 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from .._disk.events import record_of
-from .._disk.writer import event_record
-from ..workspace import EventBatches, EventLog, Offloader
+from ._disk.events import record_of
+from ._disk.writer import event_record
+from .workspace import EventBatches, EventLog, Offloader
 
 __all__ = ["EventCallback", "emit_event", "emit_events"]
 
