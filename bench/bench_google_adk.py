@@ -70,9 +70,9 @@ async def one_run(root: Path, n: int, run: int) -> tuple[float, float]:
         config=ContextConfig(context_window=32_000),
         summary_model=ScriptedModel([], default=SUMMARY),
     )
-    context: Any = SimpleNamespace(
-        session=SimpleNamespace(id="session-1"), invocation_id="e-1", agent_name="ops"
-    )
+    # An ADK session is its app, its user and its id (`conversation_of`).
+    session = SimpleNamespace(app_name="bench", user_id="ana", id="session-1")
+    context: Any = SimpleNamespace(session=session, invocation_id="e-1", agent_name="ops")
     kept = history(n, Contents())
     first = request(kept)
     gc.collect()  # a collection owed by what came before is no cost of the call
