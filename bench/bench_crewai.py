@@ -35,7 +35,7 @@ from typing import Any
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 
-from bench_projection import SUMMARY
+from _history import SUMMARY
 
 from ctxoffload import ContextConfig, LocalWorkspace
 from ctxoffload.integrations.crewai import ContextOffloadHooks

@@ -20,17 +20,13 @@ Usage: python bench/bench_google_adk.py [--messages N] [--runs N]   (needs `.[go
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import gc
-import statistics
-import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench_projection import SUMMARY  # a script's own folder is on its path
+from _history import SUMMARY, arguments, history, median_times, report
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
@@ -39,28 +35,22 @@ from ctxoffload.integrations.google_adk import ContextOffloadPlugin
 from ctxoffload.model import ScriptedModel
 
 
-def events(n: int) -> list[types.Content]:
-    """The contents of a session's events, as ADK keeps them."""
-    out: list[types.Content] = []
-    for i in range(n):
-        kind = i % 4
-        if kind == 0:
-            part = types.Part(text=f"request {i}: look at part {i}")
-            out.append(types.Content(role="user", parts=[part]))
-        elif kind == 1:
-            call = types.FunctionCall(id=f"c{i}", name="grep", args={"pattern": f"p{i}"})
-            out.append(types.Content(role="model", parts=[types.Part(function_call=call)]))
-        elif kind == 2:
-            size = 20_000 if i % 50 == 2 else 200
-            output = "\n".join(f"line {j} of {i}" for j in range(size // 16))
-            response = types.FunctionResponse(
-                id=f"c{i - 1}", name="grep", response={"result": output}
-            )
-            out.append(types.Content(role="user", parts=[types.Part(function_response=response)]))
-        else:
-            part = types.Part(text=f"part {i} holds nothing unusual")
-            out.append(types.Content(role="model", parts=[part]))
-    return out
+class Contents:
+    """The history as ADK keeps a session's events: their contents."""
+
+    def request(self, text: str) -> types.Content:
+        return types.Content(role="user", parts=[types.Part(text=text)])
+
+    def call(self, call_id: str, i: int) -> types.Content:
+        call = types.FunctionCall(id=call_id, name="grep", args={"pattern": f"p{i}"})
+        return types.Content(role="model", parts=[types.Part(function_call=call)])
+
+    def result(self, call_id: str, output: str) -> types.Content:
+        response = types.FunctionResponse(id=call_id, name="grep", response={"result": output})
+        return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+    def reply(self, text: str) -> types.Content:
+        return types.Content(role="model", parts=[types.Part(text=text)])
 
 
 def request(contents: list[types.Content]) -> LlmRequest:
@@ -80,10 +70,10 @@ async def one_run(root: Path, n: int, run: int) -> tuple[float, float]:
         config=ContextConfig(context_window=32_000),
         summary_model=ScriptedModel([], default=SUMMARY),
     )
-    context: Any = SimpleNamespace(
-        session=SimpleNamespace(id="session-1"), invocation_id="e-1", agent_name="ops"
-    )
-    kept = events(n)
+    # An ADK session is its app, its user and its id (`conversation_of`).
+    session = SimpleNamespace(app_name="bench", user_id="ana", id="session-1")
+    context: Any = SimpleNamespace(session=session, invocation_id="e-1", agent_name="ops")
+    kept = history(n, Contents())
     first = request(kept)
     gc.collect()  # a collection owed by what came before is no cost of the call
     start = time.perf_counter()
@@ -99,22 +89,15 @@ async def one_run(root: Path, n: int, run: int) -> tuple[float, float]:
     return cold, warm
 
 
-async def main(n: int, runs: int) -> None:
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        times = [await one_run(Path(tmp), n, run) for run in range(runs)]
-    cold = statistics.median(t[0] for t in times)
-    warm = statistics.median(t[1] for t in times)
-    ratio = warm / cold
-    print(f"Google ADK door: a session of {n:,} contents, median of {runs} runs")
-    print(f"  from nothing                 {cold * 1000:9.1f} ms")
-    print(f"  the next call (one new turn) {warm * 1000:9.1f} ms")
-    verdict = "met" if ratio <= 0.02 else "MISSED"
-    print(f"  ratio {ratio:.4f} (target <= 0.02): {verdict}")
+def main(n: int, runs: int) -> None:
+    cold, warm = median_times(one_run, n, runs)
+    report(
+        f"Google ADK door: a session of {n:,} contents, median of {runs} runs",
+        [("from nothing", cold), ("the next call (one new turn)", warm)],
+        warm / cold,
+    )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    asyncio.run(main(args.messages, args.runs))
+    args = arguments(__doc__)
+    main(args.messages, args.runs)

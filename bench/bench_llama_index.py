@@ -21,15 +21,11 @@ Usage: python bench/bench_llama_index.py [--messages N] [--runs N]   (needs `.[l
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import gc
-import statistics
-import tempfile
 import time
 from pathlib import Path
 
-from bench_projection import SUMMARY  # a script's own folder is on its path
+from _history import SUMMARY, arguments, history, median_times, report
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -39,29 +35,28 @@ from ctxoffload.integrations.llama_index import OffloadingMemory
 from ctxoffload.model import ScriptedModel
 
 
-def history(n: int) -> list[ChatMessage]:
-    out: list[ChatMessage] = []
-    for i in range(n):
-        kind = i % 4
-        if kind == 0:
-            out.append(ChatMessage(role="user", content=f"request {i}: look at part {i}"))
-        elif kind == 1:
-            call = ToolCallBlock(tool_call_id=f"c{i}", tool_name="grep", tool_kwargs={"p": i})
-            out.append(ChatMessage(role="assistant", blocks=[call]))
-        elif kind == 2:
-            size = 20_000 if i % 50 == 2 else 200
-            output = "\n".join(f"line {j} of {i}" for j in range(size // 16))
-            kwargs = {"tool_call_id": f"c{i - 1}", "name": "grep"}
-            out.append(ChatMessage(role="tool", content=output, additional_kwargs=kwargs))
-        else:
-            out.append(ChatMessage(role="assistant", content=f"part {i} holds nothing unusual"))
-    return out
+class Messages:
+    """The history as LlamaIndex's `ChatMessage`s."""
+
+    def request(self, text: str) -> ChatMessage:
+        return ChatMessage(role="user", content=text)
+
+    def call(self, call_id: str, i: int) -> ChatMessage:
+        call = ToolCallBlock(tool_call_id=call_id, tool_name="grep", tool_kwargs={"p": i})
+        return ChatMessage(role="assistant", blocks=[call])
+
+    def result(self, call_id: str, output: str) -> ChatMessage:
+        kwargs = {"tool_call_id": call_id, "name": "grep"}
+        return ChatMessage(role="tool", content=output, additional_kwargs=kwargs)
+
+    def reply(self, text: str) -> ChatMessage:
+        return ChatMessage(role="assistant", content=text)
 
 
 async def one_run(root: Path, n: int, run: int) -> tuple[float, float, float]:
     engine = create_async_engine(f"sqlite+aiosqlite:///{root / f'chats-{run}.db'}")
     store = SQLAlchemyChatStore(table_name="chats", async_engine=engine)
-    await store.set_messages("session-1", history(n))
+    await store.set_messages("session-1", history(n, Messages()))
     memory = OffloadingMemory.from_defaults(
         LocalWorkspace(root / f"run-{run}"),
         session_id="session-1",
@@ -87,24 +82,20 @@ async def one_run(root: Path, n: int, run: int) -> tuple[float, float, float]:
     return cold, warm, put
 
 
-async def main(n: int, runs: int) -> None:
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        times = [await one_run(Path(tmp), n, run) for run in range(runs)]
-    cold = statistics.median(t[0] for t in times)
-    warm = statistics.median(t[1] for t in times)
-    put = statistics.median(t[2] for t in times)
-    ratio = warm / cold
-    print(f"LlamaIndex door: a conversation of {n:,} messages, median of {runs} runs")
-    print(f"  from nothing (the first read) {cold * 1000:9.1f} ms")
-    print(f"  the next read (one new msg)   {warm * 1000:9.1f} ms")
-    print(f"  putting that message          {put * 1000:9.1f} ms")
-    verdict = "met" if ratio <= 0.02 else "MISSED"
-    print(f"  ratio {ratio:.4f} (target <= 0.02): {verdict}")
+def main(n: int, runs: int) -> None:
+    cold, warm, put = median_times(one_run, n, runs)
+    report(
+        f"LlamaIndex door: a conversation of {n:,} messages, median of {runs} runs",
+        [
+            ("from nothing (the first read)", cold),
+            ("the next read (one new msg)", warm),
+            ("putting that message", put),
+        ],
+        warm / cold,
+        width=30,
+    )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    asyncio.run(main(args.messages, args.runs))
+    args = arguments(__doc__)
+    main(args.messages, args.runs)

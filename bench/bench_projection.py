@@ -18,43 +18,36 @@ Usage: python bench/bench_projection.py [--messages N] [--runs N]
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import statistics
-import tempfile
 import time
 from pathlib import Path
+
+from _history import SUMMARY, arguments, history, median_times, report
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock
 from ctxoffload.compression import Projector
 from ctxoffload.model import ScriptedModel
 
-SUMMARY = {
-    "task_overview": "debug the build",
-    "current_state": "reading logs",
-    "important_discoveries": "row 7 fails",
-    "next_steps": "fix row 7",
-    "context_to_preserve": "paths named above",
-}
+
+class Messages:
+    """The history as ctxoffload's `Msg`s."""
+
+    def request(self, text: str) -> Msg:
+        return Msg(role="user", content=text)
+
+    def call(self, call_id: str, i: int) -> Msg:
+        call = ToolCallBlock(id=call_id, name="grep", input={"pattern": f"p{i}"})
+        return Msg(role="assistant", content=[call])
+
+    def result(self, call_id: str, output: str) -> Msg:
+        return Msg(role="tool", content=[ToolResultBlock(id=call_id, name="grep", output=output)])
+
+    def reply(self, text: str) -> Msg:
+        return Msg(role="assistant", content=text)
 
 
-def history(n: int) -> list[Msg]:
-    msgs: list[Msg] = [Msg(role="system", content="You debug builds.")]
-    for i in range(n - 1):
-        kind = i % 4
-        if kind == 0:
-            msgs.append(Msg(role="user", content=f"request {i}: look at part {i}"))
-        elif kind == 1:
-            call = ToolCallBlock(id=f"c{i}", name="grep", input={"pattern": f"p{i}"})
-            msgs.append(Msg(role="assistant", content=[call]))
-        elif kind == 2:
-            size = 20_000 if i % 50 == 2 else 200
-            output = "\n".join(f"line {j} of {i}" for j in range(size // 16))
-            result = ToolResultBlock(id=f"c{i - 1}", name="grep", output=output)
-            msgs.append(Msg(role="tool", content=[result]))
-        else:
-            msgs.append(Msg(role="assistant", content=f"part {i} holds nothing unusual"))
-    return msgs
+def messages(n: int) -> list[Msg]:
+    """A system prompt, then the history's first `n - 1` messages."""
+    return [Msg(role="system", content="You debug builds."), *history(n - 1, Messages())]
 
 
 async def one_run(root: Path, n: int, run: int) -> tuple[float, float]:
@@ -65,7 +58,7 @@ async def one_run(root: Path, n: int, run: int) -> tuple[float, float]:
         config=ContextConfig(context_window=32_000),
         model=ScriptedModel([], default=SUMMARY),
     )
-    msgs = history(n)
+    msgs = messages(n)
     start = time.perf_counter()
     await projector.project(msgs)
     cold = time.perf_counter() - start
@@ -76,22 +69,15 @@ async def one_run(root: Path, n: int, run: int) -> tuple[float, float]:
     return cold, warm
 
 
-async def main(n: int, runs: int) -> None:
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        times = [await one_run(Path(tmp), n, run) for run in range(runs)]
-    cold = statistics.median(t[0] for t in times)
-    warm = statistics.median(t[1] for t in times)
-    ratio = warm / cold
-    print(f"history of {n:,} messages, median of {runs} runs")
-    print(f"  from nothing                 {cold * 1000:9.1f} ms")
-    print(f"  the next call (one new msg)  {warm * 1000:9.1f} ms")
-    verdict = "met" if ratio <= 0.02 else "MISSED"
-    print(f"  ratio {ratio:.4f} (target <= 0.02): {verdict}")
+def main(n: int, runs: int) -> None:
+    cold, warm = median_times(one_run, n, runs)
+    report(
+        f"history of {n:,} messages, median of {runs} runs",
+        [("from nothing", cold), ("the next call (one new msg)", warm)],
+        warm / cold,
+    )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    asyncio.run(main(args.messages, args.runs))
+    args = arguments(__doc__)
+    main(args.messages, args.runs)

@@ -20,13 +20,11 @@ pip install -e '.[smolagents]')
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _history import arguments, median_times, report, tool_output
 from smolagents import ToolCallingAgent
 from smolagents.memory import ActionStep, TaskStep, ToolCall
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -45,8 +43,7 @@ class Idle(Model):  # type: ignore[misc]
 
 def step(number: int) -> ActionStep:
     """A finished step: one tool call and its observation (two messages to the model)."""
-    size = 20_000 if number % 50 == 0 else 200
-    observation = "\n".join(f"line {j} of {number}" for j in range(size // 16))
+    observation = tool_output(number, big=number % 50 == 0)
     return ActionStep(
         step_number=number,
         timing=Timing(start_time=0.0, end_time=0.0),
@@ -80,21 +77,14 @@ def one_run(root: Path, n: int, run: int) -> tuple[float, float]:
 
 
 def main(n: int, runs: int) -> None:
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        times = [one_run(Path(tmp), n, run) for run in range(runs)]
-    cold = statistics.median(t[0] for t in times)
-    warm = statistics.median(t[1] for t in times)
-    ratio = warm / cold
-    print(f"memory of {n:,} messages, median of {runs} runs")
-    print(f"  from nothing                 {cold * 1000:9.1f} ms")
-    print(f"  the next step (one new step) {warm * 1000:9.1f} ms")
-    verdict = "met" if ratio <= 0.02 else "MISSED"
-    print(f"  ratio {ratio:.4f} (target <= 0.02): {verdict}")
+    cold, warm = median_times(one_run, n, runs)
+    report(
+        f"memory of {n:,} messages, median of {runs} runs",
+        [("from nothing", cold), ("the next step (one new step)", warm)],
+        warm / cold,
+    )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    args = arguments(__doc__)
     main(args.messages, args.runs)

@@ -175,7 +175,7 @@ def test_the_pillars_import_no_front() -> None:
 def command_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     """Each import of a command module (`cli/_cmd_*.py`) by a module of the package: the
     command line loads them by name (`cli/__init__.py`), and nothing else may (the viewer
-    and the commands share the session-view layer, `cli/_view.py`, instead)."""
+    and the commands share the session-view layer, `cli/_view/`, instead)."""
     return sorted(
         (module, target)
         for module, imported in graph.items()

@@ -31,11 +31,13 @@ def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 @pytest.fixture
 def grace_over(monkeypatch: pytest.MonkeyPatch) -> None:
     """gc's grace for unreferenced data/ files is over at once (a clock an hour later)."""
+    import ctxoffload.workspace._bucket_collector as bucket_collector
     import ctxoffload.workspace._bucket_store as bucket_store
     import ctxoffload.workspace._disk_store as disk_store
 
     monkeypatch.setattr(disk_store, "DATA_GRACE_SECONDS", 0.0)
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(bucket_collector, "DATA_GRACE_SECONDS", 0.0)
 
 
 async def _collect(workspace: Any) -> list[str]:

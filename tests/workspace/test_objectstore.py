@@ -242,6 +242,7 @@ async def test_state_sessions_and_purge(ws: ObjectStoreWorkspace) -> None:
 async def test_gc_removes_old_sessions_and_unreferenced_data(
     ws: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import ctxoffload.workspace._bucket_collector as bucket_collector
     import ctxoffload.workspace._bucket_store as bucket_store
 
     block = image_block()
@@ -251,6 +252,7 @@ async def test_gc_removes_old_sessions_and_unreferenced_data(
     assert dry.dry_run and sorted(dry.sessions_removed) == ["new", "old"]
     assert await ws.list_sessions() == ["new", "old"]
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(bucket_collector, "DATA_GRACE_SECONDS", 0.0)
     report = await ws.gc(older_than=0)
     assert sorted(report.sessions_removed) == ["new", "old"]
     assert report.data_removed == [f"{hashlib.sha256(PNG).hexdigest()}.png"]
@@ -274,11 +276,13 @@ async def test_gc_removes_a_session_put_in_the_bucket_by_hand_under_any_name(
 async def test_gc_keeps_data_a_live_session_references(
     ws: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import ctxoffload.workspace._bucket_collector as bucket_collector
     import ctxoffload.workspace._bucket_store as bucket_store
 
     block = image_block()
     await ws.offload_context("live", [Msg(role="user", content=[block])])
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(bucket_collector, "DATA_GRACE_SECONDS", 0.0)
     report = await ws.gc(older_than=3600)
     assert report.sessions_removed == [] and report.data_removed == []
 
@@ -286,6 +290,7 @@ async def test_gc_keeps_data_a_live_session_references(
 async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
     make_ws: MakeWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import ctxoffload.workspace._bucket_collector as bucket_collector
     import ctxoffload.workspace._bucket_store as bucket_store
 
     collector, agent = make_ws(), make_ws()
@@ -295,11 +300,12 @@ async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
     await agent.purge_session("gone")
     await agent.offload_context("other", [text_msg("gc reads this session")])
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
-    read_sessions = bucket_store.BucketCollector._usage
+    monkeypatch.setattr(bucket_collector, "DATA_GRACE_SECONDS", 0.0)
+    read_sessions = bucket_collector.BucketCollector._usage
     written: list[str] = []
 
     async def an_agent_re_stores_meanwhile(
-        gc: bucket_store.BucketCollector, name: str, objects: Any
+        gc: bucket_collector.BucketCollector, name: str, objects: Any
     ) -> Any:
         # gc has listed data/ and the sessions; an agent re-stores the image, in a session
         # gc did not list, before gc goes on.
@@ -309,7 +315,7 @@ async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
             )
         return await read_sessions(gc, name, objects)
 
-    monkeypatch.setattr(bucket_store.BucketCollector, "_usage", an_agent_re_stores_meanwhile)
+    monkeypatch.setattr(bucket_collector.BucketCollector, "_usage", an_agent_re_stores_meanwhile)
     report = await collector.gc()
     assert written and report.data_removed == []
     [row] = await agent.read_context("live")
@@ -321,12 +327,14 @@ async def test_gc_keeps_an_image_an_agent_re_stores_while_gc_reads_the_sessions(
 
 async def _garbage_image(agent: ObjectStoreWorkspace, monkeypatch: pytest.MonkeyPatch) -> str:
     """An image stored once whose session is gone, with gc's grace over: its data/ name."""
+    import ctxoffload.workspace._bucket_collector as bucket_collector
     import ctxoffload.workspace._bucket_store as bucket_store
 
     await agent.offload_context("gone", [Msg(role="user", content=[image_block()])])
     await agent.purge_session("gone")
     await agent.offload_context("other", [text_msg("gc reads this session")])
     monkeypatch.setattr(bucket_store, "DATA_GRACE_SECONDS", 0.0)
+    monkeypatch.setattr(bucket_collector, "DATA_GRACE_SECONDS", 0.0)
     return f"{hashlib.sha256(PNG).hexdigest()}.png"
 
 

@@ -19,13 +19,9 @@ from .._disk.rows import dumps_line
 from .._disk.scope import SessionScoped
 from .._secrets import is_secret_name
 from ..exceptions import ConfigError, InvalidReference, OffloadError, SessionBusyError
-from ._bucket_store import (
-    REMOVING,
-    SEGMENTED_LOGS,
-    BucketCollector,
-    BucketStore,
-    session_prefix,
-)
+from ._bucket_collector import REMOVING, BucketCollector
+from ._bucket_keys import SEGMENTED_LOGS, session_prefix
+from ._bucket_store import BucketStore
 from ._bucket_url import (
     BUCKET_SCHEMES,
     checked_url,

@@ -99,7 +99,7 @@ class PayloadPlace:
         those no row names (a copy written when the row was already in the database, or by a
         writer whose transaction then failed). Call it under `held_for_gc`."""
         if self.folder is None:
-            from ._bucket_store import data_objects
+            from ._bucket_keys import data_objects
 
             objects = await data_objects(self.workspace._client)  # type: ignore[union-attr]
             return {

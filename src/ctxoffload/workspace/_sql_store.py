@@ -29,7 +29,7 @@ from .._disk.ids import is_session_id, validate_session_id
 from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
 from .._disk.paths import write_new_file
 from ..exceptions import InvalidReference
-from ._bucket_store import is_workspace_key
+from ._bucket_keys import is_workspace_key
 from ._datastore import media_type_of
 from ._lease import busy_error, holder_ended, lease_record, orphaned_here
 from ._sql_payloads import PayloadPlace, SqlPayloads

@@ -41,7 +41,7 @@ from .._disk.read import Folder, Refused, sessions_folder
 from .._disk.relocate import prefixes_named, relocate, relocation_problem
 from .._disk.rows import line_key
 from ..exceptions import ConfigError, InvalidContent, InvalidReference, SessionBusyError
-from ._bucket_store import is_workspace_key
+from ._bucket_keys import is_workspace_key
 from ._datastore import media_type_of
 from ._gc import data_names_in
 from ._lease import LEASE_FILE, holder_ended

@@ -256,7 +256,7 @@ def test_search_finds_what_grep_finds(ui: Ui) -> None:
 
 
 def test_the_sessions_are_the_rows_ls_lists(own_demo: Path) -> None:
-    """The list the page shows is `ls`'s own rows (one reader, `cli/_view.py`): sub-agents
+    """The list the page shows is `ls`'s own rows (one reader, `cli/_view/`): sub-agents
     under their parent, and a file neither can read named the same way; the page lists them
     by id, `ls` the newest first."""
     asyncio.run(chain_of_sub_agents(own_demo, 3))

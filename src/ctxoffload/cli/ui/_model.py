@@ -3,7 +3,7 @@ what the model was sent at one step, the difference between two steps, a stored 
 the agent's Read tool reads it, and a search as `ctxoffload grep` searches.
 
 Everything is read from the workspace files through the session-view layer the commands
-present too (`cli/_view.py`: the rows of `ls`, the events and steps of `show`), `describe` for
+present too (`cli/_view/`: the rows of `ls`, the events and steps of `show`), `describe` for
 the sentences, and `FileToolbox.read` for a file, and every string meant for display goes through
 `inert`, so nothing a session holds acts on the page or a terminal: the page then shows it as
 text (`textContent`), never as HTML.
