@@ -8,7 +8,6 @@ from .._lazy import lazy_exports
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .._emit import EventCallback
-    from ._compaction import CompressionResult
     from ._compressor import Compressor
     from ._config import ContextConfig
     from ._managers import (
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from ._persisted import Persisted
     from ._projection import Projector
     from ._protect import Protected, is_pinned
+    from ._result import CompressionResult
     from ._split import MessageCounter, Split, SplitByCount, SplitByTokens, SplitStrategy, turns
     from ._summary_message import Artifact
     from ._summary_model import Summary
@@ -98,7 +98,7 @@ __getattr__, __dir__ = lazy_exports(
         "ToolOutputOffload": "._managers",
         "ToolOutputTruncate": "._managers",
         "Artifact": "._summary_message",
-        "CompressionResult": "._compaction",
+        "CompressionResult": "._result",
         "Persisted": "._persisted",
         "Compressor": "._compressor",
         "is_summary_message": "._notes",

@@ -19,7 +19,6 @@ from typing import Any
 
 from .._disk import events
 from .._disk.records import Event
-from .._disk.wording import spans_text
 from ..messages import Msg
 from ..model import ChatModel, model_label
 from ..tokens import TokenCount
@@ -37,15 +36,15 @@ from ._index import (
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._persisted import Persisted, read_back_report
 from ._protect import is_pinned
+from ._result import CompressionResult
 from ._services import RunServices, RunSettings
 from ._split import Split, SplitByTokens, SplitStrategy
 from ._summarize import SummaryOutcome, summarize
 from ._summary_message import SummaryState
-from ._summary_model import Summary
 from ._truncator import Truncator
 from ._turns import is_user_request
 
-__all__ = ["Compaction", "CompressionResult"]
+__all__ = ["Compaction"]
 
 INDEX_SHARE = 0.1
 """The share of `summary_timeout` kept from the summary model for the artifact index and the
@@ -59,50 +58,6 @@ writing its events and assembling the context."""
 def _index_clock(deadline: float, cfg: ContextConfig) -> IndexClock:
     """How long the artifact index of a compaction due by `deadline` may search."""
     return IndexClock(deadline - FINISH_SHARE * cfg.summary_timeout)
-
-
-@dataclass
-class CompressionResult:
-    """What `Compressor.maybe_compress` did.
-
-    Attributes:
-        messages: the context to send next (unchanged when nothing was compressed).
-        compressed: whether older messages were replaced by a summary.
-        reason: why, in a few words ("below trigger", "compressed", "offload failed", ...).
-        tokens_before: tokens of the context given: exact, or, when the count stopped past
-            the trigger (`ContextTokenTracker.count_past`), an estimate.
-        tokens_after: tokens of `messages`.
-        reference: where the compressed messages went (context.jsonl), if anywhere.
-        line_span: the lines of that file this compression's messages are on, from the
-            first to the last.
-        spans: those lines exactly, as runs of consecutive lines: more than one when some
-            were in the file already (a run killed in the middle of a compression, resumed),
-            with other messages between; `spans_text()` spells them.
-        summary: the new summary.
-        summary_source: "model" or "extractive".
-        compressed_messages: how many messages left the context.
-        tokens_before_exact: whether `tokens_before` is an exact count.
-        tokens_before_bounds: when it is an estimate, the least and the most the exact
-            count can be (see `TokenCount`); None when it is exact.
-    """
-
-    messages: list[Msg]
-    compressed: bool
-    reason: str
-    tokens_before: int
-    tokens_after: int
-    reference: str | None = None
-    line_span: tuple[int, int] | None = None
-    summary: Summary | None = None
-    summary_source: str | None = None
-    compressed_messages: int = 0
-    tokens_before_exact: bool = True
-    tokens_before_bounds: tuple[int, int] | None = None
-    spans: tuple[tuple[int, int], ...] = ()
-
-    def spans_text(self) -> str:
-        """The lines the compressed messages are on, as text: `"1-40, 52-60"`, or `""`."""
-        return spans_text(self.spans)
 
 
 @dataclass

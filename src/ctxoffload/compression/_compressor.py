@@ -25,11 +25,12 @@ from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import ContextTokenTracker, TokenCount, TokenCounter
 from ..workspace import Offloader
-from ._compaction import Compaction, CompressionResult
+from ._compaction import Compaction
 from ._config import ContextConfig
 from ._notes import is_context_note
 from ._persisted import Persisted
 from ._provider_compaction import absorb_in_context
+from ._result import CompressionResult
 from ._services import RunServices, RunSettings
 from ._split import SplitStrategy
 from ._stored_outputs import WholeOutput

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from ..model import ChatModel
     from ..tokens import TokenCounter
     from ..workspace import Workspace
-    from ._compaction import CompressionResult
     from ._config import ContextConfig
+    from ._result import CompressionResult
 
 __all__ = ["Projector"]
 

@@ -16,12 +16,12 @@ from ...messages import Msg, ToolCallBlock, ToolResultBlock
 from ...text import defuse
 from ...tokens import TokenCount
 from ...workspace import ModelCallClock
-from .._compaction import CompressionResult
 from .._compressor import Compressor
 from .._config import ContextConfig
 from .._notes import is_context_note
 from .._persisted import spans_field
 from .._protect import Protected, is_pinned, pinned_copy, unpinned_copy
+from .._result import CompressionResult
 from ._activation import Activation
 
 __all__ = ["ContextManager", "Managers", "PipelineRun"]
