@@ -59,3 +59,34 @@ def test_a_run_whose_host_object_is_gone_is_over_with_calls_left_in_flight(
     del invocation
     gc.collect()
     runs.begin("s", "run-2")
+
+
+def test_the_sessions_announced_are_bounded_and_a_forgotten_one_is_announced_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that opens a session per run must not grow a set without end: the `door`
+    events written are remembered for the most recent sessions only, and a session forgotten,
+    then back, gets one more `door` event (nothing else changes, nothing is lost)."""
+    import asyncio
+
+    from ctxoffload._doors import runs as runs_module
+
+    monkeypatch.setattr(runs_module, "ANNOUNCED_KEPT", 3)
+    workspace = LocalWorkspace(tmp_path / "ws")
+    runs = HostRuns(workspace, DOOR, grace=0.2)
+
+    def doors(session: str) -> int:
+        events = asyncio.run(workspace.read_events(session))
+        return sum(event["kind"] == "door" for event in events)
+
+    for number in range(6):
+        runs.begin(f"s{number}", "run-1")
+        runs.end(f"s{number}", "run-1")
+    assert len(runs._announced) == 3
+    assert [doors(f"s{number}") for number in range(6)] == [1] * 6
+    runs.begin("s5", "run-2")  # remembered: no second event
+    runs.end("s5", "run-2")
+    runs.begin("s0", "run-2")  # forgotten: announced again
+    runs.end("s0", "run-2")
+    assert (doors("s5"), doors("s0")) == (1, 2)
+    assert list(runs._announced) == ["s4", "s5", "s0"]

@@ -11,6 +11,7 @@ fail the same way and leave the content in the context).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import functools
@@ -36,6 +37,11 @@ _T = TypeVar("_T")
 
 _CONVERSATION_CHARS = 200
 """The most of a host's conversation id the `door` event keeps."""
+
+ANNOUNCED_KEPT = 4_096
+"""How many sessions a `HostRuns` remembers having written the `door` event of, the most
+recent kept: a server that opens a session per run must not grow without end, and a session
+forgotten then back gets its `door` event again (one more line, nothing lost)."""
 
 
 async def begin_run(
@@ -147,7 +153,8 @@ class HostRuns:
         self.grace = grace
         self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
-        self._announced: set[str] = set()  # sessions whose `door` event this object wrote
+        # The sessions whose `door` event this object wrote, the most recent last.
+        self._announced: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def begin(
@@ -200,7 +207,10 @@ class HostRuns:
                 if not _release_ended(busy.holder):
                     raise
                 lease = self._on_loop(take())
-            self._announced.add(session)
+            self._announced[session] = None
+            self._announced.move_to_end(session)
+            while len(self._announced) > ANNOUNCED_KEPT:
+                self._announced.popitem(last=False)
             taken = self._runs[session] = _Run(run, lease, live, self)
             token = lease.holder.get("token") if lease is not None else None
             if live is not None and isinstance(token, str):
