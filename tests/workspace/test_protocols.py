@@ -84,6 +84,20 @@ def test_a_refusal_is_a_config_error_naming_what_to_add_in_declared_order() -> N
     assert "offload_context" not in lacking and lacking[-1] == "purge_session"
 
 
+@pytest.mark.parametrize(("given", "named"), [(None, "None"), (42, "42"), ("ws", "str")])
+def test_what_has_nothing_of_a_workspace_is_refused_in_one_short_line(
+    given: object, named: str
+) -> None:
+    """None, a number or a string has none of a Workspace's sixteen methods: the refusal names
+    three and how many more, so that what to pass instead is read, not lost in a list."""
+    refusal = str(not_a_capability(given, Workspace, role="workspace", fix="pass X"))
+    assert refusal == (
+        f"workspace {named} has no method of a ctxoffload Workspace (offload_context, "
+        "offload_tool_result, offload_data_block and 13 more), so it is not a ctxoffload "
+        "Workspace: pass X"
+    )
+
+
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_every_backend_declares_that_it_can_keep_sessions_apart(
     backend: str, tmp_path: Path

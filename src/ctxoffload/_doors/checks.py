@@ -143,16 +143,31 @@ def not_a_capability(obj: object, protocol: type, *, role: str, fix: str) -> Con
         role: what `obj` was passed as, for the message (`offloader`, `workspace`).
         fix: what to pass instead, the end of the message.
     """
-    missing = ", ".join(_missing_methods(obj, protocol))
+    declared = _methods(protocol)
+    missing = [name for name in declared if not callable(getattr(obj, name, None))]
+    # None or a number is named as it is, anything else by its class.
+    what = repr(obj) if obj is None or isinstance(obj, int | float) else type(obj).__name__
+    if len(missing) == len(declared) > _LISTED:
+        # Nothing of a workspace at all (None, a number, a string): a wall of sixteen method
+        # names would hide the one thing to read, what to pass instead.
+        lacking = (
+            f"no method of a ctxoffload {protocol.__name__} ({', '.join(missing[:_LISTED])} "
+            f"and {len(missing) - _LISTED} more)"
+        )
+    else:
+        lacking = f"no {', '.join(missing)}"
     return ConfigError(
-        f"{role} {type(obj).__name__} has no {missing}, so it is not a ctxoffload "
-        f"{protocol.__name__}: {fix}"
+        f"{role} {what} has {lacking}, so it is not a ctxoffload {protocol.__name__}: {fix}"
     )
 
 
-def _missing_methods(obj: object, protocol: type) -> list[str]:
-    """The methods of `protocol` (one of `ctxoffload.workspace`'s) that `obj` lacks, in
-    declared order: those of the protocols of its module it extends, then its own."""
+_LISTED = 3
+"""How many methods a refusal names when the object has none of them."""
+
+
+def _methods(protocol: type) -> list[str]:
+    """The methods of `protocol` (one of `ctxoffload.workspace`'s) in declared order: those
+    of the protocols of its module it extends, then its own."""
     declared = [
         name
         # The protocols it extends first (Offloader's methods lead Workspace's), then its own.
@@ -161,4 +176,4 @@ def _missing_methods(obj: object, protocol: type) -> list[str]:
         for name, value in vars(cls).items()
         if callable(value) and not name.startswith("_")
     ]
-    return [name for name in dict.fromkeys(declared) if not callable(getattr(obj, name, None))]
+    return list(dict.fromkeys(declared))
