@@ -479,12 +479,20 @@ def test_a_follower_interrupted_while_waiting_leaves_the_queue(tmp_path: Path, d
     def run(name: str) -> None:
         results[name] = appender.append(dir_fd, LOG, shown, *_rows(_msg(name)), commit=True)
 
+    interrupted = threading.Event()
+
     def interrupt_main_once_queued() -> None:
         _wait_for(lambda: _queued(appender, shown) == 2)
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+        # A signal that lands after the main thread's last check and before it blocks in the
+        # wait is seen only when it wakes (never): send it again until it was raised.
+        while not interrupted.is_set():
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+            interrupted.wait(0.05)
 
     def on_signal(signum: int, frame: object) -> None:
-        raise _Interrupted
+        if not interrupted.is_set():
+            interrupted.set()
+            raise _Interrupted
 
     previous = signal.signal(signal.SIGUSR1, on_signal)
     holder = os.open(shown, os.O_RDWR | os.O_CREAT)
