@@ -793,6 +793,23 @@ def test_the_summarys_spare_room_names_what_left_now_and_never_what_is_carried()
     assert quiet.report()["budget"] == 300
 
 
+def test_a_file_the_workspace_stored_never_makes_way_for_what_left_now() -> None:
+    """A stored tool result named by the summary a compaction replaces (and so carried) holds
+    an output nothing else in the context holds: when what left now takes the summary's
+    spare room and the other carried entries make way, the stored files stay named."""
+    session = EVENTS_FILE.rpartition("/")[0]
+    stored = [
+        FoundArtifact("path", f"{session}/tool_result-call_{k}.txt", line=k + 1, fresh=False)
+        for k in range(6)
+    ]
+    carried, fresh = _tickets("OLD", 40, False), _tickets("NEW", 80, True)
+    for extra in (0, 600):
+        index = _index([*carried, *stored, *fresh], 300, extra=extra)
+        named = {f.value for f in index.entries} | {f.value for f in index.in_summary}
+        assert {f.value for f in stored} <= named, (extra, index.render(EVENTS_FILE))
+        assert not any(f.value.startswith(session) for f in index.cut)
+
+
 async def test_a_budget_the_user_set_is_never_stretched_by_the_summarys_room(
     local_ws: LocalWorkspace,
 ) -> None:

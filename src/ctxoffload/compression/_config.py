@@ -251,7 +251,8 @@ class ContextConfig(BaseModel):
             kept do not name, each with its line of context.jsonl. None (the default) means
             as much as the summary budget, and at least 200 tokens, and then what the
             summary leaves unused of its own budget may also name what left with the
-            compaction, when this budget cannot (never what earlier indexes carried): the
+            compaction, when this budget cannot (never what earlier indexes carried, but for the
+            files the workspace stored, which hold what left whole): the
             summary and its index never take more than their two budgets. A number set here
             is the index's whole budget; 0 lists them only in events.jsonl (the index then
             says how many and where).

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
@@ -198,6 +198,14 @@ class ArtifactIndex:
             else:
                 waiting.append(found)
         stored = _stored_in(events_file)
+        if stored:
+            # A file the workspace stored holds what left whole, and nothing else does: one
+            # the index it replaces carried leads as what left now does (it never makes way
+            # for it, as other carried entries do).
+            waiting = [
+                replace(f, fresh=True) if not f.fresh and f.value.startswith(stored) else f
+                for f in waiting
+            ]
         # In the index's order (`in_order`), each costing its value's length.
         waiting = in_order(waiting, stored, [len(f.value) for f in waiting])
         # What is always said (how many are cut and where they are listed) is paid first;
