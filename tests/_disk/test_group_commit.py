@@ -11,13 +11,17 @@ the test holds the log's flock itself while the batches queue up.
 
 from __future__ import annotations
 
+import dis
 import errno
 import fcntl
 import functools
+import inspect
+import itertools
 import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -518,6 +522,71 @@ def test_a_follower_interrupted_while_waiting_leaves_the_queue(tmp_path: Path, d
     assert results == {"a": (1, 1), "c": (2, 2)}
     assert [row["id"] for row in read_log(dir_fd, LOG, shown, commit=True)] == ["a", "c"]
     assert _queued(appender, shown) == 0
+
+
+def test_an_interrupt_at_any_step_before_the_cleanup_strands_no_batch(
+    tmp_path: Path, dir_fd: int
+) -> None:
+    """A signal's handler (KeyboardInterrupt) runs where the interpreter checks for pending
+    signals, among them right after each call returns. One raised after each call of
+    `_queue_up` before its `finally` (past it, no Python code can promise its cleanup) leaves
+    no batch in the queue: the next writer is not left waiting for a leader that is gone,
+    and every batch an append acknowledged is in the log."""
+    appender = JsonlAppender()
+    shown = str(tmp_path / LOG)
+    code = JsonlAppender._queue_up.__code__
+    source, first = inspect.getsourcelines(JsonlAppender._queue_up)
+    cleanup = first + next(n for n, line in enumerate(source) if line.strip() == "finally:")
+    steps = list(dis.get_instructions(code))
+    checks = {after.offset for call, after in itertools.pairwise(steps) if call.opname == "CALL"}
+    acknowledged: list[str] = []
+
+    def append_once(name: str) -> None:
+        appender.append(dir_fd, LOG, shown, *_rows(_msg(name)), commit=True)
+        acknowledged.append(name)
+
+    def interrupting_at(step: int) -> Callable[..., Any]:
+        """A tracer raising `_Interrupted` at the `step`-th check (0 the first)."""
+        seen = 0
+
+        def tracer(frame: Any, event: str, arg: Any) -> Any:
+            nonlocal seen
+            if event == "call":
+                if frame.f_code is not code:
+                    return None
+                frame.f_trace_opcodes = True
+                return tracer
+            if event == "opcode" and frame.f_lasti in checks and frame.f_lineno < cleanup:
+                seen += 1
+                if seen == step + 1:
+                    raise _Interrupted
+            return tracer
+
+        return tracer
+
+    step = 0
+    while True:
+        tracer = interrupting_at(step)
+        sys.settrace(tracer)
+        try:
+            append_once(f"i{step}")
+            interrupted = False
+        except _Interrupted:
+            interrupted = True
+        finally:
+            sys.settrace(None)
+        assert _queued(appender, shown) == 0, f"a batch stranded by an interrupt at step {step}"
+        # The next writer, on another thread, is not left waiting.
+        writer = threading.Thread(target=append_once, args=(f"n{step}",), daemon=True)
+        writer.start()
+        writer.join(timeout=60)
+        assert not writer.is_alive(), f"the next writer waits for ever after step {step}"
+        if not interrupted:
+            break  # every step before the cleanup was tried
+        step += 1
+    assert step >= 3
+    ids = [row["id"] for row in read_log(dir_fd, LOG, shown, commit=True)]
+    assert [i for i in ids if i in acknowledged] == acknowledged
 
 
 # Many threads append batches to one committed log until the process is killed; each batch is

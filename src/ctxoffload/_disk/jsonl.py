@@ -288,11 +288,13 @@ class JsonlAppender:
         for the flock, and it writes the batches queued behind it as well.
         """
         queue = self._queue_for(shown)
-        with queue.mutex:
-            if queue.batches:
-                batch.wake = threading.Event()
-            queue.batches.append(batch)
         try:
+            # Queued inside the `try`: an interrupt landing just after the batch joined the
+            # queue still takes it out (`_leave` takes a batch never queued as well).
+            with queue.mutex:
+                if queue.batches:
+                    batch.wake = threading.Event()
+                queue.batches.append(batch)
             if batch.wake is not None:
                 batch.wake.wait()
             if batch.result is None:
@@ -387,7 +389,7 @@ class JsonlAppender:
             elif batch.result is None:
                 if batch.taken:
                     batch.abandoned = True
-                else:
+                elif batch in batches:  # (an interrupt may land before it was queued)
                     batches.remove(batch)
         for other in wake:
             if other.wake is not None:
