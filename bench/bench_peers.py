@@ -31,6 +31,9 @@ What each column means:
 - prefix share: of all the tokens sent, the share that repeats the request before it from
   its start (tools, then messages, compared whole): what a provider's prompt cache can serve;
   tokens outside that prefix: the rest, summary calls included (what is billed in full);
+  billed: those, with each cached token at a tenth of the price. The share is shown and not
+  compared: sending more repeated tokens raises it, and so would a strategy that kept more;
+  what the cache saves is the two rows under it;
 - checkpoint bytes: what LangGraph's `InMemorySaver` holds at the end of all runs (every
   checkpoint, blob and write);
 - host CPU ms per call: the CPU time of the process (every thread: LangGraph, its
@@ -651,6 +654,16 @@ def _prefix_share(one: Outcome) -> float:
     return ratio(one.prefix_tokens, one.tokens - one.summary_tokens)
 
 
+CACHED_PRICE = 0.1
+"""What a token read from the prompt cache costs, against one billed in full (Anthropic's and
+OpenAI's newer models: a tenth; a price between 0 and 1 orders these strategies the same)."""
+
+
+def _billed(one: Outcome) -> float:
+    """The input tokens billed, each cached one at `CACHED_PRICE`."""
+    return one.tokens - one.prefix_tokens + CACHED_PRICE * one.prefix_tokens
+
+
 ROWS = (
     Row(
         "input tokens sent, tools included",
@@ -666,16 +679,24 @@ ROWS = (
     Row("largest request, tokens", lambda o, b: f"{o.largest:,}", lambda o: o.largest),
     Row("requests over the window", lambda o, b: f"{o.over_window:,}", lambda o: o.over_window),
     Row("runs ended", lambda o, b: str(o.ended), lambda o: float(o.ended or 0)),
+    # A share, not compared: it rises with every repeated token sent (a strategy that sent
+    # more history would score higher). What the cache is worth is the next two rows.
     Row(
         "prompt-cache prefix share",
         lambda o, b: percent(_prefix_share(o)),
         _prefix_share,
         higher=True,
+        compared=False,
     ),
     Row(
         "  tokens outside that prefix",
         lambda o, b: f"{(o.tokens - o.prefix_tokens) / 1e6:.2f} M",
         lambda o: o.tokens - o.prefix_tokens,
+    ),
+    Row(
+        "  billed, cached tokens at a tenth",
+        lambda o, b: f"{_billed(o) / 1e6:.2f} M",
+        _billed,
     ),
     Row(
         "checkpoint bytes, all steps",
