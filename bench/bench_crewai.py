@@ -6,7 +6,7 @@ into what the model sees, and the executor keeps that. Measured over a `LocalWor
 (fsync on) with a `ScriptedModel` that writes summaries at once (so what is timed is
 ctxoffload's own work), calling the hook as CrewAI calls it (a context holding the
 executor's list), on a conversation of N messages (user turns, tool calls, tool results,
-replies; every 50th result 20 KB):
+replies; one result in 25 is 20 KB):
 
 - compacted (a 32,000-token window): from nothing, a new hooks object given the list, which
   reads it, truncates the big results, appends what a summary stands for to context.jsonl and

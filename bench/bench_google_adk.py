@@ -8,7 +8,7 @@ own work), calling the plugin's callback as ADK calls it with a request built as
 it:
 
 - from nothing: a new plugin given a request of N contents (user turns, function calls,
-  function responses, replies; every 50th response 20 KB), which reads them, truncates the
+  function responses, replies; one response in 25 is 20 KB), which reads them, truncates the
   big responses, appends what a summary stands for to context.jsonl and summarises;
 - the next call: the same plugin given the next request, which has one content more.
 

@@ -7,7 +7,7 @@ answers with the projection of the whole history it keeps. Measured over a `Loca
 SQLite file:
 
 - from nothing: a new memory over a chat store holding N messages (requests, tool calls,
-  tool results, replies; every 50th result 20 KB), kept there as LlamaIndex's own `Memory`
+  tool results, replies; one result in 25 is 20 KB), kept there as LlamaIndex's own `Memory`
   keeps them; its first read reads the store once, converts every message, truncates the big
   results, appends what a summary stands for to context.jsonl and summarises;
 - the next read: the same memory after one more message is put.

@@ -6,7 +6,7 @@ a `LocalWorkspace` (fsync on) with a 32,000-token window and a `ScriptedModel` t
 summaries at once (so what is timed is ctxoffload's own work):
 
 - from nothing: a new projector given a history of N messages (requests, tool calls, tool
-  results, replies; every 50th result 20 KB, so it is offloaded), which truncates the big
+  results, replies; one result in 25 is 20 KB, so it is offloaded), which truncates the big
   results, appends what a summary stands for to context.jsonl and summarises;
 - the next call: the same projector given that history plus one message.
 
