@@ -42,7 +42,7 @@ from ...text import tagged
 from ...tokens import TokenCounter
 from ._artifacts import CUT_MARK, NEWLINE_MARK, FoundArtifact, Scanned, named_values
 from ._folding import most_folded, take_folded
-from ._layout import IndexRows, Layouts, group_pieces, render_rows
+from ._layout import IndexRows, Layouts, group_pieces, render_rows, stored_file
 from ._order import Folds, Key, in_order, key_of
 from ._search import IndexClock, most_within, slack
 from ._substrings import Substrings
@@ -198,14 +198,12 @@ class ArtifactIndex:
             else:
                 waiting.append(found)
         stored = _stored_in(events_file)
-        if stored:
-            # A file the workspace stored holds what left whole, and nothing else does: one
-            # the index it replaces carried leads as what left now does (it never makes way
-            # for it, as other carried entries do).
-            waiting = [
-                replace(f, fresh=True) if not f.fresh and f.value.startswith(stored) else f
-                for f in waiting
-            ]
+        # A file the workspace stored that the index it replaces carried leads as what left
+        # now does (it never makes way for it, as other carried entries do).
+        waiting = [
+            replace(f, fresh=True) if not f.fresh and stored_file(f.value, stored) else f
+            for f in waiting
+        ]
         # In the index's order (`in_order`), each costing its value's length.
         waiting = in_order(waiting, stored, [len(f.value) for f in waiting])
         # What is always said (how many are cut and where they are listed) is paid first;

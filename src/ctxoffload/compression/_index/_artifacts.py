@@ -88,7 +88,8 @@ class FoundArtifact:
         recency: larger is newer: the order of the newest message naming it, across
             compressions.
         fresh: whether a message that leaves with this compaction names it (False: it is
-            carried from the summary and index the compaction replaces, which named it).
+            carried from the summary and index the compaction replaces, which named it; the
+            index counts a file the workspace stored as fresh: it never makes way).
     """
 
     kind: str

@@ -54,6 +54,7 @@ __all__ = [
     "group_of",
     "group_pieces",
     "render_rows",
+    "stored_file",
 ]
 
 LINE, COMMAND = "line", "command"
@@ -62,6 +63,14 @@ Stored = str | tuple[str, ...] | None
 """Where the workspace stores files (a session's folder, the workspace's data/): what starts
 with one of these is a file that holds what left, read back by the path the index names
 whole."""
+
+
+def stored_file(value: str, stored: Stored) -> bool:
+    """Whether `value` is a file the workspace stored (under a folder of `stored`): it holds
+    what left, and nothing else does."""
+    if not stored:
+        return False
+    return value.startswith(stored)
 
 
 class FoundArtifact(Protocol):
@@ -100,7 +109,7 @@ def group_of(found: FoundArtifact, stored: Stored = None) -> tuple[str, str, str
     reads it back by the path it copies from the index.
     """
     value = found.value
-    if stored and value.startswith(stored):
+    if stored_file(value, stored):
         return LINE, value, value
     if found.kind == "command" and value.isprintable() and "  " not in value:
         words = value.split(" ")
@@ -192,7 +201,7 @@ def goes_in_tree(found: FoundArtifact, stored: Stored) -> bool:
     (`in_tree`) that is not a file the workspace stored (under a folder of `stored`: the model
     reads one back by the path it copies whole from the index)."""
     value = found.value
-    return found.kind == "path" and not (stored and value.startswith(stored)) and in_tree(value)
+    return found.kind == "path" and not stored_file(value, stored) and in_tree(value)
 
 
 class Layouts:

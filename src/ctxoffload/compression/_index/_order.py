@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._artifacts import FoundArtifact
-from ._layout import LINE, Stored, goes_in_tree, group_of, group_pieces
+from ._layout import LINE, Stored, goes_in_tree, group_of, group_pieces, stored_file
 from ._substrings import Substrings
 
 __all__ = ["Folding", "Folds", "Key", "fold_costs", "in_order", "key_of", "order_of"]
@@ -205,7 +205,7 @@ def order_of(found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int
             turn[at] = n
     keys = [
         (
-            not (stored and f.value.startswith(stored)),
+            not stored_file(f.value, stored),
             not f.fresh,
             -min(f.mentions, 2),
             turn[at],
