@@ -933,3 +933,86 @@ def test_the_environment_can_ask_for_tiktoken(monkeypatch: pytest.MonkeyPatch) -
     assert not TiktokenCounter().source.startswith("rs-bpe")  # the fixture sets it to 0
     monkeypatch.delenv("CTXOFFLOAD_FAST_COUNTER")
     assert TiktokenCounter().source.startswith("rs-bpe")
+
+
+# -- a text counted by its lines and words (the artifact index's renders) -------------------
+
+_SPLIT_COUNTERS: dict[tuple[str, bool], Any] = {}
+
+
+def _split_counter(name: str, fast: bool) -> Any:
+    from ctxoffload.tokens import TiktokenCounter
+
+    if (name, fast) not in _SPLIT_COUNTERS:
+        _SPLIT_COUNTERS[name, fast] = TiktokenCounter(name, fast=fast)
+    return _SPLIT_COUNTERS[name, fast]
+
+
+# What decides where the pre-tokenizer cuts: blanks of every kind, line breaks, `/` (which
+# o200k takes after a line break), signs, digits, letters of both cases, an apostrophe.
+_CUT_CHARACTERS = " \n\r\t\u3000\x0b/-:()|'`.…09aZé"
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=_CUT_CHARACTERS, max_size=120))
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@pytest.mark.parametrize("fast", [False, True], ids=["tiktoken", "rs-bpe"])
+def test_a_text_counted_by_its_lines_and_words_counts_as_whole(
+    name: str, fast: bool, text: str
+) -> None:
+    from ctxoffload._tokens.counters import count_by_lines
+
+    counter = _split_counter(name, fast)
+    assert count_by_lines(counter, text, {}) == counter.count_text(text)
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_the_parts_counted_before_are_looked_up(name: str) -> None:
+    from ctxoffload._tokens.counters import count_by_lines
+
+    counter = _split_counter(name, True)
+    known: dict[str, int] = {}
+    rows = [f"- line {n}: src/a{n}.py | pytest -q tests/test_{n}.py" for n in range(40)]
+    for end in range(1, 40):
+        text = "<artifact_index>\n" + "\n".join(rows[:end]) + "\n</artifact_index>"
+        assert count_by_lines(counter, text, known) == counter.count_text(text)
+    assert "- line 3: src/a3.py | pytest -q tests/test_3.py\n" in known
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("o200k_base", "x);\n//y"),  # o200k takes the `/` after a line break with the signs
+        *(
+            (name, text)
+            for name in ("o200k_base", "cl100k_base")
+            for text in (
+                "a:\n\n\nb",  # line breaks in a row are one piece
+                "x\n  \n  y",  # so are a line of blanks and the line breaks around it
+                "x\n\n  y",
+                "x   y",  # blanks in a row: the last goes with the word
+            )
+        ),
+    ],
+)
+def test_where_the_parts_would_count_otherwise_the_text_is_counted_whole(
+    name: str, text: str
+) -> None:
+    from ctxoffload._tokens.counters import count_by_lines
+
+    counter = _split_counter(name, False)
+    lines = text.split("\n")
+    parts = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    words = [w for part in parts for w in part.replace(" ", "\0 ").split("\0")]
+    # (Cut at every line break and blank, the count is not the text's.)
+    assert sum(map(counter.count_text, words)) != counter.count_text(text)
+    assert count_by_lines(counter, text, {}) == counter.count_text(text)
+
+
+def test_a_counter_that_does_not_cut_at_blanks_counts_the_text_whole() -> None:
+    from ctxoffload._tokens.counters import count_by_lines
+
+    counter = HeuristicCounter()
+    text = "a.py\nb.py\nc.py"
+    assert count_by_lines(counter, text, {}) == counter.count_text(text) == 4
+    assert sum(counter.count_text(line) for line in text.split("\n")) == 3

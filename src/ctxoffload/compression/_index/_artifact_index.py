@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
+from ..._tokens.counters import count_by_lines
 from ...messages import Msg
 from ...text import tagged
 from ...tokens import TokenCounter
@@ -596,7 +597,8 @@ class ArtifactIndex:
             return counter.count_text(text)
         tokens = renders.tokens.get(text)
         if tokens is None:
-            tokens = renders.tokens[text] = counter.count_text(text)
+            # (Most of its lines were counted in an index rendered before.)
+            tokens = renders.tokens[text] = count_by_lines(counter, text, renders.lines)
         return tokens
 
     def report(self) -> dict[str, int | bool]:
@@ -636,7 +638,7 @@ class _Renders:
     The entries are told apart by their identity: every one rendered is held by `layouts`,
     and the whole is dropped when the build is done."""
 
-    __slots__ = ("counter", "events_file", "layouts", "texts", "tokens")
+    __slots__ = ("counter", "events_file", "layouts", "lines", "texts", "tokens")
 
     def __init__(self, counter: TokenCounter, events_file: str | None) -> None:
         self.counter = counter
@@ -644,6 +646,7 @@ class _Renders:
         self.layouts = Layouts(_stored_in(events_file))
         self.texts: dict[tuple[tuple[int, ...], int, bool, frozenset[Key]], str] = {}
         self.tokens: dict[str, int] = {}
+        self.lines: dict[str, int] = {}  # the tokens of each line and word (`count_by_lines`)
 
 
 def _chars_per_token(text: str, counter: TokenCounter) -> float:

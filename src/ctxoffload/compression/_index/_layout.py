@@ -251,11 +251,14 @@ class _Laid:
         "line_member",
         "tree",
         "tree_parts",
+        "value",
+        "where",
     )
 
     def __init__(self, found: FoundArtifact, stored: Stored) -> None:
         self.found = found  # (held, so that its identity stays its own while it is a key)
         value, where = found.value, found.where()
+        self.value, self.where = value, where
         self.key = (found.kind, value)
         self.line_group = (LINE, value)
         self.line_member = (value, where, value)
@@ -281,6 +284,8 @@ def render_rows(
     the rows that are groups (`stored`: the folders of the workspace's own files;
     `layouts`: what earlier renders of the same index worked out, for `stored`)."""
     layouts = layouts or Layouts(stored)
+    if not folded:
+        return _whole_rows(entries, layouts), []
     # The entries of each group (`group_of`), in the order of the group's first entry: a
     # value written whole is a group of its own, `(LINE, value)`.
     groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (item, where, value)
@@ -339,6 +344,30 @@ def render_rows(
         rows += [SEVERAL_ROW, *several]
     rules = [COMMAND_RULE] if several or under else []
     return rows + tree, rules + ([TREE_RULE] if tree else [])
+
+
+def _whole_rows(entries: Sequence[FoundArtifact], layouts: Layouts) -> list[str]:
+    """`render_rows` when no entry is folded: each value on its line's row, the values of
+    one group (the same value twice) together, in the order of the group's first entry."""
+    of = layouts.of
+    by_value: dict[str, list[str]] = {}  # each value's lines, in order
+    for found in entries:
+        laid = of(found)
+        lines = by_value.get(laid.value)
+        if lines is None:
+            by_value[laid.value] = [laid.where]
+        else:
+            lines.append(laid.where)
+    whole: dict[str, list[str]] = {}
+    for value, lines in by_value.items():
+        for line in lines:
+            values = whole.get(line)
+            if values is None:
+                whole[line] = [value]
+            else:
+                values.append(value)
+    line_row = layouts.line_row
+    return [line_row(where, values) for where, values in whole.items()]
 
 
 _NOT_A_WORD = re.compile(r"[\s|]")
