@@ -180,6 +180,9 @@ class TiktokenCounter:
         else:
             self.source = f"rs-bpe {encoding_name}"
         self._counts = _CountCache()
+        # Lines with their line break, by the line, for `count_by_lines`: the artifact
+        # index of each compaction writes many of the rows the one before wrote.
+        self._line_counts = _CountCache(max_chars=4 << 20)
         self.name: str = encoding_name
         self.is_exact: bool = is_exact
         self.data_block_tokens = data_block_tokens
@@ -296,78 +299,58 @@ class HeuristicCounter:
         return self.count_json(dumps_json(list(tools))) if tools else 0
 
 
-# The encodings whose pre-tokenizer ends a piece before each blank that follows a character
-# other than a blank, and after each line break followed by a character other than `\r`,
-# `\n` and `/` with no `\r` in the blanks that follow it. Of their patterns (o200k's and
-# cl100k's), only the one for a run of blanks starts with a blank, and the others may take
-# a blank only as their first character: a piece ending in something else ends before a
-# blank. Only `\s*[\r\n]+` and ` ?[^\s\p{L}\p{N}]+[\r\n/]*` (cl100k: `[\r\n]*`) take a
-# line break, each up to the last of the line breaks it reaches through blanks (and the `/`
-# right after, in o200k). None looks behind. So the pieces of a text cut at those places
-# are the text's pieces, and BPE encodes each piece apart. (r50k's and p50k's `\s+(?!\S)`
-# takes a line break with the blanks after it: not those.)
-_SPLITS_AT_BLANKS = frozenset({"o200k_base", "cl100k_base"})
+# The encodings whose pre-tokenizer ends a piece after each line break followed by a
+# character other than `/` and by blanks that reach no `\r`, `\n` or end: of their patterns
+# (o200k's and cl100k's), only `\s*[\r\n]+` and ` ?[^\s\p{L}\p{N}]+[\r\n/]*` (cl100k:
+# `[\r\n]*`) take a line break, each up to the last of the line breaks it reaches through
+# blanks (and the `/`s right after, in o200k); and none looks behind. (r50k's and p50k's
+# `\s+(?!\S)` takes a line break with the blanks after it: not those.)
+_SPLITS_AT_LINES = frozenset({"o200k_base", "cl100k_base"})
 # Lines this long or longer are counted in the text whole: a run of `RUN_PIECE_CHARS` is
-# counted in pieces (`TiktokenCounter._count_long`), which cutting at blanks and line breaks
-# would not cut where the whole text is cut.
+# counted in pieces (`TiktokenCounter._count_long`), which lines counted apart would not cut
+# where the whole text is cut.
 _LINE_CHARS = RUN_PIECE_CHARS // 2
 
 
-def _starts_after_a_piece(line: str) -> bool:
-    """Whether a piece of `_SPLITS_AT_BLANKS`'s encodings ends at the line break before
-    `line`: `line` does not start with `/`, holds more than blanks, and has no carriage
-    return in its leading blanks (Python's blanks are a superset of the Rust regex's)."""
-    rest = line.lstrip()
-    return bool(rest) and line[0] != "/" and "\r" not in line[: len(line) - len(rest)]
+# A line break after which a piece of `_SPLITS_AT_LINES`'s encodings may go on: before a
+# `/`, or before blanks that reach a line break, a carriage return or the end (Python's
+# blanks are a superset of the Rust regex's).
+_NO_CUT_AFTER = re.compile(r"\n(?:/|[^\S\n]*(?:\r|\n|\Z))")
 
 
 def count_by_lines(counter: TokenCounter, text: str, known: dict[str, int]) -> int:
-    """`counter.count_text(text)`, counted line by line and word by word where that is the
-    same count, each line's and word's count kept in `known`: a text made of lines and words
-    counted before (the artifact index, rendered again and again with a few rows changed
-    while its search runs) then costs a look-up a line.
+    """`counter.count_text(text)`, counted line by line where that is the same count, the
+    tokens of each line with its line break kept in `known` (by the line) and, bounded, in
+    the counter: a text made mostly of lines counted before (the artifact index, rendered
+    again and again with a few rows changed while its search runs, and again at the next
+    compaction) then costs a look-up a line.
 
-    In parts only with a `TiktokenCounter` of an encoding whose pre-tokenizer ends a piece
-    at each blank after a word and each line break of `text` (`_SPLITS_AT_BLANKS`,
-    `_starts_after_a_piece`): the pieces of the parts are then those of the text. Any other
-    counter, or text, is counted whole.
+    Line by line only with a `TiktokenCounter` of an encoding whose pre-tokenizer ends a
+    piece at each line break of `text` (`_SPLITS_AT_LINES`, `_NO_CUT_AFTER`), each line
+    shorter than `_LINE_CHARS`: the pieces of the lines are then those of the text, and BPE
+    encodes each piece apart. Any other counter, or text, is counted whole.
     """
-    if type(counter) is not TiktokenCounter or counter.name not in _SPLITS_AT_BLANKS:
+    if (
+        type(counter) is not TiktokenCounter
+        or counter.name not in _SPLITS_AT_LINES
+        or _NO_CUT_AFTER.search(text) is not None
+    ):
         return counter.count_text(text)
-    lines = text.split("\n")
-    last = len(lines) - 1
-    total = 0
-    for at, line in enumerate(lines):
-        if len(line) >= _LINE_CHARS or (at and not _starts_after_a_piece(line)):
-            return counter.count_text(text)
-        if at < last:
-            line += "\n"
-        tokens = known.get(line)
+    *lines, last = text.split("\n")
+    if len(last) >= _LINE_CHARS or (lines and max(map(len, lines)) >= _LINE_CHARS):
+        return counter.count_text(text)
+    total = counter.count_text(last)
+    get, cache = known.get, counter._line_counts
+    for line in lines:
+        tokens = get(line)
         if tokens is None:
-            tokens = known[line] = _count_by_words(counter, line, known)
+            tokens = cache.get(line)
+            if tokens is None:
+                tokens = counter.count_text(line + "\n")
+                cache.put(line, tokens)
+            known[line] = tokens
         total += tokens
     return total
-
-
-def _count_by_words(counter: TokenCounter, line: str, known: dict[str, int]) -> int:
-    """The tokens of `line` (see `count_by_lines`), cut before each blank that follows
-    something else than a blank, each part's count kept in `known`."""
-    words = line.split(" ")
-    part = words[0]
-    total = 0
-    for word in words[1:]:
-        if part and not part[-1].isspace():
-            tokens = known.get(part)
-            if tokens is None:
-                tokens = known[part] = counter.count_text(part)
-            total += tokens
-            part = " " + word
-        else:
-            part += " " + word
-    tokens = known.get(part)
-    if tokens is None:
-        tokens = known[part] = counter.count_text(part)
-    return total + tokens
 
 
 def get_token_counter(
