@@ -31,6 +31,7 @@ __all__ = [
     "HeuristicCounter",
     "TiktokenCounter",
     "count_by_lines",
+    "count_known",
     "get_token_counter",
 ]
 
@@ -180,9 +181,9 @@ class TiktokenCounter:
         else:
             self.source = f"rs-bpe {encoding_name}"
         self._counts = _CountCache()
-        # Lines with their line break, by the line, for `count_by_lines`: the artifact
-        # index of each compaction writes many of the rows the one before wrote.
-        self._line_counts = _CountCache(max_chars=4 << 20)
+        # Short texts counted by `count_known`: the artifact index of each compaction
+        # writes many of the rows and values the one before wrote.
+        self._known_counts = _CountCache(max_chars=4 << 20)
         self.name: str = encoding_name
         self.is_exact: bool = is_exact
         self.data_block_tokens = data_block_tokens
@@ -320,10 +321,10 @@ _NO_CUT_AFTER = re.compile(r"\n(?:/|[^\S\n]*(?:\r|\n|\Z))")
 
 def count_by_lines(counter: TokenCounter, text: str, known: dict[str, int]) -> int:
     """`counter.count_text(text)`, counted line by line where that is the same count, the
-    tokens of each line with its line break kept in `known` (by the line) and, bounded, in
-    the counter: a text made mostly of lines counted before (the artifact index, rendered
-    again and again with a few rows changed while its search runs, and again at the next
-    compaction) then costs a look-up a line.
+    tokens of each line with its line break kept as `count_known` keeps them: a text made
+    mostly of lines counted before (the artifact index, rendered again and again with a few
+    rows changed while its search runs, and again at the next compaction) then costs a
+    look-up a line.
 
     Line by line only with a `TiktokenCounter` of an encoding whose pre-tokenizer ends a
     piece at each line break of `text` (`_SPLITS_AT_LINES`, `_NO_CUT_AFTER`), each line
@@ -339,18 +340,28 @@ def count_by_lines(counter: TokenCounter, text: str, known: dict[str, int]) -> i
     *lines, last = text.split("\n")
     if len(last) >= _LINE_CHARS or (lines and max(map(len, lines)) >= _LINE_CHARS):
         return counter.count_text(text)
-    total = counter.count_text(last)
-    get, cache = known.get, counter._line_counts
+    total = count_known(counter, last, known)
+    get = known.get
     for line in lines:
+        line += "\n"
         tokens = get(line)
-        if tokens is None:
-            tokens = cache.get(line)
-            if tokens is None:
-                tokens = counter.count_text(line + "\n")
-                cache.put(line, tokens)
-            known[line] = tokens
-        total += tokens
+        total += count_known(counter, line, known) if tokens is None else tokens
     return total
+
+
+def count_known(counter: TokenCounter, text: str, known: dict[str, int]) -> int:
+    """`counter.count_text(text)`, kept in `known` and, bounded, in a `TiktokenCounter`
+    (for texts counted again and again, as the rows and values of the artifact index)."""
+    tokens = known.get(text)
+    if tokens is None:
+        cache = counter._known_counts if type(counter) is TiktokenCounter else None
+        tokens = cache.get(text) if cache is not None else None
+        if tokens is None:
+            tokens = counter.count_text(text)
+            if cache is not None:
+                cache.put(text, tokens)
+        known[text] = tokens
+    return tokens
 
 
 def get_token_counter(

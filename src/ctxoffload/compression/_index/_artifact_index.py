@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
-from ..._tokens.counters import count_by_lines
+from ..._tokens.counters import count_by_lines, count_known
 from ...messages import Msg
 from ...text import tagged
 from ...tokens import TokenCounter
@@ -213,7 +213,8 @@ class ArtifactIndex:
         # calls, when it fits.
         spent = index._count(counter, index.render_with([], len(waiting), events_file))
         header = counter.count_text(HEADER) + 1
-        rows = IndexRows(counter.count_text)
+        known = self._renders.lines if self._renders is not None else {}
+        rows = IndexRows(lambda text: count_known(counter, text, known))
         inside: list[FoundArtifact] = []  # each inside an entry's text (a command's path)
         rest: list[FoundArtifact] = []
         unweighed: list[FoundArtifact] = []
@@ -646,7 +647,7 @@ class _Renders:
         self.layouts = Layouts(_stored_in(events_file))
         self.texts: dict[tuple[tuple[int, ...], int, bool, frozenset[Key]], str] = {}
         self.tokens: dict[str, int] = {}
-        self.lines: dict[str, int] = {}  # the tokens of each line and word (`count_by_lines`)
+        self.lines: dict[str, int] = {}  # texts counted (`count_by_lines`, `count_known`)
 
 
 def _chars_per_token(text: str, counter: TokenCounter) -> float:
