@@ -1013,3 +1013,17 @@ def test_a_counter_that_does_not_cut_at_blanks_counts_the_text_whole() -> None:
     text = "a.py\nb.py\nc.py"
     assert count_by_lines(counter, text, {}) == counter.count_text(text) == 4
     assert sum(counter.count_text(line) for line in text.split("\n")) == 3
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["tiktoken", "rs-bpe"])
+def test_long_lines_and_runs_are_counted_as_the_whole_text_is(fast: bool) -> None:
+    from ctxoffload._tokens.counters import count_by_lines
+
+    counter = _split_counter("o200k_base", fast)
+    texts = [
+        "- line 4:" + " a.py" * 600 + "\n- line 5: b.py",  # a row of 3,000 characters
+        "x" * 5_000 + "\n- line 5: b.py",  # a run tiktoken counts in pieces
+        "- line 4: a" + " " * 3_000 + "\n  - b",
+    ]
+    for text in texts:
+        assert count_by_lines(counter, text, {}) == counter.count_text(text)

@@ -307,12 +307,6 @@ class HeuristicCounter:
 # blanks (and the `/`s right after, in o200k); and none looks behind. (r50k's and p50k's
 # `\s+(?!\S)` takes a line break with the blanks after it: not those.)
 _SPLITS_AT_LINES = frozenset({"o200k_base", "cl100k_base"})
-# Lines this long or longer are counted in the text whole: a run of `RUN_PIECE_CHARS` is
-# counted in pieces (`TiktokenCounter._count_long`), which lines counted apart would not cut
-# where the whole text is cut.
-_LINE_CHARS = RUN_PIECE_CHARS // 2
-
-
 # A line break after which a piece of `_SPLITS_AT_LINES`'s encodings may go on: before a
 # `/`, or before blanks that reach a line break, a carriage return or the end (Python's
 # blanks are a superset of the Rust regex's).
@@ -327,19 +321,19 @@ def count_by_lines(counter: TokenCounter, text: str, known: dict[str, int]) -> i
     look-up a line.
 
     Line by line only with a `TiktokenCounter` of an encoding whose pre-tokenizer ends a
-    piece at each line break of `text` (`_SPLITS_AT_LINES`, `_NO_CUT_AFTER`), each line
-    shorter than `_LINE_CHARS`: the pieces of the lines are then those of the text, and BPE
-    encodes each piece apart. Any other counter, or text, is counted whole.
+    piece at each line break of `text` (`_SPLITS_AT_LINES`, `_NO_CUT_AFTER`): the pieces of
+    the lines are then those of the text, and BPE encodes each piece apart. Any other
+    counter, or text, is counted whole; so is a text that tiktoken would count in pieces
+    (a run of `RUN_PIECE_CHARS`, `_count_long`), whose lines would not be cut where it is.
     """
     if (
         type(counter) is not TiktokenCounter
         or counter.name not in _SPLITS_AT_LINES
         or _NO_CUT_AFTER.search(text) is not None
+        or (counter._fast is None and _LONG_RUN.search(text) is not None)
     ):
         return counter.count_text(text)
     *lines, last = text.split("\n")
-    if len(last) >= _LINE_CHARS or (lines and max(map(len, lines)) >= _LINE_CHARS):
-        return counter.count_text(text)
     total = count_known(counter, last, known)
     get = known.get
     for line in lines:
