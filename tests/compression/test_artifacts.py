@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,26 @@ async def test_the_compression_event_reports_messages_read_back_at_their_lines(
     assert compression["recoverable"] == {"messages": left, "verified": left}
     report = compression["artifacts"]
     assert report["left"] == sum(report[k] for k in ("in_summary", "in_kept", "indexed", "cut"))
+
+
+async def test_the_artifacts_and_compression_records_are_written_in_one_append(
+    tmp_path: Path,
+) -> None:
+    # One write and one flush to disk for the two records that end a compaction, not two.
+    appends: list[list[str]] = []
+
+    class Counted(LocalWorkspace):
+        async def record_events(
+            self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+        ) -> None:
+            appends.append([kind for kind, _ in events])
+            await super().record_events(session_id, events)
+
+    workspace = Counted(tmp_path)
+    await compressed_once(workspace)
+    assert ["artifacts", "compression"] in appends
+    kinds = [e["kind"] for e in await workspace.read_events("s1")]
+    assert kinds[-2:] == ["artifacts", "compression"]
 
 
 async def test_an_offloader_that_cannot_read_back_is_reported_as_unchecked(

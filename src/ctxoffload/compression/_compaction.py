@@ -424,8 +424,10 @@ class Compaction:
         )
         after = _context(plan.system, summary_msg, plan.split)
         tokens_after = self.services.count(after, tools)
+        # The two records of the compaction go in one append (one write, one fsync).
+        records: list[Event] = []
         if index.left:
-            await self._event(
+            records.append(
                 events.Artifacts(
                     compression=self.services.state.compressions,
                     reference=persisted.reference,
@@ -433,7 +435,7 @@ class Compaction:
                 )
             )
         recoverable = read_back_report(plan.older, lines)
-        await self._event(
+        records.append(
             events.Compression(
                 reference=persisted.reference,
                 lines=persisted.lines,
@@ -452,6 +454,7 @@ class Compaction:
                 recoverable=recoverable,
             )
         )
+        await self.services.events(records)
         return CompressionResult(
             after,
             True,
