@@ -180,6 +180,29 @@ def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
             assert message_text(msg) == "\n".join(message_lines(msg))
 
 
+@settings(max_examples=200)
+@given(
+    arguments=st.dictionaries(
+        st.one_of(st.text(max_size=8), st.integers(-3, 3)), st.text(max_size=20), max_size=4
+    )
+)
+def test_arguments_of_one_level_of_strings_read_as_the_walk_reads_them(
+    arguments: dict[object, str],
+) -> None:
+    # A dict of strings (nearly every tool call's arguments) is read without the walk that
+    # guards depth and cycles; any other mapping takes the walk. Both must give the same
+    # lines: an empty key, a key that is not text, a value of several lines or none.
+    from types import MappingProxyType
+
+    def call(value: object) -> dict[str, object]:
+        block = {"type": "tool_call", "name": "bash", "id": "c1", "input": value}
+        return {"role": "assistant", "content": [block]}
+
+    walked = message_lines(call(MappingProxyType(arguments)))
+    assert message_lines(call(arguments)) == walked
+    assert message_text(call(arguments)) == "\n".join(walked)
+
+
 def test_a_message_reads_alike_as_a_model_a_dict_and_any_other_mapping() -> None:
     # Whether a value is a mapping is remembered per type: a mapping that is not a dict
     # (read-only, or a class registered as one after its first message) is still read as one.

@@ -458,6 +458,14 @@ def _argument_key(key: str, name: Any, is_mapping: bool) -> str:
 def _argument_pieces(value: Any, key: str, out: list[str]) -> None:
     """One line per leaf of a tool call's arguments: `  key.sub[0]: value` (a string value's
     later lines follow as they are)."""
+    if type(value) is dict and value and all(type(leaf) is str for leaf in value.values()):
+        # Nearly every tool call's arguments (`{"command": "..."}`): one level of strings,
+        # whose leaves are its items in order, without the walk that guards against depth
+        # and cycles.
+        for name, leaf in value.items():
+            path = _argument_key(key, name, True)
+            out.append(f"  {path}: {leaf}" if path else f"  {leaf}")
+        return
     for path, leaf in _leaves(value, key, _argument_key):
         if isinstance(leaf, str):
             out.append(f"  {path}: {leaf}" if path else f"  {leaf}")
