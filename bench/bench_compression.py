@@ -11,7 +11,7 @@ leaves, building the summary requests, and rendering the summary and its artifac
 Baseline, measured in the same run: `json.dumps` of the same messages and one write of the
 lines to a file followed by `fsync`, the least any "save the history, then drop it" needs.
 
-Two compression timings are printed (targets, issue 28: cold <= 4x, warm <= 2.5x):
+Two compression timings are printed (targets, issue 57: cold <= 3x, warm <= 2.5x):
 
 - cold: a compressor that has never seen the messages (a resumed session, a history handed
   over whole). It counts the newest messages until they pass the trigger and estimates the
