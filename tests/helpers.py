@@ -203,6 +203,21 @@ def probe_turn(i: int, output: str | None = None) -> list[Msg]:
     ]
 
 
+class AppendCounting(LocalWorkspace):
+    """A real `LocalWorkspace` that notes the kinds of each append to events.jsonl
+    (`record_events`), in `appends`: what is written in one write and one flush."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.appends: list[list[str]] = []
+
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        self.appends.append([kind for kind, _ in events])
+        await super().record_events(session_id, events)
+
+
 class OffloaderOnly:
     """A custom offloader with only the three `Offloader` methods (no event log, no state, no
     read-back), storing through a real `LocalWorkspace`."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from ctxoffload.compression._index._artifacts import (
     message_artifacts,
 )
 from helpers import (
+    AppendCounting,
     OffloaderOnly,
     call,
     corpus_files,
@@ -200,18 +200,9 @@ async def test_the_artifacts_and_compression_records_are_written_in_one_append(
     tmp_path: Path,
 ) -> None:
     # One write and one flush to disk for the two records that end a compaction, not two.
-    appends: list[list[str]] = []
-
-    class Counted(LocalWorkspace):
-        async def record_events(
-            self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
-        ) -> None:
-            appends.append([kind for kind, _ in events])
-            await super().record_events(session_id, events)
-
-    workspace = Counted(tmp_path)
+    workspace = AppendCounting(tmp_path)
     await compressed_once(workspace)
-    assert ["artifacts", "compression"] in appends
+    assert ["artifacts", "compression"] in workspace.appends
     kinds = [e["kind"] for e in await workspace.read_events("s1")]
     assert kinds[-2:] == ["artifacts", "compression"]
 

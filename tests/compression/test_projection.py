@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import Projector
 from ctxoffload.model import ScriptedModel
-from helpers import plausible_session, summary_reply
+from helpers import AppendCounting, plausible_session, summary_reply
 
 CONFIG = ContextConfig(context_window=3000, tool_result_limit=200)
 BIG = "\n".join(f"row {i}: " + "x" * 40 for i in range(2000))
@@ -325,21 +324,12 @@ async def test_a_long_new_message_cut_by_a_compaction_is_sent_cut_on_this_call_a
 async def test_a_call_is_recorded_in_one_append_its_messages_before_it(tmp_path: Path) -> None:
     # One write and one flush to disk per model call, not one per message: the host waits
     # for the record before its model is called.
-    appends: list[list[str]] = []
-
-    class Counted(LocalWorkspace):
-        async def record_events(
-            self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
-        ) -> None:
-            appends.append([kind for kind, _ in events])
-            await super().record_events(session_id, events)
-
-    workspace = Counted(tmp_path)
+    workspace = AppendCounting(tmp_path)
     projector = Projector(workspace, "t1", config=CONFIG)
     history = [Msg(role="user", content="go"), Msg(role="assistant", content="on it")]
     await projector.project(history)
     await projector.project([*history, Msg(role="user", content="and then?")])
-    assert appends == [["message", "message", "model_call"], ["message", "model_call"]]
+    assert workspace.appends == [["message", "message", "model_call"], ["message", "model_call"]]
     kinds = [e["kind"] for e in await workspace.read_events("t1")]
     assert kinds == ["message", "message", "model_call", "message", "model_call"]
 
