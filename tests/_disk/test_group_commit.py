@@ -381,11 +381,18 @@ class _SmallDisk(JsonlAppender):
         super().__init__(group=self.group)
 
     def _write(
-        self, key: str, fd: int, payload: bytes, size: int, *, commit: tuple[int, int] | None = None
+        self,
+        key: str,
+        fd: int,
+        payload: bytes,
+        size: int,
+        *,
+        commit: tuple[int, int] | None = None,
+        sync: bool = True,
     ) -> None:
         self.writes.append(len(payload))
         if len(payload) <= self.room:
-            super()._write(key, fd, payload, size, commit=commit)
+            super()._write(key, fd, payload, size, commit=commit, sync=sync)
             return
         try:
             os.write(fd, payload[: self.room])
@@ -709,3 +716,93 @@ def test_without_fsync_threads_still_find_each_batch_at_its_span(
     assert sum(len(lines) for lines, _ in returned.values()) == len(file_lines)
     for lines, (first, last) in returned.values():
         assert file_lines[first - 1 : last] == [line[:-1] for line in lines]
+
+
+def test_a_batch_appended_without_sync_is_read_at_its_span_and_never_synced_alone(
+    tmp_path: Path, dir_fd: int, fsync_watch: _FsyncWatch
+) -> None:
+    appender = JsonlAppender()
+    shown = str(tmp_path / "events.jsonl")
+    spans = [
+        appender.append(dir_fd, "events.jsonl", shown, [b'{"n": %d}\n' % i] * 2, sync=False)
+        for i in range(5)
+    ]
+    assert spans == [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10)]
+    assert [row["n"] for row in read_log(dir_fd, "events.jsonl", shown)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+        4,
+        4,
+    ]
+    key = _FsyncWatch.key(Path(shown))
+    assert fsync_watch.calls[key] == 0
+    # The next synced append syncs the whole file: the lines before it are durable with it.
+    assert appender.append(dir_fd, "events.jsonl", shown, [b'{"n": 5}\n']) == (11, 11)
+    assert fsync_watch.calls[key] == 1
+    assert fsync_watch.covered[key].size == Path(shown).stat().st_size
+
+
+def test_a_committed_batch_is_always_synced(tmp_path: Path, dir_fd: int) -> None:
+    # The commit record must never name bytes that a crash of the machine could take back.
+    appender = JsonlAppender()
+    with pytest.raises(ValueError, match="always synced"):
+        appender.append(
+            dir_fd, LOG, str(tmp_path / LOG), *_rows(_msg("a")), commit=True, sync=False
+        )
+    assert not (tmp_path / LOG).exists()
+
+
+def test_threads_appending_synced_and_unsynced_batches_lose_none_and_sync_what_came_before(
+    tmp_path: Path, dir_fd: int, fsync_watch: _FsyncWatch
+) -> None:
+    # A session's events.jsonl: the records of model calls (unsynced) and the events of drops
+    # (synced) from several threads at once. Each batch is at its span; a synced batch, once
+    # it returns, is durable with every batch its thread appended before it.
+    appender = JsonlAppender()
+    shown = str(tmp_path / "events.jsonl")
+    returned: dict[tuple[int, int], tuple[Lines, tuple[int, int], bool, dict[Any, _Covered]]] = {}
+    errors: list[BaseException] = []
+
+    def write(thread: int) -> None:
+        rng = random.Random(thread)
+        try:
+            for seq in range(60):
+                lines = [
+                    b'{"t": %d, "s": %d, "i": %d, "pad": "%s"}\n'
+                    % (thread, seq, i, b"x" * rng.choice([5, 300, 9000]))
+                    for i in range(rng.choice([1, 2, 5]))
+                ]
+                sync = rng.random() < 0.3
+                span = appender.append(dir_fd, "events.jsonl", shown, lines, sync=sync)
+                returned[thread, seq] = (lines, span, sync, fsync_watch.snapshot())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(t,), daemon=True) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+    assert errors == []
+    data = Path(shown).read_bytes()
+    file_lines = data.split(b"\n")[:-1]
+    ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
+    key = _FsyncWatch.key(Path(shown))
+    covered: set[int] = set()
+    for (thread, seq), (lines, (first, last), sync, seen) in returned.items():
+        assert file_lines[first - 1 : last] == [line[:-1] for line in lines]
+        assert covered.isdisjoint(range(first, last + 1))
+        covered.update(range(first, last + 1))
+        if sync:
+            for earlier in range(seq + 1):
+                assert ends[returned[thread, earlier][1][1] - 1] <= seen[key].size
+    assert covered == set(range(1, len(file_lines) + 1))
+    synced = sum(sync for _, _, sync, _ in returned.values())
+    assert 0 < fsync_watch.calls[key] <= synced

@@ -285,11 +285,11 @@ async def test_a_purge_takes_a_tool_result_and_its_event_together_or_neither(
     event_due = asyncio.Event()
     append = _disk_store.DiskStore.append
 
-    async def slow_event(self: Any, session_id: str, name: str, lines: Any) -> Any:
+    async def slow_event(self: Any, session_id: str, name: str, lines: Any, **sync: Any) -> Any:
         if name == "events.jsonl" and not event_due.is_set():
             event_due.set()
             await asyncio.sleep(0.5)  # the purge below starts meanwhile
-        return await append(self, session_id, name, lines)
+        return await append(self, session_id, name, lines, **sync)
 
     monkeypatch.setattr(_disk_store.DiskStore, "append", slow_event)
 

@@ -73,7 +73,10 @@ class DictStore:
     async def read(self, session_id: str, name: str) -> bytes | None:
         return self.files.get(self.reference(session_id, name))
 
-    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+    async def append(
+        self, session_id: str, name: str, lines: Sequence[bytes], *, sync: bool = True
+    ) -> Span:
+        # (Nothing to sync in a dict: `sync` is for a store that syncs each write.)
         return self._append(session_id, name, lines, None)
 
     async def append_messages(

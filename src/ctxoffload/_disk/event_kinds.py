@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "RECORD_KINDS",
     "EventKind",
     "Fidelity",
     "MovedLines",
@@ -98,6 +99,17 @@ class EventKind:
     # `Projector`: the messages the item replaces, appended to context.jsonl, and the note
     # with their artifact index put right after the item.
     PROVIDER_COMPACTION = "provider_compaction"
+
+
+RECORD_KINDS = frozenset({EventKind.MESSAGE, EventKind.MODEL_CALL})
+"""The kinds that record what a model call was sent (`ctxoffload show --step` rebuilds a
+call from them): what they hold is still in the context when they are written, and nothing
+that leaves it rests on them (what leaves is in context.jsonl or a tool_result file, each
+synced before it leaves, and the events that name it are synced too). So an append of only
+these is not synced on its own: it is in events.jsonl at once for every reader and survives
+a killed process, and survives a crash of the machine once the next synced append to
+events.jsonl (a drop's, which comes first) has returned. This saves an fsync on every model
+call."""
 
 
 def is_event(value: object) -> bool:

@@ -22,6 +22,12 @@ written alone under a plain thread lock: there is no sync to share, what a group
 8 threads with a no-op sync, nothing clear for 2), and a lone writer, the usual case, is
 better served by the plain lock, which costs it about 2 us less per append than the queue.
 
+A batch appended with `sync=False` (the record of a model call in events.jsonl,
+`RECORD_KINDS`) is written the same way but not fsynced, and shares no group: it is in the
+file when the call returns, for every reader and across a kill of the process, and on stable
+storage once the next synced append to the same log has returned (an fsync covers all that
+was written to the file before it).
+
 A log written with `commit=True` (context.jsonl) has a commit record beside it,
 `<name>.commit`: one fixed-width line `BYTES LINES CRC32` saying how many bytes (and newlines)
 of the log belong to acknowledged batches. A writer updates it, under the same lock, after
@@ -110,7 +116,18 @@ class _Batch:
     """One caller's lines on their way into a log, and what came of them."""
 
     # A plain class with slots: made once per append, so it is kept cheap to make.
-    __slots__ = ("abandoned", "commit", "dir_fd", "ids", "lines", "name", "result", "taken", "wake")
+    __slots__ = (
+        "abandoned",
+        "commit",
+        "dir_fd",
+        "ids",
+        "lines",
+        "name",
+        "result",
+        "sync",
+        "taken",
+        "wake",
+    )
 
     def __init__(
         self,
@@ -119,12 +136,14 @@ class _Batch:
         lines: Sequence[bytes],
         ids: Sequence[str | None] | None,
         commit: bool,
+        sync: bool = True,
     ) -> None:
         self.dir_fd = dir_fd
         self.name = name
         self.lines = lines
         self.ids = ids
         self.commit = commit
+        self.sync = sync  # fsynced before its caller returns (when the appender fsyncs)
         # Set for a caller that found others queued: it waits on it to be told it is done,
         # or that it leads now.
         self.wake: threading.Event | None = None
@@ -241,11 +260,13 @@ class JsonlAppender:
         ids: Sequence[str | None] | None = None,
         *,
         commit: bool = False,
+        sync: bool = True,
     ) -> Span:
         """Append `lines` (each ending in b'\\n') to the log `name` in the directory `dir_fd`.
 
         Another thread of this process may write the batch, together with its own, while
-        this one waits; either way it is durable (and committed) when this returns.
+        this one waits; either way it is durable (and committed) when this returns, unless
+        `sync` is False.
 
         Args:
             dir_fd: the directory, already opened without following links.
@@ -255,6 +276,11 @@ class JsonlAppender:
             ids: each line's message id (or None); with `commit`, a line whose id is already
                 in the log is not written again.
             commit: keep the commit record `<name>.commit` (all-or-nothing batches).
+            sync: False writes the batch without an fsync of its own: it is in the file
+                (every reader sees it, a killed process loses none of it) but survives a
+                crash of the machine only once a later synced append to the same log has
+                returned (an fsync flushes all that the file was written). Not with
+                `commit`, whose record must never name bytes that are not durable.
 
         Returns:
             The first and last line numbers of the batch (1-based, inclusive).
@@ -265,8 +291,10 @@ class JsonlAppender:
         """
         if not lines or not all(line.endswith(b"\n") for line in lines):
             raise ValueError("lines must be a non-empty sequence of lines ending with a newline")
-        batch = _Batch(dir_fd, name, lines, ids, commit)
-        if not (self._group and self.fsync):
+        if commit and not sync:
+            raise ValueError("a committed batch is always synced")
+        batch = _Batch(dir_fd, name, lines, ids, commit, sync)
+        if not (self._group and self.fsync and sync):
             # Without fsync there is nothing worth sharing (see the module docstring).
             # The thread lock keeps this process's writers from queueing inside flock; the
             # flock orders writers in different processes (it is held per open file
@@ -343,7 +371,11 @@ class JsonlAppender:
             for other in queue.batches[1:]:
                 # Stop at the first that cannot join, so batches are still written in the
                 # order they came.
-                if other.name != leader.name or other.commit != leader.commit:
+                if (
+                    other.name != leader.name
+                    or other.commit != leader.commit
+                    or other.sync != leader.sync
+                ):
                     break
                 room -= _size(other)
                 if room < 0:
@@ -441,7 +473,7 @@ class JsonlAppender:
             newlines += len(batch.lines)
             at += sum(map(len, batch.lines))
         payload = b"".join(chunks)
-        self._write(key, fd, payload, size)
+        self._write(key, fd, payload, size, sync=any(batch.sync for batch in batches))
         end = size + len(payload)
         self._known[key] = _Known(st.st_dev, st.st_ino, end, newlines, self._tail(fd, payload, end))
         self._mark(fd, st, starts)
@@ -631,9 +663,17 @@ class JsonlAppender:
         return payload[-keep:] if len(payload) >= keep else os.pread(fd, keep, end - keep)
 
     def _write(
-        self, key: str, fd: int, payload: bytes, size: int, *, commit: tuple[int, int] | None = None
+        self,
+        key: str,
+        fd: int,
+        payload: bytes,
+        size: int,
+        *,
+        commit: tuple[int, int] | None = None,
+        sync: bool = True,
     ) -> None:
-        """Write and fsync `payload`; then, for a committed log, its commit record.
+        """Write and fsync `payload` (no fsync without `sync`); then, for a committed log,
+        its commit record.
 
         `commit` is (commit record descriptor, newlines after the batch). On any failure the
         log is cut back to `size`, so a batch is never left half-written or uncommitted.
@@ -643,7 +683,7 @@ class JsonlAppender:
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            if self.fsync:
+            if self.fsync and sync:
                 os.fsync(fd)
             if commit is not None:
                 commit_fd, newlines = commit

@@ -171,7 +171,9 @@ class BucketStore:
         """The bytes of the session's object `name`, or None (`SessionFiles.read`)."""
         return await self._client.get(f"{session_prefix(session_id)}/{name}")
 
-    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+    async def append(
+        self, session_id: str, name: str, lines: Sequence[bytes], *, sync: bool = True
+    ) -> Span:
         """Append `lines` to the log `name` as one segment, whose first line is known once its
         place is won (`SegmentLog.append`; `SessionFiles.append`)."""
         first, _ = await self._logs.append(f"{session_prefix(session_id)}/{name}", b"".join(lines))

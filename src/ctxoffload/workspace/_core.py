@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._disk.commit import check_line_range, parse_lines
+from .._disk.event_kinds import RECORD_KINDS
 from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
@@ -416,24 +417,26 @@ class StoreWorkspace:
         session_id = validate_session_id(session_id)
         lines = [dumps_line(event_record(session_id, kind, dict(f))) for kind, f in events]
         if lines:
-            kinds = ", ".join(sorted({kind for kind, _ in events}))
-            await self._append_events(session_id, lines, kinds)
+            await self._append_events(session_id, lines, {kind for kind, _ in events})
 
     async def _record(self, session_id: str, event: Event) -> None:
         await self._record_fields(session_id, event.kind, event.fields())
 
     async def _record_fields(self, session_id: str, kind: str, fields: dict[str, Any]) -> None:
         line = dumps_line(event_record(session_id, kind, fields))
-        await self._append_events(session_id, [line], kind)
+        await self._append_events(session_id, [line], {kind})
 
-    async def _append_events(self, session_id: str, lines: list[bytes], kinds: str) -> None:
+    async def _append_events(self, session_id: str, lines: list[bytes], kinds: set[str]) -> None:
+        """Append event lines, synced unless every one records a model call (`RECORD_KINDS`)."""
         try:
-            await self._files.append(session_id, EVENTS_FILE, lines)
+            sync = not kinds <= RECORD_KINDS
+            await self._files.append(session_id, EVENTS_FILE, lines, sync=sync)
         except OSError as exc:
             if self._files.event_failure_is_fatal(exc):
                 raise
             shown = self._files.reference(session_id, EVENTS_FILE)
-            logger.warning("could not record a %s event in %s: %s", kinds, shown, exc)
+            named = ", ".join(sorted(kinds))
+            logger.warning("could not record a %s event in %s: %s", named, shown, exc)
 
     async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
         """Replace the session's state.json (the agent's live context) in one step: a

@@ -288,15 +288,17 @@ class DiskStore:
 
         return await asyncio.to_thread(read)
 
-    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+    async def append(
+        self, session_id: str, name: str, lines: Sequence[bytes], *, sync: bool = True
+    ) -> Span:
         """Append `lines` to the session's log `name` in one write (`JsonlAppender.append`;
-        `SessionFiles.append`).
+        `SessionFiles.append`), fsynced before it returns unless `sync` is False.
 
         Raises:
             OffloadError: the disk refused the write, or the log is a planted link; the log
                 is as it was.
         """
-        return await asyncio.to_thread(self._append, session_id, name, lines, None)
+        return await asyncio.to_thread(self._append, session_id, name, lines, None, sync)
 
     async def append_messages(
         self, session_id: str, lines: Sequence[bytes], keys: Sequence[str | None]
@@ -310,12 +312,17 @@ class DiskStore:
         return await asyncio.to_thread(self._append, session_id, CONTEXT_FILE, lines, keys)
 
     def _append(
-        self, session_id: str, name: str, lines: Sequence[bytes], keys: Sequence[str | None] | None
+        self,
+        session_id: str,
+        name: str,
+        lines: Sequence[bytes],
+        keys: Sequence[str | None] | None,
+        sync: bool = True,
     ) -> Span:
         path = self.reference(session_id, name)
         commit = keys is not None  # the context log: batches acknowledged whole
         with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
-            return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit)
+            return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit, sync=sync)
 
     async def run(self, work: Callable[[], _T]) -> _T:
         """In a worker thread: it writes files (`SessionFiles.run`)."""

@@ -171,7 +171,9 @@ class MemoryStore:
                 self.touch(ref)
         return data
 
-    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+    async def append(
+        self, session_id: str, name: str, lines: Sequence[bytes], *, sync: bool = True
+    ) -> Span:
         """Append the lines in place, under the lock (`SessionFiles.append`)."""
         return self._append(session_id, name, lines, None)
 

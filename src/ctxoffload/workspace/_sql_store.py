@@ -178,7 +178,9 @@ class SqlStore:
 
         return ref if await self.database.write(write) else None
 
-    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+    async def append(
+        self, session_id: str, name: str, lines: Sequence[bytes], *, sync: bool = True
+    ) -> Span:
         """Append `lines` to the log `name` in one transaction, numbered after the rows
         there under the write lock (`SessionFiles.append`)."""
         validate_session_id(session_id)

@@ -93,9 +93,16 @@ class SessionFiles(Protocol):
         plain file: a planted link is never read)."""
         ...
 
-    async def append(self, session_id: str, name: str, lines: Sequence[bytes]) -> Span:
+    async def append(
+        self, session_id: str, name: str, lines: Sequence[bytes], *, sync: bool = True
+    ) -> Span:
         """Append `lines` (each ending in a newline) to the session's log `name` as one batch:
         consecutive lines, whatever other writers append at the same time; their `Span`.
+
+        `sync=False`: a record of what the context still holds, which nothing that left it
+        rests on (`RECORD_KINDS`): a store that syncs each write to stable storage may leave
+        this one to the next synced write to the same log. Every reader sees it at once
+        either way; a store with nothing to sync ignores it.
 
         Raises:
             OffloadError: the store refused the write; the log is as it was.
