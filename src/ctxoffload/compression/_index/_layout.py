@@ -221,6 +221,10 @@ class Layouts:
         self.stored = stored
         self._entries: dict[int, _Laid] = {}
         self._rows: dict[tuple[str, tuple[str, ...]], str] = {}
+        # The trees of paths rendered (a fifth of a search's renders fold the same paths as
+        # one before, with other entries beside them).
+        self._trees: dict[tuple[tuple[str, str], ...], tuple[list[str], list[tuple[str, str]]]]
+        self._trees = {}
 
     def of(self, found: FoundArtifact) -> _Laid:
         """What `found` is in a layout (worked out the first time it is asked)."""
@@ -236,6 +240,16 @@ class Layouts:
         if row is None:
             row = self._rows[key] = f"- {where}:" + line_values(values)
         return row
+
+    def tree(
+        self, paths: list[tuple[str, str]], parts: list[list[str]]
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        """`tree_rows(paths, parts)`, worked out once for the same paths (read only)."""
+        key = tuple(paths)
+        tree = self._trees.get(key)
+        if tree is None:
+            tree = self._trees[key] = tree_rows(paths, parts)
+        return tree
 
 
 class _Laid:
@@ -307,7 +321,7 @@ def render_rows(
             groups[group] = [member]
         else:
             members.append(member)
-    tree, alone = tree_rows(paths, parts)
+    tree, alone = layouts.tree(paths, parts)
     for value, where in alone:
         groups.setdefault((LINE, value), []).append((value, where, value))
     # Each line's row, then the rows under it, in the order of their first entry; the rows
