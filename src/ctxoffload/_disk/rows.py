@@ -20,6 +20,7 @@ from .._depth import load_json
 __all__ = [
     "TextRow",
     "dumps_line",
+    "dumps_record",
     "dumps_row",
     "index_keys",
     "line_key",
@@ -77,10 +78,19 @@ def dumps_row(row: Any) -> bytes:
     text = getattr(row, "json_text", None)
     if isinstance(text, str):  # a model's own JSON text, parsed (a `JsonRow`)
         return text.encode() + b"\n"
+    return dumps_record(row)
+
+
+def dumps_record(value: Any) -> bytes:
+    """`dumps_line` for an event record (or any value of JSON types), about 3x as fast: the
+    line of `dumps_row`, from pydantic-core's serialiser. A value it refuses (a lone
+    surrogate, an object of no JSON type) goes to `dumps_line`, which escapes the one and
+    refuses the other as it always did; a few it takes that `json` refuses (a set, bytes)
+    are written rather than lost."""
     try:
-        return _to_json(row, inf_nan_mode="constants") + b"\n"
+        return _to_json(value, inf_nan_mode="constants") + b"\n"
     except ValueError:
-        return dumps_line(row)
+        return dumps_line(value)
 
 
 # Top-level fields that differ between two copies of one message (made at different times),

@@ -38,7 +38,7 @@ from .._disk.payloads import (
     tool_output_of,
 )
 from .._disk.read import reference_text
-from .._disk.rows import dumps_line, lines_and_keys
+from .._disk.rows import dumps_line, dumps_record, lines_and_keys
 from .._disk.scope import check_reference, data_files_field
 from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
@@ -415,7 +415,7 @@ class StoreWorkspace:
             OffloadError: the events log is a planted link.
         """
         session_id = validate_session_id(session_id)
-        lines = [dumps_line(event_record(session_id, kind, dict(f))) for kind, f in events]
+        lines = [dumps_record(event_record(session_id, kind, dict(f))) for kind, f in events]
         if lines:
             await self._append_events(session_id, lines, {kind for kind, _ in events})
 
@@ -423,7 +423,7 @@ class StoreWorkspace:
         await self._record_fields(session_id, event.kind, event.fields())
 
     async def _record_fields(self, session_id: str, kind: str, fields: dict[str, Any]) -> None:
-        line = dumps_line(event_record(session_id, kind, fields))
+        line = dumps_record(event_record(session_id, kind, fields))
         await self._append_events(session_id, [line], {kind})
 
     async def _append_events(self, session_id: str, lines: list[bytes], kinds: set[str]) -> None:
