@@ -354,12 +354,23 @@ def _add_values(read: _Read, found: dict[tuple[str, str], None]) -> None:
     # `_put` written out in the two loops below, which take nearly every artifact (tens of
     # thousands over a 10,000-message history): a call per match was a tenth of the scan.
     # Neither adds an empty value, and `found` is below the cap on entry, so checking the
-    # cap after each addition is checking it where `_put` does.
-    cap, add = ARTIFACTS_PER_MESSAGE, found.setdefault
+    # cap after each addition is checking it where `_put` does. In an ASCII text a path or an
+    # id holds only letters, digits and `_.@+-/~`: one printable line with no space, which
+    # `_one_line` leaves as it is unless it is longer than 200 characters.
+    cap, add, limit = ARTIFACTS_PER_MESSAGE, found.setdefault, _VALUE_CHARS
     for name in ("absolute", "relative"):
         if name in hits:
-            for start, end in _finder(name, ascii_only)(rest):
-                value = (text[start:end] if ascii_only else _str(rest[start:end])).rstrip(_TRAILING)
+            spans = _finder(name, ascii_only)(rest)
+            if ascii_only:
+                for start, end in spans:
+                    value = text[start:end].rstrip(_TRAILING)
+                    if len(value) > 3 and "/" in value:
+                        add(("path", value if len(value) <= limit else _cut(value)), None)
+                        if len(found) >= cap:
+                            return
+                continue
+            for start, end in spans:
+                value = _str(rest[start:end]).rstrip(_TRAILING)
                 if len(value) > 3 and "/" in value:
                     add(("path", _one_line(value)), None)
                     if len(found) >= cap:
@@ -370,7 +381,8 @@ def _add_values(read: _Read, found: dict[tuple[str, str], None]) -> None:
                 value = text[start:end] if ascii_only else _str(rest[start:end])
                 if name == "hash" and (value.isdigit() or not any(c.isdigit() for c in value)):
                     continue
-                add(("id", _one_line(value)), None)  # (every pattern matches one character or more)
+                # (every pattern matches one character or more, and at most 64)
+                add(("id", value if ascii_only else _one_line(value)), None)
                 if len(found) >= cap:
                     return
 
