@@ -23,6 +23,7 @@ from ctxoffload import (
     LocalWorkspace,
     Msg,
     TextBlock,
+    ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
     URLSource,
@@ -201,6 +202,52 @@ def test_arguments_of_one_level_of_strings_read_as_the_walk_reads_them(
     walked = message_lines(call(MappingProxyType(arguments)))
     assert message_lines(call(arguments)) == walked
     assert message_text(call(arguments)) == "\n".join(walked)
+
+
+_ODD = st.sampled_from([None, 0, 1, "", " ", True, ["x"], {"k": "v"}, "text", "tool_call"])
+
+
+@st.composite
+def _own_messages(draw: st.DrawFn) -> Msg:
+    """A `Msg` of ctxoffload's own blocks, some of whose fields were set afterwards to values
+    that validation would refuse (pydantic does not check an assignment): text, tool calls,
+    tool results of a string or a list, thinking, a payload."""
+    block = st.one_of(
+        _TEXT.map(lambda text: TextBlock(text=text)),
+        st.builds(ToolCallBlock, id=_TEXT, name=_TEXT, input=st.dictionaries(_KEY, _TEXT)),
+        st.builds(
+            ToolResultBlock,
+            id=_TEXT,
+            name=st.just("") | _TEXT,
+            output=_TEXT | st.lists(_TEXT.map(lambda text: TextBlock(text=text)), max_size=2),
+            is_error=st.booleans(),
+        ),
+        _TEXT.map(lambda text: ThinkingBlock(thinking=text)),
+        st.just(DataBlock(source=URLSource(url="/ws/data/a.png", media_type="image/png"))),
+    )
+    content = draw(_TEXT | st.just("") | st.lists(block, max_size=4))
+    msg = Msg(role=draw(st.sampled_from(["user", "assistant", "tool"])), content=content)
+    msg.name = draw(st.none() | st.just("") | _TEXT)
+    for target in [msg, *(msg.content if isinstance(msg.content, list) else [])]:
+        for field in draw(st.lists(st.sampled_from(sorted(type(target).model_fields)), max_size=2)):
+            setattr(target, field, draw(_ODD | _TEXT))
+    return msg
+
+
+@settings(max_examples=500)
+@given(msg=_own_messages())
+def test_a_message_of_its_own_blocks_reads_as_the_walk_reads_it(msg: Msg) -> None:
+    # A `Msg` of text, tool call and string tool result blocks (nearly every message the
+    # artifact index scans) is read by attribute, without the walk that takes any host's
+    # shape; any other message takes the walk. Both must give the same lines, whatever was
+    # assigned to the message's fields after it was made.
+    import ctxoffload.text as text_module
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text_module, "_msg_pieces", lambda msg: None)
+        walked = message_lines(msg)
+    assert message_lines(msg) == walked
+    assert message_text(msg) == "\n".join(walked)
 
 
 def test_a_message_reads_alike_as_a_model_a_dict_and_any_other_mapping() -> None:
