@@ -569,6 +569,30 @@ def test_a_path_in_ascii_text_is_found_without_its_capture_group(text: str) -> N
         assert list(a._finder(name, latin1=True)(data)) == grouped, name
 
 
+_ASCII_VALUES = st.lists(
+    st.one_of(
+        st.sampled_from([*"/._-~@+:aZ09fF E- \n\t\x00\x0b\x1c\x7f", "src/", ".py", "ORD-1"]),
+        st.sampled_from(["ab/", "3f9a2c1", "E1234"]).map(lambda piece: piece * 40),  # > 200
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_ASCII_VALUES)
+def test_the_paths_and_ids_of_an_ascii_text_are_kept_as_cutting_would_keep_them(
+    text: str,
+) -> None:
+    # In an ASCII text a path or an id is added as it is found, and cut only when it is over
+    # 200 characters: none can hold a space or a character that is not printable, whatever
+    # control characters the text holds around it.
+    from ctxoffload.compression._index._artifacts import _add_text_values
+
+    found: dict[tuple[str, str], None] = {}
+    _add_text_values(text, found)
+    assert list(found) == every_pattern(text)[:ARTIFACTS_PER_MESSAGE]
+
+
 def test_a_hostile_text_is_scanned_alike_by_the_set_and_every_pattern() -> None:
     from ctxoffload.compression._index._artifacts import _add_text_values
 
