@@ -244,7 +244,7 @@ def test_a_message_of_its_own_blocks_reads_as_the_walk_reads_it(msg: Msg) -> Non
     import ctxoffload.text as text_module
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(text_module, "_msg_pieces", lambda msg: None)
+        patch.setattr(text_module, "_msg_pieces", lambda msg, model: None)
         walked = message_lines(msg)
     assert message_lines(msg) == walked
     assert message_text(msg) == "\n".join(walked)

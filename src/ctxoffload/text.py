@@ -32,12 +32,15 @@ import abc
 import contextlib
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._depth import json_text, load_json
-from .messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
+
+if TYPE_CHECKING:
+    from .messages import Msg
 
 __all__ = [
     "CLEARED_MARK",
@@ -380,8 +383,11 @@ def _pieces(message: Any) -> list[str]:
     order, are the message's lines (splitting a text at its newlines and joining the lines
     again gives back the text, so both shapes come from this one walk)."""
     _check_mapping_cache()
-    if type(message) is Msg:
-        own = _msg_pieces(message)
+    # (The message model is not imported here: `ctxoffload grep` reads context.jsonl through
+    # this module without it. A `Msg` exists only once its module is loaded.)
+    model = sys.modules.get("ctxoffload.messages")
+    if model is not None and type(message) is model.Msg:
+        own = _msg_pieces(message, model)
         if own is not None:
             return own
     out: list[str] = []
@@ -398,7 +404,7 @@ def _pieces(message: Any) -> list[str]:
     return out
 
 
-def _msg_pieces(message: Msg) -> list[str] | None:
+def _msg_pieces(message: Msg, model: Any) -> list[str] | None:
     """`_pieces` of a `Msg` whose content is a text or a list of ctxoffload's own text, tool
     call and string tool result blocks (nearly every message a compaction scans), read by
     attribute, without the walk that takes any host's shape: half the time. None for any
@@ -417,12 +423,12 @@ def _msg_pieces(message: Msg) -> list[str] | None:
         return None
     for block in content:
         kind, tag = type(block), getattr(block, "type", None)
-        if kind is TextBlock and tag == "text":
+        if kind is model.TextBlock and tag == "text":
             out.append(str(getattr(block, "text", None) or ""))
-        elif kind is ToolCallBlock and tag == "tool_call":
+        elif kind is model.ToolCallBlock and tag == "tool_call":
             name, call_id = getattr(block, "name", None), getattr(block, "id", None)
             _part_pieces(("call", name, call_id, getattr(block, "input", None)), out)
-        elif kind is ToolResultBlock and tag == "tool_result":
+        elif kind is model.ToolResultBlock and tag == "tool_result":
             output = getattr(block, "output", None)
             if not isinstance(output, str):
                 return None
