@@ -190,3 +190,30 @@ def test_a_search_by_ripgrep_starts_light(tmp_path: Path) -> None:
     ]
     loaded = loaded_by(runs, PATHLIB + RIPGREP_PATH)
     assert loaded == [], f"`ctxoffload grep` imported {loaded}"
+
+
+# What reading a plain grep command line needs no more than GNU grep does: argparse (with
+# gettext and locale, which its messages load) costs a fifth of a search of 100 MB.
+PARSER = ["argparse", "gettext", "locale"]
+
+
+def test_a_plain_grep_line_is_read_without_argparse(tmp_path: Path) -> None:
+    workdir = tmp_path / "ws"
+    asyncio.run(
+        LocalWorkspace(workdir, fsync=False).offload_tool_result(
+            "s1", ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
+        )
+    )
+    ws = str(workdir)
+    runs = [
+        (["grep", "ERROR", "--workdir", ws], 0),
+        (["--workdir", ws, "grep", "-F", "-i", "disk", "s1"], 0),
+        (["grep", "--json", "-C", "1", "--max-columns=9", "ERROR", "s1", f"--workdir={ws}"], 0),
+        (["grep", "rows=3[0-9]{2} ", "--timeout", "5", "--workdir", ws], 1),
+        # Failures that come after the reading: said by the command, as always.
+        (["grep", "(", "--workdir", ws], 2),
+        (["grep", "ERROR", "nope", "--workdir", ws], 2),
+        (["grep", "ERROR", "--workdir", str(tmp_path / "missing")], 2),
+    ]
+    loaded = loaded_by(runs, PARSER)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"

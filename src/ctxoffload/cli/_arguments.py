@@ -1,22 +1,26 @@
 """The arguments every `ctxoffload` command shares: the exit statuses, `--workdir` and
-`--json`, and the workdir they name, spelled as the user gave it (`Workdir`).
+`--json`, the workdir they name, spelled as the user gave it (`Workdir`), and the parsed
+arguments of a command line read without argparse (`Arguments`).
 
 Kept light on purpose: `ctxoffload --help` and every command import it at start-up, so it
-imports neither `typing` nor `pathlib` at module level.
+imports neither `typing` nor `pathlib` at module level, nor argparse (a plain `grep` is read
+without it).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 
 from ..exceptions import CliError
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
+    import argparse
+
     # Not at run time: `pathlib` imports urllib.parse and ipaddress, ~4.5 ms that `grep`
     # does without (it works on str paths); `Workdir.local` imports it when it is called.
     from pathlib import Path
+    from typing import Any
 
     from ._bucket import BucketCopies
 
@@ -25,6 +29,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_PROBLEMS",
     "EXIT_USAGE",
+    "Arguments",
     "Workdir",
     "add_json",
     "add_workdir",
@@ -47,6 +52,8 @@ def add_workdir(
     """`--workdir DIR` on a command (it may also be given before the command); `bucket`:
     whether the command reads a bucket URL too; `database`: a database URL (default: as
     `bucket`)."""
+    import argparse
+
     databases = "a database URL such as sqlite:///agents.db or postgresql://user@host/db"
     if bucket:
         where = f"a folder, a bucket URL such as s3://bucket/prefix, or {databases}"
@@ -67,6 +74,22 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", default=False, help="print JSON instead of text"
     )
+
+
+class Arguments:
+    """A command's parsed arguments, as argparse's `Namespace` holds them (`command`, `run`
+    and each option's value, by the option's `dest`), for a command line read without
+    argparse (`_grep_arguments.py`)."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    # As a Namespace's attributes: any name, typed Any.
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__[name] = value
 
 
 class Workdir:
@@ -91,7 +114,7 @@ class Workdir:
         self.copies = copies
 
     @classmethod
-    def of(cls, args: argparse.Namespace) -> Workdir:
+    def of(cls, args: argparse.Namespace | Arguments) -> Workdir:
         """The workdir the parsed arguments of a command name."""
         given = getattr(args, "workdir", None)
         if given is not None:

@@ -21,7 +21,6 @@ and said on stderr too, but it is no error: the exit status is as if it were not
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
@@ -37,10 +36,18 @@ from ._arguments import (
     add_workdir,
 )
 from ._commands import COMMAND_HELP
+from ._grep_arguments import DEFAULTS
 from ._grep_output import GrepQuery, Printer
 from ._grep_sessions import WorkspaceSearch
 from ._output import print_json
 from ._session_name import SessionName
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    # Not at run time: a plain `grep` is read without argparse (`_grep_arguments.py`).
+    import argparse
+
+    from ._arguments import Arguments
 
 # Paths are str here: `pathlib` (urllib.parse, ipaddress) would cost ~4.5 ms of a search.
 
@@ -70,7 +77,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "session", nargs="?", type=SessionName, help="only this session (default: all)"
     )
-    parser.add_argument("-C", "--context", type=int, default=0, metavar="N", help="N lines around")
+    parser.add_argument(
+        "-C", "--context", type=int, default=DEFAULTS["context"], metavar="N", help="N lines around"
+    )
     parser.add_argument("-i", "--ignore-case", action="store_true", help="ignore case")
     parser.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a string")
     parser.add_argument("--events", action="store_true", help="search events.jsonl too")
@@ -82,14 +91,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--max-columns",
         type=int,
-        default=2000,
+        default=DEFAULTS["max_columns"],
         metavar="N",
         help="cut printed lines after N bytes (0: never cut; default 2000)",
     )
     parser.add_argument(
         "--timeout",
         type=float,
-        default=30.0,
+        default=DEFAULTS["timeout"],
         metavar="S",
         help=(
             "give up after S seconds when Python's re has to run the pattern (default 30; "
@@ -99,7 +108,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace | Arguments) -> int:
     """Search and print the matching lines."""
     if args.context < 0:
         raise CliError(f"-C {args.context} is negative: give a number of lines >= 0")

@@ -6,6 +6,8 @@ command without importing any of them, and a run imports only the command it run
 
 from __future__ import annotations
 
+__all__ = ["COMMANDS", "COMMAND_HELP", "command_at"]
+
 COMMAND_HELP = {
     "demo": "run an offline agent session that truncates, compresses and recovers",
     "ls": "list sessions: last activity, steps, messages, tool results, bytes, compressions",
@@ -26,3 +28,26 @@ COMMAND_HELP = {
     "mcp-proxy": "serve an MCP server in front of another that stores its big tool results",
     "hook": "run as a Claude Code hook: store big tool outputs, keep what a compaction drops",
 }
+
+COMMANDS = list(COMMAND_HELP)
+"""The commands, in the order `--help` lists them."""
+
+
+def command_at(argv: list[str]) -> int | None:
+    """Where in `argv` the command is, when it is plain to see; None means "parse with the
+    whole parser".
+
+    Only global options (`--workdir DIR`) may come before the command; `--help`, `--version`
+    or anything unknown there needs every command registered (to list them, or to report the
+    usage error exactly as the whole parser would).
+    """
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--workdir":
+            index += 2
+        elif token.startswith("--workdir="):
+            index += 1
+        else:
+            return index if token in COMMAND_HELP else None
+    return None

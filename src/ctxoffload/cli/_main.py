@@ -1,0 +1,100 @@
+"""`ctxoffload`'s entry (`main`): the command line read, the command run, and what each way
+of failing prints and exits with.
+
+A plain `grep` command line is read without argparse (`_grep_arguments.py`): importing it
+(with `re`, `enum` and `gettext`) is about a fifth of a search of 100 MB that ripgrep runs
+in 25 ms. Every other command line, and any `grep` line that reader is not sure of, is read
+by the whole parser (`_parser.py`), which prints every help text and usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ._grep_arguments import read_grep_arguments
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+    from ._arguments import Arguments
+
+__all__ = ["main", "run_command_line"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `ctxoffload` command line and return its exit status.
+
+    0 on success, 1 when problems are found (or grep matches nothing), 2 on a usage or
+    input error, which is reported as one line on stderr.
+    """
+    return run_command_line(sys.argv[1:] if argv is None else argv)
+
+
+def run_command_line(argv: list[str], *, lean: bool = True) -> int:
+    """`main` for `argv`; `lean=False` reads every command line with the whole parser (the
+    tests hold the lean reading of `grep` to it)."""
+    from ._output import InertStream
+
+    # Every line any command prints goes through `inert`: nothing a workspace holds (a tool's
+    # output, a file name, a run name) reaches the terminal as a control sequence.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(sys.stdout), InertStream(sys.stderr)
+    try:
+        plain = read_grep_arguments(argv) if lean else None
+        if plain is not None:
+            from ._cmd_grep import run
+
+            plain.run = run
+            return _run(plain)
+        from ._parser import parse
+
+        args = parse(argv)
+        return args if isinstance(args, int) else _run(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args: Namespace | Arguments) -> int:
+    """Run the command the arguments name; what goes wrong is said as one line on stderr."""
+    from ..exceptions import CliError
+    from ._arguments import EXIT_USAGE
+    from ._bucket import BucketCopies
+    from ._output import PATHS_SHOWN_AS
+
+    prefix = f"ctxoffload {args.command}"
+    # The copies of a bucket this run makes: paths into them are printed as the bucket's
+    # URIs, and they are removed when the command ends.
+    copies = args.bucket_copies = BucketCopies()
+    shown_as = PATHS_SHOWN_AS.set(copies.display)
+    try:
+        status: int = args.run(args)
+        return status
+    except CliError as exc:
+        print(f"{prefix}: {copies.as_uris(str(exc))}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader (`| head`) went away: not an error of ours. Point stdout at devnull so
+        # the interpreter's final flush does not complain.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:
+        from ..exceptions import CtxOffloadError
+
+        if isinstance(exc, CtxOffloadError):
+            print(f"{prefix}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(exc, OSError):
+            where = f" {exc.filename}" if exc.filename else ""
+            print(f"{prefix}: cannot access{where}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
+    finally:
+        PATHS_SHOWN_AS.reset(shown_as)
+        copies.remove_all()
