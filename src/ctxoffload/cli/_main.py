@@ -43,9 +43,9 @@ def run_command_line(argv: list[str], *, lean: bool = True) -> int:
     try:
         plain = read_grep_arguments(argv) if lean else None
         if plain is not None:
-            from ._cmd_grep import run
+            from ._commands import command_module
 
-            plain.run = run
+            plain.run = command_module("grep").run
             return _run(plain)
         from ._parser import parse
 

@@ -9,10 +9,9 @@ and every help text and usage error, is read here.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-from ._commands import COMMAND_HELP, command_at
+from ._commands import COMMAND_HELP, command_at, command_module
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -128,8 +127,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         for name, text in COMMAND_HELP.items():
             commands.add_parser(name, help=text)
     else:
-        # `mcp-proxy` lives in `_cmd_mcp_proxy.py`: a module name has no hyphen.
-        importlib.import_module(f"{__package__}._cmd_{only.replace('-', '_')}").register(commands)
+        command_module(only).register(commands)
     return parser
 
 
