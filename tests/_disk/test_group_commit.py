@@ -120,6 +120,17 @@ def _has_queued(appender: JsonlAppender, shown: str, count: int) -> bool:
     return _queued(appender, shown) == count
 
 
+def _in_threads(write: Callable[[int], None], count: int) -> None:
+    """Run `write(0)` .. `write(count - 1)` each on a thread of its own, all at once; wait for
+    them (none may hang)."""
+    threads = [threading.Thread(target=write, args=(t,), daemon=True) for t in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+
+
 def _wait_for(predicate: Callable[[], bool], timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -331,12 +342,7 @@ def test_many_threads_find_each_batch_at_its_span_and_synced_before_it_returned(
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=write, args=(t,), daemon=True) for t in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-        assert not thread.is_alive()
+    _in_threads(write, THREADS)
     assert errors == []
 
     data = Path(shown).read_bytes()
@@ -705,12 +711,7 @@ def test_without_fsync_threads_still_find_each_batch_at_its_span(
                 appender.append(dir_fd, LOG, shown, lines, ids, commit=True),
             )
 
-    threads = [threading.Thread(target=write, args=(t,), daemon=True) for t in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-        assert not thread.is_alive()
+    _in_threads(write, 8)
     file_lines = Path(shown).read_bytes().split(b"\n")[:-1]
     assert len(returned) == 8 * 30
     assert sum(len(lines) for lines, _ in returned.values()) == len(file_lines)
@@ -784,12 +785,7 @@ def test_threads_appending_synced_and_unsynced_batches_lose_none_and_sync_what_c
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=write, args=(t,), daemon=True) for t in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-        assert not thread.is_alive()
+    _in_threads(write, 8)
     assert errors == []
     data = Path(shown).read_bytes()
     file_lines = data.split(b"\n")[:-1]

@@ -171,18 +171,23 @@ def test_path_text_spells_paths_as_pathlib_does(text: str) -> None:
 RIPGREP_PATH = ["typing", "shutil", "bz2", "lzma", "subprocess", "threading", "selectors"]
 
 
-def test_a_search_by_ripgrep_starts_light(tmp_path: Path) -> None:
-    from ctxoffload.cli._grep_ripgrep import ripgrep_path
-
-    if ripgrep_path() is None:
-        pytest.fail("ripgrep is missing: pip install -e '.[test]' installs its binary wheel")
+def _logs_workspace(tmp_path: Path) -> str:
+    """A workspace holding one offloaded log (session s1, two lines); its folder."""
     workdir = tmp_path / "ws"
     asyncio.run(
         LocalWorkspace(workdir, fsync=False).offload_tool_result(
             "s1", ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
         )
     )
-    ws = str(workdir)
+    return str(workdir)
+
+
+def test_a_search_by_ripgrep_starts_light(tmp_path: Path) -> None:
+    from ctxoffload.cli._grep_ripgrep import ripgrep_path
+
+    if ripgrep_path() is None:
+        pytest.fail("ripgrep is missing: pip install -e '.[test]' installs its binary wheel")
+    ws = _logs_workspace(tmp_path)
     runs = [
         (["grep", "ERROR", "--workdir", ws], 0),
         (["grep", "-F", "-i", "disk", "s1", "--workdir", ws], 0),
@@ -198,13 +203,7 @@ PARSER = ["argparse", "gettext", "locale"]
 
 
 def test_a_plain_grep_line_is_read_without_argparse(tmp_path: Path) -> None:
-    workdir = tmp_path / "ws"
-    asyncio.run(
-        LocalWorkspace(workdir, fsync=False).offload_tool_result(
-            "s1", ToolResultBlock(id="call_1", name="logs", output="ok\nERROR disk full\n")
-        )
-    )
-    ws = str(workdir)
+    ws = _logs_workspace(tmp_path)
     runs = [
         (["grep", "ERROR", "--workdir", ws], 0),
         (["--workdir", ws, "grep", "-F", "-i", "disk", "s1"], 0),

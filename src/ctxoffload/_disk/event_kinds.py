@@ -108,8 +108,9 @@ that leaves it rests on them (what leaves is in context.jsonl or a tool_result f
 synced before it leaves, and the events that name it are synced too). So an append of only
 these is not synced on its own: it is in events.jsonl at once for every reader and survives
 a killed process, and survives a crash of the machine once the next synced append to
-events.jsonl (a drop's, which comes first) has returned. This saves an fsync on every model
-call."""
+events.jsonl has returned (an fsync covers all the file was written before it; a compaction
+or an offload makes one before anything leaves the context). This saves an fsync on every
+model call."""
 
 
 def is_event(value: object) -> bool:
