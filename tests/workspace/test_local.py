@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,6 +160,41 @@ async def test_purge_session_keeps_data_files_on_disk(
     assert list((workdir / "sessions").iterdir()) == []
     assert sorted((workdir / "data").iterdir()) == data_before
     assert data_before[0].read_bytes() == PNG
+
+
+async def test_a_write_to_folders_that_exist_makes_none_and_still_refuses_a_planted_one(
+    local_ws: LocalWorkspace, workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each write reaches its folders opened at once where they are (no mkdir refused as
+    existing, three syscalls of every write); a folder removed since is made again, and one
+    swapped for a link is refused as before, with nothing written through it."""
+    await local_ws.record_event("s", "note", text="first")
+    made: list[str] = []
+    real_mkdir = os.mkdir
+
+    def counting_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(os.fsdecode(path))
+        real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", counting_mkdir)
+    for n in range(3):
+        await local_ws.record_event("s", "note", text=f"again {n}")
+    assert made == []
+    events = (workdir / "sessions" / "s" / "events.jsonl").read_text().splitlines()
+    assert [json.loads(e).get("text") for e in events] == ["first", "again 0", "again 1", "again 2"]
+
+    shutil.rmtree(workdir / "sessions")
+    await local_ws.record_event("s", "note", text="after removal")
+    assert made == ["sessions", "s"]
+    assert (workdir / "sessions" / "s" / "events.jsonl").read_text().count("after removal") == 1
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(workdir / "sessions" / "s")
+    (workdir / "sessions" / "s").symlink_to(outside)
+    with pytest.raises(OffloadError, match="symbolic link"):
+        await local_ws.record_event("s", "note", text="through the link")
+    assert list(outside.iterdir()) == []
 
 
 # -- line numbers -----------------------------------------------------------------------------

@@ -190,6 +190,13 @@ def open_dir(parent_fd: int | None, name: str, shown: str, *, create: bool) -> i
         OffloadError: it is a symlink or not a directory, or it cannot be made or opened.
     """
     if create:
+        # Nearly always it is there: opened at once, without a mkdir refused as existing
+        # (each write reaches its folder this way). Any failure takes the path below, which
+        # makes what is missing and says what is wrong exactly as it always did.
+        try:
+            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        except OSError:
+            pass
         try:
             if parent_fd is None:
                 os.makedirs(name, exist_ok=True)
