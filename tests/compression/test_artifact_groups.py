@@ -551,3 +551,48 @@ def test_a_directory_is_named_by_the_paths_that_go_through_it() -> None:
     rows, whole = tree_rows(twice)
     assert rows == ["- src/pkg/ (lines 1, 2): " + " ".join(f"m{n}.py" for n in range(6))]
     assert whole == []
+
+
+_PART = st.sampled_from(["src", "a", "b", "lib", "x.py", "y.md", ".", "..", "pkg", "t"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "./", "/"]),
+            st.lists(_PART, min_size=2, max_size=5),
+            st.integers(min_value=1, max_value=6),
+        ),
+        max_size=40,
+    )
+)
+def test_the_paths_under_each_first_folder_make_rows_of_their_own(
+    drawn: list[tuple[str, list[str], int]],
+) -> None:
+    """What `Layouts.tree` relies on to work out each first folder's tree once: the tree of
+    every path is the trees of the paths under each first folder, taken alone, one after the
+    other in the order of its first path (a directory named itself, `./`, `..` and paths
+    written whole included)."""
+    from ctxoffload.compression._index._layout import Layouts
+    from ctxoffload.compression._index._path_tree import in_tree, placed, tree_rows
+
+    paths = [(lead + "/".join(parts), f"line {n}") for lead, parts, n in drawn]
+    paths = [(value, where) for value, where in paths if in_tree(value)]
+    parts = [placed(value).split("/") for value, _ in paths]
+    by_first: dict[str, list[tuple[str, str]]] = {}
+    for path, split in zip(paths, parts, strict=True):
+        by_first.setdefault(split[0], []).append(path)
+    rows: list[str] = []
+    whole: list[tuple[str, str]] = []
+    for under in by_first.values():
+        under_rows, under_whole = tree_rows(under)
+        rows += under_rows
+        whole += under_whole
+    assert tree_rows(paths) == (rows, whole)
+    layouts = Layouts(None)
+    assert layouts.tree(paths, parts) == (rows, whole)
+    # Again after a render of fewer paths, as a search renders: the same rows.
+    layouts = Layouts(None)
+    layouts.tree(paths[: len(paths) // 2], parts[: len(parts) // 2])
+    assert layouts.tree(paths, parts) == (rows, whole)

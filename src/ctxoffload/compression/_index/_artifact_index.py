@@ -255,7 +255,7 @@ class ArtifactIndex:
             # stay whole (a plain substring search of the context finds those whole).
             folds = Folds(waiting, stored)
             fresh = folds.fresh() if extra > 0 else folds
-            folds.ratio = fresh.ratio = _chars_per_token(index.render(events_file), counter)
+            folds.ratio = fresh.ratio = index._chars_per_token(counter, events_file)
             # What left now that surely does not fit folded goes straight to the summary's
             # spare room, without a search within the budget alone first.
             overflows = extra > 0 and fresh.overflows(budget)
@@ -602,6 +602,13 @@ class ArtifactIndex:
             tokens = renders.tokens[text] = count_by_lines(counter, text, renders.lines)
         return tokens
 
+    def _chars_per_token(self, counter: TokenCounter, events_file: str | None) -> float:
+        """How many characters a token of the index as it stands holds (3.0 when it is too
+        short to say); its text was counted as the search fitted it, so this is a look-up."""
+        text = self.render(events_file)
+        tokens = self._count(counter, text) if len(text) >= 200 else 0
+        return len(text) / tokens if tokens else 3.0
+
     def report(self) -> dict[str, int | bool]:
         """The counts a compaction event holds (and `out_of_time` when the clock ran
         out)."""
@@ -648,12 +655,6 @@ class _Renders:
         self.texts: dict[tuple[tuple[int, ...], int, bool, frozenset[Key]], str] = {}
         self.tokens: dict[str, int] = {}
         self.lines: dict[str, int] = {}  # texts counted (`count_by_lines`, `count_known`)
-
-
-def _chars_per_token(text: str, counter: TokenCounter) -> float:
-    """How many characters a token of `text` holds (3.0 when it is too short to say)."""
-    tokens = counter.count_text(text) if len(text) >= 200 else 0
-    return len(text) / tokens if tokens else 3.0
 
 
 def _stored_in(events_file: str | None) -> tuple[str, ...] | None:

@@ -244,11 +244,35 @@ class Layouts:
     def tree(
         self, paths: list[tuple[str, str]], parts: list[list[str]]
     ) -> tuple[list[str], list[tuple[str, str]]]:
-        """`tree_rows(paths, parts)`, worked out once for the same paths (read only)."""
+        """`tree_rows(paths, parts)`, worked out once for the same paths (read only).
+
+        The rows of the paths under each first folder are those of these paths alone, in
+        the order of their first path (`tree_rows`): each such tree is worked out once too,
+        so that a render that adds paths under one folder works out only that folder's
+        again (the renders of a search add and take away paths at the end of the order)."""
         key = tuple(paths)
         tree = self._trees.get(key)
-        if tree is None:
-            tree = self._trees[key] = tree_rows(paths, parts)
+        if tree is not None:
+            return tree
+        firsts: dict[str, tuple[list[tuple[str, str]], list[list[str]]]] = {}
+        for path, split in zip(paths, parts, strict=True):
+            under = firsts.get(split[0])
+            if under is None:
+                firsts[split[0]] = ([path], [split])
+            else:
+                under[0].append(path)
+                under[1].append(split)
+        if len(firsts) <= 1:
+            tree = tree_rows(paths, parts)
+        else:
+            rows: list[str] = []
+            whole: list[tuple[str, str]] = []
+            for under_paths, under_parts in firsts.values():
+                under_rows, under_whole = self.tree(under_paths, under_parts)
+                rows += under_rows
+                whole += under_whole
+            tree = (rows, whole)
+        self._trees[key] = tree
         return tree
 
 

@@ -266,6 +266,11 @@ def tree_rows(
     An item's lines are those of its row's mark: a row holds the items under it that no row
     of their own holds, and names the lines of its own files (a file of a directory without a
     row is read at the lines of the row it is written in, which its mark includes).
+
+    The paths under each first folder (`parts[i][0]`) make rows of their own: the rows and
+    the paths written whole are those of each first folder's paths taken alone, one folder
+    after the other in the order of its first path (`_layout.Layouts.tree` works out each
+    once).
     """
     if not paths:
         return [], []
