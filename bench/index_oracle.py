@@ -7,7 +7,8 @@ nothing it writes.
 index's own tests, catches every `ArtifactIndex.build` they make, and stores each one's
 inputs with what it built: its rendered text, where each artifact went, what it folded and
 its report. `compare` builds each stored input again with the code imported now and says
-which differ. Run `record` with the old code (a checkout of it first on PYTHONPATH), then
+which differ, and how many artifacts those name then and now (for a change that may
+differ). Run `record` with the old code (a checkout of it first on PYTHONPATH), then
 `compare` with the new:
 
     git archive main src | tar -x -C /tmp/old
@@ -139,6 +140,10 @@ def compare(path: Path) -> int:
     cases = pickle.loads(path.read_bytes())
     counters: dict[tuple[str, ...], Any] = {}
     differ = 0
+    # Of the indexes that differ, what each named then and now: a change meant to name as
+    # much with less work is judged by these (an artifact the index holds whole or folded,
+    # or names by the summary or the kept messages, against one only listed as cut).
+    named = {"then": 0, "now": 0}
     for number, case in enumerate(cases):
         args, kwargs = pickle.loads(case["inputs"])
         spec = tuple(case["counter"])
@@ -148,13 +153,23 @@ def compare(path: Path) -> int:
         if now != case["out"]:
             differ += 1
             keys = [k for k in now if now[k] != case["out"][k]]
-            print(f"case {number}: differs in {', '.join(keys)}")
+            then_named, now_named = _named(case["out"]), _named(now)
+            named["then"] += then_named
+            named["now"] += now_named
+            differs = ", ".join(keys)
+            print(f"case {number}: differs in {differs} (named {then_named} -> {now_named})")
     texts = sum(len(c["out"]["text"]) for c in cases)
     print(
         f"{len(cases)} indexes ({texts:,} characters) compared with {ctxoffload.__file__}:"
         f" {differ} differ"
+        + (f"; those name {named['then']:,} artifacts then, {named['now']:,} now" if differ else "")
     )
     return 1 if differ else 0
+
+
+def _named(out: dict[str, Any]) -> int:
+    """How many artifacts an index's outcome names (any status but `cut`)."""
+    return sum(status != "cut" for _, _, status in out["listing"])
 
 
 def time_builds(path: Path, cases: int) -> None:
