@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gzip
 import hashlib
 import itertools
@@ -519,6 +520,44 @@ def test_one_new_message_costs_one_tokenization() -> None:
     assert counter.messages_counted == [new]
     assert counter.tools_counted == 1
     assert second == first + counter.count_message(new)
+
+
+class _Uncopyable:
+    """A value a host put in a schema that refuses to be copied (it is written as text)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        raise TypeError("no copies")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize("uncopyable", [False, True])
+def test_tool_schemas_changed_in_place_are_counted_again(uncopyable: bool) -> None:
+    counter = CountingCounter(TiktokenCounter())
+    tracker = ContextTokenTracker(counter)
+    system = Msg(role="system", content="You are a careful coding agent.")
+    msgs = _conversation(4)
+    tools: list[dict[str, Any]] = json.loads(json.dumps(TOOLS))
+    if uncopyable:
+        tools[0]["function"]["x-host"] = _Uncopyable("kept as text")
+    first = tracker.count(system, None, msgs, tools)
+    before = counter.inner.count_tools(tools)
+    # The same schemas again, and equal ones in new objects: nothing is tokenized again.
+    assert tracker.count(system, None, msgs, tools) == first
+    assert tracker.count(system, None, msgs, copy.copy(tools)) == first
+    assert counter.tools_counted == 1
+    # A description grown in place (the same dict objects) is seen and counted.
+    tools[0]["function"]["description"] += " It reads every line of the file, numbered."
+    grown = tracker.count(system, None, msgs, tools)
+    assert counter.tools_counted == 2
+    assert grown == first - before + counter.inner.count_tools(tools)
+    assert grown > first
+    assert tracker.count(system, None, msgs, tools) == grown
+    assert counter.tools_counted == 2
 
 
 def test_the_messages_a_count_tokenized_are_the_new_ones() -> None:

@@ -4,6 +4,7 @@ within bounds (`TokenCount`)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -143,6 +144,9 @@ class ContextTokenTracker:
         self._anchor: _Anchor | None = None
         self._new: list[Msg] = []
         self._tools_json: str | None = None
+        # A deep copy of the tools last serialised: the same schemas again (the common call)
+        # are known by comparing with it, which costs a twentieth of serialising them.
+        self._tools_seen: list[Any] | None = None
         self._tools_tokens = 0
         self._last_tools_tokens: int | None = None
 
@@ -361,11 +365,17 @@ class ContextTokenTracker:
         return sum(c for c in counts if c is not None) + REPLY_PRIMING_TOKENS + self.tools_tokens
 
     def _count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
-        # Serialising is cheap next to tokenizing; the schemas rarely change between calls.
-        tools_json = dumps_json(list(tools)) if tools else ""
+        # The schemas rarely change between calls: equal to the copy kept, they are the same
+        # (a schema changed in place is unequal to the copy); else their JSON decides, and
+        # is tokenized only when it changed.
+        given = list(tools)
+        if self._tools_seen is not None and _same_values(given, self._tools_seen):
+            return self._tools_tokens
+        tools_json = dumps_json(given) if given else ""
         if tools_json != self._tools_json:
             self._tools_json = tools_json
-            self._tools_tokens = self.counter.count_tools(tools) if tools else 0
+            self._tools_tokens = self.counter.count_tools(given) if given else 0
+        self._tools_seen = _copy_of(given)
         return self._tools_tokens
 
     def _evict(self, keys: list[tuple[str, int]]) -> None:
@@ -373,6 +383,25 @@ class ContextTokenTracker:
         twice as many as it holds (`outgrown`)."""
         if outgrown(self._tokens, len(keys)):
             self._tokens, self._held = kept_entries(self._tokens, self._held, keys)
+
+
+def _copy_of(values: list[Any]) -> list[Any] | None:
+    """A deep copy of tool schemas to compare later ones with; None when they cannot be
+    copied (an object a host put in a schema), and are then serialised at every count."""
+    try:
+        return copy.deepcopy(values)
+    except Exception:  # deepcopy runs a value's own __deepcopy__ / __reduce__
+        return None
+
+
+def _same_values(given: list[Any], seen: list[Any]) -> bool:
+    """Whether schemas equal the copy taken of earlier ones. `==` holds 1, 1.0 and True
+    equal, which JSON writes apart: a schema whose value turned from one to another in place
+    keeps its count, off by a token, until the schemas next change."""
+    try:
+        return bool(given == seen)
+    except Exception:  # a value's own __eq__ failing: serialise, as before
+        return False
 
 
 _V = TypeVar("_V")
