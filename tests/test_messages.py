@@ -5,6 +5,10 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
+import subprocess
+import sys
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -937,3 +941,52 @@ def test_a_too_deep_message_dict_is_refused_with_invalid_content() -> None:
     openai = {"role": "user", "content": "x", "extra": _nested(300)}
     with pytest.raises(InvalidContent, match="nested deeper than"):
         from_openai([openai])
+
+
+# -- message ids ------------------------------------------------------------------------------
+
+
+def _ids(n: int) -> list[str]:
+    return [Msg(role="user", content="hi").id for _ in range(n)]
+
+
+def test_message_ids_are_distinct_version_4_uuids() -> None:
+    ids = _ids(20_000)
+    assert len(set(ids)) == len(ids)
+    for value in ids[:500]:
+        parsed = uuid.UUID(value)
+        assert (parsed.hex, parsed.version, parsed.variant) == (value, 4, uuid.RFC_4122)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_a_forked_child_draws_ids_of_its_own() -> None:
+    before = set(_ids(10))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids, one a line, then out without running the test's teardown
+        try:
+            os.write(write, "\n".join(_ids(200)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    os.waitpid(pid, 0)
+    parent = set(_ids(200))
+    assert len(child) == 200
+    assert not child & parent
+    assert not child & before
+
+
+def test_programs_that_seed_random_alike_still_draw_different_ids() -> None:
+    program = (
+        "import random; random.seed(0); from ctxoffload import Msg; "
+        "print(*(Msg(role='user', content='x').id for _ in range(50)))"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    first, second = (set(run.stdout.split()) for run in runs)
+    assert len(first) == len(second) == 50
+    assert not first & second
