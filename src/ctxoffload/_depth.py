@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_DEPTH",
+    "RAW_ARGUMENTS",
     "READ_DEPTH",
     "STORE_DEPTH",
     "TooDeep",
@@ -40,6 +41,10 @@ __all__ = [
 MAX_DEPTH = 100
 """Levels of dicts and lists inside each other that a value may have: tool-call arguments, a
 tool's return value, or a field of a message or block. Deeper values are refused."""
+
+RAW_ARGUMENTS = "_raw_arguments"
+"""The key a tool call's input keeps its arguments under, as text, when they are no JSON object
+(a provider's arguments that do not parse) or cannot be stored as they are (too deep)."""
 
 STORE_DEPTH = MAX_DEPTH + 8
 """The limit for a whole message or block: its own envelope (content list, block, source,

@@ -24,7 +24,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
-from .._depth import STORE_DEPTH, TooDeep, depth_error, load_json, text_form, too_deep
+from .._depth import (
+    RAW_ARGUMENTS,
+    STORE_DEPTH,
+    TooDeep,
+    depth_error,
+    load_json,
+    text_form,
+    too_deep,
+)
 from ..exceptions import InvalidContent
 from ..messages import Block, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, URLSource
 from ..text import data_line
@@ -352,7 +360,7 @@ def _block_stand_in(block: Block, problem: str) -> Block:
         # The form a model's unparseable arguments take (see formats/openai.py), so the call keeps
         # its id and stays paired with its result.
         return ToolCallBlock(
-            id=block.id, name=block.name, input={"_raw_arguments": text_form(block.input)}
+            id=block.id, name=block.name, input={RAW_ARGUMENTS: text_form(block.input)}
         )
     if isinstance(block, ToolResultBlock):
         text = f"{_note('this tool output', problem)}\n{text_form(block.output)}"

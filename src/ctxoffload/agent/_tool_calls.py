@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from .._depth import MAX_DEPTH, text_form, too_deep
+from .._depth import MAX_DEPTH, RAW_ARGUMENTS, text_form, too_deep
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ._context_tools import CONTEXT_TOOL_NAMES, PIN_TOOL_NAME
 
@@ -80,7 +80,7 @@ def bounded(reply: Msg) -> Msg:
     ):
         return reply
     content = [
-        ToolCallBlock(id=b.id, name=b.name, input={"_raw_arguments": text_form(b.input)})
+        ToolCallBlock(id=b.id, name=b.name, input={RAW_ARGUMENTS: text_form(b.input)})
         if isinstance(b, ToolCallBlock) and too_deep(b.input, MAX_DEPTH)
         else b
         for b in reply.content

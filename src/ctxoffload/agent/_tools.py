@@ -14,7 +14,7 @@ from typing import Any, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
-from .._depth import MAX_DEPTH, TooDeep, load_json, too_deep
+from .._depth import MAX_DEPTH, RAW_ARGUMENTS, TooDeep, load_json, too_deep
 from .._disk.payloads import decode_base64, sniff_media_type
 from .._search.sniff import binary_reason
 from ..exceptions import InvalidContent
@@ -193,8 +193,8 @@ class Tool:
         return ToolResultBlock(id=call.id, name=self.name, output=[note, stored])
 
     def _arguments(self, raw: dict[str, Any]) -> dict[str, Any]:
-        if "_raw_arguments" in raw:
-            text = raw["_raw_arguments"]
+        if RAW_ARGUMENTS in raw:
+            text = raw[RAW_ARGUMENTS]
             shown = repr(text) if len(str(text)) <= 200 else repr(str(text)[:200]) + "..."
             if _too_deep_json(text):
                 raise ValueError(

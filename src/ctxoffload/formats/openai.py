@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._depth import MAX_DEPTH, copied, load_json
+from .._depth import MAX_DEPTH, RAW_ARGUMENTS, copied, load_json
 from ..exceptions import InvalidContent
 from ..messages import (
     Base64Source,
@@ -60,7 +60,6 @@ __all__ = ["from_openai", "message_from_openai", "to_openai"]
 
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
 _OPENAI_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
-_RAW_ARGUMENTS = "_raw_arguments"
 # Every spelling of JSON arguments seen from providers that json.dumps can reproduce; the
 # first is what to_openai writes for a tool call that did not come from OpenAI.
 _ARGUMENT_STYLES: dict[str, dict[str, Any]] = {
@@ -216,10 +215,10 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any], Hint]:
         # Kept as the text the model sent when not JSON, or too deep to store or render.
         value = load_json(raw, MAX_DEPTH)
     except ValueError:
-        return {_RAW_ARGUMENTS: raw}, {}
+        return {RAW_ARGUMENTS: raw}, {}
     if not isinstance(value, dict):
-        return {_RAW_ARGUMENTS: raw}, {}
-    if set(value) != {_RAW_ARGUMENTS}:
+        return {RAW_ARGUMENTS: raw}, {}
+    if set(value) != {RAW_ARGUMENTS}:
         for style, options in _ARGUMENT_STYLES.items():
             if json.dumps(value, **options) == raw:
                 return value, ({} if style == "default" else {"arguments": style})
@@ -282,8 +281,8 @@ def _arguments_to_openai(block: ToolCallBlock, hint: Hint, where: str) -> Any:
             pass
     if hint.get("arguments") == "object":
         return copied(block.input, f"the input of tool call {block.id!r}")
-    if set(block.input) == {_RAW_ARGUMENTS} and isinstance(block.input[_RAW_ARGUMENTS], str):
-        return block.input[_RAW_ARGUMENTS]
+    if set(block.input) == {RAW_ARGUMENTS} and isinstance(block.input[RAW_ARGUMENTS], str):
+        return block.input[RAW_ARGUMENTS]
     style = hint.get("arguments")
     options = _ARGUMENT_STYLES.get(style if isinstance(style, str) else "default")
     return arguments_text(block, where, **(options or _ARGUMENT_STYLES["default"]))

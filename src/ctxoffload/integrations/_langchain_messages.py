@@ -5,7 +5,9 @@ LangChain's own `convert_to_openai_messages` / `convert_to_messages` and ctxoffl
 re-implemented here. The round trip keeps roles, text, tool calls, tool_call_id and name, but
 not a LangChain message's `id`, `status`, `artifact` or `response_metadata`: the id is carried
 as the `Msg`'s id, and a message whose content is only replaced is rebuilt from the original
-LangChain object (`model_copy`), so the rest survives.
+LangChain object (`model_copy`), so the rest survives. An AI message's tool calls whose
+arguments are plain JSON values are read from them as they are (`_with_calls`): the same `Msg`
+as the round trip, without writing each call's arguments out as JSON text to parse them back.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .._depth import RAW_ARGUMENTS
 from ..exceptions import ConfigError
 from ..formats import to_msgs, to_openai
-from ..messages import Msg
+from ..messages import Msg, ToolCallBlock
 
 __all__ = ["from_langchain", "message_key", "to_langchain", "with_content_of"]
 
@@ -55,9 +58,101 @@ def from_langchain(messages: Sequence[Any]) -> list[Msg]:
     """
     out: list[Msg] = []
     for message in messages:
-        (msg,) = to_msgs([_messages.convert_to_openai_messages(message)])
-        out.append(msg.model_copy(update={"id": message_key(message)}))
+        key = message_key(message)
+        calls = _plain_calls(message)
+        if calls is None:
+            (msg,) = to_msgs([_messages.convert_to_openai_messages(message)])
+            out.append(msg.model_copy(update={"id": key}))
+        else:
+            out.append(_with_calls(message, calls, key))
     return out
+
+
+def _with_calls(message: Any, calls: list[dict[str, Any]], key: str) -> Msg:
+    """The `Msg` of an AI message with text content whose tool calls' arguments are plain
+    JSON values (`calls`, copied): what `to_msgs` makes of LangChain's OpenAI form of it
+    (`convert_to_openai_messages`: the role, name, refusal and text, and each call), without
+    writing each call's arguments as JSON text to parse them back (a file's whole text, for
+    a call that writes one). The calls go through with empty arguments; each block then
+    takes its call's."""
+    openai: dict[str, Any] = {"role": "assistant"}
+    if message.name:
+        openai["name"] = message.name
+    openai["tool_calls"] = [
+        {"type": "function", "id": c["id"], "function": {"name": c["name"], "arguments": "{}"}}
+        for c in message.tool_calls
+    ]
+    if message.additional_kwargs.get("refusal"):
+        openai["refusal"] = message.additional_kwargs["refusal"]
+    openai["content"] = message.content
+    (msg,) = to_msgs([openai])
+    given = iter(calls)
+    content = [
+        b.model_copy(update={"input": next(given)}) if isinstance(b, ToolCallBlock) else b
+        for b in msg.content
+    ]
+    return msg.model_copy(update={"content": content, "id": key})
+
+
+def _plain_calls(message: Any) -> list[dict[str, Any]] | None:
+    """A copy of the arguments of each of an AI message's tool calls, when the message is
+    one `_with_calls` converts as the OpenAI round trip would: text content, tool calls with
+    string ids and names, none invalid, and arguments that are JSON already (string keys,
+    no tuples, not deeply nested), which the round trip gives back equal.
+    None for every other message."""
+    tool_calls = getattr(message, "tool_calls", None)
+    if (
+        not isinstance(message, _messages.AIMessage)
+        or not tool_calls
+        or getattr(message, "invalid_tool_calls", None)
+        or not isinstance(message.content, str)
+    ):
+        return None
+    out: list[dict[str, Any]] = []
+    for call in tool_calls:
+        args = call.get("args")
+        if not (isinstance(call.get("id"), str) and isinstance(call.get("name"), str)):
+            return None
+        if type(args) is not dict or set(args) == {RAW_ARGUMENTS}:
+            return None
+        copied = _plain_copy(args, _PLAIN_DEPTH)
+        if copied is None:
+            return None
+        out.append(copied)
+    return out
+
+
+# Arguments nested deeper go the OpenAI way (`to_msgs` keeps too deep a value as its text).
+_PLAIN_DEPTH = 32
+
+
+def _plain_copy(value: Any, depth: int) -> Any:
+    """A copy of `value` when it is made of JSON's own types only (exactly: no subclass,
+    whose JSON text may differ), within `depth` levels; None otherwise."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if depth <= 0:
+        return None
+    if kind is dict:
+        copy: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return None
+            inner = _plain_copy(item, depth - 1)
+            if inner is None and item is not None:
+                return None
+            copy[key] = inner
+        return copy
+    if kind is list:
+        items: list[Any] = []
+        for item in value:
+            inner = _plain_copy(item, depth - 1)
+            if inner is None and item is not None:
+                return None
+            items.append(inner)
+        return items
+    return None
 
 
 def to_langchain(msgs: Sequence[Msg]) -> list[Any]:
