@@ -334,6 +334,30 @@ async def test_a_call_is_recorded_in_one_append_its_messages_before_it(tmp_path:
     assert kinds == ["message", "message", "model_call", "message", "model_call"]
 
 
+async def test_a_compacting_call_writes_its_events_with_its_record_in_one_append(
+    tmp_path: Path,
+) -> None:
+    # What leaves is stored first (context.jsonl and its `context` event, written by the
+    # workspace itself); the compaction's own events then go with the call's record.
+    workspace = AppendCounting(tmp_path)
+    projector = Projector(workspace, "t1", config=CONFIG)
+    history = [Msg(role="system", content="You debug builds."), *plausible_session(120)]
+    sent = await projector.project(history)
+    assert len(sent) < len(history)
+    (append,) = workspace.appends
+    assert append[-1] == "model_call"
+    assert {"summary", "compression", "projection"} <= set(append)
+    kinds = [e["kind"] for e in await workspace.read_events("t1")]
+    assert kinds.index("context") < kinds.index("summary") < kinds.index("compression")
+    assert kinds.index("compression") < kinds.index("projection") < kinds.index("model_call")
+    # The next call, with nothing to compact, appends its record alone, and events are
+    # written at once again between calls (a cut made by the tool hook).
+    await projector.project([*history, Msg(role="user", content="and now?")])
+    assert workspace.appends[1] == ["message", "model_call"]
+    await projector.offload_tool_result(ToolResultBlock(id="c7", name="grep", output=BIG))
+    assert workspace.appends[2:] == [["truncation"]]
+
+
 async def test_an_event_log_without_batches_gets_each_event_in_order(tmp_path: Path) -> None:
     class OneByOne:
         """A custom record with only `EventLog`'s two methods (no `record_events`)."""

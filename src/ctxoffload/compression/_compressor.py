@@ -511,3 +511,15 @@ class Compressor:
         """Write events as `event` does, in order, in one append where the workspace can
         (`EventBatches`)."""
         await self._services.events(records)
+
+    def hold_events(self) -> None:
+        """Keep back the events this compressor writes from now on (a compaction's, a cut's)
+        until `held_events` takes them, to be written with the caller's own in one append.
+        What is stored before it leaves (context.jsonl and its `context` event, a tool
+        result's file) is still written before anything leaves."""
+        self._services.hold_events()
+
+    def held_events(self) -> list[Event]:
+        """The events kept back since `hold_events`, in order; from now on they are written
+        at once again."""
+        return self._services.held_events()

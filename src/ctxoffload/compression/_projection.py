@@ -222,56 +222,15 @@ class Projector:
                 "Anthropic message dicts"
             )
         async with self._lock:
-            started = time.perf_counter()
-            with self._settling:
-                self._counter_settled = True
-            await self._load()
-            items, keys = self._read_history(history)
-            system = leading_system(items)
-            cover = self._cover_for(keys, system)
-            holder = newest_compaction(items)
-            summarised: _Cover | None = None
-            if holder is not None and holder > system:
-                if cover is not None and cover.start + cover.count > holder:
-                    holder = None  # a summary made since stands for the item too
-                else:
-                    summarised, cover = cover, None  # the item stands for all it did
-            else:
-                holder = None
-            skip = range(system, holder) if holder is not None else None
-            sent = await self._each(items, keys, cover, skip, self._own())
-            # A summarised message is None in `sent`: the summary stands where they were.
-            out = [m for m in sent[:system] if m is not None]
-            if cover is not None:
-                out += cover.messages
-            if holder is not None:
-                out += await self._beside_provider(items, keys, sent, system, holder, summarised)
-            else:
-                out += [m for m in sent[system:] if m is not None]
-            asked = await self._requests.look()
-            instructions = CompactRequests.instructions_of(asked)
-            result = await self._compressor.maybe_compress(
-                out,
-                tools=tools,
-                force=force or bool(asked),
-                config=self._asked_config(out, tools, instructions) if asked else None,
-                remember=False,
-            )
-            # A compaction asked for from outside runs on a window assumed for it (the
-            # context's own size): its cuts of new messages would be cuts to that.
-            cuts = {} if asked else self._adopt_cuts(keys, sent, result.messages, system)
-            if result.compressed:
-                out = await self._decide(keys, sent, out, result.messages, system, cover)
-            elif cuts:
-                out = [cuts.get(m.id, m) for m in out]
-            if asked:
-                await self._answer(result, instructions, asked)
-            self._compressor.remember_sent(out, out)
-            self._last_sent = out
-            self._left_out = _left_out(items, out)
-            self._forget_dropped(history, items, keys)
-            await self._record(keys, out, tools, started)
-            return out
+            # The call's events (a compaction's, its answer to a request) are written with
+            # its record, in one append (`_record`); on an error, before it is raised.
+            self._compressor.hold_events()
+            try:
+                return await self._project(history, tools, force)
+            finally:
+                left = self._compressor.held_events()
+                if left:
+                    await self._compressor.events(left)
 
     def project_sync(
         self,
@@ -348,6 +307,64 @@ class Projector:
 
     # -- the steps --------------------------------------------------------------------------
 
+    async def _project(
+        self,
+        history: Sequence[Msg | Mapping[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        force: bool,
+    ) -> list[Msg]:
+        """`project`'s work, under its lock."""
+        started = time.perf_counter()
+        with self._settling:
+            self._counter_settled = True
+        await self._load()
+        items, keys = self._read_history(history)
+        system = leading_system(items)
+        cover = self._cover_for(keys, system)
+        holder = newest_compaction(items)
+        summarised: _Cover | None = None
+        if holder is not None and holder > system:
+            if cover is not None and cover.start + cover.count > holder:
+                holder = None  # a summary made since stands for the item too
+            else:
+                summarised, cover = cover, None  # the item stands for all it did
+        else:
+            holder = None
+        skip = range(system, holder) if holder is not None else None
+        sent = await self._each(items, keys, cover, skip, self._own())
+        # A summarised message is None in `sent`: the summary stands where they were.
+        out = [m for m in sent[:system] if m is not None]
+        if cover is not None:
+            out += cover.messages
+        if holder is not None:
+            out += await self._beside_provider(items, keys, sent, system, holder, summarised)
+        else:
+            out += [m for m in sent[system:] if m is not None]
+        asked = await self._requests.look()
+        instructions = CompactRequests.instructions_of(asked)
+        result = await self._compressor.maybe_compress(
+            out,
+            tools=tools,
+            force=force or bool(asked),
+            config=self._asked_config(out, tools, instructions) if asked else None,
+            remember=False,
+        )
+        # A compaction asked for from outside runs on a window assumed for it (the
+        # context's own size): its cuts of new messages would be cuts to that.
+        cuts = {} if asked else self._adopt_cuts(keys, sent, result.messages, system)
+        if result.compressed:
+            out = await self._decide(keys, sent, out, result.messages, system, cover)
+        elif cuts:
+            out = [cuts.get(m.id, m) for m in out]
+        if asked:
+            await self._answer(result, instructions, asked)
+        self._compressor.remember_sent(out, out)
+        self._last_sent = out
+        self._left_out = _left_out(items, out)
+        self._forget_dropped(history, items, keys)
+        await self._record(keys, out, tools, started)
+        return out
+
     async def _load(self) -> None:
         """Read the latest summary decision of the session back (a restarted process).
 
@@ -384,7 +401,7 @@ class Projector:
             context_window=window,
             trigger_tokens=self._compressor.config.trigger_tokens(window),
         )
-        held, self._held = self._held, []
+        held, self._held = [*self._compressor.held_events(), *self._held], []
         await self._compressor.events(held)
 
     async def _hold(self, record: Event) -> None:

@@ -135,6 +135,9 @@ class RunServices:
         # after an overflow happens before the model has answered).
         self.seen: set[str] | None = None
         self.last_fresh: set[str] = set()
+        # The events kept back while a caller holds them (`hold_events`), to be written with
+        # its own in one append.
+        self._holding: list[Event] | None = None
 
     async def _read_events(self) -> list[Any]:
         assert isinstance(self.offloader, EventLog)
@@ -152,9 +155,26 @@ class RunServices:
         await self.events([record])
 
     async def events(self, records: Sequence[Event]) -> None:
-        """Write events as `event` does, in order, in one append where the offloader can."""
+        """Write events as `event` does, in order, in one append where the offloader can;
+        kept back, in order, while they are held (`hold_events`)."""
+        if self._holding is not None:
+            self._holding.extend(records)
+            return
         pairs = [(record.kind, record.fields()) for record in records]
         await emit_events(self.offloader, self.session_id, self.on_event, pairs)
+
+    def hold_events(self) -> None:
+        """Keep back the events written from now on until `held_events`: a caller that
+        writes a record of its own at the end of a step (the projector's model call) writes
+        the step's events with it, in one append instead of one each."""
+        if self._holding is None:
+            self._holding = []
+
+    def held_events(self) -> list[Event]:
+        """The events kept back since `hold_events`, in order; events are written at once
+        again from now on."""
+        held, self._holding = self._holding or [], None
+        return held
 
     # -- counting ---------------------------------------------------------------------------
 
