@@ -40,7 +40,8 @@ What each column means:
   checkpoints, the strategy) during the run, minus the scripted model's, per model call, minus
   the same for `none` (best of `--repeat` replays). CPU time, not wall time, so that other
   work on the machine does not count; time spent waiting for the disk (the workspace's fsyncs)
-  is not in it;
+  is not in it. Each run is replayed by every strategy in turn before the next run, so a
+  machine whose speed drifts weighs on all of them alike;
 - recoverable: of the bytes of what the agent received before the run's last request and
   that this request no longer sends, the share a literal search finds as a line in what the
   strategy keeps at the end (the final state's messages and files, the workspace's
@@ -56,7 +57,7 @@ Run it in a virtual environment of its own, as the host tests run (it re-runs it
     python bench/bench_peers.py
 
 Options: `--windows 8000 32000`, `--strategies ctxoffload none ...`, `--runs N` (the first N),
-`--repeat N` (replays per strategy; the best host time is kept).
+`--repeat N` (replays of each run per strategy, in turn; the best host time is kept).
 """
 
 from __future__ import annotations
@@ -786,24 +787,27 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             replay_run(strategy, args.windows[0], smallest, Path(folder))
     for window in args.windows:
-        results: dict[str, Outcome] = {}
-        for strategy in strategies:
-            outcomes = []
-            for script in runs:
-                best: Outcome | None = None
-                for _ in range(args.repeat):
+        # Run by run, each strategy in turn (and each replay of a run in turn), so that a
+        # machine whose load drifts over the minutes of a window weighs on every strategy
+        # alike: the host CPU row compares strategies measured side by side.
+        outcomes: dict[str, list[Outcome]] = {strategy: [] for strategy in strategies}
+        for script in runs:
+            best: dict[str, Outcome] = {}
+            for _ in range(args.repeat):
+                for strategy in strategies:
                     with tempfile.TemporaryDirectory() as folder:
                         one = replay_run(strategy, window, script, Path(folder))
-                    if best is None or one.host_seconds < best.host_seconds:
-                        best = one
-                assert best is not None
-                if best.ended:
-                    print(f"  {strategy} at {window:,}: {script.name} ended: {best.ended}")
+                    if strategy not in best or one.host_seconds < best[strategy].host_seconds:
+                        best[strategy] = one
+            for strategy in strategies:
+                kept = best[strategy]
+                if kept.ended:
+                    print(f"  {strategy} at {window:,}: {script.name} ended: {kept.ended}")
                 if args.verbose:
-                    print(f"    {script.name[:44]:44} {run_line(best)}", flush=True)
-                outcomes.append(best)
-            results[strategy] = total(outcomes)
-            print(f"  {strategy} at {window:,}: done", flush=True)
+                    print(f"    {strategy:13} {script.name[:44]:44} {run_line(kept)}", flush=True)
+                outcomes[strategy].append(kept)
+            print(f"  at {window:,}: {script.name} done", flush=True)
+        results = {strategy: total(outcomes[strategy]) for strategy in strategies}
         print()
         print(table(window, len(runs), results))
         print()
