@@ -288,8 +288,13 @@ class Compaction:
         # The artifacts of what leaves that was not scanned when it was counted (a history
         # given at once) are found in a worker thread meanwhile, while the summary model is
         # waited for.
+        # (Nothing to scan, the common case once each message was counted: no thread.)
         unscanned = self.services.scanned.missing(plan.older)
-        scanning = asyncio.ensure_future(asyncio.to_thread(scan_messages, unscanned))
+        scanning = (
+            asyncio.ensure_future(asyncio.to_thread(scan_messages, unscanned))
+            if unscanned
+            else None
+        )
         try:
             persisted = await self.services.persist(plan.older)
             if persisted.failure is not None:
@@ -297,9 +302,10 @@ class Compaction:
                 return _unchanged(context, reason, counted, counted.tokens)
             lines = await self.services.read_back(persisted, plan.older)
             outcome = await self._summarise(plan, persisted, cfg, window, model, deadline)
-            self.services.scanned.add(unscanned, await scanning)
+            if scanning is not None:
+                self.services.scanned.add(unscanned, await scanning)
         finally:
-            if not scanning.done():
+            if scanning is not None and not scanning.done():
                 scanning.cancel()  # the thread finishes on its own; nothing waits for it
         return await self._assemble(
             plan, persisted, outcome, counted, tools, cfg, window, lines, deadline=deadline

@@ -302,7 +302,7 @@ class Projector:
 
     def _run_sync(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._loop is None:
-            self._loop = LoopThread("ctxoffload-projector")
+            self._loop = LoopThread("ctxoffload-projector", inline_io=True)
         return self._loop.run(coro)
 
     # -- the steps --------------------------------------------------------------------------

@@ -8,7 +8,6 @@ a session being removed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -39,6 +38,7 @@ from .._disk.paths import (
     verify_file,
 )
 from .._disk.read import Folder, open_reference, reference_parts
+from .._loop import off_loop
 from ..exceptions import OffloadError
 from ._datastore import store_bytes
 from ._gc import (
@@ -157,7 +157,7 @@ class DiskStore:
             OffloadError: the disk refused the write, or `name` is not a regular file (a
                 planted link); the old file is as it was.
         """
-        return await asyncio.to_thread(self._put, session_id, name, data)
+        return await off_loop(self._put, session_id, name, data)
 
     def _put(self, session_id: str, name: str, data: bytes) -> str:
         path = self.reference(session_id, name)
@@ -189,7 +189,7 @@ class DiskStore:
             except FileNotFoundError:
                 return []
 
-        return await asyncio.to_thread(scan)
+        return await off_loop(scan)
 
     def reference(self, session_id: str, name: str) -> str:
         """The absolute path of the session's file `name`."""
@@ -212,7 +212,7 @@ class DiskStore:
             except FileNotFoundError:
                 return []
 
-        return await asyncio.to_thread(read)
+        return await off_loop(read)
 
     # -- payloads and writes ------------------------------------------------------------------
 
@@ -268,7 +268,7 @@ class DiskStore:
                     os.fsync(dir_fd)
             return True
 
-        return path if await asyncio.to_thread(create) else None
+        return path if await off_loop(create) else None
 
     async def read(self, session_id: str, name: str) -> bytes | None:
         """The bytes of the session's file `name` when it is a regular file with one link
@@ -286,7 +286,7 @@ class DiskStore:
             finally:
                 os.close(fd)
 
-        return await asyncio.to_thread(read)
+        return await off_loop(read)
 
     async def append(
         self, session_id: str, name: str, lines: Sequence[bytes], *, sync: bool = True
@@ -298,7 +298,7 @@ class DiskStore:
             OffloadError: the disk refused the write, or the log is a planted link; the log
                 is as it was.
         """
-        return await asyncio.to_thread(self._append, session_id, name, lines, None, sync)
+        return await off_loop(self._append, session_id, name, lines, None, sync)
 
     async def append_messages(
         self, session_id: str, lines: Sequence[bytes], keys: Sequence[str | None]
@@ -309,7 +309,7 @@ class DiskStore:
         Raises:
             OffloadError: as `append`.
         """
-        return await asyncio.to_thread(self._append, session_id, CONTEXT_FILE, lines, keys)
+        return await off_loop(self._append, session_id, CONTEXT_FILE, lines, keys)
 
     def _append(
         self,
@@ -325,8 +325,8 @@ class DiskStore:
             return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit, sync=sync)
 
     async def run(self, work: Callable[[], _T]) -> _T:
-        """In a worker thread: it writes files (`SessionFiles.run`)."""
-        return await asyncio.to_thread(work)
+        """Off the loop (`off_loop`): it writes files (`SessionFiles.run`)."""
+        return await off_loop(work)
 
     def event_failure_is_fatal(self, exc: OSError) -> bool:
         """A planted entry fails the offload; the disk refusing (full, read-only) costs the
@@ -346,7 +346,7 @@ class DiskStore:
             except FileNotFoundError:
                 return []
 
-        return await asyncio.to_thread(scan)
+        return await off_loop(scan)
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove the session's folder under its lock held exclusively, so writers in
@@ -368,7 +368,7 @@ class DiskStore:
                 except FileNotFoundError:
                     return False
 
-        return await asyncio.to_thread(purge)
+        return await off_loop(purge)
 
     # -- references -----------------------------------------------------------------------
 
@@ -391,7 +391,7 @@ class DiskStore:
             finally:
                 os.close(fd)
 
-        return await asyncio.to_thread(read)
+        return await off_loop(read)
 
     async def read_lines(self, reference: str, first: int, last: int) -> bytes:
         """Lines `first` to `last` of the file a reference names, read from the latest batch
@@ -414,7 +414,7 @@ class DiskStore:
             finally:
                 os.close(fd)
 
-        return await asyncio.to_thread(read)
+        return await off_loop(read)
 
     # -- one live writer --------------------------------------------------------------------
 
@@ -478,7 +478,7 @@ class DiskStore:
                 usages = self._session_usages(leases=True)
                 return usages, {name: st.st_size for name, st in self._data_files().items()}
 
-        return await asyncio.to_thread(measure)
+        return await off_loop(measure)
 
     async def remove_unit_if_idle(self, unit: list[SessionUsage]) -> UnitOutcome:
         """See `SessionCollector.remove_unit_if_idle`: under the purge lock of each."""
@@ -487,7 +487,7 @@ class DiskStore:
             with self._collecting():
                 return self._remove_unit_if_idle(unit)
 
-        return await asyncio.to_thread(remove)
+        return await off_loop(remove)
 
     async def collect_data(
         self, remaining: list[SessionUsage], now: float, report: GcReport
@@ -500,7 +500,7 @@ class DiskStore:
                 report.bytes_freed += self._finish_killed_purges(remove=not report.dry_run)
                 self._collect_data(remaining, now, report)
 
-        await asyncio.to_thread(collect)
+        await off_loop(collect)
 
     def _collecting(self) -> contextlib.AbstractContextManager[None]:
         return offload_errors("collect garbage in", str(self.shown))

@@ -1,0 +1,114 @@
+"""Blocking work off the loop (`off_loop`): in a worker thread on any loop a host may run, and
+inline only on the loop of a `LoopThread(inline_io=True)`, the projector's, whose caller waits
+for it. A sync host's projections then make no worker-thread hop for their files, and sessions
+projected side by side from the host's threads still lose nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+from ctxoffload import ContextConfig, LocalWorkspace, Msg
+from ctxoffload._loop import LoopThread, off_loop
+from ctxoffload.compression import Projector
+
+
+async def _where() -> tuple[int, int]:
+    """The thread the loop runs on and the one `off_loop` ran the work on."""
+    return threading.get_ident(), await off_loop(threading.get_ident)
+
+
+def test_blocking_work_leaves_a_host_loop_and_a_plain_loop_thread() -> None:
+    loop_thread, worker = asyncio.run(_where())
+    assert worker != loop_thread
+    loop_thread, worker = LoopThread("plain").run(_where())
+    assert worker != loop_thread
+
+
+def test_blocking_work_runs_inline_on_an_inline_loop_thread_and_raises_there() -> None:
+    inline = LoopThread("inline", inline_io=True)
+    loop_thread, worker = inline.run(_where())
+    assert worker == loop_thread != threading.get_ident()
+
+    def fail() -> None:
+        raise OSError(28, "No space left on device")
+
+    async def call() -> None:
+        await off_loop(fail)
+
+    try:
+        inline.run(call())
+    except OSError as exc:
+        assert exc.errno == 28
+    else:  # pragma: no cover - the error must reach the caller
+        raise AssertionError("the work's error was lost")
+    # The loop serves on after the error.
+    assert inline.run(_where())[1] != threading.get_ident()
+
+
+def test_a_sync_host_projects_without_a_worker_thread_for_its_files(tmp_path: Path) -> None:
+    # In a fresh interpreter: the default executor's threads are named asyncio_N.
+    program = textwrap.dedent(
+        f"""
+        import threading
+        from ctxoffload import ContextConfig, LocalWorkspace, Msg
+        from ctxoffload.compression import Projector
+
+        workspace = LocalWorkspace({str(tmp_path)!r})
+        projector = Projector(workspace, "s1", config=ContextConfig(context_window=3000))
+        history = []
+        for i in range(40):
+            history += [Msg(role="user", content=f"step {{i}}: " + "log line\\n" * 60),
+                        Msg(role="assistant", content=f"done {{i}}")]
+            projector.project_sync(history)
+        print(sorted(t.name for t in threading.enumerate() if t.name.startswith("asyncio_")))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    lines = (tmp_path / "sessions" / "s1" / "events.jsonl").read_text().splitlines()
+    kinds = [json.loads(line)["kind"] for line in lines]
+    # Every call recorded, and the history compacted on the way (its files written inline).
+    assert kinds.count("model_call") == 40
+    assert "compression" in kinds
+
+
+def test_sessions_projected_side_by_side_from_host_threads_keep_every_call(
+    tmp_path: Path,
+) -> None:
+    workspace = LocalWorkspace(tmp_path)
+    config = ContextConfig(context_window=3000)
+    calls = 30
+
+    def host(session: str) -> None:
+        projector = Projector(workspace, session, config=config)
+        history: list[Msg] = []
+        for i in range(calls):
+            history += [
+                Msg(role="user", content=f"{session} step {i}: " + "output row\n" * 80),
+                Msg(role="assistant", content=f"{session} read {i}"),
+            ]
+            projector.project_sync(history)
+
+    threads = [threading.Thread(target=host, args=(f"s{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    async def check() -> None:
+        for n in range(4):
+            events = await workspace.read_events(f"s{n}")
+            steps = [e["step"] for e in events if e["kind"] == "model_call"]
+            assert steps == list(range(1, calls + 1))
+            # Every message that left the context is in context.jsonl, once.
+            left = [m["id"] for m in await workspace.read_context(f"s{n}")]
+            assert left and len(left) == len(set(left))
+
+    asyncio.run(check())
