@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg
-from ctxoffload._loop import LoopThread, off_loop
+from ctxoffload._loop import LoopThread, off_loop, run_private
 from ctxoffload.compression import Projector
 
 
@@ -49,6 +49,15 @@ def test_blocking_work_runs_inline_on_an_inline_loop_thread_and_raises_there() -
         raise AssertionError("the work's error was lost")
     # The loop serves on after the error.
     assert inline.run(_where())[1] != threading.get_ident()
+
+
+def test_sync_code_run_on_a_private_loop_does_its_blocking_work_inline() -> None:
+    # (A deepagents backend's, a Strands storage's or a LangChain reading tool's sync call.)
+    loop_thread, worker = run_private(_where())
+    assert worker == loop_thread == threading.get_ident()
+    # A loop of its own each time; a host's loop afterwards is not taken for one.
+    loop_thread, worker = asyncio.run(_where())
+    assert worker != loop_thread
 
 
 def test_a_sync_host_projects_without_a_worker_thread_for_its_files(tmp_path: Path) -> None:

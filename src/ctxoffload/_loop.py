@@ -7,9 +7,10 @@ one loop this object starts on first use, and waits for the result.
 
 Blocking work (a file's I/O) is awaited through `off_loop`: in a worker thread, so that a host's
 event loop never blocks on a disk, except on the loop of a `LoopThread` made with
-`inline_io=True` (the projector's: one session's work, its caller waiting for it), where it runs
-inline. There a thread hop only adds work: it cost 0.15-0.18 ms of CPU and four context
-switches on the 2-core machine of `bench/bench_peers.py`, where a model call made two or three.
+`inline_io=True` (the projector's: one session's work, its caller waiting for it) and on the loop
+`run_private` makes for one coroutine of sync code, where it runs inline. There a thread hop
+only adds work: it cost 0.15-0.18 ms of CPU and four context switches on the 2-core machine of
+`bench/bench_peers.py`, where a model call made two or three.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread", "off_loop"]
+__all__ = ["LoopThread", "off_loop", "run_private"]
 
 _T = TypeVar("_T")
 
@@ -66,6 +67,18 @@ async def off_loop(work: Callable[..., _T], /, *args: Any) -> _T:
     if asyncio.get_running_loop() in _INLINE:
         return work(*args)
     return await asyncio.to_thread(work, *args)
+
+
+def run_private(coro: Coroutine[Any, Any, _T]) -> _T:
+    """`asyncio.run(coro)` for sync code on a thread where no loop runs: a loop of its own for
+    this one coroutine, its caller waiting for the result, so its blocking work (`off_loop`)
+    runs inline there rather than in worker threads started, and joined, for each run."""
+
+    async def marked() -> _T:
+        _INLINE.add(asyncio.get_running_loop())
+        return await coro
+
+    return asyncio.run(marked())
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:

@@ -25,6 +25,7 @@ from .._doors.checks import checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import record_door
+from .._loop import run_private
 from ..exceptions import ConfigError, CtxOffloadError
 from ..workspace import Workspace
 
@@ -63,10 +64,10 @@ def _blocking(call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(call())
+        return run_private(call())
     context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(context.run, asyncio.run, call()).result()
+        return pool.submit(context.run, run_private, call()).result()
 
 
 def _blocking_twin(method: Callable[..., Coroutine[Any, Any, _T]]) -> Callable[..., _T]:

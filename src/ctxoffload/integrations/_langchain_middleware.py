@@ -13,7 +13,6 @@ A resumed thread projects the same way, from its state and the workspace's recor
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import importlib
 import threading
@@ -27,6 +26,7 @@ from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import HostRuns
+from .._loop import run_private
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
@@ -530,7 +530,7 @@ def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
             return await function(*args, **kwargs)
 
         # LangGraph runs a sync tool on a worker thread, where no event loop runs.
-        return asyncio.run(answer())
+        return run_private(answer())
 
     # Its docstring's Args go into the parameters' schemas, and only its summary into the
     # description: the schema is sent with every model call.

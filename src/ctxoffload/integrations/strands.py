@@ -72,6 +72,7 @@ from .._doors.checks import checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.stores import BlockStore
+from .._loop import run_private
 from ..exceptions import ConfigError, CtxOffloadError, InvalidReference, InvalidSessionId
 from ..workspace import Workspace
 
@@ -442,7 +443,7 @@ def _run_blocking(method: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(call())
+        return run_private(call())
     # Checked before call() makes the coroutine, so none is left never awaited.
     raise RuntimeError(
         f"WorkspaceStorage.sync.{method}() was called on the thread of a running event loop, "
