@@ -124,3 +124,43 @@ def test_a_msg_row_is_written_from_its_own_text() -> None:
     assert row_line_and_key(spaced_row)[0] == spaced.encode() + b"\n"
     assert dumps_row(spaced_row) == spaced.encode() + b"\n"
     assert row_line_and_key(parsed)[0] != spaced.encode() + b"\n"
+
+
+def _as_stored_before(msg: BaseModel) -> Any:
+    """What a message's record (no payload store) held before its fast path: the model's
+    JSON text parsed by json.loads (pydantic's own writing of NaN, bytes and all)."""
+    return json.loads(msg.model_dump_json())
+
+
+@settings(max_examples=300, deadline=None)
+@given(msg=_messages)
+def test_a_message_stored_without_a_payload_store_is_the_value_of_its_json(msg: Msg) -> None:
+    # The session's record and state.json keep payloads inline: the value is read from the
+    # model's JSON text once (a `JsonRow`), not parsed by json.loads and walked for depth.
+    value = message_json(msg, None, where="msg")
+    assert value == _as_stored_before(msg)
+    assert isinstance(value, JsonRow)
+    assert json.loads(value.json_text) == value
+
+
+def test_a_message_too_deep_or_unwritable_without_a_store_takes_the_full_path() -> None:
+    from ctxoffload._depth import STORE_DEPTH
+    from ctxoffload.exceptions import InvalidContent
+
+    # Many brackets inside a string only look deep: the full path stores it all the same.
+    bracketed = Msg(role="user", content="[" * (STORE_DEPTH + 5))
+    assert message_json(bracketed, None, where="msg") == _as_stored_before(bracketed)
+    # Truly too deep: refused, naming where, as before.
+    nested: Any = "leaf"
+    for _ in range(STORE_DEPTH + 2):
+        nested = [nested]
+    deep = Msg(role="assistant", content=[ToolCallBlock(id="c", name="t", input={"x": nested})])
+    try:
+        message_json(deep, None, where="messages[3]")
+    except InvalidContent as exc:
+        assert "messages[3]" in str(exc)
+    else:
+        raise AssertionError("a message nested past STORE_DEPTH was stored")
+    # NaN, which JSON text cannot hold: pydantic writes it as null on either path.
+    nan = Msg(role="assistant", content=[ToolCallBlock(id="c", name="t", input={"x": 1e999})])
+    assert message_json(nan, None, where="msg") == _as_stored_before(nan)

@@ -301,20 +301,47 @@ def _without_payloads(model: BaseModel) -> Any:
     A ctxoffload `Msg` comes back as a `TextRow` (its JSON is its line, and nothing reads
     the value), another model as a `JsonRow`. None sends the caller down the full path.
     """
-    try:
-        # `model_dump_json` without its decode: the bytes are what the line holds.
-        raw: bytes = model.__pydantic_serializer__.to_json(model)
-    except (PydanticSerializationError, ValueError, RecursionError):
-        return None
-    if _PAYLOAD_MARK.search(raw) is not None:
-        return None
-    if raw.count(b"{") + raw.count(b"[") > STORE_DEPTH:
+    raw = _model_json(model)
+    if raw is None or _PAYLOAD_MARK.search(raw) is not None or _deeper(raw):
         return None
     if type(model) is Msg and not model.model_extra and isinstance(model.id, str) and model.id:
         return TextRow(raw, model.id)
-    # pydantic-core's parser: the same values as json.loads from pydantic's own output (it
-    # has no NaN or lone surrogate), in a third of the time; its nesting limit (~200) is
-    # above the STORE_DEPTH that the bracket count bounds.
+    return _json_row(raw)
+
+
+def _shallow(model: BaseModel) -> JsonRow | None:
+    """The JSON value of a model that nests shallowly, its payloads left inline (a message
+    stored where nothing is moved out: the session's record, state.json), or None for the
+    full path: what `_as_json` makes of it, without the depth walk over the value."""
+    raw = _model_json(model)
+    if raw is None or _deeper(raw):
+        return None
+    return _json_row(raw)
+
+
+def _model_json(model: BaseModel) -> bytes | None:
+    """`model_dump_json` without its decode (the bytes are what a line holds); None when
+    pydantic cannot write it (a lone surrogate, a value of no JSON type, too deep)."""
+    try:
+        raw: bytes = model.__pydantic_serializer__.to_json(model)
+    except (PydanticSerializationError, ValueError, RecursionError):
+        return None
+    return raw
+
+
+def _deeper(raw: bytes) -> bool:
+    """Whether JSON text may nest deeper than `STORE_DEPTH`: it cannot when it holds fewer
+    opening brackets (a bracket inside a string counts too, so this may say yes wrongly,
+    never no)."""
+    return raw.count(b"{") + raw.count(b"[") > STORE_DEPTH
+
+
+def _json_row(raw: bytes) -> JsonRow:
+    """The value of a model's JSON text, which keeps the text (`JsonRow`).
+
+    pydantic-core's parser: the same values as json.loads from pydantic's own output (it
+    has no NaN or lone surrogate), in a third of the time; its nesting limit (~200) is above
+    the STORE_DEPTH that `_deeper` bounds."""
     row = JsonRow(from_json(raw))
     row.json_text = raw.decode()
     return row
@@ -331,8 +358,8 @@ def message_json(msg: Any, store: StoreData | None, *, where: str) -> Any:
     Raises:
         InvalidContent: the message cannot be stored as its own JSON.
     """
-    if store is not None and isinstance(msg, BaseModel):
-        fast = _without_payloads(msg)
+    if isinstance(msg, BaseModel):
+        fast = _without_payloads(msg) if store is not None else _shallow(msg)
         if fast is not None:
             return fast
     value = _as_json(msg, where=where)
