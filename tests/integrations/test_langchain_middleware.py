@@ -342,6 +342,29 @@ def test_the_tools_schemas_say_no_null_and_their_arguments_are_still_checked(
         offload.tools[3].invoke({"reference": "x", "line_range": "all"})
 
 
+def test_middlewares_made_per_request_share_tool_schemas_and_read_their_own_workspace(
+    tmp_path: Path,
+) -> None:
+    # A server that builds an agent per request makes a middleware each time: the tools'
+    # argument models are made once per process, and each tool still reads its own
+    # workspace, with its own output limit.
+    one = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "one"), config=CONFIG)
+    two = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "two"), config=CONFIG, max_output_chars=4_000, memory=True
+    )
+    assert [t.args_schema for t in one.tools] == [t.args_schema for t in two.tools[:4]]
+    assert [t.description for t in one.tools] == [t.description for t in two.tools[:4]]
+    for name, folder in (("one", tmp_path / "one"), ("two", tmp_path / "two")):
+        stored = folder / "sessions" / "s" / "tool_result-call_1.txt"
+        stored.parent.mkdir(parents=True)
+        stored.write_text(f"workspace {name}\n" + "filler line\n" * 2_000, encoding="utf-8")
+    read_one = one.tools[0].invoke({"path": "sessions/s/tool_result-call_1.txt", "limit": 2_001})
+    read_two = two.tools[0].invoke({"path": "sessions/s/tool_result-call_1.txt", "limit": 2_001})
+    assert "workspace one" in read_one and "workspace two" not in read_one
+    assert "workspace two" in read_two and "workspace one" not in read_two
+    assert len(read_two) <= 4_000 < len(read_one)
+
+
 async def test_a_langchain_summary_model_is_called_as_an_internal_call(tmp_path: Path) -> None:
     summary = json.dumps({name: "the export ran" for name in Summary.model_fields})
     summarizer = scripted(*[summary] * 10)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -532,16 +533,34 @@ def _as_tool(function: Callable[..., Awaitable[Any]]) -> Any:
         # LangGraph runs a sync tool on a worker thread, where no event loop runs.
         return run_private(answer())
 
-    # Its docstring's Args go into the parameters' schemas, and only its summary into the
-    # description: the schema is sent with every model call.
-    made = _StructuredTool.from_function(func=run, coroutine=function, parse_docstring=True)
+    name, description, args_schema = _tool_parts(function)
     return _LeanTool(
-        name=made.name,
-        description=made.description,
-        args_schema=made.args_schema,
-        func=made.func,
-        coroutine=made.coroutine,
+        name=name, description=description, args_schema=args_schema, func=run, coroutine=function
     )
+
+
+# Each reading function's name, description and argument model, by what they are made of:
+# LangChain builds the model with pydantic from the signature and docstring (1-2 ms a tool),
+# and a middleware made per request (an agent built for each) would pay it every time.
+_PARTS: dict[tuple[str, str, str | None, str], tuple[str, str, Any]] = {}
+
+
+def _tool_parts(function: Callable[..., Awaitable[Any]]) -> tuple[str, str, Any]:
+    """The name, description and argument model LangChain makes of `function`: its
+    docstring's Args go into the parameters' schemas, and only its summary into the
+    description (the schema is sent with every model call). Made once per signature and
+    docstring (the same function of another workspace makes the same)."""
+    key = (
+        function.__module__,
+        function.__qualname__,
+        function.__doc__,
+        str(inspect.signature(function)),
+    )
+    parts = _PARTS.get(key)
+    if parts is None:
+        made = _StructuredTool.from_function(coroutine=function, parse_docstring=True)
+        parts = _PARTS[key] = (made.name, made.description, made.args_schema)
+    return parts
 
 
 class _LeanTool(_StructuredTool):  # type: ignore[misc]
