@@ -67,6 +67,77 @@ async def test_a_follower_reads_only_what_the_log_gained(
         assert starts[-1] == size  # not 0: the 500 lines before are not read again
 
 
+async def test_a_follower_does_not_read_back_its_own_workspaces_appends(
+    tmp_path: Path, read_starts: list[int]
+) -> None:
+    """The projector looks for requests at every model call, and what was appended since its
+    last look is mostly its own record of the last call: its workspace knows it wrote all of
+    that, with no request or answer in it, and the look reads nothing. Whatever another
+    writer appended (another object, another process), and any request or answer its own
+    workspace wrote, is read and found, with every line skipped before it."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "ws"
+    agent_side = LocalWorkspace(root)
+    follower = CompactRequests(agent_side, "s")
+    assert await follower.look() == []  # no events.jsonl yet
+    for step in range(40):
+        await agent_side.record_event("s", "model_call", step=step, padding="x" * 300)
+        assert await follower.look() == []
+    assert read_starts == []  # nothing read back
+
+    # Another object on the same folder (another process's view): found when it wrote
+    # last, and when this workspace appended after it.
+    other = LocalWorkspace(root)
+    last = await request_compaction(other, "s")
+    assert [r.request for r in await follower.look()] == [last]
+    await answer(agent_side, last)
+    assert await follower.look() == []
+    by_other = await request_compaction(other, "s", "from the other object")
+    await agent_side.record_event("s", "model_call", step=100)
+    assert [r.request for r in await follower.look()] == [by_other]
+    await answer(agent_side, by_other)  # answered by this workspace: read, and popped
+    assert await follower.look() == []
+    assert by_other in follower.answers
+
+    # A request made through the workspace itself (a tool of the agent, in this process).
+    reads = len(read_starts)
+    own = await request_compaction(agent_side, "s")
+    assert [r.request for r in await follower.look()] == [own]
+    assert len(read_starts) > reads
+    await answer(agent_side, own)
+    assert await follower.look() == []
+    reads = len(read_starts)
+    await agent_side.record_event("s", "model_call", step=101)
+    assert await follower.look() == [] and len(read_starts) == reads
+
+    # A real other process appends a request between two of this workspace's appends.
+    script = (
+        "import asyncio, sys\n"
+        "from ctxoffload import LocalWorkspace\n"
+        "from ctxoffload.workspace import request_compaction\n"
+        "print(asyncio.run(request_compaction(LocalWorkspace(sys.argv[1]), 's')))\n"
+    )
+    await agent_side.record_event("s", "model_call", step=102)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(root)], capture_output=True, text=True, check=True
+    )
+    await agent_side.record_event("s", "model_call", step=103)
+    assert [r.request for r in await follower.look()] == [done.stdout.strip()]
+
+    # The log replaced under the follower (a person restoring a copy): read again whole.
+    await answer(agent_side, done.stdout.strip())
+    assert await follower.look() == []
+    events = root / "sessions" / "s" / "events.jsonl"
+    copy = events.read_bytes() + b'{"kind":"compact_request","request":"restored","by":{}}\n'
+    replacement = events.with_name("events.new")
+    replacement.write_bytes(copy)
+    replacement.replace(events)
+    await agent_side.record_event("s", "model_call", step=104)
+    assert [r.request for r in await follower.look()] == ["restored"]
+
+
 async def test_a_torn_last_line_is_read_once_it_is_whole(tmp_path: Path) -> None:
     workspace = LocalWorkspace(tmp_path / "ws")
     await workspace.record_event("s", "model_call", step=1)

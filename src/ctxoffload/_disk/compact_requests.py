@@ -139,6 +139,8 @@ class CompactRequests:
         self.workspace = workspace
         self.session_id = validate_session_id(session_id)
         self._next_line = 1  # the first line of events.jsonl not read yet
+        self._read = False  # (whether a look read the log)
+        self._compact_appends = 0  # the workspace's count when the log was read last
         self._seen = 0  # events read whole (a workspace without read_lines)
         self._pending: dict[str, CompactRequest] = {}
         self.answers: dict[str, Compact] = {}
@@ -146,7 +148,10 @@ class CompactRequests:
 
     async def look(self) -> list[CompactRequest]:
         """The requests pending now, oldest first, after reading what was appended since
-        the last look."""
+        the last look (none of it, where the workspace can tell that all of it is its own
+        appends and none a compaction's request or answer: `events_unread_are_own`)."""
+        if not self._pending and await self._only_own_since():
+            return []
         for line in await self._new_lines():
             record = record_of(line)
             if isinstance(record, CompactRequest) and isinstance(record.request, str):
@@ -166,8 +171,21 @@ class CompactRequests:
         texts = [r.instructions for r in requests if isinstance(r.instructions, str)]
         return "\n".join(dict.fromkeys(t for t in texts if t)) or None
 
+    async def _only_own_since(self) -> bool:
+        """Whether what was appended since the last read is all the workspace's own, with no
+        compaction's request or answer in it (`events_unread_are_own`); before the first
+        read, False."""
+        own = getattr(self.workspace, "events_unread_are_own", None)
+        if not self._read or own is None:
+            return False
+        return bool(await own(self.session_id, self._next_line, self._compact_appends))
+
     async def _new_lines(self) -> list[dict[str, Any]]:
         workspace = self.workspace
+        count = getattr(workspace, "compact_appends", None)
+        # Taken before the read: an append counted after it is read at the next look.
+        self._compact_appends = count(self.session_id) if count is not None else 0
+        self._read = True
         if not isinstance(workspace, EventLines):
             events = await workspace.read_events(self.session_id)
             new, self._seen = events[self._seen :], len(events)

@@ -110,6 +110,9 @@ class _Known:
     newlines: int
     tail: bytes
     ids: dict[str, int] | None = field(default=None)
+    # The first line of the run of this appender's batches that ends the log at `size` (one
+    # after the other, no other writer's between them); None when that is not known.
+    own_from: int | None = field(default=None)
 
 
 class _Batch:
@@ -463,6 +466,7 @@ class JsonlAppender:
             # skip the torn one.
             chunks.append(b"\n")
             newlines += 1
+        own_from = self._own_from(key, st, size, newlines + 1)
         spans: list[Span] = []
         starts: list[tuple[int, int]] = []
         at = size + len(chunks[0]) if chunks else size
@@ -475,7 +479,8 @@ class JsonlAppender:
         payload = b"".join(chunks)
         self._write(key, fd, payload, size, sync=any(batch.sync for batch in batches))
         end = size + len(payload)
-        self._known[key] = _Known(st.st_dev, st.st_ino, end, newlines, self._tail(fd, payload, end))
+        tail = self._tail(fd, payload, end)
+        self._known[key] = _Known(st.st_dev, st.st_ino, end, newlines, tail, own_from=own_from)
         self._mark(fd, st, starts)
         return spans
 
@@ -709,3 +714,31 @@ class JsonlAppender:
         if known is not None and self._still(known, fd, st, size):
             return known.newlines + count_newlines(fd, known.size, size)
         return count_newlines(fd, 0, size)
+
+    def _own_from(self, key: str, st: os.stat_result, size: int, first: int) -> int:
+        """The first line of this appender's own run of batches once it appends line `first`
+        on at `size`: where the run began, when its last batch ended at `size` in the same
+        file (no one wrote after it), else `first`."""
+        known = self._known.get(key)
+        if (
+            known is not None
+            and known.own_from is not None
+            and (known.dev, known.inode, known.size) == (st.st_dev, st.st_ino, size)
+        ):
+            return known.own_from
+        return first
+
+    def unread_is_own(self, key: str, st: os.stat_result, line: int) -> bool:
+        """Whether every line of the log `key` (its status `st`, taken by the caller) from
+        line `line` on was appended by this appender: its last batch ends the file, and its
+        batches from before `line` on followed one another, nothing of another writer's
+        between them (nor any change to the file under them: a file cut back, replaced or
+        grown by another is not). A follower of the log that has read the lines before
+        `line` need not read back what it appended itself."""
+        known = self._known.get(key)
+        return (
+            known is not None
+            and known.own_from is not None
+            and (known.dev, known.inode, known.size) == (st.st_dev, st.st_ino, st.st_size)
+            and known.own_from <= line <= known.newlines + 1
+        )

@@ -601,6 +601,26 @@ class StoreWorkspace:
         reference = await self._within_reach(reference)
         return await self._files.read_lines(reference, first, last)
 
+    def compact_appends(self, session_id: str) -> int:
+        """How many of this workspace's appends to the session's events.jsonl may have held a
+        compaction's request or answer; 0 where its store does not tell
+        (`events_unread_are_own`)."""
+        count = getattr(self._files, "compact_appends", None)
+        return count(validate_session_id(session_id), EVENTS_FILE) if count is not None else 0
+
+    async def events_unread_are_own(self, session_id: str, line: int, compact_appends: int) -> bool:
+        """Whether all a follower of the session's events.jsonl (`CompactRequests`) has not
+        read yet, from `line` on, is this workspace's own appends, with no compaction's
+        request or answer among them since it saw `compact_appends` (`compact_appends`): it
+        need not read them back. False where the store cannot tell (only a disk can: its
+        appender knows where each of its batches went and that no other writer's came
+        between them)."""
+        own = getattr(self._files, "unread_is_own", None)
+        if own is None:
+            return False
+        sid = validate_session_id(session_id)
+        return bool(await own(sid, EVENTS_FILE, line, compact_appends))
+
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with their media type.
 

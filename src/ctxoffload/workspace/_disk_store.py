@@ -92,6 +92,9 @@ SESSION_TRIES = 50
 """How many times a writer retries when the session folder it opened was purged under it."""
 
 logger = logging.getLogger("ctxoffload")
+# What every line of a compaction's request or answer holds (their kinds, `compact_request`
+# and `compact`): an append without it holds neither.
+_COMPACT = b"compact"
 
 
 class DiskStore:
@@ -104,6 +107,9 @@ class DiskStore:
         self.root = root
         self.fsync = fsync
         self.jsonl = JsonlAppender(fsync=fsync)
+        # Per log: how many of this store's appends to it may hold a compaction's request or
+        # answer (`unread_is_own`).
+        self._compact_appends: dict[str, int] = {}
 
     def tree(self, *parts: str, create: bool) -> contextlib.AbstractContextManager[int]:
         """A folder to write in: made if `create`, reached without following a link."""
@@ -321,8 +327,38 @@ class DiskStore:
     ) -> Span:
         path = self.reference(session_id, name)
         commit = keys is not None  # the context log: batches acknowledged whole
+        if any(_COMPACT in line for line in lines):  # (counted before it can be read)
+            self._compact_appends[path] = self._compact_appends.get(path, 0) + 1
         with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
             return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit, sync=sync)
+
+    def compact_appends(self, session_id: str, name: str) -> int:
+        """How many of this store's appends to the session's log `name` held a line that may
+        be a compaction's request or answer (`unread_is_own`)."""
+        return self._compact_appends.get(self.reference(session_id, name), 0)
+
+    async def unread_is_own(
+        self, session_id: str, name: str, line: int, compact_appends: int
+    ) -> bool:
+        """Whether a follower of the session's log `name` that has read the lines before
+        `line`, when `compact_appends` was `compact_appends(session_id, name)`, has nothing
+        to read but this store's own appends since, none of which may hold a compaction's
+        request or answer (`JsonlAppender.unread_is_own`). The projector follows
+        events.jsonl for requests at every model call: read back, the record of its own last
+        call is most of what it reads. A stat of the path, no open: False whenever it cannot
+        tell (no such file, a link, a file replaced or written by another)."""
+        path = self.reference(session_id, name)
+        if self._compact_appends.get(path, 0) != compact_appends:
+            return False
+
+        def own() -> bool:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return False
+            return stat.S_ISREG(st.st_mode) and self.jsonl.unread_is_own(path, st, line)
+
+        return await off_loop(own)
 
     async def run(self, work: Callable[[], _T]) -> _T:
         """Off the loop (`off_loop`): it writes files (`SessionFiles.run`)."""
