@@ -385,3 +385,81 @@ async def test_an_event_log_without_batches_gets_each_event_in_order(tmp_path: P
     await projector.project([Msg(role="user", content="go"), Msg(role="assistant", content="ok")])
     kinds = [e["kind"] for e in await inner.read_events("t1")]
     assert kinds == ["message", "message", "model_call"]
+
+
+_KILLED_BEFORE_RECORD = """
+import asyncio, json, os, signal, sys
+from ctxoffload import ContextConfig, LocalWorkspace, Msg
+from ctxoffload.compression import Projector
+from ctxoffload.model import ScriptedModel
+
+history_file, workdir, reply = sys.argv[1:4]
+history = [Msg.model_validate_json(line) for line in open(history_file, encoding="utf-8")]
+
+async def killed(self, *args, **kwargs):
+    # The compaction is done (what left is in context.jsonl, its events held): the call's
+    # record, which would write them, is never reached.
+    os.kill(os.getpid(), signal.SIGKILL)
+
+Projector._record = killed
+projector = Projector(
+    LocalWorkspace(workdir),
+    "t1",
+    config=ContextConfig(context_window=3000, tool_result_limit=200),
+    model=ScriptedModel([], default=json.loads(reply)),
+)
+asyncio.run(projector.project(history))
+"""
+
+
+def test_a_process_killed_between_a_compaction_and_its_record_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    # A compaction's summary, compression and projection events are held and written with
+    # the call's record; what leaves is stored before (context.jsonl and its `context`
+    # event). Killed in between, the process loses those events only: the next process
+    # finds every message that left in context.jsonl once, compacts again and records it.
+    import asyncio
+    import signal
+    import subprocess
+    import sys
+
+    from ctxoffload.cli import main as cli
+
+    history = [Msg(role="system", content="You debug builds."), *plausible_session(120)]
+    given = tmp_path / "history.jsonl"
+    given.write_text("".join(m.model_dump_json() + "\n" for m in history), encoding="utf-8")
+    workdir = tmp_path / "ws"
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _KILLED_BEFORE_RECORD,
+            str(given),
+            str(workdir),
+            json.dumps(summary_reply("before the kill")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    workspace = LocalWorkspace(workdir)
+    kinds = [e["kind"] for e in asyncio.run(workspace.read_events("t1"))]
+    assert "context" in kinds
+    assert not {"summary", "compression", "projection", "model_call"} & set(kinds)
+    stored_first = [m["id"] for m in asyncio.run(workspace.read_context("t1"))]
+    assert stored_first and len(set(stored_first)) == len(stored_first)
+
+    restarted = Projector(workspace, "t1", config=CONFIG, model=_model("after the kill"))
+    sent = asyncio.run(restarted.project(history))
+    assert "after the kill" in _bytes(sent).decode()
+    stored = [m["id"] for m in asyncio.run(workspace.read_context("t1"))]
+    assert len(set(stored)) == len(stored)  # each message stored once, the kill's copies kept
+    assert stored[: len(stored_first)] == stored_first
+    left = {m.id for m in history} - {m.id for m in sent}
+    assert left and left <= set(stored)
+    kinds = [e["kind"] for e in asyncio.run(workspace.read_events("t1"))]
+    assert kinds.count("model_call") == 1 and "compression" in kinds
+    assert cli(["verify", "--workdir", str(workdir), "t1"]) == 0
+    assert cli(["show", "--workdir", str(workdir), "t1", "--step", "1"]) == 0
