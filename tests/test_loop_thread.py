@@ -1,11 +1,13 @@
 """Blocking work off the loop (`off_loop`): in a worker thread on any loop a host may run, and
-inline only on the loop of a `LoopThread(inline_io=True)`, the projector's, whose caller waits
-for it. A sync host's projections then make no worker-thread hop for their files, and sessions
+inline only on loops whose caller waits for it (a `CallerLoop`'s, the projector's; a
+`LoopThread(inline_io=True)`'s; `run_private`'s). A sync host's projections run on the host's
+own thread, with no hop to a loop thread or a worker thread for their files, and sessions
 projected side by side from the host's threads still lose nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import threading
 from pathlib import Path
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg
-from ctxoffload._loop import LoopThread, off_loop, run_private
+from ctxoffload._loop import CallerLoop, LoopThread, off_loop, run_private
 from ctxoffload.compression import Projector
 
 
@@ -75,11 +77,12 @@ def test_a_sync_host_projects_without_a_worker_thread_for_its_files(tmp_path: Pa
             history += [Msg(role="user", content=f"step {{i}}: " + "log line\\n" * 60),
                         Msg(role="assistant", content=f"done {{i}}")]
             projector.project_sync(history)
-        print(sorted(t.name for t in threading.enumerate() if t.name.startswith("asyncio_")))
+        print(sorted(t.name for t in threading.enumerate() if t.name != "MainThread"))
         """
     )
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+    # No worker thread for its files, and no loop thread: the host's thread ran it all.
     assert out.stdout.strip() == "[]"
     lines = (tmp_path / "sessions" / "s1" / "events.jsonl").read_text().splitlines()
     kinds = [json.loads(line)["kind"] for line in lines]
@@ -119,5 +122,93 @@ def test_sessions_projected_side_by_side_from_host_threads_keep_every_call(
             # Every message that left the context is in context.jsonl, once.
             left = [m["id"] for m in await workspace.read_context(f"s{n}")]
             assert left and len(left) == len(set(left))
+
+    asyncio.run(check())
+
+
+_CALLER = contextvars.ContextVar("_CALLER", default="none")
+
+
+async def _seen() -> tuple[int, int, str, asyncio.AbstractEventLoop]:
+    """The thread the coroutine runs on, the one `off_loop` ran the work on, the caller's
+    context variable as the work sees it, and the loop."""
+    return (
+        threading.get_ident(),
+        await off_loop(threading.get_ident),
+        _CALLER.get(),
+        asyncio.get_running_loop(),
+    )
+
+
+def test_a_caller_loop_runs_on_the_calling_thread_and_on_one_loop() -> None:
+    runner = CallerLoop("caller")
+    _CALLER.set("the host's tracing")
+    here = threading.get_ident()
+    ran_on, worked_on, seen, loop = runner.run(_seen())
+    assert ran_on == worked_on == here
+    assert seen == "none"  # the caller's context variables do not reach the work
+
+    # Another host thread: its own thread runs it, on the same loop.
+    found: list[tuple[int, int, str, asyncio.AbstractEventLoop]] = []
+    other = threading.Thread(target=lambda: found.append(runner.run(_seen())))
+    other.start()
+    other.join()
+    assert found[0][0] == found[0][1] == other.ident and found[0][3] is loop
+
+    # Sync code called from a coroutine (a sync hook inside an async host): a loop runs on
+    # that thread, so the work runs on the same loop on a thread of the runner's own, and
+    # the host's loop is not blocked for longer than the caller waits.
+    async def host() -> tuple[int, int, str, asyncio.AbstractEventLoop]:
+        return runner.run(_seen())
+
+    ran_on, worked_on, _, again = asyncio.run(host())
+    assert ran_on == worked_on != here and again is loop
+
+    # An error reaches the caller, and the loop serves on.
+    async def fail() -> None:
+        await off_loop(lambda: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+
+    try:
+        runner.run(fail())
+    except OSError as exc:
+        assert exc.errno == 28
+    else:  # pragma: no cover - the error must reach the caller
+        raise AssertionError("the work's error was lost")
+    assert runner.run(_seen())[3] is loop
+
+
+def test_host_threads_sharing_one_projector_take_turns_and_keep_every_call(
+    tmp_path: Path,
+) -> None:
+    # Four threads project the same session through one projector at once (a host running
+    # graph branches in parallel): each call is answered and recorded; none is lost.
+    workspace = LocalWorkspace(tmp_path)
+    projector = Projector(workspace, "shared", config=ContextConfig(context_window=3000))
+    history = [
+        Msg(role="user" if i % 2 == 0 else "assistant", content=f"turn {i}: " + "row\n" * 60)
+        for i in range(60)
+    ]
+    errors: list[BaseException] = []
+
+    def host(offset: int) -> None:
+        try:
+            for i in range(2 + offset, len(history), 4):
+                projector.project_sync(history[: i + 1])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=host, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+
+    async def check() -> None:
+        events = await workspace.read_events("shared")
+        steps = [e["step"] for e in events if e["kind"] == "model_call"]
+        assert len(steps) == sum(len(range(2 + n, 60, 4)) for n in range(4))
+        left = [m["id"] for m in await workspace.read_context("shared")]
+        assert len(left) == len(set(left))
 
     asyncio.run(check())

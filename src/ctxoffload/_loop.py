@@ -5,23 +5,29 @@ host (Strands' conversation manager, a LangChain `invoke`, `Projector.project_sy
 from any thread, and from inside a loop of its own. Each caller runs its coroutines here, on the
 one loop this object starts on first use, and waits for the result.
 
+A projector's sync callers need no thread at all: a `CallerLoop` is run by the thread that calls,
+while it waits (a hop to a loop thread and back cost 0.12 ms of CPU, two context switches and
+0.14 ms of latency, and a model call through a sync host made two or three).
+
 Blocking work (a file's I/O) is awaited through `off_loop`: in a worker thread, so that a host's
-event loop never blocks on a disk, except on the loop of a `LoopThread` made with
-`inline_io=True` (the projector's: one session's work, its caller waiting for it) and on the loop
-`run_private` makes for one coroutine of sync code, where it runs inline. There a thread hop
-only adds work: it cost 0.15-0.18 ms of CPU and four context switches on the 2-core machine of
-`bench/bench_peers.py`, where a model call made two or three.
+event loop never blocks on a disk, except on a `CallerLoop`'s loop, that of a `LoopThread` made
+with `inline_io=True` (one session's work, its caller waiting for it) and the loop `run_private`
+makes for one coroutine of sync code, where it runs inline. There a thread hop only adds work:
+it cost 0.15-0.18 ms of CPU and four context switches on the 2-core machine of
+`bench/bench_peers.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread", "off_loop", "run_private"]
+__all__ = ["CallerLoop", "LoopThread", "off_loop", "run_private"]
 
 _T = TypeVar("_T")
 
@@ -60,10 +66,61 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
 
+class CallerLoop:
+    """One event loop for the sync callers of one piece of work (a projector's), run by the
+    thread that calls `run`, while it waits for the result: no thread of its own, no hop.
+    Callers from several threads take turns; the loop, and the locks and state on it, stay
+    one.
+
+    Between calls the loop does not run, so nothing may be left on it to go on alone (a
+    background summary needs a `LoopThread`). A caller on a thread where a loop runs (a sync
+    hook called from async code) cannot run another one there: its coroutine runs on the
+    same loop, on a thread of this object's own, while it waits. Each coroutine runs in a
+    context of its own, as on a loop thread: nothing of the caller's context variables (a
+    host's tracing, its streaming callbacks) reaches the work. Blocking work (`off_loop`)
+    runs inline: the caller waits for it anyway.
+
+    Args:
+        name: the name of the thread made for callers inside a running loop.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._helper: ThreadPoolExecutor | None = None
+
+    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run `coro` on this object's loop and return its result (or raise its exception)."""
+        with self._lock:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.new_event_loop()
+                _INLINE.add(loop)
+                weakref.finalize(self, loop.close)
+            # The task is made in an empty context, which it copies.
+            task = contextvars.Context().run(loop.create_task, coro)
+            if not _loop_runs_here():
+                return loop.run_until_complete(task)
+            if self._helper is None:
+                self._helper = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+                weakref.finalize(self, self._helper.shutdown, wait=False)
+            return self._helper.submit(loop.run_until_complete, task).result()
+
+
+def _loop_runs_here() -> bool:
+    """Whether an event loop runs on this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 async def off_loop(work: Callable[..., _T], /, *args: Any) -> _T:
     """`work(*args)`, blocking work (a file's I/O), awaited without blocking the running loop:
-    in a worker thread (`asyncio.to_thread`), or inline on a `LoopThread` made with
-    `inline_io=True`, whose caller waits for the result anyway."""
+    in a worker thread (`asyncio.to_thread`), or inline on a `CallerLoop`'s loop and on a
+    `LoopThread` made with `inline_io=True`, whose caller waits for the result anyway."""
     if asyncio.get_running_loop() in _INLINE:
         return work(*args)
     return await asyncio.to_thread(work, *args)

@@ -210,3 +210,37 @@ async def test_an_agent_compacts_in_the_background_and_closes_cleanly(tmp_path: 
 def test_the_lead_must_be_below_the_trigger() -> None:
     with pytest.raises(ConfigError, match=r"background_lead 0\.85 is not below trigger_ratio"):
         ContextConfig(background_compaction=True, background_lead=0.85)
+
+
+def test_a_sync_hosts_background_summary_goes_on_between_its_calls(tmp_path: Any) -> None:
+    # A projector's sync calls run on the host's thread, and its loop rests between them;
+    # with background compaction the summary must go on while the host waits on its model,
+    # so that projector keeps a loop thread of its own.
+    import threading
+
+    from ctxoffload.compression import Projector
+
+    asked, go_on, done = threading.Event(), threading.Event(), threading.Event()
+
+    async def answer(messages: Sequence[Msg]) -> str:
+        asked.set()
+        while not go_on.is_set():  # (the host, on its own thread, lets it go)
+            await asyncio.sleep(0.005)
+        done.set()
+        return json.dumps(summary_reply("between calls"))
+
+    projector = Projector(
+        LocalWorkspace(tmp_path),
+        "s1",
+        config=ContextConfig(context_window=4000, background_compaction=True),
+        model=ScriptedModel([], default=answer, model_name="summaries"),
+    )
+    history = [SYSTEM]
+    for i in range(40):
+        history += turn(i)
+        projector.project_sync(history)
+        if asked.is_set():
+            break
+    assert asked.is_set(), "no background summary started"
+    go_on.set()  # the host's model call: no projector call runs meanwhile
+    assert done.wait(timeout=10), "the background summary stood still between calls"

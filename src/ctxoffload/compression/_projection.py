@@ -28,7 +28,7 @@ from .._disk.compact_requests import CompactRequests
 from .._disk.events import CompactRequest, EventKind, Projection, is_event
 from .._disk.ids import validate_session_id
 from .._disk.records import Event, is_count
-from .._loop import LoopThread
+from .._loop import CallerLoop, LoopThread
 from .._message_log import InlinePayloads, ModelCalls
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
@@ -144,7 +144,7 @@ class Projector:
         # projection; each look reads only what events.jsonl gained.
         self._requests = CompactRequests(workspace, session_id)
         self._lock = asyncio.Lock()
-        self._loop: LoopThread | None = None
+        self._loop: CallerLoop | LoopThread | None = None
 
     @property
     def session_id(self) -> str:
@@ -240,8 +240,9 @@ class Projector:
         force: bool = False,
     ) -> list[Msg]:
         """`project` for a host that calls from synchronous code: run on this projector's own
-        event loop, on a thread of its own (started on the first call), so the workspace's
-        locks and the projector's state stay on one loop whichever thread calls."""
+        event loop, by the calling thread (`CallerLoop`; with `background_compaction`, on a
+        thread of the projector's own, started on the first call), so the workspace's locks
+        and the projector's state stay on one loop whichever thread calls."""
         return self._run_sync(self.project(history, tools=tools, force=force))
 
     async def report_usage(self, input_tokens: int) -> bool:
@@ -302,7 +303,12 @@ class Projector:
 
     def _run_sync(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._loop is None:
-            self._loop = LoopThread("ctxoffload-projector", inline_io=True)
+            # Run by the calling thread, unless a background summary must go on between
+            # calls: then on a loop thread of the projector's own.
+            if self._compressor.config.background_compaction:
+                self._loop = LoopThread("ctxoffload-projector", inline_io=True)
+            else:
+                self._loop = CallerLoop("ctxoffload-projector")
         return self._loop.run(coro)
 
     # -- the steps --------------------------------------------------------------------------
