@@ -25,6 +25,24 @@ async def _where() -> tuple[int, int]:
     return threading.get_ident(), await off_loop(threading.get_ident)
 
 
+def _disk_full_reaches_the_caller(runner: LoopThread | CallerLoop) -> None:
+    """Blocking work run through `runner` fails as a full disk does: the caller gets the
+    error."""
+
+    def fail() -> None:
+        raise OSError(28, "No space left on device")
+
+    async def call() -> None:
+        await off_loop(fail)
+
+    try:
+        runner.run(call())
+    except OSError as exc:
+        assert exc.errno == 28
+    else:  # pragma: no cover - the error must reach the caller
+        raise AssertionError("the work's error was lost")
+
+
 def test_blocking_work_leaves_a_host_loop_and_a_plain_loop_thread() -> None:
     loop_thread, worker = asyncio.run(_where())
     assert worker != loop_thread
@@ -37,18 +55,7 @@ def test_blocking_work_runs_inline_on_an_inline_loop_thread_and_raises_there() -
     loop_thread, worker = inline.run(_where())
     assert worker == loop_thread != threading.get_ident()
 
-    def fail() -> None:
-        raise OSError(28, "No space left on device")
-
-    async def call() -> None:
-        await off_loop(fail)
-
-    try:
-        inline.run(call())
-    except OSError as exc:
-        assert exc.errno == 28
-    else:  # pragma: no cover - the error must reach the caller
-        raise AssertionError("the work's error was lost")
+    _disk_full_reaches_the_caller(inline)
     # The loop serves on after the error.
     assert inline.run(_where())[1] != threading.get_ident()
 
@@ -165,15 +172,7 @@ def test_a_caller_loop_runs_on_the_calling_thread_and_on_one_loop() -> None:
     assert ran_on == worked_on != here and again is loop
 
     # An error reaches the caller, and the loop serves on.
-    async def fail() -> None:
-        await off_loop(lambda: (_ for _ in ()).throw(OSError(28, "No space left on device")))
-
-    try:
-        runner.run(fail())
-    except OSError as exc:
-        assert exc.errno == 28
-    else:  # pragma: no cover - the error must reach the caller
-        raise AssertionError("the work's error was lost")
+    _disk_full_reaches_the_caller(runner)
     assert runner.run(_seen())[3] is loop
 
 

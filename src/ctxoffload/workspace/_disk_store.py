@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._disk.commit import iter_chunks, take_lines
 from .._disk.ids import validate_session_id
 from .._disk.jsonl import JsonlAppender
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, PURGING_PREFIX, SESSIONS_DIR, purging_name
+from .._disk.layout import (
+    CONTEXT_FILE,
+    DATA_DIR,
+    EVENTS_FILE,
+    PURGING_PREFIX,
+    SESSIONS_DIR,
+    purging_name,
+)
 from .._disk.paths import (
     check_entry,
     file_to_link,
@@ -327,7 +334,8 @@ class DiskStore:
     ) -> Span:
         path = self.reference(session_id, name)
         commit = keys is not None  # the context log: batches acknowledged whole
-        if any(_COMPACT in line for line in lines):  # (counted before it can be read)
+        if name == EVENTS_FILE and any(_COMPACT in line for line in lines):
+            # (counted before it can be read; only the events log is followed)
             self._compact_appends[path] = self._compact_appends.get(path, 0) + 1
         with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
             return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit, sync=sync)
