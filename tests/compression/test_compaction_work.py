@@ -158,6 +158,40 @@ async def test_counting_scans_only_the_messages_new_to_the_compressor(
     assert scanned[len(msgs) :] == [new.id]
 
 
+async def test_an_agent_loop_never_scans_the_summary_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compaction counts its new context twice (the summary without its index, then with
+    # it) and the loop counts it again at the next step: the summary, the longest message
+    # counted then, is never scanned for artifacts (what it names is carried by the
+    # compressor's own state), and the index still names what left.
+    from ctxoffload.compression import is_summary_message
+    from ctxoffload.compression._index import _artifacts
+
+    scanned: list[Msg] = []
+    scan = _artifacts.scan_messages
+
+    def spy(messages: list[Msg]) -> Any:
+        scanned.extend(messages)
+        return scan(messages)
+
+    monkeypatch.setattr(_artifacts, "scan_messages", spy)
+    comp = compressor(tmp_path, 6_000)
+    context = history(300)[:1]
+    compactions = 0
+    for msg in history(300)[1:]:
+        context.append(msg)
+        result = await comp.maybe_compress(context)
+        if result.compressed:
+            context = result.messages
+            compactions += 1
+    assert compactions >= 3
+    assert scanned and not [m for m in scanned if is_summary_message(m)]
+    listed = [e for e in events(tmp_path, "s") if e["kind"] == "artifacts"]
+    assert len(listed) == compactions
+    assert all(any(a["status"] == "index" for a in e["artifacts"]) for e in listed)
+
+
 # -- the read-back --------------------------------------------------------------------------------
 
 

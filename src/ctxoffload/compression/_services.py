@@ -182,7 +182,7 @@ class RunServices:
         """Tokens `messages` (+ tool schemas) cost, counted incrementally; the messages
         counted for the first time are scanned for the artifact index (`Compressor.count`)."""
         tokens = self.tracker.count(None, None, messages, tools)
-        self.scanned.note(messages, self.tracker.newly_counted)
+        self._scan_new(messages)
         return tokens
 
     def count_until(
@@ -191,8 +191,17 @@ class RunServices:
         """Tokens `messages` cost, counted exactly only until past `limit`
         (`Compressor.count_until`)."""
         counted = self.tracker.count_past(None, None, messages, tools, limit=limit)
-        self.scanned.note(messages, self.tracker.newly_counted)
+        self._scan_new(messages)
         return counted
+
+    def _scan_new(self, context: Sequence[Msg]) -> None:
+        """Scan for the artifact index the messages of `context` just counted for the first
+        time, but ctxoffload's own notes: a compaction never takes its artifacts from a
+        summary or a window note (what they carry is `state`'s), and a summary with its
+        index is the longest message a compaction counts, twice (without and with the
+        index), each a new message (0.4 ms a scan in the 8k LangChain replay)."""
+        new = [m for m in self.tracker.newly_counted if not is_context_note(m)]
+        self.scanned.note(context, new)
 
     # -- the offloader ----------------------------------------------------------------------
 
