@@ -78,7 +78,8 @@ def current_agent() -> str | None:
 def event_record(session_id: str, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
     """An event as every backend writes it: `time`, `kind`, the fields, then `writer`
     (kept when the fields already carry one, as `emit_event` passes on)."""
-    record = {"time": now_iso(), "kind": kind, **fields}
+    # (A time the fields carry, as `emit_events` passes on, is kept: none made to be replaced.)
+    record = {"time": fields["time"] if "time" in fields else now_iso(), "kind": kind, **fields}
     if WRITER_FIELD not in record:
         record[WRITER_FIELD] = current_writer(session_id)
     return record
