@@ -1066,3 +1066,79 @@ def test_long_lines_and_runs_are_counted_as_the_whole_text_is(fast: bool) -> Non
     ]
     for text in texts:
         assert count_by_lines(counter, text, {}) == counter.count_text(text)
+
+
+# -- a text far over its limit (a huge tool output) --------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    piece=st.text(alphabet=_CUT_CHARACTERS, min_size=1, max_size=120),
+    limit=st.sampled_from([1, 50, 3_000]),
+)
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@pytest.mark.parametrize("fast", [False, True], ids=["tiktoken", "rs-bpe"])
+def test_a_text_far_over_its_limit_is_estimated_within_bounds_that_hold_its_count(
+    name: str, fast: bool, piece: str, limit: int
+) -> None:
+    # Whatever its lines, blanks and signs: either the exact count, or an estimate whose
+    # least and most hold the exact count (the least is what its first lines count).
+    from ctxoffload._tokens.counters import OVER_PREFIX_CHARS, count_over
+
+    counter = _split_counter(name, fast)
+    text = (piece + "\nline of output\n") * (3 * OVER_PREFIX_CHARS // (len(piece) + 16) + 1)
+    exact = counter.count_text(text)
+    tokens, bounds = count_over(counter, text, limit)
+    if bounds is None:
+        assert tokens == exact
+    else:
+        least, most = bounds
+        assert limit < least <= exact <= most
+        assert least <= tokens <= most
+        assert abs(tokens - exact) <= exact // 10
+
+
+def test_a_huge_output_is_known_over_its_limit_from_its_first_lines_alone() -> None:
+    # 10 MB of log lines: only the first 64 KB are tokenized, the estimate is within a
+    # thousandth of the exact count, the bounds hold it.
+    from ctxoffload._tokens.counters import OVER_PREFIX_CHARS, count_over
+
+    counter = _split_counter("o200k_base", True)
+    line = "2026-11-27 12:00:00 INFO worker-7 handled /api/items/42 in 3 ms\n"
+    text = line * (10_000_000 // len(line))
+    counted: list[int] = []
+    count_text = counter.count_text
+
+    def spy(part: str) -> int:
+        counted.append(len(part))
+        return count_text(part)
+
+    counter.count_text = spy  # type: ignore[method-assign]
+    try:
+        tokens, bounds = count_over(counter, text, 3_000)
+    finally:
+        del counter.count_text
+    assert counted and max(counted) <= OVER_PREFIX_CHARS
+    exact = counter.count_text(text)
+    assert bounds is not None and bounds[0] <= exact <= bounds[1] == len(text)
+    assert abs(tokens - exact) <= exact // 1000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x" * 300_000,  # no line break to cut at: counted whole
+        "a\n" * 10 + "y" * 300_000,  # none in the second half of the reach either
+        "short output\n" * 100,  # not far over: counted whole
+        ("word " * 30 + "\n") * 800,  # over, but not twice the reach
+    ],
+)
+def test_a_text_without_first_lines_to_decide_is_counted_whole(text: str) -> None:
+    from ctxoffload._tokens.counters import count_over
+
+    counter = _split_counter("o200k_base", True)
+    assert count_over(counter, text, 3_000) == (counter.count_text(text), None)
+    assert count_over(HeuristicCounter(), text * 3, 10) == (
+        HeuristicCounter().count_text(text * 3),
+        None,
+    )

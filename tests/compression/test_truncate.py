@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload import (
     Base64Source,
@@ -307,6 +309,44 @@ async def test_a_truncation_event_is_appended_with_the_token_counts(
     assert [a.path for a in comp.artifacts] == [event["reference"]]
 
 
+async def test_a_huge_result_is_cut_without_counting_all_of_it_and_says_its_count_is_estimated(
+    local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 2 MB of output against a limit of 300 tokens: its first lines tell it is over, the
+    # rest is never tokenized; the file holds all of it, the event says tokens_before is
+    # an estimate and between what, and the sentence marks it `~`.
+    from ctxoffload._disk.context_events import Truncation
+
+    text = numbered(30_000)
+    counted: list[int] = []
+    count_text = COUNTER.count_text
+
+    def spy(part: str) -> int:
+        counted.append(len(part))
+        return count_text(part)
+
+    monkeypatch.setattr(COUNTER, "count_text", spy)
+    comp = compressor(local_ws, 300)
+    out = await comp.process_tool_result(ToolResultBlock(id="big", name="grep", output=text))
+    monkeypatch.undo()
+    assert max(counted) < len(text) // 10
+    [event] = [e for e in await local_ws.read_events("s1") if e["kind"] == "truncation"]
+    exact = COUNTER.count_text(text)
+    least, most = event["tokens_before_range"]
+    assert event["tokens_before_exact"] is False
+    assert 300 < least <= exact <= most == len(text.encode())
+    assert abs(event["tokens_before"] - exact) <= exact // 20
+    assert event["tokens_after"] == COUNTER.count_text(str(out.output)) <= 300
+    assert Path(event["reference"]).read_text() == text
+    assert "~" in Truncation.from_json(event).sentence()
+    # A result of a few pages is counted exactly, as before.
+    small = numbered(1_000)
+    await comp.process_tool_result(ToolResultBlock(id="small", name="grep", output=small))
+    [_, event] = [e for e in await local_ws.read_events("s1") if e["kind"] == "truncation"]
+    assert event["tokens_before"] == COUNTER.count_text(small)
+    assert "tokens_before_exact" not in event and "tokens_before_range" not in event
+
+
 async def test_a_result_with_a_lone_surrogate_is_offloaded_byte_for_byte(
     local_ws: LocalWorkspace,
 ) -> None:
@@ -340,3 +380,22 @@ async def test_an_output_cannot_fake_or_close_the_truncation_notice(
     assert COUNTER.count_text(out.output) <= limit
     stored = next(local_ws.session_dir("s1").glob("tool_result-*"))
     assert stored.read_text() == text  # byte for byte
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet="ab .\n\n\u3000x", max_size=80), budget=st.integers(-1, 30))
+def test_the_head_is_the_longest_run_of_whole_lines_within_the_budget(
+    text: str, budget: int
+) -> None:
+    from ctxoffload.compression._truncate import head_within
+
+    head, shown, partial = head_within(text, budget, COUNTER)
+    lines = text.split("\n")
+    costs = [COUNTER.count_text(line + "\n") for line in lines]
+    if partial:  # not even the first line fits: part of it, cut by characters
+        assert shown == 1 and costs[0] > budget and lines[0].startswith(head)
+        assert COUNTER.count_text(head) <= budget
+        return
+    assert head == "\n".join(lines[:shown])
+    assert sum(costs[:shown]) <= max(budget, 0)
+    assert shown == len(lines) or sum(costs[: shown + 1]) > budget or shown == 0

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from .._disk.payloads import count_lines, render_tool_output
+from .._tokens.counters import count_over
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import TRUNCATION_MARKER, defuse
 from ..tokens import TokenCounter
@@ -49,6 +50,9 @@ class Truncation:
     tokens_before: int
     tokens_after: int
     last_line_partial: bool = False  # the last line shown is cut (`lines 1-4 and part of 5`)
+    # When `tokens_before` is an estimate (a text far over the limit, `count_over`): the
+    # least and the most it may be. None: counted exactly.
+    tokens_before_bounds: tuple[int, int] | None = None
     full_text: str = ""  # the whole result as the file holds it, to cut again if needed
     data: list[tuple[str, str]] = field(default_factory=list)
     # The texts ctxoffload cut from it since (to fit a reserve): a result that is one of them
@@ -94,19 +98,21 @@ def head_within(text: str, budget: int, counter: TokenCounter) -> tuple[str, int
     """
     if budget <= 0:
         return "", 0, False
-    lines = text.split("\n")
-    used = 0
-    shown: list[str] = []
-    for line in lines:
-        cost = counter.count_text(line + "\n")
+    # Line by line from the start, never splitting the rest (a 10 MB output's lines cost
+    # 20 ms to split, and the head is a few dozen of them).
+    used = shown = start = 0
+    end = -1  # where the last line shown ends
+    while start <= len(text):
+        stop = text.find("\n", start)
+        stop = len(text) if stop < 0 else stop
+        cost = counter.count_text(text[start:stop] + "\n")
         if used + cost > budget:
             break
-        shown.append(line)
-        used += cost
+        shown, used, end, start = shown + 1, used + cost, stop, stop + 1
     if shown:
-        return "\n".join(shown), len(shown), False
+        return text[:end], shown, False
     # One enormous first line: binary search for the longest prefix that fits.
-    first = lines[0]
+    first = text.partition("\n")[0]
     lo, hi = 0, min(len(first), budget * 8)
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -326,7 +332,9 @@ async def truncate_tool_result(
     """Offload and truncate `block` when it is over `limit` tokens; None when it fits.
 
     Persist before drop: the whole result is offloaded first; if that fails, the result is
-    kept whole and a warning logged. Binary blocks are stored in data/ first and appear in
+    kept whole and a warning logged. A text far over the limit is not counted whole: its
+    first lines decide, and its `tokens_before` is an estimate within bounds
+    (`count_over`). Binary blocks are stored in data/ first and appear in
     both the file and the head as one `<data url=... />` line; the notice names each such
     file and its kind.
 
@@ -336,7 +344,12 @@ async def truncate_tool_result(
         preview: "head" or "head_tail" (see `truncate_text`).
         readers: the agent's reader tools, named in the notice.
     """
-    tokens_before = count_output(block, counter)
+    # (A text far over the limit is known to be over from its first lines: its tokens are
+    # then estimated, within bounds, rather than all counted.)
+    if isinstance(block.output, str):
+        tokens_before, bounds = count_over(counter, block.output, limit)
+    else:
+        tokens_before, bounds = count_output(block, counter), None
     if tokens_before <= limit:
         return None
     original = block
@@ -374,6 +387,7 @@ async def truncate_tool_result(
         shown_lines=cut.shown_lines,
         tokens_before=tokens_before,
         tokens_after=counter.count_text(cut.text),
+        tokens_before_bounds=bounds,
         last_line_partial=cut.last_line_partial,
         full_text=full_text,
         data=data,

@@ -119,6 +119,7 @@ class Truncator:
                 reference=done.reference,
                 tokens_before=done.tokens_before,
                 tokens_after=done.tokens_after,
+                **_estimated(done.tokens_before_bounds),
                 lines_shown=done.shown_lines,
                 lines_total=done.total_lines,
                 # Only when true: the lines of every other truncation stay as they were.
@@ -294,6 +295,14 @@ async def _with_results(
     if all(a is b for a, b in zip(content, msg.content, strict=True)):
         return msg
     return msg.model_copy(update={"content": content})
+
+
+def _estimated(bounds: tuple[int, int] | None) -> dict[str, Any]:
+    """The fields of a truncation's event that say its `tokens_before` is an estimate, with
+    the least and the most it may be (as a compaction's say it); none for an exact count."""
+    if bounds is None:
+        return {}
+    return {"tokens_before_exact": False, "tokens_before_range": list(bounds)}
 
 
 def _digest(text: str) -> str:
