@@ -41,7 +41,9 @@ What each column means:
   the same for `none` (best of `--repeat` replays). CPU time, not wall time, so that other
   work on the machine does not count; time spent waiting for the disk (the workspace's fsyncs)
   is not in it. Each run is replayed by every strategy in turn before the next run, so a
-  machine whose speed drifts weighs on all of them alike;
+  machine whose speed drifts weighs on all of them alike; under it, not compared, the same
+  on the thread that invoked the agent alone (the rest is in the threads LangGraph starts
+  to run tools, where each strategy's tool-call hooks run too);
 - recoverable: of the bytes of what the agent received before the run's last request and
   that this request no longer sends, the share a literal search finds as a line in what the
   strategy keeps at the end (the final state's messages and files, the workspace's
@@ -454,6 +456,7 @@ class Outcome:
     ended: str | None = None
     checkpoint_bytes: int = 0
     host_seconds: float = 0.0
+    host_thread_seconds: float = 0.0  # of `host_seconds`, on the thread that invoked
     left: int = 0
     recoverable: int = 0
     named: int = 0
@@ -467,7 +470,7 @@ def replay_run(strategy: str, window: int, script: Script, folder: Path) -> Outc
     thread = script.name.replace("/", "_")
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 100_000}
     outcome = Outcome()
-    started = time.process_time()
+    started, started_here = time.process_time(), time.thread_time()
     for number, invocation in enumerate(script.invocations):
         replay.answers = collections.deque(invocation.turns)
         replay.received.extend(invocation.inputs)
@@ -480,6 +483,8 @@ def replay_run(strategy: str, window: int, script: Script, folder: Path) -> Outc
             outcome.ended = f"{type(exc).__name__}: {str(exc)[:120]}"
             break
     outcome.host_seconds = time.process_time() - started - replay.model_seconds
+    # (The scripted model answers on the invoking thread: a sync LangGraph run calls it there.)
+    outcome.host_thread_seconds = time.thread_time() - started_here - replay.model_seconds
     outcome.checkpoint_bytes = saver_bytes(saver)
     measure_requests(replay, window, outcome)
     state = built.agent.get_state(config).values
@@ -635,6 +640,11 @@ def per_call_ms(one: Outcome) -> float:
     return 1000 * one.host_seconds / max(1, one.calls)
 
 
+def thread_ms(one: Outcome) -> float:
+    """Host CPU milliseconds per model call on the thread that invoked the agent."""
+    return 1000 * one.host_thread_seconds / max(1, one.calls)
+
+
 def percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
@@ -708,6 +718,14 @@ ROWS = (
         "host CPU ms per call, over none",
         lambda o, b: f"{per_call_ms(o) - per_call_ms(b):+.1f}",
         per_call_ms,
+    ),
+    # Not compared: where the row above is spent, the invoking thread's share against the
+    # threads LangGraph starts to run tools (every strategy's hooks on a tool call run there).
+    Row(
+        "  on the invoking thread",
+        lambda o, b: f"{thread_ms(o) - thread_ms(b):+.1f}",
+        thread_ms,
+        compared=False,
     ),
     Row(
         "recoverable of what left",
