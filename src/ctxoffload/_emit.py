@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ._disk.events import record_of
 from ._disk.writer import event_record
@@ -17,6 +19,25 @@ logger = logging.getLogger("ctxoffload")
 
 EventCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
 """Receives each event dict as it is written; a plain function or an `async def` one."""
+
+# What each offloader keeps (`_record_of`): a protocol's isinstance check reads every one of
+# its methods off the object, 7.5 us for the two asked at each write (every model call).
+_RECORDS: weakref.WeakKeyDictionary[Any, tuple[bool, bool]] = weakref.WeakKeyDictionary()
+
+
+def _record_of(offloader: Offloader | None) -> tuple[bool, bool]:
+    """Whether `offloader` keeps a record (`EventLog`), and in one append for several events
+    (`EventBatches` too): asked once for each offloader object, when it can be remembered."""
+    try:
+        known = _RECORDS.get(offloader)
+    except TypeError:  # (not weakly referable, or unhashable: asked each time)
+        known = None
+    if known is None:
+        log = isinstance(offloader, EventLog)
+        known = (log, log and isinstance(offloader, EventBatches))
+        with contextlib.suppress(TypeError):
+            _RECORDS[offloader] = known
+    return known
 
 
 async def emit_event(
@@ -56,16 +77,17 @@ async def emit_events(
         _log_event(event)
     # `time` is passed on so that the line written and the dict `on_event` gets agree.
     stamped = [(e["kind"], {k: v for k, v in e.items() if k != "kind"}) for e in events]
-    if isinstance(offloader, EventBatches) and isinstance(offloader, EventLog):
+    log, batches = _record_of(offloader)
+    if batches:
         try:
-            await offloader.record_events(session_id, stamped)
+            await cast(EventBatches, offloader).record_events(session_id, stamped)
         except Exception as exc:
             kinds = ", ".join(sorted({kind for kind, _ in stamped}))
             logger.warning("could not record a %s event: %s", kinds, exc)
-    elif isinstance(offloader, EventLog):
+    elif log:
         for kind, fields in stamped:
             try:
-                await offloader.record_event(session_id, kind, **fields)
+                await cast(EventLog, offloader).record_event(session_id, kind, **fields)
             except Exception as exc:
                 logger.warning("could not record a %s event: %s", kind, exc)
     if on_event is not None:
