@@ -1142,3 +1142,34 @@ def test_a_text_without_first_lines_to_decide_is_counted_whole(text: str) -> Non
         HeuristicCounter().count_text(text * 3),
         None,
     )
+
+
+@pytest.mark.parametrize("limit", [3_000, 26_000, 100_000])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2026-11-27 12:00:00 INFO worker-7 handled /api/items/42 in 3 ms\n",
+        " " * 1_000 + "x\n",  # 90 characters a token: its first lines stay under the limit
+    ],
+    ids=["log", "blanks"],
+)
+def test_claudes_counter_is_known_over_by_its_base_and_scales_the_bounds(
+    limit: int, line: str
+) -> None:
+    # Claude's count is o200k's times a ratio, rounded up: its base's first lines decide,
+    # the estimate and bounds are scaled as the count is, and first lines that stay under
+    # the limit once scaled leave the whole counted.
+    from ctxoffload._tokens.counters import count_over
+
+    counter = get_token_counter("claude-sonnet-4-5")
+    text = line * (4_000_000 // len(line))
+    exact = counter.count_text(text)
+    tokens, bounds = count_over(counter, text, limit)
+    if bounds is None:
+        assert tokens == exact
+    else:
+        least, most = bounds
+        assert limit < least <= exact <= most
+        assert abs(tokens - exact) <= exact // 100
+    first_lines = counter.count_text(text[: text.rfind("\n", 0, max(65_536, 16 * limit)) + 1])
+    assert (bounds is not None) == (first_lines > limit)

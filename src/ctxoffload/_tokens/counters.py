@@ -358,11 +358,18 @@ def count_over(counter: TokenCounter, text: str, limit: int) -> tuple[int, tuple
     The first lines are cut after a line break where the pre-tokenizer of the counter's
     encoding ends a piece (`count_by_lines`' rule), so that their pieces are the whole
     text's first pieces: the whole holds at least their tokens, and at most a token a UTF-8
-    byte. The estimate is their tokens scaled by characters. Any counter but a
-    `TiktokenCounter` of such an encoding, any text not far longer than the first lines it
-    would read, and first lines that tiktoken would count in pieces (`_count_long`) are
-    counted whole.
+    byte. The estimate is their tokens scaled by characters. A `CalibratedCounter` (Claude's)
+    asks its base and scales the answer. Any other counter but a `TiktokenCounter` of such an
+    encoding, any text not far longer than the first lines it would read, and first lines
+    that tiktoken would count in pieces (`_count_long`) are counted whole.
     """
+    if type(counter) is CalibratedCounter:
+        # Its count is its base's scaled up: over `limit` when the base's is over what
+        # scales to `limit`, and the bounds scale as the count does.
+        tokens, bounds = count_over(counter.base, text, math.floor(limit / counter.ratio))
+        if bounds is None or counter._scaled(bounds[0]) <= limit:
+            return counter.count_text(text), None
+        return counter._scaled(tokens), (counter._scaled(bounds[0]), counter._scaled(bounds[1]))
     reach = max(OVER_PREFIX_CHARS, 16 * limit)
     if (
         len(text) <= 2 * reach
