@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from ._disk.events import record_of
+from ._disk.records import KINDS, Event
 from ._disk.writer import event_record
 from .workspace import EventBatches, EventLog, Offloader
 
@@ -107,7 +108,7 @@ def _log_event(event: Mapping[str, Any]) -> None:
     """Say the event to the `ctxoffload` logger: its sentence, with its notes, at the level
     its kind declares (INFO for what changed the context, WARNING for a request over the
     window, DEBUG for the rest)."""
-    record = record_of(event)
-    level = getattr(logging, record.log_level)
+    # (The level is its kind's: the record, and its sentence, are made only when it is said.)
+    level = getattr(logging, KINDS.get(str(event.get("kind")), Event).log_level)
     if logger.isEnabledFor(level):
-        logger.log(level, "%s", record.one_line())
+        logger.log(level, "%s", record_of(event).one_line())
