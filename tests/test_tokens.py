@@ -1071,6 +1071,25 @@ def test_long_lines_and_runs_are_counted_as_the_whole_text_is(fast: bool) -> Non
 # -- a text far over its limit (a huge tool output) --------------------------------------------
 
 
+def _assert_count_over_holds(
+    counter: Any, text: str, limit: int, *, off_by: int
+) -> tuple[int, int] | None:
+    """`count_over`'s answer is the exact count, or an estimate within a `1/off_by` of it
+    whose bounds hold it and are over `limit`; returns the bounds (None: exact)."""
+    from ctxoffload._tokens.counters import count_over
+
+    exact = counter.count_text(text)
+    tokens, bounds = count_over(counter, text, limit)
+    if bounds is None:
+        assert tokens == exact
+    else:
+        least, most = bounds
+        assert limit < least <= exact <= most
+        assert least <= tokens <= most
+        assert abs(tokens - exact) <= exact // off_by
+    return bounds
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     piece=st.text(alphabet=_CUT_CHARACTERS, min_size=1, max_size=120),
@@ -1083,19 +1102,11 @@ def test_a_text_far_over_its_limit_is_estimated_within_bounds_that_hold_its_coun
 ) -> None:
     # Whatever its lines, blanks and signs: either the exact count, or an estimate whose
     # least and most hold the exact count (the least is what its first lines count).
-    from ctxoffload._tokens.counters import OVER_PREFIX_CHARS, count_over
+    from ctxoffload._tokens.counters import OVER_PREFIX_CHARS
 
     counter = _split_counter(name, fast)
     text = (piece + "\nline of output\n") * (3 * OVER_PREFIX_CHARS // (len(piece) + 16) + 1)
-    exact = counter.count_text(text)
-    tokens, bounds = count_over(counter, text, limit)
-    if bounds is None:
-        assert tokens == exact
-    else:
-        least, most = bounds
-        assert limit < least <= exact <= most
-        assert least <= tokens <= most
-        assert abs(tokens - exact) <= exact // 10
+    _assert_count_over_holds(counter, text, limit, off_by=10)
 
 
 def test_a_huge_output_is_known_over_its_limit_from_its_first_lines_alone() -> None:
@@ -1159,17 +1170,8 @@ def test_claudes_counter_is_known_over_by_its_base_and_scales_the_bounds(
     # Claude's count is o200k's times a ratio, rounded up: its base's first lines decide,
     # the estimate and bounds are scaled as the count is, and first lines that stay under
     # the limit once scaled leave the whole counted.
-    from ctxoffload._tokens.counters import count_over
-
     counter = get_token_counter("claude-sonnet-4-5")
     text = line * (4_000_000 // len(line))
-    exact = counter.count_text(text)
-    tokens, bounds = count_over(counter, text, limit)
-    if bounds is None:
-        assert tokens == exact
-    else:
-        least, most = bounds
-        assert limit < least <= exact <= most
-        assert abs(tokens - exact) <= exact // 100
+    bounds = _assert_count_over_holds(counter, text, limit, off_by=100)
     first_lines = counter.count_text(text[: text.rfind("\n", 0, max(65_536, 16 * limit)) + 1])
     assert (bounds is not None) == (first_lines > limit)
