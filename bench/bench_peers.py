@@ -101,7 +101,6 @@ try:
     from langchain_core.tools import BaseTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.checkpoint.memory import InMemorySaver
-    from pydantic import Field
 except ImportError:
     python = VENV / "bin" / "python"
     if python.exists() and Path(sys.executable).resolve() != python.resolve():
@@ -312,14 +311,16 @@ class ReplayModel(BaseChatModel):  # type: ignore[misc]
     summary to a summariser's call (LangChain marks it `lc_source: summarization`)."""
 
     replay: Any
-    bound: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
         return "replay"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        return self.model_copy(update={"bound": self.replay.schemas_of(tools)})
+        # As a provider's chat model binds them (`ChatOpenAI`, `ChatAnthropic`): the same model
+        # object, the schemas passed with each call. (A copy of the model for each call would
+        # make LangChain serialise the model again at every call, 1.1 ms of "none"'s 3.3.)
+        return self.bind(tools=self.replay.schemas_of(tools), **kwargs)
 
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
@@ -328,7 +329,7 @@ class ReplayModel(BaseChatModel):  # type: ignore[misc]
         try:
             metadata = getattr(run_manager, "metadata", None) or {}
             summary = metadata.get("lc_source") == "summarization"
-            message = self.replay.answer(messages, self.bound, summary=summary)
+            message = self.replay.answer(messages, kwargs.get("tools") or [], summary=summary)
             return ChatResult(generations=[ChatGeneration(message=message)])
         finally:
             self.replay.model_seconds += time.thread_time() - started
