@@ -318,8 +318,9 @@ class ReplayModel(BaseChatModel):  # type: ignore[misc]
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
         # As a provider's chat model binds them (`ChatOpenAI`, `ChatAnthropic`): the same model
-        # object, the schemas passed with each call. (A copy of the model for each call would
-        # make LangChain serialise the model again at every call, 1.1 ms of "none"'s 3.3.)
+        # object, the schemas passed with each call. (A copy of the model for each call made
+        # LangChain serialise it again at each call, 0.2 ms, which deepagents' agent did at
+        # about two calls in three and the others' at every one.)
         return self.bind(tools=self.replay.schemas_of(tools), **kwargs)
 
     def _generate(
