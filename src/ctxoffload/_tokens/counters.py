@@ -367,7 +367,9 @@ def count_over(counter: TokenCounter, text: str, limit: int) -> tuple[int, tuple
         # Its count is its base's scaled up: over `limit` when the base's is over what
         # scales to `limit`, and the bounds scale as the count does.
         tokens, bounds = count_over(counter.base, text, math.floor(limit / counter.ratio))
-        if bounds is None or counter._scaled(bounds[0]) <= limit:
+        if bounds is None:
+            return counter._scaled(tokens), None  # (the base counted it whole: its count)
+        if counter._scaled(bounds[0]) <= limit:
             return counter.count_text(text), None
         return counter._scaled(tokens), (counter._scaled(bounds[0]), counter._scaled(bounds[1]))
     reach = max(OVER_PREFIX_CHARS, 16 * limit)
