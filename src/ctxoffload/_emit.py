@@ -9,8 +9,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from ._disk.events import record_of
-from ._disk.records import KINDS, Event
+from ._disk.events import record_class, record_of
 from ._disk.writer import event_record
 from .workspace import EventBatches, EventLog, Offloader
 
@@ -109,6 +108,6 @@ def _log_event(event: Mapping[str, Any]) -> None:
     its kind declares (INFO for what changed the context, WARNING for a request over the
     window, DEBUG for the rest)."""
     # (The level is its kind's: the record, and its sentence, are made only when it is said.)
-    level = getattr(logging, KINDS.get(str(event.get("kind")), Event).log_level)
+    level = getattr(logging, record_class(event).log_level)
     if logger.isEnabledFor(level):
         logger.log(level, "%s", record_of(event).one_line())

@@ -102,14 +102,21 @@ __all__ = [
     "Window",
     "event_sentence",
     "is_event",
+    "record_class",
     "record_of",
 ]
 
 
+def record_class(line: Mapping[str, Any]) -> type[Event]:
+    """The record class an event line's kind declares; `Event` for a kind this version does
+    not know."""
+    return KINDS.get(str(line.get("kind")), Event)
+
+
 def record_of(line: Mapping[str, Any]) -> Event:
-    """The record of an event line (see `is_event`), of the class its kind declares or an
-    `Event` for a kind this version does not know."""
-    return KINDS.get(str(line.get("kind")), Event).from_json(line)
+    """The record of an event line (see `is_event`), of the class its kind declares
+    (`record_class`)."""
+    return record_class(line).from_json(line)
 
 
 def event_sentence(line: Mapping[str, Any]) -> str:
