@@ -181,21 +181,64 @@ def test_folding_names_at_least_as_many_as_the_fill_and_folds_nothing_it_need_no
 
 
 def test_the_budget_is_filled_counted_exactly() -> None:
-    """No entry the fill of whole entries leaves out would fit whole: the estimate (a tenth
-    over on the corpus) no longer leaves the end of the budget unused."""
+    """No entry the fill of whole entries leaves out would fit whole: the estimate (a few
+    hundredths over on the corpus) no longer leaves the end of the budget unused. The fill
+    names at least what the estimate alone does (an entry inside another one's text, the
+    path a command reads, is named by it rather than written again)."""
     msgs = [*services(48), call("c1", "bash", command="sed -n '1,200p' utils/a.ts")]
     more = 0
     for budget in (120, 200, 350, 600):
         before = indexed(msgs, budget, grouped=False, fill=False)
         now = indexed(msgs, budget, grouped=False)
-        assert len(now.entries) >= len(before.entries), budget
-        more += len(now.entries) - len(before.entries)
+        named_before = len(before.entries) + len(before.in_summary)
+        named_now = len(now.entries) + len(now.in_summary)
+        assert named_now >= named_before, budget
+        more += named_now - named_before
         for found in now.cut:
             wider = now.render_with(
                 [*now.entries, found], len(now.cut) - 1, EVENTS, calls=now.show_calls
             )
             assert COUNTER.count_text(wider) > budget, (budget, found.value)
     assert more > 0
+
+
+_VALUES = (
+    st.text(
+        alphabet=st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"]),
+        min_size=1,
+        max_size=30,
+    )
+    .map(str.strip)
+    .filter(bool)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["path", "command", "id"]), _VALUES, st.integers(1, 4)),
+        min_size=1,
+        max_size=12,
+        unique_by=lambda entry: entry[1],
+    )
+)
+def test_the_estimate_of_whole_rows_is_never_under_and_at_most_a_token_a_row_over(
+    entries: list[tuple[str, str, int]],
+) -> None:
+    """What the index adds up as it takes entries (`IndexRows`: each value counted with the
+    blank or ` | ` before it, each row's head with its line break) is the rows' count for an
+    encoding that cuts its pieces at those blanks (o200k), but for a row whose last piece
+    takes its line break in: never under the rows counted whole, so an index filled by the
+    estimate alone never needs entries given back, and at most a token a row over."""
+    from ctxoffload.compression._index._layout import IndexRows, render_rows
+
+    found = [FoundArtifact(kind, value, line) for kind, value, line in entries]
+    rows = IndexRows(COUNTER.count_text)
+    for entry in found:
+        rows.add(entry)
+    text = "".join(row + "\n" for row in render_rows(found, set())[0])
+    exact = COUNTER.count_text(text)
+    assert exact <= rows.tokens <= exact + text.count("\n"), text
 
 
 def test_a_listing_folds_into_the_tree_the_model_reads() -> None:

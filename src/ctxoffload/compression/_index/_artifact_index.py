@@ -100,6 +100,9 @@ class ArtifactIndex:
     out_of_time: bool = False
     # While `build` searches: what its renders worked out (`_Renders`), dropped after it.
     _renders: _Renders | None = field(default=None, repr=False, compare=False)
+    # The text `build` ended with, and what it is the text of (`_shape`): `render` gives it
+    # again while the index is as `build` left it, without laying its rows out once more.
+    _built: tuple[tuple[Any, ...], str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def left(self) -> int:
@@ -168,6 +171,8 @@ class ArtifactIndex:
                 extra=extra,
                 clock=clock,
             )
+            # (The compaction renders it next: a look-up while the renders are kept.)
+            index._built = (index._shape(events_file), index.render(events_file))
         finally:
             index._renders = None
         return index
@@ -340,10 +345,11 @@ class ArtifactIndex:
         the estimate left out, in the index's order), each whole. `held`: the values the
         entries hold. Returns the entries of `rest` inside one of those values.
 
-        The estimate sums each piece's tokens, which on the corpus runs a tenth over the
-        index counted whole. So `rest` is taken within an estimated budget, searched from
-        the room counted exactly by what each fill tried takes (`most_within`), and the
-        fill that names the most within the budget counted exactly is kept.
+        The estimate (`IndexRows`) is never under the rows counted whole with o200k and at
+        most a token a row over, but other counters differ more, and the rules and tally are
+        counted apart. So `rest` is taken within an estimated budget, searched from the room
+        counted exactly by what each fill tried takes (`most_within`), and the fill that
+        names the most within the budget counted exactly is kept.
         """
         if not rest:
             return []
@@ -414,10 +420,11 @@ class ArtifactIndex:
     def _top_up(
         self, rows: IndexRows, counter: TokenCounter, events_file: str | None, clock: IndexClock
     ) -> list[FoundArtifact]:
-        """Take each cut entry that fits whole, counted exactly (the estimate is over by a
-        token or two an entry, so few are worth trying: none estimated at as much as one
-        that did not fit, and nothing carried while what left now is cut); returns the cut
-        entries inside a value the index holds (named by it).
+        """Take each cut entry that fits whole, counted exactly (the estimate is at most a
+        token a row over, so few are worth trying: none estimated at more than a token over
+        the room left, none at as much as one that did not fit, and nothing carried while
+        what left now is cut); returns the cut entries inside a value the index holds (named
+        by it).
 
         The entries are tried in batches, each counted once: those the room holds by
         estimate, then twice as many as the last batch that fitted, back to one after a batch
@@ -433,7 +440,7 @@ class ArtifactIndex:
         cut = len(queue)  # how many are cut as it goes
         batch: list[tuple[FoundArtifact, int]] = []  # taken, not yet counted: with its cost
         size, spent = 1, 0  # the batch's size, and what its entries cost by estimate
-        # The first batch takes what the room holds by estimate (a tenth over).
+        # The first batch takes what the room holds by estimate.
         first = room
         while queue or batch:
             if queue and (len(batch) < size or spent < first):
@@ -447,7 +454,7 @@ class ArtifactIndex:
                 cost = rows.cost(found) if left > 0 else 0
                 if (
                     left <= 0
-                    or cost > 2 * left
+                    or cost > left + 1
                     or (refused is not None and cost >= refused)
                     or (fresh_cut and not found.fresh)
                 ):
@@ -500,7 +507,7 @@ class ArtifactIndex:
         events_file: str | None,
     ) -> None:
         """Give entries back to the cut, the last taken first, until the index counted
-        whole is within its budget (the estimate is a tenth over on the corpus, so this
+        whole is within its budget (the estimate is never under with o200k, so this
         rarely takes any back; how many is searched by halves); then each entry of
         `inside` is named when an entry still holds it, cut otherwise."""
         if self.entries and self._exact(counter, events_file) > self.budget:
@@ -542,7 +549,22 @@ class ArtifactIndex:
     def render(self, events_file: str | None) -> str:
         """The index as it follows the summary in the context; "" when there is nothing to
         say."""
+        built = self._built
+        if built is not None and built[0] == self._shape(events_file):
+            return built[1]
         return self.render_with(self.entries, len(self.cut), events_file, calls=self.show_calls)
+
+    def _shape(self, events_file: str | None) -> tuple[Any, ...]:
+        """What the index's text is made of: equal shapes render the same text."""
+        return (
+            tuple(self.entries),
+            len(self.cut),
+            self.show_calls,
+            frozenset(self.folded),
+            self.cut_before,
+            tuple(self.calls.items()),
+            events_file,
+        )
 
     def render_with(
         self,

@@ -122,8 +122,12 @@ def group_of(found: FoundArtifact, stored: Stored = None) -> tuple[str, str, str
 
 class IndexRows:
     """The entries of an index written whole, as they are added to it, and the tokens their
-    rows take (estimated: each value's tokens and separator, each line's row; the index is
-    counted whole at the end).
+    rows take, estimated: each value counted with the blank or ` | ` before it, each line's
+    row head with its line break. An encoding that cuts its pieces at those blanks (o200k,
+    cl100k) counts the rows whole the same, but for a row whose last piece takes its line
+    break in (a row ending in punctuation): never under, at most a token a row over (it was
+    a fifth over when each value was counted bare, a token added for its blank). The index
+    is counted whole at the end.
 
     Args:
         count: counts a text's tokens (each text counted once here).
@@ -149,8 +153,8 @@ class IndexRows:
         parts = self._parts.get(id(found))
         if parts is None:
             where, value = found.where(), found.value
-            own = self._tokens(value) + (1 if is_word(value) else 2)
-            row = self._tokens(f"- {where}: ") + 1
+            own = self._tokens((" " if is_word(value) else " | ") + value)
+            row = self._tokens(f"- {where}:") + 1
             parts = self._parts[id(found)] = (found, where, own, row)
         return parts
 
