@@ -74,6 +74,9 @@ class Folds:
         self._values = Substrings(asked=len(order))  # the values of the window, in order
         self._holders: list[list[int]] = []  # for each of the window, the longer that hold it
         self._held: list[int] = []  # those of the window some longer value holds
+        # What each position writes folded (`group_pieces`), worked out once for every
+        # fold the search tries.
+        self._folded_pieces: dict[int, list[str]] = {}
 
     def fresh(self) -> Folds:
         """The same, of what left with this compaction only (what is carried is cut): itself
@@ -114,6 +117,13 @@ class Folds:
             for at in range(taken)
         ]
 
+    def _folded(self, at: int) -> list[str]:
+        """`group_pieces` of the entry at `at`, folded."""
+        pieces = self._folded_pieces.get(at)
+        if pieces is None:
+            pieces = self._folded_pieces[at] = group_pieces(self.order[at], True, self.stored)
+        return pieces
+
     def inside(self, taken: int, folded: set[Key], *, beyond: bool = False) -> set[int]:
         """The positions among the first `taken` (`beyond`: among as many after them, and
         64 more) whose value one of the first `taken` holds, in what the index writes of it:
@@ -127,10 +137,7 @@ class Folds:
             for holder in self._holders[at]:
                 if holder < taken and (
                     self.keys[holder] not in folded
-                    or any(
-                        value in piece
-                        for piece in group_pieces(self.order[holder], True, self.stored)
-                    )
+                    or any(value in piece for piece in self._folded(holder))
                 ):
                     found.add(at)
                     break
