@@ -223,14 +223,16 @@ _VALUES = (
         unique_by=lambda entry: entry[1],
     )
 )
-def test_the_estimate_of_whole_rows_is_never_under_and_at_most_a_token_a_row_over(
+def test_the_estimate_of_whole_rows_is_within_two_tokens_a_row_of_their_count(
     model: str, entries: list[tuple[str, str, int]]
 ) -> None:
     """What the index adds up as it takes entries (`IndexRows`: each value counted with the
     blank or ` | ` before it, each row's head with its line break) is the rows' count for an
-    encoding that cuts its pieces at those blanks (o200k, cl100k), but for a row whose last
-    piece takes its line break in: never under the rows counted whole, so an index filled by
-    the estimate alone never needs entries given back, and at most a token a row over."""
+    encoding that cuts its pieces at those blanks (o200k, cl100k), but at a row's end, where
+    a run of signs takes the line break into its last piece: BPE counts that piece up to two
+    tokens fewer than the run and the break apart, or, for a few runs (`@;]/`), one more. So
+    the estimate is within two tokens a row of the rows counted whole, either way (it was a
+    token over for each value, a fifth over the corpus's rows)."""
     from ctxoffload.compression._index._layout import IndexRows, render_rows
 
     counter = get_token_counter(model, exact=True)
@@ -240,7 +242,8 @@ def test_the_estimate_of_whole_rows_is_never_under_and_at_most_a_token_a_row_ove
         rows.add(entry)
     text = "".join(row + "\n" for row in render_rows(found, set())[0])
     exact = counter.count_text(text)
-    assert exact <= rows.tokens <= exact + text.count("\n"), text
+    lines = text.count("\n")
+    assert -lines <= rows.tokens - exact <= 2 * lines, text
 
 
 def test_a_listing_folds_into_the_tree_the_model_reads() -> None:

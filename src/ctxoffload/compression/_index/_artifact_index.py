@@ -345,9 +345,9 @@ class ArtifactIndex:
         the estimate left out, in the index's order), each whole. `held`: the values the
         entries hold. Returns the entries of `rest` inside one of those values.
 
-        The estimate (`IndexRows`) is never under the rows counted whole with o200k and at
-        most a token a row over, but other counters differ more, and the rules and tally are
-        counted apart. So `rest` is taken within an estimated budget, searched from the room
+        The estimate (`IndexRows`) is within two tokens a row of the rows counted whole with
+        o200k and cl100k, but other counters differ more, and the rules and tally are counted
+        apart. So `rest` is taken within an estimated budget, searched from the room
         counted exactly by what each fill tried takes (`most_within`), and the fill that
         names the most within the budget counted exactly is kept.
         """
@@ -420,11 +420,10 @@ class ArtifactIndex:
     def _top_up(
         self, rows: IndexRows, counter: TokenCounter, events_file: str | None, clock: IndexClock
     ) -> list[FoundArtifact]:
-        """Take each cut entry that fits whole, counted exactly (the estimate is at most a
-        token a row over, so few are worth trying: none estimated at more than a token over
-        the room left, none at as much as one that did not fit, and nothing carried while
-        what left now is cut); returns the cut entries inside a value the index holds (named
-        by it).
+        """Take each cut entry that fits whole, counted exactly (the estimate is close to the
+        count, so few are worth trying: none estimated at more than a token over the room
+        left, none at as much as one that did not fit, and nothing carried while what left
+        now is cut); returns the cut entries inside a value the index holds (named by it).
 
         The entries are tried in batches, each counted once: those the room holds by
         estimate, then twice as many as the last batch that fitted, back to one after a batch
@@ -507,8 +506,8 @@ class ArtifactIndex:
         events_file: str | None,
     ) -> None:
         """Give entries back to the cut, the last taken first, until the index counted
-        whole is within its budget (the estimate is never under with o200k, so this
-        rarely takes any back; how many is searched by halves); then each entry of
+        whole is within its budget (the estimate is close to the count, so this rarely
+        takes any back; how many is searched by halves); then each entry of
         `inside` is named when an entry still holds it, cut otherwise."""
         if self.entries and self._exact(counter, events_file) > self.budget:
             # The most entries, in the order taken, that fit: `low` fit (none fits always:

@@ -124,10 +124,10 @@ class IndexRows:
     """The entries of an index written whole, as they are added to it, and the tokens their
     rows take, estimated: each value counted with the blank or ` | ` before it, each line's
     row head with its line break. An encoding that cuts its pieces at those blanks (o200k,
-    cl100k) counts the rows whole the same, but for a row whose last piece takes its line
-    break in (a row ending in punctuation): never under, at most a token a row over (it was
-    a fifth over when each value was counted bare, a token added for its blank). The index
-    is counted whole at the end.
+    cl100k) counts the rows whole the same but at a row's end, where a run of signs takes the
+    line break into its last piece: a token or two fewer there, or, for a few runs, one more
+    (within two tokens a row either way; it was a fifth over when each value was counted
+    bare, a token added for its blank). The index is counted whole at the end.
 
     Args:
         count: counts a text's tokens (each text counted once here).
