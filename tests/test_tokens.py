@@ -1109,6 +1109,65 @@ def test_a_text_far_over_its_limit_is_estimated_within_bounds_that_hold_its_coun
     _assert_count_over_holds(counter, text, limit, off_by=10)
 
 
+def _size_counters() -> list[Any]:
+    from ctxoffload._tokens.counters import HeuristicCounter
+
+    return [
+        get_token_counter("gpt-4o", exact=True),  # o200k
+        get_token_counter("gpt-4", exact=True),  # cl100k
+        get_token_counter("claude-3-5-sonnet", exact=True),  # o200k scaled up by 1.25
+        HeuristicCounter(),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=120
+    ).map(lambda t: t * 3),
+    limit=st.integers(1, 400),
+)
+def test_what_a_text_s_size_says_fits_is_within_the_limit_counted(text: str, limit: int) -> None:
+    """`fits_by_size` (a door's check of a tool's output before it is handed on to be cut)
+    never says a text fits that its counter counts over the limit, with any characters:
+    three-token runes, emoji, ASCII, for o200k, cl100k, Claude's scaled count and the
+    heuristic."""
+    from ctxoffload._tokens.counters import fits_by_size
+
+    for counter in _size_counters():
+        if fits_by_size(counter, text, limit):
+            assert counter.count_text(text) <= limit, (counter, text)
+
+
+def test_an_output_shorter_than_its_limit_in_characters_may_be_over_it_in_tokens() -> None:
+    # `ꙮ` and `𝔘` are three o200k tokens each: 100 characters are 300 tokens. A token was
+    # once taken for a character by every door's check, which let such an output through
+    # whole; the check now reads UTF-8 bytes, a token's least.
+    from ctxoffload._tokens.bounds import within_bytes
+    from ctxoffload._tokens.counters import HeuristicCounter, fits_by_size
+
+    o200k, _, claude, heuristic = _size_counters()
+    assert isinstance(heuristic, HeuristicCounter)
+    runes = "ꙮ" * 100
+    assert o200k.count_text(runes) == 300
+    assert fits_by_size(o200k, runes, 300) and not fits_by_size(o200k, runes + "ꙮ", 300)
+    assert not within_bytes("𝔘" * 80, 300) and o200k.count_text("𝔘" * 80) > 200
+    assert fits_by_size(o200k, "a" * 300, 300) and not fits_by_size(o200k, "a" * 301, 300)
+    # Claude's count is o200k's times 1.25: 240 ASCII characters fit 300 tokens, 241 may not.
+    assert fits_by_size(claude, "a" * 240, 300) and not fits_by_size(claude, "a" * 241, 300)
+    assert claude.count_text("!@" * 120) == 300  # (o200k counts a sign a token here)
+    assert fits_by_size(heuristic, "a" * 1_200, 300)
+    assert not fits_by_size(heuristic, "a" * 1_201, 300)
+
+    class Own:  # a user's counter: its size says nothing, so it is counted
+        name, is_exact = "own", False
+
+        def count_text(self, text: str) -> int:
+            return 0
+
+    assert not fits_by_size(Own(), "", 300)  # type: ignore[arg-type]
+
+
 def test_a_huge_output_is_known_over_its_limit_from_its_first_lines_alone() -> None:
     # 10 MB of log lines: only the first 64 KB are tokenized, the estimate is within a
     # thousandth of the exact count, the bounds hold it.

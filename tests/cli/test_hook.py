@@ -308,6 +308,20 @@ def test_the_plugin_manifest_names_the_plugin() -> None:
     assert [m["matcher"] for m in events["SessionStart"]] == ["compact"]
 
 
+def test_an_output_short_in_characters_but_over_the_limit_in_tokens_is_stored(
+    tmp_path: Path,
+) -> None:
+    # 2,990 characters, under the hook's 3,000-token limit, are 8,372 o200k tokens: `ꙮ` is
+    # three. The hook once took a token for a character and passed it whole to Claude Code.
+    stdout = ("ꙮ" * 9 + "\n") * 299
+    assert len(stdout) < 3_000
+    done = run_hook("PostToolUse", post_tool_use_bash(stdout), tmp_path / "ws")
+    head = output_of(done)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    assert NOTICE in head and len(head.encode()) < len(stdout.encode())
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.read_bytes() == stdout.encode()
+
+
 def test_a_small_output_is_answered_before_asyncio_and_the_engine_load(tmp_path: Path) -> None:
     # Claude Code runs the hook as a new process after every tool call: for most outputs it
     # answers "nothing to do" on the process's bare start-up (bench/bench_hook_start.py).

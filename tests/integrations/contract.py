@@ -39,6 +39,12 @@ NEEDLE = "export batch 41234 done"
 """A line of `BIG` the read-back tools find."""
 
 
+def dense(limit: int) -> str:
+    """A tool output of fewer characters than `limit` that holds nearly three times as many
+    tokens (o200k, with which every door here counts): lines of `ꙮ`, three tokens each."""
+    return ("ꙮ" * 9 + "\n") * ((limit - 1) // 10)
+
+
 @dataclass
 class Turn:
     """One turn of a conversation: the user's message, and the output of the one tool call
@@ -100,9 +106,11 @@ class DoorDriver:
         extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
             spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
+        limit: the `tool_result_limit` the driver builds its door with.
     """
 
     door: str = ""
+    limit: int = 300
     module: str | None = None
     needs: str = ""
     extra: str = ""

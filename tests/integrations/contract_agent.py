@@ -39,6 +39,9 @@ class AgentDriver(DoorDriver):
         "identity": "the Agent is ctxoffload itself: its session_id names the session folder "
         "as given (a plain name, else InvalidSessionId); a host's id is mapped by the caller "
         "with session_id_for",
+        "tokens, not characters": "this driver's Agent counts with the characters heuristic "
+        "(get_token_counter(exact=False)), by which an output shorter than the limit fits; "
+        "tests/test_tokens.py holds every counter's size check (fits_by_size) to its count",
     }
 
     def make(self, workspace: Any) -> _Made:

@@ -17,6 +17,7 @@ from ctxoffload._doors.doors import DOORS
 
 class ClaudeAgentSdkDriver(DoorDriver):
     door = "claude-agent-sdk"
+    limit = 3_000  # the hook's default
     module = "claude_agent_sdk"
     extra = "claude"
     reasons: ClassVar[dict[str, str]] = {

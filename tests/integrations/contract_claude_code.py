@@ -17,6 +17,7 @@ from ctxoffload._doors.doors import DOORS
 
 class ClaudeCodeDriver(DoorDriver):
     door = "claude-code"
+    limit = 3_000  # the hook's default
     reasons: ClassVar[dict[str, str]] = {
         "no shared default": "Claude Code sends its session_id with every hook input; an "
         "input without one is refused in one line (tests/cli/test_hook.py)",

@@ -32,6 +32,8 @@ class DeepAgentsDriver(DoorDriver):
         "same tools": "deepagents' own read_file, grep and glob read the stored files through "
         "the backend, by deepagents' paths (tests/integrations/test_deepagents_agent.py); "
         "ContextOffloadMiddleware beside it adds ctxoffload's Read, Grep and Glob",
+        "tokens, not characters": "deepagents decides which result it evicts, by its own "
+        "limit (20,000 tokens); the backend stores what it is given",
     }
 
     def make(self, workspace: Any) -> _Made:

@@ -35,6 +35,9 @@ class HaystackDriver(DoorDriver):
         "identity": "a Haystack Agent names no conversation: the application gives each one "
         "a store built with its session_id (a plain name), per run through hook_context",
         "one writer": DOORS["haystack"].one_writer,
+        "tokens, not characters": "Haystack's ToolResultOffloadHook decides which result it "
+        "stores, by its own rule (OffloadOverChars here: characters); the store stores what it "
+        "is given",
     }
 
     def make(self, workspace: Any) -> _Made:

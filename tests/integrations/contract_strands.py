@@ -238,6 +238,8 @@ class StrandsStorageDriver(DoorDriver):
         "storage, never a shared name); Strands gives each agent's ContextOffloader the "
         "storage it is built with: give each agent its own",
         "one writer": DOORS["strands-storage"].one_writer or "",
+        "tokens, not characters": "Strands' ContextOffloader decides which result it stores, "
+        "by its own estimate (max_result_tokens); the storage stores what it is given",
     }
 
     def make(self, workspace: Any) -> _Made:

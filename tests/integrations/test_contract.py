@@ -22,6 +22,7 @@ from contract import (
     NEEDLE,
     DoorDriver,
     Turn,
+    dense,
     drivers,
     files_holding,
     skip_unless,
@@ -153,6 +154,28 @@ def test_a_big_output_is_stored_whole_once_and_the_host_keeps_its_head(
     assert len(outcome.kept) < len(BIG) // 50
     for sent in outcome.sent:
         assert sum(map(len, sent)) < len(BIG) // 10  # no request carries it
+
+
+@doors
+def test_an_output_over_the_limit_in_tokens_not_in_characters_is_stored_whole_too(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    """Tokens are not characters: an output shorter than the door's limit in characters but
+    nearly three times over it in tokens is stored whole and the host keeps its head, as a
+    long one is (each door once let it through whole, taking a token for a character)."""
+    skip_unless(driver, "stored once")
+    skip_unless(driver, "tokens, not characters")
+    output = dense(driver.limit)
+    assert len(output) < driver.limit
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))
+    outcome = driver.converse(made, "dense", [Turn("show the runes", tool_output=output)])
+    whole = driver.as_the_host_gives(output)
+    holding = files_holding(tmp_path / "ws", whole)
+    assert len(holding) == 1, holding
+    assert holding[0].name.startswith("tool_result-")
+    assert holding[0].read_text() == whole
+    assert whole not in outcome.kept
+    assert (outcome.names or holding[0].name) in outcome.kept
 
 
 # -- recorded ------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from .._disk.ids import session_id_for
 from .._disk.layout import MARK
 from .._disk.paths import READ_FLAGS, verify_file
 from .._disk.wording import plural, spans_text
+from .._tokens.bounds import within_bytes
 from ..exceptions import InvalidContent, OffloadError
 
 TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
@@ -174,18 +175,24 @@ async def post_tool_use(
             "the PostToolUse hook input has no 'tool_response': Claude Code sends the tool's "
             "output there; check what the hook is fed"
         )
+    from .._tokens.counters import fits_by_size
     from ..compression import Compressor, Projector
     from ..messages import ToolResultBlock
 
     response = _whole_output(hook_input["tool_response"])
     cfg = config or hook_config()
-    texts = [leaf for leaf in _text_leaves(response) if len(leaf[1]) > cfg.tool_result_limit]
+    projector = Projector(workspace, session, config=cfg)  # (nothing read or written yet)
+    limit = cfg.tool_result_limit
+    texts = [
+        leaf
+        for leaf in _text_leaves(response)
+        if not fits_by_size(projector.counter, leaf[1], limit)
+    ]
     if not texts:
-        return {}  # a token is at least one character: a text no longer than the limit fits
+        return {}
     if Compressor(cfg).reads_back(tool_name):
         return {}  # Read, Grep, Glob read offloaded files back: cutting them again would loop
     await announce(workspace, session, door, hook_input["session_id"])
-    projector = Projector(workspace, session, config=cfg)
     replaced = response
     changed = False
     for number, (path, text) in enumerate(sorted(texts, key=lambda leaf: -len(leaf[1]))):
@@ -205,8 +212,9 @@ async def post_tool_use(
 
 def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> bool:
     """Whether a PostToolUse input may hold an output to store: one of its texts is longer
-    than `tool_result_limit` characters (a token is at least one), or Claude Code persisted
-    the output itself. False answers the hook at once, before the engine is loaded.
+    than `tool_result_limit` bytes in UTF-8 (the hook counts with o200k, whose tokens hold a
+    byte at least: `within_bytes`), or Claude Code persisted the output itself. False
+    answers the hook at once, before the engine is loaded.
 
     Raises:
         InvalidContent: the input lacks `tool_name` or `tool_use_id` (as `post_tool_use`).
@@ -220,7 +228,7 @@ def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_
     response = hook_input.get("tool_response")
     if isinstance(response, dict) and "persistedOutputPath" in response:
         return True
-    return any(len(text) > tool_result_limit for _, text in _text_leaves(response))
+    return any(not within_bytes(text, tool_result_limit) for _, text in _text_leaves(response))
 
 
 def _whole_output(response: Any) -> Any:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import TokenizerUnavailable
+from .bounds import within_bytes
 from .costs import (
     DEFAULT_DATA_BLOCK_TOKENS,
     REPLY_PRIMING_TOKENS,
@@ -33,6 +34,7 @@ __all__ = [
     "count_by_lines",
     "count_known",
     "count_over",
+    "fits_by_size",
     "get_token_counter",
 ]
 
@@ -348,6 +350,25 @@ OVER_PREFIX_CHARS = 65_536
 """The least `count_over` reads of a long text to tell it is over its limit (more when 16
 characters a token of the limit are more): counting the first 64 KB of a 10 MB tool output
 takes 1.5 ms, counting the whole of it 190 ms."""
+
+
+def fits_by_size(counter: TokenCounter, text: str, limit: int) -> bool:
+    """Whether `text` is surely within `limit` tokens by its size alone, without counting it:
+    what a door asks of a tool's output before it hands it on to be cut (most outputs are
+    short). False says only "count it".
+
+    A token of a byte-level encoding (`TiktokenCounter`) holds at least one UTF-8 byte, not
+    one character (`within_bytes`); Claude's calibrated counter scales its base's count up
+    (`CalibratedCounter`); the characters heuristic is a division. Any other counter (one of
+    a user's own) is counted.
+    """
+    if type(counter) is CalibratedCounter:
+        return fits_by_size(counter.base, text, math.floor(limit / counter.ratio))
+    if type(counter) is TiktokenCounter:
+        return within_bytes(text, limit)
+    if type(counter) is HeuristicCounter:
+        return counter.count_text(text) <= limit
+    return False
 
 
 def count_over(counter: TokenCounter, text: str, limit: int) -> tuple[int, tuple[int, int] | None]:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from .._disk.payloads import count_lines, render_tool_output
-from .._tokens.counters import count_over
+from .._tokens.counters import count_over, fits_by_size
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import TRUNCATION_MARKER, defuse
 from ..tokens import TokenCounter
@@ -347,6 +347,8 @@ async def truncate_tool_result(
     # (A text far over the limit is known to be over from its first lines: its tokens are
     # then estimated, within bounds, rather than all counted.)
     if isinstance(block.output, str):
+        if fits_by_size(counter, block.output, limit):
+            return None  # (most outputs: no tokenizer needed)
         tokens_before, bounds = count_over(counter, block.output, limit)
     else:
         tokens_before, bounds = count_output(block, counter), None

@@ -38,6 +38,7 @@ from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.runs import HostRuns
 from .._loop import LoopThread
+from .._tokens.counters import fits_by_size
 from ..agent import as_tool
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError, SessionBusyError
@@ -300,13 +301,14 @@ class ContextOffloadHooks:
         """A big result becomes its head and a notice; the whole text goes to the workspace
         first."""
         text = ctx.tool_result
-        # A token is at least one character: a text no longer than the limit fits.
-        if not isinstance(text, str) or len(text) <= self.config.tool_result_limit:
+        if not isinstance(text, str):
             return None
         run = self._run_of(ctx)
         if run is None:
             return None
         conversation = run.conversation(ctx.agent)
+        if fits_by_size(conversation.projector.counter, text, self.config.tool_result_limit):
+            return None
         block = ToolResultBlock(id=_result_id(), name=str(ctx.tool_name), output=text)
         kept = conversation.projector.offload_tool_result_sync(block)
         if not isinstance(kept.output, str) or kept.output == text:

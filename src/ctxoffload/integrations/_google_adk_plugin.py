@@ -20,6 +20,7 @@ from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import HostRuns
 from .._overflow import is_context_overflow
+from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, TextBlock, ToolResultBlock
@@ -201,8 +202,9 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         call = tool_context.function_call_id
         self._done(session, tool_context)
         text = _result_text(result)
-        # A token is at least one character: a text no longer than the limit fits.
-        if text is None or len(text) <= self.config.tool_result_limit:
+        if text is None or fits_by_size(
+            session.projector.counter, text, self.config.tool_result_limit
+        ):
             return None
         block = ToolResultBlock(id=call or "", name=tool.name, output=text)
         kept = await session.projector.offload_tool_result(block)

@@ -29,6 +29,7 @@ from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import HostRuns
 from .._loop import run_private
 from .._overflow import is_context_overflow
+from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
@@ -234,7 +235,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         projector = self._projector(session)
         with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
             result = handler(request)
-        block = self._oversized(result, request)
+        block = self._oversized(result, request, projector)
         if block is None:
             return result
         return _with_output(result, block, projector.offload_tool_result_sync(block))
@@ -245,18 +246,17 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         projector = self._projector(session)
         with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
             result = await handler(request)
-        block = self._oversized(result, request)
+        block = self._oversized(result, request, projector)
         if block is None:
             return result
         return _with_output(result, block, await projector.offload_tool_result(block))
 
-    def _oversized(self, result: Any, request: Any) -> ToolResultBlock | None:
+    def _oversized(self, result: Any, request: Any, projector: Projector) -> ToolResultBlock | None:
         """The result as a ctxoffload block when it is text that may be over the limit."""
         if not isinstance(result, _ToolMessage):
             return None  # a Command updates state itself
         text = _text_of(result.content)
-        # A token is at least one character: a text no longer than the limit fits.
-        if text is None or len(text) <= self.config.tool_result_limit:
+        if text is None or fits_by_size(projector.counter, text, self.config.tool_result_limit):
             return None
         return ToolResultBlock(
             id=result.tool_call_id,

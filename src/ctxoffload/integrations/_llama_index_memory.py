@@ -22,11 +22,13 @@ from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns
+from .._tokens.counters import fits_by_size
 from ..agent import as_tool
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
+from ..tokens import TokenCounter
 from ..workspace import Workspace, writing_as
 from ._llama_index_messages import INSTALL_HINT, message_text, read_message, to_llama_index
 from ._reading import reading_functions
@@ -306,7 +308,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         """A tool's `ToolOutput` as the agent should get it: itself when it fits (or holds
         more than text), else its head and a notice, the whole text stored first."""
         await self._ready()
-        block = _oversized(output, self._config.tool_result_limit)
+        block = _oversized(output, self._projector.counter, self._config.tool_result_limit)
         if block is None:
             return output
         with writing_as(_AGENT, self._session):
@@ -315,7 +317,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
 
     def kept_output_sync(self, output: Any) -> Any:
         """`kept_output` for a tool called from synchronous code."""
-        block = _oversized(output, self._config.tool_result_limit)
+        block = _oversized(output, self._projector.counter, self._config.tool_result_limit)
         if block is None:
             return output
         if not self._begun:
@@ -352,7 +354,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         if role not in ("tool", "function"):
             return message
         text = message_text(message)
-        if len(text) <= self._config.tool_result_limit:
+        if fits_by_size(self._projector.counter, text, self._config.tool_result_limit):
             return message
         kwargs = message.additional_kwargs or {}
         call_id = str(kwargs.get("tool_call_id") or _digest_id("tool", text))
@@ -462,13 +464,12 @@ def _digest_id(name: str, text: str) -> str:
     return f"{name}-{digest}"
 
 
-def _oversized(output: Any, limit: int) -> ToolResultBlock | None:
+def _oversized(output: Any, counter: TokenCounter, limit: int) -> ToolResultBlock | None:
     """A tool output as a ctxoffload block when it is text that may be over the limit."""
     if any(not isinstance(block, _types.TextBlock) for block in output.blocks):
         return None  # media: the agent's LLM reads those blocks as they are
     text = "\n".join(block.text for block in output.blocks)
-    # A token is at least one character: a text no longer than the limit fits.
-    if len(text) <= limit:
+    if fits_by_size(counter, text, limit):
         return None
     name = str(output.tool_name)
     return ToolResultBlock(

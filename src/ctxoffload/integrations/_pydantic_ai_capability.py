@@ -20,6 +20,7 @@ from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import begin_run
 from .._overflow import is_context_overflow
+from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
@@ -183,11 +184,11 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         if holds_files(result):
             return result
         text = tool_return_text(call.tool_name, call.tool_call_id, result)
-        # A token is at least one character: a text no longer than the limit fits.
-        if len(text) <= self.config.tool_result_limit:
+        projector = self._run_projector()
+        if fits_by_size(projector.counter, text, self.config.tool_result_limit):
             return result
         block = ToolResultBlock(id=call.tool_call_id, name=call.tool_name, output=text)
-        kept = await self._run_projector().offload_tool_result(block)
+        kept = await projector.offload_tool_result(block)
         return kept.output if isinstance(kept.output, str) else result
 
     async def before_model_request(self, ctx: Any, request_context: Any) -> Any:

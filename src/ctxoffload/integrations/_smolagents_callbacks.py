@@ -32,6 +32,7 @@ from .._doors.identity import fresh_session, given_session
 from .._doors.runs import begin_run
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, ModelCalls
+from .._tokens.counters import fits_by_size
 from ..agent import as_tool
 from ..compression import (
     Compressor,
@@ -330,8 +331,10 @@ class _Conversation:
     async def _offload(self, step: Any) -> None:
         """A text observation over the limit: stored whole, the step keeps head + notice."""
         text = step.observations
-        # A token is at least one character: a text no longer than the limit fits.
-        if not isinstance(text, str) or len(text) <= self.run.compressor.config.tool_result_limit:
+        compressor = self.run.compressor
+        if not isinstance(text, str) or fits_by_size(
+            compressor.counter, text, compressor.config.tool_result_limit
+        ):
             return
         calls = step.tool_calls or []
         block = ToolResultBlock(
