@@ -21,6 +21,7 @@ from contract import (
     MEDIUM,
     NEEDLE,
     DoorDriver,
+    Outcome,
     Turn,
     dense,
     drivers,
@@ -138,19 +139,27 @@ def test_a_workdir_that_is_a_file_is_refused_at_construction(
 # -- stored once, whole --------------------------------------------------------------------------
 
 
+def stored_whole_once(driver: DoorDriver, tmp_path: Path, output: str) -> Outcome:
+    """Play one turn whose tool gives `output`; check that one tool_result file holds it
+    whole and that what the host keeps names that file. The conversation's outcome."""
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))
+    outcome = driver.converse(made, "stored", [Turn("fetch it", tool_output=output)])
+    whole = driver.as_the_host_gives(output)
+    holding = files_holding(tmp_path / "ws", whole)
+    assert len(holding) == 1, holding
+    assert holding[0].name.startswith("tool_result-")
+    assert holding[0].read_text() == whole
+    assert whole not in outcome.kept
+    assert (outcome.names or holding[0].name) in outcome.kept
+    return outcome
+
+
 @doors
 def test_a_big_output_is_stored_whole_once_and_the_host_keeps_its_head(
     driver: DoorDriver, tmp_path: Path
 ) -> None:
     skip_unless(driver, "stored once")
-    made = driver.make(LocalWorkspace(tmp_path / "ws"))
-    outcome = driver.converse(made, "big", [Turn("dump the log", tool_output=BIG)])
-    whole = driver.as_the_host_gives(BIG)
-    holding = files_holding(tmp_path / "ws", whole)
-    assert len(holding) == 1, holding
-    assert holding[0].name.startswith("tool_result-")
-    assert holding[0].read_text() == whole
-    assert (outcome.names or holding[0].name) in outcome.kept
+    outcome = stored_whole_once(driver, tmp_path, BIG)
     assert len(outcome.kept) < len(BIG) // 50
     for sent in outcome.sent:
         assert sum(map(len, sent)) < len(BIG) // 10  # no request carries it
@@ -167,15 +176,7 @@ def test_an_output_over_the_limit_in_tokens_not_in_characters_is_stored_whole_to
     skip_unless(driver, "tokens, not characters")
     output = dense(driver.limit)
     assert len(output) < driver.limit
-    made = driver.make(LocalWorkspace(tmp_path / "ws"))
-    outcome = driver.converse(made, "dense", [Turn("show the runes", tool_output=output)])
-    whole = driver.as_the_host_gives(output)
-    holding = files_holding(tmp_path / "ws", whole)
-    assert len(holding) == 1, holding
-    assert holding[0].name.startswith("tool_result-")
-    assert holding[0].read_text() == whole
-    assert whole not in outcome.kept
-    assert (outcome.names or holding[0].name) in outcome.kept
+    stored_whole_once(driver, tmp_path, output)
 
 
 # -- recorded ------------------------------------------------------------------------------------
