@@ -104,29 +104,36 @@ def alternated(commands: list[list[str]]) -> list[tuple[float, float, int]]:
     """Each command's best wall time and best CPU time (user and system, its children's
     included: ripgrep's for `ctxoffload grep`) of `RUNS` runs writing to a pipe, and the lines
     it printed; the commands run in turn, each once first, to warm the page cache and the
-    bytecode."""
-    for command in commands:
-        subprocess.run(command, stdout=subprocess.DEVNULL, env=CHILD_ENV, check=False)
+    bytecode, and to count its lines."""
+    lines = [_printed(command, count=True) for command in commands]
     walls: list[list[float]] = [[] for _ in commands]
     cpus: list[list[float]] = [[] for _ in commands]
-    lines = [0] * len(commands)
-    buffer = bytearray(1 << 20)
     for _ in range(RUNS):
         for i, command in enumerate(commands):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            with subprocess.Popen(command, stdout=subprocess.PIPE, env=CHILD_ENV) as process:
-                assert process.stdout is not None
-                # Read into one buffer, as a pipe into `wc -l` would: the reader costs each
-                # command the same, whatever it prints.
-                count = 0
-                while read := process.stdout.readinto(buffer):
-                    count += buffer.count(b"\n", 0, read)
+            _printed(command, count=False)
             walls[i].append(time.perf_counter() - start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus[i].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            lines[i] = count
     return [(min(w), min(c), n) for w, c, n in zip(walls, cpus, lines, strict=True)]
+
+
+_BUFFER = bytearray(1 << 20)
+
+
+def _printed(command: list[str], *, count: bool) -> int:
+    """Run `command` into a pipe read into one buffer, as `> /dev/null` through a pipe would;
+    the lines it printed when `count`. Timed runs do not count: counting the newlines of
+    a block costs this process more for a longer output (a path on each line), and that cost
+    would be charged to the command."""
+    lines = 0
+    with subprocess.Popen(command, stdout=subprocess.PIPE, env=CHILD_ENV) as process:
+        assert process.stdout is not None
+        while read := process.stdout.readinto(_BUFFER):
+            if count:
+                lines += _BUFFER.count(b"\n", 0, read)
+    return lines
 
 
 def in_process(args: list[str]) -> float:

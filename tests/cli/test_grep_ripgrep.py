@@ -240,6 +240,59 @@ def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
     assert got == grep(big_workspace, args, "python")
 
 
+def into_a_pipe(workdir: Path, args: list[str], engine: str, size: int | None) -> tuple[bytes, int]:
+    """Run `ctxoffload grep` into a pipe of `size` bytes (the system's default when None)
+    read by this process as it prints; what it printed and the pipe's size after."""
+    import fcntl
+
+    read_end, write_end = os.pipe()
+    try:
+        if size is not None:
+            fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, size)
+        env = {**os.environ, "CTXOFFLOAD_GREP": engine, "NO_COLOR": "1"}
+        command = [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), "grep", *args]
+        with subprocess.Popen(command, stdout=write_end, env=env) as process:
+            os.close(write_end)
+            write_end = -1
+            chunks = []
+            while chunk := os.read(read_end, 1 << 16):
+                chunks.append(chunk)
+        assert process.returncode == 0
+        return b"".join(chunks), fcntl.fcntl(read_end, fcntl.F_GETPIPE_SZ)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+@pytest.mark.skipif(
+    not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipes are widened on Linux only"
+)
+def test_a_pipe_on_stdout_is_widened_to_a_block_and_never_narrowed(
+    big_workspace: Path, recording_rg: tuple[Path, Path]
+) -> None:
+    """ripgrep's lines are printed a block at a time: a pipe on stdout narrower than a block
+    is widened to hold one (where the system lets this user: /proc/sys/fs/pipe-max-size is
+    a block by default), one already wider keeps its size, and what is printed is what the
+    RE2 search prints into the same pipe."""
+    wrapper, log = recording_rg
+    expected, _ = into_a_pipe(big_workspace, ["ERROR"], "python", None)
+    runs_before = rg_runs(log)
+    printed, size = into_a_pipe(big_workspace, ["ERROR"], str(wrapper), None)
+    assert rg_runs(log) > runs_before, "ripgrep did not run"
+    assert printed == expected and len(printed) > 2 * RG_READ
+    if int(Path("/proc/sys/fs/pipe-max-size").read_text()) >= RG_READ:
+        assert size == RG_READ
+    try:
+        wider, _ = into_a_pipe(big_workspace, ["--max-columns", "0", "xx"], "python", 4 * RG_READ)
+    except PermissionError:
+        return  # (only a privileged user may make a pipe wider than pipe-max-size)
+    printed, size = into_a_pipe(
+        big_workspace, ["--max-columns", "0", "xx"], str(wrapper), 4 * RG_READ
+    )
+    assert printed == wider and size == 4 * RG_READ
+
+
 def on_a_terminal(workdir: Path, args: list[str], engine: str) -> tuple[int, bytes]:
     """Run `ctxoffload grep` with stdout on a terminal (so in colour); its status and output."""
     env = {**os.environ, "CTXOFFLOAD_GREP": engine}
