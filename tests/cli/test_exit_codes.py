@@ -55,3 +55,38 @@ def test_every_command_exits_2_on_an_error(
     assert result.code == 2, result
     assert says in result.err, result.err
     assert "Traceback" not in result.err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls"],
+        ["show", "run-1"],
+        ["stats"],
+        ["grep", "ERROR"],
+        ["grep", "--json", "ERROR"],
+        ["cat", "sessions/run-1/tool_result-call_1.txt"],
+        ["verify"],
+    ],
+    ids=" ".join,
+)
+def test_a_closed_stdout_is_said_in_one_line_and_exits_2(filled: Path, argv: list[str]) -> None:
+    """Run as `ctxoffload ... >&-` (descriptor 1 closed before Python starts, which leaves
+    sys.stdout None): one line on stderr naming stdout, status 2, no traceback, and the
+    workspace as it was."""
+    import subprocess
+    import sys
+
+    before = sorted((p, p.stat().st_size) for p in filled.rglob("*") if p.is_file())
+    command = [sys.executable, "-m", "ctxoffload", *argv, "--workdir", str(filled)]
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *command],
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "stdout is closed" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert sorted((p, p.stat().st_size) for p in filled.rglob("*") if p.is_file()) == before

@@ -34,6 +34,18 @@ def main(argv: list[str] | None = None) -> int:
 def run_command_line(argv: list[str], *, lean: bool = True) -> int:
     """`main` for `argv`; `lean=False` reads every command line with the whole parser (the
     tests hold the lean reading of `grep` to it)."""
+    if sys.stdout is None:
+        # Python leaves sys.stdout None when descriptor 1 was closed before it started
+        # (`>&-`): what a command prints could go nowhere, and its status alone would not
+        # say what it did, so none runs.
+        from ._arguments import EXIT_USAGE
+
+        if sys.stderr is not None:
+            sys.stderr.write(
+                "ctxoffload: stdout is closed, so nothing could be printed: "
+                "send it to /dev/null to discard the output\n"
+            )
+        return EXIT_USAGE
     from ._output import InertStream
 
     # Every line any command prints goes through `inert`: nothing a workspace holds (a tool's
