@@ -90,3 +90,54 @@ def test_a_closed_stdout_is_said_in_one_line_and_exits_2(filled: Path, argv: lis
     assert done.stderr.count("\n") == 1 and "stdout is closed" in done.stderr
     assert "Traceback" not in done.stderr
     assert sorted((p, p.stat().st_size) for p in filled.rglob("*") if p.is_file()) == before
+
+
+def _closed(redirect: str, argv: list[str]) -> Any:
+    """`ctxoffload ARGV` run from a shell with `redirect` (such as `2>&-`) on it."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "ctxoffload", *argv]
+    return subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", *command],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_with_stderr_closed_an_error_still_exits_2_and_the_output_is_whole(
+    filled: Path, tmp_path: Path
+) -> None:
+    """`2>&-` leaves sys.stderr None: the error that cannot be said is still told by the
+    status (was 1, from the traceback of writing it), and what is printed is what a run
+    with stderr open prints."""
+    missing = _closed("2>&-", ["ls", "--workdir", str(tmp_path / "missing")])
+    assert missing.returncode == 2 and missing.stdout == b""
+    opened = _closed("", ["grep", "-F", "ORD-", "--workdir", str(filled)])
+    closed = _closed("2>&-", ["grep", "-F", "ORD-", "--workdir", str(filled)])
+    assert opened.returncode == closed.returncode == 0
+    assert closed.stdout == opened.stdout and b"ORD-" in closed.stdout
+
+
+def test_with_stdin_closed_the_hook_reads_no_input_as_with_an_empty_stdin(tmp_path: Path) -> None:
+    """`<&-` leaves sys.stdin None: the Claude Code hook says what it says of an empty
+    stdin, not an AttributeError."""
+    import subprocess
+    import sys
+
+    argv = ["hook", "PostToolUse", "--workdir", str(tmp_path / "ws")]
+    closed = _closed("<&-", argv)
+    empty = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", *argv],
+        input=b"",
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert b"AttributeError" not in closed.stderr and b"no hook input" in closed.stderr
+    assert (closed.returncode, closed.stdout, closed.stderr) == (
+        empty.returncode,
+        empty.stdout,
+        empty.stderr,
+    )

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_command_line(argv: list[str], *, lean: bool = True) -> int:
     """`main` for `argv`; `lean=False` reads every command line with the whole parser (the
     tests hold the lean reading of `grep` to it)."""
+    _fill_closed_stdin_and_stderr()
     if sys.stdout is None:
         # Python leaves sys.stdout None when descriptor 1 was closed before it started
         # (`>&-`): what a command prints could go nowhere, and its status alone would not
@@ -65,6 +66,30 @@ def run_command_line(argv: list[str], *, lean: bool = True) -> int:
         return args if isinstance(args, int) else _run(args)
     finally:
         sys.stdout, sys.stderr = streams
+
+
+def _fill_closed_stdin_and_stderr() -> None:
+    """Open /dev/null as stdin and as stderr where either was closed before Python started
+    (`<&-`, `2>&-`, which leave sys.stdin or sys.stderr None): a file the command opens then
+    never takes descriptor 0 or 2, where a read of stdin, or what a child process or the
+    interpreter writes to descriptor 2, would reach it; stdin reads as empty, and an error
+    is still told by the exit status."""
+    import os
+
+    for fd, flags, name in ((0, os.O_RDONLY, "stdin"), (2, os.O_WRONLY, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+            continue  # (opened since the interpreter started: left as it is)
+        except OSError:
+            pass
+        opened = os.open(os.devnull, flags)
+        if opened != fd:  # (descriptor 1 was closed too, and lower)
+            os.dup2(opened, fd)
+            os.close(opened)
+        mode = "r" if fd == 0 else "w"
+        setattr(sys, name, open(fd, mode, encoding="utf-8", errors="replace", closefd=False))
 
 
 def _run(args: Namespace | Arguments) -> int:
