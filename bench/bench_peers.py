@@ -43,7 +43,10 @@ What each column means:
   is not in it. Each run is replayed by every strategy in turn before the next run, so a
   machine whose speed drifts weighs on all of them alike; under it, not compared, the same
   on the thread that invoked the agent alone (the rest is in the threads LangGraph starts
-  to run tools, where each strategy's tool-call hooks run too);
+  to run tools, where each strategy's tool-call hooks run too). When a strategy ended a run,
+  both rows are given again on the runs no strategy ended: the ended run's calls stop where
+  its history is longest, so over all runs that strategy's calls and the baseline's are not
+  the same calls;
 - recoverable: of the bytes of what the agent received before the run's last request and
   that this request no longer sends, the share a literal search finds as a line in what the
   strategy keeps at the end (the final state's messages and files, the workspace's
@@ -744,24 +747,45 @@ ROWS = (
 )
 
 
-def table(window: int, runs: int, results: dict[str, Outcome]) -> str:
+def finished_rows(finished: int) -> tuple[Row, ...]:
+    """The host CPU rows again, on the `finished` runs no strategy ended: a strategy that
+    ended a run made fewer calls in it, and a call's cost grows with the history it carries,
+    so its figure over all runs averages other calls than the baseline's. Here every strategy
+    and the baseline are measured on the same runs, whole."""
+    cpu, thread = (row for row in ROWS if row.figure in (per_call_ms, thread_ms))
+    return (
+        Row(f"{cpu.label}, the {finished} runs no strategy ended", cpu.shown, cpu.figure),
+        Row(thread.label, thread.shown, thread.figure, compared=False),
+    )
+
+
+def table(
+    window: int,
+    runs: int,
+    results: dict[str, Outcome],
+    finished: tuple[int, dict[str, Outcome]] | None = None,
+) -> str:
     """Every strategy's figures at one window, and the rows where ctxoffload is behind the
-    best peer (LangChain's built-ins and deepagents; not `none`)."""
+    best peer (LangChain's built-ins and deepagents; not `none`); with `finished` (how many
+    runs no strategy ended, and the figures on those alone), the host CPU rows on them too."""
     names = list(results)
-    base = results.get(BASELINE, Outcome())
-    width = max(len(row.label) for row in ROWS) + 2
+    rows = [(row, results) for row in ROWS]
+    if finished is not None:
+        rows += [(row, finished[1]) for row in finished_rows(finished[0])]
+    width = max(len(row.label) for row, _ in rows) + 2
     lines = [
         f"at {window:,} tokens ({runs} runs)".ljust(width) + "".join(f"{n:>15}" for n in names)
     ]
-    for row in ROWS:
-        shown = "".join(f"{row.shown(results[n], base):>15}" for n in names)
+    for row, figures in rows:
+        base = figures.get(BASELINE, Outcome())
+        shown = "".join(f"{row.shown(figures[n], base):>15}" for n in names)
         lines.append(row.label.ljust(width) + shown)
     peers = [n for n in names if n not in ("ctxoffload", BASELINE)]
     if "ctxoffload" in results and peers:
         behind = []
-        for row in ROWS:
-            ours = row.figure(results["ctxoffload"])
-            values = [row.figure(results[n]) for n in peers]
+        for row, figures in rows:
+            ours = row.figure(figures["ctxoffload"])
+            values = [row.figure(figures[n]) for n in peers]
             best = max(values) if row.higher else min(values)
             if row.compared and (ours < best if row.higher else ours > best):
                 behind.append(row.label.strip())
@@ -828,10 +852,18 @@ def main() -> None:
                 outcomes[strategy].append(kept)
             print(f"  at {window:,}: {script.name} done", flush=True)
         results = {strategy: total(outcomes[strategy]) for strategy in strategies}
+        whole = [
+            i for i in range(len(runs)) if all(outcomes[s][i].ended is None for s in strategies)
+        ]
+        finished = None
+        if len(whole) < len(runs):
+            finished = len(whole), {s: total([outcomes[s][i] for i in whole]) for s in strategies}
         print()
-        print(table(window, len(runs), results))
+        print(table(window, len(runs), results, finished))
         print()
         figures[str(window)] = {name: vars(o) for name, o in results.items()}
+        if finished is not None:
+            figures[f"{window} finished"] = {name: vars(o) for name, o in finished[1].items()}
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2))
 
