@@ -11,15 +11,16 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any, ClassVar
 
 from frameworks import require_framework
 
 require_framework("smolagents", "smolagents")
 
 import pytest  # noqa: E402
-from smolagents import CodeAgent  # noqa: E402
+from smolagents import CodeAgent, Tool  # noqa: E402
 from smolagents.models import ChatMessage, MessageRole  # noqa: E402
-from smolagents_scripted import BIG, Fetch, Scripted, agent_with, answer, call  # noqa: E402
+from smolagents_scripted import BIG, Fetch, Scripted, agent_with, answer, call, texts  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, SessionBusyError  # noqa: E402
 from ctxoffload.integrations.smolagents import (  # noqa: E402
@@ -342,4 +343,56 @@ def test_a_code_agent_observation_is_stored_whole_too(tmp_path: Path) -> None:
     assert session is not None
     (stored,) = (tmp_path / "ws" / "sessions" / session).glob("tool_result-*.txt")
     assert BIG.strip() in stored.read_text(encoding="utf-8")
+    assert tokens(model.seen[1]) < CONFIG.context_window
+
+
+class _Build(Tool):  # type: ignore[misc]
+    """A tool that fails with a build's whole log in its error, as a failed compiler does."""
+
+    name = "build"
+    description = "Run the build."
+    inputs: ClassVar[dict[str, Any]] = {}
+    output_type = "string"
+
+    def forward(self) -> str:
+        raise RuntimeError("build failed:\n" + BIG[:2_000_000])
+
+
+def test_a_tool_error_over_the_limit_is_stored_whole_and_the_next_call_fits(
+    tmp_path: Path,
+) -> None:
+    """smolagents sends a failed call's error message as the call's result ("Error:" and the
+    message): one of 2 MB went to the model whole, under an 8,000-token window; it is stored
+    whole and the step's error keeps its head and the notice."""
+    offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    model = Scripted([call("build", {}, "call_1"), answer("The build failed.")])
+    agent = agent_with(model, offload, _Build())
+    assert agent.run("build it") == "The build failed."
+    session = offload.session_of(agent)
+    assert session is not None
+    (stored,) = (tmp_path / "ws" / "sessions" / session).glob("tool_result-*.txt")
+    whole = stored.read_text(encoding="utf-8")
+    assert "build failed:" in whole and BIG[:2_000_000].strip() in whole
+    error = agent.memory.steps[1].error
+    assert str(stored) in str(error) and len(str(error)) < 5_000
+    assert error.dict()["message"] == str(error)
+    assert tokens(model.seen[1]) < CONFIG.context_window
+    assert str(stored) in texts(model.seen[1])
+
+
+@pytest.mark.parametrize("call_id", [None, 12345], ids=["None", "int"])
+def test_a_tool_call_id_that_is_no_string_still_has_its_output_stored(
+    tmp_path: Path, call_id: Any
+) -> None:
+    """A model's tool call whose id is None or a number (smolagents passes it on): the run
+    went on without ctxoffload and raised pydantic's ValidationError with it."""
+    offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    model = Scripted([call("fetch", {}, call_id), answer("done")])
+    agent = agent_with(model, offload, Fetch([BIG]))
+    assert agent.run("dump the export log") == "done"
+    session = offload.session_of(agent)
+    assert session is not None
+    (stored,) = (tmp_path / "ws" / "sessions" / session).glob("tool_result-*.txt")
+    assert stored.name == f"tool_result-{call_id}.txt"
+    assert stored.read_text(encoding="utf-8") == BIG.strip()
     assert tokens(model.seen[1]) < CONFIG.context_window

@@ -329,22 +329,37 @@ class _Conversation:
         )
 
     async def _offload(self, step: Any) -> None:
-        """A text observation over the limit: stored whole, the step keeps head + notice."""
-        text = step.observations
+        """A text observation, or a tool error's message, over the limit: stored whole, the
+        step keeps head + notice (smolagents sends both to the model, an error as the call's
+        result: "Error:" and the message)."""
+        calls = step.tool_calls or []
+        # (A host's id may be None or a number: the one `StepMessages` gives the result.)
+        call_id = str(calls[0].id) if calls else f"step_{step.step_number}"
+        name = ",".join(dict.fromkeys(str(c.name) for c in calls)) or "observation"
+        kept = await self._cut(step.observations, call_id, name, is_error=False)
+        if kept is not None:
+            step.observations = kept
+        error = step.error
+        kept = await self._cut(str(error) if error is not None else None, call_id, name)
+        if kept is not None and error is not None:
+            # What `to_messages` sends is `str(error)`, and `error.dict()` its `message`.
+            error.args = (kept,)
+            if hasattr(error, "message"):
+                error.message = kept
+
+    async def _cut(
+        self, text: Any, call_id: str, name: str, *, is_error: bool = True
+    ) -> str | None:
+        """The head + notice a text over the limit is cut to once stored whole; None when it
+        is no text, fits, or was kept whole (the store failed: nothing may leave)."""
         compressor = self.run.compressor
         if not isinstance(text, str) or fits_by_size(
             compressor.counter, text, compressor.config.tool_result_limit
         ):
-            return
-        calls = step.tool_calls or []
-        block = ToolResultBlock(
-            id=calls[0].id if calls else f"step_{step.step_number}",
-            name=",".join(dict.fromkeys(str(c.name) for c in calls)) or "observation",
-            output=text,
-        )
+            return None
+        block = ToolResultBlock(id=call_id, name=name, output=text, is_error=is_error)
         kept = await self.run.post_tool(block)
-        if isinstance(kept.output, str) and kept.output != text:
-            step.observations = kept.output
+        return kept.output if isinstance(kept.output, str) and kept.output != text else None
 
     def _steps_after(self, messages: Sequence[Msg], steps: list[Any]) -> list[Any]:
         """The memory for a compacted context: each step with a message left in it, whole and
