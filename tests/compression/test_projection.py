@@ -463,3 +463,29 @@ def test_a_process_killed_between_a_compaction_and_its_record_loses_nothing(
     assert kinds.count("model_call") == 1 and "compression" in kinds
     assert cli(["verify", "--workdir", str(workdir), "t1"]) == 0
     assert cli(["show", "--workdir", str(workdir), "t1", "--step", "1"]) == 0
+
+
+def test_a_projector_serves_runs_on_new_event_loops_with_results_stored_at_once(
+    local_ws: LocalWorkspace,
+) -> None:
+    """A host may run each of a session's runs on a loop of its own (ADK's `Runner.run`, an
+    `asyncio.run` per request): two big results of one step stored at once (their steps wait
+    on one another) on a first loop, then on a second. The projector's lock belonged to the
+    first loop: the second run raised "bound to a different event loop"."""
+    import asyncio
+
+    projector = Projector(local_ws, "t1", config=CONFIG)
+
+    async def one_step(run: int) -> list[ToolResultBlock]:
+        blocks = [
+            ToolResultBlock(id=f"r{run}-c{i}", name="grep", output=f"run {run} call {i}\n{BIG}")
+            for i in range(3)
+        ]
+        return list(await asyncio.gather(*map(projector.offload_tool_result, blocks)))
+
+    for run in range(3):
+        cuts = asyncio.run(one_step(run))
+        for i, cut in enumerate(cuts):
+            stored = local_ws.session_dir("t1") / f"tool_result-r{run}-c{i}.txt"
+            assert str(stored) in str(cut.output)
+            assert stored.read_text() == f"run {run} call {i}\n{BIG}"
