@@ -91,6 +91,60 @@ async def test_a_result_that_is_no_string_is_stored_as_the_json_the_model_reads(
     assert "tool_result-call_t.txt" in str((kept.response or {})["result"])
 
 
+async def test_a_result_json_has_no_form_for_is_stored_and_cut_at_the_tool_too(
+    tmp_path: Path,
+) -> None:
+    """A result holding a datetime (a set, a model: values `json.dumps` refuses) was left whole
+    in the session's event, 172,937 characters, cut only in each request; it is stored as
+    the model reads it (each such value as its `str`) and the event keeps the head."""
+    import datetime
+
+    rows = [{"row": i, "status": "ok"} for i in range(5_000)]
+    at = datetime.datetime(2026, 11, 27, 12, 0)
+
+    def table() -> dict[str, object]:
+        """The export's table."""
+        return {"rows": rows, "fetched_at": at}
+
+    model = Scripted(replies=[call("table", {}, "call_t"), say("ok")])
+    runner, _ = runner_on(tmp_path / "ws", model, tools=[table])
+    events = await ask(runner, await session_of(runner, "t"), "the table")
+    stored = tmp_path / "ws" / "sessions" / stored_as("t") / "tool_result-call_t.txt"
+    assert json.loads(stored.read_text(encoding="utf-8")) == {"rows": rows, "fetched_at": str(at)}
+    (kept,) = responses(events)
+    assert set(kept.response or {}) == {"result"}
+    assert "tool_result-call_t.txt" in str((kept.response or {})["result"])
+    assert len(json.dumps(kept.response, default=str)) < 5_000
+
+
+async def test_a_failed_calls_big_error_keeps_its_error_key(tmp_path: Path) -> None:
+    """A tool's `{"error": <a long log>}` became `{"result": <head + notice>}`: the model, and
+    ctxoffload's own reading of the request, were told the call succeeded. The error is stored
+    whole and stays an error."""
+    log = "connection refused; retry log follows\n" + "attempt failed: timeout\n" * 3_000
+
+    def query() -> dict[str, object]:
+        """Query the export's database."""
+        return {"error": log}
+
+    model = Scripted(replies=[call("query", {}, "call_q"), say("It failed.")])
+    runner, _ = runner_on(tmp_path / "ws", model, tools=[query])
+    events = await ask(runner, await session_of(runner, "q"), "query it")
+    stored = tmp_path / "ws" / "sessions" / stored_as("q") / "tool_result-call_q.txt"
+    assert stored.read_text(encoding="utf-8") == log
+    (kept,) = responses(events)
+    assert set(kept.response or {}) == {"error"}
+    assert "tool_result-call_q.txt" in str((kept.response or {})["error"])
+    (sent,) = [
+        part.function_response
+        for content in model.seen[1].contents
+        for part in content.parts or []
+        if part.function_response is not None
+    ]
+    assert set(sent.response or {}) == {"error"}
+    assert tokens(model.seen[1]) < CONFIG.context_window
+
+
 async def test_the_projection_prefix_is_byte_stable_across_requests(tmp_path: Path) -> None:
     model = Scripted(replies=[call("dump", {}, "c1"), call("dump", {}, "c2"), say("Both stored.")])
     runner, _ = runner_on(tmp_path / "ws", model)

@@ -72,13 +72,19 @@ def to_genai(msgs: Sequence[Msg]) -> list[Any]:
     ]
 
 
+def response_key(response: Any) -> str:
+    """The key a function response's text is under: "error" for a response that is a lone
+    `error` (a failed call, read as one), "result" for any other."""
+    return "error" if isinstance(response, dict) and set(response) == {"error"} else "result"
+
+
 def response_text(response: Any) -> str:
-    """The text of a function response as the model reads it: a lone string `result` as it
-    is, anything else as its JSON."""
-    if isinstance(response, dict) and set(response) == {"result"}:
-        result = response["result"]
-        if isinstance(result, str):
-            return result
+    """The text of a function response as the model reads it: a lone string `result` or
+    `error` as it is, anything else as its JSON."""
+    if isinstance(response, dict) and len(response) == 1:
+        value = response.get(response_key(response))
+        if isinstance(value, str):
+            return value
     return json.dumps(response, ensure_ascii=False, default=str)
 
 
@@ -260,7 +266,8 @@ def _replaced(part: Any, block: Block) -> Any:
     notice), everything else of it kept."""
     if isinstance(block, ToolResultBlock) and part.function_response is not None:
         text = _output_text(block)
-        response = part.function_response.model_copy(update={"response": {"result": text}})
+        kept = {_key_of(block): text}
+        response = part.function_response.model_copy(update={"response": kept})
         return part.model_copy(update={"function_response": response})
     (made,) = _parts_of(Msg(role="user", content=[block]))
     return made
@@ -282,7 +289,7 @@ def _parts_of(msg: Msg) -> list[Any]:
             parts.append(_types.Part(function_call=call))
         elif isinstance(block, ToolResultBlock):
             response = _types.FunctionResponse(
-                id=block.id, name=block.name, response={"result": _output_text(block)}
+                id=block.id, name=block.name, response={_key_of(block): _output_text(block)}
             )
             parts.append(_types.Part(function_response=response))
         elif isinstance(block.source, Base64Source):
@@ -294,6 +301,11 @@ def _parts_of(msg: Msg) -> list[Any]:
             file = _types.FileData(file_uri=block.source.url, mime_type=block.source.media_type)
             parts.append(_types.Part(file_data=file))
     return parts
+
+
+def _key_of(block: ToolResultBlock) -> str:
+    """The key a result's text goes back under: a failed call's under `error`, as it came."""
+    return "error" if block.is_error else "result"
 
 
 def _output_text(block: ToolResultBlock) -> str:

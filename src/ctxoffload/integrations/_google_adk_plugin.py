@@ -26,7 +26,7 @@ from ..exceptions import ConfigError
 from ..messages import Msg, TextBlock, ToolResultBlock
 from ..model import ChatModel
 from ..workspace import Workspace, writing_as
-from ._google_adk_messages import INSTALL_HINT, GenaiHistory, response_text
+from ._google_adk_messages import INSTALL_HINT, GenaiHistory, response_key, response_text
 from ._message_ids import message_id
 from ._model_name import model_name_of
 from ._reading import reading_functions
@@ -196,21 +196,22 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
     async def after_tool_callback(
         self, *, tool: Any, tool_args: Any, tool_context: Any, result: Any
     ) -> Any:
-        """A big result becomes `{"result": <its head and a notice>}`; the whole text goes to
-        the workspace first."""
+        """A big result becomes `{"result": <its head and a notice>}` (a failed call's
+        `{"error": ...}` keeps its key); the whole text goes to the workspace first."""
         session = self._session(tool_context)
         call = tool_context.function_call_id
         self._done(session, tool_context)
-        text = _result_text(result)
-        if text is None or fits_by_size(
-            session.projector.counter, text, self.config.tool_result_limit
-        ):
+        found = _result_text(result)
+        if found is None:
             return None
-        block = ToolResultBlock(id=call or "", name=tool.name, output=text)
+        key, text = found
+        if fits_by_size(session.projector.counter, text, self.config.tool_result_limit):
+            return None
+        block = ToolResultBlock(id=call or "", name=tool.name, output=text, is_error=key == "error")
         kept = await session.projector.offload_tool_result(block)
         if kept.output == text or not isinstance(kept.output, str):
             return None
-        return {"result": kept.output}
+        return {key: kept.output}
 
     async def on_tool_error_callback(
         self, *, tool: Any, tool_args: Any, tool_context: Any, error: Exception
@@ -322,14 +323,24 @@ def _schemas(tools: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _result_text(result: Any) -> str | None:
-    """A tool's result as the text the model reads of it: a string as it is (alone, or as
-    `{"result": ...}`), any other value as its JSON; None for a value with no JSON (media,
-    which ADK sends as parts of their own)."""
+def _result_text(result: Any) -> tuple[str, str] | None:
+    """The key a tool's result goes back under and its text as the model reads it: a string
+    as it is (alone, or as `{"result": ...}`, or a failed call's `{"error": ...}`), any other
+    value as its JSON (a value JSON has no form for, a datetime, a set, a model, as its
+    `str`, as `response_text` writes it); None for a value holding bytes (media, which ADK
+    sends as parts of their own)."""
     if isinstance(result, str):
-        return result
+        return "result", result
     try:
-        json.dumps(result, ensure_ascii=False)
+        json.dumps(result, ensure_ascii=False, default=_no_media)
     except (TypeError, ValueError):
         return None
-    return response_text(result)
+    return response_key(result), response_text(result)
+
+
+def _no_media(value: Any) -> str:
+    """`default` of `json.dumps` for a tool's result: bytes are media (no text of them is
+    the result); any other value is written as its `str`."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError("media")
+    return str(value)
