@@ -7,6 +7,7 @@ used from inside the agent."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import os
@@ -80,6 +81,56 @@ async def test_a_big_tool_message_put_without_the_wrapper_is_kept_as_its_head(
     (_, kept) = await memory.aget_all()
     assert kept.additional_kwargs["tool_call_id"] == "call_9"
     assert stored.name in (kept.content or "") and len(kept.content or "") < 5_000
+    await memory.aclose()
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 100)
+
+
+async def test_a_big_tool_message_with_an_image_keeps_the_image(tmp_path: Path) -> None:
+    """A tool message of a big text and an image, put in the memory: its blocks were replaced
+    by one text block, the image lost from the chat store, the reads and the workspace. The
+    text is stored whole and cut; the image stays where it was."""
+    memory = memory_on(tmp_path / "ws", "t")
+    image = ImageBlock(image=PNG, image_mimetype="image/png")
+    tool = ChatMessage(
+        role="tool",
+        blocks=[TextBlock(text=BIG[:50_000]), image],
+        additional_kwargs={"tool_call_id": "call_7"},
+    )
+    await memory.aput_messages([ChatMessage(role="user", content="look"), tool])
+    stored = tmp_path / "ws" / "sessions" / "t" / "tool_result-call_7.txt"
+    assert stored.read_text(encoding="utf-8") == BIG[:50_000]
+    (_, kept) = await memory.aget_all()
+    assert [b.block_type for b in kept.blocks] == ["text", "image"]
+    assert kept.blocks[1].image == image.image
+    assert stored.name in (kept.content or "") and len(kept.content or "") < 5_000
+    (_, read) = await memory.aget()
+    assert [b.block_type for b in read.blocks] == ["text", "image"]
+    await memory.aclose()
+
+
+async def test_a_wrapped_tool_returning_text_and_an_image_has_its_text_cut(
+    tmp_path: Path,
+) -> None:
+    """A wrapped tool whose output is a 5 MB text and a screenshot was left whole ("media"):
+    the next call carried about 1.76 M tokens against a 4,000-token window. The text is
+    stored and cut at the tool; the screenshot goes on to the model."""
+
+    def screenshot_page() -> list[object]:
+        """The page's text and a screenshot of it."""
+        return [TextBlock(text=BIG), ImageBlock(image=PNG, image_mimetype="image/png")]
+
+    model = Scripted(call("screenshot_page", {}, "c1"), say("done"))
+    memory = memory_on(tmp_path / "ws", "s")
+    await agent_on(memory, model, [screenshot_page]).run("look at the page", memory=memory)
+    assert tokens(model.seen[1]) < CONFIG.context_window
+    (stored,) = stored_in(tmp_path / "ws", "s")
+    assert stored.read_text(encoding="utf-8") == BIG
+    (result,) = [m for m in model.seen[1] if m.role.value == "tool"]
+    assert stored.name in (result.content or "")
+    (kept,) = [m for m in await memory.aget_all() if m.role.value == "tool"]
+    assert [b.block_type for b in kept.blocks] == ["text", "image"]
     await memory.aclose()
 
 

@@ -363,7 +363,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             kept = await self._projector.offload_tool_result(block)
         if kept.output == text or not isinstance(kept.output, str):
             return message
-        return message.model_copy(update={"blocks": [_types.TextBlock(text=kept.output)]})
+        return message.model_copy(update={"blocks": _with_text(message.blocks, kept.output)})
 
 
 class _History:
@@ -465,10 +465,12 @@ def _digest_id(name: str, text: str) -> str:
 
 
 def _oversized(output: Any, counter: TokenCounter, limit: int) -> ToolResultBlock | None:
-    """A tool output as a ctxoffload block when it is text that may be over the limit."""
-    if any(not isinstance(block, _types.TextBlock) for block in output.blocks):
-        return None  # media: the agent's LLM reads those blocks as they are
-    text = "\n".join(block.text for block in output.blocks)
+    """A tool output as a ctxoffload block of its text (its text blocks joined, as LlamaIndex
+    joins them) when that may be over the limit; its media are left to `_with_text`."""
+    texts = [block.text for block in output.blocks if isinstance(block, _types.TextBlock)]
+    if not texts:
+        return None  # media alone: the agent's LLM reads those blocks as they are
+    text = "\n".join(texts)
     if fits_by_size(counter, text, limit):
         return None
     name = str(output.tool_name)
@@ -483,13 +485,26 @@ def _with_output(output: Any, given: ToolResultBlock, kept: ToolResultBlock) -> 
     if kept.output == given.output or not isinstance(kept.output, str):
         return output
     return _tools.ToolOutput(
-        content=kept.output,
+        blocks=_with_text(output.blocks, kept.output),
         tool_name=output.tool_name,
         raw_input=output.raw_input,
         raw_output=kept.output,
         is_error=output.is_error,
         exception=output.exception,
     )
+
+
+def _with_text(blocks: Sequence[Any], text: str) -> list[Any]:
+    """`blocks` with their text, every text block of them, said by one text block where the
+    first was (the head and notice of the text stored whole); an image, an audio, a document
+    stays where it was."""
+    out: list[Any] = []
+    for block in blocks:
+        if not isinstance(block, _types.TextBlock):
+            out.append(block)
+        elif not any(isinstance(b, _types.TextBlock) for b in out):
+            out.append(_types.TextBlock(text=text))
+    return out
 
 
 def _back(projected: Sequence[Msg], by_id: dict[str, tuple[Any, Msg]]) -> list[Any]:
