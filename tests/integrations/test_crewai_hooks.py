@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crewai_scripted import (
@@ -260,3 +261,55 @@ def test_a_busy_session_refuses_a_standalone_agent_too(tmp_path: Path) -> None:
         gate.set()
         runner.join(60)
     assert done == ["first done"]
+
+
+def test_with_two_kickoffs_at_once_each_reads_back_in_its_own_session(tmp_path: Path) -> None:
+    """One hooks object, no session_id, a workspace that keeps sessions apart: run A stores a
+    result; run B begins while A is live; then A's agent reads the file A's notice names.
+    The read-back tools worked in the session of the run begun last (B's): A was refused its
+    own file, and confined to B's folder. Each tool call now works in its own run's
+    session."""
+    offload = ContextOffloadHooks(
+        LocalWorkspace(tmp_path / "ws", isolate_sessions=True), config=CONFIG
+    )
+    secret = "".join(f"line {i} of run A\n" for i in range(20_000))
+    b_live, a_done = threading.Event(), threading.Event()
+
+    class ReadsItsOwn(Scripted):
+        def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            self._seen.append([dict(m) for m in messages])
+            if len(self._seen) == 1:
+                return call("fetch", {}, "a1")
+            if len(self._seen) == 2:
+                b_live.wait(30)
+                found = re.search(r"all in (\S+\.txt)", str(messages[-1]["content"]))
+                assert found is not None
+                return call("Read", {"path": found.group(1), "offset": 19_990, "limit": 2}, "a2")
+            return "A is done."
+
+    class Waits(Scripted):
+        def call(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            b_live.set()
+            a_done.wait(30)
+            return "B is done."
+
+    model = ReadsItsOwn(model="scripted")
+
+    def run_a() -> None:
+        with offload:
+            agent = agent_with(model, [Fetch().give([secret]), *offload.tools])
+            crew_of(agent, "read A back").kickoff()
+        a_done.set()
+
+    def run_b() -> None:
+        b_live.wait(30)  # (B begins once A's result is stored and A waits)
+        with offload:
+            crew_of(agent_with(Waits(model="scripted"), []), "wait").kickoff()
+
+    threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    (read,) = [m for m in model.seen[-1] if m["role"] == "tool"][-1:]
+    assert "line 19990 of run A" in str(read["content"]), read["content"]

@@ -167,6 +167,7 @@ class ContextOffloadHooks:
                 _dispatch.register(_POINT.EXECUTION_START, self.on_execution_start)
                 _dispatch.register(_POINT.EXECUTION_END, self.on_execution_end)
                 _llm_hooks.register_before_llm_call_hook(self.before_llm_call)
+                _tool_hooks.register_before_tool_call_hook(self.before_tool_call)
                 _tool_hooks.register_after_tool_call_hook(self.after_tool_call)
         return self
 
@@ -178,6 +179,7 @@ class ContextOffloadHooks:
                 _dispatch.unregister(_POINT.EXECUTION_START, self.on_execution_start)
                 _dispatch.unregister(_POINT.EXECUTION_END, self.on_execution_end)
                 _llm_hooks.unregister_before_llm_call_hook(self.before_llm_call)
+                _tool_hooks.unregister_before_tool_call_hook(self.before_tool_call)
                 _tool_hooks.unregister_after_tool_call_hook(self.after_tool_call)
 
     def __enter__(self) -> ContextOffloadHooks:
@@ -188,6 +190,7 @@ class ContextOffloadHooks:
             _POINT.EXECUTION_START: self.on_execution_start,
             _POINT.EXECUTION_END: self.on_execution_end,
             _POINT.PRE_MODEL_CALL: self.before_llm_call,
+            _POINT.PRE_TOOL_CALL: self.before_tool_call,
             _POINT.POST_TOOL_CALL: self.after_tool_call,
         }
         # The scope this block enters keeps the enclosing one's hooks (a scope replaces it).
@@ -296,6 +299,24 @@ class ContextOffloadHooks:
             ctx.messages[:] = sent  # in place: CrewAI sends this list, and keeps it
 
     # -- the tools ----------------------------------------------------------------------------
+
+    def before_tool_call(self, ctx: Any) -> None:
+        """A tool is about to run: in this thread or task, the read-back tools work in its
+        run's session (with two kickoffs at once, the session of the run begun last is the
+        other's: `isolate_sessions` would confine a run's Read to another run's folder)."""
+        run = self._run_of(ctx)
+        _CALLING.set((self, run.session) if run is not None else None)
+
+    def _tool_session(self) -> str | None:
+        """The session a read-back tool call works in: the hooks' `session_id`, else the
+        session of the run whose tool call this is (`before_tool_call`), else, for a tool run
+        outside CrewAI's tool hooks, that of the run begun last."""
+        if self.session_id is not None:
+            return self.session_id
+        calling = _CALLING.get()
+        if calling is not None and calling[0] is self:
+            return calling[1]
+        return self._latest
 
     def after_tool_call(self, ctx: Any) -> str | None:
         """A big result becomes its head and a notice; the whole text goes to the workspace
@@ -417,6 +438,11 @@ class _Conversation:
             self._made = {id(v[2]): v[0] for v in self._read.values()}
 
 
+_CALLING: contextvars.ContextVar[tuple[ContextOffloadHooks, str] | None] = contextvars.ContextVar(
+    "ctxoffload_crewai_calling", default=None
+)
+"""The hooks object and session of the run whose tool call runs in this thread or task."""
+
 _SCOPES: contextvars.ContextVar[tuple[tuple[ContextOffloadHooks, Any], ...]] = (
     contextvars.ContextVar("ctxoffload_crewai_scopes", default=())
 )
@@ -460,7 +486,7 @@ def _result_id() -> str:
 def _as_tool(function: Callable[..., Awaitable[Any]], hooks: ContextOffloadHooks) -> Any:
     """A read-back function as a CrewAI `BaseTool` (its arguments a pydantic model made from
     the function's schema), run on the hooks' loop, recording (a memory change) in the
-    session of the latest run."""
+    session of the run whose tool call it is (`_tool_session`)."""
     spec = as_tool(function)
     schema = spec.parameters
     required = set(schema.get("required", ()))
@@ -471,7 +497,7 @@ def _as_tool(function: Callable[..., Awaitable[Any]], hooks: ContextOffloadHooks
     arguments = _pydantic.create_model(f"{spec.name}Arguments", **fields)
 
     def _run(self: Any, **given: Any) -> str:
-        session = hooks.session_id or hooks._latest
+        session = hooks._tool_session()
         return hooks._loop.run(reading_answer(function, given, writer=_AGENT, session=session))
 
     cls = type(f"{spec.name}Tool", (_BaseTool,), {"__module__": __name__, "_run": _run})
