@@ -489,3 +489,37 @@ def test_a_projector_serves_runs_on_new_event_loops_with_results_stored_at_once(
             stored = local_ws.session_dir("t1") / f"tool_result-r{run}-c{i}.txt"
             assert str(stored) in str(cut.output)
             assert stored.read_text() == f"run {run} call {i}\n{BIG}"
+
+
+async def test_a_resumed_projector_cuts_stand_ins_again_from_the_files_they_name(
+    local_ws: LocalWorkspace,
+) -> None:
+    """A host cut twelve big results of one turn at its tool hook (`offload_tool_result`) and
+    keeps the stand-ins; a new projector on the session (another process) must fit that turn
+    into its reserve. It stored each stand-in again (`tool_result-c0.2.txt`, a copy of the
+    notice) and sent a notice naming that copy. Each is now cut again from the file that
+    holds the whole output, which its notice names; nothing is stored twice."""
+    config = ContextConfig(context_window=4_000, tool_result_limit=300)
+    whole = {f"c{i}": f"log {i}\n" + BIG for i in range(12)}
+    first = Projector(local_ws, "s", config=config)
+    kept = [
+        await first.offload_tool_result(ToolResultBlock(id=cid, name="fetch", output=text))
+        for cid, text in whole.items()
+    ]
+    calls = [ToolCallBlock(id=cid, name="fetch", input={}) for cid in whole]
+    history = [
+        Msg(role="user", content="fetch every log"),
+        Msg(role="assistant", content=calls),
+        *(Msg(role="tool", content=[block]) for block in kept),
+    ]
+    folder = local_ws.session_dir("s")
+    files = sorted(p.name for p in folder.glob("tool_result-*"))
+    assert len(files) == 12
+    sent = await Projector(local_ws, "s", config=config).project(history)
+    assert sorted(p.name for p in folder.glob("tool_result-*")) == files
+    results = [block for msg in sent for block in msg.tool_results]
+    assert len(results) == 12
+    for block in results:
+        stored = folder / f"tool_result-{block.id}.txt"
+        assert str(stored) in str(block.output)
+        assert stored.read_text() == whole[block.id]

@@ -20,6 +20,7 @@ from .._disk import events
 from .._disk.records import Event
 from ..formats import read_tool_result
 from ..messages import Msg, TextBlock, ToolResultBlock
+from ..workspace import ReferenceReader
 from ._config import RESULT_FLOOR
 from ._protect import is_pinned
 from ._services import RunServices, RunSettings
@@ -270,6 +271,10 @@ class Truncator:
             # it (its truncation event records the first cut).
             self._note_stand_in(block.id, earlier, cut.text)
             return block.model_copy(update={"output": cut.text})
+        if earlier is None:
+            recut = await self._recut_stand_in(block, limit, settings)
+            if recut is not None:
+                return recut
         done = await truncate_tool_result(
             block,
             limit=limit,
@@ -282,6 +287,44 @@ class Truncator:
         if done is None:
             return block
         return await self.truncated(block, done, reason="the newest turn exceeds the reserve")
+
+    async def _recut_stand_in(
+        self, block: ToolResultBlock, limit: int, settings: RunSettings
+    ) -> ToolResultBlock | None:
+        """A result that is a stand-in ctxoffload left before this run (a session resumed in
+        another process, a host that cut it at its tool hook), known from the session's
+        record (`StoredOutputs`): as it is when it fits `limit`, else cut again from the file
+        holding the whole output, which its notice then names. Stored again, it would be a
+        copy of the notice whose own notice named that copy. None for any other result, and
+        for a stand-in whose file cannot be read (it is then stored, as any result)."""
+        services = self.services
+        whole = await services.stored_outputs.whole_of(block.id, block.output)
+        offloader = services.offloader
+        if whole is None or len(whole.references) != 1:
+            return None
+        if not isinstance(offloader, ReferenceReader):
+            return None
+        if services.counter.count_text(str(block.output)) <= limit:
+            return block
+        (reference,) = whole.references
+        try:
+            raw = await offloader.read_reference(reference)
+        except Exception as exc:
+            logger.warning("could not read %s to cut call %s again: %s", reference, block.id, exc)
+            return None
+        full_text = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
+        cut = truncate_text(
+            full_text,
+            limit=limit,
+            counter=services.counter,
+            reference=reference,
+            tool_name=block.name,
+            tool_id=block.id,
+            readers=settings.readers,
+            preview=settings.config.preview,
+        )
+        services.stored_outputs.note(block.id, cut.text, whole)
+        return block.model_copy(update={"output": cut.text})
 
 
 async def _with_results(
