@@ -19,6 +19,7 @@ from frameworks import context_ids, require_framework
 require_framework("google.adk", "google_adk")
 
 import pytest  # noqa: E402
+from google.adk.models.llm_response import LlmResponse  # noqa: E402
 from google.genai import types  # noqa: E402
 from google_adk_scripted import (  # noqa: E402
     BIG,
@@ -35,7 +36,7 @@ from google_adk_scripted import (  # noqa: E402
     wire,
 )
 
-from ctxoffload import SessionBusyError  # noqa: E402
+from ctxoffload import ContextConfig, SessionBusyError  # noqa: E402
 from ctxoffload.integrations.google_adk import (  # noqa: E402
     from_genai,
     to_genai,
@@ -456,3 +457,56 @@ async def test_adks_own_compaction_runs_beside_the_plugin(tmp_path: Path) -> Non
         check=True,
     ).stdout
     assert shown.count("· model call ·") == 6
+
+
+async def test_calls_the_model_gave_no_id_are_never_stored_as_a_copy_of_their_notice(
+    tmp_path: Path,
+) -> None:
+    """Gemini gives calls no id: ADK makes up `adk-...` ids for its tool hooks and strips them
+    from every request, so a result cut at the tool had another id when a later projection
+    cut it again, and was stored again (a file holding the notice, named by the notice the
+    model was sent). Every file now holds a whole output, and each notice names one."""
+    import re
+
+    whole: dict[int, str] = {}
+
+    def probe(n: int) -> str:
+        """Probe n."""
+        return f"probe {n}: " + "reading value ok " * 40
+
+    def rows(n: int) -> dict[str, object]:
+        """Rows of n."""
+        value = {"n": n, "rows": [f"row {i} of {n}" for i in range(400)]}
+        whole[n] = json.dumps(value, ensure_ascii=False)
+        return value
+
+    model = Scripted()
+    small = ContextConfig(context_window=4_000, tool_result_limit=300)
+    runner, _ = runner_on(tmp_path / "ws", model, tools=[probe, rows], config=small)
+    session = await session_of(runner, "g")
+    for turn in range(5):
+        parts = [
+            types.Part(function_call=types.FunctionCall(name="probe", args={"n": turn})),
+            types.Part(function_call=types.FunctionCall(name="rows", args={"n": turn})),
+        ]
+        model.replies = [
+            LlmResponse(content=types.Content(role="model", parts=parts)),
+            say(f"turn {turn} done"),
+        ]
+        await ask(runner, session, f"turn {turn}")
+    folder = tmp_path / "ws" / "sessions" / stored_as("g")
+    for stored in folder.glob("tool_result-*.txt"):
+        assert str(folder) not in stored.read_text(encoding="utf-8"), stored.name
+    named = 0
+    for content in model.seen[-1].contents:
+        for part in content.parts or []:
+            response = part.function_response
+            if response is None or response.name != "rows":
+                continue
+            text = str((response.response or {}).get("result", ""))
+            paths = re.findall(r"all in (\S+\.txt)", text)
+            if paths:
+                n = int(re.search(r'"n": (\d+)', text).group(1))  # type: ignore[union-attr]
+                assert Path(paths[-1]).read_text(encoding="utf-8") == whole[n]
+                named += 1
+    assert named >= 1

@@ -63,6 +63,11 @@ class StoredOutputs:
     def __init__(self, read_events: Callable[[], Awaitable[list[Any]]] | None) -> None:
         self._read_events = read_events
         self._known: dict[tuple[str, str], WholeOutput] = {}
+        # The same stand-ins by digest alone: a host that gives a call an id at its tool hook
+        # and another in its requests (ADK strips the `adk-` id it made up for a call the
+        # model gave none) names the stand-in's call otherwise; its bytes are still the ones
+        # ctxoffload made, notice and all.
+        self._by_digest: dict[str, WholeOutput] = {}
         self._read = False
 
     def note(self, tool_id: str, kept: str, whole: WholeOutput) -> None:
@@ -71,27 +76,33 @@ class StoredOutputs:
 
     async def whole_of(self, tool_id: str, output: Any) -> WholeOutput | None:
         """Where the whole output is when `output` is a stand-in ctxoffload left for call
-        `tool_id`; None for any other output (one the tool wrote, even one that reads like
-        a notice). The session's record is read on the first miss, once."""
+        `tool_id` (or, byte for byte, for a call the host names otherwise now); None for any
+        other output (one the tool wrote, even one that reads like a notice). The session's
+        record is read on the first miss, once."""
         text = _text_of(output)
         if text is None:
             return None  # every stand-in is text
-        key = (tool_id, kept_digest(text))
-        found = self._known.get(key)
+        digest = kept_digest(text)
+        key = (tool_id, digest)
+        found = self._known.get(key) or self._by_digest.get(digest)
         if found is None and not self._read and self._read_events is not None:
             self._read = True
             try:
                 self._learn(await self._read_events())
             except Exception as exc:  # the record unreadable: the output is stored again
                 logger.warning("could not read the session's record of stored outputs: %s", exc)
-            found = self._known.get(key)
+            found = self._known.get(key) or self._by_digest.get(digest)
         return found
 
     def _remember(self, key: tuple[str, str], whole: WholeOutput) -> None:
         self._known.pop(key, None)
         self._known[key] = whole
+        self._by_digest.pop(key[1], None)
+        self._by_digest[key[1]] = whole
         while len(self._known) > _REMEMBERED:
             del self._known[next(iter(self._known))]
+        while len(self._by_digest) > _REMEMBERED:
+            del self._by_digest[next(iter(self._by_digest))]
 
     def _learn(self, events: Iterable[Any]) -> None:
         """Take the stand-ins the record holds (a line of another shape is skipped)."""
