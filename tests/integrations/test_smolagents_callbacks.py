@@ -396,3 +396,29 @@ def test_a_tool_call_id_that_is_no_string_still_has_its_output_stored(
     assert stored.name == f"tool_result-{call_id}.txt"
     assert stored.read_text(encoding="utf-8") == BIG.strip()
     assert tokens(model.seen[1]) < CONFIG.context_window
+
+
+def test_one_callbacks_object_shared_by_many_agents_keeps_none_alive(tmp_path: Path) -> None:
+    """A server's way: one callbacks object, a new agent for each request, dropped after it.
+    Each agent (its memory with it) stayed alive in the callbacks' table of conversations,
+    0.7 MB a request; an agent is now held no longer than its caller holds it."""
+    import gc
+    import weakref
+
+    offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agents: list[weakref.ref[Any]] = []
+    sessions = []
+    for request in range(5):
+        model = Scripted([call("fetch", {}, "c1"), answer("ok")])
+        agent = agent_with(model, offload, Fetch([BIG[:300_000]]))
+        assert agent.run(f"request {request}") == "ok"
+        sessions.append(offload.session_of(agent))
+        agents.append(weakref.ref(agent))
+        del agent, model
+    gc.collect()
+    assert [ref() for ref in agents] == [None] * 5
+    assert offload._conversations == {}
+    assert len(set(sessions)) == 5  # (each request its session, each stored whole)
+    for session in sessions:
+        (stored,) = (tmp_path / "ws" / "sessions" / str(session)).glob("tool_result-*.txt")
+        assert stored.read_text(encoding="utf-8") == BIG[:300_000].strip()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -140,8 +141,12 @@ class OffloadingStepCallbacks:
         checked_positive(max_output_chars, "max_output_chars")
         self._loop = LoopThread("ctxoffload-smolagents")
         self._lock = threading.Lock()
-        # Per agent object: its conversation (the run in progress or the last one).
+        # Per agent object: its conversation (the run in progress or the last one), held no
+        # longer than the agent (a server makes an agent per request on one callbacks
+        # object); a run that never reached its final answer, of an agent collected since,
+        # waits in `_orphans` for `close` to give its session up.
         self._conversations: dict[int, _Conversation] = {}
+        self._orphans: list[_Conversation] = []
         self._latest: str | None = None  # the session of the run begun last (the memory tool)
         self.tools = [
             _as_tool(function, self)
@@ -190,7 +195,8 @@ class OffloadingStepCallbacks:
     def close(self) -> None:
         """Give up the sessions of runs that never reached their final answer (a run that
         raised); a new run of the same agent does that itself."""
-        for conversation in list(self._conversations.values()):
+        orphans, self._orphans = self._orphans, []
+        for conversation in [*self._conversations.values(), *orphans]:
             self._loop.run(conversation.end())
 
     def _conversation(self, agent: Any) -> _Conversation:
@@ -216,9 +222,20 @@ class OffloadingStepCallbacks:
                 conversation = _Conversation(self, agent, session)
             conversation.task = task
             self._loop.run(conversation.begin(new=self.session_id is None and not goes_on))
-            self._conversations[id(agent)] = conversation
+            if self._conversations.get(id(agent)) is not conversation:
+                self._conversations[id(agent)] = conversation
+                if conversation.held_weakly:
+                    weakref.finalize(agent, self._forget, id(agent), conversation)
             self._latest = conversation.session
             return conversation
+
+    def _forget(self, key: int, conversation: _Conversation) -> None:
+        """The agent of `conversation` was collected: its entry goes (a GC callback: no lock,
+        no I/O; a dict's pop is atomic), its lease, if its run never ended, to `close`."""
+        if self._conversations.get(key) is conversation:
+            self._conversations.pop(key, None)
+        if conversation.lease is not None:
+            self._orphans.append(conversation)
 
     def _pipeline(self) -> ContextPipeline:
         config = self.config
@@ -235,7 +252,12 @@ class _Conversation:
 
     def __init__(self, owner: OffloadingStepCallbacks, agent: Any, session: str) -> None:
         self.owner = owner
-        self.agent = agent
+        # The agent, weakly where it can be (`OffloadingStepCallbacks._forget`).
+        try:
+            self._agent: Callable[[], Any] = weakref.ref(agent)
+            self.held_weakly = True
+        except TypeError:
+            self._agent, self.held_weakly = (lambda: agent), False
         self.session = session
         self.task: Any = None
         workspace = owner.workspace
@@ -255,6 +277,11 @@ class _Conversation:
         self.steps = StepMessages()
         self.lease: SessionLease | None = None
         self._loaded = False
+
+    @property
+    def agent(self) -> Any:
+        """The agent of this conversation; None once it was collected."""
+        return self._agent()
 
     async def begin(self, *, new: bool) -> None:
         """Take the session's lease for a run and record the run's `door` event.
