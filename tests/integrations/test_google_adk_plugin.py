@@ -510,3 +510,28 @@ async def test_calls_the_model_gave_no_id_are_never_stored_as_a_copy_of_their_no
                 assert Path(paths[-1]).read_text(encoding="utf-8") == whole[n]
                 named += 1
     assert named >= 1
+
+
+async def test_a_plugin_forgets_the_state_of_sessions_past_the_ones_it_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server keeps one plugin for every user's sessions: it kept each session's projector
+    and history for good (0.28 MB a session, 300 sessions deleted from ADK kept 300). Past
+    `SESSIONS_KEPT`, the least recently used whose run is over are forgotten; one that comes
+    back projects from its record as a resumed session does, its prefix the same bytes."""
+    from ctxoffload.integrations import _google_adk_plugin
+
+    monkeypatch.setattr(_google_adk_plugin, "SESSIONS_KEPT", 2)
+    model = Scripted()
+    runner, plugin = runner_on(tmp_path / "ws", model)
+    names = [f"user-{i}" for i in range(5)]
+    for name in names:
+        model.replies = [say(f"Noted for {name}. " + "ok " * 30)]
+        await ask(runner, await session_of(runner, name), f"remember {name} " + "detail " * 40)
+        assert len(plugin._sessions) <= 2
+    before = wire(model.seen[0])
+    model.replies = [say("Back again.")]
+    await ask(runner, names[0], "and once more")
+    again = wire(model.seen[-1])
+    assert again[: len(before)] == before
+    assert "and once more" in again[-1]

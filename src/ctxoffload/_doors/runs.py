@@ -239,6 +239,11 @@ class HostRuns:
             if current is not None and current.run == run:
                 self._drop(session, current)
 
+    def holds(self, session: str) -> bool:
+        """Whether a run of this process writes `session` now (begun, not ended)."""
+        with self._lock:
+            return session in self._runs
+
     async def aend(self, session: str, run: str) -> None:
         """`end` from async code."""
         await asyncio.to_thread(self.end, session, run)

@@ -11,6 +11,7 @@ same way, from the workspace's record.
 
 from __future__ import annotations
 
+import collections
 import importlib
 import json
 from typing import Any
@@ -110,7 +111,9 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
             for function in reading_functions(workspace, max_output_chars, memory=memory)
         ]
         self._runs = HostRuns(workspace, _DOOR)
-        self._sessions: dict[str, _Session] = {}
+        # Per ADK session: its projector and history, the least recently used first; past
+        # `SESSIONS_KEPT`, those whose run is over are forgotten (`_session`).
+        self._sessions: collections.OrderedDict[str, _Session] = collections.OrderedDict()
         self._writing: dict[str, Any] = {}  # function call id -> its tool's `writing_as`
         self._overflowed: set[str] = set()
 
@@ -233,13 +236,26 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         """The state of the ADK session a callback's context belongs to."""
         given = conversation_of(context.session)
         session = self._sessions.get(given)
-        if session is None:
-            name = conversation_session(given)
-            projector = Projector(
-                self.workspace, name, config=self.config, model=self.summary_model
-            )
-            session = self._sessions[given] = _Session(name, projector)
+        if session is not None:
+            self._sessions.move_to_end(given)
+            return session
+        name = conversation_session(given)
+        projector = Projector(self.workspace, name, config=self.config, model=self.summary_model)
+        session = self._sessions[given] = _Session(name, projector)
+        if len(self._sessions) > SESSIONS_KEPT:
+            # A server keeps one plugin for every user's sessions. One forgotten projects
+            # as a session resumed in a new process does, from its record, when it is back.
+            for old in list(self._sessions)[: len(self._sessions) - SESSIONS_KEPT]:
+                kept = self._sessions[old]
+                if not self._runs.holds(kept.id):
+                    del self._sessions[old]
+                    self._overflowed.discard(kept.id)
         return session
+
+
+SESSIONS_KEPT = 256
+"""How many ADK sessions a plugin keeps the state of (a projector and the history read),
+the least recently used forgotten first once their run is over."""
 
 
 def conversation_of(session: Any) -> str:
