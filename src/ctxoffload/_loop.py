@@ -27,7 +27,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["CallerLoop", "LoopThread", "off_loop", "run_private"]
+__all__ = ["CallerLoop", "LoopLock", "LoopThread", "off_loop", "run_private"]
 
 _T = TypeVar("_T")
 
@@ -144,3 +144,27 @@ def _serve(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_forever()
     finally:
         loop.close()
+
+
+class LoopLock:
+    """An asyncio lock for whichever loop runs: `lock()` is the one made for the running
+    loop, a new one when the object was used on another loop before.
+
+    An `asyncio.Lock` belongs to the first loop it is contended on, and refuses any other
+    ("bound to a different event loop"); a host may run each of a conversation's runs on a
+    loop of its own (ADK's `Runner.run`, an `asyncio.run` per request). Steps on two loops at
+    once are not kept apart: a conversation has one live run (its lease), whose steps share a
+    loop.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    def __call__(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        held = self._held
+        if held is None or held[0] is not loop:
+            held = self._held = (loop, asyncio.Lock())
+        return held[1]

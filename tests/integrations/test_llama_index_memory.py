@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from frameworks import context_ids, require_framework
 
@@ -39,7 +40,7 @@ from llama_index_scripted import (  # noqa: E402
     wire,
 )
 
-from ctxoffload import ConfigError, LocalWorkspace, SessionBusyError  # noqa: E402
+from ctxoffload import ConfigError, InvalidContent, LocalWorkspace, SessionBusyError  # noqa: E402
 from ctxoffload.integrations.llama_index import (  # noqa: E402
     OffloadingMemory,
     from_llama_index,
@@ -338,3 +339,51 @@ def test_the_read_back_tools_become_openai_schemas_with_their_arguments_describe
     grep = schemas["Grep"]["function"]
     assert grep["description"] and len(grep["description"]) <= 1024
     assert grep["parameters"]["properties"]["context_lines"]["description"]
+
+
+async def test_puts_at_once_keep_the_stores_order_so_a_resumed_memory_reads_the_same(
+    tmp_path: Path,
+) -> None:
+    """Six runs ending at once on one memory (six tasks putting their messages): the memory's
+    own history took them in the order the tasks finished, its chat store in another, so a
+    resumed memory read another history than the live one. Puts now go one at a time."""
+    memory = memory_on(tmp_path / "ws", "s")
+    await memory.aput(ChatMessage(role="user", content="hello"))
+    runs = [
+        [
+            ChatMessage(role="user", content=f"run {r} asks"),
+            ChatMessage(role="assistant", content=f"run {r} answers"),
+        ]
+        for r in range(6)
+    ]
+    await asyncio.gather(*(memory.aput_messages(run) for run in runs))
+    live = [m.content for m in await memory.aget()]
+    await memory.aclose()
+    again = memory_on(tmp_path / "ws", "s")
+    assert [m.content for m in await again.aget()] == live
+    assert sorted(live[1:]) == sorted(m.content for run in runs for m in run)
+    await again.aclose()
+
+
+@pytest.mark.parametrize(
+    "put",
+    [
+        lambda memory: memory.aput("hello"),
+        lambda memory: memory.aput({"role": "user", "content": "hi"}),
+        lambda memory: memory.aput_messages(["hello"]),
+        lambda memory: memory.aput_messages("hello"),
+        lambda memory: memory.aset(None),
+    ],
+    ids=["a string", "an OpenAI dict", "a list of strings", "a string as the list", "None"],
+)
+async def test_a_message_that_is_no_chat_message_is_refused_saying_what_it_is(
+    tmp_path: Path, put: Any
+) -> None:
+    """`aput("hello")` and the like raised AttributeError: 'str' object has no attribute
+    'role' from inside the memory; they are refused as what they are, before anything is
+    written."""
+    memory = memory_on(tmp_path / "ws", "s")
+    with pytest.raises(InvalidContent, match="pass a"):
+        await put(memory)
+    assert await memory.aget_all() == []
+    await memory.aclose()

@@ -14,7 +14,6 @@ result's is made again, to the same file and the same head).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import threading
@@ -28,7 +27,7 @@ from .._disk.compact_requests import CompactRequests
 from .._disk.events import CompactRequest, EventKind, Projection, is_event
 from .._disk.ids import validate_session_id
 from .._disk.records import Event, is_count
-from .._loop import CallerLoop, LoopThread
+from .._loop import CallerLoop, LoopLock, LoopThread
 from .._message_log import InlinePayloads, ModelCalls
 from ..exceptions import InvalidContent
 from ..formats import to_msgs
@@ -143,23 +142,8 @@ class Projector:
         # The compactions asked for from outside (`ctxoffload compact`), served at the next
         # projection; each look reads only what events.jsonl gained.
         self._requests = CompactRequests(workspace, session_id)
-        # The projector's work is one step at a time on the loop it runs on. An asyncio lock
-        # belongs to the first loop it is contended on, and a host may run each of a
-        # session's runs on a loop of its own (ADK's `Runner.run`, an `asyncio.run` per
-        # request): each loop gets a lock of its own (`_locked`).
-        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._lock = LoopLock()  # one step at a time, on whichever loop runs it
         self._loop: CallerLoop | LoopThread | None = None
-
-    def _locked(self) -> asyncio.Lock:
-        """The lock of the running loop's steps: the one made for that loop, or a new one
-        when the projector ran on another loop before (whose lock would refuse this loop).
-        Runs of one session never overlap (its lease), so steps on two loops at once are no
-        case to keep apart."""
-        loop = asyncio.get_running_loop()
-        held = self._lock
-        if held is None or held[0] is not loop:
-            held = self._lock = (loop, asyncio.Lock())
-        return held[1]
 
     @property
     def session_id(self) -> str:
@@ -236,7 +220,7 @@ class Projector:
                 f"{type(history).__name__}: pass a list of ctxoffload Msgs or OpenAI / "
                 "Anthropic message dicts"
             )
-        async with self._locked():
+        async with self._lock():
             # The call's events (a compaction's, its answer to a request) are written with
             # its record, in one append (`_record`); on an error, before it is raised.
             self._compressor.hold_events()
@@ -277,7 +261,7 @@ class Projector:
             reported, or when it is below a quarter of the counter's own count: a partial
             figure, which also drops an earlier report).
         """
-        async with self._locked():
+        async with self._lock():
             if not self._last_sent or input_tokens <= 0:
                 return False
             return self._compressor.tracker.anchor(input_tokens, self._last_sent)
@@ -305,7 +289,7 @@ class Projector:
                 store keeps the cut (the OpenAI Agents SDK's run and its session): `project`
                 then sends this cut for that message, not cutting (and storing) it again.
         """
-        async with self._locked():
+        async with self._lock():
             cut = await self._compressor.process_tool_result(block)
             if message is not None and message.content == [block]:
                 sent = message.model_copy(update={"content": [cut]})

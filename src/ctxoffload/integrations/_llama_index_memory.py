@@ -22,10 +22,11 @@ from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns
+from .._loop import LoopLock
 from .._tokens.counters import fits_by_size
 from ..agent import as_tool
 from ..compression import ContextConfig, Projector
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, InvalidContent
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import TokenCounter
@@ -120,6 +121,9 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
     _pending: Any = _PrivateAttr(default=None)
     _tools: Any = _PrivateAttr(default=None)
     _schemas: Any = _PrivateAttr(default=None)
+    # Puts, sets and the first read of the store, one at a time: the in-process history is
+    # the store's, in the store's order, however many tasks put at once.
+    _order: Any = _PrivateAttr(default_factory=LoopLock)
 
     def __init__(
         self,
@@ -221,7 +225,9 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             memory=memory,
             **data,
         )
-        made._pending = list(chat_history) if chat_history is not None else None
+        made._pending = (
+            _chat_messages(chat_history, "chat_history") if chat_history is not None else None
+        )
         return made
 
     @property
@@ -251,23 +257,41 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
     # -- writing ------------------------------------------------------------------------------
 
     async def aput(self, message: Any) -> None:
-        """Keep `message` (a big tool message as its head and a notice)."""
-        await self.aput_messages([message])
+        """Keep `message` (a big tool message as its head and a notice).
+
+        Raises:
+            InvalidContent: `message` is no LlamaIndex `ChatMessage`.
+        """
+        await self.aput_messages([_chat_message(message, "message")])
 
     async def aput_messages(self, messages: list[Any]) -> None:
-        """Keep `messages` (a big tool message as its head and a notice)."""
+        """Keep `messages` (a big tool message as its head and a notice), after what was put
+        before, in the order the puts came, however many tasks put at once.
+
+        Raises:
+            InvalidContent: `messages` is no list of LlamaIndex `ChatMessage`s.
+        """
+        messages = _chat_messages(messages, "messages")
         await self._ready()
-        kept = [await self._kept_message(message) for message in messages]
-        await self.sql_store.add_messages(self.session_id, kept, status=_MessageStatus.ACTIVE)
-        self._mirror.extend(kept)
+        async with self._order():
+            kept = [await self._kept_message(message) for message in messages]
+            await self.sql_store.add_messages(self.session_id, kept, status=_MessageStatus.ACTIVE)
+            self._mirror.extend(kept)
 
     async def aset(self, messages: list[Any]) -> None:
-        """Replace the history with `messages` (a big tool message as its head and a notice)."""
+        """Replace the history with `messages` (a big tool message as its head and a notice).
+
+        Raises:
+            InvalidContent: `messages` is no list of LlamaIndex `ChatMessage`s.
+        """
+        messages = _chat_messages(messages, "messages")
         await self._begin()
-        kept = [await self._kept_message(message) for message in messages]
-        await self.sql_store.set_messages(self.session_id, kept, status=_MessageStatus.ACTIVE)
-        self._mirror = _History()
-        self._mirror.extend(kept)
+        async with self._order():
+            kept = [await self._kept_message(message) for message in messages]
+            await self.sql_store.set_messages(self.session_id, kept, status=_MessageStatus.ACTIVE)
+            mirror = _History()
+            mirror.extend(kept)
+            self._mirror = mirror
 
     async def areset(self, status: Any = None) -> None:
         """Forget the history in the chat store (what the workspace stored stays)."""
@@ -342,11 +366,14 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             pending, self._pending = self._pending, None
             await self.aset(pending)
         if self._mirror is None:
-            stored = await self.sql_store.get_messages(
-                self.session_id, status=_MessageStatus.ACTIVE
-            )
-            self._mirror = _History()
-            self._mirror.extend(stored)
+            async with self._order():  # (a put of another task waits: it extends this)
+                if self._mirror is None:
+                    stored = await self.sql_store.get_messages(
+                        self.session_id, status=_MessageStatus.ACTIVE
+                    )
+                    mirror = _History()
+                    mirror.extend(stored)
+                    self._mirror = mirror
 
     async def _kept_message(self, message: Any) -> Any:
         """A tool message over the limit as its head and a notice (stored whole first)."""
@@ -492,6 +519,33 @@ def _with_output(output: Any, given: ToolResultBlock, kept: ToolResultBlock) -> 
         is_error=output.is_error,
         exception=output.exception,
     )
+
+
+def _chat_messages(messages: Any, where: str) -> list[Any]:
+    """`messages` as a list, each a LlamaIndex `ChatMessage` (`_chat_message`).
+
+    Raises:
+        InvalidContent: it is no list of them (a string, an OpenAI dict, None).
+    """
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise InvalidContent(
+            f"{where} is a {type(messages).__name__}; pass a list of LlamaIndex ChatMessage"
+        )
+    return [_chat_message(m, f"{where}[{i}]") for i, m in enumerate(messages)]
+
+
+def _chat_message(message: Any, where: str) -> Any:
+    """`message`, a LlamaIndex `ChatMessage`.
+
+    Raises:
+        InvalidContent: it is something else, named by `where`.
+    """
+    if not isinstance(message, _types.ChatMessage):
+        raise InvalidContent(
+            f"{where} is a {type(message).__name__}; pass a LlamaIndex ChatMessage "
+            "(llama_index.core.llms.ChatMessage)"
+        )
+    return message
 
 
 def _with_text(blocks: Sequence[Any], text: str) -> list[Any]:
