@@ -313,3 +313,36 @@ def test_with_two_kickoffs_at_once_each_reads_back_in_its_own_session(tmp_path: 
         thread.join(120)
     (read,) = [m for m in model.seen[-1] if m["role"] == "tool"][-1:]
     assert "line 19990 of run A" in str(read["content"]), read["content"]
+
+
+def test_an_agent_kicked_off_inside_a_flow_gives_its_session_up_with_the_flow(
+    tmp_path: Path,
+) -> None:
+    """Inside a user's Flow, `agent.kickoff()` says neither its start nor its end (CrewAI says
+    the flow's): the run the hooks began for it at its first LLM call never ended, so the
+    session stayed leased after the flow was done (a later kickoff of it refused), and every
+    later flow's kickoff of the agent went on in the first one's session. Such runs now end
+    with the flow."""
+    from crewai.flow.flow import Flow, start
+
+    model = Scripted(model="scripted").script([say("one"), say("two"), say("three")])
+    agent = agent_with(model, [])
+
+    class Ask(Flow):  # type: ignore[misc,type-arg]
+        @start()  # type: ignore[misc]
+        def go(self) -> str:
+            return str(agent.kickoff("is the job done?").raw)
+
+    named = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="nightly")
+    with named:
+        Ask().kickoff()
+    later = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), session_id="nightly")
+    with later:  # the session is free: this kickoff is not refused
+        crew_of(agent_with(Scripted(model="s").script([say("later")]), []), "hi").kickoff()
+    fresh = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"))
+    with fresh:
+        Ask().kickoff()
+        first = fresh.session_of(agent)
+        Ask().kickoff()
+        second = fresh.session_of(agent)
+    assert first is not None and second is not None and first != second

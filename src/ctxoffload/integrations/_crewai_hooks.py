@@ -229,19 +229,45 @@ class ContextOffloadHooks:
         owner = _owner(ctx)
         if owner is not None:
             self._begin(owner, ctx.crew if ctx.crew is not None else ctx.flow)
+        elif ctx.flow is not None:
+            # A flow of the user's: an `agent.kickoff()` inside it says neither its start
+            # nor its end (CrewAI says the flow's alone); the runs begun for such kickoffs
+            # (at their first hook, `_run_of`) end with the flow.
+            _FLOWS.set((*_FLOWS.get(), (self, id(ctx.flow), [])))
 
     def on_execution_end(self, ctx: Any) -> None:
-        """The kickoff has ended (done or failed): its run gives its session up."""
+        """The kickoff has ended (done or failed): its run gives its session up (a flow of
+        the user's: the runs begun inside it)."""
         owner = _owner(ctx)
         if owner is None:
+            if ctx.flow is not None:
+                self._end_flow(id(ctx.flow))
             return
         with self._lock:
             run = self._active.get(id(owner))
             if run is None or run.owner is not owner:
                 return
             del self._active[id(owner)]
+        self._end(run)
+
+    def _end(self, run: _Run) -> None:
         run.ended = True
         self._runs.end(run.session, run.id)
+
+    def _end_flow(self, flow: int) -> None:
+        """End the runs begun inside the user's flow `flow` (and forget the flow)."""
+        stack = _FLOWS.get()
+        for at in range(len(stack) - 1, -1, -1):
+            hooks, key, runs = stack[at]
+            if hooks is self and key == flow:
+                _FLOWS.set(stack[:at] + stack[at + 1 :])
+                for run in runs:
+                    with self._lock:
+                        if self._active.get(id(run.owner)) is run:
+                            del self._active[id(run.owner)]
+                    if not run.ended:
+                        self._end(run)
+                return
 
     def _begin(self, owner: Any, holder: Any) -> _Run:
         with self._lock:
@@ -275,7 +301,12 @@ class ContextOffloadHooks:
             agent = getattr(ctx, "agent", None)
             if agent is None:
                 return None
-            return self._begin(agent, agent)
+            run = self._begin(agent, agent)
+        for hooks, _, runs in reversed(_FLOWS.get()):
+            if hooks is self:
+                runs.append(run)  # (a user's flow runs it: it ends with the flow)
+                break
+        return run
 
     # -- the LLM ------------------------------------------------------------------------------
 
@@ -437,6 +468,12 @@ class _Conversation:
             self._read = {k: v for k, v in self._read.items() if k in keep}
             self._made = {id(v[2]): v[0] for v in self._read.values()}
 
+
+_FLOWS: contextvars.ContextVar[tuple[tuple[ContextOffloadHooks, int, list[_Run]], ...]] = (
+    contextvars.ContextVar("ctxoffload_crewai_flows", default=())
+)
+"""The user's flows running in this context (a flow inside a flow too): the hooks that saw
+each begin, the flow (by id), and the runs begun inside it, which end with it."""
 
 _CALLING: contextvars.ContextVar[tuple[ContextOffloadHooks, str] | None] = contextvars.ContextVar(
     "ctxoffload_crewai_calling", default=None
