@@ -346,3 +346,28 @@ def test_an_agent_kicked_off_inside_a_flow_gives_its_session_up_with_the_flow(
         Ask().kickoff()
         second = fresh.session_of(agent)
     assert first is not None and second is not None and first != second
+
+
+def test_after_unregister_a_crew_run_again_is_left_alone_and_its_session_free(
+    tmp_path: Path,
+) -> None:
+    """A crew keeps its executor, and the executor the LLM hooks it was made with: after
+    `unregister()`, a second kickoff of that crew was still cut and stored, by hooks that no
+    longer saw a kickoff end, so its session stayed leased. The hooks do nothing once out."""
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="u")
+    model = Scripted(model="scripted").script(
+        [call("fetch", {}, "c1"), say("one"), call("fetch", {}, "c2"), say("two")]
+    )
+    crew = crew_of(agent_with(model, [Fetch().give([BIG[:20_000], BIG[:20_000]])]), "dump")
+    offload.register()
+    try:
+        crew.kickoff()
+    finally:
+        offload.unregister()
+    crew.kickoff()
+    assert len(list((tmp_path / "ws" / "sessions" / "u").glob("tool_result-*.txt"))) == 1
+    (kept,) = [m for m in model.seen[-1] if m["role"] == "tool"][-1:]
+    assert kept["content"] == BIG[:20_000]
+    again = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="u")
+    with again:  # the session is free: not refused
+        crew_of(agent_with(Scripted(model="s").script([say("x")]), []), "hi").kickoff()

@@ -210,6 +210,14 @@ class ContextOffloadHooks:
                 stack[at][1].__exit__(None, None, None)
                 return
 
+    def _acting(self) -> bool:
+        """Whether the hooks are in CrewAI for this call: registered, or in a `with` block of
+        this context. An executor keeps the LLM hooks it was made with, and a crew reuses its
+        executor: after `unregister()` (or the block's end) a kickoff of that crew still calls
+        them, and they must do nothing then (the hooks that say a kickoff's start and end are
+        out: a run begun there would never end)."""
+        return self._registered or any(hooks is self for hooks, _ in _SCOPES.get())
+
     def session_of(self, crew_or_agent: Any) -> str | None:
         """The session the current (or last) run of a crew or a standalone agent writes;
         None before its first run."""
@@ -313,6 +321,8 @@ class ContextOffloadHooks:
     def before_llm_call(self, ctx: Any) -> None:
         """Send the LLM the projection of the executor's messages (changed in place: the
         executor keeps what was sent)."""
+        if not self._acting():
+            return None
         if ctx.executor is None or not isinstance(ctx.messages, list):
             return  # a direct LLM call: no conversation to project
         run = self._run_of(ctx)
@@ -335,6 +345,8 @@ class ContextOffloadHooks:
         """A tool is about to run: in this thread or task, the read-back tools work in its
         run's session (with two kickoffs at once, the session of the run begun last is the
         other's: `isolate_sessions` would confine a run's Read to another run's folder)."""
+        if not self._acting():
+            return None
         run = self._run_of(ctx)
         _CALLING.set((self, run.session) if run is not None else None)
 
@@ -352,6 +364,8 @@ class ContextOffloadHooks:
     def after_tool_call(self, ctx: Any) -> str | None:
         """A big result becomes its head and a notice; the whole text goes to the workspace
         first."""
+        if not self._acting():
+            return None
         text = ctx.tool_result
         if not isinstance(text, str):
             return None
