@@ -422,3 +422,48 @@ def test_one_callbacks_object_shared_by_many_agents_keeps_none_alive(tmp_path: P
     for session in sessions:
         (stored,) = (tmp_path / "ws" / "sessions" / str(session)).glob("tool_result-*.txt")
         assert stored.read_text(encoding="utf-8") == BIG[:300_000].strip()
+
+
+def test_a_memory_change_is_recorded_in_the_session_of_the_run_that_made_it(
+    tmp_path: Path,
+) -> None:
+    """Two agents on one callbacks object, in two threads: B's run begins while A's is in
+    progress, then A's agent writes a memory. The read-back tools (which smolagents does not
+    tell their agent) worked in the session of the run begun last: A's change was recorded in
+    B's session, after B's run had given it up. Each tool call now works in the session of
+    the run its thread runs."""
+    import time
+
+    offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, memory=True)
+    b_done = threading.Event()
+
+    class WaitsForB(Fetch):  # type: ignore[misc]
+        def forward(self) -> str:
+            if len(self.outputs) == 1:
+                b_done.wait(30)  # A's second fetch waits until B's run is over
+            return str(super().forward())
+
+    note = {"command": "create", "path": "/memories/a_note.md", "file_text": "A's note"}
+    a_model = Scripted(
+        [call("fetch", {}, "a1"), call("fetch", {}, "a2"), call("memory", note, "a3"), answer("A")]
+    )
+    a = agent_with(a_model, offload, WaitsForB(["a out 1", "a out 2"]))
+    b = agent_with(Scripted([call("fetch", {}, "b1"), answer("B")]), offload, Fetch(["b out"]))
+    answers: list[str] = []
+    thread = threading.Thread(target=lambda: answers.append(a.run("task A")))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while offload.session_of(a) is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # A's run has begun
+    answers.append(b.run("task B"))
+    b_done.set()
+    thread.join(60)
+    assert sorted(answers) == ["A", "B"]
+
+    def memory_events(agent: Any) -> int:
+        events = tmp_path / "ws" / "sessions" / str(offload.session_of(agent)) / "events.jsonl"
+        return [json.loads(line)["kind"] for line in events.read_text().splitlines()].count(
+            "memory"
+        )
+
+    assert (memory_events(a), memory_events(b)) == (1, 0)

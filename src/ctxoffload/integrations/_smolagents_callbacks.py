@@ -147,7 +147,11 @@ class OffloadingStepCallbacks:
         # waits in `_orphans` for `close` to give its session up.
         self._conversations: dict[int, _Conversation] = {}
         self._orphans: list[_Conversation] = []
-        self._latest: str | None = None  # the session of the run begun last (the memory tool)
+        # Per thread, the conversations whose runs it runs, the innermost last (a managed
+        # agent's run inside its manager's): the read-back tools, which smolagents does not
+        # tell their agent, work in the session of the run their thread runs
+        # (`_tool_session`).
+        self._threads: dict[int, list[_Conversation]] = {}
         self.tools = [
             _as_tool(function, self)
             for function in reading_functions(
@@ -191,6 +195,55 @@ class OffloadingStepCallbacks:
         conversation = self._conversations.get(id(agent))
         if conversation is not None and conversation.agent is agent:
             self._loop.run(conversation.end())
+            self._leave_thread(conversation)
+
+    def _enter_thread(self, conversation: _Conversation) -> None:
+        """`conversation`'s run is run by this thread, innermost."""
+        with self._lock:
+            stack = self._threads.setdefault(threading.get_ident(), [])
+            if not stack or stack[-1] is not conversation:
+                if conversation in stack:
+                    stack.remove(conversation)
+                stack.append(conversation)
+
+    def _leave_thread(self, conversation: _Conversation) -> None:
+        """`conversation`'s run has ended: under the runs its thread still runs (a manager's
+        whose managed agent this was), where a next run of its agent that goes on in its
+        session (`reset=False`) finds it; a few such kept a thread."""
+        with self._lock:
+            for stack in self._threads.values():
+                if conversation in stack:
+                    stack.remove(conversation)
+                    stack.insert(0, conversation)
+                    del stack[:-_ENDED_KEPT]  # (the oldest first: the bottom)
+
+    def _tool_session(self) -> str | None:
+        """The session a read-back tool call works in (a memory change recorded there):
+        `session_id`, else the session of the run this thread runs, innermost; for a run
+        whose first step has not ended (its session is begun at that step's callback), the
+        session it goes on in (`reset=False`), else none yet. A tool run on another thread
+        (smolagents' parallel tool calls) goes to the one conversation these callbacks have,
+        when it has one live run, else to none: never to another agent's run."""
+        if self.session_id is not None:
+            return self.session_id
+        with self._lock:
+            stack = list(self._threads.get(threading.get_ident(), ()))
+            conversations = list(self._conversations.values())
+        if not stack:
+            live = [c for c in conversations if c.lease is not None]
+            return live[0].session if len(conversations) == 1 and live else None
+        for conversation in reversed(stack):
+            agent = conversation.agent
+            if agent is None:
+                continue
+            task = _latest_task(agent.memory.steps)
+            if task is conversation.task:
+                if conversation.lease is not None:
+                    return conversation.session  # its run in progress
+                continue  # its run has ended: a tool now is another agent's
+            # Its agent began another run, whose first step has not ended.
+            return conversation.session if _goes_on(agent.memory.steps, task) else None
+        return None
 
     def close(self) -> None:
         """Give up the sessions of runs that never reached their final answer (a run that
@@ -204,6 +257,11 @@ class OffloadingStepCallbacks:
         memory) takes its session's lease, in a new session unless it goes on from the last
         run's memory (`reset=False`) or `session_id` names one."""
         task = _latest_task(agent.memory.steps)
+        conversation = self._conversation_of(agent, task)
+        self._enter_thread(conversation)
+        return conversation
+
+    def _conversation_of(self, agent: Any, task: Any) -> _Conversation:
         with self._lock:
             current = self._conversations.get(id(agent))
             if current is not None and current.agent is not agent:
@@ -226,7 +284,6 @@ class OffloadingStepCallbacks:
                 self._conversations[id(agent)] = conversation
                 if conversation.held_weakly:
                     weakref.finalize(agent, self._forget, id(agent), conversation)
-            self._latest = conversation.session
             return conversation
 
     def _forget(self, key: int, conversation: _Conversation) -> None:
@@ -234,6 +291,9 @@ class OffloadingStepCallbacks:
         no I/O; a dict's pop is atomic), its lease, if its run never ended, to `close`."""
         if self._conversations.get(key) is conversation:
             self._conversations.pop(key, None)
+        for stack in list(self._threads.values()):
+            if conversation in stack:
+                stack.remove(conversation)
         if conversation.lease is not None:
             self._orphans.append(conversation)
 
@@ -458,6 +518,10 @@ _DOOR = DOORS["smolagents"]
 _AGENT = _DOOR.name
 """Who a run's lease and its events are written by."""
 
+_ENDED_KEPT = 16
+"""How many conversations a thread keeps under its runs once theirs ended (one per agent
+whose run it ran last)."""
+
 _DEFAULT_WINDOW = 128_000
 """The window of a config without one: smolagents' models declare none."""
 
@@ -493,7 +557,8 @@ def _schemas(agent: Any) -> list[dict[str, Any]]:
 
 def _as_tool(function: Callable[..., Awaitable[Any]], owner: OffloadingStepCallbacks) -> Any:
     """A read-back function as a smolagents `Tool` (its inputs from the function's schema),
-    run on the callbacks' loop, recording (a memory change) in the latest run's session."""
+    run on the callbacks' loop, recording (a memory change) in the session of the run that
+    called it (`OffloadingStepCallbacks._tool_session`)."""
     spec = as_tool(function)
     required = set(spec.parameters.get("required", ()))
     inputs = {
@@ -502,7 +567,7 @@ def _as_tool(function: Callable[..., Awaitable[Any]], owner: OffloadingStepCallb
     }
 
     def forward(self: Any, **arguments: Any) -> str:
-        session = owner.session_id or owner._latest
+        session = owner._tool_session()
         return owner._loop.run(reading_answer(function, arguments, writer=_AGENT, session=session))
 
     cls = type(
