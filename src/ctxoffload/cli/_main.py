@@ -89,7 +89,9 @@ def _fill_closed_stdin_and_stderr() -> None:
             os.dup2(opened, fd)
             os.close(opened)
         mode = "r" if fd == 0 else "w"
-        setattr(sys, name, open(fd, mode, encoding="utf-8", errors="replace", closefd=False))
+        # (The stream is the process's own, for as long as it runs, as sys.stdin is.)
+        stream = open(fd, mode, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        setattr(sys, name, stream)
 
 
 def _run(args: Namespace | Arguments) -> int:

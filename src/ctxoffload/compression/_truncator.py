@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .._disk import events
@@ -255,22 +255,14 @@ class Truncator:
         if earlier is not None and earlier.reference is not None and _result_of(block, earlier):
             if services.counter.count_text(str(block.output)) <= limit:
                 return block
-            cut = truncate_text(
-                earlier.full_text,
-                limit=limit,
-                counter=services.counter,
-                reference=earlier.reference,
-                tool_name=block.name,
-                tool_id=block.id,
-                readers=readers,
-                preview=cfg.preview,
-                data=earlier.data,
+            cut = self._cut_again(
+                block, earlier.full_text, earlier.reference, limit, settings, earlier.data
             )
-            earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut.text]
+            earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut]
             # In this run's memory only: a resumed run stores such a cut again when it clears
             # it (its truncation event records the first cut).
-            self._note_stand_in(block.id, earlier, cut.text)
-            return block.model_copy(update={"output": cut.text})
+            self._note_stand_in(block.id, earlier, cut)
+            return block.model_copy(update={"output": cut})
         if earlier is None:
             recut = await self._recut_stand_in(block, limit, settings)
             if recut is not None:
@@ -313,18 +305,32 @@ class Truncator:
             logger.warning("could not read %s to cut call %s again: %s", reference, block.id, exc)
             return None
         full_text = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
-        cut = truncate_text(
+        cut = self._cut_again(block, full_text, reference, limit, settings)
+        services.stored_outputs.note(block.id, cut, whole)
+        return block.model_copy(update={"output": cut})
+
+    def _cut_again(
+        self,
+        block: ToolResultBlock,
+        full_text: str,
+        reference: str,
+        limit: int,
+        settings: RunSettings,
+        data: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        """A result stored whole before (in `reference`) cut again to `limit`: its head and
+        the notice naming that file."""
+        return truncate_text(
             full_text,
             limit=limit,
-            counter=services.counter,
+            counter=self.services.counter,
             reference=reference,
             tool_name=block.name,
             tool_id=block.id,
             readers=settings.readers,
             preview=settings.config.preview,
-        )
-        services.stored_outputs.note(block.id, cut.text, whole)
-        return block.model_copy(update={"output": cut.text})
+            data=data,
+        ).text
 
 
 async def _with_results(

@@ -269,7 +269,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         before, in the order the puts came, however many tasks put at once.
 
         Raises:
-            InvalidContent: `messages` is no list of LlamaIndex `ChatMessage`s.
+            InvalidContent: `messages` is not a list of LlamaIndex `ChatMessage` objects.
         """
         messages = _chat_messages(messages, "messages")
         await self._ready()
@@ -282,7 +282,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         """Replace the history with `messages` (a big tool message as its head and a notice).
 
         Raises:
-            InvalidContent: `messages` is no list of LlamaIndex `ChatMessage`s.
+            InvalidContent: `messages` is not a list of LlamaIndex `ChatMessage` objects.
         """
         messages = _chat_messages(messages, "messages")
         await self._begin()
