@@ -205,6 +205,9 @@ class OffloadingStepCallbacks:
                 if conversation in stack:
                     stack.remove(conversation)
                 stack.append(conversation)
+                # (The threads whose agents were all collected since: `_forget` empties them.)
+                for ident in [i for i, held in self._threads.items() if not held]:
+                    del self._threads[ident]
 
     def _leave_thread(self, conversation: _Conversation) -> None:
         """`conversation`'s run has ended: under the runs its thread still runs (a manager's
