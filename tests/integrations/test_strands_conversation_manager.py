@@ -377,3 +377,59 @@ def test_a_manager_serves_the_session_of_one_agent_only(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"session 'alice'.*'bob' needs a manager of its own"):
         agent_of("bob")("read every page")
     assert not (tmp_path / "ws" / "sessions" / "bob").exists()
+
+
+class OnePagePerQuestion(ScriptedModelBase):
+    """Each invocation: fetch one page, then answer."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        self.calls += 1
+        if any("toolResult" in b for b in messages[-1]["content"]):
+            events: list[dict[str, Any]] = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockDelta": {"delta": {"text": "read"}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "end_turn"}},
+            ]
+        else:
+            use = {"toolUse": {"toolUseId": f"q{self.calls}", "name": "fetch"}}
+            events = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockStart": {"start": use}},
+                {"contentBlockDelta": {"delta": {"toolUse": {"input": '{"page": 1}'}}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "tool_use"}},
+            ]
+        for event in events:
+            yield event
+
+
+def test_a_long_lived_agent_keeps_a_bounded_number_of_notes(tmp_path: Path) -> None:
+    """Each compaction writes a note (a summary or the window's note); the manager knew every
+    note it had ever written by its text, forever: 598 after 300 questions, one of them still
+    in the agent's messages. It keeps the latest 64."""
+    manager = OffloadingConversationManager(
+        LocalWorkspace(tmp_path / "ws", fsync=False),
+        session_id="s",
+        window_size=2,
+        summary_ratio=0.5,
+        preserve_recent_messages=2,
+        per_turn=True,
+    )
+    agent = Agent(
+        model=OnePagePerQuestion(),
+        tools=[fetch],
+        conversation_manager=manager,
+        callback_handler=None,
+    )
+    for question in range(80):
+        agent(f"question {question}")
+    notes = manager._bridge._notes
+    assert 1 <= len(notes) <= 64
+    said = texts(agent.messages)
+    assert any(json.dumps(note)[1:-1] in said for note in notes)

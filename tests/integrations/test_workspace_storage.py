@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from workspace_kinds import WORKSPACES
 
-from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace
+from ctxoffload import InMemoryWorkspace, LocalWorkspace
 from ctxoffload.exceptions import ConfigError, InvalidSessionId, OffloadError
 from ctxoffload.integrations.strands import WorkspaceStorage
 from helpers import MinimalOffloader
@@ -76,15 +76,25 @@ async def test_other_blocks_are_stored_once_by_hash_with_their_type(
     assert await storage.retrieve(ref) == (content, content_type)
 
 
-async def test_an_unknown_type_keeps_its_bytes(workspace: Any) -> None:
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/x-custom",
+        # Strands' documents: `application/<format>`, no extension of ctxoffload's own.
+        *(f"application/{f}" for f in ("docx", "doc", "xlsx", "xls", "csv", "html", "txt", "md")),
+    ],
+)
+async def test_a_type_of_no_known_extension_comes_back_with_its_bytes(
+    workspace: Any, content_type: str
+) -> None:
+    """A data/ file of a type with no extension ctxoffload knows is a `.bin`: its type came
+    back as `application/octet-stream` (a Strands docx block came back as bytes of no
+    format); it is the type the session's `data` event recorded (a bucket: the object's
+    metadata)."""
     storage = WorkspaceStorage(workspace, session_id="run-1")
-    ref = await storage.store("k", b"\x00\x01", "application/x-custom")
-    content, content_type = await storage.retrieve(ref)
-    assert content == b"\x00\x01"
-    if isinstance(workspace, ObjectStoreWorkspace):
-        assert content_type == "application/x-custom"  # kept in the object's metadata
-    else:
-        assert content_type == "application/octet-stream"
+    data = f"payload of {content_type} \xff".encode("latin-1")
+    ref = await storage.store("k", data, content_type)
+    assert await storage.retrieve(ref) == (data, content_type)
 
 
 @pytest.mark.parametrize(

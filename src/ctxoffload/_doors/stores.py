@@ -16,7 +16,9 @@ Haystack's `ToolResultStore`).
 
 from __future__ import annotations
 
-from .._disk.events import DataFile
+import os
+
+from .._disk.events import DataFile, EventKind
 from .._disk.scope import SessionScoped, check_reference
 from ..messages import ToolResultBlock
 from ..workspace import Workspace, writing_as
@@ -101,7 +103,33 @@ class BlockStore:
             )
         with writing_as(None, self.session_id):
             data, media_type = await workspace.read_bytes(reference)
+        if media_type == _UNKNOWN:
+            media_type = await self._recorded_type(reference) or media_type
         return bytes(data), str(media_type)
+
+    async def _recorded_type(self, reference: str) -> str | None:
+        """The media type this session's `data` event gave `reference` when it was stored:
+        a data/ file is named by its bytes and an extension, and a type with none of its own
+        (Strands' `application/docx`, `application/xlsx`, ...) is a `.bin` there, which reads
+        back as bytes of no type. None where the session recorded none."""
+        read_events = getattr(self.workspace, "read_events", None)
+        if read_events is None:
+            return None
+        name = os.path.basename(reference)
+        for event in reversed(await read_events(self.session_id)):
+            if (
+                isinstance(event, dict)
+                and event.get("kind") == EventKind.DATA
+                and isinstance(event.get("reference"), str)
+                and os.path.basename(event["reference"]) == name
+                and isinstance(event.get("media_type"), str)
+            ):
+                return str(event["media_type"])
+        return None
+
+
+_UNKNOWN = "application/octet-stream"
+"""What a data/ file of an extension ctxoffload does not know reads back as."""
 
 
 def is_plain_text(content_type: str | None) -> bool:

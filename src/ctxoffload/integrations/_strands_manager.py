@@ -59,6 +59,11 @@ except ImportError as exc:  # pragma: no cover - exercised where Strands is abse
 _T = TypeVar("_T")
 
 
+_NOTES_KEPT = 64
+"""How many notes (the summary, the window note) a bridge knows by their text, the latest
+kept: the messages it reads back hold the ones it wrote last."""
+
+
 class _Bridge:
     """The state shared by every call of one manager: ids, notes, the pipeline run."""
 
@@ -185,7 +190,10 @@ class _Bridge:
             if msg.role == "system":
                 continue
             if is_context_note(msg):
+                self._notes.pop(msg.text, None)
                 self._notes[msg.text] = msg
+                while len(self._notes) > _NOTES_KEPT:  # (the oldest first)
+                    del self._notes[next(iter(self._notes))]
                 pending = msg
                 continue
             if pending is not None:
