@@ -243,3 +243,41 @@ def test_wrong_arguments_are_refused_when_built(tmp_path: Path) -> None:
     store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"))
     assert store.session_id.startswith("haystack-")
     assert WorkspaceResultStore(LocalWorkspace(tmp_path / "ws")).session_id != store.session_id
+
+
+@pytest.mark.parametrize("fails_at", [3, 30], ids=["before any compaction", "after many"])
+def test_a_tool_error_too_big_for_the_window_is_sent_as_the_compactors_cut(
+    tmp_path: Path, fails_at: int
+) -> None:
+    """Haystack never offloads an error's text. The compactor cut a 200 KB error to its head
+    and notice (stored whole), then gave Haystack back the message whole, matched by its id:
+    the next call carried 66,233 tokens against an 8,000-token window (65,424 when nothing
+    was old enough to compact yet, where the cut was dropped with the compaction)."""
+    from haystack.tools import Tool
+
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="err")
+    trace = "".join(f"frame {k}: at worker.step (dump)\n" for k in range(6_000))
+    done = {"calls": 0}
+
+    def fetch() -> str:
+        done["calls"] += 1
+        if done["calls"] == fails_at:
+            raise RuntimeError(trace)
+        return f"reading {done['calls']}: " + "gauge nominal, " * 60
+
+    tool = Tool(
+        name="fetch",
+        description="Take a reading.",
+        parameters={"type": "object", "properties": {}},
+        function=fetch,
+    )
+    model = Scripted([*(call("fetch", {}, f"c{i}") for i in range(fails_at + 2)), say("done")])
+    hooks = {
+        "after_tool": [offload_hook(store)],
+        "before_llm": [compaction_hook(WorkspaceCompactor(store))],
+    }
+    out = agent_with(model, [tool, *store.tools], hooks).run([ChatMessage.from_user("go")])
+    assert out["last_message"].text == "done"
+    assert max(tokens(sent) for sent in model.seen) < WINDOW
+    folder = tmp_path / "ws" / "sessions" / "err"
+    assert any(trace.strip() in p.read_text() for p in folder.glob("tool_result-*.txt"))

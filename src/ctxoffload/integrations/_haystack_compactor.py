@@ -143,8 +143,7 @@ class WorkspaceCompactor:
         config = self.config.model_copy(update={"context_window": window})
         with writing_as(store.blocks.door.name, store.session_id):
             result = await self._compressor.maybe_compress(msgs, force=True, config=config)
-        if not result.compressed:
-            return None
+        read = dict(zip((m.id for m in msgs), msgs, strict=True))
         out: list[Any] = []
         for msg in result.messages:
             message = origin.get(msg.id)
@@ -154,8 +153,40 @@ class WorkspaceCompactor:
                 kept = {"id": msg.id, "metadata": msg.metadata}
                 message = _ChatMessage.from_user(msg.text, meta={_SUMMARY: kept})
                 self._read[id(message)] = (message, msg)
+            elif msg is not read[msg.id] and msg.content != read[msg.id].content:
+                # Cut to fit (a tool's result, a long text: stored whole first): what was
+                # cut goes back, not the message whole, which was over the window.
+                message = self._cut(message, msg)
             out.append(message)
-        return out if len(out) < len(messages) else None
+        changed = len(out) < len(messages) or any(
+            a is not b for a, b in zip(out, messages, strict=False)
+        )
+        return out if changed else None
+
+    def _cut(self, message: Any, msg: Msg) -> Any:
+        """`message` saying what the compressor cut `msg` (its reading) to: a tool's result
+        its head and notice, a user's or a system's text its head and notice; any other
+        message as it was."""
+        result = getattr(message, "tool_call_result", None)
+        results = msg.tool_results
+        if result is not None and len(results) == 1:
+            output = results[0].output
+            text = output if isinstance(output, str) else msg.text
+            made = _ChatMessage.from_tool(
+                tool_result=text, origin=result.origin, error=result.error, meta=message.meta
+            )
+        elif not results and message.text is not None and len(message.texts) == 1:
+            role = str(getattr(message.role, "value", message.role))
+            if role == "user":
+                made = _ChatMessage.from_user(msg.text, meta=message.meta)
+            elif role == "system":
+                made = _ChatMessage.from_system(msg.text, meta=message.meta)
+            else:
+                return message
+        else:
+            return message
+        self._read[id(made)] = (made, msg)
+        return made
 
     def _msg(self, message: Any) -> Msg:
         """A `ChatMessage` as a `Msg` (read once per message object: Haystack hands the same
