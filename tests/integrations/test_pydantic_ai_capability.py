@@ -29,6 +29,7 @@ from pydantic_ai.messages import (  # noqa: E402
     TextPart,
     ThinkingPart,
     ToolCallPart,
+    ToolReturn,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -337,3 +338,37 @@ async def test_with_memory_the_agent_keeps_a_memory_and_the_run_records_the_chan
     assert any("batch 7 fails" in line for line in wire(later.seen[1]))
     plain = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
     assert "memory" in offload.get_toolset().tools and "memory" not in plain.get_toolset().tools
+
+
+async def test_a_tool_return_keeps_its_image_and_metadata_and_stores_its_value(
+    tmp_path: Path,
+) -> None:
+    """A tool returning `ToolReturn(return_value=<big text>, content=[an image], metadata=...)`
+    became a plain string in the history: its image (sent beside the result as a user part)
+    and its metadata were lost, and the file held the JSON of the whole wrapper. Only the
+    return value is stored and cut; the image and the metadata stay."""
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
+
+    def shot() -> ToolReturn:
+        """A screenshot and the page's log."""
+        image = BinaryContent(data=png, media_type="image/png")
+        return ToolReturn(return_value=BIG, content=[image], metadata={"page": 7})
+
+    model = Scripted(call("shot", {}, "c1"), say("seen"))
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = Agent(model.model, tools=[shot], capabilities=[offload])
+    result = await agent.run("look", conversation_id="s")
+    (stored,) = (tmp_path / "ws" / "sessions" / "s").glob("tool_result-*.txt")
+    assert stored.read_text(encoding="utf-8") == BIG
+    (part,) = [p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert isinstance(part.content, str) and str(stored) in part.content
+    assert part.metadata == {"page": 7}
+    sent = [
+        item
+        for m in model.seen[1]
+        for p in m.parts
+        if isinstance(p, UserPromptPart) and not isinstance(p.content, str)
+        for item in p.content
+    ]
+    assert any(isinstance(item, BinaryContent) and item.data == png for item in sent)
+    assert tokens(model.seen[1]) < CONFIG.context_window

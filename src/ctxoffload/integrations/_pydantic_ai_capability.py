@@ -44,6 +44,7 @@ try:
     ).AbstractCapability
     _FunctionToolset: Any = importlib.import_module("pydantic_ai.toolsets").FunctionToolset
     _RetryModelRequest: Any = importlib.import_module("pydantic_ai.exceptions").RetryModelRequest
+    _ToolReturn: Any = importlib.import_module("pydantic_ai.messages").ToolReturn
 except ImportError as exc:  # pragma: no cover - exercised where pydantic-ai is absent
     raise ConfigError(INSTALL_HINT) from exc
 
@@ -180,7 +181,15 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
     ) -> Any:
         """A big result enters the history as its head and a notice: text as it is, any
         other value as the JSON text pydantic-ai would send the model (an image or a file
-        stays as it is: the projection limits those)."""
+        stays as it is: the projection limits those). A `ToolReturn` keeps its `content`
+        (sent beside the result) and its `metadata`: its `return_value` alone is the result."""
+        if isinstance(result, _ToolReturn):
+            value = await self.after_tool_execute(
+                ctx, call=call, tool_def=tool_def, args=args, result=result.return_value
+            )
+            if value is result.return_value:
+                return result
+            return dataclasses.replace(result, return_value=value)
         if holds_files(result):
             return result
         text = tool_return_text(call.tool_name, call.tool_call_id, result)
