@@ -314,3 +314,25 @@ async def test_a_session_used_alone_opens_its_record_with_the_door(tmp_path: Pat
     assert first["kind"] == "door" and first["host"] == "the OpenAI Agents SDK"
     assert first["conversation"] == "team/alice:42"
     assert [e["kind"] for e in rest] == ["tool_result", "truncation"]
+
+
+async def test_runs_that_ended_leave_no_state_and_their_next_run_takes_over_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without `wrap`, a run's session is given up when the SDK drops the run. The next run
+    of a named session then took the lease over with a WARNING that blamed the user ("close
+    agents with `async with`"), 551 times in 601 requests of a server loop; and a filter of
+    fresh sessions kept each run's entry for good (1,001 after 1,000 runs). Both quiet and
+    bounded now."""
+    named = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="a")
+    with caplog.at_level("INFO", logger="ctxoffload"):
+        for _ in range(3):
+            await one_run(named, plain_tool())
+            gc.collect()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    fresh = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    for _ in range(20):
+        await one_run(fresh, plain_tool())
+    gc.collect()
+    assert len(fresh._runs._runs) <= 1
+    assert len(folders(tmp_path / "ws")) == 21  # each run a session of its own, kept

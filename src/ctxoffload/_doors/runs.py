@@ -27,6 +27,7 @@ from .._disk.wording import describe_holder
 from .._version import __version__
 from ..exceptions import SessionBusyError
 from ..workspace import EventLog, SessionLease, take_lease, take_new_session, writing_as
+from ..workspace._lease import let_go
 from .doors import Door
 
 __all__ = ["HostRuns", "begin_run", "door_busy", "record_door"]
@@ -216,7 +217,8 @@ class HostRuns:
             if live is not None and isinstance(token, str):
                 _SAY_IF_LIVE[token] = taken
             if owner is not None:
-                taken.owner = weakref.ref(owner, functools.partial(_let_go, weakref.ref(taken)))
+                let_go_of = functools.partial(_let_go, weakref.ref(taken), session)
+                taken.owner = weakref.ref(owner, let_go_of)
 
     async def abegin(
         self,
@@ -306,7 +308,7 @@ class HostRuns:
         return contextvars.Context().run(self._loop.run, coro)
 
     def _drop(self, session: str, run: _Run) -> None:
-        del self._runs[session]
+        self._runs.pop(session, None)  # (the collector may have dropped it: `_let_go`)
         lease = run.lease  # once: the collector may let go of it meanwhile (`_let_go`)
         if lease is not None:
             self._on_loop(lease.release())
@@ -375,10 +377,18 @@ def _holder(run: _Run) -> dict[str, Any]:
     return dict(lease.holder) if lease is not None else {}
 
 
-def _let_go(run: weakref.ref[_Run], owner: object) -> None:
-    """The host's object for `run` was collected: drop the run's lease unreleased. Called by
-    the collector wherever it runs (inside a lock of the executor, on any thread): one
-    assignment, nothing that waits."""
+def _let_go(run: weakref.ref[_Run], session: str, owner: object) -> None:
+    """The host's object for `run` was collected: drop the run's lease unreleased, and the
+    run with it (a server's runs of fresh sessions, each begun once, would stay for good).
+    Called by the collector wherever it runs (inside a lock of the executor, on any thread):
+    assignments and a dict's pop, nothing that waits. The lease is noted as let go, so the
+    next run that takes it over says so quietly (`let_go`): nothing is wrong then."""
     held = run()
-    if held is not None:
-        held.lease = None
+    if held is None:
+        return
+    lease, held.lease = held.lease, None
+    if lease is not None:
+        let_go(lease.holder)
+    runs = held.held_by() if held.held_by is not None else None
+    if runs is not None and runs._runs.get(session) is held:
+        runs._runs.pop(session, None)
