@@ -372,3 +372,14 @@ async def test_a_tool_return_keeps_its_image_and_metadata_and_stores_its_value(
     ]
     assert any(isinstance(item, BinaryContent) and item.data == png for item in sent)
     assert tokens(model.seen[1]) < CONFIG.context_window
+
+
+def test_a_summary_model_that_is_no_chat_model_is_refused_when_built(tmp_path: Path) -> None:
+    """pydantic-ai's way of naming a model ("openai:gpt-4o-mini"), or its own model object,
+    was accepted, then failed at the first summary with an AttributeError or a TypeError
+    from inside ctxoffload; it is refused when the capability is built."""
+    from ctxoffload import ConfigError
+
+    for model in ("openai:gpt-4o-mini", FunctionModel(lambda messages, info: say("x"))):
+        with pytest.raises(ConfigError, match="not a ctxoffload ChatModel"):
+            ContextOffload(LocalWorkspace(tmp_path / "ws"), summary_model=model)

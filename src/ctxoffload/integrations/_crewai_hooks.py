@@ -33,7 +33,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import (
+    checked_config,
+    checked_positive,
+    checked_summary_model,
+    checked_workspace,
+)
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.runs import HostRuns
@@ -138,7 +143,7 @@ class ContextOffloadHooks:
     ) -> None:
         self.workspace = checked_workspace(workspace, _DOOR)
         self.config = checked_config(config)
-        self.summary_model = summary_model
+        self.summary_model = checked_summary_model(summary_model)
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
         self._runs = HostRuns(workspace, _DOOR)

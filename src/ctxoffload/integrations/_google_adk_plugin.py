@@ -16,7 +16,12 @@ import importlib
 import json
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import (
+    checked_config,
+    checked_positive,
+    checked_summary_model,
+    checked_workspace,
+)
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import HostRuns
@@ -104,7 +109,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         super().__init__(name=name)
         self.workspace = checked_workspace(workspace, _DOOR)
         self.config = checked_config(config)
-        self.summary_model = summary_model
+        self.summary_model = checked_summary_model(summary_model)
         checked_positive(max_output_chars, "max_output_chars")
         self.tools = [
             _FunctionTool(function)

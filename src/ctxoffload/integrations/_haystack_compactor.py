@@ -15,6 +15,7 @@ import importlib
 import uuid
 from typing import Any
 
+from .._doors.checks import checked_summary_model
 from ..compression import Compressor, ContextConfig
 from ..exceptions import ConfigError
 from ..formats import from_openai
@@ -79,7 +80,7 @@ class WorkspaceCompactor:
                 "config=ContextConfig(summary_template=...) or leave it out"
             )
         self.store = store
-        self.summary_model = summary_model
+        self.summary_model = checked_summary_model(summary_model)
         self.config = config or ContextConfig()
         self._compressor = Compressor(
             self.config,

@@ -18,7 +18,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import (
+    checked_config,
+    checked_positive,
+    checked_summary_model,
+    checked_workspace,
+)
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns
@@ -155,7 +160,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             checked,
             self._session,
             config=context,
-            model=summary_model,
+            model=checked_summary_model(summary_model),
             context_window=context.context_window or self.token_limit,
         )
         self._runs = HostRuns(checked, _DOOR)

@@ -16,7 +16,12 @@ import uuid
 import weakref
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import (
+    checked_config,
+    checked_positive,
+    checked_summary_model,
+    checked_workspace,
+)
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns, record_door
@@ -90,7 +95,7 @@ class OffloadingInputFilter:
         self.config = checked_config(config)
         self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         self.memory = memory
-        self.summary_model = summary_model
+        self.summary_model = checked_summary_model(summary_model)
         self.session_id: str | None = None
         self._conversation: object = None  # the host's id of the named conversation
         self._projector: Projector | None = None  # the named session's, kept across runs

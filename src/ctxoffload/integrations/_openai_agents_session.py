@@ -10,7 +10,12 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._doors.checks import checked_config, checked_workspace, not_a_capability
+from .._doors.checks import (
+    checked_config,
+    checked_summary_model,
+    checked_workspace,
+    not_a_capability,
+)
 from .._doors.identity import conversation_session
 from .._doors.runs import record_door
 from ..compression import Compressor, ContextConfig
@@ -108,7 +113,7 @@ class WorkspaceSession:
         self.config = checked_config(config)
         self.keep_whole_outputs = keep_whole_outputs
         self._conversation = session_id
-        self._summary_model = summary_model
+        self._summary_model = checked_summary_model(summary_model)
         self._log = workspace  # the same object, as the capability the items are kept with
         self._compressor = Compressor(
             self.config,

@@ -15,7 +15,12 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import (
+    checked_config,
+    checked_positive,
+    checked_summary_model,
+    checked_workspace,
+)
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import begin_run
@@ -107,7 +112,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self.workspace = checked_workspace(workspace, _DOOR)
         self.memory = memory
         self.config = checked_config(config)
-        self.summary_model = summary_model
+        self.summary_model = checked_summary_model(summary_model)
         self.session_id = given_session(session_id)
         self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         # The run's conversation id as pydantic-ai gave it (recorded in the `door` event).

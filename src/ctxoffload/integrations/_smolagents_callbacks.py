@@ -27,7 +27,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._disk.compact_requests import CompactRequests
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import (
+    checked_config,
+    checked_positive,
+    checked_summary_model,
+    checked_workspace,
+)
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.runs import begin_run
@@ -136,7 +141,7 @@ class OffloadingStepCallbacks:
     ) -> None:
         self.workspace = checked_workspace(workspace, _DOOR)
         self.config = checked_config(config)
-        self.summary_model = summary_model
+        self.summary_model = checked_summary_model(summary_model)
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
         self._loop = LoopThread("ctxoffload-smolagents")

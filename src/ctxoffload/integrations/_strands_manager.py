@@ -18,7 +18,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from .._disk.compact_requests import CompactRequests
-from .._doors.checks import checked_offloader
+from .._doors.checks import checked_offloader, checked_summary_model
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import begin_run
@@ -274,7 +274,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
                 manager = Summarization(
                     summary_ratio=summary_ratio,
                     preserve_recent_messages=preserve_recent_messages,
-                    summary_model=summary_model,
+                    summary_model=checked_summary_model(summary_model),
                 )
             else:
                 raise ConfigError(
