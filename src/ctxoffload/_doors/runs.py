@@ -23,11 +23,11 @@ from collections.abc import Callable, Coroutine, Hashable, Iterator
 from typing import Any, TypeVar
 
 from .._disk.events import Door as DoorEvent
+from .._disk.let_go import let_go
 from .._disk.wording import describe_holder
 from .._version import __version__
 from ..exceptions import SessionBusyError
 from ..workspace import EventLog, SessionLease, take_lease, take_new_session, writing_as
-from ..workspace._lease import let_go
 from .doors import Door
 
 __all__ = ["HostRuns", "begin_run", "door_busy", "record_door"]

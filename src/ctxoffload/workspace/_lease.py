@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._depth import load_json
 from .._disk.layout import LEASE_FILE, now_iso
+from .._disk.let_go import was_let_go
 from .._disk.wording import describe_holder
 from ..exceptions import ConfigError, SessionBusyError
 
@@ -184,23 +185,6 @@ def holder_ended(holder: dict[str, Any]) -> bool:
     return state == [b"Z"]
 
 
-_LET_GO: dict[str, None] = {}
-"""The tokens of leases this process let go of unreleased when their run's host object was
-collected (`let_go`), the latest kept: taken over, nothing is wrong."""
-
-_LET_GO_KEPT = 4_096
-
-
-def let_go(holder: dict[str, Any]) -> None:
-    """Note that this process let go of the lease `holder` says, unreleased, with its run's
-    host object (a run ended: no writer is left). No I/O: the collector calls it anywhere."""
-    token = holder.get("token")
-    if isinstance(token, str):
-        _LET_GO[token] = None
-        while len(_LET_GO) > _LET_GO_KEPT:
-            _LET_GO.pop(next(iter(_LET_GO)), None)
-
-
 def took_over(session_id: str, holder: dict[str, Any], why: str) -> None:
     """Log that a lease its holder never released was taken over.
 
@@ -210,7 +194,7 @@ def took_over(session_id: str, holder: dict[str, Any], why: str) -> None:
     since then two writers may share the session.
     """
     pid = holder.get("pid")
-    if pid == os.getpid() and holder.get("token") in _LET_GO:
+    if pid == os.getpid() and was_let_go(holder):
         level, state = logging.INFO, "its run ended, and this process let go of it with the run"
     elif holder_ended(holder):
         level, state = logging.INFO, f"its process (pid {pid}) has ended"
