@@ -18,7 +18,7 @@ from ctxoffload.tokens import get_token_counter
 BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
 
 
-def call(name: str, arguments: dict[str, Any], call_id: str) -> ChatMessage:
+def call(name: str, arguments: dict[str, Any], call_id: str | None) -> ChatMessage:
     """A reply that calls one tool."""
     return ChatMessage.from_assistant(
         tool_calls=[ToolCall(tool_name=name, arguments=arguments, id=call_id)]

@@ -7,6 +7,7 @@ read-back tools used from inside the agent, and the store confined to its sessio
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -19,7 +20,7 @@ require_framework("haystack", "haystack")
 
 import pytest  # noqa: E402
 from haystack.core.serialization import allow_deserialization_module  # noqa: E402
-from haystack.dataclasses import ChatMessage  # noqa: E402
+from haystack.dataclasses import ChatMessage, ChatRole  # noqa: E402
 from haystack.hooks.compaction import CompactionHook, ToolResultOffloadCompactor  # noqa: E402
 from haystack.hooks.tool_result_offloading import (  # noqa: E402
     RESULT_STORE_CONTEXT_KEY,
@@ -89,11 +90,17 @@ def test_a_5_mb_result_is_stored_whole_and_the_next_call_fits(tmp_path: Path) ->
     assert "Haystack (WorkspaceResultStore)" in listing.splitlines()[1]
 
 
-def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_ids", [True, False], ids=["ids", "no-ids"])
+def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path, with_ids: bool) -> None:
+    """Also where the model's tool calls have no ids (Haystack allows them): read through
+    OpenAI's format, such calls became plain texts and nothing was ever compacted."""
     readings = [f"reading {i} of the export: " + f"gauge {i * 7} nominal, " * 60 for i in range(40)]
     store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="long")
     model = Scripted(
-        [*(call("fetch", {}, f"call_{i}") for i in range(40)), say("All 40 readings taken.")]
+        [
+            *(call("fetch", {}, f"call_{i}" if with_ids else None) for i in range(40)),
+            say("All 40 readings taken."),
+        ]
     )
     hooks = {
         "after_tool": [offload_hook(store)],
@@ -281,3 +288,117 @@ def test_a_tool_error_too_big_for_the_window_is_sent_as_the_compactors_cut(
     assert max(tokens(sent) for sent in model.seen) < WINDOW
     folder = tmp_path / "ws" / "sessions" / "err"
     assert any(trace.strip() in p.read_text() for p in folder.glob("tool_result-*.txt"))
+
+
+PNG = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360f8cfc0f01f0005000201a5d6a1"
+        "d60000000049454e44ae426082"
+    )
+).decode()
+
+
+def conversation_with_media() -> list[ChatMessage]:
+    """A conversation whose old turns hold what OpenAI's format cannot carry: calls without
+    ids, a result with an image beside its text, a PDF, and the model's reasoning."""
+    from haystack.dataclasses import (
+        FileContent,
+        ImageContent,
+        ReasoningContent,
+        TextContent,
+        ToolCall,
+        ToolCallResult,
+    )
+
+    messages = [ChatMessage.from_system("You inspect gauges."), ChatMessage.from_user("Go.")]
+    for i in range(12):
+        origin = ToolCall(tool_name="snap", arguments={"gauge": i}, id=None)
+        messages.append(
+            ChatMessage.from_assistant(
+                f"Snapping gauge {i}.",
+                tool_calls=[origin],
+                reasoning=ReasoningContent(
+                    reasoning_text=f"gauge {i} is next; thought {i}", extra={"sig": f"s{i}"}
+                ),
+            )
+        )
+        result = [
+            TextContent(f"gauge {i} reads " + "nominal, " * 300),
+            ImageContent(base64_image=PNG, mime_type="image/png"),
+            FileContent(
+                base64_data=base64.b64encode(f"%PDF-{i}".encode()).decode(),
+                mime_type="application/pdf",
+                filename=f"g{i}.pdf",
+            ),
+        ]
+        messages.append(
+            ChatMessage(
+                _role=ChatRole.TOOL,
+                _content=[ToolCallResult(result=result, origin=origin, error=False)],
+            )
+        )
+    messages.append(ChatMessage.from_user("Now sum them up."))
+    return messages
+
+
+def test_what_openais_format_cannot_carry_is_compacted_and_kept_whole(tmp_path: Path) -> None:
+    """Calls without ids (Haystack allows them), a result's image and file, the model's
+    reasoning: read through OpenAI's format, the calls made plain user texts that were never
+    compacted as calls, and the image, the file and the reasoning never reached
+    context.jsonl. Each is now read as what it is, stored, and the calls stay paired."""
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="media")
+    compactor = WorkspaceCompactor(store)
+    messages = conversation_with_media()
+    out = compactor.compact(messages, 2_000, None)
+    assert out is not None and len(out) < len(messages)
+    assert any("ctxoffload_summary" in m.meta for m in out)
+    # A call never without its result: the kept calls and results are the same objects.
+    kept_calls = [c for m in out for c in m.tool_calls]
+    kept_results = [m.tool_call_result.origin for m in out if m.tool_call_result]
+    assert len(kept_calls) == len(kept_results)
+    assert all(any(c is r for r in kept_results) for c in kept_calls)
+    folder = tmp_path / "ws" / "sessions" / "media"
+    lines = [json.loads(line) for line in (folder / "context.jsonl").read_text().splitlines()]
+    blocks = [b for line in lines if isinstance(line.get("content"), list) for b in line["content"]]
+    calls = [b for b in blocks if b["type"] == "tool_call"]
+    results = [b for b in blocks if b["type"] == "tool_result"]
+    assert calls and {c["id"] for c in calls} == {r["id"] for r in results}
+    assert {c["input"]["gauge"] for c in calls} == set(range(len(calls)))
+    thinking = [b for b in blocks if b["type"] == "thinking"]
+    assert [t["thinking"] for t in thinking] == [
+        f"gauge {i} is next; thought {i}" for i in range(len(calls))
+    ]
+    # The image and the file of every result that left are in data/, whole.
+    stored = {p.read_bytes() for p in (tmp_path / "ws" / "data").rglob("*") if p.is_file()}
+    assert base64.b64decode(PNG) in stored
+    assert {f"%PDF-{i}".encode() for i in range(len(calls))} <= stored
+
+
+def test_a_cut_result_keeps_its_image_in_what_haystack_sends(tmp_path: Path) -> None:
+    """A result of text and an image, its text too big for the window, is cut to fit: the
+    cut went back as text alone, so the model was no longer sent the image."""
+    from haystack.dataclasses import ImageContent, TextContent, ToolCall, ToolCallResult
+
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="cut")
+    origin = ToolCall(tool_name="snap", arguments={}, id="c1")
+    big = "".join(f"line {k}: gauge nominal\n" for k in range(20_000))
+    result = ToolCallResult(
+        result=[TextContent(big), ImageContent(base64_image=PNG, mime_type="image/png")],
+        origin=origin,
+        error=False,
+    )
+    messages = [
+        ChatMessage.from_user("Snap it."),
+        ChatMessage.from_assistant(tool_calls=[origin]),
+        ChatMessage(_role=ChatRole.TOOL, _content=[result]),
+    ]
+    out = WorkspaceCompactor(store).compact(messages, 4_000, None)
+    assert out is not None
+    (sent,) = [m for m in out if m.tool_call_result is not None]
+    parts = sent.tool_call_result.result
+    assert isinstance(parts, list)
+    assert [p.base64_image for p in parts if isinstance(p, ImageContent)] == [PNG]
+    text = "".join(p.text for p in parts if isinstance(p, TextContent))
+    assert len(text) < len(big) // 4 and "tool_result" in text
+    assert sent.tool_call_result.origin is origin

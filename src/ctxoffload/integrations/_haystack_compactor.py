@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import uuid
 from typing import Any
 
 from .._doors.checks import checked_summary_model
 from ..compression import Compressor, ContextConfig
 from ..exceptions import ConfigError
-from ..formats import from_openai
 from ..messages import Msg
 from ..model import ChatModel
 from ..workspace import writing_as
+from ._haystack_messages import CallIds, read_message, result_parts
 from ._haystack_store import INSTALL_HINT, WorkspaceResultStore
 
 __all__ = ["WorkspaceCompactor"]
@@ -89,8 +88,10 @@ class WorkspaceCompactor:
             session_id=store.session_id,
             context_window=self.config.context_window or _NO_WINDOW,
         )
-        # Per ChatMessage given (by `id`, holding it): the `Msg` it was read as.
+        # Per ChatMessage of the conversation (by `id`, holding it): the `Msg` it was read
+        # as; what left the conversation is forgotten at each compaction.
         self._read: dict[int, tuple[Any, Msg]] = {}
+        self._calls = CallIds()
 
     def compact(
         self, messages: list[Any], target_tokens: int, token_counter: Any
@@ -135,6 +136,7 @@ class WorkspaceCompactor:
     async def _compact(self, messages: list[Any], target_tokens: int) -> list[Any] | None:
         store = self.store
         await store.blocks.announce()
+        self._calls.name_calls(messages)
         msgs = [self._msg(message) for message in messages]
         origin = {msg.id: message for msg, message in zip(msgs, messages, strict=True)}
         # What stays is the newest turns within `reserve_ratio` of the window: a window that
@@ -162,7 +164,15 @@ class WorkspaceCompactor:
         changed = len(out) < len(messages) or any(
             a is not b for a, b in zip(out, messages, strict=False)
         )
+        self._keep_only(out if changed else messages)
         return out if changed else None
+
+    def _keep_only(self, messages: list[Any]) -> None:
+        """Forget the readings of messages no longer in the conversation (Haystack hands
+        each compaction the conversation the last one returned, and what it added)."""
+        held = {id(m) for m in messages}
+        self._read = {k: v for k, v in self._read.items() if k in held}
+        self._calls.keep_only(messages)
 
     def _cut(self, message: Any, msg: Msg) -> Any:
         """`message` saying what the compressor cut `msg` (its reading) to: a tool's result
@@ -172,9 +182,12 @@ class WorkspaceCompactor:
         results = msg.tool_results
         if result is not None and len(results) == 1:
             output = results[0].output
-            text = output if isinstance(output, str) else msg.text
+            text = output if isinstance(output, str) else _texts(output)
             made = _ChatMessage.from_tool(
-                tool_result=text, origin=result.origin, error=result.error, meta=message.meta
+                tool_result=result_parts(result.result, text),
+                origin=result.origin,
+                error=result.error,
+                meta=message.meta,
             )
         elif not results and message.text is not None and len(message.texts) == 1:
             role = str(getattr(message.role, "value", message.role))
@@ -196,22 +209,14 @@ class WorkspaceCompactor:
         if known is not None and known[0] is message:
             return known[1]
         ours = _ours(message)
-        if ours is not None:
-            self._read[id(message)] = (message, ours)
-            return ours
-        try:
-            (msg,) = from_openai([message.to_openai_dict_format(require_tool_call_ids=False)])
-        except (ValueError, ConfigError, TypeError) as exc:
-            # A message OpenAI's format cannot carry (an empty one, a result with more
-            # parts): its role and text, which is what a summary reads of it.
-            role = str(getattr(getattr(message, "role", None), "value", "user"))
-            text = str(getattr(message, "text", None) or "")
-            msg = Msg(role="user", content=text, metadata={"haystack_role": role, "note": str(exc)})
-        msg = msg.model_copy(update={"id": f"haystack-{uuid.uuid4().hex[:20]}"})
+        msg = ours if ours is not None else read_message(message, self._calls)
         self._read[id(message)] = (message, msg)
-        if len(self._read) > 4 * _KEPT:
-            self._read = dict(list(self._read.items())[-_KEPT:])
         return msg
+
+
+def _texts(output: list[Any]) -> str:
+    """The text of a cut result's parts (its head and the notice naming the file)."""
+    return "\n".join(block.text for block in output if getattr(block, "type", None) == "text")
 
 
 def _ours(message: Any) -> Msg | None:
@@ -233,6 +238,3 @@ _SUMMARY = "ctxoffload_summary"
 
 _NO_WINDOW = 1_000_000
 """A window for the compressor's own checks; every compaction gives the one it works to."""
-
-_KEPT = 20_000
-"""How many messages' readings are kept between compactions (bounded memory)."""
