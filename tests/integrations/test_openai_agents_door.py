@@ -172,6 +172,62 @@ async def test_a_second_live_run_through_the_same_filter_is_refused_and_the_firs
     assert kinds.count("model_call") == 4
 
 
+async def test_an_agent_run_as_a_tool_writes_a_child_session_and_the_parent_goes_on(
+    tmp_path: Path,
+) -> None:
+    """`Agent.as_tool()` runs the sub-agent inside the parent's tool call with the parent's
+    RunConfig, so through the same filter and its session: the nested run was refused with
+    SessionBusyError (its parent held the session), and the parent's model was told the
+    tool failed. The nested run writes a child session of its own now, linked to the
+    parent's, and a run outside both is still refused while the parent is live."""
+    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="s")
+    inner = Scripted(tool_call("fetch", "sub_1"), answer("the export ran clean"))
+    researcher = Agent(
+        name="research er", instructions="You read logs.", model=inner, tools=[plain_tool()]
+    )
+    gate = Gate()
+
+    @function_tool
+    async def wait() -> str:
+        """Wait for the operator."""
+        gate.entered.set()
+        await gate.opened.wait()
+        return "go on"
+
+    outer = Scripted(
+        tool_call("research", "c1", input="read the export log"),
+        tool_call("wait", "c2"),
+        answer("all done"),
+    )
+    lead = Agent(
+        name="lead",
+        instructions="You delegate.",
+        model=outer,
+        tools=[researcher.as_tool(tool_name="research", tool_description="Research."), wait],
+    )
+    config = RunConfig(call_model_input_filter=offload)
+    running = asyncio.create_task(Runner.run(lead, "check the export", run_config=config))
+    await gate.entered.wait()
+    with pytest.raises(SessionBusyError, match=BUSY):
+        await one_run(offload, plain_tool())  # not nested: still one writer
+    gate.opened.set()
+    result = await running
+    assert result.final_output == "all done"
+    # The parent's model was given the sub-agent's answer, not an error.
+    sent = json.dumps([item for call in outer.seen for item in call], default=str)
+    assert "the export ran clean" in sent and "SessionBusyError" not in sent
+    (child,) = folders(tmp_path / "ws") - {"s"}
+    assert child.startswith("s--research_er-")
+    door = events(tmp_path / "ws", child)[0]
+    assert door["kind"] == "door" and door["parent"]["session"] == "s"
+    assert (tmp_path / "ws" / "sessions" / child / "tool_result-sub_1.txt").read_text() == OUTPUT
+    kinds = [e["kind"] for e in events(tmp_path / "ws", child)]
+    assert kinds.count("model_call") == 2
+    assert [e["kind"] for e in events(tmp_path / "ws", "s")].count("model_call") == 3
+    # Both sessions were given up: the next run of each is welcome.
+    await one_run(offload, plain_tool())
+
+
 def sqlite(tmp_path: Path) -> Workspace:
     return SqlWorkspace(f"sqlite:///{tmp_path / 'ws.db'}")
 

@@ -323,8 +323,7 @@ async def test_a_planted_lease_file_is_never_written(tmp_path: Path, planted: st
 
 
 def test_sub_agent_session_names_stay_plain() -> None:
-    from ctxoffload._disk.ids import validate_session_id
-    from ctxoffload.agent._subagent import child_prefix
+    from ctxoffload._disk.ids import child_prefix, validate_session_id
 
     for name in ["../../etc", "a/b", "x" * 300, "naïve name", "", ".hidden"]:
         made = child_prefix("p" * 128, name) + "-abcdef"

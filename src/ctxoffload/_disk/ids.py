@@ -8,6 +8,7 @@ from ..exceptions import InvalidSessionId
 
 __all__ = [
     "SESSION_ID",
+    "child_prefix",
     "is_session_id",
     "session_id_for",
     "session_named",
@@ -105,3 +106,13 @@ def tool_file_stem(tool_id: object) -> str:
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     cleaned = _UNSAFE_RUN.sub("_", text)[:48].strip("_") or "id"
     return f"{cleaned}.{digest}"
+
+
+def child_prefix(parent: str, name: str) -> str:
+    """`{parent}--{name}`, what a child's session id starts with (`new_session` adds
+    `-{6 hex}`): the name with anything but ASCII letters, digits, `_` and `-` replaced by `_`
+    and cut to 40 characters, the parent's id cut so that the whole id fits the 128
+    characters a session id may have."""
+    plain = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40] or "agent"
+    tail = f"--{plain}"
+    return parent[: 128 - len(tail) - len("-123456")] + tail

@@ -159,6 +159,9 @@ class Door(Event):
     projects: bool
     records: str
     version: str
+    parent: dict[str, Any]
+    """A run nested in a run of another session (an agent run as a tool of another):
+    `{"session": ..., "agent": ...}` of the run it was started in."""
 
     def sentence(self) -> str:
         conversation = (
@@ -167,7 +170,13 @@ class Door(Event):
         return f"run{conversation} by {said(self.host)} ({said(self.adapter)})"
 
     def notes(self) -> list[str]:
-        return [f"it records {said(self.records)}"]
+        parent = self.parent
+        nested = (
+            [f"sub-agent of session {parent.get('session')} (agent {parent.get('agent')})"]
+            if isinstance(parent, dict)
+            else []
+        )
+        return [f"it records {said(self.records)}", *nested]
 
 
 class Message(Event):

@@ -23,11 +23,19 @@ from collections.abc import Callable, Coroutine, Hashable, Iterator
 from typing import Any, TypeVar
 
 from .._disk.events import Door as DoorEvent
+from .._disk.ids import child_prefix
 from .._disk.let_go import let_go
 from .._disk.wording import describe_holder
 from .._version import __version__
 from ..exceptions import SessionBusyError
-from ..workspace import EventLog, SessionLease, take_lease, take_new_session, writing_as
+from ..workspace import (
+    EventLog,
+    SessionLease,
+    new_session,
+    take_lease,
+    take_new_session,
+    writing_as,
+)
 from .doors import Door
 
 __all__ = ["HostRuns", "begin_run", "door_busy", "record_door"]
@@ -54,6 +62,7 @@ async def begin_run(
     agent: str | None = None,
     new: bool = False,
     announce: bool = True,
+    parent: dict[str, Any] | None = None,
 ) -> SessionLease | None:
     """Take `session`'s lease for a run of `door` (None: the workspace gives no leases, or
     cannot be written) and record the run's `door` event.
@@ -68,6 +77,7 @@ async def begin_run(
             recorded in it.
         announce: record the `door` event (False: this process recorded it for an earlier
             run of the session already).
+        parent: the run this one is nested in (`{"session", "agent"}`), recorded.
 
     Raises:
         SessionBusyError: another live run holds the session, in the door's terms.
@@ -81,7 +91,7 @@ async def begin_run(
         raise door_busy(door, busy, conversation) from None
     if announce:
         with writing_as(agent or door.name, session):  # the event names its writer
-            await record_door(workspace, door, session, conversation)
+            await record_door(workspace, door, session, conversation, parent=parent)
     return lease
 
 
@@ -97,10 +107,16 @@ def door_busy(door: Door, busy: SessionBusyError, conversation: object = None) -
 
 
 async def record_door(
-    workspace: object, door: Door, session: str, conversation: object = None
+    workspace: object,
+    door: Door,
+    session: str,
+    conversation: object = None,
+    *,
+    parent: dict[str, Any] | None = None,
 ) -> None:
     """Record that a run of `door` began writing `session` (a workspace that keeps no events,
-    or that fails now, is passed over: the run goes on)."""
+    or that fails now, is passed over: the run goes on); `parent` names the run it is nested
+    in."""
     if not isinstance(workspace, EventLog):
         return
     event = DoorEvent(
@@ -111,6 +127,7 @@ async def record_door(
         projects=door.projects,
         records=door.records,
         version=__version__,
+        **({"parent": parent} if parent is not None else {}),
     )
     try:
         await workspace.record_event(session, event.kind, **event.fields())
@@ -208,17 +225,64 @@ class HostRuns:
                 if not _release_ended(busy.holder):
                     raise
                 lease = self._on_loop(take())
-            self._announced[session] = None
-            self._announced.move_to_end(session)
-            while len(self._announced) > ANNOUNCED_KEPT:
-                self._announced.popitem(last=False)
-            taken = self._runs[session] = _Run(run, lease, live, self)
-            token = lease.holder.get("token") if lease is not None else None
-            if live is not None and isinstance(token, str):
-                _SAY_IF_LIVE[token] = taken
-            if owner is not None:
-                let_go_of = functools.partial(_let_go, weakref.ref(taken), session)
-                taken.owner = weakref.ref(owner, let_go_of)
+            self._hold(session, run, lease, live, owner)
+
+    def begin_child(
+        self,
+        parent: str,
+        name: str,
+        run: str,
+        *,
+        link: dict[str, Any],
+        live: Callable[[], bool] | None = None,
+        owner: object = None,
+    ) -> str:
+        """Run `run`, nested in a live run of session `parent` (an agent the host runs as a
+        tool of another, in the parent's configuration), begins: it writes a new session of
+        its own, `{parent}--{name}-{6 hex}` as our Agent's sub-agents do, taken under its
+        lease, its `door` event naming `link` (the parent's session and agent). Its own
+        context, its own window; the parent's run goes on. `live` and `owner` as `begin`'s.
+
+        Returns:
+            The child's session.
+
+        Raises:
+            ConfigError: no new session id could be drawn (see `new_session`).
+        """
+
+        async def take() -> tuple[str, SessionLease | None]:
+            session, lease = await new_session(
+                self.workspace, child_prefix(parent, name), self.door.name
+            )
+            with writing_as(self.door.name, session):
+                await record_door(self.workspace, self.door, session, parent=link)
+            return session, lease
+
+        with self._lock:
+            session, lease = self._on_loop(take())
+            self._hold(session, run, lease, live, owner)
+        return session
+
+    def _hold(
+        self,
+        session: str,
+        run: str,
+        lease: SessionLease | None,
+        live: Callable[[], bool] | None,
+        owner: object,
+    ) -> None:
+        """Keep `run` as the writer of `session`, under `lease` (with `_lock` held)."""
+        self._announced[session] = None
+        self._announced.move_to_end(session)
+        while len(self._announced) > ANNOUNCED_KEPT:
+            self._announced.popitem(last=False)
+        taken = self._runs[session] = _Run(run, lease, live, self)
+        token = lease.holder.get("token") if lease is not None else None
+        if live is not None and isinstance(token, str):
+            _SAY_IF_LIVE[token] = taken
+        if owner is not None:
+            let_go_of = functools.partial(_let_go, weakref.ref(taken), session)
+            taken.owner = weakref.ref(owner, let_go_of)
 
     async def abegin(
         self,

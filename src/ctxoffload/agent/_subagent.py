@@ -25,13 +25,13 @@ child's `session_start` names its `parent` (session, step, tool call, agent).
 
 from __future__ import annotations
 
-import re
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from .._disk import events
+from .._disk.ids import child_prefix
 from ..exceptions import ConfigError, ToolError
 from ..text import SUBAGENT_FILES_MARK, SUBAGENT_MARK, defuse
 from ..workspace import LocalWorkspace, Workspace, new_session
@@ -70,16 +70,6 @@ class Caller:
 
 
 CALLER: ContextVar[Caller | None] = ContextVar("ctxoffload_caller", default=None)
-
-
-def child_prefix(parent: str, name: str) -> str:
-    """`{parent}--{name}`, what a child's session id starts with (`new_session` adds
-    `-{6 hex}`): the name with anything but ASCII letters, digits, `_` and `-` replaced by `_`
-    and cut to 40 characters, the parent's id cut so that the whole id fits the 128
-    characters a session id may have."""
-    plain = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40] or "agent"
-    tail = f"--{plain}"
-    return parent[: 128 - len(tail) - len("-123456")] + tail
 
 
 def check_max_depth(max_depth: object) -> int:

@@ -6,6 +6,7 @@ once more, summarised.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import dataclasses
 import functools
@@ -127,7 +128,9 @@ class OffloadingInputFilter:
         Raises:
             SessionBusyError: another live run writes this run's session.
         """
-        run = await self._run_state()
+        agent = str(getattr(data.agent, "name", "") or "agent")
+        run = await self._run_state(agent)
+        _note_enclosing(run, agent)
         given = data.model_data
         items = list(given.input)
         history, originals = as_history(given.instructions, items)
@@ -139,13 +142,20 @@ class OffloadingInputFilter:
         run.last = (history, originals, tools, sent)
         return dataclasses.replace(given, input=sent)
 
-    async def _run_state(self) -> _Run:
+    async def _run_state(self, agent: str = "agent") -> _Run:
         """The run calling now, begun at its first call: its session named, its lease taken
         and its `door` event recorded (a call outside any SDK run: this filter's session,
         recorded once, no lease).
 
+        A run begun inside a live run of the same session (`Agent.as_tool()` runs the
+        sub-agent with the parent's `RunConfig`, so through this filter) is the parent's
+        sub-agent: it writes a child session of its own (`HostRuns.begin_child`), named
+        after `agent` (the run's agent; a `WorkspaceSession` begins a run before any call
+        names one).
+
         Raises:
-            SessionBusyError: another live run writes the session.
+            SessionBusyError: another live run, not one this run is nested in, writes the
+                session.
         """
         owner = sdk_run()
         if owner is None:
@@ -156,15 +166,29 @@ class OffloadingInputFilter:
         session = self.session_id or fresh_session(
             DOOR, "the filter has no session_id and no WorkspaceSession made it"
         )
-        run = _Run(session, uuid.uuid4().hex, self._projector or self._new_projector(session))
         gone = weakref.ref(owner)
-        await self._runs.abegin(
-            session,
-            run.run,
-            conversation=self._conversation,
-            live=lambda: _running(gone()),
-            owner=owner,
-        )
+        enclosing = _enclosing_run()
+        if enclosing is not None and enclosing.run.session == session:
+            run_id = uuid.uuid4().hex
+            child = await asyncio.to_thread(
+                self._runs.begin_child,
+                session,
+                agent,
+                run_id,
+                link={"session": session, "agent": enclosing.agent},
+                live=lambda: _running(gone()),
+                owner=owner,
+            )
+            run = _Run(child, run_id, self._new_projector(child))
+        else:
+            run = _Run(session, uuid.uuid4().hex, self._projector or self._new_projector(session))
+            await self._runs.abegin(
+                session,
+                run.run,
+                conversation=self._conversation,
+                live=lambda: _running(gone()),
+                owner=owner,
+            )
         key = id(owner)
 
         def forget(_: object, runs: dict[int, Any] = self._by_run) -> None:
@@ -288,6 +312,50 @@ class _Run:
         self.projector = projector
         self.last: tuple[list[Msg], dict[str, Any], list[dict[str, Any]], list[Any]] | None = None
         self.announced = False
+
+
+class _Enclosing:
+    """A run as the runs nested in it see it: its state, its agent's name, the SDK's object
+    for it (held weakly) and the run it is itself nested in."""
+
+    __slots__ = ("agent", "outer", "owner", "run")
+
+    def __init__(self, run: _Run, agent: str, owner: Any, outer: _Enclosing | None) -> None:
+        self.run = run
+        self.agent = agent
+        self.owner = weakref.ref(owner)
+        self.outer = outer
+
+
+_ENCLOSING: contextvars.ContextVar[_Enclosing | None] = contextvars.ContextVar(
+    "ctxoffload_openai_agents_run", default=None
+)
+"""The innermost SDK run this task's calls were made in: set by the filter at each model
+call of a run, so a run started later in the same task or in a task it starts (a tool call
+running `Agent.as_tool()`'s sub-agent) knows the run it is nested in."""
+
+
+def _enclosing_run() -> _Enclosing | None:
+    """The innermost live run the run calling now was started in (None: none; a run that
+    ended, however it ended, encloses nothing)."""
+    current = sdk_run()
+    here = _ENCLOSING.get()
+    while here is not None:
+        owner = here.owner()
+        if owner is not None and owner is not current and _running(owner):
+            return here
+        here = here.outer
+    return None
+
+
+def _note_enclosing(run: _Run, agent: str) -> None:
+    """Say, for the runs started from here on in this task and its tasks, that they are
+    nested in `run` (once per run and task)."""
+    owner = sdk_run()
+    here = _ENCLOSING.get()
+    if owner is None or (here is not None and here.owner() is owner):
+        return
+    _ENCLOSING.set(_Enclosing(run, agent, owner, _enclosing_run()))
 
 
 @functools.cache

@@ -337,8 +337,9 @@ def _session_name(value: object) -> str | None:
 
 def parent_of(event: dict[str, Any]) -> str | None:
     """The session that started this one as a sub-agent, if `event` is the start that says
-    so."""
-    link = event.get("parent") if event.get("kind") == EventKind.SESSION_START else None
+    so (our Agent's `session_start`, a door's `door` event of a nested run)."""
+    starts = (EventKind.SESSION_START, EventKind.DOOR)
+    link = event.get("parent") if event.get("kind") in starts else None
     return _session_name(link.get("session")) if isinstance(link, dict) else None
 
 
