@@ -383,3 +383,29 @@ def test_a_summary_model_that_is_no_chat_model_is_refused_when_built(tmp_path: P
     for model in ("openai:gpt-4o-mini", FunctionModel(lambda messages, info: say("x"))):
         with pytest.raises(ConfigError, match="not a ctxoffload ChatModel"):
             ContextOffload(LocalWorkspace(tmp_path / "ws"), summary_model=model)
+
+
+async def test_a_cut_result_that_holds_an_image_is_sent_with_its_image(tmp_path: Path) -> None:
+    """A tool returning `[<long text>, <image>]` enters the history as it is (pydantic-ai
+    sends the image as a part of its own), and the projection cuts its text. The cut result
+    was rebuilt as text alone, so the model was never sent the image; it is sent the head
+    and notice and the image, and the file holds the text whole."""
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
+    log = BIG[:20_000]
+
+    def shot() -> list[object]:
+        """A screenshot of the page and its log."""
+        return [log, BinaryContent(data=png, media_type="image/png")]
+
+    model = Scripted(call("shot", {}, "c1"), say("seen"))
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = Agent(model.model, tools=[shot], capabilities=[offload])
+    await agent.run("look", conversation_id="s")
+    stored = tmp_path / "ws" / "sessions" / "s" / "tool_result-c1.txt"
+    assert stored.read_text(encoding="utf-8") == log
+    (sent,) = [p for m in model.seen[1] for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert isinstance(sent.content, list)
+    text, image = sent.content
+    assert isinstance(text, str) and text.startswith(log[:200]) and str(stored) in text
+    assert isinstance(image, BinaryContent) and image.data == png
+    assert tokens(model.seen[1]) < CONFIG.context_window

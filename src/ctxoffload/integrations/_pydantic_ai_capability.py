@@ -36,6 +36,7 @@ from ._pydantic_ai_messages import (
     INSTALL_HINT,
     from_pydantic_ai,
     holds_files,
+    projected_copy,
     to_pydantic_ai,
     tool_return_text,
 )
@@ -282,8 +283,9 @@ def _schemas(parameters: Any) -> list[dict[str, Any]]:
 
 def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: Sequence[Any]) -> list[Any]:
     """The pydantic-ai messages for a projection: the original object for every message whose
-    `Msg`s the projection kept as they were, a copy with new parts where it cut one, new
-    requests for a summary."""
+    `Msg`s the projection kept as they were, a copy where it cut one (`projected_copy`: the
+    parts it kept as they were, a cut tool return with its files), new requests for a
+    summary."""
     given = {msg.id: msg for msg in history}
     groups: list[tuple[int | None, list[Msg]]] = []
     for msg in projected:
@@ -302,6 +304,5 @@ def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: Sequence[
         if [m.content for m in msgs] == [m.content for m in whole]:
             out.append(original)
         else:
-            (rebuilt,) = to_pydantic_ai(msgs)
-            out.append(dataclasses.replace(original, parts=rebuilt.parts))
+            out.append(projected_copy(original, msgs))
     return out

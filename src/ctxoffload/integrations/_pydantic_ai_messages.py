@@ -12,10 +12,11 @@ user text.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..exceptions import ConfigError
 from ..formats.provider_compaction import COMPACTION_TYPE, HOST_ITEM_KEY
@@ -36,6 +37,7 @@ __all__ = [
     "INSTALL_HINT",
     "from_pydantic_ai",
     "holds_files",
+    "projected_copy",
     "to_pydantic_ai",
     "tool_return_text",
 ]
@@ -103,6 +105,50 @@ def to_pydantic_ai(msgs: Sequence[Msg]) -> list[Any]:
     if request:
         out.append(_m.ModelRequest(parts=request))
     return out
+
+
+def projected_copy(original: Any, msgs: Sequence[Msg]) -> Any:
+    """A copy of the pydantic-ai message `original` saying what its `Msg`s say after a
+    projection changed them (`msgs`, in order, all made from it).
+
+    A request's part whose blocks the projection kept is the original part, and a user
+    prompt's item it kept the original item, so what has no block of its own (a
+    `DocumentUrl`'s `force_download`, a `CachePoint`) goes to the model as it was. A tool
+    return whose text was cut keeps its files (an image the tool returned beside its text:
+    pydantic-ai sends those as parts of their own, so no text of them was cut) and its
+    metadata. Where the blocks no longer line up with the parts, the message is rebuilt.
+    """
+    owned = [(msg, block) for msg in msgs for block in msg.blocks]
+    given = (
+        [_request_blocks(part)[1] for part in original.parts]
+        if isinstance(original, _m.ModelRequest)
+        else None
+    )
+    if given is None or len(owned) != sum(map(len, given)):
+        (rebuilt,) = to_pydantic_ai(msgs)
+        return dataclasses.replace(original, parts=rebuilt.parts)
+    parts: list[Any] = []
+    start = 0
+    for part, olds in zip(original.parts, given, strict=True):
+        news = [block for _, block in owned[start : start + len(olds)]]
+        if news == olds:
+            parts.append(part)
+        elif isinstance(part, _m.ToolReturnPart) and isinstance(news[0], ToolResultBlock):
+            text, files = _output_text(news[0]), part.files
+            parts.append(dataclasses.replace(part, content=[text, *files] if files else text))
+        elif isinstance(part, _m.UserPromptPart) and _text_or_data(news):
+            given_items = [part.content] if isinstance(part.content, str) else part.content
+            items = [
+                item if new == old else _user_item(new)
+                for item, old, new in zip(given_items, olds, news, strict=True)
+            ]
+            content = items[0] if isinstance(part.content, str) else items
+            parts.append(dataclasses.replace(part, content=content))
+        else:
+            owner = owned[start][0]
+            parts.extend(_request_parts(owner.model_copy(update={"content": news})))
+        start += len(olds)
+    return dataclasses.replace(original, parts=parts)
 
 
 def _compaction(response: Any) -> dict[str, Any] | None:
@@ -206,25 +252,34 @@ def _request_parts(msg: Msg) -> list[Any]:
     user: list[Any] = []
     for block in blocks:
         if isinstance(block, ToolResultBlock):
-            output = (
-                block.output if isinstance(block.output, str) else "".join(_texts(block.output))
-            )
+            output = _output_text(block)
             outcome = outcomes.get(block.id, "failed" if block.is_error else "success")
             parts.append(
                 _m.ToolReturnPart(
                     tool_name=block.name, content=output, tool_call_id=block.id, outcome=outcome
                 )
             )
-        elif isinstance(block, TextBlock):
-            user.append(block.text)
-        elif isinstance(block, DataBlock):
-            user.append(_file(block))
+        elif isinstance(block, (TextBlock, DataBlock)):
+            user.append(_user_item(block))
     if user:
         text_only = all(isinstance(item, str) for item in user)
         parts.append(
             _m.UserPromptPart(content="".join(user) if text_only and len(user) == 1 else user)
         )
     return parts
+
+
+def _text_or_data(blocks: list[Block]) -> TypeGuard[list[TextBlock | DataBlock]]:
+    return all(isinstance(block, (TextBlock, DataBlock)) for block in blocks)
+
+
+def _output_text(block: ToolResultBlock) -> str:
+    return block.output if isinstance(block.output, str) else "".join(_texts(block.output))
+
+
+def _user_item(block: TextBlock | DataBlock) -> Any:
+    """The item of a user prompt's content for a text or data block."""
+    return _file(block) if isinstance(block, DataBlock) else block.text
 
 
 def _texts(blocks: Sequence[Any]) -> list[str]:
