@@ -20,7 +20,9 @@ import pytest  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.exceptions import ModelContextWindowExceededError  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
+    AudioUrl,
     BinaryContent,
+    DocumentUrl,
     ImageUrl,
     ModelMessage,
     ModelRequest,
@@ -32,6 +34,7 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolReturn,
     ToolReturnPart,
     UserPromptPart,
+    VideoUrl,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from pydantic_ai_scripted import (  # noqa: E402
@@ -46,7 +49,7 @@ from pydantic_ai_scripted import (  # noqa: E402
     wire,
 )
 
-from ctxoffload import LocalWorkspace, SessionBusyError  # noqa: E402
+from ctxoffload import ContextConfig, LocalWorkspace, SessionBusyError  # noqa: E402
 from ctxoffload.integrations.pydantic_ai import (  # noqa: E402
     ContextOffload,
     from_pydantic_ai,
@@ -409,3 +412,70 @@ async def test_a_cut_result_that_holds_an_image_is_sent_with_its_image(tmp_path:
     assert isinstance(text, str) and text.startswith(log[:200]) and str(stored) in text
     assert isinstance(image, BinaryContent) and image.data == png
     assert tokens(model.seen[1]) < CONFIG.context_window
+
+
+FILES = [
+    DocumentUrl(url="https://example.com/report.pdf"),
+    AudioUrl(url="https://example.com/call.mp3"),
+    VideoUrl(url="https://example.com/demo.mp4"),
+    ImageUrl(url="https://example.com/chart?id=7", media_type="image/png"),
+    DocumentUrl(url="https://example.com/export?id=7"),  # no media type to be had
+    BinaryContent(data=b"%PDF-1.7 report", media_type="application/pdf"),
+    BinaryContent(data=b"ID3 call", media_type="audio/mpeg"),
+]
+"""A user prompt's files of every kind pydantic-ai has."""
+
+
+def test_a_user_prompts_files_of_every_kind_round_trip_through_ctxoffload() -> None:
+    """A document, audio or video URL became the text of its repr, and an image URL whose
+    media type its URL does not say raised; each comes back as the object it was."""
+    prompt = ModelRequest(parts=[UserPromptPart(["read these", *FILES])])
+    (back,) = to_pydantic_ai(from_pydantic_ai([prompt]))
+    (part,) = back.parts
+    assert part.content == ["read these", *FILES]
+    assert [type(item) for item in part.content] == [str, *map(type, FILES)]
+
+
+async def test_files_beside_a_tool_result_are_sent_as_they_were_after_a_summary(
+    tmp_path: Path,
+) -> None:
+    """A request holding a tool return and the files its `ToolReturn` sent beside them is two
+    `Msg`s; a summary standing for the first but not the second (here the summary of a
+    request the provider refused as over its window) rebuilt the request from its blocks:
+    the model was sent a document URL as the text of its repr, and an image URL without its
+    `force_download` and `vendor_metadata`. What the projection kept of a request goes to
+    the model as the parts it was."""
+    files = [
+        "files:",
+        ImageUrl(
+            url="https://example.com/chart.png",
+            force_download=True,
+            vendor_metadata={"detail": "high"},
+        ),
+        DocumentUrl(url="https://example.com/report.pdf"),
+    ]
+
+    def fetch() -> ToolReturn:
+        """Fetch the report's log and files."""
+        return ToolReturn(return_value=BIG, content=files)
+
+    model = Scripted(call("fetch", {}, "f1"), say("read"), say("done"))
+    refused: list[list[ModelMessage]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > 4 and not refused:  # the provider counts more than the counter
+            refused.append(messages)
+            raise ModelContextWindowExceededError("scripted", "input is too long")
+        return model.answer(messages, info)
+
+    config = ContextConfig(context_window=24_000, tool_result_limit=1_500)
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=config)
+    agent = Agent(FunctionModel(answer), tools=[fetch], capabilities=[offload])
+    first = await agent.run("fetch the report", conversation_id="r")
+    await agent.run("thanks", message_history=first.all_messages(), conversation_id="r")
+    assert refused and wire(refused[0])[-1] == wire(model.seen[-1])[-1]  # "thanks", again
+    last = model.seen[-1]
+    assert "context.jsonl" in wire(last)[0]  # a summary stands for the tool return
+    assert not any(isinstance(p, ToolReturnPart) for m in last for p in m.parts)
+    sent = [p.content for m in last for p in m.parts if isinstance(p, UserPromptPart)]
+    assert files in sent  # each file compared whole (`force_download`, `vendor_metadata`)

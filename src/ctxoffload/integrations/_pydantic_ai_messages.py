@@ -71,15 +71,8 @@ def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
             msg_id = message_id(index, 0, blocks)
             out.append(Msg(role="assistant", content=blocks, id=msg_id, metadata=metadata))
             continue
-        runs: list[tuple[str, list[Block], dict[str, str]]] = []
-        for part in message.parts:
-            role, blocks, outcomes = _request_blocks(part)
-            if runs and runs[-1][0] == role:
-                runs[-1][1].extend(blocks)
-                runs[-1][2].update(outcomes)
-            else:
-                runs.append((role, blocks, outcomes))
-        for run, (role, blocks, outcomes) in enumerate(runs):
+        for run, (role, given, outcomes) in enumerate(_runs(message.parts)):
+            blocks = [block for _, part_blocks in given for block in part_blocks]
             metadata = {"outcomes": outcomes} if outcomes else {}
             msg_id = message_id(index, run, blocks)
             msg = Msg(role=role, content=blocks, id=msg_id, metadata=metadata)  # type: ignore[arg-type]
@@ -109,28 +102,38 @@ def to_pydantic_ai(msgs: Sequence[Msg]) -> list[Any]:
 
 def projected_copy(original: Any, msgs: Sequence[Msg]) -> Any:
     """A copy of the pydantic-ai message `original` saying what its `Msg`s say after a
-    projection changed them (`msgs`, in order, all made from it).
+    projection changed them (`msgs`: those it kept of the message, in order).
 
-    A request's part whose blocks the projection kept is the original part, and a user
-    prompt's item it kept the original item, so what has no block of its own (a
-    `DocumentUrl`'s `force_download`, a `CachePoint`) goes to the model as it was. A tool
-    return whose text was cut keeps its files (an image the tool returned beside its text:
-    pydantic-ai sends those as parts of their own, so no text of them was cut) and its
-    metadata. Where the blocks no longer line up with the parts, the message is rebuilt.
+    A request's parts whose `Msg` the projection left out (a summary stands for it) are
+    left out; a part whose blocks it kept is the original part, and a user prompt's item it
+    kept the original item, so what has no block of its own (a `DocumentUrl`'s
+    `force_download`, a `CachePoint`) goes to the model as it was. A tool return whose text
+    was cut keeps its files (an image the tool returned beside its text: pydantic-ai sends
+    those as parts of their own, so no text of them was cut) and its metadata.
     """
-    owned = [(msg, block) for msg in msgs for block in msg.blocks]
-    given = (
-        [_request_blocks(part)[1] for part in original.parts]
-        if isinstance(original, _m.ModelRequest)
-        else None
-    )
-    if given is None or len(owned) != sum(map(len, given)):
+    if not isinstance(original, _m.ModelRequest):
         (rebuilt,) = to_pydantic_ai(msgs)
         return dataclasses.replace(original, parts=rebuilt.parts)
+    kept = {int(msg.id.split(".")[1]): msg for msg in msgs}
+    parts: list[Any] = []
+    for run, (_, given, _) in enumerate(_runs(original.parts)):
+        msg = kept.get(run)
+        if msg is not None:
+            parts.extend(_projected_parts(given, msg))
+    return dataclasses.replace(original, parts=parts)
+
+
+def _projected_parts(given: list[tuple[Any, list[Block]]], msg: Msg) -> list[Any]:
+    """The parts of one run of a request (each with its blocks) after a projection made
+    their `Msg` `msg`: each part it kept as it was, the others made again."""
+    blocks = msg.blocks
+    if len(blocks) != sum(len(olds) for _, olds in given):
+        return _request_parts(msg)  # the blocks no longer line up with the parts
     parts: list[Any] = []
     start = 0
-    for part, olds in zip(original.parts, given, strict=True):
-        news = [block for _, block in owned[start : start + len(olds)]]
+    for part, olds in given:
+        news = blocks[start : start + len(olds)]
+        start += len(olds)
         if news == olds:
             parts.append(part)
         elif isinstance(part, _m.ToolReturnPart) and isinstance(news[0], ToolResultBlock):
@@ -145,10 +148,26 @@ def projected_copy(original: Any, msgs: Sequence[Msg]) -> Any:
             content = items[0] if isinstance(part.content, str) else items
             parts.append(dataclasses.replace(part, content=content))
         else:
-            owner = owned[start][0]
-            parts.extend(_request_parts(owner.model_copy(update={"content": news})))
-        start += len(olds)
-    return dataclasses.replace(original, parts=parts)
+            parts.extend(_request_parts(msg.model_copy(update={"content": news})))
+    return parts
+
+
+_Run = tuple[str, list[tuple[Any, list[Block]]], dict[str, str]]
+"""A run of a request's parts of one role (one `Msg`): its role, its parts each with its
+blocks, and the outcomes of its tool returns that are no success."""
+
+
+def _runs(parts: Sequence[Any]) -> list[_Run]:
+    """A request's parts as runs of parts of one role, as `from_pydantic_ai` makes `Msg`s."""
+    runs: list[_Run] = []
+    for part in parts:
+        role, blocks, outcomes = _request_blocks(part)
+        if runs and runs[-1][0] == role:
+            runs[-1][1].append((part, blocks))
+            runs[-1][2].update(outcomes)
+        else:
+            runs.append((role, [(part, blocks)], dict(outcomes)))
+    return runs
 
 
 def _compaction(response: Any) -> dict[str, Any] | None:
@@ -222,9 +241,21 @@ def _user_blocks(item: Any) -> list[Block]:
     if isinstance(item, _m.BinaryContent):
         data = base64.b64encode(item.data).decode("ascii")
         return [DataBlock(source=Base64Source(media_type=item.media_type, data=data))]
-    if isinstance(item, _m.ImageUrl):
-        return [DataBlock(source=URLSource(url=item.url, media_type=item.media_type))]
+    if isinstance(item, _m.FileUrl):
+        source = URLSource(url=item.url, media_type=_media_type(item))
+        if isinstance(item, _m.ImageUrl):
+            return [DataBlock(source=source)]
+        return [DataBlock(source=source, **{"kind": item.kind})]  # its class, whatever its type
     return [TextBlock(text=json.dumps(item, default=str))]
+
+
+def _media_type(item: Any) -> str | None:
+    """A file URL's media type: as given, else as its URL's extension says; None when
+    neither says (pydantic-ai raises then)."""
+    try:
+        return str(item.media_type)
+    except ValueError:
+        return None
 
 
 def _response_parts(msg: Msg) -> list[Any]:
@@ -290,4 +321,15 @@ def _file(block: DataBlock) -> Any:
     source = block.source
     if isinstance(source, Base64Source):
         return _m.BinaryContent(data=base64.b64decode(source.data), media_type=source.media_type)
-    return _m.ImageUrl(url=source.url, media_type=source.media_type)
+    kind = getattr(block, "kind", None)
+    if kind is None:  # made elsewhere: the class its media type names
+        kind = (source.media_type or "image/").split("/")[0] + "-url"
+    url_class = _FILE_URLS.get(kind, _m.DocumentUrl)
+    return url_class(url=source.url, media_type=source.media_type)
+
+
+_FILE_URLS: dict[str, Any] = {
+    url_class.kind: url_class
+    for url_class in (_m.ImageUrl, _m.AudioUrl, _m.VideoUrl, _m.DocumentUrl)
+}
+"""pydantic-ai's file URL classes by their `kind`."""
