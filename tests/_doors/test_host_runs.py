@@ -90,3 +90,24 @@ def test_the_sessions_announced_are_bounded_and_a_forgotten_one_is_announced_aga
     runs.end("s0", "run-2")
     assert (doors("s5"), doors("s0")) == (1, 2)
     assert list(runs._announced) == ["s4", "s5", "s0"]
+
+
+def test_past_the_sessions_kept_the_state_used_least_recently_and_idle_is_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A door's state per conversation (a projector, the history read) is bounded for every
+    door in one place: past `SESSIONS_KEPT`, the least recently used entries whose session no
+    run writes are forgotten, and a run going on keeps its state however old it is."""
+    import collections
+
+    from ctxoffload._doors import runs as runs_module
+
+    monkeypatch.setattr(runs_module, "SESSIONS_KEPT", 2)
+    runs = runs_on(tmp_path / "ws")
+    runs.begin("s0", "run-1")
+    kept = collections.OrderedDict((f"s{number}", f"s{number}") for number in range(4))
+    assert runs.forget_idle(kept, str) == ["s1"]
+    assert list(kept) == ["s0", "s2", "s3"]  # s0's run is going on
+    runs.end("s0", "run-1")
+    assert runs.forget_idle(kept, str) == ["s0"]
+    assert runs.forget_idle(kept, str) == []

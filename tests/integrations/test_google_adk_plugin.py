@@ -519,9 +519,9 @@ async def test_a_plugin_forgets_the_state_of_sessions_past_the_ones_it_keeps(
     and history for good (0.28 MB a session, 300 sessions deleted from ADK kept 300). Past
     `SESSIONS_KEPT`, the least recently used whose run is over are forgotten; one that comes
     back projects from its record as a resumed session does, its prefix the same bytes."""
-    from ctxoffload.integrations import _google_adk_plugin
+    from ctxoffload._doors import runs
 
-    monkeypatch.setattr(_google_adk_plugin, "SESSIONS_KEPT", 2)
+    monkeypatch.setattr(runs, "SESSIONS_KEPT", 2)
     model = Scripted()
     runner, plugin = runner_on(tmp_path / "ws", model)
     names = [f"user-{i}" for i in range(5)]

@@ -44,6 +44,7 @@ from pydantic_ai_scripted import (  # noqa: E402
     agent_on,
     call,
     converse,
+    dump,
     say,
     tokens,
     wire,
@@ -479,3 +480,30 @@ async def test_files_beside_a_tool_result_are_sent_as_they_were_after_a_summary(
     assert not any(isinstance(p, ToolReturnPart) for m in last for p in m.parts)
     sent = [p.content for m in last for p in m.parts if isinstance(p, UserPromptPart)]
     assert files in sent  # each file compared whole (`force_download`, `vendor_metadata`)
+
+
+async def test_a_capability_keeps_the_projectors_of_the_conversations_used_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One agent serves every conversation of a server: the capability kept a projector for
+    each conversation it ever ran, for good. Past `SESSIONS_KEPT`, the least recently used
+    whose run is over are forgotten; one that comes back projects from its record as a run
+    resumed in a new process does: the summary and the messages after it, the same bytes."""
+    from ctxoffload._doors import runs
+
+    monkeypatch.setattr(runs, "SESSIONS_KEPT", 2)
+    model = Scripted()
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = Agent(model.model, tools=[dump], capabilities=[offload])
+    history = await converse(agent, model, range(20), "first")
+    before = wire(model.seen[-1])
+    assert "context.jsonl" in before[0]  # summarised
+    for number in range(5):
+        await converse(agent, model, range(1), f"other-{number}")
+        assert len(offload._projectors) <= 2
+    assert "first" not in offload._projectors
+    model.replies = iter([say("Back again.")])
+    await agent.run("and once more", message_history=history, conversation_id="first")
+    again = wire(model.seen[-1])
+    assert again[: len(before)] == before
+    assert "and once more" in again[-1]

@@ -38,14 +38,21 @@ from ..workspace import (
 )
 from .doors import Door
 
-__all__ = ["HostRuns", "begin_run", "door_busy", "record_door"]
+__all__ = ["SESSIONS_KEPT", "HostRuns", "begin_run", "door_busy", "record_door"]
 
 logger = logging.getLogger("ctxoffload")
 
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 
 _CONVERSATION_CHARS = 200
 """The most of a host's conversation id the `door` event keeps."""
+
+SESSIONS_KEPT = 256
+"""How many conversations a door keeps its state of (a projector, the history read), the
+least recently used forgotten first once their run is over (`HostRuns.forget_idle`): one door
+object serves every conversation of a server, and a conversation forgotten, then back,
+projects from its record as one resumed in a new process does."""
 
 ANNOUNCED_KEPT = 4_096
 """How many sessions a `HostRuns` remembers having written the `door` event of, the most
@@ -309,6 +316,30 @@ class HostRuns:
         """Whether a run of this process writes `session` now (begun, not ended)."""
         with self._lock:
             return session in self._runs
+
+    def forget_idle(
+        self, kept: collections.OrderedDict[Any, _V], session_of: Callable[[_V], str]
+    ) -> list[_V]:
+        """Past `SESSIONS_KEPT`, remove from `kept` (a door's state per conversation, the
+        least recently used first) the entries whose session no run of this process writes
+        (`holds`): a run going on keeps its state, however long ago it began.
+
+        Args:
+            kept: the door's state by conversation, the least recently used first.
+            session_of: the session an entry's state writes.
+
+        Returns:
+            The entries removed, oldest first.
+        """
+        forgotten: list[_V] = []
+        if len(kept) <= SESSIONS_KEPT:
+            return forgotten
+        for key in list(kept)[: len(kept) - SESSIONS_KEPT]:
+            state = kept[key]
+            if not self.holds(session_of(state)):
+                del kept[key]
+                forgotten.append(state)
+        return forgotten
 
     async def aend(self, session: str, run: str) -> None:
         """`end` from async code."""

@@ -117,7 +117,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         ]
         self._runs = HostRuns(workspace, _DOOR)
         # Per ADK session: its projector and history, the least recently used first; past
-        # `SESSIONS_KEPT`, those whose run is over are forgotten (`_session`).
+        # `SESSIONS_KEPT`, those whose run is over are forgotten (`HostRuns.forget_idle`).
         self._sessions: collections.OrderedDict[str, _Session] = collections.OrderedDict()
         self._writing: dict[str, Any] = {}  # function call id -> its tool's `writing_as`
         self._overflowed: set[str] = set()
@@ -247,20 +247,15 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         name = conversation_session(given)
         projector = Projector(self.workspace, name, config=self.config, model=self.summary_model)
         session = self._sessions[given] = _Session(name, projector)
-        if len(self._sessions) > SESSIONS_KEPT:
-            # A server keeps one plugin for every user's sessions. One forgotten projects
-            # as a session resumed in a new process does, from its record, when it is back.
-            for old in list(self._sessions)[: len(self._sessions) - SESSIONS_KEPT]:
-                kept = self._sessions[old]
-                if not self._runs.holds(kept.id):
-                    del self._sessions[old]
-                    self._overflowed.discard(kept.id)
+        # A server keeps one plugin for every user's sessions. One forgotten projects as a
+        # session resumed in a new process does, from its record, when it is back.
+        for forgotten in self._runs.forget_idle(self._sessions, _session_id):
+            self._overflowed.discard(forgotten.id)
         return session
 
 
-SESSIONS_KEPT = 256
-"""How many ADK sessions a plugin keeps the state of (a projector and the history read),
-the least recently used forgotten first once their run is over."""
+def _session_id(session: _Session) -> str:
+    return session.id
 
 
 def conversation_of(session: Any) -> str:

@@ -10,8 +10,11 @@ same way, from the workspace's record.
 
 from __future__ import annotations
 
+import collections
+import copy
 import dataclasses
 import importlib
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,14 +26,14 @@ from .._doors.checks import (
 )
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
-from .._doors.runs import begin_run
+from .._doors.runs import HostRuns
 from .._overflow import is_context_overflow
 from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
-from ..workspace import SessionLease, Workspace, writing_as
+from ..workspace import Workspace, writing_as
 from ._model_name import model_name_of
 from ._pydantic_ai_messages import (
     INSTALL_HINT,
@@ -124,44 +127,46 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         # last attempt was refused as over the window.
         self._step: tuple[list[Msg], list[Any]] = ([], [])
         self._overflowed = False
-        self._lease: SessionLease | None = None
-        # Per session: its projector, kept for the runs that follow (the provider's last
-        # reported usage and the counts stay with it).
-        self._projectors: dict[str, Projector] = {}
+        # The runs of this capability's copies holding their session's lease, and per
+        # session its projector, kept for the runs that follow (the provider's last reported
+        # usage and the counts stay with it), the least recently used first: past
+        # `SESSIONS_KEPT`, those whose run is over are forgotten (`HostRuns.forget_idle`).
+        self._runs = HostRuns(self.workspace, _DOOR)
+        self._projectors: collections.OrderedDict[str, Projector] = collections.OrderedDict()
 
     async def for_run(self, ctx: Any) -> ContextOffload:
         """A copy of this capability holding the run's projector (its session)."""
         given = getattr(ctx, "conversation_id", None)
         session = conversation_session(given) if given else self._default_session()
-        run = ContextOffload(
-            self.workspace,
-            config=self.config,
-            summary_model=self.summary_model,
-            session_id=session,
-            max_output_chars=self.max_output_chars,
-            memory=self.memory,
-        )
+        run = copy.copy(self)  # its runs and projectors are this capability's
+        run.session_id = session
         run._conversation = given or None
+        run._step, run._overflowed = ([], []), False
         run._projector = self._projectors.get(session)
         if run._projector is None:
             run._projector = self._projectors[session] = Projector(
                 self.workspace, session, config=self.config, model=self.summary_model
             )
+        self._projectors.move_to_end(session)
+        # One capability serves every conversation of a server. One forgotten projects as a
+        # run resumed in a new process does, from its record, when it is back.
+        self._runs.forget_idle(self._projectors, _session_of)
         return run
 
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
         """Hold the session's lease for the run; give it up however the run ends."""
-        projector = self._run_projector()
-        self._lease = await begin_run(
-            self.workspace, _DOOR, projector.session_id, conversation=self._conversation
+        session = self._run_projector().session_id
+        run = getattr(ctx, "run_id", None) or uuid.uuid4().hex
+        ended = False
+        await self._runs.abegin(
+            session, run, conversation=self._conversation, live=lambda: not ended
         )
         try:
-            with writing_as(_AGENT, projector.session_id):  # what its tools record: this run's
+            with writing_as(_AGENT, session):  # what its tools record: this run's
                 return await handler()
         finally:
-            lease, self._lease = self._lease, None
-            if lease is not None:
-                await lease.release()
+            ended = True
+            await self._runs.aend(session, run)
 
     def _default_session(self) -> str:
         """The session of a run or a hook with no conversation id: `session_id`, else one
@@ -261,6 +266,11 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 _DOOR = DOORS["pydantic-ai"]
 _AGENT = _DOOR.name
 """Who a run's lease and its tools' events are written by."""
+
+
+def _session_of(projector: Projector) -> str:
+    return projector.session_id
+
 
 _GUESSED_USAGE = frozenset({"function", "test"})
 """The `Model.system` of pydantic-ai's models whose usage is estimated, not reported."""
