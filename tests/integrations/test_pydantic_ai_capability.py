@@ -507,3 +507,32 @@ async def test_a_capability_keeps_the_projectors_of_the_conversations_used_last(
     again = wire(model.seen[-1])
     assert again[: len(before)] == before
     assert "and once more" in again[-1]
+
+
+async def test_a_session_id_names_the_conversation_of_runs_that_name_none(tmp_path: Path) -> None:
+    """pydantic-ai gives every run a conversation id (a new UUID when none is passed or
+    inherited), so `session_id=` was never used: each run without a `conversation_id` wrote
+    a session of its own. It names the conversation of such runs now (pydantic-ai's own
+    default conversation id), and a `conversation_id` passed or inherited still wins."""
+    model = Scripted()
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="desk-1")
+    agent = Agent(model.model, capabilities=[offload])
+    model.replies = iter([say("first")])
+    first = await agent.run("hello")
+    model.replies = iter([say("second")])
+    second = await agent.run("hello again")
+    assert first.conversation_id == second.conversation_id == "desk-1"
+    model.replies = iter([say("named")])
+    named = await agent.run("elsewhere", conversation_id="other")
+    model.replies = iter([say("inherited")])
+    inherited = await agent.run("go on", message_history=named.all_messages())
+    assert named.conversation_id == inherited.conversation_id == "other"
+    sessions = sorted(path.name for path in (tmp_path / "ws" / "sessions").iterdir())
+    assert sessions == ["desk-1", "other"]
+    steps = [
+        json.loads(line)["kind"]
+        for line in (tmp_path / "ws" / "sessions" / "desk-1" / "events.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    assert steps.count("model_call") == 2

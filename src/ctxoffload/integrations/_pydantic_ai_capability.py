@@ -77,7 +77,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 
     The session is the run's `conversation_id` (`agent.run(..., conversation_id=...)`, or the
     one of the `message_history` passed back), mapped by the one rule every door follows
-    (docs/guides/hosts.md); a hook called outside a run uses `session_id`, else a new session.
+    (docs/guides/hosts.md). A run that names none gets `session_id` as its conversation id
+    (pydantic-ai's default conversation id), else a new one from pydantic-ai; a hook called
+    outside a run uses `session_id`, else a new session.
     A run holds the session's lease while it runs (one live run per conversation): a second
     run of the same conversation at the same time fails at its start with `SessionBusyError`
     naming the first, instead of writing the same files.
@@ -88,7 +90,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         config: when to truncate and when to summarise (its `context_window` is the window).
         summary_model: a ctxoffload `ChatModel` that writes summaries; None for an extractive
             summary.
-        session_id: the session (a plain name) of hooks called outside a run.
+        session_id: the session (a plain name) of every run that names no conversation (no
+            `conversation_id` passed, none on its `message_history`, or `"new"`) and of
+            hooks called outside a run; None for a new conversation each such run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
 
@@ -118,6 +122,12 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self.config = checked_config(config)
         self.summary_model = checked_summary_model(summary_model)
         self.session_id = given_session(session_id)
+        if session_id is not None and not _NAMES_DEFAULT_CONVERSATION:  # pragma: no cover
+            raise ConfigError(
+                f"session_id {session_id!r} needs a pydantic-ai whose capabilities name a "
+                "run's default conversation (get_default_conversation_id): upgrade "
+                "pydantic-ai, or pass conversation_id= to agent.run instead"
+            )
         self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         # The run's conversation id as pydantic-ai gave it (recorded in the `door` event).
         self._conversation: object = None
@@ -167,6 +177,13 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         finally:
             ended = True
             await self._runs.aend(session, run)
+
+    def get_default_conversation_id(self, run_id: str) -> str | None:
+        """The conversation of a run that names none (no `conversation_id` passed, none on
+        its `message_history`, or `"new"`): `session_id`, else None (pydantic-ai makes a
+        new one). pydantic-ai gives every run a conversation id, so this is where the
+        capability's `session_id` names a run's session."""
+        return self.session_id
 
     def _default_session(self) -> str:
         """The session of a run or a hook with no conversation id: `session_id`, else one
@@ -271,6 +288,10 @@ _AGENT = _DOOR.name
 def _session_of(projector: Projector) -> str:
     return projector.session_id
 
+
+_NAMES_DEFAULT_CONVERSATION = hasattr(_AbstractCapability, "get_default_conversation_id")
+"""Whether pydantic-ai asks its capabilities for the conversation of a run that names none
+(2.68 does): `session_id` names it through that hook."""
 
 _GUESSED_USAGE = frozenset({"function", "test"})
 """The `Model.system` of pydantic-ai's models whose usage is estimated, not reported."""
