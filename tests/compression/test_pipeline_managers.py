@@ -171,6 +171,45 @@ async def test_sliding_window_per_turn(local_ws: LocalWorkspace) -> None:
     assert (await only_on_overflow.pre_llm(msgs, reactive=True, window=500)).compressed
 
 
+async def test_a_reactive_sliding_window_below_its_count_moves_out_until_the_rest_fits(
+    local_ws: LocalWorkspace,
+) -> None:
+    """After an overflow, a window of fewer messages than `max_messages` moved nothing, so
+    the retried request was the one refused: the oldest turns leave (stored first) until
+    the rest fits the window assumed for the run."""
+    msgs = [Msg(role="system", content="sys"), Msg(role="user", content="probe everything")]
+    for i in range(6):
+        msgs += probe_turn(i, " ".join(f"word{i}-{j}" for j in range(300)))
+    run = run_of(local_ws, SlidingWindow(max_messages=40))
+    await run.pre_llm(msgs)  # the model saw them all
+    tokens = run.compressor.count(msgs)
+    result = await run.pre_llm(msgs, reactive=True, window=int(tokens * 0.6))
+    assert result.compressed and result.tokens_after <= int(tokens * 0.6)
+    assert any(is_window_note(m) for m in result.messages)
+    assert [row["id"] for row in await local_ws.read_context("s1")] == [m.id for m in msgs[2:8]]
+
+
+async def test_a_reactive_sliding_window_cuts_a_result_alone_over_the_window(
+    local_ws: LocalWorkspace,
+) -> None:
+    """One tool result over the window it has to fit: nothing was old enough to move out,
+    so nothing changed. It is stored whole and cut to its head and a notice naming the file."""
+    whole = "\n".join(f"line {i} of the log" for i in range(3_000))
+    msgs = [
+        Msg(role="system", content="sys"),
+        Msg(role="user", content="read the log"),
+        Msg(role="assistant", content=[ToolCallBlock(id="c1", name="read", input={})]),
+        Msg(role="tool", content=[ToolResultBlock(id="c1", name="read", output=whole)]),
+    ]
+    run = run_of(local_ws, SlidingWindow(max_messages=40))
+    result = await run.pre_llm(msgs, reactive=True, window=2_000)
+    assert result.compressed and result.tokens_after <= 2_000
+    (cut,) = result.messages[-1].tool_results
+    assert str(cut.output).startswith("line 0 of the log")
+    (stored,) = (p for p in local_ws.session_dir("s1").iterdir() if p.suffix == ".txt")
+    assert stored.read_text() == whole and str(stored) in str(cut.output)
+
+
 async def test_sliding_window_without_an_offloader_says_the_messages_were_not_kept() -> None:
     run = run_of(None, SlidingWindow(max_messages=2))
     result = await run.pre_llm(conversation(5))

@@ -433,3 +433,94 @@ def test_a_long_lived_agent_keeps_a_bounded_number_of_notes(tmp_path: Path) -> N
     assert 1 <= len(notes) <= 64
     said = texts(agent.messages)
     assert any(json.dumps(note)[1:-1] in said for note in notes)
+
+
+class SizeLimitedModel(ScriptedModelBase):
+    """Refuses a request over `limit` characters as Strands' models do (an overflow); each
+    question otherwise: one call of `report`, then an answer."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.sent: list[int] = []
+        self.refused = 0
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        size = len(json.dumps(messages, default=repr))
+        if size > self.limit:
+            self.refused += 1
+            raise ContextWindowOverflowException(f"{size} characters, over {self.limit}")
+        self.sent.append(size)
+        if any("toolResult" in b for b in messages[-1]["content"]):
+            events: list[dict[str, Any]] = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockDelta": {"delta": {"text": "read"}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "end_turn"}},
+            ]
+        else:
+            use = {"toolUse": {"toolUseId": f"r{len(self.sent)}", "name": "report"}}
+            events = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockStart": {"start": use}},
+                {"contentBlockDelta": {"delta": {"toolUse": {"input": "{}"}}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "tool_use"}},
+            ]
+        for event in events:
+            yield event
+
+
+def report_of(rows: int) -> Any:
+    @tool
+    def report() -> str:
+        """Read the report."""
+        return "\n".join(f"row {i} " + "x" * 40 for i in range(rows)) + "\nEND-OF-REPORT"
+
+    return report
+
+
+@pytest.mark.parametrize("strategy", ["sliding_window", "summarization"])
+def test_an_overflow_below_the_window_size_moves_the_oldest_turns_out(
+    tmp_path: Path, strategy: str
+) -> None:
+    """An overflow with fewer messages than `window_size` (or `preserve_recent_messages`):
+    the manager removed nothing and re-raised, ending the run, where Strands' own sliding
+    window trims. The oldest turns go to context.jsonl first, and every question is answered."""
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, session_id="s", strategy=strategy)
+    model = SizeLimitedModel(limit=20_000)
+    agent = Agent(
+        model=model, tools=[report_of(160)], conversation_manager=manager, callback_handler=None
+    )
+    for question in range(6):
+        assert str(agent(f"question {question}")).strip() == "read"
+    assert model.refused > 0
+    assert len(agent.messages) < 24  # below window_size 40: turns were moved out anyway
+    stored = (tmp_path / "ws/sessions/s/context.jsonl").read_text()
+    assert "question 0" in stored
+    assert all(m["content"] != [{"text": "question 0"}] for m in agent.messages)
+    assert "context.jsonl" in texts(agent.messages)  # the note (or summary) names the file
+
+
+@pytest.mark.parametrize("strategy", ["sliding_window", "summarization"])
+def test_an_overflow_from_one_tool_result_stores_it_whole_and_cuts_it(
+    tmp_path: Path, strategy: str
+) -> None:
+    """One tool result over the model's window: nothing cut it and the run ended with the
+    overflow. It is stored whole in the workspace, the history keeps its head and a notice
+    naming the file, and the retried request fits."""
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, session_id="s", strategy=strategy)
+    model = SizeLimitedModel(limit=20_000)
+    agent = Agent(
+        model=model, tools=[report_of(1_200)], conversation_manager=manager, callback_handler=None
+    )
+    assert str(agent("read the report")).strip() == "read"
+    assert model.refused > 0 and model.sent[-1] <= 20_000
+    history = texts(agent.messages)
+    assert "row 0 " in history and "END-OF-REPORT" not in history
+    stored = [p for p in (tmp_path / "ws/sessions/s").iterdir() if p.name.startswith("tool_result")]
+    assert len(stored) == 1 and stored[0].read_text().endswith("END-OF-REPORT")
+    assert stored[0].name in history  # the notice names the file

@@ -271,6 +271,23 @@ class Compressor:
         """Record a truncation made by a manager (artifact trail, event); its block."""
         return await self._truncator.truncated(block, done, **extra)
 
+    async def cut_to_fit(
+        self, messages: Sequence[Msg], tokens: int, *, config: ContextConfig | None = None
+    ) -> list[Msg]:
+        """`messages` with their tool results and long texts cut so that together they fit
+        `tokens`: each gets an equal share, never less than a floor of a few hundred tokens,
+        and is stored whole before its head and a notice naming the file replace it (a
+        result cut before is cut again from the file it went to). A pinned message is never
+        cut; a message that changes nothing is returned itself.
+
+        Args:
+            messages: the messages to fit, oldest first.
+            tokens: what they may cost together.
+            config: a one-off configuration for this call.
+        """
+        settings = self._services.settings.over(config)
+        return await self._truncator.fit_fresh(list(messages), tokens, settings)
+
     # -- compression (pre-model) ------------------------------------------------------------
 
     async def maybe_compress(

@@ -321,8 +321,16 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         bridge.counter_for(agent)
         before = list(agent.messages)
         msgs = bridge.to_msgs(before)
+        # Reducing assumes a window a tenth smaller than what the history costs now (what
+        # was sent did not fit), as the Agent does after an overflow: the managers move out
+        # or cut (each stored whole first) until the rest fits it, whatever their own
+        # limits, so that each retry Strands makes is smaller than the one refused.
+        window = max(1, int(bridge.run.compressor.count(msgs) * 0.9)) if reactive else None
         result = bridge.loop.run(
-            bridge.as_writer(agent, bridge.run.pre_llm(msgs, reactive=reactive, model_call=False))
+            bridge.as_writer(
+                agent,
+                bridge.run.pre_llm(msgs, reactive=reactive, window=window, model_call=False),
+            )
         )
         if not result.compressed:
             return False

@@ -122,27 +122,68 @@ class SlidingWindow:
             return False
         return run.model_calls % int(self.per_turn) == 0
 
-    def _boundary(self, convo: list[Msg], run: PipelineRun) -> int:
+    def _boundary(self, convo: list[Msg], head: list[Msg], run: PipelineRun) -> int:
         unseen = run.compressor.unseen_ids(convo)
         cap = next((i for i, m in enumerate(convo) if m.id in unseen), len(convo))
         groups = turns(convo)
         if groups and not groups[-1][2]:
             cap = min(cap, groups[-1][0])
-        target = len(convo) - self.max_messages
+        target = max(len(convo) - self.max_messages, self._over_window(convo, head, run))
         starts = [start for start, _, _ in groups]
         forward = [s for s in starts if target <= s <= cap]
         if forward:
             return forward[0]
         return max((s for s in starts if s <= min(target, cap)), default=0)
 
+    @staticmethod
+    def _over_window(convo: list[Msg], head: list[Msg], run: PipelineRun) -> int:
+        """In a run that assumes a window (a reactive run: what was sent did not fit), the
+        first message of `convo` from which the rest fits that window beside `head`; else 0."""
+        window = run.assumed_window
+        if window is None:
+            return 0
+        count = run.compressor.tracker.count_message
+        room = window - run.compressor.count(head, run.tools)
+        index = len(convo)
+        while index > 0 and room - count(convo[index - 1]) >= 0:
+            index -= 1
+            room -= count(convo[index])
+        return index
+
     async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
-        """The context with the oldest messages beyond `max_messages` moved out."""
+        """The context with the oldest messages beyond `max_messages` moved out; in a run
+        that assumes a window (a reactive run), more of the oldest until the rest fits it,
+        then, if it still does not, the tool results and long texts left cut to fit (each
+        stored whole first)."""
         if not self._due(run):
             return messages
-        system, summary, note, convo = _split_context(messages)
-        if len(convo) <= self.max_messages:
+        moved = await self._move_out(messages, run)
+        if run.assumed_window is None:
+            return moved
+        return await self._cut_to_window(moved, run.assumed_window, run)
+
+    async def _cut_to_window(self, messages: list[Msg], window: int, run: PipelineRun) -> list[Msg]:
+        """`messages` with the conversation's tool results and long texts cut so the whole
+        fits `window` (stored whole first: `Compressor.cut_to_fit`); the pins stay whole."""
+        compressor = run.compressor
+        if compressor.count(messages, run.tools) <= window:
             return messages
-        boundary = self._boundary(convo, run)
+        system, summary, note, convo = _split_context(messages)
+        head = [m for m in (system, summary, note) if m is not None]
+        room = max(0, window - compressor.count(head, run.tools))
+        cut = await compressor.cut_to_fit(convo, room, config=run.config())
+        changed = {id(old): new for old, new in zip(convo, cut, strict=True) if new is not old}
+        if not changed:
+            return messages
+        run.report(f"SlidingWindow: cut {len(changed)} messages to fit the window")
+        return [changed.get(id(m), m) for m in messages]
+
+    async def _move_out(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
+        system, summary, note, convo = _split_context(messages)
+        head = [m for m in (system, summary, note) if m is not None]
+        if len(convo) <= self.max_messages and self._over_window(convo, head, run) <= 0:
+            return messages
+        boundary = self._boundary(convo, head, run)
         if boundary <= 0:
             run.report(f"SlidingWindow: nothing can be dropped ({len(convo)} messages)")
             return messages

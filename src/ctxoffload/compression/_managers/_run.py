@@ -196,6 +196,13 @@ class PipelineRun:
         except ConfigError:
             return None
 
+    @property
+    def assumed_window(self) -> int | None:
+        """The window assumed for the `pre_llm` in progress when it is a reactive run or a
+        compaction asked for (smaller than the model's: what was sent did not fit), else
+        None."""
+        return self._window_override
+
     def state(self, manager: ContextManager) -> dict[str, Any]:
         """A manager's own state in this run (a pipeline may be shared by several runs)."""
         return self._state.setdefault(id(manager), {})
