@@ -214,7 +214,8 @@ def test_the_managers_loop_thread_ends_with_the_manager(tmp_path: Path) -> None:
     import threading
 
     def loop_threads() -> set[threading.Thread]:
-        return {t for t in threading.enumerate() if t.name == "ctxoffload-strands"}
+        names = ("ctxoffload-strands", "ctxoffload-strands-runs")  # its runs' leases too
+        return {t for t in threading.enumerate() if t.name in names}
 
     before = loop_threads()
     manager = OffloadingConversationManager(
@@ -224,11 +225,13 @@ def test_the_managers_loop_thread_ends_with_the_manager(tmp_path: Path) -> None:
         model=PlanModel(pages=3), tools=[fetch], conversation_manager=manager, callback_handler=None
     )
     agent("read every page")
-    (mine,) = loop_threads() - before
+    mine = loop_threads() - before
+    assert len(mine) == 2
     del agent, manager
     gc.collect()
-    mine.join(timeout=5)
-    assert not mine.is_alive()
+    for thread in mine:
+        thread.join(timeout=5)
+        assert not thread.is_alive()
 
 
 class CompactingModel(ScriptedModelBase):
@@ -524,3 +527,53 @@ def test_an_overflow_from_one_tool_result_stores_it_whole_and_cuts_it(
     stored = [p for p in (tmp_path / "ws/sessions/s").iterdir() if p.name.startswith("tool_result")]
     assert len(stored) == 1 and stored[0].read_text().endswith("END-OF-REPORT")
     assert stored[0].name in history  # the notice names the file
+
+
+def test_one_manager_refuses_a_second_agent_while_the_first_runs(tmp_path: Path) -> None:
+    """Two agents given one manager, run at once on two threads: the second reused the
+    lease the first held, so both wrote the session at once (and the first one's end let
+    the lease go under the second). The second is refused, in Strands' terms; the first
+    goes on, and once it ended the second is welcome."""
+    import threading
+
+    from ctxoffload import SessionBusyError
+
+    gate, entered = threading.Event(), threading.Event()
+
+    @tool
+    def slow(page: int) -> str:
+        """Fetch one page, slowly."""
+        entered.set()
+        gate.wait(60)
+        return f"page {page}"
+
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, session_id="shared", window_size=6)
+    first = Agent(
+        name="first",
+        model=SlowModel(),
+        tools=[slow],
+        conversation_manager=manager,
+        callback_handler=None,
+    )
+    second = Agent(
+        name="second",
+        model=PlanModel(pages=1),
+        tools=[fetch],
+        conversation_manager=manager,
+        callback_handler=None,
+    )
+    answers: list[str] = []
+    running = threading.Thread(target=lambda: answers.append(str(first("read a page"))))
+    running.start()
+    try:
+        assert entered.wait(60), "the first run never reached its tool"
+        with pytest.raises(SessionBusyError, match="agent 'first'") as refused:
+            second("read every page")
+        assert "give each agent its own" in str(refused.value)
+        assert not second.messages or second.messages[-1]["role"] == "user"  # it never ran
+    finally:
+        gate.set()
+        running.join(60)
+    assert answers and answers[0].strip() == "done"
+    assert str(second("read every page")).strip() == "all pages read"

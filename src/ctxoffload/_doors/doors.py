@@ -193,7 +193,8 @@ DOORS: Mapping[str, Door] = {
             records="the messages it moved out and its summaries; no model call",
             steps=False,
             busy="wait for the other agent of this session to stop, or give this manager "
-            "another session_id",
+            "another session_id; one manager serves one agent at a time: give each agent its "
+            "own OffloadingConversationManager",
         ),
         Door(
             "strands-storage",

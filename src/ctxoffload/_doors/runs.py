@@ -190,6 +190,7 @@ class HostRuns:
         conversation: object = None,
         live: Callable[[], bool] | None = None,
         owner: object = None,
+        agent: str | None = None,
     ) -> None:
         """Run `run` begins writing `session`: take its lease (a no-op for the run holding it).
 
@@ -197,6 +198,8 @@ class HostRuns:
             session: the conversation's session.
             run: the run's id.
             conversation: the host's own id of the conversation, recorded.
+            agent: who the lease names, for a host whose agents have names (the door's
+                name by default): a refusal names the agent holding the session.
             live: whether the run is still going, for a host whose runs say so (then a run
                 is taken for gone when it says it is, at once, not after `grace` idle).
             owner: the host's object for the run, held weakly: when it is collected, the
@@ -224,6 +227,7 @@ class HostRuns:
                 self.door,
                 session,
                 conversation=conversation,
+                agent=agent,
                 announce=announce,
             )
             try:
@@ -299,10 +303,17 @@ class HostRuns:
         conversation: object = None,
         live: Callable[[], bool] | None = None,
         owner: object = None,
+        agent: str | None = None,
     ) -> None:
         """`begin` from async code (its waits happen on a worker thread)."""
         await asyncio.to_thread(
-            self.begin, session, run, conversation=conversation, live=live, owner=owner
+            self.begin,
+            session,
+            run,
+            conversation=conversation,
+            live=live,
+            owner=owner,
+            agent=agent,
         )
 
     def end(self, session: str, run: str) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
+import uuid
+import weakref
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -21,7 +23,7 @@ from .._disk.compact_requests import CompactRequests
 from .._doors.checks import checked_offloader, checked_summary_model
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
-from .._doors.runs import begin_run
+from .._doors.runs import HostRuns
 from .._loop import LoopThread
 from ..compression import (
     Compressor,
@@ -36,7 +38,7 @@ from ..exceptions import ConfigError
 from ..formats import from_converse, to_converse
 from ..messages import Msg, TextBlock
 from ..tokens import TokenCounter, get_token_counter
-from ..workspace import EventLog, Offloader, SessionLease, writing_as
+from ..workspace import EventLog, Offloader, writing_as
 from ._model_name import model_name_of
 
 __all__ = ["OffloadingConversationManager"]
@@ -83,9 +85,13 @@ class _Bridge:
         self.loop = LoopThread("ctxoffload-strands")
         # None until the first use names it (`bind`): the agent's session, or a new one.
         self.session_id = session_id
-        self.lease: SessionLease | None = None
+        # The session's one live writer, as every door with runs keeps it (`HostRuns`): each
+        # invocation of an agent is a run, from Strands' BeforeInvocationEvent to its
+        # AfterInvocationEvent; a second agent's run meanwhile is refused.
+        self.runs = HostRuns(workspace, _DOOR)
+        self._running: dict[int, tuple[weakref.ref[Any], str]] = {}  # id(agent) -> its run
+        self._running_lock = threading.Lock()
         self._conversation: object = None  # the Strands session of the agent it serves
-        self._lease_lock: asyncio.Lock | None = None
         # Converse dicts this manager wrote -> the ids of the messages they came from, so a
         # message keeps its id (the freshness rule and idempotent offloading rely on it).
         self._ids: dict[int, tuple[Mapping[str, Any], str]] = {}
@@ -93,39 +99,56 @@ class _Bridge:
         # recognised on the way back in, with the metadata Converse cannot carry.
         self._notes: dict[str, Msg] = {}
 
-    async def begin(self, agent: Any) -> None:
-        """Take the session's run lease for an invocation of `agent` (Strands'
-        BeforeInvocationEvent): a second live run of the session gets `SessionBusyError`
-        naming this one. Taken on this manager's loop, where a bucket's lease is renewed."""
-        if self._lease_lock is None:
-            self._lease_lock = asyncio.Lock()
-        async with self._lease_lock:  # the tools of one step run at once
-            session, conversation = self.bind(agent)
-            if self.lease is None or not self.lease.held:
-                workspace = self.run.compressor.offloader
-                self.lease = await begin_run(
-                    workspace, _DOOR, session, conversation=conversation, agent=_name(agent)
-                )
+    def _run_of(self, agent: Any) -> str | None:
+        """The id of `agent`'s run in progress, or None."""
+        with self._running_lock:
+            entry = self._running.get(id(agent))
+        return entry[1] if entry is not None and entry[0]() is agent else None
 
-    async def end(self) -> None:
-        """Release the run lease (Strands' AfterInvocationEvent, which follows the manager's
-        `apply_management` and fires when the invocation failed too)."""
-        lease, self.lease = self.lease, None
-        if lease is not None:
-            await lease.release()
+    def begin(self, agent: Any) -> None:
+        """Take the session's lease for an invocation of `agent` (Strands'
+        BeforeInvocationEvent): while another agent's run writes the session (this
+        manager's, or another's here or elsewhere), `SessionBusyError` naming it.
+
+        Raises:
+            SessionBusyError: another live run writes the session.
+        """
+        session, conversation = self.bind(agent)
+        run = self._run_of(agent) or uuid.uuid4().hex
+        self.runs.begin(
+            session,
+            run,
+            conversation=conversation,
+            live=lambda: self._run_of(agent) == run,
+            owner=agent,
+            agent=_name(agent),
+        )
+        with self._running_lock:
+            self._running[id(agent)] = (weakref.ref(agent), run)
+
+    def end(self, agent: Any) -> None:
+        """Give the session up (Strands' AfterInvocationEvent, which follows the manager's
+        `apply_management` and fires when the invocation failed too, or was refused)."""
+        run = self._run_of(agent)
+        if run is None or self.session_id is None:
+            return
+        with self._running_lock:
+            self._running.pop(id(agent), None)
+        self.runs.end(self.session_id, run)
 
     async def as_writer(self, agent: Any, work: Coroutine[Any, Any, _T]) -> _T:
         """Run `work` as the session's one live writer, its events naming the agent: within
-        an invocation under its lease; outside one (a direct call) under a lease of its own."""
+        an invocation under its run's lease; outside one (a direct call) as a run of its own."""
         try:
-            alone = self.lease is None or not self.lease.held
-            await self.begin(agent)
+            alone = self._run_of(agent) is None
+            if alone:
+                await asyncio.to_thread(self.begin, agent)
             try:
                 with writing_as(_name(agent), self.bind(agent)[0]):
                     return await work
             finally:
                 if alone:
-                    await self.end()
+                    await asyncio.to_thread(self.end, agent)
         finally:
             work.close()  # never awaited when the lease was refused
 
@@ -301,12 +324,10 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         registry.add_callback(_BeforeModelCallEvent, self._before_model_call)
 
     def _begin_run(self, event: Any) -> None:
-        bridge = self._bridge
-        bridge.loop.run(bridge.begin(event.agent))
+        self._bridge.begin(event.agent)
 
     def _end_run(self, event: Any) -> None:
-        bridge = self._bridge
-        bridge.loop.run(bridge.end())
+        self._bridge.end(event.agent)
 
     def _before_model_call(self, event: Any) -> None:
         self._serve_requests(event.agent)
