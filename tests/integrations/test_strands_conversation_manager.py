@@ -577,3 +577,56 @@ def test_one_manager_refuses_a_second_agent_while_the_first_runs(tmp_path: Path)
         running.join(60)
     assert answers and answers[0].strip() == "done"
     assert str(second("read every page")).strip() == "all pages read"
+
+
+@pytest.mark.parametrize(
+    ("strategy", "model"),
+    [
+        ("sliding_window", lambda: PlanModel(pages=6)),
+        ("summarization", lambda: PlanModel(pages=6)),
+        ("sliding_window", OnePagePerQuestion),
+    ],
+    ids=["window-of-one-request", "summary-of-one-request", "window-of-questions"],
+)
+def test_an_agent_resumed_from_its_strands_session_gets_the_history_it_had(
+    tmp_path: Path, strategy: str, model: Any
+) -> None:
+    """Strands' session managers reload the messages from `removed_message_count` and
+    prepend what `restore_from_session` gives back: the manager gave nothing back, and its
+    removals are not a prefix (the request stays before the turns it moves out), so a
+    resumed agent lost the note or summary naming context.jsonl and the request, and got
+    an orphaned tool result. It resumes with the history it had."""
+    from strands.session.file_session_manager import FileSessionManager
+
+    def agent_of() -> Agent:
+        manager = OffloadingConversationManager(
+            LocalWorkspace(tmp_path / "ws", fsync=False),
+            strategy=strategy,
+            window_size=4,
+            summary_ratio=0.5,
+            preserve_recent_messages=2,
+            per_turn=True,
+        )
+        return Agent(
+            agent_id="reader",
+            model=model(),
+            tools=[fetch],
+            conversation_manager=manager,
+            session_manager=FileSessionManager("chat", storage_dir=str(tmp_path / "strands")),
+            callback_handler=None,
+        )
+
+    first = agent_of()
+    for question in range(2):
+        first(f"question {question}")
+    had = json.loads(json.dumps(first.messages))
+    assert "context.jsonl" in texts(had)
+    del first
+
+    resumed = agent_of()
+    assert json.loads(json.dumps(resumed.messages)) == had
+    # Its note is known as its own: the next compaction folds it in, not moves it out.
+    assert list(resumed.conversation_manager._bridge._notes) == [had[0]["content"][0]["text"]]
+    resumed("question 2")
+    notes = [m for m in resumed.messages if "context.jsonl" in texts([m])]
+    assert len(notes) == 1

@@ -98,6 +98,9 @@ class _Bridge:
         # A note or summary travels as the first text of a user message; by its text it is
         # recognised on the way back in, with the metadata Converse cannot carry.
         self._notes: dict[str, Msg] = {}
+        # The agent's first messages, which its Strands session's store does not hold as
+        # they are (see `OffloadingConversationManager._write_back`).
+        self.head: list[dict[str, Any]] = []
 
     def _run_of(self, agent: Any) -> str | None:
         """The id of `agent`'s run in progress, or None."""
@@ -186,14 +189,62 @@ class _Bridge:
                     compressor.count_with(get_token_counter(name))
             return compressor.counter
 
-    def to_msgs(self, messages: list[Mapping[str, Any]]) -> list[Msg]:
+    def to_msgs(
+        self, messages: list[Mapping[str, Any]], origins: dict[int, int] | None = None
+    ) -> list[Msg]:
+        """`messages` (the agent's) as ctxoffload messages, a note split off the user message
+        it was folded into; `origins`, when given, gets for each `Msg` that is one of
+        `messages` as it is (by its `id()`) the index of that message."""
         out: list[Msg] = []
-        for message, msg in zip(messages, from_converse(messages), strict=True):
+        for index, (message, msg) in enumerate(zip(messages, from_converse(messages), strict=True)):
             known = self._ids.get(id(message))
             if known is not None and known[0] is message:
                 msg = msg.model_copy(update={"id": known[1]})
-            out.extend(self._split_note(msg))
+            split = self._split_note(msg)
+            if origins is not None and len(split) == 1 and split[0] is msg:
+                origins[id(msg)] = index
+            out.extend(split)
         return out
+
+    def kept_tail(
+        self,
+        before: list[Mapping[str, Any]],
+        origins: Mapping[int, int],
+        merged: list[Msg] | None,
+    ) -> int:
+        """How many of the last messages written back (`merged`, one per Converse message,
+        None when they are not) are the last of `before` unchanged (`origins`, from
+        `to_msgs`), and in the host's store (after `head`): what a Strands session manager
+        reloads from its store on resume."""
+        stored_from = len(self.head)
+        if merged is None or any(a is not b for a, b in zip(before, self.head, strict=False)):
+            return 0
+        expected, kept = len(before) - 1, 0
+        for msg in reversed(merged):
+            if expected < stored_from or origins.get(id(msg)) != expected:
+                break
+            kept, expected = kept + 1, expected - 1
+        return kept
+
+    def restore(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Take back what `saved` gave a Strands session: the notes, known by their text
+        again, and the messages before the store's tail (returned, for Strands to prepend)."""
+        for note in state.get("notes", []):
+            msg = Msg.model_validate(note)
+            self._notes[msg.text] = msg
+        self.head = [dict(message) for message in state.get("head", [])]
+        return self.head
+
+    def saved(self) -> dict[str, Any]:
+        """What a Strands session keeps of this manager: the messages before the store's
+        tail (the note or summary, a request kept before the turns moved out, a result cut)
+        and the notes among them, with the state Converse cannot carry."""
+        # A note is the first text of the message it was folded into (`to_converse`).
+        firsts = {_first_text(message) for message in self.head}
+        notes = [
+            note.model_dump(mode="json") for text, note in self._notes.items() if text in firsts
+        ]
+        return {"head": list(self.head), "notes": notes}
 
     def _split_note(self, msg: Msg) -> list[Msg]:
         blocks = msg.blocks
@@ -204,7 +255,9 @@ class _Bridge:
         rest = blocks[1:]
         return [note, msg.model_copy(update={"content": rest})] if rest else [note]
 
-    def to_converse(self, msgs: list[Msg]) -> list[dict[str, Any]]:
+    def to_converse(self, msgs: list[Msg]) -> tuple[list[dict[str, Any]], list[Msg] | None]:
+        """`msgs` as Converse messages, and the `Msg` each one is (None when tool messages
+        were joined into one)."""
         # Bedrock wants user and assistant turns to alternate: a note is folded into the
         # user message after it, as its first text block.
         merged: list[Msg] = []
@@ -233,7 +286,7 @@ class _Bridge:
         # One Converse message per Msg, unless tool Msgs were joined into one user message.
         pairs = zip(converse, merged, strict=True) if len(converse) == len(merged) else ()
         self._ids = {id(d): (d, m.id) for d, m in pairs}
-        return converse
+        return converse, (merged if len(converse) == len(merged) else None)
 
 
 class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
@@ -269,6 +322,8 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         ConfigError: an impossible setting, or `workspace` is not an `Offloader`.
         InvalidSessionId: `session_id` is not a plain name.
     """
+
+    removed_message_count: int  # Strands' (set by its constructor)
 
     def __init__(
         self,
@@ -341,7 +396,8 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         bridge = self._bridge
         bridge.counter_for(agent)
         before = list(agent.messages)
-        msgs = bridge.to_msgs(before)
+        origins: dict[int, int] = {}
+        msgs = bridge.to_msgs(before, origins)
         # Reducing assumes a window a tenth smaller than what the history costs now (what
         # was sent did not fit), as the Agent does after an overflow: the managers move out
         # or cut (each stored whole first) until the rest fits it, whatever their own
@@ -355,12 +411,30 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         )
         if not result.compressed:
             return False
-        kept = {m.id for m in result.messages}
-        self.removed_message_count += sum(
-            1 for m in msgs if m.id not in kept and not is_context_note(m)
-        )
-        agent.messages[:] = bridge.to_converse(result.messages)
+        self._write_back(agent, before, origins, result.messages)
         return True
+
+    def _write_back(
+        self,
+        agent: Any,
+        before: list[Mapping[str, Any]],
+        origins: Mapping[int, int],
+        messages: list[Msg],
+    ) -> None:
+        """Make `messages` the agent's, keeping a Strands session able to resume them.
+
+        A Strands session manager stores every message the agent gains and, on resume,
+        reloads them from `removed_message_count` on, after the messages that
+        `restore_from_session` gives back. The unchanged last messages are the store's tail;
+        the ones before it (the note or summary, the request kept before the turns moved
+        out, a result cut) are this manager's state (`get_state`)."""
+        bridge = self._bridge
+        stored = self.removed_message_count + len(before) - len(bridge.head)
+        converse, merged = bridge.to_converse(messages)
+        kept = bridge.kept_tail(before, origins, merged)
+        agent.messages[:] = converse
+        bridge.head = converse[: len(converse) - kept]
+        self.removed_message_count = stored - kept
 
     def _serve_requests(self, agent: Any) -> None:
         """Serve the compactions asked for from outside (`ctxoffload compact`) pending in the
@@ -377,7 +451,9 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         if not pending:
             return
         bridge.counter_for(agent)
-        msgs = bridge.to_msgs(list(agent.messages))
+        before = list(agent.messages)
+        origins: dict[int, int] = {}
+        msgs = bridge.to_msgs(before, origins)
         result = bridge.loop.run(
             bridge.as_writer(
                 agent,
@@ -387,11 +463,7 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
             )
         )
         if result.compressed:
-            kept = {m.id for m in result.messages}
-            self.removed_message_count += sum(
-                1 for m in msgs if m.id not in kept and not is_context_note(m)
-            )
-            agent.messages[:] = bridge.to_converse(result.messages)
+            self._write_back(agent, before, origins, result.messages)
 
     def compact_tool(self) -> Any:
         """A Strands tool, `compact_context(instructions=None)`, with which the model compacts
@@ -420,7 +492,9 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
     def _compact(self, agent: Any, instructions: str | None) -> str:
         bridge = self._bridge
         bridge.counter_for(agent)
-        msgs = bridge.to_msgs(list(agent.messages))
+        before = list(agent.messages)
+        origins: dict[int, int] = {}
+        msgs = bridge.to_msgs(before, origins)
         # One compaction per model call: the run counts a model call whenever the newest
         # assistant message (the one whose tool calls run now) is a new one, known by its
         # tool-use ids (a message read from Converse gets a new Msg id each time).
@@ -436,16 +510,25 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         )
         if not result.compressed:
             return f"Nothing was compacted: {result.reason}."
-        kept = {m.id for m in result.messages}
-        self.removed_message_count += sum(
-            1 for m in msgs if m.id not in kept and not is_context_note(m)
-        )
-        agent.messages[:] = bridge.to_converse(result.messages)
+        self._write_back(agent, before, origins, result.messages)
         where = f" into {result.reference}" if result.reference else ""
         return (
             f"Compacted: {result.reason}; {result.compressed_messages} messages moved{where}; "
             f"the context went from {result.tokens_before:,} to {result.tokens_after:,} tokens."
         )
+
+    def get_state(self) -> dict[str, Any]:
+        """Strands' state of the manager, for its session managers: with the messages the
+        agent has before the tail of its session's store, and the notes among them."""
+        return {**super().get_state(), _STATE: self._bridge.saved()}
+
+    def restore_from_session(self, state: dict[str, Any]) -> list[Any] | None:
+        """Take the state back from a Strands session; returns the messages that Strands
+        puts before those it reloads from the store (the note or summary naming
+        context.jsonl, a request kept before the turns moved out)."""
+        super().restore_from_session(state)
+        head = self._bridge.restore(state.get(_STATE) or {})
+        return head or None
 
     def apply_management(self, agent: Any, **kwargs: Any) -> None:
         """Run the managers under their rules (after an invocation, or per turn)."""
@@ -459,10 +542,21 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
 
 _DOOR = DOORS["strands"]
 
+_STATE = "ctxoffload"
+"""The key of this manager's own part of its Strands state (`get_state`)."""
+
 
 def _name(agent: Any) -> str:
     """Who writes the session's events: the agent's name."""
     return str(getattr(agent, "name", None) or "strands")
+
+
+def _first_text(message: Mapping[str, Any]) -> str | None:
+    """The text of a Converse message's first block, if it is a text."""
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    text = first.get("text") if isinstance(first, Mapping) else None
+    return text if isinstance(text, str) else None
 
 
 def _agent_session(agent: Any) -> object:
