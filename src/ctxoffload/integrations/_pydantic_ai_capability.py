@@ -291,7 +291,7 @@ def _session_of(projector: Projector) -> str:
 
 _NAMES_DEFAULT_CONVERSATION = hasattr(_AbstractCapability, "get_default_conversation_id")
 """Whether pydantic-ai asks its capabilities for the conversation of a run that names none
-(2.68 does): `session_id` names it through that hook."""
+(2.61 and later, which the extra requires): `session_id` names it through that hook."""
 
 _GUESSED_USAGE = frozenset({"function", "test"})
 """The `Model.system` of pydantic-ai's models whose usage is estimated, not reported."""
