@@ -276,6 +276,46 @@ def test_a_resumed_thread_projects_the_same_messages(tmp_path: Path) -> None:
     assert again == unbroken
 
 
+def test_one_middleware_keeps_the_state_of_the_threads_used_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One middleware serves every thread of a server: it kept each thread's projector and
+    its converted messages (the whole history as ctxoffload messages) for good. Past
+    `SESSIONS_KEPT`, the least recently used threads whose run is over are forgotten; one
+    that comes back projects from its record and its checkpoint, sending what an unbroken
+    run sends."""
+    from ctxoffload._doors import runs
+
+    sent, turn = unbroken_run(tmp_path / "a")
+    monkeypatch.setattr(runs, "SESSIONS_KEPT", 2)
+    saver = InMemorySaver()
+    model = scripted(*answers(turn), *(f"other {k}" for k in range(5)), *answers(turn + 1)[turn:])
+    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "b"), config=CONFIG)
+    agent = create_agent(model, tools=[], middleware=[offload], checkpointer=saver)
+    converse(agent, range(turn), "t")
+    for k in range(5):
+        converse(agent, range(1), f"other-{k}")
+        assert len(offload._projectors) <= 2 and len(offload._converted) <= 2
+    assert "t" not in offload._projectors and "t" not in offload._converted
+    seen = len(model.seen)
+    converse(agent, range(turn, turn + 1), "t")
+    unbroken = [line.replace(str(tmp_path / "a"), "WS") for line in sent[turn]]
+    again = [line.replace(str(tmp_path / "b"), "WS") for line in wire(model.seen[seen])]
+    assert again == unbroken
+
+
+def test_a_long_threads_readings_stay_the_size_of_its_state(tmp_path: Path) -> None:
+    """The middleware reads each message of the state once and keeps the reading; those of
+    messages moved out of the state (summarised) were kept for good, the whole thread's
+    history in memory. Readings of messages the state no longer holds go."""
+    model = scripted(*answers(120))
+    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = create_agent(model, tools=[], middleware=[offload], checkpointer=InMemorySaver())
+    state = converse(agent, range(120), "t")
+    assert len(state["messages"]) < 120  # the state is as lean as the request
+    assert len(offload._converted["t"]) <= 2 * len(state["messages"]) + 64 + 2
+
+
 @pytest.mark.parametrize("state", ["default", "delta"])
 def test_a_thread_resumed_in_a_new_process_projects_the_same_messages(
     tmp_path: Path, state: str

@@ -13,6 +13,7 @@ A resumed thread projects the same way, from its state and the workspace's recor
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib
 import inspect
@@ -164,9 +165,13 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             if isinstance(summary_model, _BaseChatModel)
             else summary_model
         )
-        self._projectors: dict[str, Projector] = {}
-        # Per session, per message key: the LangChain message last seen and its `Msg`, so an
-        # unchanged message is converted once and the projector sees the same object.
+        # Per session, the least recently used first: its projector, and per message key the
+        # LangChain message last seen and its `Msg` (an unchanged message is converted once
+        # and the projector sees the same object). Past `SESSIONS_KEPT`, the sessions whose
+        # run is over are forgotten (`HostRuns.forget_idle`): one middleware serves every
+        # thread of a server, and a thread forgotten, then back, projects from its record
+        # and its checkpoint as one resumed in a new process does.
+        self._projectors: collections.OrderedDict[str, Projector] = collections.OrderedDict()
         self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
         self._window: int | None = None
         # Per tool object (held, so its id stays its own): its OpenAI schema.
@@ -361,6 +366,11 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                 cache[key] = known
             history.append(known[1])
             originals[key] = message
+        if len(cache) > 2 * len(given) + 64:
+            # Messages the state no longer holds (moved out and summarised) never come back:
+            # their readings go, so a long thread's cache stays the size of its state.
+            with self._guard:
+                self._converted[session] = {key: cache[key] for key in originals}
         return history, originals
 
     def _projector(self, session: str, model: Any = None) -> Projector:
@@ -380,8 +390,15 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                     context_window=self._window,
                 )
                 self._projectors[session] = projector
+            self._projectors.move_to_end(session)
+            for forgotten in self._runs.forget_idle(self._projectors, _session_of):
+                self._converted.pop(forgotten.session_id, None)
         projector.use_model(model_name_of(model))
         return projector
+
+
+def _session_of(projector: Projector) -> str:
+    return projector.session_id
 
 
 def _run_of(state: Any) -> dict[str, str] | None:
