@@ -371,3 +371,41 @@ def test_after_unregister_a_crew_run_again_is_left_alone_and_its_session_free(
     again = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="u")
     with again:  # the session is free: not refused
         crew_of(agent_with(Scripted(model="s").script([say("x")]), []), "hi").kickoff()
+
+
+def test_one_hooks_object_serving_many_crews_keeps_none_alive(tmp_path: Path) -> None:
+    """A server's way: one hooks object, a crew made for each request and dropped after it.
+    Each crew and standalone agent (their agents, tools and LLM with them) stayed alive in
+    the table that says which session each last wrote; they are held no longer than their
+    caller holds them, and `session_of` still answers while the caller does. (Each request
+    runs in a context of its own, as a server's thread or task does: CrewAI keeps the latest
+    entities in the calling context's `crewai_runtime_state`.)"""
+    import contextvars
+    import gc
+    import weakref
+
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    held: list[weakref.ref[Any]] = []
+    sessions: list[tuple[str | None, str | None]] = []
+
+    def request(number: int) -> None:
+        model = Scripted(model="scripted").script([say(f"crew {number}"), say("alone")])
+        agent = agent_with(model, [])
+        crew = crew_of(agent, "hello")
+        assert crew.kickoff().raw == f"crew {number}"
+        agent.kickoff("and you?")
+        sessions.append((offload.session_of(crew), offload.session_of(agent)))
+        held.extend([weakref.ref(crew), weakref.ref(agent)])
+
+    with offload:
+        for number in range(5):
+            contextvars.copy_context().run(request, number)
+    gc.collect()
+    alive = [ref() for ref in held if ref() is not None]
+    # CrewAI itself keeps a few of the latest (its event bus, its runtime state); the hooks
+    # keep none alive, and forget each as it goes.
+    assert len(alive) < len(held) // 2
+    assert len(offload._last) == len(alive)
+    del alive
+    names = {p.name for p in (tmp_path / "ws" / "sessions").iterdir()}
+    assert all(a and b and {a, b} <= names for a, b in sessions)

@@ -150,7 +150,9 @@ class ContextOffloadHooks:
         self._loop = LoopThread("ctxoffload-crewai-tools")
         self._lock = threading.RLock()
         self._active: dict[int, _Run] = {}  # id(crew) or id(agent) -> its run in progress
-        self._last: dict[int, tuple[Any, str]] = {}  # id -> (the object, its latest session)
+        # id -> the object (held weakly: a server's crews are made per request and dropped)
+        # and its latest session.
+        self._last: dict[int, tuple[Callable[[], Any], str]] = {}
         self._latest: str | None = None  # the session of the run begun last (the memory tool)
         self._registered = False
         self.tools = [
@@ -228,7 +230,7 @@ class ContextOffloadHooks:
         None before its first run."""
         with self._lock:
             known = self._last.get(id(crew_or_agent))
-            return known[1] if known is not None and known[0] is crew_or_agent else None
+            return known[1] if known is not None and known[0]() is crew_or_agent else None
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -297,7 +299,7 @@ class ContextOffloadHooks:
             except SessionBusyError as busy:
                 raise SessionBusyAborted(busy) from None
             self._active[id(owner)] = run
-            self._last[id(owner)] = (owner, session)
+            self._last[id(owner)] = (_held_weakly(owner, self._last), session)
             self._latest = session
             return run
 
@@ -519,6 +521,22 @@ def _owner(ctx: Any) -> Any:
     if ctx.crew is not None:
         return ctx.crew
     return getattr(ctx.flow, "agent", None) if ctx.flow is not None else None
+
+
+def _held_weakly(owner: Any, table: dict[int, tuple[Callable[[], Any], str]]) -> Callable[[], Any]:
+    """A reference to `owner` that lets it go: weak, its entry of `table` leaving with it
+    (an object that cannot be held weakly is held)."""
+    key = id(owner)
+
+    def forget(ref: Any) -> None:
+        entry = table.get(key)
+        if entry is not None and entry[0] is ref:
+            del table[key]
+
+    try:
+        return weakref.ref(owner, forget)
+    except TypeError:
+        return lambda: owner
 
 
 def _weakly(holder: Any) -> Any:
