@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
@@ -64,6 +65,26 @@ class LoopThread:
                 weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def later(self, delay: float, work: Callable[[], Any]) -> None:
+        """Run `work()` on a worker thread `delay` seconds from now, by a timer of this
+        object's loop (nothing waits for it; an error it raises is logged). The loop must
+        have run once (`run`)."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError(f"{self._name}: a timer set before the loop's first run")
+
+        def due() -> None:
+            loop.run_in_executor(None, work).add_done_callback(_log_failure)
+
+        loop.call_soon_threadsafe(loop.call_later, delay, due)
+
+
+def _log_failure(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logging.getLogger("ctxoffload").warning(
+            "a background task of ctxoffload failed: %r", future.exception()
+        )
 
 
 class CallerLoop:

@@ -172,3 +172,46 @@ def test_three_summaries_leave_three_histories(workspace: Workspace) -> None:
     assert all(part.lstrip().startswith("## Summarized at") for part in parts), parts
     (download,) = reader.download_files([entry["path"]])
     assert download.error is None and download.content.decode() == "".join(parts)
+
+
+@pytest.mark.parametrize("mode", ["fork", "isolated"])
+def test_a_sub_agent_given_the_middleware_writes_a_child_session(tmp_path: Path, mode: str) -> None:
+    """deepagents gives a forked sub-agent the parent's middleware (and an isolated one gets
+    it when its spec lists it): the sub-agent's run began on the parent's thread while the
+    parent's `task` call was in flight, was refused with SessionBusyError, and the parent's
+    run ended. It writes a child session of its own now, linked to the parent's."""
+    import json
+    import warnings
+
+    from ctxoffload import ContextConfig
+    from ctxoffload.integrations.langchain import ContextOffloadMiddleware
+
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"),
+        config=ContextConfig(context_window=64_000, tool_result_limit=2_000),
+    )
+    model = script(
+        call("task", {"description": "read the log", "subagent_type": "helper"}, "call_task"),
+        "sub: done",
+        "parent: done",
+    )
+    spec: dict[str, Any] = {
+        "name": "helper",
+        "description": "Reads logs.",
+        "system_prompt": "You read logs.",
+        "mode": mode,
+    }
+    if mode == "isolated":
+        spec["middleware"] = [offload]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # forked sub-agents are a beta of deepagents
+        agent = create_deep_agent(
+            model=model, middleware=[offload], subagents=[spec], checkpointer=InMemorySaver()
+        )
+    out = agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "t1"}})
+    assert out["messages"][-1].content == "parent: done"
+    sessions = tmp_path / "ws" / "sessions"
+    (child,) = [p.name for p in sessions.iterdir() if p.name != "t1"]
+    assert child.startswith("t1--helper-")
+    first = json.loads((sessions / child / "events.jsonl").read_text().splitlines()[0])
+    assert first["kind"] == "door" and first["parent"]["session"] == "t1"

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -595,3 +596,110 @@ async def test_the_reported_usage_decides_the_next_compaction(tmp_path: Path, ru
     assert len(model.reported) == 30
     assert max(model.reported) <= CONFIG.context_window  # the window as the provider counts
     assert max(tokens(m) for m in model.seen) < CONFIG.trigger_tokens(4_000) // 2
+
+
+# -- runs that stop without a word ----------------------------------------------------------------
+
+
+@tool
+def deploy(env: str) -> str:
+    """Deploy the build to `env`."""
+    return "".join(f"deploy {env} step {i}: " + "ok " * 20 + "\n" for i in range(400))
+
+
+def hitl_agent(folder: Path, model: Any, saver: Any) -> Any:
+    """An agent whose `deploy` calls wait for a human (LangChain's HumanInTheLoopMiddleware),
+    with a middleware of its own, as a worker serving one request builds it."""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(folder), config=ContextConfig(context_window=64_000, tool_result_limit=500)
+    )
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"deploy": True})
+    return create_agent(model, tools=[deploy], middleware=[offload, hitl], checkpointer=saver)
+
+
+def released(folder: Path, session: str) -> None:
+    """Wait until no live run holds `session`'s lease (a run idle gives it up in a quarter of
+    a second); fails rather than hangs."""
+    from ctxoffload import SessionBusyError
+    from ctxoffload.workspace import take_lease
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            lease = asyncio.run(take_lease(LocalWorkspace(folder), session, "test"))
+        except SessionBusyError:
+            assert time.monotonic() < deadline, "the run stopped never gave its lease up"
+            time.sleep(0.05)
+            continue
+        if lease is not None:
+            asyncio.run(lease.release())
+        return
+
+
+def test_a_run_stopped_at_an_interrupt_goes_on_through_another_middleware(tmp_path: Path) -> None:
+    """A run stopped at an interrupt never reaches `after_agent`: its middleware kept the
+    thread's lease for as long as it lived, so the resume and every later message through
+    another worker's middleware were refused with SessionBusyError, and the resume (which
+    skips `before_agent`) wrote the session with no lease at all. A run's lease now goes once
+    it is idle, and its next call, wherever it runs, takes it again."""
+    saver = InMemorySaver()
+    first = hitl_agent(tmp_path / "ws", scripted(call("deploy", {"env": "prod"}, "c1")), saver)
+    stopped = first.invoke({"messages": [HumanMessage("deploy please")]}, thread("t3"))
+    assert "__interrupt__" in stopped
+    released(tmp_path / "ws", "t3")
+    other = hitl_agent(tmp_path / "ws", scripted("deployed, done", "second answer"), saver)
+    approve = Command(resume={"decisions": [{"type": "approve"}]})
+    assert other.invoke(approve, thread("t3"))["messages"][-1].content == "deployed, done"
+    later = other.invoke({"messages": [HumanMessage("and now?")]}, thread("t3"))
+    assert later["messages"][-1].content == "second answer"
+    stored = tmp_path / "ws" / "sessions" / "t3" / "tool_result-c1.txt"
+    assert stored.read_text(encoding="utf-8") == deploy.invoke({"env": "prod"})
+    assert first is not None  # the first worker still holds its agent
+
+
+def test_a_copied_thread_resumed_writes_its_own_session(tmp_path: Path) -> None:
+    """A thread's checkpoints copied to a new thread (LangGraph's `threads.copy`) hold the
+    original's run in their state; resumed there, the copy wrote its results into the
+    original thread's session, under that session's lease. Each thread writes its own."""
+    import copy
+
+    saver = InMemorySaver()
+    agent = hitl_agent(tmp_path / "ws", scripted(call("deploy", {"env": "prod"}, "c1")), saver)
+    assert "__interrupt__" in agent.invoke({"messages": [HumanMessage("deploy")]}, thread("orig"))
+    saver.storage["copy"] = copy.deepcopy(saver.storage["orig"])
+    for (owner, ns, checkpoint), value in list(saver.writes.items()):
+        if owner == "orig":
+            saver.writes[("copy", ns, checkpoint)] = copy.deepcopy(value)
+    for (owner, ns, channel, version), value in list(saver.blobs.items()):
+        if owner == "orig":
+            saver.blobs[("copy", ns, channel, version)] = copy.deepcopy(value)
+    copied = hitl_agent(tmp_path / "ws", scripted("copy done"), saver)
+    approve = Command(resume={"decisions": [{"type": "approve"}]})
+    assert copied.invoke(approve, thread("copy"))["messages"][-1].content == "copy done"
+    sessions = tmp_path / "ws" / "sessions"
+    assert (sessions / "copy" / "tool_result-c1.txt").is_file()
+    assert not list((sessions / "orig").glob("tool_result-*"))
+
+
+def test_a_run_that_raised_leaves_the_thread_to_the_next_request(tmp_path: Path) -> None:
+    """A server builds an agent per request: a run whose model call raised kept the thread's
+    lease in its middleware, and the next request's middleware was refused with
+    SessionBusyError naming a run that had ended. A call that raised gives the lease up."""
+
+    class Failing(ToolCallingFakeModel):
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("provider 500")
+
+    saver = InMemorySaver()
+
+    def request(model: Any) -> Any:
+        offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+        return create_agent(model, tools=[], middleware=[offload], checkpointer=saver)
+
+    failing = request(Failing(messages=iter([])))
+    with pytest.raises(RuntimeError, match="provider 500"):
+        failing.invoke({"messages": [HumanMessage("hi")]}, thread("t16"))
+    again = request(scripted("hello")).invoke({"messages": [HumanMessage("retry")]}, thread("t16"))
+    assert again["messages"][-1].content == "hello"

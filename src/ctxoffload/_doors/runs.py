@@ -164,18 +164,30 @@ class HostRuns:
     passes `live` (a run is gone once it says so, at once) and `owner` (the lease is let go of
     when that object is collected) to `begin`: then no run waits out `grace`.
 
+    A host whose runs may stop without a word and go on later, elsewhere (LangGraph's: a run
+    that raised, or one stopped at an interrupt and resumed from its checkpoint in another
+    process), makes this object with `release_idle`: a run's lease is given up once it has
+    had no call in flight for that many seconds, and taken again by its next call (`calling`),
+    so another object or process may take the conversation meanwhile, and a run resumed
+    anywhere takes its lease at its first call. A call that raised gives it up at once.
+
     Args:
         workspace: the door's workspace.
         door: the door.
         grace: seconds a run that holds a lease here must stay idle to be taken for gone.
+        release_idle: seconds after which an idle run's lease is given up (see above); 0
+            keeps it until the run ends.
     """
 
-    def __init__(self, workspace: object, door: Door, *, grace: float = 1.0) -> None:
+    def __init__(
+        self, workspace: object, door: Door, *, grace: float = 1.0, release_idle: float = 0.0
+    ) -> None:
         from .._loop import LoopThread
 
         self.workspace = workspace
         self.door = door
         self.grace = grace
+        self.release_idle = release_idle
         self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
         # The sessions whose `door` event this object wrote, the most recent last.
@@ -212,31 +224,43 @@ class HostRuns:
             SessionBusyError: another live run (of this process or another) writes it.
         """
         with self._lock:
-            current = self._runs.get(session)
-            if current is not None and current.run == run:
-                return
-            if current is not None:
-                if not self._gone(current):
-                    busy = SessionBusyError("", session, _holder(current))
-                    raise door_busy(self.door, busy, conversation)
-                self._drop(session, current)
-            announce = session not in self._announced
-            take = functools.partial(
-                begin_run,
-                self.workspace,
-                self.door,
-                session,
-                conversation=conversation,
-                agent=agent,
-                announce=announce,
-            )
-            try:
-                lease = self._on_loop(take())
-            except SessionBusyError as busy:
-                if not _release_ended(busy.holder):
-                    raise
-                lease = self._on_loop(take())
-            self._hold(session, run, lease, live, owner)
+            self._begin_locked(session, run, conversation, live, owner, agent)
+
+    def _begin_locked(
+        self,
+        session: str,
+        run: str,
+        conversation: object = None,
+        live: Callable[[], bool] | None = None,
+        owner: object = None,
+        agent: str | None = None,
+    ) -> None:
+        """`begin`, with `_lock` held."""
+        current = self._runs.get(session)
+        if current is not None and current.run == run:
+            return
+        if current is not None:
+            if not self._gone(current):
+                busy = SessionBusyError("", session, _holder(current))
+                raise door_busy(self.door, busy, conversation)
+            self._drop(session, current)
+        announce = session not in self._announced
+        take = functools.partial(
+            begin_run,
+            self.workspace,
+            self.door,
+            session,
+            conversation=conversation,
+            agent=agent,
+            announce=announce,
+        )
+        try:
+            lease = self._on_loop(take())
+        except SessionBusyError as busy:
+            if not _release_ended(busy.holder):
+                raise
+            lease = self._on_loop(take())
+        self._hold(session, run, lease, live, owner)
 
     def begin_child(
         self,
@@ -294,6 +318,81 @@ class HostRuns:
         if owner is not None:
             let_go_of = functools.partial(_let_go, weakref.ref(taken), session)
             taken.owner = weakref.ref(owner, let_go_of)
+        if self.release_idle:
+            self._watch(session, taken)
+
+    @contextlib.contextmanager
+    def calling(self, session: str, run: str, *, conversation: object = None) -> Iterator[None]:
+        """A call of run `run` is in flight meanwhile (as `active`), the run's lease taken
+        first if this object does not hold it for the run: a run idle past `grace` gave it up
+        (`release_idle`), and a run resumed from the host's saved state, in another process
+        or by another object, never began here. An empty `run` (a call outside any run)
+        takes nothing.
+
+        Raises:
+            SessionBusyError: another live run writes the session now.
+        """
+        if not run:
+            yield
+            return
+        with self._lock:
+            current = self._runs.get(session)
+            if current is None or current.run != run:
+                self._begin_locked(session, run, conversation)
+                current = self._runs[session]
+            current.calls += 1
+            current.beats += 1
+        raised = False
+        try:
+            yield
+        except BaseException:
+            raised = True
+            raise
+        finally:
+            with self._lock:
+                current.calls -= 1
+                current.beats += 1
+                current.idle_since = time.monotonic()
+                idle = not current.calls and not current.entered
+                ours = self._runs.get(session) is current
+                if raised and idle and ours and self.release_idle:
+                    # A call that raised most often ends its run (LangGraph says nothing
+                    # then): the lease goes at once; a retry takes it again.
+                    self._drop(session, current)
+                elif idle and ours and self.release_idle and not current.watched:
+                    self._watch(session, current)
+
+    def _watch(self, session: str, run: _Run) -> None:
+        """Give `run`'s lease up once it has been idle for `release_idle` seconds (one watch
+        at a time per run: it looks again while calls come and go). The look runs off the
+        loop: `begin` holds the lock while it waits on the loop."""
+        run.watched = True
+        run.idle_since = time.monotonic()
+        self._loop.later(self.release_idle, functools.partial(self._idle_check, session, run))
+
+    def _idle_check(self, session: str, run: _Run) -> None:
+        # It runs on a worker of the loop's own pool, which the lease's file work needs too:
+        # it never waits for the lock (`begin` holds it while that work runs), it looks
+        # again a little later.
+        if not self._lock.acquire(blocking=False):
+            self._loop.later(0.05, functools.partial(self._idle_check, session, run))
+            return
+        try:
+            if self._runs.get(session) is not run:
+                run.watched = False
+                return
+            busy = run.calls or run.entered
+            wait = self.release_idle - (time.monotonic() - run.idle_since)
+            if not busy and wait <= 0:
+                run.watched = False
+                self._drop(session, run)
+                return
+        finally:
+            self._lock.release()
+        self._loop.later(
+            max(wait, 0.0) if not busy else self.release_idle,
+            functools.partial(self._idle_check, session, run),
+        )
 
     async def abegin(
         self,
@@ -430,10 +529,12 @@ class _Run:
         "calls",
         "entered",
         "held_by",
+        "idle_since",
         "lease",
         "live",
         "owner",
         "run",
+        "watched",
     )
 
     def __init__(
@@ -451,6 +552,8 @@ class _Run:
         self.calls = 0  # around `active`
         self.entered: set[Hashable] = set()  # between `enter` and `leave`
         self.beats = 0
+        self.watched = False  # an idle watch is on (`HostRuns.release_idle`)
+        self.idle_since = 0.0  # when its last call in flight ended (monotonic)
 
 
 _SAY_IF_LIVE: weakref.WeakValueDictionary[str, _Run] = weakref.WeakValueDictionary()

@@ -13,13 +13,16 @@ A resumed thread projects the same way, from its state and the workspace's recor
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
+import contextvars
 import functools
 import importlib
 import inspect
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Annotated, Any
 
 from typing_extensions import NotRequired
@@ -159,7 +162,10 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                 workspace, max_output_chars, memory=memory, session_id=self.session_id
             )
         ]
-        self._runs = HostRuns(workspace, _DOOR)
+        # A LangGraph run may stop without `after_agent` (it raised, or stopped at an
+        # interrupt) and go on from its checkpoint later, in another process: its lease is
+        # given up once it is idle and taken again at its next call (`HostRuns.calling`).
+        self._runs = HostRuns(workspace, _DOOR, release_idle=_IDLE_RELEASE)
         self._summary_model: ChatModel | None = (
             _SummaryModel(summary_model, self.config.context_window)
             if isinstance(summary_model, _BaseChatModel)
@@ -181,22 +187,28 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     # -- the run --------------------------------------------------------------------------
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """A run begins: name its session and take the session's lease.
+        """A run begins: name its session and take the session's lease. A run begun by a
+        tool call of a live run of the same thread (a deepagents sub-agent given this
+        middleware, run by its `task` tool) is that run's sub-agent: it writes a child
+        session of its own (`HostRuns.begin_child`).
 
         Raises:
             SessionBusyError: another live run writes the thread's session.
         """
         thread = _thread_id(runtime)
-        run = {"session": self._session_of(thread), "run": uuid.uuid4().hex}
-        self._runs.begin(run["session"], run["run"], conversation=thread)
-        return {_RUN: run}
+        session, run = self._session_of(thread), uuid.uuid4().hex
+        calling = _IN_TOOL.get()
+        if calling is not None and (calling[0] == session or calling[0].startswith(f"{session}--")):
+            parent, _, name = calling
+            link = {"session": parent, "agent": name}
+            child = self._runs.begin_child(parent, name, run, link=link)
+            return {_RUN: {"session": child, "run": run}}
+        self._runs.begin(session, run, conversation=thread)
+        return {_RUN: {"session": session, "run": run}}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """`before_agent` for an async run."""
-        thread = _thread_id(runtime)
-        run = {"session": self._session_of(thread), "run": uuid.uuid4().hex}
-        await self._runs.abegin(run["session"], run["run"], conversation=thread)
-        return {_RUN: run}
+        return await asyncio.to_thread(self.before_agent, state, runtime)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """The run has ended: give its session up."""
@@ -220,25 +232,41 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             _DOOR, "the run has no thread_id and the middleware no session_id"
         )
 
-    def _run_session(self, request: Any) -> tuple[str, str]:
-        """The session and run id of a hook's request (a hook called outside `before_agent`,
-        as a test or another graph may: its thread's session, or `session_id`)."""
-        run = _run_of(getattr(request, "state", None))
-        if run is not None:
-            return run["session"], run["run"]
+    def _run_session(self, request: Any) -> tuple[str, str, str | None]:
+        """The session and run id of a hook's request, and its thread.
+
+        The session is the thread's (else `session_id`): the run the state names (from
+        `before_agent`, in the checkpoint) is this run when it writes that session or a
+        child of it (a sub-agent's); a state copied from another thread (LangGraph's
+        `threads.copy`, resumed there) names the other thread's session, which this run must
+        not write, so its run id goes on in this thread's session. A hook called outside
+        any run (as a test or another graph may) has no run id and takes no lease."""
         thread = _thread_id(request.runtime)
+        run = _run_of(getattr(request, "state", None))
+        if run is not None and not thread:  # a run without a thread: the session it began
+            return run["session"], run["run"], thread
         if not thread and self.session_id is None:
             self.session_id = fresh_session(_DOOR, "a hook was called with no run and no thread_id")
-        return self._session_of(thread), ""
+        session = self._session_of(thread)
+        if run is None:
+            return session, "", thread
+        if run["session"] == session or run["session"].startswith(f"{session}--"):
+            return run["session"], run["run"], thread
+        return session, run["run"], thread
 
     # -- the tool hook ----------------------------------------------------------------------
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Run the tool (what it records, a memory change, in the thread's session); a big
         text result enters state as its head and a notice."""
-        session, run = self._run_session(request)
+        session, run, thread = self._run_session(request)
         projector = self._projector(session)
-        with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
+        name = _sub_agent_name(request.tool_call)
+        with (
+            self._runs.calling(session, run, conversation=thread),
+            writing_as(_AGENT, projector.session_id),
+            _calling_tool(session, run, name),
+        ):
             result = handler(request)
         block = self._oversized(result, request, projector)
         if block is None:
@@ -247,9 +275,14 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_tool_call` for an async run."""
-        session, run = self._run_session(request)
+        session, run, thread = self._run_session(request)
         projector = self._projector(session)
-        with self._runs.active(session, run), writing_as(_AGENT, projector.session_id):
+        name = _sub_agent_name(request.tool_call)
+        with (
+            self._runs.calling(session, run, conversation=thread),
+            writing_as(_AGENT, projector.session_id),
+            _calling_tool(session, run, name),
+        ):
             result = await handler(request)
         block = self._oversized(result, request, projector)
         if block is None:
@@ -274,8 +307,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Send the model the projection of the history; state keeps what was sent."""
-        session, run = self._run_session(request)
-        with self._runs.active(session, run):
+        session, run, thread = self._run_session(request)
+        with self._runs.calling(session, run, conversation=thread):
             history, originals = self._history(session, request)
             projector, tools = self._projector(session, request.model), self._schemas(request)
             projected = projector.project_sync(history, tools=tools)
@@ -294,8 +327,8 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """`wrap_model_call` for an async run."""
-        session, run = self._run_session(request)
-        with self._runs.active(session, run):
+        session, run, thread = self._run_session(request)
+        with self._runs.calling(session, run, conversation=thread):
             history, originals = self._history(session, request)
             projector, tools = self._projector(session, request.model), self._schemas(request)
             projected = await projector.project(history, tools=tools)
@@ -407,6 +440,37 @@ def _run_of(state: Any) -> dict[str, str] | None:
     if isinstance(run, dict) and isinstance(run.get("session"), str):
         return {"session": run["session"], "run": str(run.get("run", ""))}
     return None
+
+
+_IDLE_RELEASE = 0.25
+"""Seconds a run with no call of this middleware in flight keeps its thread's lease: within a
+LangGraph run the next call follows in milliseconds, and a run stopped (it raised, or at an
+interrupt, its next part perhaps run by another process) must not keep the thread."""
+
+_IN_TOOL: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
+    "ctxoffload_langchain_tool_call", default=None
+)
+"""The tool call running now (its run's session and id, and the name a sub-agent it starts
+gets): a run begun inside it (a deepagents sub-agent) is that run's sub-agent."""
+
+
+@contextlib.contextmanager
+def _calling_tool(session: str, run: str, name: str) -> Iterator[None]:
+    token = _IN_TOOL.set((session, run, name) if run else None)
+    try:
+        yield
+    finally:
+        _IN_TOOL.reset(token)
+
+
+def _sub_agent_name(call: Any) -> str:
+    """What a sub-agent started by tool call `call` is named after: the sub-agent type
+    deepagents' `task` tool is given, else the tool's name."""
+    if not isinstance(call, dict):
+        return "subagent"
+    args = call.get("args")
+    kind = args.get("subagent_type") if isinstance(args, dict) else None
+    return str(kind or call.get("name") or "subagent")
 
 
 def _thread_id(runtime: Any) -> str | None:
