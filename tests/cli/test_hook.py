@@ -28,6 +28,7 @@ from claude_code_hooks import (
     run_hook,
     session_start,
 )
+from ctxoffload.tokens import get_token_counter
 
 NOTICE = "<<<TRUNCATED>>>"
 
@@ -92,6 +93,56 @@ def test_an_mcp_tool_output_keeps_its_content_list_and_its_image(tmp_path: Path)
     assert replaced[1] == payload["tool_response"][1]  # the image's base64 is no text
     (stored,) = stored_files(tmp_path / "ws")
     assert stored.read_text(encoding="utf-8") == text
+
+
+def mcp_output_of_texts(texts: list[str]) -> dict[str, Any]:
+    """A PostToolUse input for an MCP tool whose content list is `texts`, one block each."""
+    payload = post_tool_use_mcp("")
+    payload["tool_response"] = [{"type": "text", "text": text} for text in texts]
+    return payload
+
+
+def tokens_of(output: list[dict[str, Any]]) -> int:
+    return sum(get_token_counter(None).count_text(block["text"]) for block in output)
+
+
+@pytest.mark.parametrize("rows", [138, 160], ids=["each-under-the-limit", "each-over-the-limit"])
+def test_an_output_of_many_texts_is_measured_whole_and_stored_in_one_file(
+    tmp_path: Path, rows: int
+) -> None:
+    # 60 blocks of about 2,900 (or 3,360) tokens each: each text was measured alone, so 174,000
+    # tokens reached Claude whole (or 60 heads and notices, 119,000 tokens, in 60 files).
+    line = "r{j} {i:04d}: the quick brown fox jumps over the lazy dog 0123456789"
+    texts = ["\n".join(line.format(j=j, i=i) for i in range(rows)) for j in range(60)]
+    done = run_hook("PostToolUse", mcp_output_of_texts(texts), tmp_path / "ws")
+    replaced = output_of(done)["hookSpecificOutput"]["updatedToolOutput"]
+    assert tokens_of(replaced) <= 3_000
+    assert [b["type"] for b in replaced] == ["text"] and NOTICE in replaced[0]["text"]
+    assert replaced[0]["text"].startswith(texts[0][:200])
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.name == "tool_result-toolu_01MCP.txt"
+    assert str(stored.resolve()) in replaced[0]["text"]
+    assert stored.read_text(encoding="utf-8") == "\n".join(texts)  # every block, in order
+
+
+def test_a_big_stdout_and_stderr_are_stored_together_and_shown_in_one_preview(
+    tmp_path: Path,
+) -> None:
+    stdout = "\n".join(f"ok {i}" for i in range(20_000))
+    stderr = "\n".join(f"warning {i}: deprecated" for i in range(20_000))
+    done = run_hook("PostToolUse", post_tool_use_bash(stdout, stderr=stderr), tmp_path / "ws")
+    replaced = output_of(done)["hookSpecificOutput"]["updatedToolOutput"]
+    assert set(replaced) == {"stdout", "stderr", "interrupted", "isImage"}
+    assert NOTICE in replaced["stdout"] and replaced["stderr"] == ""
+    (stored,) = stored_files(tmp_path / "ws")
+    assert stored.read_text(encoding="utf-8") == stdout + "\n" + stderr
+
+
+def test_small_texts_within_the_limit_together_are_left_alone(tmp_path: Path) -> None:
+    texts = [f"result {j}: " + "word " * 40 for j in range(10)]  # 2,000 characters in all
+    done = run_hook("PostToolUse", mcp_output_of_texts(texts), tmp_path / "ws")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert stored_files(tmp_path / "ws") == []
 
 
 def test_a_read_of_a_big_file_is_never_offloaded_again(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from claude_code_hooks import (
 )
 from ctxoffload import LocalWorkspace
 from ctxoffload.integrations.claude import OffloadingHooks
+from ctxoffload.tokens import get_token_counter
 
 sdk = require_framework("claude_agent_sdk", "claude")
 
@@ -75,6 +76,24 @@ async def test_an_mcp_output_is_replaced_in_both_fields(tmp_path: Path) -> None:
     specific = out["hookSpecificOutput"]
     assert specific["updatedMCPToolOutput"] == specific["updatedToolOutput"]
     assert set(specific) <= set(sdk.types.PostToolUseHookSpecificOutput.__annotations__)
+
+
+async def test_an_mcp_output_of_many_texts_reaches_the_model_as_one_preview(
+    tmp_path: Path,
+) -> None:
+    # 60 blocks each under the limit: measured alone, 174,000 tokens reached the model whole.
+    texts = [
+        "\n".join(f"block {j} row {i}: quick brown fox" for i in range(400)) for j in range(60)
+    ]
+    given = post_tool_use_mcp("")
+    given["tool_response"] = [{"type": "text", "text": text} for text in texts]
+    out = await OffloadingHooks(LocalWorkspace(tmp_path)).post_tool_use(
+        given, "toolu_01MCP", {"signal": None}
+    )
+    (block,) = out["hookSpecificOutput"]["updatedToolOutput"]
+    assert NOTICE in block["text"] and get_token_counter(None).count_text(block["text"]) <= 3_000
+    stored = tmp_path / "sessions" / SESSION / "tool_result-toolu_01MCP.txt"
+    assert stored.read_text(encoding="utf-8") == "\n".join(texts)
 
 
 async def test_a_small_output_gets_no_opinion(tmp_path: Path) -> None:

@@ -2,10 +2,10 @@
 Agent SDK's callbacks (`ctxoffload.integrations.claude`) do with the hook input both receive
 (the same JSON object; Claude Code's hooks reference, https://code.claude.com/docs/en/hooks).
 
-- `post_tool_use`: a tool output over the config's `tool_result_limit` is stored whole
-  (`sessions/<session>/tool_result-<tool_use_id>.txt`) and replaced by its head and a notice
-  naming the file, in the tool's own output shape (`updatedToolOutput`: Claude Code ignores a
-  replacement of a built-in tool whose shape differs).
+- `post_tool_use`: a tool output over the config's `tool_result_limit` (its texts together)
+  is stored whole (`sessions/<session>/tool_result-<tool_use_id>.txt`) and replaced by its
+  head and a notice naming the file, in the tool's own output shape (`updatedToolOutput`:
+  Claude Code ignores a replacement of a built-in tool whose shape differs).
 - `pre_compact`: every message of the transcript not yet in the session's context.jsonl is
   appended there, and the artifact index of what the compaction drops is built; both are
   recorded in a `host_compaction` event.
@@ -30,7 +30,6 @@ from .._disk.ids import session_id_for
 from .._disk.layout import MARK
 from .._disk.paths import READ_FLAGS, verify_file
 from .._disk.wording import plural, spans_text
-from .._tokens.bounds import within_bytes
 from ..exceptions import InvalidContent, OffloadError
 
 TYPE_CHECKING = False  # `typing` costs every hook's start-up, which runs on every tool call
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
 
     from ..compression import ContextConfig
     from ..messages import Msg
+    from ..tokens import TokenCounter
     from ..workspace import Workspace
 
 # The engine (compression, the message model, pydantic) is imported where it is used: a hook
@@ -94,6 +94,7 @@ MAX_PERSISTED_OUTPUT_BYTES = 256 << 20
 _PAYLOAD_KEYS = frozenset({"data", "blob", "base64"})
 _BINARY_TYPES = frozenset({"image", "audio"})
 _MAX_WALK = 64  # levels of an output walked for its text; deeper text stays as it is
+_Path = tuple[str | int, ...]  # where a text is in a tool output: its keys and indexes
 
 
 def _field(hook_input: Mapping[str, Any], name: str, event: str) -> str:
@@ -153,10 +154,12 @@ async def post_tool_use(
     door: str = HOST,
 ) -> dict[str, Any]:
     """The PostToolUse hook's output for `hook_input`: `{}` when the tool's output fits the
-    limit (or is one the agent reads offloaded content back with: Read, Grep, Glob), else the
-    output with each text over the limit replaced by its head and the notice naming the file
-    that holds it whole (`updatedToolOutput`, and `updatedMCPToolOutput` for an MCP tool, the
-    field Claude Code before 2.1.121 reads).
+    limit, its texts together (or is one the agent reads offloaded content back with: Read,
+    Grep, Glob), else the output with its texts stored whole in one file, one after another
+    (the shortest, up to a quarter of the limit together, stay as they are), the first
+    replaced by the file's head and the notice naming it and the others taken out
+    (`updatedToolOutput`, and `updatedMCPToolOutput` for an MCP tool, the field Claude Code
+    before 2.1.121 reads).
 
     Raises:
         InvalidContent: the input lacks `session_id`, `tool_name`, `tool_use_id` or
@@ -178,40 +181,79 @@ async def post_tool_use(
     from .._tokens.counters import fits_by_size
     from ..compression import Compressor, Projector
     from ..messages import ToolResultBlock
+    from ..tokens import get_token_counter
 
     response = _whole_output(hook_input["tool_response"])
     cfg = config or hook_config()
-    projector = Projector(workspace, session, config=cfg)  # (nothing read or written yet)
     limit = cfg.tool_result_limit
-    texts = [
-        leaf
-        for leaf in _text_leaves(response)
-        if not fits_by_size(projector.counter, leaf[1], limit)
-    ]
-    if not texts:
-        return {}
+    counter = get_token_counter(None)  # the Projector's
+    leaves = _text_leaves(response)
+    if fits_by_size(counter, "\n".join(text for _, text in leaves), limit):
+        return {}  # (most outputs: no tokenizer needed)
     if Compressor(cfg).reads_back(tool_name):
         return {}  # Read, Grep, Glob read offloaded files back: cutting them again would loop
+    kept, rest = _kept_whole(leaves, limit // 4, counter)
+    stored = [leaf for leaf in leaves if leaf[0] not in kept]
+    if not stored:
+        return {}  # within the limit once counted
+    text = "\n".join(leaf_text for _, leaf_text in stored)
+    # The output is measured whole, and what Claude gets of it is one preview within what the
+    # texts kept whole leave of the limit: the stored texts go to one file, one after another,
+    # the first replaced by the head of that file and its notice (an output of 60 texts each
+    # under the limit once reached Claude whole, 174,000 tokens).
+    budget = limit - rest
+    if budget != limit:
+        preview = None if cfg.preview_tokens is None else min(cfg.preview_tokens, budget)
+        cfg = cfg.model_copy(update={"tool_result_limit": budget, "preview_tokens": preview})
+    projector = Projector(workspace, session, config=cfg)  # (nothing read or written yet)
     await announce(workspace, session, door, hook_input["session_id"])
-    replaced = response
-    changed = False
-    for number, (path, text) in enumerate(sorted(texts, key=lambda leaf: -len(leaf[1]))):
-        block_id = tool_use_id if number == 0 else f"{tool_use_id}.{'.'.join(map(str, path))}"
-        block = ToolResultBlock(id=block_id, name=tool_name, output=text)
-        kept = await projector.offload_tool_result(block)
-        if isinstance(kept.output, str) and kept.output != text:
-            replaced = _with_leaf(replaced, path, kept.output)
-            changed = True
-    if not changed:
-        return {}
+    block = ToolResultBlock(id=tool_use_id, name=tool_name, output=text)
+    cut = await projector.offload_tool_result(block)
+    if not isinstance(cut.output, str) or cut.output == text:
+        return {}  # within the limit once counted
+    changes: dict[_Path, str | None] = dict.fromkeys(path for path, _ in stored[1:])
+    changes[stored[0][0]] = cut.output
+    replaced = _rebuilt(response, changes)
     output: dict[str, Any] = {"hookEventName": "PostToolUse", "updatedToolOutput": replaced}
     if tool_name.startswith("mcp__"):
         output["updatedMCPToolOutput"] = replaced
     return {"hookSpecificOutput": output}
 
 
+def _within(leaves: Sequence[tuple[object, str]], limit: int) -> bool:
+    """Whether texts are together at most `limit` bytes in UTF-8, so within `limit` tokens
+    of the hook's o200k count (`within_bytes`), counted without joining them."""
+    size = 0
+    for _, text in leaves:
+        size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            return False
+    return True
+
+
+def _kept_whole(
+    leaves: Sequence[tuple[_Path, str]], share: int, counter: TokenCounter
+) -> tuple[set[_Path], int]:
+    """The paths of the shortest texts that fit `share` tokens together (a Bash output's empty
+    stderr, an MCP output's short captions), which stay as they are, and their tokens."""
+    from .._tokens.counters import fits_by_size  # (loaded by `post_tool_use` already)
+
+    kept: set[_Path] = set()
+    used = 0
+    for path, text in sorted(leaves, key=lambda leaf: len(leaf[1])):
+        if not fits_by_size(counter, text, share - used):
+            tokens = counter.count_text(text) if len(text) <= share * 8 else share + 1
+            if used + tokens > share:
+                break
+        else:
+            tokens = counter.count_text(text)
+        kept.add(path)
+        used += tokens
+    return kept, used
+
+
 def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_LIMIT) -> bool:
-    """Whether a PostToolUse input may hold an output to store: one of its texts is longer
+    """Whether a PostToolUse input may hold an output to store: its texts together are longer
     than `tool_result_limit` bytes in UTF-8 (the hook counts with o200k, whose tokens hold a
     byte at least: `within_bytes`), or Claude Code persisted the output itself. False
     answers the hook at once, before the engine is loaded.
@@ -228,7 +270,7 @@ def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_
     response = hook_input.get("tool_response")
     if isinstance(response, dict) and "persistedOutputPath" in response:
         return True
-    return any(not within_bytes(text, tool_result_limit) for _, text in _text_leaves(response))
+    return not _within(_text_leaves(response), tool_result_limit)
 
 
 def _whole_output(response: Any) -> Any:
@@ -251,12 +293,13 @@ def _whole_output(response: Any) -> Any:
     return out
 
 
-def _text_leaves(value: Any) -> list[tuple[tuple[str | int, ...], str]]:
-    """The texts of a tool output with where each is: the output itself when it is a string,
-    else every string inside it (iteratively, at most `_MAX_WALK` levels deep) except
-    binary payloads (an image's base64)."""
-    found: list[tuple[tuple[str | int, ...], str]] = []
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+def _text_leaves(value: Any) -> list[tuple[_Path, str]]:
+    """The texts of a tool output with where each is, in the output's order: the output
+    itself when it is a string, else every string inside it (iteratively, at most `_MAX_WALK`
+    levels deep) except binary payloads (an image's base64) and a block's `type`, which names
+    its kind."""
+    found: list[tuple[_Path, str]] = []
+    stack: list[tuple[_Path, Any]] = [((), value)]
     while stack:
         path, item = stack.pop()
         if isinstance(item, str):
@@ -266,26 +309,43 @@ def _text_leaves(value: Any) -> list[tuple[tuple[str | int, ...], str]]:
         elif isinstance(item, dict):
             if item.get("type") in _BINARY_TYPES:
                 continue
-            stack.extend(
+            children = [
                 ((*path, key), child)
                 for key, child in item.items()
-                if isinstance(key, str) and key not in _PAYLOAD_KEYS
-            )
+                if isinstance(key, str) and key not in _PAYLOAD_KEYS and key != "type"
+            ]
+            stack.extend(reversed(children))
         elif isinstance(item, list):
-            stack.extend(((*path, i), child) for i, child in enumerate(item))
+            stack.extend(((*path, i), item[i]) for i in reversed(range(len(item))))
     return found
 
 
-def _with_leaf(value: Any, path: tuple[str | int, ...], text: str) -> Any:
-    """A copy of `value` with the string at `path` replaced by `text` (the rest shared)."""
-    if not path:
-        return text
-    head, rest = path[0], path[1:]
-    if isinstance(value, dict):
-        return {**value, head: _with_leaf(value[head], rest, text)}
-    copy = list(value)
-    copy[head] = _with_leaf(copy[head], rest, text)  # type: ignore[index]
-    return copy
+def _rebuilt(value: Any, changes: Mapping[_Path, str | None]) -> Any:
+    """A copy of `value` with the string at each path of `changes` replaced by its text (the
+    rest shared). A text replaced by None was stored with the one shown: a list drops it (or
+    the text block holding it), since a model's API refuses an empty text block; a field
+    becomes ""."""
+    above = {path[:depth] for path in changes for depth in range(len(path))}
+
+    def dropped(item: Any, path: _Path) -> bool:
+        if isinstance(item, dict) and item.get("type") == "text":
+            path = (*path, "text")
+        return path in changes and changes[path] is None
+
+    def walk(item: Any, path: _Path) -> Any:
+        if path in changes:
+            return changes[path] or ""
+        if path not in above:
+            return item
+        if isinstance(item, dict):
+            return {key: walk(child, (*path, key)) for key, child in item.items()}
+        return [
+            walk(child, (*path, i))
+            for i, child in enumerate(item)
+            if not dropped(child, (*path, i))
+        ]
+
+    return walk(value, ())
 
 
 # -- PreCompact -------------------------------------------------------------------------------
