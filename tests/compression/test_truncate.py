@@ -240,6 +240,59 @@ async def test_binary_blocks_go_to_data_and_appear_as_one_data_line(
     assert COUNTER.count_text(out.output) <= 400
 
 
+async def test_a_notice_names_each_data_file_once_however_often_it_was_held(
+    local_ws: LocalWorkspace,
+) -> None:
+    # 3,000 copies of one small image: the notice named the same data/ file 3,000 times, a
+    # "cut" result of 339,213 characters against a 3,000-token limit.
+    image = DataBlock(source=Base64Source(media_type="image/png", data=b64(PNG)))
+    block = ToolResultBlock(id="copies", name="shots", output=[image] * 3000)
+    out = await compressor(local_ws, 3000).process_tool_result(block)
+    assert isinstance(out.output, str) and COUNTER.count_text(out.output) <= 3000
+    png = str(data_path(local_ws, PNG, ".png"))
+    _, notice = split_notice(out.output)
+    assert notice.count(png) == 1 and "(3,000 times)" in notice
+    file_text = (local_ws.session_dir("s1") / "tool_result-copies.txt").read_text()
+    assert file_text.count(f"<data url='{png}'") == 3000  # the file still holds every one
+
+
+async def test_a_notice_names_the_first_data_files_and_says_where_the_rest_are(
+    local_ws: LocalWorkspace,
+) -> None:
+    images = [PNG + i.to_bytes(2, "big") for i in range(200)]
+    block = ToolResultBlock(
+        id="many",
+        name="shots",
+        output=[
+            DataBlock(source=Base64Source(media_type="image/png", data=b64(raw))) for raw in images
+        ],
+    )
+    out = await compressor(local_ws, 3000).process_tool_result(block)
+    assert isinstance(out.output, str) and COUNTER.count_text(out.output) <= 3000
+    paths = [str(data_path(local_ws, raw, ".png")) for raw in images]
+    _, notice = split_notice(out.output)
+    assert [p for p in paths if p in notice] == paths[:3] and "and 197 more files" in notice
+    file_text = (local_ws.session_dir("s1") / "tool_result-many.txt").read_text()
+    assert all(f"<data url='{p}'" in file_text for p in paths)
+
+
+async def test_a_notice_of_one_data_file_reads_as_it_did(local_ws: LocalWorkspace) -> None:
+    block = ToolResultBlock(
+        id="one",
+        name="shot",
+        output=[
+            TextBlock(text=numbered(600)),
+            DataBlock(source=Base64Source(media_type="image/png", data=b64(PNG))),
+        ],
+    )
+    out = await compressor(local_ws, 3000).process_tool_result(block)
+    png = data_path(local_ws, PNG, ".png")
+    assert (
+        f" It also held image (image/png) in {png}: open such a file with a tool that takes "
+        "images or documents, not as text.\n</system-reminder>"
+    ) in str(out.output)
+
+
 async def test_a_result_under_the_limit_is_returned_unchanged(local_ws: LocalWorkspace) -> None:
     block = ToolResultBlock(id="small", name="echo", output=numbered(20))
     out = await compressor(local_ws, 3000).process_tool_result(block)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from .._disk.payloads import count_lines, render_tool_output
+from .._disk.wording import plural
 from .._tokens.counters import count_over, fits_by_size
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import TRUNCATION_MARKER, defuse
@@ -139,14 +140,36 @@ def _shown_phrase(shown_lines: int, partial_last: bool, tail_from: int | None, t
     return f"{shown_lines} line" + ("" if shown_lines == 1 else "s")
 
 
-def _data_sentence(data: Sequence[tuple[str, str]]) -> str:
+NAMED_DATA_FILES = 3
+"""The distinct data files a notice names; it says how many more the stored file names."""
+
+
+def _data_named(data: Sequence[tuple[str, str]], *, full: bool, stored: bool) -> list[str]:
+    """Each distinct data file of `data` once, first seen first, with how many times the
+    result held it, up to `NAMED_DATA_FILES`, then how many more there are: a notice is
+    counted within the preview, and a result of 3,000 small images once named the same file
+    3,000 times (339,213 characters for a 3,000-token limit). The stored file names them all,
+    one `<data/>` line each."""
+    times: dict[tuple[str, str], int] = {}
+    for item in data:
+        times[item] = times.get(item, 0) + 1
+    named = []
+    for (url, media_type), count in list(times.items())[:NAMED_DATA_FILES]:
+        kind = f"{media_type.split('/')[0]} ({media_type})" if full else media_type
+        named.append(f"{kind} in {url}" + (f" ({count:,} times)" if count > 1 else ""))
+    if (more := len(times) - NAMED_DATA_FILES) > 0:
+        where = ", each named in the file above" if stored else ""
+        named.append(f"and {plural(more, 'more file')}{where}")
+    return named
+
+
+def _data_sentence(data: Sequence[tuple[str, str]], *, stored: bool) -> str:
     """Where the result's images, audio or documents are, and what kind each is."""
     if not data:
         return ""
-    parts = [f"{media_type.split('/')[0]} ({media_type}) in {url}" for url, media_type in data]
     return (
         " It also held "
-        + "; ".join(parts)
+        + "; ".join(_data_named(data, full=True, stored=stored))
         + ": open such a file with a tool that takes images or documents, not as text."
     )
 
@@ -201,7 +224,8 @@ def truncation_notice(
             if reference is None
             else f"all in {reference} ({how_to_read(reference, next_line, readers, compact=True)})"
         )
-        kinds = "".join(f"; {mt} in {url}" for url, mt in data)
+        named = _data_named(data, full=False, stored=reference is not None)
+        kinds = "".join(f"; {each}" for each in named)
         return (
             f"\n{TRUNCATION_MARKER}\n<system-reminder>{shown} of {size} shown; {rest}{kinds}"
             "</system-reminder>"
@@ -211,13 +235,13 @@ def truncation_notice(
             f"\n{TRUNCATION_MARKER}\n<system-reminder>\n{subject} had {size}; "
             f"only {shown} {where}. The rest was discarded because no offloader is "
             "configured, and cannot be recovered: re-run the tool with a narrower request if "
-            f"you need more.{_data_sentence(data)}\n</system-reminder>"
+            f"you need more.{_data_sentence(data, stored=False)}\n</system-reminder>"
         )
     return (
         f"\n{TRUNCATION_MARKER}\n<system-reminder>\n{subject} had {size}; "
         f"{shown} {where}. The whole output is saved in:\n{reference}\n"
         f"{how_to_read(reference, next_line, readers)} Line numbers in the file match the "
-        f"lines shown.{_data_sentence(data)}\n</system-reminder>"
+        f"lines shown.{_data_sentence(data, stored=True)}\n</system-reminder>"
     )
 
 
