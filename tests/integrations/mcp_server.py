@@ -9,7 +9,8 @@ with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_
   `bomb()` (a PNG whose header claims 1,739,357,314 x 2,995,735,735 pixels), `audio(total_bytes)`
   (a WAV), `blocks(count, each)` (many small text blocks), `structured(rows)`
   (structuredContent and its JSON as text), `summary(rows)` (structuredContent and a line
-  about it), `fail()` (an error result), `refuse()` (a JSON-RPC error), `hang(pid_file)`
+  about it), `fail()` (an error result), `refuse()` (a JSON-RPC error), `busy()` (a JSON-RPC
+  error of code -32000, the code the SDK also gives a closed connection), `hang(pid_file)`
   (writes its pid, never answers), `blob(total_bytes)` (an embedded resource of bytes that
   are not UTF-8), `describe(query)` (declares an outputSchema); with `--collide`, a tool of
   its own called `Read`;
@@ -42,6 +43,9 @@ NOT_UTF8 = b"\xff\xfe caf\xe9 \x80\x81 end"
 """Bytes no UTF-8 decoder takes."""
 
 REFUSAL = {"code": -32602, "message": "refuse: the wrapped server says no", "data": {"why": "test"}}
+
+BUSY = {"code": -32000, "message": "busy: rate limited, try again"}
+"""A server's own error whose code is the one the SDK gives a request whose connection closed."""
 
 
 def png(total_bytes: int) -> bytes:
@@ -162,6 +166,9 @@ TOOLS = [
     types.Tool(name="fail", description="An error result.", input_schema=_schema({})),
     types.Tool(name="refuse", description="A JSON-RPC error.", input_schema=_schema({})),
     types.Tool(
+        name="busy", description="A JSON-RPC error of code -32000.", input_schema=_schema({})
+    ),
+    types.Tool(
         name="hang",
         description="Write the pid to pid_file, then never answer.",
         input_schema=_schema({"pid_file": {"type": "string"}}, ["pid_file"]),
@@ -237,6 +244,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         )
     if name == "refuse":
         raise MCPError(REFUSAL["code"], REFUSAL["message"], REFUSAL["data"])
+    if name == "busy":
+        raise MCPError(BUSY["code"], BUSY["message"])
     if name == "hang":
         with open(args["pid_file"], "w", encoding="utf-8") as file:
             file.write(str(os.getpid()))

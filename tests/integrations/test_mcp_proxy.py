@@ -17,7 +17,7 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 from mcp_proxy import LIMIT, direct, events, proxied, sessions, stored_path, text_of  # noqa: E402
-from mcp_server import NOT_UTF8, big_text, png  # noqa: E402
+from mcp_server import BUSY, NOT_UTF8, big_text, png  # noqa: E402
 
 from ctxoffload import get_token_counter  # noqa: E402
 from ctxoffload.text import TRUNCATION_MARKER  # noqa: E402
@@ -195,6 +195,24 @@ async def test_the_wrapped_servers_errors_pass_through(workdir: Path) -> None:
         ("refuse", "error"),
         ("echo", "ok"),
     ]
+
+
+async def test_a_server_error_of_the_code_of_a_closed_connection_leaves_the_server_serving(
+    workdir: Path,
+) -> None:
+    """-32000 is the SDK's code for a connection that closed, and a server's to use too: only
+    a connection that ended makes the server gone."""
+    from mcp import MCPError
+
+    async with proxied(workdir) as client:
+        for _ in range(2):
+            with pytest.raises(MCPError) as busy:
+                await client.call_tool("busy", {})
+            assert (busy.value.code, busy.value.message) == (BUSY["code"], BUSY["message"])
+            assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
+        listed = await client.list_tools()
+        assert "echo" in [t.name for t in listed.tools]
+        assert "ctxoffload/wrapped-server-gone" not in (listed.meta or {})
 
 
 async def test_a_wrapped_tool_named_like_a_read_back_tool_keeps_its_name(workdir: Path) -> None:

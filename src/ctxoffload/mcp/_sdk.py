@@ -26,6 +26,8 @@ class Sdk:
         types: `mcp_types`, the protocol's models (`CallToolResult`, `TextContent`, ...).
         Client: `mcp.Client`, the client the proxy reaches the wrapped server with.
         StdioServerParameters: how a wrapped server is started.
+        stdio_client: the transport to a server the proxy starts.
+        streamable_http_client: the transport to a server reached by URL.
         Server: the low-level `mcp.server.lowlevel.Server` the proxy serves with.
         stdio_server: the stdio transport the proxy serves on.
         MCPError: the error a JSON-RPC error response arrives as, and is sent as.
@@ -35,6 +37,8 @@ class Sdk:
     types: Any
     Client: Any
     StdioServerParameters: Any
+    stdio_client: Any
+    streamable_http_client: Any
     Server: Any
     stdio_server: Any
     MCPError: Any
@@ -55,6 +59,7 @@ def sdk() -> Sdk:
             mcp = importlib.import_module("mcp")
             lowlevel = importlib.import_module("mcp.server.lowlevel")
             stdio = importlib.import_module("mcp.server.stdio")
+            http = importlib.import_module("mcp.client.streamable_http")
             types = importlib.import_module("mcp_types")
             anyio = importlib.import_module("anyio")
         except ImportError as exc:
@@ -64,6 +69,8 @@ def sdk() -> Sdk:
                 types=types,
                 Client=mcp.Client,
                 StdioServerParameters=mcp.StdioServerParameters,
+                stdio_client=mcp.stdio_client,
+                streamable_http_client=http.streamable_http_client,
                 Server=lowlevel.Server,
                 stdio_server=stdio.stdio_server,
                 MCPError=mcp.MCPError,

@@ -18,13 +18,15 @@ from typing import Any, TypeVar
 from .._secrets import Secrets, masked_command
 from ..exceptions import ConfigError
 from ._sdk import Sdk
+from ._transport import WatchedTransport
 
 __all__ = ["Upstream"]
 
 _T = TypeVar("_T")
 
 _CONNECTION_CLOSED = -32000
-"""The code the SDK gives a request whose connection closed (`mcp_types.CONNECTION_CLOSED`)."""
+"""The code the SDK gives a request whose connection closed (`mcp_types.CONNECTION_CLOSED`),
+which a server may send for an error of its own too (`ctxoffload.mcp._transport`)."""
 _REQUEST_TIMEOUT = -32001
 """The code of a request that ran past its deadline (`mcp_types.REQUEST_TIMEOUT`)."""
 _INTERNAL_ERROR = -32603
@@ -79,6 +81,9 @@ class Upstream:
         self._done: Any = None  # set when the proxy closes the connection
         # The cancel scope of each request in flight (`_lost` ends them).
         self._in_flight: set[Any] = set()
+        # Whether the connection itself ended (`WatchedTransport` says): only then is an
+        # error of code -32000 the SDK's "connection closed" rather than the server's own.
+        self._ended = False
         self.closed_because: str | None = None
 
     @staticmethod
@@ -133,7 +138,13 @@ class Upstream:
         # The SDK's own read timeout bounds the handshake (a deadline around entering the
         # client would cross its task group's cancel scopes); `request` puts the proxy's own
         # deadline, a second shorter, around every later request.
-        client = self._sdk.Client(self._target, cache=None, read_timeout_seconds=self.timeout + 1)
+        opened = (
+            self._sdk.streamable_http_client(self._target)
+            if isinstance(self._target, str)
+            else self._sdk.stdio_client(self._target)
+        )
+        transport = WatchedTransport(opened, self._sdk.anyio, self._end)
+        client = self._sdk.Client(transport, cache=None, read_timeout_seconds=self.timeout + 1)
         connected = False
         try:
             # Closing stops the server's process (stdin closed, then terminate, then kill),
@@ -146,6 +157,10 @@ class Upstream:
             if not connected:
                 raise
             self._lost(f"its connection failed ({self._reason(exc)})")
+
+    def _end(self) -> None:
+        """The connection ended (a stream to or from the server ended or broke)."""
+        self._ended = True
 
     def _lost(self, how: str) -> None:
         """The connection is gone: every request in flight and every later one fails."""
@@ -168,8 +183,9 @@ class Upstream:
         """`send()`, a request to the wrapped server, under the timeout.
 
         Raises:
-            MCPError: the wrapped server's own error, as it sent it; or, when the connection
-                is closed (now or before) or the deadline passed, one that says which.
+            MCPError: the wrapped server's own error, as it sent it (code -32000 too, while
+                the connection lasts); or, when the connection is closed (now or before) or
+                the deadline passed, one that says which.
         """
         error = self._sdk.MCPError
         anyio = self._sdk.anyio
@@ -191,7 +207,7 @@ class Upstream:
                 f"{self.timeout:g} s (ctxoffload mcp-proxy --timeout)",
             ) from None
         except error as exc:
-            if exc.code == _CONNECTION_CLOSED or self.closed_because is not None:
+            if (exc.code == _CONNECTION_CLOSED and self._ended) or self.closed_because is not None:
                 self._lost(f"it closed the connection (it exited or was killed) during {what}")
                 raise error(_CONNECTION_CLOSED, self.closed_because) from None
             if self.secrets.mask(exc.message) != exc.message:
