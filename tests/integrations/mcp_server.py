@@ -8,12 +8,13 @@ with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_
   `image(total_bytes)` (a PNG of about that size), `images(count, total_bytes)` (that many),
   `bomb()` (a PNG whose header claims 1,739,357,314 x 2,995,735,735 pixels), `audio(total_bytes)`
   (a WAV), `blocks(count, each)` (many small text blocks), `structured(rows)`
-  (structuredContent and its JSON as text), `summary(rows)` (structuredContent and a line
-  about it), `fail()` (an error result), `refuse()` (a JSON-RPC error), `busy()` (a JSON-RPC
-  error of code -32000, the code the SDK also gives a closed connection), `hang(pid_file)`
-  (writes its pid, never answers), `blob(total_bytes)` (an embedded resource of bytes that
-  are not UTF-8), `describe(query)` (declares an outputSchema); with `--collide`, a tool of
-  its own called `Read`;
+  (structuredContent and its JSON as text), `typed(rows)` (structuredContent whose text says
+  `true` for its `1`, `false` for its `0` and `1` for its `1.0`), `summary(rows)`
+  (structuredContent and a line about it), `fail()` (an error result), `refuse()` (a
+  JSON-RPC error), `busy()` (a JSON-RPC error of code -32000, the code the SDK also gives a
+  closed connection), `hang(pid_file)` (writes its pid, never answers), `blob(total_bytes)`
+  (an embedded resource of bytes that are not UTF-8), `describe(query)` (declares an
+  outputSchema); with `--collide`, a tool of its own called `Read`;
 - a prompt `greet(name)`;
 - resources `mem://notes` (text), `mem://raw` (bytes that are not UTF-8) and the template
   `mem://item/{id}`.
@@ -158,6 +159,11 @@ TOOLS = [
         input_schema=_schema({"rows": {"type": "integer"}}, ["rows"]),
     ),
     types.Tool(
+        name="typed",
+        description="Rows as structured content, and as JSON text with other types.",
+        input_schema=_schema({"rows": {"type": "integer"}}, ["rows"]),
+    ),
+    types.Tool(
         name="describe",
         description="A small answer that declares an output schema.",
         input_schema=_schema({"query": {"type": "string"}}, ["query"]),
@@ -232,6 +238,14 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         value = {"rows": rows}
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(value))], structured_content=value
+        )
+    if name == "typed":
+        # Equal in Python (True == 1 == 1.0), not the same JSON.
+        count = int(args["rows"])
+        value = {"rows": [{"id": i, "flag": 1, "off": 0, "ratio": 1.0} for i in range(count)]}
+        said = {"rows": [{"id": i, "flag": True, "off": False, "ratio": 1} for i in range(count)]}
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(said))], structured_content=value
         )
     if name == "describe":
         value = {"answer": f"about {args['query']}"}

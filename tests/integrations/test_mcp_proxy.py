@@ -164,6 +164,18 @@ async def test_structured_content_over_the_limit_is_stored_once_and_left_out(
     }
 
 
+async def test_structured_content_that_differs_from_its_text_only_in_types_is_stored_too(
+    workdir: Path,
+) -> None:
+    async with proxied(workdir) as client:
+        result = await client.call_tool("typed", {"rows": 500})
+    stored = stored_path(text_of(result)).read_text(encoding="utf-8")
+    said, structured = stored.split("\n[structuredContent]\n")
+    assert '"flag": true' in said and '"off": false' in said
+    assert json.loads(structured)["rows"][7] == {"id": 7, "flag": 1, "off": 0, "ratio": 1.0}
+    assert '"flag": 1,' in structured and '"ratio": 1.0' in structured
+
+
 async def test_an_embedded_resource_of_bytes_that_are_not_utf8_is_stored_as_they_are(
     workdir: Path,
 ) -> None:

@@ -91,13 +91,20 @@ def _says(text: str, value: Any) -> bool:
 
 
 def _is_json_of(text: str, value: Any) -> bool:
-    """Whether `text` is `value` as JSON (any spacing)."""
+    """Whether `text` is `value` as JSON (any spacing, any order of keys)."""
     if not text.lstrip().startswith(_JSON_STARTS):
         return False
     try:
-        return bool(json.loads(text) == value)
-    except (ValueError, RecursionError):
+        return _canonical(json.loads(text)) == _canonical(value)
+    except (ValueError, TypeError, RecursionError):
         return False
+
+
+def _canonical(value: Any) -> str:
+    """`value` as one JSON text, its keys sorted: compared as text, `true` is not `1` and `1`
+    is not `1.0` (Python's `==` holds each pair equal, and the value the text does not say
+    would be lost)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def payload_size(part: DataBlock) -> int:
