@@ -12,7 +12,8 @@ with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_
   `true` for its `1`, `false` for its `0` and `1` for its `1.0`), `summary(rows)`
   (structuredContent and a line about it), `fail()` (an error result), `refuse()` (a
   JSON-RPC error), `busy()` (a JSON-RPC error of code -32000, the code the SDK also gives a
-  closed connection), `hang(pid_file)` (writes its pid, never answers), `blob(total_bytes)`
+  closed connection), `damaged(kind, text_bytes)` (numbered lines and an image or audio
+  whose base64 is not valid), `hang(pid_file)` (writes its pid, never answers), `blob(total_bytes)`
   (an embedded resource of bytes that are not UTF-8), `describe(query)` (declares an
   outputSchema); with `--collide`, a tool of its own called `Read`;
 - a prompt `greet(name)`;
@@ -44,6 +45,9 @@ NOT_UTF8 = b"\xff\xfe caf\xe9 \x80\x81 end"
 """Bytes no UTF-8 decoder takes."""
 
 REFUSAL = {"code": -32602, "message": "refuse: the wrapped server says no", "data": {"why": "test"}}
+
+NOT_BASE64 = "!!not*base64!!" * 1_000
+"""A payload's data that is no base64 in any spelling."""
 
 BUSY = {"code": -32000, "message": "busy: rate limited, try again"}
 """A server's own error whose code is the one the SDK gives a request whose connection closed."""
@@ -169,6 +173,13 @@ TOOLS = [
         input_schema=_schema({"query": {"type": "string"}}, ["query"]),
         output_schema=_schema({"answer": {"type": "string"}}, ["answer"]),
     ),
+    types.Tool(
+        name="damaged",
+        description="Numbered lines and an image or audio whose base64 is not valid.",
+        input_schema=_schema(
+            {"kind": {"type": "string"}, "text_bytes": {"type": "integer"}}, ["kind"]
+        ),
+    ),
     types.Tool(name="fail", description="An error result.", input_schema=_schema({})),
     types.Tool(name="refuse", description="A JSON-RPC error.", input_schema=_schema({})),
     types.Tool(
@@ -252,6 +263,14 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(value))], structured_content=value
         )
+    if name == "damaged":
+        payload = (
+            types.ImageContent(data=NOT_BASE64, mime_type="image/png")
+            if args["kind"] == "image"
+            else types.AudioContent(data=NOT_BASE64, mime_type="audio/wav")
+        )
+        lines = big_text(int(args.get("text_bytes", 0)), 0)
+        return types.CallToolResult(content=[types.TextContent(text=lines), payload])
     if name == "fail":
         return types.CallToolResult(
             content=[types.TextContent(text="fail: the tool broke")], is_error=True

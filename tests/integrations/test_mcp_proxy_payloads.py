@@ -17,8 +17,9 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+import pytest  # noqa: E402
 from mcp_proxy import SERVER, proxied, stored_path, text_of  # noqa: E402
-from mcp_server import BOMB, big_text, png, wav  # noqa: E402
+from mcp_server import BOMB, NOT_BASE64, big_text, png, wav  # noqa: E402
 
 from ctxoffload.text import TRUNCATION_MARKER  # noqa: E402
 
@@ -140,3 +141,31 @@ async def test_structured_content_the_text_does_not_say_is_stored_under_a_label(
     text, label, rest = stored.split("\n", 2)
     assert (text, label) == ("2000 rows, in structuredContent", "[structuredContent]")
     assert json.loads(rest) == {"rows": [{"id": i, "name": f"row-{i}"} for i in range(2_000)]}
+
+
+@pytest.mark.parametrize("kind", ["image", "audio"])
+async def test_a_payload_whose_base64_is_not_valid_becomes_text_stored_and_cut(
+    workdir: Path, kind: str
+) -> None:
+    async with proxied(workdir) as client:
+        result = await client.call_tool("damaged", {"kind": kind, "text_bytes": 50_000})
+    # Neither the damaged payload nor the whole text reaches the client: the result is cut.
+    assert [c.type for c in result.content] == ["text"]
+    assert TRUNCATION_MARKER in text_of(result) and _wire_bytes(result) < 10_000
+    stored = stored_path(text_of(result)).read_text(encoding="utf-8")
+    lines, damaged = stored.split("\n[", 1)
+    assert lines == big_text(50_000, 0)
+    media_type = "image/png" if kind == "image" else "audio/wav"
+    assert damaged == (
+        f"{media_type} payload of {len(NOT_BASE64):,} characters, not sent: its base64 is not "
+        f"valid; its characters follow as text]\n{NOT_BASE64}"
+    )
+
+
+async def test_a_small_result_with_a_payload_whose_base64_is_not_valid_passes_as_text(
+    workdir: Path,
+) -> None:
+    async with proxied(workdir, limit=20_000) as client:
+        result = await client.call_tool("damaged", {"kind": "image", "text_bytes": 100})
+    assert [c.type for c in result.content] == ["text", "text"]
+    assert result.content[1].text.endswith(f"as text]\n{NOT_BASE64}")

@@ -7,7 +7,9 @@ decoded bytes stay within `max_result_bytes`; each one past it is stored and nam
 image is also stored and named, whatever room is left, where the one image rule of
 `ctxoffload._media` refuses to send it (a kind no provider takes, a header claiming more
 pixels than a model takes, a truncated or damaged file): a provider refuses a whole request
-for one such image.
+for one such image. A payload whose base64 does not decode has no bytes to store or send: it
+becomes text, a line saying what it was and then its characters, which the engine measures,
+stores and cuts with the rest of the result's text.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from .._disk.payloads import decode_base64
 from .._media import MAX_IMAGE_BYTES, check_image
 from ..exceptions import InvalidContent, OffloadError
-from ..messages import Base64Source, DataBlock, ToolResultBlock
+from ..messages import Base64Source, DataBlock, TextBlock, ToolResultBlock
 from ..text import data_line
 from ..workspace import Workspace
 from ._content import payload_size
@@ -53,13 +55,22 @@ async def store_payloads(
         if not isinstance(part, DataBlock) or not isinstance(part.source, Base64Source):
             continue
         size = payload_size(part)
-        line = _refusal(part, size, carried, max_result_bytes)
-        if line is None:
-            carried += size
-            continue
         try:
+            line = _refusal(part, size, carried, max_result_bytes)
+            if line is None:
+                if not _is_image(part):
+                    # Sent as it came, and stored with the result if the result is cut:
+                    # it must decode (an image sent was decoded by `_refusal`).
+                    decode_base64(part.source.data, what="the payload")
+                carried += size
+                continue
             stored = await workspace.offload_data_block(part)
-        except (InvalidContent, OffloadError) as exc:
+        except InvalidContent:
+            text = _undecodable(part)
+            parts[index] = TextBlock(text=text)
+            replaced[index] = text
+            continue
+        except OffloadError as exc:
             # Not stored, so not dropped either: it goes on as it came.
             logger.warning(
                 "could not store a %s payload of %d bytes: %s", part.media_type, size, exc
@@ -74,7 +85,11 @@ async def store_payloads(
 
 
 def _refusal(part: DataBlock, size: int, carried: int, max_result_bytes: int) -> _Naming | None:
-    """How a payload that may not be sent is named (given its file), or None: it is sent."""
+    """How a payload that may not be sent is named (given its file), or None: it is sent.
+
+    Raises:
+        InvalidContent: an image whose base64 is not valid.
+    """
     source = part.source
     assert isinstance(source, Base64Source)  # `store_payloads` passes inline ones only
     media_type = source.media_type
@@ -83,14 +98,12 @@ def _refusal(part: DataBlock, size: int, carried: int, max_result_bytes: int) ->
         f"this result would carry more than the {max_result_bytes:,} bytes of payloads one "
         "result may (mcp-proxy --max-bytes)"
     )
-    if media_type.lower().startswith("image/"):
+    if _is_image(part):
         data = source.data
         whole = size <= MAX_IMAGE_BYTES
-        try:
-            # One too big to send is described from its header: the rest is not decoded.
-            head = decode_base64(data if whole else data[:_HEAD_CHARS], what="the image")
-        except InvalidContent:
-            return _named(part, size, "its base64 is not valid", "refer to it by its path")
+        # One too big to send is described from its header: the rest is not decoded here
+        # (storing it decodes it). Base64 that is not valid raises InvalidContent.
+        head = decode_base64(data if whole else data[:_HEAD_CHARS], what="the image")
         check = check_image(head, media_type, size=size)
         if check.problem is not None:
             return lambda where: check.not_sent(where, "its path")
@@ -104,8 +117,26 @@ def _refusal(part: DataBlock, size: int, carried: int, max_result_bytes: int) ->
     return None
 
 
+def _is_image(part: DataBlock) -> bool:
+    """Whether a payload is an image (the one image rule of `ctxoffload._media` applies)."""
+    return part.media_type is not None and part.media_type.lower().startswith("image/")
+
+
+def _undecodable(part: DataBlock) -> str:
+    """The text that stands for a payload whose base64 is not valid: what it was, then its
+    characters as they came (nothing of it is lost, and none of it reaches a provider as a
+    payload)."""
+    source = part.source
+    assert isinstance(source, Base64Source)  # `store_payloads` passes inline ones only
+    name = f" {part.name}" if part.name else ""
+    return (
+        f"[{source.media_type} payload{name} of {len(source.data):,} characters, not sent: its "
+        "base64 is not valid; its characters follow as text]\n" + source.data
+    )
+
+
 def _named(part: DataBlock, size: int, why: str, advice: str) -> _Naming:
-    """The line for a payload that is no image (or no base64): its `<data/>` line and why."""
+    """The line for a payload that is no image: its `<data/>` line and why."""
 
     def line(where: str) -> str:
         data = data_line(where, part.name, part.media_type)
