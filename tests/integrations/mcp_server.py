@@ -1,8 +1,8 @@
 """A real MCP server over stdio, written with the `mcp` SDK, for the proxy's tests.
 
-`python mcp_server.py [--pid-file PATH] [--collide] [--http PORT_FILE] [--api-key K] [--token T]`
-serves, on stdio (or
-with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_FILE):
+`python mcp_server.py [--pid-file PATH] [--collide] [--grep-later] [--http PORT_FILE]
+[--api-key K] [--token T]` serves, on stdio (or with `--http`, over streamable HTTP on a free
+port of 127.0.0.1 written to PORT_FILE):
 
 - tools: `echo(text)`, `big(total_bytes, marker_line)` (numbered lines, one of them the marker),
   `image(total_bytes)` (a PNG of about that size), `images(count, total_bytes)` (that many),
@@ -15,7 +15,9 @@ with `--http`, over streamable HTTP on a free port of 127.0.0.1 written to PORT_
   closed connection), `damaged(kind, text_bytes)` (numbered lines and an image or audio
   whose base64 is not valid), `hang(pid_file)` (writes its pid, never answers), `blob(total_bytes)`
   (an embedded resource of bytes that are not UTF-8), `describe(query)` (declares an
-  outputSchema); with `--collide`, a tool of its own called `Read`;
+  outputSchema); with `--collide`, a tool of its own called `Read`; with `--grep-later`, its
+  own `Read` too, and a list of two pages whose second holds, from the second listing on, a
+  tool of its own called `Grep` (a tool the server added since);
 - a prompt `greet(name)`;
 - resources `mem://notes` (text), `mem://raw` (bytes that are not UTF-8) and the template
   `mem://item/{id}`.
@@ -204,6 +206,13 @@ COLLIDING = types.Tool(
 )
 
 
+LATE_GREP = types.Tool(
+    name="Grep",
+    description="The wrapped server's own Grep, added after its first listing.",
+    input_schema=_schema({"pattern": {"type": "string"}}),
+)
+
+
 def text_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)])
 
@@ -293,6 +302,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=[types.EmbeddedResource(resource=resource)])
     if name == "Read":
         return text_result(f"the wrapped server's Read of {args.get('path')}")
+    if name == "Grep":
+        return text_result(f"the wrapped server's Grep of {args.get('pattern')}")
     raise MCPError(-32602, f"unknown tool {name}")
 
 
@@ -356,11 +367,18 @@ async def read_resource(
     return types.ReadResourceResult(contents=contents)
 
 
-def build(collide: bool) -> Server[Any]:
-    tools = [*TOOLS, COLLIDING] if collide else TOOLS
+def build(collide: bool, grep_later: bool = False) -> Server[Any]:
+    tools = [*TOOLS, COLLIDING] if collide or grep_later else TOOLS
+    listings = 0
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        nonlocal listings
+        if not grep_later:
+            return types.ListToolsResult(tools=tools)
+        if getattr(params, "cursor", None) is None:
+            listings += 1
+            return types.ListToolsResult(tools=tools, next_cursor="2")
+        return types.ListToolsResult(tools=[LATE_GREP] if listings > 1 else [])
 
     return Server(
         "test-server",
@@ -397,6 +415,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pid-file")
     parser.add_argument("--collide", action="store_true")
+    parser.add_argument("--grep-later", action="store_true")
     parser.add_argument("--http")
     # Secrets a real server takes on its command line (the proxy must never show them).
     parser.add_argument("--api-key")
@@ -405,7 +424,7 @@ async def main() -> None:
     if args.pid_file:
         with open(args.pid_file, "w", encoding="utf-8") as file:
             file.write(str(os.getpid()))
-    server = build(args.collide)
+    server = build(args.collide, args.grep_later)
     if args.http:
         await serve_http(server, args.http)
         return

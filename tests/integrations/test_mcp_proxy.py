@@ -244,6 +244,38 @@ async def test_a_wrapped_tool_named_like_a_read_back_tool_keeps_its_name(workdir
         assert "MARKER-FOUND-HERE" in text_of(page)
 
 
+async def _every_tool(client: Any) -> list[str]:
+    """The names of a listing, all its pages."""
+    names: list[str] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        names += [t.name for t in page.tools]
+        cursor = page.next_cursor
+        if cursor is None:
+            return names
+
+
+async def test_a_tool_named_like_a_read_back_tool_on_a_later_page_takes_no_name_back(
+    workdir: Path,
+) -> None:
+    """The server's Read is on its first page; its Grep, added after its first listing, on the
+    second: the proxy's Read stays `ctxoffload_Read` however each page is read."""
+    from mcp_proxy import server_command
+
+    async with proxied(workdir, server=server_command("--grep-later")) as client:
+        for _ in range(3):
+            names = await _every_tool(client)
+            assert names.count("Read") == 1 and "ctxoffload_Read" in names
+            read = await client.call_tool("Read", {"path": "x"})
+            assert text_of(read) == "the wrapped server's Read of x"
+        # The Grep the server added keeps its name; the proxy's moved.
+        names = await _every_tool(client)
+        assert names.count("Grep") == 1 and "ctxoffload_Grep" in names
+        grep = await client.call_tool("Grep", {"pattern": "p"})
+        assert text_of(grep) == "the wrapped server's Grep of p"
+
+
 async def test_the_session_is_one_that_show_and_grep_read(workdir: Path) -> None:
     async with proxied(workdir) as client:
         await client.call_tool("big", {"total_bytes": 300_000, "marker_line": 1234})

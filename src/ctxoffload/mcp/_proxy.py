@@ -8,7 +8,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from .._disk.events import SessionStart
@@ -224,6 +224,10 @@ class _Connection:
         # never name two results alike.
         self.tag = uuid.uuid4().hex[:6]
         self.calls = 0
+        # Every name the wrapped server has listed, on any page of any listing: the read-back
+        # tools are named around all of them, so a name once listed keeps its meaning (a
+        # page that lacks the server's `Read` must not give `Read` back to the proxy).
+        self.wrapped: set[str] = set()
         capabilities = upstream.client.server_capabilities
         self.has = {
             "tools": capabilities.tools is not None,
@@ -262,8 +266,10 @@ class _Connection:
             )
         )
 
-    def _rename(self, wrapped: Sequence[str]) -> None:
-        if self.reading.rename_around(wrapped):
+    def _rename(self, wrapped: Iterable[str]) -> None:
+        """Name the read-back tools around `wrapped` and every wrapped name seen before."""
+        self.wrapped.update(wrapped)
+        if self.reading.rename_around(self.wrapped):
             self.projector = self._projector()
 
     def server(self) -> Any:
@@ -349,9 +355,9 @@ class _Connection:
             else:
                 tools = [tool.model_copy(update={"output_schema": None}) for tool in page.tools]
                 next_cursor = page.next_cursor
-                if any(self.reading.owns(tool.name) for tool in tools):
+                if any(tool.name not in self.wrapped for tool in tools):
                     # A tool the wrapped server added since: it keeps its name, ours move.
-                    self._rename([*[t.name for t in tools]])
+                    self._rename(tool.name for tool in tools)
         if cursor is None:
             tools.extend(self.reading.listing(types))
         if gone is None:
