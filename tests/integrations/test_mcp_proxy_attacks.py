@@ -1,6 +1,7 @@
-"""`ctxoffload mcp-proxy` attacked: the wrapped server killed mid-call, a client that goes away
-mid-call, hostile session ids, read-back tools asked to leave the workspace, two proxies on one
-workspace, one session claimed twice; and the HTTP form."""
+"""`ctxoffload mcp-proxy` attacked: the wrapped server killed mid-call, answers the MCP SDK's
+parser refuses, a client that goes away mid-call, hostile session ids, read-back tools asked
+to leave the workspace, two proxies on one workspace, one session claimed twice; and the HTTP
+form."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import json  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import anyio  # noqa: E402
 import pytest  # noqa: E402
 from mcp import MCPError  # noqa: E402
 from mcp_proxy import (  # noqa: E402
+    SERVER,
     events,
     pid_in,
     process_gone,
@@ -90,6 +93,31 @@ async def test_after_the_wrapped_server_dies_the_read_back_tools_are_still_liste
         assert "is gone" in listed.meta["ctxoffload/wrapped-server-gone"]
         found = await client.call_tool("Grep", {"pattern": "MARKER", "path_or_glob": str(path)})
         assert "MARKER-FOUND-HERE" in text_of(found)
+
+
+RAW_SERVER = [sys.executable, str(SERVER.with_name("mcp_raw_server.py"))]
+"""The wrapped server written by hand (mcp_raw_server.py)."""
+
+
+async def test_an_answer_holding_a_lone_surrogate_escape_arrives_and_is_stored(
+    workdir: Path,
+) -> None:
+    """Valid JSON the SDK's parser refuses: without the proxy reading it again, the call
+    waits for --timeout (600 s) and its answer is lost."""
+    async with proxied(workdir, server=RAW_SERVER) as client:
+        with anyio.fail_after(BOUND):
+            result = await client.call_tool("cut_emoji", {"total_bytes": 50_000})
+    stored = stored_path(text_of(result)).read_text(encoding="utf-8")
+    assert stored == f"start \ufffd{big_text(50_000, 0)} end \ufffd"
+
+
+async def test_an_answer_that_cannot_be_read_fails_its_call_at_once(workdir: Path) -> None:
+    async with proxied(workdir, server=RAW_SERVER) as client:
+        with anyio.fail_after(BOUND), pytest.raises(MCPError) as unread:
+            await client.call_tool("cut_emoji_no_object", {})
+        assert unread.value.code == -32700
+        assert "answer could not be read" in unread.value.message
+        assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
 
 
 def _send(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:

@@ -28,6 +28,7 @@ class Sdk:
         StdioServerParameters: how a wrapped server is started.
         stdio_client: the transport to a server the proxy starts.
         streamable_http_client: the transport to a server reached by URL.
+        SessionMessage: what a transport's streams carry (a message and its metadata).
         Server: the low-level `mcp.server.lowlevel.Server` the proxy serves with.
         stdio_server: the stdio transport the proxy serves on.
         MCPError: the error a JSON-RPC error response arrives as, and is sent as.
@@ -39,6 +40,7 @@ class Sdk:
     StdioServerParameters: Any
     stdio_client: Any
     streamable_http_client: Any
+    SessionMessage: Any
     Server: Any
     stdio_server: Any
     MCPError: Any
@@ -60,6 +62,7 @@ def sdk() -> Sdk:
             lowlevel = importlib.import_module("mcp.server.lowlevel")
             stdio = importlib.import_module("mcp.server.stdio")
             http = importlib.import_module("mcp.client.streamable_http")
+            message = importlib.import_module("mcp.shared.message")
             types = importlib.import_module("mcp_types")
             anyio = importlib.import_module("anyio")
         except ImportError as exc:
@@ -71,6 +74,7 @@ def sdk() -> Sdk:
                 StdioServerParameters=mcp.StdioServerParameters,
                 stdio_client=mcp.stdio_client,
                 streamable_http_client=http.streamable_http_client,
+                SessionMessage=message.SessionMessage,
                 Server=lowlevel.Server,
                 stdio_server=stdio.stdio_server,
                 MCPError=mcp.MCPError,

@@ -5,7 +5,8 @@ The SDK fails a request whose connection closed with an `MCPError` of code -3200
 saying "rate limited" may send it), so the code cannot say that the server is gone. The
 streams can: the connection ended when the SDK stopped reading the server's messages (their
 stream ended, or the transport failed and took the reader down) or the stream to the server
-broke. `WatchedTransport` wraps the SDK's transport and says so.
+broke. `WatchedTransport` wraps the SDK's transport and says so; it also gives each line the
+SDK's parser refused to `reread` (`ctxoffload.mcp._reread`) on its way in.
 """
 
 from __future__ import annotations
@@ -26,16 +27,24 @@ class WatchedTransport:
         anyio: the async library the SDK runs on (its stream errors).
         on_end: called, without arguments, when a stream ends or breaks (more than once is
             harmless).
+        reread: given each item the server's stream gives; what it returns goes on instead.
     """
 
-    def __init__(self, transport: Any, anyio: Any, on_end: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        transport: Any,
+        anyio: Any,
+        on_end: Callable[[], None],
+        reread: Callable[[Any], Any],
+    ) -> None:
         self._transport = transport
         self._ends = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
         self._on_end = on_end
+        self._reread = reread
 
     async def __aenter__(self) -> tuple[_Reads, _Writes]:
         read_stream, write_stream = await self._transport.__aenter__()
-        return _Reads(read_stream, self._ends, self._on_end), _Writes(
+        return _Reads(read_stream, self._ends, self._on_end, self._reread), _Writes(
             write_stream, self._ends, self._on_end
         )
 
@@ -53,11 +62,16 @@ class _Reads:
     """The stream of the server's messages, as the SDK reads it (`ReadStream`)."""
 
     def __init__(
-        self, stream: Any, ends: tuple[type[BaseException], ...], on_end: Callable[[], None]
+        self,
+        stream: Any,
+        ends: tuple[type[BaseException], ...],
+        on_end: Callable[[], None],
+        reread: Callable[[Any], Any],
     ) -> None:
         self._stream = stream
         self._ends = ends
         self._on_end = on_end
+        self._reread = reread
 
     @property
     def last_context(self) -> Any:
@@ -66,10 +80,11 @@ class _Reads:
 
     async def receive(self) -> Any:
         try:
-            return await self._stream.receive()
+            item = await self._stream.receive()
         except self._ends:
             self._on_end()
             raise
+        return self._reread(item)
 
     async def aclose(self) -> None:
         # The SDK closes this stream when it stops reading the server (the stream ended, or

@@ -11,12 +11,14 @@ the proxy's serving.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._secrets import Secrets, masked_command
 from ..exceptions import ConfigError
+from ._reread import reread
 from ._sdk import Sdk
 from ._transport import WatchedTransport
 
@@ -143,7 +145,12 @@ class Upstream:
             if isinstance(self._target, str)
             else self._sdk.stdio_client(self._target)
         )
-        transport = WatchedTransport(opened, self._sdk.anyio, self._end)
+        transport = WatchedTransport(
+            opened,
+            self._sdk.anyio,
+            self._end,
+            functools.partial(reread, self._sdk.types, self._sdk.SessionMessage),
+        )
         client = self._sdk.Client(transport, cache=None, read_timeout_seconds=self.timeout + 1)
         connected = False
         try:
