@@ -504,6 +504,28 @@ def test_the_window_is_the_one_the_model_declares_when_the_config_has_none(
     assert max(tokens(messages) for messages in model.seen) < 4_000
 
 
+def test_one_middleware_serving_models_of_two_windows_keeps_each_under_its_own(
+    tmp_path: Path,
+) -> None:
+    """One middleware (no window in its config) serving agents whose models declare
+    200,000 and 4,000 tokens: the window was the one the first model it ever saw declared,
+    and the 4,000-token model was sent requests of up to 7,086 tokens."""
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=ContextConfig(tool_result_limit=300)
+    )
+    wide = ToolCallingFakeModel(messages=iter(["ok"]), profile={"max_input_tokens": 200_000})
+    replies = [f"Answer {i}: " + "ok " * 300 for i in range(12)]
+    narrow = ToolCallingFakeModel(messages=iter(replies), profile={"max_input_tokens": 4_000})
+    first = create_agent(wide, tools=[], middleware=[offload], checkpointer=InMemorySaver())
+    first.invoke({"messages": [HumanMessage("hi")]}, thread("tenant-a"))
+    second = create_agent(narrow, tools=[], middleware=[offload], checkpointer=InMemorySaver())
+    for turn in range(12):
+        question = HumanMessage(f"Q{turn} " + "what next? " * 100)
+        second.invoke({"messages": [question]}, thread("tenant-b"))
+    assert len(narrow.seen) == 12
+    assert max(tokens(messages) for messages in narrow.seen) < 4_000
+
+
 class SmallWindowModel(ToolCallingFakeModel):
     """A provider whose window is smaller than the config says: it refuses a longer prompt
     with LangChain's own overflow error, as langchain-openai and langchain-anthropic do."""

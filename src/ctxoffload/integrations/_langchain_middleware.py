@@ -179,7 +179,9 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # and its checkpoint as one resumed in a new process does.
         self._projectors: collections.OrderedDict[str, Projector] = collections.OrderedDict()
         self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
-        self._window: int | None = None
+        # Per session: the window its projector was made with (the config's, else the one
+        # its agent's model declares).
+        self._windows: dict[str, int | None] = {}
         # Per tool object (held, so its id stays its own): its OpenAI schema.
         self._tool_schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._guard = threading.Lock()
@@ -407,25 +409,30 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         return history, originals
 
     def _projector(self, session: str, model: Any = None) -> Projector:
-        """The session's projector; the window is the config's, else the one the agent's
-        model declares in its profile (`max_input_tokens`); it counts with the counter for
+        """The session's projector; the window is the config's, else the one the model of
+        the call declares in its profile (`max_input_tokens`: one middleware may serve
+        agents of several models, and a thread whose model changes gets a projector for the
+        new window, which goes on from the session's record); it counts with the counter for
         the agent's model (`model_name`, `model` or `model_id`) from its first call."""
         with self._guard:
-            if self._window is None:
-                self._window = self.config.context_window or _declared_window(model)
+            window = self.config.context_window or (
+                _declared_window(model) if model is not None else None
+            )
             projector = self._projectors.get(session)
-            if projector is None:
+            if projector is None or (window is not None and window != self._windows.get(session)):
                 projector = Projector(
                     self.workspace,
                     session,
                     config=self.config,
                     model=self._summary_model,
-                    context_window=self._window,
+                    context_window=window,
                 )
                 self._projectors[session] = projector
+                self._windows[session] = window
             self._projectors.move_to_end(session)
             for forgotten in self._runs.forget_idle(self._projectors, _session_of):
                 self._converted.pop(forgotten.session_id, None)
+                self._windows.pop(forgotten.session_id, None)
         projector.use_model(model_name_of(model))
         return projector
 
