@@ -274,3 +274,17 @@ def test_composite_backend_routes_with_the_prefix_stripped(workspace: Workspace)
     ]
     files = asyncio.run(workspace.list_files("s"))
     assert [f.rsplit("/", 1)[-1] for f in files] == ["tool_result-call_9.txt"]
+
+
+def test_text_with_a_lone_surrogate_stays_text(backend: WorkspaceBackend) -> None:
+    """A history holding half of an emoji (a lone surrogate, as a model's cut stream leaves
+    it) was stored as bytes in data/: read back as base64, refused by edit as a binary file,
+    passed over by grep. It is a text file of the session, read, edited and searched as one."""
+    text = "## Summary 1\nuser said \ud83d broken emoji\n"
+    assert backend.write("/hist.md", text).error is None
+    read = backend.read("/hist.md")
+    assert read.error is None and "broken emoji" in str(read.file_data)
+    edited = backend.edit("/hist.md", "## Summary 1", "## Summary 1 (edited)")
+    assert edited.error is None
+    found = backend.grep("broken", "/")
+    assert "hist.md" in str(found)

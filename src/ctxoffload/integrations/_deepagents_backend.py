@@ -220,7 +220,8 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         """
         await self._announce(session)
         try:
-            text = data.decode("utf-8")
+            # A text's lone surrogates come encoded as they are (`surrogatepass`): it is text.
+            text = data.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:
             reference = str(await self.workspace.store_bytes(data, _BINARY))
             stored = DataFile(
@@ -232,7 +233,7 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
             return
         name = self._tool
         if current and data.startswith(current):
-            text, name = data[len(current) :].decode("utf-8"), self._appended
+            text, name = data[len(current) :].decode("utf-8", "surrogatepass"), self._appended
         await self.workspace.offload_tool_result(session, {"id": key, "name": name, "output": text})
 
     # -- BackendProtocol, async ------------------------------------------------------------------
