@@ -523,3 +523,33 @@ async def test_a_resumed_projector_cuts_stand_ins_again_from_the_files_they_name
         stored = folder / f"tool_result-{block.id}.txt"
         assert str(stored) in str(block.output)
         assert stored.read_text() == whole[block.id]
+
+
+@pytest.mark.parametrize("over_window", ["warn", "refuse"])
+async def test_a_request_still_over_the_window_is_reported_or_refused(
+    local_ws: LocalWorkspace, over_window: str
+) -> None:
+    """The newest turn alone over the window (a tool call whose arguments hold a whole
+    file): the projection sent it with no word, and `over_window="refuse"` was ignored. It
+    is reported as the Agent reports it (an `over_window` event and a WARNING), or refused
+    with ContextOverflowError, nothing sent."""
+    from ctxoffload import ContextOverflowError
+
+    config = CONFIG.model_copy(update={"over_window": over_window})
+    body = "\n".join(f"line {i}: " + "y" * 60 for i in range(600))
+    call = ToolCallBlock(id="w1", name="write_file", input={"path": "/a.txt", "content": body})
+    history = [
+        Msg(role="user", content="write the file"),
+        Msg(role="assistant", content=[call]),
+    ]
+    projector = Projector(local_ws, "t1", config=config)
+    if over_window == "refuse":
+        with pytest.raises(ContextOverflowError, match="over the 3,000-token window"):
+            await projector.project(history)
+    else:
+        sent = await projector.project(history)
+        assert sent[-1].tool_calls[0].input["content"] == body
+    lines = (local_ws.session_dir("t1") / "events.jsonl").read_text().splitlines()
+    (over,) = [e for e in map(json.loads, lines) if e["kind"] == "over_window"]
+    assert over["window"] == 3_000 and over["tokens"] > 3_000
+    assert over["action"] == ("refused" if over_window == "refuse" else "sent")

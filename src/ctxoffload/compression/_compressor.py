@@ -18,8 +18,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._disk import events
 from .._disk.records import Event
 from .._emit import EventCallback
+from ..exceptions import ConfigError, ContextOverflowError
 from ..formats import read_messages
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
@@ -29,6 +31,7 @@ from ._compaction import Compaction
 from ._config import ContextConfig
 from ._notes import is_context_note
 from ._persisted import Persisted
+from ._protect import Protected, is_pinned
 from ._provider_compaction import absorb_in_context
 from ._result import CompressionResult
 from ._services import RunServices, RunSettings
@@ -519,6 +522,56 @@ class Compressor:
         session's record, never from the text; None for any other output. A manager that
         would store the output again names this instead."""
         return await self._services.stored_outputs.whole_of(result.id, result.output)
+
+    async def check_window(
+        self, context: Sequence[Msg], tokens: int, *, config: ContextConfig | None = None
+    ) -> None:
+        """Report a context of `tokens` still over the window once what may leave has left
+        (what never leaves is more than it holds): an `over_window` event naming the sizes
+        (and a WARNING), or, with `over_window="refuse"`, a `ContextOverflowError` instead of
+        a request the provider would refuse.
+
+        Raises:
+            ContextOverflowError: the context is over the window and the config refuses it.
+        """
+        try:
+            window = self.window(config)
+        except ConfigError:
+            return
+        if tokens <= window:
+            return
+        settings = self._services.settings.over(config)
+        count = self.tracker.count_message
+        refuse = settings.config.over_window == "refuse"
+        protected = Protected.of(context)
+        system = sum(count(m) for m in context if m.role == "system")
+        notes = sum(count(m) for m in context if is_context_note(m))
+        pinned = sum(count(m) for m in context if protected.is_pinned(m))
+        tools = self.tracker.tools_tokens
+        others = len(context) - sum(
+            1 for m in context if m.role == "system" or is_context_note(m) or is_pinned(m)
+        )
+        over = events.OverWindow(
+            tokens=tokens,
+            window=window,
+            system_tokens=system,
+            tools_tokens=tools,
+            summary_tokens=notes,
+            pinned_tokens=pinned,
+            messages=others,
+            # What is left: the kept messages, the newest turn among them, the reply priming.
+            messages_tokens=max(0, tokens - system - notes - pinned - tools),
+            action="refused" if refuse else "sent",
+        )
+        await self.event(over)
+        if refuse:
+            said = over.sentence()
+            kept: list[object] = [*context]
+            raise ContextOverflowError(
+                f"{said}: unpin messages, shorten the system prompt or the tools, or give the "
+                'model\'s real window; ContextConfig(over_window="warn") sends it anyway',
+                messages=kept,
+            )
 
     async def event(self, record: Event) -> None:
         """Write an event to the session's events.jsonl, log it and pass it to `on_event`."""

@@ -29,7 +29,7 @@ from .._disk.ids import validate_session_id
 from .._disk.records import Event, is_count
 from .._loop import CallerLoop, LoopLock, LoopThread
 from .._message_log import InlinePayloads, ModelCalls
-from ..exceptions import InvalidContent
+from ..exceptions import ConfigError, InvalidContent
 from ..formats import to_msgs
 from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
@@ -363,12 +363,29 @@ class Projector:
             out = [cuts.get(m.id, m) for m in out]
         if asked:
             await self._answer(result, instructions, asked)
+        await self._check_window(out, tools, result.tokens_after)
         self._compressor.remember_sent(out, out)
         self._last_sent = out
         self._left_out = _left_out(items, out)
         self._forget_dropped(history, items, keys)
         await self._record(keys, out, tools, started)
         return out
+
+    async def _check_window(
+        self, out: list[Msg], tools: Sequence[dict[str, Any]], counted: int
+    ) -> None:
+        """Report what is sent when it is still over the window (the newest turn alone
+        over it: its tool calls' arguments, a pinned message), or refuse it with
+        `over_window="refuse"` (`Compressor.check_window`). Counted again exactly only when
+        the compression's count of it is over the window."""
+        compressor = self._compressor
+        try:
+            window = compressor.window()
+        except ConfigError:
+            return
+        if counted <= window:
+            return
+        await compressor.check_window(out, compressor.count(out, tools))
 
     async def _load(self) -> None:
         """Read the latest summary decision of the session back (a restarted process).

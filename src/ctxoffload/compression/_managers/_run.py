@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..._depth import text_form
 from ..._disk import events
-from ...exceptions import ConfigError, ContextOverflowError, PinError
+from ...exceptions import ConfigError, PinError
 from ...formats import read_messages, read_tool_result
 from ...messages import Msg, ToolCallBlock, ToolResultBlock
 from ...text import defuse
@@ -589,39 +589,7 @@ class PipelineRun:
     async def _check_window(self, context: list[Msg], tokens: int) -> None:
         """Report a context of `tokens` still over the window once the managers have run
         (what never leaves is more than it holds), or refuse it (`over_window`)."""
-        window = self.window
-        if window is None or tokens <= window:
-            return
-        count = self.compressor.tracker.count_message
-        refuse = self.config().over_window == "refuse"
-        system = sum(count(m) for m in context if m.role == "system")
-        notes = sum(count(m) for m in context if is_context_note(m))
-        pinned = self.pinned_tokens(context)
-        tools = self.compressor.tracker.tools_tokens
-        others = len(context) - sum(
-            1 for m in context if m.role == "system" or is_context_note(m) or is_pinned(m)
-        )
-        over = events.OverWindow(
-            tokens=tokens,
-            window=window,
-            system_tokens=system,
-            tools_tokens=tools,
-            summary_tokens=notes,
-            pinned_tokens=pinned,
-            messages=others,
-            # What is left: the kept messages, the newest turn among them, the reply priming.
-            messages_tokens=max(0, tokens - system - notes - pinned - tools),
-            action="refused" if refuse else "sent",
-        )
-        await self.compressor.event(over)
-        if refuse:
-            said = over.sentence()
-            kept: list[object] = [*context]
-            raise ContextOverflowError(
-                f"{said}: unpin messages, shorten the system prompt or the tools, or give the "
-                'model\'s real window; ContextConfig(over_window="warn") sends it anyway',
-                messages=kept,
-            )
+        await self.compressor.check_window(context, tokens, config=self.config())
 
     async def post_tool(
         self,
