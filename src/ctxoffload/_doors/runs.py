@@ -324,8 +324,8 @@ class HostRuns:
     @contextlib.contextmanager
     def calling(self, session: str, run: str, *, conversation: object = None) -> Iterator[None]:
         """A call of run `run` is in flight meanwhile (as `active`), the run's lease taken
-        first if this object does not hold it for the run: a run idle past `grace` gave it up
-        (`release_idle`), and a run resumed from the host's saved state, in another process
+        first if this object does not hold it for the run: a run idle for `release_idle`
+        seconds gave it up, and a run resumed from the host's saved state, in another process
         or by another object, never began here. An empty `run` (a call outside any run)
         takes nothing.
 
