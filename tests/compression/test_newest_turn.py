@@ -4,6 +4,7 @@ tool results are offloaded whole and cut harder, down to a documented floor."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -241,3 +242,132 @@ async def test_a_request_that_forges_a_notice_is_cut_and_stored(local_ws: LocalW
     result = await comp.maybe_compress([SYSTEM, request])
     shown = next(m for m in result.messages if m.id == request.id)
     assert Path(reference_in(shown.text)).read_text() == forged
+
+
+def written_file(tag: str, lines: int = 3_000) -> str:
+    return "\n".join(f"{tag} {i}: value = {i * i}  # a line of the file" for i in range(lines))
+
+
+async def test_a_call_whose_arguments_hold_a_whole_file_is_cut_once_it_ran(
+    local_ws: LocalWorkspace,
+) -> None:
+    """The newest turn alone over the window because a call's arguments hold a whole file
+    (write_file, an edit's old text): the request went out at ~40,000 tokens against 8,000,
+    which a provider refuses (the run ends). Each long string of an answered call is stored
+    whole in a file of its own (literal text, numbered lines) and sent as its head and a
+    notice naming that file; ids, names and the other arguments stay as they were. A call
+    still to run is not touched."""
+    comp = make(local_ws)
+    content, old = written_file("content"), written_file("old", 2_000)
+    hostile = "../../escape\x00key"
+    arguments = {"path": "app.py", "content": content, "edits": [{"old": old, "new": "x"}]}
+    call = Msg(
+        role="assistant",
+        content=[
+            ToolCallBlock(id="w1", name="write_file", input=arguments),
+            ToolCallBlock(id="w2", name="write_file", input={hostile: content, "n": 3}),
+        ],
+    )
+    done = Msg(
+        role="tool",
+        content=[
+            ToolResultBlock(id="w1", name="write_file", output="written"),
+            ToolResultBlock(id="w2", name="write_file", output="written"),
+        ],
+    )
+    context = [SYSTEM, Msg(role="user", content="write the app"), call, done]
+    assert comp.count(context) > 4 * WINDOW
+
+    result = await comp.maybe_compress(context)
+
+    # Cut as little as the window allows: the turn leaves the kept messages their reserve.
+    room = comp.config.trigger_tokens(WINDOW) - comp.config.reserve_tokens(WINDOW)
+    assert room // 2 < comp.count(result.messages) < comp.config.trigger_tokens(WINDOW)
+    sent = next(m for m in result.messages if m.id == call.id)
+    first, second = sent.tool_calls
+    assert (first.id, first.name, second.id) == ("w1", "write_file", "w2")
+    assert first.input["path"] == "app.py" and first.input["edits"][0]["new"] == "x"
+    assert second.input["n"] == 3
+    session = local_ws.workdir / "sessions" / "s1"
+    for value, whole in (
+        (first.input["content"], content),
+        (first.input["edits"][0]["old"], old),
+        (second.input[hostile], content),
+    ):
+        assert TRUNCATION_MARKER in value and whole.startswith(value.split("\n<<<")[0])
+        stored = Path(reference_in(value))
+        assert stored.parent == session  # the hostile key named no file outside it
+        assert stored.read_text(encoding="utf-8") == whole
+    records = [json.loads(line) for line in (session / "events.jsonl").read_text().splitlines()]
+    cuts = [r for r in records if r["kind"] == "truncation"]
+    assert sorted(r["argument"] for r in cuts) == sorted(["content", "edits.0.old", hostile])
+    assert all(r["tool_name"] == "write_file" for r in cuts)
+    assert all(r["tokens_after"] < r["tokens_before"] // 10 for r in cuts)
+    # The whole message is the host's to keep: the one given is unchanged.
+    assert call.tool_calls[0].input["content"] == content
+
+
+async def test_a_call_still_to_run_keeps_its_arguments(local_ws: LocalWorkspace) -> None:
+    comp = make(local_ws)
+    content = written_file("content")
+    call = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id="p1", name="write_file", input={"content": content})],
+    )
+    result = await comp.maybe_compress([SYSTEM, Msg(role="user", content="go"), call])
+    sent = next(m for m in result.messages if m.id == call.id)
+    assert sent.tool_calls[0].input["content"] == content
+
+
+async def test_a_projector_sends_the_cut_call_on_every_call_and_stores_it_once(
+    local_ws: LocalWorkspace,
+) -> None:
+    """Through a projection (LangChain, the OpenAI Agents SDK, pydantic-ai...), the host keeps
+    the whole call: every later request sends the same cut, byte for byte (the prompt cache
+    holds), and the value is stored once."""
+    from ctxoffload.compression import Projector
+
+    content = written_file("content")
+    history: list[Msg] = [
+        Msg(role="user", content="write the app"),
+        Msg(
+            role="assistant",
+            content=[ToolCallBlock(id="w1", name="write_file", input={"content": content})],
+        ),
+        Msg(role="tool", content=[ToolResultBlock(id="w1", name="write_file", output="ok")]),
+    ]
+    projector = Projector(local_ws, "p1", config=ContextConfig(context_window=WINDOW))
+    first = await projector.project(history)
+    history.append(Msg(role="assistant", content="done; anything else?"))
+    history.append(Msg(role="user", content="no, thanks"))
+    second = await projector.project(history)
+    assert COUNTER.count_messages(second) < WINDOW
+    cut = first[1].tool_calls[0].input["content"]
+    assert TRUNCATION_MARKER in cut and second[1].tool_calls[0].input["content"] == cut
+    assert Path(reference_in(cut)).read_text(encoding="utf-8") == content
+    assert len(list((local_ws.workdir / "sessions" / "p1").glob("tool_result-*.txt"))) == 1
+
+
+async def test_a_turn_over_the_reserve_but_within_the_window_keeps_its_calls_whole(
+    local_ws: LocalWorkspace,
+) -> None:
+    """Results are cut to the reserve; the calls the model wrote are cut only when the turn
+    could not be sent otherwise (a 700-token command stays as the model wrote it)."""
+    comp = make(local_ws)
+    command = written_file("cmd", 60)
+    call = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id="b1", name="bash", input={"command": command})],
+    )
+    output = Msg(
+        role="tool", content=[ToolResultBlock(id="b1", name="bash", output=numbered(120, "b1"))]
+    )
+    context = [SYSTEM, Msg(role="user", content="go"), *history(150), call, output]
+    assert COUNTER.count_text(command) > comp.config.reserve_tokens(WINDOW)
+
+    result = await comp.maybe_compress(context)
+
+    assert result.compressed
+    live = {m.id: m for m in result.messages}
+    assert live[call.id].tool_calls[0].input["command"] == command
+    assert TRUNCATION_MARKER in str(live[output.id].tool_results[0].output)

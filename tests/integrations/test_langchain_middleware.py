@@ -725,3 +725,46 @@ def test_a_run_that_raised_leaves_the_thread_to_the_next_request(tmp_path: Path)
         failing.invoke({"messages": [HumanMessage("hi")]}, thread("t16"))
     again = request(scripted("hello")).invoke({"messages": [HumanMessage("retry")]}, thread("t16"))
     assert again["messages"][-1].content == "hello"
+
+
+@tool
+def write_file(path: str, content: str) -> str:
+    """Write `content` to `path`."""
+    return f"wrote {len(content)} characters to {path}"
+
+
+def test_a_call_that_wrote_a_whole_file_is_sent_cut_and_state_keeps_it_whole(
+    tmp_path: Path,
+) -> None:
+    """The newest turn over the window because the model's own call held a whole file: the
+    request went out at ~20,000 tokens against 4,000 (the door kept the call's arguments as
+    they were). The model is sent the call with its file cut to a head and a notice naming
+    the file that holds it whole; the call's id and path stay; state keeps what was sent
+    (lean, as for a cut result), the whole text being in that file first."""
+    body = "".join(
+        f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+    )
+    model = scripted(
+        call("write_file", {"path": "app/report.py", "content": body}, "w1"), "Written."
+    )
+    agent = create_agent(
+        model,
+        tools=[write_file],
+        middleware=[ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)],
+        checkpointer=InMemorySaver(),
+    )
+    state = agent.invoke({"messages": [HumanMessage("write the report module")]}, thread("f"))
+
+    assert len(model.seen) == 2
+    last = model.seen[-1]
+    assert tokens(last) < CONFIG.context_window
+    (sent,) = [m for m in last if getattr(m, "tool_calls", None)]
+    args = sent.tool_calls[0]["args"]
+    assert sent.tool_calls[0]["id"] == "w1" and args["path"] == "app/report.py"
+    assert "<<<TRUNCATED>>>" in args["content"] and body.startswith(args["content"][:200])
+    stored = next((tmp_path / "ws" / "sessions").glob("*/tool_result-w1_content*.txt"))
+    assert str(stored) in args["content"] and stored.read_text(encoding="utf-8") == body
+    # OpenAI's wire form carries the cut arguments too.
+    assert body not in "".join(wire(last))
+    (kept,) = [m for m in state["messages"] if getattr(m, "tool_calls", None)]
+    assert kept.tool_calls[0]["args"] == args

@@ -51,7 +51,8 @@ __all__ = [
 
 
 class Truncation(TokenChange):
-    """A tool result cut to fit, its whole output stored."""
+    """A tool result cut to fit, its whole output stored; or, with `argument`, one long
+    string among a tool call's arguments (its place in them, as `content` or `edits.0.text`)."""
 
     kind = EventKind.TRUNCATION
     nested = True
@@ -67,8 +68,15 @@ class Truncation(TokenChange):
     kept_sha256: str
     unit: str
     reason: str
+    argument: str
 
     def sentence(self) -> str:
+        if isinstance(self.argument, str):
+            call = self.tool_name or "a tool call"
+            return (
+                f"truncated argument {self.argument!r} of {call} "
+                f"{token_change(self.to_json())}{self._shown()}"
+            )
         return (
             f"truncated {self.tool_name or self.tool or 'a tool result'} "
             f"{token_change(self.to_json())}{self._shown()}"

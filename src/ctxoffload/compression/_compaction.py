@@ -222,8 +222,13 @@ class Compaction:
         fresh = self.services.fresh_ids(rest)
         fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
         if fresh_from is not None:
+            # What is sent after a compaction stays under the trigger when the fresh turn
+            # leaves the kept messages their reserve; past that, the calls it holds are cut.
             rest = rest[:fresh_from] + await self.truncator.fit_fresh(
-                rest[fresh_from:], reserve, settings
+                rest[fresh_from:],
+                reserve,
+                settings,
+                calls_over=max(reserve, cfg.trigger_tokens(window) - reserve),
             )
         split = strategy.split(rest, self.services.tracker, reserve, fresh_from)
         await self._keep_latest_request(split, reserve)

@@ -280,8 +280,10 @@ class Compressor:
         """`messages` with their tool results and long texts cut so that together they fit
         `tokens`: each gets an equal share, never less than a floor of a few hundred tokens,
         and is stored whole before its head and a notice naming the file replace it (a
-        result cut before is cut again from the file it went to). A pinned message is never
-        cut; a message that changes nothing is returned itself.
+        result cut before is cut again from the file it went to); then, if they are still
+        over, the long strings among the arguments of calls that have their results there
+        (a call that wrote a whole file). A pinned message is never cut; a message that
+        changes nothing is returned itself.
 
         Args:
             messages: the messages to fit, oldest first.
@@ -289,7 +291,9 @@ class Compressor:
             config: a one-off configuration for this call.
         """
         settings = self._services.settings.over(config)
-        return await self._truncator.fit_fresh(list(messages), tokens, settings)
+        return await self._truncator.fit_fresh(
+            list(messages), tokens, settings, calls_over=tokens
+        )
 
     # -- compression (pre-model) ------------------------------------------------------------
 

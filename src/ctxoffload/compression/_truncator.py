@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._disk import events
 from .._disk.records import Event
 from ..formats import read_tool_result
-from ..messages import Msg, TextBlock, ToolResultBlock
+from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..workspace import ReferenceReader
 from ._config import RESULT_FLOOR
 from ._protect import is_pinned
@@ -223,18 +223,34 @@ class Truncator:
             update={"content": content if others else cut.text, "metadata": metadata}
         )
 
-    async def fit_fresh(self, fresh: list[Msg], reserve: int, settings: RunSettings) -> list[Msg]:
+    async def fit_fresh(
+        self,
+        fresh: list[Msg],
+        reserve: int,
+        settings: RunSettings,
+        *,
+        calls_over: int | None = None,
+    ) -> list[Msg]:
         """The fresh messages, their tool results and long texts cut so they fit the reserve.
 
         Each result (or long text) gets an equal share of the reserve, never less than
         `FRESH_PREVIEW_FLOOR` tokens; results are offloaded whole first (those truncated
-        already are cut again from the file they went to).
+        already are cut again from the file they went to). With `calls_over`, what is still
+        over that many tokens then has the long strings among its answered tool calls'
+        arguments cut too (`_cut_calls`): the calls the model wrote are cut only when the
+        turn could not be sent otherwise.
         """
-        if sum(self.services.tracker.count_message(m) for m in fresh) <= reserve:
+        count = self.services.tracker.count_message
+        if sum(count(m) for m in fresh) <= reserve:
             return fresh
         items = sum(len(m.tool_results) or 1 for m in fresh)
         limit = max(FRESH_PREVIEW_FLOOR, reserve // max(1, items))
-        return [await self._cut_fresh(m, limit, settings) for m in fresh]
+        cut = [await self._cut_fresh(m, limit, settings) for m in fresh]
+        if calls_over is not None and sum(count(m) for m in cut) > calls_over:
+            # (A call's result follows it: a fresh call's result, if any, is fresh too.)
+            answered = {b.id for m in cut for b in m.tool_results}
+            cut = await self._cut_calls(cut, calls_over, settings, answered)
+        return cut
 
     async def _cut_fresh(self, msg: Msg, limit: int, settings: RunSettings) -> Msg:
         if is_pinned(msg):
@@ -244,6 +260,105 @@ class Truncator:
                 return await self.truncate_message(msg, limit)
             return msg
         return await _with_results(msg, lambda b: self._cut_fresh_result(b, limit, settings))
+
+    async def _cut_calls(
+        self, messages: list[Msg], tokens: int, settings: RunSettings, answered: Collection[str]
+    ) -> list[Msg]:
+        """`messages` with the long strings among their answered tool calls' arguments cut so
+        that together they fit `tokens` (a call that wrote a whole file, an edit's old and
+        new text): each string gets an equal share of what the rest leaves, never less than
+        `FRESH_PREVIEW_FLOOR`; each cut is stored whole in a file of its own first (line
+        numbers match, a literal search finds it, as in any stored result) and keeps its head
+        and a notice naming that file. The calls keep their ids, names and every other
+        argument. Only calls whose results are in `answered` are cut: the host ran them, and
+        only what the model is sent of them changes; a call still to run, and a pinned
+        message, stay as they are, as does a string the offloader cannot store."""
+        services = self.services
+        count = services.counter.count_text
+        floor = max(1, FRESH_PREVIEW_FLOOR // 4)  # (a string of fewer characters fits)
+        long: list[tuple[int, int, tuple[str | int, ...], int]] = []
+        for at, msg in enumerate(messages):
+            if is_pinned(msg) or isinstance(msg.content, str):
+                continue
+            for position, block in enumerate(msg.content):
+                if isinstance(block, ToolCallBlock) and block.id in answered:
+                    for path, value in _strings_of(block.input, ()):
+                        if len(value) > floor:
+                            long.append((at, position, path, count(value)))
+        if not long:
+            return messages
+        total = sum(services.tracker.count_message(m) for m in messages)
+        fixed = total - sum(tokens for *_, tokens in long)
+        share = max(FRESH_PREVIEW_FLOOR, (tokens - fixed) // len(long))
+        contents: dict[int, list[Any]] = {at: list(messages[at].content) for at, *_ in long}
+        for at, position, path, size in long:
+            if size <= share:
+                continue
+            call = contents[at][position]
+            cut = await self._cut_argument(call, path, share, settings)
+            if cut is not None:
+                contents[at][position] = call.model_copy(
+                    update={"input": _replaced(call.input, path, cut)}
+                )
+        out = list(messages)
+        for at, content in contents.items():
+            if any(a is not b for a, b in zip(content, messages[at].content, strict=True)):
+                out[at] = messages[at].model_copy(update={"content": content})
+        return out
+
+    async def _cut_argument(
+        self, block: ToolCallBlock, path: tuple[str | int, ...], limit: int, settings: RunSettings
+    ) -> str | None:
+        """The argument of `block` at `path` stored whole and cut to `limit` tokens, or None
+        when it could not be stored (it then stays whole)."""
+        services = self.services
+        value = _value_at(block.input, path)
+        assert isinstance(value, str)
+        name = ".".join(str(step) for step in path)
+        offloader = services.offloader
+        if offloader is None:
+            return None
+        try:
+            reference = await offloader.offload_tool_result(
+                services.session_id,
+                ToolResultBlock(
+                    id=f"{block.id}.{name}", name=f"{block.name} argument {name}", output=value
+                ),
+            )
+        except Exception as exc:
+            logger.warning(
+                "could not offload argument %r of call %s, keeping it whole: %s",
+                name,
+                block.id,
+                exc,
+            )
+            return None
+        cut = truncate_text(
+            value,
+            limit=limit,
+            counter=services.counter,
+            reference=reference,
+            what=f"the argument {name!r} of call {block.id} ({block.name})",
+            readers=settings.readers,
+            preview=settings.config.preview,
+        )
+        services.state.artifacts.append(
+            Artifact(reference, cut.total_bytes, f"{block.name} argument", cut.total_lines)
+        )
+        await self._event(
+            events.Truncation(
+                tool_id=block.id,
+                tool_name=block.name,
+                reference=reference,
+                tokens_before=services.counter.count_text(value),
+                tokens_after=services.counter.count_text(cut.text),
+                lines_shown=cut.shown_lines,
+                lines_total=cut.total_lines,
+                argument=name,
+                reason="the newest turn exceeds the reserve",
+            )
+        )
+        return cut.text
 
     async def _cut_fresh_result(
         self, block: ToolResultBlock, limit: int, settings: RunSettings
@@ -375,3 +490,35 @@ def _result_of(block: ToolResultBlock, earlier: Truncation) -> bool:
     # Known by what ctxoffload wrote, never by a notice in the text: a tool's output may
     # forge one naming the earlier file.
     return rendered_text(output) == earlier.full_text
+
+
+def _strings_of(
+    value: Any, path: tuple[str | int, ...]
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Each string inside a call's arguments, with the keys and indexes that lead to it."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings_of(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings_of(item, (*path, index))
+
+
+def _value_at(value: Any, path: Sequence[str | int]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+def _replaced(value: Any, path: Sequence[str | int], new: str) -> Any:
+    """`value` with the item at `path` replaced by `new`; copies along the path only."""
+    if not path:
+        return new
+    step, rest = path[0], path[1:]
+    if isinstance(value, Mapping):
+        return {**value, step: _replaced(value[step], rest, new)}
+    items = list(value)
+    items[step] = _replaced(items[step], rest, new)  # type: ignore[index]
+    return items

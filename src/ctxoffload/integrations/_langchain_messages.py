@@ -168,10 +168,60 @@ def to_langchain(msgs: Sequence[Msg]) -> list[Any]:
 
 
 def with_content_of(original: Any, msg: Msg) -> list[Any]:
-    """`[original]` (a LangChain message) with the content `msg` holds for it, everything
-    else (id, status, artifact, tool calls) kept; `to_langchain([msg])` where the kind of
-    message differs."""
+    """`[original]` (a LangChain message) with the content `msg` holds for it, and the
+    arguments of its tool calls where `msg` cut them (a call that wrote a whole file),
+    everything else (ids, status, artifact, the calls' names) kept; `to_langchain([msg])`
+    where the kind of message differs."""
     converted = _messages.convert_to_messages(to_openai([msg]))
     if len(converted) == 1 and converted[0].type == original.type:
-        return [original.model_copy(update={"content": converted[0].content})]
+        update: dict[str, Any] = {"content": converted[0].content}
+        calls = getattr(original, "tool_calls", None)
+        if calls:
+            calls_now = getattr(converted[0], "tool_calls", [])
+            update.update(_with_arguments(original, update["content"], calls_now))
+        return [original.model_copy(update=update)]
     return to_langchain([msg])
+
+
+def _with_arguments(original: Any, content: Any, converted: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fields of an AIMessage (whose content becomes `content`) to update so that its
+    calls carry `converted`'s arguments (by call id): `tool_calls`, and the provider's own
+    copy of them where the message keeps one (`additional_kwargs["tool_calls"]`, OpenAI's;
+    `tool_use` parts of its content, Anthropic's). Nothing when no argument changed."""
+    arguments = {call["id"]: call["args"] for call in converted if call.get("id")}
+    if all(arguments.get(c.get("id"), c["args"]) == c["args"] for c in original.tool_calls):
+        return {}
+    update: dict[str, Any] = {
+        "tool_calls": [
+            {**call, "args": arguments.get(call.get("id"), call["args"])}
+            for call in original.tool_calls
+        ]
+    }
+    raw = original.additional_kwargs.get("tool_calls")
+    if isinstance(raw, list):
+        update["additional_kwargs"] = {
+            **original.additional_kwargs,
+            "tool_calls": [_raw_with(item, arguments) for item in raw],
+        }
+    if isinstance(content, list):
+        update["content"] = [_part_with(part, arguments) for part in content]
+    return update
+
+
+def _part_with(part: Any, arguments: dict[str, Any]) -> Any:
+    """A content part; a `tool_use` part with the arguments `arguments` holds for its id."""
+    if isinstance(part, dict) and part.get("type") == "tool_use" and part.get("id") in arguments:
+        return {**part, "input": arguments[part["id"]]}
+    return part
+
+
+def _raw_with(item: Any, arguments: dict[str, Any]) -> Any:
+    """An OpenAI tool call (`{"id", "function": {"name", "arguments"}}`) with the arguments
+    `arguments` holds for its id, as JSON text."""
+    if not isinstance(item, dict) or item.get("id") not in arguments:
+        return item
+    function = item.get("function")
+    if not isinstance(function, dict):
+        return item
+    text = json.dumps(arguments[item["id"]], ensure_ascii=False)
+    return {**item, "function": {**function, "arguments": text}}
