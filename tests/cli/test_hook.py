@@ -125,6 +125,17 @@ def test_an_output_of_many_texts_is_measured_whole_and_stored_in_one_file(
     assert stored.read_text(encoding="utf-8") == "\n".join(texts)  # every block, in order
 
 
+def test_a_dict_of_many_numeric_fields_is_stored_whole(tmp_path: Path) -> None:
+    # Its texts are none: the hook answered at once, and 5,000 fields reached Claude whole.
+    fields = {f"customer_{i:04d}_lifetime_value": i for i in range(5_000)}
+    payload = post_tool_use_mcp("")
+    payload["tool_response"] = fields
+    replaced = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))["hookSpecificOutput"]
+    assert NOTICE in replaced["updatedToolOutput"]
+    (stored,) = stored_files(tmp_path / "ws")
+    assert json.loads(stored.read_text(encoding="utf-8")) == fields
+
+
 def test_a_big_stdout_and_stderr_are_stored_together_and_shown_in_one_preview(
     tmp_path: Path,
 ) -> None:

@@ -96,6 +96,56 @@ async def test_an_mcp_output_of_many_texts_reaches_the_model_as_one_preview(
     assert stored.read_text(encoding="utf-8") == "\n".join(texts)
 
 
+def custom_tool_output(response: Any) -> dict[str, Any]:
+    """A PostToolUse input for a custom tool of the SDK (an in-process MCP server's) whose
+    output is `response`."""
+    given = post_tool_use_mcp("")
+    given["tool_name"] = "mcp__crm__export_customers"
+    given["tool_response"] = response
+    return given
+
+
+@pytest.mark.parametrize("value", [7, "ok"], ids=["numbers", "short-texts"])
+async def test_a_dict_of_many_fields_is_measured_with_its_names_and_stored_whole(
+    tmp_path: Path, value: object
+) -> None:
+    # 5,000 fields: their names were never counted, so the output reached Claude whole
+    # (numbers: 21,946 tokens) or with its values stored apart from their names.
+    fields = {f"customer_{i:04d}_lifetime_value": value for i in range(5_000)}
+    counter = get_token_counter(None)
+    assert counter.count_text(json.dumps(fields)) > 20_000
+    out = await OffloadingHooks(LocalWorkspace(tmp_path)).post_tool_use(
+        custom_tool_output(fields), "toolu_01MCP", {"signal": None}
+    )
+    replaced = out["hookSpecificOutput"]["updatedToolOutput"]
+    assert out["hookSpecificOutput"]["updatedMCPToolOutput"] == replaced
+    assert isinstance(replaced, str) and NOTICE in replaced
+    assert counter.count_text(json.dumps(replaced)) <= 3_000
+    assert '"customer_0000_lifetime_value"' in replaced
+    stored = tmp_path / "sessions" / SESSION / "tool_result-toolu_01MCP.txt"
+    assert str(stored) in replaced
+    assert json.loads(stored.read_text(encoding="utf-8")) == fields  # whole, names and all
+
+
+async def test_a_list_of_many_numbers_keeps_its_image_and_is_stored_whole(tmp_path: Path) -> None:
+    image = {"type": "image", "data": "iVBORw0KGgo=" * 40, "mimeType": "image/png"}
+    numbers = {"type": "text", "text": "ids"}
+    response = [numbers, *({"type": "resource_link", "id": i} for i in range(4_000)), image]
+    out = await OffloadingHooks(LocalWorkspace(tmp_path)).post_tool_use(
+        custom_tool_output(response), "toolu_01MCP", {"signal": None}
+    )
+    text, kept_image = out["hookSpecificOutput"]["updatedToolOutput"]
+    assert text["type"] == "text" and NOTICE in text["text"] and kept_image == image
+    stored = tmp_path / "sessions" / SESSION / "tool_result-toolu_01MCP.txt"
+    assert json.loads(stored.read_text(encoding="utf-8")) == response[:-1]
+
+
+async def test_a_small_dict_gets_no_opinion(tmp_path: Path) -> None:
+    small = {f"field_{i}": i for i in range(20)}
+    callbacks = OffloadingHooks(LocalWorkspace(tmp_path))
+    assert await callbacks.post_tool_use(custom_tool_output(small), "t", {"signal": None}) == {}
+
+
 async def test_a_small_output_gets_no_opinion(tmp_path: Path) -> None:
     callbacks = OffloadingHooks(LocalWorkspace(tmp_path))
     assert await callbacks.post_tool_use(post_tool_use_bash("ok"), "t", {"signal": None}) == {}

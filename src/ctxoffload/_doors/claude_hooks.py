@@ -2,10 +2,12 @@
 Agent SDK's callbacks (`ctxoffload.integrations.claude`) do with the hook input both receive
 (the same JSON object; Claude Code's hooks reference, https://code.claude.com/docs/en/hooks).
 
-- `post_tool_use`: a tool output over the config's `tool_result_limit` (its texts together)
-  is stored whole (`sessions/<session>/tool_result-<tool_use_id>.txt`) and replaced by its
-  head and a notice naming the file, in the tool's own output shape (`updatedToolOutput`:
-  Claude Code ignores a replacement of a built-in tool whose shape differs).
+- `post_tool_use`: a tool output over the config's `tool_result_limit` (measured as Claude is
+  sent it: its texts together and its field names, numbers and brackets) is stored whole
+  (`sessions/<session>/tool_result-<tool_use_id>.txt`) and replaced by its head and a notice
+  naming the file, in the tool's own output shape (`updatedToolOutput`: Claude Code ignores a
+  replacement of a built-in tool whose shape differs); an output whose structure alone is
+  over a quarter of the limit is stored as its JSON and replaced by text.
 - `pre_compact`: every message of the transcript not yet in the session's context.jsonl is
   appended there, and the artifact index of what the compaction drops is built; both are
   recorded in a `host_compaction` event.
@@ -154,8 +156,11 @@ async def post_tool_use(
     door: str = HOST,
 ) -> dict[str, Any]:
     """The PostToolUse hook's output for `hook_input`: `{}` when the tool's output fits the
-    limit, its texts together (or is one the agent reads offloaded content back with: Read,
-    Grep, Glob), else the output with its texts stored whole in one file, one after another
+    limit, measured as Claude is sent it (its texts together and `_shape`: field names,
+    numbers, brackets), or is one the agent reads offloaded content back with (Read, Grep,
+    Glob); for an output whose shape alone is over a quarter of the limit, its JSON stored
+    whole and the output replaced by that file's head and notice (`_store_structured`); else
+    the output with its texts stored whole in one file, one after another
     (the shortest, up to a quarter of the limit together, stay as they are), the first
     replaced by the file's head and the notice naming it and the others taken out
     (`updatedToolOutput`, and `updatedMCPToolOutput` for an MCP tool, the field Claude Code
@@ -188,11 +193,24 @@ async def post_tool_use(
     limit = cfg.tool_result_limit
     counter = get_token_counter(None)  # the Projector's
     leaves = _text_leaves(response)
-    if fits_by_size(counter, "\n".join(text for _, text in leaves), limit):
+    # The output is measured as Claude is sent it: its texts, and its field names, numbers and
+    # brackets (`_shape`): a custom tool's dict of 5,000 short fields once reached Claude at
+    # 21,946 tokens, its texts alone under the limit.
+    shape = _shape(response)
+    sent = "\n".join([*(text for _, text in leaves), shape])
+    if fits_by_size(counter, sent, limit):
         return {}  # (most outputs: no tokenizer needed)
     if Compressor(cfg).reads_back(tool_name):
         return {}  # Read, Grep, Glob read offloaded files back: cutting them again would loop
+    shape_tokens = counter.count_text(shape) if shape else 0
+    if shape_tokens > limit // 4:
+        if counter.count_text(sent) <= limit:
+            return {}  # within the limit once counted
+        return await _store_structured(
+            workspace, hook_input, response, session, cfg, door=door, tool_name=tool_name
+        )
     kept, rest = _kept_whole(leaves, limit // 4, counter)
+    rest += shape_tokens
     stored = [leaf for leaf in leaves if leaf[0] not in kept]
     if not stored:
         return {}  # within the limit once counted
@@ -214,10 +232,91 @@ async def post_tool_use(
     changes: dict[_Path, str | None] = dict.fromkeys(path for path, _ in stored[1:])
     changes[stored[0][0]] = cut.output
     replaced = _rebuilt(response, changes)
+    return _updated(tool_name, replaced)
+
+
+def _updated(tool_name: str, replaced: Any) -> dict[str, Any]:
+    """The PostToolUse output replacing the tool's output with `replaced`."""
     output: dict[str, Any] = {"hookEventName": "PostToolUse", "updatedToolOutput": replaced}
     if tool_name.startswith("mcp__"):
         output["updatedMCPToolOutput"] = replaced
     return {"hookSpecificOutput": output}
+
+
+async def _store_structured(
+    workspace: Workspace,
+    hook_input: Mapping[str, Any],
+    response: Any,
+    session: str,
+    cfg: ContextConfig,
+    *,
+    door: str,
+    tool_name: str,
+) -> dict[str, Any]:
+    """The output of a tool whose structure is itself over a share of the limit (a dict of
+    thousands of fields, a list of thousands of numbers): cutting its texts would leave the
+    structure, and store the texts without the names that say what they are. It is stored
+    whole as its JSON, one field a line, and replaced by the head of that file and the notice
+    naming it: as text, or, for a list (an MCP content list), a text block followed by its
+    images and audio, which are no text to store."""
+    from ..compression import Projector
+    from ..messages import ToolResultBlock
+
+    binary: list[Any] = []
+    stored: Any = response
+    if isinstance(response, list):
+        binary = [item for item in response if _is_binary(item)]
+        stored = [item for item in response if not _is_binary(item)]
+    text = json.dumps(stored, ensure_ascii=False, indent=1, default=str)
+    projector = Projector(workspace, session, config=cfg)
+    await announce(workspace, session, door, hook_input["session_id"])
+    tool_use_id = _field(hook_input, "tool_use_id", "PostToolUse")
+    block = ToolResultBlock(id=tool_use_id, name=tool_name, output=text)
+    cut = await projector.offload_tool_result(block)
+    if not isinstance(cut.output, str) or cut.output == text:
+        return {}
+    if isinstance(response, list):
+        return _updated(tool_name, [{"type": "text", "text": cut.output}, *binary])
+    return _updated(tool_name, cut.output)
+
+
+def _is_binary(item: Any) -> bool:
+    """Whether a block of a tool output is an image or audio (a payload, not text)."""
+    return isinstance(item, dict) and item.get("type") in _BINARY_TYPES
+
+
+def _shape(value: Any) -> str:
+    """What of a tool output is sent beside its texts, as JSON: its field names, numbers,
+    booleans and brackets, each text left empty and each binary payload out (`_text_leaves`
+    walks the same way); "" for an output that is a text. A part deeper than `_MAX_WALK`
+    levels, whose texts `_text_leaves` leaves out, is here whole."""
+    if isinstance(value, str):
+        return ""
+
+    def walk(item: Any, depth: int) -> Any:
+        if isinstance(item, str):
+            return ""
+        if depth >= _MAX_WALK:
+            return item
+        if isinstance(item, dict):
+            if item.get("type") in _BINARY_TYPES:
+                return {"type": item.get("type")}
+            return {
+                key: walk(child, depth + 1)
+                for key, child in item.items()
+                if not (isinstance(key, str) and key in _PAYLOAD_KEYS)
+            }
+        if isinstance(item, list):
+            return [walk(child, depth + 1) for child in item]
+        return item
+
+    try:
+        return json.dumps(walk(value, 0), ensure_ascii=False, separators=(",", ":"), default=str)
+    except (RecursionError, ValueError):  # nested past what JSON writes: measured by its repr
+        try:
+            return repr(value)
+        except RecursionError:
+            return "\0" * (4 << 20)  # measured as over any limit a hook is given
 
 
 def _within(leaves: Sequence[tuple[object, str]], limit: int) -> bool:
@@ -270,7 +369,8 @@ def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_
     response = hook_input.get("tool_response")
     if isinstance(response, dict) and "persistedOutputPath" in response:
         return True
-    return not _within(_text_leaves(response), tool_result_limit)
+    leaves: list[tuple[object, str]] = [*_text_leaves(response), ((), _shape(response))]
+    return not _within(leaves, tool_result_limit)
 
 
 def _whole_output(response: Any) -> Any:
