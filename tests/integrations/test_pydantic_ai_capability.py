@@ -437,6 +437,36 @@ def test_a_user_prompts_files_of_every_kind_round_trip_through_ctxoffload() -> N
     assert [type(item) for item in part.content] == [str, *map(type, FILES)]
 
 
+def test_what_a_file_tells_the_provider_round_trips_through_ctxoffload() -> None:
+    """`to_pydantic_ai` gave an image URL back without its `force_download` and
+    `vendor_metadata` (the provider fetched it itself, at its default detail), and a file
+    without the `identifier` the model names it by."""
+    files = [
+        ImageUrl(
+            url="https://example.com/chart.png",
+            force_download=True,
+            vendor_metadata={"detail": "high"},
+        ),
+        DocumentUrl(url="https://example.com/report.pdf", identifier="report"),
+        AudioUrl(url="https://example.com/call.mp3", force_download=True),
+        BinaryContent(
+            data=b"\x89PNG",
+            media_type="image/png",
+            vendor_metadata={"detail": "low"},
+            identifier="s",
+        ),
+    ]
+    prompt = ModelRequest(parts=[UserPromptPart(["read these", *files])])
+    (back,) = to_pydantic_ai(from_pydantic_ai([prompt]))
+    (part,) = back.parts
+    assert part.content == ["read these", *files]
+    got = [(f.vendor_metadata, f.identifier, getattr(f, "force_download", None)) for f in files]
+    assert [
+        (f.vendor_metadata, f.identifier, getattr(f, "force_download", None))
+        for f in part.content[1:]
+    ] == got
+
+
 async def test_files_beside_a_tool_result_are_sent_as_they_were_after_a_summary(
     tmp_path: Path,
 ) -> None:

@@ -240,13 +240,33 @@ def _user_blocks(item: Any) -> list[Block]:
         return [TextBlock(text=item)]
     if isinstance(item, _m.BinaryContent):
         data = base64.b64encode(item.data).decode("ascii")
-        return [DataBlock(source=Base64Source(media_type=item.media_type, data=data))]
+        inline = Base64Source(media_type=item.media_type, data=data)
+        return [DataBlock(source=inline, **_file_fields(item))]
     if isinstance(item, _m.FileUrl):
         source = URLSource(url=item.url, media_type=_media_type(item))
-        if isinstance(item, _m.ImageUrl):
-            return [DataBlock(source=source)]
-        return [DataBlock(source=source, **{"kind": item.kind})]  # its class, whatever its type
+        fields = _file_fields(item)
+        if not isinstance(item, _m.ImageUrl):
+            fields["kind"] = item.kind  # its class, whatever its type
+        return [DataBlock(source=source, **fields)]
     return [TextBlock(text=json.dumps(item, default=str))]
+
+
+_FILE_FIELDS = ("force_download", "vendor_metadata", "identifier")
+"""What a pydantic-ai file says that a `DataBlock` has no field for: how the provider is to
+fetch it (`force_download`), what it is told of it (`vendor_metadata`: an image's `detail`),
+and the name the model calls it by (`identifier`, when one was given)."""
+
+
+def _file_fields(item: Any) -> dict[str, Any]:
+    """The `pydantic_ai` field of a file's block: those of `_FILE_FIELDS` the file sets (a
+    block for a file that sets none has no such field, as a block made elsewhere)."""
+    given = {
+        "force_download": getattr(item, "force_download", False) or None,
+        "vendor_metadata": item.vendor_metadata,
+        "identifier": item._identifier,
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    return {"pydantic_ai": fields} if fields else {}
 
 
 def _media_type(item: Any) -> str | None:
@@ -319,13 +339,21 @@ def _texts(blocks: Sequence[Any]) -> list[str]:
 
 def _file(block: DataBlock) -> Any:
     source = block.source
+    given = getattr(block, "pydantic_ai", None)
+    fields = {
+        name: value
+        for name, value in (given if isinstance(given, dict) else {}).items()
+        if name in _FILE_FIELDS
+    }
     if isinstance(source, Base64Source):
-        return _m.BinaryContent(data=base64.b64decode(source.data), media_type=source.media_type)
+        fields.pop("force_download", None)  # (a URL's alone)
+        data = base64.b64decode(source.data)
+        return _m.BinaryContent(data=data, media_type=source.media_type, **fields)
     kind = getattr(block, "kind", None)
     if kind is None:  # made elsewhere: the class its media type names
         kind = (source.media_type or "image/").split("/")[0] + "-url"
     url_class = _FILE_URLS.get(kind, _m.DocumentUrl)
-    return url_class(url=source.url, media_type=source.media_type)
+    return url_class(url=source.url, media_type=source.media_type, **fields)
 
 
 _FILE_URLS: dict[str, Any] = {
