@@ -5,6 +5,7 @@ run projecting the same way, and the read-back tools used from inside the agent.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -467,49 +468,107 @@ def test_what_a_file_tells_the_provider_round_trips_through_ctxoffload() -> None
     ] == got
 
 
-async def test_files_beside_a_tool_result_are_sent_as_they_were_after_a_summary(
-    tmp_path: Path,
-) -> None:
-    """A request holding a tool return and the files its `ToolReturn` sent beside them is two
-    `Msg`s; a summary standing for the first but not the second (here the summary of a
-    request the provider refused as over its window) rebuilt the request from its blocks:
-    the model was sent a document URL as the text of its repr, and an image URL without its
-    `force_download` and `vendor_metadata`. What the projection kept of a request goes to
-    the model as the parts it was."""
-    files = [
-        "files:",
-        ImageUrl(
-            url="https://example.com/chart.png",
-            force_download=True,
-            vendor_metadata={"detail": "high"},
-        ),
-        DocumentUrl(url="https://example.com/report.pdf"),
-    ]
+BESIDE = [
+    "files:",
+    ImageUrl(
+        url="https://example.com/chart.png",
+        force_download=True,
+        vendor_metadata={"detail": "high"},
+    ),
+    BinaryContent(data=b"\x89PNG\r\n\x1a\n" + b"\0" * 64, media_type="image/png"),
+]
+"""What a tool's `ToolReturn` sends beside its result: a text, an image URL, an image."""
 
-    def fetch() -> ToolReturn:
-        """Fetch the report's log and files."""
-        return ToolReturn(return_value=BIG, content=files)
 
-    model = Scripted(call("fetch", {}, "f1"), say("read"), say("done"))
+def fetch_with_files() -> ToolReturn:
+    """Fetch the report's log and files."""
+    return ToolReturn(return_value=BIG, content=BESIDE)
+
+
+def refused_once(model: Scripted, after: int) -> tuple[FunctionModel, list[list[ModelMessage]]]:
+    """`model`, whose first request of more than `after` messages the provider refuses as over
+    its window (it counts more than the counter), and the requests it refused."""
     refused: list[list[ModelMessage]] = []
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if len(messages) > 4 and not refused:  # the provider counts more than the counter
+        if len(messages) > after and not refused:
             refused.append(messages)
             raise ModelContextWindowExceededError("scripted", "input is too long")
         return model.answer(messages, info)
 
+    return FunctionModel(answer), refused
+
+
+async def test_files_a_tool_sent_beside_its_result_never_stand_for_the_users_prompt(
+    tmp_path: Path,
+) -> None:
+    """The files of a `ToolReturn`'s `content` are a user prompt part of their own: the
+    compaction of the request after the tool kept them as the latest request and summarised
+    the user's prompt away. They are the tool's, in its turn: the prompt stays verbatim."""
+    prompt = "fetch the report of batch 7 and tell me what failed"
+    model = Scripted(call("fetch_with_files", {}, "f1"), say("read"))
+    scripted, refused = refused_once(model, after=2)
     config = ContextConfig(context_window=24_000, tool_result_limit=1_500)
     offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=config)
-    agent = Agent(FunctionModel(answer), tools=[fetch], capabilities=[offload])
+    agent = Agent(scripted, tools=[fetch_with_files], capabilities=[offload])
+    await agent.run(prompt, conversation_id="r")
+    assert refused  # so the request after the tool was sent summarised
+    sent = [p.content for m in model.seen[-1] for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompt in sent
+    assert BESIDE in sent  # the tool's turn, unsummarised, with its files as they were
+    msgs = from_pydantic_ai(model.seen[-1])
+    (beside,) = [m for m in msgs if m.role == "tool"]
+    assert beside.tool_results and len(beside.blocks) == 1 + len(BESIDE)
+
+
+async def test_a_summary_of_a_tools_turn_takes_its_files_stored_and_named(tmp_path: Path) -> None:
+    """A summary standing for a tool's return stood for it alone: the files sent beside it
+    stayed in the context as a user's request. They leave with their tool's turn: the image
+    stored in data/ and named in context.jsonl, the URL named in the artifact index."""
+    model = Scripted(call("fetch_with_files", {}, "f1"), say("read"), say("done"))
+    scripted, refused = refused_once(model, after=4)
+    config = ContextConfig(context_window=24_000, tool_result_limit=1_500)
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=config)
+    agent = Agent(scripted, tools=[fetch_with_files], capabilities=[offload])
     first = await agent.run("fetch the report", conversation_id="r")
     await agent.run("thanks", message_history=first.all_messages(), conversation_id="r")
     assert refused and wire(refused[0])[-1] == wire(model.seen[-1])[-1]  # "thanks", again
     last = model.seen[-1]
-    assert "context.jsonl" in wire(last)[0]  # a summary stands for the tool return
-    assert not any(isinstance(p, ToolReturnPart) for m in last for p in m.parts)
+    assert "context.jsonl" in wire(last)[0] and "https://example.com/chart.png" in wire(last)[0]
     sent = [p.content for m in last for p in m.parts if isinstance(p, UserPromptPart)]
-    assert files in sent  # each file compared whole (`force_download`, `vendor_metadata`)
+    assert sent[-1] == "thanks" and BESIDE not in sent
+    session = tmp_path / "ws" / "sessions" / "r"
+    (image,) = (tmp_path / "ws" / "data").glob("*.png")
+    assert image.read_bytes() == BESIDE[2].data
+    assert str(image) in (session / "context.jsonl").read_text(encoding="utf-8")
+
+
+def test_a_requests_tool_returns_and_their_files_round_trip_through_ctxoffload() -> None:
+    """Two tools' `ToolReturn` content (a text, a list of files) and, in a run resumed with
+    deferred results, the user's prompt after them: each is its own part again, and only the
+    prompt is the user's."""
+    calls = ModelResponse(
+        parts=[ToolCallPart("a", {}, "c1"), ToolCallPart("b", {}, "c2")], run_id="run-1"
+    )
+    request = ModelRequest(
+        parts=[
+            ToolReturnPart("a", "done", "c1"),
+            ToolReturnPart("b", "done", "c2"),
+            UserPromptPart("a's note"),
+            UserPromptPart(["b's files:", *BESIDE[1:]]),
+            UserPromptPart("and now the summary, please"),
+        ],
+        run_id="run-2",
+    )
+    msgs = from_pydantic_ai([calls, request])
+    assert [m.role for m in msgs] == ["assistant", "tool", "user"]
+    assert msgs[-1].text == "and now the summary, please"
+    (_, back) = to_pydantic_ai(msgs)
+    assert [{**vars(p), "timestamp": None} for p in back.parts] == [
+        {**vars(p), "timestamp": None} for p in request.parts
+    ]
+    same_run = dataclasses.replace(request, run_id="run-1")  # no prompt: every part the tools'
+    assert [m.role for m in from_pydantic_ai([calls, same_run])] == ["assistant", "tool"]
 
 
 async def test_a_capability_keeps_the_projectors_of_the_conversations_used_last(

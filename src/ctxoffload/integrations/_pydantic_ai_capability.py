@@ -335,5 +335,6 @@ def _back(projected: Sequence[Msg], history: Sequence[Msg], originals: Sequence[
         if [m.content for m in msgs] == [m.content for m in whole]:
             out.append(original)
         else:
-            out.append(projected_copy(original, msgs))
+            previous = originals[origin - 1] if origin else None
+            out.append(projected_copy(original, msgs, previous))
     return out

@@ -6,7 +6,9 @@ run of parts of one role, and a `ModelResponse` one assistant `Msg`. Each `Msg` 
 `<message index>.<run index>`, so a projection maps back to the message it came from. A tool
 return that is no success (`outcome` retried, failed, denied, interrupted) is an error result
 whose outcome `metadata["outcomes"]` keeps by call id; retry feedback that answers no call is
-user text.
+user text. What a tool sent beside its result (a `ToolReturn`'s `content`, which pydantic-ai
+puts in a user prompt part after the request's tool returns) is in the tool run's `Msg`, never
+a user's request of its own (`_runs`).
 """
 
 from __future__ import annotations
@@ -71,11 +73,14 @@ def from_pydantic_ai(messages: Sequence[Any]) -> list[Msg]:
             msg_id = message_id(index, 0, blocks)
             out.append(Msg(role="assistant", content=blocks, id=msg_id, metadata=metadata))
             continue
-        for run, (role, given, outcomes) in enumerate(_runs(message.parts)):
+        previous = messages[index - 1] if index else None
+        for run, (role, given, outcomes) in enumerate(_runs(message, previous)):
             blocks = [block for _, part_blocks in given for block in part_blocks]
-            metadata = {"outcomes": outcomes} if outcomes else {}
+            said: dict[str, Any] = {"outcomes": outcomes} if outcomes else {}
+            if role == "tool" and (content := _tool_content(given)):
+                said[TOOL_CONTENT] = content
             msg_id = message_id(index, run, blocks)
-            msg = Msg(role=role, content=blocks, id=msg_id, metadata=metadata)  # type: ignore[arg-type]
+            msg = Msg(role=role, content=blocks, id=msg_id, metadata=said)  # type: ignore[arg-type]
             out.append(msg)
     return out
 
@@ -100,9 +105,10 @@ def to_pydantic_ai(msgs: Sequence[Msg]) -> list[Any]:
     return out
 
 
-def projected_copy(original: Any, msgs: Sequence[Msg]) -> Any:
+def projected_copy(original: Any, msgs: Sequence[Msg], previous: Any = None) -> Any:
     """A copy of the pydantic-ai message `original` saying what its `Msg`s say after a
-    projection changed them (`msgs`: those it kept of the message, in order).
+    projection changed them (`msgs`: those it kept of the message, in order; `previous`: the
+    message before it in the history, which `from_pydantic_ai` read it beside).
 
     A request's parts whose `Msg` the projection left out (a summary stands for it) are
     left out; a part whose blocks it kept is the original part, and a user prompt's item it
@@ -116,7 +122,7 @@ def projected_copy(original: Any, msgs: Sequence[Msg]) -> Any:
         return dataclasses.replace(original, parts=rebuilt.parts)
     kept = {int(msg.id.split(".")[1]): msg for msg in msgs}
     parts: list[Any] = []
-    for run, (_, given, _) in enumerate(_runs(original.parts)):
+    for run, (_, given, _) in enumerate(_runs(original, previous)):
         msg = kept.get(run)
         if msg is not None:
             parts.extend(_projected_parts(given, msg))
@@ -157,17 +163,56 @@ _Run = tuple[str, list[tuple[Any, list[Block]]], dict[str, str]]
 blocks, and the outcomes of its tool returns that are no success."""
 
 
-def _runs(parts: Sequence[Any]) -> list[_Run]:
-    """A request's parts as runs of parts of one role, as `from_pydantic_ai` makes `Msg`s."""
+TOOL_CONTENT = "tool_content"
+"""The `Msg` metadata of a tool run holding what tools sent beside their results (a
+`ToolReturn`'s `content`, a user prompt part of its own): one entry per such part, in order,
+the number of its blocks (None for a text)."""
+
+
+def _runs(request: Any, previous: Any) -> list[_Run]:
+    """A request's parts as runs of parts of one role, as `from_pydantic_ai` makes `Msg`s.
+
+    A user prompt part after a tool's return is what a tool sent beside its result (a
+    `ToolReturn`'s `content`: pydantic-ai puts it after the request's tool returns), so it is
+    part of the tool run, never a request of the user's: a compaction keeping it as the
+    latest request summarised the user's own prompt away. The one exception is the last part
+    of a request that opens a run (`_opens_run`): pydantic-ai puts the prompt of a run resumed
+    with deferred tool results there, after the tools' returns and content.
+    """
+    parts = request.parts
+    prompt_at = len(parts) - 1 if _opens_run(request, previous) else -1
     runs: list[_Run] = []
-    for part in parts:
+    answered = False
+    for at, part in enumerate(parts):
         role, blocks, outcomes = _request_blocks(part)
+        answered = answered or role == "tool"
+        if answered and isinstance(part, _m.UserPromptPart) and at != prompt_at:
+            role = "tool"
         if runs and runs[-1][0] == role:
             runs[-1][1].append((part, blocks))
             runs[-1][2].update(outcomes)
         else:
             runs.append((role, [(part, blocks)], dict(outcomes)))
     return runs
+
+
+def _opens_run(request: Any, previous: Any) -> bool:
+    """Whether a request is the first of a run (its `run_id` is not the message's before it,
+    both known, or nothing is before it): only such a request may carry the user's prompt
+    after tool returns."""
+    if previous is None:
+        return True
+    run, before = getattr(request, "run_id", None), getattr(previous, "run_id", None)
+    return run is not None and before is not None and run != before
+
+
+def _tool_content(given: list[tuple[Any, list[Block]]]) -> list[int | None]:
+    """The `TOOL_CONTENT` of a tool run: each user prompt part's number of blocks."""
+    return [
+        None if isinstance(part.content, str) else len(blocks)
+        for part, blocks in given
+        if isinstance(part, _m.UserPromptPart)
+    ]
 
 
 def _compaction(response: Any) -> dict[str, Any] | None:
@@ -312,12 +357,28 @@ def _request_parts(msg: Msg) -> list[Any]:
             )
         elif isinstance(block, (TextBlock, DataBlock)):
             user.append(_user_item(block))
-    if user:
+    if not user:
+        return parts
+    content = msg.metadata.get(TOOL_CONTENT) if msg.role == "tool" else None
+    if not _splits(content, len(user)):
         text_only = all(isinstance(item, str) for item in user)
-        parts.append(
-            _m.UserPromptPart(content="".join(user) if text_only and len(user) == 1 else user)
-        )
+        content = [None] if text_only and len(user) == 1 else [len(user)]
+    start = 0
+    for size in content:
+        items = user[start : start + (size or 1)]
+        start += size or 1
+        parts.append(_m.UserPromptPart(content=items[0] if size is None else items))
     return parts
+
+
+def _splits(content: Any, items: int) -> TypeGuard[list[int | None]]:
+    """Whether `TOOL_CONTENT` metadata says how to part `items` items into user prompt parts
+    (the projection may have changed the blocks since)."""
+    return (
+        isinstance(content, list)
+        and all(size is None or (isinstance(size, int) and size > 0) for size in content)
+        and sum(size or 1 for size in content) == items
+    )
 
 
 def _text_or_data(blocks: list[Block]) -> TypeGuard[list[TextBlock | DataBlock]]:
