@@ -211,3 +211,24 @@ def test_host_threads_sharing_one_projector_take_turns_and_keep_every_call(
         assert len(left) == len(set(left))
 
     asyncio.run(check())
+
+
+def test_a_timer_due_while_the_interpreter_exits_says_nothing(tmp_path: Path) -> None:
+    """A timer (`LoopThread.later`: the LangChain door's idle release of a lease) that came
+    due after the interpreter shut its executors down printed "Exception in callback ...
+    cannot schedule new futures after shutdown" at the end of the user's program."""
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import asyncio, atexit, time\n"
+        "from ctxoffload._loop import LoopThread\n"
+        "loop = LoopThread('late')\n"
+        "loop.run(asyncio.sleep(0))\n"
+        "atexit.register(time.sleep, 0.6)  # the exit takes a while after the executors stop\n"
+        "loop.later(0.2, lambda: None)\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Exception in callback" not in done.stderr and "Traceback" not in done.stderr

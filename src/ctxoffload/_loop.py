@@ -75,7 +75,13 @@ class LoopThread:
             raise RuntimeError(f"{self._name}: a timer set before the loop's first run")
 
         def due() -> None:
-            loop.run_in_executor(None, work).add_done_callback(_log_failure)
+            try:
+                future = loop.run_in_executor(None, work)
+            except RuntimeError:
+                # The interpreter is exiting (its executors shut down before this daemon
+                # thread's timers): what the work would release, the exit releases.
+                return
+            future.add_done_callback(_log_failure)
 
         loop.call_soon_threadsafe(loop.call_later, delay, due)
 
