@@ -291,9 +291,7 @@ class Compressor:
             config: a one-off configuration for this call.
         """
         settings = self._services.settings.over(config)
-        return await self._truncator.fit_fresh(
-            list(messages), tokens, settings, calls_over=tokens
-        )
+        return await self._truncator.fit_fresh(list(messages), tokens, settings, calls_over=tokens)
 
     # -- compression (pre-model) ------------------------------------------------------------
 
