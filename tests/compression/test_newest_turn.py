@@ -371,3 +371,40 @@ async def test_a_turn_over_the_reserve_but_within_the_window_keeps_its_calls_who
     live = {m.id: m for m in result.messages}
     assert live[call.id].tool_calls[0].input["command"] == command
     assert TRUNCATION_MARKER in str(live[output.id].tool_results[0].output)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [f"line {i}: value = {i * i}" for i in range(3_000)],  # a file as a list of lines
+        [{"id": i, "name": f"user{i}", "email": f"u{i}@x.org"} for i in range(2_000)],
+        list(range(30_000)),  # no string at all
+    ],
+    ids=["lines", "rows", "numbers"],
+)
+async def test_a_call_whose_arguments_hold_a_table_is_cut_as_its_json(
+    local_ws: LocalWorkspace, rows: list[object]
+) -> None:
+    """Cutting the long strings is not enough when the arguments hold a list of short ones,
+    of objects or of numbers (37,009 to 119,035 tokens sent to an 8,000-token window, the run
+    ended): such an argument is stored whole as its JSON, one item a line, and sent as its
+    head and the notice, as little cut as the window needs."""
+    comp = make(local_ws)
+    call = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id="t1", name="write_rows", input={"path": "t.csv", "rows": rows})],
+    )
+    done = Msg(role="tool", content=[ToolResultBlock(id="t1", name="write_rows", output="ok")])
+    context = [SYSTEM, Msg(role="user", content="write the table"), call, done]
+    assert comp.count(context) > 4 * WINDOW
+
+    result = await comp.maybe_compress(context)
+
+    assert comp.count(result.messages) < comp.config.trigger_tokens(WINDOW)
+    sent = next(m for m in result.messages if m.id == call.id).tool_calls[0]
+    assert sent.id == "t1" and sent.input["path"] == "t.csv"
+    cut = sent.input["rows"]
+    assert isinstance(cut, str) and TRUNCATION_MARKER in cut
+    stored = Path(reference_in(cut)).read_text(encoding="utf-8")
+    assert json.loads(stored) == rows
+    assert stored.count("\n") == len(rows) + 1  # one item a line

@@ -10,7 +10,9 @@ stored a second time, and records each cut (the artifact trail, a `truncation` e
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
@@ -264,38 +266,61 @@ class Truncator:
     async def _cut_calls(
         self, messages: list[Msg], tokens: int, settings: RunSettings, answered: Collection[str]
     ) -> list[Msg]:
-        """`messages` with the long strings among their answered tool calls' arguments cut so
-        that together they fit `tokens` (a call that wrote a whole file, an edit's old and
-        new text): each string gets an equal share of what the rest leaves, never less than
+        """`messages` with the arguments of their answered tool calls cut so that together
+        they fit `tokens` (a call that wrote a whole file, an edit's old and new text, rows
+        of a table): first the long strings among them, then, if the calls are still over,
+        each argument that is no string (a list or an object) as its JSON, one item a line.
+        Each gets an equal share of what the rest leaves, never less than
         `FRESH_PREVIEW_FLOOR`; each cut is stored whole in a file of its own first (line
         numbers match, a literal search finds it, as in any stored result) and keeps its head
         and a notice naming that file. The calls keep their ids, names and every other
         argument. Only calls whose results are in `answered` are cut: the host ran them, and
         only what the model is sent of them changes; a call still to run, and a pinned
-        message, stay as they are, as does a string the offloader cannot store."""
+        message, stay as they are, as does an argument the offloader cannot store."""
+        cut = await self._cut_pieces(messages, tokens, settings, answered, _long_strings)
+        count = self.services.tracker.count_message
+        if sum(count(m) for m in cut) > tokens:
+            cut = await self._cut_pieces(cut, tokens, settings, answered, _structured)
+        return cut
+
+    async def _cut_pieces(
+        self,
+        messages: list[Msg],
+        tokens: int,
+        settings: RunSettings,
+        answered: Collection[str],
+        pieces: Callable[[dict[str, Any]], Iterator[tuple[tuple[str | int, ...], str]]],
+    ) -> list[Msg]:
+        """`_cut_calls` for the pieces (place, text) that `pieces` finds in a call's
+        arguments."""
         services = self.services
         count = services.counter.count_text
-        floor = max(1, FRESH_PREVIEW_FLOOR // 4)  # (a string of fewer characters fits)
-        long: list[tuple[int, int, tuple[str | int, ...], int]] = []
+        found: list[tuple[int, int, tuple[str | int, ...], str, int]] = []
         for at, msg in enumerate(messages):
             if is_pinned(msg) or isinstance(msg.content, str):
                 continue
             for position, block in enumerate(msg.content):
                 if isinstance(block, ToolCallBlock) and block.id in answered:
-                    for path, value in _strings_of(block.input, ()):
-                        if len(value) > floor:
-                            long.append((at, position, path, count(value)))
-        if not long:
+                    for path, text in pieces(block.input):
+                        # What the piece costs as it is sent now: in the call's JSON (a
+                        # text's line breaks and quotes escaped, a list as its JSON).
+                        now = _value_at(block.input, path)
+                        sent = count(json.dumps(now, ensure_ascii=False, default=str))
+                        found.append((at, position, path, text, sent))
+        if not found:
             return messages
         total = sum(services.tracker.count_message(m) for m in messages)
-        fixed = total - sum(tokens for *_, tokens in long)
-        share = max(FRESH_PREVIEW_FLOOR, (tokens - fixed) // len(long))
-        contents: dict[int, list[Any]] = {at: list(messages[at].content) for at, *_ in long}
-        for at, position, path, size in long:
+        fixed = total - sum(size for *_, size in found)
+        share = max(FRESH_PREVIEW_FLOOR, (tokens - fixed) // len(found))
+        contents: dict[int, list[Any]] = {at: list(messages[at].content) for at, *_ in found}
+        for at, position, path, text, size in found:
             if size <= share:
                 continue
             call = contents[at][position]
-            cut = await self._cut_argument(call, path, share, settings)
+            # Cut as text to the share it takes once written in the call's JSON, escaped.
+            escaped = count(json.dumps(text, ensure_ascii=False))
+            limit = max(1, share * count(text) // max(1, escaped))
+            cut = await self._cut_argument(call, path, text, limit, settings)
             if cut is not None:
                 contents[at][position] = call.model_copy(
                     update={"input": _replaced(call.input, path, cut)}
@@ -307,13 +332,17 @@ class Truncator:
         return out
 
     async def _cut_argument(
-        self, block: ToolCallBlock, path: tuple[str | int, ...], limit: int, settings: RunSettings
+        self,
+        block: ToolCallBlock,
+        path: tuple[str | int, ...],
+        text: str,
+        limit: int,
+        settings: RunSettings,
     ) -> str | None:
-        """The argument of `block` at `path` stored whole and cut to `limit` tokens, or None
-        when it could not be stored (it then stays whole)."""
+        """The argument of `block` at `path`, whose text is `text` (the string, or the JSON
+        of a list or object), stored whole and cut to `limit` tokens; None when it could not
+        be stored (it then stays whole)."""
         services = self.services
-        value = _value_at(block.input, path)
-        assert isinstance(value, str)
         name = ".".join(str(step) for step in path)
         offloader = services.offloader
         if offloader is None:
@@ -322,7 +351,7 @@ class Truncator:
             reference = await offloader.offload_tool_result(
                 services.session_id,
                 ToolResultBlock(
-                    id=f"{block.id}.{name}", name=f"{block.name} argument {name}", output=value
+                    id=f"{block.id}.{name}", name=f"{block.name} argument {name}", output=text
                 ),
             )
         except Exception as exc:
@@ -333,12 +362,13 @@ class Truncator:
                 exc,
             )
             return None
+        form = "" if isinstance(_value_at(block.input, path), str) else ", as JSON"
         cut = truncate_text(
-            value,
+            text,
             limit=limit,
             counter=services.counter,
             reference=reference,
-            what=f"the argument {name!r} of call {block.id} ({block.name})",
+            what=f"the argument {name!r} of call {block.id} ({block.name}){form}",
             readers=settings.readers,
             preview=settings.config.preview,
         )
@@ -350,7 +380,7 @@ class Truncator:
                 tool_id=block.id,
                 tool_name=block.name,
                 reference=reference,
-                tokens_before=services.counter.count_text(value),
+                tokens_before=services.counter.count_text(text),
                 tokens_after=services.counter.count_text(cut.text),
                 lines_shown=cut.shown_lines,
                 lines_total=cut.total_lines,
@@ -490,6 +520,40 @@ def _result_of(block: ToolResultBlock, earlier: Truncation) -> bool:
     # Known by what ctxoffload wrote, never by a notice in the text: a tool's output may
     # forge one naming the earlier file.
     return rendered_text(output) == earlier.full_text
+
+
+def _long_strings(arguments: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Each string among a call's arguments longer than a share could be (fewer characters
+    than the floor's tokens always fit), with the keys and indexes that lead to it."""
+    floor = FRESH_PREVIEW_FLOOR // 4
+    return ((path, text) for path, text in _strings_of(arguments, ()) if len(text) > floor)
+
+
+def _structured(arguments: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Each argument of a call that is no string (a list, an object, a number), as its JSON,
+    one item a line, when that is longer than a share could be."""
+    floor = FRESH_PREVIEW_FLOOR // 4
+    for key, value in arguments.items():
+        if isinstance(value, str):
+            continue
+        try:
+            text = _json_lines(value)
+        except (TypeError, ValueError, RecursionError):
+            continue  # (arguments come from JSON: not met)
+        if len(text) > floor:
+            yield (key,), text
+
+
+def _json_lines(value: Any) -> str:
+    """`value` as JSON, each item of a list (or each member of an object) on a line of its
+    own: valid JSON, numbered lines a reader can go to, and no indentation to pay for."""
+    dump = functools.partial(json.dumps, ensure_ascii=False, default=str)
+    if isinstance(value, list) and value:
+        return "[\n" + ",\n".join(dump(item) for item in value) + "\n]"
+    if isinstance(value, dict) and value:
+        members = (f"{dump(str(key))}: {dump(item)}" for key, item in value.items())
+        return "{\n" + ",\n".join(members) + "\n}"
+    return dump(value)
 
 
 def _strings_of(
