@@ -18,7 +18,7 @@ from ._disk.events import EventKind, is_event
 from ._disk.payloads import storable_message
 from ._disk.records import Event, is_count
 from .exceptions import InvalidContent
-from .messages import Base64Source, DataBlock, Msg, ToolResultBlock
+from .messages import Base64Source, DataBlock, Msg, ToolResultBlock, URLSource
 from .workspace import Offloader
 
 __all__ = ["InlinePayloads", "MessageLog"]
@@ -73,8 +73,25 @@ class InlinePayloads:
             # Not base64 in any spelling: the record keeps the block inline, as given.
             logger.warning("kept an inline payload inline: %s", exc)
             stored = block
+        else:
+            stored = moved_out_mark(stored)
         self._stored[id(data)] = (data, stored)
         return stored
+
+
+MOVED_OUT = "moved_out"
+"""The key, on a `URLSource` of a stored message, that says its payload was inline in the
+context and was moved to data/ only for storing (`InlinePayloads`): a resumed agent inlines
+such a block again, and leaves every other reference a reference (an audio clip or a PDF the
+context named by its data/ file, as the model was sent it)."""
+
+
+def moved_out_mark(block: DataBlock) -> DataBlock:
+    """`block` (a data/ reference `offload_data_block` made) marked as moved out."""
+    if not isinstance(block.source, URLSource):
+        return block
+    source = URLSource(**{**block.source.model_dump(), MOVED_OUT: True})
+    return block.model_copy(update={"source": source})
 
 
 class MessageLog:

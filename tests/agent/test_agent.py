@@ -24,6 +24,7 @@ from ctxoffload import (
     ScriptedModel,
     TextBlock,
     ToolCallBlock,
+    URLSource,
     get_token_counter,
 )
 from ctxoffload.compression import TRUNCATION_MARKER, is_summary_message
@@ -322,6 +323,58 @@ async def test_a_new_agent_resumes_the_session(workspace: LocalWorkspace) -> Non
     image = sent[3].tool_results[0].output[0]
     assert isinstance(image, DataBlock) and isinstance(image.source, Base64Source)
     assert image.source.data == png, "the payload is inlined again on resume"
+
+
+async def test_a_resumed_agent_sends_a_reference_as_a_reference(
+    workspace: LocalWorkspace,
+) -> None:
+    """A tool's audio goes to data/ at once and the context names the file (a URL block).
+    A resumed agent inlined every data/ reference of state.json: it sent the whole clip as
+    base64 (4,000,060 characters counted as 1,420 tokens, which a provider refused). Only
+    what was inline in the context (the image) is inlined again."""
+    import struct
+
+    samples = bytes((i * 7) % 251 for i in range(300_000))
+    header = struct.pack("<IHHIIHH", 16, 1, 1, 8000, 8000, 1, 8)
+    wav = b"RIFF" + struct.pack("<I", 36 + len(samples)) + b"WAVEfmt " + header
+    wav += b"data" + struct.pack("<I", len(samples)) + samples
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"x" * 100).decode()
+
+    def record_call() -> bytes:
+        """Record the support call."""
+        return wav
+
+    config = ContextConfig(context_window=50_000, tool_result_limit=5_000)
+    look = Msg(
+        role="user",
+        content=[
+            TextBlock(text="record it; here is the form"),
+            DataBlock(source=Base64Source(media_type="image/png", data=png)),
+        ],
+    )
+    first_model = ScriptedModel([call("r1", "record_call"), "recorded"])
+    first = make_agent(
+        first_model, workspace, tools=[record_call], context_config=config, session_id="a"
+    )
+    await first.reply(look)
+    await first.aclose()
+    (clip,) = [
+        p for p in first_model.calls[1][3].tool_results[0].output if isinstance(p, DataBlock)
+    ]
+    assert isinstance(clip.source, URLSource), "the clip is named by its data/ file"
+
+    model = ScriptedModel(["ok"])
+    second = make_agent(
+        model, workspace, tools=[record_call], context_config=config, session_id="a"
+    )
+    await second.reply("summarise the call")
+
+    sent = model.calls[0]
+    (again,) = [p for p in sent[3].tool_results[0].output if isinstance(p, DataBlock)]
+    assert again.source == clip.source
+    form = next(b for b in sent[1].blocks if isinstance(b, DataBlock))
+    assert isinstance(form.source, Base64Source) and form.source.data == png
+    assert sum(len(m.model_dump_json()) for m in sent) < 50_000
 
 
 async def test_compress_context_takes_a_one_off_config(workspace: LocalWorkspace) -> None:

@@ -267,6 +267,7 @@ class Agent:
             await self._record.messages([user], is_context=False)
             for step in range(1, self.max_steps + 1):
                 record = StepRecord(step=len(self.steps) + 1, context_tokens=0)
+                await self._still_holding("a step")
                 await self._serve_requests()
                 compression = await self._pre_llm()
                 self.steps.append(record)  # after: a request refused over the window is no step
@@ -317,6 +318,8 @@ class Agent:
         except BaseException as stopped:
             await self._answer_unfinished(calls, stopped)
             raise
+        names = ", ".join(dict.fromkeys(c.name for c in calls))
+        await self._still_holding(f"the results of its tool calls ({names})")
         record.truncated = sum(a is not b for a, b in zip(results, processed, strict=True))
         results_msg = Msg(role="tool", content=list(processed), name=self.name)
         self.messages.append(results_msg)
@@ -490,6 +493,29 @@ class Agent:
             with writing_as(self.name, self.session_id):
                 await self._restore()
                 yield
+
+    async def _still_holding(self, writing: str) -> None:
+        """Stop before writing `writing` when the session's lease was lost: it expired
+        unrenewed (this process paused, or its event loop blocked by a sync call in an async
+        tool) and another writer took the session over; writing on would interleave with its
+        record and overwrite its state.json.
+
+        Raises:
+            SessionBusyError: the lease is lost; nothing more was written.
+        """
+        lease = self._lease
+        if lease is None or await lease.still_held():
+            return
+        self._lease = None
+        raise SessionBusyError(
+            f"session {self.session_id!r}: this agent lost the session's lease while it "
+            "worked (it was not renewed in time: was the process paused, or the event loop "
+            "blocked by a sync call in an async tool?) and another writer took the session "
+            f"over; it stopped before writing {writing}, which is not in the session. Ask "
+            "again to go on from what the session holds now, or pass another session_id.",
+            self.session_id,
+            {},  # (the new holder is not known here; its lease names it)
+        )
 
     async def _hold_session(self) -> None:
         """Take the session's lease on first use (again after `aclose`, or once lost)."""

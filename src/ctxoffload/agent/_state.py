@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._disk.payloads import storable_message
-from .._message_log import InlinePayloads
+from .._message_log import MOVED_OUT, InlinePayloads
 from ..exceptions import InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolResultBlock, URLSource
 from ..workspace import Offloader, ReferenceReader, StateStore
@@ -21,6 +21,9 @@ from ..workspace import Offloader, ReferenceReader, StateStore
 __all__ = ["SavedState"]
 
 logger = logging.getLogger("ctxoffload")
+
+_MARKED = "moved_out_marked"
+"""The key of a state.json whose inlined payloads carry the `MOVED_OUT` mark."""
 
 
 class SavedState:
@@ -50,9 +53,10 @@ class SavedState:
             return
         try:
             saved = await self._saved_messages(messages)
-            await store.write_state(
-                session_id, {"session_id": session_id, **facts(), "messages": saved}
-            )
+            state = {"session_id": session_id, **facts(), "messages": saved}
+            # (What says that the references a resume inlines again are the marked ones.)
+            state[_MARKED] = True
+            await store.write_state(session_id, state)
         except Exception as exc:
             logger.warning("could not save the state of session %s: %s", session_id, exc)
 
@@ -93,10 +97,13 @@ class SavedState:
     async def _restored_messages(self, state: dict[str, Any]) -> list[Msg]:
         """The messages of a saved state but its system prompt, their payloads inlined."""
         messages = [Msg.model_validate(m) for m in state.get("messages", [])]
-        return [await self.inlined(m) for m in messages if m.role != "system"]
+        every = state.get(_MARKED) is not True
+        return [await self.inlined(m, every=every) for m in messages if m.role != "system"]
 
-    async def inlined(self, msg: Msg) -> Msg:
-        """Inline again the data/ payloads that `moved_out` replaced."""
+    async def inlined(self, msg: Msg, *, every: bool = False) -> Msg:
+        """Inline again the data/ payloads that `moved_out` replaced (marked so); with
+        `every`, each data/ reference with a media type (a state saved before the mark, or
+        a fork's, whose messages may be unmarked)."""
         reader = self.offloader
         if not isinstance(reader, ReferenceReader) or isinstance(msg.content, str):
             return msg
@@ -104,6 +111,8 @@ class SavedState:
         async def inline(block: DataBlock) -> DataBlock:
             if not isinstance(block.source, URLSource) or block.source.media_type is None:
                 return block
+            if not every and (block.source.model_extra or {}).get(MOVED_OUT) is not True:
+                return block  # a reference in the context as the model was sent it
             try:
                 raw = await reader.read_reference(block.source.url)
             except InvalidReference:

@@ -244,7 +244,9 @@ class SessionLease:
         self.where = where
         self._release = release
         self._renew = renew
+        self._every = every
         self._released = False
+        self._renewed = time.monotonic()  # (when it was taken or last renewed)
         self._task: asyncio.Task[None] | None = None
         token = holder.get("token")
         if isinstance(token, str):
@@ -264,6 +266,28 @@ class SessionLease:
     def held(self) -> bool:
         """Whether this lease has not been released (a lost renewal also ends it)."""
         return not self._released
+
+    async def still_held(self) -> bool:
+        """Whether this lease is still this holder's, made sure of before a write: a lease
+        that renews and has gone unrenewed past its beat (the event loop was blocked: a sync
+        call in an async tool) is renewed now, and a renewal refused (another writer took it
+        over once it expired) ends it, as a refused beat does."""
+        if self._released:
+            return False
+        renew, every = self._renew, self._every
+        if renew is None or every is None or time.monotonic() - self._renewed < 1.5 * every:
+            return True
+        try:
+            kept = await renew()
+        except Exception as exc:  # the store is away: the next beat tries again
+            logger.warning("could not renew the lease of session %s: %s", self.session_id, exc)
+            return True
+        if kept:
+            self._renewed = time.monotonic()
+            return True
+        _lost(self.session_id)
+        self._released = True
+        return False
 
     async def release(self) -> None:
         """Give the session up; what it wrote stays. Safe to call twice."""
@@ -299,16 +323,24 @@ async def _keep(
         except Exception as exc:  # the store is away: try again at the next beat
             logger.warning("could not renew the lease of session %s: %s", session_id, exc)
             continue
-        if not kept:
-            logger.error(
-                "lost the lease of session %s: another writer took it over after it expired "
-                "(was this process paused?); stop writing this session",
-                session_id,
-            )
-            lease = ref()
+        lease = ref()
+        if kept:
             if lease is not None:
-                lease._released = True
-            return
+                lease._renewed = time.monotonic()
+            del lease
+            continue
+        if lease is not None and not lease._released:
+            _lost(session_id)
+            lease._released = True
+        return
+
+
+def _lost(session_id: str) -> None:
+    logger.error(
+        "lost the lease of session %s: another writer took it over after it expired (was "
+        "this process paused, or its event loop blocked?); stop writing this session",
+        session_id,
+    )
 
 
 async def take_lease(workspace: object, session_id: str, agent: str | None) -> SessionLease | None:
