@@ -9,6 +9,7 @@ from ..exceptions import InvalidSessionId
 __all__ = [
     "SESSION_ID",
     "child_prefix",
+    "door_session",
     "is_session_id",
     "session_id_for",
     "session_named",
@@ -79,6 +80,17 @@ def session_id_for(thread: object) -> str:
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     safe = _UNSAFE_RUN.sub("_", text)[:80].lstrip("-._") or "thread"
     return f"{safe}.{digest}"
+
+
+def door_session(door: str, purpose: str) -> str:
+    """The session a door keeps for itself (what it records outside any conversation):
+    `{door}.{purpose}.` and 16 hex digits, a name `session_id_for` never gives a host's
+    conversation (its mapped names hold no '.' before the digits, and an id of this shape
+    passed as it is gets mapped), so no user's conversation can write or read it."""
+    import hashlib  # not at import: see tool_file_stem
+
+    digest = hashlib.sha256(f"{door}\0{purpose}".encode()).hexdigest()[:16]
+    return validate_session_id(f"{door}.{purpose}.{digest}")
 
 
 def session_named(text: str) -> str:

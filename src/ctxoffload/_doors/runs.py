@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine, Hashable, Iterator
 from typing import Any, TypeVar
 
 from .._disk.events import Door as DoorEvent
+from .._disk.events import Subagent
 from .._disk.ids import child_prefix
 from .._disk.let_go import let_go
 from .._disk.wording import describe_holder
@@ -38,7 +39,15 @@ from ..workspace import (
 )
 from .doors import Door
 
-__all__ = ["SESSIONS_KEPT", "HostRuns", "begin_run", "door_busy", "record_door"]
+__all__ = [
+    "ANNOUNCED_KEPT",
+    "SESSIONS_KEPT",
+    "HostRuns",
+    "begin_run",
+    "door_busy",
+    "record_door",
+    "record_nested",
+]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -144,6 +153,30 @@ async def record_door(
         )
 
 
+async def record_nested(workspace: object, door: Door, link: dict[str, Any], session: str) -> None:
+    """Record in the parent's session (`link["session"]`, written as `link["agent"]`) that a
+    run nested in one of its tool calls began writing `session`: the `subagent` event our
+    Agent writes for its sub-agents, which `isolate_sessions` follows, so the parent reads
+    its sub-agent's files back. Passed over like `record_door` when it cannot be written."""
+    if not isinstance(workspace, EventLog):
+        return
+    parent = str(link["session"])
+    tool_id = link.get("tool_id")
+    event = Subagent(
+        status="started",
+        name=str(link.get("name") or door.name),
+        session=session,
+        **({"tool_id": str(tool_id)} if tool_id is not None else {}),
+    )
+    try:
+        with writing_as(str(link.get("agent") or door.name), parent):
+            await workspace.record_event(parent, event.kind, **event.fields())
+    except OSError as exc:
+        logger.warning(
+            "could not record in session %s the %s run nested in it: %s", parent, door.host, exc
+        )
+
+
 def _shown(conversation: object, *, quote: bool = True) -> str:
     text = conversation if isinstance(conversation, str) else str(conversation)
     text = text[:_CONVERSATION_CHARS]
@@ -203,6 +236,7 @@ class HostRuns:
         live: Callable[[], bool] | None = None,
         owner: object = None,
         agent: str | None = None,
+        parent: dict[str, Any] | None = None,
     ) -> None:
         """Run `run` begins writing `session`: take its lease (a no-op for the run holding it).
 
@@ -219,12 +253,16 @@ class HostRuns:
                 lock closes with its descriptor, a taker of this process takes it at once, a
                 bucket's or a database's lapses), since the collector may run anywhere and
                 must not wait (None: only `end` and the next run end it).
+            parent: the run this one is nested in, when it writes a session of its own (an
+                agent run as a tool of another, given its own conversation): `{"session",
+                "agent"}` of the parent, and `name` and `tool_id` of the call, recorded in
+                both records (`record_nested`), as `begin_child` does.
 
         Raises:
             SessionBusyError: another live run (of this process or another) writes it.
         """
         with self._lock:
-            self._begin_locked(session, run, conversation, live, owner, agent)
+            self._begin_locked(session, run, conversation, live, owner, agent, parent)
 
     def _begin_locked(
         self,
@@ -234,6 +272,7 @@ class HostRuns:
         live: Callable[[], bool] | None = None,
         owner: object = None,
         agent: str | None = None,
+        parent: dict[str, Any] | None = None,
     ) -> None:
         """`begin`, with `_lock` held."""
         current = self._runs.get(session)
@@ -244,7 +283,7 @@ class HostRuns:
                 busy = SessionBusyError("", session, _holder(current))
                 raise door_busy(self.door, busy, conversation)
             self._drop(session, current)
-        announce = session not in self._announced
+        announce = session not in self._announced or parent is not None
         take = functools.partial(
             begin_run,
             self.workspace,
@@ -253,6 +292,7 @@ class HostRuns:
             conversation=conversation,
             agent=agent,
             announce=announce,
+            parent=_door_link(parent),
         )
         try:
             lease = self._on_loop(take())
@@ -260,6 +300,8 @@ class HostRuns:
             if not _release_ended(busy.holder):
                 raise
             lease = self._on_loop(take())
+        if parent is not None:
+            self._on_loop(record_nested(self.workspace, self.door, parent, session))
         self._hold(session, run, lease, live, owner)
 
     def begin_child(
@@ -275,8 +317,11 @@ class HostRuns:
         """Run `run`, nested in a live run of session `parent` (an agent the host runs as a
         tool of another, in the parent's configuration), begins: it writes a new session of
         its own, `{parent}--{name}-{6 hex}` as our Agent's sub-agents do, taken under its
-        lease, its `door` event naming `link` (the parent's session and agent). Its own
-        context, its own window; the parent's run goes on. `live` and `owner` as `begin`'s.
+        lease, its `door` event naming `link` (the parent's session and agent), and the
+        parent's record a `subagent` event naming it (`record_nested`: `link` may add the
+        call's `name` and `tool_id`), so the parent reads its files back under
+        `isolate_sessions`. Its own context, its own window; the parent's run goes on.
+        `live` and `owner` as `begin`'s.
 
         Returns:
             The child's session.
@@ -290,7 +335,8 @@ class HostRuns:
                 self.workspace, child_prefix(parent, name), self.door.name
             )
             with writing_as(self.door.name, session):
-                await record_door(self.workspace, self.door, session, parent=link)
+                await record_door(self.workspace, self.door, session, parent=_door_link(link))
+            await record_nested(self.workspace, self.door, {"name": name, **link}, session)
             return session, lease
 
         with self._lock:
@@ -403,6 +449,7 @@ class HostRuns:
         live: Callable[[], bool] | None = None,
         owner: object = None,
         agent: str | None = None,
+        parent: dict[str, Any] | None = None,
     ) -> None:
         """`begin` from async code (its waits happen on a worker thread)."""
         await asyncio.to_thread(
@@ -413,6 +460,7 @@ class HostRuns:
             live=live,
             owner=owner,
             agent=agent,
+            parent=parent,
         )
 
     def end(self, session: str, run: str) -> None:
@@ -577,6 +625,13 @@ def _release_ended(holder: dict[str, Any]) -> bool:
         return False
     runs._on_loop(lease.release())
     return True
+
+
+def _door_link(link: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a nested run's `door` event says of its parent: its session and agent."""
+    if link is None:
+        return None
+    return {key: link[key] for key in ("session", "agent") if key in link}
 
 
 def _holder(run: _Run) -> dict[str, Any]:
