@@ -37,7 +37,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision  # noqa
 from agentscope.tool import FunctionTool, Toolkit  # noqa: E402
 
 from ctxoffload import LocalWorkspace  # noqa: E402
-from ctxoffload.exceptions import ConfigError  # noqa: E402
+from ctxoffload.exceptions import ConfigError, OffloadError  # noqa: E402
 from ctxoffload.integrations.agentscope import AgentScopeOffloader  # noqa: E402
 from helpers import SUMMARY, MinimalOffloader  # noqa: E402
 from openai_server import OpenAIServer, chat_completion  # noqa: E402
@@ -114,6 +114,7 @@ def make_agent(
     extra_tools: list[Any] | None = None,
     middlewares: list[Any] | None = None,
     context_size: int = 100_000,
+    state: Any = None,
     **config: Any,
 ) -> Agent:
     model = OpenAIChatModel(
@@ -137,6 +138,7 @@ def make_agent(
         offloader=offloader,
         middlewares=middlewares or [],
         context_config=ContextConfig(**config),
+        state=state,
     )
 
 
@@ -429,3 +431,331 @@ async def test_a_reply_is_the_sessions_one_live_writer_and_signs_its_events(
         await agent.reply(user("and now?"))
     await held.release()
     assert (await agent.reply(user("and now?"))).get_text_content() == "again"
+
+
+def stored_files(root: Path, session: str) -> list[str]:
+    return sorted(p.name for p in (root / "sessions" / session).glob("tool_result-*"))
+
+
+async def test_a_cut_part_that_cannot_be_stored_fails_the_reply_without_the_middleware(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """Without the middleware AgentScope hands the offloader the part it cut off and drops
+    it from the context: a failure to store it was answered with a made-up reference, so
+    the reply went on with the part lost and the model told "(nowhere: ...)". It fails now,
+    as the bare workspace's does; the context never lost a line it could not get back."""
+    blocker = tmp_path / "ws"
+    server.add(tool_call("c1", "fetch", number=9), chat_completion("done"))
+    agent = make_agent(server, AgentScopeOffloader(LocalWorkspace(blocker)), middlewares=[])
+    agent.context_config.tool_result_limit = 300
+    blocker.write_text("the disk broke after start")
+    with pytest.raises(Exception) as raised:  # AgentScope's ExceptionGroup (Python 3.11+)
+        await agent.reply(user("read page 9"))
+    assert raised.group_contains(OffloadError, match="reply stops rather than lose it")
+    assert len(server.requests) == 1  # the model was never told of a file that is not there
+
+
+async def test_the_middleware_refuses_an_agent_with_another_offloader_before_the_first_call(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The middleware of one offloader on an agent given another offloader (or none) stored
+    each big result whole where the model was never told, and kept a record of it for good;
+    one ConfigError says so before the model is called."""
+    offloader = AgentScopeOffloader(LocalWorkspace(tmp_path / "ws"))
+    server.add(chat_completion("done"))
+    for given in (None, LocalWorkspace(tmp_path / "ws")):
+        agent = make_agent(server, given, middlewares=[offloader.middleware])
+        with pytest.raises(ConfigError, match="pass the same object to both"):
+            await agent.reply(user("go"))
+    assert server.requests == []
+
+
+async def test_concurrent_tool_calls_each_decide_whether_their_result_is_stored(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """Two results at once, one whose storing fails: the limit lifted for the whole agent
+    while the first passed AgentScope's split made the second skip the middleware and be cut
+    afterwards, its file holding only the tail. Each call decides for itself now: the failed
+    one stays whole in the context, the other's file holds all of it."""
+    ws = LocalWorkspace(tmp_path / "ws")
+
+    class FailsForBad(MinimalOffloader):
+        async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+            if "bad" in str(tool_result.id):
+                raise OSError(28, "No space left on device")
+            return str(await ws.offload_tool_result(session_id, tool_result))
+
+    async def slow_fetch(number: int) -> str:
+        """Fetch a page slowly.
+
+        Args:
+            number: the page number.
+        """
+        await asyncio.sleep(0.2 if number == 1 else 0.26)
+        return page(number)
+
+    calls = [
+        {"id": c, "type": "function", "function": {"name": "slow_fetch", "arguments": a}}
+        for c, a in (("bad1", '{"number": 1}'), ("good2", '{"number": 2}'))
+    ]
+    server.add(chat_completion(None, tool_calls=calls), chat_completion("done"))
+    agent = make_agent(
+        server, AgentScopeOffloader(FailsForBad()), tools=(slow_fetch,), tool_result_limit=400
+    )
+    count_tokens = agent.model.count_tokens
+
+    async def slow_count(messages: Any, tools: Any = None) -> int:
+        await asyncio.sleep(0.05)  # a tokenizer that awaits lets the other call run
+        return int(await count_tokens(messages, tools))
+
+    agent.model.count_tokens = slow_count  # type: ignore[method-assign]
+    assert (await agent.reply(user("go"))).get_text_content() == "done"
+    sent = dict(zip(("bad1", "good2"), tool_messages(server.requests[-1]), strict=True))
+    assert "<<<TRUNCATED>>>" not in sent["bad1"] and "page 1 line 799" in sent["bad1"]
+    assert "<<<TRUNCATED>>>" in sent["good2"]
+    (file,) = (tmp_path / "ws" / "sessions").glob("*/tool_result-good2.txt")
+    assert file.read_text(encoding="utf-8") == page(2)
+    assert agent.context_config.tool_result_limit == 400
+
+
+async def test_the_retrieval_tools_answers_are_never_cut_and_stored_again(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """Reading a stored result back with the door's own tool gave an answer over the limit,
+    which was cut and stored again as a new file, and so on at each read. A reader's answer
+    is bounded by its max_output_chars: it reaches the model whole, and nothing more is
+    stored."""
+    offloader = AgentScopeOffloader(LocalWorkspace(tmp_path / "ws"))
+    agent = make_agent(server, offloader, extra_tools=offloader.tools(), tool_result_limit=500)
+    session = str(agent.state.session_id)
+    path = str((tmp_path / "ws" / "sessions" / session / "tool_result-c1.txt").resolve())
+    server.add(
+        tool_call("c1", "fetch", number=7),
+        tool_call("c2", "retrieve_offloaded_content", reference=path, line_range=[1, 200]),
+        chat_completion("done"),
+    )
+    assert (await agent.reply(user("read page 7, then read it back"))).get_text_content() == "done"
+    read_back = tool_messages(server.requests[-1])[-1]
+    assert "<<<TRUNCATED>>>" not in read_back and "page 7 line 199 " in read_back
+    assert stored_files(tmp_path / "ws", session) == ["tool_result-c1.txt"]
+    assert agent.context_config.tool_result_limit == 500  # lifted for that call alone
+
+
+def test_a_max_output_chars_that_is_not_an_int_is_a_config_error(tmp_path: Path) -> None:
+    """tools(max_output_chars="20000") raised TypeError from inside the retrieval tool."""
+    offloader = AgentScopeOffloader(LocalWorkspace(tmp_path / "ws"))
+    with pytest.raises(ConfigError, match="max_output_chars '20000' is not a positive int"):
+        offloader.tools(max_output_chars="20000")  # type: ignore[arg-type]
+
+
+def attachment() -> DataBlock:
+    data = base64.b64encode(b"PK\x03\x04 bob's private zip").decode()
+    return DataBlock(source=Base64Source(data=data, media_type="application/zip"), name="b.zip")
+
+
+async def test_a_block_stored_outside_a_reply_is_reachable_by_its_agent_only(
+    tmp_path: Path,
+) -> None:
+    """An attachment `observe`d outside a reply was named in a session called "agentscope",
+    a name a user's conversation can have: under isolate_sessions that conversation read
+    bob's file and bob could not. It is named in a session no conversation can have, and in
+    bob's own once his next reply begins."""
+    from agentscope.state import AgentState
+
+    ws = LocalWorkspace(tmp_path / "ws", isolate_sessions=True)
+    offloader = AgentScopeOffloader(ws)
+    answers: dict[str, str] = {}
+    with OpenAIServer() as server:
+        bob = make_agent(
+            server, offloader, extra_tools=offloader.tools(), state=AgentState(session_id="bob")
+        )
+        await bob.observe(user("my file", attachment()))
+        url = re.search(r"file://\S+\.zip", json.dumps(bob.state.context[-1].model_dump()))
+        assert url is not None
+        for who in ("agentscope", "bob"):
+            server.add(
+                tool_call("r1", "retrieve_offloaded_content", reference=url.group(0)),
+                chat_completion("done"),
+            )
+            agent = bob
+            if who != "bob":
+                agent = make_agent(
+                    server,
+                    offloader,
+                    extra_tools=offloader.tools(),
+                    state=AgentState(session_id=who),
+                )
+            await agent.reply(user("read it"))
+            answers[who] = tool_messages(server.requests[-1])[-1]
+    assert "belongs to a data/ file" in answers["agentscope"]
+    assert "bob's private zip" in answers["bob"]
+    sessions = {p.name for p in (tmp_path / "ws" / "sessions").iterdir()}
+    assert "agentscope" not in sessions or not any(
+        e["kind"] == "data" for e in await ws.read_events("agentscope")
+    )
+
+
+async def test_a_reply_stream_read_no_further_gives_the_session_to_the_agents_next_reply(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """A consumer that stops reading `reply_stream` (a stop button: `break`) left the reply
+    waiting at a yield with the session's lease, so the same agent's next reply was refused
+    with SessionBusyError naming itself. The next reply takes the session over, and the
+    stopped one, read again, writes nothing more."""
+    from ctxoffload import SessionBusyError
+
+    ws = LocalWorkspace(tmp_path / "ws")
+    server.add(tool_call("c1", "fetch", number=1), chat_completion("done"))
+    agent = make_agent(server, AgentScopeOffloader(ws), tool_result_limit=300)
+    stream = agent.reply_stream(user("go"))
+    async for _ in stream:
+        break
+    server.add(chat_completion("again"))
+    await agent.reply(user("again?"))  # not refused
+    with pytest.raises(SessionBusyError, match="took its session"):
+        await anext(stream)
+    session = str(agent.state.session_id)
+    assert "released" in json.loads((ws.session_dir(session) / "lease.json").read_text())
+
+
+async def test_compress_context_outside_a_reply_holds_the_session(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """`agent.compress_context()` called by an application outside a reply wrote the
+    session while another writer held it; it takes the session's lease as a reply does, and
+    is refused in the door's terms meanwhile."""
+    from ctxoffload import SessionBusyError
+
+    ws = LocalWorkspace(tmp_path / "ws")
+    agent = make_agent(server, AgentScopeOffloader(ws))
+    session = str(agent.state.session_id)
+    held = await LocalWorkspace(tmp_path / "ws").acquire_lease(session, agent="someone-else")
+    with pytest.raises(SessionBusyError, match=r"someone-else.*give the agent another session_id"):
+        await agent.compress_context()
+    await held.release()
+    await agent.compress_context()  # nothing to compress: welcome once the session is free
+    lease = json.loads((ws.session_dir(session) / "lease.json").read_text())
+    assert lease["agent"] == "analyst" and "released" in lease
+
+
+async def test_the_compression_tool_says_it_failed_when_the_context_cannot_be_stored(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The model calls AgentScope's CompressContext while the workspace cannot store the
+    messages it would drop: the tool said "not long enough to compress"; it says it failed."""
+
+    def fetch_short(number: int) -> str:
+        """Fetch a short page.
+
+        Args:
+            number: the page number.
+        """
+        return page(number, 120)
+
+    class NoContext(MinimalOffloader):
+        async def offload_context(self, session_id: str, msgs: Any) -> str:
+            raise OSError(28, "No space left on device")
+
+    for i in range(4):
+        server.add(tool_call(f"c{i}", "fetch_short", number=i))
+    server.add(tool_call("cc", "CompressContext"), chat_completion("done"))
+    agent = make_agent(
+        server,
+        AgentScopeOffloader(NoContext()),
+        tools=(fetch_short,),
+        context_size=12_000,
+        tool_result_limit=5_000,
+        compression_tool_enabled=True,
+        trigger_ratio=0.9,
+        context_buffer_ratio=0.5,
+    )
+    assert (await agent.reply(user("go"))).get_text_content() == "done"
+    told = tool_messages(server.requests[-1])[-1]
+    assert "Context compression failed" in told and "No space left on device" in told
+
+
+async def test_a_sub_agent_run_as_a_tool_is_linked_to_its_parent(tmp_path: Path) -> None:
+    """A tool that awaits another agent's reply (AgentScope's sub-agent): with its own
+    conversation it was not linked to the parent, whose model could not read its files back
+    under isolate_sessions; on the parent's conversation it was refused as a second writer.
+    Its own conversation is linked both ways now, and on the parent's it writes a child
+    session of it."""
+    from agentscope.state import AgentState
+
+    ws = LocalWorkspace(tmp_path / "ws", isolate_sessions=True)
+    offloader = AgentScopeOffloader(ws)
+    child_server = OpenAIServer().start()
+    sessions: list[str] = []
+    own: list[bool] = []
+
+    async def research(question: str) -> str:
+        """Ask the research sub-agent.
+
+        Args:
+            question: the question.
+        """
+        child_server.add(tool_call("k1", "fetch", number=5), chat_completion("child answer"))
+        state = None if own[-1] else AgentState(session_id="user-7")
+        child = make_agent(child_server, offloader, tool_result_limit=300, state=state)
+        reply = await child.reply(user(question))
+        sessions.append(str(child.state.session_id))
+        return str(reply.get_text_content())
+
+    try:
+        for own_session in (True, False):
+            own.append(own_session)
+            with OpenAIServer() as server:
+                server.add(
+                    tool_call("p1", "research", question="find it"),
+                    chat_completion("parent done"),
+                )
+                parent = make_agent(
+                    server,
+                    offloader,
+                    tools=(research,),
+                    extra_tools=offloader.tools(),
+                    tool_result_limit=300,
+                    state=AgentState(session_id="user-7"),
+                )
+                assert (await parent.reply(user("go"))).get_text_content() == "parent done"
+                assert "child answer" in tool_messages(server.requests[-1])[0]
+                links = [
+                    e["session"] for e in await ws.read_events("user-7") if e["kind"] == "subagent"
+                ]
+                child = links[-1]
+                if own_session:
+                    assert child == sessions[-1]
+                else:
+                    assert child.startswith("user-7--analyst-")
+                door = (await ws.read_events(child))[0]
+                assert door["kind"] == "door" and door["parent"]["session"] == "user-7"
+                path = str((tmp_path / "ws" / "sessions" / child / "tool_result-k1.txt").resolve())
+                server.add(
+                    tool_call("p2", "retrieve_offloaded_content", reference=path),
+                    chat_completion("read"),
+                )
+                await parent.reply(user("read the sub-agent's file"))
+                assert "page 5 line 0 " in tool_messages(server.requests[-1])[-1]
+    finally:
+        child_server.stop()
+
+
+async def test_the_sessions_a_door_announced_are_bounded(
+    server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The door remembered every session it wrote the `door` event of, for good (a server
+    opening a session per conversation grew without end); it keeps the most recent
+    ANNOUNCED_KEPT, as every door does, and a session forgotten gets its event again."""
+    from agentscope.state import AgentState
+
+    import ctxoffload._doors.runs as runs
+
+    monkeypatch.setattr(runs, "ANNOUNCED_KEPT", 2)
+    ws = LocalWorkspace(tmp_path / "ws")
+    offloader = AgentScopeOffloader(ws)
+    for session in ("s1", "s2", "s3", "s1"):
+        server.add(chat_completion("ok"))
+        agent = make_agent(server, offloader, state=AgentState(session_id=session))
+        await agent.reply(user("hi"))
+    kinds = [e["kind"] for e in await ws.read_events("s1")]
+    assert kinds.count("door") == 2

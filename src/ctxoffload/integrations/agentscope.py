@@ -13,16 +13,29 @@ the protocol, and `AgentScopeOffloader` adds them:
   stores that, so line N of the file is line N of what the tool returned;
 - a failing workspace never aborts the reply: AgentScope catches no offloader error. When
   the whole result cannot be stored, the middleware keeps it whole in the context (no split
-  happens for it); when compressed messages cannot be stored, the compression is skipped
-  and the context stays as it was; either way a warning is logged and the reply goes on;
+  happens for that call: the limit is read per call, see `_keep_whole`); when compressed
+  messages cannot be stored, the compression is skipped and the context stays as it was
+  (AgentScope's CompressContext tool is told it failed); either way a warning is logged and
+  the reply goes on. Without the middleware, a cut part that cannot be stored fails the
+  reply, as with the bare workspace: AgentScope drops it from the context once it is given;
+- a reader's answer (`Compressor.reads_back`: the retrieval tool, Read, Grep) is never cut
+  and stored again: it is bounded by its own `max_output_chars`;
 - reading long lines back: AgentScope's Grep hides lines over 500 characters and its Read
   cuts them at 2,000; `tools()` gives ctxoffload's `retrieve_offloaded_content` as an
   AgentScope tool, which pages inside a long line (`char_offset`) and decodes context.jsonl.
 
 Each data block it stores (an image past AgentScope's limit, an attachment the model cannot
-take) is named by a `data` event in the replying agent's session (the middleware knows it;
-without the middleware, in a session called `agentscope`), so `gc` keeps the file while the
-agent holds only its URL.
+take) is named by a `data` event in the replying agent's session, so `gc` keeps the file
+while the agent holds only its URL. One stored outside any reply (`agent.observe`: AgentScope
+does not say whose) is named in the door's own session (`door_session`, a name no
+conversation can have), and in the session of each agent whose context names it when its
+next reply begins, so under `isolate_sessions` its owner reaches it and no one else does.
+
+A reply holds its session through `HostRuns` (one live writer; a stream read no further is
+taken over by the same agent's next reply), and so does `agent.compress_context()` called
+outside a reply. A reply begun inside a tool call of a running reply is a sub-agent's: a
+child session of the parent's when it would write the parent's, else its own, linked to the
+parent either way (`HostRuns.begin_child`, `record_nested`).
 
 Example::
 
@@ -41,41 +54,95 @@ Importing this module does not import AgentScope; `middleware` and `tools()` do.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import contextvars
 import importlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+import uuid
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from .._disk.events import DataFile
-from .._doors.checks import checked_offloader, not_a_capability
+from .._disk.ids import door_session
+from .._disk.layout import DATA_REFERENCE
+from .._doors.checks import checked_offloader, checked_positive, not_a_capability
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
-from .._doors.runs import begin_run
-from ..exceptions import ConfigError, OffloadError
+from .._doors.runs import ANNOUNCED_KEPT, HostRuns
+from ..exceptions import ConfigError, OffloadError, SessionBusyError
 from ..workspace import EventLog, Offloader, ReferenceReader, writing_as
 
 __all__ = ["AgentScopeOffloader"]
 
 logger = logging.getLogger("ctxoffload")
 
-# A tool_result_limit no result reaches: set while a result that could not be stored passes
-# through AgentScope's split, so that it stays whole in the context.
+# A tool_result_limit no result reaches: what the limit reads, for the one tool call whose
+# result must stay whole (see `_keep_whole`), while AgentScope decides whether to split it.
 _NO_SPLIT = 10**15
 
 _INSTALL_HINT = "AgentScope is not installed: pip install 'ctxoffload[agentscope]'"
 
 _DOOR = DOORS["agentscope"]
 
-# The session of the agent whose reply is running (set by the middleware's on_reply): where
-# a stored data block is recorded. Without the middleware (no reply is known), the blocks are
-# named in `_DATA_SESSION`, which holds nothing but those names: a data/ file is content
-# addressed and shared by every session anyway; the name keeps it from gc.
-_REPLYING_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "ctxoffload_agentscope_session", default=None
+# The reply running in this task (set by the middleware's on_reply, and by on_compress_context
+# outside a reply): AgentScope's id of its conversation and the session it writes (the
+# conversation's, or a child session for a sub-agent run as a tool). A stored data block is
+# recorded there, and what AgentScope offloads for that conversation goes there.
+_REPLYING: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "ctxoffload_agentscope_replying", default=None
 )
-_DATA_SESSION = "agentscope"
+
+
+class _Call:
+    """The tool call whose result AgentScope is deciding on now, in this task: the file the
+    whole result went to, or that it must stay whole (not stored: a failing workspace, or a
+    reader's answer)."""
+
+    __slots__ = ("keep_whole", "stored", "tool_id")
+
+    def __init__(self, tool_id: str, *, stored: str | None = None, keep_whole: bool = False):
+        self.tool_id = tool_id
+        self.stored = stored
+        self.keep_whole = keep_whole
+
+
+# Set by on_acting while AgentScope splits (or not) the result it yielded: one per task, so
+# concurrent tool calls (each its own task) never see each other's decision.
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+    "ctxoffload_agentscope_call", default=None
+)
+
+
+class _Calling:
+    """A tool call of a running reply: a reply begun meanwhile in it is a sub-agent's."""
+
+    __slots__ = ("agent", "session", "tool_id")
+
+    def __init__(self, session: str, agent: str, tool_id: str) -> None:
+        self.session = session
+        self.agent = agent
+        self.tool_id = tool_id
+
+
+_IN_TOOL: contextvars.ContextVar[_Calling | None] = contextvars.ContextVar(
+    "ctxoffload_agentscope_in_tool", default=None
+)
+
+
+class _Reply:
+    """A reply of one agent object: whether it waits at a `yield` for its consumer (a
+    stream read no further waits there for good), and whether a newer reply of the same
+    agent took its session over meanwhile."""
+
+    __slots__ = ("agent", "overtaken", "suspended")
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = weakref.ref(agent)
+        self.suspended = False
+        self.overtaken = False
 
 
 class _ContextNotStored(OffloadError):
@@ -95,10 +162,12 @@ class AgentScopeOffloader:
     complete it (see the module docstring).
 
     Pass it as `offloader=` and its `middleware` in `middlewares=`; without the middleware
-    it behaves as the bare workspace (the file holds the part AgentScope cut off).
+    it behaves as the bare workspace (the file holds the part AgentScope cut off, and a
+    reply whose cut part cannot be stored fails, as the bare workspace's does).
 
     An agent's session is its `state.session_id`, mapped by the one rule every door follows
-    (docs/guides/hosts.md); a reply holds the session's lease while it runs.
+    (docs/guides/hosts.md); a reply holds the session's lease while it runs, and so does
+    `agent.compress_context()` called outside a reply.
 
     Args:
         workspace: a `LocalWorkspace` (or any ctxoffload workspace, or any `Offloader`;
@@ -111,12 +180,16 @@ class AgentScopeOffloader:
 
     def __init__(self, workspace: Offloader) -> None:
         self.workspace = checked_offloader(workspace, _DOOR)
-        # (session id, tool call id) -> the file the whole result went to.
-        self._whole: dict[tuple[str, str], str] = {}
-        # Agents whose tool_result_limit is lifted, with how many results hold it up.
-        self._lifted: dict[int, tuple[Any, int]] = {}
+        self._runs = HostRuns(self.workspace, _DOOR)
         self._middleware: Any = None
-        self._announced: set[str] = set()  # sessions whose `door` event this object wrote
+        self._replies: dict[int, _Reply] = {}  # id(agent) -> its reply running or stopped
+        # The data blocks stored outside any reply (`agent.observe`), by data/ name, the
+        # most recent last: recorded in `_data_session` at once, and in the session of each
+        # agent whose context names one at its next reply (`_claim`). `_claimed` is what was.
+        self._data_session = door_session(_DOOR.name, "data")
+        self._unclaimed: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._claimed: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+        self._readers: Any = None  # a Compressor, for `reads_back`
 
     def __repr__(self) -> str:
         return f"AgentScopeOffloader({self.workspace!r})"
@@ -138,16 +211,41 @@ class AgentScopeOffloader:
             return block
         url = _url_of(stored)
         if stored is not block and url is not None and isinstance(self.workspace, EventLog):
-            session_id = _REPLYING_SESSION.get() or _DATA_SESSION
-            try:
-                named = DataFile(reference=url, media_type=_media_type_of(stored))
-                await self.workspace.record_event(session_id, named.kind, **named.fields())
-            except Exception as exc:
-                # Stored all the same: the file is kept for gc's grace (an hour) without it.
-                logger.warning(
-                    "could not record data file %s in session %s: %s", url, session_id, exc
-                )
+            replying = _REPLYING.get()
+            if replying is None:
+                # Outside a reply (agent.observe): which agent's, AgentScope does not say.
+                # Its next reply names it in its own session (`_claim`).
+                session_id = self._data_session
+                name = DATA_REFERENCE.search(url)
+                if name is not None:
+                    _keep_recent(self._unclaimed, name.group(1), url)
+            else:
+                session_id = replying[1]
+            await self._record_data(session_id, url, _media_type_of(stored))
         return stored
+
+    async def _record_data(self, session_id: str, url: str, media_type: str | None) -> None:
+        named = DataFile(reference=url, media_type=media_type)
+        try:
+            await self.workspace.record_event(  # type: ignore[attr-defined]
+                session_id, named.kind, **named.fields()
+            )
+        except Exception as exc:
+            # Stored all the same: the file is kept for gc's grace (an hour) without it.
+            logger.warning("could not record data file %s in session %s: %s", url, session_id, exc)
+
+    async def _claim(self, agent: Any, session_id: str) -> None:
+        """Name in `session_id` the data blocks stored outside any reply that the agent's
+        context holds (its `observe`d attachments), so that its reads reach them under
+        `isolate_sessions` and no other session's do."""
+        if not self._unclaimed or not isinstance(self.workspace, EventLog):
+            return
+        for name in _data_names(agent.state.context):
+            url = self._unclaimed.get(name)
+            if url is None or (session_id, name) in self._claimed:
+                continue
+            _keep_recent(self._claimed, (session_id, name), None)
+            await self._record_data(session_id, url, None)
 
     async def offload_context(self, session_id: str, msgs: Sequence[Any]) -> str:
         """Append compressed messages to the session's context.jsonl; its absolute path.
@@ -156,7 +254,7 @@ class AgentScopeOffloader:
             OffloadError: the messages could not be stored; the middleware turns this into a
                 skipped compression, so the context keeps them.
         """
-        session_id = conversation_session(session_id)
+        session_id = _session_of(session_id)
         try:
             return str(await self.workspace.offload_context(session_id, msgs=list(msgs)))
         except Exception as exc:
@@ -167,45 +265,81 @@ class AgentScopeOffloader:
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """The file holding the whole result (stored by the middleware), else the part given.
 
-        A failure to store the part is logged and named in the returned text rather than
-        raised, so the reply goes on.
+        Raises:
+            OffloadError: the part AgentScope cut off could not be stored. AgentScope drops
+                it from the context once this returns, so the reply fails instead, as with
+                the bare workspace; the middleware keeps such a result whole instead.
         """
-        session_id = conversation_session(session_id)
         tool_id = str(getattr(tool_result, "id", ""))
-        stored = self._whole.pop((session_id, tool_id), None)
-        if stored is not None:
-            return stored
+        call = _CALL.get()
+        if call is not None and call.tool_id == tool_id and call.stored is not None:
+            return call.stored
+        session_id = _session_of(session_id)
         try:
             return str(await self.workspace.offload_tool_result(session_id, tool_result))
         except Exception as exc:
-            logger.warning("could not store the cut part of tool result %s: %s", tool_id, exc)
-            return f"(nowhere: the workspace could not store it: {exc})"
+            raise OffloadError(
+                f"could not store the part AgentScope cut from tool result {tool_id!r}, so the "
+                f"reply stops rather than lose it: {exc}; pass the offloader's middleware "
+                "(Agent(middlewares=[offloader.middleware])) to keep such a result whole in "
+                "the context instead"
+            ) from exc
 
     # -- the middleware ----------------------------------------------------------------------
 
     @property
     def middleware(self) -> Any:
         """The AgentScope middleware that stores whole tool results and keeps a failing
-        workspace from aborting the reply; pass it in `Agent(middlewares=[...])`."""
+        workspace from aborting the reply; pass it in `Agent(middlewares=[...])`, with this
+        object as the agent's `offloader=`."""
         if self._middleware is None:
             self._middleware = _middleware_class()(self)
         return self._middleware
 
-    async def _store_whole(self, agent: Any, tool_call: Any, response: Any) -> bool:
-        """Store the whole response if AgentScope is about to split it; False if that failed."""
+    def _check_agent(self, agent: Any) -> None:
+        """The middleware serves agents whose offloader is this object: with another one
+        (or none), the whole results it stores would never be named to the model.
+
+        Raises:
+            ConfigError: the agent's offloader is not this object.
+        """
+        if agent.offloader is not self:
+            given = "no offloader" if agent.offloader is None else f"{agent.offloader!r}"
+            raise ConfigError(
+                f"AgentScope agent {str(agent.name)!r} was given the middleware of {self!r} "
+                f"but {given} as its offloader: pass the same object to both, "
+                "Agent(offloader=offloader, middlewares=[offloader.middleware])"
+            )
+
+    def _reads_back(self, tool_name: str) -> bool:
+        """Whether the tool reads offloaded content back (ctxoffload's rule)."""
+        if self._readers is None:
+            from ..compression import Compressor
+
+            self._readers = Compressor()
+        return bool(self._readers.reads_back(tool_name))
+
+    async def _store_whole(self, agent: Any, tool_call: Any, response: Any) -> _Call | None:
+        """What to do with a tool's response: None when AgentScope will not split it, else the
+        call with the file the whole of it went to, or to be kept whole (storing failed)."""
         message = _agentscope(".message")
         content = response.content
         output = [message.TextBlock(text=content)] if isinstance(content, str) else content
-        limit = agent.context_config.tool_result_limit
+        limit = agent.context_config.tool_result_limit  # this call's: not lifted yet
         tokens = await agent.model.count_tokens(
             [message.AssistantMsg(agent.name, content=output)], None
         )
         if tokens <= limit:
-            return True
+            return None
+        if self._reads_back(str(tool_call.name)):
+            # A reader's answer is bounded by its own max_output_chars: cut and stored again,
+            # the model would read the same file in ever smaller pieces.
+            return _Call(str(tool_call.id), keep_whole=True)
         block = message.ToolResultBlock(id=tool_call.id, name=tool_call.name, output=output)
-        session_id = conversation_session(agent.state.session_id)
         try:
-            ref = await self.workspace.offload_tool_result(session_id, block)
+            ref = await self.workspace.offload_tool_result(
+                _session_of(agent.state.session_id), block
+            )
         except Exception as exc:
             logger.warning(
                 "could not store the result of %s (call %s), keeping it whole in the context: %s",
@@ -213,37 +347,25 @@ class AgentScopeOffloader:
                 tool_call.id,
                 exc,
             )
-            return False
-        self._whole[(session_id, str(tool_call.id))] = str(ref)
-        return True
-
-    def _lift(self, agent: Any) -> None:
-        config, holders = self._lifted.get(id(agent), (agent.context_config, 0))
-        if holders == 0:
-            agent.context_config = config.model_copy(update={"tool_result_limit": _NO_SPLIT})
-        self._lifted[id(agent)] = (config, holders + 1)
-
-    def _drop(self, agent: Any) -> None:
-        config, holders = self._lifted[id(agent)]
-        if holders == 1:
-            agent.context_config = config
-            del self._lifted[id(agent)]
-        else:
-            self._lifted[id(agent)] = (config, holders - 1)
+            return _Call(str(tool_call.id), keep_whole=True)
+        return _Call(str(tool_call.id), stored=str(ref))
 
     def tools(self, *, max_output_chars: int = 20_000) -> list[Any]:
         """ctxoffload's `retrieve_offloaded_content` as an AgentScope `FunctionTool`.
 
         Read-only and allowed without asking. It reads any reference this workspace gave
         (paths and `file://` URLs), decodes context.jsonl lines to the messages they hold,
-        searches with `pattern`, and pages inside a long line with `char_offset`.
+        searches with `pattern`, and pages inside a long line with `char_offset`. Its
+        answers are never cut or stored again by the middleware.
 
         Raises:
             ConfigError: the workspace is an `Offloader` that cannot read references back
-                (not a `ReferenceReader`).
+                (not a `ReferenceReader`), or `max_output_chars` is not a positive int (at
+                least 1,000).
         """
         from ..readback import retrieval_tool
 
+        checked_positive(max_output_chars, "max_output_chars")
         source = self.workspace
         if not isinstance(source, ReferenceReader):
             raise not_a_capability(
@@ -266,6 +388,36 @@ class AgentScopeOffloader:
         return [tool]
 
 
+def _session_of(conversation: object) -> str:
+    """The session AgentScope's `session_id` writes: the running reply's when it is that
+    conversation's (a sub-agent's child session), else the conversation's own."""
+    replying = _REPLYING.get()
+    if replying is not None and replying[0] == str(conversation):
+        return replying[1]
+    return conversation_session(conversation)
+
+
+def _keep_recent(kept: collections.OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """Put `key` last in `kept`, the oldest forgotten past `ANNOUNCED_KEPT`."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > ANNOUNCED_KEPT:
+        kept.popitem(last=False)
+
+
+def _data_names(context: Iterable[Any]) -> set[str]:
+    """The data/ names the text of AgentScope messages mentions (the notices AgentScope
+    writes for the attachments it stored)."""
+    names: set[str] = set()
+    for msg in context:
+        content = getattr(msg, "content", None)
+        for block in content if isinstance(content, list) else ():
+            for text in (getattr(block, "text", None), getattr(block, "hint", None)):
+                if isinstance(text, str):
+                    names.update(m.group(1) for m in DATA_REFERENCE.finditer(text))
+    return names
+
+
 def _url_of(block: Any) -> str | None:
     """The URL of a block's URL source (attribute or dict form), or None."""
     source = block.get("source") if isinstance(block, dict) else getattr(block, "source", None)
@@ -281,6 +433,41 @@ def _media_type_of(block: Any) -> str | None:
         else getattr(source, "media_type", None)
     )
     return None if media is None else str(media)
+
+
+_PER_CALL: dict[type, type] = {}
+"""AgentScope's `ContextConfig` class -> its per-call subclass (`_per_call_config_class`)."""
+
+
+def _per_call_config_class(base: type) -> type:
+    """AgentScope's `ContextConfig` class `base`, with a `tool_result_limit` that no result
+    reaches for the tool call whose result must stay whole (`_CALL`), and is the one set for
+    every other: concurrent tool calls, each in a task of its own, never see another's."""
+    made = _PER_CALL.get(base)
+    if made is not None:
+        return made
+
+    class PerCallContextConfig(base):  # type: ignore[misc]
+        def __getattribute__(self, name: str) -> Any:
+            if name == "tool_result_limit":
+                call = _CALL.get()
+                if call is not None and call.keep_whole:
+                    return _NO_SPLIT
+            return super().__getattribute__(name)
+
+    PerCallContextConfig.__name__ = PerCallContextConfig.__qualname__ = base.__name__
+    _PER_CALL[base] = PerCallContextConfig
+    return PerCallContextConfig
+
+
+def _keep_whole(agent: Any) -> None:
+    """Let the agent's `tool_result_limit` be lifted per tool call (`_CALL`): its config is
+    replaced, the first time, by an equal one that reads the limit per call (an agent-wide
+    limit lifted for one call would keep another call's result whole meanwhile, or make it
+    be cut without the whole of it stored)."""
+    config = agent.context_config
+    if type(config) not in _PER_CALL.values():
+        agent.context_config = _per_call_config_class(type(config))(**dict(config))
 
 
 def _middleware_class() -> type:
@@ -304,33 +491,42 @@ def _middleware_class() -> type:
             # The data blocks stored during this reply are recorded in the agent's session,
             # every event written meanwhile names the agent, and the session has one live
             # writer: a second reply on it (another agent object, another process) gets
-            # SessionBusyError until this one ends.
-            conversation = agent.state.session_id
-            session_id = conversation_session(conversation)
-            token = _REPLYING_SESSION.set(session_id)
-            workspace = self.offloader.workspace
-            announced = self.offloader._announced
-            lease = None
+            # SessionBusyError until this one ends. A reply of the same agent whose stream
+            # was read no further (a consumer's `break`) is taken over by the next one.
+            door = self.offloader
+            door._check_agent(agent)
+            conversation = str(agent.state.session_id)
+            name = str(agent.name)
+            reply, run = _Reply(agent), uuid.uuid4().hex
+            previous = door._replies.get(id(agent))
+            if previous is not None and previous.agent() is agent and previous.suspended:
+                previous.overtaken = True
+            session = await _begin(door, agent, conversation, run, lambda: not reply.overtaken)
+            door._replies[id(agent)] = reply
+            token = _REPLYING.set((conversation, session))
             try:
-                lease = await begin_run(
-                    workspace,
-                    _DOOR,
-                    session_id,
-                    conversation=conversation,
-                    agent=str(agent.name),
-                    announce=session_id not in announced,
-                )
-                announced.add(session_id)
-                with writing_as(str(agent.name), session_id):
+                await door._claim(agent, session)
+                with writing_as(name, session):
                     async for item in next_handler(**input_kwargs):
+                        reply.suspended = True
                         yield item
+                        reply.suspended = False
+                        if reply.overtaken:
+                            raise SessionBusyError(
+                                f"AgentScope: this reply of agent {name!r} was read no further "
+                                "and a newer reply of the same agent took its session "
+                                f"{session!r} over; it writes no more",
+                                session,
+                                {"agent": name},
+                            )
             finally:
-                if lease is not None:
-                    await lease.release()
+                if door._replies.get(id(agent)) is reply:
+                    del door._replies[id(agent)]
+                await door._runs.aend(session, run)
                 # Resumed in another context (a consumer that moved between tasks): that
                 # context never saw the value.
                 with contextlib.suppress(ValueError):
-                    _REPLYING_SESSION.reset(token)
+                    _REPLYING.reset(token)
 
         async def on_acting(
             self,
@@ -338,21 +534,34 @@ def _middleware_class() -> type:
             input_kwargs: dict[str, Any],
             next_handler: Callable[..., AsyncGenerator[Any, None]],
         ) -> AsyncGenerator[Any, None]:
+            door = self.offloader
+            door._check_agent(agent)
             tool_call = input_kwargs["tool_call"]
-            async for item in next_handler(**input_kwargs):
-                if not isinstance(item, tool_response):
-                    yield item
-                    continue
-                if await self.offloader._store_whole(agent, tool_call, item):
-                    yield item
-                    continue
-                # AgentScope splits the result while this generator waits at `yield`: with
-                # the limit lifted meanwhile, it keeps the result whole.
-                self.offloader._lift(agent)
-                try:
-                    yield item
-                finally:
-                    self.offloader._drop(agent)
+            replying = _REPLYING.get()
+            session = replying[1] if replying else _session_of(agent.state.session_id)
+            calling = _IN_TOOL.set(_Calling(session, str(agent.name), str(tool_call.id)))
+            try:
+                async for item in next_handler(**input_kwargs):
+                    if not isinstance(item, tool_response):
+                        yield item
+                        continue
+                    call = await door._store_whole(agent, tool_call, item)
+                    if call is None:
+                        yield item
+                        continue
+                    if call.keep_whole:
+                        _keep_whole(agent)
+                    # AgentScope splits the result, and names the file, while this generator
+                    # waits at `yield`, in this task: what `_CALL` says holds for this call.
+                    decided = _CALL.set(call)
+                    try:
+                        yield item
+                    finally:
+                        with contextlib.suppress(ValueError):
+                            _CALL.reset(decided)
+            finally:
+                with contextlib.suppress(ValueError):
+                    _IN_TOOL.reset(calling)
 
         async def on_compress_context(
             self,
@@ -360,10 +569,78 @@ def _middleware_class() -> type:
             input_kwargs: dict[str, Any],
             next_handler: Callable[..., Awaitable[None]],
         ) -> None:
+            door = self.offloader
+            door._check_agent(agent)
+            if _REPLYING.get() is not None:
+                await self._compress(input_kwargs, next_handler)
+                return
+            # Called outside a reply (agent.compress_context()): it writes the session, so it
+            # holds the session's lease as a reply does.
+            conversation = str(agent.state.session_id)
+            run = uuid.uuid4().hex
+            session = await _begin(door, agent, conversation, run, None, nested=False)
+            token = _REPLYING.set((conversation, session))
+            try:
+                await door._claim(agent, session)
+                with writing_as(str(agent.name), session):
+                    await self._compress(input_kwargs, next_handler)
+            finally:
+                await door._runs.aend(session, run)
+                with contextlib.suppress(ValueError):
+                    _REPLYING.reset(token)
+
+        async def _compress(
+            self, input_kwargs: dict[str, Any], next_handler: Callable[..., Awaitable[None]]
+        ) -> None:
             try:
                 await next_handler(**input_kwargs)
             except _ContextNotStored as exc:
+                if _IN_TOOL.get() is not None:
+                    # The model asked for it (AgentScope's CompressContext tool): the tool
+                    # must say it failed, not that the context was too short to compress.
+                    raise
                 # AgentScope stores before it replaces the context, so nothing was dropped.
                 logger.warning("%s; the context was not compressed and keeps them", exc)
 
     return CtxOffloadMiddleware
+
+
+async def _begin(
+    door: AgentScopeOffloader,
+    agent: Any,
+    conversation: str,
+    run: str,
+    live: Callable[[], bool] | None,
+    *,
+    nested: bool = True,
+) -> str:
+    """Take the session of the agent's reply `run` (`HostRuns`): its conversation's, or, for
+    a reply begun in a tool call of a running reply (a sub-agent run as a tool), a child of
+    the parent's session when it would write that one, else its own, linked to the parent.
+
+    Returns:
+        The session the reply writes.
+
+    Raises:
+        SessionBusyError: another live run writes the session.
+    """
+    session = conversation_session(conversation)
+    name = str(agent.name)
+    calling = _IN_TOOL.get() if nested else None
+    if calling is None:
+        await door._runs.abegin(session, run, conversation=conversation, live=live, agent=name)
+        return session
+    link = {"session": calling.session, "agent": calling.agent, "tool_id": calling.tool_id}
+    if session == calling.session or session.startswith(f"{calling.session}--"):
+        return await asyncio.to_thread(
+            door._runs.begin_child, calling.session, name, run, link=link, live=live
+        )
+    await door._runs.abegin(
+        session,
+        run,
+        conversation=conversation,
+        live=live,
+        agent=name,
+        parent={"name": name, **link},
+    )
+    return session
