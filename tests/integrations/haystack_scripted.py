@@ -31,11 +31,12 @@ def say(text: str) -> ChatMessage:
 
 class Scripted:
     """A `MockChatGenerator` whose replies come from `replies`; `seen` holds what each call
-    was sent, as (role, text) pairs."""
+    was sent, as (role, text) pairs, and `sent` the messages themselves."""
 
     def __init__(self, replies: Iterable[ChatMessage] = ()) -> None:
         self.replies = iter(replies)
         self.seen: list[list[tuple[str, str]]] = []
+        self.sent: list[list[ChatMessage]] = []
         self._lock = threading.Lock()
         self.generator = MockChatGenerator(response_fn=self._reply)
 
@@ -43,10 +44,12 @@ class Scripted:
         with self._lock:
             sent = [as_sent(m) for m in messages]
             self.seen.append(sent)
+            self.sent.append(list(messages))
             chosen = next(self.replies)
         # The usage a provider reports (what Haystack's CompactionHook sizes the context by):
-        # the mock's own is a word count, far below any tokenizer's.
-        usage = {"prompt_tokens": tokens(sent), "completion_tokens": 5}
+        # the mock's own is a word count, far below any tokenizer's. The reply counts as what
+        # it says (a call's arguments among it).
+        usage = {"prompt_tokens": tokens(sent), "completion_tokens": tokens([as_sent(chosen)])}
         return ChatMessage.from_assistant(
             chosen.text, tool_calls=chosen.tool_calls, meta={"usage": usage}
         )

@@ -402,3 +402,43 @@ def test_a_cut_result_keeps_its_image_in_what_haystack_sends(tmp_path: Path) -> 
     text = "".join(p.text for p in parts if isinstance(p, TextContent))
     assert len(text) < len(big) // 4 and "tool_result" in text
     assert sent.tool_call_result.origin is origin
+
+
+def test_a_call_that_wrote_a_whole_file_is_sent_as_the_compactors_cut(tmp_path: Path) -> None:
+    """The newest turn over the window because the model's own call held a whole file: the
+    compactor cut the call's arguments (each long string stored whole first) and gave
+    Haystack back the message whole, so the next call carried the whole file against the
+    window. The model is sent the call with its file cut to a head and a notice naming the
+    file that holds it whole; the call's id and path stay."""
+    from haystack.tools import Tool
+
+    body = "".join(
+        f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+    )
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="f")
+    tool = Tool(
+        name="write_file",
+        description="Write `content` to `path`.",
+        parameters={
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        },
+        function=lambda path, content: f"wrote {len(content)} characters to {path}",
+    )
+    model = Scripted(
+        [call("write_file", {"path": "app/report.py", "content": body}, "w1"), say("Written.")]
+    )
+    hooks = {"before_llm": [compaction_hook(WorkspaceCompactor(store))]}
+    out = agent_with(model, [tool, *store.tools], hooks).run(
+        [ChatMessage.from_user("write the report module")]
+    )
+    assert out["last_message"].text == "Written."
+
+    assert len(model.seen) == 2
+    assert tokens(model.seen[-1]) < WINDOW
+    (sent,) = [c for m in model.sent[-1] for c in m.tool_calls]
+    assert sent.id == "w1" and sent.arguments["path"] == "app/report.py"
+    content = sent.arguments["content"]
+    assert "<<<TRUNCATED>>>" in content and body.startswith(content[:200])
+    (stored,) = (tmp_path / "ws" / "sessions" / "f").glob("tool_result-w1_content*.txt")
+    assert str(stored) in content and stored.read_text(encoding="utf-8") == body

@@ -387,3 +387,66 @@ async def test_a_message_that_is_no_chat_message_is_refused_saying_what_it_is(
         await put(memory)
     assert await memory.aget_all() == []
     await memory.aclose()
+
+
+FILE_BODY = "".join(
+    f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+)
+"""A module of 1,500 lines a model writes whole in one call (~20,000 tokens)."""
+
+
+def wrote_the_file(kept_by: str) -> ChatMessage:
+    """The model's turn that wrote `FILE_BODY` in one call `w1`, the call kept as LlamaIndex
+    keeps it (`kept_by`): a `ToolCallBlock`, or OpenAI's copy in `additional_kwargs`, as its
+    OpenAI integration keeps (and sends) it."""
+    args = {"path": "app/report.py", "content": FILE_BODY}
+    if kept_by == "block":
+        return call("write_file", args, "w1")
+    function = {"name": "write_file", "arguments": json.dumps(args)}
+    raw = {"id": "w1", "type": "function", "function": function}
+    return ChatMessage(role="assistant", content="", additional_kwargs={"tool_calls": [raw]})
+
+
+def sent_arguments(message: ChatMessage) -> tuple[str, dict[str, Any]]:
+    """The id and arguments of the one call of `message`, wherever LlamaIndex keeps it (a
+    call held in both places would be sent twice)."""
+    blocks = [b for b in message.blocks if b.block_type == "tool_call"]
+    raw = message.additional_kwargs.get("tool_calls") or []
+    assert len(blocks) + len(raw) == 1
+    if blocks:
+        return blocks[0].tool_call_id, blocks[0].tool_kwargs
+    return raw[0]["id"], json.loads(raw[0]["function"]["arguments"])
+
+
+@pytest.mark.parametrize("kept_by", ["block", "openai"])
+async def test_a_call_that_wrote_a_whole_file_is_sent_cut(tmp_path: Path, kept_by: str) -> None:
+    """The newest turn over the window because the model's own call held a whole file: the
+    model is sent the call with its file cut to a head and a notice naming the file that
+    holds it whole; the call's id and path stay. A call kept in OpenAI's copy
+    (`additional_kwargs["tool_calls"]`) was sent whole from there (~20,000 tokens against
+    4,000: the memory cut only the blocks, and made the call a block too)."""
+    memory = memory_on(tmp_path / "ws", "f")
+    await memory.aput_messages(
+        [
+            ChatMessage(role="user", content="write the report module"),
+            wrote_the_file(kept_by),
+            ChatMessage(
+                role="tool",
+                content="wrote it",
+                additional_kwargs={"tool_call_id": "w1", "name": "write_file"},
+            ),
+        ]
+    )
+    sent = await memory.aget()
+
+    assert tokens(sent) < CONFIG.context_window
+    (assistant,) = [m for m in sent if m.role.value == "assistant"]
+    call_id, args = sent_arguments(assistant)
+    assert call_id == "w1" and args["path"] == "app/report.py"
+    assert "<<<TRUNCATED>>>" in args["content"]
+    assert FILE_BODY.startswith(args["content"][:200])
+    (stored,) = (tmp_path / "ws" / "sessions" / "f").glob("tool_result-w1_content*.txt")
+    assert str(stored) in args["content"]
+    assert stored.read_text(encoding="utf-8") == FILE_BODY
+    assert FILE_BODY not in "".join(wire(sent))
+    await memory.aclose()

@@ -20,6 +20,7 @@ from ..exceptions import ConfigError
 from ..messages import Msg
 from ..model import ChatModel
 from ..workspace import writing_as
+from ._call_arguments import cut_arguments
 from ._haystack_messages import CallIds, read_message, result_parts
 from ._haystack_store import INSTALL_HINT, WorkspaceResultStore
 
@@ -159,7 +160,7 @@ class WorkspaceCompactor:
             elif msg is not read[msg.id] and msg.content != read[msg.id].content:
                 # Cut to fit (a tool's result, a long text: stored whole first): what was
                 # cut goes back, not the message whole, which was over the window.
-                message = self._cut(message, msg)
+                message = self._cut(message, read[msg.id], msg)
             out.append(message)
         changed = len(out) < len(messages) or any(
             a is not b for a, b in zip(out, messages, strict=False)
@@ -174,13 +175,17 @@ class WorkspaceCompactor:
         self._read = {k: v for k, v in self._read.items() if k in held}
         self._calls.keep_only(messages)
 
-    def _cut(self, message: Any, msg: Msg) -> Any:
-        """`message` saying what the compressor cut `msg` (its reading) to: a tool's result
-        its head and notice, a user's or a system's text its head and notice; any other
-        message as it was."""
+    def _cut(self, message: Any, given: Msg, msg: Msg) -> Any:
+        """`message` (read as `given`) saying what the compressor cut it to (`msg`): a tool's
+        result its head and notice, a user's or a system's text its head and notice, a call's
+        long arguments theirs (a call that wrote a whole file); any other message as it
+        was."""
         result = getattr(message, "tool_call_result", None)
         results = msg.tool_results
-        if result is not None and len(results) == 1:
+        arguments = cut_arguments(given, msg) if message.tool_calls else {}
+        if arguments:
+            made = self._with_arguments(message, arguments)
+        elif result is not None and len(results) == 1:
             output = results[0].output
             text = output if isinstance(output, str) else _texts(output)
             made = _ChatMessage.from_tool(
@@ -201,6 +206,20 @@ class WorkspaceCompactor:
             return message
         self._read[id(made)] = (made, msg)
         return made
+
+    def _with_arguments(self, message: Any, arguments: dict[str, dict[str, Any]]) -> Any:
+        """`message` with the arguments `arguments` holds for its calls (by the id each is
+        read with), every other part as it was (made again through Haystack's own dict form,
+        which keeps each part in its place)."""
+        ids = iter([self._calls.of(call) for call in message.tool_calls])
+        data = message.to_dict()
+        for part in data["content"]:
+            call = part.get("tool_call") if isinstance(part, dict) else None
+            if isinstance(call, dict):
+                call_id = next(ids)
+                if call_id in arguments:
+                    call["arguments"] = arguments[call_id]
+        return _ChatMessage.from_dict(data)
 
     def _msg(self, message: Any) -> Msg:
         """A `ChatMessage` as a `Msg` (read once per message object: Haystack hands the same

@@ -36,6 +36,7 @@ from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import TokenCounter
 from ..workspace import Workspace, writing_as
+from ._call_arguments import cut_arguments, openai_call_with
 from ._llama_index_messages import INSTALL_HINT, message_text, read_message, to_llama_index
 from ._reading import reading_functions
 
@@ -580,7 +581,29 @@ def _back(projected: Sequence[Msg], by_id: dict[str, tuple[Any, Msg]]) -> list[A
         if msg is read or msg.content == read.content:
             out.append(original)
         else:
-            (made,) = to_llama_index([msg])
-            update = {"blocks": made.blocks}
-            out.append(original.model_copy(update=update))
+            out.append(_cut_copy(original, read, msg))
     return out
+
+
+def _cut_copy(original: Any, read: Msg, msg: Msg) -> Any:
+    """`original` saying what a projection cut its `Msg` (`read`) to (`msg`): its blocks made
+    again, and OpenAI's copy of its calls (`additional_kwargs["tool_calls"]`, as LlamaIndex's
+    OpenAI integration keeps them, which it sends over the blocks) with the arguments the
+    projection cut (a call that wrote a whole file); a call kept only there is not made a
+    block too (it would be sent twice)."""
+    (made,) = to_llama_index([msg])
+    kwargs = original.additional_kwargs or {}
+    raw = kwargs.get("tool_calls")
+    if not isinstance(raw, list) or not raw:
+        return original.model_copy(update={"blocks": made.blocks})
+    own = {block.tool_call_id for block in original.blocks if block.block_type == "tool_call"}
+    blocks = [
+        block
+        for block in made.blocks
+        if block.block_type != "tool_call" or block.tool_call_id in own
+    ]
+    arguments = cut_arguments(read, msg)
+    calls = [openai_call_with(call, arguments) for call in raw]
+    return original.model_copy(
+        update={"blocks": blocks, "additional_kwargs": {**kwargs, "tool_calls": calls}}
+    )
