@@ -535,3 +535,46 @@ async def test_a_plugin_forgets_the_state_of_sessions_past_the_ones_it_keeps(
     again = wire(model.seen[-1])
     assert again[: len(before)] == before
     assert "and once more" in again[-1]
+
+
+async def test_a_call_that_wrote_a_whole_file_is_sent_cut_with_its_own_id_and_signature(
+    tmp_path: Path,
+) -> None:
+    """The newest turn over the window because the model's own call held a whole file: the
+    model is sent the call with its file cut to a head and a notice naming the file that
+    holds it whole, and the part is the model's own otherwise: the call's path, its id (none,
+    as Gemini gives none) and its thought signature, which Gemini asks back with every call
+    of a thinking model (the door made the part anew: a made-up id, no signature)."""
+    body = "".join(
+        f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+    )
+
+    def write_file(path: str, content: str) -> str:
+        """Write `content` to `path`."""
+        return f"wrote {len(content)} characters to {path}"
+
+    wrote = call("write_file", {"path": "app/report.py", "content": body}, None)
+    assert wrote.content is not None and wrote.content.parts
+    wrote.content.parts[0].thought_signature = b"signed-by-the-model"
+    model = Scripted(replies=[wrote, say("Written.")])
+    runner, _ = runner_on(tmp_path / "ws", model, tools=[write_file])
+    await ask(runner, await session_of(runner, "f"), "write the report module")
+
+    assert len(model.seen) == 2
+    last = model.seen[-1]
+    assert tokens(last) < CONFIG.context_window
+    (sent,) = [
+        part
+        for content in last.contents
+        for part in content.parts or []
+        if part.function_call is not None
+    ]
+    args = sent.function_call.args or {}
+    assert args["path"] == "app/report.py"
+    assert sent.function_call.id is None
+    assert sent.thought_signature == b"signed-by-the-model"
+    assert "<<<TRUNCATED>>>" in args["content"] and body.startswith(args["content"][:200])
+    folder = tmp_path / "ws" / "sessions" / stored_as("f")
+    (stored,) = folder.glob("tool_result-*_content*.txt")
+    assert str(stored) in args["content"] and stored.read_text(encoding="utf-8") == body
+    assert body not in "".join(wire(last))

@@ -263,7 +263,12 @@ def _block(
 
 def _replaced(part: Any, block: Block) -> Any:
     """`part` saying what the projection made of its block (a tool result cut to its head and
-    notice), everything else of it kept."""
+    notice, a call's arguments cut: a call that wrote a whole file), everything else of it
+    kept (a call's own id, none where the model gave none, and its thought signature, which
+    Gemini asks back with every call of a thinking model)."""
+    if isinstance(block, ToolCallBlock) and part.function_call is not None:
+        call = part.function_call.model_copy(update={"args": block.input})
+        return part.model_copy(update={"function_call": call})
     if isinstance(block, ToolResultBlock) and part.function_response is not None:
         text = _output_text(block)
         kept = {_key_of(block): text}
