@@ -625,3 +625,41 @@ async def test_a_session_id_names_the_conversation_of_runs_that_name_none(tmp_pa
         .splitlines()
     ]
     assert steps.count("model_call") == 2
+
+
+async def test_a_call_that_wrote_a_whole_file_is_sent_cut_in_the_models_own_response(
+    tmp_path: Path,
+) -> None:
+    """The newest turn over the window because the model's own call held a whole file: the
+    model is sent the call with its file cut to a head and a notice naming the file that
+    holds it whole, in its own response otherwise: the call's id, path and provider item id,
+    and the reasoning before it with its id and provider (which the Responses API pairs with
+    the call; the capability made the response anew and lost them)."""
+    body = "".join(
+        f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+    )
+
+    def write_file(path: str, content: str) -> str:
+        """Write `content` to `path`."""
+        return f"wrote {len(content)} characters to {path}"
+
+    thought = ThinkingPart("I write it whole.", id="rs_1", signature="sig", provider_name="openai")
+    wrote = ToolCallPart("write_file", {"path": "app/report.py", "content": body}, "w1", id="fc_1")
+    model = Scripted(ModelResponse(parts=[thought, wrote]), say("Written."))
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = Agent(model.model, tools=[write_file], capabilities=[offload])
+    await agent.run("write the report module", conversation_id="f")
+
+    assert len(model.seen) == 2
+    last = model.seen[-1]
+    assert tokens(last) < CONFIG.context_window
+    (response,) = [m for m in last if isinstance(m, ModelResponse)][:1]
+    thinking, sent = response.parts
+    assert thinking == thought
+    assert isinstance(sent, ToolCallPart) and (sent.tool_call_id, sent.id) == ("w1", "fc_1")
+    args = sent.args_as_dict()
+    assert args["path"] == "app/report.py"
+    assert "<<<TRUNCATED>>>" in args["content"] and body.startswith(args["content"][:200])
+    (stored,) = (tmp_path / "ws" / "sessions").glob("*/tool_result-w1_content*.txt")
+    assert str(stored) in args["content"] and stored.read_text(encoding="utf-8") == body
+    assert body not in "".join(wire(last))

@@ -118,6 +118,9 @@ def projected_copy(original: Any, msgs: Sequence[Msg], previous: Any = None) -> 
     those as parts of their own, so no text of them was cut) and its metadata.
     """
     if not isinstance(original, _m.ModelRequest):
+        kept_parts = _response_parts_with_arguments(original, msgs)
+        if kept_parts is not None:
+            return dataclasses.replace(original, parts=kept_parts)
         (rebuilt,) = to_pydantic_ai(msgs)
         return dataclasses.replace(original, parts=rebuilt.parts)
     kept = {int(msg.id.split(".")[1]): msg for msg in msgs}
@@ -156,6 +159,39 @@ def _projected_parts(given: list[tuple[Any, list[Block]]], msg: Msg) -> list[Any
         else:
             parts.extend(_request_parts(msg.model_copy(update={"content": news})))
     return parts
+
+
+def _response_parts_with_arguments(original: Any, msgs: Sequence[Msg]) -> list[Any] | None:
+    """The parts of the `ModelResponse` `original` when a projection changed only its calls'
+    arguments (a call that wrote a whole file, its long strings cut): each `ToolCallPart`
+    with the arguments its `Msg` holds, every other part as it was (a thinking part's id and
+    signature, a native tool's parts, which have no block); None when it changed more."""
+    if len(msgs) != 1:
+        return None
+    (msg,) = msgs
+    news = msg.blocks
+    parts: list[Any] = []
+    at = 0
+    for part in original.parts:
+        olds = _response_blocks(part)
+        if not olds:
+            parts.append(part)
+            continue
+        if at >= len(news):
+            return None
+        new = news[at]
+        at += 1
+        if new == olds[0]:
+            parts.append(part)
+        elif (
+            isinstance(part, _m.ToolCallPart)
+            and isinstance(new, ToolCallBlock)
+            and new.id == part.tool_call_id
+        ):
+            parts.append(dataclasses.replace(part, args=new.input))
+        else:
+            return None
+    return parts if at == len(news) else None
 
 
 _Run = tuple[str, list[tuple[Any, list[Block]]], dict[str, str]]
