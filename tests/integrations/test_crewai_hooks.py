@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crewai.tools import BaseTool
 from crewai_scripted import (
     HOST_WARNINGS,
     Fetch,
@@ -409,3 +410,41 @@ def test_one_hooks_object_serving_many_crews_keeps_none_alive(tmp_path: Path) ->
     del alive
     names = {p.name for p in (tmp_path / "ws" / "sessions").iterdir()}
     assert all(a and b and {a, b} <= names for a, b in sessions)
+
+
+class WriteFile(BaseTool):
+    """The tool `write_file`: writes nothing, says what it was given."""
+
+    name: str = "write_file"
+    description: str = "Write `content` to `path`."
+
+    def _run(self, path: str, content: str) -> str:
+        return f"wrote {len(content)} characters to {path}"
+
+
+def test_a_call_that_wrote_a_whole_file_is_sent_cut(tmp_path: Path) -> None:
+    """The newest turn over the window because the model's own call held a whole file: the
+    model is sent the call with its file cut to a head and a notice naming the file that
+    holds it whole; the call's id and path stay (the door sends a message it changed made
+    again whole, so it carried the cut before this test was written)."""
+    body = "".join(
+        f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+    )
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="f")
+    model = Scripted(model="scripted").script(
+        [call("write_file", {"path": "app/report.py", "content": body}, "w1"), say("Written.")]
+    )
+    agent = agent_with(model, [WriteFile(), *offload.tools])
+    with offload:
+        assert crew_of(agent, "write the report module").kickoff().raw == "Written."
+
+    assert len(model.seen) == 2
+    last = model.seen[-1]
+    assert tokens(last) < CONFIG.context_window
+    (sent,) = [c for m in last for c in m.get("tool_calls") or []]
+    args = json.loads(sent["function"]["arguments"])
+    assert sent["id"] == "w1" and args["path"] == "app/report.py"
+    assert "<<<TRUNCATED>>>" in args["content"] and body.startswith(args["content"][:200])
+    (stored,) = (tmp_path / "ws" / "sessions" / "f").glob("tool_result-w1_content*.txt")
+    assert str(stored) in args["content"] and stored.read_text(encoding="utf-8") == body
+    assert body not in "".join(texts(last))
