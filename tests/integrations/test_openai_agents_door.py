@@ -30,6 +30,7 @@ from agents import (  # noqa: E402
     trace,
 )
 from openai import AsyncOpenAI  # noqa: E402
+from openai.types.responses import ResponseFunctionToolCall  # noqa: E402
 from openai_agents_scripted import Scripted, answer, call, tool_call  # noqa: E402
 from workspace_kinds import bucket, local, memory  # noqa: E402
 
@@ -42,10 +43,12 @@ from ctxoffload import (  # noqa: E402
 )
 from ctxoffload._disk.ids import session_id_for  # noqa: E402
 from ctxoffload._doors.doors import DOORS  # noqa: E402
+from ctxoffload.formats.responses import from_responses  # noqa: E402
 from ctxoffload.integrations.openai_agents import (  # noqa: E402
     OffloadingInputFilter,
     WorkspaceSession,
 )
+from ctxoffload.tokens import get_token_counter  # noqa: E402
 from ctxoffload.workspace import Workspace  # noqa: E402
 from openai_server import OpenAIServer  # noqa: E402
 
@@ -392,3 +395,53 @@ async def test_runs_that_ended_leave_no_state_and_their_next_run_takes_over_quie
     gc.collect()
     assert len(fresh._runs._runs) <= 1
     assert len(folders(tmp_path / "ws")) == 21  # each run a session of its own, kept
+
+
+# -- stored once, whole: a call that wrote a whole file ------------------------------------------
+
+
+async def test_a_call_that_wrote_a_whole_file_is_sent_cut_as_the_models_own_item(
+    tmp_path: Path,
+) -> None:
+    """The newest turn over the window because the model's own call held a whole file: the
+    model is sent the call with its file cut to a head and a notice naming the file that
+    holds it whole, in the model's own item otherwise: its call id, path, item id and status
+    (the Responses API pairs the item id with the reasoning before it; the filter made the
+    item anew without them)."""
+    body = "".join(
+        f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+    )
+
+    @function_tool
+    def write_file(path: str, content: str) -> str:
+        """Write `content` to `path`."""
+        return f"wrote {len(content)} characters to {path}"
+
+    arguments = json.dumps({"path": "app/report.py", "content": body})
+    wrote = ResponseFunctionToolCall(
+        type="function_call",
+        name="write_file",
+        arguments=arguments,
+        call_id="w1",
+        id="fc_1",
+        status="completed",
+    )
+    model = Scripted(wrote, answer("Written."))
+    config = ContextConfig(context_window=4_000, tool_result_limit=300)
+    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=config, session_id="f")
+    run_config = RunConfig(call_model_input_filter=offload)
+    agent = agent_on(model, offload, write_file)
+    await Runner.run(agent, "write the report module", run_config=run_config)
+
+    assert len(model.seen) == 2
+    last = [i if isinstance(i, dict) else i.model_dump(exclude_unset=True) for i in model.seen[-1]]
+    assert body not in json.dumps(last)
+    counter = get_token_counter(None)
+    assert counter.count_messages(from_responses(last)) < config.context_window
+    (sent,) = [item for item in last if item.get("type") == "function_call"]
+    assert (sent["call_id"], sent["id"], sent["status"]) == ("w1", "fc_1", "completed")
+    args = json.loads(sent["arguments"])
+    assert args["path"] == "app/report.py"
+    assert "<<<TRUNCATED>>>" in args["content"] and body.startswith(args["content"][:200])
+    (stored,) = (tmp_path / "ws" / "sessions" / "f").glob("tool_result-w1_content*.txt")
+    assert str(stored) in args["content"] and stored.read_text(encoding="utf-8") == body

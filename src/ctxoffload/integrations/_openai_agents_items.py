@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..formats.responses import from_responses, to_responses
-from ..messages import Msg, ToolResultBlock
+from ..messages import Msg, ToolCallBlock, ToolResultBlock
 
 __all__ = [
     "as_history",
@@ -118,12 +118,21 @@ def projected_items(
 
 
 def cut_item(original: Any, msg: Msg) -> list[Any]:
-    """`original` with the output `msg` holds for it where both are one tool output (the
-    rest of the item kept), else the items for `msg`."""
+    """`original` with the output `msg` holds for it where both are one tool output, or the
+    arguments where both are one call (a call that wrote a whole file, its long strings cut),
+    the rest of the item kept (a call's item id and status, which the Responses API pairs
+    with the reasoning before it); else the items for `msg`."""
     fields = as_item(original)
     blocks = msg.content if isinstance(msg.content, list) else []
-    if fields.get("type") == "function_call_output" and len(blocks) == 1:
+    if len(blocks) == 1:
         (block,) = blocks
-        if isinstance(block, ToolResultBlock):
+        kind = fields.get("type")
+        if kind == "function_call_output" and isinstance(block, ToolResultBlock):
             return [{**fields, "output": to_responses([msg])[0]["output"]}]
+        if (
+            kind == "function_call"
+            and isinstance(block, ToolCallBlock)
+            and block.id == fields.get("call_id")
+        ):
+            return [{**fields, "arguments": to_responses([msg])[0]["arguments"]}]
     return to_responses([msg])
