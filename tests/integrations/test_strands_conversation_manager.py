@@ -630,3 +630,79 @@ def test_an_agent_resumed_from_its_strands_session_gets_the_history_it_had(
     resumed("question 2")
     notes = [m for m in resumed.messages if "context.jsonl" in texts([m])]
     assert len(notes) == 1
+
+
+FILE_BODY = "".join(
+    f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+)
+"""A module of 1,500 lines a model writes whole in one call (~20,000 tokens)."""
+
+
+class FileWritingModel(SizeLimitedModel):
+    """Refuses a request over `limit` characters as Strands' models do (an overflow); asked
+    to write, calls `write_file` with `FILE_BODY` whole, then answers."""
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        size = len(json.dumps(messages, default=repr))
+        if size > self.limit:
+            self.refused += 1
+            raise ContextWindowOverflowException(f"{size} characters, over {self.limit}")
+        self.sent.append(size)
+        if any("toolResult" in b for b in messages[-1]["content"]):
+            events: list[dict[str, Any]] = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockDelta": {"delta": {"text": "Written."}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "end_turn"}},
+            ]
+        else:
+            arguments = json.dumps({"path": "app/report.py", "content": FILE_BODY})
+            use = {"toolUse": {"toolUseId": "w1", "name": "write_file"}}
+            events = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockStart": {"start": use}},
+                {"contentBlockDelta": {"delta": {"toolUse": {"input": arguments}}}},
+                {"contentBlockStop": {}},
+                {"messageStop": {"stopReason": "tool_use"}},
+            ]
+        for event in events:
+            yield event
+
+
+@tool
+def write_file(path: str, content: str) -> str:
+    """Write `content` to `path`."""
+    return f"wrote {len(content)} characters to {path}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="each reduction after an overflow cuts the call's argument again from its cut, not "
+    "from the file the first cut stored (Truncator._cut_argument knows no earlier cut): 12 "
+    "files, the notice naming one that holds a cut of a cut",
+)
+def test_an_overflow_from_a_call_that_wrote_a_whole_file_cuts_its_arguments(
+    tmp_path: Path,
+) -> None:
+    """The request after the model's own call held a whole file is refused as over the
+    window: the manager cuts the call's arguments (each long string stored whole first), the
+    history keeps the call with its head and a notice naming the file that holds it whole,
+    its id and path, and the retried request fits (Strands' history is made again from the
+    cut, so it carries the cut)."""
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(ws, session_id="s")
+    model = FileWritingModel(limit=20_000)
+    agent = Agent(
+        model=model, tools=[write_file], conversation_manager=manager, callback_handler=None
+    )
+    assert str(agent("write the report module")).strip() == "Written."
+
+    assert model.refused > 0 and model.sent[-1] <= 20_000
+    (use,) = [b["toolUse"] for m in agent.messages for b in m["content"] if "toolUse" in b]
+    assert use["toolUseId"] == "w1" and use["input"]["path"] == "app/report.py"
+    content = use["input"]["content"]
+    assert "<<<TRUNCATED>>>" in content and FILE_BODY.startswith(content[:200])
+    named = [p for p in (tmp_path / "ws/sessions/s").glob("tool_result-w1_*") if str(p) in content]
+    assert [p.read_text(encoding="utf-8") for p in named] == [FILE_BODY]
