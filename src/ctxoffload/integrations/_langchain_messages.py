@@ -22,6 +22,7 @@ from .._depth import RAW_ARGUMENTS
 from ..exceptions import ConfigError
 from ..formats import to_msgs, to_openai
 from ..messages import Msg, ToolCallBlock
+from ._call_arguments import openai_call_with
 
 __all__ = ["from_langchain", "message_key", "to_langchain", "with_content_of"]
 
@@ -201,7 +202,7 @@ def _with_arguments(original: Any, content: Any, converted: list[dict[str, Any]]
     if isinstance(raw, list):
         update["additional_kwargs"] = {
             **original.additional_kwargs,
-            "tool_calls": [_raw_with(item, arguments) for item in raw],
+            "tool_calls": [openai_call_with(item, arguments) for item in raw],
         }
     if isinstance(content, list):
         update["content"] = [_part_with(part, arguments) for part in content]
@@ -213,15 +214,3 @@ def _part_with(part: Any, arguments: dict[str, Any]) -> Any:
     if isinstance(part, dict) and part.get("type") == "tool_use" and part.get("id") in arguments:
         return {**part, "input": arguments[part["id"]]}
     return part
-
-
-def _raw_with(item: Any, arguments: dict[str, Any]) -> Any:
-    """An OpenAI tool call (`{"id", "function": {"name", "arguments"}}`) with the arguments
-    `arguments` holds for its id, as JSON text."""
-    if not isinstance(item, dict) or item.get("id") not in arguments:
-        return item
-    function = item.get("function")
-    if not isinstance(function, dict):
-        return item
-    text = json.dumps(arguments[item["id"]], ensure_ascii=False)
-    return {**item, "function": {**function, "arguments": text}}
