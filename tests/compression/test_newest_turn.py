@@ -408,3 +408,27 @@ async def test_a_call_whose_arguments_hold_a_table_is_cut_as_its_json(
     stored = Path(reference_in(cut)).read_text(encoding="utf-8")
     assert json.loads(stored) == rows
     assert stored.count("\n") == len(rows) + 1  # one item a line
+
+
+async def test_a_cut_argument_cut_again_comes_from_its_file(local_ws: LocalWorkspace) -> None:
+    """Each retry after an overflow asks for less (`cut_to_fit`, Strands' reduction): the
+    argument was cut again from its cut, each time into a new file (12 files in one run, the
+    notice naming one that held a cut of a cut). It is cut again from the file holding the
+    whole, which the notice keeps naming; one file."""
+    comp = make(local_ws)
+    content = written_file("content")
+    call = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id="w1", name="write_file", input={"content": content})],
+    )
+    done = Msg(role="tool", content=[ToolResultBlock(id="w1", name="write_file", output="ok")])
+    sent = [call, done]
+    cuts = []
+    for tokens in (6_000, 4_000, 2_000, 1_000):
+        sent = await comp.cut_to_fit(sent, tokens)
+        assert COUNTER.count_messages(sent) <= tokens + 50
+        cuts.append(sent[0].tool_calls[0].input["content"])
+    files = list((local_ws.workdir / "sessions" / "s1").glob("tool_result-*.txt"))
+    assert len(files) == 1 and files[0].read_text(encoding="utf-8") == content
+    assert all(str(files[0]) in cut for cut in cuts)
+    assert len(cuts[-1]) < len(cuts[0])

@@ -677,12 +677,6 @@ def write_file(path: str, content: str) -> str:
     return f"wrote {len(content)} characters to {path}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each reduction after an overflow cuts the call's argument again from its cut, not "
-    "from the file the first cut stored (Truncator._cut_argument knows no earlier cut): 12 "
-    "files, the notice naming one that holds a cut of a cut",
-)
 def test_an_overflow_from_a_call_that_wrote_a_whole_file_cuts_its_arguments(
     tmp_path: Path,
 ) -> None:

@@ -14,7 +14,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -67,6 +67,9 @@ class Truncator:
         self._said: set[tuple[Any, ...]] = set()
         # Digests of the message texts this compressor cut (see `truncate_message`).
         self._cut_texts: deque[str] = deque(maxlen=_CUT_TEXTS_KEPT)
+        # The file each call argument this compressor cut went to, by the digest of the cut
+        # (see `_cut_argument`): a cut cut again comes from that file, not from itself.
+        self._argument_cuts: OrderedDict[str, str] = OrderedDict()
 
     async def _event(self, record: Event) -> None:
         await self.services.event(record)
@@ -347,6 +350,23 @@ class Truncator:
         offloader = services.offloader
         if offloader is None:
             return None
+        form = "" if isinstance(_value_at(block.input, path), str) else ", as JSON"
+        earlier = await self._earlier_argument(text)
+        if earlier is not None:
+            # A cut this compressor made, cut again (a retry after an overflow asks for
+            # less): from the file holding the whole, which its notice names still.
+            whole, reference = earlier
+            cut = truncate_text(
+                whole,
+                limit=limit,
+                counter=services.counter,
+                reference=reference,
+                what=f"the argument {name!r} of call {block.id} ({block.name}){form}",
+                readers=settings.readers,
+                preview=settings.config.preview,
+            )
+            self._remember_argument(cut.text, reference)
+            return cut.text
         try:
             reference = await offloader.offload_tool_result(
                 services.session_id,
@@ -362,7 +382,6 @@ class Truncator:
                 exc,
             )
             return None
-        form = "" if isinstance(_value_at(block.input, path), str) else ", as JSON"
         cut = truncate_text(
             text,
             limit=limit,
@@ -388,7 +407,29 @@ class Truncator:
                 reason="the newest turn exceeds the reserve",
             )
         )
+        self._remember_argument(cut.text, reference)
         return cut.text
+
+    async def _earlier_argument(self, text: str) -> tuple[str, str] | None:
+        """The whole text and the file of the argument `text` is this compressor's cut of;
+        None for any other text (or a file that cannot be read: it is then stored anew)."""
+        reference = self._argument_cuts.get(_digest(text))
+        reader = self.services.offloader
+        if reference is None or not isinstance(reader, ReferenceReader):
+            return None
+        try:
+            raw = await reader.read_reference(reference)
+        except Exception as exc:
+            logger.warning("could not read %s to cut an argument again: %s", reference, exc)
+            return None
+        whole = raw.decode("utf-8", "surrogatepass") if isinstance(raw, bytes) else raw
+        return whole, reference
+
+    def _remember_argument(self, cut: str, reference: str) -> None:
+        cuts = self._argument_cuts
+        cuts[_digest(cut)] = reference
+        while len(cuts) > _CUT_TEXTS_KEPT:
+            cuts.popitem(last=False)
 
     async def _cut_fresh_result(
         self, block: ToolResultBlock, limit: int, settings: RunSettings
