@@ -432,3 +432,19 @@ async def test_a_cut_argument_cut_again_comes_from_its_file(local_ws: LocalWorks
     assert len(files) == 1 and files[0].read_text(encoding="utf-8") == content
     assert all(str(files[0]) in cut for cut in cuts)
     assert len(cuts[-1]) < len(cuts[0])
+
+
+async def test_a_short_request_is_never_cut_to_a_notice_of_itself(
+    local_ws: LocalWorkspace,
+) -> None:
+    """A host that asks for a compaction to almost nothing (Haystack's target of 0 tokens,
+    once its estimate of the overhead passes its target: a window of 2 here) had the user's
+    five-word request replaced by a notice of it, 0 lines shown."""
+    comp = make(local_ws)
+    request = Msg(role="user", content="write the report module")
+    context = [SYSTEM, *history(40), request, Msg(role="assistant", content="on it")]
+    # (As Haystack's compactor asks: a copy of the config, not one checked anew.)
+    tiny = comp.config.model_copy(update={"context_window": 2})
+    result = await comp.maybe_compress(context, force=True, config=tiny)
+    kept = next(m for m in result.messages if m.id == request.id)
+    assert kept.text == "write the report module"

@@ -436,6 +436,8 @@ def test_a_call_that_wrote_a_whole_file_is_sent_as_the_compactors_cut(tmp_path: 
 
     assert len(model.seen) == 2
     assert tokens(model.seen[-1]) < WINDOW
+    # (Haystack asked for 0 tokens here: the request stays as the user wrote it.)
+    assert [m.text for m in model.sent[-1] if m.is_from("user")] == ["write the report module"]
     (sent,) = [c for m in model.sent[-1] for c in m.tool_calls]
     assert sent.id == "w1" and sent.arguments["path"] == "app/report.py"
     content = sent.arguments["content"]

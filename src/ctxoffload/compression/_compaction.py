@@ -41,7 +41,7 @@ from ._services import RunServices, RunSettings
 from ._split import Split, SplitByTokens, SplitStrategy
 from ._summarize import SummaryOutcome, summarize
 from ._summary_message import SummaryState
-from ._truncator import Truncator
+from ._truncator import FRESH_PREVIEW_FLOOR, Truncator
 from ._turns import is_user_request
 
 __all__ = ["Compaction"]
@@ -255,7 +255,11 @@ class Compaction:
         latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
         if latest is None or is_pinned(latest):
             return
-        replaced = await self.truncator.truncate_message(latest, reserve)
+        # Never below the floor of a fresh result: a reserve of a few tokens (a host that
+        # asks for a compaction to 0 tokens: Haystack's, once its estimate of the overhead
+        # passes its target) replaced a five-word request with a notice of it.
+        limit = max(reserve, FRESH_PREVIEW_FLOOR)
+        replaced = await self.truncator.truncate_message(latest, limit)
         if replaced is latest:
             return
         if split.pinned is latest:
