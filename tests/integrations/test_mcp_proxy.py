@@ -276,6 +276,25 @@ async def test_a_tool_named_like_a_read_back_tool_on_a_later_page_takes_no_name_
         assert text_of(grep) == "the wrapped server's Grep of p"
 
 
+async def test_the_first_listing_after_a_later_page_added_a_tool_names_each_tool_once(
+    workdir: Path,
+) -> None:
+    """The server's Grep appears on its second page only after the proxy's own first listing:
+    the client's very first listing already lists the proxy's Grep as `ctxoffload_Grep` (two
+    tools of one name is a listing a client cannot call), and so does a client that reads its
+    first page alone."""
+    from mcp_proxy import server_command
+
+    async with proxied(workdir, server=server_command("--grep-later")) as client:
+        names = await _every_tool(client)
+        assert len(names) == len(set(names)), sorted(names)
+        assert "ctxoffload_Grep" in names
+        first_page = [t.name for t in (await client.list_tools()).tools]
+        assert "Grep" not in first_page and "ctxoffload_Grep" in first_page
+        grep = await client.call_tool("Grep", {"pattern": "p"})
+        assert text_of(grep) == "the wrapped server's Grep of p"
+
+
 async def test_the_session_is_one_that_show_and_grep_read(workdir: Path) -> None:
     async with proxied(workdir) as client:
         await client.call_tool("big", {"total_bytes": 300_000, "marker_line": 1234})

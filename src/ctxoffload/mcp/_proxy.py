@@ -228,6 +228,9 @@ class _Connection:
         # tools are named around all of them, so a name once listed keeps its meaning (a
         # page that lacks the server's `Read` must not give `Read` back to the proxy).
         self.wrapped: set[str] = set()
+        # The later pages of the latest listing, read with its first page (so the read-back
+        # tools on that page are named around them), by the cursor that asks for each.
+        self.later_pages: dict[str, Any] = {}
         capabilities = upstream.client.server_capabilities
         self.has = {
             "tools": capabilities.tools is not None,
@@ -245,14 +248,8 @@ class _Connection:
         record the session's start."""
         names: list[str] = []
         if self.has["tools"]:
-            cursor: str | None = None
-            for _ in range(_PAGES):
-                page = await self._tools_page(cursor)
-                names.extend(tool.name for tool in page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-        self._rename(names)
+            names = [tool.name for tool in (await self._whole_listing()).tools]
+            names += [tool.name for page in self.later_pages.values() for tool in page.tools]
         await self.recorder.emit(
             SessionStart(
                 agent=f"{AGENT} of {self.upstream.description}"[:300],
@@ -347,7 +344,12 @@ class _Connection:
         gone: str | None = None
         if self.has["tools"]:
             try:
-                page = await self._tools_page(cursor)
+                if cursor is None:
+                    page = await self._whole_listing()
+                else:
+                    page = self.later_pages.pop(cursor, None)
+                    if page is None:
+                        page = await self._tools_page(cursor)
             except self.mcp.MCPError:
                 gone = self.upstream.closed_because
                 if gone is None:
@@ -356,13 +358,43 @@ class _Connection:
                 tools = [tool.model_copy(update={"output_schema": None}) for tool in page.tools]
                 next_cursor = page.next_cursor
                 if any(tool.name not in self.wrapped for tool in tools):
-                    # A tool the wrapped server added since: it keeps its name, ours move.
+                    # A page asked for by a cursor not read ahead (an older listing's) with a
+                    # tool added since: it keeps its name, ours move (from the next listing).
                     self._rename(tool.name for tool in tools)
         if cursor is None:
             tools.extend(self.reading.listing(types))
         if gone is None:
             return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
         return types.ListToolsResult(tools=tools, _meta={WRAPPED_SERVER_GONE: gone})
+
+    async def _whole_listing(self) -> Any:
+        """Read every page of the wrapped server's tool list (at most `_PAGES`), name the
+        read-back tools around all of them, and keep the later pages for the client's
+        requests (`later_pages`): the first page, where the read-back tools are listed, never
+        holds a name that a later page of the same listing holds too.
+
+        Returns:
+            The first page.
+
+        Raises:
+            MCPError: the first page could not be read (a later one that cannot is left to
+                the client's request for it, which fails as it would have).
+        """
+        first = page = await self._tools_page(None)
+        later: dict[str, Any] = {}
+        names = [tool.name for tool in page.tools]
+        cursor = page.next_cursor
+        while cursor is not None and cursor not in later and len(later) < _PAGES - 1:
+            try:
+                page = await self._tools_page(cursor)
+            except self.mcp.MCPError:
+                break
+            later[cursor] = page
+            names.extend(tool.name for tool in page.tools)
+            cursor = page.next_cursor
+        self.later_pages = later
+        self._rename(names)
+        return first
 
     async def _tools_page(self, cursor: str | None) -> Any:
         """One page of the wrapped server's tool list."""
