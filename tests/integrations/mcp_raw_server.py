@@ -2,7 +2,9 @@
 never writes: a lone surrogate escape (`"\\ud800"`, valid JSON, which `JSON.stringify` writes
 for a string cut inside an emoji).
 
-`python mcp_raw_server.py` serves:
+`python mcp_raw_server.py [--http PORT_FILE [--sse]]` serves, on stdio (or with `--http`, over
+streamable HTTP at http://127.0.0.1:PORT/mcp, PORT written to PORT_FILE, each answer a JSON
+body, or with `--sse` an event stream of one event):
 
 - `cut_emoji(total_bytes)`: numbered lines (`mcp_server.big_text`) between `start `, a lone
   high surrogate, and ` end `, a lone low surrogate, each written as its escape;
@@ -14,6 +16,7 @@ for a string cut inside an emoji).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -23,10 +26,9 @@ _HIGH, _LOW = "@@HIGH@@", "@@LOW@@"
 """Placeholders written as a lone surrogate's escape."""
 
 
-def _send(message: dict[str, Any]) -> None:
-    line = json.dumps(message).replace(_HIGH, "\\ud800").replace(_LOW, "\\udc80")
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+def _written(message: dict[str, Any]) -> str:
+    """`message` as one line of JSON, each placeholder written as a lone surrogate's escape."""
+    return json.dumps(message).replace(_HIGH, "\\ud800").replace(_LOW, "\\udc80")
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -42,26 +44,75 @@ def _answer(name: str, arguments: dict[str, Any]) -> Any:
     return {"content": [{"type": "text", "text": str(arguments.get("text"))}]}
 
 
+def _answer_to(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer to one message (None for a notification)."""
+    method, request_id = message.get("method"), message.get("id")
+    if request_id is None:
+        return None
+    params = message.get("params") or {}
+    if method == "initialize":
+        result: Any = {
+            "protocolVersion": params["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "raw-server", "version": "1.0"},
+        }
+    elif method == "tools/list":
+        result = {"tools": [_tool(n) for n in ("cut_emoji", "cut_emoji_no_object", "echo")]}
+    elif method == "tools/call":
+        result = _answer(params["name"], params.get("arguments") or {})
+    else:
+        result = {}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def serve_http(port_file: str, sse: bool) -> None:
+    """Answer each POST to /mcp with a JSON body (or an event stream of one event); a GET is
+    refused (no stream of the server's own messages)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            answer = _answer_to(json.loads(body))
+            if answer is None:
+                self.send_response(202)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            text = _written(answer)
+            data = (f"event: message\ndata: {text}\n\n" if sse else text).encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream" if sse else "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_DELETE = do_GET
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(port_file + ".tmp", "w", encoding="utf-8") as file:
+        file.write(str(server.server_address[1]))
+    os.replace(port_file + ".tmp", port_file)
+    server.serve_forever()
+
+
 def main() -> None:
+    if "--http" in sys.argv:
+        serve_http(sys.argv[sys.argv.index("--http") + 1], "--sse" in sys.argv)
+        return
     for line in sys.stdin:
-        message = json.loads(line)
-        method, request_id = message.get("method"), message.get("id")
-        if request_id is None:
-            continue  # a notification
-        params = message.get("params") or {}
-        if method == "initialize":
-            result: Any = {
-                "protocolVersion": params["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "raw-server", "version": "1.0"},
-            }
-        elif method == "tools/list":
-            result = {"tools": [_tool(n) for n in ("cut_emoji", "cut_emoji_no_object", "echo")]}
-        elif method == "tools/call":
-            result = _answer(params["name"], params.get("arguments") or {})
-        else:
-            result = {}
-        _send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        answer = _answer_to(json.loads(line))
+        if answer is not None:
+            sys.stdout.write(_written(answer) + "\n")
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

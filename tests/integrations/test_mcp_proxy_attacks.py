@@ -9,11 +9,13 @@ from frameworks import require_framework
 
 require_framework("mcp", "mcp")
 
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from collections.abc import AsyncIterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import anyio  # noqa: E402
@@ -117,6 +119,44 @@ async def test_an_answer_that_cannot_be_read_fails_its_call_at_once(workdir: Pat
             await client.call_tool("cut_emoji_no_object", {})
         assert unread.value.code == -32700
         assert "answer could not be read" in unread.value.message
+        assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
+
+
+@contextlib.asynccontextmanager
+async def _raw_server_over_http(tmp_path: Path, *options: str) -> AsyncIterator[str]:
+    """The hand-written server over streamable HTTP (`--sse`: each answer an event stream); its
+    URL."""
+    port_file = tmp_path / "raw-port"
+    server = subprocess.Popen([*RAW_SERVER, "--http", str(port_file), *options])
+    try:
+        with anyio.fail_after(BOUND):
+            await wait_for_file(port_file)
+        yield f"http://127.0.0.1:{port_file.read_text(encoding='utf-8')}/mcp"
+    finally:
+        server.terminate()
+        server.wait(timeout=BOUND)
+
+
+@pytest.mark.parametrize("answers", ["json", "sse"])
+async def test_over_http_an_answer_holding_a_lone_surrogate_escape_arrives_and_is_stored(
+    workdir: Path, tmp_path: Path, answers: str
+) -> None:
+    """Over HTTP the SDK fails such an answer at once (-32700) instead of dropping it: read
+    again, it arrives as it does over stdio, whether the body is JSON or an event stream."""
+    options = ["--sse"] if answers == "sse" else []
+    stderr = tmp_path / "proxy.stderr"
+    async with (
+        _raw_server_over_http(tmp_path, *options) as url,
+        proxied(workdir, url=url, stderr=stderr) as client,
+    ):
+        with anyio.fail_after(BOUND):
+            result = await client.call_tool("cut_emoji", {"total_bytes": 50_000})
+        stored = stored_path(text_of(result)).read_text(encoding="utf-8")
+        assert stored == f"start \ufffd{big_text(50_000, 0)} end \ufffd"
+        assert "Traceback" not in stderr.read_text(encoding="utf-8")
+        with anyio.fail_after(BOUND), pytest.raises(MCPError) as unread:
+            await client.call_tool("cut_emoji_no_object", {})
+        assert unread.value.code == -32700
         assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
 
 

@@ -1,12 +1,15 @@
-"""A line of the wrapped server that the SDK's parser refused, read again.
+"""Answers of the wrapped server that the SDK's parser refuses, read again.
 
-The SDK parses each line a server writes with pydantic, which refuses JSON that Python's `json`
-takes: a lone surrogate escape (`"\\ud800"`, which `JSON.stringify` writes for a string cut
-inside an emoji) and `NaN` among them. Over stdio the SDK then drops the line, and the request
-it answered waits for its deadline, its answer lost. `reread` reads such a line with `json`:
-each lone surrogate becomes U+FFFD (as the transport already replaces bytes that are not UTF-8)
-and the message goes on, everything else in it as the server sent it; an answer that still
-cannot be read becomes a JSON-RPC error for its request, so the call fails at once, saying why.
+The SDK parses each message a server sends with pydantic, which refuses JSON that Python's
+`json` takes: a lone surrogate escape (`"\\ud800"`, which `JSON.stringify` writes for a string
+cut inside an emoji) and `NaN` among them. Over stdio the SDK then drops the line, and the
+request it answered waits for its deadline, its answer lost; over HTTP it fails the request
+with -32700. The rule, written once here: each lone surrogate escape becomes `\\ufffd` (U+FFFD,
+as the transport already replaces bytes that are not UTF-8), everything else as the server
+sent it, byte for byte. `reread` applies it to a line the stdio transport refused (an answer
+that still cannot be read becomes a JSON-RPC error for its request, so the call fails at once,
+saying why); `LoneSurrogateEscapes` applies it to an HTTP body as it streams in, before the
+SDK parses it (`ctxoffload.mcp._http_answers`).
 """
 
 from __future__ import annotations
@@ -15,13 +18,94 @@ import json
 import re
 from typing import Any
 
-__all__ = ["reread"]
+__all__ = ["LoneSurrogateEscapes", "reread", "without_lone_surrogate_escapes"]
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A surrogate left alone once `json` has joined every pair."""
+_ESCAPE = re.compile(
+    rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # a pair: kept
+    rb"|u[dD][89a-fA-F][0-9a-fA-F]{2}"  # a lone surrogate: replaced
+    rb"|[\s\S])"  # any other escape (`\\` among them, so `\\ud800` is no escape): kept
+)
+"""One escape of JSON text. Scanned from the start, every backslash the scan meets begins one
+(outside strings JSON has none, and inside one `\\\\` is consumed whole)."""
+
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""What begins every surrogate escape (and some that are none): text without it passes as it
+is, unscanned."""
+
+_LONGEST = 12
+"""Bytes the longest escape the scan looks at takes (a pair, `\\ud83d\\ude00`)."""
+
+_REPLACEMENT = rb"\ufffd"
 
 _PARSE_ERROR = -32700
 """JSON-RPC's code for a message that cannot be parsed."""
+
+
+class LoneSurrogateEscapes:
+    """The rule applied to JSON text that comes in pieces (an HTTP body): `feed` each piece,
+    then `end`; what they return, joined, is the whole text with its lone surrogate escapes
+    replaced. At most 12 bytes are held back between pieces (an escape a piece's end may
+    have cut), and never a line's end.
+    """
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        """The text that is settled once `piece` came (maybe empty)."""
+        data = self._held + piece
+        done, self._held = _replaced(data, final=False)
+        return done
+
+    def end(self) -> bytes:
+        """The rest of the text, at its end."""
+        done, self._held = _replaced(self._held, final=True)
+        return done
+
+
+def without_lone_surrogate_escapes(text: bytes) -> bytes:
+    """`text`, whole JSON text, with each lone surrogate escape `\\ufffd`."""
+    return _replaced(text, final=True)[0]
+
+
+def _replaced(data: bytes, *, final: bool) -> tuple[bytes, bytes]:
+    """What of `data` is settled, replaced, and what must wait for more (nothing if `final`).
+
+    What waits is at most the last 12 bytes, and never a line's end: a line's end is settled
+    at once (an event of an event stream reaches the SDK when it ends), since no escape goes
+    on past it.
+    """
+    # Every escape that begins before the last line's end is settled (JSON text holds no
+    # line break inside a string, so no escape spans one).
+    settled = len(data) if final else data.rfind(b"\n") + 1
+    if _SURROGATE.search(data) is None:
+        if final:
+            return data, b""
+        # Held: the last bytes (an escape may begin there), cut where an escape or the text
+        # between escapes begins, never inside one: within a run of backslashes (`\\`s, and
+        # maybe an escape's first byte) an even count from the run's start, which is where
+        # an escape begins since no escape but `\\` has a backslash for its second byte.
+        cut = run = max(len(data) - _LONGEST, 0)
+        while run > 0 and data[run - 1] == 0x5C:
+            run -= 1
+        cut -= (cut - run) % 2
+        cut = max(cut, settled)
+        return data[:cut], data[cut:]
+    pieces: list[bytes] = []
+    start = 0
+    for match in _ESCAPE.finditer(data):
+        if match.start() >= settled and match.start() + _LONGEST > len(data):
+            # The escape may continue in the next piece (its end, or a low half after it).
+            pieces.append(data[start : match.start()])
+            return b"".join(pieces), data[match.start() :]
+        escape = match.group()
+        pieces += [data[start : match.start()], _REPLACEMENT if len(escape) == 6 else escape]
+        start = match.end()
+    rest = data[start:]
+    if not final and rest.endswith(b"\\"):
+        # A backslash whose escape's next byte has not come yet.
+        return b"".join([*pieces, rest[:-1]]), b"\\"
+    return b"".join([*pieces, rest]), b""
 
 
 def reread(types: Any, session_message: Any, item: Any) -> Any:
@@ -37,13 +121,13 @@ def reread(types: Any, session_message: Any, item: Any) -> Any:
     if line is None:
         return item
     try:
-        value = json.loads(line)
-        cleaned = json.dumps(_without_lone_surrogates(value), ensure_ascii=False)
-    except (ValueError, RecursionError):
-        return item
-    try:
+        cleaned = without_lone_surrogate_escapes(line.encode("utf-8", "surrogatepass"))
         return session_message(types.jsonrpc_message_adapter.validate_json(cleaned, by_name=False))
     except ValueError as exc:
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            return item
         request_id = value.get("id") if isinstance(value, dict) else None
         if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
             return item
@@ -69,20 +153,6 @@ def _refused_line(item: Any) -> str | None:
         return None
     line = first.get("input") if first.get("type") == "json_invalid" else None
     return line if isinstance(line, str) else None
-
-
-def _without_lone_surrogates(value: Any) -> Any:
-    """`value` with each lone surrogate of its strings (keys too) U+FFFD."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_without_lone_surrogates(item) for item in value]
-    if isinstance(value, dict):
-        return {
-            _without_lone_surrogates(key): _without_lone_surrogates(item)
-            for key, item in value.items()
-        }
-    return value
 
 
 def _first_error(exc: ValueError) -> str:

@@ -33,6 +33,7 @@ class Sdk:
         stdio_server: the stdio transport the proxy serves on.
         MCPError: the error a JSON-RPC error response arrives as, and is sent as.
         anyio: the async library the SDK runs on (its deadlines and cancel scopes).
+        httpx: `httpx2`, the HTTP library of the SDK's streamable HTTP transport.
     """
 
     types: Any
@@ -45,6 +46,7 @@ class Sdk:
     stdio_server: Any
     MCPError: Any
     anyio: Any
+    httpx: Any
 
 
 _loaded: list[Sdk] = []
@@ -65,6 +67,7 @@ def sdk() -> Sdk:
             message = importlib.import_module("mcp.shared.message")
             types = importlib.import_module("mcp_types")
             anyio = importlib.import_module("anyio")
+            httpx = importlib.import_module("httpx2")
         except ImportError as exc:
             raise ConfigError(INSTALL_HINT) from exc
         _loaded.append(
@@ -79,6 +82,7 @@ def sdk() -> Sdk:
                 stdio_server=stdio.stdio_server,
                 MCPError=mcp.MCPError,
                 anyio=anyio,
+                httpx=httpx,
             )
         )
     return _loaded[0]

@@ -11,6 +11,7 @@ the proxy's serving.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from .._secrets import Secrets, masked_command
 from ..exceptions import ConfigError
+from ._http_answers import answers_client
 from ._reread import reread
 from ._sdk import Sdk
 from ._transport import WatchedTransport
@@ -87,6 +89,7 @@ class Upstream:
         # error of code -32000 the SDK's "connection closed" rather than the server's own.
         self._ended = False
         self.closed_because: str | None = None
+        self._reread = functools.partial(reread, sdk.types, sdk.SessionMessage)
 
     @staticmethod
     def check(server: Sequence[str] | str, timeout: float) -> None:
@@ -140,17 +143,19 @@ class Upstream:
         # The SDK's own read timeout bounds the handshake (a deadline around entering the
         # client would cross its task group's cancel scopes); `request` puts the proxy's own
         # deadline, a second shorter, around every later request.
-        opened = (
-            self._sdk.streamable_http_client(self._target)
-            if isinstance(self._target, str)
-            else self._sdk.stdio_client(self._target)
-        )
-        transport = WatchedTransport(
-            opened,
-            self._sdk.anyio,
-            self._end,
-            functools.partial(reread, self._sdk.types, self._sdk.SessionMessage),
-        )
+        async with contextlib.AsyncExitStack() as stack:
+            if isinstance(self._target, str):
+                # Its answers are read again before the SDK parses them (`_http_answers`).
+                http = answers_client(self._sdk.httpx, self.timeout)
+                await stack.enter_async_context(http)
+                opened = self._sdk.streamable_http_client(self._target, http_client=http)
+            else:
+                opened = self._sdk.stdio_client(self._target)
+            await self._connected(opened, task_status)
+
+    async def _connected(self, opened: Any, task_status: Any) -> None:
+        """Hold the connection over `opened`, the SDK's transport (`_hold`)."""
+        transport = WatchedTransport(opened, self._sdk.anyio, self._end, self._reread)
         client = self._sdk.Client(transport, cache=None, read_timeout_seconds=self.timeout + 1)
         connected = False
         try:
