@@ -10,7 +10,7 @@ body, or with `--sse` an event stream of one event):
   high surrogate, and ` end `, a lone low surrogate, each written as its escape;
 - `cut_emoji_no_object()`: a result that is a string holding a lone surrogate (no
   `CallToolResult`: the answer cannot be read even once the surrogate is replaced);
-- `echo(text)`: the text.
+- `echo(text)`: the text; over stdio, `noise(text)` the same after a line that is no JSON.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def _answer_to(message: dict[str, Any]) -> dict[str, Any] | None:
             "serverInfo": {"name": "raw-server", "version": "1.0"},
         }
     elif method == "tools/list":
-        result = {"tools": [_tool(n) for n in ("cut_emoji", "cut_emoji_no_object", "echo")]}
+        names = ("cut_emoji", "cut_emoji_no_object", "echo", "noise")
+        result = {"tools": [_tool(name) for name in names]}
     elif method == "tools/call":
         result = _answer(params["name"], params.get("arguments") or {})
     else:
@@ -109,8 +110,11 @@ def main() -> None:
         serve_http(sys.argv[sys.argv.index("--http") + 1], "--sse" in sys.argv)
         return
     for line in sys.stdin:
-        answer = _answer_to(json.loads(line))
+        message = json.loads(line)
+        answer = _answer_to(message)
         if answer is not None:
+            if (message.get("params") or {}).get("name") == "noise":
+                sys.stdout.write("this line is no JSON\n")
             sys.stdout.write(_written(answer) + "\n")
             sys.stdout.flush()
 

@@ -102,15 +102,32 @@ RAW_SERVER = [sys.executable, str(SERVER.with_name("mcp_raw_server.py"))]
 
 
 async def test_an_answer_holding_a_lone_surrogate_escape_arrives_and_is_stored(
-    workdir: Path,
+    workdir: Path, tmp_path: Path
 ) -> None:
     """Valid JSON the SDK's parser refuses: without the proxy reading it again, the call
-    waits for --timeout (600 s) and its answer is lost."""
-    async with proxied(workdir, server=RAW_SERVER) as client:
+    waits for --timeout (600 s) and its answer is lost. The SDK's traceback for the line it
+    refused is left out of the proxy's stderr, since the answer arrived."""
+    stderr = tmp_path / "proxy.stderr"
+    async with proxied(workdir, server=RAW_SERVER, stderr=stderr) as client:
         with anyio.fail_after(BOUND):
             result = await client.call_tool("cut_emoji", {"total_bytes": 50_000})
     stored = stored_path(text_of(result)).read_text(encoding="utf-8")
     assert stored == f"start \ufffd{big_text(50_000, 0)} end \ufffd"
+    assert "Traceback" not in stderr.read_text(encoding="utf-8")
+
+
+async def test_a_line_the_proxy_cannot_read_again_is_still_logged(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """What the SDK logs of a line that is no JSON at all (no answer the proxy could read
+    again) stays on the proxy's stderr."""
+    stderr = tmp_path / "proxy.stderr"
+    async with proxied(workdir, server=RAW_SERVER, stderr=stderr) as client:
+        with anyio.fail_after(BOUND):
+            assert text_of(await client.call_tool("noise", {"text": "x"})) == "x"
+    logged = stderr.read_text(encoding="utf-8")
+    assert "Failed to parse JSONRPC message from server" in logged
+    assert "this line is no JSON" in logged
 
 
 async def test_an_answer_that_cannot_be_read_fails_its_call_at_once(workdir: Path) -> None:

@@ -8,17 +8,20 @@ with -32700. The rule, written once here: each lone surrogate escape becomes `\\
 as the transport already replaces bytes that are not UTF-8), everything else as the server
 sent it, byte for byte. `reread` applies it to a line the stdio transport refused (an answer
 that still cannot be read becomes a JSON-RPC error for its request, so the call fails at once,
-saying why); `LoneSurrogateEscapes` applies it to an HTTP body as it streams in, before the
+saying why, and the SDK's traceback for the line is left out of the log: `QuietRereads`);
+`LoneSurrogateEscapes` applies it to an HTTP body as it streams in, before the
 SDK parses it (`ctxoffload.mcp._http_answers`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LoneSurrogateEscapes", "reread", "without_lone_surrogate_escapes"]
+__all__ = ["LoneSurrogateEscapes", "QuietRereads", "reread", "without_lone_surrogate_escapes"]
 
 _ESCAPE = re.compile(
     rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # a pair: kept
@@ -138,6 +141,24 @@ def reread(types: Any, session_message: Any, item: Any) -> Any:
             message=f"the wrapped MCP server's answer could not be read: {_first_error(exc)}",
         )
         return session_message(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+class QuietRereads(logging.Filter):
+    """A filter for the SDK's stdio logger: it drops the traceback the SDK logs for a line
+    its parser refused when `reread` makes that line a message (the answer, or the error that
+    fails its call, which the proxy logs itself); any other record passes.
+
+    Args:
+        reread: `reread` with its `types` and `session_message` given.
+    """
+
+    def __init__(self, reread: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._reread = reread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        refused = record.exc_info[1] if record.exc_info else None
+        return refused is None or _refused_line(refused) is None or self._reread(refused) is refused
 
 
 def _refused_line(item: Any) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 from .._secrets import Secrets, masked_command
 from ..exceptions import ConfigError
 from ._http_answers import answers_client
-from ._reread import reread
+from ._reread import QuietRereads, reread
 from ._sdk import Sdk
 from ._transport import WatchedTransport
 
@@ -33,6 +34,8 @@ _CONNECTION_CLOSED = -32000
 which a server may send for an error of its own too (`ctxoffload.mcp._transport`)."""
 _REQUEST_TIMEOUT = -32001
 """The code of a request that ran past its deadline (`mcp_types.REQUEST_TIMEOUT`)."""
+_STDIO_LOGGER = "mcp.client.stdio"
+"""The SDK's logger that tells of each line of a server over stdio its parser refused."""
 _INTERNAL_ERROR = -32603
 """JSON-RPC's code for an error of the server that answers (here: the proxy)."""
 
@@ -151,6 +154,12 @@ class Upstream:
                 opened = self._sdk.streamable_http_client(self._target, http_client=http)
             else:
                 opened = self._sdk.stdio_client(self._target)
+                # The SDK logs a traceback for each line its parser refused, one the proxy
+                # reads again among them: those are left out.
+                quiet = QuietRereads(self._reread)
+                logger = logging.getLogger(_STDIO_LOGGER)
+                logger.addFilter(quiet)
+                stack.callback(logger.removeFilter, quiet)
             await self._connected(opened, task_status)
 
     async def _connected(self, opened: Any, task_status: Any) -> None:
