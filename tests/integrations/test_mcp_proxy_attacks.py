@@ -177,6 +177,22 @@ async def test_over_http_an_answer_holding_a_lone_surrogate_escape_arrives_and_i
         assert text_of(await client.call_tool("echo", {"text": "still here"})) == "still here"
 
 
+async def test_over_http_an_event_stream_answer_over_a_mebibyte_arrives_and_is_stored(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """The SDK bounds one event of an event stream to 1 MiB, and a server answering with
+    event streams (the SDKs' servers do by default) sends a result as one event: without the
+    proxy lifting the bound, a result of 2 MB, the kind the proxy is for, failed its call."""
+    async with (
+        _raw_server_over_http(tmp_path, "--sse") as url,
+        proxied(workdir, url=url) as client,
+    ):
+        with anyio.fail_after(BOUND):
+            result = await client.call_tool("cut_emoji", {"total_bytes": 2_000_000})
+        stored = stored_path(text_of(result)).read_text(encoding="utf-8")
+        assert stored == f"start \ufffd{big_text(2_000_000, 0)} end \ufffd"
+
+
 def _send(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
     assert process.stdin is not None
     process.stdin.write(json.dumps(message).encode() + b"\n")

@@ -151,7 +151,13 @@ class Upstream:
                 # Its answers are read again before the SDK parses them (`_http_answers`).
                 http = answers_client(self._sdk.httpx, self.timeout)
                 await stack.enter_async_context(http)
-                opened = self._sdk.streamable_http_client(self._target, http_client=http)
+                # The SDK bounds one event of an event stream to 1 MiB, and a server that
+                # answers with event streams sends a result as one event: a result over it,
+                # the kind the proxy is for, would fail. A JSON body and a stdio line have no
+                # bound in the SDK; neither has an event here.
+                opened = self._sdk.streamable_http_client(
+                    self._target, http_client=http, max_sse_event_size=None
+                )
             else:
                 opened = self._sdk.stdio_client(self._target)
                 # The SDK logs a traceback for each line its parser refused, one the proxy
