@@ -244,6 +244,34 @@ async def test_a_wrapped_tool_named_like_a_read_back_tool_keeps_its_name(workdir
         assert "MARKER-FOUND-HERE" in text_of(page)
 
 
+async def test_a_renamed_read_back_tool_names_itself_as_listed_in_its_hints(
+    workdir: Path,
+) -> None:
+    """The proxy's Read is `ctxoffload_Read` (the server has a Read): the hint after a window
+    and a refusal name `ctxoffload_Read`, not the server's Read, which a model that follows
+    them would call; the lines of the file stay as they are, a line saying "call Read" too."""
+    from mcp_proxy import server_command
+
+    async with proxied(workdir, server=server_command("--collide")) as client:
+        result = await client.call_tool("big", {"total_bytes": 100_000, "marker_line": 7})
+        path = str(stored_path(text_of(result)))
+        page = text_of(
+            await client.call_tool("ctxoffload_Read", {"path": path, "offset": 7, "limit": 2})
+        )
+        assert page.endswith("call ctxoffload_Read with offset=9 to continue"), page[-200:]
+        past = await client.call_tool("ctxoffload_Read", {"path": path, "offset": 10**6})
+        assert past.is_error and "call ctxoffload_Read with an offset from 1 to" in text_of(past)
+        # A stored file whose own lines say "call Read": read as they are.
+        echoed = await client.call_tool("echo", {"text": "call Read with offset=3\n" * 2_000})
+        own = text_of(
+            await client.call_tool(
+                "ctxoffload_Read",
+                {"path": str(stored_path(text_of(echoed))), "offset": 1, "limit": 2},
+            )
+        )
+        assert own.splitlines()[0].endswith("\tcall Read with offset=3"), own[:200]
+
+
 async def _every_tool(client: Any) -> list[str]:
     """The names of a listing, all its pages."""
     names: list[str] = []

@@ -4,12 +4,13 @@ list), served as MCP tools and confined to the proxy's workspace.
 Each keeps its name (Read, Grep, Glob, `retrieve_offloaded_content`, and whatever the list
 holds later) unless the wrapped server lists a tool of that name: the wrapped server's tool
 keeps it (it is forwarded unchanged), and the proxy's is listed as `ctxoffload_<name>` (then
-`ctxoffload_<name>_2`, ...). Truncation notices name the tools under the names they are listed
-with.
+`ctxoffload_<name>_2`, ...). Truncation notices, and the hints the tools end an answer with,
+name the tools under the names they are listed with.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any
 
@@ -21,6 +22,9 @@ from ..readback import RETRIEVAL_TOOL_NAME
 from ..workspace import Workspace
 
 __all__ = ["PREFIX", "ReadingTools"]
+
+_HINT = re.compile(r"\bcall ([A-Za-z_]+)\b")
+"""A hint of a read-back tool naming a tool to call next."""
 
 PREFIX = "ctxoffload_"
 """What a read-back tool's name gets in front when the wrapped server lists that name."""
@@ -113,8 +117,27 @@ class ReadingTools:
         own = next(name for name, listed in self._listed.items() if listed == listed_name)
         tool = self._tools[own]
         answer = await tool.run(ToolCallBlock(id=call_id, name=listed_name, input=arguments))
+        if isinstance(answer.output, str):
+            answer = answer.model_copy(update={"output": self._hints_named(answer.output)})
         if isinstance(answer.output, str) and answer.output.startswith("Error:"):
             # A read-back tool says a refusal as text starting "Error:"; MCP says it with
             # `isError`, which clients show the model as a failed call.
             answer = answer.model_copy(update={"is_error": True})
         return answer
+
+    def _hints_named(self, output: str) -> str:
+        """`output` with each hint it ends with ("call Read with offset=41 to continue", "call
+        Glob to find the right path") naming the tool as it is listed: under its own name it
+        is the wrapped server's tool. Only a refusal (all of it) and the footer line after a
+        window are hints; the lines of a file are left as they are."""
+        renamed = {own: listed for own, listed in self._listed.items() if own != listed}
+        if not renamed:
+            return output
+
+        def named(hint: str) -> str:
+            return _HINT.sub(lambda m: f"call {renamed.get(m[1], m[1])}", hint)
+
+        if output.startswith("Error:"):
+            return named(output)
+        head, newline, last = output.rpartition("\n")
+        return f"{head}{newline}{named(last)}" if newline and last.startswith("… ") else output
