@@ -2,9 +2,9 @@
 never writes: a lone surrogate escape (`"\\ud800"`, valid JSON, which `JSON.stringify` writes
 for a string cut inside an emoji).
 
-`python mcp_raw_server.py [--http PORT_FILE [--sse]]` serves, on stdio (or with `--http`, over
-streamable HTTP at http://127.0.0.1:PORT/mcp, PORT written to PORT_FILE, each answer a JSON
-body, or with `--sse` an event stream of one event):
+`python mcp_raw_server.py [--http PORT_FILE [--sse] [--gzip]]` serves, on stdio (or with
+`--http`, over streamable HTTP at http://127.0.0.1:PORT/mcp, PORT written to PORT_FILE, each
+answer a JSON body, or with `--sse` an event stream of one event; with `--gzip`, compressed):
 
 - `cut_emoji(total_bytes)`: numbered lines (`mcp_server.big_text`) between `start `, a lone
   high surrogate, and ` end `, a lone low surrogate, each written as its escape;
@@ -15,6 +15,7 @@ body, or with `--sse` an event stream of one event):
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sys
@@ -66,7 +67,7 @@ def _answer_to(message: dict[str, Any]) -> dict[str, Any] | None:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def serve_http(port_file: str, sse: bool) -> None:
+def serve_http(port_file: str, sse: bool, gzipped: bool) -> None:
     """Answer each POST to /mcp with a JSON body (or an event stream of one event); a GET is
     refused (no stream of the server's own messages)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -84,6 +85,9 @@ def serve_http(port_file: str, sse: bool) -> None:
             data = (f"event: message\ndata: {text}\n\n" if sse else text).encode()
             self.send_response(200)
             self.send_header("content-type", "text/event-stream" if sse else "application/json")
+            if gzipped:
+                data = gzip.compress(data)
+                self.send_header("content-encoding", "gzip")
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -107,7 +111,8 @@ def serve_http(port_file: str, sse: bool) -> None:
 
 def main() -> None:
     if "--http" in sys.argv:
-        serve_http(sys.argv[sys.argv.index("--http") + 1], "--sse" in sys.argv)
+        port_file = sys.argv[sys.argv.index("--http") + 1]
+        serve_http(port_file, "--sse" in sys.argv, "--gzip" in sys.argv)
         return
     for line in sys.stdin:
         message = json.loads(line)

@@ -154,13 +154,14 @@ async def _raw_server_over_http(tmp_path: Path, *options: str) -> AsyncIterator[
         server.wait(timeout=BOUND)
 
 
-@pytest.mark.parametrize("answers", ["json", "sse"])
+@pytest.mark.parametrize("answers", ["json", "sse", "json-gzip", "sse-gzip"])
 async def test_over_http_an_answer_holding_a_lone_surrogate_escape_arrives_and_is_stored(
     workdir: Path, tmp_path: Path, answers: str
 ) -> None:
     """Over HTTP the SDK fails such an answer at once (-32700) instead of dropping it: read
-    again, it arrives as it does over stdio, whether the body is JSON or an event stream."""
-    options = ["--sse"] if answers == "sse" else []
+    again, it arrives as it does over stdio, whether the body is JSON or an event stream,
+    compressed or not."""
+    options = [f"--{part}" for part in answers.split("-") if part != "json"]
     stderr = tmp_path / "proxy.stderr"
     async with (
         _raw_server_over_http(tmp_path, *options) as url,
