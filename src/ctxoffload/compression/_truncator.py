@@ -351,39 +351,28 @@ class Truncator:
         if offloader is None:
             return None
         form = "" if isinstance(_value_at(block.input, path), str) else ", as JSON"
+        # A cut this compressor made, cut again (a retry after an overflow asks for less),
+        # comes from the file holding the whole, which its notice names still.
         earlier = await self._earlier_argument(text)
-        if earlier is not None:
-            # A cut this compressor made, cut again (a retry after an overflow asks for
-            # less): from the file holding the whole, which its notice names still.
-            whole, reference = earlier
-            cut = truncate_text(
-                whole,
-                limit=limit,
-                counter=services.counter,
-                reference=reference,
-                what=f"the argument {name!r} of call {block.id} ({block.name}){form}",
-                readers=settings.readers,
-                preview=settings.config.preview,
-            )
-            self._remember_argument(cut.text, reference)
-            return cut.text
-        try:
-            reference = await offloader.offload_tool_result(
-                services.session_id,
-                ToolResultBlock(
-                    id=f"{block.id}.{name}", name=f"{block.name} argument {name}", output=text
-                ),
-            )
-        except Exception as exc:
-            logger.warning(
-                "could not offload argument %r of call %s, keeping it whole: %s",
-                name,
-                block.id,
-                exc,
-            )
-            return None
+        whole, reference = earlier if earlier is not None else (text, None)
+        if reference is None:
+            try:
+                reference = await offloader.offload_tool_result(
+                    services.session_id,
+                    ToolResultBlock(
+                        id=f"{block.id}.{name}", name=f"{block.name} argument {name}", output=text
+                    ),
+                )
+            except Exception as exc:
+                logger.warning(
+                    "could not offload argument %r of call %s, keeping it whole: %s",
+                    name,
+                    block.id,
+                    exc,
+                )
+                return None
         cut = truncate_text(
-            text,
+            whole,
             limit=limit,
             counter=services.counter,
             reference=reference,
@@ -391,22 +380,23 @@ class Truncator:
             readers=settings.readers,
             preview=settings.config.preview,
         )
-        services.state.artifacts.append(
-            Artifact(reference, cut.total_bytes, f"{block.name} argument", cut.total_lines)
-        )
-        await self._event(
-            events.Truncation(
-                tool_id=block.id,
-                tool_name=block.name,
-                reference=reference,
-                tokens_before=services.counter.count_text(text),
-                tokens_after=services.counter.count_text(cut.text),
-                lines_shown=cut.shown_lines,
-                lines_total=cut.total_lines,
-                argument=name,
-                reason="the newest turn exceeds the reserve",
+        if earlier is None:
+            services.state.artifacts.append(
+                Artifact(reference, cut.total_bytes, f"{block.name} argument", cut.total_lines)
             )
-        )
+            await self._event(
+                events.Truncation(
+                    tool_id=block.id,
+                    tool_name=block.name,
+                    reference=reference,
+                    tokens_before=services.counter.count_text(text),
+                    tokens_after=services.counter.count_text(cut.text),
+                    lines_shown=cut.shown_lines,
+                    lines_total=cut.total_lines,
+                    argument=name,
+                    reason="the newest turn exceeds the reserve",
+                )
+            )
         self._remember_argument(cut.text, reference)
         return cut.text
 
