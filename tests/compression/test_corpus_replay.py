@@ -73,10 +73,12 @@ async def test_a_real_transcript_stays_in_the_window_and_loses_nothing(
             version = live[msg.id].content
         if version == msg.content:
             continue
-        # An observation bigger than the reserve, once pinned as the latest user message: cut,
-        # with its whole text in the file the marker names.
-        assert msg.role == "user" and isinstance(version, str) and TRUNCATION_MARKER in version
-        path = re.findall(r"\S+/tool_result-user-\S+?\.txt", version)[0]
+        # An observation bigger than the reserve, once pinned as the latest user message, or
+        # a reply too long for the reserve while it was the newest turn: cut, with its whole
+        # text in the file the marker names.
+        assert msg.role in ("user", "assistant") and isinstance(version, str)
+        assert TRUNCATION_MARKER in version
+        path = re.findall(rf"\S+/tool_result-{msg.role}-\S+?\.txt", version)[0]
         assert (await local_ws.read_reference(path)).decode() == msg.text
     summary = next(m for m in context if is_summary_message(m))
     assert f"{local_ws.context_path('pylint-6528')} (lines 1-{len(rows)})" in summary.text

@@ -91,7 +91,8 @@ def same(step: str, ours: CompressionResult, whole: CompressionResult) -> None:
 
 
 async def lockstep(conversation: list[Msg], window: int, tmp: Path) -> int:
-    """Replay `conversation` as an agent lives it through both compressors; compressions."""
+    """Replay `conversation` as an agent lives it through both compressors; the steps that
+    changed the context (a compaction, or the newest turn cut under the trigger)."""
     ours, reference = (compressor(tmp / n, window, whole=n == "whole") for n in ("ours", "whole"))
     a: list[Msg] = []
     b: list[Msg] = []
@@ -100,7 +101,8 @@ async def lockstep(conversation: list[Msg], window: int, tmp: Path) -> int:
         if msg.role == "assistant" and a:
             mine, theirs = await ours.maybe_compress(a), await reference.maybe_compress(b)
             same(f"step {step}", mine, theirs)
-            compressions += mine.compressed
+            # (A newest turn cut under the trigger is a decision both made too.)
+            compressions += mine.compressed or mine.messages != a
             a, b = mine.messages, theirs.messages
         if msg.role == "tool":
             a.append(await ours.process_message(msg))

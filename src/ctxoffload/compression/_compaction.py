@@ -69,6 +69,8 @@ class _Plan:
     earlier_note: Msg | None
     split: Split
     reserve: int
+    # The tokens the cut of the newest turn saved (`Truncator.fit_fresh`), counted exactly.
+    fresh_saved: int = 0
 
     @property
     def older(self) -> list[Msg]:
@@ -176,10 +178,29 @@ class Compaction:
                 context, False, "below trigger", counted.tokens, counted.tokens
             )
         plan = await self._split(context, settings, window, strategy)
+        if plan.fresh_saved:
+            # What the compaction starts from is the context with its newest turn cut (the
+            # cuts are stored and recorded on their own), counted as far as decides again;
+            # cut, it may be under the trigger.
+            cut = self._with_cuts(context, plan)
+            counted = self.services.count_until(cut, tools, limit=cfg.trigger_ratio * window)
+            if not self._is_due(counted.tokens, settings, window, strategy, force=force):
+                reason = "below trigger once the newest turn was cut"
+                return _unchanged(cut, reason, counted, counted.tokens)
         model = summary_model or settings.model
         return await self._compress(
             context, plan, counted, tools, cfg, window, model, deadline=deadline
         )
+
+    @staticmethod
+    def _with_cuts(context: list[Msg], plan: _Plan) -> list[Msg]:
+        """The context as it was, the messages the split cut (the newest turn, the latest
+        request) in their cut form."""
+        split = plan.split
+        changed = {m.id: m for m in [*split.older, *split.kept, *split.pins]}
+        if split.pinned is not None:
+            changed[split.pinned.id] = split.pinned
+        return [changed.get(m.id, m) for m in context]
 
     def _is_due(
         self,
@@ -221,18 +242,23 @@ class Compaction:
         reserve = int(cfg.reserve_ratio * window)
         fresh = self.services.fresh_ids(rest)
         fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
+        saved = 0
         if fresh_from is not None:
             # What is sent after a compaction stays under the trigger when the fresh turn
             # leaves the kept messages their reserve; past that, the calls it holds are cut.
-            rest = rest[:fresh_from] + await self.truncator.fit_fresh(
-                rest[fresh_from:],
+            given = rest[fresh_from:]
+            cut = await self.truncator.fit_fresh(
+                given,
                 reserve,
                 settings,
                 calls_over=max(reserve, cfg.trigger_tokens(window) - reserve),
             )
+            count = self.services.tracker.count_message
+            saved = sum(count(a) - count(b) for a, b in zip(given, cut, strict=True) if a is not b)
+            rest = rest[:fresh_from] + cut
         split = strategy.split(rest, self.services.tracker, reserve, fresh_from)
         await self._keep_latest_request(split, reserve)
-        return _Plan(system, earlier_summary, earlier_note, split, reserve)
+        return _Plan(system, earlier_summary, earlier_note, split, reserve, max(0, saved))
 
     def _adopt_notes(
         self, rest: Sequence[Msg], cfg: ContextConfig, window: int
@@ -255,11 +281,12 @@ class Compaction:
         latest = split.pinned or next((m for m in reversed(split.kept) if is_user_request(m)), None)
         if latest is None or is_pinned(latest):
             return
-        # Never below the floor of a fresh result: a reserve of a few tokens (a host that
-        # asks for a compaction to 0 tokens: Haystack's, once its estimate of the overhead
-        # passes its target) replaced a five-word request with a notice of it.
-        limit = max(reserve, FRESH_PREVIEW_FLOOR)
-        replaced = await self.truncator.truncate_message(latest, limit)
+        # A request no longer than a notice is never cut: a reserve of a few tokens (a host
+        # that asks for a compaction to 0 tokens: Haystack's, once its estimate of the
+        # overhead passes its target) replaced a five-word request with a notice of it.
+        if self.services.counter.count_text(latest.text) <= FRESH_PREVIEW_FLOOR // 2:
+            return
+        replaced = await self.truncator.truncate_message(latest, reserve)
         if replaced is latest:
             return
         if split.pinned is latest:
