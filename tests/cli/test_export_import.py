@@ -478,3 +478,19 @@ def test_export_while_another_process_appends_takes_whole_batches(
         writer.wait()
         if writer.stdout is not None:
             writer.stdout.close()
+
+
+def test_an_exported_session_keeps_its_last_activity(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The copy of a session with a context.jsonl got its commit record written at the
+    export's time, so `ls` showed the export as the session's last activity and `show`
+    opened another session as the newest."""
+    import os
+
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    asyncio.run(fill(SqlWorkspace(url)))
+    assert cli("export", "--all", tmp_path / "ws", "--workdir", url).code == 0
+    folder = tmp_path / "ws" / "sessions" / "run-1"
+    commit = folder / "context.jsonl.commit"
+    assert os.stat(commit).st_mtime_ns == os.stat(folder / "context.jsonl").st_mtime_ns

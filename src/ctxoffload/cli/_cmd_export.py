@@ -222,7 +222,11 @@ def _relocate_session(staging: str, session: str, prefix: str, dest: str) -> set
             data.update(m.decode() for m in DATA_REFERENCE_BYTES.findall(body))
             if name == CONTEXT_FILE:
                 record = encode_commit_record(len(body), body.count(b"\n"), body[-COMMIT_TAIL:])
-                replace_file(folder.fd, name + COMMIT_SUFFIX, record, fsync=False)
+                # (Its times are the log's: the copy's last activity is the session's own, not
+                # the export's, for `ls` and the `show` that opens the newest.)
+                replace_file(
+                    folder.fd, name + COMMIT_SUFFIX, record, fsync=False, modified_ns=times
+                )
     return data
 
 
