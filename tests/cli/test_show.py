@@ -456,6 +456,23 @@ def test_show_without_a_session_shows_the_newest(
     )
 
 
+def test_show_opens_the_session_ls_lists_first_within_one_second(
+    filled: Path, cli: Callable[..., Any]
+) -> None:
+    """Two sessions active within one second: `ls` (to the second) listed run-1 first, and
+    `show` opened run-2, the later by a fraction, saying it was the first `ls` lists."""
+    import os
+
+    for session, when in (("run-1", 1_700_000_000.1), ("run-2", 1_700_000_000.8)):
+        for file in (filled / "sessions" / session).iterdir():
+            os.utime(file, (when, when))
+    listed = cli("ls", "--json", "--workdir", filled)
+    first = json.loads(listed.out)[0]["session"]
+    shown = cli("show", "--workdir", filled)
+    assert shown.err == f"ctxoffload show: the newest session of 2 is {first} (ls lists them)\n"
+    assert shown.out.startswith(f"session {first} ")
+
+
 OLD_RECORD = Path(__file__).parent.parent / "_disk" / "data" / "events-24678e9.jsonl"
 
 

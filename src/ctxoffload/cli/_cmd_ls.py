@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE
 from ._access import (
@@ -13,7 +12,14 @@ from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
 from ._output import Column, print_json, print_table, shown
-from ._view import SessionRow, Warnings, indented, session_rows, stored_session_rows
+from ._view import (
+    SessionRow,
+    Warnings,
+    indented,
+    session_rows,
+    shown_fields,
+    stored_session_rows,
+)
 
 __all__ = ["register", "run"]
 
@@ -68,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     # everything else is listed, as grep does.
     status = EXIT_USAGE if warnings.said else EXIT_OK
     if args.json:
-        print_json([dataclasses.asdict(row) for row in rows])
+        print_json([shown_fields(row) for row in rows])
         return status
     if not rows:
         print(f"no sessions in {shown(workdir)}")

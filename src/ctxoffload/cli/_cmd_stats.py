@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -12,7 +11,14 @@ from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, human_bytes, print_json, print_table
 from ._session_name import SessionName
-from ._view import Warnings, dedup_savings, indented, listing_order, session_stats
+from ._view import (
+    Warnings,
+    dedup_savings,
+    indented,
+    listing_order,
+    session_stats,
+    shown_fields,
+)
 
 __all__ = ["register", "run"]
 
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         measured.append(stats)
     # In the order `ls` lists them: the most recently active first, each sub-agent's session
     # under its parent's.
-    rows = [dataclasses.asdict(stats) for stats in listing_order(measured)]
+    rows = [shown_fields(stats) for stats in listing_order(measured)]
 
     references_made, files_named, saved = dedup_savings(everything, workdir)
 

@@ -21,6 +21,7 @@ from ._rows import (
     listing_order,
     newest_session,
     session_rows,
+    shown_fields,
     stored_newest_session,
     stored_session_rows,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "newest_session",
     "session_rows",
     "session_stats",
+    "shown_fields",
     "step_messages",
     "stored_newest_session",
     "stored_session_rows",

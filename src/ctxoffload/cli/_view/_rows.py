@@ -33,6 +33,7 @@ __all__ = [
     "newest_session",
     "parent_of",
     "session_rows",
+    "shown_fields",
     "stored_newest_session",
     "stored_session_rows",
 ]
@@ -64,6 +65,8 @@ class SessionRow:
     unreadable: list[str] = field(default_factory=list)
     depth: int = 0
     """How many parents above it are listed too (its place under them)."""
+    activity: float = field(default=0.0, repr=False)
+    """`last_activity` to the clock's precision: what orders the list (not shown)."""
 
 
 def session_rows(workdir: str, warnings: Warnings, *, newest_first: bool) -> list[SessionRow]:
@@ -116,6 +119,7 @@ class _Listed(Protocol):
 
     session: str
     last_activity: str | None
+    activity: float
     parent: str | None
     depth: int
 
@@ -125,8 +129,20 @@ _Row = TypeVar("_Row", bound=_Listed)
 
 def _ordered(rows: list[_Row], newest_first: bool) -> list[_Row]:
     if newest_first:
-        rows.sort(key=lambda r: r.last_activity or "", reverse=True)
+        # The latest to the clock's precision, of two as recent the greater id: the order
+        # `newest_session` picks by (what `show` opens is the first `ls` lists).
+        rows.sort(key=lambda r: (r.activity, r.session), reverse=True)
     return _grouped(rows)
+
+
+def shown_fields(row: Any) -> dict[str, Any]:
+    """A `SessionRow`'s or `SessionStats`'s fields as `--json` and the viewer show them: all
+    but `activity`, which only orders the list."""
+    import dataclasses
+
+    fields = dataclasses.asdict(row)
+    del fields["activity"]
+    return fields
 
 
 def indented(session: str, depth: int) -> str:
@@ -254,6 +270,7 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
         size += st_size
         tool_results += is_tool_result_name(name)
     row.last_activity = iso_time(last) if last else None
+    row.activity = last
     row.bytes = size
     row.tool_results = tool_results
     try:

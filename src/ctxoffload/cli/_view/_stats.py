@@ -34,6 +34,8 @@ class SessionStats:
     """The session whose sub-agent started this one."""
     depth: int = 0
     """Its place under the parents listed too (`listing_order`)."""
+    activity: float = field(default=0.0, repr=False)
+    """`last_activity` to the clock's precision: what orders the list (not shown)."""
     bytes_offloaded: int | None = None
     tokens_kept_out: int | None = None
     truncations: int | None = None
@@ -76,6 +78,7 @@ def _read_stats(
     then = f"session {stats.session} is counted without it"
     last = max((st.st_mtime for _, st in own_files(folder)), default=0.0)
     stats.last_activity = iso_time(last) if last else None
+    stats.activity = last
     counts = read_logged(folder, EVENTS_FILE, warnings, then, _event_counts)
     if counts is None:
         stats.unreadable.append(EVENTS_FILE)

@@ -11,7 +11,6 @@ text (`textContent`), never as HTML.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -31,7 +30,7 @@ from ...text import message_lines
 from .._access import session_folder
 from .._describe import NOT_BY_AGENT, Timeline, by_agent, describe, names_stored_files
 from .._output import inert
-from .._view import SessionLog, Warnings, session_rows, step_messages
+from .._view import SessionLog, Warnings, session_rows, shown_fields, step_messages
 
 __all__ = ["BODY_CHARS", "MARKED_KINDS", "UiModel"]
 
@@ -95,7 +94,7 @@ class UiModel:
             raise
         return {
             "workspace": self.shown_as,
-            "sessions": _plain([dataclasses.asdict(row) for row in rows]),
+            "sessions": _plain([shown_fields(row) for row in rows]),
         }
 
     # -- one session ----------------------------------------------------------------------
