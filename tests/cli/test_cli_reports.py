@@ -326,3 +326,28 @@ def test_ls_neither_counts_nor_sizes_a_hard_linked_file(
     assert (after["tool_results"], after["bytes"]) == (before["tool_results"], before["bytes"])
     assert "tool_result-planted.txt" in after["unreadable"]
     assert result.err.count("\n") == 1 and "has 2 hard links" in result.err
+
+
+def test_a_session_folder_replaced_by_a_link_is_said_refused_not_missing(
+    filled: Path, tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    """A link in sessions/ named as a session was left out of `ls` and `stats` without a
+    word, and `show`, `stats` and `grep` called it missing ("no session 'linked'") while a
+    person listing the folder sees it. Each says it is a link, refused; nothing is read
+    through it."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(filled / "sessions/run-1", elsewhere)
+    link = filled / "sessions/linked"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    said = "is a symbolic link, not a session folder: refused, never followed"
+    listed = cli("ls", "--workdir", filled)
+    assert listed.code == 2 and listed.err.count("\n") == 1, listed.err
+    assert str(link) in listed.err and said in listed.err and "it is not listed" in listed.err
+    assert "linked" not in listed.out
+    counted = cli("stats", "--workdir", filled)
+    assert counted.code == 2 and str(link) in counted.err and said in counted.err
+    for argv in (("show", "linked"), ("stats", "linked"), ("grep", "line", "linked")):
+        result = cli(*argv, "--workdir", filled)
+        assert result.code == 2, (argv, result.err)
+        assert str(link) in result.err and said in result.err, (argv, result.err)
+        assert "no session" not in result.err and str(elsewhere) not in result.out

@@ -119,6 +119,13 @@ class Folder:
         another name (a newline in it, say) is none: no call could name it."""
         return [name for name in self.folders() if is_session_id(name)]
 
+    def linked_sessions(self) -> list[str]:
+        """The names of its symbolic links named as session ids, sorted: a session folder
+        replaced by a link, which is never followed (`sessions` leaves it out), for a
+        command to say so rather than call the session missing."""
+        with os.scandir(self.fd) as entries:
+            return sorted(e.name for e in entries if e.is_symlink() and is_session_id(e.name))
+
     def files(self) -> list[str]:
         """The names of the regular files in it (no link, FIFO or device), sorted, hidden ones
         (a writer's `.tmp-*`) included."""

@@ -162,9 +162,34 @@ def session_ids(workdir: str) -> list[str]:
         return sessions.sessions()
 
 
+def linked_sessions(workdir: str) -> list[str]:
+    """The names in sessions/ that are symbolic links named as sessions: never followed, and
+    said so (`LINKED_SESSION`) where a command would otherwise call them missing."""
+    try:
+        with Folder(workdir, SESSIONS_DIR) as sessions:
+            return sessions.linked_sessions()
+    except OSError:
+        return []
+
+
+LINKED_SESSION = "is a symbolic link, not a session folder: refused, never followed"
+"""What a command says of a link in sessions/ named as a session."""
+
+
+def say_linked_sessions(workdir: str, warnings: Any, then: str) -> None:
+    """Say, through `warnings` (a `Warnings`), one line for each link in sessions/ named as
+    a session, which a list of the sessions leaves out (`then`: what it does about it)."""
+    for name in linked_sessions(workdir):
+        warnings.say(os.path.join(workdir, SESSIONS_DIR, name), LINKED_SESSION, then)
+
+
 def no_session(workdir: str, session_id: str) -> str:
-    """The one line that says a workspace has no such session, naming the first ten it has."""
+    """The one line that says a workspace has no such session, naming the first ten it has
+    (or that the name is a link there, refused)."""
     named = shown(os.path.abspath(workdir))
+    if session_id in linked_sessions(workdir):
+        link = os.path.join(os.path.abspath(workdir), SESSIONS_DIR, session_id)
+        return f"session {said_session(session_id)}: {shown(link)} {LINKED_SESSION}"
     try:
         known = session_ids(workdir)
     except OSError:  # sessions/ cannot be listed: the line names none

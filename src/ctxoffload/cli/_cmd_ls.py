@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, STATE_FILE
-from ._access import (
-    open_workspace,
-)
+from ._access import open_workspace, say_linked_sessions
 from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
@@ -70,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         workdir = open_workspace(where, data=False)
         rows = session_rows(workdir, warnings, newest_first=True)
+        say_linked_sessions(workdir, warnings, "it is not listed")
     # A file that could not be read is an error (said on stderr, shown as `?`): exit 2 once
     # everything else is listed, as grep does.
     status = EXIT_USAGE if warnings.said else EXIT_OK

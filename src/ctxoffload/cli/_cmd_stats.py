@@ -6,7 +6,7 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from ._access import open_workspace, session_folder, session_ids
+from ._access import open_workspace, say_linked_sessions, session_folder, session_ids
 from ._arguments import EXIT_OK, EXIT_USAGE, Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
 from ._output import Column, human_bytes, print_json, print_table
@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         sessions = session_ids(workdir)
     everything: Counter[str] = Counter()
     warnings = Warnings("stats")
+    if args.session is None:
+        say_linked_sessions(workdir, warnings, "it is not counted")
     measured = []
     for session in sessions:
         stats, references = session_stats(workdir, session, warnings)
