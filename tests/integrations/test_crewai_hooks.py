@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crewai.tools import BaseTool
 from crewai_scripted import (
     HOST_WARNINGS,
     Fetch,
@@ -412,21 +411,23 @@ def test_one_hooks_object_serving_many_crews_keeps_none_alive(tmp_path: Path) ->
     assert all(a and b and {a, b} <= names for a, b in sessions)
 
 
-class WriteFile(BaseTool):
-    """The tool `write_file`: writes nothing, says what it was given."""
-
-    name: str = "write_file"
-    description: str = "Write `content` to `path`."
-
-    def _run(self, path: str, content: str) -> str:
-        return f"wrote {len(content)} characters to {path}"
-
-
 def test_a_call_that_wrote_a_whole_file_is_sent_cut(tmp_path: Path) -> None:
     """The newest turn over the window because the model's own call held a whole file: the
     model is sent the call with its file cut to a head and a notice naming the file that
     holds it whole; the call's id and path stay (the door sends a message it changed made
     again whole, so it carried the cut before this test was written)."""
+    # (Imported here: crewai_scripted skips the module where CrewAI is not installed.)
+    from crewai.tools import BaseTool
+
+    class WriteFile(BaseTool):
+        """The tool `write_file`: writes nothing, says what it was given."""
+
+        name: str = "write_file"
+        description: str = "Write `content` to `path`."
+
+        def _run(self, path: str, content: str) -> str:
+            return f"wrote {len(content)} characters to {path}"
+
     body = "".join(
         f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
     )

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from workspace_kinds import WORKSPACES
 
+from ctxoffload._disk.ids import door_session
 from ctxoffload.integrations.agentscope import AgentScopeOffloader
 from ctxoffload.integrations.strands import WorkspaceStorage
 from ctxoffload.workspace import GarbageCollector
@@ -78,8 +79,9 @@ async def test_what_agentscope_offloads_in_data_survives_gc(
     offloader = AgentScopeOffloader(workspace)
     stored = await offloader.offload_data_block(image_block(PNG))
     reference = stored.source.url
-    # Without the middleware no agent's session is known: the record goes to `agentscope`.
-    assert await _recorded(workspace, "agentscope", reference)
+    # Without the middleware no agent's session is known: the record goes to the door's own
+    # session, a name no conversation can have.
+    assert await _recorded(workspace, door_session("agentscope", "data"), reference)
     assert reference.rsplit("/", 1)[-1] not in await _collect(workspace)
     assert await workspace.read_reference(reference) == PNG
 
