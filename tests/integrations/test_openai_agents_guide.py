@@ -50,8 +50,8 @@ def test_the_session_example_keeps_the_log_once(tmp_path: Path) -> None:
 def test_the_compaction_example_moves_the_older_turns_to_the_context_log(tmp_path: Path) -> None:
     done = run_guide_example("openai-agents.md", tmp_path, block=2, env=offline_env())
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["6 items before", "3 items after"]
+    assert done.stdout.splitlines() == ["8 items before", "3 items after"]
     session = tmp_path / "agent_workspace" / "sessions" / "nightly-check"
     lines = (session / "context.jsonl").read_text(encoding="utf-8").splitlines()
-    assert [json.loads(line)["role"] for line in lines] == ["user", "assistant"] * 2
+    assert [json.loads(line)["role"] for line in lines] == ["user", "assistant"] * 3
     assert "Tracing" not in done.stderr, done.stderr
