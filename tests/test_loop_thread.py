@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg
 from ctxoffload._loop import CallerLoop, LoopThread, off_loop, run_private
@@ -232,3 +233,39 @@ def test_a_timer_due_while_the_interpreter_exits_says_nothing(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert "Exception in callback" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_loop_keeps_nothing_of_the_context_its_first_caller_ran_in() -> None:
+    """A door's hooks serve one request after another with one loop. The loop's wake-up
+    reader kept a copy of the context it was made in, so the first request's context
+    variables (CrewAI's runtime state with that request's crew, agent and model) lived as
+    long as the hooks: a request's objects are let go once the request is done, the loop
+    still there. A timer set from a request keeps nothing of it either."""
+    import gc
+    import weakref
+
+    class Crew:
+        pass
+
+    state: contextvars.ContextVar[Crew] = contextvars.ContextVar("runtime_state")
+
+    async def work() -> str:
+        await asyncio.sleep(0)
+        return "done"
+
+    for runner in (CallerLoop("test-caller"), LoopThread("test-loop")):
+        held: list[weakref.ref[Crew]] = []
+
+        def request(runner: CallerLoop | LoopThread = runner, held: list[Any] = held) -> None:
+            crew = Crew()
+            state.set(crew)
+            held.append(weakref.ref(crew))
+            assert runner.run(work()) == "done"
+            if isinstance(runner, LoopThread):
+                runner.later(3600, lambda: None)
+
+        for _ in range(3):
+            contextvars.copy_context().run(request)
+        gc.collect()
+        assert [ref() for ref in held] == [None, None, None], type(runner).__name__
+        assert runner.run(work()) == "done"  # the loop is still there

@@ -58,7 +58,7 @@ class LoopThread:
         """Run `coro` on this object's loop and return its result (or raise its exception)."""
         with self._lock:
             if self._loop is None:
-                loop = asyncio.new_event_loop()
+                loop = _new_loop()
                 if self._inline_io:
                     _INLINE.add(loop)
                 threading.Thread(target=_serve, args=(loop,), name=self._name, daemon=True).start()
@@ -83,7 +83,17 @@ class LoopThread:
                 return
             future.add_done_callback(_log_failure)
 
-        loop.call_soon_threadsafe(loop.call_later, delay, due)
+        # (In an empty context: the timer would keep the caller's until it is due.)
+        loop.call_soon_threadsafe(loop.call_later, delay, due, context=contextvars.Context())
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop that holds nothing of its maker's context: a loop's own wake-up
+    reader keeps a copy of the context it was made in for as long as the loop lives, and
+    a loop lives as long as its owner (a door's hooks, serving one request after another),
+    so the first request's context variables (a host's crew, agent and model in CrewAI's
+    runtime state, a tracing span) stayed alive with it."""
+    return contextvars.Context().run(asyncio.new_event_loop)
 
 
 def _log_failure(future: Any) -> None:
@@ -122,7 +132,7 @@ class CallerLoop:
         with self._lock:
             loop = self._loop
             if loop is None:
-                loop = self._loop = asyncio.new_event_loop()
+                loop = self._loop = _new_loop()
                 _INLINE.add(loop)
                 weakref.finalize(self, loop.close)
             # The task is made in an empty context, which it copies.

@@ -397,16 +397,21 @@ def test_one_hooks_object_serving_many_crews_keeps_none_alive(tmp_path: Path) ->
         sessions.append((offload.session_of(crew), offload.session_of(agent)))
         held.extend([weakref.ref(crew), weakref.ref(agent)])
 
+    from crewai.events.event_bus import crewai_event_bus
+
     with offload:
         for number in range(5):
             contextvars.copy_context().run(request, number)
+    # CrewAI's event bus runs sync handlers on threads of its own, each event holding its crew
+    # until its handlers are done.
+    assert crewai_event_bus.flush(timeout=60)
     gc.collect()
-    alive = [ref() for ref in held if ref() is not None]
-    # CrewAI itself keeps a few of the latest (its event bus, its runtime state); the hooks
-    # keep none alive, and forget each as it goes.
-    assert len(alive) < len(held) // 2
-    assert len(offload._last) == len(alive)
-    del alive
+    # None is kept alive, and each is forgotten as it goes. (The hooks' event loop, made in
+    # the first request's context, kept a copy of it, CrewAI's runtime state with that
+    # request's crew and agent in it, for as long as the loop lived: 4 to 8 of the 10 stayed
+    # alive after one collection.)
+    assert [ref() for ref in held if ref() is not None] == []
+    assert offload._last == {}
     names = {p.name for p in (tmp_path / "ws" / "sessions").iterdir()}
     assert all(a and b and {a, b} <= names for a, b in sessions)
 
