@@ -69,8 +69,8 @@ class _Plan:
     earlier_note: Msg | None
     split: Split
     reserve: int
-    # The tokens the cut of the newest turn saved (`Truncator.fit_fresh`), counted exactly.
-    fresh_saved: int = 0
+    # Whether `Truncator.fit_fresh` cut the newest turn (its cuts are stored and recorded).
+    fresh_cut: bool = False
 
     @property
     def older(self) -> list[Msg]:
@@ -178,7 +178,7 @@ class Compaction:
                 context, False, "below trigger", counted.tokens, counted.tokens
             )
         plan = await self._split(context, settings, window, strategy)
-        if plan.fresh_saved:
+        if plan.fresh_cut:
             # What the compaction starts from is the context with its newest turn cut (the
             # cuts are stored and recorded on their own), counted as far as decides again;
             # cut, it may be under the trigger.
@@ -242,7 +242,7 @@ class Compaction:
         reserve = int(cfg.reserve_ratio * window)
         fresh = self.services.fresh_ids(rest)
         fresh_from = next((i for i, m in enumerate(rest) if m.id in fresh), None)
-        saved = 0
+        fresh_cut = False
         if fresh_from is not None:
             # What is sent after a compaction stays under the trigger when the fresh turn
             # leaves the kept messages their reserve; past that, the calls it holds are cut.
@@ -253,12 +253,11 @@ class Compaction:
                 settings,
                 calls_over=max(reserve, cfg.trigger_tokens(window) - reserve),
             )
-            count = self.services.tracker.count_message
-            saved = sum(count(a) - count(b) for a, b in zip(given, cut, strict=True) if a is not b)
+            fresh_cut = any(a is not b for a, b in zip(given, cut, strict=True))
             rest = rest[:fresh_from] + cut
         split = strategy.split(rest, self.services.tracker, reserve, fresh_from)
         await self._keep_latest_request(split, reserve)
-        return _Plan(system, earlier_summary, earlier_note, split, reserve, max(0, saved))
+        return _Plan(system, earlier_summary, earlier_note, split, reserve, fresh_cut)
 
     def _adopt_notes(
         self, rest: Sequence[Msg], cfg: ContextConfig, window: int
