@@ -129,6 +129,7 @@ def process_gone(pid: int) -> bool:
     """Whether the process ended (a zombie no one reaped counts as ended)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # (Reaped between the open and the read, the read fails with ESRCH.)
         return True
     return "\nState:\tZ" in status

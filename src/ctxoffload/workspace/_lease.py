@@ -180,6 +180,8 @@ def holder_ended(holder: dict[str, Any]) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             state = stat.read().rpartition(b")")[2].split()[:1]
+    except (FileNotFoundError, ProcessLookupError):
+        return True  # it ended and was reaped since `kill` found it (ESRCH from the read)
     except OSError:
         return False
     return state == [b"Z"]
