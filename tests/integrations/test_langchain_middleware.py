@@ -406,6 +406,41 @@ def test_middlewares_made_per_request_share_tool_schemas_and_read_their_own_work
     assert len(read_two) <= 4_000 < len(read_one)
 
 
+def test_a_server_s_tools_made_per_request_are_not_kept_alive(tmp_path: Path) -> None:
+    """A server keeps one middleware and makes its agent, model and tools per request. The
+    middleware's table of converted tool schemas held every tool for good, with what its
+    closure held (each request's 200 KB payload here); a tool is now held no longer than
+    its caller holds it, and a tool kept across requests is converted once."""
+    import gc
+    import weakref
+
+    from langchain_core.messages import AIMessage
+
+    def tool_of_request(payload: str) -> Any:
+        @tool
+        def fetch() -> str:
+            """Fetch the output."""
+            return payload
+
+        return fetch
+
+    middleware = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    tools: list[weakref.ref[Any]] = []
+    for number in range(5):
+        fetch = tool_of_request(f"request {number} " + "x" * 200_000)
+        model = ToolCallingFakeModel(
+            messages=iter([call("fetch", {}, f"call_{number}"), AIMessage(content="done")])
+        )
+        agent = create_agent(model, tools=[fetch, *middleware.tools], middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage(f"q {number}")]}, thread(f"t-{number}"))
+        tools.append(weakref.ref(fetch))
+        del agent, model, fetch
+    gc.collect()
+    assert [ref() for ref in tools] == [None] * 5
+    # The middleware's own read-back tools, used by every request, stay converted once.
+    assert {id(t) for t in middleware.tools} == set(middleware._tool_schemas)
+
+
 async def test_a_langchain_summary_model_is_called_as_an_internal_call(tmp_path: Path) -> None:
     summary = json.dumps({name: "the export ran" for name in Summary.model_fields})
     summarizer = scripted(*[summary] * 10)

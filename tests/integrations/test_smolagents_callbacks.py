@@ -424,6 +424,50 @@ def test_one_callbacks_object_shared_by_many_agents_keeps_none_alive(tmp_path: P
         assert stored.read_text(encoding="utf-8") == BIG[:300_000].strip()
 
 
+def test_a_server_s_failed_runs_give_their_sessions_up_without_a_close(tmp_path: Path) -> None:
+    """A server keeps one callbacks object and never closes it. A run that raised (the
+    provider failed after a tool) and whose agent the server dropped kept its session's
+    lease, its open lease file and its pipeline until `close()`: one descriptor and ~660 KB
+    per failed request, until the process ran out of descriptors. The next run gives them
+    up: the failed runs' sessions can be taken, and no descriptor is left open for them."""
+    import gc
+    import os
+
+    workspace = LocalWorkspace(tmp_path / "ws")
+    offload = OffloadingStepCallbacks(workspace, config=CONFIG)
+
+    def failed_request(number: int) -> str | None:
+        model = Scripted([call("fetch", {}, f"call_{number}")])  # then the provider fails
+        agent = agent_with(model, offload, Fetch([BIG[:50_000]]))
+        with pytest.raises(Exception):  # noqa: B017 - smolagents wraps the model's failure
+            agent.run(f"request {number}")
+        return offload.session_of(agent)
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    failed_request(0)  # (the loop, the logs and the lease files of a first run opened)
+    gc.collect()
+    ok = agent_with(Scripted([answer("ok")]), offload)
+    assert ok.run("a good request") == "ok"
+    before = descriptors()
+    sessions = [failed_request(number) for number in range(1, 11)]
+    gc.collect()
+    ok = agent_with(Scripted([answer("ok")]), offload)
+    assert ok.run("a good request") == "ok"
+    assert len(offload._orphans) == 0
+    assert descriptors() <= before + 2  # (ten held one each before)
+
+    async def take_each() -> None:
+        for session in sessions:
+            assert session is not None
+            await (await workspace.acquire_lease(session)).release()
+
+    import asyncio
+
+    asyncio.run(take_each())  # (SessionBusyError while a dropped run held one)
+
+
 def test_a_memory_change_is_recorded_in_the_session_of_the_run_that_made_it(
     tmp_path: Path,
 ) -> None:

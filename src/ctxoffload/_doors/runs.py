@@ -38,6 +38,7 @@ from ..workspace import (
     writing_as,
 )
 from .doors import Door
+from .recent import KEPT, RecentKeys
 
 __all__ = [
     "ANNOUNCED_KEPT",
@@ -63,7 +64,7 @@ least recently used forgotten first once their run is over (`HostRuns.forget_idl
 object serves every conversation of a server, and a conversation forgotten, then back,
 projects from its record as one resumed in a new process does."""
 
-ANNOUNCED_KEPT = 4_096
+ANNOUNCED_KEPT = KEPT
 """How many sessions a `HostRuns` remembers having written the `door` event of, the most
 recent kept: a server that opens a session per run must not grow without end, and a session
 forgotten then back gets its `door` event again (one more line, nothing lost)."""
@@ -224,7 +225,7 @@ class HostRuns:
         self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
         # The sessions whose `door` event this object wrote, the most recent last.
-        self._announced: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._announced = RecentKeys(ANNOUNCED_KEPT)
         self._lock = threading.Lock()
 
     def begin(
@@ -353,10 +354,7 @@ class HostRuns:
         owner: object,
     ) -> None:
         """Keep `run` as the writer of `session`, under `lease` (with `_lock` held)."""
-        self._announced[session] = None
-        self._announced.move_to_end(session)
-        while len(self._announced) > ANNOUNCED_KEPT:
-            self._announced.popitem(last=False)
+        self._announced.add(session)
         taken = self._runs[session] = _Run(run, lease, live, self)
         token = lease.holder.get("token") if lease is not None else None
         if live is not None and isinstance(token, str):

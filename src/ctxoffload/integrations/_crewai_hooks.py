@@ -41,6 +41,7 @@ from .._doors.checks import (
 )
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
+from .._doors.recent import weak_entry
 from .._doors.runs import HostRuns
 from .._loop import LoopThread
 from .._tokens.counters import fits_by_size
@@ -299,7 +300,8 @@ class ContextOffloadHooks:
             except SessionBusyError as busy:
                 raise SessionBusyAborted(busy) from None
             self._active[id(owner)] = run
-            self._last[id(owner)] = (_held_weakly(owner, self._last), session)
+            held = weak_entry(owner, self._last, id(owner))
+            self._last[id(owner)] = (held if held is not None else lambda: owner, session)
             self._latest = session
             return run
 
@@ -521,22 +523,6 @@ def _owner(ctx: Any) -> Any:
     if ctx.crew is not None:
         return ctx.crew
     return getattr(ctx.flow, "agent", None) if ctx.flow is not None else None
-
-
-def _held_weakly(owner: Any, table: dict[int, tuple[Callable[[], Any], str]]) -> Callable[[], Any]:
-    """A reference to `owner` that lets it go: weak, its entry of `table` leaving with it
-    (an object that cannot be held weakly is held)."""
-    key = id(owner)
-
-    def forget(ref: Any) -> None:
-        entry = table.get(key)
-        if entry is not None and entry[0] is ref:
-            del table[key]
-
-    try:
-        return weakref.ref(owner, forget)
-    except TypeError:
-        return lambda: owner
 
 
 def _weakly(holder: Any) -> Any:

@@ -24,6 +24,7 @@ from .._disk.events import DataFile, EventKind
 from .._doors.checks import checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.recent import RecentKeys
 from .._doors.runs import record_door
 from .._loop import run_private
 from ..exceptions import ConfigError, CtxOffloadError
@@ -119,8 +120,9 @@ class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
         self.route = route
         self.session_id = given_session(session_id)
         # The sessions this backend (and the other routes made with it) recorded a `door`
-        # event in: one per session and process, at its first write.
-        self._announced: set[str] = set()
+        # event in: one per session and process, at its first write (the most recent kept:
+        # a server's threads come and go).
+        self._announced = RecentKeys()
         self._tool = f"deepagents{route}"
         self._appended = f"{self._tool} (appended)"
 

@@ -22,6 +22,7 @@ import importlib
 import inspect
 import threading
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Annotated, Any
 
@@ -30,6 +31,7 @@ from typing_extensions import NotRequired
 from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.recent import weak_entry
 from .._doors.runs import HostRuns
 from .._loop import run_private
 from .._overflow import is_context_overflow
@@ -183,7 +185,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # its agent's model declares).
         self._windows: dict[str, int | None] = {}
         # Per tool object (held, so its id stays its own): its OpenAI schema.
-        self._tool_schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._tool_schemas: dict[int, tuple[weakref.ref[Any], dict[str, Any]]] = {}
         self._guard = threading.Lock()
 
     # -- the run --------------------------------------------------------------------------
@@ -377,8 +379,15 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         out = []
         for tool in request.tools:
             known = self._tool_schemas.get(id(tool))
-            if known is None or known[0] is not tool:
-                known = (tool, _to_openai_tool(tool))
+            if known is None or known[0]() is not tool:
+                schema = _to_openai_tool(tool)
+                # Held weakly: a server making its tools per request dropped none (each
+                # with what its closure holds). A tool that cannot be is converted each call.
+                held = weak_entry(tool, self._tool_schemas, id(tool))
+                if held is None:
+                    out.append(schema)
+                    continue
+                known = (held, schema)
                 with self._guard:
                     self._tool_schemas[id(tool)] = known
             out.append(known[1])

@@ -51,6 +51,7 @@ from .._doors.claude_hooks import (
     pre_compact,
 )
 from .._doors.doors import DOORS
+from .._doors.recent import RecentKeys
 from ..compression import ContextConfig
 from ..exceptions import ConfigError, CtxOffloadError
 from ..workspace import Workspace
@@ -85,7 +86,7 @@ class OffloadingHooks:
         self.config = config if config is not None else hook_config()
         checked_config(self.config)
         # Sessions compacted whose index the model has not been given yet.
-        self._pending: set[str] = set()
+        self._pending = RecentKeys()
 
     def matchers(self) -> dict[str, list[Any]]:
         """The callbacks as `{event: [HookMatcher]}` for `ClaudeAgentOptions(hooks=...)`
