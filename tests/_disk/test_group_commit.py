@@ -802,3 +802,49 @@ def test_threads_appending_synced_and_unsynced_batches_lose_none_and_sync_what_c
     assert covered == set(range(1, len(file_lines) + 1))
     synced = sum(sync for _, _, sync, _ in returned.values())
     assert 0 < fsync_watch.calls[key] <= synced
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_an_appender_serving_many_logs_stays_bounded_and_appends_right_after_forgetting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool
+) -> None:
+    """A server's workspace appends to the logs of one session after another for as long as
+    it runs. The appender kept, per log, its lock, queue, what it saw, its marks and read
+    ends, for good (about 4 KB a session). It keeps the `PATHS_KEPT` seen last; a log it
+    forgot is appended to as a new process would: spans where the lines are, and a message
+    already in a committed log not written twice, while threads append to other logs."""
+    from ctxoffload._disk import jsonl
+
+    monkeypatch.setattr(jsonl, "PATHS_KEPT", 4)
+    appender = JsonlAppender(fsync=fsync)
+    folders = [tmp_path / f"s{number}" for number in range(12)]
+    fds = []
+    for folder in folders:
+        folder.mkdir()
+        fds.append(os.open(folder, os.O_RDONLY | os.O_DIRECTORY))
+    try:
+        returned: dict[tuple[int, int], tuple[Lines, tuple[int, int]]] = {}
+
+        def write(thread: int) -> None:
+            for seq in range(4):
+                for number in range(thread, 12, 3):  # each thread its own logs, in turn
+                    lines, ids = _rows(_msg(f"s{number}-{seq}"), _msg(None, f"note {seq}"))
+                    shown = str(folders[number] / LOG)
+                    span = appender.append(fds[number], LOG, shown, lines, ids, commit=True)
+                    returned[number, seq] = (lines, span)
+
+        _in_threads(write, 3)
+        # A message the first log holds already, sent again once the appender forgot that log.
+        again, again_ids = _rows(_msg("s0-0"))
+        span = appender.append(fds[0], LOG, str(folders[0] / LOG), again, again_ids, commit=True)
+        for table in ("_locks", "_queues", "_known", "_marks"):
+            assert len(getattr(appender, table)) <= 4, table
+        first_log = (folders[0] / LOG).read_bytes().split(b"\n")[:-1]
+        assert span == (1, 1) and len(first_log) == 8  # found where it is, not written again
+        for (number, _seq), (lines, (first, last)) in returned.items():
+            file_lines = (folders[number] / LOG).read_bytes().split(b"\n")[:-1]
+            assert file_lines[first - 1 : last] == [line[:-1] for line in lines]
+            assert len(file_lines) == 8
+    finally:
+        for fd in fds:
+            os.close(fd)

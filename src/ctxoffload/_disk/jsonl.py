@@ -51,6 +51,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..exceptions import OffloadError
 from .batch import Span, new_rows
@@ -98,6 +99,24 @@ def _scan_ids(
 ) -> None:
     """Record the key (`message_key`) of every message line in bytes [start, end), then `more`."""
     index_keys(iter_lines(fd, start, end, more), first_line, into)
+
+
+PATHS_KEPT = 4_096
+"""The logs an appender keeps what it saw of (and its lock, queue, marks and read ends) per
+table, the first seen dropped past it: a server writes a few logs for each of its sessions,
+one after another, for as long as it runs (about 4 KB each, kept for good until bounded).
+What is dropped is learnt again as a new process learns it (one scan of that log)."""
+
+
+def _bound(table: dict[Any, Any]) -> None:
+    """Drop the entries of `table` added first while it holds more than `PATHS_KEPT`. Safe
+    while other threads add to it: each is a cache, or a lock or queue whose writers the
+    flock still orders (a writer holding the one dropped goes on; the next makes another)."""
+    while len(table) > PATHS_KEPT:
+        try:
+            table.pop(next(iter(table)), None)
+        except (StopIteration, RuntimeError):  # (emptied, or changed by another thread)
+            return
 
 
 @dataclass
@@ -241,6 +260,7 @@ class JsonlAppender:
             lock = self._locks.get(path)
             if lock is None:
                 lock = self._locks[path] = threading.Lock()
+                _bound(self._locks)
             return lock
 
     def _queue_for(self, path: str) -> _Queue:
@@ -252,6 +272,7 @@ class JsonlAppender:
             queue = self._queues.get(path)
             if queue is None:
                 queue = self._queues[path] = _Queue()
+                _bound(self._queues)
             return queue
 
     def append(
@@ -481,6 +502,7 @@ class JsonlAppender:
         end = size + len(payload)
         tail = self._tail(fd, payload, end)
         self._known[key] = _Known(st.st_dev, st.st_ino, end, newlines, tail, own_from=own_from)
+        _bound(self._known)
         self._mark(fd, st, starts)
         return spans
 
@@ -509,6 +531,7 @@ class JsonlAppender:
             self._known[shown] = _Known(
                 st.st_dev, st.st_ino, end, plan.newlines, self._tail(fd, payload, end), plan.index
             )
+            _bound(self._known)
             self._mark(fd, st, [(line, committed + at) for line, at in plan.starts])
             return plan.spans
         finally:
@@ -614,6 +637,7 @@ class JsonlAppender:
             known.newlines = newlines
         known.size = committed
         self._known[key] = known
+        _bound(self._known)
         return known.ids
 
     def _mark(self, fd: int, st: os.stat_result, starts: list[tuple[int, int]]) -> None:
@@ -626,6 +650,7 @@ class JsonlAppender:
             known = self._marks.get((st.st_dev, st.st_ino))
             if known is None:
                 known = self._marks[st.st_dev, st.st_ino] = deque(maxlen=_MARKS)
+                _bound(self._marks)
             known.extend(marks)
 
     def line_start(self, fd: int, st: os.stat_result, line: int) -> tuple[int, int]:
@@ -652,6 +677,7 @@ class JsonlAppender:
         before = os.pread(fd, keep, offset - keep)
         with self._guard:
             self._read_ends[st.st_dev, st.st_ino] = (line, offset, before)
+            _bound(self._read_ends)
 
     @staticmethod
     def _still(known: _Known, fd: int, st: os.stat_result, size: int) -> bool:
