@@ -63,6 +63,9 @@ class DictStore:
         self.files[ref := self.reference(session_id, name)] = data
         return ref
 
+    async def put_fenced(self, session_id: str, name: str, data: bytes, fence: Any) -> str:
+        return await self.put(session_id, name, data)  # (no lease of it can lapse)
+
     async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
         ref = self.reference(session_id, name)
         if ref in self.files:

@@ -33,6 +33,7 @@ from ._bucket_keys import (
     session_prefix,
 )
 from ._datastore import data_name
+from ._fence import fence_refused
 from ._gc import DATA_GRACE_SECONDS
 from ._lease import LEASE_FILE, busy_error, lease_expires, lease_record, orphaned_here
 from ._segments import SegmentLog, segment_log
@@ -41,6 +42,7 @@ from ._store_client import ObjectInfo, StoreClient, gather_limited
 if TYPE_CHECKING:
     from .._disk.batch import Span
     from .._disk.payloads import StoreData
+    from ._fence import StateFence
     from ._store import ImportedSession, ImportTarget, Payloads, SessionFiles
 
 _T = TypeVar("_T")
@@ -345,6 +347,49 @@ class BucketStore:
         key = f"{session_prefix(session_id)}/{name}"
         await self._client.put(key, data, {"Content-Type": "application/json"})
         return self._client.reference(key)
+
+    async def put_fenced(
+        self, session_id: str, name: str, data: bytes, fence: StateFence | None
+    ) -> str:
+        """Replace the session's object `name`, with a `fence` only while the fence's lease
+        is the session's lease (`SessionFiles.put_fenced`).
+
+        A bucket has no transaction over two objects, so the PUT is conditional on the ETag
+        of the object this holder last wrote (`If-None-Match: *` before its first write):
+        one request, as unfenced, while nobody else writes it. When the condition fails the
+        lease object is read: another's token refuses the write; this holder's (a writer
+        without a lease wrote the object, or a stale holder did after a takeover, or this
+        holder's own earlier answer was lost) lets it write again, conditional on the ETag
+        found. A stale holder whose last state.json the new holder wrote again byte for
+        byte (the same ETag) is not refused by its first write after it; the new holder's
+        next write then finds the object changed and writes over it.
+
+        Raises:
+            SessionBusyError: the lease is another's now (or gone); nothing was written.
+            OffloadError: the store failed past the deadline, or kept changing the object.
+        """
+        if fence is None:
+            return await self.put(session_id, name, data)
+        key = f"{session_prefix(session_id)}/{name}"
+        lease_key = f"{session_prefix(session_id)}/{LEASE_FILE}"
+        attributes = {"Content-Type": "application/json"}
+        e_tag = fence.e_tag
+        for _ in range(8):
+            written = await self._client.put_if(key, data, attributes, e_tag=e_tag)
+            if written is not None:
+                fence.e_tag = written
+                return self._client.reference(key)
+            lease = await self._client.get(lease_key)
+            holder = lease_record(lease)
+            if holder.get("token") != fence.token:
+                raise fence_refused(session_id, self._client.reference(lease_key), holder)
+            found = await self._client.get_tagged(key)
+            if found is not None and found[0] == data:
+                fence.e_tag = found[1]  # this holder's own PUT, whose answer was lost
+                return self._client.reference(key)
+            e_tag = None if found is None else found[1]
+        where = self._client.reference(key)
+        raise OffloadError(f"could not write {where}: other writers kept changing it", where)
 
     async def list_names(self, session_id: str) -> list[str]:
         """The names of the session's objects (`SessionFiles.list_names`); a segmented

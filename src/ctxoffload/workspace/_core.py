@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._disk.commit import check_line_range, parse_lines
@@ -44,6 +44,7 @@ from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
 from ._datastore import media_type_of
+from ._fence import StateFence
 from ._fork import fork_session
 from ._gc import (
     GcReport,
@@ -83,13 +84,21 @@ _TO_THE_END = 1 << 62
 """A last line past the end of any log: `read_lines` up to it reads to the end."""
 
 
-async def write_state(store: SessionFiles, session_id: str, state: dict[str, Any]) -> str:
-    """Replace the session's state.json whole: one JSON line (`StateStore.write_state`).
+async def write_state(
+    store: SessionFiles,
+    session_id: str,
+    state: dict[str, Any],
+    fence: StateFence | None = None,
+) -> str:
+    """Replace the session's state.json whole: one JSON line (`StateStore.write_state`);
+    with a `fence`, only while its lease is the session's (`SessionFiles.put_fenced`).
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name (before any I/O).
+        SessionBusyError: the fence's lease was taken over; nothing was written.
     """
-    return await store.put(validate_session_id(session_id), STATE_FILE, dumps_line(state))
+    sid = validate_session_id(session_id)
+    return await store.put_fenced(sid, STATE_FILE, dumps_line(state), fence)
 
 
 async def read_state(store: SessionFiles, session_id: str) -> dict[str, Any] | None:
@@ -239,6 +248,34 @@ class StoreWorkspace:
 
     _files: SessionFiles
     isolate_sessions: bool
+
+    @property
+    def _state_fences(self) -> dict[str, StateFence]:
+        """The sessions whose lease this object holds, by id: their state.json writes are
+        fenced (`_fence`). Made on first use, so that a workspace over a store needs no
+        code of its own for it."""
+        fences: dict[str, StateFence] = self.__dict__.setdefault("_fences_by_session", {})
+        return fences
+
+    def _fence_state(
+        self, session_id: str, token: str, release: Callable[[], Awaitable[None]]
+    ) -> Callable[[], Awaitable[None]]:
+        """Fence the session's state.json writes through this object with the lease of
+        `token`, from now until the lease is released: `release` wrapped to end the fence.
+
+        A store whose leases can lapse calls this as it takes one; a lease dropped
+        unreleased leaves its fence, so that a later write through this object, once
+        another writer took the session, is refused rather than written over its state."""
+        fence = StateFence(token)
+        fences = self._state_fences  # (not self: a lease must not keep its workspace alive)
+        fences[session_id] = fence
+
+        async def release_fenced() -> None:
+            if fences.get(session_id) is fence:
+                del fences[session_id]
+            await release()
+
+        return release_fenced
 
     def context_path(self, session_id: str) -> Any:
         """The reference of the session's context log, `sessions/<id>/context.jsonl` (a
@@ -442,12 +479,23 @@ class StoreWorkspace:
         """Replace the session's state.json (the agent's live context) in one step: a
         reader sees the old state or the new.
 
+        While this object holds the session's lease (`acquire_lease`, until `release()`),
+        the store writes only if that lease is still the session's, in the same step as the
+        write: a holder whose lease lapsed (its process paused, its event loop blocked past
+        the time to live) and was taken over by another writer never overwrites the new
+        holder's state.json. On a disk and in memory a lease cannot lapse while its holder
+        runs, and the write is as without a lease. See "One writer" in the documentation.
+
         Raises:
             InvalidSessionId: before any I/O.
+            SessionBusyError: this object's lease on the session was taken over by another
+                writer, named in the message; nothing was written, and state.json is as the
+                new holder left it.
             OffloadError: the store refused the write, or state.json is not a regular file
                 (a planted link); the old state.json is as it was.
         """
-        return await write_state(self._files, session_id, state)
+        sid = validate_session_id(session_id)
+        return await write_state(self._files, sid, state, self._state_fences.get(sid))
 
     async def append_history(self, session_id: str, record: Any) -> int:
         """Append one record to the session's history.jsonl as one line (`HistoryLog`): whole

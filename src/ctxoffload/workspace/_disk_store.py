@@ -68,6 +68,7 @@ from ._lease import (
 
 if TYPE_CHECKING:
     from .._disk.batch import Span
+    from ._fence import StateFence
     from ._store import Payloads, SessionCollector, SessionFiles
 
 __all__ = [
@@ -174,6 +175,14 @@ class DiskStore:
                 planted link); the old file is as it was.
         """
         return await off_loop(self._put, session_id, name, data)
+
+    async def put_fenced(
+        self, session_id: str, name: str, data: bytes, fence: StateFence | None
+    ) -> str:
+        """`put`: a lease on a disk is a `flock` held as long as its descriptor is open, so
+        it never lapses under a holder that still runs, and there is nothing to fence
+        (`SessionFiles.put_fenced`)."""
+        return await self.put(session_id, name, data)
 
     def _put(self, session_id: str, name: str, data: bytes) -> str:
         path = self.reference(session_id, name)

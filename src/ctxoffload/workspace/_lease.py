@@ -18,7 +18,9 @@ look at it and are never blocked.
   now; never the holder's clock against the taker's.
 - In memory (`InMemoryWorkspace`): a table of the process.
 
-A second live writer gets `SessionBusyError` naming the holder.
+A second live writer gets `SessionBusyError` naming the holder. A holder whose lease lapsed
+and was taken over cannot write the session's state.json any more: the store refuses it in
+the same step as the write (`_fence`).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from ..exceptions import InvalidReference
 from ._datastore import data_name
 
 if TYPE_CHECKING:
+    from ._fence import StateFence
     from ._store import Payloads, SessionFiles
 
 __all__ = ["MemoryStore"]
@@ -148,6 +149,13 @@ class MemoryStore:
             self.files[ref] = data
             self.sessions.add(session_id)
         return ref
+
+    async def put_fenced(
+        self, session_id: str, name: str, data: bytes, fence: StateFence | None
+    ) -> str:
+        """`put`: a lease in memory lasts as long as its object, so it never lapses under a
+        holder that still runs, and there is nothing to fence (`SessionFiles.put_fenced`)."""
+        return await self.put(session_id, name, data)
 
     async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:
         """Hold `data` as the session's file `name` unless that name is held or was evicted

@@ -220,7 +220,10 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
         `release()`. A lease past its expiry (its holder died, lost its machine or its
         network) is taken over with a warning; two takers cannot both win. Expiry is judged
         on the store's clock alone (its stamp of the latest renewal against its time now),
-        so a machine whose clock is ahead never takes a live lease.
+        so a machine whose clock is ahead never takes a live lease. Until `release()`, this
+        object's `write_state` of the session is a PUT conditional on the state.json it last
+        wrote, and once another writer took the lease over it raises `SessionBusyError`
+        (see "One live writer per session" in the documentation for the limits).
 
         Args:
             session_id: the session.
@@ -263,7 +266,8 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
                     "could not release the lease %s (it expires by itself): %s", where, exc
                 )
 
-        return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
+        fenced = self._fence_state(sid, holder["token"], release)
+        return SessionLease(sid, holder, where, release=fenced, renew=renew, every=ttl / 3)
 
     async def _take_lease_after_gc(
         self, session_id: str, holder: dict[str, Any]

@@ -206,6 +206,11 @@ class StateStore(Protocol):
 
         Returns:
             The reference of state.json.
+
+        Raises:
+            SessionBusyError: this workspace object took the session's lease, and another
+                writer has taken it over since: nothing was written (a workspace whose
+                leases can lapse refuses such a write; see `acquire_lease`).
         """
         ...
 

@@ -181,7 +181,9 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
         up by `release()`. A lease past its expiry, or whose holder's process on this
         machine has ended (the kernel says so), is taken over, naming its last holder in
         the log. Taking and renewing happen under the database's write lock, so two takers
-        cannot both win.
+        cannot both win. Until `release()`, this object's `write_state` of the session
+        writes only while the lease row still holds this lease (one statement): once
+        another writer took it over, it raises `SessionBusyError`.
 
         Raises:
             SessionBusyError: a live holder has it, named in the message.
@@ -206,7 +208,8 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
         async def release() -> None:
             await store.release_lease(sid, token)
 
-        return SessionLease(sid, holder, where, release=release, renew=renew, every=ttl / 3)
+        fenced = self._fence_state(sid, token, release)
+        return SessionLease(sid, holder, where, release=fenced, renew=renew, every=ttl / 3)
 
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with the media type a data/ payload was stored

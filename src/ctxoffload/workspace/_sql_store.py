@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .._disk.batch import Span, new_rows
 from .._disk.commit import parse_log, take_lines
 from .._disk.ids import is_session_id, validate_session_id
-from .._disk.layout import CONTEXT_FILE, DATA_DIR, SESSIONS_DIR
+from .._disk.layout import CONTEXT_FILE, DATA_DIR, LEASE_FILE, SESSIONS_DIR
 from .._disk.paths import write_new_file
 from ..exceptions import InvalidReference
 from ._bucket_keys import is_workspace_key
 from ._datastore import media_type_of
+from ._fence import fence_refused
 from ._lease import busy_error, holder_ended, lease_record, orphaned_here
 from ._sql_payloads import PayloadPlace, SqlPayloads
 from ._sql_rows import (
@@ -46,6 +47,7 @@ from ._sql_rows import (
 )
 
 if TYPE_CHECKING:
+    from ._fence import StateFence
     from ._sql_schema import Connection, Database
     from ._store import ImportedSession, ImportTarget, Payloads, SessionFiles
 
@@ -157,6 +159,48 @@ class SqlStore:
             touch_session(connection, session_id)
 
         await self.database.write(write)
+        return ref
+
+    async def put_fenced(
+        self, session_id: str, name: str, data: bytes, fence: StateFence | None
+    ) -> str:
+        """Replace the session's file `name` in one transaction, with a `fence` only if the
+        session's lease row still holds the fence's token (`SessionFiles.put_fenced`).
+
+        The token is checked inside the write itself (`INSERT ... SELECT ... WHERE EXISTS`),
+        under the session's lock that taking a lease takes too: no statement more than an
+        unfenced write, and no taker can come between the check and the write. A lease past
+        its expiry that nobody took over is still this holder's (as its renewal is).
+
+        Raises:
+            SessionBusyError: the lease row holds another token (or none); nothing was
+                written.
+        """
+        if fence is None:
+            return await self.put(session_id, name, data)
+        ref = self.reference(session_id, name)
+
+        def write(connection: Connection) -> dict[str, Any] | None:
+            lock_session(connection, session_id)
+            written = connection.execute(
+                "INSERT INTO files (session, name, body, updated) "
+                f"SELECT ?, ?, ?, {connection.now} WHERE EXISTS (SELECT 1 FROM leases "
+                "WHERE session = ? AND token = ?) "
+                "ON CONFLICT (session, name) DO UPDATE SET body = excluded.body, "
+                "updated = excluded.updated",
+                (session_id, name, data, session_id, fence.token),
+            ).rowcount
+            if written:
+                touch_session(connection, session_id)
+                return None
+            row = connection.execute(
+                "SELECT holder FROM leases WHERE session = ?", (session_id,)
+            ).fetchone()
+            return {} if row is None else lease_record(row[0])
+
+        holder = await self.database.write(write)
+        if holder is not None:
+            raise fence_refused(session_id, self.reference(session_id, LEASE_FILE), holder)
         return ref
 
     async def put_new(self, session_id: str, name: str, data: bytes) -> str | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from .._disk.batch import Span
     from .._disk.payloads import StoreData
+    from ._fence import StateFence
     from ._gc import GcReport, SessionUsage, UnitOutcome
 
 __all__ = ["ImportTarget", "ImportedSession", "Payloads", "SessionCollector", "SessionFiles"]
@@ -176,6 +177,20 @@ class SessionFiles(Protocol):
         new, never part of either), and mark the session as there; the file's reference.
 
         Raises:
+            OffloadError: the store refused the write; the old file is as it was.
+        """
+        ...
+
+    async def put_fenced(
+        self, session_id: str, name: str, data: bytes, fence: StateFence | None
+    ) -> str:
+        """`put`, but with a `fence` only while the fence's lease is still the session's
+        lease, checked by the store in the same step as the write (`_fence`); without one,
+        or in a store whose leases cannot lapse (the disk, memory), just `put`.
+
+        Raises:
+            SessionBusyError: the lease is another's now (or gone); nothing was written and
+                the file is as its new holder left it.
             OffloadError: the store refused the write; the old file is as it was.
         """
         ...
