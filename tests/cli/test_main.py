@@ -88,6 +88,43 @@ def test_help_imports_no_heavy_module() -> None:
     assert done.stdout.strip() == "[]"
 
 
+SIGNALLED_WHILE_PARSING = r"""
+import argparse, os, signal, sys, time
+
+# As a terminal's Ctrl-C meets a command, whatever the test runner's process ignores.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+number = getattr(signal, sys.argv[1])
+parse = argparse.ArgumentParser.parse_known_args
+
+
+def signalled(self, *args, **kwargs):
+    os.kill(os.getpid(), number)
+    time.sleep(5)
+    return parse(self, *args, **kwargs)
+
+
+argparse.ArgumentParser.parse_known_args = signalled
+from ctxoffload.cli import main
+
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_while_the_command_line_is_read_says_interrupted(
+    filled: Path, signal_name: str
+) -> None:
+    # The signal comes as argparse reads the command line, before any command runs: one
+    # line and 130, as when it comes while the command runs (a traceback, or for SIGTERM
+    # an end with no word and no cleanup, before).
+    command = [sys.executable, "-c", SIGNALLED_WHILE_PARSING, signal_name]
+    done = subprocess.run(
+        [*command, "--workdir", str(filled), "ls"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr) == (130, "ctxoffload: interrupted\n")
+
+
 def test_workdir_from_the_environment(
     filled: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
 ) -> None:

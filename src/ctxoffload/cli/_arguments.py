@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEMO_FOLDER_PREFIX",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PROBLEMS",
     "EXIT_USAGE",
@@ -44,6 +45,7 @@ DEMO_FOLDER_PREFIX = "ctxoffload-demo-"
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM: 128 + SIGINT, as a shell reports it
 
 
 def add_workdir(

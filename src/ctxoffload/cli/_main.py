@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the `ctxoffload` command line and return its exit status.
 
     0 on success, 1 when problems are found (or grep matches nothing), 2 on a usage or
-    input error, which is reported as one line on stderr.
+    input error, which is reported as one line on stderr; 130 on Ctrl-C or SIGTERM, said as
+    one line ("interrupted") once the command has cleaned up.
     """
     return run_command_line(sys.argv[1:] if argv is None else argv)
 
@@ -48,24 +49,39 @@ def run_command_line(argv: list[str], *, lean: bool = True) -> int:
             )
         return EXIT_USAGE
     from ._output import InertStream
+    from ._signals import sigterm_interrupts
 
     # Every line any command prints goes through `inert`: nothing a workspace holds (a tool's
     # output, a file name, a run name) reaches the terminal as a control sequence.
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = InertStream(sys.stdout), InertStream(sys.stderr)
     try:
-        plain = read_grep_arguments(argv) if lean else None
-        if plain is not None:
-            from ._commands import command_module
-
-            plain.run = command_module("grep").run
-            return _run(plain)
-        from ._parser import parse
-
-        args = parse(argv)
-        return args if isinstance(args, int) else _run(args)
+        with sigterm_interrupts():
+            return _read_and_run(argv, lean=lean)
+    except Exception as exc:
+        if not _interrupted(exc):
+            raise
+        return _said_interrupted("ctxoffload")
+    except KeyboardInterrupt:
+        # Ctrl-C (or SIGTERM) before a command began, as the command line was read (argparse
+        # and the commands' modules take a few hundred ms to import), or as one ended.
+        return _said_interrupted("ctxoffload")
     finally:
         sys.stdout, sys.stderr = streams
+
+
+def _read_and_run(argv: list[str], *, lean: bool) -> int:
+    """Read the command line, then run its command."""
+    plain = read_grep_arguments(argv) if lean else None
+    if plain is not None:
+        from ._commands import command_module
+
+        plain.run = command_module("grep").run
+        return _run(plain)
+    from ._parser import parse
+
+    args = parse(argv)
+    return args if isinstance(args, int) else _run(args)
 
 
 def _fill_closed_stdin_and_stderr() -> None:
@@ -113,8 +129,7 @@ def _run(args: Namespace | Arguments) -> int:
         print(f"{prefix}: {copies.as_uris(str(exc))}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
-        print(f"{prefix}: interrupted", file=sys.stderr)
-        return 130
+        return _said_interrupted(prefix)
     except BrokenPipeError:
         # The reader (`| head`) went away: not an error of ours. Point stdout at devnull so
         # the interpreter's final flush does not complain.
@@ -133,7 +148,24 @@ def _run(args: Namespace | Arguments) -> int:
             where = f" {exc.filename}" if exc.filename else ""
             print(f"{prefix}: cannot access{where}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_USAGE
+        if _interrupted(exc):
+            return _said_interrupted(prefix)
         raise
     finally:
         PATHS_SHOWN_AS.reset(shown_as)
         copies.remove_all()
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether an error came of a Ctrl-C: one that lands while a module is imported can come
+    out wrapped (`RuntimeError: Error calling __set_name__`), or leave a module half made
+    for the next line to trip on (an AttributeError out of argparse)."""
+    return isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt)
+
+
+def _said_interrupted(prefix: str) -> int:
+    """Say that the command was interrupted (Ctrl-C or SIGTERM); its exit status."""
+    from ._arguments import EXIT_INTERRUPTED
+
+    print(f"{prefix}: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED

@@ -163,12 +163,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"ctxoffload ui: {shown(shown_as or workdir)}", flush=True)
     print(f"  {server.url}", flush=True)
     print("  (the token in the URL is what lets the page in; Ctrl-C stops)", flush=True)
-    import signal
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # ends as Ctrl-C does: a bucket's copies are removed
-
-    signal.signal(signal.SIGTERM, stop)
     if args.open:
         import webbrowser
 
