@@ -1,13 +1,16 @@
 """`ctxoffload export`: sessions of any workspace written to a folder in the on-disk layout.
 
 From a database (`--workdir sqlite:///...`), a bucket (`s3://...`) or another folder, each
-session is copied with the workspace's `download` into a private folder inside DIR, then
+session is copied with the workspace's `download` into a staging folder inside DIR, then
 made what a `LocalWorkspace(DIR)` would hold: every reference into the source rewritten to
-name DIR (`relocate`), context.jsonl given its commit record; then each session folder is
-renamed into DIR/sessions/ and each data/ file it names linked into DIR/data/. A session
-DIR holds already is never touched: the export stops before writing anything. Every file
-is written through the no-follow layer (`_disk.paths`): a link planted in DIR is refused by
-name, never written through.
+name DIR (`relocate`), context.jsonl given its commit record; then each data/ file the
+sessions name is renamed into DIR/data/, and after them each session folder into
+DIR/sessions/: a kill at any point leaves each session there whole, every file with one
+link. That move runs with Ctrl-C and SIGTERM held (finished, or never begun). The staging
+folder is locked while its export lives: the next export into DIR removes one whose
+exporter died. A session DIR holds already is never touched: the export stops before
+writing anything. Every file is written through the no-follow layer (`_disk.paths`): a link
+planted in DIR is refused by name, never written through.
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 "sessions"
             )
     _check_target(dest, sessions)
-    problems = asyncio.run(_export(source, prefix, sessions, dest))
+    problems = _export(source, prefix, sessions, dest)
     import sys
 
     for line in problems:
@@ -122,7 +125,8 @@ def _open_source(where: Workdir) -> tuple[Any, str]:
 def _check_target(dest: str, sessions: list[str]) -> None:
     """Refuse a DIR that is a file, a non-empty folder that is no workspace, one whose
     sessions/ or data/ is a planted link, or one that holds one of the sessions (of any
-    kind: a link or a file of that name too)."""
+    kind: a link or a file of that name too). The staging folders of exports that died are
+    removed first, and those of live ones are let be."""
     from .._disk.layout import DATA_DIR, SESSIONS_DIR
     from .._disk.paths import open_path
     from ..exceptions import OffloadError
@@ -131,7 +135,9 @@ def _check_target(dest: str, sessions: list[str]) -> None:
         return
     if not os.path.isdir(dest):
         raise CliError(f"{dest} is not a folder: pass a missing, empty or workspace folder")
-    if not os.listdir(dest):
+    root = os.path.realpath(dest)
+    live = _remove_dead_staging(root)
+    if not [name for name in os.listdir(dest) if name not in live]:
         return
     folder = os.path.join(dest, SESSIONS_DIR)
     if not os.path.lexists(folder):
@@ -139,7 +145,6 @@ def _check_target(dest: str, sessions: list[str]) -> None:
             f"{dest} is not empty and is no workspace (it has no {SESSIONS_DIR}/ folder): "
             "pass a missing or empty folder, or a workspace"
         )
-    root = os.path.realpath(dest)
     for name in (SESSIONS_DIR, DATA_DIR):  # the folders written into: no link followed
         try:
             os.close(open_path(root, (name,), dest, create=False))
@@ -149,43 +154,141 @@ def _check_target(dest: str, sessions: list[str]) -> None:
             raise CliError(str(exc)) from None
     there = [s for s in sessions if os.path.lexists(os.path.join(folder, s))]
     if there:
-        raise CliError(
-            f"{dest} holds session {there[0]!r} already: export never overwrites a session "
-            "(export the others by name, or into another folder)"
+        raise CliError(_held_already(dest, sessions, there))
+
+
+def _held_already(dest: str, sessions: list[str], there: list[str]) -> str:
+    """Why an export into `dest`, which holds `there` of `sessions`, stops; what to do."""
+    held = f"{dest} holds session {there[0]!r}"
+    if len(there) > 1:
+        held += f" and {len(there) - 1} more of those named"
+    others = [s for s in sessions if s not in there]
+    if not others:
+        return (
+            f"{held} already: export never overwrites a session (an interrupted export that "
+            "put them there is done; else export into another folder)"
         )
+    return (
+        f"{held} already: export never overwrites a session: export the {len(others)} "
+        f"other(s) by name ({' '.join(others)}), or into another folder"
+    )
 
 
-async def _export(source: Any, prefix: str, sessions: list[str], dest: str) -> list[str]:
-    """Copy, relocate and move each session into `dest`; the problems met.
+STAGING_PREFIX = "export-"
+"""After `TEMPORARY_PREFIX`: an export's staging folder in DIR (`.tmp-export-XXXXXXXX`)."""
 
-    Every file is written below DIR (resolved once: DIR itself may be a link) through the
-    no-follow layer (`_disk.paths`): a link planted in DIR, in its sessions/ or data/, or
-    in the staging folder, is refused by name and never written through.
+
+def _remove_dead_staging(root: str) -> set[str]:
+    """Remove the staging folders in `root` whose export died (a kill -9, a power cut); the
+    names of those a live export holds.
+
+    An export holds a lock on its staging folder for as long as it lives (`_new_staging`):
+    one this can lock is a dead export's, and one it cannot is being written.
     """
-    import asyncio
-    import shutil
+    import fcntl
+
+    from .._disk.layout import TEMPORARY_PREFIX
+    from .._disk.paths import DIR_FLAGS, remove_tree
+
+    live: set[str] = set()
+    root_fd = os.open(root, DIR_FLAGS)
+    try:
+        with os.scandir(root_fd) as it:
+            names = [e.name for e in it if e.name.startswith(TEMPORARY_PREFIX + STAGING_PREFIX)]
+        for name in names:
+            try:
+                fd = os.open(name, DIR_FLAGS, dir_fd=root_fd)
+            except OSError:  # gone meanwhile, or not a folder (a link): not ours
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    live.add(name)
+                    continue
+                remove_tree(root_fd, name)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
+    return live
+
+
+def _new_staging(root: str) -> tuple[str, int]:
+    """A new staging folder in `root`, and the descriptor that holds its lock until closed.
+
+    Made, then locked, then looked at again: another export that found it unlocked in
+    between took it for a dead one's and removed it, and a fresh one is made.
+    """
+    import fcntl
     import tempfile
 
     from .._disk.layout import TEMPORARY_PREFIX
+    from .._disk.paths import DIR_FLAGS, same_entry
+
+    while True:
+        staging = tempfile.mkdtemp(prefix=TEMPORARY_PREFIX + STAGING_PREFIX, dir=root)
+        try:
+            fd = os.open(staging, DIR_FLAGS)
+        except FileNotFoundError:
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        root_fd = os.open(root, DIR_FLAGS)
+        try:
+            if same_entry(fd, root_fd, os.path.basename(staging)):
+                return staging, fd
+        finally:
+            os.close(root_fd)
+        os.close(fd)
+
+
+def _export(source: Any, prefix: str, sessions: list[str], dest: str) -> list[str]:
+    """Copy and relocate each session into a staging folder in `dest`, then move them all
+    into place; the problems met.
+
+    Every file is written below DIR (resolved once: DIR itself may be a link) through the
+    no-follow layer (`_disk.paths`): a link planted in DIR, in its sessions/ or data/, or
+    in the staging folder, is refused by name and never written through. The staging folder
+    is removed however the export ends: by then every thread that wrote in it has ended
+    (`asyncio.run` waits for them), and the move, run in this thread with Ctrl-C and SIGTERM
+    held, is done.
+    """
+    import asyncio
+    import shutil
+
     from ..exceptions import ConfigError, InvalidContent, InvalidReference, OffloadError
+    from ._signals import signals_held
 
     os.makedirs(dest, exist_ok=True)
     root = os.path.realpath(dest)
     # Inside DIR: the renames into place stay on one file system. Hidden: no reader lists it.
-    staging = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}export-", dir=root)
-    problems: list[str] = []
+    staging, lock = _new_staging(root)
     try:
         try:
-            for session in sessions:
-                problems += await source.download(staging, session=session, data=False, check=True)
-                named = await asyncio.to_thread(_relocate_session, staging, session, prefix, dest)
-                for name in sorted(named):
-                    problems += await _copy_data(source, prefix, name, staging)
-            await asyncio.to_thread(_move_into_place, staging, sessions, root, dest)
+            problems = asyncio.run(_stage(source, prefix, sessions, staging, dest))
+            with signals_held():
+                _move_into_place(staging, sessions, root, dest)
         except (OffloadError, ConfigError, InvalidContent, InvalidReference) as exc:
             raise CliError(str(exc)) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        os.close(lock)
+    return problems
+
+
+async def _stage(
+    source: Any, prefix: str, sessions: list[str], staging: str, dest: str
+) -> list[str]:
+    """Copy each session and the data/ files it names into `staging`, its references
+    rewritten to name `dest`; the problems met."""
+    import asyncio
+
+    problems: list[str] = []
+    for session in sessions:
+        problems += await source.download(staging, session=session, data=False, check=True)
+        named = await asyncio.to_thread(_relocate_session, staging, session, prefix, dest)
+        for name in sorted(named):
+            problems += await _copy_data(source, prefix, name, staging)
     return problems
 
 
@@ -251,9 +354,11 @@ async def _copy_data(source: Any, prefix: str, name: str, staging: str) -> list[
 
 
 def _move_into_place(staging: str, sessions: list[str], root: str, dest: str) -> None:
-    """Rename each session folder into `dest/sessions/`, then link each data/ file into
-    `dest/data/` (one there already holds the same bytes: its name is their hash); every
-    folder reached without following a link, both opened before anything is moved.
+    """Rename each data/ file into `dest/data/` (one there already holds the same bytes: its
+    name is their hash), then each session folder into `dest/sessions/`; every folder
+    reached without following a link, all opened and every session checked before anything
+    is moved. Renamed, never linked: a kill at any point leaves no file with a second link
+    into the staging folder (which every reader refuses), and no session before its data.
 
     Args:
         staging: the staging folder (inside `root`).
@@ -269,28 +374,30 @@ def _move_into_place(staging: str, sessions: list[str], root: str, dest: str) ->
     with contextlib.ExitStack() as folders:
         staged = folders.enter_context(open_tree(staging, (SESSIONS_DIR,), staging, create=True))
         has_data = os.path.isdir(os.path.join(staging, DATA_DIR))
+        into = folders.enter_context(open_tree(root, (SESSIONS_DIR,), dest, create=True))
+        for session in sessions:
+            if _exists(into, session):  # made since the check: never overwritten
+                target = os.path.join(dest, SESSIONS_DIR, session)
+                raise CliError(f"{target} appeared while exporting: not overwritten")
         if has_data:
             staged_data = folders.enter_context(
                 open_tree(staging, (DATA_DIR,), staging, create=False)
             )
             data = folders.enter_context(open_tree(root, (DATA_DIR,), dest, create=True))
-        into = folders.enter_context(open_tree(root, (SESSIONS_DIR,), dest, create=True))
+            for name in sorted(os.listdir(staged_data)):
+                if not _exists(data, name):  # named by its hash: the same bytes
+                    os.rename(name, name, src_dir_fd=staged_data, dst_dir_fd=data)
         for session in sessions:
-            target = os.path.join(dest, SESSIONS_DIR, session)
-            try:
-                os.stat(session, dir_fd=into, follow_symlinks=False)
-            except FileNotFoundError:
-                pass
-            else:  # made since the check: never overwritten
-                raise CliError(f"{target} appeared while exporting: not overwritten")
             try:
                 os.rename(session, session, src_dir_fd=staged, dst_dir_fd=into)
             except FileNotFoundError:
                 os.mkdir(session, 0o755, dir_fd=into)  # a session with no files left: empty
-        if not has_data:
-            return
-        for name in sorted(os.listdir(staged_data)):
-            try:
-                os.link(name, name, src_dir_fd=staged_data, dst_dir_fd=data, follow_symlinks=False)
-            except FileExistsError:
-                continue  # named by its hash: the same bytes (`verify` checks them)
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    """Whether `dir_fd` holds an entry `name` of any kind (a link is not followed)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
