@@ -102,6 +102,80 @@ def _append_message(workdir: Path, session: str, text: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+# A whole line, appended with no commit record for it: what a writer killed between its
+# append and its commit leaves (the next writer trims it).
+NEVER_COMMITTED = b'{"role": "user", "content": "NEVER COMMITTED"}\n'
+
+# An event appended by hand, so the test knows watch has looked since what came before it.
+LOOKED_AT = (
+    b'{"time":"2026-11-22T12:00:00.000+00:00","kind":"truncation","tool_name":"looked_at",'
+    b'"tokens_before":9,"tokens_after":1}\n'
+)
+
+
+def _lines_of(workdir: Path, session: str) -> int:
+    return len((workdir / "sessions" / session / "context.jsonl").read_bytes().splitlines())
+
+
+def test_watch_never_prints_a_batch_that_was_never_committed(filled: Path) -> None:
+    session = filled / "sessions/run-1"
+    committed = _lines_of(filled, "run-1")
+    watch = start_watch("run-1", "--workdir", str(filled))
+    try:
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
+        wait_for_line(err, "watching session run-1", [])
+        with open(session / "context.jsonl", "ab") as log:
+            log.write(NEVER_COMMITTED)
+        with open(session / "events.jsonl", "ab") as log:
+            log.write(LOOKED_AT)
+        seen: list[str] = []
+        wait_for_line(out, "looked_at", seen)  # watch has looked past the uncommitted line
+        _append_message(filled, "run-1", "real message A")  # trims it, then appends
+        _append_message(filled, "run-1", "real message B")
+        wait_for_line(out, "real message B", seen)
+        said = end_watch(watch, err, [])
+    finally:
+        stop_watch(watch)
+    messages = [line for line in seen if " context.jsonl line " in line]
+    assert len(messages) == 2, seen
+    assert f"context.jsonl line {committed + 1} [user] real message A" in messages[0]
+    assert f"context.jsonl line {committed + 2} [user] real message B" in messages[1]
+    assert not any("NEVER COMMITTED" in line or "not JSON" in line for line in seen), seen
+    assert "Traceback" not in said
+
+
+def test_watch_reads_again_lines_rewritten_under_where_it_was(filled: Path, tmp_path: Path) -> None:
+    """A line watch read while the log's commit record was away (the whole log counts then)
+    is trimmed once the record is back, and a message written where it was: watch goes back
+    to where the bytes it read still are, and prints that message under its own number."""
+    session = filled / "sessions/run-1"
+    committed = _lines_of(filled, "run-1")
+    record = session / "context.jsonl.commit"
+    watch = start_watch("run-1", "--workdir", str(filled))
+    try:
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
+        wait_for_line(err, "watching session run-1", [])
+        record.rename(tmp_path / "record")
+        with open(session / "context.jsonl", "ab") as log:
+            log.write(NEVER_COMMITTED)
+        seen: list[str] = []
+        wait_for_line(out, "NEVER COMMITTED", seen)
+        (tmp_path / "record").rename(record)
+        _append_message(filled, "run-1", "real message A, longer than the line it replaces")
+        _append_message(filled, "run-1", "real message B")
+        wait_for_line(out, "real message B", seen)
+        said = end_watch(watch, err, [])
+    finally:
+        stop_watch(watch)
+    assert f"context.jsonl line {committed + 1} [user] NEVER COMMITTED" in seen[0], seen
+    messages = [line for line in seen[1:] if " context.jsonl line " in line]
+    assert len(messages) == 2, seen
+    assert f"context.jsonl line {committed + 1} [user] real message A" in messages[0]
+    assert f"context.jsonl line {committed + 2} [user] real message B" in messages[1]
+    assert not any("not JSON" in line for line in seen), seen
+    assert "Traceback" not in said
+
+
 def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path: Path) -> None:
     events = filled / "sessions/run-1/events.jsonl"
     outside = tmp_path / "out.jsonl"
@@ -118,7 +192,9 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
         out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
         seen: list[str] = []
         wait_for_line(out, "Find the failing order", seen)  # context.jsonl is still followed
-        # (By hand: the library itself refuses to append to the hard-linked events.jsonl.)
+        # (By hand: the library itself refuses to append to the hard-linked events.jsonl;
+        # without its commit record, which would end before it, the whole log counts.)
+        (filled / "sessions/run-1/context.jsonl.commit").unlink()
         with open(filled / "sessions/run-1/context.jsonl", "ab") as log:
             log.write(b'{"role": "user", "content": "written after the refusal"}\n')
         wait_for_line(out, "written after the refusal", seen)

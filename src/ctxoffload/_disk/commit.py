@@ -44,6 +44,7 @@ __all__ = [
     "read_commit",
     "read_log",
     "readable_end",
+    "tail_checksum",
     "take_lines",
 ]
 
@@ -156,8 +157,6 @@ def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
             `tail` is checked too.
         size: the log's size.
     """
-    import zlib
-
     committed, lines = record
     if committed > size:
         return f"says {committed:,} bytes are committed but the log holds only {size:,}"
@@ -166,14 +165,22 @@ def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
     if lines > committed:
         return f"says {lines:,} lines are committed in {committed:,} bytes"
     tail = getattr(record, "tail", None)
-    if tail is not None:
-        start = max(0, committed - COMMIT_TAIL)
-        if zlib.crc32(os.pread(fd, committed - start, start)) != tail:
-            return (
-                "was written for other bytes than the log holds before its end (a record "
-                "copied from another session?)"
-            )
+    if tail is not None and tail_checksum(fd, committed) != tail:
+        return (
+            "was written for other bytes than the log holds before its end (a record "
+            "copied from another session?)"
+        )
     return None
+
+
+def tail_checksum(fd: int, end: int) -> int:
+    """The CRC-32 of the last `COMMIT_TAIL` bytes of an open file before `end` (all of them
+    when fewer): what ties a commit record to its log (`CommitRecord.tail`), and a watcher's
+    place in a log to the bytes it read there."""
+    import zlib
+
+    start = max(0, end - COMMIT_TAIL)
+    return zlib.crc32(os.pread(fd, end - start, start))
 
 
 def readable_end(dir_fd: int, name: str, shown: str, fd: int, size: int) -> int:

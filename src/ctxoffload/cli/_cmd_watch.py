@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._depth import load_json
-from .._disk.commit import iter_chunks, iter_lines
+from .._disk.commit import iter_chunks, iter_lines, tail_checksum
 from .._disk.events import EventKind, is_event
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR, is_tool_result_name
 from .._disk.paths import hard_linked
@@ -22,6 +22,7 @@ from ..exceptions import CliError
 from ..text import message_lines
 from ._access import (
     checked_session_id,
+    committed_end,
     hard_links_refused,
     no_session,
     open_in,
@@ -48,10 +49,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Print new events.jsonl entries, new context.jsonl messages and new files of one "
             "session or all, as they are written. A line still being written is printed once "
-            "it is complete. A file that cannot be read, or has more than one hard link (one "
-            "may be outside the workspace: it is never read), is said once on stderr and the "
-            "rest is still followed. With --wait, a SESSION that does not exist yet is waited "
-            "for (to start watching before the agent starts). On a database URL each look "
+            "it is complete; a batch of context.jsonl never committed (its commit record "
+            "ends before it), never. A file that cannot be read, or has more than one hard "
+            "link (one may be outside the workspace: it is never read), is said once on "
+            "stderr and the rest is still followed. With --wait, a SESSION that does not "
+            "exist yet is waited for (to start watching before the agent starts). On a "
+            "database URL each look "
             "reads from where the last one ended: SQLite is looked at every "
             f"{STORE_POLL_SECONDS:g} s; PostgreSQL as soon as a write's NOTIFY arrives (watch "
             f"LISTENs), and every {NOTIFIED_LOOK:g} s whatever it hears. Ctrl-C ends it "
@@ -79,11 +82,61 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 HOLD_SECONDS = 5.0
 
 
+# How many of the places where earlier looks at a log began are kept to go back to.
+_PLACES_KEPT = 8
+
+
+@dataclass
+class _Place:
+    """A place in a log: the offset where a line starts, the complete lines before it (None:
+    not counted yet), and `tail_checksum` of the bytes before it as they were read (None: not
+    taken)."""
+
+    offset: int = 0
+    lines: int | None = 0
+    checksum: int | None = None
+
+    def holds(self, fd: int, end: int) -> bool:
+        """Whether the log open as `fd`, read up to `end`, still holds the bytes read before
+        this place."""
+        if self.offset > end:
+            return False
+        return (
+            self.checksum is None
+            or self.offset == 0
+            or tail_checksum(fd, self.offset) == self.checksum
+        )
+
+
 @dataclass
 class _Tail:
-    offset: int = 0  # where the next line of the log starts
+    """Where watch is in one log, and where its earlier looks began."""
+
+    place: _Place = field(default_factory=_Place)  # where the next line of the log starts
     inode: int = 0
-    lines: int | None = 0  # complete lines before `offset`; None: not counted yet
+    earlier: list[_Place] = field(default_factory=list)  # oldest first
+
+    def resync(self, fd: int, inode: int, end: int) -> None:
+        """Go back to the newest place whose bytes before it the log still holds: the bytes
+        read may have been rewritten since (a batch read while its commit record could not
+        be trusted, then trimmed by the next writer as never committed, and new lines written
+        over it; a log rewritten in place), and lines after such a place are read again. A
+        new file under the old name (a purged and re-created session), or one that holds
+        none of them, is read from its first line."""
+        if inode != self.inode:
+            self.place, self.inode, self.earlier = _Place(), inode, []
+            return
+        while not self.place.holds(fd, end):
+            self.place = self.earlier.pop() if self.earlier else _Place()
+
+    def moved(self, start: _Place, fd: int) -> None:
+        """Take `start`, where this look began, as a place to go back to, and note the bytes
+        before where it ended."""
+        if start.offset == self.place.offset:
+            self.place = start  # nothing read: the bytes before it are as they were
+            return
+        self.earlier = [*self.earlier, start][-_PLACES_KEPT:]
+        self.place.checksum = tail_checksum(fd, self.place.offset)
 
 
 @dataclass
@@ -194,7 +247,7 @@ class Follower:
             return
         self.known_files.add((session, name))
         if name in (EVENTS_FILE, CONTEXT_FILE):
-            self.tails[(session, name)] = _Tail(st.st_size, st.st_ino, None)
+            self.tails[(session, name)] = _Tail(_ends_now(folder, name, st), st.st_ino)
 
     def _is_new_file(self, folder: Folder, session: str, name: str) -> bool:
         """Whether `name` is a tool result not announced yet (one hard-linked elsewhere is
@@ -254,21 +307,25 @@ class Follower:
         fd, st = opened
         out: list[_Line] = []
         try:
-            if st.st_ino != tail.inode or st.st_size < tail.offset:
-                # A new file under the old name (a purged and re-created session).
-                tail.offset, tail.inode, tail.lines = 0, st.st_ino, 0
+            # What `show` and `grep` read: a batch past the committed end is one being written,
+            # or one a kill cut before its commit, which the next writer trims.
+            end = committed_end(folder, name, fd, st.st_size)
+            tail.resync(fd, st.st_ino, end)
+            start = tail.place
+            place = tail.place = _Place(start.offset, start.lines)
             # Complete lines only: one still being written is read whole at a later look.
-            for raw in iter_lines(fd, tail.offset, st.st_size):
-                if tail.lines is None:  # lines there before watch started: counted once
-                    tail.lines = sum(c.count(b"\n") for c in iter_chunks(fd, 0, tail.offset))
-                tail.offset += len(raw) + 1
-                tail.lines += 1
+            for raw in iter_lines(fd, place.offset, end):
+                if place.lines is None:  # lines there before watch started: counted once
+                    place.lines = sum(c.count(b"\n") for c in iter_chunks(fd, 0, place.offset))
+                place.offset += len(raw) + 1
+                place.lines += 1
                 if not raw.strip():
                     continue
                 try:
-                    out.append(_Line(tail.lines, load_json(raw)))
+                    out.append(_Line(place.lines, load_json(raw)))
                 except ValueError:  # not JSON, or nested deeper than any workspace writes
-                    out.append(_Line(tail.lines, torn=True))
+                    out.append(_Line(place.lines, torn=True))
+            tail.moved(start, fd)
         finally:
             os.close(fd)
         return out
@@ -645,6 +702,23 @@ def _session_to_watch(workdir: str, session_id: str, *, wait: bool) -> bool:
         raise CliError(f"{no_session(workdir, session_id)}; --wait waits for it to appear")
     session_folder(workdir, session_id)  # refuses a link or a file in its place
     return False
+
+
+def _ends_now(folder: Folder, name: str, st: os.stat_result) -> _Place:
+    """Where a log's committed part ends now (as `show` reads it), with the checksum of the
+    bytes before it; its size when it cannot be read (watch says why when it reads it)."""
+    try:
+        opened = open_in(folder, name)
+    except CliError:
+        opened = None
+    if opened is None:
+        return _Place(st.st_size, None)
+    fd, st = opened
+    try:
+        end = committed_end(folder, name, fd, st.st_size)
+        return _Place(end, None, tail_checksum(fd, end))
+    finally:
+        os.close(fd)
 
 
 def _opens_described(head: bytes) -> bool:
