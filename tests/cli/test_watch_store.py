@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from watching import PATIENCE, end_watch, start_watch, stop_watch
 
-from ctxoffload import Msg, SqlWorkspace
+from ctxoffload import Msg, SqlWorkspace, ToolResultBlock
 from ctxoffload.cli._cmd_watch import StoreFollower
 from helpers import pipe_lines, wait_for_line
 
@@ -116,6 +116,76 @@ def test_a_look_reads_the_new_lines_only_however_long_the_log(tmp_path: Path) ->
     assert not [line for line in found if "old " in line]
     found, whole_reads = asyncio.run(look())
     assert found == [] and whole_reads == 0  # nothing new: nothing printed, nothing read
+    ws.close()
+
+
+def _write(url: str, session: str, texts: list[str]) -> None:
+    ws = SqlWorkspace(url)
+    for text in texts:
+        asyncio.run(ws.offload_context(session, [Msg(role="user", content=text)]))
+    ws.close()
+
+
+def _numbers(seen: list[str]) -> list[tuple[str, str]]:
+    """(line number, text) of each message watch printed."""
+    found = []
+    for line in seen:
+        if " context.jsonl line " in line:
+            number, _, rest = line.split(" context.jsonl line ")[1].partition(" ")
+            found.append((number, rest.removeprefix("[user] ").strip()))
+    return found
+
+
+def test_watch_follows_a_session_purged_and_written_again(db_url: str) -> None:
+    """As on a folder: a session purged while watch runs and written again from its first
+    line is printed, each message under its number in the new log."""
+    _write(db_url, "p1", [f"old message {n}" for n in range(10)])
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    watch = start_watch("--workdir", db_url, env=env)
+    try:
+        out, err = pipe_lines(watch.stdout), pipe_lines(watch.stderr)
+        seen_err: list[str] = []
+        wait_for_line(err, "watching all sessions", seen_err)
+        purge = subprocess.run(
+            [sys.executable, "-m", "ctxoffload", "--workdir", db_url, "purge", "p1"],
+            capture_output=True,
+            text=True,
+            timeout=PATIENCE,
+            env=env,
+        )
+        assert purge.returncode == 0, purge.stderr
+        _write(db_url, "p1", [f"new message {n}" for n in range(3)])
+        seen: list[str] = []
+        wait_for_line(out, "new message 2", seen)
+        assert "Traceback" not in end_watch(watch, err, seen_err)
+    finally:
+        stop_watch(watch)
+    assert _numbers(seen) == [
+        ("1", "new message 0"),
+        ("2", "new message 1"),
+        ("3", "new message 2"),
+    ]
+
+
+def test_a_session_purged_and_written_again_between_two_looks_is_read_from_its_start(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    _write(url, "p1", [f"old message {n}" for n in range(10)])
+    ws = SqlWorkspace(url)
+    result = ToolResultBlock(id="c1", name="probe", output="x")
+    asyncio.run(ws.offload_tool_result("p1", result))
+    follower = StoreFollower("", None, False, store=ws)
+    asyncio.run(follower.start_store(from_start=True))
+    announced = "new file sqlite:///"  # a tool result, as watch says it is new
+    assert any(announced in line for line in asyncio.run(follower.poll_store()))
+    asyncio.run(ws.purge_session("p1"))
+    # Longer than before, and its tool result named as before.
+    _write(url, "p1", [f"new message {n}" for n in range(12)])
+    asyncio.run(ws.offload_tool_result("p1", result))
+    found = asyncio.run(follower.poll_store())
+    assert _numbers(found) == [(str(n + 1), f"new message {n}") for n in range(12)]
+    assert [line for line in found if announced in line and "tool_result-c1.txt" in line], found
     ws.close()
 
 

@@ -447,6 +447,9 @@ class StoreFollower(Follower):
     store: Any = None
     interval: float = 0.5
     marks: dict[tuple[str, str], int] = field(default_factory=dict)
+    # The line before each mark (`_identity`): a log purged and written again restarts at
+    # line 1, and holds another line there, or none.
+    before_marks: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
     def _path(self, *parts: str) -> str:
         return "/".join((str(self.store.url), SESSIONS_DIR, *parts))
@@ -503,38 +506,72 @@ class StoreFollower(Follower):
         for session in await self.sessions_now():
             for name in (EVENTS_FILE, CONTEXT_FILE):
                 reference = self._path(session, name)
-                self.marks[(session, name)] = 1 if from_start else await self._end(reference)
+                mark = 1 if from_start else await self._end(reference)
+                self.marks[(session, name)] = mark
+                if mark > 1:
+                    before = await self.store.read_lines(reference, mark - 1, mark - 1)
+                    self.before_marks[(session, name)] = _identity(before)
 
-    async def _new_lines(self, session: str, name: str) -> list[_Line]:
-        """The lines appended to a log since the last look, from its mark on."""
+    async def _new_lines(self, session: str, name: str) -> tuple[list[_Line], bool]:
+        """The lines appended to a log since the last look, from its mark on, and whether
+        the log was written again from its first line since (purged and re-created: then
+        its lines are read from the first)."""
         from ..exceptions import InvalidReference
 
+        key = (session, name)
         reference = self._path(session, name)
-        mark = self.marks.setdefault((session, name), 1)
+        mark = self.marks.setdefault(key, 1)
+        before = self.before_marks.get(key) if mark > 1 else None
+        restarted = False
         out: list[_Line] = []
         while True:
+            # The line before the mark comes with the new ones (no request more), to check
+            # that the log still holds it.
+            first = mark - 1 if before is not None else mark
             try:
-                raw = await self.store.read_lines(reference, mark, mark + STORE_BATCH - 1)
-            except InvalidReference:
-                break  # no such log yet
+                raw = await self.store.read_lines(reference, first, first + STORE_BATCH - 1)
+            except InvalidReference:  # no such log: not yet, or purged since the last look
+                restarted = restarted or mark > 1
+                mark = 1
+                break
             lines = raw.splitlines(keepends=True)
+            full = len(lines) == STORE_BATCH
+            if before is not None:
+                if not lines or _identity(lines[0]) != before:
+                    mark, before, restarted, out = 1, None, True, []
+                    continue  # a new log under the old name: read from its first line
+                lines, before = lines[1:], None
             for line in lines:
                 try:
                     out.append(_Line(mark, load_json(line)) if line.strip() else _Line(mark))
                 except ValueError:
                     out.append(_Line(mark, torn=True))
                 mark += 1
-            if len(lines) < STORE_BATCH:
+            if lines:
+                self.before_marks[key] = _identity(lines[-1])
+            if not full:
                 break
-        self.marks[(session, name)] = mark
-        return [line for line in out if line.torn or line.value is not None]
+        self.marks[key] = mark
+        if mark == 1:
+            self.before_marks.pop(key, None)
+        return [line for line in out if line.torn or line.value is not None], restarted
+
+    def _forget(self, session: str) -> list[str]:
+        """Forget what was seen of a session purged and written again: its tool results are
+        new, its record a new one (the lines its old timeline still held are returned)."""
+        self.known_files = {key for key in self.known_files if key[0] != session}
+        self.held_since.pop(session, None)
+        timeline = self.timelines.pop(session, None)
+        return timeline.flush() if timeline is not None else []
 
     async def poll_store(self) -> list[str]:
         """The lines to print for everything new in the store."""
         out: list[str] = []
         for session in await self.sessions_now():
-            events = await self._new_lines(session, EVENTS_FILE)
-            rows = await self._new_lines(session, CONTEXT_FILE)
+            events, events_restarted = await self._new_lines(session, EVENTS_FILE)
+            rows, rows_restarted = await self._new_lines(session, CONTEXT_FILE)
+            if events_restarted or rows_restarted:
+                out.extend(self._forget(session))
             # A new tool result is named by the event recording it (the store writes the
             # file first): found without listing the session's files.
             files: dict[str, str] = {}
@@ -719,6 +756,13 @@ def _ends_now(folder: Folder, name: str, st: os.stat_result) -> _Place:
         return _Place(end, None, tail_checksum(fd, end))
     finally:
         os.close(fd)
+
+
+def _identity(line: bytes) -> tuple[int, int]:
+    """A line of a store's log, as a watcher remembers it: its length and CRC-32."""
+    import zlib
+
+    return len(line), zlib.crc32(line)
 
 
 def _opens_described(head: bytes) -> bool:
