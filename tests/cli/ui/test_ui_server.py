@@ -334,6 +334,31 @@ def test_hostile_paths_and_session_ids_get_an_error_not_a_file(
         stop_ui(ui)
 
 
+def test_a_search_keeps_its_matches_when_a_file_cannot_be_read(
+    own_demo: Path, tmp_path: Path
+) -> None:
+    """`grep` exits 2 when it could not read a file, after printing what the others hold: the
+    page gets those matches, and what grep said as a note, at every search."""
+    expected = [
+        (os.path.relpath(hit["file"], own_demo), hit["line"])
+        for hit in cli_json(own_demo, "grep", "--json", "ERROR")
+    ]
+    outside = tmp_path / "outside.txt"
+    outside.write_text("ERROR the secret\n")
+    os.link(outside, own_demo / "sessions" / "nightly-job" / "tool_result-hard.txt")
+    ui = start_ui(own_demo)
+    try:
+        for _ in range(2):  # the next search too
+            served = api(ui, "search", pattern="ERROR")
+            assert expected and [(m["path"], m["line"]) for m in served["matches"]] == expected
+            assert served["total"] == len(expected)
+            (note,) = served["notes"]
+            assert "tool_result-hard.txt: has 2 hard links" in note, note
+            assert "the secret" not in json.dumps(served)
+    finally:
+        stop_ui(ui)
+
+
 def test_numbers_json_cannot_spell_arrive_as_their_names(odd_numbers: Path) -> None:
     """NaN, Infinity and -Infinity in a record (Python's json reads them; no browser does)
     are sent as the strings "NaN", "Infinity" and "-Infinity"; every answer parses."""

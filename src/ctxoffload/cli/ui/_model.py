@@ -247,7 +247,7 @@ class UiModel:
     ) -> dict[str, Any]:
         """The matches `ctxoffload grep --json` finds, from a child process of that very
         command (its deadline and its engine), at most `limit` of them, and its notes (a
-        binary file it did not search)."""
+        binary file it did not search, a file it could not read: its matches are kept)."""
         if session:
             self._folder(session)
         try:
@@ -280,10 +280,14 @@ class UiModel:
             done = subprocess.run(command, capture_output=True, timeout=_GREP_SECONDS, check=False)
         except subprocess.TimeoutExpired:
             raise CliError(f"the search ran longer than {_GREP_SECONDS:g} s") from None
-        if done.returncode not in (0, 1):
+        # grep prints its matches (a JSON list) whenever its search ran to its end, and exits 2
+        # when it could not read a file (said on stderr): those matches are the answer, with
+        # what it said as notes. With nothing on stdout it failed (a pattern past its
+        # deadline): what it said last is why.
+        if not done.stdout.strip() and done.returncode not in (0, 1):
             problem = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise CliError(problem[-1] if problem else f"grep exited {done.returncode}")
-        hits = json.loads(done.stdout or b"[]") if done.returncode == 0 else []
+        hits = json.loads(done.stdout or b"[]")
         rows = [
             {
                 # A memory file's lines belong to no session.
