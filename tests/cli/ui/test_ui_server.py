@@ -359,6 +359,28 @@ def test_a_search_keeps_its_matches_when_a_file_cannot_be_read(
         stop_ui(ui)
 
 
+def test_a_link_planted_in_place_of_sessions_gets_a_4xx_that_names_it(
+    own_demo: Path, tmp_path: Path
+) -> None:
+    ui = start_ui(own_demo)
+    try:
+        # Swapped while the server runs (at start it refuses such a workspace).
+        (own_demo / "sessions").rename(tmp_path / "elsewhere")
+        (own_demo / "sessions").symlink_to(tmp_path / "elsewhere")
+        for path in (
+            "/api/session?session=nightly-job",
+            "/api/step?session=nightly-job&step=1",
+        ):
+            status, _, body = request(ui, path)
+            assert status == 400, (path, body)
+            error = strict_json(body)["error"]
+            assert error.startswith(f"{own_demo / 'sessions'} is a symbolic link"), error
+            assert "\n" not in error
+    finally:
+        said = stop_ui(ui)
+    assert "could not answer" not in said and "Traceback" not in said
+
+
 def test_numbers_json_cannot_spell_arrive_as_their_names(odd_numbers: Path) -> None:
     """NaN, Infinity and -Infinity in a record (Python's json reads them; no browser does)
     are sent as the strings "NaN", "Infinity" and "-Infinity"; every answer parses."""

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..._disk.paths import Refused
 from ...exceptions import CliError
 from .._arguments import EXIT_OK, add_workdir
 from .._commands import COMMAND_HELP
@@ -423,6 +424,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             pass  # the client went away: nobody to answer
         except CliError as exc:
             self._fail(404 if "no session" in str(exc) else 400, str(exc))
+        except Refused as exc:  # a link or special file planted in the workspace: not followed
+            self._fail(400, str(exc))
         except Exception as exc:  # a bug, or the workspace changing under the reader
             what = f"{type(exc).__name__}: {exc}"
             print(f"ctxoffload ui: warning: {self.path[:200]!r}: {what}", file=sys.stderr)
