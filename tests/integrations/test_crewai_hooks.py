@@ -64,6 +64,17 @@ def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: 
     assert tokens(model.seen[1]) < CONFIG.context_window
 
 
+def test_a_result_as_answer_tools_output_is_the_answer_whole(tmp_path: Path) -> None:
+    # CrewAI takes a `result_as_answer` tool's output as the task's answer: the crew hands it
+    # back whole (it handed back the head and a notice before).
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="a1")
+    model = Scripted(model="scripted").script([call("fetch", {}, "call_1"), say("unused")])
+    agent = agent_with(model, [Fetch(result_as_answer=True).give([BIG]), *offload.tools])
+    with offload:
+        assert crew_of(agent, "export the log").kickoff().raw == BIG
+    assert len(model.seen) == 1  # (the task ended at the tool)
+
+
 def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
     workdir = tmp_path / "ws"
     offload = ContextOffloadHooks(LocalWorkspace(workdir), config=CONFIG, session_id="long")

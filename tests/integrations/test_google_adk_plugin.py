@@ -74,6 +74,32 @@ async def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_
     assert tokens(model.seen[1]) < CONFIG.context_window
 
 
+async def test_a_call_that_skips_summarisation_hands_its_result_back_whole(
+    tmp_path: Path,
+) -> None:
+    # A tool that sets `skip_summarization` ends the run with its result as the answer: the
+    # program reads it whole (it read the head and a notice before). The conversation going
+    # on, the next request sends it cut, stored whole first.
+    from google.adk.tools import ToolContext
+
+    def export(tool_context: ToolContext) -> str:
+        """Export the log: the whole log is the answer."""
+        tool_context.actions.skip_summarization = True
+        return BIG
+
+    model = Scripted(replies=[call("export", {}, "call_x"), say("It was exported.")])
+    runner, _ = runner_on(tmp_path / "ws", model, tools=[export])
+    events = await ask(runner, await session_of(runner, "x1"), "export the log")
+    (answer,) = responses(events)
+    assert (answer.response or {})["result"] == BIG
+    assert len(model.seen) == 1  # (the run ended at the tool)
+
+    await ask(runner, "x1", "and now?")
+    assert tokens(model.seen[1]) < CONFIG.context_window
+    stored = tmp_path / "ws" / "sessions" / stored_as("x1") / "tool_result-call_x.txt"
+    assert stored.read_text(encoding="utf-8") == BIG
+
+
 async def test_a_result_that_is_no_string_is_stored_as_the_json_the_model_reads(
     tmp_path: Path,
 ) -> None:

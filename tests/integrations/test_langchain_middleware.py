@@ -98,6 +98,35 @@ async def test_an_async_run_stores_the_result_the_same_way(tmp_path: Path) -> No
     assert tokens(model.seen[1]) < CONFIG.context_window
 
 
+@tool(return_direct=True)
+def export() -> str:
+    """Export the log: the whole log is the answer."""
+    return BIG
+
+
+def test_a_return_direct_tools_output_is_the_answer_whole_and_stored_when_sent_on(
+    tmp_path: Path,
+) -> None:
+    # A `return_direct` tool ends the run with its output as the answer: the program gets it
+    # whole (it got the head and a notice before). The conversation going on, the next
+    # request sends it cut, stored whole first: nothing lost, nothing over the window.
+    model = scripted(call("export", {}, "call_1"), "It was exported.")
+    saver = InMemorySaver()
+    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    agent = create_agent(model, tools=[export], middleware=[offload], checkpointer=saver)
+
+    state = agent.invoke({"messages": [HumanMessage("export the log")]}, thread("r1"))
+    assert state["messages"][-1].content == BIG
+    assert len(model.seen) == 1  # (the run ended at the tool)
+
+    agent.invoke({"messages": [HumanMessage("and now?")]}, thread("r1"))
+    sent = model.seen[1]
+    assert tokens(sent) < CONFIG.context_window
+    stored = tmp_path / "ws" / "sessions" / "r1" / "tool_result-call_1.txt"
+    assert stored.read_text(encoding="utf-8") == BIG
+    assert any("tool_result-call_1.txt" in str(m.content) for m in sent)
+
+
 def test_the_checkpoints_hold_no_offloaded_blob(tmp_path: Path) -> None:
     _, _, without = run_dump(tmp_path / "without", offload=False)
     _, _, with_ = run_dump(tmp_path / "with", offload=True)

@@ -34,6 +34,7 @@ from llama_index_scripted import (  # noqa: E402
     agent_on,
     call,
     converse,
+    dump,
     memory_on,
     say,
     tokens,
@@ -68,6 +69,25 @@ async def test_a_5_mb_tool_output_is_stored_whole_and_the_next_call_fits(tmp_pat
     assert tokens(model.seen[1]) < CONFIG.context_window
     kept = await memory.aget_all()
     assert sum(len(m.model_dump_json()) for m in kept) < 20_000
+    await memory.aclose()
+
+
+async def test_a_return_direct_tools_output_is_the_answer_whole(tmp_path: Path) -> None:
+    # A `return_direct` tool ends the run with its output as the answer: the program gets it
+    # whole (it got the head and a notice before); the tool's message is stored whole, and
+    # the conversation going on, the next call is sent under the window.
+    model = Scripted(call("dump", {}, "call_1"))
+    memory = memory_on(tmp_path / "ws", "d1")
+    direct = FunctionTool.from_defaults(dump, return_direct=True)
+    agent = agent_on(memory, model, tools=[direct])
+    answer = await agent.run("dump the log", memory=memory)
+    assert answer.response.content == BIG
+    assert len(model.seen) == 1  # (the run ended at the tool)
+    (stored,) = stored_in(tmp_path / "ws", "d1")
+    assert stored.read_text(encoding="utf-8") == BIG
+    model.replies = [say("It was dumped.")]
+    await agent.run("and now?", memory=memory)
+    assert tokens(model.seen[1]) < CONFIG.context_window
     await memory.aclose()
 
 

@@ -33,6 +33,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from .._doors.answers import answers_run
 from .._doors.checks import (
     checked_config,
     checked_positive,
@@ -376,8 +377,8 @@ class ContextOffloadHooks:
         if not self._acting():
             return None
         text = ctx.tool_result
-        if not isinstance(text, str):
-            return None
+        if not isinstance(text, str) or answers_run(ctx.tool):
+            return None  # (a `result_as_answer` tool's output is the task's answer)
         run = self._run_of(ctx)
         if run is None:
             return None

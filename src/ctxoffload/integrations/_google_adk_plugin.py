@@ -16,6 +16,7 @@ import importlib
 import json
 from typing import Any
 
+from .._doors.answers import answers_run
 from .._doors.checks import (
     checked_config,
     checked_positive,
@@ -210,8 +211,8 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         call = tool_context.function_call_id
         self._done(session, tool_context)
         found = _result_text(result)
-        if found is None:
-            return None
+        if found is None or answers_run(tool, tool_context):
+            return None  # (a call that skips summarisation: its result is the answer)
         key, text = found
         if fits_by_size(session.projector.counter, text, self.config.tool_result_limit):
             return None

@@ -28,6 +28,7 @@ from typing import Annotated, Any
 
 from typing_extensions import NotRequired
 
+from .._doors.answers import answers_run
 from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
@@ -294,9 +295,12 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         return _with_output(result, block, await projector.offload_tool_result(block))
 
     def _oversized(self, result: Any, request: Any, projector: Projector) -> ToolResultBlock | None:
-        """The result as a ctxoffload block when it is text that may be over the limit."""
+        """The result as a ctxoffload block when it is text that may be over the limit (and
+        not the run's answer: a `return_direct` tool's output stays whole, `answers_run`)."""
         if not isinstance(result, _ToolMessage):
             return None  # a Command updates state itself
+        if answers_run(getattr(request, "tool", None)):
+            return None
         text = _text_of(result.content)
         if text is None or fits_by_size(projector.counter, text, self.config.tool_result_limit):
             return None

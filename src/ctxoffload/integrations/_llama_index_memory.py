@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._doors.answers import answers_run
 from .._doors.checks import (
     checked_config,
     checked_positive,
@@ -427,11 +428,15 @@ class _OffloadingFunctionTool(_tools.FunctionTool):  # type: ignore[misc]
     def call(self, *args: Any, **kwargs: Any) -> Any:
         with writing_as(_AGENT, self._memory.session):
             output = self._wrapped.call(*args, **kwargs)
+        if answers_run(self._wrapped):  # (a `return_direct` tool: its output is the answer)
+            return output
         return self._memory.kept_output_sync(output)
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         with writing_as(_AGENT, self._memory.session):
             output = await self._wrapped.acall(*args, **kwargs)
+        if answers_run(self._wrapped):
+            return output
         return await self._memory.kept_output(output)
 
 
@@ -449,11 +454,15 @@ class _OffloadingTool(_tools.types.AsyncBaseTool):  # type: ignore[misc]
     def call(self, input: Any) -> Any:
         with writing_as(_AGENT, self._memory.session):
             output = self._wrapped.call(input)
+        if answers_run(self._wrapped):  # (a `return_direct` tool: its output is the answer)
+            return output
         return self._memory.kept_output_sync(output)
 
     async def acall(self, input: Any) -> Any:
         with writing_as(_AGENT, self._memory.session):
             output = await self._wrapped.acall(input)
+        if answers_run(self._wrapped):
+            return output
         return await self._memory.kept_output(output)
 
 
