@@ -11,8 +11,15 @@ baseline is the compactions themselves, measured in the same run.
 CPU time, not wall time: on a machine shared with other work, wall time stretches what
 computes more than what waits on the disk.
 
+`--search-steps N` caps each index's search for the layout that names the most at N
+indexes rendered and counted (its `IndexClock`, as a compaction's `summary_timeout` caps it in
+time): 0 keeps only what every index does before it searches (the entries whole, filled to
+the budget counted exactly, the fit), the floor of the index's time with its budget counted
+exactly; the naming that costs is `bench/bench_artifacts.py`'s `filled` against `read`.
+
     python bench/bench_index_share.py
     python bench/bench_index_share.py --windows 8000
+    python bench/bench_index_share.py --search-steps 0
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel
-from ctxoffload.compression import Compressor
+from ctxoffload.compression import Compressor, _compaction
 from ctxoffload.compression._index._artifact_index import ArtifactIndex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +105,19 @@ async def replay(window: int, workdir: Path) -> tuple[int, float, IndexTimer]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--windows", nargs="+", type=int, default=[8_000, 32_000])
+    parser.add_argument("--search-steps", type=int, default=None, metavar="N")
     args = parser.parse_args()
+    if args.search_steps is not None:
+        steps = args.search_steps
+        clock_of = _compaction._index_clock
+
+        def capped(deadline: float, cfg: ContextConfig) -> Any:
+            clock = clock_of(deadline, cfg)
+            clock.steps = steps
+            return clock
+
+        _compaction._index_clock = capped
+        print(f"(each index's search capped at {steps} renders)")
     if not CORPUS.is_dir():
         raise SystemExit(f"the transcript corpus {CORPUS} is not there")
     header = ("window", 8), ("compactions", 12), ("CPU s", 7), ("index s", 8), ("share", 6)
