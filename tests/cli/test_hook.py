@@ -215,6 +215,23 @@ def test_a_persisted_output_path_that_is_a_link_is_not_followed(tmp_path: Path) 
     assert stored.read_text(encoding="utf-8") == start  # what was sent, not the link's target
 
 
+def test_a_persisted_output_path_from_any_tool_but_bash_is_not_read(tmp_path: Path) -> None:
+    # Only Claude Code's own Bash output names a file Claude Code persisted: an MCP server's
+    # or a custom tool's dict is that tool's data, and a field of that name in it must not
+    # have ctxoffload read a file of the user's into the model's context.
+    secret = tmp_path / "private_key.txt"
+    secret.write_text("-----BEGIN SECRET-----\n" + "secretline\n" * 5_000, encoding="utf-8")
+    start = "\n".join(f"weather {i}: sunny" for i in range(5_000))
+    payload = post_tool_use_mcp("")
+    payload["tool_response"] = {"stdout": start, "persistedOutputPath": str(secret)}
+    out = output_of(run_hook("PostToolUse", payload, tmp_path / "ws"))
+    sent = json.dumps(out)
+    assert "secretline" not in sent and "BEGIN SECRET" not in sent
+    (stored,) = stored_files(tmp_path / "ws")
+    assert "secretline" not in stored.read_text(encoding="utf-8")
+    assert stored.read_text(encoding="utf-8").startswith("weather 0: sunny")
+
+
 @pytest.mark.parametrize(
     "session",
     ["../../outside", "/etc/passwd", "a/b\\c", "x\x00y", ".hidden", "é" * 300, "-" * 50],

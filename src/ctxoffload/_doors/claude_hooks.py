@@ -188,7 +188,7 @@ async def post_tool_use(
     from ..messages import ToolResultBlock
     from ..tokens import get_token_counter
 
-    response = _whole_output(hook_input["tool_response"])
+    response = _whole_output(tool_name, hook_input["tool_response"])
     cfg = config or hook_config()
     limit = cfg.tool_result_limit
     counter = get_token_counter(None)  # the Projector's
@@ -367,21 +367,33 @@ def needs_offload(hook_input: Any, tool_result_limit: int = DEFAULT_TOOL_RESULT_
     if "tool_response" not in hook_input:
         return True  # `post_tool_use` says what is wrong with it
     response = hook_input.get("tool_response")
-    if isinstance(response, dict) and "persistedOutputPath" in response:
+    if _persisted_by_claude_code(hook_input.get("tool_name"), response):
         return True
     leaves: list[tuple[object, str]] = [*_text_leaves(response), ((), _shape(response))]
     return not _within(leaves, tool_result_limit)
 
 
-def _whole_output(response: Any) -> Any:
+def _persisted_by_claude_code(tool_name: object, response: Any) -> bool:
+    """Whether `response` is a Bash output Claude Code persisted itself, sending the hook its
+    start and the file's path (`persistedOutputPath`). Only Claude Code's own Bash tool: the
+    output of any other tool (an MCP server's, a custom one's) is that tool's data, and a
+    field of that name in it is no path ctxoffload may read (a server could name any file
+    the user can read, to have it sent to the model)."""
+    return (
+        tool_name == "Bash"
+        and isinstance(response, dict)
+        and isinstance(response.get("persistedOutputPath"), str)
+        and isinstance(response.get("stdout"), str)
+    )
+
+
+def _whole_output(tool_name: str, response: Any) -> Any:
     """The tool's output, whole: where Claude Code persisted a long Bash output itself and
-    sent the hook its start (`persistedOutputPath`), the output read back from that file, and
-    without the fields that would have Claude Code show its own copy instead."""
-    if not isinstance(response, dict):
+    sent the hook its start (`_persisted_by_claude_code`), the output read back from that
+    file, and without the fields that would have Claude Code show its own copy instead."""
+    if not _persisted_by_claude_code(tool_name, response):
         return response
-    persisted = response.get("persistedOutputPath")
-    if not isinstance(persisted, str) or not isinstance(response.get("stdout"), str):
-        return response
+    persisted = response["persistedOutputPath"]
     try:
         whole = _read_plain_file(persisted, MAX_PERSISTED_OUTPUT_BYTES, "persistedOutputPath")
     except InvalidContent:
