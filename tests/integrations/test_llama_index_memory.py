@@ -41,7 +41,13 @@ from llama_index_scripted import (  # noqa: E402
     wire,
 )
 
-from ctxoffload import ConfigError, InvalidContent, LocalWorkspace, SessionBusyError  # noqa: E402
+from ctxoffload import (  # noqa: E402
+    ConfigError,
+    InvalidContent,
+    InvalidSessionId,
+    LocalWorkspace,
+    SessionBusyError,
+)
 from ctxoffload.integrations.llama_index import (  # noqa: E402
     OffloadingMemory,
     from_llama_index,
@@ -346,6 +352,9 @@ def test_memory_blocks_and_paths_are_refused_at_construction(tmp_path: Path) -> 
         )
     with pytest.raises(ConfigError, match=r"LocalWorkspace\('ws'\)"):
         OffloadingMemory.from_defaults("ws")  # type: ignore[arg-type]
+    # An id that is no str: the error every door gives, not pydantic's.
+    with pytest.raises(InvalidSessionId, match="session_id must be a str, got int 42"):
+        OffloadingMemory.from_defaults(LocalWorkspace(tmp_path / "ws"), session_id=42)  # type: ignore[arg-type]
 
 
 def test_the_read_back_tools_become_openai_schemas_with_their_arguments_described(

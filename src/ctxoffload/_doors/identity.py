@@ -16,9 +16,10 @@ import logging
 import uuid
 
 from .._disk.ids import session_id_for, validate_session_id
+from ..exceptions import InvalidSessionId
 from .doors import Door
 
-__all__ = ["conversation_session", "fresh_session", "given_session"]
+__all__ = ["conversation_session", "fresh_session", "given_host_id", "given_session"]
 
 logger = logging.getLogger("ctxoffload")
 
@@ -26,6 +27,21 @@ logger = logging.getLogger("ctxoffload")
 def conversation_session(host_id: object) -> str:
     """The session of a host's conversation id (mapped once, by the one rule)."""
     return session_id_for(host_id)
+
+
+def given_host_id(host_id: object) -> str | None:
+    """A door's argument that is the host's own id of a conversation (mapped to its session
+    by `conversation_session`), checked now: None or a str, whatever its characters.
+
+    Raises:
+        InvalidSessionId: it is no str (as `given_session` says of a session's id).
+    """
+    if host_id is not None and not isinstance(host_id, str):
+        raise InvalidSessionId(
+            f"session_id must be a str, got {type(host_id).__name__} {host_id!r}: a host's "
+            "id of a conversation is mapped to a session whatever its characters"
+        )
+    return host_id
 
 
 def given_session(session_id: str | None) -> str | None:

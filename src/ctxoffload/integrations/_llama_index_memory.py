@@ -26,7 +26,7 @@ from .._doors.checks import (
     checked_workspace,
 )
 from .._doors.doors import DOORS
-from .._doors.identity import conversation_session, fresh_session
+from .._doors.identity import conversation_session, fresh_session, given_host_id
 from .._doors.runs import HostRuns
 from .._loop import LoopLock
 from .._tokens.counters import fits_by_size
@@ -146,6 +146,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         context = checked_config(config)
         checked_positive(max_output_chars, "max_output_chars")
         data.setdefault("token_limit", context.context_window or _DEFAULT_TOKEN_LIMIT)
+        given_host_id(data.get("session_id"))
         if data.get("session_id") is None:
             data["session_id"] = fresh_session(_DOOR, "the memory was given no session_id")
         super().__init__(**data)
