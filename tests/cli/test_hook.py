@@ -144,9 +144,13 @@ def test_a_big_stdout_and_stderr_are_stored_together_and_shown_in_one_preview(
     done = run_hook("PostToolUse", post_tool_use_bash(stdout, stderr=stderr), tmp_path / "ws")
     replaced = output_of(done)["hookSpecificOutput"]["updatedToolOutput"]
     assert set(replaced) == {"stdout", "stderr", "interrupted", "isImage"}
-    assert NOTICE in replaced["stdout"] and replaced["stderr"] == ""
+    assert NOTICE in replaced["stdout"]
     (stored,) = stored_files(tmp_path / "ws")
     assert stored.read_text(encoding="utf-8") == stdout + "\n" + stderr
+    # Claude is not told stderr was empty: it is told where it starts in the file.
+    assert replaced["stderr"] == "[stored whole in the file named above, from its line 20,001]"
+    lines = stored.read_text(encoding="utf-8").split("\n")
+    assert "\n".join(lines[20_000:]) == stderr and "\n".join(lines[:20_000]) == stdout
 
 
 def test_small_texts_within_the_limit_together_are_left_alone(tmp_path: Path) -> None:

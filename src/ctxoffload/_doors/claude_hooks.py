@@ -231,7 +231,13 @@ async def post_tool_use(
         return {}  # within the limit once counted
     changes: dict[_Path, str | None] = dict.fromkeys(path for path, _ in stored[1:])
     changes[stored[0][0]] = cut.output
-    replaced = _rebuilt(response, changes)
+    # A field the file holds after the first text says where it starts there (a Bash
+    # stderr after its stdout), never nothing: an empty stderr tells Claude none was written.
+    line, starts = 1, {}
+    for at in range(1, len(stored)):
+        line += stored[at - 1][1].count("\n") + 1
+        starts[stored[at][0]] = f"[stored whole in the file named above, from its line {line:,}]"
+    replaced = _rebuilt(response, changes, starts)
     return _updated(tool_name, replaced)
 
 
@@ -432,11 +438,14 @@ def _text_leaves(value: Any) -> list[tuple[_Path, str]]:
     return found
 
 
-def _rebuilt(value: Any, changes: Mapping[_Path, str | None]) -> Any:
+def _rebuilt(
+    value: Any, changes: Mapping[_Path, str | None], fields: Mapping[_Path, str] | None = None
+) -> Any:
     """A copy of `value` with the string at each path of `changes` replaced by its text (the
     rest shared). A text replaced by None was stored with the one shown: a list drops it (or
     the text block holding it), since a model's API refuses an empty text block; a field
-    becomes ""."""
+    becomes its text in `fields` ("" when it has none)."""
+    fields = fields or {}
     above = {path[:depth] for path in changes for depth in range(len(path))}
 
     def dropped(item: Any, path: _Path) -> bool:
@@ -446,7 +455,7 @@ def _rebuilt(value: Any, changes: Mapping[_Path, str | None]) -> Any:
 
     def walk(item: Any, path: _Path) -> Any:
         if path in changes:
-            return changes[path] or ""
+            return changes[path] or fields.get(path, "")
         if path not in above:
             return item
         if isinstance(item, dict):
