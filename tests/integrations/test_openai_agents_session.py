@@ -6,12 +6,14 @@ same ctxoffload session."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -392,3 +394,162 @@ def test_a_kill_mid_add_loses_no_acknowledged_item_and_leaves_no_half_one(
     assert asyncio.run(WorkspaceSession(LocalWorkspace(folder), "t1").get_items())[-1] == user(
         "after"
     )
+
+
+# Two writers of one conversation (two workers, two processes): the log's order decides.
+
+WRITERS = ContextConfig(context_window=4_000, tool_result_limit=300)
+SUMMARY = "<context_summary>"
+
+
+def conversation(turns: int = 30) -> list[dict[str, Any]]:
+    return [
+        item
+        for t in range(turns)
+        for item in (user(f"M{t}u " + "detail " * 30), {"role": "assistant", "content": f"M{t}a"})
+    ]
+
+
+@pytest.fixture(params=[local, sqlite], ids=lambda f: f.__name__)
+def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Workspace, Workspace]:
+    """Two workspace objects on one store, as two workers have (in memory nothing waits
+    between the reads and the writes of two objects: no race to lose there)."""
+    make: Callable[[Path], Workspace] = request.param
+    first = make(tmp_path)
+    return first, make(tmp_path)
+
+
+async def two_sessions(stores: tuple[Workspace, Workspace]) -> list[WorkspaceSession]:
+    a, b = (WorkspaceSession(store, "t1", config=WRITERS) for store in stores)
+    await a.add_items(conversation())
+    return [a, b]
+
+
+async def compacted_alone() -> list[Any]:
+    """What one compaction of `conversation()` leaves, with nobody beside it."""
+    session = WorkspaceSession(InMemoryWorkspace(), "t1", config=WRITERS)
+    await session.add_items(conversation())
+    await session.run_compaction({"force": True})
+    return await session.get_items()
+
+
+async def assert_compacted_once(sessions: list[WorkspaceSession]) -> None:
+    alone = await compacted_alone()
+    for session in sessions:
+        items = await session.get_items()
+        assert [SUMMARY in json.dumps(item) for item in items] == [True] + [False] * (
+            len(alone) - 1
+        )
+        assert items[1:] == alone[1:] == conversation()[-(len(alone) - 1) :]
+
+
+async def test_two_workers_compacting_at_once_leave_one_summary_and_each_turn_once(
+    two_stores: tuple[Workspace, Workspace],
+) -> None:
+    a, b = await two_sessions(two_stores)
+    await b.get_items()  # both have read the conversation
+    await asyncio.gather(a.run_compaction({"force": True}), b.run_compaction({"force": True}))
+    fresh = WorkspaceSession(two_stores[0], "t1")
+    await assert_compacted_once([a, b, fresh])
+
+
+@pytest.mark.parametrize("make", [local, sqlite], ids=lambda f: f.__name__)
+async def test_two_threads_compacting_at_once_leave_one_summary_and_each_turn_once(
+    make: Callable[[Path], Workspace], tmp_path: Path
+) -> None:
+    await two_sessions((make(tmp_path), make(tmp_path)))
+    start = threading.Barrier(2)
+    failed: list[BaseException] = []
+
+    def compact() -> None:
+        session = WorkspaceSession(make(tmp_path), "t1", config=WRITERS)
+
+        async def go() -> None:
+            await session.get_items()
+            start.wait()
+            await session.run_compaction({"force": True})
+
+        try:
+            asyncio.run(go())  # a loop of its own, as a worker has
+        except BaseException as exc:  # raised again in the test's thread
+            failed.append(exc)
+
+    threads = [threading.Thread(target=compact) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == []
+    await assert_compacted_once([WorkspaceSession(make(tmp_path), "t1")])
+
+
+async def test_an_add_beside_a_compaction_is_kept_once_after_the_summary(
+    two_stores: tuple[Workspace, Workspace],
+) -> None:
+    a, b = await two_sessions(two_stores)
+    late = [user("late question"), {"role": "assistant", "content": "late answer"}]
+    await asyncio.gather(a.run_compaction({"force": True}), b.add_items(late))
+    alone = await compacted_alone()
+    for session in (a, b, WorkspaceSession(two_stores[0], "t1")):
+        items = await session.get_items()
+        assert SUMMARY in json.dumps(items[0])
+        assert items[1:] == [*alone[1:], *late]
+
+
+async def test_a_pop_beside_a_compaction_removes_the_item_for_good(
+    two_stores: tuple[Workspace, Workspace],
+) -> None:
+    a, b = await two_sessions(two_stores)
+    await b.get_items()
+    _, popped = await asyncio.gather(a.run_compaction({"force": True}), b.pop_item())
+    assert popped == conversation()[-1]
+    alone = await compacted_alone()
+    for session in (a, b, WorkspaceSession(two_stores[0], "t1")):
+        items = await session.get_items()
+        assert popped not in items
+        if SUMMARY in json.dumps(items[0]):  # the compaction came first, then the pop
+            assert items[1:] == alone[1:-1]
+        else:  # the pop came first: the compaction found its items changed
+            assert items == conversation()[:-1]
+
+
+async def test_two_pops_at_once_remove_the_two_latest_items(
+    two_stores: tuple[Workspace, Workspace],
+) -> None:
+    a, b = await two_sessions(two_stores)
+    await b.get_items()
+    popped = await asyncio.gather(a.pop_item(), b.pop_item())
+    assert sorted(map(json.dumps, popped)) == sorted(map(json.dumps, conversation()[-2:]))
+    assert await a.get_items() == await b.get_items() == conversation()[:-2]
+
+
+async def test_a_clear_beside_a_compaction_leaves_the_conversation_empty(
+    two_stores: tuple[Workspace, Workspace],
+) -> None:
+    a, b = await two_sessions(two_stores)
+    await b.get_items()
+    await asyncio.gather(a.run_compaction({"force": True}), b.clear_session())
+    for session in (a, b, WorkspaceSession(two_stores[0], "t1")):
+        assert await session.get_items() == []
+
+
+async def test_a_log_where_two_compactions_replaced_the_same_items_folds_to_the_first(
+    tmp_path: Path,
+) -> None:
+    # As two compactions at once left it before they were told apart: the second new start
+    # names items the first had replaced. It is skipped; both stay in the log.
+    workspace = LocalWorkspace(tmp_path / "ws")
+    await workspace.append_history("t1", {"add": [user("a"), user("b"), user("c")]})
+    await workspace.append_history(
+        "t1", {"base": [user("S1"), user("c")], "replaces": [[1, 0], [1, 1], [1, 2]]}
+    )
+    await workspace.append_history(
+        "t1", {"base": [user("S2"), user("c")], "replaces": [[1, 0], [1, 1], [1, 2]]}
+    )
+    await workspace.append_history("t1", {"add": [user("d")]})
+    session = WorkspaceSession(workspace, "t1")
+    assert await session.get_items() == [user("S1"), user("c"), user("d")]
+    assert await session.pop_item() == user("d")
+    await session.clear_session()
+    assert await session.get_items() == []
+    assert len(history_file(tmp_path / "ws").read_text().splitlines()) == 6

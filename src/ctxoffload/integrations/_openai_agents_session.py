@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -37,6 +38,8 @@ from ._openai_agents_items import (
 )
 
 __all__ = ["WorkspaceSession"]
+
+logger = logging.getLogger("ctxoffload")
 
 
 class WorkspaceSession:
@@ -226,32 +229,44 @@ class WorkspaceSession:
         there is none."""
         await self._begin()
         async with self._lock:
-            await self._read_new()
-            if not self._items.live:
-                return None
-            address, text = self._items.live[-1]
-            await self._append({_POP: list(address)})
-            return json.loads(text)
+            while True:  # again when another writer removed or replaced that item first
+                await self._read_new()
+                if not self._items.live:
+                    return None
+                address, text = self._items.live[-1]
+                if await self._append({_POP: list(address)}):
+                    return json.loads(text)
 
     async def clear_session(self) -> None:
         """Forget the conversation's items: a new, empty start is appended (what was
         offloaded for it stays, and so do the earlier lines of its history.jsonl)."""
         await self._begin()
         async with self._lock:
-            await self._read_new()
-            if self._items.live:
-                await self._append({_BASE: [], _REPLACES: self._items.addresses()})
+            while True:  # again when another writer removed or replaced an item first
+                await self._read_new()
+                if not self._items.live:
+                    return
+                if await self._append({_BASE: [], _REPLACES: self._items.addresses()}):
+                    return
 
     async def run_compaction(self, args: Any = None) -> None:
         """Summarise the older items once they pass the config's trigger, or at once with
         `{"force": True}` (the SDK's `OpenAIResponsesCompactionArgs`; its other fields do not
         apply: the summary is made here, with any model). The items summarised are appended
         to the session's context.jsonl before a new start is appended to history.jsonl,
-        holding the summary and the items kept; the newest turn is kept as it is."""
+        holding the summary and the items kept; the newest turn is kept as it is.
+
+        One compaction of the conversation wins, whichever objects or processes call it: one
+        whose items another writer removed or replaced meanwhile (another worker's
+        compaction, a `pop_item`, a `clear_session`) appends nothing, or what it appends is
+        skipped by every reader (`_LiveItems.fold`), and it returns as one that found nothing
+        to do, as the SDK's own compaction session skips a replacement whose items changed.
+        Items added meanwhile stay, after the summary."""
         force = bool(args.get("force")) if isinstance(args, dict) else False
         await self._begin()
         async with self._lock:
             await self._read_new()
+            read = self._items.addresses()  # what the summary replaces; not what comes later
             items = [json.loads(text) for _, text in self._items.live]
             if not items:
                 return
@@ -272,27 +287,48 @@ class WorkspaceSession:
             if not result.compressed:
                 return
             kept = [as_item(item) for item in projected_items(result.messages, history, originals)]
-            await self._append({_BASE: kept, _REPLACES: self._items.addresses()})
+            await self._read_new()  # what another writer appended while this one summarised
+            live = {address for address, _ in self._items.live}
+            if not {_address(a) for a in read} <= live or not await self._append(
+                {_BASE: kept, _REPLACES: read}
+            ):
+                logger.info(
+                    "compaction of session %s skipped: another writer changed its items "
+                    "meanwhile (another compaction?); what it summarised stays in context.jsonl",
+                    self.session_id,
+                )
 
     async def _own_cut(self, block: ToolResultBlock, message: Msg) -> ToolResultBlock:
         """A big output cut by this session's own compressor (no filter bound)."""
         await self._announce()
         return await self._compressor.process_tool_result(block)
 
-    async def _read_new(self) -> None:
-        """Fold in the records history.jsonl gained since this object last read it."""
+    async def _read_new(self) -> set[int]:
+        """Fold in the records history.jsonl gained since this object last read it.
+
+        Returns:
+            The lines among them skipped as stale (`_LiveItems.fold`).
+        """
         items = self._items
+        skipped: set[int] = set()
         for line, record in await self._log.read_history(
             self.session_id, after=items.next_line - 1
         ):
-            items.fold(line, record)
+            if not items.fold(line, record):
+                skipped.add(line)
+        return skipped
 
-    async def _append(self, record: dict[str, Any]) -> None:
-        """Append `record`; fold it in at once when it follows what this object has read
-        (another writer's lines before it are read, with it, at the next read)."""
+    async def _append(self, record: dict[str, Any]) -> bool:
+        """Append `record` and fold it in, after any other writer's lines before it.
+
+        Returns:
+            Whether it applied: False when a line before it had removed or replaced an item
+            it names (it stays in the log, skipped by every reader).
+        """
         line = await self._log.append_history(self.session_id, record)
         if line == self._items.next_line:
-            self._items.fold(line, record)
+            return self._items.fold(line, record)
+        return line not in await self._read_new()
 
     async def _lean(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`items` with each output over the limit stored whole and cut to what the model
@@ -343,24 +379,40 @@ class _LiveItems:
         """The addresses of the live items, as a record names them."""
         return [list(address) for address, _ in self.live]
 
-    def fold(self, line: int, record: Any) -> None:
-        """Apply the record on `line` (one that is not a record of this log is skipped)."""
+    def fold(self, line: int, record: Any) -> bool:
+        """Apply the record on `line` (one that is not a record of this log is skipped).
+
+        A record that names items (`pop`, `base` with its `replaces`) was made from the items
+        its writer read: it applies only if every item it names is still live here. Two
+        writers that read the same items and append one after the other (two workers
+        compacting at once, a pop beside a compaction) are so told apart by the log's order:
+        the first applies, the second is skipped, in every reader alike, and its writer learns
+        it (`False`) and reads again. Nothing is lost: a skipped record stays in the log, the
+        items it names stay live, and what a compaction summarised is in context.jsonl.
+
+        Returns:
+            Whether the record changed nothing it could not (False: skipped, as stale).
+        """
         self.next_line = max(self.next_line, line + 1)
         if not isinstance(record, dict):
-            return
+            return True
         added, popped, replaced = record.get(_ADD), record.get(_POP), record.get(_REPLACES)
         if isinstance(added, list):
             self.live.extend(self._entries(line, added))
         elif _BASE in record and isinstance(record[_BASE], list) and isinstance(replaced, list):
             gone = {_address(a) for a in replaced}
             rest = [entry for entry in self.live if entry[0] not in gone]
+            if len(rest) + len(gone) != len(self.live):  # an item it names has gone
+                return False
             self.live = [*self._entries(line, record[_BASE]), *rest]
         elif _address(popped) is not None:
             at = _address(popped)
             for k in range(len(self.live) - 1, -1, -1):
                 if self.live[k][0] == at:
                     del self.live[k]
-                    break
+                    return True
+            return False
+        return True
 
     def _entries(self, line: int, items: list[Any]) -> list[tuple[tuple[int, int], str]]:
         self.names.update(call_names(items))
