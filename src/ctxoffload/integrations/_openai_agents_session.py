@@ -61,6 +61,10 @@ class WorkspaceSession:
       `keep_whole_outputs=True` items are kept exactly as the SDK gave them.
     - `pop_item`, `clear_session` and `run_compaction` append a record too (the item removed;
       a new start holding what stays): history already written is never rewritten.
+    - Several objects (workers, processes) may write one conversation: a record made from
+      items another writer removed or replaced meanwhile is skipped by every reader, so two
+      compactions at once leave one summary (the second finds nothing to do) and two pops
+      remove two items.
     - `get_items` reads what the log gained since this object last read it (a new object
       reads it once), so `get_items(limit)` costs the items it returns.
 
