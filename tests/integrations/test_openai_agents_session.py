@@ -50,7 +50,7 @@ from ctxoffload.integrations.openai_agents import (  # noqa: E402
     OffloadingInputFilter,
     WorkspaceSession,
 )
-from ctxoffload.workspace import Workspace  # noqa: E402
+from ctxoffload.workspace import HistoryLog, Workspace  # noqa: E402
 from openai_server import OpenAIServer  # noqa: E402
 
 set_tracing_disabled(True)
@@ -376,7 +376,6 @@ def test_a_kill_mid_add_loses_no_acknowledged_item_and_leaves_no_half_one(
         child.wait()
         acknowledged += [int(n) for n in child.stdout.read().split()]  # printed before it died
         child.stdout.close()
-    import asyncio
 
     items = asyncio.run(WorkspaceSession(LocalWorkspace(folder), "t1").get_items())
     # Pairs, each whole; every acknowledged pair there, in order; at most one more per kill.
@@ -480,6 +479,75 @@ async def test_two_threads_compacting_at_once_leave_one_summary_and_each_turn_on
     for thread in threads:
         thread.join()
     assert failed == []
+    await assert_compacted_once([WorkspaceSession(make(tmp_path), "t1")])
+
+
+async def test_two_compactions_that_both_append_fold_to_the_first(
+    two_stores: tuple[Workspace, Workspace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both past their last read before either appends: the log's order decides.
+    a, b = await two_sessions(two_stores)
+    await b.get_items()
+    store = type(two_stores[0])
+    real = store.append_history
+    arrived: list[Any] = []
+    both_there = asyncio.Event()  # no asyncio.Barrier before Python 3.11
+
+    async def held(self: Any, session_id: str, record: Any) -> int:
+        if "base" in record:
+            arrived.append(record)
+            if len(arrived) == 2:
+                both_there.set()
+            await both_there.wait()
+        return await real(self, session_id, record)
+
+    monkeypatch.setattr(store, "append_history", held)
+    await asyncio.gather(a.run_compaction({"force": True}), b.run_compaction({"force": True}))
+    log = two_stores[0]
+    assert isinstance(log, HistoryLog)
+    assert sum("base" in record for _, record in await log.read_history("t1")) == 2
+    await assert_compacted_once([a, b, WorkspaceSession(two_stores[0], "t1")])
+
+
+COMPACTOR = """
+import asyncio, pathlib, sys, time
+from ctxoffload import ContextConfig, LocalWorkspace, SqlWorkspace
+from ctxoffload.integrations.openai_agents import WorkspaceSession
+
+async def main():
+    where, go = sys.argv[1], pathlib.Path(sys.argv[2])
+    store = SqlWorkspace(where) if where.startswith("sqlite") else LocalWorkspace(where)
+    session = WorkspaceSession(store, "t1", config=ContextConfig(context_window=4_000))
+    await session.get_items()
+    print("ready", flush=True)
+    while not go.exists():
+        time.sleep(0.001)
+    await session.run_compaction({"force": True})
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("make", [local, sqlite], ids=lambda f: f.__name__)
+async def test_two_processes_compacting_at_once_leave_one_summary_and_each_turn_once(
+    make: Callable[[Path], Workspace], tmp_path: Path
+) -> None:
+    await two_sessions((make(tmp_path), make(tmp_path)))
+    where = str(tmp_path / "ws") if make is local else f"sqlite:///{tmp_path / 'ws.db'}"
+    go = tmp_path / "go"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", COMPACTOR, where, str(go)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    for child in children:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    go.touch()
+    for child in children:
+        assert child.wait(timeout=120) == 0
+        assert child.stdout is not None
+        child.stdout.close()
     await assert_compacted_once([WorkspaceSession(make(tmp_path), "t1")])
 
 
