@@ -319,6 +319,9 @@ async def test_a_workspace_that_keeps_no_history_is_refused_at_construction() ->
         WorkspaceSession(NoHistory(), "t1")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="not a ctxoffload Workspace"):
         WorkspaceSession(object(), "t1")  # type: ignore[arg-type]
+    # A path is refused naming the class the user built, not the door's filter.
+    with pytest.raises(ConfigError, match=r"^WorkspaceSession: workspace is the path 'ws'"):
+        WorkspaceSession("ws", "t1")  # type: ignore[arg-type]
     assert WorkspaceSession(InMemoryWorkspace(), "t1").session_id == "t1"
 
 

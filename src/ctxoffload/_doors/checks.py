@@ -27,14 +27,18 @@ _BACKENDS = (
 )
 
 
-def checked_workspace(workspace: object, door: Door, *, role: str = "workspace") -> Workspace:
-    """`workspace` when it is a whole `Workspace` that can be written.
+def checked_workspace(
+    workspace: object, door: Door, *, role: str = "workspace", adapter: str | None = None
+) -> Workspace:
+    """`workspace` when it is a whole `Workspace` that can be written (`adapter`: the class
+    the user built, when the door has several, as its refusal names it; the door's own
+    adapter by default).
 
     Raises:
         ConfigError: a path (str or os.PathLike) where a workspace belongs, an object that is
             no `Workspace`, or a `LocalWorkspace` whose workdir is an existing file.
     """
-    _refuse_a_path(workspace, door, role)
+    _refuse_a_path(workspace, adapter or door.adapter, role)
     if not isinstance(workspace, Workspace):
         raise not_a_capability(workspace, Workspace, role=role, fix=f"pass {_BACKENDS}")
     _refuse_a_file(workspace)
@@ -48,7 +52,7 @@ def checked_offloader(offloader: object, door: Door, *, role: str = "workspace")
     Raises:
         ConfigError: a path, no `Offloader`, a sync method, or a workdir that is a file.
     """
-    _refuse_a_path(offloader, door, role)
+    _refuse_a_path(offloader, door.adapter, role)
     if not isinstance(offloader, Offloader):
         raise not_a_capability(
             offloader,
@@ -116,11 +120,11 @@ def checked_positive(value: object, name: str) -> int:
     return value
 
 
-def _refuse_a_path(given: object, door: Door, role: str) -> None:
+def _refuse_a_path(given: object, adapter: str, role: str) -> None:
     if isinstance(given, (str, bytes, os.PathLike)):
         path = os.fsdecode(given)
         raise ConfigError(
-            f"{door.adapter}: {role} is the path {path!r}, not a workspace: pass "
+            f"{adapter}: {role} is the path {path!r}, not a workspace: pass "
             f"LocalWorkspace({path!r}) instead (ObjectStoreWorkspace or SqlWorkspace for a "
             "bucket or a database)"
         )

@@ -106,7 +106,7 @@ class WorkspaceSession:
         summary_model: ChatModel | None = None,
         keep_whole_outputs: bool = False,
     ) -> None:
-        workspace = checked_workspace(workspace, DOOR)
+        workspace = checked_workspace(workspace, DOOR, adapter="WorkspaceSession")
         if not isinstance(workspace, HistoryLog):
             raise not_a_capability(
                 workspace,
