@@ -35,6 +35,7 @@ __all__ = [
     "count_known",
     "count_over",
     "fits_by_size",
+    "forget_long_counts",
     "get_token_counter",
 ]
 
@@ -132,6 +133,12 @@ class _CountCache:
             while self._chars > self._max_chars:
                 dropped, _ = self._counts.popitem(last=False)
                 self._chars -= len(dropped)
+
+    def clear(self) -> None:
+        """Forget every count (and the texts they are keyed by)."""
+        with self._lock:
+            self._counts.clear()
+            self._chars = 0
 
 
 class TiktokenCounter:
@@ -414,6 +421,17 @@ def count_over(counter: TokenCounter, text: str, limit: int) -> tuple[int, tuple
     most = len(text.encode("utf-8", "surrogatepass"))
     estimate = min(most, max(least, round(least * len(text) / (at + 1))))
     return estimate, (least, most)
+
+
+def forget_long_counts(counter: TokenCounter) -> None:
+    """Let `counter` forget the counts it keeps of long texts (`TiktokenCounter.count_text`),
+    and the texts with them: a run that counted a megabyte tool output before cutting it
+    kept that text alive in its counter after the run had ended. Counting such a text again
+    costs what the first count cost; a counter that keeps none is left as it is."""
+    if type(counter) is CalibratedCounter:
+        counter = counter.base
+    if type(counter) is TiktokenCounter:
+        counter._counts.clear()
 
 
 def count_known(counter: TokenCounter, text: str, known: dict[str, int]) -> int:

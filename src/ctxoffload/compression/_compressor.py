@@ -21,6 +21,7 @@ from typing import Any
 from .._disk import events
 from .._disk.records import Event
 from .._emit import EventCallback
+from .._tokens.counters import forget_long_counts
 from ..exceptions import ConfigError, ContextOverflowError
 from ..formats import read_messages
 from ..messages import Msg, ToolResultBlock
@@ -267,6 +268,15 @@ class Compressor:
     async def process_message(self, msg: Msg, *, config: ContextConfig | None = None) -> Msg:
         """`process_tool_result` for every tool result in a message."""
         return await self._truncator.process_message(msg, self._services.settings.over(config))
+
+    def release(self) -> None:
+        """Let go of what this compressor holds for the run that just ended alone: the whole
+        text of each result it cut since the previous call (cut again, one is read back from
+        the file it went to) and the counts its counter keeps of long texts (with the texts).
+        For a compressor kept between runs (a door's, per conversation): nothing is lost, the
+        next run projects as it would have."""
+        self._truncator.release()
+        forget_long_counts(self._services.counter)
 
     async def truncated(
         self, block: ToolResultBlock, done: Truncation, **extra: Any

@@ -272,6 +272,14 @@ class Projector:
             return False
         return self._run_sync(self.report_usage(input_tokens))
 
+    def release(self) -> None:
+        """The host's run is over: let go of what only that run needed (the whole text of
+        each result cut at its last call, the counts of long texts; see
+        `Compressor.release`). A door keeps a projector per conversation between runs; what
+        it holds then is the conversation's record and the history's readings, not its
+        outputs, and the next run projects as it would have."""
+        self._compressor.release()
+
     async def offload_tool_result(
         self, block: ToolResultBlock, *, message: Msg | None = None
     ) -> ToolResultBlock:

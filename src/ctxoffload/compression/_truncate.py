@@ -55,6 +55,9 @@ class Truncation:
     # least and the most it may be. None: counted exactly.
     tokens_before_bounds: tuple[int, int] | None = None
     full_text: str = ""  # the whole result as the file holds it, to cut again if needed
+    # Once `full_text` is let go of (`Truncator.release`): its sha256, to know it when it is
+    # read back from `reference` (or given again whole). "": `full_text` is held.
+    full_sha256: str = ""
     data: list[tuple[str, str]] = field(default_factory=list)
     # The texts ctxoffload cut from it since (to fit a reserve): a result that is one of them
     # is this one. Its text alone never says so: a tool may write a notice.

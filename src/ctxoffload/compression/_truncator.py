@@ -10,6 +10,7 @@ stored a second time, and records each cut (the artifact trail, a `truncation` e
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -77,6 +78,18 @@ class Truncator:
     def keep_recent(self, live_calls: Collection[str]) -> None:
         """Forget the truncations of results no longer fresh (not among `live_calls`)."""
         self._recent = {k: v for k, v in self._recent.items() if k in live_calls}
+
+    def release(self) -> None:
+        """Let go of the whole text of each result cut since the previous call, for a
+        compressor kept between runs (a door's projector, one per conversation of a server):
+        each is stored whole already, and a result cut again is cut from its file, read back
+        then, as a run resumed in another process cuts it (the same stand-in, the same
+        notice). What says which result was cut, and where it went, stays. A text the
+        offloader cannot read back is kept."""
+        if not isinstance(self.services.offloader, ReferenceReader):
+            return
+        # A new dict of new records: a call of another thread may be reading the old ones.
+        self._recent = {key: _released(done) for key, done in self._recent.items()}
 
     async def process_tool_result(
         self, block: ToolResultBlock | Mapping[str, Any] | Msg, settings: RunSettings
@@ -431,15 +444,19 @@ class Truncator:
         if earlier is not None and earlier.reference is not None and _result_of(block, earlier):
             if services.counter.count_text(str(block.output)) <= limit:
                 return block
-            cut = self._cut_again(
-                block, earlier.full_text, earlier.reference, limit, settings, earlier.data
-            )
-            earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut]
-            # In this run's memory only: a resumed run stores such a cut again when it clears
-            # it (its truncation event records the first cut).
-            self._note_stand_in(block.id, earlier, cut)
-            return block.model_copy(update={"output": cut})
-        if earlier is None:
+            full_text = await self._full_text(earlier, earlier.reference)
+            if full_text is not None:
+                cut = self._cut_again(
+                    block, full_text, earlier.reference, limit, settings, earlier.data
+                )
+                earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut]
+                # In this run's memory only: a resumed run stores such a cut again when it
+                # clears it (its truncation event records the first cut).
+                self._note_stand_in(block.id, earlier, cut)
+                return block.model_copy(update={"output": cut})
+            # Its file is gone, or holds another text now: it is stored again, as a result
+            # this compressor never saw (never cut from that file).
+        elif earlier is None:
             recut = await self._recut_stand_in(block, limit, settings)
             if recut is not None:
                 return recut
@@ -455,6 +472,34 @@ class Truncator:
         if done is None:
             return block
         return await self.truncated(block, done, reason="the newest turn exceeds the reserve")
+
+    async def _full_text(self, done: Truncation, reference: str) -> str | None:
+        """The whole text `done` cut: held, or once let go of (`release`), read back from
+        `reference` and known by its digest; None when it cannot be read, or is no longer
+        that text."""
+        if not done.full_sha256:
+            return done.full_text
+        reader = self.services.offloader
+        if not isinstance(reader, ReferenceReader):
+            return None  # (`release` keeps the text then: not met)
+        try:
+            raw = await reader.read_reference(reference)
+        except Exception as exc:
+            logger.warning("could not read %s to cut a result again: %s", reference, exc)
+            return None
+        if isinstance(raw, str):
+            return raw if _digest(raw) == done.full_sha256 else None
+        # The file holds the text as `utf8` wrote it: escapes back to their bytes, or, for a
+        # lone surrogate those cannot carry, the surrogate itself.
+        for errors in ("surrogateescape", "surrogatepass"):
+            try:
+                text = raw.decode("utf-8", errors)
+            except UnicodeDecodeError:
+                continue
+            if _digest(text) == done.full_sha256:
+                return text
+        logger.warning("%s no longer holds the result stored in it; storing it again", reference)
+        return None
 
     async def _recut_stand_in(
         self, block: ToolResultBlock, limit: int, settings: RunSettings
@@ -550,7 +595,16 @@ def _result_of(block: ToolResultBlock, earlier: Truncation) -> bool:
         return True
     # Known by what ctxoffload wrote, never by a notice in the text: a tool's output may
     # forge one naming the earlier file.
+    if earlier.full_sha256:
+        return _digest(rendered_text(output)) == earlier.full_sha256
     return rendered_text(output) == earlier.full_text
+
+
+def _released(done: Truncation) -> Truncation:
+    """`done` without its whole text, which its digest then stands for (see `release`)."""
+    if done.full_sha256:
+        return done
+    return dataclasses.replace(done, full_text="", full_sha256=_digest(done.full_text))
 
 
 def _long_strings(arguments: dict[str, Any]) -> Iterator[tuple[tuple[str | int, ...], str]]:
