@@ -111,3 +111,31 @@ def test_past_the_sessions_kept_the_state_used_least_recently_and_idle_is_forgot
     runs.end("s0", "run-1")
     assert runs.forget_idle(kept, str) == ["s0"]
     assert runs.forget_idle(kept, str) == []
+
+
+def test_each_run_that_gives_its_session_up_is_said_to_the_door(tmp_path: Path) -> None:
+    """`at_run_end` hears of every run that gave its session up here (ended, taken for gone
+    by the next run, idle past `release_idle`), so a door lets go of what only that run
+    needed; never of a run still going."""
+    import time
+
+    ended: list[str] = []
+    runs = HostRuns(LocalWorkspace(tmp_path / "ws"), DOOR, grace=0.2, at_run_end=ended.append)
+    runs.begin("s", "run-1")
+    runs.end("s", "run-1")
+    assert ended == ["s"]
+    runs.begin("s", "run-2")
+    runs.begin("s", "run-3")  # run-2 idle for the grace: taken for gone
+    assert ended == ["s", "s"]
+    runs.end("s", "run-2")  # (no longer its run: nothing)
+    assert ended == ["s", "s"]
+    idle = HostRuns(
+        LocalWorkspace(tmp_path / "ws"), DOOR, release_idle=0.1, at_run_end=ended.append
+    )
+    with idle.calling("t", "run-1"):
+        time.sleep(0.3)  # a call in flight: the run is going
+    assert ended == ["s", "s"]
+    deadline = time.monotonic() + 5
+    while ended == ["s", "s"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ended == ["s", "s", "t"]

@@ -41,6 +41,7 @@ from ctxoffload.integrations.google_adk import (  # noqa: E402
     from_genai,
     to_genai,
 )
+from helpers import megabyte_output, retained_per_run  # noqa: E402
 
 
 def responses(events: list[Any]) -> list[types.FunctionResponse]:
@@ -561,6 +562,35 @@ async def test_a_plugin_forgets_the_state_of_sessions_past_the_ones_it_keeps(
     again = wire(model.seen[-1])
     assert again[: len(before)] == before
     assert "and once more" in again[-1]
+
+
+def test_a_server_keeps_no_output_of_a_session_whose_run_is_over(tmp_path: Path) -> None:
+    """A server keeps one plugin for every user's sessions, and the plugin each session's
+    projector for its next run (up to `SESSIONS_KEPT`). Each kept the whole text of the
+    output its last call cut, and its counter the counts of long texts with the texts. Once a
+    run is over its projector lets go of them; the output is in its file, where a result cut
+    again is read back from."""
+    outputs: list[str] = []
+
+    def fetch() -> str:
+        """Fetch the output."""
+        return outputs.pop()
+
+    model = Scripted()
+    runner, plugin = runner_on(tmp_path / "ws", model, tools=[fetch])
+
+    def run(number: int) -> None:
+        outputs.append(megabyte_output(number))
+        model.replies = [call("fetch", {}, f"call_{number}"), say("done")]
+        model.seen.clear()  # (the script's copies of the requests, not the server's)
+
+        async def one() -> None:
+            await ask(runner, await session_of(runner, f"s{number}"), f"q {number}")
+
+        asyncio.run(one())
+
+    assert retained_per_run(run) < 200_000
+    assert len(plugin._sessions) == 8  # each session's projector is still kept
 
 
 async def test_a_call_that_wrote_a_whole_file_is_sent_cut_with_its_own_id_and_signature(

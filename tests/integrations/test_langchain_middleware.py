@@ -46,6 +46,7 @@ from ctxoffload.integrations.langchain import (  # noqa: E402
     from_langchain,
 )
 from ctxoffload.tokens import get_token_counter  # noqa: E402
+from helpers import megabyte_output, retained_per_run  # noqa: E402
 
 BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
 
@@ -468,6 +469,31 @@ def test_a_server_s_tools_made_per_request_are_not_kept_alive(tmp_path: Path) ->
     assert [ref() for ref in tools] == [None] * 5
     # The middleware's own read-back tools, used by every request, stay converted once.
     assert {id(t) for t in middleware.tools} == set(middleware._tool_schemas)
+
+
+def test_a_server_keeps_no_output_of_a_thread_whose_run_is_over(tmp_path: Path) -> None:
+    """One middleware serves every thread of a server and keeps each thread's projector for
+    its next run (up to `SESSIONS_KEPT`). Each kept the whole text of the output its last call
+    cut, and its counter the counts of long texts with the texts: 1.26 MB per thread of a
+    1.1 MB output, up to 256 threads. Once a run is over its projector lets go of them; the
+    output is in its file, where a result cut again is read back from."""
+    middleware = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+
+    def run(number: int) -> None:
+        output = megabyte_output(number)
+
+        @tool
+        def fetch() -> str:
+            """Fetch the output."""
+            return output
+
+        model = scripted(call("fetch", {}, f"call_{number}"), "done")
+        agent = create_agent(model, tools=[fetch], middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage(f"q {number}")]}, thread(f"t{number}"))
+
+    assert len(megabyte_output(0)) > 1_000_000
+    assert retained_per_run(run) < 200_000
+    assert len(middleware._projectors) == 8  # each thread's projector is still kept
 
 
 async def test_a_langchain_summary_model_is_called_as_an_internal_call(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ from ctxoffload.integrations.pydantic_ai import (  # noqa: E402
     from_pydantic_ai,
     to_pydantic_ai,
 )
+from helpers import megabyte_output, retained_per_run  # noqa: E402
 
 
 async def test_a_5_mb_tool_result_is_stored_whole_and_the_next_request_fits(tmp_path: Path) -> None:
@@ -596,6 +597,30 @@ async def test_a_capability_keeps_the_projectors_of_the_conversations_used_last(
     again = wire(model.seen[-1])
     assert again[: len(before)] == before
     assert "and once more" in again[-1]
+
+
+def test_a_server_keeps_no_output_of_a_conversation_whose_run_is_over(tmp_path: Path) -> None:
+    """One capability serves every conversation of a server and keeps each conversation's
+    projector for its next run (up to `SESSIONS_KEPT`). Each kept the whole text of the
+    output its last call cut, and its counter the counts of long texts with the texts. Once a
+    run is over its projector lets go of them; the output is in its file, where a result cut
+    again is read back from."""
+    offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+
+    def run(number: int) -> None:
+        output = megabyte_output(number)
+
+        def fetch() -> str:
+            """Fetch the output."""
+            return output
+
+        model = Scripted(call("fetch", {}, f"call_{number}"), say("done"))
+        agent = Agent(model.model, tools=[fetch], capabilities=[offload])
+        # (`asyncio.run`, not `run_sync`: that leaves an event loop of its own open.)
+        asyncio.run(agent.run(f"q {number}", conversation_id=f"c{number}"))
+
+    assert retained_per_run(run) < 200_000
+    assert len(offload._projectors) == 8  # each conversation's projector is still kept
 
 
 async def test_a_session_id_names_the_conversation_of_runs_that_name_none(tmp_path: Path) -> None:

@@ -205,16 +205,31 @@ class HostRuns:
     so another object or process may take the conversation meanwhile, and a run resumed
     anywhere takes its lease at its first call. A call that raised gives it up at once.
 
+    A door that keeps state per conversation between runs (a projector) passes `at_run_end`:
+    whenever a run gives its session up here (it ended, it was taken for gone, it was idle
+    past `release_idle`, a call of it raised), the door lets go of what only that run
+    needed (`Projector.release`: the whole texts of the outputs it cut), so a server keeps
+    per conversation what the next run needs, not the last run's outputs. It is called with
+    this object's lock held, before another run of the session may begin; it must not wait
+    for a lock held while this object's methods are called.
+
     Args:
         workspace: the door's workspace.
         door: the door.
         grace: seconds a run that holds a lease here must stay idle to be taken for gone.
         release_idle: seconds after which an idle run's lease is given up (see above); 0
             keeps it until the run ends.
+        at_run_end: called with a run's session once the run has given it up (see above).
     """
 
     def __init__(
-        self, workspace: object, door: Door, *, grace: float = 1.0, release_idle: float = 0.0
+        self,
+        workspace: object,
+        door: Door,
+        *,
+        grace: float = 1.0,
+        release_idle: float = 0.0,
+        at_run_end: Callable[[str], None] | None = None,
     ) -> None:
         from .._loop import LoopThread
 
@@ -222,6 +237,7 @@ class HostRuns:
         self.door = door
         self.grace = grace
         self.release_idle = release_idle
+        self._at_run_end = at_run_end
         self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
         # The sessions whose `door` event this object wrote, the most recent last.
@@ -563,6 +579,8 @@ class HostRuns:
         lease = run.lease  # once: the collector may let go of it meanwhile (`_let_go`)
         if lease is not None:
             self._on_loop(lease.release())
+        if self._at_run_end is not None:
+            self._at_run_end(session)
 
 
 class _Run:

@@ -116,7 +116,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
             _FunctionTool(function)
             for function in reading_functions(workspace, max_output_chars, memory=memory)
         ]
-        self._runs = HostRuns(workspace, _DOOR)
+        self._runs = HostRuns(workspace, _DOOR, at_run_end=self._run_ended)
         # Per ADK session: its projector and history, the least recently used first; past
         # `SESSIONS_KEPT`, those whose run is over are forgotten (`HostRuns.forget_idle`).
         self._sessions: collections.OrderedDict[str, _Session] = collections.OrderedDict()
@@ -237,6 +237,13 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
             writing.__exit__(None, None, None)
 
     # -- sessions -----------------------------------------------------------------------------
+
+    def _run_ended(self, session: str) -> None:
+        """A run of `session` gave it up: its projector lets go of what only that run needed
+        (`HostRuns`'s `at_run_end`)."""
+        for state in list(self._sessions.values()):
+            if state.id == session:
+                state.projector.release()
 
     def _session(self, context: Any) -> _Session:
         """The state of the ADK session a callback's context belongs to."""

@@ -168,7 +168,9 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # A LangGraph run may stop without `after_agent` (it raised, or stopped at an
         # interrupt) and go on from its checkpoint later, in another process: its lease is
         # given up once it is idle and taken again at its next call (`HostRuns.calling`).
-        self._runs = HostRuns(workspace, _DOOR, release_idle=_IDLE_RELEASE)
+        self._runs = HostRuns(
+            workspace, _DOOR, release_idle=_IDLE_RELEASE, at_run_end=self._run_ended
+        )
         self._summary_model: ChatModel | None = (
             _SummaryModel(summary_model, self.config.context_window)
             if isinstance(summary_model, _BaseChatModel)
@@ -228,6 +230,14 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         if run is not None:
             await self._runs.aend(run["session"], run["run"])
         return None
+
+    def _run_ended(self, session: str) -> None:
+        """A run of `session` gave it up: its projector lets go of what only that run needed
+        (`HostRuns`'s `at_run_end`). Without `_guard`: `_projector` holds it while it asks
+        `_runs`, whose lock is held here."""
+        projector = self._projectors.get(session)
+        if projector is not None:
+            projector.release()
 
     def _session_of(self, thread: str | None) -> str:
         """The session of a run: its thread's, else `session_id`, else a new one."""

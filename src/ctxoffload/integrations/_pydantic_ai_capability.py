@@ -141,7 +141,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         # session its projector, kept for the runs that follow (the provider's last reported
         # usage and the counts stay with it), the least recently used first: past
         # `SESSIONS_KEPT`, those whose run is over are forgotten (`HostRuns.forget_idle`).
-        self._runs = HostRuns(self.workspace, _DOOR)
+        self._runs = HostRuns(self.workspace, _DOOR, at_run_end=self._run_ended)
         self._projectors: collections.OrderedDict[str, Projector] = collections.OrderedDict()
 
     async def for_run(self, ctx: Any) -> ContextOffload:
@@ -177,6 +177,13 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         finally:
             ended = True
             await self._runs.aend(session, run)
+
+    def _run_ended(self, session: str) -> None:
+        """A run of `session` gave it up: its projector lets go of what only that run needed
+        (`HostRuns`'s `at_run_end`)."""
+        projector = self._projectors.get(session)
+        if projector is not None:
+            projector.release()
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         """The conversation of a run that names none (no `conversation_id` passed, none on
