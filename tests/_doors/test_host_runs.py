@@ -139,3 +139,23 @@ def test_each_run_that_gives_its_session_up_is_said_to_the_door(tmp_path: Path) 
     while ended == ["s", "s"] and time.monotonic() < deadline:
         time.sleep(0.02)
     assert ended == ["s", "s", "t"]
+
+
+def test_a_run_whose_host_object_is_gone_is_said_to_the_door_at_the_next_run(
+    tmp_path: Path,
+) -> None:
+    """A run the host cancelled ends when its object is collected (`owner`), where nothing may
+    wait: the door hears of it at the next run this object begins or ends."""
+
+    class Invocation:
+        """Stands for the host's context of a run (ADK's InvocationContext)."""
+
+    ended: list[str] = []
+    runs = HostRuns(LocalWorkspace(tmp_path / "ws"), DOOR, grace=0.2, at_run_end=ended.append)
+    invocation = Invocation()
+    runs.begin("s", "run-1", owner=invocation)
+    del invocation
+    gc.collect()
+    assert ended == []
+    runs.begin("other", "run-2")
+    assert ended == ["s"]

@@ -207,8 +207,9 @@ class HostRuns:
 
     A door that keeps state per conversation between runs (a projector) passes `at_run_end`:
     whenever a run gives its session up here (it ended, it was taken for gone, it was idle
-    past `release_idle`, a call of it raised), the door lets go of what only that run
-    needed (`Projector.release`: the whole texts of the outputs it cut), so a server keeps
+    past `release_idle`, a call of it raised; a run whose `owner` was collected, at the next
+    `begin` or `end`), the door lets go of what only that run needed (`Projector.release`:
+    the whole texts of the outputs it cut), so a server keeps
     per conversation what the next run needs, not the last run's outputs. It is called with
     this object's lock held, before another run of the session may begin; it must not wait
     for a lock held while this object's methods are called.
@@ -238,6 +239,9 @@ class HostRuns:
         self.grace = grace
         self.release_idle = release_idle
         self._at_run_end = at_run_end
+        # The sessions of runs let go of by the collector (`_let_go`), which must not wait:
+        # said to `at_run_end` at the next `begin` or `end`.
+        self._let_go_of: collections.deque[str] = collections.deque()
         self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
         # The sessions whose `door` event this object wrote, the most recent last.
@@ -292,6 +296,7 @@ class HostRuns:
         parent: dict[str, Any] | None = None,
     ) -> None:
         """`begin`, with `_lock` held."""
+        self._say_let_go()
         current = self._runs.get(session)
         if current is not None and current.run == run:
             return
@@ -480,6 +485,7 @@ class HostRuns:
     def end(self, session: str, run: str) -> None:
         """Run `run` has ended: give its session up (nothing when it holds none)."""
         with self._lock:
+            self._say_let_go()
             current = self._runs.get(session)
             if current is not None and current.run == run:
                 self._drop(session, current)
@@ -573,6 +579,14 @@ class HostRuns:
         made in, and the host's may hold the host's run (the OpenAI Agents SDK's), which must
         be free to go when the run ends."""
         return contextvars.Context().run(self._loop.run, coro)
+
+    def _say_let_go(self) -> None:
+        """Say to `at_run_end` the runs the collector let go of since (with `_lock` held),
+        but for a session a run of this object writes again meanwhile."""
+        while self._let_go_of:
+            session = self._let_go_of.popleft()
+            if session not in self._runs and self._at_run_end is not None:
+                self._at_run_end(session)
 
     def _drop(self, session: str, run: _Run) -> None:
         self._runs.pop(session, None)  # (the collector may have dropped it: `_let_go`)
@@ -672,3 +686,4 @@ def _let_go(run: weakref.ref[_Run], session: str, owner: object) -> None:
     runs = held.held_by() if held.held_by is not None else None
     if runs is not None and runs._runs.get(session) is held:
         runs._runs.pop(session, None)
+        runs._let_go_of.append(session)
