@@ -240,6 +240,65 @@ def test_ripgrep_output_of_many_blocks_prints_what_re2_prints(
     assert got == grep(big_workspace, args, "python")
 
 
+@pytest.fixture(scope="module")
+def mostly_printable_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log whose matching lines are printable ASCII for more than the blocks that are
+    checked before the C library's check takes over, with a hostile line here and there
+    (so that a block holding one sits between blocks of printable ASCII, on both sides of
+    that change), and a second log that is not UTF-8. The workspace's own path holds a ':',
+    a newline, an escape and a byte that is not UTF-8, shown inert before every line."""
+    hostile = [
+        "ERROR escape \x1b[2J\x1b]52;c;aGk=\x07 and \x1b[31mred",
+        "ERROR windows line\r",  # "\r\n": read without the "\r"
+        "ERROR carriage\rreturn",
+        "ERROR del \x7f bell \x07 nul \x00 vertical tab \x0b form feed \x0c",
+        "ERROR C1 \x85 \x9b as characters, bidi \u202etxt.exe, line separator \u2028",
+        "ERROR été naïve 日本語",
+        "ERROR " + "x" * 2100,  # past --max-columns, in a block that is otherwise printable
+    ]
+    lines = []
+    count = 10 * RG_READ // 70  # lines of about 70 bytes: ten blocks and more
+    for i in range(count):
+        lines.append(f"{i} ERROR printable rows={i % 400} " + "y" * (i % 29))
+        if i % (count // 9) == count // 20:
+            lines.extend(hostile)
+        if i == count * 3 // 4:
+            lines.append("ERROR ten MB on one line " + "z" * (10 * 2**20))
+    odd = "\n".join(f"{i} ERROR raw bytes \udc9b[2J \udcff\udcfe" for i in range(3)) + "\n"
+    workdir = tmp_path_factory.mktemp("rg-printable") / "w:s\nx\x1b[2J\udcff"
+    ws = LocalWorkspace(workdir, fsync=False)
+    output = "\n".join(lines) + "\n"
+    asyncio.run(ws.offload_tool_result("logs", ToolResultBlock(id="call_1", output=output)))
+    asyncio.run(ws.offload_tool_result("logs", ToolResultBlock(id="call_2", output=odd)))
+    return workdir
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ERROR"],
+        ["-i", "error"],
+        ["--max-columns", "0", "ERROR"],
+        ["--max-columns", "40", "rows=1"],
+        ["ERROR.."],  # `.` may match a "\r": lines ending in one are judged again
+    ],
+    ids=" ".join,
+)
+def test_printable_blocks_among_hostile_ones_print_what_re2_prints(
+    mostly_printable_workspace: Path, recording_rg: tuple[Path, Path], args: list[str]
+) -> None:
+    """Blocks of printable ASCII are printed as they are, and every other block made inert
+    as before: byte for byte what the RE2 search prints."""
+    wrapper, log = recording_rg
+    runs_before = rg_runs(log)
+    got = grep(mostly_printable_workspace, args, str(wrapper))
+    assert rg_runs(log) > runs_before, "ripgrep did not run"
+    assert got == grep(mostly_printable_workspace, args, "python")
+    if args == ["ERROR"]:
+        assert len(got[1]) > 10 * RG_READ
+        assert b"\x1b" not in got[1] and b"\\x1b[2J" in got[1]
+
+
 def into_a_pipe(workdir: Path, args: list[str], engine: str, size: int | None) -> tuple[bytes, int]:
     """Run `ctxoffload grep` into a pipe of `size` bytes (the system's default when None)
     read by this process as it prints; what it printed and the pipe's size after."""
