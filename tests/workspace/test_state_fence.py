@@ -5,6 +5,12 @@ as it wrote it. Before, `write_state` replaced state.json whatever lease it was 
 and only the Agent's own check before a write (which can pass just before the lease lapses)
 stood between a stale writer and the new holder's state.
 
+Every other write of the session through that workspace object (a context batch, a tool
+result, an event, a history record) is refused the same way, before anything is written:
+before, only state.json was fenced, and a door's run that lost its lease (smolagents', or any
+door taking its lease through `_doors/runs.py`) went on writing its events, tool results and
+context lines among the new holder's.
+
 On a disk and in memory a lease cannot lapse while its holder runs, so there is nothing to
 fence there; one writer's ordinary life (writes, resume, fork, compaction) is unchanged on
 every store."""
@@ -195,6 +201,94 @@ async def test_on_a_disk_and_in_memory_a_blocked_holder_keeps_its_session(
         await theirs.acquire_lease("s", agent="B", ttl=0.05)
     await mine.write_state("s", {"by": "A"})
     assert await theirs.read_state("s") == {"by": "A"}
+    await lease.release()
+
+
+# -- every write of the session, not only state.json -------------------------------------------
+
+WRITES: dict[str, Callable[[Any], Awaitable[Any]]] = {
+    "context": lambda ws: ws.offload_context("s", [{"role": "user", "content": "A again"}]),
+    "tool result": lambda ws: ws.offload_tool_result(
+        "s", {"role": "tool", "tool_call_id": "A2", "content": "A's late output"}
+    ),
+    "event": lambda ws: ws.record_event("s", "note", text="A's late note"),
+    "events": lambda ws: ws.record_events("s", [("note", {"text": "A's late notes"})]),
+    "history": lambda ws: ws.append_history("s", {"by": "A"}),
+}
+
+
+async def session_as_read(workspace: Any) -> tuple[Any, ...]:
+    """All a reader sees of session "s": its context, events, tool results, history."""
+    files = await workspace.list_files("s")
+    return (
+        await workspace.read_context("s"),
+        await workspace.read_events("s"),
+        files,
+        [await workspace.read_reference(ref) for ref in files],
+        await workspace.read_history("s"),
+    )
+
+
+@pytest.mark.parametrize("two_writers", LAPSING, indirect=True)
+@pytest.mark.parametrize("write", list(WRITES))
+async def test_a_writer_whose_lease_was_taken_over_writes_nothing_more_to_the_session(
+    two_writers: tuple[Any, Any, float], write: str
+) -> None:
+    mine, theirs, blocked = two_writers
+    lease = await mine.acquire_lease("s", agent="A", ttl=TTL)
+    await WRITES[write](mine)  # (before the lapse: written)
+    time.sleep(blocked)
+
+    async def take_over() -> None:
+        await theirs.acquire_lease("s", agent="B", ttl=TTL)
+        await theirs.offload_context("s", [{"role": "user", "content": "B's question"}])
+        await theirs.offload_tool_result(
+            "s", {"role": "tool", "tool_call_id": "B1", "content": "B's output"}
+        )
+        await theirs.record_event("s", "note", text="B's note")
+
+    in_another_process(take_over)
+    before = await session_as_read(theirs)
+
+    # The first write after the lapse (which asks the store), then every other kind.
+    for attempt in [write, *(other for other in WRITES if other != write)]:
+        with pytest.raises(SessionBusyError, match="agent 'B'") as refused:
+            await WRITES[attempt](mine)
+        assert "was not written" in str(refused.value)
+        assert refused.value.holder.get("agent") == "B"
+
+    assert await session_as_read(theirs) == before  # B's session as B left it
+    assert not lease.held
+    await lease.release()
+
+
+@pytest.mark.parametrize("two_writers", LAPSING, indirect=True)
+async def test_a_lapsed_lease_nobody_took_is_renewed_by_the_next_write(
+    two_writers: tuple[Any, Any, float],
+) -> None:
+    """A holder whose loop was blocked past the time to live, its session not taken by
+    anyone meanwhile, writes on: its next write renews the lease, which stays its own."""
+    mine, theirs, blocked = two_writers
+    lease = await mine.acquire_lease("s", agent="A", ttl=TTL)
+    time.sleep(blocked)
+    for write in WRITES.values():
+        await write(mine)
+    with pytest.raises(SessionBusyError, match="agent 'A'"):
+        await theirs.acquire_lease("s", agent="B", ttl=TTL)
+    assert lease.held
+    await lease.release()
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+async def test_on_a_disk_and_in_memory_a_blocked_holder_writes_on(
+    tmp_path: Path, kind: str
+) -> None:
+    mine: Any = LocalWorkspace(tmp_path / "ws") if kind == "local" else InMemoryWorkspace()
+    lease = await mine.acquire_lease("s", agent="A", ttl=0.05)
+    time.sleep(0.3)
+    for write in WRITES.values():
+        await write(mine)
+    assert len(await mine.read_context("s")) == 1
     await lease.release()
 
 

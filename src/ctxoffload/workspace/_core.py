@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ from .._disk.writer import event_record
 from ..exceptions import ConfigError, InvalidReference
 from ..references import ContextRef
 from ._datastore import media_type_of
-from ._fence import StateFence
+from ._fence import StateFence, check_writer
 from ._fork import fork_session
 from ._gc import (
     GcReport,
@@ -56,6 +57,7 @@ from ._gc import (
     sessions_to_remove,
     unit_named_by_staying,
 )
+from ._lease import SessionLease
 
 if TYPE_CHECKING:
     from .._disk.payloads import ToolOutput
@@ -250,24 +252,32 @@ class StoreWorkspace:
     isolate_sessions: bool
 
     @property
-    def _state_fences(self) -> dict[str, StateFence]:
-        """The sessions whose lease this object holds, by id: their state.json writes are
-        fenced (`_fence`). Made on first use, so that a workspace over a store needs no
-        code of its own for it."""
+    def _fences(self) -> dict[str, StateFence]:
+        """The sessions whose lease this object holds, by id: their writes are fenced
+        (`_fence`). Made on first use, so that a workspace over a store needs no code of its
+        own for it."""
         fences: dict[str, StateFence] = self.__dict__.setdefault("_fences_by_session", {})
         return fences
 
-    def _fence_state(
-        self, session_id: str, token: str, release: Callable[[], Awaitable[None]]
-    ) -> Callable[[], Awaitable[None]]:
-        """Fence the session's state.json writes through this object with the lease of
-        `token`, from now until the lease is released: `release` wrapped to end the fence.
+    def _fenced_lease(
+        self,
+        session_id: str,
+        holder: dict[str, Any],
+        where: str,
+        *,
+        release: Callable[[], Awaitable[None]],
+        renew: Callable[[], Awaitable[dict[str, Any] | None]],
+        ttl: float,
+        since: tuple[float, float],
+    ) -> SessionLease:
+        """The lease just taken (as `SessionLease`'s arguments), every write of the session
+        through this object fenced with it from now until it is released (`_fence`).
 
         A store whose leases can lapse calls this as it takes one; a lease dropped
         unreleased leaves its fence, so that a later write through this object, once
         another writer took the session, is refused rather than written over its state."""
-        fence = StateFence(token)
-        fences = self._state_fences  # (not self: a lease must not keep its workspace alive)
+        fence = StateFence(holder["token"], where=where)
+        fences = self._fences  # (not self: a lease must not keep its workspace alive)
         fences[session_id] = fence
 
         async def release_fenced() -> None:
@@ -275,7 +285,22 @@ class StoreWorkspace:
                 del fences[session_id]
             await release()
 
-        return release_fenced
+        lease = SessionLease(
+            session_id, holder, where, release=release_fenced, renew=renew, ttl=ttl, since=since
+        )
+        fence.term, fence.lease = lease.term, weakref.ref(lease)
+        return lease
+
+    async def _writing(self, session_id: str, writing: str) -> None:
+        """Before a write of the session: refuse it when this object's lease on it was lost
+        (`check_writer`: no request while the lease is surely held).
+
+        Raises:
+            SessionBusyError: the lease lapsed and was taken over; nothing was written.
+        """
+        fences = self.__dict__.get("_fences_by_session")
+        if fences:
+            await check_writer(fences.get(session_id), session_id, writing)
 
     def context_path(self, session_id: str) -> Any:
         """The reference of the session's context log, `sessions/<id>/context.jsonl` (a
@@ -325,6 +350,7 @@ class StoreWorkspace:
         files = self._files
         ref = files.reference(sid, CONTEXT_FILE)
         items = as_message_list(msgs)
+        await self._writing(sid, f"a batch of {len(items)} message(s) for context.jsonl")
         async with files.payloads() as payloads:
             # Serialise before touching the log: an item that is not a message leaves it as is.
             def serialise() -> list[Any]:
@@ -374,6 +400,7 @@ class StoreWorkspace:
         """
         sid = validate_session_id(session_id)
         found = tool_output_of(tool_result)
+        await self._writing(sid, f"the tool result of call {found.tool_id!r}")
         files = self._files
         urls: list[str] = []
         async with files.payloads() as payloads:
@@ -438,7 +465,9 @@ class StoreWorkspace:
             InvalidSessionId: before any I/O.
             OffloadError: the events log is a planted link.
         """
-        await self._record_fields(validate_session_id(session_id), kind, fields)
+        sid = validate_session_id(session_id)
+        await self._writing(sid, f"a {kind} event")
+        await self._record_fields(sid, kind, fields)
 
     async def record_events(
         self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
@@ -454,6 +483,7 @@ class StoreWorkspace:
         session_id = validate_session_id(session_id)
         lines = [dumps_record(event_record(session_id, kind, dict(f))) for kind, f in events]
         if lines:
+            await self._writing(session_id, f"{len(lines)} event(s)")
             await self._append_events(session_id, lines, {kind for kind, _ in events})
 
     async def _record(self, session_id: str, event: Event) -> None:
@@ -495,7 +525,8 @@ class StoreWorkspace:
                 (a planted link); the old state.json is as it was.
         """
         sid = validate_session_id(session_id)
-        return await write_state(self._files, sid, state, self._state_fences.get(sid))
+        await self._writing(sid, "state.json")
+        return await write_state(self._files, sid, state, self._fences.get(sid))
 
     async def append_history(self, session_id: str, record: Any) -> int:
         """Append one record to the session's history.jsonl as one line (`HistoryLog`): whole
@@ -511,6 +542,7 @@ class StoreWorkspace:
             OffloadError: the store refused the write, or the log is a planted link.
         """
         sid = validate_session_id(session_id)
+        await self._writing(sid, "a history.jsonl record")
         span = await self._files.append(sid, HISTORY_FILE, [dumps_line(record)])
         return span[0]
 

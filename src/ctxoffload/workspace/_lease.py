@@ -19,8 +19,10 @@ look at it and are never blocked.
 - In memory (`InMemoryWorkspace`): a table of the process.
 
 A second live writer gets `SessionBusyError` naming the holder. A holder whose lease lapsed
-and was taken over cannot write the session's state.json any more: the store refuses it in
-the same step as the write (`_fence`).
+and was taken over writes nothing more to the session: the workspace object that took the
+lease checks it before each write of the session (`LeaseTerm`: no request while the lease
+cannot have lapsed yet), and the store refuses its state.json in the same step as the write
+(`_fence`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import gc
 import logging
 import os
 import socket
+import sys
 import time
 import uuid
 import weakref
@@ -48,6 +51,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "LEASE_FILE",
     "LeaseHolder",
+    "LeaseTerm",
     "SessionLease",
     "busy_error",
     "describe_holder",
@@ -224,6 +228,68 @@ def took_over(session_id: str, holder: dict[str, Any], why: str) -> None:
     )
 
 
+_SURE_SHARE = 0.9
+"""The share of its time to live a lease is taken as surely still its holder's after its
+latest renewal, with no request: the rest is margin for the holder's clock running slower
+than the store's, and for the request's own way to the store."""
+
+
+def _awake_seconds() -> float:
+    """Seconds on a clock that counts a suspended machine's sleep (CLOCK_BOOTTIME on Linux,
+    CLOCK_MONOTONIC on macOS), else `time.monotonic()`: the store's clock went on while the
+    laptop slept, and so must the holder's idea of its lease's age."""
+    if _SLEEP_COUNTING_CLOCK is not None:
+        return time.clock_gettime(_SLEEP_COUNTING_CLOCK)
+    return time.monotonic()
+
+
+_SLEEP_COUNTING_CLOCK: int | None = getattr(
+    time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC if sys.platform == "darwin" else None
+)
+
+
+class LeaseTerm:
+    """What a holder knows locally of a lease that can lapse (in a bucket, a database): when it
+    was last taken or renewed, its time to live, and whether it was found lost.
+
+    Nobody may take a lease before it expires, and it expires no sooner than its time to live
+    after the request that last took or renewed it was sent; so until then (less a margin,
+    `_SURE_SHARE`) it is surely still the holder's, and a write needs no request to know it.
+    The age is read on two clocks, the larger counting: one that counts a machine's sleep
+    (`_awake_seconds`), and the wall clock (a clock set back counts on the first; one set
+    forward costs one needless request at most).
+
+    Attributes:
+        ttl: the lease's time to live, in seconds.
+        lost_to: None while the lease is this holder's; once found taken over, what the store
+            holds of the new holder (`{}` when none holds it).
+    """
+
+    __slots__ = ("_since", "_since_wall", "lost_to", "ttl")
+
+    def __init__(self, ttl: float, since: tuple[float, float] | None = None) -> None:
+        self.ttl = ttl
+        self._since, self._since_wall = since if since is not None else self.now()
+        self.lost_to: dict[str, Any] | None = None
+
+    @staticmethod
+    def now() -> tuple[float, float]:
+        """The moment a request that takes or renews the lease is sent, as `renewed` takes it."""
+        return _awake_seconds(), time.time()
+
+    def renewed(self, since: tuple[float, float]) -> None:
+        """The lease was renewed by a request sent at `since` (`now()` taken before it)."""
+        self._since, self._since_wall = max((self._since, self._since_wall), since)
+
+    def age(self) -> float:
+        """Seconds since the request that last took or renewed the lease was sent."""
+        return max(_awake_seconds() - self._since, time.time() - self._since_wall)
+
+    def surely_held(self) -> bool:
+        """Whether the lease is surely still this holder's now, known with no request."""
+        return self.lost_to is None and self.age() < self.ttl * _SURE_SHARE
+
+
 class SessionLease:
     """A held lease: `release()` (idempotent) gives the session up.
 
@@ -231,6 +297,8 @@ class SessionLease:
         session_id: the session held.
         holder: what the lease records of this holder.
         where: where the lease lives (a path or an object URL).
+        term: for a lease that can lapse (a bucket's, a database's), what this holder knows
+            of it locally (`LeaseTerm`); None where it cannot lapse while its holder runs.
     """
 
     def __init__(
@@ -240,26 +308,33 @@ class SessionLease:
         where: str,
         *,
         release: Callable[[], Awaitable[None]],
-        renew: Callable[[], Awaitable[bool]] | None = None,
-        every: float | None = None,
+        renew: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
+        ttl: float | None = None,
+        since: tuple[float, float] | None = None,
     ) -> None:
+        """Args (besides the attributes):
+        release: gives the lease up in the store.
+        renew: renews it in the store: None when it is still this holder's, else what
+            the store holds of the lease now (`{}`: nothing).
+        ttl: its time to live; with `renew`, it is renewed every third of it.
+        since: when the request that took it was sent (`LeaseTerm.now`; now by default).
+        """
         self.session_id = session_id
         self.holder = holder
         self.where = where
         self._release = release
         self._renew = renew
-        self._every = every
         self._released = False
-        self._renewed = time.monotonic()  # (when it was taken or last renewed)
+        self.term = LeaseTerm(ttl, since) if renew is not None and ttl is not None else None
         self._task: asyncio.Task[None] | None = None
         token = holder.get("token")
         if isinstance(token, str):
             _LIVE[token] = self
-        if renew is not None and every is not None:
+        if renew is not None and ttl is not None:
             # The task holds the lease weakly: a lease dropped unreleased stops renewing and
             # expires.
             self._task = asyncio.get_running_loop().create_task(
-                _keep(weakref.ref(self), renew, every)
+                _keep(weakref.ref(self), renew, ttl / 3)
             )
 
     def __repr__(self) -> str:
@@ -278,20 +353,28 @@ class SessionLease:
         over once it expired) ends it, as a refused beat does."""
         if self._released:
             return False
-        renew, every = self._renew, self._every
-        if renew is None or every is None or time.monotonic() - self._renewed < 1.5 * every:
+        renew, term = self._renew, self.term
+        if renew is None or term is None or term.age() < term.ttl / 2:
             return True
+        since = LeaseTerm.now()
         try:
-            kept = await renew()
+            taken_by = await renew()
         except Exception as exc:  # the store is away: the next beat tries again
             logger.warning("could not renew the lease of session %s: %s", self.session_id, exc)
             return True
-        if kept:
-            self._renewed = time.monotonic()
+        if taken_by is None:
+            term.renewed(since)
             return True
-        _lost(self.session_id)
-        self._released = True
+        self._lose(taken_by)
         return False
+
+    def _lose(self, taken_by: dict[str, Any]) -> None:
+        """The store refused a renewal: the lease is another's (`taken_by`) or nobody's."""
+        if self.term is not None and self.term.lost_to is None:
+            self.term.lost_to = taken_by
+        if not self._released:
+            _lost(self.session_id)
+            self._released = True
 
     async def release(self) -> None:
         """Give the session up; what it wrote stays. Safe to call twice."""
@@ -312,7 +395,9 @@ class SessionLease:
 
 
 async def _keep(
-    ref: weakref.ReferenceType[SessionLease], renew: Callable[[], Awaitable[bool]], every: float
+    ref: weakref.ReferenceType[SessionLease],
+    renew: Callable[[], Awaitable[dict[str, Any] | None]],
+    every: float,
 ) -> None:
     """Renew a lease every `every` seconds while it is held and referenced."""
     while True:
@@ -322,27 +407,28 @@ async def _keep(
             return
         session_id = lease.session_id
         del lease
+        since = LeaseTerm.now()
         try:
-            kept = await renew()
+            taken_by = await renew()
         except Exception as exc:  # the store is away: try again at the next beat
             logger.warning("could not renew the lease of session %s: %s", session_id, exc)
             continue
         lease = ref()
-        if kept:
-            if lease is not None:
-                lease._renewed = time.monotonic()
+        if taken_by is None:
+            if lease is not None and lease.term is not None:
+                lease.term.renewed(since)
             del lease
             continue
-        if lease is not None and not lease._released:
-            _lost(session_id)
-            lease._released = True
+        if lease is not None:
+            lease._lose(taken_by)
         return
 
 
 def _lost(session_id: str) -> None:
     logger.error(
         "lost the lease of session %s: another writer took it over after it expired (was "
-        "this process paused, or its event loop blocked?); stop writing this session",
+        "this process paused, or its event loop blocked?); this writer's next write of the "
+        "session raises SessionBusyError",
         session_id,
     )
 

@@ -33,6 +33,7 @@ from ._core import CollectedWorkspace
 from ._datastore import media_type_of
 from ._lease import (
     LEASE_FILE,
+    LeaseTerm,
     SessionLease,
     holder_record,
     lease_record,
@@ -240,22 +241,26 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
         where = self._client.reference(key)
         attributes = {"Content-Type": "application/json"}
         holder = holder_record(agent, ttl)
+        since = LeaseTerm.now()  # (before the request: the store stamps the lease after it)
         e_tag, previous = await self._take_lease_after_gc(sid, holder)
         if previous and not previous.get("released"):
             took_over(sid, previous, "it expired without being renewed")
         client = self._client
         current = {"e_tag": e_tag}
 
-        async def renew() -> bool:
+        async def renew() -> dict[str, Any] | None:
             # The put itself is the renewal: the store stamps the object with its own clock.
             tag = await client.put_if(key, dumps_line(holder), attributes, e_tag=current["e_tag"])
             if tag is None:
                 found = await client.get_tagged(key)
-                if found is None or lease_record(found[0]).get("token") != holder["token"]:
-                    return False
+                if found is None:
+                    return {}
+                now = lease_record(found[0])
+                if now.get("token") != holder["token"]:
+                    return now
                 tag = found[1]
             current["e_tag"] = tag
-            return True
+            return None
 
         async def release() -> None:
             record = {**holder, "released": now_iso()}
@@ -266,8 +271,9 @@ class ObjectStoreWorkspace(Uploads, CollectedWorkspace):
                     "could not release the lease %s (it expires by itself): %s", where, exc
                 )
 
-        fenced = self._fence_state(sid, holder["token"], release)
-        return SessionLease(sid, holder, where, release=fenced, renew=renew, every=ttl / 3)
+        return self._fenced_lease(
+            sid, holder, where, release=release, renew=renew, ttl=ttl, since=since
+        )
 
     async def _take_lease_after_gc(
         self, session_id: str, holder: dict[str, Any]

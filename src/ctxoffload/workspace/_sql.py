@@ -13,7 +13,7 @@ from .._disk.scope import SessionScoped
 from .._secrets import masked_url
 from ..exceptions import ConfigError
 from ._core import CollectedWorkspace
-from ._lease import LEASE_FILE, SessionLease, holder_record, lease_ttl, took_over
+from ._lease import LEASE_FILE, LeaseTerm, SessionLease, holder_record, lease_ttl, took_over
 from ._postgres import SCHEMES as POSTGRES_SCHEMES
 from ._postgres import PostgresDatabase, is_postgres_url, postgres_url
 from ._sql_collector import SqlCollector
@@ -193,6 +193,7 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
         ttl = lease_ttl(ttl)
         where = f"{self._sql.reference(sid, LEASE_FILE)} (a row of the leases table)"
         holder = holder_record(agent, ttl)
+        since = LeaseTerm.now()  # (before the request: the database's expiry is after it)
         previous, expired = await self._sql.take_lease(sid, holder, ttl, where)
         if previous:
             took_over(
@@ -202,14 +203,15 @@ class SqlWorkspace(Uploads, CollectedWorkspace):
             )
         store, token = self._sql, holder["token"]
 
-        async def renew() -> bool:
+        async def renew() -> dict[str, Any] | None:
             return await store.renew_lease(sid, token, ttl)
 
         async def release() -> None:
             await store.release_lease(sid, token)
 
-        fenced = self._fence_state(sid, token, release)
-        return SessionLease(sid, holder, where, release=fenced, renew=renew, every=ttl / 3)
+        return self._fenced_lease(
+            sid, holder, where, release=release, renew=renew, ttl=ttl, since=since
+        )
 
     async def read_bytes(self, reference: str | os.PathLike[str]) -> tuple[bytes, str]:
         """The bytes behind a reference, with the media type a data/ payload was stored

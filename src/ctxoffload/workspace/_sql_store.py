@@ -497,18 +497,22 @@ class SqlStore:
             raise busy_error(session_id, previous, where, expires=busy_until)
         return previous, expired
 
-    async def renew_lease(self, session_id: str, token: str, ttl: float) -> bool:
-        """Push the lease's expiry `ttl` seconds past now, if this holder still has it."""
+    async def renew_lease(self, session_id: str, token: str, ttl: float) -> dict[str, Any] | None:
+        """Push the lease's expiry `ttl` seconds past now, if this holder still has it: None
+        then, else the lease record the session holds now (`{}`: none), in the same
+        transaction."""
 
-        def write(connection: Connection) -> bool:
-            return (
-                connection.execute(
-                    f"UPDATE leases SET expires = {connection.now} + ? "
-                    "WHERE session = ? AND token = ?",
-                    (ttl, session_id, token),
-                ).rowcount
-                == 1
-            )
+        def write(connection: Connection) -> dict[str, Any] | None:
+            renewed = connection.execute(
+                f"UPDATE leases SET expires = {connection.now} + ? WHERE session = ? AND token = ?",
+                (ttl, session_id, token),
+            ).rowcount
+            if renewed == 1:
+                return None
+            row = connection.execute(
+                "SELECT holder FROM leases WHERE session = ?", (session_id,)
+            ).fetchone()
+            return {} if row is None else lease_record(row[0])
 
         return await self.database.write(write)
 
