@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from ._disk.events import record_class, record_of
 from ._disk.writer import event_record
+from .exceptions import SessionBusyError
 from .workspace import EventBatches, EventLog, Offloader
 
 __all__ = ["EventCallback", "emit_event", "emit_events"]
@@ -81,6 +82,8 @@ async def emit_events(
     if batches:
         try:
             await cast(EventBatches, offloader).record_events(session_id, stamped)
+        except SessionBusyError:
+            raise  # (the writer lost the session: it stops, it does not work around it)
         except Exception as exc:
             kinds = ", ".join(sorted({kind for kind, _ in stamped}))
             logger.warning("could not record a %s event: %s", kinds, exc)
@@ -88,6 +91,8 @@ async def emit_events(
         for kind, fields in stamped:
             try:
                 await cast(EventLog, offloader).record_event(session_id, kind, **fields)
+            except SessionBusyError:
+                raise
             except Exception as exc:
                 logger.warning("could not record a %s event: %s", kind, exc)
     if on_event is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._disk.records import Event
 from .._emit import EventCallback, emit_events
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, SessionBusyError
 from ..messages import Msg
 from ..model import ChatModel
 from ..references import ContextRef
@@ -214,6 +214,8 @@ class RunServices:
             return Persisted()
         try:
             ref = await self.offloader.offload_context(self.session_id, msgs=messages)
+        except SessionBusyError:
+            raise  # (the writer lost the session: it stops, it does not work around it)
         except Exception as exc:
             logger.warning("could not offload %d messages, %s: %s", len(messages), on_failure, exc)
             return Persisted(failure=exc)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from .._disk.payloads import count_lines, render_tool_output
 from .._disk.wording import plural
 from .._tokens.counters import count_over, fits_by_size
+from ..exceptions import SessionBusyError
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import TRUNCATION_MARKER, defuse
 from ..tokens import TokenCounter
@@ -387,6 +388,8 @@ async def truncate_tool_result(
         try:
             block = await _offload_payloads(block, offloader)
             reference = await offloader.offload_tool_result(session_id, block)
+        except SessionBusyError:
+            raise  # (the writer lost the session: it stops, it does not work around it)
         except Exception as exc:
             logger.warning(
                 "could not offload the result of %s (call %s), keeping it whole: %s",

@@ -21,6 +21,7 @@ from typing import Any
 
 from .._disk import events
 from .._disk.records import Event
+from ..exceptions import SessionBusyError
 from ..formats import read_tool_result
 from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..workspace import ReferenceReader
@@ -217,6 +218,8 @@ class Truncator:
                     services.session_id,
                     ToolResultBlock(id=f"{msg.role}-{msg.id}", name=source, output=text),
                 )
+            except SessionBusyError:
+                raise  # (the writer lost the session: it stops, it does not work around it)
             except Exception as exc:
                 logger.warning("could not offload a long %s, keeping it whole: %s", source, exc)
                 return msg
@@ -376,6 +379,8 @@ class Truncator:
                         id=f"{block.id}.{name}", name=f"{block.name} argument {name}", output=text
                     ),
                 )
+            except SessionBusyError:
+                raise
             except Exception as exc:
                 logger.warning(
                     "could not offload argument %r of call %s, keeping it whole: %s",

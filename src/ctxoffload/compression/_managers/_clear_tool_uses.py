@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._depth import json_text
 from ..._disk import events
+from ...exceptions import SessionBusyError
 from ...messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ...text import CLEARED_MARK, defuse
 from ...workspace import Offloader
@@ -200,6 +201,8 @@ class ClearToolUses:
             placeholders, inputs, references, stored = await self._store(
                 candidates, offloader, run, readers
             )
+        except SessionBusyError:
+            raise  # (the writer lost the session: it stops, it does not work around it)
         except Exception as exc:
             logger.warning("could not store the tool outputs to clear, clearing none: %s", exc)
             run.report(f"ClearToolUses: offload failed: {exc}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from ..._depth import json_text, load_json
 from ..._disk import events
 from ..._disk.payloads import count_lines
+from ...exceptions import SessionBusyError
 from ...messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ...text import defuse
 from ...workspace import Offloader
@@ -165,6 +166,8 @@ class ToolOutputOffload:
         )
         try:
             lines, stored = await store_blocks(result, parts, offloader, run.compressor.session_id)
+        except SessionBusyError:
+            raise  # (the writer lost the session: it stops, it does not work around it)
         except Exception as exc:
             logger.warning(
                 "could not offload the result of %s (call %s) block by block, keeping it whole: %s",
