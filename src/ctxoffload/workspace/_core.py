@@ -291,16 +291,16 @@ class StoreWorkspace:
         fence.term, fence.lease = lease.term, weakref.ref(lease)
         return lease
 
-    async def _writing(self, session_id: str, writing: str) -> None:
-        """Before a write of the session: refuse it when this object's lease on it was lost
-        (`check_writer`: no request while the lease is surely held).
-
-        Raises:
-            SessionBusyError: the lease lapsed and was taken over; nothing was written.
-        """
-        fences = self.__dict__.get("_fences_by_session")
-        if fences:
-            await check_writer(fences.get(session_id), session_id, writing)
+    def _in_doubt(self, session_id: str) -> StateFence | None:
+        """The fence of this object's lease on the session when that lease may have been
+        lost, to be made sure of before a write (`check_writer`); None when there is no
+        lease here that can lapse, or it is surely held: the common case, a clock read and
+        no request (so a write that needs no check pays no coroutine for it)."""
+        fences: dict[str, StateFence] | None = self.__dict__.get("_fences_by_session")
+        fence = fences.get(session_id) if fences else None
+        if fence is None or fence.term is None or fence.term.surely_held():
+            return None
+        return fence
 
     def context_path(self, session_id: str) -> Any:
         """The reference of the session's context log, `sessions/<id>/context.jsonl` (a
@@ -345,12 +345,15 @@ class StoreWorkspace:
                 "Errors" in the documentation.)
             OffloadError: the store refused the write, or a planted link was found (the
                 events log too, before anything is written); the log is as it was before.
+            SessionBusyError: this object's lease on the session lapsed and was taken over
+                (`_fence`); nothing was written.
         """
         sid = validate_session_id(session_id)
         files = self._files
         ref = files.reference(sid, CONTEXT_FILE)
         items = as_message_list(msgs)
-        await self._writing(sid, f"a batch of {len(items)} message(s) for context.jsonl")
+        if fence := self._in_doubt(sid):
+            await check_writer(fence, sid, f"a batch of {len(items)} message(s) for context.jsonl")
         async with files.payloads() as payloads:
             # Serialise before touching the log: an item that is not a message leaves it as is.
             def serialise() -> list[Any]:
@@ -397,10 +400,13 @@ class StoreWorkspace:
             InvalidSessionId: before any I/O.
             InvalidContent: not a tool result, or a payload is not valid base64.
             OffloadError: the store refused the write; no partial file is left.
+            SessionBusyError: this object's lease on the session lapsed and was taken over
+                (`_fence`); nothing was written.
         """
         sid = validate_session_id(session_id)
         found = tool_output_of(tool_result)
-        await self._writing(sid, f"the tool result of call {found.tool_id!r}")
+        if fence := self._in_doubt(sid):
+            await check_writer(fence, sid, f"the tool result of call {found.tool_id!r}")
         files = self._files
         urls: list[str] = []
         async with files.payloads() as payloads:
@@ -464,9 +470,12 @@ class StoreWorkspace:
         Raises:
             InvalidSessionId: before any I/O.
             OffloadError: the events log is a planted link.
+            SessionBusyError: this object's lease on the session lapsed and was taken over
+                (`_fence`); nothing was written.
         """
         sid = validate_session_id(session_id)
-        await self._writing(sid, f"a {kind} event")
+        if fence := self._in_doubt(sid):
+            await check_writer(fence, sid, f"a {kind} event")
         await self._record_fields(sid, kind, fields)
 
     async def record_events(
@@ -479,11 +488,15 @@ class StoreWorkspace:
         Raises:
             InvalidSessionId: before any I/O.
             OffloadError: the events log is a planted link.
+            SessionBusyError: this object's lease on the session lapsed and was taken over
+                (`_fence`); nothing was written.
         """
         session_id = validate_session_id(session_id)
         lines = [dumps_record(event_record(session_id, kind, dict(f))) for kind, f in events]
         if lines:
-            await self._writing(session_id, f"{len(lines)} event(s)")
+            if fence := self._in_doubt(session_id):
+                kinds = ", ".join(dict.fromkeys(kind for kind, _ in events))
+                await check_writer(fence, session_id, f"{len(lines)} event(s) ({kinds})")
             await self._append_events(session_id, lines, {kind for kind, _ in events})
 
     async def _record(self, session_id: str, event: Event) -> None:
@@ -525,7 +538,8 @@ class StoreWorkspace:
                 (a planted link); the old state.json is as it was.
         """
         sid = validate_session_id(session_id)
-        await self._writing(sid, "state.json")
+        if fence := self._in_doubt(sid):
+            await check_writer(fence, sid, "state.json")
         return await write_state(self._files, sid, state, self._fences.get(sid))
 
     async def append_history(self, session_id: str, record: Any) -> int:
@@ -540,9 +554,12 @@ class StoreWorkspace:
             InvalidSessionId: before any I/O.
             TypeError: the record is not JSON-serialisable; nothing was written.
             OffloadError: the store refused the write, or the log is a planted link.
+            SessionBusyError: this object's lease on the session lapsed and was taken over
+                (`_fence`); nothing was written.
         """
         sid = validate_session_id(session_id)
-        await self._writing(sid, "a history.jsonl record")
+        if fence := self._in_doubt(sid):
+            await check_writer(fence, sid, "a history.jsonl record")
         span = await self._files.append(sid, HISTORY_FILE, [dumps_line(record)])
         return span[0]
 
