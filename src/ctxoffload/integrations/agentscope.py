@@ -230,6 +230,8 @@ class AgentScopeOffloader:
             await self.workspace.record_event(  # type: ignore[attr-defined]
                 session_id, named.kind, **named.fields()
             )
+        except SessionBusyError:
+            raise  # (the reply lost its session: it stops, it does not work around it)
         except Exception as exc:
             # Stored all the same: the file is kept for gc's grace (an hour) without it.
             logger.warning("could not record data file %s in session %s: %s", url, session_id, exc)
@@ -257,6 +259,8 @@ class AgentScopeOffloader:
         session_id = _session_of(session_id)
         try:
             return str(await self.workspace.offload_context(session_id, msgs=list(msgs)))
+        except SessionBusyError:
+            raise
         except Exception as exc:
             raise _ContextNotStored(
                 f"could not store {len(msgs)} compressed messages: {exc}"
@@ -277,6 +281,8 @@ class AgentScopeOffloader:
         session_id = _session_of(session_id)
         try:
             return str(await self.workspace.offload_tool_result(session_id, tool_result))
+        except SessionBusyError:
+            raise
         except Exception as exc:
             raise OffloadError(
                 f"could not store the part AgentScope cut from tool result {tool_id!r}, so the "
@@ -340,6 +346,8 @@ class AgentScopeOffloader:
             ref = await self.workspace.offload_tool_result(
                 _session_of(agent.state.session_id), block
             )
+        except SessionBusyError:
+            raise
         except Exception as exc:
             logger.warning(
                 "could not store the result of %s (call %s), keeping it whole in the context: %s",
