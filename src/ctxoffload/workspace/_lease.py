@@ -299,6 +299,13 @@ class SessionLease:
         where: where the lease lives (a path or an object URL).
         term: for a lease that can lapse (a bucket's, a database's), what this holder knows
             of it locally (`LeaseTerm`); None where it cannot lapse while its holder runs.
+
+    Args:
+        release: gives the lease up in the store.
+        renew: renews it in the store: returns None when it is still this holder's, else
+            what the store holds of the lease now (`{}`: nothing).
+        ttl: its time to live; with `renew`, it is renewed every third of it.
+        since: when the request that took it was sent (`LeaseTerm.now`; now by default).
     """
 
     def __init__(
@@ -312,13 +319,6 @@ class SessionLease:
         ttl: float | None = None,
         since: tuple[float, float] | None = None,
     ) -> None:
-        """Args (besides the attributes):
-        release: gives the lease up in the store.
-        renew: renews it in the store: None when it is still this holder's, else what
-            the store holds of the lease now (`{}`: nothing).
-        ttl: its time to live; with `renew`, it is renewed every third of it.
-        since: when the request that took it was sent (`LeaseTerm.now`; now by default).
-        """
         self.session_id = session_id
         self.holder = holder
         self.where = where
