@@ -316,7 +316,8 @@ class Agent:
                 )
             )
         except BaseException as stopped:
-            await self._answer_unfinished(calls, stopped)
+            if not isinstance(stopped, SessionBusyError):  # (lost: it writes nothing more)
+                await self._answer_unfinished(calls, stopped)
             raise
         names = ", ".join(dict.fromkeys(c.name for c in calls))
         await self._still_holding(f"the results of its tool calls ({names})")
@@ -460,6 +461,10 @@ class Agent:
                 result = await tool.run(call, store_data=store, on_error=raised.append)
             finally:
                 CALLER.reset(token)
+        # Before the call's record: a tool that blocked the event loop past the lease's time
+        # to live may have lost the session (the workspace would refuse the write anyway,
+        # without naming the call).
+        await self._still_holding(f"the result of its tool call {call.name} ({call.id})")
         await self._record.tool_call(
             len(self.steps), call, result, started, raised[0] if raised else None
         )
