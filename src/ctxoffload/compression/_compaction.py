@@ -251,7 +251,7 @@ class Compaction:
                 given,
                 reserve,
                 settings,
-                calls_over=max(reserve, cfg.trigger_tokens(window) - reserve),
+                calls_over=cfg.calls_room(window),
             )
             fresh_cut = any(a is not b for a, b in zip(given, cut, strict=True))
             rest = rest[:fresh_from] + cut

@@ -587,6 +587,13 @@ class ContextConfig(BaseModel):
         reserve, and never less than `RESULT_FLOOR`."""
         return max(RESULT_FLOOR, self.reserve_tokens(window))
 
+    def calls_room(self, window: int) -> int:
+        """Tokens the newest turn may keep, its answered tool calls included, before the long
+        arguments of those calls are cut (a call that wrote a whole file): what the trigger
+        leaves beside the reserve, and never less than the reserve."""
+        reserve = self.reserve_tokens(window)
+        return max(reserve, self.trigger_tokens(window) - reserve)
+
     def chose(self, field: str) -> bool:
         """Whether `field` was given (to the constructor or `from_dict`) rather than left to
         its default; a default may be derived from the window, a chosen value never is."""
